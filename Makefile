@@ -1,0 +1,41 @@
+# Thin wrapper over CMake. `make` builds build/orch; `make demo` and `make test` are the quick start.
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup demo test test-fast test-asan fuzz fuzz-long format format-check clean
+
+all: $(BUILD)/.configured
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/.configured: CMakeLists.txt tests/tests.cmake
+	scripts/setup.sh --no-python
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	touch $@
+
+setup:
+	scripts/setup.sh
+
+demo: all
+	scripts/demo.sh $(BUILD)/orch
+
+# Every test: the release build, then the whole suite again under ASan+UBSan, then a bounded fuzz.
+test:
+	scripts/setup.sh
+	scripts/run_tests.sh
+
+test-fast: setup all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+fuzz-long:
+	scripts/fuzz.sh 3600
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

@@ -1,0 +1,106 @@
+// orch — a tensor program optimizer. The public C API.
+//
+// Today the API loads an ONNX model (shapes inferred, shape-only subgraphs folded) and runs it on
+// the reference interpreter; compilation for CPU and CUDA targets comes with later stages.
+//
+// Example:
+//     orch_ctx *ctx = orch_ctx_create();
+//     orch_model *m = NULL;
+//     orch_load_options opt = {.input_shapes = "x:1x3x224x224"};
+//     if (orch_model_load(ctx, "model.onnx", &opt, &m) != ORCH_OK) {
+//         fprintf(stderr, "%s\n", orch_last_error(ctx));
+//     } else {
+//         orch_tensor in, out;
+//         orch_model_input_info(m, 0, &in);   in.data = my_input;   // in.nbytes bytes
+//         orch_model_output_info(m, 0, &out); out.data = my_output; // caller-owned
+//         orch_model_run_reference(ctx, m, &in, 1, &out, 1);
+//     }
+//     orch_model_free(m);
+//     orch_ctx_free(ctx);
+//
+// Every function that can fail returns an orch_status and keeps the first error's message in the
+// context (orch_last_error); the library never exits. Free functions accept NULL.
+#ifndef ORCH_H
+#define ORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ORCH_VERSION "0.1.0"
+#define ORCH_MAX_DIMS 8
+
+typedef enum orch_status {
+    ORCH_OK = 0,
+    ORCH_ERR_USAGE = 1,       // API misuse or bad option
+    ORCH_ERR_INVALID = 2,     // malformed model or input
+    ORCH_ERR_UNSUPPORTED = 3, // valid ONNX that orch does not handle (yet)
+    ORCH_ERR_MISMATCH = 4,    // outputs differ from expected ones
+    ORCH_ERR_RUNTIME = 5,     // I/O, memory or internal failure
+} orch_status;
+
+// Element types, numbered as ONNX TensorProto.DataType.
+typedef enum orch_dtype {
+    ORCH_FLOAT32 = 1,
+    ORCH_UINT8 = 2,
+    ORCH_INT8 = 3,
+    ORCH_UINT16 = 4,
+    ORCH_INT16 = 5,
+    ORCH_INT32 = 6,
+    ORCH_INT64 = 7,
+    ORCH_BOOL = 9,
+    ORCH_FLOAT16 = 10,
+    ORCH_FLOAT64 = 11,
+    ORCH_UINT32 = 12,
+    ORCH_UINT64 = 13,
+    ORCH_BFLOAT16 = 16,
+} orch_dtype;
+
+typedef struct orch_tensor {
+    const char *name; // graph input/output name; for inputs NULL means "by position"
+    orch_dtype dtype;
+    int rank;
+    int64_t dims[ORCH_MAX_DIMS];
+    void *data;    // caller-owned, dense row-major
+    size_t nbytes; // size of data in bytes
+} orch_tensor;
+
+typedef struct orch_ctx orch_ctx;
+typedef struct orch_model orch_model;
+
+orch_ctx *orch_ctx_create(void);
+void orch_ctx_free(orch_ctx *ctx);
+const char *orch_last_error(const orch_ctx *ctx); // "" when no error
+orch_status orch_last_status(const orch_ctx *ctx);
+void orch_clear_error(orch_ctx *ctx);
+
+typedef struct orch_load_options {
+    // Binds symbolic input dimensions: "x:1x3x224x224,mask:1x128". NULL when none are symbolic.
+    const char *input_shapes;
+} orch_load_options;
+
+orch_status orch_model_load(orch_ctx *ctx, const char *path, const orch_load_options *opt,
+                            orch_model **out);
+orch_status orch_model_load_memory(orch_ctx *ctx, const void *data, size_t size,
+                                   const orch_load_options *opt, orch_model **out);
+void orch_model_free(orch_model *m);
+
+int orch_model_num_inputs(const orch_model *m);
+int orch_model_num_outputs(const orch_model *m);
+// Fills name, dtype, rank, dims and nbytes (data = NULL). Names live as long as the model.
+orch_status orch_model_input_info(const orch_model *m, int i, orch_tensor *info);
+orch_status orch_model_output_info(const orch_model *m, int i, orch_tensor *info);
+
+// Runs the model on the reference interpreter. Inputs are matched by name (or by position when
+// name is NULL) and must have the model's dtype and shape; outputs likewise, into caller buffers
+// of at least the reported nbytes.
+orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_tensor *inputs,
+                                     int n_inputs, orch_tensor *outputs, int n_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

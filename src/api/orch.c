@@ -1,0 +1,172 @@
+// The public API (include/orch.h) over the internal stages: load → infer/fold → interpret.
+#include "orch.h"
+
+#include "../ir/fold.h"
+#include "../onnx/load.h"
+#include "../runtime/interp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct orch_ctx {
+    Err err;
+};
+
+struct orch_model {
+    Graph *g;
+};
+
+orch_ctx *orch_ctx_create(void) { return calloc(1, sizeof(orch_ctx)); }
+void orch_ctx_free(orch_ctx *ctx) { free(ctx); }
+const char *orch_last_error(const orch_ctx *ctx) { return ctx ? ctx->err.msg : ""; }
+orch_status orch_last_status(const orch_ctx *ctx) { return ctx ? (orch_status)ctx->err.code : ORCH_OK; }
+void orch_clear_error(orch_ctx *ctx) {
+    if (ctx)
+        memset(&ctx->err, 0, sizeof ctx->err);
+}
+
+static orch_status finish_load(orch_ctx *ctx, Graph *g, int rc, orch_model **out) {
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &ctx->err);
+    if (rc) {
+        graph_free(g);
+        return (orch_status)rc;
+    }
+    orch_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        graph_free(g);
+        return (orch_status)err_set(&ctx->err, ST_RUNTIME, "out of memory");
+    }
+    m->g = g;
+    *out = m;
+    return ORCH_OK;
+}
+
+static orch_status load_common(orch_ctx *ctx, const char *path, const void *data, size_t size,
+                               const orch_load_options *opt, orch_model **out) {
+    if (!ctx || !out)
+        return ORCH_ERR_USAGE;
+    *out = NULL;
+    InputShape shapes[64];
+    LoadOptions lo = {shapes, 0};
+    char *spec = opt && opt->input_shapes ? xstrdup(opt->input_shapes) : NULL;
+    int rc = spec ? parse_input_shapes(spec, shapes, 64, &lo.n_shapes, &ctx->err) : ST_OK;
+    Graph *g = NULL;
+    if (rc == ST_OK)
+        rc = path ? onnx_load_file(path, &lo, &g, &ctx->err)
+                  : onnx_load_memory(data, size, "<memory>", NULL, &lo, &g, &ctx->err);
+    orch_status st = rc ? (orch_status)rc : finish_load(ctx, g, rc, out);
+    free(spec);
+    return st;
+}
+
+orch_status orch_model_load(orch_ctx *ctx, const char *path, const orch_load_options *opt,
+                            orch_model **out) {
+    if (!path)
+        return ctx ? (orch_status)err_set(&ctx->err, ST_USAGE, "no model path") : ORCH_ERR_USAGE;
+    return load_common(ctx, path, NULL, 0, opt, out);
+}
+
+orch_status orch_model_load_memory(orch_ctx *ctx, const void *data, size_t size,
+                                   const orch_load_options *opt, orch_model **out) {
+    if (!data && size)
+        return ctx ? (orch_status)err_set(&ctx->err, ST_USAGE, "no model data") : ORCH_ERR_USAGE;
+    return load_common(ctx, NULL, data ? data : "", size, opt, out);
+}
+
+void orch_model_free(orch_model *m) {
+    if (!m)
+        return;
+    graph_free(m->g);
+    free(m);
+}
+
+int orch_model_num_inputs(const orch_model *m) { return m ? m->g->n_inputs : 0; }
+int orch_model_num_outputs(const orch_model *m) { return m ? m->g->n_outputs : 0; }
+
+static void fill_info(const Tensor *t, orch_tensor *info) {
+    memset(info, 0, sizeof *info);
+    info->name = t->name;
+    info->dtype = (orch_dtype)t->dtype;
+    info->rank = t->rank;
+    memcpy(info->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+    info->nbytes = tensor_nbytes(t);
+}
+
+orch_status orch_model_input_info(const orch_model *m, int i, orch_tensor *info) {
+    if (!m || !info || i < 0 || i >= m->g->n_inputs)
+        return ORCH_ERR_USAGE;
+    fill_info(m->g->tensors[m->g->inputs[i]], info);
+    return ORCH_OK;
+}
+
+orch_status orch_model_output_info(const orch_model *m, int i, orch_tensor *info) {
+    if (!m || !info || i < 0 || i >= m->g->n_outputs)
+        return ORCH_ERR_USAGE;
+    fill_info(m->g->tensors[m->g->outputs[i]], info);
+    return ORCH_OK;
+}
+
+// Finds the caller's tensor for graph tensor t: by name, else by position.
+static const orch_tensor *match(const orch_tensor *arr, int n, const Tensor *t, int pos) {
+    for (int i = 0; i < n; i++)
+        if (arr[i].name && strcmp(arr[i].name, t->name) == 0)
+            return &arr[i];
+    return pos < n && !arr[pos].name ? &arr[pos] : NULL;
+}
+
+static int check_tensor(Err *e, const char *what, const orch_tensor *u, const Tensor *t) {
+    char want[128], got[128];
+    if ((DType)u->dtype != t->dtype)
+        return err_set(e, ST_INVALID, "%s '%s' is %s, the model expects %s", what, t->name,
+                       dtype_name((DType)u->dtype), dtype_name(t->dtype));
+    bool same = u->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = u->dims[d] == t->dims[d];
+    if (!same || u->rank < 0 || u->rank > ORCH_MAX_DIMS)
+        return err_set(e, ST_INVALID, "%s '%s' has shape %s, the model expects %s", what, t->name,
+                       shape_str(u->dims, u->rank < 0 || u->rank > ORCH_MAX_DIMS ? 0 : u->rank, got, sizeof got),
+                       tensor_shape_str(t, want, sizeof want));
+    if (!u->data || u->nbytes < tensor_nbytes(t))
+        return err_set(e, ST_USAGE, "%s '%s' needs a buffer of %zu bytes", what, t->name,
+                       tensor_nbytes(t));
+    return ST_OK;
+}
+
+orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_tensor *inputs,
+                                     int n_inputs, orch_tensor *outputs, int n_outputs) {
+    if (!ctx || !m || (n_inputs && !inputs) || (n_outputs && !outputs))
+        return ctx ? (orch_status)err_set(&ctx->err, ST_USAGE, "orch_model_run_reference: NULL argument") : ORCH_ERR_USAGE;
+    Graph *g = m->g;
+    Err *e = &ctx->err;
+    const void **in = xcalloc((size_t)g->n_inputs + 1, sizeof(void *));
+    void **out = xcalloc((size_t)g->n_outputs + 1, sizeof(void *));
+    int rc = ST_OK;
+    for (int i = 0; i < g->n_inputs && rc == ST_OK; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        const orch_tensor *u = match(inputs, n_inputs, t, i);
+        if (!u)
+            rc = err_set(e, ST_USAGE, "input '%s' is not given", t->name);
+        else if ((rc = check_tensor(e, "input", u, t)) == ST_OK)
+            in[i] = u->data;
+    }
+    for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = g->tensors[g->outputs[i]];
+        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
+        if (u)
+            rc = check_tensor(e, "output", u, t);
+    }
+    if (rc == ST_OK)
+        rc = interp_run(g, in, out, NULL, e);
+    for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = g->tensors[g->outputs[i]];
+        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
+        if (u)
+            memcpy(u->data, out[i], tensor_nbytes(t));
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        free(out[i]);
+    free(in);
+    free(out);
+    return (orch_status)rc;
+}

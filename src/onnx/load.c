@@ -1,0 +1,708 @@
+// ONNX ModelProto → Graph (see load.h). Every field read from the file is treated as hostile:
+// sizes are checked before use, names before lookup, paths of external data before opening.
+#include "load.h"
+
+#include "onnx/onnx.pb-c.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+// Protobuf's own limit for one message; larger models must use external data.
+#define MAX_MODEL_BYTES ((int64_t)2 << 30)
+#define MAX_TENSOR_BYTES ((int64_t)64 << 30)
+
+typedef struct Loader {
+    Graph *g;
+    const char *base_dir; // folder of the model file, for external data; NULL: not allowed
+    Err *e;
+} Loader;
+
+static int read_file(const char *path, int64_t max, uint8_t **data, size_t *size, Err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, ST_INVALID, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return err_set(e, ST_INVALID, "%s: not a regular file", path);
+    }
+    if (st.st_size > max) {
+        fclose(f);
+        return err_set(e, ST_INVALID,
+                       "%s: file is %lld bytes, over the %lld-byte protobuf limit (store large "
+                       "weights as ONNX external data)",
+                       path, (long long)st.st_size, (long long)max);
+    }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        fclose(f);
+        return err_set(e, ST_RUNTIME, "%s: out of memory reading %zu bytes", path, n);
+    }
+    if (n && fread(buf, 1, n, f) != n) {
+        free(buf);
+        fclose(f);
+        return err_set(e, ST_INVALID, "%s: read error", path);
+    }
+    fclose(f);
+    *data = buf;
+    *size = n;
+    return ST_OK;
+}
+
+// Checks a dims list from the file and computes the element count.
+static int check_dims(const char *what, const char *name, const int64_t *dims, size_t n_dims,
+                      DType dt, int64_t *numel, Err *e) {
+    if (n_dims > ORCH_MAX_RANK)
+        return err_set(e, ST_UNSUPPORTED, "%s '%s' has rank %zu; orch supports up to %d", what,
+                       name, n_dims, ORCH_MAX_RANK);
+    int64_t count = 1;
+    for (size_t i = 0; i < n_dims; i++) {
+        if (dims[i] < 0)
+            return err_set(e, ST_INVALID, "%s '%s' has a negative dimension %lld", what, name,
+                           (long long)dims[i]);
+        if (mul_overflows_i64(count, dims[i], &count))
+            return err_set(e, ST_INVALID, "%s '%s' has dimensions whose product overflows", what,
+                           name);
+    }
+    int64_t bytes;
+    if (mul_overflows_i64(count, (int64_t)dtype_size(dt), &bytes) || bytes > MAX_TENSOR_BYTES)
+        return err_set(e, ST_INVALID, "%s '%s' is too large (%lld elements)", what, name,
+                       (long long)count);
+    *numel = count;
+    return ST_OK;
+}
+
+static bool storable(DType t) { return t != DT_STRING && dtype_size(t) != 0; }
+
+// Rejects absolute paths and any '..' component; the file must also resolve inside base_dir.
+static int external_path(const Loader *L, const char *tname, const char *loc, char *out,
+                         size_t n) {
+    Err *e = L->e;
+    if (!L->base_dir)
+        return err_set(e, ST_INVALID, "tensor '%s' uses external data, but the model was not "
+                                      "loaded from a file", tname);
+    if (!*loc || loc[0] == '/' || loc[0] == '\\' || strchr(loc, ':'))
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': external data location '%s' must be a relative path inside "
+                       "the model's folder", tname, loc);
+    for (const char *p = loc; *p;) {
+        const char *q = p;
+        while (*q && *q != '/' && *q != '\\')
+            q++;
+        if (q - p == 2 && p[0] == '.' && p[1] == '.')
+            return err_set(e, ST_INVALID,
+                           "tensor '%s': external data location '%s' leaves the model's folder",
+                           tname, loc);
+        p = *q ? q + 1 : q;
+    }
+    if ((size_t)snprintf(out, n, "%s/%s", L->base_dir, loc) >= n)
+        return err_set(e, ST_INVALID, "tensor '%s': external data path too long", tname);
+    char real_base[PATH_MAX], real_file[PATH_MAX];
+    if (!realpath(L->base_dir, real_base) || !realpath(out, real_file))
+        return err_set(e, ST_INVALID, "tensor '%s': external data file '%s' not found", tname,
+                       out);
+    size_t bl = strlen(real_base);
+    if (strncmp(real_file, real_base, bl) != 0 || real_file[bl] != '/')
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': external data file '%s' resolves outside the model's folder",
+                       tname, loc);
+    return ST_OK;
+}
+
+static int parse_i64(const char *s, int64_t *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || x < 0)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static int load_external(const Loader *L, const Onnx__TensorProto *tp, const char *tname,
+                         void *dst, size_t nbytes) {
+    Err *e = L->e;
+    const char *loc = NULL;
+    int64_t offset = 0, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *kv = tp->external_data[i];
+        if (!kv->key || !kv->value)
+            continue;
+        if (strcmp(kv->key, "location") == 0)
+            loc = kv->value;
+        else if (strcmp(kv->key, "offset") == 0 && parse_i64(kv->value, &offset))
+            return err_set(e, ST_INVALID, "tensor '%s': bad external data offset '%s'", tname,
+                           kv->value);
+        else if (strcmp(kv->key, "length") == 0 && parse_i64(kv->value, &length))
+            return err_set(e, ST_INVALID, "tensor '%s': bad external data length '%s'", tname,
+                           kv->value);
+    }
+    if (!loc)
+        return err_set(e, ST_INVALID, "tensor '%s': external data without a location", tname);
+    char path[PATH_MAX];
+    int rc = external_path(L, tname, loc, path, sizeof path);
+    if (rc)
+        return rc;
+    if (length >= 0 && (size_t)length != nbytes)
+        return err_set(e, ST_INVALID, "tensor '%s': external data length %lld, expected %zu",
+                       tname, (long long)length, nbytes);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, ST_INVALID, "tensor '%s': cannot open external data '%s': %s", tname,
+                       path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || offset > st.st_size ||
+        (int64_t)nbytes > st.st_size - offset) {
+        fclose(f);
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': external data file '%s' is too short for %zu bytes at "
+                       "offset %lld",
+                       tname, loc, nbytes, (long long)offset);
+    }
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || (nbytes && fread(dst, 1, nbytes, f) != nbytes)) {
+        fclose(f);
+        return err_set(e, ST_INVALID, "tensor '%s': read error in '%s'", tname, loc);
+    }
+    fclose(f);
+    return ST_OK;
+}
+
+// Converts a TensorProto's payload into dense little-endian storage of its dtype.
+static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const char *what,
+                             Tensor *t) {
+    Err *e = L->e;
+    const char *tname = tp->name && *tp->name ? tp->name : t->name;
+    DType dt = (DType)tp->data_type;
+    if (!tp->has_data_type || dt == DT_UNDEFINED)
+        return err_set(e, ST_INVALID, "%s '%s' has no data type", what, tname);
+    if (!storable(dt))
+        return err_set(e, ST_UNSUPPORTED, "%s '%s' has data type %s, which orch does not support",
+                       what, tname, dtype_name(dt));
+    int64_t numel;
+    int rc = check_dims(what, tname, tp->dims, tp->n_dims, dt, &numel, e);
+    if (rc)
+        return rc;
+    if (tp->segment)
+        return err_set(e, ST_UNSUPPORTED, "%s '%s' is segmented, which orch does not support",
+                       what, tname);
+    size_t es = dtype_size(dt), nbytes = (size_t)numel * es;
+    uint8_t *data = calloc(1, nbytes ? nbytes : 1);
+    if (!data)
+        return err_set(e, ST_RUNTIME, "%s '%s': out of memory (%zu bytes)", what, tname, nbytes);
+    int64_t n = -1; // count found in a typed field
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        rc = load_external(L, tp, tname, data, nbytes);
+        n = numel;
+    } else if (tp->has_raw_data) {
+        if (tp->raw_data.len != nbytes)
+            rc = err_set(e, ST_INVALID, "%s '%s' has %zu bytes of raw data, expected %zu for %s %lld elements",
+                         what, tname, tp->raw_data.len, nbytes, dtype_name(dt), (long long)numel);
+        else if (nbytes)
+            memcpy(data, tp->raw_data.data, nbytes);
+        n = numel;
+    } else {
+        switch (dt) {
+        case DT_FLOAT:
+            n = (int64_t)tp->n_float_data;
+            if (n == numel && n)
+                memcpy(data, tp->float_data, nbytes);
+            break;
+        case DT_DOUBLE:
+            n = (int64_t)tp->n_double_data;
+            if (n == numel && n)
+                memcpy(data, tp->double_data, nbytes);
+            break;
+        case DT_INT64:
+            n = (int64_t)tp->n_int64_data;
+            if (n == numel && n)
+                memcpy(data, tp->int64_data, nbytes);
+            break;
+        case DT_UINT32:
+        case DT_UINT64:
+            n = (int64_t)tp->n_uint64_data;
+            for (int64_t i = 0; n == numel && i < n; i++) {
+                if (dt == DT_UINT32)
+                    ((uint32_t *)data)[i] = (uint32_t)tp->uint64_data[i];
+                else
+                    ((uint64_t *)data)[i] = tp->uint64_data[i];
+            }
+            break;
+        default: // int32, int16, int8, uint16, uint8, bool, float16, bfloat16: in int32_data
+            n = (int64_t)tp->n_int32_data;
+            if (n == numel)
+                for (int64_t i = 0; i < n; i++) {
+                    int32_t v = tp->int32_data[i];
+                    switch (es) {
+                    case 1: ((uint8_t *)data)[i] = (uint8_t)v; break;
+                    case 2: ((uint16_t *)data)[i] = (uint16_t)v; break;
+                    default: ((int32_t *)data)[i] = v; break;
+                    }
+                }
+            break;
+        }
+        if (n != numel)
+            rc = err_set(e, ST_INVALID, "%s '%s' holds %lld values, but its shape needs %lld",
+                         what, tname, (long long)n, (long long)numel);
+    }
+    if (rc) {
+        free(data);
+        return rc;
+    }
+    t->kind = TK_CONST;
+    t->dtype = dt;
+    t->rank = (int)tp->n_dims;
+    for (size_t i = 0; i < tp->n_dims; i++)
+        t->dims[i] = tp->dims[i];
+    free(t->data);
+    t->data = data;
+    return ST_OK;
+}
+
+static const char *str_or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+// Attributes: every field is copied into the graph's arena, so the protobuf can be freed.
+static int load_attr(Loader *L, const Node *n, const Onnx__AttributeProto *ap, Attr *a) {
+    Graph *g = L->g;
+    Err *e = L->e;
+    if (!ap->name || !*ap->name)
+        return err_set(e, ST_INVALID, "node '%s' (%s) has an attribute without a name", n->name,
+                       n->op);
+    a->name = arena_strdup(g->arena, ap->name);
+    if (ap->ref_attr_name && *ap->ref_attr_name)
+        return err_set(e, ST_INVALID,
+                       "node '%s' (%s): attribute '%s' refers to a function attribute outside a "
+                       "function",
+                       n->name, n->op, a->name);
+    AttrType type = ap->has_type ? (AttrType)ap->type : AT_UNDEFINED;
+    if (type == AT_UNDEFINED) { // IR v1 files: infer the type from the field set
+        if (ap->n_ints) type = AT_INTS;
+        else if (ap->n_floats) type = AT_FLOATS;
+        else if (ap->n_strings) type = AT_STRINGS;
+        else if (ap->t) type = AT_TENSOR;
+        else if (ap->g) type = AT_GRAPH;
+        else if (ap->has_s) type = AT_STRING;
+        else if (ap->has_f) type = AT_FLOAT;
+        else if (ap->has_i) type = AT_INT;
+    }
+    a->type = type;
+    switch (type) {
+    case AT_FLOAT: a->f = ap->f; break;
+    case AT_INT: a->i = ap->i; break;
+    case AT_STRING: a->s = arena_strndup(g->arena, (const char *)ap->s.data, ap->s.len); break;
+    case AT_FLOATS:
+        if (ap->n_floats > INT32_MAX)
+            return err_set(e, ST_INVALID, "node '%s': attribute '%s' too long", n->name, a->name);
+        a->n = (int)ap->n_floats;
+        a->floats = arena_memdup(g->arena, ap->floats, sizeof(float) * ap->n_floats);
+        break;
+    case AT_INTS:
+        if (ap->n_ints > INT32_MAX)
+            return err_set(e, ST_INVALID, "node '%s': attribute '%s' too long", n->name, a->name);
+        a->n = (int)ap->n_ints;
+        a->ints = arena_memdup(g->arena, ap->ints, sizeof(int64_t) * ap->n_ints);
+        break;
+    case AT_STRINGS:
+        if (ap->n_strings > INT32_MAX)
+            return err_set(e, ST_INVALID, "node '%s': attribute '%s' too long", n->name, a->name);
+        a->n = (int)ap->n_strings;
+        a->strings = arena_alloc(g->arena, sizeof(char *) * (ap->n_strings + 1));
+        for (size_t i = 0; i < ap->n_strings; i++)
+            a->strings[i] = arena_strndup(g->arena, (const char *)ap->strings[i].data,
+                                          ap->strings[i].len);
+        break;
+    case AT_TENSOR: {
+        if (!ap->t)
+            return err_set(e, ST_INVALID, "node '%s': tensor attribute '%s' is empty", n->name,
+                           a->name);
+        a->t = graph_detached_tensor(g, str_or(ap->t->name, a->name));
+        int rc = tensor_from_proto(L, ap->t, "attribute tensor", a->t);
+        if (rc) {
+            err_prefix(e, "node '%s' (%s): ", n->name, n->op);
+            return rc;
+        }
+        break;
+    }
+    default:
+        // Graphs, sparse tensors, type protos: kept as a type tag only. No supported op uses
+        // them, so a node that has them fails the support check with its op name.
+        break;
+    }
+    return ST_OK;
+}
+
+// A Constant node becomes a constant tensor; no node remains.
+static int load_constant(Loader *L, const Onnx__NodeProto *np, const char *node_name) {
+    Graph *g = L->g;
+    Err *e = L->e;
+    if (np->n_output != 1 || !np->output[0] || !*np->output[0])
+        return err_set(e, ST_INVALID, "Constant node '%s' must have exactly one output", node_name);
+    if (np->n_attribute != 1 || !np->attribute[0]->name)
+        return err_set(e, ST_INVALID, "Constant node '%s' must have exactly one attribute",
+                       node_name);
+    const char *name = np->output[0];
+    if (graph_find_tensor(g, name))
+        return err_set(e, ST_INVALID, "Constant node '%s' redefines tensor '%s'", node_name, name);
+    Tensor *t = graph_add_tensor(g, name);
+    const Onnx__AttributeProto *ap = np->attribute[0];
+    const char *an = ap->name;
+    int rc = ST_OK;
+    if (strcmp(an, "value") == 0 && ap->t) {
+        rc = tensor_from_proto(L, ap->t, "Constant", t);
+    } else if (strcmp(an, "value_float") == 0 || strcmp(an, "value_int") == 0) {
+        bool is_f = an[6] == 'f';
+        t->kind = TK_CONST;
+        t->dtype = is_f ? DT_FLOAT : DT_INT64;
+        t->rank = 0;
+        t->data = xmalloc(8);
+        if (is_f)
+            *(float *)t->data = ap->f;
+        else
+            *(int64_t *)t->data = ap->i;
+    } else if (strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0) {
+        bool is_f = an[6] == 'f';
+        size_t cnt = is_f ? ap->n_floats : ap->n_ints;
+        t->kind = TK_CONST;
+        t->dtype = is_f ? DT_FLOAT : DT_INT64;
+        t->rank = 1;
+        t->dims[0] = (int64_t)cnt;
+        t->data = xmalloc(cnt * 8 + 1);
+        if (cnt)
+            memcpy(t->data, is_f ? (void *)ap->floats : (void *)ap->ints, cnt * (is_f ? 4 : 8));
+    } else {
+        rc = err_set(e, ST_UNSUPPORTED, "Constant node '%s': attribute '%s' is not supported",
+                     node_name, an);
+    }
+    if (rc)
+        err_prefix(e, "node '%s' (Constant): ", node_name);
+    return rc;
+}
+
+static const InputShape *find_shape(const LoadOptions *opt, const char *name) {
+    for (int i = 0; opt && i < opt->n_shapes; i++)
+        if (strcmp(opt->shapes[i].name, name) == 0)
+            return &opt->shapes[i];
+    return NULL;
+}
+
+static int load_input(Loader *L, const Onnx__ValueInfoProto *vi, const LoadOptions *opt) {
+    Graph *g = L->g;
+    Err *e = L->e;
+    if (!vi->name || !*vi->name)
+        return err_set(e, ST_INVALID, "a graph input has no name");
+    if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+        !vi->type->tensor_type)
+        return err_set(e, ST_UNSUPPORTED, "graph input '%s' is not a tensor (sequences, maps and "
+                                          "optionals are not supported)", vi->name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    DType dt = (DType)tt->elem_type;
+    if (!storable(dt))
+        return err_set(e, ST_UNSUPPORTED, "graph input '%s' has data type %s, which orch does not "
+                                          "support", vi->name, dtype_name(dt));
+    if (graph_find_tensor(g, vi->name))
+        return err_set(e, ST_INVALID, "graph input '%s' is declared twice", vi->name);
+    const InputShape *bound = find_shape(opt, vi->name);
+    if (!tt->shape && !bound)
+        return err_set(e, ST_INVALID,
+                       "graph input '%s' has no shape; give one with --input-shapes %s:DIMS",
+                       vi->name, vi->name);
+    int rank = tt->shape ? (int)tt->shape->n_dim : bound->rank;
+    if (tt->shape && tt->shape->n_dim > ORCH_MAX_RANK)
+        return err_set(e, ST_UNSUPPORTED, "graph input '%s' has rank %zu; orch supports up to %d",
+                       vi->name, tt->shape->n_dim, ORCH_MAX_RANK);
+    if (bound && bound->rank != rank)
+        return err_set(e, ST_INVALID, "--input-shapes gives '%s' rank %d, but the model declares "
+                                      "rank %d", vi->name, bound->rank, rank);
+    int64_t dims[ORCH_MAX_RANK];
+    for (int d = 0; d < rank; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = tt->shape ? tt->shape->dim[d] : NULL;
+        bool fixed = dim && dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        if (fixed && dim->dim_value < 0)
+            return err_set(e, ST_INVALID, "graph input '%s' has a negative dimension %lld",
+                           vi->name, (long long)dim->dim_value);
+        if (bound) {
+            if (fixed && bound->dims[d] != dim->dim_value)
+                return err_set(e, ST_INVALID,
+                               "--input-shapes gives '%s' size %lld on axis %d, but the model "
+                               "fixes it to %lld",
+                               vi->name, (long long)bound->dims[d], d, (long long)dim->dim_value);
+            dims[d] = bound->dims[d];
+        } else if (fixed) {
+            dims[d] = dim->dim_value;
+        } else {
+            const char *sym = dim && dim->value_case ==
+                                         ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
+                                  ? dim->dim_param
+                                  : "?";
+            return err_set(e, ST_INVALID,
+                           "graph input '%s' has a symbolic dimension '%s' on axis %d; bind it "
+                           "with --input-shapes %s:DIMS (e.g. %s:1x3x224x224)",
+                           vi->name, sym, d, vi->name, vi->name);
+        }
+    }
+    int64_t numel;
+    int rc = check_dims("graph input", vi->name, dims, (size_t)rank, dt, &numel, e);
+    if (rc)
+        return rc;
+    Tensor *t = graph_add_tensor(g, vi->name);
+    t->kind = TK_INPUT;
+    tensor_set_shape(t, dt, rank, dims);
+    g->inputs = xrealloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+    g->inputs[g->n_inputs++] = t->id;
+    return ST_OK;
+}
+
+static Tensor *tensor_ref(Graph *g, const char *name) {
+    Tensor *t = graph_find_tensor(g, name);
+    return t ? t : graph_add_tensor(g, name);
+}
+
+static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *opt) {
+    Graph *g = L->g;
+    Err *e = L->e;
+    const Onnx__GraphProto *gp = mp->graph;
+    if (!gp)
+        return err_set(e, ST_INVALID, "not an ONNX model: no graph (empty, truncated or another "
+                                      "kind of file)");
+    g->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    g->name = arena_strdup(g->arena, str_or(gp->name, ""));
+    char prod[256];
+    snprintf(prod, sizeof prod, "%s %s", str_or(mp->producer_name, "unknown"),
+             str_or(mp->producer_version, ""));
+    g->producer = arena_strdup(g->arena, prod);
+
+    int64_t opset = -1;
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
+        const char *d = str_or(os->domain, "");
+        if ((!*d || strcmp(d, "ai.onnx") == 0) && os->has_version)
+            opset = os->version;
+    }
+    if (opset < 0)
+        return err_set(e, ST_INVALID, "model imports no opset of the default ONNX domain");
+    if (opset > ORCH_MAX_OPSET)
+        return err_set(e, ST_UNSUPPORTED,
+                       "model uses opset %lld, newer than orch supports (%d to %d); re-export with "
+                       "opset_version=%d",
+                       (long long)opset, ORCH_MIN_OPSET, ORCH_MAX_OPSET, ORCH_MAX_OPSET);
+    if (opset < ORCH_MIN_OPSET)
+        return err_set(e, ST_UNSUPPORTED,
+                       "model uses opset %lld, older than orch supports (%d to %d); convert it "
+                       "with onnx.version_converter",
+                       (long long)opset, ORCH_MIN_OPSET, ORCH_MAX_OPSET);
+    g->opset = (int)opset;
+    if (gp->n_sparse_initializer)
+        return err_set(e, ST_UNSUPPORTED, "sparse initializers are not supported ('%s')",
+                       str_or(gp->sparse_initializer[0]->values ? gp->sparse_initializer[0]->values->name : NULL, "?"));
+
+    // Initializers first: an input that is also an initializer is a constant (older exporters).
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->name || !*tp->name)
+            return err_set(e, ST_INVALID, "initializer #%zu has no name", i);
+        if (graph_find_tensor(g, tp->name))
+            return err_set(e, ST_INVALID, "initializer '%s' is defined twice", tp->name);
+        Tensor *t = graph_add_tensor(g, tp->name);
+        int rc = tensor_from_proto(L, tp, "initializer", t);
+        if (rc)
+            return rc;
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (vi->name && graph_find_tensor(g, vi->name) &&
+            graph_find_tensor(g, vi->name)->kind == TK_CONST)
+            continue;
+        int rc = load_input(L, vi, opt);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; opt && i < opt->n_shapes; i++) {
+        const Tensor *t = graph_find_tensor(g, opt->shapes[i].name);
+        if (!t || t->kind != TK_INPUT)
+            return err_set(e, ST_USAGE, "--input-shapes names '%s', which is not a graph input",
+                           opt->shapes[i].name);
+    }
+
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        const char *op = str_or(np->op_type, "");
+        const char *domain = str_or(np->domain, "");
+        char fallback[64];
+        snprintf(fallback, sizeof fallback, "#%zu", k);
+        const char *nname = str_or(np->name, NULL);
+        if (!*op)
+            return err_set(e, ST_INVALID, "node %s has no op_type", str_or(nname, fallback));
+        if (np->n_input > 4096 || np->n_output > 4096 || np->n_attribute > 4096)
+            return err_set(e, ST_INVALID, "node %s (%s) has too many inputs, outputs or attributes",
+                           str_or(nname, fallback), op);
+        bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
+        if (default_domain && strcmp(op, "Constant") == 0) {
+            char cname[128];
+            snprintf(cname, sizeof cname, "%s", nname ? nname : fallback);
+            int rc = load_constant(L, np, cname);
+            if (rc)
+                return rc;
+            continue;
+        }
+        Node *n = graph_add_node(g, op, default_domain ? "" : domain, nname, (int)np->n_input,
+                                 (int)np->n_output, (int)np->n_attribute);
+        if (!default_domain) {
+            n->opset = 0;
+            for (size_t i = 0; i < mp->n_opset_import; i++)
+                if (mp->opset_import[i]->domain &&
+                    strcmp(mp->opset_import[i]->domain, domain) == 0)
+                    n->opset = (int)mp->opset_import[i]->version;
+        }
+        for (size_t j = 0; j < np->n_input; j++)
+            if (np->input[j] && *np->input[j])
+                n->in[j] = tensor_ref(g, np->input[j])->id;
+        for (size_t j = 0; j < np->n_output; j++)
+            if (np->output[j] && *np->output[j])
+                n->out[j] = tensor_ref(g, np->output[j])->id;
+        for (size_t j = 0; j < np->n_attribute; j++) {
+            int rc = load_attr(L, n, np->attribute[j], &n->attr[j]);
+            if (rc)
+                return rc;
+        }
+    }
+
+    if (gp->n_output == 0)
+        return err_set(e, ST_INVALID, "the graph declares no outputs");
+    g->outputs = xmalloc(sizeof(int) * gp->n_output);
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = gp->output[i]->name;
+        Tensor *t = name ? graph_find_tensor(g, name) : NULL;
+        if (!t)
+            return err_set(e, ST_INVALID, "graph output '%s' is not produced by any node",
+                           str_or(name, "?"));
+        t->is_output = true;
+        g->outputs[g->n_outputs++] = t->id;
+    }
+    int rc = graph_toposort(g, e);
+    if (rc)
+        return rc;
+    for (int i = 0; i < g->n_outputs; i++) {
+        const Tensor *t = g->tensors[g->outputs[i]];
+        if (t->kind == TK_VALUE && t->producer < 0)
+            return err_set(e, ST_INVALID, "graph output '%s' is not produced by any node",
+                           t->name);
+    }
+    return ST_OK;
+}
+
+int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
+                     const LoadOptions *opt, Graph **out, Err *e) {
+    *out = NULL;
+    if ((int64_t)size > MAX_MODEL_BYTES)
+        return err_set(e, ST_INVALID, "%s: model is over the 2 GiB protobuf limit", name);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    if (!mp)
+        return err_set(e, ST_INVALID,
+                       "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
+                       "corrupt or not an ONNX file)",
+                       name);
+    Graph *g = graph_create(name);
+    Loader L = {g, base_dir, e};
+    int rc = load_graph(&L, mp, opt);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (rc) {
+        err_prefix(e, "%s: ", name);
+        graph_free(g);
+        return rc;
+    }
+    *out = g;
+    return ST_OK;
+}
+
+int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e) {
+    uint8_t *buf;
+    size_t size;
+    *out = NULL;
+    int rc = read_file(path, MAX_MODEL_BYTES, &buf, &size, e);
+    if (rc)
+        return rc;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (!dir[0])
+        snprintf(dir, sizeof dir, "/");
+    rc = onnx_load_memory(buf, size, path, dir, opt, out, e);
+    free(buf);
+    return rc;
+}
+
+int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *dims, void **data,
+                          Err *e) {
+    uint8_t *buf;
+    size_t size;
+    int rc = read_file(path, MAX_MODEL_BYTES, &buf, &size, e);
+    if (rc)
+        return rc;
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, buf);
+    free(buf);
+    if (!tp)
+        return err_set(e, ST_INVALID, "%s: not a valid ONNX TensorProto file", path);
+    Graph *g = graph_create(path);
+    Tensor *t = graph_detached_tensor(g, "tensor");
+    Loader L = {g, NULL, e};
+    rc = tensor_from_proto(&L, tp, "tensor", t);
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    if (rc == ST_OK) {
+        *dtype = t->dtype;
+        *rank = t->rank;
+        memcpy(dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+        *data = t->data;
+        t->data = NULL;
+    } else {
+        err_prefix(e, "%s: ", path);
+    }
+    graph_free(g);
+    return rc;
+}
+
+int parse_input_shapes(char *spec, InputShape *shapes, int max, int *count, Err *e) {
+    // Entries separated by ',' or ';': NAME:D1xD2x... (NAME may itself contain ':'; the last one splits).
+    char *save = NULL;
+    for (char *tok = strtok_r(spec, ",;", &save); tok; tok = strtok_r(NULL, ",;", &save)) {
+        if (*count >= max)
+            return err_set(e, ST_USAGE, "--input-shapes: too many entries (max %d)", max);
+        char *colon = strrchr(tok, ':');
+        if (!colon || colon == tok)
+            return err_set(e, ST_USAGE, "--input-shapes: '%s' is not NAME:DIMS (e.g. x:1x3x224x224)",
+                           tok);
+        *colon = 0;
+        InputShape *s = &shapes[(*count)++];
+        s->name = tok;
+        s->rank = 0;
+        char *p = colon + 1;
+        if (strcmp(p, "scalar") == 0 || !*p)
+            continue;
+        for (;;) {
+            char *end;
+            errno = 0;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || errno || v < 0)
+                return err_set(e, ST_USAGE, "--input-shapes: bad dimension in '%s:%s'", tok,
+                               colon + 1);
+            if (s->rank >= ORCH_MAX_RANK)
+                return err_set(e, ST_USAGE, "--input-shapes: '%s' has more than %d dims", tok,
+                               ORCH_MAX_RANK);
+            s->dims[s->rank++] = v;
+            if (!*end)
+                break;
+            if (*end != 'x' && *end != 'X')
+                return err_set(e, ST_USAGE, "--input-shapes: bad dimension in '%s:%s'", tok,
+                               colon + 1);
+            p = end + 1;
+        }
+    }
+    return ST_OK;
+}

@@ -1,0 +1,39 @@
+// ONNX import: ModelProto (parsed by protobuf-c code generated from the official onnx.proto) into
+// a Graph. Needs nothing; guarantees a graph in topological order whose every tensor name is
+// defined, constants (initializers, Constant nodes) loaded with data, graph inputs bound to
+// static shapes. Shapes of computed tensors come later from graph_infer_and_fold().
+#ifndef ORCH_ONNX_LOAD_H
+#define ORCH_ONNX_LOAD_H
+
+#include "../ir/graph.h"
+
+#define ORCH_MIN_OPSET 11
+#define ORCH_MAX_OPSET 21
+
+// A binding of a graph input's shape, from --input-shapes name:1x3x224x224.
+typedef struct InputShape {
+    const char *name;
+    int rank;
+    int64_t dims[ORCH_MAX_RANK];
+} InputShape;
+
+typedef struct LoadOptions {
+    const InputShape *shapes;
+    int n_shapes;
+} LoadOptions;
+
+// Loads a model file. External data is read relative to the file's folder.
+int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e);
+// Loads from memory; `name` is used in messages, `base_dir` for external data (NULL: none allowed).
+int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
+                     const LoadOptions *opt, Graph **out, Err *e);
+
+// Reads a serialized TensorProto file (ONNX test data *.pb): dtype, shape and a malloc'd copy
+// of the data (little-endian, row-major). The caller frees *data.
+int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *dims, void **data,
+                          Err *e);
+
+// Parses "a:1x3x224x224,b:1x128" (several may be given) into shapes; names point into spec.
+int parse_input_shapes(char *spec, InputShape *shapes, int max, int *count, Err *e);
+
+#endif
