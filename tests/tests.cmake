@@ -5,3 +5,16 @@ target_compile_options(node_tests PRIVATE ${ORCH_WARNINGS} -Wno-format-truncatio
 target_link_libraries(node_tests PRIVATE orch_core)
 add_test(NAME onnx_node_tests
          COMMAND node_tests ${CMAKE_BINARY_DIR}/node_data --xfail ${CMAKE_SOURCE_DIR}/tests/ops/node_expected_failures.txt)
+
+# Unit tests: tests/unit/test_NAME.c → build/tests/unit_NAME, linked with the library.
+file(GLOB ORCH_UNIT_TESTS CONFIGURE_DEPENDS tests/unit/test_*.c)
+foreach(src ${ORCH_UNIT_TESTS})
+  get_filename_component(base ${src} NAME_WE)
+  string(REPLACE "test_" "unit_" name ${base})
+  add_executable(${name} ${src})
+  target_compile_options(${name} PRIVATE ${ORCH_WARNINGS} -Wno-format-truncation)
+  target_include_directories(${name} PRIVATE tests/unit)
+  target_link_libraries(${name} PRIVATE orch_core)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  add_test(NAME ${name} COMMAND ${name})
+endforeach()

@@ -511,6 +511,17 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         if (rc)
             return rc;
     }
+    // Bindings must name real inputs (checked first: a typo would otherwise surface as an
+    // unbound symbolic dimension).
+    for (int i = 0; opt && i < opt->n_shapes; i++) {
+        bool found = false;
+        for (size_t j = 0; j < gp->n_input && !found; j++)
+            found = gp->input[j]->name && strcmp(gp->input[j]->name, opt->shapes[i].name) == 0;
+        const Tensor *t = graph_find_tensor(g, opt->shapes[i].name);
+        if (!found || (t && t->kind == TK_CONST))
+            return err_set(e, ST_USAGE, "--input-shapes names '%s', which is not a graph input",
+                           opt->shapes[i].name);
+    }
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (vi->name && graph_find_tensor(g, vi->name) &&
@@ -519,12 +530,6 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         int rc = load_input(L, vi, opt);
         if (rc)
             return rc;
-    }
-    for (int i = 0; opt && i < opt->n_shapes; i++) {
-        const Tensor *t = graph_find_tensor(g, opt->shapes[i].name);
-        if (!t || t->kind != TK_INPUT)
-            return err_set(e, ST_USAGE, "--input-shapes names '%s', which is not a graph input",
-                           opt->shapes[i].name);
     }
 
     for (size_t k = 0; k < gp->n_node; k++) {

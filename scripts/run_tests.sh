@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs every test of `make test`: builds orch (Release, warnings as errors), prepares the test
+# data (ONNX node tests, generated models with ONNX Runtime outputs, the bad-input corpus), runs
+# all suites; then builds again with ASan+UBSan and runs the suites again; then fuzzes the loader
+# for a bounded time. Prints one summary line per suite and ends with "N passed, N failed".
+# Environment: FUZZ_SECONDS (default 60), SKIP_ASAN=1 to skip the sanitizer pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=$ROOT/.venv/bin/python
+JOBS=$(nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+LOGDIR=$ROOT/build/test-logs
+total_pass=0
+total_fail=0
+failed_suites=()
+
+build() { # build DIR extra-cmake-args...
+    local dir=$1
+    shift
+    cmake -S "$ROOT" -B "$dir" -DORCH_WERROR=ON "$@" >"$LOGDIR/cmake-$(basename "$dir").log" 2>&1 &&
+        cmake --build "$dir" -j "$JOBS" >"$LOGDIR/build-$(basename "$dir").log" 2>&1
+}
+
+# suite NAME COMMAND...: runs a suite, shows its failures and its closing count line.
+suite() {
+    local name=$1
+    shift
+    local log="$LOGDIR/$name.log" start=$SECONDS
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+    local p f
+    p=$(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    if [ -z "$line" ]; then # a tool without a count line (the fuzzer): its exit status decides
+        p=$((rc == 0 ? 1 : 0)); f=$((rc == 0 ? 0 : 1)); line="(exit $rc)"
+    fi
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    printf '%-28s %s  [%ds]\n' "$name" "$line" $((SECONDS - start))
+    if [ "$f" -ne 0 ]; then
+        failed_suites+=("$name")
+        grep -E '^(FAIL|XPASS|not ok|ERROR)|ERROR: AddressSanitizer|runtime error:' "$log" | head -n 40 | sed 's/^/    /'
+        echo "    (full log: $log)"
+    fi
+}
+
+mkdir -p build
+mkdir -p "$LOGDIR"
+echo "== build (Release) =="
+if ! build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release; then
+    tail -n 40 "$LOGDIR"/build-build.log "$LOGDIR"/cmake-build.log
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+echo "== test data =="
+"$PY" tests/ops/prepare_node_tests.py build/node_data >"$LOGDIR/prepare-node.log" 2>&1 || { cat "$LOGDIR/prepare-node.log"; exit 1; }
+tail -n 1 "$LOGDIR/prepare-node.log"
+"$PY" tests/models/gen_models.py build/models >"$LOGDIR/gen-models.log" 2>&1 || { cat "$LOGDIR/gen-models.log"; exit 1; }
+"$PY" tests/bad/make_corpus.py build/bad >"$LOGDIR/make-bad.log" 2>&1 || { cat "$LOGDIR/make-bad.log"; exit 1; }
+
+run_suites() { # run_suites BUILD_DIR LABEL
+    local dir=$1 label=$2
+    for t in "$dir"/tests/unit_*; do
+        [ -x "$t" ] && suite "$label:$(basename "$t")" "$t"
+    done
+    suite "$label:node_tests" "$dir/node_tests" build/node_data --xfail tests/ops/node_expected_failures.txt
+    suite "$label:models" "$PY" tests/models/run_models.py "$dir/orch" build/models
+    suite "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
+}
+
+echo "== suites (Release) =="
+run_suites "$ROOT/build" release
+
+if [ "${SKIP_ASAN:-0}" != 1 ]; then
+    echo "== build (ASan+UBSan) =="
+    if build "$ROOT/build-asan" -DCMAKE_BUILD_TYPE=Debug -DORCH_SANITIZE=ON; then
+        echo "== suites (ASan+UBSan) =="
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+        run_suites "$ROOT/build-asan" asan
+    else
+        tail -n 40 "$LOGDIR/build-build-asan.log"
+        total_fail=$((total_fail + 1))
+        failed_suites+=("asan-build")
+    fi
+fi
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+    echo "== fuzz (${FUZZ_SECONDS}s) =="
+    suite "fuzz_load" scripts/fuzz.sh "$FUZZ_SECONDS" build/node_data
+fi
+
+echo
+if [ ${#failed_suites[@]} -gt 0 ]; then
+    echo "failed suites: ${failed_suites[*]}"
+fi
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,93 @@
+// Unit tests of the public API (include/orch.h): load from memory, input/output info, running
+// with caller buffers, first-error-wins messages, dtype/shape checks, NULL-tolerant frees.
+#include "check.h"
+#include "model_builder.h"
+#include "orch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint8_t *relu_add_model(size_t *len, const char *shape_spec_dim) {
+    (void)shape_spec_dim;
+    const int64_t xd[] = {-1, 4}, bd[] = {4};
+    MB *b = mb_new(17);
+    float bias[4] = {0.5f, -1, 2, -3};
+    mb_init(b, mb_raw(b, "bias", 1, 1, bd, bias, sizeof bias));
+    mb_input(b, "x", 1, 2, xd);
+    mb_node(b, "Add", "add", "x,bias", "t", NULL);
+    mb_node(b, "Relu", "relu", "t", "y", NULL);
+    mb_output(b, "y");
+    uint8_t *buf = mb_pack(b, len);
+    mb_free(b);
+    return buf;
+}
+
+static void load_and_run(void) {
+    size_t len;
+    uint8_t *buf = relu_add_model(&len, NULL);
+    orch_ctx *ctx = orch_ctx_create();
+    orch_model *m = NULL;
+    orch_load_options opt = {.input_shapes = "x:3x4"};
+    CHECK_MSG(orch_model_load_memory(ctx, buf, len, &opt, &m) == ORCH_OK, "%s", orch_last_error(ctx));
+    if (m) {
+        CHECK(orch_model_num_inputs(m) == 1 && orch_model_num_outputs(m) == 1);
+        orch_tensor in, out;
+        CHECK(orch_model_input_info(m, 0, &in) == ORCH_OK);
+        CHECK(strcmp(in.name, "x") == 0 && in.rank == 2 && in.dims[0] == 3 && in.nbytes == 48);
+        CHECK(orch_model_output_info(m, 0, &out) == ORCH_OK && out.dtype == ORCH_FLOAT32);
+        CHECK(orch_model_input_info(m, 1, &in) == ORCH_ERR_USAGE);
+        float x[12], y[12];
+        for (int i = 0; i < 12; i++)
+            x[i] = (float)i * 0.25f - 1.0f;
+        in.data = x;
+        out.data = y;
+        CHECK_MSG(orch_model_run_reference(ctx, m, &in, 1, &out, 1) == ORCH_OK, "%s",
+                  orch_last_error(ctx));
+        const float bias[4] = {0.5f, -1, 2, -3};
+        for (int i = 0; i < 12; i++) {
+            float want = x[i] + bias[i % 4];
+            CHECK(y[i] == (want > 0 ? want : 0));
+        }
+        // Wrong dtype and shape are reported with the input's name.
+        orch_tensor bad = in;
+        bad.dtype = ORCH_FLOAT64;
+        CHECK(orch_model_run_reference(ctx, m, &bad, 1, &out, 1) == ORCH_ERR_INVALID);
+        CHECK(strstr(orch_last_error(ctx), "'x'") && strstr(orch_last_error(ctx), "float64"));
+        // The first error wins until cleared.
+        bad = in;
+        bad.dims[0] = 5;
+        orch_model_run_reference(ctx, m, &bad, 1, &out, 1);
+        CHECK(strstr(orch_last_error(ctx), "float64") != NULL);
+        orch_clear_error(ctx);
+        CHECK(orch_model_run_reference(ctx, m, &bad, 1, &out, 1) == ORCH_ERR_INVALID);
+        CHECK(strstr(orch_last_error(ctx), "shape 5x4") && strstr(orch_last_error(ctx), "3x4"));
+    }
+    orch_model_free(m);
+    orch_ctx_free(ctx);
+    free(buf);
+}
+
+static void errors_and_nulls(void) {
+    orch_ctx *ctx = orch_ctx_create();
+    orch_model *m = (orch_model *)1;
+    CHECK(orch_model_load(ctx, "/nonexistent/model.onnx", NULL, &m) == ORCH_ERR_INVALID);
+    CHECK(m == NULL && strstr(orch_last_error(ctx), "/nonexistent/model.onnx"));
+    CHECK(orch_last_status(ctx) == ORCH_ERR_INVALID);
+    orch_clear_error(ctx);
+    size_t len;
+    uint8_t *buf = relu_add_model(&len, NULL);
+    CHECK(orch_model_load_memory(ctx, buf, len, NULL, &m) == ORCH_ERR_INVALID); // symbolic dim
+    CHECK(strstr(orch_last_error(ctx), "--input-shapes") != NULL);
+    free(buf);
+    orch_model_free(NULL);
+    orch_ctx_free(NULL);
+    CHECK(orch_model_num_inputs(NULL) == 0);
+    CHECK(strcmp(orch_last_error(NULL), "") == 0);
+    orch_ctx_free(ctx);
+}
+
+int main(void) {
+    RUN(load_and_run);
+    RUN(errors_and_nulls);
+    return CHECK_DONE();
+}
