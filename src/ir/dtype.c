@@ -148,6 +148,21 @@ int64_t elem_get_i64(DType t, const void *p, int64_t i) {
     }
 }
 
+// double -> float rounding to odd: rounding that float again to a narrower format (half,
+// bfloat16) then gives the correctly rounded result, which double -> float -> half does not.
+static float f32_round_odd(double v) {
+    float f = (float)v;
+    if (isfinite(f) && (double)f != v) {
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        if (fabs((double)f) > fabs(v))
+            bits--; // step toward zero: the truncated value
+        bits |= 1;
+        memcpy(&f, &bits, 4);
+    }
+    return f;
+}
+
 static int64_t sat_i64(double v, double lo, double hi) {
     if (isnan(v))
         return 0;
@@ -162,8 +177,8 @@ void elem_set_f64(DType t, void *p, int64_t i, double v) {
     switch (t) {
     case DT_FLOAT: ((float *)p)[i] = (float)v; return;
     case DT_DOUBLE: ((double *)p)[i] = v; return;
-    case DT_FLOAT16: ((uint16_t *)p)[i] = f32_to_f16((float)v); return;
-    case DT_BFLOAT16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); return;
+    case DT_FLOAT16: ((uint16_t *)p)[i] = f32_to_f16(f32_round_odd(v)); return;
+    case DT_BFLOAT16: ((uint16_t *)p)[i] = f32_to_bf16(f32_round_odd(v)); return;
     case DT_BOOL: ((uint8_t *)p)[i] = v != 0; return;
     case DT_INT8: ((int8_t *)p)[i] = (int8_t)sat_i64(v, -128, 127); return;
     case DT_UINT8: ((uint8_t *)p)[i] = (uint8_t)sat_i64(v, 0, 255); return;

@@ -12,19 +12,22 @@
 int graph_check_supported(const Graph *g, Err *e) {
     char list[1800];
     size_t off = 0;
-    int count = 0;
+    int count = 0, listed = 0;
     list[0] = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         const Node *n = g->nodes[k];
         if (n->dead || ops_find(n->domain, n->op))
             continue;
         count++;
-        if (off < sizeof list - 200)
-            off += (size_t)snprintf(list + off, sizeof list - off, "\n  %s (domain '%s', opset %d) at node '%.80s'",
-                                    n->op, *n->domain ? n->domain : "ai.onnx", n->opset, n->name);
-        else if (off < sizeof list - 40)
-            off += (size_t)snprintf(list + off, sizeof list - off, "\n  ...");
+        if (off < sizeof list - 200) {
+            off += (size_t)snprintf(list + off, sizeof list - off,
+                                    "\n  %s (domain '%s', opset %d) at node '%.80s'", n->op,
+                                    *n->domain ? n->domain : "ai.onnx", n->opset, n->name);
+            listed++;
+        }
     }
+    if (count > listed)
+        snprintf(list + off, sizeof list - off, "\n  ... and %d more", count - listed);
     if (count)
         return err_set(e, ST_UNSUPPORTED, "%d node%s use%s operators orch does not support:%s",
                        count, count == 1 ? "" : "s", count == 1 ? "s" : "", list);

@@ -30,6 +30,8 @@ void graph_free(Graph *g) {
     free(g->nodes);
     free(g->owned_attr_tensors);
     free(g->name_slots);
+    free(g->inputs);
+    free(g->outputs);
     arena_free(g->arena);
     free(g);
 }
@@ -311,7 +313,8 @@ int graph_toposort(Graph *g, Err *e) {
         Node **sorted = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
         for (int i = 0; i < nn; i++)
             sorted[i] = g->nodes[order[i]];
-        memcpy(g->nodes, sorted, sizeof(Node *) * (size_t)nn);
+        if (nn)
+            memcpy(g->nodes, sorted, sizeof(Node *) * (size_t)nn);
         free(sorted);
         for (int i = 0; i < nn; i++)
             for (int j = 0; j < g->nodes[i]->n_out; j++)

@@ -16,6 +16,9 @@ void layout_strides(int rank, const int64_t *dims, int64_t *strides);
 // element of src at offset + sum(index[d] * strides[d]). Element offsets, esize bytes each.
 void layout_gather_view(void *dst, const void *src, size_t esize, int rank, const int64_t *dims,
                         const int64_t *strides, int64_t offset);
+// Reads a constant 1-D shape input (Reshape, Expand, ConstantOfShape) of at most ORCH_MAX_RANK
+// entries; more is ST_UNSUPPORTED.
+int layout_const_shape(const Graph *g, const Node *n, int i, int64_t *dims, int *count, Err *e);
 // Reads the axes of Squeeze/Unsqueeze/ReduceX style ops: the attribute before `input_since`,
 // input `input` from then on. *count is -1 when absent.
 int layout_read_axes(const Graph *g, const Node *n, int input_since, int input, int64_t *axes,

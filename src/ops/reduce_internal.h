@@ -20,7 +20,7 @@ static inline void st(DType t, void *p, int64_t i, double v) {
 // Walks the elements of a tensor of shape dims in row-major order while keeping, for up to
 // WALK_MAX operands, an element offset built from per-axis strides (0 on broadcast or reduced
 // axes). Usage: walk_init, walk_add per operand, then read w.off[k] and call walk_next per element.
-#define WALK_MAX 3
+#define WALK_MAX 2
 typedef struct Walk {
     int rank, n;
     int64_t dims[ORCH_MAX_RANK], idx[ORCH_MAX_RANK];

@@ -197,7 +197,8 @@ int main(int argc, char **argv) {
             names[count++] = strdup(de->d_name);
         }
     closedir(d);
-    qsort(names, (size_t)count, sizeof(char *), cmp_str);
+    if (count)
+        qsort(names, (size_t)count, sizeof(char *), cmp_str);
     int passed = 0, failed = 0, skipped = 0, xfailed = 0;
     for (int k = 0; k < count; k++) {
         char cdir[4096], skip[4096], why[4096] = "";

@@ -6,7 +6,8 @@ and test_data_set_*/{input,output}_*.pb. orch supports opsets 11-21, while the s
 declare the opset current when they were written (7 to 27). A model is relabelled to the nearest
 opset in 11-21 only when every node means the same there (see same_meaning), so its meaning for
 the types orch runs is unchanged; otherwise the case is written with a SKIP file giving the
-reason. A manifest.txt lists every case.
+reason. Graph inputs that decide output shapes (Reshape's shape, Reduce axes...) are frozen into
+initializers with the test's value (see STATIC_INPUTS). A manifest.txt lists every case.
 
 usage: prepare_node_tests.py OUTDIR [--filter SUBSTRING]
 """
@@ -15,11 +16,25 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import onnx
 import onnx.backend.test
-from onnx import defs
+from onnx import defs, numpy_helper
 
 MIN_OPSET, MAX_OPSET = 11, 21
+
+# Node inputs that orch needs as constants, because they decide output shapes (orch compiles for
+# static shapes). The node tests often feed them as graph inputs; such an input is frozen into an
+# initializer holding the test's value, as a user binding static shapes would have it.
+STATIC_INPUTS = {
+    "Reshape": {1}, "Expand": {1}, "Tile": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1},
+    "Unsqueeze": {1}, "Pad": {1, 2, 3}, "Resize": {1, 2, 3}, "Split": {1}, "TopK": {1},
+    "OneHot": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "CenterCropPad": {1},
+    "Dropout": {1, 2}, "Trilu": {1}, "CumSum": {1}, "Compress": {1},
+    **{op: {1} for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+                          "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                          "ReduceSumSquare")},
+}
 
 
 def schema(op, opset):
@@ -55,6 +70,38 @@ def same_meaning(node, newer, target):
         if attr.name not in target.attributes or target.attributes[attr.name].type != attr.type:
             return False
     return len(node.input) <= target.max_input and len(node.output) <= target.max_output
+
+
+def freeze_static_inputs(model, case_src):
+    """Turns graph inputs used only as STATIC_INPUTS into initializers when every data set gives
+    them the same value. Returns the kept input positions (to renumber the data files)."""
+    uses = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            static = i in STATIC_INPUTS.get(node.op_type, ()) and node.domain in ("", "ai.onnx")
+            uses.setdefault(name, []).append(static)
+    sets = sorted(d for d in os.listdir(case_src) if d.startswith("test_data_set_"))
+    keep, frozen = [], []
+    for pos, vi in enumerate(model.graph.input):
+        if not uses.get(vi.name) or not all(uses[vi.name]) or not sets:
+            keep.append(pos)
+            continue
+        values = []
+        for d in sets:
+            t = onnx.TensorProto()
+            with open(os.path.join(case_src, d, f"input_{pos}.pb"), "rb") as f:
+                t.ParseFromString(f.read())
+            values.append(numpy_helper.to_array(t))
+        if any(v.shape != values[0].shape or not np.array_equal(v, values[0]) for v in values):
+            keep.append(pos)
+            continue
+        frozen.append((vi.name, values[0]))
+    for name, value in frozen:
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    kept_inputs = [model.graph.input[p] for p in keep]
+    del model.graph.input[:]
+    model.graph.input.extend(kept_inputs)
+    return keep
 
 
 def relabel(model):
@@ -108,11 +155,21 @@ def main():
                     f.write(reason + "\n")
                 counts["skip"] += 1
             else:
+                keep = freeze_static_inputs(model, case_src)
                 onnx.save(model, os.path.join(case_dst, "model.onnx"))
                 for entry in os.listdir(case_src):
                     p = os.path.join(case_src, entry)
-                    if os.path.isdir(p):
-                        shutil.copytree(p, os.path.join(case_dst, entry))
+                    if not os.path.isdir(p):
+                        continue
+                    os.makedirs(os.path.join(case_dst, entry))
+                    for f in os.listdir(p):
+                        new = f
+                        if f.startswith("input_"):
+                            pos = int(f[len("input_"):-len(".pb")])
+                            if pos not in keep:
+                                continue
+                            new = f"input_{keep.index(pos)}.pb"
+                        shutil.copy(os.path.join(p, f), os.path.join(case_dst, entry, new))
                 counts["ready"] += 1
             manifest.write(name + "\n")
     print(f"prepared {counts['ready']} node tests, {counts['skip']} skipped for opset reasons, "
