@@ -34,6 +34,14 @@ const char *dtype_name(DType t) {
     case DT_BFLOAT16: return "bfloat16";
     case DT_UNDEFINED: return "undefined";
     }
+    // Types orch does not store, named for messages.
+    static const char *const later[] = {"float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
+                                        "float8e5m2fnuz", "uint4", "int4", "float4e2m1",
+                                        "float8e8m0", "uint2", "int2"};
+    if ((int)t == 14 || (int)t == 15)
+        return (int)t == 14 ? "complex64" : "complex128";
+    if ((int)t >= 17 && (int)t < 17 + (int)ORCH_COUNT(later))
+        return later[(int)t - 17];
     static _Thread_local char buf[32];
     snprintf(buf, sizeof buf, "type %d", (int)t);
     return buf;

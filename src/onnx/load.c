@@ -471,7 +471,8 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
     g->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     g->name = arena_strdup(g->arena, str_or(gp->name, ""));
     char prod[256];
-    snprintf(prod, sizeof prod, "%s %s", str_or(mp->producer_name, "unknown"),
+    snprintf(prod, sizeof prod, "%s%s%s", str_or(mp->producer_name, "unknown"),
+             mp->producer_version && *mp->producer_version ? " " : "",
              str_or(mp->producer_version, ""));
     g->producer = arena_strdup(g->arena, prod);
 
