@@ -7,6 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+// Products of fewer multiply-adds than this run on the calling thread: forking threads costs more
+// than it saves, and far more when other processes hold the cores. Callers use it too, to take
+// many small products in parallel instead.
+#define GEMM_PARALLEL_MIN (1 << 22)
+
 // op(A) is M x K, op(B) is K x N, C is M x N; lda/ldb/ldc are the row strides of A, B, C as
 // stored (so A stored K x M when trans_a). beta == 0 overwrites C without reading it; K == 0
 // gives beta * C. A and B must not overlap C.
