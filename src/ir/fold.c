@@ -29,8 +29,8 @@ int graph_check_supported(const Graph *g, Err *e) {
     if (count > listed)
         snprintf(list + off, sizeof list - off, "\n  ... and %d more", count - listed);
     if (count)
-        return err_set(e, ST_UNSUPPORTED, "%d node%s use%s operators orch does not support:%s",
-                       count, count == 1 ? "" : "s", count == 1 ? "s" : "", list);
+        return err_set(e, ST_UNSUPPORTED, "%s: %d node%s use%s operators orch does not support:%s",
+                       g->path, count, count == 1 ? "" : "s", count == 1 ? "s" : "", list);
     return ST_OK;
 }
 
@@ -172,6 +172,10 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
             break;
         }
         rc = def->infer(g, n, e);
+        if (rc == ST_OK && n->attr_mismatch)
+            rc = op_err(e, ST_INVALID, n, "attribute '%s' has type %s, expected %s",
+                        n->attr_mismatch->name, attr_type_name(n->attr_mismatch->type),
+                        attr_type_name(n->attr_wanted));
         if (rc == ST_OK)
             rc = check_outputs(g, n, e);
         if (rc)

@@ -189,43 +189,54 @@ const Attr *node_attr(const Node *n, const char *name) {
     return NULL;
 }
 
-int64_t node_attr_i(const Node *n, const char *name, int64_t dflt) {
+const char *attr_type_name(AttrType t) {
+    static const char *const names[] = {"UNDEFINED", "FLOAT",   "INT",     "STRING",
+                                        "TENSOR",    "GRAPH",   "FLOATS",  "INTS",
+                                        "STRINGS",   "TENSORS", "GRAPHS",  "SPARSE_TENSOR",
+                                        "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS"};
+    return (unsigned)t < ORCH_COUNT(names) ? names[t] : "unknown";
+}
+
+// The node is logically const for readers; the mismatch note is bookkeeping for error reporting.
+static const Attr *typed_attr(const Node *n, const char *name, AttrType want, AttrType also) {
     const Attr *a = node_attr(n, name);
-    return a && a->type == AT_INT ? a->i : dflt;
+    if (!a || a->type == want || a->type == also)
+        return a;
+    Node *m = (Node *)n;
+    if (!m->attr_mismatch) {
+        m->attr_mismatch = a;
+        m->attr_wanted = want;
+    }
+    return NULL;
+}
+
+int64_t node_attr_i(const Node *n, const char *name, int64_t dflt) {
+    const Attr *a = typed_attr(n, name, AT_INT, AT_INT);
+    return a ? a->i : dflt;
 }
 
 float node_attr_f(const Node *n, const char *name, float dflt) {
-    const Attr *a = node_attr(n, name);
-    if (a && a->type == AT_FLOAT)
-        return a->f;
-    if (a && a->type == AT_INT)
-        return (float)a->i;
-    return dflt;
+    const Attr *a = typed_attr(n, name, AT_FLOAT, AT_INT); // an integer literal is accepted
+    if (!a)
+        return dflt;
+    return a->type == AT_FLOAT ? a->f : (float)a->i;
 }
 
 const char *node_attr_s(const Node *n, const char *name, const char *dflt) {
-    const Attr *a = node_attr(n, name);
-    return a && a->type == AT_STRING ? a->s : dflt;
+    const Attr *a = typed_attr(n, name, AT_STRING, AT_STRING);
+    return a ? a->s : dflt;
 }
 
 int node_attr_ints(const Node *n, const char *name, const int64_t **v) {
-    const Attr *a = node_attr(n, name);
-    if (!a || a->type != AT_INTS) {
-        *v = NULL;
-        return -1;
-    }
-    *v = a->ints;
-    return a->n;
+    const Attr *a = typed_attr(n, name, AT_INTS, AT_INTS);
+    *v = a ? a->ints : NULL;
+    return a ? a->n : -1;
 }
 
 int node_attr_floats(const Node *n, const char *name, const float **v) {
-    const Attr *a = node_attr(n, name);
-    if (!a || a->type != AT_FLOATS) {
-        *v = NULL;
-        return -1;
-    }
-    *v = a->floats;
-    return a->n;
+    const Attr *a = typed_attr(n, name, AT_FLOATS, AT_FLOATS);
+    *v = a ? a->floats : NULL;
+    return a ? a->n : -1;
 }
 
 Tensor *node_input(const Graph *g, const Node *n, int i) {

@@ -114,6 +114,10 @@ typedef struct Node {
     int *out;         // tensor ids; -1 for an absent optional output
     Attr *attr;
     bool dead;        // removed by a pass; skipped by every consumer
+    // First attribute a typed getter found with the wrong type (and the type it wanted); the
+    // getters return the default then, and graph_infer_and_fold reports it after the shape rule.
+    const Attr *attr_mismatch;
+    AttrType attr_wanted;
 } Node;
 
 typedef struct Graph {
@@ -158,7 +162,8 @@ const char *tensor_shape_str(const Tensor *t, char *buf, size_t n);
 // Sets dtype/shape. Used by shape inference.
 void tensor_set_shape(Tensor *t, DType dtype, int rank, const int64_t *dims);
 
-// Attribute lookup by name. The typed getters return the default when absent.
+// Attribute lookup by name. The typed getters return the default when absent, and also when the
+// attribute has another type, which they record in the node (see Node.attr_mismatch).
 const Attr *node_attr(const Node *n, const char *name);
 int64_t node_attr_i(const Node *n, const char *name, int64_t dflt);
 float node_attr_f(const Node *n, const char *name, float dflt);
@@ -166,6 +171,8 @@ const char *node_attr_s(const Node *n, const char *name, const char *dflt);
 // Returns the element count (or -1 when absent) and sets *v to the array.
 int node_attr_ints(const Node *n, const char *name, const int64_t **v);
 int node_attr_floats(const Node *n, const char *name, const float **v);
+
+const char *attr_type_name(AttrType t);
 
 // Input/output tensor of a node, or NULL when absent (index past the end or an empty name).
 Tensor *node_input(const Graph *g, const Node *n, int i);

@@ -414,9 +414,10 @@ static int load_input(Loader *L, const Onnx__ValueInfoProto *vi, const LoadOptio
     if (tt->shape && tt->shape->n_dim > ORCH_MAX_RANK)
         return err_set(e, ST_UNSUPPORTED, "graph input '%s' has rank %zu; orch supports up to %d",
                        vi->name, tt->shape->n_dim, ORCH_MAX_RANK);
+    const char *source = bound ? str_or(bound->source, "--input-shapes") : NULL;
     if (bound && bound->rank != rank)
-        return err_set(e, ST_INVALID, "--input-shapes gives '%s' rank %d, but the model declares "
-                                      "rank %d", vi->name, bound->rank, rank);
+        return err_set(e, ST_INVALID, "%s gives '%s' rank %d, but the model declares rank %d",
+                       source, vi->name, bound->rank, rank);
     int64_t dims[ORCH_MAX_RANK];
     for (int d = 0; d < rank; d++) {
         const Onnx__TensorShapeProto__Dimension *dim = tt->shape ? tt->shape->dim[d] : NULL;
@@ -427,9 +428,9 @@ static int load_input(Loader *L, const Onnx__ValueInfoProto *vi, const LoadOptio
         if (bound) {
             if (fixed && bound->dims[d] != dim->dim_value)
                 return err_set(e, ST_INVALID,
-                               "--input-shapes gives '%s' size %lld on axis %d, but the model "
-                               "fixes it to %lld",
-                               vi->name, (long long)bound->dims[d], d, (long long)dim->dim_value);
+                               "%s gives '%s' size %lld on axis %d, but the model fixes it to %lld",
+                               source, vi->name, (long long)bound->dims[d], d,
+                               (long long)dim->dim_value);
             dims[d] = bound->dims[d];
         } else if (fixed) {
             dims[d] = dim->dim_value;
@@ -520,8 +521,8 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
             found = gp->input[j]->name && strcmp(gp->input[j]->name, opt->shapes[i].name) == 0;
         const Tensor *t = graph_find_tensor(g, opt->shapes[i].name);
         if (!found || (t && t->kind == TK_CONST))
-            return err_set(e, ST_USAGE, "--input-shapes names '%s', which is not a graph input",
-                           opt->shapes[i].name);
+            return err_set(e, ST_USAGE, "%s names '%s', which is not a graph input",
+                           str_or(opt->shapes[i].source, "--input-shapes"), opt->shapes[i].name);
     }
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
@@ -688,6 +689,7 @@ int parse_input_shapes(char *spec, InputShape *shapes, int max, int *count, Err 
         InputShape *s = &shapes[(*count)++];
         s->name = tok;
         s->rank = 0;
+        s->source = NULL;
         char *p = colon + 1;
         if (strcmp(p, "scalar") == 0 || !*p)
             continue;

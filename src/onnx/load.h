@@ -15,6 +15,7 @@ typedef struct InputShape {
     const char *name;
     int rank;
     int64_t dims[ORCH_MAX_RANK];
+    const char *source; // where the binding came from, for messages; NULL: "--input-shapes"
 } InputShape;
 
 typedef struct LoadOptions {

@@ -357,6 +357,12 @@ static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bi
         return rc;
     if (transposed && (rc = spatial_attr(n, "output_padding", S, 0, 0, out_pad, e)))
         return rc;
+    for (int d = 0; transposed && d < S; d++)
+        if (out_pad[d] >= ORCH_MAX(c->stride[d], c->dil[d]))
+            return op_err(e, ST_INVALID, n,
+                          "output_padding %lld on spatial axis %d must be smaller than the stride "
+                          "or the dilation (%lld, %lld)",
+                          (long long)out_pad[d], d, (long long)c->stride[d], (long long)c->dil[d]);
     const char *auto_pad = node_attr_s(n, "auto_pad", "NOTSET");
     bool same_upper = strcmp(auto_pad, "SAME_UPPER") == 0;
     bool same = same_upper || strcmp(auto_pad, "SAME_LOWER") == 0;

@@ -123,5 +123,7 @@ int interp_run(const Graph *g, const void *const *inputs, void **outputs, int64_
     free(val);
     free(owned);
     free(last_use);
+    if (rc)
+        err_prefix(e, "%s: ", g->path);
     return rc;
 }
