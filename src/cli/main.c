@@ -1,12 +1,14 @@
 // The `orch` command line: `info` describes a model, `run` executes it on the reference
 // interpreter with inputs from files (or random ones) and checks outputs against expected files.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
+#include "../fission/fission.h"
 #include "../ir/fold.h"
 #include "../ir/stats.h"
 #include "../onnx/load.h"
 #include "../ops/ops.h"
 #include "../runtime/interp.h"
 #include "../runtime/npy.h"
+#include "../runtime/prim_interp.h"
 #include "orch.h"
 
 #include <errno.h>
@@ -28,7 +30,9 @@ static void usage(FILE *f) {
             "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
             "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
             "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
-            "      runs the model on the reference interpreter; FILE is .npy or TensorProto .pb;\n"
+            "           [--engine ops|prims]\n"
+            "      runs the model on the reference interpreter (ops: per ONNX operator; prims:\n"
+            "      after fission, per primitive); FILE is .npy or TensorProto .pb;\n"
             "      inputs not given are random (uniform in [-1, 1) from the printed seed)\n"
             "  orch version\n"
             "\n"
@@ -64,6 +68,7 @@ typedef struct Args {
     uint64_t seed;
     bool seed_given;
     int repeat;
+    bool prims; // --engine prims: run the primitive graph instead of the operators
 } Args;
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
@@ -97,7 +102,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                      strcmp(s, "--output-dir") == 0 || strcmp(s, "--expected") == 0 ||
                      strcmp(s, "--atol") == 0 || strcmp(s, "--rtol") == 0 ||
                      strcmp(s, "--seed") == 0 || strcmp(s, "--repeat") == 0 ||
-                     strcmp(s, "--input-shapes") == 0;
+                     strcmp(s, "--input-shapes") == 0 || strcmp(s, "--engine") == 0;
         if (takes && !v)
             return usage_error("%s needs a value", s);
         int rc = ST_OK;
@@ -128,6 +133,11 @@ static int parse_args(int argc, char **argv, Args *a) {
             if (*end || r < 1 || r > 100000)
                 return usage_error("--repeat expects 1 to 100000, got '%s'", argv[i]);
             a->repeat = (int)r;
+        } else if (strcmp(s, "--engine") == 0) {
+            const char *v2 = argv[++i];
+            if (strcmp(v2, "prims") != 0 && strcmp(v2, "ops") != 0)
+                return usage_error("--engine expects 'ops' or 'prims', got '%s'", v2);
+            a->prims = strcmp(v2, "prims") == 0;
         } else if (strcmp(s, "--input-shapes") == 0) {
             a->input_shapes = argv[++i];
         } else if (s[0] == '-' && s[1]) {
@@ -384,6 +394,7 @@ static int cmd_run(int argc, char **argv) {
     Err e = {0};
     HostTensor files[MAX_ARGS] = {0}, refs[MAX_ARGS] = {0};
     Graph *g = NULL;
+    PrimGraph *pg = NULL;
     void **in = NULL, **out = NULL;
     bool *in_owned = NULL;
     for (int i = 0; i < a.n_inputs && rc == ST_OK; i++)
@@ -394,6 +405,9 @@ static int cmd_run(int argc, char **argv) {
         rc = load_model(&a, files, &g, &e);
     if (rc == ST_OK)
         rc = graph_infer_and_fold(g, NULL, &e);
+    FissionStats fst = {0};
+    if (rc == ST_OK && a.prims)
+        rc = fission_run(g, NULL, &pg, &fst, &e);
     if (rc)
         goto done;
     // (-i names were checked by the loader, which binds each input file's shape.)
@@ -451,14 +465,19 @@ static int cmd_run(int argc, char **argv) {
         }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = interp_run(g, (const void *const *)in, out, NULL, &e);
+        rc = pg ? prim_interp_run(pg, (const void *const *)in, out, &e)
+                : interp_run(g, (const void *const *)in, out, NULL, &e);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         times[r] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
     }
     if (rc == ST_OK) {
         qsort(times, (size_t)a.repeat, sizeof(int64_t), cmp_i64);
-        printf("reference interpreter: %d node%s, %.3f ms median of %d run%s (min %.3f ms)\n",
-               g->n_nodes, g->n_nodes == 1 ? "" : "s", (double)times[a.repeat / 2] / 1e6,
+        if (pg)
+            printf("primitive interpreter: %d primitives from %d nodes (%d opaque), ", pg->n_prims,
+                   fst.nodes, fst.opaque);
+        else
+            printf("reference interpreter: %d node%s, ", g->n_nodes, g->n_nodes == 1 ? "" : "s");
+        printf("%.3f ms median of %d run%s (min %.3f ms)\n", (double)times[a.repeat / 2] / 1e6,
                a.repeat, a.repeat == 1 ? "" : "s", (double)times[0] / 1e6);
         printf("outputs:\n");
         for (int i = 0; i < g->n_outputs; i++)
@@ -507,6 +526,7 @@ done:
         host_tensor_free(&files[i]);
         host_tensor_free(&refs[i]);
     }
+    prim_graph_free(pg);
     graph_free(g);
     return rc ? fail(&e) : ST_OK;
 }

@@ -5,6 +5,7 @@
 // 32/64-bit integers through plain loops (sums in double, or in wrapping 64-bit integers); Conv
 // and ConvTranspose are float32 only.
 #include "gemm.h"
+#include "linear.h"
 #include "ops.h"
 
 #include <stdlib.h>
@@ -256,7 +257,6 @@ static int run_gemm(const OpRun *r, Err *e) {
 
 // ---- Conv and ConvTranspose ----
 
-enum { MAX_SPATIAL = ORCH_MAX_RANK - 2 };
 
 // Loops over fewer elements than this (copies, scatters, direct convolution steps) stay on one
 // thread, for the reason given at GEMM_PARALLEL_MIN.
@@ -265,13 +265,6 @@ enum { PARALLEL_MIN_ELEMS = 1 << 20 };
 // The geometry of a convolution over S spatial dims: in[] and out[] are the spatial sizes of X
 // and Y, pad[] the leading padding. Conv samples X at in_d = out_d*stride - pad + k_d*dil;
 // ConvTranspose scatters X to out_d = in_d*stride - pad + k_d*dil.
-typedef struct ConvGeom {
-    int S;
-    int64_t N, C, M, group; // batch, input channels, output channels, groups
-    int64_t in[MAX_SPATIAL], out[MAX_SPATIAL], k[MAX_SPATIAL];
-    int64_t stride[MAX_SPATIAL], dil[MAX_SPATIAL], pad[MAX_SPATIAL];
-    int64_t in_pix, out_pix, k_pix;
-} ConvGeom;
 
 // Reads an optional ints attribute of `count` values, each >= lo (default dflt).
 static int spatial_attr(const Node *n, const char *name, int count, int64_t lo, int64_t dflt,
@@ -549,8 +542,13 @@ static int run_conv(const OpRun *r, Err *e) {
     ConvGeom c;
     int rc = conv_geom(r->g, r->n, false, true, &c, e);
     ORCH_ASSERT(rc == ST_OK);
-    const float *x = r->x[0], *w = r->x[1], *bias = opt_data(r, 2);
-    float *y = r->y[0];
+    rc = conv_forward_f32(&c, r->x[0], r->x[1], opt_data(r, 2), r->y[0]);
+    return rc ? op_err(e, rc, r->n, "out of memory for the convolution's column buffer") : ST_OK;
+}
+
+int conv_forward_f32(const ConvGeom *cg_, const float *x, const float *w, const float *bias,
+                     float *y) {
+    const ConvGeom c = *cg_;
     int64_t cg = c.C / c.group, mg = c.M / c.group, rows = cg * c.k_pix;
     if (cg == 1 && c.group > 1) {
         conv_depthwise(&c, x, w, y);
@@ -566,8 +564,7 @@ static int run_conv(const OpRun *r, Err *e) {
     if (!direct) {
         if (mul_overflows_i64(rows, c.out_pix, &col_size) ||
             !(col = malloc(sizeof(float) * (size_t)col_size + 1)))
-            return op_err(e, ST_RUNTIME, r->n, "out of memory for the %lld x %lld im2col buffer",
-                          (long long)rows, (long long)c.out_pix);
+            return ST_RUNTIME;
     }
     for (int64_t n = 0; n < c.N; n++) {
         for (int64_t gi = 0; gi < c.group; gi++) {
@@ -597,14 +594,18 @@ static int run_conv_transpose(const OpRun *r, Err *e) {
     ConvGeom c;
     int rc = conv_geom(r->g, r->n, true, true, &c, e);
     ORCH_ASSERT(rc == ST_OK);
-    const float *x = r->x[0], *w = r->x[1], *bias = opt_data(r, 2);
-    float *y = r->y[0];
+    rc = conv_transpose_forward_f32(&c, r->x[0], r->x[1], opt_data(r, 2), r->y[0]);
+    return rc ? op_err(e, rc, r->n, "out of memory for the column buffer") : ST_OK;
+}
+
+int conv_transpose_forward_f32(const ConvGeom *cg_, const float *x, const float *w,
+                               const float *bias, float *y) {
+    const ConvGeom c = *cg_;
     int64_t cg = c.C / c.group, mg = c.M / c.group, rows = mg * c.k_pix, col_size;
     float *col;
     if (mul_overflows_i64(rows, c.in_pix, &col_size) ||
         !(col = malloc(sizeof(float) * (size_t)col_size + 1)))
-        return op_err(e, ST_RUNTIME, r->n, "out of memory for the %lld x %lld column buffer",
-                      (long long)rows, (long long)c.in_pix);
+        return ST_RUNTIME;
     memset(y, 0, sizeof(float) * (size_t)(c.N * c.M * c.out_pix));
     for (int64_t n = 0; n < c.N; n++) {
         for (int64_t gi = 0; gi < c.group; gi++) {

@@ -1,0 +1,150 @@
+// The fission driver (see fission.h): walks the operator graph in order, applies the rule of each
+// node's op (rules_*.c) or wraps it as an OPAQUE primitive, checks that every rule reproduced the
+// node's output dtypes and shapes, and names graph outputs as the model does.
+#include "fission.h"
+
+#include "../ops/ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const FissionRuleDef *const rule_tables[] = {
+    fission_rules_elementwise, fission_rules_linear, fission_rules_reduce, fission_rules_layout};
+
+static FissionRule find_rule(const Node *n) {
+    if (*n->domain && strcmp(n->domain, "ai.onnx") != 0)
+        return NULL;
+    for (size_t t = 0; t < ORCH_COUNT(rule_tables); t++)
+        for (const FissionRuleDef *d = rule_tables[t]; d->op; d++)
+            if (strcmp(d->op, n->op) == 0)
+                return d->rule;
+    return NULL;
+}
+
+int fc_in(const FissionCtx *fc, int i) {
+    return i < fc->n->n_in && fc->n->in[i] >= 0 ? fc->map[fc->n->in[i]] : -1;
+}
+
+const Tensor *fc_in_t(const FissionCtx *fc, int i) { return node_input(fc->g, fc->n, i); }
+const Tensor *fc_out_t(const FissionCtx *fc, int i) { return node_output(fc->g, fc->n, i); }
+int fc_out_rank(const FissionCtx *fc, int i) { return fc_out_t(fc, i)->rank; }
+
+void fc_set_out(FissionCtx *fc, int i, int t) {
+    ORCH_ASSERT(i < fc->n->n_out && fc->n->out[i] >= 0 && t >= 0);
+    fc->map[fc->n->out[i]] = t;
+}
+
+static void make_opaque(FissionCtx *fc) {
+    const Node *n = fc->n;
+    Prim *p = pg_add_prim(fc->pg, PRIM_OPAQUE, n->n_in, n->n_out, n->name);
+    p->node = n;
+    for (int j = 0; j < n->n_in; j++)
+        p->in[j] = fc_in(fc, j);
+    for (int j = 0; j < n->n_out; j++) {
+        const Tensor *t = node_output(fc->g, n, j);
+        if (!t)
+            continue;
+        Tensor *o = pg_add_tensor(fc->pg, t->name, t->dtype, t->rank, t->dims);
+        o->producer = p->id;
+        p->out[j] = o->id;
+        fc->map[t->id] = o->id;
+    }
+}
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->dtype != b->dtype || a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, FissionStats *stats,
+                Err *e) {
+    static const FissionOptions defaults = {0};
+    PrimGraph *pg = prim_graph_create(g);
+    FissionStats st = {.nodes = g->n_nodes};
+    int *map = xmalloc(sizeof(int) * (size_t)(g->n_tensors + 1));
+    for (int i = 0; i < g->n_tensors; i++) {
+        const Tensor *t = g->tensors[i];
+        map[i] = -1;
+        if (t->kind == TK_CONST)
+            map[i] = pg_add_const(pg, t->name, t->dtype, t->rank, t->dims, t->data, false)->id;
+    }
+    pg->inputs = xmalloc(sizeof(int) * (size_t)(g->n_inputs + 1));
+    for (int i = 0; i < g->n_inputs; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        Tensor *pt = pg_add_tensor(pg, t->name, t->dtype, t->rank, t->dims);
+        pt->kind = TK_INPUT;
+        map[t->id] = pt->id;
+        pg->inputs[pg->n_inputs++] = pt->id;
+    }
+    int rc = ST_OK;
+    for (int k = 0; k < g->n_nodes && rc == ST_OK; k++) {
+        const Node *n = g->nodes[k];
+        FissionCtx fc = {pg, g, n, opt ? opt : &defaults, map, {pg, n->name}};
+        FissionRule rule = find_rule(n);
+        int first_prim = pg->n_prims;
+        int r = rule ? rule(&fc) : ST_UNSUPPORTED;
+        if (r == ST_OK) {
+            st.ruled++;
+        } else {
+            ORCH_ASSERT(r == ST_UNSUPPORTED);
+            for (int j = first_prim; j < pg->n_prims; j++)
+                pg->prims[j]->dead = true;
+            make_opaque(&fc);
+            st.opaque++;
+        }
+        for (int j = 0; j < n->n_out; j++) {
+            const Tensor *t = node_output(g, n, j);
+            if (!t)
+                continue;
+            int pt = map[t->id];
+            if (pt < 0 || !same_shape(pg->tensors[pt], t)) {
+                char a[128], b[128];
+                rc = err_set(e, ST_RUNTIME,
+                             "fission of node '%s' (%s) gave output %d %s %s, expected %s %s",
+                             n->name, n->op, j,
+                             pt < 0 ? "nothing" : dtype_name(pg->tensors[pt]->dtype),
+                             pt < 0 ? "" : tensor_shape_str(pg->tensors[pt], a, sizeof a),
+                             dtype_name(t->dtype), tensor_shape_str(t, b, sizeof b));
+                break;
+            }
+            // A tensor made for this node takes the ONNX name (provenance in dumps).
+            Tensor *o = pg->tensors[pt];
+            if (o->kind == TK_VALUE && o->producer >= first_prim)
+                o->name = arena_strdup(pg->arena, t->name);
+        }
+    }
+    // Graph outputs: each its own computed tensor with the model's name.
+    pg->outputs = xmalloc(sizeof(int) * (size_t)(g->n_outputs + 1));
+    for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = g->tensors[g->outputs[i]];
+        int pt = map[t->id];
+        bool reused = false;
+        for (int j = 0; j < i; j++)
+            reused |= pg->outputs[j] == pt;
+        if (pg->tensors[pt]->kind != TK_VALUE || reused || strcmp(pg->tensors[pt]->name, t->name)) {
+            PB b = {pg, t->name};
+            pt = pb_ew1(&b, EW_COPY, pt);
+        }
+        pg->tensors[pt]->name = arena_strdup(pg->arena, t->name);
+        pg->outputs[pg->n_outputs++] = pt;
+    }
+    free(map);
+    if (rc == ST_OK) {
+        prim_graph_compact(pg);
+        rc = prim_graph_verify(pg, e);
+    }
+    if (rc) {
+        err_prefix(e, "%s: ", g->path);
+        prim_graph_free(pg);
+        return rc;
+    }
+    if (stats)
+        *stats = st;
+    *out = pg;
+    return ST_OK;
+}

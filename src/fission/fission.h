@@ -1,0 +1,56 @@
+// Operator fission: rewrites every ONNX node of a folded operator graph into primitives.
+// Needs: graph_infer_and_fold() done. Guarantees: a verified primitive graph computing the same
+// outputs; nodes without a rule become OPAQUE primitives run by their reference op.
+#ifndef ORCH_FISSION_H
+#define ORCH_FISSION_H
+
+#include "build.h"
+
+typedef struct FissionOptions {
+    // Attention (MatMul → Softmax → MatMul): move the softmax's normalising division after the
+    // second MatMul, so the exp can join the MatMul's prologue. Off: the plain softmax form.
+    bool attention_rewrite;
+} FissionOptions;
+
+typedef struct FissionStats {
+    int nodes, ruled, opaque; // ONNX nodes in, nodes with a fission rule, nodes left opaque
+} FissionStats;
+
+int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, FissionStats *stats,
+                Err *e);
+
+// ---- for the rule files ----
+
+typedef struct FissionCtx {
+    PrimGraph *pg;
+    const Graph *g;
+    const Node *n;
+    const FissionOptions *opt;
+    int *map; // operator-graph tensor id -> primitive-graph tensor id
+    PB b;     // builder stamping the node's name as provenance
+} FissionCtx;
+
+// Rules return ST_OK after setting every present output with fc_set_out, or ST_UNSUPPORTED to
+// leave the node opaque (e.g. a dtype or attribute combination the rule does not cover; any
+// primitives already built are discarded as dead code).
+typedef int (*FissionRule)(FissionCtx *fc);
+
+typedef struct FissionRuleDef {
+    const char *op;
+    FissionRule rule;
+} FissionRuleDef;
+
+// Rule tables, one per family, each ended by {NULL, NULL}.
+extern const FissionRuleDef fission_rules_elementwise[];
+extern const FissionRuleDef fission_rules_linear[];
+extern const FissionRuleDef fission_rules_reduce[];
+extern const FissionRuleDef fission_rules_layout[];
+
+int fc_in(const FissionCtx *fc, int i);                // primitive tensor of input i, -1 absent
+const Tensor *fc_in_t(const FissionCtx *fc, int i);    // the operator graph's tensor (NULL absent)
+const Tensor *fc_out_t(const FissionCtx *fc, int i);   // the operator graph's output tensor
+void fc_set_out(FissionCtx *fc, int i, int t);
+// The node's ONNX output shape, for rules that build through reshapes.
+int fc_out_rank(const FissionCtx *fc, int i);
+
+#endif

@@ -1,0 +1,16 @@
+// The primitive interpreter: runs a primitive graph directly, one primitive at a time, with the
+// semantics of prim.h spelled out as plainly as possible. It is the oracle for generated kernels.
+// Needs: a verified primitive graph. Guarantees: outputs computed, or an error naming the primitive.
+#ifndef ORCH_PRIM_INTERP_H
+#define ORCH_PRIM_INTERP_H
+
+#include "../fission/prim.h"
+
+// inputs[i] holds graph input pg->inputs[i]; outputs[i] receives a malloc'd buffer for
+// pg->outputs[i] (the caller frees).
+int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outputs, Err *e);
+
+// Evaluates one single-output, non-opaque primitive into y (used by constant folding too).
+int prim_eval(const PrimGraph *pg, const Prim *p, const void *const *x, void *y, Err *e);
+
+#endif
