@@ -2,6 +2,7 @@
 // sizes are checked before use, names before lookup, paths of external data before opening.
 #include "load.h"
 
+#include "../base/file.h"
 #include "onnx/onnx.pb-c.h"
 
 #include <errno.h>
@@ -20,39 +21,6 @@ typedef struct Loader {
     const char *base_dir; // folder of the model file, for external data; NULL: not allowed
     Err *e;
 } Loader;
-
-static int read_file(const char *path, int64_t max, uint8_t **data, size_t *size, Err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, ST_INVALID, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return err_set(e, ST_INVALID, "%s: not a regular file", path);
-    }
-    if (st.st_size > max) {
-        fclose(f);
-        return err_set(e, ST_INVALID,
-                       "%s: file is %lld bytes, over the %lld-byte protobuf limit (store large "
-                       "weights as ONNX external data)",
-                       path, (long long)st.st_size, (long long)max);
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        fclose(f);
-        return err_set(e, ST_RUNTIME, "%s: out of memory reading %zu bytes", path, n);
-    }
-    if (n && fread(buf, 1, n, f) != n) {
-        free(buf);
-        fclose(f);
-        return err_set(e, ST_INVALID, "%s: read error", path);
-    }
-    fclose(f);
-    *data = buf;
-    *size = n;
-    return ST_OK;
-}
 
 // Checks a dims list from the file and computes the element count.
 static int check_dims(const char *what, const char *name, const int64_t *dims, size_t n_dims,
@@ -629,7 +597,7 @@ int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e
     uint8_t *buf;
     size_t size;
     *out = NULL;
-    int rc = read_file(path, MAX_MODEL_BYTES, &buf, &size, e);
+    int rc = file_read_all(path, MAX_MODEL_BYTES, &buf, &size, e);
     if (rc)
         return rc;
     char dir[PATH_MAX];
@@ -650,7 +618,7 @@ int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *di
                           Err *e) {
     uint8_t *buf;
     size_t size;
-    int rc = read_file(path, MAX_MODEL_BYTES, &buf, &size, e);
+    int rc = file_read_all(path, MAX_MODEL_BYTES, &buf, &size, e);
     if (rc)
         return rc;
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, buf);

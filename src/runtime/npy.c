@@ -2,6 +2,7 @@
 // keys numpy writes (descr, fortran_order, shape) and reject anything else we cannot honour.
 #include "npy.h"
 
+#include "../base/file.h"
 #include "../onnx/load.h"
 
 #include <errno.h>
@@ -143,23 +144,12 @@ done:
 
 int npy_read(const char *path, HostTensor *t, Err *e) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, ST_INVALID, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return err_set(e, ST_INVALID, "%s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
-    void *buf = malloc(n ? n : 1);
-    if (!buf || (n && fread(buf, 1, n, f) != n)) {
-        free(buf);
-        fclose(f);
-        return err_set(e, ST_INVALID, "%s: read error", path);
-    }
-    fclose(f);
-    int rc = npy_read_memory(buf, n, path, t, e);
+    uint8_t *buf;
+    size_t n;
+    int rc = file_read_all(path, INT64_MAX, &buf, &n, e);
+    if (rc)
+        return rc;
+    rc = npy_read_memory(buf, n, path, t, e);
     free(buf);
     return rc;
 }
