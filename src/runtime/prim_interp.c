@@ -321,9 +321,16 @@ static int eval_reduce(const PrimGraph *pg, const Prim *p, const void *x, void *
             break;
         }
         case RED_ARGMAX: case RED_ARGMIN: {
-            bool more = R->op == RED_ARGMAX ? (fl ? v > acc[o] : iv > iacc[o])
-                                            : (fl ? v < acc[o] : iv < iacc[o]);
-            bool same = fl ? v == acc[o] : iv == iacc[o];
+            // numpy's rule: NaN beats every number, two NaNs tie, a NaN is never replaced.
+            bool more, same;
+            if (fl && (isnan(v) || isnan(acc[o]))) {
+                more = isnan(v) && !isnan(acc[o]);
+                same = isnan(v) && isnan(acc[o]);
+            } else {
+                more = R->op == RED_ARGMAX ? (fl ? v > acc[o] : iv > iacc[o])
+                                           : (fl ? v < acc[o] : iv < iacc[o]);
+                same = fl ? v == acc[o] : iv == iacc[o];
+            }
             if (!seen[o] || more || (R->select_last && same)) {
                 acc[o] = v;
                 iacc[o] = iv;
