@@ -14,7 +14,8 @@ static int out_tensor(PB *b, Prim *p, DType dtype, int rank, const int64_t *dims
     char name[256];
     snprintf(name, sizeof name, "%.200s/%s%d", b->origin, prim_kind_name(p->kind), p->id);
     Tensor *t = pg_add_tensor(b->pg, name, dtype, rank, dims);
-    t->producer = p->id;
+    ORCH_ASSERT(b->pg->prims[b->pg->n_prims - 1] == p); // builders append: index = last
+    t->producer = b->pg->n_prims - 1;
     p->out[0] = t->id;
     return t->id;
 }

@@ -46,7 +46,7 @@ static void make_opaque(FissionCtx *fc) {
         if (!t)
             continue;
         Tensor *o = pg_add_tensor(fc->pg, t->name, t->dtype, t->rank, t->dims);
-        o->producer = p->id;
+        o->producer = fc->pg->n_prims - 1;
         p->out[j] = o->id;
         fc->map[t->id] = o->id;
     }

@@ -90,7 +90,7 @@ Prim *pg_add_prim(PrimGraph *pg, PrimKind kind, int n_in, int n_out, const char 
         pg->prims = xrealloc(pg->prims, sizeof(Prim *) * (size_t)pg->cap_prims);
     }
     Prim *p = arena_alloc(pg->arena, sizeof *p);
-    p->id = pg->n_prims;
+    p->id = pg->next_prim_id++;
     p->kind = kind;
     p->n_in = n_in;
     p->n_out = n_out;

@@ -131,7 +131,7 @@ typedef struct LinearParams {
 
 // ---- the graph ----
 typedef struct Prim {
-    int id;
+    int id;              // unique within the graph, never reused (names, dumps)
     PrimKind kind;
     int n_in, n_out;
     int *in, *out;       // tensor ids (OPAQUE may have absent optional inputs: -1)
@@ -149,8 +149,9 @@ typedef struct PrimGraph {
     const Graph *src;    // the operator graph it came from; owns the constants it shares
     Tensor **tensors;
     int n_tensors, cap_tensors;
-    Prim **prims;        // topological order
+    Prim **prims;        // topological order; Tensor.producer is an index into this list
     int n_prims, cap_prims;
+    int next_prim_id;
     bool *owns_data;         // per tensor: data malloc'd by this graph (else borrowed from src)
     int *inputs, n_inputs;   // same order as src->inputs
     int *outputs, n_outputs; // same order as src->outputs

@@ -90,8 +90,9 @@ static double fl_op(EwOp op, double a, double b, double c) {
     case EW_MUL: return a * b;
     case EW_DIV: return a / b;
     case EW_POW: return pow(a, b);
-    case EW_MIN: return isnan(a) || isnan(b) ? NAN : fmin(a, b);
-    case EW_MAX: return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+    // NaN propagates; between equal zeros MIN takes -0 and MAX +0, so operand order never matters.
+    case EW_MIN: return isnan(a) || isnan(b) ? NAN : (a < b || (a == b && signbit(a))) ? a : b;
+    case EW_MAX: return isnan(a) || isnan(b) ? NAN : (a > b || (a == b && !signbit(a))) ? a : b;
     case EW_MOD: case EW_FMOD: return fmod(a, b);
     case EW_EQ: return a == b;
     case EW_LT: return a < b;
@@ -202,7 +203,8 @@ static Val ew_eval_one(const EwPlan *pl, const int64_t *offs, Val *vals) {
                 a[k] = vals[arg->index];
             } else {
                 a[k].f = arg->imm;
-                a[k].i = (int64_t)arg->imm;
+                // Immediates may be NaN or infinite (masks); only in-range values convert.
+                a[k].i = isfinite(arg->imm) && fabs(arg->imm) < 9.2e18 ? (int64_t)arg->imm : 0;
             }
         }
         Val r;

@@ -1,0 +1,79 @@
+// Clean-up passes on the primitive graph, run after fission: constant folding, BatchNorm folding
+// into convolutions, identity-layout removal, layout chain composition, elementwise chain merging
+// (canonicalised programs), common subexpression elimination and dead primitive elimination.
+// Needs: a verified primitive graph. Guarantees: a verified graph computing the same outputs (the
+// same graph inputs and output tensors, names included), with no dead primitives in the list.
+#ifndef ORCH_FISSION_PASSES_H
+#define ORCH_FISSION_PASSES_H
+
+#include "prim.h"
+
+// What the passes changed; each pass adds to its own counter.
+typedef struct CleanupStats {
+    int iterations; // rounds of all passes run by fission_cleanup
+    int prims_before, prims_after;
+    int folded;           // primitives replaced by a constant
+    int bn_folded;        // conv + per-channel affine chains folded into the weights
+    int identities;       // identity layouts/copies bypassed, identity stages dropped
+    int layouts_composed; // layout chains joined into their consumer, stages merged
+    int ew_merged;        // elementwise primitives inlined into their consumer
+    int ew_canonicalised; // programs rewritten into canonical form
+    int cse;              // primitives and constants replaced by an identical earlier one
+    int dead;             // primitives no graph output needs
+} CleanupStats;
+
+// Every pass returns ST_OK (or an error for a failed allocation) and leaves the graph compacted.
+
+// A non-opaque primitive whose inputs are all constants becomes a constant (at most 256 MiB, and
+// not when it would expand small constants into a large one, e.g. a broadcast).
+int pass_fold_constants(PrimGraph *pg, CleanupStats *st, Err *e);
+// LIN_CONV followed by single-consumer ADD/SUB/MUL/DIV by per-channel constants (conv bias,
+// BatchNorm): the scale goes into the weights, one ADD of the combined bias remains.
+int pass_fold_batchnorm(PrimGraph *pg, CleanupStats *st, Err *e);
+// Layout stages that map every index to itself are dropped; a primitive left without stages (or
+// an elementwise copy to the same dtype and shape, a one-input concat) is bypassed.
+int pass_remove_identities(PrimGraph *pg, CleanupStats *st, Err *e);
+// A single-input layout chain whose input is another chain with no other consumer absorbs it;
+// adjacent reshapes collapse, adjacent transposes compose, transposes of unit axes are reshapes.
+int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e);
+// An elementwise primitive absorbs elementwise producers it alone consumes (when their output is
+// not broadcast, so no work is repeated); every program is then put in canonical form.
+int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e);
+// Identical primitives (kind, parameters, inputs) and identical small constants become one.
+int pass_cse(PrimGraph *pg, CleanupStats *st, Err *e);
+// Drops primitives whose outputs no graph output needs.
+int pass_dead_code(PrimGraph *pg, CleanupStats *st, Err *e);
+
+// Runs the passes in order until nothing changes (bounded), verifying the graph after each.
+int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e);
+
+// ---- for the pass files ----
+
+// Consumers of each tensor, counted once per primitive; graph outputs are marked.
+typedef struct PassUses {
+    int *count;    // distinct consumer primitives
+    int *consumer; // index in pg->prims of the last consumer
+    bool *is_output;
+} PassUses;
+
+void pass_uses_build(const PrimGraph *pg, PassUses *u);
+void pass_uses_free(PassUses *u);
+
+// Replacements recorded during a pass (tensor -> tensor), applied to the inputs of each primitive
+// as the pass reaches it in topological order. Keys are tensors that existed when it was made.
+typedef struct PassRepl {
+    int *to; // -1: not replaced
+    int n;
+} PassRepl;
+
+void pass_repl_init(const PrimGraph *pg, PassRepl *r);
+void pass_repl_free(PassRepl *r);
+int pass_repl_resolve(const PassRepl *r, int t);
+void pass_repl_inputs(const PassRepl *r, Prim *p);
+
+// Compacts the graph when primitives were marked dead.
+void pass_finish(PrimGraph *pg, int killed);
+
+bool pass_same_dims(const Tensor *a, const Tensor *b);
+
+#endif

@@ -1,0 +1,693 @@
+// Unit test of the primitive graph clean-up passes (fission/passes.h). Each case builds a small
+// primitive graph, runs it on the primitive interpreter with random inputs (printed seed, no
+// zeros, some cases with values of 1e4 or constant rows), applies a pass, checks what changed
+// (primitive counts and kinds) and runs it again. Every pass but BatchNorm folding must give
+// bit-identical outputs; BatchNorm folding rounds W * scale and the combined bias once, checked
+// against a bound from the magnitude before normalisation (see bn_case).
+#include "check.h"
+#include "fission/build.h"
+#include "fission/passes.h"
+#include "runtime/prim_interp.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+
+static double rnd(void) { // uniform in [-1, 1), xorshift64*
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+// Uniform in [-scale, scale) + offset, never zero.
+static double rnd_nz(double scale, double offset) {
+    double v = rnd();
+    if (fabs(v) < 1e-3)
+        v = 0.5;
+    return v * scale + offset;
+}
+
+static void fill(DType t, void *p, int64_t n, double scale, double offset) {
+    for (int64_t i = 0; i < n; i++) {
+        double v = rnd_nz(scale, offset);
+        if (dtype_is_float(t))
+            elem_set_f64(t, p, i, v);
+        else
+            elem_set_i64(t, p, i, (int64_t)v == 0 ? 1 : (int64_t)v);
+    }
+}
+
+// ---- a test graph: inputs, outputs, random bindings and a reference run ----
+
+typedef struct TG {
+    PrimGraph *pg;
+    PB b;
+    void *in[8];
+    void *ref[8]; // outputs before the pass
+} TG;
+
+static void tg_init(TG *g) {
+    memset(g, 0, sizeof *g);
+    g->pg = prim_graph_create(graph_create("test"));
+    g->b = (PB){g->pg, "test"};
+}
+
+static void tg_free(TG *g) {
+    for (int i = 0; i < 8; i++) {
+        free(g->in[i]);
+        free(g->ref[i]);
+    }
+    const Graph *src = g->pg->src;
+    prim_graph_free(g->pg);
+    graph_free((Graph *)src);
+}
+
+// A graph input filled with random values (uniform ±scale around offset).
+static int tg_input(TG *g, DType dt, int rank, const int64_t *dims, double scale, double offset) {
+    PrimGraph *pg = g->pg;
+    char name[32];
+    snprintf(name, sizeof name, "x%d", pg->n_inputs);
+    Tensor *t = pg_add_tensor(pg, name, dt, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    g->in[pg->n_inputs] = xmalloc(tensor_nbytes(t) + 1);
+    fill(dt, g->in[pg->n_inputs], tensor_numel(t), scale, offset);
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+static int tg_const(TG *g, DType dt, int rank, const int64_t *dims, double scale, double offset) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    void *data = xmalloc((size_t)n * dtype_size(dt) + 1);
+    fill(dt, data, n, scale, offset);
+    int t = pb_const(&g->b, dt, rank, dims, data);
+    free(data);
+    return t;
+}
+
+static void tg_output(TG *g, int t, const char *name) {
+    PrimGraph *pg = g->pg;
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->tensors[t]->name = arena_strdup(pg->arena, name);
+    pg->outputs[pg->n_outputs++] = t;
+}
+
+static int run(TG *g, void **out) {
+    Err e = {0};
+    int rc = prim_graph_verify(g->pg, &e);
+    if (rc == ST_OK)
+        rc = prim_interp_run(g->pg, (const void *const *)g->in, out, &e);
+    if (rc)
+        printf("  %s\n", e.msg);
+    return rc;
+}
+
+// Verifies and runs the graph as built: the reference outputs.
+static void tg_reference(TG *g) {
+    CHECK(run(g, g->ref) == ST_OK);
+}
+
+// Runs again and compares with the reference: bit for bit (atol < 0), or within atol.
+static void tg_compare(TG *g, double atol) {
+    void *out[8] = {0};
+    CHECK(run(g, out) == ST_OK);
+    for (int i = 0; i < g->pg->n_outputs && out[i] && g->ref[i]; i++) {
+        const Tensor *t = g->pg->tensors[g->pg->outputs[i]];
+        if (atol < 0) {
+            CHECK_MSG(memcmp(out[i], g->ref[i], tensor_nbytes(t)) == 0, "output %s differs",
+                      t->name);
+            continue;
+        }
+        double worst = 0;
+        for (int64_t k = 0; k < tensor_numel(t); k++) {
+            double d =
+                fabs(elem_get_f64(t->dtype, out[i], k) - elem_get_f64(t->dtype, g->ref[i], k));
+            worst = fmax(worst, isnan(d) ? INFINITY : d);
+        }
+        CHECK_MSG(worst <= atol, "output %s: max error %g > %g", t->name, worst, atol);
+    }
+    for (int i = 0; i < 8; i++)
+        free(out[i]);
+}
+
+static int count(const PrimGraph *pg, PrimKind k) {
+    int c[PRIM_KIND_COUNT];
+    prim_graph_counts(pg, c);
+    return c[k];
+}
+
+// Runs one pass and the verifier.
+static int apply(TG *g, int (*pass)(PrimGraph *, CleanupStats *, Err *), CleanupStats *st) {
+    Err e = {0};
+    int rc = pass(g->pg, st, &e);
+    if (rc == ST_OK)
+        rc = prim_graph_verify(g->pg, &e);
+    if (rc)
+        printf("  %s\n", e.msg);
+    return rc;
+}
+
+static int cleanup(TG *g, CleanupStats *st) {
+    Err e = {0};
+    int rc = fission_cleanup(g->pg, st, &e);
+    if (rc)
+        printf("  %s\n", e.msg);
+    return rc;
+}
+
+// The producer of tensor t (after compaction producers are indices).
+static const Prim *producer(const PrimGraph *pg, int t) {
+    for (int k = 0; k < pg->n_prims; k++)
+        for (int j = 0; j < pg->prims[k]->n_out; j++)
+            if (pg->prims[k]->out[j] == t)
+                return pg->prims[k];
+    return NULL;
+}
+
+// ---- constant folding ----
+
+// A transposed weight and BatchNorm-style scale math over constants become constants.
+static void test_fold_weight_subgraphs(void) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[2] = {3, 4}, wd[2] = {5, 4}, cd[1] = {5};
+    int x = tg_input(&g, DT_FLOAT, 2, xd, 1, 0);
+    int w = tg_const(&g, DT_FLOAT, 2, wd, 1, 0);
+    int perm[2] = {1, 0};
+    int wt = pb_transpose(&g.b, w, perm);
+    int var = tg_const(&g, DT_FLOAT, 1, cd, 0.5, 1), gamma = tg_const(&g, DT_FLOAT, 1, cd, 1, 0);
+    int scale =
+        pb_ew2(&g.b, EW_MUL, gamma, pb_ew1(&g.b, EW_RSQRT, pb_ew2i(&g.b, EW_ADD, var, 1e-5)));
+    int y = pb_ew2(&g.b, EW_MUL, pb_matmul(&g.b, x, wt), scale);
+    tg_output(&g, y, "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_fold_constants, &st) == ST_OK);
+    CHECK(st.folded == 4);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 0 && count(g.pg, PRIM_ELEMWISE) == 1);
+    CHECK(count(g.pg, PRIM_LINEAR) == 1);
+    CHECK(pg_is_const(g.pg, g.pg->prims[0]->in[1]));
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// Not folded: a broadcast that would expand a scalar into 256 KiB, and a graph output.
+static void test_fold_limits(void) {
+    TG g;
+    tg_init(&g);
+    int64_t big[2] = {256, 256};
+    int x = tg_input(&g, DT_FLOAT, 2, big, 1, 0);
+    int s = pb_const_scalar(&g.b, DT_FLOAT, 3.0);
+    int bc = pb_broadcast(&g.b, s, 2, big);
+    tg_output(&g, pb_ew2(&g.b, EW_MUL, x, bc), "y");
+    tg_output(&g, pb_ew1(&g.b, EW_COPY, s), "c");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_fold_constants, &st) == ST_OK);
+    CHECK(st.folded == 0 && g.pg->n_prims == 3);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- BatchNorm folding ----
+
+static LinearParams conv2d(int group, int pad) {
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = group};
+    for (int d = 0; d < 2; d++) {
+        lp.stride[d] = lp.dilation[d] = 1;
+        lp.pad_begin[d] = lp.pad_end[d] = pad;
+    }
+    return lp;
+}
+
+// conv → +bias → -mean → *(gamma * rsqrt(var + eps)) → +beta → relu. With large activations
+// the mean is set to what the conv gives for the offset, so the chain cancels most of the value:
+// the folded form's rounding is then bounded by a few ulps of the pre-BN magnitude P times the
+// scale (at most 1.5 here): |got-ref| <= 8 * FLT_EPSILON * P * 1.5.
+static void bn_case(int group, double x_offset) {
+    TG g;
+    tg_init(&g);
+    enum { M = 6 };
+    int64_t xd[4] = {2, 4, 6, 5}, wd[4] = {M, 4 / group, 3, 3}, yd[4] = {2, M, 6, 5};
+    int64_t c3[3] = {M, 1, 1}, c4[4] = {1, M, 1, 1}, c1[1] = {M};
+    int x = tg_input(&g, DT_FLOAT, 4, xd, 1, x_offset);
+    int w = tg_const(&g, DT_FLOAT, 4, wd, 1, 0);
+    int bias = tg_const(&g, DT_FLOAT, 3, c3, 1, 0);
+    const float *wv = g.pg->tensors[w]->data, *bv = g.pg->tensors[bias]->data;
+    int64_t per = tensor_numel(g.pg->tensors[w]) / M;
+    float mean[M];
+    double P = 0;
+    for (int m = 0; m < M; m++) {
+        double sum = 0, mag = 0;
+        for (int64_t i = 0; i < per; i++) {
+            sum += wv[m * per + i];
+            mag += fabs(wv[m * per + i]);
+        }
+        mean[m] = (float)(x_offset * sum + bv[m] + rnd_nz(1, 0));
+        P = fmax(P, (fabs(x_offset) + 1) * mag + fabs(bv[m]) + fabs(mean[m]));
+    }
+    LinearParams lp = conv2d(group, 1);
+    int y = pb_conv(&g.b, &lp, x, w, yd);
+    y = pb_ew2(&g.b, EW_ADD, y, bias);
+    y = pb_ew2(&g.b, EW_SUB, y, pb_const(&g.b, DT_FLOAT, 4, c4, mean));
+    int var = tg_const(&g, DT_FLOAT, 1, c1, 0.5, 1), gamma = tg_const(&g, DT_FLOAT, 1, c1, 1, 0);
+    int scale =
+        pb_ew2(&g.b, EW_MUL, gamma, pb_ew1(&g.b, EW_RSQRT, pb_ew2i(&g.b, EW_ADD, var, 1e-5)));
+    scale = pb_reshape(&g.b, scale, 3, c3);
+    y = pb_ew2(&g.b, EW_MUL, scale, y);
+    y = pb_ew2(&g.b, EW_ADD, y, tg_const(&g, DT_FLOAT, 3, c3, 1, 0));
+    tg_output(&g, pb_ew1(&g.b, EW_RELU, y), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_fold_constants, &st) == ST_OK);
+    CHECK(apply(&g, pass_fold_batchnorm, &st) == ST_OK);
+    CHECK(st.bn_folded == 1);
+    CHECK(g.pg->n_prims == 3 && count(g.pg, PRIM_LINEAR) == 1 && count(g.pg, PRIM_ELEMWISE) == 2);
+    const Prim *add = g.pg->prims[1];
+    CHECK(add->ew.n == 1 && add->ew.code[0].op == EW_ADD && add->in[0] == g.pg->prims[0]->out[0]);
+    tg_compare(&g, 8 * FLT_EPSILON * P * 1.5);
+    tg_free(&g);
+}
+
+static void test_bn_fold(void) {
+    bn_case(1, 0);
+}
+static void test_bn_fold_grouped(void) {
+    bn_case(2, 0);
+}
+static void test_bn_fold_large_values(void) {
+    bn_case(1, 1e4);
+}
+
+// Not folded: the conv's output read twice, and a scale that varies over space.
+static void test_bn_no_fold(void) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[4] = {1, 2, 4, 4}, wd[4] = {3, 2, 1, 1}, yd[4] = {1, 3, 4, 4};
+    int64_t sp[4] = {1, 1, 4, 4}, c3[3] = {3, 1, 1};
+    int x = tg_input(&g, DT_FLOAT, 4, xd, 1, 0);
+    LinearParams lp = conv2d(1, 0);
+    int y1 = pb_conv(&g.b, &lp, x, tg_const(&g, DT_FLOAT, 4, wd, 1, 0), yd);
+    int a = pb_ew2(&g.b, EW_MUL, y1, tg_const(&g, DT_FLOAT, 3, c3, 1, 0));
+    tg_output(&g, pb_ew2(&g.b, EW_ADD, a, y1), "a");
+    int y2 = pb_conv(&g.b, &lp, x, tg_const(&g, DT_FLOAT, 4, wd, 1, 0), yd);
+    tg_output(&g, pb_ew2(&g.b, EW_MUL, y2, tg_const(&g, DT_FLOAT, 4, sp, 1, 0)), "b");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_fold_batchnorm, &st) == ST_OK);
+    CHECK(st.bn_folded == 0 && g.pg->n_prims == 5);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- identity layouts ----
+
+static void test_identity_layouts(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[3] = {2, 3, 4}, zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    int x = tg_input(&g, DT_FLOAT, 3, d, 1, 0);
+    int perm[3] = {0, 1, 2};
+    int t = pb_transpose(&g.b, x, perm);
+    t = pb_reshape(&g.b, t, 3, d);
+    t = pb_slice(&g.b, t, zero, one, d);
+    t = pb_ew1(&g.b, EW_COPY, t);
+    int y = pb_ew1(&g.b, EW_RELU, t);
+    tg_output(&g, y, "y");
+    // An identity layout computing a graph output stays.
+    tg_output(&g, pb_reshape(&g.b, x, 3, d), "z");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_remove_identities, &st) == ST_OK);
+    CHECK(st.identities == 4 && g.pg->n_prims == 2);
+    CHECK(g.pg->prims[0]->kind == PRIM_ELEMWISE && g.pg->prims[0]->in[0] == x);
+    CHECK(g.pg->outputs[0] == y && g.pg->outputs[1] == g.pg->prims[1]->out[0]);
+    CHECK(strcmp(g.pg->tensors[g.pg->outputs[1]]->name, "z") == 0);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// Identity stages inside a longer chain are dropped, the rest kept.
+static void test_identity_stages(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[3] = {2, 3, 4};
+    int x = tg_input(&g, DT_FLOAT, 3, d, 1, 0);
+    int p1[3] = {2, 0, 1};
+    int64_t td[3] = {4, 2, 3}, zero[3] = {0, 0, 0}, one[3] = {1, 1, 1}, rd[2] = {4, 6};
+    int t = pb_slice(&g.b, pb_transpose(&g.b, x, p1), zero, one, td);
+    t = pb_reshape(&g.b, t, 2, rd);
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, t), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_compose_layouts, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 1 && g.pg->prims[0]->lay.n_stages == 3);
+    CHECK(apply(&g, pass_remove_identities, &st) == ST_OK);
+    CHECK(st.identities == 1);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 1 && g.pg->prims[0]->lay.n_stages == 2);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- layout composition ----
+
+// transpose ∘ transpose → one perm; reshape ∘ reshape → one reshape; a transpose and its
+// inverse vanish under the whole clean-up.
+static void test_compose_transposes_reshapes(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[4] = {2, 3, 4, 5}, r1[2] = {6, 20}, r2[3] = {6, 4, 5};
+    int x = tg_input(&g, DT_FLOAT, 4, d, 1, 0);
+    int pa[4] = {0, 2, 1, 3}, pb[4] = {3, 1, 0, 2};
+    int t = pb_transpose(&g.b, pb_transpose(&g.b, x, pa), pb);
+    tg_output(&g, pb_ew1(&g.b, EW_EXP, t), "y");
+    int r = pb_reshape(&g.b, pb_reshape(&g.b, x, 2, r1), 3, r2);
+    tg_output(&g, pb_ew1(&g.b, EW_EXP, r), "z");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_compose_layouts, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 2);
+    for (int k = 0; k < g.pg->n_prims; k++)
+        if (g.pg->prims[k]->kind == PRIM_LAYOUT)
+            CHECK(g.pg->prims[k]->lay.n_stages == 1);
+    tg_compare(&g, -1);
+    tg_free(&g);
+
+    tg_init(&g);
+    int inv[4] = {0, 2, 1, 3};
+    x = tg_input(&g, DT_FLOAT, 4, d, 1, 0);
+    t = pb_transpose(&g.b, pb_transpose(&g.b, x, pa), inv);
+    // A transpose over unit axes only is a reshape, so it merges with the reshapes around it.
+    int64_t u1[4] = {6, 1, 4, 5}, u2[2] = {6, 20};
+    int pu[4] = {1, 0, 2, 3};
+    t = pb_reshape(&g.b, pb_transpose(&g.b, pb_reshape(&g.b, t, 4, u1), pu), 2, u2);
+    tg_output(&g, pb_ew1(&g.b, EW_EXP, t), "y");
+    tg_reference(&g);
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 1 && g.pg->prims[0]->lay.n_stages == 1);
+    CHECK(g.pg->prims[0]->lay.stages[0].kind == LS_RESHAPE);
+    tg_compare(&g, -1);
+    tg_free(&g);
+
+    tg_init(&g);
+    int p3[4] = {2, 0, 3, 1}, p3inv[4] = {1, 3, 0, 2};
+    x = tg_input(&g, DT_FLOAT, 4, d, 1, 0);
+    tg_output(&g, pb_ew1(&g.b, EW_EXP, pb_transpose(&g.b, pb_transpose(&g.b, x, p3), p3inv)), "y");
+    tg_reference(&g);
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(g.pg->n_prims == 1 && g.pg->prims[0]->in[0] == x);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// Slice, gather, padded table and broadcast composed: the index maps chain correctly.
+static void test_compose_general(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {6, 5}, start[2] = {1, 4}, step[2] = {2, -1}, sd[2] = {3, 5};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1, 0);
+    int t = pb_slice(&g.b, x, start, step, sd);
+    int64_t idx[4] = {2, 0, 0, 1}, qd[2] = {2, 2};
+    t = pb_gather(&g.b, t, 0, 2, qd, idx); // [2, 2, 5]
+    int64_t td[3] = {2, 2, 7}, tab[7] = {-1, 0, 1, 2, 3, 4, -1};
+    int64_t *tables[3] = {NULL, NULL, tab};
+    t = pb_table(&g.b, t, td, tables, 0.25);
+    int64_t bd[4] = {3, 2, 2, 7};
+    t = pb_broadcast(&g.b, t, 4, bd);
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, t), "y");
+    // A second reader keeps its producer separate.
+    int s2 = pb_transpose(&g.b, x, (int[]){1, 0});
+    tg_output(&g, pb_ew2(&g.b, EW_ADD, pb_transpose(&g.b, s2, (int[]){1, 0}), x), "z");
+    tg_output(&g, pb_ew1(&g.b, EW_EXP, s2), "w");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_compose_layouts, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 3);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// Two padded tables with different pad values are not composed.
+static void test_compose_pad_values(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[1] = {4}, d6[1] = {6}, d8[1] = {8};
+    int64_t t1[6] = {-1, 0, 1, 2, 3, -1}, t2[8] = {-1, 0, 1, 2, 3, 4, 5, -1};
+    int x = tg_input(&g, DT_FLOAT, 1, d, 1, 0);
+    int64_t *tb1[1] = {t1}, *tb2[1] = {t2};
+    int a = pb_table(&g.b, pb_table(&g.b, x, d6, tb1, 1.0), d8, tb2, 2.0);
+    int b = pb_table(&g.b, pb_table(&g.b, x, d6, tb1, 3.0), d8, tb2, 3.0);
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, a), "a");
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, b), "b");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_compose_layouts, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == 3);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- elementwise merging ----
+
+static void test_merge_chain(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {4, 5};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 2, 0), y = tg_input(&g, DT_FLOAT, 2, d, 2, 0);
+    int a = pb_ew2(&g.b, EW_ADD, y, x);
+    int b = pb_ew2(&g.b, EW_MUL, a, x);
+    int c = pb_ew1(&g.b, EW_EXP, b);
+    int r = pb_ew2(&g.b, EW_SUB, c, y);
+    tg_output(&g, r, "r");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_merge_elementwise, &st) == ST_OK);
+    CHECK(st.ew_merged == 3 && g.pg->n_prims == 1);
+    const Prim *p = g.pg->prims[0];
+    CHECK(p->n_in == 2 && p->in[0] == x && p->in[1] == y && p->ew.n == 4);
+    CHECK(p->ew.code[0].op == EW_ADD && p->ew.code[0].arg[0].index == 0); // x before y
+    CHECK(g.pg->outputs[0] == r && strcmp(g.pg->tensors[r]->name, "r") == 0);
+    tg_compare(&g, -1);
+    CleanupStats st2 = {0};
+    CHECK(apply(&g, pass_merge_elementwise, &st2) == ST_OK);
+    CHECK(st2.ew_merged == 0 && st2.ew_canonicalised == 0); // canonical form is a fixpoint
+    tg_free(&g);
+}
+
+// Rounding to narrow types inside a merged program is kept: float16 and wrapping int32.
+static void test_merge_exact_narrow_types(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {8, 16};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1e4, 0);
+    int h = pb_cast(&g.b, x, DT_FLOAT16);
+    h = pb_ew2i(&g.b, EW_MUL, h, 3.3);
+    h = pb_ew2(&g.b, EW_ADD, h, pb_cast(&g.b, x, DT_FLOAT16));
+    tg_output(&g, pb_ew2(&g.b, EW_SUB, pb_cast(&g.b, h, DT_FLOAT), x), "f");
+    int i = tg_input(&g, DT_INT32, 2, d, 2e9, 0);
+    int j = pb_ew2(&g.b, EW_MUL, i, i);
+    j = pb_ew2(&g.b, EW_ADD, j, i);
+    tg_output(&g, pb_ew2i(&g.b, EW_DIV, j, 7), "i");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_merge_elementwise, &st) == ST_OK);
+    CHECK(g.pg->n_prims == 2);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// Not merged: a producer read twice, and a broadcast intermediate. Merged: a value used twice
+// by one consumer (one input after deduplication).
+static void test_merge_limits(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {4, 5}, col[2] = {4, 1};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1, 0), v = tg_input(&g, DT_FLOAT, 2, col, 1, 0);
+    int e = pb_ew1(&g.b, EW_EXP, x);
+    tg_output(&g, pb_ew2(&g.b, EW_ADD, e, x), "a");
+    tg_output(&g, pb_ew2(&g.b, EW_MUL, e, x), "b");
+    int s = pb_ew1(&g.b, EW_SQRT, pb_ew1(&g.b, EW_ABS, v));
+    tg_output(&g, pb_ew2(&g.b, EW_MUL, x, s), "c");
+    int t = pb_ew1(&g.b, EW_TANH, x);
+    tg_output(&g, pb_ew2(&g.b, EW_MUL, t, t), "d");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_merge_elementwise, &st) == ST_OK);
+    // exp, a, b stay; abs merges into sqrt, not into c; tanh merges into d.
+    CHECK(st.ew_merged == 2 && g.pg->n_prims == 6);
+    const Prim *d_p = producer(g.pg, g.pg->outputs[3]);
+    CHECK(d_p && d_p->n_in == 1 && d_p->ew.n == 2 && d_p->ew.code[1].arg[0].src == EWS_INSTR &&
+          d_p->ew.code[1].arg[1].src == EWS_INSTR);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// One-element constants become immediates (same values read, same domain); a program keeps at
+// least one input.
+static void test_scalar_constants(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {3, 4}, one[2] = {1, 1};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1, 0), y = tg_input(&g, DT_FLOAT, 2, d, 1, 0);
+    int c = tg_const(&g, DT_FLOAT, 2, one, 0.1, 0);
+    uint16_t h = f32_to_f16(3.3f);
+    uint8_t yes = 1;
+    int a = pb_ew2(&g.b, EW_ADD, x, c);
+    a = pb_ew2(&g.b, EW_MUL, pb_cast(&g.b, a, DT_FLOAT16), pb_const(&g.b, DT_FLOAT16, 0, NULL, &h));
+    a = pb_where(&g.b, pb_const(&g.b, DT_BOOL, 0, NULL, &yes), pb_cast(&g.b, a, DT_FLOAT), y);
+    tg_output(&g, a, "a");
+    tg_output(&g, pb_ew1(&g.b, EW_COPY, c), "c");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(g.pg->n_prims == 2);
+    const Prim *p = producer(g.pg, g.pg->outputs[0]);
+    CHECK(p && p->n_in == 2 && p->in[0] == x && p->in[1] == y);
+    p = producer(g.pg, g.pg->outputs[1]);
+    CHECK(p && p->n_in == 1 && p->ew.code[0].arg[0].src == EWS_INPUT);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- common subexpressions ----
+
+static void test_cse(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[3] = {2, 3, 4}, w[2] = {4, 3};
+    int x = tg_input(&g, DT_FLOAT, 3, d, 1, 0), y = tg_input(&g, DT_FLOAT, 3, d, 1, 0);
+    int wc = tg_const(&g, DT_FLOAT, 2, w, 1, 0);
+    int perm[3] = {0, 2, 1};
+    int r1 = pb_reduce(&g.b, RED_MAX, x, 4, true, false),
+        r2 = pb_reduce(&g.b, RED_MAX, x, 4, true, false);
+    int t1 = pb_transpose(&g.b, x, perm), t2 = pb_transpose(&g.b, x, perm);
+    int m1 = pb_matmul(&g.b, x, wc), m2 = pb_matmul(&g.b, x, wc);
+    // Commuted operands and equal constants: the same after canonicalisation and deduplication.
+    int a1 = pb_ew2(&g.b, EW_ADD, x, y), a2 = pb_ew2(&g.b, EW_ADD, y, x);
+    int c1 = pb_ew2(&g.b, EW_MUL, x, pb_const_scalar(&g.b, DT_FLOAT, 2.5));
+    int c2 = pb_ew2(&g.b, EW_MUL, x, pb_const_scalar(&g.b, DT_FLOAT, 2.5));
+    int outs[10] = {r1, r2, t1, t2, m1, m2, a1, a2, c1, c2};
+    for (int i = 0; i < 10; i += 2) {
+        char name[8];
+        snprintf(name, sizeof name, "o%d", i / 2);
+        tg_output(&g, pb_ew2(&g.b, EW_SUB, outs[i], outs[i + 1]), name);
+    }
+    // Two identical primitives that are both graph outputs keep their tensors.
+    tg_output(&g, pb_ew1(&g.b, EW_ABS, x), "p");
+    tg_output(&g, pb_ew1(&g.b, EW_ABS, x), "q");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_cse, &st) == ST_OK);
+    CHECK(st.cse == 5); // reduce, transpose, matmul, the 2.5 constant, then the c pair
+    CHECK(count(g.pg, PRIM_REDUCE) == 1 && count(g.pg, PRIM_LAYOUT) == 1);
+    CHECK(count(g.pg, PRIM_LINEAR) == 1);
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(count(g.pg, PRIM_ELEMWISE) == 7); // o0..o4 (a and c inlined), p, q
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- dead code ----
+
+static void test_dead_code(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {3, 3};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1, 0);
+    pb_ew1(&g.b, EW_EXP, pb_reduce(&g.b, RED_SUM, x, 1, false, false));
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, x), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_dead_code, &st) == ST_OK);
+    CHECK(st.dead == 2 && g.pg->n_prims == 1);
+    CHECK(g.pg->n_inputs == 1 && g.pg->inputs[0] == x);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// ---- the whole clean-up ----
+
+// A layer-norm + attention-like block with weight transposes, reshapes, softmax over rows that
+// include constant rows and values of 1e4: everything exact but the block gets smaller.
+static void test_cleanup_block(void) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[3] = {2, 6, 8}, wd[2] = {8, 8};
+    int x = tg_input(&g, DT_FLOAT, 3, xd, 1, 0);
+    // Constant rows and large values.
+    float *xv = g.in[0];
+    for (int i = 0; i < 8; i++) {
+        xv[i] = 1e4f;
+        xv[8 + i] = -3.0f;
+        xv[16 + i] *= 1e4f;
+    }
+    int m = pb_reduce(&g.b, RED_MEAN, x, 4, true, false);
+    int c = pb_ew2(&g.b, EW_SUB, x, m);
+    int var = pb_reduce(&g.b, RED_MEAN, pb_ew2(&g.b, EW_MUL, c, c), 4, true, false);
+    int n = pb_ew2(&g.b, EW_MUL, c, pb_ew1(&g.b, EW_RSQRT, pb_ew2i(&g.b, EW_ADD, var, 1e-5)));
+    int perm[2] = {1, 0};
+    int q = pb_matmul(&g.b, n, pb_transpose(&g.b, tg_const(&g, DT_FLOAT, 2, wd, 0.3, 0), perm));
+    int k = pb_matmul(&g.b, n, pb_transpose(&g.b, tg_const(&g, DT_FLOAT, 2, wd, 0.3, 0), perm));
+    int64_t hd[4] = {2, 6, 2, 4};
+    int p4[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+    int qh = pb_transpose(&g.b, pb_reshape(&g.b, q, 4, hd), p4);
+    int kh = pb_transpose(&g.b, pb_reshape(&g.b, k, 4, hd), pk);
+    int s = pb_ew2i(&g.b, EW_MUL, pb_matmul(&g.b, qh, kh), 0.5);
+    int mx = pb_reduce(&g.b, RED_MAX, s, 8, true, false);
+    int ex = pb_ew1(&g.b, EW_EXP, pb_ew2(&g.b, EW_SUB, s, mx));
+    int sm = pb_ew2(&g.b, EW_DIV, ex, pb_reduce(&g.b, RED_SUM, ex, 8, true, false));
+    int o = pb_matmul(&g.b, sm, pb_transpose(&g.b, pb_reshape(&g.b, n, 4, hd), p4));
+    int back[4] = {0, 2, 1, 3};
+    o = pb_reshape(&g.b, pb_transpose(&g.b, o, back), 3, xd);
+    int y = pb_ew2(&g.b, EW_ADD, o, x);
+    tg_output(&g, y, "y");
+    tg_output(&g, pb_ew1(&g.b, EW_COPY, sm), "attn");
+    pb_ew1(&g.b, EW_LOG, x); // dead
+    tg_reference(&g);
+    int before = g.pg->n_prims;
+    CleanupStats st = {0};
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(st.prims_before == before && st.prims_after == g.pg->n_prims);
+    CHECK(st.folded == 2 && st.dead >= 1 && st.ew_merged > 0 && st.layouts_composed > 0);
+    CHECK(g.pg->n_prims < before - 6);
+    CHECK(g.pg->n_inputs == 1 && g.pg->inputs[0] == x && g.pg->outputs[0] == y);
+    CHECK(strcmp(g.pg->tensors[g.pg->outputs[1]]->name, "attn") == 0);
+    printf("  block: %d -> %d primitives in %d rounds\n", before, g.pg->n_prims, st.iterations);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu (repeat with: unit_passes %llu)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    rng_state = seed * 2654435761u + 1;
+    RUN(test_fold_weight_subgraphs);
+    RUN(test_fold_limits);
+    RUN(test_bn_fold);
+    RUN(test_bn_fold_grouped);
+    RUN(test_bn_fold_large_values);
+    RUN(test_bn_no_fold);
+    RUN(test_identity_layouts);
+    RUN(test_identity_stages);
+    RUN(test_compose_transposes_reshapes);
+    RUN(test_compose_general);
+    RUN(test_compose_pad_values);
+    RUN(test_merge_chain);
+    RUN(test_merge_exact_narrow_types);
+    RUN(test_merge_limits);
+    RUN(test_scalar_constants);
+    RUN(test_cse);
+    RUN(test_dead_code);
+    RUN(test_cleanup_block);
+    return CHECK_DONE();
+}
