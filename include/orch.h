@@ -1,7 +1,8 @@
 // orch — a tensor program optimizer. The public C API.
 //
 // Today the API loads an ONNX model (shapes inferred, shape-only subgraphs folded) and runs it on
-// the reference interpreter; compilation for CPU and CUDA targets comes with later stages.
+// a reference interpreter: per ONNX operator, or per primitive after operator fission (the
+// engine, chosen at load time); compilation for CPU and CUDA targets comes with later stages.
 //
 // Example:
 //     orch_ctx *ctx = orch_ctx_create();
@@ -77,9 +78,22 @@ const char *orch_last_error(const orch_ctx *ctx); // "" when no error
 orch_status orch_last_status(const orch_ctx *ctx);
 void orch_clear_error(orch_ctx *ctx);
 
+// What orch_model_run_reference runs. Both compute the same outputs up to float rounding (the
+// clean-up passes fold constants and BatchNorm scales into weights); the primitive engine runs
+// the model as the later stages see it.
+typedef enum orch_engine {
+    ORCH_ENGINE_OPS = 0,   // one ONNX operator at a time, with the reference ops (the default)
+    ORCH_ENGINE_PRIMS = 1, // operator fission into primitives and the clean-up passes at load
+                           // time, then the primitive interpreter one primitive at a time
+} orch_engine;
+
+// Zero-initialised options are the defaults.
 typedef struct orch_load_options {
     // Binds symbolic input dimensions: "x:1x3x224x224,mask:1x128". NULL when none are symbolic.
     const char *input_shapes;
+    orch_engine engine;
+    // ORCH_ENGINE_PRIMS: non-zero skips the clean-up passes (the graph as fission made it).
+    int no_cleanup;
 } orch_load_options;
 
 orch_status orch_model_load(orch_ctx *ctx, const char *path, const orch_load_options *opt,
@@ -94,9 +108,9 @@ int orch_model_num_outputs(const orch_model *m);
 orch_status orch_model_input_info(const orch_model *m, int i, orch_tensor *info);
 orch_status orch_model_output_info(const orch_model *m, int i, orch_tensor *info);
 
-// Runs the model on the reference interpreter. Inputs are matched by name (or by position when
-// name is NULL) and must have the model's dtype and shape; outputs likewise, into caller buffers
-// of at least the reported nbytes.
+// Runs the model on the reference interpreter of the engine it was loaded for. Inputs are
+// matched by name (or by position when name is NULL) and must have the model's dtype and shape;
+// outputs likewise, into caller buffers of at least the reported nbytes.
 orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_tensor *inputs,
                                      int n_inputs, orch_tensor *outputs, int n_outputs);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of `make test`: builds orch (Release, warnings as errors), prepares the test
 # data (ONNX node tests, generated models with ONNX Runtime outputs, the bad-input corpus), runs
-# all suites; then builds again with ASan+UBSan and runs the suites again; then fuzzes the loader
+# all suites (node tests and models on both engines: per operator, and per primitive after
+# fission); then builds again with ASan+UBSan and runs the suites again; then fuzzes the loader
 # for a bounded time. Prints one summary line per suite and ends with "N passed, N failed".
 # Environment: FUZZ_SECONDS (default 60), SKIP_ASAN=1 to skip the sanitizer pass.
 set -uo pipefail
@@ -69,7 +70,11 @@ run_suites() { # run_suites BUILD_DIR LABEL
         [ -x "$t" ] && suite "$label:$(basename "$t")" "$t"
     done
     suite "$label:node_tests" "$dir/node_tests" build/node_data --xfail tests/ops/node_expected_failures.txt
+    suite "$label:node_tests_prims" "$dir/node_tests" build/node_data --engine prims \
+        --xfail tests/ops/node_expected_failures.txt
     suite "$label:models" "$PY" tests/models/run_models.py "$dir/orch" build/models
+    suite "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" build/models \
+        --engine prims
     suite "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
 }
 

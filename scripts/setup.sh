@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs everything orch needs to build and test, idempotently:
-#   Debian packages (protobuf-c, the ONNX schema, SQLite, CBC, clang for the fuzzer) with apt-get,
+#   Debian packages (protobuf-c, the ONNX schema, SQLite, CBC, clang for the fuzzer, Graphviz for
+#   `orch inspect --svg`) with apt-get,
 #   and the Python test oracles (onnx, onnxruntime, numpy) into the project venv .venv/.
 # Usage: scripts/setup.sh [--no-python]     Safe to run again; does nothing when all is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev libonnx-dev
-      libsqlite3-dev coinor-libcbc-dev clang libclang-rt-14-dev python3-venv)
+      libsqlite3-dev coinor-libcbc-dev clang libclang-rt-14-dev python3-venv graphviz)
 missing=()
 for p in "${debs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

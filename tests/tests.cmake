@@ -18,3 +18,5 @@ foreach(src ${ORCH_UNIT_TESTS})
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_test(NAME ${name} COMMAND ${name})
 endforeach()
+add_test(NAME onnx_node_tests_prims
+         COMMAND node_tests ${CMAKE_BINARY_DIR}/node_data --engine prims --xfail ${CMAKE_SOURCE_DIR}/tests/ops/node_expected_failures.txt)

@@ -1,9 +1,13 @@
-// The public API (include/orch.h) over the internal stages: load → infer/fold → interpret.
+// The public API (include/orch.h) over the internal stages: load → infer/fold → (fission →
+// clean-up, for the primitive engine) → interpret.
 #include "orch.h"
 
+#include "../fission/fission.h"
+#include "../fission/passes.h"
 #include "../ir/fold.h"
 #include "../onnx/load.h"
 #include "../runtime/interp.h"
+#include "../runtime/prim_interp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +18,7 @@ struct orch_ctx {
 
 struct orch_model {
     Graph *g;
+    PrimGraph *pg; // ORCH_ENGINE_PRIMS: the primitive graph run instead of g (which it reads)
 };
 
 orch_ctx *orch_ctx_create(void) { return calloc(1, sizeof(orch_ctx)); }
@@ -25,19 +30,30 @@ void orch_clear_error(orch_ctx *ctx) {
         memset(&ctx->err, 0, sizeof ctx->err);
 }
 
-static orch_status finish_load(orch_ctx *ctx, Graph *g, int rc, orch_model **out) {
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &ctx->err);
+// Fission into primitives, then the clean-up passes unless the options skip them.
+static int build_prims(const Graph *g, const orch_load_options *opt, PrimGraph **pg, Err *e) {
+    int rc = fission_run(g, NULL, pg, NULL, e);
+    if (rc == ST_OK && !opt->no_cleanup && (rc = fission_cleanup(*pg, NULL, e)))
+        err_prefix(e, "%s: clean-up of the primitive graph: ", g->path);
+    return rc;
+}
+
+static orch_status finish_load(orch_ctx *ctx, Graph *g, const orch_load_options *opt,
+                               orch_model **out) {
+    int rc = graph_infer_and_fold(g, NULL, &ctx->err);
+    PrimGraph *pg = NULL;
+    if (rc == ST_OK && opt && opt->engine == ORCH_ENGINE_PRIMS)
+        rc = build_prims(g, opt, &pg, &ctx->err);
+    orch_model *m = rc ? NULL : calloc(1, sizeof *m);
+    if (rc == ST_OK && !m)
+        rc = err_set(&ctx->err, ST_RUNTIME, "out of memory");
     if (rc) {
+        prim_graph_free(pg);
         graph_free(g);
         return (orch_status)rc;
     }
-    orch_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        graph_free(g);
-        return (orch_status)err_set(&ctx->err, ST_RUNTIME, "out of memory");
-    }
     m->g = g;
+    m->pg = pg;
     *out = m;
     return ORCH_OK;
 }
@@ -47,6 +63,11 @@ static orch_status load_common(orch_ctx *ctx, const char *path, const void *data
     if (!ctx || !out)
         return ORCH_ERR_USAGE;
     *out = NULL;
+    if (opt && opt->engine != ORCH_ENGINE_OPS && opt->engine != ORCH_ENGINE_PRIMS)
+        return (orch_status)err_set(
+            &ctx->err, ST_USAGE,
+            "orch_load_options.engine is %d; use ORCH_ENGINE_OPS or ORCH_ENGINE_PRIMS",
+            (int)opt->engine);
     InputShape shapes[64];
     LoadOptions lo = {shapes, 0};
     char *spec = opt && opt->input_shapes ? xstrdup(opt->input_shapes) : NULL;
@@ -55,7 +76,7 @@ static orch_status load_common(orch_ctx *ctx, const char *path, const void *data
     if (rc == ST_OK)
         rc = path ? onnx_load_file(path, &lo, &g, &ctx->err)
                   : onnx_load_memory(data, size, "<memory>", NULL, &lo, &g, &ctx->err);
-    orch_status st = rc ? (orch_status)rc : finish_load(ctx, g, rc, out);
+    orch_status st = rc ? (orch_status)rc : finish_load(ctx, g, opt, out);
     free(spec);
     return st;
 }
@@ -77,6 +98,7 @@ orch_status orch_model_load_memory(orch_ctx *ctx, const void *data, size_t size,
 void orch_model_free(orch_model *m) {
     if (!m)
         return;
+    prim_graph_free(m->pg);
     graph_free(m->g);
     free(m);
 }
@@ -157,7 +179,7 @@ orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_te
             rc = check_tensor(e, "output", u, t);
     }
     if (rc == ST_OK)
-        rc = interp_run(g, in, out, NULL, e);
+        rc = m->pg ? prim_interp_run(m->pg, in, out, e) : interp_run(g, in, out, NULL, e);
     for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
         const Tensor *t = g->tensors[g->outputs[i]];
         orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);

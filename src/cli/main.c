@@ -1,7 +1,11 @@
 // The `orch` command line: `info` describes a model, `run` executes it on the reference
-// interpreter with inputs from files (or random ones) and checks outputs against expected files.
+// interpreter (per operator, or per primitive after fission) with inputs from files (or random
+// ones) and checks outputs against expected files, `inspect` dumps the operator or primitive
+// graph as text and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
+#include "../fission/dump.h"
 #include "../fission/fission.h"
+#include "../fission/passes.h"
 #include "../ir/fold.h"
 #include "../ir/stats.h"
 #include "../onnx/load.h"
@@ -13,11 +17,15 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_ARGS 64
 
@@ -30,10 +38,16 @@ static void usage(FILE *f) {
             "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
             "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
             "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
-            "           [--engine ops|prims]\n"
+            "           [--engine ops|prims] [--no-cleanup]\n"
             "      runs the model on the reference interpreter (ops: per ONNX operator; prims:\n"
-            "      after fission, per primitive); FILE is .npy or TensorProto .pb;\n"
-            "      inputs not given are random (uniform in [-1, 1) from the printed seed)\n"
+            "      after fission and its clean-up passes, per primitive); FILE is .npy or\n"
+            "      TensorProto .pb; inputs not given are random (uniform in [-1, 1) from the\n"
+            "      printed seed)\n"
+            "  orch inspect MODEL.onnx [--stage ops|prims] [--dot FILE.dot] [--svg FILE.svg]\n"
+            "           [--input-shapes ...] [--no-cleanup]\n"
+            "      prints the folded operator graph (ops) or the primitive graph (prims, the\n"
+            "      default: counts per kind after fission and after clean-up, then one line per\n"
+            "      primitive); --dot writes Graphviz text, --svg renders it with Graphviz's dot\n"
             "  orch version\n"
             "\n"
             "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch,\n"
@@ -68,8 +82,41 @@ typedef struct Args {
     uint64_t seed;
     bool seed_given;
     int repeat;
-    bool prims; // --engine prims: run the primitive graph instead of the operators
+    bool prims;      // --engine prims: run the primitive graph instead of the operators
+    bool no_cleanup; // --no-cleanup: the primitive graph exactly as fission made it
+    bool stage_ops;  // inspect --stage ops (default: prims)
+    const char *dot; // inspect --dot FILE
+    const char *svg; // inspect --svg FILE
 } Args;
+
+enum { CMD_INFO = 1, CMD_RUN = 2, CMD_INSPECT = 4 };
+static const char *const cmd_names[] = {
+    [CMD_INFO] = "info", [CMD_RUN] = "run", [CMD_INSPECT] = "inspect"};
+
+// Every option: whether it takes a value and which commands accept it.
+typedef struct Flag {
+    const char *name;
+    bool value;
+    unsigned cmds;
+} Flag;
+
+static const Flag flags[] = {
+    {"--input-shapes", true, CMD_INFO | CMD_RUN | CMD_INSPECT},
+    {"-i", true, CMD_RUN},
+    {"--input", true, CMD_RUN},
+    {"-o", true, CMD_RUN},
+    {"--output-dir", true, CMD_RUN},
+    {"--expected", true, CMD_RUN},
+    {"--atol", true, CMD_RUN},
+    {"--rtol", true, CMD_RUN},
+    {"--seed", true, CMD_RUN},
+    {"--repeat", true, CMD_RUN},
+    {"--engine", true, CMD_RUN},
+    {"--no-cleanup", false, CMD_RUN | CMD_INSPECT},
+    {"--stage", true, CMD_INSPECT},
+    {"--dot", true, CMD_INSPECT},
+    {"--svg", true, CMD_INSPECT},
+};
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
     char *eq = strrchr(arg, '=');
@@ -90,62 +137,77 @@ static int parse_double(const char *s, const char *flag, double *out) {
     return ST_OK;
 }
 
-static int parse_args(int argc, char **argv, Args *a) {
+static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
     memset(a, 0, sizeof *a);
     a->atol = 1e-4;
     a->rtol = 1e-4;
     a->repeat = 1;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = strcmp(s, "-i") == 0 || strcmp(s, "--input") == 0 || strcmp(s, "-o") == 0 ||
-                     strcmp(s, "--output-dir") == 0 || strcmp(s, "--expected") == 0 ||
-                     strcmp(s, "--atol") == 0 || strcmp(s, "--rtol") == 0 ||
-                     strcmp(s, "--seed") == 0 || strcmp(s, "--repeat") == 0 ||
-                     strcmp(s, "--input-shapes") == 0 || strcmp(s, "--engine") == 0;
-        if (takes && !v)
+        if (s[0] != '-' || !s[1]) {
+            if (a->model)
+                return usage_error("unexpected argument '%s'", s);
+            a->model = s;
+            continue;
+        }
+        const Flag *fl = NULL;
+        for (size_t k = 0; k < ORCH_COUNT(flags) && !fl; k++)
+            if (strcmp(s, flags[k].name) == 0)
+                fl = &flags[k];
+        if (!fl)
+            return usage_error("unknown option '%s'", s);
+        if (!(fl->cmds & cmd)) {
+            char what[160];
+            snprintf(what, sizeof what, "'%.60s' is not an option of 'orch %s'", s, cmd_names[cmd]);
+            return usage_error("%s", what);
+        }
+        if (fl->value && i + 1 == argc)
             return usage_error("%s needs a value", s);
+        const char *v = fl->value ? argv[++i] : NULL;
         int rc = ST_OK;
         if (strcmp(s, "-i") == 0 || strcmp(s, "--input") == 0) {
             if (a->n_inputs == MAX_ARGS)
                 return usage_error("too many %s", s);
-            rc = split_named(argv[++i], s, &a->inputs[a->n_inputs++]);
+            rc = split_named(argv[i], s, &a->inputs[a->n_inputs++]);
         } else if (strcmp(s, "--expected") == 0) {
             if (a->n_expected == MAX_ARGS)
                 return usage_error("too many %s", s);
-            rc = split_named(argv[++i], s, &a->expected[a->n_expected++]);
+            rc = split_named(argv[i], s, &a->expected[a->n_expected++]);
         } else if (strcmp(s, "-o") == 0 || strcmp(s, "--output-dir") == 0) {
-            a->outdir = argv[++i];
+            a->outdir = v;
         } else if (strcmp(s, "--atol") == 0) {
-            rc = parse_double(argv[++i], s, &a->atol);
+            rc = parse_double(v, s, &a->atol);
         } else if (strcmp(s, "--rtol") == 0) {
-            rc = parse_double(argv[++i], s, &a->rtol);
+            rc = parse_double(v, s, &a->rtol);
         } else if (strcmp(s, "--seed") == 0) {
             char *end;
             errno = 0;
-            a->seed = strtoull(argv[++i], &end, 10);
-            if (*end || errno || end == argv[i])
-                return usage_error("--seed expects an unsigned integer, got '%s'", argv[i]);
+            a->seed = strtoull(v, &end, 10);
+            if (*end || errno || end == v)
+                return usage_error("--seed expects an unsigned integer, got '%s'", v);
             a->seed_given = true;
         } else if (strcmp(s, "--repeat") == 0) {
             char *end;
-            long r = strtol(argv[++i], &end, 10);
+            long r = strtol(v, &end, 10);
             if (*end || r < 1 || r > 100000)
-                return usage_error("--repeat expects 1 to 100000, got '%s'", argv[i]);
+                return usage_error("--repeat expects 1 to 100000, got '%s'", v);
             a->repeat = (int)r;
         } else if (strcmp(s, "--engine") == 0) {
-            const char *v2 = argv[++i];
-            if (strcmp(v2, "prims") != 0 && strcmp(v2, "ops") != 0)
-                return usage_error("--engine expects 'ops' or 'prims', got '%s'", v2);
-            a->prims = strcmp(v2, "prims") == 0;
+            if (strcmp(v, "prims") != 0 && strcmp(v, "ops") != 0)
+                return usage_error("--engine expects 'ops' or 'prims', got '%s'", v);
+            a->prims = strcmp(v, "prims") == 0;
+        } else if (strcmp(s, "--stage") == 0) {
+            if (strcmp(v, "prims") != 0 && strcmp(v, "ops") != 0)
+                return usage_error("--stage expects 'ops' or 'prims', got '%s'", v);
+            a->stage_ops = strcmp(v, "ops") == 0;
+        } else if (strcmp(s, "--no-cleanup") == 0) {
+            a->no_cleanup = true;
+        } else if (strcmp(s, "--dot") == 0) {
+            a->dot = v;
+        } else if (strcmp(s, "--svg") == 0) {
+            a->svg = v;
         } else if (strcmp(s, "--input-shapes") == 0) {
-            a->input_shapes = argv[++i];
-        } else if (s[0] == '-' && s[1]) {
-            return usage_error("unknown option '%s'", s);
-        } else if (!a->model) {
-            a->model = s;
-        } else {
-            return usage_error("unexpected argument '%s'", s);
+            a->input_shapes = argv[i];
         }
         if (rc)
             return rc;
@@ -187,42 +249,13 @@ static int load_model(const Args *a, const HostTensor *files, Graph **g, Err *e)
 
 // ---- info ----
 
-typedef struct OpCount {
-    const char *op;
-    int count;
-} OpCount;
-
-static int cmp_count(const void *a, const void *b) {
-    const OpCount *x = a, *y = b;
-    return x->count != y->count ? y->count - x->count : strcmp(x->op, y->op);
-}
-
-static void print_histogram(const Graph *g) {
-    OpCount *c = xcalloc((size_t)g->n_nodes + 1, sizeof(OpCount));
-    int n = 0;
-    for (int k = 0; k < g->n_nodes; k++) {
-        int j = 0;
-        while (j < n && strcmp(c[j].op, g->nodes[k]->op) != 0)
-            j++;
-        if (j == n)
-            c[n++].op = g->nodes[k]->op;
-        c[j].count++;
-    }
-    qsort(c, (size_t)n, sizeof *c, cmp_count);
-    printf("  ");
-    for (int j = 0; j < n; j++)
-        printf("%s %d%s", c[j].op, c[j].count, j + 1 < n ? ", " : "\n");
-    if (!n)
-        printf("(none)\n");
-    free(c);
-}
-
 static void print_tensors(const Graph *g, const int *ids, int n) {
     for (int i = 0; i < n; i++) {
         const Tensor *t = g->tensors[ids[i]];
         char s[256];
         printf("  %-24s %-8s %s\n", t->name, dtype_name(t->dtype),
-               t->rank >= 0 ? tensor_shape_str(t, s, sizeof s) : "(unknown until shapes are inferred)");
+               t->rank >= 0 ? tensor_shape_str(t, s, sizeof s)
+                            : "(unknown until shapes are inferred)");
     }
 }
 
@@ -239,7 +272,7 @@ static const char *human(double v, char *buf, size_t n) {
 
 static int cmd_info(int argc, char **argv) {
     Args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = parse_args(argc, argv, CMD_INFO, &a);
     if (rc)
         return rc;
     Err e = {0};
@@ -260,7 +293,7 @@ static int cmd_info(int argc, char **argv) {
     printf("inputs:\n");
     print_tensors(g, g->inputs, g->n_inputs);
     printf("nodes in the file: %d\n", g->n_nodes);
-    print_histogram(g);
+    op_histogram_print(stdout, g);
     printf("parameters: %s (%s bytes)\n", human((double)params, b1, sizeof b1),
            human((double)pbytes, b2, sizeof b2));
     rc = graph_check_supported(g, &e);
@@ -280,7 +313,7 @@ static int cmd_info(int argc, char **argv) {
     printf("nodes after folding: %d (%d folded into constants, %d Identity/Dropout removed, %d "
            "unused removed)\n",
            st.nodes_after, st.folded, st.bypassed, st.dead);
-    print_histogram(g);
+    op_histogram_print(stdout, g);
     printf("FLOPs: %s\n", human((double)graph_flops(g), b1, sizeof b1));
     graph_free(g);
     return ST_OK;
@@ -386,9 +419,23 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// Fission, then the clean-up passes unless --no-cleanup. `fission` receives the counts per
+// kind as fission made them (before clean-up), for reports.
+static int build_prims(const Args *a, const Graph *g, PrimGraph **pg, FissionStats *fst,
+                       int fission[PRIM_KIND_COUNT], CleanupStats *cst, Err *e) {
+    memset(cst, 0, sizeof *cst);
+    int rc = fission_run(g, NULL, pg, fst, e);
+    if (rc)
+        return rc;
+    prim_graph_counts(*pg, fission);
+    if (!a->no_cleanup && (rc = fission_cleanup(*pg, cst, e)))
+        err_prefix(e, "%s: clean-up of the primitive graph: ", g->path);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
     Args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = parse_args(argc, argv, CMD_RUN, &a);
     if (rc)
         return rc;
     Err e = {0};
@@ -406,8 +453,10 @@ static int cmd_run(int argc, char **argv) {
     if (rc == ST_OK)
         rc = graph_infer_and_fold(g, NULL, &e);
     FissionStats fst = {0};
+    CleanupStats cst;
+    int fission_counts[PRIM_KIND_COUNT];
     if (rc == ST_OK && a.prims)
-        rc = fission_run(g, NULL, &pg, &fst, &e);
+        rc = build_prims(&a, g, &pg, &fst, fission_counts, &cst, &e);
     if (rc)
         goto done;
     // (-i names were checked by the loader, which binds each input file's shape.)
@@ -531,6 +580,155 @@ done:
     return rc ? fail(&e) : ST_OK;
 }
 
+// ---- inspect ----
+
+// Whether `prog` is an executable file in a folder of $PATH.
+static bool on_path(const char *prog) {
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    char *copy = xstrdup(path);
+    bool found = false;
+    for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir && !found;
+         dir = strtok_r(NULL, ":", &save)) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", prog);
+        found = access(full, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+// Renders dot text with Graphviz: `dot -Tsvg -o FILE`, the text on its standard input.
+static int write_svg(const char *dot_text, size_t len, const char *svg, Err *e) {
+    int fds[2];
+    if (pipe(fds) != 0)
+        return err_set(e, ST_RUNTIME, "--svg: cannot create a pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[0], 0);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    char *argv[] = {"dot", "-Tsvg", "-o", (char *)svg, NULL};
+    extern char **environ;
+    pid_t pid;
+    int err = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[0]);
+    if (err) {
+        close(fds[1]);
+        return err_set(e, ST_RUNTIME, "--svg: cannot run Graphviz's dot: %s", strerror(err));
+    }
+    // dot may exit early on an error; its status says so, a write must not kill us.
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fds[1], dot_text + off, len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    close(fds[1]);
+    signal(SIGPIPE, old);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return err_set(e, ST_RUNTIME, "--svg: waiting for dot: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return err_set(e, ST_RUNTIME, "--svg %s: dot -Tsvg failed (%s %d; its messages are above)",
+                       svg, WIFEXITED(status) ? "exit status" : "signal",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    return ST_OK;
+}
+
+static int write_file(const char *path, const char *text, size_t len, Err *e) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return err_set(e, ST_RUNTIME, "--dot %s: cannot create the file: %s", path,
+                       strerror(errno));
+    bool ok = fwrite(text, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    return ok ? ST_OK : err_set(e, ST_RUNTIME, "--dot %s: write failed", path);
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    Args a;
+    int rc = parse_args(argc, argv, CMD_INSPECT, &a);
+    if (rc)
+        return rc;
+    if (a.stage_ops && a.no_cleanup)
+        return usage_error("%s applies to --stage prims only", "--no-cleanup");
+    Err e = {0};
+    if (a.svg && !on_path("dot")) {
+        err_set(&e, ST_RUNTIME,
+                "--svg needs Graphviz's 'dot' program, which is not on PATH: "
+                "install it (apt-get install graphviz, or scripts/setup.sh) or "
+                "write --dot FILE.dot instead");
+        return fail(&e);
+    }
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    char *dot = NULL;
+    size_t dot_len = 0;
+    rc = load_model(&a, NULL, &g, &e);
+    FoldStats fs;
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, &fs, &e);
+    FILE *df = NULL;
+    if (rc == ST_OK && (a.dot || a.svg) && !(df = open_memstream(&dot, &dot_len)))
+        rc = err_set(&e, ST_RUNTIME, "out of memory for the dot text");
+    if (rc == ST_OK && a.stage_ops) {
+        printf("folding: %d nodes in the file, %d after (%d folded into constants, %d "
+               "Identity/Dropout removed, %d unused removed)\n",
+               fs.nodes_before, fs.nodes_after, fs.folded, fs.bypassed, fs.dead);
+        op_graph_print(stdout, g);
+        if (df)
+            op_graph_dot(df, g);
+    } else if (rc == ST_OK) {
+        FissionStats fst;
+        CleanupStats c;
+        int before[PRIM_KIND_COUNT], after[PRIM_KIND_COUNT];
+        rc = build_prims(&a, g, &pg, &fst, before, &c, &e);
+        if (rc == ST_OK) {
+            prim_graph_counts(pg, after);
+            printf("fission: %d node%s (%d by a rule, %d opaque) into primitives ", fst.nodes,
+                   fst.nodes == 1 ? "" : "s", fst.ruled, fst.opaque);
+            prim_counts_print(stdout, before);
+            printf("\nafter clean-up: ");
+            if (a.no_cleanup) {
+                printf("(skipped, --no-cleanup)\n");
+            } else {
+                prim_counts_print(stdout, after);
+                printf("\n  %d round%s: %d folded to constants, %d BatchNorm/bias folds, %d "
+                       "identities removed, %d layouts composed, %d elementwise merged, %d "
+                       "programs canonicalised, %d common subexpressions, %d dead\n",
+                       c.iterations, c.iterations == 1 ? "" : "s", c.folded, c.bn_folded,
+                       c.identities, c.layouts_composed, c.ew_merged, c.ew_canonicalised, c.cse,
+                       c.dead);
+            }
+            prim_graph_print(stdout, pg);
+            if (df)
+                prim_graph_dot(df, pg);
+        }
+    }
+    if (df && fclose(df) != 0 && rc == ST_OK)
+        rc = err_set(&e, ST_RUNTIME, "out of memory for the dot text");
+    if (rc == ST_OK && a.dot) {
+        rc = write_file(a.dot, dot, dot_len, &e);
+        if (rc == ST_OK)
+            printf("wrote %s\n", a.dot);
+    }
+    if (rc == ST_OK && a.svg) {
+        fflush(stdout);
+        rc = write_svg(dot, dot_len, a.svg, &e);
+        if (rc == ST_OK)
+            printf("wrote %s\n", a.svg);
+    }
+    free(dot);
+    prim_graph_free(pg);
+    graph_free(g);
+    return rc ? fail(&e) : ST_OK;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -541,6 +739,8 @@ int main(int argc, char **argv) {
         return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "inspect") == 0)
+        return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("orch %s\n", ORCH_VERSION);
         return ST_OK;

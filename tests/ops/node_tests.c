@@ -3,8 +3,11 @@
 // Tolerance: floats |got-ref| <= 1e-5 + 1e-3*|ref| (the ONNX backend's rtol), NaN == NaN;
 // integers and bools exactly. Cases listed in the expected-failures file (name, then the reason)
 // must fail; one that passes is reported so the list stays true.
+// --engine prims runs each case through fission and the clean-up passes (the primitive
+// interpreter), compares with the stored outputs as above, and also with the operator-level
+// interpreter's outputs on the same inputs: floats within 1e-6 + 1e-5*|ops|, integers exactly.
 //
-// usage: node_tests DIR [--xfail FILE] [--filter SUBSTRING] [-v]
+// usage: node_tests DIR [--engine ops|prims] [--xfail FILE] [--filter SUBSTRING] [-v]
 #include "onnx/load.h"
 #include "orch.h"
 #include "runtime/npy.h"
@@ -55,42 +58,59 @@ static bool file_exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-// Compares one output; writes a reason on mismatch.
-static bool compare(const orch_tensor *got, const HostTensor *ref, char *why, size_t n) {
-    if ((int)got->dtype != (int)ref->dtype) {
-        snprintf(why, n, "output '%s' dtype %s, expected %s", got->name,
-                 dtype_name((DType)got->dtype), dtype_name(ref->dtype));
+// Tolerances against the stored outputs, and of the primitive engine against the op engine.
+#define STORED_ATOL 1e-5
+#define STORED_RTOL 1e-3
+#define OPS_ATOL 1e-6
+#define OPS_RTOL 1e-5
+
+static orch_engine engine = ORCH_ENGINE_OPS;
+
+// Compares one output with a reference of dtype t and shape rank/dims (floats within
+// atol + rtol*|ref|, NaN equal to NaN; integers exactly); writes a reason naming `against`.
+static bool compare(const orch_tensor *got, DType t, int rank, const int64_t *dims, const void *ref,
+                    double atol, double rtol, const char *against, char *why, size_t n) {
+    if ((int)got->dtype != (int)t) {
+        snprintf(why, n, "output '%s' dtype %s, %s has %s", got->name,
+                 dtype_name((DType)got->dtype), against, dtype_name(t));
         return false;
     }
-    bool same = got->rank == ref->rank;
-    for (int d = 0; same && d < ref->rank; d++)
-        same = got->dims[d] == ref->dims[d];
+    bool same = got->rank == rank;
+    for (int d = 0; same && d < rank; d++)
+        same = got->dims[d] == dims[d];
     if (!same) {
         char a[128], b[128];
-        snprintf(why, n, "output '%s' shape %s, expected %s", got->name,
-                 shape_str(got->dims, got->rank, a, sizeof a),
-                 shape_str(ref->dims, ref->rank, b, sizeof b));
+        snprintf(why, n, "output '%s' shape %s, %s has %s", got->name,
+                 shape_str(got->dims, got->rank, a, sizeof a), against,
+                 shape_str(dims, rank, b, sizeof b));
         return false;
     }
     int64_t numel = 1;
-    for (int d = 0; d < ref->rank; d++)
-        numel *= ref->dims[d];
-    DType t = ref->dtype;
+    for (int d = 0; d < rank; d++)
+        numel *= dims[d];
     for (int64_t i = 0; i < numel; i++) {
         bool ok;
-        double g = elem_get_f64(t, got->data, i), r = elem_get_f64(t, ref->data, i);
+        double g = elem_get_f64(t, got->data, i), r = elem_get_f64(t, ref, i);
         if (dtype_is_float(t)) {
-            ok = (isnan(g) && isnan(r)) || g == r || fabs(g - r) <= 1e-5 + 1e-3 * fabs(r);
+            ok = (isnan(g) && isnan(r)) || g == r || fabs(g - r) <= atol + rtol * fabs(r);
         } else {
-            ok = elem_get_i64(t, got->data, i) == elem_get_i64(t, ref->data, i);
+            ok = elem_get_i64(t, got->data, i) == elem_get_i64(t, ref, i);
         }
         if (!ok) {
-            snprintf(why, n, "output '%s' element %lld: got %.9g, expected %.9g", got->name,
-                     (long long)i, g, r);
+            snprintf(why, n, "output '%s' element %lld: got %.9g, %s has %.9g", got->name,
+                     (long long)i, g, against, r);
             return false;
         }
     }
     return true;
+}
+
+// Allocates output buffers as the model describes them (caller frees .data).
+static void alloc_outputs(orch_model *m, orch_tensor *out, int no) {
+    for (int i = 0; i < no; i++) {
+        orch_model_output_info(m, i, &out[i]);
+        out[i].data = malloc(out[i].nbytes + 1);
+    }
 }
 
 // Runs one case; returns true on pass, else fills why.
@@ -98,15 +118,19 @@ static bool run_case(const char *dir, char *why, size_t n) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     orch_ctx *ctx = orch_ctx_create();
-    orch_model *m = NULL;
+    orch_model *m = NULL, *m_ops = NULL; // m_ops: the op-level oracle for the primitive engine
     bool pass = true;
-    if (orch_model_load(ctx, path, NULL, &m) != ORCH_OK) {
+    orch_load_options opt = {.engine = engine};
+    if (orch_model_load(ctx, path, &opt, &m) != ORCH_OK ||
+        (engine == ORCH_ENGINE_PRIMS && orch_model_load(ctx, path, NULL, &m_ops) != ORCH_OK)) {
         snprintf(why, n, "load: %s", orch_last_error(ctx));
+        orch_model_free(m);
         orch_ctx_free(ctx);
         return false;
     }
     int ni = orch_model_num_inputs(m), no = orch_model_num_outputs(m);
     orch_tensor *in = calloc((size_t)ni + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
+    orch_tensor *out_ops = calloc((size_t)no + 1, sizeof *out_ops);
     HostTensor *hin = calloc((size_t)ni + 1, sizeof *hin), *href = calloc((size_t)no + 1, sizeof *href);
     for (int set = 0; pass; set++) {
         char sdir[4096];
@@ -128,12 +152,17 @@ static bool run_case(const char *dir, char *why, size_t n) {
             memcpy(in[i].dims, hin[i].dims, sizeof(int64_t) * (size_t)hin[i].rank);
             in[i].data = hin[i].data;
         }
-        for (int i = 0; i < no && pass; i++) {
-            orch_model_output_info(m, i, &out[i]);
-            out[i].data = malloc(out[i].nbytes + 1);
+        if (pass) {
+            alloc_outputs(m, out, no);
+            if (m_ops)
+                alloc_outputs(m_ops, out_ops, no);
         }
         if (pass && orch_model_run_reference(ctx, m, in, ni, out, no) != ORCH_OK) {
             snprintf(why, n, "run: %s", orch_last_error(ctx));
+            pass = false;
+        }
+        if (pass && m_ops && orch_model_run_reference(ctx, m_ops, in, ni, out_ops, no) != ORCH_OK) {
+            snprintf(why, n, "run on the op-level engine: %s", orch_last_error(ctx));
             pass = false;
         }
         for (int i = 0; i < no && pass; i++) {
@@ -143,8 +172,12 @@ static bool run_case(const char *dir, char *why, size_t n) {
                 snprintf(why, n, "expected output %d: %s", i, e.msg);
                 pass = false;
             } else {
-                pass = compare(&out[i], &href[i], why, n);
+                pass = compare(&out[i], href[i].dtype, href[i].rank, href[i].dims, href[i].data,
+                               STORED_ATOL, STORED_RTOL, "the stored output", why, n);
             }
+            if (pass && m_ops)
+                pass = compare(&out[i], (DType)out_ops[i].dtype, out_ops[i].rank, out_ops[i].dims,
+                               out_ops[i].data, OPS_ATOL, OPS_RTOL, "the op-level engine", why, n);
         }
         for (int i = 0; i < ni; i++)
             host_tensor_free(&hin[i]);
@@ -152,13 +185,17 @@ static bool run_case(const char *dir, char *why, size_t n) {
             host_tensor_free(&href[i]);
             free(out[i].data);
             out[i].data = NULL;
+            free(out_ops[i].data);
+            out_ops[i].data = NULL;
         }
     }
     free(in);
     free(out);
+    free(out_ops);
     free(hin);
     free(href);
     orch_model_free(m);
+    orch_model_free(m_ops);
     orch_ctx_free(ctx);
     return pass;
 }
@@ -169,19 +206,27 @@ static int cmp_str(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL, *filter = "";
-    bool verbose = false;
+    bool verbose = false, bad_args = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--xfail") == 0 && i + 1 < argc)
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--xfail") == 0 && v) {
             load_xfails(argv[++i]);
-        else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc)
+        } else if (strcmp(argv[i], "--filter") == 0 && v) {
             filter = argv[++i];
-        else if (strcmp(argv[i], "-v") == 0)
+        } else if (strcmp(argv[i], "--engine") == 0 && v &&
+                   (strcmp(v, "ops") == 0 || strcmp(v, "prims") == 0)) {
+            engine = strcmp(argv[++i], "prims") == 0 ? ORCH_ENGINE_PRIMS : ORCH_ENGINE_OPS;
+        } else if (strcmp(argv[i], "-v") == 0) {
             verbose = true;
-        else
+        } else if (argv[i][0] != '-' && !dir) {
             dir = argv[i];
+        } else {
+            bad_args = true;
+        }
     }
-    if (!dir) {
-        fprintf(stderr, "usage: node_tests DIR [--xfail FILE] [--filter SUBSTRING] [-v]\n");
+    if (!dir || bad_args) {
+        fprintf(stderr, "usage: node_tests DIR [--engine ops|prims] [--xfail FILE] "
+                        "[--filter SUBSTRING] [-v]\n");
         return 2;
     }
     DIR *d = opendir(dir);
@@ -234,8 +279,9 @@ int main(int argc, char **argv) {
         free(names[k]);
     }
     free(names);
-    printf("node tests: %d passed, %d expected failures (listed with reasons), %d skipped (opset)\n",
-           passed, xfailed, skipped);
+    printf("node tests (%s engine): %d passed, %d expected failures (listed with reasons), %d "
+           "skipped (opset)\n",
+           engine == ORCH_ENGINE_PRIMS ? "primitive" : "op-level", passed, xfailed, skipped);
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

@@ -86,7 +86,40 @@ static void errors_and_nulls(void) {
     orch_ctx_free(ctx);
 }
 
+// The primitive engine (fission + clean-up + primitive interpreter) gives the operators' results.
+static void primitive_engine(void) {
+    size_t len;
+    uint8_t *buf = relu_add_model(&len, NULL);
+    orch_ctx *ctx = orch_ctx_create();
+    orch_model *ops = NULL, *prims = NULL, *bad = NULL;
+    orch_load_options o1 = {.input_shapes = "x:2x4"};
+    orch_load_options o2 = {.input_shapes = "x:2x4", .engine = ORCH_ENGINE_PRIMS};
+    CHECK(orch_model_load_memory(ctx, buf, len, &o1, &ops) == ORCH_OK);
+    CHECK_MSG(orch_model_load_memory(ctx, buf, len, &o2, &prims) == ORCH_OK, "%s",
+              orch_last_error(ctx));
+    if (ops && prims) {
+        float x[8] = {-3, -0.25f, 0.75f, 1e4f, 2.5f, -1e-3f, 0.125f, 7}, y1[8], y2[8];
+        orch_tensor in, out1, out2;
+        orch_model_input_info(ops, 0, &in);
+        orch_model_output_info(ops, 0, &out1);
+        orch_model_output_info(prims, 0, &out2);
+        in.data = x;
+        out1.data = y1;
+        out2.data = y2;
+        CHECK(orch_model_run_reference(ctx, ops, &in, 1, &out1, 1) == ORCH_OK);
+        CHECK(orch_model_run_reference(ctx, prims, &in, 1, &out2, 1) == ORCH_OK);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0);
+    }
+    orch_load_options o3 = {.input_shapes = "x:2x4", .engine = (orch_engine)7};
+    CHECK(orch_model_load_memory(ctx, buf, len, &o3, &bad) == ORCH_ERR_USAGE && !bad);
+    orch_model_free(ops);
+    orch_model_free(prims);
+    orch_ctx_free(ctx);
+    free(buf);
+}
+
 int main(void) {
+    RUN(primitive_engine);
     RUN(load_and_run);
     RUN(errors_and_nulls);
     return CHECK_DONE();
