@@ -205,6 +205,7 @@ void elem_set_f64(DType t, void *p, int64_t i, double v) {
 void elem_set_i64(DType t, void *p, int64_t i, int64_t v) {
     switch (t) {
     case DT_INT64: ((int64_t *)p)[i] = v; return;
+    case DT_FLOAT: ((float *)p)[i] = (float)v; return; // one rounding, not via double
     case DT_INT32: ((int32_t *)p)[i] = (int32_t)v; return;
     case DT_INT8: ((int8_t *)p)[i] = (int8_t)v; return;
     case DT_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; return;
