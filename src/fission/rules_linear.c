@@ -1,15 +1,22 @@
 // Fission rules for linear ONNX ops: MatMul, Gemm, Conv, ConvTranspose, Einsum (matmul forms)
 // become LINEAR primitives with LAYOUT (transposes, unit axes) and ELEMWISE (bias, alpha/beta)
-// primitives around them.
+// primitives around them. Shapes and attributes were validated by src/ops/linear.c; the
+// convolution padding is computed here exactly as its conv_geom does.
 #include "fission.h"
 
 #include <string.h>
+
+// The LINEAR primitive's dtypes: its matmul runs float32 on the GEMM and double in a plain loop
+// (both as the reference ops); its convolution is float32 only.
+static bool matmul_dtype(DType t) {
+    return t == DT_FLOAT || t == DT_DOUBLE;
+}
 
 // MatMul with numpy's 1-D promotion: a 1-D A gains a leading unit axis, a 1-D B a trailing one,
 // and the product loses them again.
 static int rule_matmul(FissionCtx *fc) {
     const Tensor *A = fc_in_t(fc, 0), *B = fc_in_t(fc, 1);
-    if (!dtype_is_float(A->dtype) || A->dtype == DT_FLOAT16 || A->dtype == DT_BFLOAT16)
+    if (!matmul_dtype(A->dtype))
         return ST_UNSUPPORTED;
     int a = fc_in(fc, 0), b = fc_in(fc, 1);
     if (A->rank == 1) {
@@ -28,7 +35,379 @@ static int rule_matmul(FissionCtx *fc) {
     return ST_OK;
 }
 
+// Gemm: Y = alpha * op(A) op(B) + beta * C. The transposes are layout primitives, alpha and
+// beta multiplications by immediates (left out when 1), and C broadcasts in the add. As in the
+// reference, a beta of 0 ignores C.
+static int rule_gemm(FissionCtx *fc) {
+    const Node *n = fc->n;
+    if (!matmul_dtype(fc_in_t(fc, 0)->dtype))
+        return ST_UNSUPPORTED;
+    static const int swap[2] = {1, 0};
+    int a = fc_in(fc, 0), b = fc_in(fc, 1), c = fc_in(fc, 2);
+    if (node_attr_i(n, "transA", 0))
+        a = pb_transpose(&fc->b, a, swap);
+    if (node_attr_i(n, "transB", 0))
+        b = pb_transpose(&fc->b, b, swap);
+    double alpha = node_attr_f(n, "alpha", 1.0f), beta = node_attr_f(n, "beta", 1.0f);
+    int y = pb_matmul(&fc->b, a, b);
+    if (alpha != 1)
+        y = pb_ew2i(&fc->b, EW_MUL, y, alpha);
+    if (c >= 0 && beta != 0) {
+        if (beta != 1)
+            c = pb_ew2i(&fc->b, EW_MUL, c, beta);
+        y = pb_ew2(&fc->b, EW_ADD, y, c);
+    }
+    fc_set_out(fc, 0, y);
+    return ST_OK;
+}
+
+// ---- Conv, ConvTranspose ----
+
+static int64_t floor_div(int64_t a, int64_t b) { // b > 0
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// An ints attribute of `count` values, or dflt for each when absent.
+static void spatial_attr(const Node *n, const char *name, int count, int64_t dflt, int64_t *v) {
+    const int64_t *a;
+    int len = node_attr_ints(n, name, &a);
+    for (int i = 0; i < count; i++)
+        v[i] = len == count ? a[i] : dflt;
+}
+
+// The convolution parameters as linear.c's conv_geom derives them: explicit pads, or auto_pad
+// SAME_UPPER/SAME_LOWER (the odd element at the end/start) and VALID; for the transposed form
+// also output_padding and output_shape, whose padding trims the full result to that size.
+// pad_end is the padding that, with pad_begin, gives the output size (an informative value: the
+// output dims decide).
+static void conv_params(const FissionCtx *fc, bool transposed, LinearParams *lp) {
+    const Node *n = fc->n;
+    const Tensor *X = fc_in_t(fc, 0), *W = fc_in_t(fc, 1), *Y = fc_out_t(fc, 0);
+    int S = X->rank - 2;
+    memset(lp, 0, sizeof *lp);
+    lp->op = transposed ? LIN_CONV_TRANSPOSE : LIN_CONV;
+    lp->n_spatial = S;
+    lp->group = (int)node_attr_i(n, "group", 1);
+    int64_t pads[2 * PRIM_MAX_SPATIAL], out_pad[PRIM_MAX_SPATIAL];
+    spatial_attr(n, "strides", S, 1, lp->stride);
+    spatial_attr(n, "dilations", S, 1, lp->dilation);
+    spatial_attr(n, "pads", 2 * S, 0, pads);
+    spatial_attr(n, "output_padding", S, 0, out_pad);
+    const char *auto_pad = node_attr_s(n, "auto_pad", "NOTSET");
+    bool same_upper = strcmp(auto_pad, "SAME_UPPER") == 0;
+    bool same = same_upper || strcmp(auto_pad, "SAME_LOWER") == 0;
+    bool valid = strcmp(auto_pad, "VALID") == 0;
+    const int64_t *os = NULL;
+    int n_os = transposed ? node_attr_ints(n, "output_shape", &os) : -1;
+    if (n_os == S + 2) {
+        os += 2;
+        n_os = S;
+    }
+    for (int d = 0; d < S; d++) {
+        int64_t in = X->dims[2 + d], stride = lp->stride[d], out;
+        int64_t dk = (W->dims[2 + d] - 1) * lp->dilation[d] + 1; // the dilated kernel's extent
+        int64_t pb = valid ? 0 : pads[d], pe = valid ? 0 : pads[S + d];
+        if (!transposed) {
+            if (same) {
+                out = (in + stride - 1) / stride;
+                int64_t total = ORCH_MAX(0, (out - 1) * stride + dk - in);
+                pb = same_upper ? total / 2 : total - total / 2;
+                pe = total - pb;
+            } else {
+                out = (in + pb + pe - dk) / stride + 1;
+            }
+        } else {
+            lp->out_pad[d] = out_pad[d];
+            int64_t full = stride * (in - 1) + out_pad[d] + dk;
+            if (n_os >= 0 || same) {
+                out = n_os >= 0 ? os[d] : in * stride;
+                int64_t total = full - out;
+                pb = same_upper ? floor_div(total, 2) : total - floor_div(total, 2);
+                pe = total - pb;
+            } else {
+                out = full - pb - pe;
+            }
+        }
+        ORCH_ASSERT(out == Y->dims[2 + d]);
+        lp->pad_begin[d] = pb;
+        lp->pad_end[d] = pe;
+    }
+}
+
+// Conv and ConvTranspose: the LINEAR primitive, then the bias (input 2, [M]) added as [M, 1..1]
+// so it broadcasts over the spatial axes.
+static int conv_rule(FissionCtx *fc, bool transposed) {
+    if (fc_in_t(fc, 0)->dtype != DT_FLOAT)
+        return ST_UNSUPPORTED;
+    const Tensor *Y = fc_out_t(fc, 0);
+    LinearParams lp;
+    conv_params(fc, transposed, &lp);
+    int y = pb_conv(&fc->b, &lp, fc_in(fc, 0), fc_in(fc, 1), Y->dims);
+    int bias = fc_in(fc, 2);
+    if (bias >= 0) {
+        int64_t dims[ORCH_MAX_RANK];
+        dims[0] = Y->dims[1];
+        for (int d = 1; d < Y->rank - 1; d++)
+            dims[d] = 1;
+        bias = pb_reshape(&fc->b, bias, Y->rank - 1, dims);
+        y = pb_ew2(&fc->b, EW_ADD, y, bias);
+    }
+    fc_set_out(fc, 0, y);
+    return ST_OK;
+}
+
+static int rule_conv(FissionCtx *fc) {
+    return conv_rule(fc, false);
+}
+static int rule_conv_transpose(FissionCtx *fc) {
+    return conv_rule(fc, true);
+}
+
+// ---- Einsum ----
+
+// Einsum equations of one or two inputs whose labels each appear once per term: a label only in
+// one input and not in the output is summed first (a REDUCE); then for two inputs the labels
+// are batch (both inputs and the output), M (first input and output), N (second input and
+// output) or K (both inputs, summed), and the product is one batched matmul between transposes
+// and reshapes: A as [batch..., M, K], B as [batch..., K, N]. Repeated labels (diagonals), labels
+// broadcast from size 1 and more inputs stay opaque. An ellipsis stands for labels of its own,
+// right-aligned across the inputs as numpy does.
+enum { EIN_LETTERS = 52, EIN_CODES = EIN_LETTERS + ORCH_MAX_RANK };
+
+typedef struct EinTerm {
+    int rank;
+    int code[ORCH_MAX_RANK]; // per axis: letter (0..51, A-Z then a-z) or ellipsis dim (52 + i)
+} EinTerm;
+
+typedef struct EinPlan {
+    int n_in;
+    EinTerm in[2], out;
+    int64_t size[EIN_CODES];
+} EinPlan;
+
+// One term; the ellipsis covers `ell_dims` axes (the input's rank less its letters; for the
+// output, the widest ellipsis), numbered so that they right-align at ell_rank.
+static bool ein_term(const char *s, size_t len, int ell_dims, int ell_rank, EinTerm *t) {
+    t->rank = 0;
+    bool seen_ell = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (ch == '.') {
+            if (seen_ell || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
+                return false;
+            seen_ell = true;
+            i += 2;
+            for (int k = 0; k < ell_dims; k++)
+                t->code[t->rank++] = EIN_LETTERS + ell_rank - ell_dims + k;
+            continue;
+        }
+        if (t->rank >= ORCH_MAX_RANK)
+            return false;
+        if (ch >= 'A' && ch <= 'Z')
+            t->code[t->rank++] = ch - 'A';
+        else if (ch >= 'a' && ch <= 'z')
+            t->code[t->rank++] = ch - 'a' + 26;
+        else
+            return false;
+    }
+    return true;
+}
+
+static int letters_in(const char *s, size_t len) {
+    int k = 0;
+    for (size_t i = 0; i < len; i++)
+        k += (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z');
+    return k;
+}
+
+static bool ein_parse(const FissionCtx *fc, EinPlan *p) {
+    const char *eq_attr = node_attr_s(fc->n, "equation", "");
+    char eq[256];
+    size_t len = 0;
+    for (const char *c = eq_attr; *c; c++)
+        if (*c != ' ' && len + 1 < sizeof eq)
+            eq[len++] = *c;
+    eq[len] = 0;
+    p->n_in = fc->n->n_in;
+    if (p->n_in < 1 || p->n_in > 2)
+        return false;
+    const char *arrow = strstr(eq, "->");
+    size_t lhs = arrow ? (size_t)(arrow - eq) : len;
+    const char *comma = memchr(eq, ',', lhs);
+    const char *term[2] = {eq, comma ? comma + 1 : NULL};
+    size_t tlen[2] = {comma ? (size_t)(comma - eq) : lhs,
+                      comma ? lhs - (size_t)(comma + 1 - eq) : 0};
+    if ((p->n_in == 2) != (comma != NULL))
+        return false;
+    int ell_rank = 0;
+    for (int i = 0; i < p->n_in; i++)
+        ell_rank = ORCH_MAX(ell_rank, fc_in_t(fc, i)->rank - letters_in(term[i], tlen[i]));
+    for (int c = 0; c < EIN_CODES; c++)
+        p->size[c] = -1;
+    int uses[EIN_CODES] = {0};
+    for (int i = 0; i < p->n_in; i++) {
+        const Tensor *t = fc_in_t(fc, i);
+        int ell_dims = t->rank - letters_in(term[i], tlen[i]);
+        if (!ein_term(term[i], tlen[i], ell_dims, ell_rank, &p->in[i]) || p->in[i].rank != t->rank)
+            return false;
+        bool here[EIN_CODES] = {false};
+        for (int a = 0; a < t->rank; a++) {
+            int c = p->in[i].code[a];
+            if (here[c] || (p->size[c] >= 0 && p->size[c] != t->dims[a]))
+                return false; // a diagonal, or a size-1 label broadcast against another size
+            here[c] = true;
+            p->size[c] = t->dims[a];
+            uses[c]++;
+        }
+    }
+    if (arrow) {
+        const char *o = arrow + 2;
+        if (!ein_term(o, strlen(o), ell_rank, ell_rank, &p->out))
+            return false;
+    } else {
+        // Implicit output: the ellipsis dims, then the letters used once in ASCII order.
+        p->out.rank = 0;
+        for (int c = EIN_LETTERS; c < EIN_LETTERS + ell_rank; c++)
+            p->out.code[p->out.rank++] = c;
+        for (int c = 0; c < EIN_LETTERS; c++)
+            if (uses[c] == 1)
+                p->out.code[p->out.rank++] = c;
+    }
+    return true;
+}
+
+// Whether code c is an axis of term t.
+static bool ein_has(const EinTerm *t, int c) {
+    for (int a = 0; a < t->rank; a++)
+        if (t->code[a] == c)
+            return true;
+    return false;
+}
+
+// Sums the axes of an input whose labels no other term has (REDUCE, dropping them).
+static int ein_reduce_private(FissionCtx *fc, int x, EinTerm *t, const EinTerm *other,
+                              const EinTerm *out) {
+    uint32_t axes = 0;
+    EinTerm kept = {0};
+    for (int a = 0; a < t->rank; a++) {
+        int c = t->code[a];
+        if (!ein_has(out, c) && (!other || !ein_has(other, c)))
+            axes |= 1u << a;
+        else
+            kept.code[kept.rank++] = c;
+    }
+    if (!axes)
+        return x;
+    *t = kept;
+    return pb_reduce(&fc->b, RED_SUM, x, axes, false, false);
+}
+
+// Transposes x (labelled by t) so that its labels come in the order `codes`, then reshapes it to
+// `rank` dims; either step is left out when it changes nothing.
+static int ein_arrange(FissionCtx *fc, int x, const EinTerm *t, const int *codes, int rank,
+                       const int64_t *dims) {
+    int perm[ORCH_MAX_RANK];
+    bool moved = false;
+    for (int d = 0; d < t->rank; d++) {
+        for (int a = 0; a < t->rank; a++)
+            if (t->code[a] == codes[d])
+                perm[d] = a;
+        moved |= perm[d] != d;
+    }
+    if (moved)
+        x = pb_transpose(&fc->b, x, perm);
+    const Tensor *cur = pb_t(&fc->b, x);
+    bool same = cur->rank == rank;
+    for (int d = 0; same && d < rank; d++)
+        same = cur->dims[d] == dims[d];
+    return same ? x : pb_reshape(&fc->b, x, rank, dims);
+}
+
+static void append(int *codes, int *n, const int *more, int count) {
+    memcpy(codes + *n, more, sizeof(int) * (size_t)count);
+    *n += count;
+}
+
+static int rule_einsum(FissionCtx *fc) {
+    EinPlan p;
+    if (!matmul_dtype(fc_in_t(fc, 0)->dtype) || !ein_parse(fc, &p))
+        return ST_UNSUPPORTED;
+    const Tensor *Y = fc_out_t(fc, 0);
+    int x[2];
+    for (int i = 0; i < p.n_in; i++)
+        x[i] = ein_reduce_private(fc, fc_in(fc, i), &p.in[i], p.n_in == 2 ? &p.in[1 - i] : NULL,
+                                  &p.out);
+    if (p.n_in == 1) {
+        fc_set_out(fc, 0, ein_arrange(fc, x[0], &p.in[0], p.out.code, Y->rank, Y->dims));
+        return ST_OK;
+    }
+    // Classify: batch labels in output order, then M, N (output order) and K (A's order).
+    int bat[ORCH_MAX_RANK], m[ORCH_MAX_RANK], nn[ORCH_MAX_RANK], k[ORCH_MAX_RANK];
+    int nb = 0, nm = 0, nnn = 0, nk = 0;
+    int64_t M = 1, N = 1, K = 1;
+    for (int d = 0; d < p.out.rank; d++) {
+        int c = p.out.code[d];
+        bool in_a = ein_has(&p.in[0], c), in_b = ein_has(&p.in[1], c);
+        if (in_a && in_b) {
+            bat[nb++] = c;
+        } else if (in_a) {
+            m[nm++] = c;
+            M *= p.size[c];
+        } else {
+            nn[nnn++] = c;
+            N *= p.size[c];
+        }
+    }
+    for (int a = 0; a < p.in[0].rank; a++) {
+        int c = p.in[0].code[a];
+        if (!ein_has(&p.out, c)) {
+            k[nk++] = c;
+            K *= p.size[c];
+        }
+    }
+    if (nb + 2 > ORCH_MAX_RANK)
+        return ST_UNSUPPORTED;
+    // A: [batch..., M..., K...] -> [batch..., M, K]; B: [batch..., K..., N...] -> [batch..., K, N].
+    int codes[ORCH_MAX_RANK], nc = nb;
+    int64_t dims[ORCH_MAX_RANK];
+    memcpy(codes, bat, sizeof(int) * (size_t)nb);
+    for (int i = 0; i < nb; i++)
+        dims[i] = p.size[bat[i]];
+    append(codes, &nc, m, nm);
+    append(codes, &nc, k, nk);
+    dims[nb] = M;
+    dims[nb + 1] = K;
+    int a = ein_arrange(fc, x[0], &p.in[0], codes, nb + 2, dims);
+    nc = nb;
+    append(codes, &nc, k, nk);
+    append(codes, &nc, nn, nnn);
+    dims[nb] = K;
+    dims[nb + 1] = N;
+    int b = ein_arrange(fc, x[1], &p.in[1], codes, nb + 2, dims);
+    int y = pb_matmul(&fc->b, a, b);
+    // The product [batch..., M, N] back to [batch..., M..., N...], then to the output's order.
+    EinTerm prod = {0};
+    int64_t pdims[ORCH_MAX_RANK];
+    for (int i = 0; i < nb; i++)
+        prod.code[prod.rank++] = bat[i];
+    for (int i = 0; i < nm; i++)
+        prod.code[prod.rank++] = m[i];
+    for (int i = 0; i < nnn; i++)
+        prod.code[prod.rank++] = nn[i];
+    for (int d = 0; d < prod.rank; d++)
+        pdims[d] = p.size[prod.code[d]];
+    const Tensor *cur = pb_t(&fc->b, y);
+    bool same = cur->rank == prod.rank;
+    for (int d = 0; same && d < prod.rank; d++)
+        same = cur->dims[d] == pdims[d];
+    if (!same)
+        y = pb_reshape(&fc->b, y, prod.rank, pdims);
+    fc_set_out(fc, 0, ein_arrange(fc, y, &prod, p.out.code, Y->rank, Y->dims));
+    return ST_OK;
+}
+
 const FissionRuleDef fission_rules_linear[] = {
-    {"MatMul", rule_matmul},
-    {NULL, NULL},
+    {"MatMul", rule_matmul}, {"Gemm", rule_gemm},
+    {"Conv", rule_conv},     {"ConvTranspose", rule_conv_transpose},
+    {"Einsum", rule_einsum}, {NULL, NULL},
 };
