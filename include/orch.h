@@ -94,6 +94,9 @@ typedef struct orch_load_options {
     orch_engine engine;
     // ORCH_ENGINE_PRIMS: non-zero skips the clean-up passes (the graph as fission made it).
     int no_cleanup;
+    // ORCH_ENGINE_PRIMS: non-zero moves attention's softmax division after the second MatMul
+    // (softmax(x) @ V = (exp(x - max) @ V) / sum), so exp can fuse into the MatMul.
+    int attention_rewrite;
 } orch_load_options;
 
 orch_status orch_model_load(orch_ctx *ctx, const char *path, const orch_load_options *opt,

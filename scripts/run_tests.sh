@@ -75,6 +75,8 @@ run_suites() { # run_suites BUILD_DIR LABEL
     suite "$label:models" "$PY" tests/models/run_models.py "$dir/orch" build/models
     suite "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" build/models \
         --engine prims
+    suite "$label:models_prims_attention" "$PY" tests/models/run_models.py "$dir/orch" \
+        build/models --engine prims --attention-rewrite
     suite "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
 }
 

@@ -32,7 +32,8 @@ void orch_clear_error(orch_ctx *ctx) {
 
 // Fission into primitives, then the clean-up passes unless the options skip them.
 static int build_prims(const Graph *g, const orch_load_options *opt, PrimGraph **pg, Err *e) {
-    int rc = fission_run(g, NULL, pg, NULL, e);
+    FissionOptions fo = {.attention_rewrite = opt->attention_rewrite != 0};
+    int rc = fission_run(g, &fo, pg, NULL, e);
     if (rc == ST_OK && !opt->no_cleanup && (rc = fission_cleanup(*pg, NULL, e)))
         err_prefix(e, "%s: clean-up of the primitive graph: ", g->path);
     return rc;

@@ -38,13 +38,13 @@ static void usage(FILE *f) {
             "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
             "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
             "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
-            "           [--engine ops|prims] [--no-cleanup]\n"
+            "           [--engine ops|prims] [--no-cleanup] [--attention-rewrite]\n"
             "      runs the model on the reference interpreter (ops: per ONNX operator; prims:\n"
             "      after fission and its clean-up passes, per primitive); FILE is .npy or\n"
             "      TensorProto .pb; inputs not given are random (uniform in [-1, 1) from the\n"
             "      printed seed)\n"
             "  orch inspect MODEL.onnx [--stage ops|prims] [--dot FILE.dot] [--svg FILE.svg]\n"
-            "           [--input-shapes ...] [--no-cleanup]\n"
+            "           [--input-shapes ...] [--no-cleanup] [--attention-rewrite]\n"
             "      prints the folded operator graph (ops) or the primitive graph (prims, the\n"
             "      default: counts per kind after fission and after clean-up, then one line per\n"
             "      primitive); --dot writes Graphviz text, --svg renders it with Graphviz's dot\n"
@@ -84,6 +84,7 @@ typedef struct Args {
     int repeat;
     bool prims;      // --engine prims: run the primitive graph instead of the operators
     bool no_cleanup; // --no-cleanup: the primitive graph exactly as fission made it
+    bool attention;  // --attention-rewrite: softmax division after the attention MatMul
     bool stage_ops;  // inspect --stage ops (default: prims)
     const char *dot; // inspect --dot FILE
     const char *svg; // inspect --svg FILE
@@ -113,6 +114,7 @@ static const Flag flags[] = {
     {"--repeat", true, CMD_RUN},
     {"--engine", true, CMD_RUN},
     {"--no-cleanup", false, CMD_RUN | CMD_INSPECT},
+    {"--attention-rewrite", false, CMD_RUN | CMD_INSPECT},
     {"--stage", true, CMD_INSPECT},
     {"--dot", true, CMD_INSPECT},
     {"--svg", true, CMD_INSPECT},
@@ -202,6 +204,8 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             a->stage_ops = strcmp(v, "ops") == 0;
         } else if (strcmp(s, "--no-cleanup") == 0) {
             a->no_cleanup = true;
+        } else if (strcmp(s, "--attention-rewrite") == 0) {
+            a->attention = true;
         } else if (strcmp(s, "--dot") == 0) {
             a->dot = v;
         } else if (strcmp(s, "--svg") == 0) {
@@ -424,7 +428,8 @@ static int cmp_i64(const void *a, const void *b) {
 static int build_prims(const Args *a, const Graph *g, PrimGraph **pg, FissionStats *fst,
                        int fission[PRIM_KIND_COUNT], CleanupStats *cst, Err *e) {
     memset(cst, 0, sizeof *cst);
-    int rc = fission_run(g, NULL, pg, fst, e);
+    FissionOptions fo = {.attention_rewrite = a->attention};
+    int rc = fission_run(g, &fo, pg, fst, e);
     if (rc)
         return rc;
     prim_graph_counts(*pg, fission);
@@ -692,6 +697,9 @@ static int cmd_inspect(int argc, char **argv) {
             prim_graph_counts(pg, after);
             printf("fission: %d node%s (%d by a rule, %d opaque) into primitives ", fst.nodes,
                    fst.nodes == 1 ? "" : "s", fst.ruled, fst.opaque);
+            if (a.attention)
+                printf("(%d attention division%s moved after the MatMul) ",
+                       fst.attention_rewrites, fst.attention_rewrites == 1 ? "" : "s");
             prim_counts_print(stdout, before);
             printf("\nafter clean-up: ");
             if (a.no_cleanup) {

@@ -52,6 +52,66 @@ static void make_opaque(FissionCtx *fc) {
     }
 }
 
+// The attention rewrite: y = e / s (s = sum of e over the last axis, keepdims) feeding only the
+// left operand of a MatMul z = y @ V becomes z = (e @ V) / s. Row scaling commutes with a right
+// product, so the values agree up to rounding; exp(x - max) can then join the MatMul's prologue
+// and the division its epilogue. The division primitive moves after the MatMul and takes over
+// its output tensor, so consumers are unchanged.
+static int attention_rewrite(PrimGraph *pg) {
+    int n = pg->n_tensors, done = 0;
+    int *uses = xcalloc((size_t)n + 1, sizeof(int));
+    for (int k = 0; k < pg->n_prims; k++)
+        for (int j = 0; j < pg->prims[k]->n_in; j++)
+            if (pg->prims[k]->in[j] >= 0)
+                uses[pg->prims[k]->in[j]]++;
+    for (int i = 0; i < pg->n_outputs; i++)
+        uses[pg->outputs[i]] += 2; // never rewrite away a graph output
+    for (int k = 0; k < pg->n_prims; k++) {
+        Prim *mm = pg->prims[k];
+        if (mm->dead || mm->kind != PRIM_LINEAR || mm->lin.op != LIN_MATMUL)
+            continue;
+        int y = mm->in[0];
+        int di = pg->tensors[y]->producer;
+        if (uses[y] != 1 || di < 0)
+            continue;
+        Prim *div = pg->prims[di];
+        if (div->kind != PRIM_ELEMWISE || div->ew.n != 1 || div->ew.code[0].op != EW_DIV ||
+            div->n_in != 2 || div->ew.code[0].arg[0].src != EWS_INPUT ||
+            div->ew.code[0].arg[0].index != 0 || div->ew.code[0].arg[1].src != EWS_INPUT ||
+            div->ew.code[0].arg[1].index != 1)
+            continue;
+        int e = div->in[0], s = div->in[1];
+        int si = pg->tensors[s]->producer;
+        const Tensor *E = pg->tensors[e];
+        if (si < 0 || E->rank < 2)
+            continue;
+        const Prim *sum = pg->prims[si];
+        if (sum->kind != PRIM_REDUCE || sum->red.op != RED_SUM || !sum->red.keepdims ||
+            sum->red.axes != (1u << (E->rank - 1)) || sum->in[0] != e ||
+            pg->tensors[mm->out[0]]->rank != E->rank)
+            continue;
+        // z = e @ V into a new tensor; the division reads it and writes the MatMul's old output.
+        Tensor *z = pg->tensors[mm->out[0]];
+        Tensor *prod = pg_add_tensor(pg, "attention/unnormalised", z->dtype, z->rank, z->dims);
+        mm->in[0] = e;
+        mm->out[0] = prod->id;
+        div->in[0] = prod->id;
+        div->out[0] = z->id;
+        // Move the division to just after the MatMul.
+        for (int j = di; j < k; j++)
+            pg->prims[j] = pg->prims[j + 1];
+        pg->prims[k] = div;
+        for (int j = di; j <= k; j++)
+            for (int o = 0; o < pg->prims[j]->n_out; o++)
+                if (pg->prims[j]->out[o] >= 0)
+                    pg->tensors[pg->prims[j]->out[o]]->producer = j;
+        uses[y] = 0;
+        done++;
+    }
+    free(uses);
+    return done;
+}
+
 static bool same_shape(const Tensor *a, const Tensor *b) {
     if (a->dtype != b->dtype || a->rank != b->rank)
         return false;
@@ -134,6 +194,8 @@ int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, Fiss
         pg->outputs[pg->n_outputs++] = pt;
     }
     free(map);
+    if (rc == ST_OK && opt && opt->attention_rewrite)
+        st.attention_rewrites = attention_rewrite(pg);
     if (rc == ST_OK) {
         prim_graph_compact(pg);
         rc = prim_graph_verify(pg, e);

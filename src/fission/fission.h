@@ -14,6 +14,7 @@ typedef struct FissionOptions {
 
 typedef struct FissionStats {
     int nodes, ruled, opaque; // ONNX nodes in, nodes with a fission rule, nodes left opaque
+    int attention_rewrites;   // softmax divisions moved after the following MatMul
 } FissionStats;
 
 int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, FissionStats *stats,

@@ -3,10 +3,12 @@
 ONNX Runtime outputs saved next to it. Prints `ok NAME (max abs err E)` or `FAIL NAME: reason`
 (with orch's stderr) per model and ends with "N passed, N failed"; exits 1 on any failure.
 
-usage: run_models.py ORCH_BINARY OUTDIR [--engine ops|prims] [--filter SUBSTRING]
+usage: run_models.py ORCH_BINARY OUTDIR [--engine ops|prims] [--attention-rewrite]
+                    [--filter SUBSTRING]
                      [--timeout SECONDS] [-v]
 
---engine is passed to `orch run` (prims: operator fission, clean-up, the primitive interpreter).
+--engine is passed to `orch run` (prims: operator fission, clean-up, the primitive interpreter),
+and so is --attention-rewrite (prims only).
 
 Tolerances: |got - expected| <= ATOL + RTOL * |expected| for every element. A model may loosen them
 in its args.txt (--rtol/--atol) only next to a '#' comment saying why.
@@ -67,7 +69,7 @@ def error_summary(stderr):
     return f"{msg} {', '.join(ops)}" if ops else msg
 
 
-def run_model(orch, d, timeout, engine):
+def run_model(orch, d, timeout, engine, extra=()):
     """Returns (ok, message, orch_output)."""
     io_path = os.path.join(d, "io.txt")
     if not os.path.exists(io_path):
@@ -76,7 +78,7 @@ def run_model(orch, d, timeout, engine):
     extra, problem = read_args(os.path.join(d, "args.txt"))
     if problem:
         return False, problem, ""
-    cmd = [orch, "run", os.path.join(d, "model.onnx"), "--engine", engine]
+    cmd = [orch, "run", os.path.join(d, "model.onnx"), "--engine", engine, *extra]
     for name, file in inputs:
         cmd += ["-i", f"{name}={os.path.join(d, file)}"]
     for name, file in outputs:
@@ -111,6 +113,8 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--engine", choices=("ops", "prims"), default="ops",
                     help="orch run's engine (default ops)")
+    ap.add_argument("--attention-rewrite", action="store_true",
+                    help="pass --attention-rewrite to orch run (with --engine prims)")
     ap.add_argument("--filter", default="", help="run only models whose name contains this")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("-v", action="store_true", help="show orch's output for passing models too")
@@ -123,7 +127,8 @@ def main():
                    if a.filter in n and os.path.exists(os.path.join(a.outdir, n, "model.onnx")))
     passed = failed = 0
     for n in names:
-        ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine)
+        extra = ["--attention-rewrite"] if a.attention_rewrite else []
+        ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra)
         if ok:
             passed += 1
             print(f"ok {n} ({msg})")

@@ -1,0 +1,188 @@
+// Unit tests of operator fission: the attention rewrite (division moved after the MatMul, same
+// values), softmax stability for huge logits, and the driver's opaque fallback.
+#include "check.h"
+#include "fission/fission.h"
+#include "ir/fold.h"
+#include "model_builder.h"
+#include "onnx/load.h"
+#include "runtime/interp.h"
+#include "runtime/prim_interp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static Graph *load_folded(MB *b) {
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    Graph *g = NULL;
+    Err e = {0};
+    if (onnx_load_memory(buf, len, "fission.onnx", NULL, NULL, &g, &e) == ST_OK &&
+        graph_infer_and_fold(g, NULL, &e) != ST_OK) {
+        graph_free(g);
+        g = NULL;
+    }
+    if (!g)
+        printf("  load: %s\n", e.msg);
+    free(buf);
+    return g;
+}
+
+static uint64_t seed = 20261122;
+static float rnd(void) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((seed >> 40) & 0xffffff) / 16777216.0f * 2 - 1;
+}
+
+// Q [1,2,4,8] x K^T [1,2,8,4] -> softmax -> x V [1,2,4,8]
+static MB *attention_model(float logit_scale) {
+    const int64_t qd[] = {1, 2, 4, 8};
+    MB *b = mb_new(17);
+    mb_input(b, "q", 1, 4, qd);
+    mb_input(b, "k", 1, 4, qd);
+    mb_input(b, "v", 1, 4, qd);
+    int64_t perm[] = {0, 1, 3, 2};
+    mb_node(b, "Transpose", "kt", "k", "kT", mb_attr_ints(b, "perm", 4, perm), NULL);
+    mb_node(b, "MatMul", "scores", "q,kT", "s", NULL);
+    float scale = logit_scale;
+    const int64_t one[] = {1};
+    mb_init(b, mb_raw(b, "scale", 1, 1, one, &scale, 4));
+    mb_node(b, "Mul", "scaled", "s,scale", "s2", NULL);
+    mb_node(b, "Softmax", "softmax", "s2", "p", mb_attr_i(b, "axis", -1), NULL);
+    mb_node(b, "MatMul", "context", "p,v", "y", NULL);
+    mb_output(b, "y");
+    return b;
+}
+
+static void run_both(Graph *g, bool rewrite, float *ref, float *got, int *rewrites, int *div_pos,
+                     int *mm_pos) {
+    float q[64], k[64], v[64];
+    for (int i = 0; i < 64; i++) {
+        q[i] = rnd();
+        k[i] = rnd();
+        v[i] = rnd();
+    }
+    const void *ins[3] = {q, k, v};
+    void *out[1] = {NULL};
+    Err e = {0};
+    CHECK(interp_run(g, ins, out, NULL, &e) == ST_OK);
+    if (out[0])
+        memcpy(ref, out[0], sizeof(float) * 64);
+    free(out[0]);
+    PrimGraph *pg = NULL;
+    FissionOptions fo = {.attention_rewrite = rewrite};
+    FissionStats st = {0};
+    CHECK_MSG(fission_run(g, &fo, &pg, &st, &e) == ST_OK, "%s", e.msg);
+    if (!pg)
+        return;
+    *rewrites = st.attention_rewrites;
+    *div_pos = *mm_pos = -1;
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        if (p->kind == PRIM_ELEMWISE && p->ew.n == 1 && p->ew.code[0].op == EW_DIV)
+            *div_pos = i;
+        if (p->kind == PRIM_LINEAR && strcmp(p->origin, "context") == 0)
+            *mm_pos = i;
+    }
+    CHECK(prim_interp_run(pg, ins, out, &e) == ST_OK);
+    if (out[0])
+        memcpy(got, out[0], sizeof(float) * 64);
+    free(out[0]);
+    prim_graph_free(pg);
+}
+
+static void attention_rewrite(void) {
+    MB *b = attention_model(0.35f);
+    Graph *g = load_folded(b);
+    CHECK(g != NULL);
+    if (g) {
+        float ref[64], plain[64], moved[64];
+        int n1 = -1, n2 = -1, d1, m1, d2, m2;
+        seed = 7;
+        run_both(g, false, ref, plain, &n1, &d1, &m1);
+        seed = 7;
+        run_both(g, true, ref, moved, &n2, &d2, &m2);
+        CHECK(n1 == 0 && n2 == 1);
+        CHECK_MSG(d1 < m1 && d2 > m2, "division at %d/%d, matmul at %d/%d", d1, d2, m1, m2);
+        double worst = 0;
+        for (int i = 0; i < 64; i++) {
+            worst = fmax(worst, fabs(plain[i] - ref[i]) / (1e-6 + 1e-5 * fabs(ref[i])));
+            worst = fmax(worst, fabs(moved[i] - ref[i]) / (1e-6 + 1e-5 * fabs(ref[i])));
+        }
+        CHECK_MSG(worst <= 1, "error %.3g of the tolerance", worst);
+    }
+    graph_free(g);
+    mb_free(b);
+}
+
+// Logits around 1e4: without the max subtraction exp overflows to inf and the result is NaN.
+static void softmax_huge_logits(void) {
+    MB *b = attention_model(2e4f);
+    Graph *g = load_folded(b);
+    if (g) {
+        float ref[64], got[64];
+        int n, d, m;
+        seed = 11;
+        run_both(g, true, ref, got, &n, &d, &m);
+        bool finite = true;
+        double worst = 0;
+        for (int i = 0; i < 64; i++) {
+            finite = finite && isfinite(got[i]) && isfinite(ref[i]);
+            worst = fmax(worst, fabs(got[i] - ref[i]) / (1e-6 + 1e-5 * fabs(ref[i])));
+        }
+        CHECK(finite);
+        CHECK_MSG(worst <= 1, "error %.3g of the tolerance", worst);
+    }
+    graph_free(g);
+    mb_free(b);
+}
+
+// A node without a rule (TopK) becomes one OPAQUE primitive running the reference op.
+static void opaque_fallback(void) {
+    const int64_t xd[] = {2, 6}, one[] = {1};
+    MB *b = mb_new(17);
+    mb_input(b, "x", 1, 2, xd);
+    int64_t k = 3;
+    mb_init(b, mb_raw(b, "k", 7, 1, one, &k, 8));
+    mb_node(b, "TopK", "topk", "x,k", "vals,idx", NULL);
+    mb_node(b, "Relu", "relu", "vals", "y", NULL);
+    mb_output(b, "y");
+    mb_output(b, "idx");
+    Graph *g = load_folded(b);
+    if (g) {
+        PrimGraph *pg = NULL;
+        FissionStats st = {0};
+        Err e = {0};
+        CHECK_MSG(fission_run(g, NULL, &pg, &st, &e) == ST_OK, "%s", e.msg);
+        CHECK(st.opaque == 1 && st.ruled == 1);
+        int counts[PRIM_KIND_COUNT];
+        if (pg) {
+            prim_graph_counts(pg, counts);
+            CHECK(counts[PRIM_OPAQUE] == 1 && counts[PRIM_ELEMWISE] >= 1);
+            float x[12];
+            for (int i = 0; i < 12; i++)
+                x[i] = rnd();
+            const void *ins[1] = {x};
+            void *a[2] = {NULL, NULL}, *r[2] = {NULL, NULL};
+            CHECK(prim_interp_run(pg, ins, a, &e) == ST_OK);
+            CHECK(interp_run(g, ins, r, NULL, &e) == ST_OK);
+            CHECK(a[0] && r[0] && memcmp(a[0], r[0], 6 * sizeof(float)) == 0);
+            CHECK(a[1] && r[1] && memcmp(a[1], r[1], 6 * sizeof(int64_t)) == 0);
+            for (int i = 0; i < 2; i++) {
+                free(a[i]);
+                free(r[i]);
+            }
+        }
+        prim_graph_free(pg);
+    }
+    graph_free(g);
+    mb_free(b);
+}
+
+int main(void) {
+    RUN(attention_rewrite);
+    RUN(softmax_huge_logits);
+    RUN(opaque_fallback);
+    return CHECK_DONE();
+}
