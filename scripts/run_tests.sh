@@ -61,6 +61,7 @@ fi
 echo "== test data =="
 "$PY" tests/ops/prepare_node_tests.py build/node_data >"$LOGDIR/prepare-node.log" 2>&1 || { cat "$LOGDIR/prepare-node.log"; exit 1; }
 tail -n 1 "$LOGDIR/prepare-node.log"
+"$PY" tests/ops/gen_op_cases.py build/op_cases >"$LOGDIR/gen-op-cases.log" 2>&1 || { cat "$LOGDIR/gen-op-cases.log"; exit 1; }
 "$PY" tests/models/gen_models.py build/models >"$LOGDIR/gen-models.log" 2>&1 || { cat "$LOGDIR/gen-models.log"; exit 1; }
 "$PY" tests/bad/make_corpus.py build/bad >"$LOGDIR/make-bad.log" 2>&1 || { cat "$LOGDIR/make-bad.log"; exit 1; }
 
@@ -72,6 +73,10 @@ run_suites() { # run_suites BUILD_DIR LABEL
     suite "$label:node_tests" "$dir/node_tests" build/node_data --xfail tests/ops/node_expected_failures.txt
     suite "$label:node_tests_prims" "$dir/node_tests" build/node_data --engine prims \
         --xfail tests/ops/node_expected_failures.txt
+    suite "$label:op_cases" "$dir/node_tests" build/op_cases \
+        --xfail tests/ops/op_cases_expected_failures.txt
+    suite "$label:op_cases_prims" "$dir/node_tests" build/op_cases --engine prims \
+        --xfail tests/ops/op_cases_expected_failures.txt
     suite "$label:models" "$PY" tests/models/run_models.py "$dir/orch" build/models
     suite "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" build/models \
         --engine prims

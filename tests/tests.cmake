@@ -20,3 +20,7 @@ foreach(src ${ORCH_UNIT_TESTS})
 endforeach()
 add_test(NAME onnx_node_tests_prims
          COMMAND node_tests ${CMAKE_BINARY_DIR}/node_data --engine prims --xfail ${CMAKE_SOURCE_DIR}/tests/ops/node_expected_failures.txt)
+add_test(NAME op_cases
+         COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
+add_test(NAME op_cases_prims
+         COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --engine prims --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)

@@ -221,7 +221,9 @@ static double source_coord(const ResizePlan *p, int d, int64_t o, const double *
         *outside = x < 0 || x > in - 1;
         break;
     }
-    case CT_PYTORCH_HALF_PIXEL: x = out_w == 1 ? -0.5 : (y + 0.5) / scale - 0.5; break;
+    // A length-1 output reads coordinate 0 as the spec and ONNX Runtime say (the onnx
+    // reference evaluator uses -0.5, which only cubic and antialias windows can tell apart).
+    case CT_PYTORCH_HALF_PIXEL: x = out_w == 1 ? 0.0 : (y + 0.5) / scale - 0.5; break;
     case CT_HALF_PIXEL_SYMMETRIC: {
         double adjustment = (double)p->out[d] / out_w, center = in / 2;
         x = center * (1 - adjustment) + (y + 0.5) / scale - 0.5;

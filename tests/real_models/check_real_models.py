@@ -6,6 +6,7 @@ orch passes ("ok(f64)") if its error against float64 is at most twice ORT's. Nee
 onnxruntime: run it on the GPU machine (scripts/bundle_device.sh packs orch for it), not in CI.
 
 usage: check_real_models.py ORCH OUTDIR [--only NAME,...] [--exporter legacy|dynamo|both]
+                            [--orch-args "--engine prims --attention-rewrite"]
 """
 import argparse
 import os
@@ -162,6 +163,7 @@ def main():
     ap.add_argument("outdir")
     ap.add_argument("--only", default="")
     ap.add_argument("--exporter", default="both")
+    ap.add_argument("--orch-args", default="", help="extra arguments for orch run")
     args = ap.parse_args()
     import onnxruntime as ort
 
@@ -202,12 +204,13 @@ def main():
                 p = subprocess.run([args.orch, "run", path, "-i", f"{feed_name}={d}/input.npy",
                                     "-o", f"{d}/orch_out",
                                     "--expected", f"{out_name}={d}/expected.npy",
-                                    "--rtol", "1e-3", "--atol", "1e-4"],
+                                    "--rtol", "1e-3", "--atol", "1e-4",
+                                    *args.orch_args.split()],
                                    capture_output=True, text=True, timeout=1200)
                 dt = time.time() - t0
                 status = "ok" if p.returncode == 0 else f"FAIL(exit {p.returncode})"
                 err = [l for l in (p.stdout + p.stderr).splitlines()
-                       if "max abs err" in l or "error" in l.lower()]
+                       if "max abs err" in l or "error" in l.lower() or "interpreter:" in l]
                 scale = float(np.abs(ref).max())
                 err_ort = float(np.abs(ref - ref64).max())
                 f64 = f"max|ref| {scale:.3g}; vs float64: ort {err_ort:.3g}"
