@@ -41,7 +41,7 @@ CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,addr
         -fno-sanitize-recover=undefined -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-variable
         -Iinclude -Isrc -I"$OUT/gen")
 sources=("$OUT/gen/onnx/onnx.pb-c.c" tests/fuzz/fuzz_load.c)
-for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/runtime/*.c src/api/*.c; do
+for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/fission/*.c src/runtime/*.c src/api/*.c; do
     sources+=("$f")
 done
 # Any header newer than an object recompiles it: simple and safe for a tree this size.

@@ -112,6 +112,24 @@ static int attention_rewrite(PrimGraph *pg) {
     return done;
 }
 
+// Rules build per-axis tables (pad, tile, resize) and constants sized by output axes. An empty
+// output, or an axis longer than this, is left to the reference op, which needs neither.
+#define FISSION_MAX_AXIS ((int64_t)1 << 24)
+
+static bool ruled_shapes(const Graph *g, const Node *n) {
+    for (int j = 0; j < n->n_out; j++) {
+        const Tensor *t = node_output(g, n, j);
+        if (!t)
+            continue;
+        if (tensor_numel(t) == 0)
+            return false;
+        for (int d = 0; d < t->rank; d++)
+            if (t->dims[d] > FISSION_MAX_AXIS)
+                return false;
+    }
+    return true;
+}
+
 static bool same_shape(const Tensor *a, const Tensor *b) {
     if (a->dtype != b->dtype || a->rank != b->rank)
         return false;
@@ -145,7 +163,7 @@ int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, Fiss
     for (int k = 0; k < g->n_nodes && rc == ST_OK; k++) {
         const Node *n = g->nodes[k];
         FissionCtx fc = {pg, g, n, opt ? opt : &defaults, map, {pg, n->name}};
-        FissionRule rule = find_rule(n);
+        FissionRule rule = ruled_shapes(g, n) ? find_rule(n) : NULL;
         int first_prim = pg->n_prims;
         int r = rule ? rule(&fc) : ST_UNSUPPORTED;
         if (r == ST_OK) {

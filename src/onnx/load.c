@@ -92,8 +92,10 @@ static int parse_i64(const char *s, int64_t *v) {
     return 0;
 }
 
+// Reads external data into a new buffer (*dst), allocated only once the file is known to hold
+// the bytes: a small model must not make orch allocate what its header merely claims.
 static int load_external(const Loader *L, const Onnx__TensorProto *tp, const char *tname,
-                         void *dst, size_t nbytes) {
+                         uint8_t **dst, size_t nbytes) {
     Err *e = L->e;
     const char *loc = NULL;
     int64_t offset = 0, length = -1;
@@ -132,8 +134,15 @@ static int load_external(const Loader *L, const Onnx__TensorProto *tp, const cha
                        "offset %lld",
                        tname, loc, nbytes, (long long)offset);
     }
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || (nbytes && fread(dst, 1, nbytes, f) != nbytes)) {
+    *dst = malloc(nbytes ? nbytes : 1);
+    if (!*dst) {
         fclose(f);
+        return err_set(e, ST_RUNTIME, "tensor '%s': out of memory (%zu bytes)", tname, nbytes);
+    }
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 || (nbytes && fread(*dst, 1, nbytes, f) != nbytes)) {
+        fclose(f);
+        free(*dst);
+        *dst = NULL;
         return err_set(e, ST_INVALID, "tensor '%s': read error in '%s'", tname, loc);
     }
     fclose(f);
@@ -159,67 +168,61 @@ static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const
         return err_set(e, ST_UNSUPPORTED, "%s '%s' is segmented, which orch does not support",
                        what, tname);
     size_t es = dtype_size(dt), nbytes = (size_t)numel * es;
-    uint8_t *data = calloc(1, nbytes ? nbytes : 1);
-    if (!data)
-        return err_set(e, ST_RUNTIME, "%s '%s': out of memory (%zu bytes)", what, tname, nbytes);
-    int64_t n = -1; // count found in a typed field
+    uint8_t *data = NULL;
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        rc = load_external(L, tp, tname, data, nbytes);
-        n = numel;
-    } else if (tp->has_raw_data) {
-        if (tp->raw_data.len != nbytes)
-            rc = err_set(e, ST_INVALID, "%s '%s' has %zu bytes of raw data, expected %zu for %s %lld elements",
-                         what, tname, tp->raw_data.len, nbytes, dtype_name(dt), (long long)numel);
-        else if (nbytes)
-            memcpy(data, tp->raw_data.data, nbytes);
-        n = numel;
+        if ((rc = load_external(L, tp, tname, &data, nbytes)))
+            return rc;
     } else {
-        switch (dt) {
-        case DT_FLOAT:
-            n = (int64_t)tp->n_float_data;
-            if (n == numel && n)
-                memcpy(data, tp->float_data, nbytes);
-            break;
-        case DT_DOUBLE:
-            n = (int64_t)tp->n_double_data;
-            if (n == numel && n)
-                memcpy(data, tp->double_data, nbytes);
-            break;
-        case DT_INT64:
-            n = (int64_t)tp->n_int64_data;
-            if (n == numel && n)
-                memcpy(data, tp->int64_data, nbytes);
-            break;
-        case DT_UINT32:
-        case DT_UINT64:
-            n = (int64_t)tp->n_uint64_data;
-            for (int64_t i = 0; n == numel && i < n; i++) {
-                if (dt == DT_UINT32)
-                    ((uint32_t *)data)[i] = (uint32_t)tp->uint64_data[i];
-                else
-                    ((uint64_t *)data)[i] = tp->uint64_data[i];
+        // The payload's size is checked against the shape before anything is allocated.
+        int64_t n;
+        if (tp->has_raw_data) {
+            if (tp->raw_data.len != nbytes)
+                return err_set(e, ST_INVALID,
+                               "%s '%s' has %zu bytes of raw data, expected %zu for %s %lld "
+                               "elements",
+                               what, tname, tp->raw_data.len, nbytes, dtype_name(dt),
+                               (long long)numel);
+            n = numel;
+        } else {
+            switch (dt) {
+            case DT_FLOAT: n = (int64_t)tp->n_float_data; break;
+            case DT_DOUBLE: n = (int64_t)tp->n_double_data; break;
+            case DT_INT64: n = (int64_t)tp->n_int64_data; break;
+            case DT_UINT32: case DT_UINT64: n = (int64_t)tp->n_uint64_data; break;
+            // int32, int16, int8, uint16, uint8, bool, float16, bfloat16 live in int32_data
+            default: n = (int64_t)tp->n_int32_data; break;
             }
-            break;
-        default: // int32, int16, int8, uint16, uint8, bool, float16, bfloat16: in int32_data
-            n = (int64_t)tp->n_int32_data;
-            if (n == numel)
-                for (int64_t i = 0; i < n; i++) {
-                    int32_t v = tp->int32_data[i];
-                    switch (es) {
-                    case 1: ((uint8_t *)data)[i] = (uint8_t)v; break;
-                    case 2: ((uint16_t *)data)[i] = (uint16_t)v; break;
-                    default: ((int32_t *)data)[i] = v; break;
-                    }
-                }
-            break;
+            if (n != numel)
+                return err_set(e, ST_INVALID, "%s '%s' holds %lld values, but its shape needs %lld",
+                               what, tname, (long long)n, (long long)numel);
         }
-        if (n != numel)
-            rc = err_set(e, ST_INVALID, "%s '%s' holds %lld values, but its shape needs %lld",
-                         what, tname, (long long)n, (long long)numel);
-    }
-    if (rc) {
-        free(data);
-        return rc;
+        data = calloc(1, nbytes ? nbytes : 1);
+        if (!data)
+            return err_set(e, ST_RUNTIME, "%s '%s': out of memory (%zu bytes)", what, tname,
+                           nbytes);
+        if (tp->has_raw_data) {
+            if (nbytes)
+                memcpy(data, tp->raw_data.data, nbytes);
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                switch (dt) {
+                case DT_FLOAT: ((float *)data)[i] = tp->float_data[i]; break;
+                case DT_DOUBLE: ((double *)data)[i] = tp->double_data[i]; break;
+                case DT_INT64: ((int64_t *)data)[i] = tp->int64_data[i]; break;
+                case DT_UINT32: ((uint32_t *)data)[i] = (uint32_t)tp->uint64_data[i]; break;
+                case DT_UINT64: ((uint64_t *)data)[i] = tp->uint64_data[i]; break;
+                default: {
+                    int32_t v = tp->int32_data[i];
+                    if (es == 1)
+                        ((uint8_t *)data)[i] = (uint8_t)v;
+                    else if (es == 2)
+                        ((uint16_t *)data)[i] = (uint16_t)v;
+                    else
+                        ((int32_t *)data)[i] = v;
+                }
+                }
+            }
+        }
     }
     t->kind = TK_CONST;
     t->dtype = dt;

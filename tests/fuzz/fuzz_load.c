@@ -1,10 +1,14 @@
 // libFuzzer target for the model loader: bytes → onnx_load_memory → graph_infer_and_fold and,
 // when that succeeds on a small graph, one run on the reference interpreter with fixed-pattern
-// inputs. Any crash, sanitizer report, leak or assertion is a bug; a returned error is not.
+// inputs, then fission + clean-up + one run on the primitive interpreter. Any crash, sanitizer
+// report, leak or assertion is a bug; a returned error is not.
 // Built by scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined.
+#include "fission/fission.h"
+#include "fission/passes.h"
 #include "ir/fold.h"
 #include "onnx/load.h"
 #include "runtime/interp.h"
+#include "runtime/prim_interp.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -53,6 +57,13 @@ static void run_once(const Graph *g) {
     if (interp_run(g, (const void *const *)in, out, NULL, &e) == ST_OK)
         for (int i = 0; i < g->n_outputs; i++)
             free(out[i]);
+    PrimGraph *pg = NULL;
+    Err fe = {0};
+    if (fission_run(g, NULL, &pg, NULL, &fe) == ST_OK && fission_cleanup(pg, NULL, &fe) == ST_OK &&
+        prim_interp_run(pg, (const void *const *)in, out, &fe) == ST_OK)
+        for (int i = 0; i < g->n_outputs; i++)
+            free(out[i]);
+    prim_graph_free(pg);
     for (int i = 0; i < g->n_inputs; i++)
         free(in[i]);
     free(in);
