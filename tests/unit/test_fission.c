@@ -138,6 +138,77 @@ static void softmax_huge_logits(void) {
     mb_free(b);
 }
 
+// Runs a one-input model through both engines on the given input; returns the worst error in
+// units of the tolerance (rtol 1e-5, atol 1e-6), or -1 on failure.
+static double engines_agree(MB *b, const float *x, int n_out) {
+    Graph *g = load_folded(b);
+    if (!g)
+        return -1;
+    PrimGraph *pg = NULL;
+    Err e = {0};
+    double worst = -1;
+    const void *ins[1] = {x};
+    void *a[1] = {NULL}, *r[1] = {NULL};
+    if (fission_run(g, NULL, &pg, NULL, &e) == ST_OK && prim_interp_run(pg, ins, a, &e) == ST_OK &&
+        interp_run(g, ins, r, NULL, &e) == ST_OK) {
+        worst = 0;
+        const float *fa = a[0], *fr = r[0];
+        for (int i = 0; i < n_out; i++) {
+            if (!isfinite(fa[i]) || !isfinite(fr[i]))
+                worst = INFINITY;
+            worst = fmax(worst, fabs(fa[i] - fr[i]) / (1e-6 + 1e-5 * fabs(fr[i])));
+        }
+    } else {
+        printf("  %s\n", e.msg);
+    }
+    free(a[0]);
+    free(r[0]);
+    prim_graph_free(pg);
+    graph_free(g);
+    return worst;
+}
+
+// LayerNorm of a constant row (variance 0: the result is the bias) and of 1e4 + small noise,
+// where a float32 mean would lose the noise.
+static void layernorm_hard_rows(void) {
+    const int64_t xd[] = {2, 16}, cd[] = {16};
+    MB *b = mb_new(17);
+    mb_input(b, "x", 1, 2, xd);
+    float scale[16], bias[16], x[32];
+    for (int i = 0; i < 16; i++) {
+        scale[i] = 1 + 0.1f * rnd();
+        bias[i] = 0.1f * rnd();
+    }
+    mb_init(b, mb_raw(b, "scale", 1, 1, cd, scale, sizeof scale));
+    mb_init(b, mb_raw(b, "bias", 1, 1, cd, bias, sizeof bias));
+    mb_node(b, "LayerNormalization", "ln", "x,scale,bias", "y", mb_attr_i(b, "axis", -1), NULL);
+    mb_output(b, "y");
+    for (int i = 0; i < 16; i++) {
+        x[i] = 3.25f;                  // constant row
+        x[16 + i] = 1e4f + 0.01f * rnd(); // large mean, small spread
+    }
+    double worst = engines_agree(b, x, 32);
+    CHECK_MSG(worst >= 0 && worst <= 1, "error %.3g of the tolerance", worst);
+    mb_free(b);
+}
+
+// InstanceNorm over 8x8 planes whose mean is 1e4.
+static void instancenorm_large_mean(void) {
+    const int64_t xd[] = {1, 3, 8, 8}, cd[] = {3};
+    MB *b = mb_new(17);
+    mb_input(b, "x", 1, 4, xd);
+    float scale[3] = {1.5f, 0.5f, -1}, bias[3] = {0.25f, 0, -0.5f}, x[192];
+    mb_init(b, mb_raw(b, "scale", 1, 1, cd, scale, sizeof scale));
+    mb_init(b, mb_raw(b, "bias", 1, 1, cd, bias, sizeof bias));
+    mb_node(b, "InstanceNormalization", "in", "x,scale,bias", "y", NULL);
+    mb_output(b, "y");
+    for (int i = 0; i < 192; i++)
+        x[i] = 1e4f + 0.05f * rnd();
+    double worst = engines_agree(b, x, 192);
+    CHECK_MSG(worst >= 0 && worst <= 1, "error %.3g of the tolerance", worst);
+    mb_free(b);
+}
+
 // A node without a rule (TopK) becomes one OPAQUE primitive running the reference op.
 static void opaque_fallback(void) {
     const int64_t xd[] = {2, 6}, one[] = {1};
@@ -183,6 +254,8 @@ static void opaque_fallback(void) {
 int main(void) {
     RUN(attention_rewrite);
     RUN(softmax_huge_logits);
+    RUN(layernorm_hard_rows);
+    RUN(instancenorm_large_mean);
     RUN(opaque_fallback);
     return CHECK_DONE();
 }
