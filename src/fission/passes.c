@@ -14,11 +14,15 @@ void pass_uses_build(const PrimGraph *pg, PassUses *u) {
     size_t n = (size_t)pg->n_tensors + 1;
     u->count = xcalloc(n, sizeof(int));
     u->consumer = xmalloc(n * sizeof(int));
+    u->producer = xmalloc(n * sizeof(int));
     u->is_output = xcalloc(n, 1);
     for (int i = 0; i < pg->n_tensors; i++)
-        u->consumer[i] = -1;
+        u->consumer[i] = u->producer[i] = -1;
     for (int k = 0; k < pg->n_prims; k++) {
         const Prim *p = pg->prims[k];
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] >= 0)
+                u->producer[p->out[j]] = k;
         if (p->dead)
             continue;
         for (int j = 0; j < p->n_in; j++) {
@@ -36,6 +40,7 @@ void pass_uses_build(const PrimGraph *pg, PassUses *u) {
 void pass_uses_free(PassUses *u) {
     free(u->count);
     free(u->consumer);
+    free(u->producer);
     free(u->is_output);
 }
 

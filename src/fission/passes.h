@@ -49,10 +49,12 @@ int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e);
 
 // ---- for the pass files ----
 
-// Consumers of each tensor, counted once per primitive; graph outputs are marked.
+// Consumers of each tensor, counted once per primitive, and its producer; graph outputs are
+// marked.
 typedef struct PassUses {
     int *count;    // distinct consumer primitives
     int *consumer; // index in pg->prims of the last consumer
+    int *producer; // index in pg->prims of the producer (dead ones too); -1: input or constant
     bool *is_output;
 } PassUses;
 

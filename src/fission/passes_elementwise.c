@@ -232,13 +232,6 @@ int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e) {
     (void)e;
     PassUses u;
     pass_uses_build(pg, &u);
-    int *prod = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
-    for (int i = 0; i < pg->n_tensors; i++)
-        prod[i] = -1;
-    for (int k = 0; k < pg->n_prims; k++)
-        for (int j = 0; j < pg->prims[k]->n_out; j++)
-            if (pg->prims[k]->out[j] >= 0)
-                prod[pg->prims[k]->out[j]] = k;
     int killed = 0, canon = 0;
     for (int k = 0; k < pg->n_prims; k++) {
         Prim *c = pg->prims[k];
@@ -250,7 +243,7 @@ int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e) {
             again = false;
             for (int j = 0; j < c->n_in && !again; j++) {
                 int t = c->in[j];
-                Prim *p = prod[t] >= 0 ? pg->prims[prod[t]] : NULL;
+                Prim *p = u.producer[t] >= 0 ? pg->prims[u.producer[t]] : NULL;
                 // Counts may be stale upwards only (a merge hands a consumer's inputs to its
                 // consumer), so 1 means c is the only reader. A broadcast intermediate is not
                 // inlined: its program would run once per output element instead of once.
@@ -267,7 +260,6 @@ int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e) {
     }
     st->ew_merged += killed;
     st->ew_canonicalised += canon;
-    free(prod);
     pass_uses_free(&u);
     pass_finish(pg, killed);
     return ST_OK;

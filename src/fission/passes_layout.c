@@ -199,13 +199,6 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
     (void)e;
     PassUses u;
     pass_uses_build(pg, &u);
-    int *prod = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
-    for (int i = 0; i < pg->n_tensors; i++)
-        prod[i] = -1;
-    for (int k = 0; k < pg->n_prims; k++)
-        for (int j = 0; j < pg->prims[k]->n_out; j++)
-            if (pg->prims[k]->out[j] >= 0)
-                prod[pg->prims[k]->out[j]] = k;
     int killed = 0, changed = 0;
     for (int k = 0; k < pg->n_prims; k++) {
         Prim *c = pg->prims[k];
@@ -213,7 +206,7 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
             continue;
         for (;;) {
             int t = c->in[0];
-            Prim *p = prod[t] >= 0 ? pg->prims[prod[t]] : NULL;
+            Prim *p = u.producer[t] >= 0 ? pg->prims[u.producer[t]] : NULL;
             // The count may be stale upwards only (merges replace a consumer by its consumer),
             // so 1 means this chain is the only reader.
             if (!p || p->dead || p->kind != PRIM_LAYOUT || p->lay.concat || u.count[t] != 1 ||
@@ -246,7 +239,6 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
         }
     }
     st->layouts_composed += killed + changed;
-    free(prod);
     pass_uses_free(&u);
     pass_finish(pg, killed);
     return ST_OK;

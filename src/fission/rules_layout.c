@@ -1,22 +1,18 @@
 // Fission rules for layout ONNX ops: each becomes LAYOUT primitives (index maps), so that a
 // consumer can later read through them without materialising the tensor; Resize's linear and
 // cubic modes add the weighted sums (ELEMWISE) over gathered taps. Attributes and constant
-// inputs were validated by the ops' shape rules (src/ops/layout.c, indexing.c, resize.c); the
-// index arithmetic here follows those reference kernels step by step.
+// inputs were validated by the ops' shape rules (src/ops/layout.c, indexing.c, resize.c); Slice,
+// Split, Pad and Resize take their index arithmetic from the reference ops (src/ops/layout.h,
+// resize.h), whose plans fail here only for an input that is not constant: the node stays opaque.
 #include "fission.h"
 
+#include "../ops/layout.h"
 #include "../ops/ops.h"
+#include "../ops/resize.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-// A constant integer input (axes, pads, starts...); count -1 when absent. The shape rule already
-// read it, so a failure here only means "not constant": the node stays opaque.
-static bool const_ints(const FissionCtx *fc, int i, int64_t *v, int max, int *count) {
-    Err e = {0};
-    return op_const_ints(fc->g, fc->n, i, v, max, count, &e) == ST_OK;
-}
 
 static int norm_axis(int64_t axis, int rank) {
     return (int)(axis < 0 ? axis + rank : axis);
@@ -54,63 +50,23 @@ static int rule_reshape(FissionCtx *fc) {
 
 // ---- Slice, Split, Concat ----
 
-// Slice: the start and step per axis as layout.c's slice_plan gives them (a start clamped to
-// [0, dim] for a positive step, to [0, dim - 1] for a negative one); the counts are the output's
-// dims, which the ends decided.
+// Slice: the start and step per axis from layout.h's plan; the counts are the output's dims.
 static int rule_slice(FissionCtx *fc) {
-    const Tensor *X = fc_in_t(fc, 0), *Y = fc_out_t(fc, 0);
-    int64_t starts[ORCH_MAX_RANK], axes[ORCH_MAX_RANK], steps[ORCH_MAX_RANK];
-    int ns, na, nst;
-    if (!const_ints(fc, 1, starts, ORCH_MAX_RANK, &ns) ||
-        !const_ints(fc, 3, axes, ORCH_MAX_RANK, &na) ||
-        !const_ints(fc, 4, steps, ORCH_MAX_RANK, &nst))
+    SlicePlan p;
+    Err e = {0};
+    if (layout_slice_plan(fc->g, fc->n, fc_in_t(fc, 0), &p, &e) != ST_OK)
         return ST_UNSUPPORTED;
-    int64_t start[ORCH_MAX_RANK], step[ORCH_MAX_RANK];
-    for (int d = 0; d < X->rank; d++) {
-        start[d] = 0;
-        step[d] = 1;
-    }
-    for (int i = 0; i < ns; i++) {
-        int d = norm_axis(na >= 0 ? axes[i] : i, X->rank);
-        int64_t dim = X->dims[d], st = nst >= 0 ? steps[i] : 1, s = starts[i];
-        if (s < 0)
-            s += dim;
-        s = st > 0 ? ORCH_MAX(0, ORCH_MIN(s, dim)) : ORCH_MAX(0, ORCH_MIN(s, dim - 1));
-        // An empty or one-element axis reads from 0 (or s) with step 1, as the reference does.
-        start[d] = Y->dims[d] > 0 ? s : 0;
-        step[d] = Y->dims[d] > 1 ? st : 1;
-    }
-    fc_set_out(fc, 0, pb_slice(&fc->b, fc_in(fc, 0), start, step, Y->dims));
+    fc_set_out(fc, 0, pb_slice(&fc->b, fc_in(fc, 0), p.start, p.step, fc_out_t(fc, 0)->dims));
     return ST_OK;
 }
 
-// Split sizes as layout.c's split_sizes computes them: the split attribute (< 13) or input
-// (>= 13), else equal parts, from opset 18 ceil(dim / outputs) with a smaller last one.
-static bool split_sizes(const FissionCtx *fc, int64_t dim, int64_t *sizes) {
-    const Node *n = fc->n;
-    int count = n->n_out, given = -1;
-    if (n->opset < 13) {
-        const int64_t *v;
-        given = node_attr_ints(n, "split", &v);
-        for (int i = 0; i < given && i < count; i++)
-            sizes[i] = v[i];
-    } else if (!const_ints(fc, 1, sizes, count + 1, &given)) {
-        return false;
-    }
-    if (given >= 0)
-        return true;
-    int64_t part = n->opset >= 18 ? (dim + count - 1) / count : dim / count;
-    for (int i = 0; i < count; i++)
-        sizes[i] = i < count - 1 ? part : dim - part * (count - 1);
-    return true;
-}
-
-// Split: one slice per (present) output.
+// Split: one slice per (present) output, of the sizes layout.h gives.
 static int rule_split(FissionCtx *fc) {
     const Tensor *X = fc_in_t(fc, 0);
     int axis = norm_axis(node_attr_i(fc->n, "axis", 0), X->rank), count = fc->n->n_out;
     int64_t *sizes = xmalloc(sizeof(int64_t) * (size_t)(count + 1));
-    if (!split_sizes(fc, X->dims[axis], sizes)) {
+    Err e = {0};
+    if (layout_split_sizes(fc->g, fc->n, X, axis, sizes, &e) != ST_OK) {
         free(sizes);
         return ST_UNSUPPORTED;
     }
@@ -170,27 +126,6 @@ static int rule_tile(FissionCtx *fc) {
     return ST_OK;
 }
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
-
-// Input index for output position o of an axis of size dim padded by `begin` (negative: crop);
-// -1 reads the constant. The same arithmetic as layout.c's pad_source.
-static int64_t pad_source(int mode, int64_t o, int64_t begin, int64_t dim) {
-    int64_t s = o - begin;
-    if (s >= 0 && s < dim)
-        return s;
-    switch (mode) {
-    case PAD_EDGE: return s < 0 ? 0 : dim - 1;
-    case PAD_WRAP: return (s % dim + dim) % dim;
-    case PAD_REFLECT: {
-        if (dim == 1)
-            return 0;
-        int64_t period = 2 * (dim - 1), m = (s % period + period) % period;
-        return m < dim ? m : period - m;
-    }
-    default: return -1;
-    }
-}
-
 // The constant of Pad (input 2; absent or empty: zero). The layout primitive carries it as a
 // double, so an integer that a double cannot hold exactly stays with the reference op.
 static bool pad_constant(const FissionCtx *fc, double *v) {
@@ -208,35 +143,22 @@ static bool pad_constant(const FissionCtx *fc, double *v) {
     return elem_get_i64(t->dtype, &back, 0) == elem_get_i64(t->dtype, t->data, 0);
 }
 
+// Pad: per padded axis, a table of layout.h's source indices (-1: the constant).
 static int rule_pad(FissionCtx *fc) {
     const Tensor *X = fc_in_t(fc, 0), *Y = fc_out_t(fc, 0);
-    static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
-    const char *mode_s = node_attr_s(fc->n, "mode", "constant");
-    int mode = -1;
-    for (int i = 0; i < (int)ORCH_COUNT(modes); i++)
-        if (strcmp(mode_s, modes[i]) == 0)
-            mode = i;
-    int64_t pads[2 * ORCH_MAX_RANK], axes[ORCH_MAX_RANK];
-    int np, na;
+    PadPlan p;
+    int64_t dims[ORCH_MAX_RANK];
     double value;
-    if (mode < 0 || !const_ints(fc, 1, pads, 2 * ORCH_MAX_RANK, &np) ||
-        !const_ints(fc, 3, axes, ORCH_MAX_RANK, &na) || !pad_constant(fc, &value))
+    Err e = {0};
+    if (layout_pad_plan(fc->g, fc->n, X, &p, dims, &e) != ST_OK || !pad_constant(fc, &value))
         return ST_UNSUPPORTED;
-    if (na < 0) {
-        na = X->rank;
-        for (int i = 0; i < na; i++)
-            axes[i] = i;
-    }
-    int64_t begin[ORCH_MAX_RANK] = {0};
-    for (int i = 0; i < na; i++)
-        begin[norm_axis(axes[i], X->rank)] = pads[i];
     int64_t *tables[ORCH_MAX_RANK] = {NULL};
     for (int d = 0; d < X->rank; d++) {
-        if (begin[d] == 0 && Y->dims[d] == X->dims[d])
+        if (p.begin[d] == 0 && Y->dims[d] == X->dims[d])
             continue;
         tables[d] = xmalloc(sizeof(int64_t) * (size_t)(Y->dims[d] + 1));
         for (int64_t o = 0; o < Y->dims[d]; o++)
-            tables[d][o] = pad_source(mode, o, begin[d], X->dims[d]);
+            tables[d][o] = layout_pad_source(p.mode, o, p.begin[d], X->dims[d]);
     }
     fc_set_out(fc, 0, pb_table(&fc->b, fc_in(fc, 0), Y->dims, tables, value));
     free_tables(X->rank, tables);
@@ -305,268 +227,28 @@ static int rule_gather(FissionCtx *fc) {
 
 // ---- Resize ----
 
-// A port of resize.c: per resized axis, each output position's window of input positions and
-// their weights, computed with the reference's arithmetic (coordinate transformation, window
-// start, nearest tie rule, cubic and antialias weights, exclude_outside), so ties fall the same
-// way. Nearest is one LS_TABLE (the window's floor or ceil side); linear and cubic are, axis after
-// axis, one table per window tap and a weighted sum, out = sum_k w_k[o] * x[clamp(start[o] + k)].
-// The sums run in the tensor's dtype (float32 or double) where the reference keeps double
-// between axes, so float32 results differ by a rounding or so.
-enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
-enum {
-    CT_HALF_PIXEL,
-    CT_HALF_PIXEL_SYMMETRIC,
-    CT_PYTORCH_HALF_PIXEL,
-    CT_ALIGN_CORNERS,
-    CT_ASYMMETRIC,
-    CT_TF_CROP_AND_RESIZE,
-    CT_TF_HALF_PIXEL_FOR_NN,
-};
-enum { NEAREST_PREFER_FLOOR, NEAREST_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL };
+// Per resized axis, each output position's taps (input positions and weights) as resize.h
+// computes them for the reference op, so ties fall the same way. Nearest is one LS_TABLE (the
+// window's floor or ceil side); linear and cubic are, axis after axis, one table per tap and a
+// weighted sum, out = sum_k w_k[o] * x[src_k[o]]. The sums run in the tensor's dtype (float32 or
+// double) where the reference keeps double between axes, so float32 results differ by a rounding
+// or so.
 
 // Wider windows (antialiased downscales by more than 1/8) stay opaque: too many primitives.
 enum { RESIZE_MAX_TAPS = 16 };
 
-typedef struct ResizePlan {
-    int mode, coord, nearest;
-    double cubic_a;
-    bool exclude_outside, antialias;
-    bool roi_f32; // roi arithmetic rounds to float32 (resize.c's source_coord says why)
-    int64_t in[ORCH_MAX_RANK], out[ORCH_MAX_RANK];
-    double scale[ORCH_MAX_RANK];
-    double roi[ORCH_MAX_RANK][2];
-} ResizePlan;
-
-static int pick(const char *s, const char *const *names) {
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    return -1;
-}
-
-// An input given as an empty tensor counts as absent (opsets 11-12 required roi and scales).
-static const Tensor *given(const FissionCtx *fc, int i) {
-    const Tensor *t = fc_in_t(fc, i);
-    return t && tensor_numel(t) > 0 ? t : NULL;
-}
-
-// Attributes, and the scales from the scales input or from sizes with keep_aspect_ratio_policy
-// (resize_plan); false when scales, sizes or a needed roi are not constants.
-static bool resize_plan(const FissionCtx *fc, ResizePlan *p) {
-    static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
-    static const char *const coords[] = {
-        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",   "align_corners",
-        "asymmetric", "tf_crop_and_resize",   "tf_half_pixel_for_nn", NULL};
-    static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor",
-                                           "ceil", NULL};
-    static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
-    const Node *n = fc->n;
-    const Tensor *X = fc_in_t(fc, 0), *Y = fc_out_t(fc, 0);
-    const Tensor *scales = given(fc, 2), *sizes = given(fc, 3), *roi = given(fc, 1);
-    p->mode = pick(node_attr_s(n, "mode", "nearest"), modes);
-    p->coord = pick(node_attr_s(n, "coordinate_transformation_mode", "half_pixel"), coords);
-    p->nearest = pick(node_attr_s(n, "nearest_mode", "round_prefer_floor"), nearests);
-    p->cubic_a = node_attr_f(n, "cubic_coeff_a", -0.75f);
-    p->exclude_outside = node_attr_i(n, "exclude_outside", 0) != 0;
-    p->antialias = node_attr_i(n, "antialias", 0) != 0 && p->mode != MODE_NEAREST;
-    const Tensor *src = scales ? scales : sizes;
-    if (!src || src->kind != TK_CONST)
-        return false;
-    int axes[ORCH_MAX_RANK];
-    const int64_t *ax;
-    int n_axes = node_attr_ints(n, "axes", &ax);
-    bool listed = n_axes >= 0;
-    if (!listed)
-        n_axes = X->rank;
-    for (int i = 0; i < n_axes; i++)
-        axes[i] = listed ? norm_axis(ax[i], X->rank) : i;
-    for (int d = 0; d < X->rank; d++) {
-        p->in[d] = X->dims[d];
-        p->out[d] = Y->dims[d];
-        p->scale[d] = 1.0;
-        p->roi[d][0] = 0;
-        p->roi[d][1] = 1;
-    }
-    if (scales) {
-        for (int i = 0; i < n_axes; i++)
-            p->scale[axes[i]] = elem_get_f64(scales->dtype, scales->data, i);
-    } else {
-        int keep = pick(node_attr_s(n, "keep_aspect_ratio_policy", "stretch"), policies);
-        double common = keep == 1 ? INFINITY : 0;
-        for (int i = 0; i < n_axes; i++) {
-            int d = axes[i];
-            int64_t size = ((const int64_t *)sizes->data)[i];
-            p->scale[d] = p->in[d] ? (double)size / (double)p->in[d] : 1.0;
-            common = keep == 1 ? fmin(common, p->scale[d]) : fmax(common, p->scale[d]);
-        }
-        for (int i = 0; i < n_axes && keep > 0; i++)
-            p->scale[axes[i]] = common;
-    }
-    p->roi_f32 = false;
-    if (p->coord == CT_TF_CROP_AND_RESIZE) {
-        if (!roi || roi->kind != TK_CONST)
-            return false;
-        p->roi_f32 = roi->dtype == DT_FLOAT;
-        for (int i = 0; i < n_axes; i++) {
-            p->roi[axes[i]][0] = elem_get_f64(roi->dtype, roi->data, i);
-            p->roi[axes[i]][1] = elem_get_f64(roi->dtype, roi->data, n_axes + i);
-        }
-    }
-    return true;
-}
-
-static double narrow(const ResizePlan *p, double v) {
-    return p->roi_f32 ? (double)(float)v : v;
-}
-
-static double source_coord(const ResizePlan *p, int d, int64_t o, bool *outside) {
-    double in = (double)p->in[d], scale = p->scale[d], out_w = scale * in, y = (double)o, x;
-    const double *roi = p->roi[d];
-    *outside = false;
-    switch (p->coord) {
-    case CT_ALIGN_CORNERS: x = out_w == 1 ? 0 : y * (in - 1) / (out_w - 1); break;
-    case CT_ASYMMETRIC: x = y / scale; break;
-    case CT_TF_CROP_AND_RESIZE: {
-        double span = narrow(p, roi[1] - roi[0]), base = narrow(p, roi[0] * (in - 1));
-        x = out_w == 1 ? narrow(p, narrow(p, span * (in - 1)) / 2 + base)
-                       : y * span * (in - 1) / (out_w - 1) + base;
-        *outside = x < 0 || x > in - 1;
-        break;
-    }
-    // A length-1 output reads coordinate 0 as the spec and ONNX Runtime say (the onnx
-    // reference evaluator uses -0.5, which only cubic and antialias windows can tell apart).
-    case CT_PYTORCH_HALF_PIXEL: x = out_w == 1 ? 0.0 : (y + 0.5) / scale - 0.5; break;
-    case CT_HALF_PIXEL_SYMMETRIC: {
-        double adjustment = (double)p->out[d] / out_w, center = in / 2;
-        x = center * (1 - adjustment) + (y + 0.5) / scale - 0.5;
-        break;
-    }
-    case CT_TF_HALF_PIXEL_FOR_NN: x = (y + 0.5) / scale; break;
-    default: x = (y + 0.5) / scale - 0.5; break;
-    }
-    return x;
-}
-
-static double cubic_weight(double x, double A) {
-    x = fabs(x);
-    double x2 = x * x, x3 = x * x2;
-    if (x <= 1)
-        return (A + 2) * x3 - (A + 3) * x2 + 1;
-    if (x < 2)
-        return A * x3 - 5 * A * x2 + 8 * A * x - 4 * A;
-    return 0;
-}
-
-// Window size: 2 for nearest and linear, 4 for cubic, wider when antialiasing a downscale.
-static int window_size(const ResizePlan *p, double scale) {
-    double s = fmin(scale, 1.0);
-    if (p->antialias && p->mode == MODE_LINEAR)
-        return 2 - 2 * (int)(floor(-1 / s) + 1);
-    if (p->antialias && p->mode == MODE_CUBIC)
-        return 2 - 2 * (int)(floor(-2 / s) + 1);
-    return p->mode == MODE_CUBIC ? 4 : 2;
-}
-
-// Weights for the fraction `ratio` in (0, 1] of the source position past the window's centre.
-static void weights(const ResizePlan *p, double ratio, double scale, int n, double *w) {
-    double A = p->cubic_a, s = fmin(scale, 1.0), sum = 0;
-    if (p->mode == MODE_NEAREST) {
-        bool ceil_side;
-        if (ratio == 1)
-            ceil_side = true;
-        else if (p->nearest == NEAREST_PREFER_FLOOR)
-            ceil_side = ratio > 0.5;
-        else if (p->nearest == NEAREST_PREFER_CEIL)
-            ceil_side = ratio >= 0.5;
-        else
-            ceil_side = p->nearest == NEAREST_CEIL;
-        w[0] = !ceil_side;
-        w[1] = ceil_side;
-        return;
-    }
-    if (!p->antialias && p->mode == MODE_LINEAR) {
-        w[0] = 1 - ratio;
-        w[1] = ratio;
-        return;
-    }
-    if (!p->antialias) {
-        double r1 = ratio + 1, q = 1 - ratio, q1 = q + 1;
-        w[0] = ((A * r1 - 5 * A) * r1 + 8 * A) * r1 - 4 * A;
-        w[1] = ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1;
-        w[2] = ((A + 2) * q - (A + 3)) * q * q + 1;
-        w[3] = ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A;
-        return;
-    }
-    int first = p->mode == MODE_LINEAR ? (int)(floor(-1 / s) + 1) : (int)(floor(-2 / s) + 1);
-    for (int i = 0; i < n; i++) {
-        double arg = ((double)(first + i) - ratio) * s;
-        w[i] = p->mode == MODE_LINEAR ? fmin(fmax(1 - fabs(arg), 0), 1) : cubic_weight(arg, A);
-        sum += w[i];
-    }
-    for (int i = 0; i < n; i++)
-        w[i] /= sum;
-}
-
-// The window of output position o along axis d: n weights over input positions start.. (to be
-// clamped); false when o lies outside the roi (the extrapolation value).
-static bool window_at(const ResizePlan *p, int d, int64_t o, int n, double *w, int64_t *start) {
-    bool outside;
-    double x = source_coord(p, d, o, &outside);
-    if (outside || isnan(x)) // a NaN roi extrapolates too
-        return false;
-    double xi = floor(x), ratio = x == xi ? 1 : x - xi;
-    weights(p, ratio, p->scale[d], n, w);
-    // The n positions nearest x, ties to the smaller one (the reference's edge-padded
-    // neighbourhood), in coordinates of the unpadded input.
-    int pad = (n + 1) / 2;
-    double xp = x + pad, pp = floor(xp), frac = xp - pp;
-    int64_t off = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
-                             : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
-    *start = (int64_t)pp + off - pad;
-    if (p->exclude_outside && p->mode != MODE_NEAREST) {
-        double sum = 0;
-        for (int k = 0; k < n; k++) {
-            int64_t at = *start + k;
-            if (at < 0 || at >= p->in[d])
-                w[k] = 0;
-            sum += w[k];
-        }
-        for (int k = 0; k < n; k++)
-            w[k] /= sum == 0 ? 1 : sum;
-    }
-    return true;
-}
-
-static int64_t clamp_index(int64_t v, int64_t hi) {
-    return v < 0 ? 0 : v > hi ? hi : v;
-}
-
-// The reference leaves an axis alone when its scale is 1 (math.isclose), its size unchanged and
-// its roi (tf_crop_and_resize) the whole axis.
-static bool axis_is_identity(const ResizePlan *p, int d) {
-    double a = p->scale[d], r1 = p->roi[d][1];
-    bool one = fabs(a - 1) <= 1e-9 * fmax(fabs(a), 1.0);
-    bool whole = p->coord != CT_TF_CROP_AND_RESIZE ||
-                 (p->roi[d][0] == 0 && fabs(r1 - 1) <= 1e-9 * fmax(fabs(r1), 1.0));
-    return one && p->out[d] == p->in[d] && whole;
-}
-
 // Nearest: the source index per output position and axis (-1: the extrapolation value).
-static int resize_nearest(FissionCtx *fc, const ResizePlan *p, double extrapolation) {
+static int resize_nearest(FissionCtx *fc, const ResizePlan *p) {
     const Tensor *X = fc_in_t(fc, 0), *Y = fc_out_t(fc, 0);
     int64_t *tables[ORCH_MAX_RANK] = {NULL};
     for (int d = 0; d < X->rank; d++) {
-        if (axis_is_identity(p, d))
+        if (resize_axis_is_identity(p, d))
             continue;
         tables[d] = xmalloc(sizeof(int64_t) * (size_t)(Y->dims[d] + 1));
-        for (int64_t o = 0; o < Y->dims[d]; o++) {
-            double w[2];
-            int64_t start;
-            bool inside = window_at(p, d, o, 2, w, &start);
-            tables[d][o] = inside ? clamp_index(start + (w[0] ? 0 : 1), p->in[d] - 1) : -1;
-        }
+        for (int64_t o = 0; o < Y->dims[d]; o++)
+            tables[d][o] = resize_nearest_source(p, d, o);
     }
-    fc_set_out(fc, 0, pb_table(&fc->b, fc_in(fc, 0), Y->dims, tables, extrapolation));
+    fc_set_out(fc, 0, pb_table(&fc->b, fc_in(fc, 0), Y->dims, tables, p->extrapolation));
     free_tables(X->rank, tables);
     return ST_OK;
 }
@@ -574,10 +256,9 @@ static int resize_nearest(FissionCtx *fc, const ResizePlan *p, double extrapolat
 // Linear or cubic along axis d of x: one table and one weight per tap, summed in tap order as
 // the reference does. An output position outside the roi reads the extrapolation value (the
 // tables' pad value) with weight 1 on the first tap and 0 on the others.
-static int interpolate_axis(FissionCtx *fc, const ResizePlan *p, int d, int x,
-                            double extrapolation) {
+static int interpolate_axis(FissionCtx *fc, const ResizePlan *p, int d, int x) {
     const Tensor *X = pb_t(&fc->b, x);
-    int rank = X->rank, n = window_size(p, p->scale[d]);
+    int rank = X->rank, n = resize_taps_per_output(p, d);
     int64_t out = p->out[d], dims[ORCH_MAX_RANK], wdims[ORCH_MAX_RANK];
     memcpy(dims, X->dims, sizeof(int64_t) * (size_t)rank);
     dims[d] = out;
@@ -586,51 +267,57 @@ static int interpolate_axis(FissionCtx *fc, const ResizePlan *p, int d, int x,
     for (int k = 1; k < rank - d; k++)
         wdims[k] = 1;
     double *w = xmalloc(sizeof(double) * (size_t)(out * n + 1));
-    int64_t *start = xmalloc(sizeof(int64_t) * (size_t)(out + 1));
+    int64_t *src = xmalloc(sizeof(int64_t) * (size_t)(out * n + 1));
     bool *inside = xmalloc((size_t)out + 1);
     int64_t *tables[ORCH_MAX_RANK] = {NULL};
     tables[d] = xmalloc(sizeof(int64_t) * (size_t)(out + 1));
     void *wk = xmalloc(dtype_size(X->dtype) * (size_t)(out + 1));
     for (int64_t o = 0; o < out; o++)
-        inside[o] = window_at(p, d, o, n, w + o * n, &start[o]);
+        inside[o] = resize_taps(p, d, o, src + o * n, w + o * n);
     int y = -1;
     for (int k = 0; k < n; k++) {
         for (int64_t o = 0; o < out; o++) {
-            tables[d][o] = inside[o] ? clamp_index(start[o] + k, p->in[d] - 1) : -1;
+            tables[d][o] = inside[o] ? src[o * n + k] : -1;
             elem_set_f64(X->dtype, wk, o, inside[o] ? w[o * n + k] : k == 0);
         }
-        int g = pb_table(&fc->b, x, dims, tables, extrapolation);
+        int g = pb_table(&fc->b, x, dims, tables, p->extrapolation);
         int t = pb_ew2(&fc->b, EW_MUL, pb_const(&fc->b, X->dtype, rank - d, wdims, wk), g);
         y = k == 0 ? t : pb_ew2(&fc->b, EW_ADD, y, t);
     }
     free(w);
-    free(start);
+    free(src);
     free(inside);
     free(wk);
     free_tables(rank, tables);
     return y;
 }
 
+// Scales, sizes and a tf_crop_and_resize roi must be constants.
 static int rule_resize(FissionCtx *fc) {
     ResizePlan p;
-    const Tensor *X = fc_in_t(fc, 0);
-    if (!resize_plan(fc, &p))
+    Err e = {0};
+    const Tensor *X = fc_in_t(fc, 0), *roi = fc_in_t(fc, 1);
+    if (resize_plan(fc->g, fc->n, &p, &e) != ST_OK)
         return ST_UNSUPPORTED;
-    double extrapolation = node_attr_f(fc->n, "extrapolation_value", 0.0f);
-    if (p.mode == MODE_NEAREST)
-        return resize_nearest(fc, &p, extrapolation);
+    if (p.coord == RESIZE_TF_CROP_AND_RESIZE) {
+        if (roi->kind != TK_CONST)
+            return ST_UNSUPPORTED;
+        resize_set_roi(&p, roi->dtype, roi->data);
+    }
+    if (p.mode == RESIZE_NEAREST)
+        return resize_nearest(fc, &p);
     // Float32 and double only (half precision would round between taps); a non-finite
     // extrapolation value would turn into NaN under a zero weight.
     if ((X->dtype != DT_FLOAT && X->dtype != DT_DOUBLE) ||
-        (p.coord == CT_TF_CROP_AND_RESIZE && !isfinite(extrapolation)))
+        (p.coord == RESIZE_TF_CROP_AND_RESIZE && !isfinite(p.extrapolation)))
         return ST_UNSUPPORTED;
     for (int d = 0; d < X->rank; d++)
-        if (!axis_is_identity(&p, d) && window_size(&p, p.scale[d]) > RESIZE_MAX_TAPS)
+        if (!resize_axis_is_identity(&p, d) && resize_taps_per_output(&p, d) > RESIZE_MAX_TAPS)
             return ST_UNSUPPORTED;
     int y = fc_in(fc, 0);
     for (int d = 0; d < X->rank; d++)
-        if (!axis_is_identity(&p, d))
-            y = interpolate_axis(fc, &p, d, y, extrapolation);
+        if (!resize_axis_is_identity(&p, d))
+            y = interpolate_axis(fc, &p, d, y);
     fc_set_out(fc, 0, y);
     return ST_OK;
 }

@@ -1,8 +1,10 @@
 // Fission rules for linear ONNX ops: MatMul, Gemm, Conv, ConvTranspose, Einsum (matmul forms)
 // become LINEAR primitives with LAYOUT (transposes, unit axes) and ELEMWISE (bias, alpha/beta)
 // primitives around them. Shapes and attributes were validated by src/ops/linear.c; the
-// convolution padding is computed here exactly as its conv_geom does.
+// convolution parameters come from its conv_geom (src/ops/linear.h).
 #include "fission.h"
+
+#include "../ops/linear.h"
 
 #include <string.h>
 
@@ -63,75 +65,27 @@ static int rule_gemm(FissionCtx *fc) {
 
 // ---- Conv, ConvTranspose ----
 
-static int64_t floor_div(int64_t a, int64_t b) { // b > 0
-    return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
-// An ints attribute of `count` values, or dflt for each when absent.
-static void spatial_attr(const Node *n, const char *name, int count, int64_t dflt, int64_t *v) {
-    const int64_t *a;
-    int len = node_attr_ints(n, name, &a);
-    for (int i = 0; i < count; i++)
-        v[i] = len == count ? a[i] : dflt;
-}
-
-// The convolution parameters as linear.c's conv_geom derives them: explicit pads, or auto_pad
-// SAME_UPPER/SAME_LOWER (the odd element at the end/start) and VALID; for the transposed form
-// also output_padding and output_shape, whose padding trims the full result to that size.
-// pad_end is the padding that, with pad_begin, gives the output size (an informative value: the
-// output dims decide).
-static void conv_params(const FissionCtx *fc, bool transposed, LinearParams *lp) {
-    const Node *n = fc->n;
-    const Tensor *X = fc_in_t(fc, 0), *W = fc_in_t(fc, 1), *Y = fc_out_t(fc, 0);
-    int S = X->rank - 2;
+// The convolution parameters from linear.c's geometry: explicit pads, or auto_pad SAME_UPPER /
+// SAME_LOWER / VALID; for the transposed form also output_padding and output_shape, whose padding
+// trims the full result to that size. pad_end is informative (the output dims decide). A node
+// the geometry rejects (its shape rule accepted it) would stay opaque.
+static bool conv_params(const FissionCtx *fc, bool transposed, LinearParams *lp) {
+    ConvGeom c;
+    Err e = {0};
+    if (conv_geom(fc->g, fc->n, transposed, true, &c, &e) != ST_OK)
+        return false;
     memset(lp, 0, sizeof *lp);
     lp->op = transposed ? LIN_CONV_TRANSPOSE : LIN_CONV;
-    lp->n_spatial = S;
-    lp->group = (int)node_attr_i(n, "group", 1);
-    int64_t pads[2 * PRIM_MAX_SPATIAL], out_pad[PRIM_MAX_SPATIAL];
-    spatial_attr(n, "strides", S, 1, lp->stride);
-    spatial_attr(n, "dilations", S, 1, lp->dilation);
-    spatial_attr(n, "pads", 2 * S, 0, pads);
-    spatial_attr(n, "output_padding", S, 0, out_pad);
-    const char *auto_pad = node_attr_s(n, "auto_pad", "NOTSET");
-    bool same_upper = strcmp(auto_pad, "SAME_UPPER") == 0;
-    bool same = same_upper || strcmp(auto_pad, "SAME_LOWER") == 0;
-    bool valid = strcmp(auto_pad, "VALID") == 0;
-    const int64_t *os = NULL;
-    int n_os = transposed ? node_attr_ints(n, "output_shape", &os) : -1;
-    if (n_os == S + 2) {
-        os += 2;
-        n_os = S;
+    lp->n_spatial = c.S;
+    lp->group = (int)c.group;
+    for (int d = 0; d < c.S; d++) {
+        lp->stride[d] = c.stride[d];
+        lp->dilation[d] = c.dil[d];
+        lp->pad_begin[d] = c.pad[d];
+        lp->pad_end[d] = c.pad_end[d];
+        lp->out_pad[d] = c.out_pad[d];
     }
-    for (int d = 0; d < S; d++) {
-        int64_t in = X->dims[2 + d], stride = lp->stride[d], out;
-        int64_t dk = (W->dims[2 + d] - 1) * lp->dilation[d] + 1; // the dilated kernel's extent
-        int64_t pb = valid ? 0 : pads[d], pe = valid ? 0 : pads[S + d];
-        if (!transposed) {
-            if (same) {
-                out = (in + stride - 1) / stride;
-                int64_t total = ORCH_MAX(0, (out - 1) * stride + dk - in);
-                pb = same_upper ? total / 2 : total - total / 2;
-                pe = total - pb;
-            } else {
-                out = (in + pb + pe - dk) / stride + 1;
-            }
-        } else {
-            lp->out_pad[d] = out_pad[d];
-            int64_t full = stride * (in - 1) + out_pad[d] + dk;
-            if (n_os >= 0 || same) {
-                out = n_os >= 0 ? os[d] : in * stride;
-                int64_t total = full - out;
-                pb = same_upper ? floor_div(total, 2) : total - floor_div(total, 2);
-                pe = total - pb;
-            } else {
-                out = full - pb - pe;
-            }
-        }
-        ORCH_ASSERT(out == Y->dims[2 + d]);
-        lp->pad_begin[d] = pb;
-        lp->pad_end[d] = pe;
-    }
+    return true;
 }
 
 // Conv and ConvTranspose: the LINEAR primitive, then the bias (input 2, [M]) added as [M, 1..1]
@@ -141,7 +95,8 @@ static int conv_rule(FissionCtx *fc, bool transposed) {
         return ST_UNSUPPORTED;
     const Tensor *Y = fc_out_t(fc, 0);
     LinearParams lp;
-    conv_params(fc, transposed, &lp);
+    if (!conv_params(fc, transposed, &lp))
+        return ST_UNSUPPORTED;
     int y = pb_conv(&fc->b, &lp, fc_in(fc, 0), fc_in(fc, 1), Y->dims);
     int bias = fc_in(fc, 2);
     if (bias >= 0) {

@@ -1,7 +1,10 @@
 // Layout ONNX ops: the ops_layout table (this file, shape_ops.c, indexing.c, resize.c) and the
 // ops that rearrange elements without looking at them: Identity, Dropout, Shape, Transpose,
 // Concat, Split, Slice, Expand, Tile, Pad, DepthToSpace, SpaceToDepth, ReverseSequence.
-// Kernels copy elements of dtype_size() bytes, so every stored dtype works.
+// Kernels copy elements of dtype_size() bytes, so every stored dtype works; the plans of Slice,
+// Split and Pad (layout.h) are shared with their fission rules.
+#include "layout.h"
+
 #include "layout_internal.h"
 
 #include <stdlib.h>
@@ -50,6 +53,32 @@ void layout_gather_view(void *dst, const void *src, size_t esize, int rank, cons
             if (++idx[d] < dims[d])
                 break;
             off -= strides[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+void layout_gather_maps(void *dst, const void *src, size_t esize, int rank, const int64_t *in_dims,
+                        const int64_t *out_dims, int64_t *const *maps, const void *value) {
+    int64_t strides[ORCH_MAX_RANK], idx[ORCH_MAX_RANK] = {0}, numel = 1;
+    layout_strides(rank, in_dims, strides);
+    for (int d = 0; d < rank; d++)
+        numel *= out_dims[d];
+    char *y = dst;
+    const char *x = src;
+    for (int64_t k = 0; k < numel; k++) {
+        int64_t off = 0;
+        bool inside = true;
+        for (int d = 0; d < rank; d++) {
+            int64_t s = maps[d][idx[d]];
+            inside = inside && s >= 0;
+            off += s * strides[d];
+        }
+        memcpy(y + (size_t)k * esize, inside ? x + (size_t)off * esize : (const char *)value,
+               esize);
+        for (int d = rank - 1; d >= 0; d--) {
+            if (++idx[d] < out_dims[d])
+                break;
             idx[d] = 0;
         }
     }
@@ -339,9 +368,7 @@ static int run_concat(const OpRun *r, Err *e) {
     return ST_OK;
 }
 
-// Split sizes, one per output (sizes holds n_out + 1): the split attribute (< 13) or input
-// (>= 13), else equal parts; from opset 18 parts of ceil(dim / outputs) with a smaller last one.
-static int split_sizes(const Graph *g, const Node *n, const Tensor *x, int axis, int64_t *sizes,
+int layout_split_sizes(const Graph *g, const Node *n, const Tensor *x, int axis, int64_t *sizes,
                        Err *e) {
     int count = n->n_out, given = -1;
     int64_t dim = x->dims[axis];
@@ -402,7 +429,7 @@ static int infer_split(Graph *g, Node *n, Err *e) {
     if ((rc = op_axis(n, node_attr_i(n, "axis", 0), x->rank, "axis", &axis, e)))
         return rc;
     int64_t *sizes = xmalloc(sizeof(int64_t) * (size_t)(n->n_out + 1));
-    rc = split_sizes(g, n, x, axis, sizes, e);
+    rc = layout_split_sizes(g, n, x, axis, sizes, e);
     for (int i = 0; i < n->n_out && rc == ST_OK; i++) {
         int64_t dims[ORCH_MAX_RANK];
         memcpy(dims, x->dims, sizeof dims);
@@ -422,7 +449,7 @@ static int run_split(const OpRun *r, Err *e) {
     if (axis < 0)
         axis += x->rank;
     int64_t *sizes = xmalloc(sizeof(int64_t) * (size_t)(count + 1));
-    int rc = split_sizes(r->g, r->n, x, axis, sizes, e);
+    int rc = layout_split_sizes(r->g, r->n, x, axis, sizes, e);
     char **pieces = xmalloc(sizeof(char *) * (size_t)count);
     for (int i = 0; i < count; i++)
         pieces[i] = r->out[i] ? r->y[i] : NULL;
@@ -435,13 +462,7 @@ static int run_split(const OpRun *r, Err *e) {
 
 // ---- Slice ----
 
-typedef struct SlicePlan {
-    int64_t start[ORCH_MAX_RANK], step[ORCH_MAX_RANK], count[ORCH_MAX_RANK];
-} SlicePlan;
-
-// starts/ends/axes/steps (inputs 1-4, constant) to a start, step and count per axis, clamped as
-// the spec says: a positive step clamps to [0, dim], a negative one to [-1, dim - 1].
-static int slice_plan(const Graph *g, const Node *n, const Tensor *x, SlicePlan *p, Err *e) {
+int layout_slice_plan(const Graph *g, const Node *n, const Tensor *x, SlicePlan *p, Err *e) {
     int64_t starts[ORCH_MAX_RANK], ends[ORCH_MAX_RANK], axes[ORCH_MAX_RANK], steps[ORCH_MAX_RANK];
     int ns, ne, na, nst, rc;
     if ((rc = op_const_ints(g, n, 1, starts, ORCH_MAX_RANK, &ns, e)) ||
@@ -492,7 +513,7 @@ static int infer_slice(Graph *g, Node *n, Err *e) {
     const Tensor *x = node_input(g, n, 0);
     SlicePlan p;
     int rc = layout_need_storable(g, n, 0, e);
-    if (rc || (rc = slice_plan(g, n, x, &p, e)))
+    if (rc || (rc = layout_slice_plan(g, n, x, &p, e)))
         return rc;
     tensor_set_shape(node_output(g, n, 0), x->dtype, x->rank, p.count);
     return ST_OK;
@@ -501,7 +522,7 @@ static int infer_slice(Graph *g, Node *n, Err *e) {
 static int run_slice(const OpRun *r, Err *e) {
     const Tensor *x = r->in[0];
     SlicePlan p;
-    int rc = slice_plan(r->g, r->n, x, &p, e);
+    int rc = layout_slice_plan(r->g, r->n, x, &p, e);
     if (rc)
         return rc;
     int64_t strides[ORCH_MAX_RANK], offset = 0;
@@ -589,17 +610,9 @@ static int run_tile(const OpRun *r, Err *e) {
 
 // ---- Pad ----
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
-
 #define PAD_MAX ((int64_t)1 << 40) // larger pads cannot give a tensor orch could hold
 
-typedef struct PadPlan {
-    int mode;
-    int64_t begin[ORCH_MAX_RANK]; // negative: crop
-} PadPlan;
-
-// pads (input 1), axes (input 3, opset 18) and mode into the output shape and per-axis offsets.
-static int pad_plan(const Graph *g, const Node *n, const Tensor *x, PadPlan *p, int64_t *dims,
+int layout_pad_plan(const Graph *g, const Node *n, const Tensor *x, PadPlan *p, int64_t *dims,
                     Err *e) {
     const char *mode = node_attr_s(n, "mode", "constant");
     if (strcmp(mode, "constant") == 0)
@@ -652,7 +665,7 @@ static int infer_pad(Graph *g, Node *n, Err *e) {
     PadPlan p;
     int64_t dims[ORCH_MAX_RANK];
     int rc = layout_need_storable(g, n, 0, e);
-    if (rc || (rc = pad_plan(g, n, x, &p, dims, e)))
+    if (rc || (rc = layout_pad_plan(g, n, x, &p, dims, e)))
         return rc;
     if (value && (value->dtype != x->dtype || tensor_numel(value) > 1))
         return op_err(e, ST_INVALID, n, "constant_value '%s' must be one %s", value->name,
@@ -661,8 +674,7 @@ static int infer_pad(Graph *g, Node *n, Err *e) {
     return ST_OK;
 }
 
-// Input index for output position o of an axis of size dim padded by `begin`; -1: constant.
-static int64_t pad_source(int mode, int64_t o, int64_t begin, int64_t dim) {
+int64_t layout_pad_source(int mode, int64_t o, int64_t begin, int64_t dim) {
     int64_t s = o - begin;
     if (s >= 0 && s < dim)
         return s;
@@ -684,7 +696,7 @@ static int run_pad(const OpRun *r, Err *e) {
     const Tensor *x = r->in[0], *out = r->out[0];
     PadPlan p;
     int64_t dims[ORCH_MAX_RANK];
-    int rc = pad_plan(r->g, r->n, x, &p, dims, e);
+    int rc = layout_pad_plan(r->g, r->n, x, &p, dims, e);
     if (rc)
         return rc;
     size_t esize = dtype_size(x->dtype);
@@ -692,33 +704,13 @@ static int run_pad(const OpRun *r, Err *e) {
     const Tensor *vt = r->n->n_in > 2 ? r->in[2] : NULL;
     if (vt && tensor_numel(vt) == 1)
         memcpy(value, r->x[2], esize);
-    // Per-axis maps from output position to input position (-1: the constant).
-    int64_t *maps[ORCH_MAX_RANK], strides[ORCH_MAX_RANK], idx[ORCH_MAX_RANK] = {0};
-    layout_strides(x->rank, x->dims, strides);
+    int64_t *maps[ORCH_MAX_RANK];
     for (int d = 0; d < x->rank; d++) {
         maps[d] = xmalloc(sizeof(int64_t) * (size_t)(out->dims[d] + 1));
         for (int64_t o = 0; o < out->dims[d]; o++)
-            maps[d][o] = pad_source(p.mode, o, p.begin[d], x->dims[d]);
+            maps[d][o] = layout_pad_source(p.mode, o, p.begin[d], x->dims[d]);
     }
-    int64_t numel = tensor_numel(out);
-    char *y = r->y[0];
-    const char *src = r->x[0];
-    for (int64_t k = 0; k < numel; k++) {
-        int64_t off = 0;
-        bool inside = true;
-        for (int d = 0; d < x->rank; d++) {
-            int64_t s = maps[d][idx[d]];
-            inside = inside && s >= 0;
-            off += s * strides[d];
-        }
-        memcpy(y + (size_t)k * esize, inside ? src + (size_t)off * esize : (const char *)value,
-               esize);
-        for (int d = out->rank - 1; d >= 0; d--) {
-            if (++idx[d] < out->dims[d])
-                break;
-            idx[d] = 0;
-        }
-    }
+    layout_gather_maps(r->y[0], r->x[0], esize, x->rank, x->dims, out->dims, maps, value);
     for (int d = 0; d < x->rank; d++)
         free(maps[d]);
     return ST_OK;

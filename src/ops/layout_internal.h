@@ -16,6 +16,11 @@ void layout_strides(int rank, const int64_t *dims, int64_t *strides);
 // element of src at offset + sum(index[d] * strides[d]). Element offsets, esize bytes each.
 void layout_gather_view(void *dst, const void *src, size_t esize, int rank, const int64_t *dims,
                         const int64_t *strides, int64_t offset);
+// Copies into dense dst (dims out_dims) the elements of src (dims in_dims) that per-axis maps
+// pick: dst[i0, i1, ...] = src[maps[0][i0], maps[1][i1], ...], or the esize bytes at value where
+// any map gives -1 (Pad's constant, Resize's extrapolation).
+void layout_gather_maps(void *dst, const void *src, size_t esize, int rank, const int64_t *in_dims,
+                        const int64_t *out_dims, int64_t *const *maps, const void *value);
 // Reads a constant 1-D shape input (Reshape, Expand, ConstantOfShape) of at most ORCH_MAX_RANK
 // entries; more is ST_UNSUPPORTED.
 int layout_const_shape(const Graph *g, const Node *n, int i, int64_t *dims, int *count, Err *e);

@@ -292,10 +292,7 @@ static int64_t floor_div(int64_t a, int64_t b) { // b > 0
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-// Checks the shapes and attributes of Conv, ConvInteger (transposed false) or ConvTranspose and
-// computes the geometry, output sizes included. Input 2 is a bias when has_bias.
-static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bias, ConvGeom *c,
-                     Err *e) {
+int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bias, ConvGeom *c, Err *e) {
     const Tensor *x = node_input(g, n, 0), *w = node_input(g, n, 1);
     const Tensor *b = has_bias ? node_input(g, n, 2) : NULL;
     int rc;
@@ -383,6 +380,7 @@ static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bi
                 c->out[d] = (c->in[d] + c->stride[d] - 1) / c->stride[d];
                 int64_t total = ORCH_MAX(0, (c->out[d] - 1) * c->stride[d] + dk - c->in[d]);
                 pb = same_upper ? total / 2 : total - total / 2;
+                pe = total - pb;
             } else {
                 if (c->in[d] + pb + pe < dk)
                     return op_err(e, ST_INVALID, n,
@@ -392,6 +390,7 @@ static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bi
                 c->out[d] = (c->in[d] + pb + pe - dk) / c->stride[d] + 1;
             }
         } else {
+            c->out_pad[d] = out_pad[d];
             int64_t full = c->stride[d] * (c->in[d] - 1) + out_pad[d] + dk;
             if (n_os >= 0 || same) {
                 // Padding that trims the full result to the requested size; the odd element
@@ -399,6 +398,7 @@ static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bi
                 c->out[d] = n_os >= 0 ? os[d] : c->in[d] * c->stride[d];
                 int64_t total = full - c->out[d];
                 pb = same_upper ? floor_div(total, 2) : total - floor_div(total, 2);
+                pe = total - pb;
             } else {
                 c->out[d] = full - pb - pe;
             }
@@ -407,6 +407,7 @@ static int conv_geom(const Graph *g, const Node *n, bool transposed, bool has_bi
                               (long long)c->out[d], d);
         }
         c->pad[d] = pb;
+        c->pad_end[d] = pe;
     }
     c->in_pix = product(c->in, S);
     c->k_pix = product(c->k, S);

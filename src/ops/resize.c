@@ -1,36 +1,16 @@
 // Resize (opsets 11-21): nearest, linear and cubic interpolation over any axes, every coordinate
 // transformation mode, antialiasing, keep_aspect_ratio_policy and axes (opset 18). It follows the
 // ONNX reference (onnx/reference/ops/op_resize.py) step by step: one axis at a time in double,
-// each output position a weighted sum over a window of clamped input positions.
-// Nearest copies whole elements, so it runs on every dtype; linear and cubic on float dtypes.
+// each output position a weighted sum over a window of clamped input positions (that arithmetic,
+// resize.h, is shared with the fission rule). Nearest copies whole elements, so it runs on every
+// dtype; linear and cubic on float dtypes.
+#include "resize.h"
+
 #include "layout_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
-enum {
-    CT_HALF_PIXEL,
-    CT_HALF_PIXEL_SYMMETRIC,
-    CT_PYTORCH_HALF_PIXEL,
-    CT_ALIGN_CORNERS,
-    CT_ASYMMETRIC,
-    CT_TF_CROP_AND_RESIZE,
-    CT_TF_HALF_PIXEL_FOR_NN,
-};
-enum { NEAREST_PREFER_FLOOR, NEAREST_PREFER_CEIL, NEAREST_FLOOR, NEAREST_CEIL };
-
-typedef struct ResizePlan {
-    int mode, coord, nearest;
-    double cubic_a, extrapolation;
-    bool exclude_outside, antialias;
-    int rank, n_axes;
-    int axes[ORCH_MAX_RANK]; // the resized axes in the order scales/sizes/roi list them
-    int64_t in[ORCH_MAX_RANK], out[ORCH_MAX_RANK];
-    double scale[ORCH_MAX_RANK]; // per axis; 1 for axes not listed
-    bool roi_f32;                // roi arithmetic rounds to float32 (see source_coord)
-} ResizePlan;
 
 // Maps a string attribute to its index in names (NULL-terminated); -1 if absent from the list.
 static int pick(const char *s, const char *const *names) {
@@ -55,8 +35,8 @@ static int read_attrs(const Node *n, ResizePlan *p, Err *e) {
     p->nearest = pick(nearest, nearests);
     if (p->mode < 0)
         return op_err(e, ST_INVALID, n, "mode '%s' is not nearest, linear or cubic", mode);
-    if (p->coord < 0 || (p->coord == CT_TF_HALF_PIXEL_FOR_NN && n->opset >= 13) ||
-        (p->coord == CT_HALF_PIXEL_SYMMETRIC && n->opset < 19))
+    if (p->coord < 0 || (p->coord == RESIZE_TF_HALF_PIXEL_FOR_NN && n->opset >= 13) ||
+        (p->coord == RESIZE_HALF_PIXEL_SYMMETRIC && n->opset < 19))
         return op_err(e, ST_INVALID, n,
                       "coordinate_transformation_mode '%s' is not valid in opset %d", coord,
                       n->opset);
@@ -65,7 +45,7 @@ static int read_attrs(const Node *n, ResizePlan *p, Err *e) {
     p->cubic_a = node_attr_f(n, "cubic_coeff_a", -0.75f);
     p->extrapolation = node_attr_f(n, "extrapolation_value", 0.0f);
     p->exclude_outside = node_attr_i(n, "exclude_outside", 0) != 0;
-    p->antialias = node_attr_i(n, "antialias", 0) != 0 && p->mode != MODE_NEAREST;
+    p->antialias = node_attr_i(n, "antialias", 0) != 0 && p->mode != RESIZE_NEAREST;
     if (n->opset < 18 && (node_attr(n, "antialias") || node_attr(n, "axes") ||
                           node_attr(n, "keep_aspect_ratio_policy")))
         return op_err(e, ST_INVALID, n,
@@ -90,14 +70,14 @@ static const Tensor *given(const Graph *g, const Node *n, int i) {
 }
 
 // The output shape and per-axis scales from scales (input 2) or sizes (input 3), both constant.
-static int resize_plan(const Graph *g, const Node *n, ResizePlan *p, Err *e) {
+int resize_plan(const Graph *g, const Node *n, ResizePlan *p, Err *e) {
     const Tensor *x = node_input(g, n, 0), *scales = given(g, n, 2), *sizes = given(g, n, 3);
     int rc = layout_need_storable(g, n, 0, e);
     if (rc || (rc = read_attrs(n, p, e)))
         return rc;
     if (x->rank == 0)
         return op_err(e, ST_INVALID, n, "input must have rank 1 or more");
-    if (p->mode != MODE_NEAREST && !dtype_is_float(x->dtype))
+    if (p->mode != RESIZE_NEAREST && !dtype_is_float(x->dtype))
         return op_err(e, ST_UNSUPPORTED, n,
                       "%s interpolation of %s input is not supported (float dtypes only; nearest "
                       "runs on any dtype)",
@@ -119,7 +99,10 @@ static int resize_plan(const Graph *g, const Node *n, ResizePlan *p, Err *e) {
     for (int d = 0; d < x->rank; d++) {
         p->in[d] = p->out[d] = x->dims[d];
         p->scale[d] = 1.0;
+        p->roi[d][0] = 0;
+        p->roi[d][1] = 1;
     }
+    p->roi_f32 = false;
     if ((scales != NULL) == (sizes != NULL))
         return op_err(e, ST_INVALID, n, "exactly one of scales and sizes must be given");
     const Tensor *src = scales ? scales : sizes;
@@ -182,7 +165,7 @@ int layout_infer_resize(Graph *g, Node *n, Err *e) {
     if (rc)
         return rc;
     const Tensor *x = node_input(g, n, 0), *roi = given(g, n, 1);
-    if (p.coord == CT_TF_CROP_AND_RESIZE &&
+    if (p.coord == RESIZE_TF_CROP_AND_RESIZE &&
         (!roi || tensor_numel(roi) != 2 * p.n_axes || !dtype_is_float(roi->dtype)))
         return op_err(e, ST_INVALID, n, "tf_crop_and_resize needs a float roi of %d values",
                       2 * p.n_axes);
@@ -192,27 +175,18 @@ int layout_infer_resize(Graph *g, Node *n, Err *e) {
 
 // ---- one axis ----
 
-// The window of one output position: n weights over input positions start..start+n-1 (to be
-// clamped), or extrapolated (tf_crop_and_resize outside the input).
-typedef struct Window {
-    int n;          // weights per output position, the same along an axis
-    int64_t *start; // [out]
-    double *w;      // [out * n]
-    bool *outside;  // [out]
-} Window;
-
 static double narrow(const ResizePlan *p, double v) {
     return p->roi_f32 ? (double)(float)v : v;
 }
 
-static double source_coord(const ResizePlan *p, int d, int64_t o, const double *roi,
-                           bool *outside) {
+static double source_coord(const ResizePlan *p, int d, int64_t o, bool *outside) {
     double in = (double)p->in[d], scale = p->scale[d], out_w = scale * in, y = (double)o, x;
+    const double *roi = p->roi[d];
     *outside = false;
     switch (p->coord) {
-    case CT_ALIGN_CORNERS: x = out_w == 1 ? 0 : y * (in - 1) / (out_w - 1); break;
-    case CT_ASYMMETRIC: x = y / scale; break;
-    case CT_TF_CROP_AND_RESIZE: {
+    case RESIZE_ALIGN_CORNERS: x = out_w == 1 ? 0 : y * (in - 1) / (out_w - 1); break;
+    case RESIZE_ASYMMETRIC: x = y / scale; break;
+    case RESIZE_TF_CROP_AND_RESIZE: {
         // The reference does the roi-only arithmetic in roi's dtype (numpy float32 scalars);
         // it decides ties of nearest, so it is reproduced.
         double span = narrow(p, roi[1] - roi[0]), base = narrow(p, roi[0] * (in - 1));
@@ -223,13 +197,13 @@ static double source_coord(const ResizePlan *p, int d, int64_t o, const double *
     }
     // A length-1 output reads coordinate 0 as the spec and ONNX Runtime say (the onnx
     // reference evaluator uses -0.5, which only cubic and antialias windows can tell apart).
-    case CT_PYTORCH_HALF_PIXEL: x = out_w == 1 ? 0.0 : (y + 0.5) / scale - 0.5; break;
-    case CT_HALF_PIXEL_SYMMETRIC: {
+    case RESIZE_PYTORCH_HALF_PIXEL: x = out_w == 1 ? 0.0 : (y + 0.5) / scale - 0.5; break;
+    case RESIZE_HALF_PIXEL_SYMMETRIC: {
         double adjustment = (double)p->out[d] / out_w, center = in / 2;
         x = center * (1 - adjustment) + (y + 0.5) / scale - 0.5;
         break;
     }
-    case CT_TF_HALF_PIXEL_FOR_NN: x = (y + 0.5) / scale; break;
+    case RESIZE_TF_HALF_PIXEL_FOR_NN: x = (y + 0.5) / scale; break;
     default: x = (y + 0.5) / scale - 0.5; break;
     }
     return x;
@@ -245,34 +219,33 @@ static double cubic_weight(double x, double A) {
     return 0;
 }
 
-// Window size: 2 for nearest and linear, 4 for cubic, wider when antialiasing a downscale.
-static int window_size(const ResizePlan *p, double scale) {
-    double s = fmin(scale, 1.0);
-    if (p->antialias && p->mode == MODE_LINEAR)
+int resize_taps_per_output(const ResizePlan *p, int d) {
+    double s = fmin(p->scale[d], 1.0);
+    if (p->antialias && p->mode == RESIZE_LINEAR)
         return 2 - 2 * (int)(floor(-1 / s) + 1);
-    if (p->antialias && p->mode == MODE_CUBIC)
+    if (p->antialias && p->mode == RESIZE_CUBIC)
         return 2 - 2 * (int)(floor(-2 / s) + 1);
-    return p->mode == MODE_CUBIC ? 4 : 2;
+    return p->mode == RESIZE_CUBIC ? 4 : 2;
 }
 
 // Weights for the fraction `ratio` in (0, 1] of the source position past the window's centre.
 static void weights(const ResizePlan *p, double ratio, double scale, int n, double *w) {
     double A = p->cubic_a, s = fmin(scale, 1.0), sum = 0;
-    if (p->mode == MODE_NEAREST) {
+    if (p->mode == RESIZE_NEAREST) {
         bool ceil_side;
         if (ratio == 1)
             ceil_side = true;
-        else if (p->nearest == NEAREST_PREFER_FLOOR)
+        else if (p->nearest == RESIZE_PREFER_FLOOR)
             ceil_side = ratio > 0.5;
-        else if (p->nearest == NEAREST_PREFER_CEIL)
+        else if (p->nearest == RESIZE_PREFER_CEIL)
             ceil_side = ratio >= 0.5;
         else
-            ceil_side = p->nearest == NEAREST_CEIL;
+            ceil_side = p->nearest == RESIZE_CEIL;
         w[0] = !ceil_side;
         w[1] = ceil_side;
         return;
     }
-    if (!p->antialias && p->mode == MODE_LINEAR) {
+    if (!p->antialias && p->mode == RESIZE_LINEAR) {
         w[0] = 1 - ratio;
         w[1] = ratio;
         return;
@@ -285,64 +258,54 @@ static void weights(const ResizePlan *p, double ratio, double scale, int n, doub
         w[3] = ((A * q1 - 5 * A) * q1 + 8 * A) * q1 - 4 * A;
         return;
     }
-    int first = p->mode == MODE_LINEAR ? (int)(floor(-1 / s) + 1) : (int)(floor(-2 / s) + 1);
+    int first = p->mode == RESIZE_LINEAR ? (int)(floor(-1 / s) + 1) : (int)(floor(-2 / s) + 1);
     for (int i = 0; i < n; i++) {
         double arg = ((double)(first + i) - ratio) * s;
-        w[i] = p->mode == MODE_LINEAR ? fmin(fmax(1 - fabs(arg), 0), 1) : cubic_weight(arg, A);
+        w[i] = p->mode == RESIZE_LINEAR ? fmin(fmax(1 - fabs(arg), 0), 1) : cubic_weight(arg, A);
         sum += w[i];
     }
     for (int i = 0; i < n; i++)
         w[i] /= sum;
 }
 
-static int window_build(const ResizePlan *p, int d, const double *roi, Window *win) {
-    int64_t out = p->out[d];
-    int n = window_size(p, p->scale[d]);
-    win->n = n;
-    win->start = malloc(sizeof(int64_t) * (size_t)(out + 1));
-    win->w = malloc(sizeof(double) * (size_t)(out * n + 1));
-    win->outside = malloc(sizeof(bool) * (size_t)(out + 1));
-    if (!win->start || !win->w || !win->outside)
-        return ST_RUNTIME;
-    for (int64_t o = 0; o < out; o++) {
-        double x = source_coord(p, d, o, roi, &win->outside[o]);
-        if (win->outside[o] || isnan(x)) { // a NaN roi extrapolates too; the window is unused
-            win->outside[o] = true;
-            x = 0;
-        }
-        double xi = floor(x), ratio = x == xi ? 1 : x - xi;
-        double *w = win->w + o * n;
-        weights(p, ratio, p->scale[d], n, w);
-        // The n positions nearest x, ties to the smaller one (the reference's edge-padded
-        // neighbourhood), in coordinates of the unpadded input.
-        int pad = (n + 1) / 2;
-        double xp = x + pad, pp = floor(xp), frac = xp - pp;
-        int64_t off = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
-                                 : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
-        win->start[o] = (int64_t)pp + off - pad;
-        if (p->exclude_outside && p->mode != MODE_NEAREST) {
-            double sum = 0;
-            for (int k = 0; k < n; k++) {
-                int64_t at = win->start[o] + k;
-                if (at < 0 || at >= p->in[d])
-                    w[k] = 0;
-                sum += w[k];
-            }
-            for (int k = 0; k < n; k++)
-                w[k] /= sum == 0 ? 1 : sum;
-        }
-    }
-    return ST_OK;
-}
-
-static void window_free(Window *win) {
-    free(win->start);
-    free(win->w);
-    free(win->outside);
-}
-
 static int64_t clamp(int64_t v, int64_t hi) {
     return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+bool resize_taps(const ResizePlan *p, int d, int64_t o, int64_t *src, double *w) {
+    bool outside;
+    double x = source_coord(p, d, o, &outside);
+    if (outside || isnan(x)) // a NaN roi extrapolates too
+        return false;
+    int n = resize_taps_per_output(p, d);
+    double xi = floor(x), ratio = x == xi ? 1 : x - xi;
+    weights(p, ratio, p->scale[d], n, w);
+    // The n positions nearest x, ties to the smaller one (the reference's edge-padded
+    // neighbourhood), in coordinates of the unpadded input.
+    int pad = (n + 1) / 2;
+    double xp = x + pad, pp = floor(xp), frac = xp - pp;
+    int64_t off = n % 2 == 0 ? (frac == 0 ? -(n / 2) : -(n / 2) + 1)
+                             : (frac <= 0.5 ? -((n - 1) / 2) : -((n - 1) / 2) + 1);
+    int64_t start = (int64_t)pp + off - pad;
+    if (p->exclude_outside && p->mode != RESIZE_NEAREST) {
+        double sum = 0;
+        for (int k = 0; k < n; k++) {
+            if (start + k < 0 || start + k >= p->in[d])
+                w[k] = 0;
+            sum += w[k];
+        }
+        for (int k = 0; k < n; k++)
+            w[k] /= sum == 0 ? 1 : sum;
+    }
+    for (int k = 0; k < n; k++)
+        src[k] = clamp(start + k, p->in[d] - 1);
+    return true;
+}
+
+int64_t resize_nearest_source(const ResizePlan *p, int d, int64_t o) {
+    int64_t src[2];
+    double w[2];
+    return resize_taps(p, d, o, src, w) ? src[w[0] ? 0 : 1] : -1;
 }
 
 static bool is_close(double a, double b) {
@@ -351,78 +314,76 @@ static bool is_close(double a, double b) {
 
 // The reference leaves an axis alone when its scale is 1 (math.isclose), its size unchanged and
 // its roi (tf_crop_and_resize) the whole axis.
-static bool axis_is_identity(const ResizePlan *p, int d, const double *roi) {
-    bool whole = p->coord != CT_TF_CROP_AND_RESIZE || (roi[0] == 0 && is_close(roi[1], 1));
+bool resize_axis_is_identity(const ResizePlan *p, int d) {
+    const double *roi = p->roi[d];
+    bool whole = p->coord != RESIZE_TF_CROP_AND_RESIZE || (roi[0] == 0 && is_close(roi[1], 1));
     return is_close(p->scale[d], 1) && p->out[d] == p->in[d] && whole;
 }
 
-// Full-rank roi [start, end] pairs (input 1, read at run time): axes not listed keep [0, 1].
-static void read_roi(const OpRun *r, ResizePlan *p, double (*roi)[2]) {
-    for (int d = 0; d < p->rank; d++) {
-        roi[d][0] = 0;
-        roi[d][1] = 1;
-    }
-    const Tensor *t = r->in[1];
-    p->roi_f32 = false;
-    if (p->coord != CT_TF_CROP_AND_RESIZE)
-        return;
-    p->roi_f32 = t->dtype == DT_FLOAT;
+void resize_set_roi(ResizePlan *p, DType t, const void *roi) {
+    p->roi_f32 = t == DT_FLOAT;
     for (int i = 0; i < p->n_axes; i++) {
-        roi[p->axes[i]][0] = elem_get_f64(t->dtype, r->x[1], i);
-        roi[p->axes[i]][1] = elem_get_f64(t->dtype, r->x[1], p->n_axes + i);
+        p->roi[p->axes[i]][0] = elem_get_f64(t, roi, i);
+        p->roi[p->axes[i]][1] = elem_get_f64(t, roi, p->n_axes + i);
     }
 }
 
 // ---- kernels ----
 
 // Nearest: one input position per output position and axis; copies elements of any dtype.
-static int run_nearest(const OpRun *r, const ResizePlan *p, double (*roi)[2], Err *e) {
-    const Tensor *x = r->in[0], *out = r->out[0];
-    int64_t *src[ORCH_MAX_RANK] = {NULL}, strides[ORCH_MAX_RANK], idx[ORCH_MAX_RANK] = {0};
+static int run_nearest(const OpRun *r, const ResizePlan *p, Err *e) {
+    const Tensor *x = r->in[0];
+    int64_t *src[ORCH_MAX_RANK] = {NULL};
     int rc = ST_OK;
-    layout_strides(x->rank, x->dims, strides);
     for (int d = 0; d < p->rank && rc == ST_OK; d++) {
         src[d] = malloc(sizeof(int64_t) * (size_t)(p->out[d] + 1));
-        Window win = {0};
-        if (!src[d] || window_build(p, d, roi[d], &win)) {
+        if (!src[d]) {
             rc = op_err(e, ST_RUNTIME, r->n, "out of memory");
         } else {
-            bool identity = axis_is_identity(p, d, roi[d]);
+            bool identity = resize_axis_is_identity(p, d);
             for (int64_t o = 0; o < p->out[d]; o++)
-                src[d][o] = identity ? o
-                            : win.outside[o]
-                                ? -1
-                                : clamp(win.start[o] + (win.w[2 * o] ? 0 : 1), p->in[d] - 1);
-        }
-        window_free(&win);
-    }
-    size_t esize = dtype_size(x->dtype);
-    int64_t numel = rc ? 0 : tensor_numel(out);
-    for (int64_t k = 0; k < numel; k++) {
-        int64_t off = 0;
-        bool outside = false;
-        for (int d = 0; d < p->rank; d++) {
-            outside = outside || src[d][idx[d]] < 0;
-            off += src[d][idx[d]] * strides[d];
-        }
-        if (outside)
-            elem_set_f64(out->dtype, r->y[0], k, p->extrapolation);
-        else
-            memcpy((char *)r->y[0] + (size_t)k * esize, (const char *)r->x[0] + (size_t)off * esize,
-                   esize);
-        for (int d = out->rank - 1; d >= 0; d--) {
-            if (++idx[d] < out->dims[d])
-                break;
-            idx[d] = 0;
+                src[d][o] = identity ? o : resize_nearest_source(p, d, o);
         }
     }
+    unsigned char value[16] = {0};
+    elem_set_f64(x->dtype, value, 0, p->extrapolation);
+    if (rc == ST_OK)
+        layout_gather_maps(r->y[0], r->x[0], dtype_size(x->dtype), p->rank, x->dims, p->out, src,
+                           value);
     for (int d = 0; d < p->rank; d++)
         free(src[d]);
     return rc;
 }
 
+// The taps of every output position along one axis.
+typedef struct Window {
+    int n;         // taps per output position
+    int64_t *src;  // [out * n]
+    double *w;     // [out * n]
+    bool *outside; // [out]: reads the extrapolation value
+} Window;
+
+static int window_build(const ResizePlan *p, int d, Window *win) {
+    int64_t out = p->out[d];
+    int n = win->n = resize_taps_per_output(p, d);
+    win->src = malloc(sizeof(int64_t) * (size_t)(out * n + 1));
+    win->w = malloc(sizeof(double) * (size_t)(out * n + 1));
+    win->outside = malloc(sizeof(bool) * (size_t)(out + 1));
+    if (!win->src || !win->w || !win->outside)
+        return ST_RUNTIME;
+    for (int64_t o = 0; o < out; o++)
+        win->outside[o] = !resize_taps(p, d, o, win->src + o * n, win->w + o * n);
+    return ST_OK;
+}
+
+static void window_free(Window *win) {
+    free(win->src);
+    free(win->w);
+    free(win->outside);
+}
+
 // Linear and cubic: axis by axis in double, each a weighted sum over the axis' window.
-static int run_interpolate(const OpRun *r, const ResizePlan *p, double (*roi)[2], Err *e) {
+static int run_interpolate(const OpRun *r, const ResizePlan *p, Err *e) {
     const Tensor *x = r->in[0];
     int64_t dims[ORCH_MAX_RANK], numel = tensor_numel(x);
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
@@ -432,7 +393,7 @@ static int run_interpolate(const OpRun *r, const ResizePlan *p, double (*roi)[2]
     for (int64_t i = 0; i < numel; i++)
         cur[i] = elem_get_f64(x->dtype, r->x[0], i);
     for (int d = 0; d < p->rank; d++) {
-        if (axis_is_identity(p, d, roi[d]))
+        if (resize_axis_is_identity(p, d))
             continue;
         int64_t outer = 1, inner = 1, in = dims[d], out = p->out[d];
         for (int k = 0; k < d; k++)
@@ -441,7 +402,7 @@ static int run_interpolate(const OpRun *r, const ResizePlan *p, double (*roi)[2]
             inner *= dims[k];
         Window win = {0};
         double *next = malloc(sizeof(double) * (size_t)(outer * out * inner + 1));
-        if (!next || window_build(p, d, roi[d], &win)) {
+        if (!next || window_build(p, d, &win)) {
             free(next);
             free(cur);
             window_free(&win);
@@ -450,13 +411,14 @@ static int run_interpolate(const OpRun *r, const ResizePlan *p, double (*roi)[2]
         for (int64_t a = 0; a < outer; a++)
             for (int64_t o = 0; o < out; o++) {
                 const double *w = win.w + o * win.n;
+                const int64_t *src = win.src + o * win.n;
                 for (int64_t i = 0; i < inner; i++) {
                     double v = 0;
                     if (win.outside[o]) {
                         v = p->extrapolation;
                     } else {
                         for (int k = 0; k < win.n; k++)
-                            v += w[k] * cur[(a * in + clamp(win.start[o] + k, in - 1)) * inner + i];
+                            v += w[k] * cur[(a * in + src[k]) * inner + i];
                     }
                     next[(a * out + o) * inner + i] = v;
                 }
@@ -480,7 +442,8 @@ int layout_run_resize(const OpRun *r, Err *e) {
         return rc;
     if (tensor_numel(r->out[0]) == 0)
         return ST_OK;
-    double roi[ORCH_MAX_RANK][2];
-    read_roi(r, &p, roi);
-    return p.mode == MODE_NEAREST ? run_nearest(r, &p, roi, e) : run_interpolate(r, &p, roi, e);
+    // The roi is read at run time: it need not be a constant.
+    if (p.coord == RESIZE_TF_CROP_AND_RESIZE)
+        resize_set_roi(&p, r->in[1]->dtype, r->x[1]);
+    return p.mode == RESIZE_NEAREST ? run_nearest(r, &p, e) : run_interpolate(r, &p, e);
 }
