@@ -1,0 +1,18 @@
+// Functions shared between the files of src/candidates (not part of the stage's API).
+#ifndef ORCH_CANDIDATES_INTERNAL_H
+#define ORCH_CANDIDATES_INTERNAL_H
+
+#include "candidates.h"
+
+// signature.c: the hash of one primitive on its own (kind, parameters, output dtypes and
+// shapes), and the set's signature from precomputed primitive hashes (NULL: computed here).
+uint64_t cand_prim_hash(const PrimGraph *pg, const Prim *p);
+uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
+                               const uint64_t *prim_hash);
+
+// segments.c: assigns every primitive a segment, segments being runs of consecutive primitives
+// of at most max_segment; producer[t] is the primitive writing tensor t (-1: none). Returns the
+// number of segments.
+int cand_split(const PrimGraph *pg, const int *producer, int max_segment, int *segment_of_prim);
+
+#endif
