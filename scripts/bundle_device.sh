@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs a Release build of orch with the shared libraries the GPU machine may lack (protobuf-c, libgomp) into
+# Packs a Release build of orch with the shared libraries the GPU machine may lack into
 # .bundle/ (git-ignored), to be named in the device tool's `carry`. On the device:
 #   export LD_LIBRARY_PATH=$PWD/.bundle/lib:$LD_LIBRARY_PATH; .bundle/bin/orch ...
 set -euo pipefail
@@ -8,9 +8,14 @@ make all >/dev/null
 rm -rf .bundle
 mkdir -p .bundle/bin .bundle/lib
 cp build/orch .bundle/bin/
-for lib in libprotobuf-c.so.1 libgomp.so.1; do
-    path=$(ldd build/orch | awk -v l="$lib" '$1 == l {print $3}')
-    [ -n "$path" ] || { echo "bundle: $lib not linked?" >&2; exit 1; }
+# Every shared library orch links except the C runtime's own, which the device has (glibc 2.39):
+# protobuf-c, libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
+ldd build/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    case "$name" in
+    libc.so.*|libm.so.*|libpthread.so.*|librt.so.*|libdl.so.*|ld-linux*) continue ;;
+    # newer on the device and loaded by PyTorch in the same process: never shadow them
+    libstdc++.so.*|libgcc_s.so.*|libz.so.*|libbz2.so.*) continue ;;
+    esac
     cp -L "$path" .bundle/lib/
 done
 echo "bundle: $(du -sh .bundle | cut -f1) in .bundle/ (orch + $(ls .bundle/lib | tr '\n' ' '))"
