@@ -1,8 +1,10 @@
 // The `orch` command line: `info` describes a model, `run` executes it on the reference
-// interpreter (per operator, or per primitive after fission) with inputs from files (or random
-// ones) and checks outputs against expected files, `inspect` dumps the operator or primitive
-// graph as text and Graphviz dot/SVG.
+// interpreter (per operator, per primitive after fission, or kernel by kernel along an
+// orchestrated plan) with inputs from files (or random ones) and checks outputs against expected
+// files, `inspect` dumps any stage (operators, primitives, candidate kernels, the plan) as text
+// and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
+#include "../candidates/candidates.h"
 #include "../fission/dump.h"
 #include "../fission/fission.h"
 #include "../fission/passes.h"
@@ -10,7 +12,10 @@
 #include "../ir/stats.h"
 #include "../onnx/load.h"
 #include "../ops/ops.h"
+#include "../orchestrate/cost_model.h"
+#include "../orchestrate/orchestrate.h"
 #include "../runtime/interp.h"
+#include "../runtime/kernel_interp.h"
 #include "../runtime/npy.h"
 #include "../runtime/prim_interp.h"
 #include "orch.h"
@@ -30,29 +35,38 @@
 #define MAX_ARGS 64
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "orch %s — a tensor program optimizer for ONNX models\n"
-            "\n"
-            "usage:\n"
-            "  orch info MODEL.onnx [--input-shapes NAME:DIMS[,...]]\n"
-            "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
-            "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
-            "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
-            "           [--engine ops|prims] [--no-cleanup] [--attention-rewrite]\n"
-            "      runs the model on the reference interpreter (ops: per ONNX operator; prims:\n"
-            "      after fission and its clean-up passes, per primitive); FILE is .npy or\n"
-            "      TensorProto .pb; inputs not given are random (uniform in [-1, 1) from the\n"
-            "      printed seed)\n"
-            "  orch inspect MODEL.onnx [--stage ops|prims] [--dot FILE.dot] [--svg FILE.svg]\n"
-            "           [--input-shapes ...] [--no-cleanup] [--attention-rewrite]\n"
-            "      prints the folded operator graph (ops) or the primitive graph (prims, the\n"
-            "      default: counts per kind after fission and after clean-up, then one line per\n"
-            "      primitive); --dot writes Graphviz text, --svg renders it with Graphviz's dot\n"
-            "  orch version\n"
-            "\n"
-            "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch,\n"
-            "            5 runtime error\n",
-            ORCH_VERSION);
+    fprintf(
+        f,
+        "orch %s — a tensor program optimizer for ONNX models\n"
+        "\n"
+        "usage:\n"
+        "  orch info MODEL.onnx [--input-shapes NAME:DIMS[,...]]\n"
+        "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
+        "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
+        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
+        "           [--engine ops|prims|plan] [--no-cleanup] [--attention-rewrite]\n"
+        "           [--target cpu|cuda] [--device NAME] [--time-limit S]\n"
+        "      runs the model on the reference interpreter (ops: per ONNX operator; prims:\n"
+        "      after fission and its clean-up passes, per primitive; plan: kernel by kernel\n"
+        "      along the orchestrated plan, see inspect); FILE is .npy or TensorProto .pb;\n"
+        "      inputs not given are random (uniform in [-1, 1) from the printed seed)\n"
+        "  orch inspect MODEL.onnx [--stage ops|prims|candidates|plan] [--dot FILE.dot]\n"
+        "           [--svg FILE.svg] [--input-shapes ...] [--no-cleanup] [--attention-rewrite]\n"
+        "           [--target cpu|cuda] [--device NAME] [--time-limit S]\n"
+        "      prints the folded operator graph (ops), the primitive graph (prims, the\n"
+        "      default: counts per kind after fission and after clean-up, then one line per\n"
+        "      primitive), the candidate kernels (candidates: counts, segments) or the plan\n"
+        "      (plan: the binary linear program's result and the chosen kernels with the ONNX\n"
+        "      nodes they cover and their estimated cost); costs are roofline estimates for\n"
+        "      --device (h100, h200, a100, cpu; default: cpu for --target cpu, the default,\n"
+        "      h100 for --target cuda); --time-limit bounds the solver (default 60 s); --dot\n"
+        "      writes Graphviz text (candidates: segments as clusters; plan: kernels as\n"
+        "      coloured clusters), --svg renders it with Graphviz's dot\n"
+        "  orch version\n"
+        "\n"
+        "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch,\n"
+        "            5 runtime error\n",
+        ORCH_VERSION);
 }
 
 static int fail(const Err *e) {
@@ -82,15 +96,24 @@ typedef struct Args {
     uint64_t seed;
     bool seed_given;
     int repeat;
-    bool prims;      // --engine prims: run the primitive graph instead of the operators
-    bool no_cleanup; // --no-cleanup: the primitive graph exactly as fission made it
-    bool attention;  // --attention-rewrite: softmax division after the attention MatMul
-    bool stage_ops;  // inspect --stage ops (default: prims)
-    const char *dot; // inspect --dot FILE
-    const char *svg; // inspect --svg FILE
+    bool prims;         // --engine prims or plan: run the primitive graph instead of the operators
+    bool plan;          // --engine plan: kernel by kernel along the orchestrated selection
+    bool no_cleanup;    // --no-cleanup: the primitive graph exactly as fission made it
+    bool attention;     // --attention-rewrite: softmax division after the attention MatMul
+    int stage;          // inspect --stage (STAGE_*)
+    const char *target; // --target cpu|cuda (picks the default device)
+    const char *device; // --device NAME (cost model)
+    double time_limit;  // --time-limit S for the solver (0: its default)
+    const char *dot;    // inspect --dot FILE
+    const char *svg;    // inspect --svg FILE
 } Args;
 
 enum { CMD_INFO = 1, CMD_RUN = 2, CMD_INSPECT = 4 };
+enum { STAGE_PRIMS, STAGE_OPS, STAGE_CANDIDATES, STAGE_PLAN };
+static const char *const stage_names[] = {[STAGE_PRIMS] = "prims",
+                                          [STAGE_OPS] = "ops",
+                                          [STAGE_CANDIDATES] = "candidates",
+                                          [STAGE_PLAN] = "plan"};
 static const char *const cmd_names[] = {
     [CMD_INFO] = "info", [CMD_RUN] = "run", [CMD_INSPECT] = "inspect"};
 
@@ -116,6 +139,9 @@ static const Flag flags[] = {
     {"--no-cleanup", false, CMD_RUN | CMD_INSPECT},
     {"--attention-rewrite", false, CMD_RUN | CMD_INSPECT},
     {"--stage", true, CMD_INSPECT},
+    {"--target", true, CMD_RUN | CMD_INSPECT},
+    {"--device", true, CMD_RUN | CMD_INSPECT},
+    {"--time-limit", true, CMD_RUN | CMD_INSPECT},
     {"--dot", true, CMD_INSPECT},
     {"--svg", true, CMD_INSPECT},
 };
@@ -195,13 +221,32 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
                 return usage_error("--repeat expects 1 to 100000, got '%s'", v);
             a->repeat = (int)r;
         } else if (strcmp(s, "--engine") == 0) {
-            if (strcmp(v, "prims") != 0 && strcmp(v, "ops") != 0)
-                return usage_error("--engine expects 'ops' or 'prims', got '%s'", v);
-            a->prims = strcmp(v, "prims") == 0;
+            if (strcmp(v, "prims") != 0 && strcmp(v, "ops") != 0 && strcmp(v, "plan") != 0)
+                return usage_error("--engine expects 'ops', 'prims' or 'plan', got '%s'", v);
+            a->plan = strcmp(v, "plan") == 0;
+            a->prims = a->plan || strcmp(v, "prims") == 0;
         } else if (strcmp(s, "--stage") == 0) {
-            if (strcmp(v, "prims") != 0 && strcmp(v, "ops") != 0)
-                return usage_error("--stage expects 'ops' or 'prims', got '%s'", v);
-            a->stage_ops = strcmp(v, "ops") == 0;
+            a->stage = -1;
+            for (int k = 0; k < (int)ORCH_COUNT(stage_names); k++)
+                if (strcmp(v, stage_names[k]) == 0)
+                    a->stage = k;
+            if (a->stage < 0)
+                return usage_error(
+                    "--stage expects 'ops', 'prims', 'candidates' or 'plan', got '%s'", v);
+        } else if (strcmp(s, "--target") == 0) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+                return usage_error("--target expects 'cpu' or 'cuda', got '%s'", v);
+            a->target = v;
+        } else if (strcmp(s, "--device") == 0) {
+            if (!cost_model_find(v)) {
+                char what[200];
+                snprintf(what, sizeof what, "--device: no cost model for '%.60s' (known: %s)", v,
+                         cost_model_names());
+                return usage_error("%s", what);
+            }
+            a->device = v;
+        } else if (strcmp(s, "--time-limit") == 0) {
+            rc = parse_double(v, s, &a->time_limit);
         } else if (strcmp(s, "--no-cleanup") == 0) {
             a->no_cleanup = true;
         } else if (strcmp(s, "--attention-rewrite") == 0) {
@@ -438,15 +483,53 @@ static int build_prims(const Args *a, const Graph *g, PrimGraph **pg, FissionSta
     return rc;
 }
 
+// The device the cost model estimates for: --device, else the target's (cuda: h100, cpu: this
+// machine's CPU).
+static const Device *plan_device(const Args *a) {
+    if (a->device)
+        return cost_model_find(a->device);
+    return cost_model_find(a->target && strcmp(a->target, "cuda") == 0 ? "h100" : "cpu");
+}
+
+// Candidate kernels of the primitive graph with their estimated costs, then (sel != NULL) the
+// binary linear program's selection.
+static int build_plan(const Args *a, const PrimGraph *pg, CandidateSet **cs, Selection *sel,
+                      Err *e) {
+    CandRules rules = cand_rules_default();
+    int rc = cand_enumerate(pg, &rules, 0, cs, e);
+    if (rc)
+        return rc;
+    cost_model_fill(*cs, plan_device(a));
+    OrchOptions oo = {.time_limit = a->time_limit, .log_level = 0};
+    return sel ? orchestrate(*cs, &oo, sel, e) : ST_OK;
+}
+
+// --target, --device and --time-limit only mean something where there is a plan.
+static int check_plan_flags(const Args *a, bool plan, const char *where) {
+    const char *flag = a->target           ? "--target"
+                       : a->device         ? "--device"
+                       : a->time_limit > 0 ? "--time-limit"
+                                           : NULL;
+    if (flag && !plan) {
+        char what[160];
+        snprintf(what, sizeof what, "%s applies to %s only", flag, where);
+        return usage_error("%s", what);
+    }
+    return ST_OK;
+}
+
 static int cmd_run(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_RUN, &a);
-    if (rc)
+    if (rc || (rc = check_plan_flags(&a, a.plan, "--engine plan")))
         return rc;
     Err e = {0};
     HostTensor files[MAX_ARGS] = {0}, refs[MAX_ARGS] = {0};
     Graph *g = NULL;
     PrimGraph *pg = NULL;
+    CandidateSet *cs = NULL;
+    Selection sel;
+    memset(&sel, 0, sizeof sel);
     void **in = NULL, **out = NULL;
     bool *in_owned = NULL;
     for (int i = 0; i < a.n_inputs && rc == ST_OK; i++)
@@ -462,8 +545,17 @@ static int cmd_run(int argc, char **argv) {
     int fission_counts[PRIM_KIND_COUNT];
     if (rc == ST_OK && a.prims)
         rc = build_prims(&a, g, &pg, &fst, fission_counts, &cst, &e);
+    if (rc == ST_OK && a.plan)
+        rc = build_plan(&a, pg, &cs, &sel, &e);
     if (rc)
         goto done;
+    if (a.plan) {
+        const Device *d = plan_device(&a);
+        printf("plan: %d kernels from %d candidates, estimated %.3f ms on %s (BLP gap %.2f%%%s, "
+               "%.3f s)\n",
+               sel.n, cs->n, sel.objective * 1e3, d->name, 100 * sel.gap,
+               sel.optimal ? ", optimal" : ", time limit hit", sel.seconds);
+    }
     // (-i names were checked by the loader, which binds each input file's shape.)
     for (int i = 0; i < a.n_expected && rc == ST_OK; i++) {
         bool found = false;
@@ -519,14 +611,21 @@ static int cmd_run(int argc, char **argv) {
         }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        rc = pg ? prim_interp_run(pg, (const void *const *)in, out, &e)
-                : interp_run(g, (const void *const *)in, out, NULL, &e);
+        if (cs)
+            rc = selection_run(pg, cs, &sel, (const void *const *)in, out, &e);
+        else if (pg)
+            rc = prim_interp_run(pg, (const void *const *)in, out, &e);
+        else
+            rc = interp_run(g, (const void *const *)in, out, NULL, &e);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         times[r] = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec);
     }
     if (rc == ST_OK) {
         qsort(times, (size_t)a.repeat, sizeof(int64_t), cmp_i64);
-        if (pg)
+        if (cs)
+            printf("kernel interpreter: %d kernels over %d primitives from %d nodes (%d opaque), ",
+                   sel.n, pg->n_prims, fst.nodes, fst.opaque);
+        else if (pg)
             printf("primitive interpreter: %d primitives from %d nodes (%d opaque), ", pg->n_prims,
                    fst.nodes, fst.opaque);
         else
@@ -580,6 +679,8 @@ done:
         host_tensor_free(&files[i]);
         host_tensor_free(&refs[i]);
     }
+    selection_free(&sel);
+    cand_set_free(cs);
     prim_graph_free(pg);
     graph_free(g);
     return rc ? fail(&e) : ST_OK;
@@ -660,8 +761,11 @@ static int cmd_inspect(int argc, char **argv) {
     int rc = parse_args(argc, argv, CMD_INSPECT, &a);
     if (rc)
         return rc;
-    if (a.stage_ops && a.no_cleanup)
-        return usage_error("%s applies to --stage prims only", "--no-cleanup");
+    if (a.stage == STAGE_OPS && a.no_cleanup)
+        return usage_error("%s applies to the primitive stages only", "--no-cleanup");
+    bool planning = a.stage == STAGE_CANDIDATES || a.stage == STAGE_PLAN;
+    if ((rc = check_plan_flags(&a, planning, "--stage candidates|plan")))
+        return rc;
     Err e = {0};
     if (a.svg && !on_path("dot")) {
         err_set(&e, ST_RUNTIME,
@@ -672,6 +776,9 @@ static int cmd_inspect(int argc, char **argv) {
     }
     Graph *g = NULL;
     PrimGraph *pg = NULL;
+    CandidateSet *cs = NULL;
+    Selection sel;
+    memset(&sel, 0, sizeof sel);
     char *dot = NULL;
     size_t dot_len = 0;
     rc = load_model(&a, NULL, &g, &e);
@@ -681,7 +788,7 @@ static int cmd_inspect(int argc, char **argv) {
     FILE *df = NULL;
     if (rc == ST_OK && (a.dot || a.svg) && !(df = open_memstream(&dot, &dot_len)))
         rc = err_set(&e, ST_RUNTIME, "out of memory for the dot text");
-    if (rc == ST_OK && a.stage_ops) {
+    if (rc == ST_OK && a.stage == STAGE_OPS) {
         printf("folding: %d nodes in the file, %d after (%d folded into constants, %d "
                "Identity/Dropout removed, %d unused removed)\n",
                fs.nodes_before, fs.nodes_after, fs.folded, fs.bypassed, fs.dead);
@@ -698,8 +805,8 @@ static int cmd_inspect(int argc, char **argv) {
             printf("fission: %d node%s (%d by a rule, %d opaque) into primitives ", fst.nodes,
                    fst.nodes == 1 ? "" : "s", fst.ruled, fst.opaque);
             if (a.attention)
-                printf("(%d attention division%s moved after the MatMul) ",
-                       fst.attention_rewrites, fst.attention_rewrites == 1 ? "" : "s");
+                printf("(%d attention division%s moved after the MatMul) ", fst.attention_rewrites,
+                       fst.attention_rewrites == 1 ? "" : "s");
             prim_counts_print(stdout, before);
             printf("\nafter clean-up: ");
             if (a.no_cleanup) {
@@ -713,9 +820,22 @@ static int cmd_inspect(int argc, char **argv) {
                        c.identities, c.layouts_composed, c.ew_merged, c.ew_canonicalised, c.cse,
                        c.dead);
             }
+        }
+        if (rc == ST_OK && a.stage == STAGE_PRIMS) {
             prim_graph_print(stdout, pg);
             if (df)
                 prim_graph_dot(df, pg);
+        } else if (rc == ST_OK) {
+            rc = build_plan(&a, pg, &cs, a.stage == STAGE_PLAN ? &sel : NULL, &e);
+            if (cs)
+                cand_set_print(stdout, cs);
+            if (rc == ST_OK && a.stage == STAGE_PLAN) {
+                plan_print(stdout, cs, &sel, plan_device(&a));
+                if (df)
+                    plan_dot(df, cs, &sel);
+            } else if (rc == ST_OK && df) {
+                cand_segments_dot(df, cs);
+            }
         }
     }
     if (df && fclose(df) != 0 && rc == ST_OK)
@@ -732,6 +852,8 @@ static int cmd_inspect(int argc, char **argv) {
             printf("wrote %s\n", a.svg);
     }
     free(dot);
+    selection_free(&sel);
+    cand_set_free(cs);
     prim_graph_free(pg);
     graph_free(g);
     return rc ? fail(&e) : ST_OK;

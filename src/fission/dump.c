@@ -495,8 +495,7 @@ static void dot_output(FILE *f, int i, const Tensor *t) {
     free(s.s);
 }
 
-void prim_graph_dot(FILE *f, const PrimGraph *pg) {
-    dot_header(f, "prims");
+static void dot_legend(FILE *f) {
     fprintf(f, "  subgraph cluster_legend {\n    label=\"primitive kinds\"; fontname=\"Helvetica\";"
                " fontsize=10; style=dashed;\n");
     for (int k = 0; k < PRIM_KIND_COUNT; k++)
@@ -506,28 +505,46 @@ void prim_graph_dot(FILE *f, const PrimGraph *pg) {
         fprintf(f, "    legend_%s -> legend_%s [style=invis];\n", prim_kind_name((PrimKind)k),
                 prim_kind_name((PrimKind)(k + 1)));
     fprintf(f, "  }\n");
+}
+
+// One box for primitive k, named `id`, filled with its kind's colour; `style` adds attributes.
+static void dot_prim_node(FILE *f, const PrimGraph *pg, int k, const char *id, const char *style) {
+    const Prim *p = pg->prims[k];
+    Str s = {0}, par = {0}, from = {0};
+    sp_params(&par, pg, p, true, 4);
+    str_cut(&par, 240);
+    sp(&from, "%s", p->origin);
+    str_cut_front(&from, 44);
+    sp(&s, "#%d %s\n%s\nfrom %s", p->id, prim_kind_name(p->kind), str_c(&par), str_c(&from));
+    fprintf(f, "  %s [label=", id);
+    dot_q(f, str_c(&s));
+    fprintf(f, ", fillcolor=\"%s\"%s];\n", kind_colors[p->kind], style);
+    free(s.s);
+    free(par.s);
+    free(from.s);
+}
+
+// Graph inputs and constants a primitive reads, each drawn once.
+static void dot_prim_sources(FILE *f, const PrimGraph *pg, const Prim *p, bool *shown) {
+    for (int j = 0; j < p->n_in; j++) {
+        int t = p->in[j];
+        if (t >= 0 && pg->tensors[t]->kind != TK_VALUE && !shown[t]) {
+            dot_source(f, pg->tensors[t]);
+            shown[t] = true;
+        }
+    }
+}
+
+void prim_graph_dot(FILE *f, const PrimGraph *pg) {
+    dot_header(f, "prims");
+    dot_legend(f);
     bool *shown = xcalloc((size_t)pg->n_tensors + 1, 1);
     for (int k = 0; k < pg->n_prims; k++) {
         const Prim *p = pg->prims[k];
-        for (int j = 0; j < p->n_in; j++) {
-            int t = p->in[j];
-            if (t >= 0 && pg->tensors[t]->kind != TK_VALUE && !shown[t]) {
-                dot_source(f, pg->tensors[t]);
-                shown[t] = true;
-            }
-        }
-        Str s = {0}, par = {0}, from = {0};
-        sp_params(&par, pg, p, true, 4);
-        str_cut(&par, 240);
-        sp(&from, "%s", p->origin);
-        str_cut_front(&from, 44);
-        sp(&s, "#%d %s\n%s\nfrom %s", p->id, prim_kind_name(p->kind), str_c(&par), str_c(&from));
-        fprintf(f, "  p%d [label=", k);
-        dot_q(f, str_c(&s));
-        fprintf(f, ", fillcolor=\"%s\"];\n", kind_colors[p->kind]);
-        free(s.s);
-        free(par.s);
-        free(from.s);
+        dot_prim_sources(f, pg, p, shown);
+        char id[32];
+        snprintf(id, sizeof id, "p%d", k);
+        dot_prim_node(f, pg, k, id, "");
         for (int j = 0; j < p->n_in; j++) {
             int t = p->in[j];
             if (t < 0)
@@ -609,4 +626,427 @@ void op_graph_dot(FILE *f, const Graph *g) {
             dot_source(f, g->tensors[g->inputs[i]]);
     free(shown);
     fprintf(f, "}\n");
+}
+
+// ---- candidates and plans ----
+
+// A cluster of the primitive graph: a segment, or a kernel of a plan.
+typedef struct DotGroup {
+    const int *prims; // ascending indices into pg->prims
+    int n;
+    int output; // the tensor it materialises; -1: every primitive's outputs (segments)
+    char label[200];
+} DotGroup;
+
+// Cluster backgrounds (ColorBrewer Pastel1, lightened so the kind colours of the boxes stand
+// out) with borders of the same hue (Set1), cycled.
+static const char *const group_bg[] = {"#fde6e4", "#e1ebf4", "#ebf7e8", "#f2eaf4",
+                                       "#fff0dc", "#ffffe5", "#f4efe4", "#fef0f7"};
+static const char *const group_pen[] = {"#e41a1c", "#377eb8", "#4daf4a", "#984ea3",
+                                        "#ff7f00", "#a6a600", "#a65628", "#f781bf"};
+
+typedef struct GroupIndex {
+    int *start, *list; // CSR: the groups of primitive k are list[start[k] .. start[k+1])
+    int *home;         // per tensor: the group that materialises it, -1 none
+} GroupIndex;
+
+static void group_index_build(const PrimGraph *pg, const DotGroup *grp, int n, GroupIndex *gi) {
+    int np = pg->n_prims;
+    gi->start = xcalloc((size_t)np + 2, sizeof(int));
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < grp[g].n; i++)
+            gi->start[grp[g].prims[i] + 1]++;
+    for (int k = 0; k < np; k++)
+        gi->start[k + 1] += gi->start[k];
+    gi->list = xmalloc(sizeof(int) * ((size_t)gi->start[np] + 1));
+    int *fill = xcalloc((size_t)np + 1, sizeof(int));
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < grp[g].n; i++) {
+            int k = grp[g].prims[i];
+            gi->list[gi->start[k] + fill[k]++] = g;
+        }
+    free(fill);
+    gi->home = xmalloc(sizeof(int) * ((size_t)pg->n_tensors + 1));
+    for (int t = 0; t < pg->n_tensors; t++)
+        gi->home[t] = -1;
+    for (int g = 0; g < n; g++) {
+        if (grp[g].output >= 0) {
+            if (gi->home[grp[g].output] < 0)
+                gi->home[grp[g].output] = g;
+            continue;
+        }
+        for (int i = 0; i < grp[g].n; i++) {
+            const Prim *p = pg->prims[grp[g].prims[i]];
+            for (int j = 0; j < p->n_out; j++)
+                if (p->out[j] >= 0 && gi->home[p->out[j]] < 0)
+                    gi->home[p->out[j]] = g;
+        }
+    }
+}
+
+static void group_index_free(GroupIndex *gi) {
+    free(gi->start);
+    free(gi->list);
+    free(gi->home);
+}
+
+// The dot node of primitive k's copy in group g (-1: drawn outside every group).
+static void group_node_id(char *buf, size_t n, int k, int g) {
+    if (g >= 0)
+        snprintf(buf, n, "p%dg%d", k, g);
+    else
+        snprintf(buf, n, "p%d", k);
+}
+
+// Where tensor t comes from, seen from group g: a graph input or constant; the producer's copy in
+// g itself; the copy in the group that materialises t; else any copy (a plan that reads a tensor
+// nobody materialises is infeasible; the drawing still shows where it was computed).
+static void group_source(char *buf, size_t n, const PrimGraph *pg, const GroupIndex *gi, int t,
+                         int g) {
+    const Tensor *tt = pg->tensors[t];
+    if (tt->kind != TK_VALUE) {
+        snprintf(buf, n, "t%d", t);
+        return;
+    }
+    int p = tt->producer;
+    for (int i = gi->start[p]; i < gi->start[p + 1]; i++)
+        if (gi->list[i] == g) {
+            group_node_id(buf, n, p, g);
+            return;
+        }
+    int h = gi->home[t];
+    if (h < 0 && gi->start[p] < gi->start[p + 1])
+        h = gi->list[gi->start[p]];
+    group_node_id(buf, n, p, h);
+}
+
+static void dot_edge_named(FILE *f, const char *from, const char *to, const Tensor *t) {
+    Str s = {0};
+    sp_dims(&s, t->rank, t->dims);
+    if (t->dtype != DT_FLOAT)
+        sp(&s, " %s", dtype_name(t->dtype));
+    fprintf(f, "  %s -> %s [label=", from, to);
+    dot_q(f, str_c(&s));
+    fprintf(f, "];\n");
+    free(s.s);
+}
+
+static void dot_group_in_edges(FILE *f, const PrimGraph *pg, const GroupIndex *gi, int k, int g) {
+    const Prim *p = pg->prims[k];
+    char from[48], to[48];
+    group_node_id(to, sizeof to, k, g);
+    for (int j = 0; j < p->n_in; j++) {
+        if (p->in[j] < 0)
+            continue;
+        group_source(from, sizeof from, pg, gi, p->in[j], g);
+        dot_edge_named(f, from, to, pg->tensors[p->in[j]]);
+    }
+}
+
+// The primitive graph with groups as clusters; primitives in no group are drawn dashed.
+static void dot_groups(FILE *f, const PrimGraph *pg, const DotGroup *grp, int n) {
+    GroupIndex gi;
+    group_index_build(pg, grp, n, &gi);
+    dot_header(f, "plan");
+    fprintf(f, "  compound=true;\n");
+    dot_legend(f);
+    bool *shown = xcalloc((size_t)pg->n_tensors + 1, 1);
+    for (int k = 0; k < pg->n_prims; k++)
+        dot_prim_sources(f, pg, pg->prims[k], shown);
+    for (int i = 0; i < pg->n_outputs; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        if (t->kind != TK_VALUE && !shown[t->id]) {
+            dot_source(f, t);
+            shown[t->id] = true;
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++)
+        if (!shown[pg->inputs[i]])
+            dot_source(f, pg->tensors[pg->inputs[i]]);
+    char id[48];
+    for (int g = 0; g < n; g++) {
+        int c = g % (int)ORCH_COUNT(group_bg);
+        fprintf(f, "  subgraph cluster_%d {\n    label=", g);
+        dot_q(f, grp[g].label);
+        fprintf(f,
+                "; fontname=\"Helvetica\"; fontsize=11; style=\"filled,rounded\"; "
+                "fillcolor=\"%s\"; color=\"%s\"; penwidth=2;\n",
+                group_bg[c], group_pen[c]);
+        for (int i = 0; i < grp[g].n; i++) {
+            group_node_id(id, sizeof id, grp[g].prims[i], g);
+            fprintf(f, "  ");
+            dot_prim_node(f, pg, grp[g].prims[i], id, "");
+        }
+        fprintf(f, "  }\n");
+    }
+    for (int k = 0; k < pg->n_prims; k++)
+        if (gi.start[k] == gi.start[k + 1]) {
+            group_node_id(id, sizeof id, k, -1);
+            dot_prim_node(f, pg, k, id, ", style=\"rounded,filled,dashed\"");
+        }
+    for (int g = 0; g < n; g++)
+        for (int i = 0; i < grp[g].n; i++)
+            dot_group_in_edges(f, pg, &gi, grp[g].prims[i], g);
+    for (int k = 0; k < pg->n_prims; k++)
+        if (gi.start[k] == gi.start[k + 1])
+            dot_group_in_edges(f, pg, &gi, k, -1);
+    for (int i = 0; i < pg->n_outputs; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        dot_output(f, i, t);
+        char from[48], to[48];
+        group_source(from, sizeof from, pg, &gi, t->id, -1);
+        snprintf(to, sizeof to, "out%d", i);
+        dot_edge_named(f, from, to, t);
+    }
+    free(shown);
+    group_index_free(&gi);
+    fprintf(f, "}\n");
+}
+
+// "1.23 ms", "45.6 us", "789 ns".
+static void sp_time(Str *s, double sec) {
+    if (sec >= 1)
+        sp(s, "%.3f s", sec);
+    else if (sec >= 1e-3)
+        sp(s, "%.3f ms", sec * 1e3);
+    else if (sec >= 1e-6)
+        sp(s, "%.2f us", sec * 1e6);
+    else
+        sp(s, "%.0f ns", sec * 1e9);
+}
+
+// "1.23 MB"-style amounts (decimal prefixes).
+static void sp_amount(Str *s, double v, const char *unit) {
+    const char *pre[] = {"", "K", "M", "G", "T", "P"};
+    int i = 0;
+    while (v >= 1000 && i < 5) {
+        v /= 1000;
+        i++;
+    }
+    sp(s, i ? "%.2f %s%s" : "%.0f %s%s", v, pre[i], unit);
+}
+
+void cand_set_print(FILE *f, const CandidateSet *cs) {
+    const CandStats *st = &cs->stats;
+    const PrimGraph *pg = cs->pg;
+    Str s = {0};
+    sp_time(&s, st->seconds);
+    fprintf(f,
+            "candidates%s%s: %d primitives, %d candidates, %d distinct signatures, %d segment%s "
+            "(largest %d primitives), enumerated in %s\n",
+            pg->src && pg->src->path ? " of " : "", pg->src && pg->src->path ? pg->src->path : "",
+            st->prims, st->candidates, st->signatures, st->segments, st->segments == 1 ? "" : "s",
+            st->max_segment_prims, str_c(&s));
+    free(s.s);
+    int max_size = 0, linear = 0, opaque = 0, reduce = 0;
+    for (int i = 0; i < cs->n; i++)
+        max_size = ORCH_MAX(max_size, cs->c[i].n_prims);
+    int *by_size = xcalloc((size_t)max_size + 1, sizeof(int));
+    for (int i = 0; i < cs->n; i++) {
+        const Candidate *c = &cs->c[i];
+        by_size[c->n_prims]++;
+        bool lin = false, opq = false, red = false;
+        for (int j = 0; j < c->n_prims; j++) {
+            PrimKind k = pg->prims[c->prims[j]]->kind;
+            lin |= k == PRIM_LINEAR;
+            opq |= k == PRIM_OPAQUE;
+            red |= k == PRIM_REDUCE;
+        }
+        linear += lin;
+        opaque += opq;
+        reduce += red;
+    }
+    fprintf(f, "  by size:");
+    for (int n = 1; n <= max_size; n++)
+        if (by_size[n])
+            fprintf(f, " %d prim%s %d%s", n, n == 1 ? "" : "s", by_size[n],
+                    n < max_size ? "," : "");
+    fprintf(f, "\n  with a linear primitive %d, with a reduction %d, opaque %d\n", linear, reduce,
+            opaque);
+    if (st->truncated_sinks)
+        fprintf(f,
+                "  %d sink%s hit the per-sink search budget (wide fan-in): their largest sets are "
+                "missing\n",
+                st->truncated_sinks, st->truncated_sinks == 1 ? "" : "s");
+    free(by_size);
+    int ns = cs->n_segments;
+    int *prims = xcalloc((size_t)ns + 1, sizeof(int)),
+        *cands = xcalloc((size_t)ns + 1, sizeof(int));
+    int *first = xmalloc(sizeof(int) * ((size_t)ns + 1)),
+        *last = xmalloc(sizeof(int) * ((size_t)ns + 1));
+    for (int g = 0; g < ns; g++)
+        first[g] = last[g] = -1;
+    for (int k = 0; k < pg->n_prims; k++) {
+        int g = cs->segment_of_prim[k];
+        if (g < 0 || g >= ns)
+            continue;
+        prims[g]++;
+        if (first[g] < 0)
+            first[g] = pg->prims[k]->id;
+        last[g] = pg->prims[k]->id;
+    }
+    for (int i = 0; i < cs->n; i++)
+        if (cs->c[i].segment >= 0 && cs->c[i].segment < ns)
+            cands[cs->c[i].segment]++;
+    for (int g = 0; g < ns; g++)
+        fprintf(f, "  segment %d: %d primitive%s (#%d..#%d), %d candidates\n", g, prims[g],
+                prims[g] == 1 ? "" : "s", first[g], last[g], cands[g]);
+    free(prims);
+    free(cands);
+    free(first);
+    free(last);
+}
+
+void cand_segments_dot(FILE *f, const CandidateSet *cs) {
+    const PrimGraph *pg = cs->pg;
+    int ns = cs->n_segments;
+    DotGroup *grp = xcalloc((size_t)ns + 1, sizeof(DotGroup));
+    int *all = xmalloc(sizeof(int) * ((size_t)pg->n_prims + 1)), n = 0;
+    for (int g = 0; g < ns; g++) {
+        grp[g].prims = all + n;
+        grp[g].output = -1;
+        for (int k = 0; k < pg->n_prims; k++)
+            if (cs->segment_of_prim[k] == g)
+                all[n++] = k;
+        grp[g].n = (int)(all + n - grp[g].prims);
+        int cands = 0;
+        for (int i = 0; i < cs->n; i++)
+            cands += cs->c[i].segment == g;
+        snprintf(grp[g].label, sizeof grp[g].label, "segment %d: %d primitives, %d candidates", g,
+                 grp[g].n, cands);
+    }
+    dot_groups(f, pg, grp, ns);
+    free(all);
+    free(grp);
+}
+
+// The ONNX node names of a kernel's primitives (their provenance), each once, in order.
+static void sp_kernel_nodes(Str *s, const PrimGraph *pg, const Candidate *c) {
+    Str seen = {0}; // "\n"-separated names already printed
+    sp(&seen, "\n");
+    int n = 0;
+    for (int i = 0; i < c->n_prims; i++) {
+        const char *o = pg->prims[c->prims[i]]->origin;
+        while (o && *o) {
+            const char *end = strchr(o, ',');
+            size_t len = end ? (size_t)(end - o) : strlen(o);
+            Str key = {0};
+            sp(&key, "\n%.*s\n", (int)len, o);
+            if (len && !strstr(str_c(&seen), str_c(&key))) {
+                sp(s, "%s%.*s", n++ ? ", " : "", (int)len, o);
+                sp(&seen, "%.*s\n", (int)len, o);
+            }
+            free(key.s);
+            o = end ? end + 1 : NULL;
+        }
+    }
+    free(seen.s);
+}
+
+// Per primitive: the largest cost of a candidate holding it alone (an opaque primitive with
+// several outputs has one singleton per output); -1 where there is none.
+static double *singleton_costs(const CandidateSet *cs) {
+    double *c1 = xmalloc(sizeof(double) * ((size_t)cs->pg->n_prims + 1));
+    for (int k = 0; k < cs->pg->n_prims; k++)
+        c1[k] = -1;
+    for (int i = 0; i < cs->n; i++)
+        if (cs->c[i].n_prims == 1)
+            c1[cs->c[i].prims[0]] = ORCH_MAX(c1[cs->c[i].prims[0]], cs->c[i].cost);
+    return c1;
+}
+
+void plan_print(FILE *f, const CandidateSet *cs, const Selection *sel, const Device *d) {
+    const PrimGraph *pg = cs->pg;
+    Str s = {0};
+    if (d)
+        fprintf(f, "plan on %s: %s, %.3g us per launch\n", d->name, d->desc, d->launch * 1e6);
+    sp(&s, "BLP: %d variables, %d constraints; objective ", sel->variables, sel->constraints);
+    sp_time(&s, sel->objective);
+    sp(&s, ", bound ");
+    sp_time(&s, sel->bound);
+    sp(&s, ", gap %.2f%%, %s; solved by CBC in ", 100 * sel->gap,
+       sel->optimal ? "optimal" : "time limit hit (best found)");
+    sp_time(&s, sel->seconds);
+    fprintf(f, "%s\n", str_c(&s));
+    s.len = 0;
+    // Work done: primitive evaluations (recomputation counts each time) versus distinct ones.
+    int evals = 0, distinct = 0;
+    bool *covered = xcalloc((size_t)pg->n_prims + 1, 1);
+    for (int k = 0; k < sel->n; k++) {
+        const Candidate *c = &cs->c[sel->kernels[k]];
+        evals += c->n_prims;
+        for (int i = 0; i < c->n_prims; i++) {
+            distinct += !covered[c->prims[i]];
+            covered[c->prims[i]] = true;
+        }
+    }
+    free(covered);
+    fprintf(f,
+            "selection: %d kernel%s computing %d of %d primitives (%d evaluations, %d recomputed), "
+            "%d tensors materialised\n",
+            sel->n, sel->n == 1 ? "" : "s", distinct, pg->n_prims, evals, evals - distinct,
+            sel->n_materialised);
+    double *c1 = singleton_costs(cs), unfused = 0;
+    int missing = 0;
+    for (int k = 0; k < pg->n_prims; k++) {
+        if (c1[k] < 0)
+            missing++;
+        else
+            unfused += c1[k];
+    }
+    free(c1);
+    sp(&s, "one kernel per primitive: ");
+    sp_time(&s, unfused);
+    if (sel->objective > 0)
+        sp(&s, ", %.2fx the plan's", unfused / sel->objective);
+    if (missing)
+        sp(&s, " (%d primitives have no singleton candidate)", missing);
+    fprintf(f, "%s\n", str_c(&s));
+    for (int k = 0; k < sel->n; k++) {
+        const Candidate *c = &cs->c[sel->kernels[k]];
+        s.len = 0;
+        sp(&s, "kernel %d (candidate %d): %d primitive%s, ", k, c->id, c->n_prims,
+           c->n_prims == 1 ? "" : "s");
+        sp_time(&s, c->cost);
+        if (d) {
+            CostEstimate est = cost_model_estimate(pg, c, d);
+            sp(&s, " (");
+            sp_amount(&s, est.bytes, "B");
+            sp(&s, ", ");
+            sp_amount(&s, est.flops, "FLOP");
+            sp(&s, ")");
+        }
+        sp(&s, " -> ");
+        sp_tensor(&s, pg->tensors[c->output]);
+        sp(&s, "\n    nodes: ");
+        sp_kernel_nodes(&s, pg, c);
+        fprintf(f, "%s\n", str_c(&s));
+        for (int i = 0; i < c->n_prims; i++) {
+            const Prim *p = pg->prims[c->prims[i]];
+            s.len = 0;
+            sp(&s, "    #%d %s {", p->id, prim_kind_name(p->kind));
+            sp_params(&s, pg, p, false, 8);
+            sp(&s, "}");
+            fprintf(f, "%s\n", str_c(&s));
+        }
+    }
+    free(s.s);
+}
+
+void plan_dot(FILE *f, const CandidateSet *cs, const Selection *sel) {
+    const PrimGraph *pg = cs->pg;
+    DotGroup *grp = xcalloc((size_t)sel->n + 1, sizeof(DotGroup));
+    for (int k = 0; k < sel->n; k++) {
+        const Candidate *c = &cs->c[sel->kernels[k]];
+        grp[k].prims = c->prims;
+        grp[k].n = c->n_prims;
+        grp[k].output = c->output;
+        Str s = {0};
+        sp(&s, "kernel %d: ", k);
+        sp_time(&s, c->cost);
+        snprintf(grp[k].label, sizeof grp[k].label, "%s", str_c(&s));
+        free(s.s);
+    }
+    dot_groups(f, pg, grp, sel->n);
+    free(grp);
 }

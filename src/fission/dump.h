@@ -1,9 +1,14 @@
-// Human-readable dumps of the two graphs `orch inspect` shows: text (counts, then one line per
-// node or primitive with its parameters, tensors and provenance) and Graphviz dot text.
-// Needs: a folded operator graph or a primitive graph (shapes known). Writes only to the FILE.
+// Human-readable dumps of what `orch inspect` shows: the operator and primitive graphs as text
+// (counts, then one line per node or primitive with its parameters, tensors and provenance) and
+// Graphviz dot text; the candidate kernels (counts, segments); and an orchestrated plan (the BLP's
+// result and the chosen kernels, drawn as coloured clusters of the primitive graph).
+// Needs: a folded operator graph or a primitive graph (shapes known), and for the later stages its
+// candidate set and selection. Writes only to the FILE.
 #ifndef ORCH_FISSION_DUMP_H
 #define ORCH_FISSION_DUMP_H
 
+#include "../orchestrate/cost_model.h"
+#include "../orchestrate/orchestrate.h"
 #include "prim.h"
 
 #include <stdio.h>
@@ -29,5 +34,20 @@ void op_histogram_print(FILE *f, const Graph *g);
 // output tensors; and the same graph as dot (nodes labelled with op and name).
 void op_graph_print(FILE *f, const Graph *g);
 void op_graph_dot(FILE *f, const Graph *g);
+
+// Candidate counts (primitives, candidates, distinct signatures, segments, enumeration time),
+// candidates per size, and one line per segment.
+void cand_set_print(FILE *f, const CandidateSet *cs);
+// The primitive graph with each segment as a cluster.
+void cand_segments_dot(FILE *f, const CandidateSet *cs);
+
+// The BLP's result (objective, bound, gap, time, size), a comparison with one kernel per
+// primitive, then the chosen kernels in execution order, each with its estimated cost on d, the
+// ONNX nodes it covers, its output and its primitives.
+void plan_print(FILE *f, const CandidateSet *cs, const Selection *sel, const Device *d);
+// The primitive graph with every chosen kernel as a coloured cluster. A primitive recomputed by
+// several kernels is drawn once in each; an edge into a kernel comes from the kernel that
+// materialises the tensor (or from a graph input or constant).
+void plan_dot(FILE *f, const CandidateSet *cs, const Selection *sel);
 
 #endif

@@ -514,8 +514,8 @@ int prim_eval(const PrimGraph *pg, const Prim *p, const void *const *x, void *y,
 }
 
 // OPAQUE: the ONNX node's reference op, over the source graph (same shapes as ours).
-static int eval_opaque(const PrimGraph *pg, const Prim *p, const void *const *x, void *const *y,
-                       Err *e) {
+int prim_eval_opaque(const PrimGraph *pg, const Prim *p, const void *const *x, void *const *y,
+                     Err *e) {
     const Node *n = p->node;
     const OpDef *def = ops_find(n->domain, n->op);
     ORCH_ASSERT(def && n->n_in == p->n_in && n->n_out == p->n_out);
@@ -571,7 +571,7 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
             owned[p->out[j]] = true;
         }
         if (rc == ST_OK)
-            rc = p->kind == PRIM_OPAQUE ? eval_opaque(pg, p, x, y, e) : prim_eval(pg, p, x, y[0], e);
+            rc = p->kind == PRIM_OPAQUE ? prim_eval_opaque(pg, p, x, y, e) : prim_eval(pg, p, x, y[0], e);
         for (int j = 0; j < p->n_in; j++) {
             int id = p->in[j];
             if (id >= 0 && owned[id] && last_use[id] == k) {

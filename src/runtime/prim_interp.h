@@ -12,5 +12,8 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
 
 // Evaluates one single-output, non-opaque primitive into y (used by constant folding too).
 int prim_eval(const PrimGraph *pg, const Prim *p, const void *const *x, void *y, Err *e);
+// Runs an OPAQUE primitive: its ONNX node's reference op, writing every present output.
+int prim_eval_opaque(const PrimGraph *pg, const Prim *p, const void *const *x, void *const *y,
+                     Err *e);
 
 #endif

@@ -111,7 +111,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("orch")
     ap.add_argument("outdir")
-    ap.add_argument("--engine", choices=("ops", "prims"), default="ops",
+    ap.add_argument("--engine", choices=("ops", "prims", "plan"), default="ops",
                     help="orch run's engine (default ops)")
     ap.add_argument("--attention-rewrite", action="store_true",
                     help="pass --attention-rewrite to orch run (with --engine prims)")
