@@ -39,9 +39,10 @@ fi
 # No OpenMP in this build: its pragmas, and variables only they read, are expected to go unused.
 CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined
         -fno-sanitize-recover=undefined -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-variable
-        -Iinclude -Isrc -I"$OUT/gen")
+        -Iinclude -Isrc -I"$OUT/gen" $(pkg-config --cflags cbc))
 sources=("$OUT/gen/onnx/onnx.pb-c.c" tests/fuzz/fuzz_load.c)
-for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/fission/*.c src/runtime/*.c src/api/*.c; do
+for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/fission/*.c src/candidates/*.c \
+    src/orchestrate/*.c src/runtime/*.c src/api/*.c; do
     sources+=("$f")
 done
 # Any header newer than an object recompiles it: simple and safe for a tree this size.
@@ -68,7 +69,9 @@ for obj in "${objects[@]}"; do
     [ "$obj" -nt "$OUT/fuzz_load" ] && relink=1
 done
 if [ $relink = 1 ]; then
-    "$CC" -fsanitize=fuzzer,address,undefined "${objects[@]}" -lprotobuf-c -lm -o "$OUT/fuzz_load"
+    # CBC (the orchestration solver) is C++: its libraries need the C++ runtime.
+    "$CC" -fsanitize=fuzzer,address,undefined "${objects[@]}" -lprotobuf-c $(pkg-config --libs cbc) \
+        -lstdc++ -lm -o "$OUT/fuzz_load"
 fi
 
 # ---- regressions: every saved reproducer must now run clean ----
