@@ -259,8 +259,9 @@ static bool inputs_subset(const Prob *P, const Candidate *a, const Candidate *b)
 }
 
 // Step 2: whatever a dominated candidate does in a selection, its dominator does for no more,
-// needing fewer tensors. Returns how many were dropped.
-static int drop_dominated(Prob *P) {
+// needing fewer tensors. Dominance is transitive and acyclic (ties go to the lower index), so
+// every dropped candidate keeps an undominated dominator.
+static void drop_dominated(Prob *P) {
     const CandidateSet *cs = P->cs;
     int dropped = 0;
     for (int i = 0; i < P->n;) {
@@ -278,8 +279,7 @@ static int drop_dominated(Prob *P) {
                     continue;
                 const Candidate *cd = &cs->c[d];
                 // Equal cost and inputs: the lower index stays.
-                if (cd->output == ck->output && cd->cost <= ck->cost &&
-                    inputs_subset(P, cd, ck) &&
+                if (cd->output == ck->output && cd->cost <= ck->cost && inputs_subset(P, cd, ck) &&
                     (cd->cost < ck->cost || !inputs_subset(P, ck, cd) || d < k)) {
                     P->usable[k] = false;
                     dropped++;
@@ -291,11 +291,11 @@ static int drop_dominated(Prob *P) {
     }
     if (dropped)
         build_writers(P);
-    return dropped;
 }
 
-// Step 3: live primitives (an output depends on them) and the tensors they force.
-static void find_forced(Prob *P) {
+// Step 3: live primitives (an output depends on them), the tensors they force, and how many
+// candidates contain each primitive (for the cover rows of orchestrate_cbc.c).
+static void find_live_and_forced(Prob *P) {
     const PrimGraph *pg = P->pg;
     const CandidateSet *cs = P->cs;
     int np = pg->n_prims;
@@ -481,7 +481,8 @@ static void find_components(const Prob *P, Components *C) {
     }
     C->clist = xmalloc(sizeof(int) * (size_t)(C->cstart[C->n] + 1));
     C->tlist = xmalloc(sizeof(int) * (size_t)(C->tstart[C->n] + 1));
-    int *cf = xmalloc(sizeof(int) * (size_t)(C->n + 1)), *tf = xmalloc(sizeof(int) * (size_t)(C->n + 1));
+    int *cf = xmalloc(sizeof(int) * (size_t)(C->n + 1)),
+        *tf = xmalloc(sizeof(int) * (size_t)(C->n + 1));
     memcpy(cf, C->cstart, sizeof(int) * (size_t)C->n);
     memcpy(tf, C->tstart, sizeof(int) * (size_t)C->n);
     for (int i = 0; i < P->n; i++) {
@@ -563,7 +564,7 @@ int orchestrate(const CandidateSet *cs, const OrchOptions *opt, Selection *sel, 
         return rc;
     }
     drop_dominated(&P);
-    find_forced(&P);
+    find_live_and_forced(&P);
     bool *greedy = xcalloc((size_t)P.n + 1, 1), *parts = xcalloc((size_t)P.n + 1, 1);
     bool *reduced = xcalloc((size_t)P.n + 1, 1);
     int bad = -1;
@@ -592,8 +593,8 @@ int orchestrate(const CandidateSet *cs, const OrchOptions *opt, Selection *sel, 
         }
         OrchPart part;
         double left = ORCH_MAX(limit - (now_s() - t0), 1e-3);
-        rc = orch_cbc_solve(&P, cands, n, targets, nt, greedy, left, opt ? opt->log_level : 0,
-                            col, parts, &part, e);
+        rc = orch_cbc_solve(&P, cands, n, targets, nt, greedy, left, opt ? opt->log_level : 0, col,
+                            parts, &part, e);
         if (rc)
             break;
         // Under a time limit CBC may have nothing, or something worse than the start.

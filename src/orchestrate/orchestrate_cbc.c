@@ -265,28 +265,33 @@ int orch_cbc_solve(const Prob *P, const int *cands, int n, const int *targets, i
     int status = Cbc_status(model), secondary = Cbc_secondaryStatus(model);
     const double *x = Cbc_bestSolution(model);
     int rc = ST_OK;
-    // A limit is looked at first: when the time is out before the LP is solved, CBC reports
-    // status 0/1 (finished, relaxation infeasible) for a program it did not get to solve.
-    bool limit = status == 1 || Cbc_isSecondsLimitReached(model) || now_s() - t0 >= time_limit;
+    // When the time runs out before the LP is solved, CBC reports status 0/1 (finished,
+    // relaxation infeasible) for a program it did not get to solve: past the limit, anything
+    // short of a proof counts as the limit.
+    bool stopped = status == 1 || Cbc_isSecondsLimitReached(model);
+    bool proven = x && !stopped && Cbc_isProvenOptimal(model);
+    bool limit = !proven && (stopped || now_s() - t0 >= time_limit);
     if (Cbc_isAbandoned(model)) {
         rc = err_set(e, ST_RUNTIME,
                      "orchestrate: CBC abandoned the program (%d variables, %d constraints) for "
                      "numerical difficulties (status %d/%d)",
                      n, m.nrows, status, secondary);
-    } else if (!limit && (Cbc_isProvenInfeasible(model) || !x)) {
+    } else if (!proven && !limit && !x) {
         // orchestrate.c checked that the outputs can be produced: the start is feasible.
         rc = err_set(e, ST_RUNTIME,
-                     "orchestrate: CBC finds no solution of the program (%d variables, %d "
+                     "orchestrate: CBC ends without a solution of the program (%d variables, %d "
                      "constraints, status %d/%d) although a feasible selection exists: a solver "
                      "failure",
                      n, m.nrows, status, secondary);
     } else {
+        // A solution without a proof (a limit, or CBC's own reasons) is kept with its bound.
         part->have = x != NULL;
-        part->optimal = !limit && Cbc_isProvenOptimal(model);
+        part->optimal = proven;
         for (int c = 0; c < n; c++)
             sel[cands[c]] = x && x[c] > 0.5;
         double b = Cbc_getBestPossibleObjValue(model) / scale;
-        part->bound = isfinite(b) && b > 0 && b < 1e40 ? b : 0.0; // costs are >= 0
+        bool valid = isfinite(b) && b > 0 && b < 1e40 && !Cbc_isProvenInfeasible(model);
+        part->bound = valid ? b : 0.0; // costs are >= 0
     }
     Cbc_deleteModel(model);
     for (int i = 0; i < n; i++)

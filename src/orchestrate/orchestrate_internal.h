@@ -18,9 +18,9 @@ typedef struct Prob {
                       // not dominated)
     int *wstart, *wlist; // per tensor t: usable writers wlist[wstart[t] .. wstart[t+1])
     int *outs, n_outs;   // graph outputs that need a kernel (not free), each once
-    bool *forced;     // per tensor: written by every feasible selection (see orchestrate.c)
-    bool *live;       // per primitive: an output depends on it, so some selected kernel computes it
-    int *covering;    // per primitive: usable candidates containing it
+    bool *forced;        // per tensor: written by every feasible selection (see orchestrate.c)
+    bool *live;          // per primitive: an output depends on it (some kernel computes it)
+    int *covering;       // per primitive: usable candidates containing it
 } Prob;
 
 // The tensors a candidate writes: its output, or every output of an opaque sink. Entries may be
@@ -28,9 +28,9 @@ typedef struct Prob {
 int orch_writes(const PrimGraph *pg, const Candidate *c, const int **w);
 
 typedef struct OrchPart {
-    bool have;     // CBC returned a solution (in the selection passed)
-    bool optimal;  // proven optimal
-    double bound;  // CBC's lower bound on the part's cost, seconds
+    bool have;    // CBC returned a solution (in the selection passed)
+    bool optimal; // proven optimal
+    double bound; // CBC's lower bound on the part's cost, seconds
     int variables, constraints;
 } OrchPart;
 
