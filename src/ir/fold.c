@@ -97,7 +97,10 @@ static int fold_node(Graph *g, Node *n, const OpDef *def, Err *e) {
         if (!y[j])
             rc = op_err(e, ST_RUNTIME, n, "out of memory folding '%s'", out[j]->name);
     }
-    if (rc == ST_OK) {
+    bool empty = true; // all outputs empty: nothing to compute (and their axes may be huge)
+    for (int j = 0; j < n->n_out; j++)
+        empty = empty && (!out[j] || tensor_numel(out[j]) == 0);
+    if (rc == ST_OK && !empty) {
         OpRun r = {g, n, in, x, out, y};
         rc = def->run(&r, e);
     }

@@ -52,7 +52,8 @@ static int64_t ipow(int64_t base, int64_t exp) {
 
 static double fl_op(EwOp op, double a, double b, double c) {
     switch (op) {
-    case EW_COPY: case EW_CAST: return a;
+    case EW_COPY:
+    case EW_CAST: return a;
     case EW_NEG: return -a;
     case EW_ABS: return fabs(a);
     case EW_EXP: return exp(a);
@@ -93,7 +94,8 @@ static double fl_op(EwOp op, double a, double b, double c) {
     // NaN propagates; between equal zeros MIN takes -0 and MAX +0, so operand order never matters.
     case EW_MIN: return isnan(a) || isnan(b) ? NAN : (a < b || (a == b && signbit(a))) ? a : b;
     case EW_MAX: return isnan(a) || isnan(b) ? NAN : (a > b || (a == b && !signbit(a))) ? a : b;
-    case EW_MOD: case EW_FMOD: return fmod(a, b);
+    case EW_MOD:
+    case EW_FMOD: return fmod(a, b);
     case EW_EQ: return a == b;
     case EW_LT: return a < b;
     case EW_LE: return a <= b;
@@ -111,7 +113,8 @@ static double fl_op(EwOp op, double a, double b, double c) {
 static int64_t int_op(EwOp op, int64_t a, int64_t b, int64_t c) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
-    case EW_COPY: case EW_CAST: return a;
+    case EW_COPY:
+    case EW_CAST: return a;
     case EW_NEG: return (int64_t)(0 - ua);
     case EW_ABS: return a < 0 ? (int64_t)(0 - ua) : a;
     case EW_RELU: return a > 0 ? a : 0;
@@ -302,7 +305,8 @@ static int eval_reduce(const PrimGraph *pg, const Prim *p, const void *x, void *
         double v = fl ? elem_get_f64(in->dtype, x, e) : (double)elem_get_i64(in->dtype, x, e);
         int64_t iv = fl ? 0 : elem_get_i64(in->dtype, x, e);
         switch (R->op) {
-        case RED_SUM: case RED_MEAN:
+        case RED_SUM:
+        case RED_MEAN:
             acc[o] += v;
             iacc[o] = (int64_t)((uint64_t)iacc[o] + (uint64_t)iv);
             break;
@@ -310,7 +314,8 @@ static int eval_reduce(const PrimGraph *pg, const Prim *p, const void *x, void *
             acc[o] = seen[o] ? acc[o] * v : v;
             iacc[o] = seen[o] ? (int64_t)((uint64_t)iacc[o] * (uint64_t)iv) : iv;
             break;
-        case RED_MAX: case RED_MIN: {
+        case RED_MAX:
+        case RED_MIN: {
             bool better = !seen[o] || isnan(v) ||
                           (R->op == RED_MAX ? (fl ? v > acc[o] : iv > iacc[o])
                                             : (fl ? v < acc[o] : iv < iacc[o]));
@@ -322,7 +327,8 @@ static int eval_reduce(const PrimGraph *pg, const Prim *p, const void *x, void *
             }
             break;
         }
-        case RED_ARGMAX: case RED_ARGMIN: {
+        case RED_ARGMAX:
+        case RED_ARGMIN: {
             // numpy's rule: NaN beats every number, two NaNs tie, a NaN is never replaced.
             bool more, same;
             if (fl && (isnan(v) || isnan(acc[o]))) {
@@ -353,16 +359,16 @@ static int eval_reduce(const PrimGraph *pg, const Prim *p, const void *x, void *
     DType ot = out->dtype;
     for (int64_t i = 0; i < n_out; i++) {
         switch (R->op) {
-        case RED_ARGMAX: case RED_ARGMIN:
-            ((int64_t *)y)[i] = arg[i];
-            break;
+        case RED_ARGMAX:
+        case RED_ARGMIN: ((int64_t *)y)[i] = arg[i]; break;
         case RED_MEAN:
             if (fl)
                 elem_set_f64(ot, y, i, acc[i] / (double)count);
             else
                 elem_set_i64(ot, y, i, count ? iacc[i] / count : 0);
             break;
-        case RED_MAX: case RED_MIN:
+        case RED_MAX:
+        case RED_MIN:
             if (!seen[i]) { // empty: the identity of the reduction
                 if (fl)
                     elem_set_f64(ot, y, i, R->op == RED_MAX ? -INFINITY : INFINITY);
@@ -480,8 +486,14 @@ static int eval_conv(const PrimGraph *pg, const Prim *p, const void *const *x, v
     const Tensor *out = pg->tensors[p->out[0]];
     const LinearParams *L = &p->lin;
     bool tr = L->op == LIN_CONV_TRANSPOSE;
-    ConvGeom c = {.S = L->n_spatial, .N = X->dims[0], .C = X->dims[1], .M = out->dims[1],
-                  .group = L->group, .in_pix = 1, .out_pix = 1, .k_pix = 1};
+    ConvGeom c = {.S = L->n_spatial,
+                  .N = X->dims[0],
+                  .C = X->dims[1],
+                  .M = out->dims[1],
+                  .group = L->group,
+                  .in_pix = 1,
+                  .out_pix = 1,
+                  .k_pix = 1};
     for (int d = 0; d < c.S; d++) {
         c.in[d] = X->dims[2 + d];
         c.out[d] = out->dims[2 + d];
@@ -570,8 +582,12 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
             val[p->out[j]] = y[j];
             owned[p->out[j]] = true;
         }
-        if (rc == ST_OK)
-            rc = p->kind == PRIM_OPAQUE ? prim_eval_opaque(pg, p, x, y, e) : prim_eval(pg, p, x, y[0], e);
+        bool empty = true; // all outputs empty: nothing to compute (and axes may be huge)
+        for (int j = 0; j < p->n_out; j++)
+            empty = empty && (p->out[j] < 0 || tensor_numel(pg->tensors[p->out[j]]) == 0);
+        if (rc == ST_OK && !empty)
+            rc = p->kind == PRIM_OPAQUE ? prim_eval_opaque(pg, p, x, y, e)
+                                        : prim_eval(pg, p, x, y[0], e);
         for (int j = 0; j < p->n_in; j++) {
             int id = p->in[j];
             if (id >= 0 && owned[id] && last_use[id] == k) {
