@@ -1,8 +1,8 @@
 // orch — a tensor program optimizer. The public C API.
 //
-// Today the API loads an ONNX model (shapes inferred, shape-only subgraphs folded) and runs it on
-// a reference interpreter: per ONNX operator, or per primitive after operator fission (the
-// engine, chosen at load time); compilation for CPU and CUDA targets comes with later stages.
+// The API loads an ONNX model (shapes inferred, shape-only subgraphs folded) and runs it on a
+// reference interpreter (per ONNX operator, or per primitive after operator fission), and
+// compiles a model for a target into an artefact that an orch_session runs (see below).
 //
 // Example:
 //     orch_ctx *ctx = orch_ctx_create();
@@ -116,6 +116,58 @@ orch_status orch_model_output_info(const orch_model *m, int i, orch_tensor *info
 // outputs likewise, into caller buffers of at least the reported nbytes.
 orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_tensor *inputs,
                                      int n_inputs, orch_tensor *outputs, int n_outputs);
+
+// ---- compiling and running compiled models ----
+//
+//     orch_compile_options co = {.target = "cpu"};           // zero = defaults
+//     orch_compile(ctx, "model.onnx", &co, "model.orch");   // tunes, solves, builds, checks
+//     orch_session *s = NULL;
+//     orch_session_create(ctx, "model.orch", NULL, &s);     // checks the artefact fits here
+//     orch_session_run(ctx, s, &in, 1, &out, 1);            // no allocation for generated kernels
+//     orch_session_free(s);
+
+// Zero-initialised options are the defaults.
+typedef struct orch_compile_options {
+    const char *target;       // "cpu" (NULL: cpu)
+    const char *db_path;      // profile database (NULL: ~/.cache/orch/profile.db)
+    const char *input_shapes; // as for orch_load_options
+    int attention_rewrite;    // as for orch_load_options
+    int threads;              // threads of the generated kernels (0: every core available)
+    int top_k;                // configs measured per chosen kernel (0: 8)
+    int jobs;                 // parallel compiler processes (0: cores)
+    double time_limit;        // seconds for the orchestration solver (0: its default)
+    int verbose;              // non-zero: progress lines on stderr
+} orch_compile_options;
+
+// Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left
+// untouched on failure).
+orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compile_options *opt,
+                         const char *out_path);
+
+typedef struct orch_session orch_session;
+
+// Zero-initialised options are the defaults.
+typedef struct orch_session_options {
+    int threads;              // OpenMP threads (0: the artefact's own setting)
+    int allow_foreign_device; // non-zero: run an artefact compiled for another CPU (at your risk)
+} orch_session_options;
+
+// Loads a compiled artefact (file or memory) and prepares it to run: checks every header field
+// against this orch and this machine, loads the kernels, plans memory. opt may be NULL.
+orch_status orch_session_create(orch_ctx *ctx, const char *artifact_path,
+                                const orch_session_options *opt, orch_session **out);
+orch_status orch_session_create_from_memory(orch_ctx *ctx, const void *data, size_t size,
+                                            const orch_session_options *opt, orch_session **out);
+void orch_session_free(orch_session *s);
+
+int orch_session_num_inputs(const orch_session *s);
+int orch_session_num_outputs(const orch_session *s);
+orch_status orch_session_input_info(const orch_session *s, int i, orch_tensor *info);
+orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *info);
+
+// Runs the compiled model; inputs and outputs as for orch_model_run_reference (caller-owned).
+orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                             int n_inputs, orch_tensor *outputs, int n_outputs);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,12 @@
 #include "../onnx/load.h"
 #include "../runtime/interp.h"
 #include "../runtime/prim_interp.h"
+#include "../compile/compile.h"
+#include "../plan/artifact.h"
+#include "../runtime/session.h"
+#include "../target/target.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,5 +196,155 @@ orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_te
         free(out[i]);
     free(in);
     free(out);
+    return (orch_status)rc;
+}
+
+// ---- compile and sessions ----
+
+orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compile_options *opt,
+                         const char *out_path) {
+    if (!ctx)
+        return ORCH_ERR_USAGE;
+    if (!onnx_path || !out_path)
+        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_compile: no model or output path");
+    orch_compile_options none = {0};
+    if (!opt)
+        opt = &none;
+    CompileOptions co = {.target = opt->target,
+                         .db_path = opt->db_path,
+                         .input_shapes = opt->input_shapes,
+                         .attention_rewrite = opt->attention_rewrite != 0,
+                         .threads = opt->threads,
+                         .top_k = opt->top_k,
+                         .jobs = opt->jobs,
+                         .time_limit = opt->time_limit,
+                         .seed = 1,
+                         .progress = opt->verbose ? stderr : NULL};
+    if (co.threads < 0 || co.top_k < 0 || co.jobs < 0 || co.time_limit < 0)
+        return (orch_status)err_set(&ctx->err, ST_USAGE,
+                                    "orch_compile_options: negative threads/top_k/jobs/time_limit");
+    CompileReport rep;
+    return (orch_status)compile_model(onnx_path, &co, out_path, &rep, &ctx->err);
+}
+
+struct orch_session {
+    Session *s;
+};
+
+static orch_status session_common(orch_ctx *ctx, ArtifactContents *ac, int rc,
+                                  const orch_session_options *opt, orch_session **out) {
+    Err *e = &ctx->err;
+    HwInfo hw;
+    const Target *t = rc ? NULL : target_find(ac->h.target);
+    if (rc == ST_OK && !t)
+        rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
+                     ac->path, ac->h.target);
+    if (rc == ST_OK)
+        rc = t->hw_detect(&hw, ac->h.threads, e);
+    SessionOptions so = {.threads = opt ? opt->threads : 0,
+                         .allow_foreign_device = opt && opt->allow_foreign_device};
+    Session *s = NULL;
+    if (rc == ST_OK && so.threads < 0)
+        rc = err_set(e, ST_USAGE, "orch_session_options.threads is negative");
+    if (rc == ST_OK)
+        rc = session_create(ac, &hw, &so, &s, e);
+    artifact_contents_free(ac);
+    if (rc)
+        return (orch_status)rc;
+    *out = xcalloc(1, sizeof **out);
+    (*out)->s = s;
+    return ORCH_OK;
+}
+
+orch_status orch_session_create(orch_ctx *ctx, const char *artifact_path,
+                                const orch_session_options *opt, orch_session **out) {
+    if (!ctx || !out)
+        return ORCH_ERR_USAGE;
+    *out = NULL;
+    if (!artifact_path)
+        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_create: no path");
+    ArtifactContents ac = {0};
+    int rc = artifact_read(artifact_path, &ac, &ctx->err);
+    return session_common(ctx, &ac, rc, opt, out);
+}
+
+orch_status orch_session_create_from_memory(orch_ctx *ctx, const void *data, size_t size,
+                                            const orch_session_options *opt, orch_session **out) {
+    if (!ctx || !out)
+        return ORCH_ERR_USAGE;
+    *out = NULL;
+    if (!data)
+        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_create_from_memory: no data");
+    ArtifactContents ac = {0};
+    int rc = artifact_read_memory(data, size, "<memory>", &ac, &ctx->err);
+    return session_common(ctx, &ac, rc, opt, out);
+}
+
+void orch_session_free(orch_session *s) {
+    if (!s)
+        return;
+    session_free(s->s);
+    free(s);
+}
+
+int orch_session_num_inputs(const orch_session *s) {
+    return s ? session_graph(s->s)->n_inputs : 0;
+}
+int orch_session_num_outputs(const orch_session *s) {
+    return s ? session_graph(s->s)->n_outputs : 0;
+}
+
+orch_status orch_session_input_info(const orch_session *s, int i, orch_tensor *info) {
+    const PrimGraph *pg = s ? session_graph(s->s) : NULL;
+    if (!pg || !info || i < 0 || i >= pg->n_inputs)
+        return ORCH_ERR_USAGE;
+    fill_info(pg->tensors[pg->inputs[i]], info);
+    return ORCH_OK;
+}
+
+orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *info) {
+    const PrimGraph *pg = s ? session_graph(s->s) : NULL;
+    if (!pg || !info || i < 0 || i >= pg->n_outputs)
+        return ORCH_ERR_USAGE;
+    fill_info(pg->tensors[pg->outputs[i]], info);
+    return ORCH_OK;
+}
+
+orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                             int n_inputs, orch_tensor *outputs, int n_outputs) {
+    if (!ctx)
+        return ORCH_ERR_USAGE;
+    if (!s || (n_inputs && !inputs) || (n_outputs && !outputs))
+        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_run: NULL argument");
+    const PrimGraph *pg = session_graph(s->s);
+    Err *e = &ctx->err;
+    // Small fixed arrays: the run allocates nothing for models with up to 64 inputs/outputs.
+    const void *in_small[64];
+    void *out_small[64];
+    const void **in = pg->n_inputs <= 64 ? in_small : xcalloc((size_t)pg->n_inputs, sizeof(void *));
+    void **out = pg->n_outputs <= 64 ? out_small : xcalloc((size_t)pg->n_outputs, sizeof(void *));
+    int rc = ST_OK;
+    for (int i = 0; i < pg->n_inputs && rc == ST_OK; i++) {
+        const Tensor *t = pg->tensors[pg->inputs[i]];
+        const orch_tensor *u = match(inputs, n_inputs, t, i);
+        if (!u)
+            rc = err_set(e, ST_USAGE, "input '%s' is not given", t->name);
+        else if ((rc = check_tensor(e, "input", u, t)) == ST_OK)
+            in[i] = u->data;
+    }
+    for (int i = 0; i < pg->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
+        if (!u)
+            rc = err_set(e, ST_USAGE, "output '%s' has no buffer", t->name);
+        else if ((rc = check_tensor(e, "output", u, t)) == ST_OK)
+            out[i] = u->data;
+    }
+    if (rc == ST_OK)
+        rc = session_run(s->s, in, out, e);
+    if (in != in_small)
+        free(in);
+    if (out != out_small)
+        free(out);
     return (orch_status)rc;
 }

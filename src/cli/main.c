@@ -18,6 +18,11 @@
 #include "../runtime/kernel_interp.h"
 #include "../runtime/npy.h"
 #include "../runtime/prim_interp.h"
+#include "../runtime/session.h"
+#include "../target/target.h"
+#include "cmd_bench.h"
+#include "cmd_compile.h"
+#include "cmd_db.h"
 #include "orch.h"
 
 #include <errno.h>
@@ -62,6 +67,21 @@ static void usage(FILE *f) {
         "      h100 for --target cuda); --time-limit bounds the solver (default 60 s); --dot\n"
         "      writes Graphviz text (candidates: segments as clusters; plan: kernels as\n"
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
+        "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
+        "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
+        "           [--seed S] [--quiet]\n"
+        "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
+        "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
+        "      orchestration on measured costs, builds the chosen kernels into one shared\n"
+        "      object, plans memory, checks the result against the interpreter, writes MODEL.orch\n"
+        "  orch run MODEL.orch [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
+        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N]\n"
+        "      runs a compiled artefact (same inputs, outputs and checks as for ONNX)\n"
+        "  orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N] [--json FILE]\n"
+        "           [compile options when given an ONNX model]\n"
+        "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
+        "  orch db stats|clear [--db FILE] ...\n"
+        "      the profile database: what it holds, or delete rows (see orch db)\n"
         "  orch version\n"
         "\n"
         "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch,\n"
@@ -106,6 +126,7 @@ typedef struct Args {
     double time_limit;  // --time-limit S for the solver (0: its default)
     const char *dot;    // inspect --dot FILE
     const char *svg;    // inspect --svg FILE
+    int threads;        // run --threads N (compiled artefacts)
 } Args;
 
 enum { CMD_INFO = 1, CMD_RUN = 2, CMD_INSPECT = 4 };
@@ -144,6 +165,7 @@ static const Flag flags[] = {
     {"--time-limit", true, CMD_RUN | CMD_INSPECT},
     {"--dot", true, CMD_INSPECT},
     {"--svg", true, CMD_INSPECT},
+    {"--threads", true, CMD_RUN},
 };
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
@@ -257,6 +279,12 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             a->svg = v;
         } else if (strcmp(s, "--input-shapes") == 0) {
             a->input_shapes = argv[i];
+        } else if (strcmp(s, "--threads") == 0) {
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || end == v || t < 1 || t > 4096)
+                return usage_error("--threads expects 1 to 4096, got '%s'", v);
+            a->threads = (int)t;
         }
         if (rc)
             return rc;
@@ -518,12 +546,91 @@ static int check_plan_flags(const Args *a, bool plan, const char *where) {
     return ST_OK;
 }
 
+// The graph inputs and outputs a run reads and writes: of the operator graph, or of a compiled
+// artefact's primitive graph (same tensors, re-imported by the session).
+typedef struct IoView {
+    Tensor **tensors;
+    const int *inputs, *outputs;
+    int n_inputs, n_outputs;
+} IoView;
+
+static IoView io_of_graph(const Graph *g) {
+    IoView v = {g->tensors, g->inputs, g->outputs, g->n_inputs, g->n_outputs};
+    return v;
+}
+
+static IoView io_of_prims(const PrimGraph *pg) {
+    IoView v = {pg->tensors, pg->inputs, pg->outputs, pg->n_inputs, pg->n_outputs};
+    return v;
+}
+
+// Compiled artefacts start with their magic; anything else is taken for ONNX.
+static bool is_artifact(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char magic[8] = {0};
+    bool yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+// Flags that shape a compile do not apply to an artefact, which was compiled with its own.
+static int check_artifact_flags(const Args *a) {
+    const char *flag = a->prims              ? "--engine"
+                       : a->no_cleanup       ? "--no-cleanup"
+                       : a->attention        ? "--attention-rewrite"
+                       : a->input_shapes     ? "--input-shapes"
+                       : a->target           ? "--target"
+                       : a->device           ? "--device"
+                       : a->time_limit > 0   ? "--time-limit"
+                                             : NULL;
+    if (!flag)
+        return ST_OK;
+    char what[300];
+    snprintf(what, sizeof what, "%s applies to ONNX models; %.200s is a compiled artefact (give "
+                                "it to orch compile instead)", flag, a->model);
+    return usage_error("%s", what);
+}
+
+static bool same_shape(const Tensor *t, const HostTensor *h) {
+    bool same = h->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = h->dims[d] == t->dims[d];
+    return same;
+}
+
+// Reads the artefact and creates its session; the artefact must match this machine.
+static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e) {
+    int rc = artifact_read(a->model, ac, e);
+    HwInfo hw;
+    const Target *t = rc ? NULL : target_find(ac->h.target);
+    if (rc == ST_OK && !t)
+        rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
+                     a->model, ac->h.target);
+    if (rc == ST_OK)
+        rc = t->hw_detect(&hw, ac->h.threads, e);
+    SessionOptions so = {.threads = a->threads};
+    if (rc == ST_OK)
+        rc = session_create(ac, &hw, &so, s, e);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_RUN, &a);
-    if (rc || (rc = check_plan_flags(&a, a.plan, "--engine plan")))
+    if (rc)
         return rc;
+    bool art = is_artifact(a.model);
+    if (art && (rc = check_artifact_flags(&a)))
+        return rc;
+    if (!art && (rc = check_plan_flags(&a, a.plan, "--engine plan")))
+        return rc;
+    if (!art && a.threads)
+        return usage_error("%s", "--threads applies to compiled artefacts (orch compile) only");
     Err e = {0};
+    ArtifactContents ac = {0};
+    Session *sess = NULL;
+    IoView io = {0};
     HostTensor files[MAX_ARGS] = {0}, refs[MAX_ARGS] = {0};
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -536,10 +643,16 @@ static int cmd_run(int argc, char **argv) {
         rc = tensor_file_read(a.inputs[i].path, &files[i], &e);
     for (int i = 0; i < a.n_expected && rc == ST_OK; i++)
         rc = tensor_file_read(a.expected[i].path, &refs[i], &e);
-    if (rc == ST_OK)
+    if (rc == ST_OK && art)
+        rc = open_session(&a, &ac, &sess, &e);
+    if (rc == ST_OK && art)
+        io = io_of_prims(session_graph(sess));
+    if (rc == ST_OK && !art)
         rc = load_model(&a, files, &g, &e);
-    if (rc == ST_OK)
+    if (rc == ST_OK && !art)
         rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK && !art)
+        io = io_of_graph(g);
     FissionStats fst = {0};
     CleanupStats cst;
     int fission_counts[PRIM_KIND_COUNT];
@@ -549,6 +662,10 @@ static int cmd_run(int argc, char **argv) {
         rc = build_plan(&a, pg, &cs, &sel, &e);
     if (rc)
         goto done;
+    if (art)
+        printf("compiled artefact: %d kernels for %s (%s), %d thread%s\n", session_num_kernels(sess),
+               ac.h.target, ac.h.fingerprint, session_threads(sess),
+               session_threads(sess) == 1 ? "" : "s");
     if (a.plan) {
         const Device *d = plan_device(&a);
         printf("plan: %d kernels from %d candidates, estimated %.3f ms on %s (BLP gap %.2f%%%s, "
@@ -559,22 +676,22 @@ static int cmd_run(int argc, char **argv) {
     // (-i names were checked by the loader, which binds each input file's shape.)
     for (int i = 0; i < a.n_expected && rc == ST_OK; i++) {
         bool found = false;
-        for (int j = 0; j < g->n_outputs; j++)
-            found |= strcmp(g->tensors[g->outputs[j]]->name, a.expected[i].name) == 0;
+        for (int j = 0; j < io.n_outputs; j++)
+            found |= strcmp(io.tensors[io.outputs[j]]->name, a.expected[i].name) == 0;
         if (!found)
             rc = err_set(&e, ST_USAGE, "--expected %s: the model has no output named '%s'",
                          a.expected[i].name, a.expected[i].name);
     }
     if (rc)
         goto done;
-    in = xcalloc((size_t)g->n_inputs + 1, sizeof(void *));
-    in_owned = xcalloc((size_t)g->n_inputs + 1, 1);
-    out = xcalloc((size_t)g->n_outputs + 1, sizeof(void *));
+    in = xcalloc((size_t)io.n_inputs + 1, sizeof(void *));
+    in_owned = xcalloc((size_t)io.n_inputs + 1, 1);
+    out = xcalloc((size_t)io.n_outputs + 1, sizeof(void *));
     uint64_t seed = a.seed_given ? a.seed : (uint64_t)time(NULL);
     bool random_used = false;
     uint64_t rng = seed;
-    for (int j = 0; j < g->n_inputs && rc == ST_OK; j++) {
-        const Tensor *t = g->tensors[g->inputs[j]];
+    for (int j = 0; j < io.n_inputs && rc == ST_OK; j++) {
+        const Tensor *t = io.tensors[io.inputs[j]];
         int f = -1;
         for (int i = 0; i < a.n_inputs; i++)
             if (strcmp(a.inputs[i].name, t->name) == 0)
@@ -586,7 +703,15 @@ static int cmd_run(int argc, char **argv) {
                              dtype_name(t->dtype));
                 break;
             }
-            in[j] = files[f].data; // shape checked by the loader binding
+            if (art && !same_shape(t, &files[f])) {
+                char s1[128], s2[128];
+                rc = err_set(&e, ST_INVALID, "input '%s' from %s has shape %s; %s was compiled for %s",
+                             t->name, a.inputs[f].path,
+                             shape_str(files[f].dims, files[f].rank, s1, sizeof s1), a.model,
+                             tensor_shape_str(t, s2, sizeof s2));
+                break;
+            }
+            in[j] = files[f].data; // shape checked by the loader binding (or just above)
             continue;
         }
         in[j] = malloc(tensor_nbytes(t) + 1);
@@ -603,15 +728,22 @@ static int cmd_run(int argc, char **argv) {
     if (random_used)
         printf("random inputs from seed %llu (repeat with --seed %llu)\n", (unsigned long long)seed,
                (unsigned long long)seed);
+    for (int i = 0; i < io.n_outputs && art; i++) {
+        out[i] = malloc(tensor_nbytes(io.tensors[io.outputs[i]]) + 1);
+        if (!out[i])
+            rc = err_set(&e, ST_RUNTIME, "out of memory for the outputs");
+    }
     int64_t *times = xcalloc((size_t)a.repeat, sizeof(int64_t));
     for (int r = 0; r < a.repeat && rc == ST_OK; r++) {
-        for (int i = 0; i < g->n_outputs; i++) {
+        for (int i = 0; i < io.n_outputs && !art; i++) {
             free(out[i]);
             out[i] = NULL;
         }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (cs)
+        if (art)
+            rc = session_run(sess, (const void *const *)in, out, &e);
+        else if (cs)
             rc = selection_run(pg, cs, &sel, (const void *const *)in, out, &e);
         else if (pg)
             rc = prim_interp_run(pg, (const void *const *)in, out, &e);
@@ -622,7 +754,9 @@ static int cmd_run(int argc, char **argv) {
     }
     if (rc == ST_OK) {
         qsort(times, (size_t)a.repeat, sizeof(int64_t), cmp_i64);
-        if (cs)
+        if (art)
+            printf("compiled kernels: ");
+        else if (cs)
             printf("kernel interpreter: %d kernels over %d primitives from %d nodes (%d opaque), ",
                    sel.n, pg->n_prims, fst.nodes, fst.opaque);
         else if (pg)
@@ -633,31 +767,31 @@ static int cmd_run(int argc, char **argv) {
         printf("%.3f ms median of %d run%s (min %.3f ms)\n", (double)times[a.repeat / 2] / 1e6,
                a.repeat, a.repeat == 1 ? "" : "s", (double)times[0] / 1e6);
         printf("outputs:\n");
-        for (int i = 0; i < g->n_outputs; i++)
-            print_summary(g->tensors[g->outputs[i]], out[i]);
+        for (int i = 0; i < io.n_outputs; i++)
+            print_summary(io.tensors[io.outputs[i]], out[i]);
     }
     free(times);
     if (rc == ST_OK && a.outdir) {
         if (mkdir(a.outdir, 0777) != 0 && errno != EEXIST)
             rc = err_set(&e, ST_RUNTIME, "-o %s: cannot create the folder: %s", a.outdir,
                          strerror(errno));
-        for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
-            const Tensor *t = g->tensors[g->outputs[i]];
+        for (int i = 0; i < io.n_outputs && rc == ST_OK; i++) {
+            const Tensor *t = io.tensors[io.outputs[i]];
             char name[256], path[4096];
             safe_name(t->name, name, sizeof name);
             snprintf(path, sizeof path, "%s/%s.npy", a.outdir, name);
             rc = npy_write(path, t->dtype, t->rank, t->dims, out[i], &e);
         }
         if (rc == ST_OK)
-            printf("wrote %d output%s to %s/\n", g->n_outputs, g->n_outputs == 1 ? "" : "s",
+            printf("wrote %d output%s to %s/\n", io.n_outputs, io.n_outputs == 1 ? "" : "s",
                    a.outdir);
     }
     if (rc == ST_OK && a.n_expected) {
         printf("comparison (|got - expected| <= %g + %g * |expected|):\n", a.atol, a.rtol);
         Err first = {0};
         for (int i = 0; i < a.n_expected; i++)
-            for (int j = 0; j < g->n_outputs; j++) {
-                const Tensor *t = g->tensors[g->outputs[j]];
+            for (int j = 0; j < io.n_outputs; j++) {
+                const Tensor *t = io.tensors[io.outputs[j]];
                 if (strcmp(t->name, a.expected[i].name) == 0)
                     compare(t, out[j], &refs[i], a.atol, a.rtol, &first);
             }
@@ -665,13 +799,15 @@ static int cmd_run(int argc, char **argv) {
             rc = err_set(&e, first.code, "%s", first.msg);
     }
 done:
-    if (g && in)
-        for (int j = 0; j < g->n_inputs; j++)
+    if (in)
+        for (int j = 0; j < io.n_inputs; j++)
             if (in_owned[j])
                 free(in[j]);
-    if (g && out)
-        for (int i = 0; i < g->n_outputs; i++)
+    if (out)
+        for (int i = 0; i < io.n_outputs; i++)
             free(out[i]);
+    session_free(sess);
+    artifact_contents_free(&ac);
     free(in);
     free(in_owned);
     free(out);
@@ -871,6 +1007,12 @@ int main(int argc, char **argv) {
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0)
         return cmd_inspect(argc - 2, argv + 2);
+    if (strcmp(cmd, "compile") == 0)
+        return cli_compile_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0)
+        return cli_bench_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "db") == 0)
+        return cli_db_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("orch %s\n", ORCH_VERSION);
         return ST_OK;

@@ -544,7 +544,9 @@ int prim_eval_opaque(const PrimGraph *pg, const Prim *p, const void *const *x, v
     return rc;
 }
 
-int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outputs, Err *e) {
+// Runs every primitive; frees values after their last use unless `all` receives every tensor.
+static int run_graph(const PrimGraph *pg, const void *const *inputs, void **outputs, void ***all,
+                     Err *e) {
     int nt = pg->n_tensors;
     void **val = xcalloc((size_t)nt + 1, sizeof(void *));
     bool *owned = xcalloc((size_t)nt + 1, 1);
@@ -590,7 +592,7 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
                                         : prim_eval(pg, p, x, y[0], e);
         for (int j = 0; j < p->n_in; j++) {
             int id = p->in[j];
-            if (id >= 0 && owned[id] && last_use[id] == k) {
+            if (id >= 0 && owned[id] && last_use[id] == k && !all) {
                 free(val[id]);
                 val[id] = NULL;
                 owned[id] = false;
@@ -599,7 +601,31 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
         free(x);
         free(y);
     }
-    for (int i = 0; i < pg->n_outputs; i++) {
+    if (all && rc == ST_OK) {
+        // Graph inputs are copied so the caller owns every non-constant value.
+        for (int i = 0; i < pg->n_inputs && rc == ST_OK; i++) {
+            int id = pg->inputs[i];
+            if (owned[id])
+                continue;
+            size_t bytes = tensor_nbytes(pg->tensors[id]);
+            void *copy = malloc(bytes ? bytes : 1);
+            if (!copy) {
+                rc = err_set(e, ST_RUNTIME, "out of memory for '%s'", pg->tensors[id]->name);
+                break;
+            }
+            if (bytes)
+                memcpy(copy, val[id], bytes);
+            val[id] = copy;
+            owned[id] = true;
+        }
+        if (rc == ST_OK) {
+            *all = val;
+            free(owned);
+            free(last_use);
+            return ST_OK;
+        }
+    }
+    for (int i = 0; i < pg->n_outputs && outputs; i++) {
         outputs[i] = NULL;
         if (rc)
             continue;
@@ -613,7 +639,7 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
         if (bytes)
             memcpy(outputs[i], val[pg->outputs[i]], bytes);
     }
-    if (rc)
+    if (rc && outputs)
         for (int i = 0; i < pg->n_outputs; i++) {
             free(outputs[i]);
             outputs[i] = NULL;
@@ -627,4 +653,22 @@ int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outpu
     if (rc)
         err_prefix(e, "%s: ", pg->src->path);
     return rc;
+}
+
+int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outputs, Err *e) {
+    return run_graph(pg, inputs, outputs, NULL, e);
+}
+
+int prim_interp_values(const PrimGraph *pg, const void *const *inputs, void ***values, Err *e) {
+    *values = NULL;
+    return run_graph(pg, inputs, NULL, values, e);
+}
+
+void prim_values_free(const PrimGraph *pg, void **values) {
+    if (!values)
+        return;
+    for (int i = 0; i < pg->n_tensors; i++)
+        if (pg->tensors[i]->kind != TK_CONST)
+            free(values[i]);
+    free(values);
 }

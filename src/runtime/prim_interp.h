@@ -10,6 +10,11 @@
 // pg->outputs[i] (the caller frees).
 int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outputs, Err *e);
 
+// Runs the graph and keeps every tensor's value: values[t] for t < pg->n_tensors (constants point
+// at their data, every other value is malloc'd and freed by prim_values_free).
+int prim_interp_values(const PrimGraph *pg, const void *const *inputs, void ***values, Err *e);
+void prim_values_free(const PrimGraph *pg, void **values);
+
 // Evaluates one single-output, non-opaque primitive into y (used by constant folding too).
 int prim_eval(const PrimGraph *pg, const Prim *p, const void *const *x, void *y, Err *e);
 // Runs an OPAQUE primitive: its ONNX node's reference op, writing every present output.

@@ -3,12 +3,14 @@
 ONNX Runtime outputs saved next to it. Prints `ok NAME (max abs err E)` or `FAIL NAME: reason`
 (with orch's stderr) per model and ends with "N passed, N failed"; exits 1 on any failure.
 
-usage: run_models.py ORCH_BINARY OUTDIR [--engine ops|prims] [--attention-rewrite]
-                    [--filter SUBSTRING]
+usage: run_models.py ORCH_BINARY OUTDIR [--engine ops|prims|plan|compiled] [--attention-rewrite]
+                    [--filter SUBSTRING] [--db FILE] [--top-k K]
                      [--timeout SECONDS] [-v]
 
 --engine is passed to `orch run` (prims: operator fission, clean-up, the primitive interpreter),
-and so is --attention-rewrite (prims only).
+and so is --attention-rewrite (prims only). --engine compiled runs `orch compile -t cpu` first
+(into a temporary folder, with the profile database --db, default a temporary one, and --top-k
+configs per kernel) and then `orch run` on the compiled artefact.
 
 Tolerances: |got - expected| <= ATOL + RTOL * |expected| for every element. A model may loosen them
 in its args.txt (--rtol/--atol) only next to a '#' comment saying why.
@@ -19,6 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -69,7 +72,45 @@ def error_summary(stderr):
     return f"{msg} {', '.join(ops)}" if ops else msg
 
 
-def run_model(orch, d, timeout, engine, extra=()):
+def split_compile_args(args):
+    """args.txt's flags for `orch compile` (shapes, rewrite) and for `orch run` (tolerances)."""
+    comp, run = [], []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        takes = a in ("--input-shapes", "--rtol", "--atol")
+        target = comp if a in ("--input-shapes", "--attention-rewrite") else run
+        target.append(a)
+        if takes and i + 1 < len(args):
+            target.append(args[i + 1])
+            i += 1
+        i += 1
+    return comp, run
+
+
+def compile_model(orch, d, timeout, extra, comp):
+    """Compiles model.onnx into comp['dir']; returns (artefact path or None, message, log)."""
+    args, problem = read_args(os.path.join(d, "args.txt"))
+    if problem:
+        return None, problem, ""
+    cargs, _ = split_compile_args(args + list(extra))
+    out = os.path.join(comp["dir"], os.path.basename(d) + ".orch")
+    cmd = [orch, "compile", os.path.join(d, "model.onnx"), "-t", "cpu", "-o", out,
+           "--db", comp["db"], "--top-k", str(comp["top_k"]), "--quiet", *cargs]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"compile timed out after {timeout} s", shlex.join(cmd)
+    log = p.stdout + p.stderr
+    if p.returncode != 0:
+        reason = EXIT_REASONS.get(p.returncode, f"exit status {p.returncode}")
+        return None, f"compile: {reason} (exit {p.returncode}): {error_summary(p.stderr)}", log
+    if SANITIZER.search(p.stderr):
+        return None, "sanitizer report during compile", log
+    return out, "", log
+
+
+def run_model(orch, d, timeout, engine, extra=(), comp=None):
     """Returns (ok, message, orch_output)."""
     io_path = os.path.join(d, "io.txt")
     if not os.path.exists(io_path):
@@ -78,7 +119,15 @@ def run_model(orch, d, timeout, engine, extra=()):
     extra, problem = read_args(os.path.join(d, "args.txt"))
     if problem:
         return False, problem, ""
-    cmd = [orch, "run", os.path.join(d, "model.onnx"), "--engine", engine, *extra]
+    compile_log = ""
+    if engine == "compiled":
+        artefact, msg, compile_log = compile_model(orch, d, timeout, extra, comp)
+        if not artefact:
+            return False, msg, compile_log
+        _, extra = split_compile_args(extra)
+        cmd = [orch, "run", artefact, *extra]
+    else:
+        cmd = [orch, "run", os.path.join(d, "model.onnx"), "--engine", engine, *extra]
     for name, file in inputs:
         cmd += ["-i", f"{name}={os.path.join(d, file)}"]
     for name, file in outputs:
@@ -88,7 +137,7 @@ def run_model(orch, d, timeout, engine, extra=()):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return False, f"timed out after {timeout} s", shlex.join(cmd)
-    log = p.stdout + p.stderr
+    log = compile_log + p.stdout + p.stderr
     if p.returncode < 0:
         return False, f"crashed with signal {-p.returncode}", log
     if p.returncode != 0:
@@ -111,8 +160,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("orch")
     ap.add_argument("outdir")
-    ap.add_argument("--engine", choices=("ops", "prims", "plan"), default="ops",
-                    help="orch run's engine (default ops)")
+    ap.add_argument("--engine", choices=("ops", "prims", "plan", "compiled"), default="ops",
+                    help="orch run's engine (default ops); compiled: orch compile -t cpu, then run")
+    ap.add_argument("--db", help="profile database for --engine compiled (default: temporary)")
+    ap.add_argument("--top-k", type=int, default=2, help="configs per kernel (--engine compiled)")
     ap.add_argument("--attention-rewrite", action="store_true",
                     help="pass --attention-rewrite to orch run (with --engine prims)")
     ap.add_argument("--filter", default="", help="run only models whose name contains this")
@@ -126,9 +177,12 @@ def main():
     names = sorted(n for n in os.listdir(a.outdir)
                    if a.filter in n and os.path.exists(os.path.join(a.outdir, n, "model.onnx")))
     passed = failed = 0
+    tmp = tempfile.TemporaryDirectory(prefix="orch-models-")
+    comp = {"dir": tmp.name, "db": a.db or os.path.join(tmp.name, "profile.db"), "top_k": a.top_k}
     for n in names:
         extra = ["--attention-rewrite"] if a.attention_rewrite else []
-        ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra)
+        ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra,
+                                 comp)
         if ok:
             passed += 1
             print(f"ok {n} ({msg})")

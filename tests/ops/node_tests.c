@@ -7,7 +7,12 @@
 // interpreter), compares with the stored outputs as above, and also with the operator-level
 // interpreter's outputs on the same inputs: floats within 1e-6 + 1e-5*|ops|, integers exactly.
 //
-// usage: node_tests DIR [--engine ops|prims] [--xfail FILE] [--filter SUBSTRING] [-v]
+// --engine compiled compiles each case for the CPU target (orch_compile: generated C kernels,
+// one config each, the profile database --db) and runs the artefact through an orch_session;
+// --shard K/N runs every N-th case from the K-th, so shards can run in parallel.
+//
+// usage: node_tests DIR [--engine ops|prims|compiled] [--xfail FILE] [--filter SUBSTRING]
+//                   [--shard K/N] [--db FILE] [-v]
 #include "onnx/load.h"
 #include "orch.h"
 #include "runtime/npy.h"
@@ -65,6 +70,9 @@ static bool file_exists(const char *p) {
 #define OPS_RTOL 1e-5
 
 static orch_engine engine = ORCH_ENGINE_OPS;
+static bool compiled;          // --engine compiled
+static char workdir[4096];     // compiled: artefacts go here
+static const char *db_path;    // compiled: the profile database
 
 // Compares one output with a reference of dtype t and shape rank/dims (floats within
 // atol + rtol*|ref|, NaN equal to NaN; integers exactly); writes a reason naming `against`.
@@ -121,10 +129,24 @@ static bool run_case(const char *dir, char *why, size_t n) {
     orch_model *m = NULL, *m_ops = NULL; // m_ops: the op-level oracle for the primitive engine
     bool pass = true;
     orch_load_options opt = {.engine = engine};
+    orch_session *sess = NULL;
+    if (compiled) {
+        char art[4096];
+        snprintf(art, sizeof art, "%s/case.orch", workdir);
+        orch_compile_options co = {.target = "cpu", .db_path = db_path, .top_k = 1, .jobs = 1};
+        if (orch_compile(ctx, path, &co, art) != ORCH_OK ||
+            orch_session_create(ctx, art, NULL, &sess) != ORCH_OK) {
+            snprintf(why, n, "compile: %s", orch_last_error(ctx));
+            orch_ctx_free(ctx);
+            return false;
+        }
+        remove(art);
+    }
     if (orch_model_load(ctx, path, &opt, &m) != ORCH_OK ||
         (engine == ORCH_ENGINE_PRIMS && orch_model_load(ctx, path, NULL, &m_ops) != ORCH_OK)) {
         snprintf(why, n, "load: %s", orch_last_error(ctx));
         orch_model_free(m);
+        orch_session_free(sess);
         orch_ctx_free(ctx);
         return false;
     }
@@ -157,7 +179,11 @@ static bool run_case(const char *dir, char *why, size_t n) {
             if (m_ops)
                 alloc_outputs(m_ops, out_ops, no);
         }
-        if (pass && orch_model_run_reference(ctx, m, in, ni, out, no) != ORCH_OK) {
+        if (pass && sess && orch_session_run(ctx, sess, in, ni, out, no) != ORCH_OK) {
+            snprintf(why, n, "run: %s", orch_last_error(ctx));
+            pass = false;
+        }
+        if (pass && !sess && orch_model_run_reference(ctx, m, in, ni, out, no) != ORCH_OK) {
             snprintf(why, n, "run: %s", orch_last_error(ctx));
             pass = false;
         }
@@ -196,6 +222,7 @@ static bool run_case(const char *dir, char *why, size_t n) {
     free(href);
     orch_model_free(m);
     orch_model_free(m_ops);
+    orch_session_free(sess);
     orch_ctx_free(ctx);
     return pass;
 }
@@ -207,6 +234,7 @@ static int cmp_str(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *dir = NULL, *filter = "";
     bool verbose = false, bad_args = false;
+    int shard = 0, shards = 1;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--xfail") == 0 && v) {
@@ -214,8 +242,16 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--filter") == 0 && v) {
             filter = argv[++i];
         } else if (strcmp(argv[i], "--engine") == 0 && v &&
-                   (strcmp(v, "ops") == 0 || strcmp(v, "prims") == 0)) {
+                   (strcmp(v, "ops") == 0 || strcmp(v, "prims") == 0 ||
+                    strcmp(v, "compiled") == 0)) {
+            compiled = strcmp(v, "compiled") == 0;
             engine = strcmp(argv[++i], "prims") == 0 ? ORCH_ENGINE_PRIMS : ORCH_ENGINE_OPS;
+        } else if (strcmp(argv[i], "--shard") == 0 && v &&
+                   sscanf(v, "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
+                   shard < shards) {
+            i++;
+        } else if (strcmp(argv[i], "--db") == 0 && v) {
+            db_path = argv[++i];
         } else if (strcmp(argv[i], "-v") == 0) {
             verbose = true;
         } else if (argv[i][0] != '-' && !dir) {
@@ -225,9 +261,22 @@ int main(int argc, char **argv) {
         }
     }
     if (!dir || bad_args) {
-        fprintf(stderr, "usage: node_tests DIR [--engine ops|prims] [--xfail FILE] "
-                        "[--filter SUBSTRING] [-v]\n");
+        fprintf(stderr, "usage: node_tests DIR [--engine ops|prims|compiled] [--xfail FILE] "
+                        "[--filter SUBSTRING] [--shard K/N] [--db FILE] [-v]\n");
         return 2;
+    }
+    char dbbuf[4200];
+    if (compiled) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(workdir, sizeof workdir, "%s/orch-node-tests-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(workdir)) {
+            fprintf(stderr, "node_tests: cannot create %s\n", workdir);
+            return 2;
+        }
+        if (!db_path) {
+            snprintf(dbbuf, sizeof dbbuf, "%s/profile.db", workdir);
+            db_path = dbbuf;
+        }
     }
     DIR *d = opendir(dir);
     if (!d) {
@@ -247,6 +296,10 @@ int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0, xfailed = 0;
     for (int k = 0; k < count; k++) {
         char cdir[4096], skip[4096], why[4096] = "";
+        if (k % shards != shard) {
+            free(names[k]);
+            continue;
+        }
         snprintf(cdir, sizeof cdir, "%s/%s", dir, names[k]);
         snprintf(skip, sizeof skip, "%s/SKIP", cdir);
         XFail *x = find_xfail(names[k]);
@@ -279,9 +332,20 @@ int main(int argc, char **argv) {
         free(names[k]);
     }
     free(names);
+    if (compiled && db_path == dbbuf) {
+        char p[4300];
+        const char *suffix[] = {"", "-wal", "-shm"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(p, sizeof p, "%s%s", dbbuf, suffix[i]);
+            remove(p);
+        }
+    }
+    if (compiled)
+        rmdir(workdir);
     printf("node tests (%s engine): %d passed, %d expected failures (listed with reasons), %d "
            "skipped (opset)\n",
-           engine == ORCH_ENGINE_PRIMS ? "primitive" : "op-level", passed, xfailed, skipped);
+           compiled ? "compiled" : engine == ORCH_ENGINE_PRIMS ? "primitive" : "op-level", passed,
+           xfailed, skipped);
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

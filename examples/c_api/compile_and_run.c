@@ -1,0 +1,70 @@
+// A small program using orch's C API: compiles an ONNX model for the CPU (or loads an artefact
+// compiled earlier), runs it on a constant input and prints the first outputs.
+//
+// usage: orch_example MODEL.onnx|MODEL.orch [OUT.orch]
+//   MODEL.onnx is compiled into OUT.orch (default: MODEL.onnx's name with .orch), then run.
+#include "orch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int die(orch_ctx *ctx, const char *what) {
+    fprintf(stderr, "%s: %s\n", what, orch_last_error(ctx));
+    return (int)orch_last_status(ctx);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.onnx|MODEL.orch [OUT.orch]\n", argv[0]);
+        return 1;
+    }
+    orch_ctx *ctx = orch_ctx_create();
+    const char *artefact = argv[1];
+    char out[4096];
+    size_t n = strlen(argv[1]);
+    if (n > 5 && strcmp(argv[1] + n - 5, ".onnx") == 0) {
+        if (argc > 2)
+            snprintf(out, sizeof out, "%s", argv[2]);
+        else
+            snprintf(out, sizeof out, "%.*s.orch", (int)(n - 5), argv[1]);
+        orch_compile_options co = {.target = "cpu", .top_k = 2, .verbose = 1};
+        if (orch_compile(ctx, argv[1], &co, out) != ORCH_OK)
+            return die(ctx, "compile");
+        artefact = out;
+    }
+    orch_session *s = NULL;
+    if (orch_session_create(ctx, artefact, NULL, &s) != ORCH_OK)
+        return die(ctx, "load");
+    int ni = orch_session_num_inputs(s), no = orch_session_num_outputs(s);
+    orch_tensor *in = calloc((size_t)ni, sizeof *in), *outs = calloc((size_t)no, sizeof *outs);
+    for (int i = 0; i < ni; i++) {
+        orch_session_input_info(s, i, &in[i]);
+        in[i].data = calloc(1, in[i].nbytes + 1); // zeros: ints are valid indices too
+        if (in[i].dtype == ORCH_FLOAT32)
+            for (size_t k = 0; k < in[i].nbytes / 4; k++)
+                ((float *)in[i].data)[k] = 0.5f;
+    }
+    for (int i = 0; i < no; i++) {
+        orch_session_output_info(s, i, &outs[i]);
+        outs[i].data = malloc(outs[i].nbytes + 1);
+    }
+    int rc = 0;
+    if (orch_session_run(ctx, s, in, ni, outs, no) != ORCH_OK)
+        rc = die(ctx, "run");
+    for (int i = 0; i < no && rc == 0; i++) {
+        printf("%s:", outs[i].name);
+        for (size_t k = 0; k < 4 && k < outs[i].nbytes / 4 && outs[i].dtype == ORCH_FLOAT32; k++)
+            printf(" %.6g", ((float *)outs[i].data)[k]);
+        printf("%s\n", outs[i].nbytes > 16 ? " ..." : "");
+    }
+    for (int i = 0; i < ni; i++)
+        free(in[i].data);
+    for (int i = 0; i < no; i++)
+        free(outs[i].data);
+    free(in);
+    free(outs);
+    orch_session_free(s);
+    orch_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,310 @@
+// `orch bench MODEL.orch|MODEL.onnx`: latency statistics of a compiled model and a per-kernel
+// table (time, share, the ONNX nodes each kernel covers), as text and optionally JSON. An ONNX
+// model is compiled first (compile's flags apply) into a temporary artefact.
+// Latency runs are timed without per-kernel clocks; the kernel table comes from separate
+// profiled runs, so the clocks do not inflate the latency figures.
+#include "cmd_bench.h"
+
+#include "../compile/compile.h"
+#include "../plan/artifact.h"
+#include "../runtime/session.h"
+#include "cmd_compile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *sorted, int n, double p) {
+    if (n == 0)
+        return 0;
+    double pos = p * (n - 1);
+    int lo = (int)floor(pos), hi = (int)ceil(pos);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+static int bench_usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "orch bench: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
+                    " [--json FILE]\n           [compile options for an ONNX model: --db FILE "
+                    "--top-k K --input-shapes ... ]\n");
+    return ST_USAGE;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+typedef struct KernelRow {
+    int launch;
+    double median;
+} KernelRow;
+
+static int cmp_row(const void *a, const void *b) {
+    const KernelRow *x = a, *y = b;
+    return x->median < y->median ? 1 : x->median > y->median ? -1 : x->launch - y->launch;
+}
+
+int cli_bench_main(int argc, char **argv) {
+    int iters = 100, warmup = 10, threads = 0;
+    const char *json = NULL;
+    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    int nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        bool mine = strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 ||
+                    strcmp(s, "--json") == 0;
+        if (!mine) {
+            rest[nrest++] = argv[i];
+            if (strcmp(s, "--threads") == 0 && i + 1 < argc) {
+                threads = atoi(argv[i + 1]);
+                rest[nrest++] = argv[++i];
+            }
+            continue;
+        }
+        if (i + 1 == argc) {
+            free(rest);
+            return bench_usage("%s needs a value", s);
+        }
+        const char *v = argv[++i];
+        if (strcmp(s, "--json") == 0) {
+            json = v;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || errno || n < (strcmp(s, "--iters") == 0 ? 1 : 0) || n > 1000000) {
+            free(rest);
+            return bench_usage("bad count '%s' (--iters 1..1000000, --warmup 0..1000000)", v);
+        }
+        if (strcmp(s, "--iters") == 0)
+            iters = (int)n;
+        else
+            warmup = (int)n;
+    }
+    CompileOptions co;
+    const char *model, *out;
+    bool quiet;
+    int rc = cli_compile_args(nrest, rest, &co, &model, &out, &quiet, false);
+    free(rest);
+    if (rc)
+        return rc;
+
+    Err e = {0};
+    char tmp_path[4096] = "";
+    const char *art_path = model;
+    FILE *f = fopen(model, "rb");
+    char magic[8] = {0};
+    bool is_art = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
+    if (f)
+        fclose(f);
+    double compile_s = 0;
+    if (!is_art) {
+        // An ONNX model: compile it first, into -o or a temporary file.
+        if (out)
+            snprintf(tmp_path, sizeof tmp_path, "%s", out);
+        else {
+            const char *tmp = getenv("TMPDIR");
+            snprintf(tmp_path, sizeof tmp_path, "%s/orch-bench-%d.orch", tmp && *tmp ? tmp : "/tmp",
+                     (int)getpid());
+        }
+        co.progress = quiet ? NULL : stderr;
+        CompileReport rep;
+        rc = compile_model(model, &co, tmp_path, &rep, &e);
+        if (rc) {
+            fprintf(stderr, "orch: error: %s\n", e.msg);
+            return rc;
+        }
+        compile_s = rep.t_total;
+        printf("compiled %s in %.2f s\n", model, compile_s);
+        art_path = tmp_path;
+    }
+
+    ArtifactContents ac = {0};
+    Session *s = NULL;
+    rc = artifact_read(art_path, &ac, &e);
+    HwInfo hw;
+    const Target *t = rc ? NULL : target_find(ac.h.target);
+    if (rc == ST_OK && !t)
+        rc = err_set(&e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
+                     art_path, ac.h.target);
+    if (rc == ST_OK)
+        rc = t->hw_detect(&hw, ac.h.threads, &e);
+    SessionOptions so = {.threads = threads};
+    if (rc == ST_OK)
+        rc = session_create(&ac, &hw, &so, &s, &e);
+    if (!is_art && !out)
+        remove(tmp_path);
+    if (rc) {
+        fprintf(stderr, "orch: error: %s\n", e.msg);
+        artifact_contents_free(&ac);
+        return rc;
+    }
+
+    // Inputs: random values like orch run's (floats in [-1, 1), small integers).
+    const PrimGraph *pg = session_graph(s);
+    void **in = calloc((size_t)pg->n_inputs + 1, sizeof(void *));
+    void **outs = calloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < pg->n_inputs; i++) {
+        const Tensor *ti = pg->tensors[pg->inputs[i]];
+        in[i] = aligned_alloc(64, (tensor_nbytes(ti) + 64) / 64 * 64);
+        for (int64_t k = 0; k < tensor_numel(ti); k++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            double u = (double)(rng >> 11) / 9007199254740992.0;
+            if (dtype_is_float(ti->dtype))
+                elem_set_f64(ti->dtype, in[i], k, 2 * u - 1);
+            else
+                elem_set_i64(ti->dtype, in[i], k, (int64_t)(u * 2));
+        }
+    }
+    for (int i = 0; i < pg->n_outputs; i++)
+        outs[i] = aligned_alloc(64, (tensor_nbytes(pg->tensors[pg->outputs[i]]) + 64) / 64 * 64);
+
+    double *lat = malloc(sizeof(double) * (size_t)iters);
+    for (int r = 0; r < warmup && rc == ST_OK; r++)
+        rc = session_run(s, (const void *const *)in, outs, &e);
+    double t_all = now_s();
+    for (int r = 0; r < iters && rc == ST_OK; r++) {
+        double t0 = now_s();
+        rc = session_run(s, (const void *const *)in, outs, &e);
+        lat[r] = now_s() - t0;
+    }
+    t_all = now_s() - t_all;
+
+    // Per-kernel times: profiled runs, the median per launch.
+    int nl = session_num_launches(s);
+    int prof_runs = iters < 50 ? iters : 50;
+    double *kt = calloc((size_t)nl * (size_t)prof_runs + 1, sizeof(double));
+    session_set_profiling(s, 1);
+    for (int r = 0; r < prof_runs && rc == ST_OK; r++) {
+        rc = session_run(s, (const void *const *)in, outs, &e);
+        const double *k = session_kernel_times(s);
+        for (int i = 0; i < nl && k; i++)
+            kt[(size_t)i * prof_runs + r] = k[i];
+    }
+    session_set_profiling(s, 0);
+    if (rc) {
+        fprintf(stderr, "orch: error: %s\n", e.msg);
+    } else {
+        qsort(lat, (size_t)iters, sizeof(double), cmp_double);
+        double mean = 0, var = 0;
+        for (int r = 0; r < iters; r++)
+            mean += lat[r] / iters;
+        for (int r = 0; r < iters; r++)
+            var += (lat[r] - mean) * (lat[r] - mean) / iters;
+        double med = pct(lat, iters, 0.5), p90 = pct(lat, iters, 0.9),
+               p99 = pct(lat, iters, 0.99);
+        KernelRow *rows = calloc((size_t)nl + 1, sizeof(KernelRow));
+        double ksum = 0;
+        for (int i = 0; i < nl; i++) {
+            double *v = &kt[(size_t)i * prof_runs];
+            qsort(v, (size_t)prof_runs, sizeof(double), cmp_double);
+            rows[i].launch = i;
+            rows[i].median = pct(v, prof_runs, 0.5);
+            ksum += rows[i].median;
+        }
+        qsort(rows, (size_t)nl, sizeof(KernelRow), cmp_row);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        const Plan *plan = session_plan(s);
+        printf("%s: %d kernels, %d thread%s, %s\n", art_path == tmp_path ? model : art_path,
+               session_num_kernels(s), session_threads(s), session_threads(s) == 1 ? "" : "s",
+               ac.h.fingerprint);
+        printf("latency over %d runs (after %d warm-up): min %.3f ms, median %.3f ms, p90 %.3f ms, "
+               "p99 %.3f ms, mean %.3f ms, stddev %.3f ms\n",
+               iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, mean * 1e3,
+               sqrt(var) * 1e3);
+        printf("throughput: %.1f runs/s; memory: arena %.2f MiB, constants %.2f MiB, peak RSS "
+               "%.1f MiB\n",
+               iters / t_all, (double)plan->arena_bytes / 1048576.0,
+               (double)plan->const_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0);
+        printf("kernels (median of %d profiled runs; sum %.3f ms):\n", prof_runs, ksum * 1e3);
+        printf("  %4s %10s %6s  %-36s %s\n", "#", "time", "share", "kernel", "ONNX nodes");
+        for (int i = 0; i < nl; i++) {
+            int l = rows[i].launch;
+            printf("  %4d %8.3f ms %5.1f%%  %-36s %s\n", l, rows[i].median * 1e3,
+                   ksum > 0 ? 100 * rows[i].median / ksum : 0, session_launch_name(s, l),
+                   session_launch_nodes(s, l));
+        }
+        if (json) {
+            FILE *jf = fopen(json, "w");
+            if (!jf) {
+                rc = err_set(&e, ST_RUNTIME, "--json %s: %s", json, strerror(errno));
+                fprintf(stderr, "orch: error: %s\n", e.msg);
+            } else {
+                fprintf(jf, "{\n  \"model\": ");
+                json_str(jf, model);
+                fprintf(jf, ",\n  \"target\": ");
+                json_str(jf, ac.h.target);
+                fprintf(jf, ",\n  \"device\": ");
+                json_str(jf, ac.h.fingerprint);
+                fprintf(jf,
+                        ",\n  \"threads\": %d,\n  \"iters\": %d,\n  \"warmup\": %d,\n"
+                        "  \"min_ms\": %.6f,\n  \"median_ms\": %.6f,\n  \"p90_ms\": %.6f,\n"
+                        "  \"p99_ms\": %.6f,\n  \"mean_ms\": %.6f,\n  \"stddev_ms\": %.6f,\n"
+                        "  \"throughput_per_s\": %.3f,\n  \"compile_s\": %.3f,\n"
+                        "  \"arena_bytes\": %lld,\n  \"const_bytes\": %lld,\n"
+                        "  \"peak_rss_bytes\": %lld,\n  \"kernels\": [",
+                        session_threads(s), iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3,
+                        p99 * 1e3, mean * 1e3, sqrt(var) * 1e3, iters / t_all, compile_s,
+                        (long long)plan->arena_bytes, (long long)plan->const_bytes,
+                        (long long)ru.ru_maxrss * 1024);
+                for (int l = 0; l < nl; l++) {
+                    double m = 0;
+                    for (int i = 0; i < nl; i++)
+                        if (rows[i].launch == l)
+                            m = rows[i].median;
+                    fprintf(jf, "%s\n    {\"index\": %d, \"name\": ", l ? "," : "", l);
+                    json_str(jf, session_launch_name(s, l));
+                    fprintf(jf, ", \"median_ms\": %.6f, \"share\": %.4f, \"nodes\": ", m * 1e3,
+                            ksum > 0 ? m / ksum : 0);
+                    json_str(jf, session_launch_nodes(s, l));
+                    fprintf(jf, "}");
+                }
+                fprintf(jf, "\n  ]\n}\n");
+                fclose(jf);
+            }
+        }
+        free(rows);
+    }
+    for (int i = 0; i < pg->n_inputs; i++)
+        free(in[i]);
+    for (int i = 0; i < pg->n_outputs; i++)
+        free(outs[i]);
+    free(in);
+    free(outs);
+    free(lat);
+    free(kt);
+    session_free(s);
+    artifact_contents_free(&ac);
+    return rc;
+}

@@ -1,0 +1,125 @@
+// `orch compile`: an ONNX model → a compiled artefact for a target (src/compile/compile.h), with
+// progress lines on stderr and a summary on stdout.
+#include "cmd_compile.h"
+
+#include "../compile/compile.h"
+#include "orch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int bad(const char *fmt, const char *arg) {
+    fprintf(stderr, "orch compile: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N]"
+                    "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
+                    " [--attention-rewrite]\n           [--time-limit S] [--seed S] [--quiet]\n");
+    return ST_USAGE;
+}
+
+static int parse_int(const char *v, const char *flag, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        char what[128];
+        snprintf(what, sizeof what, "%s expects an integer from %d to %d, got '%%s'", flag, lo, hi);
+        return bad(what, v);
+    }
+    *out = (int)x;
+    return ST_OK;
+}
+
+int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **model,
+                     const char **out, bool *quiet, bool out_required) {
+    memset(o, 0, sizeof *o);
+    *model = NULL;
+    *out = NULL;
+    *quiet = false;
+    o->seed = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = strcmp(s, "-t") == 0 || strcmp(s, "--target") == 0 || strcmp(s, "-o") == 0 ||
+                     strcmp(s, "--output") == 0 || strcmp(s, "--db") == 0 ||
+                     strcmp(s, "--threads") == 0 || strcmp(s, "--top-k") == 0 ||
+                     strcmp(s, "--jobs") == 0 || strcmp(s, "--input-shapes") == 0 ||
+                     strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0;
+        if (takes && !v)
+            return bad("%s needs a value", s);
+        int rc = ST_OK;
+        if (s[0] != '-') {
+            if (*model)
+                return bad("unexpected argument '%s'", s);
+            *model = s;
+            continue;
+        } else if (strcmp(s, "-t") == 0 || strcmp(s, "--target") == 0) {
+            if (strcmp(v, "cpu") != 0)
+                return bad(strcmp(v, "cuda") == 0
+                               ? "target '%s' is not built into this orch yet (the CPU target is)"
+                               : "unknown target '%s' (known: cpu)",
+                           v);
+            o->target = v;
+        } else if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
+            *out = v;
+        } else if (strcmp(s, "--db") == 0) {
+            o->db_path = v;
+        } else if (strcmp(s, "--threads") == 0) {
+            rc = parse_int(v, s, 1, 4096, &o->threads);
+        } else if (strcmp(s, "--top-k") == 0) {
+            rc = parse_int(v, s, 1, 16, &o->top_k);
+        } else if (strcmp(s, "--jobs") == 0) {
+            rc = parse_int(v, s, 1, 256, &o->jobs);
+        } else if (strcmp(s, "--input-shapes") == 0) {
+            o->input_shapes = v;
+        } else if (strcmp(s, "--time-limit") == 0) {
+            char *end;
+            o->time_limit = strtod(v, &end);
+            if (end == v || *end || !(o->time_limit > 0))
+                return bad("--time-limit expects a positive number of seconds, got '%s'", v);
+        } else if (strcmp(s, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            o->seed = strtoull(v, &end, 10);
+            if (end == v || *end || errno)
+                return bad("--seed expects an unsigned integer, got '%s'", v);
+        } else if (strcmp(s, "--attention-rewrite") == 0) {
+            o->attention_rewrite = true;
+        } else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) {
+            *quiet = true;
+        } else {
+            return bad("unknown option '%s'", s);
+        }
+        if (rc)
+            return rc;
+        if (takes)
+            i++;
+    }
+    if (!*model)
+        return bad("%s", "no model given");
+    if (out_required && !*out)
+        return bad("%s", "no output file given (-o MODEL.orch)");
+    return ST_OK;
+}
+
+int cli_compile_main(int argc, char **argv) {
+    CompileOptions o;
+    const char *model, *out;
+    bool quiet;
+    int rc = cli_compile_args(argc, argv, &o, &model, &out, &quiet, true);
+    if (rc)
+        return rc;
+    o.progress = quiet ? NULL : stderr;
+    CompileReport rep;
+    Err e = {0};
+    rc = compile_model(model, &o, out, &rep, &e);
+    if (rc) {
+        fprintf(stderr, "orch: error: %s\n", e.msg);
+        return rc;
+    }
+    printf("wrote %s\n", out);
+    compile_report_print(&rep, stdout);
+    return ST_OK;
+}

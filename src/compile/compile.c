@@ -1,0 +1,731 @@
+// The compile driver (compile.h): every stage in order in compile_model.
+#include "compile.h"
+
+#include "../base/file.h"
+#include "../candidates/candidates.h"
+#include "../db/profile_db.h"
+#include "../fission/fission.h"
+#include "../fission/passes.h"
+#include "../ir/fold.h"
+#include "../onnx/load.h"
+#include "../orchestrate/orchestrate.h"
+#include "../plan/artifact.h"
+#include "../plan/plan.h"
+#include "../runtime/prim_interp.h"
+#include "../runtime/session.h"
+#include "../target/c/cbuild.h"
+#include "kernel_lab.h"
+#include "orch.h"
+
+#include <libgen.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_CONFIGS 16
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int compile_import(const void *bytes, size_t size, const char *name, const char *base_dir,
+                   const char *input_shapes, bool attention_rewrite, Graph **g, PrimGraph **pg,
+                   Err *e) {
+    *g = NULL;
+    *pg = NULL;
+    InputShape shapes[512];
+    int n_shapes = 0;
+    char *spec = input_shapes ? xstrdup(input_shapes) : NULL;
+    int rc = spec ? parse_input_shapes(spec, shapes, 512, &n_shapes, e) : ST_OK;
+    LoadOptions lo = {.shapes = shapes, .n_shapes = n_shapes};
+    if (rc == ST_OK)
+        rc = onnx_load_memory(bytes, size, name, base_dir, &lo, g, e);
+    free(spec); // the loader copies what it keeps
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(*g, NULL, e);
+    if (rc == ST_OK)
+        rc = graph_check_supported(*g, e);
+    FissionOptions fo = {.attention_rewrite = attention_rewrite};
+    if (rc == ST_OK)
+        rc = fission_run(*g, &fo, pg, NULL, e);
+    if (rc == ST_OK && (rc = fission_cleanup(*pg, NULL, e)))
+        err_prefix(e, "%s: clean-up of the primitive graph: ", name);
+    if (rc) {
+        prim_graph_free(*pg);
+        graph_free(*g);
+        *pg = NULL;
+        *g = NULL;
+    }
+    return rc;
+}
+
+// ---- random inputs ----
+
+static uint64_t rng_next(uint64_t *s) { // xorshift64*
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+// Inputs like a model sees them: floats in [-1, 1), integers in {0, 1} (safe as indices), bools.
+static void **random_inputs(const PrimGraph *pg, uint64_t seed) {
+    uint64_t s = seed ? seed : 0x9e3779b97f4a7c15ull;
+    void **in = xcalloc((size_t)pg->n_inputs + 1, sizeof(void *));
+    for (int i = 0; i < pg->n_inputs; i++) {
+        const Tensor *t = pg->tensors[pg->inputs[i]];
+        int64_t n = tensor_numel(t);
+        in[i] = xmalloc(tensor_nbytes(t) + 1);
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t r = rng_next(&s);
+            if (dtype_is_float(t->dtype))
+                elem_set_f64(t->dtype, in[i], k, (double)(r >> 11) / 4503599627370496.0 - 1.0);
+            else
+                elem_set_i64(t->dtype, in[i], k, (int64_t)((r >> 40) & 1));
+        }
+    }
+    return in;
+}
+
+static void free_inputs(const PrimGraph *pg, void **in) {
+    for (int i = 0; in && i < pg->n_inputs; i++)
+        free(in[i]);
+    free(in);
+}
+
+// ---- per signature tuning state ----
+
+typedef struct Sig {
+    uint64_t sig;
+    int rep;              // a candidate with this signature
+    bool singleton;
+    bool supported;       // the target generates it
+    int n_cfg;
+    KernelConfig cfg[MAX_CONFIGS];
+    PdbStatus cfg_status[MAX_CONFIGS];
+    double cfg_time[MAX_CONFIGS];
+    bool cfg_known[MAX_CONFIGS]; // measured now or found in the database
+    int best;             // index of the best OK config, -1 when none
+    double interp_time;   // singletons the target cannot generate: the interpreter's time
+} Sig;
+
+typedef struct Driver {
+    const CompileOptions *opt;
+    const Target *target;
+    HwInfo hw;
+    ProfileDb *db;
+    const PrimGraph *pg;
+    CandidateSet *cs;
+    Sig *sigs;
+    int n_sigs;
+    int *sig_of; // candidate → sig index
+    void **values;
+    CompileReport *rep;
+    double t_phase;
+    Err db_err; // database trouble is reported once and tuning goes on without it
+    bool db_broken;
+} Driver;
+
+static int cmp_u64_idx(const void *a, const void *b) {
+    const uint64_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static void index_signatures(Driver *d) {
+    CandidateSet *cs = d->cs;
+    uint64_t(*pairs)[2] = xmalloc(sizeof *pairs * (size_t)(cs->n + 1));
+    for (int i = 0; i < cs->n; i++) {
+        pairs[i][0] = cs->c[i].signature;
+        pairs[i][1] = (uint64_t)i;
+    }
+    qsort(pairs, (size_t)cs->n, sizeof *pairs, cmp_u64_idx);
+    d->sigs = xcalloc((size_t)cs->n + 1, sizeof(Sig));
+    d->sig_of = xmalloc(sizeof(int) * (size_t)(cs->n + 1));
+    d->n_sigs = 0;
+    for (int i = 0; i < cs->n; i++) {
+        if (i == 0 || pairs[i][0] != pairs[i - 1][0]) {
+            Sig *s = &d->sigs[d->n_sigs++];
+            s->sig = pairs[i][0];
+            s->rep = (int)pairs[i][1];
+            s->best = -1;
+        }
+        d->sig_of[pairs[i][1]] = d->n_sigs - 1;
+    }
+    free(pairs);
+}
+
+static PdbKey key_of(const Driver *d, const Sig *s, int k) {
+    PdbKey key = {.signature = s->sig,
+                  .target = d->target->name,
+                  .fingerprint = d->hw.fingerprint,
+                  .config = s->cfg[k].desc};
+    return key;
+}
+
+static void db_trouble(Driver *d, const Err *e) {
+    if (d->db_broken)
+        return;
+    d->db_broken = true;
+    d->db_err = *e;
+    if (d->opt->progress)
+        fprintf(d->opt->progress, "warning: profile database: %s; going on without it\n", e->msg);
+}
+
+// Configs of every supported signature, and what the database already knows of them.
+static void collect_configs(Driver *d) {
+    for (int i = 0; i < d->n_sigs; i++) {
+        Sig *s = &d->sigs[i];
+        const Candidate *c = &d->cs->c[s->rep];
+        s->singleton = c->n_prims == 1;
+        s->supported = d->target->supports(d->pg, c);
+        if (!s->supported)
+            continue;
+        int k = d->opt->top_k > 0 ? d->opt->top_k : 8;
+        s->n_cfg = d->target->configs(d->pg, c, &d->hw, s->cfg, ORCH_MIN(k, MAX_CONFIGS));
+        if (s->n_cfg <= 0) {
+            s->supported = false;
+            continue;
+        }
+        if (!d->db || d->db_broken)
+            continue;
+        PdbRecords recs = {0};
+        Err e = {0};
+        if (pdb_lookup_all(d->db, s->sig, d->target->name, d->hw.fingerprint, &recs, &e)) {
+            db_trouble(d, &e);
+            continue;
+        }
+        for (int r = 0; r < recs.n; r++)
+            for (int j = 0; j < s->n_cfg; j++) {
+                if (strcmp(recs.configs[r], s->cfg[j].desc) != 0)
+                    continue;
+                if (recs.recs[r].status == PDB_PENDING)
+                    break; // another compile is measuring it now: measure it here as well
+                s->cfg_known[j] = true;
+                s->cfg_status[j] = recs.recs[r].status;
+                s->cfg_time[j] = recs.recs[r].median_s;
+                d->rep->looked_up++;
+            }
+        pdb_records_free(&recs);
+    }
+}
+
+static void update_best(Sig *s) {
+    s->best = -1;
+    for (int j = 0; j < s->n_cfg; j++)
+        if (s->cfg_known[j] && s->cfg_status[j] == PDB_OK &&
+            (s->best < 0 || s->cfg_time[j] < s->cfg_time[s->best]))
+            s->best = j;
+}
+
+// ---- the lab's callbacks: database writes and progress ----
+
+typedef struct LabCtx {
+    Driver *d;
+    int *job_sig, *job_cfg;
+    double t0;
+    double best_gain; // progress: the largest speed-up of a later config over config 0
+} LabCtx;
+
+static int before_run(void *ctx, const LabJob *j) {
+    LabCtx *lc = ctx;
+    Driver *d = lc->d;
+    if (!d->db || d->db_broken)
+        return 0;
+    Sig *s = &d->sigs[d->sig_of[j->cand]];
+    for (int k = 0; k < s->n_cfg; k++)
+        if (strcmp(s->cfg[k].desc, j->cfg.desc) == 0) {
+            PdbKey key = key_of(d, s, k);
+            Err e = {0};
+            if (pdb_mark_pending(d->db, &key, &e))
+                db_trouble(d, &e);
+            break;
+        }
+    return 0;
+}
+
+static void fmt_time(double s, char *buf, size_t n) {
+    if (s >= 1)
+        snprintf(buf, n, "%.2f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, n, "%.3f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.1f us", s * 1e6);
+}
+
+static void on_result(void *ctx, const LabJob *j, int done, int total) {
+    LabCtx *lc = ctx;
+    Driver *d = lc->d;
+    Sig *s = &d->sigs[d->sig_of[j->cand]];
+    int k = 0;
+    while (k < s->n_cfg && strcmp(s->cfg[k].desc, j->cfg.desc) != 0)
+        k++;
+    if (k == s->n_cfg)
+        return;
+    PdbStatus st = j->status == LAB_OK      ? PDB_OK
+                   : j->status == LAB_WRONG ? PDB_WRONG
+                                            : PDB_BUILD_FAILED;
+    if (j->status == LAB_SKIPPED)
+        st = PDB_CRASHED;
+    s->cfg_known[k] = true;
+    s->cfg_status[k] = st;
+    s->cfg_time[k] = j->median_s;
+    d->rep->measured++;
+    if (st == PDB_WRONG)
+        d->rep->wrong++;
+    else if (st != PDB_OK)
+        d->rep->failed++;
+    if (st == PDB_WRONG || st == PDB_BUILD_FAILED) {
+        // A generator bug: reported, never selected.
+        if (d->opt->progress)
+        {
+            const Candidate *c = &d->cs->c[j->cand];
+            fprintf(d->opt->progress, "  kernel %016llx (%s, from %s) rejected: %s\n",
+                    (unsigned long long)s->sig, j->cfg.desc,
+                    d->pg->prims[c->prims[c->n_prims - 1]]->origin, j->note);
+        }
+    }
+    if (d->db && !d->db_broken && j->status != LAB_SKIPPED) {
+        PdbKey key = key_of(d, s, k);
+        PdbRecord r = {.status = st, .median_s = j->median_s, .min_s = j->min_s,
+                       .spread = j->spread, .reps = j->reps};
+        snprintf(r.note, sizeof r.note, "%s", j->note);
+        Err e = {0};
+        if (pdb_store(d->db, &key, &r, &e))
+            db_trouble(d, &e);
+    }
+    if (st == PDB_OK && k > 0 && s->cfg_known[0] && s->cfg_status[0] == PDB_OK && j->median_s > 0) {
+        double gain = s->cfg_time[0] / j->median_s;
+        if (gain > lc->best_gain)
+            lc->best_gain = gain;
+    }
+    if (d->opt->progress && (done == total || done % 16 == 0)) {
+        double el = now_s() - lc->t0;
+        double eta = done ? el / done * (total - done) : 0;
+        char tb[32];
+        fmt_time(j->median_s, tb, sizeof tb);
+        fprintf(d->opt->progress, "  measured %d/%d kernels, %.1f s, ETA %.0f s", done, total, el,
+                eta);
+        if (lc->best_gain > 1)
+            fprintf(d->opt->progress, "; best config gain so far %.2fx", lc->best_gain);
+        fprintf(d->opt->progress, "\n");
+        fflush(d->opt->progress);
+    }
+}
+
+// Measures config k of every listed signature that is not known yet.
+static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
+                           const char *what, Err *e) {
+    LabJob *jobs = xcalloc((size_t)(n_list * (k_to - k_from) + 1), sizeof(LabJob));
+    int nj = 0;
+    for (int i = 0; i < n_list; i++) {
+        Sig *s = &d->sigs[sig_list[i]];
+        for (int k = k_from; k < ORCH_MIN(k_to, s->n_cfg); k++) {
+            if (s->cfg_known[k])
+                continue;
+            jobs[nj].cand = s->rep;
+            jobs[nj].cfg = s->cfg[k];
+            nj++;
+        }
+    }
+    int rc = ST_OK;
+    if (nj) {
+        if (d->opt->progress) {
+            fprintf(d->opt->progress, "tune: %s: %d kernel configs to build and measure\n", what,
+                    nj);
+            fflush(d->opt->progress);
+        }
+        LabCtx lc = {.d = d, .t0 = now_s()};
+        LabOptions lo = {.target = d->target,
+                         .hw = &d->hw,
+                         .jobs = d->opt->jobs,
+                         .before_run = before_run,
+                         .on_result = on_result,
+                         .ctx = &lc};
+        rc = lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, e);
+    }
+    free(jobs);
+    for (int i = 0; i < n_list; i++)
+        update_best(&d->sigs[sig_list[i]]);
+    return rc;
+}
+
+// The interpreter's time for a primitive the target cannot generate (measured on every compile;
+// it is quick and never stored).
+static double time_interp(const PrimGraph *pg, const Candidate *c, void **values) {
+    const Prim *p = pg->prims[c->prims[0]];
+    const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+    void **y = xcalloc((size_t)p->n_out + 1, sizeof(void *));
+    for (int j = 0; j < p->n_in; j++)
+        x[j] = p->in[j] >= 0 ? values[p->in[j]] : NULL;
+    bool ok = true;
+    for (int j = 0; j < p->n_out; j++)
+        if (p->out[j] >= 0) {
+            size_t b = tensor_nbytes(pg->tensors[p->out[j]]);
+            y[j] = malloc(b ? b : 1);
+            ok = ok && y[j];
+        }
+    double best = INFINITY;
+    for (int r = 0; r < 3 && ok; r++) {
+        Err e = {0};
+        double t0 = now_s();
+        int rc = p->kind == PRIM_OPAQUE ? prim_eval_opaque(pg, p, x, y, &e)
+                                        : prim_eval(pg, p, x, y[0], &e);
+        double t = now_s() - t0;
+        if (rc)
+            break;
+        best = t < best ? t : best;
+    }
+    for (int j = 0; j < p->n_out; j++)
+        free(y[j]);
+    free(x);
+    free(y);
+    return isfinite(best) ? best : 1.0;
+}
+
+// Candidate costs from the signatures' best times. Candidates that cannot run (not generated,
+// or every config failed) are dropped, except singletons, which the interpreter runs.
+static void apply_costs(Driver *d) {
+    CandidateSet *cs = d->cs;
+    for (int i = 0; i < cs->n; i++) {
+        Sig *s = &d->sigs[d->sig_of[i]];
+        if (s->best >= 0)
+            cs->c[i].cost = s->cfg_time[s->best];
+        else if (s->singleton) {
+            if (s->interp_time <= 0)
+                s->interp_time = time_interp(d->pg, &cs->c[s->rep], d->values);
+            cs->c[i].cost = s->interp_time;
+        } else
+            cs->c[i].cost = INFINITY;
+    }
+}
+
+// Removes candidates with an infinite cost (keeping the signature index in step).
+static void drop_unrunnable(Driver *d) {
+    CandidateSet *cs = d->cs;
+    int w = 0;
+    for (int i = 0; i < cs->n; i++) {
+        if (!isfinite(cs->c[i].cost)) {
+            d->rep->rejected++;
+            continue;
+        }
+        cs->c[w] = cs->c[i];
+        d->sig_of[w] = d->sig_of[i];
+        w++;
+    }
+    cs->n = w;
+    for (int i = 0; i < d->n_sigs; i++)
+        d->sigs[i].rep = -1;
+    for (int i = 0; i < cs->n; i++)
+        if (d->sigs[d->sig_of[i]].rep < 0)
+            d->sigs[d->sig_of[i]].rep = i;
+}
+
+static int solve(Driver *d, Selection *sel, Err *e) {
+    OrchOptions oo = {.time_limit = d->opt->time_limit};
+    selection_free(sel);
+    memset(sel, 0, sizeof *sel);
+    return orchestrate(d->cs, &oo, sel, e);
+}
+
+// ---- the shared object of the chosen kernels, the plan and the artefact ----
+
+static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModule **mod,
+                             uint8_t **so, size_t *so_size, Err *e) {
+    PlanKernelSpec *spec = xcalloc((size_t)sel->n + 1, sizeof *spec);
+    char(*names)[64] = xcalloc((size_t)sel->n + 1, sizeof *names);
+    StrBuf src;
+    sb_init(&src);
+    sb_puts(&src, d->target->prelude());
+    int rc = ST_OK;
+    for (int i = 0; i < sel->n && rc == ST_OK; i++) {
+        const Candidate *c = &d->cs->c[sel->kernels[i]];
+        Sig *s = &d->sigs[d->sig_of[sel->kernels[i]]];
+        if (s->best >= 0) {
+            spec[i].kind = PLAN_GENERATED;
+            lab_kernel_name(d->pg, c, &s->cfg[s->best], names[i], sizeof names[i]);
+            spec[i].symbol = names[i];
+            // A kernel chosen twice (two layers with one signature) is emitted once.
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                seen = spec[j].kind == PLAN_GENERATED && strcmp(names[j], names[i]) == 0;
+            if (!seen)
+                rc = d->target->emit(d->pg, c, &s->cfg[s->best], names[i], &src, e);
+            d->rep->selection_digest =
+                artifact_hash(names[i], strlen(names[i])) ^ (d->rep->selection_digest * 31);
+        } else {
+            spec[i].kind =
+                d->pg->prims[c->prims[0]]->kind == PRIM_OPAQUE ? PLAN_OPAQUE : PLAN_INTERP;
+            d->rep->interp++;
+            d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
+        }
+    }
+    if (rc == ST_OK)
+        rc = cbuild_module(src.s, NULL, "the chosen kernels", mod, e);
+    if (rc == ST_OK)
+        rc = file_read_all(cmodule_path(*mod), (int64_t)1 << 34, so, so_size, e);
+    if (rc == ST_OK)
+        rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
+    sb_free(&src);
+    free(spec);
+    free(names);
+    return rc;
+}
+
+// Every graph input's shape, as --input-shapes spells it, so the runtime's re-import binds the
+// same shapes whatever the model leaves symbolic.
+static int shapes_string(const Graph *g, char *buf, size_t n, Err *e) {
+    StrBuf b;
+    sb_init(&b);
+    for (int i = 0; i < g->n_inputs; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        if (strpbrk(t->name, ",;")) {
+            sb_free(&b);
+            return err_set(e, ST_UNSUPPORTED, "input '%s': names with ',' or ';' cannot be bound "
+                                              "in an artefact", t->name);
+        }
+        sb_printf(&b, "%s%s:", i ? "," : "", t->name);
+        for (int d = 0; d < t->rank; d++)
+            sb_printf(&b, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+    }
+    int rc = ST_OK;
+    if (b.len + 1 > n || strchr(b.s, '\n'))
+        rc = err_set(e, ST_UNSUPPORTED, "the input names and shapes take %zu bytes, more than an "
+                                        "artefact holds (%zu)", b.len + 1, n);
+    else
+        snprintf(buf, n, "%s", b.s);
+    sb_free(&b);
+    return rc;
+}
+
+// Runs the artefact exactly as `orch run` would and compares its outputs with the interpreter's.
+static int check_artifact(Driver *d, const char *path, void **inputs, double *max_err, Err *e) {
+    ArtifactContents a;
+    int rc = artifact_read(path, &a, e);
+    if (rc)
+        return rc;
+    Session *s = NULL;
+    SessionOptions so = {.threads = d->opt->threads};
+    rc = session_create(&a, &d->hw, &so, &s, e);
+    void **outs = xcalloc((size_t)d->pg->n_outputs + 1, sizeof(void *));
+    for (int i = 0; i < d->pg->n_outputs && rc == ST_OK; i++) {
+        size_t b = tensor_nbytes(d->pg->tensors[d->pg->outputs[i]]);
+        outs[i] = xmalloc(b + 64);
+        memset(outs[i], 0xff, b);
+    }
+    if (rc == ST_OK)
+        rc = session_run(s, (const void *const *)inputs, outs, e);
+    *max_err = 0;
+    for (int i = 0; i < d->pg->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = d->pg->tensors[d->pg->outputs[i]];
+        char why[256];
+        double err = 0;
+        if (!lab_outputs_agree(t->dtype, tensor_numel(t), outs[i], d->values[d->pg->outputs[i]],
+                               &err, why, sizeof why))
+            rc = err_set(e, ST_MISMATCH,
+                         "the compiled plan's output '%s' disagrees with the primitive "
+                         "interpreter: %s (a bug in orch: please report it)",
+                         t->name, why);
+        *max_err = err > *max_err ? err : *max_err;
+    }
+    for (int i = 0; i < d->pg->n_outputs; i++)
+        free(outs[i]);
+    free(outs);
+    session_free(s);
+    artifact_contents_free(&a);
+    return rc;
+}
+
+int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
+                  CompileReport *rep, Err *e) {
+    memset(rep, 0, sizeof *rep);
+    double t_start = now_s(), t = t_start;
+    Driver d = {.opt = opt, .rep = rep};
+    d.target = target_find(opt->target ? opt->target : "cpu");
+    if (!d.target)
+        return err_set(e, ST_USAGE, "unknown target '%s' (this build has: cpu)", opt->target);
+    FILE *pr = opt->progress;
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    uint8_t *bytes = NULL, *so = NULL;
+    size_t size = 0, so_size = 0;
+    void **inputs = NULL;
+    Selection sel = {0};
+    Plan *plan = NULL;
+    CModule *mod = NULL;
+    uint8_t *plan_bytes = NULL;
+    size_t plan_size = 0;
+    int *list = NULL;
+
+    int rc = d.target->hw_detect(&d.hw, opt->threads, e);
+    if (rc == ST_OK)
+        rc = file_read_all(onnx_path, (int64_t)1 << 34, &bytes, &size, e);
+    if (rc == ST_OK) {
+        char *dirbuf = xstrdup(onnx_path);
+        rc = compile_import(bytes, size, onnx_path, dirname(dirbuf), opt->input_shapes,
+                            opt->attention_rewrite, &g, &pg, e);
+        free(dirbuf);
+    }
+    if (rc)
+        goto out;
+    d.pg = pg;
+    rep->prims = pg->n_prims;
+    rep->t_import = now_s() - t;
+    if (pr)
+        fprintf(pr, "import: %d primitives from %d ONNX nodes in %.2f s; target %s: %s\n",
+                pg->n_prims, g->n_nodes, rep->t_import, d.target->name, d.hw.fingerprint);
+
+    t = now_s();
+    CandRules rules = cand_rules_default();
+    if ((rc = cand_enumerate(pg, &rules, 0, &d.cs, e)))
+        goto out;
+    index_signatures(&d);
+    rep->candidates = d.cs->n;
+    rep->signatures = d.n_sigs;
+    rep->t_candidates = now_s() - t;
+    if (pr)
+        fprintf(pr, "candidates: %d candidate kernels, %d distinct, in %.2f s\n", d.cs->n,
+                d.n_sigs, rep->t_candidates);
+
+    // Tensor values for checks and timing: the interpreter on random inputs.
+    t = now_s();
+    inputs = random_inputs(pg, opt->seed);
+    if ((rc = prim_interp_values(pg, (const void *const *)inputs, &d.values, e)))
+        goto out;
+    rep->t_check += now_s() - t;
+
+    t = now_s();
+    if (pdb_open(opt->db_path, false, &d.db, &d.db_err)) {
+        if (pr)
+            fprintf(pr, "warning: profile database: %s; measuring without it\n", d.db_err.msg);
+        d.db_broken = true;
+    }
+    collect_configs(&d);
+    list = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
+    int nl = 0;
+    for (int i = 0; i < d.n_sigs; i++)
+        if (d.sigs[i].supported)
+            list[nl++] = i;
+    for (int i = 0; i < d.n_sigs; i++)
+        update_best(&d.sigs[i]);
+    rep->generated = nl;
+    if (pr)
+        fprintf(pr, "tune: %d of %d distinct kernels generated for %s, %d configs from the "
+                    "database %s\n",
+                nl, d.n_sigs, d.target->name, rep->looked_up,
+                d.db ? pdb_path(d.db) : "(none)");
+    // Phase 1: each kernel's best-scored config, so every candidate has a measured cost.
+    if ((rc = measure_configs(&d, list, nl, 0, 1, "first config of every kernel", e)))
+        goto out;
+    // A kernel whose first config failed gets its second.
+    int nfail = 0;
+    for (int i = 0; i < nl; i++)
+        if (d.sigs[list[i]].best < 0)
+            list[nfail++] = list[i];
+    if ((rc = measure_configs(&d, list, nfail, 1, 2, "second config where the first failed", e)))
+        goto out;
+    apply_costs(&d);
+    drop_unrunnable(&d);
+    rep->t_tune += now_s() - t;
+
+    t = now_s();
+    if ((rc = solve(&d, &sel, e)))
+        goto out;
+    rep->t_solve += now_s() - t;
+    // Phase 2: the other configs of the chosen kernels, then solve again on the better times.
+    t = now_s();
+    int nsel = 0;
+    for (int i = 0; i < sel.n; i++) {
+        int si = d.sig_of[sel.kernels[i]];
+        bool dup = false;
+        for (int j = 0; j < nsel && !dup; j++)
+            dup = list[j] == si;
+        if (!dup && d.sigs[si].supported)
+            list[nsel++] = si;
+    }
+    if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS, "all configs of the chosen kernels",
+                              e)))
+        goto out;
+    apply_costs(&d);
+    rep->t_tune += now_s() - t;
+    t = now_s();
+    if ((rc = solve(&d, &sel, e)))
+        goto out;
+    rep->t_solve += now_s() - t;
+    rep->predicted_s = sel.objective;
+    if (pr)
+        fprintf(pr, "solve: %d kernels, predicted %.3f ms (%s, gap %.2f%%)\n", sel.n,
+                sel.objective * 1e3, sel.optimal ? "optimal" : "time limit", sel.gap * 100);
+
+    t = now_s();
+    if ((rc = build_plan_and_so(&d, &sel, &plan, &mod, &so, &so_size, e)))
+        goto out;
+    rep->kernels = sel.n;
+    PlanStats ps;
+    plan_stats(plan, &ps);
+    rep->arena_bytes = ps.arena_bytes;
+    rep->intermediate_bytes = ps.intermediate_bytes;
+    if ((rc = plan_write(plan, &plan_bytes, &plan_size, e)))
+        goto out;
+    ArtifactHeader h = {0};
+    snprintf(h.orch_version, sizeof h.orch_version, "%s", ORCH_VERSION);
+    snprintf(h.target, sizeof h.target, "%s", d.target->name);
+    snprintf(h.fingerprint, sizeof h.fingerprint, "%s", d.hw.fingerprint);
+    if ((rc = shapes_string(g, h.input_shapes, sizeof h.input_shapes, e)))
+        goto out;
+    h.model_hash = artifact_hash(bytes, size);
+    h.load_flags = opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0;
+    h.threads = d.hw.cores; // what the kernels were measured with
+    h.kernels = sel.n;
+    h.predicted_seconds = sel.objective;
+    if ((rc = artifact_write(out_path, &h, bytes, size, plan_bytes, plan_size, so, so_size, e)))
+        goto out;
+    rep->t_build = now_s() - t;
+
+    t = now_s();
+    rc = check_artifact(&d, out_path, inputs, &rep->max_err, e);
+    rep->t_check += now_s() - t;
+    if (rc)
+        remove(out_path); // never leave an artefact that failed its check
+out:
+    rep->t_total = now_s() - t_start;
+    if (rc)
+        err_prefix(e, "orch compile %s: ", onnx_path);
+    free(list);
+    free(plan_bytes);
+    plan_free(plan);
+    cmodule_free(mod);
+    free(so);
+    selection_free(&sel);
+    pdb_close(d.db);
+    if (pg)
+        prim_values_free(pg, d.values);
+    free_inputs(pg, inputs);
+    free(d.sigs);
+    free(d.sig_of);
+    cand_set_free(d.cs);
+    prim_graph_free(pg);
+    graph_free(g);
+    free(bytes);
+    return rc;
+}
+
+void compile_report_print(const CompileReport *r, FILE *f) {
+    char tb[32];
+    fmt_time(r->predicted_s, tb, sizeof tb);
+    fprintf(f, "kernels: %d launches (%d run by the reference interpreter), predicted %s, "
+               "selection %016llx\n",
+            r->kernels, r->interp, tb, (unsigned long long)r->selection_digest);
+    fprintf(f, "tuning: %d primitives, %d candidates, %d distinct; %d generated; %d configs "
+               "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
+            r->prims, r->candidates, r->signatures, r->generated, r->measured, r->looked_up,
+            r->wrong, r->failed);
+    fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
+            (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
+    fprintf(f, "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "
+               "check %.2f)\n",
+            r->t_total, r->t_import, r->t_candidates, r->t_tune, r->t_solve, r->t_build,
+            r->t_check);
+}

@@ -1,0 +1,55 @@
+// The compile driver: the whole pipeline in one place, in order:
+//   import → infer/fold → fission → clean-up → candidates → tune (configs from the hardware
+//   model, look-ups in the profile database, the kernel lab for what is missing) → solve (BLP on
+//   measured costs) → tune the chosen kernels' other configs and solve again → emit the chosen
+//   kernels into one shared object → plan → check the plan end to end → artefact.
+// Needs: an ONNX model and a target. Guarantees: an artefact whose outputs matched the primitive
+// interpreter on the compile's random inputs, or an error naming the stage and the cause.
+#ifndef ORCH_COMPILE_H
+#define ORCH_COMPILE_H
+
+#include "../fission/prim.h"
+#include "../ir/graph.h"
+
+#include <stdio.h>
+
+// Import shared by the compiler and the runtime (which re-imports an artefact's model): ONNX
+// bytes → folded graph → primitives → clean-up, deterministic for equal inputs and options.
+// base_dir: where external data lives (NULL: none allowed).
+int compile_import(const void *bytes, size_t size, const char *name, const char *base_dir,
+                   const char *input_shapes, bool attention_rewrite, Graph **g, PrimGraph **pg,
+                   Err *e);
+
+typedef struct CompileOptions {
+    const char *target;       // "cpu" (NULL: cpu)
+    const char *db_path;      // profile database (NULL: the default file)
+    const char *input_shapes; // as for orch run
+    bool attention_rewrite;
+    int threads;              // kernel threads (0: every core this process may use)
+    int top_k;                // configs measured per chosen kernel (0: 8)
+    int jobs;                 // parallel compiler processes (0: cores)
+    double time_limit;        // BLP solver limit in seconds (0: its default)
+    uint64_t seed;            // random inputs for checks and timing
+    FILE *progress;           // progress lines (NULL: quiet)
+} CompileOptions;
+
+typedef struct CompileReport {
+    int prims, candidates, signatures;     // the graph and its candidates
+    int generated, rejected, interp;       // candidates the target generates / refused / run by the interpreter
+    int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
+    int kernels;                           // launches of the plan
+    double predicted_s;                    // the selection's measured total
+    int64_t arena_bytes, intermediate_bytes; // planned arena vs all intermediates summed
+    double t_import, t_candidates, t_tune, t_solve, t_build, t_check, t_total; // seconds per stage
+    double max_err;                        // the end-to-end check's worst error (relative to its bound)
+    uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
+} CompileReport;
+
+// Compiles the model at onnx_path into the artefact out_path.
+int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
+                  CompileReport *rep, Err *e);
+
+// Prints the summary lines `orch compile` ends with.
+void compile_report_print(const CompileReport *rep, FILE *f);
+
+#endif

@@ -1,0 +1,62 @@
+// The kernel lab: builds, checks and times generated kernels. Jobs (a candidate and a config) are
+// emitted into translation units, compiled in parallel compiler processes, loaded, run on the
+// tensor values the primitive interpreter computed for realistic inputs, compared with the
+// interpreter's output for the candidate's sink, and, when they agree, timed (warm-up, then
+// repeats until a time budget, median and spread). A kernel that disagrees is never timed.
+// Needs: a verified primitive graph, its candidate set, and every tensor's value
+// (prim_interp_values). Guarantees: every job ends with a status and, when LAB_OK, a time.
+#ifndef ORCH_KERNEL_LAB_H
+#define ORCH_KERNEL_LAB_H
+
+#include "../target/target.h"
+
+typedef enum LabStatus {
+    LAB_OK = 0,
+    LAB_WRONG,        // ran, but its output disagrees with the interpreter
+    LAB_BUILD_FAILED, // emit or compile failed (a code generator bug, reported)
+    LAB_SKIPPED,      // not run (an earlier failure in its unit, or the caller's before_run said so)
+} LabStatus;
+
+typedef struct LabJob {
+    int cand;         // index into the candidate set
+    KernelConfig cfg;
+    // results
+    LabStatus status;
+    double median_s, min_s, spread; // spread = (p90 - p10) / median
+    int reps;
+    double max_err;   // largest |got - ref| / (|ref| + scale) seen by the check
+    char note[256];   // why it failed
+} LabJob;
+
+typedef struct LabOptions {
+    const Target *target;
+    const HwInfo *hw;
+    int jobs;              // parallel compiler processes (0: cores)
+    int per_unit;          // kernels per translation unit (0: 16)
+    double min_time;       // seconds of timed repeats per kernel (0: 0.02)
+    int max_reps;          // repeats at most (0: 200)
+    const char *workdir;   // NULL: a temporary directory
+    // Called before a kernel first runs (the driver marks it pending in the profile database, so a
+    // crash inside the kernel is remembered); a non-zero return skips the kernel.
+    int (*before_run)(void *ctx, const LabJob *j);
+    // Called when a job has its result (to store it at once) and for progress lines.
+    void (*on_result)(void *ctx, const LabJob *j, int done, int total);
+    void *ctx;
+} LabOptions;
+
+// The function name a job's kernel gets in its unit: "orch_k<signature hex>_<config hash hex>".
+void lab_kernel_name(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, char *buf,
+                     size_t n);
+
+// Runs the jobs. Errors are only for the lab itself (work directory, memory); a kernel's own
+// failure is its job's status.
+int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
+            const LabOptions *opt, Err *e);
+
+// Compares a kernel's output with the reference (same dtype and element count): the tolerance of
+// the checks, |got - ref| <= 1e-4 * |ref| + 1e-4 * max|ref| for floats, equality for integers.
+// Returns true when they agree; *max_err gets the largest error relative to that bound.
+bool lab_outputs_agree(DType dt, int64_t n, const void *got, const void *ref, double *max_err,
+                       char *why, size_t why_n);
+
+#endif

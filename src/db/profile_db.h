@@ -1,0 +1,135 @@
+// The profile database: every kernel measurement (candidate signature, target, device
+// fingerprint, config → status, times) and per-device constants, kept in one SQLite file
+// (default ~/.cache/orch/profile.db) so a rerun resumes and a second compile is look-ups only.
+// Needs: a path that can be created (or an existing file for read-only use).
+// Guarantees: every write is one transaction, committed (WAL) before the call returns, so killing
+// the process loses nothing already stored; a file that is not an orch profile database, is
+// corrupt or has a newer schema is refused with a message naming the file, never a crash.
+// A ProfileDb belongs to one process: after fork() the child opens its own (the parent's handle
+// must not be used or closed in the child).
+#ifndef ORCH_PROFILE_DB_H
+#define ORCH_PROFILE_DB_H
+
+#include "../base/common.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+// The schema this orch reads and writes; a file with a newer one is refused (ST_UNSUPPORTED).
+#define PDB_SCHEMA_VERSION 1
+
+typedef struct ProfileDb ProfileDb;
+
+// $XDG_CACHE_HOME/orch/profile.db, else $HOME/.cache/orch/profile.db (else ./orch-profile.db
+// when neither variable is set). Writes into buf (n bytes, truncated if short) and returns buf.
+const char *pdb_default_path(char *buf, size_t n);
+// Opens (creating the file, its schema and, for the default path, the directories with mode 0700,
+// unless readonly) the database at path (NULL: the default). A read-only open of a missing file
+// fails (ST_RUNTIME) with a message saying nothing has been measured there yet.
+int pdb_open(const char *path, bool readonly, ProfileDb **out, Err *e);
+void pdb_close(ProfileDb *db); // accepts NULL
+const char *pdb_path(const ProfileDb *db);
+
+typedef enum PdbStatus {
+    PDB_OK = 0,
+    PDB_WRONG = 1,        // the kernel's output disagreed with the interpreter
+    PDB_BUILD_FAILED = 2, // the kernel did not compile
+    PDB_CRASHED = 3,      // it was pending when its process died (or was stored as such)
+    PDB_PENDING = 4,      // being measured by a process that is still alive
+} PdbStatus;
+#define PDB_N_STATUS 5
+const char *pdb_status_name(PdbStatus s); // "ok", "wrong", "build-failed", "crashed", "pending"
+
+typedef struct PdbKey {
+    uint64_t signature;      // candidate signature (stored as 16 lower-case hex digits)
+    const char *target;      // "cpu", "cuda"
+    const char *fingerprint; // device fingerprint line (HwInfo.fingerprint)
+    const char *config;      // KernelConfig.desc
+} PdbKey;
+
+typedef struct PdbRecord {
+    PdbStatus status;
+    double median_s, min_s, spread; // spread: (p90 - p10) / median; NaN when not measured
+                                    // (pending rows, or NaN stored)
+    int reps;
+    char note[256];  // why it failed, etc. (truncated to fit)
+    int64_t created; // unix seconds (set by pdb_store / pdb_mark_pending; ignored on input)
+} PdbRecord;
+
+// found is false (and rec untouched) when there is no row. A pending row reads as PDB_PENDING
+// while the process that marked it runs, and as PDB_CRASHED (with a note naming the pid and host)
+// once it is gone; the row itself is left as it is.
+int pdb_lookup(ProfileDb *db, const PdbKey *k, PdbRecord *rec, bool *found, Err *e);
+
+// Every record of (signature, target, fingerprint), any config, ordered by config, pending rows
+// resolved as in pdb_lookup. The arrays (and configs[i]) are malloc'd; pdb_records_free frees them.
+typedef struct PdbRecords {
+    int n;
+    char **configs;
+    PdbRecord *recs;
+} PdbRecords;
+int pdb_lookup_all(ProfileDb *db, uint64_t signature, const char *target, const char *fingerprint,
+                   PdbRecords *out, Err *e);
+void pdb_records_free(PdbRecords *r); // leaves an empty PdbRecords; accepts NULL
+
+// Before running a kernel: stores a pending row with this process's pid, host and start time, so
+// that if the process dies a later look-up sees PDB_CRASHED. Replaces any row of the key.
+int pdb_mark_pending(ProfileDb *db, const PdbKey *k, Err *e);
+// Inserts or replaces the row of the key (rec->status may be any status; created is set now).
+int pdb_store(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, Err *e);
+
+// Optional batching: between pdb_begin and pdb_commit the calls above share one transaction
+// (write: taken with the write lock at once, for many stores; else a read snapshot for many
+// look-ups). Nothing is durable before pdb_commit; pdb_rollback discards. Not nested.
+int pdb_begin(ProfileDb *db, bool write, Err *e);
+int pdb_commit(ProfileDb *db, Err *e);
+void pdb_rollback(ProfileDb *db);
+
+// Device constants measured once (e.g. a GPU's memory bandwidth): a value per (fingerprint, key).
+int pdb_get_value(ProfileDb *db, const char *fingerprint, const char *key, double *v, bool *found,
+                  Err *e);
+int pdb_set_value(ProfileDb *db, const char *fingerprint, const char *key, double v, Err *e);
+
+// What `orch db stats` prints.
+typedef struct PdbGroupStats {
+    char *target, *fingerprint;
+    int64_t rows;
+    int64_t by_status[PDB_N_STATUS];
+    int64_t signatures; // distinct candidate signatures
+} PdbGroupStats;
+typedef struct PdbStats {
+    char path[4096];
+    int64_t file_bytes; // the database file plus its write-ahead log
+    int schema_version;
+    int64_t rows;                    // measurements
+    int64_t by_status[PDB_N_STATUS]; // pending rows of dead processes count as crashed
+    int64_t signatures;              // distinct candidate signatures (kernels)
+    int64_t values;                  // device constants
+    int64_t oldest, newest;          // unix seconds of the measurements (0 when there are none)
+    int n_groups;                    // per (target, fingerprint), ordered by both
+    PdbGroupStats *groups;
+    char integrity[256]; // "ok" or SQLite's first quick_check complaint
+} PdbStats;
+int pdb_stats(ProfileDb *db, PdbStats *st, Err *e);
+void pdb_stats_free(PdbStats *st); // accepts NULL
+// Human-readable lines, or one JSON object (fields as in PdbStats; dates as unix seconds and ISO).
+void pdb_stats_print(const PdbStats *st, FILE *f, bool json);
+
+// Deletes the measurements whose target equals target and whose fingerprint contains
+// fingerprint_sub (NULL: any), and the device constants whose fingerprint contains fingerprint_sub
+// when no target is given (they belong to a device, not a target). *deleted: rows removed in all.
+int pdb_clear(ProfileDb *db, const char *target, const char *fingerprint_sub, int64_t *deleted,
+              Err *e);
+// How many rows pdb_clear would delete with the same filters.
+int pdb_count_matching(ProfileDb *db, const char *target, const char *fingerprint_sub, int64_t *n,
+                       Err *e);
+
+// For `orch db clear` of a file that pdb_open refused: *damaged says whether path starts with
+// SQLite's header and SQLite reports it damaged (corrupt, truncated); with remove, such a file is
+// deleted with its -wal/-shm. A healthy database (of any schema) is neither damaged nor touched;
+// a file that is not SQLite at all is an error (ST_INVALID), never removed.
+int pdb_damaged(const char *path, bool remove, bool *damaged, Err *e);
+
+#endif

@@ -1,0 +1,342 @@
+// Writing and validating compiled artefacts (see artifact.h for the layout). The reader checks,
+// in this order, so each failure gets the message that explains it: empty, magic, format version,
+// header size, truncation, header checksum, header fields, section table, truncation against the
+// sections, trailing bytes, section checksums, model hash.
+#include "artifact.h"
+
+#include "../base/file.h"
+#include "plan.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const uint8_t MAGIC[8] = {0x89, 'O', 'R', 'C', 'H', 'A', 'R', 'T'};
+enum { SEC_ONNX = 1, SEC_PLAN = 2, SEC_SO = 3, N_SECTIONS = 3 };
+static const char *const SEC_NAMES[] = {"", "ONNX model", "plan", "shared object"};
+#define HEADER_MAX (64 * 1024)
+#define SECTION_ALIGN 64
+
+uint64_t artifact_hash(const void *data, size_t n) {
+    return plan_hash64(data, n, 0x6f7263682d617274ull);
+}
+
+// ---- little-endian encoding ----
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+typedef struct Out {
+    uint8_t buf[HEADER_MAX];
+    size_t n;
+} Out;
+
+static void o_bytes(Out *o, const void *d, size_t n) {
+    ORCH_ASSERT(o->n + n <= sizeof o->buf); // bounded: strings are bounded by the header struct
+    memcpy(o->buf + o->n, d, n);
+    o->n += n;
+}
+static void o_u32(Out *o, uint32_t v) {
+    uint8_t b[4];
+    put_u32(b, v);
+    o_bytes(o, b, 4);
+}
+static void o_u64(Out *o, uint64_t v) {
+    uint8_t b[8];
+    put_u64(b, v);
+    o_bytes(o, b, 8);
+}
+static void o_str(Out *o, const char *s, size_t cap) {
+    size_t n = strnlen(s, cap - 1);
+    o_u32(o, (uint32_t)n);
+    o_bytes(o, s, n);
+}
+
+static uint64_t align_sec(uint64_t n) { return (n + SECTION_ALIGN - 1) / SECTION_ALIGN * SECTION_ALIGN; }
+
+// The header for sections of the given sizes and checksums into o; offsets receives where
+// each section starts.
+static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, const uint64_t *sums,
+                        uint64_t *offsets) {
+    o->n = 0;
+    o_bytes(o, MAGIC, 8);
+    o_u32(o, ARTIFACT_FORMAT_VERSION);
+    o_u32(o, 0); // header bytes, patched below
+    o_str(o, h->orch_version, sizeof h->orch_version);
+    o_str(o, h->target, sizeof h->target);
+    o_str(o, h->fingerprint, sizeof h->fingerprint);
+    o_str(o, h->input_shapes, sizeof h->input_shapes);
+    o_u64(o, h->model_hash);
+    o_u32(o, h->load_flags);
+    o_u32(o, (uint32_t)h->threads);
+    o_u32(o, (uint32_t)h->kernels);
+    uint64_t pred;
+    memcpy(&pred, &h->predicted_seconds, 8);
+    o_u64(o, pred);
+    o_u32(o, N_SECTIONS);
+    size_t table = o->n;
+    size_t header_bytes = table + N_SECTIONS * 28 + 8;
+    uint64_t at = align_sec(header_bytes);
+    for (int s = 0; s < N_SECTIONS; s++) {
+        offsets[s] = at;
+        o_u32(o, (uint32_t)(s + 1));
+        o_u64(o, at);
+        o_u64(o, sizes[s]);
+        o_u64(o, sums[s]);
+        at = align_sec(at + sizes[s]);
+    }
+    put_u32(o->buf + 12, (uint32_t)(o->n + 8));
+    o_u64(o, artifact_hash(o->buf, o->n));
+    ORCH_ASSERT(o->n == header_bytes);
+}
+
+static int write_all(FILE *f, const void *d, size_t n) { return n && fwrite(d, 1, n, f) != n; }
+
+int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
+                   const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e) {
+    const void *data[N_SECTIONS] = {onnx, plan, so};
+    size_t sizes[N_SECTIONS] = {onnx_size, plan_size, so_size};
+    uint64_t sums[N_SECTIONS], offsets[N_SECTIONS];
+    for (int s = 0; s < N_SECTIONS; s++)
+        sums[s] = artifact_hash(sizes[s] ? data[s] : "", sizes[s]);
+    Out *o = xmalloc(sizeof *o);
+    make_header(o, h, sizes, sums, offsets);
+    size_t plen = strlen(path);
+    char *tmp = xmalloc(plen + 16);
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int rc = err_set(e, ST_RUNTIME, "%s: cannot create a temporary file next to it: %s", path,
+                         strerror(errno));
+        free(tmp);
+        free(o);
+        return rc;
+    }
+    fchmod(fd, 0644);
+    FILE *f = fdopen(fd, "wb");
+    static const uint8_t zeros[SECTION_ALIGN];
+    bool bad = !f || write_all(f, o->buf, o->n);
+    uint64_t at = o->n;
+    for (int s = 0; s < N_SECTIONS && !bad; s++) {
+        bad = write_all(f, zeros, (size_t)(offsets[s] - at)) || write_all(f, data[s], sizes[s]);
+        at = offsets[s] + sizes[s];
+    }
+    bad = bad || fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int saved = bad ? errno : 0;
+    if (!f)
+        close(fd);
+    else if (fclose(f) != 0 && !bad) {
+        bad = true;
+        saved = errno;
+    }
+    int rc = ST_OK;
+    if (bad)
+        rc = err_set(e, ST_RUNTIME, "%s: cannot write the artefact: %s", path,
+                     strerror(saved ? saved : EIO));
+    else if (rename(tmp, path) != 0)
+        rc = err_set(e, ST_RUNTIME, "%s: cannot rename %s over it: %s", path, tmp,
+                     strerror(errno));
+    if (rc)
+        unlink(tmp);
+    free(tmp);
+    free(o);
+    return rc;
+}
+
+// ---- reading ----
+
+typedef struct In {
+    const uint8_t *p;
+    size_t n, pos;
+    bool bad;
+} In;
+
+static const uint8_t *i_take(In *in, size_t n) {
+    if (in->bad || n > in->n - in->pos) {
+        in->bad = true;
+        return NULL;
+    }
+    in->pos += n;
+    return in->p + in->pos - n;
+}
+static uint32_t i_u32(In *in) {
+    const uint8_t *q = i_take(in, 4);
+    return q ? get_u32(q) : 0;
+}
+static uint64_t i_u64(In *in) {
+    const uint8_t *q = i_take(in, 8);
+    return q ? get_u64(q) : 0;
+}
+// A string into a fixed field: too long or holding a NUL is corruption.
+static void i_str(In *in, char *dst, size_t cap) {
+    uint32_t n = i_u32(in);
+    const uint8_t *q = n < cap ? i_take(in, n) : NULL;
+    if (!q || memchr(q, 0, n)) {
+        in->bad = true;
+        dst[0] = 0;
+        return;
+    }
+    memcpy(dst, q, n);
+    dst[n] = 0;
+}
+
+// Parses and validates the bytes in a (a->data, a->size, a->path set).
+static int parse(ArtifactContents *a, Err *e) {
+    const uint8_t *d = a->data;
+    size_t size = a->size;
+    const char *path = a->path;
+    if (size == 0)
+        return err_set(e, ST_INVALID, "%s: empty file, not an orch artefact (make one with orch "
+                                      "compile MODEL.onnx -t cpu -o MODEL.orch)",
+                       path);
+    size_t m = ORCH_MIN(size, sizeof MAGIC);
+    if (memcmp(d, MAGIC, m) != 0)
+        return err_set(e, ST_INVALID, "%s: not an orch artefact (it does not start with orch's "
+                                      "magic bytes)%s",
+                       path,
+                       d[0] == 0x08 ? "; it may be an ONNX model: run it directly, or compile it "
+                                      "with orch compile"
+                                    : "");
+    if (size < 16)
+        return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of at least 16 expected", path,
+                       size);
+    uint32_t version = get_u32(d + 8), header_bytes = get_u32(d + 12);
+    if (version != ARTIFACT_FORMAT_VERSION)
+        return err_set(e, ST_INVALID,
+                       "%s: format version %u, this orch reads %d (it was written by %s orch; "
+                       "recompile with orch compile)",
+                       path, version, ARTIFACT_FORMAT_VERSION,
+                       version > ARTIFACT_FORMAT_VERSION ? "a newer" : "an older");
+    if (header_bytes < 16 + 8 || header_bytes > HEADER_MAX)
+        return err_set(e, ST_INVALID, "%s: corrupted: a header of %u bytes is impossible", path,
+                       header_bytes);
+    if (size < header_bytes)
+        return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of at least %u expected", path,
+                       size, header_bytes);
+    if (artifact_hash(d, header_bytes - 8) != get_u64(d + header_bytes - 8))
+        return err_set(e, ST_INVALID, "%s: corrupted: the header's checksum does not match", path);
+    In in = {d, header_bytes - 8, 16, false};
+    ArtifactHeader *h = &a->h;
+    memset(h, 0, sizeof *h);
+    h->format_version = version;
+    i_str(&in, h->orch_version, sizeof h->orch_version);
+    i_str(&in, h->target, sizeof h->target);
+    i_str(&in, h->fingerprint, sizeof h->fingerprint);
+    i_str(&in, h->input_shapes, sizeof h->input_shapes);
+    h->model_hash = i_u64(&in);
+    h->load_flags = i_u32(&in);
+    h->threads = (int)i_u32(&in);
+    h->kernels = (int)i_u32(&in);
+    uint64_t pred = i_u64(&in);
+    memcpy(&h->predicted_seconds, &pred, 8);
+    uint32_t n_sec = i_u32(&in);
+    if (in.bad || n_sec != N_SECTIONS)
+        return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
+    const uint8_t *sec[N_SECTIONS];
+    uint64_t off[N_SECTIONS], len[N_SECTIONS], sum[N_SECTIONS], end = header_bytes;
+    for (int s = 0; s < N_SECTIONS; s++) {
+        uint32_t kind = i_u32(&in);
+        off[s] = i_u64(&in);
+        len[s] = i_u64(&in);
+        sum[s] = i_u64(&in);
+        if (in.bad || kind != (uint32_t)(s + 1) || off[s] < end || off[s] % SECTION_ALIGN ||
+            len[s] > UINT64_MAX / 2 || off[s] > UINT64_MAX / 2)
+            return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent",
+                           path);
+        end = off[s] + len[s];
+    }
+    if (in.pos != in.n || (h->load_flags & ~3u) || h->threads < 0 || h->kernels < 0)
+        return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
+    if (size < end)
+        return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of %llu expected", path, size,
+                       (unsigned long long)end);
+    if (size > end)
+        return err_set(e, ST_INVALID,
+                       "%s: corrupted: %llu unexpected bytes after the last section", path,
+                       (unsigned long long)(size - end));
+    for (int s = 0; s < N_SECTIONS; s++) {
+        sec[s] = d + off[s];
+        if (artifact_hash(sec[s], (size_t)len[s]) != sum[s])
+            return err_set(e, ST_INVALID,
+                           "%s: corrupted: the %s section's checksum does not match", path,
+                           SEC_NAMES[s + 1]);
+    }
+    if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)
+        return err_set(e, ST_INVALID,
+                       "%s: corrupted: the ONNX model section does not match the header's model "
+                       "hash",
+                       path);
+    a->onnx = sec[0];
+    a->onnx_size = (size_t)len[0];
+    a->plan = sec[1];
+    a->plan_size = (size_t)len[1];
+    a->so = sec[2];
+    a->so_size = (size_t)len[2];
+    return ST_OK;
+}
+
+int artifact_read(const char *path, ArtifactContents *out, Err *e) {
+    memset(out, 0, sizeof *out);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return err_set(e, ST_INVALID, "%s: is a directory, not an orch artefact", path);
+    uint8_t *data = NULL;
+    size_t size = 0;
+    int rc = file_read_all(path, (int64_t)1 << 40, &data, &size, e);
+    if (rc)
+        return rc;
+    out->path = xstrdup(path);
+    out->data = data;
+    out->size = size;
+    if ((rc = parse(out, e)))
+        artifact_contents_free(out);
+    return rc;
+}
+
+int artifact_read_memory(const void *data, size_t size, const char *name, ArtifactContents *out,
+                         Err *e) {
+    memset(out, 0, sizeof *out);
+    out->path = xstrdup(name ? name : "<memory>");
+    out->data = malloc(size ? size : 1);
+    if (!out->data) {
+        int rc = err_set(e, ST_RUNTIME, "%s: out of memory for %zu bytes", out->path, size);
+        artifact_contents_free(out);
+        return rc;
+    }
+    if (size)
+        memcpy(out->data, data, size);
+    out->size = size;
+    int rc = parse(out, e);
+    if (rc)
+        artifact_contents_free(out);
+    return rc;
+}
+
+void artifact_contents_free(ArtifactContents *a) {
+    if (!a)
+        return;
+    free(a->path);
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,64 @@
+// The compiled artefact: one file holding everything `orch run MODEL.orch` needs. A header (what
+// built it, for which machine and model) and three checksummed sections: the ONNX model bytes
+// (the weights; the session re-imports them and re-runs fission, which recomputes the folded
+// constants), the plan (plan.h), the shared object of generated kernels.
+//
+// Layout (little-endian):
+//   magic "\x89ORCHART" (8) | format version u32 | header bytes u32 (from offset 0 to the end of
+//   the header checksum) | strings (u32 length + bytes): orch version, target, device
+//   fingerprint, input shapes | model hash u64 | load flags u32 (bit 0: attention rewrite, bit 1:
+//   no clean-up) | threads i32 | kernels i32 | predicted seconds f64 | sections u32 (3), each:
+//   kind u32 (1 onnx, 2 plan, 3 shared object), offset u64, size u64, checksum u64 |
+//   header checksum u64 | the sections' bytes, in order, each starting 64-byte aligned.
+// Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (same format
+// version, every size and checksum right); every other input gets one message in words naming
+// the file, never a crash. Comparing the device fingerprint is the session's job.
+#ifndef ORCH_ARTIFACT_H
+#define ORCH_ARTIFACT_H
+
+#include "../base/common.h"
+
+#define ARTIFACT_FORMAT_VERSION 1
+#define ARTIFACT_MAX_SHAPES 4096 // bytes of the input shapes string, NUL included
+
+enum { ARTIFACT_ATTENTION_REWRITE = 1u << 0, ARTIFACT_NO_CLEANUP = 1u << 1 };
+
+typedef struct ArtifactHeader {
+    uint32_t format_version;  // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
+    char orch_version[32];    // ORCH_VERSION of the build that compiled it
+    char target[16];          // "cpu"
+    char fingerprint[512];    // HwInfo.fingerprint of the machine it was compiled for
+    uint64_t model_hash;      // artifact_hash(onnx bytes)
+    char input_shapes[ARTIFACT_MAX_SHAPES]; // every graph input's shape, parse_input_shapes form
+    uint32_t load_flags;      // ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP
+    int threads;              // OpenMP threads it was tuned with (0: all cores)
+    int kernels;              // launches in the plan
+    double predicted_seconds; // the selection's predicted time
+} ArtifactHeader;
+
+typedef struct ArtifactContents {
+    char *path;              // the file (or the name given for memory), for messages
+    ArtifactHeader h;
+    uint8_t *data;           // the whole file (owned); the sections point into it
+    size_t size;
+    const uint8_t *onnx, *plan, *so;
+    size_t onnx_size, plan_size, so_size;
+} ArtifactContents;
+
+// The 64-bit hash the header's model hash and the checksums use.
+uint64_t artifact_hash(const void *data, size_t n);
+
+// Writes path.tmp.XXXXXX next to path, syncs it and renames it over path (atomic: a reader sees
+// the old file or the new one, never a part). so may be empty (no generated kernels).
+int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
+                   const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e);
+
+// Reads and validates the file: magic, format version, sizes, checksums. On success *out owns
+// the bytes (free with artifact_contents_free).
+int artifact_read(const char *path, ArtifactContents *out, Err *e);
+// The same from memory; data is copied. name is used in messages.
+int artifact_read_memory(const void *data, size_t size, const char *name, ArtifactContents *out,
+                         Err *e);
+void artifact_contents_free(ArtifactContents *a); // accepts NULL and zeroed contents
+
+#endif

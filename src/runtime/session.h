@@ -1,0 +1,64 @@
+// The runtime session: runs a compiled model. Created from an artefact (artifact.h): refuses one
+// compiled for another machine, loads the shared object of generated kernels from memory,
+// re-imports the ONNX bytes and re-runs fission with the recorded options, checks the stored
+// plan against that graph (plan_read), then allocates the arena and the constant blob and
+// prepares every launch's pointer arrays once. session_run only patches the caller's buffers in
+// and calls the launches in order.
+// Needs: an artefact read by artifact_read (or a graph and plan in memory). Guarantees: outputs
+// written to the caller's buffers; no allocation in session_run for generated kernels and
+// copies (launches run on the reference code, PLAN_INTERP and PLAN_OPAQUE, allocate inside
+// prim_eval / the reference ops); errors name the file, the launch and the ONNX nodes.
+#ifndef ORCH_SESSION_H
+#define ORCH_SESSION_H
+
+#include "../plan/artifact.h"
+#include "../plan/plan.h"
+#include "../target/target.h"
+
+typedef struct SessionOptions {
+    int threads;               // OpenMP threads for the kernels; 0: the artefact's thread count
+                               // (and where that is 0 too, OpenMP's default)
+    bool allow_foreign_device; // run an artefact compiled for another machine's fingerprint
+} SessionOptions;
+
+typedef struct Session Session;
+
+// From an artefact. hw_now describes this machine (hw_detect with the artefact's thread count,
+// so that the fingerprints compare like with like); it may be NULL only with
+// allow_foreign_device. opt NULL: defaults. a may be freed after the call.
+int session_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
+                   Session **out, Err *e);
+
+// From a primitive graph and plan in memory (the compile driver benchmarking what it just built,
+// tests). pg and plan are borrowed and must outlive the session; resolve(ctx, symbol) finds the
+// generated kernels (NULL resolve: the plan must have none).
+typedef void *(*SessionResolveFn)(void *ctx, const char *symbol);
+int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResolveFn resolve,
+                             void *ctx, const SessionOptions *opt, Session **out, Err *e);
+
+void session_free(Session *s); // accepts NULL
+
+// Runs the model once. inputs[i] is graph input pg->inputs[i], outputs[i] receives graph output
+// pg->outputs[i]; both caller-owned, dense row-major, not overlapping each other. Buffers that
+// are not 64-byte aligned are staged through aligned copies made at creation. A zero-byte
+// tensor's buffer may be NULL. One run at a time per session (the arena is the session's);
+// sessions are independent of each other.
+int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e);
+
+// Per-launch timing (clock_gettime MONOTONIC around each launch) of the following runs.
+void session_set_profiling(Session *s, int on);
+// Seconds per launch of the last profiled run (session_num_launches entries), NULL before one.
+const double *session_kernel_times(const Session *s);
+
+int session_num_launches(const Session *s);
+int session_num_kernels(const Session *s); // launches from the selection (copies excluded)
+// "symbol" for generated kernels, "interp:KIND#ID", "opaque:OP" or "copy:TENSOR" otherwise.
+const char *session_launch_name(const Session *s, int i);
+// The ONNX nodes launch i covers, ", "-separated ("" for copies).
+const char *session_launch_nodes(const Session *s, int i);
+const PrimGraph *session_graph(const Session *s); // inputs, outputs: names, dtypes, shapes
+const Plan *session_plan(const Session *s);
+// The OpenMP thread count the runs use (0: OpenMP's default), for reports.
+int session_threads(const Session *s);
+
+#endif

@@ -1,0 +1,30 @@
+// Builds generated C into shared objects with the system compiler and loads them: the C
+// target's "build" step. Each call compiles one translation unit (`cc -O3 -march=native -fopenmp
+// -shared -fPIC`) into a private work directory and dlopens the result; several units can be
+// built in parallel processes. A compiler failure is reported with the head of its diagnostics.
+#ifndef ORCH_CBUILD_H
+#define ORCH_CBUILD_H
+
+#include "../../base/common.h"
+
+typedef struct CModule CModule;
+
+// The compiler command (ORCH_CC overrides "cc") and its version line ("gcc 12.2.0").
+const char *cbuild_compiler(void);
+const char *cbuild_compiler_version(void);
+
+// Compiles `source` into a shared object and loads it. workdir NULL: a fresh directory under
+// $TMPDIR (removed by cmodule_free unless ORCH_KEEP_SOURCES is set). tag names the files.
+int cbuild_module(const char *source, const char *workdir, const char *tag, CModule **out, Err *e);
+
+// Compiles n sources in up to `jobs` parallel compiler processes (0: the number of cores). out[i]
+// receives the module or NULL; status[i] ST_OK or an error code with msgs[i] (malloc'd, caller
+// frees; NULL when ok). Returns ST_OK unless the work directory itself failed.
+int cbuild_modules(const char *const *sources, int n, const char *workdir, int jobs,
+                   CModule **out, int *status, char **msgs, Err *e);
+
+void *cmodule_sym(CModule *m, const char *name); // NULL when absent
+const char *cmodule_path(const CModule *m);       // the .so file
+void cmodule_free(CModule *m);                    // accepts NULL
+
+#endif

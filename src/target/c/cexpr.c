@@ -1,0 +1,1136 @@
+// Value expressions for the C emitters (see cgen.h): the value of a tensor at an index, emitted
+// as C statements by recursion through the candidate's ELEMWISE and LAYOUT primitives. Each
+// coordinate travels either as an affine form over the root coordinates (kept through broadcast,
+// transpose, slice and the reshapes that stay affine) or as a C expression held in a local
+// (after tables, gathers and reshapes that split a coordinate); loads of kernel inputs combine
+// both, so a loop over the root's last coordinate reads its inputs unit-stride where it can.
+// Arithmetic follows prim_interp.c instruction by instruction: the float domain when any tensor
+// operand is a float (float32 math in float, float16/bfloat16/float64 in double with the
+// interpreter's rounding), the integer domain in int64 with wrap-around, results converted to the
+// instruction's dtype as the interpreter's normalise() does.
+#include "cgen.h"
+
+#include "../../fission/index_map.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_CAP 64
+#define EXPR_CAP 1024
+#define R ORCH_MAX_RANK
+
+// One coordinate: affine in the root coordinates, or a C expression (a local or a literal).
+typedef struct Coord {
+    bool affine;
+    int64_t coef[R];
+    int64_t cst;
+    char expr[NAME_CAP];
+} Coord;
+
+typedef struct Ix {
+    int rank;
+    Coord c[R];
+} Ix;
+
+typedef struct Memo {
+    int t;
+    char *key;
+    char var[NAME_CAP];
+} Memo;
+
+typedef struct TableName {
+    const int64_t *data;
+    char name[NAME_CAP];
+} TableName;
+
+struct Cexpr {
+    const PrimGraph *pg;
+    const Candidate *c;
+    char fn[NAME_CAP];
+    StrBuf *decls;
+    CexprReader read;
+    void *rctx;
+    int next;
+    int *prim_of; // per tensor: index into pg->prims when computed by a candidate primitive, else -1
+    Memo *memo;
+    int n_memo, cap_memo;
+    TableName *tables;
+    int n_tables, cap_tables;
+    // The root of the current cexpr_value call.
+    int root_rank;
+    int64_t root_dims[R];
+    char root_idx[R][EXPR_CAP];
+};
+
+// snprintf that records truncation: an emission whose text did not fit fails as a whole
+// rather than producing wrong code.
+static _Thread_local bool fmt_truncated;
+
+__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(buf, cap, f, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap)
+        fmt_truncated = true;
+}
+
+// ---- types and literals ----
+
+const char *cgen_ctype(DType t) {
+    switch (t) {
+    case DT_FLOAT: return "float";
+    case DT_DOUBLE: return "double";
+    case DT_FLOAT16:
+    case DT_BFLOAT16: return "uint16_t";
+    case DT_BOOL:
+    case DT_UINT8: return "uint8_t";
+    case DT_INT8: return "int8_t";
+    case DT_INT16: return "int16_t";
+    case DT_UINT16: return "uint16_t";
+    case DT_INT32: return "int32_t";
+    case DT_UINT32: return "uint32_t";
+    case DT_INT64: return "int64_t";
+    case DT_UINT64: return "uint64_t";
+    default: ORCH_ASSERT(!"cgen_ctype: dtype without a C type");
+    }
+    return NULL;
+}
+
+const char *cgen_vtype(DType t) {
+    if (t == DT_FLOAT16 || t == DT_BFLOAT16)
+        return "double";
+    return cgen_ctype(t);
+}
+
+void cgen_load_expr(DType t, const char *x, char *buf, size_t cap) {
+    if (t == DT_FLOAT16)
+        fmt(buf, cap, "(double)orch_f16_to_f32(%s)", x);
+    else if (t == DT_BFLOAT16)
+        fmt(buf, cap, "(double)orch_bf16_to_f32(%s)", x);
+    else if (t == DT_BOOL)
+        fmt(buf, cap, "(uint8_t)(%s != 0)", x);
+    else
+        fmt(buf, cap, "%s", x);
+}
+
+void cgen_store_expr(DType t, const char *v, char *buf, size_t cap) {
+    // float16/bfloat16 values are already rounded: the conversion through float is exact.
+    if (t == DT_FLOAT16)
+        fmt(buf, cap, "orch_f32_to_f16((float)(%s))", v);
+    else if (t == DT_BFLOAT16)
+        fmt(buf, cap, "orch_f32_to_bf16((float)(%s))", v);
+    else
+        fmt(buf, cap, "%s", v);
+}
+
+static void float_literal(double v, bool single, char *buf, size_t cap) {
+    const char *ty = single ? "float" : "double";
+    if (isnan(v))
+        fmt(buf, cap, "(%s)NAN", ty);
+    else if (isinf(v))
+        fmt(buf, cap, "(%s)(%sINFINITY)", ty, v < 0 ? "-" : "");
+    else if (single)
+        fmt(buf, cap, "%.9ef", v);
+    else
+        fmt(buf, cap, "%.17e", v);
+}
+
+static void int_literal(int64_t v, char *buf, size_t cap) {
+    if (v == INT64_MIN)
+        fmt(buf, cap, "(-INT64_C(9223372036854775807) - 1)");
+    else
+        fmt(buf, cap, "INT64_C(%lld)", (long long)v);
+}
+
+void cgen_literal(DType t, double v, char *buf, size_t cap) {
+    uint64_t store = 0;
+    elem_set_f64(t, &store, 0, v);
+    if (dtype_is_float(t)) {
+        float_literal(elem_get_f64(t, &store, 0), t == DT_FLOAT, buf, cap);
+        return;
+    }
+    if (t == DT_UINT64) {
+        fmt(buf, cap, "UINT64_C(%llu)", (unsigned long long)store);
+        return;
+    }
+    char lit[64];
+    int_literal(elem_get_i64(t, &store, 0), lit, sizeof lit);
+    fmt(buf, cap, "(%s)%s", cgen_ctype(t), lit);
+}
+
+int cgen_input_pos(const Candidate *c, int t) {
+    for (int j = 0; j < c->n_inputs; j++)
+        if (c->inputs[j] == t)
+            return j;
+    return -1;
+}
+
+// ---- the emitter's state ----
+
+Cexpr *cexpr_create(const PrimGraph *pg, const Candidate *c, const char *fn, StrBuf *decls) {
+    Cexpr *x = xcalloc(1, sizeof *x);
+    x->pg = pg;
+    x->c = c;
+    fmt(x->fn, sizeof x->fn, "%s", fn);
+    x->decls = decls;
+    x->prim_of = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
+    for (int i = 0; i < pg->n_tensors; i++)
+        x->prim_of[i] = -1;
+    for (int k = 0; k < c->n_prims; k++) {
+        const Prim *p = pg->prims[c->prims[k]];
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] >= 0)
+                x->prim_of[p->out[j]] = c->prims[k];
+    }
+    return x;
+}
+
+void cexpr_forget(Cexpr *x) {
+    for (int i = 0; i < x->n_memo; i++)
+        free(x->memo[i].key);
+    x->n_memo = 0;
+}
+
+void cexpr_free(Cexpr *x) {
+    if (!x)
+        return;
+    cexpr_forget(x);
+    free(x->memo);
+    free(x->tables);
+    free(x->prim_of);
+    free(x);
+}
+
+void cexpr_set_reader(Cexpr *x, CexprReader fn, void *ctx) {
+    x->read = fn;
+    x->rctx = ctx;
+}
+
+bool cexpr_is_pointwise(const Cexpr *x, int t) {
+    if (cgen_input_pos(x->c, t) >= 0 || x->prim_of[t] < 0)
+        return false;
+    PrimKind k = x->pg->prims[x->prim_of[t]]->kind;
+    return k == PRIM_ELEMWISE || k == PRIM_LAYOUT;
+}
+
+void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap) {
+    fmt(out, cap, "%s%d", prefix, x->next++);
+}
+
+// Keeps the memo entries [0, mark) (values computed in an enclosing block).
+static void memo_cut(Cexpr *x, int mark) {
+    for (int i = mark; i < x->n_memo; i++)
+        free(x->memo[i].key);
+    x->n_memo = mark;
+}
+
+// The C text of coordinate d (for memo keys, offsets, readers).
+static void coord_text(const Cexpr *x, const Coord *c, char *buf, size_t cap) {
+    if (!c->affine) {
+        fmt(buf, cap, "%s", c->expr);
+        return;
+    }
+    StrBuf b;
+    sb_init(&b);
+    sb_printf(&b, "%lld", (long long)c->cst);
+    for (int r = 0; r < x->root_rank; r++) {
+        if (c->coef[r] == 0)
+            continue;
+        if (c->coef[r] == 1)
+            sb_printf(&b, " + %s", x->root_idx[r]);
+        else
+            sb_printf(&b, " + %s * %lld", x->root_idx[r], (long long)c->coef[r]);
+    }
+    fmt(buf, cap, "(%s)", b.s);
+    sb_free(&b);
+}
+
+static char *ix_key(const Cexpr *x, int t, const Ix *ix) {
+    StrBuf b;
+    sb_init(&b);
+    sb_printf(&b, "%d:", t);
+    char tmp[EXPR_CAP];
+    for (int d = 0; d < ix->rank; d++) {
+        coord_text(x, &ix->c[d], tmp, sizeof tmp);
+        sb_printf(&b, "%s,", tmp);
+    }
+    return sb_take(&b);
+}
+
+static void coord_const(Coord *c, int64_t v) {
+    memset(c, 0, sizeof *c);
+    c->affine = true;
+    c->cst = v;
+}
+
+// A general coordinate: the expression is assigned to a fresh local.
+static void coord_general(Cexpr *x, Coord *c, const char *expr, StrBuf *code, int indent) {
+    char name[NAME_CAP];
+    cexpr_fresh(x, "k", name, sizeof name);
+    sb_line(code, indent, "const int64_t %s = %s;\n", name, expr);
+    memset(c, 0, sizeof *c);
+    c->affine = false;
+    fmt(c->expr, sizeof c->expr, "%s", name);
+}
+
+static const char *table_name(Cexpr *x, const int64_t *data, int64_t n) {
+    for (int i = 0; i < x->n_tables; i++)
+        if (x->tables[i].data == data)
+            return x->tables[i].name;
+    if (x->n_tables == x->cap_tables) {
+        x->cap_tables = x->cap_tables ? 2 * x->cap_tables : 4;
+        x->tables = xrealloc(x->tables, sizeof(TableName) * (size_t)x->cap_tables);
+    }
+    TableName *tn = &x->tables[x->n_tables];
+    tn->data = data;
+    fmt(tn->name, sizeof tn->name, "%s_tab%d", x->fn, x->n_tables);
+    x->n_tables++;
+    sb_printf(x->decls, "static const int64_t %s[%lld] = {", tn->name, (long long)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        sb_printf(x->decls, "%s%lld", i == 0 ? "\n    " : i % 16 ? ", " : ",\n    ",
+                  (long long)data[i]);
+    sb_printf(x->decls, "%s};\n", n ? "\n" : "0");
+    return tn->name;
+}
+
+// ---- index maps ----
+
+static int64_t prod_dims(int rank, const int64_t *dims) {
+    int64_t p = 1;
+    for (int d = 0; d < rank; d++)
+        p *= dims[d];
+    return p;
+}
+
+// Value of an affine coordinate at a concrete root point.
+static int64_t coord_at(const Cexpr *x, const Coord *c, const int64_t *r) {
+    int64_t v = c->cst;
+    for (int k = 0; k < x->root_rank; k++)
+        v += c->coef[k] * r[k];
+    return v;
+}
+
+// The reshape of a group of affine coordinates cur[a..b) (dims odims) into in dims idims[c..e):
+// in_k = (flat / S_k) % idims[k] with flat = sum cur_d * ostride_d. Evaluated at root point r.
+static int64_t group_in_at(const Cexpr *x, const Coord *cur, int a, int b, const int64_t *odims,
+                           const int64_t *idims, int k, int e, const int64_t *r) {
+    int64_t flat = 0;
+    for (int d = a; d < b; d++)
+        flat = flat * odims[d] + coord_at(x, &cur[d], r);
+    int64_t S = 1;
+    for (int j = k + 1; j < e; j++)
+        S *= idims[j];
+    return (flat / S) % idims[k];
+}
+
+// Small deterministic generator for the affinity check's sample points.
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Whether in coordinate k of a reshape group is affine over the root box; fills *out if so. The
+// candidate form is read off the origin and the unit points; it is checked on every point of
+// small boxes, else on every axis line through the origin and the far corner and on 4096 sample
+// points (a split coordinate (f / S) % n deviates from any affine form on a large part of the box).
+static bool group_affine(const Cexpr *x, const Coord *cur, int a, int b, const int64_t *odims,
+                         const int64_t *idims, int k, int e, Coord *out) {
+    int rr = x->root_rank;
+    int64_t r[R] = {0};
+    coord_const(out, group_in_at(x, cur, a, b, odims, idims, k, e, r));
+    for (int q = 0; q < rr; q++) {
+        if (x->root_dims[q] <= 1)
+            continue;
+        r[q] = 1;
+        out->coef[q] = group_in_at(x, cur, a, b, odims, idims, k, e, r) - out->cst;
+        r[q] = 0;
+    }
+    int64_t total = prod_dims(rr, x->root_dims);
+    if (total <= 0)
+        return true;
+    if (total <= 4096) {
+        for (int64_t i = 0; i < total; i++) {
+            int64_t f = i;
+            for (int q = rr - 1; q >= 0; q--) {
+                r[q] = f % x->root_dims[q];
+                f /= x->root_dims[q];
+            }
+            if (group_in_at(x, cur, a, b, odims, idims, k, e, r) != coord_at(x, out, r))
+                return false;
+        }
+        return true;
+    }
+    for (int corner = 0; corner < 2; corner++)
+        for (int q = 0; q < rr; q++) {
+            for (int p = 0; p < rr; p++)
+                r[p] = corner ? x->root_dims[p] - 1 : 0;
+            int64_t n = ORCH_MIN(x->root_dims[q], 100000);
+            for (int64_t v = 0; v < n; v++) {
+                r[q] = v;
+                if (group_in_at(x, cur, a, b, odims, idims, k, e, r) != coord_at(x, out, r))
+                    return false;
+            }
+        }
+    uint64_t seed = 0x1234567ull;
+    for (int i = 0; i < 4096; i++) {
+        for (int q = 0; q < rr; q++)
+            r[q] = (int64_t)(splitmix(&seed) % (uint64_t)x->root_dims[q]);
+        if (group_in_at(x, cur, a, b, odims, idims, k, e, r) != coord_at(x, out, r))
+            return false;
+    }
+    return true;
+}
+
+static void coord_to_expr(const Cexpr *x, const Coord *c, char *buf, size_t cap) {
+    coord_text(x, c, buf, cap);
+}
+
+// Reshape: groups of output dims and input dims with equal products map independently.
+static void apply_reshape(Cexpr *x, const LayoutStage *st, Ix *ix, const int64_t *odims,
+                          StrBuf *code, int indent) {
+    Ix next;
+    next.rank = st->in_rank;
+    int a = 0, c = 0, orank = ix->rank;
+    while (a < orank || c < st->in_rank) {
+        // Extend [a, b) and [c, e) until the products match (unit dims join the current group).
+        int b = a, e = c;
+        int64_t po = 1, pi = 1;
+        do {
+            if (po <= pi && b < orank)
+                po *= odims[b++];
+            else if (e < st->in_rank)
+                pi *= st->in_dims[e++];
+            else
+                po *= odims[b++];
+        } while (po != pi || (b < orank && odims[b] == 1 && e == st->in_rank) ||
+                 (e < st->in_rank && st->in_dims[e] == 1 && b == orank));
+        bool all_affine = true;
+        for (int d = a; d < b; d++)
+            all_affine = all_affine && ix->c[d].affine;
+        for (int k = c; k < e; k++) {
+            Coord *o = &next.c[k];
+            if (st->in_dims[k] == 1) {
+                coord_const(o, 0);
+                continue;
+            }
+            if (e - c == 1 && all_affine) { // a merge: flat of the group, exactly affine
+                coord_const(o, 0);
+                for (int d = a; d < b; d++) {
+                    o->cst = o->cst * odims[d] + ix->c[d].cst;
+                    for (int q = 0; q < R; q++)
+                        o->coef[q] = o->coef[q] * odims[d] + ix->c[d].coef[q];
+                }
+                continue;
+            }
+            if (all_affine && group_affine(x, ix->c, a, b, odims, st->in_dims, k, e, o))
+                continue;
+            // General: flat of the group, then div/mod.
+            char flat[EXPR_CAP] = "0", tmp[EXPR_CAP], t2[2 * EXPR_CAP + 64];
+            for (int d = a; d < b; d++) {
+                coord_to_expr(x, &ix->c[d], tmp, sizeof tmp);
+                fmt(t2, sizeof t2, "(%s) * %lld + %s", flat, (long long)odims[d], tmp);
+                fmt(flat, sizeof flat, "%s", t2);
+            }
+            int64_t S = 1;
+            for (int j = k + 1; j < e; j++)
+                S *= st->in_dims[j];
+            fmt(t2, sizeof t2, "((%s) / %lld) %% %lld", flat, (long long)S,
+                     (long long)st->in_dims[k]);
+            coord_general(x, o, t2, code, indent);
+        }
+        a = b;
+        c = e;
+    }
+    *ix = next;
+}
+
+// ---- loads and readers ----
+
+static int load_input(Cexpr *x, int t, int j, const Ix *ix, StrBuf *code, int indent, char *out,
+                      size_t cap) {
+    const Tensor *T = x->pg->tensors[t];
+    int64_t stride[R], s = 1;
+    for (int d = T->rank - 1; d >= 0; d--) {
+        stride[d] = s;
+        s *= T->dims[d];
+    }
+    // Affine part folded into one form over the root; general coordinates added as terms.
+    Coord off;
+    coord_const(&off, 0);
+    StrBuf b;
+    sb_init(&b);
+    for (int d = 0; d < T->rank; d++) {
+        const Coord *c = &ix->c[d];
+        if (T->dims[d] == 1)
+            continue;
+        if (c->affine) {
+            off.cst += c->cst * stride[d];
+            for (int q = 0; q < R; q++)
+                off.coef[q] += c->coef[q] * stride[d];
+        } else {
+            sb_printf(&b, " + %s * %lld", c->expr, (long long)stride[d]);
+        }
+    }
+    char aff[EXPR_CAP], elem[2 * EXPR_CAP], val[2 * EXPR_CAP + 64];
+    coord_text(x, &off, aff, sizeof aff);
+    fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff, b.s);
+    sb_free(&b);
+    cgen_load_expr(T->dtype, elem, val, sizeof val);
+    cexpr_fresh(x, "v", out, cap);
+    sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(T->dtype), out, val);
+    return ST_OK;
+}
+
+static int call_reader(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out,
+                       size_t cap, Err *e) {
+    if (!x->read)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: tensor '%s' is computed by a %s primitive "
+                       "and no reader was given", x->fn, x->pg->tensors[t]->name,
+                       prim_kind_name(x->pg->prims[x->prim_of[t]]->kind));
+    char bufs[R][EXPR_CAP];
+    const char *idx[R];
+    int64_t coef[R][R], cst[R];
+    bool affine = true;
+    for (int d = 0; d < ix->rank; d++) {
+        coord_text(x, &ix->c[d], bufs[d], sizeof bufs[d]);
+        idx[d] = bufs[d];
+        affine = affine && ix->c[d].affine;
+        memcpy(coef[d], ix->c[d].coef, sizeof coef[d]);
+        cst[d] = ix->c[d].cst;
+    }
+    CexprRead rq = {t, ix->rank, idx, affine, (const int64_t(*)[R])coef, cst};
+    return x->read(x->rctx, &rq, code, indent, out, cap, e);
+}
+
+// ---- elementwise programs ----
+
+typedef struct Operand {
+    char text[EXPR_CAP];
+    DType dtype;  // DT_UNDEFINED for an immediate
+    double imm;
+} Operand;
+
+static bool is_wide(DType t) { return t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16; }
+
+// The float-domain expression of op over operands already in the domain type.
+static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *c, char *buf,
+                     size_t cap) {
+    const char *f = s ? "f" : "";
+    const char *one = s ? "1.0f" : "1.0", *zero = s ? "0.0f" : "0.0";
+    const char *ty = s ? "float" : "double";
+    switch (op) {
+    case EW_COPY:
+    case EW_CAST: fmt(buf, cap, "%s", a); break;
+    case EW_NEG: fmt(buf, cap, "(-%s)", a); break;
+    case EW_ABS: fmt(buf, cap, "fabs%s(%s)", f, a); break;
+    case EW_EXP: fmt(buf, cap, "exp%s(%s)", f, a); break;
+    case EW_LOG: fmt(buf, cap, "log%s(%s)", f, a); break;
+    case EW_SQRT: fmt(buf, cap, "sqrt%s(%s)", f, a); break;
+    case EW_RSQRT: fmt(buf, cap, "(%s / sqrt%s(%s))", one, f, a); break;
+    case EW_RECIP: fmt(buf, cap, "(%s / %s)", one, a); break;
+    case EW_ERF: fmt(buf, cap, "erf%s(%s)", f, a); break;
+    case EW_TANH: fmt(buf, cap, "tanh%s(%s)", f, a); break;
+    case EW_SIGMOID: fmt(buf, cap, "orch_sigmoid%s(%s)", f, a); break;
+    case EW_RELU: fmt(buf, cap, "(%s > %s ? %s : (%s != %s ? %s : %s))", a, zero, a, a, a, a, zero);
+        break;
+    case EW_FLOOR: fmt(buf, cap, "floor%s(%s)", f, a); break;
+    case EW_CEIL: fmt(buf, cap, "ceil%s(%s)", f, a); break;
+    case EW_ROUND: fmt(buf, cap, "rint%s(%s)", f, a); break;
+    case EW_SIGN:
+        fmt(buf, cap, "(%s > %s ? %s : %s < %s ? -%s : %s)", a, zero, one, a, zero, one, a);
+        break;
+    case EW_SIN: fmt(buf, cap, "sin%s(%s)", f, a); break;
+    case EW_COS: fmt(buf, cap, "cos%s(%s)", f, a); break;
+    case EW_TAN: fmt(buf, cap, "tan%s(%s)", f, a); break;
+    case EW_ASIN: fmt(buf, cap, "asin%s(%s)", f, a); break;
+    case EW_ACOS: fmt(buf, cap, "acos%s(%s)", f, a); break;
+    case EW_ATAN: fmt(buf, cap, "atan%s(%s)", f, a); break;
+    case EW_SINH: fmt(buf, cap, "sinh%s(%s)", f, a); break;
+    case EW_COSH: fmt(buf, cap, "cosh%s(%s)", f, a); break;
+    case EW_ASINH: fmt(buf, cap, "asinh%s(%s)", f, a); break;
+    case EW_ACOSH: fmt(buf, cap, "acosh%s(%s)", f, a); break;
+    case EW_ATANH: fmt(buf, cap, "atanh%s(%s)", f, a); break;
+    case EW_SOFTPLUS: fmt(buf, cap, "orch_softplus%s(%s)", f, a); break;
+    case EW_NOT: fmt(buf, cap, "(%s)(%s == %s)", ty, a, zero); break;
+    case EW_ISNAN: fmt(buf, cap, "(%s)(%s != %s)", ty, a, a); break;
+    case EW_ISINF: fmt(buf, cap, "(%s)(fabs%s(%s) == (%s)INFINITY)", ty, f, a, ty); break;
+    case EW_ISPOSINF: fmt(buf, cap, "(%s)(%s == (%s)INFINITY)", ty, a, ty); break;
+    case EW_ISNEGINF: fmt(buf, cap, "(%s)(%s == -(%s)INFINITY)", ty, a, ty); break;
+    case EW_ADD: fmt(buf, cap, "(%s + %s)", a, b); break;
+    case EW_SUB: fmt(buf, cap, "(%s - %s)", a, b); break;
+    case EW_MUL: fmt(buf, cap, "(%s * %s)", a, b); break;
+    case EW_DIV: fmt(buf, cap, "(%s / %s)", a, b); break;
+    case EW_POW: fmt(buf, cap, "pow%s(%s, %s)", f, a, b); break;
+    case EW_MIN: fmt(buf, cap, "orch_fmin%s(%s, %s)", f, a, b); break;
+    case EW_MAX: fmt(buf, cap, "orch_fmax%s(%s, %s)", f, a, b); break;
+    case EW_MOD:
+    case EW_FMOD: fmt(buf, cap, "fmod%s(%s, %s)", f, a, b); break;
+    case EW_EQ: fmt(buf, cap, "(%s)(%s == %s)", ty, a, b); break;
+    case EW_LT: fmt(buf, cap, "(%s)(%s < %s)", ty, a, b); break;
+    case EW_LE: fmt(buf, cap, "(%s)(%s <= %s)", ty, a, b); break;
+    case EW_GT: fmt(buf, cap, "(%s)(%s > %s)", ty, a, b); break;
+    case EW_GE: fmt(buf, cap, "(%s)(%s >= %s)", ty, a, b); break;
+    case EW_AND: fmt(buf, cap, "(%s)((%s != %s) & (%s != %s))", ty, a, zero, b, zero); break;
+    case EW_OR: fmt(buf, cap, "(%s)((%s != %s) | (%s != %s))", ty, a, zero, b, zero); break;
+    case EW_XOR: fmt(buf, cap, "(%s)((%s != %s) ^ (%s != %s))", ty, a, zero, b, zero); break;
+    case EW_WHERE: fmt(buf, cap, "(%s != %s ? %s : %s)", a, zero, b, c); break;
+    default: return false;
+    }
+    return true;
+}
+
+static bool int_op(EwOp op, const char *a, const char *b, const char *c, char *buf, size_t cap) {
+    switch (op) {
+    case EW_COPY:
+    case EW_CAST: fmt(buf, cap, "%s", a); break;
+    case EW_NEG: fmt(buf, cap, "(int64_t)(0 - (uint64_t)%s)", a); break;
+    case EW_ABS: fmt(buf, cap, "(%s < 0 ? (int64_t)(0 - (uint64_t)%s) : %s)", a, a, a); break;
+    case EW_RELU: fmt(buf, cap, "(%s > 0 ? %s : 0)", a, a); break;
+    case EW_SIGN: fmt(buf, cap, "(int64_t)((%s > 0) - (%s < 0))", a, a); break;
+    case EW_NOT: fmt(buf, cap, "(int64_t)(%s == 0)", a); break;
+    case EW_ADD: fmt(buf, cap, "(int64_t)((uint64_t)%s + (uint64_t)%s)", a, b); break;
+    case EW_SUB: fmt(buf, cap, "(int64_t)((uint64_t)%s - (uint64_t)%s)", a, b); break;
+    case EW_MUL: fmt(buf, cap, "(int64_t)((uint64_t)%s * (uint64_t)%s)", a, b); break;
+    case EW_DIV: fmt(buf, cap, "orch_idiv(%s, %s)", a, b); break;
+    case EW_MOD: fmt(buf, cap, "orch_imod(%s, %s)", a, b); break;
+    case EW_FMOD: fmt(buf, cap, "orch_ifmod(%s, %s)", a, b); break;
+    case EW_POW: fmt(buf, cap, "orch_ipow(%s, %s)", a, b); break;
+    case EW_MIN: fmt(buf, cap, "(%s < %s ? %s : %s)", a, b, a, b); break;
+    case EW_MAX: fmt(buf, cap, "(%s > %s ? %s : %s)", a, b, a, b); break;
+    case EW_EQ: fmt(buf, cap, "(int64_t)(%s == %s)", a, b); break;
+    case EW_LT: fmt(buf, cap, "(int64_t)(%s < %s)", a, b); break;
+    case EW_LE: fmt(buf, cap, "(int64_t)(%s <= %s)", a, b); break;
+    case EW_GT: fmt(buf, cap, "(int64_t)(%s > %s)", a, b); break;
+    case EW_GE: fmt(buf, cap, "(int64_t)(%s >= %s)", a, b); break;
+    case EW_AND: fmt(buf, cap, "(int64_t)((%s != 0) & (%s != 0))", a, b); break;
+    case EW_OR: fmt(buf, cap, "(int64_t)((%s != 0) | (%s != 0))", a, b); break;
+    case EW_XOR: fmt(buf, cap, "(int64_t)((%s != 0) ^ (%s != 0))", a, b); break;
+    case EW_BITSHL: fmt(buf, cap, "orch_shl(%s, %s)", a, b); break;
+    case EW_BITSHR: fmt(buf, cap, "orch_shr(%s, %s)", a, b); break;
+    case EW_WHERE: fmt(buf, cap, "(%s ? %s : %s)", a, b, c); break;
+    default: return false;
+    }
+    return true;
+}
+
+// A float-domain result of type ft ("float"/"double") converted to dtype t, as normalise() with
+// from_float: rounding for floats, saturation for integers.
+static void from_float(DType t, bool cast, const char *ft, const char *r, char *buf, size_t cap) {
+    switch (t) {
+    case DT_FLOAT: fmt(buf, cap, "(float)(%s)", r); return;
+    case DT_DOUBLE: fmt(buf, cap, "(double)(%s)", r); return;
+    case DT_FLOAT16: fmt(buf, cap, "orch_round_f16((double)(%s))", r); return;
+    case DT_BFLOAT16: fmt(buf, cap, "orch_round_bf16((double)(%s))", r); return;
+    default: break;
+    }
+    if (!cast) { // comparisons and logic: 0/1 (r.i = (int64_t)r.f, then wrapped to t)
+        fmt(buf, cap, "(%s)(%s != (%s)0)", cgen_ctype(t), r, ft);
+        return;
+    }
+    switch (t) {
+    case DT_BOOL: fmt(buf, cap, "(uint8_t)(%s != (%s)0)", r, ft); return;
+    case DT_INT8: fmt(buf, cap, "(int8_t)orch_sat((double)(%s), -128.0, 127.0)", r); return;
+    case DT_UINT8: fmt(buf, cap, "(uint8_t)orch_sat((double)(%s), 0.0, 255.0)", r); return;
+    case DT_INT16: fmt(buf, cap, "(int16_t)orch_sat((double)(%s), -32768.0, 32767.0)", r); return;
+    case DT_UINT16: fmt(buf, cap, "(uint16_t)orch_sat((double)(%s), 0.0, 65535.0)", r); return;
+    case DT_INT32:
+        fmt(buf, cap, "(int32_t)orch_sat((double)(%s), -2147483648.0, 2147483647.0)", r);
+        return;
+    case DT_UINT32: fmt(buf, cap, "(uint32_t)orch_sat((double)(%s), 0.0, 4294967295.0)", r); return;
+    case DT_INT64:
+        fmt(buf, cap,
+                 "orch_sat((double)(%s), -9.2233720368547758e18, 9.2233720368547748e18)", r);
+        return;
+    case DT_UINT64: fmt(buf, cap, "orch_sat_u64((double)(%s))", r); return;
+    default: ORCH_ASSERT(!"from_float: dtype");
+    }
+}
+
+// An int64-domain result converted to dtype t (normalise() with from_int).
+static void from_int(DType t, const char *r, char *buf, size_t cap) {
+    switch (t) {
+    case DT_FLOAT: fmt(buf, cap, "(float)(%s)", r); return;
+    case DT_DOUBLE: fmt(buf, cap, "(double)(%s)", r); return;
+    case DT_FLOAT16: fmt(buf, cap, "orch_round_f16((double)(%s))", r); return;
+    case DT_BFLOAT16: fmt(buf, cap, "orch_round_bf16((double)(%s))", r); return;
+    case DT_BOOL: fmt(buf, cap, "(uint8_t)(%s != 0)", r); return;
+    default: fmt(buf, cap, "(%s)(%s)", cgen_ctype(t), r); return;
+    }
+}
+
+static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
+                         char *out, size_t cap, Err *e);
+static int value(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out, size_t cap,
+                 Err *e);
+
+static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
+                         char *out, size_t cap, Err *e) {
+    const PrimGraph *pg = x->pg;
+    const Tensor *T = pg->tensors[p->out[0]];
+    int n_in = p->n_in;
+    char(*inv)[NAME_CAP] = xcalloc((size_t)n_in + 1, NAME_CAP);
+    char(*ins)[NAME_CAP] = xcalloc((size_t)p->ew.n + 1, NAME_CAP);
+    int rc = ST_OK;
+    // Operands are broadcast numpy-style: trailing coordinates, unit dims read index 0.
+    for (int j = 0; j < n_in && rc == ST_OK; j++) {
+        const Tensor *A = pg->tensors[p->in[j]];
+        Ix sub;
+        sub.rank = A->rank;
+        for (int d = 0; d < A->rank; d++) {
+            int od = T->rank - A->rank + d;
+            if (A->dims[d] == 1)
+                coord_const(&sub.c[d], 0);
+            else
+                sub.c[d] = ix->c[od];
+        }
+        rc = value(x, p->in[j], &sub, code, indent, inv[j], NAME_CAP, e);
+    }
+    for (int i = 0; i < p->ew.n && rc == ST_OK; i++) {
+        const EwInstr *in = &p->ew.code[i];
+        int n = ew_op_arity(in->op), first = in->op == EW_WHERE ? 1 : 0;
+        Operand op[3];
+        bool any_tensor = false, fdom = false, wide = is_wide(in->dtype);
+        for (int a = 0; a < n; a++) {
+            const EwArg *g = &in->arg[a];
+            memset(&op[a], 0, sizeof op[a]);
+            if (g->src == EWS_INPUT) {
+                op[a].dtype = pg->tensors[p->in[g->index]]->dtype;
+                fmt(op[a].text, sizeof op[a].text, "%s", inv[g->index]);
+            } else if (g->src == EWS_INSTR) {
+                op[a].dtype = p->ew.code[g->index].dtype;
+                fmt(op[a].text, sizeof op[a].text, "%s", ins[g->index]);
+            } else {
+                op[a].imm = g->imm;
+            }
+            if (a >= first && g->src != EWS_IMM) {
+                any_tensor = true;
+                fdom = fdom || dtype_is_float(op[a].dtype);
+            }
+            if (op[a].dtype != DT_UNDEFINED)
+                wide = wide || is_wide(op[a].dtype);
+        }
+        if (!any_tensor)
+            fdom = dtype_is_float(in->dtype);
+        const char *ft = wide ? "double" : "float";
+        char conv[3][EXPR_CAP], expr[4 * EXPR_CAP], res[4 * EXPR_CAP + 128];
+        for (int a = 0; a < n; a++) {
+            if (op[a].dtype == DT_UNDEFINED) { // an immediate in the operation's domain
+                double v = op[a].imm;
+                if (fdom)
+                    float_literal(v, !wide, conv[a], sizeof conv[a]);
+                else
+                    int_literal(isfinite(v) && fabs(v) < 9.2e18 ? (int64_t)v : 0, conv[a],
+                                sizeof conv[a]);
+            } else if (a == 0 && in->op == EW_WHERE && !dtype_is_float(op[a].dtype)) {
+                // The condition keeps its own type: only its truth is used.
+                fmt(conv[a], sizeof conv[a], "(%s != 0)", op[a].text);
+            } else if (fdom) {
+                fmt(conv[a], sizeof conv[a], "(%s)%s", ft, op[a].text);
+            } else {
+                fmt(conv[a], sizeof conv[a], "(int64_t)%s", op[a].text);
+            }
+        }
+        if (in->op == EW_WHERE && op[0].dtype != DT_UNDEFINED && !dtype_is_float(op[0].dtype))
+            fmt(expr, sizeof expr, "(%s ? %s : %s)", conv[0], conv[1], conv[2]);
+        else if (fdom ? !float_op(in->op, !wide, conv[0], conv[1], conv[2], expr, sizeof expr)
+                      : !int_op(in->op, conv[0], conv[1], conv[2], expr, sizeof expr))
+            rc = err_set(e, ST_UNSUPPORTED, "kernel %s: %s has no %s definition (primitive %d)",
+                         x->fn, ew_op_name(in->op), fdom ? "float" : "integer", p->id);
+        if (rc)
+            break;
+        if (fdom)
+            from_float(in->dtype, in->op == EW_CAST, ft, expr, res, sizeof res);
+        else
+            from_int(in->dtype, expr, res, sizeof res);
+        cexpr_fresh(x, "v", ins[i], NAME_CAP);
+        sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(in->dtype), ins[i], res);
+    }
+    if (rc == ST_OK) {
+        // The output dtype is the last instruction's (pb_ew_program); a program of zero
+        // instructions does not exist.
+        ORCH_ASSERT(p->ew.n > 0 && p->ew.code[p->ew.n - 1].dtype == T->dtype);
+        fmt(out, cap, "%s", ins[p->ew.n - 1]);
+    }
+    free(inv);
+    free(ins);
+    return rc;
+}
+
+// ---- layout ----
+
+// Applies stages s.. of the chain to ix and reads the input; `res` (declared by the caller) gets
+// the value. Pad tables open an if-block so later stages never index with -1.
+static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims_in, int rank_in,
+                      const char *res, const char *pad, StrBuf *code, int indent, Err *e) {
+    const LayoutParams *L = &p->lay;
+    int rank = rank_in;
+    int64_t dims[R];
+    memcpy(dims, dims_in, sizeof(int64_t) * (size_t)rank);
+    for (; s < L->n_stages; s++) {
+        const LayoutStage *st = &L->stages[s];
+        Ix next;
+        next.rank = st->in_rank;
+        switch (st->kind) {
+        case LS_TRANSPOSE:
+            for (int d = 0; d < rank; d++)
+                next.c[st->perm[d]] = ix.c[d];
+            break;
+        case LS_RESHAPE:
+            next = ix;
+            apply_reshape(x, st, &next, dims, code, indent);
+            break;
+        case LS_SLICE:
+            for (int d = 0; d < rank; d++) {
+                Coord *c = &next.c[d];
+                *c = ix.c[d];
+                if (c->affine) {
+                    c->cst = st->start[d] + c->cst * st->step[d];
+                    for (int q = 0; q < R; q++)
+                        c->coef[q] *= st->step[d];
+                } else if (st->start[d] != 0 || st->step[d] != 1) {
+                    char t[EXPR_CAP];
+                    fmt(t, sizeof t, "%lld + %s * %lld", (long long)st->start[d], c->expr,
+                             (long long)st->step[d]);
+                    coord_general(x, c, t, code, indent);
+                }
+            }
+            break;
+        case LS_BROADCAST:
+            for (int d = 0; d < st->in_rank; d++) {
+                if (st->in_dims[d] == 1)
+                    coord_const(&next.c[d], 0);
+                else
+                    next.c[d] = ix.c[rank - st->in_rank + d];
+            }
+            break;
+        case LS_TABLE: {
+            char cond[2 * EXPR_CAP] = "";
+            for (int d = 0; d < rank; d++) {
+                if (!st->table[d]) {
+                    next.c[d] = ix.c[d];
+                    continue;
+                }
+                bool padded = false;
+                for (int64_t i = 0; i < dims[d]; i++)
+                    padded = padded || st->table[d][i] < 0;
+                char t[2 * EXPR_CAP], ce[EXPR_CAP];
+                coord_text(x, &ix.c[d], ce, sizeof ce);
+                fmt(t, sizeof t, "%s[%s]", table_name(x, st->table[d], dims[d]), ce);
+                coord_general(x, &next.c[d], t, code, indent);
+                if (padded) {
+                    size_t len = strlen(cond);
+                    fmt(cond + len, sizeof cond - len, "%s%s >= 0", len ? " && " : "",
+                             next.c[d].expr);
+                }
+            }
+            if (cond[0]) {
+                sb_line(code, indent, "if (%s) {\n", cond);
+                int mark = x->n_memo;
+                int rc = emit_chain(x, p, s + 1, next, st->in_dims, st->in_rank, res, pad, code,
+                                    indent + 1, e);
+                memo_cut(x, mark);
+                sb_line(code, indent, "} else {\n");
+                sb_line(code, indent + 1, "%s = %s;\n", res, pad);
+                sb_line(code, indent, "}\n");
+                return rc;
+            }
+            break;
+        }
+        case LS_GATHER: {
+            int q = st->idx_rank, a = st->axis;
+            for (int d = 0; d < a; d++)
+                next.c[d] = ix.c[d];
+            for (int d = a + 1; d < st->in_rank; d++)
+                next.c[d] = ix.c[d - 1 + q];
+            char flat[4 * EXPR_CAP] = "0", tmp[EXPR_CAP], t2[6 * EXPR_CAP];
+            for (int d = 0; d < q; d++) {
+                coord_text(x, &ix.c[a + d], tmp, sizeof tmp);
+                fmt(t2, sizeof t2, "(%s) * %lld + %s", flat, (long long)st->idx_dims[d], tmp);
+                fmt(flat, sizeof flat, "%s", t2);
+            }
+            fmt(t2, sizeof t2, "%s[%s]",
+                     table_name(x, st->idx, prod_dims(q, st->idx_dims)), flat);
+            coord_general(x, &next.c[a], t2, code, indent);
+            break;
+        }
+        }
+        ix = next;
+        rank = st->in_rank;
+        memcpy(dims, st->in_dims, sizeof(int64_t) * (size_t)rank);
+    }
+    char v[NAME_CAP];
+    int rc = value(x, p->in[0], &ix, code, indent, v, sizeof v, e);
+    if (rc == ST_OK)
+        sb_line(code, indent, "%s = %s;\n", res, v);
+    return rc;
+}
+
+static int emit_layout(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
+                       char *out, size_t cap, Err *e) {
+    const PrimGraph *pg = x->pg;
+    const Tensor *T = pg->tensors[p->out[0]];
+    const char *vt = cgen_vtype(T->dtype);
+    cexpr_fresh(x, "v", out, cap);
+    sb_line(code, indent, "%s %s;\n", vt, out);
+    int rc = ST_OK;
+    if (p->lay.concat) {
+        int a = p->lay.axis;
+        char ca[EXPR_CAP];
+        coord_text(x, &ix->c[a], ca, sizeof ca);
+        int64_t off = 0;
+        for (int j = 0; j < p->n_in && rc == ST_OK; j++) {
+            int64_t len = pg->tensors[p->in[j]]->dims[a];
+            if (len == 0)
+                continue;
+            if (j == p->n_in - 1)
+                sb_line(code, indent, "%s{\n", off ? "else " : "");
+            else
+                sb_line(code, indent, "%sif (%s < %lld) {\n", off ? "else " : "", ca,
+                        (long long)(off + len));
+            Ix sub = *ix;
+            Coord *c = &sub.c[a];
+            if (c->affine) {
+                c->cst -= off;
+            } else {
+                char t[EXPR_CAP + 32];
+                fmt(t, sizeof t, "%s - %lld", c->expr, (long long)off);
+                coord_general(x, c, t, code, indent + 1);
+            }
+            int mark = x->n_memo;
+            char v[NAME_CAP];
+            rc = value(x, p->in[j], &sub, code, indent + 1, v, sizeof v, e);
+            memo_cut(x, mark);
+            sb_line(code, indent + 1, "%s = %s;\n", out, v);
+            sb_line(code, indent, "}\n");
+            off += len;
+        }
+        return rc;
+    }
+    char pad[128];
+    cgen_literal(T->dtype, p->lay.pad_value, pad, sizeof pad);
+    if (T->dtype == DT_FLOAT16 || T->dtype == DT_BFLOAT16) {
+        // The pad value as stored, read back as the value type.
+        uint64_t st = 0;
+        elem_set_f64(T->dtype, &st, 0, p->lay.pad_value);
+        float_literal(elem_get_f64(T->dtype, &st, 0), false, pad, sizeof pad);
+    }
+    return emit_chain(x, p, 0, *ix, T->dims, T->rank, out, pad, code, indent, e);
+}
+
+// ---- the recursion ----
+
+static int value(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out, size_t cap,
+                 Err *e) {
+    char *key = ix_key(x, t, ix);
+    for (int i = 0; i < x->n_memo; i++)
+        if (x->memo[i].t == t && !strcmp(x->memo[i].key, key)) {
+            fmt(out, cap, "%s", x->memo[i].var);
+            free(key);
+            return ST_OK;
+        }
+    int rc, j = cgen_input_pos(x->c, t);
+    if (j >= 0) {
+        rc = load_input(x, t, j, ix, code, indent, out, cap);
+    } else if (x->prim_of[t] < 0) {
+        rc = err_set(e, ST_INVALID, "kernel %s: tensor '%s' is neither an input nor computed in "
+                     "the candidate", x->fn, x->pg->tensors[t]->name);
+    } else {
+        const Prim *p = x->pg->prims[x->prim_of[t]];
+        if (p->kind == PRIM_ELEMWISE)
+            rc = emit_elemwise(x, p, ix, code, indent, out, cap, e);
+        else if (p->kind == PRIM_LAYOUT)
+            rc = emit_layout(x, p, ix, code, indent, out, cap, e);
+        else
+            rc = call_reader(x, t, ix, code, indent, out, cap, e);
+    }
+    if (rc != ST_OK) {
+        free(key);
+        return rc;
+    }
+    if (x->n_memo == x->cap_memo) {
+        x->cap_memo = x->cap_memo ? 2 * x->cap_memo : 16;
+        x->memo = xrealloc(x->memo, sizeof(Memo) * (size_t)x->cap_memo);
+    }
+    Memo *m = &x->memo[x->n_memo++];
+    m->t = t;
+    m->key = key;
+    fmt(m->var, sizeof m->var, "%s", out);
+    return ST_OK;
+}
+
+int cexpr_value(Cexpr *x, int t, const char *const *idx, StrBuf *code, int indent, char *out,
+                size_t cap, Err *e) {
+    const Tensor *T = x->pg->tensors[t];
+    // The root is this call's index; a nested call (from a reader) keeps the outer root intact.
+    int saved_rank = x->root_rank;
+    int64_t saved_dims[R];
+    char(*saved_idx)[EXPR_CAP] = xmalloc(sizeof x->root_idx);
+    memcpy(saved_dims, x->root_dims, sizeof saved_dims);
+    memcpy(saved_idx, x->root_idx, sizeof x->root_idx);
+    x->root_rank = T->rank;
+    Ix ix;
+    ix.rank = T->rank;
+    for (int d = 0; d < T->rank; d++) {
+        x->root_dims[d] = T->dims[d];
+        fmt(x->root_idx[d], EXPR_CAP, "%s", idx[d]);
+        coord_const(&ix.c[d], 0);
+        if (T->dims[d] != 1)
+            ix.c[d].coef[d] = 1;
+    }
+    bool outer_trunc = fmt_truncated;
+    fmt_truncated = false;
+    int rc = value(x, t, &ix, code, indent, out, cap, e);
+    if (rc == ST_OK && fmt_truncated)
+        rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an index expression is too long", x->fn);
+    fmt_truncated = fmt_truncated || outer_trunc;
+    x->root_rank = saved_rank;
+    memcpy(x->root_dims, saved_dims, sizeof saved_dims);
+    memcpy(x->root_idx, saved_idx, sizeof x->root_idx);
+    free(saved_idx);
+    return rc;
+}
+
+// ---- the prelude ----
+
+static const char prelude[] =
+    "#include <math.h>\n"
+    "#include <stdint.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "#define ORCH_MIN_I64(a, b) ((a) < (b) ? (a) : (b))\n"
+    "static inline float orch_f16_to_f32(uint16_t h) {\n"
+    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff, bits;\n"
+    "    if (ex == 0) {\n"
+    "        if (man == 0) {\n"
+    "            bits = sign;\n"
+    "        } else {\n"
+    "            ex = 127 - 15 + 1;\n"
+    "            while (!(man & 0x400)) { man <<= 1; ex--; }\n"
+    "            man &= 0x3ff;\n"
+    "            bits = sign | (ex << 23) | (man << 13);\n"
+    "        }\n"
+    "    } else if (ex == 31) {\n"
+    "        bits = sign | 0x7f800000u | (man << 13);\n"
+    "    } else {\n"
+    "        bits = sign | ((ex + 127 - 15) << 23) | (man << 13);\n"
+    "    }\n"
+    "    float f;\n"
+    "    memcpy(&f, &bits, 4);\n"
+    "    return f;\n"
+    "}\n"
+    "static inline uint16_t orch_f32_to_f16(float f) {\n"
+    "    uint32_t x;\n"
+    "    memcpy(&x, &f, 4);\n"
+    "    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);\n"
+    "    uint32_t a = x & 0x7fffffffu;\n"
+    "    if (a > 0x7f800000u) return sign | 0x7e00;\n"
+    "    if (a >= 0x477ff000u) return sign | 0x7c00;\n"
+    "    if (a < 0x38800000u) {\n"
+    "        float af;\n"
+    "        memcpy(&af, &a, 4);\n"
+    "        return (uint16_t)(sign | (uint16_t)nearbyintf(af * 16777216.0f));\n"
+    "    }\n"
+    "    uint32_t r = a - 0x38000000u;\n"
+    "    r += 0xfff + ((r >> 13) & 1);\n"
+    "    return (uint16_t)(sign | (r >> 13));\n"
+    "}\n"
+    "static inline float orch_bf16_to_f32(uint16_t h) {\n"
+    "    uint32_t bits = (uint32_t)h << 16;\n"
+    "    float f;\n"
+    "    memcpy(&f, &bits, 4);\n"
+    "    return f;\n"
+    "}\n"
+    "static inline uint16_t orch_f32_to_bf16(float f) {\n"
+    "    uint32_t x;\n"
+    "    memcpy(&x, &f, 4);\n"
+    "    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);\n"
+    "    x += 0x7fff + ((x >> 16) & 1);\n"
+    "    return (uint16_t)(x >> 16);\n"
+    "}\n"
+    // Round to odd on the way to float, so the second rounding (to half) is correct.
+    "static inline float orch_f32_round_odd(double v) {\n"
+    "    float f = (float)v;\n"
+    "    if (isfinite(f) && (double)f != v) {\n"
+    "        uint32_t bits;\n"
+    "        memcpy(&bits, &f, 4);\n"
+    "        if (fabs((double)f) > fabs(v)) bits--;\n"
+    "        bits |= 1;\n"
+    "        memcpy(&f, &bits, 4);\n"
+    "    }\n"
+    "    return f;\n"
+    "}\n"
+    "static inline double orch_round_f16(double v) {\n"
+    "    return (double)orch_f16_to_f32(orch_f32_to_f16(orch_f32_round_odd(v)));\n"
+    "}\n"
+    "static inline double orch_round_bf16(double v) {\n"
+    "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
+    "}\n"
+    "static inline float orch_sigmoidf(float a) {\n"
+    "    float e = expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
+    "    return a >= 0 ? r : e * r;\n"
+    "}\n"
+    "static inline double orch_sigmoid(double a) {\n"
+    "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
+    "}\n"
+    "static inline float orch_softplusf(float a) {\n"
+    "    return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a)));\n"
+    "}\n"
+    "static inline double orch_softplus(double a) {\n"
+    "    return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a));\n"
+    "}\n"
+    // NaN propagates; between equal zeros min takes -0 and max +0 (prim_interp's rule).
+    "static inline float orch_fminf(float a, float b) {\n"
+    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
+    "}\n"
+    "static inline float orch_fmaxf(float a, float b) {\n"
+    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
+    "}\n"
+    "static inline double orch_fmin(double a, double b) {\n"
+    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
+    "}\n"
+    "static inline double orch_fmax(double a, double b) {\n"
+    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
+    "}\n"
+    // Integer division by zero gives 0 and INT64_MIN / -1 wraps (prim_interp's rule).
+    "static inline int64_t orch_idiv(int64_t a, int64_t b) {\n"
+    "    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n"
+    "}\n"
+    "static inline int64_t orch_imod(int64_t a, int64_t b) {\n"
+    "    if (b == 0 || b == -1) return 0;\n"
+    "    int64_t r = a % b;\n"
+    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+    "}\n"
+    "static inline int64_t orch_ifmod(int64_t a, int64_t b) {\n"
+    "    return (b == 0 || b == -1) ? 0 : a % b;\n"
+    "}\n"
+    "static inline int64_t orch_ipow(int64_t base, int64_t ex) {\n"
+    "    if (ex < 0) return base == 1 ? 1 : base == -1 ? (ex % 2 ? -1 : 1) : 0;\n"
+    "    uint64_t r = 1, b = (uint64_t)base;\n"
+    "    while (ex) {\n"
+    "        if (ex & 1) r *= b;\n"
+    "        b *= b;\n"
+    "        ex >>= 1;\n"
+    "    }\n"
+    "    return (int64_t)r;\n"
+    "}\n"
+    "static inline int64_t orch_shl(int64_t a, int64_t b) {\n"
+    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a << (uint64_t)b);\n"
+    "}\n"
+    "static inline int64_t orch_shr(int64_t a, int64_t b) {\n"
+    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a >> (uint64_t)b);\n"
+    "}\n"
+    // Float to integer: NaN gives 0, out of range saturates (elem_set_f64's rule).
+    "static inline int64_t orch_sat(double v, double lo, double hi) {\n"
+    "    return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v;\n"
+    "}\n"
+    "static inline uint64_t orch_sat_u64(double v) {\n"
+    "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
+    "}\n";
+
+const char *cgen_prelude(void) { return prelude; }

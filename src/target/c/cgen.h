@@ -1,0 +1,116 @@
+// Internal interface of the C target's emitters: the pointwise/reduction kernel classes
+// (emit_pointwise.c, emit_reduce.c), the value-expression emitter they and the linear emitter
+// share (cexpr.c), and the translation-unit prelude. target_c.c dispatches to these.
+// Needs: a verified primitive graph and a candidate of it. Guarantees: emitted code follows the
+// kernel ABI of target.h and computes exactly what prim_interp.c computes (float32 math may run in
+// float; float16/bfloat16 values are computed in double and rounded after every instruction).
+#ifndef ORCH_CGEN_H
+#define ORCH_CGEN_H
+
+#include "../../base/strbuf.h"
+#include "../../candidates/candidates.h"
+#include "../target.h"
+
+// Kernel classes of the C target (KernelConfig.cls). 3, 4, 5 belong to the linear emitter.
+enum { CCLS_POINTWISE = 1, CCLS_REDUCE = 2 };
+
+// ---- pointwise and reduction kernels (emit_pointwise.c, emit_reduce.c) ----
+// Candidates with no LINEAR and no OPAQUE primitive whose structure the emitters handle
+// (ELEMWISE/LAYOUT only: CCLS_POINTWISE; with REDUCE primitives: CCLS_REDUCE).
+bool cgen_pw_supports(const PrimGraph *pg, const Candidate *c);
+// Up to k configs, best estimate first, each with its canonical desc and score; returns how many.
+int cgen_pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
+                    int k);
+// Appends the definition of `void fn(const void *const *in, void *out)` (and static tables named
+// after fn) to src.
+int cgen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
+                 StrBuf *src, Err *e);
+// The text every translation unit starts with: includes, static inline helpers (names orch_*).
+const char *cgen_prelude(void);
+
+// Shared by the two emitters: the class of a candidate (0: neither), the reduction class's entry
+// points (emit_reduce.c), the model's pieces and config sorting (emit_pointwise.c).
+int cgen_classify(const PrimGraph *pg, const Candidate *c);
+bool cgen_dtype_ok(DType t);
+bool cgen_red_supports(const PrimGraph *pg, const Candidate *c);
+int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
+                     int k);
+int cgen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
+                  StrBuf *src, Err *e);
+double cgen_ops_per_elem(const PrimGraph *pg, const Candidate *c);
+double cgen_traffic_bytes(const PrimGraph *pg, const Candidate *c);
+// Estimated seconds of a kernel moving `bytes`, computing `elems` elements of `ops` vector
+// operations each, with par_units iterations of its parallel loop and inner loops of inner_len.
+double cgen_estimate(const HwInfo *hw, double bytes, double elems, double ops, int64_t par_units,
+                     int64_t inner_len, bool parallel);
+// Sorts n configs by score into out (at most k, duplicates of desc dropped); returns how many.
+int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k);
+
+// ---- C types of values ----
+// Storage type of a dtype in buffers ("float", "uint16_t" for float16/bfloat16, "uint8_t" for
+// bool, ...), and the type of locals holding its values ("float", "double" for float16/bfloat16
+// and float64, the storage type for integers and bool).
+const char *cgen_ctype(DType t);
+const char *cgen_vtype(DType t);
+// Writes into buf a C expression converting the storage-typed lvalue/expression `x` of dtype t to
+// its value type, and the reverse for stores (value already representable).
+void cgen_load_expr(DType t, const char *x, char *buf, size_t cap);
+void cgen_store_expr(DType t, const char *v, char *buf, size_t cap);
+// A C literal of value type for v converted to dtype t as prim_interp converts constants
+// (saturating for integers; "NAN", "INFINITY" spelled out).
+void cgen_literal(DType t, double v, char *buf, size_t cap);
+// Position of tensor t in c->inputs, or -1.
+int cgen_input_pos(const Candidate *c, int t);
+
+// ---- value expressions (cexpr.c) ----
+// Emits C statements computing the value of a tensor at a multi-index, recursing through the
+// candidate's pointwise primitives (ELEMWISE, LAYOUT incl. concat) down to kernel inputs (loads
+// from `in[j]`, which the kernel declares as `const void *const *in`) and to tensors produced in
+// the kernel by other primitives (REDUCE, LINEAR), which a reader callback supplies.
+//
+// Index maps are composed symbolically over the root coordinates (the index the caller passes):
+// where the composed map of a leaf is affine in them the load is `in[base + sum(r_d * s_d)]`, so
+// a loop over a root coordinate stays unit-stride; elsewhere (tables, gathers, pads, concat) it
+// emits general code. Static tables go to the `decls` buffer (file scope, before the function).
+
+typedef struct Cexpr Cexpr;
+
+// A request to the reader: tensor `tensor` (rank `rank`) at coordinates idx[d] (C expressions of
+// type int64_t). When `affine` is true, coordinate d also equals cst[d] + sum_r coef[d][r] *
+// root_r over the root coordinates of the cexpr_value call that led here (the reduce emitter uses
+// this to check that a read stays on the current row).
+typedef struct CexprRead {
+    int tensor;
+    int rank;
+    const char *const *idx;
+    bool affine;
+    const int64_t (*coef)[ORCH_MAX_RANK];
+    const int64_t *cst;
+} CexprRead;
+
+// Writes into out (cap bytes) a C expression of the tensor's value type holding the value, after
+// appending any statements it needs to code at `indent`. Returns ST_OK or an error code (set e):
+// the emission fails then (an emitter dry-runs to decide what it supports).
+typedef int (*CexprReader)(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out,
+                           size_t cap, Err *e);
+
+// fn names the kernel (prefix of tables and locals); decls receives file-scope declarations.
+Cexpr *cexpr_create(const PrimGraph *pg, const Candidate *c, const char *fn, StrBuf *decls);
+void cexpr_free(Cexpr *x); // accepts NULL
+void cexpr_set_reader(Cexpr *x, CexprReader fn, void *ctx);
+// Whether tensor t is computed inside the candidate by a primitive cexpr recurses through
+// (ELEMWISE/LAYOUT), as opposed to a kernel input or a reader-supplied tensor.
+bool cexpr_is_pointwise(const Cexpr *x, int t);
+
+// Emits into code (at indent) statements computing tensor t at the root index idx (t's rank C
+// expressions of type int64_t, evaluated possibly several times: pass variables); the name of a
+// local of type cgen_vtype(t's dtype) holding the value is written to out. Values computed
+// earlier at the same index in the same block are reused; call cexpr_forget when code leaves a
+// block (a loop body) in which values were computed.
+int cexpr_value(Cexpr *x, int t, const char *const *idx, StrBuf *code, int indent, char *out,
+                size_t cap, Err *e);
+void cexpr_forget(Cexpr *x);
+// A fresh local name "<prefix><n>" unique within the kernel.
+void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,1262 @@
+// Linear kernels of the C target (see cgen_linear.h): analysis of a candidate around its LINEAR
+// primitive, the Roller/BLIS hardware model that proposes configs, and the emitters. Every
+// product is viewed as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
+// out + (b*M + i)*N + j:
+//   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims;
+//   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*kernel pixels), B = the virtual
+//           im2col patch matrix of image n, group g (K x output pixels), never materialised.
+// Names in comments: M, N, K the GEMM sizes; mr x nr the register tile; kc, mc, nc the cache
+// blocks of K, M, N (BLIS); G groups; S spatial dims.
+#include "cgen_linear.h"
+
+#include "cgen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Variants (KernelConfig.p[0]).
+enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3 };
+// KernelConfig.p[] slots.
+enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
+
+// The candidate seen as a batch of GEMMs.
+typedef struct Lin {
+    const PrimGraph *pg;
+    const Candidate *c;
+    const Prim *p;       // the LINEAR
+    int ta, tb, tl;      // its operands (X and W for conv) and output
+    int sink;            // c->output
+    bool epi;            // primitives after the LINEAR
+    int pa, pb;          // positions of ta/tb in c->inputs; -1: computed by a prologue
+    bool conv;
+    int64_t batch, M, N, K;
+    // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
+    int nbd;
+    int64_t bd[ORCH_MAX_RANK], sa[ORCH_MAX_RANK], sb[ORCH_MAX_RANK];
+    // conv: image count, channels, groups, spatial geometry
+    int S;
+    int64_t NI, C, OC, G, Cg, OCg, kpix, ipix;
+    int64_t in[3], out[3], k[3], st[3], dil[3], pad[3];
+    bool b_direct_ok; // B readable in place (matmul operand, or a 1x1 stride-1 unpadded conv)
+    bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
+} Lin;
+
+static const Tensor *T(const Lin *L, int t) {
+    return L->pg->tensors[t];
+}
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+// Fills L; false when the candidate is outside what this emitter generates.
+static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
+    memset(L, 0, sizeof *L);
+    L->pg = pg;
+    L->c = c;
+    int li = -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        if (p->kind == PRIM_OPAQUE || p->kind == PRIM_REDUCE)
+            return false;
+        if (p->kind == PRIM_LINEAR) {
+            if (li >= 0)
+                return false;
+            li = i;
+        }
+    }
+    if (li < 0)
+        return false;
+    const Prim *p = pg->prims[c->prims[li]];
+    if (p->lin.op == LIN_CONV_TRANSPOSE || p->n_in != 2)
+        return false;
+    L->p = p;
+    L->ta = p->in[0];
+    L->tb = p->in[1];
+    L->tl = p->out[0];
+    L->sink = c->output;
+    L->epi = L->sink != L->tl;
+    const Tensor *A = T(L, L->ta), *B = T(L, L->tb), *O = T(L, L->tl);
+    if (A->dtype != DT_FLOAT || B->dtype != DT_FLOAT || O->dtype != DT_FLOAT ||
+        T(L, L->sink)->dtype != DT_FLOAT)
+        return false;
+    // Epilogue: everything reading the LINEAR's result (directly or not) must be elementwise at
+    // its shape, so each output element is finished from its own accumulator.
+    bool *down = xcalloc((size_t)pg->n_tensors, sizeof(bool));
+    down[L->tl] = true;
+    bool ok = true;
+    for (int i = li + 1; i < c->n_prims && ok; i++) {
+        const Prim *q = pg->prims[c->prims[i]];
+        bool reads = false;
+        for (int j = 0; j < q->n_in; j++)
+            reads |= q->in[j] >= 0 && down[q->in[j]];
+        if (!reads)
+            continue;
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(T(L, q->out[0]), O))
+            ok = false;
+        else
+            down[q->out[0]] = true;
+    }
+    ok = ok && down[L->sink];
+    free(down);
+    if (!ok)
+        return false;
+    L->pa = cgen_input_pos(c, L->ta);
+    L->pb = cgen_input_pos(c, L->tb);
+    int r = O->rank;
+    if (p->lin.op == LIN_MATMUL) {
+        if (A->rank < 2 || B->rank < 2 || r < 2)
+            return false;
+        L->M = O->dims[r - 2];
+        L->N = O->dims[r - 1];
+        L->K = A->dims[A->rank - 1];
+        L->nbd = r - 2;
+        L->batch = 1;
+        int64_t st_a = 1, st_b = 1;
+        for (int d = r - 3; d >= 0; d--) {
+            int da = d - (r - A->rank), db = d - (r - B->rank);
+            int64_t xa = da >= 0 ? A->dims[da] : 1, xb = db >= 0 ? B->dims[db] : 1;
+            L->bd[d] = O->dims[d];
+            L->sa[d] = xa == 1 ? 0 : st_a;
+            L->sb[d] = xb == 1 ? 0 : st_b;
+            st_a *= xa;
+            st_b *= xb;
+            L->batch *= O->dims[d];
+        }
+        L->b_direct_ok = true;
+    } else {
+        const LinearParams *lp = &p->lin;
+        L->conv = true;
+        L->S = lp->n_spatial;
+        if (L->S < 1 || L->S > 3 || r != 2 + L->S || lp->group < 1)
+            return false;
+        L->NI = A->dims[0];
+        L->C = A->dims[1];
+        L->OC = O->dims[1];
+        L->G = lp->group;
+        if (L->C % L->G || L->OC % L->G)
+            return false;
+        L->Cg = L->C / L->G;
+        L->OCg = L->OC / L->G;
+        L->kpix = 1;
+        L->ipix = 1;
+        int64_t opix = 1;
+        bool unit = true;
+        for (int d = 0; d < L->S; d++) {
+            L->in[d] = A->dims[2 + d];
+            L->out[d] = O->dims[2 + d];
+            L->k[d] = B->dims[2 + d];
+            L->st[d] = lp->stride[d];
+            L->dil[d] = lp->dilation[d];
+            L->pad[d] = lp->pad_begin[d];
+            L->kpix *= L->k[d];
+            L->ipix *= L->in[d];
+            opix *= L->out[d];
+            unit &= L->k[d] == 1 && L->st[d] == 1 && L->pad[d] == 0 && L->in[d] == L->out[d];
+        }
+        L->batch = L->NI * L->G;
+        L->M = L->OCg;
+        L->N = opix;
+        L->K = L->Cg * L->kpix;
+        L->b_direct_ok = unit;
+        L->dw_ok = L->Cg == 1 && L->S == 2;
+    }
+    return L->M > 0 && L->N > 0 && L->K > 0 && L->batch > 0;
+}
+
+// ---- emission helpers ----
+
+typedef struct Emit {
+    const Lin *L;
+    const KernelConfig *cfg;
+    const char *fn;
+    StrBuf *s;    // function definitions
+    Cexpr *x;
+    const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
+} Emit;
+
+static int lin_reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out,
+                      size_t cap, Err *e) {
+    (void)code;
+    (void)indent;
+    const Emit *E = ctx;
+    if (rq->tensor != E->L->tl || !E->acc)
+        return err_set(e, ST_UNSUPPORTED, "linear kernel %s: tensor %d is not computable here",
+                       E->fn, rq->tensor);
+    snprintf(out, cap, "%s", E->acc);
+    return ST_OK;
+}
+
+// Batch coordinates of the output (matmul: bq0.. from b) and, when asked, the operands' batch
+// offsets in elements (aoff, boff).
+static void emit_batch_coords(const Emit *E, int ind, bool offsets) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (L->conv) {
+        sb_line(s, ind, "const int64_t q_n = b / %lld, q_g = b %% %lld;\n", (long long)L->G,
+                (long long)L->G);
+        sb_line(s, ind, "(void)q_n; (void)q_g;\n");
+        return;
+    }
+    sb_line(s, ind, "int64_t q_r = b;\n");
+    for (int d = L->nbd - 1; d >= 0; d--)
+        sb_line(s, ind, "const int64_t bq%d = q_r %% %lld; q_r /= %lld; (void)bq%d;\n", d,
+                (long long)L->bd[d], (long long)L->bd[d], d);
+    sb_line(s, ind, "(void)q_r;\n");
+    if (offsets) {
+        sb_line(s, ind, "int64_t aoff = 0, boff = 0;\n");
+        for (int d = 0; d < L->nbd; d++) {
+            if (L->sa[d])
+                sb_line(s, ind, "aoff += bq%d * %lld;\n", d,
+                        (long long)(L->sa[d] * L->M * L->K));
+            if (L->sb[d])
+                sb_line(s, ind, "boff += bq%d * %lld;\n", d,
+                        (long long)(L->sb[d] * L->K * L->N));
+        }
+        sb_line(s, ind, "(void)aoff; (void)boff;\n");
+    }
+}
+
+// Statements setting `dst` (a float lvalue) to A[b](i, k) or B[b](k, j); i/k/j are int64_t
+// variables in scope, batch coordinates too. Conv B reads are bounds-checked (padding).
+static int emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const Tensor *A = T(L, L->conv ? L->tb : L->ta);
+    if (L->conv) {
+        if (L->pb >= 0) {
+            sb_line(s, ind, "%s = ((const float *)in[%d])[(q_g * %lld + %s) * %lld + %s];\n", dst,
+                    L->pb, (long long)L->OCg, i, (long long)L->K, k);
+            return ST_OK;
+        }
+        // W index (oc, ci, kernel coords) from k.
+        char idx[5][48];
+        snprintf(idx[0], sizeof idx[0], "q_g * %lld + %s", (long long)L->OCg, i);
+        sb_line(s, ind, "{\n");
+        sb_line(s, ind + 1, "int64_t w_oc = %s, w_r = %s;\n", idx[0], k);
+        for (int d = L->S - 1; d >= 0; d--)
+            sb_line(s, ind + 1, "const int64_t w_k%d = w_r %% %lld; w_r /= %lld;\n", d,
+                    (long long)L->k[d], (long long)L->k[d]);
+        const char *ix[5] = {"w_oc", "w_r", "w_k0", "w_k1", "w_k2"};
+        char v[64];
+        int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
+        if (rc)
+            return rc;
+        sb_line(s, ind + 1, "%s = %s;\n", dst, v);
+        sb_line(s, ind, "}\n");
+        cexpr_forget(E->x);
+        return ST_OK;
+    }
+    if (L->pa >= 0) {
+        sb_line(s, ind, "%s = ((const float *)in[%d])[aoff + %s * %lld + %s];\n", dst, L->pa, i,
+                (long long)L->K, k);
+        return ST_OK;
+    }
+    char bidx[ORCH_MAX_RANK][16];
+    const char *ix[ORCH_MAX_RANK];
+    int r = T(L, L->tl)->rank;
+    for (int d = 0; d < A->rank - 2; d++) {
+        int od = d + (r - A->rank);
+        snprintf(bidx[d], sizeof bidx[d], A->dims[d] == 1 ? "0" : "bq%d", od);
+        ix[d] = bidx[d];
+    }
+    ix[A->rank - 2] = i;
+    ix[A->rank - 1] = k;
+    sb_line(s, ind, "{\n");
+    char v[64];
+    int rc = cexpr_value(E->x, L->ta, ix, s, ind + 1, v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, ind + 1, "%s = %s;\n", dst, v);
+    sb_line(s, ind, "}\n");
+    cexpr_forget(E->x);
+    return ST_OK;
+}
+
+static int emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (!L->conv) {
+        const Tensor *B = T(L, L->tb);
+        if (L->pb >= 0) {
+            sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb,
+                    k, (long long)L->N, j);
+            return ST_OK;
+        }
+        char bidx[ORCH_MAX_RANK][16];
+        const char *ix[ORCH_MAX_RANK];
+        int r = T(L, L->tl)->rank;
+        for (int d = 0; d < B->rank - 2; d++) {
+            int od = d + (r - B->rank);
+            snprintf(bidx[d], sizeof bidx[d], B->dims[d] == 1 ? "0" : "bq%d", od);
+            ix[d] = bidx[d];
+        }
+        ix[B->rank - 2] = k;
+        ix[B->rank - 1] = j;
+        sb_line(s, ind, "{\n");
+        char v[64];
+        int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
+        if (rc)
+            return rc;
+        sb_line(s, ind + 1, "%s = %s;\n", dst, v);
+        sb_line(s, ind, "}\n");
+        cexpr_forget(E->x);
+        return ST_OK;
+    }
+    // Patch element: channel and kernel offsets from k, output coordinates from j.
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "int64_t x_r = %s, o_r = %s;\n", k, j);
+    for (int d = L->S - 1; d >= 0; d--) {
+        sb_line(s, ind + 1, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d,
+                (long long)L->k[d], (long long)L->k[d]);
+        sb_line(s, ind + 1, "const int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d,
+                (long long)L->out[d], (long long)L->out[d]);
+    }
+    sb_line(s, ind + 1, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
+    for (int d = 0; d < L->S; d++)
+        sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d, d,
+                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+    sb_line(s, ind + 1, "%s = 0.0f;\n", dst);
+    sb_line(s, ind + 1, "if (");
+    for (int d = 0; d < L->S; d++)
+        sb_printf(s, "%s(uint64_t)x_i%d < %lluu", d ? " && " : "", d,
+                  (unsigned long long)L->in[d]);
+    sb_puts(s, ") {\n");
+    if (L->pa >= 0) {
+        sb_line(s, ind + 2, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
+        for (int d = 0; d < L->S; d++)
+            sb_line(s, ind + 2, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
+        sb_line(s, ind + 2, "%s = ((const float *)in[%d])[x_off];\n", dst, L->pa);
+    } else {
+        const char *ix[5] = {"q_n", "x_c", "x_i0", "x_i1", "x_i2"};
+        char v[64];
+        int rc = cexpr_value(E->x, L->ta, ix, s, ind + 2, v, sizeof v, e);
+        if (rc)
+            return rc;
+        sb_line(s, ind + 2, "%s = %s;\n", dst, v);
+        cexpr_forget(E->x);
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+    return ST_OK;
+}
+
+// fn_epi: applies the epilogue in place to rows i0..i0+m, columns j0..j0+n of C[b].
+static int emit_epilogue_fn(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static void %s_epi(float *restrict o, const void *const *in, int64_t b, int64_t "
+              "i0, int64_t m, int64_t j0, int64_t n) {\n",
+              E->fn);
+    emit_batch_coords(E, 1, false);
+    sb_line(s, 1, "for (int64_t i = i0; i < i0 + m; i++) {\n");
+    sb_line(s, 2, "float *restrict orow = o + (b * %lld + i) * %lld;\n", (long long)L->M,
+            (long long)L->N);
+    sb_line(s, 2, "for (int64_t j = j0; j < j0 + n; j++) {\n");
+    sb_line(s, 3, "const float acc = orow[j];\n");
+    const Tensor *O = T(L, L->tl);
+    char bidx[ORCH_MAX_RANK][32];
+    const char *ix[ORCH_MAX_RANK];
+    if (L->conv) {
+        sb_line(s, 3, "int64_t o_r = j;\n");
+        for (int d = L->S - 1; d >= 0; d--)
+            sb_line(s, 3, "const int64_t e_o%d = o_r %% %lld; o_r /= %lld;\n", d,
+                    (long long)L->out[d], (long long)L->out[d]);
+        sb_line(s, 3, "const int64_t e_oc = q_g * %lld + i;\n", (long long)L->OCg);
+        ix[0] = "q_n";
+        ix[1] = "e_oc";
+        for (int d = 0; d < L->S; d++) {
+            snprintf(bidx[d], sizeof bidx[d], "e_o%d", d);
+            ix[2 + d] = bidx[d];
+        }
+    } else {
+        for (int d = 0; d < O->rank - 2; d++) {
+            snprintf(bidx[d], sizeof bidx[d], "bq%d", d);
+            ix[d] = bidx[d];
+        }
+        ix[O->rank - 2] = "i";
+        ix[O->rank - 1] = "j";
+    }
+    E->acc = "acc";
+    char v[64];
+    int rc = cexpr_value(E->x, L->sink, ix, s, 3, v, sizeof v, e);
+    E->acc = NULL;
+    cexpr_forget(E->x);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "orow[j] = %s;\n", v);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// Whether the generated kernel forks: enough work to pay for waking the threads.
+static bool worth_parallel(const Lin *L) {
+    return 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K >= 2e6;
+}
+
+// ---- tiled GEMM / implicit-GEMM conv ----
+
+// The register-tile micro-kernel for vector width w: C[mr x nr] (+)= A panel * B panel. Packed A
+// holds mr values per k; strided A (lda) is read in place. B rows are rsb floats apart.
+static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
+    int nv = nr / w;
+    for (int i = 0; i < mr; i++) {
+        sb_puts(s, "    orch_lv");
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "%s c%d_%d = orch_lv_zero()", v ? "," : "", i, v);
+        sb_puts(s, ";\n");
+    }
+    sb_puts(s, "    for (int64_t p = 0; p < kc; p++) {\n");
+    for (int v = 0; v < nv; v++)
+        sb_printf(s, "        const orch_lv b%d = orch_lv_load(b + %d);\n", v, v * w);
+    for (int i = 0; i < mr; i++) {
+        if (strided)
+            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d * lda]);", i);
+        else
+            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d]);", i);
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, " c%d_%d = orch_lv_fma(a_, b%d, c%d_%d);", i, v, v, i, v);
+        sb_puts(s, " }\n");
+    }
+    sb_printf(s, "        a += %d;\n        b += rsb;\n    }\n", strided ? 1 : mr);
+    sb_puts(s, "    if (accum) {\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "        c%d_%d = orch_lv_add(c%d_%d, orch_lv_load(c + %d * ldc + %d));\n",
+                      i, v, i, v, i, v * w);
+    sb_puts(s, "    }\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "    orch_lv_store(c + %d * ldc + %d, c%d_%d);\n", i, v * w, i, v);
+}
+
+static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_%s(int64_t kc, const float "
+              "*restrict a,%s const float *restrict b, int64_t rsb, float *restrict c, int64_t "
+              "ldc, int accum) {\n",
+              E->fn, name, strided ? " int64_t lda," : "");
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_uk_body(s, mr, nr, 16, strided);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_uk_body(s, mr, nr, 8, strided);
+    sb_puts(s, "#else\n");
+    emit_uk_body(s, mr, nr, 4, strided);
+    sb_puts(s, "#endif\n}\n\n");
+}
+
+// fn_packa: rows i0..i0+mc, columns p0..p0+kc of A[b] into panels of mr rows (zero rows past mc).
+static int emit_packa(Emit *E, int mr, Err *e) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static void %s_packa(float *restrict Ap, const void *const *in, int64_t b, "
+              "int64_t i0, int64_t mc, int64_t p0, int64_t kc) {\n",
+              E->fn);
+    emit_batch_coords(E, 1, true);
+    sb_line(s, 1, "for (int64_t s = 0; s < mc; s += %d) {\n", mr);
+    sb_line(s, 2, "float *restrict d = Ap + s * kc;\n");
+    sb_line(s, 2, "for (int64_t ii = 0; ii < %d; ii++) {\n", mr);
+    sb_line(s, 3, "if (s + ii >= mc) {\n");
+    sb_line(s, 4, "for (int64_t p = 0; p < kc; p++) d[p * %d + ii] = 0.0f;\n", mr);
+    sb_line(s, 4, "continue;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "const int64_t i = i0 + s + ii;\n");
+    sb_line(s, 3, "for (int64_t p = 0; p < kc; p++) {\n");
+    sb_line(s, 4, "const int64_t k = p0 + p;\n");
+    char dst[32];
+    snprintf(dst, sizeof dst, "d[p * %d + ii]", mr);
+    int rc = emit_a_value(E, 4, "i", "k", dst, e);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// The fast patch packer for a conv whose X is a kernel input: each (channel, kernel offset) row
+// of the panel is a run of output pixels; along the last spatial axis it is a strided copy of an
+// input row with zeros where the window hangs over the padding.
+static void emit_packb_conv_direct(Emit *E, int nr) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int S = L->S, l = S - 1;
+    sb_line(s, 1, "const float *restrict X = (const float *)in[%d];\n", L->pa);
+    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
+    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
+    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
+    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
+    sb_line(s, 3, "int64_t x_r = p0 + p;\n");
+    for (int d = l; d >= 0; d--)
+        sb_line(s, 3, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d, (long long)L->k[d],
+                (long long)L->k[d]);
+    sb_line(s, 3, "const float *restrict xc = X + (q_n * %lld + q_g * %lld + x_r) * %lld;\n",
+            (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    sb_line(s, 3, "int64_t o_r = j0 + s;\n");
+    for (int d = l; d >= 0; d--)
+        sb_line(s, 3, "int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d, (long long)L->out[d],
+                (long long)L->out[d]);
+    sb_line(s, 3, "int64_t jj = 0;\n");
+    sb_line(s, 3, "while (jj < w) {\n");
+    sb_line(s, 4, "int64_t len = %lld - x_o%d; if (len > w - jj) len = w - jj;\n",
+            (long long)L->out[l], l);
+    sb_line(s, 4, "float *restrict dd = d + jj;\n");
+    sb_line(s, 4, "const float *restrict xr = xc;\n");
+    sb_line(s, 4, "int ok = 1;\n");
+    int64_t rowlen = 1;
+    for (int d = l - 1; d >= 0; d--) {
+        sb_line(s, 4, "{ const int64_t xi = x_o%d * %lld - %lld + x_k%d * %lld;", d,
+                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+        rowlen *= L->in[d + 1];
+        sb_printf(s, " if ((uint64_t)xi >= %lluu) ok = 0; else xr += xi * %lld; }\n",
+                  (unsigned long long)L->in[d], (long long)rowlen);
+    }
+    sb_line(s, 4, "if (!ok) {\n");
+    sb_line(s, 5, "for (int64_t t = 0; t < len; t++) dd[t] = 0.0f;\n");
+    sb_line(s, 4, "} else {\n");
+    // x = xb + t*st along the last axis; the valid t are [lo, hi).
+    sb_line(s, 5, "const int64_t xb = x_o%d * %lld - %lld + x_k%d * %lld;\n", l,
+            (long long)L->st[l], (long long)L->pad[l], l, (long long)L->dil[l]);
+    sb_line(s, 5, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > len) lo = len;\n",
+            (long long)(L->st[l] - 1), (long long)L->st[l]);
+    sb_line(s, 5,
+            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > len) hi = len; if (hi < "
+            "lo) hi = lo;\n",
+            (long long)(L->in[l] - 1), (long long)(L->in[l] - 1), (long long)L->st[l]);
+    sb_line(s, 5, "for (int64_t t = 0; t < lo; t++) dd[t] = 0.0f;\n");
+    if (L->st[l] == 1)
+        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t];\n");
+    else
+        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t * %lld];\n",
+                (long long)L->st[l]);
+    sb_line(s, 5, "for (int64_t t = hi; t < len; t++) dd[t] = 0.0f;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "jj += len;\n");
+    sb_line(s, 4, "x_o%d = 0;\n", l);
+    for (int d = l - 1; d >= 0; d--)
+        sb_line(s, 4, "if (++x_o%d < %lld) goto next; x_o%d = 0;\n", d, (long long)L->out[d], d);
+    if (l > 0)
+        sb_line(s, 4, "next:;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+}
+
+// fn_packb: rows p0..p0+kc, columns j0..j0+nc of B[b] into panels of nr columns (zero past nc).
+static int emit_packb(Emit *E, int nr, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static void %s_packb(float *restrict Bp, const void *const *in, int64_t b, "
+              "int64_t p0, int64_t kc, int64_t j0, int64_t nc) {\n",
+              E->fn);
+    emit_batch_coords(E, 1, true);
+    if (L->conv && L->pa >= 0) {
+        emit_packb_conv_direct(E, nr);
+        sb_puts(s, "}\n\n");
+        return ST_OK;
+    }
+    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
+    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
+    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
+    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
+    sb_line(s, 3, "const int64_t k = p0 + p;\n");
+    sb_line(s, 3, "int64_t jj = 0;\n");
+    sb_line(s, 3, "for (; jj < w; jj++) {\n");
+    sb_line(s, 4, "const int64_t j = j0 + s + jj;\n");
+    int rc = emit_b_value(E, 4, "k", "j", "d[jj]", e);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+static int emit_tiled(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    const int64_t *P = E->cfg->p;
+    StrBuf *s = E->s;
+    int mr = (int)P[P_MR], nr = (int)P[P_NR];
+    int64_t kc = P[P_KC], mc = P[P_MC], nc = P[P_NC];
+    // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
+    // conv is 1x1 stride-1 unpadded (then X is B in place).
+    bool packa = L->conv ? P[P_PACKA] || L->pb < 0 : P[P_PACKA] || L->pa < 0;
+    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
+    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
+        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    emit_uk(E, "ukp", mr, nr, false);
+    if (!packa)
+        emit_uk(E, "uks", mr, nr, true);
+    int rc = emit_packa(E, mr, e);
+    if (!rc)
+        rc = emit_packb(E, nr, e);
+    if (!rc && L->epi)
+        rc = emit_epilogue_fn(E, e);
+    if (rc)
+        return rc;
+    // Direct operand pointers and leading dimensions.
+    const char *ab, *bb;
+    char abuf[128], bbuf[160];
+    int64_t lda = L->K, ldb = L->N;
+    if (L->conv) {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + q_g * %lld", L->pb,
+                 (long long)(L->OCg * L->K));
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld",
+                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    } else {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + aoff", L->pa);
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + boff", L->pb);
+    }
+    ab = packa ? "NULL" : abuf;
+    bb = packb ? "NULL" : bbuf;
+    int64_t mt = (L->M + mc - 1) / mc, nt = (L->N + nc - 1) / nc;
+    int64_t mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
+    int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
+    int64_t kcr = ORCH_MIN(kc, L->K);
+    int64_t tiles = L->batch * mt * nt;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((ncr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
+    sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
+            (long long)(mt * nt));
+    sb_line(s, 3, "const int64_t i0 = r %% %lld * %lld, j0 = r / %lld * %lld;\n", (long long)mt,
+            (long long)mc, (long long)mt, (long long)nc);
+    sb_line(s, 3, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
+            (long long)mc, (long long)L->M, (long long)mc);
+    sb_line(s, 3, "const int64_t nc = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
+            (long long)nc, (long long)L->N, (long long)nc);
+    emit_batch_coords(E, 3, true);
+    sb_line(s, 3, "const float *Ab = %s, *Bb = %s;\n", ab, bb);
+    sb_line(s, 3, "(void)Ab; (void)Bb;\n");
+    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
+            (long long)kc);
+    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+            (long long)kc, (long long)L->K, (long long)kc);
+    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
+    sb_line(s, 4, "(void)last;\n");
+    if (packa)
+        sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
+    if (packb)
+        sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
+    sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
+    sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
+    sb_line(s, 5, "const float *bp;\n");
+    sb_line(s, 5, "int64_t rsb;\n");
+    if (packb) {
+        sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
+    } else {
+        sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
+                (long long)ldb, (long long)ldb);
+        sb_line(s, 5, "else { %s_packb(Bp, in, b, p0, kc, j0 + jr, n); bp = Bp; rsb = %d; }\n",
+                E->fn, nr);
+    }
+    sb_line(s, 5, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
+    sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
+            (long long)L->N);
+    sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
+    sb_line(s, 6, "float *cd = full ? cp : ct;\n");
+    sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
+    if (packa) {
+        sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
+    } else {
+        sb_line(s, 6, "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
+                      "full && p0 > 0);\n",
+                mr, E->fn, (long long)lda, (long long)lda);
+        sb_line(s, 6, "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
+                      "cd, ldc, 0); }\n",
+                E->fn, E->fn);
+    }
+    sb_line(s, 6, "if (!full)\n");
+    sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
+    sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++)\n");
+    sb_line(s, 9, "cp[ii * %lld + jj] = (p0 > 0 ? cp[ii * %lld + jj] : 0.0f) + ct[ii * %d + jj];\n",
+            (long long)L->N, (long long)L->N, nr);
+    if (L->epi)
+        sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "free(Ap);\n");
+    sb_line(s, 2, "free(Bp);\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+// ---- skinny matmuls ----
+
+// M <= 8: out rows are few, so each thread owns a block of jb columns of all rows and streams B
+// (read in place) once; the tiled kernel would pad M to mr and pack all of B.
+static int emit_gemv(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int64_t jb = E->cfg->p[P_NR];
+    if (L->conv || L->pb < 0 || L->M > 8 || jb < 8)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    int64_t nb = (L->N + jb - 1) / jb;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
+            L->batch * nb > 1 && worth_parallel(L));
+    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * nb));
+    sb_line(s, 2, "const int64_t b = t / %lld, j0 = t %% %lld * %lld;\n", (long long)nb,
+            (long long)nb, (long long)jb);
+    sb_line(s, 2, "const int64_t n = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
+            (long long)jb, (long long)L->N, (long long)jb);
+    emit_batch_coords(E, 2, true);
+    sb_line(s, 2, "const float *restrict Bb = (const float *)in[%d] + boff + j0;\n", L->pb);
+    sb_line(s, 2, "float acc[%lld][%lld] __attribute__((aligned(64)));\n", (long long)L->M,
+            (long long)jb);
+    sb_line(s, 2, "memset(acc, 0, sizeof acc);\n");
+    for (int full = 1; full >= 0; full--) {
+        sb_line(s, 2, full ? "if (n == %lld) {\n" : "} else {\n", (long long)jb);
+        sb_line(s, 3, "for (int64_t k = 0; k < %lld; k++) {\n", (long long)L->K);
+        sb_line(s, 4, "const float *restrict br = Bb + k * %lld;\n", (long long)L->N);
+        for (int64_t i = 0; i < L->M; i++) {
+            char iv[48];
+            snprintf(iv, sizeof iv, "(int64_t)%lld", (long long)i);
+            sb_line(s, 4, "{\n");
+            sb_line(s, 5, "float av;\n");
+            rc = emit_a_value(E, 5, iv, "k", "av", e);
+            if (rc)
+                return rc;
+            if (full) {
+                sb_line(s, 5, "#pragma omp simd\n");
+                sb_line(s, 5, "for (int64_t jj = 0; jj < %lld; jj++) acc[%lld][jj] += av * br[jj];\n",
+                        (long long)jb, (long long)i);
+            } else {
+                sb_line(s, 5, "for (int64_t jj = 0; jj < n; jj++) acc[%lld][jj] += av * br[jj];\n",
+                        (long long)i);
+            }
+            sb_line(s, 4, "}\n");
+        }
+        sb_line(s, 3, "}\n");
+    }
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "for (int64_t i = 0; i < %lld; i++)\n", (long long)L->M);
+    sb_line(s, 3, "for (int64_t jj = 0; jj < n; jj++) o[(b * %lld + i) * %lld + j0 + jj] = acc[i][jj];\n",
+            (long long)L->M, (long long)L->N);
+    if (L->epi)
+        sb_line(s, 2, "%s_epi(o, in, b, 0, %lld, j0, n);\n", E->fn, (long long)L->M);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// N <= 4: each output is a dot product of an A row (contiguous) with a B column.
+static int emit_dot(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (L->conv || L->pa < 0 || L->pb < 0 || L->N > 4)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
+            L->batch * L->M > 1 && worth_parallel(L));
+    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * L->M));
+    sb_line(s, 2, "const int64_t b = t / %lld, i = t %% %lld;\n", (long long)L->M,
+            (long long)L->M);
+    emit_batch_coords(E, 2, true);
+    sb_line(s, 2, "const float *restrict ar = (const float *)in[%d] + aoff + i * %lld;\n", L->pa,
+            (long long)L->K);
+    sb_line(s, 2, "const float *restrict bc = (const float *)in[%d] + boff;\n", L->pb);
+    sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)L->N);
+    sb_line(s, 3, "float acc = 0.0f;\n");
+    sb_line(s, 3, "#pragma omp simd reduction(+ : acc)\n");
+    sb_line(s, 3, "for (int64_t k = 0; k < %lld; k++) acc += ar[k] * bc[k * %lld + j];\n",
+            (long long)L->K, (long long)L->N);
+    sb_line(s, 3, "o[t * %lld + j] = acc;\n", (long long)L->N);
+    sb_line(s, 2, "}\n");
+    if (L->epi)
+        sb_line(s, 2, "%s_epi(o, in, b, i, 1, 0, %lld);\n", E->fn, (long long)L->N);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// ---- depthwise 2-D convolution, direct ----
+
+// One (image, output channel) plane per task: each output row accumulates kh*kw strided passes
+// over input rows, the column range clipped so the inner loop has no padding test.
+static int emit_dw(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (!L->dw_ok)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    long long IH = L->in[0], IW = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0],
+              KW = L->k[1];
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", L->NI * L->OC > 1 && worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    if (L->pa < 0)
+        sb_line(s, 2, "float *xbuf = (float *)malloc(%lld);\n", IH * IW * 4);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->NI * L->OC));
+    sb_line(s, 3, "const int64_t q_n = t / %lld, oc = t %% %lld, ch = oc / %lld;\n",
+            (long long)L->OC, (long long)L->OC, (long long)L->OCg);
+    if (L->pa >= 0) {
+        sb_line(s, 3, "const float *restrict x = (const float *)in[%d] + (q_n * %lld + ch) * %lld;\n",
+                L->pa, (long long)L->C, (long long)L->ipix);
+    } else {
+        sb_line(s, 3, "for (int64_t ih = 0; ih < %lld; ih++)\n", IH);
+        sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IW);
+        const char *ix[4] = {"q_n", "ch", "ih", "iw"};
+        char v[64];
+        rc = cexpr_value(E->x, L->ta, ix, s, 5, v, sizeof v, e);
+        if (rc)
+            return rc;
+        cexpr_forget(E->x);
+        sb_line(s, 5, "xbuf[ih * %lld + iw] = %s;\n", IW, v);
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "const float *restrict x = xbuf;\n");
+    }
+    sb_line(s, 3, "float wl[%lld];\n", KH * KW);
+    if (L->pb >= 0) {
+        sb_line(s, 3, "memcpy(wl, (const float *)in[%d] + oc * %lld, sizeof wl);\n", L->pb,
+                KH * KW);
+    } else {
+        sb_line(s, 3, "for (int64_t kh = 0; kh < %lld; kh++)\n", KH);
+        sb_line(s, 4, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
+        sb_line(s, 5, "const int64_t z = 0;\n");
+        const char *ix[4] = {"oc", "z", "kh", "kw"};
+        char v[64];
+        rc = cexpr_value(E->x, L->tb, ix, s, 5, v, sizeof v, e);
+        if (rc)
+            return rc;
+        cexpr_forget(E->x);
+        sb_line(s, 5, "wl[kh * %lld + kw] = %s;\n", KW, v);
+        sb_line(s, 4, "}\n");
+    }
+    sb_line(s, 3, "float *restrict y = o + t * %lld;\n", OH * OW);
+    sb_line(s, 3, "for (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+    sb_line(s, 4, "float *restrict yr = y + oh * %lld;\n", OW);
+    sb_line(s, 4, "for (int64_t ow = 0; ow < %lld; ow++) yr[ow] = 0.0f;\n", OW);
+    sb_line(s, 4, "for (int64_t kh = 0; kh < %lld; kh++) {\n", KH);
+    sb_line(s, 5, "const int64_t ih = oh * %lld - %lld + kh * %lld;\n", (long long)L->st[0],
+            (long long)L->pad[0], (long long)L->dil[0]);
+    sb_line(s, 5, "if ((uint64_t)ih >= %lluu) continue;\n", (unsigned long long)IH);
+    sb_line(s, 5, "const float *restrict xr = x + ih * %lld;\n", IW);
+    sb_line(s, 5, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
+    sb_line(s, 6, "const float wv = wl[kh * %lld + kw];\n", KW);
+    sb_line(s, 6, "const int64_t xb = kw * %lld - %lld;\n", (long long)L->dil[1],
+            (long long)L->pad[1]);
+    long long SW = L->st[1];
+    sb_line(s, 6, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > %lld) lo = %lld;\n",
+            SW - 1, SW, OW, OW);
+    sb_line(s, 6,
+            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > %lld) hi = %lld; if "
+            "(hi < lo) hi = lo;\n",
+            IW - 1, IW - 1, SW, OW, OW);
+    if (SW == 1)
+        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow];\n");
+    else
+        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow * %lld];\n",
+                SW);
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    if (L->epi)
+        sb_line(s, 4, "%s_epi(o, in, q_n * %lld + ch, oc %% %lld, 1, oh * %lld, %lld);\n", E->fn,
+                (long long)L->G, (long long)L->OCg, OW, OW);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    if (L->pa < 0)
+        sb_line(s, 2, "free(xbuf);\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// ---- the hardware model ----
+
+typedef struct Hw {
+    int cores, lanes, vregs;
+    double peak; // flop/s of one core
+    double l1, l2, l3;
+    double bw;   // bytes/s from memory, all cores
+} Hw;
+
+static Hw hw_model(const HwInfo *hw) {
+    Hw h;
+    h.cores = hw && hw->cores > 0 ? hw->cores : 1;
+    int sb = hw && hw->simd_bytes >= 16 ? hw->simd_bytes : 16;
+    h.lanes = sb / 4;
+    h.vregs = sb == 64 ? 32 : 16;
+    // Two FMA pipes at ~3 GHz; without FMA a multiply and an add issue separately.
+    h.peak = h.lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
+    h.l1 = hw && hw->l1d > 0 ? (double)hw->l1d : 32768.0;
+    h.l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
+    h.l3 = hw && hw->l3 > 0 ? (double)hw->l3 : 8388608.0;
+    h.bw = 20e9;
+    return h;
+}
+
+static double cdiv(double a, double b) {
+    return ceil(a / b);
+}
+
+// Threads actually used on `tasks` independent tasks, and the fraction of their time spent busy.
+static double par_time(const Lin *L, const Hw *h, double tasks, double t1) {
+    if (!worth_parallel(L) || tasks <= 1)
+        return t1;
+    double thr = ORCH_MIN((double)h->cores, tasks);
+    double waves = cdiv(tasks, thr);
+    return t1 / tasks * waves + 3e-6; // fork/join
+}
+
+static double mem_floor(const Lin *L, const Hw *h) {
+    double bytes = 4.0 * (double)(tensor_numel(T(L, L->ta)) + tensor_numel(T(L, L->tb)) +
+                                  tensor_numel(T(L, L->tl)));
+    return bytes / h->bw;
+}
+
+static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
+    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC],
+           mc = (double)P[P_MC], nc = (double)P[P_NC];
+    double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
+    double nv = nr / h->lanes;
+    double acc = mr * nv;
+    double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
+    if (acc + nv + 1 > h->vregs)
+        eff *= 0.4;
+    if (kc * nr * 4 > h->l1 * 0.5)
+        eff *= 0.8;
+    if (mc * kc * 4 > h->l2 * 0.5)
+        eff *= 0.85;
+    bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] != 0;
+    int64_t lda = L->K, ldb = L->N;
+    if (!packa && (lda * 4) % 4096 == 0)
+        eff *= 0.75;
+    if (!packb && ((ldb * 4) % 4096 == 0 || ldb < nr))
+        eff *= 0.75;
+    double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
+    double t_comp = 2.0 * B * Mp * Np * K / (h->peak * eff);
+    // Packing: ~1 ns per element (index arithmetic, a store), more through the patch gather.
+    double mt = cdiv(M, mc), nt = cdiv(N, nc);
+    double pk = 0;
+    if (packa)
+        pk += B * M * K * nt * 0.5e-9;
+    if (packb)
+        pk += B * K * N * mt * (L->conv ? 1.0e-9 : 0.5e-9);
+    double t1 = t_comp + pk;
+    double tasks = B * mt * nt;
+    return ORCH_MAX(par_time(L, h, tasks, t1), mem_floor(L, h));
+}
+
+static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
+    double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
+    switch (P[P_VAR]) {
+    case V_TILE: return score_tile(L, h, P);
+    case V_GEMV: {
+        double tasks = (double)L->batch * cdiv((double)L->N, (double)P[P_NR]);
+        double t1 = flops / (h->peak * 0.35);
+        return ORCH_MAX(par_time(L, h, tasks, t1), mem_floor(L, h));
+    }
+    case V_DOT: {
+        double t1 = flops / (h->peak * (L->N == 1 ? 0.35 : 0.1));
+        return ORCH_MAX(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
+    }
+    default: {
+        double t1 = flops / (h->peak * 0.3);
+        return ORCH_MAX(par_time(L, h, (double)(L->NI * L->OC), t1), mem_floor(L, h));
+    }
+    }
+}
+
+static void cfg_desc(const Lin *L, KernelConfig *k) {
+    const int64_t *P = k->p;
+    const char *cls = k->cls == CCLS_MATMUL ? "matmul" : k->cls == CCLS_CONV ? "conv" : "dwconv";
+    switch (P[P_VAR]) {
+    case V_TILE:
+        snprintf(k->desc, sizeof k->desc,
+                 "cls=%s v=tile mr=%lld nr=%lld kc=%lld mc=%lld nc=%lld packA=%lld packB=%lld", cls,
+                 (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
+                 (long long)P[P_NC], (long long)P[P_PACKA], (long long)P[P_PACKB]);
+        break;
+    case V_GEMV:
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)P[P_NR]);
+        break;
+    case V_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
+    default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
+    }
+    (void)L;
+}
+
+static int cfg_cmp(const void *a, const void *b) {
+    const KernelConfig *x = a, *y = b;
+    return x->score < y->score ? -1 : x->score > y->score ? 1 : strcmp(x->desc, y->desc);
+}
+
+static void add_val(int64_t *v, int *n, int64_t x) {
+    for (int i = 0; i < *n; i++)
+        if (v[i] == x)
+            return;
+    v[(*n)++] = x;
+}
+
+// Every legal config the model considers, unscored: register tiles for the vector width, kc
+// from L1, mc from L2, nc from L3 and from splitting the work over the cores, packing choices.
+static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
+    int n = 0;
+    int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
+    bool a_direct = L->conv ? L->pb >= 0 : L->pa >= 0;
+    bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
+    int shapes[4][2], ns = 0;
+    if (h->lanes >= 16) {
+        shapes[ns][0] = 6, shapes[ns++][1] = 32;
+        shapes[ns][0] = 14, shapes[ns++][1] = 32;
+        shapes[ns][0] = 12, shapes[ns++][1] = 32;
+        shapes[ns][0] = 8, shapes[ns++][1] = 16;
+    } else if (h->lanes >= 8) {
+        shapes[ns][0] = 6, shapes[ns++][1] = 16;
+        shapes[ns][0] = 4, shapes[ns++][1] = 16;
+    } else {
+        shapes[ns][0] = 4, shapes[ns++][1] = 16;
+    }
+    for (int si = 0; si < ns; si++) {
+        int64_t mr = shapes[si][0], nr = shapes[si][1];
+        int64_t Mr = (L->M + mr - 1) / mr * mr, Nr = (L->N + nr - 1) / nr * nr;
+        int64_t kcs[4];
+        int nk = 0;
+        int64_t kc_l1 = ORCH_MAX(16, (int64_t)(h->l1 * 0.5 / (double)(nr * 4)) / 16 * 16);
+        add_val(kcs, &nk, ORCH_MIN(L->K, kc_l1));
+        add_val(kcs, &nk, ORCH_MIN(L->K, 256));
+        add_val(kcs, &nk, ORCH_MIN(L->K, 512));
+        for (int ki = 0; ki < nk; ki++) {
+            int64_t kc = kcs[ki];
+            int64_t mcs[4], ncs[5];
+            int nm = 0, nn = 0;
+            int64_t mc_l2 = ORCH_MAX(mr, (int64_t)(h->l2 * 0.5 / (double)(kc * 4)) / mr * mr);
+            int64_t mc_par = ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr);
+            add_val(mcs, &nm, ORCH_MIN(Mr, mc_l2));
+            add_val(mcs, &nm, ORCH_MIN(Mr, ORCH_MIN(mc_l2, mc_par)));
+            add_val(mcs, &nm, ORCH_MIN(Mr, mr * ((96 + mr - 1) / mr)));
+            int64_t nc_par = ORCH_MAX(nr, (Nr / nr + h->cores - 1) / h->cores * nr);
+            int64_t nc_l3 = ORCH_MAX(nr, (int64_t)(h->l3 * 0.25 / h->cores / (double)(kc * 4)) /
+                                             nr * nr);
+            add_val(ncs, &nn, ORCH_MIN(Nr, nc_l3));
+            add_val(ncs, &nn, ORCH_MIN(Nr, ORCH_MIN(nc_l3, nc_par)));
+            add_val(ncs, &nn, ORCH_MIN(Nr, nr * 16));
+            add_val(ncs, &nn, ORCH_MIN(Nr, nr * 64));
+            for (int mi = 0; mi < nm; mi++)
+                for (int ni = 0; ni < nn; ni++)
+                    for (int pa = a_direct ? 0 : 1; pa <= 1; pa++)
+                        for (int pb = b_direct ? 0 : 1; pb <= 1; pb++) {
+                            if (n >= cap)
+                                return n;
+                            KernelConfig *k = &out[n++];
+                            memset(k, 0, sizeof *k);
+                            k->cls = cls;
+                            k->p[P_VAR] = V_TILE;
+                            k->p[P_MR] = mr;
+                            k->p[P_NR] = nr;
+                            k->p[P_KC] = kc;
+                            k->p[P_MC] = mcs[mi];
+                            k->p[P_NC] = ncs[ni];
+                            k->p[P_PACKA] = pa;
+                            k->p[P_PACKB] = pb;
+                        }
+        }
+    }
+    if (!L->conv && L->pb >= 0 && L->M <= 8 && n + 2 <= cap) {
+        for (int jb = 32; jb <= 64; jb += 32) {
+            KernelConfig *k = &out[n++];
+            memset(k, 0, sizeof *k);
+            k->cls = cls;
+            k->p[P_VAR] = V_GEMV;
+            k->p[P_NR] = jb;
+        }
+    }
+    if (!L->conv && L->pa >= 0 && L->pb >= 0 && L->N <= 4 && n < cap) {
+        KernelConfig *k = &out[n++];
+        memset(k, 0, sizeof *k);
+        k->cls = cls;
+        k->p[P_VAR] = V_DOT;
+    }
+    if (L->dw_ok && n < cap) {
+        KernelConfig *k = &out[n++];
+        memset(k, 0, sizeof *k);
+        k->cls = CCLS_DWCONV;
+        k->p[P_VAR] = V_DW;
+    }
+    return n;
+}
+
+// Different structure (variant, register tile, packing) first, so the top k measured configs
+// differ in what matters most; then the rest by score.
+static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
+    qsort(all, (size_t)n, sizeof *all, cfg_cmp);
+    bool *taken = xcalloc((size_t)n, sizeof(bool));
+    int m = 0;
+    for (int i = 0; i < n && m < k; i++) {
+        bool fresh = true;
+        for (int j = 0; j < m && fresh; j++)
+            fresh = !(out[j].p[P_VAR] == all[i].p[P_VAR] && out[j].p[P_MR] == all[i].p[P_MR] &&
+                      out[j].p[P_PACKA] == all[i].p[P_PACKA] &&
+                      out[j].p[P_PACKB] == all[i].p[P_PACKB]);
+        if (fresh) {
+            out[m++] = all[i];
+            taken[i] = true;
+        }
+    }
+    for (int i = 0; i < n && m < k; i++)
+        if (!taken[i])
+            out[m++] = all[i];
+    free(taken);
+    qsort(out, (size_t)m, sizeof *out, cfg_cmp);
+    return m;
+}
+
+int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
+                     int k) {
+    Lin L;
+    if (k <= 0 || !lin_analyse(pg, c, &L))
+        return 0;
+    Hw h = hw_model(hw);
+    enum { CAP = 1024 };
+    KernelConfig *all = xmalloc(sizeof(KernelConfig) * CAP);
+    int n = enum_cfgs(&L, &h, all, CAP);
+    for (int i = 0; i < n; i++) {
+        all[i].score = score_cfg(&L, &h, all[i].p);
+        cfg_desc(&L, &all[i]);
+    }
+    // Equal descs cannot occur (the enumeration deduplicates), so pick_diverse sees distinct ones.
+    int m = pick_diverse(all, n, out, k);
+    free(all);
+    return m;
+}
+
+// ---- entry points ----
+
+static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                       Err *e) {
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
+    E.x = cexpr_create(L->pg, L->c, fn, &decls);
+    cexpr_set_reader(E.x, lin_reader, &E);
+    int rc;
+    switch (cfg->p[P_VAR]) {
+    case V_TILE: rc = emit_tiled(&E, e); break;
+    case V_GEMV: rc = emit_gemv(&E, e); break;
+    case V_DOT: rc = emit_dot(&E, e); break;
+    case V_DW: rc = emit_dw(&E, e); break;
+    default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
+    }
+    cexpr_free(E.x);
+    if (!rc) {
+        sb_puts(src, decls.s);
+        sb_puts(src, body.s);
+    }
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c) {
+    Lin L;
+    if (!lin_analyse(pg, c, &L))
+        return false;
+    // Dry run: cexpr decides whether every prologue and epilogue value can be emitted.
+    KernelConfig k = {.cls = L.conv ? CCLS_CONV : CCLS_MATMUL};
+    k.p[P_VAR] = V_TILE;
+    k.p[P_MR] = 4;
+    k.p[P_NR] = 16;
+    k.p[P_KC] = 64;
+    k.p[P_MC] = 8;
+    k.p[P_NC] = 32;
+    k.p[P_PACKA] = k.p[P_PACKB] = 1;
+    cfg_desc(&L, &k);
+    StrBuf s;
+    sb_init(&s);
+    Err e = {0};
+    int rc = emit_kernel(&L, &k, "orch_dry", &s, &e);
+    sb_free(&s);
+    return rc == ST_OK;
+}
+
+int cgen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
+                  StrBuf *src, Err *e) {
+    Lin L;
+    if (!lin_analyse(pg, c, &L))
+        return err_set(e, ST_UNSUPPORTED, "linear kernel %s: candidate %d is not generated here",
+                       fn, c->id);
+    return emit_kernel(&L, cfg, fn, src, e);
+}
+
+const char *cgen_lin_prelude(void) {
+    return "// Vector helpers of the linear kernels: one register of ORCH_LV floats.\n"
+           "#include <stdlib.h>\n"
+           "#include <string.h>\n"
+           "#include <stdint.h>\n"
+           "#if defined(__AVX512F__)\n"
+           "#include <immintrin.h>\n"
+           "#define ORCH_LV 16\n"
+           "typedef __m512 orch_lv;\n"
+           "#define orch_lv_load(p) _mm512_loadu_ps(p)\n"
+           "#define orch_lv_store(p, v) _mm512_storeu_ps((p), (v))\n"
+           "#define orch_lv_set1(x) _mm512_set1_ps(x)\n"
+           "#define orch_lv_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))\n"
+           "#define orch_lv_add(a, b) _mm512_add_ps((a), (b))\n"
+           "#define orch_lv_zero() _mm512_setzero_ps()\n"
+           "#elif defined(__AVX2__) && defined(__FMA__)\n"
+           "#include <immintrin.h>\n"
+           "#define ORCH_LV 8\n"
+           "typedef __m256 orch_lv;\n"
+           "#define orch_lv_load(p) _mm256_loadu_ps(p)\n"
+           "#define orch_lv_store(p, v) _mm256_storeu_ps((p), (v))\n"
+           "#define orch_lv_set1(x) _mm256_set1_ps(x)\n"
+           "#define orch_lv_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))\n"
+           "#define orch_lv_add(a, b) _mm256_add_ps((a), (b))\n"
+           "#define orch_lv_zero() _mm256_setzero_ps()\n"
+           "#else\n"
+           "#define ORCH_LV 4\n"
+           "typedef float orch_lv __attribute__((vector_size(16)));\n"
+           "static inline orch_lv orch_lv_load(const float *p) { orch_lv v; memcpy(&v, p, 16); "
+           "return v; }\n"
+           "static inline void orch_lv_store(float *p, orch_lv v) { memcpy(p, &v, 16); }\n"
+           "static inline orch_lv orch_lv_set1(float x) { orch_lv v = {x, x, x, x}; return v; }\n"
+           "static inline orch_lv orch_lv_fma(orch_lv a, orch_lv b, orch_lv c) { return a * b + "
+           "c; }\n"
+           "static inline orch_lv orch_lv_add(orch_lv a, orch_lv b) { return a + b; }\n"
+           "static inline orch_lv orch_lv_zero(void) { orch_lv v = {0, 0, 0, 0}; return v; }\n"
+           "#endif\n\n";
+}

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `orch compile`, `orch run MODEL.orch`, `orch bench` and `orch db` on the CPU
+target: a compile and its check against ONNX Runtime's stored output, a warm recompile that only
+looks up the profile database and picks the same selection, a compile killed with SIGKILL in the
+middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
+measured again, and the selection is stable from then on), damaged artefacts refused with clear
+messages, bench's JSON, the database commands, and usage errors.
+
+Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
+
+usage: test_compile_cli.py ORCH MODELS_DIR
+  MODELS_DIR: tests/models/gen_models.py's output (a_convnet is the model killed mid-compile).
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EX = os.path.join(ROOT, "examples", "tiny_cnn")
+SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
+
+results = []
+
+
+def case(name):
+    def wrap(fn):
+        def run(*a):
+            try:
+                fn(*a)
+                results.append((name, None))
+                print(f"ok {name}")
+            except AssertionError as e:
+                results.append((name, str(e)))
+                print(f"FAIL {name}: {e}")
+            sys.stdout.flush()
+        run()  # cases run where they are defined, in order
+        return run
+    return wrap
+
+
+def orch(binary, *args, timeout=900):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+    assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
+    assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
+    return p
+
+
+def digest(out):
+    m = re.search(r"selection ([0-9a-f]{16})", out)
+    assert m, f"no selection digest in:\n{out}"
+    return m.group(1)
+
+
+def counts(out):
+    m = re.search(r"(\d+) configs measured, (\d+) from the database", out)
+    assert m, f"no tuning counts in:\n{out}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def db_rows(path, ok_only=False):
+    con = sqlite3.connect(path, timeout=30)
+    try:
+        q = "SELECT signature, config, status, median_s, created FROM measurement"
+        rows = con.execute(q + (" WHERE status = 0" if ok_only else "")).fetchall()
+    except sqlite3.OperationalError:
+        rows = []
+    con.close()
+    return {(r[0], r[1]): r[2:] for r in rows}
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    binary, models = sys.argv[1], sys.argv[2]
+    tmp = tempfile.mkdtemp(prefix="orch-compile-test-")
+    db = os.path.join(tmp, "profile.db")
+    art = os.path.join(tmp, "tiny.orch")
+    model = os.path.join(EX, "model.onnx")
+    common = ["--input-shapes", "image:1x3x32x32", "--top-k", "3", "--db", db]
+    state = {}
+
+    @case("compile_and_run_matches_onnxruntime")
+    def _():
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", art, *common)
+        assert p.returncode == 0, f"compile failed ({p.returncode}):\n{p.stderr[-3000:]}"
+        assert "measured" in p.stderr and "ETA" in p.stderr, "no progress lines on stderr"
+        assert os.path.exists(art), "no artefact written"
+        state["digest"] = digest(p.stdout)
+        measured, _ = counts(p.stdout)
+        assert measured > 0, "a cold compile measured nothing"
+        r = orch(binary, "run", art, "-i", f"image={EX}/image.npy", "--expected",
+                 f"logits={EX}/logits.npy", "--repeat", "3")
+        assert r.returncode == 0, f"run failed ({r.returncode}):\n{r.stdout}{r.stderr}"
+        assert "logits" in r.stdout and ": ok" in r.stdout, r.stdout
+
+    @case("warm_recompile_is_lookups_only_and_same_selection")
+    def _():
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "2", *common)
+        assert p.returncode == 0, p.stderr[-3000:]
+        measured, looked_up = counts(p.stdout)
+        assert measured == 0, f"warm compile measured {measured} configs"
+        assert looked_up > 0, "warm compile found nothing in the database"
+        assert digest(p.stdout) == state["digest"], "warm compile chose another selection"
+
+    @case("kill_mid_compile_then_resume")
+    def _():
+        kdb = os.path.join(tmp, "kill.db")
+        big = os.path.join(models, "a_convnet", "model.onnx")
+        args = ["compile", big, "-t", "cpu", "-o", os.path.join(tmp, "k.orch"), "--db", kdb,
+                "--top-k", "4", "--jobs", "1", "--input-shapes", "input:3x3x32x32"]
+        proc = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.time() + 300
+        before = {}
+        while time.time() < deadline and proc.poll() is None:
+            before = db_rows(kdb, ok_only=True) if os.path.exists(kdb) else {}
+            if len(before) >= 4:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the compile finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        before = db_rows(kdb, ok_only=True)
+        assert len(before) >= 4, f"only {len(before)} measurements before the kill"
+        p = orch(binary, *args)
+        assert p.returncode == 0, f"rerun failed:\n{p.stderr[-3000:]}"
+        _, looked_up = counts(p.stdout)
+        assert looked_up >= len(before), \
+            f"rerun found {looked_up} configs in the database, {len(before)} were there"
+        after = db_rows(kdb)
+        for k, v in before.items():
+            assert k in after, f"measurement {k} lost"
+            assert after[k] == v, f"measurement {k} was redone: {v} -> {after[k]}"
+        again = orch(binary, *args)
+        assert again.returncode == 0, again.stderr[-3000:]
+        measured, _ = counts(again.stdout)
+        assert measured == 0, f"third compile measured {measured} configs"
+        assert digest(again.stdout) == digest(p.stdout), "selection changed after resuming"
+
+    @case("damaged_artefacts_refused")
+    def _():
+        data = open(art, "rb").read()
+        bad = os.path.join(tmp, "bad.orch")
+        trials = [
+            ("flipped byte", data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0xFF]) +
+             data[len(data) // 2 + 1:], "checksum"),
+            ("truncated", data[:len(data) // 2], "truncated"),
+            ("newer format", data[:8] + bytes([99]) + data[9:], "version"),
+            ("header only", data[:40], "truncated"),
+        ]
+        for what, blob, word in trials:
+            with open(bad, "wb") as f:
+                f.write(blob)
+            r = orch(binary, "run", bad)
+            assert r.returncode == 2, f"{what}: exit {r.returncode}, stderr: {r.stderr}"
+            assert bad in r.stderr and word in r.stderr.lower(), f"{what}: message: {r.stderr}"
+            assert r.stderr.count("\n") <= 3, f"{what}: more than one message: {r.stderr}"
+
+    @case("bench_json")
+    def _():
+        js = os.path.join(tmp, "bench.json")
+        p = orch(binary, "bench", art, "--iters", "20", "--warmup", "2", "--json", js)
+        assert p.returncode == 0, p.stderr
+        for w in ("median", "p99", "kernels"):
+            assert w in p.stdout, f"no {w} in bench output"
+        j = json.load(open(js))
+        for k in ("min_ms", "median_ms", "p90_ms", "p99_ms", "kernels", "arena_bytes"):
+            assert k in j, f"JSON lacks {k}"
+        assert j["min_ms"] <= j["median_ms"] <= j["p90_ms"] <= j["p99_ms"], j
+        assert len(j["kernels"]) >= 1 and all("nodes" in k for k in j["kernels"])
+
+    @case("db_stats_and_clear")
+    def _():
+        s = orch(binary, "db", "stats", "--db", db, "--json")
+        assert s.returncode == 0, s.stderr
+        j = json.loads(s.stdout)
+        assert j["rows"] > 0, j
+        c = orch(binary, "db", "clear", "--db", db, "--yes")
+        assert c.returncode == 0 and "deleted" in c.stdout, c.stdout + c.stderr
+        s = orch(binary, "db", "stats", "--db", db, "--json")
+        assert json.loads(s.stdout)["rows"] == 0
+
+    @case("usage_errors")
+    def _():
+        for args, code in [(["compile", model, "-t", "tpu", "-o", art], 1),
+                           (["compile", model, "-t", "cpu"], 1),
+                           (["compile", "-t", "cpu", "-o", art], 1),
+                           (["compile", model, "--threads", "0", "-o", art], 1),
+                           (["run", art, "--engine", "prims"], 1),
+                           (["compile", os.path.join(tmp, "missing.onnx"), "-o", art], 2)]:
+            r = orch(binary, *args)
+            assert r.returncode == code, f"orch {' '.join(args)}: exit {r.returncode}, want {code}"
+            assert r.stderr.strip(), f"orch {' '.join(args)}: no message"
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    failed = sum(1 for _, e in results if e)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,616 @@
+// The compiled artefact and the session made from it. A small model (Sub, ReduceMax, MaxPool:
+// a generated kernel, an interpreted primitive and an opaque node) is compiled here the way
+// `orch compile` does: fission, candidates, selection, plan, and a hand-written C kernel for the
+// Sub built by cbuild into a real shared object. Then: the round trip runs bit-identical to the
+// primitive interpreter (two sessions at once, from file and from memory), and every damaged
+// or foreign file is refused with its message: truncated at many offsets, each header byte
+// flipped, each section corrupted, wrong magic, newer version, trailing bytes, empty file, a
+// directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
+// missing symbol, a shared object that is not one, forged plans with valid checksums.
+#include "candidates/candidates.h"
+#include "check.h"
+#include "fission/fission.h"
+#include "fission/passes.h"
+#include "ir/fold.h"
+#include "model_builder.h"
+#include "onnx/load.h"
+#include "orch.h"
+#include "orchestrate/cost_model.h"
+#include "orchestrate/orchestrate.h"
+#include "plan/artifact.h"
+#include "plan/plan.h"
+#include "runtime/prim_interp.h"
+#include "runtime/session.h"
+#include "target/c/cbuild.h"
+#include "base/file.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_state;
+
+static double rnd(void) { // uniform in [0, 1), xorshift64*
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
+}
+
+static int rnd_int(int n) { return (int)(rnd() * n); }
+
+static char dir[256];
+static const char *FP = "cpu | Imaginary CPU 9000 | 2 cores | avx2 fma | L1d 48K L2 2M | gcc 12.2.0";
+static const char *SHAPES = "x:1x2x4x8";
+
+static char *path_in(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void write_bytes(const char *path, const void *d, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (n)
+        fwrite(d, 1, n, f);
+    fclose(f);
+}
+
+// ---- compiling the model ----
+
+// x - w (the generated kernel), max over the last axis, 2x2 max pooling (opaque); d is an
+// output and read by the other two.
+static uint8_t *make_model(size_t *len, double weight_scale) {
+    const int64_t xd[] = {1, 2, 4, 8}, k2[] = {2, 2}, axes[] = {3};
+    MB *b = mb_new(13);
+    mb_input(b, "x", 1, 4, xd);
+    float w[64];
+    for (int i = 0; i < 64; i++)
+        w[i] = (float)((0.1 + rnd()) * weight_scale);
+    mb_init(b, mb_raw(b, "w", 1, 4, xd, w, sizeof w));
+    mb_node(b, "Sub", "sub", "x,w", "d", NULL);
+    mb_node(b, "ReduceMax", "rmax", "d", "s", mb_attr_ints(b, "axes", 1, axes), NULL);
+    mb_node(b, "MaxPool", "pool", "d", "p", mb_attr_ints(b, "kernel_shape", 2, k2),
+            mb_attr_ints(b, "strides", 2, k2), NULL);
+    mb_output(b, "d");
+    mb_output(b, "s");
+    mb_output(b, "p");
+    uint8_t *buf = mb_pack(b, len);
+    mb_free(b);
+    return buf;
+}
+
+typedef struct Compiled {
+    uint8_t *onnx, *plan, *so;
+    size_t onnx_size, plan_size, so_size;
+    ArtifactHeader h;
+    Graph *g;
+    PrimGraph *pg;
+    void *in;     // the random input x
+    void **ref;   // prim_interp_run's outputs
+} Compiled;
+
+static void compiled_free(Compiled *c) {
+    free(c->onnx);
+    free(c->plan);
+    free(c->so);
+    for (int i = 0; c->pg && c->ref && i < c->pg->n_outputs; i++)
+        free(c->ref[i]);
+    free(c->ref);
+    free(c->in);
+    prim_graph_free(c->pg);
+    graph_free(c->g);
+    memset(c, 0, sizeof *c);
+}
+
+// What the compile driver does, with the Sub as the generated kernel `symbol` (whose object
+// defines `defined`).
+static int compile(Compiled *C, double weight_scale, const char *symbol, const char *defined) {
+    memset(C, 0, sizeof *C);
+    Err e = {0};
+    C->onnx = make_model(&C->onnx_size, weight_scale);
+    char spec[64];
+    snprintf(spec, sizeof spec, "%s", SHAPES);
+    InputShape shapes[4];
+    LoadOptions lo = {shapes, 0};
+    int rc = parse_input_shapes(spec, shapes, 4, &lo.n_shapes, &e);
+    if (rc == ST_OK)
+        rc = onnx_load_memory(C->onnx, C->onnx_size, "model.onnx", NULL, &lo, &C->g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(C->g, NULL, &e);
+    FissionOptions fo = {0};
+    if (rc == ST_OK)
+        rc = fission_run(C->g, &fo, &C->pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(C->pg, NULL, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc)
+        return rc;
+    const PrimGraph *pg = C->pg;
+    C->in = malloc(256);
+    for (int i = 0; i < 64; i++)
+        ((float *)C->in)[i] = (float)((0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
+    C->ref = calloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    const void *ins[1] = {C->in};
+    CHECK((rc = prim_interp_run(pg, ins, C->ref, &e)) == ST_OK);
+    CandidateSet *cs = NULL;
+    CandRules rules = cand_rules_default();
+    rules.max_prims = 1;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &rules, 0, &cs, &e);
+    Selection sel;
+    memset(&sel, 0, sizeof sel);
+    if (rc == ST_OK) {
+        cost_model_fill(cs, cost_model_find("cpu"));
+        rc = orchestrate(cs, NULL, &sel, &e);
+    }
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    PlanKernelSpec *spec_k = calloc((size_t)sel.n + 1, sizeof(PlanKernelSpec));
+    char source[1024] = "";
+    int n_gen = 0;
+    for (int k = 0; rc == ST_OK && k < sel.n; k++) {
+        const Candidate *c = &cs->c[sel.kernels[k]];
+        const Prim *p = pg->prims[c->prims[0]];
+        spec_k[k].kind = p->kind == PRIM_OPAQUE ? PLAN_OPAQUE : PLAN_INTERP;
+        if (p->kind == PRIM_ELEMWISE && p->ew.n == 1 && p->ew.code[0].op == EW_SUB &&
+            c->n_inputs == 2) {
+            // in[] follows the candidate's ascending inputs: find which one is the minuend.
+            int a = p->in[p->ew.code[0].arg[0].index] == c->inputs[0] ? 0 : 1;
+            snprintf(source, sizeof source,
+                     "void %s(const void *const *in, void *out) {\n"
+                     "    const float *a = in[%d], *b = in[%d];\n"
+                     "    float *y = out;\n"
+                     "    for (int i = 0; i < 64; i++)\n"
+                     "        y[i] = (float)((double)a[i] - (double)b[i]);\n"
+                     "}\n",
+                     defined, a, 1 - a);
+            spec_k[k] = (PlanKernelSpec){PLAN_GENERATED, symbol};
+            n_gen++;
+        }
+    }
+    CHECK_MSG(n_gen == 1, "%d generated kernels", n_gen);
+    Plan *plan = NULL;
+    if (rc == ST_OK)
+        rc = plan_build(pg, cs, &sel, spec_k, &plan, &e);
+    if (rc == ST_OK)
+        rc = plan_write(plan, &C->plan, &C->plan_size, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    CModule *m = NULL;
+    if (rc == ST_OK && (rc = cbuild_module(source, NULL, "artifact_test", &m, &e)) == ST_OK) {
+        rc = file_read_all(cmodule_path(m), (int64_t)1 << 30, &C->so, &C->so_size, &e);
+        cmodule_free(m);
+    }
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    ArtifactHeader *h = &C->h;
+    snprintf(h->orch_version, sizeof h->orch_version, "%s", ORCH_VERSION);
+    snprintf(h->target, sizeof h->target, "cpu");
+    snprintf(h->fingerprint, sizeof h->fingerprint, "%s", FP);
+    snprintf(h->input_shapes, sizeof h->input_shapes, "%s", SHAPES);
+    h->model_hash = artifact_hash(C->onnx, C->onnx_size);
+    h->threads = 1;
+    h->kernels = plan ? plan->n_kernels : 0;
+    h->predicted_seconds = sel.objective;
+    plan_free(plan);
+    free(spec_k);
+    selection_free(&sel);
+    cand_set_free(cs);
+    return rc;
+}
+
+static int write_compiled(const Compiled *C, const char *path) {
+    Err e = {0};
+    int rc = artifact_write(path, &C->h, C->onnx, C->onnx_size, C->plan, C->plan_size, C->so,
+                            C->so_size, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    return rc;
+}
+
+static HwInfo this_machine(const char *fp) {
+    HwInfo hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.target, sizeof hw.target, "cpu");
+    snprintf(hw.fingerprint, sizeof hw.fingerprint, "%s", fp);
+    return hw;
+}
+
+// Runs s on C's input and compares with prim_interp_run bit for bit.
+static void run_compare(Session *s, const Compiled *C) {
+    const PrimGraph *pg = session_graph(s);
+    CHECK(pg->n_inputs == 1 && pg->n_outputs == C->pg->n_outputs);
+    void *outs[8];
+    for (int i = 0; i < pg->n_outputs; i++) {
+        outs[i] = aligned_alloc(64, 256);
+        memset(outs[i], 0xff, 256);
+    }
+    const void *ins[1] = {C->in};
+    Err e = {0};
+    int rc = session_run(s, ins, outs, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    for (int i = 0; rc == ST_OK && i < pg->n_outputs; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        CHECK_MSG(memcmp(outs[i], C->ref[i], tensor_nbytes(t)) == 0, "output '%s' differs",
+                  t->name);
+    }
+    for (int i = 0; i < pg->n_outputs; i++)
+        free(outs[i]);
+}
+
+// Reads path and makes a session; returns the status and leaves the message in e.
+static int open_session(const char *path, const HwInfo *hw, const SessionOptions *opt,
+                        Session **s, Err *e) {
+    ArtifactContents a;
+    *s = NULL;
+    int rc = artifact_read(path, &a, e);
+    if (rc == ST_OK)
+        rc = session_create(&a, hw, opt, s, e);
+    artifact_contents_free(&a);
+    return rc;
+}
+
+static Compiled C; // the model every case uses
+static uint8_t *file;
+static size_t file_size;
+static uint32_t header_bytes;
+
+// ---- cases ----
+
+static void round_trip(void) {
+    const char *path = path_in("model.orch");
+    if (write_compiled(&C, path))
+        return;
+    // Atomic write: nothing but the file is left in the folder.
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        entries += de->d_name[0] != '.';
+    closedir(d);
+    CHECK(entries == 1);
+    Err e = {0};
+    CHECK(file_read_all(path, 1 << 30, &file, &file_size, &e) == ST_OK);
+    header_bytes = file_size >= 16 ? (uint32_t)file[12] | (uint32_t)file[13] << 8 |
+                                         (uint32_t)file[14] << 16 | (uint32_t)file[15] << 24
+                                   : 0;
+    ArtifactContents a;
+    int rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc)
+        return;
+    CHECK(a.h.format_version == ARTIFACT_FORMAT_VERSION);
+    CHECK(strcmp(a.h.orch_version, ORCH_VERSION) == 0 && strcmp(a.h.target, "cpu") == 0);
+    CHECK(strcmp(a.h.fingerprint, FP) == 0 && strcmp(a.h.input_shapes, SHAPES) == 0);
+    CHECK(a.h.model_hash == C.h.model_hash && a.h.threads == 1 && a.h.kernels == C.h.kernels);
+    CHECK(a.h.predicted_seconds == C.h.predicted_seconds && a.h.load_flags == 0);
+    CHECK(a.onnx_size == C.onnx_size && memcmp(a.onnx, C.onnx, C.onnx_size) == 0);
+    CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
+    CHECK(a.so_size == C.so_size && memcmp(a.so, C.so, C.so_size) == 0);
+    CHECK((uintptr_t)(a.onnx - a.data) % 64 == 0 && (uintptr_t)(a.so - a.data) % 64 == 0);
+    HwInfo hw = this_machine(FP);
+    Session *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    SessionOptions opt = {.threads = 2};
+    rc = session_create(&a, &hw, &opt, &s1, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    artifact_contents_free(&a);
+    artifact_contents_free(&a); // twice: zeroed, harmless
+    if (rc)
+        return;
+    CHECK(session_threads(s1) == 2);
+    run_compare(s1, &C);
+    // Per-kernel table: names and nodes.
+    bool gen = false, opq = false;
+    for (int k = 0; k < session_num_launches(s1); k++) {
+        gen = gen || strcmp(session_launch_name(s1, k), "orch_k0") == 0;
+        opq = opq || strcmp(session_launch_name(s1, k), "opaque:MaxPool") == 0;
+        if (strcmp(session_launch_name(s1, k), "orch_k0") == 0)
+            CHECK(strcmp(session_launch_nodes(s1, k), "sub") == 0);
+    }
+    CHECK(gen && opq);
+    session_set_profiling(s1, 1);
+    run_compare(s1, &C);
+    CHECK(session_kernel_times(s1) != NULL);
+    // Two sessions of the same artefact at once (from memory too), one freed, another made.
+    e = (Err){0};
+    CHECK(artifact_read_memory(file, file_size, "mem.orch", &a, &e) == ST_OK);
+    CHECK_MSG(session_create(&a, &hw, NULL, &s2, &e) == ST_OK, "%s", e.msg);
+    session_free(s1);
+    CHECK_MSG(session_create(&a, &hw, NULL, &s3, &e) == ST_OK, "%s", e.msg);
+    artifact_contents_free(&a);
+    if (s2 && s3) {
+        run_compare(s2, &C);
+        run_compare(s3, &C);
+        CHECK(session_threads(s2) == 1); // the artefact's
+    }
+    session_free(s2);
+    session_free(s3);
+    session_free(NULL);
+    // Overwriting an existing artefact is atomic too.
+    CHECK(write_compiled(&C, path) == ST_OK);
+}
+
+static void expect_read_error(const char *path, const char *want, const char *what) {
+    ArtifactContents a;
+    Err e = {0};
+    int rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_INVALID, "%s: accepted", what);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, want), "%s: '%s' not in: %s", what, want,
+              e.msg);
+    CHECK(a.data == NULL && a.path == NULL);
+}
+
+static void truncated(void) {
+    if (!file)
+        return;
+    const char *path = path_in("cut.orch");
+    int n = 0;
+    for (size_t cut = 0; cut < file_size; n++) {
+        write_bytes(path, file, cut);
+        char what[64];
+        snprintf(what, sizeof what, "cut at %zu", cut);
+        expect_read_error(path, cut == 0 ? "empty file" : "truncated", what);
+        if (cut > 0) {
+            char want[64];
+            snprintf(want, sizeof want, "%zu bytes of", cut);
+            expect_read_error(path, want, what);
+        }
+        cut += cut < header_bytes + 16 ? 1 : (size_t)(1 + rnd_int((int)(file_size / 60) + 1));
+        if (check_failed_case)
+            break;
+    }
+    write_bytes(path, file, file_size - 1);
+    expect_read_error(path, "truncated", "one byte short");
+    printf("  %d truncations refused\n", n);
+}
+
+static void header_flips(void) {
+    if (!file)
+        return;
+    const char *path = path_in("flip.orch");
+    for (uint32_t at = 0; at < header_bytes && !check_failed_case; at++) {
+        uint8_t saved = file[at];
+        file[at] ^= (uint8_t)(1u << rnd_int(8));
+        write_bytes(path, file, file_size);
+        const char *want = at < 8 ? "not an orch artefact" : at < 12 ? "format version" : "";
+        char what[64];
+        snprintf(what, sizeof what, "header byte %u flipped", at);
+        expect_read_error(path, want, what);
+        if (at >= 16) {
+            ArtifactContents a;
+            Err e = {0};
+            artifact_read(path, &a, &e);
+            CHECK_MSG(strstr(e.msg, "checksum"), "%s: %s", what, e.msg);
+        }
+        file[at] = saved;
+    }
+    printf("  %u header bytes flipped, each refused\n", header_bytes);
+}
+
+static void section_corruption(void) {
+    if (!file)
+        return;
+    const char *path = path_in("bad.orch");
+    ArtifactContents a;
+    Err e = {0};
+    if (artifact_read_memory(file, file_size, "x", &a, &e) != ST_OK)
+        return;
+    size_t off[3] = {(size_t)(a.onnx - a.data), (size_t)(a.plan - a.data),
+                     (size_t)(a.so - a.data)};
+    size_t len[3] = {a.onnx_size, a.plan_size, a.so_size};
+    artifact_contents_free(&a);
+    const char *names[3] = {"ONNX model section", "plan section", "shared object section"};
+    for (int s = 0; s < 3; s++)
+        for (int r = 0; r < 5; r++) {
+            size_t at = off[s] + (size_t)rnd_int((int)len[s]);
+            file[at] ^= 0x10;
+            write_bytes(path, file, file_size);
+            expect_read_error(path, names[s], "a section byte flipped");
+            expect_read_error(path, "checksum does not match", "a section byte flipped");
+            file[at] ^= 0x10;
+        }
+    // Bytes after the last section.
+    uint8_t *longer = malloc(file_size + 3);
+    memcpy(longer, file, file_size);
+    memcpy(longer + file_size, "abc", 3);
+    write_bytes(path, longer, file_size + 3);
+    expect_read_error(path, "3 unexpected bytes after the last section", "trailing bytes");
+    free(longer);
+}
+
+static void not_artefacts(void) {
+    const char *path = path_in("other.orch");
+    write_bytes(path, "hello, world\n", 13);
+    expect_read_error(path, "not an orch artefact", "text file");
+    write_bytes(path, C.onnx, C.onnx_size);
+    expect_read_error(path, "it may be an ONNX model", "an ONNX file");
+    write_bytes(path, "", 0);
+    expect_read_error(path, "empty file, not an orch artefact", "empty file");
+    expect_read_error(dir, "is a directory", "a directory");
+    expect_read_error(path_in("missing.orch"), "cannot open", "a missing file");
+    if (!file)
+        return;
+    // A newer format: the version is checked before anything else it would change.
+    uint8_t saved = file[8];
+    file[8] = 3;
+    write_bytes(path, file, file_size);
+    expect_read_error(path, "format version 3, this orch reads 1", "a newer version");
+    expect_read_error(path, "a newer orch", "a newer version");
+    file[8] = saved;
+    // Writing where no folder exists fails cleanly.
+    Err e = {0};
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/m.orch", dir);
+    CHECK(artifact_write(bad, &C.h, C.onnx, C.onnx_size, C.plan, C.plan_size, C.so, C.so_size,
+                         &e) == ST_RUNTIME);
+    CHECK_MSG(strstr(e.msg, bad) != NULL, "%s", e.msg);
+}
+
+static void foreign_device(void) {
+    const char *path = path_in("model.orch");
+    HwInfo other = this_machine("cpu | Other CPU 7 | 64 cores | avx512 | gcc 13.1.0");
+    Session *s = NULL;
+    Err e = {0};
+    CHECK(open_session(path, &other, NULL, &s, &e) == ST_INVALID && !s);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "%s was built by orch %s for a different CPU: '%s'; this machine is '%s'; recompile "
+             "with orch compile",
+             path, ORCH_VERSION, FP, other.fingerprint);
+    CHECK_MSG(strstr(e.msg, want) != NULL, "%s", e.msg);
+    e = (Err){0};
+    CHECK(open_session(path, NULL, NULL, &s, &e) == ST_USAGE && !s);
+    SessionOptions allow = {.allow_foreign_device = true};
+    e = (Err){0};
+    CHECK_MSG(open_session(path, &other, &allow, &s, &e) == ST_OK, "%s", e.msg);
+    if (s)
+        run_compare(s, &C);
+    session_free(s);
+    HwInfo gpu = this_machine(FP);
+    snprintf(gpu.target, sizeof gpu.target, "cuda");
+    e = (Err){0};
+    CHECK(open_session(path, &gpu, NULL, &s, &e) == ST_INVALID);
+    CHECK_MSG(strstr(e.msg, "for the 'cpu' target"), "%s", e.msg);
+}
+
+// Files whose checksums are right but whose contents do not fit together.
+static void inconsistent(void) {
+    HwInfo hw = this_machine(FP);
+    const char *path = path_in("mixed.orch");
+    Session *s = NULL;
+    Err e = {0};
+    // Other weights (same structure): the constants the plan was built with differ.
+    Compiled D;
+    if (compile(&D, 3.0, "orch_k0", "orch_k0") == ST_OK) {
+        ArtifactHeader h = C.h;
+        h.model_hash = artifact_hash(D.onnx, D.onnx_size);
+        CHECK(artifact_write(path, &h, D.onnx, D.onnx_size, C.plan, C.plan_size, C.so, C.so_size,
+                             &e) == ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
+        CHECK_MSG(strstr(e.msg, "constants") && strstr(e.msg, path), "%s", e.msg);
+    }
+    compiled_free(&D);
+    // The plan names a symbol the shared object lacks.
+    e = (Err){0};
+    if (compile(&D, 1.0, "orch_missing", "orch_k0") == ST_OK) {
+        write_compiled(&D, path);
+        CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
+        CHECK_MSG(strstr(e.msg, "no kernel 'orch_missing'") && strstr(e.msg, "sub"), "%s",
+                  e.msg);
+        // No shared object at all, or one that is not a shared object.
+        e = (Err){0};
+        CHECK(artifact_write(path, &D.h, D.onnx, D.onnx_size, D.plan, D.plan_size, NULL, 0, &e) ==
+              ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
+        CHECK_MSG(strstr(e.msg, "holds no shared object"), "%s", e.msg);
+        e = (Err){0};
+        CHECK(artifact_write(path, &D.h, D.onnx, D.onnx_size, D.plan, D.plan_size, "junk", 4,
+                             &e) == ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
+        CHECK_MSG(strstr(e.msg, "cannot load the kernels' shared object"), "%s", e.msg);
+        // The header's kernel count disagrees with the plan.
+        ArtifactHeader h = D.h;
+        h.kernels++;
+        e = (Err){0};
+        CHECK(artifact_write(path, &h, D.onnx, D.onnx_size, D.plan, D.plan_size, D.so, D.so_size,
+                             &e) == ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
+        CHECK_MSG(strstr(e.msg, "kernels"), "%s", e.msg);
+        // Other input shapes than the plan was made for.
+        h = D.h;
+        snprintf(h.input_shapes, sizeof h.input_shapes, "x:1x2x4x9");
+        e = (Err){0};
+        CHECK(artifact_write(path, &h, D.onnx, D.onnx_size, D.plan, D.plan_size, D.so, D.so_size,
+                             &e) == ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) != ST_OK && !s);
+        CHECK(strstr(e.msg, path) != NULL);
+        snprintf(h.input_shapes, sizeof h.input_shapes, "x:");
+        e = (Err){0};
+        CHECK(artifact_write(path, &h, D.onnx, D.onnx_size, D.plan, D.plan_size, D.so, D.so_size,
+                             &e) == ST_OK);
+        CHECK(open_session(path, &hw, NULL, &s, &e) != ST_OK && !s);
+        CHECK_MSG(strstr(e.msg, "the artefact's header") && strstr(e.msg, path), "%s", e.msg);
+    }
+    compiled_free(&D);
+}
+
+// Random damage to the plan section with the checksums recomputed (as a forger would): the
+// session is refused with a message or, where only a predicted time changed, runs correctly.
+static void forged_plans(void) {
+    HwInfo hw = this_machine(FP);
+    const char *path = path_in("forged.orch");
+    uint8_t *plan = malloc(C.plan_size);
+    int refused = 0, accepted = 0;
+    for (int it = 0; it < 150 && !check_failed_case; it++) {
+        memcpy(plan, C.plan, C.plan_size);
+        for (int f = 0, n = 1 + rnd_int(3); f < n; f++)
+            plan[rnd_int((int)C.plan_size)] ^= (uint8_t)(1u << rnd_int(8));
+        size_t len = it % 10 == 9 ? (size_t)rnd_int((int)C.plan_size) : C.plan_size;
+        Err e = {0};
+        if (artifact_write(path, &C.h, C.onnx, C.onnx_size, plan, len, C.so, C.so_size, &e))
+            continue;
+        Session *s = NULL;
+        if (open_session(path, &hw, NULL, &s, &e) == ST_OK) {
+            accepted++;
+            run_compare(s, &C);
+        } else {
+            refused++;
+            CHECK_MSG(e.msg[0] && strstr(e.msg, path), "%s", e.msg);
+        }
+        session_free(s);
+    }
+    free(plan);
+    printf("  150 forged plans: %d refused, %d accepted and correct\n", refused, accepted);
+}
+
+static void rm_tree(const char *d) {
+    DIR *dd = opendir(d);
+    for (struct dirent *de; dd && (de = readdir(dd));) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            rm_tree(p);
+        else
+            unlink(p);
+    }
+    if (dd)
+        closedir(dd);
+    rmdir(d);
+}
+
+int main(int argc, char **argv) {
+    rng_state = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL) * 2654435761u + 1;
+    if (!rng_state)
+        rng_state = 1;
+    printf("seed %llu\n", (unsigned long long)rng_state);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/orch_artifact_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        printf("cannot make a temporary folder\n");
+        return 1;
+    }
+    int rc = compile(&C, 1.0, "orch_k0", "orch_k0");
+    printf("%s the test model (%zu bytes of ONNX, %zu of plan, %zu of shared object)\n",
+           rc ? "could not compile" : "compiled", C.onnx_size, C.plan_size, C.so_size);
+    if (rc == ST_OK) {
+        RUN(round_trip);
+        RUN(truncated);
+        RUN(header_flips);
+        RUN(section_corruption);
+        RUN(not_artefacts);
+        RUN(foreign_device);
+        RUN(inconsistent);
+        RUN(forged_plans);
+    } else {
+        check_n_fail++;
+    }
+    free(file);
+    compiled_free(&C);
+    rm_tree(dir);
+    return CHECK_DONE();
+}

@@ -1,0 +1,531 @@
+// Unit tests of the C target's linear emitter (emit_linear.c): primitive graphs with one matmul or
+// convolution and pointwise primitives around it are cut into candidates; every candidate the
+// emitter accepts is generated in each of its configs (many kernels per translation unit), built
+// with the system compiler, run on random inputs and compared with the primitive interpreter at
+// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|. Also prints (does not check) GFLOP/s of the best
+// config on a 512^3 matmul and a 3x3 64->64 conv on 56x56, next to src/ops/gemm.c's gemm_f32.
+#include "check.h"
+#include "candidates/candidates.h"
+#include "fission/build.h"
+#include "ops/gemm.h"
+#include "runtime/prim_interp.h"
+#include "target/c/cbuild.h"
+#include "target/c/cgen.h"
+#include "target/c/cgen_linear.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static HwInfo g_hw;
+static int g_kernels, g_candidates;
+// Kernels checked per variant: tile packA=1/0, packB=1/0, gemv, dot, direct depthwise.
+static int g_seen_packa[2], g_seen_packb[2], g_seen_gemv, g_seen_dot, g_seen_dw;
+
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static float *rand_buf(int64_t n) {
+    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
+    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+static void add_output(PrimGraph *pg, int t) {
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->outputs[pg->n_outputs++] = t;
+}
+
+static int add_const(PB *b, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = rand_buf(n);
+    int t = pb_const(b, DT_FLOAT, rank, dims, v);
+    free(v);
+    return t;
+}
+
+// Every tensor of the graph computed by the interpreter (graph inputs random).
+static void **eval_all(const PrimGraph *pg) {
+    void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        if (T->data) {
+            size_t nb = tensor_nbytes(T);
+            buf[t] = aligned_alloc(64, (nb + 63) / 64 * 64);
+            memcpy(buf[t], T->data, nb);
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++)
+        buf[pg->inputs[i]] = rand_buf(tensor_numel(pg->tensors[pg->inputs[i]]));
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        if (p->dead)
+            continue;
+        const void *x[8];
+        for (int j = 0; j < p->n_in; j++)
+            x[j] = buf[p->in[j]];
+        const Tensor *o = pg->tensors[p->out[0]];
+        size_t nb = tensor_nbytes(o);
+        buf[p->out[0]] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+        Err e = {0};
+        int rc = prim_eval(pg, p, x, buf[p->out[0]], &e);
+        ORCH_ASSERT(rc == ST_OK);
+    }
+    return buf;
+}
+
+typedef struct Job {
+    const Candidate *c;
+    KernelConfig cfg;
+    char fn[48];
+} Job;
+
+// Compares out with ref; returns the worst excess over the tolerance (<= 0: pass).
+static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(ref[i]));
+    double worst = -1;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
+        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
+            worst = isnan(d) ? INFINITY : d - tol;
+            *bad = i;
+        }
+    }
+    return worst;
+}
+
+// A graph whose kernels are emitted and wait to be built (with the other pending graphs, in
+// parallel compiler processes) and checked.
+typedef struct Pending {
+    char name[64];
+    PrimGraph *pg;
+    CandidateSet *cs;
+    void **buf;
+    Job *jobs;
+    int nj;
+    StrBuf src;
+} Pending;
+
+static Pending g_pend[32];
+static int g_npend;
+
+// Emits every supported candidate of pg (k configs each, all when k = 0) into one translation
+// unit; flush() builds and checks them. Takes ownership of pg.
+static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
+    Err e = {0};
+    CHECK_MSG(prim_graph_verify(pg, &e) == ST_OK, "%s: %s", name, e.msg);
+    CandidateSet *cs = NULL;
+    CHECK_MSG(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK, "%s: %s", name, e.msg);
+    ORCH_ASSERT(g_npend < (int)ORCH_COUNT(g_pend));
+    if (!cs) {
+        prim_graph_free(pg);
+        return;
+    }
+    Pending *P = &g_pend[g_npend++];
+    memset(P, 0, sizeof *P);
+    snprintf(P->name, sizeof P->name, "%s", name);
+    P->pg = pg;
+    P->cs = cs;
+    P->buf = eval_all(pg);
+    sb_init(&P->src);
+    sb_puts(&P->src, cgen_prelude());
+    sb_puts(&P->src, cgen_lin_prelude());
+    int ncand = 0;
+    for (int ci = 0; ci < cs->n; ci++) {
+        const Candidate *c = &cs->c[ci];
+        if (!cgen_lin_supports(pg, c))
+            continue;
+        ncand++;
+        KernelConfig cf[64];
+        int n = cgen_lin_configs(pg, c, &g_hw, cf, k ? k : 64);
+        CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
+        for (int i = 0; i < n; i++) {
+            P->jobs = xrealloc(P->jobs, sizeof(Job) * (size_t)(P->nj + 1));
+            Job *j = &P->jobs[P->nj++];
+            j->c = c;
+            j->cfg = cf[i];
+            snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
+            const char *d = cf[i].desc;
+            if (strstr(d, "v=tile")) {
+                g_seen_packa[strstr(d, "packA=1") != NULL]++;
+                g_seen_packb[strstr(d, "packB=1") != NULL]++;
+            }
+            g_seen_gemv += strstr(d, "v=gemv") != NULL;
+            g_seen_dot += strstr(d, "v=dot") != NULL;
+            g_seen_dw += strstr(d, "v=direct") != NULL;
+            Err ee = {0};
+            int rc = cgen_lin_emit(pg, c, &cf[i], j->fn, &P->src, &ee);
+            CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, ee.msg);
+        }
+    }
+    CHECK_MSG(ncand >= min_cands, "%s: %d candidates supported, expected >= %d", name, ncand,
+              min_cands);
+    g_candidates += ncand;
+    printf("  %s: %d candidates, %d kernels\n", name, ncand, P->nj);
+}
+
+// Builds the pending graphs' units in parallel, runs every kernel and compares.
+static void flush(void) {
+    const char *srcs[32];
+    CModule *mods[32];
+    int st[32];
+    char *msgs[32];
+    for (int i = 0; i < g_npend; i++)
+        srcs[i] = g_pend[i].src.s;
+    Err e = {0};
+    CHECK_MSG(cbuild_modules(srcs, g_npend, NULL, 0, mods, st, msgs, &e) == ST_OK, "%s", e.msg);
+    for (int pi = 0; pi < g_npend; pi++) {
+        Pending *P = &g_pend[pi];
+        CHECK_MSG(st[pi] == ST_OK, "%s: build: %.400s", P->name, msgs[pi] ? msgs[pi] : "");
+        free(msgs[pi]);
+        for (int i = 0; st[pi] == ST_OK && i < P->nj; i++) {
+            const Candidate *c = P->jobs[i].c;
+            CKernelFn f = (CKernelFn)cmodule_sym(mods[pi], P->jobs[i].fn);
+            CHECK_MSG(f != NULL, "%s: no symbol %s", P->name, P->jobs[i].fn);
+            if (!f)
+                continue;
+            const void *in[16];
+            for (int j = 0; j < c->n_inputs; j++)
+                in[j] = P->buf[c->inputs[j]];
+            const Tensor *o = P->pg->tensors[c->output];
+            int64_t n = tensor_numel(o);
+            float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
+            for (int64_t x = 0; x < n; x++)
+                out[x] = NAN;
+            f(in, out);
+            int64_t bad;
+            double w = compare(out, P->buf[c->output], n, &bad);
+            CHECK_MSG(w <= 0, "%s: candidate %d (%d prims) config '%s': out[%lld] = %g, want %g",
+                      P->name, c->id, c->n_prims, P->jobs[i].cfg.desc, (long long)bad,
+                      bad >= 0 ? out[bad] : 0.0,
+                      bad >= 0 ? ((float *)P->buf[c->output])[bad] : 0.0);
+            free(out);
+        }
+        g_kernels += P->nj;
+        cmodule_free(mods[pi]);
+        sb_free(&P->src);
+        free(P->jobs);
+        for (int t = 0; t < P->pg->n_tensors; t++)
+            free(P->buf[t]);
+        free(P->buf);
+        cand_set_free(P->cs);
+        prim_graph_free(P->pg);
+    }
+    g_npend = 0;
+}
+
+// ---- matmul ----
+
+static void mm_one(int64_t M, int64_t N, int64_t K, int k) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t ad[] = {M, K}, bd[] = {K, N};
+    int a = add_input(pg, "a", 2, ad);
+    PB b = {pg, "mm"};
+    int w = add_const(&b, 2, bd);
+    add_output(pg, pb_matmul(&b, a, w));
+    char name[64];
+    snprintf(name, sizeof name, "mm_%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
+    check_graph(name, pg, k, 1);
+}
+
+static void matmul_sizes(void) {
+    static const int64_t sz[][3] = {{1, 1, 1},    {2, 3, 5},     {7, 17, 16},  {16, 31, 64},
+                                    {17, 129, 100}, {100, 64, 129}, {129, 100, 31}, {3, 129, 17},
+                                    {5, 2, 7},    {64, 1, 100},  {31, 5, 129}, {1, 100, 64},
+                                    {4, 16, 3},   {129, 7, 2}};
+    for (size_t i = 0; i < ORCH_COUNT(sz); i++)
+        mm_one(sz[i][0], sz[i][1], sz[i][2], 4);
+    flush();
+}
+
+// Batched with broadcast batch dims, both operands computed inputs (no constant).
+static void matmul_batched(void) {
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {2, 3, 5, 7}, bd[] = {3, 7, 9};
+        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 3, bd);
+        PB b = {pg, "bmm"};
+        add_output(pg, pb_matmul(&b, a, w));
+        check_graph("bmm_bcast_a", pg, 4, 1);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {4, 1, 17, 16}, bd[] = {1, 3, 16, 33};
+        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
+        PB b = {pg, "bmm"};
+        add_output(pg, pb_matmul(&b, a, w));
+        check_graph("bmm_bcast_both", pg, 4, 1);
+    }
+    flush();
+}
+
+// Gemm(transA=1, transB=1) + bias + relu as fission writes it: transposes feeding the matmul (a
+// prologue), an add and a relu after it (an epilogue); a scaled input as another prologue, and
+// sigmoid, gelu and a residual add as epilogues.
+static void matmul_fused(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {37, 19}, wd[] = {23, 37}, bd[] = {23};
+    int x = add_input(pg, "x", 2, xd); // [K, M]: A = x^T
+    PB b = {pg, "gemm"};
+    int w = add_const(&b, 2, wd); // [N, K]: B = w^T
+    int bias = add_const(&b, 1, bd);
+    const int perm[] = {1, 0};
+    int xt = pb_transpose(&b, x, perm);
+    int wt = pb_transpose(&b, w, perm);
+    int mm = pb_matmul(&b, xt, wt); // [19, 23]
+    int y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias));
+    add_output(pg, y);
+    check_graph("gemm_tt_bias_relu", pg, 2, 4);
+
+    pg = prim_graph_create(NULL);
+    const int64_t ad[] = {3, 33, 20}, rd[] = {3, 33, 45};
+    int a = add_input(pg, "a", 3, ad);
+    int res = add_input(pg, "res", 3, rd);
+    b = (PB){pg, "mlp"};
+    const int64_t wd2[] = {20, 45};
+    int w2 = add_const(&b, 2, wd2);
+    int as = pb_ew2i(&b, EW_MUL, a, 0.5);
+    int m2 = pb_matmul(&b, as, w2); // [3, 33, 45]
+    // gelu(v) = 0.5 v (1 + erf(v / sqrt 2))
+    int g = pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
+                   pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
+    int s = pb_ew1(&b, EW_SIGMOID, g);
+    add_output(pg, pb_ew2(&b, EW_ADD, s, res));
+    check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
+    flush();
+}
+
+// ---- convolution ----
+
+typedef struct ConvCase {
+    const char *name;
+    int S;
+    int64_t N, C, OC, in[3], k[3], st[3], dil[3], pb[3], pe[3];
+    int group;
+    int epi;  // 0 none, 1 bias+relu, 2 bias+sigmoid+residual, 3 gelu
+    bool pro; // x scaled before the conv
+} ConvCase;
+
+static void conv_one(const ConvCase *cc) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->OC, cc->C / cc->group}, od[5] = {cc->N, cc->OC};
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = cc->S, .group = cc->group};
+    for (int d = 0; d < cc->S; d++) {
+        xd[2 + d] = cc->in[d];
+        wd[2 + d] = cc->k[d];
+        lp.stride[d] = cc->st[d];
+        lp.dilation[d] = cc->dil[d];
+        lp.pad_begin[d] = cc->pb[d];
+        lp.pad_end[d] = cc->pe[d];
+        od[2 + d] =
+            (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] + 1;
+    }
+    int x = add_input(pg, "x", 2 + cc->S, xd);
+    PB b = {pg, "conv"};
+    int w = add_const(&b, 2 + cc->S, wd);
+    int xin = cc->pro ? pb_ew2i(&b, EW_MUL, x, 1.5) : x;
+    int y = pb_conv(&b, &lp, xin, w, od);
+    if (cc->epi == 1 || cc->epi == 2) {
+        int64_t bd[5] = {1, cc->OC, 1, 1, 1};
+        int bias = add_const(&b, 2 + cc->S, bd);
+        y = pb_ew2(&b, EW_ADD, y, bias);
+        if (cc->epi == 1) {
+            y = pb_ew1(&b, EW_RELU, y);
+        } else {
+            int res = add_input(pg, "res", 2 + cc->S, od);
+            y = pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, y), res);
+        }
+    } else if (cc->epi == 3) {
+        y = pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, y, 0.5),
+                   pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, y, M_SQRT1_2)), 1.0));
+    }
+    add_output(pg, y);
+    check_graph(cc->name, pg, cc->epi || cc->pro ? 1 : 3, 1);
+}
+
+static void conv_cases(void) {
+    static const ConvCase cases[] = {
+        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false},
+        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false},
+        {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0,
+         false},
+        {"conv7x7_s2_p3", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1,
+         false},
+        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false},
+        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
+         false},
+        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false},
+        {"dw5x5_s2_d2_asym", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2,
+         false},
+        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false},
+        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
+         2, true},
+        {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false},
+        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false},
+        {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
+         {1, 1, 1}, 1, 0, false},
+        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++)
+        conv_one(&cases[i]);
+    flush();
+}
+
+// The configs the model proposed exercised every code path.
+static void variants_covered(void) {
+    printf("  tile packA=1 %d, packA=0 %d, packB=1 %d, packB=0 %d; gemv %d, dot %d, dw %d\n",
+           g_seen_packa[1], g_seen_packa[0], g_seen_packb[1], g_seen_packb[0], g_seen_gemv,
+           g_seen_dot, g_seen_dw);
+    CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 &&
+          g_seen_packb[1] > 0);
+    CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
+}
+
+// ---- speed (printed, not checked) ----
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double best_time(CKernelFn f, const void *const *in, void *out, int reps) {
+    f(in, out);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        f(in, out);
+        best = fmin(best, now() - t0);
+    }
+    return best;
+}
+
+static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
+    Err e = {0};
+    CandidateSet *cs = NULL;
+    if (cand_enumerate(pg, NULL, 0, &cs, &e) != ST_OK)
+        return;
+    void **buf = eval_all(pg);
+    const Candidate *c = NULL;
+    for (int i = 0; i < cs->n && !c; i++)
+        if (cs->c[i].n_prims == 1 && cgen_lin_supports(pg, &cs->c[i]))
+            c = &cs->c[i];
+    CHECK_MSG(c != NULL, "%s: no linear candidate", name);
+    if (!c)
+        return;
+    KernelConfig cf[64];
+    int n = cgen_lin_configs(pg, c, &g_hw, cf, k);
+    StrBuf src;
+    sb_init(&src);
+    sb_puts(&src, cgen_prelude());
+    sb_puts(&src, cgen_lin_prelude());
+    for (int i = 0; i < n; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "s_%d", i);
+        CHECK(cgen_lin_emit(pg, c, &cf[i], fn, &src, &e) == ST_OK);
+    }
+    CModule *mod = NULL;
+    CHECK_MSG(cbuild_module(src.s, NULL, name, &mod, &e) == ST_OK, "%.300s", e.msg);
+    const void *in[8];
+    for (int j = 0; j < c->n_inputs; j++)
+        in[j] = buf[c->inputs[j]];
+    int64_t on = tensor_numel(pg->tensors[c->output]);
+    float *out = aligned_alloc(64, (size_t)on * 4);
+    for (int i = 0; mod && i < n; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "s_%d", i);
+        CKernelFn f = (CKernelFn)cmodule_sym(mod, fn);
+        double t = best_time(f, in, out, 5);
+        int64_t bad;
+        CHECK_MSG(compare(out, buf[c->output], on, &bad) <= 0, "%s: %s wrong", name, cf[i].desc);
+        printf("  %s %-72s %7.1f GFLOP/s (model %.3g ms, %d threads)\n", name, cf[i].desc,
+               flops / t * 1e-9, cf[i].score * 1e3, omp_get_max_threads());
+    }
+    free(out);
+    cmodule_free(mod);
+    sb_free(&src);
+    for (int t = 0; t < pg->n_tensors; t++)
+        free(buf[t]);
+    free(buf);
+    cand_set_free(cs);
+}
+
+static void speed(void) {
+    const int64_t S = 512;
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t ad[] = {S, S};
+    int a = add_input(pg, "a", 2, ad);
+    PB b = {pg, "mm"};
+    int w = add_const(&b, 2, ad);
+    add_output(pg, pb_matmul(&b, a, w));
+    speed_graph("mm512", pg, 2.0 * S * S * S, getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    prim_graph_free(pg);
+    {
+        float *A = rand_buf(S * S), *B = rand_buf(S * S), *C = rand_buf(S * S);
+        double best = 1e30;
+        for (int r = 0; r < 6; r++) {
+            double t0 = now();
+            gemm_f32(false, false, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
+            if (r)
+                best = fmin(best, now() - t0);
+        }
+        printf("  mm512 gemm_f32 (src/ops/gemm.c) %7.1f GFLOP/s\n", 2.0 * S * S * S / best * 1e-9);
+        free(A);
+        free(B);
+        free(C);
+    }
+    pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, 64, 56, 56}, wd[] = {64, 64, 3, 3};
+    int x = add_input(pg, "x", 4, xd);
+    b = (PB){pg, "conv"};
+    int cw = add_const(&b, 4, wd);
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1},
+                       .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}};
+    add_output(pg, pb_conv(&b, &lp, x, cw, xd));
+    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    prim_graph_free(pg);
+}
+
+int main(void) {
+    unsigned seed = (unsigned)time(NULL);
+    const char *env = getenv("ORCH_TEST_SEED");
+    if (env)
+        seed = (unsigned)strtoul(env, NULL, 10);
+    printf("seed %u\n", seed);
+    srand(seed);
+    Err e = {0};
+    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+        printf("hw_detect: %s\n", e.msg);
+        return 1;
+    }
+    printf("hw: %s\n", g_hw.fingerprint);
+    double t0 = now();
+    if (!getenv("ORCH_ONLY_SPEED")) {
+    RUN(matmul_sizes);
+    RUN(matmul_batched);
+    RUN(matmul_fused);
+    RUN(conv_cases);
+    RUN(variants_covered);
+    }
+    printf("%d candidates, %d kernels checked in %.1f s\n", g_candidates, g_kernels, now() - t0);
+    if (!getenv("ORCH_SKIP_SPEED"))
+        RUN(speed);
+    return CHECK_DONE();
+}

@@ -1,0 +1,854 @@
+// Unit tests of the profile database (src/db/profile_db.h) in a temporary directory: schema,
+// store/look-up round trips, pending rows of live and dead processes (forked children), device
+// values, stats, filtered clearing, refused files (missing, not SQLite, truncated, newer schema,
+// foreign), concurrent writers and a writer SIGKILLed mid-loop.
+#define _GNU_SOURCE
+#include "check.h"
+#include "db/profile_db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+static uint64_t rng_state;
+
+static uint64_t rnd(void) {
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+static double rnd_time(void) {
+    return 1e-6 * (double)(1 + rnd() % 1000000);
+}
+
+static void path_in(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+static PdbRecord random_record(PdbStatus s) {
+    PdbRecord r;
+    memset(&r, 0, sizeof r);
+    r.status = s;
+    r.median_s = rnd_time();
+    r.min_s = r.median_s * 0.9;
+    r.spread = 0.01 * (double)(1 + rnd() % 50);
+    r.reps = 1 + (int)(rnd() % 100);
+    snprintf(r.note, sizeof r.note, "note %" PRIx64, rnd());
+    return r;
+}
+
+static bool same_record(const PdbRecord *a, const PdbRecord *b) {
+    return a->status == b->status && a->median_s == b->median_s && a->min_s == b->min_s &&
+           a->spread == b->spread && a->reps == b->reps && strcmp(a->note, b->note) == 0;
+}
+
+static ProfileDb *open_ok(const char *path) {
+    Err e = {0};
+    ProfileDb *db = NULL;
+    int rc = pdb_open(path, false, &db, &e);
+    CHECK_MSG(rc == ST_OK && db, "%s", e.msg);
+    return db;
+}
+
+// Runs SQL on the file directly, as another program would.
+static void raw_sql(const char *path, const char *sql) {
+    sqlite3 *raw;
+    CHECK(sqlite3_open(path, &raw) == SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec(raw, sql, NULL, NULL, &msg);
+    CHECK_MSG(rc == SQLITE_OK, "%s", msg ? msg : "?");
+    sqlite3_free(msg);
+    sqlite3_close(raw);
+}
+
+static void schema_creation(void) {
+    char dir[512], path[600], buf[600];
+    path_in(dir, sizeof dir, "xdg");
+    snprintf(path, sizeof path, "%s/orch/profile.db", dir);
+    char *old_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+    setenv("XDG_CACHE_HOME", dir, 1);
+    CHECK(strcmp(pdb_default_path(buf, sizeof buf), path) == 0);
+    ProfileDb *db = open_ok(NULL); // the default: directories made on the way
+    if (old_xdg) {
+        setenv("XDG_CACHE_HOME", old_xdg, 1);
+        free(old_xdg);
+    } else {
+        unsetenv("XDG_CACHE_HOME");
+    }
+    if (!db)
+        return;
+    CHECK(strcmp(pdb_path(db), path) == 0);
+    pdb_close(db);
+    struct stat sb;
+    snprintf(buf, sizeof buf, "%s/orch", dir);
+    CHECK(stat(buf, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    CHECK(stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+    // The file is SQLite with our schema, in WAL mode.
+    sqlite3 *raw;
+    CHECK(sqlite3_open_v2(path, &raw, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_stmt *s;
+    CHECK(sqlite3_prepare_v2(raw, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &s,
+                             NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == PDB_SCHEMA_VERSION);
+    sqlite3_finalize(s);
+    CHECK(sqlite3_prepare_v2(raw, "PRAGMA journal_mode", -1, &s, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(s) == SQLITE_ROW &&
+          strcmp((const char *)sqlite3_column_text(s, 0), "wal") == 0);
+    sqlite3_finalize(s);
+    CHECK(sqlite3_prepare_v2(raw, "SELECT count(*) FROM measurement", -1, &s, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == 0);
+    sqlite3_finalize(s);
+    sqlite3_close(raw);
+    // Reopening (read-write and read-only) finds the schema and keeps it.
+    db = open_ok(path);
+    pdb_close(db);
+    Err e = {0};
+    CHECK(pdb_open(path, true, &db, &e) == ST_OK);
+    pdb_close(db);
+    pdb_close(NULL);
+}
+
+static void round_trip(void) {
+    char path[512];
+    path_in(path, sizeof path, "rt.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    enum { N_SIGS = 20, N_CFGS = 5 };
+    const char *targets[] = {"cpu", "cuda"};
+    const char *fps[] = {"cpu x86_64 Xeon 16 cores avx2 gcc 12.2", "cuda H100 sm_90 nvrtc 12.4"};
+    const char *cfgs[N_CFGS] = {"tile 8x8", "tile 16x4 unroll 2", "tile 32x32", "naive", "omp 4"};
+    uint64_t sigs[N_SIGS];
+    static PdbRecord recs[N_SIGS][2][2][N_CFGS];
+    int64_t t0 = (int64_t)time(NULL);
+    Err e = {0};
+    for (int i = 0; i < N_SIGS; i++) {
+        sigs[i] = rnd() | (i % 2 ? 0x8000000000000000ull : 0); // above INT64_MAX too
+        for (int t = 0; t < 2; t++)
+            for (int f = 0; f < 2; f++)
+                for (int c = 0; c < N_CFGS; c++) {
+                    if ((i + t + f + c) % 3 == 0)
+                        continue; // leave holes: look-ups must not find them
+                    recs[i][t][f][c] = random_record((PdbStatus)(rnd() % 4));
+                    PdbKey k = {sigs[i], targets[t], fps[f], cfgs[c]};
+                    CHECK_MSG(pdb_store(db, &k, &recs[i][t][f][c], &e) == ST_OK, "%s", e.msg);
+                }
+    }
+    int64_t t1 = (int64_t)time(NULL);
+    pdb_close(db);
+    db = open_ok(path); // from the file, not a cache
+    if (!db)
+        return;
+    int found_n = 0;
+    for (int i = 0; i < N_SIGS; i++)
+        for (int t = 0; t < 2; t++)
+            for (int f = 0; f < 2; f++) {
+                int expect_n = 0;
+                for (int c = 0; c < N_CFGS; c++) {
+                    PdbKey k = {sigs[i], targets[t], fps[f], cfgs[c]};
+                    PdbRecord r;
+                    memset(&r, 0x5a, sizeof r);
+                    bool found;
+                    CHECK_MSG(pdb_lookup(db, &k, &r, &found, &e) == ST_OK, "%s", e.msg);
+                    bool hole = (i + t + f + c) % 3 == 0;
+                    CHECK(found == !hole);
+                    if (found) {
+                        found_n++;
+                        expect_n++;
+                        CHECK(same_record(&r, &recs[i][t][f][c]));
+                        CHECK(r.created >= t0 && r.created <= t1);
+                    }
+                }
+                PdbRecords all;
+                CHECK(pdb_lookup_all(db, sigs[i], targets[t], fps[f], &all, &e) == ST_OK);
+                CHECK(all.n == expect_n);
+                for (int j = 0; j < all.n; j++) {
+                    int c = 0;
+                    while (c < N_CFGS && strcmp(cfgs[c], all.configs[j]) != 0)
+                        c++;
+                    CHECK(c < N_CFGS && (i + t + f + c) % 3 != 0);
+                    if (c < N_CFGS)
+                        CHECK(same_record(&all.recs[j], &recs[i][t][f][c]));
+                    if (j)
+                        CHECK(strcmp(all.configs[j - 1], all.configs[j]) < 0);
+                }
+                pdb_records_free(&all);
+                CHECK(all.n == 0 && !all.configs);
+            }
+    CHECK(found_n > N_SIGS * 2 * 2 * N_CFGS / 2);
+    // A signature never stored, and one differing in its top bit only.
+    PdbKey k = {sigs[1] ^ 0x8000000000000000ull, "cpu", fps[0], cfgs[1]};
+    PdbRecord r;
+    bool found = true;
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && !found);
+    PdbRecords none;
+    CHECK(pdb_lookup_all(db, sigs[0], "opencl", fps[0], &none, &e) == ST_OK && none.n == 0);
+    pdb_records_free(&none);
+    pdb_records_free(NULL);
+    pdb_close(db);
+}
+
+static void replace_and_batches(void) {
+    char path[512];
+    path_in(path, sizeof path, "replace.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {rnd(), "cpu", "fp", "cfg a"};
+    PdbRecord a = random_record(PDB_OK), b = random_record(PDB_WRONG), r;
+    snprintf(b.note, sizeof b.note, "output differs at index 17 by 3.5e-2");
+    bool found;
+    CHECK(pdb_store(db, &k, &a, &e) == ST_OK);
+    CHECK(pdb_store(db, &k, &b, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && same_record(&r, &b));
+    PdbRecords all;
+    CHECK(pdb_lookup_all(db, k.signature, "cpu", "fp", &all, &e) == ST_OK && all.n == 1);
+    pdb_records_free(&all);
+    // A note longer than the field is truncated, not overflowed.
+    memset(b.note, 'x', sizeof b.note);
+    CHECK(pdb_store(db, &k, &b, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && strlen(r.note) == sizeof r.note - 1);
+    // A rolled-back batch leaves nothing; a committed one everything.
+    CHECK(pdb_begin(db, true, &e) == ST_OK);
+    for (int i = 0; i < 50; i++) {
+        PdbKey ki = {1000 + (uint64_t)i, "cpu", "fp", "batch"};
+        CHECK(pdb_store(db, &ki, &a, &e) == ST_OK);
+    }
+    pdb_rollback(db);
+    PdbKey k0 = {1000, "cpu", "fp", "batch"};
+    CHECK(pdb_lookup(db, &k0, &r, &found, &e) == ST_OK && !found);
+    CHECK(pdb_begin(db, true, &e) == ST_OK);
+    for (int i = 0; i < 50; i++) {
+        PdbKey ki = {1000 + (uint64_t)i, "cpu", "fp", "batch"};
+        CHECK(pdb_store(db, &ki, &a, &e) == ST_OK);
+    }
+    CHECK(pdb_commit(db, &e) == ST_OK);
+    CHECK(pdb_begin(db, false, &e) == ST_OK);
+    int n = 0;
+    for (int i = 0; i < 50; i++) {
+        PdbKey ki = {1000 + (uint64_t)i, "cpu", "fp", "batch"};
+        CHECK(pdb_lookup(db, &ki, &r, &found, &e) == ST_OK);
+        n += found && same_record(&r, &a);
+    }
+    CHECK(pdb_commit(db, &e) == ST_OK);
+    CHECK_MSG(n == 50, "%d", n);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+// A child that opens the file, marks k pending and then waits for a byte on `go` (or exits at
+// once when go < 0). Reports "marked" by writing one byte to `ready`.
+static pid_t pending_child(const char *path, const PdbKey *k, int ready, int go) {
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    Err e = {0};
+    ProfileDb *db;
+    int st = pdb_open(path, false, &db, &e) == ST_OK && pdb_mark_pending(db, k, &e) == ST_OK;
+    pdb_close(db);
+    char c = st ? 'y' : 'n';
+    if (write(ready, &c, 1) != 1)
+        _exit(3);
+    if (go >= 0 && read(go, &c, 1) != 1)
+        _exit(4);
+    _exit(st ? 0 : 2);
+}
+
+static void pending_crashed(void) {
+    char path[512];
+    path_in(path, sizeof path, "pending.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {rnd(), "cpu", "fp crash", "cfg"};
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t pid = pending_child(path, &k, ready[1], -1);
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    PdbRecord r;
+    bool found;
+    CHECK_MSG(pdb_lookup(db, &k, &r, &found, &e) == ST_OK, "%s", e.msg);
+    CHECK(found && r.status == PDB_CRASHED);
+    char pidtxt[32];
+    snprintf(pidtxt, sizeof pidtxt, "process %d ", (int)pid);
+    CHECK_MSG(strstr(r.note, pidtxt) != NULL, "%s", r.note);
+    PdbRecords all;
+    CHECK(pdb_lookup_all(db, k.signature, k.target, k.fingerprint, &all, &e) == ST_OK);
+    CHECK(all.n == 1 && all.recs[0].status == PDB_CRASHED);
+    pdb_records_free(&all);
+
+    // A child SIGKILLed while pending reads the same once it is reaped.
+    PdbKey k2 = {rnd(), "cpu", "fp crash", "cfg 2"};
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid = pending_child(path, &k2, ready[1], go[0]);
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    CHECK(pdb_lookup(db, &k2, &r, &found, &e) == ST_OK && found && r.status == PDB_PENDING);
+    kill(pid, SIGKILL);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
+    CHECK(pdb_lookup(db, &k2, &r, &found, &e) == ST_OK && found && r.status == PDB_CRASHED);
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK);
+    CHECK(st.by_status[PDB_CRASHED] == 2 && st.by_status[PDB_PENDING] == 0);
+    pdb_stats_free(&st);
+    // Storing the result replaces the pending row.
+    PdbRecord ok = random_record(PDB_OK);
+    CHECK(pdb_store(db, &k2, &ok, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k2, &r, &found, &e) == ST_OK && found && same_record(&r, &ok));
+    close(go[0]);
+    close(go[1]);
+    close(ready[0]);
+    close(ready[1]);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+static void pending_live(void) {
+    char path[512];
+    path_in(path, sizeof path, "live.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbRecord r;
+    bool found;
+    // This process's own pending row.
+    PdbKey k = {rnd(), "cpu", "fp live", "cfg self"};
+    int64_t t0 = (int64_t)time(NULL);
+    CHECK(pdb_mark_pending(db, &k, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && r.status == PDB_PENDING);
+    CHECK(r.created >= t0 && r.created <= (int64_t)time(NULL));
+    CHECK(isnan(r.median_s) && isnan(r.min_s)); // no time yet, and not a time of 0
+    // A failed build stored with unknown (NaN) times reads them back as NaN.
+    PdbRecord bf = random_record(PDB_BUILD_FAILED);
+    bf.median_s = bf.min_s = bf.spread = NAN;
+    PdbKey kb = {rnd(), "cpu", "fp live", "cfg build failed"};
+    CHECK(pdb_store(db, &kb, &bf, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &kb, &r, &found, &e) == ST_OK && found && r.status == PDB_BUILD_FAILED);
+    CHECK(isnan(r.median_s) && isnan(r.spread) && strcmp(r.note, bf.note) == 0);
+    // A live child's: pending while it runs, crashed once it has exited (even before it is
+    // reaped: a zombie measures nothing).
+    PdbKey k2 = {rnd(), "cpu", "fp live", "cfg child"};
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pid_t pid = pending_child(path, &k2, ready[1], go[0]);
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    CHECK(pdb_lookup(db, &k2, &r, &found, &e) == ST_OK && found && r.status == PDB_PENDING);
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.by_status[PDB_PENDING] == 2);
+    pdb_stats_free(&st);
+    CHECK(write(go[1], "g", 1) == 1);
+    bool crashed = false;
+    for (int i = 0; i < 400 && !crashed; i++) { // up to 4 s for the child to exit
+        CHECK(pdb_lookup(db, &k2, &r, &found, &e) == ST_OK && found);
+        crashed = r.status == PDB_CRASHED;
+        if (!crashed)
+            usleep(10000);
+    }
+    CHECK(crashed);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    close(go[1]);
+    pdb_close(db);
+    // Rows written by others: this pid with another start time (pid reused) is crashed; another
+    // host's recent row is pending (cannot be checked), its day-old row crashed.
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO measurement (signature, target, fingerprint, config, status, created, "
+             "pid, host, proc_start) VALUES "
+             "('0000000000000001', 'cpu', 'fp live', 'reused', 4, %lld, %d, '%s', 'bogus/1'),"
+             "('0000000000000001', 'cpu', 'fp live', 'remote new', 4, %lld, 1, "
+             "'no-such-host.invalid', ''),"
+             "('0000000000000001', 'cpu', 'fp live', 'remote old', 4, %lld, 1, "
+             "'no-such-host.invalid', '')",
+             (long long)time(NULL), (int)getpid(), "HOST", (long long)time(NULL),
+             (long long)time(NULL) - 2 * 86400);
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    char *h = strstr(sql, "'HOST'");
+    char fixed[1400];
+    snprintf(fixed, sizeof fixed, "%.*s'%s'%s", (int)(h - sql), sql, host, h + 6);
+    raw_sql(path, fixed);
+    db = open_ok(path);
+    if (!db)
+        return;
+    const char *cfgs[] = {"reused", "remote new", "remote old"};
+    const PdbStatus want[] = {PDB_CRASHED, PDB_PENDING, PDB_CRASHED};
+    for (int i = 0; i < 3; i++) {
+        PdbKey ki = {1, "cpu", "fp live", cfgs[i]};
+        CHECK(pdb_lookup(db, &ki, &r, &found, &e) == ST_OK && found);
+        CHECK_MSG(r.status == want[i], "%s: %s", cfgs[i], pdb_status_name(r.status));
+    }
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+static void values(void) {
+    char path[512];
+    path_in(path, sizeof path, "values.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    double v = 0, bw = 1e9 * (double)(1 + rnd() % 4000), fl = 1e12 * (double)(1 + rnd() % 60);
+    bool found = true;
+    CHECK(pdb_get_value(db, "gpu A", "bandwidth", &v, &found, &e) == ST_OK && !found);
+    CHECK(pdb_set_value(db, "gpu A", "bandwidth", bw, &e) == ST_OK);
+    CHECK(pdb_set_value(db, "gpu A", "flops", fl, &e) == ST_OK);
+    CHECK(pdb_set_value(db, "gpu B", "bandwidth", bw / 2, &e) == ST_OK);
+    pdb_close(db);
+    db = open_ok(path);
+    if (!db)
+        return;
+    CHECK(pdb_get_value(db, "gpu A", "bandwidth", &v, &found, &e) == ST_OK && found && v == bw);
+    CHECK(pdb_get_value(db, "gpu A", "flops", &v, &found, &e) == ST_OK && found && v == fl);
+    CHECK(pdb_get_value(db, "gpu B", "bandwidth", &v, &found, &e) == ST_OK && found && v == bw / 2);
+    CHECK(pdb_get_value(db, "gpu B", "flops", &v, &found, &e) == ST_OK && !found);
+    CHECK(pdb_set_value(db, "gpu A", "bandwidth", bw * 3, &e) == ST_OK);
+    CHECK(pdb_get_value(db, "gpu A", "bandwidth", &v, &found, &e) == ST_OK && v == bw * 3);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+// Fills a database with known rows: per target "cpu"/"cuda" and fingerprint "dev one"/"dev two".
+// Returns the number of measurement rows.
+static int populate(ProfileDb *db, int per_group) {
+    const char *targets[] = {"cpu", "cuda"}, *fps[] = {"dev one", "dev two"};
+    Err e = {0};
+    int n = 0;
+    for (int t = 0; t < 2; t++)
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < per_group; i++) {
+                PdbKey k = {(uint64_t)(i / 2 + 1), targets[t], fps[f], i % 2 ? "b" : "a"};
+                PdbRecord r = random_record((PdbStatus)(i % 3));
+                CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+                n++;
+            }
+    CHECK(pdb_set_value(db, "dev one", "bw", 1.5, &e) == ST_OK);
+    CHECK(pdb_set_value(db, "dev two", "bw", 2.5, &e) == ST_OK);
+    return n;
+}
+
+static void stats(void) {
+    char path[512];
+    path_in(path, sizeof path, "stats.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    int64_t t0 = (int64_t)time(NULL);
+    int per = 9;
+    int n = populate(db, per);
+    PdbKey kp = {999, "cpu", "dev one", "p"};
+    CHECK(pdb_mark_pending(db, &kp, &e) == ST_OK);
+    int64_t t1 = (int64_t)time(NULL);
+    PdbStats st;
+    CHECK_MSG(pdb_stats(db, &st, &e) == ST_OK, "%s", e.msg);
+    CHECK(strcmp(st.path, path) == 0);
+    CHECK(st.rows == n + 1 && st.signatures == (per + 1) / 2 + 1 && st.values == 2);
+    CHECK(st.by_status[PDB_OK] == 4 * 3 && st.by_status[PDB_WRONG] == 4 * 3 &&
+          st.by_status[PDB_BUILD_FAILED] == 4 * 3 && st.by_status[PDB_PENDING] == 1 &&
+          st.by_status[PDB_CRASHED] == 0);
+    CHECK(st.oldest >= t0 && st.newest <= t1 && st.oldest <= st.newest);
+    CHECK(st.file_bytes > 0 && st.schema_version == PDB_SCHEMA_VERSION);
+    CHECK(strcmp(st.integrity, "ok") == 0);
+    CHECK(st.n_groups == 4);
+    if (st.n_groups == 4) {
+        CHECK(strcmp(st.groups[0].target, "cpu") == 0 &&
+              strcmp(st.groups[0].fingerprint, "dev one") == 0);
+        CHECK(st.groups[0].rows == per + 1 && st.groups[0].by_status[PDB_PENDING] == 1);
+        CHECK(strcmp(st.groups[3].target, "cuda") == 0 &&
+              strcmp(st.groups[3].fingerprint, "dev two") == 0);
+        CHECK(st.groups[3].rows == per && st.groups[3].signatures == (per + 1) / 2);
+    }
+    char out[600];
+    path_in(out, sizeof out, "stats.txt");
+    FILE *f = fopen(out, "w+");
+    pdb_stats_print(&st, f, false);
+    pdb_stats_print(&st, f, true);
+    rewind(f);
+    static char text[16384];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = 0;
+    fclose(f);
+    char want[64];
+    snprintf(want, sizeof want, "\"rows\": %d,", n + 1);
+    CHECK_MSG(strstr(text, want) != NULL, "%s", text);
+    CHECK(strstr(text, "\"pending\": 1") && strstr(text, "\"fingerprint\": \"dev two\""));
+    CHECK(strstr(text, "measurements:") && strstr(text, path));
+    pdb_stats_free(&st);
+    pdb_stats_free(NULL);
+    pdb_close(db);
+    // Read-only stats work too.
+    CHECK(pdb_open(path, true, &db, &e) == ST_OK);
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.rows == n + 1);
+    pdb_stats_free(&st);
+    pdb_close(db);
+}
+
+static void clear_filters(void) {
+    char path[512];
+    path_in(path, sizeof path, "clear.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    int per = 7;
+    int n = populate(db, per);
+    int64_t cnt = -1, del = -1;
+    CHECK(pdb_count_matching(db, "cuda", NULL, &cnt, &e) == ST_OK && cnt == 2 * per);
+    CHECK(pdb_clear(db, "cuda", NULL, &del, &e) == ST_OK && del == 2 * per);
+    PdbRecords all;
+    CHECK(pdb_lookup_all(db, 1, "cuda", "dev one", &all, &e) == ST_OK && all.n == 0);
+    pdb_records_free(&all);
+    CHECK(pdb_lookup_all(db, 1, "cpu", "dev one", &all, &e) == ST_OK && all.n == 2);
+    pdb_records_free(&all);
+    double v;
+    bool found;
+    CHECK(pdb_get_value(db, "dev two", "bw", &v, &found, &e) == ST_OK && found); // kept
+    // A fingerprint substring: the rows of "dev two" and its device value.
+    CHECK(pdb_count_matching(db, NULL, "two", &cnt, &e) == ST_OK && cnt == per + 1);
+    CHECK(pdb_clear(db, NULL, "two", &del, &e) == ST_OK && del == per + 1);
+    CHECK(pdb_get_value(db, "dev two", "bw", &v, &found, &e) == ST_OK && !found);
+    CHECK(pdb_get_value(db, "dev one", "bw", &v, &found, &e) == ST_OK && found && v == 1.5);
+    CHECK(pdb_clear(db, "cpu", "no such device", &del, &e) == ST_OK && del == 0);
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.rows == n - 3 * per && st.n_groups == 1);
+    pdb_stats_free(&st);
+    CHECK(pdb_clear(db, NULL, NULL, &del, &e) == ST_OK && del == per + 1);
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.rows == 0 && st.values == 0 && st.n_groups == 0 &&
+          st.oldest == 0);
+    pdb_stats_free(&st);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+static void readonly_missing(void) {
+    char path[512];
+    path_in(path, sizeof path, "missing/none.db");
+    Err e = {0};
+    ProfileDb *db = (ProfileDb *)&e;
+    CHECK(pdb_open(path, true, &db, &e) == ST_RUNTIME && db == NULL);
+    CHECK(strstr(e.msg, path) && strstr(e.msg, "does not exist"));
+    struct stat sb;
+    char dir[512];
+    path_in(dir, sizeof dir, "missing");
+    CHECK(stat(dir, &sb) != 0); // nothing created
+    // A read-only handle refuses writes with a message.
+    path_in(path, sizeof path, "ro.db");
+    db = open_ok(path);
+    pdb_close(db);
+    Err e2 = {0};
+    CHECK(pdb_open(path, true, &db, &e2) == ST_OK);
+    PdbKey k = {1, "cpu", "fp", "c"};
+    PdbRecord r = random_record(PDB_OK);
+    CHECK(pdb_store(db, &k, &r, &e2) != ST_OK && strstr(e2.msg, "read-only"));
+    pdb_close(db);
+    Err e4 = {0};
+    CHECK(pdb_open("", false, &db, &e4) == ST_USAGE);
+    // A directory is not a database.
+    Err e3 = {0};
+    CHECK(pdb_open(tmpdir, false, &db, &e3) != ST_OK && strstr(e3.msg, tmpdir));
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, n, f) == n);
+    if (f)
+        fclose(f);
+}
+
+static void not_a_database(void) {
+    char path[512];
+    path_in(path, sizeof path, "model.onnx");
+    const char text[] = "this is not a database, it is somebody's file\n";
+    write_file(path, text, sizeof text - 1);
+    Err e = {0};
+    ProfileDb *db;
+    CHECK(pdb_open(path, false, &db, &e) == ST_INVALID && db == NULL);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, "not an SQLite database"), "%s", e.msg);
+    CHECK(pdb_open(path, true, &db, &e) == ST_INVALID);
+    bool removed = true;
+    Err e2 = {0};
+    CHECK(pdb_damaged(path, true, &removed, &e2) == ST_INVALID && !removed);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == (off_t)(sizeof text - 1)); // untouched
+    // Shorter than SQLite's header.
+    write_file(path, "SQL", 3);
+    Err e3 = {0};
+    CHECK(pdb_open(path, false, &db, &e3) == ST_INVALID && strstr(e3.msg, path));
+    // A healthy SQLite database of somebody else's.
+    path_in(path, sizeof path, "foreign.db");
+    raw_sql(path, "CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT)");
+    Err e4 = {0};
+    CHECK(pdb_open(path, false, &db, &e4) == ST_INVALID);
+    CHECK_MSG(strstr(e4.msg, "not an orch profile database") && strstr(e4.msg, path), "%s", e4.msg);
+    Err e5 = {0};
+    CHECK(pdb_damaged(path, true, &removed, &e5) == ST_OK && !removed);
+    CHECK(stat(path, &sb) == 0);
+}
+
+static void truncated(void) {
+    char path[512];
+    path_in(path, sizeof path, "trunc.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    CHECK(pdb_begin(db, true, &e) == ST_OK);
+    for (int i = 0; i < 3000; i++) {
+        char cfg[64];
+        snprintf(cfg, sizeof cfg, "config %d with a longer description", i);
+        PdbKey k = {rnd(), "cpu", "a long device fingerprint line for the truncation test", cfg};
+        PdbRecord r = random_record(PDB_OK);
+        CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    }
+    CHECK(pdb_commit(db, &e) == ST_OK);
+    pdb_close(db); // the last connection checkpoints: everything is in the main file
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size > 100000);
+    const off_t sizes[] = {sb.st_size / 2, 8192, 4096, 200};
+    for (size_t i = 0; i < ORCH_COUNT(sizes); i++) {
+        CHECK(truncate(path, sizes[i]) == 0);
+        // Whatever call meets the damage reports it, naming the file and the way out.
+        Err e2 = {0};
+        int rc = pdb_open(path, false, &db, &e2);
+        if (rc == ST_OK) {
+            PdbRecords all;
+            PdbStats st;
+            rc = pdb_lookup_all(db, 1, "cpu", "x", &all, &e2);
+            if (rc == ST_OK)
+                rc = pdb_stats(db, &st, &e2);
+            pdb_close(db);
+        }
+        CHECK_MSG(rc == ST_INVALID, "size %lld: rc %d", (long long)sizes[i], rc);
+        CHECK_MSG(strstr(e2.msg, path) && strstr(e2.msg, "orch db clear --db"), "%s", e2.msg);
+    }
+    bool damaged = false;
+    CHECK(pdb_damaged(path, false, &damaged, &e) == ST_OK && damaged);
+    CHECK(stat(path, &sb) == 0); // only asked
+    CHECK(pdb_damaged(path, true, &damaged, &e) == ST_OK && damaged);
+    CHECK(stat(path, &sb) != 0);
+    db = open_ok(path); // made anew
+    pdb_close(db);
+}
+
+static void newer_schema(void) {
+    char path[512];
+    path_in(path, sizeof path, "newer.db");
+    ProfileDb *db = open_ok(path);
+    pdb_close(db);
+    raw_sql(path, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+    Err e = {0};
+    CHECK(pdb_open(path, false, &db, &e) == ST_UNSUPPORTED && db == NULL);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, "schema version 99"), "%s", e.msg);
+    Err e2 = {0};
+    CHECK(pdb_open(path, true, &db, &e2) == ST_UNSUPPORTED);
+    bool removed = true;
+    Err e3 = {0};
+    CHECK(pdb_damaged(path, true, &removed, &e3) == ST_OK && !removed); // healthy: kept
+    raw_sql(path, "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+    db = open_ok(path);
+    pdb_close(db);
+}
+
+// Each writer stores n rows of its own and reads each back; returns the number of failures.
+static int writer_loop(const char *path, uint64_t base, int n) {
+    Err e = {0};
+    ProfileDb *db;
+    if (pdb_open(path, false, &db, &e) != ST_OK) {
+        fprintf(stderr, "writer %" PRIu64 ": %s\n", base, e.msg);
+        return n;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        PdbKey k = {base + (uint64_t)i, "cpu", "fp concurrent", "cfg"};
+        PdbRecord r = {.status = PDB_OK, .median_s = (double)(base + (uint64_t)i), .reps = i};
+        PdbRecord got;
+        bool found;
+        Err ei = {0};
+        if (i % 4 == 0 && pdb_mark_pending(db, &k, &ei) != ST_OK)
+            bad++;
+        if (pdb_store(db, &k, &r, &ei) != ST_OK || pdb_lookup(db, &k, &got, &found, &ei) != ST_OK ||
+            !found || got.reps != i)
+            bad++;
+        if (i % 50 == 0) {
+            PdbStats st;
+            if (pdb_stats(db, &st, &ei) != ST_OK)
+                bad++;
+            pdb_stats_free(&st);
+        }
+        if (ei.code && bad < 3)
+            fprintf(stderr, "writer %" PRIu64 ": %s\n", base, ei.msg);
+    }
+    pdb_close(db);
+    return bad;
+}
+
+// Four processes create the same file at the same moment and write to it; five rounds, since
+// the races of creation are the rarer ones.
+static void concurrent_writers(void) {
+    enum { NW = 3, N = 150, ROUNDS = 5 };
+    for (int round = 0; round < ROUNDS; round++) {
+        char path[512], name[64];
+        snprintf(name, sizeof name, "concurrent%d.db", round);
+        path_in(path, sizeof path, name);
+        int go[2];
+        CHECK(pipe(go) == 0);
+        pid_t pids[NW];
+        for (int w = 0; w < NW; w++) {
+            pids[w] = fork();
+            if (pids[w] == 0) {
+                char c;
+                if (read(go[0], &c, 1) != 1)
+                    _exit(100);
+                int bad = writer_loop(path, (uint64_t)(w + 1) << 32, N);
+                _exit(bad > 99 ? 99 : bad);
+            }
+        }
+        CHECK(write(go[1], "ggg", NW) == NW);
+        int bad_parent = writer_loop(path, 0, N);
+        CHECK_MSG(bad_parent == 0, "parent: %d failures", bad_parent);
+        for (int w = 0; w < NW; w++) {
+            int status;
+            CHECK(waitpid(pids[w], &status, 0) == pids[w]);
+            CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d: status %d", w,
+                      status);
+        }
+        close(go[0]);
+        close(go[1]);
+        ProfileDb *db = open_ok(path);
+        if (!db)
+            return;
+        Err e = {0};
+        PdbStats st;
+        CHECK(pdb_stats(db, &st, &e) == ST_OK && st.rows == (NW + 1) * N &&
+              st.by_status[PDB_OK] == (NW + 1) * N);
+        pdb_stats_free(&st);
+        pdb_close(db);
+    }
+}
+
+static void sigkill_mid_loop(void) {
+    char path[512];
+    path_in(path, sizeof path, "killed.db");
+    ProfileDb *db = open_ok(path); // exists before the child starts
+    pdb_close(db);
+    int progress[2];
+    CHECK(pipe(progress) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(progress[0]);
+        Err e = {0};
+        ProfileDb *cdb;
+        if (pdb_open(path, false, &cdb, &e) != ST_OK)
+            _exit(2);
+        for (int i = 0; i < 1000000; i++) {
+            PdbKey k = {(uint64_t)i, "cpu", "fp killed", "cfg"};
+            PdbRecord r = {.status = PDB_OK, .median_s = 1e-3 * i, .reps = i};
+            if (pdb_mark_pending(cdb, &k, &e) != ST_OK || pdb_store(cdb, &k, &r, &e) != ST_OK)
+                _exit(3);
+            if (write(progress[1], &i, sizeof i) != sizeof i) // i is stored
+                _exit(4);
+        }
+        _exit(5);
+    }
+    close(progress[1]);
+    int last = -1, v;
+    while (last < 300 && read(progress[0], &v, sizeof v) == sizeof v)
+        last = v;
+    kill(pid, SIGKILL);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status));
+    while (read(progress[0], &v, sizeof v) == sizeof v) // reported before the kill
+        last = v;
+    close(progress[0]);
+    CHECK(last >= 300);
+    db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    int missing = 0;
+    for (int i = 0; i <= last; i++) {
+        PdbKey k = {(uint64_t)i, "cpu", "fp killed", "cfg"};
+        PdbRecord r;
+        bool found;
+        CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK);
+        if (!found || r.status != PDB_OK || r.reps != i || r.median_s != 1e-3 * i)
+            missing++;
+    }
+    CHECK_MSG(missing == 0, "%d of %d stored rows lost", missing, last + 1);
+    // The row being worked on when the kill came is at most one more: pending (now crashed),
+    // or stored before its progress report went out.
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK);
+    CHECK(st.rows >= last + 1 && st.rows <= last + 2 && st.by_status[PDB_PENDING] == 0);
+    CHECK(st.by_status[PDB_CRASHED] + st.by_status[PDB_OK] == st.rows);
+    CHECK(st.by_status[PDB_CRASHED] <= 1);
+    CHECK(strcmp(st.integrity, "ok") == 0);
+    printf("  killed after %d stores, %" PRId64 " rows, %" PRId64 " crashed\n", last + 1, st.rows,
+           st.by_status[PDB_CRASHED]);
+    pdb_stats_free(&st);
+    pdb_close(db);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+int main(void) {
+    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+    const char *env = getenv("ORCH_TEST_SEED");
+    if (env)
+        seed = strtoull(env, NULL, 0);
+    printf("seed %" PRIu64 " (ORCH_TEST_SEED to repeat)\n", seed);
+    rng_state = seed | 1;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/orch_pdb_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(schema_creation);
+    RUN(round_trip);
+    RUN(replace_and_batches);
+    RUN(pending_crashed);
+    RUN(pending_live);
+    RUN(values);
+    RUN(stats);
+    RUN(clear_filters);
+    RUN(readonly_missing);
+    RUN(not_a_database);
+    RUN(truncated);
+    RUN(newer_schema);
+    RUN(concurrent_writers);
+    RUN(sigkill_mid_loop);
+    nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return CHECK_DONE();
+}
