@@ -66,6 +66,25 @@ tail -n 1 "$LOGDIR/prepare-node.log"
 "$PY" tests/models/gen_models.py build/models >"$LOGDIR/gen-models.log" 2>&1 || { cat "$LOGDIR/gen-models.log"; exit 1; }
 "$PY" tests/bad/make_corpus.py build/bad >"$LOGDIR/make-bad.log" 2>&1 || { cat "$LOGDIR/make-bad.log"; exit 1; }
 
+# The node tests compiled for the CPU target (one compile per case), in as many shards as cores.
+node_tests_compiled() { # node_tests_compiled BUILD_DIR
+    local dir=$1 pids=() k rc=0 p=0 f=0 line
+    for ((k = 0; k < JOBS; k++)); do
+        "$dir/node_tests" build/node_data --engine compiled --shard "$k/$JOBS" \
+            --xfail tests/ops/node_expected_failures.txt >"$LOGDIR/node-compiled-$k.log" 2>&1 &
+        pids+=($!)
+    done
+    for k in "${!pids[@]}"; do
+        wait "${pids[$k]}" || rc=1
+        grep -E '^(FAIL|XPASS)' "$LOGDIR/node-compiled-$k.log"
+        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGDIR/node-compiled-$k.log" | tail -n 1)
+        p=$((p + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"${line:-0 passed}")))
+        f=$((f + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"${line:-0 passed, 1 failed}")))
+    done
+    echo "$p passed, $f failed"
+    return $rc
+}
+
 run_suites() { # run_suites BUILD_DIR LABEL
     local dir=$1 label=$2
     for t in "$dir"/tests/unit_*; do
@@ -86,9 +105,20 @@ run_suites() { # run_suites BUILD_DIR LABEL
     # Orchestration on every generated model: the selection run kernel by kernel must give the
     # primitive interpreter's outputs bit for bit (tests/unit/test_plan_exec.c, models mode).
     suite "$label:models_plan" "$dir/tests/unit_plan_exec" build/models
+    # The plan and runtime session on every generated model (interpreted kernels, real artefacts).
+    suite "$label:models_session" "$dir/tests/unit_plan" build/models
     suite "$label:models_plan_ort" "$PY" tests/models/run_models.py "$dir/orch" build/models \
         --engine plan
     suite "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
+    # The CPU target end to end: every generated model compiled (C kernels, tuning, plan) and
+    # run against ONNX Runtime's outputs; the compile/run/bench/db commands incl. a SIGKILLed
+    # compile resumed and damaged artefacts; in the Release pass also every node test compiled.
+    suite "$label:models_compiled" "$PY" tests/models/run_models.py "$dir/orch" build/models \
+        --engine compiled
+    suite "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" build/models
+    if [ "$label" = release ]; then
+        suite "$label:node_tests_compiled" node_tests_compiled "$dir"
+    fi
 }
 
 echo "== suites (Release) =="

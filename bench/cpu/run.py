@@ -279,6 +279,7 @@ def bench_model(a, name):
         row["orch_min_ms"] = min(x["min_ms"] for x in orch_rounds)
         row["orch_p90_ms"] = statistics.median(x["p90_ms"] for x in orch_rounds)
         row["ratio"] = row["ort_ms"] / row["orch_ms"]
+        row["ratio_min"] = row["ort_min_ms"] / row["orch_min_ms"]
         row["orch_kernels"] = len(last["kernels"])
         row["orch_peak_rss_bytes"] = last.get("peak_rss_bytes")
         row["orch_arena_bytes"] = last.get("arena_bytes")
@@ -301,9 +302,11 @@ def mb(n):
 
 def print_table(rows, threads):
     head = (f"{'model':<12} {'ORT ms':>9} {'orch ms':>9} {'ratio':>6} {'cold s':>7} {'warm s':>7} "
-            f"{'ORT MB':>7} {'orch MB':>8} {'kernels':>7}  check")
+            f"{'min ratio':>9} {'ORT MB':>7} {'orch MB':>8} {'kernels':>7}  check")
     print(f"threads {threads}; ratio = ONNX Runtime median / orch median (> 1: orch faster); "
-          "MB = peak RSS (ORT: growth over the session, orch: its bench process)")
+          "min ratio: the same with each side's fastest run;\n"
+          "MB = peak RSS (ORT: growth over the session, orch: its bench process); "
+          "cold/warm: orch compile wall time with a fresh / the same profile database")
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -313,10 +316,10 @@ def print_table(rows, threads):
             orch_mb = mb(r["orch_peak_rss_bytes"] or r["orch_process_max_rss_bytes"])
             print(f"{r['model']:<12} {ort} {r['orch_ms']:>9.2f} {r['ratio']:>6.2f} "
                   f"{r['compile_cold']['wall_s']:>7.1f} {r['compile_warm']['wall_s']:>7.1f} "
-                  f"{ort_mb:>7} {orch_mb:>8} {r['orch_kernels']:>7}  {r.get('check', '-')}")
+                  f"{r['ratio_min']:>9.2f} {ort_mb:>7} {orch_mb:>8} {r['orch_kernels']:>7}  {r.get('check', '-')}")
         else:
             first = r["error"].splitlines()[0] if r.get("error") else "?"
-            print(f"{r['model']:<12} {ort} {'FAILED':>9} {'':>6} {'':>7} {'':>7} {ort_mb:>7} "
+            print(f"{r['model']:<12} {ort} {'FAILED':>9} {'':>6} {'':>7} {'':>7} {'':>9} {ort_mb:>7} "
                   f"{'':>8} {'':>7}  {first}")
     ratios = [r["ratio"] for r in rows if "ratio" in r]
     failed = [r["model"] for r in rows if "ratio" not in r]

@@ -586,7 +586,7 @@ static int check_artifact_flags(const Args *a) {
                                              : NULL;
     if (!flag)
         return ST_OK;
-    char what[300];
+    char what[400];
     snprintf(what, sizeof what, "%s applies to ONNX models; %.200s is a compiled artefact (give "
                                 "it to orch compile instead)", flag, a->model);
     return usage_error("%s", what);

@@ -563,11 +563,22 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (rc == ST_OK)
         rc = file_read_all(onnx_path, (int64_t)1 << 34, &bytes, &size, e);
     if (rc == ST_OK) {
+        // The artefact carries the model's bytes: external data goes inline.
         char *dirbuf = xstrdup(onnx_path);
-        rc = compile_import(bytes, size, onnx_path, dirname(dirbuf), opt->input_shapes,
-                            opt->attention_rewrite, &g, &pg, e);
+        uint8_t *inl = NULL;
+        size_t inl_size = 0;
+        rc = onnx_inline_external_data(bytes, size, onnx_path, dirname(dirbuf), &inl, &inl_size,
+                                       e);
+        if (inl) {
+            free(bytes);
+            bytes = inl;
+            size = inl_size;
+        }
         free(dirbuf);
     }
+    if (rc == ST_OK)
+        rc = compile_import(bytes, size, onnx_path, NULL, opt->input_shapes,
+                            opt->attention_rewrite, &g, &pg, e);
     if (rc)
         goto out;
     d.pg = pg;

@@ -685,3 +685,80 @@ int parse_input_shapes(char *spec, InputShape *shapes, int max, int *count, Err 
     }
     return ST_OK;
 }
+
+int onnx_inline_external_data(const void *data, size_t size, const char *name,
+                              const char *base_dir, uint8_t **out, size_t *out_size, Err *e) {
+    *out = NULL;
+    *out_size = 0;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
+    if (!mp)
+        return err_set(e, ST_INVALID,
+                       "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
+                       "corrupt or not an ONNX file)",
+                       name);
+    Loader L = {NULL, base_dir, e};
+    Onnx__GraphProto *gp = mp->graph;
+    size_t n = gp ? gp->n_initializer : 0;
+    // What protobuf-c must free is put back before freeing: the external entries, no raw data.
+    Onnx__StringStringEntryProto ***saved = calloc(n + 1, sizeof *saved);
+    size_t *saved_n = calloc(n + 1, sizeof *saved_n);
+    int rc = (saved && saved_n) ? ST_OK : err_set(e, ST_RUNTIME, "out of memory");
+    bool any = false;
+    for (size_t i = 0; i < n && rc == ST_OK; i++) {
+        Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->has_data_location ||
+            tp->data_location != ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+            continue;
+        const char *tname = tp->name ? tp->name : "?";
+        DType dt = (DType)tp->data_type;
+        int64_t numel;
+        if (!storable(dt)) {
+            rc = err_set(e, ST_UNSUPPORTED, "initializer '%s' has data type %s", tname,
+                         dtype_name(dt));
+            break;
+        }
+        if ((rc = check_dims("initializer", tname, tp->dims, tp->n_dims, dt, &numel, e)))
+            break;
+        uint8_t *bytes = NULL;
+        size_t nbytes = (size_t)numel * dtype_size(dt);
+        if ((rc = load_external(&L, tp, tname, &bytes, nbytes)))
+            break;
+        saved[i] = tp->external_data;
+        saved_n[i] = tp->n_external_data;
+        tp->external_data = NULL;
+        tp->n_external_data = 0;
+        tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__DEFAULT;
+        tp->has_raw_data = 1;
+        tp->raw_data.data = bytes;
+        tp->raw_data.len = nbytes;
+        any = true;
+    }
+    if (rc == ST_OK && any) {
+        size_t packed = onnx__model_proto__get_packed_size(mp);
+        if ((int64_t)packed > MAX_MODEL_BYTES)
+            rc = err_set(e, ST_UNSUPPORTED,
+                         "%s: with its external data inlined the model is over the 2 GiB "
+                         "protobuf limit",
+                         name);
+        else if (!(*out = malloc(packed ? packed : 1)))
+            rc = err_set(e, ST_RUNTIME, "%s: out of memory inlining external data", name);
+        else
+            *out_size = onnx__model_proto__pack(mp, *out);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (saved && saved[i]) {
+            Onnx__TensorProto *tp = gp->initializer[i];
+            tp->external_data = saved[i];
+            tp->n_external_data = saved_n[i];
+        }
+    free(saved);
+    free(saved_n);
+    onnx__model_proto__free_unpacked(mp, NULL); // frees the inlined raw data too (malloc'd)
+    if (rc) {
+        free(*out);
+        *out = NULL;
+        *out_size = 0;
+        err_prefix(e, "%s: ", name);
+    }
+    return rc;
+}

@@ -29,6 +29,12 @@ int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e
 int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
                      const LoadOptions *opt, Graph **out, Err *e);
 
+// Returns in *out (malloc'd) the model with every external-data initializer read (from base_dir,
+// as the loader reads them) and stored inline, so the bytes are self-contained; *out stays NULL
+// when the model has no external data.
+int onnx_inline_external_data(const void *data, size_t size, const char *name,
+                              const char *base_dir, uint8_t **out, size_t *out_size, Err *e);
+
 // Reads a serialized TensorProto file (ONNX test data *.pb): dtype, shape and a malloc'd copy
 // of the data (little-endian, row-major). The caller frees *data.
 int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *dims, void **data,

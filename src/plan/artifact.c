@@ -73,7 +73,9 @@ static void o_str(Out *o, const char *s, size_t cap) {
     o_bytes(o, s, n);
 }
 
-static uint64_t align_sec(uint64_t n) { return (n + SECTION_ALIGN - 1) / SECTION_ALIGN * SECTION_ALIGN; }
+static uint64_t align_sec(uint64_t n) {
+    return (n + SECTION_ALIGN - 1) / SECTION_ALIGN * SECTION_ALIGN;
+}
 
 // The header for sections of the given sizes and checksums into o; offsets receives where
 // each section starts.
@@ -111,7 +113,9 @@ static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, co
     ORCH_ASSERT(o->n == header_bytes);
 }
 
-static int write_all(FILE *f, const void *d, size_t n) { return n && fwrite(d, 1, n, f) != n; }
+static int write_all(FILE *f, const void *d, size_t n) {
+    return n && fwrite(d, 1, n, f) != n;
+}
 
 int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
                    const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e) {
@@ -155,8 +159,7 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
         rc = err_set(e, ST_RUNTIME, "%s: cannot write the artefact: %s", path,
                      strerror(saved ? saved : EIO));
     else if (rename(tmp, path) != 0)
-        rc = err_set(e, ST_RUNTIME, "%s: cannot rename %s over it: %s", path, tmp,
-                     strerror(errno));
+        rc = err_set(e, ST_RUNTIME, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
     if (rc)
         unlink(tmp);
     free(tmp);
@@ -207,13 +210,15 @@ static int parse(ArtifactContents *a, Err *e) {
     size_t size = a->size;
     const char *path = a->path;
     if (size == 0)
-        return err_set(e, ST_INVALID, "%s: empty file, not an orch artefact (make one with orch "
-                                      "compile MODEL.onnx -t cpu -o MODEL.orch)",
+        return err_set(e, ST_INVALID,
+                       "%s: empty file, not an orch artefact (make one with orch "
+                       "compile MODEL.onnx -t cpu -o MODEL.orch)",
                        path);
     size_t m = ORCH_MIN(size, sizeof MAGIC);
     if (memcmp(d, MAGIC, m) != 0)
-        return err_set(e, ST_INVALID, "%s: not an orch artefact (it does not start with orch's "
-                                      "magic bytes)%s",
+        return err_set(e, ST_INVALID,
+                       "%s: not an orch artefact (it does not start with orch's "
+                       "magic bytes)%s",
                        path,
                        d[0] == 0x08 ? "; it may be an ONNX model: run it directly, or compile it "
                                       "with orch compile"
@@ -262,8 +267,7 @@ static int parse(ArtifactContents *a, Err *e) {
         sum[s] = i_u64(&in);
         if (in.bad || kind != (uint32_t)(s + 1) || off[s] < end || off[s] % SECTION_ALIGN ||
             len[s] > UINT64_MAX / 2 || off[s] > UINT64_MAX / 2)
-            return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent",
-                           path);
+            return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent", path);
         end = off[s] + len[s];
     }
     if (in.pos != in.n || (h->load_flags & ~3u) || h->threads < 0 || h->kernels < 0)
@@ -272,15 +276,13 @@ static int parse(ArtifactContents *a, Err *e) {
         return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of %llu expected", path, size,
                        (unsigned long long)end);
     if (size > end)
-        return err_set(e, ST_INVALID,
-                       "%s: corrupted: %llu unexpected bytes after the last section", path,
-                       (unsigned long long)(size - end));
+        return err_set(e, ST_INVALID, "%s: corrupted: %llu unexpected bytes after the last section",
+                       path, (unsigned long long)(size - end));
     for (int s = 0; s < N_SECTIONS; s++) {
         sec[s] = d + off[s];
         if (artifact_hash(sec[s], (size_t)len[s]) != sum[s])
-            return err_set(e, ST_INVALID,
-                           "%s: corrupted: the %s section's checksum does not match", path,
-                           SEC_NAMES[s + 1]);
+            return err_set(e, ST_INVALID, "%s: corrupted: the %s section's checksum does not match",
+                           path, SEC_NAMES[s + 1]);
     }
     if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)
         return err_set(e, ST_INVALID,

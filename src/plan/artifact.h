@@ -24,22 +24,22 @@
 enum { ARTIFACT_ATTENTION_REWRITE = 1u << 0, ARTIFACT_NO_CLEANUP = 1u << 1 };
 
 typedef struct ArtifactHeader {
-    uint32_t format_version;  // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
-    char orch_version[32];    // ORCH_VERSION of the build that compiled it
-    char target[16];          // "cpu"
-    char fingerprint[512];    // HwInfo.fingerprint of the machine it was compiled for
-    uint64_t model_hash;      // artifact_hash(onnx bytes)
+    uint32_t format_version; // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
+    char orch_version[32];   // ORCH_VERSION of the build that compiled it
+    char target[16];         // "cpu"
+    char fingerprint[512];   // HwInfo.fingerprint of the machine it was compiled for
+    uint64_t model_hash;     // artifact_hash(onnx bytes)
     char input_shapes[ARTIFACT_MAX_SHAPES]; // every graph input's shape, parse_input_shapes form
-    uint32_t load_flags;      // ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP
-    int threads;              // OpenMP threads it was tuned with (0: all cores)
-    int kernels;              // launches in the plan
+    uint32_t load_flags;                    // ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP
+    int threads;                            // OpenMP threads it was tuned with (0: all cores)
+    int kernels;              // kernels of the selection (Plan.n_kernels; copies excluded)
     double predicted_seconds; // the selection's predicted time
 } ArtifactHeader;
 
 typedef struct ArtifactContents {
-    char *path;              // the file (or the name given for memory), for messages
+    char *path; // the file (or the name given for memory), for messages
     ArtifactHeader h;
-    uint8_t *data;           // the whole file (owned); the sections point into it
+    uint8_t *data; // the whole file (owned); the sections point into it
     size_t size;
     const uint8_t *onnx, *plan, *so;
     size_t onnx_size, plan_size, so_size;

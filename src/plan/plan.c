@@ -61,7 +61,9 @@ typedef struct KDesc {
     double predicted;
 } KDesc;
 
-static int64_t align_up(int64_t n) { return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN; }
+static int64_t align_up(int64_t n) {
+    return (n + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+}
 
 static bool is_identifier(const char *s) {
     if (!s || !*s || strlen(s) > 255 || (*s >= '0' && *s <= '9'))
@@ -74,10 +76,10 @@ static bool is_identifier(const char *s) {
 }
 
 static const char *first_origin(const PrimGraph *pg, const KDesc *k) {
-    const char *o = k->n_prims > 0 && k->prims[k->n_prims - 1] >= 0 &&
-                            k->prims[k->n_prims - 1] < pg->n_prims
-                        ? pg->prims[k->prims[k->n_prims - 1]]->origin
-                        : NULL;
+    const char *o =
+        k->n_prims > 0 && k->prims[k->n_prims - 1] >= 0 && k->prims[k->n_prims - 1] < pg->n_prims
+            ? pg->prims[k->prims[k->n_prims - 1]]->origin
+            : NULL;
     return o && *o ? o : "?";
 }
 
@@ -87,8 +89,8 @@ static int kdesc_check(const PrimGraph *pg, const KDesc *k, int i, const char *w
         return err_set(e, ST_INVALID, "%s: kernel %d has kind %d, not generated/interp/opaque",
                        what, i, (int)k->kind);
     if (k->n_prims < 1 || k->n_prims > pg->n_prims)
-        return err_set(e, ST_INVALID, "%s: kernel %d has %d primitives (the graph has %d)", what,
-                       i, k->n_prims, pg->n_prims);
+        return err_set(e, ST_INVALID, "%s: kernel %d has %d primitives (the graph has %d)", what, i,
+                       k->n_prims, pg->n_prims);
     for (int j = 0; j < k->n_prims; j++)
         if (k->prims[j] < 0 || k->prims[j] >= pg->n_prims || (j && k->prims[j] <= k->prims[j - 1]))
             return err_set(e, ST_INVALID,
@@ -137,8 +139,8 @@ static int kdesc_check(const PrimGraph *pg, const KDesc *k, int i, const char *w
         }
         if (!used)
             return err_set(e, ST_INVALID,
-                           "%s: kernel %d (from '%s'): primitive #%d does not lead to the sink", what,
-                           i, from, p->id);
+                           "%s: kernel %d (from '%s'): primitive #%d does not lead to the sink",
+                           what, i, from, p->id);
     }
     for (int j = 0; j < sink->n_out; j++)
         if (sink->out[j] >= pg->n_tensors)
@@ -239,15 +241,24 @@ typedef struct Item {
     int64_t size; // aligned
     int first, last;
     int64_t offset;
+    int64_t key; // the current order's first criterion, descending
 } Item;
 
-static int cmp_item_size(const void *a, const void *b) {
+// Placement orders tried; the packing with the least peak wins (ties: the first).
+enum { ORDER_SIZE, ORDER_AREA, ORDER_FIRST, N_ORDERS };
+
+static int cmp_i64_desc(int64_t a, int64_t b) {
+    return (a < b) - (a > b);
+}
+
+static int cmp_item(const void *a, const void *b) {
     const Item *x = a, *y = b;
-    if (x->size != y->size)
-        return x->size > y->size ? -1 : 1;
-    if (x->first != y->first)
-        return x->first < y->first ? -1 : 1;
-    return (x->t > y->t) - (x->t < y->t);
+    int c = cmp_i64_desc(x->key, y->key);
+    if (!c)
+        c = cmp_i64_desc(x->size, y->size);
+    if (!c)
+        c = (x->first > y->first) - (x->first < y->first);
+    return c ? c : (x->t > y->t) - (x->t < y->t);
 }
 
 static int cmp_item_offset(const void *a, const void *b) {
@@ -255,11 +266,14 @@ static int cmp_item_offset(const void *a, const void *b) {
     return ((*x)->offset > (*y)->offset) - ((*x)->offset < (*y)->offset);
 }
 
-// Greedy by size, best fit: each tensor (largest first) takes the smallest gap between the
-// tensors already placed that are live at the same time, or goes on top of them.
-static int64_t pack(Item *it, int n) {
-    qsort(it, (size_t)n, sizeof(Item), cmp_item_size);
-    Item **live = xmalloc(sizeof(Item *) * (size_t)(n + 1));
+// Greedy best fit in the given order: each tensor takes the smallest gap between the tensors
+// already placed that are live at the same time, or goes on top of them.
+static int64_t pack_order(Item *it, int n, int order, Item **live) {
+    for (int i = 0; i < n; i++)
+        it[i].key = order == ORDER_AREA    ? it[i].size * (it[i].last - it[i].first + 1)
+                    : order == ORDER_FIRST ? -(int64_t)it[i].first
+                                           : 0;
+    qsort(it, (size_t)n, sizeof(Item), cmp_item);
     int64_t top = 0;
     for (int i = 0; i < n; i++) {
         int m = 0;
@@ -279,8 +293,25 @@ static int64_t pack(Item *it, int n) {
         it[i].offset = it[i].size == 0 ? 0 : best >= 0 ? best : end;
         top = ORCH_MAX(top, it[i].offset + it[i].size);
     }
-    free(live);
     return top;
+}
+
+// Packs the items (offsets set, order changed); returns the arena's size.
+static int64_t pack(Item *it, int n) {
+    Item **live = xmalloc(sizeof(Item *) * (size_t)(n + 1));
+    Item *best = xmalloc(sizeof(Item) * (size_t)(n + 1));
+    int64_t best_top = -1;
+    for (int order = 0; order < N_ORDERS; order++) {
+        int64_t top = pack_order(it, n, order, live);
+        if (best_top < 0 || top < best_top) {
+            best_top = top;
+            memcpy(best, it, sizeof(Item) * (size_t)n);
+        }
+    }
+    memcpy(it, best, sizeof(Item) * (size_t)n);
+    free(live);
+    free(best);
+    return best_top < 0 ? 0 : best_top;
 }
 
 // ---- the whole plan ----
@@ -398,8 +429,8 @@ static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what
     int n_items = 0;
     for (int t = 0; t < nt; t++)
         if (p->tensors[t].place == PLACE_ARENA)
-            it[n_items++] = (Item){t, align_up(p->tensors[t].bytes), p->tensors[t].first,
-                                   p->tensors[t].last, 0};
+            it[n_items++] = (Item){
+                t, align_up(p->tensors[t].bytes), p->tensors[t].first, p->tensors[t].last, 0, 0};
     p->arena_bytes = pack(it, n_items);
     for (int i = 0; i < n_items; i++)
         p->tensors[it[i].t].offset = it[i].offset;
@@ -427,8 +458,8 @@ int plan_build(const PrimGraph *pg, const CandidateSet *cs, const Selection *sel
     int rc = ST_OK;
     for (int i = 0; i < sel->n && rc == ST_OK; i++) {
         if (sel->kernels[i] < 0 || sel->kernels[i] >= cs->n) {
-            rc = err_set(e, ST_INVALID, "plan: kernel %d is candidate %d of %d", i,
-                         sel->kernels[i], cs->n);
+            rc = err_set(e, ST_INVALID, "plan: kernel %d is candidate %d of %d", i, sel->kernels[i],
+                         cs->n);
             break;
         }
         const Candidate *c = &cs->c[sel->kernels[i]];
@@ -441,7 +472,10 @@ int plan_build(const PrimGraph *pg, const CandidateSet *cs, const Selection *sel
     for (int i = 0; i < sel->n && rc == ST_OK; i++) {
         const Candidate *c = &cs->c[sel->kernels[i]];
         const PlanLaunch *L = &(*out)->launches[i];
-        bool same = L->signature == c->signature && L->out[0] == c->output;
+        int first_out = -1; // an opaque candidate's output is its first present one
+        for (int j = 0; j < L->n_out && first_out < 0; j++)
+            first_out = L->out[j];
+        bool same = L->signature == c->signature && first_out == c->output;
         if (L->kind == PLAN_GENERATED)
             same = same && L->n_in == c->n_inputs &&
                    memcmp(L->in, c->inputs, sizeof(int) * (size_t)c->n_inputs) == 0;
@@ -540,7 +574,9 @@ static void w_u32(Wr *w, uint32_t v) {
         b[i] = (uint8_t)(v >> (8 * i));
     w_bytes(w, b, 4);
 }
-static void w_i32(Wr *w, int v) { w_u32(w, (uint32_t)v); }
+static void w_i32(Wr *w, int v) {
+    w_u32(w, (uint32_t)v);
+}
 static void w_f64(Wr *w, double v) {
     uint64_t u;
     memcpy(&u, &v, 8);
@@ -627,7 +663,9 @@ static uint32_t r_u32(Rd *r) {
         v |= (uint32_t)q[i] << (8 * i);
     return v;
 }
-static int r_i32(Rd *r) { return (int)r_u32(r); }
+static int r_i32(Rd *r) {
+    return (int)r_u32(r);
+}
 static double r_f64(Rd *r) {
     uint64_t u = r_u64(r);
     double v;

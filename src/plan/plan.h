@@ -47,9 +47,9 @@ typedef enum PlanPlace {
 
 typedef struct PlanTensor {
     PlanPlace place;
-    int index;      // PLACE_INPUT / PLACE_OUTPUT: position in pg->inputs / pg->outputs
-    int64_t offset; // PLACE_CONST / PLACE_ARENA: bytes, a multiple of PLAN_ALIGN
-    int64_t bytes;  // tensor_nbytes
+    int index;       // PLACE_INPUT / PLACE_OUTPUT: position in pg->inputs / pg->outputs
+    int64_t offset;  // PLACE_CONST / PLACE_ARENA: bytes, a multiple of PLAN_ALIGN
+    int64_t bytes;   // tensor_nbytes
     int first, last; // PLACE_ARENA: first launch writing it .. last launch reading or writing it
 } PlanTensor;
 
@@ -59,13 +59,13 @@ typedef struct PlanLaunch {
     uint64_t signature; // cand_signature of prims (0 for PLAN_COPY)
     int sink;           // pg->prims index of the sink (-1 for PLAN_COPY)
     int n_prims;
-    int *prims;         // pg->prims indices, ascending, the sink last (none for PLAN_COPY)
+    int *prims; // pg->prims indices, ascending, the sink last (none for PLAN_COPY)
     int n_in, n_out;
-    int *in, *out;      // tensor ids, in the order the runner passes them (see PlanKind)
+    int *in, *out; // tensor ids, in the order the runner passes them (see PlanKind)
     int n_nodes;
-    char **nodes;       // ONNX node names covered (the primitives' provenance), each once, in order
-    int copy_to;        // PLAN_COPY: the graph output position whose buffer it fills (n_out 0)
-    double predicted;   // the candidate's cost in seconds (measured or estimated; 0 for copies)
+    char **nodes;     // ONNX node names covered (the primitives' provenance), each once, in order
+    int copy_to;      // PLAN_COPY: the graph output position whose buffer it fills (n_out 0)
+    double predicted; // the candidate's cost in seconds (measured or estimated; 0 for copies)
 } PlanLaunch;
 
 typedef struct PlanStats {
@@ -75,17 +75,17 @@ typedef struct PlanStats {
     int64_t intermediate_bytes; // the sum of all intermediates (one buffer each, 64-aligned)
     int64_t live_peak_bytes;    // most bytes live at one launch: no packing can do better
     int consts;
-    int64_t const_bytes;        // the constant blob
-    double predicted;           // sum of the launches' predicted seconds
+    int64_t const_bytes; // the constant blob
+    double predicted;    // sum of the launches' predicted seconds
 } PlanStats;
 
 typedef struct Plan {
-    Arena *arena;      // owns everything below
-    int n_tensors;     // pg->n_tensors the plan was built for
+    Arena *arena;  // owns everything below
+    int n_tensors; // pg->n_tensors the plan was built for
     PlanTensor *tensors;
     int n_launches;
     PlanLaunch *launches;
-    int n_kernels;     // launches[0 .. n_kernels) are the selection's; the rest are PLAN_COPY
+    int n_kernels; // launches[0 .. n_kernels) are the selection's; the rest are PLAN_COPY
     int64_t arena_bytes, const_bytes;
     uint64_t const_hash; // hash of the packed constant blob (re-import must reproduce it)
 } Plan;

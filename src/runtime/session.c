@@ -33,11 +33,11 @@ typedef struct Patch {
 
 typedef struct Launch {
     const PlanLaunch *pl;
-    CKernelFn fn;   // PLAN_GENERATED
-    const Prim *p;  // PLAN_INTERP / PLAN_OPAQUE: the sink
-    int in, out;    // first slot of the inputs / outputs
-    bool empty;     // every output has zero elements: nothing to compute (as prim_interp_run)
-    size_t bytes;   // PLAN_COPY
+    CKernelFn fn;  // PLAN_GENERATED
+    const Prim *p; // PLAN_INTERP / PLAN_OPAQUE: the sink
+    int in, out;   // first slot of the inputs / outputs
+    bool empty;    // every output has zero elements: nothing to compute (as prim_interp_run)
+    size_t bytes;  // PLAN_COPY
     char *name, *nodes;
 } Launch;
 
@@ -58,8 +58,8 @@ struct Session {
     Patch *patches;
     int n_patches;
     void *arena, *consts;
-    const void **io_in;   // per graph input: the buffer the launches read (caller's or staged)
-    void **io_out;        // per graph output
+    const void **io_in; // per graph input: the buffer the launches read (caller's or staged)
+    void **io_out;      // per graph output
     void **stage_in, **stage_out; // aligned copies for unaligned caller buffers
     double *times;
     bool profiling, timed;
@@ -95,12 +95,8 @@ static char *launch_name(const PrimGraph *pg, const PlanLaunch *L) {
     case PLAN_INTERP:
         snprintf(buf, sizeof buf, "interp:%s#%d", prim_kind_name(p->kind), p->id);
         break;
-    case PLAN_OPAQUE:
-        snprintf(buf, sizeof buf, "opaque:%s", p->node ? p->node->op : "?");
-        break;
-    default:
-        snprintf(buf, sizeof buf, "copy:%.400s", pg->tensors[L->in[0]]->name);
-        break;
+    case PLAN_OPAQUE: snprintf(buf, sizeof buf, "opaque:%s", p->node ? p->node->op : "?"); break;
+    default: snprintf(buf, sizeof buf, "copy:%.400s", pg->tensors[L->in[0]]->name); break;
     }
     return xstrdup(buf);
 }
@@ -140,8 +136,9 @@ static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
     s->arena = aligned_buffer(P->arena_bytes);
     s->consts = aligned_buffer(P->const_bytes);
     if (!s->arena || !s->consts)
-        return err_set(e, ST_RUNTIME, "%s: out of memory for the arena (%lld bytes) and constants "
-                                      "(%lld bytes)",
+        return err_set(e, ST_RUNTIME,
+                       "%s: out of memory for the arena (%lld bytes) and constants "
+                       "(%lld bytes)",
                        what, (long long)P->arena_bytes, (long long)P->const_bytes);
     plan_pack_constants(P, pg, s->consts);
     int slot = 0;
@@ -260,7 +257,9 @@ static int load_so(Session *s, const uint8_t *so, size_t n, Err *e) {
     return ST_OK;
 }
 
-static void *resolve_dl(void *ctx, const char *symbol) { return dlsym(ctx, symbol); }
+static void *resolve_dl(void *ctx, const char *symbol) {
+    return dlsym(ctx, symbol);
+}
 
 int session_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
                    Session **out, Err *e) {
@@ -271,8 +270,9 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     const ArtifactHeader *h = &a->h;
     const char *path = a->path ? a->path : "<artefact>";
     if (!hw_now && !opt->allow_foreign_device)
-        return err_set(e, ST_USAGE, "%s: no description of this machine to check the artefact "
-                                    "against",
+        return err_set(e, ST_USAGE,
+                       "%s: no description of this machine to check the artefact "
+                       "against",
                        path);
     if (hw_now && strcmp(h->target, hw_now->target) != 0 && !opt->allow_foreign_device)
         return err_set(e, ST_INVALID,
@@ -301,8 +301,8 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
         err_prefix(e, "%s: the header's input shapes: ", path);
     for (int i = 0; i < lo.n_shapes; i++)
         shapes[i].source = "the artefact's header";
-    if (rc == ST_OK && (rc = onnx_load_memory(a->onnx, a->onnx_size, path, NULL, &lo, &s->g_owned,
-                                              e)) == ST_OK)
+    if (rc == ST_OK &&
+        (rc = onnx_load_memory(a->onnx, a->onnx_size, path, NULL, &lo, &s->g_owned, e)) == ST_OK)
         rc = graph_infer_and_fold(s->g_owned, NULL, e);
     free(shapes);
     free(spec);
@@ -320,8 +320,9 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
         generated = generated || s->plan_owned->launches[i].kind == PLAN_GENERATED;
     if (rc == ST_OK && generated && a->so_size == 0)
-        rc = err_set(e, ST_INVALID, "%s: the plan has generated kernels but the artefact holds no "
-                                    "shared object",
+        rc = err_set(e, ST_INVALID,
+                     "%s: the plan has generated kernels but the artefact holds no "
+                     "shared object",
                      path);
     if (rc == ST_OK && generated)
         rc = load_so(s, a->so, a->so_size, e);
@@ -376,7 +377,9 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static bool aligned(const void *p) { return ((uintptr_t)p % PLAN_ALIGN) == 0; }
+static bool aligned(const void *p) {
+    return ((uintptr_t)p % PLAN_ALIGN) == 0;
+}
 
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e) {
     const PrimGraph *pg = s->pg;
@@ -448,9 +451,15 @@ void session_set_profiling(Session *s, int on) {
         s->profiling = on != 0;
 }
 
-const double *session_kernel_times(const Session *s) { return s && s->timed ? s->times : NULL; }
-int session_num_launches(const Session *s) { return s ? s->n_launches : 0; }
-int session_num_kernels(const Session *s) { return s ? s->plan->n_kernels : 0; }
+const double *session_kernel_times(const Session *s) {
+    return s && s->timed ? s->times : NULL;
+}
+int session_num_launches(const Session *s) {
+    return s ? s->n_launches : 0;
+}
+int session_num_kernels(const Session *s) {
+    return s ? s->plan->n_kernels : 0;
+}
 
 const char *session_launch_name(const Session *s, int i) {
     return s && i >= 0 && i < s->n_launches ? s->launches[i].name : NULL;
@@ -460,6 +469,12 @@ const char *session_launch_nodes(const Session *s, int i) {
     return s && i >= 0 && i < s->n_launches ? s->launches[i].nodes : NULL;
 }
 
-const PrimGraph *session_graph(const Session *s) { return s ? s->pg : NULL; }
-const Plan *session_plan(const Session *s) { return s ? s->plan : NULL; }
-int session_threads(const Session *s) { return s ? s->threads : 0; }
+const PrimGraph *session_graph(const Session *s) {
+    return s ? s->pg : NULL;
+}
+const Plan *session_plan(const Session *s) {
+    return s ? s->plan : NULL;
+}
+int session_threads(const Session *s) {
+    return s ? s->threads : 0;
+}

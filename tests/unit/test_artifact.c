@@ -7,6 +7,7 @@
 // flipped, each section corrupted, wrong magic, newer version, trailing bytes, empty file, a
 // directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
 // missing symbol, a shared object that is not one, forged plans with valid checksums.
+#include "base/file.h"
 #include "candidates/candidates.h"
 #include "check.h"
 #include "fission/fission.h"
@@ -22,7 +23,6 @@
 #include "runtime/prim_interp.h"
 #include "runtime/session.h"
 #include "target/c/cbuild.h"
-#include "base/file.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -41,10 +41,13 @@ static double rnd(void) { // uniform in [0, 1), xorshift64*
     return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
 }
 
-static int rnd_int(int n) { return (int)(rnd() * n); }
+static int rnd_int(int n) {
+    return (int)(rnd() * n);
+}
 
 static char dir[256];
-static const char *FP = "cpu | Imaginary CPU 9000 | 2 cores | avx2 fma | L1d 48K L2 2M | gcc 12.2.0";
+static const char *FP =
+    "cpu | Imaginary CPU 9000 | 2 cores | avx2 fma | L1d 48K L2 2M | gcc 12.2.0";
 static const char *SHAPES = "x:1x2x4x8";
 
 static char *path_in(const char *name) {
@@ -92,8 +95,8 @@ typedef struct Compiled {
     ArtifactHeader h;
     Graph *g;
     PrimGraph *pg;
-    void *in;     // the random input x
-    void **ref;   // prim_interp_run's outputs
+    void *in;   // the random input x
+    void **ref; // prim_interp_run's outputs
 } Compiled;
 
 static void compiled_free(Compiled *c) {
@@ -242,8 +245,8 @@ static void run_compare(Session *s, const Compiled *C) {
 }
 
 // Reads path and makes a session; returns the status and leaves the message in e.
-static int open_session(const char *path, const HwInfo *hw, const SessionOptions *opt,
-                        Session **s, Err *e) {
+static int open_session(const char *path, const HwInfo *hw, const SessionOptions *opt, Session **s,
+                        Err *e) {
     ArtifactContents a;
     *s = NULL;
     int rc = artifact_read(path, &a, e);
@@ -337,8 +340,7 @@ static void expect_read_error(const char *path, const char *want, const char *wh
     Err e = {0};
     int rc = artifact_read(path, &a, &e);
     CHECK_MSG(rc == ST_INVALID, "%s: accepted", what);
-    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, want), "%s: '%s' not in: %s", what, want,
-              e.msg);
+    CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, want), "%s: '%s' not in: %s", what, want, e.msg);
     CHECK(a.data == NULL && a.path == NULL);
 }
 
@@ -397,8 +399,7 @@ static void section_corruption(void) {
     Err e = {0};
     if (artifact_read_memory(file, file_size, "x", &a, &e) != ST_OK)
         return;
-    size_t off[3] = {(size_t)(a.onnx - a.data), (size_t)(a.plan - a.data),
-                     (size_t)(a.so - a.data)};
+    size_t off[3] = {(size_t)(a.onnx - a.data), (size_t)(a.plan - a.data), (size_t)(a.so - a.data)};
     size_t len[3] = {a.onnx_size, a.plan_size, a.so_size};
     artifact_contents_free(&a);
     const char *names[3] = {"ONNX model section", "plan section", "shared object section"};
@@ -497,8 +498,7 @@ static void inconsistent(void) {
     if (compile(&D, 1.0, "orch_missing", "orch_k0") == ST_OK) {
         write_compiled(&D, path);
         CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
-        CHECK_MSG(strstr(e.msg, "no kernel 'orch_missing'") && strstr(e.msg, "sub"), "%s",
-                  e.msg);
+        CHECK_MSG(strstr(e.msg, "no kernel 'orch_missing'") && strstr(e.msg, "sub"), "%s", e.msg);
         // No shared object at all, or one that is not a shared object.
         e = (Err){0};
         CHECK(artifact_write(path, &D.h, D.onnx, D.onnx_size, D.plan, D.plan_size, NULL, 0, &e) ==
@@ -506,8 +506,8 @@ static void inconsistent(void) {
         CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
         CHECK_MSG(strstr(e.msg, "holds no shared object"), "%s", e.msg);
         e = (Err){0};
-        CHECK(artifact_write(path, &D.h, D.onnx, D.onnx_size, D.plan, D.plan_size, "junk", 4,
-                             &e) == ST_OK);
+        CHECK(artifact_write(path, &D.h, D.onnx, D.onnx_size, D.plan, D.plan_size, "junk", 4, &e) ==
+              ST_OK);
         CHECK(open_session(path, &hw, NULL, &s, &e) == ST_INVALID && !s);
         CHECK_MSG(strstr(e.msg, "cannot load the kernels' shared object"), "%s", e.msg);
         // The header's kernel count disagrees with the plan.

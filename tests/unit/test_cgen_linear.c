@@ -251,7 +251,7 @@ static void matmul_sizes(void) {
                                     {5, 2, 7},    {64, 1, 100},  {31, 5, 129}, {1, 100, 64},
                                     {4, 16, 3},   {129, 7, 2}};
     for (size_t i = 0; i < ORCH_COUNT(sz); i++)
-        mm_one(sz[i][0], sz[i][1], sz[i][2], 4);
+        mm_one(sz[i][0], sz[i][1], sz[i][2], 3);
     flush();
 }
 
@@ -292,7 +292,7 @@ static void matmul_fused(void) {
     int mm = pb_matmul(&b, xt, wt); // [19, 23]
     int y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias));
     add_output(pg, y);
-    check_graph("gemm_tt_bias_relu", pg, 2, 4);
+    check_graph("gemm_tt_bias_relu", pg, 1, 4);
 
     pg = prim_graph_create(NULL);
     const int64_t ad[] = {3, 33, 20}, rd[] = {3, 33, 45};
@@ -309,6 +309,18 @@ static void matmul_fused(void) {
     int s = pb_ew1(&b, EW_SIGMOID, g);
     add_output(pg, pb_ew2(&b, EW_ADD, s, res));
     check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
+
+    // K larger than every kc: partial sums stay in out between K slices, the epilogue runs on
+    // the last one only.
+    pg = prim_graph_create(NULL);
+    const int64_t kd[] = {2, 23, 600};
+    a = add_input(pg, "a", 3, kd);
+    b = (PB){pg, "deep"};
+    const int64_t wd3[] = {600, 70}, bd3[] = {70};
+    int w3 = add_const(&b, 2, wd3);
+    int bias3 = add_const(&b, 1, bd3);
+    add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w3), bias3)));
+    check_graph("deep_k600_bias_tanh", pg, 4, 3);
     flush();
 }
 
@@ -321,6 +333,7 @@ typedef struct ConvCase {
     int group;
     int epi;  // 0 none, 1 bias+relu, 2 bias+sigmoid+residual, 3 gelu
     bool pro; // x scaled before the conv
+    int nk;   // configs per candidate (0: 3, or 1 for fused cases)
 } ConvCase;
 
 static void conv_one(const ConvCase *cc) {
@@ -357,31 +370,33 @@ static void conv_one(const ConvCase *cc) {
                    pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, y, M_SQRT1_2)), 1.0));
     }
     add_output(pg, y);
-    check_graph(cc->name, pg, cc->epi || cc->pro ? 1 : 3, 1);
+    check_graph(cc->name, pg, cc->nk ? cc->nk : cc->epi || cc->pro ? 1 : 3, 1);
 }
 
 static void conv_cases(void) {
     static const ConvCase cases[] = {
-        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false},
-        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false},
+        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 0},
+        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0},
         {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0,
-         false},
+         false, 0},
         {"conv7x7_s2_p3", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1,
-         false},
-        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false},
+         false, 0},
+        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false, 0},
         {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
-         false},
-        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false},
+         false, 0},
+        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, 0},
         {"dw5x5_s2_d2_asym", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2,
-         false},
-        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false},
+         false, 0},
+        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false, 0},
         {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
-         2, true},
-        {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false},
-        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false},
+         2, true, 0},
+        {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 0},
+        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, 0},
         {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
-         {1, 1, 1}, 1, 0, false},
-        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true},
+         {1, 1, 1}, 1, 0, false, 0},
+        {"conv3x3_c40_deep_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
+         1, 1, false, 6},
+        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0},
     };
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         conv_one(&cases[i]);
@@ -491,6 +506,14 @@ static void speed(void) {
         free(B);
         free(C);
     }
+    pg = prim_graph_create(NULL);
+    const int64_t vd[] = {1, 1024}, wd1[] = {1024, 4096};
+    a = add_input(pg, "a", 2, vd);
+    b = (PB){pg, "gemv"};
+    w = add_const(&b, 2, wd1);
+    add_output(pg, pb_matmul(&b, a, w));
+    speed_graph("gemv1x4096x1024", pg, 2.0 * 4096 * 1024, 4);
+    prim_graph_free(pg);
     pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 64, 56, 56}, wd[] = {64, 64, 3, 3};
     int x = add_input(pg, "x", 4, xd);

@@ -6,6 +6,12 @@
 // bit, with aligned and unaligned caller buffers, poisoned before the run), and serialised: the
 // round trip reproduces it, every truncation and byte flip is refused or harmless, a plan read
 // against another graph is refused.
+//
+// usage: unit_plan [MODELS_DIR [SEED]]   MODELS_DIR: every MODELS_DIR/*/model.onnx
+//        (tests/models/gen_models.py) planned with every kernel on the interpreter, run through
+//        the session and through a compiled artefact (no shared object), compared with
+//        prim_interp_run; prints each model's arena peak against the sum of its intermediates.
+#include "base/file.h"
 #include "candidates/candidates.h"
 #include "check.h"
 #include "fission/build.h"
@@ -16,15 +22,49 @@
 #include "onnx/load.h"
 #include "orchestrate/cost_model.h"
 #include "orchestrate/orchestrate.h"
+#include "plan/artifact.h"
 #include "plan/plan.h"
+#include "runtime/npy.h"
 #include "runtime/prim_interp.h"
 #include "runtime/session.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+// Counting allocations (session_run must make none for generated kernels and copies): malloc
+// and friends are interposed here and forward to glibc's. Not under AddressSanitizer, which
+// interposes them itself.
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#define COUNT_ALLOCATIONS 1
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+static volatile int alloc_counting, alloc_count;
+void *malloc(size_t n) {
+    alloc_count += alloc_counting;
+    return __libc_malloc(n);
+}
+void *calloc(size_t k, size_t n) {
+    alloc_count += alloc_counting;
+    return __libc_calloc(k, n);
+}
+void *realloc(void *p, size_t n) {
+    alloc_count += alloc_counting;
+    return __libc_realloc(p, n);
+}
+void *aligned_alloc(size_t a, size_t n) {
+    alloc_count += alloc_counting;
+    return __libc_memalign(a, n);
+}
+void free(void *p) { __libc_free(p); }
+#endif
 
 static uint64_t rng_state;
 
@@ -35,7 +75,9 @@ static double rnd(void) { // uniform in [0, 1), xorshift64*
     return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
 }
 
-static int rnd_int(int n) { return (int)(rnd() * n); }
+static int rnd_int(int n) {
+    return (int)(rnd() * n);
+}
 
 // Values in ±[0.1, 1): never zero, so a lost or misplaced element shows.
 static void fill(const Tensor *t, void *p) {
@@ -256,7 +298,9 @@ static bool plans_equal_sym(const Plan *a, const Plan *b, bool with_symbols) {
     return memcmp(a->tensors, b->tensors, sizeof(PlanTensor) * (size_t)a->n_tensors) == 0;
 }
 
-static bool plans_equal(const Plan *a, const Plan *b) { return plans_equal_sym(a, b, true); }
+static bool plans_equal(const Plan *a, const Plan *b) {
+    return plans_equal_sym(a, b, true);
+}
 
 // plan_write → plan_read gives the same plan and the same bytes; truncations are refused; byte
 // flips are refused or leave an equal plan (a flipped predicted time is only a number, a flipped
@@ -498,7 +542,8 @@ static void random_dags(void) {
                 pool[n++] =
                     pb_ew2(&g.b, (EwOp[]){EW_ADD, EW_MUL, EW_SUB, EW_MAX}[rnd_int(4)], a, b);
                 break;
-            case 2: pool[n++] = pb_reduce(&g.b, rnd() < 0.5 ? RED_SUM : RED_MAX, a, 2, true, false);
+            case 2:
+                pool[n++] = pb_reduce(&g.b, rnd() < 0.5 ? RED_SUM : RED_MAX, a, 2, true, false);
                 break;
             case 3: {
                 const int64_t wd[] = {ta->dims[1], widths[rnd_int(5)]};
@@ -544,8 +589,8 @@ static void packing_brute_force(void) {
             int a = pool[n - 1 - rnd_int(ORCH_MIN(n, 6))];
             const Tensor *ta = g.pg->tensors[a];
             const int64_t wd[] = {ta->dims[1], 1 + rnd_int(60)};
-            pool[n++] = rnd() < 0.4 ? pb_matmul(&g.b, a, tg_const(&g, 2, wd))
-                                    : pb_ew1(&g.b, EW_TANH, a);
+            pool[n++] =
+                rnd() < 0.4 ? pb_matmul(&g.b, a, tg_const(&g, 2, wd)) : pb_ew1(&g.b, EW_TANH, a);
         }
         tg_output(&g, pool[n - 1]);
         Planned P;
@@ -644,8 +689,8 @@ static void generated_kernel(void) {
             Session *s = NULL;
             e = (Err){0};
             CHECK(session_create_from_plan(g.pg, p, NULL, NULL, NULL, &s, &e) == ST_INVALID);
-            CHECK_MSG(strstr(e.msg, "no kernel 'gen_sub_mul'") && strstr(e.msg, "sub_node"),
-                      "%s", e.msg);
+            CHECK_MSG(strstr(e.msg, "no kernel 'gen_sub_mul'") && strstr(e.msg, "sub_node"), "%s",
+                      e.msg);
             CHECK(s == NULL);
             // The session's names and provenance, for orch bench's per-kernel table.
             e = (Err){0};
@@ -672,6 +717,86 @@ static void generated_kernel(void) {
     selection_free(&sel);
     cand_set_free(cs);
     tg_free(&g);
+}
+
+// A plan of generated kernels and copies only: session_run allocates nothing (after a first
+// run, which lets OpenMP set itself up), with aligned and with unaligned caller buffers.
+static void run_allocates_nothing(void) {
+#ifdef COUNT_ALLOCATIONS
+    TG g;
+    tg_init(&g);
+    int x = tg_input(&g, 2, d48);
+    int w = tg_const(&g, 2, d48);
+    int y = pb_ew2i(&g.b, EW_MUL, pb_ew2(&g.b, EW_SUB, x, w), 2.0);
+    tg_output(&g, y);
+    tg_output(&g, y);
+    tg_output(&g, x);
+    tg_output(&g, w);
+    Err e = {0};
+    CandidateSet *cs = NULL;
+    CandRules rules = cand_rules_default();
+    CHECK(cand_enumerate(g.pg, &rules, 0, &cs, &e) == ST_OK);
+    int fused = -1;
+    for (int i = 0; cs && i < cs->n; i++)
+        if (cs->c[i].n_prims == 2)
+            fused = i;
+    CHECK(fused >= 0);
+    if (fused >= 0) {
+        int order[1] = {fused};
+        Selection sel = {.n = 1, .kernels = order};
+        PlanKernelSpec spec = {PLAN_GENERATED, "gen_sub_mul"};
+        gen_x_first = cs->c[fused].inputs[0] == x;
+        Plan *p = NULL;
+        CHECK_MSG(plan_build(g.pg, cs, &sel, &spec, &p, &e) == ST_OK, "%s", e.msg);
+        Session *s = NULL;
+        SessionOptions opt = {.threads = 2};
+        if (p && session_create_from_plan(g.pg, p, resolve_test, NULL, &opt, &s, &e) == ST_OK) {
+            CHECK(p->n_launches == 4);
+            void *bufs[4], *outs[4];
+            const void *ins[1];
+            void *inbuf = aligned_poisoned(128);
+            for (int shift = 0; shift <= 4; shift += 4) {
+                memcpy((char *)inbuf + shift, g.in[0], 128);
+                ins[0] = (char *)inbuf + shift;
+                for (int i = 0; i < 4; i++) {
+                    bufs[i] = aligned_poisoned(128);
+                    outs[i] = (char *)bufs[i] + shift;
+                }
+                CHECK(session_run(s, ins, outs, &e) == ST_OK);
+                session_set_profiling(s, shift != 0);
+                alloc_count = 0;
+                alloc_counting = 1;
+                int rc = session_run(s, ins, outs, &e);
+                alloc_counting = 0;
+                CHECK_MSG(rc == ST_OK, "%s", e.msg);
+                CHECK_MSG(alloc_count == 0, "%d allocations in session_run (buffers shifted by %d)",
+                          alloc_count, shift);
+                CHECK(memcmp(outs[1], outs[0], 128) == 0 && memcmp(outs[2], g.in[0], 128) == 0);
+                CHECK(memcmp(outs[3], g.pg->tensors[w]->data, 128) == 0);
+                for (int i = 0; i < 4; i++)
+                    free(bufs[i]);
+            }
+            free(inbuf);
+            // The counter itself works: the primitive interpreter allocates.
+            void *ref[4] = {NULL};
+            alloc_count = 0;
+            alloc_counting = 1;
+            CHECK(prim_interp_run(g.pg, (const void *const *)g.in, ref, &e) == ST_OK);
+            alloc_counting = 0;
+            CHECK(alloc_count > 0);
+            for (int i = 0; i < 4; i++)
+                free(ref[i]);
+        } else {
+            CHECK_MSG(false, "%s", e.msg);
+        }
+        session_free(s);
+        plan_free(p);
+    }
+    cand_set_free(cs);
+    tg_free(&g);
+#else
+    printf("  skipped: allocations are not counted under AddressSanitizer\n");
+#endif
 }
 
 // Specs and selections that cannot be planned are refused with the kernel named.
@@ -714,8 +839,7 @@ static void plan_errors(void) {
         e = (Err){0};
         order[0] = cab; // two primitives on the interpreter
         CHECK(plan_build(g.pg, cs, &sel, spec, &p, &e) == ST_INVALID && !p);
-        CHECK_MSG(strstr(e.msg, "runs on the interpreter") && strstr(e.msg, "second"), "%s",
-                  e.msg);
+        CHECK_MSG(strstr(e.msg, "runs on the interpreter") && strstr(e.msg, "second"), "%s", e.msg);
         e = (Err){0};
         PlanKernelSpec bad_sym = {PLAN_GENERATED, "not an identifier"};
         CHECK(plan_build(g.pg, cs, &sel, &bad_sym, &p, &e) == ST_INVALID && !p);
@@ -847,16 +971,233 @@ static void cnn_model(void) {
     mb_free(b);
 }
 
+// ---- the generated test models (MODELS_DIR mode) ----
+
+// The value of --input-shapes in args.txt, or NULL (malloc'd).
+static char *input_shapes_arg(const char *dir) {
+    char path[4096], text[8192];
+    snprintf(path, sizeof path, "%s/args.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *p = strstr(text, "--input-shapes");
+    if (!p)
+        return NULL;
+    p += strlen("--input-shapes");
+    while (*p == ' ' || *p == '\t' || *p == '=')
+        p++;
+    size_t len = strcspn(p, " \t\r\n#");
+    char *r = malloc(len + 1);
+    memcpy(r, p, len);
+    r[len] = 0;
+    return r;
+}
+
+// The artefact path without a compiler: the plan (all on the interpreter) and the model's bytes
+// in a file, read back, a session made from it, run on `in`, compared with ref.
+static void artefact_run(const char *dir, const Graph *g, const Plan *plan, const void *const *in,
+                         void *const *ref) {
+    Err e = {0};
+    uint8_t *onnx = NULL, *pbuf = NULL;
+    size_t onnx_size = 0, plen = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    if (file_read_all(path, (int64_t)1 << 32, &onnx, &onnx_size, &e) != ST_OK ||
+        plan_write(plan, &pbuf, &plen, &e) != ST_OK) {
+        CHECK_MSG(false, "%s", e.msg);
+        return;
+    }
+    ArtifactHeader h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.target, sizeof h.target, "cpu");
+    snprintf(h.fingerprint, sizeof h.fingerprint, "test machine");
+    snprintf(h.orch_version, sizeof h.orch_version, "test");
+    h.model_hash = artifact_hash(onnx, onnx_size);
+    h.kernels = plan->n_kernels;
+    // Every input's shape, as the compile driver records them.
+    size_t at = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        char dims[256];
+        at +=
+            (size_t)snprintf(h.input_shapes + at, sizeof h.input_shapes - at, "%s%s:%s",
+                             i ? "," : "", t->name, shape_str(t->dims, t->rank, dims, sizeof dims));
+    }
+    const char *tmp = getenv("TMPDIR");
+    char apath[4096];
+    snprintf(apath, sizeof apath, "%s/unit_plan_%d.orch", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid());
+    int rc = artifact_write(apath, &h, onnx, onnx_size, pbuf, plen, NULL, 0, &e);
+    ArtifactContents a;
+    memset(&a, 0, sizeof a);
+    if (rc == ST_OK)
+        rc = artifact_read(apath, &a, &e);
+    unlink(apath);
+    HwInfo hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.target, sizeof hw.target, "cpu");
+    snprintf(hw.fingerprint, sizeof hw.fingerprint, "test machine");
+    Session *s = NULL;
+    if (rc == ST_OK)
+        rc = session_create(&a, &hw, NULL, &s, &e);
+    if (rc && strstr(e.msg, "external data")) {
+        printf("  artefact: skipped (the model keeps its weights in external data)\n");
+    } else {
+        CHECK_MSG(rc == ST_OK, "artefact: %s", e.msg);
+        const PrimGraph *pg = s ? session_graph(s) : NULL;
+        void **outs = calloc(pg ? (size_t)pg->n_outputs + 1 : 1, sizeof(void *));
+        for (int i = 0; pg && i < pg->n_outputs; i++) {
+            size_t bytes = tensor_nbytes(pg->tensors[pg->outputs[i]]);
+            outs[i] = malloc(bytes + 1);
+            memset(outs[i], 0xff, bytes + 1);
+        }
+        if (s && (rc = session_run(s, in, outs, &e)) != ST_OK)
+            CHECK_MSG(false, "artefact run: %s", e.msg);
+        for (int i = 0; pg && rc == ST_OK && i < pg->n_outputs; i++)
+            CHECK_MSG(memcmp(outs[i], ref[i], tensor_nbytes(pg->tensors[pg->outputs[i]])) == 0,
+                      "artefact: output '%s' differs", pg->tensors[pg->outputs[i]]->name);
+        for (int i = 0; pg && i < pg->n_outputs; i++)
+            free(outs[i]);
+        free(outs);
+    }
+    session_free(s);
+    artifact_contents_free(&a);
+    free(onnx);
+    free(pbuf);
+}
+
+static void model_dir(const char *dir) {
+    char path[4096];
+    InputShape shapes[32];
+    LoadOptions lo = {shapes, 0};
+    Err e = {0};
+    char *spec = input_shapes_arg(dir);
+    if (spec)
+        CHECK_MSG(parse_input_shapes(spec, shapes, 32, &lo.n_shapes, &e) == ST_OK, "%s", e.msg);
+    Graph *g = NULL;
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    int rc = onnx_load_file(path, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    PrimGraph *pg = NULL;
+    FissionOptions fo = {0};
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    void **in = g ? calloc((size_t)g->n_inputs + 1, sizeof(void *)) : NULL;
+    HostTensor files[32];
+    memset(files, 0, sizeof files);
+    // io.txt: "input<TAB>NAME<TAB>FILE" lines.
+    snprintf(path, sizeof path, "%s/io.txt", dir);
+    FILE *f = rc == ST_OK ? fopen(path, "r") : NULL;
+    char line[4096];
+    int nf = 0;
+    while (f && fgets(line, sizeof line, f) && nf < 32) {
+        char kind[16], name[1024], file[2048];
+        if (sscanf(line, "%15[^\t]\t%1023[^\t]\t%2047[^\n]", kind, name, file) != 3 ||
+            strcmp(kind, "input") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        for (int i = 0; i < g->n_inputs; i++)
+            if (strcmp(g->tensors[g->inputs[i]]->name, name) == 0 &&
+                tensor_file_read(path, &files[nf], &e) == ST_OK)
+                in[i] = files[nf++].data;
+        CHECK_MSG(e.code == ST_OK, "%s", e.msg);
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; rc == ST_OK && i < g->n_inputs && nf < 32; i++)
+        if (!in[i]) { // not in io.txt: random, safe as indices
+            const Tensor *t = g->tensors[g->inputs[i]];
+            in[i] = malloc(tensor_nbytes(t) + 1);
+            fill(t, in[i]);
+            files[nf++].data = in[i];
+        }
+    Planned P;
+    memset(&P, 0, sizeof P);
+    if (rc == ST_OK && !check_failed_case && plan_interp(pg, 0, &P) == ST_OK) {
+        PlanStats st;
+        plan_stats(P.plan, &st);
+        printf("  %d launches (%d opaque, %d copies), arena %lld bytes (live peak %lld) for %d "
+               "intermediates of %lld bytes, constants %lld bytes\n",
+               st.launches, st.opaque, st.copies, (long long)st.arena_bytes,
+               (long long)st.live_peak_bytes, st.intermediates, (long long)st.intermediate_bytes,
+               (long long)st.const_bytes);
+        check_arena(pg, P.plan);
+        check_session(pg, P.plan, (const void *const *)in, NULL, NULL);
+        check_serialisation(pg, P.plan, 20);
+        void **ref = calloc((size_t)pg->n_outputs + 1, sizeof(void *));
+        if (prim_interp_run(pg, (const void *const *)in, ref, &e) == ST_OK)
+            artefact_run(dir, g, P.plan, (const void *const *)in, ref);
+        for (int i = 0; i < pg->n_outputs; i++)
+            free(ref[i]);
+        free(ref);
+    }
+    planned_free(&P);
+    for (int i = 0; i < nf; i++)
+        host_tensor_free(&files[i]);
+    free(in);
+    free(spec);
+    prim_graph_free(pg);
+    graph_free(g);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int run_model_dirs(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) {
+        printf("cannot open %s (run tests/models/gen_models.py first)\n0 passed, 1 failed\n", root);
+        return 1;
+    }
+    char *names[512];
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d)) && n < 512;) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s/model.onnx", root, de->d_name);
+        if (de->d_name[0] != '.' && access(path, R_OK) == 0)
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    for (int i = 0; i < n; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        check_failed_case = 0;
+        model_dir(dir);
+        printf("%s %s\n", check_failed_case ? "FAIL" : "ok  ", names[i]);
+        if (check_failed_case)
+            check_n_fail++;
+        else
+            check_n_pass++;
+        free(names[i]);
+        fflush(stdout);
+    }
+    if (n == 0)
+        check_n_fail++, printf("FAIL no models in %s\n", root);
+    return CHECK_DONE();
+}
+
 int main(int argc, char **argv) {
-    rng_state = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)time(NULL) * 2654435761u + 1;
-    if (!rng_state)
-        rng_state = 1;
-    printf("seed %llu\n", (unsigned long long)rng_state);
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
+    rng_state = seed ? seed : 1;
+    printf("seed %llu (repeat with: %s '%s' %llu)\n", (unsigned long long)seed, argv[0],
+           argc > 1 ? argv[1] : "", (unsigned long long)seed);
+    if (argc > 1 && argv[1][0])
+        return run_model_dirs(argv[1]);
     RUN(outputs_alias);
     RUN(chain_reuses_memory);
     RUN(random_dags);
     RUN(packing_brute_force);
     RUN(generated_kernel);
+    RUN(run_allocates_nothing);
     RUN(plan_errors);
     RUN(cnn_model);
     return CHECK_DONE();

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -164,6 +165,7 @@ int cbuild_modules(const char *const *sources, int n, const char *workdir, int j
     int base = __atomic_fetch_add(&serial, n, __ATOMIC_RELAXED);
     pid_t *pids = xcalloc((size_t)(n > 0 ? n : 1), sizeof *pids);
     char(*paths)[3][4200] = xcalloc((size_t)(n > 0 ? n : 1), sizeof *paths);
+    bool *retried = xcalloc((size_t)(n > 0 ? n : 1), sizeof *retried);
     for (int i = 0; i < n; i++) {
         out[i] = NULL;
         status[i] = ST_OK;
@@ -190,25 +192,51 @@ int cbuild_modules(const char *const *sources, int n, const char *workdir, int j
         }
         if (!running)
             continue;
+        // Only our own compilers are waited for (never waitpid(-1): the host program may have
+        // children of its own), polling them every millisecond.
         int ws = 0;
-        pid_t p = waitpid(-1, &ws, 0);
-        if (p < 0) {
-            if (errno == EINTR)
+        pid_t p = 0;
+        for (int i = 0; i < n && p == 0; i++) {
+            if (pids[i] <= 0)
                 continue;
-            break; // no children left: every remaining one was reaped
+            pid_t r = waitpid(pids[i], &ws, WNOHANG);
+            if (r == pids[i] || (r < 0 && errno != EINTR)) {
+                p = pids[i];
+                if (r < 0) // lost (reaped elsewhere): counts as a failure
+                    ws = 0x7f00;
+            }
+        }
+        if (p == 0) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            continue;
         }
         for (int i = 0; i < n; i++) {
             if (pids[i] != p)
                 continue;
             pids[i] = 0;
             running--;
+            if (WIFSIGNALED(ws) && !retried[i]) {
+                // A compiler killed from outside (memory pressure, a stray signal) is tried
+                // once more before its kernels are given up.
+                retried[i] = true;
+                Err le = {0};
+                if (spawn_cc(paths[i][0], paths[i][1], paths[i][2], &pids[i], &le) == ST_OK) {
+                    running++;
+                    break;
+                }
+            }
             done++;
             if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
                 status[i] = ST_RUNTIME;
                 char *head = log_head(paths[i][2]);
-                size_t len = strlen(head) + strlen(paths[i][0]) + 64;
+                size_t len = strlen(head) + strlen(paths[i][0]) + 96;
                 msgs[i] = xmalloc(len);
-                snprintf(msgs[i], len, "the C compiler failed on %s:\n%s", paths[i][0], head);
+                if (WIFSIGNALED(ws))
+                    snprintf(msgs[i], len, "the C compiler was killed by signal %d on %s:\n%s",
+                             WTERMSIG(ws), paths[i][0], head);
+                else
+                    snprintf(msgs[i], len, "the C compiler failed on %s:\n%s", paths[i][0], head);
                 free(head);
             } else {
                 status[i] = load_so(paths[i][1], NULL, false, &out[i], &msgs[i]);
@@ -218,6 +246,7 @@ int cbuild_modules(const char *const *sources, int n, const char *workdir, int j
     }
     free(pids);
     free(paths);
+    free(retried);
     // The modules keep the directory alive; the last one to be freed removes it (owns_dir on the
     // first module that loaded), unless sources are kept for inspection.
     bool handed = false;

@@ -734,32 +734,46 @@ static int emit_gemv(Emit *E, Err *e) {
             (long long)jb, (long long)L->N, (long long)jb);
     emit_batch_coords(E, 2, true);
     sb_line(s, 2, "const float *restrict Bb = (const float *)in[%d] + boff + j0;\n", L->pb);
-    sb_line(s, 2, "float acc[%lld][%lld] __attribute__((aligned(64)));\n", (long long)L->M,
-            (long long)jb);
+    sb_line(s, 2, "enum { JB = %lld };\n", (long long)jb);
+    sb_line(s, 2, "float acc[%lld][JB] __attribute__((aligned(64)));\n", (long long)L->M);
     sb_line(s, 2, "memset(acc, 0, sizeof acc);\n");
+    // Full blocks: four B rows per step, so each accumulator is loaded and stored once per four
+    // rows (the accumulators live in L1: jb x M does not fit the registers).
     for (int full = 1; full >= 0; full--) {
         sb_line(s, 2, full ? "if (n == %lld) {\n" : "} else {\n", (long long)jb);
-        sb_line(s, 3, "for (int64_t k = 0; k < %lld; k++) {\n", (long long)L->K);
-        sb_line(s, 4, "const float *restrict br = Bb + k * %lld;\n", (long long)L->N);
-        for (int64_t i = 0; i < L->M; i++) {
-            char iv[48];
-            snprintf(iv, sizeof iv, "(int64_t)%lld", (long long)i);
-            sb_line(s, 4, "{\n");
-            sb_line(s, 5, "float av;\n");
-            rc = emit_a_value(E, 5, iv, "k", "av", e);
-            if (rc)
-                return rc;
-            if (full) {
-                sb_line(s, 5, "#pragma omp simd\n");
-                sb_line(s, 5, "for (int64_t jj = 0; jj < %lld; jj++) acc[%lld][jj] += av * br[jj];\n",
-                        (long long)jb, (long long)i);
-            } else {
-                sb_line(s, 5, "for (int64_t jj = 0; jj < n; jj++) acc[%lld][jj] += av * br[jj];\n",
-                        (long long)i);
+        sb_line(s, 3, "int64_t k = 0;\n");
+        for (int step = full ? 4 : 1; step >= 1; step -= 3) {
+            sb_line(s, 3, "for (; k + %d <= %lld; k += %d) {\n", step, (long long)L->K, step);
+            for (int u = 0; u < step; u++) {
+                sb_line(s, 4, "const float *restrict br%d = Bb + (k + %d) * %lld;\n", u, u,
+                        (long long)L->N);
             }
-            sb_line(s, 4, "}\n");
+            for (int64_t i = 0; i < L->M; i++) {
+                sb_line(s, 4, "{\n");
+                for (int u = 0; u < step; u++) {
+                    char iv[48], kv[32], av[16];
+                    snprintf(iv, sizeof iv, "(int64_t)%lld", (long long)i);
+                    snprintf(kv, sizeof kv, "k_%d", u);
+                    snprintf(av, sizeof av, "av%d", u);
+                    sb_line(s, 5, "const int64_t k_%d = k + %d;\n", u, u);
+                    sb_line(s, 5, "float av%d;\n", u);
+                    rc = emit_a_value(E, 5, iv, kv, av, e);
+                    if (rc)
+                        return rc;
+                }
+                if (full)
+                    sb_line(s, 5, "#pragma omp simd\n");
+                sb_line(s, 5, "for (int64_t jj = 0; jj < %s; jj++)\n", full ? "JB" : "n");
+                sb_line(s, 6, "acc[%lld][jj] += av0 * br0[jj]", (long long)i);
+                for (int u = 1; u < step; u++)
+                    sb_printf(s, " + av%d * br%d[jj]", u, u);
+                sb_puts(s, ";\n");
+                sb_line(s, 4, "}\n");
+            }
+            sb_line(s, 3, "}\n");
+            if (step == 1)
+                break;
         }
-        sb_line(s, 3, "}\n");
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "for (int64_t i = 0; i < %lld; i++)\n", (long long)L->M);
@@ -941,10 +955,17 @@ static double par_time(const Lin *L, const Hw *h, double tasks, double t1) {
     return t1 / tasks * waves + 3e-6; // fork/join
 }
 
+// Compute and memory time overlap, but not perfectly.
+static double overlap(double t_comp, double t_mem) {
+    return ORCH_MAX(t_comp, t_mem) + 0.25 * ORCH_MIN(t_comp, t_mem);
+}
+
+// Moving every operand and the result once, at the bandwidth of the level they fit in.
 static double mem_floor(const Lin *L, const Hw *h) {
     double bytes = 4.0 * (double)(tensor_numel(T(L, L->ta)) + tensor_numel(T(L, L->tb)) +
                                   tensor_numel(T(L, L->tl)));
-    return bytes / h->bw;
+    double bw = bytes <= h->l2 ? 100e9 : bytes <= h->l3 ? 50e9 : h->bw;
+    return bytes / bw;
 }
 
 static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
@@ -956,6 +977,8 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
     double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
     if (acc + nv + 1 > h->vregs)
         eff *= 0.4;
+    else if (acc + nv + 1 > h->vregs - 2)
+        eff *= 0.93; // no slack: the compiler tends to spill around the loop
     if (kc * nr * 4 > h->l1 * 0.5)
         eff *= 0.8;
     if (mc * kc * 4 > h->l2 * 0.5)
@@ -977,7 +1000,7 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
         pk += B * K * N * mt * (L->conv ? 1.0e-9 : 0.5e-9);
     double t1 = t_comp + pk;
     double tasks = B * mt * nt;
-    return ORCH_MAX(par_time(L, h, tasks, t1), mem_floor(L, h));
+    return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
 }
 
 static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
@@ -987,15 +1010,15 @@ static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
     case V_GEMV: {
         double tasks = (double)L->batch * cdiv((double)L->N, (double)P[P_NR]);
         double t1 = flops / (h->peak * 0.35);
-        return ORCH_MAX(par_time(L, h, tasks, t1), mem_floor(L, h));
+        return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
     }
     case V_DOT: {
         double t1 = flops / (h->peak * (L->N == 1 ? 0.35 : 0.1));
-        return ORCH_MAX(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
+        return overlap(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
     }
     default: {
         double t1 = flops / (h->peak * 0.3);
-        return ORCH_MAX(par_time(L, h, (double)(L->NI * L->OC), t1), mem_floor(L, h));
+        return overlap(par_time(L, h, (double)(L->NI * L->OC), t1), mem_floor(L, h));
     }
     }
 }
@@ -1038,11 +1061,13 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
     bool a_direct = L->conv ? L->pb >= 0 : L->pa >= 0;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
-    int shapes[4][2], ns = 0;
+    // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
+    int shapes[5][2], ns = 0;
     if (h->lanes >= 16) {
         shapes[ns][0] = 6, shapes[ns++][1] = 32;
-        shapes[ns][0] = 14, shapes[ns++][1] = 32;
+        shapes[ns][0] = 8, shapes[ns++][1] = 32;
         shapes[ns][0] = 12, shapes[ns++][1] = 32;
+        shapes[ns][0] = 14, shapes[ns++][1] = 32;
         shapes[ns][0] = 8, shapes[ns++][1] = 16;
     } else if (h->lanes >= 8) {
         shapes[ns][0] = 6, shapes[ns++][1] = 16;
@@ -1096,7 +1121,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
         }
     }
     if (!L->conv && L->pb >= 0 && L->M <= 8 && n + 2 <= cap) {
-        for (int jb = 32; jb <= 64; jb += 32) {
+        for (int jb = 64; jb <= 256; jb *= 4) {
             KernelConfig *k = &out[n++];
             memset(k, 0, sizeof *k);
             k->cls = cls;

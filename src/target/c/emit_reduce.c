@@ -145,8 +145,6 @@ static bool on_row(const Ctx *k, const Red *r, const CexprRead *rq) {
 
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
                   Err *e) {
-    (void)code;
-    (void)indent;
     Ctx *k = ctx;
     int i = find_red(k, rq->tensor);
     if (i < 0)
@@ -159,7 +157,9 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
                            k->pg->tensors[rq->tensor]->name);
         char off[512];
         inner_offset(&r->sp, off, sizeof off);
-        fmt(out, cap, "%s[%s]", r->res, off);
+        cexpr_fresh(k->x, "rv", out, cap);
+        sb_line(code, indent, "const %s %s = %s[%s];\n",
+                cgen_vtype(k->pg->tensors[r->out]->dtype), out, r->res, off);
         return ST_OK;
     }
     const Tensor *O = k->pg->tensors[r->out];
@@ -172,11 +172,8 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
             sb_printf(&b, " + (%s) * %lld", rq->idx[d], (long long)st);
         st *= O->dims[d];
     }
-    if (b.len + 64 > cap) {
-        sb_free(&b);
-        return err_set(e, ST_UNSUPPORTED, "kernel %s: index expression too long", k->fn);
-    }
-    fmt(out, cap, "%s[%s]", r->res, b.s);
+    cexpr_fresh(k->x, "rv", out, cap);
+    sb_line(code, indent, "const %s %s = %s[%s];\n", cgen_vtype(O->dtype), out, r->res, b.s);
     sb_free(&b);
     return ST_OK;
 }
