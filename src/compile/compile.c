@@ -127,6 +127,8 @@ typedef struct Driver {
     double t_phase;
     Err db_err; // database trouble is reported once and tuning goes on without it
     bool db_broken;
+    CModule **mods; // the lab's modules, kept for reuse as the artefact's shared object
+    int n_mods;
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -343,7 +345,9 @@ static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_fro
                          .jobs = d->opt->jobs,
                          .before_run = before_run,
                          .on_result = on_result,
-                         .ctx = &lc};
+                         .ctx = &lc,
+                         .keep = &d->mods,
+                         .n_keep = &d->n_mods};
         rc = lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, e);
     }
     free(jobs);
@@ -462,10 +466,20 @@ static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModu
             d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
         }
     }
-    if (rc == ST_OK)
+    // A module the lab built that holds every chosen kernel serves as the shared object (extra
+    // kernels in it are harmless); otherwise the chosen kernels are built into one.
+    CModule *reuse = NULL;
+    for (int m = 0; m < d->n_mods && rc == ST_OK && !reuse; m++) {
+        bool all = true;
+        for (int i = 0; i < sel->n && all; i++)
+            all = spec[i].kind != PLAN_GENERATED || cmodule_sym(d->mods[m], names[i]) != NULL;
+        if (all)
+            reuse = d->mods[m];
+    }
+    if (rc == ST_OK && !reuse)
         rc = cbuild_module(src.s, NULL, "the chosen kernels", mod, e);
     if (rc == ST_OK)
-        rc = file_read_all(cmodule_path(*mod), (int64_t)1 << 34, so, so_size, e);
+        rc = file_read_all(cmodule_path(reuse ? reuse : *mod), (int64_t)1 << 34, so, so_size, e);
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
     sb_free(&src);
@@ -705,6 +719,9 @@ out:
     if (rc)
         err_prefix(e, "orch compile %s: ", onnx_path);
     free(list);
+    for (int m = 0; m < d.n_mods; m++)
+        cmodule_free(d.mods[m]);
+    free(d.mods);
     free(plan_bytes);
     plan_free(plan);
     cmodule_free(mod);

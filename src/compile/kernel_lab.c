@@ -280,7 +280,12 @@ int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *
             opt->on_result)
             opt->on_result(opt->ctx, &jobs[i], ++done, n);
     for (int u = 0; u < nu; u++) {
-        cmodule_free(mods[u]);
+        if (opt->keep && mods[u]) {
+            *opt->keep = xrealloc(*opt->keep, sizeof(CModule *) * (size_t)(*opt->n_keep + 1));
+            (*opt->keep)[(*opt->n_keep)++] = mods[u];
+        } else {
+            cmodule_free(mods[u]);
+        }
         free(msgs[u]);
         free_unit(&units[u]);
     }

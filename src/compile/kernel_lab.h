@@ -42,6 +42,12 @@ typedef struct LabOptions {
     // Called when a job has its result (to store it at once) and for progress lines.
     void (*on_result)(void *ctx, const LabJob *j, int done, int total);
     void *ctx;
+    // When set, the modules the lab built (whole units) are handed over instead of freed:
+    // appended to *keep (realloc'd), *n_keep counts them; the caller frees them (cmodule_free).
+    // The compile driver reuses one as the artefact's shared object when it holds every chosen
+    // kernel, which saves a build.
+    struct CModule ***keep;
+    int *n_keep;
 } LabOptions;
 
 // The function name a job's kernel gets in its unit: "orch_k<signature hex>_<config hash hex>".

@@ -334,12 +334,16 @@ typedef struct ConvCase {
     int epi;  // 0 none, 1 bias+relu, 2 bias+sigmoid+residual, 3 gelu
     bool pro; // x scaled before the conv
     int nk;   // configs per candidate (0: 3, or 1 for fused cases)
+    bool tr;  // ConvTranspose (out_pad: the pe of the case's last field, see conv_one)
+    int64_t opad[3];
 } ConvCase;
 
 static void conv_one(const ConvCase *cc) {
     PrimGraph *pg = prim_graph_create(NULL);
-    int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->OC, cc->C / cc->group}, od[5] = {cc->N, cc->OC};
-    LinearParams lp = {.op = LIN_CONV, .n_spatial = cc->S, .group = cc->group};
+    int64_t xd[5] = {cc->N, cc->C}, od[5] = {cc->N, cc->OC};
+    int64_t wd[5] = {cc->tr ? cc->C : cc->OC, cc->tr ? cc->OC / cc->group : cc->C / cc->group};
+    LinearParams lp = {.op = cc->tr ? LIN_CONV_TRANSPOSE : LIN_CONV, .n_spatial = cc->S,
+                       .group = cc->group};
     for (int d = 0; d < cc->S; d++) {
         xd[2 + d] = cc->in[d];
         wd[2 + d] = cc->k[d];
@@ -347,8 +351,14 @@ static void conv_one(const ConvCase *cc) {
         lp.dilation[d] = cc->dil[d];
         lp.pad_begin[d] = cc->pb[d];
         lp.pad_end[d] = cc->pe[d];
-        od[2 + d] =
-            (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] + 1;
+        lp.out_pad[d] = cc->opad[d];
+        if (cc->tr)
+            od[2 + d] = (cc->in[d] - 1) * cc->st[d] - cc->pb[d] - cc->pe[d] +
+                        cc->dil[d] * (cc->k[d] - 1) + 1 + cc->opad[d];
+        else
+            od[2 + d] = (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) /
+                            cc->st[d] +
+                        1;
     }
     int x = add_input(pg, "x", 2 + cc->S, xd);
     PB b = {pg, "conv"};
@@ -373,33 +383,61 @@ static void conv_one(const ConvCase *cc) {
     check_graph(cc->name, pg, cc->nk ? cc->nk : cc->epi || cc->pro ? 1 : 3, 1);
 }
 
+// ONNX Pad before a Conv: a LAYOUT table (-1 reads the pad value, 0 here) as the conv's prologue.
+static void conv_after_pad(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, 3, 7, 8}, pd[] = {1, 3, 9, 11}, wd[] = {4, 3, 3, 3},
+                  od[] = {1, 4, 7, 9};
+    int x = add_input(pg, "x", 4, xd);
+    PB b = {pg, "pad"};
+    int64_t th[9], tw[11];
+    for (int i = 0; i < 9; i++)
+        th[i] = i >= 1 && i < 8 ? i - 1 : -1;
+    for (int i = 0; i < 11; i++)
+        tw[i] = i >= 2 && i < 10 ? i - 2 : -1;
+    int64_t *tables[4] = {NULL, NULL, th, tw};
+    int xp = pb_table(&b, x, pd, tables, 0.0);
+    b.origin = "conv";
+    int w = add_const(&b, 4, wd);
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1},
+                       .dilation = {1, 1}};
+    add_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
+    check_graph("pad_conv_relu", pg, 2, 3);
+}
+
 static void conv_cases(void) {
     static const ConvCase cases[] = {
-        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 0},
-        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0},
+        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 0, false, {0}},
+        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0, false, {0}},
         {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0,
-         false, 0},
+         false, 0, false, {0}},
         {"conv7x7_s2_p3", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1,
-         false, 0},
-        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false, 0},
+         false, 0, false, {0}},
+        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false, 0, false, {0}},
         {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
-         false, 0},
-        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, 0},
+         false, 0, false, {0}},
+        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, 0, false, {0}},
         {"dw5x5_s2_d2_asym", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2,
-         false, 0},
-        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false, 0},
+         false, 0, false, {0}},
+        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false, 0, false, {0}},
         {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
-         2, true, 0},
-        {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 0},
-        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, 0},
+         2, true, 0, false, {0}},
+        {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 0, false, {0}},
+        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, 0, false, {0}},
         {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
-         {1, 1, 1}, 1, 0, false, 0},
+         {1, 1, 1}, 1, 0, false, 0, false, {0}},
         {"conv3x3_c40_deep_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
-         1, 1, false, 6},
-        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0},
+         1, 1, false, 6, false, {0}},
+        {"convT3x3_s2_p1_op1", 2, 2, 4, 3, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 0,
+         false, 3, true, {1, 1}},
+        {"convT4x4_s2_g2_relu", 2, 1, 4, 6, {4, 5}, {4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 2}, 2, 1,
+         false, 2, true, {0, 0}},
+        {"convT3_d2_1d", 1, 1, 3, 2, {7}, {3}, {1}, {2}, {0}, {1}, 1, 0, false, 2, true, {0}},
+        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
     };
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         conv_one(&cases[i]);
+    conv_after_pad();
     flush();
 }
 

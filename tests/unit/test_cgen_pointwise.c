@@ -261,6 +261,19 @@ static void build_layout(const char *name) {
     g_out(g, pb_ew1(&g->b, EW_TANH, cc));
 }
 
+// Large enough for the parallel loop and the chunk configs: GELU with a bias (flat loop), and
+// the same through a transpose (digits kept).
+static void build_big(const char *name) {
+    G *g = g_new(name);
+    int64_t d[3] = {3, 37, 1031}, db[1] = {1031};
+    int x = g_in(g, DT_FLOAT, 3, d), b = cst(g, DT_FLOAT, 1, db);
+    int h = pb_ew2(&g->b, EW_ADD, x, b);
+    int e = pb_ew1(&g->b, EW_ERF, pb_ew2i(&g->b, EW_MUL, h, 0.7071067811865476));
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2i(&g->b, EW_MUL, h, 0.5), pb_ew2i(&g->b, EW_ADD, e, 1.0)));
+    int t = pb_transpose(&g->b, pb_ew1(&g->b, EW_SIGMOID, x), (int[]){1, 0, 2});
+    g_out(g, pb_ew2(&g->b, EW_MUL, t, pb_ew1(&g->b, EW_TANH, t)));
+}
+
 static void build_softmax(const char *name, int64_t rows, int64_t cols) {
     G *g = g_new(name);
     int64_t d[2] = {rows, cols};
@@ -431,6 +444,16 @@ static int run_all(void) {
             }
             KernelConfig cfg[8];
             int n = cgen_pw_configs(g->pg, c, &hw, cfg, 8);
+            if (getenv("CGEN_VERBOSE") && cfg[0].cls == CCLS_REDUCE) {
+                KernelConfig kc = {.cls = CCLS_REDUCE, .p = {1, 1}};
+                StrBuf sb;
+                sb_init(&sb);
+                Err pe = {0};
+                cgen_pw_emit(g->pg, c, &kc, "probe", &sb, &pe);
+                printf("  %s: candidate %d: %d configs, best %s; fused: %s\n", g->name, ci, n,
+                       cfg[0].desc, pe.code ? pe.msg : "ok");
+                sb_free(&sb);
+            }
             if (n < 1) {
                 printf("  %s: candidate %d supported but no configs\n", g->name, ci);
                 g->failures++;
@@ -607,6 +630,7 @@ int main(void) {
     build_int(DT_UINT64, "uint64");
     build_casts("casts");
     build_layout("layout");
+    build_big("big");
     build_softmax("softmax", odd_dim(), odd_dim() + 40);
     build_softmax("softmax_big", 64, 1031);
     build_layernorm("layernorm");

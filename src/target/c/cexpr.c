@@ -63,6 +63,10 @@ struct Cexpr {
     int root_rank;
     int64_t root_dims[R];
     char root_idx[R][EXPR_CAP];
+    // Flat view (cexpr_set_flat): root coordinates first.. are digits of one variable.
+    int flat_first;
+    char flat_var[NAME_CAP];
+    bool flat_broken;
 };
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
@@ -177,6 +181,7 @@ Cexpr *cexpr_create(const PrimGraph *pg, const Candidate *c, const char *fn, Str
     x->c = c;
     fmt(x->fn, sizeof x->fn, "%s", fn);
     x->decls = decls;
+    x->flat_first = -1;
     x->prim_of = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
     for (int i = 0; i < pg->n_tensors; i++)
         x->prim_of[i] = -1;
@@ -215,6 +220,49 @@ bool cexpr_is_pointwise(const Cexpr *x, int t) {
         return false;
     PrimKind k = x->pg->prims[x->prim_of[t]]->kind;
     return k == PRIM_ELEMWISE || k == PRIM_LAYOUT;
+}
+
+static void coord_text(const Cexpr *x, const Coord *c, char *buf, size_t cap);
+
+void cexpr_set_flat(Cexpr *x, int first, const char *var) {
+    x->flat_first = first;
+    fmt(x->flat_var, sizeof x->flat_var, "%s", var ? var : "");
+    x->flat_broken = false;
+}
+
+bool cexpr_flat_broken(const Cexpr *x) { return x->flat_broken; }
+
+// The affine offset `off` as text, using the flat variable for the flat coordinates when their
+// coefficients are those of a contiguous block (coef_q = coef_last * stride_q).
+static void offset_text(Cexpr *x, const Coord *off, char *buf, size_t cap) {
+    int n = x->root_rank, first = x->flat_first;
+    if (first < 0 || first >= n) {
+        coord_text(x, off, buf, cap);
+        return;
+    }
+    int64_t c_last = off->coef[n - 1], S = 1;
+    bool contiguous = true;
+    for (int q = n - 1; q >= first; q--) {
+        if (x->root_dims[q] != 1 && off->coef[q] != c_last * S)
+            contiguous = false;
+        S *= x->root_dims[q];
+    }
+    if (x->root_dims[n - 1] == 1)
+        contiguous = false; // no inner coefficient to scale by: keep the digits
+    if (!contiguous) {
+        x->flat_broken = true;
+        coord_text(x, off, buf, cap);
+        return;
+    }
+    Coord head = *off;
+    for (int q = first; q < n; q++)
+        head.coef[q] = 0;
+    char h[EXPR_CAP];
+    coord_text(x, &head, h, sizeof h);
+    if (c_last == 1)
+        fmt(buf, cap, "%s + %s", h, x->flat_var);
+    else
+        fmt(buf, cap, "%s + %s * %lld", h, x->flat_var, (long long)c_last);
 }
 
 void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap) {
@@ -478,7 +526,7 @@ static int load_input(Cexpr *x, int t, int j, const Ix *ix, StrBuf *code, int in
         }
     }
     char aff[EXPR_CAP], elem[2 * EXPR_CAP], val[2 * EXPR_CAP + 64];
-    coord_text(x, &off, aff, sizeof aff);
+    offset_text(x, &off, aff, sizeof aff);
     fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff, b.s);
     sb_free(&b);
     cgen_load_expr(T->dtype, elem, val, sizeof val);
@@ -529,13 +577,13 @@ static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *
     case EW_CAST: fmt(buf, cap, "%s", a); break;
     case EW_NEG: fmt(buf, cap, "(-%s)", a); break;
     case EW_ABS: fmt(buf, cap, "fabs%s(%s)", f, a); break;
-    case EW_EXP: fmt(buf, cap, "exp%s(%s)", f, a); break;
+    case EW_EXP: fmt(buf, cap, s ? "orch_expf(%s)" : "exp(%s)", a); break;
     case EW_LOG: fmt(buf, cap, "log%s(%s)", f, a); break;
     case EW_SQRT: fmt(buf, cap, "sqrt%s(%s)", f, a); break;
     case EW_RSQRT: fmt(buf, cap, "(%s / sqrt%s(%s))", one, f, a); break;
     case EW_RECIP: fmt(buf, cap, "(%s / %s)", one, a); break;
-    case EW_ERF: fmt(buf, cap, "erf%s(%s)", f, a); break;
-    case EW_TANH: fmt(buf, cap, "tanh%s(%s)", f, a); break;
+    case EW_ERF: fmt(buf, cap, s ? "orch_erff(%s)" : "erf(%s)", a); break;
+    case EW_TANH: fmt(buf, cap, s ? "orch_tanhf(%s)" : "tanh(%s)", a); break;
     case EW_SIGMOID: fmt(buf, cap, "orch_sigmoid%s(%s)", f, a); break;
     case EW_RELU: fmt(buf, cap, "(%s > %s ? %s : (%s != %s ? %s : %s))", a, zero, a, a, a, a, zero);
         break;
@@ -1071,9 +1119,76 @@ static const char prelude[] =
     "static inline double orch_round_bf16(double v) {\n"
     "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
     "}\n"
+    // exp in float without a library call, so loops calling it vectorise: exp(x) = 2^k exp(r),
+    // r = x - k ln2 (two-part ln2), exp(r) by its Taylor series to r^7 (|r| <= 0.35: below one
+    // ulp), 2^k applied in two factors so the range reaches overflow and the subnormals.
+    "typedef union { float f; int32_t i; } orch_fbits;\n"
+    "static inline float orch_expf(float x) {\n"
+    "    float xc = x < -104.0f ? -104.0f : x;\n"
+    "    xc = xc > 89.0f ? 89.0f : xc;\n"
+    "    float k = rintf(xc * 1.44269504088896341f);\n"
+    "    k = k == k ? k : 0.0f;\n"
+    "    float r = xc - k * 0.693145751953125f;\n"
+    "    r = r - k * 1.428606765330187e-06f;\n"
+    "    float p = 1.0f / 5040.0f;\n"
+    "    p = p * r + 1.0f / 720.0f;\n"
+    "    p = p * r + 1.0f / 120.0f;\n"
+    "    p = p * r + 1.0f / 24.0f;\n"
+    "    p = p * r + 1.0f / 6.0f;\n"
+    "    p = p * r + 0.5f;\n"
+    "    p = p * r + 1.0f;\n"
+    "    p = p * r + 1.0f;\n"
+    "    int32_t ki = (int32_t)k, k1 = ki / 2, k2 = ki - k1;\n"
+    "    orch_fbits s1, s2;\n"
+    "    s1.i = (k1 + 127) << 23;\n"
+    "    s2.i = (k2 + 127) << 23;\n"
+    "    return p * s1.f * s2.f;\n"
+    "}\n"
+    // tanh: an odd Taylor polynomial near 0 (no cancellation), 1 - 2/(e^2|x| + 1) elsewhere.
+    "static inline float orch_tanhf(float x) {\n"
+    "    float ax = fabsf(x), x2 = x * x;\n"
+    "    float p = -929569.0f / 638512875.0f;\n"
+    "    p = p * x2 + 21844.0f / 6081075.0f;\n"
+    "    p = p * x2 - 1382.0f / 155925.0f;\n"
+    "    p = p * x2 + 62.0f / 2835.0f;\n"
+    "    p = p * x2 - 17.0f / 315.0f;\n"
+    "    p = p * x2 + 2.0f / 15.0f;\n"
+    "    p = p * x2 - 1.0f / 3.0f;\n"
+    "    p = p * x2 * x + x;\n"
+    "    float big = 1.0f - 2.0f / (orch_expf(2.0f * ax) + 1.0f);\n"
+    "    big = x < 0 ? -big : big;\n"
+    "    return ax < 0.375f ? p : (x != x ? x : big);\n"
+    "}\n"
+    // erf: its Taylor series near 0 (relative accuracy for small x), elsewhere 1 - erfc with
+    // the Chebyshev fit of Numerical Recipes' erfcc (relative error below 1.2e-7).
+    "static inline float orch_erff(float x) {\n"
+    "    float ax = fabsf(x), x2 = x * x;\n"
+    "    float p = -1.0f / 75600.0f;\n"
+    "    p = p * x2 + 1.0f / 9360.0f;\n"
+    "    p = p * x2 - 1.0f / 1320.0f;\n"
+    "    p = p * x2 + 1.0f / 216.0f;\n"
+    "    p = p * x2 - 1.0f / 42.0f;\n"
+    "    p = p * x2 + 1.0f / 10.0f;\n"
+    "    p = p * x2 - 1.0f / 3.0f;\n"
+    "    p = (p * x2 * x + x) * 1.1283791670955126f;\n"
+    "    float t = 1.0f / (1.0f + 0.5f * ax);\n"
+    "    float q = 0.17087277f;\n"
+    "    q = q * t - 0.82215223f;\n"
+    "    q = q * t + 1.48851587f;\n"
+    "    q = q * t - 1.13520398f;\n"
+    "    q = q * t + 0.27886807f;\n"
+    "    q = q * t - 0.18628806f;\n"
+    "    q = q * t + 0.09678418f;\n"
+    "    q = q * t + 0.37409196f;\n"
+    "    q = q * t + 1.00002368f;\n"
+    "    q = q * t - 1.26551223f;\n"
+    "    float big = 1.0f - t * orch_expf(q - ax * ax);\n"
+    "    big = x < 0 ? -big : big;\n"
+    "    return ax < 0.5f ? p : (x != x ? x : big);\n"
+    "}\n"
     "static inline float orch_sigmoidf(float a) {\n"
-    "    float e = expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
-    "    return a >= 0 ? r : e * r;\n"
+    "    float e = orch_expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
+    "    return a != a ? a : a >= 0 ? r : e * r;\n"
     "}\n"
     "static inline double orch_sigmoid(double a) {\n"
     "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"

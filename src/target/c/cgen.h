@@ -110,6 +110,13 @@ bool cexpr_is_pointwise(const Cexpr *x, int t);
 int cexpr_value(Cexpr *x, int t, const char *const *idx, StrBuf *code, int indent, char *out,
                 size_t cap, Err *e);
 void cexpr_forget(Cexpr *x);
+// Flat view of the root: coordinates first..rank-1 of the roots passed to cexpr_value are the
+// mixed-radix digits of one variable `var` (the caller passes them as div/mod expressions of it).
+// Loads whose offsets are contiguous over those coordinates then read `base + var * s` (one
+// unit-stride loop over var); others keep the digits and set the broken flag, which tells the
+// caller the flat loop would not stay unit-stride. first < 0: no flat view.
+void cexpr_set_flat(Cexpr *x, int first, const char *var);
+bool cexpr_flat_broken(const Cexpr *x);
 // A fresh local name "<prefix><n>" unique within the kernel.
 void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap);
 

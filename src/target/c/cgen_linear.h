@@ -1,10 +1,12 @@
-// The C target's emitter for candidates built around one LINEAR primitive (emit_linear.c):
-// matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM with an AVX-512/AVX2/portable
-// register-tile micro-kernel, GEMV and dot paths for skinny products; 1-, 2- and 3-D convolution
-// as an implicit GEMM (patch panels packed per tile, never a materialised im2col); depthwise 2-D
-// convolution as a direct kernel. Pointwise primitives feeding the LINEAR's operands (prologues)
-// are evaluated while packing; pointwise primitives after it up to the sink (epilogues) are
-// applied as each output tile is finished. Values come from cexpr (cgen.h).
+// The C target's emitter for candidates built around one LINEAR primitive (emit_linear.c,
+// emit_matmul.c, emit_conv.c): matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM
+// with an AVX-512/AVX2/portable register-tile micro-kernel, GEMV and dot paths for skinny
+// products; 1-, 2- and 3-D convolution and transposed convolution as an implicit GEMM (patch
+// panels packed per tile, never a materialised im2col; the transposed one gathers input pixels
+// where the stride divides); depthwise 2-D convolution as a direct kernel. Pointwise primitives
+// feeding the LINEAR's operands (prologues) are evaluated while packing; pointwise primitives
+// after it up to the sink (epilogues) are applied as each output tile is finished. Values come
+// from cexpr (cgen.h).
 // Needs: a verified primitive graph and a candidate of it. Guarantees: emitted kernels follow the
 // kernel ABI of target.h and compute the candidate's output as prim_interp.c does, up to float
 // rounding (sums are reassociated).
@@ -18,8 +20,9 @@
 // Kernel classes of the linear emitter (KernelConfig.cls; 1 and 2 are cgen.h's).
 enum { CCLS_MATMUL = 3, CCLS_CONV = 4, CCLS_DWCONV = 5 };
 
-// Exactly one LINEAR (matmul or convolution, float32), no OPAQUE or REDUCE primitive, epilogue
-// primitives elementwise at the LINEAR's output shape, and every value expressible by cexpr.
+// Exactly one LINEAR (matmul, or convolution / transposed convolution with 1 to 3 spatial dims;
+// float32), no OPAQUE or REDUCE primitive, epilogue primitives elementwise at the LINEAR's output
+// shape, and every value expressible by cexpr.
 bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c);
 // Up to k configs, best estimate first (score: the hardware model's seconds); returns how many.
 int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
@@ -30,5 +33,75 @@ int cgen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
                   StrBuf *src, Err *e);
 // Vector helpers (orch_lv_*) the micro-kernels use; appended after cgen_prelude().
 const char *cgen_lin_prelude(void);
+
+// ---- internal: shared by emit_linear.c, emit_matmul.c and emit_conv.c only ----
+#ifdef ORCH_CGEN_LINEAR_INTERNAL
+#include "cgen.h"
+
+// Variants (KernelConfig.p[0]).
+enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3 };
+// KernelConfig.p[] slots.
+enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
+
+// The candidate seen as a batch of GEMMs.
+typedef struct Lin {
+    const PrimGraph *pg;
+    const Candidate *c;
+    const Prim *p;       // the LINEAR
+    int ta, tb, tl;      // its operands (X and W for conv) and output
+    int sink;            // c->output
+    bool epi;            // primitives after the LINEAR
+    int pa, pb;          // positions of ta/tb in c->inputs; -1: computed by a prologue
+    bool conv;
+    bool convt;          // transposed conv: B gathers X where the stride divides (see lin_emit_b_value)
+    int64_t batch, M, N, K;
+    // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
+    int nbd;
+    int64_t bd[ORCH_MAX_RANK], sa[ORCH_MAX_RANK], sb[ORCH_MAX_RANK];
+    // conv: image count, channels, groups, spatial geometry
+    int S;
+    int64_t NI, C, OC, G, Cg, OCg, kpix, ipix;
+    int64_t in[3], out[3], k[3], st[3], dil[3], pad[3];
+    bool b_direct_ok; // B readable in place (matmul operand, or a 1x1 stride-1 unpadded conv)
+    bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
+} Lin;
+
+// What the emitters share while generating one kernel.
+typedef struct Emit {
+    const Lin *L;
+    const KernelConfig *cfg;
+    const char *fn;
+    StrBuf *s;    // function definitions
+    Cexpr *x;
+    const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
+} Emit;
+
+static inline const Tensor *lin_t(const Lin *L, int t) {
+    return L->pg->tensors[t];
+}
+
+// emit_linear.c: values and the epilogue.
+// Declares b's coordinates: matmul bq0.. (and aoff/boff, the operands' batch offsets in
+// elements, when `offsets`), conv q_n and q_g.
+void lin_emit_batch_coords(const Emit *E, int ind, bool offsets);
+// Statements setting the float lvalue dst to A[b](i, k) / B[b](k, j) (i, j, k: int64_t
+// variables or expressions of them; batch coordinates in scope). Conv B reads handle padding.
+int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);
+int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e);
+// fn_epi(o, in, b, i0, m, j0, n): the epilogue applied in place to rows i0..i0+m, columns
+// j0..j0+n of C[b].
+int lin_emit_epilogue(Emit *E, Err *e);
+// Whether a kernel forks: enough work to pay for waking the threads.
+bool lin_worth_parallel(const Lin *L);
+
+// emit_matmul.c: the packed GEMM (matmul and implicit-GEMM conv), GEMV and dot paths.
+int lin_emit_tiled(Emit *E, Err *e);
+int lin_emit_gemv(Emit *E, Err *e);
+int lin_emit_dot(Emit *E, Err *e);
+
+// emit_conv.c: the patch packer of a conv reading X in place, the depthwise direct kernel.
+void lin_emit_packb_conv(Emit *E, int nr);
+int lin_emit_dw(Emit *E, Err *e);
+#endif
 
 #endif

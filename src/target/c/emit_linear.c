@@ -1,5 +1,6 @@
 // Linear kernels of the C target (see cgen_linear.h): analysis of a candidate around its LINEAR
-// primitive, the Roller/BLIS hardware model that proposes configs, and the emitters. Every
+// primitive, operand values and epilogues, the Roller/BLIS hardware model that proposes configs,
+// and the entry points (kernel bodies: emit_matmul.c, emit_conv.c). Every
 // product is viewed as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
 // out + (b*M + i)*N + j:
 //   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims;
@@ -7,45 +8,13 @@
 //           im2col patch matrix of image n, group g (K x output pixels), never materialised.
 // Names in comments: M, N, K the GEMM sizes; mr x nr the register tile; kc, mc, nc the cache
 // blocks of K, M, N (BLIS); G groups; S spatial dims.
+#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cgen_linear.h"
-
-#include "cgen.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-// Variants (KernelConfig.p[0]).
-enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3 };
-// KernelConfig.p[] slots.
-enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
-
-// The candidate seen as a batch of GEMMs.
-typedef struct Lin {
-    const PrimGraph *pg;
-    const Candidate *c;
-    const Prim *p;       // the LINEAR
-    int ta, tb, tl;      // its operands (X and W for conv) and output
-    int sink;            // c->output
-    bool epi;            // primitives after the LINEAR
-    int pa, pb;          // positions of ta/tb in c->inputs; -1: computed by a prologue
-    bool conv;
-    int64_t batch, M, N, K;
-    // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
-    int nbd;
-    int64_t bd[ORCH_MAX_RANK], sa[ORCH_MAX_RANK], sb[ORCH_MAX_RANK];
-    // conv: image count, channels, groups, spatial geometry
-    int S;
-    int64_t NI, C, OC, G, Cg, OCg, kpix, ipix;
-    int64_t in[3], out[3], k[3], st[3], dil[3], pad[3];
-    bool b_direct_ok; // B readable in place (matmul operand, or a 1x1 stride-1 unpadded conv)
-    bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
-} Lin;
-
-static const Tensor *T(const Lin *L, int t) {
-    return L->pg->tensors[t];
-}
 
 static bool same_shape(const Tensor *a, const Tensor *b) {
     if (a->rank != b->rank)
@@ -75,7 +44,7 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     if (li < 0)
         return false;
     const Prim *p = pg->prims[c->prims[li]];
-    if (p->lin.op == LIN_CONV_TRANSPOSE || p->n_in != 2)
+    if (p->n_in != 2)
         return false;
     L->p = p;
     L->ta = p->in[0];
@@ -83,9 +52,9 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     L->tl = p->out[0];
     L->sink = c->output;
     L->epi = L->sink != L->tl;
-    const Tensor *A = T(L, L->ta), *B = T(L, L->tb), *O = T(L, L->tl);
+    const Tensor *A = lin_t(L, L->ta), *B = lin_t(L, L->tb), *O = lin_t(L, L->tl);
     if (A->dtype != DT_FLOAT || B->dtype != DT_FLOAT || O->dtype != DT_FLOAT ||
-        T(L, L->sink)->dtype != DT_FLOAT)
+        lin_t(L, L->sink)->dtype != DT_FLOAT)
         return false;
     // Epilogue: everything reading the LINEAR's result (directly or not) must be elementwise at
     // its shape, so each output element is finished from its own accumulator.
@@ -99,7 +68,7 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             reads |= q->in[j] >= 0 && down[q->in[j]];
         if (!reads)
             continue;
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(T(L, q->out[0]), O))
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
             ok = false;
         else
             down[q->out[0]] = true;
@@ -134,6 +103,7 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     } else {
         const LinearParams *lp = &p->lin;
         L->conv = true;
+        L->convt = lp->op == LIN_CONV_TRANSPOSE;
         L->S = lp->n_spatial;
         if (L->S < 1 || L->S > 3 || r != 2 + L->S || lp->group < 1)
             return false;
@@ -145,6 +115,10 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             return false;
         L->Cg = L->C / L->G;
         L->OCg = L->OC / L->G;
+        // W is [OC, C/G, k...] for conv, [C, OC/G, k...] for conv transpose.
+        if (B->rank != r || B->dims[0] != (L->convt ? L->C : L->OC) ||
+            B->dims[1] != (L->convt ? L->OCg : L->Cg))
+            return false;
         L->kpix = 1;
         L->ipix = 1;
         int64_t opix = 1;
@@ -165,22 +139,13 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
         L->M = L->OCg;
         L->N = opix;
         L->K = L->Cg * L->kpix;
-        L->b_direct_ok = unit;
-        L->dw_ok = L->Cg == 1 && L->S == 2;
+        L->b_direct_ok = unit && !L->convt;
+        L->dw_ok = L->Cg == 1 && L->S == 2 && !L->convt;
     }
     return L->M > 0 && L->N > 0 && L->K > 0 && L->batch > 0;
 }
 
 // ---- emission helpers ----
-
-typedef struct Emit {
-    const Lin *L;
-    const KernelConfig *cfg;
-    const char *fn;
-    StrBuf *s;    // function definitions
-    Cexpr *x;
-    const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
-} Emit;
 
 static int lin_reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out,
                       size_t cap, Err *e) {
@@ -196,7 +161,7 @@ static int lin_reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, 
 
 // Batch coordinates of the output (matmul: bq0.. from b) and, when asked, the operands' batch
 // offsets in elements (aoff, boff).
-static void emit_batch_coords(const Emit *E, int ind, bool offsets) {
+void lin_emit_batch_coords(const Emit *E, int ind, bool offsets) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     if (L->conv) {
@@ -226,10 +191,34 @@ static void emit_batch_coords(const Emit *E, int ind, bool offsets) {
 
 // Statements setting `dst` (a float lvalue) to A[b](i, k) or B[b](k, j); i/k/j are int64_t
 // variables in scope, batch coordinates too. Conv B reads are bounds-checked (padding).
-static int emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
+int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const Tensor *A = T(L, L->conv ? L->tb : L->ta);
+    const Tensor *A = lin_t(L, L->conv ? L->tb : L->ta);
+    if (L->convt) {
+        // W[g*Cg + c][i][kernel offset] for k = c*kpix + kernel offset.
+        sb_line(s, ind, "{\n");
+        sb_line(s, ind + 1, "const int64_t w_c = q_g * %lld + %s / %lld, w_m = %s, w_q = %s %% %lld;\n",
+                (long long)L->Cg, k, (long long)L->kpix, i, k, (long long)L->kpix);
+        if (L->pb >= 0) {
+            sb_line(s, ind + 1, "%s = ((const float *)in[%d])[(w_c * %lld + w_m) * %lld + w_q];\n",
+                    dst, L->pb, (long long)L->OCg, (long long)L->kpix);
+        } else {
+            sb_line(s, ind + 1, "int64_t w_r = w_q;\n");
+            for (int d = L->S - 1; d >= 0; d--)
+                sb_line(s, ind + 1, "const int64_t w_k%d = w_r %% %lld; w_r /= %lld;\n", d,
+                        (long long)L->k[d], (long long)L->k[d]);
+            const char *ix[5] = {"w_c", "w_m", "w_k0", "w_k1", "w_k2"};
+            char v[64];
+            int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
+            if (rc)
+                return rc;
+            sb_line(s, ind + 1, "%s = %s;\n", dst, v);
+            cexpr_forget(E->x);
+        }
+        sb_line(s, ind, "}\n");
+        return ST_OK;
+    }
     if (L->conv) {
         if (L->pb >= 0) {
             sb_line(s, ind, "%s = ((const float *)in[%d])[(q_g * %lld + %s) * %lld + %s];\n", dst,
@@ -261,7 +250,7 @@ static int emit_a_value(Emit *E, int ind, const char *i, const char *k, const ch
     }
     char bidx[ORCH_MAX_RANK][16];
     const char *ix[ORCH_MAX_RANK];
-    int r = T(L, L->tl)->rank;
+    int r = lin_t(L, L->tl)->rank;
     for (int d = 0; d < A->rank - 2; d++) {
         int od = d + (r - A->rank);
         snprintf(bidx[d], sizeof bidx[d], A->dims[d] == 1 ? "0" : "bq%d", od);
@@ -280,11 +269,11 @@ static int emit_a_value(Emit *E, int ind, const char *i, const char *k, const ch
     return ST_OK;
 }
 
-static int emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
+int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     if (!L->conv) {
-        const Tensor *B = T(L, L->tb);
+        const Tensor *B = lin_t(L, L->tb);
         if (L->pb >= 0) {
             sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb,
                     k, (long long)L->N, j);
@@ -292,7 +281,7 @@ static int emit_b_value(Emit *E, int ind, const char *k, const char *j, const ch
         }
         char bidx[ORCH_MAX_RANK][16];
         const char *ix[ORCH_MAX_RANK];
-        int r = T(L, L->tl)->rank;
+        int r = lin_t(L, L->tl)->rank;
         for (int d = 0; d < B->rank - 2; d++) {
             int od = d + (r - B->rank);
             snprintf(bidx[d], sizeof bidx[d], B->dims[d] == 1 ? "0" : "bq%d", od);
@@ -320,14 +309,29 @@ static int emit_b_value(Emit *E, int ind, const char *k, const char *j, const ch
                 (long long)L->out[d], (long long)L->out[d]);
     }
     sb_line(s, ind + 1, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
-    for (int d = 0; d < L->S; d++)
-        sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d, d,
-                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+    // Conv: input position o*stride - pad + k*dil. Conv transpose (the scatter o = i*stride -
+    // pad + k*dil read backwards): i = (o + pad - k*dil) / stride where that divides.
+    for (int d = 0; d < L->S; d++) {
+        if (L->convt) {
+            sb_line(s, ind + 1, "const int64_t x_t%d = x_o%d + %lld - x_k%d * %lld;\n", d, d,
+                    (long long)L->pad[d], d, (long long)L->dil[d]);
+            sb_line(s, ind + 1, "const int64_t x_i%d = x_t%d / %lld;\n", d, d,
+                    (long long)L->st[d]);
+        } else {
+            sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d,
+                    d, (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+        }
+    }
     sb_line(s, ind + 1, "%s = 0.0f;\n", dst);
     sb_line(s, ind + 1, "if (");
-    for (int d = 0; d < L->S; d++)
-        sb_printf(s, "%s(uint64_t)x_i%d < %lluu", d ? " && " : "", d,
-                  (unsigned long long)L->in[d]);
+    for (int d = 0; d < L->S; d++) {
+        if (L->convt)
+            sb_printf(s, "%sx_t%d >= 0 && x_t%d %% %lld == 0 && x_i%d < %lld", d ? " && " : "", d,
+                      d, (long long)L->st[d], d, (long long)L->in[d]);
+        else
+            sb_printf(s, "%s(uint64_t)x_i%d < %lluu", d ? " && " : "", d,
+                      (unsigned long long)L->in[d]);
+    }
     sb_puts(s, ") {\n");
     if (L->pa >= 0) {
         sb_line(s, ind + 2, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
@@ -349,20 +353,20 @@ static int emit_b_value(Emit *E, int ind, const char *k, const char *j, const ch
 }
 
 // fn_epi: applies the epilogue in place to rows i0..i0+m, columns j0..j0+n of C[b].
-static int emit_epilogue_fn(Emit *E, Err *e) {
+int lin_emit_epilogue(Emit *E, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     sb_printf(s,
               "static void %s_epi(float *restrict o, const void *const *in, int64_t b, int64_t "
               "i0, int64_t m, int64_t j0, int64_t n) {\n",
               E->fn);
-    emit_batch_coords(E, 1, false);
+    lin_emit_batch_coords(E, 1, false);
     sb_line(s, 1, "for (int64_t i = i0; i < i0 + m; i++) {\n");
     sb_line(s, 2, "float *restrict orow = o + (b * %lld + i) * %lld;\n", (long long)L->M,
             (long long)L->N);
     sb_line(s, 2, "for (int64_t j = j0; j < j0 + n; j++) {\n");
     sb_line(s, 3, "const float acc = orow[j];\n");
-    const Tensor *O = T(L, L->tl);
+    const Tensor *O = lin_t(L, L->tl);
     char bidx[ORCH_MAX_RANK][32];
     const char *ix[ORCH_MAX_RANK];
     if (L->conv) {
@@ -400,522 +404,8 @@ static int emit_epilogue_fn(Emit *E, Err *e) {
 }
 
 // Whether the generated kernel forks: enough work to pay for waking the threads.
-static bool worth_parallel(const Lin *L) {
+bool lin_worth_parallel(const Lin *L) {
     return 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K >= 2e6;
-}
-
-// ---- tiled GEMM / implicit-GEMM conv ----
-
-// The register-tile micro-kernel for vector width w: C[mr x nr] (+)= A panel * B panel. Packed A
-// holds mr values per k; strided A (lda) is read in place. B rows are rsb floats apart.
-static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
-    int nv = nr / w;
-    for (int i = 0; i < mr; i++) {
-        sb_puts(s, "    orch_lv");
-        for (int v = 0; v < nv; v++)
-            sb_printf(s, "%s c%d_%d = orch_lv_zero()", v ? "," : "", i, v);
-        sb_puts(s, ";\n");
-    }
-    sb_puts(s, "    for (int64_t p = 0; p < kc; p++) {\n");
-    for (int v = 0; v < nv; v++)
-        sb_printf(s, "        const orch_lv b%d = orch_lv_load(b + %d);\n", v, v * w);
-    for (int i = 0; i < mr; i++) {
-        if (strided)
-            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d * lda]);", i);
-        else
-            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d]);", i);
-        for (int v = 0; v < nv; v++)
-            sb_printf(s, " c%d_%d = orch_lv_fma(a_, b%d, c%d_%d);", i, v, v, i, v);
-        sb_puts(s, " }\n");
-    }
-    sb_printf(s, "        a += %d;\n        b += rsb;\n    }\n", strided ? 1 : mr);
-    sb_puts(s, "    if (accum) {\n");
-    for (int i = 0; i < mr; i++)
-        for (int v = 0; v < nv; v++)
-            sb_printf(s, "        c%d_%d = orch_lv_add(c%d_%d, orch_lv_load(c + %d * ldc + %d));\n",
-                      i, v, i, v, i, v * w);
-    sb_puts(s, "    }\n");
-    for (int i = 0; i < mr; i++)
-        for (int v = 0; v < nv; v++)
-            sb_printf(s, "    orch_lv_store(c + %d * ldc + %d, c%d_%d);\n", i, v * w, i, v);
-}
-
-static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
-    StrBuf *s = E->s;
-    sb_printf(s,
-              "static inline __attribute__((always_inline)) void %s_%s(int64_t kc, const float "
-              "*restrict a,%s const float *restrict b, int64_t rsb, float *restrict c, int64_t "
-              "ldc, int accum) {\n",
-              E->fn, name, strided ? " int64_t lda," : "");
-    sb_puts(s, "#if ORCH_LV == 16\n");
-    emit_uk_body(s, mr, nr, 16, strided);
-    sb_puts(s, "#elif ORCH_LV == 8\n");
-    emit_uk_body(s, mr, nr, 8, strided);
-    sb_puts(s, "#else\n");
-    emit_uk_body(s, mr, nr, 4, strided);
-    sb_puts(s, "#endif\n}\n\n");
-}
-
-// fn_packa: rows i0..i0+mc, columns p0..p0+kc of A[b] into panels of mr rows (zero rows past mc).
-static int emit_packa(Emit *E, int mr, Err *e) {
-    StrBuf *s = E->s;
-    sb_printf(s,
-              "static void %s_packa(float *restrict Ap, const void *const *in, int64_t b, "
-              "int64_t i0, int64_t mc, int64_t p0, int64_t kc) {\n",
-              E->fn);
-    emit_batch_coords(E, 1, true);
-    sb_line(s, 1, "for (int64_t s = 0; s < mc; s += %d) {\n", mr);
-    sb_line(s, 2, "float *restrict d = Ap + s * kc;\n");
-    sb_line(s, 2, "for (int64_t ii = 0; ii < %d; ii++) {\n", mr);
-    sb_line(s, 3, "if (s + ii >= mc) {\n");
-    sb_line(s, 4, "for (int64_t p = 0; p < kc; p++) d[p * %d + ii] = 0.0f;\n", mr);
-    sb_line(s, 4, "continue;\n");
-    sb_line(s, 3, "}\n");
-    sb_line(s, 3, "const int64_t i = i0 + s + ii;\n");
-    sb_line(s, 3, "for (int64_t p = 0; p < kc; p++) {\n");
-    sb_line(s, 4, "const int64_t k = p0 + p;\n");
-    char dst[32];
-    snprintf(dst, sizeof dst, "d[p * %d + ii]", mr);
-    int rc = emit_a_value(E, 4, "i", "k", dst, e);
-    if (rc)
-        return rc;
-    sb_line(s, 3, "}\n");
-    sb_line(s, 2, "}\n");
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
-}
-
-// The fast patch packer for a conv whose X is a kernel input: each (channel, kernel offset) row
-// of the panel is a run of output pixels; along the last spatial axis it is a strided copy of an
-// input row with zeros where the window hangs over the padding.
-static void emit_packb_conv_direct(Emit *E, int nr) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    int S = L->S, l = S - 1;
-    sb_line(s, 1, "const float *restrict X = (const float *)in[%d];\n", L->pa);
-    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
-    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
-    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
-    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
-    sb_line(s, 3, "int64_t x_r = p0 + p;\n");
-    for (int d = l; d >= 0; d--)
-        sb_line(s, 3, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d, (long long)L->k[d],
-                (long long)L->k[d]);
-    sb_line(s, 3, "const float *restrict xc = X + (q_n * %lld + q_g * %lld + x_r) * %lld;\n",
-            (long long)L->C, (long long)L->Cg, (long long)L->ipix);
-    sb_line(s, 3, "int64_t o_r = j0 + s;\n");
-    for (int d = l; d >= 0; d--)
-        sb_line(s, 3, "int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d, (long long)L->out[d],
-                (long long)L->out[d]);
-    sb_line(s, 3, "int64_t jj = 0;\n");
-    sb_line(s, 3, "while (jj < w) {\n");
-    sb_line(s, 4, "int64_t len = %lld - x_o%d; if (len > w - jj) len = w - jj;\n",
-            (long long)L->out[l], l);
-    sb_line(s, 4, "float *restrict dd = d + jj;\n");
-    sb_line(s, 4, "const float *restrict xr = xc;\n");
-    sb_line(s, 4, "int ok = 1;\n");
-    int64_t rowlen = 1;
-    for (int d = l - 1; d >= 0; d--) {
-        sb_line(s, 4, "{ const int64_t xi = x_o%d * %lld - %lld + x_k%d * %lld;", d,
-                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
-        rowlen *= L->in[d + 1];
-        sb_printf(s, " if ((uint64_t)xi >= %lluu) ok = 0; else xr += xi * %lld; }\n",
-                  (unsigned long long)L->in[d], (long long)rowlen);
-    }
-    sb_line(s, 4, "if (!ok) {\n");
-    sb_line(s, 5, "for (int64_t t = 0; t < len; t++) dd[t] = 0.0f;\n");
-    sb_line(s, 4, "} else {\n");
-    // x = xb + t*st along the last axis; the valid t are [lo, hi).
-    sb_line(s, 5, "const int64_t xb = x_o%d * %lld - %lld + x_k%d * %lld;\n", l,
-            (long long)L->st[l], (long long)L->pad[l], l, (long long)L->dil[l]);
-    sb_line(s, 5, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > len) lo = len;\n",
-            (long long)(L->st[l] - 1), (long long)L->st[l]);
-    sb_line(s, 5,
-            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > len) hi = len; if (hi < "
-            "lo) hi = lo;\n",
-            (long long)(L->in[l] - 1), (long long)(L->in[l] - 1), (long long)L->st[l]);
-    sb_line(s, 5, "for (int64_t t = 0; t < lo; t++) dd[t] = 0.0f;\n");
-    if (L->st[l] == 1)
-        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t];\n");
-    else
-        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t * %lld];\n",
-                (long long)L->st[l]);
-    sb_line(s, 5, "for (int64_t t = hi; t < len; t++) dd[t] = 0.0f;\n");
-    sb_line(s, 4, "}\n");
-    sb_line(s, 4, "jj += len;\n");
-    sb_line(s, 4, "x_o%d = 0;\n", l);
-    for (int d = l - 1; d >= 0; d--)
-        sb_line(s, 4, "if (++x_o%d < %lld) goto next; x_o%d = 0;\n", d, (long long)L->out[d], d);
-    if (l > 0)
-        sb_line(s, 4, "next:;\n");
-    sb_line(s, 3, "}\n");
-    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
-    sb_line(s, 2, "}\n");
-    sb_line(s, 1, "}\n");
-}
-
-// fn_packb: rows p0..p0+kc, columns j0..j0+nc of B[b] into panels of nr columns (zero past nc).
-static int emit_packb(Emit *E, int nr, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    sb_printf(s,
-              "static void %s_packb(float *restrict Bp, const void *const *in, int64_t b, "
-              "int64_t p0, int64_t kc, int64_t j0, int64_t nc) {\n",
-              E->fn);
-    emit_batch_coords(E, 1, true);
-    if (L->conv && L->pa >= 0) {
-        emit_packb_conv_direct(E, nr);
-        sb_puts(s, "}\n\n");
-        return ST_OK;
-    }
-    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
-    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
-    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
-    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
-    sb_line(s, 3, "const int64_t k = p0 + p;\n");
-    sb_line(s, 3, "int64_t jj = 0;\n");
-    sb_line(s, 3, "for (; jj < w; jj++) {\n");
-    sb_line(s, 4, "const int64_t j = j0 + s + jj;\n");
-    int rc = emit_b_value(E, 4, "k", "j", "d[jj]", e);
-    if (rc)
-        return rc;
-    sb_line(s, 3, "}\n");
-    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
-    sb_line(s, 2, "}\n");
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
-}
-
-static int emit_tiled(Emit *E, Err *e) {
-    const Lin *L = E->L;
-    const int64_t *P = E->cfg->p;
-    StrBuf *s = E->s;
-    int mr = (int)P[P_MR], nr = (int)P[P_NR];
-    int64_t kc = P[P_KC], mc = P[P_MC], nc = P[P_NC];
-    // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
-    // conv is 1x1 stride-1 unpadded (then X is B in place).
-    bool packa = L->conv ? P[P_PACKA] || L->pb < 0 : P[P_PACKA] || L->pa < 0;
-    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
-    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
-        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
-    emit_uk(E, "ukp", mr, nr, false);
-    if (!packa)
-        emit_uk(E, "uks", mr, nr, true);
-    int rc = emit_packa(E, mr, e);
-    if (!rc)
-        rc = emit_packb(E, nr, e);
-    if (!rc && L->epi)
-        rc = emit_epilogue_fn(E, e);
-    if (rc)
-        return rc;
-    // Direct operand pointers and leading dimensions.
-    const char *ab, *bb;
-    char abuf[128], bbuf[160];
-    int64_t lda = L->K, ldb = L->N;
-    if (L->conv) {
-        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + q_g * %lld", L->pb,
-                 (long long)(L->OCg * L->K));
-        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld",
-                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
-    } else {
-        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + aoff", L->pa);
-        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + boff", L->pb);
-    }
-    ab = packa ? "NULL" : abuf;
-    bb = packb ? "NULL" : bbuf;
-    int64_t mt = (L->M + mc - 1) / mc, nt = (L->N + nc - 1) / nc;
-    int64_t mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
-    int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
-    int64_t kcr = ORCH_MIN(kc, L->K);
-    int64_t tiles = L->batch * mt * nt;
-    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
-    sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && worth_parallel(L));
-    sb_line(s, 1, "{\n");
-    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
-            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
-    sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
-            (long long)((ncr * kcr * 4 + 63) / 64 * 64));
-    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
-    sb_line(s, 2, "#pragma omp for schedule(static)\n");
-    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
-    sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
-            (long long)(mt * nt));
-    sb_line(s, 3, "const int64_t i0 = r %% %lld * %lld, j0 = r / %lld * %lld;\n", (long long)mt,
-            (long long)mc, (long long)mt, (long long)nc);
-    sb_line(s, 3, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
-            (long long)mc, (long long)L->M, (long long)mc);
-    sb_line(s, 3, "const int64_t nc = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
-            (long long)nc, (long long)L->N, (long long)nc);
-    emit_batch_coords(E, 3, true);
-    sb_line(s, 3, "const float *Ab = %s, *Bb = %s;\n", ab, bb);
-    sb_line(s, 3, "(void)Ab; (void)Bb;\n");
-    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
-            (long long)kc);
-    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
-            (long long)kc, (long long)L->K, (long long)kc);
-    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
-    sb_line(s, 4, "(void)last;\n");
-    if (packa)
-        sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
-    if (packb)
-        sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
-    sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
-    sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
-    sb_line(s, 5, "const float *bp;\n");
-    sb_line(s, 5, "int64_t rsb;\n");
-    if (packb) {
-        sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
-    } else {
-        sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
-                (long long)ldb, (long long)ldb);
-        sb_line(s, 5, "else { %s_packb(Bp, in, b, p0, kc, j0 + jr, n); bp = Bp; rsb = %d; }\n",
-                E->fn, nr);
-    }
-    sb_line(s, 5, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
-    sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
-    sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
-            (long long)L->N);
-    sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
-    sb_line(s, 6, "float *cd = full ? cp : ct;\n");
-    sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
-    if (packa) {
-        sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
-    } else {
-        sb_line(s, 6, "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
-                      "full && p0 > 0);\n",
-                mr, E->fn, (long long)lda, (long long)lda);
-        sb_line(s, 6, "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
-                      "cd, ldc, 0); }\n",
-                E->fn, E->fn);
-    }
-    sb_line(s, 6, "if (!full)\n");
-    sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
-    sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++)\n");
-    sb_line(s, 9, "cp[ii * %lld + jj] = (p0 > 0 ? cp[ii * %lld + jj] : 0.0f) + ct[ii * %d + jj];\n",
-            (long long)L->N, (long long)L->N, nr);
-    if (L->epi)
-        sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
-    sb_line(s, 5, "}\n");
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
-    sb_line(s, 2, "}\n");
-    sb_line(s, 2, "free(Ap);\n");
-    sb_line(s, 2, "free(Bp);\n");
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
-}
-// ---- skinny matmuls ----
-
-// M <= 8: out rows are few, so each thread owns a block of jb columns of all rows and streams B
-// (read in place) once; the tiled kernel would pad M to mr and pack all of B.
-static int emit_gemv(Emit *E, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    int64_t jb = E->cfg->p[P_NR];
-    if (L->conv || L->pb < 0 || L->M > 8 || jb < 8)
-        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
-                       E->cfg->desc);
-    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
-    if (rc)
-        return rc;
-    int64_t nb = (L->N + jb - 1) / jb;
-    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
-    sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
-            L->batch * nb > 1 && worth_parallel(L));
-    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * nb));
-    sb_line(s, 2, "const int64_t b = t / %lld, j0 = t %% %lld * %lld;\n", (long long)nb,
-            (long long)nb, (long long)jb);
-    sb_line(s, 2, "const int64_t n = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
-            (long long)jb, (long long)L->N, (long long)jb);
-    emit_batch_coords(E, 2, true);
-    sb_line(s, 2, "const float *restrict Bb = (const float *)in[%d] + boff + j0;\n", L->pb);
-    sb_line(s, 2, "enum { JB = %lld };\n", (long long)jb);
-    sb_line(s, 2, "float acc[%lld][JB] __attribute__((aligned(64)));\n", (long long)L->M);
-    sb_line(s, 2, "memset(acc, 0, sizeof acc);\n");
-    // Full blocks: four B rows per step, so each accumulator is loaded and stored once per four
-    // rows (the accumulators live in L1: jb x M does not fit the registers).
-    for (int full = 1; full >= 0; full--) {
-        sb_line(s, 2, full ? "if (n == %lld) {\n" : "} else {\n", (long long)jb);
-        sb_line(s, 3, "int64_t k = 0;\n");
-        for (int step = full ? 4 : 1; step >= 1; step -= 3) {
-            sb_line(s, 3, "for (; k + %d <= %lld; k += %d) {\n", step, (long long)L->K, step);
-            for (int u = 0; u < step; u++) {
-                sb_line(s, 4, "const float *restrict br%d = Bb + (k + %d) * %lld;\n", u, u,
-                        (long long)L->N);
-            }
-            for (int64_t i = 0; i < L->M; i++) {
-                sb_line(s, 4, "{\n");
-                for (int u = 0; u < step; u++) {
-                    char iv[48], kv[32], av[16];
-                    snprintf(iv, sizeof iv, "(int64_t)%lld", (long long)i);
-                    snprintf(kv, sizeof kv, "k_%d", u);
-                    snprintf(av, sizeof av, "av%d", u);
-                    sb_line(s, 5, "const int64_t k_%d = k + %d;\n", u, u);
-                    sb_line(s, 5, "float av%d;\n", u);
-                    rc = emit_a_value(E, 5, iv, kv, av, e);
-                    if (rc)
-                        return rc;
-                }
-                if (full)
-                    sb_line(s, 5, "#pragma omp simd\n");
-                sb_line(s, 5, "for (int64_t jj = 0; jj < %s; jj++)\n", full ? "JB" : "n");
-                sb_line(s, 6, "acc[%lld][jj] += av0 * br0[jj]", (long long)i);
-                for (int u = 1; u < step; u++)
-                    sb_printf(s, " + av%d * br%d[jj]", u, u);
-                sb_puts(s, ";\n");
-                sb_line(s, 4, "}\n");
-            }
-            sb_line(s, 3, "}\n");
-            if (step == 1)
-                break;
-        }
-    }
-    sb_line(s, 2, "}\n");
-    sb_line(s, 2, "for (int64_t i = 0; i < %lld; i++)\n", (long long)L->M);
-    sb_line(s, 3, "for (int64_t jj = 0; jj < n; jj++) o[(b * %lld + i) * %lld + j0 + jj] = acc[i][jj];\n",
-            (long long)L->M, (long long)L->N);
-    if (L->epi)
-        sb_line(s, 2, "%s_epi(o, in, b, 0, %lld, j0, n);\n", E->fn, (long long)L->M);
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
-}
-
-// N <= 4: each output is a dot product of an A row (contiguous) with a B column.
-static int emit_dot(Emit *E, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    if (L->conv || L->pa < 0 || L->pb < 0 || L->N > 4)
-        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
-                       E->cfg->desc);
-    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
-    if (rc)
-        return rc;
-    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
-    sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
-            L->batch * L->M > 1 && worth_parallel(L));
-    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * L->M));
-    sb_line(s, 2, "const int64_t b = t / %lld, i = t %% %lld;\n", (long long)L->M,
-            (long long)L->M);
-    emit_batch_coords(E, 2, true);
-    sb_line(s, 2, "const float *restrict ar = (const float *)in[%d] + aoff + i * %lld;\n", L->pa,
-            (long long)L->K);
-    sb_line(s, 2, "const float *restrict bc = (const float *)in[%d] + boff;\n", L->pb);
-    sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)L->N);
-    sb_line(s, 3, "float acc = 0.0f;\n");
-    sb_line(s, 3, "#pragma omp simd reduction(+ : acc)\n");
-    sb_line(s, 3, "for (int64_t k = 0; k < %lld; k++) acc += ar[k] * bc[k * %lld + j];\n",
-            (long long)L->K, (long long)L->N);
-    sb_line(s, 3, "o[t * %lld + j] = acc;\n", (long long)L->N);
-    sb_line(s, 2, "}\n");
-    if (L->epi)
-        sb_line(s, 2, "%s_epi(o, in, b, i, 1, 0, %lld);\n", E->fn, (long long)L->N);
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
-}
-
-// ---- depthwise 2-D convolution, direct ----
-
-// One (image, output channel) plane per task: each output row accumulates kh*kw strided passes
-// over input rows, the column range clipped so the inner loop has no padding test.
-static int emit_dw(Emit *E, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    if (!L->dw_ok)
-        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
-                       E->cfg->desc);
-    int rc = L->epi ? emit_epilogue_fn(E, e) : ST_OK;
-    if (rc)
-        return rc;
-    long long IH = L->in[0], IW = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0],
-              KW = L->k[1];
-    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
-    sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel if (%d)\n", L->NI * L->OC > 1 && worth_parallel(L));
-    sb_line(s, 1, "{\n");
-    if (L->pa < 0)
-        sb_line(s, 2, "float *xbuf = (float *)malloc(%lld);\n", IH * IW * 4);
-    sb_line(s, 2, "#pragma omp for schedule(static)\n");
-    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->NI * L->OC));
-    sb_line(s, 3, "const int64_t q_n = t / %lld, oc = t %% %lld, ch = oc / %lld;\n",
-            (long long)L->OC, (long long)L->OC, (long long)L->OCg);
-    if (L->pa >= 0) {
-        sb_line(s, 3, "const float *restrict x = (const float *)in[%d] + (q_n * %lld + ch) * %lld;\n",
-                L->pa, (long long)L->C, (long long)L->ipix);
-    } else {
-        sb_line(s, 3, "for (int64_t ih = 0; ih < %lld; ih++)\n", IH);
-        sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IW);
-        const char *ix[4] = {"q_n", "ch", "ih", "iw"};
-        char v[64];
-        rc = cexpr_value(E->x, L->ta, ix, s, 5, v, sizeof v, e);
-        if (rc)
-            return rc;
-        cexpr_forget(E->x);
-        sb_line(s, 5, "xbuf[ih * %lld + iw] = %s;\n", IW, v);
-        sb_line(s, 4, "}\n");
-        sb_line(s, 3, "const float *restrict x = xbuf;\n");
-    }
-    sb_line(s, 3, "float wl[%lld];\n", KH * KW);
-    if (L->pb >= 0) {
-        sb_line(s, 3, "memcpy(wl, (const float *)in[%d] + oc * %lld, sizeof wl);\n", L->pb,
-                KH * KW);
-    } else {
-        sb_line(s, 3, "for (int64_t kh = 0; kh < %lld; kh++)\n", KH);
-        sb_line(s, 4, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
-        sb_line(s, 5, "const int64_t z = 0;\n");
-        const char *ix[4] = {"oc", "z", "kh", "kw"};
-        char v[64];
-        rc = cexpr_value(E->x, L->tb, ix, s, 5, v, sizeof v, e);
-        if (rc)
-            return rc;
-        cexpr_forget(E->x);
-        sb_line(s, 5, "wl[kh * %lld + kw] = %s;\n", KW, v);
-        sb_line(s, 4, "}\n");
-    }
-    sb_line(s, 3, "float *restrict y = o + t * %lld;\n", OH * OW);
-    sb_line(s, 3, "for (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
-    sb_line(s, 4, "float *restrict yr = y + oh * %lld;\n", OW);
-    sb_line(s, 4, "for (int64_t ow = 0; ow < %lld; ow++) yr[ow] = 0.0f;\n", OW);
-    sb_line(s, 4, "for (int64_t kh = 0; kh < %lld; kh++) {\n", KH);
-    sb_line(s, 5, "const int64_t ih = oh * %lld - %lld + kh * %lld;\n", (long long)L->st[0],
-            (long long)L->pad[0], (long long)L->dil[0]);
-    sb_line(s, 5, "if ((uint64_t)ih >= %lluu) continue;\n", (unsigned long long)IH);
-    sb_line(s, 5, "const float *restrict xr = x + ih * %lld;\n", IW);
-    sb_line(s, 5, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
-    sb_line(s, 6, "const float wv = wl[kh * %lld + kw];\n", KW);
-    sb_line(s, 6, "const int64_t xb = kw * %lld - %lld;\n", (long long)L->dil[1],
-            (long long)L->pad[1]);
-    long long SW = L->st[1];
-    sb_line(s, 6, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > %lld) lo = %lld;\n",
-            SW - 1, SW, OW, OW);
-    sb_line(s, 6,
-            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > %lld) hi = %lld; if "
-            "(hi < lo) hi = lo;\n",
-            IW - 1, IW - 1, SW, OW, OW);
-    if (SW == 1)
-        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow];\n");
-    else
-        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow * %lld];\n",
-                SW);
-    sb_line(s, 5, "}\n");
-    sb_line(s, 4, "}\n");
-    if (L->epi)
-        sb_line(s, 4, "%s_epi(o, in, q_n * %lld + ch, oc %% %lld, 1, oh * %lld, %lld);\n", E->fn,
-                (long long)L->G, (long long)L->OCg, OW, OW);
-    sb_line(s, 3, "}\n");
-    sb_line(s, 2, "}\n");
-    if (L->pa < 0)
-        sb_line(s, 2, "free(xbuf);\n");
-    sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    return ST_OK;
 }
 
 // ---- the hardware model ----
@@ -948,7 +438,7 @@ static double cdiv(double a, double b) {
 
 // Threads actually used on `tasks` independent tasks, and the fraction of their time spent busy.
 static double par_time(const Lin *L, const Hw *h, double tasks, double t1) {
-    if (!worth_parallel(L) || tasks <= 1)
+    if (!lin_worth_parallel(L) || tasks <= 1)
         return t1;
     double thr = ORCH_MIN((double)h->cores, tasks);
     double waves = cdiv(tasks, thr);
@@ -962,8 +452,8 @@ static double overlap(double t_comp, double t_mem) {
 
 // Moving every operand and the result once, at the bandwidth of the level they fit in.
 static double mem_floor(const Lin *L, const Hw *h) {
-    double bytes = 4.0 * (double)(tensor_numel(T(L, L->ta)) + tensor_numel(T(L, L->tb)) +
-                                  tensor_numel(T(L, L->tl)));
+    double bytes = 4.0 * (double)(tensor_numel(lin_t(L, L->ta)) + tensor_numel(lin_t(L, L->tb)) +
+                                  tensor_numel(lin_t(L, L->tl)));
     double bw = bytes <= h->l2 ? 100e9 : bytes <= h->l3 ? 50e9 : h->bw;
     return bytes / bw;
 }
@@ -1059,7 +549,7 @@ static void add_val(int64_t *v, int *n, int64_t x) {
 static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     int n = 0;
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
-    bool a_direct = L->conv ? L->pb >= 0 : L->pa >= 0;
+    bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
     // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
     int shapes[5][2], ns = 0;
@@ -1200,10 +690,10 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     cexpr_set_reader(E.x, lin_reader, &E);
     int rc;
     switch (cfg->p[P_VAR]) {
-    case V_TILE: rc = emit_tiled(&E, e); break;
-    case V_GEMV: rc = emit_gemv(&E, e); break;
-    case V_DOT: rc = emit_dot(&E, e); break;
-    case V_DW: rc = emit_dw(&E, e); break;
+    case V_TILE: rc = lin_emit_tiled(&E, e); break;
+    case V_GEMV: rc = lin_emit_gemv(&E, e); break;
+    case V_DOT: rc = lin_emit_dot(&E, e); break;
+    case V_DW: rc = lin_emit_dw(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);

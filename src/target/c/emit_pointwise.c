@@ -111,7 +111,10 @@ int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k) {
 }
 
 // ---- pointwise ----
-// Config p[0]: chunk of the last axis joining the parallel loop (0: none); p[1]: 1 = parallel.
+// Config p[0]: chunk of the innermost loop joining the parallel loop (0: none); p[1]: 1 =
+// parallel; p[2]: the first axis of the flat inner loop (rank - 1: the last axis alone).
+
+static int pw_flat_first(const PrimGraph *pg, const Candidate *c);
 
 static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
     KernelConfig cfg = {.cls = CCLS_POINTWISE};
@@ -126,7 +129,10 @@ static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
 static int pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
                       KernelConfig *out, int k) {
     const Tensor *T = pg->tensors[c->output];
-    int64_t inner = T->rank ? T->dims[T->rank - 1] : 1, numel = tensor_numel(T);
+    int first = pw_flat_first(pg, c);
+    int64_t inner = 1, numel = tensor_numel(T);
+    for (int d = first; d < T->rank; d++)
+        inner *= T->dims[d];
     int64_t outer = inner ? numel / inner : 0;
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
     KernelConfig cand[16];
@@ -148,14 +154,19 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
             kc->cls = CCLS_POINTWISE;
             kc->p[0] = F;
             kc->p[1] = par;
+            kc->p[2] = first;
             kc->score = cgen_estimate(hw, bytes, (double)numel, ops, units, F ? F : inner, par);
-            snprintf(kc->desc, sizeof kc->desc, "cls=pw chunk=%lld par=%d", (long long)F, par);
+            snprintf(kc->desc, sizeof kc->desc, "cls=pw flat=%d chunk=%lld par=%d", first,
+                     (long long)F, par);
         }
     return cgen_sort_configs(cand, n, out, k);
 }
 
-static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const char *fn, StrBuf *src, Err *e) {
+// The loop nest over the output: axes before `first` as loops, the rest as one flat loop `f`
+// (first = rank - 1: no flattening), chunk F of the innermost loop joining the parallel loop.
+// Sets *broken when some load is not contiguous over the flat axes.
+static int pw_emit_nest(const PrimGraph *pg, const Candidate *c, int first, int64_t F, bool par,
+                        const char *fn, StrBuf *src, bool *broken, Err *e) {
     const Tensor *T = pg->tensors[c->output];
     int r = T->rank;
     StrBuf decls, body;
@@ -163,24 +174,56 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
     LoopNest *ln = ln_create("l");
-    char names[ORCH_MAX_RANK][16];
+    char names[ORCH_MAX_RANK][96];
     const char *idx[ORCH_MAX_RANK];
-    int loops[ORCH_MAX_RANK];
-    for (int d = 0; d < r; d++) {
-        snprintf(names[d], sizeof names[d], "i%d", d);
+    int loops[ORCH_MAX_RANK + 1], nl = 0;
+    if (r > 0 && (first < 0 || first > r - 1))
+        first = r - 1;
+    int64_t S = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        if (d >= first && first < r - 1) {
+            // A digit of the flat variable f.
+            if (d == first)
+                snprintf(names[d], sizeof names[d], "(f / %lld)", (long long)S);
+            else if (d == r - 1)
+                snprintf(names[d], sizeof names[d], "(f %% %lld)", (long long)T->dims[d]);
+            else
+                snprintf(names[d], sizeof names[d], "((f / %lld) %% %lld)", (long long)S,
+                         (long long)T->dims[d]);
+        } else {
+            snprintf(names[d], sizeof names[d], "i%d", d);
+        }
         idx[d] = names[d];
-        loops[d] = ln_axis(ln, names[d], T->dims[d]);
+        S *= T->dims[d];
+    }
+    bool flat = r > 0 && first < r - 1;
+    int64_t flat_n = 1;
+    for (int d = 0; d < r; d++) {
+        if (flat && d >= first) {
+            flat_n *= T->dims[d];
+            continue;
+        }
+        loops[nl++] = ln_axis(ln, names[d], T->dims[d]);
+    }
+    if (flat) {
+        loops[nl++] = ln_axis(ln, "f", flat_n);
+        cexpr_set_flat(x, first, "f");
     }
     char v[64], st[160];
     int rc = cexpr_value(x, c->output, idx, &body, 0, v, sizeof v, e);
+    *broken = flat && cexpr_flat_broken(x);
     if (rc == ST_OK) {
         StrBuf off;
         sb_init(&off);
         sb_puts(&off, "0");
         int64_t s = 1;
         for (int d = r - 1; d >= 0; d--) {
-            if (T->dims[d] != 1)
+            if (flat && d >= first) {
+                if (d == first)
+                    sb_puts(&off, " + f");
+            } else if (T->dims[d] != 1) {
                 sb_printf(&off, " + %s * %lld", names[d], (long long)s);
+            }
             s *= T->dims[d];
         }
         cgen_store_expr(T->dtype, v, st, sizeof st);
@@ -189,31 +232,30 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         ln_body(ln, body.s);
         int64_t numel = tensor_numel(T);
         double work = (double)numel * (cgen_ops_per_elem(pg, c) + 1);
-        int64_t F = cfg->p[0];
-        if (r > 0) {
-            int inner = loops[r - 1], par = -1;
-            if (F > 0 && F < T->dims[r - 1]) {
+        if (nl > 0) {
+            int inner = loops[nl - 1], pl = -1;
+            if (F > 0 && F < ln_extent(ln, inner)) {
                 int o, in;
                 ln_split(ln, inner, F, &o, &in);
                 inner = in;
-                par = o;
+                pl = o;
             }
-            // Fuse every axis outside the inner loop into one parallel loop.
-            int first = r - 2 >= 0 ? loops[0] : par;
-            if (r >= 2) {
-                int f = loops[0];
-                for (int d = 1; d <= r - 2; d++)
+            // Fuse every loop outside the inner one into one parallel loop.
+            int f = nl >= 2 ? loops[0] : pl;
+            if (nl >= 2) {
+                for (int d = 1; d <= nl - 2; d++)
                     f = ln_fuse(ln, f, loops[d]);
-                if (par >= 0)
-                    f = ln_fuse(ln, f, par);
-                first = f;
+                if (pl >= 0)
+                    f = ln_fuse(ln, f, pl);
             }
-            if (cfg->p[1] && first >= 0)
-                ln_parallel(ln, first, (int64_t)ORCH_MIN(work, 1e18));
-            else if (cfg->p[1] && r == 1)
-                ln_parallel(ln, inner, (int64_t)ORCH_MIN(work, 1e18));
-            if (!(cfg->p[1] && r == 1 && first < 0))
+            if (par && f >= 0) {
+                ln_parallel(ln, f, (int64_t)ORCH_MIN(work, 1e18));
                 ln_vector(ln, inner, NULL);
+            } else if (par) {
+                ln_parallel(ln, inner, (int64_t)ORCH_MIN(work, 1e18));
+            } else {
+                ln_vector(ln, inner, NULL);
+            }
         }
         sb_puts(src, decls.s);
         sb_printf(src, "void %s(const void *const *in, void *out) {\n", fn);
@@ -228,6 +270,29 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     sb_free(&decls);
     sb_free(&body);
     return rc;
+}
+
+// The outermost axis from which the output can be walked as one flat, unit-stride loop (every
+// load contiguous over the axes from there on); rank - 1 when none.
+static int pw_flat_first(const PrimGraph *pg, const Candidate *c) {
+    const Tensor *T = pg->tensors[c->output];
+    for (int first = 0; first < T->rank - 1; first++) {
+        StrBuf src;
+        sb_init(&src);
+        Err e = {0};
+        bool broken = true;
+        int rc = pw_emit_nest(pg, c, first, 0, false, "orch_probe", &src, &broken, &e);
+        sb_free(&src);
+        if (rc == ST_OK && !broken)
+            return first;
+    }
+    return T->rank > 0 ? T->rank - 1 : 0;
+}
+
+static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                   const char *fn, StrBuf *src, Err *e) {
+    bool broken;
+    return pw_emit_nest(pg, c, (int)cfg->p[2], cfg->p[0], cfg->p[1] != 0, fn, src, &broken, e);
 }
 
 // ---- entry points ----

@@ -738,6 +738,9 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
             // than from the cache-resident row.
             double b = fused ? bytes : bytes * (1.0 + 0.5 * (ctx.n_red - 1)) + extra;
             kc->score = cgen_estimate(hw, b, elems, ops + 1, rows, inner, par);
+            // Each materialised reduction is a loop (a parallel region) and a buffer of its own.
+            if (!fused)
+                kc->score += ctx.n_red * (par ? 4e-6 : 1e-6);
             fmt(kc->desc, sizeof kc->desc, "cls=red mode=%s par=%d",
                      fused ? "fused" : "mat", par);
         }

@@ -1,0 +1,174 @@
+// Convolution-specific parts of the C target's linear emitter (see cgen_linear.h): the patch
+// packer of the implicit GEMM when X is a kernel input (strided row copies, padding as zeros), and
+// the direct depthwise 2-D kernel.
+// Needs: an analysed conv candidate (Emit). Guarantees: kernels follow the ABI of target.h.
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cgen_linear.h"
+
+#include <stdio.h>
+
+// The fast patch packer for a conv whose X is a kernel input: each (channel, kernel offset) row
+// of the panel is a run of output pixels; along the last spatial axis it is a strided copy of an
+// input row with zeros where the window hangs over the padding.
+void lin_emit_packb_conv(Emit *E, int nr) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int S = L->S, l = S - 1;
+    sb_line(s, 1, "const float *restrict X = (const float *)in[%d];\n", L->pa);
+    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
+    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
+    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
+    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
+    sb_line(s, 3, "int64_t x_r = p0 + p;\n");
+    for (int d = l; d >= 0; d--)
+        sb_line(s, 3, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d, (long long)L->k[d],
+                (long long)L->k[d]);
+    sb_line(s, 3, "const float *restrict xc = X + (q_n * %lld + q_g * %lld + x_r) * %lld;\n",
+            (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    sb_line(s, 3, "int64_t o_r = j0 + s;\n");
+    for (int d = l; d >= 0; d--)
+        sb_line(s, 3, "int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d, (long long)L->out[d],
+                (long long)L->out[d]);
+    sb_line(s, 3, "int64_t jj = 0;\n");
+    sb_line(s, 3, "while (jj < w) {\n");
+    sb_line(s, 4, "int64_t len = %lld - x_o%d; if (len > w - jj) len = w - jj;\n",
+            (long long)L->out[l], l);
+    sb_line(s, 4, "float *restrict dd = d + jj;\n");
+    sb_line(s, 4, "const float *restrict xr = xc;\n");
+    sb_line(s, 4, "int ok = 1;\n");
+    int64_t rowlen = 1;
+    for (int d = l - 1; d >= 0; d--) {
+        sb_line(s, 4, "{ const int64_t xi = x_o%d * %lld - %lld + x_k%d * %lld;", d,
+                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+        rowlen *= L->in[d + 1];
+        sb_printf(s, " if ((uint64_t)xi >= %lluu) ok = 0; else xr += xi * %lld; }\n",
+                  (unsigned long long)L->in[d], (long long)rowlen);
+    }
+    sb_line(s, 4, "if (!ok) {\n");
+    sb_line(s, 5, "for (int64_t t = 0; t < len; t++) dd[t] = 0.0f;\n");
+    sb_line(s, 4, "} else {\n");
+    // x = xb + t*st along the last axis; the valid t are [lo, hi).
+    sb_line(s, 5, "const int64_t xb = x_o%d * %lld - %lld + x_k%d * %lld;\n", l,
+            (long long)L->st[l], (long long)L->pad[l], l, (long long)L->dil[l]);
+    sb_line(s, 5, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > len) lo = len;\n",
+            (long long)(L->st[l] - 1), (long long)L->st[l]);
+    sb_line(s, 5,
+            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > len) hi = len; if (hi < "
+            "lo) hi = lo;\n",
+            (long long)(L->in[l] - 1), (long long)(L->in[l] - 1), (long long)L->st[l]);
+    sb_line(s, 5, "for (int64_t t = 0; t < lo; t++) dd[t] = 0.0f;\n");
+    if (L->st[l] == 1)
+        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t];\n");
+    else
+        sb_line(s, 5, "for (int64_t t = lo; t < hi; t++) dd[t] = xr[xb + t * %lld];\n",
+                (long long)L->st[l]);
+    sb_line(s, 5, "for (int64_t t = hi; t < len; t++) dd[t] = 0.0f;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "jj += len;\n");
+    sb_line(s, 4, "x_o%d = 0;\n", l);
+    for (int d = l - 1; d >= 0; d--)
+        sb_line(s, 4, "if (++x_o%d < %lld) goto next; x_o%d = 0;\n", d, (long long)L->out[d], d);
+    if (l > 0)
+        sb_line(s, 4, "next:;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+}
+
+// ---- depthwise 2-D convolution, direct ----
+
+// One (image, output channel) plane per task: each output row accumulates kh*kw strided passes
+// over input rows, the column range clipped so the inner loop has no padding test.
+int lin_emit_dw(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (!L->dw_ok)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? lin_emit_epilogue(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    long long IH = L->in[0], IW = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0],
+              KW = L->k[1];
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", L->NI * L->OC > 1 && lin_worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    if (L->pa < 0)
+        sb_line(s, 2, "float *xbuf = (float *)malloc(%lld);\n", IH * IW * 4);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->NI * L->OC));
+    sb_line(s, 3, "const int64_t q_n = t / %lld, oc = t %% %lld, ch = oc / %lld;\n",
+            (long long)L->OC, (long long)L->OC, (long long)L->OCg);
+    if (L->pa >= 0) {
+        sb_line(s, 3, "const float *restrict x = (const float *)in[%d] + (q_n * %lld + ch) * %lld;\n",
+                L->pa, (long long)L->C, (long long)L->ipix);
+    } else {
+        sb_line(s, 3, "for (int64_t ih = 0; ih < %lld; ih++)\n", IH);
+        sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IW);
+        const char *ix[4] = {"q_n", "ch", "ih", "iw"};
+        char v[64];
+        rc = cexpr_value(E->x, L->ta, ix, s, 5, v, sizeof v, e);
+        if (rc)
+            return rc;
+        cexpr_forget(E->x);
+        sb_line(s, 5, "xbuf[ih * %lld + iw] = %s;\n", IW, v);
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "const float *restrict x = xbuf;\n");
+    }
+    sb_line(s, 3, "float wl[%lld];\n", KH * KW);
+    if (L->pb >= 0) {
+        sb_line(s, 3, "memcpy(wl, (const float *)in[%d] + oc * %lld, sizeof wl);\n", L->pb,
+                KH * KW);
+    } else {
+        sb_line(s, 3, "for (int64_t kh = 0; kh < %lld; kh++)\n", KH);
+        sb_line(s, 4, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
+        sb_line(s, 5, "const int64_t z = 0;\n");
+        const char *ix[4] = {"oc", "z", "kh", "kw"};
+        char v[64];
+        rc = cexpr_value(E->x, L->tb, ix, s, 5, v, sizeof v, e);
+        if (rc)
+            return rc;
+        cexpr_forget(E->x);
+        sb_line(s, 5, "wl[kh * %lld + kw] = %s;\n", KW, v);
+        sb_line(s, 4, "}\n");
+    }
+    sb_line(s, 3, "float *restrict y = o + t * %lld;\n", OH * OW);
+    sb_line(s, 3, "for (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+    sb_line(s, 4, "float *restrict yr = y + oh * %lld;\n", OW);
+    sb_line(s, 4, "for (int64_t ow = 0; ow < %lld; ow++) yr[ow] = 0.0f;\n", OW);
+    sb_line(s, 4, "for (int64_t kh = 0; kh < %lld; kh++) {\n", KH);
+    sb_line(s, 5, "const int64_t ih = oh * %lld - %lld + kh * %lld;\n", (long long)L->st[0],
+            (long long)L->pad[0], (long long)L->dil[0]);
+    sb_line(s, 5, "if ((uint64_t)ih >= %lluu) continue;\n", (unsigned long long)IH);
+    sb_line(s, 5, "const float *restrict xr = x + ih * %lld;\n", IW);
+    sb_line(s, 5, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
+    sb_line(s, 6, "const float wv = wl[kh * %lld + kw];\n", KW);
+    sb_line(s, 6, "const int64_t xb = kw * %lld - %lld;\n", (long long)L->dil[1],
+            (long long)L->pad[1]);
+    long long SW = L->st[1];
+    sb_line(s, 6, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > %lld) lo = %lld;\n",
+            SW - 1, SW, OW, OW);
+    sb_line(s, 6,
+            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > %lld) hi = %lld; if "
+            "(hi < lo) hi = lo;\n",
+            IW - 1, IW - 1, SW, OW, OW);
+    if (SW == 1)
+        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow];\n");
+    else
+        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow * %lld];\n",
+                SW);
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    if (L->epi)
+        sb_line(s, 4, "%s_epi(o, in, q_n * %lld + ch, oc %% %lld, 1, oh * %lld, %lld);\n", E->fn,
+                (long long)L->G, (long long)L->OCg, OW, OW);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    if (L->pa < 0)
+        sb_line(s, 2, "free(xbuf);\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}

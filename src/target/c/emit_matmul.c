@@ -1,0 +1,355 @@
+// Matmul-shaped kernel bodies of the C target's linear emitter (see cgen_linear.h): the BLIS-style
+// packed GEMM that matmuls and implicit-GEMM convolutions share (register-tile micro-kernel for
+// AVX-512 / AVX2 / portable vectors, A and B packers evaluating prologues, per-tile epilogue),
+// and the GEMV (few rows) and dot (few columns) paths.
+// Needs: an analysed candidate (Emit). Guarantees: kernels follow the ABI of target.h.
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cgen_linear.h"
+
+#include <stdio.h>
+
+// The register-tile micro-kernel for vector width w: C[mr x nr] (+)= A panel * B panel. Packed A
+// holds mr values per k; strided A (lda) is read in place. B rows are rsb floats apart.
+static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
+    int nv = nr / w;
+    for (int i = 0; i < mr; i++) {
+        sb_puts(s, "    orch_lv");
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "%s c%d_%d = orch_lv_zero()", v ? "," : "", i, v);
+        sb_puts(s, ";\n");
+    }
+    sb_puts(s, "    for (int64_t p = 0; p < kc; p++) {\n");
+    for (int v = 0; v < nv; v++)
+        sb_printf(s, "        const orch_lv b%d = orch_lv_load(b + %d);\n", v, v * w);
+    for (int i = 0; i < mr; i++) {
+        if (strided)
+            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d * lda]);", i);
+        else
+            sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d]);", i);
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, " c%d_%d = orch_lv_fma(a_, b%d, c%d_%d);", i, v, v, i, v);
+        sb_puts(s, " }\n");
+    }
+    sb_printf(s, "        a += %d;\n        b += rsb;\n    }\n", strided ? 1 : mr);
+    sb_puts(s, "    if (accum) {\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "        c%d_%d = orch_lv_add(c%d_%d, orch_lv_load(c + %d * ldc + %d));\n",
+                      i, v, i, v, i, v * w);
+    sb_puts(s, "    }\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_printf(s, "    orch_lv_store(c + %d * ldc + %d, c%d_%d);\n", i, v * w, i, v);
+}
+
+static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_%s(int64_t kc, const float "
+              "*restrict a,%s const float *restrict b, int64_t rsb, float *restrict c, int64_t "
+              "ldc, int accum) {\n",
+              E->fn, name, strided ? " int64_t lda," : "");
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_uk_body(s, mr, nr, 16, strided);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_uk_body(s, mr, nr, 8, strided);
+    sb_puts(s, "#else\n");
+    emit_uk_body(s, mr, nr, 4, strided);
+    sb_puts(s, "#endif\n}\n\n");
+}
+
+// fn_packa: rows i0..i0+mc, columns p0..p0+kc of A[b] into panels of mr rows (zero rows past mc).
+static int emit_packa(Emit *E, int mr, Err *e) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static void %s_packa(float *restrict Ap, const void *const *in, int64_t b, "
+              "int64_t i0, int64_t mc, int64_t p0, int64_t kc) {\n",
+              E->fn);
+    lin_emit_batch_coords(E, 1, true);
+    sb_line(s, 1, "for (int64_t s = 0; s < mc; s += %d) {\n", mr);
+    sb_line(s, 2, "float *restrict d = Ap + s * kc;\n");
+    sb_line(s, 2, "for (int64_t ii = 0; ii < %d; ii++) {\n", mr);
+    sb_line(s, 3, "if (s + ii >= mc) {\n");
+    sb_line(s, 4, "for (int64_t p = 0; p < kc; p++) d[p * %d + ii] = 0.0f;\n", mr);
+    sb_line(s, 4, "continue;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "const int64_t i = i0 + s + ii;\n");
+    sb_line(s, 3, "for (int64_t p = 0; p < kc; p++) {\n");
+    sb_line(s, 4, "const int64_t k = p0 + p;\n");
+    char dst[32];
+    snprintf(dst, sizeof dst, "d[p * %d + ii]", mr);
+    int rc = lin_emit_a_value(E, 4, "i", "k", dst, e);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// fn_packb: rows p0..p0+kc, columns j0..j0+nc of B[b] into panels of nr columns (zero past nc).
+static int emit_packb(Emit *E, int nr, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static void %s_packb(float *restrict Bp, const void *const *in, int64_t b, "
+              "int64_t p0, int64_t kc, int64_t j0, int64_t nc) {\n",
+              E->fn);
+    lin_emit_batch_coords(E, 1, true);
+    if (L->conv && !L->convt && L->pa >= 0) {
+        lin_emit_packb_conv(E, nr);
+        sb_puts(s, "}\n\n");
+        return ST_OK;
+    }
+    sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
+    sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
+    sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
+    sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
+    sb_line(s, 3, "const int64_t k = p0 + p;\n");
+    sb_line(s, 3, "int64_t jj = 0;\n");
+    sb_line(s, 3, "for (; jj < w; jj++) {\n");
+    sb_line(s, 4, "const int64_t j = j0 + s + jj;\n");
+    int rc = lin_emit_b_value(E, 4, "k", "j", "d[jj]", e);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+int lin_emit_tiled(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    const int64_t *P = E->cfg->p;
+    StrBuf *s = E->s;
+    int mr = (int)P[P_MR], nr = (int)P[P_NR];
+    int64_t kc = P[P_KC], mc = P[P_MC], nc = P[P_NC];
+    // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
+    // conv is 1x1 stride-1 unpadded (then X is B in place).
+    bool packa = L->conv ? P[P_PACKA] || L->pb < 0 || L->convt : P[P_PACKA] || L->pa < 0;
+    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
+    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
+        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    emit_uk(E, "ukp", mr, nr, false);
+    if (!packa)
+        emit_uk(E, "uks", mr, nr, true);
+    int rc = emit_packa(E, mr, e);
+    if (!rc)
+        rc = emit_packb(E, nr, e);
+    if (!rc && L->epi)
+        rc = lin_emit_epilogue(E, e);
+    if (rc)
+        return rc;
+    // Direct operand pointers and leading dimensions.
+    const char *ab, *bb;
+    char abuf[128], bbuf[160];
+    int64_t lda = L->K, ldb = L->N;
+    if (L->conv) {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + q_g * %lld", L->pb,
+                 (long long)(L->OCg * L->K));
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld",
+                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    } else {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + aoff", L->pa);
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + boff", L->pb);
+    }
+    ab = packa ? "NULL" : abuf;
+    bb = packb ? "NULL" : bbuf;
+    int64_t mt = (L->M + mc - 1) / mc, nt = (L->N + nc - 1) / nc;
+    int64_t mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
+    int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
+    int64_t kcr = ORCH_MIN(kc, L->K);
+    int64_t tiles = L->batch * mt * nt;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && lin_worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((ncr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
+    sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
+            (long long)(mt * nt));
+    sb_line(s, 3, "const int64_t i0 = r %% %lld * %lld, j0 = r / %lld * %lld;\n", (long long)mt,
+            (long long)mc, (long long)mt, (long long)nc);
+    sb_line(s, 3, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
+            (long long)mc, (long long)L->M, (long long)mc);
+    sb_line(s, 3, "const int64_t nc = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
+            (long long)nc, (long long)L->N, (long long)nc);
+    lin_emit_batch_coords(E, 3, true);
+    sb_line(s, 3, "const float *Ab = %s, *Bb = %s;\n", ab, bb);
+    sb_line(s, 3, "(void)Ab; (void)Bb;\n");
+    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
+            (long long)kc);
+    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+            (long long)kc, (long long)L->K, (long long)kc);
+    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
+    sb_line(s, 4, "(void)last;\n");
+    if (packa)
+        sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
+    if (packb)
+        sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
+    sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
+    sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
+    sb_line(s, 5, "const float *bp;\n");
+    sb_line(s, 5, "int64_t rsb;\n");
+    if (packb) {
+        sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
+    } else {
+        sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
+                (long long)ldb, (long long)ldb);
+        sb_line(s, 5, "else { %s_packb(Bp, in, b, p0, kc, j0 + jr, n); bp = Bp; rsb = %d; }\n",
+                E->fn, nr);
+    }
+    sb_line(s, 5, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
+    sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
+            (long long)L->N);
+    sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
+    sb_line(s, 6, "float *cd = full ? cp : ct;\n");
+    sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
+    if (packa) {
+        sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
+    } else {
+        sb_line(s, 6, "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
+                      "full && p0 > 0);\n",
+                mr, E->fn, (long long)lda, (long long)lda);
+        sb_line(s, 6, "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
+                      "cd, ldc, 0); }\n",
+                E->fn, E->fn);
+    }
+    sb_line(s, 6, "if (!full)\n");
+    sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
+    sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++)\n");
+    sb_line(s, 9, "cp[ii * %lld + jj] = (p0 > 0 ? cp[ii * %lld + jj] : 0.0f) + ct[ii * %d + jj];\n",
+            (long long)L->N, (long long)L->N, nr);
+    if (L->epi)
+        sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "free(Ap);\n");
+    sb_line(s, 2, "free(Bp);\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+// ---- skinny matmuls ----
+
+// M <= 8: out rows are few, so each thread owns a block of jb columns of all rows and streams B
+// (read in place) once; the tiled kernel would pad M to mr and pack all of B.
+int lin_emit_gemv(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int64_t jb = E->cfg->p[P_NR];
+    if (L->conv || L->pb < 0 || L->M > 8 || jb < 8)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? lin_emit_epilogue(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    int64_t nb = (L->N + jb - 1) / jb;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
+            L->batch * nb > 1 && lin_worth_parallel(L));
+    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * nb));
+    sb_line(s, 2, "const int64_t b = t / %lld, j0 = t %% %lld * %lld;\n", (long long)nb,
+            (long long)nb, (long long)jb);
+    sb_line(s, 2, "const int64_t n = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
+            (long long)jb, (long long)L->N, (long long)jb);
+    lin_emit_batch_coords(E, 2, true);
+    sb_line(s, 2, "const float *restrict Bb = (const float *)in[%d] + boff + j0;\n", L->pb);
+    sb_line(s, 2, "enum { JB = %lld };\n", (long long)jb);
+    sb_line(s, 2, "float acc[%lld][JB] __attribute__((aligned(64)));\n", (long long)L->M);
+    sb_line(s, 2, "memset(acc, 0, sizeof acc);\n");
+    // Full blocks: four B rows per step, so each accumulator is loaded and stored once per four
+    // rows (the accumulators live in L1: jb x M does not fit the registers).
+    for (int full = 1; full >= 0; full--) {
+        sb_line(s, 2, full ? "if (n == %lld) {\n" : "} else {\n", (long long)jb);
+        sb_line(s, 3, "int64_t k = 0;\n");
+        for (int step = full ? 4 : 1; step >= 1; step -= 3) {
+            sb_line(s, 3, "for (; k + %d <= %lld; k += %d) {\n", step, (long long)L->K, step);
+            for (int u = 0; u < step; u++) {
+                sb_line(s, 4, "const float *restrict br%d = Bb + (k + %d) * %lld;\n", u, u,
+                        (long long)L->N);
+            }
+            for (int64_t i = 0; i < L->M; i++) {
+                sb_line(s, 4, "{\n");
+                for (int u = 0; u < step; u++) {
+                    char iv[48], kv[32], av[16];
+                    snprintf(iv, sizeof iv, "(int64_t)%lld", (long long)i);
+                    snprintf(kv, sizeof kv, "k_%d", u);
+                    snprintf(av, sizeof av, "av%d", u);
+                    sb_line(s, 5, "const int64_t k_%d = k + %d;\n", u, u);
+                    sb_line(s, 5, "float av%d;\n", u);
+                    rc = lin_emit_a_value(E, 5, iv, kv, av, e);
+                    if (rc)
+                        return rc;
+                }
+                if (full)
+                    sb_line(s, 5, "#pragma omp simd\n");
+                sb_line(s, 5, "for (int64_t jj = 0; jj < %s; jj++)\n", full ? "JB" : "n");
+                sb_line(s, 6, "acc[%lld][jj] += av0 * br0[jj]", (long long)i);
+                for (int u = 1; u < step; u++)
+                    sb_printf(s, " + av%d * br%d[jj]", u, u);
+                sb_puts(s, ";\n");
+                sb_line(s, 4, "}\n");
+            }
+            sb_line(s, 3, "}\n");
+            if (step == 1)
+                break;
+        }
+    }
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "for (int64_t i = 0; i < %lld; i++)\n", (long long)L->M);
+    sb_line(s, 3, "for (int64_t jj = 0; jj < n; jj++) o[(b * %lld + i) * %lld + j0 + jj] = acc[i][jj];\n",
+            (long long)L->M, (long long)L->N);
+    if (L->epi)
+        sb_line(s, 2, "%s_epi(o, in, b, 0, %lld, j0, n);\n", E->fn, (long long)L->M);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+// N <= 4: each output is a dot product of an A row (contiguous) with a B column.
+int lin_emit_dot(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (L->conv || L->pa < 0 || L->pb < 0 || L->N > 4)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = L->epi ? lin_emit_epilogue(E, e) : ST_OK;
+    if (rc)
+        return rc;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
+            L->batch * L->M > 1 && lin_worth_parallel(L));
+    sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * L->M));
+    sb_line(s, 2, "const int64_t b = t / %lld, i = t %% %lld;\n", (long long)L->M,
+            (long long)L->M);
+    lin_emit_batch_coords(E, 2, true);
+    sb_line(s, 2, "const float *restrict ar = (const float *)in[%d] + aoff + i * %lld;\n", L->pa,
+            (long long)L->K);
+    sb_line(s, 2, "const float *restrict bc = (const float *)in[%d] + boff;\n", L->pb);
+    sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)L->N);
+    sb_line(s, 3, "float acc = 0.0f;\n");
+    sb_line(s, 3, "#pragma omp simd reduction(+ : acc)\n");
+    sb_line(s, 3, "for (int64_t k = 0; k < %lld; k++) acc += ar[k] * bc[k * %lld + j];\n",
+            (long long)L->K, (long long)L->N);
+    sb_line(s, 3, "o[t * %lld + j] = acc;\n", (long long)L->N);
+    sb_line(s, 2, "}\n");
+    if (L->epi)
+        sb_line(s, 2, "%s_epi(o, in, b, i, 1, 0, %lld);\n", E->fn, (long long)L->N);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
