@@ -187,8 +187,10 @@ def orch_compile(a, model, args, out, db, logname):
     if rc != 0:
         raise RuntimeError(failure("orch compile", cmd, rc, so, se))
     m = TIME_LINE.search(so)
+    # the summary lines (kernels, tuning, memory, time) go into the JSON as they are
+    summary = [x for x in so.splitlines() if re.match(r"^[a-z ]+: ", x)]
     return {"wall_s": wall, "reported_s": float(m[1]) if m else None,
-            "split": m[2].strip() if m else None}
+            "split": m[2].strip() if m else None, "summary": summary}
 
 
 def orch_bench(a, artefact, jsonfile):
@@ -235,6 +237,7 @@ def bench_model(a, name):
     artefact = os.path.join(d, "model.orch")
     db = os.path.join(d, "profile.db")
     row = {"model": name, "error": None}
+    t0 = time.monotonic()
     log = lambda msg: print(f"[{name}] {msg}", file=sys.stderr, flush=True)
 
     orch_ok = True
@@ -291,6 +294,8 @@ def bench_model(a, name):
                                                           os.path.join(d, "check", "check.log"))
             if row["check_error"]:
                 log(row["check_error"])
+    row["elapsed_s"] = time.monotonic() - t0
+    log(f"done in {row['elapsed_s']:.0f} s")
     return row
 
 
@@ -338,9 +343,9 @@ def main():
     ap.add_argument("--orch", default=os.path.join(ROOT, "build", "orch"))
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--models", default=",".join(gen_bench_models.MODELS))
-    ap.add_argument("--iters", type=int, default=30, help="timed runs per round and side")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=5, help="ORT/orch alternations per model")
+    ap.add_argument("--iters", type=int, default=20, help="timed runs per round and side")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="ORT/orch alternations per model")
     ap.add_argument("--outdir", default=os.path.join(ROOT, "build", "bench-cpu"))
     ap.add_argument("--json", help="write the results here (default OUTDIR/results.json)")
     ap.add_argument("--no-check", dest="check", action="store_false",

@@ -469,16 +469,19 @@ static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModu
     // A module the lab built that holds every chosen kernel serves as the shared object (extra
     // kernels in it are harmless); otherwise the chosen kernels are built into one.
     CModule *reuse = NULL;
-    for (int m = 0; m < d->n_mods && rc == ST_OK && !reuse; m++) {
+    int generated = 0;
+    for (int i = 0; i < sel->n; i++)
+        generated += spec[i].kind == PLAN_GENERATED;
+    for (int m = 0; m < d->n_mods && rc == ST_OK && !reuse && generated; m++) {
         bool all = true;
         for (int i = 0; i < sel->n && all; i++)
             all = spec[i].kind != PLAN_GENERATED || cmodule_sym(d->mods[m], names[i]) != NULL;
         if (all)
             reuse = d->mods[m];
     }
-    if (rc == ST_OK && !reuse)
+    if (rc == ST_OK && !reuse && generated)
         rc = cbuild_module(src.s, NULL, "the chosen kernels", mod, e);
-    if (rc == ST_OK)
+    if (rc == ST_OK && generated) // no generated kernel: no shared object at all
         rc = file_read_all(cmodule_path(reuse ? reuse : *mod), (int64_t)1 << 34, so, so_size, e);
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);

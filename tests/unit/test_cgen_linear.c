@@ -4,8 +4,8 @@
 // with the system compiler, run on random inputs and compared with the primitive interpreter at
 // |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|. Also prints (does not check) GFLOP/s of the best
 // config on a 512^3 matmul and a 3x3 64->64 conv on 56x56, next to src/ops/gemm.c's gemm_f32.
-#include "check.h"
 #include "candidates/candidates.h"
+#include "check.h"
 #include "fission/build.h"
 #include "ops/gemm.h"
 #include "runtime/prim_interp.h"
@@ -22,7 +22,8 @@
 static HwInfo g_hw;
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=1/0, gemv, dot, direct depthwise.
-static int g_seen_packa[2], g_seen_packb[2], g_seen_gemv, g_seen_dot, g_seen_dw;
+static int g_seen_packa[2], g_seen_packb[2], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
+    g_seen_convt_tile;
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -170,6 +171,8 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             g_seen_gemv += strstr(d, "v=gemv") != NULL;
             g_seen_dot += strstr(d, "v=dot") != NULL;
             g_seen_dw += strstr(d, "v=direct") != NULL;
+            g_seen_col2im += strstr(d, "v=col2im") != NULL;
+            g_seen_convt_tile += strstr(name, "convT") && strstr(d, "v=tile");
             Err ee = {0};
             int rc = cgen_lin_emit(pg, c, &cf[i], j->fn, &P->src, &ee);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, ee.msg);
@@ -246,10 +249,10 @@ static void mm_one(int64_t M, int64_t N, int64_t K, int k) {
 }
 
 static void matmul_sizes(void) {
-    static const int64_t sz[][3] = {{1, 1, 1},    {2, 3, 5},     {7, 17, 16},  {16, 31, 64},
+    static const int64_t sz[][3] = {{1, 1, 1},      {2, 3, 5},      {7, 17, 16},    {16, 31, 64},
                                     {17, 129, 100}, {100, 64, 129}, {129, 100, 31}, {3, 129, 17},
-                                    {5, 2, 7},    {64, 1, 100},  {31, 5, 129}, {1, 100, 64},
-                                    {4, 16, 3},   {129, 7, 2}};
+                                    {5, 2, 7},      {64, 1, 100},   {31, 5, 129},   {1, 100, 64},
+                                    {4, 16, 3},     {129, 7, 2}};
     for (size_t i = 0; i < ORCH_COUNT(sz); i++)
         mm_one(sz[i][0], sz[i][1], sz[i][2], 3);
     flush();
@@ -304,8 +307,9 @@ static void matmul_fused(void) {
     int as = pb_ew2i(&b, EW_MUL, a, 0.5);
     int m2 = pb_matmul(&b, as, w2); // [3, 33, 45]
     // gelu(v) = 0.5 v (1 + erf(v / sqrt 2))
-    int g = pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
-                   pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
+    int g =
+        pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
+               pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
     int s = pb_ew1(&b, EW_SIGMOID, g);
     add_output(pg, pb_ew2(&b, EW_ADD, s, res));
     check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
@@ -342,8 +346,8 @@ static void conv_one(const ConvCase *cc) {
     PrimGraph *pg = prim_graph_create(NULL);
     int64_t xd[5] = {cc->N, cc->C}, od[5] = {cc->N, cc->OC};
     int64_t wd[5] = {cc->tr ? cc->C : cc->OC, cc->tr ? cc->OC / cc->group : cc->C / cc->group};
-    LinearParams lp = {.op = cc->tr ? LIN_CONV_TRANSPOSE : LIN_CONV, .n_spatial = cc->S,
-                       .group = cc->group};
+    LinearParams lp = {
+        .op = cc->tr ? LIN_CONV_TRANSPOSE : LIN_CONV, .n_spatial = cc->S, .group = cc->group};
     for (int d = 0; d < cc->S; d++) {
         xd[2 + d] = cc->in[d];
         wd[2 + d] = cc->k[d];
@@ -356,9 +360,9 @@ static void conv_one(const ConvCase *cc) {
             od[2 + d] = (cc->in[d] - 1) * cc->st[d] - cc->pb[d] - cc->pe[d] +
                         cc->dil[d] * (cc->k[d] - 1) + 1 + cc->opad[d];
         else
-            od[2 + d] = (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) /
-                            cc->st[d] +
-                        1;
+            od[2 + d] =
+                (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] +
+                1;
     }
     int x = add_input(pg, "x", 2 + cc->S, xd);
     PB b = {pg, "conv"};
@@ -399,42 +403,38 @@ static void conv_after_pad(void) {
     int xp = pb_table(&b, x, pd, tables, 0.0);
     b.origin = "conv";
     int w = add_const(&b, 4, wd);
-    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1},
-                       .dilation = {1, 1}};
+    LinearParams lp = {
+        .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
     add_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
     check_graph("pad_conv_relu", pg, 2, 3);
 }
 
 static void conv_cases(void) {
+    // clang-format off
+    // name, S, N, C, OC, in, k, stride, dilation, pad begin, pad end, group, epilogue, prologue,
+    // configs per candidate, transposed, output padding
     static const ConvCase cases[] = {
         {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 0, false, {0}},
         {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0, false, {0}},
-        {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0,
-         false, 0, false, {0}},
-        {"conv7x7_s2_p3", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1,
-         false, 0, false, {0}},
+        {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0, false, 0, false, {0}},
+        {"conv7x7_s2_p3", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1, false, 0, false, {0}},
         {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false, 0, false, {0}},
-        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
-         false, 0, false, {0}},
+        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1, false, 0, false, {0}},
         {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, 0, false, {0}},
-        {"dw5x5_s2_d2_asym", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2,
-         false, 0, false, {0}},
+        {"dw5x5_s2_d2_asym", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2, false, 0, false, {0}},
         {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false, 0, false, {0}},
-        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1,
-         2, true, 0, false, {0}},
+        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, 0, false, {0}},
         {"conv3x3_gelu", 2, 1, 3, 4, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 0, false, {0}},
         {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, 0, false, {0}},
-        {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1},
-         {1, 1, 1}, 1, 0, false, 0, false, {0}},
-        {"conv3x3_c40_deep_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1},
-         1, 1, false, 6, false, {0}},
-        {"convT3x3_s2_p1_op1", 2, 2, 4, 3, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 0,
-         false, 3, true, {1, 1}},
-        {"convT4x4_s2_g2_relu", 2, 1, 4, 6, {4, 5}, {4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 2}, 2, 1,
-         false, 2, true, {0, 0}},
+        {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 0, false, 0, false, {0}},
+        {"conv3x3_c40_deep_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 6, false, {0}},
+        {"convT3x3_s2_p1_op1", 2, 2, 4, 3, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 3, true, {1, 1}},
+        {"convT4x4_s2_g2_relu", 2, 1, 4, 6, {4, 5}, {4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 2}, 2, 1, true, 2, true, {0, 0}},
         {"convT3_d2_1d", 1, 1, 3, 2, {7}, {3}, {1}, {2}, {0}, {1}, 1, 0, false, 2, true, {0}},
+        {"convT3d_s2", 3, 1, 2, 3, {3, 4, 3}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 0}, {0, 0, 1}, 1, 1, false, 2, true, {1, 0, 0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
     };
+    // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         conv_one(&cases[i]);
     conv_after_pad();
@@ -446,9 +446,10 @@ static void variants_covered(void) {
     printf("  tile packA=1 %d, packA=0 %d, packB=1 %d, packB=0 %d; gemv %d, dot %d, dw %d\n",
            g_seen_packa[1], g_seen_packa[0], g_seen_packb[1], g_seen_packb[0], g_seen_gemv,
            g_seen_dot, g_seen_dw);
-    CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 &&
-          g_seen_packb[1] > 0);
+    CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 && g_seen_packb[1] > 0);
     CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
+    printf("  conv transpose: col2im %d, gather %d\n", g_seen_col2im, g_seen_convt_tile);
+    CHECK(g_seen_col2im > 0 && g_seen_convt_tile > 0);
 }
 
 // ---- speed (printed, not checked) ----
@@ -511,6 +512,17 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
         printf("  %s %-72s %7.1f GFLOP/s (model %.3g ms, %d threads)\n", name, cf[i].desc,
                flops / t * 1e-9, cf[i].score * 1e3, omp_get_max_threads());
     }
+    // The interpreter's implementation (src/ops: gemm_f32, im2col / col2im) for comparison.
+    const Prim *p = pg->prims[c->prims[0]];
+    const void *x[2] = {buf[p->in[0]], buf[p->in[1]]};
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = now();
+        CHECK(prim_eval(pg, p, x, out, &e) == ST_OK);
+        if (r)
+            best = fmin(best, now() - t0);
+    }
+    printf("  %s prim_eval (src/ops reference) %7.1f GFLOP/s\n", name, flops / best * 1e-9);
     free(out);
     cmodule_free(mod);
     sb_free(&src);
@@ -528,7 +540,8 @@ static void speed(void) {
     PB b = {pg, "mm"};
     int w = add_const(&b, 2, ad);
     add_output(pg, pb_matmul(&b, a, w));
-    speed_graph("mm512", pg, 2.0 * S * S * S, getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    speed_graph("mm512", pg, 2.0 * S * S * S,
+                getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
     prim_graph_free(pg);
     {
         float *A = rand_buf(S * S), *B = rand_buf(S * S), *C = rand_buf(S * S);
@@ -557,10 +570,33 @@ static void speed(void) {
     int x = add_input(pg, "x", 4, xd);
     b = (PB){pg, "conv"};
     int cw = add_const(&b, 4, wd);
-    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1},
-                       .dilation = {1, 1}, .pad_begin = {1, 1}, .pad_end = {1, 1}};
+    LinearParams lp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {1, 1},
+                       .dilation = {1, 1},
+                       .pad_begin = {1, 1},
+                       .pad_end = {1, 1}};
     add_output(pg, pb_conv(&b, &lp, x, cw, xd));
-    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56,
+                getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    prim_graph_free(pg);
+    // A style-transfer upsampling layer: ConvTranspose 3x3 stride 2, 64 -> 32 channels, 32x32.
+    pg = prim_graph_create(NULL);
+    const int64_t td[] = {1, 64, 32, 32}, twd[] = {64, 32, 3, 3}, tod[] = {1, 32, 64, 64};
+    x = add_input(pg, "x", 4, td);
+    b = (PB){pg, "convT"};
+    cw = add_const(&b, 4, twd);
+    LinearParams tp = {.op = LIN_CONV_TRANSPOSE,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {2, 2},
+                       .dilation = {1, 1},
+                       .pad_begin = {1, 1},
+                       .pad_end = {0, 0},
+                       .out_pad = {1, 1}};
+    add_output(pg, pb_conv(&b, &tp, x, cw, tod));
+    speed_graph("convT3x3_s2_64_32", pg, 2.0 * 64 * 32 * 9 * 32 * 32, 2);
     prim_graph_free(pg);
 }
 
@@ -579,11 +615,11 @@ int main(void) {
     printf("hw: %s\n", g_hw.fingerprint);
     double t0 = now();
     if (!getenv("ORCH_ONLY_SPEED")) {
-    RUN(matmul_sizes);
-    RUN(matmul_batched);
-    RUN(matmul_fused);
-    RUN(conv_cases);
-    RUN(variants_covered);
+        RUN(matmul_sizes);
+        RUN(matmul_batched);
+        RUN(matmul_fused);
+        RUN(conv_cases);
+        RUN(variants_covered);
     }
     printf("%d candidates, %d kernels checked in %.1f s\n", g_candidates, g_kernels, now() - t0);
     if (!getenv("ORCH_SKIP_SPEED"))

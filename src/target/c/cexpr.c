@@ -435,10 +435,6 @@ static bool group_affine(const Cexpr *x, const Coord *cur, int a, int b, const i
     return true;
 }
 
-static void coord_to_expr(const Cexpr *x, const Coord *c, char *buf, size_t cap) {
-    coord_text(x, c, buf, cap);
-}
-
 // Reshape: groups of output dims and input dims with equal products map independently.
 static void apply_reshape(Cexpr *x, const LayoutStage *st, Ix *ix, const int64_t *odims,
                           StrBuf *code, int indent) {
@@ -481,7 +477,7 @@ static void apply_reshape(Cexpr *x, const LayoutStage *st, Ix *ix, const int64_t
             // General: flat of the group, then div/mod.
             char flat[EXPR_CAP] = "0", tmp[EXPR_CAP], t2[2 * EXPR_CAP + 64];
             for (int d = a; d < b; d++) {
-                coord_to_expr(x, &ix->c[d], tmp, sizeof tmp);
+                coord_text(x, &ix->c[d], tmp, sizeof tmp);
                 fmt(t2, sizeof t2, "(%s) * %lld + %s", flat, (long long)odims[d], tmp);
                 fmt(flat, sizeof flat, "%s", t2);
             }

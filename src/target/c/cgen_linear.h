@@ -39,7 +39,7 @@ const char *cgen_lin_prelude(void);
 #include "cgen.h"
 
 // Variants (KernelConfig.p[0]).
-enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3 };
+enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3, V_COL2IM = 4 };
 // KernelConfig.p[] slots.
 enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
 
@@ -47,13 +47,14 @@ enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
 typedef struct Lin {
     const PrimGraph *pg;
     const Candidate *c;
-    const Prim *p;       // the LINEAR
-    int ta, tb, tl;      // its operands (X and W for conv) and output
-    int sink;            // c->output
-    bool epi;            // primitives after the LINEAR
-    int pa, pb;          // positions of ta/tb in c->inputs; -1: computed by a prologue
+    const Prim *p;  // the LINEAR
+    int ta, tb, tl; // its operands (X and W for conv) and output
+    int sink;       // c->output
+    bool epi;       // primitives after the LINEAR
+    int pa, pb;     // positions of ta/tb in c->inputs; -1: computed by a prologue
     bool conv;
-    bool convt;          // transposed conv: B gathers X where the stride divides (see lin_emit_b_value)
+    bool a_trans; // A read as the transpose of a row-major K x M matrix (col2im view)
+    bool convt;   // transposed conv: B gathers X where the stride divides (see lin_emit_b_value)
     int64_t batch, M, N, K;
     // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
     int nbd;
@@ -71,9 +72,10 @@ typedef struct Emit {
     const Lin *L;
     const KernelConfig *cfg;
     const char *fn;
-    StrBuf *s;    // function definitions
+    StrBuf *s; // function definitions
     Cexpr *x;
     const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
+    bool local;      // the kernel function is a static helper of another (col2im's GEMM)
 } Emit;
 
 static inline const Tensor *lin_t(const Lin *L, int t) {
@@ -88,6 +90,10 @@ void lin_emit_batch_coords(const Emit *E, int ind, bool offsets);
 // variables or expressions of them; batch coordinates in scope). Conv B reads handle padding.
 int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);
 int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e);
+// The conv patch element at channel x_c, kernel offsets x_k0.., output coordinates x_o0.. (int64_t
+// variables in scope, with q_n): 0 where the window hangs over the padding (or, transposed, where
+// the stride does not divide).
+int lin_emit_patch_value(Emit *E, int ind, const char *dst, Err *e);
 // fn_epi(o, in, b, i0, m, j0, n): the epilogue applied in place to rows i0..i0+m, columns
 // j0..j0+n of C[b].
 int lin_emit_epilogue(Emit *E, Err *e);
@@ -102,6 +108,10 @@ int lin_emit_dot(Emit *E, Err *e);
 // emit_conv.c: the patch packer of a conv reading X in place, the depthwise direct kernel.
 void lin_emit_packb_conv(Emit *E, int nr);
 int lin_emit_dw(Emit *E, Err *e);
+// Transposed conv as GEMM + col2im: the matmul view of its GEMM col[(m, kernel offset)][pixel] =
+// sum_c W[c][m][offset] X[c][pixel] (X and W kernel inputs), and the kernel using it.
+bool lin_convt_col_view(const Lin *L, Lin *G);
+int lin_emit_col2im(Emit *E, Err *e);
 #endif
 
 #endif

@@ -179,11 +179,9 @@ void lin_emit_batch_coords(const Emit *E, int ind, bool offsets) {
         sb_line(s, ind, "int64_t aoff = 0, boff = 0;\n");
         for (int d = 0; d < L->nbd; d++) {
             if (L->sa[d])
-                sb_line(s, ind, "aoff += bq%d * %lld;\n", d,
-                        (long long)(L->sa[d] * L->M * L->K));
+                sb_line(s, ind, "aoff += bq%d * %lld;\n", d, (long long)(L->sa[d] * L->M * L->K));
             if (L->sb[d])
-                sb_line(s, ind, "boff += bq%d * %lld;\n", d,
-                        (long long)(L->sb[d] * L->K * L->N));
+                sb_line(s, ind, "boff += bq%d * %lld;\n", d, (long long)(L->sb[d] * L->K * L->N));
         }
         sb_line(s, ind, "(void)aoff; (void)boff;\n");
     }
@@ -198,7 +196,8 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
     if (L->convt) {
         // W[g*Cg + c][i][kernel offset] for k = c*kpix + kernel offset.
         sb_line(s, ind, "{\n");
-        sb_line(s, ind + 1, "const int64_t w_c = q_g * %lld + %s / %lld, w_m = %s, w_q = %s %% %lld;\n",
+        sb_line(s, ind + 1,
+                "const int64_t w_c = q_g * %lld + %s / %lld, w_m = %s, w_q = %s %% %lld;\n",
                 (long long)L->Cg, k, (long long)L->kpix, i, k, (long long)L->kpix);
         if (L->pb >= 0) {
             sb_line(s, ind + 1, "%s = ((const float *)in[%d])[(w_c * %lld + w_m) * %lld + w_q];\n",
@@ -243,6 +242,11 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
         cexpr_forget(E->x);
         return ST_OK;
     }
+    if (L->pa >= 0 && L->a_trans) {
+        sb_line(s, ind, "%s = ((const float *)in[%d])[aoff + %s * %lld + %s];\n", dst, L->pa, k,
+                (long long)L->M, i);
+        return ST_OK;
+    }
     if (L->pa >= 0) {
         sb_line(s, ind, "%s = ((const float *)in[%d])[aoff + %s * %lld + %s];\n", dst, L->pa, i,
                 (long long)L->K, k);
@@ -275,8 +279,8 @@ int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char 
     if (!L->conv) {
         const Tensor *B = lin_t(L, L->tb);
         if (L->pb >= 0) {
-            sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb,
-                    k, (long long)L->N, j);
+            sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb, k,
+                    (long long)L->N, j);
             return ST_OK;
         }
         char bidx[ORCH_MAX_RANK][16];
@@ -309,21 +313,30 @@ int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char 
                 (long long)L->out[d], (long long)L->out[d]);
     }
     sb_line(s, ind + 1, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
+    int rc = lin_emit_patch_value(E, ind + 1, dst, e);
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+int lin_emit_patch_value(Emit *E, int ind, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_line(s, ind, "{\n");
+    ind++;
     // Conv: input position o*stride - pad + k*dil. Conv transpose (the scatter o = i*stride -
     // pad + k*dil read backwards): i = (o + pad - k*dil) / stride where that divides.
     for (int d = 0; d < L->S; d++) {
         if (L->convt) {
-            sb_line(s, ind + 1, "const int64_t x_t%d = x_o%d + %lld - x_k%d * %lld;\n", d, d,
+            sb_line(s, ind, "const int64_t x_t%d = x_o%d + %lld - x_k%d * %lld;\n", d, d,
                     (long long)L->pad[d], d, (long long)L->dil[d]);
-            sb_line(s, ind + 1, "const int64_t x_i%d = x_t%d / %lld;\n", d, d,
-                    (long long)L->st[d]);
+            sb_line(s, ind, "const int64_t x_i%d = x_t%d / %lld;\n", d, d, (long long)L->st[d]);
         } else {
-            sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d,
-                    d, (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+            sb_line(s, ind, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d, d,
+                    (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
         }
     }
-    sb_line(s, ind + 1, "%s = 0.0f;\n", dst);
-    sb_line(s, ind + 1, "if (");
+    sb_line(s, ind, "%s = 0.0f;\n", dst);
+    sb_line(s, ind, "if (");
     for (int d = 0; d < L->S; d++) {
         if (L->convt)
             sb_printf(s, "%sx_t%d >= 0 && x_t%d %% %lld == 0 && x_i%d < %lld", d ? " && " : "", d,
@@ -334,21 +347,21 @@ int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char 
     }
     sb_puts(s, ") {\n");
     if (L->pa >= 0) {
-        sb_line(s, ind + 2, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
+        sb_line(s, ind + 1, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
         for (int d = 0; d < L->S; d++)
-            sb_line(s, ind + 2, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
-        sb_line(s, ind + 2, "%s = ((const float *)in[%d])[x_off];\n", dst, L->pa);
+            sb_line(s, ind + 1, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
+        sb_line(s, ind + 1, "%s = ((const float *)in[%d])[x_off];\n", dst, L->pa);
     } else {
         const char *ix[5] = {"q_n", "x_c", "x_i0", "x_i1", "x_i2"};
         char v[64];
-        int rc = cexpr_value(E->x, L->ta, ix, s, ind + 2, v, sizeof v, e);
+        int rc = cexpr_value(E->x, L->ta, ix, s, ind + 1, v, sizeof v, e);
         if (rc)
             return rc;
-        sb_line(s, ind + 2, "%s = %s;\n", dst, v);
+        sb_line(s, ind + 1, "%s = %s;\n", dst, v);
         cexpr_forget(E->x);
     }
-    sb_line(s, ind + 1, "}\n");
     sb_line(s, ind, "}\n");
+    sb_line(s, ind - 1, "}\n");
     return ST_OK;
 }
 
@@ -414,7 +427,7 @@ typedef struct Hw {
     int cores, lanes, vregs;
     double peak; // flop/s of one core
     double l1, l2, l3;
-    double bw;   // bytes/s from memory, all cores
+    double bw; // bytes/s from memory, all cores
 } Hw;
 
 static Hw hw_model(const HwInfo *hw) {
@@ -459,8 +472,8 @@ static double mem_floor(const Lin *L, const Hw *h) {
 }
 
 static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
-    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC],
-           mc = (double)P[P_MC], nc = (double)P[P_NC];
+    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC],
+           nc = (double)P[P_NC];
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     double nv = nr / h->lanes;
     double acc = mr * nv;
@@ -474,6 +487,9 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
     if (mc * kc * 4 > h->l2 * 0.5)
         eff *= 0.85;
     bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] != 0;
+    // A packed B block is written, then read back panel by panel: it should stay in L2.
+    if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * 0.5)
+        eff *= 0.9;
     int64_t lda = L->K, ldb = L->N;
     if (!packa && (lda * 4) % 4096 == 0)
         eff *= 0.75;
@@ -518,10 +534,12 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
     const char *cls = k->cls == CCLS_MATMUL ? "matmul" : k->cls == CCLS_CONV ? "conv" : "dwconv";
     switch (P[P_VAR]) {
     case V_TILE:
+    case V_COL2IM:
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=tile mr=%lld nr=%lld kc=%lld mc=%lld nc=%lld packA=%lld packB=%lld", cls,
-                 (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
-                 (long long)P[P_NC], (long long)P[P_PACKA], (long long)P[P_PACKB]);
+                 "cls=%s v=%s mr=%lld nr=%lld kc=%lld mc=%lld nc=%lld packA=%lld packB=%lld", cls,
+                 P[P_VAR] == V_TILE ? "tile" : "col2im", (long long)P[P_MR], (long long)P[P_NR],
+                 (long long)P[P_KC], (long long)P[P_MC], (long long)P[P_NC], (long long)P[P_PACKA],
+                 (long long)P[P_PACKB]);
         break;
     case V_GEMV:
         snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)P[P_NR]);
@@ -549,7 +567,7 @@ static void add_val(int64_t *v, int *n, int64_t x) {
 static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     int n = 0;
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
-    bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0;
+    bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
     // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
     int shapes[5][2], ns = 0;
@@ -584,8 +602,8 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
             add_val(mcs, &nm, ORCH_MIN(Mr, ORCH_MIN(mc_l2, mc_par)));
             add_val(mcs, &nm, ORCH_MIN(Mr, mr * ((96 + mr - 1) / mr)));
             int64_t nc_par = ORCH_MAX(nr, (Nr / nr + h->cores - 1) / h->cores * nr);
-            int64_t nc_l3 = ORCH_MAX(nr, (int64_t)(h->l3 * 0.25 / h->cores / (double)(kc * 4)) /
-                                             nr * nr);
+            int64_t nc_l3 =
+                ORCH_MAX(nr, (int64_t)(h->l3 * 0.25 / h->cores / (double)(kc * 4)) / nr * nr);
             add_val(ncs, &nn, ORCH_MIN(Nr, nc_l3));
             add_val(ncs, &nn, ORCH_MIN(Nr, ORCH_MIN(nc_l3, nc_par)));
             add_val(ncs, &nn, ORCH_MIN(Nr, nr * 16));
@@ -643,9 +661,9 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
     for (int i = 0; i < n && m < k; i++) {
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
-            fresh = !(out[j].p[P_VAR] == all[i].p[P_VAR] && out[j].p[P_MR] == all[i].p[P_MR] &&
-                      out[j].p[P_PACKA] == all[i].p[P_PACKA] &&
-                      out[j].p[P_PACKB] == all[i].p[P_PACKB]);
+            fresh =
+                !(out[j].p[P_VAR] == all[i].p[P_VAR] && out[j].p[P_MR] == all[i].p[P_MR] &&
+                  out[j].p[P_PACKA] == all[i].p[P_PACKA] && out[j].p[P_PACKB] == all[i].p[P_PACKB]);
         if (fresh) {
             out[m++] = all[i];
             taken[i] = true;
@@ -672,6 +690,23 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
         all[i].score = score_cfg(&L, &h, all[i].p);
         cfg_desc(&L, &all[i]);
     }
+    // A strided transposed conv gathers mostly zeros; GEMM + col2im computes no zeros but
+    // scatters the columns back (about a nanosecond per column element, over the cores).
+    Lin G;
+    if (lin_convt_col_view(&L, &G)) {
+        int n0 = n, ng = enum_cfgs(&G, &h, all + n, CAP - n);
+        double scatter = (double)(G.batch * G.M * G.N) * 1e-9 / h.cores;
+        for (int i = n0; i < n0 + ng; i++) {
+            if (all[i].p[P_VAR] != V_TILE) // the GEMM view's skinny paths do not apply
+                continue;
+            all[n] = all[i];
+            all[n].cls = CCLS_CONV;
+            all[n].p[P_VAR] = V_COL2IM;
+            all[n].score = score_tile(&G, &h, all[n].p) + scatter;
+            cfg_desc(&L, &all[n]);
+            n++;
+        }
+    }
     // Equal descs cannot occur (the enumeration deduplicates), so pick_diverse sees distinct ones.
     int m = pick_diverse(all, n, out, k);
     free(all);
@@ -680,8 +715,7 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
 
 // ---- entry points ----
 
-static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, StrBuf *src,
-                       Err *e) {
+static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, StrBuf *src, Err *e) {
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
@@ -694,6 +728,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     case V_GEMV: rc = lin_emit_gemv(&E, e); break;
     case V_DOT: rc = lin_emit_dot(&E, e); break;
     case V_DW: rc = lin_emit_dw(&E, e); break;
+    case V_COL2IM: rc = lin_emit_col2im(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);

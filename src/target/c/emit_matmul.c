@@ -97,7 +97,7 @@ static int emit_packb(Emit *E, int nr, Err *e) {
               "int64_t p0, int64_t kc, int64_t j0, int64_t nc) {\n",
               E->fn);
     lin_emit_batch_coords(E, 1, true);
-    if (L->conv && !L->convt && L->pa >= 0) {
+    if (L->conv && L->pa >= 0) {
         lin_emit_packb_conv(E, nr);
         sb_puts(s, "}\n\n");
         return ST_OK;
@@ -105,6 +105,38 @@ static int emit_packb(Emit *E, int nr, Err *e) {
     sb_line(s, 1, "for (int64_t s = 0; s < nc; s += %d) {\n", nr);
     sb_line(s, 2, "float *restrict d = Bp + s * kc;\n");
     sb_line(s, 2, "const int64_t w = nc - s < %d ? nc - s : %d;\n", nr, nr);
+    if (L->conv) {
+        // Patch panels: kernel offsets once per row, output coordinates stepped per column.
+        int l = L->S - 1;
+        sb_line(s, 2, "int64_t o_r = j0 + s;\n");
+        for (int d = l; d >= 0; d--)
+            sb_line(s, 2, "const int64_t o_s%d = o_r %% %lld; o_r /= %lld;\n", d,
+                    (long long)L->out[d], (long long)L->out[d]);
+        sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
+        sb_line(s, 3, "int64_t x_r = p0 + p;\n");
+        for (int d = l; d >= 0; d--)
+            sb_line(s, 3, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d,
+                    (long long)L->k[d], (long long)L->k[d]);
+        sb_line(s, 3, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
+        for (int d = l; d >= 0; d--)
+            sb_line(s, 3, "int64_t x_o%d = o_s%d;\n", d, d);
+        sb_line(s, 3, "int64_t jj = 0;\n");
+        sb_line(s, 3, "for (; jj < w; jj++) {\n");
+        int rc = lin_emit_patch_value(E, 4, "d[jj]", e);
+        if (rc)
+            return rc;
+        for (int d = l; d > 0; d--) {
+            sb_line(s, 4, "if (++x_o%d < %lld) continue;\n", d, (long long)L->out[d]);
+            sb_line(s, 4, "x_o%d = 0;\n", d);
+        }
+        sb_line(s, 4, "++x_o0;\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "for (; jj < %d; jj++) d[jj] = 0.0f;\n", nr);
+        sb_line(s, 2, "}\n");
+        sb_line(s, 1, "}\n");
+        sb_puts(s, "}\n\n");
+        return ST_OK;
+    }
     sb_line(s, 2, "for (int64_t p = 0; p < kc; p++, d += %d) {\n", nr);
     sb_line(s, 3, "const int64_t k = p0 + p;\n");
     sb_line(s, 3, "int64_t jj = 0;\n");
@@ -129,7 +161,8 @@ int lin_emit_tiled(Emit *E, Err *e) {
     int64_t kc = P[P_KC], mc = P[P_MC], nc = P[P_NC];
     // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
     // conv is 1x1 stride-1 unpadded (then X is B in place).
-    bool packa = L->conv ? P[P_PACKA] || L->pb < 0 || L->convt : P[P_PACKA] || L->pa < 0;
+    bool packa =
+        L->conv ? P[P_PACKA] || L->pb < 0 || L->convt : P[P_PACKA] || L->pa < 0 || L->a_trans;
     bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
     if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
         return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
@@ -163,7 +196,8 @@ int lin_emit_tiled(Emit *E, Err *e) {
     int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
     int64_t kcr = ORCH_MIN(kc, L->K);
     int64_t tiles = L->batch * mt * nt;
-    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_printf(s, "%svoid %s(const void *const *in, void *out) {\n", E->local ? "static " : "",
+              E->fn);
     sb_line(s, 1, "float *restrict o = (float *)out;\n");
     sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && lin_worth_parallel(L));
     sb_line(s, 1, "{\n");
@@ -217,11 +251,13 @@ int lin_emit_tiled(Emit *E, Err *e) {
     if (packa) {
         sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
     } else {
-        sb_line(s, 6, "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
-                      "full && p0 > 0);\n",
+        sb_line(s, 6,
+                "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
+                "full && p0 > 0);\n",
                 mr, E->fn, (long long)lda, (long long)lda);
-        sb_line(s, 6, "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
-                      "cd, ldc, 0); }\n",
+        sb_line(s, 6,
+                "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
+                "cd, ldc, 0); }\n",
                 E->fn, E->fn);
     }
     sb_line(s, 6, "if (!full)\n");
@@ -310,7 +346,8 @@ int lin_emit_gemv(Emit *E, Err *e) {
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "for (int64_t i = 0; i < %lld; i++)\n", (long long)L->M);
-    sb_line(s, 3, "for (int64_t jj = 0; jj < n; jj++) o[(b * %lld + i) * %lld + j0 + jj] = acc[i][jj];\n",
+    sb_line(s, 3,
+            "for (int64_t jj = 0; jj < n; jj++) o[(b * %lld + i) * %lld + j0 + jj] = acc[i][jj];\n",
             (long long)L->M, (long long)L->N);
     if (L->epi)
         sb_line(s, 2, "%s_epi(o, in, b, 0, %lld, j0, n);\n", E->fn, (long long)L->M);
@@ -334,8 +371,7 @@ int lin_emit_dot(Emit *E, Err *e) {
     sb_line(s, 1, "#pragma omp parallel for if (%d) schedule(static)\n",
             L->batch * L->M > 1 && lin_worth_parallel(L));
     sb_line(s, 1, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->batch * L->M));
-    sb_line(s, 2, "const int64_t b = t / %lld, i = t %% %lld;\n", (long long)L->M,
-            (long long)L->M);
+    sb_line(s, 2, "const int64_t b = t / %lld, i = t %% %lld;\n", (long long)L->M, (long long)L->M);
     lin_emit_batch_coords(E, 2, true);
     sb_line(s, 2, "const float *restrict ar = (const float *)in[%d] + aoff + i * %lld;\n", L->pa,
             (long long)L->K);

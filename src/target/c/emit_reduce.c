@@ -20,7 +20,9 @@
 
 #define R ORCH_MAX_RANK
 #define MAX_RED 16
-#define INNER_MAX 8192 // elements of a per-row accumulator array (on the stack)
+// Elements of a per-row accumulator array: they live on the (OpenMP worker's) stack, several per
+// kernel, so keep them well below the default thread stack.
+#define INNER_MAX 2048
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
 // rather than producing wrong code.
@@ -350,10 +352,10 @@ static int emit_reduction(Ctx *k, const Red *r, const char *dst, StrBuf *code, i
         case RED_MEAN:
             if (fl)
                 fmt(val, sizeof val, "%s[p] / (double)%lld", a, (long long)count);
-            else
-                fmt(val, sizeof val, "%s", count ? "0" : "0");
-            if (!fl && count)
+            else if (count)
                 fmt(val, sizeof val, "(int64_t)%s[p] / (int64_t)%lld", a, (long long)count);
+            else
+                fmt(val, sizeof val, "0");
             break;
         case RED_MAX:
         case RED_MIN:
@@ -417,9 +419,9 @@ static bool same_space(const Ctx *k) {
     return true;
 }
 
-// The row loop over the outer axes of s (fused, parallel when p_par); returns the nest (caller
-// attaches the body text). outer_units receives the row count.
-static LoopNest *row_nest(const Space *s, bool par, double work_per_row, int64_t *rows) {
+// The row loop over the outer axes of s (fused into one loop, parallel when par); the caller
+// attaches the body text.
+static LoopNest *row_nest(const Space *s, bool par, double work_per_row) {
     LoopNest *ln = ln_create("o");
     int f = -1;
     int64_t n = 1;
@@ -434,7 +436,6 @@ static LoopNest *row_nest(const Space *s, bool par, double work_per_row, int64_t
     }
     if (f >= 0 && par)
         ln_parallel(ln, f, (int64_t)ORCH_MIN(work_per_row * (double)n, 1e18));
-    *rows = n;
     return ln;
 }
 
@@ -507,7 +508,7 @@ static void emit_row_store(const Red *r, const Tensor *O, const char *res, const
     ln_free(ln);
 }
 
-static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *decls, StrBuf *fnbody, Err *e) {
+static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) {
     const PrimGraph *pg = k->pg;
     const Candidate *c = k->c;
     const Tensor *T = pg->tensors[c->output];
@@ -515,7 +516,6 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *decls, StrBuf *f
     bool par = cfg->p[1] != 0;
     double ops = cgen_ops_per_elem(pg, c) + 1;
     int rc = ST_OK;
-    (void)decls;
     if (!k->fused) {
         // Materialised: one row loop per reduction into its buffer (the sink's into y).
         for (int i = 0; i < k->n_red && rc == ST_OK; i++) {
@@ -529,11 +529,10 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *decls, StrBuf *f
                 sb_line(fnbody, 1, "if (!%s)\n", r->res);
                 sb_line(fnbody, 2, "abort();\n");
             }
-            int64_t rows;
             double per_row = (double)(tensor_numel(pg->tensors[r->p->in[0]]) /
                                       ORCH_MAX(tensor_numel(O), 1)) *
                              (double)r->sp.n_inner * ops;
-            LoopNest *ln = row_nest(&r->sp, par, per_row, &rows);
+            LoopNest *ln = row_nest(&r->sp, par, per_row);
             StrBuf b;
             sb_init(&b);
             rc = emit_reduction(k, r, "res", &b, 0, e);
@@ -586,12 +585,11 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *decls, StrBuf *f
     // Fused: one row loop; reductions compute-at the row, then the tail.
     const Space *s = &k->red[0].sp;
     k->sp = s;
-    int64_t rows;
     double per_row = 1;
     for (int d = 0; d < s->rank; d++)
         if (!is_outer(s, d))
             per_row *= (double)s->dims[d];
-    LoopNest *ln = row_nest(s, par, per_row * ops, &rows);
+    LoopNest *ln = row_nest(s, par, per_row * ops);
     StrBuf b;
     sb_init(&b);
     k->root_is_space = true;
@@ -669,7 +667,7 @@ static int red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
     k.x = cexpr_create(pg, c, fn, &decls);
     cexpr_set_reader(k.x, reader, &k);
     fmt_truncated = false;
-    rc = emit_kernel(&k, cfg, &decls, &body, e);
+    rc = emit_kernel(&k, cfg, &body, e);
     if (rc == ST_OK && fmt_truncated)
         rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
     if (rc == ST_OK) {

@@ -7,6 +7,7 @@
 
 #include "../../base/common.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +50,18 @@ struct LoopNest {
     int next_name;
 };
 
+// snprintf for the nest's short texts; one that does not fit is a bug in an emitter.
+__attribute__((format(printf, 3, 4))) static void lfmt(char *buf, size_t cap, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(buf, cap, f, ap);
+    va_end(ap);
+    ORCH_ASSERT(n >= 0 && (size_t)n < cap);
+}
+
 LoopNest *ln_create(const char *prefix) {
     LoopNest *n = xcalloc(1, sizeof *n);
-    snprintf(n->prefix, sizeof n->prefix, "%s", prefix);
+    lfmt(n->prefix, sizeof n->prefix, "%s", prefix);
     for (int i = 0; i < LN_MAX; i++)
         n->order[i] = -1;
     return n;
@@ -73,9 +83,9 @@ static int new_loop(LoopNest *n, const char *var, int64_t extent) {
     int id = n->n_loops++;
     Loop *L = &n->loop[id];
     memset(L, 0, sizeof *L);
-    snprintf(L->var, sizeof L->var, "%s", var);
-    snprintf(L->lo, sizeof L->lo, "0");
-    snprintf(L->hi, sizeof L->hi, "%lld", (long long)extent);
+    lfmt(L->var, sizeof L->var, "%s", var);
+    lfmt(L->lo, sizeof L->lo, "0");
+    lfmt(L->hi, sizeof L->hi, "%lld", (long long)extent);
     L->extent = extent;
     L->bound_dep = -1;
     L->plain = true;
@@ -124,21 +134,21 @@ void ln_split(LoopNest *n, int l, int64_t factor, int *outer, int *inner) {
     ORCH_ASSERT(factor >= 1);
     Loop *L = &n->loop[l];
     char name[48];
-    snprintf(name, sizeof name, "%so%d", n->prefix, n->next_name++);
+    lfmt(name, sizeof name, "%so%d", n->prefix, n->next_name++);
     int o = new_loop(n, name, (L->extent + factor - 1) / factor);
     L = &n->loop[l]; // new_loop does not move the array, but keep the pointer obviously fresh
     char lo[160], hi[224];
     // The inner loop keeps the variable: it runs over [lo + o*F, min(hi, lo + o*F + F)).
-    snprintf(lo, sizeof lo, "%s + %s * %lld", L->lo, name, (long long)factor);
+    lfmt(lo, sizeof lo, "%s + %s * %lld", L->lo, name, (long long)factor);
     if (factor >= L->extent)
-        snprintf(hi, sizeof hi, "%s", L->hi);
+        lfmt(hi, sizeof hi, "%s", L->hi);
     else
-        snprintf(hi, sizeof hi, "ORCH_MIN_I64(%s, %s + %s * %lld + %lld)", L->hi, L->lo, name,
+        lfmt(hi, sizeof hi, "ORCH_MIN_I64(%s, %s + %s * %lld + %lld)", L->hi, L->lo, name,
                  (long long)factor, (long long)factor);
     if (L->extent % factor == 0 && factor < L->extent && L->plain)
-        snprintf(hi, sizeof hi, "%s + %lld", lo, (long long)factor);
-    snprintf(L->lo, sizeof L->lo, "%s", lo);
-    snprintf(L->hi, sizeof L->hi, "%s", hi);
+        lfmt(hi, sizeof hi, "%s + %lld", lo, (long long)factor);
+    lfmt(L->lo, sizeof L->lo, "%s", lo);
+    lfmt(L->hi, sizeof L->hi, "%s", hi);
     L->extent = ORCH_MIN(factor, L->extent);
     L->bound_dep = o;
     L->plain = false;
@@ -151,7 +161,7 @@ int ln_fuse(LoopNest *n, int a, int b) {
     int da = ln_depth(n, a), db = ln_depth(n, b);
     ORCH_ASSERT(db == da + 1 && n->loop[a].plain && n->loop[b].plain);
     char name[48];
-    snprintf(name, sizeof name, "%sf%d", n->prefix, n->next_name++);
+    lfmt(name, sizeof name, "%sf%d", n->prefix, n->next_name++);
     int64_t ea = n->loop[a].extent, eb = n->loop[b].extent;
     int f = new_loop(n, name, ea * eb);
     ORCH_ASSERT(n->n_defs + 2 <= LN_MAX);
@@ -159,11 +169,11 @@ int ln_fuse(LoopNest *n, int a, int b) {
     memcpy(va, n->loop[a].var, sizeof va);
     memcpy(vb, n->loop[b].var, sizeof vb);
     Def *d = &n->def[n->n_defs++];
-    snprintf(d->text, sizeof d->text, "const int64_t %s = %s / %lld;", va, name, (long long)eb);
+    lfmt(d->text, sizeof d->text, "const int64_t %s = %s / %lld;", va, name, (long long)eb);
     d->deps[0] = f;
     d->n_deps = 1;
     d = &n->def[n->n_defs++];
-    snprintf(d->text, sizeof d->text, "const int64_t %s = %s %% %lld;", vb, name, (long long)eb);
+    lfmt(d->text, sizeof d->text, "const int64_t %s = %s %% %lld;", vb, name, (long long)eb);
     d->deps[0] = f;
     d->n_deps = 1;
     // Defs, bounds and texts that waited for a or b now wait for f.
@@ -199,7 +209,7 @@ void ln_parallel(LoopNest *n, int l, int64_t work) {
 
 void ln_vector(LoopNest *n, int l, const char *clause) {
     n->loop[l].kind = LK_VECTOR;
-    snprintf(n->loop[l].clause, sizeof n->loop[l].clause, "%s", clause ? clause : "");
+    lfmt(n->loop[l].clause, sizeof n->loop[l].clause, "%s", clause ? clause : "");
 }
 
 void ln_unroll(LoopNest *n, int l, int factor) {
