@@ -1,12 +1,20 @@
-// Unit tests of the C target's linear emitter (emit_linear.c): primitive graphs with one matmul or
-// convolution and pointwise primitives around it are cut into candidates; every candidate the
-// emitter accepts is generated in each of its configs (many kernels per translation unit), built
-// with the system compiler, run on random inputs and compared with the primitive interpreter at
-// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|. Also prints (does not check) GFLOP/s of the best
-// config on a 512^3 matmul and a 3x3 64->64 conv on 56x56, next to src/ops/gemm.c's gemm_f32.
+// Unit tests of the C target's linear emitter (emit_linear.c, emit_matmul.c, emit_conv.c):
+// primitive graphs with one matmul or (transposed) convolution and pointwise primitives around it,
+// built directly or from an ONNX model, are cut into candidates; every candidate the emitter
+// accepts is generated in its top configs (many kernels per translation unit, units compiled in
+// parallel), run on random inputs and compared with the primitive interpreter at
+// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|. Then prints (does not check) GFLOP/s of the model's
+// top configs on a 512^3 matmul, a 1x4096x1024 GEMV, a 3x3 64->64 conv on 56x56, a depthwise and
+// a transposed conv, next to src/ops (gemm_f32, the interpreter's implementations).
+// Environment: ORCH_TEST_SEED, ORCH_SKIP_SPEED, ORCH_ONLY_SPEED, ORCH_SPEED_K.
 #include "candidates/candidates.h"
 #include "check.h"
 #include "fission/build.h"
+#include "fission/fission.h"
+#include "fission/passes.h"
+#include "ir/fold.h"
+#include "model_builder.h"
+#include "onnx/load.h"
 #include "ops/gemm.h"
 #include "runtime/prim_interp.h"
 #include "target/c/cbuild.h"
@@ -254,7 +262,7 @@ static void matmul_sizes(void) {
                                     {5, 2, 7},      {64, 1, 100},   {31, 5, 129},   {1, 100, 64},
                                     {4, 16, 3},     {129, 7, 2}};
     for (size_t i = 0; i < ORCH_COUNT(sz); i++)
-        mm_one(sz[i][0], sz[i][1], sz[i][2], 3);
+        mm_one(sz[i][0], sz[i][1], sz[i][2], 2);
     flush();
 }
 
@@ -326,6 +334,68 @@ static void matmul_fused(void) {
     add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w3), bias3)));
     check_graph("deep_k600_bias_tanh", pg, 4, 3);
     flush();
+}
+
+// An ONNX model through the real pipeline (load, fold, fission, clean-up): Gemm with transA,
+// transB, alpha, beta and a bias, then Relu; Conv with a bias, BatchNormalization, Relu.
+static void add_init(MB *b, const char *name, int rank, const int64_t *dims, bool positive) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = rand_buf(n);
+    for (int64_t i = 0; positive && i < n; i++)
+        v[i] = fabsf(v[i]) + 0.5f;
+    mb_init(b, mb_raw(b, name, 1, rank, dims, v, (size_t)n * 4));
+    free(v);
+}
+
+static void onnx_gemm_conv_bn(void) {
+    MB *b = mb_new(17);
+    const int64_t xd[] = {5, 7}, wd[] = {9, 5}, cd[] = {9};
+    const int64_t id[] = {1, 3, 8, 8}, kd[] = {4, 3, 3, 3}, vd[] = {4};
+    mb_input(b, "x", 1, 2, xd);
+    mb_input(b, "img", 1, 4, id);
+    add_init(b, "w", 2, wd, false);
+    add_init(b, "c", 1, cd, false);
+    add_init(b, "k", 4, kd, false);
+    add_init(b, "kb", 1, vd, false);
+    add_init(b, "scale", 1, vd, false);
+    add_init(b, "shift", 1, vd, false);
+    add_init(b, "mean", 1, vd, false);
+    add_init(b, "var", 1, vd, true);
+    mb_node(b, "Gemm", "gemm", "x,w,c", "g", mb_attr_i(b, "transA", 1), mb_attr_i(b, "transB", 1),
+            mb_attr_f(b, "alpha", 0.5f), mb_attr_f(b, "beta", 2.0f), NULL);
+    mb_node(b, "Relu", "relu", "g", "y", NULL);
+    const int64_t pads[] = {1, 1, 1, 1};
+    mb_node(b, "Conv", "conv", "img,k,kb", "cv", mb_attr_ints(b, "pads", 4, pads), NULL);
+    mb_node(b, "BatchNormalization", "bn", "cv,scale,shift,mean,var", "bn", NULL);
+    mb_node(b, "Relu", "relu2", "bn", "z", NULL);
+    mb_output(b, "y");
+    mb_output(b, "z");
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    mb_free(b);
+    Err e = {0};
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    LoadOptions lo = {NULL, 0};
+    FissionOptions fo = {0};
+    int rc = onnx_load_memory(buf, len, "gemm_conv_bn.onnx", NULL, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    free(buf);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK) {
+        check_graph("onnx_gemm_conv_bn", pg, 1, 2);
+        flush(); // the primitive graph borrows the model's constants
+    } else {
+        prim_graph_free(pg);
+    }
+    graph_free(g);
 }
 
 // ---- convolution ----
@@ -477,9 +547,10 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
     if (cand_enumerate(pg, NULL, 0, &cs, &e) != ST_OK)
         return;
     void **buf = eval_all(pg);
+    // The largest supported candidate: the LINEAR with its whole epilogue when there is one.
     const Candidate *c = NULL;
-    for (int i = 0; i < cs->n && !c; i++)
-        if (cs->c[i].n_prims == 1 && cgen_lin_supports(pg, &cs->c[i]))
+    for (int i = 0; i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cgen_lin_supports(pg, &cs->c[i]))
             c = &cs->c[i];
     CHECK_MSG(c != NULL, "%s: no linear candidate", name);
     if (!c)
@@ -514,6 +585,8 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
     }
     // The interpreter's implementation (src/ops: gemm_f32, im2col / col2im) for comparison.
     const Prim *p = pg->prims[c->prims[0]];
+    if (c->n_prims > 1) // the reference would need the epilogue too: not comparable
+        goto done;
     const void *x[2] = {buf[p->in[0]], buf[p->in[1]]};
     double best = 1e30;
     for (int r = 0; r < 4; r++) {
@@ -523,6 +596,7 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
             best = fmin(best, now() - t0);
     }
     printf("  %s prim_eval (src/ops reference) %7.1f GFLOP/s\n", name, flops / best * 1e-9);
+done:
     free(out);
     cmodule_free(mod);
     sb_free(&src);
@@ -530,6 +604,12 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
         free(buf[t]);
     free(buf);
     cand_set_free(cs);
+}
+
+// Configs measured per speed case (ORCH_SPEED_K overrides, for tuning the model by hand).
+static int speed_k(int dflt) {
+    const char *k = getenv("ORCH_SPEED_K");
+    return k ? atoi(k) : dflt;
 }
 
 static void speed(void) {
@@ -540,8 +620,7 @@ static void speed(void) {
     PB b = {pg, "mm"};
     int w = add_const(&b, 2, ad);
     add_output(pg, pb_matmul(&b, a, w));
-    speed_graph("mm512", pg, 2.0 * S * S * S,
-                getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    speed_graph("mm512", pg, 2.0 * S * S * S, speed_k(2));
     prim_graph_free(pg);
     {
         float *A = rand_buf(S * S), *B = rand_buf(S * S), *C = rand_buf(S * S);
@@ -563,7 +642,7 @@ static void speed(void) {
     b = (PB){pg, "gemv"};
     w = add_const(&b, 2, wd1);
     add_output(pg, pb_matmul(&b, a, w));
-    speed_graph("gemv1x4096x1024", pg, 2.0 * 4096 * 1024, 4);
+    speed_graph("gemv1x4096x1024", pg, 2.0 * 4096 * 1024, speed_k(1));
     prim_graph_free(pg);
     pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 64, 56, 56}, wd[] = {64, 64, 3, 3};
@@ -578,8 +657,41 @@ static void speed(void) {
                        .pad_begin = {1, 1},
                        .pad_end = {1, 1}};
     add_output(pg, pb_conv(&b, &lp, x, cw, xd));
-    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56,
-                getenv("ORCH_SPEED_K") ? atoi(getenv("ORCH_SPEED_K")) : 4);
+    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, speed_k(2));
+    prim_graph_free(pg);
+    // A 1x1 conv with a fused bias + relu epilogue (the epilogue is a large share when K is small),
+    // and the same conv alone.
+    for (int fused = 1; fused >= 0; fused--) {
+        pg = prim_graph_create(NULL);
+        const int64_t pd[] = {1, 64, 56, 56}, pwd[] = {64, 64, 1, 1}, pbd[] = {1, 64, 1, 1};
+        x = add_input(pg, "x", 4, pd);
+        b = (PB){pg, "conv1x1"};
+        cw = add_const(&b, 4, pwd);
+        LinearParams lp1 = {
+            .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
+        int y = pb_conv(&b, &lp1, x, cw, pd);
+        if (fused)
+            y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 4, pbd)));
+        add_output(pg, y);
+        speed_graph(fused ? "conv1x1_64_56_bias_relu" : "conv1x1_64_56", pg,
+                    2.0 * 64 * 64 * 56 * 56, speed_k(1));
+        prim_graph_free(pg);
+    }
+    // A MobileNet depthwise layer: 3x3, 32 channels, 112x112.
+    pg = prim_graph_create(NULL);
+    const int64_t dd[] = {1, 32, 112, 112}, dwd[] = {32, 1, 3, 3};
+    x = add_input(pg, "x", 4, dd);
+    b = (PB){pg, "dw"};
+    cw = add_const(&b, 4, dwd);
+    LinearParams dp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 32,
+                       .stride = {1, 1},
+                       .dilation = {1, 1},
+                       .pad_begin = {1, 1},
+                       .pad_end = {1, 1}};
+    add_output(pg, pb_conv(&b, &dp, x, cw, dd));
+    speed_graph("dw3x3_32_112", pg, 2.0 * 32 * 9 * 112 * 112, speed_k(1));
     prim_graph_free(pg);
     // A style-transfer upsampling layer: ConvTranspose 3x3 stride 2, 64 -> 32 channels, 32x32.
     pg = prim_graph_create(NULL);
@@ -596,7 +708,7 @@ static void speed(void) {
                        .pad_end = {0, 0},
                        .out_pad = {1, 1}};
     add_output(pg, pb_conv(&b, &tp, x, cw, tod));
-    speed_graph("convT3x3_s2_64_32", pg, 2.0 * 64 * 32 * 9 * 32 * 32, 2);
+    speed_graph("convT3x3_s2_64_32", pg, 2.0 * 64 * 32 * 9 * 32 * 32, speed_k(1));
     prim_graph_free(pg);
 }
 
@@ -618,6 +730,7 @@ int main(void) {
         RUN(matmul_sizes);
         RUN(matmul_batched);
         RUN(matmul_fused);
+        RUN(onnx_gemm_conv_bn);
         RUN(conv_cases);
         RUN(variants_covered);
     }

@@ -47,12 +47,12 @@ const char *cbuild_compiler_version(void) {
     // "cc (Debian 12.2.0-14) 12.2.0" → "gcc 12.2.0"; "clang version 14.0.6" → "clang 14.0.6"
     const char *last = strrchr(line, ' ');
     if (strstr(line, "clang"))
-        snprintf(version, sizeof version, "clang %s",
+        snprintf(version, sizeof version, "clang %.100s",
                  strstr(line, "version ") ? strstr(line, "version ") + 8 : line);
     else if (last && line[0])
-        snprintf(version, sizeof version, "gcc %s", last + 1);
+        snprintf(version, sizeof version, "gcc %.100s", last + 1);
     else
-        snprintf(version, sizeof version, "%s (unknown version)", cbuild_compiler());
+        snprintf(version, sizeof version, "%.80s (unknown version)", cbuild_compiler());
     return version;
 }
 
@@ -115,6 +115,11 @@ static int spawn_cc(const char *c_path, const char *so_path, const char *log_pat
                        "cannot start the C compiler '%s': %s (install gcc, or set ORCH_CC)", argv[0],
                        strerror(rc));
     return ST_OK;
+}
+
+static bool log_empty(const char *log_path) {
+    struct stat st;
+    return stat(log_path, &st) != 0 || st.st_size == 0;
 }
 
 // The first lines of the compiler's log, for an error message.
@@ -216,9 +221,11 @@ int cbuild_modules(const char *const *sources, int n, const char *workdir, int j
                 continue;
             pids[i] = 0;
             running--;
-            if (WIFSIGNALED(ws) && !retried[i]) {
-                // A compiler killed from outside (memory pressure, a stray signal) is tried
-                // once more before its kernels are given up.
+            bool failed = !WIFEXITED(ws) || WEXITSTATUS(ws) != 0;
+            if (failed && !retried[i] && (WIFSIGNALED(ws) || log_empty(paths[i][2]))) {
+                // A compiler killed from outside (memory pressure, a stray signal) or failing
+                // without a word is tried once more before its kernels are given up; a real
+                // compile error always says something.
                 retried[i] = true;
                 Err le = {0};
                 if (spawn_cc(paths[i][0], paths[i][1], paths[i][2], &pids[i], &le) == ST_OK) {

@@ -56,6 +56,7 @@ typedef struct Lin {
     bool a_trans; // A read as the transpose of a row-major K x M matrix (col2im view)
     bool convt;   // transposed conv: B gathers X where the stride divides (see lin_emit_b_value)
     int64_t batch, M, N, K;
+    int64_t m0; // matmul batch folded into M (rows per output matrix), 0 when not folded
     // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
     int nbd;
     int64_t bd[ORCH_MAX_RANK], sa[ORCH_MAX_RANK], sb[ORCH_MAX_RANK];
@@ -105,7 +106,8 @@ int lin_emit_tiled(Emit *E, Err *e);
 int lin_emit_gemv(Emit *E, Err *e);
 int lin_emit_dot(Emit *E, Err *e);
 
-// emit_conv.c: the patch packer of a conv reading X in place, the depthwise direct kernel.
+// emit_conv.c: the patch packer of a conv reading X in place (fn_packb's body), the depthwise
+// direct kernel.
 void lin_emit_packb_conv(Emit *E, int nr);
 int lin_emit_dw(Emit *E, Err *e);
 // Transposed conv as GEMM + col2im: the matmul view of its GEMM col[(m, kernel offset)][pixel] =

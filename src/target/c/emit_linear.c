@@ -1,11 +1,13 @@
 // Linear kernels of the C target (see cgen_linear.h): analysis of a candidate around its LINEAR
 // primitive, operand values and epilogues, the Roller/BLIS hardware model that proposes configs,
-// and the entry points (kernel bodies: emit_matmul.c, emit_conv.c). Every
-// product is viewed as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
-// out + (b*M + i)*N + j:
-//   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims;
+// and the entry points (kernel bodies: emit_matmul.c, emit_conv.c). Every product is viewed as a
+// batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at out + (b*M + i)*N + j:
+//   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims (folded
+//           into M when B is shared by every batch and A is a dense kernel input);
 //   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*kernel pixels), B = the virtual
-//           im2col patch matrix of image n, group g (K x output pixels), never materialised.
+//           im2col patch matrix of image n, group g (K x output pixels), never materialised;
+//   conv transpose  the same with B gathering X where the stride divides, or (col2im variant) a
+//           plain GEMM of W^T and X into a column buffer scattered back into the output.
 // Names in comments: M, N, K the GEMM sizes; mr x nr the register tile; kc, mc, nc the cache
 // blocks of K, M, N (BLIS); G groups; S spatial dims.
 #define ORCH_CGEN_LINEAR_INTERNAL
@@ -100,6 +102,16 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             L->batch *= O->dims[d];
         }
         L->b_direct_ok = true;
+        // A batch of row blocks times one shared B (activations times a weight) is one product
+        // with batch*M rows: bigger tiles, B packed once. A must be a dense kernel input.
+        bool dense_a = L->pa >= 0 && A->rank == r;
+        for (int d = 0; d < r - 2 && dense_a; d++)
+            dense_a = A->dims[d] == O->dims[d] && L->sb[d] == 0;
+        if (dense_a && L->batch > 1) {
+            L->m0 = L->M;
+            L->M *= L->batch;
+            L->batch = 1;
+        }
     } else {
         const LinearParams *lp = &p->lin;
         L->conv = true;
@@ -373,10 +385,19 @@ int lin_emit_epilogue(Emit *E, Err *e) {
               "static void %s_epi(float *restrict o, const void *const *in, int64_t b, int64_t "
               "i0, int64_t m, int64_t j0, int64_t n) {\n",
               E->fn);
-    lin_emit_batch_coords(E, 1, false);
+    if (!L->m0)
+        lin_emit_batch_coords(E, 1, false);
     sb_line(s, 1, "for (int64_t i = i0; i < i0 + m; i++) {\n");
     sb_line(s, 2, "float *restrict orow = o + (b * %lld + i) * %lld;\n", (long long)L->M,
             (long long)L->N);
+    if (L->m0) {
+        // Folded batch: the output batch coordinates come from the row.
+        sb_line(s, 2, "int64_t q_r = i / %lld;\n", (long long)L->m0);
+        sb_line(s, 2, "const int64_t f_i = i %% %lld;\n", (long long)L->m0);
+        for (int d = L->nbd - 1; d >= 0; d--)
+            sb_line(s, 2, "const int64_t bq%d = q_r %% %lld; q_r /= %lld;\n", d,
+                    (long long)L->bd[d], (long long)L->bd[d]);
+    }
     sb_line(s, 2, "for (int64_t j = j0; j < j0 + n; j++) {\n");
     sb_line(s, 3, "const float acc = orow[j];\n");
     const Tensor *O = lin_t(L, L->tl);
@@ -399,7 +420,7 @@ int lin_emit_epilogue(Emit *E, Err *e) {
             snprintf(bidx[d], sizeof bidx[d], "bq%d", d);
             ix[d] = bidx[d];
         }
-        ix[O->rank - 2] = "i";
+        ix[O->rank - 2] = L->m0 ? "f_i" : "i";
         ix[O->rank - 1] = "j";
     }
     E->acc = "acc";
