@@ -343,9 +343,9 @@ def main():
     ap.add_argument("--orch", default=os.path.join(ROOT, "build", "orch"))
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--models", default=",".join(gen_bench_models.MODELS))
-    ap.add_argument("--iters", type=int, default=20, help="timed runs per round and side")
+    ap.add_argument("--iters", type=int, default=12, help="timed runs per round and side")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=4, help="ORT/orch alternations per model")
+    ap.add_argument("--rounds", type=int, default=6, help="ORT/orch alternations per model")
     ap.add_argument("--outdir", default=os.path.join(ROOT, "build", "bench-cpu"))
     ap.add_argument("--json", help="write the results here (default OUTDIR/results.json)")
     ap.add_argument("--no-check", dest="check", action="store_false",

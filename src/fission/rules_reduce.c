@@ -3,9 +3,14 @@
 // ELEMWISE (+ LAYOUT reshape) primitives computing what the reference ops in src/ops compute.
 // Numerics: float16/bfloat16 inputs are computed in float32 and cast back once, and a mean that
 // centres values is kept in double, as the reference ops do, so large means keep their noise.
-// MaxPool, AveragePool, LpPool and Hardmax have no rule yet and stay OPAQUE: windowed pooling
-// needs a windowed reduce that the primitive set does not have.
+// MaxPool and AveragePool (1 to 3 spatial axes) become one LAYOUT that gathers every window
+// (padding read as -inf or 0) followed by a REDUCE over the window axes; an average divides by a
+// constant tensor of per-position counts, so count_include_pad and ceil_mode's clipped windows
+// count exactly as the reference op counts. MaxPool's Indices output, LpPool and Hardmax have
+// no rule yet and stay OPAQUE.
 #include "fission.h"
+
+#include "../ops/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -399,7 +404,103 @@ static int rule_global_pool(FissionCtx *fc) {
     return ST_OK;
 }
 
+// ---- windowed pools ----
+
+// x [N, C, in...] → [N, C, out..., k...]: a table pads every spatial axis (pad value outside the
+// input: pos = o*s + t*d - pb), gathers pick each window's taps along each axis, a transpose moves
+// the tap axes last.
+static int pool_windows(FissionCtx *fc, int x, const PoolGeom *p, double pad_value) {
+    PB *b = &fc->b;
+    const Tensor *X = pb_t(b, x);
+    int S = p->S;
+    // Padded extent per axis: every position a window reads, from -pb on.
+    int64_t pdims[ORCH_MAX_RANK];
+    int64_t *tables[ORCH_MAX_RANK] = {0};
+    memcpy(pdims, X->dims, sizeof(int64_t) * (size_t)X->rank);
+    for (int i = 0; i < S; i++) {
+        int64_t last = (p->out[i] - 1) * p->s[i] + (p->k[i] - 1) * p->d[i]; // in padded coords
+        pdims[2 + i] = last + 1;
+        tables[2 + i] = xmalloc(sizeof(int64_t) * (size_t)(last + 1));
+        for (int64_t q = 0; q <= last; q++) {
+            int64_t pos = q - p->pb[i];
+            tables[2 + i][q] = pos >= 0 && pos < p->in[i] ? pos : -1;
+        }
+    }
+    int t = pb_table(b, x, pdims, tables, pad_value);
+    for (int i = 0; i < ORCH_MAX_RANK; i++)
+        free(tables[i]);
+    // Gather axis 2+2i (after i earlier gathers each added one axis) with idx[o][tap].
+    for (int i = 0; i < S; i++) {
+        int64_t n = p->out[i] * p->k[i];
+        int64_t *idx = xmalloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+        for (int64_t o = 0; o < p->out[i]; o++)
+            for (int64_t k = 0; k < p->k[i]; k++)
+                idx[o * p->k[i] + k] = o * p->s[i] + k * p->d[i];
+        int64_t idims[2] = {p->out[i], p->k[i]};
+        t = pb_gather(b, t, 2 + 2 * i, 2, idims, idx);
+        free(idx);
+    }
+    // [N, C, o0, k0, o1, k1, ...] → [N, C, o0, o1, ..., k0, k1, ...]
+    int perm[ORCH_MAX_RANK] = {0, 1};
+    for (int i = 0; i < S; i++) {
+        perm[2 + i] = 2 + 2 * i;
+        perm[2 + S + i] = 3 + 2 * i;
+    }
+    return pb_transpose(b, t, perm);
+}
+
+static int rule_pool(FissionCtx *fc) {
+    const Tensor *X = fc_in_t(fc, 0);
+    bool is_max = strcmp(fc->n->op, "MaxPool") == 0;
+    // The Indices output, and pools whose windows would need more than 8 axes, stay opaque.
+    if ((is_max && fc->n->n_out > 1 && fc_out_t(fc, 1)) || X->rank < 3 || X->rank > 5)
+        return ST_UNSUPPORTED;
+    PoolGeom p;
+    Err e = {0};
+    if (pool_geom(fc->n, X, &p, &e))
+        return ST_UNSUPPORTED; // the shape rule already checked it; keep the reference's message
+    int S = p.S;
+    uint32_t taps = axes_range(2 + S, 2 + 2 * S);
+    PB *b = &fc->b;
+    if (is_max) {
+        int w = pool_windows(fc, fc_in(fc, 0), &p, -INFINITY);
+        set_result(fc, 0, pb_reduce(b, RED_MAX, w, taps, false, false));
+        return ST_OK;
+    }
+    DType W = work_dtype(X->dtype);
+    int w = pool_windows(fc, to_dtype(fc, fc_in(fc, 0), W), &p, 0.0);
+    int sum = pb_reduce(b, RED_SUM, w, taps, false, false);
+    // Taps counted per output position: inside the input, or (count_include_pad) inside the
+    // input plus its declared pads; windows past the end pad (ceil_mode) never count those taps.
+    int64_t cdims[ORCH_MAX_RANK] = {1, 1}, n = 1;
+    for (int i = 0; i < S; i++) {
+        cdims[2 + i] = p.out[i];
+        n *= p.out[i];
+    }
+    double *counts = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t at = 0; at < n; at++) {
+        int64_t rest = at, count = 1;
+        for (int i = S - 1; i >= 0; i--) {
+            int64_t o = rest % p.out[i], c = 0;
+            rest /= p.out[i];
+            for (int64_t k = 0; k < p.k[i]; k++) {
+                int64_t pos = o * p.s[i] - p.pb[i] + k * p.d[i];
+                c += p.include_pad ? (pos >= -p.pb[i] && pos < p.in[i] + p.pe[i])
+                                   : (pos >= 0 && pos < p.in[i]);
+            }
+            count *= c;
+        }
+        counts[at] = (double)count;
+    }
+    int cnt = pb_const(b, DT_DOUBLE, 2 + S, cdims, counts);
+    free(counts);
+    set_result(fc, 0, pb_ew2(b, EW_DIV, sum, to_dtype(fc, cnt, W)));
+    return ST_OK;
+}
+
 const FissionRuleDef fission_rules_reduce[] = {
+    {"MaxPool", rule_pool},
+    {"AveragePool", rule_pool},
     {"Softmax", rule_softmax},
     {"LogSoftmax", rule_softmax},
     {"ReduceSum", rule_reduce},

@@ -1,6 +1,7 @@
 // Pooling ONNX ops over [N, C, spatial...] inputs of any spatial rank: MaxPool (with the optional
 // Indices output), AveragePool, LpPool, and their Global* forms. One window walker serves all
 // three windowed ops: it visits the dilated kernel taps and skips those in the padding.
+#include "pool.h"
 #include "reduce_internal.h"
 
 #include <math.h>
@@ -13,17 +14,6 @@ static PoolKind pool_kind(const char *op) {
         return P_MAX;
     return strstr(op, "AveragePool") ? P_AVG : P_LP;
 }
-
-// Window geometry per spatial axis: kernel k, stride s, dilation d, begin/end pads, input and
-// output sizes. S is the number of spatial axes. Also the per-op attributes the window needs.
-typedef struct PoolGeom {
-    int S;
-    int64_t k[ORCH_MAX_RANK], s[ORCH_MAX_RANK], d[ORCH_MAX_RANK];
-    int64_t pb[ORCH_MAX_RANK], pe[ORCH_MAX_RANK], in[ORCH_MAX_RANK], out[ORCH_MAX_RANK];
-    bool include_pad; // AveragePool's count_include_pad
-    bool col_major;   // MaxPool's storage_order 1
-    double p;         // LpPool's exponent
-} PoolGeom;
 
 // Reads an ints attribute of exactly len values >= lo into v, or dflt everywhere when absent.
 static int pool_ints(const Node *n, const char *name, int len, int64_t lo, int64_t dflt, int64_t *v,
@@ -48,7 +38,7 @@ static int pool_ints(const Node *n, const char *name, int len, int64_t lo, int64
 
 // Output sizes and effective pads as the ONNX spec defines them, including its rule that with
 // ceil_mode a window may not start in the end padding (else the last output is dropped).
-static int pool_geom(const Node *n, const Tensor *x, PoolGeom *p, Err *e) {
+int pool_geom(const Node *n, const Tensor *x, PoolGeom *p, Err *e) {
     int S = x->rank - 2, rc;
     p->S = S;
     const int64_t *ks;

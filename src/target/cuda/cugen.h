@@ -1,0 +1,54 @@
+// Internal interface of the CUDA target's emitters (target_cuda.c dispatches to these):
+// pointwise/reduction kernels (cugen_pw_*, emit_pointwise_cuda.c / emit_reduce_cuda.c) and
+// matmul/convolution kernels (cugen_lin_*, emit_linear_cuda.c ...). CUDA C for NVRTC, compiled
+// for the device's exact architecture; no toolkit header is included (cugen_prelude defines what
+// kernels use).
+//
+// The CUDA kernel ABI:
+//     extern "C" __global__ void NAME(OrchArgs a);
+//     struct OrchArgs { const void *in[ORCH_CUDA_MAX_IN]; void *out; };  (in cugen_prelude)
+// a.in[i] is the device buffer of candidate input c->inputs[i] (ascending tensor ids, constants
+// included), a.out that of c->output; 256-byte aligned dense row-major buffers; out never
+// overlaps an input. The launch geometry is fixed at emit time (shapes are static) and returned
+// in CudaLaunch; the runtime launches exactly that, with `smem` bytes of dynamic shared memory.
+// Needs: a verified primitive graph and a candidate of it. Guarantees: the kernel computes the
+// candidate's output as prim.h defines it (float32 in float; the compile driver checks every
+// kernel against the primitive interpreter).
+#ifndef ORCH_CUGEN_H
+#define ORCH_CUGEN_H
+
+#include "../../base/strbuf.h"
+#include "../../candidates/candidates.h"
+#include "../target.h"
+#include "cuda_api.h"
+
+#define ORCH_CUDA_MAX_IN 32
+
+typedef struct CudaLaunch {
+    unsigned grid[3], block[3];
+    unsigned smem; // dynamic shared memory bytes (> 48 KiB needs the opt-in attribute)
+} CudaLaunch;
+
+// Kernel classes of the CUDA target (KernelConfig.cls).
+enum { CUCLS_POINTWISE = 11, CUCLS_REDUCE = 12, CUCLS_MATMUL = 13, CUCLS_CONV = 14 };
+
+// ---- pointwise and reduction kernels ----
+bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c);
+int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                     int k);
+int cugen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                  const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+
+// ---- matmul and convolution kernels (exactly one LINEAR) ----
+bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c);
+int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                      int k);
+int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+
+// The text every CUDA translation unit starts with: orch_cuda_prelude() (nvrtc.h), the OrchArgs
+// struct, and device versions of every orch_* helper the value expressions (cgen.h's cexpr)
+// call.
+const char *cugen_prelude(void);
+
+#endif
