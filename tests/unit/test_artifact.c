@@ -1,4 +1,4 @@
-// The compiled artefact and the session made from it. A small model (Sub, ReduceMax, MaxPool:
+// The compiled artefact and the session made from it. A small model (Sub, ReduceMax, LpPool:
 // a generated kernel, an interpreted primitive and an opaque node) is compiled here the way
 // `orch compile` does: fission, candidates, selection, plan, and a hand-written C kernel for the
 // Sub built by cbuild into a real shared object. Then: the round trip runs bit-identical to the
@@ -79,7 +79,7 @@ static uint8_t *make_model(size_t *len, double weight_scale) {
     mb_init(b, mb_raw(b, "w", 1, 4, xd, w, sizeof w));
     mb_node(b, "Sub", "sub", "x,w", "d", NULL);
     mb_node(b, "ReduceMax", "rmax", "d", "s", mb_attr_ints(b, "axes", 1, axes), NULL);
-    mb_node(b, "MaxPool", "pool", "d", "p", mb_attr_ints(b, "kernel_shape", 2, k2),
+    mb_node(b, "LpPool", "pool", "d", "p", mb_attr_ints(b, "kernel_shape", 2, k2),
             mb_attr_ints(b, "strides", 2, k2), NULL);
     mb_output(b, "d");
     mb_output(b, "s");
@@ -308,7 +308,7 @@ static void round_trip(void) {
     bool gen = false, opq = false;
     for (int k = 0; k < session_num_launches(s1); k++) {
         gen = gen || strcmp(session_launch_name(s1, k), "orch_k0") == 0;
-        opq = opq || strcmp(session_launch_name(s1, k), "opaque:MaxPool") == 0;
+        opq = opq || strcmp(session_launch_name(s1, k), "opaque:LpPool") == 0;
         if (strcmp(session_launch_name(s1, k), "orch_k0") == 0)
             CHECK(strcmp(session_launch_nodes(s1, k), "sub") == 0);
     }

@@ -942,7 +942,7 @@ static void model_check(MB *b) {
     free(buf);
 }
 
-// Conv, ReLU, MaxPool (opaque), TopK (opaque, two outputs), Gemm.
+// Conv, ReLU, MaxPool (gathered windows and a max), TopK (opaque, two outputs), Gemm.
 static void cnn_model(void) {
     const int64_t xd[] = {2, 3, 10, 10}, w1d[] = {6, 3, 3, 3}, b1d[] = {6}, k2[] = {2, 2},
                   pads1[] = {1, 1, 1, 1}, fcd[] = {6, 5}, fbd[] = {5}, kd[] = {1};
