@@ -367,13 +367,16 @@ def main():
     gen_bench_models.write(a.outdir, names)
 
     t0 = time.monotonic()
+    load0 = os.getloadavg()[0]
     rows = []
     for name in names:
         try:
             rows.append(bench_model(a, name))
         except Exception as e:  # a harness failure on one model still reports the others
             rows.append({"model": name, "error": f"benchmark harness: {type(e).__name__}: {e}"})
-    print()
+    load = (load0, os.getloadavg()[0])
+    print(f"\nload average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end: on a shared "
+          f"machine above ~{a.threads / 2:g}, other processes take cores from both sides")
     geo = print_table(rows, a.threads)
     for r in rows:
         if r.get("error"):
@@ -386,6 +389,8 @@ def main():
         json.dump({"threads": a.threads, "iters": a.iters, "warmup": a.warmup, "rounds": a.rounds,
                    "orch": a.orch, "onnxruntime": onnxruntime.__version__,
                    "cpu": cpu_name(), "wall_s": time.monotonic() - t0, "geomean_ratio": geo,
+                   "loadavg_start_end": load, "omp_env": {k: v for k, v in os.environ.items()
+                                                          if k.startswith(("OMP_", "GOMP_"))},
                    "models": rows}, f, indent=1)
     print(f"\nresults: {out} ({time.monotonic() - t0:.0f} s)")
 

@@ -13,7 +13,7 @@
 static int bad(const char *fmt, const char *arg) {
     fprintf(stderr, "orch compile: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N]"
+    fprintf(stderr, "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
                     "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
                     " [--attention-rewrite]\n           [--time-limit S] [--seed S] [--quiet]\n");
     return ST_USAGE;
@@ -56,11 +56,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             *model = s;
             continue;
         } else if (strcmp(s, "-t") == 0 || strcmp(s, "--target") == 0) {
-            if (strcmp(v, "cpu") != 0)
-                return bad(strcmp(v, "cuda") == 0
-                               ? "target '%s' is not built into this orch yet (the CPU target is)"
-                               : "unknown target '%s' (known: cpu)",
-                           v);
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+                return bad("unknown target '%s' (known: cpu, cuda)", v);
             o->target = v;
         } else if (strcmp(s, "-o") == 0 || strcmp(s, "--output") == 0) {
             *out = v;

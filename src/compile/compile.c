@@ -14,6 +14,7 @@
 #include "../runtime/prim_interp.h"
 #include "../runtime/session.h"
 #include "../target/c/cbuild.h"
+#include "../target/cuda/cuda_lab.h"
 #include "kernel_lab.h"
 #include "orch.h"
 
@@ -129,6 +130,8 @@ typedef struct Driver {
     bool db_broken;
     CModule **mods; // the lab's modules, kept for reuse as the artefact's shared object
     int n_mods;
+    bool cuda;  // target "cuda": the CUDA lab, one cubin (a CUDA module blob) in the artefact
+    CudaHw cuhw;
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -348,7 +351,12 @@ static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_fro
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
-        rc = lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, e);
+        if (d->cuda) {
+            CudaEmitter em = {cugen_emit, cugen_prelude()};
+            rc = cuda_lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, &d->cuhw, &em, e);
+        } else {
+            rc = lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, e);
+        }
     }
     free(jobs);
     for (int i = 0; i < n_list; i++)
@@ -455,7 +463,7 @@ static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModu
             bool seen = false;
             for (int j = 0; j < i && !seen; j++)
                 seen = spec[j].kind == PLAN_GENERATED && strcmp(names[j], names[i]) == 0;
-            if (!seen)
+            if (!seen && !d->cuda)
                 rc = d->target->emit(d->pg, c, &s->cfg[s->best], names[i], &src, e);
             d->rep->selection_digest =
                 artifact_hash(names[i], strlen(names[i])) ^ (d->rep->selection_digest * 31);
@@ -472,6 +480,33 @@ static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModu
     int generated = 0;
     for (int i = 0; i < sel->n; i++)
         generated += spec[i].kind == PLAN_GENERATED;
+    if (d->cuda && rc == ST_OK && generated) {
+        // CUDA: the chosen kernels in one cubin with their launch table, packed into the blob
+        // the artefact's third section holds (cuda_module_pack).
+        int *gc = xcalloc((size_t)generated, sizeof(int));
+        KernelConfig *gk = xcalloc((size_t)generated, sizeof(KernelConfig));
+        int ng = 0;
+        for (int i = 0; i < sel->n; i++)
+            if (spec[i].kind == PLAN_GENERATED) {
+                Sig *s = &d->sigs[d->sig_of[sel->kernels[i]]];
+                gc[ng] = sel->kernels[i];
+                gk[ng++] = s->cfg[s->best];
+            }
+        CudaEmitter em = {cugen_emit, cugen_prelude()};
+        void *cubin = NULL;
+        size_t cubin_size = 0;
+        CudaLaunchTable t;
+        rc = cuda_lab_build_module(d->pg, d->cs, gc, gk, ng, &d->cuhw, &em, &cubin, &cubin_size,
+                                   &t, e);
+        if (rc == ST_OK) {
+            rc = cuda_module_pack(cubin, cubin_size, &t, so, so_size, e);
+            cuda_launch_table_free(&t);
+        }
+        free(cubin);
+        free(gc);
+        free(gk);
+        generated = 0; // nothing more to build below
+    }
     for (int m = 0; m < d->n_mods && rc == ST_OK && !reuse && generated; m++) {
         bool all = true;
         for (int i = 0; i < sel->n && all; i++)
@@ -562,7 +597,9 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     Driver d = {.opt = opt, .rep = rep};
     d.target = target_find(opt->target ? opt->target : "cpu");
     if (!d.target)
-        return err_set(e, ST_USAGE, "unknown target '%s' (this build has: cpu)", opt->target);
+        return err_set(e, ST_USAGE, "unknown target '%s' (this build has: cpu, cuda)",
+                       opt->target);
+    d.cuda = strcmp(d.target->name, "cuda") == 0;
     FILE *pr = opt->progress;
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -576,7 +613,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     size_t plan_size = 0;
     int *list = NULL;
 
-    int rc = d.target->hw_detect(&d.hw, opt->threads, e);
+    int rc = d.cuda ? cuda_hw_detect(&d.cuhw, &d.hw, e) : d.target->hw_detect(&d.hw, opt->threads, e);
     if (rc == ST_OK)
         rc = file_read_all(onnx_path, (int64_t)1 << 34, &bytes, &size, e);
     if (rc == ST_OK) {

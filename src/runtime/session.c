@@ -11,6 +11,7 @@
 #include "../ir/fold.h"
 #include "../onnx/load.h"
 #include "prim_interp.h"
+#include "session_cuda.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -42,6 +43,7 @@ typedef struct Launch {
 } Launch;
 
 struct Session {
+    CudaSession *cuda; // an artefact of target "cuda": everything below forwards to it
     const PrimGraph *pg;
     const Plan *plan;
     // Owned when the session came from an artefact.
@@ -285,6 +287,21 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
                        "recompile with orch compile",
                        path, h->orch_version, strcmp(h->target, "cpu") == 0 ? "CPU" : "device",
                        h->fingerprint, hw_now->fingerprint);
+    if (strcmp(h->target, "cuda") == 0) {
+        // Its own header checks, re-import, cubin and CUDA graphs (session_cuda.h).
+        CudaSession *cs = NULL;
+        int rc = cuda_session_create_artifact(a, hw_now, opt, &cs, e);
+        if (rc)
+            return rc;
+        Session *s = xcalloc(1, sizeof *s);
+        s->cuda = cs;
+        s->memfd = -1;
+        s->pg = cuda_session_graph(cs);
+        s->plan = cuda_session_plan(cs);
+        s->threads = opt->threads;
+        *out = s;
+        return ST_OK;
+    }
     Session *s = xcalloc(1, sizeof *s);
     s->memfd = -1;
     s->path = xstrdup(path);
@@ -342,6 +359,7 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
 void session_free(Session *s) {
     if (!s)
         return;
+    cuda_session_free(s->cuda);
     for (int i = 0; s->launches && i < s->n_launches; i++) {
         free(s->launches[i].name);
         free(s->launches[i].nodes);
@@ -382,6 +400,8 @@ static bool aligned(const void *p) {
 }
 
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e) {
+    if (s->cuda)
+        return cuda_session_run(s->cuda, inputs, outputs, e);
     const PrimGraph *pg = s->pg;
     const char *what = s->path ? s->path : "session";
 #ifdef _OPENMP
@@ -447,25 +467,33 @@ int session_run(Session *s, const void *const *inputs, void *const *outputs, Err
 }
 
 void session_set_profiling(Session *s, int on) {
-    if (s)
+    if (s && s->cuda)
+        cuda_session_set_profiling(s->cuda, on);
+    else if (s)
         s->profiling = on != 0;
 }
 
 const double *session_kernel_times(const Session *s) {
+    if (s && s->cuda)
+        return cuda_session_kernel_times(s->cuda);
     return s && s->timed ? s->times : NULL;
 }
 int session_num_launches(const Session *s) {
-    return s ? s->n_launches : 0;
+    return s && s->cuda ? cuda_session_num_launches(s->cuda) : s ? s->n_launches : 0;
 }
 int session_num_kernels(const Session *s) {
     return s ? s->plan->n_kernels : 0;
 }
 
 const char *session_launch_name(const Session *s, int i) {
+    if (s && s->cuda)
+        return cuda_session_launch_name(s->cuda, i);
     return s && i >= 0 && i < s->n_launches ? s->launches[i].name : NULL;
 }
 
 const char *session_launch_nodes(const Session *s, int i) {
+    if (s && s->cuda)
+        return cuda_session_launch_nodes(s->cuda, i);
     return s && i >= 0 && i < s->n_launches ? s->launches[i].nodes : NULL;
 }
 

@@ -43,13 +43,19 @@ void cuda_launch_table_free(CudaLaunchTable *t); // leaves it zeroed; accepts a 
 // each entry: symbol length u32, symbol bytes, grid[3] u32, block[3] u32, smem u32 | zero padding
 // to a multiple of 64 | cubin size u64 | zero padding to a multiple of 64 | the cubin | checksum
 // u64 (plan_hash64 of everything before it). The cubin starts 64-byte aligned in the blob.
-int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable *t,
-                     uint8_t **buf, size_t *len, Err *e);
+int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable *t, uint8_t **buf,
+                     size_t *len, Err *e);
 // Untrusted bytes: every size, the checksum and each geometry's plausibility (non-zero grid and
 // block dimensions, block of at most 1024 threads) are checked; a bad blob is ST_INVALID naming
 // `what`, never a crash. *cubin points into buf; *t receives copies of the entries.
 int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const uint8_t **cubin,
                        size_t *cubin_size, CudaLaunchTable *t, Err *e);
+
+// A helper kernel the cubin may hold (cuda_lab_build_module adds it):
+//     extern "C" __global__ void orch_spin(long long cycles);  (spins on clock64)
+// Profiled runs queue it before each launch so the host's submission latency stays out of the
+// launch's events; without it they still run, with that latency in the small launches' times.
+#define CUDA_SPIN_SYMBOL "orch_spin"
 
 typedef struct CudaSession CudaSession;
 
@@ -58,10 +64,18 @@ typedef struct CudaSession CudaSession;
 // ST_UNSUPPORTED with CUDA_NO_DRIVER_MSG / CUDA_NO_DEVICE_MSG where there is no GPU; ST_INVALID
 // when the plan names a kernel the cubin or the table lacks, or a launch has more inputs than
 // ORCH_CUDA_MAX_IN; ST_RUNTIME for driver failures (out of memory names the sizes).
-int cuda_session_create(const PrimGraph *pg, const Plan *plan, const void *cubin,
-                        size_t cubin_size, const CudaLaunchTable *launches,
-                        const SessionOptions *opt, CudaSession **out, Err *e);
+int cuda_session_create(const PrimGraph *pg, const Plan *plan, const void *cubin, size_t cubin_size,
+                        const CudaLaunchTable *launches, const SessionOptions *opt,
+                        CudaSession **out, Err *e);
 void cuda_session_free(CudaSession *s); // accepts NULL
+
+// From an artefact of target "cuda" whose third section is a CUDA module blob: refuses another
+// target or, unless opt->allow_foreign_device, another GPU's fingerprint (hw_now: cuda_hw_detect
+// of this machine; NULL only with allow_foreign_device); re-imports the ONNX bytes exactly as
+// session_create does, checks the stored plan (plan_read), unpacks the blob and creates the
+// session, which then owns the graph and plan. a may be freed after the call.
+int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now,
+                                 const SessionOptions *opt, CudaSession **out, Err *e);
 
 // Runs the model once from host buffers: inputs[i] is graph input pg->inputs[i], outputs[i]
 // receives graph output pg->outputs[i] (dense row-major; a zero-byte tensor's buffer may be
@@ -69,7 +83,7 @@ void cuda_session_free(CudaSession *s); // accepts NULL
 int cuda_session_run(CudaSession *s, const void *const *inputs, void *const *outputs, Err *e);
 
 // The same from device buffers (CUdeviceptr values of the session's context, e.g. allocated with
-// cuMemAlloc after cuda_session_context made it current): inputs are copied device to device
+// cuMemAlloc after cuda_device_bind(cuda_session_device(s))): inputs are copied device to device
 // into the session's input buffers, the graphs replay, the outputs are copied out, all on the
 // session's stream, which is synchronised before returning.
 int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUdeviceptr *outputs,

@@ -64,8 +64,9 @@ typedef struct Target {
 } Target;
 
 extern const Target target_cpu;
+extern const Target target_cuda;
 
-// Looks a target up by name ("cpu"); NULL when there is none of that name.
+// Looks a target up by name ("cpu", "cuda"); NULL when there is none of that name.
 const Target *target_find(const char *name);
 
 #endif

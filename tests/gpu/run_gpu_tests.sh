@@ -62,7 +62,7 @@ else
     mkdir -p "$BIN"
     for t in "${TESTS[@]}"; do
         if ! ${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Iinclude -Isrc -Itests/unit \
-            "tests/unit/test_${t#unit_}.c" src/target/cuda/*.c src/base/*.c \
+            "tests/unit/test_${t#unit_}.c" src/target/cuda/cuda_api.c src/target/cuda/nvrtc.c src/base/*.c \
             -ldl -lm -lpthread -o "$BIN/$t" 2>"$BIN/$t.log"; then
             echo "cannot build $t standalone:"
             head -20 "$BIN/$t.log"

@@ -67,6 +67,10 @@ struct Cexpr {
     int flat_first;
     char flat_var[NAME_CAP];
     bool flat_broken;
+    // CUDA dialect (cexpr_set_cuda) and the vector-load hook (cexpr_set_load_hook).
+    bool cuda;
+    CexprLoadHook load_hook;
+    void *hctx;
 };
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
@@ -232,6 +236,27 @@ void cexpr_set_flat(Cexpr *x, int first, const char *var) {
 
 bool cexpr_flat_broken(const Cexpr *x) { return x->flat_broken; }
 
+void cexpr_set_cuda(Cexpr *x, bool cuda) { x->cuda = cuda; }
+
+void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx) {
+    x->load_hook = fn;
+    x->hctx = ctx;
+}
+
+// Whether the affine offset is `cst + flat index of the root` (every root coordinate from 0 with
+// its dense stride): the load walks the input exactly as the flat variable walks the output.
+static bool offset_flat_unit(const Cexpr *x, const Coord *off) {
+    if (x->flat_first != 0)
+        return false;
+    int64_t S = 1;
+    for (int q = x->root_rank - 1; q >= 0; q--) {
+        if (x->root_dims[q] != 1 && off->coef[q] != S)
+            return false;
+        S *= x->root_dims[q];
+    }
+    return true;
+}
+
 // The affine offset `off` as text, using the flat variable for the flat coordinates when their
 // coefficients are those of a contiguous block (coef_q = coef_last * stride_q).
 static void offset_text(Cexpr *x, const Coord *off, char *buf, size_t cap) {
@@ -337,7 +362,8 @@ static const char *table_name(Cexpr *x, const int64_t *data, int64_t n) {
     tn->data = data;
     fmt(tn->name, sizeof tn->name, "%s_tab%d", x->fn, x->n_tables);
     x->n_tables++;
-    sb_printf(x->decls, "static const int64_t %s[%lld] = {", tn->name, (long long)(n ? n : 1));
+    sb_printf(x->decls, "%sstatic const int64_t %s[%lld] = {", x->cuda ? "__device__ " : "",
+              tn->name, (long long)(n ? n : 1));
     for (int64_t i = 0; i < n; i++)
         sb_printf(x->decls, "%s%lld", i == 0 ? "\n    " : i % 16 ? ", " : ",\n    ",
                   (long long)data[i]);
@@ -522,8 +548,16 @@ static int load_input(Cexpr *x, int t, int j, const Ix *ix, StrBuf *code, int in
         }
     }
     char aff[EXPR_CAP], elem[2 * EXPR_CAP], val[2 * EXPR_CAP + 64];
-    offset_text(x, &off, aff, sizeof aff);
-    fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff, b.s);
+    bool hooked = x->load_hook && !b.s[0] && offset_flat_unit(x, &off) &&
+                  x->load_hook(x->hctx, j, T->dtype, off.cst, elem, sizeof elem);
+    if (!hooked) {
+        offset_text(x, &off, aff, sizeof aff);
+        if (x->cuda)
+            fmt(elem, sizeof elem, "in%d[%s%s]", j, aff, b.s);
+        else
+            fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff,
+                b.s);
+    }
     sb_free(&b);
     cgen_load_expr(T->dtype, elem, val, sizeof val);
     cexpr_fresh(x, "v", out, cap);

@@ -117,6 +117,15 @@ void cexpr_forget(Cexpr *x);
 // caller the flat loop would not stay unit-stride. first < 0: no flat view.
 void cexpr_set_flat(Cexpr *x, int first, const char *var);
 bool cexpr_flat_broken(const Cexpr *x);
+// CUDA C for NVRTC (src/target/cuda): tables are `__device__ static const`, and input j is read
+// through `in<j>[offset]`, a `const T *__restrict__` local the kernel declares, instead of
+// `in[j]`. Called helpers keep their names (the CUDA prelude defines device versions).
+void cexpr_set_cuda(Cexpr *x, bool cuda);
+// A hook for vectorised kernels, consulted (when set) for every load of kernel input j whose
+// offset in the flat view with first == 0 is exactly `cst + var` (unit stride along the whole
+// root): returning true with an expression of storage type t in out replaces the load.
+typedef bool (*CexprLoadHook)(void *ctx, int j, DType t, int64_t cst, char *out, size_t cap);
+void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx);
 // A fresh local name "<prefix><n>" unique within the kernel.
 void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap);
 

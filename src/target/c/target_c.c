@@ -178,8 +178,3 @@ const Target target_cpu = {
     .prelude = cpu_prelude,
 };
 
-const Target *target_find(const char *name) {
-    if (name && (strcmp(name, "cpu") == 0 || strcmp(name, "c") == 0))
-        return &target_cpu;
-    return NULL;
-}

@@ -46,6 +46,11 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
 int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
 
+// Dispatches on cfg->cls: CUCLS_POINTWISE / CUCLS_REDUCE to cugen_pw_emit, CUCLS_MATMUL /
+// CUCLS_CONV to cugen_lin_emit (target_cuda.c). The CudaEmitFn of cuda_lab.h.
+int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
+               const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+
 // The text every CUDA translation unit starts with: orch_cuda_prelude() (nvrtc.h), the OrchArgs
 // struct, and device versions of every orch_* helper the value expressions (cgen.h's cexpr)
 // call.

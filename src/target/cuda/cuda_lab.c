@@ -1,0 +1,602 @@
+// The CUDA kernel lab (cuda_lab.h): emit → NVRTC in parallel threads → load → check → time.
+#define _GNU_SOURCE
+#include "cuda_lab.h"
+
+#include "nvrtc.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static size_t round_up(size_t n, size_t a) {
+    return (n + a - 1) / a * a;
+}
+
+// Where the next buffer of `bytes` starts in the pool: aligned to PLAN_ALIGN, the most the
+// runtime's arena guarantees, and deliberately never to twice that, so a kernel that assumes
+// more alignment than the session gives fails here, not in a compiled model.
+static size_t carve(size_t *off, size_t bytes) {
+    size_t at = round_up(*off, 2 * PLAN_ALIGN) + PLAN_ALIGN;
+    *off = at + (bytes ? bytes : 1);
+    return at;
+}
+
+// ---- programs: emission and parallel compilation ----
+
+typedef struct Unit {
+    int *jobs; // indices into the job array, those whose emit succeeded
+    int count;
+    char *source;
+    void *cubin;
+    size_t size;
+    Err err; // the compile's error
+} Unit;
+
+// Emits jobs idx[0..n) into one program; jobs whose emit fails are marked and left out.
+static void emit_unit(const PrimGraph *pg, const CandidateSet *cs, LabJob *jobs, CudaLaunch *geo,
+                      const int *idx, int n, const CudaHw *hw, const CudaEmitter *em, Unit *u) {
+    StrBuf b;
+    sb_init(&b);
+    sb_puts(&b, em->prelude);
+    u->jobs = xmalloc(sizeof(int) * (size_t)(n + 1));
+    u->count = 0;
+    for (int i = 0; i < n; i++) {
+        LabJob *j = &jobs[idx[i]];
+        const Candidate *c = &cs->c[j->cand];
+        char name[64];
+        lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
+        Err e = {0};
+        size_t mark = b.len;
+        memset(&geo[idx[i]], 0, sizeof geo[idx[i]]);
+        if (em->emit(pg, c, &j->cfg, hw, name, &b, &geo[idx[i]], &e)) {
+            b.len = mark;
+            b.s[mark] = '\0';
+            j->status = LAB_BUILD_FAILED;
+            snprintf(j->note, sizeof j->note, "emit: %.240s", e.msg);
+            continue;
+        }
+        u->jobs[u->count++] = idx[i];
+    }
+    u->source = sb_take(&b);
+}
+
+static void free_unit(Unit *u) {
+    free(u->jobs);
+    free(u->source);
+    free(u->cubin);
+    memset(u, 0, sizeof *u);
+}
+
+typedef struct Compiler {
+    Unit *units;
+    int n;
+    const char *arch;
+    int next; // the next unit to take, under mu
+    pthread_mutex_t mu;
+} Compiler;
+
+static void compile_one(Unit *u, int i, const char *arch) {
+    if (u->count == 0)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "orch_lab_%d.cu", i);
+    NvrtcOptions no = {.arch = arch};
+    nvrtc_compile(u->source, name, &no, &u->cubin, &u->size, &u->err);
+}
+
+static void *compile_worker(void *arg) {
+    Compiler *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int i = c->next++;
+        pthread_mutex_unlock(&c->mu);
+        if (i >= c->n)
+            return NULL;
+        compile_one(&c->units[i], i, c->arch);
+    }
+}
+
+// Compiles every unit, in up to `threads` threads (NVRTC is thread-safe); a unit's failure is in
+// its err. The calling thread works too, so a failed pthread_create only costs parallelism.
+static void compile_units(Unit *units, int n, const char *arch, int threads) {
+    Compiler c = {units, n, arch, 0, PTHREAD_MUTEX_INITIALIZER};
+    int nt = ORCH_MAX(1, ORCH_MIN(threads, n));
+    pthread_t *th = xcalloc((size_t)nt, sizeof(pthread_t));
+    bool *started = xcalloc((size_t)nt, sizeof(bool));
+    for (int i = 1; i < nt; i++)
+        started[i] = pthread_create(&th[i], NULL, compile_worker, &c) == 0;
+    compile_worker(&c);
+    for (int i = 1; i < nt; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&c.mu);
+    free(th);
+    free(started);
+}
+
+// ---- the device side ----
+
+// Waits on the device so that launches queued behind it start back to back.
+static const char SPIN_SRC[] =
+    "extern \"C\" __global__ void " CUDA_SPIN_SYMBOL "(long long cycles) {\n"
+    "    long long t0 = clock64();\n"
+    "    while (clock64() - t0 < cycles) {}\n"
+    "}\n";
+
+typedef struct Lab {
+    const CudaApi *api;
+    const CudaHw *hw;
+    CudaDevice dev;
+    bool open;
+    CUstream stream;
+    CUevent ev[2];
+    CUdeviceptr pool, scratch;
+    size_t pool_bytes, scratch_bytes;
+    void *host_out; // download buffer, pool_bytes
+    void *spin_cubin;
+    size_t spin_size;
+    CUmodule spin_mod;
+    CUfunction spin;
+    bool lost; // a kernel faulted: the context (and CUDA in this process) is unusable
+} Lab;
+
+static void gpu_close(Lab *L) {
+    const CudaApi *api = L->api;
+    if (L->open && !L->lost) {
+        if (L->stream)
+            api->cuStreamSynchronize(L->stream);
+        for (int i = 0; i < 2; i++)
+            if (L->ev[i])
+                api->cuEventDestroy(L->ev[i]);
+        if (L->pool)
+            api->cuMemFree(L->pool);
+        if (L->scratch)
+            api->cuMemFree(L->scratch);
+        if (L->stream)
+            api->cuStreamDestroy(L->stream);
+        if (L->spin_mod)
+            api->cuModuleUnload(L->spin_mod);
+    }
+    // A lost context's objects are gone with it: nothing to free but the reference.
+    if (L->open)
+        cuda_device_close(&L->dev);
+    L->open = L->lost = false;
+    L->stream = NULL;
+    L->ev[0] = L->ev[1] = NULL;
+    L->pool = L->scratch = 0;
+    L->spin_mod = NULL;
+    L->spin = NULL;
+}
+
+static int gpu_open(Lab *L, Err *e) {
+    const CudaApi *api = L->api;
+    int rc = cuda_device_open(api, L->hw->ordinal, &L->dev, e);
+    if (rc)
+        return rc;
+    L->open = true;
+    if (CUDA_TRY(api, e, cuStreamCreate, &L->stream, CU_STREAM_NON_BLOCKING) ||
+        CUDA_TRY(api, e, cuEventCreate, &L->ev[0], CU_EVENT_DEFAULT) ||
+        CUDA_TRY(api, e, cuEventCreate, &L->ev[1], CU_EVENT_DEFAULT) ||
+        CUDA_TRY(api, e, cuMemAlloc, &L->pool, L->pool_bytes) ||
+        (L->scratch_bytes && CUDA_TRY(api, e, cuMemAlloc, &L->scratch, L->scratch_bytes)) ||
+        CUDA_TRY(api, e, cuModuleLoadData, &L->spin_mod, L->spin_cubin) ||
+        CUDA_TRY(api, e, cuModuleGetFunction, &L->spin, L->spin_mod, CUDA_SPIN_SYMBOL)) {
+        err_prefix(e, "CUDA lab: setting up the GPU (a %zu-byte buffer pool): ", L->pool_bytes);
+        return e->code;
+    }
+    return ST_OK;
+}
+
+// Queues the spin kernel for about `seconds` of GPU time.
+static int spin(Lab *L, double seconds, Err *e) {
+    long long cycles =
+        (long long)(seconds * (L->hw->clock_khz > 0 ? L->hw->clock_khz : 1500000) * 1e3);
+    void *params[1] = {&cycles};
+    return CUDA_TRY(L->api, e, cuLaunchKernel, L->spin, 1, 1, 1, 1, 1, 1, 0, L->stream, params,
+                    NULL);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// A driver failure while running a job's kernel: the job's status, and the context marked lost
+// when the failure happened on the device (it is sticky then).
+static void job_crashed(Lab *L, LabJob *j, const char *what, const Err *ce) {
+    j->status = LAB_WRONG;
+    j->max_err = INFINITY;
+    snprintf(j->note, sizeof j->note, "crashed %s: %.200s", what, ce->msg);
+    L->lost = true;
+}
+
+static int launch(Lab *L, CUfunction fn, const CudaLaunch *g, void *args, Err *e) {
+    void *params[1] = {args};
+    return CUDA_TRY(L->api, e, cuLaunchKernel, fn, g->grid[0], g->grid[1], g->grid[2], g->block[0],
+                    g->block[1], g->block[2], g->smem, L->stream, params, NULL);
+}
+
+// `batch` launches of fn captured as one CUDA graph; NULL when capture fails (the caller then
+// launches from the host, which only makes the per-launch overhead larger).
+static CUgraphExec capture_batch(Lab *L, CUfunction fn, const CudaLaunch *g, void *args,
+                                 int batch) {
+    const CudaApi *api = L->api;
+    Err ce = {0};
+    if (CUDA_TRY(api, &ce, cuStreamBeginCapture, L->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+        return NULL;
+    bool ok = true;
+    for (int b = 0; b < batch && ok; b++)
+        ok = launch(L, fn, g, args, &ce) == ST_OK;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    ok = api->cuStreamEndCapture(L->stream, &graph) == CUDA_SUCCESS && ok;
+    if (ok && api->cuGraphInstantiate(&exec, graph, 0) != CUDA_SUCCESS)
+        exec = NULL;
+    if (graph)
+        api->cuGraphDestroy(graph);
+    return exec;
+}
+
+// Checks and times one kernel (the job's status says how it went).
+static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **values, CUfunction fn,
+                    const CudaLaunch *g, LabJob *j, const LabOptions *opt) {
+    const CudaApi *api = L->api;
+    const CudaHw *hw = L->hw;
+    const Tensor *out_t = pg->tensors[c->output];
+    size_t out_bytes = tensor_nbytes(out_t);
+    uint64_t threads = (uint64_t)g->block[0] * g->block[1] * g->block[2];
+    int max_threads = hw->max_threads_per_block > 0 ? hw->max_threads_per_block : 1024;
+    int64_t max_smem = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 48 * 1024;
+    if (!g->grid[0] || !g->grid[1] || !g->grid[2] || !threads || threads > (uint64_t)max_threads ||
+        (int64_t)g->smem > max_smem) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note,
+                 "emitter bug: impossible launch grid %ux%ux%u block %ux%ux%u smem %u (this GPU: "
+                 "%d threads, %lld bytes of shared memory per block)",
+                 g->grid[0], g->grid[1], g->grid[2], g->block[0], g->block[1], g->block[2], g->smem,
+                 max_threads, (long long)max_smem);
+        return;
+    }
+    if (c->n_inputs > ORCH_CUDA_MAX_IN) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "%d inputs; CUDA kernels take at most %d", c->n_inputs,
+                 ORCH_CUDA_MAX_IN);
+        return;
+    }
+    struct {
+        CUdeviceptr in[ORCH_CUDA_MAX_IN];
+        CUdeviceptr out;
+    } args;
+    memset(&args, 0, sizeof args);
+    size_t off = 0, in_bytes = 0;
+    for (int i = 0; i < c->n_inputs; i++) {
+        if (!values[c->inputs[i]]) {
+            j->status = LAB_SKIPPED;
+            snprintf(j->note, sizeof j->note, "no value for input '%s'",
+                     pg->tensors[c->inputs[i]]->name);
+            return;
+        }
+        size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
+        args.in[i] = L->pool + carve(&off, b);
+        in_bytes += b;
+    }
+    args.out = L->pool + carve(&off, out_bytes);
+    if (opt->before_run && opt->before_run(opt->ctx, j)) {
+        j->status = LAB_SKIPPED;
+        snprintf(j->note, sizeof j->note, "skipped: it crashed an earlier run");
+        return;
+    }
+    if (tensor_numel(out_t) == 0) { // nothing to compute, nothing to launch
+        j->status = LAB_OK;
+        snprintf(j->note, sizeof j->note, "empty output: not launched");
+        return;
+    }
+    Err ce = {0};
+    for (int i = 0; i < c->n_inputs; i++) {
+        size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
+        if (b && CUDA_TRY(api, &ce, cuMemcpyHtoD, args.in[i], values[c->inputs[i]], b)) {
+            job_crashed(L, j, "uploading its inputs", &ce);
+            return;
+        }
+    }
+    if (CUDA_TRY(api, &ce, cuMemsetD8, args.out, 0xff, out_bytes)) { // NaN / -1
+        job_crashed(L, j, "poisoning its output", &ce);
+        return;
+    }
+    if (g->smem > 48 * 1024 &&
+        CUDA_TRY(api, &ce, cuFuncSetAttribute, fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 (int)g->smem)) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "%u bytes of shared memory refused: %.200s", g->smem,
+                 ce.msg);
+        return;
+    }
+    // A launch the driver refuses (too many registers or threads) leaves the context usable.
+    if (launch(L, fn, g, &args, &ce)) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "launch refused: %.220s", ce.msg);
+        return;
+    }
+    if (CUDA_TRY(api, &ce, cuStreamSynchronize, L->stream)) {
+        job_crashed(L, j, "on its first run", &ce);
+        return;
+    }
+    if (CUDA_TRY(api, &ce, cuMemcpyDtoH, L->host_out, args.out, out_bytes)) {
+        job_crashed(L, j, "downloading its output", &ce);
+        return;
+    }
+    if (!lab_outputs_agree(out_t->dtype, tensor_numel(out_t), L->host_out, values[c->output],
+                           &j->max_err, j->note, sizeof j->note)) {
+        j->status = LAB_WRONG;
+        return;
+    }
+
+    // Timing. Warm-up, then the shortest of three single launches estimates one (each queued
+    // behind a spin, so the host's submission latency is not part of it).
+    float ms = 0;
+    bool ok = launch(L, fn, g, &args, &ce) == ST_OK;
+    double one = INFINITY;
+    for (int r = 0; r < 3 && ok; r++) {
+        ok = spin(L, 20e-6, &ce) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventRecord, L->ev[0], L->stream) == ST_OK &&
+             launch(L, fn, g, &args, &ce) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventRecord, L->ev[1], L->stream) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventSynchronize, L->ev[1]) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventElapsedTime, &ms, L->ev[0], L->ev[1]) == ST_OK;
+        one = ORCH_MIN(one, ORCH_MAX(1e-3 * ms, 1e-7));
+    }
+    int samples = opt->max_reps > 0 ? ORCH_MIN(opt->max_reps, 1000) : 20;
+    double per_sample = ORCH_MAX(100e-6, opt->min_time > 0 ? opt->min_time / samples : 0);
+    bool flush = L->scratch && hw->l2_bytes > 0 && (int64_t)in_bytes > hw->l2_bytes / 2;
+    int batch = flush ? 1 : (int)ORCH_MIN(10000.0, ORCH_MAX(1.0, ceil(per_sample / one)));
+    // A batch replays as a CUDA graph, as the runtime session runs the plan: the per-kernel
+    // overhead measured is the graph's, not that of launches from the host.
+    CUgraphExec exec = ok && batch > 1 ? capture_batch(L, fn, g, &args, batch) : NULL;
+    if (exec)
+        ok = CUDA_TRY(api, &ce, cuGraphLaunch, exec, L->stream) == ST_OK; // uploads the graph
+    double *times = xmalloc(sizeof(double) * (size_t)samples);
+    for (int s = 0; s < samples && ok; s++) {
+        // About 4 µs of host time per queued launch; the spin covers it so the device sees the
+        // batch back to back.
+        ok = spin(L, ORCH_MIN(5e-3, 20e-6 + (exec ? 0 : 4e-6 * batch)), &ce) == ST_OK;
+        if (ok && flush)
+            ok = CUDA_TRY(api, &ce, cuMemsetD8Async, L->scratch, (unsigned char)s, L->scratch_bytes,
+                          L->stream) == ST_OK;
+        ok = ok && CUDA_TRY(api, &ce, cuEventRecord, L->ev[0], L->stream) == ST_OK;
+        if (exec)
+            ok = ok && CUDA_TRY(api, &ce, cuGraphLaunch, exec, L->stream) == ST_OK;
+        for (int b = 0; b < batch && ok && !exec; b++)
+            ok = launch(L, fn, g, &args, &ce) == ST_OK;
+        ok = ok && CUDA_TRY(api, &ce, cuEventRecord, L->ev[1], L->stream) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventSynchronize, L->ev[1]) == ST_OK &&
+             CUDA_TRY(api, &ce, cuEventElapsedTime, &ms, L->ev[0], L->ev[1]) == ST_OK;
+        times[s] = 1e-3 * ms / batch;
+    }
+    if (exec && ok)
+        api->cuGraphExecDestroy(exec);
+    if (!ok) {
+        free(times);
+        job_crashed(L, j, "while being timed", &ce);
+        return;
+    }
+    qsort(times, (size_t)samples, sizeof(double), cmp_double);
+    j->reps = samples * batch;
+    j->min_s = times[0];
+    j->median_s =
+        samples % 2 ? times[samples / 2] : 0.5 * (times[samples / 2 - 1] + times[samples / 2]);
+    double p10 = times[samples / 10], p90 = times[ORCH_MIN((samples * 9) / 10, samples - 1)];
+    j->spread = j->median_s > 0 ? (p90 - p10) / j->median_s : 0;
+    j->status = LAB_OK;
+    free(times);
+}
+
+// The pool every job's buffers are carved from: the largest job's inputs and output.
+static size_t job_bytes(const PrimGraph *pg, const Candidate *c, size_t *in_bytes) {
+    size_t off = 0;
+    *in_bytes = 0;
+    for (int i = 0; i < c->n_inputs; i++) {
+        size_t t = tensor_nbytes(pg->tensors[c->inputs[i]]);
+        *in_bytes += t;
+        carve(&off, t);
+    }
+    carve(&off, tensor_nbytes(pg->tensors[c->output]));
+    return off;
+}
+
+// Loads a unit's cubin and measures its jobs; stops at a crash.
+static int run_unit(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **values,
+                    LabJob *jobs, const CudaLaunch *geo, Unit *u, const LabOptions *opt, int *done,
+                    int total, Err *e) {
+    const CudaApi *api = L->api;
+    CUmodule mod = NULL;
+    int rc = ST_OK;
+    for (int i = 0; i < u->count && rc == ST_OK; i++) {
+        LabJob *j = &jobs[u->jobs[i]];
+        const Candidate *c = &cs->c[j->cand];
+        Err ce = {0};
+        if (!mod && CUDA_TRY(api, &ce, cuModuleLoadData, &mod, u->cubin)) {
+            mod = NULL;
+            j->status = LAB_BUILD_FAILED;
+            snprintf(j->note, sizeof j->note, "the cubin does not load: %.220s", ce.msg);
+        } else {
+            char name[64];
+            lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
+            CUfunction fn = NULL;
+            if (CUDA_TRY(api, &ce, cuModuleGetFunction, &fn, mod, name)) {
+                j->status = LAB_BUILD_FAILED;
+                snprintf(j->note, sizeof j->note, "kernel %.40s missing from its program: %.150s",
+                         name, ce.msg);
+            } else {
+                measure(L, pg, c, values, fn, &geo[u->jobs[i]], j, opt);
+            }
+        }
+        if (opt->on_result)
+            opt->on_result(opt->ctx, j, ++*done, total);
+        if (L->lost) {
+            // A fault is sticky: the driver refuses every later call in this process (a released
+            // or reset primary context does not come back; seen on an H100, driver 580). The
+            // caller's before_run marked the kernel pending and on_result recorded it, so a
+            // new process skips it.
+            mod = NULL;
+            rc = err_set(e, ST_RUNTIME,
+                         "CUDA lab: the kernel of candidate %d (%s) crashed the GPU context (%s); "
+                         "a CUDA context does not recover within a process, so the remaining "
+                         "kernels were not measured; run the command again (the crashed kernel "
+                         "is remembered and skipped)",
+                         j->cand, j->cfg.desc, j->note);
+        }
+    }
+    if (mod && L->open && !L->lost)
+        api->cuModuleUnload(mod);
+    return rc;
+}
+
+static void reset_jobs(LabJob *jobs, int n) {
+    for (int i = 0; i < n; i++) {
+        jobs[i].status = LAB_SKIPPED;
+        jobs[i].note[0] = '\0';
+        jobs[i].median_s = jobs[i].min_s = jobs[i].spread = jobs[i].max_err = 0;
+        jobs[i].reps = 0;
+    }
+}
+
+int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
+                 const LabOptions *opt, const CudaHw *hw, const CudaEmitter *em, Err *e) {
+    reset_jobs(jobs, n);
+    const CudaApi *api = cuda_api_load(e);
+    if (!api)
+        return e->code;
+    int rc = nvrtc_load(e);
+    if (rc)
+        return rc;
+    if (n == 0)
+        return ST_OK;
+    int per = opt->per_unit > 0 ? opt->per_unit : 32;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = opt->jobs > 0 ? opt->jobs : (int)(cores > 0 ? cores : 1);
+
+    Lab L = {.api = api, .hw = hw};
+    bool any_flush = false;
+    for (int i = 0; i < n; i++) {
+        size_t in_bytes;
+        L.pool_bytes = ORCH_MAX(L.pool_bytes, job_bytes(pg, &cs->c[jobs[i].cand], &in_bytes));
+        any_flush = any_flush || (hw->l2_bytes > 0 && (int64_t)in_bytes > hw->l2_bytes / 2);
+    }
+    L.scratch_bytes = any_flush ? 2 * (size_t)hw->l2_bytes : 0;
+    L.host_out = malloc(L.pool_bytes);
+    if (!L.host_out)
+        return err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes)", L.pool_bytes);
+
+    // Emit on this thread (emitters need not be thread-safe), compile in parallel.
+    CudaLaunch *geo = xcalloc((size_t)n + 1, sizeof(CudaLaunch));
+    int nu = (n + per - 1) / per;
+    Unit *units = xcalloc((size_t)nu + 1, sizeof(Unit));
+    int *idx = xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    for (int u = 0; u < nu; u++)
+        emit_unit(pg, cs, jobs, geo, idx + u * per, ORCH_MIN(per, n - u * per), hw, em, &units[u]);
+    Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
+    compile_one(&spin_unit, -1, hw->arch);
+    compile_units(units, nu, hw->arch, threads);
+    // A program that fails is split into single kernels to find the culprit.
+    int n_single = 0;
+    for (int u = 0; u < nu; u++)
+        if (!units[u].cubin && units[u].count > 1)
+            n_single += units[u].count;
+    Unit *single = xcalloc((size_t)n_single + 1, sizeof(Unit));
+    int s = 0;
+    for (int u = 0; u < nu; u++) {
+        if (units[u].cubin || units[u].count <= 1)
+            continue;
+        for (int i = 0; i < units[u].count; i++)
+            emit_unit(pg, cs, jobs, geo, &units[u].jobs[i], 1, hw, em, &single[s++]);
+        units[u].count = 0; // its jobs now belong to the single units
+    }
+    compile_units(single, n_single, hw->arch, threads);
+
+    if (!spin_unit.cubin) {
+        rc = err_set(e, spin_unit.err.code ? spin_unit.err.code : ST_RUNTIME,
+                     "CUDA lab: the timing helper does not compile: %s", spin_unit.err.msg);
+    } else {
+        L.spin_cubin = spin_unit.cubin;
+        L.spin_size = spin_unit.size;
+        rc = gpu_open(&L, e);
+    }
+    int done = 0;
+    for (int pass = 0; pass < 2 && rc == ST_OK; pass++) {
+        Unit *us = pass ? single : units;
+        int m = pass ? n_single : nu;
+        for (int u = 0; u < m && rc == ST_OK; u++) {
+            if (us[u].cubin) {
+                rc = run_unit(&L, pg, cs, values, jobs, geo, &us[u], opt, &done, n, e);
+                continue;
+            }
+            for (int i = 0; i < us[u].count; i++) {
+                LabJob *j = &jobs[us[u].jobs[i]];
+                j->status = LAB_BUILD_FAILED;
+                snprintf(j->note, sizeof j->note, "%.250s", us[u].err.msg);
+                if (opt->on_result)
+                    opt->on_result(opt->ctx, j, ++done, n);
+            }
+        }
+    }
+    for (int i = 0; i < n && rc != ST_OK; i++)
+        if (jobs[i].status == LAB_SKIPPED && !jobs[i].note[0])
+            snprintf(jobs[i].note, sizeof jobs[i].note, "not run: the CUDA lab stopped early");
+    // Jobs whose emit failed were never in a program: report them too.
+    for (int i = 0; i < n && rc == ST_OK; i++)
+        if (jobs[i].status == LAB_BUILD_FAILED && strncmp(jobs[i].note, "emit:", 5) == 0 &&
+            opt->on_result)
+            opt->on_result(opt->ctx, &jobs[i], ++done, n);
+    gpu_close(&L);
+    for (int u = 0; u < nu; u++)
+        free_unit(&units[u]);
+    for (int u = 0; u < n_single; u++)
+        free_unit(&single[u]);
+    free_unit(&spin_unit);
+    free(units);
+    free(single);
+    free(idx);
+    free(geo);
+    free(L.host_out);
+    return rc;
+}
+
+int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
+                          const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
+                          void **cubin, size_t *cubin_size, CudaLaunchTable *table, Err *e) {
+    *cubin = NULL;
+    *cubin_size = 0;
+    memset(table, 0, sizeof *table);
+    StrBuf src;
+    sb_init(&src);
+    sb_puts(&src, em->prelude);
+    int rc = ST_OK;
+    for (int i = 0; i < n && rc == ST_OK; i++) {
+        const Candidate *c = &cs->c[cands[i]];
+        char name[64];
+        lab_kernel_name(pg, c, &cfgs[i], name, sizeof name);
+        if (cuda_launch_table_find(table, name))
+            continue; // two layers with one signature and config: one kernel
+        CudaLaunch l;
+        memset(&l, 0, sizeof l);
+        rc = em->emit(pg, c, &cfgs[i], hw, name, &src, &l, e);
+        if (rc)
+            err_prefix(e, "emitting kernel %s (%s): ", name, cfgs[i].desc);
+        else
+            cuda_launch_table_set(table, name, &l);
+    }
+    if (rc == ST_OK && table->n) {
+        sb_puts(&src, SPIN_SRC); // for the session's profiled runs
+        NvrtcOptions no = {.arch = hw->arch};
+        rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, e);
+    }
+    if (rc)
+        cuda_launch_table_free(table);
+    sb_free(&src);
+    return rc;
+}

@@ -1,0 +1,56 @@
+// The CUDA kernel lab: the GPU counterpart of lab_run (src/compile/kernel_lab.h), with the same
+// jobs, options and results. Jobs are emitted (through the emitter given, so the lab does not
+// depend on the CUDA emitters' code) into NVRTC programs of many kernels, compiled in parallel
+// threads (a program that fails is split into single kernels to find the culprit), loaded with
+// cuModuleLoadData, and each kernel is run on the tensor values the primitive interpreter
+// computed: inputs uploaded into a device pool reused by every job (each buffer aligned to
+// PLAN_ALIGN and never to twice that: the runtime arena's worst case), the output poisoned (0xff),
+// one launch with the geometry its emitter fixed, checked, downloaded, compared with
+// lab_outputs_agree. A kernel that agrees is timed with CUDA events: warm-up, then samples of
+// back-to-back launches (enough to fill about 100 µs each, queued behind a short spin kernel so
+// host launch overhead does not count), median, minimum and spread of the per-launch times. For a
+// kernel whose inputs exceed half the L2 (they would not be cache-resident in the real run), every
+// sample is one launch after the L2 was flushed by writing a buffer twice its size.
+// A kernel that faults (illegal address, trap) poisons the CUDA context for the whole process
+// (the driver refuses every later call): it is marked LAB_WRONG ("crashed") and reported through
+// on_result, the lab stops (the remaining jobs stay LAB_SKIPPED) and returns ST_RUNTIME saying
+// so. The caller's before_run marked it pending, so the next process skips it.
+// Needs: a GPU (cuda_api_load), NVRTC (nvrtc_load), a verified primitive graph, its candidates
+// and every tensor's value (prim_interp_values). Guarantees: every job ends with a status and,
+// when LAB_OK, a time; device memory is freed before returning.
+#ifndef ORCH_CUDA_LAB_H
+#define ORCH_CUDA_LAB_H
+
+#include "../../compile/kernel_lab.h"
+#include "../../runtime/session_cuda.h"
+#include "cugen.h"
+
+// Appends one kernel named fn (cugen.h ABI) to src and fixes its launch geometry.
+typedef int (*CudaEmitFn)(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                          const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch,
+                          Err *e);
+
+typedef struct CudaEmitter {
+    CudaEmitFn emit;
+    const char *prelude; // the text every program starts with (cugen_prelude())
+} CudaEmitter;
+
+// Runs the jobs on the GPU hw describes (hw->ordinal, hw->arch; cuda_hw_detect). From opt it uses
+// jobs (parallel NVRTC threads; 0: cores), per_unit (kernels per program; 0: 32), min_time
+// (seconds of timed launches per kernel, spread over the samples; 0: 100 µs per sample),
+// max_reps (timing samples; 0: 20), before_run, on_result and ctx; target, hw, workdir and
+// keep are the CPU lab's and ignored. Errors are the lab's own (no driver or NVRTC:
+// ST_UNSUPPORTED with their messages, and every job LAB_SKIPPED; a kernel that crashed the
+// context: ST_RUNTIME); otherwise a kernel's failure is its job's status.
+int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
+                 const LabOptions *opt, const CudaHw *hw, const CudaEmitter *em, Err *e);
+
+// Builds the given kernels (cands[i] with cfgs[i], named lab_kernel_name; a kernel listed twice
+// is emitted once) into one cubin for hw->arch, with the CUDA_SPIN_SYMBOL helper, and records
+// each one's geometry in *table (zeroed first): what the compile driver stores in the artefact
+// (cuda_module_pack). Needs NVRTC only. *cubin is malloc'd; none (NULL, 0) when n is 0.
+int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
+                          const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
+                          void **cubin, size_t *cubin_size, CudaLaunchTable *table, Err *e);
+
+#endif

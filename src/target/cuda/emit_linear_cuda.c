@@ -1,0 +1,552 @@
+// Linear kernels of the CUDA target (cugen.h's cugen_lin_*, knobs in cugen_linear.h): the
+// analysis of a candidate around its one LINEAR primitive, the Roller-style hardware model that
+// proposes configs, and the entry points. The kernel bodies are in emit_matmul_cuda.c (tiled SIMT
+// GEMM, TF32 mma.sync GEMM, GEMV) and emit_conv_cuda.c (depthwise direct). Every product is viewed
+// as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at out + (b*M + i)*N + j,
+// exactly as the C target's linear emitter sees it (src/target/c/cgen_linear.h's Lin, whose value
+// helpers lin_emit_a_value / lin_emit_b_value / lin_emit_patch_value this file reuses: they emit
+// plain C over `in[]` and int64_t, which is also valid CUDA C):
+//   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims on
+//           gridDim.z (folded into M when B is shared and A is a dense kernel input);
+//   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*KH*KW), B = the virtual im2col
+//           patch matrix of image n, group g, computed element by element while staging shared
+//           memory (a 1x1 stride-1 unpadded conv reads X in place: a plain GEMM).
+// Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, non-float32
+// operands, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's output shape.
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cugen_lin_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+CugenPrecision cugen_lin_precision = CUGEN_PREC_FP32;
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+// Fills L as the C target's analysis does (emit_linear.c), for what this emitter generates:
+// matmul of any rank, 2-D convolution.
+bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
+    memset(L, 0, sizeof *L);
+    L->pg = pg;
+    L->c = c;
+    int li = -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        if (p->kind == PRIM_OPAQUE || p->kind == PRIM_REDUCE)
+            return false;
+        if (p->kind == PRIM_LINEAR) {
+            if (li >= 0)
+                return false;
+            li = i;
+        }
+    }
+    if (li < 0 || c->n_inputs > ORCH_CUDA_MAX_IN)
+        return false;
+    const Prim *p = pg->prims[c->prims[li]];
+    if (p->n_in != 2)
+        return false;
+    L->p = p;
+    L->ta = p->in[0];
+    L->tb = p->in[1];
+    L->tl = p->out[0];
+    L->sink = c->output;
+    L->epi = L->sink != L->tl;
+    const Tensor *A = lin_t(L, L->ta), *B = lin_t(L, L->tb), *O = lin_t(L, L->tl);
+    if (A->dtype != DT_FLOAT || B->dtype != DT_FLOAT || O->dtype != DT_FLOAT ||
+        lin_t(L, L->sink)->dtype != DT_FLOAT)
+        return false;
+    // Everything reading the LINEAR's result must be elementwise at its shape: each output
+    // element is finished from its own accumulator in registers.
+    bool *down = xcalloc((size_t)pg->n_tensors, sizeof(bool));
+    down[L->tl] = true;
+    bool ok = true;
+    for (int i = li + 1; i < c->n_prims && ok; i++) {
+        const Prim *q = pg->prims[c->prims[i]];
+        bool reads = false;
+        for (int j = 0; j < q->n_in; j++)
+            reads |= q->in[j] >= 0 && down[q->in[j]];
+        if (!reads)
+            continue;
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
+            ok = false;
+        else
+            down[q->out[0]] = true;
+    }
+    ok = ok && down[L->sink];
+    free(down);
+    if (!ok)
+        return false;
+    L->pa = cgen_input_pos(c, L->ta);
+    L->pb = cgen_input_pos(c, L->tb);
+    int r = O->rank;
+    if (p->lin.op == LIN_MATMUL) {
+        if (A->rank < 2 || B->rank < 2 || r < 2)
+            return false;
+        L->M = O->dims[r - 2];
+        L->N = O->dims[r - 1];
+        L->K = A->dims[A->rank - 1];
+        L->nbd = r - 2;
+        L->batch = 1;
+        int64_t st_a = 1, st_b = 1;
+        for (int d = r - 3; d >= 0; d--) {
+            int da = d - (r - A->rank), db = d - (r - B->rank);
+            int64_t xa = da >= 0 ? A->dims[da] : 1, xb = db >= 0 ? B->dims[db] : 1;
+            L->bd[d] = O->dims[d];
+            L->sa[d] = xa == 1 ? 0 : st_a;
+            L->sb[d] = xb == 1 ? 0 : st_b;
+            st_a *= xa;
+            st_b *= xb;
+            L->batch *= O->dims[d];
+        }
+        L->b_direct_ok = true;
+        // Row blocks of a dense A times one shared B: one product with batch*M rows.
+        bool dense_a = L->pa >= 0 && A->rank == r;
+        for (int d = 0; d < r - 2 && dense_a; d++)
+            dense_a = A->dims[d] == O->dims[d] && L->sb[d] == 0;
+        if (dense_a && L->batch > 1) {
+            L->m0 = L->M;
+            L->M *= L->batch;
+            L->batch = 1;
+        }
+    } else {
+        const LinearParams *lp = &p->lin;
+        if (lp->op != LIN_CONV || lp->n_spatial != 2 || r != 4 || lp->group < 1)
+            return false;
+        L->conv = true;
+        L->S = 2;
+        L->NI = A->dims[0];
+        L->C = A->dims[1];
+        L->OC = O->dims[1];
+        L->G = lp->group;
+        if (L->C % L->G || L->OC % L->G)
+            return false;
+        L->Cg = L->C / L->G;
+        L->OCg = L->OC / L->G;
+        if (B->rank != r || B->dims[0] != L->OC || B->dims[1] != L->Cg)
+            return false;
+        L->kpix = 1;
+        L->ipix = 1;
+        int64_t opix = 1;
+        bool unit = true;
+        for (int d = 0; d < 2; d++) {
+            L->in[d] = A->dims[2 + d];
+            L->out[d] = O->dims[2 + d];
+            L->k[d] = B->dims[2 + d];
+            L->st[d] = lp->stride[d];
+            L->dil[d] = lp->dilation[d];
+            L->pad[d] = lp->pad_begin[d];
+            L->kpix *= L->k[d];
+            L->ipix *= L->in[d];
+            opix *= L->out[d];
+            unit &= L->k[d] == 1 && L->st[d] == 1 && L->pad[d] == 0 && L->in[d] == L->out[d];
+        }
+        L->batch = L->NI * L->G;
+        L->M = L->OCg;
+        L->N = opix;
+        L->K = L->Cg * L->kpix;
+        L->b_direct_ok = unit;
+        L->dw_ok = L->Cg == 1;
+    }
+    // Indices stay below 2^31 per operand in the launch geometry (grid.y, grid.z limits).
+    return L->M > 0 && L->N > 0 && L->K > 0 && L->batch > 0 && L->batch <= 65535;
+}
+
+// ---- emission helpers shared by the kernel bodies ----
+
+static int culin_reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out,
+                        size_t cap, Err *e) {
+    (void)code;
+    (void)indent;
+    const Emit *E = ctx;
+    if (rq->tensor != E->L->tl || !E->acc)
+        return err_set(e, ST_UNSUPPORTED, "CUDA linear kernel %s: tensor %d is not computable here",
+                       E->fn, rq->tensor);
+    snprintf(out, cap, "%s", E->acc);
+    return ST_OK;
+}
+
+void culin_kernel_head(const Emit *E, int nthreads) {
+    StrBuf *s = E->s;
+    if (nthreads > 0)
+        sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%d) %s(OrchArgs a) {\n", nthreads, E->fn);
+    else
+        sb_printf(s, "ORCH_KERNEL void %s(OrchArgs a) {\n", E->fn);
+    // A local copy indexed by constants only: it lives in registers (the value helpers read
+    // `in[j]` as the C target's kernels do).
+    int n = E->L->c->n_inputs;
+    sb_line(s, 1, "const void *in[%d];\n", n > 0 ? n : 1);
+    for (int j = 0; j < n; j++)
+        sb_line(s, 1, "in[%d] = a.in[%d];\n", j, j);
+    sb_line(s, 1, "(void)in;\n");
+    sb_line(s, 1, "float *o = (float *)a.out;\n");
+}
+
+// Statements computing the candidate's output from the LINEAR's value `acc` (a float in scope)
+// at GEMM coordinates (b, i, j), with b's coordinates declared (matmul bq.. unless folded, conv
+// q_n/q_g); `dst` receives the name of the final value.
+int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j,
+                         char *dst, size_t cap, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (!L->epi) {
+        snprintf(dst, cap, "%s", acc);
+        return ST_OK;
+    }
+    const Tensor *O = lin_t(L, L->tl);
+    char bidx[ORCH_MAX_RANK][32];
+    const char *ix[ORCH_MAX_RANK];
+    if (L->conv) {
+        sb_line(s, ind, "const int64_t e_o1 = (%s) %% %lld, e_o0 = (%s) / %lld;\n", j,
+                (long long)L->out[1], j, (long long)L->out[1]);
+        sb_line(s, ind, "const int64_t e_oc = q_g * %lld + (%s);\n", (long long)L->OCg, i);
+        ix[0] = "q_n";
+        ix[1] = "e_oc";
+        ix[2] = "e_o0";
+        ix[3] = "e_o1";
+    } else {
+        if (L->m0) {
+            // Folded batch: the output batch coordinates come from the row.
+            sb_line(s, ind, "int64_t q_r = (%s) / %lld;\n", i, (long long)L->m0);
+            sb_line(s, ind, "const int64_t f_i = (%s) %% %lld;\n", i, (long long)L->m0);
+            for (int d = L->nbd - 1; d >= 0; d--)
+                sb_line(s, ind, "const int64_t bq%d = q_r %% %lld; q_r /= %lld;\n", d,
+                        (long long)L->bd[d], (long long)L->bd[d]);
+        }
+        for (int d = 0; d < O->rank - 2; d++) {
+            snprintf(bidx[d], sizeof bidx[d], "bq%d", d);
+            ix[d] = bidx[d];
+        }
+        sb_line(s, ind, "const int64_t e_i = %s, e_j = %s;\n", L->m0 ? "f_i" : i, j);
+        ix[O->rank - 2] = "e_i";
+        ix[O->rank - 1] = "e_j";
+    }
+    E->acc = acc;
+    int rc = cexpr_value(E->x, L->sink, ix, s, ind, dst, cap, e);
+    E->acc = NULL;
+    cexpr_forget(E->x);
+    return rc;
+}
+
+// ---- the hardware model ----
+
+typedef struct GHw {
+    int sms, regs_sm, threads_sm;
+    double smem_sm, smem_blk, l2, clock, bw, l2bw, peak;
+} GHw;
+
+// Defaults are an H100 SXM's where the driver reported nothing.
+static GHw ghw(const CudaHw *hw) {
+    GHw h;
+    h.sms = hw && hw->sm_count > 0 ? hw->sm_count : 132;
+    h.regs_sm = hw && hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
+    h.threads_sm = hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
+    h.smem_sm = hw && hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
+    h.smem_blk = hw && hw->smem_per_block > 0 ? (double)hw->smem_per_block : 49152.0;
+    h.l2 = hw && hw->l2_bytes > 0 ? (double)hw->l2_bytes : 50e6;
+    h.clock = hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
+    h.bw = hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12;
+    // L2 delivers roughly 64 bytes per SM per clock; fp32 SIMT: 128 FMA lanes per SM.
+    h.l2bw = h.sms * 64.0 * h.clock;
+    h.peak = h.sms * 128.0 * 2.0 * h.clock;
+    return h;
+}
+
+static double cdiv(double a, double b) {
+    return ceil(a / b);
+}
+
+// Blocks of `threads` threads, `regs` registers each and `smem` bytes resident on one SM.
+static int blocks_per_sm(const GHw *h, int threads, int regs, double smem) {
+    int by_t = h->threads_sm / threads;
+    int by_r = h->regs_sm / (ORCH_MAX(regs, 32) * threads);
+    int by_s = smem > 0 ? (int)(h->smem_sm / (smem + 1024.0)) : 32;
+    int b = ORCH_MIN(ORCH_MIN(by_t, by_r), ORCH_MIN(by_s, 32));
+    return b;
+}
+
+// Waves of `tiles` blocks over the SMs: the fraction of the last wave's slots that is busy.
+static double wave_eff(const GHw *h, double tiles, int bpsm) {
+    double slots = (double)h->sms * bpsm;
+    double waves = cdiv(tiles, slots);
+    return tiles / (waves * slots);
+}
+
+static double overlap(double a, double b) {
+    return ORCH_MAX(a, b) + 0.25 * ORCH_MIN(a, b);
+}
+
+// Unique bytes of the operands and the result.
+static double unique_bytes(const Lin *L) {
+    return 4.0 * (double)(tensor_numel(lin_t(L, L->ta)) + tensor_numel(lin_t(L, L->tb)) +
+                          tensor_numel(lin_t(L, L->tl)));
+}
+
+// Registers a SIMT thread needs: its tile, the operand fragments, the staged prefetch, indices.
+int culin_simt_regs(const Lin *L, const int64_t *P) {
+    int64_t nt = (P[CUL_BM] / P[CUL_TM]) * (P[CUL_BN] / P[CUL_TN]);
+    int64_t pre = (P[CUL_BM] * P[CUL_BK] + nt - 1) / nt + (P[CUL_BN] * P[CUL_BK] + nt - 1) / nt;
+    (void)L;
+    return (int)(P[CUL_TM] * P[CUL_TN] + P[CUL_TM] + P[CUL_TN] + pre + 40);
+}
+
+static double score_simt(const Lin *L, const GHw *h, const int64_t *P, bool tf32) {
+    double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
+           tn = (double)P[CUL_TN];
+    double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
+    int nt = (int)((bm / tm) * (bn / tn));
+    double smem = culin_smem_bytes(P);
+    int bpsm = blocks_per_sm(h, nt, culin_simt_regs(L, P), smem);
+    if (bpsm < 1)
+        return 1e30;
+    // Per K step a thread reads tm + tn floats from shared memory for tm*tn FMAs: below ~4
+    // FMAs per read the shared-memory pipe limits.
+    double eff = ORCH_MIN(1.0, (tm * tn / (tm + tn)) / 4.0) * 0.85;
+    // Too few warps per SM to hide latency.
+    double warps = (double)bpsm * nt / 32.0;
+    if (warps < 8)
+        eff *= warps / 8.0;
+    double peak = h->peak;
+    if (tf32) {
+        peak *= 4.0; // dense TF32 mma vs fp32 FMA, with conversion and fragment overheads
+        eff *= 0.6;
+    }
+    double tiles = B * cdiv(M, bm) * cdiv(N, bn);
+    double Mp = cdiv(M, bm) * bm, Np = cdiv(N, bn) * bn;
+    double t_comp = 2.0 * B * Mp * Np * K / (peak * eff);
+    // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
+    // from L2 when the operands fit, from DRAM otherwise.
+    double reread = 4.0 * B * M * N * K * (1.0 / bn + 1.0 / bm);
+    double ub = unique_bytes(L);
+    double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
+    // The implicit-GEMM patch gather: index arithmetic per staged element.
+    if (L->conv && !L->b_direct_ok)
+        t_comp *= 1.15;
+    return overlap(t_comp, t_mem) / wave_eff(h, tiles, bpsm) + 3e-6;
+}
+
+static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
+    double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
+    switch (P[CUL_VAR]) {
+    case CUV_SIMT: return score_simt(L, h, P, false);
+    case CUV_TF32: return score_simt(L, h, P, true);
+    case CUV_GEMV:
+    case CUV_GEMVK: {
+        // Bandwidth bound: B streamed once; lanes on columns read B rows coalesced when B is a
+        // kernel input; lanes on K do so when B is a transposed view (computed by cexpr).
+        double cols = P[CUL_VAR] == CUV_GEMV ? 32.0 : 8.0;
+        double tiles = (double)L->batch * cdiv((double)L->N, cols);
+        bool coalesced = (P[CUL_VAR] == CUV_GEMV) == (L->pb >= 0);
+        double t_mem = unique_bytes(L) / h->bw * (coalesced ? 1.0 : 4.0);
+        double t_comp = flops / (h->peak * 0.25);
+        return overlap(t_comp, t_mem) / wave_eff(h, tiles, 8) + 3e-6;
+    }
+    default: { // depthwise direct
+        double t_comp = flops / (h->peak * 0.3);
+        double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), 256.0);
+        return overlap(t_comp, unique_bytes(L) * 1.5 / h->bw) / wave_eff(h, tiles, 8) + 3e-6;
+    }
+    }
+}
+
+static void cfg_desc(const Lin *L, KernelConfig *k) {
+    const int64_t *P = k->p;
+    const char *cls = L->conv ? "cuconv" : "cumm";
+    switch (P[CUL_VAR]) {
+    case CUV_SIMT:
+    case CUV_TF32:
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=%s bm=%lld bn=%lld bk=%lld tm=%lld tn=%lld",
+                 cls, P[CUL_VAR] == CUV_SIMT ? "simt" : "tf32", (long long)P[CUL_BM],
+                 (long long)P[CUL_BN], (long long)P[CUL_BK], (long long)P[CUL_TM],
+                 (long long)P[CUL_TN]);
+        break;
+    case CUV_GEMV: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=32", cls); break;
+    case CUV_GEMVK: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemvk jb=8", cls); break;
+    default: snprintf(k->desc, sizeof k->desc, "cls=%s v=dw", cls); break;
+    }
+}
+
+static int cfg_cmp(const void *a, const void *b) {
+    const KernelConfig *x = a, *y = b;
+    return x->score < y->score ? -1 : x->score > y->score ? 1 : strcmp(x->desc, y->desc);
+}
+
+int64_t culin_smem_bytes(const int64_t *P) {
+    if (P[CUL_VAR] == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
+        return 2 * (P[CUL_BM] * (P[CUL_BK] + 4) + P[CUL_BK] * (P[CUL_BN] + 8)) * 4;
+    return 2 * P[CUL_BK] * (P[CUL_BM] + 4 + P[CUL_BN] + 4) * 4;
+}
+
+// Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
+// within the static shared-memory limit and the registers per SM; TF32 tiles when allowed.
+static int enum_cfgs(const Lin *L, const GHw *h, KernelConfig *out, int cap) {
+    static const int simt[][5] = {
+        // bm, bn, bk, tm, tn
+        {128, 128, 8, 8, 8}, {128, 128, 16, 8, 8}, {128, 64, 8, 8, 8},  {64, 128, 8, 8, 8},
+        {128, 64, 16, 8, 4}, {64, 64, 8, 8, 8},    {64, 64, 16, 4, 4},  {64, 32, 16, 4, 4},
+        {32, 64, 16, 4, 4},  {32, 32, 16, 4, 4},   {128, 32, 16, 8, 4}, {16, 64, 16, 4, 4},
+        {64, 16, 16, 4, 4},
+    };
+    int n = 0;
+    int cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
+    for (size_t i = 0; i < ORCH_COUNT(simt) && n < cap; i++) {
+        KernelConfig *k = &out[n];
+        memset(k, 0, sizeof *k);
+        k->cls = cls;
+        k->p[CUL_VAR] = CUV_SIMT;
+        for (int q = 0; q < 5; q++)
+            k->p[CUL_BM + q] = simt[i][q];
+        int nt = (simt[i][0] / simt[i][3]) * (simt[i][1] / simt[i][4]);
+        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k->p) > h->smem_blk ||
+            culin_simt_regs(L, k->p) > 255 ||
+            blocks_per_sm(h, nt, culin_simt_regs(L, k->p), (double)culin_smem_bytes(k->p)) < 1 ||
+            cdiv((double)L->M, simt[i][0]) > 65535)
+            continue;
+        n++;
+    }
+    if (cugen_lin_precision == CUGEN_PREC_TF32) {
+        // Warp tiles of 32 x 32 (2 x 4 mma.m16n8k8 tiles per warp, per k8 step).
+        static const int tf[][3] = {{128, 128, 16}, {128, 64, 16}, {64, 64, 16}, {64, 32, 16}};
+        for (size_t i = 0; i < ORCH_COUNT(tf) && n < cap; i++) {
+            KernelConfig *k = &out[n];
+            memset(k, 0, sizeof *k);
+            k->cls = cls;
+            k->p[CUL_VAR] = CUV_TF32;
+            k->p[CUL_BM] = tf[i][0];
+            k->p[CUL_BN] = tf[i][1];
+            k->p[CUL_BK] = tf[i][2];
+            k->p[CUL_TM] = 32;
+            k->p[CUL_TN] = 32;
+            if ((double)culin_smem_bytes(k->p) > h->smem_blk || cdiv((double)L->M, tf[i][0]) > 65535)
+                continue;
+            n++;
+        }
+    }
+    if (!L->conv && L->M <= 8 && n + 2 <= cap) {
+        for (int v = CUV_GEMV; v <= CUV_GEMVK; v++) {
+            KernelConfig *k = &out[n++];
+            memset(k, 0, sizeof *k);
+            k->cls = cls;
+            k->p[CUL_VAR] = v;
+            k->p[CUL_BN] = v == CUV_GEMV ? 32 : 8;
+        }
+    }
+    if (L->dw_ok && n < cap) {
+        KernelConfig *k = &out[n++];
+        memset(k, 0, sizeof *k);
+        k->cls = cls;
+        k->p[CUL_VAR] = CUV_DW;
+    }
+    return n;
+}
+
+int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                      int k) {
+    Lin L;
+    if (k <= 0 || !culin_analyse(pg, c, &L))
+        return 0;
+    GHw h = ghw(hw);
+    KernelConfig all[64];
+    int n = enum_cfgs(&L, &h, all, (int)ORCH_COUNT(all));
+    for (int i = 0; i < n; i++) {
+        all[i].score = score_cfg(&L, &h, all[i].p);
+        cfg_desc(&L, &all[i]);
+    }
+    qsort(all, (size_t)n, sizeof *all, cfg_cmp);
+    int m = ORCH_MIN(n, k);
+    memcpy(out, all, sizeof *all * (size_t)m);
+    return m;
+}
+
+// ---- entry points ----
+
+static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw, const char *fn,
+                       StrBuf *src, CudaLaunch *launch, Err *e) {
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
+    E.x = cexpr_create(L->pg, L->c, fn, &decls);
+    cexpr_set_reader(E.x, culin_reader, &E);
+    CudaLaunch ln;
+    memset(&ln, 0, sizeof ln);
+    int rc;
+    switch (cfg->p[CUL_VAR]) {
+    case CUV_SIMT: rc = culin_emit_simt(&E, &ln, e); break;
+    case CUV_TF32: rc = culin_emit_tf32(&E, &ln, e); break;
+    case CUV_GEMV:
+    case CUV_GEMVK: rc = culin_emit_gemv(&E, &ln, e); break;
+    case CUV_DW: rc = culin_emit_dw(&E, &ln, e); break;
+    default:
+        rc = err_set(e, ST_INVALID, "CUDA linear kernel %s: unknown config '%s'", fn, cfg->desc);
+    }
+    (void)hw;
+    cexpr_free(E.x);
+    if (!rc) {
+        // cexpr's static tables are host arrays; device code reads them from global memory.
+        const char *d = decls.s ? decls.s : "";
+        while (*d) {
+            const char *m = strstr(d, "static const ");
+            if (!m) {
+                sb_puts(src, d);
+                break;
+            }
+            sb_printf(src, "%.*s", (int)(m - d), d);
+            if (m - d >= 11 && !strncmp(m - 11, "__device__ ", 11))
+                sb_puts(src, "static const ");
+            else
+                sb_puts(src, "static __device__ const ");
+            d = m + strlen("static const ");
+        }
+        sb_puts(src, body.s);
+        if (launch)
+            *launch = ln;
+    }
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+static void dry_cfg(const Lin *L, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
+    k->p[CUL_VAR] = CUV_SIMT;
+    k->p[CUL_BM] = 32;
+    k->p[CUL_BN] = 32;
+    k->p[CUL_BK] = 16;
+    k->p[CUL_TM] = 4;
+    k->p[CUL_TN] = 4;
+    cfg_desc(L, k);
+}
+
+bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c) {
+    Lin L;
+    if (!culin_analyse(pg, c, &L))
+        return false;
+    // Dry run: cexpr decides whether every prologue and epilogue value can be emitted.
+    KernelConfig k;
+    dry_cfg(&L, &k);
+    StrBuf s;
+    sb_init(&s);
+    Err e = {0};
+    int rc = emit_kernel(&L, &k, NULL, "orch_dry", &s, NULL, &e);
+    sb_free(&s);
+    return rc == ST_OK;
+}
+
+int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+    Lin L;
+    if (!culin_analyse(pg, c, &L))
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA linear kernel %s: candidate %d is not generated here", fn, c->id);
+    return emit_kernel(&L, cfg, hw, fn, src, launch, e);
+}

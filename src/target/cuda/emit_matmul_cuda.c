@@ -1,0 +1,504 @@
+// GEMM kernel bodies of the CUDA target's linear emitter (see cugen_lin_internal.h):
+//   simt  a BM x BN block tile per thread block, K in BK slices staged through double-buffered
+//         shared memory (A stored transposed, k-major, so the compute loop reads both operands as
+//         float4 rows), each thread a TM x TN register tile of exact float32 FMAs; the next slice
+//         is loaded into registers (float4 where the operand is a kernel input and aligned;
+//         prologue values through cexpr otherwise, the conv patch gathered here) while the
+//         current one is multiplied; the epilogue runs on the register tile before the store;
+//   tf32  the same staging with warp tiles of 32 x 32 on mma.sync.m16n8k8 TF32 tensor cores
+//         (operands rounded with cvt.rna.tf32.f32; only offered under CUGEN_PREC_TF32);
+//   gemv  M <= 8: lanes on output columns (B rows read coalesced), warps splitting K, a shared
+//         memory reduction; gemvk: a warp per column, lanes splitting K, a warp-shuffle sum.
+// The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
+// columns: float4 groups interleaved across threads, so a warp's shared-memory reads and global
+// stores are contiguous.
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cugen_lin_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct Op {
+    bool direct; // read in place from in[input] + base + row * ld + col
+    bool vec;    // ... as float4 along the contiguous axis
+    int input;
+    char base[96];
+    long long ld;
+} Op;
+
+// A (M x K, contiguous along K) and B (K x N, contiguous along N) as the staging loads see them.
+static void operands(const Lin *L, int bm, int bk, int bn, Op *A, Op *B) {
+    memset(A, 0, sizeof *A);
+    memset(B, 0, sizeof *B);
+    if (L->conv) {
+        A->direct = L->pb >= 0;
+        A->input = L->pb;
+        snprintf(A->base, sizeof A->base, "q_g * %lld", (long long)(L->OCg * L->K));
+        B->direct = L->b_direct_ok && L->pa >= 0;
+        B->input = L->pa;
+        snprintf(B->base, sizeof B->base, "(q_n * %lld + q_g * %lld) * %lld", (long long)L->C,
+                 (long long)L->Cg, (long long)L->ipix);
+    } else {
+        A->direct = L->pa >= 0;
+        A->input = L->pa;
+        snprintf(A->base, sizeof A->base, "aoff");
+        B->direct = L->pb >= 0;
+        B->input = L->pb;
+        snprintf(B->base, sizeof B->base, "boff");
+    }
+    A->ld = (long long)L->K;
+    B->ld = (long long)L->N;
+    A->vec = A->direct && L->K % 4 == 0 && bk % 4 == 0;
+    B->vec = B->direct && L->N % 4 == 0 && bn % 4 == 0;
+    (void)bm;
+}
+
+// "e_ < n && " when the last staging round is partial (n elements over nt threads), else "".
+static const char *ebound(char *buf, int n, int nt) {
+    buf[0] = 0;
+    if (n % nt)
+        snprintf(buf, 32, "e_ < %d && ", n);
+    return buf;
+}
+
+// Loads the slice starting at k = kb of A (rows bm0..bm0+BM) into registers ra[] / ra4[].
+static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    char eb[32];
+    if (A->vec) {
+        int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + (e_ %% %d) * 4;\n",
+                bk / 4, bk / 4);
+        sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
+        sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt), (long long)L->M,
+                (long long)L->K);
+        sb_line(s, ind + 2, "v_ = *(const float4 *)((const float *)in[%d] + %s + gi * %lld + gk);\n",
+                A->input, A->base, A->ld);
+        sb_line(s, ind + 1, "ra4[q] = v_;\n");
+        sb_line(s, ind, "}\n");
+        return ST_OK;
+    }
+    int els = bm * bk, per = (els + nt - 1) / nt;
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + e_ %% %d;\n", bk, bk);
+    sb_line(s, ind + 1, "float v_ = 0.0f;\n");
+    sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld) {\n", ebound(eb, els, nt), (long long)L->M,
+            (long long)L->K);
+    int rc;
+    if (A->direct) {
+        sb_line(s, ind + 2, "v_ = ((const float *)in[%d])[%s + gi * %lld + gk];\n", A->input,
+                A->base, A->ld);
+        rc = ST_OK;
+    } else {
+        rc = lin_emit_a_value(E, ind + 2, "gi", "gk", "v_", e);
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind + 1, "ra[q] = v_;\n");
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    char eb[32];
+    if (B->vec) {
+        int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + (e_ %% %d) * 4;\n",
+                bn / 4, bn / 4);
+        sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
+        sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld)\n", ebound(eb, groups, nt),
+                (long long)L->K, (long long)L->N);
+        sb_line(s, ind + 2, "v_ = *(const float4 *)((const float *)in[%d] + %s + gk * %lld + gj);\n",
+                B->input, B->base, B->ld);
+        sb_line(s, ind + 1, "rb4[q] = v_;\n");
+        sb_line(s, ind, "}\n");
+        return ST_OK;
+    }
+    int els = bn * bk, per = (els + nt - 1) / nt;
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + e_ %% %d;\n", bn, bn);
+    sb_line(s, ind + 1, "float v_ = 0.0f;\n");
+    sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld) {\n", ebound(eb, els, nt), (long long)L->K,
+            (long long)L->N);
+    int rc;
+    if (B->direct) {
+        sb_line(s, ind + 2, "v_ = ((const float *)in[%d])[%s + gk * %lld + gj];\n", B->input,
+                B->base, B->ld);
+        rc = ST_OK;
+    } else {
+        rc = lin_emit_b_value(E, ind + 2, "gk", "gj", "v_", e);
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind + 1, "rb[q] = v_;\n");
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+// Stores the staged registers into buffer `buf` of As (k-major: As[buf][k][i]) and Bs.
+static void store_ab(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn, int bk, int nt,
+                     const char *buf) {
+    StrBuf *s = E->s;
+    if (A->vec) {
+        int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d) * 4;\n", bk / 4, bk / 4);
+        sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
+        sb_line(s, ind + 2, "As[%s][c_][r_] = ra4[q].x; As[%s][c_ + 1][r_] = ra4[q].y;\n", buf,
+                buf);
+        sb_line(s, ind + 2, "As[%s][c_ + 2][r_] = ra4[q].z; As[%s][c_ + 3][r_] = ra4[q].w;\n", buf,
+                buf);
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind, "}\n");
+    } else {
+        int els = bm * bk, per = (els + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "if (e_ < %d) As[%s][e_ %% %d][e_ / %d] = ra[q];\n", els, buf, bk, bk);
+        sb_line(s, ind, "}\n");
+    }
+    if (B->vec) {
+        int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "if (e_ < %d) *(float4 *)&Bs[%s][e_ / %d][(e_ %% %d) * 4] = rb4[q];\n",
+                groups, buf, bn / 4, bn / 4);
+        sb_line(s, ind, "}\n");
+    } else {
+        int els = bn * bk, per = (els + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "if (e_ < %d) Bs[%s][e_ / %d][e_ %% %d] = rb[q];\n", els, buf, bn, bn);
+        sb_line(s, ind, "}\n");
+    }
+}
+
+// Register declarations for the staged slice.
+static void stage_decls(Emit *E, const Op *A, const Op *B, int bm, int bn, int bk, int nt) {
+    StrBuf *s = E->s;
+    if (A->vec)
+        sb_line(s, 1, "float4 ra4[%d];\n", (bm * bk / 4 + nt - 1) / nt);
+    else
+        sb_line(s, 1, "float ra[%d];\n", (bm * bk + nt - 1) / nt);
+    if (B->vec)
+        sb_line(s, 1, "float4 rb4[%d];\n", (bn * bk / 4 + nt - 1) / nt);
+    else
+        sb_line(s, 1, "float rb[%d];\n", (bn * bk + nt - 1) / nt);
+}
+
+// The common head of the tiled kernels: block origin, batch coordinates.
+static void tile_head(Emit *E, int bm, int bn) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_line(s, 1, "const int tid = threadIdx.x;\n");
+    sb_line(s, 1, "const int64_t b = blockIdx.z;\n");
+    sb_line(s, 1, "const int64_t bm0 = (int64_t)blockIdx.y * %d, bn0 = (int64_t)blockIdx.x * %d;\n",
+            bm, bn);
+    lin_emit_batch_coords(E, 1, !L->conv);
+}
+
+int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const int64_t *P = E->cfg->p;
+    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK], tm = (int)P[CUL_TM],
+        tn = (int)P[CUL_TN];
+    if (bm <= 0 || bn <= 0 || bk <= 0 || tm <= 0 || tn <= 0 || tm % 4 || tn % 4 || bm % tm ||
+        bn % tn || ((bm / tm) * (bn / tn)) % 32 || (bm / tm) * (bn / tn) > 1024)
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int tx_n = bn / tn, nt = (bm / tm) * tx_n;
+    int rsm = 4 * (bm / tm), rsn = 4 * (bn / tn); // distance between a thread's float4 groups
+    int64_t nk = (L->K + bk - 1) / bk;
+    Op A, B;
+    operands(L, bm, bk, bn, &A, &B);
+    culin_kernel_head(E, nt);
+    sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
+    sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
+    tile_head(E, bm, bn);
+    sb_line(s, 1, "const int tx = tid %% %d, ty = tid / %d;\n", tx_n, tx_n);
+    sb_line(s, 1, "float acc[%d][%d];\n", tm, tn);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int im = 0; im < %d; im++)\n", tm);
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int jn = 0; jn < %d; jn++) acc[im][jn] = 0.0f;\n", tn);
+    stage_decls(E, &A, &B, bm, bn, bk, nt);
+    // Iteration kt loads slice kt into registers, multiplies slice kt-1 from shared memory, then
+    // stores slice kt into the other buffer; one barrier per slice.
+    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
+    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    int rc = load_a(E, &A, 3, bm, bk, nt, e);
+    if (!rc)
+        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    if (rc)
+        return rc;
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt > 0) {\n");
+    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int kk = 0; kk < %d; kk++) {\n", bk);
+    sb_line(s, 4, "float fa[%d], fb[%d];\n", tm, tn);
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int g = 0; g < %d; g++) {\n", tm / 4);
+    sb_line(s, 5, "const float4 v = *(const float4 *)&As[cb][kk][g * %d + ty * 4];\n", rsm);
+    sb_line(s, 5, "fa[g * 4] = v.x; fa[g * 4 + 1] = v.y; fa[g * 4 + 2] = v.z; fa[g * 4 + 3] = v.w;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int g = 0; g < %d; g++) {\n", tn / 4);
+    sb_line(s, 5, "const float4 v = *(const float4 *)&Bs[cb][kk][g * %d + tx * 4];\n", rsn);
+    sb_line(s, 5, "fb[g * 4] = v.x; fb[g * 4 + 1] = v.y; fb[g * 4 + 2] = v.z; fb[g * 4 + 3] = v.w;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int im = 0; im < %d; im++)\n", tm);
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int jn = 0; jn < %d; jn++) acc[im][jn] = fmaf(fa[im], fb[jn], acc[im][jn]);\n",
+            tn);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    store_ab(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 1, "}\n");
+    // Epilogue on the register tile, then the store.
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int im = 0; im < %d; im++) {\n", tm);
+    sb_line(s, 2, "const int64_t i = bm0 + (im / 4) * %d + ty * 4 + (im %% 4);\n", rsm);
+    sb_line(s, 2, "if (i >= %lld) continue;\n", (long long)L->M);
+    sb_line(s, 2, "float *orow = o + (b * %lld + i) * %lld;\n", (long long)L->M, (long long)L->N);
+    if (!L->epi && L->N % 4 == 0) {
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int g = 0; g < %d; g++) {\n", tn / 4);
+        sb_line(s, 3, "const int64_t j = bn0 + g * %d + tx * 4;\n", rsn);
+        sb_line(s, 3, "if (j < %lld) *(float4 *)(orow + j) = make_float4(acc[im][g * 4], "
+                      "acc[im][g * 4 + 1], acc[im][g * 4 + 2], acc[im][g * 4 + 3]);\n",
+                (long long)L->N);
+        sb_line(s, 2, "}\n");
+    } else {
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int jn = 0; jn < %d; jn++) {\n", tn);
+        sb_line(s, 3, "const int64_t j = bn0 + (jn / 4) * %d + tx * 4 + (jn %% 4);\n", rsn);
+        sb_line(s, 3, "if (j < %lld) {\n", (long long)L->N);
+        sb_line(s, 4, "const float acc_v = acc[im][jn];\n");
+        char v[64];
+        rc = culin_emit_epi_value(E, 4, "acc_v", "i", "j", v, sizeof v, e);
+        if (rc)
+            return rc;
+        sb_line(s, 4, "orow[j] = %s;\n", v);
+        sb_line(s, 3, "}\n");
+        sb_line(s, 2, "}\n");
+    }
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
+    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
+    ln->grid[2] = (unsigned)L->batch;
+    ln->block[0] = (unsigned)nt;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+    return ST_OK;
+}
+
+// TF32 tensor cores: 4 warps (2 x 2) per 64 x 64 warp grid unit; each warp a 32 x 32 tile of
+// 2 x 4 mma.m16n8k8 tiles. Fragment layouts of PTX ISA "mma.m16n8k8 .tf32": A (row) a0:(g, t),
+// a1:(g+8, t), a2:(g, t+4), a3:(g+8, t+4); B (col) b0:(t, g), b1:(t+4, g); C c0:(g, 2t),
+// c1:(g, 2t+1), c2:(g+8, 2t), c3:(g+8, 2t+1), with g = lane/4, t = lane%4.
+int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const int64_t *P = E->cfg->p;
+    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK];
+    if (bm % 32 || bn % 32 || bk % 8 || bm <= 0 || bn <= 0 || bk <= 0)
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;
+    int64_t nk = (L->K + bk - 1) / bk;
+    Op A, B;
+    operands(L, bm, bk, bn, &A, &B);
+    culin_kernel_head(E, nt);
+    // Row-major A tile [bm][bk+4] (conflict-free fragment reads), B tile [bk][bn+8]; the shared
+    // staging routine stores A k-major, so this kernel declares As k-major too and reads it so.
+    sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
+    sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
+    tile_head(E, bm, bn);
+    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
+    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
+    sb_line(s, 1, "float acc[2][4][4];\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    stage_decls(E, &A, &B, bm, bn, bk, nt);
+    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
+    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    int rc = load_a(E, &A, 3, bm, bk, nt, e);
+    if (!rc)
+        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    if (rc)
+        return rc;
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt > 0) {\n");
+    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int kk = 0; kk < %d; kk += 8) {\n", bk);
+    sb_line(s, 4, "uint32_t af[2][4], bf[4][2];\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int x = 0; x < 2; x++) {\n");
+    sb_line(s, 5, "const int r = wr + x * 16 + g8;\n");
+    sb_line(s, 5, "const float v0 = As[cb][kk + t4][r], v1 = As[cb][kk + t4][r + 8];\n");
+    sb_line(s, 5, "const float v2 = As[cb][kk + t4 + 4][r], v3 = As[cb][kk + t4 + 4][r + 8];\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(af[x][0]) : \"f\"(v0));\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(af[x][1]) : \"f\"(v1));\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(af[x][2]) : \"f\"(v2));\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(af[x][3]) : \"f\"(v3));\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int y = 0; y < 4; y++) {\n");
+    sb_line(s, 5, "const int c = wc + y * 8 + g8;\n");
+    sb_line(s, 5, "const float v0 = Bs[cb][kk + t4][c], v1 = Bs[cb][kk + t4 + 4][c];\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bf[y][0]) : \"f\"(v0));\n");
+    sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bf[y][1]) : \"f\"(v1));\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 6, "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                  "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+                  "{%%0, %%1, %%2, %%3};\"\n");
+    sb_line(s, 7, ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
+                  "\"+f\"(acc[x][y][3])\n");
+    sb_line(s, 7, ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
+                  "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    store_ab(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) {\n");
+    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
+    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
+    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
+    sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
+    char v[64];
+    rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, 5, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
+    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
+    ln->grid[2] = (unsigned)L->batch;
+    ln->block[0] = (unsigned)nt;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+    return ST_OK;
+}
+
+// GEMV (M <= 8). gemv: 256 threads, lanes on 32 columns, 8 warps splitting K, partial sums
+// reduced through shared memory by warp 0. gemvk: 8 warps, a column each, lanes splitting K,
+// reduced with shuffles.
+int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    bool lanes_k = E->cfg->p[CUL_VAR] == CUV_GEMVK;
+    if (L->conv || L->M > 8)
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int M = (int)L->M;
+    int cols = lanes_k ? 8 : 32;
+    culin_kernel_head(E, 256);
+    sb_line(s, 1, "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int64_t b = blockIdx.z;\n");
+    lin_emit_batch_coords(E, 1, true);
+    sb_line(s, 1, "const int64_t j = (int64_t)blockIdx.x * %d + %s;\n", cols,
+            lanes_k ? "warp" : "lane");
+    sb_line(s, 1, "float acc[%d];\n", M);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int i = 0; i < %d; i++) acc[i] = 0.0f;\n", M);
+    sb_line(s, 1, "if (j < %lld) {\n", (long long)L->N);
+    sb_line(s, 2, "for (int64_t k = %s; k < %lld; k += %d) {\n", lanes_k ? "lane" : "warp",
+            (long long)L->K, lanes_k ? 32 : 8);
+    sb_line(s, 3, "float bv;\n");
+    int rc = lin_emit_b_value(E, 3, "k", "j", "bv", e);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int i_ = 0; i_ < %d; i_++) {\n", M);
+    sb_line(s, 4, "const int64_t i = i_;\n");
+    sb_line(s, 4, "float av;\n");
+    rc = lin_emit_a_value(E, 4, "i", "k", "av", e);
+    if (rc)
+        return rc;
+    sb_line(s, 4, "acc[i_] = fmaf(av, bv, acc[i_]);\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    if (lanes_k) {
+        // Every lane takes part in the shuffles (no early exit above).
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int i = 0; i < %d; i++) acc[i] = orch_warp_sum(acc[i]);\n", M);
+        sb_line(s, 1, "if (lane != 0 || j >= %lld) return;\n", (long long)L->N);
+    } else {
+        sb_line(s, 1, "__shared__ float red[8][%d][33];\n", M);
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int i = 0; i < %d; i++) red[warp][i][lane] = acc[i];\n", M);
+        sb_line(s, 1, "__syncthreads();\n");
+        sb_line(s, 1, "if (warp != 0 || j >= %lld) return;\n", (long long)L->N);
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int i = 0; i < %d; i++) {\n", M);
+        sb_line(s, 2, "float t = red[0][i][lane];\n");
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int w = 1; w < 8; w++) t += red[w][i][lane];\n");
+        sb_line(s, 2, "acc[i] = t;\n");
+        sb_line(s, 1, "}\n");
+    }
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int i_ = 0; i_ < %d; i_++) {\n", M);
+    sb_line(s, 2, "const int64_t i = i_;\n");
+    sb_line(s, 2, "const float acc_v = acc[i_];\n");
+    char v[64];
+    rc = culin_emit_epi_value(E, 2, "acc_v", "i", "j", v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, 2, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)((L->N + cols - 1) / cols);
+    ln->grid[1] = 1;
+    ln->grid[2] = (unsigned)L->batch;
+    ln->block[0] = 256;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+    return ST_OK;
+}

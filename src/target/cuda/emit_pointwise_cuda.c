@@ -1,0 +1,309 @@
+// CUCLS_POINTWISE: CUDA kernels of ELEMWISE/LAYOUT primitives (concat, broadcast, pads, gathers
+// through cexpr in its CUDA dialect). The output is walked as one flat index f in a grid-stride
+// loop: each thread computes `ept` elements per step, either one at a time (coalesced: element u
+// of a thread at step base + u * block + thread) or as float4 groups (vec = 4: 128-bit stores,
+// and 128-bit loads of every float32 input whose composed index map is `cst + f` with cst a
+// multiple of 4; other inputs keep scalar loads). Values come from cexpr at the digits of f.
+// Also the cugen_pw_* entry points, which send candidates with REDUCE primitives to
+// emit_reduce_cuda.c, and the helpers of cugen_pw.h.
+// Configs: block 128/256/512 x (scalar, ept 1/4) or (vec, ept 4/8), scored Roller-style
+// (roller.md c.2): bytes over DRAM bandwidth, issue time of the arithmetic, the bandwidth a too
+// small grid cannot reach, wave efficiency over the SMs, launch overhead.
+#include "cugen_pw.h"
+
+#include "../c/cgen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_VEC_LOADS 32
+
+// ---- shared helpers (cugen_pw.h) ----
+
+double cupw_bandwidth(const CudaHw *hw) {
+    // A streaming kernel reaches about 85% of the theoretical DRAM bandwidth.
+    return (hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12) * 0.85;
+}
+
+double cupw_clock(const CudaHw *hw) {
+    return hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
+}
+
+int cupw_sm_count(const CudaHw *hw) { return hw && hw->sm_count > 0 ? hw->sm_count : 132; }
+
+int cupw_threads_per_sm(const CudaHw *hw) {
+    return hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
+}
+
+int cupw_blocks_per_sm(const CudaHw *hw, int block) {
+    int b = cupw_threads_per_sm(hw) / ORCH_MAX(block, 1);
+    return ORCH_MAX(1, ORCH_MIN(b, 32));
+}
+
+void cupw_kernel_head(const PrimGraph *pg, const Candidate *c, const char *fn, int block,
+                      StrBuf *src) {
+    const Tensor *T = pg->tensors[c->output];
+    sb_printf(src, "ORCH_KERNEL void __launch_bounds__(%d) %s(OrchArgs a) {\n", block, fn);
+    for (int j = 0; j < c->n_inputs; j++) {
+        const char *ct = cgen_ctype(pg->tensors[c->inputs[j]]->dtype);
+        sb_line(src, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
+    }
+    sb_line(src, 1, "%s *__restrict__ y = (%s *)a.out;\n", cgen_ctype(T->dtype),
+            cgen_ctype(T->dtype));
+}
+
+void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, int rank,
+                 const int64_t *dims, uint32_t mask, bool narrow) {
+    int64_t S = 1;
+    int first = -1;
+    for (int d = 0; d < rank; d++)
+        if ((mask >> d) & 1) {
+            first = d;
+            break;
+        }
+    for (int d = rank - 1; d >= 0; d--) {
+        if (!((mask >> d) & 1))
+            continue;
+        if (dims[d] == 1) {
+            sb_line(code, indent, "const int64_t %s%d = 0;\n", prefix, d);
+            continue;
+        }
+        if (narrow) {
+            if (d == first)
+                sb_line(code, indent, "const int64_t %s%d = (int64_t)((uint32_t)%s / %lldu);\n",
+                        prefix, d, var, (long long)S);
+            else
+                sb_line(code, indent,
+                        "const int64_t %s%d = (int64_t)(((uint32_t)%s / %lldu) %% %lldu);\n",
+                        prefix, d, var, (long long)S, (long long)dims[d]);
+        } else {
+            if (d == first)
+                sb_line(code, indent, "const int64_t %s%d = %s / %lld;\n", prefix, d, var,
+                        (long long)S);
+            else
+                sb_line(code, indent, "const int64_t %s%d = (%s / %lld) %% %lld;\n", prefix, d,
+                        var, (long long)S, (long long)dims[d]);
+        }
+        S *= dims[d];
+    }
+}
+
+// ---- pointwise ----
+// Config p[0]: block size; p[1]: elements per thread per grid-stride step; p[2]: 4 = float4
+// groups, 1 = scalar elements.
+
+typedef struct VecLoads {
+    int lane; // the lane (0..3) whose code is being emitted
+    int n;
+    int j[MAX_VEC_LOADS];
+    int64_t cst[MAX_VEC_LOADS];
+} VecLoads;
+
+static bool vec_hook(void *ctx, int j, DType t, int64_t cst, char *out, size_t cap) {
+    VecLoads *v = ctx;
+    if (t != DT_FLOAT || cst % 4 != 0)
+        return false;
+    int k = 0;
+    while (k < v->n && !(v->j[k] == j && v->cst[k] == cst))
+        k++;
+    if (k == v->n) {
+        if (v->n == MAX_VEC_LOADS)
+            return false;
+        v->j[v->n] = j;
+        v->cst[v->n] = cst;
+        v->n++;
+    }
+    int n = snprintf(out, cap, "pv%d.%c", k, "xyzw"[v->lane]);
+    return n > 0 && (size_t)n < cap;
+}
+
+static bool vec_possible(const PrimGraph *pg, const Candidate *c) {
+    const Tensor *T = pg->tensors[c->output];
+    return T->dtype == DT_FLOAT && tensor_numel(T) % 4 == 0 && tensor_numel(T) >= 4;
+}
+
+static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+    const Tensor *T = pg->tensors[c->output];
+    int bs = (int)cfg->p[0], ept = (int)cfg->p[1], vec = (int)cfg->p[2];
+    int64_t N = tensor_numel(T);
+    if (bs < 32 || bs > 1024 || bs % 32 || ept < 1 || ept > 16 || (vec != 1 && vec != 4) ||
+        (vec == 4 && (ept % 4 || !vec_possible(pg, c))))
+        return err_set(e, ST_INVALID, "kernel %s: bad pointwise config '%s'", fn, cfg->desc);
+    if (N <= 0)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: empty output", fn);
+    int r = T->rank;
+    uint32_t all = r ? (uint32_t)((1ull << r) - 1) : 0;
+    bool narrow = N < ((int64_t)1 << 31);
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    Cexpr *x = cexpr_create(pg, c, fn, &decls);
+    cexpr_set_cuda(x, true);
+    cexpr_set_flat(x, 0, "f");
+    char names[ORCH_MAX_RANK][16];
+    const char *idx[ORCH_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        snprintf(names[d], sizeof names[d], "i%d", d);
+        idx[d] = names[d];
+    }
+    int64_t tile = (int64_t)bs * ept;
+    char v[64], st[256];
+    int rc = ST_OK;
+    if (vec == 1) {
+        sb_line(&body, 2, "#pragma unroll\n");
+        sb_line(&body, 2, "for (int u = 0; u < %d; u++) {\n", ept);
+        sb_line(&body, 3, "const int64_t f = b + u * %d + (int)threadIdx.x;\n", bs);
+        sb_line(&body, 3, "if (f < %lld) {\n", (long long)N);
+        cupw_digits(&body, 4, "i", "f", r, T->dims, all, narrow);
+        rc = cexpr_value(x, c->output, idx, &body, 4, v, sizeof v, e);
+        cexpr_forget(x);
+        cgen_store_expr(T->dtype, v, st, sizeof st);
+        sb_line(&body, 4, "y[f] = %s;\n", st);
+        sb_line(&body, 3, "}\n");
+        sb_line(&body, 2, "}\n");
+    } else {
+        VecLoads vl = {0};
+        cexpr_set_load_hook(x, vec_hook, &vl);
+        StrBuf lanes;
+        sb_init(&lanes);
+        for (int u = 0; u < 4 && rc == ST_OK; u++) {
+            vl.lane = u;
+            sb_line(&lanes, 4, "{\n");
+            sb_line(&lanes, 5, "const int64_t f = f0 + %d;\n", u);
+            cupw_digits(&lanes, 5, "i", "f", r, T->dims, all, narrow);
+            rc = cexpr_value(x, c->output, idx, &lanes, 5, v, sizeof v, e);
+            cexpr_forget(x);
+            sb_line(&lanes, 5, "o.%c = %s;\n", "xyzw"[u], v);
+            sb_line(&lanes, 4, "}\n");
+        }
+        sb_line(&body, 2, "#pragma unroll\n");
+        sb_line(&body, 2, "for (int u = 0; u < %d; u++) {\n", ept / 4);
+        sb_line(&body, 3, "const int64_t f0 = b + (int64_t)(u * %d + (int)threadIdx.x) * 4;\n",
+                bs);
+        sb_line(&body, 3, "if (f0 < %lld) {\n", (long long)N);
+        for (int k = 0; k < vl.n; k++)
+            sb_line(&body, 4, "const float4 pv%d = *(const float4 *)(in%d + %lld + f0);\n", k,
+                    vl.j[k], (long long)vl.cst[k]);
+        sb_line(&body, 4, "float4 o;\n");
+        sb_puts(&body, lanes.s);
+        sb_line(&body, 4, "*(float4 *)(y + f0) = o;\n");
+        sb_line(&body, 3, "}\n");
+        sb_line(&body, 2, "}\n");
+        sb_free(&lanes);
+    }
+    if (rc == ST_OK) {
+        int64_t tiles = (N + tile - 1) / tile;
+        int64_t max_grid = (int64_t)cupw_sm_count(hw) * cupw_blocks_per_sm(hw, bs) * 4;
+        int64_t grid = ORCH_MIN(tiles, max_grid);
+        sb_puts(src, decls.s);
+        cupw_kernel_head(pg, c, fn, bs, src);
+        sb_line(src, 1, "for (int64_t b = (int64_t)blockIdx.x * %lld; b < %lld; "
+                "b += (int64_t)gridDim.x * %lld) {\n", (long long)tile, (long long)N,
+                (long long)tile);
+        sb_puts(src, body.s);
+        sb_line(src, 1, "}\n");
+        sb_puts(src, "}\n");
+        memset(launch, 0, sizeof *launch);
+        launch->grid[0] = (unsigned)grid;
+        launch->grid[1] = launch->grid[2] = 1;
+        launch->block[0] = (unsigned)bs;
+        launch->block[1] = launch->block[2] = 1;
+    }
+    cexpr_free(x);
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
+    KernelConfig cfg = {.cls = CUCLS_POINTWISE, .p = {256, 1, 1}};
+    StrBuf src;
+    sb_init(&src);
+    Err e = {0};
+    CudaLaunch l;
+    int rc = pw_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    sb_free(&src);
+    return rc == ST_OK;
+}
+
+static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      KernelConfig *out, int k) {
+    const Tensor *T = pg->tensors[c->output];
+    int64_t N = tensor_numel(T);
+    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
+    bool vec_ok = vec_possible(pg, c);
+    int sms = cupw_sm_count(hw);
+    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    KernelConfig cand[16];
+    int n = 0;
+    static const int blocks[] = {128, 256, 512};
+    static const int shapes[][2] = {{1, 1}, {1, 4}, {4, 4}, {4, 8}}; // (vec, ept)
+    for (size_t bi = 0; bi < ORCH_COUNT(blocks); bi++)
+        for (size_t si = 0; si < ORCH_COUNT(shapes); si++) {
+            int bs = blocks[bi], vec = shapes[si][0], ept = shapes[si][1];
+            if (vec == 4 && !vec_ok)
+                continue;
+            int64_t tile = (int64_t)bs * ept, tiles = (N + tile - 1) / tile;
+            int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+            // Bandwidth needs enough bytes in flight: about half the SMs' resident threads
+            // each with a load outstanding per element; a small grid reaches a fraction.
+            double active = (double)ORCH_MIN(tiles, slots) * bs * ept;
+            double util = ORCH_MIN(1.0, active / (0.5 * sms * cupw_threads_per_sm(hw)));
+            double waves = ceil((double)tiles / (double)slots);
+            double wave_eff = tiles > slots ? (double)tiles / (waves * (double)slots) : 1.0;
+            // Issue: per element the arithmetic, index digits and one load/store instruction
+            // per input (a quarter of that for float4 groups).
+            double per_elem = ops + 2.0 * T->rank + (1.0 + c->n_inputs) / vec;
+            double t_issue = (double)N * per_elem / (sms * 128.0 * clock);
+            double t_mem = bytes / (bw * util);
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + 3e-6;
+            // A step of several elements hides latency better (independent loads in flight).
+            if (ept > 1)
+                score *= 0.98;
+            KernelConfig *kc = &cand[n++];
+            memset(kc, 0, sizeof *kc);
+            kc->cls = CUCLS_POINTWISE;
+            kc->p[0] = bs;
+            kc->p[1] = ept;
+            kc->p[2] = vec;
+            kc->score = score;
+            snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=%d vec=%d ept=%d", bs, vec, ept);
+        }
+    return cgen_sort_configs(cand, n, out, k);
+}
+
+// ---- entry points ----
+
+bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c) {
+    switch (cgen_classify(pg, c)) {
+    case CCLS_POINTWISE: return pw_supports(pg, c);
+    case CCLS_REDUCE: return cugen_red_supports(pg, c);
+    default: return false;
+    }
+}
+
+int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                     int k) {
+    switch (cgen_classify(pg, c)) {
+    case CCLS_POINTWISE: return pw_configs(pg, c, hw, out, k);
+    case CCLS_REDUCE: return cugen_red_configs(pg, c, hw, out, k);
+    default: return 0;
+    }
+}
+
+int cugen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                  const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+    int cls = cgen_classify(pg, c);
+    if (cls == 0)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: candidate %d is not pointwise/reduce", fn,
+                       c->id);
+    int want = cls == CCLS_POINTWISE ? CUCLS_POINTWISE : CUCLS_REDUCE;
+    if (cfg->cls != want)
+        return err_set(e, ST_INVALID, "kernel %s: config class %d for a class %d candidate", fn,
+                       cfg->cls, want);
+    return cls == CCLS_POINTWISE ? pw_emit(pg, c, cfg, hw, fn, src, launch, e)
+                                 : cugen_red_emit(pg, c, cfg, hw, fn, src, launch, e);
+}

@@ -1,0 +1,644 @@
+// CUCLS_REDUCE: CUDA kernels with REDUCE primitives (softmax, LayerNorm, InstanceNorm, reduce-all,
+// argmax, channel sums, ...). As the C target's fused strategy, every reduction of the candidate
+// reduces the same axes of a same-shaped input (the "space"); the kept axes of the space are the
+// kernel's positions, the reduced axes its row. `tpr` threads own a position (config):
+//   tpr = 1     one thread loops over the row (inner-axis positions: the kept axes after the last
+//               reduced one make adjacent threads read adjacent elements, so outer-axis
+//               reductions such as NCHW channel sums stay coalesced);
+//   tpr = 32    a warp per position, lanes striding the row, butterfly shuffles combining;
+//   tpr = block one block per position (long rows): shuffles, then the warps' partials through
+//               shared memory, combined in the same order by every thread.
+// Each reduction is computed in dependency order into a register every thread of the position
+// holds (later primitives read it through cexpr's reader, on the position's own row only), then
+// the elementwise tail runs over the row again (rows are re-read, from L1/L2) or at the position.
+// Accumulation follows prim_interp.c, except float32 sums, which accumulate in float (per-lane
+// sums, then a tree): max/min propagate NaN, integer sums wrap in uint64, argmax/argmin follow
+// numpy's NaN rule and select_last, combining partial results by (value, index) so the order of
+// the lanes does not matter. Candidates outside this shape are refused (the C target's
+// materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
+#include "cugen_pw.h"
+
+#include "../c/cgen.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define R ORCH_MAX_RANK
+#define MAX_RED 16
+
+// snprintf that records truncation: an emission whose text did not fit fails as a whole
+// rather than producing wrong code.
+static _Thread_local bool fmt_truncated;
+
+__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(buf, cap, f, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap)
+        fmt_truncated = true;
+}
+
+typedef struct Space {
+    int rank;
+    int64_t dims[R];
+    uint32_t red;  // reduced axes
+    uint32_t keep; // kept axes (the positions)
+    int64_t count, npos, inner; // row length, positions, product of kept axes after the last reduced
+} Space;
+
+typedef struct Red {
+    const Prim *p;
+    int out;
+    char res[32]; // the register holding the position's result (output value type)
+} Red;
+
+typedef struct Ctx {
+    const PrimGraph *pg;
+    const Candidate *c;
+    const char *fn;
+    Cexpr *x;
+    Red red[MAX_RED];
+    int n_red;
+    Space sp;
+    bool root_is_space; // reads: the current root is the space (else the sink's output)
+} Ctx;
+
+static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
+    const Tensor *A = pg->tensors[p->in[0]];
+    memset(s, 0, sizeof *s);
+    s->rank = A->rank;
+    memcpy(s->dims, A->dims, sizeof(int64_t) * (size_t)A->rank);
+    uint32_t all = A->rank ? (uint32_t)((1ull << A->rank) - 1) : 0;
+    s->red = p->red.axes & all;
+    s->keep = all & ~s->red;
+    s->count = s->npos = s->inner = 1;
+    int last = -1;
+    for (int d = 0; d < s->rank; d++) {
+        if ((s->red >> d) & 1) {
+            s->count *= s->dims[d];
+            last = d;
+        } else {
+            s->npos *= s->dims[d];
+        }
+    }
+    for (int d = last + 1; d < s->rank; d++)
+        if (last >= 0)
+            s->inner *= s->dims[d];
+}
+
+static bool same_space(const Space *a, const Space *b) {
+    return a->rank == b->rank && a->red == b->red &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+// ---- the reader ----
+
+static int find_red(const Ctx *k, int t) {
+    for (int i = 0; i < k->n_red; i++)
+        if (k->red[i].out == t)
+            return i;
+    return -1;
+}
+
+// Whether the read of reduction r's output is at the current position (emit_reduce.c's rule).
+static bool on_row(const Ctx *k, const Red *r, const CexprRead *rq) {
+    if (!rq->affine)
+        return false;
+    const Space *s = &k->sp;
+    const Tensor *O = k->pg->tensors[r->out];
+    int j = 0;
+    for (int d = 0; d < s->rank; d++) {
+        bool reduced = (s->red >> d) & 1;
+        if (reduced && !r->p->red.keepdims)
+            continue;
+        if (j >= rq->rank)
+            return false;
+        int want = reduced ? -1 : (k->root_is_space ? d : j);
+        int64_t ext = O->dims[j];
+        if (rq->cst[j] != 0)
+            return false;
+        for (int q = 0; q < R; q++) {
+            int64_t e = (q == want && ext != 1) ? 1 : 0;
+            if (rq->coef[j][q] != e && !(ext == 1 && rq->coef[j][q] == 0))
+                return false;
+        }
+        j++;
+    }
+    return j == rq->rank;
+}
+
+static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
+                  Err *e) {
+    (void)code;
+    (void)indent;
+    Ctx *k = ctx;
+    int i = find_red(k, rq->tensor);
+    if (i < 0)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: tensor '%s' has no reader", k->fn,
+                       k->pg->tensors[rq->tensor]->name);
+    if (!on_row(k, &k->red[i], rq))
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: '%s' is read off its row", k->fn,
+                       k->pg->tensors[rq->tensor]->name);
+    fmt(out, cap, "%s", k->red[i].res);
+    return ST_OK;
+}
+
+// ---- one reduction ----
+
+// Accumulator type of reduction p (the interpreter's, except float32 sums in float).
+static const char *acc_type(const Prim *p, DType in) {
+    RedOp op = p->red.op;
+    bool sel = op == RED_MAX || op == RED_MIN || op == RED_ARGMAX || op == RED_ARGMIN;
+    if (dtype_is_float(in)) {
+        if (sel)
+            return cgen_vtype(in);
+        return (in == DT_FLOAT && op != RED_PROD) ? "float" : "double";
+    }
+    return sel ? "int64_t" : "uint64_t";
+}
+
+// Emits the combination of state (a, n, ai) with (b, bn, bi) of the same reduction.
+static void emit_combine(StrBuf *code, int indent, const Prim *p, bool fl, const char *a,
+                         const char *n, const char *ai, const char *b, const char *bn,
+                         const char *bi) {
+    RedOp op = p->red.op;
+    switch (op) {
+    case RED_SUM:
+    case RED_MEAN: sb_line(code, indent, "%s = %s + %s;\n", a, a, b); break;
+    case RED_PROD: sb_line(code, indent, "%s = %s * %s;\n", a, a, b); break;
+    case RED_MAX:
+    case RED_MIN: {
+        const char *cmp = op == RED_MAX ? ">" : "<";
+        sb_line(code, indent, "%s = %s %s %s ? %s : %s;\n", a, b, cmp, a, b, a);
+        if (fl)
+            sb_line(code, indent, "%s |= %s;\n", n, bn);
+        break;
+    }
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+        const char *cmp = op == RED_ARGMAX ? ">" : "<";
+        sb_line(code, indent, "if (%s) {\n", bn);
+        if (fl) {
+            sb_line(code, indent + 1, "const int vn = %s != %s, an = %s != %s;\n", b, b, a, a);
+            sb_line(code, indent + 1, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n",
+                    b, cmp, a);
+            sb_line(code, indent + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n",
+                    b, a);
+        } else {
+            sb_line(code, indent + 1, "const int more = %s %s %s;\n", b, cmp, a);
+            sb_line(code, indent + 1, "const int same = %s == %s;\n", b, a);
+        }
+        sb_line(code, indent + 1, "if (!%s || more || (same && %s %s %s)) {\n", n, bi,
+                p->red.select_last ? ">" : "<", ai);
+        sb_line(code, indent + 2, "%s = %s;\n", a, b);
+        sb_line(code, indent + 2, "%s = %s;\n", ai, bi);
+        sb_line(code, indent + 2, "%s = 1;\n", n);
+        sb_line(code, indent + 1, "}\n");
+        sb_line(code, indent, "}\n");
+        break;
+    }
+    }
+}
+
+// Emits, where the position's digits are defined, reduction r computed by the tpr threads of
+// the position into the register r->res (every thread of the position holds it).
+static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *code, int indent,
+                          Err *e) {
+    const PrimGraph *pg = k->pg;
+    const Prim *p = r->p;
+    const Space *s = &k->sp;
+    const Tensor *A = pg->tensors[p->in[0]], *O = pg->tensors[r->out];
+    bool fl = dtype_is_float(A->dtype);
+    RedOp op = p->red.op;
+    bool arg = op == RED_ARGMAX || op == RED_ARGMIN;
+    const char *at = acc_type(p, A->dtype);
+    char a[32], n[32], ai[32];
+    cexpr_fresh(k->x, "acc", a, sizeof a);
+    cexpr_fresh(k->x, "nan", n, sizeof n);
+    cexpr_fresh(k->x, "arg", ai, sizeof ai);
+    const char *init;
+    switch (op) {
+    case RED_PROD: init = fl ? "1.0" : "1"; break;
+    case RED_MAX: init = fl ? "-INFINITY" : "INT64_MIN"; break;
+    case RED_MIN: init = fl ? "INFINITY" : "INT64_MAX"; break;
+    default: init = "0";
+    }
+    sb_line(code, indent, "%s %s = (%s)%s;\n", at, a, at, init);
+    sb_line(code, indent, "int %s = 0;\n", n);
+    sb_line(code, indent, "int64_t %s = 0;\n", ai);
+    if (tpr == 1)
+        sb_line(code, indent, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)s->count);
+    else
+        sb_line(code, indent, "for (int64_t r = lane; r < %lld; r += %d) {\n",
+                (long long)s->count, tpr);
+    cupw_digits(code, indent + 1, "i", "r", s->rank, s->dims, s->red, narrow);
+    char names[R][16], v[64];
+    const char *idx[R];
+    for (int d = 0; d < s->rank; d++) {
+        fmt(names[d], sizeof names[d], "i%d", d);
+        idx[d] = names[d];
+    }
+    int rc = cexpr_value(k->x, p->in[0], idx, code, indent + 1, v, sizeof v, e);
+    cexpr_forget(k->x);
+    if (rc)
+        return rc;
+    int in1 = indent + 1;
+    switch (op) {
+    case RED_SUM:
+    case RED_MEAN:
+        if (fl)
+            sb_line(code, in1, "%s += (%s)%s;\n", a, at, v);
+        else
+            sb_line(code, in1, "%s += (uint64_t)(int64_t)%s;\n", a, v);
+        break;
+    case RED_PROD:
+        if (fl)
+            sb_line(code, in1, "%s *= (double)%s;\n", a, v);
+        else
+            sb_line(code, in1, "%s *= (uint64_t)(int64_t)%s;\n", a, v);
+        break;
+    case RED_MAX:
+    case RED_MIN: {
+        const char *cmp = op == RED_MAX ? ">" : "<";
+        if (fl) {
+            sb_line(code, in1, "%s = %s %s %s ? %s : %s;\n", a, v, cmp, a, v, a);
+            sb_line(code, in1, "%s |= %s != %s;\n", n, v, v);
+        } else {
+            sb_line(code, in1, "%s = (int64_t)%s %s %s ? (int64_t)%s : %s;\n", a, v, cmp, a, v,
+                    a);
+        }
+        break;
+    }
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+        // A thread visits its elements in increasing r: emit_reduce.c's sequential rule.
+        const char *cmp = op == RED_ARGMAX ? ">" : "<";
+        sb_line(code, in1, "{\n");
+        if (fl) {
+            sb_line(code, in1 + 1, "const int vn = %s != %s, an = %s != %s;\n", v, v, a, a);
+            sb_line(code, in1 + 1, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n", v,
+                    cmp, a);
+            sb_line(code, in1 + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", v,
+                    a);
+            sb_line(code, in1 + 1, "if (!%s || more || (%d && same)) {\n", n,
+                    p->red.select_last ? 1 : 0);
+            sb_line(code, in1 + 2, "%s = %s;\n", a, v);
+        } else {
+            sb_line(code, in1 + 1, "const int more = (int64_t)%s %s %s;\n", v, cmp, a);
+            sb_line(code, in1 + 1, "const int same = (int64_t)%s == %s;\n", v, a);
+            sb_line(code, in1 + 1, "if (!%s || more || (%d && same)) {\n", n,
+                    p->red.select_last ? 1 : 0);
+            sb_line(code, in1 + 2, "%s = (int64_t)%s;\n", a, v);
+        }
+        sb_line(code, in1 + 2, "%s = r;\n", ai);
+        sb_line(code, in1 + 1, "}\n");
+        sb_line(code, in1 + 1, "%s = 1;\n", n);
+        sb_line(code, in1, "}\n");
+        break;
+    }
+    }
+    sb_line(code, indent, "}\n");
+    // Lanes of a warp: butterfly shuffles leave every lane with the same combination.
+    if (tpr > 1) {
+        sb_line(code, indent, "#pragma unroll\n");
+        sb_line(code, indent, "for (int o = 16; o > 0; o >>= 1) {\n");
+        sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at,
+                a);
+        sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", n);
+        sb_line(code, indent + 1,
+                "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
+        sb_line(code, indent + 1, "(void)bn_;\n");
+        sb_line(code, indent + 1, "(void)bi_;\n");
+        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
+        sb_line(code, indent, "}\n");
+    }
+    // Warps of a block: partials through shared memory, folded in warp order by every thread.
+    if (tpr > 32) {
+        int nw = bs / 32;
+        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, nw);
+        sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, nw);
+        sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, nw);
+        sb_line(code, indent, "if (lane %% 32 == 0) {\n");
+        sb_line(code, indent + 1, "sa_%s[lane / 32] = %s;\n", a, a);
+        sb_line(code, indent + 1, "sn_%s[lane / 32] = %s;\n", a, n);
+        sb_line(code, indent + 1, "si_%s[lane / 32] = %s;\n", a, ai);
+        sb_line(code, indent, "}\n");
+        sb_line(code, indent, "__syncthreads();\n");
+        sb_line(code, indent, "%s = sa_%s[0];\n", a, a);
+        sb_line(code, indent, "%s = sn_%s[0];\n", n, a);
+        sb_line(code, indent, "%s = si_%s[0];\n", ai, a);
+        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", nw);
+        sb_line(code, indent + 1, "const %s b_ = sa_%s[w];\n", at, a);
+        sb_line(code, indent + 1, "const int bn_ = sn_%s[w];\n", a);
+        sb_line(code, indent + 1, "const int64_t bi_ = si_%s[w];\n", a);
+        sb_line(code, indent + 1, "(void)bn_;\n");
+        sb_line(code, indent + 1, "(void)bi_;\n");
+        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
+        sb_line(code, indent, "}\n");
+    }
+    // The result in the output's value type.
+    DType ot = O->dtype;
+    char val[256], conv[320];
+    switch (op) {
+    case RED_MEAN:
+        if (fl)
+            fmt(val, sizeof val, "(double)%s / (double)%lld", a, (long long)s->count);
+        else
+            fmt(val, sizeof val, "(int64_t)%s / (int64_t)%lld", a, (long long)s->count);
+        break;
+    case RED_MAX:
+    case RED_MIN:
+        if (fl)
+            fmt(val, sizeof val, "(%s ? (double)NAN : (double)%s)", n, a);
+        else
+            fmt(val, sizeof val, "%s", a);
+        break;
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+        // The coordinate along the last reduced axis of the winner's flat row index.
+        int last = -1;
+        for (int d = 0; d < s->rank; d++)
+            if ((s->red >> d) & 1)
+                last = d;
+        fmt(val, sizeof val, "(%s %% %lld)", ai, (long long)(last >= 0 ? s->dims[last] : 1));
+        break;
+    }
+    default: fmt(val, sizeof val, fl ? "%s" : "(int64_t)%s", a);
+    }
+    if (arg)
+        fmt(conv, sizeof conv, "(int64_t)(%s)", val);
+    else if (ot == DT_FLOAT16)
+        fmt(conv, sizeof conv, "orch_round_f16((double)(%s))", val);
+    else if (ot == DT_BFLOAT16)
+        fmt(conv, sizeof conv, "orch_round_bf16((double)(%s))", val);
+    else if (ot == DT_BOOL)
+        fmt(conv, sizeof conv, "(uint8_t)((%s) != 0)", val);
+    else if (dtype_is_float(ot))
+        fmt(conv, sizeof conv, "(%s)(%s)", cgen_vtype(ot), val);
+    else
+        fmt(conv, sizeof conv, "(%s)(int64_t)(%s)", cgen_ctype(ot), val);
+    sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(ot), r->res, conv);
+    return ST_OK;
+}
+
+// ---- the kernel ----
+
+static int collect(Ctx *k, Err *e) {
+    for (int i = 0; i < k->c->n_prims; i++) {
+        const Prim *p = k->pg->prims[k->c->prims[i]];
+        if (p->kind != PRIM_REDUCE)
+            continue;
+        if (k->n_red == MAX_RED)
+            return err_set(e, ST_UNSUPPORTED, "kernel %s: more than %d reductions", k->fn,
+                           MAX_RED);
+        Red *r = &k->red[k->n_red++];
+        r->p = p;
+        r->out = p->out[0];
+        fmt(r->res, sizeof r->res, "red%d", k->n_red - 1);
+        Space s;
+        space_of(k->pg, p, &s);
+        if (k->n_red == 1)
+            k->sp = s;
+        else if (!same_space(&k->sp, &s))
+            return err_set(e, ST_UNSUPPORTED, "kernel %s: reductions over different spaces",
+                           k->fn);
+    }
+    if (k->n_red == 0)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: no reduction", k->fn);
+    if (k->sp.count <= 0 || k->sp.npos <= 0)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: empty reduction", k->fn);
+    return ST_OK;
+}
+
+static void dense_offset(const Tensor *T, const char *const *idx, char *buf, size_t cap) {
+    StrBuf b;
+    sb_init(&b);
+    sb_puts(&b, "0");
+    int64_t st = 1;
+    for (int d = T->rank - 1; d >= 0; d--) {
+        if (T->dims[d] != 1)
+            sb_printf(&b, " + %s * %lld", idx[d], (long long)st);
+        st *= T->dims[d];
+    }
+    fmt(buf, cap, "%s", b.s);
+    sb_free(&b);
+}
+
+// The index of reduction r's output at the current position, in the space's i<d>.
+static int red_out_idx(const Ctx *k, const Red *r, char names[R][16], const char **idx) {
+    int j = 0;
+    for (int d = 0; d < k->sp.rank; d++) {
+        bool reduced = (k->sp.red >> d) & 1;
+        if (reduced && !r->p->red.keepdims)
+            continue;
+        fmt(names[j], 16, reduced ? "0" : "i%d", d);
+        idx[j] = names[j];
+        j++;
+    }
+    return j;
+}
+
+// Config p[0]: block size; p[1]: threads per position (1, 32 or the block).
+static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
+    const PrimGraph *pg = k->pg;
+    const Candidate *c = k->c;
+    const Tensor *T = pg->tensors[c->output];
+    const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
+    const Space *s = &k->sp;
+    bool narrow = s->count < ((int64_t)1 << 31) && s->npos < ((int64_t)1 << 31);
+    int ppb = bs / tpr;
+    if (tpr == 1)
+        sb_line(code, 1, "const int lane = 0;\n");
+    else
+        sb_line(code, 1, "const int lane = (int)threadIdx.x %% %d;\n", tpr);
+    sb_line(code, 1, "(void)lane;\n");
+    sb_line(code, 1, "const int64_t pos = (int64_t)blockIdx.x * %d + (int)threadIdx.x / %d;\n",
+            ppb, tpr);
+    // Whole warps (tpr 32) or whole blocks (tpr = block) share pos: the shuffles and barriers
+    // below run with every thread of their group.
+    sb_line(code, 1, "if (pos < %lld) {\n", (long long)s->npos);
+    cupw_digits(code, 2, "i", "pos", s->rank, s->dims, s->keep, narrow);
+    k->root_is_space = true;
+    int rc = ST_OK;
+    for (int i = 0; i < k->n_red && rc == ST_OK; i++)
+        rc = emit_reduction(k, &k->red[i], tpr, bs, narrow, code, 2, e);
+    if (rc)
+        return rc;
+    char names[R][16], off[512], v[64], st[320];
+    const char *idx[R];
+    if (sink->kind == PRIM_REDUCE) {
+        const Red *r = &k->red[k->n_red - 1];
+        ORCH_ASSERT(r->p == sink);
+        red_out_idx(k, r, names, idx);
+        dense_offset(T, idx, off, sizeof off);
+        cgen_store_expr(T->dtype, r->res, st, sizeof st);
+        sb_line(code, 2, "if (lane == 0)\n");
+        sb_line(code, 3, "y[%s] = %s;\n", off, st);
+        sb_line(code, 1, "}\n");
+        return ST_OK;
+    }
+    const Tensor *A = pg->tensors[k->red[0].p->in[0]], *O = pg->tensors[k->red[0].out];
+    bool full = T->rank == A->rank &&
+                !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
+    bool small = T->rank == O->rank &&
+                 !memcmp(T->dims, O->dims, sizeof(int64_t) * (size_t)T->rank);
+    if (full) {
+        // The tail over the row again.
+        if (tpr == 1)
+            sb_line(code, 2, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)s->count);
+        else
+            sb_line(code, 2, "for (int64_t r = lane; r < %lld; r += %d) {\n",
+                    (long long)s->count, tpr);
+        cupw_digits(code, 3, "i", "r", s->rank, s->dims, s->red, narrow);
+        for (int d = 0; d < s->rank; d++) {
+            fmt(names[d], sizeof names[d], "i%d", d);
+            idx[d] = names[d];
+        }
+        rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
+        cexpr_forget(k->x);
+        if (rc)
+            return rc;
+        dense_offset(T, idx, off, sizeof off);
+        cgen_store_expr(T->dtype, v, st, sizeof st);
+        sb_line(code, 3, "y[%s] = %s;\n", off, st);
+        sb_line(code, 2, "}\n");
+    } else if (small) {
+        red_out_idx(k, &k->red[0], names, idx);
+        k->root_is_space = false;
+        sb_line(code, 2, "if (lane == 0) {\n");
+        rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
+        cexpr_forget(k->x);
+        if (rc)
+            return rc;
+        dense_offset(T, idx, off, sizeof off);
+        cgen_store_expr(T->dtype, v, st, sizeof st);
+        sb_line(code, 3, "y[%s] = %s;\n", off, st);
+        sb_line(code, 2, "}\n");
+    } else {
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: output shape fits no row", k->fn);
+    }
+    sb_line(code, 1, "}\n");
+    return ST_OK;
+}
+
+static bool cfg_valid(const Space *s, int bs, int tpr) {
+    if (bs < 32 || bs > 1024 || bs % 32)
+        return false;
+    if (tpr != 1 && tpr != 32 && tpr != bs)
+        return false;
+    // Threads sharing a position must stride a row: only where no kept axis follows the
+    // reduced ones (else one thread per position keeps the loads coalesced).
+    return tpr == 1 || s->inner == 1;
+}
+
+int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+    (void)hw;
+    Ctx k = {.pg = pg, .c = c, .fn = fn};
+    int rc = collect(&k, e);
+    if (rc)
+        return rc;
+    int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
+    if (!cfg_valid(&k.sp, bs, tpr))
+        return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
+    int64_t grid = (k.sp.npos + bs / tpr - 1) / (bs / tpr);
+    if (grid > 0x7fffffff)
+        return err_set(e, ST_UNSUPPORTED, "kernel %s: %lld blocks", fn, (long long)grid);
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    k.x = cexpr_create(pg, c, fn, &decls);
+    cexpr_set_cuda(k.x, true);
+    cexpr_set_reader(k.x, reader, &k);
+    fmt_truncated = false;
+    rc = emit_body(&k, bs, tpr, &body, e);
+    if (rc == ST_OK && fmt_truncated)
+        rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
+    if (rc == ST_OK) {
+        sb_puts(src, decls.s);
+        cupw_kernel_head(pg, c, fn, bs, src);
+        sb_puts(src, body.s);
+        sb_puts(src, "}\n");
+        memset(launch, 0, sizeof *launch);
+        launch->grid[0] = (unsigned)grid;
+        launch->grid[1] = launch->grid[2] = 1;
+        launch->block[0] = (unsigned)bs;
+        launch->block[1] = launch->block[2] = 1;
+    }
+    cexpr_free(k.x);
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
+    KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {256, 1}};
+    StrBuf src;
+    sb_init(&src);
+    Err e = {0};
+    CudaLaunch l;
+    int rc = cugen_red_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    sb_free(&src);
+    return rc == ST_OK;
+}
+
+int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      KernelConfig *out, int k) {
+    Ctx ctx = {.pg = pg, .c = c, .fn = "orch_probe"};
+    Err e = {0};
+    if (collect(&ctx, &e))
+        return 0;
+    const Space *s = &ctx.sp;
+    const Tensor *T = pg->tensors[c->output], *A = pg->tensors[ctx.red[0].p->in[0]];
+    bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
+    int passes = ctx.n_red + (full ? 1 : 0);
+    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * s->rank;
+    int sms = cupw_sm_count(hw);
+    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    static const int shapes[][2] = {{128, 1},  {256, 1},  {128, 32},  {256, 32},
+                                    {128, 128}, {256, 256}, {512, 512}, {1024, 1024}};
+    KernelConfig cand[ORCH_COUNT(shapes)];
+    int n = 0;
+    for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
+        int bs = shapes[i][0], tpr = shapes[i][1];
+        if (!cfg_valid(s, bs, tpr))
+            continue;
+        // No block per position for rows that would leave most of it idle.
+        if (tpr > 32 && s->count < 2 * tpr && tpr != 128)
+            continue;
+        if (tpr > 32 && s->count < 128)
+            continue;
+        int64_t ppb = bs / tpr, blocks = (s->npos + ppb - 1) / ppb;
+        int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+        double active = (double)ORCH_MIN(blocks, slots) * bs;
+        double util = ORCH_MIN(1.0, active / (0.5 * sms * cupw_threads_per_sm(hw)));
+        double waves = ceil((double)blocks / (double)slots);
+        double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
+        // Later passes re-read the row, mostly from L1/L2; a thread per position reading rows
+        // of its own (no kept inner axis) uses a fraction of each memory transaction.
+        double t_mem = bytes / bw * (1.0 + 0.15 * (passes - 1));
+        if (tpr == 1 && s->inner == 1 && s->count > 1)
+            t_mem *= ORCH_MIN(8.0, (double)s->count);
+        double elems = (double)s->npos * (double)s->count * passes;
+        double t_issue = elems * ops / (sms * 128.0 * clock);
+        // The dependent chain of one thread: its share of the row, then the combine steps.
+        double iters = ceil((double)s->count / tpr) * passes;
+        double combine = tpr > 1 ? 5 * 30.0 * ctx.n_red : 0;
+        if (tpr > 32)
+            combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
+        double t_chain = waves * (iters * 12.0 + combine) / clock;
+        double score = ORCH_MAX(ORCH_MAX(t_mem / util, t_issue), t_chain) / wave_eff + 3e-6;
+        KernelConfig *kc = &cand[n++];
+        memset(kc, 0, sizeof *kc);
+        kc->cls = CUCLS_REDUCE;
+        kc->p[0] = bs;
+        kc->p[1] = tpr;
+        kc->score = score;
+        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d", bs, tpr);
+    }
+    return cgen_sort_configs(cand, n, out, k);
+}

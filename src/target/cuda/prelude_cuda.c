@@ -1,0 +1,167 @@
+// cugen_prelude (cugen.h): the text every generated CUDA translation unit starts with. It is
+// orch_cuda_prelude() (integer typedefs, ORCH_KERNEL, warp reductions), the kernel argument
+// struct, the C macros value expressions use (INT64_C, NAN, INFINITY, ...) and __device__
+// versions of every orch_* helper cexpr.c emits calls to, with the semantics of the C target's
+// prelude (cgen_prelude) and so of prim_interp.c: float32 math in float, float16/bfloat16 values
+// in double rounded after every instruction, NaN propagating through min/max, -0 < +0 there,
+// integer division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
+// Transcendentals use CUDA's own accurate functions (expf, tanhf, erff: at most 2 ulp; no
+// --use_fast_math), where the C prelude has vectorisable polynomials of the same accuracy.
+#include "cugen.h"
+#include "nvrtc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char HELPERS[] =
+    "// ---- cugen_prelude (src/target/cuda/prelude_cuda.c) ----\n"
+    "#define ORCH_CUDA_MAX_IN 32\n"
+    "struct OrchArgs { const void *in[ORCH_CUDA_MAX_IN]; void *out; };\n"
+    "#define INT64_C(c) c##LL\n"
+    "#define UINT64_C(c) c##ULL\n"
+    "#define INT64_MAX 9223372036854775807LL\n"
+    "#define INT64_MIN (-INT64_MAX - 1)\n"
+    "#define UINT64_MAX 18446744073709551615ULL\n"
+    "#define INFINITY ORCH_INF\n"
+    "#define NAN ORCH_NAN\n"
+    "#define ORCH_MIN_I64(a, b) ((a) < (b) ? (a) : (b))\n"
+    "#define ORCH_DEV static __device__ __forceinline__\n"
+    "ORCH_DEV float orch_f16_to_f32(uint16_t h) {\n"
+    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff, bits;\n"
+    "    if (ex == 0) {\n"
+    "        if (man == 0) {\n"
+    "            bits = sign;\n"
+    "        } else {\n"
+    "            ex = 127 - 15 + 1;\n"
+    "            while (!(man & 0x400)) { man <<= 1; ex--; }\n"
+    "            man &= 0x3ff;\n"
+    "            bits = sign | (ex << 23) | (man << 13);\n"
+    "        }\n"
+    "    } else if (ex == 31) {\n"
+    "        bits = sign | 0x7f800000u | (man << 13);\n"
+    "    } else {\n"
+    "        bits = sign | ((ex + 127 - 15) << 23) | (man << 13);\n"
+    "    }\n"
+    "    return __uint_as_float(bits);\n"
+    "}\n"
+    "ORCH_DEV uint16_t orch_f32_to_f16(float f) {\n"
+    "    uint32_t x = __float_as_uint(f);\n"
+    "    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);\n"
+    "    uint32_t a = x & 0x7fffffffu;\n"
+    "    if (a > 0x7f800000u) return sign | 0x7e00;\n"
+    "    if (a >= 0x477ff000u) return sign | 0x7c00;\n"
+    "    if (a < 0x38800000u)\n"
+    "        return (uint16_t)(sign | (uint16_t)rintf(__uint_as_float(a) * 16777216.0f));\n"
+    "    uint32_t r = a - 0x38000000u;\n"
+    "    r += 0xfff + ((r >> 13) & 1);\n"
+    "    return (uint16_t)(sign | (r >> 13));\n"
+    "}\n"
+    "ORCH_DEV float orch_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }\n"
+    "ORCH_DEV uint16_t orch_f32_to_bf16(float f) {\n"
+    "    uint32_t x = __float_as_uint(f);\n"
+    "    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);\n"
+    "    x += 0x7fff + ((x >> 16) & 1);\n"
+    "    return (uint16_t)(x >> 16);\n"
+    "}\n"
+    // Round to odd on the way to float, so the second rounding (to half) is correct.
+    "ORCH_DEV float orch_f32_round_odd(double v) {\n"
+    "    float f = __double2float_rn(v);\n"
+    "    uint32_t bits = __float_as_uint(f);\n"
+    "    if ((bits & 0x7f800000u) != 0x7f800000u && (double)f != v) {\n"
+    "        if (fabs((double)f) > fabs(v)) bits--;\n"
+    "        bits |= 1;\n"
+    "        f = __uint_as_float(bits);\n"
+    "    }\n"
+    "    return f;\n"
+    "}\n"
+    "ORCH_DEV double orch_round_f16(double v) {\n"
+    "    return (double)orch_f16_to_f32(orch_f32_to_f16(orch_f32_round_odd(v)));\n"
+    "}\n"
+    "ORCH_DEV double orch_round_bf16(double v) {\n"
+    "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
+    "}\n"
+    "ORCH_DEV float orch_expf(float x) { return expf(x); }\n"
+    "ORCH_DEV float orch_tanhf(float x) { return tanhf(x); }\n"
+    "ORCH_DEV float orch_erff(float x) { return erff(x); }\n"
+    "ORCH_DEV float orch_sigmoidf(float a) {\n"
+    "    float e = expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
+    "    return a != a ? a : a >= 0 ? r : e * r;\n"
+    "}\n"
+    "ORCH_DEV double orch_sigmoid(double a) {\n"
+    "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
+    "}\n"
+    "ORCH_DEV float orch_softplusf(float a) {\n"
+    "    return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a)));\n"
+    "}\n"
+    "ORCH_DEV double orch_softplus(double a) {\n"
+    "    return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a));\n"
+    "}\n"
+    // NaN propagates; between equal zeros min takes -0 and max +0 (prim_interp's rule).
+    "ORCH_DEV bool orch_signf(float a) { return (__float_as_uint(a) >> 31) != 0; }\n"
+    "ORCH_DEV bool orch_sign(double a) { return __double_as_longlong(a) < 0; }\n"
+    "ORCH_DEV float orch_fminf(float a, float b) {\n"
+    "    return (a != a || b != b) ? a + b : (a < b || (a == b && orch_signf(a))) ? a : b;\n"
+    "}\n"
+    "ORCH_DEV float orch_fmaxf(float a, float b) {\n"
+    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !orch_signf(a))) ? a : b;\n"
+    "}\n"
+    "ORCH_DEV double orch_fmin(double a, double b) {\n"
+    "    return (a != a || b != b) ? a + b : (a < b || (a == b && orch_sign(a))) ? a : b;\n"
+    "}\n"
+    "ORCH_DEV double orch_fmax(double a, double b) {\n"
+    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !orch_sign(a))) ? a : b;\n"
+    "}\n"
+    // Integer division by zero gives 0 and INT64_MIN / -1 wraps (prim_interp's rule).
+    "ORCH_DEV int64_t orch_idiv(int64_t a, int64_t b) {\n"
+    "    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n"
+    "}\n"
+    "ORCH_DEV int64_t orch_imod(int64_t a, int64_t b) {\n"
+    "    if (b == 0 || b == -1) return 0;\n"
+    "    int64_t r = a % b;\n"
+    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+    "}\n"
+    "ORCH_DEV int64_t orch_ifmod(int64_t a, int64_t b) {\n"
+    "    return (b == 0 || b == -1) ? 0 : a % b;\n"
+    "}\n"
+    "ORCH_DEV int64_t orch_ipow(int64_t base, int64_t ex) {\n"
+    "    if (ex < 0) return base == 1 ? 1 : base == -1 ? (ex % 2 ? -1 : 1) : 0;\n"
+    "    uint64_t r = 1, b = (uint64_t)base;\n"
+    "    while (ex) {\n"
+    "        if (ex & 1) r *= b;\n"
+    "        b *= b;\n"
+    "        ex >>= 1;\n"
+    "    }\n"
+    "    return (int64_t)r;\n"
+    "}\n"
+    "ORCH_DEV int64_t orch_shl(int64_t a, int64_t b) {\n"
+    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a << (uint64_t)b);\n"
+    "}\n"
+    "ORCH_DEV int64_t orch_shr(int64_t a, int64_t b) {\n"
+    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a >> (uint64_t)b);\n"
+    "}\n"
+    // Float to integer: NaN gives 0, out of range saturates (elem_set_f64's rule).
+    "ORCH_DEV int64_t orch_sat(double v, double lo, double hi) {\n"
+    "    return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v;\n"
+    "}\n"
+    "ORCH_DEV uint64_t orch_sat_u64(double v) {\n"
+    "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
+    "}\n"
+    "// ---- end of cugen_prelude ----\n";
+
+static char *g_prelude;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void build_once(void) {
+    const char *base = orch_cuda_prelude();
+    size_t a = strlen(base), b = strlen(HELPERS);
+    g_prelude = xmalloc(a + b + 1);
+    memcpy(g_prelude, base, a);
+    memcpy(g_prelude + a, HELPERS, b + 1);
+}
+
+const char *cugen_prelude(void) {
+    pthread_once(&g_once, build_once);
+    return g_prelude;
+}

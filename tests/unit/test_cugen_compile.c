@@ -1,0 +1,1040 @@
+// The CUDA target's pointwise and reduction emitters (src/target/cuda/cugen.h, cugen_pw_*):
+// primitive graphs built with the fission builders (the C target's test graphs, on random odd
+// shapes, plus larger ones that reach the float4, warp-per-row and block-per-row kernels),
+// every candidate cugen_pw_supports accepts, every config it proposes, emitted into a few NVRTC
+// programs of many kernels each and compiled for sm_80 and sm_90a in parallel threads. An NVRTC
+// error prints the kernel it points into and the log. Without NVRTC the test prints a skip line
+// and passes. Where a CUDA device exists (cuda_api_load succeeds) the kernels are also compiled
+// for it, run on random inputs and compared with prim_eval's values of the same tensors:
+// |got-ref| <= 1e-4*|ref| + 1e-4*max|ref| for floats (NaN matches NaN), exact for integers and
+// bool; outputs are poisoned before the run and a guard band after them is checked.
+// Usage: unit_cugen_compile [seed]   (ORCH_TEST_SEED also sets the seed; CUGEN_DUMP=FILE writes
+// the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
+// every config, thousands of kernels, instead of a cover of the primitives)
+#include "../../src/candidates/candidates.h"
+#include "../../src/fission/build.h"
+#include "../../src/runtime/prim_interp.h"
+#include "../../src/target/c/cgen.h"
+#include "../../src/target/cuda/cuda_api.h"
+#include "../../src/target/cuda/cugen.h"
+#include "../../src/target/cuda/nvrtc.h"
+#include "check.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+// ---- random numbers ----
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double unif(double lo, double hi) {
+    return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+// An odd size: 1, a prime or a small number that is not a multiple of the vector width.
+static int64_t odd_dim(void) {
+    static const int64_t dims[] = {1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 31, 37};
+    return dims[rnd() % ORCH_COUNT(dims)];
+}
+
+// ---- graphs ----
+
+#define MAX_GRAPHS 48
+
+typedef struct G {
+    const char *name;
+    PrimGraph *pg;
+    PB b;
+    void **val;      // per tensor: its value (inputs random, the rest from prim_eval)
+    CandidateSet *cs;
+    int kernels, failures, ran;
+    bool built;
+} G;
+
+static G graphs[MAX_GRAPHS];
+static int n_graphs;
+
+static G *g_new(const char *name) {
+    ORCH_ASSERT(n_graphs < MAX_GRAPHS);
+    G *g = &graphs[n_graphs++];
+    memset(g, 0, sizeof *g);
+    g->name = name;
+    g->pg = prim_graph_create(graph_create("test"));
+    g->b = (PB){g->pg, name};
+    return g;
+}
+
+// A graph input of the given dtype, filled later with values a model would see.
+static int g_in(G *g, DType dt, int rank, const int64_t *dims) {
+    PrimGraph *pg = g->pg;
+    char name[32];
+    snprintf(name, sizeof name, "x%d", pg->n_inputs);
+    Tensor *t = pg_add_tensor(pg, name, dt, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+static void g_out(G *g, int t) {
+    PrimGraph *pg = g->pg;
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->outputs[pg->n_outputs++] = t;
+}
+
+static void fill_random(DType dt, void *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case DT_FLOAT:
+        case DT_DOUBLE:
+        case DT_FLOAT16:
+        case DT_BFLOAT16: {
+            double v = unif(-3, 3);
+            if (fabs(v) < 1e-3)
+                v = 0.5;
+            elem_set_f64(dt, p, i, v);
+            break;
+        }
+        case DT_BOOL: elem_set_i64(dt, p, i, (int64_t)(rnd() & 1)); break;
+        case DT_UINT8:
+        case DT_UINT16:
+        case DT_UINT32:
+        case DT_UINT64: elem_set_i64(dt, p, i, (int64_t)(1 + rnd() % 100)); break;
+        default: {
+            int64_t v = (int64_t)(rnd() % 201) - 100;
+            elem_set_i64(dt, p, i, v ? v : 7);
+        }
+        }
+    }
+}
+
+static int cst(G *g, DType dt, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    void *buf = xmalloc(dtype_size(dt) * (size_t)(n ? n : 1));
+    fill_random(dt, buf, n);
+    int t = pb_const(&g->b, dt, rank, dims, buf);
+    free(buf);
+    return t;
+}
+
+// ---- the graphs under test ----
+
+static const EwOp unary_float[] = {
+    EW_NEG,   EW_ABS,   EW_EXP,  EW_LOG,   EW_SQRT,    EW_RSQRT,   EW_RECIP, EW_ERF,
+    EW_TANH,  EW_SIGMOID, EW_RELU, EW_FLOOR, EW_CEIL,  EW_ROUND,   EW_SIGN,  EW_SIN,
+    EW_COS,   EW_TAN,   EW_ASIN, EW_ACOS,  EW_ATAN,    EW_SINH,    EW_COSH,  EW_ASINH,
+    EW_ACOSH, EW_ATANH, EW_SOFTPLUS, EW_NOT, EW_ISNAN, EW_ISINF, EW_ISPOSINF, EW_ISNEGINF};
+
+// Every op (every other one, from a random start, when `half`).
+static void build_unary(DType dt, const char *name, bool half) {
+    G *g = g_new(name);
+    int64_t dims[2] = {odd_dim(), odd_dim() + 8};
+    int x = g_in(g, dt, 2, dims);
+    size_t start = half ? rnd() % 2 : 0;
+    for (size_t i = start; i < ORCH_COUNT(unary_float); i += half ? 2 : 1) {
+        EwOp op = unary_float[i];
+        int y = pb_ew1(&g->b, op, x);
+        // Logic results are bool: bring them back to the float type to keep chains alive.
+        if (g->pg->tensors[y]->dtype != dt)
+            y = pb_cast(&g->b, y, dt);
+        g_out(g, pb_ew2i(&g->b, EW_MUL, y, 0.5));
+    }
+}
+
+static void build_binary_float(DType dt, const char *name) {
+    G *g = g_new(name);
+    int64_t d0 = odd_dim(), d1 = odd_dim() + 4, d2 = odd_dim();
+    int64_t da[3] = {d0, d1, d2}, db[2] = {d1, 1};
+    int a = g_in(g, dt, 3, da), b = g_in(g, dt, 2, db);
+    static const EwOp ops[] = {EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MIN, EW_MAX,
+                               EW_MOD, EW_FMOD, EW_EQ, EW_LT, EW_LE, EW_GT, EW_GE,
+                               EW_AND, EW_OR, EW_XOR};
+    for (size_t i = 0; i < ORCH_COUNT(ops); i++) {
+        int y = pb_ew2(&g->b, ops[i], a, b);
+        if (g->pg->tensors[y]->dtype != dt)
+            y = pb_where(&g->b, y, a, b);
+        g_out(g, pb_ew1(&g->b, EW_NEG, y));
+    }
+    int c = pb_ew2(&g->b, EW_GT, a, b);
+    g_out(g, pb_where(&g->b, c, pb_ew2i(&g->b, EW_ADD, a, 1.5), b));
+}
+
+static void build_int(DType dt, const char *name) {
+    G *g = g_new(name);
+    int64_t da[2] = {odd_dim(), odd_dim() + 3}, db[1] = {da[1]};
+    int a = g_in(g, dt, 2, da), b = g_in(g, dt, 1, db);
+    static const EwOp ops[] = {EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_MOD, EW_FMOD, EW_MIN,
+                               EW_MAX, EW_EQ,  EW_LT,  EW_GE,  EW_AND, EW_OR,   EW_XOR};
+    for (size_t i = 0; i < ORCH_COUNT(ops); i++) {
+        int y = pb_ew2(&g->b, ops[i], a, b);
+        if (g->pg->tensors[y]->dtype != dt)
+            y = pb_cast(&g->b, y, dt);
+        g_out(g, pb_ew1(&g->b, i % 2 ? EW_NEG : EW_ABS, y));
+    }
+    g_out(g, pb_ew1(&g->b, EW_SIGN, pb_ew2i(&g->b, EW_POW, a, 3)));
+    g_out(g, pb_ew1(&g->b, EW_RELU, pb_ew1(&g->b, EW_NOT, a)));
+    g_out(g, pb_cast(&g->b, pb_ew2i(&g->b, EW_MUL, a, 3), DT_FLOAT));
+    if (dt == DT_UINT32 || dt == DT_UINT8 || dt == DT_UINT64) {
+        int s = pb_ew2i(&g->b, EW_MOD, b, 7);
+        g_out(g, pb_ew2(&g->b, EW_BITSHL, a, s));
+        g_out(g, pb_ew2(&g->b, EW_BITSHR, a, s));
+    }
+}
+
+// Casts between every pair of a few dtypes, with arithmetic in each.
+static void build_casts(const char *name) {
+    G *g = g_new(name);
+    int64_t d[2] = {odd_dim(), odd_dim() + 2};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    static const DType ts[] = {DT_FLOAT16, DT_BFLOAT16, DT_DOUBLE, DT_INT8, DT_UINT8,
+                               DT_INT16,   DT_INT32,    DT_INT64,  DT_UINT64, DT_BOOL};
+    int big = pb_ew2i(&g->b, EW_MUL, x, 60.0);
+    for (size_t i = 0; i < ORCH_COUNT(ts); i++) {
+        int y = pb_cast(&g->b, big, ts[i]);
+        if (dtype_is_float(ts[i]))
+            y = pb_ew1(&g->b, EW_EXP, pb_ew2i(&g->b, EW_MUL, y, 0.01));
+        else if (ts[i] != DT_BOOL)
+            y = pb_ew2i(&g->b, EW_ADD, y, 3);
+        int z = pb_cast(&g->b, y, ts[(i + 3) % ORCH_COUNT(ts)]);
+        g_out(g, pb_cast(&g->b, z, DT_FLOAT));
+    }
+    int h = g_in(g, DT_FLOAT16, 2, d);
+    g_out(g, pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_TANH, h), h));
+}
+
+static int64_t *table(int64_t n, int64_t in_dim, bool pad) {
+    int64_t *t = xmalloc(sizeof(int64_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        t[i] = (pad && (i == 0 || i == n - 1)) ? -1 : (int64_t)(rnd() % (uint64_t)in_dim);
+    return t;
+}
+
+static void build_layout(const char *name) {
+    G *g = g_new(name);
+    int64_t A = odd_dim() + 1, B = odd_dim() + 2, C = odd_dim() + 3;
+    int64_t dx[3] = {A, B, C};
+    int x = g_in(g, DT_FLOAT, 3, dx);
+    int perm[3] = {2, 0, 1};
+    int t = pb_transpose(&g->b, pb_ew1(&g->b, EW_EXP, x), perm); // [C, A, B]
+    g_out(g, pb_ew2i(&g->b, EW_ADD, t, 1.0));
+    // Slice with steps.
+    int64_t st[3] = {1, 0, 1}, step[3] = {2, 1, 1}, sd[3] = {(A - 1 + 1) / 2, B, C - 1};
+    if (sd[0] == 0)
+        sd[0] = 1;
+    g_out(g, pb_ew1(&g->b, EW_NEG, pb_slice(&g->b, pb_ew1(&g->b, EW_TANH, x), st, step, sd)));
+    // Reshape that merges and one that splits, then transpose.
+    int64_t m[2] = {A * B, C};
+    int r1 = pb_reshape(&g->b, pb_ew2i(&g->b, EW_MUL, x, 2.0), 2, m);
+    int perm2[2] = {1, 0};
+    g_out(g, pb_ew1(&g->b, EW_ABS, pb_transpose(&g->b, r1, perm2)));
+    int64_t sp[4] = {A, B, 1, C};
+    int r2 = pb_reshape(&g->b, pb_transpose(&g->b, pb_ew1(&g->b, EW_SIN, x), (int[]){1, 0, 2}), 4, sp);
+    g_out(g, pb_ew2i(&g->b, EW_SUB, r2, 0.25));
+    int64_t flat[1] = {A * B * C}, re[3] = {C, B, A};
+    int r3 = pb_reshape(&g->b, pb_reshape(&g->b, pb_ew1(&g->b, EW_COS, x), 1, flat), 3, re);
+    g_out(g, pb_ew2i(&g->b, EW_ADD, r3, 0.5));
+    // Broadcast (Expand).
+    int64_t dy[2] = {B, 1}, by[3] = {A, B, C};
+    int y = g_in(g, DT_FLOAT, 2, dy);
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_broadcast(&g->b, pb_ew1(&g->b, EW_EXP, y), 3, by), x));
+    // Pad/resize tables (with -1) and a gather.
+    int64_t od[3] = {A, B + 2, C + 3};
+    int64_t *tabs[3] = {NULL, table(B + 2, B, true), table(C + 3, C, true)};
+    int p = pb_table(&g->b, pb_ew1(&g->b, EW_RELU, x), od, tabs, -1.5);
+    g_out(g, pb_ew2i(&g->b, EW_MUL, p, 3.0));
+    free(tabs[1]);
+    free(tabs[2]);
+    int64_t idims[2] = {2, 3}, idx[6];
+    for (int i = 0; i < 6; i++)
+        idx[i] = (int64_t)(rnd() % (uint64_t)B);
+    int ga = pb_gather(&g->b, pb_ew2i(&g->b, EW_ADD, x, 1.0), 1, 2, idims, idx); // [A, 2, 3, C]
+    g_out(g, pb_ew1(&g->b, EW_EXP, ga));
+    // Concat of three along the middle axis.
+    int64_t dz[3] = {A, 3, C};
+    int z = g_in(g, DT_FLOAT, 3, dz);
+    int parts[3] = {pb_ew1(&g->b, EW_NEG, x), z, pb_ew2i(&g->b, EW_MUL, x, 0.5)};
+    int cc = pb_concat(&g->b, 3, parts, 1);
+    g_out(g, pb_ew1(&g->b, EW_TANH, cc));
+}
+
+// Layouts of integer and bool tensors: pad values converted to the type, concat, tables
+// without padding (a nearest resize), a reduction of bfloat16.
+static void build_layout_int(const char *name) {
+    G *g = g_new(name);
+    int64_t A = odd_dim() + 1, B = odd_dim() + 2;
+    int64_t d[2] = {A, B};
+    int x = g_in(g, DT_INT32, 2, d), m = g_in(g, DT_BOOL, 2, d);
+    int64_t od[2] = {A + 2, B * 2};
+    int64_t *tabs[2] = {table(A + 2, A, true), table(B * 2, B, false)};
+    int p = pb_table(&g->b, pb_ew2i(&g->b, EW_ADD, x, 1), od, tabs, 7.0);
+    g_out(g, pb_ew2i(&g->b, EW_MUL, p, 3));
+    int pm = pb_table(&g->b, m, od, tabs, 1.0);
+    g_out(g, pb_where(&g->b, pm, p, pb_ew1(&g->b, EW_NEG, p)));
+    free(tabs[0]);
+    free(tabs[1]);
+    int parts[2] = {pb_ew1(&g->b, EW_ABS, x), pb_cast(&g->b, m, DT_INT32)};
+    g_out(g, pb_ew2i(&g->b, EW_SUB, pb_concat(&g->b, 2, parts, 0), 2));
+    int h = g_in(g, DT_BFLOAT16, 2, d);
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_SIN, h), 1, false, false));
+}
+
+// Large enough for the parallel loop and the chunk configs: GELU with a bias (flat loop), and
+// the same through a transpose (digits kept).
+static void build_big(const char *name) {
+    G *g = g_new(name);
+    int64_t d[3] = {3, 37, 1031}, db[1] = {1031};
+    int x = g_in(g, DT_FLOAT, 3, d), b = cst(g, DT_FLOAT, 1, db);
+    int h = pb_ew2(&g->b, EW_ADD, x, b);
+    int e = pb_ew1(&g->b, EW_ERF, pb_ew2i(&g->b, EW_MUL, h, 0.7071067811865476));
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2i(&g->b, EW_MUL, h, 0.5), pb_ew2i(&g->b, EW_ADD, e, 1.0)));
+    int t = pb_transpose(&g->b, pb_ew1(&g->b, EW_SIGMOID, x), (int[]){1, 0, 2});
+    g_out(g, pb_ew2(&g->b, EW_MUL, t, pb_ew1(&g->b, EW_TANH, t)));
+}
+
+static void build_softmax(const char *name, int64_t rows, int64_t cols) {
+    G *g = g_new(name);
+    int64_t d[2] = {rows, cols};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    int m = pb_reduce(&g->b, RED_MAX, x, 2, true, false);
+    int e = pb_ew1(&g->b, EW_EXP, pb_ew2(&g->b, EW_SUB, x, m));
+    int s = pb_reduce(&g->b, RED_SUM, e, 2, true, false);
+    g_out(g, pb_ew2(&g->b, EW_DIV, e, s));
+}
+
+static void build_layernorm(const char *name) {
+    G *g = g_new(name);
+    int64_t d[3] = {odd_dim(), odd_dim() + 1, odd_dim() + 9}, dw[1] = {d[2]};
+    int x = g_in(g, DT_FLOAT, 3, d);
+    int w = cst(g, DT_FLOAT, 1, dw), b = cst(g, DT_FLOAT, 1, dw);
+    int mu = pb_reduce(&g->b, RED_MEAN, x, 4, true, false);
+    int xc = pb_ew2(&g->b, EW_SUB, x, mu);
+    int var = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, xc, xc), 4, true, false);
+    int rs = pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, var, 1e-5));
+    g_out(g, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_MUL, xc, rs), w), b));
+}
+
+static void build_reductions(const char *name) {
+    G *g = g_new(name);
+    int64_t d[4] = {odd_dim(), odd_dim() + 2, odd_dim(), odd_dim() + 1};
+    int x = g_in(g, DT_FLOAT, 4, d);
+    // Channel reduction (axis 1 of NCHW: inner kept axes vectorised), not keepdims.
+    g_out(g, pb_ew1(&g->b, EW_SQRT, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, x), 2, false, false)));
+    g_out(g, pb_reduce(&g->b, RED_MIN, pb_ew1(&g->b, EW_ABS, x), 2 | 8, true, false));
+    g_out(g, pb_ew2i(&g->b, EW_MUL, pb_reduce(&g->b, RED_MEAN, x, 15, false, false), 2.0));
+    g_out(g, pb_reduce(&g->b, RED_PROD, pb_ew2i(&g->b, EW_MUL, x, 0.5), 8, false, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, pb_ew1(&g->b, EW_FLOOR, x), 8, false, true));
+    g_out(g, pb_reduce(&g->b, RED_ARGMIN, pb_ew1(&g->b, EW_ROUND, x), 2, true, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, pb_ew1(&g->b, EW_CEIL, x), 2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_LOG, x), 0, false, false));
+    // Integer reductions.
+    int64_t di[2] = {odd_dim() + 1, odd_dim() + 5};
+    int xi = g_in(g, DT_INT32, 2, di);
+    g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew2i(&g->b, EW_MUL, xi, 3), 2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_MEAN, xi, 1, true, false));
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_ABS, xi), 3, false, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMIN, pb_ew1(&g->b, EW_ABS, xi), 2, false, true));
+    // float16 sum.
+    int xh = g_in(g, DT_FLOAT16, 2, di);
+    g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, xh), 2, false, false));
+}
+
+// A reduction read through a transpose (off its row): only the materialised strategy fits.
+static void build_reduce_offrow(const char *name) {
+    G *g = g_new(name);
+    int64_t n = odd_dim() + 2;
+    int64_t d[2] = {n, n};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    int s = pb_reduce(&g->b, RED_SUM, x, 2, true, false); // [n, 1]
+    int64_t td[2] = {1, n};
+    int st = pb_reshape(&g->b, s, 2, td);                  // [1, n]: column j gets row j's sum
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_SUB, x, st), x));
+}
+
+// ---- values ----
+
+static int compute_values(G *g, Err *e) {
+    PrimGraph *pg = g->pg;
+    g->val = xcalloc((size_t)pg->n_tensors + 1, sizeof(void *));
+    for (int i = 0; i < pg->n_inputs; i++) {
+        const Tensor *t = pg->tensors[pg->inputs[i]];
+        g->val[t->id] = xmalloc(tensor_nbytes(t) + 1);
+        fill_random(t->dtype, g->val[t->id], tensor_numel(t));
+    }
+    for (int k = 0; k < pg->n_prims; k++) {
+        const Prim *p = pg->prims[k];
+        const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+        for (int j = 0; j < p->n_in; j++) {
+            const Tensor *t = pg->tensors[p->in[j]];
+            x[j] = t->kind == TK_CONST ? t->data : g->val[t->id];
+        }
+        const Tensor *o = pg->tensors[p->out[0]];
+        g->val[o->id] = xmalloc(tensor_nbytes(o) + 1);
+        int rc = prim_eval(pg, p, x, g->val[o->id], e);
+        free(x);
+        if (rc)
+            return rc;
+    }
+    return ST_OK;
+}
+
+// ---- larger graphs for the GPU kernel shapes ----
+
+// float4 groups: a bias-GELU with a residual (every input unit-stride or a broadcast), and a
+// slice at an offset that is a multiple of 4 and one that is not.
+static void build_vec(const char *name) {
+    G *g = g_new(name);
+    int64_t d[2] = {64, 1024}, db[1] = {1024};
+    int x = g_in(g, DT_FLOAT, 2, d), res = g_in(g, DT_FLOAT, 2, d), b = cst(g, DT_FLOAT, 1, db);
+    int h = pb_ew2(&g->b, EW_ADD, x, b);
+    int e = pb_ew1(&g->b, EW_ERF, pb_ew2i(&g->b, EW_MUL, h, 0.7071067811865476));
+    int ge = pb_ew2(&g->b, EW_MUL, pb_ew2i(&g->b, EW_MUL, h, 0.5), pb_ew2i(&g->b, EW_ADD, e, 1.0));
+    g_out(g, pb_ew2(&g->b, EW_ADD, ge, res));
+    int64_t st[2] = {0, 4}, step[2] = {1, 1}, sd[2] = {64, 1016};
+    g_out(g, pb_ew1(&g->b, EW_TANH, pb_slice(&g->b, res, st, step, sd)));
+    int64_t st2[2] = {1, 3}, sd2[2] = {63, 1020};
+    g_out(g, pb_ew1(&g->b, EW_SIGMOID, pb_slice(&g->b, x, st2, step, sd2)));
+    int parts[2] = {x, res};
+    g_out(g, pb_ew2i(&g->b, EW_MUL, pb_concat(&g->b, 2, parts, 1), 3.0));
+}
+
+// Long rows (block per row), rows of medium length (warp per row), a channel reduction of NCHW
+// (kept axes after the reduced one: a thread per position), a column sum, InstanceNorm, a
+// reduction of everything and argmax over long rows.
+static void build_rows(const char *name) {
+    G *g = g_new(name);
+    int64_t d[2] = {8, 4099};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    int m = pb_reduce(&g->b, RED_MAX, x, 2, true, false);
+    int e = pb_ew1(&g->b, EW_EXP, pb_ew2(&g->b, EW_SUB, x, m));
+    int s = pb_reduce(&g->b, RED_SUM, e, 2, true, false);
+    g_out(g, pb_ew2(&g->b, EW_DIV, e, s));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, pb_ew1(&g->b, EW_FLOOR, pb_ew2i(&g->b, EW_MUL, x, 3.0)),
+                       2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMIN, pb_ew1(&g->b, EW_ROUND, x), 2, true, true));
+    int64_t dl[1] = {100003};
+    int l = g_in(g, DT_FLOAT, 1, dl);
+    g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_ABS, l), 1, false, false));
+}
+
+static void build_norms(const char *name) {
+    G *g = g_new(name);
+    int64_t d[2] = {32, 768}, dw[1] = {768};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    int w = cst(g, DT_FLOAT, 1, dw), b = cst(g, DT_FLOAT, 1, dw);
+    int mu = pb_reduce(&g->b, RED_MEAN, x, 2, true, false);
+    int xc = pb_ew2(&g->b, EW_SUB, x, mu);
+    int var = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, xc, xc), 2, true, false);
+    int rs = pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, var, 1e-5));
+    g_out(g, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_MUL, xc, rs), w), b));
+    // InstanceNorm over H, W of NCHW.
+    int64_t di[4] = {2, 8, 33, 17};
+    int xi = g_in(g, DT_FLOAT, 4, di);
+    int mi = pb_reduce(&g->b, RED_MEAN, xi, 12, true, false);
+    int ci = pb_ew2(&g->b, EW_SUB, xi, mi);
+    int vi = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, ci, ci), 12, true, false);
+    g_out(g, pb_ew2(&g->b, EW_MUL, ci, pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, vi, 1e-5))));
+    // Channel mean of NCHW and a column sum.
+    int64_t dc[4] = {2, 64, 9, 11};
+    int xc4 = g_in(g, DT_FLOAT, 4, dc);
+    g_out(g, pb_ew2i(&g->b, EW_MUL, pb_reduce(&g->b, RED_MEAN, xc4, 2, true, false), 2.0));
+    int64_t dk[2] = {1000, 33};
+    int xk = g_in(g, DT_FLOAT, 2, dk);
+    g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, xk), 1, false, false));
+    int64_t dh[2] = {16, 300};
+    int xh = g_in(g, DT_FLOAT16, 2, dh);
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_SIN, xh), 2, false, false));
+    int xb = g_in(g, DT_INT32, 2, dh);
+    g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew2i(&g->b, EW_MUL, xb, 3), 2, false, false));
+}
+
+// ---- kernels and programs ----
+
+typedef struct Kernel {
+    int graph, cand, prog;
+    int line0, line1; // the kernel's lines in its program (1-based, inclusive)
+    KernelConfig cfg;
+    CudaLaunch launch;
+    char fn[48];
+} Kernel;
+
+#define MAX_PROGS 256
+#define PER_PROG 60
+
+static Kernel *ks;
+static int nk, n_progs;
+static StrBuf progs[MAX_PROGS];
+static int prog_lines[MAX_PROGS];
+static int n_refused, n_emit_fail;
+static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block;
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+// The H100 SXM the lead's GPU run uses, for configs and launch geometry where no GPU is here.
+static void hw_h100(CudaHw *hw) {
+    memset(hw, 0, sizeof *hw);
+    snprintf(hw->name, sizeof hw->name, "NVIDIA H100 80GB HBM3 (model)");
+    hw->cc_major = 9;
+    snprintf(hw->arch, sizeof hw->arch, "sm_90a");
+    hw->sm_count = 132;
+    hw->warp_size = 32;
+    hw->max_threads_per_block = 1024;
+    hw->max_threads_per_sm = 2048;
+    hw->regs_per_block = hw->regs_per_sm = 65536;
+    hw->smem_per_block = 48 * 1024;
+    hw->smem_per_block_optin = 227 * 1024;
+    hw->smem_per_sm = 228 * 1024;
+    hw->l2_bytes = 50 << 20;
+    hw->clock_khz = 1980000;
+    hw->dram_bw = 3.35e12;
+}
+
+static void emit_all(const CudaHw *hw) {
+    for (int gi = 0; gi < n_graphs; gi++) {
+        G *g = &graphs[gi];
+        Err e = {0};
+        int rc = prim_graph_verify(g->pg, &e);
+        CandRules rules = cand_rules_default();
+        rules.max_prims = 5;
+        if (rc == ST_OK)
+            rc = cand_enumerate(g->pg, &rules, 0, &g->cs, &e);
+        if (rc) {
+            printf("  %s: %s\n", g->name, e.msg);
+            g->failures++;
+            continue;
+        }
+        g->built = true;
+        // The candidates compiled: all with ORCH_CUGEN_ALL set; else a greedy cover of the
+        // graph's primitives by supported candidates, largest first (every operation and every
+        // fusion shape the emitters see, in a few hundred kernels rather than thousands).
+        bool all = getenv("ORCH_CUGEN_ALL") != NULL;
+        bool *sup = xcalloc((size_t)g->cs->n + 1, sizeof(bool));
+        bool *pick = xcalloc((size_t)g->cs->n + 1, sizeof(bool));
+        bool *covered = xcalloc((size_t)g->pg->n_prims + 1, sizeof(bool));
+        for (int ci = 0; ci < g->cs->n; ci++) {
+            sup[ci] = cugen_pw_supports(g->pg, &g->cs->c[ci]);
+            n_refused += !sup[ci];
+            pick[ci] = all && sup[ci];
+        }
+        for (;;) {
+            int best = -1, best_new = 0;
+            for (int ci = 0; ci < g->cs->n && !all; ci++) {
+                const Candidate *c = &g->cs->c[ci];
+                int fresh = 0;
+                for (int k = 0; k < c->n_prims && sup[ci] && !pick[ci]; k++)
+                    fresh += !covered[c->prims[k]];
+                if (fresh > best_new) {
+                    best = ci;
+                    best_new = fresh;
+                }
+            }
+            if (best < 0)
+                break;
+            pick[best] = true;
+            for (int k = 0; k < g->cs->c[best].n_prims; k++)
+                covered[g->cs->c[best].prims[k]] = true;
+        }
+        int n_picked = 0;
+        for (int ci = 0; ci < g->cs->n; ci++) {
+            const Candidate *c = &g->cs->c[ci];
+            if (!pick[ci])
+                continue;
+            n_picked++;
+            KernelConfig cfg[16];
+            int n = cugen_pw_configs(g->pg, c, hw, cfg, 16);
+            if (n < 1) {
+                printf("  %s: candidate %d supported but no configs\n", g->name, ci);
+                g->failures++;
+            }
+            for (int k = 0; k < n; k++) {
+                // Pointwise: the best config and, in turn, one other (each kind is exercised).
+                if (!all && cfg[0].cls == CUCLS_POINTWISE && k > 0 &&
+                    k != 1 + (n_picked * 7 + gi) % ORCH_MAX(n - 1, 1))
+                    continue;
+                if (n_progs == 0 || prog_lines[n_progs - 1] >= PER_PROG) {
+                    ORCH_ASSERT(n_progs < MAX_PROGS);
+                    sb_init(&progs[n_progs]);
+                    sb_puts(&progs[n_progs], cugen_prelude());
+                    prog_lines[n_progs] = 0;
+                    n_progs++;
+                }
+                if (nk % 256 == 0)
+                    ks = xrealloc(ks, sizeof(Kernel) * (size_t)(nk + 256));
+                Kernel *kn = &ks[nk];
+                memset(kn, 0, sizeof *kn);
+                kn->graph = gi;
+                kn->cand = ci;
+                kn->prog = n_progs - 1;
+                kn->cfg = cfg[k];
+                snprintf(kn->fn, sizeof kn->fn, "k_%d_%d_%d", gi, ci, k);
+                StrBuf *p = &progs[kn->prog];
+                kn->line0 = count_lines(p->s) + 1;
+                Err ee = {0};
+                if (cugen_pw_emit(g->pg, c, &cfg[k], hw, kn->fn, p, &kn->launch, &ee)) {
+                    printf("  %s: emit of candidate %d (%s) failed: %s\n", g->name, ci,
+                           cfg[k].desc, ee.msg);
+                    g->failures++;
+                    n_emit_fail++;
+                    continue;
+                }
+                kn->line1 = count_lines(p->s);
+                prog_lines[kn->prog]++; // kernels in the program
+                if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[2] == 4)
+                    n_pw_vec++;
+                else if (cfg[k].cls == CUCLS_POINTWISE)
+                    n_pw_scalar++;
+                else if (cfg[k].p[1] == 1)
+                    n_red_thread++;
+                else if (cfg[k].p[1] == 32)
+                    n_red_warp++;
+                else
+                    n_red_block++;
+                g->kernels++;
+                nk++;
+            }
+        }
+        free(sup);
+        free(pick);
+        free(covered);
+    }
+}
+
+// ---- compiling ----
+
+#define MAX_ARCH 3
+
+typedef struct Job {
+    int prog, arch;
+    int status;
+    char msg[1024];
+    void *cubin;
+    size_t size;
+} Job;
+
+static const char *archs[MAX_ARCH];
+static int n_archs, gpu_arch = -1; // gpu_arch: index of the device's arch, -1 without a GPU
+static Job *jobs;
+static int n_jobs, next_job;
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *compile_worker(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&job_lock);
+        int j = next_job < n_jobs ? next_job++ : -1;
+        pthread_mutex_unlock(&job_lock);
+        if (j < 0)
+            return NULL;
+        Job *jb = &jobs[j];
+        char name[32];
+        snprintf(name, sizeof name, "cugen_test_%d.cu", jb->prog);
+        NvrtcOptions opt = {.arch = archs[jb->arch]};
+        Err e = {0};
+        jb->status = nvrtc_compile(progs[jb->prog].s, name, &opt, &jb->cubin, &jb->size, &e);
+        snprintf(jb->msg, sizeof jb->msg, "%s", e.msg);
+    }
+}
+
+// The kernel of program prog that the first "(LINE)" of an NVRTC log points into.
+static const Kernel *kernel_at(int prog, const char *log) {
+    const char *p = strstr(log, ".cu(");
+    if (!p)
+        return NULL;
+    int line = atoi(p + 4);
+    for (int i = 0; i < nk; i++)
+        if (ks[i].prog == prog && ks[i].line0 <= line && line <= ks[i].line1)
+            return &ks[i];
+    return NULL;
+}
+
+static void print_kernel(const Kernel *kn) {
+    const char *s = progs[kn->prog].s;
+    int line = 1;
+    for (; *s && line < kn->line0; s++)
+        line += *s == '\n';
+    const char *end = s;
+    for (; *end && line <= kn->line1; end++)
+        line += *end == '\n';
+    printf("  kernel %s (%s), lines %d-%d:\n%.*s", kn->fn, kn->cfg.desc, kn->line0, kn->line1,
+           (int)(end - s), s);
+}
+
+static int compile_all(void) {
+    n_jobs = n_progs * n_archs;
+    jobs = xcalloc((size_t)n_jobs + 1, sizeof(Job));
+    for (int a = 0; a < n_archs; a++)
+        for (int p = 0; p < n_progs; p++) {
+            jobs[a * n_progs + p].prog = p;
+            jobs[a * n_progs + p].arch = a;
+        }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (int)ORCH_MIN(ORCH_MAX(cpus, 2), 32);
+    pthread_t th[32];
+    for (int i = 0; i < nt; i++)
+        pthread_create(&th[i], NULL, compile_worker, NULL);
+    for (int i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    int failed = 0;
+    for (int j = 0; j < n_jobs; j++) {
+        Job *jb = &jobs[j];
+        if (jb->status == ST_OK)
+            continue;
+        failed++;
+        printf("  program %d for %s: %s\n", jb->prog, archs[jb->arch], jb->msg);
+        const Kernel *kn = kernel_at(jb->prog, jb->msg);
+        if (kn && failed <= 3)
+            print_kernel(kn);
+        for (int i = 0; i < nk; i++)
+            if (ks[i].prog == jb->prog)
+                graphs[ks[i].graph].failures++;
+        const char *dump = getenv("CUGEN_DUMP");
+        if (dump) {
+            FILE *f = fopen(dump, "w");
+            if (f) {
+                fputs(progs[jb->prog].s, f);
+                fclose(f);
+            }
+        }
+    }
+    return failed;
+}
+
+// ---- running (a CUDA device only) ----
+
+static const CudaApi *api;
+static CudaDevice dev;
+
+static bool close_enough(DType dt, const void *got, const void *ref, int64_t n, int64_t *bad) {
+    if (!dtype_is_float(dt)) {
+        size_t es = dtype_size(dt);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp((const char *)got + i * (int64_t)es, (const char *)ref + i * (int64_t)es,
+                       es)) {
+                *bad = i;
+                return false;
+            }
+        return true;
+    }
+    double maxref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = elem_get_f64(dt, ref, i);
+        if (isfinite(r))
+            maxref = fmax(maxref, fabs(r));
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double gv = elem_get_f64(dt, got, i), r = elem_get_f64(dt, ref, i);
+        if (isnan(r) && isnan(gv))
+            continue;
+        if (isinf(r) && gv == r)
+            continue;
+        if (!(fabs(gv - r) <= 1e-4 * fabs(r) + 1e-4 * maxref)) {
+            *bad = i;
+            return false;
+        }
+    }
+    return true;
+}
+
+typedef struct OrchArgsHost {
+    CUdeviceptr in[ORCH_CUDA_MAX_IN];
+    CUdeviceptr out;
+} OrchArgsHost;
+
+#define GUARD 256
+
+// Runs every kernel of the programs compiled for the device; returns false when the context
+// broke (later launches cannot run).
+static bool run_all(void) {
+    Err e = {0};
+    CUmodule *mods = xcalloc((size_t)n_progs + 1, sizeof(CUmodule));
+    for (int p = 0; p < n_progs; p++) {
+        const Job *jb = &jobs[gpu_arch * n_progs + p];
+        if (jb->status == ST_OK && CUDA_TRY(api, &e, cuModuleLoadData, &mods[p], jb->cubin)) {
+            printf("  program %d: %s\n", p, e.msg);
+            mods[p] = NULL;
+        }
+    }
+    bool alive = true;
+    for (int gi = 0; gi < n_graphs && alive; gi++) {
+        G *g = &graphs[gi];
+        if (!g->built)
+            continue;
+        if (compute_values(g, &e)) {
+            printf("  %s: prim_eval: %s\n", g->name, e.msg);
+            g->failures++;
+            continue;
+        }
+        // Every tensor a kernel may read, on the device once.
+        CUdeviceptr *dv = xcalloc((size_t)g->pg->n_tensors + 1, sizeof(CUdeviceptr));
+        for (int t = 0; t < g->pg->n_tensors && alive; t++) {
+            const Tensor *T = g->pg->tensors[t];
+            const void *h = T->kind == TK_CONST ? T->data : g->val[t];
+            size_t bytes = tensor_nbytes(T);
+            if (!h || bytes == 0)
+                continue;
+            if (CUDA_TRY(api, &e, cuMemAlloc, &dv[t], bytes) ||
+                CUDA_TRY(api, &e, cuMemcpyHtoD, dv[t], h, bytes)) {
+                printf("  %s: %s\n", g->name, e.msg);
+                alive = false;
+            }
+        }
+        for (int i = 0; i < nk && alive; i++) {
+            Kernel *kn = &ks[i];
+            if (kn->graph != gi)
+                continue;
+            const Candidate *c = &g->cs->c[kn->cand];
+            CUfunction fn = NULL;
+            if (!mods[kn->prog] ||
+                CUDA_TRY(api, &e, cuModuleGetFunction, &fn, mods[kn->prog], kn->fn)) {
+                g->failures++;
+                continue;
+            }
+            const Tensor *o = g->pg->tensors[c->output];
+            size_t bytes = tensor_nbytes(o);
+            OrchArgsHost args;
+            memset(&args, 0, sizeof args);
+            for (int j = 0; j < c->n_inputs; j++)
+                args.in[j] = dv[c->inputs[j]];
+            unsigned char *got = xmalloc(bytes + GUARD);
+            void *params[] = {&args};
+            const CudaLaunch *L = &kn->launch;
+            if (CUDA_TRY(api, &e, cuMemAlloc, &args.out, bytes + GUARD) ||
+                CUDA_TRY(api, &e, cuMemsetD8, args.out, 0xa5, bytes + GUARD) ||
+                CUDA_TRY(api, &e, cuLaunchKernel, fn, L->grid[0], L->grid[1], L->grid[2],
+                         L->block[0], L->block[1], L->block[2], L->smem, NULL, params, NULL) ||
+                CUDA_TRY(api, &e, cuCtxSynchronize) ||
+                CUDA_TRY(api, &e, cuMemcpyDtoH, got, args.out, bytes + GUARD)) {
+                printf("  %s: kernel %s (%s): %s\n", g->name, kn->fn, kn->cfg.desc, e.msg);
+                print_kernel(kn);
+                g->failures++;
+                alive = false;
+            } else {
+                int64_t bad = -1;
+                bool guard_ok = true;
+                for (size_t b = bytes; b < bytes + GUARD; b++)
+                    guard_ok = guard_ok && got[b] == 0xa5;
+                if (!close_enough(o->dtype, got, g->val[o->id], tensor_numel(o), &bad)) {
+                    if (g->failures < 4) {
+                        char sh[64];
+                        printf("  %s: kernel %s (%d prims, %s, %s) differs at %lld: got %g want "
+                               "%g\n",
+                               g->name, kn->fn, c->n_prims, kn->cfg.desc,
+                               tensor_shape_str(o, sh, sizeof sh), (long long)bad,
+                               elem_get_f64(o->dtype, got, bad),
+                               elem_get_f64(o->dtype, g->val[o->id], bad));
+                        if (g->failures == 0)
+                            print_kernel(kn);
+                    }
+                    g->failures++;
+                } else if (!guard_ok) {
+                    printf("  %s: kernel %s wrote past its output\n", g->name, kn->fn);
+                    g->failures++;
+                } else {
+                    g->ran++;
+                }
+            }
+            if (args.out)
+                api->cuMemFree(args.out);
+            free(got);
+        }
+        for (int t = 0; t < g->pg->n_tensors; t++)
+            if (dv[t])
+                api->cuMemFree(dv[t]);
+        free(dv);
+    }
+    for (int p = 0; p < n_progs; p++)
+        if (mods[p])
+            api->cuModuleUnload(mods[p]);
+    free(mods);
+    return alive;
+}
+
+static void free_all(void) {
+    for (int gi = 0; gi < n_graphs; gi++) {
+        G *g = &graphs[gi];
+        if (g->val)
+            for (int t = 0; t < g->pg->n_tensors; t++)
+                free(g->val[t]);
+        free(g->val);
+        cand_set_free(g->cs);
+        const Graph *src = g->pg->src;
+        prim_graph_free(g->pg);
+        graph_free((Graph *)src);
+    }
+    for (int j = 0; j < n_jobs; j++)
+        free(jobs[j].cubin);
+    free(jobs);
+    for (int p = 0; p < n_progs; p++)
+        sb_free(&progs[p]);
+    free(ks);
+}
+
+// ---- cases ----
+
+static bool have_nvrtc, have_gpu;
+static int current;
+
+static void graph_case(void) {
+    G *g = &graphs[current];
+    CHECK_MSG(g->built && g->failures == 0 && g->kernels > 0, "%s: %d kernels, %d failures",
+              g->name, g->kernels, g->failures);
+    if (have_gpu)
+        CHECK_MSG(g->ran == g->kernels, "%s: %d of %d kernels ran and matched", g->name, g->ran,
+                  g->kernels);
+}
+
+// Every kernel shape was generated: float4 and scalar pointwise, reductions with a thread, a
+// warp and a block per position; and the whole softmax, LayerNorm and InstanceNorm chains are
+// single kernels.
+static void test_coverage(void) {
+    CHECK_MSG(n_pw_vec > 0 && n_pw_scalar > 0 && n_red_thread > 0 && n_red_warp > 0 &&
+                  n_red_block > 0,
+              "pointwise vec %d scalar %d, reduce thread %d warp %d block %d", n_pw_vec,
+              n_pw_scalar, n_red_thread, n_red_warp, n_red_block);
+    CHECK_MSG(n_emit_fail == 0, "%d emits failed", n_emit_fail);
+    int whole_chains = 0;
+    for (int gi = 0; gi < n_graphs; gi++) {
+        G *g = &graphs[gi];
+        if (!g->built || (strcmp(g->name, "rows") && strcmp(g->name, "softmax_big")))
+            continue;
+        for (int ci = 0; ci < g->cs->n; ci++) {
+            const Candidate *c = &g->cs->c[ci];
+            int reds = 0;
+            for (int k = 0; k < c->n_prims; k++)
+                reds += g->pg->prims[c->prims[k]]->kind == PRIM_REDUCE;
+            if (reds == 2 && c->n_prims == 5 && cugen_pw_supports(g->pg, c))
+                whole_chains++;
+        }
+    }
+    CHECK_MSG(whole_chains >= 2, "%d whole softmax chains supported", whole_chains);
+}
+
+static void test_prelude(void) {
+    const char *p = cugen_prelude();
+    CHECK(strstr(p, orch_cuda_prelude()) == p);
+    static const char *const helpers[] = {
+        "orch_expf(", "orch_tanhf(", "orch_erff(", "orch_sigmoidf(", "orch_sigmoid(",
+        "orch_softplusf(", "orch_softplus(", "orch_fminf(", "orch_fmaxf(", "orch_fmin(",
+        "orch_fmax(", "orch_idiv(", "orch_imod(", "orch_ifmod(", "orch_ipow(", "orch_shl(",
+        "orch_shr(", "orch_sat(", "orch_sat_u64(", "orch_f16_to_f32(", "orch_f32_to_f16(",
+        "orch_bf16_to_f32(", "orch_f32_to_bf16(", "orch_round_f16(", "orch_round_bf16(",
+        "struct OrchArgs"};
+    for (size_t i = 0; i < ORCH_COUNT(helpers); i++)
+        CHECK_MSG(strstr(p, helpers[i]) != NULL, "prelude lacks %s", helpers[i]);
+}
+
+int main(int argc, char **argv) {
+    const char *env = getenv("ORCH_TEST_SEED");
+    uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10)
+                    : env    ? strtoull(env, NULL, 10)
+                             : (uint64_t)time(NULL);
+    rng_state = seed;
+    printf("seed %llu\n", (unsigned long long)seed);
+    RUN(test_prelude);
+    Err e = {0};
+    have_nvrtc = nvrtc_load(&e) == ST_OK;
+    if (!have_nvrtc) {
+        printf("  skip: NVRTC cannot be loaded (%s): no CUDA kernels compiled\n", e.msg);
+        return CHECK_DONE();
+    }
+    int vmaj, vmin;
+    nvrtc_version(&vmaj, &vmin);
+    printf("  NVRTC %d.%d (%s)\n", vmaj, vmin, nvrtc_path());
+    CudaHw hw;
+    hw_h100(&hw);
+    Err ge = {0};
+    api = cuda_api_load(&ge);
+    if (api && cuda_hw_detect(&hw, NULL, &ge) == ST_OK && cuda_device_open(api, 0, &dev, &ge) == ST_OK)
+        have_gpu = true;
+    else
+        hw_h100(&hw);
+    if (have_gpu)
+        printf("  GPU: %s (%s, %d SMs)\n", hw.name, hw.arch, hw.sm_count);
+    else
+        printf("  skip GPU half: %s\n", ge.msg[0] ? ge.msg : "no CUDA device");
+    archs[n_archs++] = "sm_80";
+    archs[n_archs++] = "sm_90a";
+    if (have_gpu) {
+        gpu_arch = -1;
+        for (int a = 0; a < n_archs; a++)
+            if (!strcmp(archs[a], hw.arch))
+                gpu_arch = a;
+        if (gpu_arch < 0) {
+            gpu_arch = n_archs;
+            archs[n_archs++] = hw.arch;
+        }
+    }
+    build_unary(DT_FLOAT, "unary_f32", false);
+    build_unary(DT_DOUBLE, "unary_f64", true);
+    build_unary(DT_FLOAT16, "unary_f16", true);
+    build_binary_float(DT_FLOAT, "binary_f32");
+    build_binary_float(DT_BFLOAT16, "binary_bf16");
+    build_int(DT_INT32, "int32");
+    build_int(DT_INT8, "int8");
+    build_int(DT_INT64, "int64");
+    build_int(DT_UINT32, "uint32");
+    build_int(DT_UINT64, "uint64");
+    build_casts("casts");
+    build_layout("layout");
+    build_layout_int("layout_int");
+    build_big("big");
+    build_softmax("softmax", odd_dim(), odd_dim() + 40);
+    build_softmax("softmax_big", 64, 1031);
+    build_layernorm("layernorm");
+    build_reductions("reductions");
+    build_reduce_offrow("reduce_offrow");
+    build_vec("vec");
+    build_rows("rows");
+    build_norms("norms");
+    struct timespec t0, t1, t2, t3;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    emit_all(&hw);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("  %d kernels in %d programs (%d candidates refused): pointwise %d scalar + %d float4, "
+           "reduce %d thread + %d warp + %d block per position; emitted in %.1f s\n",
+           nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_red_thread, n_red_warp, n_red_block,
+           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    int failed = compile_all();
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    printf("  %d compiles (%d programs x %d archs), %d failed, in %.1f s\n", n_jobs, n_progs,
+           n_archs, failed, (double)(t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9);
+    if (have_gpu) {
+        run_all();
+        clock_gettime(CLOCK_MONOTONIC, &t3);
+        printf("  ran on the GPU in %.1f s\n",
+               (double)(t3.tv_sec - t2.tv_sec) + (t3.tv_nsec - t2.tv_nsec) * 1e-9);
+    }
+    RUN(test_coverage);
+    for (current = 0; current < n_graphs; current++) {
+        printf("  %s: %d kernels\n", graphs[current].name, graphs[current].kernels);
+        check_failed_case = 0;
+        graph_case();
+        printf("%s %s\n", check_failed_case ? "FAIL" : "ok  ", graphs[current].name);
+        if (check_failed_case)
+            check_n_fail++;
+        else
+            check_n_pass++;
+    }
+    free_all();
+    if (have_gpu)
+        cuda_device_close(&dev);
+    return CHECK_DONE();
+}

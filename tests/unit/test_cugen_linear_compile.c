@@ -1,0 +1,798 @@
+// Unit tests of the CUDA target's linear emitter (src/target/cuda/emit_linear_cuda.c,
+// emit_matmul_cuda.c, emit_conv_cuda.c). Compile half (any machine with NVRTC): primitive graphs
+// with one matmul or 2-D convolution and pointwise primitives around it (built directly, and every
+// model of a models folder given as argv[1]: DIR/*/model.onnx with DIR/*/args.txt's
+// --input-shapes) are cut into candidates; every config of every candidate cugen_lin_supports
+// accepts is emitted (many kernels per NVRTC program) and compiled for sm_80 and sm_90a with the
+// configs of an A100 and an H100; TF32 configs once under CUGEN_PREC_TF32. 1-D/3-D and transposed
+// convolutions must be refused. Prints a skip line and passes when NVRTC cannot be loaded.
+// GPU half (only where cuda_api_load succeeds): the same kernels, configured for the detected
+// device, run on random inputs and compared with the primitive interpreter at
+// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|; then the best config of a 1024^3 matmul and a 3x3
+// 64->64 conv on 56x56 timed with CUDA events (median of 50), GFLOP/s printed.
+// Environment: ORCH_TEST_SEED; ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
+// two graphs get every config, the others their best one or three: NVRTC takes ~0.5 s a kernel).
+#include "candidates/candidates.h"
+#include "check.h"
+#include "fission/build.h"
+#include "fission/fission.h"
+#include "fission/passes.h"
+#include "ir/fold.h"
+#include "onnx/load.h"
+#include "runtime/prim_interp.h"
+#include "target/c/cgen.h"
+#include "target/cuda/cuda_api.h"
+#include "target/cuda/cugen.h"
+#include "target/cuda/cugen_linear.h"
+#include "target/cuda/nvrtc.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// Until src/target/cuda/prelude_cuda.c exists: a weak reference (NULL when absent; note that a
+// weak reference does not pull the object out of the static library by itself).
+const char *cugen_prelude(void) __attribute__((weak));
+
+static CudaHw g_hw[2]; // A100 (sm_80), H100 (sm_90a): synthetic, for the compile half
+static int g_nhw;
+static bool g_nvrtc;
+static const CudaApi *g_api;
+static CudaDevice g_dev;
+static CudaHw g_dhw; // the detected device (GPU half)
+static int g_kernels, g_programs, g_candidates, g_refused, g_ran;
+static StrBuf g_fallback;
+
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static float *rand_buf(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = frand();
+    return p;
+}
+
+// The translation unit's start: cugen_prelude(), or until it exists the NVRTC prelude, OrchArgs
+// and the C target's helpers made device functions.
+static const char *prelude(void) {
+    if (cugen_prelude)
+        return cugen_prelude();
+    if (g_fallback.len)
+        return g_fallback.s;
+    sb_puts(&g_fallback, orch_cuda_prelude());
+    sb_printf(&g_fallback, "struct OrchArgs { const void *in[%d]; void *out; };\n",
+              ORCH_CUDA_MAX_IN);
+    sb_puts(&g_fallback, "#define INFINITY ORCH_INF\n#define NAN ORCH_NAN\n"
+                         "#define INT8_MIN (-128)\n#define INT8_MAX 127\n#define UINT8_MAX 255\n"
+                         "#define INT16_MIN (-32768)\n#define INT16_MAX 32767\n"
+                         "#define UINT16_MAX 65535\n#define INT32_MIN (-2147483647 - 1)\n"
+                         "#define INT32_MAX 2147483647\n#define UINT32_MAX 4294967295u\n"
+                         "#define INT64_MIN (-9223372036854775807ll - 1)\n"
+                         "#define INT64_MAX 9223372036854775807ll\n"
+                         "#define UINT64_MAX 18446744073709551615ull\n");
+    const char *p = cgen_prelude();
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+        if (strncmp(p, "#include", 8) != 0) {
+            if (!strncmp(p, "static inline ", 14))
+                sb_printf(&g_fallback, "static __device__ inline %.*s", (int)(len - 14), p + 14);
+            else
+                sb_printf(&g_fallback, "%.*s", (int)len, p);
+        }
+        p += len;
+    }
+    return g_fallback.s;
+}
+
+static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
+    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+static void add_output(PrimGraph *pg, int t) {
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->outputs[pg->n_outputs++] = t;
+}
+
+static int add_const(PB *b, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = rand_buf(n);
+    int t = pb_const(b, DT_FLOAT, rank, dims, v);
+    free(v);
+    return t;
+}
+
+// Every tensor of the graph computed by the interpreter (graph inputs random).
+static void **eval_all(const PrimGraph *pg) {
+    void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        if (T->data) {
+            size_t nb = tensor_nbytes(T);
+            buf[t] = malloc(nb + 64);
+            memcpy(buf[t], T->data, nb);
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++) {
+        const Tensor *T = pg->tensors[pg->inputs[i]];
+        if (T->dtype == DT_FLOAT) {
+            buf[pg->inputs[i]] = rand_buf(tensor_numel(T));
+        } else { // integer inputs (token ids...): small non-negative values
+            buf[pg->inputs[i]] = xcalloc(tensor_nbytes(T) + 64, 1);
+        }
+    }
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        if (p->dead)
+            continue;
+        const void *x[16];
+        for (int j = 0; j < p->n_in && j < 16; j++)
+            x[j] = p->in[j] >= 0 ? buf[p->in[j]] : NULL;
+        for (int o = 0; o < p->n_out; o++)
+            if (!buf[p->out[o]])
+                buf[p->out[o]] = malloc(tensor_nbytes(pg->tensors[p->out[o]]) + 64);
+        Err e = {0};
+        if (p->n_out != 1 || prim_eval(pg, p, x, buf[p->out[0]], &e) != ST_OK)
+            return buf; // later values unused: only LINEAR candidates' inputs matter
+    }
+    return buf;
+}
+
+static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(ref[i]));
+    double worst = -1;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
+        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
+            worst = isnan(d) ? INFINITY : d - tol;
+            *bad = i;
+        }
+    }
+    return worst;
+}
+
+typedef struct Job {
+    const Candidate *c;
+    KernelConfig cfg;
+    CudaLaunch ln;
+    char fn[48];
+} Job;
+
+// Emits every supported candidate's configs (at most k each) for hw into src; returns the jobs.
+static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *cs, const CudaHw *hw,
+                     int k, StrBuf *src, int *nj, int *ncand) {
+    Job *jobs = NULL;
+    *nj = 0;
+    *ncand = 0;
+    sb_puts(src, prelude());
+    for (int ci = 0; ci < cs->n; ci++) {
+        const Candidate *c = &cs->c[ci];
+        if (!cugen_lin_supports(pg, c))
+            continue;
+        (*ncand)++;
+        KernelConfig cf[64];
+        int n = cugen_lin_configs(pg, c, hw, cf, k);
+        CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
+        for (int i = 0; i < n; i++) {
+            jobs = xrealloc(jobs, sizeof(Job) * (size_t)(*nj + 1));
+            Job *j = &jobs[(*nj)++];
+            j->c = c;
+            j->cfg = cf[i];
+            snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
+            Err e = {0};
+            int rc = cugen_lin_emit(pg, c, &cf[i], hw, j->fn, src, &j->ln, &e);
+            CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, e.msg);
+        }
+    }
+    return jobs;
+}
+
+typedef struct Compile {
+    const char *src, *name, *arch;
+    int rc;
+    Err e;
+    void *cubin;
+    size_t size;
+    double secs;
+} Compile;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *compile_thread(void *arg) {
+    Compile *c = arg;
+    NvrtcOptions o = {.arch = c->arch};
+    double t0 = now();
+    c->rc = nvrtc_compile(c->src, c->name, &o, &c->cubin, &c->size, &c->e);
+    c->secs = now() - t0;
+    return NULL;
+}
+
+// Runs every job of a compiled module on the device and compares with the interpreter.
+static void run_jobs(const char *name, const PrimGraph *pg, void **buf, const Job *jobs, int nj,
+                     const void *cubin) {
+    const CudaApi *cu = g_api;
+    Err e = {0};
+    CUmodule mod = NULL;
+    if (CUDA_TRY(cu, &e, cuModuleLoadData, &mod, cubin)) {
+        CHECK_MSG(false, "%s: %s", name, e.msg);
+        return;
+    }
+    for (int i = 0; i < nj; i++) {
+        const Job *j = &jobs[i];
+        const Candidate *c = j->c;
+        CUfunction f;
+        struct {
+            CUdeviceptr in[ORCH_CUDA_MAX_IN];
+            CUdeviceptr out;
+        } args;
+        memset(&args, 0, sizeof args);
+        bool ok = !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, j->fn);
+        for (int q = 0; ok && q < c->n_inputs; q++) {
+            size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
+            ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb + 16) &&
+                 !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
+        }
+        int64_t n = tensor_numel(pg->tensors[c->output]);
+        float *got = malloc((size_t)n * 4);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        void *params[] = {&args};
+        ok = ok &&
+             !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
+                       j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
+                       NULL) &&
+             !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+        CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
+        if (ok) {
+            int64_t bad;
+            double w = compare(got, buf[c->output], n, &bad);
+            CHECK_MSG(w <= 0, "%s: candidate %d (%d prims) '%s': out[%lld] = %g, want %g", name,
+                      c->id, c->n_prims, j->cfg.desc, (long long)bad, bad >= 0 ? got[bad] : 0.0,
+                      bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
+            g_ran++;
+        }
+        free(got);
+        for (int q = 0; q < c->n_inputs; q++)
+            if (args.in[q])
+                cu->cuMemFree(args.in[q]);
+        if (args.out)
+            cu->cuMemFree(args.out);
+    }
+    cu->cuModuleUnload(mod);
+}
+
+// Compiles (and on a GPU runs) every supported candidate of pg; takes ownership of pg.
+static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
+    Err e = {0};
+    if (getenv("ORCH_CUGEN_ALL") || g_api) // on a GPU every config runs
+        k = 64;
+    CHECK_MSG(prim_graph_verify(pg, &e) == ST_OK, "%s: %s", name, e.msg);
+    CandidateSet *cs = NULL;
+    CHECK_MSG(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK, "%s: %s", name, e.msg);
+    if (!cs) {
+        prim_graph_free(pg);
+        return;
+    }
+    StrBuf src[3];
+    Job *jobs[3];
+    int nj[3], ncand = 0;
+    Compile comp[3];
+    pthread_t th[3];
+    int nu = g_nhw + (g_api ? 1 : 0);
+    for (int u = 0; u < nu; u++) {
+        sb_init(&src[u]);
+        const CudaHw *hw = u < g_nhw ? &g_hw[u] : &g_dhw;
+        jobs[u] = emit_all(name, pg, cs, hw, k, &src[u], &nj[u], &ncand);
+        memset(&comp[u], 0, sizeof comp[u]);
+        comp[u].src = src[u].s;
+        comp[u].name = name;
+        comp[u].arch = hw->arch;
+    }
+    CHECK_MSG(ncand >= min_cands, "%s: %d candidates supported, expected >= %d", name, ncand,
+              min_cands);
+    for (int u = 0; u < nu; u++)
+        if (nj[u] > 0)
+            pthread_create(&th[u], NULL, compile_thread, &comp[u]);
+    for (int u = 0; u < nu; u++) {
+        if (nj[u] == 0)
+            continue;
+        pthread_join(th[u], NULL);
+        CHECK_MSG(comp[u].rc == ST_OK, "%s (%s): %.1500s", name, comp[u].arch, comp[u].e.msg);
+        if (comp[u].rc == ST_OK && u < g_nhw) {
+            g_kernels += nj[u];
+            g_programs++;
+        }
+    }
+    if (g_api && nj[nu - 1] > 0 && comp[nu - 1].rc == ST_OK) {
+        void **buf = eval_all(pg);
+        run_jobs(name, pg, buf, jobs[nu - 1], nj[nu - 1], comp[nu - 1].cubin);
+        for (int t = 0; t < pg->n_tensors; t++)
+            free(buf[t]);
+        free(buf);
+    }
+    printf("  %s: %d candidates, %d kernels per arch (%.1f s)\n", name, ncand, nu ? nj[0] : 0,
+           nu ? comp[0].secs : 0.0);
+    g_candidates += ncand;
+    for (int u = 0; u < nu; u++) {
+        free(comp[u].cubin);
+        free(jobs[u]);
+        sb_free(&src[u]);
+    }
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// ---- graphs ----
+
+static PrimGraph *mm_graph(int64_t M, int64_t N, int64_t K, int epi) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t ad[] = {M, K}, bd[] = {K, N}, cd[] = {N};
+    int a = add_input(pg, "a", 2, ad);
+    PB b = {pg, "mm"};
+    int w = add_const(&b, 2, bd);
+    int y = pb_matmul(&b, a, w);
+    if (epi)
+        y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, cd)));
+    add_output(pg, y);
+    return pg;
+}
+
+static void matmuls(void) {
+    static const int64_t sz[][3] = {{1, 1, 1},   {2, 3, 5},      {7, 17, 16},  {16, 31, 64},
+                                    {100, 64, 129}, {129, 100, 31}, {64, 1, 100}, {1, 100, 64},
+                                    {4, 16, 3},  {130, 260, 36}};
+    for (size_t i = 0; i < ORCH_COUNT(sz); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "mm_%lldx%lldx%lld", (long long)sz[i][0], (long long)sz[i][1],
+                 (long long)sz[i][2]);
+        check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], 0), i == 9 || i == 7 ? 64 : 1, 1);
+    }
+    check_graph("mm_bias_relu_96x80x48", mm_graph(96, 80, 48, 1), 1, 3);
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {2, 3, 5, 7}, bd[] = {3, 7, 9};
+        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 3, bd);
+        PB b = {pg, "bmm"};
+        add_output(pg, pb_matmul(&b, a, w));
+        check_graph("bmm_bcast_a", pg, 3, 1);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {4, 1, 17, 16}, bd[] = {1, 3, 16, 33};
+        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
+        PB b = {pg, "bmm"};
+        add_output(pg, pb_matmul(&b, a, w));
+        check_graph("bmm_bcast_both", pg, 3, 1);
+    }
+    {
+        // Transposed operands (prologues through cexpr), bias + relu epilogue.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {37, 19}, wd[] = {23, 37}, bd[] = {23};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "gemm"};
+        int w = add_const(&b, 2, wd);
+        int bias = add_const(&b, 1, bd);
+        const int perm[] = {1, 0};
+        int mm = pb_matmul(&b, pb_transpose(&b, x, perm), pb_transpose(&b, w, perm));
+        add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias)));
+        check_graph("gemm_tt_bias_relu", pg, 1, 4);
+    }
+    {
+        // Scaled input, gelu, sigmoid, residual; folded batch (shared weight).
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {3, 33, 20}, rd[] = {3, 33, 45}, wd[] = {20, 45};
+        int a = add_input(pg, "a", 3, ad);
+        int res = add_input(pg, "res", 3, rd);
+        PB b = {pg, "mlp"};
+        int w2 = add_const(&b, 2, wd);
+        int m2 = pb_matmul(&b, pb_ew2i(&b, EW_MUL, a, 0.5), w2);
+        int g = pb_ew2(
+            &b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
+            pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
+        add_output(pg, pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, g), res));
+        check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {2, 23, 600}, wd[] = {600, 70}, bd[] = {70};
+        int a = add_input(pg, "a", 3, ad);
+        PB b = {pg, "deep"};
+        int w = add_const(&b, 2, wd);
+        int bias = add_const(&b, 1, bd);
+        add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w), bias)));
+        check_graph("deep_k600_bias_tanh", pg, 1, 3);
+    }
+    // TF32 tensor-core configs (only offered under that precision).
+    cugen_lin_precision = CUGEN_PREC_TF32;
+    check_graph("tf32_mm_100x72x40", mm_graph(100, 72, 40, 1), 3, 3);
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+typedef struct ConvCase {
+    const char *name;
+    int S;
+    int64_t N, C, OC, in[3], k[3], st[3], dil[3], pb[3], pe[3];
+    int group, epi;
+    bool pro, tr;
+} ConvCase;
+
+static PrimGraph *conv_graph(const ConvCase *cc) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    int64_t xd[5] = {cc->N, cc->C}, od[5] = {cc->N, cc->OC};
+    int64_t wd[5] = {cc->tr ? cc->C : cc->OC, cc->tr ? cc->OC / cc->group : cc->C / cc->group};
+    LinearParams lp = {
+        .op = cc->tr ? LIN_CONV_TRANSPOSE : LIN_CONV, .n_spatial = cc->S, .group = cc->group};
+    for (int d = 0; d < cc->S; d++) {
+        xd[2 + d] = cc->in[d];
+        wd[2 + d] = cc->k[d];
+        lp.stride[d] = cc->st[d];
+        lp.dilation[d] = cc->dil[d];
+        lp.pad_begin[d] = cc->pb[d];
+        lp.pad_end[d] = cc->pe[d];
+        if (cc->tr)
+            od[2 + d] = (cc->in[d] - 1) * cc->st[d] - cc->pb[d] - cc->pe[d] +
+                        cc->dil[d] * (cc->k[d] - 1) + 1;
+        else
+            od[2 + d] =
+                (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] +
+                1;
+    }
+    int x = add_input(pg, "x", 2 + cc->S, xd);
+    PB b = {pg, "conv"};
+    int w = add_const(&b, 2 + cc->S, wd);
+    int xin = cc->pro ? pb_ew2i(&b, EW_MUL, x, 1.5) : x;
+    int y = pb_conv(&b, &lp, xin, w, od);
+    if (cc->epi) {
+        int64_t bd[5] = {1, cc->OC, 1, 1, 1};
+        y = pb_ew2(&b, EW_ADD, y, add_const(&b, 2 + cc->S, bd));
+        if (cc->epi == 1) {
+            y = pb_ew1(&b, EW_RELU, y);
+        } else {
+            int res = add_input(pg, "res", 2 + cc->S, od);
+            y = pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, y), res);
+        }
+    }
+    add_output(pg, y);
+    return pg;
+}
+
+static void convs(void) {
+    // clang-format off
+    static const ConvCase cases[] = {
+        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, false},
+        {"conv1x1", 2, 2, 8, 17, {7, 5}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, false},
+        {"conv1x1_vec", 2, 1, 16, 24, {8, 8}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 1, false, false},
+        {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0, false, false},
+        {"conv7x7_s2_p3_relu", 2, 1, 3, 8, {13, 13}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1, false, false},
+        {"conv9x9_d2", 2, 1, 2, 3, {21, 19}, {9, 9}, {1, 1}, {2, 2}, {4, 3}, {4, 5}, 1, 0, false, false},
+        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1, false, false},
+        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, false},
+        {"dw5x5_s2_d2_sig_res", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2, false, false},
+        {"dw_mult2", 2, 1, 4, 8, {8, 9}, {3, 3}, {1, 2}, {1, 1}, {1, 0}, {1, 1}, 4, 0, false, false},
+        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, false},
+        {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+        {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, false},
+    };
+    // Refused for now: 1-D, 3-D, transposed.
+    static const ConvCase refused[] = {
+        {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, false},
+        {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 0, false, false},
+        {"convT3x3_s2", 2, 1, 4, 3, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, true},
+    };
+    // clang-format on
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++)
+        check_graph(cases[i].name, conv_graph(&cases[i]), i == 0 || i == 7 ? 64 : 1, 1);
+    for (size_t i = 0; i < ORCH_COUNT(refused); i++) {
+        PrimGraph *pg = conv_graph(&refused[i]);
+        CandidateSet *cs = NULL;
+        Err e = {0};
+        CHECK_MSG(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK, "%s", e.msg);
+        int lin = 0, acc = 0;
+        for (int c = 0; cs && c < cs->n; c++)
+            for (int q = 0; q < cs->c[c].n_prims; q++)
+                if (pg->prims[cs->c[c].prims[q]]->kind == PRIM_LINEAR) {
+                    lin++;
+                    acc += cugen_lin_supports(pg, &cs->c[c]);
+                }
+        CHECK_MSG(lin > 0 && acc == 0, "%s: %d of %d LINEAR candidates accepted", refused[i].name,
+                  acc, lin);
+        g_refused += lin;
+        cand_set_free(cs);
+        prim_graph_free(pg);
+    }
+}
+
+// ---- the models folder (argv[1]) ----
+
+static char *input_shapes_arg(const char *dir) {
+    char path[4096], text[8192];
+    snprintf(path, sizeof path, "%s/args.txt", dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *p = strstr(text, "--input-shapes");
+    if (!p)
+        return NULL;
+    p += strlen("--input-shapes");
+    while (*p == ' ' || *p == '\t' || *p == '=')
+        p++;
+    size_t len = strcspn(p, " \t\r\n#");
+    char *r = malloc(len + 1);
+    memcpy(r, p, len);
+    r[len] = 0;
+    return r;
+}
+
+static void models(const char *root) {
+    DIR *d = opendir(root);
+    if (!d) {
+        printf("  models: cannot open %s\n", root);
+        return;
+    }
+    char *names[256];
+    int nn = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && nn < 256)
+        if (de->d_name[0] != '.')
+            names[nn++] = strdup(de->d_name);
+    closedir(d);
+    qsort(names, (size_t)nn, sizeof *names, (int (*)(const void *, const void *))strcmp);
+    for (int i = 0; i < nn; i++) {
+        char dir[4096], path[4200];
+        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
+        snprintf(path, sizeof path, "%s/model.onnx", dir);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            free(names[i]);
+            continue;
+        }
+        fclose(f);
+        Err e = {0};
+        InputShape shapes[32];
+        LoadOptions lo = {shapes, 0};
+        char *spec = input_shapes_arg(dir);
+        int rc = spec ? parse_input_shapes(spec, shapes, 32, &lo.n_shapes, &e) : ST_OK;
+        Graph *g = NULL;
+        PrimGraph *pg = NULL;
+        FissionOptions fo = {0};
+        if (rc == ST_OK)
+            rc = onnx_load_file(path, &lo, &g, &e);
+        if (rc == ST_OK)
+            rc = graph_infer_and_fold(g, NULL, &e);
+        if (rc == ST_OK)
+            rc = fission_run(g, &fo, &pg, NULL, &e);
+        if (rc == ST_OK)
+            rc = fission_cleanup(pg, NULL, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", names[i], e.msg);
+        if (rc == ST_OK)
+            check_graph(names[i], pg, 1, 0);
+        else
+            prim_graph_free(pg);
+        graph_free(g);
+        free(spec);
+        free(names[i]);
+    }
+}
+
+// ---- speed (GPU only; printed, not checked) ----
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void speed(const char *name, PrimGraph *pg, double flops) {
+    Err e = {0};
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    const Candidate *c = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+            c = &cs->c[i];
+    CHECK_MSG(c != NULL, "%s: no linear candidate", name);
+    if (!c) {
+        cand_set_free(cs);
+        prim_graph_free(pg);
+        return;
+    }
+    void **buf = eval_all(pg);
+    KernelConfig cf[8];
+    int n = cugen_lin_configs(pg, c, &g_dhw, cf, 4);
+    const CudaApi *cu = g_api;
+    for (int i = 0; i < n; i++) {
+        StrBuf src;
+        sb_init(&src);
+        sb_puts(&src, prelude());
+        CudaLaunch ln;
+        CHECK(cugen_lin_emit(pg, c, &cf[i], &g_dhw, "speed_k", &src, &ln, &e) == ST_OK);
+        NvrtcOptions o = {.arch = g_dhw.arch};
+        void *cubin = NULL;
+        size_t size = 0;
+        int rc = nvrtc_compile(src.s, name, &o, &cubin, &size, &e);
+        sb_free(&src);
+        CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+        if (rc)
+            continue;
+        CUmodule mod = NULL;
+        CUfunction f = NULL;
+        CUevent ev[51];
+        struct {
+            CUdeviceptr in[ORCH_CUDA_MAX_IN];
+            CUdeviceptr out;
+        } args;
+        memset(&args, 0, sizeof args);
+        bool ok = !CUDA_TRY(cu, &e, cuModuleLoadData, &mod, cubin) &&
+                  !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, "speed_k");
+        for (int q = 0; ok && q < c->n_inputs; q++) {
+            size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
+            ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb) &&
+                 !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
+        }
+        size_t ob = tensor_nbytes(pg->tensors[c->output]);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, ob);
+        for (int q = 0; q < 51 && ok; q++)
+            ok = !CUDA_TRY(cu, &e, cuEventCreate, &ev[q], CU_EVENT_DEFAULT);
+        void *params[] = {&args};
+        for (int r = 0; ok && r < 3; r++) // warm-up
+            ok = !CUDA_TRY(cu, &e, cuLaunchKernel, f, ln.grid[0], ln.grid[1], ln.grid[2],
+                           ln.block[0], ln.block[1], ln.block[2], ln.smem, NULL, params, NULL);
+        for (int r = 0; ok && r < 50; r++) {
+            ok = !CUDA_TRY(cu, &e, cuEventRecord, ev[r], NULL) &&
+                 !CUDA_TRY(cu, &e, cuLaunchKernel, f, ln.grid[0], ln.grid[1], ln.grid[2],
+                           ln.block[0], ln.block[1], ln.block[2], ln.smem, NULL, params, NULL);
+        }
+        ok = ok && !CUDA_TRY(cu, &e, cuEventRecord, ev[50], NULL) &&
+             !CUDA_TRY(cu, &e, cuEventSynchronize, ev[50]);
+        float ms[50];
+        for (int r = 0; ok && r < 50; r++)
+            ok = !CUDA_TRY(cu, &e, cuEventElapsedTime, &ms[r], ev[r], ev[r + 1]);
+        CHECK_MSG(ok, "%s: %s", name, e.msg);
+        if (ok) {
+            float *got = malloc(ob);
+            CHECK(!CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob));
+            int64_t bad;
+            CHECK_MSG(compare(got, buf[c->output], (int64_t)(ob / 4), &bad) <= 0, "%s: %s wrong",
+                      name, cf[i].desc);
+            free(got);
+            qsort(ms, 50, sizeof *ms, cmp_float);
+            printf("  %s %-56s %8.1f GFLOP/s (median %.4f ms, model %.4f ms)\n", name, cf[i].desc,
+                   flops / (ms[25] * 1e-3) * 1e-9, ms[25], cf[i].score * 1e3);
+        }
+        for (int q = 0; q < 51; q++)
+            if (ok || q < 51)
+                (void)0;
+        for (int q = 0; q < c->n_inputs; q++)
+            if (args.in[q])
+                cu->cuMemFree(args.in[q]);
+        if (args.out)
+            cu->cuMemFree(args.out);
+        if (mod)
+            cu->cuModuleUnload(mod);
+        free(cubin);
+    }
+    for (int t = 0; t < pg->n_tensors; t++)
+        free(buf[t]);
+    free(buf);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+static const char *g_models;
+
+static void models_folder(void) {
+    models(g_models);
+}
+
+// The model ranks configs sensibly on a big square GEMM.
+static void config_model(void) {
+    Err e = {0};
+    printf("  configs for a 1024^3 matmul (H100 model):\n");
+    PrimGraph *pg = mm_graph(1024, 1024, 1024, 0);
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    KernelConfig cf[8];
+    int n = cs && cs->n ? cugen_lin_configs(pg, &cs->c[0], &g_hw[1], cf, 8) : 0;
+    CHECK(n >= 3);
+    for (int i = 0; i < n; i++)
+        printf("    %-60s %.4f ms\n", cf[i].desc, cf[i].score * 1e3);
+    CHECK_MSG(n > 0 && strstr(cf[0].desc, "tm=8 tn=8"), "best '%s'", n ? cf[0].desc : "");
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+static void counts(void) {
+    printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
+           "candidates (1-D/3-D/transposed conv)\n",
+           g_kernels, g_programs / g_nhw, g_nhw, g_candidates, g_refused);
+    CHECK(g_kernels > 100);
+    if (g_api)
+        printf("  GPU: %d kernels run and compared\n", g_ran);
+}
+
+static void gpu_speed(void) {
+    speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
+    ConvCase c3 = {"conv3x3_64", 2, 1, 64, 64, {56, 56}, {3, 3}, {1, 1}, {1, 1}, {1, 1},
+                   {1, 1}, 1, 0, false, false};
+    speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+}
+
+static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
+                   int clock_khz, double bw) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->cc_major = cc / 10;
+    h->cc_minor = cc % 10;
+    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
+    h->sm_count = sms;
+    h->warp_size = 32;
+    h->max_threads_per_block = 1024;
+    h->max_threads_per_sm = 2048;
+    h->regs_per_block = h->regs_per_sm = 65536;
+    h->smem_per_block = 49152;
+    h->smem_per_block_optin = smem_sm - 1024;
+    h->smem_per_sm = smem_sm;
+    h->l2_bytes = l2;
+    h->clock_khz = clock_khz;
+    h->dram_bw = bw;
+}
+
+int main(int argc, char **argv) {
+    unsigned seed = getenv("ORCH_TEST_SEED") ? (unsigned)atoi(getenv("ORCH_TEST_SEED"))
+                                             : (unsigned)time(NULL);
+    printf("seed %u\n", seed);
+    srand(seed);
+    sb_init(&g_fallback);
+    Err e = {0};
+    if (nvrtc_load(&e) != ST_OK) {
+        printf("skip: NVRTC unavailable (%s)\n", e.msg);
+        return CHECK_DONE();
+    }
+    g_nvrtc = true;
+    set_hw(&g_hw[g_nhw++], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
+    set_hw(&g_hw[g_nhw++], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    Err ed = {0};
+    g_api = cuda_api_load(&ed);
+    if (g_api && (cuda_device_open(g_api, 0, &g_dev, &ed) != ST_OK ||
+                  cuda_hw_detect(&g_dhw, NULL, &ed) != ST_OK))
+        g_api = NULL;
+    if (!g_api)
+        printf("skip: GPU half (%s)\n", ed.msg);
+    else
+        printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
+    RUN(config_model);
+    RUN(matmuls);
+    RUN(convs);
+    if (argc > 1) {
+        g_models = argv[1];
+        RUN(models_folder);
+    }
+    RUN(counts);
+    if (g_api) {
+        RUN(gpu_speed);
+        cuda_device_close(&g_dev);
+    }
+    sb_free(&g_fallback);
+    return CHECK_DONE();
+}
