@@ -238,9 +238,13 @@ static void emit(Enum *E, const Seg *sg, const Word *s, const int *members, int 
     c->output = -1;
     for (int j = 0; j < sink->n_out && c->output < 0; j++)
         c->output = sink->out[j];
+    // Inputs in the signature's canonical order (first use in its walk), so that candidates with
+    // equal signatures pass corresponding tensors in corresponding positions and share a kernel.
+    c->inputs = arena_alloc(cs->arena, sizeof(int) * (size_t)(n_in ? n_in : 1));
+    int n_ext = 0;
+    c->signature = cand_signature_hashed(E->pg, members, n, E->prim_hash, c->inputs, &n_ext);
+    ORCH_ASSERT(n_ext == n_in);
     c->n_inputs = n_in;
-    c->inputs = arena_memdup(cs->arena, E->ins, sizeof(int) * (size_t)(n_in ? n_in : 1));
-    c->signature = cand_signature_hashed(E->pg, members, n, E->prim_hash);
     c->segment = segment;
 }
 

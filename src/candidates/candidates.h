@@ -17,7 +17,9 @@ typedef struct Candidate {
     int output;      // tensor id the kernel writes (the sink's output; an OPAQUE singleton
                      // writes all its primitive's outputs, and this is the first present one)
     int n_inputs;
-    int *inputs;     // tensor ids read from outside the set (constants included), ascending
+    int *inputs;     // tensor ids read from outside the set (constants included), in canonical
+                     // order: first use in the signature's walk, so equal signatures mean
+                     // corresponding inputs at equal positions (the kernel ABI's order)
     uint64_t signature; // canonical hash: structure, parameters, shapes, dtypes (not names)
     int segment;     // the segment it was enumerated in
     double cost;     // seconds: estimated (cost model) or measured (a target)
@@ -64,5 +66,8 @@ void cand_set_free(CandidateSet *cs); // accepts NULL
 
 // The canonical signature of a set of primitives (exposed for tests).
 uint64_t cand_signature(const PrimGraph *pg, const int *prims, int n);
+// The set's external inputs in canonical order (Candidate.inputs' order) into out, which has room
+// for every operand of the set; returns how many.
+int cand_canonical_inputs(const PrimGraph *pg, const int *prims, int n, int *out);
 
 #endif

@@ -8,7 +8,7 @@
 // shapes), and the set's signature from precomputed primitive hashes (NULL: computed here).
 uint64_t cand_prim_hash(const PrimGraph *pg, const Prim *p);
 uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
-                               const uint64_t *prim_hash);
+                               const uint64_t *prim_hash, int *ext_order, int *n_ext);
 
 // segments.c: assigns every primitive a segment, segments being runs of consecutive primitives
 // of at most max_segment; producer[t] is the primitive writing tensor t (-1: none). Returns the

@@ -248,7 +248,7 @@ static void visit(Walk *w, int m) {
 }
 
 uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
-                               const uint64_t *prim_hash) {
+                               const uint64_t *prim_hash, int *ext_order, int *n_ext_out) {
     uint64_t h = 0x7369676e61747572ull;
     h_u64(&h, (uint64_t)n);
     if (n <= 0)
@@ -314,6 +314,11 @@ uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
             h_shape(&h, tt);
         }
     }
+    if (ext_order)
+        for (int e = 0; e < n_ext; e++)
+            ext_order[e] = ext[e].tensor;
+    if (n_ext_out)
+        *n_ext_out = n_ext;
     free(ext);
     free(w.outs);
     free(w.order);
@@ -322,5 +327,11 @@ uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
 }
 
 uint64_t cand_signature(const PrimGraph *pg, const int *prims, int n) {
-    return cand_signature_hashed(pg, prims, n, NULL);
+    return cand_signature_hashed(pg, prims, n, NULL, NULL, NULL);
+}
+
+int cand_canonical_inputs(const PrimGraph *pg, const int *prims, int n, int *out) {
+    int n_ext = 0;
+    cand_signature_hashed(pg, prims, n, NULL, out, &n_ext);
+    return n_ext;
 }

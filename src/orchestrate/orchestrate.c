@@ -243,16 +243,16 @@ static int explain_unproducible(const Prob *P, int t, Err *e) {
     }
 }
 
-// Non-free inputs of a, all among b's? (Both ascending.)
+// Non-free inputs of a, all among b's? (Candidates' input lists are short: a scan suffices.)
 static bool inputs_subset(const Prob *P, const Candidate *a, const Candidate *b) {
-    int j = 0;
     for (int i = 0; i < a->n_inputs; i++) {
         int t = a->inputs[i];
         if (t < 0 || P->is_free[t])
             continue;
-        while (j < b->n_inputs && b->inputs[j] < t)
+        int j = 0;
+        while (j < b->n_inputs && b->inputs[j] != t)
             j++;
-        if (j == b->n_inputs || b->inputs[j] != t)
+        if (j == b->n_inputs)
             return false;
     }
     return true;

@@ -150,31 +150,9 @@ static int kdesc_check(const PrimGraph *pg, const KDesc *k, int i, const char *w
     return ST_OK;
 }
 
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-// The set's external inputs, ascending and each once (as candidates.c computes them).
+// The set's external inputs in the candidate's canonical order (the kernel ABI's order).
 static int external_inputs(const PrimGraph *pg, const KDesc *k, int *buf) {
-    int n = 0;
-    for (int i = 0; i < k->n_prims; i++) {
-        const Prim *p = pg->prims[k->prims[i]];
-        for (int j = 0; j < p->n_in; j++) {
-            int t = p->in[j];
-            if (t < 0)
-                continue;
-            bool inside = false, seen = false;
-            for (int m = 0; m < i && !inside; m++)
-                inside = pg->prims[k->prims[m]]->out[0] == t;
-            for (int m = 0; m < n && !seen; m++)
-                seen = buf[m] == t;
-            if (!inside && !seen)
-                buf[n++] = t;
-        }
-    }
-    qsort(buf, (size_t)n, sizeof(int), cmp_int);
-    return n;
+    return cand_canonical_inputs(pg, k->prims, k->n_prims, buf);
 }
 
 static void add_nodes(Arena *a, const PrimGraph *pg, PlanLaunch *L) {

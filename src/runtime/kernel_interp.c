@@ -14,16 +14,9 @@
 #include <string.h>
 
 static bool has_input(const Candidate *c, int t) {
-    int lo = 0, hi = c->n_inputs - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (c->inputs[mid] == t)
+    for (int i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i] == t)
             return true;
-        if (c->inputs[mid] < t)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
     return false;
 }
 

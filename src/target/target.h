@@ -40,7 +40,7 @@ typedef struct KernelConfig {
 // The kernel ABI of the C target (the CUDA target has its own launch ABI):
 //     void NAME(const void *const *in, void *out);
 // in[i] is the dense row-major buffer of candidate input c->inputs[i] (constants included, in
-// the candidate's ascending tensor-id order); out is the dense buffer of c->output. Kernels
+// the candidate's canonical order, so candidates with equal signatures share one kernel); out is the dense buffer of c->output. Kernels
 // allocate nothing they do not free, keep no state between calls, and may use OpenMP (the caller
 // sets the thread count). Buffers are 64-byte aligned; out never overlaps an input.
 typedef void (*CKernelFn)(const void *const *in, void *out);

@@ -179,8 +179,13 @@ static void validate(const CandidateSet *cs, int max_prims) {
                 found |= c->inputs[v] == ins[u];
             CHECK(found);
         }
+        // Each once, in the canonical order of the signature's walk.
         for (int v = 1; v < c->n_inputs; v++)
-            CHECK(c->inputs[v] > c->inputs[v - 1]);
+            for (int u = 0; u < v; u++)
+                CHECK(c->inputs[u] != c->inputs[v]);
+        int canon[256];
+        CHECK(cand_canonical_inputs(pg, c->prims, c->n_prims, canon) == c->n_inputs);
+        CHECK(memcmp(canon, c->inputs, sizeof(int) * (size_t)c->n_inputs) == 0);
     }
     for (int k = 0; k < n; k++)
         CHECK_MSG(single[k], "prim %d has no singleton", k);
@@ -689,6 +694,35 @@ static void test_signature_blocks(void) {
     g_free(&g);
 }
 
+// Twins whose operands come in the other tensor-id order (x - y with x older, then q - p with p
+// older): equal signatures, and inputs listed by operand role, not by id, so one generated kernel
+// serves both (the kernel ABI passes c->inputs in order).
+static void test_canonical_inputs(void) {
+    G g;
+    g_init(&g);
+    const int64_t d[2] = {3, 5};
+    int x = g_input(&g, 2, d), y = g_input(&g, 2, d);
+    int s1 = pb_ew2(&g.b, EW_SUB, x, y);
+    int p = pb_ew1(&g.b, EW_TANH, s1), q = pb_ew1(&g.b, EW_EXP, s1);
+    int s2 = pb_ew2(&g.b, EW_SUB, q, p);
+    g_output(&g, s2);
+    CandidateSet *cs = enumerate(&g, 0, 0, 1000);
+    validate(cs, 8);
+    const Candidate *c1 = NULL, *c2 = NULL;
+    for (int i = 0; i < cs->n; i++) {
+        const Candidate *c = &cs->c[i];
+        if (c->n_prims == 1 && c->output == s1)
+            c1 = c;
+        if (c->n_prims == 1 && c->output == s2)
+            c2 = c;
+    }
+    CHECK(c1 && c2 && c1->signature == c2->signature);
+    CHECK(c1 && c1->n_inputs == 2 && c1->inputs[0] == x && c1->inputs[1] == y);
+    CHECK(c2 && c2->n_inputs == 2 && c2->inputs[0] == q && c2->inputs[1] == p && q > p);
+    cand_set_free(cs);
+    g_free(&g);
+}
+
 // Direct signatures: operand order, ops, immediates, axes, perms and tables all count; names and
 // positions do not.
 static void test_signature_params(void) {
@@ -807,6 +841,7 @@ int main(int argc, char **argv) {
     RUN(test_sink_budget);
     RUN(test_random_vs_brute_force);
     RUN(test_signature_blocks);
+    RUN(test_canonical_inputs);
     RUN(test_signature_params);
     RUN(test_segments);
     RUN(test_usage_errors);

@@ -57,7 +57,7 @@ typedef struct G {
     const char *name;
     PrimGraph *pg;
     PB b;
-    void **val;      // per tensor: its value (inputs random, the rest from prim_eval)
+    void **val; // per tensor: its value (inputs random, the rest from prim_eval)
     CandidateSet *cs;
     int kernels, failures, ran;
     bool built;
@@ -134,10 +134,10 @@ static int cst(G *g, DType dt, int rank, const int64_t *dims) {
 // ---- the graphs under test ----
 
 static const EwOp unary_float[] = {
-    EW_NEG,   EW_ABS,   EW_EXP,  EW_LOG,   EW_SQRT,    EW_RSQRT,   EW_RECIP, EW_ERF,
-    EW_TANH,  EW_SIGMOID, EW_RELU, EW_FLOOR, EW_CEIL,  EW_ROUND,   EW_SIGN,  EW_SIN,
-    EW_COS,   EW_TAN,   EW_ASIN, EW_ACOS,  EW_ATAN,    EW_SINH,    EW_COSH,  EW_ASINH,
-    EW_ACOSH, EW_ATANH, EW_SOFTPLUS, EW_NOT, EW_ISNAN, EW_ISINF, EW_ISPOSINF, EW_ISNEGINF};
+    EW_NEG,   EW_ABS,     EW_EXP,      EW_LOG,   EW_SQRT,  EW_RSQRT, EW_RECIP,    EW_ERF,
+    EW_TANH,  EW_SIGMOID, EW_RELU,     EW_FLOOR, EW_CEIL,  EW_ROUND, EW_SIGN,     EW_SIN,
+    EW_COS,   EW_TAN,     EW_ASIN,     EW_ACOS,  EW_ATAN,  EW_SINH,  EW_COSH,     EW_ASINH,
+    EW_ACOSH, EW_ATANH,   EW_SOFTPLUS, EW_NOT,   EW_ISNAN, EW_ISINF, EW_ISPOSINF, EW_ISNEGINF};
 
 // Every op (every other one, from a random start, when `half`).
 static void build_unary(DType dt, const char *name, bool half) {
@@ -160,9 +160,9 @@ static void build_binary_float(DType dt, const char *name) {
     int64_t d0 = odd_dim(), d1 = odd_dim() + 4, d2 = odd_dim();
     int64_t da[3] = {d0, d1, d2}, db[2] = {d1, 1};
     int a = g_in(g, dt, 3, da), b = g_in(g, dt, 2, db);
-    static const EwOp ops[] = {EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MIN, EW_MAX,
-                               EW_MOD, EW_FMOD, EW_EQ, EW_LT, EW_LE, EW_GT, EW_GE,
-                               EW_AND, EW_OR, EW_XOR};
+    static const EwOp ops[] = {EW_ADD, EW_SUB, EW_MUL,  EW_DIV, EW_POW, EW_MIN,
+                               EW_MAX, EW_MOD, EW_FMOD, EW_EQ,  EW_LT,  EW_LE,
+                               EW_GT,  EW_GE,  EW_AND,  EW_OR,  EW_XOR};
     for (size_t i = 0; i < ORCH_COUNT(ops); i++) {
         int y = pb_ew2(&g->b, ops[i], a, b);
         if (g->pg->tensors[y]->dtype != dt)
@@ -200,7 +200,7 @@ static void build_casts(const char *name) {
     G *g = g_new(name);
     int64_t d[2] = {odd_dim(), odd_dim() + 2};
     int x = g_in(g, DT_FLOAT, 2, d);
-    static const DType ts[] = {DT_FLOAT16, DT_BFLOAT16, DT_DOUBLE, DT_INT8, DT_UINT8,
+    static const DType ts[] = {DT_FLOAT16, DT_BFLOAT16, DT_DOUBLE, DT_INT8,   DT_UINT8,
                                DT_INT16,   DT_INT32,    DT_INT64,  DT_UINT64, DT_BOOL};
     int big = pb_ew2i(&g->b, EW_MUL, x, 60.0);
     for (size_t i = 0; i < ORCH_COUNT(ts); i++) {
@@ -242,7 +242,8 @@ static void build_layout(const char *name) {
     int perm2[2] = {1, 0};
     g_out(g, pb_ew1(&g->b, EW_ABS, pb_transpose(&g->b, r1, perm2)));
     int64_t sp[4] = {A, B, 1, C};
-    int r2 = pb_reshape(&g->b, pb_transpose(&g->b, pb_ew1(&g->b, EW_SIN, x), (int[]){1, 0, 2}), 4, sp);
+    int r2 =
+        pb_reshape(&g->b, pb_transpose(&g->b, pb_ew1(&g->b, EW_SIN, x), (int[]){1, 0, 2}), 4, sp);
     g_out(g, pb_ew2i(&g->b, EW_SUB, r2, 0.25));
     int64_t flat[1] = {A * B * C}, re[3] = {C, B, A};
     int r3 = pb_reshape(&g->b, pb_reshape(&g->b, pb_ew1(&g->b, EW_COS, x), 1, flat), 3, re);
@@ -332,7 +333,8 @@ static void build_reductions(const char *name) {
     int64_t d[4] = {odd_dim(), odd_dim() + 2, odd_dim(), odd_dim() + 1};
     int x = g_in(g, DT_FLOAT, 4, d);
     // Channel reduction (axis 1 of NCHW: inner kept axes vectorised), not keepdims.
-    g_out(g, pb_ew1(&g->b, EW_SQRT, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, x), 2, false, false)));
+    g_out(g, pb_ew1(&g->b, EW_SQRT,
+                    pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, x), 2, false, false)));
     g_out(g, pb_reduce(&g->b, RED_MIN, pb_ew1(&g->b, EW_ABS, x), 2 | 8, true, false));
     g_out(g, pb_ew2i(&g->b, EW_MUL, pb_reduce(&g->b, RED_MEAN, x, 15, false, false), 2.0));
     g_out(g, pb_reduce(&g->b, RED_PROD, pb_ew2i(&g->b, EW_MUL, x, 0.5), 8, false, false));
@@ -360,7 +362,7 @@ static void build_reduce_offrow(const char *name) {
     int x = g_in(g, DT_FLOAT, 2, d);
     int s = pb_reduce(&g->b, RED_SUM, x, 2, true, false); // [n, 1]
     int64_t td[2] = {1, n};
-    int st = pb_reshape(&g->b, s, 2, td);                  // [1, n]: column j gets row j's sum
+    int st = pb_reshape(&g->b, s, 2, td); // [1, n]: column j gets row j's sum
     g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_SUB, x, st), x));
 }
 
@@ -479,7 +481,7 @@ static int nk, n_progs;
 static StrBuf progs[MAX_PROGS];
 static int prog_lines[MAX_PROGS];
 static int n_refused, n_emit_fail;
-static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block;
+static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split;
 
 static int count_lines(const char *s) {
     int n = 0;
@@ -565,9 +567,10 @@ static void emit_all(const CudaHw *hw) {
                 g->failures++;
             }
             for (int k = 0; k < n; k++) {
-                // Pointwise: the best config and, in turn, one other (each kind is exercised).
+                // Pointwise: the best config and, for every third candidate, one other in turn
+                // (each kind is exercised while the compile time stays small).
                 if (!all && cfg[0].cls == CUCLS_POINTWISE && k > 0 &&
-                    k != 1 + (n_picked * 7 + gi) % ORCH_MAX(n - 1, 1))
+                    (n_picked % 3 != 0 || k != 1 + (n_picked / 3 + gi) % ORCH_MAX(n - 1, 1)))
                     continue;
                 if (n_progs == 0 || prog_lines[n_progs - 1] >= PER_PROG) {
                     ORCH_ASSERT(n_progs < MAX_PROGS);
@@ -589,8 +592,8 @@ static void emit_all(const CudaHw *hw) {
                 kn->line0 = count_lines(p->s) + 1;
                 Err ee = {0};
                 if (cugen_pw_emit(g->pg, c, &cfg[k], hw, kn->fn, p, &kn->launch, &ee)) {
-                    printf("  %s: emit of candidate %d (%s) failed: %s\n", g->name, ci,
-                           cfg[k].desc, ee.msg);
+                    printf("  %s: emit of candidate %d (%s) failed: %s\n", g->name, ci, cfg[k].desc,
+                           ee.msg);
                     g->failures++;
                     n_emit_fail++;
                     continue;
@@ -601,6 +604,8 @@ static void emit_all(const CudaHw *hw) {
                     n_pw_vec++;
                 else if (cfg[k].cls == CUCLS_POINTWISE)
                     n_pw_scalar++;
+                else if (cfg[k].p[2] == 1)
+                    n_red_split++;
                 else if (cfg[k].p[1] == 1)
                     n_red_thread++;
                 else if (cfg[k].p[1] == 32)
@@ -902,13 +907,13 @@ static void graph_case(void) {
 }
 
 // Every kernel shape was generated: float4 and scalar pointwise, reductions with a thread, a
-// warp and a block per position; and the whole softmax, LayerNorm and InstanceNorm chains are
-// single kernels.
+// warp and a block per position, and split (several threads per position, 32 positions a block);
+// and the whole softmax, LayerNorm and InstanceNorm chains are single kernels.
 static void test_coverage(void) {
     CHECK_MSG(n_pw_vec > 0 && n_pw_scalar > 0 && n_red_thread > 0 && n_red_warp > 0 &&
-                  n_red_block > 0,
-              "pointwise vec %d scalar %d, reduce thread %d warp %d block %d", n_pw_vec,
-              n_pw_scalar, n_red_thread, n_red_warp, n_red_block);
+                  n_red_block > 0 && n_red_split > 0,
+              "pointwise vec %d scalar %d, reduce thread %d warp %d block %d split %d", n_pw_vec,
+              n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split);
     CHECK_MSG(n_emit_fail == 0, "%d emits failed", n_emit_fail);
     int whole_chains = 0;
     for (int gi = 0; gi < n_graphs; gi++) {
@@ -931,12 +936,13 @@ static void test_prelude(void) {
     const char *p = cugen_prelude();
     CHECK(strstr(p, orch_cuda_prelude()) == p);
     static const char *const helpers[] = {
-        "orch_expf(", "orch_tanhf(", "orch_erff(", "orch_sigmoidf(", "orch_sigmoid(",
-        "orch_softplusf(", "orch_softplus(", "orch_fminf(", "orch_fmaxf(", "orch_fmin(",
-        "orch_fmax(", "orch_idiv(", "orch_imod(", "orch_ifmod(", "orch_ipow(", "orch_shl(",
-        "orch_shr(", "orch_sat(", "orch_sat_u64(", "orch_f16_to_f32(", "orch_f32_to_f16(",
-        "orch_bf16_to_f32(", "orch_f32_to_bf16(", "orch_round_f16(", "orch_round_bf16(",
-        "struct OrchArgs"};
+        "orch_expf(",       "orch_tanhf(",       "orch_erff(",        "orch_sigmoidf(",
+        "orch_sigmoid(",    "orch_softplusf(",   "orch_softplus(",    "orch_fminf(",
+        "orch_fmaxf(",      "orch_fmin(",        "orch_fmax(",        "orch_idiv(",
+        "orch_imod(",       "orch_ifmod(",       "orch_ipow(",        "orch_shl(",
+        "orch_shr(",        "orch_sat(",         "orch_sat_u64(",     "orch_f16_to_f32(",
+        "orch_f32_to_f16(", "orch_bf16_to_f32(", "orch_f32_to_bf16(", "orch_round_f16(",
+        "orch_round_bf16(", "struct OrchArgs"};
     for (size_t i = 0; i < ORCH_COUNT(helpers); i++)
         CHECK_MSG(strstr(p, helpers[i]) != NULL, "prelude lacks %s", helpers[i]);
 }
@@ -962,7 +968,8 @@ int main(int argc, char **argv) {
     hw_h100(&hw);
     Err ge = {0};
     api = cuda_api_load(&ge);
-    if (api && cuda_hw_detect(&hw, NULL, &ge) == ST_OK && cuda_device_open(api, 0, &dev, &ge) == ST_OK)
+    if (api && cuda_hw_detect(&hw, NULL, &ge) == ST_OK &&
+        cuda_device_open(api, 0, &dev, &ge) == ST_OK)
         have_gpu = true;
     else
         hw_h100(&hw);
@@ -1009,9 +1016,9 @@ int main(int argc, char **argv) {
     emit_all(&hw);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  %d kernels in %d programs (%d candidates refused): pointwise %d scalar + %d float4, "
-           "reduce %d thread + %d warp + %d block per position; emitted in %.1f s\n",
+           "reduce %d thread + %d warp + %d block per position + %d split; emitted in %.1f s\n",
            nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_red_thread, n_red_warp, n_red_block,
-           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+           n_red_split, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     int failed = compile_all();
     clock_gettime(CLOCK_MONOTONIC, &t2);
     printf("  %d compiles (%d programs x %d archs), %d failed, in %.1f s\n", n_jobs, n_progs,

@@ -7,7 +7,7 @@
 // The CUDA kernel ABI:
 //     extern "C" __global__ void NAME(OrchArgs a);
 //     struct OrchArgs { const void *in[ORCH_CUDA_MAX_IN]; void *out; };  (in cugen_prelude)
-// a.in[i] is the device buffer of candidate input c->inputs[i] (ascending tensor ids, constants
+// a.in[i] is the device buffer of candidate input c->inputs[i] (canonical order, constants
 // included), a.out that of c->output; 256-byte aligned dense row-major buffers; out never
 // overlaps an input. The launch geometry is fixed at emit time (shapes are static) and returned
 // in CudaLaunch; the runtime launches exactly that, with `smem` bytes of dynamic shared memory.

@@ -47,7 +47,8 @@ typedef struct Space {
     int64_t dims[R];
     uint32_t red;  // reduced axes
     uint32_t keep; // kept axes (the positions)
-    int64_t count, npos, inner; // row length, positions, product of kept axes after the last reduced
+    int64_t count, npos,
+        inner; // row length, positions, product of kept axes after the last reduced
 } Space;
 
 typedef struct Red {
@@ -65,6 +66,7 @@ typedef struct Ctx {
     int n_red;
     Space sp;
     bool root_is_space; // reads: the current root is the space (else the sink's output)
+    bool split;         // 32 positions per block, tpr threads each at a stride of 32
 } Ctx;
 
 static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
@@ -184,10 +186,10 @@ static void emit_combine(StrBuf *code, int indent, const Prim *p, bool fl, const
         sb_line(code, indent, "if (%s) {\n", bn);
         if (fl) {
             sb_line(code, indent + 1, "const int vn = %s != %s, an = %s != %s;\n", b, b, a, a);
-            sb_line(code, indent + 1, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n",
-                    b, cmp, a);
-            sb_line(code, indent + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n",
-                    b, a);
+            sb_line(code, indent + 1, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n", b,
+                    cmp, a);
+            sb_line(code, indent + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", b,
+                    a);
         } else {
             sb_line(code, indent + 1, "const int more = %s %s %s;\n", b, cmp, a);
             sb_line(code, indent + 1, "const int same = %s == %s;\n", b, a);
@@ -233,8 +235,8 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     if (tpr == 1)
         sb_line(code, indent, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)s->count);
     else
-        sb_line(code, indent, "for (int64_t r = lane; r < %lld; r += %d) {\n",
-                (long long)s->count, tpr);
+        sb_line(code, indent, "for (int64_t r = lane; r < %lld; r += %d) {\n", (long long)s->count,
+                tpr);
     cupw_digits(code, indent + 1, "i", "r", s->rank, s->dims, s->red, narrow);
     char names[R][16], v[64];
     const char *idx[R];
@@ -268,8 +270,7 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
             sb_line(code, in1, "%s = %s %s %s ? %s : %s;\n", a, v, cmp, a, v, a);
             sb_line(code, in1, "%s |= %s != %s;\n", n, v, v);
         } else {
-            sb_line(code, in1, "%s = (int64_t)%s %s %s ? (int64_t)%s : %s;\n", a, v, cmp, a, v,
-                    a);
+            sb_line(code, in1, "%s = (int64_t)%s %s %s ? (int64_t)%s : %s;\n", a, v, cmp, a, v, a);
         }
         break;
     }
@@ -282,8 +283,7 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
             sb_line(code, in1 + 1, "const int vn = %s != %s, an = %s != %s;\n", v, v, a, a);
             sb_line(code, in1 + 1, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n", v,
                     cmp, a);
-            sb_line(code, in1 + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", v,
-                    a);
+            sb_line(code, in1 + 1, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", v, a);
             sb_line(code, in1 + 1, "if (!%s || more || (%d && same)) {\n", n,
                     p->red.select_last ? 1 : 0);
             sb_line(code, in1 + 2, "%s = %s;\n", a, v);
@@ -303,11 +303,10 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     }
     sb_line(code, indent, "}\n");
     // Lanes of a warp: butterfly shuffles leave every lane with the same combination.
-    if (tpr > 1) {
+    if (tpr > 1 && !k->split) {
         sb_line(code, indent, "#pragma unroll\n");
         sb_line(code, indent, "for (int o = 16; o > 0; o >>= 1) {\n");
-        sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at,
-                a);
+        sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at, a);
         sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", n);
         sb_line(code, indent + 1,
                 "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
@@ -317,7 +316,28 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
         sb_line(code, indent, "}\n");
     }
     // Warps of a block: partials through shared memory, folded in warp order by every thread.
-    if (tpr > 32) {
+    if (k->split) {
+        // The tpr threads of a position sit 32 apart: partials through shared memory, folded
+        // in lane order by each of them.
+        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, bs);
+        sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, bs);
+        sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, bs);
+        sb_line(code, indent, "sa_%s[threadIdx.x] = %s;\n", a, a);
+        sb_line(code, indent, "sn_%s[threadIdx.x] = %s;\n", a, n);
+        sb_line(code, indent, "si_%s[threadIdx.x] = %s;\n", a, ai);
+        sb_line(code, indent, "__syncthreads();\n");
+        sb_line(code, indent, "%s = sa_%s[threadIdx.x %% 32];\n", a, a);
+        sb_line(code, indent, "%s = sn_%s[threadIdx.x %% 32];\n", n, a);
+        sb_line(code, indent, "%s = si_%s[threadIdx.x %% 32];\n", ai, a);
+        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", tpr);
+        sb_line(code, indent + 1, "const %s b_ = sa_%s[w * 32 + threadIdx.x %% 32];\n", at, a);
+        sb_line(code, indent + 1, "const int bn_ = sn_%s[w * 32 + threadIdx.x %% 32];\n", a);
+        sb_line(code, indent + 1, "const int64_t bi_ = si_%s[w * 32 + threadIdx.x %% 32];\n", a);
+        sb_line(code, indent + 1, "(void)bn_;\n");
+        sb_line(code, indent + 1, "(void)bi_;\n");
+        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
+        sb_line(code, indent, "}\n");
+    } else if (tpr > 32) {
         int nw = bs / 32;
         sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, nw);
         sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, nw);
@@ -393,8 +413,7 @@ static int collect(Ctx *k, Err *e) {
         if (p->kind != PRIM_REDUCE)
             continue;
         if (k->n_red == MAX_RED)
-            return err_set(e, ST_UNSUPPORTED, "kernel %s: more than %d reductions", k->fn,
-                           MAX_RED);
+            return err_set(e, ST_UNSUPPORTED, "kernel %s: more than %d reductions", k->fn, MAX_RED);
         Red *r = &k->red[k->n_red++];
         r->p = p;
         r->out = p->out[0];
@@ -404,8 +423,7 @@ static int collect(Ctx *k, Err *e) {
         if (k->n_red == 1)
             k->sp = s;
         else if (!same_space(&k->sp, &s))
-            return err_set(e, ST_UNSUPPORTED, "kernel %s: reductions over different spaces",
-                           k->fn);
+            return err_set(e, ST_UNSUPPORTED, "kernel %s: reductions over different spaces", k->fn);
     }
     if (k->n_red == 0)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: no reduction", k->fn);
@@ -451,16 +469,27 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     const Space *s = &k->sp;
     bool narrow = s->count < ((int64_t)1 << 31) && s->npos < ((int64_t)1 << 31);
     int ppb = bs / tpr;
-    if (tpr == 1)
-        sb_line(code, 1, "const int lane = 0;\n");
-    else
-        sb_line(code, 1, "const int lane = (int)threadIdx.x %% %d;\n", tpr);
-    sb_line(code, 1, "(void)lane;\n");
-    sb_line(code, 1, "const int64_t pos = (int64_t)blockIdx.x * %d + (int)threadIdx.x / %d;\n",
-            ppb, tpr);
-    // Whole warps (tpr 32) or whole blocks (tpr = block) share pos: the shuffles and barriers
-    // below run with every thread of their group.
-    sb_line(code, 1, "if (pos < %lld) {\n", (long long)s->npos);
+    // valid: the guard of the stores. Split blocks run every thread through the barriers, the
+    // ones past the last position on a copy of it; elsewhere whole warps (tpr 32) or whole
+    // blocks (tpr = block) share pos, so the shuffles and barriers run with all their threads.
+    if (k->split) {
+        sb_line(code, 1, "const int lane = (int)threadIdx.x / 32;\n");
+        sb_line(code, 1,
+                "const int64_t pos_ = (int64_t)blockIdx.x * 32 + (int)threadIdx.x %% 32;\n");
+        sb_line(code, 1, "const bool valid = pos_ < %lld;\n", (long long)s->npos);
+        sb_line(code, 1, "const int64_t pos = valid ? pos_ : %lld;\n", (long long)s->npos - 1);
+        sb_line(code, 1, "{\n");
+    } else {
+        if (tpr == 1)
+            sb_line(code, 1, "const int lane = 0;\n");
+        else
+            sb_line(code, 1, "const int lane = (int)threadIdx.x %% %d;\n", tpr);
+        sb_line(code, 1, "const int64_t pos = (int64_t)blockIdx.x * %d + (int)threadIdx.x / %d;\n",
+                ppb, tpr);
+        sb_line(code, 1, "const bool valid = true;\n");
+        sb_line(code, 1, "if (pos < %lld) {\n", (long long)s->npos);
+    }
+    sb_line(code, 2, "(void)lane;\n");
     cupw_digits(code, 2, "i", "pos", s->rank, s->dims, s->keep, narrow);
     k->root_is_space = true;
     int rc = ST_OK;
@@ -476,22 +505,21 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
         red_out_idx(k, r, names, idx);
         dense_offset(T, idx, off, sizeof off);
         cgen_store_expr(T->dtype, r->res, st, sizeof st);
-        sb_line(code, 2, "if (lane == 0)\n");
+        sb_line(code, 2, "if (valid && lane == 0)\n");
         sb_line(code, 3, "y[%s] = %s;\n", off, st);
         sb_line(code, 1, "}\n");
         return ST_OK;
     }
     const Tensor *A = pg->tensors[k->red[0].p->in[0]], *O = pg->tensors[k->red[0].out];
-    bool full = T->rank == A->rank &&
-                !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
-    bool small = T->rank == O->rank &&
-                 !memcmp(T->dims, O->dims, sizeof(int64_t) * (size_t)T->rank);
+    bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
+    bool small = T->rank == O->rank && !memcmp(T->dims, O->dims, sizeof(int64_t) * (size_t)T->rank);
     if (full) {
         // The tail over the row again.
         if (tpr == 1)
-            sb_line(code, 2, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)s->count);
+            sb_line(code, 2, "for (int64_t r = 0; r < %lld && valid; r++) {\n",
+                    (long long)s->count);
         else
-            sb_line(code, 2, "for (int64_t r = lane; r < %lld; r += %d) {\n",
+            sb_line(code, 2, "for (int64_t r = lane; r < %lld && valid; r += %d) {\n",
                     (long long)s->count, tpr);
         cupw_digits(code, 3, "i", "r", s->rank, s->dims, s->red, narrow);
         for (int d = 0; d < s->rank; d++) {
@@ -509,7 +537,7 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     } else if (small) {
         red_out_idx(k, &k->red[0], names, idx);
         k->root_is_space = false;
-        sb_line(code, 2, "if (lane == 0) {\n");
+        sb_line(code, 2, "if (valid && lane == 0) {\n");
         rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
         cexpr_forget(k->x);
         if (rc)
@@ -525,9 +553,13 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     return ST_OK;
 }
 
-static bool cfg_valid(const Space *s, int bs, int tpr) {
+// Config p[0]: block size; p[1]: threads per position; p[2]: 1 = split (32 positions per block,
+// bs = 32 * tpr).
+static bool cfg_valid(const Space *s, int bs, int tpr, bool split) {
     if (bs < 32 || bs > 1024 || bs % 32)
         return false;
+    if (split)
+        return tpr >= 2 && bs == 32 * tpr && s->inner > 1;
     if (tpr != 1 && tpr != 32 && tpr != bs)
         return false;
     // Threads sharing a position must stride a row: only where no kept axis follows the
@@ -543,9 +575,11 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     if (rc)
         return rc;
     int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
-    if (!cfg_valid(&k.sp, bs, tpr))
+    k.split = cfg->p[2] == 1;
+    if (!cfg_valid(&k.sp, bs, tpr, k.split))
         return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
-    int64_t grid = (k.sp.npos + bs / tpr - 1) / (bs / tpr);
+    int ppb = k.split ? 32 : bs / tpr;
+    int64_t grid = (k.sp.npos + ppb - 1) / ppb;
     if (grid > 0x7fffffff)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: %lld blocks", fn, (long long)grid);
     StrBuf decls, body;
@@ -586,8 +620,8 @@ bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
     return rc == ST_OK;
 }
 
-int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
-                      KernelConfig *out, int k) {
+int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                      int k) {
     Ctx ctx = {.pg = pg, .c = c, .fn = "orch_probe"};
     Err e = {0};
     if (collect(&ctx, &e))
@@ -597,48 +631,66 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
     int passes = ctx.n_red + (full ? 1 : 0);
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * s->rank;
+    double in_bytes = bytes - (double)tensor_nbytes(T);
     int sms = cupw_sm_count(hw);
     double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
-    static const int shapes[][2] = {{128, 1},  {256, 1},  {128, 32},  {256, 32},
-                                    {128, 128}, {256, 256}, {512, 512}, {1024, 1024}};
+    static const int shapes[][3] = {{128, 1, 0},   {256, 1, 0},   {128, 32, 0},  {256, 32, 0},
+                                    {128, 128, 0}, {256, 256, 0}, {512, 512, 0}, {1024, 1024, 0},
+                                    {256, 8, 1},   {1024, 32, 1}};
     KernelConfig cand[ORCH_COUNT(shapes)];
     int n = 0;
     for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
         int bs = shapes[i][0], tpr = shapes[i][1];
-        if (!cfg_valid(s, bs, tpr))
+        bool split = shapes[i][2] != 0;
+        if (!cfg_valid(s, bs, tpr, split))
+            continue;
+        // Split rows only where they are long.
+        if (split && s->count < 4 * tpr)
             continue;
         // No block per position for rows that would leave most of it idle.
         if (tpr > 32 && s->count < 2 * tpr && tpr != 128)
             continue;
         if (tpr > 32 && s->count < 128)
             continue;
-        int64_t ppb = bs / tpr, blocks = (s->npos + ppb - 1) / ppb;
+        int64_t ppb = split ? 32 : bs / tpr, blocks = (s->npos + ppb - 1) / ppb;
         int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
-        double active = (double)ORCH_MIN(blocks, slots) * bs;
-        double util = ORCH_MIN(1.0, active / (0.5 * sms * cupw_threads_per_sm(hw)));
+        // Full bandwidth needs the SMs full of threads (loads in flight); fewer resident
+        // threads reach a proportional share (H100: a warp per row of 4096 rows, half the
+        // threads, ran at half the bandwidth of a block per row).
+        double resident = (double)ORCH_MIN(blocks, slots) * bs;
+        double util = ORCH_MIN(1.0, resident / ((double)sms * cupw_threads_per_sm(hw)));
         double waves = ceil((double)blocks / (double)slots);
         double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
-        // Later passes re-read the row, mostly from L1/L2; a thread per position reading rows
-        // of its own (no kept inner axis) uses a fraction of each memory transaction.
-        double t_mem = bytes / bw * (1.0 + 0.15 * (passes - 1));
+        // Later passes re-read the row: from L1 while the rows resident on an SM fit in it,
+        // else from L2. A thread per position reading rows of its own (no kept inner axis)
+        // uses a fraction of each memory transaction.
+        double row_bytes = in_bytes / (double)s->npos;
+        double pos_per_sm =
+            ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos / sms));
+        bool l1_fit = pos_per_sm * row_bytes <= 160e3;
+        double t_mem = bytes / bw / util + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
         if (tpr == 1 && s->inner == 1 && s->count > 1)
             t_mem *= ORCH_MIN(8.0, (double)s->count);
         double elems = (double)s->npos * (double)s->count * passes;
         double t_issue = elems * ops / (sms * 128.0 * clock);
-        // The dependent chain of one thread: its share of the row, then the combine steps.
+        // The dependent chain of one thread per wave, added: its share of the row, then the
+        // combine steps (shuffles; barrier and the fold of the warps' partials).
         double iters = ceil((double)s->count / tpr) * passes;
-        double combine = tpr > 1 ? 5 * 30.0 * ctx.n_red : 0;
-        if (tpr > 32)
+        double combine = tpr > 1 && !split ? 5 * 30.0 * ctx.n_red : 0;
+        if (split)
+            combine += (200.0 + 10.0 * tpr) * ctx.n_red;
+        else if (tpr > 32)
             combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
         double t_chain = waves * (iters * 12.0 + combine) / clock;
-        double score = ORCH_MAX(ORCH_MAX(t_mem / util, t_issue), t_chain) / wave_eff + 3e-6;
+        double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + 3e-6;
         KernelConfig *kc = &cand[n++];
         memset(kc, 0, sizeof *kc);
         kc->cls = CUCLS_REDUCE;
         kc->p[0] = bs;
         kc->p[1] = tpr;
+        kc->p[2] = split;
         kc->score = score;
-        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d", bs, tpr);
+        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s", bs, tpr, split ? " split" : "");
     }
     return cgen_sort_configs(cand, n, out, k);
 }
