@@ -42,11 +42,12 @@ CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,addr
         -Iinclude -Isrc -I"$OUT/gen" $(pkg-config --cflags cbc))
 sources=("$OUT/gen/onnx/onnx.pb-c.c" tests/fuzz/fuzz_load.c)
 for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/fission/*.c src/candidates/*.c \
-    src/orchestrate/*.c src/runtime/*.c src/api/*.c; do
+    src/orchestrate/*.c src/runtime/*.c src/api/*.c src/target/*.c src/target/c/*.c \
+    src/target/cuda/*.c src/compile/*.c src/db/*.c src/plan/*.c; do
     sources+=("$f")
 done
 # Any header newer than an object recompiles it: simple and safe for a tree this size.
-newest_header=$(ls -t src/*/*.h include/*.h "$OUT/gen/onnx/onnx.pb-c.h" | head -n 1)
+newest_header=$(ls -t src/*/*.h src/*/*/*.h include/*.h "$OUT/gen/onnx/onnx.pb-c.h" | head -n 1)
 objects=()
 stale=()
 for src in "${sources[@]}"; do
@@ -71,7 +72,7 @@ done
 if [ $relink = 1 ]; then
     # CBC (the orchestration solver) is C++: its libraries need the C++ runtime.
     "$CC" -fsanitize=fuzzer,address,undefined "${objects[@]}" -lprotobuf-c $(pkg-config --libs cbc) \
-        -lstdc++ -lm -o "$OUT/fuzz_load"
+        $(pkg-config --libs sqlite3) -lstdc++ -ldl -lpthread -lm -o "$OUT/fuzz_load"
 fi
 
 # ---- regressions: every saved reproducer must now run clean ----

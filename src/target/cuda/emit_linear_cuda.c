@@ -298,39 +298,45 @@ int culin_simt_regs(const Lin *L, const int64_t *P) {
     return (int)(P[CUL_TM] * P[CUL_TN] + P[CUL_TM] + P[CUL_TN] + pre + 40);
 }
 
+// Calibrated on an H100 (1024^3 matmul, 3x3 64->64 conv at 56x56): the fraction of FMA peak a
+// thread tile reaches with enough warps resident (per K step a thread reads tm + tn floats from
+// shared memory for tm*tn FMAs), and how much of the SM a block's warps keep busy.
+static double tile_eff(double tm, double tn) {
+    double ratio = tm * tn / (tm + tn); // 2 (4x4), 2.67 (8x4), 4 (8x8)
+    return ratio >= 4 ? 0.77 : ratio >= 2.5 ? 0.70 : 0.44;
+}
+
+static double warp_eff(double warps) {
+    return ORCH_MIN(1.0, 0.45 + warps / 24.0);
+}
+
 static double score_simt(const Lin *L, const GHw *h, const int64_t *P, bool tf32) {
     double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
-           tn = (double)P[CUL_TN];
+           tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
-    int nt = (int)((bm / tm) * (bn / tn));
-    double smem = culin_smem_bytes(P);
-    int bpsm = blocks_per_sm(h, nt, culin_simt_regs(L, P), smem);
+    int nt = tf32 ? (int)((bm / 32) * (bn / 32) * 32) : (int)((bm / tm) * (bn / tn));
+    double smem = (double)culin_smem_bytes(P);
+    int bpsm = blocks_per_sm(h, nt, tf32 ? 96 : culin_simt_regs(L, P), smem);
     if (bpsm < 1)
         return 1e30;
-    // Per K step a thread reads tm + tn floats from shared memory for tm*tn FMAs: below ~4
-    // FMAs per read the shared-memory pipe limits.
-    double eff = ORCH_MIN(1.0, (tm * tn / (tm + tn)) / 4.0) * 0.85;
-    // Too few warps per SM to hide latency.
-    double warps = (double)bpsm * nt / 32.0;
-    if (warps < 8)
-        eff *= warps / 8.0;
-    double peak = h->peak;
-    if (tf32) {
-        peak *= 4.0; // dense TF32 mma vs fp32 FMA, with conversion and fragment overheads
-        eff *= 0.6;
-    }
+    // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
     double tiles = B * cdiv(M, bm) * cdiv(N, bn);
-    double Mp = cdiv(M, bm) * bm, Np = cdiv(N, bn) * bn;
-    double t_comp = 2.0 * B * Mp * Np * K / (peak * eff);
+    double per_sm = cdiv(tiles, (double)h->sms);
+    double resident = ORCH_MIN((double)bpsm, per_sm);
+    double eff = (tf32 ? 0.5 : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
+    if (bk < 16)
+        eff *= 0.9; // twice the barriers per K
+    double peak_sm = h->peak / h->sms * (tf32 ? 4.0 : 1.0);
+    double t_comp = per_sm * 2.0 * bm * bn * K / (peak_sm * eff);
+    // The implicit-GEMM patch gather: index arithmetic per staged element.
+    if (L->conv && !L->b_direct_ok)
+        t_comp *= 1.15;
     // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
     // from L2 when the operands fit, from DRAM otherwise.
     double reread = 4.0 * B * M * N * K * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
     double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
-    // The implicit-GEMM patch gather: index arithmetic per staged element.
-    if (L->conv && !L->b_direct_ok)
-        t_comp *= 1.15;
-    return overlap(t_comp, t_mem) / wave_eff(h, tiles, bpsm) + 3e-6;
+    return overlap(t_comp, t_mem) + 3e-6;
 }
 
 static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
@@ -393,7 +399,7 @@ static int enum_cfgs(const Lin *L, const GHw *h, KernelConfig *out, int cap) {
         {128, 128, 8, 8, 8}, {128, 128, 16, 8, 8}, {128, 64, 8, 8, 8},  {64, 128, 8, 8, 8},
         {128, 64, 16, 8, 4}, {64, 64, 8, 8, 8},    {64, 64, 16, 4, 4},  {64, 32, 16, 4, 4},
         {32, 64, 16, 4, 4},  {32, 32, 16, 4, 4},   {128, 32, 16, 8, 4}, {16, 64, 16, 4, 4},
-        {64, 16, 16, 4, 4},
+        {64, 16, 16, 4, 4},  {64, 128, 16, 8, 4},  {128, 128, 16, 8, 4}, {64, 64, 16, 8, 4},
     };
     int n = 0;
     int cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;

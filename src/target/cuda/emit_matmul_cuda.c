@@ -137,6 +137,25 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         sb_line(s, ind + 2, "v_ = ((const float *)in[%d])[%s + gk * %lld + gj];\n", B->input,
                 B->base, B->ld);
         rc = ST_OK;
+    } else if (L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
+        // The patch element of X read in place, with 32-bit index arithmetic (the general
+        // helper's 64-bit divisions cost more than the loads).
+        sb_line(s, ind + 2, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n",
+                (long long)L->kpix, (long long)L->kpix);
+        sb_line(s, ind + 2, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0],
+                (long long)L->k[1], (long long)L->dil[0]);
+        sb_line(s, ind + 2, "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1],
+                (long long)L->k[1], (long long)L->dil[1]);
+        sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
+                (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+        sb_line(s, ind + 3,
+                "v_ = ((const float *)in[%d])[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) "
+                "* %lld + iw];\n",
+                L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
+                (long long)L->in[1]);
+        rc = ST_OK;
     } else {
         rc = lin_emit_b_value(E, ind + 2, "gk", "gj", "v_", e);
     }
