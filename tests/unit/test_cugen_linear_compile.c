@@ -633,7 +633,7 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
     }
     void **buf = eval_all(pg);
     KernelConfig cf[8];
-    int n = cugen_lin_configs(pg, c, &g_dhw, cf, 4);
+    int n = cugen_lin_configs(pg, c, &g_dhw, cf, 6);
     const CudaApi *cu = g_api;
     for (int i = 0; i < n; i++) {
         StrBuf src;
