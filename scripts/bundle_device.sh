@@ -8,6 +8,13 @@ make all >/dev/null
 rm -rf .bundle
 mkdir -p .bundle/bin .bundle/lib
 cp build/orch .bundle/bin/
+# The tests that need a GPU (they skip elsewhere), and the generated test models with their
+# ONNX Runtime outputs (build/models, from tests/models/gen_models.py), to check -t cuda there.
+cp build/tests/unit_cuda_* build/tests/unit_cugen_* .bundle/bin/ 2>/dev/null || true
+if [ -d build/models ]; then
+    mkdir -p .bundle/models
+    cp -r build/models/. .bundle/models/
+fi
 # Every shared library orch links except the C runtime's own, which the device has (glibc 2.39):
 # protobuf-c, libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
 ldd build/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do

@@ -15,8 +15,8 @@ bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L);
 void culin_kernel_head(const Emit *E, int nthreads);
 // The candidate's output value from the LINEAR's value `acc` at GEMM row i, column j (C
 // expressions; batch coordinates in scope); the value's name goes to dst.
-int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j,
-                         char *dst, size_t cap, Err *e);
+int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j, char *dst,
+                         size_t cap, Err *e);
 // Static shared memory bytes and estimated registers per thread of a tiled config.
 int64_t culin_smem_bytes(const int64_t *P);
 int culin_simt_regs(const Lin *L, const int64_t *P);

@@ -71,13 +71,13 @@ static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e)
         sb_line(s, ind, "#pragma unroll\n");
         sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
         sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-        sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + (e_ %% %d) * 4;\n",
-                bk / 4, bk / 4);
+        sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + (e_ %% %d) * 4;\n", bk / 4,
+                bk / 4);
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
-        sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt), (long long)L->M,
-                (long long)L->K);
-        sb_line(s, ind + 2, "v_ = *(const float4 *)((const float *)in[%d] + %s + gi * %lld + gk);\n",
-                A->input, A->base, A->ld);
+        sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt),
+                (long long)L->M, (long long)L->K);
+        sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gi * %lld + gk);\n", A->input,
+                A->base, A->ld);
         sb_line(s, ind + 1, "ra4[q] = v_;\n");
         sb_line(s, ind, "}\n");
         return ST_OK;
@@ -92,8 +92,7 @@ static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e)
             (long long)L->K);
     int rc;
     if (A->direct) {
-        sb_line(s, ind + 2, "v_ = ((const float *)in[%d])[%s + gi * %lld + gk];\n", A->input,
-                A->base, A->ld);
+        sb_line(s, ind + 2, "v_ = in%d[%s + gi * %lld + gk];\n", A->input, A->base, A->ld);
         rc = ST_OK;
     } else {
         rc = lin_emit_a_value(E, ind + 2, "gi", "gk", "v_", e);
@@ -113,13 +112,13 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         sb_line(s, ind, "#pragma unroll\n");
         sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
         sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-        sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + (e_ %% %d) * 4;\n",
-                bn / 4, bn / 4);
+        sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + (e_ %% %d) * 4;\n", bn / 4,
+                bn / 4);
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
         sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld)\n", ebound(eb, groups, nt),
                 (long long)L->K, (long long)L->N);
-        sb_line(s, ind + 2, "v_ = *(const float4 *)((const float *)in[%d] + %s + gk * %lld + gj);\n",
-                B->input, B->base, B->ld);
+        sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gk * %lld + gj);\n", B->input,
+                B->base, B->ld);
         sb_line(s, ind + 1, "rb4[q] = v_;\n");
         sb_line(s, ind, "}\n");
         return ST_OK;
@@ -134,8 +133,7 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
             (long long)L->N);
     int rc;
     if (B->direct) {
-        sb_line(s, ind + 2, "v_ = ((const float *)in[%d])[%s + gk * %lld + gj];\n", B->input,
-                B->base, B->ld);
+        sb_line(s, ind + 2, "v_ = in%d[%s + gk * %lld + gj];\n", B->input, B->base, B->ld);
         rc = ST_OK;
     } else if (L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
         // The patch element of X read in place, with 32-bit index arithmetic (the general
@@ -143,15 +141,16 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         sb_line(s, ind + 2, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n",
                 (long long)L->kpix, (long long)L->kpix);
         sb_line(s, ind + 2, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0],
-                (long long)L->k[1], (long long)L->dil[0]);
-        sb_line(s, ind + 2, "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1],
-                (long long)L->k[1], (long long)L->dil[1]);
+                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
+                (long long)L->dil[0]);
+        sb_line(s, ind + 2,
+                "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
+                (long long)L->dil[1]);
         sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
                 (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
         sb_line(s, ind + 3,
-                "v_ = ((const float *)in[%d])[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) "
+                "v_ = in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) "
                 "* %lld + iw];\n",
                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
                 (long long)L->in[1]);
@@ -277,17 +276,20 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int g = 0; g < %d; g++) {\n", tm / 4);
     sb_line(s, 5, "const float4 v = *(const float4 *)&As[cb][kk][g * %d + ty * 4];\n", rsm);
-    sb_line(s, 5, "fa[g * 4] = v.x; fa[g * 4 + 1] = v.y; fa[g * 4 + 2] = v.z; fa[g * 4 + 3] = v.w;\n");
+    sb_line(s, 5,
+            "fa[g * 4] = v.x; fa[g * 4 + 1] = v.y; fa[g * 4 + 2] = v.z; fa[g * 4 + 3] = v.w;\n");
     sb_line(s, 4, "}\n");
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int g = 0; g < %d; g++) {\n", tn / 4);
     sb_line(s, 5, "const float4 v = *(const float4 *)&Bs[cb][kk][g * %d + tx * 4];\n", rsn);
-    sb_line(s, 5, "fb[g * 4] = v.x; fb[g * 4 + 1] = v.y; fb[g * 4 + 2] = v.z; fb[g * 4 + 3] = v.w;\n");
+    sb_line(s, 5,
+            "fb[g * 4] = v.x; fb[g * 4 + 1] = v.y; fb[g * 4 + 2] = v.z; fb[g * 4 + 3] = v.w;\n");
     sb_line(s, 4, "}\n");
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int im = 0; im < %d; im++)\n", tm);
     sb_line(s, 5, "#pragma unroll\n");
-    sb_line(s, 5, "for (int jn = 0; jn < %d; jn++) acc[im][jn] = fmaf(fa[im], fb[jn], acc[im][jn]);\n",
+    sb_line(s, 5,
+            "for (int jn = 0; jn < %d; jn++) acc[im][jn] = fmaf(fa[im], fb[jn], acc[im][jn]);\n",
             tn);
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
@@ -306,8 +308,9 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
         sb_line(s, 2, "#pragma unroll\n");
         sb_line(s, 2, "for (int g = 0; g < %d; g++) {\n", tn / 4);
         sb_line(s, 3, "const int64_t j = bn0 + g * %d + tx * 4;\n", rsn);
-        sb_line(s, 3, "if (j < %lld) *(float4 *)(orow + j) = make_float4(acc[im][g * 4], "
-                      "acc[im][g * 4 + 1], acc[im][g * 4 + 2], acc[im][g * 4 + 3]);\n",
+        sb_line(s, 3,
+                "if (j < %lld) *(float4 *)(orow + j) = make_float4(acc[im][g * 4], "
+                "acc[im][g * 4 + 1], acc[im][g * 4 + 2], acc[im][g * 4 + 3]);\n",
                 (long long)L->N);
         sb_line(s, 2, "}\n");
     } else {
@@ -403,13 +406,16 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "for (int x = 0; x < 2; x++)\n");
     sb_line(s, 5, "#pragma unroll\n");
     sb_line(s, 5, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 6, "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                  "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-                  "{%%0, %%1, %%2, %%3};\"\n");
-    sb_line(s, 7, ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
-                  "\"+f\"(acc[x][y][3])\n");
-    sb_line(s, 7, ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
-                  "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
+    sb_line(s, 6,
+            "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+            "{%%0, %%1, %%2, %%3};\"\n");
+    sb_line(s, 7,
+            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
+            "\"+f\"(acc[x][y][3])\n");
+    sb_line(s, 7,
+            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
+            "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
