@@ -31,7 +31,7 @@ static HwInfo g_hw;
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=1/0, gemv, dot, direct depthwise.
 static int g_seen_packa[2], g_seen_packb[2], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
-    g_seen_convt_tile;
+    g_seen_convt_tile, g_seen_colk;
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -176,6 +176,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
                 g_seen_packa[strstr(d, "packA=1") != NULL]++;
                 g_seen_packb[strstr(d, "packB=1") != NULL]++;
             }
+            g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
             g_seen_gemv += strstr(d, "v=gemv") != NULL;
             g_seen_dot += strstr(d, "v=dot") != NULL;
             g_seen_dw += strstr(d, "v=direct") != NULL;
@@ -502,6 +503,8 @@ static void conv_cases(void) {
         {"convT4x4_s2_g2_relu", 2, 1, 4, 6, {4, 5}, {4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 2}, 2, 1, true, 2, true, {0, 0}},
         {"convT3_d2_1d", 1, 1, 3, 2, {7}, {3}, {1}, {2}, {0}, {1}, 1, 0, false, 2, true, {0}},
         {"convT3d_s2", 3, 1, 2, 3, {3, 4, 3}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 0}, {0, 0, 1}, 1, 1, false, 2, true, {1, 0, 0}},
+        // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks.
+        {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
     };
     // clang-format on
@@ -518,6 +521,9 @@ static void variants_covered(void) {
            g_seen_dot, g_seen_dw);
     CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 && g_seen_packb[1] > 0);
     CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
+    // AVX-512: 16 x 16 tiles, whose narrow last tiles run the column kernel.
+    printf("  mr=16 tiles on a 7x7 image: %d\n", g_seen_colk);
+    CHECK(g_hw.simd_bytes != 64 || g_seen_colk > 0);
     printf("  conv transpose: col2im %d, gather %d\n", g_seen_col2im, g_seen_convt_tile);
     CHECK(g_seen_col2im > 0 && g_seen_convt_tile > 0);
 }
@@ -658,6 +664,15 @@ static void speed(void) {
                        .pad_end = {1, 1}};
     add_output(pg, pb_conv(&b, &lp, x, cw, xd));
     speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, speed_k(2));
+    prim_graph_free(pg);
+    // ResNet-18's layer4: 512 channels, 7x7 pixels (49: a narrow last tile).
+    pg = prim_graph_create(NULL);
+    const int64_t x4[] = {1, 512, 7, 7}, w4[] = {512, 512, 3, 3};
+    x = add_input(pg, "x", 4, x4);
+    b = (PB){pg, "conv"};
+    cw = add_const(&b, 4, w4);
+    add_output(pg, pb_conv(&b, &lp, x, cw, x4));
+    speed_graph("conv3x3_512_7", pg, 2.0 * 512 * 512 * 9 * 49, speed_k(2));
     prim_graph_free(pg);
     // A 1x1 conv with a fused bias + relu epilogue (the epilogue is a large share when K is small),
     // and the same conv alone.

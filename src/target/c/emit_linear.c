@@ -503,6 +503,10 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
         eff *= 0.4;
     else if (acc + nv + 1 > h->vregs - 2)
         eff *= 0.93; // no slack: the compiler tends to spill around the loop
+    // 16 x 16: sixteen broadcasts per B vector, the load ports limit (measured on ResNet-18's
+    // layer3/layer4 convs: at best on par with 8 x 32 on full tiles).
+    if (mr >= 16 && nv == 1)
+        eff *= 0.7;
     if (kc * nr * 4 > h->l1 * 0.5)
         eff *= 0.8;
     if (mc * kc * 4 > h->l2 * 0.5)
@@ -517,6 +521,10 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
     if (!packb && ((ldb * 4) % 4096 == 0 || ldb < nr))
         eff *= 0.75;
     double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
+    // The column kernel (mr a multiple of the vector) computes a narrow last tile
+    // column by column, somewhat slower per column than a full tile.
+    if (P[P_MR] % 16 == 0 && (int64_t)N % P[P_NR])
+        Np = floor(N / nr) * nr + (double)((int64_t)N % P[P_NR]) * 1.3;
     double t_comp = 2.0 * B * Mp * Np * K / (h->peak * eff);
     // Packing: ~1 ns per element (index arithmetic, a store), more through the patch gather.
     double mt = cdiv(M, mc), nt = cdiv(N, nc);
@@ -591,8 +599,11 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
     // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
-    int shapes[5][2], ns = 0;
+    int shapes[6][2], ns = 0;
     if (h->lanes >= 16) {
+        // 16 x 16: one vector down the 16 rows of an A panel, so a tile narrower than nr goes
+        // through the column kernel (few output pixels: 49 of a 7x7 image).
+        shapes[ns][0] = 16, shapes[ns++][1] = 16;
         shapes[ns][0] = 6, shapes[ns++][1] = 32;
         shapes[ns][0] = 8, shapes[ns++][1] = 32;
         shapes[ns][0] = 12, shapes[ns++][1] = 32;

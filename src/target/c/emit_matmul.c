@@ -1,6 +1,7 @@
 // Matmul-shaped kernel bodies of the C target's linear emitter (see cgen_linear.h): the BLIS-style
 // packed GEMM that matmuls and implicit-GEMM convolutions share (register-tile micro-kernel for
-// AVX-512 / AVX2 / portable vectors, A and B packers evaluating prologues, per-tile epilogue),
+// AVX-512 / AVX2 / portable vectors, a column kernel for tiles narrower than nr, A and B packers
+// evaluating prologues, per-tile epilogue),
 // and the GEMV (few rows) and dot (few columns) paths.
 // Needs: an analysed candidate (Emit). Guarantees: kernels follow the ABI of target.h.
 #define ORCH_CGEN_LINEAR_INTERNAL
@@ -58,6 +59,87 @@ static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
     sb_puts(s, "#endif\n}\n\n");
 }
 
+// The column micro-kernel for a tile narrower than nr (packed A, mr a multiple of every vector
+// width): the vectors run down mr rows of the A panel and each of the n columns broadcasts its B
+// value, so a tail of n columns costs n/nr of a full tile instead of all of it (a 7x7 image has
+// 49 pixels: 64 computed with nr=16 or 32). T columns at a time with U partial sums over k, so
+// T*U >= 4 FMA chains hide the latency; rows past m are not stored.
+static void emit_ukc_body(StrBuf *s, int mr, int w) {
+    int nv = mr / w;
+    static const int Ts[3] = {8, 4, 1}, Us[3] = {1, 2, 4};
+    sb_printf(s, "    float tmp[%d] __attribute__((aligned(64)));\n", mr);
+    sb_puts(s, "    int64_t j = 0;\n");
+    for (int q = 0; q < 3; q++) {
+        int T = Ts[q], U = Us[q];
+        sb_printf(s, "    for (; j + %d <= n; j += %d) {\n", T, T);
+        for (int u = 0; u < U; u++)
+            for (int t = 0; t < T; t++) {
+                sb_puts(s, "        orch_lv");
+                for (int v = 0; v < nv; v++)
+                    sb_printf(s, "%s c%d_%d_%d = orch_lv_zero()", v ? "," : "", u, t, v);
+                sb_puts(s, ";\n");
+            }
+        sb_puts(s, "        const float *restrict ap = a, *restrict bq = b + j;\n");
+        sb_puts(s, "        int64_t p = 0;\n");
+        for (int tail = 0; tail < 2; tail++) {
+            int uu = tail ? 1 : U;
+            if (!tail)
+                sb_printf(s, "        for (; p + %d <= kc; p += %d) {\n", U, U);
+            else if (U > 1)
+                sb_puts(s, "        for (; p < kc; p++) {\n");
+            else
+                break;
+            for (int u = 0; u < uu; u++) {
+                for (int v = 0; v < nv; v++)
+                    sb_printf(s, "            const orch_lv a%d_%d = orch_lv_load(ap + %d);\n", u,
+                              v, u * mr + v * w);
+                for (int t = 0; t < T; t++) {
+                    sb_printf(s,
+                              "            { const orch_lv b_ = orch_lv_set1(bq[%d * rsb + %d]);",
+                              u, t);
+                    for (int v = 0; v < nv; v++)
+                        sb_printf(s, " c%d_%d_%d = orch_lv_fma(a%d_%d, b_, c%d_%d_%d);", u, t, v, u,
+                                  v, u, t, v);
+                    sb_puts(s, " }\n");
+                }
+            }
+            sb_printf(s, "            ap += %d; bq += %d * rsb;\n        }\n", uu * mr, uu);
+        }
+        for (int t = 0; t < T; t++) {
+            for (int v = 0; v < nv; v++) {
+                sb_printf(s, "        orch_lv_store(tmp + %d, ", v * w);
+                for (int u = 1; u < U; u++)
+                    sb_puts(s, "orch_lv_add(");
+                sb_printf(s, "c0_%d_%d", t, v);
+                for (int u = 1; u < U; u++)
+                    sb_printf(s, ", c%d_%d_%d)", u, t, v);
+                sb_puts(s, ");\n");
+            }
+            sb_printf(s,
+                      "        for (int64_t i = 0; i < m; i++) c[i * ldc + j + %d] = (accum ? "
+                      "c[i * ldc + j + %d] : 0.0f) + tmp[i];\n",
+                      t, t);
+        }
+        sb_puts(s, "    }\n");
+    }
+}
+
+static void emit_ukc(Emit *E, int mr) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_ukc(int64_t kc, const float "
+              "*restrict a, const float *restrict b, int64_t rsb, int64_t n, int64_t m, float "
+              "*restrict c, int64_t ldc, int accum) {\n",
+              E->fn);
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_ukc_body(s, mr, 16);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_ukc_body(s, mr, 8);
+    sb_puts(s, "#else\n");
+    emit_ukc_body(s, mr, 4);
+    sb_puts(s, "#endif\n}\n\n");
+}
+
 // fn_packa: rows i0..i0+mc, columns p0..p0+kc of A[b] into panels of mr rows (zero rows past mc).
 static int emit_packa(Emit *E, int mr, Err *e) {
     StrBuf *s = E->s;
@@ -65,9 +147,31 @@ static int emit_packa(Emit *E, int mr, Err *e) {
               "static void %s_packa(float *restrict Ap, const void *const *in, int64_t b, "
               "int64_t i0, int64_t mc, int64_t p0, int64_t kc) {\n",
               E->fn);
+    const Lin *L = E->L;
     lin_emit_batch_coords(E, 1, true);
     sb_line(s, 1, "for (int64_t s = 0; s < mc; s += %d) {\n", mr);
     sb_line(s, 2, "float *restrict d = Ap + s * kc;\n");
+    // A row-major in place (conv weights, a matmul input): full panels read mr rows side by
+    // side so each step writes mr contiguous floats (row by row, every store is a new line).
+    bool direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
+    if (direct) {
+        if (L->conv)
+            sb_line(s, 2,
+                    "const float *restrict r = (const float *)in[%d] + (q_g * %lld + i0 + s) * "
+                    "%lld + p0;\n",
+                    L->pb, (long long)L->OCg, (long long)L->K);
+        else
+            sb_line(s, 2,
+                    "const float *restrict r = (const float *)in[%d] + aoff + (i0 + s) * "
+                    "%lld + p0;\n",
+                    L->pa, (long long)L->K);
+        sb_line(s, 2, "if (s + %d <= mc) {\n", mr);
+        sb_line(s, 3, "for (int64_t p = 0; p < kc; p++)\n");
+        sb_line(s, 4, "for (int64_t ii = 0; ii < %d; ii++) d[p * %d + ii] = r[ii * %lld + p];\n",
+                mr, mr, (long long)L->K);
+        sb_line(s, 3, "continue;\n");
+        sb_line(s, 2, "}\n");
+    }
     sb_line(s, 2, "for (int64_t ii = 0; ii < %d; ii++) {\n", mr);
     sb_line(s, 3, "if (s + ii >= mc) {\n");
     sb_line(s, 4, "for (int64_t p = 0; p < kc; p++) d[p * %d + ii] = 0.0f;\n", mr);
@@ -166,7 +270,12 @@ int lin_emit_tiled(Emit *E, Err *e) {
     bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
     if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
         return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
+    // read in place is packed for it: one mr x kc panel per narrow tile).
+    bool colk = mr % 16 == 0;
     emit_uk(E, "ukp", mr, nr, false);
+    if (colk)
+        emit_ukc(E, mr);
     if (!packa)
         emit_uk(E, "uks", mr, nr, true);
     int rc = emit_packa(E, mr, e);
@@ -248,6 +357,21 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
     sb_line(s, 6, "float *cd = full ? cp : ct;\n");
     sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
+    if (colk) {
+        sb_line(s, 6, "if (n < %d) {\n", nr);
+        if (packa)
+            sb_line(s, 7, "%s_ukc(kc, Ap + ir * kc, bp, rsb, n, m, cp, %lld, p0 > 0);\n", E->fn,
+                    (long long)L->N);
+        else
+            sb_line(s, 7,
+                    "%s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukc(kc, Ap, bp, rsb, n, m, cp, "
+                    "%lld, p0 > 0);\n",
+                    E->fn, E->fn, (long long)L->N);
+        if (L->epi)
+            sb_line(s, 7, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+        sb_line(s, 7, "continue;\n");
+        sb_line(s, 6, "}\n");
+    }
     if (packa) {
         sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
     } else {
