@@ -561,7 +561,10 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
                          (long long)P->const_bytes);
         if (rc == ST_OK) {
             plan_pack_constants(P, pg, blob);
-            if (CUDA_TRY(api, e, cuMemcpyHtoD, s->consts, blob, (size_t)P->const_bytes))
+            // The copy may still be in flight on the legacy default stream, which the session's
+            // non-blocking stream does not wait for: finish it before any launch.
+            if (CUDA_TRY(api, e, cuMemcpyHtoD, s->consts, blob, (size_t)P->const_bytes) ||
+                CUDA_TRY(api, e, cuCtxSynchronize))
                 rc = e->code;
         }
         free(blob);

@@ -297,12 +297,15 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     Err ce = {0};
     for (int i = 0; i < c->n_inputs; i++) {
         size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
-        if (b && CUDA_TRY(api, &ce, cuMemcpyHtoD, args.in[i], values[c->inputs[i]], b)) {
+        // On the lab's stream: the kernel runs there, and that stream does not wait for the
+        // legacy default stream (non-blocking), where cuMemcpyHtoD and cuMemsetD8 would run.
+        if (b && CUDA_TRY(api, &ce, cuMemcpyHtoDAsync, args.in[i], values[c->inputs[i]], b,
+                          L->stream)) {
             job_crashed(L, j, "uploading its inputs", &ce);
             return;
         }
     }
-    if (CUDA_TRY(api, &ce, cuMemsetD8, args.out, 0xff, out_bytes)) { // NaN / -1
+    if (CUDA_TRY(api, &ce, cuMemsetD8Async, args.out, 0xff, out_bytes, L->stream)) { // NaN / -1
         job_crashed(L, j, "poisoning its output", &ce);
         return;
     }
