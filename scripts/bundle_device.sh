@@ -4,25 +4,29 @@
 #   export LD_LIBRARY_PATH=$PWD/.bundle/lib:$LD_LIBRARY_PATH; .bundle/bin/orch ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-make all >/dev/null
-rm -rf .bundle
-mkdir -p .bundle/bin .bundle/lib
-cp build/orch .bundle/bin/
+# BUILD=build-foo packs another Release build directory (configured by the caller) instead.
+BUILD=${BUILD:-build}
+# BUNDLE=.bundle-foo packs into another git-ignored folder, so two packers do not collide.
+BUNDLE=${BUNDLE:-.bundle}
+if [ "$BUILD" = build ]; then make all >/dev/null; else cmake --build "$BUILD" -j2 >/dev/null; fi
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE"/bin "$BUNDLE"/lib
+cp "$BUILD"/orch "$BUNDLE"/bin/
 # The tests that need a GPU (they skip elsewhere), and the generated test models with their
 # ONNX Runtime outputs (build/models, from tests/models/gen_models.py), to check -t cuda there.
-cp build/tests/unit_cuda_* build/tests/unit_cugen_* .bundle/bin/ 2>/dev/null || true
-if [ -d build/models ]; then
-    mkdir -p .bundle/models
-    cp -r build/models/. .bundle/models/
+cp "$BUILD"/tests/unit_cuda_* "$BUILD"/tests/unit_cugen_* "$BUNDLE"/bin/ 2>/dev/null || true
+if [ -d "$BUILD"/models ]; then
+    mkdir -p "$BUNDLE"/models
+    cp -r "$BUILD"/models/. "$BUNDLE"/models/
 fi
 # Every shared library orch links except the C runtime's own, which the device has (glibc 2.39):
 # protobuf-c, libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
-ldd build/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+ldd "$BUILD"/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     case "$name" in
     libc.so.*|libm.so.*|libpthread.so.*|librt.so.*|libdl.so.*|ld-linux*) continue ;;
     # newer on the device and loaded by PyTorch in the same process: never shadow them
     libstdc++.so.*|libgcc_s.so.*|libz.so.*|libbz2.so.*) continue ;;
     esac
-    cp -L "$path" .bundle/lib/
+    cp -L "$path" "$BUNDLE"/lib/
 done
-echo "bundle: $(du -sh .bundle | cut -f1) in .bundle/ (orch + $(ls .bundle/lib | tr '\n' ' '))"
+echo "bundle: $(du -sh "$BUNDLE" | cut -f1) in "$BUNDLE"/ (orch + $(ls "$BUNDLE"/lib | tr '\n' ' '))"

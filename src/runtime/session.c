@@ -466,6 +466,12 @@ int session_run(Session *s, const void *const *inputs, void *const *outputs, Err
     return ST_OK;
 }
 
+int session_time_device(Session *s, int runs, double *seconds, Err *e) {
+    if (!s || !s->cuda)
+        return err_set(e, ST_UNSUPPORTED, "device timing needs a CUDA session");
+    return cuda_session_time_replays(s->cuda, runs, seconds, e);
+}
+
 void session_set_profiling(Session *s, int on) {
     if (s && s->cuda)
         cuda_session_set_profiling(s->cuda, on);

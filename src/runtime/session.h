@@ -45,6 +45,10 @@ void session_free(Session *s); // accepts NULL
 // sessions are independent of each other.
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e);
 
+// GPU-timeline seconds of `runs` back-to-back runs on the last run's inputs (CUDA sessions only:
+// cuda_session_time_replays); ST_UNSUPPORTED for a CPU session.
+int session_time_device(Session *s, int runs, double *seconds, Err *e);
+
 // Per-launch timing (clock_gettime MONOTONIC around each launch) of the following runs.
 void session_set_profiling(Session *s, int on);
 // Seconds per launch of the last profiled run (session_num_launches entries), NULL before one.

@@ -943,3 +943,42 @@ const Plan *cuda_session_plan(const CudaSession *s) {
 const CudaDevice *cuda_session_device(const CudaSession *s) {
     return s ? &s->dev : NULL;
 }
+
+// Back-to-back replays between events: the host queues every run before waiting, so a run's time
+// is its span on the GPU timeline (launch gaps inside it included, the host's submission latency
+// hidden once the queue is full): how PyTorch's CUDA-event timings are taken.
+int cuda_session_time_replays(CudaSession *s, int runs, double *seconds, Err *e) {
+    const CudaApi *api = s->api;
+    if (cuda_device_bind(&s->dev, e))
+        return e->code;
+    if (s->profiling)
+        return err_set(e, ST_USAGE, "CUDA session: replay timing while profiling is on");
+    CUevent *ev = calloc((size_t)runs + 1, sizeof(CUevent));
+    if (!ev)
+        return err_set(e, ST_RUNTIME, "CUDA session: %d timing events", runs + 1);
+    int rc = ST_OK, made = 0;
+    for (; made <= runs && rc == ST_OK; made++)
+        rc = CUDA_TRY(api, e, cuEventCreate, &ev[made], CU_EVENT_DEFAULT);
+    if (rc)
+        made--;
+    if (rc == ST_OK)
+        rc = CUDA_TRY(api, e, cuEventRecord, ev[0], s->stream);
+    for (int r = 0; r < runs && rc == ST_OK; r++) {
+        rc = run_launches(s, e);
+        if (rc == ST_OK)
+            rc = CUDA_TRY(api, e, cuEventRecord, ev[r + 1], s->stream);
+    }
+    if (rc == ST_OK)
+        rc = finish(s, e);
+    for (int r = 0; r < runs && rc == ST_OK; r++) {
+        float ms = 0;
+        rc = CUDA_TRY(api, e, cuEventElapsedTime, &ms, ev[r], ev[r + 1]);
+        seconds[r] = 1e-3 * ms;
+    }
+    if (rc)
+        api->cuStreamSynchronize(s->stream);
+    for (int k = 0; k < made; k++)
+        api->cuEventDestroy(ev[k]);
+    free(ev);
+    return rc;
+}

@@ -89,6 +89,13 @@ int cuda_session_run(CudaSession *s, const void *const *inputs, void *const *out
 int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUdeviceptr *outputs,
                             Err *e);
 
+// GPU seconds of `runs` back-to-back runs on the inputs already in the session's device buffers
+// (a cuda_session_run before sets them): the host queues every run's graphs between CUDA events
+// and waits once at the end, so seconds[r] is run r's span on the GPU timeline — how PyTorch's
+// event timings are taken, comparable with them. Runs with host launches include their copies
+// and synchronisations. Not while profiling.
+int cuda_session_time_replays(CudaSession *s, int runs, double *seconds, Err *e);
+
 // Per-launch timing of the following runs: launches are issued one by one (no graph replay)
 // between CUDA events (GPU seconds); host launches are timed on the host clock, their copies
 // included. Profiled runs are slower than plain ones; turn it off to return to graph replay.
