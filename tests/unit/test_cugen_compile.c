@@ -411,6 +411,14 @@ static void build_vec(const char *name) {
     g_out(g, pb_ew1(&g->b, EW_SIGMOID, pb_slice(&g->b, x, st2, step, sd2)));
     int parts[2] = {x, res};
     g_out(g, pb_ew2i(&g->b, EW_MUL, pb_concat(&g->b, 2, parts, 1), 3.0));
+    // Concat along the outer axis: each input is a constant offset of the flat index, loaded
+    // under a condition (float4 groups must not read outside the input they do not select:
+    // segformer's decode-head Concat faulted so), once with region sizes that are multiples of 4
+    // and once with a group straddling the boundary.
+    g_out(g, pb_ew1(&g->b, EW_NEG, pb_concat(&g->b, 2, parts, 0)));
+    int64_t d3[2] = {3, 5}, d4[2] = {5, 5};
+    int parts2[3] = {g_in(g, DT_FLOAT, 2, d3), g_in(g, DT_FLOAT, 2, d4), g_in(g, DT_FLOAT, 2, d3)};
+    g_out(g, pb_ew2i(&g->b, EW_ADD, pb_concat(&g->b, 3, parts2, 0), 1.0));
 }
 
 // Long rows (block per row), rows of medium length (warp per row), a channel reduction of NCHW

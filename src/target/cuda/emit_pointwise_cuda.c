@@ -185,9 +185,24 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         sb_line(&body, 2, "for (int u = 0; u < %d; u++) {\n", ept / 4);
         sb_line(&body, 3, "const int64_t f0 = b + (int64_t)(u * %d + (int)threadIdx.x) * 4;\n", bs);
         sb_line(&body, 3, "if (f0 < %lld) {\n", (long long)N);
-        for (int k = 0; k < vl.n; k++)
-            sb_line(&body, 4, "const float4 pv%d = *(const float4 *)(in%d + %lld + f0);\n", k,
-                    vl.j[k], (long long)vl.cst[k]);
+        // A load may sit under a condition (Concat, Pad, Where on indices): for the lanes that
+        // do not select it, f0 + cst can lie outside the input (even negative), and a group can
+        // straddle its end. Only a group wholly inside is one float4; otherwise each lane is
+        // loaded when it is in bounds (the lanes that use the value always are).
+        for (int k = 0; k < vl.n; k++) {
+            int64_t nj = tensor_numel(pg->tensors[c->inputs[vl.j[k]]]);
+            sb_line(&body, 4, "float4 pv%d;\n", k);
+            sb_line(&body, 4, "{\n");
+            sb_line(&body, 5, "const int64_t g_ = f0 + %lld;\n", (long long)vl.cst[k]);
+            sb_line(&body, 5, "if (g_ >= 0 && g_ + 3 < %lld) {\n", (long long)nj);
+            sb_line(&body, 6, "pv%d = *(const float4 *)(in%d + g_);\n", k, vl.j[k]);
+            sb_line(&body, 5, "} else {\n");
+            for (int u = 0; u < 4; u++)
+                sb_line(&body, 6, "pv%d.%c = g_ + %d >= 0 && g_ + %d < %lld ? in%d[g_ + %d] : 0.0f;\n",
+                        k, "xyzw"[u], u, u, (long long)nj, vl.j[k], u);
+            sb_line(&body, 5, "}\n");
+            sb_line(&body, 4, "}\n");
+        }
         sb_line(&body, 4, "float4 o;\n");
         sb_puts(&body, lanes.s);
         sb_line(&body, 4, "*(float4 *)(y + f0) = o;\n");
