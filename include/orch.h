@@ -128,7 +128,7 @@ orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_te
 
 // Zero-initialised options are the defaults.
 typedef struct orch_compile_options {
-    const char *target;       // "cpu" (NULL: cpu)
+    const char *target;       // "cpu" or "cuda" (NULL: cpu)
     const char *db_path;      // profile database (NULL: ~/.cache/orch/profile.db)
     const char *input_shapes; // as for orch_load_options
     int attention_rewrite;    // as for orch_load_options
@@ -137,6 +137,11 @@ typedef struct orch_compile_options {
     int jobs;                 // parallel compiler processes (0: cores)
     double time_limit;        // seconds for the orchestration solver (0: its default)
     int verbose;              // non-zero: progress lines on stderr
+    // Arithmetic of matmuls and convolutions: "fp32" (NULL: exact float32), or "tf32", "fp16",
+    // "bf16" (target "cuda" only: tensor cores with operands rounded to that format, float32
+    // accumulation and storage; checked against the reference at the tolerance README.md
+    // states). Anything else: ORCH_ERR_USAGE.
+    const char *precision;
 } orch_compile_options;
 
 // Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left

@@ -12,12 +12,24 @@ if [ "$BUILD" = build ]; then make all >/dev/null; else cmake --build "$BUILD" -
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE"/bin "$BUNDLE"/lib
 cp "$BUILD"/orch "$BUNDLE"/bin/
-# The tests that need a GPU (they skip elsewhere), and the generated test models with their
-# ONNX Runtime outputs (build/models, from tests/models/gen_models.py), to check -t cuda there.
+# The tests that need a GPU (they skip elsewhere) and node_tests; the generated test models with
+# their ONNX Runtime outputs (build/models, from tests/models/gen_models.py) and the ONNX node
+# tests (build/node_data, from tests/ops/prepare_node_tests.py; 47 MiB, 2 MiB as .tar.xz), to
+# check -t cuda there: tests/gpu/run_gpu_tests.sh runs them all from the bundle.
 cp "$BUILD"/tests/unit_cuda_* "$BUILD"/tests/unit_cugen_* "$BUNDLE"/bin/ 2>/dev/null || true
-if [ -d "$BUILD"/models ]; then
+cp "$BUILD"/node_tests "$BUNDLE"/bin/ 2>/dev/null || true
+data_dir() { # the build's test data folder, else build/'s (a helper's build has none)
+    if [ -d "$BUILD/$1" ]; then echo "$BUILD/$1"; elif [ -d "build/$1" ]; then echo "build/$1"; fi
+}
+models=$(data_dir models)
+if [ -n "$models" ]; then
     mkdir -p "$BUNDLE"/models
-    cp -r "$BUILD"/models/. "$BUNDLE"/models/
+    cp -r "$models"/. "$BUNDLE"/models/
+fi
+nodes=$(data_dir node_data)
+if [ -n "$nodes" ]; then
+    tar -C "$(dirname "$nodes")" -cf - "$(basename "$nodes")" --transform 's,^[^/]*,node_data,' |
+        xz -6 -T2 -c >"$BUNDLE"/node_data.tar.xz
 fi
 # Every shared library orch links except the C runtime's own, which the device has (glibc 2.39):
 # protobuf-c, libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
@@ -29,4 +41,4 @@ ldd "$BUILD"/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; d
     esac
     cp -L "$path" "$BUNDLE"/lib/
 done
-echo "bundle: $(du -sh "$BUNDLE" | cut -f1) in "$BUNDLE"/ (orch + $(ls "$BUNDLE"/lib | tr '\n' ' '))"
+echo "bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE/ (orch + $(ls "$BUNDLE"/lib | tr '\n' ' '))"

@@ -118,6 +118,9 @@ run_suites() { # run_suites BUILD_DIR LABEL
     suite "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" build/models
     if [ "$label" = release ]; then
         suite "$label:node_tests_compiled" node_tests_compiled "$dir"
+        # The CUDA target: every kernel of the generated models compiled by NVRTC for sm_80 and
+        # sm_90a (no GPU needed; skips without NVRTC). Release only: the time is NVRTC's.
+        suite "$label:cugen_models" "$dir/tests/unit_cugen_models" build/models
     fi
 }
 

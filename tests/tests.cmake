@@ -24,3 +24,6 @@ add_test(NAME op_cases
          COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
 add_test(NAME op_cases_prims
          COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --engine prims --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
+# The CUDA target's kernels for every generated test model, compiled with NVRTC for sm_80 and
+# sm_90a (compile only; skips without NVRTC). scripts/run_tests.sh runs it on build/models.
+add_test(NAME cugen_models COMMAND unit_cugen_models ${CMAKE_BINARY_DIR}/models)

@@ -211,6 +211,7 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
     if (!opt)
         opt = &none;
     CompileOptions co = {.target = opt->target,
+                         .precision = opt->precision,
                          .db_path = opt->db_path,
                          .input_shapes = opt->input_shapes,
                          .attention_rewrite = opt->attention_rewrite != 0,

@@ -34,7 +34,8 @@
 #define SEEN_SLOTS 8192   // power of two, at least 2 * SINK_BUDGET
 
 CandRules cand_rules_default(void) {
-    return (CandRules){DEFAULT_MAX_PRIMS, DEFAULT_MAX_INPUTS, cand_rules_default_accepts, NULL};
+    return (CandRules){DEFAULT_MAX_PRIMS, DEFAULT_MAX_INPUTS, cand_rules_default_accepts, NULL,
+                       false};
 }
 
 // ---- the default rules (Korch's, plus fused prologues and epilogues around one LINEAR) ----
@@ -437,6 +438,9 @@ int cand_enumerate(const PrimGraph *pg, const CandRules *rules, int max_segment,
         seg_free(&sg);
         lo = hi;
     }
+    // Chains of small dense layers, beyond the one-LINEAR rule (mlp_chains.c).
+    if (r.mlp_chains)
+        cs->stats.mlp_chains = cand_add_mlp_chains(cs, pg, producer, E.prim_hash);
 
     uint64_t *sig = xmalloc(sizeof(uint64_t) * (size_t)(cs->n + 1));
     for (int i = 0; i < cs->n; i++)

@@ -35,6 +35,8 @@ typedef struct CandRules {
     int max_inputs;      // external non-constant inputs (default 6; 0: the default)
     bool (*accepts)(const struct CandRules *r, const PrimGraph *pg, const int *prims, int n);
     void *ctx;           // target data for accepts
+    bool mlp_chains;     // also propose multi-LINEAR MLP chains (mlp_chains.c; default off, so
+                         // the single-LINEAR enumeration stays exactly Korch's)
 } CandRules;
 
 CandRules cand_rules_default(void);
@@ -45,6 +47,7 @@ typedef struct CandStats {
     int max_segment_prims;
     int truncated_sinks; // sinks whose search hit the per-sink budget (wide fan-in)
     double seconds;
+    int mlp_chains;      // multi-LINEAR MLP chain candidates among `candidates` (mlp_chains.c)
 } CandStats;
 
 typedef struct CandidateSet {
@@ -69,5 +72,13 @@ uint64_t cand_signature(const PrimGraph *pg, const int *prims, int n);
 // The set's external inputs in canonical order (Candidate.inputs' order) into out, which has room
 // for every operand of the set; returns how many.
 int cand_canonical_inputs(const PrimGraph *pg, const int *prims, int n, int *out);
+
+// MLP chains (mlp_chains.c, issue 8): cand_enumerate also proposes every contiguous run of 2 to 8
+// dense layers (a matmul by a constant 2-D weight with K, N <= 256, then its elementwise
+// epilogue of constant operands; each intermediate read only by the next layer) as one candidate
+// with several LINEAR primitives. Targets recognise them by cand_count_linear(...) >= 2 and may
+// refuse them in supports(). cand_mlp_layer_ok: whether p can be a layer of such a chain.
+int cand_count_linear(const PrimGraph *pg, const Candidate *c);
+bool cand_mlp_layer_ok(const PrimGraph *pg, const Prim *p);
 
 #endif

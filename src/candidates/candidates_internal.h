@@ -15,4 +15,9 @@ uint64_t cand_signature_hashed(const PrimGraph *pg, const int *prims, int n,
 // number of segments.
 int cand_split(const PrimGraph *pg, const int *producer, int max_segment, int *segment_of_prim);
 
+// mlp_chains.c: appends the MLP chain candidates of the graph (segments assigned) to cs; returns
+// how many.
+int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *producer,
+                        const uint64_t *prim_hash);
+
 #endif

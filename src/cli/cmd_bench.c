@@ -41,9 +41,10 @@ static double pct(const double *sorted, int n, double p) {
 static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "orch bench: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-                    " [--json FILE]\n           [compile options for an ONNX model: --db FILE "
-                    "--top-k K --input-shapes ... ]\n");
+    fprintf(stderr,
+            "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
+            " [--json FILE]\n           [compile options for an ONNX model: --db FILE "
+            "--top-k K --input-shapes ... --precision P]\n");
     return ST_USAGE;
 }
 
@@ -244,9 +245,9 @@ int cli_bench_main(int argc, char **argv) {
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         const Plan *plan = session_plan(s);
-        printf("%s: %d kernels, %d thread%s, %s\n", art_path == tmp_path ? model : art_path,
-               session_num_kernels(s), session_threads(s), session_threads(s) == 1 ? "" : "s",
-               ac.h.fingerprint);
+        printf("%s: %d kernels, %d thread%s, precision %s, %s\n",
+               art_path == tmp_path ? model : art_path, session_num_kernels(s), session_threads(s),
+               session_threads(s) == 1 ? "" : "s", ac.h.precision, ac.h.fingerprint);
         printf("latency over %d runs (after %d warm-up): min %.3f ms, median %.3f ms, p90 %.3f ms, "
                "p99 %.3f ms, mean %.3f ms, stddev %.3f ms\n",
                iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, mean * 1e3,
@@ -282,6 +283,8 @@ int cli_bench_main(int argc, char **argv) {
                 json_str(jf, model);
                 fprintf(jf, ",\n  \"target\": ");
                 json_str(jf, ac.h.target);
+                fprintf(jf, ",\n  \"precision\": ");
+                json_str(jf, ac.h.precision);
                 fprintf(jf, ",\n  \"device\": ");
                 json_str(jf, ac.h.fingerprint);
                 fprintf(jf,

@@ -3,6 +3,7 @@
 #include "cmd_compile.h"
 
 #include "../compile/compile.h"
+#include "../compile/kernel_lab.h"
 #include "orch.h"
 
 #include <errno.h>
@@ -13,9 +14,11 @@
 static int bad(const char *fmt, const char *arg) {
     fprintf(stderr, "orch compile: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
-                    "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
-                    " [--attention-rewrite]\n           [--time-limit S] [--seed S] [--quiet]\n");
+    fprintf(stderr,
+            "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
+            "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
+            " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
+            " [--precision fp32|tf32|fp16|bf16] [--quiet]\n");
     return ST_USAGE;
 }
 
@@ -46,7 +49,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
                      strcmp(s, "--output") == 0 || strcmp(s, "--db") == 0 ||
                      strcmp(s, "--threads") == 0 || strcmp(s, "--top-k") == 0 ||
                      strcmp(s, "--jobs") == 0 || strcmp(s, "--input-shapes") == 0 ||
-                     strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0;
+                     strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0 ||
+                     strcmp(s, "--precision") == 0;
         if (takes && !v)
             return bad("%s needs a value", s);
         int rc = ST_OK;
@@ -82,6 +86,11 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             o->seed = strtoull(v, &end, 10);
             if (end == v || *end || errno)
                 return bad("--seed expects an unsigned integer, got '%s'", v);
+        } else if (strcmp(s, "--precision") == 0) {
+            Precision p;
+            if (!precision_parse(v, &p))
+                return bad("--precision expects fp32, tf32, fp16 or bf16, got '%s'", v);
+            o->precision = v;
         } else if (strcmp(s, "--attention-rewrite") == 0) {
             o->attention_rewrite = true;
         } else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) {
@@ -96,6 +105,15 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
     }
     if (!*model)
         return bad("%s", "no model given");
+    // Tensor cores are the CUDA target's; the C kernels compute in float32 only.
+    if (o->precision && strcmp(o->precision, "fp32") != 0 &&
+        (!o->target || strcmp(o->target, "cpu") == 0)) {
+        char what[160];
+        snprintf(what, sizeof what,
+                 "--precision %s needs -t cuda; the CPU target computes in float32%%s",
+                 o->precision);
+        return bad(what, "");
+    }
     if (out_required && !*out)
         return bad("%s", "no output file given (-o MODEL.orch)");
     return ST_OK;

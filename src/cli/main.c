@@ -69,7 +69,7 @@ static void usage(FILE *f) {
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
         "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
         "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
-        "           [--seed S] [--quiet]\n"
+        "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--quiet]\n"
         "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
         "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
         "      orchestration on measured costs, builds the chosen kernels into one shared\n"
@@ -524,6 +524,7 @@ static const Device *plan_device(const Args *a) {
 static int build_plan(const Args *a, const PrimGraph *pg, CandidateSet **cs, Selection *sel,
                       Err *e) {
     CandRules rules = cand_rules_default();
+    rules.mlp_chains = true; // as orch compile proposes them (issue 8)
     int rc = cand_enumerate(pg, &rules, 0, cs, e);
     if (rc)
         return rc;
@@ -663,9 +664,9 @@ static int cmd_run(int argc, char **argv) {
     if (rc)
         goto done;
     if (art)
-        printf("compiled artefact: %d kernels for %s (%s), %d thread%s\n", session_num_kernels(sess),
-               ac.h.target, ac.h.fingerprint, session_threads(sess),
-               session_threads(sess) == 1 ? "" : "s");
+        printf("compiled artefact: %d kernels for %s, precision %s (%s), %d thread%s\n",
+               session_num_kernels(sess), ac.h.target, ac.h.precision, ac.h.fingerprint,
+               session_threads(sess), session_threads(sess) == 1 ? "" : "s");
     if (a.plan) {
         const Device *d = plan_device(&a);
         printf("plan: %d kernels from %d candidates, estimated %.3f ms on %s (BLP gap %.2f%%%s, "

@@ -15,6 +15,7 @@
 #include "../runtime/session.h"
 #include "../target/c/cbuild.h"
 #include "../target/cuda/cuda_lab.h"
+#include "../target/cuda/cugen_linear.h"
 #include "kernel_lab.h"
 #include "orch.h"
 
@@ -132,6 +133,8 @@ typedef struct Driver {
     int n_mods;
     bool cuda;  // target "cuda": the CUDA lab, one cubin (a CUDA module blob) in the artefact
     CudaHw cuhw;
+    Precision prec;   // linear kernels' arithmetic (CompileOptions.precision)
+    double check_tol; // the end-to-end check's relative tolerance (e2e_tolerance)
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -332,6 +335,7 @@ static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_fro
                 continue;
             jobs[nj].cand = s->rep;
             jobs[nj].cfg = s->cfg[k];
+            jobs[nj].tol = lab_candidate_tolerance(d->pg, &d->cs->c[s->rep], d->prec);
             nj++;
         }
     }
@@ -574,8 +578,8 @@ static int check_artifact(Driver *d, const char *path, void **inputs, double *ma
         const Tensor *t = d->pg->tensors[d->pg->outputs[i]];
         char why[256];
         double err = 0;
-        if (!lab_outputs_agree(t->dtype, tensor_numel(t), outs[i], d->values[d->pg->outputs[i]],
-                               &err, why, sizeof why))
+        if (!lab_outputs_agree_tol(t->dtype, tensor_numel(t), outs[i], d->values[d->pg->outputs[i]],
+                                   d->check_tol, &err, why, sizeof why))
             rc = err_set(e, ST_MISMATCH,
                          "the compiled plan's output '%s' disagrees with the primitive "
                          "interpreter: %s (a bug in orch: please report it)",
@@ -590,6 +594,39 @@ static int check_artifact(Driver *d, const char *path, void **inputs, double *ma
     return rc;
 }
 
+// The end-to-end check's tolerance: FP32 keeps the kernels' 1e-4 (exact float32 arithmetic
+// everywhere); under a reduced precision every linear layer on a path from an input adds its
+// rounding, so the tolerance of the largest product (precision_tolerance at the graph's largest
+// K) grows with the square root of D, the most LINEAR primitives on one path: 2 sqrt(D) times
+// it, which also covers errors that add up coherently for D up to about 50. *kmax gets that K.
+static double e2e_tolerance(const PrimGraph *pg, Precision p, int64_t *kmax) {
+    *kmax = 0;
+    int *depth = xcalloc((size_t)pg->n_tensors + 1, sizeof(int));
+    int D = 0;
+    for (int i = 0; i < pg->n_prims; i++) { // prims are in topological order
+        const Prim *q = pg->prims[i];
+        if (q->dead)
+            continue;
+        int dq = 0;
+        for (int j = 0; j < q->n_in; j++)
+            if (q->in[j] >= 0)
+                dq = ORCH_MAX(dq, depth[q->in[j]]);
+        int64_t k = lab_linear_k(pg, q);
+        if (k > 0) {
+            dq++;
+            *kmax = ORCH_MAX(*kmax, k);
+        }
+        for (int o = 0; o < q->n_out; o++)
+            if (q->out[o] >= 0)
+                depth[q->out[o]] = dq;
+        D = ORCH_MAX(D, dq);
+    }
+    free(depth);
+    if (p == PREC_FP32 || *kmax == 0)
+        return 1e-4;
+    return 2.0 * sqrt((double)D) * precision_tolerance(p, *kmax);
+}
+
 int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
                   CompileReport *rep, Err *e) {
     memset(rep, 0, sizeof *rep);
@@ -600,6 +637,16 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         return err_set(e, ST_USAGE, "unknown target '%s' (this build has: cpu, cuda)",
                        opt->target);
     d.cuda = strcmp(d.target->name, "cuda") == 0;
+    if (!precision_parse(opt->precision ? opt->precision : "fp32", &d.prec))
+        return err_set(e, ST_USAGE, "unknown precision '%s' (known: fp32, tf32, fp16, bf16)",
+                       opt->precision);
+    if (d.prec != PREC_FP32 && !d.cuda)
+        return err_set(e, ST_USAGE,
+                       "precision %s needs the cuda target; the %s target computes in float32",
+                       precision_name(d.prec), d.target->name);
+    rep->precision = precision_name(d.prec);
+    // The configs the CUDA linear emitter offers follow it (cugen_linear.h); restored below.
+    cugen_lin_precision = (CugenPrecision)d.prec;
     FILE *pr = opt->progress;
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -639,11 +686,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     rep->prims = pg->n_prims;
     rep->t_import = now_s() - t;
     if (pr)
-        fprintf(pr, "import: %d primitives from %d ONNX nodes in %.2f s; target %s: %s\n",
-                pg->n_prims, g->n_nodes, rep->t_import, d.target->name, d.hw.fingerprint);
+        fprintf(pr, "import: %d primitives from %d ONNX nodes in %.2f s; target %s (%s): %s\n",
+                pg->n_prims, g->n_nodes, rep->t_import, d.target->name, rep->precision,
+                d.hw.fingerprint);
 
     t = now_s();
     CandRules rules = cand_rules_default();
+    // MLP chain candidates (issue 8) compete with the single-layer kernels; ORCH_MLP_CHAINS=0
+    // leaves them out (to compare with the unfused selection).
+    rules.mlp_chains = !getenv("ORCH_MLP_CHAINS") || strcmp(getenv("ORCH_MLP_CHAINS"), "0") != 0;
     if ((rc = cand_enumerate(pg, &rules, 0, &d.cs, e)))
         goto out;
     index_signatures(&d);
@@ -654,6 +705,13 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         fprintf(pr, "candidates: %d candidate kernels, %d distinct, in %.2f s\n", d.cs->n,
                 d.n_sigs, rep->t_candidates);
 
+    {
+        int64_t kmax;
+        d.check_tol = e2e_tolerance(pg, d.prec, &kmax);
+        rep->check_tol = d.check_tol;
+        rep->tol = kmax > 0 ? precision_tolerance(d.prec, kmax) : 1e-4;
+        rep->tol_k = kmax;
+    }
     // Tensor values for checks and timing: the interpreter on random inputs.
     t = now_s();
     inputs = random_inputs(pg, opt->seed);
@@ -720,6 +778,25 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         goto out;
     rep->t_solve += now_s() - t;
     rep->predicted_s = sel.objective;
+    for (int i = 0; i < sel.n; i++) {
+        const Candidate *c = &d.cs->c[sel.kernels[i]];
+        bool lin = false;
+        for (int q = 0; q < c->n_prims && !lin; q++)
+            lin = lab_linear_k(pg, pg->prims[c->prims[q]]) > 0;
+        const Sig *s = &d.sigs[d.sig_of[sel.kernels[i]]];
+        if (!lin)
+            continue;
+        rep->linear++;
+        // Configs name their arithmetic: v=tf32 / v=f16 / v=bf16 (generated kernels), ct=tf32 /
+        // ct=16f / ct=16bf (cuBLASLt).
+        const char *desc = s->supported && s->best >= 0 ? s->cfg[s->best].desc : "";
+        static const char *const reduced[] = {"v=tf32",  "v=f16",  "v=bf16",
+                                              "ct=tf32", "ct=16f", "ct=16bf"};
+        bool red = false;
+        for (size_t r = 0; r < ORCH_COUNT(reduced) && !red; r++)
+            red = strstr(desc, reduced[r]) != NULL;
+        rep->reduced += red;
+    }
     if (pr)
         fprintf(pr, "solve: %d kernels, predicted %.3f ms (%s, gap %.2f%%)\n", sel.n,
                 sel.objective * 1e3, sel.optimal ? "optimal" : "time limit", sel.gap * 100);
@@ -737,6 +814,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     ArtifactHeader h = {0};
     snprintf(h.orch_version, sizeof h.orch_version, "%s", ORCH_VERSION);
     snprintf(h.target, sizeof h.target, "%s", d.target->name);
+    snprintf(h.precision, sizeof h.precision, "%s", precision_name(d.prec));
     snprintf(h.fingerprint, sizeof h.fingerprint, "%s", d.hw.fingerprint);
     if ((rc = shapes_string(g, h.input_shapes, sizeof h.input_shapes, e)))
         goto out;
@@ -755,6 +833,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (rc)
         remove(out_path); // never leave an artefact that failed its check
 out:
+    cugen_lin_precision = CUGEN_PREC_FP32;
     rep->t_total = now_s() - t_start;
     if (rc)
         err_prefix(e, "orch compile %s: ", onnx_path);
@@ -790,6 +869,15 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
             r->prims, r->candidates, r->signatures, r->generated, r->measured, r->looked_up,
             r->wrong, r->failed);
+    if (r->precision && strcmp(r->precision, "fp32") != 0)
+        fprintf(f,
+                "precision: %s (linear kernels: operands rounded to %s, float32 accumulation; "
+                "%d of %d on tensor cores; checks at %.2g per kernel for K = %lld, %.2g end to "
+                "end)\n",
+                r->precision, r->precision, r->reduced, r->linear, r->tol, (long long)r->tol_k,
+                r->check_tol);
+    else
+        fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
     fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
             (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
     fprintf(f, "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "

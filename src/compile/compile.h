@@ -22,6 +22,9 @@ int compile_import(const void *bytes, size_t size, const char *name, const char 
 
 typedef struct CompileOptions {
     const char *target;       // "cpu" (NULL: cpu)
+    const char *precision;    // linear kernels' arithmetic: "fp32" (NULL: fp32), "tf32", "fp16",
+                              // "bf16" (those three: the CUDA target only; kernel_lab.h's
+                              // Precision)
     const char *db_path;      // profile database (NULL: the default file)
     const char *input_shapes; // as for orch run
     bool attention_rewrite;
@@ -42,6 +45,11 @@ typedef struct CompileReport {
     int64_t arena_bytes, intermediate_bytes; // planned arena vs all intermediates summed
     double t_import, t_candidates, t_tune, t_solve, t_build, t_check, t_total; // seconds per stage
     double max_err;                        // the end-to-end check's worst error (relative to its bound)
+    const char *precision;                 // precision_name of the compile's precision
+    double tol, check_tol;                 // tolerances: per kernel at the largest K, end to end
+    int64_t tol_k;                         // that largest K (0: no linear primitive)
+    int linear, reduced;                   // chosen kernels holding a LINEAR / of them computing
+                                           // in the reduced precision (their config says so)
     uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
 } CompileReport;
 

@@ -10,6 +10,35 @@
 
 #include "../target/target.h"
 
+// The arithmetic of linear kernels (matmul, convolution), orch compile --precision. Storage is
+// float32 everywhere and accumulation always float32; TF32/FP16/BF16 round the operands of the
+// products to 10/10/7 explicit mantissa bits (tensor cores). Only the CUDA target offers them.
+typedef enum Precision {
+    PREC_FP32 = 0, // exact float32 arithmetic (the default)
+    PREC_TF32 = 1,
+    PREC_FP16 = 2,
+    PREC_BF16 = 3
+} Precision;
+
+// "fp32", "tf32", "fp16", "bf16".
+const char *precision_name(Precision p);
+// The inverse of precision_name; false for anything else (NULL included).
+bool precision_parse(const char *s, Precision *p);
+
+// The relative tolerance of a kernel check (lab_outputs_agree_tol) for a dot product of K terms
+// under precision p: 1e-4 for FP32; otherwise 1e-4 + 2u(1 + sqrt(K)/64) with u = 2^-11
+// (TF32, FP16) or 2^-8 (BF16) the operands' unit roundoff. Rounding the operands costs at most
+// ~0.7u of |ref| + max|ref| whatever K (measured on uniform, one-sided and heavy-tailed random
+// operands, K = 16 .. 16384); the sqrt(K) term leaves room for the tensor cores' float32
+// accumulation, which truncates and so grows with K.
+double precision_tolerance(Precision p, int64_t K);
+// The reduction length of LINEAR primitive q: the matmul's inner size, a convolution's
+// C/group x kernel size (transposed: an upper bound); 0 for any other primitive.
+int64_t lab_linear_k(const PrimGraph *pg, const Prim *q);
+// The tolerance of candidate c's check: precision_tolerance(p, K) when it holds a LINEAR (K its
+// lab_linear_k; the largest, times sqrt(n) for a chain of n), else 1e-4.
+double lab_candidate_tolerance(const PrimGraph *pg, const Candidate *c, Precision p);
+
 typedef enum LabStatus {
     LAB_OK = 0,
     LAB_WRONG,        // ran, but its output disagrees with the interpreter
@@ -20,6 +49,8 @@ typedef enum LabStatus {
 typedef struct LabJob {
     int cand;         // index into the candidate set
     KernelConfig cfg;
+    double tol; // relative tolerance of its check (0: 1e-4, float32's; see
+                // lab_candidate_tolerance)
     // results
     LabStatus status;
     double median_s, min_s, spread; // spread = (p90 - p10) / median
@@ -64,5 +95,9 @@ int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *
 // Returns true when they agree; *max_err gets the largest error relative to that bound.
 bool lab_outputs_agree(DType dt, int64_t n, const void *got, const void *ref, double *max_err,
                        char *why, size_t why_n);
+// The same with |got - ref| <= tol * |ref| + tol * max|ref| for float32 (tol <= 0: 1e-4; float16
+// and bfloat16 outputs keep their own wider bounds when those are larger).
+bool lab_outputs_agree_tol(DType dt, int64_t n, const void *got, const void *ref, double tol,
+                           double *max_err, char *why, size_t why_n);
 
 #endif

@@ -87,6 +87,7 @@ static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, co
     o_u32(o, 0); // header bytes, patched below
     o_str(o, h->orch_version, sizeof h->orch_version);
     o_str(o, h->target, sizeof h->target);
+    o_str(o, h->precision[0] ? h->precision : "fp32", sizeof h->precision);
     o_str(o, h->fingerprint, sizeof h->fingerprint);
     o_str(o, h->input_shapes, sizeof h->input_shapes);
     o_u64(o, h->model_hash);
@@ -227,11 +228,11 @@ static int parse(ArtifactContents *a, Err *e) {
         return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of at least 16 expected", path,
                        size);
     uint32_t version = get_u32(d + 8), header_bytes = get_u32(d + 12);
-    if (version != ARTIFACT_FORMAT_VERSION)
+    if (version < ARTIFACT_OLDEST_VERSION || version > ARTIFACT_FORMAT_VERSION)
         return err_set(e, ST_INVALID,
-                       "%s: format version %u, this orch reads %d (it was written by %s orch; "
-                       "recompile with orch compile)",
-                       path, version, ARTIFACT_FORMAT_VERSION,
+                       "%s: format version %u, this orch reads %d to %d (it was written by %s "
+                       "orch; recompile with orch compile)",
+                       path, version, ARTIFACT_OLDEST_VERSION, ARTIFACT_FORMAT_VERSION,
                        version > ARTIFACT_FORMAT_VERSION ? "a newer" : "an older");
     if (header_bytes < 16 + 8 || header_bytes > HEADER_MAX)
         return err_set(e, ST_INVALID, "%s: corrupted: a header of %u bytes is impossible", path,
@@ -247,6 +248,10 @@ static int parse(ArtifactContents *a, Err *e) {
     h->format_version = version;
     i_str(&in, h->orch_version, sizeof h->orch_version);
     i_str(&in, h->target, sizeof h->target);
+    if (version >= 2)
+        i_str(&in, h->precision, sizeof h->precision);
+    else
+        snprintf(h->precision, sizeof h->precision, "fp32"); // before precisions existed
     i_str(&in, h->fingerprint, sizeof h->fingerprint);
     i_str(&in, h->input_shapes, sizeof h->input_shapes);
     h->model_hash = i_u64(&in);
@@ -272,6 +277,15 @@ static int parse(ArtifactContents *a, Err *e) {
     }
     if (in.pos != in.n || (h->load_flags & ~3u) || h->threads < 0 || h->kernels < 0)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
+    static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
+    bool known = false;
+    for (size_t i = 0; i < ORCH_COUNT(precs); i++)
+        known |= strcmp(h->precision, precs[i]) == 0;
+    if (!known)
+        return err_set(e, ST_INVALID,
+                       "%s: precision '%s', which this orch does not know (written by a newer "
+                       "orch? recompile with orch compile)",
+                       path, h->precision);
     if (size < end)
         return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of %llu expected", path, size,
                        (unsigned long long)end);

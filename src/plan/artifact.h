@@ -5,20 +5,23 @@
 //
 // Layout (little-endian):
 //   magic "\x89ORCHART" (8) | format version u32 | header bytes u32 (from offset 0 to the end of
-//   the header checksum) | strings (u32 length + bytes): orch version, target, device
-//   fingerprint, input shapes | model hash u64 | load flags u32 (bit 0: attention rewrite, bit 1:
+//   the header checksum) | strings (u32 length + bytes): orch version, target, precision (format
+//   2 on; format 1 files were all "fp32" and are still read), device fingerprint, input shapes |
+//   model hash u64 | load flags u32 (bit 0: attention rewrite, bit 1:
 //   no clean-up) | threads i32 | kernels i32 | predicted seconds f64 | sections u32 (3), each:
 //   kind u32 (1 onnx, 2 plan, 3 shared object), offset u64, size u64, checksum u64 |
 //   header checksum u64 | the sections' bytes, in order, each starting 64-byte aligned.
-// Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (same format
-// version, every size and checksum right); every other input gets one message in words naming
-// the file, never a crash. Comparing the device fingerprint is the session's job.
+// Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (this format
+// version or format 1, every size and checksum right, a precision it knows); every other input
+// gets one message in words naming the file, never a crash. Comparing the device fingerprint is
+// the session's job.
 #ifndef ORCH_ARTIFACT_H
 #define ORCH_ARTIFACT_H
 
 #include "../base/common.h"
 
-#define ARTIFACT_FORMAT_VERSION 1
+#define ARTIFACT_FORMAT_VERSION 2
+#define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32)
 #define ARTIFACT_MAX_SHAPES 4096 // bytes of the input shapes string, NUL included
 
 enum { ARTIFACT_ATTENTION_REWRITE = 1u << 0, ARTIFACT_NO_CLEANUP = 1u << 1 };
@@ -26,7 +29,9 @@ enum { ARTIFACT_ATTENTION_REWRITE = 1u << 0, ARTIFACT_NO_CLEANUP = 1u << 1 };
 typedef struct ArtifactHeader {
     uint32_t format_version; // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
     char orch_version[32];   // ORCH_VERSION of the build that compiled it
-    char target[16];         // "cpu"
+    char target[16];         // "cpu", "cuda"
+    char precision[8];       // linear kernels' arithmetic: "fp32" (empty on write: fp32), "tf32",
+                             // "fp16", "bf16" (orch compile --precision)
     char fingerprint[512];   // HwInfo.fingerprint of the machine it was compiled for
     uint64_t model_hash;     // artifact_hash(onnx bytes)
     char input_shapes[ARTIFACT_MAX_SHAPES]; // every graph input's shape, parse_input_shapes form

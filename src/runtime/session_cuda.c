@@ -50,7 +50,9 @@ void cuda_launch_table_free(CudaLaunchTable *t) {
 }
 
 #define CUMOD_MAGIC "ORCHCUMD"
-#define CUMOD_FORMAT 1u
+// Format 1: kernels only (no kind per entry); 2: each entry says kernel or cuBLASLt call.
+#define CUMOD_FORMAT 2u
+enum { CUMOD_KERNEL = 0, CUMOD_BLASLT = 1 };
 #define CUMOD_MAX_SYMBOL 4096
 
 typedef struct Wr {
@@ -83,6 +85,36 @@ static void w_pad64(Wr *w) {
     w_bytes(w, zeros, (64 - w->n % 64) % 64);
 }
 
+static void w_blaslt(Wr *w, const BlasLtCall *c) {
+    w_u32(w, (uint32_t)c->m);
+    w_u32(w, (uint32_t)c->n);
+    w_u32(w, (uint32_t)c->k);
+    w_u32(w, (uint32_t)c->trans_a);
+    w_u32(w, (uint32_t)c->trans_b);
+    w_u64(w, (uint64_t)c->lda);
+    w_u64(w, (uint64_t)c->ldb);
+    w_u64(w, (uint64_t)c->ldc);
+    w_u32(w, (uint32_t)c->batch);
+    w_u64(w, (uint64_t)c->stride_a);
+    w_u64(w, (uint64_t)c->stride_b);
+    w_u64(w, (uint64_t)c->stride_c);
+    w_u32(w, (uint32_t)c->epilogue);
+    w_u32(w, (uint32_t)c->compute);
+    uint32_t alpha;
+    memcpy(&alpha, &c->alpha, 4);
+    w_u32(w, alpha);
+    w_u32(w, (uint32_t)c->in_a);
+    w_u32(w, (uint32_t)c->in_b);
+    w_u32(w, (uint32_t)c->in_bias);
+    w_u32(w, c->align_a);
+    w_u32(w, c->align_b);
+    w_u32(w, c->align_c);
+    for (int i = 0; i < 8; i++)
+        w_u64(w, c->algo[i]);
+    w_u64(w, c->workspace);
+    w_u64(w, c->version);
+}
+
 int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable *t, uint8_t **buf,
                      size_t *len, Err *e) {
     *buf = NULL;
@@ -100,6 +132,11 @@ int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable
         w_u32(&w, (uint32_t)sl);
         w_bytes(&w, t->symbols[i], sl);
         const CudaLaunch *l = &t->launches[i];
+        w_u32(&w, l->lib ? CUMOD_BLASLT : CUMOD_KERNEL);
+        if (l->lib) {
+            w_blaslt(&w, &l->blas);
+            continue;
+        }
         for (int d = 0; d < 3; d++)
             w_u32(&w, l->grid[d]);
         for (int d = 0; d < 3; d++)
@@ -147,6 +184,36 @@ static void r_pad64(Rd *r) {
     r_bytes(r, (64 - r->at % 64) % 64);
 }
 
+static void r_blaslt(Rd *r, BlasLtCall *c) {
+    memset(c, 0, sizeof *c);
+    c->m = (int32_t)r_u32(r);
+    c->n = (int32_t)r_u32(r);
+    c->k = (int32_t)r_u32(r);
+    c->trans_a = (int32_t)r_u32(r);
+    c->trans_b = (int32_t)r_u32(r);
+    c->lda = (int64_t)r_u64(r);
+    c->ldb = (int64_t)r_u64(r);
+    c->ldc = (int64_t)r_u64(r);
+    c->batch = (int32_t)r_u32(r);
+    c->stride_a = (int64_t)r_u64(r);
+    c->stride_b = (int64_t)r_u64(r);
+    c->stride_c = (int64_t)r_u64(r);
+    c->epilogue = (int32_t)r_u32(r);
+    c->compute = (int32_t)r_u32(r);
+    uint32_t alpha = r_u32(r);
+    memcpy(&c->alpha, &alpha, 4);
+    c->in_a = (int32_t)r_u32(r);
+    c->in_b = (int32_t)r_u32(r);
+    c->in_bias = (int32_t)r_u32(r);
+    c->align_a = r_u32(r);
+    c->align_b = r_u32(r);
+    c->align_c = r_u32(r);
+    for (int i = 0; i < 8; i++)
+        c->algo[i] = r_u64(r);
+    c->workspace = r_u64(r);
+    c->version = r_u64(r);
+}
+
 int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const uint8_t **cubin,
                        size_t *cubin_size, CudaLaunchTable *t, Err *e) {
     *cubin = NULL;
@@ -159,10 +226,10 @@ int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const u
         return err_set(e, ST_INVALID, "%s: the CUDA module is corrupted (checksum mismatch)", what);
     Rd r = {buf, len - 8, 8, false};
     uint32_t fmt = r_u32(&r), n = r_u32(&r);
-    if (fmt != CUMOD_FORMAT)
+    if (fmt != 1 && fmt != CUMOD_FORMAT)
         return err_set(e, ST_INVALID,
-                       "%s: CUDA module format %u, this orch reads format %u; recompile with "
-                       "orch compile",
+                       "%s: CUDA module format %u, this orch reads formats 1 and %u; recompile "
+                       "with orch compile",
                        what, fmt, CUMOD_FORMAT);
     // Each entry takes at least 4 + 1 + 28 bytes: a count beyond that is corruption.
     if ((size_t)n > len / 33)
@@ -176,6 +243,33 @@ int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const u
         }
         const uint8_t *sym = r_bytes(&r, sl);
         CudaLaunch l;
+        memset(&l, 0, sizeof l);
+        uint32_t kind = fmt == 1 ? CUMOD_KERNEL : r_u32(&r);
+        if (!r.bad && kind != CUMOD_KERNEL && kind != CUMOD_BLASLT) {
+            cuda_launch_table_free(t);
+            return err_set(e, ST_INVALID, "%s: CUDA module entry %u has unknown kind %u", what, i,
+                           kind);
+        }
+        if (kind == CUMOD_BLASLT) {
+            l.lib = true;
+            r_blaslt(&r, &l.blas);
+            char why[128];
+            if (r.bad)
+                break;
+            if (!blaslt_call_valid(&l.blas, why, sizeof why) || memchr(sym, 0, sl)) {
+                cuda_launch_table_free(t);
+                return err_set(e, ST_INVALID,
+                               "%s: CUDA module entry %u: an impossible cuBLASLt "
+                               "call (%s)",
+                               what, i, memchr(sym, 0, sl) ? "symbol" : why);
+            }
+            char *lname = xmalloc(sl + 1);
+            memcpy(lname, sym, sl);
+            lname[sl] = '\0';
+            cuda_launch_table_set(t, lname, &l);
+            free(lname);
+            continue;
+        }
         for (int d = 0; d < 3; d++)
             l.grid[d] = r_u32(&r);
         for (int d = 0; d < 3; d++)
@@ -227,7 +321,8 @@ typedef struct CLaunch {
     bool empty;  // nothing to compute (every output has zero elements, or a zero-byte copy)
     bool device; // PLAN_GENERATED or PLAN_COPY: issued on the stream (and captured)
     CUfunction fn;
-    CudaLaunch geo;
+    CudaLaunch geo; // geo.lib: a cuBLASLt call (op), not a kernel
+    BlasLtOp op;
     DevArgs args;
     CUdeviceptr copy_src, copy_dst;
     size_t copy_bytes;
@@ -251,6 +346,8 @@ struct CudaSession {
     CUmodule mod;
     CUstream stream;
     CUdeviceptr arena, consts, dummy;
+    CUdeviceptr ws; // the cuBLASLt calls' workspace (one: the calls run one after another)
+    uint64_t ws_bytes;
     CUdeviceptr *d_in, *d_out; // per graph input / output
     void **host_of;            // per tensor: host staging of the host launches' operands
     CLaunch *launches;
@@ -353,6 +450,28 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
                            "another orch build; recompile with orch compile",
                            L->symbol, k, l->nodes);
         l->geo = *g;
+        for (int j = 0; j < L->n_in; j++)
+            l->args.in[j] = dev_addr(s, L->in[j]);
+        l->args.out = dev_addr(s, L->out[0]);
+        if (g->lib) {
+            const BlasLtCall *c = &g->blas;
+            if (c->in_a >= L->n_in || c->in_b >= L->n_in || c->in_bias >= L->n_in)
+                return err_set(e, ST_INVALID,
+                               "CUDA session: the cuBLASLt call of '%s' (launch %d, nodes '%s') "
+                               "reads input %d of %d: the artefact is damaged; recompile",
+                               L->symbol, k, l->nodes, ORCH_MAX(c->in_a, c->in_b), L->n_in);
+            // The handle now: creating it inside the graph capture would break the capture.
+            if (blaslt_check_version(c, e) || blaslt_init(s->dev.ordinal, e) ||
+                cuda_device_bind(&s->dev, e) || blaslt_op_create(c, &l->op, e)) {
+                err_prefix(e, "CUDA session: launch %d (%s, nodes '%s'): ", k, L->symbol, l->nodes);
+                return e->code;
+            }
+            s->ws_bytes = ORCH_MAX(s->ws_bytes, c->workspace);
+            free(l->name);
+            l->name = xmalloc(strlen(L->symbol) + 10);
+            sprintf(l->name, "cublaslt:%s", L->symbol);
+            return ST_OK;
+        }
         CUresult r = s->api->cuModuleGetFunction(&l->fn, s->mod, L->symbol);
         if (r == CUDA_ERROR_NOT_FOUND)
             return err_set(e, ST_INVALID,
@@ -372,9 +491,6 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
                        l->geo.smem);
             return e->code;
         }
-        for (int j = 0; j < L->n_in; j++)
-            l->args.in[j] = dev_addr(s, L->in[j]);
-        l->args.out = dev_addr(s, L->out[0]);
         return ST_OK;
     }
     case PLAN_COPY:
@@ -415,6 +531,14 @@ static int issue(CudaSession *s, int k, Err *e) {
         if ((rc = CUDA_TRY(s->api, e, cuMemcpyDtoDAsync, l->copy_dst, l->copy_src, l->copy_bytes,
                            s->stream)))
             err_prefix(e, "launch %d (%s): ", k, l->name);
+        return rc;
+    }
+    if (l->geo.lib) {
+        const BlasLtCall *c = &l->geo.blas;
+        if ((rc = blaslt_op_run(&l->op, l->args.in[c->in_a], l->args.in[c->in_b],
+                                c->in_bias >= 0 ? l->args.in[c->in_bias] : 0, l->args.out, s->ws,
+                                s->ws_bytes, s->stream, e)))
+            err_prefix(e, "launch %d (%s, nodes '%s'): ", k, l->name, l->nodes);
         return rc;
     }
     void *params[1] = {&l->args};
@@ -590,6 +714,8 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
     s->ev = xcalloc(2 * (size_t)P->n_launches + 1, sizeof(CUevent));
     for (int k = 0; k < P->n_launches && rc == ST_OK; k++)
         rc = prepare_launch(s, k, table, e);
+    if (rc == ST_OK && s->ws_bytes)
+        rc = dev_alloc(s, &s->ws, (size_t)s->ws_bytes, "the cuBLASLt workspace", e);
     for (int k = 0; k < 2 * P->n_launches && rc == ST_OK; k++)
         rc = CUDA_TRY(api, e, cuEventCreate, &s->ev[k], CU_EVENT_DEFAULT);
     if (rc == ST_OK)
@@ -647,12 +773,15 @@ void cuda_session_free(CudaSession *s) {
             api->cuMemFree(s->consts);
         if (s->dummy)
             api->cuMemFree(s->dummy);
+        if (s->ws)
+            api->cuMemFree(s->ws);
         if (s->stream)
             api->cuStreamDestroy(s->stream);
         if (s->mod)
             api->cuModuleUnload(s->mod);
     }
     for (int k = 0; s->launches && k < s->n_launches; k++) {
+        blaslt_op_destroy(&s->launches[k].op);
         free(s->launches[k].name);
         free(s->launches[k].nodes);
         free((void *)s->launches[k].h_in);

@@ -4,7 +4,9 @@ target: a compile and its check against ONNX Runtime's stored output, a warm rec
 looks up the profile database and picks the same selection, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
 measured again, and the selection is stable from then on), damaged artefacts refused with clear
-messages, bench's JSON, the database commands, and usage errors.
+messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
+artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), and usage
+errors.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -186,6 +188,74 @@ def main():
         assert c.returncode == 0 and "deleted" in c.stdout, c.stdout + c.stderr
         s = orch(binary, "db", "stats", "--db", db, "--json")
         assert json.loads(s.stdout)["rows"] == 0
+
+    @case("cuda_target_without_a_driver")
+    def _():
+        # Where libcuda.so.1 cannot be opened (CI), -t cuda must say so plainly and exit 3
+        # (unsupported); where it can (a GPU machine), it must not claim there is no driver.
+        import ctypes
+        try:
+            ctypes.CDLL("libcuda.so.1")
+            has_driver = True
+        except OSError:
+            has_driver = False
+        r = orch(binary, "compile", model, "-t", "cuda", "-o", os.path.join(tmp, "cu.orch"),
+                 "--input-shapes", "image:1x3x32x32", "--top-k", "1", "--db", db)
+        if has_driver:
+            assert "no CUDA driver found" not in r.stderr, r.stderr
+        else:
+            assert r.returncode == 3, f"exit {r.returncode}, want 3; stderr: {r.stderr}"
+            assert "no CUDA driver found" in r.stderr and "-t cpu" in r.stderr, r.stderr
+            assert r.stderr.count("\n") <= 3, f"more than one message: {r.stderr}"
+            assert not os.path.exists(os.path.join(tmp, "cu.orch")), "an artefact was written"
+
+    @case("precision_option")
+    def _():
+        # fp32 is the default and the only precision of the CPU target: recorded in the
+        # artefact's header and shown by compile, run and bench.
+        p32 = os.path.join(tmp, "p32.orch")
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", p32, "--precision", "fp32", *common)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
+        assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
+        data = open(p32, "rb").read()
+        assert int.from_bytes(data[8:12], "little") == 2, "artefact format is not 2"
+        at = 16
+        for _field in ("orch version", "target"):
+            at += 4 + int.from_bytes(data[at:at + 4], "little")
+        n = int.from_bytes(data[at:at + 4], "little")
+        assert data[at + 4:at + 4 + n] == b"fp32", f"header precision {data[at + 4:at + 4 + n]}"
+        r = orch(binary, "run", p32, "-i", f"image={EX}/image.npy", "--expected",
+                 f"logits={EX}/logits.npy")
+        assert r.returncode == 0 and "precision fp32" in r.stdout, r.stdout + r.stderr
+        js = os.path.join(tmp, "p32.json")
+        b = orch(binary, "bench", p32, "--iters", "3", "--warmup", "1", "--json", js)
+        assert b.returncode == 0 and "precision fp32" in b.stdout, b.stdout + b.stderr
+        assert json.load(open(js))["precision"] == "fp32"
+        # Reduced precisions need the CUDA target: one message, the usage exit code, no file.
+        for prec in ("tf32", "fp16", "bf16"):
+            for args in (["compile", model, "-t", "cpu", "-o", p32 + prec],
+                         ["compile", model, "-o", p32 + prec],
+                         ["bench", model]):
+                r = orch(binary, *args, "--precision", prec, *common)
+                assert r.returncode == 1, f"{args} {prec}: exit {r.returncode}: {r.stderr}"
+                want = f"--precision {prec} needs -t cuda; the CPU target computes in float32"
+                assert want in r.stderr, r.stderr
+                assert not os.path.exists(p32 + prec), "an artefact was written"
+        for bad in ("fp64", "FP16", "half", ""):
+            r = orch(binary, "compile", model, "-t", "cpu", "-o", p32 + "x", "--precision", bad)
+            assert r.returncode == 1 and "--precision expects fp32, tf32, fp16 or bf16" in \
+                r.stderr, f"'{bad}': exit {r.returncode}: {r.stderr}"
+        r = orch(binary, "compile", model, "-t", "cpu", "-o", p32 + "x", "--precision")
+        assert r.returncode == 1 and "--precision needs a value" in r.stderr, r.stderr
+        # Where no GPU driver exists, -t cuda with a precision still says so plainly.
+        r = orch(binary, "compile", model, "-t", "cuda", "-o", p32 + "cu", "--precision", "bf16",
+                 *common)
+        try:
+            import ctypes
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            assert r.returncode == 3 and "no CUDA driver found" in r.stderr, r.stderr
 
     @case("usage_errors")
     def _():

@@ -4,13 +4,16 @@ ONNX Runtime outputs saved next to it. Prints `ok NAME (max abs err E)` or `FAIL
 (with orch's stderr) per model and ends with "N passed, N failed"; exits 1 on any failure.
 
 usage: run_models.py ORCH_BINARY OUTDIR [--engine ops|prims|plan|compiled] [--attention-rewrite]
-                    [--filter SUBSTRING] [--db FILE] [--top-k K]
-                     [--timeout SECONDS] [-v]
+                    [--filter SUBSTRING] [--db FILE] [--top-k K] [--target cpu|cuda]
+                    [--keep DIR] [--shard K/N] [--timeout SECONDS] [-v]
 
 --engine is passed to `orch run` (prims: operator fission, clean-up, the primitive interpreter),
 and so is --attention-rewrite (prims only). --engine compiled runs `orch compile -t cpu` first
-(into a temporary folder, with the profile database --db, default a temporary one, and --top-k
-configs per kernel) and then `orch run` on the compiled artefact.
+(into a temporary folder, or --keep DIR which keeps the artefacts as DIR/NAME.orch, with the
+profile database --db, default a temporary one, and --top-k configs per kernel) and then
+`orch run` on the compiled artefact; --target cuda compiles with `-t cuda` instead (NVRTC
+kernels checked and timed on the GPU; tests/gpu/run_gpu_tests.sh). --shard K/N runs every N-th
+model from the K-th (in name order), so shards can run in parallel.
 
 Tolerances: |got - expected| <= ATOL + RTOL * |expected| for every element. A model may loosen them
 in its args.txt (--rtol/--atol) only next to a '#' comment saying why.
@@ -95,7 +98,7 @@ def compile_model(orch, d, timeout, extra, comp):
         return None, problem, ""
     cargs, _ = split_compile_args(args + list(extra))
     out = os.path.join(comp["dir"], os.path.basename(d) + ".orch")
-    cmd = [orch, "compile", os.path.join(d, "model.onnx"), "-t", "cpu", "-o", out,
+    cmd = [orch, "compile", os.path.join(d, "model.onnx"), "-t", comp["target"], "-o", out,
            "--db", comp["db"], "--top-k", str(comp["top_k"]), "--quiet", *cargs]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -164,9 +167,14 @@ def main():
                     help="orch run's engine (default ops); compiled: orch compile -t cpu, then run")
     ap.add_argument("--db", help="profile database for --engine compiled (default: temporary)")
     ap.add_argument("--top-k", type=int, default=2, help="configs per kernel (--engine compiled)")
+    ap.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                    help="orch compile's target (--engine compiled; default cpu)")
+    ap.add_argument("--keep", help="--engine compiled: write the artefacts into this folder "
+                    "(NAME.orch) and keep them")
     ap.add_argument("--attention-rewrite", action="store_true",
                     help="pass --attention-rewrite to orch run (with --engine prims)")
     ap.add_argument("--filter", default="", help="run only models whose name contains this")
+    ap.add_argument("--shard", default="0/1", help="K/N: every N-th model from the K-th")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("-v", action="store_true", help="show orch's output for passing models too")
     a = ap.parse_args()
@@ -176,9 +184,18 @@ def main():
         sys.exit(f"run_models: no folder {a.outdir} (run gen_models.py first)")
     names = sorted(n for n in os.listdir(a.outdir)
                    if a.filter in n and os.path.exists(os.path.join(a.outdir, n, "model.onnx")))
+    try:
+        k, n = (int(x) for x in a.shard.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        sys.exit(f"run_models: --shard {a.shard}: want K/N with 0 <= K < N")
+    names = names[k::n]
     passed = failed = 0
     tmp = tempfile.TemporaryDirectory(prefix="orch-models-")
-    comp = {"dir": tmp.name, "db": a.db or os.path.join(tmp.name, "profile.db"), "top_k": a.top_k}
+    if a.keep:
+        os.makedirs(a.keep, exist_ok=True)
+    comp = {"dir": a.keep or tmp.name, "db": a.db or os.path.join(tmp.name, "profile.db"),
+            "top_k": a.top_k, "target": a.target}
     for n in names:
         extra = ["--attention-rewrite"] if a.attention_rewrite else []
         ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra,

@@ -9,10 +9,12 @@
 //
 // --engine compiled compiles each case for the CPU target (orch_compile: generated C kernels,
 // one config each, the profile database --db) and runs the artefact through an orch_session;
-// --shard K/N runs every N-th case from the K-th, so shards can run in parallel.
+// --target cuda compiles for the CUDA target instead (NVRTC kernels checked and timed on the GPU;
+// tests/gpu/run_gpu_tests.sh). --shard K/N runs every N-th case from the K-th, so shards can run
+// in parallel. --xfail may be given more than once (the lists add up).
 //
-// usage: node_tests DIR [--engine ops|prims|compiled] [--xfail FILE] [--filter SUBSTRING]
-//                   [--shard K/N] [--db FILE] [-v]
+// usage: node_tests DIR [--engine ops|prims|compiled] [--target cpu|cuda] [--xfail FILE]...
+//                   [--filter SUBSTRING] [--shard K/N] [--db FILE] [-v]
 #include "onnx/load.h"
 #include "orch.h"
 #include "runtime/npy.h"
@@ -71,9 +73,10 @@ static bool file_exists(const char *p) {
 #define OPS_RTOL 1e-5
 
 static orch_engine engine = ORCH_ENGINE_OPS;
-static bool compiled;          // --engine compiled
-static char workdir[4096];     // compiled: artefacts go here
-static const char *db_path;    // compiled: the profile database
+static bool compiled;              // --engine compiled
+static char workdir[4096];         // compiled: artefacts go here
+static const char *db_path;        // compiled: the profile database
+static const char *target = "cpu"; // compiled: --target
 
 // Compares one output with a reference of dtype t and shape rank/dims (floats within
 // atol + rtol*|ref|, NaN equal to NaN; integers exactly); writes a reason naming `against`.
@@ -134,7 +137,7 @@ static bool run_case(const char *dir, char *why, size_t n) {
     if (compiled) {
         char art[4096];
         snprintf(art, sizeof art, "%s/case.orch", workdir);
-        orch_compile_options co = {.target = "cpu", .db_path = db_path, .top_k = 1, .jobs = 1};
+        orch_compile_options co = {.target = target, .db_path = db_path, .top_k = 1, .jobs = 1};
         if (orch_compile(ctx, path, &co, art) != ORCH_OK ||
             orch_session_create(ctx, art, NULL, &sess) != ORCH_OK) {
             snprintf(why, n, "compile: %s", orch_last_error(ctx));
@@ -152,9 +155,11 @@ static bool run_case(const char *dir, char *why, size_t n) {
         return false;
     }
     int ni = orch_model_num_inputs(m), no = orch_model_num_outputs(m);
-    orch_tensor *in = calloc((size_t)ni + 1, sizeof *in), *out = calloc((size_t)no + 1, sizeof *out);
+    orch_tensor *in = calloc((size_t)ni + 1, sizeof *in),
+                *out = calloc((size_t)no + 1, sizeof *out);
     orch_tensor *out_ops = calloc((size_t)no + 1, sizeof *out_ops);
-    HostTensor *hin = calloc((size_t)ni + 1, sizeof *hin), *href = calloc((size_t)no + 1, sizeof *href);
+    HostTensor *hin = calloc((size_t)ni + 1, sizeof *hin),
+               *href = calloc((size_t)no + 1, sizeof *href);
     for (int set = 0; pass; set++) {
         char sdir[4096];
         snprintf(sdir, sizeof sdir, "%s/test_data_set_%d", dir, set);
@@ -236,6 +241,7 @@ int main(int argc, char **argv) {
     const char *dir = NULL, *filter = "";
     bool verbose = false, bad_args = false;
     int shard = 0, shards = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0); // a shard killed by a time limit keeps the lines it printed
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--xfail") == 0 && v) {
@@ -251,6 +257,9 @@ int main(int argc, char **argv) {
                    sscanf(v, "%d/%d", &shard, &shards) == 2 && shards > 0 && shard >= 0 &&
                    shard < shards) {
             i++;
+        } else if (strcmp(argv[i], "--target") == 0 && v &&
+                   (strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0)) {
+            target = argv[++i];
         } else if (strcmp(argv[i], "--db") == 0 && v) {
             db_path = argv[++i];
         } else if (strcmp(argv[i], "-v") == 0) {
@@ -262,8 +271,8 @@ int main(int argc, char **argv) {
         }
     }
     if (!dir || bad_args) {
-        fprintf(stderr, "usage: node_tests DIR [--engine ops|prims|compiled] [--xfail FILE] "
-                        "[--filter SUBSTRING] [--shard K/N] [--db FILE] [-v]\n");
+        fprintf(stderr, "usage: node_tests DIR [--engine ops|prims|compiled] [--target cpu|cuda] "
+                        "[--xfail FILE]... [--filter SUBSTRING] [--shard K/N] [--db FILE] [-v]\n");
         return 2;
     }
     char dbbuf[4200];
@@ -343,10 +352,12 @@ int main(int argc, char **argv) {
     }
     if (compiled)
         rmdir(workdir);
-    printf("node tests (%s engine): %d passed, %d expected failures (listed with reasons), %d "
+    printf("node tests (%s engine%s%s): %d passed, %d expected failures (listed with reasons), %d "
            "skipped (opset)\n",
-           compiled ? "compiled" : engine == ORCH_ENGINE_PRIMS ? "primitive" : "op-level", passed,
-           xfailed, skipped);
+           compiled                      ? "compiled"
+           : engine == ORCH_ENGINE_PRIMS ? "primitive"
+                                         : "op-level",
+           compiled ? ", target " : "", compiled ? target : "", passed, xfailed, skipped);
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

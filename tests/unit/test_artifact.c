@@ -286,6 +286,7 @@ static void round_trip(void) {
         return;
     CHECK(a.h.format_version == ARTIFACT_FORMAT_VERSION);
     CHECK(strcmp(a.h.orch_version, ORCH_VERSION) == 0 && strcmp(a.h.target, "cpu") == 0);
+    CHECK(strcmp(a.h.precision, "fp32") == 0); // the header left it empty: fp32
     CHECK(strcmp(a.h.fingerprint, FP) == 0 && strcmp(a.h.input_shapes, SHAPES) == 0);
     CHECK(a.h.model_hash == C.h.model_hash && a.h.threads == 1 && a.h.kernels == C.h.kernels);
     CHECK(a.h.predicted_seconds == C.h.predicted_seconds && a.h.load_flags == 0);
@@ -342,6 +343,99 @@ static void expect_read_error(const char *path, const char *want, const char *wh
     CHECK_MSG(rc == ST_INVALID, "%s: accepted", what);
     CHECK_MSG(strstr(e.msg, path) && strstr(e.msg, want), "%s: '%s' not in: %s", what, want, e.msg);
     CHECK(a.data == NULL && a.path == NULL);
+}
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+// The precision header field (format 2): written and read back; a format 1 file (no field, as
+// orch wrote before precisions existed) still reads, as fp32; an unknown precision is refused.
+static void precision_field(void) {
+    Compiled D = C;
+    const char *path = path_in("prec.orch");
+    static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
+    for (size_t i = 0; i < ORCH_COUNT(precs); i++) {
+        snprintf(D.h.precision, sizeof D.h.precision, "%s", precs[i]);
+        if (write_compiled(&D, path))
+            return;
+        ArtifactContents a;
+        Err e = {0};
+        int rc = artifact_read(path, &a, &e);
+        CHECK_MSG(rc == ST_OK && strcmp(a.h.precision, precs[i]) == 0, "%s: %s / '%s'", precs[i],
+                  e.msg, rc ? "" : a.h.precision);
+        artifact_contents_free(&a);
+    }
+    // A format 1 file made from the format 2 one of fp32: the precision string (after the
+    // target) taken out, the sections moved to the shorter header's next 64-byte boundary.
+    snprintf(D.h.precision, sizeof D.h.precision, "fp32");
+    if (write_compiled(&D, path))
+        return;
+    uint8_t *f2 = NULL;
+    size_t n2 = 0;
+    Err e = {0};
+    if (file_read_all(path, 1 << 30, &f2, &n2, &e) != ST_OK) {
+        CHECK_MSG(false, "%s", e.msg);
+        return;
+    }
+    uint32_t hb = le32(f2 + 12);
+    size_t at = 16;
+    at += 4 + le32(f2 + at); // orch version
+    at += 4 + le32(f2 + at); // target
+    CHECK(le32(f2 + at) == 4 && memcmp(f2 + at + 4, "fp32", 4) == 0);
+    uint32_t hb1 = hb - 8;
+    // Sections start 64-byte aligned after the header; table entries: kind, offset, size, sum.
+    const uint8_t *tab = f2 + hb - 8 - 84;
+    uint64_t off0 = (uint64_t)le32(tab + 4) | (uint64_t)le32(tab + 8) << 32;
+    uint64_t off1 = (uint64_t)(hb1 + 63) / 64 * 64, delta = off0 - off1;
+    size_t n1 = n2 - (size_t)delta;
+    uint8_t *f1 = calloc(1, n1);
+    memcpy(f1, f2, at);
+    memcpy(f1 + at, f2 + at + 8, hb - 8 - (at + 8));
+    put_le32(f1 + 8, 1);
+    put_le32(f1 + 12, hb1);
+    uint8_t *tab1 = f1 + hb1 - 8 - 84;
+    for (int sct = 0; sct < 3; sct++) {
+        uint8_t *ent = tab1 + sct * 28;
+        uint64_t o = (uint64_t)le32(ent + 4) | (uint64_t)le32(ent + 8) << 32;
+        put_le64(ent + 4, o - delta);
+    }
+    put_le64(f1 + hb1 - 8, artifact_hash(f1, hb1 - 8));
+    memcpy(f1 + off1, f2 + off0, n2 - (size_t)off0);
+    const char *old = path_in("format1.orch");
+    write_bytes(old, f1, n1);
+    ArtifactContents a;
+    int rc = artifact_read(old, &a, &e);
+    CHECK_MSG(rc == ST_OK, "format 1: %s", e.msg);
+    if (rc == ST_OK) {
+        CHECK(a.h.format_version == 1 && strcmp(a.h.precision, "fp32") == 0);
+        CHECK(strcmp(a.h.target, "cpu") == 0 && strcmp(a.h.fingerprint, FP) == 0);
+        CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
+        HwInfo hw = this_machine(FP);
+        Session *s = NULL;
+        SessionOptions opt = {.threads = 1};
+        rc = session_create(&a, &hw, &opt, &s, &e);
+        CHECK_MSG(rc == ST_OK, "format 1 session: %s", e.msg);
+        if (rc == ST_OK)
+            run_compare(s, &C);
+        session_free(s);
+        artifact_contents_free(&a);
+    }
+    // An unknown precision (same length as fp32, checksum recomputed): refused by name.
+    memcpy(f2 + at + 4, "fp64", 4);
+    put_le64(f2 + hb - 8, artifact_hash(f2, hb - 8));
+    write_bytes(path, f2, n2);
+    expect_read_error(path, "precision 'fp64'", "an unknown precision");
+    free(f1);
+    free(f2);
 }
 
 static void truncated(void) {
@@ -599,6 +693,7 @@ int main(int argc, char **argv) {
            rc ? "could not compile" : "compiled", C.onnx_size, C.plan_size, C.so_size);
     if (rc == ST_OK) {
         RUN(round_trip);
+        RUN(precision_field);
         RUN(truncated);
         RUN(header_flips);
         RUN(section_corruption);

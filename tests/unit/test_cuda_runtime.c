@@ -286,7 +286,8 @@ static Plan *tg_plan(TG *g) {
 
 static void test_module_blob(void) {
     CudaLaunchTable t = {0};
-    CudaLaunch l1 = {{10, 2, 1}, {256, 1, 1}, 0}, l2 = {{3, 1, 1}, {32, 4, 2}, 65536};
+    CudaLaunch l1 = {.grid = {10, 2, 1}, .block = {256, 1, 1}};
+    CudaLaunch l2 = {.grid = {3, 1, 1}, .block = {32, 4, 2}, .smem = 65536};
     cuda_launch_table_set(&t, "orch_kaaaa_1", &l1);
     cuda_launch_table_set(&t, "orch_kbbbb_2", &l2);
     cuda_launch_table_set(&t, "orch_kaaaa_1", &l1); // replaces, does not add
@@ -329,7 +330,7 @@ static void test_module_blob(void) {
     CHECK_MSG(accepted == 0, "%d damaged blobs accepted", accepted);
     free(buf);
     // An impossible geometry is refused even with a right checksum.
-    CudaLaunch bad = {{0, 1, 1}, {128, 1, 1}, 0};
+    CudaLaunch bad = {.grid = {0, 1, 1}, .block = {128, 1, 1}};
     cuda_launch_table_set(&t, "orch_kdddd_4", &bad);
     CHECK(cuda_module_pack(cubin, sizeof cubin, &t, &buf, &len, &e) == ST_OK);
     Err e3 = {0};
@@ -422,7 +423,7 @@ static void test_session_no_driver(void) {
     if (tg_build(&g, 6, 37, true)) {
         Plan *p = tg_plan(&g);
         CudaLaunchTable t = {0};
-        CudaLaunch l = {{1, 1, 1}, {128, 1, 1}, 0};
+        CudaLaunch l = {.grid = {1, 1, 1}, .block = {128, 1, 1}};
         for (int i = 0; i < 4; i++)
             cuda_launch_table_set(&t, g_plan_names[i], &l);
         static const uint8_t fake[64] = {0x7f, 'E', 'L', 'F'};
@@ -817,7 +818,7 @@ static void test_artifact_session(void) {
                                    &(CudaEmitter){test_emit, test_prelude()}, &cubin, &cubin_size,
                                    &t, &e);
     else if (rc == ST_OK) // without NVRTC (and so without a GPU) the bytes are never loaded
-        cuda_launch_table_set(&t, names[0], &(CudaLaunch){{1, 1, 1}, {128, 1, 1}, 0});
+        cuda_launch_table_set(&t, names[0], &(CudaLaunch){.grid = {1, 1, 1}, .block = {128, 1, 1}});
     if (rc == ST_OK)
         rc = cuda_module_pack(cubin ? cubin : fake, cubin ? cubin_size : sizeof fake, &t, &blob,
                               &blob_len, &e);

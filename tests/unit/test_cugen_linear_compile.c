@@ -4,16 +4,22 @@
 // model of a models folder given as argv[1]: DIR/*/model.onnx with DIR/*/args.txt's
 // --input-shapes) are cut into candidates; every config of every candidate cugen_lin_supports
 // accepts is emitted (many kernels per NVRTC program) and compiled for sm_80 and sm_90a with the
-// configs of an A100 and an H100; TF32 configs once under CUGEN_PREC_TF32. 1-D/3-D and transposed
+// configs of an A100 and an H100; the tensor-core configs (TF32, FP16, BF16: all of them, on odd
+// sizes, batched and broadcast products, transposed operands, epilogues, implicit-GEMM convs) once
+// under each precision, and which configs each precision offers. 1-D/3-D and transposed
 // convolutions must be refused. Prints a skip line and passes when NVRTC cannot be loaded.
 // GPU half (only where cuda_api_load succeeds): the same kernels, configured for the detected
 // device, run on random inputs and compared with the primitive interpreter at
-// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| (TF32 configs 5e-3); then the best config of a 1024^3
-// matmul and a 3x3 64->64 conv on 56x56 timed with CUDA events (median of 50), GFLOP/s printed.
-// Environment: ORCH_TEST_SEED; ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
+// |got - ref| <= tol |ref| + tol max|ref|, tol the compile driver's for the config's precision
+// (1e-4 for float32; lab_candidate_tolerance); the TF32, FP16 and BF16 tensor-core configs of
+// each precision on odd, batched, transposed and conv shapes likewise; then the best configs of
+// a 1024^3 matmul and a 3x3 64->64 conv on 56x56 under each precision timed with CUDA events
+// (median of 50), GFLOP/s printed.
+// Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts; ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
 // two graphs get every config, the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "candidates/candidates.h"
 #include "check.h"
+#include "compile/kernel_lab.h"
 #include "fission/build.h"
 #include "fission/fission.h"
 #include "fission/passes.h"
@@ -41,6 +47,16 @@ static CudaHw g_dhw; // the detected device (GPU half)
 static int g_kernels, g_programs, g_candidates, g_refused, g_ran;
 static int g_max_cands = 3; // candidates per graph in the quick mode (see ORCH_CUGEN_ALL)
 static bool g_in_models;
+static const char *g_only; // when set: only configs whose desc holds it are emitted
+static int g_only_kernels; // ... and how many were
+
+// The precision a config computes in (its variant), for its check's tolerance.
+static Precision desc_precision(const char *desc) {
+    return strstr(desc, "v=tf32")   ? PREC_TF32
+           : strstr(desc, "v=f16")  ? PREC_FP16
+           : strstr(desc, "v=bf16") ? PREC_BF16
+                                    : PREC_FP32;
+}
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -182,6 +198,10 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
         int n = cugen_lin_configs(pg, c, hw, cf, k);
         CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
         for (int i = 0; i < n; i++) {
+            if (g_only && !strstr(cf[i].desc, g_only))
+                continue;
+            if (g_only)
+                g_only_kernels++;
             jobs = xrealloc(jobs, sizeof(Job) * (size_t)(*nj + 1));
             Job *j = &jobs[(*nj)++];
             j->c = c;
@@ -263,8 +283,9 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, const Jo
         CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
         if (ok) {
             int64_t bad;
-            double w =
-                compare(got, buf[c->output], n, &bad, strstr(j->cfg.desc, "v=tf32") ? 5e-3 : 1e-4);
+            // The compile driver's tolerance for the config's precision and the product's K.
+            double tol = lab_candidate_tolerance(pg, c, desc_precision(j->cfg.desc));
+            double w = compare(got, buf[c->output], n, &bad, tol);
             CHECK_MSG(w <= 0, "%s: candidate %d (%d prims) '%s': out[%lld] = %g, want %g", name,
                       c->id, c->n_prims, j->cfg.desc, (long long)bad, bad >= 0 ? got[bad] : 0.0,
                       bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
@@ -524,6 +545,147 @@ static void convs(void) {
     }
 }
 
+// ---- tensor cores (TF32, FP16, BF16) ----
+
+static const struct {
+    CugenPrecision p;
+    const char *v;
+} g_tc[] = {{CUGEN_PREC_TF32, "v=tf32"}, {CUGEN_PREC_FP16, "v=f16"}, {CUGEN_PREC_BF16, "v=bf16"}};
+
+// Which configs each precision offers: the SIMT float32 ones always, the tensor-core ones of
+// that precision only (their descs name it, so database keys never mix precisions), none on a
+// device without them (sm_75).
+static void precision_configs(void) {
+    Err e = {0};
+    PrimGraph *pg = mm_graph(512, 384, 256, 1);
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    const Candidate *c = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+            c = &cs->c[i];
+    CHECK(c != NULL);
+    CudaHw turing = g_hw[1];
+    turing.cc_major = 7;
+    turing.cc_minor = 5;
+    static const char *const vs[] = {"v=tf32", "v=f16", "v=bf16"};
+    for (int p = -1; p < (int)ORCH_COUNT(g_tc) && c; p++) {
+        cugen_lin_precision = p < 0 ? CUGEN_PREC_FP32 : g_tc[p].p;
+        for (int h = 0; h < 2; h++) {
+            KernelConfig cf[64];
+            int n = cugen_lin_configs(pg, c, h ? &turing : &g_hw[1], cf, 64);
+            int simt = 0, mine = 0, other = 0;
+            for (int i = 0; i < n; i++) {
+                simt += strstr(cf[i].desc, "v=simt") != NULL;
+                for (int v = 0; v < 3; v++)
+                    if (strstr(cf[i].desc, vs[v])) {
+                        if (p == v)
+                            mine++;
+                        else
+                            other++;
+                    }
+                for (int j = 0; j < i; j++)
+                    CHECK_MSG(strcmp(cf[i].desc, cf[j].desc) != 0, "duplicate '%s'", cf[i].desc);
+            }
+            bool want_tc = p >= 0 && !h;
+            CHECK_MSG(simt >= 8 && other == 0 && (want_tc ? mine >= 4 : mine == 0),
+                      "precision %s on %s: %d simt, %d own tensor-core, %d other configs",
+                      p < 0 ? "fp32" : g_tc[p].v, h ? "sm_75" : "sm_90a", simt, mine, other);
+            if (want_tc) // the tensor cores' peak ranks them first on a big product
+                CHECK_MSG(strstr(cf[0].desc, g_tc[p].v), "best '%s'", cf[0].desc);
+        }
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+    // The checks' tolerances: fp32's fixed, the others growing slowly with K.
+    CHECK(precision_tolerance(PREC_FP32, 1 << 20) == 1e-4);
+    CHECK(precision_tolerance(PREC_FP16, 64) < precision_tolerance(PREC_FP16, 4096));
+    CHECK(precision_tolerance(PREC_TF32, 256) == precision_tolerance(PREC_FP16, 256));
+    CHECK(precision_tolerance(PREC_BF16, 256) > 7 * precision_tolerance(PREC_FP16, 256));
+    CHECK(c && fabs(lab_candidate_tolerance(pg, c, PREC_BF16) -
+                    precision_tolerance(PREC_BF16, 256)) < 1e-12);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// Every tensor-core config of each precision (and only those) on odd sizes, batched and
+// broadcast products, transposed operands (prologues), epilogues and implicit-GEMM
+// convolutions (direct 1x1, strided, grouped, with a prologue): compiled for sm_80 and sm_90a,
+// and on a GPU run against the interpreter at the precision's tolerance.
+static void tensor_cores(void) {
+    // clang-format off
+    static const ConvCase cv[] = {
+        {"conv3x3_p1", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+        {"conv1x1_vec", 2, 1, 16, 24, {8, 8}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 1, false, false},
+        {"conv5x5_s2_asym", 2, 1, 4, 6, {12, 13}, {5, 5}, {2, 2}, {1, 1}, {1, 0}, {2, 2}, 1, 0, false, false},
+        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1, false, false},
+        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, false},
+        {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+    };
+    // clang-format on
+    static const int64_t sz[][4] = {
+        // M, N, K, epilogue
+        {100, 72, 40, 1}, {129, 100, 31, 0}, {16, 31, 64, 0},   {130, 260, 36, 1},
+        {7, 17, 16, 0},   {1, 100, 64, 0},   {200, 64, 600, 1},
+    };
+    for (size_t p = 0; p < ORCH_COUNT(g_tc); p++) {
+        cugen_lin_precision = g_tc[p].p;
+        g_only = g_tc[p].v;
+        g_only_kernels = 0;
+        char name[96];
+        for (size_t i = 0; i < ORCH_COUNT(sz); i++) {
+            snprintf(name, sizeof name, "%s_mm_%lldx%lldx%lld%s", g_tc[p].v + 2,
+                     (long long)sz[i][0], (long long)sz[i][1], (long long)sz[i][2],
+                     sz[i][3] ? "_bias_relu" : "");
+            check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], (int)sz[i][3]), 64, 1);
+        }
+        {
+            PrimGraph *pg = prim_graph_create(NULL);
+            const int64_t ad[] = {4, 1, 17, 16}, bd[] = {1, 3, 16, 33};
+            int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
+            PB b = {pg, "bmm"};
+            add_output(pg, pb_matmul(&b, a, w));
+            snprintf(name, sizeof name, "%s_bmm_bcast_both", g_tc[p].v + 2);
+            check_graph(name, pg, 64, 1);
+        }
+        {
+            PrimGraph *pg = prim_graph_create(NULL);
+            const int64_t xd[] = {37, 19}, wd[] = {23, 37}, bd[] = {23};
+            int x = add_input(pg, "x", 2, xd);
+            PB b = {pg, "gemm"};
+            int w = add_const(&b, 2, wd);
+            int bias = add_const(&b, 1, bd);
+            const int perm[] = {1, 0};
+            int mm = pb_matmul(&b, pb_transpose(&b, x, perm), pb_transpose(&b, w, perm));
+            add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias)));
+            snprintf(name, sizeof name, "%s_gemm_tt_bias_relu", g_tc[p].v + 2);
+            check_graph(name, pg, 64, 1);
+        }
+        {
+            PrimGraph *pg = prim_graph_create(NULL);
+            const int64_t ad[] = {3, 33, 20}, rd[] = {3, 33, 45}, wd[] = {20, 45};
+            int a = add_input(pg, "a", 3, ad);
+            int res = add_input(pg, "res", 3, rd);
+            PB b = {pg, "mlp"};
+            int w2 = add_const(&b, 2, wd);
+            int m2 = pb_matmul(&b, pb_ew2i(&b, EW_MUL, a, 0.5), w2);
+            add_output(pg, pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, m2), res));
+            snprintf(name, sizeof name, "%s_mlp_folded_sigmoid_res", g_tc[p].v + 2);
+            check_graph(name, pg, 64, 1);
+        }
+        for (size_t i = 0; i < ORCH_COUNT(cv); i++) {
+            snprintf(name, sizeof name, "%s_%s", g_tc[p].v + 2, cv[i].name);
+            check_graph(name, conv_graph(&cv[i]), 64, 1);
+        }
+        int per_arch = g_only_kernels / (g_nhw + (g_api ? 1 : 0));
+        printf("  %s: %d tensor-core kernels emitted per arch\n", g_tc[p].v, per_arch);
+        // Every graph has at least one candidate with the four tile configs.
+        CHECK_MSG(per_arch >= 4 * (int)(ORCH_COUNT(sz) + 3 + ORCH_COUNT(cv)), "%s: %d kernels",
+                  g_tc[p].v, per_arch);
+    }
+    g_only = NULL;
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 // ---- the models folder (argv[1]) ----
 
 static char *input_shapes_arg(const char *dir) {
@@ -676,7 +838,8 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
             float *got = malloc(ob);
             CHECK(!CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob));
             int64_t bad;
-            CHECK_MSG(compare(got, buf[c->output], (int64_t)(ob / 4), &bad, 1e-4) <= 0,
+            double tol = lab_candidate_tolerance(pg, c, desc_precision(cf[i].desc));
+            CHECK_MSG(compare(got, buf[c->output], (int64_t)(ob / 4), &bad, tol) <= 0,
                       "%s: %s wrong", name, cf[i].desc);
             free(got);
             qsort(ms, 50, sizeof *ms, cmp_float);
@@ -728,6 +891,38 @@ static void config_model(void) {
     prim_graph_free(pg);
 }
 
+// Split-K: products whose tiles cannot fill the SMs and whose K is long get configs with sk=S
+// (the H100 model offers them); every config of these graphs is compiled (and, on a GPU, run:
+// the partial tiles, the arrival counters and the epilogue after the sum).
+static void splitk(void) {
+    Err e = {0};
+    PrimGraph *probe = mm_graph(64, 64, 4608, 1);
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(probe, NULL, 0, &cs, &e) == ST_OK);
+    KernelConfig cf[64];
+    int n = 0, nsplit = 0;
+    for (int i = 0; cs && i < cs->n; i++) {
+        if (!cugen_lin_supports(probe, &cs->c[i]))
+            continue;
+        n = cugen_lin_configs(probe, &cs->c[i], &g_hw[1], cf, 64);
+        for (int k = 0; k < n; k++)
+            nsplit += strstr(cf[k].desc, " sk=") != NULL;
+        if (n)
+            printf("    64x64x4608 best: %s (%.4f ms), %d split-K configs\n", cf[0].desc,
+                   cf[0].score * 1e3, nsplit);
+        break;
+    }
+    CHECK_MSG(nsplit > 0, "no split-K config for a 64x64x4608 product");
+    CHECK_MSG(n > 0 && strstr(cf[0].desc, " sk="), "best '%s' is not split", n ? cf[0].desc : "");
+    cand_set_free(cs);
+    prim_graph_free(probe);
+    check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), 64, 1);
+    check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), 64, 1);
+    ConvCase c = {"conv3x3_256_7x7", 2, 1, 256, 128, {7, 7}, {3, 3}, {1, 1},
+                  {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false};
+    check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), 64, 1);
+}
+
 static void counts(void) {
     printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
            "candidates (1-D/3-D/transposed conv)\n",
@@ -738,10 +933,15 @@ static void counts(void) {
 }
 
 static void gpu_speed(void) {
-    speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
     ConvCase c3 = {"conv3x3_64", 2,      1,      64, 64, {56, 56}, {3, 3}, {1, 1},
                    {1, 1},       {1, 1}, {1, 1}, 1,  0,  false,    false};
-    speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+    // fp32 first, then each tensor-core precision (its best configs and the SIMT ones).
+    for (int p = -1; p < (int)ORCH_COUNT(g_tc); p++) {
+        cugen_lin_precision = p < 0 ? CUGEN_PREC_FP32 : g_tc[p].p;
+        speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
+        speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
@@ -787,16 +987,27 @@ int main(int argc, char **argv) {
         printf("skip: GPU half (%s)\n", ed.msg);
     else
         printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
-    RUN(config_model);
-    RUN(matmuls);
-    RUN(convs);
+    // ORCH_CUGEN_PARTS=a,b runs only those parts (the GPU half of every part takes minutes).
+    const char *parts = getenv("ORCH_CUGEN_PARTS");
+#define PART(fn)                                                                                  \
+    do {                                                                                          \
+        if (!parts || strstr(parts, #fn))                                                         \
+            RUN(fn);                                                                              \
+    } while (0)
+    PART(config_model);
+    PART(matmuls);
+    PART(convs);
+    PART(splitk);
+    PART(precision_configs);
+    PART(tensor_cores);
     if (argc > 1) {
         g_models = argv[1];
-        RUN(models_folder);
+        PART(models_folder);
     }
-    RUN(counts);
+    if (!parts)
+        RUN(counts);
     if (g_api) {
-        RUN(gpu_speed);
+        PART(gpu_speed);
         cuda_device_close(&g_dev);
     }
     return CHECK_DONE();

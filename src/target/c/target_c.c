@@ -7,6 +7,7 @@
 #include "cbuild.h"
 #include "cgen.h"
 #include "cgen_linear.h"
+#include "cgen_mlp.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -140,17 +141,23 @@ static bool has_opaque(const PrimGraph *pg, const Candidate *c) {
 static bool cpu_supports(const PrimGraph *pg, const Candidate *c) {
     if (has_opaque(pg, c))
         return false;
+    if (cand_count_linear(pg, c) >= 2) // an MLP chain (issue 8)
+        return cgen_mlp_supports(pg, c);
     return has_linear(pg, c) ? cgen_lin_supports(pg, c) : cgen_pw_supports(pg, c);
 }
 
 static int cpu_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                        int k) {
+    if (cand_count_linear(pg, c) >= 2)
+        return cgen_mlp_configs(pg, c, hw, out, k);
     return has_linear(pg, c) ? cgen_lin_configs(pg, c, hw, out, k)
                              : cgen_pw_configs(pg, c, hw, out, k);
 }
 
 static int cpu_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                     const char *fn, StrBuf *src, Err *e) {
+    if (cfg->cls == CCLS_MLP)
+        return cgen_mlp_emit(pg, c, cfg, fn, src, e);
     return has_linear(pg, c) ? cgen_lin_emit(pg, c, cfg, fn, src, e)
                              : cgen_pw_emit(pg, c, cfg, fn, src, e);
 }

@@ -4,6 +4,7 @@
 // context helpers and the device properties (CudaHw, HwInfo) of device 0.
 #define _GNU_SOURCE
 #include "cuda_api.h"
+#include "cublaslt.h"
 #include "nvrtc.h"
 
 #include <dlfcn.h>
@@ -353,7 +354,14 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
                        hw->nvrtc_major, hw->nvrtc_minor, nvrtc_path(), hw->name, hw->cc_major,
                        hw->cc_minor);
 
-    if (info)
+    if (info) {
         cuda_hw_info(hw, info);
+        // cuBLASLt calls are chosen for one library version (cublaslt.h): part of the device.
+        uint64_t lt = blaslt_version();
+        size_t n = strlen(info->fingerprint);
+        if (lt)
+            snprintf(info->fingerprint + n, sizeof info->fingerprint - n, "|cublaslt=%llu",
+                     (unsigned long long)lt);
+    }
     return ST_OK;
 }

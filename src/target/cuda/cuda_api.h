@@ -222,7 +222,8 @@ void cuda_arch_name(int cc_major, int cc_minor, char *buf, size_t n);
 
 // Reads device 0 into *hw and fills target.h's HwInfo (target "cuda", model = GPU name, cores =
 // SM count, l2, line = 128, compiler = "nvrtc X.Y", fingerprint
-// "cuda|NAME|sm_90|SMs=132|L2=50M|smem=228K|driver=13000|nvrtc=13.0"). Needs the driver and
+// "cuda|NAME|sm_90|SMs=132|L2=50M|smem=228K|driver=13000|nvrtc=13.0", then "|cublaslt=V" where
+// cuBLASLt loads: its calls are chosen for one version). Needs the driver and
 // NVRTC (ST_UNSUPPORTED with their messages otherwise); ST_UNSUPPORTED too when NVRTC is newer
 // than the driver (its cubins would not load) or cannot compile for the device's architecture.
 // info may be NULL.

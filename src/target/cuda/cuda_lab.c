@@ -58,6 +58,11 @@ static void emit_unit(const PrimGraph *pg, const CandidateSet *cs, LabJob *jobs,
             snprintf(j->note, sizeof j->note, "emit: %.240s", e.msg);
             continue;
         }
+        if (geo[idx[i]].lib) { // a library call: nothing to compile, run_library measures it
+            b.len = mark;
+            b.s[mark] = '\0';
+            continue;
+        }
         u->jobs[u->count++] = idx[i];
     }
     u->source = sb_take(&b);
@@ -133,9 +138,9 @@ typedef struct Lab {
     bool open;
     CUstream stream;
     CUevent ev[2];
-    CUdeviceptr pool, scratch;
-    size_t pool_bytes, scratch_bytes;
-    void *host_out; // download buffer, pool_bytes
+    CUdeviceptr pool, scratch, ws;
+    size_t pool_bytes, scratch_bytes, ws_bytes; // ws: the library calls' workspace
+    void *host_out;                             // download buffer, pool_bytes
     void *spin_cubin;
     size_t spin_size;
     CUmodule spin_mod;
@@ -155,6 +160,8 @@ static void gpu_close(Lab *L) {
             api->cuMemFree(L->pool);
         if (L->scratch)
             api->cuMemFree(L->scratch);
+        if (L->ws)
+            api->cuMemFree(L->ws);
         if (L->stream)
             api->cuStreamDestroy(L->stream);
         if (L->spin_mod)
@@ -166,7 +173,7 @@ static void gpu_close(Lab *L) {
     L->open = L->lost = false;
     L->stream = NULL;
     L->ev[0] = L->ev[1] = NULL;
-    L->pool = L->scratch = 0;
+    L->pool = L->scratch = L->ws = 0;
     L->spin_mod = NULL;
     L->spin = NULL;
 }
@@ -182,6 +189,7 @@ static int gpu_open(Lab *L, Err *e) {
         CUDA_TRY(api, e, cuEventCreate, &L->ev[1], CU_EVENT_DEFAULT) ||
         CUDA_TRY(api, e, cuMemAlloc, &L->pool, L->pool_bytes) ||
         (L->scratch_bytes && CUDA_TRY(api, e, cuMemAlloc, &L->scratch, L->scratch_bytes)) ||
+        (L->ws_bytes && CUDA_TRY(api, e, cuMemAlloc, &L->ws, L->ws_bytes)) ||
         CUDA_TRY(api, e, cuModuleLoadData, &L->spin_mod, L->spin_cubin) ||
         CUDA_TRY(api, e, cuModuleGetFunction, &L->spin, L->spin_mod, CUDA_SPIN_SYMBOL)) {
         err_prefix(e, "CUDA lab: setting up the GPU (a %zu-byte buffer pool): ", L->pool_bytes);
@@ -213,23 +221,42 @@ static void job_crashed(Lab *L, LabJob *j, const char *what, const Err *ce) {
     L->lost = true;
 }
 
-static int launch(Lab *L, CUfunction fn, const CudaLaunch *g, void *args, Err *e) {
+// What measure runs: a generated kernel (fn with geometry g) or a library call (op).
+typedef struct Runner {
+    CUfunction fn;
+    const CudaLaunch *g;
+    const BlasLtOp *op;
+} Runner;
+
+// The device view of a job's buffers (cugen.h: struct OrchArgs).
+typedef struct LabArgs {
+    CUdeviceptr in[ORCH_CUDA_MAX_IN];
+    CUdeviceptr out;
+} LabArgs;
+
+static int launch(Lab *L, const Runner *r, LabArgs *args, Err *e) {
+    if (r->op) {
+        const BlasLtCall *c = &r->op->call;
+        return blaslt_op_run(r->op, args->in[c->in_a], args->in[c->in_b],
+                             c->in_bias >= 0 ? args->in[c->in_bias] : 0, args->out, L->ws,
+                             L->ws_bytes, L->stream, e);
+    }
+    const CudaLaunch *g = r->g;
     void *params[1] = {args};
-    return CUDA_TRY(L->api, e, cuLaunchKernel, fn, g->grid[0], g->grid[1], g->grid[2], g->block[0],
-                    g->block[1], g->block[2], g->smem, L->stream, params, NULL);
+    return CUDA_TRY(L->api, e, cuLaunchKernel, r->fn, g->grid[0], g->grid[1], g->grid[2],
+                    g->block[0], g->block[1], g->block[2], g->smem, L->stream, params, NULL);
 }
 
 // `batch` launches of fn captured as one CUDA graph; NULL when capture fails (the caller then
 // launches from the host, which only makes the per-launch overhead larger).
-static CUgraphExec capture_batch(Lab *L, CUfunction fn, const CudaLaunch *g, void *args,
-                                 int batch) {
+static CUgraphExec capture_batch(Lab *L, const Runner *r, LabArgs *args, int batch) {
     const CudaApi *api = L->api;
     Err ce = {0};
     if (CUDA_TRY(api, &ce, cuStreamBeginCapture, L->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
         return NULL;
     bool ok = true;
     for (int b = 0; b < batch && ok; b++)
-        ok = launch(L, fn, g, args, &ce) == ST_OK;
+        ok = launch(L, r, args, &ce) == ST_OK;
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
     ok = api->cuStreamEndCapture(L->stream, &graph) == CUDA_SUCCESS && ok;
@@ -241,12 +268,14 @@ static CUgraphExec capture_batch(Lab *L, CUfunction fn, const CudaLaunch *g, voi
 }
 
 // Checks and times one kernel (the job's status says how it went).
-static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **values, CUfunction fn,
-                    const CudaLaunch *g, LabJob *j, const LabOptions *opt) {
+static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **values, const Runner *r,
+                    LabJob *j, const LabOptions *opt) {
     const CudaApi *api = L->api;
     const CudaHw *hw = L->hw;
     const Tensor *out_t = pg->tensors[c->output];
     size_t out_bytes = tensor_nbytes(out_t);
+    static const CudaLaunch none = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
+    const CudaLaunch *g = r->op ? &none : r->g; // a library call has no geometry to check
     uint64_t threads = (uint64_t)g->block[0] * g->block[1] * g->block[2];
     int max_threads = hw->max_threads_per_block > 0 ? hw->max_threads_per_block : 1024;
     int64_t max_smem = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 48 * 1024;
@@ -266,10 +295,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
                  ORCH_CUDA_MAX_IN);
         return;
     }
-    struct {
-        CUdeviceptr in[ORCH_CUDA_MAX_IN];
-        CUdeviceptr out;
-    } args;
+    LabArgs args;
     memset(&args, 0, sizeof args);
     size_t off = 0, in_bytes = 0;
     for (int i = 0; i < c->n_inputs; i++) {
@@ -299,8 +325,8 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
         // On the lab's stream: the kernel runs there, and that stream does not wait for the
         // legacy default stream (non-blocking), where cuMemcpyHtoD and cuMemsetD8 would run.
-        if (b && CUDA_TRY(api, &ce, cuMemcpyHtoDAsync, args.in[i], values[c->inputs[i]], b,
-                          L->stream)) {
+        if (b &&
+            CUDA_TRY(api, &ce, cuMemcpyHtoDAsync, args.in[i], values[c->inputs[i]], b, L->stream)) {
             job_crashed(L, j, "uploading its inputs", &ce);
             return;
         }
@@ -309,16 +335,17 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "poisoning its output", &ce);
         return;
     }
-    if (g->smem > 48 * 1024 &&
-        CUDA_TRY(api, &ce, cuFuncSetAttribute, fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                 (int)g->smem)) {
+    if (!r->op && g->smem > 48 * 1024 &&
+        CUDA_TRY(api, &ce, cuFuncSetAttribute, r->fn,
+                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)g->smem)) {
         j->status = LAB_BUILD_FAILED;
         snprintf(j->note, sizeof j->note, "%u bytes of shared memory refused: %.200s", g->smem,
                  ce.msg);
         return;
     }
-    // A launch the driver refuses (too many registers or threads) leaves the context usable.
-    if (launch(L, fn, g, &args, &ce)) {
+    // A launch the driver refuses (too many registers or threads), or a call the library
+    // refuses (an algorithm it does not support for these operands), leaves the context usable.
+    if (launch(L, r, &args, &ce)) {
         j->status = LAB_BUILD_FAILED;
         snprintf(j->note, sizeof j->note, "launch refused: %.220s", ce.msg);
         return;
@@ -331,8 +358,8 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "downloading its output", &ce);
         return;
     }
-    if (!lab_outputs_agree(out_t->dtype, tensor_numel(out_t), L->host_out, values[c->output],
-                           &j->max_err, j->note, sizeof j->note)) {
+    if (!lab_outputs_agree_tol(out_t->dtype, tensor_numel(out_t), L->host_out, values[c->output],
+                               j->tol, &j->max_err, j->note, sizeof j->note)) {
         j->status = LAB_WRONG;
         return;
     }
@@ -340,12 +367,12 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     // Timing. Warm-up, then the shortest of three single launches estimates one (each queued
     // behind a spin, so the host's submission latency is not part of it).
     float ms = 0;
-    bool ok = launch(L, fn, g, &args, &ce) == ST_OK;
+    bool ok = launch(L, r, &args, &ce) == ST_OK;
     double one = INFINITY;
-    for (int r = 0; r < 3 && ok; r++) {
+    for (int t = 0; t < 3 && ok; t++) {
         ok = spin(L, 20e-6, &ce) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventRecord, L->ev[0], L->stream) == ST_OK &&
-             launch(L, fn, g, &args, &ce) == ST_OK &&
+             launch(L, r, &args, &ce) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventRecord, L->ev[1], L->stream) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventSynchronize, L->ev[1]) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventElapsedTime, &ms, L->ev[0], L->ev[1]) == ST_OK;
@@ -357,7 +384,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     int batch = flush ? 1 : (int)ORCH_MIN(10000.0, ORCH_MAX(1.0, ceil(per_sample / one)));
     // A batch replays as a CUDA graph, as the runtime session runs the plan: the per-kernel
     // overhead measured is the graph's, not that of launches from the host.
-    CUgraphExec exec = ok && batch > 1 ? capture_batch(L, fn, g, &args, batch) : NULL;
+    CUgraphExec exec = ok && batch > 1 ? capture_batch(L, r, &args, batch) : NULL;
     if (exec)
         ok = CUDA_TRY(api, &ce, cuGraphLaunch, exec, L->stream) == ST_OK; // uploads the graph
     double *times = xmalloc(sizeof(double) * (size_t)samples);
@@ -372,7 +399,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         if (exec)
             ok = ok && CUDA_TRY(api, &ce, cuGraphLaunch, exec, L->stream) == ST_OK;
         for (int b = 0; b < batch && ok && !exec; b++)
-            ok = launch(L, fn, g, &args, &ce) == ST_OK;
+            ok = launch(L, r, &args, &ce) == ST_OK;
         ok = ok && CUDA_TRY(api, &ce, cuEventRecord, L->ev[1], L->stream) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventSynchronize, L->ev[1]) == ST_OK &&
              CUDA_TRY(api, &ce, cuEventElapsedTime, &ms, L->ev[0], L->ev[1]) == ST_OK;
@@ -409,6 +436,47 @@ static size_t job_bytes(const PrimGraph *pg, const Candidate *c, size_t *in_byte
     return off;
 }
 
+// Reports a finished job; an error when it crashed the context.
+static int job_done(Lab *L, LabJob *j, const LabOptions *opt, int *done, int total, Err *e) {
+    if (opt->on_result)
+        opt->on_result(opt->ctx, j, ++*done, total);
+    if (!L->lost)
+        return ST_OK;
+    // A fault is sticky: the driver refuses every later call in this process (a released or
+    // reset primary context does not come back; seen on an H100, driver 580). The caller's
+    // before_run marked the kernel pending and on_result recorded it, so a new process skips it.
+    return err_set(e, ST_RUNTIME,
+                   "CUDA lab: the kernel of candidate %d (%s) crashed the GPU context (%s); "
+                   "a CUDA context does not recover within a process, so the remaining "
+                   "kernels were not measured; run the command again (the crashed kernel "
+                   "is remembered and skipped)",
+                   j->cand, j->cfg.desc, j->note);
+}
+
+// Measures the library calls (jobs whose emit gave a call descriptor); stops at a crash.
+static int run_library(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **values,
+                       LabJob *jobs, const CudaLaunch *geo, const int *lib, int nlib,
+                       const LabOptions *opt, int *done, int total, Err *e) {
+    int rc = ST_OK;
+    for (int i = 0; i < nlib && rc == ST_OK; i++) {
+        LabJob *j = &jobs[lib[i]];
+        BlasLtOp op;
+        Err ce = {0};
+        // The handle before any capture (creating one is not capturable).
+        if (blaslt_check_version(&geo[lib[i]].blas, &ce) || blaslt_init(L->hw->ordinal, &ce) ||
+            cuda_device_bind(&L->dev, &ce) || blaslt_op_create(&geo[lib[i]].blas, &op, &ce)) {
+            j->status = LAB_BUILD_FAILED;
+            snprintf(j->note, sizeof j->note, "%.250s", ce.msg);
+        } else {
+            Runner rn = {NULL, NULL, &op};
+            measure(L, pg, &cs->c[j->cand], values, &rn, j, opt);
+            blaslt_op_destroy(&op);
+        }
+        rc = job_done(L, j, opt, done, total, e);
+    }
+    return rc;
+}
+
 // Loads a unit's cubin and measures its jobs; stops at a crash.
 static int run_unit(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **values,
                     LabJob *jobs, const CudaLaunch *geo, Unit *u, const LabOptions *opt, int *done,
@@ -433,24 +501,13 @@ static int run_unit(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **
                 snprintf(j->note, sizeof j->note, "kernel %.40s missing from its program: %.150s",
                          name, ce.msg);
             } else {
-                measure(L, pg, c, values, fn, &geo[u->jobs[i]], j, opt);
+                Runner rn = {fn, &geo[u->jobs[i]], NULL};
+                measure(L, pg, c, values, &rn, j, opt);
             }
         }
-        if (opt->on_result)
-            opt->on_result(opt->ctx, j, ++*done, total);
-        if (L->lost) {
-            // A fault is sticky: the driver refuses every later call in this process (a released
-            // or reset primary context does not come back; seen on an H100, driver 580). The
-            // caller's before_run marked the kernel pending and on_result recorded it, so a
-            // new process skips it.
+        rc = job_done(L, j, opt, done, total, e);
+        if (rc)
             mod = NULL;
-            rc = err_set(e, ST_RUNTIME,
-                         "CUDA lab: the kernel of candidate %d (%s) crashed the GPU context (%s); "
-                         "a CUDA context does not recover within a process, so the remaining "
-                         "kernels were not measured; run the command again (the crashed kernel "
-                         "is remembered and skipped)",
-                         j->cand, j->cfg.desc, j->note);
-        }
     }
     if (mod && L->open && !L->lost)
         api->cuModuleUnload(mod);
@@ -502,6 +559,13 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
         idx[i] = i;
     for (int u = 0; u < nu; u++)
         emit_unit(pg, cs, jobs, geo, idx + u * per, ORCH_MIN(per, n - u * per), hw, em, &units[u]);
+    // Library calls (emitted, not compiled) and the workspace the largest needs.
+    int *lib = xmalloc(sizeof(int) * (size_t)(n + 1)), nlib = 0;
+    for (int i = 0; i < n; i++)
+        if (geo[i].lib && jobs[i].status == LAB_SKIPPED) {
+            lib[nlib++] = i;
+            L.ws_bytes = ORCH_MAX(L.ws_bytes, (size_t)geo[i].blas.workspace);
+        }
     Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
     compile_one(&spin_unit, -1, hw->arch);
     compile_units(units, nu, hw->arch, threads);
@@ -530,6 +594,8 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
         rc = gpu_open(&L, e);
     }
     int done = 0;
+    if (rc == ST_OK)
+        rc = run_library(&L, pg, cs, values, jobs, geo, lib, nlib, opt, &done, n, e);
     for (int pass = 0; pass < 2 && rc == ST_OK; pass++) {
         Unit *us = pass ? single : units;
         int m = pass ? n_single : nu;
@@ -564,6 +630,7 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     free(units);
     free(single);
     free(idx);
+    free(lib);
     free(geo);
     free(L.host_out);
     return rc;

@@ -17,6 +17,8 @@ void culin_kernel_head(const Emit *E, int nthreads);
 // expressions; batch coordinates in scope); the value's name goes to dst.
 int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j, char *dst,
                          size_t cap, Err *e);
+// The largest split-K workspace (floats: splits x batch x M x N) a kernel may declare.
+#define CULIN_SPLIT_MAX_WS (4.0 * 1024 * 1024)
 // Static shared memory bytes and estimated registers per thread of a tiled config.
 int64_t culin_smem_bytes(const int64_t *P);
 int culin_simt_regs(const Lin *L, const int64_t *P);
@@ -24,6 +26,8 @@ int culin_simt_regs(const Lin *L, const int64_t *P);
 // Kernel bodies (emit_matmul_cuda.c, emit_conv_cuda.c).
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e);
+// FP16 / BF16 operands (E->cfg's variant) on mma.sync.m16n8k16, float32 accumulators.
+int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e);
 

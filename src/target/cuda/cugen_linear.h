@@ -1,25 +1,51 @@
 // Knobs and config layout of the CUDA target's linear emitter (emit_linear_cuda.c: cugen_lin_* of
-// cugen.h): matmul / batched matmul as a shared-memory tiled SIMT GEMM (or a TF32 tensor-core
-// mma.sync GEMM when the precision allows), skinny products (M <= 8) as GEMV kernels, 2-D
-// convolution as an implicit GEMM (1x1 stride-1 as a plain GEMM), depthwise 2-D convolution as a
-// direct kernel. Needs nothing beyond cugen.h. Guarantees: the config params below are what
-// cugen_lin_configs writes and cugen_lin_emit reads; descs are canonical
-// ("cls=cumm v=simt bm=128 bn=128 bk=8 tm=8 tn=8").
+// cugen.h): matmul / batched matmul as a shared-memory tiled SIMT GEMM (or a TF32 / FP16 / BF16
+// tensor-core mma.sync GEMM when the precision allows), skinny products (M <= 8) as GEMV kernels,
+// 2-D convolution as an implicit GEMM (1x1 stride-1 as a plain GEMM), depthwise 2-D convolution as
+// a direct kernel. Needs nothing beyond cugen.h. Guarantees: the config params below are what
+// cugen_lin_configs writes and cugen_lin_emit reads; descs are canonical ("cls=cumm v=simt bm=128
+// bn=128 bk=8 tm=8 tn=8").
 #ifndef ORCH_CUGEN_LINEAR_H
 #define ORCH_CUGEN_LINEAR_H
 
 #include "cugen.h"
 
-// The arithmetic linear kernels may use. FP32: exact float32 FMAs (the default). TF32: the
-// operands are rounded to TF32 (cvt.rna) and multiplied on tensor cores, accumulating in float32;
-// only then does cugen_lin_configs offer the tensor-core configs (v=tf32).
-typedef enum { CUGEN_PREC_FP32 = 0, CUGEN_PREC_TF32 = 1 } CugenPrecision;
+// The arithmetic linear kernels may use (orch compile --precision; the same values as the compile
+// driver's Precision, kernel_lab.h). FP32: exact float32 FMAs (the default). TF32: the operands
+// are rounded to TF32 (cvt.rna) and multiplied on tensor cores (mma.m16n8k8), accumulating in
+// float32; only then does cugen_lin_configs offer those configs (v=tf32). FP16 / BF16: operands
+// rounded to half / bfloat16 (cvt.rn) as they are staged into shared memory, multiplied on
+// tensor cores (mma.m16n8k16), accumulation and storage stay float32 (v=f16 / v=bf16). Under
+// every precision the SIMT float32 configs stay offered too: the measured times decide.
+// The compile driver sets it before tuning (compile_model) and restores FP32 when done: one
+// process-wide setting, so concurrent compiles in one process must share a precision. It only
+// selects the configs offered; cugen_lin_emit follows the config given, whatever it says.
+typedef enum {
+    CUGEN_PREC_FP32 = 0,
+    CUGEN_PREC_TF32 = 1,
+    CUGEN_PREC_FP16 = 2,
+    CUGEN_PREC_BF16 = 3
+} CugenPrecision;
 extern CugenPrecision cugen_lin_precision;
 
 // Variants (KernelConfig.p[CUL_VAR]).
-enum { CUV_SIMT = 0, CUV_GEMV = 1, CUV_GEMVK = 2, CUV_DW = 3, CUV_TF32 = 4 };
+enum {
+    CUV_SIMT = 0,
+    CUV_GEMV = 1,
+    CUV_GEMVK = 2,
+    CUV_DW = 3,
+    CUV_TF32 = 4,
+    CUV_F16 = 5, // FP16 operands, mma.m16n8k16
+    CUV_BF16 = 6 // BF16 operands, mma.m16n8k16
+};
 // KernelConfig.p[] slots: block tile BM x BN, K slice BK, per-thread tile TM x TN (simt; warp
-// tile for tf32), and for the GEMV kernels the columns per block in CUL_BN.
-enum { CUL_VAR = 0, CUL_BM, CUL_BN, CUL_BK, CUL_TM, CUL_TN };
+// tile for the tensor-core variants), and for the GEMV kernels the columns per block in CUL_BN.
+enum { CUL_VAR = 0, CUL_BM, CUL_BN, CUL_BK, CUL_TM, CUL_TN, CUL_SPLIT };
+// CUL_SPLIT (simt only; 0 or 1: none): split-K over S thread blocks per output tile, for
+// products whose tiles cannot fill the SMs (ResNet's 7x7-pixel convs, M = 128 matmuls with a
+// long K). Each block multiplies one K range and writes its partial tile to a workspace in the
+// module's global memory (a __device__ array of the kernel); the last block of a tile to finish
+// (a per-tile counter, reset by that block) sums the S partials in split order, so the result is
+// deterministic, and runs the epilogue.
 
 #endif

@@ -1,11 +1,11 @@
-// Linear kernels of the CUDA target (cugen.h's cugen_lin_*, knobs in cugen_linear.h): the
-// analysis of a candidate around its one LINEAR primitive, the Roller-style hardware model that
-// proposes configs, and the entry points. The kernel bodies are in emit_matmul_cuda.c (tiled SIMT
-// GEMM, TF32 mma.sync GEMM, GEMV) and emit_conv_cuda.c (depthwise direct). Every product is viewed
-// as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at out + (b*M + i)*N + j,
-// exactly as the C target's linear emitter sees it (src/target/c/cgen_linear.h's Lin, whose value
-// helpers lin_emit_a_value / lin_emit_b_value / lin_emit_patch_value this file reuses: they emit
-// plain C over `in[]` and int64_t, which is also valid CUDA C):
+// Linear kernels of the CUDA target (cugen.h's cugen_lin_*, knobs in cugen_linear.h): the analysis
+// of a candidate around its one LINEAR primitive, the Roller-style hardware model that proposes
+// configs, and the entry points. The kernel bodies are in emit_matmul_cuda.c (tiled SIMT GEMM,
+// TF32 / FP16 / BF16 mma.sync GEMMs, GEMV) and emit_conv_cuda.c (depthwise direct). Every
+// product is viewed as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
+// out + (b*M + i)*N + j, exactly as the C target's linear emitter sees it (cgen_linear.h's Lin,
+// whose value helpers lin_emit_a_value / lin_emit_b_value / lin_emit_patch_value this file reuses:
+// they emit plain C over `in[]` and int64_t, which is also valid CUDA C):
 //   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims on
 //           gridDim.z (folded into M when B is shared and A is a dense kernel input);
 //   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*KH*KW), B = the virtual im2col
@@ -316,7 +316,10 @@ static double warp_eff(double warps) {
     return ORCH_MIN(1.0, 0.45 + warps / 24.0);
 }
 
-static double score_simt(const Lin *L, const GHw *h, const int64_t *P, bool tf32) {
+// tc: the tensor-core speed-up over float32 FMAs per SM (0: SIMT); the mma kernels' warp tiles
+// are 32 x 32.
+static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc) {
+    bool tf32 = tc > 0;
     double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
            tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
@@ -325,31 +328,38 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, bool tf32
     int bpsm = blocks_per_sm(h, nt, tf32 ? 96 : culin_simt_regs(L, P), smem);
     if (bpsm < 1)
         return 1e30;
+    // Split-K: S times the blocks, each over K / S; the partial tiles go through L2 twice.
+    double S = !tf32 && P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
+    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / h->l2bw + 2e-6 : 0.0;
+    K = cdiv(cdiv(K, bk), S) * bk;
     // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
-    double tiles = B * cdiv(M, bm) * cdiv(N, bn);
+    double tiles = B * cdiv(M, bm) * cdiv(N, bn) * S;
     double per_sm = cdiv(tiles, (double)h->sms);
     double resident = ORCH_MIN((double)bpsm, per_sm);
     double eff = (tf32 ? 0.5 : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
     if (bk < 16)
         eff *= 0.9; // twice the barriers per K
-    double peak_sm = h->peak / h->sms * (tf32 ? 4.0 : 1.0);
+    double peak_sm = h->peak / h->sms * (tf32 ? tc : 1.0);
     double t_comp = per_sm * 2.0 * bm * bn * K / (peak_sm * eff);
     // The implicit-GEMM patch gather: index arithmetic per staged element.
     if (L->conv && !L->b_direct_ok)
         t_comp *= 1.5;
     // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
     // from L2 when the operands fit, from DRAM otherwise.
-    double reread = 4.0 * B * M * N * K * (1.0 / bn + 1.0 / bm);
+    double reread = 4.0 * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
     double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
-    return overlap(t_comp, t_mem) + 3e-6;
+    return overlap(t_comp, t_mem) + t_split + 3e-6;
 }
 
 static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (P[CUL_VAR]) {
-    case CUV_SIMT: return score_simt(L, h, P, false);
-    case CUV_TF32: return score_simt(L, h, P, true);
+    case CUV_SIMT: return score_simt(L, h, P, 0);
+    case CUV_TF32: return score_simt(L, h, P, 4.0);
+    // Half the operand bytes through shared memory and twice TF32's tensor-core rate.
+    case CUV_F16:
+    case CUV_BF16: return score_simt(L, h, P, 6.0);
     case CUV_GEMV:
     case CUV_GEMVK: {
         // Bandwidth bound: B streamed once; lanes on columns read B rows coalesced when B is a
@@ -375,10 +385,22 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
     switch (P[CUL_VAR]) {
     case CUV_SIMT:
     case CUV_TF32:
+    case CUV_F16:
+    case CUV_BF16:
+        // The variant names the arithmetic: the database never mixes measurements across
+        // precisions.
         snprintf(k->desc, sizeof k->desc, "cls=%s v=%s bm=%lld bn=%lld bk=%lld tm=%lld tn=%lld",
-                 cls, P[CUL_VAR] == CUV_SIMT ? "simt" : "tf32", (long long)P[CUL_BM],
-                 (long long)P[CUL_BN], (long long)P[CUL_BK], (long long)P[CUL_TM],
-                 (long long)P[CUL_TN]);
+                 cls,
+                 P[CUL_VAR] == CUV_SIMT   ? "simt"
+                 : P[CUL_VAR] == CUV_TF32 ? "tf32"
+                 : P[CUL_VAR] == CUV_F16  ? "f16"
+                                          : "bf16",
+                 (long long)P[CUL_BM], (long long)P[CUL_BN], (long long)P[CUL_BK],
+                 (long long)P[CUL_TM], (long long)P[CUL_TN]);
+        if (P[CUL_SPLIT] > 1) { // only then: the keys of unsplit configs stay as they were
+            size_t n = strlen(k->desc);
+            snprintf(k->desc + n, sizeof k->desc - n, " sk=%lld", (long long)P[CUL_SPLIT]);
+        }
         break;
     case CUV_GEMV: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=32", cls); break;
     case CUV_GEMVK: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemvk jb=8", cls); break;
@@ -394,18 +416,23 @@ static int cfg_cmp(const void *a, const void *b) {
 int64_t culin_smem_bytes(const int64_t *P) {
     if (P[CUL_VAR] == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
         return 2 * (P[CUL_BM] * (P[CUL_BK] + 4) + P[CUL_BK] * (P[CUL_BN] + 8)) * 4;
+    if (P[CUL_VAR] == CUV_F16 || P[CUL_VAR] == CUV_BF16) // k-pair words, rows padded by 8
+        return 2 * (P[CUL_BK] / 2) * (P[CUL_BM] + 8 + P[CUL_BN] + 8) * 4;
     return 2 * P[CUL_BK] * (P[CUL_BM] + 4 + P[CUL_BN] + 4) * 4;
 }
 
 // Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
-// within the static shared-memory limit and the registers per SM; TF32 tiles when allowed.
-static int enum_cfgs(const Lin *L, const GHw *h, KernelConfig *out, int cap) {
+// within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
+// precision (cugen_lin_precision) on devices that have them (sm_80 and later; tc).
+static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int cap) {
     static const int simt[][5] = {
         // bm, bn, bk, tm, tn
         {128, 128, 8, 8, 8}, {128, 128, 16, 8, 8}, {128, 64, 8, 8, 8},   {64, 128, 8, 8, 8},
         {128, 64, 16, 8, 4}, {64, 64, 8, 8, 8},    {64, 64, 16, 4, 4},   {64, 32, 16, 4, 4},
         {32, 64, 16, 4, 4},  {32, 32, 16, 4, 4},   {128, 32, 16, 8, 4},  {16, 64, 16, 4, 4},
         {64, 16, 16, 4, 4},  {64, 128, 16, 8, 4},  {128, 128, 16, 8, 4}, {64, 64, 16, 8, 4},
+        // M of a few rows (a convolution to 3 output channels): tiles 4 or 8 rows high.
+        {4, 256, 16, 4, 4},  {8, 256, 16, 4, 4},   {8, 128, 16, 4, 4},
     };
     int n = 0;
     int cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
@@ -423,18 +450,41 @@ static int enum_cfgs(const Lin *L, const GHw *h, KernelConfig *out, int cap) {
             cdiv((double)L->M, simt[i][0]) > 65535)
             continue;
         n++;
+        // Split-K where the tiles leave SMs idle and K is long: S blocks per tile, each over at
+        // least 8 K slices, up to about two waves of blocks.
+        double tiles = (double)L->batch * cdiv((double)L->M, simt[i][0]) *
+                       cdiv((double)L->N, simt[i][1]);
+        double slices = cdiv((double)L->K, simt[i][2]);
+        for (int sk = 2; sk <= 32 && n < cap; sk *= 2) {
+            if (tiles * sk > 2.0 * h->sms || slices < 8.0 * sk ||
+                (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS ||
+                (double)sk * L->batch > 65535)
+                break;
+            out[n] = out[n - 1];
+            out[n].p[CUL_SPLIT] = sk;
+            n++;
+            if (tiles * sk >= h->sms)
+                break;
+        }
     }
-    if (cugen_lin_precision == CUGEN_PREC_TF32) {
-        // Warp tiles of 32 x 32 (2 x 4 mma.m16n8k8 tiles per warp, per k8 step).
+    int tcv = !tc                                      ? -1
+              : cugen_lin_precision == CUGEN_PREC_TF32 ? CUV_TF32
+              : cugen_lin_precision == CUGEN_PREC_FP16 ? CUV_F16
+              : cugen_lin_precision == CUGEN_PREC_BF16 ? CUV_BF16
+                                                       : -1;
+    if (tcv >= 0) {
+        // Warp tiles of 32 x 32 (2 x 4 mma tiles per warp: m16n8k8 per k8 step for TF32,
+        // m16n8k16 per k16 step for FP16 / BF16, whose half-size operands allow twice the K
+        // slice in the same shared memory).
         static const int tf[][3] = {{128, 128, 16}, {128, 64, 16}, {64, 64, 16}, {64, 32, 16}};
         for (size_t i = 0; i < ORCH_COUNT(tf) && n < cap; i++) {
             KernelConfig *k = &out[n];
             memset(k, 0, sizeof *k);
             k->cls = cls;
-            k->p[CUL_VAR] = CUV_TF32;
+            k->p[CUL_VAR] = tcv;
             k->p[CUL_BM] = tf[i][0];
             k->p[CUL_BN] = tf[i][1];
-            k->p[CUL_BK] = tf[i][2];
+            k->p[CUL_BK] = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2];
             k->p[CUL_TM] = 32;
             k->p[CUL_TN] = 32;
             if ((double)culin_smem_bytes(k->p) > h->smem_blk ||
@@ -467,8 +517,10 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
     GHw h = ghw(hw);
-    KernelConfig all[64];
-    int n = enum_cfgs(&L, &h, all, (int)ORCH_COUNT(all));
+    KernelConfig all[160];
+    // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
+    bool tc = !hw || hw->cc_major <= 0 || hw->cc_major >= 8;
+    int n = enum_cfgs(&L, &h, tc, all, (int)ORCH_COUNT(all));
     for (int i = 0; i < n; i++) {
         all[i].score = score_cfg(&L, &h, all[i].p);
         cfg_desc(&L, &all[i]);
@@ -496,6 +548,8 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw, 
     switch (cfg->p[CUL_VAR]) {
     case CUV_SIMT: rc = culin_emit_simt(&E, &ln, e); break;
     case CUV_TF32: rc = culin_emit_tf32(&E, &ln, e); break;
+    case CUV_F16:
+    case CUV_BF16: rc = culin_emit_mma16(&E, &ln, e); break;
     case CUV_GEMV:
     case CUV_GEMVK: rc = culin_emit_gemv(&E, &ln, e); break;
     case CUV_DW: rc = culin_emit_dw(&E, &ln, e); break;

@@ -7,6 +7,13 @@
 //         current one is multiplied; the epilogue runs on the register tile before the store;
 //   tf32  the same staging with warp tiles of 32 x 32 on mma.sync.m16n8k8 TF32 tensor cores
 //         (operands rounded with cvt.rna.tf32.f32; only offered under CUGEN_PREC_TF32);
+//   f16 / bf16  the same staging and warp tiles on mma.sync.m16n8k16 with half / bfloat16
+//         operands: the staged float32 registers are rounded (cvt.rn) as they are stored into
+//         shared memory, which holds k-pairs (two halves, the lower k in the low 16 bits) as
+//         32-bit words, so each fragment register is one conflict-free 32-bit load; float32
+//         accumulators and the same epilogue (only offered under CUGEN_PREC_FP16 / _BF16).
+// No cp.async pipeline yet: the staging goes through registers because prologue values, the
+// conv patch gather and the rounding to half happen there.
 //   gemv  M <= 8: lanes on output columns (B rows read coalesced), warps splitting K, a shared
 //         memory reduction; gemvk: a warp per column, lanes splitting K, a warp-shuffle sum.
 // The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
@@ -220,15 +227,25 @@ static void stage_decls(Emit *E, const Op *A, const Op *B, int bm, int bn, int b
         sb_line(s, 1, "float rb[%d];\n", (bn * bk + nt - 1) / nt);
 }
 
-// The common head of the tiled kernels: block origin, batch coordinates.
-static void tile_head(Emit *E, int bm, int bn) {
+// The common head of the tiled kernels: block origin, batch coordinates (split-K: gridDim.z
+// runs over batch x splits, ks is the block's split).
+static void tile_head_split(Emit *E, int bm, int bn, int splits) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     sb_line(s, 1, "const int tid = threadIdx.x;\n");
-    sb_line(s, 1, "const int64_t b = blockIdx.z;\n");
+    if (splits > 1) {
+        sb_line(s, 1, "const int64_t b = blockIdx.z / %d;\n", splits);
+        sb_line(s, 1, "const int ks = (int)(blockIdx.z %% %d);\n", splits);
+    } else {
+        sb_line(s, 1, "const int64_t b = blockIdx.z;\n");
+    }
     sb_line(s, 1, "const int64_t bm0 = (int64_t)blockIdx.y * %d, bn0 = (int64_t)blockIdx.x * %d;\n",
             bm, bn);
     lin_emit_batch_coords(E, 1, !L->conv);
+}
+
+static void tile_head(Emit *E, int bm, int bn) {
+    tile_head_split(E, bm, bn, 1);
 }
 
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
@@ -244,12 +261,27 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     int tx_n = bn / tn, nt = (bm / tm) * tx_n;
     int rsm = 4 * (bm / tm), rsn = 4 * (bn / tn); // distance between a thread's float4 groups
     int64_t nk = (L->K + bk - 1) / bk;
+    int splits = P[CUL_SPLIT] > 1 ? (int)P[CUL_SPLIT] : 1;
+    int64_t tiles_m = (L->M + bm - 1) / bm, tiles_n = (L->N + bn - 1) / bn;
+    int64_t nkp = (nk + splits - 1) / splits; // K slices per split
+    if (splits > 1 && ((int64_t)splits * L->batch > 65535 || splits > nk ||
+                       (double)splits * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS))
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
+    if (splits > 1) {
+        // The partial tiles and the per-tile arrival counters (zero at module load; the last
+        // block of a tile resets its counter, so every launch finds them zero).
+        sb_line(s, 0, "__device__ float %s_ws[%lld];\n", E->fn,
+                (long long)splits * L->batch * L->M * L->N);
+        sb_line(s, 0, "__device__ unsigned int %s_cnt[%lld];\n", E->fn,
+                (long long)L->batch * tiles_m * tiles_n);
+    }
     culin_kernel_head(E, nt);
     sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
     sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
-    tile_head(E, bm, bn);
+    tile_head_split(E, bm, bn, splits);
     sb_line(s, 1, "const int tx = tid %% %d, ty = tid / %d;\n", tx_n, tx_n);
     sb_line(s, 1, "float acc[%d][%d];\n", tm, tn);
     sb_line(s, 1, "#pragma unroll\n");
@@ -259,9 +291,17 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     stage_decls(E, &A, &B, bm, bn, bk, nt);
     // Iteration kt loads slice kt into registers, multiplies slice kt-1 from shared memory, then
     // stores slice kt into the other buffer; one barrier per slice.
-    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
-    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    if (splits > 1) {
+        sb_line(s, 1, "const int64_t kt0 = (int64_t)ks * %lld;\n", (long long)nkp);
+        sb_line(s, 1, "const int nkl = (int)(kt0 + %lld <= %lld ? %lld : %lld - kt0);\n",
+                (long long)nkp, (long long)nk, (long long)nkp, (long long)nk);
+    } else {
+        sb_line(s, 1, "const int64_t kt0 = 0;\n");
+        sb_line(s, 1, "const int nkl = %lld;\n", (long long)nk);
+    }
+    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
+    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     int rc = load_a(E, &A, 3, bm, bk, nt, e);
     if (!rc)
         rc = load_b(E, &B, 3, bn, bk, nt, e);
@@ -293,11 +333,56 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
             tn);
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     store_ab(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
+    if (splits > 1) {
+        // Publish this split's partial tile; the last block of the tile to arrive sums them.
+        int64_t plane = L->batch * L->M * L->N;
+        sb_line(s, 1, "{\n");
+        sb_line(s, 2, "float *wsp = %s_ws + (int64_t)ks * %lld + b * %lld;\n", E->fn,
+                (long long)plane, (long long)(L->M * L->N));
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int im = 0; im < %d; im++) {\n", tm);
+        sb_line(s, 3, "const int64_t i = bm0 + (im / 4) * %d + ty * 4 + (im %% 4);\n", rsm);
+        sb_line(s, 3, "if (i >= %lld) continue;\n", (long long)L->M);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int jn = 0; jn < %d; jn++) {\n", tn);
+        sb_line(s, 4, "const int64_t j = bn0 + (jn / 4) * %d + tx * 4 + (jn %% 4);\n", rsn);
+        sb_line(s, 4, "if (j < %lld) __stcg(wsp + i * %lld + j, acc[im][jn]);\n",
+                (long long)L->N, (long long)L->N);
+        sb_line(s, 3, "}\n");
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "__threadfence();\n");
+        sb_line(s, 2, "__shared__ int last_;\n");
+        sb_line(s, 2, "__syncthreads();\n");
+        sb_line(s, 2, "const int64_t tile_ = (b * %lld + blockIdx.y) * %lld + blockIdx.x;\n",
+                (long long)tiles_m, (long long)tiles_n);
+        sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %du;\n", E->fn,
+                splits - 1);
+        sb_line(s, 2, "__syncthreads();\n");
+        sb_line(s, 2, "if (!last_) return;\n");
+        sb_line(s, 2, "__threadfence();\n");
+        sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", E->fn);
+        sb_line(s, 2, "const float *wsr = %s_ws + b * %lld;\n", E->fn, (long long)(L->M * L->N));
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int im = 0; im < %d; im++) {\n", tm);
+        sb_line(s, 3, "const int64_t i = bm0 + (im / 4) * %d + ty * 4 + (im %% 4);\n", rsm);
+        sb_line(s, 3, "if (i >= %lld) continue;\n", (long long)L->M);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int jn = 0; jn < %d; jn++) {\n", tn);
+        sb_line(s, 4, "const int64_t j = bn0 + (jn / 4) * %d + tx * 4 + (jn %% 4);\n", rsn);
+        sb_line(s, 4, "if (j >= %lld) continue;\n", (long long)L->N);
+        sb_line(s, 4, "float t_ = 0.0f;\n");
+        sb_line(s, 4, "for (int q = 0; q < %d; q++) t_ += __ldcg(wsr + q * %lld + i * %lld + j);\n",
+                splits, (long long)plane, (long long)L->N);
+        sb_line(s, 4, "acc[im][jn] = t_;\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 2, "}\n");
+        sb_line(s, 1, "}\n");
+    }
     // Epilogue on the register tile, then the store.
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int im = 0; im < %d; im++) {\n", tm);
@@ -329,9 +414,9 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     }
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
-    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
-    ln->grid[2] = (unsigned)L->batch;
+    ln->grid[0] = (unsigned)tiles_n;
+    ln->grid[1] = (unsigned)tiles_m;
+    ln->grid[2] = (unsigned)(L->batch * splits);
     ln->block[0] = (unsigned)nt;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
@@ -523,6 +608,193 @@ int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
     ln->grid[1] = 1;
     ln->grid[2] = (unsigned)L->batch;
     ln->block[0] = 256;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+    return ST_OK;
+}
+
+// Stores the staged float32 registers into k-pair words of buffer `buf`: As[buf][k/2][i] holds
+// A[i][k & ~1] (low half) and A[i][k | 1] (high half), Bs[buf][k/2][j] likewise for B[k][j].
+// A float4 of A spans two whole words; single elements (and B's float4, four columns of one k)
+// are written as 16-bit halves. cvt2 packs two floats (lo, hi), cvt1 rounds one.
+static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn, int bk, int nt,
+                       const char *buf, const char *cvt1, const char *cvt2) {
+    StrBuf *s = E->s;
+    if (A->vec) {
+        int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d) * 2;\n", bk / 4, bk / 4);
+        sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
+        sb_line(s, ind + 2, "As[%s][c_][r_] = %s(ra4[q].x, ra4[q].y);\n", buf, cvt2);
+        sb_line(s, ind + 2, "As[%s][c_ + 1][r_] = %s(ra4[q].z, ra4[q].w);\n", buf, cvt2);
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind, "}\n");
+    } else {
+        int els = bm * bk, per = (els + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int c_ = e_ %% %d, r_ = e_ / %d;\n", bk, bk);
+        sb_line(s, ind + 1,
+                "if (e_ < %d) ((uint16_t *)&As[%s][c_ >> 1][r_])[c_ & 1] = %s(ra[q]);\n", els, buf,
+                cvt1);
+        sb_line(s, ind, "}\n");
+    }
+    if (B->vec) {
+        int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int k_ = e_ / %d, j_ = (e_ %% %d) * 4;\n", bn / 4, bn / 4);
+        sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
+        sb_line(s, ind + 2, "uint16_t *w_ = (uint16_t *)&Bs[%s][k_ >> 1][j_] + (k_ & 1);\n", buf);
+        sb_line(s, ind + 2, "w_[0] = %s(rb4[q].x); w_[2] = %s(rb4[q].y);\n", cvt1, cvt1);
+        sb_line(s, ind + 2, "w_[4] = %s(rb4[q].z); w_[6] = %s(rb4[q].w);\n", cvt1, cvt1);
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind, "}\n");
+    } else {
+        int els = bn * bk, per = (els + nt - 1) / nt;
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "const int k_ = e_ / %d, j_ = e_ %% %d;\n", bn, bn);
+        sb_line(s, ind + 1,
+                "if (e_ < %d) ((uint16_t *)&Bs[%s][k_ >> 1][j_])[k_ & 1] = %s(rb[q]);\n", els, buf,
+                cvt1);
+        sb_line(s, ind, "}\n");
+    }
+}
+
+// FP16 / BF16 tensor cores: warps as in the TF32 kernel (each a 32 x 32 tile of 2 x 4
+// mma.m16n8k16 tiles), per k16 step. Fragment layouts of PTX ISA "mma.m16n8k16 .f16/.bf16"
+// (each register two halves, the lower column / row index in the low 16 bits): A (row)
+// a0:(g, 2t..2t+1), a1:(g+8, 2t..), a2:(g, 2t+8..), a3:(g+8, 2t+8..); B (col) b0:(2t..2t+1, g),
+// b1:(2t+8.., g); C as for m16n8k8; g = lane/4, t = lane%4. With k-pair words in shared memory
+// (row stride BM+8 or BN+8 words, 8 mod 32) each register is one load and a warp's 32 loads hit
+// 32 banks.
+int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const int64_t *P = E->cfg->p;
+    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK];
+    bool bf = P[CUL_VAR] == CUV_BF16;
+    if (bm % 32 || bn % 32 || bk % 16 || bm <= 0 || bn <= 0 || bk <= 0 ||
+        (P[CUL_VAR] != CUV_F16 && !bf))
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;
+    if (nt > 1024)
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int64_t nk = (L->K + bk - 1) / bk;
+    Op A, B;
+    operands(L, bm, bk, bn, &A, &B);
+    const char *ty = bf ? "bf16" : "f16";
+    char cvt1[32], cvt2[32];
+    snprintf(cvt1, sizeof cvt1, "orch_mma_%s", ty);
+    snprintf(cvt2, sizeof cvt2, "orch_mma_%sx2", ty);
+    // Rounding helpers, once per program (cvt.rn: round to nearest even; the .x2 forms put
+    // their first source in the upper half).
+    sb_line(s, 0, "#ifndef ORCH_MMA_%s_CVT\n", bf ? "BF16" : "F16");
+    sb_line(s, 0, "#define ORCH_MMA_%s_CVT\n", bf ? "BF16" : "F16");
+    sb_line(s, 0, "ORCH_DEV uint16_t %s(float x) {\n", cvt1);
+    sb_line(s, 1, "uint16_t h;\n");
+    sb_line(s, 1, "asm(\"cvt.rn.%s.f32 %%0, %%1;\" : \"=h\"(h) : \"f\"(x));\n", ty);
+    sb_line(s, 1, "return h;\n");
+    sb_line(s, 0, "}\n");
+    sb_line(s, 0, "ORCH_DEV uint32_t %s(float lo, float hi) {\n", cvt2);
+    sb_line(s, 1, "uint32_t r;\n");
+    sb_line(s, 1, "asm(\"cvt.rn.%sx2.f32 %%0, %%1, %%2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n",
+            ty);
+    sb_line(s, 1, "return r;\n");
+    sb_line(s, 0, "}\n");
+    sb_line(s, 0, "#endif\n");
+    culin_kernel_head(E, nt);
+    sb_line(s, 1, "__shared__ __align__(16) uint32_t As[2][%d][%d];\n", bk / 2, bm + 8);
+    sb_line(s, 1, "__shared__ __align__(16) uint32_t Bs[2][%d][%d];\n", bk / 2, bn + 8);
+    tile_head(E, bm, bn);
+    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
+    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
+    sb_line(s, 1, "float acc[2][4][4];\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    stage_decls(E, &A, &B, bm, bn, bk, nt);
+    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
+    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    int rc = load_a(E, &A, 3, bm, bk, nt, e);
+    if (!rc)
+        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    if (rc)
+        return rc;
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt > 0) {\n");
+    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int kp = 0; kp < %d; kp += 8) {\n", bk / 2);
+    sb_line(s, 4, "uint32_t af[2][4], bf[4][2];\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int x = 0; x < 2; x++) {\n");
+    sb_line(s, 5, "const int r = wr + x * 16 + g8;\n");
+    sb_line(s, 5, "af[x][0] = As[cb][kp + t4][r]; af[x][1] = As[cb][kp + t4][r + 8];\n");
+    sb_line(s, 5, "af[x][2] = As[cb][kp + t4 + 4][r]; af[x][3] = As[cb][kp + t4 + 4][r + 8];\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int y = 0; y < 4; y++) {\n");
+    sb_line(s, 5, "const int c = wc + y * 8 + g8;\n");
+    sb_line(s, 5, "bf[y][0] = Bs[cb][kp + t4][c]; bf[y][1] = Bs[cb][kp + t4 + 4][c];\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 6,
+            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 "
+            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+            "{%%0, %%1, %%2, %%3};\"\n",
+            ty, ty);
+    sb_line(s, 7,
+            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
+            "\"+f\"(acc[x][y][3])\n");
+    sb_line(s, 7,
+            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
+            "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    store_ab_h(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1", cvt1, cvt2);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) {\n");
+    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
+    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
+    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
+    sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
+    char v[64];
+    rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, 5, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
+    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
+    ln->grid[2] = (unsigned)L->batch;
+    ln->block[0] = (unsigned)nt;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
     return ST_OK;

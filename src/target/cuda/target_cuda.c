@@ -1,13 +1,17 @@
 // The CUDA target (target.h's interface): CUDA C kernels compiled by NVRTC for the device's exact
 // architecture, loaded through the driver API, both loaded at run time (cuda_api.h, nvrtc.h), so
 // one orch binary works with or without a GPU. Candidates go to the pointwise/reduction emitters
-// or, with one LINEAR primitive, to the matmul/convolution emitters (cugen.h); OPAQUE primitives
-// are never generated. The device model (CudaHw) is read once per process.
+// or, with one LINEAR primitive, to the matmul/convolution emitters (cugen.h) and, where cuBLASLt
+// is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) as further
+// configs, measured by the lab like any kernel; OPAQUE primitives are never generated. The device
+// model (CudaHw) is read once per process.
 #include "../target.h"
 #include "cugen.h"
+#include "cugen_mlp.h"
 #include "nvrtc.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static CudaHw cuda_hw;
@@ -15,7 +19,9 @@ static HwInfo cuda_info;
 static Err cuda_err;
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 
-static void detect_once(void) { cuda_hw_detect(&cuda_hw, &cuda_info, &cuda_err); }
+static void detect_once(void) {
+    cuda_hw_detect(&cuda_hw, &cuda_info, &cuda_err);
+}
 
 // The device model of this process's GPU; NULL (and e set) when there is none.
 static const CudaHw *device_model(Err *e) {
@@ -46,7 +52,45 @@ static bool has_kind(const PrimGraph *pg, const Candidate *c, PrimKind k) {
 static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
     if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
+    if (cand_count_linear(pg, c) >= 2) // an MLP chain (issue 8)
+        return cugen_mlp_supports(pg, c);
+    // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
+    // its analysis), so the library only adds configs.
     return has_kind(pg, c, PRIM_LINEAR) ? cugen_lin_supports(pg, c) : cugen_pw_supports(pg, c);
+}
+
+// Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
+#define BLASLT_FIRST_MACS (1 << 22)
+
+// A LINEAR's configs: cuBLASLt's heuristic algorithms and the emitter's configs, alternately, up
+// to k. The compile driver measures the first config of every kernel (the BLP's first costs), the
+// second where the first failed, and all of the chosen kernels'. The two sources' estimates are
+// not comparable, so the order decides which one gives the first cost: the library from
+// BLASLT_FIRST_MACS multiply-adds on (on an H100 its first algorithm beats our best SIMT GEMM by
+// 1.3-4x at 128x768x768 and up), our emitter below, where the heuristics' first algorithm is often
+// a split-K pair of kernels slower than our first config (a tiny BERT layer compiled 8% slower
+// with the library first there) and the library's better algorithms are still measured in phase 2.
+static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *ch,
+                          KernelConfig *out, int k) {
+    KernelConfig *own = xcalloc((size_t)k + 1, sizeof *own);
+    KernelConfig *lib = xcalloc((size_t)k + 1, sizeof *lib);
+    int no = cugen_lin_configs(pg, c, ch, own, k);
+    int nl = blaslt_configs(pg, c, ch, lib, k);
+    BlasLtCall call;
+    bool lib_first = nl > 0 && blaslt_analyse(pg, c, &call) &&
+                     (double)call.batch * call.m * call.n * call.k >= BLASLT_FIRST_MACS;
+    int n = 0;
+    for (int i = 0; n < k && (i < no || i < nl); i++) {
+        if (lib_first && i < nl && n < k)
+            out[n++] = lib[i];
+        if (i < no && n < k)
+            out[n++] = own[i];
+        if (!lib_first && i < nl && n < k)
+            out[n++] = lib[i];
+    }
+    free(own);
+    free(lib);
+    return n;
 }
 
 static int cuda_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
@@ -55,12 +99,32 @@ static int cuda_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *h
     const CudaHw *ch = device_model(NULL);
     if (!ch)
         return 0;
-    return has_kind(pg, c, PRIM_LINEAR) ? cugen_lin_configs(pg, c, ch, out, k)
+    if (k <= 0)
+        return 0;
+    if (cand_count_linear(pg, c) >= 2)
+        return cugen_mlp_configs(pg, c, ch, out, k);
+    return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, out, k)
                                         : cugen_pw_configs(pg, c, ch, out, k);
 }
 
 int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
                const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+    if (cfg->cls == CUCLS_MLP)
+        return cugen_mlp_emit(pg, c, cfg, hw, fn, src, launch, e);
+    if (cfg->cls == CUCLS_BLASLT) {
+        CudaLaunch l;
+        memset(&l, 0, sizeof l);
+        l.lib = true;
+        int rc = blaslt_call(pg, c, cfg, &l.blas, e);
+        if (rc)
+            return rc;
+        char d[512];
+        blaslt_call_str(&l.blas, d, sizeof d);
+        sb_printf(src, "// %s: %s\n", fn, d); // no code: the runtime calls the library
+        if (launch)
+            *launch = l;
+        return ST_OK;
+    }
     return cfg->cls == CUCLS_MATMUL || cfg->cls == CUCLS_CONV
                ? cugen_lin_emit(pg, c, cfg, hw, fn, src, launch, e)
                : cugen_pw_emit(pg, c, cfg, hw, fn, src, launch, e);

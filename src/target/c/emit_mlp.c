@@ -1,0 +1,407 @@
+// The C target's fused MLP chain kernel (cgen_mlp.h; issue 8). One OpenMP task per tile of RT
+// rows computes every layer of the chain for those rows, ping-ponging between two per-thread
+// buffers of RT x (widest padded layer) floats that stay in L1/L2, so no intermediate activation
+// reaches memory. Each layer is a register-tiled product (MR rows x NV vectors of ORCH_LV floats
+// accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation) on
+// the finished tile; the last layer's epilogue writes the output rows.
+// Widths: a layer's columns are padded to NP = 16 * ceil(N / 16), a multiple of every vector
+// width (4, 8, 16 floats), so the micro-kernel has no column tail. A weight whose N is not a
+// multiple of 16 is copied once per call into a zero-padded [K][NP] block; the padded columns of
+// a tile (products with zero weights, or epilogue-free raw sums) are never read: the next
+// layer's K loop stops at the real width, and epilogues run over the real columns only.
+// Needs: cgen_prelude() and cgen_lin_prelude() in the translation unit. Guarantees: the output
+// of the candidate as prim_interp.c computes it, up to float32 reassociation of the sums.
+#include "cgen_mlp.h"
+#include "cgen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// KernelConfig.p[] slots.
+enum { P_RT, P_MR, P_NV };
+
+static const Tensor *mt(const MlpChain *m, int t) {
+    return m->pg->tensors[t];
+}
+
+static bool lead_eq(const MlpChain *m, const Tensor *t) {
+    if (t->rank != m->rank || t->dtype != DT_FLOAT)
+        return false;
+    for (int d = 0; d + 1 < m->rank; d++)
+        if (t->dims[d] != m->lead[d])
+            return false;
+    return true;
+}
+
+bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
+    memset(m, 0, sizeof *m);
+    m->pg = pg;
+    m->c = c;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        if (p->kind == PRIM_LINEAR) {
+            if (m->n == MLP_LAYERS_MAX || !cand_mlp_layer_ok(pg, p))
+                return false;
+            m->lin[m->n++] = c->prims[i];
+        } else if (p->kind != PRIM_ELEMWISE || p->n_out != 1) {
+            return false;
+        }
+    }
+    if (m->n < 2 || c->output < 0)
+        return false;
+    for (int l = 0; l < m->n; l++) {
+        const Prim *p = pg->prims[m->lin[l]];
+        m->tl[l] = p->out[0];
+        m->w_pos[l] = cgen_input_pos(c, p->in[1]);
+        const Tensor *w = pg->tensors[p->in[1]];
+        m->K[l] = w->dims[0];
+        m->N[l] = w->dims[1];
+        if (m->w_pos[l] < 0)
+            return false;
+        if (l == 0) {
+            m->x_pos = cgen_input_pos(c, p->in[0]);
+            if (m->x_pos < 0)
+                return false;
+        } else {
+            // The previous layer's result, computed in the kernel.
+            if (cgen_input_pos(c, p->in[0]) >= 0 || m->K[l] != m->N[l - 1])
+                return false;
+            m->act[l - 1] = p->in[0];
+        }
+    }
+    m->act[m->n - 1] = c->output;
+    const Tensor *y0 = mt(m, m->tl[0]);
+    m->rank = y0->rank;
+    m->R = 1;
+    for (int d = 0; d + 1 < m->rank; d++) {
+        m->lead[d] = y0->dims[d];
+        m->R *= y0->dims[d];
+    }
+    for (int l = 0; l < m->n; l++) {
+        const Tensor *a = mt(m, m->act[l]), *t = mt(m, m->tl[l]);
+        if (!lead_eq(m, a) || !lead_eq(m, t) || a->dims[m->rank - 1] != m->N[l] ||
+            t->dims[m->rank - 1] != m->N[l])
+            return false;
+        m->epi[l] = m->act[l] != m->tl[l];
+    }
+    return m->R > 0 && lead_eq(m, mt(m, c->inputs[m->x_pos]));
+}
+
+// ---- emission ----
+
+static int64_t padw(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+typedef struct Em {
+    const MlpChain *m;
+    const char *fn;
+    StrBuf *s;
+    Cexpr *x;
+    int cur; // the layer whose LINEAR output the reader answers for
+} Em;
+
+static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
+                  Err *e) {
+    (void)code;
+    (void)indent;
+    const Em *E = ctx;
+    if (E->cur < 0 || rq->tensor != E->m->tl[E->cur])
+        return err_set(e, ST_UNSUPPORTED,
+                       "mlp kernel %s: tensor %d is not the current layer's product", E->fn,
+                       rq->tensor);
+    snprintf(out, cap, "acc");
+    return ST_OK;
+}
+
+// One register block: rows r.. r+mr-1 of a (row stride as), columns j.. j+nv*ORCH_LV-1 of the
+// layer's padded product, accumulated over K in registers and stored into c (row stride NP).
+static void emit_block(StrBuf *s, int ind, int mr, int nv, int64_t K, int64_t NP) {
+    sb_line(s, ind, "{\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_line(s, ind + 1, "orch_lv s%d_%d = orch_lv_zero();\n", i, v);
+    sb_line(s, ind + 1, "const float *restrict wp = w + j;\n");
+    sb_line(s, ind + 1, "for (int64_t k = 0; k < %lld; k++, wp += %lld) {\n", (long long)K,
+            (long long)NP);
+    for (int v = 0; v < nv; v++)
+        sb_line(s, ind + 2, "const orch_lv w%d = orch_lv_load(wp + %d * ORCH_LV);\n", v, v);
+    for (int i = 0; i < mr; i++) {
+        sb_line(s, ind + 2, "{ const orch_lv x = orch_lv_set1(a[(r + %d) * as + k]);\n", i);
+        for (int v = 0; v < nv; v++)
+            sb_line(s, ind + 3, "s%d_%d = orch_lv_fma(x, w%d, s%d_%d);\n", i, v, v, i, v);
+        sb_line(s, ind + 2, "}\n");
+    }
+    sb_line(s, ind + 1, "}\n");
+    for (int i = 0; i < mr; i++)
+        for (int v = 0; v < nv; v++)
+            sb_line(s, ind + 1, "orch_lv_store(c + (r + %d) * %lld + j + %d * ORCH_LV, s%d_%d);\n",
+                    i, (long long)NP, v, i, v);
+    sb_line(s, ind, "}\n");
+}
+
+// fn_l<l>(a, as, w, c, m): c[r][0..NP) = sum_k a[r*as + k] w[k][0..NP) for r < m.
+static void emit_layer_mm(Em *E, int l, int mr, int nv) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    int64_t K = m->K[l], NP = padw(m->N[l]);
+    sb_printf(s,
+              "static void %s_l%d(const float *restrict a, int64_t as, const float *restrict w, "
+              "float *restrict c, int64_t m) {\n",
+              E->fn, l);
+    sb_line(s, 1, "int64_t r = 0;\n");
+    // Full blocks of mr rows, then single rows; per row block, nv vectors then one at a time.
+    for (int pass = 0; pass < 2; pass++) {
+        int rows = pass == 0 ? mr : 1;
+        if (pass == 0)
+            sb_line(s, 1, "for (; r + %d <= m; r += %d) {\n", rows, rows);
+        else
+            sb_line(s, 1, "for (; r < m; r++) {\n");
+        sb_line(s, 2, "int64_t j = 0;\n");
+        if (nv > 1) {
+            sb_line(s, 2, "for (; j + %d * ORCH_LV <= %lld; j += %d * ORCH_LV)\n", nv,
+                    (long long)NP, nv);
+            emit_block(s, 3, rows, nv, K, NP);
+        }
+        sb_line(s, 2, "for (; j < %lld; j += ORCH_LV)\n", (long long)NP);
+        emit_block(s, 3, rows, 1, K, NP);
+        sb_line(s, 1, "}\n");
+    }
+    sb_puts(s, "}\n\n");
+}
+
+// fn_e<l>(c, in, i0, m[, y]): layer l's epilogue on the tile's rows i0.. i0+m-1, in place in c
+// (row stride NP), or into the output rows of y for the last layer.
+static int emit_layer_epi(Em *E, int l, Err *e) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    bool last = l == m->n - 1;
+    int64_t N = m->N[l], NP = padw(N);
+    sb_printf(s,
+              "static void %s_e%d(float *restrict c, const void *const *in, int64_t i0, int64_t "
+              "m%s) {\n",
+              E->fn, l, last ? ", float *restrict y" : "");
+    sb_line(s, 1, "(void)in;\n");
+    sb_line(s, 1, "for (int64_t r = 0; r < m; r++) {\n");
+    sb_line(s, 2, "int64_t q_r = i0 + r;\n");
+    char names[ORCH_MAX_RANK][24];
+    const char *ix[ORCH_MAX_RANK];
+    for (int d = m->rank - 2; d >= 0; d--) {
+        snprintf(names[d], sizeof names[d], "e_i%d", d);
+        sb_line(s, 2, "const int64_t e_i%d = q_r %% %lld; q_r /= %lld; (void)e_i%d;\n", d,
+                (long long)m->lead[d], (long long)m->lead[d], d);
+        ix[d] = names[d];
+    }
+    ix[m->rank - 1] = "j";
+    sb_line(s, 2, "float *restrict crow = c + r * %lld;\n", (long long)NP);
+    if (last)
+        sb_line(s, 2, "float *restrict yrow = y + (i0 + r) * %lld;\n", (long long)N);
+    sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
+    sb_line(s, 3, "const float acc = crow[j];\n");
+    E->cur = l;
+    char v[64];
+    int rc = cexpr_value(E->x, m->act[l], ix, s, 3, v, sizeof v, e);
+    E->cur = -1;
+    cexpr_forget(E->x);
+    if (rc)
+        return rc;
+    sb_line(s, 3, "%s[j] = %s;\n", last ? "yrow" : "crow", v);
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
+static double flops_of(const MlpChain *m) {
+    double f = 0;
+    for (int l = 0; l < m->n; l++)
+        f += 2.0 * (double)m->R * (double)m->K[l] * (double)m->N[l];
+    return f;
+}
+
+static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                       Err *e) {
+    int64_t RT = cfg->p[P_RT];
+    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
+    if (RT < 1 || mr < 1 || mr > 16 || nv < 1 || nv > 8)
+        return err_set(e, ST_USAGE, "mlp kernel %s: bad config '%s'", fn, cfg->desc);
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    Em E = {m, fn, &body, cexpr_create(m->pg, m->c, fn, &decls), -1};
+    cexpr_set_reader(E.x, reader, &E);
+    int rc = ST_OK;
+    int64_t wmax = 0, pk = 0;
+    for (int l = 0; l < m->n && !rc; l++) {
+        emit_layer_mm(&E, l, mr, nv);
+        if (m->epi[l] || l == m->n - 1)
+            rc = emit_layer_epi(&E, l, e);
+        wmax = ORCH_MAX(wmax, padw(m->N[l]));
+        if (m->N[l] % 16)
+            pk += m->K[l] * padw(m->N[l]);
+    }
+    if (rc) {
+        cexpr_free(E.x);
+        sb_free(&decls);
+        sb_free(&body);
+        return rc;
+    }
+    int64_t NT = (m->R + RT - 1) / RT;
+    bool par = NT > 1 && flops_of(m) >= 2e6;
+    StrBuf *s = &body;
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", fn);
+    sb_line(s, 1, "float *restrict y = (float *)out;\n");
+    sb_line(s, 1, "const float *restrict x = (const float *)in[%d];\n", m->x_pos);
+    if (pk)
+        sb_line(s, 1, "float *pk = (float *)aligned_alloc(64, %lld);\n",
+                (long long)((pk * 4 + 63) / 64 * 64));
+    int64_t off = 0;
+    for (int l = 0; l < m->n; l++) {
+        int64_t N = m->N[l], NP = padw(N);
+        if (N % 16 == 0) {
+            sb_line(s, 1, "const float *restrict w%d = (const float *)in[%d];\n", l, m->w_pos[l]);
+            continue;
+        }
+        // Zero-padded copy: the micro-kernel reads whole vectors of every padded row.
+        sb_line(s, 1, "float *w%d = pk + %lld;\n", l, (long long)off);
+        sb_line(s, 1, "for (int64_t k = 0; k < %lld; k++)\n", (long long)m->K[l]);
+        sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++)\n", (long long)NP);
+        sb_line(s, 3, "w%d[k * %lld + j] = j < %lld ? ((const float *)in[%d])[k * %lld + j] : 0.0f;\n",
+                l, (long long)NP, (long long)N, m->w_pos[l], (long long)N);
+        off += m->K[l] * NP;
+    }
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", par);
+    sb_line(s, 1, "{\n");
+    int64_t bytes = (RT * wmax * 4 + 63) / 64 * 64;
+    sb_line(s, 2, "float *b0 = (float *)aligned_alloc(64, %lld);\n", (long long)bytes);
+    sb_line(s, 2, "float *b1 = (float *)aligned_alloc(64, %lld);\n", (long long)bytes);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)NT);
+    sb_line(s, 3, "const int64_t i0 = t * %lld;\n", (long long)RT);
+    sb_line(s, 3, "const int64_t m = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)m->R,
+            (long long)RT, (long long)m->R, (long long)RT);
+    for (int l = 0; l < m->n; l++) {
+        const char *dst = l % 2 ? "b1" : "b0", *srcb = l % 2 ? "b0" : "b1";
+        if (l == 0)
+            sb_line(s, 3, "%s_l0(x + i0 * %lld, %lld, w0, b0, m);\n", fn, (long long)m->K[0],
+                    (long long)m->K[0]);
+        else
+            sb_line(s, 3, "%s_l%d(%s, %lld, w%d, %s, m);\n", fn, l, srcb,
+                    (long long)padw(m->N[l - 1]), l, dst);
+        if (l == m->n - 1)
+            sb_line(s, 3, "%s_e%d(%s, in, i0, m, y);\n", fn, l, dst);
+        else if (m->epi[l])
+            sb_line(s, 3, "%s_e%d(%s, in, i0, m);\n", fn, l, dst);
+    }
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "free(b0);\n");
+    sb_line(s, 2, "free(b1);\n");
+    sb_line(s, 1, "}\n");
+    if (pk)
+        sb_line(s, 1, "free(pk);\n");
+    sb_puts(s, "}\n\n");
+    sb_puts(src, decls.s ? decls.s : "");
+    sb_puts(src, body.s ? body.s : "");
+    cexpr_free(E.x);
+    sb_free(&decls);
+    sb_free(&body);
+    return ST_OK;
+}
+
+static void cfg_desc(KernelConfig *k) {
+    snprintf(k->desc, sizeof k->desc, "cls=mlp rt=%lld mr=%lld nv=%lld", (long long)k->p[P_RT],
+             (long long)k->p[P_MR], (long long)k->p[P_NV]);
+}
+
+bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
+    MlpChain m;
+    if (!mlp_analyse(pg, c, &m))
+        return false;
+    // Dry run: cexpr decides whether every epilogue can be emitted from its layer's product.
+    KernelConfig k = {.cls = CCLS_MLP};
+    k.p[P_RT] = 32;
+    k.p[P_MR] = 4;
+    k.p[P_NV] = 2;
+    cfg_desc(&k);
+    StrBuf s;
+    sb_init(&s);
+    Err e = {0};
+    int rc = emit_kernel(&m, &k, "orch_dry", &s, &e);
+    sb_free(&s);
+    return rc == ST_OK;
+}
+
+// The model: FMAs at a fraction of peak that grows with the register block (broadcast and
+// weight loads per FMA shrink), tiles spread over the cores in waves, and the epilogues' vector
+// work; the chain's input and output cross memory once.
+static double score(const MlpChain *m, const HwInfo *hw, int64_t RT, int mr, int nv) {
+    int lanes = hw && hw->simd_bytes >= 16 ? hw->simd_bytes / 4 : 4;
+    int cores = hw && hw->cores > 0 ? hw->cores : 1;
+    double peak = lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
+    double t = 0;
+    for (int l = 0; l < m->n; l++) {
+        double NP = (double)padw(m->N[l]);
+        double vecs = NP / lanes;
+        double nvu = ORCH_MIN((double)nv, vecs); // vectors per block actually used
+        double acc = mr * nvu;
+        double eff = acc / (acc + nvu + mr * 0.5) * ORCH_MIN(1.0, acc / 8.0);
+        if (acc + nvu + 1 > (lanes == 16 ? 32 : 16))
+            eff *= 0.4;
+        double rows = (double)RT;
+        double tail = fmod((double)m->R < rows ? (double)m->R : rows, (double)mr);
+        double rows_eff = rows + tail * 2.0; // single-row blocks run at a fraction of the speed
+        t += 2.0 * rows_eff * (double)m->K[l] * NP / (peak * eff) + rows * (double)m->N[l] * 4e-9;
+    }
+    double tiles = ceil((double)m->R / (double)RT);
+    double waves = ceil(tiles / cores);
+    double bytes = 4.0 * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
+    // Per-tile buffers beyond L2 spill to L3.
+    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
+    double wmax = 0, wbytes = 0;
+    for (int l = 0; l < m->n; l++) {
+        wmax = ORCH_MAX(wmax, (double)padw(m->N[l]));
+        wbytes += 4.0 * (double)m->K[l] * (double)padw(m->N[l]);
+    }
+    double buf = 2.0 * (double)RT * wmax * 4.0;
+    double slow = buf + ORCH_MIN(wbytes, 4.0 * 256 * 256) > l2 ? 1.3 : 1.0;
+    return waves * t * slow + bytes / 20e9 + (tiles > 1 ? 3e-6 : 0);
+}
+
+int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
+                     int k) {
+    MlpChain m;
+    if (!mlp_analyse(pg, c, &m) || k < 1)
+        return 0;
+    static const int64_t rts[] = {16, 32, 64, 128, 256};
+    int wide = hw && hw->simd_bytes >= 64;
+    static const int blocks_512[][2] = {{6, 4}, {4, 4}, {8, 2}, {4, 2}};
+    static const int blocks_256[][2] = {{6, 2}, {4, 2}, {3, 4}, {2, 4}};
+    KernelConfig cand[64];
+    int n = 0;
+    for (size_t i = 0; i < ORCH_COUNT(rts); i++) {
+        int64_t RT = rts[i];
+        if (RT > 16 && (RT / 2) >= m.R)
+            continue; // one tile already holds every row
+        for (int b = 0; b < 4 && n < (int)ORCH_COUNT(cand); b++) {
+            KernelConfig *kc = &cand[n++];
+            memset(kc, 0, sizeof *kc);
+            kc->cls = CCLS_MLP;
+            kc->p[P_RT] = RT;
+            kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
+            kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
+            kc->score = score(&m, hw, RT, (int)kc->p[P_MR], (int)kc->p[P_NV]);
+            cfg_desc(kc);
+        }
+    }
+    return cgen_sort_configs(cand, n, out, k);
+}
+
+int cgen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
+                  StrBuf *src, Err *e) {
+    MlpChain m;
+    if (!mlp_analyse(pg, c, &m))
+        return err_set(e, ST_UNSUPPORTED, "mlp kernel %s: candidate %d is not an MLP chain", fn,
+                       c->id);
+    return emit_kernel(&m, cfg, fn, src, e);
+}

@@ -1,0 +1,725 @@
+// cuBLASLt library candidates (cublaslt.h): the loader, the candidate analysis (on top of the
+// linear emitter's culin_analyse), the heuristic query that makes configs, and the call.
+// The declarations below are cublasLt.h's (CUDA 13.0, /usr/local/cuda-13.0/include/cublasLt.h):
+// the values are ABI, unchanged since cuBLASLt 11.
+#define _GNU_SOURCE
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cublaslt.h"
+
+#include "../../plan/plan.h"
+#include "cugen_lin_internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- cublasLt.h, the part used here ----
+
+typedef int cublasStatus_t; // CUBLAS_STATUS_SUCCESS = 0
+typedef struct cublasLtContext *cublasLtHandle_t;
+typedef struct cublasLtMatmulDescOpaque_st *cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutOpaque_st *cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceOpaque_st *cublasLtMatmulPreference_t;
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+enum { CUDA_R_32F = 0 };
+enum { // cublasLtMatmulDescAttributes_t
+    DESC_TRANSA = 3,
+    DESC_TRANSB = 4,
+    DESC_EPILOGUE = 7,
+    DESC_BIAS_POINTER = 8,
+};
+enum { // cublasLtMatrixLayoutAttribute_t
+    LAYOUT_BATCH_COUNT = 5,
+    LAYOUT_STRIDED_BATCH_OFFSET = 6,
+};
+enum { // cublasLtMatmulPreferenceAttributes_t
+    PREF_MAX_WORKSPACE_BYTES = 1,
+    PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
+enum {                    // cublasLtMatmulAlgoConfigAttributes_t
+    ALGO_ID = 0,          // int32
+    ALGO_TILE_ID = 1,     // uint32
+    ALGO_SPLITK_NUM = 2,  // int32
+    ALGO_REDUCTION = 3,   // uint32
+    ALGO_SWIZZLING = 4,   // uint32
+    ALGO_CUSTOM = 5,      // uint32
+    ALGO_STAGES_ID = 6,   // uint32
+    ALGO_INNER_SHAPE = 7, // uint16
+    ALGO_CLUSTER = 8,     // uint16
+};
+
+typedef struct Lib {
+    void *dl;
+    cublasStatus_t (*create)(cublasLtHandle_t *);
+    const char *(*status_name)(cublasStatus_t);
+    size_t (*get_version)(void);
+    cublasStatus_t (*desc_create)(cublasLtMatmulDesc_t *, int compute, int scale_type);
+    cublasStatus_t (*desc_destroy)(cublasLtMatmulDesc_t);
+    cublasStatus_t (*desc_set)(cublasLtMatmulDesc_t, int attr, const void *buf, size_t n);
+    cublasStatus_t (*layout_create)(cublasLtMatrixLayout_t *, int type, uint64_t rows,
+                                    uint64_t cols, int64_t ld);
+    cublasStatus_t (*layout_destroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*layout_set)(cublasLtMatrixLayout_t, int attr, const void *buf, size_t n);
+    cublasStatus_t (*pref_create)(cublasLtMatmulPreference_t *);
+    cublasStatus_t (*pref_destroy)(cublasLtMatmulPreference_t);
+    cublasStatus_t (*pref_set)(cublasLtMatmulPreference_t, int attr, const void *buf, size_t n);
+    cublasStatus_t (*heuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                                cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                                cublasLtMatmulHeuristicResult_t *, int *);
+    cublasStatus_t (*algo_get)(const cublasLtMatmulAlgo_t *, int attr, void *buf, size_t n,
+                               size_t *written);
+    cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *alpha,
+                             const void *A, cublasLtMatrixLayout_t, const void *B,
+                             cublasLtMatrixLayout_t, const void *beta, const void *C,
+                             cublasLtMatrixLayout_t, void *D, cublasLtMatrixLayout_t,
+                             const cublasLtMatmulAlgo_t *, void *ws, size_t ws_bytes,
+                             CUstream stream);
+    uint64_t version;
+    char where[512]; // the file opened, or why none was
+} Lib;
+
+static Lib lib;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static bool try_open(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return false;
+    Lib l = {.dl = h};
+    struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+        {(void **)&l.create, "cublasLtCreate"},
+        {(void **)&l.status_name, "cublasLtGetStatusName"},
+        {(void **)&l.get_version, "cublasLtGetVersion"},
+        {(void **)&l.desc_create, "cublasLtMatmulDescCreate"},
+        {(void **)&l.desc_destroy, "cublasLtMatmulDescDestroy"},
+        {(void **)&l.desc_set, "cublasLtMatmulDescSetAttribute"},
+        {(void **)&l.layout_create, "cublasLtMatrixLayoutCreate"},
+        {(void **)&l.layout_destroy, "cublasLtMatrixLayoutDestroy"},
+        {(void **)&l.layout_set, "cublasLtMatrixLayoutSetAttribute"},
+        {(void **)&l.pref_create, "cublasLtMatmulPreferenceCreate"},
+        {(void **)&l.pref_destroy, "cublasLtMatmulPreferenceDestroy"},
+        {(void **)&l.pref_set, "cublasLtMatmulPreferenceSetAttribute"},
+        {(void **)&l.heuristic, "cublasLtMatmulAlgoGetHeuristic"},
+        {(void **)&l.algo_get, "cublasLtMatmulAlgoConfigGetAttribute"},
+        {(void **)&l.matmul, "cublasLtMatmul"},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
+        *syms[i].slot = dlsym(h, syms[i].name);
+        if (!*syms[i].slot) {
+            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
+            dlclose(h);
+            return false;
+        }
+    }
+    l.version = (uint64_t)l.get_version();
+    snprintf(l.where, sizeof l.where, "%s", path);
+    lib = l;
+    return true;
+}
+
+static void load_once(void) {
+    snprintf(lib.where, sizeof lib.where, "libcublasLt.so.13/.so.12/.so not found");
+    const char *env = getenv("ORCH_CUBLASLT");
+    if (env && *env) {
+        if (!try_open(env))
+            snprintf(lib.where, sizeof lib.where, "ORCH_CUBLASLT=%.400s does not open: %.80s", env,
+                     dlerror());
+        return; // an explicit choice is never second-guessed
+    }
+    // The loader path first, then where the CUDA toolkit and PyTorch's wheels put it.
+    static const char *const names[] = {
+        "libcublasLt.so.13",
+        "libcublasLt.so.12",
+        "libcublasLt.so",
+        "/usr/local/cuda/lib64/libcublasLt.so.13",
+        "/usr/local/cuda/lib64/libcublasLt.so.12",
+        "/usr/local/cuda-13.0/lib64/libcublasLt.so.13",
+        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublasLt.so.13",
+        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.12",
+    };
+    for (size_t i = 0; i < ORCH_COUNT(names); i++)
+        if (try_open(names[i]))
+            return;
+}
+
+static const Lib *lib_get(void) {
+    pthread_once(&lib_once, load_once);
+    return lib.dl ? &lib : NULL;
+}
+
+bool blaslt_available(void) {
+    return lib_get() != NULL;
+}
+
+uint64_t blaslt_version(void) {
+    const Lib *l = lib_get();
+    return l ? l->version : 0;
+}
+
+const char *blaslt_describe_load(void) {
+    lib_get();
+    return lib.where;
+}
+
+static int lt_check(const Lib *l, cublasStatus_t st, const char *call, Err *e) {
+    if (st == 0)
+        return ST_OK;
+    const char *name = l && l->status_name ? l->status_name(st) : NULL;
+    return err_set(e, ST_RUNTIME, "cuBLASLt %s failed: %s (%d)", call, name ? name : "?", st);
+}
+#define LT_TRY(l, e, fn, ...) lt_check((l), (l)->fn(__VA_ARGS__), #fn, (e))
+
+// The process's handle, created once with the device's primary context current (cuBLASLt's
+// runtime then uses that context). NULL and e set when there is no GPU.
+static cublasLtHandle_t handle;
+static CudaDevice handle_dev;
+static pthread_mutex_t handle_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static cublasLtHandle_t get_handle(int ordinal, Err *e) {
+    const Lib *l = lib_get();
+    if (!l) {
+        err_set(e, ST_UNSUPPORTED, "cuBLASLt: %s", lib.where);
+        return NULL;
+    }
+    pthread_mutex_lock(&handle_mu);
+    if (!handle) {
+        const CudaApi *api = cuda_api_load(e);
+        cublasLtHandle_t h = NULL;
+        if (api && cuda_device_open(api, ordinal, &handle_dev, e) == ST_OK) {
+            if (LT_TRY(l, e, create, &h) != ST_OK) {
+                h = NULL;
+                cuda_device_close(&handle_dev);
+            }
+        }
+        handle = h;
+    }
+    cublasLtHandle_t h = handle;
+    pthread_mutex_unlock(&handle_mu);
+    return h;
+}
+
+int blaslt_init(int ordinal, Err *e) {
+    return get_handle(ordinal, e) ? ST_OK : e->code;
+}
+
+// ---- the analysis ----
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+// Where operand t comes from: a candidate input read in place (*trans false), or one LAYOUT of
+// the candidate that swaps the last two axes of a candidate input (*trans true; its primitive
+// index in c goes to *via). The input's position in c->inputs, or -1.
+static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *trans, int *via) {
+    *trans = false;
+    *via = -1;
+    int pos = cgen_input_pos(c, t);
+    if (pos >= 0)
+        return pos;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        if (p->kind != PRIM_LAYOUT || p->out[0] != t)
+            continue;
+        const LayoutParams *lp = &p->lay;
+        if (lp->concat || lp->n_stages != 1 || p->n_in != 1 || lp->stages[0].kind != LS_TRANSPOSE)
+            return -1;
+        const Tensor *src = pg->tensors[p->in[0]], *out = pg->tensors[t];
+        int r = out->rank;
+        if (src->rank != r || r < 2 || src->dtype != DT_FLOAT)
+            return -1;
+        for (int d = 0; d < r; d++) {
+            int want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
+            if (lp->stages[0].perm[d] != want)
+                return -1;
+        }
+        *trans = true;
+        *via = i;
+        return cgen_input_pos(c, p->in[0]);
+    }
+    return -1;
+}
+
+// The epilogue's value so far: alpha * (A B) [+ bias] [then ReLU].
+typedef struct EpiState {
+    float alpha;
+    int bias; // tensor id, -1 none
+    bool relu;
+} EpiState;
+
+enum { V_BAD, V_VAL, V_BIAS, V_IMM };
+
+// One ELEMWISE primitive applied to the state `cur` (its output value is `cur` after the call):
+// true when its program is a sequence of the steps cuBLASLt's epilogues do, in their order.
+static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int cur, int64_t N,
+                     EpiState *st) {
+    int kind[64];
+    double imm[64];
+    int bias_t[64];
+    int last = -1; // the instruction holding the running value; -1: still the input `cur`
+    const EwProgram *pr = &q->ew;
+    if (pr->n <= 0 || pr->n > 64)
+        return false;
+    for (int i = 0; i < pr->n; i++) {
+        const EwInstr *in = &pr->code[i];
+        int ar = ew_op_arity(in->op);
+        int k[3] = {V_BAD, V_BAD, V_BAD};
+        double v[3] = {0, 0, 0};
+        int bt[3] = {-1, -1, -1};
+        if (in->dtype != DT_FLOAT)
+            return false;
+        for (int a = 0; a < ar; a++) {
+            const EwArg *g = &in->arg[a];
+            if (g->src == EWS_IMM) {
+                k[a] = V_IMM;
+                v[a] = g->imm;
+            } else if (g->src == EWS_INSTR) {
+                if (g->index < 0 || g->index >= i)
+                    return false;
+                // The running value is consumed once, by the next step.
+                if (kind[g->index] == V_VAL && g->index != last)
+                    return false;
+                k[a] = kind[g->index];
+                v[a] = imm[g->index];
+                bt[a] = bias_t[g->index];
+            } else {
+                if (g->index < 0 || g->index >= q->n_in)
+                    return false;
+                int t = q->in[g->index];
+                const Tensor *T = pg->tensors[t];
+                if (t == cur) {
+                    if (last != -1)
+                        return false;
+                    k[a] = V_VAL;
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == DT_FLOAT && T->rank >= 1 &&
+                           T->dims[T->rank - 1] == N && tensor_numel(T) == N) {
+                    k[a] = V_BIAS;
+                    bt[a] = t;
+                } else {
+                    return false;
+                }
+            }
+        }
+        int out = V_BAD, ob = -1;
+        switch (in->op) {
+        case EW_COPY:
+            out = k[0];
+            ob = bt[0];
+            break;
+        case EW_MUL:
+            // alpha * (A B) before the bias and the ReLU.
+            if ((k[0] == V_VAL && k[1] == V_IMM) || (k[0] == V_IMM && k[1] == V_VAL)) {
+                if (st->bias >= 0 || st->relu)
+                    return false;
+                st->alpha *= (float)(k[0] == V_IMM ? v[0] : v[1]);
+                out = V_VAL;
+            }
+            break;
+        case EW_ADD:
+            if ((k[0] == V_VAL && k[1] == V_BIAS) || (k[0] == V_BIAS && k[1] == V_VAL)) {
+                if (st->bias >= 0 || st->relu)
+                    return false;
+                st->bias = k[0] == V_BIAS ? bt[0] : bt[1];
+                out = V_VAL;
+            }
+            break;
+        case EW_RELU:
+            if (k[0] == V_VAL && !st->relu) {
+                st->relu = true;
+                out = V_VAL;
+            }
+            break;
+        case EW_MAX:
+            if (((k[0] == V_VAL && k[1] == V_IMM && v[1] == 0) ||
+                 (k[0] == V_IMM && v[0] == 0 && k[1] == V_VAL)) &&
+                !st->relu) {
+                st->relu = true;
+                out = V_VAL;
+            }
+            break;
+        default: break;
+        }
+        if (out == V_BAD)
+            return false;
+        kind[i] = out;
+        imm[i] = out == V_IMM ? v[0] : 0;
+        bias_t[i] = ob;
+        if (out == V_VAL)
+            last = i;
+    }
+    // Each step used the value once, in order; the program's value is the state's.
+    return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
+}
+
+static int compute_type(void) {
+    switch (cugen_lin_precision) {
+    case CUGEN_PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
+    case CUGEN_PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
+    case CUGEN_PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;
+    default: return BLASLT_COMPUTE_32F;
+    }
+}
+
+// The alignment in bytes (a power of two up to PLAN_ALIGN) every matrix of a batch has, given
+// the base is PLAN_ALIGN-aligned: the lowest set bit of its byte offsets.
+static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch) {
+    uint64_t a = PLAN_ALIGN;
+    uint64_t ldb = 4 * (uint64_t)ld, sb = batch > 1 ? 4 * (uint64_t)stride : 0;
+    while (a > 4 && ((ldb % a) || (sb % a)))
+        a /= 2;
+    return (uint32_t)a;
+}
+
+bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
+    memset(call, 0, sizeof *call);
+    Lin L;
+    if (!culin_analyse(pg, c, &L) || L.conv || L.p->lin.op != LIN_MATMUL)
+        return false;
+    bool ta_t, tb_t;
+    int via_a, via_b;
+    int pa = operand_source(pg, c, L.ta, &ta_t, &via_a);
+    int pb = operand_source(pg, c, L.tb, &tb_t, &via_b);
+    if (pa < 0 || pb < 0)
+        return false;
+    const Tensor *O = pg->tensors[L.tl];
+    if (L.M > INT32_MAX || L.N > INT32_MAX || L.K > INT32_MAX || L.batch > INT32_MAX)
+        return false;
+    // Batch: one strided batch per operand, each either dense over the output's batch dims or
+    // broadcast (stride 0); the output dense.
+    int64_t stride_a = L.M * L.K, stride_b = L.K * L.N;
+    if (!L.m0 && L.batch > 1) {
+        bool a_dense = true, a_bcast = true, b_dense = true, b_bcast = true;
+        int64_t exp = 1;
+        for (int d = L.nbd - 1; d >= 0; d--) {
+            if (L.bd[d] != 1) {
+                a_dense &= L.sa[d] == exp;
+                b_dense &= L.sb[d] == exp;
+                a_bcast &= L.sa[d] == 0;
+                b_bcast &= L.sb[d] == 0;
+            }
+            exp *= L.bd[d];
+        }
+        if (!(a_dense || a_bcast) || !(b_dense || b_bcast))
+            return false;
+        stride_a = a_dense ? stride_a : 0;
+        stride_b = b_dense ? stride_b : 0;
+    }
+    // The other primitives: the transposes found above, then the epilogue, a chain of
+    // ELEMWISE primitives each reading the previous value (and perhaps the bias).
+    EpiState st = {1.0f, -1, false};
+    int cur = L.tl;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *q = pg->prims[c->prims[i]];
+        if (q == L.p || i == via_a || i == via_b)
+            continue;
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], O))
+            return false;
+        bool reads = false;
+        for (int j = 0; j < q->n_in; j++)
+            reads |= q->in[j] == cur;
+        if (!reads || !epi_prim(pg, c, q, cur, L.N, &st))
+            return false;
+        cur = q->out[0];
+    }
+    if (cur != c->output)
+        return false;
+    // A transposed operand's LAYOUT output must feed only the LINEAR (checked above: every
+    // other primitive reads the running value or the bias only).
+    call->m = (int32_t)L.N;
+    call->n = (int32_t)L.M;
+    call->k = (int32_t)L.K;
+    // cuBLASLt's A = our B: stored K x N row-major (N x K column-major, ld N), or transposed
+    // from N x K row-major (K x N column-major, ld K, op T).
+    call->trans_a = tb_t ? 1 : 0;
+    call->lda = tb_t ? L.K : L.N;
+    // cuBLASLt's B = our A: stored M x K row-major (K x M column-major, ld K), or transposed
+    // from K x M row-major (M x K column-major, ld M, op T).
+    call->trans_b = ta_t ? 1 : 0;
+    call->ldb = ta_t ? L.M : L.K;
+    call->ldc = L.N;
+    call->batch = L.m0 ? 1 : (int32_t)L.batch;
+    call->stride_a = call->batch > 1 ? stride_b : 0;
+    call->stride_b = call->batch > 1 ? stride_a : 0;
+    call->stride_c = call->batch > 1 ? L.M * L.N : 0;
+    call->epilogue = st.bias >= 0 ? (st.relu ? BLASLT_EPI_RELU_BIAS : BLASLT_EPI_BIAS)
+                                  : (st.relu ? BLASLT_EPI_RELU : BLASLT_EPI_NONE);
+    call->compute = compute_type();
+    call->alpha = st.alpha;
+    call->in_a = pb;
+    call->in_b = pa;
+    call->in_bias = st.bias >= 0 ? cgen_input_pos(c, st.bias) : -1;
+    call->align_a = alignment(call->lda, call->stride_a, call->batch);
+    call->align_b = alignment(call->ldb, call->stride_b, call->batch);
+    call->align_c = alignment(call->ldc, call->stride_c, call->batch);
+    call->version = blaslt_version();
+    return true;
+}
+
+// ---- descriptors, heuristics, the call ----
+
+bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
+    const char *bad = NULL;
+    int64_t rows_a = c->trans_a ? c->k : c->m, rows_b = c->trans_b ? c->n : c->k;
+    if (c->m <= 0 || c->n <= 0 || c->k <= 0 || c->batch <= 0)
+        bad = "non-positive sizes";
+    else if ((c->trans_a != 0 && c->trans_a != 1) || (c->trans_b != 0 && c->trans_b != 1))
+        bad = "an unknown transposition";
+    else if (c->lda < rows_a || c->ldb < rows_b || c->ldc < c->m)
+        bad = "a leading dimension below its rows";
+    else if (c->stride_a < 0 || c->stride_b < 0 || c->stride_c < 0 ||
+             (c->batch > 1 && c->stride_c < (int64_t)c->ldc * c->n))
+        bad = "impossible batch strides";
+    else if (c->epilogue != BLASLT_EPI_NONE && c->epilogue != BLASLT_EPI_RELU &&
+             c->epilogue != BLASLT_EPI_BIAS && c->epilogue != BLASLT_EPI_RELU_BIAS)
+        bad = "an unknown epilogue";
+    else if (c->compute != BLASLT_COMPUTE_32F && c->compute != BLASLT_COMPUTE_32F_FAST_16F &&
+             c->compute != BLASLT_COMPUTE_32F_FAST_16BF &&
+             c->compute != BLASLT_COMPUTE_32F_FAST_TF32)
+        bad = "an unknown compute type";
+    else if (c->in_a < 0 || c->in_b < 0 || c->in_a >= 32 || c->in_b >= 32 || c->in_bias >= 32 ||
+             (c->in_bias < 0) != (c->epilogue == BLASLT_EPI_NONE || c->epilogue == BLASLT_EPI_RELU))
+        bad = "impossible operand positions";
+    else if (c->workspace > BLASLT_MAX_WORKSPACE)
+        bad = "an oversized workspace";
+    else if (!c->version)
+        bad = "no library version";
+    if (bad && why)
+        snprintf(why, n, "%s", bad);
+    return bad == NULL;
+}
+
+void blaslt_call_str(const BlasLtCall *c, char *buf, size_t n) {
+    static const char *const epi[] = {"?", "none", "relu", "?", "bias", "?", "relu+bias"};
+    snprintf(buf, n,
+             "cublasLtMatmul m=%d n=%d k=%d op=%c%c ld=%lld/%lld/%lld batch=%d strides=%lld/%lld/"
+             "%lld epilogue=%s alpha=%g compute=%d workspace=%llu cublasLt=%llu",
+             c->m, c->n, c->k, c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', (long long)c->lda,
+             (long long)c->ldb, (long long)c->ldc, c->batch, (long long)c->stride_a,
+             (long long)c->stride_b, (long long)c->stride_c,
+             c->epilogue >= 0 && c->epilogue <= 6 ? epi[c->epilogue] : "?", (double)c->alpha,
+             c->compute, (unsigned long long)c->workspace, (unsigned long long)c->version);
+}
+
+void blaslt_op_destroy(BlasLtOp *op) {
+    const Lib *l = lib.dl ? &lib : NULL;
+    if (l) {
+        if (op->desc)
+            l->desc_destroy(op->desc);
+        if (op->la)
+            l->layout_destroy(op->la);
+        if (op->lb)
+            l->layout_destroy(op->lb);
+        if (op->lc)
+            l->layout_destroy(op->lc);
+    }
+    memset(op, 0, sizeof *op);
+}
+
+static int make_layout(const Lib *l, cublasLtMatrixLayout_t *out, int64_t rows, int64_t cols,
+                       int64_t ld, int32_t batch, int64_t stride, Err *e) {
+    if (LT_TRY(l, e, layout_create, out, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld)) {
+        *out = NULL;
+        return e->code;
+    }
+    if (batch > 1 &&
+        (LT_TRY(l, e, layout_set, *out, LAYOUT_BATCH_COUNT, &batch, sizeof batch) ||
+         LT_TRY(l, e, layout_set, *out, LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride)))
+        return e->code;
+    return ST_OK;
+}
+
+int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e) {
+    memset(op, 0, sizeof *op);
+    op->call = *call;
+    const Lib *l = lib_get();
+    if (!l)
+        return err_set(e, ST_UNSUPPORTED, "cuBLASLt: %s", lib.where);
+    const BlasLtCall *c = call;
+    int32_t ta = c->trans_a, tb = c->trans_b;
+    uint32_t epi = (uint32_t)c->epilogue;
+    int rc = LT_TRY(l, e, desc_create, (cublasLtMatmulDesc_t *)&op->desc, c->compute, CUDA_R_32F);
+    if (rc)
+        op->desc = NULL;
+    if (rc == ST_OK)
+        rc = LT_TRY(l, e, desc_set, op->desc, DESC_TRANSA, &ta, sizeof ta);
+    if (rc == ST_OK)
+        rc = LT_TRY(l, e, desc_set, op->desc, DESC_TRANSB, &tb, sizeof tb);
+    if (rc == ST_OK)
+        rc = LT_TRY(l, e, desc_set, op->desc, DESC_EPILOGUE, &epi, sizeof epi);
+    if (rc == ST_OK)
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->la, c->trans_a ? c->k : c->m,
+                         c->trans_a ? c->m : c->k, c->lda, c->batch, c->stride_a, e);
+    if (rc == ST_OK)
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lb, c->trans_b ? c->n : c->k,
+                         c->trans_b ? c->k : c->n, c->ldb, c->batch, c->stride_b, e);
+    if (rc == ST_OK)
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lc, c->m, c->n, c->ldc, c->batch,
+                         c->stride_c, e);
+    if (rc) {
+        err_prefix(e, "cuBLASLt descriptors: ");
+        blaslt_op_destroy(op);
+    }
+    return rc;
+}
+
+int blaslt_check_version(const BlasLtCall *call, Err *e) {
+    uint64_t now = blaslt_version();
+    if (!now)
+        return err_set(e, ST_UNSUPPORTED,
+                       "compiled with cuBLASLt %llu, this machine has none (%s): recompile, or "
+                       "set ORCH_CUBLASLT to the library",
+                       (unsigned long long)call->version, blaslt_describe_load());
+    if (now != call->version)
+        return err_set(
+            e, ST_INVALID, "compiled with cuBLASLt %llu, this machine has %llu (%s): recompile",
+            (unsigned long long)call->version, (unsigned long long)now, blaslt_describe_load());
+    return ST_OK;
+}
+
+int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr d,
+                  CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e) {
+    const Lib *l = lib_get();
+    const BlasLtCall *c = &op->call;
+    if (!l || !op->desc)
+        return err_set(e, ST_UNSUPPORTED, "cuBLASLt: %s", lib.where);
+    cublasLtHandle_t h = get_handle(0, e);
+    if (!h)
+        return e->code;
+    if (c->workspace > ws_bytes)
+        return err_set(e, ST_INVALID, "cuBLASLt call needs %llu bytes of workspace, has %llu",
+                       (unsigned long long)c->workspace, (unsigned long long)ws_bytes);
+    if (c->in_bias >= 0) {
+        const void *bp = (const void *)(uintptr_t)bias;
+        if (LT_TRY(l, e, desc_set, op->desc, DESC_BIAS_POINTER, &bp, sizeof bp))
+            return e->code;
+    }
+    float alpha = c->alpha, beta = 0.0f;
+    cublasLtMatmulAlgo_t algo;
+    memcpy(algo.data, c->algo, sizeof algo.data);
+    void *dp = (void *)(uintptr_t)d;
+    return LT_TRY(l, e, matmul, h, op->desc, &alpha, (const void *)(uintptr_t)a, op->la,
+                  (const void *)(uintptr_t)b, op->lb, &beta, dp, op->lc, dp, op->lc, &algo,
+                  c->workspace ? (void *)(uintptr_t)ws : NULL, (size_t)c->workspace, stream);
+}
+
+static const char *ct_name(int ct) {
+    switch (ct) {
+    case BLASLT_COMPUTE_32F_FAST_TF32: return "tf32";
+    case BLASLT_COMPUTE_32F_FAST_16F: return "16f";
+    case BLASLT_COMPUTE_32F_FAST_16BF: return "16bf";
+    default: return "32f";
+    }
+}
+
+static void algo_desc(const Lib *l, const cublasLtMatmulAlgo_t *a, int ct, char *buf, size_t n) {
+    int32_t id = 0, splitk = 0;
+    uint32_t tile = 0, red = 0, swz = 0, cust = 0, stages = 0;
+    uint16_t inner = 0, cluster = 0;
+    size_t w;
+    l->algo_get(a, ALGO_ID, &id, sizeof id, &w);
+    l->algo_get(a, ALGO_TILE_ID, &tile, sizeof tile, &w);
+    l->algo_get(a, ALGO_SPLITK_NUM, &splitk, sizeof splitk, &w);
+    l->algo_get(a, ALGO_REDUCTION, &red, sizeof red, &w);
+    l->algo_get(a, ALGO_SWIZZLING, &swz, sizeof swz, &w);
+    l->algo_get(a, ALGO_CUSTOM, &cust, sizeof cust, &w);
+    l->algo_get(a, ALGO_STAGES_ID, &stages, sizeof stages, &w);
+    l->algo_get(a, ALGO_INNER_SHAPE, &inner, sizeof inner, &w);
+    l->algo_get(a, ALGO_CLUSTER, &cluster, sizeof cluster, &w);
+    snprintf(buf, n,
+             "cls=cublaslt algo=%d tile=%u stages=%u splitk=%d red=%u swz=%u cust=%u inner=%u "
+             "cluster=%u ct=%s",
+             id, tile, stages, splitk, red, swz, cust, (unsigned)inner, (unsigned)cluster,
+             ct_name(ct));
+}
+
+int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                   int k) {
+    BlasLtCall call;
+    if (k <= 0 || !blaslt_available() || !blaslt_analyse(pg, c, &call))
+        return 0;
+    Err e = {0};
+    cublasLtHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
+    if (!h)
+        return 0;
+    const Lib *l = &lib;
+    BlasLtOp op;
+    if (blaslt_op_create(&call, &op, &e))
+        return 0;
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t ws = BLASLT_MAX_WORKSPACE;
+    int got = 0;
+    cublasLtMatmulHeuristicResult_t *res = xcalloc((size_t)k, sizeof *res);
+    bool ok = LT_TRY(l, &e, pref_create, &pref) == ST_OK;
+    ok = ok && LT_TRY(l, &e, pref_set, pref, PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == ST_OK &&
+         LT_TRY(l, &e, pref_set, pref, PREF_MIN_ALIGNMENT_A_BYTES, &call.align_a,
+                sizeof call.align_a) == ST_OK &&
+         LT_TRY(l, &e, pref_set, pref, PREF_MIN_ALIGNMENT_B_BYTES, &call.align_b,
+                sizeof call.align_b) == ST_OK &&
+         LT_TRY(l, &e, pref_set, pref, PREF_MIN_ALIGNMENT_C_BYTES, &call.align_c,
+                sizeof call.align_c) == ST_OK &&
+         LT_TRY(l, &e, pref_set, pref, PREF_MIN_ALIGNMENT_D_BYTES, &call.align_c,
+                sizeof call.align_c) == ST_OK;
+    // The descriptors and the heuristic belong to the handle's device.
+    ok = ok && cuda_device_bind(&handle_dev, &e) == ST_OK;
+    ok = ok && LT_TRY(l, &e, heuristic, h, op.desc, op.la, op.lb, op.lc, op.lc, pref, k, res,
+                      &got) == ST_OK;
+    int n = 0;
+    for (int i = 0; ok && i < got && n < k; i++) {
+        if (res[i].state != 0 || res[i].workspaceSize > BLASLT_MAX_WORKSPACE)
+            continue;
+        KernelConfig *kc = &out[n];
+        memset(kc, 0, sizeof *kc);
+        kc->cls = CUCLS_BLASLT;
+        memcpy(&kc->p[BLP_ALGO], res[i].algo.data, sizeof res[i].algo.data);
+        kc->p[BLP_WORKSPACE] = (int64_t)res[i].workspaceSize;
+        kc->p[BLP_RANK] = i;
+        algo_desc(l, &res[i].algo, call.compute, kc->desc, sizeof kc->desc);
+        // The heuristics' order; the lab decides.
+        kc->score = 1e-6 * (i + 1);
+        bool dup = false;
+        for (int j = 0; j < n && !dup; j++)
+            dup = strcmp(out[j].desc, kc->desc) == 0;
+        if (!dup)
+            n++;
+    }
+    if (pref)
+        l->pref_destroy(pref);
+    free(res);
+    blaslt_op_destroy(&op);
+    return n;
+}
+
+int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, BlasLtCall *call,
+                Err *e) {
+    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, call))
+        return err_set(e, ST_UNSUPPORTED,
+                       "cuBLASLt: candidate %d is not a matmul cuBLASLt computes (config '%s')",
+                       c->id, cfg->desc);
+    memcpy(call->algo, &cfg->p[BLP_ALGO], sizeof call->algo);
+    call->workspace = (uint64_t)cfg->p[BLP_WORKSPACE];
+    return ST_OK;
+}

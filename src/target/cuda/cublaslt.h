@@ -1,0 +1,106 @@
+// cuBLASLt as a source of library candidates for the CUDA target (issue 6): a candidate made of
+// one MATMUL LINEAR whose operands are candidate inputs read in place (each optionally through one
+// LAYOUT that swaps its last two axes), with an epilogue cuBLASLt computes exactly (a scalar alpha,
+// a bias broadcast along N, ReLU) becomes one cublasLtMatmul call per heuristic algorithm, each a
+// KernelConfig of class CUCLS_BLASLT that the lab checks and times like a generated kernel.
+// The library is dlopened (ORCH_CUBLASLT, then libcublasLt.so.13 / .so.12 / .so on the loader path,
+// the CUDA toolkit's lib64 and PyTorch's pip wheels); its prototypes, enums and opaque struct sizes
+// are declared in cublaslt.c with the values of CUDA 13.0's cublasLt.h. No library: no library
+// candidates, never an error.
+// Row-major C (M x N) = A (M x K) B (K x N) is computed as the column-major C^T = B^T A^T:
+// cuBLASLt's "A" is our B and its "B" our A, its m = N and n = M; a bias along N is then its bias
+// along rows. Needs: a GPU for the heuristics and the calls (cuda_api.h); the descriptors and the
+// analysis need none. Guarantees: a BlasLtCall describes one call completely (what the CUDA module
+// blob stores); blaslt_op_run computes the candidate's output as prim.h defines it, up to float
+// rounding.
+#ifndef ORCH_CUBLASLT_H
+#define ORCH_CUBLASLT_H
+
+#include "../../candidates/candidates.h"
+#include "../target.h"
+#include "cuda_api.h"
+
+// cublasLtEpilogue_t values the analysis produces.
+enum {
+    BLASLT_EPI_NONE = 1,      // CUBLASLT_EPILOGUE_DEFAULT
+    BLASLT_EPI_RELU = 2,      // CUBLASLT_EPILOGUE_RELU
+    BLASLT_EPI_BIAS = 4,      // CUBLASLT_EPILOGUE_BIAS: + bias[row of cuBLASLt's D] = bias[j]
+    BLASLT_EPI_RELU_BIAS = 6, // CUBLASLT_EPILOGUE_RELU_BIAS
+};
+// cublasComputeType_t values (CUBLAS_COMPUTE_32F*), chosen from cugen_lin_precision.
+enum {
+    BLASLT_COMPUTE_32F = 68,
+    BLASLT_COMPUTE_32F_FAST_16F = 74,
+    BLASLT_COMPUTE_32F_FAST_16BF = 75,
+    BLASLT_COMPUTE_32F_FAST_TF32 = 77,
+};
+// The workspace the heuristics may ask for (cuBLAS recommends 32 MiB on Hopper).
+#define BLASLT_MAX_WORKSPACE ((uint64_t)32 << 20)
+
+// One call, in cuBLASLt's column-major terms (see above). Plain data: stored in the launch table.
+typedef struct BlasLtCall {
+    int32_t m, n, k;          // cuBLASLt's problem: m = our N, n = our M
+    int32_t trans_a, trans_b; // cublasOperation_t (0 N, 1 T) of its A (our B) and B (our A)
+    int64_t lda, ldb, ldc;    // leading dimensions (elements) of A, B and C = D
+    int32_t batch;            // strided batch count, 1 when none
+    int64_t stride_a, stride_b, stride_c; // batch strides in elements; 0: broadcast
+    int32_t epilogue;                     // BLASLT_EPI_*
+    int32_t compute;                      // BLASLT_COMPUTE_*
+    float alpha;                          // beta is 0
+    int32_t in_a, in_b, in_bias; // candidate input positions (cugen.h ABI) of A, B, bias (-1)
+    uint32_t align_a, align_b, align_c; // byte alignment the heuristics assumed per matrix
+    uint64_t algo[8];                   // cublasLtMatmulAlgo_t
+    uint64_t workspace;                 // bytes the algorithm needs
+    uint64_t version;                   // cublasLtGetVersion() it was chosen with
+} BlasLtCall;
+
+// KernelConfig.p[] of class CUCLS_BLASLT: the algorithm's 64 bytes, its workspace bytes, its
+// heuristic rank.
+enum { BLP_ALGO = 0, BLP_WORKSPACE = 8, BLP_RANK = 9 };
+
+// The candidate's call without an algorithm (algo, workspace zero; version of this machine's
+// library, 0 without one); false when cuBLASLt cannot compute this candidate exactly.
+bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call);
+
+// Whether the library loads on this machine (cached; ORCH_CUBLASLT is read once).
+bool blaslt_available(void);
+// cublasLtGetVersion() of the loaded library (e.g. 130100 for 13.1.0); 0 when absent.
+uint64_t blaslt_version(void);
+// The path or soname that was opened, or the reason none was ("" before the first attempt).
+const char *blaslt_describe_load(void);
+
+// Up to k configs of class CUCLS_BLASLT from cublasLtMatmulAlgoGetHeuristic (best first), desc
+// "cls=cublaslt algo=ID tile=T stages=S splitk=K red=R swz=W cust=C inner=I cluster=L ct=32f".
+// Needs the GPU hw describes (its primary context); 0 when the library, the device or the
+// candidate does not allow any.
+int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                   int k);
+// The call of a config blaslt_configs returned (ST_UNSUPPORTED when the candidate is not one).
+int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, BlasLtCall *call,
+                Err *e);
+
+// One call made ready to run: its cuBLASLt descriptors (created with the device's context current).
+typedef struct BlasLtOp {
+    BlasLtCall call;
+    void *desc, *la, *lb, *lc; // cublasLtMatmulDesc_t, cublasLtMatrixLayout_t x 3
+} BlasLtOp;
+
+// Refuses a call chosen with another library version: "compiled with cuBLASLt X, this machine
+// has Y: recompile" (ST_INVALID), or ST_UNSUPPORTED when there is no library.
+int blaslt_check_version(const BlasLtCall *call, Err *e);
+// Creates the process's cuBLASLt handle on device `ordinal` if need be (binding its primary
+// context on the calling thread). Call it before capturing calls into a CUDA graph: creating a
+// handle is not capturable. ST_UNSUPPORTED without the library or a GPU.
+int blaslt_init(int ordinal, Err *e);
+int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e);
+void blaslt_op_destroy(BlasLtOp *op); // accepts a zeroed op
+// Queues the call on stream (capturable): a, b, bias are the device addresses of its A, B and
+// bias (0 without one), d the output; ws a device buffer of at least call.workspace bytes.
+int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr d,
+                  CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e);
+// Plausibility of an untrusted call (from a blob): false and a reason in why.
+bool blaslt_call_valid(const BlasLtCall *call, char *why, size_t n);
+// A one-line description of the call (comments, messages).
+void blaslt_call_str(const BlasLtCall *call, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,775 @@
+// cuBLASLt library candidates of the CUDA target (src/target/cuda/cublaslt.h) and their way through
+// the lab, the CUDA module blob and the session.
+// Everywhere: the loader (the version it reports is the one an independent dlopen of the same file
+// reports), the analysis of primitive graphs built here (plain, transposed A/B through a LAYOUT,
+// batched, broadcast batch, folded batch, bias, bias+ReLU, ReLU, alpha, and refusals: a bias along
+// M, tanh, ReLU before the bias, a partly broadcast batch) against call fields worked out by hand,
+// descriptor creation, and the blob (library entries round trip, every truncation and single-byte
+// corruption refused, an impossible call refused with a right checksum, a format-1 blob still
+// read, an unknown format refused).
+// On a GPU: for every accepted shape class (and M = 1, 127x129x65) every heuristic algorithm and
+// the emitter's best configs run through cuda_lab_run against the primitive interpreter (1e-4;
+// TF32 once at 5e-3); a plan of one library kernel runs through cuda_session (graph replay,
+// profiled, after a blob round trip) against prim_interp_run, and a call chosen with another
+// library version is refused. Then our best generated kernel and cuBLASLt's best, in µs, for
+// 128x768x768, 128x3072x768, 128x768x3072, 512x768x768 and 4096^3 (MxNxK), fp32 and tf32.
+// Usage: unit_cuda_blaslt [seed]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
+#define _GNU_SOURCE
+#include "candidates/candidates.h"
+#include "check.h"
+#include "compile/kernel_lab.h"
+#include "fission/build.h"
+#include "orchestrate/orchestrate.h"
+#include "plan/plan.h"
+#include "runtime/prim_interp.h"
+#include "runtime/session_cuda.h"
+#include "target/cuda/cublaslt.h"
+#include "target/cuda/cuda_api.h"
+#include "target/cuda/cuda_lab.h"
+#include "target/cuda/cugen.h"
+#include "target/cuda/cugen_linear.h"
+#include "target/cuda/nvrtc.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+static const CudaApi *g_api; // NULL without a GPU
+static Err g_load_err;
+static CudaHw g_hw;
+
+static double rnd(void) { // uniform in [0, 1), xorshift64*
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
+}
+
+// Values in ±[0.1, 1): never zero; about half negative, so a ReLU matters.
+static void fill(const Tensor *t, void *p) {
+    float *f = p;
+    for (int64_t i = 0; i < tensor_numel(t); i++)
+        f[i] = (float)((0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
+}
+
+// ---- graphs: one matmul and its epilogue ----
+
+enum { E_NONE, E_BIAS, E_BIAS_RELU, E_RELU, E_ALPHA_BIAS, E_MAX0, E_BIAS_M, E_TANH, E_RELU_BIAS };
+
+typedef struct Case {
+    const char *name;
+    int nba, nbb; // batch dims of A and B
+    int64_t ba[2], bb[2];
+    int64_t M, N, K;
+    bool ta, tb; // the operand is a graph input stored transposed, swapped by a LAYOUT
+    int epi;
+} Case;
+
+typedef struct MG {
+    PrimGraph *pg;
+    PB b;
+    void *in[3];
+    int n_in;
+    int lin, out;
+    CandidateSet *cs;
+    int cand; // the candidate of every primitive
+} MG;
+
+static int add_input(MG *g, int rank, const int64_t *dims) {
+    PrimGraph *pg = g->pg;
+    char name[32];
+    snprintf(name, sizeof name, "x%d", pg->n_inputs);
+    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    g->in[pg->n_inputs] = xmalloc(tensor_nbytes(t) + 1);
+    fill(t, g->in[pg->n_inputs]);
+    pg->inputs[pg->n_inputs++] = t->id;
+    g->n_in = pg->n_inputs;
+    return t->id;
+}
+
+static int operand(MG *g, int nb, const int64_t *bd, int64_t r, int64_t c, bool trans) {
+    int64_t d[4];
+    for (int i = 0; i < nb; i++)
+        d[i] = bd[i];
+    d[nb] = trans ? c : r;
+    d[nb + 1] = trans ? r : c;
+    int t = add_input(g, nb + 2, d);
+    if (!trans)
+        return t;
+    int perm[4];
+    for (int i = 0; i < nb + 2; i++)
+        perm[i] = i;
+    perm[nb] = nb + 1;
+    perm[nb + 1] = nb;
+    return pb_transpose(&g->b, t, perm);
+}
+
+static bool mg_build(MG *g, const Case *k) {
+    memset(g, 0, sizeof *g);
+    g->pg = prim_graph_create(graph_create("test"));
+    g->b = (PB){g->pg, "node"};
+    g->b.origin = "matmul_node";
+    int a = operand(g, k->nba, k->ba, k->M, k->K, k->ta);
+    int b = operand(g, k->nbb, k->bb, k->K, k->N, k->tb);
+    int y = g->lin = pb_matmul(&g->b, a, b);
+    g->b.origin = "epilogue_node";
+    int64_t nd[1] = {k->N}, md[2] = {k->M, 1};
+    switch (k->epi) {
+    case E_BIAS: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, 1, nd)); break;
+    case E_BIAS_RELU:
+        y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, add_input(g, 1, nd), y));
+        break;
+    case E_RELU: y = pb_ew1(&g->b, EW_RELU, y); break;
+    case E_ALPHA_BIAS:
+        y = pb_ew2(&g->b, EW_ADD, pb_ew2i(&g->b, EW_MUL, y, 0.5), add_input(g, 1, nd));
+        break;
+    case E_MAX0: y = pb_ew2i(&g->b, EW_MAX, y, 0.0); break;
+    case E_BIAS_M: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, 2, md)); break;
+    case E_TANH: y = pb_ew1(&g->b, EW_TANH, y); break;
+    case E_RELU_BIAS:
+        y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, 1, nd));
+        break;
+    default: break;
+    }
+    g->out = y;
+    g->pg->outputs = xmalloc(sizeof(int));
+    g->pg->outputs[g->pg->n_outputs++] = y;
+    Err e = {0};
+    int rc = prim_graph_verify(g->pg, &e);
+    CHECK_MSG(rc == ST_OK, "%s: prim_graph_verify: %s", k->name, e.msg);
+    CandRules rules = cand_rules_default();
+    if (rc == ST_OK)
+        rc = cand_enumerate(g->pg, &rules, 0, &g->cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s: cand_enumerate: %s", k->name, e.msg);
+    g->cand = -1;
+    for (int i = 0; rc == ST_OK && i < g->cs->n; i++)
+        if (g->cs->c[i].output == y && g->cs->c[i].n_prims == g->pg->n_prims)
+            g->cand = i;
+    CHECK_MSG(rc != ST_OK || g->cand >= 0, "%s: no candidate of all %d primitives", k->name,
+              g->pg->n_prims);
+    return rc == ST_OK && g->cand >= 0;
+}
+
+static void mg_free(MG *g) {
+    for (int i = 0; i < g->n_in; i++)
+        free(g->in[i]);
+    cand_set_free(g->cs);
+    if (g->pg) {
+        const Graph *src = g->pg->src;
+        prim_graph_free(g->pg);
+        graph_free((Graph *)src);
+    }
+}
+
+// Position of graph input i among the candidate's inputs.
+static int pos_of(const MG *g, int i) {
+    const Candidate *c = &g->cs->c[g->cand];
+    for (int j = 0; j < c->n_inputs; j++)
+        if (c->inputs[j] == g->pg->inputs[i])
+            return j;
+    return -2;
+}
+
+// The accepted shape classes (the GPU cases run all of them).
+static const Case ok_cases[] = {
+    {"plain", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_NONE},
+    {"trans_b", 0, 0, {0}, {0}, 64, 96, 80, false, true, E_NONE},
+    {"trans_a", 0, 0, {0}, {0}, 64, 96, 80, true, false, E_NONE},
+    {"trans_ab_bias", 0, 0, {0}, {0}, 48, 40, 72, true, true, E_BIAS},
+    {"batched", 2, 2, {2, 3}, {2, 3}, 32, 48, 40, false, false, E_NONE},
+    {"batched_trans_b", 1, 1, {4}, {4}, 32, 48, 40, false, true, E_RELU},
+    {"bcast_a", 0, 1, {0}, {5}, 24, 40, 56, false, false, E_NONE},
+    {"folded", 1, 0, {4}, {0}, 24, 40, 56, false, false, E_BIAS},
+    {"bias", 0, 0, {0}, {0}, 128, 256, 64, false, false, E_BIAS},
+    {"bias_relu", 0, 0, {0}, {0}, 128, 256, 64, false, false, E_BIAS_RELU},
+    {"relu", 0, 0, {0}, {0}, 100, 60, 70, false, false, E_RELU},
+    {"max0", 0, 0, {0}, {0}, 100, 60, 70, false, false, E_MAX0},
+    {"alpha_bias", 0, 0, {0}, {0}, 96, 64, 32, false, false, E_ALPHA_BIAS},
+    {"m1_bias", 0, 0, {0}, {0}, 1, 512, 256, false, false, E_BIAS},
+    {"odd", 0, 0, {0}, {0}, 127, 129, 65, false, false, E_BIAS_RELU},
+    {"odd_trans", 0, 0, {0}, {0}, 127, 129, 65, true, true, E_NONE},
+};
+
+static const Case bad_cases[] = {
+    {"bias_along_m", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS_M},
+    {"tanh", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_TANH},
+    {"relu_then_bias", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RELU_BIAS},
+    {"partial_bcast", 2, 2, {1, 3}, {2, 3}, 16, 24, 8, false, false, E_NONE},
+};
+
+// The call worked out from the case: C^T = B^T A^T in column-major terms.
+static BlasLtCall expected_call(const MG *g, const Case *k) {
+    BlasLtCall c;
+    memset(&c, 0, sizeof c);
+    int64_t batch = 1;
+    for (int i = 0; i < ORCH_MAX(k->nba, k->nbb); i++)
+        batch *= ORCH_MAX(i < k->nba ? k->ba[i] : 1, i < k->nbb ? k->bb[i] : 1);
+    bool folded = k->nba > 0 && k->nbb == 0 && !k->ta;
+    int64_t M = folded ? k->M * batch : k->M;
+    c.m = (int32_t)k->N;
+    c.n = (int32_t)M;
+    c.k = (int32_t)k->K;
+    c.trans_a = k->tb;
+    c.trans_b = k->ta;
+    c.lda = k->tb ? k->K : k->N;
+    c.ldb = k->ta ? M : k->K;
+    c.ldc = k->N;
+    c.batch = folded ? 1 : (int32_t)batch;
+    if (c.batch > 1) {
+        c.stride_a = k->nbb ? k->K * k->N : 0;
+        c.stride_b = k->nba ? k->M * k->K : 0;
+        c.stride_c = k->M * k->N;
+    }
+    c.epilogue = k->epi == E_BIAS || k->epi == E_ALPHA_BIAS ? BLASLT_EPI_BIAS
+                 : k->epi == E_BIAS_RELU                    ? BLASLT_EPI_RELU_BIAS
+                 : k->epi == E_RELU || k->epi == E_MAX0     ? BLASLT_EPI_RELU
+                                                            : BLASLT_EPI_NONE;
+    c.alpha = k->epi == E_ALPHA_BIAS ? 0.5f : 1.0f;
+    c.in_b = pos_of(g, 0);
+    c.in_a = pos_of(g, 1);
+    c.in_bias = g->n_in > 2 ? pos_of(g, 2) : -1;
+    c.compute = BLASLT_COMPUTE_32F;
+    return c;
+}
+
+static bool same_call(const BlasLtCall *x, const BlasLtCall *y, char *why, size_t n) {
+    char a[512], b[512];
+    blaslt_call_str(x, a, sizeof a);
+    blaslt_call_str(y, b, sizeof b);
+    bool same = x->m == y->m && x->n == y->n && x->k == y->k && x->trans_a == y->trans_a &&
+                x->trans_b == y->trans_b && x->lda == y->lda && x->ldb == y->ldb &&
+                x->ldc == y->ldc && x->batch == y->batch && x->stride_a == y->stride_a &&
+                x->stride_b == y->stride_b && x->stride_c == y->stride_c &&
+                x->epilogue == y->epilogue && x->alpha == y->alpha && x->in_a == y->in_a &&
+                x->in_b == y->in_b && x->in_bias == y->in_bias && x->compute == y->compute;
+    if (!same)
+        snprintf(why, n, "got      %s in=%d/%d/%d\n  expected %s in=%d/%d/%d", a, x->in_a, x->in_b,
+                 x->in_bias, b, y->in_a, y->in_b, y->in_bias);
+    return same;
+}
+
+// ---- cases that run everywhere ----
+
+static void test_loader(void) {
+    static const char *toolkit = "/usr/local/cuda-13.0/lib64/libcublasLt.so.13";
+    if (!blaslt_available()) {
+        void *h = getenv("ORCH_CUBLASLT") ? NULL : dlopen(toolkit, RTLD_NOW | RTLD_LOCAL);
+        CHECK_MSG(!h, "%s opens, but the loader found nothing: %s", toolkit,
+                  blaslt_describe_load());
+        if (h)
+            dlclose(h);
+        printf("  skip: no cuBLASLt (%s)\n", blaslt_describe_load());
+        return;
+    }
+    const char *where = blaslt_describe_load();
+    printf("  cuBLASLt %llu from %s\n", (unsigned long long)blaslt_version(), where);
+    void *h = dlopen(where, RTLD_NOW | RTLD_LOCAL);
+    CHECK_MSG(h, "%s does not open again: %s", where, dlerror());
+    if (h) {
+        size_t (*ver)(void) = (size_t(*)(void))dlsym(h, "cublasLtGetVersion");
+        CHECK(ver && (uint64_t)ver() == blaslt_version() && blaslt_version() >= 110000);
+        dlclose(h);
+    }
+}
+
+static void test_analysis(void) {
+    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
+        MG g;
+        if (mg_build(&g, &ok_cases[i])) {
+            BlasLtCall got, want = expected_call(&g, &ok_cases[i]);
+            bool ok = blaslt_analyse(g.pg, &g.cs->c[g.cand], &got);
+            CHECK_MSG(ok, "%s refused", ok_cases[i].name);
+            char why[1200];
+            blaslt_call_str(&got, why, sizeof why);
+            printf("  %-16s %s\n", ok_cases[i].name, ok ? why : "refused");
+            if (ok)
+                CHECK_MSG(same_call(&got, &want, why, sizeof why), "%s:\n  %s", ok_cases[i].name,
+                          why);
+            CHECK_MSG(got.version == blaslt_version(), "%s: version %llu", ok_cases[i].name,
+                      (unsigned long long)got.version);
+            // Alignment: what the 64-byte arena guarantees, less where ld or strides break it.
+            CHECK(got.align_a >= 4 && got.align_a <= PLAN_ALIGN &&
+                  (4 * got.lda) % got.align_a == 0);
+            // The LINEAR alone reads a materialised transpose in place: no op T, no epilogue.
+            for (int c = 0; c < g.cs->n; c++) {
+                const Candidate *cc = &g.cs->c[c];
+                BlasLtCall alone;
+                if (cc->output == g.lin && cc->n_prims == 1)
+                    CHECK_MSG(blaslt_analyse(g.pg, cc, &alone) && !alone.trans_a &&
+                                  !alone.trans_b && alone.epilogue == BLASLT_EPI_NONE,
+                              "%s: the LINEAR alone", ok_cases[i].name);
+            }
+        }
+        mg_free(&g);
+    }
+    for (size_t i = 0; i < ORCH_COUNT(bad_cases); i++) {
+        MG g;
+        if (mg_build(&g, &bad_cases[i])) {
+            BlasLtCall got;
+            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &got), "%s accepted",
+                      bad_cases[i].name);
+        }
+        mg_free(&g);
+    }
+    // The precision picks the compute type.
+    MG g;
+    if (mg_build(&g, &ok_cases[0])) {
+        static const struct {
+            CugenPrecision p;
+            int ct;
+        } pc[] = {{CUGEN_PREC_TF32, BLASLT_COMPUTE_32F_FAST_TF32},
+                  {CUGEN_PREC_FP16, BLASLT_COMPUTE_32F_FAST_16F},
+                  {CUGEN_PREC_BF16, BLASLT_COMPUTE_32F_FAST_16BF},
+                  {CUGEN_PREC_FP32, BLASLT_COMPUTE_32F}};
+        for (size_t i = 0; i < ORCH_COUNT(pc); i++) {
+            cugen_lin_precision = pc[i].p;
+            BlasLtCall got;
+            CHECK(blaslt_analyse(g.pg, &g.cs->c[g.cand], &got) && got.compute == pc[i].ct);
+        }
+    }
+    mg_free(&g);
+}
+
+static BlasLtCall sample_call(void) {
+    BlasLtCall c;
+    memset(&c, 0, sizeof c);
+    c.m = 96;
+    c.n = 64;
+    c.k = 80;
+    c.trans_a = 1;
+    c.lda = 80;
+    c.ldb = 80;
+    c.ldc = 96;
+    c.batch = 3;
+    c.stride_a = 96 * 80;
+    c.stride_b = 0;
+    c.stride_c = 96 * 64;
+    c.epilogue = BLASLT_EPI_RELU_BIAS;
+    c.compute = BLASLT_COMPUTE_32F;
+    c.alpha = 0.25f;
+    c.in_a = 1;
+    c.in_b = 0;
+    c.in_bias = 2;
+    c.align_a = c.align_b = c.align_c = 64;
+    for (int i = 0; i < 8; i++)
+        c.algo[i] = 0x0123456789abcdefull * (uint64_t)(i + 1);
+    c.workspace = 4096;
+    c.version = 130100;
+    return c;
+}
+
+static void test_descriptors(void) {
+    if (!blaslt_available()) {
+        printf("  skip: no cuBLASLt (%s)\n", blaslt_describe_load());
+        return;
+    }
+    BlasLtCall c = sample_call();
+    char why[128];
+    CHECK_MSG(blaslt_call_valid(&c, why, sizeof why), "%s", why);
+    BlasLtOp op;
+    Err e = {0};
+    CHECK_MSG(blaslt_op_create(&c, &op, &e) == ST_OK, "%s", e.msg);
+    CHECK(op.desc && op.la && op.lb && op.lc && op.call.m == 96);
+    blaslt_op_destroy(&op);
+    CHECK(!op.desc && !op.la);
+    blaslt_op_destroy(&op); // twice is harmless
+    // Another version is refused with the message the user sees.
+    c.version = blaslt_version() + 1;
+    e = (Err){0};
+    CHECK(blaslt_check_version(&c, &e) == ST_INVALID);
+    CHECK_MSG(strstr(e.msg, "compiled with cuBLASLt") && strstr(e.msg, "recompile"), "%s", e.msg);
+    c.version = blaslt_version();
+    e = (Err){0};
+    CHECK(blaslt_check_version(&c, &e) == ST_OK);
+}
+
+// Format-1 bytes of one kernel entry, with a right checksum.
+static uint8_t *format1_blob(size_t *len) {
+    uint8_t *b = xcalloc(1, 512);
+    size_t n = 0;
+    memcpy(b, "ORCHCUMD", 8);
+    n = 8;
+    uint32_t v[] = {1, 1, 5};
+    memcpy(b + n, v, 12);
+    n += 12;
+    memcpy(b + n, "orchk", 5);
+    n += 5;
+    uint32_t geo[7] = {4, 1, 1, 128, 1, 1, 0};
+    memcpy(b + n, geo, sizeof geo);
+    n += sizeof geo;
+    n = (n + 63) / 64 * 64;
+    uint64_t cs = 16;
+    memcpy(b + n, &cs, 8);
+    n += 8;
+    n = (n + 63) / 64 * 64;
+    for (int i = 0; i < 16; i++)
+        b[n++] = (uint8_t)(i * 7 + 1);
+    uint64_t h = plan_hash64(b, n, 0);
+    memcpy(b + n, &h, 8);
+    *len = n + 8;
+    return b;
+}
+
+static void test_blob(void) {
+    CudaLaunchTable t = {0};
+    CudaLaunch k, l;
+    memset(&k, 0, sizeof k);
+    memset(&l, 0, sizeof l);
+    k.grid[0] = 7;
+    k.grid[1] = k.grid[2] = 1;
+    k.block[0] = 256;
+    k.block[1] = k.block[2] = 1;
+    l.lib = true;
+    l.blas = sample_call();
+    cuda_launch_table_set(&t, "orch_kernel_1", &k);
+    cuda_launch_table_set(&t, "orch_blaslt_2", &l);
+    uint8_t cubin[160];
+    for (size_t i = 0; i < sizeof cubin; i++)
+        cubin[i] = (uint8_t)(rnd() * 256);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    Err e = {0};
+    CHECK(cuda_module_pack(cubin, sizeof cubin, &t, &buf, &len, &e) == ST_OK);
+    const uint8_t *img = NULL;
+    size_t img_size = 0;
+    CudaLaunchTable u = {0};
+    CHECK_MSG(cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e) == ST_OK, "%s", e.msg);
+    CHECK(u.n == 2 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
+    const CudaLaunch *fk = cuda_launch_table_find(&u, "orch_kernel_1");
+    const CudaLaunch *fl = cuda_launch_table_find(&u, "orch_blaslt_2");
+    CHECK(fk && !fk->lib && memcmp(fk, &k, sizeof k) == 0);
+    CHECK(fl && fl->lib && memcmp(fl, &l, sizeof l) == 0);
+    cuda_launch_table_free(&u);
+    int accepted = 0;
+    for (size_t n = 0; n < len; n++) {
+        Err e2 = {0};
+        if (cuda_module_unpack(buf, n, "blob", &img, &img_size, &u, &e2) != ST_INVALID ||
+            !strstr(e2.msg, "blob"))
+            accepted++;
+        cuda_launch_table_free(&u);
+    }
+    for (size_t i = 0; i < len; i++) {
+        buf[i] ^= 0x5a;
+        Err e2 = {0};
+        if (cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e2) != ST_INVALID)
+            accepted++;
+        cuda_launch_table_free(&u);
+        buf[i] ^= 0x5a;
+    }
+    CHECK_MSG(accepted == 0, "%d damaged blobs accepted", accepted);
+    free(buf);
+    // Impossible calls are refused even with a right checksum.
+    for (int v = 0; v < 4; v++) {
+        CudaLaunch bad = l;
+        if (v == 0)
+            bad.blas.m = 0;
+        else if (v == 1)
+            bad.blas.epilogue = 3;
+        else if (v == 2)
+            bad.blas.lda = 10; // below its rows (k = 80, transposed)
+        else
+            bad.blas.in_bias = -1; // a bias epilogue without a bias
+        CudaLaunchTable b = {0};
+        cuda_launch_table_set(&b, "orch_bad", &bad);
+        CHECK(cuda_module_pack(cubin, sizeof cubin, &b, &buf, &len, &e) == ST_OK);
+        Err e3 = {0};
+        CHECK(cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e3) == ST_INVALID);
+        CHECK_MSG(strstr(e3.msg, "impossible cuBLASLt call"), "%s", e3.msg);
+        CHECK(u.n == 0);
+        free(buf);
+        cuda_launch_table_free(&b);
+    }
+    cuda_launch_table_free(&t);
+    // Format 1 is still read; an unknown format is refused saying what to do.
+    uint8_t *old = format1_blob(&len);
+    e = (Err){0};
+    CHECK_MSG(cuda_module_unpack(old, len, "old", &img, &img_size, &u, &e) == ST_OK, "%s", e.msg);
+    const CudaLaunch *f = cuda_launch_table_find(&u, "orchk");
+    CHECK(u.n == 1 && f && !f->lib && f->grid[0] == 4 && f->block[0] == 128 && img_size == 16);
+    cuda_launch_table_free(&u);
+    old[8] = 9;
+    uint64_t h = plan_hash64(old, len - 8, 0);
+    memcpy(old + len - 8, &h, 8);
+    e = (Err){0};
+    CHECK(cuda_module_unpack(old, len, "old", &img, &img_size, &u, &e) == ST_INVALID);
+    CHECK_MSG(strstr(e.msg, "format 9") && strstr(e.msg, "recompile"), "%s", e.msg);
+    free(old);
+}
+
+// ---- cases on a GPU ----
+
+static bool need_gpu(void) {
+    if (g_api && blaslt_available())
+        return true;
+    const char *req = getenv("ORCH_REQUIRE_GPU");
+    const char *why = g_api ? blaslt_describe_load() : g_load_err.msg;
+    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s", why);
+    printf("  skip: %s\n", why);
+    return false;
+}
+
+static const char *status_name(LabStatus s) {
+    return s == LAB_OK ? "ok" : s == LAB_WRONG ? "wrong" : s == LAB_SKIPPED ? "skipped" : "failed";
+}
+
+// Runs up to nl library configs and no own configs of a case's candidate through the lab;
+// returns the best median of each (INFINITY when none ran), checks every result.
+static void lab_case(MG *g, const char *name, int nl, int no, double tol, bool verbose,
+                     double *best_lib, double *best_own) {
+    const Candidate *c = &g->cs->c[g->cand];
+    KernelConfig cfg[24];
+    int n = blaslt_configs(g->pg, c, &g_hw, cfg, nl);
+    CHECK_MSG(n >= 1, "%s: no cuBLASLt algorithm", name);
+    int nlib = n;
+    if (no > 0 && cugen_lin_supports(g->pg, c))
+        n += cugen_lin_configs(g->pg, c, &g_hw, cfg + n, no);
+    LabJob *jobs = xcalloc((size_t)n + 1, sizeof *jobs);
+    for (int i = 0; i < n; i++) {
+        jobs[i].cand = g->cand;
+        jobs[i].cfg = cfg[i];
+        jobs[i].tol = tol;
+    }
+    void **values = NULL;
+    Err e = {0};
+    int rc = prim_interp_values(g->pg, (const void *const *)g->in, &values, &e);
+    CHECK_MSG(rc == ST_OK, "prim_interp_values: %s", e.msg);
+    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    LabOptions lo = {.max_reps = 10};
+    if (rc == ST_OK)
+        rc = cuda_lab_run(g->pg, g->cs, values, jobs, n, &lo, &g_hw, &em, &e);
+    CHECK_MSG(rc == ST_OK, "%s: cuda_lab_run: %s", name, e.msg);
+    *best_lib = *best_own = INFINITY;
+    int lib_ok = 0;
+    for (int i = 0; i < n && rc == ST_OK; i++) {
+        const LabJob *j = &jobs[i];
+        bool lib = i < nlib;
+        if (verbose || j->status != LAB_OK)
+            printf("  %-16s %-70.70s %-7s %9.2f us  err %.2g  %s\n", name, j->cfg.desc,
+                   status_name(j->status), 1e6 * j->median_s, j->max_err, j->note);
+        // A library algorithm may be refused for these operands, never wrong.
+        CHECK_MSG(j->status != LAB_WRONG, "%s: %s wrong: %s", name, j->cfg.desc, j->note);
+        if (j->status != LAB_OK)
+            continue;
+        CHECK(j->median_s > 0 && j->median_s < 1 && j->reps >= 10);
+        double *best = lib ? best_lib : best_own;
+        *best = ORCH_MIN(*best, j->median_s);
+        lib_ok += lib;
+    }
+    CHECK_MSG(rc != ST_OK || (nlib > 0 && jobs[0].status == LAB_OK && lib_ok >= 1),
+              "%s: the heuristics' first algorithm did not run: %s", name,
+              nlib ? jobs[0].note : "none");
+    if (values)
+        prim_values_free(g->pg, values);
+    free(jobs);
+}
+
+static void test_gpu_lab(void) {
+    if (!need_gpu())
+        return;
+    cugen_lin_precision = CUGEN_PREC_FP32;
+    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
+        MG g;
+        if (mg_build(&g, &ok_cases[i])) {
+            double bl, bo;
+            lab_case(&g, ok_cases[i].name, 8, 1, 0, false, &bl, &bo);
+            printf("  %-16s cuBLASLt %8.2f us, generated %8.2f us\n", ok_cases[i].name, 1e6 * bl,
+                   1e6 * bo);
+        }
+        mg_free(&g);
+    }
+    // TF32: the fast compute type, checked at TF32's tolerance.
+    cugen_lin_precision = CUGEN_PREC_TF32;
+    MG g;
+    if (mg_build(&g, &ok_cases[9])) {
+        KernelConfig cf[4];
+        int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 4);
+        CHECK_MSG(n >= 1 && strstr(cf[0].desc, "ct=tf32"), "%d: %s", n, n ? cf[0].desc : "");
+        double bl, bo;
+        lab_case(&g, "bias_relu_tf32", 4, 0, 5e-3, true, &bl, &bo);
+    }
+    mg_free(&g);
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+static bool close_enough(const Tensor *t, const float *got, const float *ref) {
+    double scale = 0;
+    for (int64_t i = 0; i < tensor_numel(t); i++)
+        scale = fmax(scale, fabs(ref[i]));
+    for (int64_t i = 0; i < tensor_numel(t); i++)
+        if (!(fabs(got[i] - ref[i]) <= 1e-4 * fabs(ref[i]) + 1e-4 * scale)) {
+            printf("  element %lld: %.9g, the interpreter says %.9g\n", (long long)i, got[i],
+                   ref[i]);
+            return false;
+        }
+    return true;
+}
+
+// A plan of one library kernel through the module blob and the session.
+static void session_case(const Case *k) {
+    MG g;
+    if (!mg_build(&g, k)) {
+        mg_free(&g);
+        return;
+    }
+    const Candidate *c = &g.cs->c[g.cand];
+    KernelConfig cfg[1];
+    int n = blaslt_configs(g.pg, c, &g_hw, cfg, 1);
+    CHECK_MSG(n == 1, "%s: no algorithm", k->name);
+    char sym[64];
+    Plan *plan = NULL;
+    Err e = {0};
+    int rc = n == 1 ? ST_OK : ST_RUNTIME;
+    if (rc == ST_OK) {
+        lab_kernel_name(g.pg, c, &cfg[0], sym, sizeof sym);
+        int order[1] = {g.cand};
+        Selection sel = {.n = 1, .kernels = order};
+        PlanKernelSpec spec[1] = {{PLAN_GENERATED, sym}};
+        rc = plan_build(g.pg, g.cs, &sel, spec, &plan, &e);
+        CHECK_MSG(rc == ST_OK, "plan_build: %s", e.msg);
+    }
+    void *cubin = NULL;
+    size_t size = 0;
+    CudaLaunchTable t = {0}, u = {0};
+    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    if (rc == ST_OK) {
+        int cand = g.cand;
+        rc = cuda_lab_build_module(g.pg, g.cs, &cand, cfg, 1, &g_hw, &em, &cubin, &size, &t, &e);
+        CHECK_MSG(rc == ST_OK, "cuda_lab_build_module: %s", e.msg);
+    }
+    const CudaLaunch *l = rc == ST_OK ? cuda_launch_table_find(&t, sym) : NULL;
+    CHECK(rc != ST_OK || (l && l->lib && l->blas.version == blaslt_version()));
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    const uint8_t *img = NULL;
+    size_t img_size = 0;
+    if (rc == ST_OK && (rc = cuda_module_pack(cubin, size, &t, &blob, &blen, &e)) == ST_OK)
+        rc = cuda_module_unpack(blob, blen, "blob", &img, &img_size, &u, &e);
+    CHECK_MSG(rc == ST_OK, "blob: %s", e.msg);
+    CudaSession *s = NULL;
+    if (rc == ST_OK) {
+        rc = cuda_session_create(g.pg, plan, img, img_size, &u, NULL, &s, &e);
+        CHECK_MSG(rc == ST_OK, "%s: cuda_session_create: %s", k->name, e.msg);
+    }
+    if (rc == ST_OK) {
+        const char *ln = cuda_session_launch_name(s, 0);
+        CHECK_MSG(cuda_session_num_launches(s) == 1 && ln && strncmp(ln, "cublaslt:", 9) == 0,
+                  "%d launches, the first '%s'", cuda_session_num_launches(s), ln ? ln : "");
+    }
+    const Tensor *ot = g.pg->tensors[g.out];
+    for (int run = 0; run < 3 && rc == ST_OK; run++) {
+        for (int i = 0; i < g.n_in; i++)
+            fill(g.pg->tensors[g.pg->inputs[i]], g.in[i]);
+        void *ref[1] = {NULL};
+        float *got = xmalloc(tensor_nbytes(ot));
+        memset(got, 0xff, tensor_nbytes(ot));
+        void *outs[1] = {got};
+        rc = prim_interp_run(g.pg, (const void *const *)g.in, ref, &e);
+        CHECK_MSG(rc == ST_OK, "prim_interp_run: %s", e.msg);
+        cuda_session_set_profiling(s, run == 2);
+        if (rc == ST_OK) {
+            rc = cuda_session_run(s, (const void *const *)g.in, outs, &e);
+            CHECK_MSG(rc == ST_OK, "%s: run %d: %s", k->name, run, e.msg);
+        }
+        if (rc == ST_OK)
+            CHECK_MSG(close_enough(ot, got, ref[0]), "%s: run %d", k->name, run);
+        if (rc == ST_OK && run == 2) {
+            const double *times = cuda_session_kernel_times(s);
+            CHECK(times && times[0] > 0 && times[0] < 1);
+            printf("  %-16s session, profiled: %.2f us (%s)\n", k->name, times ? 1e6 * times[0] : 0,
+                   cfg[0].desc);
+        }
+        free(ref[0]);
+        free(got);
+    }
+    cuda_session_free(s);
+    s = NULL;
+    // A call chosen with another library version.
+    if (rc == ST_OK && u.n == 1 && u.launches[0].lib) {
+        u.launches[0].blas.version += 1;
+        Err e2 = {0};
+        CHECK(cuda_session_create(g.pg, plan, img, img_size, &u, NULL, &s, &e2) != ST_OK && !s);
+        CHECK_MSG(strstr(e2.msg, "compiled with cuBLASLt") && strstr(e2.msg, "recompile"), "%s",
+                  e2.msg);
+        cuda_session_free(s);
+    }
+    free(blob);
+    free(cubin);
+    cuda_launch_table_free(&t);
+    cuda_launch_table_free(&u);
+    plan_free(plan);
+    mg_free(&g);
+}
+
+static void test_gpu_session(void) {
+    if (!need_gpu())
+        return;
+    session_case(&ok_cases[9]);  // bias + relu
+    session_case(&ok_cases[5]);  // batched, transposed B, relu
+    session_case(&ok_cases[14]); // odd sizes
+}
+
+// Our best generated kernel against cuBLASLt's best on the transformer's shapes.
+static void test_gpu_compare(void) {
+    if (!need_gpu())
+        return;
+    static const int64_t shapes[][3] = {
+        {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}, {512, 768, 768}, {4096, 4096, 4096}};
+    // FP32 (exact: SIMT on both sides), then TF32 (tensor cores on both sides, each checked at
+    // the tolerance the compile driver gives TF32 kernels).
+    for (int tf = 0; tf < 2; tf++) {
+        cugen_lin_precision = tf ? CUGEN_PREC_TF32 : CUGEN_PREC_FP32;
+        printf("  %-16s %14s %14s\n", tf ? "MxNxK (tf32)" : "MxNxK (fp32)", "generated us",
+               "cuBLASLt us");
+        for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
+            Case k = {"compare",    0,     0,     {0},   {0}, shapes[i][0], shapes[i][1],
+                      shapes[i][2], false, false, E_NONE};
+            char name[48];
+            snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)k.M, (long long)k.N,
+                     (long long)k.K);
+            MG g;
+            if (mg_build(&g, &k)) {
+                double bl, bo;
+                double tol =
+                    lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], tf ? PREC_TF32 : PREC_FP32);
+                lab_case(&g, name, 8, 8, tol, false, &bl, &bo);
+                printf("  %-16s %14.2f %14.2f\n", name, 1e6 * bo, 1e6 * bl);
+            }
+            mg_free(&g);
+        }
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+int main(int argc, char **argv) {
+    uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)seed);
+    rng_state = seed * 0x9E3779B97F4A7C15ull | 1;
+    g_api = cuda_api_load(&g_load_err);
+    printf("driver: %s; cuBLASLt: %s\n", g_api ? "present, with a device" : g_load_err.msg,
+           blaslt_describe_load());
+    if (g_api) {
+        Err eh = {0};
+        Err en = {0};
+        if (nvrtc_load(&en) != ST_OK || cuda_hw_detect(&g_hw, NULL, &eh) != ST_OK) {
+            printf("no GPU cases: %s%s\n", en.msg, eh.msg);
+            snprintf(g_load_err.msg, sizeof g_load_err.msg, "%s%s", en.msg, eh.msg);
+            g_api = NULL;
+        } else {
+            printf("device: %s (%s, %d SMs)\n", g_hw.name, g_hw.arch, g_hw.sm_count);
+        }
+    }
+    RUN(test_loader);
+    RUN(test_analysis);
+    RUN(test_descriptors);
+    RUN(test_blob);
+    RUN(test_gpu_lab);
+    RUN(test_gpu_session);
+    RUN(test_gpu_compare);
+    return CHECK_DONE();
+}

@@ -1,0 +1,870 @@
+// Unit tests of the fused MLP chain kernels (issue 8): candidates/mlp_chains.c proposes every run
+// of 2..8 dense layers as one candidate; the C target (target/c/emit_mlp.c) and the CUDA target
+// (target/cuda/emit_mlp_cuda.c) generate them. Random MLPs (2-8 layers, widths 1-256 with odd
+// ones, batches 1, primes and larger, every activation: relu, sigmoid, tanh, erf gelu,
+// sin*sigmoid, silu, none) are built as primitive graphs (and one through the ONNX importer,
+// PyTorch's Gemm form), cleaned up, enumerated; the test checks that exactly the expected chain
+// candidates exist, then:
+//   CPU: every chain candidate in its top configs is emitted, built, run on random inputs and
+//   compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|.
+//   CUDA compile: the same candidates, emitted in every config for a described A100 (sm_80) and
+//   H100 (sm_90a), compiled with NVRTC (skips when NVRTC cannot be loaded).
+//   CUDA run: on a GPU, the kernels for the detected device run and are compared at the same
+//   tolerance; without one the case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail).
+// Also: `unit_mlp_fused --write-model FILE [BATCH [relu]]` writes the benchmark's 6-layer 64-wide
+// sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`) as ONNX, for `orch compile`.
+// Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
+// ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a); ORCH_MLP_NO_CPU=1 skips the CPU kernels (a
+// GPU machine without a C compiler).
+#include "candidates/candidates.h"
+#include "check.h"
+#include "fission/build.h"
+#include "fission/fission.h"
+#include "fission/passes.h"
+#include "ir/fold.h"
+#include "model_builder.h"
+#include "onnx/load.h"
+#include "orchestrate/cost_model.h"
+#include "orchestrate/orchestrate.h"
+#include "runtime/kernel_interp.h"
+#include "runtime/prim_interp.h"
+#include "target/c/cbuild.h"
+#include "target/c/cgen.h"
+#include "target/c/cgen_linear.h"
+#include "target/c/cgen_mlp.h"
+#include "target/cuda/cuda_api.h"
+#include "target/cuda/cugen.h"
+#include "target/cuda/cugen_mlp.h"
+#include "target/cuda/nvrtc.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static HwInfo g_hw;
+static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
+static bool g_nvrtc;
+static const CudaApi *g_api;
+static CudaDevice g_dev;
+static CudaHw g_dhw; // the detected device
+static Err g_gpu_err;
+static int g_cases, g_chains, g_cpu_kernels, g_cu_kernels, g_gpu_ran;
+static bool g_no_cpu; // ORCH_MLP_NO_CPU=1: no C compiler here (a GPU machine), CUDA halves only
+
+enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
+static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+static float *rand_buf(int64_t n, float scale) {
+    float *p = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64 + 64));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = frand() * scale;
+    return p;
+}
+
+static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
+    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+static void add_output(PrimGraph *pg, int t) {
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->outputs[pg->n_outputs++] = t;
+}
+
+// A constant of uniform values in [-scale, scale).
+static int add_const(PB *b, int rank, const int64_t *dims, float scale) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = rand_buf(n, scale);
+    int t = pb_const(b, DT_FLOAT, rank, dims, v);
+    free(v);
+    return t;
+}
+
+static int activation(PB *b, int y, int act) {
+    switch (act) {
+    case A_RELU: return pb_ew1(b, EW_RELU, y);
+    case A_SIGMOID: return pb_ew1(b, EW_SIGMOID, y);
+    case A_TANH: return pb_ew1(b, EW_TANH, y);
+    case A_GELU:
+        return pb_ew2(b, EW_MUL, pb_ew2i(b, EW_MUL, y, 0.5),
+                      pb_ew2i(b, EW_ADD, pb_ew1(b, EW_ERF, pb_ew2i(b, EW_MUL, y, M_SQRT1_2)), 1.0));
+    case A_SINSIG: return pb_ew2(b, EW_MUL, pb_ew1(b, EW_SIN, y), pb_ew1(b, EW_SIGMOID, y));
+    case A_SILU: return pb_ew2(b, EW_MUL, y, pb_ew1(b, EW_SIGMOID, y));
+    default: return y;
+    }
+}
+
+typedef struct Case {
+    char name[96];
+    int layers;
+    int64_t width[MLP_LAYERS_MAX + 1]; // width[0]: input, width[l + 1]: layer l's output
+    int act[MLP_LAYERS_MAX];
+    int64_t batch;
+    int64_t lead0; // > 0: rows as [lead0, batch / lead0] (a rank-3 activation)
+    bool bias;
+} Case;
+
+static PrimGraph *mlp_graph(const Case *k) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    int64_t xd[3];
+    int rank = 2;
+    if (k->lead0 > 0) {
+        xd[0] = k->lead0;
+        xd[1] = k->batch / k->lead0;
+        xd[2] = k->width[0];
+        rank = 3;
+    } else {
+        xd[0] = k->batch;
+        xd[1] = k->width[0];
+    }
+    int y = add_input(pg, "x", rank, xd);
+    PB b = {pg, "mlp"};
+    for (int l = 0; l < k->layers; l++) {
+        const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        // Weights scaled by 1/sqrt(K) keep the activations of every layer of order 1.
+        y = pb_matmul(&b, y, add_const(&b, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
+        if (k->bias)
+            y = pb_ew2(&b, EW_ADD, y, add_const(&b, 1, bd, 0.5f));
+        y = activation(&b, y, k->act[l]);
+    }
+    add_output(pg, y);
+    return pg;
+}
+
+// Every tensor of the graph computed by the interpreter (graph inputs random).
+static void **eval_all(const PrimGraph *pg) {
+    void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        if (T->data) {
+            size_t nb = tensor_nbytes(T);
+            buf[t] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+            memcpy(buf[t], T->data, nb);
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++)
+        buf[pg->inputs[i]] = rand_buf(tensor_numel(pg->tensors[pg->inputs[i]]), 1.0f);
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+        for (int j = 0; j < p->n_in; j++)
+            x[j] = buf[p->in[j]];
+        size_t nb = tensor_nbytes(pg->tensors[p->out[0]]);
+        buf[p->out[0]] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+        Err e = {0};
+        int rc = prim_eval(pg, p, x, buf[p->out[0]], &e);
+        ORCH_ASSERT(rc == ST_OK);
+        free(x);
+    }
+    return buf;
+}
+
+static void free_all(const PrimGraph *pg, void **buf) {
+    for (int t = 0; t < pg->n_tensors; t++)
+        free(buf[t]);
+    free(buf);
+}
+
+// The worst excess over |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| (<= 0: pass).
+static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(ref[i]));
+    double worst = -1;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
+        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
+            worst = isnan(d) ? INFINITY : d - tol;
+            *bad = i;
+        }
+    }
+    return worst;
+}
+
+// ---- CPU ----
+
+typedef struct Job {
+    const Candidate *c;
+    KernelConfig cfg;
+    CudaLaunch ln;
+    char fn[48];
+} Job;
+
+// Emits, builds, runs and checks the chain candidates `chains`: the last (the longest chain) in
+// at most k configs, the others in their best.
+static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const Candidate **chains,
+                      int nc, int k) {
+    StrBuf src;
+    sb_init(&src);
+    sb_puts(&src, target_cpu.prelude());
+    Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 32 + 1));
+    int nj = 0;
+    for (int i = 0; i < nc; i++) {
+        const Candidate *c = chains[i];
+        KernelConfig cf[32];
+        int n = target_cpu.configs(pg, c, &g_hw, cf, i == nc - 1 ? k : 1);
+        CHECK_MSG(n >= 1, "%s: chain candidate %d: no CPU config", name, c->id);
+        for (int q = 0; q < n; q++) {
+            Job *j = &jobs[nj++];
+            j->c = c;
+            j->cfg = cf[q];
+            snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
+            Err e = {0};
+            CHECK_MSG(target_cpu.emit(pg, c, &cf[q], j->fn, &src, &e) == ST_OK, "%s: emit %s: %s",
+                      name, cf[q].desc, e.msg);
+        }
+    }
+    CModule *mod = NULL;
+    Err e = {0};
+    int rc = cbuild_module(src.s, NULL, "mlp", &mod, &e);
+    CHECK_MSG(rc == ST_OK, "%s: build: %.600s", name, e.msg);
+    for (int i = 0; rc == ST_OK && i < nj; i++) {
+        const Candidate *c = jobs[i].c;
+        CKernelFn f = (CKernelFn)cmodule_sym(mod, jobs[i].fn);
+        CHECK_MSG(f != NULL, "%s: no symbol %s", name, jobs[i].fn);
+        if (!f)
+            continue;
+        const void *in[64];
+        for (int j = 0; j < c->n_inputs; j++)
+            in[j] = buf[c->inputs[j]];
+        int64_t n = tensor_numel(pg->tensors[c->output]);
+        float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
+        for (int64_t x = 0; x < n; x++)
+            out[x] = NAN;
+        f(in, out);
+        int64_t bad;
+        double w = compare(out, buf[c->output], n, &bad);
+        CHECK_MSG(w <= 0, "%s: chain %d (%d prims) '%s': out[%lld] = %g, want %g", name, c->id,
+                  c->n_prims, jobs[i].cfg.desc, (long long)bad, bad >= 0 ? out[bad] : 0.0,
+                  bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
+        free(out);
+        g_cpu_kernels++;
+    }
+    cmodule_free(mod);
+    free(jobs);
+    sb_free(&src);
+}
+
+// ---- CUDA ----
+
+typedef struct Compile {
+    const char *src, *arch;
+    int rc;
+    Err e;
+    void *cubin;
+    size_t size;
+} Compile;
+
+static void *compile_thread(void *arg) {
+    Compile *c = arg;
+    NvrtcOptions o = {.arch = c->arch};
+    c->rc = nvrtc_compile(c->src, "mlp", &o, &c->cubin, &c->size, &c->e);
+    return NULL;
+}
+
+// Emits the chains for hw (the last, the longest, in k configs; the others in their best) into
+// src; returns the jobs.
+static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **chains, int nc,
+                    const CudaHw *hw, int k, StrBuf *src, int *nj) {
+    Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 32 + 1));
+    *nj = 0;
+    sb_puts(src, cugen_prelude());
+    for (int i = 0; i < nc; i++) {
+        const Candidate *c = chains[i];
+        CHECK_MSG(cugen_mlp_supports(pg, c), "%s: chain candidate %d refused by CUDA", name,
+                  c->id);
+        KernelConfig cf[32];
+        int n = cugen_mlp_configs(pg, c, hw, cf, i == nc - 1 ? k : 1);
+        CHECK_MSG(n >= 1, "%s: chain candidate %d: no CUDA config for %s", name, c->id, hw->arch);
+        for (int q = 0; q < n; q++) {
+            Job *j = &jobs[(*nj)++];
+            j->c = c;
+            j->cfg = cf[q];
+            snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
+            Err e = {0};
+            CHECK_MSG(cugen_emit(pg, c, &cf[q], hw, j->fn, src, &j->ln, &e) == ST_OK,
+                      "%s: CUDA emit %s: %s", name, cf[q].desc, e.msg);
+        }
+    }
+    return jobs;
+}
+
+static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job *jobs, int nj,
+                    const void *cubin) {
+    const CudaApi *cu = g_api;
+    Err e = {0};
+    CUmodule mod = NULL;
+    if (CUDA_TRY(cu, &e, cuModuleLoadData, &mod, cubin)) {
+        CHECK_MSG(false, "%s: %s", name, e.msg);
+        return;
+    }
+    for (int i = 0; i < nj; i++) {
+        const Job *j = &jobs[i];
+        const Candidate *c = j->c;
+        CUfunction f;
+        struct {
+            CUdeviceptr in[ORCH_CUDA_MAX_IN];
+            CUdeviceptr out;
+        } args;
+        memset(&args, 0, sizeof args);
+        bool ok = !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, j->fn);
+        if (ok && j->ln.smem > 48 * 1024)
+            ok = !CUDA_TRY(cu, &e, cuFuncSetAttribute, f,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)j->ln.smem);
+        for (int q = 0; ok && q < c->n_inputs; q++) {
+            size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
+            ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb + 16) &&
+                 !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
+        }
+        int64_t n = tensor_numel(pg->tensors[c->output]);
+        float *got = malloc((size_t)n * 4);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        void *params[] = {&args};
+        ok = ok &&
+             !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
+                       j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
+                       NULL) &&
+             !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+        CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
+        if (ok) {
+            int64_t bad;
+            double w = compare(got, buf[c->output], n, &bad);
+            CHECK_MSG(w <= 0, "%s: GPU chain %d '%s': out[%lld] = %g, want %g", name, c->id,
+                      j->cfg.desc, (long long)bad, bad >= 0 ? got[bad] : 0.0,
+                      bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
+            g_gpu_ran++;
+        }
+        free(got);
+        for (int q = 0; q < c->n_inputs; q++)
+            if (args.in[q])
+                cu->cuMemFree(args.in[q]);
+        if (args.out)
+            cu->cuMemFree(args.out);
+    }
+    cu->cuModuleUnload(mod);
+}
+
+// Compiles the chains for the described A100 and H100 (and the detected GPU, whose kernels then
+// run).
+static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Candidate **chains,
+                       int nc, int k) {
+    if (!g_nvrtc)
+        return;
+    int nu = 2 + (g_api ? 1 : 0);
+    StrBuf src[3];
+    Job *jobs[3];
+    int nj[3];
+    Compile comp[3];
+    pthread_t th[3];
+    for (int u = 0; u < nu; u++) {
+        sb_init(&src[u]);
+        const CudaHw *hw = u < 2 ? &g_cu[u] : &g_dhw;
+        jobs[u] = cu_emit(name, pg, chains, nc, hw, k, &src[u], &nj[u]);
+        memset(&comp[u], 0, sizeof comp[u]);
+        comp[u].src = src[u].s;
+        comp[u].arch = hw->arch;
+        if (u == 1 && getenv("ORCH_MLP_DUMP")) // the sm_90a source, for reading
+            printf("%s\n", src[u].s);
+        pthread_create(&th[u], NULL, compile_thread, &comp[u]);
+    }
+    for (int u = 0; u < nu; u++) {
+        pthread_join(th[u], NULL);
+        CHECK_MSG(comp[u].rc == ST_OK, "%s (%s): %.1500s", name, comp[u].arch, comp[u].e.msg);
+        if (comp[u].rc == ST_OK && u < 2)
+            g_cu_kernels += nj[u];
+    }
+    if (g_api && comp[2].rc == ST_OK)
+        gpu_run(name, pg, buf, jobs[2], nj[2], comp[2].cubin);
+    for (int u = 0; u < nu; u++) {
+        free(comp[u].cubin);
+        free(jobs[u]);
+        sb_free(&src[u]);
+    }
+}
+
+// ---- the cases ----
+
+// Cleans up pg (merging each layer's epilogue), enumerates with chains, checks the chain
+// candidates against `layers` (a single chain: L(L-1)/2 runs of 2..min(L, 8) layers), and runs
+// the CPU and CUDA checks on them. Takes ownership of pg.
+static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, int cu_k,
+                      bool cleanup) {
+    Err e = {0};
+    int rc = cleanup ? fission_cleanup(pg, NULL, &e) : ST_OK;
+    if (rc == ST_OK)
+        rc = prim_graph_verify(pg, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &r, 0, &cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+    if (rc != ST_OK) {
+        prim_graph_free(pg);
+        return;
+    }
+    // The chain candidates, and each run's length: exactly one per (first, last) layer pair; the
+    // longest goes last.
+    const Candidate **chains = xmalloc(sizeof(Candidate *) * (size_t)(cs->n + 1));
+    int nc = 0, per_len[MLP_LAYERS_MAX + 2] = {0};
+    for (int i = 0; i < cs->n; i++) {
+        int nl = cand_count_linear(pg, &cs->c[i]);
+        if (nl < 2)
+            continue;
+        CHECK_MSG(nl <= MLP_LAYERS_MAX, "%s: a chain of %d layers", name, nl);
+        per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
+        chains[nc++] = &cs->c[i];
+        CHECK_MSG(target_cpu.supports(pg, &cs->c[i]), "%s: chain %d (%d layers) refused by the CPU",
+                  name, cs->c[i].id, nl);
+    }
+    for (int i = 0; i + 1 < nc; i++)
+        if (chains[i]->n_prims > chains[nc - 1]->n_prims) {
+            const Candidate *t = chains[i];
+            chains[i] = chains[nc - 1];
+            chains[nc - 1] = t;
+        }
+    int expect = 0;
+    for (int len = 2; len <= MLP_LAYERS_MAX; len++) {
+        int want = layers >= len ? layers - len + 1 : 0;
+        expect += want;
+        CHECK_MSG(per_len[len] == want, "%s: %d chains of %d layers, expected %d", name,
+                  per_len[len], len, want);
+    }
+    CHECK_MSG(cs->stats.mlp_chains == expect, "%s: stats say %d chains, expected %d", name,
+              cs->stats.mlp_chains, expect);
+    double t0 = now();
+    void **buf = eval_all(pg);
+    double t1 = now();
+    if (!g_no_cpu)
+        cpu_check(name, pg, buf, chains, nc, cpu_k);
+    double t2 = now();
+    cu_check(name, pg, buf, chains, nc, cu_k);
+    printf("  %s: %d prims, %d chain candidates (interp %.1f s, cpu %.1f s, cuda %.1f s)\n", name,
+           pg->n_prims, nc, t1 - t0, t2 - t1, now() - t2);
+    g_cases++;
+    g_chains += nc;
+    free_all(pg, buf);
+    free(chains);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+static void case_name(Case *k) {
+    int n = snprintf(k->name, sizeof k->name, "b%lld_", (long long)k->batch);
+    for (int l = 0; l <= k->layers && n < (int)sizeof k->name - 12; l++)
+        n += snprintf(k->name + n, sizeof k->name - (size_t)n, "%s%lld", l ? "-" : "",
+                      (long long)k->width[l]);
+    for (int l = 0; l < k->layers && n < (int)sizeof k->name - 8; l++)
+        n += snprintf(k->name + n, sizeof k->name - (size_t)n, "%s%.3s", l ? "," : "_",
+                      act_name[k->act[l]]);
+}
+
+// Hand-picked shapes: every activation, odd widths, the extreme batches, a rank-3 activation.
+static void fixed_cases(void) {
+    static const struct {
+        int layers;
+        int64_t batch, lead0;
+        int64_t w[9];
+        int act[8];
+    } cs[] = {
+        {2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}},
+        {3, 7, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}},
+        {6, 127, 0, {64, 64, 64, 64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_NONE}},
+        {4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}},
+        {2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
+        {8, 33, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1}, {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
+        {2, 4096, 0, {64, 128, 64}, {A_GELU, A_SILU}},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
+        Case k = {0};
+        k.layers = cs[i].layers;
+        k.batch = cs[i].batch;
+        k.lead0 = cs[i].lead0;
+        k.bias = true;
+        for (int l = 0; l <= k.layers; l++)
+            k.width[l] = cs[i].w[l];
+        for (int l = 0; l < k.layers; l++)
+            k.act[l] = cs[i].act[l];
+        case_name(&k);
+        check_mlp(k.name, mlp_graph(&k), k.layers, i == 2 ? 32 : 2, i == 2 ? 12 : 2, true);
+    }
+}
+
+// Random MLPs: 2-8 layers, widths 1-256 (half of them odd), random activations and batches.
+static void random_cases(void) {
+    static const int64_t batches[] = {1, 2, 7, 127, 300, 1031};
+    for (int it = 0; it < 8; it++) {
+        Case k = {0};
+        k.layers = 2 + rand() % 7;
+        k.batch = batches[rand() % (int)ORCH_COUNT(batches)];
+        k.bias = rand() % 4 != 0;
+        for (int l = 0; l <= k.layers; l++)
+            k.width[l] = rand() % 2 ? 16 * (1 + rand() % 16) : 1 + rand() % 256;
+        for (int l = 0; l < k.layers; l++)
+            k.act[l] = rand() % A_COUNT;
+        case_name(&k);
+        check_mlp(k.name, mlp_graph(&k), k.layers, 1, 1, true);
+    }
+}
+
+// Where a chain must stop: an intermediate that is also a graph output, a second reader of an
+// activation, a non-constant weight, a width over 256. Each splits or prevents chains.
+static void chain_boundaries(void) {
+    {
+        // x -> L1 -> relu -> L2 -> relu -> L3; relu1 is also an output: chains only {L2, L3}.
+        Case k = {.layers = 3, .batch = 9, .bias = true, .width = {8, 16, 16, 4}};
+        PrimGraph *pg = mlp_graph(&k);
+        // The first layer's result (its matmul's reader chain ends at the second matmul's input).
+        int t = -1;
+        for (int i = 0, seen = 0; i < pg->n_prims; i++)
+            if (pg->prims[i]->kind == PRIM_LINEAR && ++seen == 2)
+                t = pg->prims[i]->in[0];
+        add_output(pg, t);
+        check_mlp("intermediate_output", pg, 2, 1, 1, true);
+    }
+    {
+        // Width 300 in the middle: no chain crosses it (layers 8->300->16: none; then 16->16->4).
+        Case k = {.layers = 4, .batch = 5, .bias = true, .width = {8, 300, 16, 16, 4},
+                  .act = {A_RELU, A_RELU, A_TANH, A_NONE}};
+        check_mlp("wide_layer", mlp_graph(&k), 2, 1, 1, true);
+    }
+    {
+        // A weight that is a graph input (not a constant): not a layer.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd), w = add_input(pg, "w", 2, wd);
+        PB b = {pg, "mm"};
+        int y = pb_ew1(&b, EW_RELU, pb_matmul(&b, x, w));
+        y = pb_matmul(&b, y, add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        check_mlp("input_weight", pg, 1, 1, 1, true);
+    }
+    {
+        // Residual: the activation read by the next layer and by an add: the chain stops there.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "res"};
+        int h = pb_ew1(&b, EW_RELU, pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f)));
+        int y = pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, wd, 0.3f)), h);
+        y = pb_matmul(&b, pb_ew1(&b, EW_TANH, y), add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        // L2 -> add(h) -> tanh -> L3 is a chain: the add reads h, a non-constant, so L2's
+        // epilogue stops before it and L3 does not follow L2; L1 -> relu has two readers.
+        check_mlp("residual", pg, 1, 1, 1, true);
+    }
+}
+
+// PyTorch's export of nn.Linear + sin*sigmoid: Gemm(transB=1) with a bias, Sin, Sigmoid, Mul.
+static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu, size_t *len) {
+    MB *b = mb_new(17);
+    const int64_t xd[] = {batch, width}, wd[] = {width, width}, bd[] = {width};
+    mb_input(b, "x", 1, 2, xd);
+    char prev[32] = "x";
+    for (int l = 0; l < layers; l++) {
+        char w[32], c[32], g[32], s[32], q[32], m[32], node[32];
+        snprintf(w, sizeof w, "fc%d.weight", l);
+        snprintf(c, sizeof c, "fc%d.bias", l);
+        float *v = rand_buf(width * width, (float)(1.0 / sqrt((double)width)));
+        mb_init(b, mb_raw(b, w, 1, 2, wd, v, (size_t)(width * width) * 4));
+        free(v);
+        v = rand_buf(width, (float)(1.0 / sqrt((double)width)));
+        mb_init(b, mb_raw(b, c, 1, 1, bd, v, (size_t)width * 4));
+        free(v);
+        snprintf(g, sizeof g, "g%d", l);
+        snprintf(node, sizeof node, "/fc.%d/Gemm", l);
+        char ins[100];
+        snprintf(ins, sizeof ins, "%s,%s,%s", prev, w, c);
+        mb_node(b, "Gemm", node, ins, g, mb_attr_i(b, "transB", 1), NULL);
+        if (l + 1 == layers) {
+            snprintf(prev, sizeof prev, "%s", g);
+            break;
+        }
+        snprintf(s, sizeof s, "s%d", l);
+        snprintf(q, sizeof q, "q%d", l);
+        snprintf(m, sizeof m, "h%d", l);
+        if (relu) { // the plain form, for comparison: Relu alone
+            snprintf(node, sizeof node, "/Relu_%d", l);
+            mb_node(b, "Relu", node, g, m, NULL);
+            snprintf(prev, sizeof prev, "%s", m);
+            continue;
+        }
+        snprintf(node, sizeof node, "/Sin_%d", l);
+        mb_node(b, "Sin", node, g, s, NULL);
+        snprintf(node, sizeof node, "/Sigmoid_%d", l);
+        mb_node(b, "Sigmoid", node, g, q, NULL);
+        snprintf(ins, sizeof ins, "%s,%s", s, q);
+        snprintf(node, sizeof node, "/Mul_%d", l);
+        mb_node(b, "Mul", node, ins, m, NULL);
+        snprintf(prev, sizeof prev, "%s", m);
+    }
+    // The graph output keeps the last Gemm's name.
+    b->g.node[b->g.n_node - 1]->output[0] = "y";
+    mb_output(b, "y");
+    uint8_t *buf = mb_pack(b, len);
+    mb_free(b);
+    return buf;
+}
+
+static void onnx_sinsig(void) {
+    size_t len;
+    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, &len);
+    Err e = {0};
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    LoadOptions lo = {NULL, 0};
+    FissionOptions fo = {0};
+    int rc = onnx_load_memory(bytes, len, "mlp.onnx", NULL, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    free(bytes);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK)
+        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, false);
+    else
+        prim_graph_free(pg);
+    graph_free(g);
+}
+
+// The BLP, kernel-by-kernel execution and the covering accept chains: with the CPU cost model,
+// random costs, cheap chains (which must then be chosen) and dear ones (which must not), the
+// selection is optimal (brute force on a 3-layer MLP) and runs bit for bit as the primitive
+// interpreter.
+static void blp_selection(void) {
+    for (int layers = 3; layers <= 7; layers += 4) {
+        Case k = {.layers = layers, .batch = 37, .bias = true,
+                  .width = {12, 20, 16, 24, 8, 16, 8, 4},
+                  .act = {A_SILU, A_TANH, A_RELU, A_SINSIG, A_GELU, A_SIGMOID, A_NONE}};
+        PrimGraph *pg = mlp_graph(&k);
+        Err e = {0};
+        CHECK_MSG(fission_cleanup(pg, NULL, &e) == ST_OK, "%s", e.msg);
+        CandRules r = cand_rules_default();
+        r.mlp_chains = true;
+        CandidateSet *cs = NULL;
+        CHECK_MSG(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK, "%s", e.msg);
+        float *x = rand_buf(tensor_numel(pg->tensors[pg->inputs[0]]), 1.0f);
+        const void *in[1] = {x};
+        for (int scenario = 0; cs && scenario < 4; scenario++) {
+            if (scenario == 0)
+                cost_model_fill(cs, cost_model_find("cpu"));
+            for (int i = 0; i < cs->n; i++) {
+                int nl = cand_count_linear(pg, &cs->c[i]);
+                if (scenario == 1)
+                    cs->c[i].cost = 1e-6 * (1 + rand() % 100);
+                if (scenario == 2) // chains far cheaper per layer than anything else
+                    cs->c[i].cost = nl >= 2 ? 1e-7 * (9 - nl) : 1e-3;
+                if (scenario == 3 && nl >= 2) // chains dearer than the layers they replace
+                    cs->c[i].cost = 1.0;
+            }
+            Selection sel;
+            memset(&sel, 0, sizeof sel);
+            OrchOptions oo = {.time_limit = 10};
+            int rc = orchestrate(cs, &oo, &sel, &e);
+            CHECK_MSG(rc == ST_OK, "layers %d scenario %d: %s", layers, scenario, e.msg);
+            if (rc)
+                continue;
+            int chains = 0;
+            for (int q = 0; q < sel.n; q++)
+                chains += cand_count_linear(pg, &cs->c[sel.kernels[q]]) >= 2;
+            if (scenario == 2)
+                CHECK_MSG(chains >= 1 && sel.n <= 2, "layers %d: %d kernels, %d chains chosen",
+                          layers, sel.n, chains);
+            if (scenario == 3)
+                CHECK_MSG(chains == 0 && sel.n >= layers, "layers %d: %d kernels, %d chains",
+                          layers, sel.n, chains);
+            if (cs->n <= 24) {
+                double best;
+                CHECK(orchestrate_brute_force(cs, &best, &e) == ST_OK);
+                CHECK_MSG(fabs(best - sel.objective) <= 1e-9 * fmax(best, 1e-9),
+                          "layers %d scenario %d: BLP %g, brute force %g", layers, scenario,
+                          sel.objective, best);
+            }
+            void *ref[1] = {NULL}, *got[1] = {NULL};
+            rc = prim_interp_run(pg, in, ref, &e);
+            CHECK_MSG(rc == ST_OK, "%s", e.msg);
+            if (rc == ST_OK) {
+                rc = selection_run(pg, cs, &sel, in, got, &e);
+                CHECK_MSG(rc == ST_OK, "selection_run: %s", e.msg);
+            }
+            if (rc == ST_OK)
+                CHECK_MSG(memcmp(ref[0], got[0], tensor_nbytes(pg->tensors[pg->outputs[0]])) == 0,
+                          "layers %d scenario %d: the selection's output differs", layers,
+                          scenario);
+            printf("  %d layers, cost scenario %d: %d candidates, %d kernels (%d chains), "
+                   "objective %.3g s\n",
+                   layers, scenario, cs->n, sel.n, chains, sel.objective);
+            free(ref[0]);
+            free(got[0]);
+            selection_free(&sel);
+        }
+        free(x);
+        cand_set_free(cs);
+        prim_graph_free(pg);
+    }
+}
+
+// The CUDA configs' hardware model: rows per block and weight staging fit the described devices.
+static void cuda_configs(void) {
+    Case k = {.layers = 6, .batch = 65536, .bias = true, .width = {64, 64, 64, 64, 64, 64, 64},
+              .act = {A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_NONE}};
+    PrimGraph *pg = mlp_graph(&k);
+    Err e = {0};
+    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
+    const Candidate *full = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if (cand_count_linear(pg, &cs->c[i]) == 6)
+            full = &cs->c[i];
+    CHECK(full != NULL);
+    for (int u = 0; full && u < 2; u++) {
+        KernelConfig cf[32];
+        int n = cugen_mlp_configs(pg, full, &g_cu[u], cf, 32);
+        CHECK_MSG(n >= 2, "%s: %d configs", g_cu[u].arch, n);
+        for (int i = 0; i < n; i++) {
+            CudaLaunch ln;
+            StrBuf s;
+            sb_init(&s);
+            CHECK_MSG(cugen_emit(pg, full, &cf[i], &g_cu[u], "k", &s, &ln, &e) == ST_OK, "%s",
+                      e.msg);
+            sb_free(&s);
+            CHECK_MSG(ln.smem <= (unsigned)g_cu[u].smem_per_block_optin &&
+                          ln.block[0] * ln.block[1] * ln.block[2] <= 1024,
+                      "%s '%s': smem %u, block %u", g_cu[u].arch, cf[i].desc, ln.smem,
+                      ln.block[0]);
+            if (i < 4)
+                printf("    %s %-48s %.3f ms (grid %u, block %u, smem %u)\n", g_cu[u].arch,
+                       cf[i].desc, cf[i].score * 1e3, ln.grid[0], ln.block[0], ln.smem);
+        }
+    }
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+static void gpu_present(void) {
+    if (g_api) {
+        printf("  GPU: %d kernels run and compared\n", g_gpu_ran);
+        CHECK(g_gpu_ran > 0);
+        return;
+    }
+    const char *req = getenv("ORCH_REQUIRE_GPU");
+    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
+              g_gpu_err.msg);
+    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+}
+
+static void counts(void) {
+    printf("  %d cases, %d chain candidates, %d CPU kernels checked, %d CUDA kernels compiled "
+           "per arch\n",
+           g_cases, g_chains, g_cpu_kernels, g_cu_kernels / 2);
+    CHECK(g_no_cpu || g_cpu_kernels > 50);
+    CHECK(!g_nvrtc || g_cu_kernels > 50);
+}
+
+static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
+                   int clock_khz, double bw) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->cc_major = cc / 10;
+    h->cc_minor = cc % 10;
+    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
+    h->sm_count = sms;
+    h->warp_size = 32;
+    h->max_threads_per_block = 1024;
+    h->max_threads_per_sm = 2048;
+    h->regs_per_block = h->regs_per_sm = 65536;
+    h->smem_per_block = 49152;
+    h->smem_per_block_optin = smem_sm - 1024;
+    h->smem_per_sm = smem_sm;
+    h->l2_bytes = l2;
+    h->clock_khz = clock_khz;
+    h->dram_bw = bw;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "--write-model") == 0) {
+        size_t len;
+        srand(1);
+        uint8_t *bytes = sinsig_onnx(argc >= 4 ? atoll(argv[3]) : 65536, 6, 64,
+                                     argc >= 5 && strcmp(argv[4], "relu") == 0, &len);
+        FILE *f = fopen(argv[2], "wb");
+        bool ok = f && fwrite(bytes, 1, len, f) == len;
+        ok = f && fclose(f) == 0 && ok;
+        free(bytes);
+        printf("%s %s (%zu bytes)\n", ok ? "wrote" : "could not write", argv[2], len);
+        return ok ? 0 : 1;
+    }
+    unsigned seed =
+        getenv("ORCH_TEST_SEED") ? (unsigned)atoi(getenv("ORCH_TEST_SEED")) : (unsigned)time(NULL);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("seed %u\n", seed);
+    srand(seed);
+    Err e = {0};
+    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+        printf("hw_detect: %s\n", e.msg);
+        return 1;
+    }
+    printf("hw: %s\n", g_hw.fingerprint);
+    Err en = {0};
+    g_nvrtc = nvrtc_load(&en) == ST_OK;
+    if (!g_nvrtc)
+        printf("skip: CUDA compile half: NVRTC unavailable (%s)\n", en.msg);
+    set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
+    set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
+    if (!g_nvrtc)
+        snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");
+    if (g_api && (cuda_device_open(g_api, 0, &g_dev, &g_gpu_err) != ST_OK ||
+                  cuda_hw_detect(&g_dhw, NULL, &g_gpu_err) != ST_OK))
+        g_api = NULL;
+    if (g_api)
+        printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
+    g_no_cpu = getenv("ORCH_MLP_NO_CPU") && strcmp(getenv("ORCH_MLP_NO_CPU"), "0") != 0;
+    if (g_no_cpu)
+        printf("skip: the CPU kernels (ORCH_MLP_NO_CPU)\n");
+    const char *only = getenv("ORCH_TEST_ONLY"); // one case, by name
+#define RUN_CASE(fn)                                                                               \
+    do {                                                                                           \
+        if (!only || strcmp(only, #fn) == 0)                                                       \
+            RUN(fn);                                                                               \
+    } while (0)
+    RUN_CASE(fixed_cases);
+    RUN_CASE(random_cases);
+    RUN_CASE(chain_boundaries);
+    RUN_CASE(onnx_sinsig);
+    RUN_CASE(blp_selection);
+    RUN_CASE(cuda_configs);
+    RUN_CASE(gpu_present);
+    if (!only)
+        RUN(counts);
+    if (g_api)
+        cuda_device_close(&g_dev);
+    return CHECK_DONE();
+}
