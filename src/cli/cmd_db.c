@@ -17,10 +17,12 @@ static void db_usage(FILE *f) {
             "usage:\n"
             "  orch db stats [--db FILE] [--json]\n"
             "      the profile database's file, size, measurements by status and by target and\n"
-            "      device, distinct kernels, date range\n"
+            "      device, distinct kernels, date range, end-to-end check references\n"
             "  orch db clear [--db FILE] [--target T] [--device-fingerprint-contains S] [--yes]\n"
-            "      deletes every measurement (or those of target T and/or of devices whose\n"
-            "      fingerprint contains S) and says how many rows; asks first unless --yes\n"
+            "      deletes every measurement, device value and check reference (or the\n"
+            "      measurements of target T and/or of devices whose fingerprint contains S;\n"
+            "      references belong to no device and go only without filters) and says how\n"
+            "      many rows; asks first unless --yes\n"
             "  FILE defaults to $XDG_CACHE_HOME/orch/profile.db or ~/.cache/orch/profile.db\n");
 }
 

@@ -124,7 +124,9 @@ typedef struct Driver {
     Sig *sigs;
     int n_sigs;
     int *sig_of; // candidate → sig index
-    void **values;
+    void **values;   // every tensor's interpreter value; NULL until need_values computes them
+    void **inputs;   // the random inputs they are computed from
+    double t_values; // seconds spent computing them (counted as check time)
     CompileReport *rep;
     double t_phase;
     Err db_err; // database trouble is reported once and tuning goes on without it
@@ -323,6 +325,26 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
     }
 }
 
+// The interpreter's value of every tensor on the random inputs, computed on first need: the lab
+// checks and times configs with them, time_interp runs primitives on them and the end-to-end
+// check compares with them unless the database holds its reference. A warm compile with a
+// cached reference never computes them.
+static int need_values(Driver *d, const char *why, Err *e) {
+    if (d->values)
+        return ST_OK;
+    double t = now_s();
+    int rc = prim_interp_values(d->pg, (const void *const *)d->inputs, &d->values, e);
+    double dt = now_s() - t;
+    d->t_values += dt;
+    d->rep->t_check += dt;
+    if (rc == ST_OK && d->opt->progress) {
+        fprintf(d->opt->progress, "check: every tensor's value by the interpreter in %.2f s (%s)\n",
+                dt, why);
+        fflush(d->opt->progress);
+    }
+    return rc;
+}
+
 // Measures config k of every listed signature that is not known yet.
 static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
                            const char *what, Err *e) {
@@ -346,6 +368,9 @@ static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_fro
                     nj);
             fflush(d->opt->progress);
         }
+        rc = need_values(d, "the kernel lab checks and times configs with them", e);
+    }
+    if (nj && rc == ST_OK) {
         LabCtx lc = {.d = d, .t0 = now_s()};
         LabOptions lo = {.target = d->target,
                          .hw = &d->hw,
@@ -403,19 +428,24 @@ static double time_interp(const PrimGraph *pg, const Candidate *c, void **values
 
 // Candidate costs from the signatures' best times. Candidates that cannot run (not generated,
 // or every config failed) are dropped, except singletons, which the interpreter runs.
-static void apply_costs(Driver *d) {
+static int apply_costs(Driver *d, Err *e) {
     CandidateSet *cs = d->cs;
     for (int i = 0; i < cs->n; i++) {
         Sig *s = &d->sigs[d->sig_of[i]];
         if (s->best >= 0)
             cs->c[i].cost = s->cfg_time[s->best];
         else if (s->singleton) {
-            if (s->interp_time <= 0)
+            if (s->interp_time <= 0) {
+                int rc = need_values(d, "to time primitives the target does not generate", e);
+                if (rc)
+                    return rc;
                 s->interp_time = time_interp(d->pg, &cs->c[s->rep], d->values);
+            }
             cs->c[i].cost = s->interp_time;
         } else
             cs->c[i].cost = INFINITY;
     }
+    return ST_OK;
 }
 
 // Removes candidates with an infinite cost (keeping the signature index in step).
@@ -556,8 +586,108 @@ static int shapes_string(const Graph *g, char *buf, size_t n, Err *e) {
     return rc;
 }
 
-// Runs the artefact exactly as `orch run` would and compares its outputs with the interpreter's.
-static int check_artifact(Driver *d, const char *path, void **inputs, double *max_err, Err *e) {
+// ---- the end-to-end check's reference, cached in the profile database ----
+
+// The blob's layout (host byte order; the database checksums it): "orchref" and a NUL, u32
+// REF_FORMAT, u32 number of outputs, per output u32 dtype, u32 0, u64 bytes; then every output's
+// bytes in order. A change of layout or of what the values mean bumps REF_FORMAT.
+#define REF_FORMAT 1
+static const char ref_magic[8] = "orchref";
+
+// Everything that determines the graph outputs' interpreter values: orch's version (the
+// interpreter's arithmetic), the blob format, the model's bytes (external data inlined), every
+// input's shape, the load flags (attention rewrite changes the primitive graph) and the seed of
+// the random inputs. Malloc'd.
+static char *reference_key(uint64_t model_hash, const char *shapes, uint32_t load_flags,
+                           uint64_t seed) {
+    StrBuf b;
+    sb_init(&b);
+    sb_printf(&b, "orch %s|ref %d|model %016llx|flags %u|seed %016llx|shapes %s", ORCH_VERSION,
+              REF_FORMAT, (unsigned long long)model_hash, load_flags, (unsigned long long)seed,
+              shapes);
+    return b.s;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+    memcpy(p, &v, 4);
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    memcpy(p, &v, 8);
+}
+static uint32_t get_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+// The graph outputs' values (outs[i] of output i) as a blob.
+static uint8_t *reference_pack(const PrimGraph *pg, const void *const *outs, size_t *size) {
+    size_t n = 16 + 16 * (size_t)pg->n_outputs;
+    for (int i = 0; i < pg->n_outputs; i++)
+        n += tensor_nbytes(pg->tensors[pg->outputs[i]]);
+    uint8_t *b = xmalloc(n + 1), *p = b + 16;
+    memcpy(b, ref_magic, 8);
+    put_u32(b + 8, REF_FORMAT);
+    put_u32(b + 12, (uint32_t)pg->n_outputs);
+    for (int i = 0; i < pg->n_outputs; i++, p += 16) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        put_u32(p, (uint32_t)t->dtype);
+        put_u32(p + 4, 0);
+        put_u64(p + 8, (uint64_t)tensor_nbytes(t));
+    }
+    for (int i = 0; i < pg->n_outputs; i++) {
+        size_t nb = tensor_nbytes(pg->tensors[pg->outputs[i]]);
+        if (nb)
+            memcpy(p, outs[i], nb);
+        p += nb;
+    }
+    *size = n;
+    return b;
+}
+
+// The outputs' values from a blob (each malloc'd), or NULL when the blob does not describe
+// exactly this graph's outputs (another format, count, dtype or size): then it is not used.
+static void **reference_unpack(const PrimGraph *pg, const uint8_t *b, size_t size) {
+    size_t head = 16 + 16 * (size_t)pg->n_outputs, total = head;
+    if (size < head || memcmp(b, ref_magic, 8) != 0 || get_u32(b + 8) != REF_FORMAT ||
+        get_u32(b + 12) != (uint32_t)pg->n_outputs)
+        return NULL;
+    for (int i = 0; i < pg->n_outputs; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        const uint8_t *p = b + 16 + 16 * (size_t)i;
+        if (get_u32(p) != (uint32_t)t->dtype || get_u64(p + 8) != (uint64_t)tensor_nbytes(t))
+            return NULL;
+        total += tensor_nbytes(t);
+    }
+    if (total != size)
+        return NULL;
+    void **outs = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    const uint8_t *p = b + head;
+    for (int i = 0; i < pg->n_outputs; i++) {
+        size_t nb = tensor_nbytes(pg->tensors[pg->outputs[i]]);
+        outs[i] = xmalloc(nb + 1);
+        if (nb)
+            memcpy(outs[i], p, nb);
+        p += nb;
+    }
+    return outs;
+}
+
+static void reference_free(const PrimGraph *pg, void **outs) {
+    for (int i = 0; outs && i < pg->n_outputs; i++)
+        free(outs[i]);
+    free(outs);
+}
+
+// Runs the artefact exactly as `orch run` would and compares its outputs with ref (the
+// interpreter's values of the graph outputs: computed now or cached).
+static int check_artifact(Driver *d, const char *path, void **inputs, void *const *ref,
+                          double *max_err, Err *e) {
     ArtifactContents a;
     int rc = artifact_read(path, &a, e);
     if (rc)
@@ -578,8 +708,8 @@ static int check_artifact(Driver *d, const char *path, void **inputs, double *ma
         const Tensor *t = d->pg->tensors[d->pg->outputs[i]];
         char why[256];
         double err = 0;
-        if (!lab_outputs_agree_tol(t->dtype, tensor_numel(t), outs[i], d->values[d->pg->outputs[i]],
-                                   d->check_tol, &err, why, sizeof why))
+        if (!lab_outputs_agree_tol(t->dtype, tensor_numel(t), outs[i], ref[i], d->check_tol, &err,
+                                   why, sizeof why))
             rc = err_set(e, ST_MISMATCH,
                          "the compiled plan's output '%s' disagrees with the primitive "
                          "interpreter: %s (a bug in orch: please report it)",
@@ -591,6 +721,79 @@ static int check_artifact(Driver *d, const char *path, void **inputs, double *ma
     free(outs);
     session_free(s);
     artifact_contents_free(&a);
+    return rc;
+}
+
+// The end-to-end check: the artefact's outputs against the reference the database holds for
+// this model and these inputs, else (none, damaged, or one the artefact disagrees with, which
+// may be stale) against the interpreter's values, which are then stored as the reference.
+static int end_to_end_check(Driver *d, const char *path, uint64_t model_hash, const char *shapes,
+                            uint32_t load_flags, Err *e) {
+    const PrimGraph *pg = d->pg;
+    FILE *pr = d->opt->progress;
+    double t0 = now_s();
+    bool use_db = d->db && !d->db_broken;
+    uint64_t seed = d->opt->seed ? d->opt->seed : 0x9e3779b97f4a7c15ull; // as random_inputs
+    char *key = use_db ? reference_key(model_hash, shapes, load_flags, seed) : NULL;
+    const char *from = "computed by the interpreter";
+    int rc = ST_OK;
+    if (use_db) {
+        void *blob = NULL;
+        size_t size = 0;
+        bool found = false, damaged = false;
+        Err le = {0};
+        void **cached = NULL;
+        if (pdb_get_reference(d->db, key, &blob, &size, &found, &damaged, &le) != ST_OK)
+            db_trouble(d, &le);
+        else if (found && !(cached = reference_unpack(pg, blob, size)))
+            damaged = true;
+        free(blob);
+        if (damaged && pr)
+            fprintf(pr, "check: the stored reference of this model is damaged or of another "
+                        "format: recomputing it\n");
+        if (cached) {
+            rc = check_artifact(d, path, d->inputs, cached, &d->rep->max_err, e);
+            reference_free(pg, cached);
+            if (rc == ST_OK) {
+                from = "reference cached in the database";
+                goto done;
+            }
+            if (rc != ST_MISMATCH)
+                goto done;
+            // A stale or wrong reference must not fail a good artefact: the interpreter decides.
+            if (pr)
+                fprintf(pr,
+                        "check: the artefact disagrees with the cached reference (%s): "
+                        "recomputing it with the interpreter\n",
+                        e->msg);
+            *e = (Err){0};
+            rc = ST_OK;
+        }
+    }
+    if ((rc = need_values(d, "the end-to-end check's reference", e)))
+        goto done;
+    void **ref = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    for (int i = 0; i < pg->n_outputs; i++)
+        ref[i] = d->values[pg->outputs[i]];
+    if (use_db && !d->db_broken) {
+        size_t size;
+        uint8_t *blob = reference_pack(pg, (const void *const *)ref, &size);
+        Err le = {0};
+        if (pdb_set_reference(d->db, key, blob, size, &le) != ST_OK)
+            db_trouble(d, &le);
+        else
+            from = "computed by the interpreter, stored as the reference";
+        free(blob);
+    }
+    rc = check_artifact(d, path, d->inputs, ref, &d->rep->max_err, e);
+    free(ref);
+done:
+    if (rc == ST_OK && pr)
+        fprintf(pr,
+                "check: the artefact's outputs agree with the interpreter's (%s), largest "
+                "error %.2g, in %.2f s\n",
+                from, d->rep->max_err, now_s() - t0);
+    free(key);
     return rc;
 }
 
@@ -712,14 +915,12 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         rep->tol = kmax > 0 ? precision_tolerance(d.prec, kmax) : 1e-4;
         rep->tol_k = kmax;
     }
-    // Tensor values for checks and timing: the interpreter on random inputs.
-    t = now_s();
+    // Random inputs for checks and timing; the interpreter's values of them come on first need.
     inputs = random_inputs(pg, opt->seed);
-    if ((rc = prim_interp_values(pg, (const void *const *)inputs, &d.values, e)))
-        goto out;
-    rep->t_check += now_s() - t;
+    d.inputs = inputs;
 
     t = now_s();
+    double tv = d.t_values;
     if (pdb_open(opt->db_path, false, &d.db, &d.db_err)) {
         if (pr)
             fprintf(pr, "warning: profile database: %s; measuring without it\n", d.db_err.msg);
@@ -749,9 +950,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
             list[nfail++] = list[i];
     if ((rc = measure_configs(&d, list, nfail, 1, 2, "second config where the first failed", e)))
         goto out;
-    apply_costs(&d);
+    if ((rc = apply_costs(&d, e)))
+        goto out;
     drop_unrunnable(&d);
-    rep->t_tune += now_s() - t;
+    rep->t_tune += now_s() - t - (d.t_values - tv); // the interpreter's time is check time
 
     t = now_s();
     if ((rc = solve(&d, &sel, e)))
@@ -759,6 +961,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     rep->t_solve += now_s() - t;
     // Phase 2: the other configs of the chosen kernels, then solve again on the better times.
     t = now_s();
+    tv = d.t_values;
     int nsel = 0;
     for (int i = 0; i < sel.n; i++) {
         int si = d.sig_of[sel.kernels[i]];
@@ -771,8 +974,9 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS, "all configs of the chosen kernels",
                               e)))
         goto out;
-    apply_costs(&d);
-    rep->t_tune += now_s() - t;
+    if ((rc = apply_costs(&d, e)))
+        goto out;
+    rep->t_tune += now_s() - t - (d.t_values - tv);
     t = now_s();
     if ((rc = solve(&d, &sel, e)))
         goto out;
@@ -802,6 +1006,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                 sel.objective * 1e3, sel.optimal ? "optimal" : "time limit", sel.gap * 100);
 
     t = now_s();
+    tv = d.t_values;
     if ((rc = build_plan_and_so(&d, &sel, &plan, &mod, &so, &so_size, e)))
         goto out;
     rep->kernels = sel.n;
@@ -828,8 +1033,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     rep->t_build = now_s() - t;
 
     t = now_s();
-    rc = check_artifact(&d, out_path, inputs, &rep->max_err, e);
-    rep->t_check += now_s() - t;
+    rc = end_to_end_check(&d, out_path, h.model_hash, h.input_shapes, h.load_flags, e);
+    rep->t_check += now_s() - t - (d.t_values - tv); // need_values counted its own time
     if (rc)
         remove(out_path); // never leave an artefact that failed its check
 out:

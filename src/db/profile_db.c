@@ -1,6 +1,6 @@
 // The profile database on SQLite (see profile_db.h): schema creation and version check, cached
-// prepared statements, pending rows that resolve to "crashed" once their process is gone, stats
-// and filtered clearing.
+// prepared statements, pending rows that resolve to "crashed" once their process is gone, stats,
+// filtered clearing, and the end-to-end check references (checksummed blobs).
 // Needs: libsqlite3. Guarantees: WAL journal with synchronous=NORMAL, so every committed write
 // survives the death of the process (SIGKILL included; a power cut may lose the last commits but
 // never corrupts the file); a busy timeout, so concurrent processes wait for each other instead of
@@ -28,7 +28,7 @@
 // A pending row of another host cannot be checked; after this long it is taken as crashed.
 #define PDB_FOREIGN_PENDING_S (24 * 3600)
 
-enum { Q_LOOKUP, Q_LOOKUP_ALL, Q_STORE, Q_GET_VALUE, Q_SET_VALUE, Q_COUNT };
+enum { Q_LOOKUP, Q_LOOKUP_ALL, Q_STORE, Q_GET_VALUE, Q_SET_VALUE, Q_GET_REF, Q_SET_REF, Q_COUNT };
 
 static const char *const queries[Q_COUNT] = {
     [Q_LOOKUP] =
@@ -44,7 +44,14 @@ static const char *const queries[Q_COUNT] = {
     [Q_GET_VALUE] = "SELECT value FROM device_value WHERE fingerprint = ?1 AND key = ?2",
     [Q_SET_VALUE] = ("INSERT OR REPLACE INTO device_value (fingerprint, key, value, created) "
                      "VALUES (?1, ?2, ?3, ?4)"),
+    [Q_GET_REF] = "SELECT bytes FROM reference WHERE key = ?1",
+    [Q_SET_REF] = "INSERT OR REPLACE INTO reference (key, created, bytes) VALUES (?1, ?2, ?3)",
 };
+
+// Schema version 2: end-to-end check references (blob: payload, then its 8-byte checksum).
+#define REFERENCE_TABLE_SQL                                                                        \
+    "CREATE TABLE IF NOT EXISTS reference (key TEXT PRIMARY KEY, created INTEGER NOT NULL, "       \
+    "bytes BLOB NOT NULL);"
 
 static const char *const schema_sql =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -61,13 +68,15 @@ static const char *const schema_sql =
     "  PRIMARY KEY (signature, target, fingerprint, config)) WITHOUT ROWID;"
     "CREATE TABLE device_value ("
     "  fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
-    "  created INTEGER NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID;";
+    "  created INTEGER NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID;"
+    REFERENCE_TABLE_SQL;
 
 struct ProfileDb {
     sqlite3 *db;
     char *path;
     bool readonly;
     bool in_txn; // inside pdb_begin .. pdb_commit
+    bool has_reference; // the reference table exists (false: a version 1 file opened read-only)
     int last_rc; // SQLite's code of the last failure (for the retries while opening)
     sqlite3_stmt *q[Q_COUNT];
     char host[256];       // this machine's host name
@@ -494,6 +503,72 @@ int pdb_set_value(ProfileDb *db, const char *fingerprint, const char *key, doubl
     return step_done(db, s, "storing a device constant", e);
 }
 
+// FNV-1a, 64 bits: the references' checksum (a damaged blob must not pass as data).
+static uint64_t ref_checksum(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
+                      bool *damaged, Err *e) {
+    *bytes = NULL;
+    *size = 0;
+    *found = *damaged = false;
+    if (!db->has_reference)
+        return ST_OK;
+    sqlite3_stmt *s = query(db, Q_GET_REF, "reading a check reference", e);
+    if (!s)
+        return e->code;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int rc = step(db, s), st = ST_OK;
+    if (rc == SQLITE_ROW) {
+        const uint8_t *b = sqlite3_column_blob(s, 0);
+        int n = sqlite3_column_bytes(s, 0);
+        uint64_t sum = 0;
+        if (b && n >= 8) {
+            for (int i = 0; i < 8; i++)
+                sum |= (uint64_t)b[n - 8 + i] << (8 * i);
+        }
+        if (!b || n < 8 || sum != ref_checksum(b, (size_t)n - 8)) {
+            *damaged = true;
+        } else {
+            *size = (size_t)n - 8;
+            *bytes = xmalloc(*size + 1);
+            memcpy(*bytes, b, *size);
+            *found = true;
+        }
+    } else if (rc != SQLITE_DONE) {
+        st = fail_db(db, rc, "reading a check reference", e);
+    }
+    done_with(s);
+    return st;
+}
+
+int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t size, Err *e) {
+    if (db->readonly)
+        return err_set(e, ST_USAGE, "profile database %s was opened read-only", db->path);
+    if (size > (size_t)INT32_MAX - 8)
+        return err_set(e, ST_UNSUPPORTED, "a check reference of %zu bytes is too large to store",
+                       size);
+    sqlite3_stmt *s = query(db, Q_SET_REF, "storing a check reference", e);
+    if (!s)
+        return e->code;
+    uint8_t *b = xmalloc(size + 8);
+    if (size)
+        memcpy(b, bytes, size);
+    uint64_t sum = ref_checksum(b, size);
+    for (int i = 0; i < 8; i++)
+        b[size + (size_t)i] = (uint8_t)(sum >> (8 * i));
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (int64_t)time(NULL));
+    sqlite3_bind_blob(s, 3, b, (int)(size + 8), SQLITE_STATIC);
+    int st = step_done(db, s, "storing a check reference", e);
+    free(b);
+    return st;
+}
+
 // --- opening ---------------------------------------------------------------------------------
 
 // mkdir -p of path's parent directories, new ones with mode 0700 (the cache is the user's).
@@ -569,6 +644,7 @@ static int setup_schema(ProfileDb *db, Err *e) {
                  "%s INSERT INTO meta VALUES ('schema_version', '%d'), ('created_by', 'orch %s');",
                  schema_sql, PDB_SCHEMA_VERSION, ORCH_VERSION);
         st = exec_sql(db, sql, "creating the schema", e);
+        db->has_reference = true;
     } else if (st == ST_OK) {
         s = prepare(db, "SELECT value FROM meta WHERE key = 'schema_version'",
                     "reading the schema version", e);
@@ -583,6 +659,16 @@ static int setup_schema(ProfileDb *db, Err *e) {
         } else {
             st = e->code;
         }
+        if (st == ST_OK && version >= 1 && version < 2 && !db->readonly) {
+            // Version 1 → 2: the reference table, added in this same transaction.
+            char sql[512];
+            snprintf(sql, sizeof sql,
+                     "%s UPDATE meta SET value = '%d' WHERE key = 'schema_version';",
+                     REFERENCE_TABLE_SQL, PDB_SCHEMA_VERSION);
+            st = exec_sql(db, sql, "upgrading the schema to version 2", e);
+            version = PDB_SCHEMA_VERSION;
+        }
+        db->has_reference = version >= 2;
         if (st == ST_OK && version > PDB_SCHEMA_VERSION)
             st = err_set(e, ST_UNSUPPORTED,
                          "profile database %s has schema version %" PRId64
@@ -730,6 +816,19 @@ static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     st->values = sqlite3_column_int64(s, 4);
     st->schema_version = sqlite3_column_int(s, 5);
     sqlite3_finalize(s);
+    if (db->has_reference) {
+        s = prepare(db, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM reference", what, e);
+        if (!s)
+            return e->code;
+        rc = step(db, s);
+        if (rc != SQLITE_ROW) {
+            sqlite3_finalize(s);
+            return fail_db(db, rc, what, e);
+        }
+        st->references = sqlite3_column_int64(s, 0);
+        st->reference_bytes = sqlite3_column_int64(s, 1);
+        sqlite3_finalize(s);
+    }
 
     s = prepare(db,
                 "SELECT target, fingerprint, count(*), count(DISTINCT signature) FROM "
@@ -880,11 +979,12 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
         iso_date(st->newest, b, sizeof b, true);
         fprintf(f,
                 ", \"file_bytes\": %" PRId64 ", \"schema_version\": %d, \"rows\": %" PRId64
-                ", \"kernels\": %" PRId64 ", \"device_values\": %" PRId64 ", \"oldest\": %" PRId64
-                ", \"newest\": %" PRId64 ", \"oldest_iso\": \"%s\", \"newest_iso\": \"%s\", "
-                "\"integrity\": ",
+                ", \"kernels\": %" PRId64 ", \"device_values\": %" PRId64
+                ", \"references\": %" PRId64 ", \"reference_bytes\": %" PRId64
+                ", \"oldest\": %" PRId64 ", \"newest\": %" PRId64
+                ", \"oldest_iso\": \"%s\", \"newest_iso\": \"%s\", \"integrity\": ",
                 st->file_bytes, st->schema_version, st->rows, st->signatures, st->values,
-                st->oldest, st->newest, a, b);
+                st->references, st->reference_bytes, st->oldest, st->newest, a, b);
         json_string(f, st->integrity);
         fprintf(f, ", \"by_status\": {");
         print_by_status(f, st->by_status, true);
@@ -914,6 +1014,8 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
     iso_date(st->newest, b, sizeof b, false);
     fprintf(f, "  measured:      %s .. %s (local time)\n", a, b);
     fprintf(f, "  device values: %" PRId64 "\n", st->values);
+    fprintf(f, "  references:    %" PRId64 " (end-to-end check outputs, %.1f KiB)\n",
+            st->references, (double)st->reference_bytes / 1024.0);
     if (st->n_groups)
         fprintf(f, "  by target and device:\n");
     for (int i = 0; i < st->n_groups; i++) {
@@ -938,19 +1040,22 @@ static void bind_filters(sqlite3_stmt *s, const char *target, const char *fp) {
 int pdb_count_matching(ProfileDb *db, const char *target, const char *fingerprint_sub, int64_t *n,
                        Err *e) {
     *n = 0;
-    char sql[512];
+    char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT (SELECT count(*) FROM measurement WHERE %s), "
              "CASE WHEN ?1 IS NULL THEN (SELECT count(*) FROM device_value WHERE "
-             "?2 IS NULL OR instr(fingerprint, ?2) > 0) ELSE 0 END",
-             clear_where);
+             "?2 IS NULL OR instr(fingerprint, ?2) > 0) ELSE 0 END, "
+             "CASE WHEN ?1 IS NULL AND ?2 IS NULL AND %d THEN (SELECT count(*) FROM %s) "
+             "ELSE 0 END",
+             clear_where, db->has_reference ? 1 : 0,
+             db->has_reference ? "reference" : "meta WHERE 0");
     sqlite3_stmt *s = prepare(db, sql, "counting rows", e);
     if (!s)
         return e->code;
     bind_filters(s, target, fingerprint_sub);
     int rc = step(db, s), st = ST_OK;
     if (rc == SQLITE_ROW)
-        *n = sqlite3_column_int64(s, 0) + sqlite3_column_int64(s, 1);
+        *n = sqlite3_column_int64(s, 0) + sqlite3_column_int64(s, 1) + sqlite3_column_int64(s, 2);
     else
         st = fail_db(db, rc, "counting rows", e);
     sqlite3_finalize(s);
@@ -989,6 +1094,18 @@ int pdb_clear(ProfileDb *db, const char *target, const char *fingerprint_sub, in
                 *deleted += sqlite3_changes(db->db);
             else
                 st = fail_db(db, rc, "clearing device values", e);
+            sqlite3_finalize(s);
+        }
+    }
+    if (st == ST_OK && !target && !fingerprint_sub && db->has_reference) {
+        s = prepare(db, "DELETE FROM reference", "clearing check references", e);
+        st = s ? ST_OK : e->code;
+        if (s) {
+            int rc = step(db, s);
+            if (rc == SQLITE_DONE)
+                *deleted += sqlite3_changes(db->db);
+            else
+                st = fail_db(db, rc, "clearing check references", e);
             sqlite3_finalize(s);
         }
     }

@@ -18,7 +18,9 @@
 #include <stdio.h>
 
 // The schema this orch reads and writes; a file with a newer one is refused (ST_UNSUPPORTED).
-#define PDB_SCHEMA_VERSION 1
+// Version 2 added the reference table; a version 1 file is upgraded when opened read-write (a
+// read-only open reads it as it is, with no references).
+#define PDB_SCHEMA_VERSION 2
 
 typedef struct ProfileDb ProfileDb;
 
@@ -92,6 +94,15 @@ int pdb_get_value(ProfileDb *db, const char *fingerprint, const char *key, doubl
                   Err *e);
 int pdb_set_value(ProfileDb *db, const char *fingerprint, const char *key, double v, Err *e);
 
+// End-to-end check references (the graph outputs' interpreter values for one model, shapes,
+// flags and random inputs): an opaque blob per key, which the caller's key names completely.
+// The stored blob carries a checksum: a row whose blob is shorter than it or disagrees with it
+// reads as absent (*found false, *damaged true), never as data. *bytes is malloc'd.
+int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
+                      bool *damaged, Err *e);
+// Inserts or replaces the reference of key (one transaction, like pdb_store).
+int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t size, Err *e);
+
 // What `orch db stats` prints.
 typedef struct PdbGroupStats {
     char *target, *fingerprint;
@@ -107,6 +118,8 @@ typedef struct PdbStats {
     int64_t by_status[PDB_N_STATUS]; // pending rows of dead processes count as crashed
     int64_t signatures;              // distinct candidate signatures (kernels)
     int64_t values;                  // device constants
+    int64_t references;              // end-to-end check references (pdb_set_reference)
+    int64_t reference_bytes;         // their blobs' bytes in all
     int64_t oldest, newest;          // unix seconds of the measurements (0 when there are none)
     int n_groups;                    // per (target, fingerprint), ordered by both
     PdbGroupStats *groups;
@@ -118,8 +131,9 @@ void pdb_stats_free(PdbStats *st); // accepts NULL
 void pdb_stats_print(const PdbStats *st, FILE *f, bool json);
 
 // Deletes the measurements whose target equals target and whose fingerprint contains
-// fingerprint_sub (NULL: any), and the device constants whose fingerprint contains fingerprint_sub
-// when no target is given (they belong to a device, not a target). *deleted: rows removed in all.
+// fingerprint_sub (NULL: any), the device constants whose fingerprint contains fingerprint_sub
+// when no target is given (they belong to a device, not a target), and the end-to-end check
+// references when neither is given (they belong to no device). *deleted: rows removed in all.
 int pdb_clear(ProfileDb *db, const char *target, const char *fingerprint_sub, int64_t *deleted,
               Err *e);
 // How many rows pdb_clear would delete with the same filters.

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end tests of `orch compile`, `orch run MODEL.orch`, `orch bench` and `orch db` on the CPU
 target: a compile and its check against ONNX Runtime's stored output, a warm recompile that only
-looks up the profile database and picks the same selection, a compile killed with SIGKILL in the
+looks up the profile database, never runs the interpreter (its end-to-end check uses the reference
+cached in the database) and picks the same selection, damaged, short or wrong cached references
+recomputed and never trusted, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
 measured again, and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
@@ -19,6 +21,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,6 +69,37 @@ def counts(out):
     return int(m.group(1)), int(m.group(2))
 
 
+INTERP = "value by the interpreter in"   # need_values' progress line: the interpreter ran
+CACHED = "reference cached in the database"
+
+
+def largest_error(err):
+    m = re.search(r"check: the artefact's outputs agree .* largest error (\S+),", err)
+    assert m, f"no end-to-end check line in:\n{err[-3000:]}"
+    return m.group(1)
+
+
+def fnv1a64(b):
+    h = 0xcbf29ce484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def references(path):
+    con = sqlite3.connect(path, timeout=30)
+    rows = con.execute("SELECT key, bytes FROM reference").fetchall()
+    con.close()
+    return dict(rows)
+
+
+def set_reference(path, key, blob):
+    con = sqlite3.connect(path, timeout=30)
+    with con:
+        con.execute("UPDATE reference SET bytes = ? WHERE key = ?", (blob, key))
+    con.close()
+
+
 def db_rows(path, ok_only=False):
     con = sqlite3.connect(path, timeout=30)
     try:
@@ -95,6 +129,8 @@ def main():
         assert "measured" in p.stderr and "ETA" in p.stderr, "no progress lines on stderr"
         assert os.path.exists(art), "no artefact written"
         state["digest"] = digest(p.stdout)
+        state["err"] = largest_error(p.stderr)
+        assert "stored as the reference" in p.stderr, p.stderr[-3000:]
         measured, _ = counts(p.stdout)
         assert measured > 0, "a cold compile measured nothing"
         r = orch(binary, "run", art, "-i", f"image={EX}/image.npy", "--expected",
@@ -110,6 +146,49 @@ def main():
         assert measured == 0, f"warm compile measured {measured} configs"
         assert looked_up > 0, "warm compile found nothing in the database"
         assert digest(p.stdout) == state["digest"], "warm compile chose another selection"
+        # No interpreter at all: the check compares with the cached reference, to the same result.
+        assert INTERP not in p.stderr, f"warm compile ran the interpreter:\n{p.stderr[-3000:]}"
+        assert CACHED in p.stderr, p.stderr[-3000:]
+        assert largest_error(p.stderr) == state["err"], (largest_error(p.stderr), state["err"])
+        r = orch(binary, "run", art + "2", "-i", f"image={EX}/image.npy", "--expected",
+                 f"logits={EX}/logits.npy")
+        assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
+        refs = references(db)
+        assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
+        state["ref"] = next(iter(refs.items()))
+
+    @case("damaged_or_wrong_reference_is_recomputed_not_trusted")
+    def _():
+        key, good = state["ref"]
+        payload = good[:-8]
+        assert int.from_bytes(good[-8:], "little") == fnv1a64(payload), "checksum layout"
+        # The float outputs, scaled by 3 under a valid checksum: a stale reference the check
+        # must not fail a good artefact on (the interpreter decides, the row is rewritten).
+        n_out = int.from_bytes(payload[12:16], "little")
+        data = bytearray(payload)
+        head = 16 + 16 * n_out
+
+        vals = struct.unpack_from(f"<{(len(data) - head) // 4}f", data, head)
+        struct.pack_into(f"<{len(vals)}f", data, head, *[3 * v + 1 for v in vals])
+        wrong = bytes(data) + fnv1a64(bytes(data)).to_bytes(8, "little")
+        flipped = bytearray(good)
+        flipped[len(flipped) // 2] ^= 0x40
+        for what, blob, says in [("flipped byte", bytes(flipped), "damaged"),
+                                 ("short", good[:5], "damaged"),
+                                 ("empty", b"", "damaged"),
+                                 ("other format", b"xx" + good[2:-8], "damaged"),
+                                 ("wrong values", wrong, "disagrees with the cached reference")]:
+            if what == "other format":  # a valid checksum over a blob of another layout
+                blob = blob + fnv1a64(blob).to_bytes(8, "little")
+            set_reference(db, key, blob)
+            p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "3", *common)
+            assert p.returncode == 0, f"{what}: {p.stderr[-3000:]}"
+            assert says in p.stderr, f"{what}: {p.stderr[-3000:]}"
+            assert INTERP in p.stderr, f"{what}: the interpreter did not run"
+            assert CACHED not in p.stderr, f"{what}: trusted"
+            assert digest(p.stdout) == state["digest"], what
+            assert largest_error(p.stderr) == state["err"], what
+            assert references(db) == {key: good}, f"{what}: the reference was not rewritten"
 
     @case("kill_mid_compile_then_resume")
     def _():
@@ -184,10 +263,17 @@ def main():
         assert s.returncode == 0, s.stderr
         j = json.loads(s.stdout)
         assert j["rows"] > 0, j
-        c = orch(binary, "db", "clear", "--db", db, "--yes")
+        assert j["references"] == 1 and j["reference_bytes"] > 8, j
+        # A filtered clear keeps the references (they belong to no target or device).
+        c = orch(binary, "db", "clear", "--db", db, "--yes", "--target", "cpu")
         assert c.returncode == 0 and "deleted" in c.stdout, c.stdout + c.stderr
+        j = json.loads(orch(binary, "db", "stats", "--db", db, "--json").stdout)
+        assert j["rows"] == 0 and j["references"] == 1, j
+        c = orch(binary, "db", "clear", "--db", db, "--yes")
+        assert c.returncode == 0 and "deleted 1 rows" in c.stdout, c.stdout + c.stderr
         s = orch(binary, "db", "stats", "--db", db, "--json")
-        assert json.loads(s.stdout)["rows"] == 0
+        j = json.loads(s.stdout)
+        assert j["rows"] == 0 and j["references"] == 0, j
 
     @case("cuda_target_without_a_driver")
     def _():

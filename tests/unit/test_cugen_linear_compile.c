@@ -15,7 +15,8 @@
 // each precision on odd, batched, transposed and conv shapes likewise; then the best configs of
 // a 1024^3 matmul and a 3x3 64->64 conv on 56x56 under each precision timed with CUDA events
 // (median of 50), GFLOP/s printed.
-// Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts; ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
+// Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts;
+// ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass); ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
 // two graphs get every config, the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "candidates/candidates.h"
 #include "check.h"
@@ -234,6 +235,10 @@ static void *compile_thread(void *arg) {
     Compile *c = arg;
     NvrtcOptions o = {.arch = c->arch};
     double t0 = now();
+    if (getenv("ORCH_CUGEN_EMIT_ONLY") && !g_api) { // the sanitizer pass: emitters only
+        c->rc = ST_OK;
+        return NULL;
+    }
     c->rc = nvrtc_compile(c->src, c->name, &o, &c->cubin, &c->size, &c->e);
     c->secs = now() - t0;
     return NULL;
@@ -916,11 +921,47 @@ static void splitk(void) {
     CHECK_MSG(n > 0 && strstr(cf[0].desc, " sk="), "best '%s' is not split", n ? cf[0].desc : "");
     cand_set_free(cs);
     prim_graph_free(probe);
-    check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), 64, 1);
-    check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), 64, 1);
+    // The 6 best configs here (a split one among them), every config on a GPU.
+    check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), 6, 1);
+    check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), 6, 1);
     ConvCase c = {"conv3x3_256_7x7", 2, 1, 256, 128, {7, 7}, {3, 3}, {1, 1},
                   {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false};
-    check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), 64, 1);
+    check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), 6, 1);
+}
+
+// The direct convolution to a few output channels (v=direct): offered, and compiled (run on a
+// GPU), for a 9x9 conv 8 -> 3 with a prologue and a ReLU epilogue, a grouped one and a strided
+// one to a single channel.
+static void direct(void) {
+    ConvCase cs[] = {
+        {"direct_9x9_8to3_relu", 2, 1, 8, 3, {20, 18}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1,
+         1, true, false},
+        {"direct_3x3_g2_4to4", 2, 2, 4, 4, {12, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
+         false, false},
+        {"direct_5x5_s2_3to1", 2, 1, 3, 1, {13, 9}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, 1, 0,
+         false, false},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
+        PrimGraph *pg = conv_graph(&cs[i]);
+        Err e = {0};
+        CandidateSet *cands = NULL;
+        CHECK(cand_enumerate(pg, NULL, 0, &cands, &e) == ST_OK);
+        int offered = 0;
+        for (int c = 0; cands && c < cands->n; c++) {
+            KernelConfig cf[8];
+            int n = cugen_lin_supports(pg, &cands->c[c])
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+                        : 0;
+            for (int k = 0; k < n; k++)
+                offered += strstr(cf[k].desc, "v=direct") != NULL;
+        }
+        CHECK_MSG(offered > 0, "%s: no v=direct config among the top 8", cs[i].name);
+        cand_set_free(cands);
+        prim_graph_free(pg);
+        g_only = "v=direct";
+        check_graph(cs[i].name, conv_graph(&cs[i]), 8, 1);
+        g_only = NULL;
+    }
 }
 
 static void counts(void) {
@@ -998,6 +1039,7 @@ int main(int argc, char **argv) {
     PART(matmuls);
     PART(convs);
     PART(splitk);
+    PART(direct);
     PART(precision_configs);
     PART(tensor_cores);
     if (argc > 1) {

@@ -1,7 +1,8 @@
 // Unit tests of the profile database (src/db/profile_db.h) in a temporary directory: schema,
 // store/look-up round trips, pending rows of live and dead processes (forked children), device
-// values, stats, filtered clearing, refused files (missing, not SQLite, truncated, newer schema,
-// foreign), concurrent writers and a writer SIGKILLed mid-loop.
+// values, stats, filtered clearing, end-to-end check references (round trip, damaged blobs read as
+// absent, stats, clearing, the upgrade of a version 1 file), refused files (missing, not SQLite,
+// truncated, newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop.
 #define _GNU_SOURCE
 #include "check.h"
 #include "db/profile_db.h"
@@ -547,6 +548,156 @@ static void clear_filters(void) {
     pdb_close(db);
 }
 
+// Replaces the stored blob of key with edit(blob) as another program would (SQLite directly).
+static void raw_edit_reference(const char *path, const char *key, int flip_at, int keep) {
+    sqlite3 *raw;
+    CHECK(sqlite3_open(path, &raw) == SQLITE_OK);
+    sqlite3_stmt *s;
+    CHECK(sqlite3_prepare_v2(raw, "SELECT bytes FROM reference WHERE key = ?1", -1, &s, NULL) ==
+          SQLITE_OK);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    CHECK(sqlite3_step(s) == SQLITE_ROW);
+    int n = sqlite3_column_bytes(s, 0);
+    uint8_t *b = malloc((size_t)n + 1);
+    if (n)
+        memcpy(b, sqlite3_column_blob(s, 0), (size_t)n);
+    sqlite3_finalize(s);
+    if (flip_at >= 0 && flip_at < n)
+        b[flip_at] ^= 0x10;
+    if (keep >= 0 && keep < n)
+        n = keep;
+    CHECK(sqlite3_prepare_v2(raw, "UPDATE reference SET bytes = ?2 WHERE key = ?1", -1, &s, NULL) ==
+          SQLITE_OK);
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 2, b, n, SQLITE_STATIC);
+    CHECK(sqlite3_step(s) == SQLITE_DONE);
+    sqlite3_finalize(s);
+    sqlite3_close(raw);
+    free(b);
+}
+
+// Expects the reference of key to read back as exactly want (n bytes), or as absent.
+static void expect_reference(ProfileDb *db, const char *key, const uint8_t *want, size_t n,
+                             bool present, bool damaged_expected) {
+    Err e = {0};
+    void *got = NULL;
+    size_t size = 7;
+    bool found = true, damaged = !damaged_expected;
+    CHECK_MSG(pdb_get_reference(db, key, &got, &size, &found, &damaged, &e) == ST_OK, "%s", e.msg);
+    CHECK_MSG(found == present && damaged == damaged_expected, "%s: found %d damaged %d", key,
+              found, damaged);
+    if (present)
+        CHECK_MSG(size == n && (n == 0 || memcmp(got, want, n) == 0), "%s: %zu bytes, want %zu",
+                  key, size, n);
+    else
+        CHECK(got == NULL && size == 0);
+    free(got);
+}
+
+static void references(void) {
+    char path[512];
+    path_in(path, sizeof path, "ref.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    // Round trips of random blobs of several sizes (0 bytes included), and a replacement.
+    static const size_t sizes[] = {0, 1, 7, 8, 9, 1000, 3 << 20};
+    uint8_t *blobs[7];
+    char keys[7][64];
+    int64_t total = 0;
+    for (int i = 0; i < 7; i++) {
+        blobs[i] = malloc(sizes[i] + 1);
+        for (size_t j = 0; j < sizes[i]; j++)
+            blobs[i][j] = (uint8_t)rnd();
+        snprintf(keys[i], sizeof keys[i], "orch test|model %016" PRIx64 "|%d", rnd(), i);
+        CHECK_MSG(pdb_set_reference(db, keys[i], blobs[i], sizes[i], &e) == ST_OK, "%s", e.msg);
+        total += (int64_t)sizes[i] + 8;
+    }
+    for (int i = 0; i < 7; i++)
+        expect_reference(db, keys[i], blobs[i], sizes[i], true, false);
+    expect_reference(db, "no such key", NULL, 0, false, false);
+    blobs[5][0] ^= 0xff;
+    CHECK(pdb_set_reference(db, keys[5], blobs[5], sizes[5], &e) == ST_OK);
+    expect_reference(db, keys[5], blobs[5], sizes[5], true, false);
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.references == 7 && st.reference_bytes == total);
+    pdb_stats_free(&st);
+    // Damaged rows read as absent, never as data: a flipped byte in the payload or in the
+    // checksum, a blob cut short by one byte, one shorter than its checksum, an empty one.
+    raw_edit_reference(path, keys[5], 500, -1);
+    expect_reference(db, keys[5], NULL, 0, false, true);
+    raw_edit_reference(path, keys[4], (int)sizes[4] + 3, -1);
+    expect_reference(db, keys[4], NULL, 0, false, true);
+    raw_edit_reference(path, keys[3], -1, (int)sizes[3] + 7);
+    expect_reference(db, keys[3], NULL, 0, false, true);
+    raw_edit_reference(path, keys[2], -1, 5);
+    expect_reference(db, keys[2], NULL, 0, false, true);
+    raw_edit_reference(path, keys[1], -1, 0);
+    expect_reference(db, keys[1], NULL, 0, false, true);
+    expect_reference(db, keys[6], blobs[6], sizes[6], true, false); // the others are intact
+    // Storing again repairs a damaged row.
+    CHECK(pdb_set_reference(db, keys[5], blobs[5], sizes[5], &e) == ST_OK);
+    expect_reference(db, keys[5], blobs[5], sizes[5], true, false);
+    // Clearing: filters (a target, a device) keep the references; no filter removes them.
+    PdbKey k = {9, "cpu", "dev", "c"};
+    PdbRecord r = random_record(PDB_OK);
+    CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    int64_t cnt = -1, del = -1;
+    CHECK(pdb_count_matching(db, "cpu", NULL, &cnt, &e) == ST_OK && cnt == 1);
+    CHECK(pdb_clear(db, "cpu", NULL, &del, &e) == ST_OK && del == 1);
+    CHECK(pdb_clear(db, NULL, "dev", &del, &e) == ST_OK && del == 0);
+    CHECK(pdb_count_matching(db, NULL, NULL, &cnt, &e) == ST_OK && cnt == 7);
+    CHECK(pdb_clear(db, NULL, NULL, &del, &e) == ST_OK && del == 7);
+    for (int i = 0; i < 7; i++)
+        expect_reference(db, keys[i], NULL, 0, false, false);
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.references == 0 && st.reference_bytes == 0);
+    pdb_stats_free(&st);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+    for (int i = 0; i < 7; i++)
+        free(blobs[i]);
+}
+
+// A version 1 file (no reference table): read-only, it has no references and refuses to store
+// one; opened read-write, it is upgraded to version 2 in place, its measurements kept.
+static void schema_upgrade(void) {
+    char path[512];
+    path_in(path, sizeof path, "v1.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {5, "cpu", "dev", "c"};
+    PdbRecord r = random_record(PDB_OK), got;
+    CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    pdb_close(db);
+    raw_sql(path, "DROP TABLE reference; UPDATE meta SET value = '1' WHERE key = "
+                  "'schema_version'");
+    CHECK_MSG(pdb_open(path, true, &db, &e) == ST_OK, "%s", e.msg);
+    expect_reference(db, "k", NULL, 0, false, false);
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.schema_version == 1 && st.references == 0 &&
+          st.rows == 1);
+    pdb_stats_free(&st);
+    int64_t cnt = -1;
+    CHECK(pdb_count_matching(db, NULL, NULL, &cnt, &e) == ST_OK && cnt == 1);
+    Err e2 = {0};
+    CHECK(pdb_set_reference(db, "k", "x", 1, &e2) == ST_USAGE && strstr(e2.msg, "read-only"));
+    pdb_close(db);
+    db = open_ok(path);
+    if (!db)
+        return;
+    CHECK(pdb_set_reference(db, "k", "xyz", 3, &e) == ST_OK);
+    expect_reference(db, "k", (const uint8_t *)"xyz", 3, true, false);
+    bool found = false;
+    CHECK(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && found && same_record(&r, &got));
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.schema_version == PDB_SCHEMA_VERSION &&
+          st.references == 1);
+    pdb_stats_free(&st);
+    pdb_close(db);
+}
+
 static void readonly_missing(void) {
     char path[512];
     path_in(path, sizeof path, "missing/none.db");
@@ -843,6 +994,8 @@ int main(void) {
     RUN(values);
     RUN(stats);
     RUN(clear_filters);
+    RUN(references);
+    RUN(schema_upgrade);
     RUN(readonly_missing);
     RUN(not_a_database);
     RUN(truncated);

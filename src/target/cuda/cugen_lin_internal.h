@@ -30,5 +30,11 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e);
+// Direct 2-D convolution for at most CULIN_DIRECT_MAX_M output channels per group whose weights
+// fit in shared memory (culin_direct_ok).
+int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e);
+bool culin_direct_ok(const Lin *L);
+#define CULIN_DIRECT_MAX_M 8
+#define CULIN_DIRECT_MAX_W 8192 // weight floats staged in shared memory
 
 #endif
