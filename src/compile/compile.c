@@ -959,28 +959,41 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if ((rc = solve(&d, &sel, e)))
         goto out;
     rep->t_solve += now_s() - t;
-    // Phase 2: the other configs of the chosen kernels, then solve again on the better times.
-    t = now_s();
-    tv = d.t_values;
-    int nsel = 0;
-    for (int i = 0; i < sel.n; i++) {
-        int si = d.sig_of[sel.kernels[i]];
-        bool dup = false;
-        for (int j = 0; j < nsel && !dup; j++)
-            dup = list[j] == si;
-        if (!dup && d.sigs[si].supported)
-            list[nsel++] = si;
+    // Phase 2: the other configs of the chosen kernels, then solve again on the better times;
+    // repeated while the new selection holds kernels not yet measured in every config (at most
+    // 4 rounds), so the final selection is fully measured and a warm compile, which starts from
+    // these times, reaches the same selection without measuring anything.
+    bool *full = xcalloc((size_t)d.n_sigs + 1, sizeof(bool));
+    for (int round = 0; round < 4; round++) {
+        t = now_s();
+        tv = d.t_values;
+        int nsel = 0;
+        for (int i = 0; i < sel.n; i++) {
+            int si = d.sig_of[sel.kernels[i]];
+            if (!full[si] && d.sigs[si].supported) {
+                full[si] = true;
+                list[nsel++] = si;
+            }
+        }
+        if (nsel == 0)
+            break;
+        if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS,
+                                  round ? "all configs of the newly chosen kernels"
+                                        : "all configs of the chosen kernels",
+                                  e)) ||
+            (rc = apply_costs(&d, e))) {
+            free(full);
+            goto out;
+        }
+        rep->t_tune += now_s() - t - (d.t_values - tv);
+        t = now_s();
+        if ((rc = solve(&d, &sel, e))) {
+            free(full);
+            goto out;
+        }
+        rep->t_solve += now_s() - t;
     }
-    if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS, "all configs of the chosen kernels",
-                              e)))
-        goto out;
-    if ((rc = apply_costs(&d, e)))
-        goto out;
-    rep->t_tune += now_s() - t - (d.t_values - tv);
-    t = now_s();
-    if ((rc = solve(&d, &sel, e)))
-        goto out;
-    rep->t_solve += now_s() - t;
+    free(full);
     rep->predicted_s = sel.objective;
     for (int i = 0; i < sel.n; i++) {
         const Candidate *c = &d.cs->c[sel.kernels[i]];
