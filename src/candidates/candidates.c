@@ -35,7 +35,7 @@
 
 CandRules cand_rules_default(void) {
     return (CandRules){DEFAULT_MAX_PRIMS, DEFAULT_MAX_INPUTS, cand_rules_default_accepts, NULL,
-                       false};
+                       false, false};
 }
 
 // ---- the default rules (Korch's, plus fused prologues and epilogues around one LINEAR) ----
@@ -441,6 +441,9 @@ int cand_enumerate(const PrimGraph *pg, const CandRules *rules, int max_segment,
     // Chains of small dense layers, beyond the one-LINEAR rule (mlp_chains.c).
     if (r.mlp_chains)
         cs->stats.mlp_chains = cand_add_mlp_chains(cs, pg, producer, E.prim_hash);
+    // Scaled-dot-product attention with its softmax, per query tile (attention.c).
+    if (r.attention)
+        cs->stats.attention = cand_add_attention(cs, pg, producer, E.prim_hash);
 
     uint64_t *sig = xmalloc(sizeof(uint64_t) * (size_t)(cs->n + 1));
     for (int i = 0; i < cs->n; i++)

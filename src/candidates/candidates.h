@@ -37,6 +37,7 @@ typedef struct CandRules {
     void *ctx;           // target data for accepts
     bool mlp_chains;     // also propose multi-LINEAR MLP chains (mlp_chains.c; default off, so
                          // the single-LINEAR enumeration stays exactly Korch's)
+    bool attention;      // also propose fused attention (attention.h; default off, as above)
 } CandRules;
 
 CandRules cand_rules_default(void);
@@ -48,6 +49,7 @@ typedef struct CandStats {
     int truncated_sinks; // sinks whose search hit the per-sink budget (wide fan-in)
     double seconds;
     int mlp_chains;      // multi-LINEAR MLP chain candidates among `candidates` (mlp_chains.c)
+    int attention;       // fused attention candidates among `candidates` (attention.c)
 } CandStats;
 
 typedef struct CandidateSet {

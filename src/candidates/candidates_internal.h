@@ -20,4 +20,14 @@ int cand_split(const PrimGraph *pg, const int *producer, int max_segment, int *s
 int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *producer,
                         const uint64_t *prim_hash);
 
+// Appends the candidate of the n primitives `members` (sorted ascending, the sink last) lying in
+// `segment`: signature, canonical inputs, output (mlp_chains.c).
+void cand_append(CandidateSet *cs, const PrimGraph *pg, const uint64_t *prim_hash,
+                 const int *members, int n, int segment);
+int cand_cmp_int(const void *a, const void *b);
+
+// attention.c: appends the fused attention candidates (attention.h) to cs; returns how many.
+int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *producer,
+                       const uint64_t *prim_hash);
+
 #endif

@@ -99,34 +99,6 @@ static int next_layer(const Chains *C, int lin, int tail) {
     return q;
 }
 
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-static void add_candidate(CandidateSet *cs, const PrimGraph *pg, const uint64_t *prim_hash,
-                          int *members, int n, int segment) {
-    qsort(members, (size_t)n, sizeof(int), cmp_int);
-    if (cs->n == cs->cap) {
-        cs->cap = cs->cap ? 2 * cs->cap : 1024;
-        cs->c = xrealloc(cs->c, sizeof(Candidate) * (size_t)cs->cap);
-    }
-    Candidate *c = &cs->c[cs->n];
-    memset(c, 0, sizeof *c);
-    c->id = cs->n++;
-    c->n_prims = n;
-    c->prims = arena_memdup(cs->arena, members, sizeof(int) * (size_t)n);
-    c->output = pg->prims[members[n - 1]]->out[0];
-    int cap = 0;
-    for (int i = 0; i < n; i++)
-        cap += pg->prims[members[i]]->n_in;
-    c->inputs = arena_alloc(cs->arena, sizeof(int) * (size_t)(cap + 1));
-    int n_ext = 0;
-    c->signature = cand_signature_hashed(pg, members, n, prim_hash, c->inputs, &n_ext);
-    c->n_inputs = n_ext;
-    c->segment = segment;
-}
-
 int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *producer,
                         const uint64_t *prim_hash) {
     int nt = pg->n_tensors, np = pg->n_prims, added = 0;
@@ -178,7 +150,8 @@ int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *produc
                     members[n++] = layers[l];
                     n += epilogue(&C, layers[l], members + n, &tail);
                 }
-                add_candidate(cs, pg, prim_hash, members, n, cs->segment_of_prim[layers[i]]);
+                qsort(members, (size_t)n, sizeof(int), cand_cmp_int);
+                cand_append(cs, pg, prim_hash, members, n, cs->segment_of_prim[layers[i]]);
                 added++;
             }
     }
@@ -190,6 +163,33 @@ int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *produc
     free(C.sole_cons);
     free(C.is_out);
     return added;
+}
+
+int cand_cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+void cand_append(CandidateSet *cs, const PrimGraph *pg, const uint64_t *prim_hash,
+                 const int *members, int n, int segment) {
+    if (cs->n == cs->cap) {
+        cs->cap = cs->cap ? 2 * cs->cap : 1024;
+        cs->c = xrealloc(cs->c, sizeof(Candidate) * (size_t)cs->cap);
+    }
+    Candidate *c = &cs->c[cs->n];
+    memset(c, 0, sizeof *c);
+    c->id = cs->n++;
+    c->n_prims = n;
+    c->prims = arena_memdup(cs->arena, members, sizeof(int) * (size_t)n);
+    c->output = pg->prims[members[n - 1]]->out[0];
+    int cap = 0;
+    for (int i = 0; i < n; i++)
+        cap += pg->prims[members[i]]->n_in;
+    c->inputs = arena_alloc(cs->arena, sizeof(int) * (size_t)(cap + 1));
+    int n_ext = 0;
+    c->signature = cand_signature_hashed(pg, members, n, prim_hash, c->inputs, &n_ext);
+    c->n_inputs = n_ext;
+    c->segment = segment;
 }
 
 int cand_count_linear(const PrimGraph *pg, const Candidate *c) {

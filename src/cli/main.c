@@ -525,6 +525,7 @@ static int build_plan(const Args *a, const PrimGraph *pg, CandidateSet **cs, Sel
                       Err *e) {
     CandRules rules = cand_rules_default();
     rules.mlp_chains = true; // as orch compile proposes them (issue 8)
+    rules.attention = true;
     int rc = cand_enumerate(pg, &rules, 0, cs, e);
     if (rc)
         return rc;

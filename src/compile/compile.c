@@ -898,6 +898,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     // MLP chain candidates (issue 8) compete with the single-layer kernels; ORCH_MLP_CHAINS=0
     // leaves them out (to compare with the unfused selection).
     rules.mlp_chains = !getenv("ORCH_MLP_CHAINS") || strcmp(getenv("ORCH_MLP_CHAINS"), "0") != 0;
+    // Fused attention candidates likewise (ORCH_ATTENTION=0: left out).
+    rules.attention = !getenv("ORCH_ATTENTION") || strcmp(getenv("ORCH_ATTENTION"), "0") != 0;
     if ((rc = cand_enumerate(pg, &rules, 0, &d.cs, e)))
         goto out;
     index_signatures(&d);

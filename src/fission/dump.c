@@ -863,6 +863,9 @@ void cand_set_print(FILE *f, const CandidateSet *cs) {
                     n < max_size ? "," : "");
     fprintf(f, "\n  with a linear primitive %d, with a reduction %d, opaque %d\n", linear, reduce,
             opaque);
+    if (st->mlp_chains || st->attention)
+        fprintf(f, "  multi-layer: %d MLP chain%s, %d fused attention%s\n", st->mlp_chains,
+                st->mlp_chains == 1 ? "" : "s", st->attention, st->attention == 1 ? "" : "s");
     if (st->truncated_sinks)
         fprintf(f,
                 "  %d sink%s hit the per-sink search budget (wide fan-in): their largest sets are "

@@ -1,0 +1,338 @@
+// Fused attention candidates (attention.h; issue 8). From every LIN_MATMUL O = P · V the matcher
+// walks back through the fissioned softmax (DIV by a sum-reduce of an EXP(SUB) of a max-reduce)
+// and the pre-softmax ELEMWISE chain to the score MatMul S = Q · Kt. The same matcher serves the
+// enumerator (over the whole graph's producers, with consumer checks) and attn_analyse (over the
+// candidate's own primitives), so the two agree on what an attention is.
+// Convexity: every tensor the candidate computes, except O, is read only inside it and is no
+// graph output, so no path leaves the set and re-enters it.
+#include "attention.h"
+
+#include "candidates_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Match {
+    const PrimGraph *pg;
+    const int *producer; // tensor -> primitive (-1: none / outside)
+} Match;
+
+static const Prim *prim_of(const Match *m, int t, int *idx) {
+    int k = t >= 0 && t < m->pg->n_tensors ? m->producer[t] : -1;
+    if (idx)
+        *idx = k;
+    return k >= 0 ? m->pg->prims[k] : NULL;
+}
+
+static bool is_f32(const PrimGraph *pg, int t) {
+    return t >= 0 && pg->tensors[t]->dtype == DT_FLOAT;
+}
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+// A REDUCE op over the last axis of in (rank r), keepdims.
+static bool last_axis_reduce(const PrimGraph *pg, const Prim *p, RedOp op, int in) {
+    if (!p || p->kind != PRIM_REDUCE || p->red.op != op || p->n_in != 1 || p->n_out != 1 ||
+        p->in[0] != in || !p->red.keepdims || !is_f32(pg, p->out[0]))
+        return false;
+    int r = pg->tensors[in]->rank;
+    return p->red.axes == (1u << (r - 1));
+}
+
+// An ELEMWISE whose program is exactly ops[0](in a, in b) [then ops[1](%0)]; *a_pos/*b_pos get
+// which of the primitive's inputs the instruction reads first and second.
+static bool ew_binary(const Prim *p, EwOp op0, int n_ops, EwOp op1, int *first, int *second) {
+    if (!p || p->kind != PRIM_ELEMWISE || p->n_in != 2 || p->n_out != 1 || p->ew.n != n_ops)
+        return false;
+    const EwInstr *i0 = &p->ew.code[0];
+    if (i0->op != op0 || i0->dtype != DT_FLOAT || i0->arg[0].src != EWS_INPUT ||
+        i0->arg[1].src != EWS_INPUT || i0->arg[0].index == i0->arg[1].index)
+        return false;
+    if (n_ops == 2) {
+        const EwInstr *i1 = &p->ew.code[1];
+        if (i1->op != op1 || i1->dtype != DT_FLOAT || i1->arg[0].src != EWS_INSTR ||
+            i1->arg[0].index != 0)
+            return false;
+    }
+    *first = p->in[i0->arg[0].index];
+    *second = p->in[i0->arg[1].index];
+    return true;
+}
+
+// Dims of x (rank r) are the batch dims of O or 1, then the two given matrix dims.
+static bool operand_ok(const PrimGraph *pg, int x, const AttnSpec *a, int64_t rows, int64_t cols) {
+    const Tensor *t = pg->tensors[x];
+    if (t->rank != a->rank || t->dtype != DT_FLOAT)
+        return false;
+    for (int d = 0; d + 2 < a->rank; d++)
+        if (t->dims[d] != a->lead[d] && t->dims[d] != 1)
+            return false;
+    return t->dims[a->rank - 2] == rows && t->dims[a->rank - 1] == cols;
+}
+
+// Matches the attention ending at the MatMul mm2 (a prim index); fills a's structure fields.
+static bool match(const Match *m, int mm2, AttnSpec *a) {
+    const PrimGraph *pg = m->pg;
+    memset(a, 0, sizeof *a);
+    a->pg = pg;
+    const Prim *o = pg->prims[mm2];
+    if (o->kind != PRIM_LINEAR || o->lin.op != LIN_MATMUL || o->n_in != 2 || o->n_out != 1 ||
+        !is_f32(pg, o->out[0]))
+        return false;
+    a->mm2 = mm2;
+    a->out = o->out[0];
+    a->v = o->in[1];
+    int P = o->in[0];
+    const Prim *div = prim_of(m, P, &a->ew_div);
+    int e_t, l_t, sp, mx;
+    if (!ew_binary(div, EW_DIV, 1, 0, &e_t, &l_t) || !is_f32(pg, P))
+        return false;
+    const Prim *sum = prim_of(m, l_t, &a->red_sum);
+    if (!last_axis_reduce(pg, sum, RED_SUM, e_t))
+        return false;
+    const Prim *ex = prim_of(m, e_t, &a->ew_exp);
+    if (!ew_binary(ex, EW_SUB, 2, EW_EXP, &sp, &mx) || !is_f32(pg, e_t))
+        return false;
+    const Prim *rmax = prim_of(m, mx, &a->red_max);
+    if (!last_axis_reduce(pg, rmax, RED_MAX, sp))
+        return false;
+    a->sp = sp;
+    // Back through the pre-softmax chain: each link reads the chain tensor (the input of the
+    // scores' full shape produced by an ELEMWISE or the MatMul) once.
+    const Tensor *S = pg->tensors[sp];
+    int t = sp, n_pre = 0, pre_rev[8];
+    for (;;) {
+        int k;
+        const Prim *p = prim_of(m, t, &k);
+        if (!p || !is_f32(pg, t) || !same_shape(pg->tensors[t], S))
+            return false;
+        if (p->kind == PRIM_LINEAR) {
+            if (p->lin.op != LIN_MATMUL || p->n_in != 2 || p->n_out != 1)
+                return false;
+            a->mm1 = k;
+            a->s = t;
+            a->q = p->in[0];
+            a->kt = p->in[1];
+            break;
+        }
+        if (p->kind != PRIM_ELEMWISE || p->n_out != 1 || n_pre == 8)
+            return false;
+        int chain = -1;
+        for (int j = 0; j < p->n_in; j++) {
+            int u = p->in[j];
+            const Prim *q = prim_of(m, u, NULL);
+            if (u < 0 || !q || !same_shape(pg->tensors[u], S) ||
+                (q->kind != PRIM_ELEMWISE && q->kind != PRIM_LINEAR))
+                continue;
+            if (chain >= 0 && chain != u)
+                return false; // two candidates for the chain: not attention's shape
+            chain = u;
+        }
+        if (chain < 0)
+            return false;
+        pre_rev[n_pre++] = k;
+        t = chain;
+    }
+    a->n_pre = n_pre;
+    for (int i = 0; i < n_pre; i++)
+        a->pre[i] = pre_rev[n_pre - 1 - i];
+    // Shapes: S [..., M, N], O [..., M, Dv], P = S's shape.
+    const Tensor *O = pg->tensors[a->out];
+    a->rank = S->rank;
+    if (a->rank < 2 || O->rank != a->rank || !same_shape(pg->tensors[P], S) ||
+        !same_shape(pg->tensors[e_t], S))
+        return false;
+    a->B = 1;
+    for (int d = 0; d + 2 < a->rank; d++) {
+        a->lead[d] = S->dims[d];
+        a->B *= S->dims[d];
+        if (O->dims[d] != S->dims[d])
+            return false;
+    }
+    a->M = S->dims[a->rank - 2];
+    a->N = S->dims[a->rank - 1];
+    a->Dv = O->dims[a->rank - 1];
+    a->D = pg->tensors[a->q]->dims[pg->tensors[a->q]->rank - 1];
+    if (O->dims[a->rank - 2] != a->M || a->M < 1 || a->N < 1 || a->D < 1 || a->Dv < 1 ||
+        a->D > ATTN_MAX_HEAD || a->Dv > ATTN_MAX_HEAD || a->B < 1)
+        return false;
+    return operand_ok(pg, a->q, a, a->M, a->D) && operand_ok(pg, a->kt, a, a->D, a->N) &&
+           operand_ok(pg, a->v, a, a->N, a->Dv) && a->q != a->kt;
+}
+
+// The primitives of the core (without layouts), in no particular order; returns how many.
+static int core_members(const AttnSpec *a, int *out) {
+    int n = 0;
+    out[n++] = a->mm1;
+    for (int i = 0; i < a->n_pre; i++)
+        out[n++] = a->pre[i];
+    out[n++] = a->red_max;
+    out[n++] = a->ew_exp;
+    out[n++] = a->red_sum;
+    out[n++] = a->ew_div;
+    out[n++] = a->mm2;
+    return n;
+}
+
+bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
+    if (c->n_prims < 6 || c->n_prims > 20 || cand_count_linear(pg, c) != 2)
+        return false;
+    int *producer = xmalloc(sizeof(int) * ((size_t)pg->n_tensors + 1));
+    for (int t = 0; t < pg->n_tensors; t++)
+        producer[t] = -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] >= 0)
+                producer[p->out[j]] = c->prims[i];
+    }
+    Match m = {pg, producer};
+    int sink = c->prims[c->n_prims - 1];
+    bool ok = pg->prims[sink]->n_out == 1 && pg->prims[sink]->out[0] == c->output &&
+              match(&m, sink, a);
+    if (ok) {
+        // Every member is a core primitive or a LAYOUT producing Q, Kt or V.
+        int core[16], nc = core_members(a, core), nl = 0;
+        for (int i = 0; i < c->n_prims && ok; i++) {
+            int k = c->prims[i];
+            bool in_core = false;
+            for (int j = 0; j < nc && !in_core; j++)
+                in_core = core[j] == k;
+            if (in_core)
+                continue;
+            const Prim *p = pg->prims[k];
+            ok = p->kind == PRIM_LAYOUT && p->n_out == 1 &&
+                 (p->out[0] == a->q || p->out[0] == a->kt || p->out[0] == a->v);
+            nl++;
+        }
+        ok = ok && c->n_prims == nc + nl;
+        a->n_layouts = nl;
+        a->c = c;
+    }
+    free(producer);
+    return ok;
+}
+
+// ---- enumeration ----
+
+// Readers of every tensor (a primitive reading t twice counts once) and graph outputs.
+typedef struct Uses {
+    int *n_cons;
+    int *cons_off, *cons; // CSR: readers of t at cons[cons_off[t] .. cons_off[t + 1])
+    bool *is_out;
+} Uses;
+
+static void uses_build(const PrimGraph *pg, Uses *u) {
+    int nt = pg->n_tensors;
+    u->n_cons = xcalloc((size_t)nt + 1, sizeof(int));
+    u->cons_off = xcalloc((size_t)nt + 2, sizeof(int));
+    u->is_out = xcalloc((size_t)nt + 1, sizeof(bool));
+    u->cons = NULL;
+    for (int i = 0; i < pg->n_outputs; i++)
+        if (pg->outputs[i] >= 0 && pg->outputs[i] < nt)
+            u->is_out[pg->outputs[i]] = true;
+    int total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            for (int t = 0; t < nt; t++) {
+                u->cons_off[t + 1] = u->cons_off[t] + u->n_cons[t];
+                u->n_cons[t] = 0;
+            }
+            total = u->cons_off[nt];
+            u->cons = xmalloc(sizeof(int) * ((size_t)total + 1));
+        }
+        for (int k = 0; k < pg->n_prims; k++) {
+            const Prim *p = pg->prims[k];
+            for (int j = 0; j < p->n_in; j++) {
+                int t = p->in[j];
+                bool again = false;
+                for (int q = 0; q < j && !again; q++)
+                    again = p->in[q] == t;
+                if (t < 0 || again)
+                    continue;
+                if (pass == 1)
+                    u->cons[u->cons_off[t] + u->n_cons[t]] = k;
+                u->n_cons[t]++;
+            }
+        }
+    }
+}
+
+static void uses_free(Uses *u) {
+    free(u->n_cons);
+    free(u->cons_off);
+    free(u->cons);
+    free(u->is_out);
+}
+
+static bool in_set(const int *set, int n, int k) {
+    for (int i = 0; i < n; i++)
+        if (set[i] == k)
+            return true;
+    return false;
+}
+
+// Every tensor a member computes, except the sink's output, is read only by members and is no
+// graph output; every member lies in one segment.
+static bool closed(const PrimGraph *pg, const Uses *u, const int *seg, const int *set, int n,
+                   int sink) {
+    for (int i = 0; i < n; i++) {
+        const Prim *p = pg->prims[set[i]];
+        if (seg[set[i]] != seg[sink] || p->n_out != 1)
+            return false;
+        if (set[i] == sink)
+            continue;
+        int t = p->out[0];
+        if (u->is_out[t])
+            return false;
+        for (int j = u->cons_off[t]; j < u->cons_off[t] + u->n_cons[t]; j++)
+            if (!in_set(set, n, u->cons[j]))
+                return false;
+    }
+    return true;
+}
+
+int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *producer,
+                       const uint64_t *prim_hash) {
+    Uses u;
+    uses_build(pg, &u);
+    Match m = {pg, producer};
+    int added = 0;
+    for (int k = 0; k < pg->n_prims; k++) {
+        AttnSpec a;
+        if (pg->prims[k]->kind != PRIM_LINEAR || !match(&m, k, &a))
+            continue;
+        int set[20], n = core_members(&a, set);
+        if (!closed(pg, &u, cs->segment_of_prim, set, n, k))
+            continue;
+        qsort(set, (size_t)n, sizeof(int), cand_cmp_int);
+        cand_append(cs, pg, prim_hash, set, n, cs->segment_of_prim[k]);
+        added++;
+        // The variant reading the projections in place: the LAYOUT producers of Q, Kt and V
+        // that feed only this attention.
+        int n0 = n;
+        const int ops[3] = {a.q, a.kt, a.v};
+        for (int i = 0; i < 3; i++) {
+            int pk = producer[ops[i]];
+            if (pk < 0 || pg->prims[pk]->kind != PRIM_LAYOUT || in_set(set, n, pk))
+                continue;
+            set[n++] = pk;
+            if (!closed(pg, &u, cs->segment_of_prim, set, n, k))
+                n--;
+        }
+        if (n > n0) {
+            qsort(set, (size_t)n, sizeof(int), cand_cmp_int);
+            cand_append(cs, pg, prim_hash, set, n, cs->segment_of_prim[k]);
+            added++;
+        }
+    }
+    uses_free(&u);
+    return added;
+}

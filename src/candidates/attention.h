@@ -1,0 +1,49 @@
+// Fused attention candidates (issue 8): scaled-dot-product attention as it looks after fission,
+//     S  = Q · Kt                         LIN_MATMUL  [..., M, D] x [..., D, N] -> [..., M, N]
+//     S' = f(S, extra...)                  zero or more ELEMWISE (scale, mask add, where, ...)
+//     mx = max(S', last axis, keepdims)    REDUCE max
+//     E  = exp(S' - mx)                    ELEMWISE {SUB; EXP}
+//     l  = sum(E, last axis, keepdims)     REDUCE sum
+//     P  = E / l                           ELEMWISE {DIV}
+//     O  = P · V                           LIN_MATMUL  [..., M, N] x [..., N, Dv] -> [..., M, Dv]
+// proposed as one candidate, so a target can compute it per query tile with an online (running
+// max and sum) softmax and never write the score matrix to memory. A second variant of each also
+// takes in the LAYOUT primitives (head split transposes) that produce Q, Kt and V when they feed
+// nothing else, so the kernel reads the projections in place.
+// Needs: a verified primitive graph. Guarantees: attn_analyse accepts exactly the candidates
+// cand_add_attention proposes (and equal ones); an accepted candidate's output is O.
+#ifndef ORCH_CANDIDATES_ATTENTION_H
+#define ORCH_CANDIDATES_ATTENTION_H
+
+#include "candidates.h"
+
+#define ATTN_MAX_HEAD 256 // largest D and Dv (a query row's accumulators stay on chip)
+
+// An attention candidate seen by the emitters. Q, Kt and V may be kernel inputs or tensors the
+// candidate computes by LAYOUT primitives (read both through cexpr, which composes the layouts'
+// index maps into the loads); the same for the extra operands of the pre-softmax primitives
+// (masks: kernel inputs or constants, numpy-broadcast to S). Every tensor has rank `rank`; the
+// batch dims of Q, Kt and V are those of O or 1 (broadcast: read at index 0).
+typedef struct AttnSpec {
+    const PrimGraph *pg;
+    const Candidate *c;
+    int mm1, mm2;                 // the LINEAR primitives (indices into pg->prims)
+    int red_max, ew_exp, red_sum, ew_div;
+    int n_pre;                    // pre-softmax ELEMWISE primitives, in order
+    int pre[8];
+    int s;                        // tensor: mm1's output (raw scores)
+    int sp;                       // tensor: the scores softmax reads (== s when n_pre == 0)
+    int q, kt, v;                 // tensors: mm1's operands, mm2's right operand
+    int out;                      // tensor: mm2's output, the candidate's output
+    int rank;                     // >= 2
+    int64_t lead[ORCH_MAX_RANK];  // batch dims of O (rank - 2 of them)
+    int64_t B;                    // their product
+    int64_t M, N, D, Dv;          // queries, keys, head dims of Q/K and of V
+    int n_layouts;                // LAYOUT primitives in the candidate (0 or up to 3)
+} AttnSpec;
+
+// Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32);
+// fills *a when so.
+bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a);
+
+#endif

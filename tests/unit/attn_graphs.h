@@ -1,0 +1,136 @@
+// Attention primitive graphs for the fused attention tests (test_attention.c on the C target,
+// test_attention_cuda.c on the CUDA target): scaled-dot-product attention as fission and its
+// clean-up passes leave it (candidates/attention.h), with the variations exported models show —
+// head split by reshape + transpose of [B, S, H*D] projections or plain [B, H, S, D] inputs, a
+// scale by MUL or DIV, an additive mask input broadcast along heads (and queries), or a causal
+// WHERE on a constant boolean mask — and the shapes of the tests (any M, N >= 1, head
+// dims up to 256, Dv != D). Header-only (static functions); needs fission/build.h.
+#ifndef ORCH_TEST_ATTN_GRAPHS_H
+#define ORCH_TEST_ATTN_GRAPHS_H
+
+#include "fission/build.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ATTN_MASK_NONE, ATTN_MASK_KEYS, ATTN_MASK_FULL, ATTN_MASK_CAUSAL, ATTN_MASK_COUNT };
+enum { ATTN_SCALE_NONE, ATTN_SCALE_MUL, ATTN_SCALE_DIV, ATTN_SCALE_COUNT };
+
+typedef struct AttnCase {
+    char name[96];
+    int64_t B, H;      // batch, heads (the rank-4 batch dims)
+    int64_t M, N;      // queries, keys
+    int64_t D, Dv;     // head dims of Q/K and of V
+    int mask;          // ATTN_MASK_*
+    int scale;         // ATTN_SCALE_*
+    bool split;        // Q, K, V from [B, M|N, H*D] inputs by reshape + transpose (as exported)
+} AttnCase;
+
+static inline void attn_case_name(AttnCase *k) {
+    static const char *mask[] = {"nomask", "keymask", "fullmask", "causal"};
+    static const char *scale[] = {"noscale", "mul", "div"};
+    snprintf(k->name, sizeof k->name, "attn_b%lldh%lld_m%lld_n%lld_d%lld_dv%lld_%s_%s%s",
+             (long long)k->B, (long long)k->H, (long long)k->M, (long long)k->N, (long long)k->D,
+             (long long)k->Dv, mask[k->mask], scale[k->scale], k->split ? "_split" : "");
+}
+
+static inline int attn_graph_input(PrimGraph *pg, const char *name, DType dt, int rank,
+                                   const int64_t *dims) {
+    Tensor *t = pg_add_tensor(pg, name, dt, rank, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+    pg->inputs[pg->n_inputs++] = t->id;
+    return t->id;
+}
+
+// [B, S, H*Dh] -> [B, H, S, Dh] (perm 0,2,1,3), or [B, H, Dh, S] when to_kt (perm 0,2,3,1).
+static inline int attn_split_heads(PB *b, int x, int64_t B, int64_t S, int64_t H, int64_t Dh,
+                                   bool to_kt) {
+    const int64_t d4[] = {B, S, H, Dh};
+    int r = pb_reshape(b, x, 4, d4);
+    const int q[] = {0, 2, 1, 3}, k[] = {0, 2, 3, 1};
+    return pb_transpose(b, r, to_kt ? k : q);
+}
+
+// E = exp(s - m) as the clean-up passes merge it: one ELEMWISE {SUB; EXP}.
+static inline int attn_sub_exp(PB *b, int s, int m) {
+    EwInstr code[2];
+    memset(code, 0, sizeof code);
+    code[0].op = EW_SUB;
+    code[0].dtype = DT_FLOAT;
+    code[0].arg[0] = (EwArg){EWS_INPUT, 0, 0};
+    code[0].arg[1] = (EwArg){EWS_INPUT, 1, 0};
+    code[1].op = EW_EXP;
+    code[1].dtype = DT_FLOAT;
+    code[1].arg[0] = (EwArg){EWS_INSTR, 0, 0};
+    EwProgram prog = {2, code};
+    const int ins[] = {s, m};
+    return pb_ew_program(b, 2, ins, &prog);
+}
+
+// The graph: inputs q, k, v (and the mask input), one output O [B, H, M, Dv].
+static inline PrimGraph *attn_graph(const AttnCase *k) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    PB b = {pg, "attention"};
+    int q, kt, v;
+    if (k->split) {
+        const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, k->H * k->D},
+                      vd[] = {k->B, k->N, k->H * k->Dv};
+        q = attn_split_heads(&b, attn_graph_input(pg, "q", DT_FLOAT, 3, qd), k->B, k->M, k->H,
+                             k->D, false);
+        kt = attn_split_heads(&b, attn_graph_input(pg, "k", DT_FLOAT, 3, kd), k->B, k->N, k->H,
+                              k->D, true);
+        v = attn_split_heads(&b, attn_graph_input(pg, "v", DT_FLOAT, 3, vd), k->B, k->N, k->H,
+                             k->Dv, false);
+    } else {
+        const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, k->H, k->N, k->D},
+                      vd[] = {k->B, k->H, k->N, k->Dv};
+        q = attn_graph_input(pg, "q", DT_FLOAT, 4, qd);
+        int kk = attn_graph_input(pg, "k", DT_FLOAT, 4, kd);
+        const int perm[] = {0, 1, 3, 2};
+        kt = pb_transpose(&b, kk, perm);
+        v = attn_graph_input(pg, "v", DT_FLOAT, 4, vd);
+    }
+    int s = pb_matmul(&b, q, kt);
+    if (k->scale == ATTN_SCALE_MUL)
+        s = pb_ew2i(&b, EW_MUL, s, 1.0 / sqrt((double)k->D));
+    else if (k->scale == ATTN_SCALE_DIV)
+        s = pb_ew2i(&b, EW_DIV, s, sqrt((double)k->D));
+    if (k->mask == ATTN_MASK_KEYS || k->mask == ATTN_MASK_FULL) {
+        // An additive mask input of 0 / -10000 (BERT's extended attention mask).
+        const int64_t md[] = {k->B, 1, k->mask == ATTN_MASK_KEYS ? 1 : k->M, k->N};
+        s = pb_ew2(&b, EW_ADD, s, attn_graph_input(pg, "mask", DT_FLOAT, 4, md));
+    } else if (k->mask == ATTN_MASK_CAUSAL) {
+        // GPT-2's WHERE(causal, s, -FLT_MAX) on a constant lower-triangular mask (keys past the
+        // query's position, with the query at the end of the key range).
+        const int64_t md[] = {1, 1, k->M, k->N};
+        uint8_t *m = xmalloc((size_t)(k->M * k->N) + 1);
+        for (int64_t i = 0; i < k->M; i++)
+            for (int64_t j = 0; j < k->N; j++)
+                m[i * k->N + j] = j <= i + (k->N - k->M);
+        int mc = pb_const(&b, DT_BOOL, 4, md, m);
+        free(m);
+        s = pb_where(&b, mc, s, pb_const_scalar(&b, DT_FLOAT, -FLT_MAX));
+    }
+    const uint32_t last = 1u << 3;
+    int mx = pb_reduce(&b, RED_MAX, s, last, true, false);
+    int e = attn_sub_exp(&b, s, mx);
+    int l = pb_reduce(&b, RED_SUM, e, last, true, false);
+    int p = pb_ew2(&b, EW_DIV, e, l);
+    int o = pb_matmul(&b, p, v);
+    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
+    pg->outputs[pg->n_outputs++] = o;
+    return pg;
+}
+
+// Input values for the mask input: 0 or -10000, about a quarter masked, never a whole row.
+static inline void attn_fill_mask(float *m, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++)
+            m[r * n + j] = (j > 0 && rand() % 4 == 0) ? -10000.0f : 0.0f;
+}
+
+#endif
