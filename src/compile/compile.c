@@ -185,6 +185,34 @@ static void db_trouble(Driver *d, const Err *e) {
 }
 
 // Configs of every supported signature, and what the database already knows of them.
+// The GPU's memory bandwidth for the device models: measured once per device fingerprint and
+// kept in the profile database (device_value "dram_bw"); without a database measured every time.
+// A failed measurement leaves the theoretical value (a warning, never an error).
+static void calibrate_bandwidth(Driver *d, FILE *pr) {
+    double bw = 0;
+    bool found = false;
+    Err e = {0};
+    if (d->db && pdb_get_value(d->db, d->hw.fingerprint, "dram_bw", &bw, &found, &e))
+        found = false;
+    if (!found || !(bw > 0)) {
+        Err me = {0};
+        if (cuda_measure_dram_bw(&d->cuhw, &bw, &me)) {
+            if (pr)
+                fprintf(pr, "warning: memory bandwidth not measured (%s); using %.0f GB/s from "
+                            "the clocks\n", me.msg, d->cuhw.dram_bw / 1e9);
+            return;
+        }
+        if (d->db && !d->db_broken && pdb_set_value(d->db, d->hw.fingerprint, "dram_bw", bw, &e) &&
+            pr)
+            fprintf(pr, "warning: profile database: %s\n", e.msg);
+        if (pr)
+            fprintf(pr, "device: memory bandwidth %.0f GB/s measured (%.0f GB/s from the clocks)\n",
+                    bw / 1e9, d->cuhw.dram_bw / 1e9);
+    }
+    cuda_hw_set_dram_bw(bw);
+    d->cuhw.dram_bw = bw;
+}
+
 static void collect_configs(Driver *d) {
     for (int i = 0; i < d->n_sigs; i++) {
         Sig *s = &d->sigs[i];
@@ -928,6 +956,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
             fprintf(pr, "warning: profile database: %s; measuring without it\n", d.db_err.msg);
         d.db_broken = true;
     }
+    if (d.cuda)
+        calibrate_bandwidth(&d, pr);
     collect_configs(&d);
     list = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
     int nl = 0;

@@ -35,6 +35,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -173,15 +174,18 @@ typedef struct Job {
     KernelConfig cfg;
     CudaLaunch ln;
     char fn[48];
+    int prog; // the program (of emit_all's srcs) holding its kernel
 } Job;
 
 // Emits every supported candidate's configs (at most k each) for hw into src; returns the jobs.
+// Job i goes to program i % nsrc (programs compile in parallel threads on a GPU machine).
 static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *cs,
-                     const CudaHw *hw, int k, StrBuf *src, int *nj, int *ncand) {
+                     const CudaHw *hw, int k, StrBuf *srcs, int nsrc, int *nj, int *ncand) {
     Job *jobs = NULL;
     *nj = 0;
     *ncand = 0;
-    sb_puts(src, prelude());
+    for (int u = 0; u < nsrc; u++)
+        sb_puts(&srcs[u], prelude());
     // The largest supported candidate (the LINEAR with its whole epilogue) is always emitted;
     // in the quick mode at most g_max_cands in all.
     int largest = -1;
@@ -212,9 +216,10 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             Job *j = &jobs[(*nj)++];
             j->c = c;
             j->cfg = cf[i];
+            j->prog = (*nj - 1) % nsrc;
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
             Err e = {0};
-            int rc = cugen_lin_emit(pg, c, &cf[i], hw, j->fn, src, &j->ln, &e);
+            int rc = cugen_lin_emit(pg, c, &cf[i], hw, j->fn, &srcs[j->prog], &j->ln, &e);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, e.msg);
         }
     }
@@ -326,50 +331,74 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
         prim_graph_free(pg);
         return;
     }
-    StrBuf src[3];
-    Job *jobs[3];
-    int nj[3], ncand = 0;
-    Compile comp[3];
-    pthread_t th[3];
-    int nu = g_nhw + (g_api ? 1 : 0);
-    for (int u = 0; u < nu; u++) {
-        sb_init(&src[u]);
+    // Without a GPU: one program per described arch (A100, H100). On a GPU only the device's
+    // arch, its kernels spread over one program per core (NVRTC is single-threaded: a
+    // 192-config split-K graph took 120 s in one program).
+    enum { MAX_PROGS = 16 };
+    int first = g_api ? g_nhw : 0, nu = g_nhw + (g_api ? 1 : 0);
+    int nprog = g_api ? (int)ORCH_MAX(1, ORCH_MIN(MAX_PROGS, sysconf(_SC_NPROCESSORS_ONLN))) : 1;
+    StrBuf src[3][MAX_PROGS];
+    Job *jobs[3] = {NULL, NULL, NULL};
+    int nj[3] = {0, 0, 0}, ncand = 0;
+    Compile comp[3][MAX_PROGS];
+    pthread_t th[3][MAX_PROGS];
+    memset(comp, 0, sizeof comp);
+    for (int u = first; u < nu; u++) {
         const CudaHw *hw = u < g_nhw ? &g_hw[u] : &g_dhw;
-        jobs[u] = emit_all(name, pg, cs, hw, k, &src[u], &nj[u], &ncand);
-        memset(&comp[u], 0, sizeof comp[u]);
-        comp[u].src = src[u].s;
-        comp[u].name = name;
-        comp[u].arch = hw->arch;
+        int np = u < g_nhw ? 1 : nprog;
+        for (int q = 0; q < np; q++)
+            sb_init(&src[u][q]);
+        jobs[u] = emit_all(name, pg, cs, hw, k, src[u], np, &nj[u], &ncand);
+        for (int q = 0; q < np; q++) {
+            comp[u][q].src = src[u][q].s;
+            comp[u][q].name = name;
+            comp[u][q].arch = hw->arch;
+        }
     }
     CHECK_MSG(ncand >= ORCH_MIN(min_cands, g_max_cands),
               "%s: %d candidates supported, expected >= %d", name, ncand, min_cands);
-    for (int u = 0; u < nu; u++)
-        if (nj[u] > 0)
-            pthread_create(&th[u], NULL, compile_thread, &comp[u]);
-    for (int u = 0; u < nu; u++) {
-        if (nj[u] == 0)
-            continue;
-        pthread_join(th[u], NULL);
-        CHECK_MSG(comp[u].rc == ST_OK, "%s (%s): %.1500s", name, comp[u].arch, comp[u].e.msg);
-        if (comp[u].rc == ST_OK && u < g_nhw) {
+    // Programs with no kernel (fewer jobs than programs) are not compiled.
+    for (int u = first; u < nu; u++)
+        for (int q = 0; q < (u < g_nhw ? 1 : nprog) && q < nj[u]; q++)
+            pthread_create(&th[u][q], NULL, compile_thread, &comp[u][q]);
+    double secs = 0;
+    for (int u = first; u < nu; u++) {
+        for (int q = 0; q < (u < g_nhw ? 1 : nprog) && q < nj[u]; q++) {
+            pthread_join(th[u][q], NULL);
+            CHECK_MSG(comp[u][q].rc == ST_OK, "%s (%s): %.1500s", name, comp[u][q].arch,
+                      comp[u][q].e.msg);
+            secs = ORCH_MAX(secs, comp[u][q].secs);
+        }
+        if (comp[u][0].rc == ST_OK && nj[u] > 0) {
             g_kernels += nj[u];
             g_programs++;
         }
     }
-    if (g_api && nj[nu - 1] > 0 && comp[nu - 1].rc == ST_OK) {
+    if (g_api && nj[nu - 1] > 0) {
         void **buf = eval_all(pg);
-        run_jobs(name, pg, buf, jobs[nu - 1], nj[nu - 1], comp[nu - 1].cubin);
+        Job *sub = xmalloc(sizeof(Job) * (size_t)nj[nu - 1]);
+        for (int q = 0; q < nprog && q < nj[nu - 1]; q++) {
+            if (comp[nu - 1][q].rc != ST_OK)
+                continue;
+            int ns = 0;
+            for (int i = 0; i < nj[nu - 1]; i++)
+                if (jobs[nu - 1][i].prog == q)
+                    sub[ns++] = jobs[nu - 1][i];
+            run_jobs(name, pg, buf, sub, ns, comp[nu - 1][q].cubin);
+        }
+        free(sub);
         for (int t = 0; t < pg->n_tensors; t++)
             free(buf[t]);
         free(buf);
     }
-    printf("  %s: %d candidates, %d kernels per arch (%.1f s)\n", name, ncand, nu ? nj[0] : 0,
-           nu ? comp[0].secs : 0.0);
+    printf("  %s: %d candidates, %d kernels per arch (%.1f s)\n", name, ncand, nj[first], secs);
     g_candidates += ncand;
-    for (int u = 0; u < nu; u++) {
-        free(comp[u].cubin);
+    for (int u = first; u < nu; u++) {
+        for (int q = 0; q < (u < g_nhw ? 1 : nprog); q++) {
+            free(comp[u][q].cubin);
+            sb_free(&src[u][q]);
+        }
         free(jobs[u]);
-        sb_free(&src[u]);
     }
     cand_set_free(cs);
     prim_graph_free(pg);
@@ -689,7 +718,7 @@ static void tensor_cores(void) {
             snprintf(name, sizeof name, "%s_%s", g_tc[p].v + 2, cv[i].name);
             check_graph(name, conv_graph(&cv[i]), 64, 1);
         }
-        int per_arch = g_only_kernels / (g_nhw + (g_api ? 1 : 0));
+        int per_arch = g_only_kernels / (g_api ? 1 : g_nhw); // on a GPU only its arch
         printf("  %s: %d tensor-core kernels emitted per arch\n", g_tc[p].v, per_arch);
         // Every graph has at least one candidate with the four tile configs (two compiled
         // without a GPU).
@@ -978,7 +1007,8 @@ static void direct(void) {
 static void counts(void) {
     printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
            "candidates (1-D/3-D/transposed conv)\n",
-           g_kernels, g_programs / g_nhw, g_nhw, g_candidates, g_refused);
+           g_kernels, g_programs / (g_api ? 1 : g_nhw), g_api ? 1 : g_nhw, g_candidates,
+           g_refused);
     CHECK(g_kernels > 100);
     if (g_api)
         printf("  GPU: %d kernels run and compared\n", g_ran);

@@ -283,6 +283,68 @@ void cuda_hw_info(const CudaHw *hw, HwInfo *info) {
              hw->nvrtc_minor);
 }
 
+static double measured_dram_bw; // cuda_hw_set_dram_bw
+
+void cuda_hw_set_dram_bw(double bytes_per_s) {
+    measured_dram_bw = bytes_per_s;
+}
+
+// Device-to-device copies of a buffer well past the L2 (the copy engine and the SMs' loads reach
+// about the same rate on recent GPUs): read + write bytes over the median of 9 timed copies.
+int cuda_measure_dram_bw(const CudaHw *hw, double *bytes_per_s, Err *e) {
+    const CudaApi *api = cuda_api_load(e);
+    if (!api)
+        return e->code;
+    CudaDevice dev;
+    int rc = cuda_device_open(api, hw->ordinal, &dev, e);
+    if (rc)
+        return rc;
+    size_t free_b = 0, total_b = 0, size = (size_t)256 << 20;
+    if (hw->l2_bytes > 0 && (size_t)hw->l2_bytes * 8 > size)
+        size = (size_t)hw->l2_bytes * 8;
+    CUdeviceptr a = 0, b = 0;
+    CUstream st = NULL;
+    CUevent ev[2] = {NULL, NULL};
+    float ms[9];
+    rc = CUDA_TRY(api, e, cuMemGetInfo, &free_b, &total_b);
+    while (!rc && size > ((size_t)16 << 20) && 2 * size > free_b / 2)
+        size /= 2; // leave most of the memory to whoever else uses the GPU
+    rc = rc || CUDA_TRY(api, e, cuMemAlloc, &a, size) || CUDA_TRY(api, e, cuMemAlloc, &b, size) ||
+         CUDA_TRY(api, e, cuMemsetD8, a, 1, size) || CUDA_TRY(api, e, cuStreamCreate, &st, 0) ||
+         CUDA_TRY(api, e, cuEventCreate, &ev[0], 0) || CUDA_TRY(api, e, cuEventCreate, &ev[1], 0);
+    for (int i = -2; !rc && i < 9; i++) {
+        rc = CUDA_TRY(api, e, cuEventRecord, ev[0], st) ||
+             CUDA_TRY(api, e, cuMemcpyDtoDAsync, b, a, size, st) ||
+             CUDA_TRY(api, e, cuEventRecord, ev[1], st) ||
+             CUDA_TRY(api, e, cuEventSynchronize, ev[1]);
+        if (!rc && i >= 0)
+            rc = CUDA_TRY(api, e, cuEventElapsedTime, &ms[i], ev[0], ev[1]);
+    }
+    if (!rc) {
+        for (int i = 1; i < 9; i++) // insertion sort for the median
+            for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+                float t = ms[j];
+                ms[j] = ms[j - 1];
+                ms[j - 1] = t;
+            }
+        if (!(ms[4] > 0))
+            rc = err_set(e, ST_RUNTIME, "measuring the memory bandwidth of %s: no time", hw->name);
+        else
+            *bytes_per_s = 2.0 * (double)size / (ms[4] * 1e-3);
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            api->cuEventDestroy(ev[i]);
+    if (st)
+        api->cuStreamDestroy(st);
+    if (a)
+        api->cuMemFree(a);
+    if (b)
+        api->cuMemFree(b);
+    cuda_device_close(&dev);
+    return rc;
+}
+
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
     memset(hw, 0, sizeof *hw);
     const CudaApi *api = cuda_api_load(e);
@@ -338,6 +400,8 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
     hw->smem_per_sm = smem_sm;
     hw->l2_bytes = l2;
     hw->dram_bw = 2.0 * hw->mem_clock_khz * 1e3 * (hw->bus_width_bits / 8.0);
+    if (measured_dram_bw > 0)
+        hw->dram_bw = measured_dram_bw;
     cuda_arch_name(hw->cc_major, hw->cc_minor, hw->arch, sizeof hw->arch);
 
     if (hw->driver_version / 1000 < hw->nvrtc_major)
