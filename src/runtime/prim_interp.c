@@ -229,26 +229,21 @@ static Val ew_eval_one(const EwPlan *pl, const int64_t *offs, Val *vals) {
     return vals[pr->n - 1];
 }
 
-static int eval_elemwise(const PrimGraph *pg, const Prim *p, const void *const *x, void *y) {
-    const Tensor *out = pg->tensors[p->out[0]];
-    int n_in = p->n_in;
-    const Tensor **in = xcalloc((size_t)n_in + 1, sizeof(Tensor *));
-    bool *in_float = xcalloc((size_t)n_in + 1, 1);
-    bool *op_float = xcalloc((size_t)p->ew.n, 1);
-    int64_t(*strides)[ORCH_MAX_RANK] = xcalloc((size_t)n_in + 1, sizeof *strides);
+// Elements [e0, e1) of an elementwise primitive's output (the row-major walk starts at e0).
+static void ew_range(const EwPlan *pl, const Tensor *out, int n_in,
+                     const int64_t (*strides)[ORCH_MAX_RANK], void *y, int64_t e0, int64_t e1) {
     int64_t *offs = xcalloc((size_t)n_in + 1, sizeof(int64_t));
-    Val *vals = xcalloc((size_t)p->ew.n, sizeof(Val));
-    for (int j = 0; j < n_in; j++) {
-        in[j] = pg->tensors[p->in[j]];
-        in_float[j] = dtype_is_float(in[j]->dtype);
-        op_broadcast_strides(in[j], out->rank, out->dims, strides[j]);
+    Val *vals = xcalloc((size_t)pl->prog->n, sizeof(Val));
+    int64_t idx[ORCH_MAX_RANK] = {0}, rest = e0;
+    for (int d = out->rank - 1; d >= 0; d--) {
+        idx[d] = out->dims[d] > 0 ? rest % out->dims[d] : 0;
+        rest = out->dims[d] > 0 ? rest / out->dims[d] : 0;
+        for (int j = 0; j < n_in; j++)
+            offs[j] += strides[j][d] * idx[d];
     }
-    EwPlan pl = {&p->ew, in, x, in_float, op_float};
-    ew_plan(&pl);
-    int64_t numel = tensor_numel(out), idx[ORCH_MAX_RANK] = {0};
     DType ot = out->dtype;
-    for (int64_t e = 0; e < numel; e++) {
-        Val v = ew_eval_one(&pl, offs, vals);
+    for (int64_t e = e0; e < e1; e++) {
+        Val v = ew_eval_one(pl, offs, vals);
         if (dtype_is_float(ot))
             elem_set_f64(ot, y, e, v.f);
         else
@@ -263,12 +258,42 @@ static int eval_elemwise(const PrimGraph *pg, const Prim *p, const void *const *
             idx[d] = 0;
         }
     }
+    free(offs);
+    free(vals);
+}
+
+// Large outputs are split over threads (each element is computed on its own, so the result does
+// not depend on the split): the compile driver interprets whole models at full resolution.
+#define EW_PARALLEL_MIN 65536
+
+static int eval_elemwise(const PrimGraph *pg, const Prim *p, const void *const *x, void *y) {
+    const Tensor *out = pg->tensors[p->out[0]];
+    int n_in = p->n_in;
+    const Tensor **in = xcalloc((size_t)n_in + 1, sizeof(Tensor *));
+    bool *in_float = xcalloc((size_t)n_in + 1, 1);
+    bool *op_float = xcalloc((size_t)p->ew.n, 1);
+    int64_t(*strides)[ORCH_MAX_RANK] = xcalloc((size_t)n_in + 1, sizeof *strides);
+    for (int j = 0; j < n_in; j++) {
+        in[j] = pg->tensors[p->in[j]];
+        in_float[j] = dtype_is_float(in[j]->dtype);
+        op_broadcast_strides(in[j], out->rank, out->dims, strides[j]);
+    }
+    EwPlan pl = {&p->ew, in, x, in_float, op_float};
+    ew_plan(&pl);
+    int64_t numel = tensor_numel(out);
+    const int64_t chunk = 16384, n_chunks = (numel + chunk - 1) / chunk;
+    if (numel < EW_PARALLEL_MIN) {
+        ew_range(&pl, out, n_in, (const int64_t(*)[ORCH_MAX_RANK])strides, y, 0, numel);
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t c = 0; c < n_chunks; c++)
+            ew_range(&pl, out, n_in, (const int64_t(*)[ORCH_MAX_RANK])strides, y, c * chunk,
+                     ORCH_MIN(numel, (c + 1) * chunk));
+    }
     free(in);
     free(in_float);
     free(op_float);
     free(strides);
-    free(offs);
-    free(vals);
     return ST_OK;
 }
 
