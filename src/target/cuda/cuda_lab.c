@@ -221,11 +221,13 @@ static void job_crashed(Lab *L, LabJob *j, const char *what, const Err *ce) {
     L->lost = true;
 }
 
-// What measure runs: a generated kernel (fn with geometry g) or a library call (op).
+// What measure runs: a generated kernel (fn with geometry g) or a library call (op: cuBLASLt,
+// dnn: cuDNN).
 typedef struct Runner {
     CUfunction fn;
     const CudaLaunch *g;
     const BlasLtOp *op;
+    const DnnOp *dnn;
 } Runner;
 
 // The device view of a job's buffers (cugen.h: struct OrchArgs).
@@ -235,6 +237,13 @@ typedef struct LabArgs {
 } LabArgs;
 
 static int launch(Lab *L, const Runner *r, LabArgs *args, Err *e) {
+    if (r->dnn) {
+        const DnnCall *c = &r->dnn->call;
+        return dnn_op_run(r->dnn, args->in[c->in_x], args->in[c->in_w],
+                          c->in_bias >= 0 ? args->in[c->in_bias] : 0,
+                          c->in_z >= 0 ? args->in[c->in_z] : 0, args->out, L->ws, L->ws_bytes,
+                          L->stream, e);
+    }
     if (r->op) {
         const BlasLtCall *c = &r->op->call;
         return blaslt_op_run(r->op, args->in[c->in_a], args->in[c->in_b],
@@ -275,7 +284,8 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     const Tensor *out_t = pg->tensors[c->output];
     size_t out_bytes = tensor_nbytes(out_t);
     static const CudaLaunch none = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
-    const CudaLaunch *g = r->op ? &none : r->g; // a library call has no geometry to check
+    bool library = r->op || r->dnn;
+    const CudaLaunch *g = library ? &none : r->g; // a library call has no geometry to check
     uint64_t threads = (uint64_t)g->block[0] * g->block[1] * g->block[2];
     int max_threads = hw->max_threads_per_block > 0 ? hw->max_threads_per_block : 1024;
     int64_t max_smem = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 48 * 1024;
@@ -335,7 +345,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "poisoning its output", &ce);
         return;
     }
-    if (!r->op && g->smem > 48 * 1024 &&
+    if (!library && g->smem > 48 * 1024 &&
         CUDA_TRY(api, &ce, cuFuncSetAttribute, r->fn,
                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)g->smem)) {
         j->status = LAB_BUILD_FAILED;
@@ -362,6 +372,18 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
                                j->tol, &j->max_err, j->note, sizeof j->note)) {
         j->status = LAB_WRONG;
         return;
+    }
+
+    // The session replays a library call inside a CUDA graph: one that cannot be captured (it
+    // allocates or synchronises) is no config for it.
+    if (library) {
+        CUgraphExec one_call = capture_batch(L, r, &args, 1);
+        if (!one_call) {
+            j->status = LAB_BUILD_FAILED;
+            snprintf(j->note, sizeof j->note, "the library call cannot be captured in a CUDA graph");
+            return;
+        }
+        api->cuGraphExecDestroy(one_call);
     }
 
     // Timing. Warm-up, then the shortest of three single launches estimates one (each queued
@@ -460,18 +482,29 @@ static int run_library(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void
     int rc = ST_OK;
     for (int i = 0; i < nlib && rc == ST_OK; i++) {
         LabJob *j = &jobs[lib[i]];
+        const CudaLaunch *g = &geo[lib[i]];
         BlasLtOp op;
+        DnnOp dnn;
+        memset(&op, 0, sizeof op);
+        memset(&dnn, 0, sizeof dnn);
         Err ce = {0};
         // The handle before any capture (creating one is not capturable).
-        if (blaslt_check_version(&geo[lib[i]].blas, &ce) || blaslt_init(L->hw->ordinal, &ce) ||
-            cuda_device_bind(&L->dev, &ce) || blaslt_op_create(&geo[lib[i]].blas, &op, &ce)) {
+        bool ready = g->lib == CUDA_LIB_CUDNN
+                         ? !(dnn_check_version(&g->dnn, &ce) || dnn_init(L->hw->ordinal, &ce) ||
+                             cuda_device_bind(&L->dev, &ce) || dnn_op_create(&g->dnn, &dnn, &ce))
+                         : !(blaslt_check_version(&g->blas, &ce) ||
+                             blaslt_init(L->hw->ordinal, &ce) || cuda_device_bind(&L->dev, &ce) ||
+                             blaslt_op_create(&g->blas, &op, &ce));
+        if (!ready) {
             j->status = LAB_BUILD_FAILED;
             snprintf(j->note, sizeof j->note, "%.250s", ce.msg);
         } else {
-            Runner rn = {NULL, NULL, &op};
+            Runner rn = {NULL, NULL, g->lib == CUDA_LIB_CUDNN ? NULL : &op,
+                         g->lib == CUDA_LIB_CUDNN ? &dnn : NULL};
             measure(L, pg, &cs->c[j->cand], values, &rn, j, opt);
-            blaslt_op_destroy(&op);
         }
+        blaslt_op_destroy(&op);
+        dnn_op_destroy(&dnn);
         rc = job_done(L, j, opt, done, total, e);
     }
     return rc;
@@ -501,7 +534,7 @@ static int run_unit(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **
                 snprintf(j->note, sizeof j->note, "kernel %.40s missing from its program: %.150s",
                          name, ce.msg);
             } else {
-                Runner rn = {fn, &geo[u->jobs[i]], NULL};
+                Runner rn = {fn, &geo[u->jobs[i]], NULL, NULL};
                 measure(L, pg, c, values, &rn, j, opt);
             }
         }
@@ -564,7 +597,9 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     for (int i = 0; i < n; i++)
         if (geo[i].lib && jobs[i].status == LAB_SKIPPED) {
             lib[nlib++] = i;
-            L.ws_bytes = ORCH_MAX(L.ws_bytes, (size_t)geo[i].blas.workspace);
+            L.ws_bytes = ORCH_MAX(L.ws_bytes, (size_t)(geo[i].lib == CUDA_LIB_CUDNN
+                                                           ? geo[i].dnn.workspace
+                                                           : geo[i].blas.workspace));
         }
     Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
     compile_one(&spin_unit, -1, hw->arch);
@@ -662,8 +697,20 @@ int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int
     }
     if (rc == ST_OK && table->n) {
         sb_puts(&src, SPIN_SRC); // for the session's profiled runs
-        NvrtcOptions no = {.arch = hw->arch};
-        rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, e);
+        // The artefact's one program holds every chosen kernel (~200 for a CNN, 6 s in one
+        // thread): NVRTC optimises its functions in parallel threads with --split-compile
+        // (0: as many as cores); an NVRTC without the option compiles it serially.
+        static const char *const split[] = {"--split-compile=0"};
+        NvrtcOptions no = {.arch = hw->arch, .extra = split, .n_extra = 1};
+        Err se = {0};
+        rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, &se);
+        if (rc && strstr(se.msg, "split-compile")) {
+            no.extra = NULL;
+            no.n_extra = 0;
+            rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, e);
+        } else if (rc) {
+            *e = se;
+        }
     }
     if (rc)
         cuda_launch_table_free(table);
