@@ -50,9 +50,10 @@ void cuda_launch_table_free(CudaLaunchTable *t) {
 }
 
 #define CUMOD_MAGIC "ORCHCUMD"
-// Format 1: kernels only (no kind per entry); 2: each entry says kernel or cuBLASLt call.
+// Format 1: kernels only (no kind per entry); 2: each entry says kernel, cuBLASLt call or cuDNN
+// call (a reader that predates kind 2 refuses such an entry by its kind).
 #define CUMOD_FORMAT 2u
-enum { CUMOD_KERNEL = 0, CUMOD_BLASLT = 1 };
+enum { CUMOD_KERNEL = 0, CUMOD_BLASLT = 1, CUMOD_CUDNN = 2 };
 #define CUMOD_MAX_SYMBOL 4096
 
 typedef struct Wr {
@@ -115,6 +116,20 @@ static void w_blaslt(Wr *w, const BlasLtCall *c) {
     w_u64(w, c->version);
 }
 
+static void w_dnn(Wr *w, const DnnCall *c) {
+    const int32_t f[] = {c->n,      c->c,      c->h,      c->w,       c->k,         c->r,
+                         c->s,      c->groups, c->pad[0], c->pad[1],  c->stride[0], c->stride[1],
+                         c->dil[0], c->dil[1], c->p,      c->q,       c->epilogue,  c->math,
+                         c->algo,   c->in_x,   c->in_w,   c->in_bias, c->in_z};
+    for (size_t i = 0; i < ORCH_COUNT(f); i++)
+        w_u32(w, (uint32_t)f[i]);
+    uint32_t alpha;
+    memcpy(&alpha, &c->alpha, 4);
+    w_u32(w, alpha);
+    w_u64(w, c->workspace);
+    w_u64(w, c->version);
+}
+
 int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable *t, uint8_t **buf,
                      size_t *len, Err *e) {
     *buf = NULL;
@@ -132,9 +147,15 @@ int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable
         w_u32(&w, (uint32_t)sl);
         w_bytes(&w, t->symbols[i], sl);
         const CudaLaunch *l = &t->launches[i];
-        w_u32(&w, l->lib ? CUMOD_BLASLT : CUMOD_KERNEL);
-        if (l->lib) {
+        w_u32(&w, l->lib == CUDA_LIB_CUDNN    ? CUMOD_CUDNN
+                  : l->lib == CUDA_LIB_BLASLT ? CUMOD_BLASLT
+                                              : CUMOD_KERNEL);
+        if (l->lib == CUDA_LIB_BLASLT) {
             w_blaslt(&w, &l->blas);
+            continue;
+        }
+        if (l->lib == CUDA_LIB_CUDNN) {
+            w_dnn(&w, &l->dnn);
             continue;
         }
         for (int d = 0; d < 3; d++)
@@ -214,6 +235,20 @@ static void r_blaslt(Rd *r, BlasLtCall *c) {
     c->version = r_u64(r);
 }
 
+static void r_dnn(Rd *r, DnnCall *c) {
+    memset(c, 0, sizeof *c);
+    int32_t *f[] = {&c->n,      &c->c,      &c->h,      &c->w,       &c->k,         &c->r,
+                    &c->s,      &c->groups, &c->pad[0], &c->pad[1],  &c->stride[0], &c->stride[1],
+                    &c->dil[0], &c->dil[1], &c->p,      &c->q,       &c->epilogue,  &c->math,
+                    &c->algo,   &c->in_x,   &c->in_w,   &c->in_bias, &c->in_z};
+    for (size_t i = 0; i < ORCH_COUNT(f); i++)
+        *f[i] = (int32_t)r_u32(r);
+    uint32_t alpha = r_u32(r);
+    memcpy(&c->alpha, &alpha, 4);
+    c->workspace = r_u64(r);
+    c->version = r_u64(r);
+}
+
 int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const uint8_t **cubin,
                        size_t *cubin_size, CudaLaunchTable *t, Err *e) {
     *cubin = NULL;
@@ -245,23 +280,28 @@ int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const u
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         uint32_t kind = fmt == 1 ? CUMOD_KERNEL : r_u32(&r);
-        if (!r.bad && kind != CUMOD_KERNEL && kind != CUMOD_BLASLT) {
+        if (!r.bad && kind != CUMOD_KERNEL && kind != CUMOD_BLASLT && kind != CUMOD_CUDNN) {
             cuda_launch_table_free(t);
             return err_set(e, ST_INVALID, "%s: CUDA module entry %u has unknown kind %u", what, i,
                            kind);
         }
-        if (kind == CUMOD_BLASLT) {
-            l.lib = true;
-            r_blaslt(&r, &l.blas);
+        if (kind == CUMOD_BLASLT || kind == CUMOD_CUDNN) {
+            bool dnn = kind == CUMOD_CUDNN;
+            l.lib = dnn ? CUDA_LIB_CUDNN : CUDA_LIB_BLASLT;
+            if (dnn)
+                r_dnn(&r, &l.dnn);
+            else
+                r_blaslt(&r, &l.blas);
             char why[128];
             if (r.bad)
                 break;
-            if (!blaslt_call_valid(&l.blas, why, sizeof why) || memchr(sym, 0, sl)) {
+            bool valid = dnn ? dnn_call_valid(&l.dnn, why, sizeof why)
+                             : blaslt_call_valid(&l.blas, why, sizeof why);
+            if (!valid || memchr(sym, 0, sl)) {
                 cuda_launch_table_free(t);
                 return err_set(e, ST_INVALID,
-                               "%s: CUDA module entry %u: an impossible cuBLASLt "
-                               "call (%s)",
-                               what, i, memchr(sym, 0, sl) ? "symbol" : why);
+                               "%s: CUDA module entry %u: an impossible %s call (%s)", what, i,
+                               dnn ? "cuDNN" : "cuBLASLt", memchr(sym, 0, sl) ? "symbol" : why);
             }
             char *lname = xmalloc(sl + 1);
             memcpy(lname, sym, sl);
@@ -321,8 +361,9 @@ typedef struct CLaunch {
     bool empty;  // nothing to compute (every output has zero elements, or a zero-byte copy)
     bool device; // PLAN_GENERATED or PLAN_COPY: issued on the stream (and captured)
     CUfunction fn;
-    CudaLaunch geo; // geo.lib: a cuBLASLt call (op), not a kernel
+    CudaLaunch geo; // geo.lib: a cuBLASLt call (op) or a cuDNN call (dnn), not a kernel
     BlasLtOp op;
+    DnnOp dnn;
     DevArgs args;
     CUdeviceptr copy_src, copy_dst;
     size_t copy_bytes;
@@ -346,7 +387,7 @@ struct CudaSession {
     CUmodule mod;
     CUstream stream;
     CUdeviceptr arena, consts, dummy;
-    CUdeviceptr ws; // the cuBLASLt calls' workspace (one: the calls run one after another)
+    CUdeviceptr ws; // the library calls' workspace (one: the calls run one after another)
     uint64_t ws_bytes;
     CUdeviceptr *d_in, *d_out; // per graph input / output
     void **host_of;            // per tensor: host staging of the host launches' operands
@@ -354,9 +395,9 @@ struct CudaSession {
     int n_launches;
     Segment *segs;
     int n_segs, n_graphs;
-    CUevent *ev;     // two per launch, for profiling
-    CUfunction spin; // CUDA_SPIN_SYMBOL when the cubin has it
-    long long spin_cycles;
+    CUevent *ev;                            // two per launch, for profiling
+    CUfunction spin;                        // CUDA_SPIN_SYMBOL when the cubin has it
+    long long spin_cycles, spin_lib_cycles; // a kernel's and a library call's (see run_launches)
     double *times;
     bool profiling, timed;
     int threads;
@@ -453,6 +494,26 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
         for (int j = 0; j < L->n_in; j++)
             l->args.in[j] = dev_addr(s, L->in[j]);
         l->args.out = dev_addr(s, L->out[0]);
+        if (g->lib == CUDA_LIB_CUDNN) {
+            const DnnCall *c = &g->dnn;
+            int top = ORCH_MAX(ORCH_MAX(c->in_x, c->in_w), ORCH_MAX(c->in_bias, c->in_z));
+            if (top >= L->n_in)
+                return err_set(e, ST_INVALID,
+                               "CUDA session: the cuDNN call of '%s' (launch %d, nodes '%s') "
+                               "reads input %d of %d: the artefact is damaged; recompile",
+                               L->symbol, k, l->nodes, top, L->n_in);
+            // The handle now: creating it inside the graph capture would break the capture.
+            if (dnn_check_version(c, e) || dnn_init(s->dev.ordinal, e) ||
+                cuda_device_bind(&s->dev, e) || dnn_op_create(c, &l->dnn, e)) {
+                err_prefix(e, "CUDA session: launch %d (%s, nodes '%s'): ", k, L->symbol, l->nodes);
+                return e->code;
+            }
+            s->ws_bytes = ORCH_MAX(s->ws_bytes, c->workspace);
+            free(l->name);
+            l->name = xmalloc(strlen(L->symbol) + 10);
+            sprintf(l->name, "cudnn:%s", L->symbol);
+            return ST_OK;
+        }
         if (g->lib) {
             const BlasLtCall *c = &g->blas;
             if (c->in_a >= L->n_in || c->in_b >= L->n_in || c->in_bias >= L->n_in)
@@ -531,6 +592,15 @@ static int issue(CudaSession *s, int k, Err *e) {
         if ((rc = CUDA_TRY(s->api, e, cuMemcpyDtoDAsync, l->copy_dst, l->copy_src, l->copy_bytes,
                            s->stream)))
             err_prefix(e, "launch %d (%s): ", k, l->name);
+        return rc;
+    }
+    if (l->geo.lib == CUDA_LIB_CUDNN) {
+        const DnnCall *c = &l->geo.dnn;
+        if ((rc = dnn_op_run(&l->dnn, l->args.in[c->in_x], l->args.in[c->in_w],
+                             c->in_bias >= 0 ? l->args.in[c->in_bias] : 0,
+                             c->in_z >= 0 ? l->args.in[c->in_z] : 0, l->args.out, s->ws,
+                             s->ws_bytes, s->stream, e)))
+            err_prefix(e, "launch %d (%s, nodes '%s'): ", k, l->name, l->nodes);
         return rc;
     }
     if (l->geo.lib) {
@@ -669,6 +739,7 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
                                                            s->dev.dev) != CUDA_SUCCESS)
             s->spin = NULL; // optional: profiled runs go without it
         s->spin_cycles = (long long)(20e-6 * (khz > 0 ? khz : 1500000) * 1e3); // 20 µs
+        s->spin_lib_cycles = 25 * s->spin_cycles;
     }
     if (CUDA_TRY(api, e, cuStreamCreate, &s->stream, CU_STREAM_NON_BLOCKING))
         return e->code;
@@ -715,9 +786,18 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
     for (int k = 0; k < P->n_launches && rc == ST_OK; k++)
         rc = prepare_launch(s, k, table, e);
     if (rc == ST_OK && s->ws_bytes)
-        rc = dev_alloc(s, &s->ws, (size_t)s->ws_bytes, "the cuBLASLt workspace", e);
+        rc = dev_alloc(s, &s->ws, (size_t)s->ws_bytes, "the library calls' workspace", e);
     for (int k = 0; k < 2 * P->n_launches && rc == ST_OK; k++)
         rc = CUDA_TRY(api, e, cuEventCreate, &s->ev[k], CU_EVENT_DEFAULT);
+    // cuDNN calls run once before the capture: a call may set itself up on its first run (plans,
+    // run-time compiled engines), which need not be capturable; the lab measured them the same
+    // way (cuda_lab.c). The outputs are written again by every run.
+    for (int k = 0; k < P->n_launches && rc == ST_OK; k++)
+        if (s->launches[k].device && s->launches[k].geo.lib == CUDA_LIB_CUDNN &&
+            !s->launches[k].empty && (rc = issue(s, k, e)) == ST_OK &&
+            (rc = CUDA_TRY(api, e, cuStreamSynchronize, s->stream)))
+            err_prefix(e, "CUDA session: launch %d (%s) before the capture: ", k,
+                       s->launches[k].name);
     if (rc == ST_OK)
         rc = capture(s, e);
     return rc;
@@ -782,6 +862,7 @@ void cuda_session_free(CudaSession *s) {
     }
     for (int k = 0; s->launches && k < s->n_launches; k++) {
         blaslt_op_destroy(&s->launches[k].op);
+        dnn_op_destroy(&s->launches[k].dnn);
         free(s->launches[k].name);
         free(s->launches[k].nodes);
         free((void *)s->launches[k].h_in);
@@ -913,7 +994,9 @@ static int run_launches(CudaSession *s, Err *e) {
     double *host_t = s->times;
     for (int k = 0; k < s->n_launches && rc == ST_OK; k++) {
         if (s->launches[k].device) {
-            void *sp[1] = {&s->spin_cycles};
+            // A library call spends longer on the host before its kernels are queued (cuDNN's
+            // legacy API about 70 µs on an H100, which a 20 µs spin left in its time).
+            void *sp[1] = {s->launches[k].geo.lib ? &s->spin_lib_cycles : &s->spin_cycles};
             if (s->spin && !s->launches[k].empty)
                 rc = CUDA_TRY(api, e, cuLaunchKernel, s->spin, 1, 1, 1, 1, 1, 1, 0, s->stream, sp,
                               NULL);

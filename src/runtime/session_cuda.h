@@ -1,7 +1,8 @@
 // The CUDA runtime session: runs a plan whose generated kernels are in one cubin, on device 0.
 // Creation does everything that allocates or can fail: loads the cubin (cuModuleLoadData), looks
-// every generated launch's function and geometry up (or, for a cuBLASLt call, checks the library
-// version it was chosen with and creates its descriptors; one workspace serves every call),
+// every generated launch's function and geometry up (or, for a cuBLASLt or cuDNN call, checks the
+// library version it was chosen with and creates its descriptors; one workspace serves every
+// call; a cuDNN call runs once before the capture),
 // allocates ONE device arena of plan->arena_bytes, packs the constants (plan_pack_constants) and
 // uploads them once, allocates a device buffer per graph input and output, fills every launch's
 // OrchArgs once, and captures the launch list on a stream as CUDA graphs (one per run of
@@ -42,18 +43,20 @@ const CudaLaunch *cuda_launch_table_find(const CudaLaunchTable *t, const char *s
 void cuda_launch_table_free(CudaLaunchTable *t); // leaves it zeroed; accepts a zeroed table
 
 // The CUDA module blob (little-endian): magic "ORCHCUMD" (8) | format u32 (2) | entries u32 |
-// each entry: symbol length u32, symbol bytes, kind u32 (0 kernel, 1 cuBLASLt call), then for a
-// kernel grid[3] u32, block[3] u32, smem u32, for a call its BlasLtCall field by field (32-bit
-// fields u32, 64-bit ones u64, alpha's bits, algo 8 x u64) | zero padding to a multiple of 64 |
+// each entry: symbol length u32, symbol bytes, kind u32 (0 kernel, 1 cuBLASLt call, 2 cuDNN call),
+// then for a kernel grid[3] u32, block[3] u32, smem u32, for a cuBLASLt call its BlasLtCall field
+// by field (32-bit fields u32, 64-bit ones u64, alpha's bits, algo 8 x u64), for a cuDNN call its
+// DnnCall's 32-bit fields in declaration order (n .. in_z) as u32, alpha's bits, workspace and
+// version as u64 | zero padding to a multiple of 64 |
 // cubin size u64 | zero padding to a multiple of 64 | the cubin | checksum u64 (plan_hash64 of
 // everything before it). The cubin starts 64-byte aligned in the blob. Format 1 (no kind, kernels
 // only) is still read.
 int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable *t, uint8_t **buf,
                      size_t *len, Err *e);
 // Untrusted bytes: every size, the checksum and each geometry's plausibility (non-zero grid and
-// block dimensions, block of at most 1024 threads; a call's blaslt_call_valid) are checked; a bad
-// blob is ST_INVALID naming `what`, never a crash. *cubin points into buf; *t receives copies of
-// the entries.
+// block dimensions, block of at most 1024 threads; a call's blaslt_call_valid / dnn_call_valid) are
+// checked; a bad blob is ST_INVALID naming `what`, never a crash. *cubin points into buf; *t
+// receives copies of the entries.
 int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const uint8_t **cubin,
                        size_t *cubin_size, CudaLaunchTable *t, Err *e);
 
@@ -113,7 +116,7 @@ int cuda_session_num_launches(const CudaSession *s);
 int cuda_session_num_kernels(const CudaSession *s); // launches of the selection (copies excluded)
 int cuda_session_num_graphs(const CudaSession *s);  // captured device segments
 // As session.h: "symbol", "interp:KIND#ID", "opaque:OP" or "copy:TENSOR"; "cublaslt:symbol"
-// for a cuBLASLt call.
+// for a cuBLASLt call, "cudnn:symbol" for a cuDNN call.
 const char *cuda_session_launch_name(const CudaSession *s, int i);
 const char *cuda_session_launch_nodes(const CudaSession *s, int i);
 const PrimGraph *cuda_session_graph(const CudaSession *s);

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "cuda_api.h"
 #include "cublaslt.h"
+#include "cudnn.h"
 #include "nvrtc.h"
 
 #include <dlfcn.h>
@@ -426,6 +427,12 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
         if (lt)
             snprintf(info->fingerprint + n, sizeof info->fingerprint - n, "|cublaslt=%llu",
                      (unsigned long long)lt);
+        // cuDNN calls likewise (cudnn.h).
+        uint64_t dnn = dnn_version();
+        n = strlen(info->fingerprint);
+        if (dnn)
+            snprintf(info->fingerprint + n, sizeof info->fingerprint - n, "|cudnn=%llu",
+                     (unsigned long long)dnn);
     }
     return ST_OK;
 }

@@ -224,10 +224,10 @@ void cuda_arch_name(int cc_major, int cc_minor, char *buf, size_t n);
 // Reads device 0 into *hw and fills target.h's HwInfo (target "cuda", model = GPU name, cores =
 // SM count, l2, line = 128, compiler = "nvrtc X.Y", fingerprint
 // "cuda|NAME|sm_90|SMs=132|L2=50M|smem=228K|driver=13000|nvrtc=13.0", then "|cublaslt=V" where
-// cuBLASLt loads: its calls are chosen for one version). Needs the driver and
-// NVRTC (ST_UNSUPPORTED with their messages otherwise); ST_UNSUPPORTED too when NVRTC is newer
-// than the driver (its cubins would not load) or cannot compile for the device's architecture.
-// info may be NULL.
+// cuBLASLt loads and "|cudnn=V" where cuDNN does: their calls are chosen for one version). Needs
+// the driver and NVRTC (ST_UNSUPPORTED with their messages otherwise); ST_UNSUPPORTED too when
+// NVRTC is newer than the driver (its cubins would not load) or cannot compile for the device's
+// architecture. info may be NULL.
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e);
 
 // The device's memory bandwidth measured (bytes/s): timed device-to-device copies of a buffer 8x

@@ -380,7 +380,8 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         CUgraphExec one_call = capture_batch(L, r, &args, 1);
         if (!one_call) {
             j->status = LAB_BUILD_FAILED;
-            snprintf(j->note, sizeof j->note, "the library call cannot be captured in a CUDA graph");
+            snprintf(j->note, sizeof j->note,
+                     "the library call cannot be captured in a CUDA graph");
             return;
         }
         api->cuGraphExecDestroy(one_call);
@@ -489,12 +490,12 @@ static int run_library(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void
         memset(&dnn, 0, sizeof dnn);
         Err ce = {0};
         // The handle before any capture (creating one is not capturable).
-        bool ready = g->lib == CUDA_LIB_CUDNN
-                         ? !(dnn_check_version(&g->dnn, &ce) || dnn_init(L->hw->ordinal, &ce) ||
-                             cuda_device_bind(&L->dev, &ce) || dnn_op_create(&g->dnn, &dnn, &ce))
-                         : !(blaslt_check_version(&g->blas, &ce) ||
-                             blaslt_init(L->hw->ordinal, &ce) || cuda_device_bind(&L->dev, &ce) ||
-                             blaslt_op_create(&g->blas, &op, &ce));
+        bool ready =
+            g->lib == CUDA_LIB_CUDNN
+                ? !(dnn_check_version(&g->dnn, &ce) || dnn_init(L->hw->ordinal, &ce) ||
+                    cuda_device_bind(&L->dev, &ce) || dnn_op_create(&g->dnn, &dnn, &ce))
+                : !(blaslt_check_version(&g->blas, &ce) || blaslt_init(L->hw->ordinal, &ce) ||
+                    cuda_device_bind(&L->dev, &ce) || blaslt_op_create(&g->blas, &op, &ce));
         if (!ready) {
             j->status = LAB_BUILD_FAILED;
             snprintf(j->note, sizeof j->note, "%.250s", ce.msg);
@@ -597,9 +598,9 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     for (int i = 0; i < n; i++)
         if (geo[i].lib && jobs[i].status == LAB_SKIPPED) {
             lib[nlib++] = i;
-            L.ws_bytes = ORCH_MAX(L.ws_bytes, (size_t)(geo[i].lib == CUDA_LIB_CUDNN
-                                                           ? geo[i].dnn.workspace
-                                                           : geo[i].blas.workspace));
+            L.ws_bytes = ORCH_MAX(L.ws_bytes,
+                                  (size_t)(geo[i].lib == CUDA_LIB_CUDNN ? geo[i].dnn.workspace
+                                                                        : geo[i].blas.workspace));
         }
     Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
     compile_one(&spin_unit, -1, hw->arch);

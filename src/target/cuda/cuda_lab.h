@@ -11,9 +11,10 @@
 // host launch overhead does not count), median, minimum and spread of the per-launch times. For a
 // kernel whose inputs exceed half the L2 (they would not be cache-resident in the real run), every
 // sample is one launch after the L2 was flushed by writing a buffer twice its size.
-// A job whose emit returns a library call (CudaLaunch.lib: cuBLASLt, cublaslt.h) is not compiled:
-// the same call the session makes runs on the lab's stream, with one workspace for all, and is
-// checked and timed the same way.
+// A job whose emit returns a library call (CudaLaunch.lib: cuBLASLt, cublaslt.h; cuDNN, cudnn.h)
+// is not compiled: the same call the session makes runs on the lab's stream, with one workspace
+// for all, and is checked and timed the same way; a call that cannot be captured in a CUDA graph
+// (as the session replays it) fails.
 // A kernel that faults (illegal address, trap) poisons the CUDA context for the whole process
 // (the driver refuses every later call): it is marked LAB_WRONG ("crashed") and reported through
 // on_result, the lab stops (the remaining jobs stay LAB_SKIPPED) and returns ST_RUNTIME saying

@@ -22,26 +22,33 @@
 #include "../target.h"
 #include "cublaslt.h"
 #include "cuda_api.h"
+#include "cudnn.h"
 
 #define ORCH_CUDA_MAX_IN 32
 
+// CudaLaunch.lib: which library call runs in place of a kernel (0: a generated kernel).
+enum { CUDA_LIB_NONE = 0, CUDA_LIB_BLASLT = 1, CUDA_LIB_CUDNN = 2 };
+
 // How the runtime runs one kernel: a generated kernel's launch geometry, or (lib) a library call
-// in place of a kernel (cublaslt.h; grid, block and smem are then zero).
+// in place of a kernel (cublaslt.h, cudnn.h; grid, block and smem are then zero).
 typedef struct CudaLaunch {
     unsigned grid[3], block[3];
     unsigned smem; // dynamic shared memory bytes (> 48 KiB needs the opt-in attribute)
-    bool lib;      // a cuBLASLt call: blas says which
+    int lib;       // CUDA_LIB_*: BLASLT, blas says which call; CUDNN, dnn does
     BlasLtCall blas;
+    DnnCall dnn;
 } CudaLaunch;
 
 // Kernel classes of the CUDA target (KernelConfig.cls). CUCLS_BLASLT: a cuBLASLt matmul
-// (cublaslt.h), emitted as a call descriptor, not as code.
+// (cublaslt.h), CUCLS_CUDNN a cuDNN convolution (cudnn.h), each emitted as a call descriptor,
+// not as code.
 enum {
     CUCLS_POINTWISE = 11,
     CUCLS_REDUCE = 12,
     CUCLS_MATMUL = 13,
     CUCLS_CONV = 14,
-    CUCLS_BLASLT = 15
+    CUCLS_BLASLT = 15,
+    CUCLS_CUDNN = 16
 };
 
 // ---- pointwise and reduction kernels ----
@@ -59,8 +66,9 @@ int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
 
 // Dispatches on cfg->cls: CUCLS_POINTWISE / CUCLS_REDUCE to cugen_pw_emit, CUCLS_MATMUL /
-// CUCLS_CONV to cugen_lin_emit, CUCLS_BLASLT to blaslt_call (launch->lib set, only a comment
-// appended to src) (target_cuda.c). The CudaEmitFn of cuda_lab.h.
+// CUCLS_CONV to cugen_lin_emit, CUCLS_BLASLT to blaslt_call and CUCLS_CUDNN to dnn_call
+// (launch->lib set, only a comment appended to src) (target_cuda.c). The CudaEmitFn of
+// cuda_lab.h.
 int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
                const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
 

@@ -2,8 +2,9 @@
 // architecture, loaded through the driver API, both loaded at run time (cuda_api.h, nvrtc.h), so
 // one orch binary works with or without a GPU. Candidates go to the pointwise/reduction emitters
 // or, with one LINEAR primitive, to the matmul/convolution emitters (cugen.h) and, where cuBLASLt
-// is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) as further
-// configs, measured by the lab like any kernel; OPAQUE primitives are never generated. The device
+// or cuDNN is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) or cuDNN
+// calls (cudnn.h) as further configs, measured by the lab like any kernel; OPAQUE primitives are
+// never generated. The device
 // model (CudaHw) is read once per process.
 #include "../target.h"
 #include "cugen.h"
@@ -70,12 +71,18 @@ static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
 // 1.3-4x at 128x768x768 and up), our emitter below, where the heuristics' first algorithm is often
 // a split-K pair of kernels slower than our first config (a tiny BERT layer compiled 8% slower
 // with the library first there) and the library's better algorithms are still measured in phase 2.
+// A convolution's library configs are cuDNN's (cuBLASLt computes none), always after ours: with
+// float32 FMA math they win on small dense 3x3 convolutions and lose on depthwise, grouped and 1x1
+// ones (H100), so the first costs stay ours and cuDNN's are measured in phase 2 for the chosen
+// kernels (where the BLP took them for 7 of ResNet-18's 32 kernels).
 static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *ch,
                           KernelConfig *out, int k) {
     KernelConfig *own = xcalloc((size_t)k + 1, sizeof *own);
     KernelConfig *lib = xcalloc((size_t)k + 1, sizeof *lib);
     int no = cugen_lin_configs(pg, c, ch, own, k);
     int nl = blaslt_configs(pg, c, ch, lib, k);
+    if (nl == 0)
+        nl = dnn_configs(pg, c, ch, lib, k);
     BlasLtCall call;
     bool lib_first = nl > 0 && blaslt_analyse(pg, c, &call) &&
                      (double)call.batch * call.m * call.n * call.k >= BLASLT_FIRST_MACS;
@@ -120,6 +127,20 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
             return rc;
         char d[512];
         blaslt_call_str(&l.blas, d, sizeof d);
+        sb_printf(src, "// %s: %s\n", fn, d); // no code: the runtime calls the library
+        if (launch)
+            *launch = l;
+        return ST_OK;
+    }
+    if (cfg->cls == CUCLS_CUDNN) {
+        CudaLaunch l;
+        memset(&l, 0, sizeof l);
+        l.lib = CUDA_LIB_CUDNN;
+        int rc = dnn_call(pg, c, cfg, &l.dnn, e);
+        if (rc)
+            return rc;
+        char d[512];
+        dnn_call_str(&l.dnn, d, sizeof d);
         sb_printf(src, "// %s: %s\n", fn, d); // no code: the runtime calls the library
         if (launch)
             *launch = l;

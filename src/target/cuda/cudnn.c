@@ -1,0 +1,790 @@
+// cuDNN library candidates (cudnn.h): the loader, the candidate analysis (on top of the linear
+// emitter's culin_analyse), the heuristic query that makes configs, and the call.
+// The declarations below are cuDNN 9's (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h of 9.19): the
+// legacy convolution API, deprecated but shipped by every cuDNN 9, with values unchanged since
+// cuDNN 8 (status codes aside, which only SUCCESS = 0 matters for here).
+#define _GNU_SOURCE
+#define ORCH_CGEN_LINEAR_INTERNAL
+#include "cudnn.h"
+
+#include "cugen_lin_internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// ---- cuDNN 9, the part used here ----
+
+typedef int cudnnStatus_t; // CUDNN_STATUS_SUCCESS = 0
+typedef struct cudnnContext *cudnnHandle_t;
+typedef struct cudnnTensorStruct *cudnnTensorDescriptor_t;
+typedef struct cudnnFilterStruct *cudnnFilterDescriptor_t;
+typedef struct cudnnConvolutionStruct *cudnnConvolutionDescriptor_t;
+typedef struct cudnnActivationStruct *cudnnActivationDescriptor_t;
+typedef struct {
+    int algo;   // cudnnConvolutionFwdAlgo_t
+    int status; // cudnnStatus_t
+    float time;
+    size_t memory;
+    int determinism;
+    int mathType;
+    int reserved[3];
+} cudnnConvolutionFwdAlgoPerf_t;
+
+enum { CUDNN_DATA_FLOAT = 0, CUDNN_TENSOR_NCHW = 0, CUDNN_CROSS_CORRELATION = 1 };
+enum { CUDNN_ACTIVATION_RELU = 1, CUDNN_ACTIVATION_IDENTITY = 5, CUDNN_NOT_PROPAGATE_NAN = 0 };
+
+typedef struct Lib {
+    void *dl;
+    size_t (*get_version)(void);
+    const char *(*status_name)(cudnnStatus_t);
+    cudnnStatus_t (*create)(cudnnHandle_t *);
+    cudnnStatus_t (*set_stream)(cudnnHandle_t, CUstream);
+    cudnnStatus_t (*tensor_create)(cudnnTensorDescriptor_t *);
+    cudnnStatus_t (*tensor_set4d)(cudnnTensorDescriptor_t, int format, int dtype, int n, int c,
+                                  int h, int w);
+    cudnnStatus_t (*tensor_destroy)(cudnnTensorDescriptor_t);
+    cudnnStatus_t (*filter_create)(cudnnFilterDescriptor_t *);
+    cudnnStatus_t (*filter_set4d)(cudnnFilterDescriptor_t, int dtype, int format, int k, int c,
+                                  int h, int w);
+    cudnnStatus_t (*filter_destroy)(cudnnFilterDescriptor_t);
+    cudnnStatus_t (*conv_create)(cudnnConvolutionDescriptor_t *);
+    cudnnStatus_t (*conv_set2d)(cudnnConvolutionDescriptor_t, int pad_h, int pad_w, int u, int v,
+                                int dil_h, int dil_w, int mode, int compute_type);
+    cudnnStatus_t (*conv_groups)(cudnnConvolutionDescriptor_t, int groups);
+    cudnnStatus_t (*conv_math)(cudnnConvolutionDescriptor_t, int math);
+    cudnnStatus_t (*conv_destroy)(cudnnConvolutionDescriptor_t);
+    cudnnStatus_t (*conv_out_dim)(cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t,
+                                  cudnnFilterDescriptor_t, int *n, int *c, int *h, int *w);
+    cudnnStatus_t (*act_create)(cudnnActivationDescriptor_t *);
+    cudnnStatus_t (*act_set)(cudnnActivationDescriptor_t, int mode, int nan, double coef);
+    cudnnStatus_t (*act_destroy)(cudnnActivationDescriptor_t);
+    cudnnStatus_t (*heuristic)(cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
+                               cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, int *,
+                               cudnnConvolutionFwdAlgoPerf_t *);
+    cudnnStatus_t (*ws_size)(cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
+                             cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int algo,
+                             size_t *);
+    cudnnStatus_t (*forward)(cudnnHandle_t, const void *alpha, cudnnTensorDescriptor_t,
+                             const void *x, cudnnFilterDescriptor_t, const void *w,
+                             cudnnConvolutionDescriptor_t, int algo, void *ws, size_t ws_bytes,
+                             const void *beta, cudnnTensorDescriptor_t, void *y);
+    cudnnStatus_t (*forward_bias_act)(cudnnHandle_t, const void *alpha1, cudnnTensorDescriptor_t,
+                                      const void *x, cudnnFilterDescriptor_t, const void *w,
+                                      cudnnConvolutionDescriptor_t, int algo, void *ws,
+                                      size_t ws_bytes, const void *alpha2, cudnnTensorDescriptor_t,
+                                      const void *z, cudnnTensorDescriptor_t, const void *bias,
+                                      cudnnActivationDescriptor_t, cudnnTensorDescriptor_t,
+                                      void *y);
+    cudnnStatus_t (*add_tensor)(cudnnHandle_t, const void *alpha, cudnnTensorDescriptor_t,
+                                const void *a, const void *beta, cudnnTensorDescriptor_t, void *c);
+    uint64_t version;
+    char where[512]; // the file opened, or why none was
+} Lib;
+
+static Lib lib;
+static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
+
+static bool try_open(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return false;
+    Lib l = {.dl = h};
+    struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+        {(void **)&l.get_version, "cudnnGetVersion"},
+        {(void **)&l.status_name, "cudnnGetErrorString"},
+        {(void **)&l.create, "cudnnCreate"},
+        {(void **)&l.set_stream, "cudnnSetStream"},
+        {(void **)&l.tensor_create, "cudnnCreateTensorDescriptor"},
+        {(void **)&l.tensor_set4d, "cudnnSetTensor4dDescriptor"},
+        {(void **)&l.tensor_destroy, "cudnnDestroyTensorDescriptor"},
+        {(void **)&l.filter_create, "cudnnCreateFilterDescriptor"},
+        {(void **)&l.filter_set4d, "cudnnSetFilter4dDescriptor"},
+        {(void **)&l.filter_destroy, "cudnnDestroyFilterDescriptor"},
+        {(void **)&l.conv_create, "cudnnCreateConvolutionDescriptor"},
+        {(void **)&l.conv_set2d, "cudnnSetConvolution2dDescriptor"},
+        {(void **)&l.conv_groups, "cudnnSetConvolutionGroupCount"},
+        {(void **)&l.conv_math, "cudnnSetConvolutionMathType"},
+        {(void **)&l.conv_destroy, "cudnnDestroyConvolutionDescriptor"},
+        {(void **)&l.conv_out_dim, "cudnnGetConvolution2dForwardOutputDim"},
+        {(void **)&l.act_create, "cudnnCreateActivationDescriptor"},
+        {(void **)&l.act_set, "cudnnSetActivationDescriptor"},
+        {(void **)&l.act_destroy, "cudnnDestroyActivationDescriptor"},
+        {(void **)&l.heuristic, "cudnnGetConvolutionForwardAlgorithm_v7"},
+        {(void **)&l.ws_size, "cudnnGetConvolutionForwardWorkspaceSize"},
+        {(void **)&l.forward, "cudnnConvolutionForward"},
+        {(void **)&l.forward_bias_act, "cudnnConvolutionBiasActivationForward"},
+        {(void **)&l.add_tensor, "cudnnAddTensor"},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
+        *syms[i].slot = dlsym(h, syms[i].name);
+        if (!*syms[i].slot) {
+            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
+            dlclose(h);
+            return false;
+        }
+    }
+    l.version = (uint64_t)l.get_version();
+    // The legacy convolution API this file declares is cuDNN 8's and 9's.
+    if (l.version < 80000 || l.version >= 100000) {
+        snprintf(lib.where, sizeof lib.where, "%s is cuDNN %llu, not 8 or 9", path,
+                 (unsigned long long)l.version);
+        dlclose(h);
+        return false;
+    }
+    snprintf(l.where, sizeof l.where, "%s", path);
+    lib = l;
+    return true;
+}
+
+static void load_once(void) {
+    snprintf(lib.where, sizeof lib.where, "libcudnn.so.9/.so not found");
+    const char *env = getenv("ORCH_CUDNN");
+    if (env && *env) {
+        if (!try_open(env) && !strstr(lib.where, "lacks") && !strstr(lib.where, " is cuDNN "))
+            snprintf(lib.where, sizeof lib.where, "ORCH_CUDNN: %.480s", dlerror());
+        return; // an explicit choice is never second-guessed
+    }
+    // The loader path first, then where the CUDA toolkit, the distribution and PyTorch's
+    // wheels put it.
+    static const char *const names[] = {
+        "libcudnn.so.9",
+        "libcudnn.so",
+        "/usr/local/cuda/lib/libcudnn.so.9",
+        "/usr/local/cuda/lib64/libcudnn.so.9",
+        "/usr/local/cuda-13.0/lib/libcudnn.so.9",
+        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",
+        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
+    };
+    for (size_t i = 0; i < ORCH_COUNT(names); i++)
+        if (try_open(names[i]))
+            return;
+}
+
+static const Lib *lib_get(void) {
+    pthread_once(&lib_once, load_once);
+    return lib.dl ? &lib : NULL;
+}
+
+bool dnn_available(void) {
+    return lib_get() != NULL;
+}
+
+uint64_t dnn_version(void) {
+    const Lib *l = lib_get();
+    return l ? l->version : 0;
+}
+
+const char *dnn_describe_load(void) {
+    lib_get();
+    return lib.where;
+}
+
+static int dnn_check(const Lib *l, cudnnStatus_t st, const char *call, Err *e) {
+    if (st == 0)
+        return ST_OK;
+    const char *name = l && l->status_name ? l->status_name(st) : NULL;
+    return err_set(e, ST_RUNTIME, "cuDNN %s failed: %s (%d)", call, name ? name : "?", st);
+}
+#define DNN_TRY(l, e, fn, ...) dnn_check((l), (l)->fn(__VA_ARGS__), #fn, (e))
+
+// The process's handle, created once with the device's primary context current (cuDNN's
+// runtime then uses that context). NULL and e set when there is no GPU. Its stream is set per
+// call, so calls hold call_mu from cudnnSetStream to their last library call.
+static cudnnHandle_t handle;
+static CudaDevice handle_dev;
+static bool handle_failed;
+static Err handle_err;
+static pthread_mutex_t handle_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t call_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static cudnnHandle_t get_handle(int ordinal, Err *e) {
+    const Lib *l = lib_get();
+    if (!l) {
+        err_set(e, ST_UNSUPPORTED, "cuDNN: %s", lib.where);
+        return NULL;
+    }
+    pthread_mutex_lock(&handle_mu);
+    // A failed creation is not retried: cuDNN loads its engine libraries on the way, which is
+    // slow, and a machine without a usable GPU stays one.
+    if (!handle && !handle_failed) {
+        const CudaApi *api = cuda_api_load(&handle_err);
+        cudnnHandle_t h = NULL;
+        if (api && cuda_device_open(api, ordinal, &handle_dev, &handle_err) == ST_OK) {
+            if (DNN_TRY(l, &handle_err, create, &h) != ST_OK) {
+                h = NULL;
+                cuda_device_close(&handle_dev);
+            }
+        }
+        handle = h;
+        handle_failed = h == NULL;
+    }
+    cudnnHandle_t h = handle;
+    if (!h)
+        err_set(e, handle_err.code ? handle_err.code : ST_RUNTIME, "%s", handle_err.msg);
+    pthread_mutex_unlock(&handle_mu);
+    return h;
+}
+
+int dnn_init(int ordinal, Err *e) {
+    return get_handle(ordinal, e) ? ST_OK : e->code;
+}
+
+// ---- the analysis ----
+
+static bool same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+// Whether a tensor of t's shape, broadcast against the rank-4 output, holds one value per
+// channel (axis 1) and C values in all: [C], numpy-aligned as [1, C, 1, 1], [C, 1, 1] or
+// [1, C, 1, 1]; any shape of one element when C is 1.
+static bool channel_shaped(const Tensor *t, int64_t C) {
+    if (t->rank > 4 || tensor_numel(t) != C)
+        return C == 1 && tensor_numel(t) == 1 && t->rank <= 4;
+    for (int d = 0; d < t->rank; d++) {
+        int axis = d + 4 - t->rank;
+        if (t->dims[d] != (axis == 1 ? C : 1))
+            return false;
+    }
+    return t->rank >= 3 || C == 1;
+}
+
+// Where the bias data of tensor t comes from: a constant candidate input of channel shape, or a
+// LAYOUT of the candidate reshaping a constant candidate input of C elements into channel shape
+// (a reshape keeps the element order; its primitive index in c goes to *via). The input's
+// tensor id, or -1.
+static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C, int *via) {
+    *via = -1;
+    const Tensor *T = pg->tensors[t];
+    if (T->dtype != DT_FLOAT || !channel_shaped(T, C))
+        return -1;
+    if (cgen_input_pos(c, t) >= 0)
+        return pg_is_const(pg, t) ? t : -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        if (p->kind != PRIM_LAYOUT || p->n_out != 1 || p->out[0] != t)
+            continue;
+        const LayoutParams *lp = &p->lay;
+        if (lp->concat || lp->n_stages != 1 || p->n_in != 1 || lp->stages[0].kind != LS_RESHAPE)
+            return -1;
+        int src = p->in[0];
+        const Tensor *S = pg->tensors[src];
+        if (cgen_input_pos(c, src) < 0 || !pg_is_const(pg, src) || S->dtype != DT_FLOAT ||
+            tensor_numel(S) != C)
+            return -1;
+        *via = i;
+        return src;
+    }
+    return -1;
+}
+
+// The epilogue's value so far: [relu](alpha * conv [+ z] [+ bias]).
+typedef struct EpiState {
+    float alpha;
+    int bias, bias_via; // the bias data's tensor (-1: none) and the LAYOUT it went through
+    int z;              // the residual's tensor, -1 none
+    bool relu;
+} EpiState;
+
+enum { V_BAD, V_VAL, V_BIAS, V_Z, V_IMM };
+
+// One ELEMWISE primitive applied to the running value `cur` (its output value is `cur` after
+// the call): true when its program is a sequence of the steps cuDNN's fused call does, in an
+// order that computes the same value: alpha first, then the bias and z in either order, ReLU
+// last.
+static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int cur,
+                     const Tensor *Y, EpiState *st) {
+    int kind[64], tens[64], via[64];
+    double imm[64];
+    int last = -1; // the instruction holding the running value; -1: still the input `cur`
+    const EwProgram *pr = &q->ew;
+    if (pr->n <= 0 || pr->n > 64)
+        return false;
+    int64_t C = Y->dims[1];
+    for (int i = 0; i < pr->n; i++) {
+        const EwInstr *in = &pr->code[i];
+        int ar = ew_op_arity(in->op);
+        int k[3] = {V_BAD, V_BAD, V_BAD}, tt[3] = {-1, -1, -1}, vv[3] = {-1, -1, -1};
+        double v[3] = {0, 0, 0};
+        if (in->dtype != DT_FLOAT || ar < 1 || ar > 3)
+            return false;
+        for (int a = 0; a < ar; a++) {
+            const EwArg *g = &in->arg[a];
+            if (g->src == EWS_IMM) {
+                k[a] = V_IMM;
+                v[a] = g->imm;
+            } else if (g->src == EWS_INSTR) {
+                if (g->index < 0 || g->index >= i)
+                    return false;
+                // The running value is consumed once, by the next step.
+                if (kind[g->index] == V_VAL && g->index != last)
+                    return false;
+                k[a] = kind[g->index];
+                v[a] = imm[g->index];
+                tt[a] = tens[g->index];
+                vv[a] = via[g->index];
+            } else {
+                if (g->index < 0 || g->index >= q->n_in)
+                    return false;
+                int t = q->in[g->index];
+                const Tensor *T = pg->tensors[t];
+                int bv, src;
+                if (t == cur) {
+                    if (last != -1)
+                        return false;
+                    k[a] = V_VAL;
+                } else if ((src = bias_source(pg, c, t, C, &bv)) >= 0) {
+                    k[a] = V_BIAS;
+                    tt[a] = src;
+                    vv[a] = bv;
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == DT_FLOAT && same_shape(T, Y)) {
+                    k[a] = V_Z;
+                    tt[a] = t;
+                } else {
+                    return false;
+                }
+            }
+        }
+        int out = V_BAD, ot = -1, ov = -1;
+        bool val_imm = (k[0] == V_VAL && k[1] == V_IMM) || (k[0] == V_IMM && k[1] == V_VAL);
+        double the_imm = k[0] == V_IMM ? v[0] : v[1];
+        int other = k[0] == V_VAL ? 1 : 0; // ADD's operand other than the running value
+        switch (in->op) {
+        case EW_COPY:
+            out = k[0];
+            ot = tt[0];
+            ov = vv[0];
+            break;
+        case EW_MUL:
+            // alpha * conv before everything else.
+            if (val_imm && st->bias < 0 && st->z < 0 && !st->relu) {
+                st->alpha *= (float)the_imm;
+                out = V_VAL;
+            }
+            break;
+        case EW_ADD:
+            if ((k[0] == V_VAL) == (k[1] == V_VAL) || st->relu)
+                break;
+            if (k[other] == V_BIAS && st->bias < 0) {
+                st->bias = tt[other];
+                st->bias_via = vv[other];
+                out = V_VAL;
+            } else if (k[other] == V_Z && st->z < 0) {
+                st->z = tt[other];
+                out = V_VAL;
+            }
+            break;
+        case EW_RELU:
+            if (k[0] == V_VAL && !st->relu) {
+                st->relu = true;
+                out = V_VAL;
+            }
+            break;
+        case EW_MAX:
+            if (val_imm && the_imm == 0 && !st->relu) {
+                st->relu = true;
+                out = V_VAL;
+            }
+            break;
+        default: break;
+        }
+        if (out == V_BAD)
+            return false;
+        kind[i] = out;
+        imm[i] = out == V_IMM ? v[0] : 0;
+        tens[i] = ot;
+        via[i] = ov;
+        if (out == V_VAL)
+            last = i;
+    }
+    // Each step used the value once, in order; the program's value is the state's.
+    return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
+}
+
+// The math type the heuristics are asked with (each result may name its own).
+static int query_math(void) {
+    return cugen_lin_precision == CUGEN_PREC_FP32 ? DNN_MATH_FMA : DNN_MATH_TENSOR_OP;
+}
+
+// The math type a heuristic result runs with under the current precision, -1 when not allowed.
+// Float32: FMA only (the default math may pick TF32 tensor cores); TF32 and BF16 allow tensor
+// ops on TF32-rounded operands; FP16 also the conversion to half.
+static int allowed_math(int m) {
+    switch (cugen_lin_precision) {
+    case CUGEN_PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
+    case CUGEN_PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
+    default: return m >= 0 && m <= DNN_MATH_FMA && m != DNN_MATH_TENSOR_OP_CONVERT ? m : -1;
+    }
+}
+
+// Winograd's transforms lose more than float32 rounding: 2.5x the fp32 check's bound on a 4x3
+// dilated kernel (H100, cuDNN 9.14); they stay offered where the precision is reduced anyway.
+static bool algo_exact_enough(int algo) {
+    return cugen_lin_precision != CUGEN_PREC_FP32 ||
+           (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
+}
+
+static bool fits_int(int64_t v) {
+    return v > 0 && v <= INT32_MAX;
+}
+
+bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
+    memset(call, 0, sizeof *call);
+    Lin L;
+    if (!culin_analyse(pg, c, &L) || !L.conv || L.p->lin.op != LIN_CONV || L.S != 2)
+        return false;
+    // X read in place, W a constant (the library reads both as they are stored).
+    if (L.pa < 0 || L.pb < 0 || !pg_is_const(pg, L.tb))
+        return false;
+    const LinearParams *lp = &L.p->lin;
+    const Tensor *X = pg->tensors[L.ta], *W = pg->tensors[L.tb], *Y = pg->tensors[L.tl];
+    if (!fits_int(tensor_numel(X)) || !fits_int(tensor_numel(W)) || !fits_int(tensor_numel(Y)))
+        return false;
+    // cuDNN pads both sides by pad_begin: the same windows whenever it gives the same output
+    // size (windows start at the same places; whatever lies past the input is zero either way).
+    for (int d = 0; d < 2; d++) {
+        int64_t span = L.dil[d] * (L.k[d] - 1) + 1, padded = L.in[d] + 2 * L.pad[d];
+        if (lp->pad_begin[d] < 0 || lp->pad_end[d] < 0 || L.st[d] < 1 || L.dil[d] < 1 ||
+            padded < span || (padded - span) / L.st[d] + 1 != L.out[d] || !fits_int(L.pad[d] + 1) ||
+            !fits_int(L.st[d]) || !fits_int(L.dil[d]))
+            return false;
+    }
+    // The other primitives: perhaps LAYOUTs reshaping the bias, then the epilogue, a chain of
+    // ELEMWISE primitives each reading the previous value (and perhaps the bias or z).
+    EpiState st = {1.0f, -1, -1, -1, false};
+    int cur = L.tl;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *q = pg->prims[c->prims[i]];
+        if (q == L.p || q->kind == PRIM_LAYOUT)
+            continue; // a LAYOUT counts only as the bias's reshape (checked below)
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], Y))
+            return false;
+        bool reads = false;
+        for (int j = 0; j < q->n_in; j++)
+            reads |= q->in[j] == cur;
+        if (!reads || !epi_prim(pg, c, q, cur, Y, &st))
+            return false;
+        cur = q->out[0];
+    }
+    if (cur != c->output)
+        return false;
+    for (int i = 0; i < c->n_prims; i++)
+        if (pg->prims[c->prims[i]]->kind == PRIM_LAYOUT && i != st.bias_via)
+            return false;
+    // cudnnConvolutionBiasActivationForward needs a bias for a z or a ReLU.
+    if ((st.relu || st.z >= 0) && st.bias < 0)
+        return false;
+    call->n = (int32_t)L.NI;
+    call->c = (int32_t)L.C;
+    call->h = (int32_t)L.in[0];
+    call->w = (int32_t)L.in[1];
+    call->k = (int32_t)L.OC;
+    call->r = (int32_t)L.k[0];
+    call->s = (int32_t)L.k[1];
+    call->groups = (int32_t)L.G;
+    for (int d = 0; d < 2; d++) {
+        call->pad[d] = (int32_t)L.pad[d];
+        call->stride[d] = (int32_t)L.st[d];
+        call->dil[d] = (int32_t)L.dil[d];
+    }
+    call->p = (int32_t)L.out[0];
+    call->q = (int32_t)L.out[1];
+    call->epilogue = (st.bias >= 0 ? DNN_EPI_BIAS : 0) | (st.relu ? DNN_EPI_RELU : 0) |
+                     (st.z >= 0 ? DNN_EPI_Z : 0);
+    call->alpha = st.alpha;
+    call->math = query_math();
+    call->algo = -1;
+    call->in_x = L.pa;
+    call->in_w = L.pb;
+    call->in_bias = st.bias >= 0 ? cgen_input_pos(c, st.bias) : -1;
+    call->in_z = st.z >= 0 ? cgen_input_pos(c, st.z) : -1;
+    call->version = dnn_version();
+    return true;
+}
+
+// ---- descriptors, heuristics, the call ----
+
+static const char *algo_name(int a) {
+    static const char *const names[DNN_ALGO_COUNT] = {
+        "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling",
+        "winograd",      "winograd_nonfused"};
+    return a >= 0 && a < DNN_ALGO_COUNT ? names[a] : "?";
+}
+
+static const char *math_name(int m) {
+    static const char *const names[] = {"default", "tensor_op", "tensor_op_convert", "fma"};
+    return m >= 0 && m <= DNN_MATH_FMA ? names[m] : "?";
+}
+
+static bool epilogue_valid(int epi) {
+    return epi == 0 || epi == DNN_EPI_BIAS || epi == (DNN_EPI_BIAS | DNN_EPI_RELU) ||
+           epi == (DNN_EPI_BIAS | DNN_EPI_Z) || epi == (DNN_EPI_BIAS | DNN_EPI_Z | DNN_EPI_RELU);
+}
+
+bool dnn_call_valid(const DnnCall *c, char *why, size_t n) {
+    const char *bad = NULL;
+    bool sizes = c->n > 0 && c->c > 0 && c->h > 0 && c->w > 0 && c->k > 0 && c->r > 0 && c->s > 0 &&
+                 c->groups > 0 && c->p > 0 && c->q > 0;
+    for (int d = 0; d < 2; d++)
+        sizes = sizes && c->pad[d] >= 0 && c->stride[d] > 0 && c->dil[d] > 0;
+    if (!sizes) {
+        bad = "non-positive sizes";
+    } else if (c->c % c->groups || c->k % c->groups) {
+        bad = "channels not divisible by the groups";
+    } else {
+        int64_t in[2] = {c->h, c->w}, ks[2] = {c->r, c->s}, out[2] = {c->p, c->q};
+        for (int d = 0; d < 2 && !bad; d++) {
+            int64_t span = (int64_t)c->dil[d] * (ks[d] - 1) + 1, padded = in[d] + 2 * c->pad[d];
+            if (padded < span || (padded - span) / c->stride[d] + 1 != out[d])
+                bad = "an output size the geometry does not give";
+        }
+        if (!bad && ((int64_t)c->n * c->c * c->h * c->w > INT32_MAX ||
+                     (int64_t)c->k * (c->c / c->groups) * c->r * c->s > INT32_MAX ||
+                     (int64_t)c->n * c->k * c->p * c->q > INT32_MAX))
+            bad = "tensors of 2^31 elements or more";
+    }
+    if (bad) {
+    } else if (!epilogue_valid(c->epilogue)) {
+        bad = "an unknown epilogue";
+    } else if (c->math < DNN_MATH_DEFAULT || c->math > DNN_MATH_FMA) {
+        bad = "an unknown math type";
+    } else if (c->algo < 0 || c->algo >= DNN_ALGO_COUNT) {
+        bad = "an unknown algorithm";
+    } else if (c->in_x < 0 || c->in_w < 0 || c->in_x >= 32 || c->in_w >= 32 || c->in_bias >= 32 ||
+               c->in_z >= 32 || c->in_bias < -1 || c->in_z < -1 ||
+               (c->in_bias >= 0) != ((c->epilogue & DNN_EPI_BIAS) != 0) ||
+               (c->in_z >= 0) != ((c->epilogue & DNN_EPI_Z) != 0)) {
+        bad = "impossible operand positions";
+    } else if (c->workspace > DNN_MAX_WORKSPACE) {
+        bad = "an oversized workspace";
+    } else if (!c->version) {
+        bad = "no library version";
+    }
+    if (bad && why)
+        snprintf(why, n, "%s", bad);
+    return bad == NULL;
+}
+
+void dnn_call_str(const DnnCall *c, char *buf, size_t n) {
+    snprintf(buf, n,
+             "cudnnConvolution x=%dx%dx%dx%d w=%dx%dx%dx%d groups=%d pad=%d,%d stride=%d,%d "
+             "dil=%d,%d y=%dx%dx%dx%d%s%s%s alpha=%g algo=%s math=%s workspace=%llu cudnn=%llu",
+             c->n, c->c, c->h, c->w, c->k, c->groups > 0 ? c->c / c->groups : 0, c->r, c->s,
+             c->groups, c->pad[0], c->pad[1], c->stride[0], c->stride[1], c->dil[0], c->dil[1],
+             c->n, c->k, c->p, c->q, c->epilogue & DNN_EPI_Z ? " +z" : "",
+             c->epilogue & DNN_EPI_BIAS ? " +bias" : "", c->epilogue & DNN_EPI_RELU ? " relu" : "",
+             (double)c->alpha, algo_name(c->algo), math_name(c->math),
+             (unsigned long long)c->workspace, (unsigned long long)c->version);
+}
+
+void dnn_op_destroy(DnnOp *op) {
+    const Lib *l = lib.dl ? &lib : NULL;
+    if (l) {
+        if (op->x)
+            l->tensor_destroy(op->x);
+        if (op->y)
+            l->tensor_destroy(op->y);
+        if (op->bias)
+            l->tensor_destroy(op->bias);
+        if (op->w)
+            l->filter_destroy(op->w);
+        if (op->conv)
+            l->conv_destroy(op->conv);
+        if (op->act)
+            l->act_destroy(op->act);
+    }
+    memset(op, 0, sizeof *op);
+}
+
+static int make_tensor(const Lib *l, void **out, int n, int c, int h, int w, Err *e) {
+    cudnnTensorDescriptor_t t = NULL;
+    if (DNN_TRY(l, e, tensor_create, &t))
+        return e->code;
+    *out = t;
+    return DNN_TRY(l, e, tensor_set4d, t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w);
+}
+
+int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
+    memset(op, 0, sizeof *op);
+    op->call = *call;
+    const Lib *l = lib_get();
+    if (!l)
+        return err_set(e, ST_UNSUPPORTED, "cuDNN: %s", lib.where);
+    const DnnCall *c = call;
+    cudnnFilterDescriptor_t w = NULL;
+    cudnnConvolutionDescriptor_t conv = NULL;
+    int rc = make_tensor(l, &op->x, c->n, c->c, c->h, c->w, e);
+    if (rc == ST_OK)
+        rc = make_tensor(l, &op->y, c->n, c->k, c->p, c->q, e);
+    if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS))
+        rc = make_tensor(l, &op->bias, 1, c->k, 1, 1, e);
+    if (rc == ST_OK && (rc = DNN_TRY(l, e, filter_create, &w)) == ST_OK) {
+        op->w = w;
+        rc = DNN_TRY(l, e, filter_set4d, w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, c->k,
+                     c->c / c->groups, c->r, c->s);
+    }
+    if (rc == ST_OK && (rc = DNN_TRY(l, e, conv_create, &conv)) == ST_OK) {
+        op->conv = conv;
+        rc = DNN_TRY(l, e, conv_set2d, conv, c->pad[0], c->pad[1], c->stride[0], c->stride[1],
+                     c->dil[0], c->dil[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    }
+    if (rc == ST_OK)
+        rc = DNN_TRY(l, e, conv_groups, conv, c->groups);
+    if (rc == ST_OK)
+        rc = DNN_TRY(l, e, conv_math, conv, c->math);
+    // The geometry as cuDNN computes it must be ours.
+    int yn = 0, yc = 0, yh = 0, yw = 0;
+    if (rc == ST_OK &&
+        (rc = DNN_TRY(l, e, conv_out_dim, conv, op->x, w, &yn, &yc, &yh, &yw)) == ST_OK &&
+        (yn != c->n || yc != c->k || yh != c->p || yw != c->q))
+        rc = err_set(e, ST_INVALID, "cuDNN computes a %dx%dx%dx%d output, the call has %dx%dx%dx%d",
+                     yn, yc, yh, yw, c->n, c->k, c->p, c->q);
+    if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS)) {
+        cudnnActivationDescriptor_t act = NULL;
+        if ((rc = DNN_TRY(l, e, act_create, &act)) == ST_OK) {
+            op->act = act;
+            int mode =
+                c->epilogue & DNN_EPI_RELU ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
+            rc = DNN_TRY(l, e, act_set, act, mode, CUDNN_NOT_PROPAGATE_NAN, 0.0);
+        }
+    }
+    if (rc) {
+        err_prefix(e, "cuDNN descriptors: ");
+        dnn_op_destroy(op);
+    }
+    return rc;
+}
+
+int dnn_check_version(const DnnCall *call, Err *e) {
+    uint64_t now = dnn_version();
+    if (!now)
+        return err_set(e, ST_UNSUPPORTED,
+                       "compiled with cuDNN %llu, this machine has none (%s): recompile, or set "
+                       "ORCH_CUDNN to the library",
+                       (unsigned long long)call->version, dnn_describe_load());
+    if (now != call->version)
+        return err_set(
+            e, ST_INVALID, "compiled with cuDNN %llu, this machine has %llu (%s): recompile",
+            (unsigned long long)call->version, (unsigned long long)now, dnn_describe_load());
+    return ST_OK;
+}
+
+int dnn_op_run(const DnnOp *op, CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr z,
+               CUdeviceptr y, CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e) {
+    const Lib *l = lib_get();
+    const DnnCall *c = &op->call;
+    if (!l || !op->conv)
+        return err_set(e, ST_UNSUPPORTED, "cuDNN: %s", lib.where);
+    cudnnHandle_t h = get_handle(0, e);
+    if (!h)
+        return e->code;
+    if (c->workspace > ws_bytes)
+        return err_set(e, ST_INVALID, "cuDNN call needs %llu bytes of workspace, has %llu",
+                       (unsigned long long)c->workspace, (unsigned long long)ws_bytes);
+    const void *xp = (const void *)(uintptr_t)x, *wp = (const void *)(uintptr_t)w;
+    const void *bp = (const void *)(uintptr_t)bias, *zp = (const void *)(uintptr_t)z;
+    void *yp = (void *)(uintptr_t)y, *wsp = c->workspace ? (void *)(uintptr_t)ws : NULL;
+    size_t wsb = (size_t)c->workspace;
+    float alpha = c->alpha, zero = 0.0f, one = 1.0f;
+    bool has_z = c->epilogue & DNN_EPI_Z;
+    pthread_mutex_lock(&call_mu);
+    int rc = DNN_TRY(l, e, set_stream, h, stream);
+    if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS) &&
+        ((c->epilogue & DNN_EPI_RELU) || c->algo == DNN_ALGO_IMPLICIT_PRECOMP_GEMM)) {
+        // y = act(alpha * conv(x) + alpha2 * z + bias); without a z, y stands in for z with a
+        // factor 0 (cuDNN then does not read it).
+        rc = DNN_TRY(l, e, forward_bias_act, h, &alpha, op->x, xp, op->w, wp, op->conv, c->algo,
+                     wsp, wsb, has_z ? &one : &zero, op->y, has_z ? zp : yp, op->bias, bp, op->act,
+                     op->y, yp);
+    } else if (rc == ST_OK) {
+        // The fused call's identity activation is IMPLICIT_PRECOMP_GEMM's only: the others
+        // convolve, then add z and the bias in place.
+        rc = DNN_TRY(l, e, forward, h, &alpha, op->x, xp, op->w, wp, op->conv, c->algo, wsp, wsb,
+                     &zero, op->y, yp);
+        if (rc == ST_OK && has_z)
+            rc = DNN_TRY(l, e, add_tensor, h, &one, op->y, zp, &one, op->y, yp);
+        if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS))
+            rc = DNN_TRY(l, e, add_tensor, h, &one, op->bias, bp, &one, op->y, yp);
+    }
+    pthread_mutex_unlock(&call_mu);
+    return rc;
+}
+
+int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
+                int k) {
+    DnnCall call;
+    if (k <= 0 || !dnn_available() || !dnn_analyse(pg, c, &call))
+        return 0;
+    Err e = {0};
+    cudnnHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
+    if (!h)
+        return 0;
+    const Lib *l = &lib;
+    call.algo = 0; // any valid value: the descriptors do not depend on it
+    DnnOp op;
+    if (dnn_op_create(&call, &op, &e))
+        return 0;
+    cudnnConvolutionFwdAlgoPerf_t res[2 * DNN_ALGO_COUNT];
+    int got = 0, n = 0;
+    // The descriptors and the heuristic belong to the handle's device.
+    bool ok = cuda_device_bind(&handle_dev, &e) == ST_OK &&
+              DNN_TRY(l, &e, heuristic, h, op.x, op.w, op.conv, op.y, (int)ORCH_COUNT(res), &got,
+                      res) == ST_OK;
+    for (int i = 0; ok && i < got && n < k; i++) {
+        int math = allowed_math(res[i].mathType);
+        if (res[i].status != 0 || math < 0 || res[i].algo < 0 || res[i].algo >= DNN_ALGO_COUNT ||
+            !algo_exact_enough(res[i].algo))
+            continue;
+        // The workspace with the math type the call will run with.
+        size_t ws = 0;
+        if (DNN_TRY(l, &e, conv_math, op.conv, math) ||
+            DNN_TRY(l, &e, ws_size, h, op.x, op.w, op.conv, op.y, res[i].algo, &ws))
+            continue;
+        ws = ORCH_MAX(ws, res[i].memory);
+        if (ws > DNN_MAX_WORKSPACE)
+            continue;
+        KernelConfig *kc = &out[n];
+        memset(kc, 0, sizeof *kc);
+        kc->cls = CUCLS_CUDNN;
+        kc->p[DNP_ALGO] = res[i].algo;
+        kc->p[DNP_MATH] = math;
+        kc->p[DNP_WORKSPACE] = (int64_t)ws;
+        kc->p[DNP_RANK] = i;
+        snprintf(kc->desc, sizeof kc->desc, "cls=cudnn algo=%s math=%s", algo_name(res[i].algo),
+                 math_name(math));
+        // The heuristics' order; the lab decides.
+        kc->score = 1e-6 * (i + 1);
+        bool dup = false;
+        for (int j = 0; j < n && !dup; j++)
+            dup = strcmp(out[j].desc, kc->desc) == 0;
+        if (!dup)
+            n++;
+    }
+    dnn_op_destroy(&op);
+    return n;
+}
+
+int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, DnnCall *call,
+             Err *e) {
+    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, call) || cfg->p[DNP_ALGO] < 0 ||
+        cfg->p[DNP_ALGO] >= DNN_ALGO_COUNT || cfg->p[DNP_MATH] < DNN_MATH_DEFAULT ||
+        cfg->p[DNP_MATH] > DNN_MATH_FMA || cfg->p[DNP_WORKSPACE] < 0)
+        return err_set(e, ST_UNSUPPORTED,
+                       "cuDNN: candidate %d is not a convolution cuDNN computes (config '%s')",
+                       c->id, cfg->desc);
+    call->algo = (int32_t)cfg->p[DNP_ALGO];
+    call->math = (int32_t)cfg->p[DNP_MATH];
+    call->workspace = (uint64_t)cfg->p[DNP_WORKSPACE];
+    return ST_OK;
+}
