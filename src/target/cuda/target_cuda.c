@@ -7,7 +7,9 @@
 // never generated. The device
 // model (CudaHw) is read once per process.
 #include "../target.h"
+#include "../../candidates/attention.h"
 #include "cugen.h"
+#include "cugen_attn.h"
 #include "cugen_mlp.h"
 #include "nvrtc.h"
 
@@ -50,11 +52,18 @@ static bool has_kind(const PrimGraph *pg, const Candidate *c, PrimKind k) {
     return false;
 }
 
+// A fused attention candidate (candidates/attention.h); the other candidates of several LINEAR
+// primitives are MLP chains.
+static bool is_attention(const PrimGraph *pg, const Candidate *c) {
+    AttnSpec a;
+    return attn_analyse(pg, c, &a);
+}
+
 static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
     if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
-    if (cand_count_linear(pg, c) >= 2) // an MLP chain (issue 8)
-        return cugen_mlp_supports(pg, c);
+    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
+        return is_attention(pg, c) ? cugen_attn_supports(pg, c) : cugen_mlp_supports(pg, c);
     // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
     // its analysis), so the library only adds configs.
     return has_kind(pg, c, PRIM_LINEAR) ? cugen_lin_supports(pg, c) : cugen_pw_supports(pg, c);
@@ -109,7 +118,8 @@ static int cuda_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *h
     if (k <= 0)
         return 0;
     if (cand_count_linear(pg, c) >= 2)
-        return cugen_mlp_configs(pg, c, ch, out, k);
+        return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, out, k)
+                                   : cugen_mlp_configs(pg, c, ch, out, k);
     return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, out, k)
                                         : cugen_pw_configs(pg, c, ch, out, k);
 }
@@ -118,6 +128,8 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     if (cfg->cls == CUCLS_MLP)
         return cugen_mlp_emit(pg, c, cfg, hw, fn, src, launch, e);
+    if (cfg->cls == CUCLS_ATTN)
+        return cugen_attn_emit(pg, c, cfg, hw, fn, src, launch, e);
     if (cfg->cls == CUCLS_BLASLT) {
         CudaLaunch l;
         memset(&l, 0, sizeof l);

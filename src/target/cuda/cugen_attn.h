@@ -1,0 +1,35 @@
+// The CUDA target's fused attention kernels (emit_attention_cuda.c; issue 8): a candidate that
+// attn_analyse accepts (candidates/attention.h: S = Q·Kt, the pre-softmax ELEMWISE chain, the
+// fissioned softmax, O = P·V, optionally the LAYOUT primitives producing Q, Kt, V) as one
+// flash-style kernel: one thread block per (batch index, tile of BQ queries), key tiles of BK
+// staged in shared memory, an online (running max and sum) softmax, the score matrix never
+// leaving the chip. Exact float32 FMAs (the default precision). Same ABI as cugen.h.
+#ifndef ORCH_CUGEN_ATTN_H
+#define ORCH_CUGEN_ATTN_H
+
+#include "cugen.h"
+
+// Kernel class (KernelConfig.cls; 11..15 are cugen.h's, 20 cugen_mlp.h's).
+enum { CUCLS_ATTN = 21 };
+
+// KernelConfig.p[] slots: queries per block (BQ), keys per tile (BK), query rows per thread
+// (TM), key columns per thread (TN); CP: 1 stages the tiles of Q, Kt and V that allow it by
+// cp.async into double buffers (sm_80+), 0 through registers; SPLIT (0 or 1: none): the keys
+// split over S blocks per query tile (flash-decoding, for grids that would not fill the GPU:
+// few queries, long key ranges), each publishing its running max, sum and unnormalised O to a
+// workspace in the module's global memory, the last to finish (a per-tile counter, reset by
+// that block) merging them in split order. The threads of a block: (BQ / TM) row groups of
+// CG = BK / TN threads each (a power of two up to 32, so a row group lies in one warp).
+enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT };
+
+// Whether c is an attention candidate this emitter generates (its smallest config fits the
+// shared memory of every GPU orch targets).
+bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c);
+// Up to k configs from the device model (shared memory, registers, occupancy, waves), best
+// estimate first; returns how many.
+int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                       KernelConfig *out, int k);
+int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+
+#endif

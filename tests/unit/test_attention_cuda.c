@@ -1,0 +1,751 @@
+// Unit tests of the CUDA target's fused attention kernels (target/cuda/emit_attention_cuda.c;
+// issue 8). Attention graphs (attn_graphs.h: head split or not, every mask kind and scale, odd
+// sequence lengths and head dims, Dv != D) are cleaned up and enumerated with attention on; each
+// must give exactly two attention candidates (the core, and the variant reading the projections
+// through its LAYOUT primitives), both accepted by the CUDA target.
+//   compile: every config of both candidates for a described A100 (sm_80) and H100 (sm_90a) is
+//   emitted through cugen_emit (the target's dispatch), its launch checked against the device
+//   (shared memory, threads, grid), and compiled by NVRTC, many kernels per program, the
+//   programs in parallel threads; the quick cases compile their best configs only (NVRTC takes
+//   ~0.1 s a kernel). Skips NVRTC when it cannot be loaded, or with ORCH_CUGEN_EMIT_ONLY=1 (the
+//   sanitizer pass).
+//   GPU: on a GPU, sequence lengths 1 .. 4096 (non-multiples of every tile), head dims 32, 64,
+//   128, 256 and odd ones, Dv != D, every mask kind and scale, split or not: the best configs of
+//   both candidates run on random inputs and are compared with the primitive interpreter at
+//   |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|; the best config's time (CUDA events, median) is
+//   printed per case. Without a GPU the case prints a skip line (ORCH_REQUIRE_GPU=1: a failure).
+// Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_ALL=1 compiles every
+// config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from 1).
+#include "attn_graphs.h"
+#include "candidates/attention.h"
+#include "candidates/candidates.h"
+#include "check.h"
+#include "fission/passes.h"
+#include "runtime/prim_interp.h"
+#include "target/cuda/cuda_api.h"
+#include "target/cuda/cugen.h"
+#include "target/cuda/cugen_attn.h"
+#include "target/cuda/nvrtc.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
+static bool g_nvrtc, g_emit_only;
+static const CudaApi *g_api;
+static CudaDevice g_dev;
+static CudaHw g_dhw; // the detected device
+static Err g_gpu_err;
+static int g_cases, g_emitted, g_compiled, g_gpu_ran;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float frand(void) {
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
+}
+
+// ---- one case: its graph and attention candidates ----
+
+typedef struct Prep {
+    AttnCase k;
+    PrimGraph *pg;
+    CandidateSet *cs;
+    const Candidate *cand[2]; // the core, the variant with the LAYOUT primitives
+} Prep;
+
+static void prep_free(Prep *p) {
+    cand_set_free(p->cs);
+    prim_graph_free(p->pg);
+    memset(p, 0, sizeof *p);
+}
+
+// Builds, cleans up and enumerates the case; false (a failed check) unless it has exactly the
+// two attention candidates, both accepted by the CUDA target.
+static bool prep(Prep *p, const AttnCase *k) {
+    memset(p, 0, sizeof *p);
+    p->k = *k;
+    p->pg = attn_graph(k);
+    Err e = {0};
+    int rc = fission_cleanup(p->pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = prim_graph_verify(p->pg, &e);
+    CandRules r = cand_rules_default();
+    r.attention = true;
+    if (rc == ST_OK)
+        rc = cand_enumerate(p->pg, &r, 0, &p->cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", k->name, e.msg);
+    if (rc != ST_OK)
+        return false;
+    int n = 0;
+    for (int i = 0; i < p->cs->n; i++) {
+        AttnSpec a;
+        const Candidate *c = &p->cs->c[i];
+        if (!attn_analyse(p->pg, c, &a))
+            continue;
+        if (n < 2)
+            p->cand[a.n_layouts > 0] = c;
+        n++;
+        CHECK_MSG(a.M == k->M && a.N == k->N && a.D == k->D && a.Dv == k->Dv &&
+                      a.B == k->B * k->H,
+                  "%s: analysed as M %lld N %lld D %lld Dv %lld B %lld", k->name, (long long)a.M,
+                  (long long)a.N, (long long)a.D, (long long)a.Dv, (long long)a.B);
+        CHECK_MSG(target_cuda.supports(p->pg, c) && cugen_attn_supports(p->pg, c),
+                  "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
+                  c->id, c->n_prims);
+    }
+    CHECK_MSG(n == 2 && p->cand[0] && p->cand[1] && p->cs->stats.attention == 2,
+              "%s: %d attention candidates (stats %d), expected the core and its layout variant",
+              k->name, n, p->cs->stats.attention);
+    return n == 2 && p->cand[0] && p->cand[1];
+}
+
+// ---- emission and NVRTC ----
+
+typedef struct Job {
+    const Prep *p;
+    const Candidate *c;
+    KernelConfig cfg;
+    CudaLaunch ln;
+    char fn[48];
+    double ms; // measured (GPU half)
+} Job;
+
+typedef struct Program {
+    StrBuf src;
+    Job *jobs;
+    int nj, cap;
+    int case_idx;
+    const char *arch;
+    int rc;
+    Err e;
+    void *cubin;
+    size_t size;
+} Program;
+
+// Programs to compile, each of at most `chunk` kernels of one case and architecture (NVRTC
+// compiles a program's kernels one after another; programs compile in parallel).
+typedef struct Batch {
+    Program *g;
+    int n, cap;
+    int chunk;
+} Batch;
+
+static Program *batch_open(Batch *b, int case_idx, const char *arch) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 16;
+        b->g = xrealloc(b->g, sizeof(Program) * (size_t)b->cap);
+    }
+    Program *g = &b->g[b->n++];
+    memset(g, 0, sizeof *g);
+    sb_init(&g->src);
+    sb_puts(&g->src, cugen_prelude());
+    g->case_idx = case_idx;
+    g->arch = arch;
+    return g;
+}
+
+static void batch_free(Batch *b) {
+    for (int i = 0; i < b->n; i++) {
+        sb_free(&b->g[i].src);
+        free(b->g[i].jobs);
+        free(b->g[i].cubin);
+    }
+    free(b->g);
+    memset(b, 0, sizeof *b);
+}
+
+// Emits the best k configs of both candidates of case p for hw (through cugen_emit, the
+// target's dispatch) and checks each launch against the device; the configs q < n_best, and
+// every stride-th (stride > 0), go into the batch's programs to be compiled.
+static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, int k, int n_best,
+                      int stride, bool with_cp0) {
+    Program *g = NULL;
+    for (int ci = 0; ci < 2; ci++) {
+        const Candidate *c = p->cand[ci];
+        KernelConfig cf[512];
+        int n = cugen_attn_configs(p->pg, c, hw, cf, k < 256 ? k : 256);
+        CHECK_MSG(n >= 1, "%s: no config for %s", p->k.name, hw->arch);
+        // with_cp0: each cp.async config also staging through registers and cexpr.
+        for (int q = 0, n0 = n; with_cp0 && q < n0; q++) {
+            char *at = strstr(cf[q].desc, "cp=1");
+            if (!at)
+                continue;
+            cf[n] = cf[q];
+            cf[n].p[CUA_CP] = 0;
+            cf[n].desc[at - cf[q].desc + 3] = '0';
+            n++;
+        }
+        if (with_cp0)
+            n_best = n;
+        for (int q = 0; q < n; q++) {
+            bool compile = q < n_best || (stride > 0 && q % stride == 0);
+            Job j;
+            memset(&j, 0, sizeof j);
+            j.p = p;
+            j.c = c;
+            j.cfg = cf[q];
+            snprintf(j.fn, sizeof j.fn, "attn_%d_%d_%d", case_idx, ci, q);
+            StrBuf scratch;
+            sb_init(&scratch);
+            if (compile && (!g || g->nj >= b->chunk))
+                g = batch_open(b, case_idx, hw->arch);
+            Err e = {0};
+            int rc = cugen_emit(p->pg, c, &cf[q], hw, j.fn, compile ? &g->src : &scratch, &j.ln,
+                                &e);
+            sb_free(&scratch);
+            CHECK_MSG(rc == ST_OK, "%s: emit '%s' for %s: %s", p->k.name, cf[q].desc, hw->arch,
+                      e.msg);
+            if (rc)
+                continue;
+            AttnSpec a;
+            attn_analyse(p->pg, c, &a);
+            unsigned threads = j.ln.block[0] * j.ln.block[1] * j.ln.block[2];
+            CHECK_MSG(j.ln.smem <= (unsigned)hw->smem_per_block_optin && threads <= 1024 &&
+                          threads % 32 == 0 && j.ln.grid[0] >= (unsigned)a.B &&
+                          j.ln.grid[0] % (unsigned)a.B == 0 && !j.ln.lib,
+                      "%s '%s' on %s: grid %u, block %u, smem %u", p->k.name, cf[q].desc,
+                      hw->arch, j.ln.grid[0], threads, j.ln.smem);
+            g_emitted++;
+            if (!compile)
+                continue;
+            if (g->nj == g->cap) {
+                g->cap = g->cap ? 2 * g->cap : 16;
+                g->jobs = xrealloc(g->jobs, sizeof(Job) * (size_t)g->cap);
+            }
+            g->jobs[g->nj++] = j;
+        }
+    }
+}
+
+static void *compile_thread(void *arg) {
+    Program *g = arg;
+    NvrtcOptions o = {.arch = g->arch};
+    g->rc = nvrtc_compile(g->src.s, "attention", &o, &g->cubin, &g->size, &g->e);
+    return NULL;
+}
+
+// Compiles the batch's programs on `par` threads, each taking the next program left; checks
+// each.
+typedef struct Pool {
+    Batch *b;
+    int next;
+    pthread_mutex_t mu;
+} Pool;
+
+static void *pool_thread(void *arg) {
+    Pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->next++;
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->b->n)
+            return NULL;
+        compile_thread(&p->b->g[i]);
+    }
+}
+
+static void compile_all(Batch *b, int par) {
+    if (!g_nvrtc || g_emit_only)
+        return;
+    Pool pool = {b, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t th[64];
+    par = ORCH_MAX(1, ORCH_MIN(par, 64));
+    for (int i = 0; i < par; i++)
+        pthread_create(&th[i], NULL, pool_thread, &pool);
+    for (int i = 0; i < par; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < b->n; i++) {
+        Program *g = &b->g[i];
+        CHECK_MSG(g->rc == ST_OK, "%s (%d kernels): %.1500s", g->arch, g->nj, g->e.msg);
+        if (g->rc == ST_OK)
+            g_compiled += g->nj;
+    }
+}
+
+// Threads for NVRTC: the machine's cores (2 on the CI machine).
+static int cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return (int)ORCH_MAX(2, ORCH_MIN(n, 32));
+}
+
+// ---- the compile half ----
+
+static AttnCase mk(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv, int mask,
+                   int scale, bool split) {
+    AttnCase k = {.B = B, .H = H, .M = M, .N = N, .D = D, .Dv = Dv, .mask = mask,
+                  .scale = scale, .split = split};
+    attn_case_name(&k);
+    return k;
+}
+
+// Every mask kind and scale, split or not, single rows and keys, odd and large head dims.
+static void compile_cases(void) {
+    const AttnCase cases[] = {
+        mk(2, 3, 7, 33, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true),
+        mk(1, 2, 1, 1, 32, 32, ATTN_MASK_NONE, ATTN_SCALE_NONE, false),
+        mk(1, 2, 33, 127, 33, 17, ATTN_MASK_FULL, ATTN_SCALE_DIV, false),
+        mk(2, 1, 128, 128, 128, 128, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+        mk(1, 1, 5, 300, 256, 256, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, true),
+        mk(1, 4, 257, 7, 48, 80, ATTN_MASK_KEYS, ATTN_SCALE_DIV, false),
+        mk(1, 12, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+        mk(3, 2, 1000, 1, 16, 8, ATTN_MASK_FULL, ATTN_SCALE_MUL, true),
+        mk(1, 2, 4096, 4096, 256, 16, ATTN_MASK_NONE, ATTN_SCALE_DIV, false),
+    };
+    const int nc = (int)ORCH_COUNT(cases);
+    bool all = getenv("ORCH_ATTN_ALL") && strcmp(getenv("ORCH_ATTN_ALL"), "0") != 0;
+    Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
+    Batch b = {.chunk = 8};
+    int dump = getenv("ORCH_ATTN_DUMP") ? atoi(getenv("ORCH_ATTN_DUMP")) : 0;
+    double t0 = now();
+    for (int i = 0; i < nc; i++) {
+        if (!prep(&ps[i], &cases[i]))
+            continue;
+        g_cases++;
+        // Every config is emitted; NVRTC compiles (~0.2 s a kernel) the best two of each
+        // candidate for the H100 and every 24th of two cases (spreading the tile shapes, splits
+        // and staging variants over odd dims), the best one of half the cases for the A100; all
+        // of them with ORCH_ATTN_ALL=1.
+        bool spread = i == 0 || i == 2;
+        emit_case(&b, &ps[i], i, &g_cu[1], 256, all ? 256 : 2, all ? 0 : spread ? 24 : 0, false);
+        emit_case(&b, &ps[i], i, &g_cu[0], 256, all ? 256 : i % 2 ? 0 : 1, 0, false);
+        for (int q = 0; q < b.n && dump == i + 1; q++)
+            if (b.g[q].case_idx == i && b.g[q].arch == g_cu[1].arch)
+                printf("//// program %d\n%s\n", q, b.g[q].src.s);
+        KernelConfig best;
+        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &best, 1) == 1)
+            printf("  %-58s H100 best '%s' (model %.1f us)\n", cases[i].name, best.desc + 9,
+                   best.score * 1e6);
+    }
+    double t1 = now();
+    compile_all(&b, cpus());
+    printf("  %d kernels emitted in %.2f s; %d compiled by NVRTC in %.1f s%s\n", g_emitted,
+           t1 - t0, g_compiled, now() - t1,
+           !g_nvrtc ? " (no NVRTC)" : g_emit_only ? " (ORCH_CUGEN_EMIT_ONLY)" : "");
+    CHECK(g_emitted > 500);
+    CHECK(!g_nvrtc || g_emit_only || g_compiled >= 60);
+    batch_free(&b);
+    for (int i = 0; i < nc; i++)
+        prep_free(&ps[i]);
+    free(ps);
+}
+
+// The configs' model: sorted, every config of the attention class, key splits for decoding,
+// head dims past ATTN_MAX_HEAD refused.
+static void configs_model(void) {
+    AttnCase k = mk(1, 12, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true);
+    Prep p;
+    if (!prep(&p, &k))
+        return;
+    for (int u = 0; u < 2; u++) {
+        KernelConfig cf[256];
+        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[u], cf, 256);
+        CHECK_MSG(n >= 8, "%s: %d configs", g_cu[u].arch, n);
+        for (int i = 1; i < n; i++)
+            CHECK(cf[i - 1].score <= cf[i].score && cf[i].cls == CUCLS_ATTN);
+        for (int i = 0; i < n && i < 3; i++)
+            printf("    %s %-40s %.2f us\n", g_cu[u].arch, cf[i].desc, cf[i].score * 1e6);
+    }
+    // One query against 4096 keys on 4 heads: the model splits the keys (4 blocks alone would
+    // leave 128 SMs idle).
+    AttnCase dec = mk(1, 4, 1, 4096, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true);
+    Prep pd;
+    if (prep(&pd, &dec)) {
+        KernelConfig best;
+        CHECK(cugen_attn_configs(pd.pg, pd.cand[1], &g_cu[1], &best, 1) == 1);
+        CHECK_MSG(best.p[CUA_SPLIT] >= 8, "decoding: '%s'", best.desc);
+        printf("    decoding (1 x 4096): %s, %.1f us\n", best.desc, best.score * 1e6);
+        prep_free(&pd);
+    }
+    // Head dims past ATTN_MAX_HEAD are no attention candidates.
+    AttnCase wide = mk(1, 1, 16, 16, ATTN_MAX_HEAD + 8, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false);
+    PrimGraph *pg = attn_graph(&wide);
+    Err e = {0};
+    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    CandRules r = cand_rules_default();
+    r.attention = true;
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
+    for (int i = 0; cs && i < cs->n; i++)
+        CHECK(!cugen_attn_supports(pg, &cs->c[i]));
+    cand_set_free(cs);
+    prim_graph_free(pg);
+    prep_free(&p);
+}
+
+// ---- the GPU half ----
+
+// Every tensor of the graph by the interpreter; inputs random (the mask input 0 / -10000).
+static void **eval_all(const PrimGraph *pg) {
+    void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        if (T->data) {
+            size_t nb = tensor_nbytes(T);
+            buf[t] = xmalloc(nb + 64);
+            memcpy(buf[t], T->data, nb);
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++) {
+        const Tensor *T = pg->tensors[pg->inputs[i]];
+        int64_t n = tensor_numel(T);
+        float *v = xmalloc(sizeof(float) * (size_t)(n + 16));
+        if (strcmp(T->name, "mask") == 0)
+            attn_fill_mask(v, n / T->dims[T->rank - 1], T->dims[T->rank - 1]);
+        else
+            for (int64_t x = 0; x < n; x++)
+                v[x] = frand();
+        buf[pg->inputs[i]] = v;
+    }
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        if (p->dead)
+            continue;
+        const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+        for (int j = 0; j < p->n_in; j++)
+            x[j] = buf[p->in[j]];
+        buf[p->out[0]] = xmalloc(tensor_nbytes(pg->tensors[p->out[0]]) + 64);
+        Err e = {0};
+        int rc = prim_eval(pg, p, x, buf[p->out[0]], &e);
+        ORCH_ASSERT(rc == ST_OK);
+        free(x);
+    }
+    return buf;
+}
+
+static void free_all(const PrimGraph *pg, void **buf) {
+    for (int t = 0; t < pg->n_tensors; t++)
+        free(buf[t]);
+    free(buf);
+}
+
+// The worst excess over |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| (<= 0: pass).
+static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+    double mx = 0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(ref[i]));
+    double worst = -1;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
+        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
+            worst = isnan(d) ? INFINITY : d - tol;
+            *bad = i;
+        }
+    }
+    return worst;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+// Runs every job of g on the case's interpreter values; checks each; times each (`reps`
+// launches a sample; 0: none).
+static void gpu_run(Program *g, void **buf, int reps) {
+    const CudaApi *cu = g_api;
+    Err e = {0};
+    CUmodule mod = NULL;
+    if (CUDA_TRY(cu, &e, cuModuleLoadData, &mod, g->cubin)) {
+        CHECK_MSG(false, "%s", e.msg);
+        return;
+    }
+    CUevent ev[2];
+    bool evs = !CUDA_TRY(cu, &e, cuEventCreate, &ev[0], CU_EVENT_DEFAULT) &&
+               !CUDA_TRY(cu, &e, cuEventCreate, &ev[1], CU_EVENT_DEFAULT);
+    CHECK_MSG(evs, "%s", e.msg);
+    for (int i = 0; evs && i < g->nj; i++) {
+        Job *j = &g->jobs[i];
+        const PrimGraph *pg = j->p->pg;
+        const Candidate *c = j->c;
+        CUfunction f;
+        struct {
+            CUdeviceptr in[ORCH_CUDA_MAX_IN];
+            CUdeviceptr out;
+        } args;
+        memset(&args, 0, sizeof args);
+        bool ok = !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, j->fn);
+        if (ok && j->ln.smem > 48 * 1024)
+            ok = !CUDA_TRY(cu, &e, cuFuncSetAttribute, f,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)j->ln.smem);
+        for (int q = 0; ok && q < c->n_inputs; q++) {
+            size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
+            ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb + 16) &&
+                 !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
+        }
+        int64_t n = tensor_numel(pg->tensors[c->output]);
+        float *got = xmalloc((size_t)n * 4 + 16);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        void *params[] = {&args};
+#define LAUNCH()                                                                                   \
+    CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],               \
+             j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params, NULL)
+        ok = ok && !LAUNCH() && !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+        CHECK_MSG(ok, "%s: %s '%s': %s", j->p->k.name, j->fn, j->cfg.desc, e.msg);
+        if (ok) {
+            int64_t bad;
+            double w = compare(got, buf[c->output], n, &bad);
+            CHECK_MSG(w <= 0, "%s: GPU candidate %d (%d prims) '%s': out[%lld] = %g, want %g",
+                      j->p->k.name, c->id, c->n_prims, j->cfg.desc, (long long)bad,
+                      bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
+            g_gpu_ran++;
+        }
+        // `reps` back-to-back launches between two events, 5 times after 3 warm-up launches:
+        // the median of the per-launch averages (a GPU time, the host's launch overhead hidden
+        // behind the previous kernel as in a plan's run).
+        float times[5];
+        for (int r = 0; ok && reps > 0 && r < 3; r++)
+            ok = !LAUNCH();
+        for (int r = 0; ok && reps > 0 && r < 5; r++) {
+            ok = !CUDA_TRY(cu, &e, cuEventRecord, ev[0], NULL);
+            for (int q = 0; ok && q < reps; q++)
+                ok = !LAUNCH();
+            ok = ok && !CUDA_TRY(cu, &e, cuEventRecord, ev[1], NULL) &&
+                 !CUDA_TRY(cu, &e, cuEventSynchronize, ev[1]);
+            float ms = 0;
+            ok = ok && !CUDA_TRY(cu, &e, cuEventElapsedTime, &ms, ev[0], ev[1]);
+            times[r] = ms / (float)reps;
+        }
+#undef LAUNCH
+        CHECK_MSG(ok, "%s: timing %s '%s': %s", j->p->k.name, j->fn, j->cfg.desc, e.msg);
+        if (ok && reps > 0) {
+            qsort(times, 5, sizeof(float), cmp_float);
+            j->ms = times[2];
+        }
+        free(got);
+        for (int q = 0; q < c->n_inputs; q++)
+            if (args.in[q])
+                cu->cuMemFree(args.in[q]);
+        if (args.out)
+            cu->cuMemFree(args.out);
+    }
+    if (evs) {
+        cu->cuEventDestroy(ev[0]);
+        cu->cuEventDestroy(ev[1]);
+    }
+    cu->cuModuleUnload(mod);
+}
+
+// Runs the cases on the GPU: the best `k` configs of both candidates each (and with with_cp0
+// each of them staging through registers as well), compiled in parallel, checked, and timed
+// (`reps` launches a sample; none when 0); prints per case the best config's time.
+static void gpu_cases_run(const AttnCase *cases, int nc, int k, int reps, bool with_cp0) {
+    Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
+    Batch b = {.chunk = 6};
+    double t0 = now();
+    for (int i = 0; i < nc; i++)
+        if (prep(&ps[i], &cases[i]))
+            emit_case(&b, &ps[i], i, &g_dhw, k, k, 0, with_cp0);
+    double t1 = now();
+    compile_all(&b, cpus());
+    double t2 = now(), t_interp = 0;
+    for (int i = 0; i < nc; i++) {
+        if (!ps[i].pg)
+            continue;
+        double t = now();
+        void **buf = eval_all(ps[i].pg);
+        t_interp += now() - t;
+        const Job *best[2] = {NULL, NULL};
+        for (int q = 0; q < b.n; q++) {
+            Program *g = &b.g[q];
+            if (g->case_idx != i || g->rc != ST_OK || !g->cubin)
+                continue;
+            gpu_run(g, buf, reps);
+            for (int x = 0; x < g->nj; x++) {
+                const Job *j = &g->jobs[x];
+                int ci = j->c == ps[i].cand[1];
+                if (j->ms > 0 && (!best[ci] || j->ms < best[ci]->ms))
+                    best[ci] = j;
+            }
+        }
+        if (reps > 0) {
+            printf("  %-52s", cases[i].name);
+            for (int ci = 0; ci < 2; ci++)
+                if (best[ci])
+                    printf(" %s %7.1f us (%s)", ci ? "layouts" : "core", best[ci]->ms * 1e3,
+                           best[ci]->cfg.desc + 9);
+            printf("\n");
+        }
+        // With every config measured: the model's first five against the measured best (the
+        // lab measures the model's first few).
+        for (int ci = 0; ci < 2 && k >= 32; ci++) {
+            int rank = 0, seen = 0;
+            for (int q = 0; q < b.n; q++)
+                for (int x = 0; b.g[q].case_idx == i && x < b.g[q].nj; x++) {
+                    const Job *j = &b.g[q].jobs[x];
+                    if (j->c != ps[i].cand[ci])
+                        continue;
+                    if (j == best[ci])
+                        rank = seen;
+                    if (seen++ < 5)
+                        printf("      %s model #%d %-44s model %6.1f us, measured %6.1f us\n",
+                               ci ? "layouts" : "core", seen, j->cfg.desc + 9, j->cfg.score * 1e6,
+                               j->ms * 1e3);
+                }
+            printf("      %s: the measured best is the model's #%d of %d\n",
+                   ci ? "layouts" : "core", rank + 1, seen);
+        }
+        free_all(ps[i].pg, buf);
+        g_cases++;
+    }
+    printf("  %d cases: emit %.1f s, NVRTC %.1f s, interpreter %.1f s, runs %.1f s\n", nc,
+           t1 - t0, t2 - t1, t_interp, now() - t2 - t_interp);
+    batch_free(&b);
+    for (int i = 0; i < nc; i++)
+        prep_free(&ps[i]);
+    free(ps);
+}
+
+static bool gpu_skip(void) {
+    if (g_api)
+        return false;
+    const char *req = getenv("ORCH_REQUIRE_GPU");
+    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
+              g_gpu_err.msg);
+    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+    return true;
+}
+
+// Sequence lengths 1 .. 4096 (M = N and M != N), head dims 32, 64, 128 and odd ones, every
+// mask kind and scale, split and not.
+static void gpu_lengths(void) {
+    if (gpu_skip())
+        return;
+    static const int64_t L[] = {1, 2, 7, 33, 127, 128, 257, 1000, 4096};
+    static const int64_t Ds[] = {32, 64, 128, 33};
+    AttnCase cases[64];
+    int n = 0;
+    for (int i = 0; i < (int)ORCH_COUNT(L); i++) {
+        int64_t D = Ds[i % 4], B = L[i] >= 1000 ? 1 : 2, H = L[i] >= 1000 ? 2 : 3;
+        cases[n++] = mk(B, H, L[i], L[i], D, D, i % ATTN_MASK_COUNT, i % ATTN_SCALE_COUNT,
+                        i % 2 == 0);
+        cases[n++] = mk(B, H, L[i], L[i], Ds[(i + 1) % 4], Ds[(i + 1) % 4],
+                        (i + 2) % ATTN_MASK_COUNT, (i + 1) % ATTN_SCALE_COUNT, i % 2 == 1);
+    }
+    // M != N: decoding (one query, many keys), few keys, and the causal mask's offset.
+    cases[n++] = mk(1, 4, 1, 4096, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true);
+    cases[n++] = mk(2, 2, 1, 257, 128, 128, ATTN_MASK_KEYS, ATTN_SCALE_DIV, false);
+    cases[n++] = mk(1, 2, 4096, 1, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, false);
+    cases[n++] = mk(2, 3, 7, 1000, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, false);
+    cases[n++] = mk(2, 3, 257, 33, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, true);
+    cases[n++] = mk(1, 3, 1000, 127, 33, 33, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true);
+    gpu_cases_run(cases, n, 6, 10, false);
+}
+
+// Dv != D, the largest head dims, odd shapes, every mask with every scale; each config with
+// cp.async staging and with staging through registers (cexpr loads).
+static void gpu_heads(void) {
+    if (gpu_skip())
+        return;
+    AttnCase cases[64];
+    int n = 0;
+    cases[n++] = mk(2, 3, 127, 257, 64, 32, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true);
+    cases[n++] = mk(2, 2, 257, 128, 48, 80, ATTN_MASK_FULL, ATTN_SCALE_DIV, false);
+    cases[n++] = mk(1, 2, 128, 1000, 256, 256, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true);
+    cases[n++] = mk(1, 2, 1000, 128, 256, 16, ATTN_MASK_NONE, ATTN_SCALE_NONE, false);
+    cases[n++] = mk(2, 2, 33, 77, 17, 130, ATTN_MASK_KEYS, ATTN_SCALE_DIV, true);
+    cases[n++] = mk(1, 2, 200, 300, 1, 3, ATTN_MASK_FULL, ATTN_SCALE_MUL, false);
+    for (int mask = 0; mask < ATTN_MASK_COUNT; mask++)
+        for (int scale = 0; scale < ATTN_SCALE_COUNT; scale++)
+            cases[n++] = mk(1 + scale % 2, 2, 65, 129, 64, 64, mask, scale, (mask + scale) % 2);
+    gpu_cases_run(cases, n, 3, 5, true);
+}
+
+// The model's first 64 configs of the BERT-base and transformer-block shapes, 32 of a batch of
+// 8, 12 of the masked variants, timed (the numbers that stand against PyTorch's fused SDPA).
+static void gpu_timing(void) {
+    if (gpu_skip())
+        return;
+    const AttnCase wide[] = {
+        mk(1, 12, 128, 128, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+    };
+    gpu_cases_run(wide, 2, 64, 20, false);
+    const AttnCase batch[] = {mk(8, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false)};
+    gpu_cases_run(batch, 1, 32, 20, false);
+    const AttnCase masked[] = {
+        mk(1, 12, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, false),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, false),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+        mk(1, 12, 1, 4096, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, true),
+    };
+    gpu_cases_run(masked, 4, 12, 20, false);
+}
+
+static void gpu_present(void) {
+    if (gpu_skip())
+        return;
+    printf("  GPU: %d kernels run and compared\n", g_gpu_ran);
+    CHECK(g_gpu_ran > 0);
+}
+
+static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
+                   int clock_khz, double bw) {
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->cc_major = cc / 10;
+    h->cc_minor = cc % 10;
+    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
+    h->sm_count = sms;
+    h->warp_size = 32;
+    h->max_threads_per_block = 1024;
+    h->max_threads_per_sm = 2048;
+    h->regs_per_block = h->regs_per_sm = 65536;
+    h->smem_per_block = 49152;
+    h->smem_per_block_optin = smem_sm - 1024;
+    h->smem_per_sm = smem_sm;
+    h->l2_bytes = l2;
+    h->clock_khz = clock_khz;
+    h->dram_bw = bw;
+}
+
+int main(void) {
+    unsigned seed =
+        getenv("ORCH_TEST_SEED") ? (unsigned)atoi(getenv("ORCH_TEST_SEED")) : (unsigned)time(NULL);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("seed %u\n", seed);
+    srand(seed);
+    Err en = {0};
+    g_nvrtc = nvrtc_load(&en) == ST_OK;
+    g_emit_only = getenv("ORCH_CUGEN_EMIT_ONLY") && strcmp(getenv("ORCH_CUGEN_EMIT_ONLY"), "0");
+    if (!g_nvrtc)
+        printf("skip: NVRTC compiles: NVRTC unavailable (%s)\n", en.msg);
+    set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
+    set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
+    if (!g_nvrtc)
+        snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");
+    if (g_api && (cuda_device_open(g_api, 0, &g_dev, &g_gpu_err) != ST_OK ||
+                  cuda_hw_detect(&g_dhw, NULL, &g_gpu_err) != ST_OK))
+        g_api = NULL;
+    if (g_api) {
+        g_emit_only = false; // a GPU machine compiles whatever the sanitizer setting says
+        printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
+    }
+    const char *only = getenv("ORCH_TEST_ONLY");
+#define RUN_CASE(fn)                                                                               \
+    do {                                                                                           \
+        if (!only || strcmp(only, #fn) == 0)                                                       \
+            RUN(fn);                                                                               \
+    } while (0)
+    RUN_CASE(configs_model);
+    RUN_CASE(compile_cases);
+    RUN_CASE(gpu_timing);
+    RUN_CASE(gpu_lengths);
+    RUN_CASE(gpu_heads);
+    if (!only)
+        RUN(gpu_present);
+    if (g_api)
+        cuda_device_close(&g_dev);
+    return CHECK_DONE();
+}
