@@ -3,9 +3,11 @@
 // its class: pointwise and reduction kernels (cgen.h), matmul and convolution kernels
 // (cgen_linear.h). Candidates with an OPAQUE primitive are never generated.
 #define _GNU_SOURCE
+#include "../../candidates/attention.h"
 #include "../target.h"
 #include "cbuild.h"
 #include "cgen.h"
+#include "cgen_attn.h"
 #include "cgen_linear.h"
 #include "cgen_mlp.h"
 
@@ -138,18 +140,24 @@ static bool has_opaque(const PrimGraph *pg, const Candidate *c) {
     return false;
 }
 
+static bool is_attention(const PrimGraph *pg, const Candidate *c) {
+    AttnSpec a;
+    return attn_analyse(pg, c, &a);
+}
+
 static bool cpu_supports(const PrimGraph *pg, const Candidate *c) {
     if (has_opaque(pg, c))
         return false;
-    if (cand_count_linear(pg, c) >= 2) // an MLP chain (issue 8)
-        return cgen_mlp_supports(pg, c);
+    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
+        return is_attention(pg, c) ? cgen_attn_supports(pg, c) : cgen_mlp_supports(pg, c);
     return has_linear(pg, c) ? cgen_lin_supports(pg, c) : cgen_pw_supports(pg, c);
 }
 
 static int cpu_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                        int k) {
     if (cand_count_linear(pg, c) >= 2)
-        return cgen_mlp_configs(pg, c, hw, out, k);
+        return is_attention(pg, c) ? cgen_attn_configs(pg, c, hw, out, k)
+                                   : cgen_mlp_configs(pg, c, hw, out, k);
     return has_linear(pg, c) ? cgen_lin_configs(pg, c, hw, out, k)
                              : cgen_pw_configs(pg, c, hw, out, k);
 }
@@ -158,6 +166,8 @@ static int cpu_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                     const char *fn, StrBuf *src, Err *e) {
     if (cfg->cls == CCLS_MLP)
         return cgen_mlp_emit(pg, c, cfg, fn, src, e);
+    if (cfg->cls == CCLS_ATTN)
+        return cgen_attn_emit(pg, c, cfg, fn, src, e);
     return has_linear(pg, c) ? cgen_lin_emit(pg, c, cfg, fn, src, e)
                              : cgen_pw_emit(pg, c, cfg, fn, src, e);
 }

@@ -1,0 +1,651 @@
+// The C target's fused attention kernel (cgen_attn.h; issue 8). One OpenMP task per (batch index
+// over O's lead dims, block of BM query rows): the block's Q rows are staged once, then for each
+// tile of BN keys the tile's K^T ([D][BN]) and V ([BN][DvP]) are staged through cexpr (so head
+// split transposes, broadcast batch dims and strided layouts are read once, unit-stride where the
+// source is), the block's scores come from a register-tiled product (rows x vectors of keys, no
+// horizontal sums), the pre-softmax chain runs on them through cexpr (its reader answers the raw
+// score; masks load as kernel inputs), and an online softmax (running max m and sum l per row;
+// the row's accumulators are rescaled by exp(m_old - m_new) when the max grows) turns them into
+// weights that a second register-tiled product adds into the block's O accumulators. O = acc / l
+// at the end. Only BM x BN scores exist at a time, in a per-thread buffer. With config st=1 the
+// key tiles of every batch index are staged once, before the blocks, into whole-batch buffers
+// (for many blocks per batch index, where per-block staging would repeat the transposes).
+// Widths: V's rows are padded to DvP = 16 * ceil(Dv / 16) and a key tile's K^T columns to a
+// multiple of 16, both with zeros, and the scores past a tile's keys are -inf (weight 0), so the
+// vector loops have no tails for any ORCH_LV (4, 8, 16).
+// Needs: cgen_prelude() and cgen_lin_prelude() (orch_lv_*) in the translation unit.
+// Guarantees: the output of the candidate as prim_interp.c computes it, up to float32 rounding.
+#include "../../candidates/attention.h"
+#include "cgen.h"
+#include "cgen_attn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// KernelConfig.p[] slots: query rows per block, keys per tile, register tile (rows x vectors),
+// staging (0: each block stages each key tile; 1: every key tile of every batch index is staged
+// once, before the blocks, into whole-batch buffers).
+enum { P_BM, P_BN, P_MR, P_NV, P_ST };
+
+static int64_t pad16(int64_t n) {
+    return (n + 15) / 16 * 16;
+}
+
+typedef struct Em {
+    const AttnSpec *a;
+    const char *fn;
+    Cexpr *x;
+} Em;
+
+// Answers the raw score S at the chain's index, which is the current (row, key) of the
+// pre-softmax loop: every link of the chain has S's shape, so the index must be the identity.
+static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
+                  Err *e) {
+    (void)code;
+    (void)indent;
+    const Em *E = ctx;
+    const AttnSpec *a = E->a;
+    bool ok = rq->tensor == a->s && rq->affine && rq->rank == a->rank;
+    const Tensor *S = a->pg->tensors[a->s];
+    for (int d = 0; ok && d < rq->rank; d++) {
+        ok = rq->cst[d] == 0;
+        for (int q = 0; ok && q < rq->rank; q++)
+            ok = rq->coef[d][q] == (q == d && S->dims[d] != 1 ? 1 : 0);
+    }
+    if (!ok)
+        return err_set(e, ST_UNSUPPORTED,
+                       "attention kernel %s: the pre-softmax chain reads tensor %d other than the "
+                       "scores at their own index",
+                       E->fn, rq->tensor);
+    snprintf(out, cap, "a_sraw");
+    return ST_OK;
+}
+
+// static void NAME(a, b, c, m, kn, nc): c[r][j] (+)= sum_{k < kn} a[r*lda + k] b[k*ldb + j] for
+// r < m, j < nc (nc a multiple of 16): blocks of mr rows x nv vectors accumulated in registers,
+// then single rows and single vectors.
+static void emit_panel(StrBuf *s, const char *fn, const char *name, int mr, int nv, int64_t lda,
+                       int64_t ldb, int64_t ldc, bool accumulate) {
+    sb_printf(s,
+              "static void %s_%s(const float *restrict a, const float *restrict b, "
+              "float *restrict c, int64_t m, int64_t kn, int64_t nc) {\n",
+              fn, name);
+    sb_line(s, 1, "int64_t r = 0;\n");
+    for (int pass = 0; pass < 2; pass++) {
+        int rows = pass == 0 ? mr : 1;
+        if (pass == 0)
+            sb_line(s, 1, "for (; r + %d <= m; r += %d) {\n", rows, rows);
+        else
+            sb_line(s, 1, "for (; r < m; r++) {\n");
+        sb_line(s, 2, "int64_t j = 0;\n");
+        for (int vpass = 0; vpass < 2; vpass++) {
+            int vecs = vpass == 0 ? nv : 1;
+            if (vpass == 0 && nv == 1)
+                continue;
+            if (vpass == 0)
+                sb_line(s, 2, "for (; j + %d * ORCH_LV <= nc; j += %d * ORCH_LV) {\n", vecs, vecs);
+            else
+                sb_line(s, 2, "for (; j < nc; j += ORCH_LV) {\n");
+            for (int i = 0; i < rows; i++)
+                for (int v = 0; v < vecs; v++) {
+                    if (accumulate)
+                        sb_line(s, 3,
+                                "orch_lv s%d_%d = orch_lv_load(c + (r + %d) * %lld + j + %d * "
+                                "ORCH_LV);\n",
+                                i, v, i, (long long)ldc, v);
+                    else
+                        sb_line(s, 3, "orch_lv s%d_%d = orch_lv_zero();\n", i, v);
+                }
+            sb_line(s, 3, "const float *restrict bp = b + j;\n");
+            sb_line(s, 3, "const float *restrict ap = a + r * %lld;\n", (long long)lda);
+            sb_line(s, 3, "for (int64_t k = 0; k < kn; k++, bp += %lld) {\n", (long long)ldb);
+            for (int v = 0; v < vecs; v++)
+                sb_line(s, 4, "const orch_lv w%d = orch_lv_load(bp + %d * ORCH_LV);\n", v, v);
+            for (int i = 0; i < rows; i++) {
+                sb_line(s, 4, "{ const orch_lv x = orch_lv_set1(ap[%lld + k]);\n",
+                        (long long)(i * lda));
+                for (int v = 0; v < vecs; v++)
+                    sb_line(s, 5, "s%d_%d = orch_lv_fma(x, w%d, s%d_%d);\n", i, v, v, i, v);
+                sb_line(s, 4, "}\n");
+            }
+            sb_line(s, 3, "}\n");
+            for (int i = 0; i < rows; i++)
+                for (int v = 0; v < vecs; v++)
+                    sb_line(s, 3,
+                            "orch_lv_store(c + (r + %d) * %lld + j + %d * ORCH_LV, s%d_%d);\n", i,
+                            (long long)ldc, v, i, v);
+            sb_line(s, 2, "}\n");
+        }
+        sb_line(s, 1, "}\n");
+    }
+    sb_puts(s, "}\n\n");
+}
+
+// static float NAME_exp(x): exp(x) for the softmax's x <= 0, as prelude's orch_expf (x - k ln2
+// with a two-part ln2, Taylor series to r^7, below one ulp) but 0 below -87 instead of a
+// subnormal: masked scores (-FLT_MAX, -10000) give tiny weights, and computing subnormals costs
+// microcode assists per element (the causal mask's half of the scores took 60% of the exp time),
+// while weights under 1e-38 against a sum >= 1 change nothing a float can hold.
+static void emit_exp(StrBuf *s, const char *fn) {
+    sb_printf(s, "static inline float %s_exp(float x) {\n", fn);
+    sb_line(s, 1, "float xc = x < -87.0f ? -87.0f : x;\n");
+    sb_line(s, 1, "xc = xc > 88.0f ? 88.0f : xc;\n");
+    sb_line(s, 1, "float k = rintf(xc * 1.44269504088896341f);\n");
+    sb_line(s, 1, "k = k == k ? k : 0.0f;\n");
+    sb_line(s, 1, "float r = xc - k * 0.693145751953125f;\n");
+    sb_line(s, 1, "r = r - k * 1.428606765330187e-06f;\n");
+    sb_line(s, 1, "float p = 1.0f / 5040.0f;\n");
+    static const char *coef[] = {"1.0f / 720.0f", "1.0f / 120.0f", "1.0f / 24.0f", "1.0f / 6.0f",
+                                 "0.5f",          "1.0f",          "1.0f"};
+    for (size_t i = 0; i < ORCH_COUNT(coef); i++)
+        sb_line(s, 1, "p = p * r + %s;\n", coef[i]);
+    sb_line(s, 1, "union { float f; int32_t i; } sc;\n");
+    sb_line(s, 1, "sc.i = ((int32_t)k + 127) << 23;\n");
+    sb_line(s, 1, "return x < -87.0f ? 0.0f : p * sc.f;\n");
+    sb_puts(s, "}\n\n");
+}
+
+// Emits `dst = value of tensor t at idx;` at indent, then forgets the memoised values (the
+// caller's loop body ends there).
+static int emit_load(Em *E, int t, const char *const *idx, const char *dst, StrBuf *s, int ind,
+                     Err *e) {
+    char v[64];
+    int rc = cexpr_value(E->x, t, idx, s, ind, v, sizeof v, e);
+    cexpr_forget(E->x);
+    if (rc)
+        return rc;
+    sb_line(s, ind, "%s = %s;\n", dst, v);
+    return ST_OK;
+}
+
+// Emits `const float a_sv = ` the pre-softmax chain's value at (a_qi, a_j0 + a_jj) from the raw
+// score a_sr[a_jj] (the raw score itself when there is no chain).
+static int emit_chain_value(Em *E, StrBuf *s, int ind, const char *const *ix, Err *e) {
+    if (E->a->n_pre == 0) {
+        sb_line(s, ind, "const float a_sv = a_sr[a_jj];\n");
+        return ST_OK;
+    }
+    sb_line(s, ind, "const int64_t a_kj = a_j0 + a_jj;\n");
+    sb_line(s, ind, "const float a_sraw = a_sr[a_jj];\n");
+    return emit_load(E, E->a->sp, ix, "const float a_sv", s, ind, e);
+}
+
+// static void NAME_sm(in, sb, mb, lb, ob, m, i0, j0, nk, lead): one key tile's softmax step for
+// the block's m rows: the pre-softmax chain on the scores sb (row stride BN) through cexpr, the
+// running max mb, the weights exp(s - m_new) in place of the scores, the running sums lb (16
+// per-lane partial sums per row, added up once at the end: no horizontal sum per tile), the
+// accumulators ob rescaled by exp(m_old - m_new). In three passes over the rows (chain and max;
+// the rescale factors, vectorised across rows; weights and sums) so that the rows' independent
+// work overlaps instead of each row waiting on its own reductions. Loops run in chunks of 16
+// lanes with per-lane partial maxima; the scores past the tile's keys, up to its width rounded
+// up to 16, become -inf and weigh 0. Its own function, kept out of line: inlined, the compiler
+// specialised the caller's full tiles (a constant nk) by copying these loops, and the copies
+// lost their vectorisation.
+static int emit_softmax(Em *E, StrBuf *s, int64_t BM, int64_t BN, int64_t DvP, Err *e) {
+    const AttnSpec *a = E->a;
+    const char *fn = E->fn;
+    const int nl = a->rank - 2;
+    sb_printf(s,
+              "static __attribute__((noinline)) void %s_sm(const void *const *in, "
+              "float *restrict a_sb, float *restrict a_mb, float *restrict a_lb, "
+              "float *restrict a_ob, int64_t a_m, int64_t a_i0, int64_t a_j0, int64_t a_nk, "
+              "const int64_t *a_lead) {\n",
+              fn);
+    sb_line(s, 1, "(void)in;\n");
+    sb_line(s, 1, "(void)a_lead;\n");
+    sb_line(s, 1, "(void)a_i0;\n");
+    sb_line(s, 1, "(void)a_j0;\n");
+    char lead[ORCH_MAX_RANK][16];
+    const char *ix[ORCH_MAX_RANK];
+    for (int d = 0; d < nl; d++) {
+        snprintf(lead[d], sizeof lead[d], "a_b%d", d);
+        ix[d] = lead[d];
+        sb_line(s, 1, "const int64_t a_b%d = a_lead[%d];\n", d, d);
+        sb_line(s, 1, "(void)a_b%d;\n", d);
+    }
+    ix[nl] = "a_qi";
+    ix[nl + 1] = "a_kj";
+    sb_line(s, 1, "const int64_t a_nkp = (a_nk + 15) / 16 * 16, a_nkf = a_nk / 16 * 16;\n");
+    sb_line(s, 1, "float a_mn[%lld], a_al[%lld];\n", (long long)BM, (long long)BM);
+    // Pass 1: the chain and the max (NaNs skipped, as the reference's max-reduce does): whole
+    // chunks of 16 keys (the chain's loads stay affine in the lane, so they vectorise), the
+    // tail keys one by one, -inf up to the rounded width; the partial maxima by halves.
+    sb_line(s, 1, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 2, "float *restrict a_sr = a_sb + a_r * %lld;\n", (long long)BN);
+    if (a->n_pre > 0)
+        sb_line(s, 2, "const int64_t a_qi = a_i0 + a_r;\n");
+    sb_line(s, 2, "float a_pm[16];\n");
+    sb_line(s, 2, "for (int a_l = 0; a_l < 16; a_l++)\n");
+    sb_line(s, 3, "a_pm[a_l] = -INFINITY;\n");
+    sb_line(s, 2, "for (int64_t a_jv = 0; a_jv < a_nkf; a_jv += 16) {\n");
+    sb_line(s, 3, "#pragma omp simd\n");
+    sb_line(s, 3, "for (int a_l = 0; a_l < 16; a_l++) {\n");
+    sb_line(s, 4, "const int64_t a_jj = a_jv + a_l;\n");
+    int rc = emit_chain_value(E, s, 4, ix, e);
+    sb_line(s, 4, "a_sr[a_jj] = a_sv;\n");
+    sb_line(s, 4, "a_pm[a_l] = a_sv > a_pm[a_l] ? a_sv : a_pm[a_l];\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "float a_mt = -INFINITY;\n");
+    sb_line(s, 2, "for (int64_t a_jj = a_nkf; a_jj < a_nk; a_jj++) {\n");
+    if (!rc)
+        rc = emit_chain_value(E, s, 3, ix, e);
+    sb_line(s, 3, "a_sr[a_jj] = a_sv;\n");
+    sb_line(s, 3, "a_mt = a_sv > a_mt ? a_sv : a_mt;\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "for (int64_t a_jj = a_nk; a_jj < a_nkp; a_jj++)\n");
+    sb_line(s, 3, "a_sr[a_jj] = -INFINITY;\n");
+    for (int w = 8; w >= 1; w /= 2) {
+        sb_line(s, 2, "for (int a_l = 0; a_l < %d; a_l++)\n", w);
+        sb_line(s, 3, "a_pm[a_l] = a_pm[a_l + %d] > a_pm[a_l] ? a_pm[a_l + %d] : a_pm[a_l];\n", w,
+                w);
+    }
+    sb_line(s, 2, "a_mt = a_pm[0] > a_mt ? a_pm[0] : a_mt;\n");
+    sb_line(s, 2, "a_mn[a_r] = a_mt > a_mb[a_r] ? a_mt : a_mb[a_r];\n");
+    sb_line(s, 1, "}\n");
+    // Pass 2: the rescale factors.
+    sb_line(s, 1, "#pragma omp simd\n");
+    sb_line(s, 1, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 2, "a_al[a_r] = %s_exp(a_mb[a_r] - a_mn[a_r]);\n", fn);
+    sb_line(s, 2, "a_mb[a_r] = a_mn[a_r];\n");
+    sb_line(s, 1, "}\n");
+    // Pass 3: the weights (0 past the keys), the sums, the accumulators rescaled.
+    sb_line(s, 1, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 2, "float *restrict a_sr = a_sb + a_r * %lld;\n", (long long)BN);
+    sb_line(s, 2, "float *restrict a_lr = a_lb + a_r * 16;\n");
+    sb_line(s, 2, "const float a_mnew = a_mn[a_r], a_alpha = a_al[a_r];\n");
+    sb_line(s, 2, "float a_ps[16];\n");
+    sb_line(s, 2, "for (int a_l = 0; a_l < 16; a_l++)\n");
+    sb_line(s, 3, "a_ps[a_l] = a_lr[a_l] * a_alpha;\n");
+    sb_line(s, 2, "for (int64_t a_jv = 0; a_jv < a_nkp; a_jv += 16) {\n");
+    sb_line(s, 3, "#pragma omp simd\n");
+    sb_line(s, 3, "for (int a_l = 0; a_l < 16; a_l++) {\n");
+    sb_line(s, 4, "const float a_p = %s_exp(a_sr[a_jv + a_l] - a_mnew);\n", fn);
+    sb_line(s, 4, "a_sr[a_jv + a_l] = a_p;\n");
+    sb_line(s, 4, "a_ps[a_l] += a_p;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "for (int a_l = 0; a_l < 16; a_l++)\n");
+    sb_line(s, 3, "a_lr[a_l] = a_ps[a_l];\n");
+    sb_line(s, 2, "if (a_alpha != 1.0f)\n");
+    sb_line(s, 3, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)DvP);
+    sb_line(s, 4, "a_ob[a_r * %lld + a_c] *= a_alpha;\n", (long long)DvP);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return rc;
+}
+
+static double flops_of(const AttnSpec *a) {
+    return 2.0 * (double)a->B * (double)a->M * (double)a->N * (double)(a->D + a->Dv);
+}
+
+// Declares the lead digits a_b<d> of the batch index `bi` (row-major over O's lead dims).
+static void emit_digits(StrBuf *s, int ind, const AttnSpec *a, const char *bi) {
+    const int nl = a->rank - 2;
+    if (nl > 0)
+        sb_line(s, ind, "int64_t a_rest = %s;\n", bi);
+    for (int d = nl - 1; d >= 0; d--)
+        sb_line(s, ind, "const int64_t a_b%d = a_rest %% %lld; a_rest /= %lld; (void)a_b%d;\n", d,
+                (long long)a->lead[d], (long long)a->lead[d], d);
+}
+
+// Stages the key tile (a_j0, a_nk) of the batch whose digits are declared: K^T into
+// a_ks[d * ldk + jj] (columns up to the tile's width rounded up to 16, zero past its keys) and V
+// into a_vs[jj * DvP + c] (zero past Dv), every value through cexpr. A K^T that is a kernel input
+// is dense along the keys; one the candidate computes by a head-split transpose comes from rows
+// of keys dense along d: the loop order follows.
+static int emit_stage_tile(Em *E, StrBuf *s, int ind, const char **ix, int64_t ldk, Err *e) {
+    const AttnSpec *a = E->a;
+    const int nl = a->rank - 2;
+    const int64_t D = a->D, Dv = a->Dv, DvP = pad16(Dv);
+    char dst[128];
+    ix[nl] = "a_d";
+    ix[nl + 1] = "a_kj";
+    snprintf(dst, sizeof dst, "a_ks[a_d * %lld + a_jj]", (long long)ldk);
+    int rc;
+    if (cgen_input_pos(a->c, a->kt) >= 0) {
+        sb_line(s, ind, "for (int64_t a_d = 0; a_d < %lld; a_d++)\n", (long long)D);
+        sb_line(s, ind + 1, "for (int64_t a_jj = 0; a_jj < a_nk; a_jj++) {\n");
+        sb_line(s, ind + 2, "const int64_t a_kj = a_j0 + a_jj;\n");
+        rc = emit_load(E, a->kt, ix, dst, s, ind + 2, e);
+        sb_line(s, ind + 1, "}\n");
+    } else {
+        sb_line(s, ind, "for (int64_t a_jj = 0; a_jj < a_nk; a_jj++) {\n");
+        sb_line(s, ind + 1, "const int64_t a_kj = a_j0 + a_jj;\n");
+        sb_line(s, ind + 1, "for (int64_t a_d = 0; a_d < %lld; a_d++) {\n", (long long)D);
+        rc = emit_load(E, a->kt, ix, dst, s, ind + 2, e);
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind, "}\n");
+    }
+    sb_line(s, ind, "for (int64_t a_d = 0; a_d < %lld; a_d++)\n", (long long)D);
+    sb_line(s, ind + 1, "for (int64_t a_jj = a_nk; a_jj < (a_nk + 15) / 16 * 16; a_jj++)\n");
+    sb_line(s, ind + 2, "a_ks[a_d * %lld + a_jj] = 0.0f;\n", (long long)ldk);
+    sb_line(s, ind, "for (int64_t a_jj = 0; a_jj < a_nk; a_jj++) {\n");
+    sb_line(s, ind + 1, "const int64_t a_kj = a_j0 + a_jj;\n");
+    sb_line(s, ind + 1, "for (int64_t a_c = 0; a_c < %lld; a_c++) {\n", (long long)Dv);
+    ix[nl] = "a_kj";
+    ix[nl + 1] = "a_c";
+    snprintf(dst, sizeof dst, "a_vs[a_jj * %lld + a_c]", (long long)DvP);
+    if (!rc)
+        rc = emit_load(E, a->v, ix, dst, s, ind + 2, e);
+    sb_line(s, ind + 1, "}\n");
+    if (DvP > Dv) {
+        sb_line(s, ind + 1, "for (int64_t a_c = %lld; a_c < %lld; a_c++)\n", (long long)Dv,
+                (long long)DvP);
+        sb_line(s, ind + 2, "a_vs[a_jj * %lld + a_c] = 0.0f;\n", (long long)DvP);
+    }
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+// Bytes of the whole-batch staging buffers (config st=1): K^T tile by tile, [B][tiles][D][BN]
+// (each tile laid out as a per-block one: rows a whole batch index apart would fall into the
+// same cache sets), and V [B][N][DvP].
+static int64_t staged_bytes(const AttnSpec *a, int64_t BN) {
+    return 4 * a->B * (a->D * (a->N + BN - 1) / BN * BN + a->N * pad16(a->Dv));
+}
+
+#define ATTN_STAGE_ALL_MAX (64 << 20) // largest whole-batch staging buffer
+
+static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                       Err *e) {
+    int64_t BM = cfg->p[P_BM], BN = cfg->p[P_BN];
+    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
+    bool all = cfg->p[P_ST] == 1;
+    if (BM < 1 || BM > 1024 || BN < 16 || BN > 1024 || BN % 16 || mr < 1 || mr > 16 || nv < 1 ||
+        nv > 8 || cfg->p[P_ST] < 0 || cfg->p[P_ST] > 1 ||
+        (all && staged_bytes(a, BN) > ATTN_STAGE_ALL_MAX))
+        return err_set(e, ST_USAGE, "attention kernel %s: bad config '%s'", fn, cfg->desc);
+    const int64_t M = a->M, N = a->N, D = a->D, Dv = a->Dv, DvP = pad16(Dv);
+    const int nl = a->rank - 2; // lead dims
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    Em E = {a, fn, cexpr_create(a->pg, a->c, fn, &decls)};
+    cexpr_set_reader(E.x, reader, &E);
+    StrBuf *s = &body;
+    // S = Q·K^T of the block's rows against a tile (c = scores), and O += P·V.
+    emit_panel(s, fn, "qk", mr, nv, D, BN, BN, false);
+    emit_panel(s, fn, "pv", mr, nv, BN, DvP, DvP, true);
+    emit_exp(s, fn);
+    int rc = emit_softmax(&E, s, BM, BN, DvP, e);
+
+    int64_t NQB = (M + BM - 1) / BM, T = a->B * NQB, NT = (N + BN - 1) / BN;
+    bool par = T > 1 && flops_of(a) >= 2e6;
+    // Index names: the lead digits of the batch index, then the two matrix coordinates.
+    char lead[ORCH_MAX_RANK][16];
+    const char *ix[ORCH_MAX_RANK];
+    for (int d = 0; d < nl; d++) {
+        snprintf(lead[d], sizeof lead[d], "a_b%d", d);
+        ix[d] = lead[d];
+    }
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", fn);
+    sb_line(s, 1, "float *restrict y = (float *)out;\n");
+    if (all) {
+        sb_line(s, 1, "float *a_kall = (float *)aligned_alloc(64, %lld);\n",
+                (long long)(4 * a->B * NT * D * BN));
+        sb_line(s, 1, "float *a_vall = (float *)aligned_alloc(64, %lld);\n",
+                (long long)(4 * a->B * N * DvP));
+    }
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", par);
+    sb_line(s, 1, "{\n");
+    if (all) {
+        // Every key tile of every batch index staged once, by all threads (the loop's barrier
+        // ends it before any block reads them).
+        sb_line(s, 2, "#pragma omp for schedule(static)\n");
+        sb_line(s, 2, "for (int64_t a_t = 0; a_t < %lld; a_t++) {\n", (long long)(a->B * NT));
+        sb_line(s, 3, "const int64_t a_bi = a_t / %lld, a_j0 = (a_t %% %lld) * %lld;\n",
+                (long long)NT, (long long)NT, (long long)BN);
+        sb_line(s, 3, "const int64_t a_nk = %lld - a_j0 < %lld ? %lld - a_j0 : %lld;\n",
+                (long long)N, (long long)BN, (long long)N, (long long)BN);
+        emit_digits(s, 3, a, "a_bi");
+        sb_line(s, 3, "float *restrict a_ks = a_kall + (a_t / %lld * %lld + a_j0 / %lld) * %lld;\n",
+                (long long)NT, (long long)NT, (long long)BN, (long long)(D * BN));
+        sb_line(s, 3, "float *restrict a_vs = a_vall + (a_bi * %lld + a_j0) * %lld;\n",
+                (long long)N, (long long)DvP);
+        if (!rc)
+            rc = emit_stage_tile(&E, s, 3, ix, BN, e);
+        sb_line(s, 2, "}\n");
+    }
+    // One allocation per thread: Q rows, scores, accumulators, maxima and per-lane sums (and
+    // K^T and V tiles when staged per tile), each part 64-byte aligned.
+    const struct {
+        const char *name;
+        int64_t n;
+    } parts[] = {{"qb", BM * D},  {"sb", BM * BN},          {"ob", BM * DvP},          {"mb", BM},
+                 {"lb", 16 * BM}, {"kb", all ? 0 : D * BN}, {"vb", all ? 0 : BN * DvP}};
+    int64_t offs[ORCH_COUNT(parts)], total = 0;
+    for (size_t i = 0; i < ORCH_COUNT(parts); i++) {
+        offs[i] = total;
+        total += (parts[i].n + 15) / 16 * 16;
+    }
+    sb_line(s, 2, "float *a_buf = (float *)aligned_alloc(64, %lld);\n", (long long)(total * 4));
+    for (size_t i = 0; i < ORCH_COUNT(parts); i++)
+        if (parts[i].n)
+            sb_line(s, 2, "float *restrict a_%s = a_buf + %lld;\n", parts[i].name,
+                    (long long)offs[i]);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t a_t = 0; a_t < %lld; a_t++) {\n", (long long)T);
+    sb_line(s, 3, "const int64_t a_bi = a_t / %lld, a_i0 = (a_t %% %lld) * %lld;\n", (long long)NQB,
+            (long long)NQB, (long long)BM);
+    sb_line(s, 3, "const int64_t a_m = %lld - a_i0 < %lld ? %lld - a_i0 : %lld;\n", (long long)M,
+            (long long)BM, (long long)M, (long long)BM);
+    emit_digits(s, 3, a, "a_bi");
+    sb_line(s, 3, "const int64_t a_lead[%d] = {", nl + 1);
+    for (int d = 0; d < nl; d++)
+        sb_printf(s, "a_b%d, ", d);
+    sb_puts(s, "0};\n");
+
+    char dst[128];
+    // The block's Q rows, running maxima and sums, zeroed accumulators.
+    sb_line(s, 3, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 4, "const int64_t a_qi = a_i0 + a_r;\n");
+    sb_line(s, 4, "for (int64_t a_d = 0; a_d < %lld; a_d++) {\n", (long long)D);
+    ix[nl] = "a_qi";
+    ix[nl + 1] = "a_d";
+    snprintf(dst, sizeof dst, "a_qb[a_r * %lld + a_d]", (long long)D);
+    if (!rc)
+        rc = emit_load(&E, a->q, ix, dst, s, 5, e);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "a_mb[a_r] = -INFINITY;\n");
+    sb_line(s, 4, "for (int a_l = 0; a_l < 16; a_l++)\n");
+    sb_line(s, 5, "a_lb[a_r * 16 + a_l] = 0.0f;\n");
+    sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)DvP);
+    sb_line(s, 5, "a_ob[a_r * %lld + a_c] = 0.0f;\n", (long long)DvP);
+    sb_line(s, 3, "}\n");
+
+    sb_line(s, 3, "for (int64_t a_j0 = 0; a_j0 < %lld; a_j0 += %lld) {\n", (long long)N,
+            (long long)BN);
+    sb_line(s, 4, "const int64_t a_nk = %lld - a_j0 < %lld ? %lld - a_j0 : %lld;\n", (long long)N,
+            (long long)BN, (long long)N, (long long)BN);
+    if (all) {
+        sb_line(s, 4, "const float *restrict a_ks = a_kall + (a_bi * %lld + a_j0 / %lld) * %lld;\n",
+                (long long)NT, (long long)BN, (long long)(D * BN));
+        sb_line(s, 4, "const float *restrict a_vs = a_vall + (a_bi * %lld + a_j0) * %lld;\n",
+                (long long)N, (long long)DvP);
+    } else {
+        sb_line(s, 4, "float *restrict a_ks = a_kb, *restrict a_vs = a_vb;\n");
+        if (!rc)
+            rc = emit_stage_tile(&E, s, 4, ix, BN, e);
+    }
+    // Scores of the block against the tile (columns rounded up to 16), the softmax step, P·V.
+    sb_line(s, 4, "%s_qk(a_qb, a_ks, a_sb, a_m, %lld, (a_nk + 15) / 16 * 16);\n", fn, (long long)D);
+    sb_line(s, 4, "%s_sm(in, a_sb, a_mb, a_lb, a_ob, a_m, a_i0, a_j0, a_nk, a_lead);\n", fn);
+    sb_line(s, 4, "%s_pv(a_sb, a_vs, a_ob, a_m, a_nk, %lld);\n", fn, (long long)DvP);
+    sb_line(s, 3, "}\n");
+    // O = acc / l.
+    sb_line(s, 3, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 4, "float *restrict a_y = y + (a_bi * %lld + a_i0 + a_r) * %lld;\n", (long long)M,
+            (long long)Dv);
+    sb_line(s, 4, "float a_l = 0.0f;\n");
+    sb_line(s, 4, "for (int a_q = 0; a_q < 16; a_q++)\n");
+    sb_line(s, 5, "a_l += a_lb[a_r * 16 + a_q];\n");
+    sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)Dv);
+    sb_line(s, 5, "a_y[a_c] = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "free(a_buf);\n");
+    sb_line(s, 1, "}\n");
+    if (all) {
+        sb_line(s, 1, "free(a_kall);\n");
+        sb_line(s, 1, "free(a_vall);\n");
+    }
+    sb_puts(s, "}\n\n");
+    if (!rc) {
+        sb_puts(src, decls.s ? decls.s : "");
+        sb_puts(src, body.s ? body.s : "");
+    }
+    cexpr_free(E.x);
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+static void cfg_desc(KernelConfig *k) {
+    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%lld nv=%lld st=%lld",
+             (long long)k->p[P_BM], (long long)k->p[P_BN], (long long)k->p[P_MR],
+             (long long)k->p[P_NV], (long long)k->p[P_ST]);
+}
+
+bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
+    AttnSpec a;
+    if (!attn_analyse(pg, c, &a))
+        return false;
+    // Dry run: cexpr decides whether Q, K^T, V and the pre-softmax chain can be emitted.
+    KernelConfig k = {.cls = CCLS_ATTN};
+    k.p[P_BM] = 16;
+    k.p[P_BN] = 64;
+    k.p[P_MR] = 4;
+    k.p[P_NV] = 2;
+    cfg_desc(&k);
+    StrBuf s;
+    sb_init(&s);
+    Err e = {0};
+    int rc = emit_kernel(&a, &k, "orch_dry", &s, &e);
+    sb_free(&s);
+    return rc == ST_OK;
+}
+
+// Fraction of peak FMA throughput of an mr x nvu register tile: broadcasts and loads per FMA
+// shrink as it grows, and past the register file it spills.
+static double tile_eff(int mr, double nvu, int lanes) {
+    double acc = mr * nvu;
+    double eff = acc / (acc + nvu + mr * 0.5) * ORCH_MIN(1.0, acc / 8.0);
+    if (acc + nvu + 1 > (lanes == 16 ? 32 : 16))
+        eff *= 0.4;
+    // Taller tiles stream the staged tiles fewer times (measured: 8 x 2 beats 4 x 4 by 15% on
+    // 4096 keys, the tiles in L1 or not).
+    return eff * (1.0 + 0.03 * mr);
+}
+
+// The model, per task (a block of BM rows of one batch index): both products at the register
+// tiles' efficiencies (the score product over key columns rounded up to 16, single-row blocks
+// at a fraction of the speed), the softmax's vector work per score (exp, max, sum and the
+// pre-softmax chain), a per-(row, tile) overhead, every block streaming its batch index's K and
+// V (from L2 when they fit, from L3 or memory otherwise), staging the key tiles (per block,
+// or once per batch index with st=1, which adds a pass through memory; a K^T transposed from
+// rows of keys is staged element by element, a dense one and V as vector copies), and a penalty
+// when the per-thread buffers leave L2 (L1 for the tile's working set); tasks spread over the
+// cores in waves.
+static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN, int mr, int nv,
+                    bool all) {
+    int lanes = hw && hw->simd_bytes >= 16 ? hw->simd_bytes / 4 : 4;
+    int cores = hw && hw->cores > 0 ? hw->cores : 1;
+    double peak = lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
+    double rows = (double)ORCH_MIN(BM, a->M);
+    double rows_eff = rows - fmod(rows, mr) + fmod(rows, mr) * 3.0;
+    double tiles = ceil((double)a->N / (double)BN);
+    double cols = (double)(a->N / BN * BN + pad16(a->N % BN)); // score columns computed
+    double DvP = (double)pad16(a->Dv);
+    double e_qk =
+        tile_eff(mr, ORCH_MIN((double)nv, (double)ORCH_MIN(BN, pad16(a->N)) / lanes), lanes);
+    double e_pv = tile_eff(mr, ORCH_MIN((double)nv, DvP / lanes), lanes);
+    double t = 2.0 * rows_eff * cols * (double)a->D / (peak * e_qk) +
+               2.0 * rows_eff * (double)a->N * DvP / (peak * e_pv);
+    // The products stream the key tile once per mr rows: from L2 when it exceeds L1.
+    double l1 = hw && hw->l1d > 0 ? (double)hw->l1d : 32768.0;
+    double ktile = 4.0 * (double)(a->D * BN), vtile = 4.0 * (double)BN * DvP;
+    double passes = ceil(rows / mr) * tiles;
+    t += passes * ((ktile > l1 / 2 ? ktile : 0) + (vtile > l1 / 2 ? vtile : 0)) / 200e9;
+    double ops = 24.0 + 4.0 * a->n_pre;
+    t += rows * (double)a->N * ops / (lanes * 2.5e9);
+    t += rows * tiles * 30e-9 + rows * tiles * DvP / (lanes * 2.5e9);
+    // Every block streams its batch index's K and V (from the inputs or the staging buffers):
+    // from L2 when they fit there, from L3 or memory otherwise.
+    double kv = 4.0 * (double)a->N * (double)(a->D + a->Dv);
+    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
+    t += kv / (kv <= l2 / 2 ? 100e9 : 25e9);
+    bool kt_dense = cgen_input_pos(a->c, a->kt) >= 0;
+    double stage = (double)a->N * ((double)a->D * (kt_dense ? 0.2e-9 : 1.0e-9) + a->Dv * 0.2e-9);
+    if (!all)
+        t += stage;
+    double ws = 4.0 * (double)(BM * a->D + BM * BN + BM * (int64_t)DvP +
+                               (all ? 0 : a->D * BN + BN * (int64_t)DvP));
+    double tile_ws = 4.0 * (double)(a->D * BN + BN * (int64_t)DvP + ORCH_MIN(BM, 8) * BN);
+    if (ws > l2)
+        t *= 1.3;
+    else if (tile_ws > l1)
+        t *= 1.1;
+    double tasks = (double)a->B * ceil((double)a->M / (double)BM);
+    double waves = ceil(tasks / cores);
+    double bytes = 4.0 * (double)a->B *
+                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
+    double t_all = 0;
+    if (all)
+        t_all = (double)a->B * stage / ORCH_MIN(cores, a->B * ceil((double)a->N / BN)) +
+                2.0 * (double)staged_bytes(a, BN) / 20e9 + 3e-6;
+    return waves * t + t_all + bytes / 20e9 + (tasks > 1 ? 3e-6 : 0);
+}
+
+int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
+                      int k) {
+    AttnSpec a;
+    if (!attn_analyse(pg, c, &a) || k < 1)
+        return 0;
+    static const int64_t bms[] = {8, 16, 32, 64, 128};
+    static const int64_t bns[] = {32, 64, 128, 256};
+    int wide = hw && hw->simd_bytes >= 64;
+    static const int blocks_512[][2] = {{4, 4}, {6, 2}, {8, 2}};
+    static const int blocks_256[][2] = {{4, 2}, {6, 2}, {3, 4}};
+    KernelConfig cand[128];
+    int n = 0;
+    for (size_t i = 0; i < ORCH_COUNT(bms) * 2; i++) {
+        int64_t BM = bms[i / 2];
+        bool all = i % 2;
+        // Staging once per batch index pays off only with several blocks per batch index.
+        if (all && BM >= a.M)
+            continue;
+        if (BM > 8 && BM / 2 >= a.M)
+            continue; // one block already holds every row
+        for (size_t j = 0; j < ORCH_COUNT(bns); j++) {
+            int64_t BN = bns[j];
+            if (BN > 32 && BN / 2 >= pad16(a.N))
+                continue; // one tile already holds every key
+            if (all && staged_bytes(&a, BN) > ATTN_STAGE_ALL_MAX)
+                continue;
+            for (int b = 0; b < 3 && n < (int)ORCH_COUNT(cand); b++) {
+                KernelConfig *kc = &cand[n++];
+                memset(kc, 0, sizeof *kc);
+                kc->cls = CCLS_ATTN;
+                kc->p[P_BM] = BM;
+                kc->p[P_BN] = BN;
+                kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
+                kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
+                kc->p[P_ST] = all;
+                kc->score = score(&a, hw, BM, BN, (int)kc->p[P_MR], (int)kc->p[P_NV], all);
+                cfg_desc(kc);
+            }
+        }
+    }
+    return cgen_sort_configs(cand, n, out, k);
+}
+
+int cgen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
+                   StrBuf *src, Err *e) {
+    AttnSpec a;
+    if (!attn_analyse(pg, c, &a))
+        return err_set(e, ST_UNSUPPORTED, "attention kernel %s: candidate %d is not an attention",
+                       fn, c->id);
+    return emit_kernel(&a, cfg, fn, src, e);
+}
