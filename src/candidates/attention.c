@@ -66,6 +66,30 @@ static bool ew_binary(const Prim *p, EwOp op0, int n_ops, EwOp op1, int *first, 
     return true;
 }
 
+// P = E / l: one DIV of the two inputs, or that DIV with NaNs replaced by 0 (PyTorch's export of
+// scaled_dot_product_attention: %1 = ISNAN(%0); %2 = WHERE(%1, 0, %0)).
+static bool div_program(const Prim *p, int *e_t, int *l_t, bool *nan_to_zero) {
+    if (!p || p->kind != PRIM_ELEMWISE || (p->ew.n != 1 && p->ew.n != 3))
+        return false;
+    *nan_to_zero = p->ew.n == 3;
+    if (p->ew.n == 3) {
+        const EwInstr *i1 = &p->ew.code[1], *i2 = &p->ew.code[2];
+        if (i1->op != EW_ISNAN || i1->arg[0].src != EWS_INSTR || i1->arg[0].index != 0 ||
+            i2->op != EW_WHERE || i2->dtype != DT_FLOAT || i2->arg[0].src != EWS_INSTR ||
+            i2->arg[0].index != 1 || i2->arg[1].src != EWS_IMM || i2->arg[1].imm != 0.0 ||
+            i2->arg[2].src != EWS_INSTR || i2->arg[2].index != 0)
+            return false;
+    }
+    const EwInstr *i0 = &p->ew.code[0];
+    if (p->n_in != 2 || p->n_out != 1 || i0->op != EW_DIV || i0->dtype != DT_FLOAT ||
+        i0->arg[0].src != EWS_INPUT || i0->arg[1].src != EWS_INPUT ||
+        i0->arg[0].index == i0->arg[1].index)
+        return false;
+    *e_t = p->in[i0->arg[0].index];
+    *l_t = p->in[i0->arg[1].index];
+    return true;
+}
+
 // Dims of x (rank r) are the batch dims of O or 1, then the two given matrix dims.
 static bool operand_ok(const PrimGraph *pg, int x, const AttnSpec *a, int64_t rows, int64_t cols) {
     const Tensor *t = pg->tensors[x];
@@ -92,7 +116,7 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     int P = o->in[0];
     const Prim *div = prim_of(m, P, &a->ew_div);
     int e_t, l_t, sp, mx;
-    if (!ew_binary(div, EW_DIV, 1, 0, &e_t, &l_t) || !is_f32(pg, P))
+    if (!div_program(div, &e_t, &l_t, &a->nan_to_zero) || !is_f32(pg, P))
         return false;
     const Prim *sum = prim_of(m, l_t, &a->red_sum);
     if (!last_axis_reduce(pg, sum, RED_SUM, e_t))

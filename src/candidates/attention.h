@@ -4,7 +4,8 @@
 //     mx = max(S', last axis, keepdims)    REDUCE max
 //     E  = exp(S' - mx)                    ELEMWISE {SUB; EXP}
 //     l  = sum(E, last axis, keepdims)     REDUCE sum
-//     P  = E / l                           ELEMWISE {DIV}
+//     P  = E / l                           ELEMWISE {DIV}, or {DIV; ISNAN; WHERE(isnan, 0, div)} as
+//                                          PyTorch exports scaled_dot_product_attention
 //     O  = P · V                           LIN_MATMUL  [..., M, N] x [..., N, Dv] -> [..., M, Dv]
 // proposed as one candidate, so a target can compute it per query tile with an online (running
 // max and sum) softmax and never write the score matrix to memory. A second variant of each also
@@ -40,6 +41,8 @@ typedef struct AttnSpec {
     int64_t B;                    // their product
     int64_t M, N, D, Dv;          // queries, keys, head dims of Q/K and of V
     int n_layouts;                // LAYOUT primitives in the candidate (0 or up to 3)
+    bool nan_to_zero;             // P's NaNs become 0 (PyTorch's SDPA export): a row whose scores
+                                  // are all -inf gives O = 0, so emitters write 0 for a NaN of O
 } AttnSpec;
 
 // Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32);

@@ -27,14 +27,17 @@ typedef struct AttnCase {
     int mask;          // ATTN_MASK_*
     int scale;         // ATTN_SCALE_*
     bool split;        // Q, K, V from [B, M|N, H*D] inputs by reshape + transpose (as exported)
+    bool nan_guard;    // P = WHERE(ISNAN(E / l), 0, E / l) as PyTorch exports SDPA; the mask input
+                       // ("mask_inf") then holds -inf, whole rows of it in every 5th row
 } AttnCase;
 
 static inline void attn_case_name(AttnCase *k) {
     static const char *mask[] = {"nomask", "keymask", "fullmask", "causal"};
     static const char *scale[] = {"noscale", "mul", "div"};
-    snprintf(k->name, sizeof k->name, "attn_b%lldh%lld_m%lld_n%lld_d%lld_dv%lld_%s_%s%s",
+    snprintf(k->name, sizeof k->name, "attn_b%lldh%lld_m%lld_n%lld_d%lld_dv%lld_%s_%s%s%s",
              (long long)k->B, (long long)k->H, (long long)k->M, (long long)k->N, (long long)k->D,
-             (long long)k->Dv, mask[k->mask], scale[k->scale], k->split ? "_split" : "");
+             (long long)k->Dv, mask[k->mask], scale[k->scale], k->split ? "_split" : "",
+             k->nan_guard ? "_nanguard" : "");
 }
 
 static inline int attn_graph_input(PrimGraph *pg, const char *name, DType dt, int rank,
@@ -102,7 +105,8 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
     if (k->mask == ATTN_MASK_KEYS || k->mask == ATTN_MASK_FULL) {
         // An additive mask input of 0 / -10000 (BERT's extended attention mask).
         const int64_t md[] = {k->B, 1, k->mask == ATTN_MASK_KEYS ? 1 : k->M, k->N};
-        s = pb_ew2(&b, EW_ADD, s, attn_graph_input(pg, "mask", DT_FLOAT, 4, md));
+        s = pb_ew2(&b, EW_ADD, s,
+                   attn_graph_input(pg, k->nan_guard ? "mask_inf" : "mask", DT_FLOAT, 4, md));
     } else if (k->mask == ATTN_MASK_CAUSAL) {
         // GPT-2's WHERE(causal, s, -FLT_MAX) on a constant lower-triangular mask (keys past the
         // query's position, with the query at the end of the key range).
@@ -119,18 +123,43 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
     int mx = pb_reduce(&b, RED_MAX, s, last, true, false);
     int e = attn_sub_exp(&b, s, mx);
     int l = pb_reduce(&b, RED_SUM, e, last, true, false);
-    int p = pb_ew2(&b, EW_DIV, e, l);
+    int p;
+    if (k->nan_guard) {
+        EwInstr code[3];
+        memset(code, 0, sizeof code);
+        code[0].op = EW_DIV;
+        code[0].dtype = DT_FLOAT;
+        code[0].arg[0] = (EwArg){EWS_INPUT, 0, 0};
+        code[0].arg[1] = (EwArg){EWS_INPUT, 1, 0};
+        code[1].op = EW_ISNAN;
+        code[1].dtype = DT_BOOL;
+        code[1].arg[0] = (EwArg){EWS_INSTR, 0, 0};
+        code[2].op = EW_WHERE;
+        code[2].dtype = DT_FLOAT;
+        code[2].arg[0] = (EwArg){EWS_INSTR, 1, 0};
+        code[2].arg[1] = (EwArg){EWS_IMM, 0, 0.0};
+        code[2].arg[2] = (EwArg){EWS_INSTR, 0, 0};
+        EwProgram prog = {3, code};
+        const int ins[] = {e, l};
+        p = pb_ew_program(&b, 2, ins, &prog);
+    } else {
+        p = pb_ew2(&b, EW_DIV, e, l);
+    }
     int o = pb_matmul(&b, p, v);
     pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
     pg->outputs[pg->n_outputs++] = o;
     return pg;
 }
 
-// Input values for the mask input: 0 or -10000, about a quarter masked, never a whole row.
-static inline void attn_fill_mask(float *m, int64_t rows, int64_t n) {
+// Input values for the mask input named `name`: "mask": 0 or -10000, about a quarter masked,
+// never a whole row; "mask_inf" (nan_guard): 0 or -inf likewise, and every 5th row all -inf.
+static inline void attn_fill_mask(const char *name, float *m, int64_t rows, int64_t n) {
+    bool inf = strcmp(name, "mask_inf") == 0;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < n; j++)
-            m[r * n + j] = (j > 0 && rand() % 4 == 0) ? -10000.0f : 0.0f;
+            m[r * n + j] = (inf && r % 5 == 3) || (j > 0 && rand() % 4 == 0)
+                               ? (inf ? -INFINITY : -10000.0f)
+                               : 0.0f;
 }
 
 #endif

@@ -116,8 +116,9 @@ static void **eval_keep(const PrimGraph *pg, const int *keep, int n_keep) {
     for (int i = 0; i < pg->n_inputs; i++) {
         const Tensor *T = pg->tensors[pg->inputs[i]];
         float *v = rand_buf(tensor_numel(T));
-        if (strcmp(T->name, "mask") == 0)
-            attn_fill_mask(v, tensor_numel(T) / T->dims[T->rank - 1], T->dims[T->rank - 1]);
+        if (strncmp(T->name, "mask", 4) == 0)
+            attn_fill_mask(T->name, v, tensor_numel(T) / T->dims[T->rank - 1],
+                           T->dims[T->rank - 1]);
         buf[pg->inputs[i]] = v;
     }
     for (int i = 0; i < pg->n_prims; i++) {
@@ -199,6 +200,7 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
                   a.rank);
         CHECK_MSG(a.n_pre == expected_pre(k), "%s: n_pre %d, expected %d", k->name, a.n_pre,
                   expected_pre(k));
+        CHECK_MSG(a.nan_to_zero == k->nan_guard, "%s: nan_to_zero %d", k->name, a.nan_to_zero);
         CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split ? 3 : 1),
                   "%s: %d layouts in the variant", k->name, a.n_layouts);
         CHECK_MSG(a.out == pg->outputs[0] && found[i]->output == pg->outputs[0],
@@ -605,6 +607,12 @@ static void cpu_fixed(void) {
                       .scale = cs[i].scale,
                       .split = cs[i].split};
         add_case(&bt, k, cs[i].configs);
+    }
+    // PyTorch's SDPA export: P's NaNs become 0, with -inf masks and rows masked whole (O = 0).
+    for (int i = 0; i < 2; i++) {
+        AttnCase k = {.B = 2, .H = 2, .M = i ? 33 : 16, .N = i ? 77 : 16, .D = 64, .Dv = 64,
+                      .mask = FULL, .scale = MUL, .split = i == 1, .nan_guard = true};
+        add_case(&bt, k, 2);
     }
     if (ATTN_SANITIZED)
         printf("  sanitizer build: the 4096 x 4096 case left out\n");

@@ -285,6 +285,15 @@ static AttnCase mk(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_
     return k;
 }
 
+// PyTorch's SDPA export: P = WHERE(ISNAN(E / l), 0, E / l), -inf masks, whole rows masked.
+static AttnCase mk_guard(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
+                         bool split) {
+    AttnCase k = mk(B, H, M, N, D, Dv, ATTN_MASK_FULL, ATTN_SCALE_MUL, split);
+    k.nan_guard = true;
+    attn_case_name(&k);
+    return k;
+}
+
 // Every mask kind and scale, split or not, single rows and keys, odd and large head dims.
 static void compile_cases(void) {
     const AttnCase cases[] = {
@@ -298,6 +307,7 @@ static void compile_cases(void) {
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
         mk(3, 2, 1000, 1, 16, 8, ATTN_MASK_FULL, ATTN_SCALE_MUL, true),
         mk(1, 2, 4096, 4096, 256, 16, ATTN_MASK_NONE, ATTN_SCALE_DIV, false),
+        mk_guard(2, 2, 33, 77, 64, 64, true),
     };
     const int nc = (int)ORCH_COUNT(cases);
     bool all = getenv("ORCH_ATTN_ALL") && strcmp(getenv("ORCH_ATTN_ALL"), "0") != 0;
@@ -397,8 +407,8 @@ static void **eval_all(const PrimGraph *pg) {
         const Tensor *T = pg->tensors[pg->inputs[i]];
         int64_t n = tensor_numel(T);
         float *v = xmalloc(sizeof(float) * (size_t)(n + 16));
-        if (strcmp(T->name, "mask") == 0)
-            attn_fill_mask(v, n / T->dims[T->rank - 1], T->dims[T->rank - 1]);
+        if (strncmp(T->name, "mask", 4) == 0)
+            attn_fill_mask(T->name, v, n / T->dims[T->rank - 1], T->dims[T->rank - 1]);
         else
             for (int64_t x = 0; x < n; x++)
                 v[x] = frand();
@@ -658,6 +668,8 @@ static void gpu_heads(void) {
     for (int mask = 0; mask < ATTN_MASK_COUNT; mask++)
         for (int scale = 0; scale < ATTN_SCALE_COUNT; scale++)
             cases[n++] = mk(1 + scale % 2, 2, 65, 129, 64, 64, mask, scale, (mask + scale) % 2);
+    cases[n++] = mk_guard(2, 2, 33, 77, 64, 64, true);
+    cases[n++] = mk_guard(1, 12, 128, 128, 64, 64, false);
     gpu_cases_run(cases, n, 3, 5, true);
 }
 

@@ -481,8 +481,15 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     sb_line(s, 4, "float a_l = 0.0f;\n");
     sb_line(s, 4, "for (int a_q = 0; a_q < 16; a_q++)\n");
     sb_line(s, 5, "a_l += a_lb[a_r * 16 + a_q];\n");
-    sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)Dv);
-    sb_line(s, 5, "a_y[a_c] = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+    if (a->nan_to_zero) { // a row of -inf scores: P (and so O) is 0, as the export says
+        sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++) {\n", (long long)Dv);
+        sb_line(s, 5, "const float a_v = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+        sb_line(s, 5, "a_y[a_c] = isnan(a_v) ? 0.0f : a_v;\n");
+        sb_line(s, 4, "}\n");
+    } else {
+        sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)Dv);
+        sb_line(s, 5, "a_y[a_c] = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+    }
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "free(a_buf);\n");

@@ -790,8 +790,11 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     sb_line(s, 2, "for (int u = 0; u < %lld; u++) {\n", U);
     sb_line(s, 3, "const int col = (c + u * %lld) * 4;\n", CG);
     sb_line(s, 3, "float4 r4;\n");
-    for (int w = 0; w < 4; w++)
+    for (int w = 0; w < 4; w++) {
         sb_line(s, 3, "r4.%c = acc[i][u].%c / l_[i];\n", XYZW[w], XYZW[w]);
+        if (a->nan_to_zero) // a row of -inf scores: P (and so O) is 0, as the export says
+            sb_line(s, 3, "if (isnan(r4.%c)) r4.%c = 0.0f;\n", XYZW[w], XYZW[w]);
+    }
     if (a->Dv % 4 == 0) {
         sb_line(s, 3, "if (col < %lld) *(float4 *)(orow + col) = r4;\n", Dv);
     } else {
