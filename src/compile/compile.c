@@ -2,6 +2,7 @@
 #include "compile.h"
 
 #include "../base/file.h"
+#include "../candidates/attention.h"
 #include "../candidates/candidates.h"
 #include "../db/profile_db.h"
 #include "../fission/fission.h"
@@ -982,17 +983,20 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
             list[nfail++] = list[i];
     if ((rc = measure_configs(&d, list, nfail, 1, 2, "second config where the first failed", e)))
         goto out;
-    // Fused multi-layer kernels (attention, MLP chains) replace several kernels at once, and
-    // their device models rank configs less surely than a single GEMM's (an H100 measured the
-    // first-ranked attention config of a 512-token block at 121 us, its best at 38 us, while the
-    // three kernels it replaces took 64 us): a first config alone would let the BLP drop them for
-    // good, so every config of theirs is measured now. There are few (one per distinct layer).
-    int nmulti = 0;
-    for (int i = 0; i < d.n_sigs; i++)
-        if (d.sigs[i].supported && cand_count_linear(d.pg, &d.cs->c[d.sigs[i].rep]) >= 2)
-            list[nmulti++] = i;
-    if ((rc = measure_configs(&d, list, nmulti, 1, MAX_CONFIGS,
-                              "every config of the fused multi-layer kernels", e)))
+    // A fused attention replaces several kernels at once, and its device model ranks configs
+    // less surely than a single GEMM's (an H100 measured the first-ranked config of a 512-token
+    // block's attention at 121 us, its best at 38 us, while the three kernels it replaces took
+    // 64 us): a first config alone would let the BLP drop it for good, so every config of it is
+    // measured now. There are few (two per distinct layer). (MLP chains are not: their model
+    // ranks the measured best first, and their tensor-core kernels take NVRTC seconds each.)
+    int nattn = 0;
+    for (int i = 0; i < d.n_sigs; i++) {
+        AttnSpec as;
+        if (d.sigs[i].supported && attn_analyse(d.pg, &d.cs->c[d.sigs[i].rep], &as))
+            list[nattn++] = i;
+    }
+    if ((rc = measure_configs(&d, list, nattn, 1, MAX_CONFIGS,
+                              "every config of the fused attention kernels", e)))
         goto out;
     if ((rc = apply_costs(&d, e)))
         goto out;

@@ -1,22 +1,33 @@
 // Unit tests of the fused MLP chain kernels (issue 8): candidates/mlp_chains.c proposes every run
 // of 2..8 dense layers as one candidate; the C target (target/c/emit_mlp.c) and the CUDA target
-// (target/cuda/emit_mlp_cuda.c) generate them. Random MLPs (2-8 layers, widths 1-256 with odd
-// ones, batches 1, primes and larger, every activation: relu, sigmoid, tanh, erf gelu,
-// sin*sigmoid, silu, none) are built as primitive graphs (and one through the ONNX importer,
-// PyTorch's Gemm form), cleaned up, enumerated; the test checks that exactly the expected chain
-// candidates exist, then:
+// (target/cuda/emit_mlp_cuda.c: block, warp and tensor-core variants) generate them. Random MLPs
+// (2-8 layers, widths 1-256 with odd ones, batches 1, primes and larger, every activation: relu,
+// sigmoid, tanh, erf gelu, sin*sigmoid, silu, none) are built as primitive graphs (and one
+// through the ONNX importer, PyTorch's Gemm form), cleaned up, enumerated; the test checks that
+// exactly the expected chain candidates exist, then:
 //   CPU: every chain candidate in its top configs is emitted, built, run on random inputs and
 //   compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|.
-//   CUDA compile: the same candidates, emitted in every config for a described A100 (sm_80) and
-//   H100 (sm_90a), compiled with NVRTC (skips when NVRTC cannot be loaded).
-//   CUDA run: on a GPU, the kernels for the detected device run and are compared at the same
-//   tolerance; without one the case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail).
+//   CUDA compile: the same candidates for a described A100 (sm_80) and H100 (sm_90a), compiled
+//   with NVRTC (skips when NVRTC cannot be loaded): the longest chain of a case in its best
+//   float32 configs and in the best config of every variant and epilogue mode under every
+//   precision (register epilogues only on a GPU: seconds of NVRTC each), the shorter chains in
+//   their best SIMT config.
+//   CUDA run: on a GPU, the kernels for the detected device run and are compared at their
+//   precision's tolerance (the compile driver's, lab_candidate_tolerance: 1e-4 for float32 and
+//   3xtf32); without one the case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail).
+//   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
+//   config of every variant, checked and timed; prints the times and where the device model's
+//   first choice ranks.
 // Also: `unit_mlp_fused --write-model FILE [BATCH [relu]]` writes the benchmark's 6-layer 64-wide
 // sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
-// ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler).
+// ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
+// ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N and
+// ORCH_MLP_BENCH_ACT=relu change gpu_timing's chain; ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs
+// print every config with its estimate.
 #include "candidates/candidates.h"
+#include "compile/kernel_lab.h"
 #include "check.h"
 #include "fission/build.h"
 #include "fission/fission.h"
@@ -34,6 +45,7 @@
 #include "target/c/cgen_mlp.h"
 #include "target/cuda/cuda_api.h"
 #include "target/cuda/cugen.h"
+#include "target/cuda/cugen_linear.h"
 #include "target/cuda/cugen_mlp.h"
 #include "target/cuda/nvrtc.h"
 
@@ -52,6 +64,7 @@ static CudaHw g_dhw; // the detected device
 static Err g_gpu_err;
 static int g_cases, g_chains, g_cpu_kernels, g_cu_kernels, g_gpu_ran;
 static bool g_no_cpu; // ORCH_MLP_NO_CPU=1: no C compiler here (a GPU machine), CUDA halves only
+static bool g_gpu_only; // ORCH_MLP_GPU_ONLY=1: with a GPU, compile for it alone
 
 enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
 static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
@@ -182,21 +195,33 @@ static void free_all(const PrimGraph *pg, void **buf) {
     free(buf);
 }
 
-// The worst excess over |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| (<= 0: pass).
-static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+// The worst excess over |got - ref| <= tol |ref| + tol max|ref| (<= 0: pass); the compile
+// driver's check (lab_outputs_agree_tol) has the same form.
+static double compare(const float *got, const float *ref, int64_t n, double tol, int64_t *bad) {
     double mx = 0;
     for (int64_t i = 0; i < n; i++)
         mx = fmax(mx, fabs(ref[i]));
     double worst = -1;
     *bad = -1;
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
-        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
-            worst = isnan(d) ? INFINITY : d - tol;
+        double d = fabs((double)got[i] - ref[i]), bound = tol * fabs(ref[i]) + tol * mx;
+        if (!(d <= bound) && (*bad < 0 || d - bound > worst)) {
+            worst = isnan(d) ? INFINITY : d - bound;
             *bad = i;
         }
     }
     return worst;
+}
+
+// max |got - ref| / max |ref| (the GPU benchmark's error measure).
+static double rel_error(const float *got, const float *ref, int64_t n) {
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(ref[i]));
+        double d = fabs((double)got[i] - ref[i]);
+        err = isnan(d) ? INFINITY : fmax(err, d);
+    }
+    return mx > 0 ? err / mx : err;
 }
 
 // ---- CPU ----
@@ -206,6 +231,10 @@ typedef struct Job {
     KernelConfig cfg;
     CudaLaunch ln;
     char fn[48];
+    double tol;   // relative tolerance of the check (float32: 1e-4)
+    double time;  // gpu_run with timing: the kernel's time (s)
+    double err;   // ... and its max |got - ref| / max |ref|
+    int regs, local; // ... registers per thread, local memory bytes per thread (spills)
 } Job;
 
 // Emits, builds, runs and checks the chain candidates `chains`: the last (the longest chain) in
@@ -251,7 +280,7 @@ static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const C
             out[x] = NAN;
         f(in, out);
         int64_t bad;
-        double w = compare(out, buf[c->output], n, &bad);
+        double w = compare(out, buf[c->output], n, 1e-4, &bad);
         CHECK_MSG(w <= 0, "%s: chain %d (%d prims) '%s': out[%lld] = %g, want %g", name, c->id,
                   c->n_prims, jobs[i].cfg.desc, (long long)bad, bad >= 0 ? out[bad] : 0.0,
                   bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
@@ -284,25 +313,79 @@ static void *compile_thread(void *arg) {
     return NULL;
 }
 
-// Emits the chains for hw (the last, the longest, in k configs; the others in their best) into
-// src; returns the jobs.
+// The relative tolerance of a config's check: the compile driver's (lab_candidate_tolerance)
+// for the precision its arithmetic rounds to; 1e-4 for float32 (3xtf32 included).
+static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelConfig *cf) {
+    switch (cf->p[CUMLP_VAR]) {
+    case CUMLP_TF32: return lab_candidate_tolerance(pg, c, PREC_TF32);
+    case CUMLP_F16: return lab_candidate_tolerance(pg, c, PREC_FP16);
+    case CUMLP_BF16: return lab_candidate_tolerance(pg, c, PREC_BF16);
+    default: return 1e-4;
+    }
+}
+
+// A config's family: its variant and, for the tensor-core variants, its epilogue mode.
+static int family(const KernelConfig *cf) {
+    return (int)cf->p[CUMLP_VAR] * 2 + (strstr(cf->desc, "epi=smem") != NULL);
+}
+
+// The configs chain c is checked in: the best k under float32 (k = 0: the best SIMT one, whose
+// kernel NVRTC compiles in a fraction of a tensor-core kernel's time); with `families` the best
+// of every variant and epilogue mode under each precision too (the tensor-core variants are
+// offered only under theirs); with all = true every config of every precision.
+static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, int k,
+                         bool families, bool all, KernelConfig *out, int cap) {
+    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
+                                           CUGEN_PREC_BF16};
+    CugenPrecision saved = cugen_lin_precision;
+    int n = 0;
+    for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+        cugen_lin_precision = precs[p];
+        KernelConfig cf[64];
+        int nc = cugen_mlp_configs(pg, c, hw, cf, 64);
+        for (int i = 0; i < nc && n < cap; i++) {
+            bool simt = cf[i].p[CUMLP_VAR] == CUMLP_BLOCK || cf[i].p[CUMLP_VAR] == CUMLP_WARP;
+            bool take = all || (p == 0 && (i < k || (k == 0 && simt && n == 0)));
+            bool dup = false, seen = false;
+            for (int j = 0; j < n; j++) {
+                dup = dup || strcmp(out[j].desc, cf[i].desc) == 0;
+                seen = seen || family(&out[j]) == family(&cf[i]);
+            }
+            // Register epilogues unroll one copy of the epilogue per fragment element: seconds
+            // of NVRTC each, so the compile-only pass leaves their families to the GPU run.
+            if (!g_api && strstr(cf[i].desc, "epi=reg"))
+                seen = true;
+            if (!dup && (take || (families && !seen)))
+                out[n++] = cf[i];
+        }
+    }
+    cugen_lin_precision = saved;
+    return n;
+}
+
+// Emits the chains for hw (the last, the longest, in its chain_configs; the others in their
+// best float32 config) into src; returns the jobs.
 static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **chains, int nc,
-                    const CudaHw *hw, int k, StrBuf *src, int *nj) {
-    Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 32 + 1));
+                    const CudaHw *hw, int k, bool families, StrBuf *src, int *nj) {
+    Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 64 + 1));
     *nj = 0;
     sb_puts(src, cugen_prelude());
     for (int i = 0; i < nc; i++) {
         const Candidate *c = chains[i];
         CHECK_MSG(cugen_mlp_supports(pg, c), "%s: chain candidate %d refused by CUDA", name,
                   c->id);
-        KernelConfig cf[32];
-        int n = cugen_mlp_configs(pg, c, hw, cf, i == nc - 1 ? k : 1);
+        KernelConfig cf[64];
+        int n = chain_configs(pg, c, hw, i == nc - 1 ? k : 0, i == nc - 1 && families, false, cf,
+                              64);
         CHECK_MSG(n >= 1, "%s: chain candidate %d: no CUDA config for %s", name, c->id, hw->arch);
         for (int q = 0; q < n; q++) {
             Job *j = &jobs[(*nj)++];
+            memset(j, 0, sizeof *j);
             j->c = c;
             j->cfg = cf[q];
+            j->tol = config_tol(pg, c, &cf[q]);
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
+            sb_printf(src, "// %s: %s\n", j->fn, cf[q].desc);
             Err e = {0};
             CHECK_MSG(cugen_emit(pg, c, &cf[q], hw, j->fn, src, &j->ln, &e) == ST_OK,
                       "%s: CUDA emit %s: %s", name, cf[q].desc, e.msg);
@@ -311,8 +394,10 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
     return jobs;
 }
 
-static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job *jobs, int nj,
-                    const void *cubin) {
+// Runs the jobs of one compiled module on the GPU and checks each against the interpreter; with
+// `timing` also times each (the least mean of 3 rounds of 10 back-to-back launches, after 2).
+static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs, int nj,
+                    const void *cubin, bool timing) {
     const CudaApi *cu = g_api;
     Err e = {0};
     CUmodule mod = NULL;
@@ -320,8 +405,14 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job
         CHECK_MSG(false, "%s: %s", name, e.msg);
         return;
     }
+    CUevent ev[2] = {NULL, NULL};
+    if (timing && (CUDA_TRY(cu, &e, cuEventCreate, &ev[0], 0) ||
+                   CUDA_TRY(cu, &e, cuEventCreate, &ev[1], 0))) {
+        CHECK_MSG(false, "%s: %s", name, e.msg);
+        timing = false;
+    }
     for (int i = 0; i < nj; i++) {
-        const Job *j = &jobs[i];
+        Job *j = &jobs[i];
         const Candidate *c = j->c;
         CUfunction f;
         struct {
@@ -330,6 +421,12 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job
         } args;
         memset(&args, 0, sizeof args);
         bool ok = !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, j->fn);
+        // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES is 3 in cuda.h.
+        if (ok && timing && (CUDA_TRY(cu, &e, cuFuncGetAttribute, &j->regs,
+                                      CU_FUNC_ATTRIBUTE_NUM_REGS, f) ||
+                             CUDA_TRY(cu, &e, cuFuncGetAttribute, &j->local,
+                                      (CUfunction_attribute)3, f)))
+            ok = false;
         if (ok && j->ln.smem > 48 * 1024)
             ok = !CUDA_TRY(cu, &e, cuFuncSetAttribute, f,
                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)j->ln.smem);
@@ -343,21 +440,36 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job
         ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
              !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
         void *params[] = {&args};
-        ok = ok &&
-             !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
-                       j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
-                       NULL) &&
-             !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
+#define LAUNCH()                                                                                   \
+    CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],               \
+             j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params, NULL)
+        ok = ok && !LAUNCH() && !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
              !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
         CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
         if (ok) {
             int64_t bad;
-            double w = compare(got, buf[c->output], n, &bad);
-            CHECK_MSG(w <= 0, "%s: GPU chain %d '%s': out[%lld] = %g, want %g", name, c->id,
-                      j->cfg.desc, (long long)bad, bad >= 0 ? got[bad] : 0.0,
+            double w = compare(got, buf[c->output], n, j->tol, &bad);
+            j->err = rel_error(got, buf[c->output], n);
+            CHECK_MSG(w <= 0, "%s: GPU chain %d '%s' (tolerance %.2g): out[%lld] = %g, want %g",
+                      name, c->id, j->cfg.desc, j->tol, (long long)bad, bad >= 0 ? got[bad] : 0.0,
                       bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
             g_gpu_ran++;
         }
+        j->time = INFINITY;
+        for (int round = 0; ok && timing && round < 4; round++) {
+            int reps = round == 0 ? 2 : 10; // round 0 warms up
+            ok = !CUDA_TRY(cu, &e, cuEventRecord, ev[0], NULL);
+            for (int r = 0; ok && r < reps; r++)
+                ok = !LAUNCH();
+            float ms = 0;
+            ok = ok && !CUDA_TRY(cu, &e, cuEventRecord, ev[1], NULL) &&
+                 !CUDA_TRY(cu, &e, cuEventSynchronize, ev[1]) &&
+                 !CUDA_TRY(cu, &e, cuEventElapsedTime, &ms, ev[0], ev[1]);
+            if (ok && round > 0)
+                j->time = fmin(j->time, ms * 1e-3 / reps);
+            CHECK_MSG(ok, "%s: timing %s: %s", name, j->cfg.desc, e.msg);
+        }
+#undef LAUNCH
         free(got);
         for (int q = 0; q < c->n_inputs; q++)
             if (args.in[q])
@@ -365,25 +477,28 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, const Job
         if (args.out)
             cu->cuMemFree(args.out);
     }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cu->cuEventDestroy(ev[i]);
     cu->cuModuleUnload(mod);
 }
 
 // Compiles the chains for the described A100 and H100 (and the detected GPU, whose kernels then
-// run).
+// run). families: the longest chain in the best config of every variant too (chain_configs).
 static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Candidate **chains,
-                       int nc, int k) {
+                     int nc, int k, bool families) {
     if (!g_nvrtc)
         return;
-    int nu = 2 + (g_api ? 1 : 0);
+    int nu = 2 + (g_api ? 1 : 0), u0 = g_api && g_gpu_only ? 2 : 0;
     StrBuf src[3];
     Job *jobs[3];
     int nj[3];
     Compile comp[3];
     pthread_t th[3];
-    for (int u = 0; u < nu; u++) {
+    for (int u = u0; u < nu; u++) {
         sb_init(&src[u]);
         const CudaHw *hw = u < 2 ? &g_cu[u] : &g_dhw;
-        jobs[u] = cu_emit(name, pg, chains, nc, hw, k, &src[u], &nj[u]);
+        jobs[u] = cu_emit(name, pg, chains, nc, hw, k, families || u == 2, &src[u], &nj[u]);
         memset(&comp[u], 0, sizeof comp[u]);
         comp[u].src = src[u].s;
         comp[u].arch = hw->arch;
@@ -391,15 +506,15 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Ca
             printf("%s\n", src[u].s);
         pthread_create(&th[u], NULL, compile_thread, &comp[u]);
     }
-    for (int u = 0; u < nu; u++) {
+    for (int u = u0; u < nu; u++) {
         pthread_join(th[u], NULL);
         CHECK_MSG(comp[u].rc == ST_OK, "%s (%s): %.1500s", name, comp[u].arch, comp[u].e.msg);
         if (comp[u].rc == ST_OK && u < 2)
             g_cu_kernels += nj[u];
     }
     if (g_api && comp[2].rc == ST_OK)
-        gpu_run(name, pg, buf, jobs[2], nj[2], comp[2].cubin);
-    for (int u = 0; u < nu; u++) {
+        gpu_run(name, pg, buf, jobs[2], nj[2], comp[2].cubin, false);
+    for (int u = u0; u < nu; u++) {
         free(comp[u].cubin);
         free(jobs[u]);
         sb_free(&src[u]);
@@ -412,7 +527,7 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Ca
 // candidates against `layers` (a single chain: L(L-1)/2 runs of 2..min(L, 8) layers), and runs
 // the CPU and CUDA checks on them. Takes ownership of pg.
 static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, int cu_k,
-                      bool cleanup) {
+                      bool families, bool cleanup) {
     Err e = {0};
     int rc = cleanup ? fission_cleanup(pg, NULL, &e) : ST_OK;
     if (rc == ST_OK)
@@ -463,7 +578,7 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
     if (!g_no_cpu)
         cpu_check(name, pg, buf, chains, nc, cpu_k);
     double t2 = now();
-    cu_check(name, pg, buf, chains, nc, cu_k);
+    cu_check(name, pg, buf, chains, nc, cu_k, families);
     printf("  %s: %d prims, %d chain candidates (interp %.1f s, cpu %.1f s, cuda %.1f s)\n", name,
            pg->n_prims, nc, t1 - t0, t2 - t1, now() - t2);
     g_cases++;
@@ -499,6 +614,11 @@ static void fixed_cases(void) {
         {2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
         {8, 33, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1}, {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
         {2, 4096, 0, {64, 128, 64}, {A_GELU, A_SILU}},
+        // Widths the persistent kernels pad or guard: odd and under 64 (warp: one or two column
+        // chunks; tensor cores: padded k steps), an input wider than 64, a last width of 3.
+        {4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}},
+        {3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}},
+        {2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}},
     };
     for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
         Case k = {0};
@@ -511,7 +631,7 @@ static void fixed_cases(void) {
         for (int l = 0; l < k.layers; l++)
             k.act[l] = cs[i].act[l];
         case_name(&k);
-        check_mlp(k.name, mlp_graph(&k), k.layers, i == 2 ? 32 : 2, i == 2 ? 12 : 2, true);
+        check_mlp(k.name, mlp_graph(&k), k.layers, i == 2 ? 32 : 2, i == 2 ? 4 : 2, true, true);
     }
 }
 
@@ -528,7 +648,7 @@ static void random_cases(void) {
         for (int l = 0; l < k.layers; l++)
             k.act[l] = rand() % A_COUNT;
         case_name(&k);
-        check_mlp(k.name, mlp_graph(&k), k.layers, 1, 1, true);
+        check_mlp(k.name, mlp_graph(&k), k.layers, 1, 1, true, true);
     }
 }
 
@@ -545,13 +665,13 @@ static void chain_boundaries(void) {
             if (pg->prims[i]->kind == PRIM_LINEAR && ++seen == 2)
                 t = pg->prims[i]->in[0];
         add_output(pg, t);
-        check_mlp("intermediate_output", pg, 2, 1, 1, true);
+        check_mlp("intermediate_output", pg, 2, 1, 1, false, true);
     }
     {
         // Width 300 in the middle: no chain crosses it (layers 8->300->16: none; then 16->16->4).
         Case k = {.layers = 4, .batch = 5, .bias = true, .width = {8, 300, 16, 16, 4},
                   .act = {A_RELU, A_RELU, A_TANH, A_NONE}};
-        check_mlp("wide_layer", mlp_graph(&k), 2, 1, 1, true);
+        check_mlp("wide_layer", mlp_graph(&k), 2, 1, 1, false, true);
     }
     {
         // A weight that is a graph input (not a constant): not a layer.
@@ -562,7 +682,7 @@ static void chain_boundaries(void) {
         int y = pb_ew1(&b, EW_RELU, pb_matmul(&b, x, w));
         y = pb_matmul(&b, y, add_const(&b, 2, wd, 0.3f));
         add_output(pg, y);
-        check_mlp("input_weight", pg, 1, 1, 1, true);
+        check_mlp("input_weight", pg, 1, 1, 1, false, true);
     }
     {
         // Residual: the activation read by the next layer and by an add: the chain stops there.
@@ -576,7 +696,7 @@ static void chain_boundaries(void) {
         add_output(pg, y);
         // L2 -> add(h) -> tanh -> L3 is a chain: the add reads h, a non-constant, so L2's
         // epilogue stops before it and L3 does not follow L2; L1 -> relu has two readers.
-        check_mlp("residual", pg, 1, 1, 1, true);
+        check_mlp("residual", pg, 1, 1, 1, false, true);
     }
 }
 
@@ -649,7 +769,7 @@ static void onnx_sinsig(void) {
     free(bytes);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     if (rc == ST_OK)
-        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, false);
+        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
     else
         prim_graph_free(pg);
     graph_free(g);
@@ -748,26 +868,169 @@ static void cuda_configs(void) {
         if (cand_count_linear(pg, &cs->c[i]) == 6)
             full = &cs->c[i];
     CHECK(full != NULL);
-    for (int u = 0; full && u < 2; u++) {
+    for (int u = 0; full && u < 4; u++) {
+        // A100 and H100 under float32, then the H100 under FP16 and TF32.
+        CugenPrecision saved = cugen_lin_precision;
+        cugen_lin_precision = u < 2 ? CUGEN_PREC_FP32 : u == 2 ? CUGEN_PREC_FP16 : CUGEN_PREC_TF32;
         KernelConfig cf[32];
-        int n = cugen_mlp_configs(pg, full, &g_cu[u], cf, 32);
-        CHECK_MSG(n >= 2, "%s: %d configs", g_cu[u].arch, n);
+        const CudaHw *hw = &g_cu[u < 2 ? u : 1];
+        int n = cugen_mlp_configs(pg, full, hw, cf, 32);
+        cugen_lin_precision = saved;
+        CHECK_MSG(n >= 2, "%s: %d configs", hw->arch, n);
         for (int i = 0; i < n; i++) {
             CudaLaunch ln;
             StrBuf s;
             sb_init(&s);
-            CHECK_MSG(cugen_emit(pg, full, &cf[i], &g_cu[u], "k", &s, &ln, &e) == ST_OK, "%s",
-                      e.msg);
+            CHECK_MSG(cugen_emit(pg, full, &cf[i], hw, "k", &s, &ln, &e) == ST_OK, "%s", e.msg);
+            if (i == 0 && u > 0 && getenv("ORCH_MLP_DUMP")) // the H100's first choices, for reading
+                printf("// %s\n%s%s\n", cf[i].desc, cugen_prelude(), s.s);
             sb_free(&s);
-            CHECK_MSG(ln.smem <= (unsigned)g_cu[u].smem_per_block_optin &&
+            CHECK_MSG(ln.smem <= (unsigned)hw->smem_per_block_optin &&
                           ln.block[0] * ln.block[1] * ln.block[2] <= 1024,
-                      "%s '%s': smem %u, block %u", g_cu[u].arch, cf[i].desc, ln.smem,
-                      ln.block[0]);
-            if (i < 4)
-                printf("    %s %-48s %.3f ms (grid %u, block %u, smem %u)\n", g_cu[u].arch,
-                       cf[i].desc, cf[i].score * 1e3, ln.grid[0], ln.block[0], ln.smem);
+                      "%s '%s': smem %u, block %u", hw->arch, cf[i].desc, ln.smem, ln.block[0]);
+            if (i < (getenv("ORCH_MLP_ALL_CONFIGS") ? n : 4))
+                printf("    %s %s %-52s %.3f ms (grid %u, block %u, smem %u)\n", hw->arch,
+                       u < 2 ? "fp32" : u == 2 ? "fp16" : "tf32", cf[i].desc, cf[i].score * 1e3,
+                       ln.grid[0], ln.block[0], ln.smem);
         }
     }
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// On a GPU, the benchmark's chain (6 layers 64 wide, sin*sigmoid, bias; ORCH_MLP_BENCH_BATCH
+// rows, 65536 by default): every config of every variant and precision checked against the
+// interpreter at its tolerance and timed; prints each config's kernel time and error, the best of
+// each variant, and where the device model's first choice under each precision ranks.
+static void gpu_timing(void) {
+    if (!g_api) {
+        printf("  skip: no CUDA device on this machine\n");
+        return;
+    }
+    const char *bs = getenv("ORCH_MLP_BENCH_BATCH");
+    const char *ba = getenv("ORCH_MLP_BENCH_ACT");
+    int act = ba && strcmp(ba, "relu") == 0 ? A_RELU : A_SINSIG;
+    Case k = {.layers = 6, .batch = bs && atoll(bs) > 0 ? atoll(bs) : 65536, .bias = true,
+              .width = {64, 64, 64, 64, 64, 64, 64}, .act = {act, act, act, act, act, A_NONE}};
+    PrimGraph *pg = mlp_graph(&k);
+    Err e = {0};
+    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
+    const Candidate *full = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if (cand_count_linear(pg, &cs->c[i]) == 6)
+            full = &cs->c[i];
+    CHECK(full != NULL);
+    if (!full) {
+        cand_set_free(cs);
+        prim_graph_free(pg);
+        return;
+    }
+    double t0 = now();
+    void **buf = eval_all(pg);
+    KernelConfig cf[256];
+    int n = chain_configs(pg, full, &g_dhw, 0, false, true, cf, 256);
+    printf("  batch %lld, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
+           act_name[act], n, now() - t0);
+    // Several modules compiled in parallel threads.
+    enum { GROUPS = 8 };
+    StrBuf src[GROUPS];
+    Job *jobs = xcalloc((size_t)n + 1, sizeof(Job));
+    int first[GROUPS + 1];
+    Compile comp[GROUPS];
+    pthread_t th[GROUPS];
+    t0 = now();
+    for (int gi = 0; gi < GROUPS; gi++) {
+        first[gi] = n * gi / GROUPS;
+        first[gi + 1] = n * (gi + 1) / GROUPS;
+        sb_init(&src[gi]);
+        sb_puts(&src[gi], cugen_prelude());
+        for (int q = first[gi]; q < first[gi + 1]; q++) {
+            Job *j = &jobs[q];
+            j->c = full;
+            j->cfg = cf[q];
+            j->tol = config_tol(pg, full, &cf[q]);
+            snprintf(j->fn, sizeof j->fn, "k_bench_%d", q);
+            CHECK_MSG(cugen_emit(pg, full, &cf[q], &g_dhw, j->fn, &src[gi], &j->ln, &e) == ST_OK,
+                      "emit %s: %s", cf[q].desc, e.msg);
+        }
+        memset(&comp[gi], 0, sizeof comp[gi]);
+        comp[gi].src = src[gi].s;
+        comp[gi].arch = g_dhw.arch;
+        pthread_create(&th[gi], NULL, compile_thread, &comp[gi]);
+    }
+    for (int gi = 0; gi < GROUPS; gi++) {
+        pthread_join(th[gi], NULL);
+        CHECK_MSG(comp[gi].rc == ST_OK, "compile: %.1500s", comp[gi].e.msg);
+    }
+    printf("  compiled in %.1f s\n", now() - t0);
+    for (int gi = 0; gi < GROUPS; gi++)
+        if (comp[gi].rc == ST_OK && first[gi + 1] > first[gi])
+            gpu_run("bench", pg, buf, jobs + first[gi], first[gi + 1] - first[gi],
+                    comp[gi].cubin, true);
+    // Sorted by time.
+    int *order = xmalloc(sizeof(int) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && jobs[order[j]].time < jobs[order[j - 1]].time; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++) {
+        const Job *j = &jobs[order[i]];
+        printf("    %8.1f us  model %7.1f us  err %.1e  regs %3d local %4d  %s\n",
+               j->time * 1e6, j->cfg.score * 1e6, j->err, j->regs, j->local, j->cfg.desc);
+    }
+    static const int vars[] = {CUMLP_BLOCK, CUMLP_WARP, CUMLP_3XTF32, CUMLP_TF32, CUMLP_F16,
+                               CUMLP_BF16};
+    static const char *const vnames[] = {"block", "warp", "3xtf32", "tf32", "f16", "bf16"};
+    for (size_t v = 0; v < ORCH_COUNT(vars); v++)
+        for (int i = 0; i < n; i++)
+            if (jobs[order[i]].cfg.p[CUMLP_VAR] == vars[v]) {
+                printf("  best %-6s %8.1f us  %s\n", vnames[v], jobs[order[i]].time * 1e6,
+                       jobs[order[i]].cfg.desc);
+                break;
+            }
+    // The device model's first config under each precision, and its rank among the measured.
+    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
+                                           CUGEN_PREC_BF16};
+    static const char *const pnames[] = {"fp32", "tf32", "fp16", "bf16"};
+    CugenPrecision saved = cugen_lin_precision;
+    for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+        cugen_lin_precision = precs[p];
+        KernelConfig top[64];
+        int nt = cugen_mlp_configs(pg, full, &g_dhw, top, 64);
+        int rank = 0;
+        double t_first = INFINITY, t_best = INFINITY;
+        for (int i = 0; i < n; i++) {
+            bool offered = false;
+            for (int q = 0; q < nt && !offered; q++)
+                offered = strcmp(top[q].desc, jobs[i].cfg.desc) == 0;
+            if (offered)
+                t_best = fmin(t_best, jobs[i].time);
+            if (nt > 0 && strcmp(top[0].desc, jobs[i].cfg.desc) == 0)
+                t_first = jobs[i].time;
+        }
+        for (int i = 0; i < n; i++)
+            for (int q = 0; q < nt; q++)
+                if (strcmp(top[q].desc, jobs[i].cfg.desc) == 0 && jobs[i].time < t_first)
+                    rank++;
+        printf("  %s: first config %s %.1f us (%d offered configs faster), best offered %.1f us\n",
+               pnames[p], nt > 0 ? top[0].desc : "-", t_first * 1e6, rank, t_best * 1e6);
+    }
+    cugen_lin_precision = saved;
+    free(order);
+    for (int gi = 0; gi < GROUPS; gi++) {
+        free(comp[gi].cubin);
+        sb_free(&src[gi]);
+    }
+    free(jobs);
+    free_all(pg, buf);
     cand_set_free(cs);
     prim_graph_free(pg);
 }
@@ -789,7 +1052,7 @@ static void counts(void) {
            "per arch\n",
            g_cases, g_chains, g_cpu_kernels, g_cu_kernels / 2);
     CHECK(g_no_cpu || g_cpu_kernels > 50);
-    CHECK(!g_nvrtc || g_cu_kernels > 50);
+    CHECK(!g_nvrtc || (g_gpu_only && g_api) || g_cu_kernels > 50);
 }
 
 static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
@@ -853,6 +1116,9 @@ int main(int argc, char **argv) {
     g_no_cpu = getenv("ORCH_MLP_NO_CPU") && strcmp(getenv("ORCH_MLP_NO_CPU"), "0") != 0;
     if (g_no_cpu)
         printf("skip: the CPU kernels (ORCH_MLP_NO_CPU)\n");
+    g_gpu_only = getenv("ORCH_MLP_GPU_ONLY") && strcmp(getenv("ORCH_MLP_GPU_ONLY"), "0") != 0;
+    if (g_gpu_only && g_api)
+        printf("skip: compiling for the described A100 and H100 (ORCH_MLP_GPU_ONLY)\n");
     const char *only = getenv("ORCH_TEST_ONLY"); // one case, by name
 #define RUN_CASE(fn)                                                                               \
     do {                                                                                           \
@@ -865,6 +1131,7 @@ int main(int argc, char **argv) {
     RUN_CASE(onnx_sinsig);
     RUN_CASE(blp_selection);
     RUN_CASE(cuda_configs);
+    RUN_CASE(gpu_timing);
     RUN_CASE(gpu_present);
     if (!only)
         RUN(counts);

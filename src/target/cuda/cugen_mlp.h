@@ -1,9 +1,19 @@
 // The CUDA target's fused MLP chain kernels (emit_mlp_cuda.c; issue 8): a candidate of 2 to 8
 // dense layers (cand_count_linear >= 2, analysed by the C target's mlp_analyse, cgen_mlp.h) as
-// one kernel, one thread block per tile of BM rows, the tile's activations in shared memory
-// (ping-pong) between layers, weights read through the read-only cache or staged in shared
-// memory per layer, exact float32 FMAs on per-thread register tiles, the epilogues (bias,
-// activation) through cexpr's CUDA dialect. Same ABI as cugen.h.
+// one kernel; no activation between layers touches global memory. Variants (the config's v=):
+//   (none)  one thread block per tile of BM rows, the tile's activations in shared memory
+//           (ping-pong), weights through the read-only cache or staged per layer, exact float32;
+//   warp    persistent blocks with every layer's weights in shared memory, each warp owning 32
+//           rows through all layers (8 x 8 register tiles, exact float32 FMAs, no block barrier);
+//   tf32 / f16 / bf16   the same persistence on mma.sync tensor cores (m16n8k8 / m16n8k16,
+//           float32 accumulation), each warp 16 x MT rows whose accumulator fragments re-pack
+//           into the next layer's operand fragments; offered under the matching
+//           cugen_lin_precision (cugen_linear.h);
+//   3xtf32  the tensor-core kernel with every operand split into two TF32 terms (hi + lo, three
+//           products per term pair: float32-level accuracy, 1e-4 checked like any float32
+//           kernel), offered under float32 next to the SIMT variants: the measured times decide.
+// The epilogues (bias, activation) go through cexpr's CUDA dialect, in registers (epi=reg) or in
+// a warp-private shared-memory pass (epi=smem). Same ABI as cugen.h.
 #ifndef ORCH_CUGEN_MLP_H
 #define ORCH_CUGEN_MLP_H
 
@@ -12,8 +22,21 @@
 // Kernel class (KernelConfig.cls; 11..15 are cugen.h's).
 enum { CUCLS_MLP = 20 };
 
+// Variants (KernelConfig.p[CUMLP_VAR]; 0 for the block kernel's configs, whose descs predate
+// the variants).
+enum {
+    CUMLP_BLOCK = 0,
+    CUMLP_WARP = 1,
+    CUMLP_TF32 = 2,
+    CUMLP_3XTF32 = 3,
+    CUMLP_F16 = 4,
+    CUMLP_BF16 = 5
+};
+// The slot of the variant in KernelConfig.p (tests group configs by it).
+enum { CUMLP_VAR = 5 };
+
 bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c);
-// Up to k configs (rows per block, threads, rows per thread, weight staging) from the device
+// Up to k configs of every variant the device and cugen_lin_precision allow, from the device
 // model, best estimate first; returns how many.
 int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
                       int k);

@@ -1,15 +1,46 @@
-// The CUDA target's fused MLP chain kernel (cugen_mlp.h; issue 8). Block b owns rows
-// b*BM .. b*BM+BM-1 of the chain: it stages its input rows in shared memory (zeros past the last
-// row), then per layer every thread computes TM x TN output tiles (rows x columns) of exact
-// float32 fmaf over K, reading the activations from shared memory and the weights through the
-// read-only cache (__ldg, float4 where TN = 4) or from a per-layer copy in shared memory, applies
-// the layer's epilogue (cexpr, CUDA dialect) in registers and writes the result into the other
-// shared buffer, or, for the last layer, to the output. No activation between layers touches
-// global memory: one launch instead of one per layer and epilogue.
-// Shared memory: two BM x S activation buffers (S: the widest layer, made odd so the TM rows a
-// thread reads fall in different banks), plus the largest K x N weight when staged.
+// The CUDA target's fused MLP chain kernels (cugen_mlp.h; issue 8). Three designs, one launch
+// each, no activation between layers in global memory:
+// - block (the configs without v=): block b owns rows b*BM .. b*BM+BM-1: it stages its input rows
+//   in shared memory (zeros past the last row), then per layer every thread computes TM x TN
+//   output tiles of exact float32 fmaf over K, reading the activations from shared memory and
+//   the weights through the read-only cache (__ldg, float4 where TN = 4) or from a per-layer copy
+//   in shared memory, and a block-wide pass applies the epilogue into the other buffer (or the
+//   output). Shared memory: two BM x S activation buffers (S odd), plus the largest weight.
+// - warp (v=warp): persistent blocks (a grid of G blocks, each W warps, loop over 32-row tiles)
+//   stage every layer's weights in shared memory once ([K][32 or 64], zero-padded columns); each
+//   warp then owns its tile through all layers with no block barrier: the tile's activations
+//   k-major in a warp-private buffer ([k][36]: float4 reads of a thread's rows, conflict-free
+//   stores), every lane an 8 x 8 register tile (rows rg*4+i and 16+rg*4+i, columns cg*4+j and
+//   32+cg*4+j; lane = cg*4 + rg) of exact float32 FMAs with two float4 activation and two float4
+//   weight loads per k; the products go back into the buffer and one rolled loop (lane = row)
+//   applies the epilogue in place, so its code appears once per layer. The last layer's
+//   products are stored row-major and its epilogue loop (lane = column) writes the output rows
+//   coalesced. Widths up to 64 (one 8 x 8 tile per lane).
+// - tensor cores (v=tf32 / 3xtf32 / f16 / bf16): the same persistence; each warp owns MT
+//   m16 row tiles. Layer weights live in shared memory in fragment order (a lane's B fragment
+//   registers of one (k step, n tile) are one 8-byte load, conflict-free), staged in batches
+//   whose loads are all in flight at once; activations never leave registers: the layer's m16n8
+//   accumulators (row g / g+8, columns 2t, 2t+1 of each n tile) are exactly the next layer's A
+//   fragments for m16n8k16 (columns 2t, 2t+1, 2t+8, 2t+9 of each k step = two n tiles), and for
+//   m16n8k8 TF32 once the k order of each k step is permuted (fragment column t holds physical
+//   column 2t, t+4 holds 2t+1; the weights' rows are staged in the same order, and a dot
+//   product does not depend on the order of its terms). The epilogue runs on the accumulators
+//   in registers (epi=reg, unrolled: one copy of its code per fragment element, offered for
+//   cheap epilogues only) or through a warp-private [16 MT][SP] float buffer (epi=smem, SP = 8
+//   mod 32: conflict-free float2 fragment accesses; a rolled loop, lane = column, applies it
+//   and writes the last layer's rows coalesced). 3xtf32 keeps weights and activations in
+//   float32 and splits each operand x where it is used into hi = tf32(x) and lo = tf32(x - hi),
+//   accumulating lo*hi + hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and the
+//   roundings of lo are ~2^-21 relative). Widths are padded to the k step (8 or 16) with zero
+//   weights; the padded columns' epilogue is not computed (they stay 0).
+// Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
+// see its index, nothing is stored for them (every row of a product depends only on its own
+// input row).
 // Needs: cugen_prelude() in the translation unit. Guarantees: the candidate's output as
-// prim_interp.c computes it, up to float32 reassociation (no TF32 or half precision).
+// prim_interp.c computes it, up to float32 reassociation (block, warp), float32-level operand
+// splitting (3xtf32), or the rounding of the operands to TF32 / half / bfloat16 with float32
+// accumulation (tf32, f16, bf16).
+#include "cugen_linear.h"
 #include "cugen_mlp.h"
 
 #include "../c/cgen.h"
@@ -19,10 +50,95 @@
 #include <stdio.h>
 #include <string.h>
 
-// KernelConfig.p[] slots: rows per block, threads, rows per thread tile, columns per thread tile
-// (at most; a layer uses the largest of 4, 2, 1 dividing its width), weights staged in shared
-// memory.
-enum { Q_BM, Q_T, Q_TM, Q_TN, Q_STAGE };
+// KernelConfig.p[] slots. Block kernel: rows per block, threads, rows per thread tile, columns
+// per thread tile (at most; a layer uses the largest of 4, 2, 1 dividing its width), weights
+// staged in shared memory. Persistent kernels: the variant (CUMLP_*), warps per block, m16 tiles
+// per warp (tensor cores), epilogue in shared memory (1) or registers (0) (tensor cores), blocks
+// in the grid, blocks per SM the launch bounds promise.
+enum { Q_BM, Q_T, Q_TM, Q_TN, Q_STAGE, Q_VAR, Q_W, Q_MT, Q_EPI, Q_G, Q_BPS };
+_Static_assert((int)Q_VAR == (int)CUMLP_VAR, "the variant's slot is public");
+
+// ---- shared by the variants: the epilogue through cexpr ----
+
+typedef struct CEm {
+    const MlpChain *m;
+    const char *fn;
+    StrBuf *s;
+    Cexpr *x;
+    int cur;         // the layer whose product the reader answers for (-1: none)
+    const char *acc; // the variable holding that product at the current index
+} CEm;
+
+static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
+                  Err *e) {
+    (void)code;
+    (void)indent;
+    const CEm *E = ctx;
+    if (E->cur < 0 || rq->tensor != E->m->tl[E->cur])
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: tensor %d is not the current layer's product", E->fn,
+                       rq->tensor);
+    snprintf(out, cap, "%s", E->acc);
+    return ST_OK;
+}
+
+// Emits `{ ...; DEST = value; }`: layer l's epilogue at column `col` and row `row` (C
+// expressions; the row a valid one), the product in variable `acc`.
+static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char *row,
+                    const char *dest, int ind, Err *e) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    if (!m->epi[l]) {
+        sb_line(s, ind, "%s = %s;\n", dest, acc);
+        return ST_OK;
+    }
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "const int64_t e_c = %s;\n", col);
+    sb_line(s, ind + 1, "int64_t q_r = %s;\n", row);
+    char names[ORCH_MAX_RANK][24];
+    const char *ix[ORCH_MAX_RANK];
+    for (int d = m->rank - 2; d >= 0; d--) {
+        snprintf(names[d], sizeof names[d], "e_i%d", d);
+        sb_line(s, ind + 1, "const int64_t e_i%d = q_r %% %lld; q_r /= %lld; (void)e_i%d;\n", d,
+                (long long)m->lead[d], (long long)m->lead[d], d);
+        ix[d] = names[d];
+    }
+    sb_line(s, ind + 1, "(void)q_r;\n");
+    ix[m->rank - 1] = "e_c";
+    E->cur = l;
+    E->acc = acc;
+    char v[64];
+    int rc = cexpr_value(E->x, m->act[l], ix, s, ind + 1, v, sizeof v, e);
+    E->cur = -1;
+    cexpr_forget(E->x);
+    if (rc)
+        return rc;
+    sb_line(s, ind + 1, "%s = %s;\n", dest, v);
+    sb_line(s, ind, "}\n");
+    return ST_OK;
+}
+
+// The kernel's signature and its input pointers in<j>, the output o.
+static void emit_head(const MlpChain *m, const char *fn, int64_t T, int64_t min_blocks, StrBuf *s) {
+    const Candidate *c = m->c;
+    if (min_blocks > 0)
+        sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%lld, %lld) %s(OrchArgs a) {\n",
+                  (long long)T, (long long)min_blocks, fn);
+    else
+        sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%lld) %s(OrchArgs a) {\n", (long long)T,
+                  fn);
+    sb_line(s, 1, "const void *in[%d];\n", c->n_inputs > 0 ? c->n_inputs : 1);
+    for (int j = 0; j < c->n_inputs; j++) {
+        const char *ct = cgen_ctype(m->pg->tensors[c->inputs[j]]->dtype);
+        sb_line(s, 1, "in[%d] = a.in[%d];\n", j, j);
+        sb_line(s, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
+        sb_line(s, 1, "(void)in%d;\n", j);
+    }
+    sb_line(s, 1, "(void)in;\n");
+    sb_line(s, 1, "float *__restrict__ o = (float *)a.out;\n");
+}
+
+// ---- block kernel ----
 
 static int64_t smem_stride(const MlpChain *m) {
     int64_t w = m->K[0];
@@ -48,27 +164,6 @@ static int layer_tn(const MlpChain *m, int l, int tn) {
     while (tn > 1 && m->N[l] % tn)
         tn /= 2;
     return tn;
-}
-
-typedef struct CEm {
-    const MlpChain *m;
-    const char *fn;
-    StrBuf *s;
-    Cexpr *x;
-    int cur;
-} CEm;
-
-static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
-                  Err *e) {
-    (void)code;
-    (void)indent;
-    const CEm *E = ctx;
-    if (E->cur < 0 || rq->tensor != E->m->tl[E->cur])
-        return err_set(e, ST_UNSUPPORTED,
-                       "CUDA mlp kernel %s: tensor %d is not the current layer's product", E->fn,
-                       rq->tensor);
-    snprintf(out, cap, "acc");
-    return ST_OK;
 }
 
 // Layer l: products, epilogue, store (into dst, or the output for the last layer).
@@ -177,31 +272,21 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, Err *e) {
     return ST_OK;
 }
 
-static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
-                       CudaLaunch *launch, Err *e) {
+static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                      CudaLaunch *launch, Err *e) {
     int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], TM = cfg->p[Q_TM], TN = cfg->p[Q_TN];
-    if (BM < 1 || T < 32 || T > 1024 || T % 32 || TM < 1 || TM > 16 || BM % TM || TN < 1 ||
-        TN > 4)
+    if (BM < 1 || T < 32 || T > 1024 || T % 32 || TM < 1 || TM > 16 || BM % TM || TN < 1 || TN > 4)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     const Candidate *c = m->c;
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1};
+    CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
     cexpr_set_cuda(E.x, true);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     int64_t S = smem_stride(m), K0 = m->K[0];
-    sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%lld) %s(OrchArgs a) {\n", (long long)T, fn);
-    sb_line(s, 1, "const void *in[%d];\n", c->n_inputs > 0 ? c->n_inputs : 1);
-    for (int j = 0; j < c->n_inputs; j++) {
-        const char *ct = cgen_ctype(m->pg->tensors[c->inputs[j]]->dtype);
-        sb_line(s, 1, "in[%d] = a.in[%d];\n", j, j);
-        sb_line(s, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
-        sb_line(s, 1, "(void)in%d;\n", j);
-    }
-    sb_line(s, 1, "(void)in;\n");
-    sb_line(s, 1, "float *__restrict__ o = (float *)a.out;\n");
+    emit_head(m, fn, T, 0, s);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
     sb_line(s, 1, "float *b0 = orch_mlp_sm, *b1 = orch_mlp_sm + %lld;\n", (long long)(BM * S));
     if (cfg->p[Q_STAGE])
@@ -237,33 +322,6 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
     sb_free(&decls);
     sb_free(&body);
     return rc;
-}
-
-static void cfg_desc(KernelConfig *k) {
-    snprintf(k->desc, sizeof k->desc, "cls=mlp bm=%lld t=%lld tm=%lld tn=%lld stage=%lld",
-             (long long)k->p[Q_BM], (long long)k->p[Q_T], (long long)k->p[Q_TM],
-             (long long)k->p[Q_TN], (long long)k->p[Q_STAGE]);
-}
-
-bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
-    MlpChain m;
-    if (!mlp_analyse(pg, c, &m) || c->n_inputs > ORCH_CUDA_MAX_IN ||
-        m.R > ((int64_t)1 << 31) * 32)
-        return false;
-    KernelConfig k = {.cls = CUCLS_MLP};
-    k.p[Q_BM] = 32;
-    k.p[Q_T] = 128;
-    k.p[Q_TM] = 2;
-    k.p[Q_TN] = 4;
-    cfg_desc(&k);
-    StrBuf s;
-    sb_init(&s);
-    Err e = {0};
-    int rc = emit_kernel(&m, &k, "orch_dry", &s, NULL, &e);
-    sb_free(&s);
-    // Without staging the smallest tile must fit the opt-in shared memory of every GPU orch
-    // targets (99 KiB on sm_86/sm_89; 163 KiB and more on sm_80/sm_90).
-    return rc == ST_OK && smem_bytes(&m, 32, false) <= 99 * 1024;
 }
 
 // The device model: a block's warp instructions per layer (FMAs, shared-memory activation reads,
@@ -311,14 +369,1020 @@ static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
     return ORCH_MAX(t_comp, bytes / (0.8 * bw)) + 3e-6;
 }
 
+// ---- persistent kernels: shared pieces ----
+
+// The persistent loop over row tiles of `rows` rows: warp w of block b takes tile b*W + w, then
+// every G*W-th after it.
+static void emit_tile_loop(StrBuf *s, int64_t W, int64_t G, int64_t rows, int64_t R) {
+    int64_t tiles = (R + rows - 1) / rows;
+    sb_line(s, 1,
+            "for (int64_t tile = (int64_t)blockIdx.x * %lld + warp; tile < %lld; tile += %lld) {\n",
+            (long long)W, (long long)tiles, (long long)(G * W));
+    sb_line(s, 2, "const int64_t row0 = tile * %lld;\n", (long long)rows);
+}
+
+static void set_launch(CudaLaunch *ln, int64_t G, int64_t T, int64_t smem) {
+    if (!ln)
+        return;
+    memset(ln, 0, sizeof *ln);
+    ln->grid[0] = (unsigned)G;
+    ln->grid[1] = ln->grid[2] = 1;
+    ln->block[0] = (unsigned)T;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = (unsigned)smem;
+}
+
+// ---- warp kernel (v=warp) ----
+
+#define WARP_SA 36 // row stride of the k-major activation buffer (floats): SA/4 odd
+
+typedef struct WarpLayout {
+    int64_t ws[MLP_LAYERS_MAX];   // a layer's weight row stride in shared memory: 32 or 64
+    int64_t wofs[MLP_LAYERS_MAX]; // its offset (floats)
+    int64_t wfloats;              // all weights
+    int64_t so;                   // row stride of the last layer's row-major products
+    int64_t abuf;                 // a warp's buffer (floats)
+} WarpLayout;
+
+// False when a layer is wider than one 8 x 8 tile per lane covers (64 columns).
+static bool warp_layout(const MlpChain *m, WarpLayout *L) {
+    memset(L, 0, sizeof *L);
+    int64_t maxk = m->K[0];
+    for (int l = 0; l < m->n; l++) {
+        if (m->N[l] > 64)
+            return false;
+        L->ws[l] = m->N[l] > 32 ? 64 : 32;
+        L->wofs[l] = L->wfloats;
+        L->wfloats += m->K[l] * L->ws[l];
+        maxk = ORCH_MAX(maxk, m->K[l]);
+    }
+    L->so = (m->N[m->n - 1] + 3) / 4 * 4 + 4;
+    L->abuf = ORCH_MAX(maxk * WARP_SA, 32 * L->so);
+    return true;
+}
+
+static int64_t warp_smem(const WarpLayout *L, int64_t W) {
+    return (L->wfloats + W * L->abuf) * 4;
+}
+
+// Layer l of the warp kernel: the k loop over the activations in `act`, the products back into
+// act (k-major for the next layer, row-major for the output) and the epilogue.
+static int emit_warp_layer(CEm *E, const WarpLayout *L, int l, Err *e) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    bool last = l == m->n - 1;
+    int64_t K = m->K[l], N = m->N[l], WS = L->ws[l];
+    int TN = WS == 64 ? 8 : 4;
+    sb_line(s, 2, "{ // layer %d: %lld -> %lld\n", l, (long long)K, (long long)N);
+    sb_line(s, 3, "float acc[8][%d];\n", TN);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int i = 0; i < 8; i++)\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int j = 0; j < %d; j++) acc[i][j] = 0.0f;\n", TN);
+    sb_line(s, 3, "const float *ap = act + rg * 4;\n");
+    sb_line(s, 3, "const float *wp = orch_mlp_sm + %lld + cg * 4;\n", (long long)L->wofs[l]);
+    sb_line(s, 3, "#pragma unroll 4\n");
+    sb_line(s, 3, "for (int k = 0; k < %lld; k++) {\n", (long long)K);
+    sb_line(s, 4, "const float4 a0 = *(const float4 *)(ap + k * %d);\n", WARP_SA);
+    sb_line(s, 4, "const float4 a1 = *(const float4 *)(ap + k * %d + 16);\n", WARP_SA);
+    sb_line(s, 4, "const float4 b0 = *(const float4 *)(wp + k * %lld);\n", (long long)WS);
+    if (TN == 8) {
+        sb_line(s, 4, "const float4 b1 = *(const float4 *)(wp + k * %lld + 32);\n", (long long)WS);
+        sb_line(s, 4, "const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};\n");
+    } else {
+        sb_line(s, 4, "const float bv[4] = {b0.x, b0.y, b0.z, b0.w};\n");
+    }
+    sb_line(s, 4, "const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int i = 0; i < 8; i++)\n");
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int j = 0; j < %d; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);\n", TN);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "__syncwarp();\n"); // every lane has read this layer's input
+    if (!last) {
+        // Column c of the products is row c of the next layer's k-major input.
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int j = 0; j < %d; j++) {\n", TN);
+        sb_line(s, 4, "const int c = (j >> 2) * 32 + cg * 4 + (j & 3);\n");
+        if (N % 32)
+            sb_line(s, 4, "if (c < %lld) {\n", (long long)N);
+        else
+            sb_line(s, 4, "{\n");
+        sb_line(s, 5,
+                "*(float4 *)(act + c * %d + rg * 4) = "
+                "make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);\n",
+                WARP_SA);
+        sb_line(s, 5,
+                "*(float4 *)(act + c * %d + 16 + rg * 4) = "
+                "make_float4(acc[4][j], acc[5][j], acc[6][j], acc[7][j]);\n",
+                WARP_SA);
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "__syncwarp();\n");
+        if (m->epi[l]) {
+            // Lane = row: conflict-free, and a column's constants are one broadcast load.
+            sb_line(s, 3, "{\n");
+            sb_line(s, 4, "const int64_t gr = row0 + lane < %lld ? row0 + lane : %lld;\n",
+                    (long long)m->R, (long long)(m->R - 1));
+            sb_line(s, 4, "#pragma unroll 4\n");
+            sb_line(s, 4, "for (int c_ = 0; c_ < %lld; c_++) {\n", (long long)N);
+            sb_line(s, 5, "float *pp = act + c_ * %d + lane;\n", WARP_SA);
+            sb_line(s, 5, "const float accv = *pp;\n");
+            int rc = emit_epi(E, l, "accv", "c_", "gr", "*pp", 5, e);
+            if (rc)
+                return rc;
+            sb_line(s, 4, "}\n");
+            sb_line(s, 3, "}\n");
+            sb_line(s, 3, "__syncwarp();\n");
+        }
+    } else {
+        // Row-major products (columns past N land in the row's padding), so the output rows
+        // leave coalesced: lane = column, rows in order.
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int i = 0; i < 8; i++) {\n");
+        sb_line(s, 4, "float *rp = act + ((i >> 2) * 16 + rg * 4 + (i & 3)) * %lld + cg * 4;\n",
+                (long long)L->so);
+        if (N < 32)
+            sb_line(s, 4, "if (cg * 4 < %lld)\n", (long long)N);
+        sb_line(s, N < 32 ? 5 : 4,
+                "*(float4 *)rp = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);\n");
+        if (TN == 8) {
+            if (N < 64)
+                sb_line(s, 4, "if (32 + cg * 4 < %lld)\n", (long long)N);
+            sb_line(s, N < 64 ? 5 : 4,
+                    "*(float4 *)(rp + 32) = make_float4(acc[i][4], acc[i][5], acc[i][6], "
+                    "acc[i][7]);\n");
+        }
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "__syncwarp();\n");
+        sb_line(s, 3, "const int nr = %lld - row0 < 32 ? (int)(%lld - row0) : 32;\n",
+                (long long)m->R, (long long)m->R);
+        sb_line(s, 3, "for (int c_ = lane; c_ < %lld; c_ += 32) {\n", (long long)N);
+        sb_line(s, 4, "#pragma unroll 4\n");
+        sb_line(s, 4, "for (int r = 0; r < nr; r++) {\n");
+        sb_line(s, 5, "const int64_t gr = row0 + r;\n");
+        sb_line(s, 5, "const float accv = act[r * %lld + c_];\n", (long long)L->so);
+        char dest[64];
+        snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
+        int rc = emit_epi(E, l, "accv", "c_", "gr", dest, 5, e);
+        if (rc)
+            return rc;
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "__syncwarp();\n"); // before the next tile's input overwrites act
+    }
+    sb_line(s, 2, "}\n");
+    return ST_OK;
+}
+
+static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                     CudaLaunch *launch, Err *e) {
+    WarpLayout L;
+    int64_t W = cfg->p[Q_W], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS], T = 32 * W;
+    if (!warp_layout(m, &L) || W < 1 || W > 32 || G < 1 || BPS < 1)
+        return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
+    const Candidate *c = m->c;
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
+    cexpr_set_cuda(E.x, true);
+    cexpr_set_reader(E.x, reader, &E);
+    StrBuf *s = &body;
+    int64_t K0 = m->K[0], R = m->R;
+    emit_head(m, fn, T, BPS, s);
+    sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
+    // The weights, [K][WS] per layer; unrolled so that a thread has 16 loads in flight.
+    for (int l = 0; l < m->n; l++) {
+        int64_t K = m->K[l], N = m->N[l], WS = L.ws[l], X = K * WS;
+        sb_line(s, 1, "#pragma unroll 16\n");
+        sb_line(s, 1, "for (int it = 0; it < %lld; it++) {\n", (long long)((X + T - 1) / T));
+        sb_line(s, 2, "const int q = threadIdx.x + it * %lld;\n", (long long)T);
+        sb_line(s, 2, "const int k = q / %lld, n = q - k * %lld;\n", (long long)WS, (long long)WS);
+        sb_line(s, 2,
+                "if (q < %lld) orch_mlp_sm[%lld + q] = n < %lld ? in%d[k * %lld + n] : 0.0f;\n",
+                (long long)X, (long long)L.wofs[l], (long long)N, m->w_pos[l], (long long)N);
+        sb_line(s, 1, "}\n");
+    }
+    sb_line(s, 1, "__syncthreads();\n");
+    sb_line(s, 1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+    sb_line(s, 1, "const int rg = lane & 3, cg = lane >> 2;\n");
+    sb_line(s, 1, "float *act = orch_mlp_sm + %lld + warp * %lld;\n", (long long)L.wfloats,
+            (long long)L.abuf);
+    emit_tile_loop(s, W, G, 32, R);
+    // The tile's input, k-major: lane = row (each lane reads its row in order; L1 merges).
+    sb_line(s, 2, "{\n");
+    sb_line(s, 3, "const int64_t gr = row0 + lane < %lld ? row0 + lane : %lld;\n", (long long)R,
+            (long long)(R - 1));
+    sb_line(s, 3, "const float *xr = in%d + gr * %lld;\n", m->x_pos, (long long)K0);
+    sb_line(s, 3, "#pragma unroll 4\n");
+    if (K0 % 4 == 0) {
+        sb_line(s, 3, "for (int k = 0; k < %lld; k += 4) {\n", (long long)K0);
+        sb_line(s, 4, "const float4 v = __ldg((const float4 *)(xr + k));\n");
+        sb_line(s, 4, "act[k * %d + lane] = v.x;\n", WARP_SA);
+        sb_line(s, 4, "act[(k + 1) * %d + lane] = v.y;\n", WARP_SA);
+        sb_line(s, 4, "act[(k + 2) * %d + lane] = v.z;\n", WARP_SA);
+        sb_line(s, 4, "act[(k + 3) * %d + lane] = v.w;\n", WARP_SA);
+        sb_line(s, 3, "}\n");
+    } else {
+        sb_line(s, 3, "for (int k = 0; k < %lld; k++) act[k * %d + lane] = __ldg(xr + k);\n",
+                (long long)K0, WARP_SA);
+    }
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "__syncwarp();\n");
+    int rc = ST_OK;
+    for (int l = 0; l < m->n && !rc; l++)
+        rc = emit_warp_layer(&E, &L, l, e);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    cexpr_free(E.x);
+    if (!rc) {
+        sb_puts(src, decls.s ? decls.s : "");
+        sb_puts(src, body.s);
+        set_launch(launch, G, T, warp_smem(&L, W));
+    }
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+// ---- tensor-core kernels (v=tf32 / 3xtf32 / f16 / bf16) ----
+
+typedef struct TcLayout {
+    int var;
+    int kstep; // K of one mma: 8 (TF32) or 16
+    int bw;    // 32-bit words of a lane's B fragment in shared memory (3xtf32: the float32
+               // values, split where they are read)
+    int64_t kp[MLP_LAYERS_MAX], np[MLP_LAYERS_MAX]; // padded widths
+    int64_t wofs[MLP_LAYERS_MAX];                   // fragment offsets (words)
+    int64_t wwords;                                 // all weights
+    int64_t sp;                                     // epi=smem row stride (floats, 8 mod 32)
+    int64_t maxnp;
+} TcLayout;
+
+static bool tc_var(int64_t v) {
+    return v == CUMLP_TF32 || v == CUMLP_3XTF32 || v == CUMLP_F16 || v == CUMLP_BF16;
+}
+
+static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
+    memset(L, 0, sizeof *L);
+    L->var = var;
+    L->kstep = var == CUMLP_F16 || var == CUMLP_BF16 ? 16 : 8;
+    L->bw = 2;
+    for (int l = 0; l < m->n; l++) {
+        L->kp[l] = (m->K[l] + L->kstep - 1) / L->kstep * L->kstep;
+        L->np[l] =
+            l + 1 < m->n ? (m->N[l] + L->kstep - 1) / L->kstep * L->kstep : (m->N[l] + 7) / 8 * 8;
+        L->wofs[l] = L->wwords;
+        L->wwords += L->kp[l] / L->kstep * (L->np[l] / 8) * 32 * L->bw;
+        L->maxnp = ORCH_MAX(L->maxnp, L->np[l]);
+    }
+    L->sp = (L->maxnp + 23) / 32 * 32 + 8; // the least >= maxnp that is 8 mod 32
+    if (L->sp - 32 >= L->maxnp)
+        L->sp -= 32;
+}
+
+static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
+    return L->wwords * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 : 0);
+}
+
+// 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
+// next layer's fragments while they are packed) plus addressing and the epilogue.
+static int64_t tc_regs(const MlpChain *m, const TcLayout *L, int64_t MT) {
+    int64_t per_k = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 4 : 2;
+    int64_t worst = 0;
+    for (int l = 0; l < m->n; l++) {
+        int64_t a = L->kp[l] / per_k, acc = L->np[l] / 2, next = L->np[l] / per_k;
+        worst = ORCH_MAX(worst, acc + ORCH_MAX(a, next));
+    }
+    // 3xtf32: one k step's A fragments split into hi and lo.
+    return MT * worst + 40 + (L->var == CUMLP_3XTF32 ? 8 * MT : 0);
+}
+
+// Device helpers of the tensor-core kernels, once per translation unit: conversions (cvt.rna
+// for TF32 as the GEMM does, cvt.rn.x2 for halves: the first source goes to the upper half) and
+// the mma wrappers (A fragment as 4 registers, accumulators in place).
+static void emit_tc_helpers(StrBuf *s) {
+    sb_puts(s, "#ifndef ORCH_MLP_MMA_HELPERS\n"
+               "#define ORCH_MLP_MMA_HELPERS\n"
+               "ORCH_DEV uint32_t orch_mlp_tf32(float x) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(x));\n"
+               "    return r;\n"
+               "}\n"
+               "ORCH_DEV uint32_t orch_mlp_f16x2(float lo, float hi) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+               "    return r;\n"
+               "}\n"
+               "ORCH_DEV uint32_t orch_mlp_bf16x2(float lo, float hi) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+               "    return r;\n"
+               "}\n");
+    static const char *const mma[][2] = {
+        {"tf32", "m16n8k8.row.col.f32.tf32.tf32.f32"},
+        {"f16", "m16n8k16.row.col.f32.f16.f16.f32"},
+        {"bf16", "m16n8k16.row.col.f32.bf16.bf16.f32"},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(mma); i++)
+        sb_printf(s,
+                  "ORCH_DEV void orch_mlp_mma_%s(float *c, const uint32_t *a, uint32_t b0, "
+                  "uint32_t b1) {\n"
+                  "    asm(\"mma.sync.aligned.%s {%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, "
+                  "{%%8, %%9}, {%%0, %%1, %%2, %%3};\"\n"
+                  "        : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+                  "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), "
+                  "\"r\"(b1));\n"
+                  "}\n",
+                  mma[i][0], mma[i][1]);
+    sb_puts(s, "#endif\n");
+}
+
+typedef struct TcEm {
+    CEm E;
+    const TcLayout *L;
+    int64_t W, MT;
+    bool epi_smem;
+} TcEm;
+
+// Statements setting the A fragment registers of `a` at [ix] from two floats of one row half h
+// (an expression: 0 for row g, 1 for g+8) at columns 2t, 2t+1 of fragment column half `half`
+// (m16n8k16: 0 for columns 2t.., 1 for 2t+8..; m16n8k8: 0). m16n8k16: a[h + 2 half] = (x, y) as
+// a pair; m16n8k8 (k permuted): a[h] = x, a[h + 2] = y, as TF32 or (3xtf32) as float32 bits,
+// split into hi and lo where a k step uses them (half the registers of holding both).
+static void emit_pack(StrBuf *s, int ind, const TcLayout *L, const char *a, const char *ix,
+                      const char *h, int half, const char *x, const char *y) {
+    if (L->var == CUMLP_F16 || L->var == CUMLP_BF16) {
+        sb_line(s, ind, "%s%s[(%s) + %d] = orch_mlp_%s(%s, %s);\n", a, ix, h, 2 * half,
+                L->var == CUMLP_F16 ? "f16x2" : "bf16x2", x, y);
+    } else if (L->var == CUMLP_TF32) {
+        sb_line(s, ind, "%s%s[%s] = orch_mlp_tf32(%s);\n", a, ix, h, x);
+        sb_line(s, ind, "%s%s[(%s) + 2] = orch_mlp_tf32(%s);\n", a, ix, h, y);
+    } else {
+        sb_line(s, ind, "%s%s[%s] = __float_as_uint(%s);\n", a, ix, h, x);
+        sb_line(s, ind, "%s%s[(%s) + 2] = __float_as_uint(%s);\n", a, ix, h, y);
+    }
+}
+
+static void declare_a(StrBuf *s, int ind, const TcLayout *L, int l, int64_t MT) {
+    int64_t KS = L->kp[l] / L->kstep;
+    sb_line(s, ind, "uint32_t A%d[%lld][%lld][4];\n", l, (long long)MT, (long long)KS);
+}
+
+// A float2 of the input row `xr` at column expression c (even), zeros past K0.
+static void x_pair(const MlpChain *m, const TcLayout *L, const char *c, char *out, size_t cap) {
+    int64_t K0 = m->K[0];
+    if (K0 % L->kstep == 0)
+        snprintf(out, cap, "__ldg((const float2 *)(xr + %s))", c);
+    else if (K0 % 2 == 0)
+        snprintf(out, cap,
+                 "(%s < %lld ? __ldg((const float2 *)(xr + %s)) : make_float2(0.0f, 0.0f))", c,
+                 (long long)K0, c);
+    else
+        snprintf(out, cap,
+                 "make_float2(%s < %lld ? __ldg(xr + %s) : 0.0f, "
+                 "%s + 1 < %lld ? __ldg(xr + %s + 1) : 0.0f)",
+                 c, (long long)K0, c, c, (long long)K0, c);
+}
+
+// Loads the first layer's input of the tile at row `row` (an expression) as float2 pairs
+// xv[mt][h][ks][v] (rows mt*16 + h*8 + g, columns ks*KSTEP + 8v + 2t, +1); the last row stands
+// in for rows past it.
+static void emit_tc_xload(TcEm *T, const char *row, int ind) {
+    const MlpChain *m = T->E.m;
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)T->MT);
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, ind + 2, "const int64_t r_ = %s + mt * 16 + h * 8 + g;\n", row);
+    sb_line(s, ind + 2, "const float *xr = in%d + (r_ < %lld ? r_ : %lld) * %lld;\n", m->x_pos,
+            (long long)m->R, (long long)(m->R - 1), (long long)m->K[0]);
+    sb_line(s, ind + 2, "#pragma unroll\n");
+    sb_line(s, ind + 2, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)(L->kp[0] / L->kstep));
+    char ld[256];
+    x_pair(m, L, L->kstep == 16 ? "(ks * 16 + 2 * t)" : "(ks * 8 + 2 * t)", ld, sizeof ld);
+    sb_line(s, ind + 3, "xv[mt][h][ks][0] = %s;\n", ld);
+    if (L->kstep == 16) {
+        x_pair(m, L, "(ks * 16 + 8 + 2 * t)", ld, sizeof ld);
+        sb_line(s, ind + 3, "xv[mt][h][ks][1] = %s;\n", ld);
+    }
+    sb_line(s, ind + 2, "}\n");
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+}
+
+static void declare_xv(TcEm *T, int ind) {
+    sb_line(T->E.s, ind, "float2 xv[%lld][2][%lld][%d];\n", (long long)T->MT,
+            (long long)(T->L->kp[0] / T->L->kstep), T->L->kstep == 16 ? 2 : 1);
+}
+
+// The first layer's A fragments A0 from xv.
+static void emit_tc_xpack(TcEm *T, int ind) {
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    declare_a(s, ind, L, 0, T->MT);
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++)\n", (long long)T->MT);
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int h = 0; h < 2; h++)\n");
+    sb_line(s, ind + 2, "#pragma unroll\n");
+    sb_line(s, ind + 2, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)(L->kp[0] / L->kstep));
+    emit_pack(s, ind + 3, L, "A0", "[mt][ks]", "h", 0, "xv[mt][h][ks][0].x", "xv[mt][h][ks][0].y");
+    if (L->kstep == 16)
+        emit_pack(s, ind + 3, L, "A0", "[mt][ks]", "h", 1, "xv[mt][h][ks][1].x",
+                  "xv[mt][h][ks][1].y");
+    sb_line(s, ind + 2, "}\n");
+}
+
+// Every layer's weights into shared memory in fragment order: entry q = (ks * NT + nt) * 32 +
+// lane of a layer holds that lane's B registers of k step ks, n tile nt (zeros outside K x N):
+// TF32 values or half pairs, or (3xtf32) the float32 values, split where they are read. Layers
+// go in batches whose loads (at most 64 floats a thread) are all issued before the first store:
+// one L2 round trip per batch instead of one per entry.
+static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBuf *s) {
+    int nu = L->kstep == 16 ? 4 : 2;
+    int64_t X[MLP_LAYERS_MAX], nit[MLP_LAYERS_MAX];
+    for (int l = 0; l < m->n; l++) {
+        X[l] = L->kp[l] / L->kstep * (L->np[l] / 8) * 32;
+        nit[l] = (X[l] + T - 1) / T;
+    }
+    for (int l0 = 0, l1; l0 < m->n; l0 = l1) {
+        int64_t regs = nit[l0] * nu;
+        for (l1 = l0 + 1; l1 < m->n && regs + nit[l1] * nu <= 64; l1++)
+            regs += nit[l1] * nu;
+        bool batched = regs <= 64;
+        sb_line(s, 1, "{ // the weights of layers %d..%d\n", l0, l1 - 1);
+        for (int l = l0; l < l1; l++) {
+            int64_t K = m->K[l], N = m->N[l], NT = L->np[l] / 8;
+            if (batched) {
+                sb_line(s, 2, "float w%d_[%lld][%d];\n", l, (long long)nit[l], nu);
+                sb_line(s, 2, "#pragma unroll\n");
+                sb_line(s, 2, "for (int it = 0; it < %lld; it++) {\n", (long long)nit[l]);
+                sb_line(s, 3, "const int q = threadIdx.x + it * %lld;\n", (long long)T);
+            } else { // one layer too large for the registers: a loop over its entries
+                sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)X[l],
+                        (long long)T);
+                sb_line(s, 3, "float w%d_[1][%d];\n", l, nu);
+                sb_line(s, 3, "const int it = 0;\n");
+            }
+            sb_line(s, 3, "const int ln = q & 31, f = q >> 5, nt = f %% %lld, ks = f / %lld;\n",
+                    (long long)NT, (long long)NT);
+            sb_line(s, 3, "const int n = nt * 8 + (ln >> 2), k0 = ks * %d + 2 * (ln & 3);\n",
+                    L->kstep);
+            sb_line(s, 3, "#pragma unroll\n");
+            sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", nu);
+            sb_line(s, 4, "const int k = k0 + (u & 1) + (u >> 1) * 8;\n");
+            sb_line(s, 4,
+                    "w%d_[it][u] = q < %lld && k < %lld && n < %lld ? __ldg(in%d + k * %lld + n) "
+                    ": 0.0f;\n",
+                    l, (long long)X[l], (long long)K, (long long)N, m->w_pos[l], (long long)N);
+            sb_line(s, 3, "}\n");
+            if (batched)
+                sb_line(s, 2, "}\n");
+            else
+                break; // the stores follow in the same loop
+        }
+        for (int l = l0; l < l1; l++) {
+            if (batched) {
+                sb_line(s, 2, "#pragma unroll\n");
+                sb_line(s, 2, "for (int it = 0; it < %lld; it++) {\n", (long long)nit[l]);
+                sb_line(s, 3, "const int q = threadIdx.x + it * %lld;\n", (long long)T);
+            }
+            char w[4][32], v[256];
+            for (int u = 0; u < nu; u++)
+                snprintf(w[u], sizeof w[u], "w%d_[it][%d]", l, u);
+            if (L->var == CUMLP_F16 || L->var == CUMLP_BF16) {
+                const char *cv = L->var == CUMLP_F16 ? "orch_mlp_f16x2" : "orch_mlp_bf16x2";
+                snprintf(v, sizeof v, "make_uint2(%s(%s, %s), %s(%s, %s))", cv, w[0], w[1], cv,
+                         w[2], w[3]);
+            } else if (L->var == CUMLP_TF32) {
+                snprintf(v, sizeof v, "make_uint2(orch_mlp_tf32(%s), orch_mlp_tf32(%s))", w[0],
+                         w[1]);
+            } else {
+                snprintf(v, sizeof v, "make_uint2(__float_as_uint(%s), __float_as_uint(%s))", w[0],
+                         w[1]);
+            }
+            char guard[48] = "";
+            if (batched && X[l] % T)
+                snprintf(guard, sizeof guard, "if (q < %lld) ", (long long)X[l]);
+            sb_line(s, 3, "%s((uint2 *)(orch_mlp_smw + %lld))[q] = %s;\n", guard,
+                    (long long)L->wofs[l], v);
+            sb_line(s, 2, "}\n");
+            if (!batched)
+                break;
+        }
+        sb_line(s, 1, "}\n");
+    }
+}
+
+// Layer l: products into C[MT][NT][4] from A<l>, the epilogue, and the next layer's fragments
+// A<l+1> (declared before this block) or the output.
+static int emit_tc_layer(TcEm *T, int l, Err *e) {
+    CEm *E = &T->E;
+    const MlpChain *m = E->m;
+    const TcLayout *L = T->L;
+    StrBuf *s = E->s;
+    bool last = l == m->n - 1;
+    int64_t KS = L->kp[l] / L->kstep, NT = L->np[l] / 8, MT = T->MT, N = m->N[l], R = m->R;
+    int64_t SP = L->sp, WR = 16 * MT;
+    const char *op = L->var == CUMLP_F16 ? "f16" : L->var == CUMLP_BF16 ? "bf16" : "tf32";
+    if (!last)
+        declare_a(s, 2, L, l + 1, MT);
+    sb_line(s, 2, "{ // layer %d: %lld -> %lld\n", l, (long long)m->K[l], (long long)N);
+    sb_line(s, 3, "float C[%lld][%lld][4];\n", (long long)MT, (long long)NT);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
+    sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][1] = C[mt][nt][2] = C[mt][nt][3] = 0.0f;\n");
+    sb_line(s, 3, "const uint2 *wl = (const uint2 *)(orch_mlp_smw + %lld) + lane;\n",
+            (long long)L->wofs[l]);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)KS);
+    if (L->var == CUMLP_3XTF32) {
+        // This k step's A fragments split: hi = tf32(a), lo = tf32(a - hi).
+        sb_line(s, 4, "uint32_t ah[%lld][4], al[%lld][4];\n", (long long)MT, (long long)MT);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+        sb_line(s, 5, "#pragma unroll\n");
+        sb_line(s, 5, "for (int i = 0; i < 4; i++) {\n");
+        sb_line(s, 6, "const float v = __uint_as_float(A%d[mt][ks][i]);\n", l);
+        sb_line(s, 6, "ah[mt][i] = orch_mlp_tf32(v);\n");
+        sb_line(s, 6, "al[mt][i] = orch_mlp_tf32(v - __uint_as_float(ah[mt][i]));\n");
+        sb_line(s, 5, "}\n");
+    }
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
+    sb_line(s, 5, "const uint2 b = wl[(ks * %lld + nt) * 32];\n", (long long)NT);
+    if (L->var == CUMLP_3XTF32) {
+        // The float32 weights split here: hi = tf32(w), lo = tf32(w - hi).
+        sb_line(s, 5, "const float b0 = __uint_as_float(b.x), b1 = __uint_as_float(b.y);\n");
+        sb_line(s, 5, "const uint32_t bh0 = orch_mlp_tf32(b0), bh1 = orch_mlp_tf32(b1);\n");
+        sb_line(s, 5, "const uint32_t bl0 = orch_mlp_tf32(b0 - __uint_as_float(bh0));\n");
+        sb_line(s, 5, "const uint32_t bl1 = orch_mlp_tf32(b1 - __uint_as_float(bh1));\n");
+    }
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)MT);
+    if (L->var == CUMLP_3XTF32) {
+        // The small terms first: lo*hi, hi*lo, then hi*hi.
+        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], al[mt], bh0, bh1);\n");
+        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bl0, bl1);\n");
+        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bh0, bh1);\n");
+    } else {
+        sb_line(s, 6, "orch_mlp_mma_%s(C[mt][nt], A%d[mt][ks], b.x, b.y);\n", op, l);
+    }
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    char dest[96], anext[16];
+    snprintf(anext, sizeof anext, "A%d", l + 1);
+    int rc = ST_OK;
+    // A layer without an epilogue re-packs in registers in either mode.
+    if (!T->epi_smem || (!m->epi[l] && !last)) {
+        if (!last) {
+            // In registers: every fragment element, padded columns kept at their zero product.
+            if (m->epi[l]) {
+                sb_line(s, 3, "#pragma unroll\n");
+                sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+                sb_line(s, 4, "#pragma unroll\n");
+                sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
+                sb_line(s, 5, "#pragma unroll\n");
+                sb_line(s, 5, "for (int z = 0; z < 4; z++) {\n");
+                sb_line(s, 6, "const int64_t r_ = row0 + mt * 16 + (z >> 1) * 8 + g;\n");
+                sb_line(s, 6, "const int64_t gr = r_ < %lld ? r_ : %lld;\n", (long long)R,
+                        (long long)(R - 1));
+                sb_line(s, 6, "const int c_ = nt * 8 + 2 * t + (z & 1);\n");
+                bool pad = L->np[l] != N;
+                if (pad)
+                    sb_line(s, 6, "const int cc_ = c_ < %lld ? c_ : %lld;\n", (long long)N,
+                            (long long)(N - 1));
+                sb_line(s, 6, "const float accv = C[mt][nt][z];\n");
+                sb_line(s, 6, "float v_;\n");
+                rc = emit_epi(E, l, "accv", pad ? "cc_" : "c_", "gr", "v_", 6, e);
+                if (rc)
+                    return rc;
+                if (pad)
+                    sb_line(s, 6, "C[mt][nt][z] = c_ < %lld ? v_ : 0.0f;\n", (long long)N);
+                else
+                    sb_line(s, 6, "C[mt][nt][z] = v_;\n");
+                sb_line(s, 5, "}\n");
+            }
+            int64_t KQ = L->np[l] / L->kstep;
+            sb_line(s, 3, "#pragma unroll\n");
+            sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+            sb_line(s, 4, "#pragma unroll\n");
+            sb_line(s, 4, "for (int kq = 0; kq < %lld; kq++) {\n", (long long)KQ);
+            if (L->kstep == 16) {
+                emit_pack(s, 5, L, anext, "[mt][kq]", "0", 0, "C[mt][2 * kq][0]",
+                          "C[mt][2 * kq][1]");
+                emit_pack(s, 5, L, anext, "[mt][kq]", "1", 0, "C[mt][2 * kq][2]",
+                          "C[mt][2 * kq][3]");
+                emit_pack(s, 5, L, anext, "[mt][kq]", "0", 1, "C[mt][2 * kq + 1][0]",
+                          "C[mt][2 * kq + 1][1]");
+                emit_pack(s, 5, L, anext, "[mt][kq]", "1", 1, "C[mt][2 * kq + 1][2]",
+                          "C[mt][2 * kq + 1][3]");
+            } else {
+                emit_pack(s, 5, L, anext, "[mt][kq]", "0", 0, "C[mt][kq][0]", "C[mt][kq][1]");
+                emit_pack(s, 5, L, anext, "[mt][kq]", "1", 0, "C[mt][kq][2]", "C[mt][kq][3]");
+            }
+            sb_line(s, 4, "}\n");
+        } else {
+            // The output from the fragments: a float2 (row g or g+8, columns 2t, 2t+1) each.
+            sb_line(s, 3, "#pragma unroll\n");
+            sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+            sb_line(s, 4, "#pragma unroll\n");
+            sb_line(s, 4, "for (int h = 0; h < 2; h++) {\n");
+            sb_line(s, 5, "const int64_t gr = row0 + mt * 16 + h * 8 + g;\n");
+            sb_line(s, 5, "if (gr < %lld) {\n", (long long)R);
+            sb_line(s, 6, "#pragma unroll\n");
+            sb_line(s, 6, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
+            sb_line(s, 7, "const int c_ = nt * 8 + 2 * t;\n");
+            sb_line(s, 7, "const float a0_ = C[mt][nt][2 * h], a1_ = C[mt][nt][2 * h + 1];\n");
+            if (N % 8)
+                sb_line(s, 7, "if (c_ < %lld) {\n", (long long)N);
+            else
+                sb_line(s, 7, "{\n");
+            if (N % 2 == 0) {
+                sb_line(s, 8, "float v0_, v1_;\n");
+                rc = emit_epi(E, l, "a0_", "c_", "gr", "v0_", 8, e);
+                if (!rc)
+                    rc = emit_epi(E, l, "a1_", "c_ + 1", "gr", "v1_", 8, e);
+                if (rc)
+                    return rc;
+                sb_line(s, 8, "*(float2 *)(o + gr * %lld + c_) = make_float2(v0_, v1_);\n",
+                        (long long)N);
+            } else {
+                snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
+                rc = emit_epi(E, l, "a0_", "c_", "gr", dest, 8, e);
+                if (rc)
+                    return rc;
+                sb_line(s, 8, "if (c_ + 1 < %lld) {\n", (long long)N);
+                snprintf(dest, sizeof dest, "o[gr * %lld + c_ + 1]", (long long)N);
+                rc = emit_epi(E, l, "a1_", "c_ + 1", "gr", dest, 9, e);
+                if (rc)
+                    return rc;
+                sb_line(s, 8, "}\n");
+            }
+            sb_line(s, 7, "}\n");
+            sb_line(s, 6, "}\n");
+            sb_line(s, 5, "}\n");
+            sb_line(s, 4, "}\n");
+        }
+        sb_line(s, 2, "}\n");
+        return ST_OK;
+    }
+    // Through the warp's buffer P: the products (after every lane has read the previous
+    // contents), then a rolled epilogue loop, lane = column.
+    sb_line(s, 3, "__syncwarp();\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int h = 0; h < 2; h++)\n");
+    sb_line(s, 6,
+            "*(float2 *)(P + (mt * 16 + h * 8 + g) * %lld + nt * 8 + 2 * t) = "
+            "make_float2(C[mt][nt][2 * h], C[mt][nt][2 * h + 1]);\n",
+            (long long)SP);
+    sb_line(s, 3, "__syncwarp();\n");
+    int64_t NCC = (N + 31) / 32;
+    if (m->epi[l] || last) {
+        if (last) {
+            sb_line(s, 3, "const int nr = %lld - row0 < %lld ? (int)(%lld - row0) : %lld;\n",
+                    (long long)R, (long long)WR, (long long)R, (long long)WR);
+            sb_line(s, 3, "#pragma unroll 2\n");
+            sb_line(s, 3, "for (int r = 0; r < nr; r++) {\n");
+            sb_line(s, 4, "const int64_t gr = row0 + r;\n");
+        } else {
+            sb_line(s, 3, "#pragma unroll 2\n");
+            sb_line(s, 3, "for (int r = 0; r < %lld; r++) {\n", (long long)WR);
+            sb_line(s, 4, "const int64_t gr = row0 + r < %lld ? row0 + r : %lld;\n", (long long)R,
+                    (long long)(R - 1));
+        }
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int cc = 0; cc < %lld; cc++) {\n", (long long)NCC);
+        sb_line(s, 5, "const int c_ = lane + cc * 32;\n");
+        if (N % 32)
+            sb_line(s, 5, "if (c_ < %lld) {\n", (long long)N);
+        else
+            sb_line(s, 5, "{\n");
+        sb_line(s, 6, "float *pp = P + r * %lld + c_;\n", (long long)SP);
+        sb_line(s, 6, "const float accv = *pp;\n");
+        if (last)
+            snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
+        else
+            snprintf(dest, sizeof dest, "*pp");
+        rc = emit_epi(E, l, "accv", "c_", "gr", dest, 6, e);
+        if (rc)
+            return rc;
+        sb_line(s, 5, "}\n");
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "}\n");
+        if (!last)
+            sb_line(s, 3, "__syncwarp();\n");
+    }
+    if (!last) {
+        int64_t KQ = L->np[l] / L->kstep;
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int h = 0; h < 2; h++) {\n");
+        sb_line(s, 5, "const float *pr = P + (mt * 16 + h * 8 + g) * %lld + 2 * t;\n",
+                (long long)SP);
+        sb_line(s, 5, "#pragma unroll\n");
+        sb_line(s, 5, "for (int kq = 0; kq < %lld; kq++) {\n", (long long)KQ);
+        if (L->kstep == 16) {
+            sb_line(s, 6, "const float2 v0 = *(const float2 *)(pr + kq * 16);\n");
+            sb_line(s, 6, "const float2 v1 = *(const float2 *)(pr + kq * 16 + 8);\n");
+            emit_pack(s, 6, L, anext, "[mt][kq]", "h", 0, "v0.x", "v0.y");
+            emit_pack(s, 6, L, anext, "[mt][kq]", "h", 1, "v1.x", "v1.y");
+        } else {
+            sb_line(s, 6, "const float2 v0 = *(const float2 *)(pr + kq * 8);\n");
+            emit_pack(s, 6, L, anext, "[mt][kq]", "h", 0, "v0.x", "v0.y");
+        }
+        sb_line(s, 5, "}\n");
+        sb_line(s, 4, "}\n");
+    }
+    sb_line(s, 2, "}\n");
+    return ST_OK;
+}
+
+static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e) {
+    int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
+    bool epi_smem = cfg->p[Q_EPI] != 0;
+    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1)
+        return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
+    TcLayout L;
+    tc_layout(m, (int)cfg->p[Q_VAR], &L);
+    const Candidate *c = m->c;
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    TcEm T = {{m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"}, &L, W, MT, epi_smem};
+    cexpr_set_cuda(T.E.x, true);
+    cexpr_set_reader(T.E.x, reader, &T.E);
+    StrBuf *s = &body;
+    emit_head(m, fn, T.W * 32, BPS, s);
+    sb_line(s, 1, "extern __shared__ __align__(16) uint32_t orch_mlp_smw[];\n");
+    emit_tc_stage(m, &L, 32 * W, s);
+    sb_line(s, 1, "__syncthreads();\n");
+    sb_line(s, 1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+    sb_line(s, 1, "const int g = lane >> 2, t = lane & 3;\n");
+    if (epi_smem)
+        sb_line(s, 1, "float *P = (float *)(orch_mlp_smw + %lld) + warp * %lld;\n",
+                (long long)L.wwords, (long long)(16 * MT * L.sp));
+    emit_tile_loop(s, W, G, 16 * MT, m->R);
+    // (Loading the next tile's input into registers during this one measured no gain on an
+    // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
+    declare_xv(&T, 2);
+    emit_tc_xload(&T, "row0", 2);
+    emit_tc_xpack(&T, 2);
+    int rc = ST_OK;
+    for (int l = 0; l < m->n && !rc; l++)
+        rc = emit_tc_layer(&T, l, e);
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    cexpr_free(T.E.x);
+    if (!rc) {
+        emit_tc_helpers(src);
+        sb_puts(src, decls.s ? decls.s : "");
+        sb_puts(src, body.s);
+        set_launch(launch, G, T.W * 32, tc_smem(&L, W, MT, epi_smem));
+    }
+    sb_free(&decls);
+    sb_free(&body);
+    return rc;
+}
+
+// ---- configs and the device model ----
+
+// ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math).
+static double ew_cost(EwOp op) {
+    switch (op) {
+    case EW_EXP:
+    case EW_LOG:
+    case EW_SQRT:
+    case EW_RSQRT:
+    case EW_RECIP:
+    case EW_DIV: return 10;
+    case EW_ERF:
+    case EW_TANH:
+    case EW_SIGMOID:
+    case EW_SIN:
+    case EW_COS: return 22;
+    case EW_TAN:
+    case EW_ASIN:
+    case EW_ACOS:
+    case EW_ATAN:
+    case EW_SINH:
+    case EW_COSH:
+    case EW_ASINH:
+    case EW_ACOSH:
+    case EW_ATANH:
+    case EW_SOFTPLUS:
+    case EW_POW: return 30;
+    default: return 1.5;
+    }
+}
+
+// The epilogues' ALU instructions per element of a layer's output, averaged over the chain.
+static double epi_per_elem(const MlpChain *m) {
+    double sum = 0, elems = 0;
+    for (int i = 0; i < m->c->n_prims; i++) {
+        const Prim *p = m->pg->prims[m->c->prims[i]];
+        if (p->kind != PRIM_ELEMWISE)
+            continue;
+        double cost = 0;
+        for (int k = 0; k < p->ew.n; k++)
+            cost += ew_cost(p->ew.code[k].op);
+        sum += cost * (double)tensor_numel(m->pg->tensors[p->out[0]]) / (double)m->R;
+    }
+    for (int l = 0; l < m->n; l++)
+        elems += (double)m->N[l];
+    return sum / elems;
+}
+
+typedef struct Dev {
+    double sms, clock, bw, smem_sm, regs_sm, thr_sm;
+    int64_t optin;
+    int cc;
+} Dev;
+
+static Dev dev_of(const CudaHw *hw) {
+    Dev d;
+    d.sms = hw->sm_count > 0 ? hw->sm_count : 100;
+    d.clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
+    d.bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    d.smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
+    d.regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
+    d.thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
+    d.optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
+    d.cc = hw->cc_major;
+    return d;
+}
+
+// Blocks per SM of a persistent kernel (shared memory, threads, registers); 0: none fits.
+static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs) {
+    if (smem > d->optin || regs > 255)
+        return 0;
+    double b = floor(d->smem_sm / (double)(smem + 1024));
+    b = ORCH_MIN(b, floor(d->thr_sm / (double)T));
+    b = ORCH_MIN(b, floor(d->regs_sm / (double)(T * ((regs + 7) / 8 * 8))));
+    return (int64_t)ORCH_MAX(0.0, ORCH_MIN(b, 8.0));
+}
+
+// A persistent kernel's time, a sum fitted to H100 measurements (6 layers 64 wide at 65536 rows:
+// the parts barely overlap): the launch; the weights' staging, `wbytes` read from L2 by every
+// block an SM holds; the chain's input and output crossing DRAM; the tensor cores' issue cycles
+// (`tc` per row, of one SM sub-partition); and the ALU instructions per row, `fma` of them in
+// long independent streams and `epi` in the epilogues' dependent chains (the latter issue at the
+// rate the resident warps per scheduler hide their latency: about 4 warps saturate a scheduler).
+// Tiles are dealt round-robin, so the busiest warp's share counts, and the warps left alone in
+// a last partial round run at a fraction of the occupancy (hence the square).
+static double persist_time(const MlpChain *m, const Dev *d, double fma, double epi, double tc,
+                           int64_t rows, int64_t W, int64_t G, int64_t bps, double ilp,
+                           double wbytes) {
+    double tiles = ceil((double)m->R / (double)rows), warps = (double)(G * W);
+    double imbalance = ceil(tiles / warps) / (tiles / warps);
+    double resident = ORCH_MIN((double)bps, ceil((double)G / d->sms));
+    double wps = resident * (double)W / 4.0 * ilp;
+    double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
+    double rows_all = tiles * (double)rows, lanes = d->sms * 4 * d->clock;
+    double t = rows_all * (fma / eff_fma + epi / eff_epi + tc) / lanes * imbalance * imbalance;
+    double bytes = 4.0 * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
+    return t + bytes / (0.8 * d->bw) + resident * wbytes / (64.0 * d->clock) + 3e-6;
+}
+
+static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, int64_t bps) {
+    double e = epi_per_elem(m), fma = (double)m->K[0] * 1.5, epi = 0; // per 32-row tile
+    for (int l = 0; l < m->n; l++) {
+        double TN = m->N[l] > 32 ? 8 : 4, N = (double)m->N[l];
+        fma += (double)m->K[l] * (8 * TN + 6) + 2 * TN + 8;
+        if (l + 1 < m->n)
+            epi += m->epi[l] ? N * (e + 5) : 0;
+        else
+            epi += ceil(N / 32) * 32 * (e + 6);
+    }
+    WarpLayout L;
+    warp_layout(m, &L);
+    return persist_time(m, d, fma / 32, epi / 32, 0, 32, W, G, bps, 1.0, (double)L.wfloats * 4);
+}
+
+static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
+                       bool epi_smem, int64_t G, int64_t bps) {
+    double e = epi_per_elem(m), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
+    bool x3 = L->var == CUMLP_3XTF32;
+    double f = x3 ? 3 : 1;
+    // Conversion instructions per pair of values packed into A registers.
+    double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 1 : L->var == CUMLP_TF32 ? 2 : 8;
+    // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
+    double cyc = d->cc >= 9 ? 4.7 : 8;
+    fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep) * (L->kstep / 8) * (2 + pack);
+    for (int l = 0; l < m->n; l++) {
+        double KS = (double)(L->kp[l] / L->kstep), NT = (double)(L->np[l] / 8);
+        double frag = (double)MT * NT * 4; // accumulator elements per lane
+        bool last = l + 1 == m->n;
+        fma += KS * NT * (1 + f * (double)MT + (x3 ? 6 : 0));
+        tc += KS * NT * f * (double)MT * cyc;
+        if (!epi_smem) {
+            epi += m->epi[l] || last ? frag * (e + 3) : 0;
+            fma += frag / 2 * pack;
+        } else {
+            fma += frag / 2 * (2 + pack);
+            epi += rows * ceil((double)m->N[l] / 32) * (e + 5);
+        }
+    }
+    // A register epilogue is one long unrolled stream: independent chains for the scheduler.
+    double ilp = epi_smem ? 1.0 + 0.25 * (double)(MT - 1) : 1.5 + 0.5 * (double)(MT - 1);
+    // The weights as the staging reads them (float32).
+    double wbytes = 0;
+    for (int l = 0; l < m->n; l++)
+        wbytes += 4.0 * (double)(m->K[l] * m->N[l]);
+    return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
+                        wbytes);
+}
+
+// The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
+// the matching precision; 3xtf32 (float32-level accuracy) under float32.
+static int tc_variants(const Dev *d, int *out) {
+    if (d->cc < 8)
+        return 0;
+    // fp32 promises exact float32 FMAs (orch compile --precision), so 3xTF32 (float32-level
+    // accuracy from split TF32 products, 7.3e-7 of max|ref| against 2.9e-7 on an H100) is only
+    // offered beside TF32, where it is the more accurate choice the BLP may weigh.
+    switch (cugen_lin_precision) {
+    case CUGEN_PREC_TF32:
+        out[0] = CUMLP_TF32;
+        out[1] = CUMLP_3XTF32;
+        return 2;
+    case CUGEN_PREC_FP16: out[0] = CUMLP_F16; return 1;
+    case CUGEN_PREC_BF16: out[0] = CUMLP_BF16; return 1;
+    default: return 0;
+    }
+}
+
+static const char *var_name(int64_t v) {
+    switch (v) {
+    case CUMLP_WARP: return "warp";
+    case CUMLP_TF32: return "tf32";
+    case CUMLP_3XTF32: return "3xtf32";
+    case CUMLP_F16: return "f16";
+    case CUMLP_BF16: return "bf16";
+    default: return "block";
+    }
+}
+
+static void cfg_desc(KernelConfig *k) {
+    const int64_t *p = k->p;
+    if (p[Q_VAR] == CUMLP_BLOCK)
+        snprintf(k->desc, sizeof k->desc, "cls=mlp bm=%lld t=%lld tm=%lld tn=%lld stage=%lld",
+                 (long long)p[Q_BM], (long long)p[Q_T], (long long)p[Q_TM], (long long)p[Q_TN],
+                 (long long)p[Q_STAGE]);
+    else if (p[Q_VAR] == CUMLP_WARP)
+        snprintf(k->desc, sizeof k->desc, "cls=mlp v=warp w=%lld g=%lld bps=%lld",
+                 (long long)p[Q_W], (long long)p[Q_G], (long long)p[Q_BPS]);
+    else
+        snprintf(k->desc, sizeof k->desc, "cls=mlp v=%s w=%lld mt=%lld epi=%s g=%lld bps=%lld",
+                 var_name(p[Q_VAR]), (long long)p[Q_W], (long long)p[Q_MT],
+                 p[Q_EPI] ? "smem" : "reg", (long long)p[Q_G], (long long)p[Q_BPS]);
+}
+
+bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
+    MlpChain m;
+    if (!mlp_analyse(pg, c, &m) || c->n_inputs > ORCH_CUDA_MAX_IN || m.R > ((int64_t)1 << 31) * 32)
+        return false;
+    KernelConfig k = {.cls = CUCLS_MLP};
+    k.p[Q_BM] = 32;
+    k.p[Q_T] = 128;
+    k.p[Q_TM] = 2;
+    k.p[Q_TN] = 4;
+    cfg_desc(&k);
+    StrBuf s;
+    sb_init(&s);
+    Err e = {0};
+    int rc = emit_block(&m, &k, "orch_dry", &s, NULL, &e);
+    sb_free(&s);
+    // Without staging the smallest tile must fit the opt-in shared memory of every GPU orch
+    // targets (99 KiB on sm_86/sm_89; 163 KiB and more on sm_80/sm_90).
+    return rc == ST_OK && smem_bytes(&m, 32, false) <= 99 * 1024;
+}
+
+// The block kernel's estimate, scaled to what it measured against the persistent kernels.
+#define BLOCK_SCORE_SCALE 2.2
+
 int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
                       int k) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || k < 1)
         return 0;
-    int64_t optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
+    Dev d = dev_of(hw);
+    int64_t optin = d.optin;
     static const int64_t bms[] = {32, 64, 128}, ts[] = {64, 128, 256}, tms[] = {2, 4, 8};
-    KernelConfig all[64];
+    KernelConfig all[200];
     int n = 0;
     for (size_t a = 0; a < ORCH_COUNT(bms); a++)
         for (size_t b = 0; b < ORCH_COUNT(ts); b++)
@@ -338,7 +1402,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_TM] = tms[q];
                     kc->p[Q_TN] = 4;
                     kc->p[Q_STAGE] = st;
-                    kc->score = score(&m, hw, kc->p);
+                    kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
                     cfg_desc(kc);
                 }
     if (n == 0) { // tiny chains: the smallest block always fits (cugen_mlp_supports)
@@ -349,8 +1413,61 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->p[Q_T] = 64;
         kc->p[Q_TM] = 2;
         kc->p[Q_TN] = 4;
-        kc->score = score(&m, hw, kc->p);
+        kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
         cfg_desc(kc);
+    }
+    // Persistent kernels: at most as many blocks as the tiles keep busy.
+    WarpLayout WL;
+    static const int64_t warp_ws[] = {4, 8, 12, 16};
+    for (size_t i = 0; warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
+        int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, 128);
+        if (bps < 1)
+            continue;
+        int64_t tiles = (m.R + 31) / 32, G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+        KernelConfig *kc = &all[n++];
+        memset(kc, 0, sizeof *kc);
+        kc->cls = CUCLS_MLP;
+        kc->p[Q_VAR] = CUMLP_WARP;
+        kc->p[Q_W] = W;
+        kc->p[Q_G] = G;
+        kc->p[Q_BPS] = bps;
+        kc->score = warp_score(&m, &d, W, G, bps);
+        cfg_desc(kc);
+    }
+    int vars[4];
+    int nv = tc_variants(&d, vars);
+    // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
+    // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
+    // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
+    // 26 us and 33 us), and NVRTC takes seconds over it.
+    bool reg_ok = epi_per_elem(&m) <= 8;
+    static const int64_t tc_ws[] = {4, 8, 12, 16}, tc_mts[] = {1, 2};
+    for (int v = 0; v < nv; v++) {
+        TcLayout L;
+        tc_layout(&m, vars[v], &L);
+        for (size_t i = 0; i < ORCH_COUNT(tc_ws); i++)
+            for (size_t j = 0; j < ORCH_COUNT(tc_mts); j++)
+                for (int es = reg_ok ? 0 : 1; es < 2; es++) {
+                    int64_t W = tc_ws[i], MT = tc_mts[j], regs = tc_regs(&m, &L, MT);
+                    if (regs > 224 || n == (int)ORCH_COUNT(all))
+                        continue;
+                    int64_t bps = blocks_per_sm(&d, tc_smem(&L, W, MT, es), 32 * W, regs);
+                    if (bps < 1)
+                        continue;
+                    int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);
+                    int64_t G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+                    KernelConfig *kc = &all[n++];
+                    memset(kc, 0, sizeof *kc);
+                    kc->cls = CUCLS_MLP;
+                    kc->p[Q_VAR] = vars[v];
+                    kc->p[Q_W] = W;
+                    kc->p[Q_MT] = MT;
+                    kc->p[Q_EPI] = es;
+                    kc->p[Q_G] = G;
+                    kc->p[Q_BPS] = bps;
+                    kc->score = tc_score(&m, &d, &L, W, MT, es, G, bps);
+                    cfg_desc(kc);
+                }
     }
     return cgen_sort_configs(all, n, out, k);
 }
@@ -361,9 +1478,36 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     if (!mlp_analyse(pg, c, &m))
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: candidate %d is not an MLP chain",
                        fn, c->id);
-    if (hw && hw->smem_per_block_optin > 0 &&
-        smem_bytes(&m, cfg->p[Q_BM], cfg->p[Q_STAGE] != 0) > hw->smem_per_block_optin)
-        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: config '%s' needs more shared "
-                       "memory than %s has", fn, cfg->desc, hw->name);
-    return emit_kernel(&m, cfg, fn, src, launch, e);
+    int64_t v = cfg->p[Q_VAR], smem;
+    if (v == CUMLP_BLOCK) {
+        smem = smem_bytes(&m, cfg->p[Q_BM], cfg->p[Q_STAGE] != 0);
+    } else if (v == CUMLP_WARP) {
+        WarpLayout L;
+        if (!warp_layout(&m, &L))
+            return err_set(e, ST_UNSUPPORTED,
+                           "CUDA mlp kernel %s: config '%s' needs layers of "
+                           "at most 64 columns",
+                           fn, cfg->desc);
+        smem = warp_smem(&L, cfg->p[Q_W]);
+    } else if (tc_var(v)) {
+        if (hw && hw->cc_major > 0 && hw->cc_major < 8)
+            return err_set(e, ST_UNSUPPORTED,
+                           "CUDA mlp kernel %s: config '%s' needs tensor "
+                           "cores of sm_80 or later (%s is %s)",
+                           fn, cfg->desc, hw->name, hw->arch);
+        TcLayout L;
+        tc_layout(&m, (int)v, &L);
+        smem = tc_smem(&L, cfg->p[Q_W], cfg->p[Q_MT], cfg->p[Q_EPI] != 0);
+    } else {
+        return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
+    }
+    if (hw && hw->smem_per_block_optin > 0 && smem > hw->smem_per_block_optin)
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s' needs more shared "
+                       "memory than %s has",
+                       fn, cfg->desc, hw->name);
+    if (v == CUMLP_BLOCK)
+        return emit_block(&m, cfg, fn, src, launch, e);
+    return v == CUMLP_WARP ? emit_warp(&m, cfg, fn, src, launch, e)
+                           : emit_tc(&m, cfg, fn, src, launch, e);
 }
