@@ -496,6 +496,8 @@ int layout_slice_plan(const Graph *g, const Node *n, const Tensor *x, SlicePlan 
             s = ORCH_MAX(0, ORCH_MIN(s, dim));
             end = ORCH_MAX(0, ORCH_MIN(end, dim));
             count = end > s ? (int64_t)((uint64_t)(end - s - 1) / (uint64_t)step) + 1 : 0;
+        } else if (dim == 0) {
+            count = 0; // nothing to walk backwards over (the clamps below would give one element)
         } else {
             s = ORCH_MAX(0, ORCH_MIN(s, dim - 1));
             end = ORCH_MAX(-1, ORCH_MIN(end, dim - 1));
