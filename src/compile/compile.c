@@ -505,6 +505,88 @@ static int solve(Driver *d, Selection *sel, Err *e) {
     return orchestrate(d->cs, &oo, sel, e);
 }
 
+// ---- why the multi-layer kernels were chosen or not ----
+
+// One line per multi-LINEAR candidate (fused attention, MLP chain; issue 8) after the final
+// solve: its best measured time and config, and whether the plan runs it; where it does not,
+// what the plan spends instead on the kernels that compute any of its primitives (kernels that
+// also compute other primitives are counted whole, so that sum is an upper bound of the
+// replaced work). At most `cap` lines, then a count.
+static void report_multi_layer(const Driver *d, const Selection *sel, FILE *pr) {
+    const PrimGraph *pg = d->pg;
+    const CandidateSet *cs = d->cs;
+    bool *chosen = xcalloc((size_t)cs->n + 1, sizeof(bool));
+    for (int i = 0; i < sel->n; i++)
+        chosen[sel->kernels[i]] = true;
+    // covered_by[p]: the selected kernels computing primitive p, as a list per primitive.
+    int *start = xcalloc((size_t)pg->n_prims + 1, sizeof(int));
+    for (int i = 0; i < sel->n; i++) {
+        const Candidate *c = &cs->c[sel->kernels[i]];
+        for (int q = 0; q < c->n_prims; q++)
+            start[c->prims[q] + 1]++;
+    }
+    for (int p = 0; p < pg->n_prims; p++)
+        start[p + 1] += start[p];
+    int *fill = xcalloc((size_t)pg->n_prims + 1, sizeof(int));
+    int *by = xcalloc((size_t)start[pg->n_prims] + 1, sizeof(int));
+    for (int i = 0; i < sel->n; i++) {
+        const Candidate *c = &cs->c[sel->kernels[i]];
+        for (int q = 0; q < c->n_prims; q++) {
+            int p = c->prims[q];
+            by[start[p] + fill[p]++] = i;
+        }
+    }
+    int *stamp = xcalloc((size_t)sel->n + 1, sizeof(int));
+    const int cap = 24;
+    int lines = 0, more = 0;
+    for (int i = 0; i < cs->n; i++) {
+        const Candidate *c = &cs->c[i];
+        int n_lin = 0;
+        for (int q = 0; q < c->n_prims; q++)
+            n_lin += lab_linear_k(pg, pg->prims[c->prims[q]]) > 0;
+        if (n_lin < 2)
+            continue;
+        if (lines == cap) {
+            more++;
+            continue;
+        }
+        lines++;
+        AttnSpec a;
+        const char *kind = attn_analyse(pg, c, &a) ? "fused attention" : "MLP chain";
+        const Sig *s = &d->sigs[d->sig_of[i]];
+        const char *desc = s->supported && s->best >= 0 ? s->cfg[s->best].desc : "";
+        char t_own[32], t_alt[32];
+        fmt_time(c->cost, t_own, sizeof t_own);
+        if (chosen[i]) {
+            fprintf(pr, "  %s (%d primitives, %d linear): %s [%s], chosen\n", kind, c->n_prims,
+                    n_lin, t_own, desc);
+            continue;
+        }
+        double alt = 0;
+        int n_alt = 0;
+        for (int q = 0; q < c->n_prims; q++) {
+            int p = c->prims[q];
+            for (int k = start[p]; k < start[p + 1]; k++)
+                if (stamp[by[k]] != i + 1) {
+                    stamp[by[k]] = i + 1;
+                    alt += cs->c[sel->kernels[by[k]]].cost;
+                    n_alt++;
+                }
+        }
+        fmt_time(alt, t_alt, sizeof t_alt);
+        fprintf(pr, "  %s (%d primitives, %d linear): %s [%s], not chosen: the plan computes "
+                    "them with %d kernel%s of %s in all\n",
+                kind, c->n_prims, n_lin, t_own, desc, n_alt, n_alt == 1 ? "" : "s", t_alt);
+    }
+    if (more)
+        fprintf(pr, "  ... and %d more multi-layer candidates\n", more);
+    free(chosen);
+    free(start);
+    free(fill);
+    free(by);
+    free(stamp);
+}
+
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
 static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModule **mod,
@@ -1065,6 +1147,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (pr)
         fprintf(pr, "solve: %d kernels, predicted %.3f ms (%s, gap %.2f%%)\n", sel.n,
                 sel.objective * 1e3, sel.optimal ? "optimal" : "time limit", sel.gap * 100);
+    if (pr)
+        report_multi_layer(&d, &sel, pr);
 
     t = now_s();
     tv = d.t_values;

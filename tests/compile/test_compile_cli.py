@@ -7,8 +7,8 @@ recomputed and never trusted, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
 measured again, and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
-artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), and usage
-errors.
+artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
+of why each fused attention / MLP chain candidate was chosen or not, and usage errors.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -342,6 +342,29 @@ def main():
             ctypes.CDLL("libcuda.so.1")
         except OSError:
             assert r.returncode == 3 and "no CUDA driver found" in r.stderr, r.stderr
+
+    @case("multi_layer_report_says_why")
+    def _():
+        # The transformer block has one attention (two fused candidates: with and without the
+        # head-split layouts) and MLP chains; compile reports each with its time and, where the
+        # plan does not run it, what the plan spends on those primitives instead.
+        tm = os.path.join(models, "b_transformer", "model.onnx")
+        p = orch(binary, "compile", tm, "-t", "cpu", "-o", os.path.join(tmp, "t.orch"),
+                 "--db", os.path.join(tmp, "t.db"), "--top-k", "1", "--input-shapes",
+                 "hidden_states:1x16x64,attention_mask:1x1x16x16")
+        assert p.returncode == 0, p.stderr[-3000:]
+        line = re.compile(r"^  (fused attention|MLP chain) \((\d+) primitives, (\d+) linear\): "
+                          r"([0-9.]+) (s|ms|us) \[cls=[^]]*\], (chosen|not chosen: the plan "
+                          r"computes them with (\d+) kernels? of ([0-9.]+) (s|ms|us) in all)$")
+        found = [m for m in map(line.match, p.stderr.splitlines()) if m]
+        att = [m for m in found if m.group(1) == "fused attention"]
+        assert len(att) == 2, f"{len(att)} fused attention lines:\n{p.stderr[-3000:]}"
+        for m in found:
+            assert int(m.group(3)) >= 2 and int(m.group(2)) > int(m.group(3)), m.group(0)
+            if m.group(6) != "chosen":
+                assert int(m.group(7)) >= 1 and float(m.group(8)) > 0, m.group(0)
+        # Both attention candidates compute the same primitives: at most one is run.
+        assert sum(m.group(6) == "chosen" for m in att) <= 1, p.stderr[-3000:]
 
     @case("usage_errors")
     def _():
