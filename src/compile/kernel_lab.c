@@ -140,9 +140,16 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-// Checks and times one loaded kernel.
+static CPrepackFn prepack_of(CModule *m, const char *kernel) {
+    char name[96];
+    ckernel_prepack_name(kernel, name, sizeof name);
+    return (CPrepackFn)cmodule_sym(m, name);
+}
+
+// Checks and times one loaded kernel; prepack: its NAME_prepack or NULL (target.h), applied to
+// the inputs it reorders, as the runtime session does once at load.
 static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKernelFn fn,
-                    LabJob *j, const LabOptions *opt) {
+                    CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
     const Tensor *out_t = pg->tensors[c->output];
     size_t out_bytes = tensor_nbytes(out_t);
     void **in = xcalloc((size_t)c->n_inputs + 1, sizeof(void *));
@@ -154,7 +161,7 @@ static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKer
         size_t b = tensor_nbytes(t);
         in[i] = aligned_buffer(b);
         ok = in[i] != NULL && values[c->inputs[i]] != NULL;
-        if (ok && b)
+        if (ok && b && !(prepack && prepack(i, values[c->inputs[i]], in[i])))
             memcpy(in[i], values[c->inputs[i]], b);
     }
     if (!ok) {
@@ -295,7 +302,7 @@ int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *
                     lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
                     CKernelFn fn = (CKernelFn)cmodule_sym(smods[i], name);
                     if (fn)
-                        measure(pg, c, values, fn, j, opt);
+                        measure(pg, c, values, fn, prepack_of(smods[i], name), j, opt);
                     else
                         j->status = LAB_BUILD_FAILED;
                 }
@@ -323,7 +330,7 @@ int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *
                 lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
                 CKernelFn fn = (CKernelFn)cmodule_sym(mods[u], name);
                 if (fn)
-                    measure(pg, c, values, fn, j, opt);
+                    measure(pg, c, values, fn, prepack_of(mods[u], name), j, opt);
                 else {
                     j->status = LAB_BUILD_FAILED;
                     snprintf(j->note, sizeof j->note, "symbol %s missing from its unit", name);

@@ -60,6 +60,8 @@ struct Session {
     Patch *patches;
     int n_patches;
     void *arena, *consts;
+    void **reordered; // private reordered copies of constants (prepack_constants)
+    int n_reordered;
     const void **io_in; // per graph input: the buffer the launches read (caller's or staged)
     void **io_out;      // per graph output
     void **stage_in, **stage_out; // aligned copies for unaligned caller buffers
@@ -121,6 +123,95 @@ static void *place_of(Session *s, int t, int slot) {
     }
 }
 
+// Kernels that read a constant in their own order (target.h: NAME_prepack, a weight reordered
+// into the GEMM's panels) get it reordered once, here. In place in the constant blob when every
+// launch reading that constant is a launch of the same kernel reading it at the same position
+// (so all want the same order, and the blob costs no extra memory); otherwise each such kernel
+// gets a private reordered copy and the other readers keep the row-major original.
+static int prepack_constants(Session *s, const CPrepackFn *pf, Err *e) {
+    const Plan *P = s->plan;
+    const char *what = s->path ? s->path : "session";
+    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
+    // one reads it row-major.
+    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
+    for (int t = 0; t < P->n_tensors; t++)
+        own_l[t] = -1;
+    int rc = ST_OK;
+    for (int i = 0; i < P->n_launches && rc == ST_OK; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in; j++) {
+            int t = L->in[j];
+            if (t < 0)
+                continue;
+            bool reorders = pf[i] && pf[i](j, NULL, NULL) == 1;
+            if (reorders && P->tensors[t].place != PLACE_CONST) {
+                rc = err_set(e, ST_INVALID,
+                             "%s: kernel '%s' (launch %d) reorders its input %d, which is not a "
+                             "constant: the artefact is damaged or was built by another orch "
+                             "build; recompile with orch compile",
+                             what, L->symbol, i, j);
+                break;
+            }
+            if (!reorders)
+                shared[t] = true;
+            else if (own_l[t] < 0)
+                own_l[t] = i, own_j[t] = j;
+            else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
+                shared[t] = true;
+        }
+    }
+    // In-place reorders go through one scratch buffer, mapped for the largest and unmapped at
+    // the end (per-weight heap buffers would leave the heap grown by freed blocks).
+    size_t scratch_bytes = 0;
+    for (int t = 0; t < P->n_tensors; t++)
+        if (own_l[t] >= 0 && !shared[t] && (size_t)P->tensors[t].bytes > scratch_bytes)
+            scratch_bytes = (size_t)P->tensors[t].bytes;
+    void *scratch = NULL;
+    if (scratch_bytes && rc == ST_OK) {
+        scratch =
+            mmap(NULL, scratch_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (scratch == MAP_FAILED) {
+            scratch = NULL;
+            rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering the weights (%zu bytes)",
+                         what, scratch_bytes);
+        }
+    }
+    for (int i = 0; i < P->n_launches && rc == ST_OK; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in && rc == ST_OK; j++) {
+            int t = L->in[j];
+            if (t < 0 || own_l[t] < 0 || !(pf[i] && pf[i](j, NULL, NULL) == 1))
+                continue;
+            const PlanTensor *T = &P->tensors[t];
+            void *src = (char *)s->consts + T->offset;
+            if (!shared[t]) { // the one order every reader wants: into the blob, once
+                pf[i](j, src, scratch);
+                memcpy(src, scratch, (size_t)T->bytes);
+                own_l[t] = -1;
+                continue;
+            }
+            void *buf = aligned_buffer(T->bytes);
+            if (!buf) {
+                rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering a weight (%lld bytes)",
+                             what, (long long)T->bytes);
+                break;
+            }
+            pf[i](j, src, buf);
+            s->reordered = xrealloc(s->reordered, sizeof(void *) * (size_t)(s->n_reordered + 1));
+            s->reordered[s->n_reordered++] = buf;
+            s->slots[s->launches[i].in + j] = buf;
+        }
+    }
+    if (scratch)
+        munmap(scratch, scratch_bytes);
+    free(own_l);
+    free(own_j);
+    free(shared);
+    return rc;
+}
+
 static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
     const PrimGraph *pg = s->pg;
     const Plan *P = s->plan;
@@ -143,6 +234,7 @@ static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
                        "(%lld bytes)",
                        what, (long long)P->arena_bytes, (long long)P->const_bytes);
     plan_pack_constants(P, pg, s->consts);
+    CPrepackFn *pf = xcalloc((size_t)P->n_launches + 1, sizeof(CPrepackFn));
     int slot = 0;
     for (int i = 0; i < P->n_launches; i++) {
         const PlanLaunch *L = &P->launches[i];
@@ -152,14 +244,23 @@ static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
         l->nodes = join_nodes(L);
         if (L->kind == PLAN_GENERATED) {
             void *f = resolve ? resolve(ctx, L->symbol) : NULL;
-            if (!f)
+            if (!f) {
+                free(pf);
                 return err_set(e, ST_INVALID,
                                "%s: the shared object has no kernel '%s' (launch %d, nodes '%s'): "
                                "the artefact is damaged or was built by another orch build; "
                                "recompile with orch compile",
                                what, L->symbol, i, l->nodes);
+            }
             // The kernel ABI: POSIX guarantees object and function pointers convert.
             memcpy(&l->fn, &f, sizeof f);
+            size_t pn = strlen(L->symbol) + 16;
+            char *pname = xmalloc(pn);
+            ckernel_prepack_name(L->symbol, pname, pn);
+            void *pfp = resolve(ctx, pname);
+            free(pname);
+            if (pfp)
+                memcpy(&pf[i], &pfp, sizeof pfp);
         }
         l->p = L->sink >= 0 ? pg->prims[L->sink] : NULL;
         l->in = slot;
@@ -178,6 +279,10 @@ static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
         for (int j = 0; j < L->n_out; j++)
             l->empty = l->empty && (L->out[j] < 0 || tensor_numel(pg->tensors[L->out[j]]) == 0);
     }
+    int rc = prepack_constants(s, pf, e);
+    free(pf);
+    if (rc)
+        return rc;
     int ni = pg->n_inputs, no = pg->n_outputs;
     s->io_in = xcalloc((size_t)ni + 1, sizeof(void *));
     s->io_out = xcalloc((size_t)no + 1, sizeof(void *));
@@ -369,6 +474,9 @@ void session_free(Session *s) {
     free(s->patches);
     free(s->arena);
     free(s->consts);
+    for (int i = 0; i < s->n_reordered; i++)
+        free(s->reordered[i]);
+    free(s->reordered);
     for (int i = 0; s->pg && s->stage_in && i < s->pg->n_inputs; i++)
         free(s->stage_in[i]);
     for (int i = 0; s->pg && s->stage_out && i < s->pg->n_outputs; i++)

@@ -44,6 +44,16 @@ typedef struct KernelConfig {
 // allocate nothing they do not free, keep no state between calls, and may use OpenMP (the caller
 // sets the thread count). Buffers are 64-byte aligned; out never overlaps an input.
 typedef void (*CKernelFn)(const void *const *in, void *out);
+// A kernel may also export
+//     int NAME_prepack(int i, const void *src, void *dst);
+// for inputs it reads in its own order rather than row-major (a constant weight reordered once
+// at load instead of packed on every call): it returns 1 for such an input i, and then, when
+// src and dst are not NULL, writes into dst (tensor_nbytes of the input, not overlapping src)
+// the bytes of src reordered; 0 for any other input. Whoever calls NAME passes in[i] = that
+// reordered copy for those inputs (ckernel_prepack below; runtime/session.c, the kernel lab).
+typedef int (*CPrepackFn)(int input, const void *src, void *dst);
+// Name of NAME's prepack entry point ("NAME_prepack") into buf.
+void ckernel_prepack_name(const char *kernel, char *buf, size_t n);
 
 typedef struct Target {
     const char *name; // "cpu"

@@ -29,8 +29,8 @@
 
 static HwInfo g_hw;
 static int g_kernels, g_candidates;
-// Kernels checked per variant: tile packA=1/0, packB=1/0, gemv, dot, direct depthwise.
-static int g_seen_packa[2], g_seen_packb[2], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
+// Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
+static int g_seen_packa[2], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
     g_seen_convt_tile, g_seen_colk;
 
 static float frand(void) {
@@ -174,7 +174,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             const char *d = cf[i].desc;
             if (strstr(d, "v=tile")) {
                 g_seen_packa[strstr(d, "packA=1") != NULL]++;
-                g_seen_packb[strstr(d, "packB=1") != NULL]++;
+                g_seen_packb[strstr(d, "packB=2") ? 2 : strstr(d, "packB=1") ? 1 : 0]++;
             }
             g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
             g_seen_gemv += strstr(d, "v=gemv") != NULL;
@@ -213,15 +213,33 @@ static void flush(void) {
             CHECK_MSG(f != NULL, "%s: no symbol %s", P->name, P->jobs[i].fn);
             if (!f)
                 continue;
+            // Inputs the kernel reorders (a prepacked constant B: target.h's NAME_prepack) are
+            // passed reordered, as the runtime session does at load.
+            char pname[64];
+            ckernel_prepack_name(P->jobs[i].fn, pname, sizeof pname);
+            CPrepackFn pf = (CPrepackFn)cmodule_sym(mods[pi], pname);
+            CHECK_MSG(!pf == !strstr(P->jobs[i].cfg.desc, "packB=2"),
+                      "%s: %s: prepack entry point %s", P->name, P->jobs[i].cfg.desc,
+                      pf ? "present" : "missing");
             const void *in[16];
-            for (int j = 0; j < c->n_inputs; j++)
+            void *reordered[16] = {0};
+            for (int j = 0; j < c->n_inputs; j++) {
                 in[j] = P->buf[c->inputs[j]];
+                if (pf && pf(j, NULL, NULL)) {
+                    size_t nb = tensor_nbytes(P->pg->tensors[c->inputs[j]]);
+                    reordered[j] = aligned_alloc(64, (nb + 63) / 64 * 64);
+                    CHECK(pf(j, in[j], reordered[j]) == 1);
+                    in[j] = reordered[j];
+                }
+            }
             const Tensor *o = P->pg->tensors[c->output];
             int64_t n = tensor_numel(o);
             float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
             for (int64_t x = 0; x < n; x++)
                 out[x] = NAN;
             f(in, out);
+            for (int j = 0; j < c->n_inputs; j++)
+                free(reordered[j]);
             int64_t bad;
             double w = compare(out, P->buf[c->output], n, &bad);
             CHECK_MSG(w <= 0, "%s: candidate %d (%d prims) config '%s': out[%lld] = %g, want %g",
@@ -284,6 +302,61 @@ static void matmul_batched(void) {
         PB b = {pg, "bmm"};
         add_output(pg, pb_matmul(&b, a, w));
         check_graph("bmm_bcast_both", pg, 4, 1);
+    }
+    flush();
+}
+
+// A constant B reordered once at load (packB=2 among the top configs): odd sizes with a narrow last
+// panel and a short last k-block, a batch of B matrices (broadcast over A's leading dim), a
+// B shared by a batch of A rows (folded into M); and a B the epilogue reads too, which must not
+// be offered reordered (the epilogue reads it row-major).
+static void matmul_prepacked(void) {
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {37, 300}, bd[] = {300, 45};
+        int a = add_input(pg, "a", 2, ad);
+        PB b = {pg, "pp"};
+        add_output(pg, pb_matmul(&b, a, add_const(&b, 2, bd)));
+        check_graph("prepack_37x45x300", pg, 12, 1);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {2, 3, 5, 20}, bd[] = {3, 20, 33};
+        int a = add_input(pg, "a", 4, ad);
+        PB b = {pg, "pp"};
+        add_output(pg, pb_matmul(&b, a, add_const(&b, 3, bd)));
+        check_graph("prepack_batched_b", pg, 12, 1);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {4, 9, 16}, bd[] = {16, 40}, cd[] = {40};
+        int a = add_input(pg, "a", 3, ad);
+        PB b = {pg, "pp"};
+        int y = pb_matmul(&b, a, add_const(&b, 2, bd));
+        add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, cd))));
+        check_graph("prepack_folded_rows_epilogue", pg, 12, 1);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {24, 24}, wd[] = {24, 24};
+        int a = add_input(pg, "a", 2, ad);
+        PB b = {pg, "pp"};
+        int w = add_const(&b, 2, wd);
+        add_output(pg, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w), w));
+        check_graph("prepack_b_read_by_epilogue", pg, 16, 2);
+        // The matmul alone may reorder w; matmul + add (which reads w as well) must not.
+        const Pending *P = &g_pend[g_npend - 1];
+        int alone = 0, fused = 0;
+        for (int i = 0; i < P->nj; i++)
+            if (strstr(P->jobs[i].cfg.desc, "packB=2")) {
+                if (P->jobs[i].c->n_prims == 1)
+                    alone++;
+                else
+                    fused++;
+            }
+        CHECK_MSG(alone > 0 && fused == 0,
+                  "reordered B configs: %d for the matmul alone, %d with the epilogue reading B",
+                  alone, fused);
     }
     flush();
 }
@@ -516,10 +589,12 @@ static void conv_cases(void) {
 
 // The configs the model proposed exercised every code path.
 static void variants_covered(void) {
-    printf("  tile packA=1 %d, packA=0 %d, packB=1 %d, packB=0 %d; gemv %d, dot %d, dw %d\n",
-           g_seen_packa[1], g_seen_packa[0], g_seen_packb[1], g_seen_packb[0], g_seen_gemv,
-           g_seen_dot, g_seen_dw);
-    CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 && g_seen_packb[1] > 0);
+    printf("  tile packA=1 %d, packA=0 %d, packB=2 (reordered at load) %d, packB=1 %d, packB=0 %d; "
+           "gemv %d, dot %d, dw %d\n",
+           g_seen_packa[1], g_seen_packa[0], g_seen_packb[2], g_seen_packb[1], g_seen_packb[0],
+           g_seen_gemv, g_seen_dot, g_seen_dw);
+    CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 &&
+          g_seen_packb[1] > 0 && g_seen_packb[2] > 0);
     CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
     // AVX-512: 16 x 16 tiles, whose narrow last tiles run the column kernel.
     printf("  mr=16 tiles on a 7x7 image: %d\n", g_seen_colk);
@@ -744,6 +819,7 @@ int main(void) {
     if (!getenv("ORCH_ONLY_SPEED")) {
         RUN(matmul_sizes);
         RUN(matmul_batched);
+        RUN(matmul_prepacked);
         RUN(matmul_fused);
         RUN(onnx_gemm_conv_bn);
         RUN(conv_cases);

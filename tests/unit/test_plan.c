@@ -1,6 +1,7 @@
 // Plans and the runtime session without a C compiler: every kernel runs on the primitive
-// interpreter (PLAN_INTERP / PLAN_OPAQUE), except one hand-written PLAN_GENERATED kernel that lives
-// in this binary and is found through the session's resolver. Each plan is checked against an
+// interpreter (PLAN_INTERP / PLAN_OPAQUE), except hand-written PLAN_GENERATED kernels that live
+// in this binary and are found through the session's resolver (one reads its constant reordered
+// by its NAME_prepack: in place when it is the constant's only reader, a private copy otherwise). Each plan is checked against an
 // independent brute force (no two arena tensors live at the same launch overlap, liveness covers
 // every read and write, peak <= sum), run through the session against prim_interp_run (bit for
 // bit, with aligned and unaligned caller buffers, poisoned before the run), and serialised: the
@@ -638,6 +639,104 @@ static void *resolve_test(void *ctx, const char *symbol) {
     return f;
 }
 
+// ---- a generated kernel that reads its constant reordered (target.h: NAME_prepack) ----
+
+// As gen_sub_mul, but w arrives reversed: gen_rev_prepack reverses it, once, at session creation.
+static int gen_rev_w; // the position of w in in[]
+static int gen_rev_prepacks;
+
+static void gen_rev(const void *const *in, void *out) {
+    const float *x = in[1 - gen_rev_w], *w = in[gen_rev_w];
+    float *y = out;
+    for (int i = 0; i < 32; i++) {
+        float d = (float)((double)x[i] - (double)w[31 - i]);
+        y[i] = (float)((double)d * 2.0);
+    }
+}
+
+static int gen_rev_prepack(int input, const void *src, void *dst) {
+    if (input != gen_rev_w)
+        return 0;
+    if (src && dst) {
+        for (int i = 0; i < 32; i++)
+            ((float *)dst)[i] = ((const float *)src)[31 - i];
+        gen_rev_prepacks++;
+    }
+    return 1;
+}
+
+static void *resolve_rev(void *ctx, const char *symbol) {
+    (void)ctx;
+    void *f = NULL;
+    CKernelFn fn = gen_rev;
+    CPrepackFn pf = gen_rev_prepack;
+    char pname[64];
+    ckernel_prepack_name("gen_rev", pname, sizeof pname);
+    if (strcmp(symbol, "gen_rev") == 0)
+        memcpy(&f, &fn, sizeof f);
+    else if (strcmp(symbol, pname) == 0)
+        memcpy(&f, &pf, sizeof f);
+    return f;
+}
+
+// y = (x - w) * 2 by gen_rev; w also read by an interpreted add (z = y + w) when `shared`, else
+// by nobody else. Alone, w is reordered in place in the constant blob; shared, gen_rev gets a
+// private reordered copy and the add the row-major original. Either way the outputs are the
+// interpreter's bit for bit; a session that skipped the reorder (or reordered w for the add as
+// well) would not be.
+static void reordered_constant(bool shared) {
+    TG g;
+    tg_init(&g);
+    int x = tg_input(&g, 2, d48);
+    int w = tg_const(&g, 2, d48);
+    int y = pb_ew2i(&g.b, EW_MUL, pb_ew2(&g.b, EW_SUB, x, w), 2.0);
+    tg_output(&g, y);
+    if (shared)
+        tg_output(&g, pb_ew2(&g.b, EW_ADD, y, w));
+    Err e = {0};
+    CandidateSet *cs = NULL;
+    CandRules rules = cand_rules_default();
+    CHECK(cand_enumerate(g.pg, &rules, 0, &cs, &e) == ST_OK);
+    int fused = -1;
+    for (int i = 0; cs && i < cs->n; i++) {
+        Candidate *c = &cs->c[i];
+        bool want = c->n_prims == 2 && c->output == y;
+        c->cost = want ? 1e-9 : c->n_prims == 1 ? 1e-3 : 1.0;
+        if (want)
+            fused = i;
+    }
+    CHECK(fused >= 0);
+    Selection sel;
+    memset(&sel, 0, sizeof sel);
+    if (fused >= 0 && orchestrate(cs, NULL, &sel, &e) == ST_OK) {
+        CHECK(sel.n == (shared ? 2 : 1) && sel.kernels[0] == fused);
+        const Candidate *c = &cs->c[fused];
+        gen_rev_w = c->inputs[0] == w ? 0 : 1;
+        PlanKernelSpec spec[2] = {{PLAN_GENERATED, "gen_rev"}, {PLAN_INTERP, NULL}};
+        Plan *p = NULL;
+        CHECK_MSG(plan_build(g.pg, cs, &sel, spec, &p, &e) == ST_OK, "%s", e.msg);
+        if (p) {
+            gen_rev_prepacks = 0;
+            check_session(g.pg, p, (const void *const *)g.in, resolve_rev, NULL);
+            CHECK_MSG(gen_rev_prepacks == 1, "%d reorders at session creation", gen_rev_prepacks);
+        }
+        plan_free(p);
+    } else {
+        CHECK_MSG(false, "%s", e.msg);
+    }
+    selection_free(&sel);
+    cand_set_free(cs);
+    tg_free(&g);
+}
+
+static void reordered_constant_in_place(void) {
+    reordered_constant(false);
+}
+
+static void reordered_constant_shared(void) {
+    reordered_constant(true);
+}
+
 static void generated_kernel(void) {
     TG g;
     tg_init(&g);
@@ -1197,6 +1296,8 @@ int main(int argc, char **argv) {
     RUN(random_dags);
     RUN(packing_brute_force);
     RUN(generated_kernel);
+    RUN(reordered_constant_in_place);
+    RUN(reordered_constant_shared);
     RUN(run_allocates_nothing);
     RUN(plan_errors);
     RUN(cnn_model);

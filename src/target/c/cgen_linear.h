@@ -28,7 +28,10 @@ bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c);
 int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                      int k);
 // Appends the definition of `void fn(const void *const *in, void *out)` and its static helpers
-// (named fn_*) to src.
+// (named fn_*) to src. A config with P_PACKB = 2 (a constant B) also defines
+// `int fn_prepack(int input, const void *src, void *dst)`: the kernel then reads that input in
+// the layout fn_prepack writes (the same bytes, reordered), which whoever loads the kernel must
+// apply once to the constant (runtime/session.c, the kernel lab; see cprepack.h).
 int cgen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e);
 // Vector helpers (orch_lv_*) the micro-kernels use; appended after cgen_prelude().
@@ -42,6 +45,9 @@ const char *cgen_lin_prelude(void);
 enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3, V_COL2IM = 4 };
 // KernelConfig.p[] slots.
 enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
+// P_PACKB values: B read in place (0), packed per call into panels (1), or packed once at load
+// by fn_prepack into the panel order the kernel reads in place (2).
+enum { PACKB_DIRECT = 0, PACKB_PER_CALL = 1, PACKB_PREPACKED = 2 };
 
 // The candidate seen as a batch of GEMMs.
 typedef struct Lin {
@@ -65,6 +71,9 @@ typedef struct Lin {
     int64_t NI, C, OC, G, Cg, OCg, kpix, ipix;
     int64_t in[3], out[3], k[3], st[3], dil[3], pad[3];
     bool b_direct_ok; // B readable in place (matmul operand, or a 1x1 stride-1 unpadded conv)
+    bool b_prepack_ok; // matmul whose B is a constant kernel input read by the LINEAR only:
+                       // it may be repacked once, at load, into the kernel's panel order
+                       // (P_PACKB = PACKB_PREPACKED; see fn_prepack in cgen_lin_emit)
     bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
 } Lin;
 

@@ -102,6 +102,14 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             L->batch *= O->dims[d];
         }
         L->b_direct_ok = true;
+        // B a constant read by nothing else in the kernel: its bytes can be reordered at load.
+        int b_uses = 0;
+        for (int i = 0; i < c->n_prims; i++) {
+            const Prim *q = pg->prims[c->prims[i]];
+            for (int j = 0; j < q->n_in; j++)
+                b_uses += q->in[j] == L->tb;
+        }
+        L->b_prepack_ok = L->pb >= 0 && B->kind == TK_CONST && b_uses == 1;
         // A batch of row blocks times one shared B (activations times a weight) is one product
         // with batch*M rows: bigger tiles, B packed once. A must be a dense kernel input.
         bool dense_a = L->pa >= 0 && A->rank == r;
@@ -511,14 +519,16 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
         eff *= 0.8;
     if (mc * kc * 4 > h->l2 * 0.5)
         eff *= 0.85;
-    bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] != 0;
+    bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] == PACKB_PER_CALL;
+    bool prepacked = P[P_PACKB] == PACKB_PREPACKED;
     // A packed B block is written, then read back panel by panel: it should stay in L2.
     if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * 0.5)
         eff *= 0.9;
     int64_t lda = L->K, ldb = L->N;
     if (!packa && (lda * 4) % 4096 == 0)
         eff *= 0.75;
-    if (!packb && ((ldb * 4) % 4096 == 0 || ldb < nr))
+    // B in place with rows 4 KiB apart thrashes L1 sets; prepacked panels are contiguous.
+    if (!packb && !prepacked && ((ldb * 4) % 4096 == 0 || ldb < nr))
         eff *= 0.75;
     double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
     // The column kernel (mr a multiple of the vector) computes a narrow last tile
@@ -598,6 +608,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
     bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
+    int pb_max = !L->conv && L->b_prepack_ok ? PACKB_PREPACKED : PACKB_PER_CALL;
     // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
     int shapes[6][2], ns = 0;
     if (h->lanes >= 16) {
@@ -643,7 +654,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
             for (int mi = 0; mi < nm; mi++)
                 for (int ni = 0; ni < nn; ni++)
                     for (int pa = a_direct ? 0 : 1; pa <= 1; pa++)
-                        for (int pb = b_direct ? 0 : 1; pb <= 1; pb++) {
+                        for (int pb = b_direct ? 0 : 1; pb <= pb_max; pb++) {
                             if (n >= cap)
                                 return n;
                             KernelConfig *k = &out[n++];

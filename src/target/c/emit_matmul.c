@@ -257,6 +257,51 @@ static int emit_packb(Emit *E, int nr, Err *e) {
     return ST_OK;
 }
 
+// P_PACKB = PACKB_PREPACKED: B is a constant the loader reorders once with fn_prepack (the
+// cgen_linear.h ABI), so the kernel reads each kc x nr panel as one contiguous run: no packing
+// per call and no 4 KiB-strided rows. The order, per K x N matrix of B: k-blocks of kc rows
+// (the last may be shorter), in each the panels of nr columns (the last may be narrower, w
+// columns, stored w wide: the reordered matrix has exactly B's bytes), each panel row-major.
+// fn_padb copies the narrow last panel into a zero-padded nr-wide one for the micro-kernels.
+static int emit_prepack(Emit *E, int64_t kc, int nr) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const Tensor *B = lin_t(L, L->tb);
+    int64_t K = L->K, N = L->N, mats = tensor_numel(B) / (K * N);
+    sb_printf(s,
+              "int %s_prepack(int input, const void *src, void *dst) {\n"
+              "    if (input != %d) return 0;\n"
+              "    if (!src || !dst) return 1;\n"
+              "    const float *restrict m = (const float *)src;\n"
+              "    float *restrict d = (float *)dst;\n"
+              "    for (int64_t q = 0; q < %lld; q++, m += %lld)\n"
+              "        for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n"
+              "            const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n"
+              "            for (int64_t js = 0; js < %lld; js += %d) {\n"
+              "                const int64_t w = %lld - js < %d ? %lld - js : %d;\n"
+              "                for (int64_t p = 0; p < kc; p++)\n"
+              "                    for (int64_t jj = 0; jj < w; jj++) *d++ = m[(p0 + p) * %lld + "
+              "js + jj];\n"
+              "            }\n"
+              "        }\n"
+              "    return 1;\n"
+              "}\n\n",
+              E->fn, L->pb, (long long)mats, (long long)(K * N), (long long)K, (long long)kc,
+              (long long)K, (long long)kc, (long long)K, (long long)kc, (long long)N, nr,
+              (long long)N, nr, (long long)N, nr, (long long)N);
+    sb_printf(s,
+              "static void %s_padb(float *restrict Bp, const float *restrict pp, int64_t kc, "
+              "int64_t n) {\n"
+              "    for (int64_t p = 0; p < kc; p++) {\n"
+              "        int64_t jj = 0;\n"
+              "        for (; jj < n; jj++) Bp[p * %d + jj] = pp[p * n + jj];\n"
+              "        for (; jj < %d; jj++) Bp[p * %d + jj] = 0.0f;\n"
+              "    }\n"
+              "}\n\n",
+              E->fn, nr, nr, nr);
+    return ST_OK;
+}
+
 int lin_emit_tiled(Emit *E, Err *e) {
     const Lin *L = E->L;
     const int64_t *P = E->cfg->p;
@@ -267,8 +312,11 @@ int lin_emit_tiled(Emit *E, Err *e) {
     // conv is 1x1 stride-1 unpadded (then X is B in place).
     bool packa =
         L->conv ? P[P_PACKA] || L->pb < 0 || L->convt : P[P_PACKA] || L->pa < 0 || L->a_trans;
-    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0 : P[P_PACKB] || L->pb < 0;
-    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr)
+    bool prepacked = P[P_PACKB] == PACKB_PREPACKED;
+    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0
+                         : P[P_PACKB] == PACKB_PER_CALL || L->pb < 0;
+    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr ||
+        P[P_PACKB] < 0 || P[P_PACKB] > PACKB_PREPACKED || (prepacked && !L->b_prepack_ok))
         return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
     // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
     // read in place is packed for it: one mr x kc panel per narrow tile).
@@ -280,7 +328,7 @@ int lin_emit_tiled(Emit *E, Err *e) {
         emit_uk(E, "uks", mr, nr, true);
     int rc = emit_packa(E, mr, e);
     if (!rc)
-        rc = emit_packb(E, nr, e);
+        rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, e);
     if (!rc && L->epi)
         rc = lin_emit_epilogue(E, e);
     if (rc)
@@ -344,6 +392,12 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_line(s, 5, "int64_t rsb;\n");
     if (packb) {
         sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
+    } else if (prepacked) {
+        // fn_prepack's order: the panel of columns j0 + jr .. of k-block p0 starts at
+        // p0 * N + (j0 + jr) * kc, kc x n floats (n < nr only in the last panel).
+        sb_line(s, 5, "const float *pp = Bb + p0 * %lld + (j0 + jr) * kc;\n", (long long)ldb);
+        sb_line(s, 5, "if (n == %d) { bp = pp; rsb = %d; }\n", nr, nr);
+        sb_line(s, 5, "else { %s_padb(Bp, pp, kc, n); bp = Bp; rsb = %d; }\n", E->fn, nr);
     } else {
         sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
                 (long long)ldb, (long long)ldb);
