@@ -342,6 +342,24 @@ static void build_reductions(const char *name) {
     g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew1(&g->b, EW_EXP, xh), 2, false, false));
 }
 
+// Few reduced elements at the end of the shape (a pooling window, a tiny softmax): the kept axis
+// before them is vectorised instead (emit_reduce.c's space_of), incl. keepdims, argmax over the
+// window, a window read through a prologue, and a fused softmax over 4 columns of 40 rows.
+static void build_window_reductions(const char *name) {
+    G *g = g_new(name);
+    int64_t d[5] = {2, odd_dim(), 19, 3, 3};
+    int x = g_in(g, DT_FLOAT, 5, d);
+    g_out(g, pb_reduce(&g->b, RED_MAX, x, 8 | 16, false, false));
+    g_out(g, pb_reduce(&g->b, RED_MEAN, pb_ew1(&g->b, EW_EXP, x), 8 | 16, true, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, pb_ew1(&g->b, EW_FLOOR, x), 16, false, true));
+    g_out(g, pb_ew2i(&g->b, EW_ADD, pb_reduce(&g->b, RED_MIN, x, 16, true, false), 1.0));
+    int64_t ds[3] = {3, 40, 4};
+    int y = g_in(g, DT_FLOAT, 3, ds);
+    int m = pb_reduce(&g->b, RED_MAX, y, 4, true, false);
+    int e = pb_ew1(&g->b, EW_EXP, pb_ew2(&g->b, EW_SUB, y, m));
+    g_out(g, pb_ew2(&g->b, EW_DIV, e, pb_reduce(&g->b, RED_SUM, e, 4, true, false)));
+}
+
 // A reduction read through a transpose (off its row): only the materialised strategy fits.
 static void build_reduce_offrow(const char *name) {
     G *g = g_new(name);
@@ -656,6 +674,7 @@ int main(void) {
     build_layernorm("layernorm");
     build_reductions("reductions");
     build_reduce_offrow("reduce_offrow");
+    build_window_reductions("window_reductions");
     clock_t t0 = clock();
     run_all();
     printf("  (%.1f s CPU in this process)\n", (double)(clock() - t0) / CLOCKS_PER_SEC);

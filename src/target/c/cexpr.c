@@ -842,6 +842,72 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
 
 // ---- layout ----
 
+// A table i -> a * i + b on one contiguous run [lo, hi) and -1 elsewhere (a pad, a strided or
+// shifted copy): recognised so the stage stays index arithmetic (affine coordinates keep their
+// loads vectorisable) rather than a lookup per element.
+typedef struct AffineTable {
+    int64_t a, b, lo, hi;
+} AffineTable;
+
+static bool affine_table(const int64_t *t, int64_t n, AffineTable *f) {
+    int64_t lo = 0;
+    while (lo < n && t[lo] < 0)
+        lo++;
+    int64_t hi = lo;
+    while (hi < n && t[hi] >= 0)
+        hi++;
+    for (int64_t i = hi; i < n; i++)
+        if (t[i] >= 0)
+            return false;
+    if (lo == hi)
+        return false;
+    int64_t a = hi - lo > 1 ? t[lo + 1] - t[lo] : 1, b = t[lo] - a * lo;
+    for (int64_t i = lo; i < hi; i++)
+        if (t[i] != a * i + b)
+            return false;
+    *f = (AffineTable){a, b, lo, hi};
+    return true;
+}
+
+// Gather indices idx over the index dims: c0 + sum_d a[d] * j_d for every multi-index j.
+static bool affine_gather(const int64_t *idx, int q, const int64_t *dims, int64_t *a, int64_t *c0) {
+    int64_t n = 1, st[R];
+    for (int d = q - 1; d >= 0; d--) {
+        st[d] = n;
+        n *= dims[d];
+    }
+    if (n == 0)
+        return false;
+    *c0 = idx[0];
+    for (int d = 0; d < q; d++)
+        a[d] = dims[d] > 1 ? idx[st[d]] - idx[0] : 0;
+    for (int64_t f = 0; f < n; f++) {
+        int64_t v = *c0, r = f;
+        for (int d = 0; d < q; d++) {
+            v += a[d] * (r / st[d]);
+            r %= st[d];
+        }
+        if (idx[f] != v)
+            return false;
+    }
+    return true;
+}
+
+// next = a * c + b, affine when c is.
+static void coord_scale_shift(Cexpr *x, const Coord *c, int64_t a, int64_t b, Coord *next,
+                              StrBuf *code, int indent) {
+    if (c->affine) {
+        *next = *c;
+        next->cst = a * c->cst + b;
+        for (int r = 0; r < R; r++)
+            next->coef[r] = a * c->coef[r];
+        return;
+    }
+    char t[EXPR_CAP];
+    fmt(t, sizeof t, "%s * %lld + %lld", c->expr, (long long)a, (long long)b);
+    coord_general(x, next, t, code, indent);
+}
+
 // Applies stages s.. of the chain to ix and reads the input; `res` (declared by the caller) gets
 // the value. Pad tables open an if-block so later stages never index with -1.
 static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims_in, int rank_in,
@@ -889,6 +955,20 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
             break;
         case LS_TABLE: {
             char cond[2 * EXPR_CAP] = "";
+            // Branch-free padding (C dialect): where every padded axis's table is affine and the
+            // chain ends in a load of a kernel input, the coordinates are clamped into the valid
+            // run, the load is unconditional (a gather the compiler vectorises) and the pad is
+            // selected afterwards; an if-block per element would keep the loop scalar (ResNet's
+            // 3x3 max pool). A computed source could divide by zero off its range, so it keeps
+            // the if-block.
+            bool branch_free = !x->cuda && cgen_input_pos(x->c, p->in[0]) >= 0;
+            for (int d = 0; d < rank && branch_free; d++) {
+                AffineTable f;
+                bool pd = false;
+                for (int64_t i = 0; st->table[d] && i < dims[d]; i++)
+                    pd = pd || st->table[d][i] < 0;
+                branch_free = !pd || affine_table(st->table[d], dims[d], &f);
+            }
             for (int d = 0; d < rank; d++) {
                 if (!st->table[d]) {
                     next.c[d] = ix.c[d];
@@ -899,6 +979,34 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                     padded = padded || st->table[d][i] < 0;
                 char t[2 * EXPR_CAP], ce[EXPR_CAP];
                 coord_text(x, &ix.c[d], ce, sizeof ce);
+                AffineTable f;
+                if (affine_table(st->table[d], dims[d], &f)) {
+                    // In range where lo <= c < hi (bounds the table's length already implies
+                    // are left out); the coordinate stays arithmetic.
+                    if (padded) {
+                        size_t len = strlen(cond);
+                        if (f.lo > 0 && f.hi < dims[d])
+                            fmt(cond + len, sizeof cond - len, "%s%s >= %lld && %s < %lld",
+                                len ? " && " : "", ce, (long long)f.lo, ce, (long long)f.hi);
+                        else if (f.lo > 0)
+                            fmt(cond + len, sizeof cond - len, "%s%s >= %lld", len ? " && " : "",
+                                ce, (long long)f.lo);
+                        else
+                            fmt(cond + len, sizeof cond - len, "%s%s < %lld", len ? " && " : "", ce,
+                                (long long)f.hi);
+                    }
+                    if (padded && branch_free) {
+                        char cl[2 * EXPR_CAP];
+                        fmt(cl, sizeof cl,
+                            "(%s < %lld ? %lld : %s > %lld ? %lld : %s) * %lld + %lld", ce,
+                            (long long)f.lo, (long long)f.lo, ce, (long long)(f.hi - 1),
+                            (long long)(f.hi - 1), ce, (long long)f.a, (long long)f.b);
+                        coord_general(x, &next.c[d], cl, code, indent);
+                    } else {
+                        coord_scale_shift(x, &ix.c[d], f.a, f.b, &next.c[d], code, indent);
+                    }
+                    continue;
+                }
                 fmt(t, sizeof t, "%s[%s]", table_name(x, st->table[d], dims[d]), ce);
                 coord_general(x, &next.c[d], t, code, indent);
                 if (padded) {
@@ -906,6 +1014,12 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                     fmt(cond + len, sizeof cond - len, "%s%s >= 0", len ? " && " : "",
                              next.c[d].expr);
                 }
+            }
+            if (cond[0] && branch_free) {
+                int rc = emit_chain(x, p, s + 1, next, st->in_dims, st->in_rank, res, pad, code,
+                                    indent, e);
+                sb_line(code, indent, "%s = (%s) ? %s : %s;\n", res, cond, res, pad);
+                return rc;
             }
             if (cond[0]) {
                 sb_line(code, indent, "if (%s) {\n", cond);
@@ -926,6 +1040,38 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                 next.c[d] = ix.c[d];
             for (int d = a + 1; d < st->in_rank; d++)
                 next.c[d] = ix.c[d - 1 + q];
+            int64_t ga[R], g0;
+            if (affine_gather(st->idx, q, st->idx_dims, ga, &g0)) {
+                // Indices that are an affine function of their position (a window's offsets,
+                // an arange): arithmetic instead of a lookup.
+                Coord acc;
+                coord_const(&acc, g0);
+                bool all_affine = true;
+                for (int d = 0; d < q; d++)
+                    all_affine = all_affine && ix.c[a + d].affine;
+                if (all_affine) {
+                    for (int d = 0; d < q; d++) {
+                        acc.cst += ga[d] * ix.c[a + d].cst;
+                        for (int r = 0; r < R; r++)
+                            acc.coef[r] += ga[d] * ix.c[a + d].coef[r];
+                    }
+                    next.c[a] = acc;
+                } else {
+                    StrBuf gb;
+                    sb_init(&gb);
+                    sb_printf(&gb, "%lld", (long long)g0);
+                    char tmp[EXPR_CAP];
+                    for (int d = 0; d < q; d++) {
+                        if (ga[d] == 0)
+                            continue;
+                        coord_text(x, &ix.c[a + d], tmp, sizeof tmp);
+                        sb_printf(&gb, " + (%s) * %lld", tmp, (long long)ga[d]);
+                    }
+                    coord_general(x, &next.c[a], gb.s, code, indent);
+                    sb_free(&gb);
+                }
+                break;
+            }
             char flat[4 * EXPR_CAP] = "0", tmp[EXPR_CAP], t2[6 * EXPR_CAP];
             for (int d = 0; d < q; d++) {
                 coord_text(x, &ix.c[a + d], tmp, sizeof tmp);

@@ -85,6 +85,28 @@ static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
         for (int d = last + 1; d < s->rank; d++)
             s->inner |= 1u << d;
         s->n_inner = n;
+        return;
+    }
+    // Reduced axes last and few (a pooling window, a tiny softmax): vectorising along them
+    // would run a few lanes with gathers per output. Instead the kept axis just before them
+    // becomes the inner axis: the window loops run outside and each step updates a whole
+    // vector of outputs (max pool 3x3 on ResNet-18's 112x112 image: 1.1 ms -> see notes).
+    int64_t count = 1;
+    int first = -1;
+    for (int d = 0; d < s->rank; d++)
+        if (s->red & (1u << d)) {
+            count *= s->dims[d];
+            if (first < 0)
+                first = d;
+        }
+    int kept = -1;
+    for (int d = first - 1; d >= 0 && kept < 0; d--)
+        if (!(s->red & (1u << d)))
+            kept = d;
+    if (last + 1 == s->rank && count <= 32 && kept >= 0 && s->dims[kept] >= 16 &&
+        s->dims[kept] <= INNER_MAX) {
+        s->inner = 1u << kept;
+        s->n_inner = s->dims[kept];
     }
 }
 
