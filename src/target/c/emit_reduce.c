@@ -1,6 +1,7 @@
 // CCLS_REDUCE: kernels with REDUCE primitives (softmax, LayerNorm, reduce-all, argmax, ...).
 // The reduced input's axes split into reduced axes, "inner" kept axes (after the last reduced
-// axis: vectorised over, with an accumulator per element kept in a small local array) and
+// axis: vectorised over, with an accumulator per element kept in a small local array; or, where
+// a few reduced axes come last, as in a pooling window, the kept axis just before them) and
 // "outer" kept axes (the parallel row loop). Two strategies (config p[0]):
 //   fused (1): all reductions reduce the same axes of same-shaped inputs; per row, each reduction
 //     is computed in dependency order (compute-at the row loop) into a local array, read by later
@@ -42,7 +43,7 @@ typedef struct Space {
     int rank;
     int64_t dims[R];
     uint32_t red;   // reduced axes
-    uint32_t inner; // kept axes after the last reduced axis, vectorised with accumulator arrays
+    uint32_t inner; // kept axes vectorised with accumulator arrays (see space_of)
     int64_t n_inner;
 } Space;
 
@@ -90,7 +91,7 @@ static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
     // Reduced axes last and few (a pooling window, a tiny softmax): vectorising along them
     // would run a few lanes with gathers per output. Instead the kept axis just before them
     // becomes the inner axis: the window loops run outside and each step updates a whole
-    // vector of outputs (max pool 3x3 on ResNet-18's 112x112 image: 1.1 ms -> see notes).
+    // vector of outputs (ResNet-18's 3x3 max pool on 112x112: 1.14 -> 0.61 ms).
     int64_t count = 1;
     int first = -1;
     for (int d = 0; d < s->rank; d++)
