@@ -31,7 +31,7 @@ static HwInfo g_hw;
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
 static int g_seen_packa[2], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
-    g_seen_convt_tile, g_seen_colk;
+    g_seen_convt_tile, g_seen_colk, g_seen_padconv;
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -178,6 +178,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             }
             g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
             g_seen_gemv += strstr(d, "v=gemv") != NULL;
+            g_seen_padconv += strstr(d, "v=padconv") != NULL;
             g_seen_dot += strstr(d, "v=dot") != NULL;
             g_seen_dw += strstr(d, "v=direct") != NULL;
             g_seen_col2im += strstr(d, "v=col2im") != NULL;
@@ -579,6 +580,13 @@ static void conv_cases(void) {
         // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks.
         {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
+        // Stride-1 convs for the padded-input variant (v=padconv): panels across output rows
+        // (OW 40 > nr), a kernel wider than the image with groups, asymmetric padding, K in
+        // blocks with a GELU epilogue.
+        {"pc_3x3_p1_w40_relu", 2, 2, 5, 20, {6, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
+        {"pc_5x5_p2_w7_g2_res", 2, 1, 4, 6, {9, 7}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 2, 2, false, 12, false, {0}},
+        {"pc_1x3_asym", 2, 3, 3, 17, {5, 33}, {1, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 2}, 1, 0, false, 12, false, {0}},
+        {"pc_3x3_c40_gelu", 2, 1, 40, 9, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 12, false, {0}},
     };
     // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
@@ -589,6 +597,8 @@ static void conv_cases(void) {
 
 // The configs the model proposed exercised every code path.
 static void variants_covered(void) {
+    printf("  padded-input convs %d\n", g_seen_padconv);
+    CHECK(g_seen_padconv >= 4);
     printf("  tile packA=1 %d, packA=0 %d, packB=2 (reordered at load) %d, packB=1 %d, packB=0 %d; "
            "gemv %d, dot %d, dw %d\n",
            g_seen_packa[1], g_seen_packa[0], g_seen_packb[2], g_seen_packb[1], g_seen_packb[0],

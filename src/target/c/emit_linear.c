@@ -548,10 +548,35 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
     return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
 }
 
+// The padded-input conv: the tile's FMA efficiency over the padded width (KW - 1 wasted columns
+// of every Wp), no B packing, the padded rows copied once per task and A packed per task.
+static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
+    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC];
+    double R = (double)ORCH_MIN(P[P_NC], L->out[0]);
+    double nv = nr / h->lanes, acc = mr * nv;
+    double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
+    if (acc + nv + 1 > h->vregs)
+        eff *= 0.4;
+    if (mc * kc * 4 > h->l2 * 0.5)
+        eff *= 0.85;
+    double Wp = (double)(L->out[1] + L->k[1] - 1), B = (double)L->batch;
+    double Mp = cdiv((double)L->M, mr) * mr, Q = (double)L->out[0] * Wp;
+    double Qp = cdiv(Q, nr) * nr;
+    double nrb = cdiv((double)L->out[0], R), tasks = B * nrb;
+    double t_comp = 2.0 * B * Mp * Qp * (double)L->K / (h->peak * eff);
+    double xp = (double)L->Cg * (R + (double)L->k[0] - 1) * Wp;
+    double t_fill = tasks * xp * 0.3e-9, t_packa = tasks * (double)L->M * (double)L->K * 0.5e-9;
+    // Panels crossing a row edge go through ct and a scatter.
+    double t_scatter = B * Mp * (double)L->out[0] * nr * 1e-9;
+    double t1 = t_comp + t_fill + t_packa + t_scatter;
+    return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
+}
+
 static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (P[P_VAR]) {
     case V_TILE: return score_tile(L, h, P);
+    case V_PADCONV: return score_padconv(L, h, P);
     case V_GEMV: {
         double tasks = (double)L->batch * cdiv((double)L->N, (double)P[P_NR]);
         double t1 = flops / (h->peak * 0.35);
@@ -582,6 +607,12 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
         break;
     case V_GEMV:
         snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)P[P_NR]);
+        break;
+    case V_PADCONV:
+        snprintf(k->desc, sizeof k->desc,
+                 "cls=%s v=padconv mr=%lld nr=%lld kc=%lld mc=%lld rows=%lld", cls,
+                 (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
+                 (long long)P[P_NC]);
         break;
     case V_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
@@ -671,6 +702,47 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                         }
         }
     }
+    if (lin_padconv_ok(L)) {
+        // Output rows per task: enough tasks for the cores, the padded rows within half of L2.
+        int64_t OH = L->out[0], Wp = L->out[1] + L->k[1] - 1;
+        int64_t per_img = ORCH_MAX(1, (int64_t)ceil(2.0 * h->cores / (double)L->batch));
+        int64_t r_par = ORCH_MAX(1, (OH + per_img - 1) / per_img);
+        int64_t r_l2 = ORCH_MAX(1, (int64_t)(h->l2 * 0.5 / (4.0 * (double)L->Cg * (double)Wp)) -
+                                       (L->k[0] - 1));
+        int64_t rs[2] = {ORCH_MIN(r_par, r_l2), ORCH_MIN(OH, r_l2)};
+        for (int si = 0; si < ns; si++) {
+            int64_t mr = shapes[si][0], nr = shapes[si][1];
+            if (nr < 16 || mr == 16)
+                continue;
+            int64_t Mr = (L->M + mr - 1) / mr * mr;
+            // kc: all of K, or a block whose B rows (nr floats at kc scattered offsets, three
+            // lines each when unaligned) stay within L1 across the row panels of A.
+            int64_t kc_l1 = ORCH_MAX(16, (int64_t)(h->l1 * 0.5 / (3.0 * 64.0)) / 16 * 16);
+            int64_t kcs[2] = {L->K, ORCH_MIN(L->K, kc_l1)};
+            for (int ki = 0; ki < 2; ki++) {
+                if (ki && kcs[1] == kcs[0])
+                    continue;
+                int64_t mc_l2 =
+                    ORCH_MAX(mr, (int64_t)(h->l2 * 0.25 / (double)(kcs[ki] * 4)) / mr * mr);
+                for (int ri = 0; ri < 2; ri++) {
+                    if (ri && rs[1] == rs[0])
+                        continue;
+                    if (n >= cap)
+                        return n;
+                    KernelConfig *k = &out[n++];
+                    memset(k, 0, sizeof *k);
+                    k->cls = CCLS_CONV;
+                    k->p[P_VAR] = V_PADCONV;
+                    k->p[P_MR] = mr;
+                    k->p[P_NR] = nr;
+                    k->p[P_KC] = kcs[ki];
+                    k->p[P_MC] = ORCH_MIN(Mr, mc_l2);
+                    k->p[P_NC] = rs[ri];
+                    k->p[P_PACKA] = 1;
+                }
+            }
+        }
+    }
     if (!L->conv && L->pb >= 0 && L->M <= 8 && n + 2 <= cap) {
         for (int jb = 64; jb <= 256; jb *= 4) {
             KernelConfig *k = &out[n++];
@@ -701,7 +773,21 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
     qsort(all, (size_t)n, sizeof *all, cfg_cmp);
     bool *taken = xcalloc((size_t)n, sizeof(bool));
     int m = 0;
+    // The best of every variant first: the model ranks variants less surely than configs of
+    // one variant (it put the padded-input conv 2x ahead of the tiled one where they measure
+    // alike), so each gets measured.
     for (int i = 0; i < n && m < k; i++) {
+        bool fresh = true;
+        for (int j = 0; j < m && fresh; j++)
+            fresh = out[j].p[P_VAR] != all[i].p[P_VAR];
+        if (fresh) {
+            out[m++] = all[i];
+            taken[i] = true;
+        }
+    }
+    for (int i = 0; i < n && m < k; i++) {
+        if (taken[i])
+            continue;
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
             fresh =
@@ -772,6 +858,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     case V_DOT: rc = lin_emit_dot(&E, e); break;
     case V_DW: rc = lin_emit_dw(&E, e); break;
     case V_COL2IM: rc = lin_emit_col2im(&E, e); break;
+    case V_PADCONV: rc = lin_emit_padconv(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);

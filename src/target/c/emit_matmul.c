@@ -11,7 +11,14 @@
 
 // The register-tile micro-kernel for vector width w: C[mr x nr] (+)= A panel * B panel. Packed A
 // holds mr values per k; strided A (lda) is read in place. B rows are rsb floats apart.
+static void emit_uk_body_x(StrBuf *s, int mr, int nr, int w, bool strided, bool indirect);
+
 static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
+    emit_uk_body_x(s, mr, nr, w, strided, false);
+}
+
+// indirect: row p of the B panel starts at b + koff[p] (the padded-input conv).
+static void emit_uk_body_x(StrBuf *s, int mr, int nr, int w, bool strided, bool indirect) {
     int nv = nr / w;
     for (int i = 0; i < mr; i++) {
         sb_puts(s, "    orch_lv");
@@ -20,8 +27,11 @@ static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
         sb_puts(s, ";\n");
     }
     sb_puts(s, "    for (int64_t p = 0; p < kc; p++) {\n");
+    if (indirect)
+        sb_puts(s, "        const float *restrict bq = b + koff[p];\n");
     for (int v = 0; v < nv; v++)
-        sb_printf(s, "        const orch_lv b%d = orch_lv_load(b + %d);\n", v, v * w);
+        sb_printf(s, "        const orch_lv b%d = orch_lv_load(%s + %d);\n", v,
+                  indirect ? "bq" : "b", v * w);
     for (int i = 0; i < mr; i++) {
         if (strided)
             sb_printf(s, "        { const orch_lv a_ = orch_lv_set1(a[%d * lda]);", i);
@@ -31,7 +41,10 @@ static void emit_uk_body(StrBuf *s, int mr, int nr, int w, bool strided) {
             sb_printf(s, " c%d_%d = orch_lv_fma(a_, b%d, c%d_%d);", i, v, v, i, v);
         sb_puts(s, " }\n");
     }
-    sb_printf(s, "        a += %d;\n        b += rsb;\n    }\n", strided ? 1 : mr);
+    if (indirect)
+        sb_printf(s, "        a += %d;\n    }\n", mr);
+    else
+        sb_printf(s, "        a += %d;\n        b += rsb;\n    }\n", strided ? 1 : mr);
     sb_puts(s, "    if (accum) {\n");
     for (int i = 0; i < mr; i++)
         for (int v = 0; v < nv; v++)
@@ -455,6 +468,171 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_puts(s, "}\n\n");
     return ST_OK;
 }
+// ---- stride-1 2-D convolution from a padded copy of X ----
+
+bool lin_padconv_ok(const Lin *L) {
+    return L->conv && !L->convt && L->S == 2 && L->pa >= 0 && L->st[0] == 1 && L->st[1] == 1 &&
+           L->dil[0] == 1 && L->dil[1] == 1 && L->K <= ((int64_t)1 << 20);
+}
+
+// A stride-1 2-D convolution without im2col. Each task (image and group b, R output rows from
+// oh0) copies the Cg input planes' rows it needs into Xp, zero-padded to Wp = OW + KW - 1
+// columns: then the input of output pixel (r, x) at channel c and kernel offset (kh, kw) is
+// Xp[q + koff[p]] with q = r * Wp + x and koff[p] = c * RI * Wp + kh * Wp + kw (p the GEMM's k =
+// (c * KH + kh) * KW + kw), so an nr-wide run of q is one contiguous row of the B panel at
+// every k, read in place by the indirect micro-kernel. Columns x >= OW of the padded width are
+// computed and dropped (KW - 1 of every Wp), which lets panels run across output rows. Panels
+// inside one row's valid columns store straight into the output; others go through ct and are
+// scattered. A is packed per task (mc x kc blocks), the epilogue runs per row segment.
+int lin_emit_padconv(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    const int64_t *P = E->cfg->p;
+    StrBuf *s = E->s;
+    int mr = (int)P[P_MR], nr = (int)P[P_NR];
+    int64_t kc = P[P_KC], mc = P[P_MC], R = P[P_NC];
+    if (!lin_padconv_ok(L) || mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || R < 1)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int64_t H = L->in[0], W = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0], KW = L->k[1];
+    int64_t padT = L->pad[0], padL = L->pad[1];
+    R = ORCH_MIN(R, OH);
+    int64_t Wp = OW + KW - 1, RI = R + KH - 1, plane = RI * Wp;
+    int64_t nrb = (OH + R - 1) / R, tasks = L->batch * nrb;
+    int64_t xp = L->Cg * plane + Wp + nr; // slack: the last panels read past the last row
+    int64_t kcr = ORCH_MIN(kc, L->K), mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
+    // The indirect micro-kernel.
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_uko(int64_t kc, const float "
+              "*restrict a, const float *restrict b, const int32_t *restrict koff, float "
+              "*restrict c, int64_t ldc, int accum) {\n",
+              E->fn);
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_uk_body_x(s, mr, nr, 16, false, true);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_uk_body_x(s, mr, nr, 8, false, true);
+    sb_puts(s, "#else\n");
+    emit_uk_body_x(s, mr, nr, 4, false, true);
+    sb_puts(s, "#endif\n}\n\n");
+    int rc = emit_packa(E, mr, e);
+    if (!rc && L->epi)
+        rc = lin_emit_epilogue(E, e);
+    if (rc)
+        return rc;
+    sb_printf(s, "static const int32_t %s_koff[%lld] = {", E->fn, (long long)L->K);
+    for (int64_t p = 0; p < L->K; p++) {
+        int64_t kw = p % KW, kh = p / KW % KH, c = p / (KW * KH);
+        sb_printf(s, "%s%lld",
+                  p == 0   ? "\n    "
+                  : p % 16 ? ", "
+                           : ",\n    ",
+                  (long long)(c * plane + kh * Wp + kw));
+    }
+    sb_puts(s, "};\n\n");
+    // The epilogue over the valid columns of q0 .. q0 + nq (one call per output row touched).
+    char epi[512] = "";
+    if (L->epi)
+        snprintf(
+            epi, sizeof epi,
+            "for (int64_t q = q0; q < q0 + nq;) { const int64_t rr = q / %lld, xx = q %% "
+            "%lld, e = rr * %lld + %lld < q0 + nq ? %lld : q0 + nq - rr * %lld; if (xx < %lld) "
+            "%s_epi(o, in, b, i0 + ir, m, (oh0 + rr) * %lld + xx, (e < %lld ? e : %lld) - xx); "
+            "q = rr * %lld + %lld; }",
+            (long long)Wp, (long long)Wp, (long long)Wp, (long long)Wp, (long long)Wp,
+            (long long)Wp, (long long)OW, E->fn, (long long)OW, (long long)OW, (long long)OW,
+            (long long)Wp, (long long)Wp);
+    sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tasks > 1 && lin_worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float *Xp = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((xp * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tasks);
+    sb_line(s, 3, "const int64_t b = t / %lld, oh0 = t %% %lld * %lld;\n", (long long)nrb,
+            (long long)nrb, (long long)R);
+    sb_line(s, 3, "const int64_t rows = %lld - oh0 < %lld ? %lld - oh0 : %lld;\n", (long long)OH,
+            (long long)R, (long long)OH, (long long)R);
+    lin_emit_batch_coords(E, 3, false);
+    sb_line(s, 3,
+            "const float *restrict X = (const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld;\n",
+            L->pa, (long long)L->C, (long long)L->Cg, (long long)(H * W));
+    // The padded rows: zero columns left and right of the W input columns, zero rows outside.
+    sb_line(s, 3, "for (int64_t c = 0; c < %lld; c++)\n", (long long)L->Cg);
+    sb_line(s, 4, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)RI);
+    sb_line(s, 5, "float *restrict d = Xp + c * %lld + r * %lld;\n", (long long)plane,
+            (long long)Wp);
+    sb_line(s, 5, "const int64_t ih = oh0 - %lld + r;\n", (long long)padT);
+    sb_line(s, 5, "if (ih < 0 || ih >= %lld) { memset(d, 0, %lld); continue; }\n", (long long)H,
+            (long long)(Wp * 4));
+    sb_line(s, 5, "const float *restrict sr = X + (c * %lld + ih) * %lld;\n", (long long)H,
+            (long long)W);
+    // Columns x = iw + padL for iw in [0, W), clipped to [0, Wp).
+    int64_t x_lo = ORCH_MAX(padL, 0), x_hi = ORCH_MIN(W + padL, Wp);
+    int64_t iw_lo = x_lo - padL;
+    if (x_lo > 0)
+        sb_line(s, 5, "memset(d, 0, %lld);\n", (long long)(x_lo * 4));
+    if (x_hi > x_lo)
+        sb_line(s, 5, "memcpy(d + %lld, sr + %lld, %lld);\n", (long long)x_lo, (long long)iw_lo,
+                (long long)((x_hi - x_lo) * 4));
+    if (x_hi < Wp)
+        sb_line(s, 5, "memset(d + %lld, 0, %lld);\n", (long long)ORCH_MAX(x_hi, x_lo),
+                (long long)((Wp - ORCH_MAX(x_hi, x_lo)) * 4));
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "memset(Xp + %lld, 0, %lld);\n", (long long)(L->Cg * plane),
+            (long long)((Wp + nr) * 4));
+    sb_line(s, 3, "const int64_t Q = rows * %lld;\n", (long long)Wp);
+    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
+            (long long)kc);
+    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+            (long long)kc, (long long)L->K, (long long)kc);
+    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
+    sb_line(s, 4, "(void)last;\n");
+    sb_line(s, 4, "for (int64_t i0 = 0; i0 < %lld; i0 += %lld) {\n", (long long)L->M,
+            (long long)mc);
+    sb_line(s, 5, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
+            (long long)mc, (long long)L->M, (long long)mc);
+    sb_line(s, 5, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
+    sb_line(s, 5, "for (int64_t q0 = 0; q0 < Q; q0 += %d) {\n", nr);
+    sb_line(s, 6, "const int64_t nq = Q - q0 < %d ? Q - q0 : %d;\n", nr, nr);
+    sb_line(s, 6, "const int64_t r0 = q0 / %lld, x0 = q0 %% %lld;\n", (long long)Wp, (long long)Wp);
+    sb_line(s, 6, "const int direct = x0 + %d <= %lld;\n", nr, (long long)OW);
+    sb_line(s, 6, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
+    sb_line(s, 7, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    sb_line(s, 7, "float *cp = o + (b * %lld + i0 + ir) * %lld + (oh0 + r0) * %lld + x0;\n",
+            (long long)L->M, (long long)L->N, (long long)OW);
+    sb_line(s, 7, "const int full = direct && m == %d;\n", mr);
+    sb_line(s, 7,
+            "%s_uko(kc, Ap + ir * kc, Xp + q0, %s_koff + p0, full ? cp : ct, full ? %lld : "
+            "%d, full && p0 > 0);\n",
+            E->fn, E->fn, (long long)L->N, nr);
+    sb_line(s, 7, "if (!full)\n");
+    sb_line(s, 8, "for (int64_t jj = 0; jj < nq; jj++) {\n");
+    sb_line(s, 9, "const int64_t rr = (q0 + jj) / %lld, xx = (q0 + jj) %% %lld;\n", (long long)Wp,
+            (long long)Wp);
+    sb_line(s, 9, "if (xx >= %lld) continue;\n", (long long)OW);
+    sb_line(s, 9, "float *y = o + (b * %lld + i0 + ir) * %lld + (oh0 + rr) * %lld + xx;\n",
+            (long long)L->M, (long long)L->N, (long long)OW);
+    sb_line(s, 9, "for (int64_t ii = 0; ii < m; ii++)\n");
+    sb_line(s, 10, "y[ii * %lld] = (p0 > 0 ? y[ii * %lld] : 0.0f) + ct[ii * %d + jj];\n",
+            (long long)L->N, (long long)L->N, nr);
+    sb_line(s, 8, "}\n");
+    if (L->epi)
+        sb_line(s, 7, "if (last) { %s }\n", epi);
+    sb_line(s, 6, "}\n");
+    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "free(Ap);\n");
+    sb_line(s, 2, "free(Xp);\n");
+    sb_line(s, 1, "}\n");
+    sb_puts(s, "}\n\n");
+    return ST_OK;
+}
+
 // ---- skinny matmuls ----
 
 // M <= 8: out rows are few, so each thread owns a block of jb columns of all rows and streams B
