@@ -587,6 +587,12 @@ static void conv_cases(void) {
         {"pc_5x5_p2_w7_g2_res", 2, 1, 4, 6, {9, 7}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 2, 2, false, 12, false, {0}},
         {"pc_1x3_asym", 2, 3, 3, 17, {5, 33}, {1, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 2}, 1, 0, false, 12, false, {0}},
         {"pc_3x3_c40_gelu", 2, 1, 40, 9, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 3, false, 12, false, {0}},
+        // Strided: the buffer split into stride phases (a ResNet-like 7x7/2 stem, a grouped 3x3/2,
+        // a 1x1/2 downsample, unequal strides with asymmetric padding).
+        {"pc_7x7_s2_p3_relu", 2, 1, 3, 16, {20, 23}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1, false, 12, false, {0}},
+        {"pc_3x3_s2_g2_res", 2, 2, 4, 6, {9, 10}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 2, 2, false, 12, false, {0}},
+        {"pc_1x1_s2", 2, 1, 8, 12, {7, 9}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 12, false, {0}},
+        {"pc_3x2_s3x1_asym", 2, 1, 5, 7, {11, 12}, {3, 2}, {3, 1}, {1, 1}, {1, 0}, {2, 1}, 1, 0, false, 12, false, {0}},
     };
     // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
@@ -598,7 +604,7 @@ static void conv_cases(void) {
 // The configs the model proposed exercised every code path.
 static void variants_covered(void) {
     printf("  padded-input convs %d\n", g_seen_padconv);
-    CHECK(g_seen_padconv >= 4);
+    CHECK(g_seen_padconv >= 8);
     printf("  tile packA=1 %d, packA=0 %d, packB=2 (reordered at load) %d, packB=1 %d, packB=0 %d; "
            "gemv %d, dot %d, dw %d\n",
            g_seen_packa[1], g_seen_packa[0], g_seen_packb[2], g_seen_packb[1], g_seen_packb[0],

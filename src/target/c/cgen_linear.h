@@ -41,8 +41,8 @@ const char *cgen_lin_prelude(void);
 #ifdef ORCH_CGEN_LINEAR_INTERNAL
 #include "cgen.h"
 
-// Variants (KernelConfig.p[0]). V_PADCONV: a stride-1 2-D conv read from a zero-padded copy of
-// X's rows (no im2col; lin_emit_padconv), p[P_NC] = output rows per task.
+// Variants (KernelConfig.p[0]). V_PADCONV: a 2-D conv read from a zero-padded, stride-phase-split
+// copy of X's rows (no im2col; lin_emit_padconv), p[P_NC] = output rows per task.
 enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3, V_COL2IM = 4, V_PADCONV = 5 };
 // KernelConfig.p[] slots.
 enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
@@ -113,8 +113,10 @@ bool lin_worth_parallel(const Lin *L);
 
 // emit_matmul.c: the packed GEMM (matmul and implicit-GEMM conv), GEMV and dot paths.
 int lin_emit_tiled(Emit *E, Err *e);
-// Whether lin_emit_padconv applies: a 2-D conv, stride and dilation 1, X a kernel input.
+// Whether lin_emit_padconv applies: a 2-D conv, strides up to 4, dilation 1, X a kernel input;
+// the floats a task copies into its padded buffer for R output rows.
 bool lin_padconv_ok(const Lin *L);
+double lin_padconv_fill(const Lin *L, int64_t R);
 int lin_emit_padconv(Emit *E, Err *e);
 int lin_emit_gemv(Emit *E, Err *e);
 int lin_emit_dot(Emit *E, Err *e);

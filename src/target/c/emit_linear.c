@@ -559,12 +559,12 @@ static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
         eff *= 0.4;
     if (mc * kc * 4 > h->l2 * 0.5)
         eff *= 0.85;
-    double Wp = (double)(L->out[1] + L->k[1] - 1), B = (double)L->batch;
+    double Wp = (double)(L->out[1] + (L->k[1] - 1) / L->st[1]), B = (double)L->batch;
     double Mp = cdiv((double)L->M, mr) * mr, Q = (double)L->out[0] * Wp;
     double Qp = cdiv(Q, nr) * nr;
     double nrb = cdiv((double)L->out[0], R), tasks = B * nrb;
     double t_comp = 2.0 * B * Mp * Qp * (double)L->K / (h->peak * eff);
-    double xp = (double)L->Cg * (R + (double)L->k[0] - 1) * Wp;
+    double xp = lin_padconv_fill(L, (int64_t)R);
     double t_fill = tasks * xp * 0.3e-9, t_packa = tasks * (double)L->M * (double)L->K * 0.5e-9;
     // Panels crossing a row edge go through ct and a scatter.
     double t_scatter = B * Mp * (double)L->out[0] * nr * 1e-9;
@@ -704,11 +704,11 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     }
     if (lin_padconv_ok(L)) {
         // Output rows per task: enough tasks for the cores, the padded rows within half of L2.
-        int64_t OH = L->out[0], Wp = L->out[1] + L->k[1] - 1;
+        int64_t OH = L->out[0], Wp = L->out[1] + (L->k[1] - 1) / L->st[1];
         int64_t per_img = ORCH_MAX(1, (int64_t)ceil(2.0 * h->cores / (double)L->batch));
         int64_t r_par = ORCH_MAX(1, (OH + per_img - 1) / per_img);
-        int64_t r_l2 = ORCH_MAX(1, (int64_t)(h->l2 * 0.5 / (4.0 * (double)L->Cg * (double)Wp)) -
-                                       (L->k[0] - 1));
+        double row_bytes = 4.0 * (double)(L->st[0] * L->st[1] * L->Cg) * (double)Wp;
+        int64_t r_l2 = ORCH_MAX(1, (int64_t)(h->l2 * 0.5 / row_bytes) - (L->k[0] - 1) / L->st[0]);
         int64_t rs[2] = {ORCH_MIN(r_par, r_l2), ORCH_MIN(OH, r_l2)};
         for (int si = 0; si < ns; si++) {
             int64_t mr = shapes[si][0], nr = shapes[si][1];

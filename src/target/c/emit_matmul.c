@@ -468,22 +468,47 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_puts(s, "}\n\n");
     return ST_OK;
 }
-// ---- stride-1 2-D convolution from a padded copy of X ----
+// ---- 2-D convolution from a padded, phase-split copy of X ----
 
-bool lin_padconv_ok(const Lin *L) {
-    return L->conv && !L->convt && L->S == 2 && L->pa >= 0 && L->st[0] == 1 && L->st[1] == 1 &&
-           L->dil[0] == 1 && L->dil[1] == 1 && L->K <= ((int64_t)1 << 20);
+// The geometry of lin_emit_padconv for R output rows per task (strides sh, sw; dilation 1).
+// Xp holds, per phase (kh % sh, kw % sw) and channel, RI rows of Wq columns: row r', column x'
+// of phase (a, c2) is input (sh * (oh0 + r') + a - padT, sw * x' + c2 - padL), zero outside.
+typedef struct PadGeo {
+    int64_t sh, sw, Wq, RI, plane, phases;
+} PadGeo;
+
+static PadGeo pad_geo(const Lin *L, int64_t R) {
+    PadGeo g;
+    g.sh = L->st[0];
+    g.sw = L->st[1];
+    g.Wq = L->out[1] + (L->k[1] - 1) / g.sw;
+    g.RI = R + (L->k[0] - 1) / g.sh;
+    g.plane = g.RI * g.Wq;
+    g.phases = g.sh * g.sw;
+    return g;
 }
 
-// A stride-1 2-D convolution without im2col. Each task (image and group b, R output rows from
-// oh0) copies the Cg input planes' rows it needs into Xp, zero-padded to Wp = OW + KW - 1
-// columns: then the input of output pixel (r, x) at channel c and kernel offset (kh, kw) is
-// Xp[q + koff[p]] with q = r * Wp + x and koff[p] = c * RI * Wp + kh * Wp + kw (p the GEMM's k =
-// (c * KH + kh) * KW + kw), so an nr-wide run of q is one contiguous row of the B panel at
-// every k, read in place by the indirect micro-kernel. Columns x >= OW of the padded width are
-// computed and dropped (KW - 1 of every Wp), which lets panels run across output rows. Panels
-// inside one row's valid columns store straight into the output; others go through ct and are
-// scattered. A is packed per task (mc x kc blocks), the epilogue runs per row segment.
+bool lin_padconv_ok(const Lin *L) {
+    return L->conv && !L->convt && L->S == 2 && L->pa >= 0 && L->st[0] >= 1 && L->st[0] <= 4 &&
+           L->st[1] >= 1 && L->st[1] <= 4 && L->dil[0] == 1 && L->dil[1] == 1 &&
+           L->K <= ((int64_t)1 << 20);
+}
+
+double lin_padconv_fill(const Lin *L, int64_t R) {
+    PadGeo g = pad_geo(L, R);
+    return (double)(g.phases * L->Cg * g.plane);
+}
+
+// A 2-D convolution (any stride up to 4, dilation 1) without im2col. Each task (image and group
+// b, R output rows from oh0) copies the input its rows need into Xp, zero-padded and split into
+// stride phases (pad_geo): then the input of output pixel (r, x) at channel c and kernel offset
+// (kh, kw) is Xp[q + koff[p]] with q = r * Wq + x and koff[p] = ((kh % sh) * sw + kw % sw) *
+// Cg * plane + c * plane + (kh / sh) * Wq + kw / sw (p the GEMM's k = (c * KH + kh) * KW + kw),
+// so an nr-wide run of q is one contiguous row of the B panel at every k, read in place by the
+// indirect micro-kernel. Columns x >= OW of each Wq-wide row are computed and dropped, which
+// lets panels run across output rows. Panels inside one row's valid columns store straight
+// into the output; others go through ct and are scattered. A is packed per task (mc x kc
+// blocks), the epilogue runs per row segment.
 int lin_emit_padconv(Emit *E, Err *e) {
     const Lin *L = E->L;
     const int64_t *P = E->cfg->p;
@@ -496,9 +521,10 @@ int lin_emit_padconv(Emit *E, Err *e) {
     int64_t H = L->in[0], W = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0], KW = L->k[1];
     int64_t padT = L->pad[0], padL = L->pad[1];
     R = ORCH_MIN(R, OH);
-    int64_t Wp = OW + KW - 1, RI = R + KH - 1, plane = RI * Wp;
+    PadGeo g = pad_geo(L, R);
+    int64_t Wp = g.Wq, RI = g.RI, plane = g.plane, sh = g.sh, sw = g.sw;
     int64_t nrb = (OH + R - 1) / R, tasks = L->batch * nrb;
-    int64_t xp = L->Cg * plane + Wp + nr; // slack: the last panels read past the last row
+    int64_t xp = g.phases * L->Cg * plane + Wp + nr; // slack: the last panels read past the end
     int64_t kcr = ORCH_MIN(kc, L->K), mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
     // The indirect micro-kernel.
     sb_printf(s,
@@ -521,11 +547,9 @@ int lin_emit_padconv(Emit *E, Err *e) {
     sb_printf(s, "static const int32_t %s_koff[%lld] = {", E->fn, (long long)L->K);
     for (int64_t p = 0; p < L->K; p++) {
         int64_t kw = p % KW, kh = p / KW % KH, c = p / (KW * KH);
-        sb_printf(s, "%s%lld",
-                  p == 0   ? "\n    "
-                  : p % 16 ? ", "
-                           : ",\n    ",
-                  (long long)(c * plane + kh * Wp + kw));
+        int64_t off =
+            ((kh % sh) * sw + kw % sw) * L->Cg * plane + c * plane + (kh / sh) * Wp + kw / sw;
+        sb_printf(s, "%s%lld", p == 0 ? "\n    " : p % 16 ? ", " : ",\n    ", (long long)off);
     }
     sb_puts(s, "};\n\n");
     // The epilogue over the valid columns of q0 .. q0 + nq (one call per output row touched).
@@ -559,29 +583,39 @@ int lin_emit_padconv(Emit *E, Err *e) {
     sb_line(s, 3,
             "const float *restrict X = (const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld;\n",
             L->pa, (long long)L->C, (long long)L->Cg, (long long)(H * W));
-    // The padded rows: zero columns left and right of the W input columns, zero rows outside.
+    // The padded phase rows: zero columns left and right of the input's, zero rows outside.
+    sb_line(s, 3, "for (int64_t ph = 0; ph < %lld; ph++)\n", (long long)g.phases);
     sb_line(s, 3, "for (int64_t c = 0; c < %lld; c++)\n", (long long)L->Cg);
     sb_line(s, 4, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)RI);
-    sb_line(s, 5, "float *restrict d = Xp + c * %lld + r * %lld;\n", (long long)plane,
-            (long long)Wp);
-    sb_line(s, 5, "const int64_t ih = oh0 - %lld + r;\n", (long long)padT);
+    sb_line(s, 5, "float *restrict d = Xp + (ph * %lld + c) * %lld + r * %lld;\n", (long long)L->Cg,
+            (long long)plane, (long long)Wp);
+    sb_line(s, 5, "const int64_t ih = (oh0 + r) * %lld + ph / %lld - %lld;\n", (long long)sh,
+            (long long)sw, (long long)padT);
     sb_line(s, 5, "if (ih < 0 || ih >= %lld) { memset(d, 0, %lld); continue; }\n", (long long)H,
             (long long)(Wp * 4));
     sb_line(s, 5, "const float *restrict sr = X + (c * %lld + ih) * %lld;\n", (long long)H,
             (long long)W);
-    // Columns x = iw + padL for iw in [0, W), clipped to [0, Wp).
-    int64_t x_lo = ORCH_MAX(padL, 0), x_hi = ORCH_MIN(W + padL, Wp);
-    int64_t iw_lo = x_lo - padL;
-    if (x_lo > 0)
-        sb_line(s, 5, "memset(d, 0, %lld);\n", (long long)(x_lo * 4));
-    if (x_hi > x_lo)
-        sb_line(s, 5, "memcpy(d + %lld, sr + %lld, %lld);\n", (long long)x_lo, (long long)iw_lo,
-                (long long)((x_hi - x_lo) * 4));
-    if (x_hi < Wp)
-        sb_line(s, 5, "memset(d + %lld, 0, %lld);\n", (long long)ORCH_MAX(x_hi, x_lo),
-                (long long)((Wp - ORCH_MAX(x_hi, x_lo)) * 4));
+    if (sw == 1) {
+        // Columns x = iw + padL for iw in [0, W), clipped to [0, Wp).
+        int64_t x_lo = ORCH_MIN(ORCH_MAX(padL, 0), Wp), x_hi = ORCH_MIN(W + padL, Wp);
+        int64_t iw_lo = x_lo - padL;
+        if (x_lo > 0)
+            sb_line(s, 5, "memset(d, 0, %lld);\n", (long long)(x_lo * 4));
+        if (x_hi > x_lo)
+            sb_line(s, 5, "memcpy(d + %lld, sr + %lld, %lld);\n", (long long)x_lo, (long long)iw_lo,
+                    (long long)((x_hi - x_lo) * 4));
+        if (ORCH_MAX(x_hi, x_lo) < Wp)
+            sb_line(s, 5, "memset(d + %lld, 0, %lld);\n", (long long)ORCH_MAX(x_hi, x_lo),
+                    (long long)((Wp - ORCH_MAX(x_hi, x_lo)) * 4));
+    } else {
+        sb_line(s, 5, "for (int64_t x = 0; x < %lld; x++) {\n", (long long)Wp);
+        sb_line(s, 6, "const int64_t iw = x * %lld + ph %% %lld - %lld;\n", (long long)sw,
+                (long long)sw, (long long)padL);
+        sb_line(s, 6, "d[x] = iw >= 0 && iw < %lld ? sr[iw < 0 ? 0 : iw] : 0.0f;\n", (long long)W);
+        sb_line(s, 5, "}\n");
+    }
     sb_line(s, 4, "}\n");
-    sb_line(s, 3, "memset(Xp + %lld, 0, %lld);\n", (long long)(L->Cg * plane),
+    sb_line(s, 3, "memset(Xp + %lld, 0, %lld);\n", (long long)(g.phases * L->Cg * plane),
             (long long)((Wp + nr) * 4));
     sb_line(s, 3, "const int64_t Q = rows * %lld;\n", (long long)Wp);
     sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
