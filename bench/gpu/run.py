@@ -37,6 +37,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tests", "real_models"))
 import check_real_models as zoo_mod  # noqa: E402  (the model zoo shared with the import check)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import floor as floor_mod  # noqa: E402  (the roofline floor: FLOPs at peak, bytes at bandwidth)
+
 
 class SinSigmoidMLP(nn.Module):
     """The fused-MLP case: 6 layers 64 wide, sin(x) * sigmoid(x) between them."""
@@ -175,6 +178,15 @@ def bench_model(name, ctor, shape, args, precisions, log):
     for prec in precisions:
         set_precision(prec)
         row = {"model": name, "precision": prec, "shape": list(shape)}
+        try:
+            row["floor"] = floor_mod.model_floor(args.orch, onnx_path, prec, args.bw, args.device,
+                                                 args.sms)
+            f = row["floor"]
+            log(f"  floor ({prec}): {f['floor_ms'] * 1e3:.1f} us ({f['bound']}-bound: "
+                f"{f['flops'] / 1e9:.2f} GFLOP at {f['peak'] / 1e12:.0f} TFLOP/s, "
+                f"{(f['param_bytes'] + f['io_bytes']) / 1e6:.1f} MB at {f['bw'] / 1e9:.0f} GB/s)")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            log(f"  floor ({prec}): not computed: {exc}")
         log(f"  [{prec}]")
         # orch: cold (empty database) then warm compile, check, bench
         db = os.path.join(d, f"profile_{prec}.db")
@@ -242,6 +254,24 @@ def bench_model(name, ctor, shape, args, precisions, log):
     return rows
 
 
+def measure_bandwidth(mib=512, reps=20):
+    """Bytes/s of a device-to-device copy (read + write), median of reps, after a warm-up."""
+    n = mib * (1 << 20) // 4
+    a = torch.empty(n, device="cuda")
+    b = torch.empty_like(a)
+    b.copy_(a)
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        b.copy_(a)
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) / 1e3)
+    del a, b
+    return 2 * n * 4 / statistics.median(ts)
+
+
 def fmt(v, w=9, p=4):
     return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) and v is not None else f"{'-':>{w}}"
 
@@ -251,12 +281,16 @@ def print_tables(rows, baselines, log):
         rs = [r for r in rows if r["precision"] == prec]
         log(f"\n{prec}: median ms per run (CUDA events, back-to-back); speed-up = best baseline / orch")
         head = f"{'model':18}" + "".join(f"{b:>10}" for b in baselines)
-        log(head + f"{'orch':>10}{'speed-up':>9}{'cold s':>8}{'warm s':>8}{'orch err':>10}{'torch err':>10}  launches")
+        log(head + f"{'orch':>10}{'speed-up':>9}{'floor':>9}{'x floor':>8}{'cold s':>8}{'warm s':>8}"
+            f"{'orch err':>10}{'torch err':>10}  launches")
         sp = []
         for r in rs:
             line = f"{r['model']:18}" + "".join(fmt(r["baselines"].get(b), 10) for b in baselines)
             line += fmt(r.get("orch_ms"), 10)
             line += f"{r['speedup']:8.2f}x" if r.get("speedup") else f"{'-':>9}"
+            fl = r.get("floor", {}).get("floor_ms")
+            line += fmt(fl, 9)
+            line += f"{r['orch_ms'] / fl:7.1f}x" if fl and r.get("orch_ms") else f"{'-':>8}"
             line += fmt(r.get("orch_compile_cold_s"), 8, 1) + fmt(r.get("orch_compile_warm_s"), 8, 1)
             line += (f"{r['orch_err']:10.1e}" if "orch_err" in r else f"{'-':>10}")
             line += f"{r['torch_err']:10.1e}"
@@ -309,6 +343,9 @@ def main():
         return 3
     os.makedirs(args.out, exist_ok=True)
     torch.backends.mha.set_fastpath_enabled(False)
+    args.device = torch.cuda.get_device_name()
+    args.sms = torch.cuda.get_device_properties(0).multi_processor_count
+    args.bw = measure_bandwidth()
     logf = open(os.path.join(args.out, "log.txt"), "a")
 
     def log(s):
@@ -318,6 +355,8 @@ def main():
 
     log(f"GPU benchmark: {torch.cuda.get_device_name()} | torch {torch.__version__} | orch {args.orch}"
         f" | iters {args.iters} warm-up {args.warmup} | {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    log(f"device: {args.sms} SMs, {args.bw / 1e9:.0f} GB/s measured (device-to-device copy); floors "
+        f"use the dense peaks of bench/gpu/floor.py")
     rows = []
     for n in names:
         log(f"{n} {'x'.join(map(str, models[n][1]))}")

@@ -489,9 +489,12 @@ static PadGeo pad_geo(const Lin *L, int64_t R) {
 }
 
 bool lin_padconv_ok(const Lin *L) {
-    return L->conv && !L->convt && L->S == 2 && L->pa >= 0 && L->st[0] >= 1 && L->st[0] <= 4 &&
-           L->st[1] >= 1 && L->st[1] <= 4 && L->dil[0] == 1 && L->dil[1] == 1 &&
-           L->K <= ((int64_t)1 << 20);
+    if (!(L->conv && !L->convt && L->S == 2 && L->pa >= 0 && L->st[0] >= 1 && L->st[0] <= 4 &&
+          L->st[1] >= 1 && L->st[1] <= 4 && L->dil[0] == 1 && L->dil[1] == 1))
+        return false;
+    // The offset table is a static array of K int32 entries in the source: keep both small.
+    PadGeo g = pad_geo(L, 1);
+    return L->K <= ((int64_t)1 << 16) && g.phases * L->Cg * g.plane * 4 < ((int64_t)1 << 30);
 }
 
 double lin_padconv_fill(const Lin *L, int64_t R) {
