@@ -120,6 +120,27 @@ static double compare(const float *got, const float *ref, int64_t n, int64_t *ba
     return worst;
 }
 
+// The kernel's inputs: buf's values, those it reads reordered (a constant B reordered at load:
+// target.h's NAME_prepack) passed through its fn_prepack as the runtime session does, into
+// reordered[] (freed by the caller). Returns whether the kernel has a prepack entry point.
+static bool kernel_inputs(CModule *mod, const char *fn, const PrimGraph *pg, const Candidate *c,
+                          void **buf, const void **in, void **reordered) {
+    char pname[64];
+    ckernel_prepack_name(fn, pname, sizeof pname);
+    CPrepackFn pf = (CPrepackFn)cmodule_sym(mod, pname);
+    for (int j = 0; j < c->n_inputs; j++) {
+        in[j] = buf[c->inputs[j]];
+        reordered[j] = NULL;
+        if (pf && pf(j, NULL, NULL)) {
+            size_t nb = tensor_nbytes(pg->tensors[c->inputs[j]]);
+            reordered[j] = aligned_alloc(64, (nb + 63) / 64 * 64);
+            CHECK(pf(j, in[j], reordered[j]) == 1);
+            in[j] = reordered[j];
+        }
+    }
+    return pf != NULL;
+}
+
 // A graph whose kernels are emitted and wait to be built (with the other pending graphs, in
 // parallel compiler processes) and checked.
 typedef struct Pending {
@@ -214,25 +235,12 @@ static void flush(void) {
             CHECK_MSG(f != NULL, "%s: no symbol %s", P->name, P->jobs[i].fn);
             if (!f)
                 continue;
-            // Inputs the kernel reorders (a prepacked constant B: target.h's NAME_prepack) are
-            // passed reordered, as the runtime session does at load.
-            char pname[64];
-            ckernel_prepack_name(P->jobs[i].fn, pname, sizeof pname);
-            CPrepackFn pf = (CPrepackFn)cmodule_sym(mods[pi], pname);
+            const void *in[16];
+            void *reordered[16] = {0};
+            bool pf = kernel_inputs(mods[pi], P->jobs[i].fn, P->pg, c, P->buf, in, reordered);
             CHECK_MSG(!pf == !strstr(P->jobs[i].cfg.desc, "packB=2"),
                       "%s: %s: prepack entry point %s", P->name, P->jobs[i].cfg.desc,
                       pf ? "present" : "missing");
-            const void *in[16];
-            void *reordered[16] = {0};
-            for (int j = 0; j < c->n_inputs; j++) {
-                in[j] = P->buf[c->inputs[j]];
-                if (pf && pf(j, NULL, NULL)) {
-                    size_t nb = tensor_nbytes(P->pg->tensors[c->inputs[j]]);
-                    reordered[j] = aligned_alloc(64, (nb + 63) / 64 * 64);
-                    CHECK(pf(j, in[j], reordered[j]) == 1);
-                    in[j] = reordered[j];
-                }
-            }
             const Tensor *o = P->pg->tensors[c->output];
             int64_t n = tensor_numel(o);
             float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
@@ -665,16 +673,18 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
     }
     CModule *mod = NULL;
     CHECK_MSG(cbuild_module(src.s, NULL, name, &mod, &e) == ST_OK, "%.300s", e.msg);
-    const void *in[8];
-    for (int j = 0; j < c->n_inputs; j++)
-        in[j] = buf[c->inputs[j]];
     int64_t on = tensor_numel(pg->tensors[c->output]);
     float *out = aligned_alloc(64, (size_t)on * 4);
     for (int i = 0; mod && i < n; i++) {
         char fn[32];
         snprintf(fn, sizeof fn, "s_%d", i);
         CKernelFn f = (CKernelFn)cmodule_sym(mod, fn);
+        const void *in[16];
+        void *reordered[16];
+        kernel_inputs(mod, fn, pg, c, buf, in, reordered);
         double t = best_time(f, in, out, 5);
+        for (int j = 0; j < c->n_inputs; j++)
+            free(reordered[j]);
         int64_t bad;
         CHECK_MSG(compare(out, buf[c->output], on, &bad) <= 0, "%s: %s wrong", name, cf[i].desc);
         printf("  %s %-72s %7.1f GFLOP/s (model %.3g ms, %d threads)\n", name, cf[i].desc,
