@@ -31,7 +31,7 @@ static HwInfo g_hw;
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
 static int g_seen_packa[2], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
-    g_seen_convt_tile, g_seen_colk, g_seen_padconv;
+    g_seen_convt_tile, g_seen_colk, g_seen_padconv, g_seen_padconv_w;
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -200,6 +200,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
             g_seen_gemv += strstr(d, "v=gemv") != NULL;
             g_seen_padconv += strstr(d, "v=padconv") != NULL;
+            g_seen_padconv_w += strstr(d, "v=padconv") && strstr(d, "packA=2");
             g_seen_dot += strstr(d, "v=dot") != NULL;
             g_seen_dw += strstr(d, "v=direct") != NULL;
             g_seen_col2im += strstr(d, "v=col2im") != NULL;
@@ -238,7 +239,8 @@ static void flush(void) {
             const void *in[16];
             void *reordered[16] = {0};
             bool pf = kernel_inputs(mods[pi], P->jobs[i].fn, P->pg, c, P->buf, in, reordered);
-            CHECK_MSG(!pf == !strstr(P->jobs[i].cfg.desc, "packB=2"),
+            CHECK_MSG(!pf == !(strstr(P->jobs[i].cfg.desc, "packB=2") ||
+                               strstr(P->jobs[i].cfg.desc, "packA=2")),
                       "%s: %s: prepack entry point %s", P->name, P->jobs[i].cfg.desc,
                       pf ? "present" : "missing");
             const Tensor *o = P->pg->tensors[c->output];
@@ -540,6 +542,26 @@ static void conv_one(const ConvCase *cc) {
     check_graph(cc->name, pg, cc->nk ? cc->nk : cc->epi || cc->pro ? 1 : 3, 1);
 }
 
+// A padded-input conv whose W is a graph input (not a constant): packed per task, never
+// reordered at load.
+static void conv_w_input(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {2, 6, 9, 11}, wd[] = {10, 6, 3, 3}, od[] = {2, 10, 9, 11};
+    int x = add_input(pg, "x", 4, xd), w = add_input(pg, "w", 4, wd);
+    PB b = {pg, "cw"};
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1};
+    for (int d = 0; d < 2; d++) {
+        lp.stride[d] = lp.dilation[d] = 1;
+        lp.pad_begin[d] = lp.pad_end[d] = 1;
+    }
+    add_output(pg, pb_conv(&b, &lp, x, w, od));
+    int before = g_seen_padconv, before_w = g_seen_padconv_w;
+    check_graph("pc_w_input", pg, 12, 1);
+    CHECK_MSG(g_seen_padconv > before && g_seen_padconv_w == before_w,
+              "W input: %d padded-input configs, %d reordering W", g_seen_padconv - before,
+              g_seen_padconv_w - before_w);
+}
+
 // ONNX Pad before a Conv: a LAYOUT table (-1 reads the pad value, 0 here) as the conv's prologue.
 static void conv_after_pad(void) {
     PrimGraph *pg = prim_graph_create(NULL);
@@ -606,13 +628,15 @@ static void conv_cases(void) {
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         conv_one(&cases[i]);
     conv_after_pad();
+    conv_w_input();
     flush();
 }
 
 // The configs the model proposed exercised every code path.
 static void variants_covered(void) {
-    printf("  padded-input convs %d\n", g_seen_padconv);
-    CHECK(g_seen_padconv >= 8);
+    printf("  padded-input convs %d (%d with W reordered at load)\n", g_seen_padconv,
+           g_seen_padconv_w);
+    CHECK(g_seen_padconv >= 8 && g_seen_padconv_w >= 8);
     printf("  tile packA=1 %d, packA=0 %d, packB=2 (reordered at load) %d, packB=1 %d, packB=0 %d; "
            "gemv %d, dot %d, dw %d\n",
            g_seen_packa[1], g_seen_packa[0], g_seen_packb[2], g_seen_packb[1], g_seen_packb[0],

@@ -49,6 +49,8 @@ enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
 // P_PACKB values: B read in place (0), packed per call into panels (1), or packed once at load
 // by fn_prepack into the panel order the kernel reads in place (2).
 enum { PACKB_DIRECT = 0, PACKB_PER_CALL = 1, PACKB_PREPACKED = 2 };
+// P_PACKA = 2 (padconv): W reordered once at load into mr-row panels per kc-block.
+enum { PACKA_PREPACKED = 2 };
 
 // The candidate seen as a batch of GEMMs.
 typedef struct Lin {
@@ -75,6 +77,8 @@ typedef struct Lin {
     bool b_prepack_ok; // matmul whose B is a constant kernel input read by the LINEAR only:
                        // it may be repacked once, at load, into the kernel's panel order
                        // (P_PACKB = PACKB_PREPACKED; see fn_prepack in cgen_lin_emit)
+    bool w_prepack_ok; // conv whose W (the GEMM's A) is such a constant: padconv configs read
+                       // it reordered at load (P_PACKA = PACKA_PREPACKED)
     bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
 } Lin;
 

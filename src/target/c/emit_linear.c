@@ -82,6 +82,12 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     L->pa = cgen_input_pos(c, L->ta);
     L->pb = cgen_input_pos(c, L->tb);
     int r = O->rank;
+    int b_uses = 0; // reads of the LINEAR's second operand (B, or a conv's W) in the kernel
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *q = pg->prims[c->prims[i]];
+        for (int j = 0; j < q->n_in; j++)
+            b_uses += q->in[j] == L->tb;
+    }
     if (p->lin.op == LIN_MATMUL) {
         if (A->rank < 2 || B->rank < 2 || r < 2)
             return false;
@@ -103,12 +109,6 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
         }
         L->b_direct_ok = true;
         // B a constant read by nothing else in the kernel: its bytes can be reordered at load.
-        int b_uses = 0;
-        for (int i = 0; i < c->n_prims; i++) {
-            const Prim *q = pg->prims[c->prims[i]];
-            for (int j = 0; j < q->n_in; j++)
-                b_uses += q->in[j] == L->tb;
-        }
         L->b_prepack_ok = L->pb >= 0 && B->kind == TK_CONST && b_uses == 1;
         // A batch of row blocks times one shared B (activations times a weight) is one product
         // with batch*M rows: bigger tiles, B packed once. A must be a dense kernel input.
@@ -158,6 +158,8 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
         L->batch = L->NI * L->G;
         L->M = L->OCg;
         L->N = opix;
+        // W a constant read by nothing else in the kernel: reorderable at load (padconv).
+        L->w_prepack_ok = !L->convt && L->pb >= 0 && B->kind == TK_CONST && b_uses == 1;
         L->K = L->Cg * L->kpix;
         L->b_direct_ok = unit && !L->convt;
         L->dw_ok = L->Cg == 1 && L->S == 2 && !L->convt;
@@ -565,7 +567,9 @@ static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
     double nrb = cdiv((double)L->out[0], R), tasks = B * nrb;
     double t_comp = 2.0 * B * Mp * Qp * (double)L->K / (h->peak * eff);
     double xp = lin_padconv_fill(L, (int64_t)R);
-    double t_fill = tasks * xp * 0.3e-9, t_packa = tasks * (double)L->M * (double)L->K * 0.5e-9;
+    double t_fill = tasks * xp * 0.3e-9;
+    double t_packa =
+        P[P_PACKA] == PACKA_PREPACKED ? 0 : tasks * (double)L->M * (double)L->K * 0.5e-9;
     // Panels crossing a row edge go through ct and a scatter.
     double t_scatter = B * Mp * (double)L->out[0] * nr * 1e-9;
     double t1 = t_comp + t_fill + t_packa + t_scatter;
@@ -610,9 +614,9 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
         break;
     case V_PADCONV:
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=padconv mr=%lld nr=%lld kc=%lld mc=%lld rows=%lld", cls,
+                 "cls=%s v=padconv mr=%lld nr=%lld kc=%lld mc=%lld rows=%lld packA=%lld", cls,
                  (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
-                 (long long)P[P_NC]);
+                 (long long)P[P_NC], (long long)P[P_PACKA]);
         break;
     case V_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
@@ -738,7 +742,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                     k->p[P_KC] = kcs[ki];
                     k->p[P_MC] = ORCH_MIN(Mr, mc_l2);
                     k->p[P_NC] = rs[ri];
-                    k->p[P_PACKA] = 1;
+                    k->p[P_PACKA] = L->w_prepack_ok ? PACKA_PREPACKED : 1;
                 }
             }
         }

@@ -468,6 +468,49 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_puts(s, "}\n\n");
     return ST_OK;
 }
+// P_PACKA = PACKA_PREPACKED (padconv): the conv weights W (the GEMM's A, OCg x K per group) are
+// reordered once at load (the cgen_linear.h ABI) into the panels the micro-kernel reads: per
+// group, k-blocks of kc columns (the last may be shorter), in each the panels of mr rows (the
+// last may have fewer, m rows, stored m wide: exactly W's bytes), each panel k-major (mr values
+// per k). fn_pada copies a short last panel into a zero-padded mr-row one.
+static int emit_prepack_w(Emit *E, int64_t kc, int mr) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int64_t M = L->M, K = L->K;
+    sb_printf(s,
+              "int %s_prepack(int input, const void *src, void *dst) {\n"
+              "    if (input != %d) return 0;\n"
+              "    if (!src || !dst) return 1;\n"
+              "    const float *restrict w = (const float *)src;\n"
+              "    float *restrict d = (float *)dst;\n"
+              "    for (int64_t g = 0; g < %lld; g++, w += %lld)\n"
+              "        for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n"
+              "            const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n"
+              "            for (int64_t i = 0; i < %lld; i += %d) {\n"
+              "                const int64_t m = %lld - i < %d ? %lld - i : %d;\n"
+              "                for (int64_t p = 0; p < kc; p++)\n"
+              "                    for (int64_t ii = 0; ii < m; ii++) *d++ = w[(i + ii) * %lld + "
+              "p0 + p];\n"
+              "            }\n"
+              "        }\n"
+              "    return 1;\n"
+              "}\n\n",
+              E->fn, L->pb, (long long)L->G, (long long)(M * K), (long long)K, (long long)kc,
+              (long long)K, (long long)kc, (long long)K, (long long)kc, (long long)M, mr,
+              (long long)M, mr, (long long)M, mr, (long long)K);
+    sb_printf(s,
+              "static void %s_pada(float *restrict Ap, const float *restrict ap, int64_t kc, "
+              "int64_t m) {\n"
+              "    for (int64_t p = 0; p < kc; p++) {\n"
+              "        int64_t ii = 0;\n"
+              "        for (; ii < m; ii++) Ap[p * %d + ii] = ap[p * m + ii];\n"
+              "        for (; ii < %d; ii++) Ap[p * %d + ii] = 0.0f;\n"
+              "    }\n"
+              "}\n\n",
+              E->fn, mr, mr, mr);
+    return ST_OK;
+}
+
 // ---- 2-D convolution from a padded, phase-split copy of X ----
 
 // The geometry of lin_emit_padconv for R output rows per task (strides sh, sw; dilation 1).
@@ -542,7 +585,11 @@ int lin_emit_padconv(Emit *E, Err *e) {
     sb_puts(s, "#else\n");
     emit_uk_body_x(s, mr, nr, 4, false, true);
     sb_puts(s, "#endif\n}\n\n");
-    int rc = emit_packa(E, mr, e);
+    bool wpre = P[P_PACKA] == PACKA_PREPACKED;
+    if (wpre && !L->w_prepack_ok)
+        return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int rc = wpre ? emit_prepack_w(E, kc, mr) : emit_packa(E, mr, e);
     if (!rc && L->epi)
         rc = lin_emit_epilogue(E, e);
     if (rc)
@@ -631,7 +678,8 @@ int lin_emit_padconv(Emit *E, Err *e) {
             (long long)mc);
     sb_line(s, 5, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
             (long long)mc, (long long)L->M, (long long)mc);
-    sb_line(s, 5, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
+    if (!wpre)
+        sb_line(s, 5, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
     sb_line(s, 5, "for (int64_t q0 = 0; q0 < Q; q0 += %d) {\n", nr);
     sb_line(s, 6, "const int64_t nq = Q - q0 < %d ? Q - q0 : %d;\n", nr, nr);
     sb_line(s, 6, "const int64_t r0 = q0 / %lld, x0 = q0 %% %lld;\n", (long long)Wp, (long long)Wp);
@@ -641,8 +689,18 @@ int lin_emit_padconv(Emit *E, Err *e) {
     sb_line(s, 7, "float *cp = o + (b * %lld + i0 + ir) * %lld + (oh0 + r0) * %lld + x0;\n",
             (long long)L->M, (long long)L->N, (long long)OW);
     sb_line(s, 7, "const int full = direct && m == %d;\n", mr);
+    if (wpre) {
+        // fn_prepack_w's order: rows i.. of k-block p0 at q_g * M * K + p0 * M + i * kc.
+        sb_line(
+            s, 7,
+            "const float *ap = (const float *)in[%d] + q_g * %lld + p0 * %lld + (i0 + ir) * kc;\n",
+            L->pb, (long long)(L->M * L->K), (long long)L->M);
+        sb_line(s, 7, "if (m < %d) { %s_pada(Ap, ap, kc, m); ap = Ap; }\n", mr, E->fn);
+    } else {
+        sb_line(s, 7, "const float *ap = Ap + ir * kc;\n");
+    }
     sb_line(s, 7,
-            "%s_uko(kc, Ap + ir * kc, Xp + q0, %s_koff + p0, full ? cp : ct, full ? %lld : "
+            "%s_uko(kc, ap, Xp + q0, %s_koff + p0, full ? cp : ct, full ? %lld : "
             "%d, full && p0 > 0);\n",
             E->fn, E->fn, (long long)L->N, nr);
     sb_line(s, 7, "if (!full)\n");
