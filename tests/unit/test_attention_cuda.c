@@ -9,11 +9,19 @@
 //   programs in parallel threads; the quick cases compile their best configs only (NVRTC takes
 //   ~0.1 s a kernel). Skips NVRTC when it cannot be loaded, or with ORCH_CUGEN_EMIT_ONLY=1 (the
 //   sanitizer pass).
+//   The same for the tensor-core configs under each reduced precision (cugen_lin_precision
+//   tf32, fp16, bf16: every one emitted, the best of a third of the cases compiled), and the
+//   configs offered: tensor cores only under those precisions and on sm_80+; the causal bound
+//   found from a constant mask (and not from a mask input), and its model time.
 //   GPU: on a GPU, sequence lengths 1 .. 4096 (non-multiples of every tile), head dims 32, 64,
 //   128, 256 and odd ones, Dv != D, every mask kind and scale, split or not: the best configs of
-//   both candidates run on random inputs and are compared with the primitive interpreter at
-//   |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|; the best config's time (CUDA events, median) is
-//   printed per case. Without a GPU the case prints a skip line (ORCH_REQUIRE_GPU=1: a failure).
+//   both candidates, SIMT and (per precision) tensor-core ones, run on random inputs and are
+//   compared with the primitive interpreter at |got - ref| <= tol (|ref| + max|ref|): tol 1e-4
+//   for SIMT float32; for tensor cores 4u, u the unit roundoff of the operands (2^-11 for TF32
+//   and FP16: 1.95e-3; 2^-8 for BF16: 1.56e-2), times sqrt(D) where the scores are not scaled
+//   by 1/sqrt(D) (their rounding error grows with them). The best config's time (CUDA events,
+//   median) is printed per case and kind, and SIMT against tensor cores on BERT's shapes.
+//   Without a GPU the case prints a skip line (ORCH_REQUIRE_GPU=1: a failure).
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_ALL=1 compiles every
 // config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from 1).
 #include "attn_graphs.h"
@@ -25,6 +33,7 @@
 #include "target/cuda/cuda_api.h"
 #include "target/cuda/cugen.h"
 #include "target/cuda/cugen_attn.h"
+#include "target/cuda/cugen_linear.h"
 #include "target/cuda/nvrtc.h"
 
 #include <pthread.h>
@@ -34,12 +43,38 @@
 #include <unistd.h>
 
 static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
+static CudaHw g_t4;    // a described T4 (sm_75): no tensor-core attention
 static bool g_nvrtc, g_emit_only;
 static const CudaApi *g_api;
 static CudaDevice g_dev;
 static CudaHw g_dhw; // the detected device
 static Err g_gpu_err;
 static int g_cases, g_emitted, g_compiled, g_gpu_ran;
+
+// The reduced precisions and the tensor-core arithmetic each selects; u: the operands' unit
+// roundoff.
+typedef struct Prec {
+    CugenPrecision prec;
+    int mma;
+    const char *name;
+    double u;
+} Prec;
+static const Prec g_precs[] = {
+    {CUGEN_PREC_TF32, CUA_MMA_TF32, "tf32", 0x1p-11},
+    {CUGEN_PREC_FP16, CUA_MMA_F16, "fp16", 0x1p-11},
+    {CUGEN_PREC_BF16, CUA_MMA_BF16, "bf16", 0x1p-8},
+};
+static const char *const g_kind[] = {"simt", "tf32", "fp16", "bf16"}; // by CUA_MMA_*
+static double g_worst[4]; // the largest |got - ref| / bound per kind (GPU half)
+
+// The comparison's tol (see the top): 1e-4 for SIMT float32, 4u for tensor cores, times sqrt(D)
+// for unscaled scores.
+static double tolerance(const AttnCase *k, int mma) {
+    if (mma == CUA_MMA_SIMT)
+        return 1e-4;
+    double u = g_precs[mma - 1].u;
+    return 4 * u * (k->scale == ATTN_SCALE_NONE ? fmax(1.0, sqrt((double)k->D)) : 1.0);
+}
 
 static double now(void) {
     struct timespec ts;
@@ -161,17 +196,22 @@ static void batch_free(Batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-// Emits the best k configs of both candidates of case p for hw (through cugen_emit, the
-// target's dispatch) and checks each launch against the device; the configs q < n_best, and
-// every stride-th (stride > 0), go into the batch's programs to be compiled.
+// Emits the best k configs of kind `mma` (CUA_MMA_*; -1: any) of both candidates of case p for
+// hw (through cugen_emit, the target's dispatch) and checks each launch against the device; the
+// configs q < n_best, and every stride-th (stride > 0), go into the batch's programs to be
+// compiled.
 static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, int k, int n_best,
-                      int stride, bool with_cp0) {
+                      int stride, bool with_cp0, int mma) {
     Program *g = NULL;
     for (int ci = 0; ci < 2; ci++) {
         const Candidate *c = p->cand[ci];
-        KernelConfig cf[512];
-        int n = cugen_attn_configs(p->pg, c, hw, cf, k < 256 ? k : 256);
-        CHECK_MSG(n >= 1, "%s: no config for %s", p->k.name, hw->arch);
+        KernelConfig cf[2 * 640];
+        int n = cugen_attn_configs(p->pg, c, hw, cf, 640), kept = 0;
+        for (int q = 0; q < n; q++)
+            if ((mma < 0 || cf[q].p[CUA_MMA] == mma) && kept < k)
+                cf[kept++] = cf[q];
+        n = kept;
+        CHECK_MSG(n >= 1, "%s: no config of kind %d for %s", p->k.name, mma, hw->arch);
         // with_cp0: each cp.async config also staging through registers and cexpr.
         for (int q = 0, n0 = n; with_cp0 && q < n0; q++) {
             char *at = strstr(cf[q].desc, "cp=1");
@@ -191,7 +231,7 @@ static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, i
             j.p = p;
             j.c = c;
             j.cfg = cf[q];
-            snprintf(j.fn, sizeof j.fn, "attn_%d_%d_%d", case_idx, ci, q);
+            snprintf(j.fn, sizeof j.fn, "attn_%d_%d_%d_%d", case_idx, ci, mma < 0 ? 0 : mma, q);
             StrBuf scratch;
             sb_init(&scratch);
             if (compile && (!g || g->nj >= b->chunk))
@@ -319,13 +359,27 @@ static void compile_cases(void) {
         if (!prep(&ps[i], &cases[i]))
             continue;
         g_cases++;
-        // Every config is emitted; NVRTC compiles (~0.2 s a kernel) the best two of each
+        // Every config is emitted; NVRTC compiles (~0.25 s a kernel) the best one of each
         // candidate for the H100 and every 24th of two cases (spreading the tile shapes, splits
         // and staging variants over odd dims), the best one of half the cases for the A100; all
         // of them with ORCH_ATTN_ALL=1.
         bool spread = i == 0 || i == 2;
-        emit_case(&b, &ps[i], i, &g_cu[1], 256, all ? 256 : 2, all ? 0 : spread ? 24 : 0, false);
-        emit_case(&b, &ps[i], i, &g_cu[0], 256, all ? 256 : i % 2 ? 0 : 1, 0, false);
+        emit_case(&b, &ps[i], i, &g_cu[1], 640, all ? 640 : 1, all ? 0 : spread ? 24 : 0, false,
+                  CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[0], 640, all ? 640 : i % 2 ? 0 : 1, 0, false,
+                  CUA_MMA_SIMT);
+        // The tensor-core configs under each precision: every one emitted, the best of each
+        // candidate compiled for a third of the cases (the H100; the A100 on every other of
+        // them), all with ORCH_ATTN_ALL=1.
+        for (int pi = 0; pi < (int)ORCH_COUNT(g_precs); pi++) {
+            cugen_lin_precision = g_precs[pi].prec;
+            bool mine = i % 3 == pi;
+            emit_case(&b, &ps[i], i, &g_cu[1], 640, all ? 640 : mine ? 1 : 0, 0, false,
+                      g_precs[pi].mma);
+            emit_case(&b, &ps[i], i, &g_cu[0], 640, all ? 640 : mine && i % 2 ? 1 : 0, 0, false,
+                      g_precs[pi].mma);
+        }
+        cugen_lin_precision = CUGEN_PREC_FP32;
         for (int q = 0; q < b.n && dump == i + 1; q++)
             if (b.g[q].case_idx == i && b.g[q].arch == g_cu[1].arch)
                 printf("//// program %d\n%s\n", q, b.g[q].src.s);
@@ -340,7 +394,7 @@ static void compile_cases(void) {
            t1 - t0, g_compiled, now() - t1,
            !g_nvrtc ? " (no NVRTC)" : g_emit_only ? " (ORCH_CUGEN_EMIT_ONLY)" : "");
     CHECK(g_emitted > 500);
-    CHECK(!g_nvrtc || g_emit_only || g_compiled >= 60);
+    CHECK(!g_nvrtc || g_emit_only || g_compiled >= 70);
     batch_free(&b);
     for (int i = 0; i < nc; i++)
         prep_free(&ps[i]);
@@ -390,6 +444,116 @@ static void configs_model(void) {
     prep_free(&p);
 }
 
+// The tensor-core configs: offered beside the SIMT ones under each reduced precision on sm_80
+// and sm_90a, with the kind the precision names; never under fp32 (exact float32 FMAs), nor on
+// sm_75. Prints the model's best of each kind.
+static void configs_precision(void) {
+    AttnCase k = mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false);
+    Prep p;
+    if (!prep(&p, &k))
+        return;
+    KernelConfig cf[640];
+    for (int pi = -1; pi < (int)ORCH_COUNT(g_precs); pi++) {
+        cugen_lin_precision = pi < 0 ? CUGEN_PREC_FP32 : g_precs[pi].prec;
+        for (int u = 0; u < 3; u++) {
+            const CudaHw *hw = u < 2 ? &g_cu[u] : &g_t4;
+            int n = cugen_attn_configs(p.pg, p.cand[1], hw, cf, 640), simt = 0, tc = 0, other = 0;
+            for (int i = 0; i < n; i++) {
+                int m = (int)cf[i].p[CUA_MMA];
+                simt += m == CUA_MMA_SIMT;
+                tc += pi >= 0 && m == g_precs[pi].mma;
+                other += m != CUA_MMA_SIMT && (pi < 0 || m != g_precs[pi].mma);
+            }
+            bool want_tc = pi >= 0 && u < 2;
+            CHECK_MSG(simt >= 8 && (tc >= 4) == want_tc && other == 0,
+                      "%s under %s: %d SIMT, %d tensor-core, %d other configs", hw->arch,
+                      pi < 0 ? "fp32" : g_precs[pi].name, simt, tc, other);
+            int best_tc = -1, best_simt = -1;
+            for (int i = n - 1; i >= 0; i--)
+                *(cf[i].p[CUA_MMA] ? &best_tc : &best_simt) = i;
+            if (pi >= 0 && u == 1 && best_tc >= 0 && best_simt >= 0)
+                printf("    %s %s best %-40s %.2f us (SIMT best %.2f us)\n", hw->arch,
+                       g_precs[pi].name, cf[best_tc].desc, cf[best_tc].score * 1e6,
+                       cf[best_simt].score * 1e6);
+        }
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+    prep_free(&p);
+}
+
+// The best config of kind mma of case k's layouts candidate for the H100: its emitted source
+// (NULL on failure) and model time.
+static char *best_source(const AttnCase *k, int mma, double *score) {
+    Prep p;
+    if (!prep(&p, k))
+        return NULL;
+    cugen_lin_precision = mma ? g_precs[mma - 1].prec : CUGEN_PREC_FP32;
+    KernelConfig cf[640];
+    int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], cf, 640), q = 0;
+    cugen_lin_precision = CUGEN_PREC_FP32;
+    while (q < n && cf[q].p[CUA_MMA] != mma)
+        q++;
+    char *out = NULL;
+    if (q < n) {
+        StrBuf src;
+        sb_init(&src);
+        CudaLaunch ln;
+        Err e = {0};
+        if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], "attn_best", &src, &ln, &e) == ST_OK)
+            out = strdup(src.s);
+        CHECK_MSG(out, "%s '%s': %s", k->name, cf[q].desc, e.msg);
+        sb_free(&src);
+        *score = cf[q].score;
+    }
+    prep_free(&p);
+    return out;
+}
+
+// Causal tile skipping: the bound is found from GPT-2's constant WHERE mask (M = N: a query
+// tile stops after the key of its last row; M = 257 > N = 33: rows below 224 have no key left,
+// their tiles keep every key, the others stop at row - 224), in both designs (the tensor-core
+// kernel also per warp), and not from a mask input; the model's time of a causal 12 x 512 x
+// 512 is below 0.8 of the unmasked one for both (0.56 to 0.63 of the key tiles are kept).
+static void causal_bound(void) {
+    const struct {
+        AttnCase k;
+        const char *want[2]; // in the source (NULL: "kcut" must be absent)
+    } cases[] = {
+        {mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, false),
+         {"const int64_t kcut = q0 >= 0 ? ORCH_MIN_I64(q0 + ", "(int64_t)512) + 0 : (int64_t)512;"}},
+        {mk(2, 3, 257, 33, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, true),
+         {"const int64_t kcut = q0 >= 224 ? ORCH_MIN_I64(q0 + ", "(int64_t)257) + -224 : "}},
+        {mk(1, 12, 512, 512, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, false), {NULL, NULL}},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++)
+        for (int mma = 0; mma <= CUA_MMA_F16; mma += CUA_MMA_F16) {
+            double sc = 0;
+            char *src = best_source(&cases[i].k, mma, &sc);
+            if (!src)
+                continue;
+            if (cases[i].want[0])
+                CHECK_MSG(strstr(src, cases[i].want[0]) && strstr(src, cases[i].want[1]) &&
+                              (mma == 0 || strstr(src, "kwarp = q0 + wrow >= ")),
+                          "%s (%s): no causal bound '%s ... %s' in the kernel", cases[i].k.name,
+                          g_kind[mma], cases[i].want[0], cases[i].want[1]);
+            else
+                CHECK_MSG(!strstr(src, "kcut"), "%s (%s): a causal bound from a mask input",
+                          cases[i].k.name, g_kind[mma]);
+            free(src);
+        }
+    for (int mma = 0; mma <= CUA_MMA_F16; mma += CUA_MMA_F16) {
+        AttnCase causal = mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, false),
+                 plain = mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false);
+        double tc = 0, tp = 0;
+        free(best_source(&causal, mma, &tc));
+        free(best_source(&plain, mma, &tp));
+        printf("    %s 12 x 512 x 512: causal %.1f us, unmasked %.1f us (model)\n", g_kind[mma],
+               tc * 1e6, tp * 1e6);
+        CHECK_MSG(tc > 0 && tc < 0.8 * tp, "%s: causal %.1f us, unmasked %.1f us", g_kind[mma],
+                  tc * 1e6, tp * 1e6);
+    }
+}
+
 // ---- the GPU half ----
 
 // Every tensor of the graph by the interpreter; inputs random (the mask input 0 / -10000).
@@ -436,17 +600,21 @@ static void free_all(const PrimGraph *pg, void **buf) {
     free(buf);
 }
 
-// The worst excess over |got - ref| <= 1e-4 |ref| + 1e-4 max|ref| (<= 0: pass).
-static double compare(const float *got, const float *ref, int64_t n, int64_t *bad) {
+// The worst excess over |got - ref| <= tol (|ref| + max|ref|) (<= 0: pass); *ratio: the
+// largest |got - ref| / (tol (|ref| + max|ref|)).
+static double compare(const float *got, const float *ref, int64_t n, double tol, int64_t *bad,
+                      double *ratio) {
     double mx = 0;
     for (int64_t i = 0; i < n; i++)
         mx = fmax(mx, fabs(ref[i]));
     double worst = -1;
     *bad = -1;
+    *ratio = 0;
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - ref[i]), tol = 1e-4 * fabs(ref[i]) + 1e-4 * mx;
-        if (!(d <= tol) && (*bad < 0 || d - tol > worst)) {
-            worst = isnan(d) ? INFINITY : d - tol;
+        double d = fabs((double)got[i] - ref[i]), bound = tol * (fabs(ref[i]) + mx);
+        *ratio = fmax(*ratio, isnan(d) ? INFINITY : bound > 0 ? d / bound : d > 0 ? INFINITY : 0);
+        if (!(d <= bound) && (*bad < 0 || d - bound > worst)) {
+            worst = isnan(d) ? INFINITY : d - bound;
             *bad = i;
         }
     }
@@ -504,10 +672,20 @@ static void gpu_run(Program *g, void **buf, int reps) {
         CHECK_MSG(ok, "%s: %s '%s': %s", j->p->k.name, j->fn, j->cfg.desc, e.msg);
         if (ok) {
             int64_t bad;
-            double w = compare(got, buf[c->output], n, &bad);
-            CHECK_MSG(w <= 0, "%s: GPU candidate %d (%d prims) '%s': out[%lld] = %g, want %g",
-                      j->p->k.name, c->id, c->n_prims, j->cfg.desc, (long long)bad,
-                      bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0);
+            double ratio;
+            int mma = (int)j->cfg.p[CUA_MMA];
+            double w = compare(got, buf[c->output], n, tolerance(&j->p->k, mma), &bad, &ratio);
+            const AttnCase *k = &j->p->k;
+            // The bad element's batch index, row and column, for a layout bug's pattern.
+            int64_t col = bad >= 0 ? bad % k->Dv : 0, row = bad >= 0 ? bad / k->Dv % k->M : 0;
+            CHECK_MSG(w <= 0,
+                      "%s: GPU candidate %d (%d prims) '%s': out[%lld] (batch %lld, row %lld, "
+                      "column %lld) = %g, want %g (%.3g of the bound)",
+                      k->name, c->id, c->n_prims, j->cfg.desc, (long long)bad,
+                      (long long)(bad >= 0 ? bad / (k->Dv * k->M) : 0), (long long)row,
+                      (long long)col, bad >= 0 ? got[bad] : 0.0,
+                      bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0, ratio);
+            g_worst[mma] = fmax(g_worst[mma], ratio);
             g_gpu_ran++;
         }
         // `reps` back-to-back launches between two events, 5 times after 3 warm-up launches:
@@ -546,16 +724,26 @@ static void gpu_run(Program *g, void **buf, int reps) {
     cu->cuModuleUnload(mod);
 }
 
-// Runs the cases on the GPU: the best `k` configs of both candidates each (and with with_cp0
-// each of them staging through registers as well), compiled in parallel, checked, and timed
-// (`reps` launches a sample; none when 0); prints per case the best config's time.
-static void gpu_cases_run(const AttnCase *cases, int nc, int k, int reps, bool with_cp0) {
+// Runs the cases on the GPU: the best `k_simt` SIMT configs of both candidates each and, under
+// each reduced precision, the best `k_tc` tensor-core ones (with with_cp0 each of them staging
+// through registers as well), compiled in parallel, checked, and timed (`reps` launches a
+// sample; none when 0); prints per case the best time of each kind, and leaves it (ms, over
+// both candidates; 0: none) in best_ms[case][kind] when given.
+static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, int reps,
+                          bool with_cp0, double (*best_ms)[4]) {
     Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
     Batch b = {.chunk = 6};
     double t0 = now();
-    for (int i = 0; i < nc; i++)
-        if (prep(&ps[i], &cases[i]))
-            emit_case(&b, &ps[i], i, &g_dhw, k, k, 0, with_cp0);
+    for (int i = 0; i < nc; i++) {
+        if (!prep(&ps[i], &cases[i]))
+            continue;
+        emit_case(&b, &ps[i], i, &g_dhw, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
+        for (int pi = 0; k_tc > 0 && g_dhw.cc_major >= 8 && pi < (int)ORCH_COUNT(g_precs); pi++) {
+            cugen_lin_precision = g_precs[pi].prec;
+            emit_case(&b, &ps[i], i, &g_dhw, k_tc, k_tc, 0, with_cp0, g_precs[pi].mma);
+        }
+        cugen_lin_precision = CUGEN_PREC_FP32;
+    }
     double t1 = now();
     compile_all(&b, cpus());
     double t2 = now(), t_interp = 0;
@@ -565,7 +753,8 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k, int reps, bool w
         double t = now();
         void **buf = eval_all(ps[i].pg);
         t_interp += now() - t;
-        const Job *best[2] = {NULL, NULL};
+        const Job *best[4] = {NULL, NULL, NULL, NULL}; // per kind, over both candidates
+        const Job *best_simt[2] = {NULL, NULL};       // per candidate
         for (int q = 0; q < b.n; q++) {
             Program *g = &b.g[q];
             if (g->case_idx != i || g->rc != ST_OK || !g->cubin)
@@ -573,29 +762,34 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k, int reps, bool w
             gpu_run(g, buf, reps);
             for (int x = 0; x < g->nj; x++) {
                 const Job *j = &g->jobs[x];
-                int ci = j->c == ps[i].cand[1];
-                if (j->ms > 0 && (!best[ci] || j->ms < best[ci]->ms))
-                    best[ci] = j;
+                int kind = (int)j->cfg.p[CUA_MMA], ci = j->c == ps[i].cand[1];
+                if (j->ms > 0 && (!best[kind] || j->ms < best[kind]->ms))
+                    best[kind] = j;
+                if (kind == CUA_MMA_SIMT && j->ms > 0 && (!best_simt[ci] || j->ms < best_simt[ci]->ms))
+                    best_simt[ci] = j;
             }
         }
         if (reps > 0) {
-            printf("  %-52s", cases[i].name);
-            for (int ci = 0; ci < 2; ci++)
-                if (best[ci])
-                    printf(" %s %7.1f us (%s)", ci ? "layouts" : "core", best[ci]->ms * 1e3,
-                           best[ci]->cfg.desc + 9);
+            printf("  %s\n   ", cases[i].name);
+            for (int kind = 0; kind < 4; kind++)
+                if (best[kind])
+                    printf(" %s %s %.1f us (%s)", g_kind[kind],
+                           best[kind]->c == ps[i].cand[1] ? "layouts" : "core",
+                           best[kind]->ms * 1e3, best[kind]->cfg.desc + 9);
             printf("\n");
         }
-        // With every config measured: the model's first five against the measured best (the
-        // lab measures the model's first few).
-        for (int ci = 0; ci < 2 && k >= 32; ci++) {
+        for (int kind = 0; best_ms && kind < 4; kind++)
+            best_ms[i][kind] = best[kind] ? best[kind]->ms : 0;
+        // With every SIMT config measured: the model's first five against the measured best
+        // (the lab measures the model's first few).
+        for (int ci = 0; ci < 2 && k_simt >= 32; ci++) {
             int rank = 0, seen = 0;
             for (int q = 0; q < b.n; q++)
                 for (int x = 0; b.g[q].case_idx == i && x < b.g[q].nj; x++) {
                     const Job *j = &b.g[q].jobs[x];
-                    if (j->c != ps[i].cand[ci])
+                    if (j->c != ps[i].cand[ci] || j->cfg.p[CUA_MMA] != CUA_MMA_SIMT)
                         continue;
-                    if (j == best[ci])
+                    if (j == best_simt[ci])
                         rank = seen;
                     if (seen++ < 5)
                         printf("      %s model #%d %-44s model %6.1f us, measured %6.1f us\n",
@@ -614,6 +808,14 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k, int reps, bool w
     for (int i = 0; i < nc; i++)
         prep_free(&ps[i]);
     free(ps);
+}
+
+// The largest error seen per kind, against its bound.
+static void print_worst(void) {
+    printf("  largest |got - ref| / bound:");
+    for (int kind = 0; kind < 4; kind++)
+        printf(" %s %.3f", g_kind[kind], g_worst[kind]);
+    printf("\n");
 }
 
 static bool gpu_skip(void) {
@@ -649,7 +851,8 @@ static void gpu_lengths(void) {
     cases[n++] = mk(2, 3, 7, 1000, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, false);
     cases[n++] = mk(2, 3, 257, 33, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, true);
     cases[n++] = mk(1, 3, 1000, 127, 33, 33, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true);
-    gpu_cases_run(cases, n, 6, 10, false);
+    gpu_cases_run(cases, n, 6, 2, 10, false, NULL);
+    print_worst();
 }
 
 // Dv != D, the largest head dims, odd shapes, every mask with every scale; each config with
@@ -670,7 +873,8 @@ static void gpu_heads(void) {
             cases[n++] = mk(1 + scale % 2, 2, 65, 129, 64, 64, mask, scale, (mask + scale) % 2);
     cases[n++] = mk_guard(2, 2, 33, 77, 64, 64, true);
     cases[n++] = mk_guard(1, 12, 128, 128, 64, 64, false);
-    gpu_cases_run(cases, n, 3, 5, true);
+    gpu_cases_run(cases, n, 3, 2, 5, true, NULL);
+    print_worst();
 }
 
 // The model's first 64 configs of the BERT-base and transformer-block shapes, 32 of a batch of
@@ -682,16 +886,40 @@ static void gpu_timing(void) {
         mk(1, 12, 128, 128, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
     };
-    gpu_cases_run(wide, 2, 64, 20, false);
+    gpu_cases_run(wide, 2, 64, 0, 20, false, NULL);
     const AttnCase batch[] = {mk(8, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false)};
-    gpu_cases_run(batch, 1, 32, 20, false);
+    gpu_cases_run(batch, 1, 32, 0, 20, false, NULL);
     const AttnCase masked[] = {
         mk(1, 12, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, false),
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, false),
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
         mk(1, 12, 1, 4096, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, true),
     };
-    gpu_cases_run(masked, 4, 12, 20, false);
+    gpu_cases_run(masked, 4, 12, 0, 20, false, NULL);
+}
+
+// SIMT float32 against tensor cores on BERT-base's shapes (12 heads of 128 and 512 tokens, head
+// dim 64) and GPT-2's causal one: the best measured of the model's first 16 SIMT configs and of
+// every tensor-core config per precision (all checked at their tolerance).
+static void gpu_tc_timing(void) {
+    if (gpu_skip())
+        return;
+    const AttnCase cases[] = {
+        mk(1, 12, 128, 128, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+    };
+    double best[3][4];
+    gpu_cases_run(cases, 3, 16, 16, 20, false, best);
+    for (int i = 0; i < 3; i++) {
+        printf("  SIMT vs tensor cores, %s: simt %.1f us", cases[i].name, best[i][0] * 1e3);
+        for (int kind = 1; kind < 4; kind++)
+            if (best[i][kind] > 0)
+                printf(", %s %.1f us (%.2fx)", g_kind[kind], best[i][kind] * 1e3,
+                       best[i][0] / best[i][kind]);
+        printf("\n");
+    }
+    print_worst();
 }
 
 static void gpu_present(void) {
@@ -734,6 +962,7 @@ int main(void) {
         printf("skip: NVRTC compiles: NVRTC unavailable (%s)\n", en.msg);
     set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
     set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    set_hw(&g_t4, "Tesla T4", 75, 40, 65536, 4 << 20, 1590000, 3.2e11);
     g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
     if (!g_nvrtc)
         snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");
@@ -751,8 +980,11 @@ int main(void) {
             RUN(fn);                                                                               \
     } while (0)
     RUN_CASE(configs_model);
+    RUN_CASE(configs_precision);
+    RUN_CASE(causal_bound);
     RUN_CASE(compile_cases);
     RUN_CASE(gpu_timing);
+    RUN_CASE(gpu_tc_timing);
     RUN_CASE(gpu_lengths);
     RUN_CASE(gpu_heads);
     if (!only)

@@ -3,7 +3,11 @@
 // fissioned softmax, O = P·V, optionally the LAYOUT primitives producing Q, Kt, V) as one
 // flash-style kernel: one thread block per (batch index, tile of BQ queries), key tiles of BK
 // staged in shared memory, an online (running max and sum) softmax, the score matrix never
-// leaving the chip. Exact float32 FMAs (the default precision). Same ABI as cugen.h.
+// leaving the chip. Two designs: SIMT, exact float32 FMAs (the default precision); and, where
+// cugen_lin_precision (cugen_linear.h) allows it on sm_80 and newer, tensor cores (mma.sync
+// with TF32, FP16 or BF16 operands, float32 accumulation; FlashAttention-2's layout: a warp per
+// 16 query rows). Both skip the key tiles a constant causal mask hides from a whole query tile.
+// Same ABI as cugen.h.
 #ifndef ORCH_CUGEN_ATTN_H
 #define ORCH_CUGEN_ATTN_H
 
@@ -20,7 +24,16 @@ enum { CUCLS_ATTN = 21 };
 // workspace in the module's global memory, the last to finish (a per-tile counter, reset by
 // that block) merging them in split order. The threads of a block: (BQ / TM) row groups of
 // CG = BK / TN threads each (a power of two up to 32, so a row group lies in one warp).
-enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT };
+// MMA: the arithmetic (CUA_MMA_*); 0 is the SIMT kernel above. The tensor-core kernel reads
+// BQ (a multiple of 16: BQ / 16 warps of 16 query rows each), BK (a multiple of 16), CP and
+// QREG (1: each warp holds its Q fragments in registers for the whole key loop; 0: it reads
+// them from the staged Q tile at every key tile, for head dims whose fragments would not fit);
+// TM, TN and SPLIT are 0 (no key split).
+enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT, CUA_MMA, CUA_QREG };
+// CUA_MMA values: SIMT float32; TF32 operands (cvt.rna) on mma.m16n8k8; FP16 or BF16 operands
+// (cvt.rn) on mma.m16n8k16. The configs offered follow cugen_lin_precision: tensor-core ones
+// only under the matching precision (never under fp32, which promises exact float32 FMAs).
+enum { CUA_MMA_SIMT = 0, CUA_MMA_TF32 = 1, CUA_MMA_F16 = 2, CUA_MMA_BF16 = 3 };
 
 // Whether c is an attention candidate this emitter generates (its smallest config fits the
 // shared memory of every GPU orch targets).

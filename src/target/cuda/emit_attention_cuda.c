@@ -1,4 +1,5 @@
-// The CUDA target's fused attention kernel (cugen_attn.h; issue 8), flash-style in float32.
+// The CUDA target's fused attention kernels (cugen_attn.h; issue 8), flash-style: SIMT float32
+// and tensor cores. The SIMT kernel:
 // Block b owns batch index b / QT (over the lead dims of O) and the query tile (b % QT) * BQ ..
 // + BQ - 1. Its T threads form BQ / TM row groups of CG threads; thread (rg, c) owns the query
 // rows rg + i * RG (i < TM, RG = BQ / TM), the key columns c + j * CG of a tile (j < TN) and the
@@ -27,14 +28,40 @@
 // on different banks.
 // Fully masked rows come out as the primitive interpreter computes them: a WHERE to -FLT_MAX
 // over a whole row gives the mean of V (exp(0) everywhere), as softmax over equal scores does.
+// Tensor cores (configs with MMA > 0; FlashAttention-2's structure). Each warp owns 16 query
+// rows of the block's BQ; Q, K and V tiles are staged in float32 exactly as above (row strides
+// 8 (mod 16) floats for Qs and Ks, 4 (mod 8) for Vs: the fragment loads below are then
+// conflict-free) and rounded to the mma type where the fragments are built:
+//   once (QREG=1):  the warp's Q rows -> A fragments in registers (else re-read per key tile)
+//   per key tile:   S = Q·K^T: mma.sync into float32 accumulators, B fragments from Ks rows
+//                   the pre-softmax chain per accumulator element (row g or g + 8, key 2t or
+//                   2t + 1 of each n8 tile: the C fragment), the SIMT kernel's reader and loads
+//                   online softmax per row: max and sum over the 4 lanes of a quad (shuffles)
+//                   P: the accumulators rounded in registers into the A fragments of O += P·V
+//                   (m16n8k16: C fragments of n tiles 2q and 2q + 1 are the A fragment of k
+//                   step q; m16n8k8: k permuted so that fragment column t holds key 2t and
+//                   t + 4 key 2t + 1; V's B fragments are read in the same key order)
+//   end:            row sums across the quad, O / l stored from the accumulators.
+// The TF32 products of S use the same k permutation (d = 2t in column t, 2t + 1 in t + 4 of
+// both Q and K), so both operands are read as float2 pairs.
+// Causal tile skipping (both designs). Where the pre-softmax chain ends in a WHERE on a
+// constant condition with a fill <= -FLT_MAX, or an ADD of a constant holding -inf, the
+// constant is read at emit time: if every key past row i + off is masked in every row i >= r0,
+// and each of those rows keeps at least one key, a block of query rows q0..q1 (q0 >= r0) stops
+// at key q1 + off: the keys it skips would have added exp(fill - max) = 0 to every row. (The
+// tensor-core kernel also skips, per warp, the tiles past its own 16 rows' bound.)
 // Needs: cugen_prelude() in the translation unit. Guarantees: the candidate's output as
-// prim_interp.c computes it, up to float32 reassociation (no TF32 or half precision).
+// prim_interp.c computes it, up to float32 reassociation (SIMT), or with Q, K, V and P rounded
+// to TF32 / FP16 / BF16 and float32 accumulation (tensor cores); skipped tiles change nothing
+// where the largest kept score of a row exceeds -FLT_MAX + 104 (exp of the difference is 0).
 #include "cugen_attn.h"
+#include "cugen_linear.h"
 
 #include "../../candidates/attention.h"
 #include "../../fission/index_map.h"
 #include "../c/cgen.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,9 +78,18 @@ typedef struct Load {
     int64_t base, stride[ORCH_MAX_RANK];
 } Load;
 
+// A causal bound proven from a constant mask: for every query row i >= r0, every key j > i + off
+// is masked (its score is <= -FLT_MAX), and row i keeps at least one key. on: the bound cuts
+// some key tile for some query tile.
+typedef struct Causal {
+    bool on;
+    int64_t off, r0;
+} Causal;
+
 typedef struct Ana {
     AttnSpec a;
     Load q, k, v; // Q, Kt, V
+    Causal cz;
 } Ana;
 
 static int64_t dense_offset(const Tensor *t, const int64_t *idx) {
@@ -177,6 +213,151 @@ static int copy_width(const Load *L, int rank, int row, int col, int64_t cols) {
     return 16;
 }
 
+// ---- causal masks ----
+
+// A constant read as a mask of the scores: its element at (row, key) is data[i * rs + j * cs]
+// (stride 0 along a broadcast axis); bytes (bool, uint8: nonzero is true) or float32.
+typedef struct MaskConst {
+    const void *data;
+    bool bytes;
+    int64_t rs, cs;
+} MaskConst;
+
+// A constant operand t of the chain's last primitive whose batch dims are all 1 (the same mask
+// for every head), broadcast to the scores [M, N].
+static bool mask_const(const AttnSpec *a, int t, MaskConst *mc) {
+    const Tensor *T = a->pg->tensors[t];
+    int r = T->rank;
+    if (!pg_is_const(a->pg, t) || !T->data || r > a->rank ||
+        (T->dtype != DT_BOOL && T->dtype != DT_UINT8 && T->dtype != DT_FLOAT))
+        return false;
+    for (int d = 0; d + 2 < r; d++)
+        if (T->dims[d] != 1)
+            return false;
+    int64_t rows = r >= 2 ? T->dims[r - 2] : 1, cols = r >= 1 ? T->dims[r - 1] : 1;
+    if ((rows != 1 && rows != a->M) || (cols != 1 && cols != a->N))
+        return false;
+    mc->data = T->data;
+    mc->bytes = T->dtype != DT_FLOAT;
+    mc->cs = cols == 1 ? 0 : 1;
+    mc->rs = rows == 1 ? 0 : cols;
+    return true;
+}
+
+// An operand that is a float32 fill <= -FLT_MAX wherever it is read: an immediate, or a
+// constant input of one element.
+static bool masking_fill(const AttnSpec *a, const Prim *p, const EwArg *arg) {
+    if (arg->src == EWS_IMM)
+        return (float)arg->imm <= -FLT_MAX;
+    if (arg->src != EWS_INPUT)
+        return false;
+    int t = p->in[arg->index];
+    const Tensor *T = a->pg->tensors[t];
+    return pg_is_const(a->pg, t) && T->data && T->dtype == DT_FLOAT && tensor_numel(T) == 1 &&
+           *(const float *)T->data <= -FLT_MAX;
+}
+
+// The masking of the scores' last primitive, when its value is known <= -FLT_MAX at the
+// positions a constant says: WHERE(cond, x, fill) / WHERE(cond, fill, x) with cond a constant
+// (or NOT of one), or ADD(x, mask) with a float constant holding -inf (x finite). masked(i, j)
+// is then `byte(i, j) != 0` == when_true (bytes), or `value(i, j) == -inf` (float).
+typedef struct MaskRule {
+    MaskConst mc;
+    bool when_true;
+} MaskRule;
+
+static bool mask_rule(const AttnSpec *a, MaskRule *mr) {
+    if (a->n_pre < 1)
+        return false;
+    const Prim *p = a->pg->prims[a->pre[a->n_pre - 1]];
+    if (p->kind != PRIM_ELEMWISE || p->ew.n < 1)
+        return false;
+    const EwInstr *in = &p->ew.code[p->ew.n - 1];
+    if (in->dtype != DT_FLOAT)
+        return false;
+    if (in->op == EW_WHERE) {
+        bool fill1 = masking_fill(a, p, &in->arg[1]), fill2 = masking_fill(a, p, &in->arg[2]);
+        if (fill1 == fill2)
+            return false;
+        const EwArg *cond = &in->arg[0];
+        bool invert = false;
+        if (cond->src == EWS_INSTR) { // NOT of a constant
+            const EwInstr *c = &p->ew.code[cond->index];
+            if (c->op != EW_NOT || c->arg[0].src != EWS_INPUT)
+                return false;
+            cond = &c->arg[0];
+            invert = true;
+        }
+        if (cond->src != EWS_INPUT || !mask_const(a, p->in[cond->index], &mr->mc) ||
+            !mr->mc.bytes)
+            return false;
+        mr->when_true = fill1 != invert; // the fill is taken where cond (after NOT) is true
+        return true;
+    }
+    if (in->op == EW_ADD) {
+        for (int k = 0; k < 2; k++)
+            if (in->arg[k].src == EWS_INPUT && mask_const(a, p->in[in->arg[k].index], &mr->mc) &&
+                !mr->mc.bytes) {
+                mr->when_true = true;
+                return true;
+            }
+    }
+    return false;
+}
+
+static bool masked_at(const MaskRule *mr, int64_t i, int64_t j) {
+    int64_t off = i * mr->mc.rs + j * mr->mc.cs;
+    if (mr->mc.bytes)
+        return (((const uint8_t *)mr->mc.data)[off] != 0) == mr->when_true;
+    return isinf(((const float *)mr->mc.data)[off]) && ((const float *)mr->mc.data)[off] < 0;
+}
+
+// The causal bound of a's mask (cz->on false where there is none): per row i the last kept key
+// hi_i - 1 (scanning masked keys back from the end: about half the mask for a causal one), off
+// the largest hi_i - 1 - i, r0 past the last row with no key kept.
+static void causal_of(const AttnSpec *a, Causal *cz) {
+    memset(cz, 0, sizeof *cz);
+    MaskRule mr;
+    if (!mask_rule(a, &mr))
+        return;
+    int64_t off = -a->N - a->M, r0 = 0, hi_row0 = -1;
+    for (int64_t i = 0; i < a->M; i++) {
+        int64_t hi;
+        if (mr.mc.rs == 0 && hi_row0 >= 0) {
+            hi = hi_row0; // every row reads the same mask row
+        } else {
+            int64_t j = a->N - 1;
+            while (j >= 0 && masked_at(&mr, i, j))
+                j--;
+            hi = hi_row0 = j + 1;
+        }
+        if (hi == 0)
+            r0 = i + 1;
+        else if (hi - 1 - i > off)
+            off = hi - 1 - i;
+    }
+    cz->off = off;
+    cz->r0 = r0;
+    cz->on = r0 < a->M && r0 + off + 1 < a->N;
+}
+
+// The key end of the query rows q0 .. q0 + rows - 1 (clamped to M) under the causal bound.
+static int64_t causal_end(const AttnSpec *a, const Causal *cz, int64_t q0, int64_t rows) {
+    if (!cz->on || q0 < cz->r0)
+        return a->N;
+    int64_t q1 = ORCH_MIN(q0 + rows, a->M) - 1;
+    return ORCH_MIN(a->N, q1 + cz->off + 1);
+}
+
+// The key tiles of BK a block of BQ queries processes, averaged over the query tiles.
+static double kept_tiles(const Ana *x, int64_t BQ, int64_t BK) {
+    const AttnSpec *a = &x->a;
+    int64_t QT = (a->M + BQ - 1) / BQ, sum = 0;
+    for (int64_t qt = 0; qt < QT; qt++)
+        sum += (causal_end(a, &x->cz, qt * BQ, BQ) + BK - 1) / BK;
+    return (double)sum / (double)QT;
+}
+
 static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Ana *x) {
     memset(x, 0, sizeof *x);
     if (!attn_analyse(pg, c, &x->a))
@@ -190,6 +371,7 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
     x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D) : 0;
     x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D) : 0;
     x->v.copy = cp ? copy_width(&x->v, r, r - 2, r - 1, a->Dv) : 0;
+    causal_of(a, &x->cz);
     return true;
 }
 
@@ -198,17 +380,24 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
 // The largest split workspace, in floats (16 MiB).
 #define ATTN_SPLIT_MAX_WS (4.0 * 1024 * 1024)
 
+// Both designs' geometry; the tensor-core kernel (mma > 0) leaves TM, TN, CG, RG, U, BKp and
+// off_p at 0 and reads its own fields below them.
 typedef struct Geo {
     int64_t BQ, BK, TM, TN; // the config
     int64_t CG, RG, T;      // threads per row group, row groups, threads
     int64_t U;              // value column quads per thread
-    int64_t D4, DVq;        // D rounded up to 4; the staged V columns (U * CG * 4)
+    int64_t D4, DVq;        // the staged columns of Q and K rows (D rounded up to 4, or to the
+                            // mma's k step), of V rows (U * CG * 4, or Dv rounded up to 8)
     int64_t Dp, DVp, BKp;   // row strides (floats) of Qs/Ks, Vs, Ps
     int64_t QT;             // query tiles
     int64_t S, TPS;         // key splits; key tiles per split
     int64_t off_k, off_v, off_p, floats; // offsets of Ks, Vs, Ps in the shared array; its size
     int64_t regs;           // registers per thread, estimated
     bool qa, ka, va, any;   // Q, Kt, V tiles by cp.async (config cp=1 where affine); any
+    // Tensor cores: CUA_MMA_*, warps, k step of an mma (8 or 16), k steps over D, n8 tiles of a
+    // key tile and of Dv, Q fragments held in registers.
+    int64_t mma, W, kstep, KS, NT, NV;
+    bool qreg;
 } Geo;
 
 // A row stride of at least n floats, a multiple of 4 (float4 rows) and 4 (mod 8): the 16-byte
@@ -272,6 +461,55 @@ static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
     // about 40 for addresses, indices and the softmax's temporaries.
     g->regs = g->TM * g->TN + 4 * g->TM * g->U + 4 * g->TM + 4 * g->TN + 4 * g->U + 2 * g->TM + 40;
     return (double)a->B * (double)g->QT * (double)g->S < 2147483647.0;
+}
+
+// A row stride of at least n floats that is 8 (mod 16): the float2 fragment reads of a
+// half-warp (rows g = 0..3, columns 2t) fall on 16 distinct bank pairs.
+static int64_t frag_stride(int64_t n) {
+    int64_t r = (n + 7) / 8 * 8;
+    return r % 16 == 0 ? r + 8 : r;
+}
+
+// Fills g for a tensor-core config; false when it is malformed for this attention. Tiles that go
+// by cp.async have two buffers, as in the SIMT kernel.
+static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
+    const AttnSpec *a = &x->a;
+    memset(g, 0, sizeof *g);
+    g->mma = p[CUA_MMA];
+    g->BQ = p[CUA_BQ];
+    g->BK = p[CUA_BK];
+    if (g->mma < CUA_MMA_TF32 || g->mma > CUA_MMA_BF16 || g->BQ < 16 || g->BQ % 16 ||
+        g->BQ > 128 || g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN] ||
+        p[CUA_SPLIT] > 1)
+        return false;
+    g->W = g->BQ / 16;
+    g->T = 32 * g->W;
+    g->qreg = p[CUA_QREG] != 0;
+    g->kstep = g->mma == CUA_MMA_TF32 ? 8 : 16;
+    g->D4 = (a->D + g->kstep - 1) / g->kstep * g->kstep;
+    g->DVq = (a->Dv + 7) / 8 * 8;
+    g->KS = g->D4 / g->kstep;
+    g->NT = g->BK / 8;
+    g->NV = g->DVq / 8;
+    g->Dp = frag_stride(g->D4);
+    g->DVp = row_stride(g->DVq);
+    g->QT = (a->M + g->BQ - 1) / g->BQ;
+    g->S = 1;
+    g->TPS = (a->N + g->BK - 1) / g->BK;
+    bool cp = p[CUA_CP] != 0;
+    g->qa = cp && x->q.copy > 0;
+    g->ka = cp && x->k.copy > 0;
+    g->va = cp && x->v.copy > 0;
+    g->any = g->qa || g->ka || g->va;
+    if (cp && !g->any)
+        return false;
+    g->off_k = g->BQ * g->Dp;
+    g->off_v = g->off_k + (g->ka ? 2 : 1) * g->BK * g->Dp;
+    g->floats = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
+    // Q fragments (4 registers a k step) when held, the score and O accumulators, one k step's
+    // fragments, running max and sum, and about 40 for addresses, indices and the softmax.
+    g->regs = (g->qreg ? 4 * g->KS : 0) + 4 * g->NT + 4 * g->NV + 8 + 4 + 40;
+    return (double)a->B * (double)g->QT < 2147483647.0;
 }
 
 static int64_t smem_bytes(const Geo *g) {
@@ -539,25 +777,15 @@ static void emit_merge(StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g, con
     sb_line(s, 1, "}\n");
 }
 
-static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char *fn,
-                       StrBuf *src, CudaLaunch *launch, Err *e) {
+// The start both kernels share: the signature, inputs and output, the shared arrays Qs, Ks and
+// Vs, the block's batch index `bidx`, first query `q0` and keys [kbeg, kend) (its split's
+// share, cut by the causal bound), the lead coordinates a_l<d> of bidx, the bases of the async
+// loads.
+static void emit_head(StrBuf *s, const Ana *x, const Geo *g, const char *desc, const char *fn) {
     const AttnSpec *a = &x->a;
     const PrimGraph *pg = a->pg;
     const Candidate *c = a->c;
-    StrBuf decls, body;
-    sb_init(&decls);
-    sb_init(&body);
-    AEm E = {a, fn, cexpr_create(pg, c, fn, &decls), false};
-    cexpr_set_cuda(E.x, true);
-    cexpr_set_reader(E.x, reader, &E);
-    StrBuf *s = &body;
-    const long long BQ = g->BQ, BK = g->BK, TM = g->TM, TN = g->TN, CG = g->CG, RG = g->RG,
-                    U = g->U, Dp = g->Dp, DVp = g->DVp, BKp = g->BKp, M = a->M, N = a->N,
-                    Dv = a->Dv;
     int r = a->rank;
-    bool kv_async = g->ka || g->va;
-    if (g->any)
-        sb_puts(&decls, CP_HELPERS);
     sb_printf(s, "// %s: %s (cp.async: Q %d, Kt %d, V %d bytes)\n", fn, desc,
               g->qa ? x->q.copy : 0, g->ka ? x->k.copy : 0, g->va ? x->v.copy : 0);
     sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%lld) %s(OrchArgs a) {\n", (long long)g->T,
@@ -571,9 +799,7 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_attn_sm[];\n");
     sb_line(s, 1, "float *Qs = orch_attn_sm, *Ks = orch_attn_sm + %lld;\n",
             (long long)g->off_k);
-    sb_line(s, 1, "float *Vs = orch_attn_sm + %lld, *Ps = orch_attn_sm + %lld;\n",
-            (long long)g->off_v, (long long)g->off_p);
-    sb_line(s, 1, "const int tid = threadIdx.x, c = tid %% %lld, rg = tid / %lld;\n", CG, CG);
+    sb_line(s, 1, "float *Vs = orch_attn_sm + %lld;\n", (long long)g->off_v);
     // Block: (batch index, query tile[, key split]), the split fastest.
     if (g->S > 1) {
         sb_line(s, 1, "const int64_t tile_ = blockIdx.x / %lld;\n", (long long)g->S);
@@ -583,11 +809,20 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
         sb_line(s, 1, "const int ks = 0;\n");
     }
     sb_line(s, 1, "const int64_t bidx = tile_ / %lld;\n", (long long)g->QT);
-    sb_line(s, 1, "const int64_t q0 = (tile_ - bidx * %lld) * %lld;\n", (long long)g->QT, BQ);
-    // The block's keys.
+    sb_line(s, 1, "const int64_t q0 = (tile_ - bidx * %lld) * %lld;\n", (long long)g->QT,
+            (long long)g->BQ);
+    // The block's keys: its split's, up to the causal bound of its rows (none before r0).
     sb_line(s, 1, "const int64_t kbeg = (int64_t)ks * %lld;\n", (long long)(g->TPS * g->BK));
-    sb_line(s, 1, "const int64_t kend = ORCH_MIN_I64(kbeg + %lld, (int64_t)%lld);\n",
-            (long long)(g->TPS * g->BK), (long long)a->N);
+    if (x->cz.on) {
+        sb_line(s, 1, "const int64_t kcut = q0 >= %lld ? ORCH_MIN_I64(q0 + %lld, (int64_t)%lld) "
+                "+ %lld : (int64_t)%lld;\n", (long long)x->cz.r0, (long long)g->BQ,
+                (long long)a->M, (long long)x->cz.off, (long long)a->N);
+        sb_line(s, 1, "const int64_t kend = ORCH_MIN_I64(ORCH_MIN_I64(kbeg + %lld, (int64_t)%lld)"
+                ", kcut);\n", (long long)(g->TPS * g->BK), (long long)a->N);
+    } else {
+        sb_line(s, 1, "const int64_t kend = ORCH_MIN_I64(kbeg + %lld, (int64_t)%lld);\n",
+                (long long)(g->TPS * g->BK), (long long)a->N);
+    }
     // The lead coordinates of the block's batch index.
     sb_line(s, 1, "int64_t a_rest = bidx;\n");
     for (int d = r - 3; d >= 0; d--)
@@ -598,21 +833,79 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
         emit_load_base(s, a, &x->k, "g_k");
     if (g->va)
         emit_load_base(s, a, &x->v, "g_v");
-    int rc = ST_OK;
-    // The query tile, and the first key tile's async copies.
+}
+
+// The query tile into Qs, and the first key tile's async copies (none where the block has no
+// keys: a key split past its rows' causal bound), committed as one group.
+static int emit_first(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
+    const AttnSpec *a = &x->a;
+    int r = a->rank, rc = ST_OK;
     if (g->qa) {
         emit_load_base(s, a, &x->q, "g_q");
         emit_copy(s, 1, g, &x->q, r - 2, r - 1, "Qs", g->Dp, "g_q", g->BQ, g->D4, "q0", a->M,
                   a->D);
     } else {
         bool rows_fast = x->q.affine && x->q.stride[r - 1] != 1 && x->q.stride[r - 2] == 1;
-        rc = emit_stage(&E, s, g, a->q, false, "Qs", g->Dp, g->BQ, g->D4, "q0", a->M, a->D,
+        rc = emit_stage(E, s, g, a->q, false, "Qs", g->Dp, g->BQ, g->D4, "q0", a->M, a->D,
                         rows_fast, e);
     }
-    if (kv_async)
-        emit_issue(s, 1, x, g, "kbeg", "0");
+    if (g->ka || g->va) {
+        sb_line(s, 1, "if (kbeg < kend) {\n");
+        emit_issue(s, 2, x, g, "kbeg", "0");
+        sb_line(s, 1, "}\n");
+    }
     if (g->any)
         sb_line(s, 1, "orch_attn_cp_commit();\n");
+    return rc;
+}
+
+// The start of a key tile n0 (inside the key loop): its copies landed, every thread done with
+// the previous tile, the next tile's copies issued into the other buffer; the tiles that do not
+// go by cp.async staged through registers; Kb and Vb point at this tile.
+static int emit_tile_start(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
+    const AttnSpec *a = &x->a;
+    int r = a->rank, rc = ST_OK;
+    const long long BK = g->BK;
+    sb_line(s, 2, "const int buf = (int)(((n0 - kbeg) / %lld) & 1);\n", BK);
+    sb_line(s, 2, "(void)buf;\n");
+    if (g->any)
+        sb_line(s, 2, "orch_attn_cp_wait();\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    if (g->ka || g->va) {
+        char next[48];
+        snprintf(next, sizeof next, "n0 + %lld", BK);
+        sb_line(s, 2, "if (n0 + %lld < kend) {\n", BK);
+        emit_issue(s, 3, x, g, next, "buf ^ 1");
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "orch_attn_cp_commit();\n");
+    }
+    // Keys as rows of Ks: Kt's column axis (r - 1) is the tile's row axis.
+    if (!g->ka) {
+        bool rows_fast = x->k.affine && x->k.stride[r - 2] != 1 && x->k.stride[r - 1] == 1;
+        rc = emit_stage(E, s, g, a->kt, true, "Ks", g->Dp, g->BK, g->D4, "n0", a->N, a->D,
+                        rows_fast, e);
+    }
+    if (!g->va && !rc) {
+        bool rows_fast = x->v.affine && x->v.stride[r - 1] != 1 && x->v.stride[r - 2] == 1;
+        rc = emit_stage(E, s, g, a->v, false, "Vs", g->DVp, g->BK, g->DVq, "n0", a->N, a->Dv,
+                        rows_fast, e);
+    }
+    if (!g->ka || !g->va)
+        sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "const float *Kb = Ks + buf * %lld, *Vb = Vs + buf * %lld;\n",
+            g->ka ? BK * g->Dp : 0LL, g->va ? BK * g->DVp : 0LL);
+    return rc;
+}
+
+// The SIMT kernel's body (after emit_head).
+static int emit_simt(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
+                     const char *fn, Err *e) {
+    const AttnSpec *a = &x->a;
+    const long long BK = g->BK, TM = g->TM, TN = g->TN, CG = g->CG, RG = g->RG, U = g->U,
+                    Dp = g->Dp, DVp = g->DVp, BKp = g->BKp, M = a->M, N = a->N, Dv = a->Dv;
+    sb_line(s, 1, "float *Ps = orch_attn_sm + %lld;\n", (long long)g->off_p);
+    sb_line(s, 1, "const int tid = threadIdx.x, c = tid %% %lld, rg = tid / %lld;\n", CG, CG);
+    int rc = emit_first(E, s, x, g, e);
     // The clamped rows of the pre-softmax chain's index (rows past M are computed, not stored).
     for (int i = 0; i < g->TM; i++)
         sb_line(s, 1, "const int64_t a_r%d = ORCH_MIN_I64(q0 + rg + %lld, (int64_t)%lld);\n", i,
@@ -628,36 +921,8 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
             "acc[i][u].w = 0.0f;\n", U);
     sb_line(s, 1, "}\n");
     sb_line(s, 1, "for (int64_t n0 = kbeg; n0 < kend; n0 += %lld) {\n", BK);
-    sb_line(s, 2, "const int buf = (int)(((n0 - kbeg) / %lld) & 1);\n", BK);
-    sb_line(s, 2, "(void)buf;\n");
-    // This tile's copies have landed, and every thread is done with the previous tile's Ks, Vs
-    // and Ps: the next tile's copies may go into the other buffer.
-    if (g->any)
-        sb_line(s, 2, "orch_attn_cp_wait();\n");
-    sb_line(s, 2, "__syncthreads();\n");
-    if (kv_async) {
-        char next[48];
-        snprintf(next, sizeof next, "n0 + %lld", BK);
-        sb_line(s, 2, "if (n0 + %lld < kend) {\n", BK);
-        emit_issue(s, 3, x, g, next, "buf ^ 1");
-        sb_line(s, 2, "}\n");
-        sb_line(s, 2, "orch_attn_cp_commit();\n");
-    }
-    // Keys as rows of Ks: Kt's column axis (r - 1) is the tile's row axis.
-    if (!g->ka && !rc) {
-        bool rows_fast = x->k.affine && x->k.stride[r - 2] != 1 && x->k.stride[r - 1] == 1;
-        rc = emit_stage(&E, s, g, a->kt, true, "Ks", g->Dp, g->BK, g->D4, "n0", a->N, a->D,
-                        rows_fast, e);
-    }
-    if (!g->va && !rc) {
-        bool rows_fast = x->v.affine && x->v.stride[r - 1] != 1 && x->v.stride[r - 2] == 1;
-        rc = emit_stage(&E, s, g, a->v, false, "Vs", g->DVp, g->BK, g->DVq, "n0", a->N, a->Dv,
-                        rows_fast, e);
-    }
-    if (!g->ka || !g->va)
-        sb_line(s, 2, "__syncthreads();\n");
-    sb_line(s, 2, "const float *Kb = Ks + buf * %lld, *Vb = Vs + buf * %lld;\n",
-            g->ka ? BK * Dp : 0LL, g->va ? BK * DVp : 0LL);
+    if (!rc)
+        rc = emit_tile_start(E, s, x, g, e);
     // S = Q·K^T on the thread's rows and key columns.
     sb_line(s, 1, "float sc[%lld][%lld];\n", TM, TN);
     sb_line(s, 1, "#pragma unroll\n");
@@ -700,10 +965,10 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
                     snprintf(row, sizeof row, "a_r%d", i);
                     const char *ix[ORCH_MAX_RANK];
                     tensor_index(a, a->sp, row, "a_cn", ix);
-                    E.in_score = true;
-                    rc = cexpr_value(E.x, a->sp, ix, s, 3, v, sizeof v, e);
-                    E.in_score = false;
-                    cexpr_forget(E.x);
+                    E->in_score = true;
+                    rc = cexpr_value(E->x, a->sp, ix, s, 3, v, sizeof v, e);
+                    E->in_score = false;
+                    cexpr_forget(E->x);
                 }
                 if (tail)
                     sb_line(s, 3, "sc[%d][%d] = a_cg < %lld ? %s : -ORCH_INF;\n", i, j, N, v);
@@ -771,6 +1036,9 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     sb_line(s, 2, "}\n");
     sb_line(s, 1, "}\n");
     sb_line(s, 1, "}\n"); // key tiles
+    // A block without keys (a key split past the causal bound) leaves no copy in flight.
+    if (g->any)
+        sb_line(s, 1, "orch_attn_cp_wait();\n");
     // The row sums across the row group.
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int i = 0; i < %lld; i++) {\n", TM);
@@ -779,7 +1047,7 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
             "l_[i], w);\n", CG / 2);
     sb_line(s, 1, "}\n");
     if (g->S > 1)
-        emit_merge(s, &decls, x, g, fn);
+        emit_merge(s, decls, x, g, fn);
     // O / l, rows below M, columns below Dv.
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int i = 0; i < %lld; i++) {\n", TM);
@@ -803,7 +1071,284 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
+    return rc;
+}
+
+// Device helpers of the tensor-core kernel, once per translation unit: roundings (cvt.rna to
+// TF32 as the GEMM does; cvt.rn to half pairs, the first argument in the low half), the mma
+// wrappers (accumulators in place) and the fragments read from the float32 tiles: A of Q (p at
+// row g, column 2t of the k step; st: 8 rows on), B of K (p at key row g, column 2t), B of V (p
+// at key row 2t, column g; st: the row stride). TF32 takes columns 2t and 2t + 1 as fragment
+// columns t and t + 4 (the k permutation of the header), so every read is a float2 but V's.
+static void emit_tc_helpers(StrBuf *s) {
+    sb_puts(s, "#ifndef ORCH_ATTN_MMA_HELPERS\n"
+               "#define ORCH_ATTN_MMA_HELPERS\n"
+               "ORCH_DEV uint32_t orch_attn_tf32(float x) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(r) : \"f\"(x));\n"
+               "    return r;\n"
+               "}\n"
+               "ORCH_DEV uint32_t orch_attn_f16(float lo, float hi) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+               "    return r;\n"
+               "}\n"
+               "ORCH_DEV uint32_t orch_attn_bf16(float lo, float hi) {\n"
+               "    uint32_t r;\n"
+               "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+               "    return r;\n"
+               "}\n"
+               "ORCH_DEV void orch_attn_afrag_tf32(uint32_t *a, const float *p, int st) {\n"
+               "    const float2 x = *(const float2 *)p, y = *(const float2 *)(p + st);\n"
+               "    a[0] = orch_attn_tf32(x.x);\n"
+               "    a[1] = orch_attn_tf32(y.x);\n"
+               "    a[2] = orch_attn_tf32(x.y);\n"
+               "    a[3] = orch_attn_tf32(y.y);\n"
+               "}\n"
+               "ORCH_DEV void orch_attn_kfrag_tf32(uint32_t *b, const float *p) {\n"
+               "    const float2 x = *(const float2 *)p;\n"
+               "    b[0] = orch_attn_tf32(x.x);\n"
+               "    b[1] = orch_attn_tf32(x.y);\n"
+               "}\n"
+               "ORCH_DEV void orch_attn_vfrag_tf32(uint32_t *b, const float *p, int st) {\n"
+               "    b[0] = orch_attn_tf32(p[0]);\n"
+               "    b[1] = orch_attn_tf32(p[st]);\n"
+               "}\n"
+               "ORCH_DEV void orch_attn_mma_tf32(float *c, const uint32_t *a, const uint32_t *b) "
+               "{\n"
+               "    asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\"\n"
+               "        : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+               "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+               "\"r\"(b[1]));\n"
+               "}\n");
+    static const char *const halves[] = {"f16", "bf16"};
+    for (int i = 0; i < 2; i++) {
+        const char *h = halves[i];
+        sb_printf(s,
+                  "ORCH_DEV void orch_attn_afrag_%s(uint32_t *a, const float *p, int st) {\n"
+                  "    const float2 x0 = *(const float2 *)p, x1 = *(const float2 *)(p + st);\n"
+                  "    const float2 x2 = *(const float2 *)(p + 8), x3 = *(const float2 *)(p + st "
+                  "+ 8);\n"
+                  "    a[0] = orch_attn_%s(x0.x, x0.y);\n"
+                  "    a[1] = orch_attn_%s(x1.x, x1.y);\n"
+                  "    a[2] = orch_attn_%s(x2.x, x2.y);\n"
+                  "    a[3] = orch_attn_%s(x3.x, x3.y);\n"
+                  "}\n"
+                  "ORCH_DEV void orch_attn_kfrag_%s(uint32_t *b, const float *p) {\n"
+                  "    const float2 x0 = *(const float2 *)p, x1 = *(const float2 *)(p + 8);\n"
+                  "    b[0] = orch_attn_%s(x0.x, x0.y);\n"
+                  "    b[1] = orch_attn_%s(x1.x, x1.y);\n"
+                  "}\n"
+                  "ORCH_DEV void orch_attn_vfrag_%s(uint32_t *b, const float *p, int st) {\n"
+                  "    b[0] = orch_attn_%s(p[0], p[st]);\n"
+                  "    b[1] = orch_attn_%s(p[8 * st], p[9 * st]);\n"
+                  "}\n"
+                  "ORCH_DEV void orch_attn_mma_%s(float *c, const uint32_t *a, const uint32_t *b) "
+                  "{\n"
+                  "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 {%%0, %%1, %%2, %%3}, "
+                  "{%%4, %%5, %%6, %%7}, {%%8, %%9}, {%%0, %%1, %%2, %%3};\"\n"
+                  "        : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n"
+                  "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+                  "\"r\"(b[1]));\n"
+                  "}\n",
+                  h, h, h, h, h, h, h, h, h, h, h, h, h, h);
+    }
+    sb_puts(s, "#endif\n");
+}
+
+// The tensor-core kernel's body (after emit_head). Lane (gq, tq) = (lane / 4, lane % 4) of the
+// warp owning rows wrow .. wrow + 15 of the tile holds, per n8 tile, the accumulators of rows
+// gq and gq + 8 (elements 0, 1 and 2, 3) at columns 2 tq and 2 tq + 1.
+static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
+    const AttnSpec *a = &x->a;
+    const long long BK = g->BK, Dp = g->Dp, DVp = g->DVp, KS = g->KS, NT = g->NT, NV = g->NV,
+                    KQ = g->BK / g->kstep, kstep = g->kstep, M = a->M, N = a->N, Dv = a->Dv;
+    const char *ty = g->mma == CUA_MMA_F16 ? "f16" : g->mma == CUA_MMA_BF16 ? "bf16" : "tf32";
+    sb_line(s, 1, "const int tid = threadIdx.x, lane = tid & 31, gq = lane >> 2, tq = lane & 3;\n");
+    sb_line(s, 1, "const int wrow = (tid >> 5) * 16;\n");
+    int rc = emit_first(E, s, x, g, e);
+    // The clamped rows of the pre-softmax chain's index (rows past M are computed, not stored).
+    sb_line(s, 1, "const int64_t a_r0 = ORCH_MIN_I64(q0 + wrow + gq, (int64_t)%lld);\n", M - 1);
+    sb_line(s, 1, "const int64_t a_r1 = ORCH_MIN_I64(q0 + wrow + gq + 8, (int64_t)%lld);\n",
+            M - 1);
+    // The warp's key end: none for a warp past M, else the causal bound of its own 16 rows.
+    if (x->cz.on)
+        sb_line(s, 1, "const int64_t kwarp = q0 + wrow >= %lld ? 0 : q0 + wrow >= %lld ? "
+                "ORCH_MIN_I64(kend, ORCH_MIN_I64(q0 + wrow + 16, (int64_t)%lld) + %lld) : kend;\n",
+                M, (long long)x->cz.r0, M, (long long)x->cz.off);
+    else
+        sb_line(s, 1, "const int64_t kwarp = q0 + wrow < %lld ? kend : 0;\n", M);
+    sb_line(s, 1, "float m_[2] = {-ORCH_INF, -ORCH_INF}, l_[2] = {0.0f, 0.0f};\n");
+    sb_line(s, 1, "float o_[%lld][4];\n", NV);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int nv = 0; nv < %lld; nv++) o_[nv][0] = o_[nv][1] = o_[nv][2] = "
+            "o_[nv][3] = 0.0f;\n", NV);
+    if (g->qreg) {
+        // The warp's Q fragments, once the tile has landed.
+        if (g->any)
+            sb_line(s, 1, "orch_attn_cp_wait();\n");
+        sb_line(s, 1, "__syncthreads();\n");
+        sb_line(s, 1, "uint32_t qf[%lld][4];\n", KS);
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int ks = 0; ks < %lld; ks++) orch_attn_afrag_%s(qf[ks], Qs + (wrow + "
+                "gq) * %lld + ks * %lld + 2 * tq, %lld);\n", KS, ty, Dp, kstep, 8 * Dp);
+    }
+    sb_line(s, 1, "for (int64_t n0 = kbeg; n0 < kend; n0 += %lld) {\n", BK);
+    if (!rc)
+        rc = emit_tile_start(E, s, x, g, e);
+    sb_line(s, 2, "if (n0 < kwarp) {\n");
+    // S = Q·K^T: the warp's 16 rows by the tile's keys.
+    sb_line(s, 3, "float sc[%lld][4];\n", NT);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int nt = 0; nt < %lld; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = "
+            "sc[nt][3] = 0.0f;\n", NT);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int ks = 0; ks < %lld; ks++) {\n", KS);
+    if (g->qreg) {
+        sb_line(s, 4, "const uint32_t *af = qf[ks];\n");
+    } else {
+        sb_line(s, 4, "uint32_t af[4];\n");
+        sb_line(s, 4, "orch_attn_afrag_%s(af, Qs + (wrow + gq) * %lld + ks * %lld + 2 * tq, "
+                "%lld);\n", ty, Dp, kstep, 8 * Dp);
+    }
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
+    sb_line(s, 5, "uint32_t bf[2];\n");
+    sb_line(s, 5, "orch_attn_kfrag_%s(bf, Kb + (nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n", ty,
+            Dp, kstep);
+    sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    // The pre-softmax chain per accumulator element; keys past N drop out as -inf.
+    bool tail = a->N % g->BK != 0;
+    if ((a->n_pre > 0 || tail) && !rc) {
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int z = 0; z < 4; z++) {\n");
+        sb_line(s, 5, "const int64_t a_cg = n0 + nt * 8 + 2 * tq + (z & 1);\n");
+        sb_line(s, 5, "const int64_t a_cn = ORCH_MIN_I64(a_cg, (int64_t)%lld);\n", N - 1);
+        sb_line(s, 5, "const int64_t a_rr = z < 2 ? a_r0 : a_r1;\n");
+        sb_line(s, 5, "(void)a_cn;\n");
+        sb_line(s, 5, "(void)a_rr;\n");
+        sb_line(s, 5, "const float a_sc = sc[nt][z];\n");
+        char v[64] = "a_sc";
+        if (a->n_pre > 0) {
+            const char *ix[ORCH_MAX_RANK];
+            tensor_index(a, a->sp, "a_rr", "a_cn", ix);
+            E->in_score = true;
+            rc = cexpr_value(E->x, a->sp, ix, s, 5, v, sizeof v, e);
+            E->in_score = false;
+            cexpr_forget(E->x);
+        }
+        if (tail)
+            sb_line(s, 5, "sc[nt][z] = a_cg < %lld ? %s : -ORCH_INF;\n", N, v);
+        else
+            sb_line(s, 5, "sc[nt][z] = %s;\n", v);
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "}\n");
+    }
+    // Online softmax per row (h: rows gq, gq + 8), the max over the quad's lanes; a row whose
+    // scores are all -inf so far keeps exponent base 0, as in the SIMT kernel.
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 4, "float mt = fmaxf(sc[0][2 * h], sc[0][2 * h + 1]);\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 1; nt < %lld; nt++) mt = fmaxf(mt, fmaxf(sc[nt][2 * h], "
+            "sc[nt][2 * h + 1]));\n", NT);
+    sb_line(s, 4, "mt = fmaxf(mt, __shfl_xor_sync(ORCH_FULL_MASK, mt, 1));\n");
+    sb_line(s, 4, "mt = fmaxf(mt, __shfl_xor_sync(ORCH_FULL_MASK, mt, 2));\n");
+    sb_line(s, 4, "const float mn = fmaxf(m_[h], mt), mb = mn == -ORCH_INF ? 0.0f : mn;\n");
+    sb_line(s, 4, "const float alpha = __expf(m_[h] - mb);\n");
+    sb_line(s, 4, "m_[h] = mn;\n");
+    sb_line(s, 4, "float ls = 0.0f;\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
+    sb_line(s, 5, "sc[nt][2 * h] = __expf(sc[nt][2 * h] - mb);\n");
+    sb_line(s, 5, "sc[nt][2 * h + 1] = __expf(sc[nt][2 * h + 1] - mb);\n");
+    sb_line(s, 5, "ls += sc[nt][2 * h] + sc[nt][2 * h + 1];\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "l_[h] = l_[h] * alpha + ls;\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 5, "o_[nv][2 * h] *= alpha;\n");
+    sb_line(s, 5, "o_[nv][2 * h + 1] *= alpha;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    // O += P·V: P's A fragments straight from the accumulators.
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int kq = 0; kq < %lld; kq++) {\n", KQ);
+    sb_line(s, 4, "uint32_t pf[4];\n");
+    if (g->mma == CUA_MMA_TF32) {
+        sb_line(s, 4, "pf[0] = orch_attn_tf32(sc[kq][0]);\n");
+        sb_line(s, 4, "pf[1] = orch_attn_tf32(sc[kq][2]);\n");
+        sb_line(s, 4, "pf[2] = orch_attn_tf32(sc[kq][1]);\n");
+        sb_line(s, 4, "pf[3] = orch_attn_tf32(sc[kq][3]);\n");
+    } else {
+        sb_line(s, 4, "pf[0] = orch_attn_%s(sc[2 * kq][0], sc[2 * kq][1]);\n", ty);
+        sb_line(s, 4, "pf[1] = orch_attn_%s(sc[2 * kq][2], sc[2 * kq][3]);\n", ty);
+        sb_line(s, 4, "pf[2] = orch_attn_%s(sc[2 * kq + 1][0], sc[2 * kq + 1][1]);\n", ty);
+        sb_line(s, 4, "pf[3] = orch_attn_%s(sc[2 * kq + 1][2], sc[2 * kq + 1][3]);\n", ty);
+    }
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 5, "uint32_t bf[2];\n");
+    sb_line(s, 5, "orch_attn_vfrag_%s(bf, Vb + (kq * %lld + 2 * tq) * %lld + nv * 8 + gq, %lld);\n",
+            ty, kstep, DVp, DVp);
+    sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, bf);\n", ty);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n"); // n0 < kwarp
+    sb_line(s, 1, "}\n"); // key tiles
+    // The row sums across the quad; O / l, rows below M, columns below Dv.
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 2, "l_[h] += __shfl_xor_sync(ORCH_FULL_MASK, l_[h], 1);\n");
+    sb_line(s, 2, "l_[h] += __shfl_xor_sync(ORCH_FULL_MASK, l_[h], 2);\n");
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 2, "const int64_t row = q0 + wrow + gq + 8 * h;\n");
+    sb_line(s, 2, "if (row >= %lld) continue;\n", M);
+    sb_line(s, 2, "float *orow = o + (bidx * %lld + row) * %lld;\n", M, Dv);
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 3, "const int col = nv * 8 + 2 * tq;\n");
+    sb_line(s, 3, "float2 r2;\n");
+    sb_line(s, 3, "r2.x = o_[nv][2 * h] / l_[h];\n");
+    sb_line(s, 3, "r2.y = o_[nv][2 * h + 1] / l_[h];\n");
+    if (a->nan_to_zero) { // a row of -inf scores: P (and so O) is 0, as the export says
+        sb_line(s, 3, "if (isnan(r2.x)) r2.x = 0.0f;\n");
+        sb_line(s, 3, "if (isnan(r2.y)) r2.y = 0.0f;\n");
+    }
+    if (a->Dv % 2 == 0) {
+        sb_line(s, 3, "if (col < %lld) *(float2 *)(orow + col) = r2;\n", Dv);
+    } else {
+        sb_line(s, 3, "if (col < %lld) orow[col] = r2.x;\n", Dv);
+        sb_line(s, 3, "if (col + 1 < %lld) orow[col + 1] = r2.y;\n", Dv);
+    }
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    return rc;
+}
+
+static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char *fn,
+                       StrBuf *src, CudaLaunch *launch, Err *e) {
+    const AttnSpec *a = &x->a;
+    StrBuf decls, body;
+    sb_init(&decls);
+    sb_init(&body);
+    AEm E = {a, fn, cexpr_create(a->pg, a->c, fn, &decls), false};
+    cexpr_set_cuda(E.x, true);
+    cexpr_set_reader(E.x, reader, &E);
+    if (g->any)
+        sb_puts(&decls, CP_HELPERS);
+    if (g->mma)
+        emit_tc_helpers(&decls);
+    emit_head(&body, x, g, desc, fn);
+    int rc = g->mma ? emit_tc(&E, &body, x, g, e) : emit_simt(&E, &body, &decls, x, g, fn, e);
+    sb_puts(&body, "}\n\n");
     cexpr_free(E.x);
     if (!rc) {
         sb_puts(src, decls.s ? decls.s : "");
@@ -835,6 +1380,23 @@ static void cfg_fill(KernelConfig *k, int64_t bq, int64_t bk, int64_t tm, int64_
     snprintf(k->desc, sizeof k->desc, "cls=attn bq=%lld bk=%lld tm=%lld tn=%lld cp=%lld s=%lld",
              (long long)bq, (long long)bk, (long long)tm, (long long)tn, (long long)cp,
              (long long)(split > 1 ? split : 1));
+}
+
+static const char *mma_name(int64_t mma) {
+    return mma == CUA_MMA_TF32 ? "tf32" : mma == CUA_MMA_F16 ? "f16" : "bf16";
+}
+
+static void cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
+                        int64_t cp) {
+    memset(k, 0, sizeof *k);
+    k->cls = CUCLS_ATTN;
+    k->p[CUA_MMA] = mma;
+    k->p[CUA_BQ] = bq;
+    k->p[CUA_BK] = bk;
+    k->p[CUA_QREG] = qreg;
+    k->p[CUA_CP] = cp;
+    snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
+             mma_name(mma), (long long)bq, (long long)bk, qreg ? "reg" : "smem", (long long)cp);
 }
 
 // The config every attention fits: 4 queries, 32 keys, 64 threads, single buffers.
@@ -876,8 +1438,10 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c) {
 static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     const AttnSpec *a = &x->a;
     double TM = (double)g->TM, TN = (double)g->TN, U = (double)g->U, T = (double)g->T;
-    double BK = (double)g->BK, D4 = (double)g->D4, CG = (double)g->CG;
-    double tiles = (double)g->TPS, S = (double)g->S;
+    double BK = (double)g->BK, D4 = (double)g->D4, CG = (double)g->CG, S = (double)g->S;
+    // Key tiles per block: its split's share of those the causal bound keeps.
+    double tiles = (double)g->TPS * kept_tiles(x, g->BQ, g->BK) /
+                   (double)((a->N + g->BK - 1) / g->BK);
     double stage_k = BK * D4 / T * (!g->ka ? 12 : x->k.copy == 16 ? 2 : 8);
     double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
     // Per thread and key tile: FMAs and other instructions, and the float4 shared-memory reads
@@ -920,6 +1484,69 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
 }
 
+// The tensor-core kernel's model, per warp and key tile: the mma issue cycles of one SM
+// sub-partition (m16n8k8 TF32 measured at 4.7 on an H100 by the MLP kernels; m16n8k16 taken
+// as the same) beside the other instructions (fragment loads and roundings, the chain and the
+// softmax per score, the rescale of O, the tile's staging), the two overlapping across the
+// resident warps of a scheduler but not within one warp; blocks spread over the SMs as in
+// score(); DRAM and L2 traffic as there.
+static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
+    const AttnSpec *a = &x->a;
+    bool half = g->mma != CUA_MMA_TF32;
+    double W = (double)g->W, T = (double)g->T, BK = (double)g->BK, KS = (double)g->KS,
+           NT = (double)g->NT, NV = (double)g->NV, KQ = BK / (double)g->kstep;
+    double tiles = kept_tiles(x, g->BQ, g->BK);
+    double mmas = KS * NT + KQ * NV;
+    double cyc = hw->cc_major >= 9 ? 4.7 : 8;
+    double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 ? 2 : 8);
+    double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
+    double alu = (g->qreg ? 0 : KS * (half ? 8 : 6)) + KS * NT * (half ? 4 : 3) +
+                 KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
+                 2 * (2 * NT + 16) + NV * 4 + stage_k + stage_v + 40 + mmas;
+    double tc = mmas * cyc;
+    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
+    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
+    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
+    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
+    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
+    bps = fmin(bps, floor(thr_sm / T));
+    bps = fmin(bps, floor(regs_sm / (T * regs)));
+    bps = fmin(bps, 32);
+    if (bps < 1)
+        return INFINITY;
+    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
+    double sms = hw->sm_count > 0 ? hw->sm_count : 100;
+    double blocks = (double)a->B * (double)g->QT;
+    double per_sm = ceil(blocks / sms);
+    double resident = fmin(bps, per_sm);
+    double rounds = ceil(per_sm / resident);
+    double wps = resident * W / 4; // warps per scheduler
+    // One tile of every resident warp of a scheduler; a lone warp waits on its own latencies
+    // (shuffles, exponentials, the mma results: about 600 cycles a tile).
+    double per_tile = fmax(wps * fmax(tc, alu), tc + alu + 600);
+    double per_block = (double)g->BQ * (double)g->D4 / T * 12 + NV * 12 + 80;
+    double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
+    double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
+    double t_comp = cycles / clock;
+    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    double dram = 4.0 * (double)a->B *
+                  ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
+    double l2 = 4.0 * blocks * tiles * BK * (double)(a->D + a->Dv);
+    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + 3e-6;
+}
+
+// The tensor-core arithmetic cugen_lin_precision allows on hw (sm_80 and newer): 0 for none.
+static int64_t tc_mma(const CudaHw *hw) {
+    if (!hw || hw->cc_major < 8)
+        return CUA_MMA_SIMT;
+    switch (cugen_lin_precision) {
+    case CUGEN_PREC_TF32: return CUA_MMA_TF32;
+    case CUGEN_PREC_FP16: return CUA_MMA_F16;
+    case CUGEN_PREC_BF16: return CUA_MMA_BF16;
+    default: return CUA_MMA_SIMT;
+    }
+}
+
 int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                        KernelConfig *out, int k) {
     Ana x;
@@ -930,7 +1557,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     int64_t sms = hw->sm_count > 0 ? hw->sm_count : 100;
     static const int64_t bqs[] = {4, 8, 16, 32, 64, 128}, bks[] = {32, 64, 128},
                          tms[] = {1, 2, 4, 8}, tns[] = {1, 2, 4, 8};
-    KernelConfig all[2 * ORCH_COUNT(bqs) * ORCH_COUNT(bks) * ORCH_COUNT(tms) * ORCH_COUNT(tns) + 1];
+    static const int64_t tc_bqs[] = {16, 32, 64, 128}, tc_bks[] = {32, 64, 128};
+    KernelConfig all[2 * ORCH_COUNT(bqs) * ORCH_COUNT(bks) * ORCH_COUNT(tms) * ORCH_COUNT(tns) +
+                     2 * ORCH_COUNT(tc_bqs) * ORCH_COUNT(tc_bks) + 1];
     int n = 0;
     for (size_t i = 0; i < ORCH_COUNT(bqs); i++)
         for (size_t j = 0; j < ORCH_COUNT(bks); j++)
@@ -969,6 +1598,34 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                         break;
                     }
                 }
+    // Tensor cores where the precision allows them, beside the SIMT configs: the Q fragments in
+    // registers where they fit (else re-read from the staged tile), cp.async double buffers
+    // where they fit.
+    int64_t mma = tc_mma(hw);
+    for (size_t i = 0; mma && i < ORCH_COUNT(tc_bqs); i++)
+        for (size_t j = 0; j < ORCH_COUNT(tc_bks); j++) {
+            int64_t bq = tc_bqs[i], bk = tc_bks[j];
+            if ((bq > 16 && bq / 2 >= a->M) || (bk > 32 && bk / 2 >= a->N))
+                continue;
+            for (int qreg = 1; qreg >= 0; qreg--) {
+                bool placed = false;
+                for (int cp = 1; cp >= 0 && !placed; cp--) {
+                    KernelConfig kc;
+                    cfg_fill_tc(&kc, mma, bq, bk, qreg, cp);
+                    Geo g;
+                    if (!geometry_tc(&x, kc.p, &g) || g.regs > 232 || smem_bytes(&g) > optin)
+                        continue;
+                    kc.score = score_tc(&x, &g, hw);
+                    if (!isfinite(kc.score))
+                        continue;
+                    all[n++] = kc;
+                    placed = true;
+                }
+                // Q in registers where they fit; from shared memory only where they do not.
+                if (placed && qreg)
+                    break;
+            }
+        }
     if (n == 0) { // the smallest config always fits (cugen_attn_supports)
         smallest(&all[0]);
         Geo g;
@@ -988,8 +1645,14 @@ int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                        "CUDA attention kernel %s: candidate %d is not a fused attention", fn,
                        c->id);
     Geo g;
-    if (cfg->cls != CUCLS_ATTN || !geometry(&x, cfg->p, &g))
+    bool tc = cfg->p[CUA_MMA] != CUA_MMA_SIMT;
+    if (cfg->cls != CUCLS_ATTN || !(tc ? geometry_tc(&x, cfg->p, &g) : geometry(&x, cfg->p, &g)))
         return err_set(e, ST_USAGE, "CUDA attention kernel %s: bad config '%s'", fn, cfg->desc);
+    if (tc && hw && hw->cc_major > 0 && hw->cc_major < 8)
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA attention kernel %s: config '%s' needs tensor cores of sm_80 or "
+                       "later (%s is %s)",
+                       fn, cfg->desc, hw->name, hw->arch);
     if (hw && hw->smem_per_block_optin > 0 && smem_bytes(&g) > hw->smem_per_block_optin)
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA attention kernel %s: config '%s' needs %lld bytes of shared memory, "
