@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -71,6 +72,48 @@ def suite():
         "transformer_block": z["transformer_block"],
         "mlp_sin_sigmoid": (SinSigmoidMLP, (65536, 64)),
     }
+
+
+# The attention shapes (heads, sequence, head dim) of the models with self-attention: orch's fused
+# attention kernel is compared with PyTorch's scaled_dot_product_attention on the same shape (issue
+# 8's target: at least its speed).
+ATTENTION_SHAPES = {"vit_b_16": (12, 197, 64), "bert_base": (12, 128, 64),
+                    "transformer_block": (12, 512, 64)}
+
+
+def sdpa_times(shape, dtype, iters, warmup):
+    """{backend: ms} of F.scaled_dot_product_attention(q, k, v) at batch 1 on `shape`, for every
+    SDPA backend that takes it (flash needs half precision; math always runs)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    h, s, d = shape
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(1, h, s, d, device="cuda", dtype=dtype, generator=g) for _ in range(3))
+    out = {}
+    with torch.inference_mode():
+        for name, be in (("flash", SDPBackend.FLASH_ATTENTION),
+                         ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                         ("cudnn", SDPBackend.CUDNN_ATTENTION), ("math", SDPBackend.MATH)):
+            try:
+                with sdpa_kernel([be]):
+                    F.scaled_dot_product_attention(q, k, v)
+                    out[name] = cuda_time_ms(lambda: F.scaled_dot_product_attention(q, k, v),
+                                             iters, warmup)
+            except Exception:  # a backend that does not take this dtype/shape: not reported
+                pass
+    return out
+
+
+def fused_report(log_path):
+    """The last compile's lines on fused attention / MLP chain candidates (chosen or why not)."""
+    try:
+        with open(log_path) as f:
+            text = f.read()
+    except OSError:
+        return []
+    last = text.rsplit("$ ", 1)[-1]
+    return [ln.strip() for ln in last.splitlines()
+            if re.search(r"fused attention|MLP chain", ln)]
 
 
 def cuda_time_ms(fn, iters, warmup):
@@ -230,9 +273,26 @@ def bench_model(name, ctor, shape, args, precisions, log):
                 row["orch_top_kernels"] = [(k["name"], k["median_ms"], k["nodes"][:80]) for k in top]
                 log(f"    orch     {row['orch_ms']:9.4f} ms ({row['orch_kernels']} launches; "
                     f"host round trip {row['orch_host_ms']:.4f} ms); err {row.get('orch_err', float('nan')):.2e}")
+                # the kernels computing a Softmax: the fused attention where it was chosen
+                att = [k["median_ms"] for k in bj["kernels"] if "Softmax" in k["nodes"]]
+                if att and name in ATTENTION_SHAPES:
+                    row["orch_softmax_kernel_ms"] = statistics.median(att)
             else:
                 row["orch_error"] = f"bench exit {p.returncode}: {(p.stdout + p.stderr)[-300:]}"
                 log(f"    orch bench FAILED: {row['orch_error']}")
+        row["fused_report"] = fused_report(clog)
+        for ln in row["fused_report"][:6]:
+            log(f"    {ln}")
+        if len(row["fused_report"]) > 6:
+            log(f"    ... {len(row['fused_report']) - 6} more fused candidate lines in {clog}")
+        if name in ATTENTION_SHAPES:
+            row["sdpa_ms"] = sdpa_times(ATTENTION_SHAPES[name],
+                                        torch.float16 if prec == "fp16" else torch.float32,
+                                        args.iters, args.warmup)
+            row["attention_shape"] = list(ATTENTION_SHAPES[name])
+            log(f"    attention {'x'.join(map(str, ATTENTION_SHAPES[name]))}: orch's softmax kernel "
+                f"{fmt(row.get('orch_softmax_kernel_ms'), 0)} ms (median over layers); PyTorch SDPA "
+                + ", ".join(f"{b} {t:.4f} ms" for b, t in row["sdpa_ms"].items()))
         # baselines, in the same process and precision
         m = model.half() if prec == "fp16" else model.float()
         m = m.to(dev)
@@ -304,6 +364,18 @@ def print_tables(rows, baselines, log):
             g = math.exp(sum(math.log(s) for s in sp) / len(sp))
             log(f"geomean speed-up ({prec}, {len(sp)} of {len(rs)} models): {g:.2f}x; "
                 f"orch >= best baseline on {sum(s >= 1 for s in sp)} of {len(rs)}")
+        att = [r for r in rs if r.get("sdpa_ms") and r.get("orch_softmax_kernel_ms")]
+        if att:
+            log(f"attention ({prec}): orch's kernel computing a layer's softmax (the fused attention "
+                f"where chosen) against the fastest PyTorch SDPA backend on the same shape")
+            for r in att:
+                be, t = min(r["sdpa_ms"].items(), key=lambda kv: kv[1])
+                o = r["orch_softmax_kernel_ms"]
+                fused = any("chosen" in ln and "not chosen" not in ln and "attention" in ln
+                            for ln in r.get("fused_report", []))
+                log(f"  {r['model']:18} {'x'.join(map(str, r['attention_shape'])):>10}  orch "
+                    f"{o * 1e3:7.1f} us ({'fused' if fused else 'not fused'})  SDPA {be} "
+                    f"{t * 1e3:7.1f} us  SDPA/orch {t / o:5.2f}x")
 
 
 def main():

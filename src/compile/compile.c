@@ -168,9 +168,16 @@ static void index_signatures(Driver *d) {
     free(pairs);
 }
 
+// The target name profile records are kept under: the CUDA target under a reduced precision
+// emits other code for the same config (cugen_cexpr_dialect's fast transcendentals), so its
+// records are kept apart ("cuda/fast-math").
+static const char *db_target(const Driver *d) {
+    return d->cuda && d->prec != PREC_FP32 ? "cuda/fast-math" : d->target->name;
+}
+
 static PdbKey key_of(const Driver *d, const Sig *s, int k) {
     PdbKey key = {.signature = s->sig,
-                  .target = d->target->name,
+                  .target = db_target(d),
                   .fingerprint = d->hw.fingerprint,
                   .config = s->cfg[k].desc};
     return key;
@@ -232,7 +239,7 @@ static void collect_configs(Driver *d) {
             continue;
         PdbRecords recs = {0};
         Err e = {0};
-        if (pdb_lookup_all(d->db, s->sig, d->target->name, d->hw.fingerprint, &recs, &e)) {
+        if (pdb_lookup_all(d->db, s->sig, db_target(d), d->hw.fingerprint, &recs, &e)) {
             db_trouble(d, &e);
             continue;
         }

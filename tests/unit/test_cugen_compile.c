@@ -18,9 +18,11 @@
 #include "../../src/target/c/cgen.h"
 #include "../../src/target/cuda/cuda_api.h"
 #include "../../src/target/cuda/cugen.h"
+#include "../../src/target/cuda/cugen_linear.h"
 #include "../../src/target/cuda/nvrtc.h"
 #include "check.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -960,6 +962,160 @@ static void test_prelude(void) {
         CHECK_MSG(strstr(p, helpers[i]) != NULL, "prelude lacks %s", helpers[i]);
 }
 
+// Reduced precisions emit the prelude's special-function-unit transcendentals
+// (cugen_cexpr_dialect): a kernel of exp, sin, cos and sigmoid emitted under FP16 calls
+// orch_fast_*f and under FP32 never does; on a GPU those helpers are checked against double
+// references over dense sweeps and special values at the bounds prelude_cuda.c states.
+static void test_fast_math(void) {
+    PrimGraph *pg = prim_graph_create(graph_create("fast_math"));
+    PB b = {pg, "fast_math"};
+    int64_t dims[1] = {1031};
+    Tensor *t = pg_add_tensor(pg, "x", DT_FLOAT, 1, dims);
+    t->kind = TK_INPUT;
+    pg->inputs = xrealloc(pg->inputs, sizeof(int));
+    pg->inputs[pg->n_inputs++] = t->id;
+    int x = t->id;
+    int y = pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_EXP, x), pb_ew1(&b, EW_SIN, x));
+    y = pb_ew2(&b, EW_ADD, y, pb_ew1(&b, EW_COS, x));
+    y = pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_SIGMOID, x));
+    pg->outputs = xrealloc(pg->outputs, sizeof(int));
+    pg->outputs[pg->n_outputs++] = y;
+    Err e = {0};
+    CandRules rules = cand_rules_default();
+    CandidateSet *cs = NULL;
+    CHECK(prim_graph_verify(pg, &e) == ST_OK && cand_enumerate(pg, &rules, 0, &cs, &e) == ST_OK);
+    const Candidate *whole = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if (cs->c[i].n_prims == pg->n_prims && cugen_pw_supports(pg, &cs->c[i]))
+            whole = &cs->c[i];
+    CHECK_MSG(whole != NULL, "no single kernel for the %d primitives", pg->n_prims);
+    CudaHw hw;
+    hw_h100(&hw);
+    static const char *const fast[] = {"orch_fast_expf(", "orch_fast_sinf(", "orch_fast_cosf(",
+                                       "orch_fast_sigmoidf("};
+    for (int u = 0; whole && u < 2; u++) {
+        CugenPrecision saved = cugen_lin_precision;
+        cugen_lin_precision = u ? CUGEN_PREC_FP16 : CUGEN_PREC_FP32;
+        KernelConfig cfg[4];
+        int n = cugen_pw_configs(pg, whole, &hw, cfg, 4);
+        StrBuf src;
+        sb_init(&src);
+        CudaLaunch ln;
+        CHECK(n > 0 && cugen_emit(pg, whole, &cfg[0], &hw, "k", &src, &ln, &e) == ST_OK);
+        cugen_lin_precision = saved;
+        for (size_t i = 0; i < ORCH_COUNT(fast); i++)
+            CHECK_MSG((strstr(src.s, fast[i]) != NULL) == (u == 1), "%s: %s %s", fast[i],
+                      u ? "fp16 lacks it" : "fp32 calls it", src.s);
+        sb_free(&src);
+    }
+    cand_set_free(cs);
+    const Graph *gsrc = pg->src;
+    prim_graph_free(pg);
+    graph_free((Graph *)gsrc);
+
+    // The helpers themselves, on the GPU: out[4 i + f] = f-th helper of in[i].
+    StrBuf k;
+    sb_init(&k);
+    sb_puts(&k, cugen_prelude());
+    sb_puts(&k, "extern \"C\" __global__ void fast_check(const float *in, float *out, int n) {\n"
+                "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "    if (i >= n) return;\n"
+                "    const float v = in[i];\n"
+                "    out[4 * i] = orch_fast_expf(v);\n"
+                "    out[4 * i + 1] = orch_fast_sinf(v);\n"
+                "    out[4 * i + 2] = orch_fast_cosf(v);\n"
+                "    out[4 * i + 3] = orch_fast_sigmoidf(v);\n"
+                "}\n");
+    for (int a = 0; a < n_archs; a++) {
+        void *cubin = NULL;
+        size_t size = 0;
+        NvrtcOptions opt = {.arch = archs[a]};
+        int rc = nvrtc_compile(k.s, "fast_check.cu", &opt, &cubin, &size, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", archs[a], e.msg);
+        if (rc != ST_OK || a != gpu_arch || !have_gpu) {
+            free(cubin);
+            continue;
+        }
+        // Dense sweeps over [-1, 1], [-100, 100] and [-1e4, 1e4], random values, and the
+        // special ones.
+        enum { N = 3 * 100000 + 100000 + 9 };
+        float *in = xmalloc(sizeof(float) * N), *got = xmalloc(sizeof(float) * 4 * N);
+        int n = 0;
+        static const double spans[3] = {1, 100, 1e4};
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 100000; i++)
+                in[n++] = (float)(-spans[r] + 2 * spans[r] * i / 99999.0);
+        for (int i = 0; i < 100000; i++)
+            in[n++] = (float)unif(-120, 120);
+        const float special[9] = {0.0f,   -0.0f,   NAN,   INFINITY, -INFINITY,
+                                  1e-40f, -1e-40f, 88.7f, -104.0f};
+        for (int i = 0; i < 9; i++)
+            in[n++] = special[i];
+        CUmodule mod = NULL;
+        CUfunction fn = NULL;
+        CUdeviceptr din = 0, dout = 0;
+        void *params[3] = {&din, &dout, &n};
+        Err ge = {0};
+        bool ok = !(CUDA_TRY(api, &ge, cuModuleLoadData, &mod, cubin) ||
+                    CUDA_TRY(api, &ge, cuModuleGetFunction, &fn, mod, "fast_check") ||
+                    CUDA_TRY(api, &ge, cuMemAlloc, &din, sizeof(float) * N) ||
+                    CUDA_TRY(api, &ge, cuMemAlloc, &dout, sizeof(float) * 4 * N) ||
+                    CUDA_TRY(api, &ge, cuMemcpyHtoD, din, in, sizeof(float) * N) ||
+                    CUDA_TRY(api, &ge, cuMemsetD8, dout, 0xa5, sizeof(float) * 4 * N) ||
+                    CUDA_TRY(api, &ge, cuLaunchKernel, fn, (unsigned)((n + 255) / 256), 1, 1, 256,
+                             1, 1, 0, NULL, params, NULL) ||
+                    CUDA_TRY(api, &ge, cuCtxSynchronize) ||
+                    CUDA_TRY(api, &ge, cuMemcpyDtoH, got, dout, sizeof(float) * 4 * N));
+        CHECK_MSG(ok, "fast_check: %s", ge.msg);
+        double worst[4] = {0};
+        int bad = 0;
+        for (int i = 0; ok && i < n; i++) {
+            const double v = in[i];
+            // exp: (2 + 1.2 |x|) ulp (ex2.approx of the rounded x log2 e), flushed under
+            // 2^-126; sin/cos: 2e-6 absolute for |x| <= 1e4; sigmoid: 1e-5 relative, flushed.
+            // (exp as a float: past FLT_MAX it is infinite)
+            double ref[4] = {(double)(float)exp(v), sin(v), cos(v),
+                             v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v))};
+            double bound[4] = {(2 + 1.2 * fabs(v)) * ldexp(fabs(ref[0]), -23) + 0x1p-126, 2e-6,
+                               2e-6, 1e-5 * fabs(ref[3]) + 0x1p-126};
+            for (int f = 0; f < 4; f++) {
+                const double g = got[4 * i + f];
+                bool good;
+                if (isnan(v) || (isinf(v) && (f == 1 || f == 2)))
+                    good = isnan(g);
+                else if (isinf(ref[f]))
+                    good = g == ref[f];
+                else {
+                    const double d = fabs(g - ref[f]);
+                    // (within the bound of FLT_MAX, the rounding may overflow)
+                    good = d <= bound[f] ||
+                           (isinf(g) && g * ref[f] > 0 && fabs(ref[f]) + bound[f] > FLT_MAX);
+                    if (bound[f] > 0 && d / bound[f] > worst[f])
+                        worst[f] = d / bound[f];
+                }
+                if (!good && bad++ < 8)
+                    printf("    fast %s(%.9g) = %.9g, reference %.9g\n",
+                           (const char *[]){"exp", "sin", "cos", "sigmoid"}[f], v, g, ref[f]);
+            }
+        }
+        CHECK_MSG(bad == 0, "%d fast-math values out of bounds", bad);
+        if (ok)
+            printf("  fast math on the GPU (%d values): largest error / bound: exp %.2f sin %.2f "
+                   "cos %.2f sigmoid %.2f\n",
+                   n, worst[0], worst[1], worst[2], worst[3]);
+        if (din)
+            api->cuMemFree(din);
+        if (dout)
+            api->cuMemFree(dout);
+        if (mod)
+            api->cuModuleUnload(mod);
+        free(in);
+        free(got);
+        free(cubin);
+    }
+    sb_free(&k);
+}
+
 int main(int argc, char **argv) {
     const char *env = getenv("ORCH_TEST_SEED");
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10)
@@ -1043,6 +1199,7 @@ int main(int argc, char **argv) {
                (double)(t3.tv_sec - t2.tv_sec) + (t3.tv_nsec - t2.tv_nsec) * 1e-9);
     }
     RUN(test_coverage);
+    RUN(test_fast_math);
     for (current = 0; current < n_graphs; current++) {
         printf("  %s: %d kernels\n", graphs[current].name, graphs[current].kernels);
         check_failed_case = 0;

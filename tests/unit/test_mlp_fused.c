@@ -324,6 +324,29 @@ static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelCo
     }
 }
 
+// The precision a config is emitted under, as the compile driver would: its variant's (the
+// emitted epilogues follow it: cugen_cexpr_dialect), float32 for the SIMT variants.
+static CugenPrecision emit_precision(const KernelConfig *cf) {
+    switch (cf->p[CUMLP_VAR]) {
+    case CUMLP_TF32:
+    case CUMLP_3XTF32: return CUGEN_PREC_TF32;
+    case CUMLP_F16: return CUGEN_PREC_FP16;
+    case CUMLP_BF16: return CUGEN_PREC_BF16;
+    default: return CUGEN_PREC_FP32;
+    }
+}
+
+// cugen_emit under emit_precision(cfg).
+static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                             const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *ln,
+                             Err *e) {
+    CugenPrecision saved = cugen_lin_precision;
+    cugen_lin_precision = emit_precision(cfg);
+    int rc = cugen_emit(pg, c, cfg, hw, fn, src, ln, e);
+    cugen_lin_precision = saved;
+    return rc;
+}
+
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
 static int family(const KernelConfig *cf) {
     return (int)cf->p[CUMLP_VAR] * 2 + (strstr(cf->desc, "epi=smem") != NULL);
@@ -387,7 +410,7 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
             sb_printf(src, "// %s: %s\n", j->fn, cf[q].desc);
             Err e = {0};
-            CHECK_MSG(cugen_emit(pg, c, &cf[q], hw, j->fn, src, &j->ln, &e) == ST_OK,
+            CHECK_MSG(emit_at_precision(pg, c, &cf[q], hw, j->fn, src, &j->ln, &e) == ST_OK,
                       "%s: CUDA emit %s: %s", name, cf[q].desc, e.msg);
         }
     }
@@ -881,7 +904,8 @@ static void cuda_configs(void) {
             CudaLaunch ln;
             StrBuf s;
             sb_init(&s);
-            CHECK_MSG(cugen_emit(pg, full, &cf[i], hw, "k", &s, &ln, &e) == ST_OK, "%s", e.msg);
+            CHECK_MSG(emit_at_precision(pg, full, &cf[i], hw, "k", &s, &ln, &e) == ST_OK, "%s",
+                      e.msg);
             if (i == 0 && u > 0 && getenv("ORCH_MLP_DUMP")) // the H100's first choices, for reading
                 printf("// %s\n%s%s\n", cf[i].desc, cugen_prelude(), s.s);
             sb_free(&s);
@@ -954,7 +978,8 @@ static void gpu_timing(void) {
             j->cfg = cf[q];
             j->tol = config_tol(pg, full, &cf[q]);
             snprintf(j->fn, sizeof j->fn, "k_bench_%d", q);
-            CHECK_MSG(cugen_emit(pg, full, &cf[q], &g_dhw, j->fn, &src[gi], &j->ln, &e) == ST_OK,
+            CHECK_MSG(emit_at_precision(pg, full, &cf[q], &g_dhw, j->fn, &src[gi], &j->ln, &e) ==
+                          ST_OK,
                       "emit %s: %s", cf[q].desc, e.msg);
         }
         memset(&comp[gi], 0, sizeof comp[gi]);

@@ -67,8 +67,9 @@ struct Cexpr {
     int flat_first;
     char flat_var[NAME_CAP];
     bool flat_broken;
-    // CUDA dialect (cexpr_set_cuda) and the vector-load hook (cexpr_set_load_hook).
-    bool cuda;
+    // CUDA dialect (cexpr_set_cuda), its fast transcendentals (cexpr_set_fast_math) and the
+    // vector-load hook (cexpr_set_load_hook).
+    bool cuda, fast_math;
     CexprLoadHook load_hook;
     void *hctx;
 };
@@ -237,6 +238,10 @@ void cexpr_set_flat(Cexpr *x, int first, const char *var) {
 bool cexpr_flat_broken(const Cexpr *x) { return x->flat_broken; }
 
 void cexpr_set_cuda(Cexpr *x, bool cuda) { x->cuda = cuda; }
+
+void cexpr_set_fast_math(Cexpr *x, bool fast) {
+    x->fast_math = fast;
+}
 
 void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx) {
     x->load_hook = fn;
@@ -596,6 +601,19 @@ typedef struct Operand {
 
 static bool is_wide(DType t) { return t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16; }
 
+// Under cexpr_set_fast_math (CUDA, float domain): the prelude's versions built on the special
+// function unit's approximations (orch_fast_*f, prelude_cuda.c), for the transcendentals whose
+// libm versions dominate cheap epilogues; false for every other op (float_op answers).
+static bool fast_float_op(EwOp op, const char *a, char *buf, size_t cap) {
+    switch (op) {
+    case EW_EXP: fmt(buf, cap, "orch_fast_expf(%s)", a); return true;
+    case EW_SIN: fmt(buf, cap, "orch_fast_sinf(%s)", a); return true;
+    case EW_COS: fmt(buf, cap, "orch_fast_cosf(%s)", a); return true;
+    case EW_SIGMOID: fmt(buf, cap, "orch_fast_sigmoidf(%s)", a); return true;
+    default: return false;
+    }
+}
+
 // The float-domain expression of op over operands already in the domain type.
 static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *c, char *buf,
                      size_t cap) {
@@ -816,6 +834,9 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
         }
         if (in->op == EW_WHERE && op[0].dtype != DT_UNDEFINED && !dtype_is_float(op[0].dtype))
             fmt(expr, sizeof expr, "(%s ? %s : %s)", conv[0], conv[1], conv[2]);
+        else if (fdom && !wide && x->cuda && x->fast_math &&
+                 fast_float_op(in->op, conv[0], expr, sizeof expr))
+            ; // the CUDA prelude's hardware-approximation version (cexpr_set_fast_math)
         else if (fdom ? !float_op(in->op, !wide, conv[0], conv[1], conv[2], expr, sizeof expr)
                       : !int_op(in->op, conv[0], conv[1], conv[2], expr, sizeof expr))
             rc = err_set(e, ST_UNSUPPORTED, "kernel %s: %s has no %s definition (primitive %d)",

@@ -121,6 +121,11 @@ bool cexpr_flat_broken(const Cexpr *x);
 // through `in<j>[offset]`, a `const T *__restrict__` local the kernel declares, instead of
 // `in[j]`. Called helpers keep their names (the CUDA prelude defines device versions).
 void cexpr_set_cuda(Cexpr *x, bool cuda);
+// With the CUDA dialect: exp, sin, cos and sigmoid in float32 call the CUDA prelude's
+// special-function-unit versions (orch_fast_*f: a few ulp for exp and sigmoid, ~1e-6 absolute
+// for sin/cos over |x| < 1e5), for kernels compiled under a reduced precision, whose tolerance
+// those errors are far inside. Off by default (libm accuracy).
+void cexpr_set_fast_math(Cexpr *x, bool fast);
 // A hook for vectorised kernels, consulted (when set) for every load of kernel input j whose
 // offset in the flat view with first == 0 is exactly `cst + var` (unit stride along the whole
 // root): returning true with an expression of storage type t in out replaces the load.

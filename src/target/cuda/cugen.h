@@ -76,5 +76,12 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
 // struct, and device versions of every orch_* helper the value expressions (cgen.h's cexpr)
 // call.
 const char *cugen_prelude(void);
+// Makes x emit the CUDA dialect (cexpr_set_cuda), with the prelude's special-function-unit
+// transcendentals (cexpr_set_fast_math) when cugen_lin_precision is reduced (tf32, fp16, bf16):
+// their errors are far inside those precisions' tolerances. Every CUDA emitter's Cexpr goes
+// through it, so the code a config emits follows the precision the compile runs under (the
+// compile driver keys its profile records by it too).
+typedef struct Cexpr Cexpr;
+void cugen_cexpr_dialect(Cexpr *x);
 
 #endif

@@ -1340,7 +1340,7 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     sb_init(&decls);
     sb_init(&body);
     AEm E = {a, fn, cexpr_create(a->pg, a->c, fn, &decls), false};
-    cexpr_set_cuda(E.x, true);
+    cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     if (g->any)
         sb_puts(&decls, CP_HELPERS);

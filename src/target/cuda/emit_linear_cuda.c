@@ -583,7 +583,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw, 
     sb_init(&body);
     Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
     E.x = cexpr_create(L->pg, L->c, fn, &decls);
-    cexpr_set_cuda(E.x, true);
+    cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, culin_reader, &E);
     CudaLaunch ln;
     memset(&ln, 0, sizeof ln);

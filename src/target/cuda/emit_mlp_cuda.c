@@ -282,7 +282,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     sb_init(&decls);
     sb_init(&body);
     CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
-    cexpr_set_cuda(E.x, true);
+    cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     int64_t S = smem_stride(m), K0 = m->K[0];
@@ -546,7 +546,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_init(&decls);
     sb_init(&body);
     CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
-    cexpr_set_cuda(E.x, true);
+    cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     int64_t K0 = m->K[0], R = m->R;
@@ -1123,7 +1123,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     sb_init(&decls);
     sb_init(&body);
     TcEm T = {{m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"}, &L, W, MT, epi_smem};
-    cexpr_set_cuda(T.E.x, true);
+    cugen_cexpr_dialect(T.E.x);
     cexpr_set_reader(T.E.x, reader, &T.E);
     StrBuf *s = &body;
     emit_head(m, fn, T.W * 32, BPS, s);

@@ -143,7 +143,7 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     sb_init(&decls);
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
-    cexpr_set_cuda(x, true);
+    cugen_cexpr_dialect(x);
     cexpr_set_flat(x, 0, "f");
     char names[ORCH_MAX_RANK][16];
     const char *idx[ORCH_MAX_RANK];

@@ -586,7 +586,7 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     sb_init(&decls);
     sb_init(&body);
     k.x = cexpr_create(pg, c, fn, &decls);
-    cexpr_set_cuda(k.x, true);
+    cugen_cexpr_dialect(k.x);
     cexpr_set_reader(k.x, reader, &k);
     fmt_truncated = false;
     rc = emit_body(&k, bs, tpr, &body, e);

@@ -7,7 +7,9 @@
 // integer division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
 // Transcendentals use CUDA's own accurate functions (expf, tanhf, erff: at most 2 ulp; no
 // --use_fast_math), where the C prelude has vectorisable polynomials of the same accuracy.
+#include "../c/cgen.h"
 #include "cugen.h"
+#include "cugen_linear.h"
 #include "nvrtc.h"
 
 #include <pthread.h>
@@ -90,6 +92,20 @@ static const char HELPERS[] =
     "    float e = expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
     "    return a != a ? a : a >= 0 ? r : e * r;\n"
     "}\n"
+    "// Special-function-unit versions for reduced precisions (cexpr_set_fast_math): exp a few\n"
+    "// ulp (ex2.approx); sin/cos one Cody-Waite step to [-pi, pi] (2pi as float + its error),\n"
+    "// then sin.approx: ~6e-7 absolute for |x| < 1e5; sigmoid through them and rcp.approx.\n"
+    "ORCH_DEV float orch_fast_expf(float x) { return __expf(x); }\n"
+    "ORCH_DEV float orch_fast_reduce2pi(float x) {\n"
+    "    const float k = rintf(x * 0.159154943091895336f);\n"
+    "    return fmaf(k, 1.74845553146951715e-7f, fmaf(k, -6.28318548202514648f, x));\n"
+    "}\n"
+    "ORCH_DEV float orch_fast_sinf(float x) { return __sinf(orch_fast_reduce2pi(x)); }\n"
+    "ORCH_DEV float orch_fast_cosf(float x) { return __cosf(orch_fast_reduce2pi(x)); }\n"
+    "ORCH_DEV float orch_fast_sigmoidf(float a) {\n"
+    "    float e = __expf(-fabsf(a)), r = __fdividef(1.0f, 1.0f + e);\n"
+    "    return a != a ? a : a >= 0 ? r : e * r;\n"
+    "}\n"
     "ORCH_DEV double orch_sigmoid(double a) {\n"
     "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
     "}\n"
@@ -165,4 +181,9 @@ static void build_once(void) {
 const char *cugen_prelude(void) {
     pthread_once(&g_once, build_once);
     return g_prelude;
+}
+
+void cugen_cexpr_dialect(Cexpr *x) {
+    cexpr_set_cuda(x, true);
+    cexpr_set_fast_math(x, cugen_lin_precision != CUGEN_PREC_FP32);
 }
