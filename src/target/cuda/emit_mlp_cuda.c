@@ -140,11 +140,29 @@ static void emit_head(const MlpChain *m, const char *fn, int64_t T, int64_t min_
 
 // ---- block kernel ----
 
-static int64_t smem_stride(const MlpChain *m) {
-    int64_t w = m->K[0];
+// The activation buffers' layout. k-major: row k (a column of the previous layer's products)
+// starts at k * bmp + (k >> 2) * 4 floats: bmp is BM rounded up to 4 (float4 reads of a
+// thread's TM rows stay 16-byte aligned) and a multiple of 32 for the offered BM, so the skew of
+// 4 floats per 4 rows puts the product stores of 8 neighbouring threads (columns 4 apart) in 8
+// different 16-byte bank groups. The last layer's products are row-major with stride so (the
+// output leaves coalesced). Each buffer holds abuf floats (a multiple of 4: b1 and the staged
+// weights stay 16-byte aligned).
+typedef struct BlockLayout {
+    int64_t bmp, so, abuf;
+} BlockLayout;
+
+static int64_t kofs(const BlockLayout *L, int64_t k) {
+    return k * L->bmp + (k >> 2) * 4;
+}
+
+static void block_layout(const MlpChain *m, int64_t BM, BlockLayout *L) {
+    int64_t w = 0; // the widest layer input: every product read k-major
     for (int l = 0; l < m->n; l++)
-        w = ORCH_MAX(w, m->N[l]);
-    return w | 1;
+        w = ORCH_MAX(w, m->K[l]);
+    L->bmp = (BM + 3) / 4 * 4;
+    L->so = (m->N[m->n - 1] + 3) / 4 * 4;
+    L->abuf = ORCH_MAX(kofs(L, w - 1) + L->bmp, BM * L->so);
+    L->abuf = (L->abuf + 3) / 4 * 4;
 }
 
 static int64_t max_kn(const MlpChain *m) {
@@ -155,9 +173,9 @@ static int64_t max_kn(const MlpChain *m) {
 }
 
 static int64_t smem_bytes(const MlpChain *m, int64_t BM, bool stage) {
-    int64_t b = 2 * BM * smem_stride(m) * 4;
-    b = (b + 15) / 16 * 16;
-    return b + (stage ? max_kn(m) * 4 : 0);
+    BlockLayout L;
+    block_layout(m, BM, &L);
+    return (2 * L.abuf + (stage ? max_kn(m) : 0)) * 4;
 }
 
 static int layer_tn(const MlpChain *m, int l, int tn) {
@@ -166,12 +184,59 @@ static int layer_tn(const MlpChain *m, int l, int tn) {
     return tn;
 }
 
+// The widest vector (4, 2, 1 floats) a thread reads its TM rows of one k with.
+static int row_vec(int TM) {
+    return TM % 4 == 0 ? 4 : TM % 2 == 0 ? 2 : 1;
+}
+
+// `n` k steps (n <= 4, the first at a multiple of 4): the activations of the thread's rows of
+// k step kk at a4 + kk * bmp, its weights at w4 + kk * N.
+static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int TM, int TN,
+                        bool stage, int64_t n) {
+    int VW = row_vec(TM);
+    static const char *const comp[] = {"x", "y", "z", "w"};
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int kk = 0; kk < %lld; kk++) {\n", (long long)n);
+    sb_line(s, ind + 1, "const float *ak = a4 + kk * %lld;\n", (long long)L->bmp);
+    sb_line(s, ind + 1, "float av[%d];\n", TM);
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int g = 0; g < %d; g++) {\n", TM / VW);
+    if (VW == 1) {
+        sb_line(s, ind + 2, "av[g] = ak[g];\n");
+    } else {
+        sb_line(s, ind + 2, "const float%d v = *(const float%d *)(ak + g * %d);\n", VW, VW, VW);
+        for (int u = 0; u < VW; u++)
+            sb_line(s, ind + 2, "av[g * %d + %d] = v.%s;\n", VW, u, comp[u]);
+    }
+    sb_line(s, ind + 1, "}\n");
+    if (TN == 4) {
+        if (stage)
+            sb_line(s, ind + 1, "const float4 w4v = *(const float4 *)(w4 + kk * %lld);\n",
+                    (long long)N);
+        else
+            sb_line(s, ind + 1, "const float4 w4v = __ldg((const float4 *)(w4 + kk * %lld));\n",
+                    (long long)N);
+        sb_line(s, ind + 1, "const float wv[4] = {w4v.x, w4v.y, w4v.z, w4v.w};\n");
+    } else {
+        sb_line(s, ind + 1, "float wv[%d];\n", TN);
+        sb_line(s, ind + 1, "#pragma unroll\n");
+        sb_line(s, ind + 1, "for (int j = 0; j < %d; j++) wv[j] = %s(w4 + kk * %lld + j);\n", TN,
+                stage ? "*" : "__ldg", (long long)N);
+    }
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int i = 0; i < %d; i++)\n", TM);
+    sb_line(s, ind + 2, "#pragma unroll\n");
+    sb_line(s, ind + 2, "for (int j = 0; j < %d; j++) acc_[i][j] = fmaf(av[i], wv[j], acc_[i][j]);\n",
+            TN);
+    sb_line(s, ind, "}\n");
+}
+
 // Layer l: products, epilogue, store (into dst, or the output for the last layer).
-static int emit_layer(CEm *E, int l, const KernelConfig *cfg, Err *e) {
+static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout *L, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
-    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], S = smem_stride(m);
-    int TM = (int)cfg->p[Q_TM], TN = layer_tn(m, l, (int)cfg->p[Q_TN]);
+    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], BMP = L->bmp, SO = L->so;
+    int TM = (int)cfg->p[Q_TM], TN = layer_tn(m, l, (int)cfg->p[Q_TN]), VW = row_vec(TM);
     bool stage = cfg->p[Q_STAGE] != 0, last = l == m->n - 1;
     int64_t K = m->K[l], N = m->N[l], NCB = N / TN, items = BM / TM * NCB;
     const char *src = l % 2 ? "b1" : "b0", *dst = l % 2 ? "b0" : "b1";
@@ -194,77 +259,128 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, Err *e) {
     sb_line(s, 3, "for (int i = 0; i < %d; i++)\n", TM);
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int j = 0; j < %d; j++) acc_[i][j] = 0.0f;\n", TN);
-    sb_line(s, 3, "const float *ap = %s + r0 * %lld;\n", src, (long long)S);
+    sb_line(s, 3, "const float *ap = %s + r0;\n", src);
     sb_line(s, 3, "const float *wp = w + c0;\n");
-    sb_line(s, 3, "#pragma unroll 4\n");
-    sb_line(s, 3, "for (int k = 0; k < %lld; k++) {\n", (long long)K);
-    if (TN == 4) {
-        if (stage)
-            sb_line(s, 4, "const float4 w4 = *(const float4 *)(wp + k * %lld);\n", (long long)N);
-        else
-            sb_line(s, 4, "const float4 w4 = __ldg((const float4 *)(wp + k * %lld));\n",
-                    (long long)N);
-        sb_line(s, 4, "const float wv[4] = {w4.x, w4.y, w4.z, w4.w};\n");
-    } else {
-        sb_line(s, 4, "float wv[%d];\n", TN);
-        sb_line(s, 4, "#pragma unroll\n");
-        sb_line(s, 4, "for (int j = 0; j < %d; j++) wv[j] = %s(wp + k * %lld + j);\n", TN,
-                stage ? "*" : "__ldg", (long long)N);
+    // k in groups of 4 (rows 4 k4 .. 4 k4 + 3 lie at constant offsets from the group's start),
+    // then the rest.
+    if (K >= 4) {
+        sb_line(s, 3, "#pragma unroll 2\n");
+        sb_line(s, 3, "for (int k4 = 0; k4 < %lld; k4++) {\n", (long long)(K / 4));
+        sb_line(s, 4, "const float *a4 = ap + k4 * %lld;\n", (long long)kofs(L, 4));
+        sb_line(s, 4, "const float *w4 = wp + k4 * %lld;\n", (long long)(4 * N));
+        emit_ksteps(s, 4, L, N, TM, TN, stage, 4);
+        sb_line(s, 3, "}\n");
     }
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int i = 0; i < %d; i++) {\n", TM);
-    sb_line(s, 5, "const float av = ap[i * %lld + k];\n", (long long)S);
-    sb_line(s, 5, "#pragma unroll\n");
-    sb_line(s, 5, "for (int j = 0; j < %d; j++) acc_[i][j] = fmaf(av, wv[j], acc_[i][j]);\n", TN);
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
-    // The raw products into dst; the epilogue follows in a pass of its own.
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int i = 0; i < %d; i++)\n", TM);
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int j = 0; j < %d; j++) %s[(r0 + i) * %lld + c0 + j] = acc_[i][j];\n", TN,
-            dst, (long long)S);
+    if (K % 4) {
+        sb_line(s, 3, "{\n");
+        sb_line(s, 4, "const float *a4 = ap + %lld;\n", (long long)kofs(L, K / 4 * 4));
+        sb_line(s, 4, "const float *w4 = wp + %lld;\n", (long long)(K / 4 * 4 * N));
+        emit_ksteps(s, 4, L, N, TM, TN, stage, K % 4);
+        sb_line(s, 3, "}\n");
+    }
+    // The raw products into dst (k-major for the next layer, row-major for the output); the
+    // epilogue follows in a pass of its own.
+    if (!last) {
+        static const char *const mk[] = {"", "", "make_float2", "", "make_float4"};
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int j = 0; j < %d; j++) {\n", TN);
+        sb_line(s, 4, "float *dq = %s + (c0 + j) * %lld + ((c0 + j) >> 2) * 4 + r0;\n", dst,
+                (long long)BMP);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int g = 0; g < %d; g++)\n", TM / VW);
+        if (VW == 1)
+            sb_line(s, 5, "dq[g] = acc_[g][j];\n");
+        else if (VW == 2)
+            sb_line(s, 5, "*(float2 *)(dq + g * 2) = %s(acc_[g * 2][j], acc_[g * 2 + 1][j]);\n",
+                    mk[2]);
+        else
+            sb_line(s, 5,
+                    "*(float4 *)(dq + g * 4) = %s(acc_[g * 4][j], acc_[g * 4 + 1][j], "
+                    "acc_[g * 4 + 2][j], acc_[g * 4 + 3][j]);\n",
+                    mk[4]);
+        sb_line(s, 3, "}\n");
+    } else {
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int i = 0; i < %d; i++) {\n", TM);
+        sb_line(s, 4, "float *dq = %s + (r0 + i) * %lld + c0;\n", dst, (long long)SO);
+        if (TN == 4) {
+            sb_line(s, 4,
+                    "*(float4 *)dq = make_float4(acc_[i][0], acc_[i][1], acc_[i][2], "
+                    "acc_[i][3]);\n");
+        } else {
+            sb_line(s, 4, "#pragma unroll\n");
+            sb_line(s, 4, "for (int j = 0; j < %d; j++) dq[j] = acc_[i][j];\n", TN);
+        }
+        sb_line(s, 3, "}\n");
+    }
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
-    // The epilogue over the tile, one element per thread and step (one copy of its code, and
-    // the last layer's stores coalesced). Rows past the last are not computed (an epilogue
-    // constant may be as large as the output) and read as zeros by the next layer.
     if (!m->epi[l] && !last) {
         sb_line(s, 1, "}\n");
         return ST_OK;
     }
-    sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * N),
-            (long long)T);
-    sb_line(s, 3, "const int r = q / %lld;\n", (long long)N);
-    sb_line(s, 3, "const int64_t e_c = q - r * %lld, gr = i0 + r;\n", (long long)N);
-    sb_line(s, 3, "float *dp = %s + r * %lld + e_c;\n", dst, (long long)S);
-    sb_line(s, 3, "if (gr < %lld) {\n", (long long)m->R);
-    sb_line(s, 4, "const float acc = *dp;\n");
-    char names[ORCH_MAX_RANK][24];
-    const char *ix[ORCH_MAX_RANK];
-    sb_line(s, 4, "int64_t q_r = gr;\n");
-    for (int d = m->rank - 2; d >= 0; d--) {
-        snprintf(names[d], sizeof names[d], "e_i%d", d);
-        sb_line(s, 4, "const int64_t e_i%d = q_r %% %lld; q_r /= %lld; (void)e_i%d;\n", d,
-                (long long)m->lead[d], (long long)m->lead[d], d);
-        ix[d] = names[d];
-    }
-    ix[m->rank - 1] = "e_c";
-    E->cur = l;
-    char v[64];
-    int rc = cexpr_value(E->x, m->act[l], ix, s, 4, v, sizeof v, e);
-    E->cur = -1;
-    cexpr_forget(E->x);
+    // The epilogue over the tile: one copy of its code, U elements per thread and step (each a
+    // long dependent chain: U of them in flight), loaded before and stored after all U are
+    // computed so that the compiler need not prove the in-place accesses distinct. Thread q
+    // takes column q / BM, row q % BM of the k-major products (conflict-free, the column's
+    // constants one broadcast), or, in the last layer, row q / N, column q % N of the row-major
+    // ones (the output's stores coalesced). Rows past the last see the last row's index (an
+    // epilogue constant may be as large as the output); nothing is stored for them, and the
+    // next layer reads them as zeros.
+    int64_t tot = BM * N, per = (tot + T - 1) / T;
+    int U = per >= 4 ? 4 : per >= 2 ? 2 : 1;
+    bool full = tot % (U * T) == 0;
+    sb_line(s, 2, "for (int q0 = threadIdx.x; q0 < %lld; q0 += %lld) {\n", (long long)tot,
+            (long long)(U * T));
+    sb_line(s, 3, "int qs[%d];\n", U);
+    sb_line(s, 3, "float xv[%d];\n", U);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
+    if (full)
+        sb_line(s, 4, "qs[u] = q0 + u * %lld;\n", (long long)T);
+    else
+        sb_line(s, 4, "qs[u] = min(q0 + u * %lld, %lld);\n", (long long)T, (long long)(tot - 1));
+    if (last)
+        sb_line(s, 4, "xv[u] = %s[(qs[u] / %lld) * %lld + qs[u] %% %lld];\n", dst, (long long)N,
+                (long long)SO, (long long)N);
+    else
+        sb_line(s, 4, "xv[u] = %s[(qs[u] / %lld) * %lld + ((qs[u] / %lld) >> 2) * 4 + qs[u] %% %lld];\n",
+                dst, (long long)BM, (long long)BMP, (long long)BM, (long long)BM);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
+    if (last)
+        sb_line(s, 4, "const int r = qs[u] / %lld, c_ = qs[u] - r * %lld;\n", (long long)N,
+                (long long)N);
+    else
+        sb_line(s, 4, "const int c_ = qs[u] / %lld, r = qs[u] - c_ * %lld;\n", (long long)BM,
+                (long long)BM);
+    sb_line(s, 4, "const int64_t gr = i0 + r < %lld ? i0 + r : %lld;\n", (long long)m->R,
+            (long long)(m->R - 1));
+    sb_line(s, 4, "const float acc = xv[u];\n");
+    int rc = emit_epi(E, l, "acc", "c_", "gr", "xv[u]", 4, e);
     if (rc)
         return rc;
-    if (last)
-        sb_line(s, 4, "o[gr * %lld + e_c] = %s;\n", (long long)N, v);
-    else
-        sb_line(s, 4, "*dp = %s;\n", v);
-    if (!last) {
-        sb_line(s, 3, "} else {\n");
-        sb_line(s, 4, "*dp = 0.0f;\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
+    int ind = 4;
+    if (!full) {
+        sb_line(s, 4, "if (q0 + u * %lld < %lld) {\n", (long long)T, (long long)tot);
+        ind = 5;
     }
+    if (last) {
+        sb_line(s, ind, "const int r = qs[u] / %lld;\n", (long long)N);
+        sb_line(s, ind, "if (i0 + r < %lld) o[(i0 + r) * %lld + qs[u] - r * %lld] = xv[u];\n",
+                (long long)m->R, (long long)N, (long long)N);
+    } else {
+        sb_line(s, ind, "const int c_ = qs[u] / %lld, r = qs[u] - c_ * %lld;\n", (long long)BM,
+                (long long)BM);
+        sb_line(s, ind, "%s[c_ * %lld + (c_ >> 2) * 4 + r] = i0 + r < %lld ? xv[u] : 0.0f;\n", dst,
+                (long long)BMP, (long long)m->R);
+    }
+    if (!full)
+        sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
@@ -285,26 +401,48 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
-    int64_t S = smem_stride(m), K0 = m->K[0];
+    BlockLayout L;
+    block_layout(m, BM, &L);
+    int64_t K0 = m->K[0], BMP = L.bmp;
     emit_head(m, fn, T, 0, s);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
-    sb_line(s, 1, "float *b0 = orch_mlp_sm, *b1 = orch_mlp_sm + %lld;\n", (long long)(BM * S));
+    sb_line(s, 1, "float *b0 = orch_mlp_sm, *b1 = orch_mlp_sm + %lld;\n", (long long)L.abuf);
     if (cfg->p[Q_STAGE])
-        sb_line(s, 1, "float *ws = orch_mlp_sm + %lld;\n",
-                (long long)((2 * BM * S * 4 + 15) / 16 * 4));
+        sb_line(s, 1, "float *ws = orch_mlp_sm + %lld;\n", (long long)(2 * L.abuf));
     sb_line(s, 1, "(void)b1;\n");
     sb_line(s, 1, "const int64_t i0 = (int64_t)blockIdx.x * %lld;\n", (long long)BM);
-    // The block's input rows, coalesced.
-    sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * K0),
-            (long long)T);
-    sb_line(s, 2, "const int r = q / %lld, k = q - r * %lld;\n", (long long)K0, (long long)K0);
-    sb_line(s, 2, "b0[r * %lld + k] = i0 + r < %lld ? in%d[(i0 + r) * %lld + k] : 0.0f;\n",
-            (long long)S, (long long)m->R, m->x_pos, (long long)K0);
-    sb_line(s, 1, "}\n");
+    // The block's input rows, coalesced, k-major into b0.
+    if (K0 % 4 == 0) {
+        int64_t KQ = K0 / 4;
+        sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * KQ),
+                (long long)T);
+        sb_line(s, 2, "const int r = q / %lld, kq = q - r * %lld;\n", (long long)KQ,
+                (long long)KQ);
+        sb_line(s, 2,
+                "const float4 v = i0 + r < %lld ? __ldg((const float4 *)(in%d + (i0 + r) * %lld) "
+                "+ kq) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n",
+                (long long)m->R, m->x_pos, (long long)K0);
+        sb_line(s, 2, "float *bp = b0 + kq * %lld + r;\n", (long long)kofs(&L, 4));
+        sb_line(s, 2, "bp[0] = v.x;\n");
+        sb_line(s, 2, "bp[%lld] = v.y;\n", (long long)BMP);
+        sb_line(s, 2, "bp[%lld] = v.z;\n", (long long)(2 * BMP));
+        sb_line(s, 2, "bp[%lld] = v.w;\n", (long long)(3 * BMP));
+        sb_line(s, 1, "}\n");
+    } else {
+        sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * K0),
+                (long long)T);
+        sb_line(s, 2, "const int r = q / %lld, k = q - r * %lld;\n", (long long)K0,
+                (long long)K0);
+        sb_line(s, 2,
+                "b0[k * %lld + (k >> 2) * 4 + r] = i0 + r < %lld ? in%d[(i0 + r) * %lld + k] : "
+                "0.0f;\n",
+                (long long)BMP, (long long)m->R, m->x_pos, (long long)K0);
+        sb_line(s, 1, "}\n");
+    }
     sb_line(s, 1, "__syncthreads();\n");
     int rc = ST_OK;
     for (int l = 0; l < m->n && !rc; l++)
-        rc = emit_layer(&E, l, cfg, e);
+        rc = emit_layer(&E, l, cfg, &L, e);
     sb_puts(s, "}\n\n");
     cexpr_free(E.x);
     if (!rc) {
@@ -324,8 +462,8 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     return rc;
 }
 
-// The device model: a block's warp instructions per layer (FMAs, shared-memory activation reads,
-// weight loads, the epilogue), issued by 4 schedulers per SM at an efficiency that grows with
+// The device model: a block's warp instructions per layer (FMAs, shared-memory activation reads
+// (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM at an efficiency that grows with
 // the resident warps; blocks per SM from shared memory, threads and registers; waves over the
 // SMs; the chain's input and output cross DRAM once.
 static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
@@ -347,8 +485,8 @@ static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
         double TN = layer_tn(m, l, (int)P[Q_TN]);
         double items = BM / TM * ((double)m->N[l] / TN);
         double per = ceil(items / T);
-        double wl = TN == 4 ? 1 : TN;
-        instr += per * (double)m->K[l] * (TM * TN + TM + wl * (stage ? 1.0 : 1.5));
+        double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P[Q_TM]);
+        instr += per * (double)m->K[l] * (TM * TN + al + wl * (stage ? 1.0 : 1.5));
         instr += per * TM * TN * 12; // epilogue
         if (stage)
             instr += (double)(m->K[l] * m->N[l]) / T * 2 + 40;
