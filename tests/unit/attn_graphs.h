@@ -29,6 +29,8 @@ typedef struct AttnCase {
     bool split;        // Q, K, V from [B, M|N, H*D] inputs by reshape + transpose (as exported)
     bool nan_guard;    // P = WHERE(ISNAN(E / l), 0, E / l) as PyTorch exports SDPA; the mask input
                        // ("mask_inf") then holds -inf, whole rows of it in every 5th row
+    bool kt_dim_major; // (not split) K^T read dim-major, unit stride along the keys, as a model's
+                       // materialised K^T is: input "kt" [B, D, H, N] transposed to [B, H, D, N]
 } AttnCase;
 
 static inline void attn_case_name(AttnCase *k) {
@@ -38,6 +40,10 @@ static inline void attn_case_name(AttnCase *k) {
              (long long)k->B, (long long)k->H, (long long)k->M, (long long)k->N, (long long)k->D,
              (long long)k->Dv, mask[k->mask], scale[k->scale], k->split ? "_split" : "",
              k->nan_guard ? "_nanguard" : "");
+    if (k->kt_dim_major && !k->split) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_ktdim");
+    }
 }
 
 static inline int attn_graph_input(PrimGraph *pg, const char *name, DType dt, int rank,
@@ -92,9 +98,15 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
         const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, k->H, k->N, k->D},
                       vd[] = {k->B, k->H, k->N, k->Dv};
         q = attn_graph_input(pg, "q", DT_FLOAT, 4, qd);
-        int kk = attn_graph_input(pg, "k", DT_FLOAT, 4, kd);
-        const int perm[] = {0, 1, 3, 2};
-        kt = pb_transpose(&b, kk, perm);
+        if (k->kt_dim_major) {
+            const int64_t ktd[] = {k->B, k->D, k->H, k->N};
+            const int perm[] = {0, 2, 1, 3};
+            kt = pb_transpose(&b, attn_graph_input(pg, "kt", DT_FLOAT, 4, ktd), perm);
+        } else {
+            int kk = attn_graph_input(pg, "k", DT_FLOAT, 4, kd);
+            const int perm[] = {0, 1, 3, 2};
+            kt = pb_transpose(&b, kk, perm);
+        }
         v = attn_graph_input(pg, "v", DT_FLOAT, 4, vd);
     }
     int s = pb_matmul(&b, q, kt);

@@ -325,6 +325,16 @@ static AttnCase mk(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_
     return k;
 }
 
+// K^T dim-major (a model's materialised K^T; the tensor-core kernel copies its tiles as they lie
+// where N % 4 == 0).
+static AttnCase mk_ktdim(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
+                         int mask, int scale) {
+    AttnCase k = mk(B, H, M, N, D, Dv, mask, scale, false);
+    k.kt_dim_major = true;
+    attn_case_name(&k);
+    return k;
+}
+
 // PyTorch's SDPA export: P = WHERE(ISNAN(E / l), 0, E / l), -inf masks, whole rows masked.
 static AttnCase mk_guard(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
                          bool split) {
@@ -332,6 +342,52 @@ static AttnCase mk_guard(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, 
     k.nan_guard = true;
     attn_case_name(&k);
     return k;
+}
+
+// A dim-major K^T (a model's materialised K^T) is staged as it lies by the tensor-core configs
+// with cp.async where N % 4 == 0 (their key fragments read down its d rows), and not otherwise:
+// not for N % 4 != 0, not for a key-major K (the layout variant reading [B, H, N, D] through
+// the transpose; the core candidate reads the transpose's output, dim-major), not by SIMT.
+static void ktdim_staging(void) {
+    const struct {
+        AttnCase k;
+        bool want[2]; // core, layout variant
+    } cases[] = {
+        {mk_ktdim(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL), {true, true}},
+        {mk_ktdim(1, 2, 33, 127, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV), {false, false}},
+        {mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false), {true, false}},
+    };
+    CugenPrecision saved = cugen_lin_precision;
+    cugen_lin_precision = CUGEN_PREC_FP16;
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
+        Prep p;
+        if (!prep(&p, &cases[i].k))
+            continue;
+        for (int ci = 0; ci < 2; ci++) {
+            KernelConfig cf[640];
+            int n = cugen_attn_configs(p.pg, p.cand[ci], &g_cu[1], cf, 640), seen = 0;
+            for (int q = 0; q < n; q++) {
+                StrBuf src;
+                sb_init(&src);
+                CudaLaunch ln;
+                Err e = {0};
+                CHECK_MSG(cugen_emit(p.pg, p.cand[ci], &cf[q], &g_cu[1], "k", &src, &ln, &e) ==
+                              ST_OK,
+                          "%s %s: %s", cases[i].k.name, cf[q].desc, e.msg);
+                bool tc_cp = cf[q].p[CUA_MMA] != CUA_MMA_SIMT && cf[q].p[CUA_CP] != 0;
+                bool staged = src.s && strstr(src.s, "orch_attn_vfrag_f16(bf, Kb") != NULL;
+                CHECK_MSG(staged == (cases[i].want[ci] && tc_cp), "%s candidate %d %s: K^T %s",
+                          cases[i].k.name, ci, cf[q].desc,
+                          staged ? "staged dim-major" : "not staged dim-major");
+                seen += staged;
+                sb_free(&src);
+            }
+            if (cases[i].want[ci])
+                CHECK_MSG(seen > 0, "%s candidate %d: no dim-major staging", cases[i].k.name, ci);
+        }
+        prep_free(&p);
+    }
+    cugen_lin_precision = saved;
 }
 
 // Every mask kind and scale, split or not, single rows and keys, odd and large head dims.
@@ -348,6 +404,8 @@ static void compile_cases(void) {
         mk(3, 2, 1000, 1, 16, 8, ATTN_MASK_FULL, ATTN_SCALE_MUL, true),
         mk(1, 2, 4096, 4096, 256, 16, ATTN_MASK_NONE, ATTN_SCALE_DIV, false),
         mk_guard(2, 2, 33, 77, 64, 64, true),
+        mk_ktdim(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL),
+        mk_ktdim(1, 2, 33, 128, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV),
     };
     const int nc = (int)ORCH_COUNT(cases);
     bool all = getenv("ORCH_ATTN_ALL") && strcmp(getenv("ORCH_ATTN_ALL"), "0") != 0;
@@ -851,6 +909,12 @@ static void gpu_lengths(void) {
     cases[n++] = mk(2, 3, 7, 1000, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, false);
     cases[n++] = mk(2, 3, 257, 33, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, true);
     cases[n++] = mk(1, 3, 1000, 127, 33, 33, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true);
+    // K^T dim-major: tiles copied as they lie (N % 4 == 0), and the fallback (N % 4 != 0).
+    cases[n++] = mk_ktdim(2, 3, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL);
+    cases[n++] = mk_ktdim(1, 2, 257, 1000, 33, 48, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV);
+    cases[n++] = mk_ktdim(2, 2, 7, 4096, 128, 128, ATTN_MASK_FULL, ATTN_SCALE_NONE);
+    cases[n++] = mk_ktdim(1, 3, 33, 127, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL);
+    cases[n++] = mk_ktdim(1, 2, 1, 4, 32, 32, ATTN_MASK_NONE, ATTN_SCALE_NONE);
     gpu_cases_run(cases, n, 6, 2, 10, false, NULL);
     print_worst();
 }
@@ -908,10 +972,11 @@ static void gpu_tc_timing(void) {
         mk(1, 12, 128, 128, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+        mk_ktdim(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL),
     };
-    double best[3][4];
-    gpu_cases_run(cases, 3, 16, 16, 20, false, best);
-    for (int i = 0; i < 3; i++) {
+    double best[4][4];
+    gpu_cases_run(cases, 4, 16, 16, 20, false, best);
+    for (int i = 0; i < 4; i++) {
         printf("  SIMT vs tensor cores, %s: simt %.1f us", cases[i].name, best[i][0] * 1e3);
         for (int kind = 1; kind < 4; kind++)
             if (best[i][kind] > 0)
@@ -982,6 +1047,7 @@ int main(void) {
     RUN_CASE(configs_model);
     RUN_CASE(configs_precision);
     RUN_CASE(causal_bound);
+    RUN_CASE(ktdim_staging);
     RUN_CASE(compile_cases);
     RUN_CASE(gpu_timing);
     RUN_CASE(gpu_tc_timing);

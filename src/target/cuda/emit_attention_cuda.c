@@ -90,6 +90,10 @@ typedef struct Ana {
     AttnSpec a;
     Load q, k, v; // Q, Kt, V
     Causal cz;
+    // Kt is dim-major (a materialised K^T: unit stride along the keys) and its tiles can go by
+    // 16-byte cp.async along the keys (aligned runs, N a multiple of 4): the tensor-core kernel
+    // stages them as they lie, [D][keys] (Geo.kT).
+    bool kt16;
 } Ana;
 
 static int64_t dense_offset(const Tensor *t, const int64_t *idx) {
@@ -371,6 +375,8 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
     x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D) : 0;
     x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D) : 0;
     x->v.copy = cp ? copy_width(&x->v, r, r - 2, r - 1, a->Dv) : 0;
+    x->kt16 = cp && x->k.affine && x->k.stride[r - 2] != 1 && a->N % 4 == 0 &&
+              copy_width(&x->k, r, r - 2, r - 1, 4) == 16;
     causal_of(a, &x->cz);
     return true;
 }
@@ -398,6 +404,11 @@ typedef struct Geo {
     // key tile and of Dv, Q fragments held in registers.
     int64_t mma, W, kstep, KS, NT, NV;
     bool qreg;
+    // Tensor cores, Kt dim-major (Ana.kt16, with cp=1): Ks holds each key tile as it lies in
+    // memory, [D4][BKT] (d rows, keys along them; BKT = BK + 4: the fragment reads of rows 2t,
+    // 2t + 1 and keys g of a warp fall on 32 distinct banks), copied 16 bytes along the keys.
+    bool kT;
+    int64_t BKT;
 } Geo;
 
 // A row stride of at least n floats, a multiple of 4 (float4 rows) and 4 (mod 8): the 16-byte
@@ -503,8 +514,10 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->any = g->qa || g->ka || g->va;
     if (cp && !g->any)
         return false;
+    g->kT = g->ka && x->kt16;
+    g->BKT = g->kT ? g->BK + 4 : 0;
     g->off_k = g->BQ * g->Dp;
-    g->off_v = g->off_k + (g->ka ? 2 : 1) * g->BK * g->Dp;
+    g->off_v = g->off_k + (g->kT ? 2 * g->D4 * g->BKT : (g->ka ? 2 : 1) * g->BK * g->Dp);
     g->floats = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
     // Q fragments (4 registers a k step) when held, the score and O accumulators, one k step's
     // fragments, running max and sum, and about 40 for addresses, indices and the softmax.
@@ -694,7 +707,22 @@ static void emit_issue(StrBuf *s, int ind, const Ana *x, const Geo *g, const cha
     const AttnSpec *a = &x->a;
     int r = a->rank;
     char dst[96];
-    if (g->ka) {
+    if (g->kT) {
+        // [D4][BKT]: row d, key quad c4 of the tile; a quad is all valid or all past N (N % 4
+        // == 0), rows past D zero-filled.
+        const long long C4 = g->BK / 4, ds = x->k.stride[r - 2];
+        sb_line(s, ind, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n",
+                (long long)(g->D4 * C4), (long long)g->T);
+        sb_line(s, ind + 1, "const int r = q / %lld, c4 = q - r * %lld;\n", C4, C4);
+        sb_line(s, ind + 1, "const int64_t key = (%s) + c4 * 4;\n", n0);
+        sb_line(s, ind + 1, "const bool ok = r < %lld && key < %lld;\n", (long long)a->D,
+                (long long)a->N);
+        sb_line(s, ind + 1,
+                "orch_attn_cp16(Ks + (%s) * %lld + r * %lld + c4 * 4, g_k + (ok ? "
+                "(int64_t)r * %lld + key : 0), ok);\n",
+                buf, (long long)(g->D4 * g->BKT), (long long)g->BKT, ds);
+        sb_line(s, ind, "}\n");
+    } else if (g->ka) {
         snprintf(dst, sizeof dst, "(Ks + (%s) * %lld)", buf, (long long)(g->BK * g->Dp));
         emit_copy(s, ind, g, &x->k, r - 1, r - 2, dst, g->Dp, "g_k", g->BK, g->D4, n0, a->N,
                   a->D);
@@ -893,7 +921,10 @@ static int emit_tile_start(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e
     if (!g->ka || !g->va)
         sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 2, "const float *Kb = Ks + buf * %lld, *Vb = Vs + buf * %lld;\n",
-            g->ka ? BK * g->Dp : 0LL, g->va ? BK * g->DVp : 0LL);
+            g->kT   ? g->D4 * g->BKT
+            : g->ka ? BK * g->Dp
+                    : 0LL,
+            g->va ? BK * g->DVp : 0LL);
     return rc;
 }
 
@@ -1215,8 +1246,14 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
     sb_line(s, 5, "uint32_t bf[2];\n");
-    sb_line(s, 5, "orch_attn_kfrag_%s(bf, Kb + (nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n", ty,
-            Dp, kstep);
+    if (g->kT) // d pairs (2t, 2t + 1) and (+ 8, + 9) of key gq: V's fragment pattern
+        sb_line(s, 5,
+                "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + nt * 8 + gq, "
+                "%lld);\n",
+                ty, kstep, (long long)g->BKT, (long long)g->BKT);
+    else
+        sb_line(s, 5, "orch_attn_kfrag_%s(bf, Kb + (nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n",
+                ty, Dp, kstep);
     sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
@@ -1498,7 +1535,7 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double tiles = kept_tiles(x, g->BQ, g->BK);
     double mmas = KS * NT + KQ * NV;
     double cyc = hw->cc_major >= 9 ? 4.7 : 8;
-    double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 ? 2 : 8);
+    double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
     double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
     double alu = (g->qreg ? 0 : KS * (half ? 8 : 6)) + KS * NT * (half ? 4 : 3) +
                  KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
