@@ -20,6 +20,7 @@ usage: bench/gpu/run.py [--orch PATH] [--out DIR] [--only NAME,...] [--precision
                         [--iters N] [--warmup N] [--baselines eager,compile,graphs] [--list]
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -302,7 +303,9 @@ def bench_model(name, ctor, shape, args, precisions, log):
                 f"{fmt(row.get('orch_softmax_kernel_ms'), 0)} ms (median over layers); PyTorch SDPA "
                 + ", ".join(f"{b} {t:.4f} ms" for b, t in row["sdpa_ms"].items()))
         # baselines, in the same process and precision
-        m = model.half() if prec == "fp16" else model.float()
+        # a copy in half: converting the model itself would leave its weights rounded to half
+        # for the precisions after this one (their torch err against the float64 reference)
+        m = copy.deepcopy(model).half() if prec == "fp16" else model.float()
         m = m.to(dev)
         xin = x.to(dev).half() if prec == "fp16" else x.to(dev)
         with torch.inference_mode():
@@ -317,7 +320,7 @@ def bench_model(name, ctor, shape, args, precisions, log):
             row["best_baseline_ms"] = min(ok)
             row["speedup"] = min(ok) / row["orch_ms"]
         rows.append(row)
-        m.float()
+        del m
         model = model.cpu().float()
     return rows
 

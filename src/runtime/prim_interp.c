@@ -570,8 +570,24 @@ int prim_eval_opaque(const PrimGraph *pg, const Prim *p, const void *const *x, v
 }
 
 // Runs every primitive; frees values after their last use unless `all` receives every tensor.
+// v rounded to `bits` mantissa bits, to nearest, ties to even (infinities and NaN kept; the
+// exponent range stays float32's).
+static float round_mantissa(float v, int bits) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u || bits >= 23)
+        return v;
+    int drop = 23 - bits;
+    uint32_t half = 1u << (drop - 1), lsb = (u >> drop) & 1u;
+    u = (u + half - 1 + lsb) & ~((1u << drop) - 1);
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+// round_bits > 0: every float32 operand of a LINEAR primitive is first rounded to that many
+// mantissa bits (prim_interp_run_rounded).
 static int run_graph(const PrimGraph *pg, const void *const *inputs, void **outputs, void ***all,
-                     Err *e) {
+                     int round_bits, Err *e) {
     int nt = pg->n_tensors;
     void **val = xcalloc((size_t)nt + 1, sizeof(void *));
     bool *owned = xcalloc((size_t)nt + 1, 1);
@@ -596,6 +612,24 @@ static int run_graph(const PrimGraph *pg, const void *const *inputs, void **outp
         void **y = xcalloc((size_t)p->n_out + 1, sizeof(void *));
         for (int j = 0; j < p->n_in; j++)
             x[j] = p->in[j] >= 0 ? val[p->in[j]] : NULL;
+        float **rounded = NULL; // the LINEAR operands' rounded copies (round_bits)
+        if (round_bits > 0 && p->kind == PRIM_LINEAR) {
+            rounded = xcalloc((size_t)p->n_in + 1, sizeof(float *));
+            for (int j = 0; j < p->n_in && rc == ST_OK; j++) {
+                const Tensor *t = p->in[j] >= 0 ? pg->tensors[p->in[j]] : NULL;
+                if (!t || t->dtype != DT_FLOAT || !x[j])
+                    continue;
+                int64_t n = tensor_numel(t);
+                rounded[j] = malloc(sizeof(float) * (size_t)(n ? n : 1));
+                if (!rounded[j]) {
+                    rc = err_set(e, ST_RUNTIME, "out of memory for '%s'", t->name);
+                    break;
+                }
+                for (int64_t i = 0; i < n; i++)
+                    rounded[j][i] = round_mantissa(((const float *)x[j])[i], round_bits);
+                x[j] = rounded[j];
+            }
+        }
         for (int j = 0; j < p->n_out && rc == ST_OK; j++) {
             if (p->out[j] < 0)
                 continue;
@@ -623,6 +657,9 @@ static int run_graph(const PrimGraph *pg, const void *const *inputs, void **outp
                 owned[id] = false;
             }
         }
+        for (int j = 0; rounded && j < p->n_in; j++)
+            free(rounded[j]);
+        free(rounded);
         free(x);
         free(y);
     }
@@ -681,12 +718,17 @@ static int run_graph(const PrimGraph *pg, const void *const *inputs, void **outp
 }
 
 int prim_interp_run(const PrimGraph *pg, const void *const *inputs, void **outputs, Err *e) {
-    return run_graph(pg, inputs, outputs, NULL, e);
+    return run_graph(pg, inputs, outputs, NULL, 0, e);
+}
+
+int prim_interp_run_rounded(const PrimGraph *pg, const void *const *inputs, void **outputs,
+                            int mantissa_bits, Err *e) {
+    return run_graph(pg, inputs, outputs, NULL, mantissa_bits, e);
 }
 
 int prim_interp_values(const PrimGraph *pg, const void *const *inputs, void ***values, Err *e) {
     *values = NULL;
-    return run_graph(pg, inputs, NULL, values, e);
+    return run_graph(pg, inputs, NULL, values, 0, e);
 }
 
 void prim_values_free(const PrimGraph *pg, void **values) {

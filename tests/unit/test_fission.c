@@ -1,6 +1,7 @@
 // Unit tests of operator fission: the attention rewrite (division moved after the MatMul, same
 // values), softmax stability for huge logits, and the driver's opaque fallback.
 #include "check.h"
+#include "fission/build.h"
 #include "fission/fission.h"
 #include "ir/fold.h"
 #include "model_builder.h"
@@ -251,11 +252,60 @@ static void opaque_fallback(void) {
     mb_free(b);
 }
 
+// prim_interp_run_rounded: every float operand of a LINEAR primitive rounded to the given
+// mantissa bits (to nearest, ties to even), nothing else: the product of [1 + 2^-11, 1.5, 3]
+// (a tie at 10 bits, two exact values) with [1, 1 + 3 * 2^-11, 0.25] (a tie rounding up to
+// even at 10 bits) plus 2^-11 added after it (an elementwise primitive: not rounded).
+static void rounded_linear_operands(void) {
+    PrimGraph *pg = prim_graph_create(graph_create("rounded"));
+    PB b = {pg, "rounded"};
+    const int64_t xd[2] = {1, 3}, wd[2] = {3, 1};
+    int x = -1, w = -1;
+    for (int i = 0; i < 2; i++) {
+        Tensor *t = pg_add_tensor(pg, i ? "w" : "x", DT_FLOAT, 2, i ? wd : xd);
+        t->kind = TK_INPUT;
+        pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
+        pg->inputs[pg->n_inputs++] = t->id;
+        *(i ? &w : &x) = t->id;
+    }
+    int y = pb_ew2i(&b, EW_ADD, pb_matmul(&b, x, w), ldexp(1.0, -11));
+    pg->outputs = xrealloc(pg->outputs, sizeof(int));
+    pg->outputs[pg->n_outputs++] = y;
+    const float xv[3] = {1.0f + 0x1p-11f, 1.5f, 3.0f}, wv[3] = {1.0f, 1.0f + 3 * 0x1p-11f, 0.25f};
+    const void *ins[2] = {xv, wv};
+    Err e = {0};
+    CHECK_MSG(prim_graph_verify(pg, &e) == ST_OK, "%s", e.msg);
+    void *out[1] = {NULL};
+    // exact; 10 bits: 1 * 1 + 1.5 * (1 + 2^-9) + 0.75; 7 bits: 1 + 1.5 + 0.75 (1 + 3 * 2^-11
+    // is below the tie at 7 bits)
+    const double want[3] = {(1 + 0x1p-11) + 1.5 * (1 + 3 * 0x1p-11) + 0.75 + 0x1p-11,
+                            1 + 1.5 * (1 + 0x1p-9) + 0.75 + 0x1p-11, 1 + 1.5 + 0.75 + 0x1p-11};
+    for (int u = 0; u < 3; u++) {
+        int rc = u == 0 ? prim_interp_run(pg, ins, out, &e)
+                        : prim_interp_run_rounded(pg, ins, out, u == 1 ? 10 : 7, &e);
+        CHECK_MSG(rc == ST_OK, "%s", e.msg);
+        if (rc == ST_OK)
+            CHECK_MSG(fabs(((float *)out[0])[0] - want[u]) <= 1e-6 * want[u], "%s: %.9g, want %.9g",
+                      u == 0   ? "exact"
+                      : u == 1 ? "10 bits"
+                               : "7 bits",
+                      ((float *)out[0])[0], want[u]);
+        free(out[0]);
+        out[0] = NULL;
+    }
+    // The inputs themselves are left as they were.
+    CHECK(xv[0] == 1.0f + 0x1p-11f && wv[1] == 1.0f + 3 * 0x1p-11f);
+    const Graph *src = pg->src;
+    prim_graph_free(pg);
+    graph_free((Graph *)src);
+}
+
 int main(void) {
     RUN(attention_rewrite);
     RUN(softmax_huge_logits);
     RUN(layernorm_hard_rows);
     RUN(instancenorm_large_mean);
     RUN(opaque_fallback);
+    RUN(rounded_linear_operands);
     return CHECK_DONE();
 }

@@ -5,7 +5,12 @@
 //   output tiles of exact float32 fmaf over K, reading the activations from shared memory and
 //   the weights through the read-only cache (__ldg, float4 where TN = 4) or from a per-layer copy
 //   in shared memory, and a block-wide pass applies the epilogue into the other buffer (or the
-//   output). Shared memory: two BM x S activation buffers (S odd), plus the largest weight.
+//   output), 4 elements per thread in flight. The activations are k-major: row k of a buffer
+//   starts at k * BMP + (k / 4) * 4 floats (BMP: BM rounded up to 4), so a thread reads its TM
+//   rows of one k as TM / 4 float4 loads (float2 / float for TM = 2 / odd) beside one float4 of
+//   weights, and the skew keeps the float4 product stores of 8 neighbouring threads (columns 4
+//   apart) in distinct banks; the last layer's products are row-major [BM][N rounded up to 4]
+//   (the output leaves coalesced). Shared memory: two such buffers, plus the largest weight.
 // - warp (v=warp): persistent blocks (a grid of G blocks, each W warps, loop over 32-row tiles)
 //   stage every layer's weights in shared memory once ([K][32 or 64], zero-padded columns); each
 //   warp then owns its tile through all layers with no block barrier: the tile's activations
@@ -226,8 +231,8 @@ static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int
     sb_line(s, ind + 1, "#pragma unroll\n");
     sb_line(s, ind + 1, "for (int i = 0; i < %d; i++)\n", TM);
     sb_line(s, ind + 2, "#pragma unroll\n");
-    sb_line(s, ind + 2, "for (int j = 0; j < %d; j++) acc_[i][j] = fmaf(av[i], wv[j], acc_[i][j]);\n",
-            TN);
+    sb_line(s, ind + 2,
+            "for (int j = 0; j < %d; j++) acc_[i][j] = fmaf(av[i], wv[j], acc_[i][j]);\n", TN);
     sb_line(s, ind, "}\n");
 }
 
@@ -327,63 +332,62 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
     // ones (the output's stores coalesced). Rows past the last see the last row's index (an
     // epilogue constant may be as large as the output); nothing is stored for them, and the
     // next layer reads them as zeros.
-    int64_t tot = BM * N, per = (tot + T - 1) / T;
+    int64_t tot = BM * N, per = (tot + T - 1) / T, R = m->R;
     int U = per >= 4 ? 4 : per >= 2 ? 2 : 1;
     bool full = tot % (U * T) == 0;
+    char at[96], guard[64] = "";
+    if (last)
+        snprintf(at, sizeof at, "%s[r_[u] * %lld + c_[u]]", dst, (long long)SO);
+    else
+        snprintf(at, sizeof at, "%s[c_[u] * %lld + (c_[u] >> 2) * 4 + r_[u]]", dst, (long long)BMP);
+    if (!full)
+        snprintf(guard, sizeof guard, "q0 + u * %lld < %lld", (long long)T, (long long)tot);
     sb_line(s, 2, "for (int q0 = threadIdx.x; q0 < %lld; q0 += %lld) {\n", (long long)tot,
             (long long)(U * T));
-    sb_line(s, 3, "int qs[%d];\n", U);
+    sb_line(s, 3, "int r_[%d], c_[%d];\n", U, U);
     sb_line(s, 3, "float xv[%d];\n", U);
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
+    // Past the end: a valid index, and no read (another thread may be writing that element).
     if (full)
-        sb_line(s, 4, "qs[u] = q0 + u * %lld;\n", (long long)T);
+        sb_line(s, 4, "const int q = q0 + u * %lld;\n", (long long)T);
     else
-        sb_line(s, 4, "qs[u] = min(q0 + u * %lld, %lld);\n", (long long)T, (long long)(tot - 1));
-    if (last)
-        sb_line(s, 4, "xv[u] = %s[(qs[u] / %lld) * %lld + qs[u] %% %lld];\n", dst, (long long)N,
-                (long long)SO, (long long)N);
+        sb_line(s, 4, "const int q = min(q0 + u * %lld, %lld);\n", (long long)T,
+                (long long)(tot - 1));
+    if (last) {
+        sb_line(s, 4, "r_[u] = q / %lld;\n", (long long)N);
+        sb_line(s, 4, "c_[u] = q - r_[u] * %lld;\n", (long long)N);
+    } else {
+        sb_line(s, 4, "c_[u] = q / %lld;\n", (long long)BM);
+        sb_line(s, 4, "r_[u] = q - c_[u] * %lld;\n", (long long)BM);
+    }
+    if (full)
+        sb_line(s, 4, "xv[u] = %s;\n", at);
     else
-        sb_line(s, 4, "xv[u] = %s[(qs[u] / %lld) * %lld + ((qs[u] / %lld) >> 2) * 4 + qs[u] %% %lld];\n",
-                dst, (long long)BM, (long long)BMP, (long long)BM, (long long)BM);
+        sb_line(s, 4, "xv[u] = %s ? %s : 0.0f;\n", guard, at);
     sb_line(s, 3, "}\n");
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
-    if (last)
-        sb_line(s, 4, "const int r = qs[u] / %lld, c_ = qs[u] - r * %lld;\n", (long long)N,
-                (long long)N);
-    else
-        sb_line(s, 4, "const int c_ = qs[u] / %lld, r = qs[u] - c_ * %lld;\n", (long long)BM,
-                (long long)BM);
-    sb_line(s, 4, "const int64_t gr = i0 + r < %lld ? i0 + r : %lld;\n", (long long)m->R,
-            (long long)(m->R - 1));
+    sb_line(s, 4, "const int64_t gr = i0 + r_[u] < %lld ? i0 + r_[u] : %lld;\n", (long long)R,
+            (long long)(R - 1));
     sb_line(s, 4, "const float acc = xv[u];\n");
-    int rc = emit_epi(E, l, "acc", "c_", "gr", "xv[u]", 4, e);
+    int rc = emit_epi(E, l, "acc", "c_[u]", "gr", "xv[u]", 4, e);
     if (rc)
         return rc;
     sb_line(s, 3, "}\n");
     sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", U);
-    int ind = 4;
-    if (!full) {
-        sb_line(s, 4, "if (q0 + u * %lld < %lld) {\n", (long long)T, (long long)tot);
-        ind = 5;
-    }
-    if (last) {
-        sb_line(s, ind, "const int r = qs[u] / %lld;\n", (long long)N);
-        sb_line(s, ind, "if (i0 + r < %lld) o[(i0 + r) * %lld + qs[u] - r * %lld] = xv[u];\n",
-                (long long)m->R, (long long)N, (long long)N);
-    } else {
-        sb_line(s, ind, "const int c_ = qs[u] / %lld, r = qs[u] - c_ * %lld;\n", (long long)BM,
-                (long long)BM);
-        sb_line(s, ind, "%s[c_ * %lld + (c_ >> 2) * 4 + r] = i0 + r < %lld ? xv[u] : 0.0f;\n", dst,
-                (long long)BMP, (long long)m->R);
-    }
+    sb_line(s, 3, "for (int u = 0; u < %d; u++)\n", U);
     if (!full)
-        sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
+        sb_line(s, 4, "if (%s)\n", guard);
+    int ind = full ? 4 : 5;
+    if (last)
+        sb_line(s, ind, "if (i0 + r_[u] < %lld) o[(i0 + r_[u]) * %lld + c_[u]] = xv[u];\n",
+                (long long)R, (long long)N);
+    else
+        sb_line(s, ind, "%s = i0 + r_[u] < %lld ? xv[u] : 0.0f;\n", at, (long long)R);
     sb_line(s, 2, "}\n");
-    sb_line(s, 2, "__syncthreads();\n");
+    if (!last) // the next layer reads dst
+        sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
     return ST_OK;
 }
@@ -416,8 +420,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
         int64_t KQ = K0 / 4;
         sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * KQ),
                 (long long)T);
-        sb_line(s, 2, "const int r = q / %lld, kq = q - r * %lld;\n", (long long)KQ,
-                (long long)KQ);
+        sb_line(s, 2, "const int r = q / %lld, kq = q - r * %lld;\n", (long long)KQ, (long long)KQ);
         sb_line(s, 2,
                 "const float4 v = i0 + r < %lld ? __ldg((const float4 *)(in%d + (i0 + r) * %lld) "
                 "+ kq) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n",
@@ -431,8 +434,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     } else {
         sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * K0),
                 (long long)T);
-        sb_line(s, 2, "const int r = q / %lld, k = q - r * %lld;\n", (long long)K0,
-                (long long)K0);
+        sb_line(s, 2, "const int r = q / %lld, k = q - r * %lld;\n", (long long)K0, (long long)K0);
         sb_line(s, 2,
                 "b0[k * %lld + (k >> 2) * 4 + r] = i0 + r < %lld ? in%d[(i0 + r) * %lld + k] : "
                 "0.0f;\n",
@@ -463,9 +465,9 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
 }
 
 // The device model: a block's warp instructions per layer (FMAs, shared-memory activation reads
-// (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM at an efficiency that grows with
-// the resident warps; blocks per SM from shared memory, threads and registers; waves over the
-// SMs; the chain's input and output cross DRAM once.
+// (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM
+// at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
+// and registers; waves over the SMs; the chain's input and output cross DRAM once.
 static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
     double BM = (double)P[Q_BM], T = (double)P[Q_T], TM = (double)P[Q_TM];
     bool stage = P[Q_STAGE] != 0;
