@@ -196,14 +196,19 @@ static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const
                 return err_set(e, ST_INVALID, "%s '%s' holds %lld values, but its shape needs %lld",
                                what, tname, (long long)n, (long long)numel);
         }
-        data = calloc(1, nbytes ? nbytes : 1);
-        if (!data)
+        if (tp->has_raw_data && nbytes && tp->raw_data.data) {
+            // The raw payload moves into the tensor instead of being copied: the loader owns
+            // the unpacked message (it frees it right after loading, and protobuf-c allocated
+            // the payload with malloc, as graph tensors are), so the peak stays at one copy of
+            // the weights beside the message. The message is no longer read past this point.
+            Onnx__TensorProto *own = (Onnx__TensorProto *)tp;
+            data = own->raw_data.data;
+            own->raw_data.data = NULL;
+            own->raw_data.len = 0;
+        } else if (!(data = calloc(1, nbytes ? nbytes : 1))) {
             return err_set(e, ST_RUNTIME, "%s '%s': out of memory (%zu bytes)", what, tname,
                            nbytes);
-        if (tp->has_raw_data) {
-            if (nbytes)
-                memcpy(data, tp->raw_data.data, nbytes);
-        } else {
+        } else if (!tp->has_raw_data) {
             for (int64_t i = 0; i < n; i++) {
                 switch (dt) {
                 case DT_FLOAT: ((float *)data)[i] = tp->float_data[i]; break;
@@ -572,17 +577,25 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
     return ST_OK;
 }
 
-int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
-                     const LoadOptions *opt, Graph **out, Err *e) {
-    *out = NULL;
-    if ((int64_t)size > MAX_MODEL_BYTES)
-        return err_set(e, ST_INVALID, "%s: model is over the 2 GiB protobuf limit", name);
+// The unpacked model of `size` bytes at data, or NULL with e set.
+static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char *name, Err *e) {
+    if ((int64_t)size > MAX_MODEL_BYTES) {
+        err_set(e, ST_INVALID, "%s: model is over the 2 GiB protobuf limit", name);
+        return NULL;
+    }
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
-        return err_set(e, ST_INVALID,
-                       "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
-                       "corrupt or not an ONNX file)",
-                       name);
+        err_set(e, ST_INVALID,
+                "%s: not a valid ONNX model (the protobuf does not parse: truncated, corrupt or "
+                "not an ONNX file)",
+                name);
+    return mp;
+}
+
+// Builds the graph from an unpacked model, which it frees (its raw tensor payloads move into
+// the graph's constants).
+static int load_unpacked(Onnx__ModelProto *mp, const char *name, const char *base_dir,
+                         const LoadOptions *opt, Graph **out, Err *e) {
     Graph *g = graph_create(name);
     Loader L = {g, base_dir, e};
     int rc = load_graph(&L, mp, opt);
@@ -594,6 +607,13 @@ int onnx_load_memory(const void *data, size_t size, const char *name, const char
     }
     *out = g;
     return ST_OK;
+}
+
+int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
+                     const LoadOptions *opt, Graph **out, Err *e) {
+    *out = NULL;
+    Onnx__ModelProto *mp = unpack_model(data, size, name, e);
+    return mp ? load_unpacked(mp, name, base_dir, opt, out, e) : e->code;
 }
 
 int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e) {
@@ -612,9 +632,11 @@ int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e
         snprintf(dir, sizeof dir, ".");
     if (!dir[0])
         snprintf(dir, sizeof dir, "/");
-    rc = onnx_load_memory(buf, size, path, dir, opt, out, e);
+    // The file's bytes go as soon as they are unpacked: the peak is the file and the message,
+    // not the file, the message and the graph.
+    Onnx__ModelProto *mp = unpack_model(buf, size, path, e);
     free(buf);
-    return rc;
+    return mp ? load_unpacked(mp, path, dir, opt, out, e) : e->code;
 }
 
 int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *dims, void **data,
