@@ -1086,7 +1086,7 @@ static void test_fast_math(void) {
                 bool good;
                 if (isnan(v) || (isinf(v) && (f == 1 || f == 2)))
                     good = isnan(g);
-                else if (isinf(ref[f]))
+                else if (isinf(ref[f]) || isinf(v)) // (the bound of an infinite x is NaN)
                     good = g == ref[f];
                 else {
                     const double d = fabs(g - ref[f]);

@@ -540,10 +540,25 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs
             int bits = v == CUMLP_TF32 || v == CUMLP_F16 ? 10 : v == CUMLP_BF16 ? 7 : 0;
             float *rref = bits ? rounded_chain_output(pg, c, buf, bits) : NULL;
             const float *ref = rref ? rref : (const float *)buf[c->output];
-            double w = compare(got, ref, n, j->tol, &bad);
+            // The rounded reference models the operands' rounding, not where a rounding lands
+            // after another accumulation order: one operand rounded the other way changes every
+            // later layer. Allow 4 times the rounding's own effect on this chain (as the compile
+            // driver's end-to-end check does), never less than the tolerance.
+            double tol = j->tol;
+            if (rref) {
+                double mx = 0, dev = 0;
+                for (int64_t q = 0; q < n; q++) {
+                    const double ex = ((const float *)buf[c->output])[q];
+                    mx = fmax(mx, fabs(ex));
+                    dev = fmax(dev, fabs(rref[q] - ex));
+                }
+                if (mx > 0)
+                    tol = fmax(tol, 4 * dev / mx);
+            }
+            double w = compare(got, ref, n, tol, &bad);
             j->err = rel_error(got, buf[c->output], n);
             CHECK_MSG(w <= 0, "%s: GPU chain %d '%s' (tolerance %.2g%s): out[%lld] = %g, want %g",
-                      name, c->id, j->cfg.desc, j->tol, rref ? ", operands rounded" : "",
+                      name, c->id, j->cfg.desc, tol, rref ? ", operands rounded" : "",
                       (long long)bad, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0);
             free(rref);
             g_gpu_ran++;
