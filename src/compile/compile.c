@@ -138,6 +138,12 @@ typedef struct Driver {
     CudaHw cuhw;
     Precision prec;   // linear kernels' arithmetic (CompileOptions.precision)
     double check_tol; // the end-to-end check's relative tolerance (e2e_tolerance)
+    // Half storage (pass_store_reduced ran): the model's bytes and import options, to import its
+    // float32 graph again when the end-to-end check needs half storage's own effect.
+    bool half_storage;
+    const uint8_t *model_bytes;
+    size_t model_size;
+    const char *model_path;
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -848,11 +854,29 @@ static int check_artifact(Driver *d, const char *path, void **inputs, void *cons
 // rounded to the precision (prim_interp_run_rounded) measures that movement: *dev = the largest
 // |rounded - exact| over the outputs, relative to each output's max|exact|. A composition bug (a
 // wrong buffer, a missed dependency) does not hide within a few times rounding's own effect.
+//
+// Under half storage the reference already has every tensor rounded (the half model's values):
+// the movement measured is then storage's own, the float32 model's outputs against it (the same
+// model imported again without the pass, run by the interpreter).
 static int rounding_deviation(Driver *d, void *const *ref, double *dev, Err *e) {
     const PrimGraph *pg = d->pg;
     int bits = d->prec == PREC_BF16 ? 7 : 10; // tf32 and fp16 keep 10 mantissa bits
     void **emu = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
-    int rc = prim_interp_run_rounded(pg, (const void *const *)d->inputs, emu, bits, e);
+    int rc;
+    if (d->half_storage) {
+        Graph *g32 = NULL;
+        PrimGraph *pg32 = NULL;
+        rc = compile_import(d->model_bytes, d->model_size, d->model_path, NULL,
+                            d->opt->input_shapes, d->opt->attention_rewrite, &g32, &pg32, e);
+        if (rc == ST_OK && pg32->n_outputs != pg->n_outputs)
+            rc = err_set(e, ST_RUNTIME, "the float32 graph has other outputs");
+        if (rc == ST_OK)
+            rc = prim_interp_run(pg32, (const void *const *)d->inputs, emu, e);
+        prim_graph_free(pg32);
+        graph_free(g32);
+    } else {
+        rc = prim_interp_run_rounded(pg, (const void *const *)d->inputs, emu, bits, e);
+    }
     *dev = 0;
     for (int i = 0; i < pg->n_outputs && rc == ST_OK; i++) {
         const Tensor *t = pg->tensors[pg->outputs[i]];
@@ -886,11 +910,13 @@ static int check_within_rounding(Driver *d, const char *path, void *const *ref, 
     if (rounding_deviation(d, ref, &dev, &de) != ST_OK || !(4 * dev > d->check_tol))
         return ST_MISMATCH;
     if (d->opt->progress)
-        fprintf(
-            d->opt->progress,
-            "check: under %s the interpreter with rounded linear operands moves the outputs by "
-            "%.3g of max|output| (past the tolerance %.3g): the check allows 4 times that (%s)\n",
-            precision_name(d->prec), dev, d->check_tol, e->msg);
+        fprintf(d->opt->progress,
+                "check: under %s %s moves the outputs by %.3g of max|output| (past the tolerance "
+                "%.3g): the check allows 4 times that (%s)\n",
+                precision_name(d->prec),
+                d->half_storage ? "half storage (the float32 model against the half one)"
+                                : "the interpreter with rounded linear operands",
+                dev, d->check_tol, e->msg);
     d->check_tol = 4 * dev;
     d->rep->check_tol = d->check_tol;
     *e = (Err){0};
@@ -1062,6 +1088,32 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                             opt->attention_rewrite, &g, &pg, e);
     if (rc)
         goto out;
+    // Half storage: under fp16 / bf16 the CUDA target stores every tensor but the model's
+    // inputs and outputs in the reduced type (ORCH_HALF_STORAGE=0: float32 tensors, only the
+    // linear kernels' operands rounded - to compare).
+    uint32_t storage_flag = 0;
+    if (d.cuda && (d.prec == PREC_FP16 || d.prec == PREC_BF16) &&
+        !(getenv("ORCH_HALF_STORAGE") && strcmp(getenv("ORCH_HALF_STORAGE"), "0") == 0)) {
+        StorageStats ss = {0};
+        DType to = d.prec == PREC_FP16 ? DT_FLOAT16 : DT_BFLOAT16;
+        if ((rc = pass_store_reduced(pg, to, &ss, e))) {
+            err_prefix(e, "%s: %s storage: ", onnx_path, dtype_name(to));
+            goto out;
+        }
+        storage_flag = to == DT_FLOAT16 ? ARTIFACT_STORE_F16 : ARTIFACT_STORE_BF16;
+        d.half_storage = true;
+        d.model_bytes = bytes;
+        d.model_size = size;
+        d.model_path = onnx_path;
+        rep->storage = dtype_name(to);
+        rep->retyped = ss.retyped;
+        if (pr)
+            fprintf(pr,
+                    "storage: %d tensors in %s (weights %.1f -> %.1f MiB), %d casts at the "
+                    "float32 inputs and outputs\n",
+                    ss.retyped, dtype_name(to), (double)ss.const_bytes / 1048576.0,
+                    (double)ss.const_bytes / 2097152.0, ss.casts);
+    }
     d.pg = pg;
     rep->prims = pg->n_prims;
     rep->t_import = now_s() - t;
@@ -1235,7 +1287,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if ((rc = shapes_string(g, h.input_shapes, sizeof h.input_shapes, e)))
         goto out;
     h.model_hash = artifact_hash(bytes, size);
-    h.load_flags = opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0;
+    h.load_flags = (opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0) | storage_flag;
     h.threads = d.hw.cores; // what the kernels were measured with
     h.kernels = sel.n;
     h.predicted_seconds = sel.objective;
@@ -1292,6 +1344,9 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                 "end)\n",
                 r->precision, r->precision, r->reduced, r->linear, r->tol, (long long)r->tol_k,
                 r->check_tol);
+    if (r->storage)
+        fprintf(f, "storage: %s (%d tensors; the model's inputs and outputs stay float32)\n",
+                r->storage, r->retyped);
     else
         fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
     fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",

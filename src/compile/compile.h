@@ -51,6 +51,8 @@ typedef struct CompileReport {
     int linear, reduced;                   // chosen kernels holding a LINEAR / of them computing
                                            // in the reduced precision (their config says so)
     uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
+    const char *storage;                   // reduced storage type ("float16"...), NULL: float32
+    int retyped;                           // tensors stored in it
 } CompileReport;
 
 // Compiles the model at onnx_path into the artefact out_path.

@@ -47,6 +47,19 @@ int pass_dead_code(PrimGraph *pg, CleanupStats *st, Err *e);
 // Runs the passes in order until nothing changes (bounded), verifying the graph after each.
 int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e);
 
+// Reduced-precision storage (passes_storage.c), run by the compile driver under fp16 / bf16 on
+// the CUDA target after the clean-up: every float32 tensor (activations and constant weights,
+// whose data is converted) becomes `to` (DT_FLOAT16 or DT_BFLOAT16) except the graph's inputs and
+// outputs and what OPAQUE primitives touch; elementwise arithmetic on float32 becomes arithmetic
+// on `to`, and CAST primitives join the two where a layout, reduction or linear primitive meets a
+// float32 tensor. The graph then computes the model with half tensors (prim_interp's semantics).
+typedef struct StorageStats {
+    int retyped;         // tensors now stored in the reduced type
+    int casts;           // CAST primitives added at the float32 boundary
+    int64_t const_bytes; // float32 bytes of the converted constants (half of it after)
+} StorageStats;
+int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e);
+
 // ---- for the pass files ----
 
 // Consumers of each tensor, counted once per primitive, and its producer; graph outputs are

@@ -24,7 +24,15 @@
 #define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32)
 #define ARTIFACT_MAX_SHAPES 4096 // bytes of the input shapes string, NUL included
 
-enum { ARTIFACT_ATTENTION_REWRITE = 1u << 0, ARTIFACT_NO_CLEANUP = 1u << 1 };
+// ARTIFACT_STORE_F16 / _BF16: the primitive graph was retyped by pass_store_reduced (fp16 / bf16
+// storage): loading the artefact applies the same pass before reading the plan.
+enum {
+    ARTIFACT_ATTENTION_REWRITE = 1u << 0,
+    ARTIFACT_NO_CLEANUP = 1u << 1,
+    ARTIFACT_STORE_F16 = 1u << 2,
+    ARTIFACT_STORE_BF16 = 1u << 3,
+    ARTIFACT_KNOWN_FLAGS = 15u,
+};
 
 typedef struct ArtifactHeader {
     uint32_t format_version; // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
@@ -35,7 +43,7 @@ typedef struct ArtifactHeader {
     char fingerprint[512];   // HwInfo.fingerprint of the machine it was compiled for
     uint64_t model_hash;     // artifact_hash(onnx bytes)
     char input_shapes[ARTIFACT_MAX_SHAPES]; // every graph input's shape, parse_input_shapes form
-    uint32_t load_flags;                    // ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP
+    uint32_t load_flags;                    // ARTIFACT_* flags above
     int threads;                            // OpenMP threads it was tuned with (0: all cores)
     int kernels;              // kernels of the selection (Plan.n_kernels; copies excluded)
     double predicted_seconds; // the selection's predicted time

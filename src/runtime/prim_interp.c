@@ -459,6 +459,15 @@ static int eval_layout(const PrimGraph *pg, const Prim *p, const void *const *x,
 
 // ---- linear ----
 
+// n values of dtype t (float16 / bfloat16) as a new float32 array (exact).
+static float *to_float(DType t, const void *x, int64_t n) {
+    float *f = xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    const uint16_t *h = x;
+    for (int64_t i = 0; i < n; i++)
+        f[i] = t == DT_FLOAT16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+    return f;
+}
+
 static int eval_matmul(const PrimGraph *pg, const Prim *p, const void *const *x, void *y) {
     const Tensor *A = pg->tensors[p->in[0]], *B = pg->tensors[p->in[1]];
     const Tensor *out = pg->tensors[p->out[0]];
@@ -479,10 +488,21 @@ static int eval_matmul(const PrimGraph *pg, const Prim *p, const void *const *x,
     }
     int64_t idx[ORCH_MAX_RANK] = {0}, oa = 0, ob = 0;
     DType t = out->dtype;
+    // Half operands (reduced-precision storage): their products are exact in float32; the GEMM
+    // sums them in float32 and each result is rounded once to the output's type.
+    bool half = (t == DT_FLOAT16 || t == DT_BFLOAT16) && A->dtype == t && B->dtype == t;
+    float *fa = half ? to_float(t, x[0], tensor_numel(A)) : NULL;
+    float *fb = half ? to_float(t, x[1], tensor_numel(B)) : NULL;
+    float *fy = half ? xmalloc(sizeof(float) * (size_t)(M * N)) : NULL;
     for (int64_t bi = 0; bi < batches; bi++) {
         if (t == DT_FLOAT) {
             gemm_f32(false, false, M, N, K, 1.0f, (const float *)x[0] + oa * M * K, K,
                      (const float *)x[1] + ob * K * N, N, 0.0f, (float *)y + bi * M * N, N);
+        } else if (half) {
+            gemm_f32(false, false, M, N, K, 1.0f, fa + oa * M * K, K, fb + ob * K * N, N, 0.0f, fy,
+                     N);
+            for (int64_t i = 0; i < M * N; i++)
+                elem_set_f64(t, y, bi * M * N + i, fy[i]);
         } else {
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++) {
@@ -503,6 +523,9 @@ static int eval_matmul(const PrimGraph *pg, const Prim *p, const void *const *x,
             idx[d] = 0;
         }
     }
+    free(fa);
+    free(fb);
+    free(fy);
     return ST_OK;
 }
 
@@ -530,11 +553,25 @@ static int eval_conv(const PrimGraph *pg, const Prim *p, const void *const *x, v
         c.out_pix *= c.out[d];
         c.k_pix *= c.k[d];
     }
-    if (X->dtype != DT_FLOAT)
+    DType t = X->dtype;
+    bool half = (t == DT_FLOAT16 || t == DT_BFLOAT16) && W->dtype == t && out->dtype == t;
+    if (t != DT_FLOAT && !half)
         return err_set(e, ST_UNSUPPORTED, "convolution '%s': dtype %s", p->origin,
                        dtype_name(X->dtype));
-    int rc = tr ? conv_transpose_forward_f32(&c, x[0], x[1], NULL, y)
-                : conv_forward_f32(&c, x[0], x[1], NULL, y);
+    // Half tensors: the float32 convolution of their exact values, each result rounded once.
+    float *fx = half ? to_float(t, x[0], tensor_numel(X)) : NULL;
+    float *fw = half ? to_float(t, x[1], tensor_numel(W)) : NULL;
+    float *fy = half ? xmalloc(sizeof(float) * (size_t)(tensor_numel(out) + 1)) : NULL;
+    const void *xa = half ? fx : x[0], *wa = half ? fw : x[1];
+    void *ya = half ? (void *)fy : y;
+    int rc = tr ? conv_transpose_forward_f32(&c, xa, wa, NULL, ya)
+                : conv_forward_f32(&c, xa, wa, NULL, ya);
+    if (half && !rc)
+        for (int64_t i = 0; i < tensor_numel(out); i++)
+            elem_set_f64(t, y, i, fy[i]);
+    free(fx);
+    free(fw);
+    free(fy);
     return rc ? err_set(e, rc, "convolution '%s': out of memory", p->origin) : ST_OK;
 }
 

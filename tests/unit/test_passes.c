@@ -666,6 +666,113 @@ static void test_cleanup_block(void) {
     tg_free(&g);
 }
 
+// Half storage (pass_store_reduced) on a block with every kind of primitive: a strided conv with
+// bias and ReLU, global average pooling (a mean of a conv's output), a LayerNorm over values up to
+// 1e3 (its squares overflow half: the pass keeps sums in float32), attention, a residual. Checks
+// the types the pass leaves (interface and sums float32, everything else half, weights converted
+// by rounding to nearest) and the outputs against the float32 graph's within half precision.
+static void store_case(DType to) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[4] = {1, 3, 9, 9}, wd[4] = {8, 3, 3, 3}, bd[4] = {1, 8, 1, 1};
+    int x = tg_input(&g, DT_FLOAT, 4, xd, 1, 0);
+    int w = tg_const(&g, DT_FLOAT, 4, wd, 0.4, 0);
+    float w0 = ((const float *)g.pg->tensors[w]->data)[0];
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1};
+    for (int d = 0; d < 2; d++) {
+        lp.stride[d] = 2;
+        lp.dilation[d] = 1;
+        lp.pad_begin[d] = lp.pad_end[d] = 1;
+    }
+    int64_t cd[4] = {1, 8, 5, 5};
+    int c = pb_conv(&g.b, &lp, x, w, cd);
+    c = pb_ew1(&g.b, EW_RELU, pb_ew2(&g.b, EW_ADD, c, tg_const(&g, DT_FLOAT, 4, bd, 0.1, 0)));
+    int pool = pb_reduce(&g.b, RED_MEAN, c, 12, false, false); // [1, 8]
+    // Tokens: [1, 25, 8] scaled to about 1e3, LayerNorm over the 8 channels.
+    int64_t td[3] = {1, 8, 25};
+    int perm3[3] = {0, 2, 1};
+    int tok = pb_ew2i(&g.b, EW_MUL, pb_transpose(&g.b, pb_reshape(&g.b, c, 3, td), perm3), 2000.0);
+    int m = pb_reduce(&g.b, RED_MEAN, tok, 4, true, false);
+    int ce = pb_ew2(&g.b, EW_SUB, tok, m);
+    int var = pb_reduce(&g.b, RED_MEAN, pb_ew2(&g.b, EW_MUL, ce, ce), 4, true, false);
+    int n = pb_ew2(&g.b, EW_MUL, ce, pb_ew1(&g.b, EW_RSQRT, pb_ew2i(&g.b, EW_ADD, var, 1e-5)));
+    int64_t qd[2] = {8, 8};
+    int q = pb_matmul(&g.b, n, tg_const(&g, DT_FLOAT, 2, qd, 0.3, 0));
+    int k = pb_matmul(&g.b, n, tg_const(&g, DT_FLOAT, 2, qd, 0.3, 0));
+    int s = pb_ew2i(&g.b, EW_MUL, pb_matmul(&g.b, q, pb_transpose(&g.b, k, perm3)), 0.35);
+    int mx = pb_reduce(&g.b, RED_MAX, s, 4, true, false);
+    int ex = pb_ew1(&g.b, EW_EXP, pb_ew2(&g.b, EW_SUB, s, mx));
+    int sm = pb_ew2(&g.b, EW_DIV, ex, pb_reduce(&g.b, RED_SUM, ex, 4, true, false));
+    int y = pb_ew2(&g.b, EW_ADD, pb_matmul(&g.b, sm, n), n);
+    tg_output(&g, y, "y");
+    tg_output(&g, pool, "pool");
+    tg_reference(&g);
+    CHECK(cleanup(&g, NULL) == ST_OK);
+    StorageStats st = {0};
+    Err e = {0};
+    int rc = pass_store_reduced(g.pg, to, &st, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    const PrimGraph *pg = g.pg;
+    CHECK(pg->tensors[pg->inputs[0]]->dtype == DT_FLOAT);
+    for (int i = 0; i < pg->n_outputs; i++)
+        CHECK(pg->tensors[pg->outputs[i]]->dtype == DT_FLOAT);
+    int linear = 0, sums = 0;
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        bool sum = p->kind == PRIM_REDUCE && (p->red.op == RED_SUM || p->red.op == RED_MEAN);
+        if (p->kind == PRIM_LINEAR || p->kind == PRIM_LAYOUT || (p->kind == PRIM_REDUCE && !sum)) {
+            linear += p->kind == PRIM_LINEAR;
+            for (int j = 0; j < p->n_in; j++)
+                CHECK_MSG(pg->tensors[p->in[j]]->dtype == to, "%s input %d is %s",
+                          prim_kind_name(p->kind), j, dtype_name(pg->tensors[p->in[j]]->dtype));
+            CHECK(pg->tensors[p->out[0]]->dtype == to);
+        }
+        if (sum) {
+            sums++;
+            CHECK_MSG(pg->tensors[p->in[0]]->dtype == DT_FLOAT &&
+                          pg->tensors[p->out[0]]->dtype == DT_FLOAT,
+                      "%s of %s (%s) is %s", red_op_name(p->red.op), pg->tensors[p->in[0]]->name,
+                      dtype_name(pg->tensors[p->in[0]]->dtype),
+                      dtype_name(pg->tensors[p->out[0]]->dtype));
+        }
+        if (p->kind == PRIM_LINEAR && p->lin.op == LIN_CONV) {
+            const Tensor *W = pg->tensors[p->in[1]];
+            float h = to == DT_FLOAT16 ? f16_to_f32(((const uint16_t *)W->data)[0])
+                                       : bf16_to_f32(((const uint16_t *)W->data)[0]);
+            CHECK_MSG(W->kind == TK_CONST && h == (to == DT_FLOAT16 ? f16_to_f32(f32_to_f16(w0))
+                                                                    : bf16_to_f32(f32_to_bf16(w0))),
+                      "weight %g stored as %g", w0, h);
+        }
+    }
+    CHECK(linear == 5 && sums == 4 && st.retyped > 10 && st.casts >= 2 && st.const_bytes > 0);
+    printf("  %s: %d tensors retyped, %d casts, %lld bytes of constants converted\n",
+           dtype_name(to), st.retyped, st.casts, (long long)st.const_bytes);
+    // Half the model's precision: max error relative to each output's largest value.
+    void *out[8] = {0};
+    CHECK(run(&g, out) == ST_OK);
+    double bound = to == DT_FLOAT16 ? 1e-2 : 6e-2;
+    for (int i = 0; i < pg->n_outputs && out[i]; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        double top = 0, worst = 0;
+        for (int64_t j = 0; j < tensor_numel(t); j++) {
+            double r = ((const float *)g.ref[i])[j], v = ((const float *)out[i])[j];
+            top = fmax(top, fabs(r));
+            worst = fmax(worst, isfinite(v) ? fabs(v - r) : INFINITY);
+        }
+        CHECK_MSG(worst <= bound * top, "%s output %s: error %g of max %g", dtype_name(to), t->name,
+                  worst / top, top);
+        printf("    %s: largest error %.2g of max|%s| = %.3g\n", dtype_name(to), worst / top,
+               t->name, top);
+        free(out[i]);
+    }
+    tg_free(&g);
+}
+
+static void test_store_reduced(void) {
+    store_case(DT_FLOAT16);
+    store_case(DT_BFLOAT16);
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu (repeat with: unit_passes %llu)\n", (unsigned long long)seed,
@@ -689,5 +796,6 @@ int main(int argc, char **argv) {
     RUN(test_cse);
     RUN(test_dead_code);
     RUN(test_cleanup_block);
+    RUN(test_store_reduced);
     return CHECK_DONE();
 }

@@ -1,0 +1,196 @@
+// Reduced-precision storage (see passes.h, pass_store_reduced): under `--precision fp16` / `bf16`
+// on the CUDA target every float32 tensor of the primitive graph - activations and constant
+// weights alike - is retyped to float16 / bfloat16, so every kernel moves half the bytes and the
+// library calls (cuBLASLt, cuDNN) run their native half-input paths, as TensorRT does with --fp16.
+// The model keeps its interface: graph inputs and outputs stay float32, as do the tensors an
+// OPAQUE primitive (an ONNX op run as it is) reads or writes. Sums stay float32 too (see
+// sum_like): a SUM / MEAN / PROD reduction reads a float32 copy of a half input and writes
+// float32, and an elementwise value read only by such reductions (a variance's squares) is
+// computed and kept in float32.
+//
+// Where the types meet:
+//   ELEMWISE  reads inputs of any dtype (each value converts on load), so it needs no cast; its
+//             arithmetic stays float32 and only its result is rounded, by a CAST instruction
+//             appended to its program, to its output's type (as
+//             PyTorch computes half elementwise ops; rounding every instruction to half would
+//             also overflow where a float32 input, a variance, is large).
+//   LAYOUT, REDUCE, LINEAR  read and write one dtype: an input of the other type gets a twin
+//             made by a CAST primitive (one per tensor and type, shared by its readers), and a
+//             float32 output of a half primitive is written as a half tensor and cast back.
+// Semantics after the pass are those of the half model (prim_interp rounds every float16 value),
+// which the compile driver's checks compare with.
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A new primitive CAST(src) -> dst (one instruction); appended to pg->prims (the caller orders).
+static Prim *add_cast(PrimGraph *pg, int src, int dst, const char *origin) {
+    Prim *p = pg_add_prim(pg, PRIM_ELEMWISE, 1, 1, origin);
+    p->in[0] = src;
+    p->out[0] = dst;
+    EwInstr ins = {.op = EW_CAST, .dtype = pg->tensors[dst]->dtype};
+    ins.arg[0].src = EWS_INPUT;
+    ins.arg[0].index = 0;
+    p->ew.n = 1;
+    p->ew.code = arena_memdup(pg->arena, &ins, sizeof ins);
+    return p;
+}
+
+// A value tensor of t's shape in dtype dt, named after it (`to`: the storage type).
+static int twin_tensor(PrimGraph *pg, int t, DType dt, DType to) {
+    const Tensor *src = pg->tensors[t];
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s", src->name,
+             dt == DT_FLOAT     ? "f32"
+             : to == DT_FLOAT16 ? "f16"
+                                : "bf16");
+    int64_t dims[ORCH_MAX_RANK];
+    memcpy(dims, src->dims, sizeof(int64_t) * (size_t)src->rank);
+    return pg_add_tensor(pg, name, dt, src->rank, dims)->id;
+}
+
+// Converts constant t's float32 data to `to` (round to nearest even), as owned data.
+static void convert_const(PrimGraph *pg, int t, DType to) {
+    Tensor *T = pg->tensors[t];
+    int64_t n = tensor_numel(T);
+    const float *old = T->data;
+    uint16_t *h = xmalloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        elem_set_f64(to, h, i, old ? old[i] : 0.0);
+    if (pg->owns_data[t])
+        free(T->data);
+    T->data = h;
+    T->dtype = to;
+    pg->owns_data[t] = true;
+}
+
+// Sums of many values (SUM, MEAN, PROD reductions) are computed in float32, as PyTorch and
+// TensorRT compute normalisations: in half a variance's x*x overflows past |x| = 256 and a long
+// sum loses its low digits.
+static bool sum_like(const Prim *p) {
+    return p->kind == PRIM_REDUCE &&
+           (p->red.op == RED_SUM || p->red.op == RED_MEAN || p->red.op == RED_PROD);
+}
+
+int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
+    ORCH_ASSERT(to == DT_FLOAT16 || to == DT_BFLOAT16);
+    StorageStats local = {0};
+    if (!st)
+        st = &local;
+    const int n_t = pg->n_tensors, n_p = pg->n_prims;
+    // keep[t]: stays float32 - the model's interface, what OPAQUE primitives touch, the results
+    // of sum-like reductions and elementwise values only sum-like reductions read (fused into
+    // the reduction's kernel as a rule, so storing them costs nothing).
+    bool *keep = xcalloc((size_t)n_t + 1, 1);
+    for (int i = 0; i < pg->n_inputs; i++)
+        keep[pg->inputs[i]] = true;
+    for (int i = 0; i < pg->n_outputs; i++)
+        keep[pg->outputs[i]] = true;
+    int *readers = xcalloc((size_t)n_t + 1, sizeof(int)),
+        *sum_readers = xcalloc((size_t)n_t + 1, sizeof(int));
+    for (int k = 0; k < n_p; k++) {
+        const Prim *p = pg->prims[k];
+        for (int j = 0; j < p->n_in; j++)
+            if (p->in[j] >= 0) {
+                readers[p->in[j]]++;
+                sum_readers[p->in[j]] += sum_like(p);
+                keep[p->in[j]] |= p->kind == PRIM_OPAQUE;
+            }
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] >= 0)
+                keep[p->out[j]] |= p->kind == PRIM_OPAQUE || sum_like(p);
+    }
+    for (int k = 0; k < n_p; k++) {
+        const Prim *p = pg->prims[k];
+        int t = p->n_out == 1 ? p->out[0] : -1;
+        if (p->kind == PRIM_ELEMWISE && t >= 0 && readers[t] > 0 && readers[t] == sum_readers[t])
+            keep[t] = true;
+    }
+    free(readers);
+    free(sum_readers);
+    // The new order: each cast right before its first reader or right after its producer.
+    Prim **orig = xmalloc(sizeof(Prim *) * (size_t)(n_p + 1));
+    memcpy(orig, pg->prims, sizeof(Prim *) * (size_t)n_p);
+    Prim **order = xmalloc(sizeof(Prim *) * (size_t)(3 * n_p + 1));
+    int n_order = 0;
+    // Twins made by casts, per original float32 tensor: its `to` copy (of a kept tensor) and
+    // its float32 copy (of a retyped one read by a float32 reduction); -1: none yet.
+    int *twin_h = xmalloc(sizeof(int) * (size_t)(n_t + 1)),
+        *twin_f = xmalloc(sizeof(int) * (size_t)(n_t + 1));
+    for (int t = 0; t < n_t; t++)
+        twin_h[t] = twin_f[t] = -1;
+    for (int k = 0; k < n_p; k++) {
+        Prim *p = orig[k];
+        if (p->kind == PRIM_OPAQUE) {
+            order[n_order++] = p;
+            continue;
+        }
+        if (p->kind == PRIM_ELEMWISE) {
+            // Mixed input dtypes are fine, and the arithmetic stays float32: a program whose
+            // result becomes half ends with a CAST to it.
+            int t = p->out[0];
+            if (pg->tensors[t]->dtype == DT_FLOAT && !keep[t] && p->ew.n > 0 &&
+                p->ew.code[p->ew.n - 1].dtype == DT_FLOAT) {
+                EwInstr *code = arena_alloc(pg->arena, sizeof(EwInstr) * (size_t)(p->ew.n + 1));
+                memcpy(code, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
+                EwInstr *c = &code[p->ew.n];
+                memset(c, 0, sizeof *c);
+                c->op = EW_CAST;
+                c->dtype = to;
+                c->arg[0].src = EWS_INSTR;
+                c->arg[0].index = p->ew.n - 1;
+                p->ew.code = code;
+                p->ew.n++;
+            }
+            order[n_order++] = p;
+            continue;
+        }
+        // Layout, linear, min/max/arg reductions work in `to`; sum-like reductions in float32.
+        bool in_half = !sum_like(p);
+        for (int j = 0; j < p->n_in; j++) {
+            int t = p->in[j];
+            if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t] == in_half)
+                continue;
+            int *tw = in_half ? &twin_h[t] : &twin_f[t];
+            if (*tw < 0) {
+                *tw = twin_tensor(pg, t, in_half ? to : DT_FLOAT, to);
+                order[n_order++] = add_cast(pg, t, *tw, p->origin);
+                st->casts++;
+            }
+            p->in[j] = *tw;
+        }
+        order[n_order++] = p;
+        for (int j = 0; j < p->n_out && in_half; j++) {
+            int t = p->out[j];
+            if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t])
+                continue;
+            int h = twin_tensor(pg, t, to, to);
+            p->out[j] = h;
+            order[n_order++] = add_cast(pg, h, t, p->origin);
+            st->casts++;
+        }
+    }
+    ORCH_ASSERT(n_order == pg->n_prims && n_order <= pg->cap_prims);
+    memcpy(pg->prims, order, sizeof(Prim *) * (size_t)n_order);
+    for (int t = 0; t < n_t; t++) {
+        Tensor *T = pg->tensors[t];
+        if (T->dtype != DT_FLOAT || keep[t])
+            continue;
+        if (T->kind == TK_CONST) {
+            st->const_bytes += tensor_nbytes(T);
+            convert_const(pg, t, to);
+        } else {
+            T->dtype = to;
+        }
+        st->retyped++;
+    }
+    free(keep);
+    free(orig);
+    free(order);
+    free(twin_h);
+    free(twin_f);
+    prim_graph_compact(pg); // producers follow the new order
+    return prim_graph_verify(pg, e);
+}
