@@ -9,11 +9,12 @@
 // computed and kept in float32.
 //
 // Where the types meet:
-//   ELEMWISE  reads inputs of any dtype (each value converts on load), so it needs no cast; its
-//             arithmetic stays float32 and only its result is rounded, by a CAST instruction
-//             appended to its program, to its output's type (as
-//             PyTorch computes half elementwise ops; rounding every instruction to half would
-//             also overflow where a float32 input, a variance, is large).
+//   ELEMWISE  reads inputs of any dtype (each value converts on load), so it needs no cast.
+//             Where its result becomes half it computes in half (each instruction rounded: the
+//             ONNX semantics of the op on half tensors, and the form the kernel classes' pattern
+//             matchers know: a bias add, an activation) - unless it reads a float32 tensor (a
+//             variance, a sum): then its arithmetic stays float32 and a CAST instruction appended
+//             to its program rounds the result (in half a large variance would overflow).
 //   LAYOUT, REDUCE, LINEAR  read and write one dtype: an input of the other type gets a twin
 //             made by a CAST primitive (one per tensor and type, shared by its readers), and a
 //             float32 output of a half primitive is written as a half tensor and cast back.
@@ -128,11 +129,21 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
             continue;
         }
         if (p->kind == PRIM_ELEMWISE) {
-            // Mixed input dtypes are fine, and the arithmetic stays float32: a program whose
-            // result becomes half ends with a CAST to it.
+            // Mixed input dtypes are fine. A program whose result becomes half computes in half
+            // when all its float inputs are half too (a bias add, an activation, a softmax's
+            // exp: the form the kernel classes' pattern matchers know); one reading a float32
+            // tensor (a variance) computes in float32 and ends with a CAST to half.
             int t = p->out[0];
-            if (pg->tensors[t]->dtype == DT_FLOAT && !keep[t] && p->ew.n > 0 &&
-                p->ew.code[p->ew.n - 1].dtype == DT_FLOAT) {
+            bool f32_in = false;
+            for (int j = 0; j < p->n_in; j++)
+                f32_in |= p->in[j] >= 0 && p->in[j] < n_t &&
+                          pg->tensors[p->in[j]]->dtype == DT_FLOAT && keep[p->in[j]];
+            if (pg->tensors[t]->dtype == DT_FLOAT && !keep[t] && !f32_in) {
+                for (int i = 0; i < p->ew.n; i++)
+                    if (p->ew.code[i].dtype == DT_FLOAT)
+                        p->ew.code[i].dtype = to;
+            } else if (pg->tensors[t]->dtype == DT_FLOAT && !keep[t] && p->ew.n > 0 &&
+                       p->ew.code[p->ew.n - 1].dtype == DT_FLOAT) {
                 EwInstr *code = arena_alloc(pg->arena, sizeof(EwInstr) * (size_t)(p->ew.n + 1));
                 memcpy(code, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
                 EwInstr *c = &code[p->ew.n];

@@ -716,7 +716,7 @@ static void store_case(DType to) {
     CHECK(pg->tensors[pg->inputs[0]]->dtype == DT_FLOAT);
     for (int i = 0; i < pg->n_outputs; i++)
         CHECK(pg->tensors[pg->outputs[i]]->dtype == DT_FLOAT);
-    int linear = 0, sums = 0;
+    int linear = 0, sums = 0, ew_f32 = 0, ew_half = 0;
     for (int i = 0; i < pg->n_prims; i++) {
         const Prim *p = pg->prims[i];
         bool sum = p->kind == PRIM_REDUCE && (p->red.op == RED_SUM || p->red.op == RED_MEAN);
@@ -735,6 +735,19 @@ static void store_case(DType to) {
                       dtype_name(pg->tensors[p->in[0]]->dtype),
                       dtype_name(pg->tensors[p->out[0]]->dtype));
         }
+        if (p->kind == PRIM_ELEMWISE && pg->tensors[p->out[0]]->dtype == to) {
+            // Half arithmetic, except where a float32 value (a variance) comes in.
+            bool f32_in = false, f32_ops = false;
+            for (int j = 0; j < p->n_in; j++)
+                f32_in |= pg->tensors[p->in[j]]->dtype == DT_FLOAT;
+            for (int j = 0; j + 1 < p->ew.n; j++)
+                f32_ops |= p->ew.code[j].dtype == DT_FLOAT;
+            const EwInstr *last = &p->ew.code[p->ew.n - 1];
+            CHECK(last->dtype == to &&
+                  (f32_in ? last->op == EW_CAST && f32_ops == (p->ew.n > 1) : !f32_ops));
+            ew_f32 += f32_in && p->ew.n > 1;
+            ew_half += !f32_in;
+        }
         if (p->kind == PRIM_LINEAR && p->lin.op == LIN_CONV) {
             const Tensor *W = pg->tensors[p->in[1]];
             float h = to == DT_FLOAT16 ? f16_to_f32(((const uint16_t *)W->data)[0])
@@ -745,6 +758,8 @@ static void store_case(DType to) {
         }
     }
     CHECK(linear == 5 && sums == 4 && st.retyped > 10 && st.casts >= 2 && st.const_bytes > 0);
+    CHECK_MSG(ew_f32 >= 2 && ew_half >= 2, "%d float32, %d half elementwise programs", ew_f32,
+              ew_half);
     printf("  %s: %d tensors retyped, %d casts, %lld bytes of constants converted\n",
            dtype_name(to), st.retyped, st.casts, (long long)st.const_bytes);
     // Half the model's precision: max error relative to each output's largest value.
