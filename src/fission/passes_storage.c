@@ -84,9 +84,9 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
     // keep[t]: stays float32 - the model's interface, what OPAQUE primitives touch, the results
     // of sum-like reductions and elementwise values only sum-like reductions read (fused into
     // the reduction's kernel as a rule, so storing them costs nothing).
-    bool *keep = xcalloc((size_t)n_t + 1, 1);
+    bool *keep = xcalloc((size_t)n_t + 1, 1), *is_input = xcalloc((size_t)n_t + 1, 1);
     for (int i = 0; i < pg->n_inputs; i++)
-        keep[pg->inputs[i]] = true;
+        keep[pg->inputs[i]] = is_input[pg->inputs[i]] = true;
     for (int i = 0; i < pg->n_outputs; i++)
         keep[pg->outputs[i]] = true;
     int *readers = xcalloc((size_t)n_t + 1, sizeof(int)),
@@ -129,6 +129,19 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
             continue;
         }
         if (p->kind == PRIM_ELEMWISE) {
+            // A model input is read through its half twin, as the layouts and products read it:
+            // Equal(x, ReduceMax(x)) must compare the same rounding of x on both sides.
+            for (int j = 0; j < p->n_in; j++) {
+                int t = p->in[j];
+                if (t < 0 || t >= n_t || !is_input[t] || pg->tensors[t]->dtype != DT_FLOAT)
+                    continue;
+                if (twin_h[t] < 0) {
+                    twin_h[t] = twin_tensor(pg, t, to, to);
+                    order[n_order++] = add_cast(pg, t, twin_h[t], p->origin);
+                    st->casts++;
+                }
+                p->in[j] = twin_h[t];
+            }
             // Mixed input dtypes are fine. A program whose result becomes half computes in half
             // when all its float inputs are half too (a bias add, an activation, a softmax's
             // exp: the form the kernel classes' pattern matchers know); one reading a float32
@@ -198,6 +211,7 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
         st->retyped++;
     }
     free(keep);
+    free(is_input);
     free(orig);
     free(order);
     free(twin_h);
