@@ -54,7 +54,8 @@ struct Cexpr {
     CexprReader read;
     void *rctx;
     int next;
-    int *prim_of; // per tensor: index into pg->prims when computed by a candidate primitive, else -1
+    int *
+        prim_of; // per tensor: index into pg->prims when computed by a candidate primitive, else -1
     Memo *memo;
     int n_memo, cap_memo;
     TableName *tables;
@@ -108,6 +109,8 @@ const char *cgen_ctype(DType t) {
     }
     return NULL;
 }
+
+static const char *vtype(const Cexpr *x, DType t);
 
 const char *cgen_vtype(DType t) {
     if (t == DT_FLOAT16 || t == DT_BFLOAT16)
@@ -235,9 +238,13 @@ void cexpr_set_flat(Cexpr *x, int first, const char *var) {
     x->flat_broken = false;
 }
 
-bool cexpr_flat_broken(const Cexpr *x) { return x->flat_broken; }
+bool cexpr_flat_broken(const Cexpr *x) {
+    return x->flat_broken;
+}
 
-void cexpr_set_cuda(Cexpr *x, bool cuda) { x->cuda = cuda; }
+void cexpr_set_cuda(Cexpr *x, bool cuda) {
+    x->cuda = cuda;
+}
 
 void cexpr_set_fast_math(Cexpr *x, bool fast) {
     x->fast_math = fast;
@@ -370,7 +377,10 @@ static const char *table_name(Cexpr *x, const int64_t *data, int64_t n) {
     sb_printf(x->decls, "%sstatic const int64_t %s[%lld] = {", x->cuda ? "__device__ " : "",
               tn->name, (long long)(n ? n : 1));
     for (int64_t i = 0; i < n; i++)
-        sb_printf(x->decls, "%s%lld", i == 0 ? "\n    " : i % 16 ? ", " : ",\n    ",
+        sb_printf(x->decls, "%s%lld",
+                  i == 0   ? "\n    "
+                  : i % 16 ? ", "
+                           : ",\n    ",
                   (long long)data[i]);
     sb_printf(x->decls, "%s};\n", n ? "\n" : "0");
     return tn->name;
@@ -516,7 +526,7 @@ static void apply_reshape(Cexpr *x, const LayoutStage *st, Ix *ix, const int64_t
             for (int j = k + 1; j < e; j++)
                 S *= st->in_dims[j];
             fmt(t2, sizeof t2, "((%s) / %lld) %% %lld", flat, (long long)S,
-                     (long long)st->in_dims[k]);
+                (long long)st->in_dims[k]);
             coord_general(x, o, t2, code, indent);
         }
         a = b;
@@ -560,21 +570,22 @@ static int load_input(Cexpr *x, int t, int j, const Ix *ix, StrBuf *code, int in
         if (x->cuda)
             fmt(elem, sizeof elem, "in%d[%s%s]", j, aff, b.s);
         else
-            fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff,
-                b.s);
+            fmt(elem, sizeof elem, "((const %s *)in[%d])[%s%s]", cgen_ctype(T->dtype), j, aff, b.s);
     }
     sb_free(&b);
     cgen_load_expr(T->dtype, elem, val, sizeof val);
     cexpr_fresh(x, "v", out, cap);
-    sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(T->dtype), out, val);
+    sb_line(code, indent, "const %s %s = %s;\n", vtype(x, T->dtype), out, val);
     return ST_OK;
 }
 
 static int call_reader(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out,
                        size_t cap, Err *e) {
     if (!x->read)
-        return err_set(e, ST_UNSUPPORTED, "kernel %s: tensor '%s' is computed by a %s primitive "
-                       "and no reader was given", x->fn, x->pg->tensors[t]->name,
+        return err_set(e, ST_UNSUPPORTED,
+                       "kernel %s: tensor '%s' is computed by a %s primitive "
+                       "and no reader was given",
+                       x->fn, x->pg->tensors[t]->name,
                        prim_kind_name(x->pg->prims[x->prim_of[t]]->kind));
     char bufs[R][EXPR_CAP];
     const char *idx[R];
@@ -595,11 +606,26 @@ static int call_reader(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, 
 
 typedef struct Operand {
     char text[EXPR_CAP];
-    DType dtype;  // DT_UNDEFINED for an immediate
+    DType dtype; // DT_UNDEFINED for an immediate
     double imm;
 } Operand;
 
-static bool is_wide(DType t) { return t == DT_DOUBLE || t == DT_FLOAT16 || t == DT_BFLOAT16; }
+// Half values are computed in double and rounded after every instruction (exactly the
+// interpreter's values), except in CUDA code under fast math (a reduced-precision compile: half
+// storage), where float carries them: the same roundings but for the rare double rounding of a
+// transcendental, at float speed on the GPU (double is a fraction of it).
+static bool half_in_float(const Cexpr *x) {
+    return x->cuda && x->fast_math;
+}
+
+static bool is_wide(const Cexpr *x, DType t) {
+    return t == DT_DOUBLE || ((t == DT_FLOAT16 || t == DT_BFLOAT16) && !half_in_float(x));
+}
+
+// The C type of locals holding dtype t's values (cgen_vtype, but float for half in float).
+static const char *vtype(const Cexpr *x, DType t) {
+    return (t == DT_FLOAT16 || t == DT_BFLOAT16) && half_in_float(x) ? "float" : cgen_vtype(t);
+}
 
 // Under cexpr_set_fast_math (CUDA, float domain): the prelude's versions built on the special
 // function unit's approximations (orch_fast_*f, prelude_cuda.c), for the transcendentals whose
@@ -633,7 +659,8 @@ static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *
     case EW_ERF: fmt(buf, cap, s ? "orch_erff(%s)" : "erf(%s)", a); break;
     case EW_TANH: fmt(buf, cap, s ? "orch_tanhf(%s)" : "tanh(%s)", a); break;
     case EW_SIGMOID: fmt(buf, cap, "orch_sigmoid%s(%s)", f, a); break;
-    case EW_RELU: fmt(buf, cap, "(%s > %s ? %s : (%s != %s ? %s : %s))", a, zero, a, a, a, a, zero);
+    case EW_RELU:
+        fmt(buf, cap, "(%s > %s ? %s : (%s != %s ? %s : %s))", a, zero, a, a, a, a, zero);
         break;
     case EW_FLOOR: fmt(buf, cap, "floor%s(%s)", f, a); break;
     case EW_CEIL: fmt(buf, cap, "ceil%s(%s)", f, a); break;
@@ -740,8 +767,7 @@ static void from_float(DType t, bool cast, const char *ft, const char *r, char *
         return;
     case DT_UINT32: fmt(buf, cap, "(uint32_t)orch_sat((double)(%s), 0.0, 4294967295.0)", r); return;
     case DT_INT64:
-        fmt(buf, cap,
-                 "orch_sat((double)(%s), -9.2233720368547758e18, 9.2233720368547748e18)", r);
+        fmt(buf, cap, "orch_sat((double)(%s), -9.2233720368547758e18, 9.2233720368547748e18)", r);
         return;
     case DT_UINT64: fmt(buf, cap, "orch_sat_u64((double)(%s))", r); return;
     default: ORCH_ASSERT(!"from_float: dtype");
@@ -760,13 +786,13 @@ static void from_int(DType t, const char *r, char *buf, size_t cap) {
     }
 }
 
-static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
-                         char *out, size_t cap, Err *e);
+static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent, char *out,
+                         size_t cap, Err *e);
 static int value(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out, size_t cap,
                  Err *e);
 
-static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
-                         char *out, size_t cap, Err *e) {
+static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent, char *out,
+                         size_t cap, Err *e) {
     const PrimGraph *pg = x->pg;
     const Tensor *T = pg->tensors[p->out[0]];
     int n_in = p->n_in;
@@ -791,7 +817,7 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
         const EwInstr *in = &p->ew.code[i];
         int n = ew_op_arity(in->op), first = in->op == EW_WHERE ? 1 : 0;
         Operand op[3];
-        bool any_tensor = false, fdom = false, wide = is_wide(in->dtype);
+        bool any_tensor = false, fdom = false, wide = is_wide(x, in->dtype);
         for (int a = 0; a < n; a++) {
             const EwArg *g = &in->arg[a];
             memset(&op[a], 0, sizeof op[a]);
@@ -809,7 +835,7 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
                 fdom = fdom || dtype_is_float(op[a].dtype);
             }
             if (op[a].dtype != DT_UNDEFINED)
-                wide = wide || is_wide(op[a].dtype);
+                wide = wide || is_wide(x, op[a].dtype);
         }
         if (!any_tensor)
             fdom = dtype_is_float(in->dtype);
@@ -843,12 +869,15 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
                          x->fn, ew_op_name(in->op), fdom ? "float" : "integer", p->id);
         if (rc)
             break;
-        if (fdom)
+        if (fdom && half_in_float(x) && (in->dtype == DT_FLOAT16 || in->dtype == DT_BFLOAT16))
+            fmt(res, sizeof res, "orch_round_%sf((float)(%s))",
+                in->dtype == DT_FLOAT16 ? "f16" : "bf16", expr);
+        else if (fdom)
             from_float(in->dtype, in->op == EW_CAST, ft, expr, res, sizeof res);
         else
             from_int(in->dtype, expr, res, sizeof res);
         cexpr_fresh(x, "v", ins[i], NAME_CAP);
-        sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(in->dtype), ins[i], res);
+        sb_line(code, indent, "const %s %s = %s;\n", vtype(x, in->dtype), ins[i], res);
     }
     if (rc == ST_OK) {
         // The output dtype is the last instruction's (pb_ew_program); a program of zero
@@ -961,7 +990,7 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                 } else if (st->start[d] != 0 || st->step[d] != 1) {
                     char t[EXPR_CAP];
                     fmt(t, sizeof t, "%lld + %s * %lld", (long long)st->start[d], c->expr,
-                             (long long)st->step[d]);
+                        (long long)st->step[d]);
                     coord_general(x, c, t, code, indent);
                 }
             }
@@ -1033,7 +1062,7 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                 if (padded) {
                     size_t len = strlen(cond);
                     fmt(cond + len, sizeof cond - len, "%s%s >= 0", len ? " && " : "",
-                             next.c[d].expr);
+                        next.c[d].expr);
                 }
             }
             if (cond[0] && branch_free) {
@@ -1099,8 +1128,7 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                 fmt(t2, sizeof t2, "(%s) * %lld + %s", flat, (long long)st->idx_dims[d], tmp);
                 fmt(flat, sizeof flat, "%s", t2);
             }
-            fmt(t2, sizeof t2, "%s[%s]",
-                     table_name(x, st->idx, prod_dims(q, st->idx_dims)), flat);
+            fmt(t2, sizeof t2, "%s[%s]", table_name(x, st->idx, prod_dims(q, st->idx_dims)), flat);
             coord_general(x, &next.c[a], t2, code, indent);
             break;
         }
@@ -1116,11 +1144,11 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
     return rc;
 }
 
-static int emit_layout(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent,
-                       char *out, size_t cap, Err *e) {
+static int emit_layout(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int indent, char *out,
+                       size_t cap, Err *e) {
     const PrimGraph *pg = x->pg;
     const Tensor *T = pg->tensors[p->out[0]];
-    const char *vt = cgen_vtype(T->dtype);
+    const char *vt = vtype(x, T->dtype);
     cexpr_fresh(x, "v", out, cap);
     sb_line(code, indent, "%s %s;\n", vt, out);
     int rc = ST_OK;
@@ -1183,8 +1211,10 @@ static int value(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *
     if (j >= 0) {
         rc = load_input(x, t, j, ix, code, indent, out, cap);
     } else if (x->prim_of[t] < 0) {
-        rc = err_set(e, ST_INVALID, "kernel %s: tensor '%s' is neither an input nor computed in "
-                     "the candidate", x->fn, x->pg->tensors[t]->name);
+        rc = err_set(e, ST_INVALID,
+                     "kernel %s: tensor '%s' is neither an input nor computed in "
+                     "the candidate",
+                     x->fn, x->pg->tensors[t]->name);
     } else {
         const Prim *p = x->pg->prims[x->prim_of[t]];
         if (p->kind == PRIM_ELEMWISE)
@@ -1250,7 +1280,8 @@ static const char prelude[] =
     "#include <string.h>\n"
     "#define ORCH_MIN_I64(a, b) ((a) < (b) ? (a) : (b))\n"
     "static inline float orch_f16_to_f32(uint16_t h) {\n"
-    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff, bits;\n"
+    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff, "
+    "bits;\n"
     "    if (ex == 0) {\n"
     "        if (man == 0) {\n"
     "            bits = sign;\n"
@@ -1445,4 +1476,6 @@ static const char prelude[] =
     "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
     "}\n";
 
-const char *cgen_prelude(void) { return prelude; }
+const char *cgen_prelude(void) {
+    return prelude;
+}

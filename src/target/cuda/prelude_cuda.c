@@ -85,6 +85,16 @@ static const char HELPERS[] =
     "ORCH_DEV double orch_round_bf16(double v) {\n"
     "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
     "}\n"
+    // Half values computed in float (cexpr under fast math: a float result rounded once to half
+    // is the correctly rounded half result for + - * / sqrt, and within a half ulp for the rest).
+    "ORCH_DEV float orch_round_f16f(float v) {\n"
+    "    unsigned short h;\n"
+    "    float r;\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(v));\n"
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"(h));\n"
+    "    return r;\n"
+    "}\n"
+    "ORCH_DEV float orch_round_bf16f(float v) { return orch_bf16_to_f32(orch_f32_to_bf16(v)); }\n"
     "ORCH_DEV float orch_expf(float x) { return expf(x); }\n"
     "ORCH_DEV float orch_tanhf(float x) { return tanhf(x); }\n"
     "ORCH_DEV float orch_erff(float x) { return erff(x); }\n"
