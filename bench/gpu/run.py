@@ -9,8 +9,9 @@ and time, in this process: torch eager, torch.compile, torch.compile(mode="reduc
 (`orch bench`: its GPU time of back-to-back CUDA-graph replays with the input on the device, between
 CUDA events, the same method as the baselines' events). Every time is the median of --iters runs after
 --warmup. TF32 is off everywhere for fp32; the tf32 table turns it on for PyTorch and compiles orch
-with --precision tf32; the fp16 table runs PyTorch in half and orch with --precision fp16 (orch keeps
-tensors in float32 and rounds the matmul/conv operands for the tensor cores).
+with --precision tf32; the fp16 table runs PyTorch in half and orch with --precision fp16 (orch stores
+weights and activations in half as well, the model's inputs and outputs in float32; run with
+ORCH_HALF_STORAGE=0 to compare float32 storage).
 
 Prints one table per precision (times in ms, orch's speed-up over the best baseline, compile times,
 errors relative to max|reference|) and the geomean, and writes results.json under --out.
