@@ -6,7 +6,7 @@
 // OPAQUE primitive (an ONNX op run as it is) reads or writes. Sums stay float32 too (see
 // sum_like): a SUM / MEAN / PROD reduction reads a float32 copy of a half input and writes
 // float32, and an elementwise value read only by such reductions (a variance's squares) is
-// computed and kept in float32.
+// computed and kept in float32 - but for a softmax's denominator, which cannot overflow.
 //
 // Where the types meet:
 //   ELEMWISE  reads inputs of any dtype (each value converts on load), so it needs no cast.
@@ -67,12 +67,36 @@ static void convert_const(PrimGraph *pg, int t, DType to) {
     pg->owns_data[t] = true;
 }
 
+// A softmax's denominator: a SUM of exp(x - max(x)) over fewer than 65504 terms, each in (0, 1],
+// so its half result cannot overflow (and it accumulates wide in every kernel): it keeps the
+// half form the fused-attention matcher knows. p is a SUM reduction.
+static bool softmax_sum(const PrimGraph *pg, const Prim *p) {
+    const Tensor *in = pg->tensors[p->in[0]];
+    int64_t n = 1;
+    for (int d = 0; d < in->rank; d++)
+        if (p->red.axes >> d & 1)
+            n *= in->dims[d];
+    if (p->red.op != RED_SUM || n >= 65504 || in->producer < 0)
+        return false;
+    const Prim *q = pg->prims[in->producer];
+    if (q->kind != PRIM_ELEMWISE || q->ew.n < 1 || q->ew.code[q->ew.n - 1].op != EW_EXP)
+        return false;
+    for (int j = 0; j < q->n_in; j++) {
+        const Tensor *m = pg->tensors[q->in[j]];
+        if (m->producer >= 0 && pg->prims[m->producer]->kind == PRIM_REDUCE &&
+            pg->prims[m->producer]->red.op == RED_MAX)
+            return true;
+    }
+    return false;
+}
+
 // Sums of many values (SUM, MEAN, PROD reductions) are computed in float32, as PyTorch and
-// TensorRT compute normalisations: in half a variance's x*x overflows past |x| = 256 and a long
-// sum loses its low digits.
-static bool sum_like(const Prim *p) {
+// TensorRT compute normalisations: in half a variance's x*x overflows past |x| = 256 and a sum
+// of many terms past 65504. A softmax's denominator is the exception (softmax_sum).
+static bool sum_like(const PrimGraph *pg, const Prim *p) {
     return p->kind == PRIM_REDUCE &&
-           (p->red.op == RED_SUM || p->red.op == RED_MEAN || p->red.op == RED_PROD);
+           (p->red.op == RED_SUM || p->red.op == RED_MEAN || p->red.op == RED_PROD) &&
+           !softmax_sum(pg, p);
 }
 
 int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
@@ -96,12 +120,12 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
         for (int j = 0; j < p->n_in; j++)
             if (p->in[j] >= 0) {
                 readers[p->in[j]]++;
-                sum_readers[p->in[j]] += sum_like(p);
+                sum_readers[p->in[j]] += sum_like(pg, p);
                 keep[p->in[j]] |= p->kind == PRIM_OPAQUE;
             }
         for (int j = 0; j < p->n_out; j++)
             if (p->out[j] >= 0)
-                keep[p->out[j]] |= p->kind == PRIM_OPAQUE || sum_like(p);
+                keep[p->out[j]] |= p->kind == PRIM_OPAQUE || sum_like(pg, p);
     }
     for (int k = 0; k < n_p; k++) {
         const Prim *p = pg->prims[k];
@@ -172,7 +196,7 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
             continue;
         }
         // Layout, linear, min/max/arg reductions work in `to`; sum-like reductions in float32.
-        bool in_half = !sum_like(p);
+        bool in_half = !sum_like(pg, p);
         for (int j = 0; j < p->n_in; j++) {
             int t = p->in[j];
             if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t] == in_half)
