@@ -4,7 +4,8 @@
 // enumerator (over the whole graph's producers, with consumer checks) and attn_analyse (over the
 // candidate's own primitives), so the two agree on what an attention is.
 // Convexity: every tensor the candidate computes, except O, is read only inside it and is no
-// graph output, so no path leaves the set and re-enters it.
+// graph output, so no path leaves the set and re-enters it. Under half storage every tensor of
+// the attention has the dtype of O; instructions may compute in float32 or in that dtype.
 #include "attention.h"
 
 #include "candidates_internal.h"
@@ -24,8 +25,13 @@ static const Prim *prim_of(const Match *m, int t, int *idx) {
     return k >= 0 ? m->pg->prims[k] : NULL;
 }
 
-static bool is_f32(const PrimGraph *pg, int t) {
-    return t >= 0 && pg->tensors[t]->dtype == DT_FLOAT;
+static bool is_dt(const PrimGraph *pg, int t, DType dt) {
+    return t >= 0 && pg->tensors[t]->dtype == dt;
+}
+
+// An instruction result type of the attention's arithmetic: float32, or its own half type.
+static bool ew_float(DType ins, DType dt) {
+    return ins == DT_FLOAT || ins == dt;
 }
 
 static bool same_shape(const Tensor *a, const Tensor *b) {
@@ -38,9 +44,9 @@ static bool same_shape(const Tensor *a, const Tensor *b) {
 }
 
 // A REDUCE op over the last axis of in (rank r), keepdims.
-static bool last_axis_reduce(const PrimGraph *pg, const Prim *p, RedOp op, int in) {
+static bool last_axis_reduce(const PrimGraph *pg, const Prim *p, RedOp op, int in, DType dt) {
     if (!p || p->kind != PRIM_REDUCE || p->red.op != op || p->n_in != 1 || p->n_out != 1 ||
-        p->in[0] != in || !p->red.keepdims || !is_f32(pg, p->out[0]))
+        p->in[0] != in || !p->red.keepdims || !is_dt(pg, p->out[0], dt))
         return false;
     int r = pg->tensors[in]->rank;
     return p->red.axes == (1u << (r - 1));
@@ -48,16 +54,17 @@ static bool last_axis_reduce(const PrimGraph *pg, const Prim *p, RedOp op, int i
 
 // An ELEMWISE whose program is exactly ops[0](in a, in b) [then ops[1](%0)]; *a_pos/*b_pos get
 // which of the primitive's inputs the instruction reads first and second.
-static bool ew_binary(const Prim *p, EwOp op0, int n_ops, EwOp op1, int *first, int *second) {
+static bool ew_binary(const Prim *p, EwOp op0, int n_ops, EwOp op1, DType dt, int *first,
+                      int *second) {
     if (!p || p->kind != PRIM_ELEMWISE || p->n_in != 2 || p->n_out != 1 || p->ew.n != n_ops)
         return false;
     const EwInstr *i0 = &p->ew.code[0];
-    if (i0->op != op0 || i0->dtype != DT_FLOAT || i0->arg[0].src != EWS_INPUT ||
+    if (i0->op != op0 || !ew_float(i0->dtype, dt) || i0->arg[0].src != EWS_INPUT ||
         i0->arg[1].src != EWS_INPUT || i0->arg[0].index == i0->arg[1].index)
         return false;
     if (n_ops == 2) {
         const EwInstr *i1 = &p->ew.code[1];
-        if (i1->op != op1 || i1->dtype != DT_FLOAT || i1->arg[0].src != EWS_INSTR ||
+        if (i1->op != op1 || !ew_float(i1->dtype, dt) || i1->arg[0].src != EWS_INSTR ||
             i1->arg[0].index != 0)
             return false;
     }
@@ -68,20 +75,20 @@ static bool ew_binary(const Prim *p, EwOp op0, int n_ops, EwOp op1, int *first, 
 
 // P = E / l: one DIV of the two inputs, or that DIV with NaNs replaced by 0 (PyTorch's export of
 // scaled_dot_product_attention: %1 = ISNAN(%0); %2 = WHERE(%1, 0, %0)).
-static bool div_program(const Prim *p, int *e_t, int *l_t, bool *nan_to_zero) {
+static bool div_program(const Prim *p, DType dt, int *e_t, int *l_t, bool *nan_to_zero) {
     if (!p || p->kind != PRIM_ELEMWISE || (p->ew.n != 1 && p->ew.n != 3))
         return false;
     *nan_to_zero = p->ew.n == 3;
     if (p->ew.n == 3) {
         const EwInstr *i1 = &p->ew.code[1], *i2 = &p->ew.code[2];
         if (i1->op != EW_ISNAN || i1->arg[0].src != EWS_INSTR || i1->arg[0].index != 0 ||
-            i2->op != EW_WHERE || i2->dtype != DT_FLOAT || i2->arg[0].src != EWS_INSTR ||
+            i2->op != EW_WHERE || !ew_float(i2->dtype, dt) || i2->arg[0].src != EWS_INSTR ||
             i2->arg[0].index != 1 || i2->arg[1].src != EWS_IMM || i2->arg[1].imm != 0.0 ||
             i2->arg[2].src != EWS_INSTR || i2->arg[2].index != 0)
             return false;
     }
     const EwInstr *i0 = &p->ew.code[0];
-    if (p->n_in != 2 || p->n_out != 1 || i0->op != EW_DIV || i0->dtype != DT_FLOAT ||
+    if (p->n_in != 2 || p->n_out != 1 || i0->op != EW_DIV || !ew_float(i0->dtype, dt) ||
         i0->arg[0].src != EWS_INPUT || i0->arg[1].src != EWS_INPUT ||
         i0->arg[0].index == i0->arg[1].index)
         return false;
@@ -93,7 +100,7 @@ static bool div_program(const Prim *p, int *e_t, int *l_t, bool *nan_to_zero) {
 // Dims of x (rank r) are the batch dims of O or 1, then the two given matrix dims.
 static bool operand_ok(const PrimGraph *pg, int x, const AttnSpec *a, int64_t rows, int64_t cols) {
     const Tensor *t = pg->tensors[x];
-    if (t->rank != a->rank || t->dtype != DT_FLOAT)
+    if (t->rank != a->rank || t->dtype != a->dt)
         return false;
     for (int d = 0; d + 2 < a->rank; d++)
         if (t->dims[d] != a->lead[d] && t->dims[d] != 1)
@@ -108,24 +115,29 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     a->pg = pg;
     const Prim *o = pg->prims[mm2];
     if (o->kind != PRIM_LINEAR || o->lin.op != LIN_MATMUL || o->n_in != 2 || o->n_out != 1 ||
-        !is_f32(pg, o->out[0]))
+        o->out[0] < 0)
         return false;
+    const DType dt = pg->tensors[o->out[0]]->dtype;
+    if (dt != DT_FLOAT && dt != DT_FLOAT16 && dt != DT_BFLOAT16)
+        return false;
+    a->dt = dt;
     a->mm2 = mm2;
-    a->out = o->out[0];
+    a->out = a->y = o->out[0];
+    a->cast = -1;
     a->v = o->in[1];
     int P = o->in[0];
     const Prim *div = prim_of(m, P, &a->ew_div);
     int e_t, l_t, sp, mx;
-    if (!div_program(div, &e_t, &l_t, &a->nan_to_zero) || !is_f32(pg, P))
+    if (!div_program(div, dt, &e_t, &l_t, &a->nan_to_zero) || !is_dt(pg, P, dt))
         return false;
     const Prim *sum = prim_of(m, l_t, &a->red_sum);
-    if (!last_axis_reduce(pg, sum, RED_SUM, e_t))
+    if (!last_axis_reduce(pg, sum, RED_SUM, e_t, dt))
         return false;
     const Prim *ex = prim_of(m, e_t, &a->ew_exp);
-    if (!ew_binary(ex, EW_SUB, 2, EW_EXP, &sp, &mx) || !is_f32(pg, e_t))
+    if (!ew_binary(ex, EW_SUB, 2, EW_EXP, dt, &sp, &mx) || !is_dt(pg, e_t, dt))
         return false;
     const Prim *rmax = prim_of(m, mx, &a->red_max);
-    if (!last_axis_reduce(pg, rmax, RED_MAX, sp))
+    if (!last_axis_reduce(pg, rmax, RED_MAX, sp, dt))
         return false;
     a->sp = sp;
     // Back through the pre-softmax chain: each link reads the chain tensor (the input of the
@@ -135,7 +147,7 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     for (;;) {
         int k;
         const Prim *p = prim_of(m, t, &k);
-        if (!p || !is_f32(pg, t) || !same_shape(pg->tensors[t], S))
+        if (!p || !is_dt(pg, t, dt) || !same_shape(pg->tensors[t], S))
             return false;
         if (p->kind == PRIM_LINEAR) {
             if (p->lin.op != LIN_MATMUL || p->n_in != 2 || p->n_out != 1)
@@ -191,6 +203,13 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
            operand_ok(pg, a->v, a, a->N, a->Dv) && a->q != a->kt;
 }
 
+// Whether p is one CAST of its single input to float32 (the storage pass's boundary).
+static bool cast_to_f32(const Prim *p) {
+    return p->kind == PRIM_ELEMWISE && p->n_in == 1 && p->n_out == 1 && p->ew.n == 1 &&
+           p->ew.code[0].op == EW_CAST && p->ew.code[0].dtype == DT_FLOAT &&
+           p->ew.code[0].arg[0].src == EWS_INPUT && p->ew.code[0].arg[0].index == 0;
+}
+
 // The primitives of the core (without layouts), in no particular order; returns how many.
 static int core_members(const AttnSpec *a, int *out) {
     int n = 0;
@@ -218,12 +237,23 @@ bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
                 producer[p->out[j]] = c->prims[i];
     }
     Match m = {pg, producer};
-    int sink = c->prims[c->n_prims - 1];
-    bool ok = pg->prims[sink]->n_out == 1 && pg->prims[sink]->out[0] == c->output &&
-              match(&m, sink, a);
+    int sink = c->prims[c->n_prims - 1], cast = -1;
+    if (cast_to_f32(pg->prims[sink])) { // a half O cast to float32 ends the candidate
+        cast = sink;
+        sink = producer[pg->prims[sink]->in[0]];
+    }
+    bool ok = sink >= 0 && pg->prims[sink]->n_out == 1 &&
+              (cast >= 0 || pg->prims[sink]->out[0] == c->output) && match(&m, sink, a);
+    if (ok && cast >= 0) {
+        ok = a->dt != DT_FLOAT && pg->prims[cast]->out[0] == c->output;
+        a->cast = cast;
+        a->y = c->output;
+    }
     if (ok) {
-        // Every member is a core primitive or a LAYOUT producing Q, Kt or V.
-        int core[16], nc = core_members(a, core), nl = 0;
+        // Every member is a core primitive, the CAST or a LAYOUT producing Q, Kt or V.
+        int core[17], nc = core_members(a, core), nl = 0;
+        if (cast >= 0)
+            core[nc++] = cast;
         for (int i = 0; i < c->n_prims && ok; i++) {
             int k = c->prims[i];
             bool in_core = false;
@@ -323,6 +353,25 @@ static bool closed(const PrimGraph *pg, const Uses *u, const int *seg, const int
     return true;
 }
 
+// Appends the candidate of the n prims in set (sorted here) ending at sink, and, when `cast` >=
+// 0 (the CAST reading a half O alone), the same ending with the CAST; returns how many.
+static int append(CandidateSet *cs, const PrimGraph *pg, const Uses *u, const uint64_t *prim_hash,
+                  const int *set, int n, int sink, int cast) {
+    int s[21], added = 0;
+    memcpy(s, set, sizeof(int) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(int), cand_cmp_int);
+    cand_append(cs, pg, prim_hash, s, n, cs->segment_of_prim[sink]);
+    added++;
+    if (cast >= 0) {
+        s[n] = cast;
+        if (closed(pg, u, cs->segment_of_prim, s, n + 1, cast)) {
+            cand_append(cs, pg, prim_hash, s, n + 1, cs->segment_of_prim[cast]);
+            added++;
+        }
+    }
+    return added;
+}
+
 int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *producer,
                        const uint64_t *prim_hash) {
     Uses u;
@@ -336,9 +385,14 @@ int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *produce
         int set[20], n = core_members(&a, set);
         if (!closed(pg, &u, cs->segment_of_prim, set, n, k))
             continue;
-        qsort(set, (size_t)n, sizeof(int), cand_cmp_int);
-        cand_append(cs, pg, prim_hash, set, n, cs->segment_of_prim[k]);
-        added++;
+        // A half O read by one CAST to float32 alone: the variants ending with it as well.
+        int cast = -1;
+        if (a.dt != DT_FLOAT && u.n_cons[a.out] == 1 && !u.is_out[a.out]) {
+            int r = u.cons[u.cons_off[a.out]];
+            if (cast_to_f32(pg->prims[r]))
+                cast = r;
+        }
+        added += append(cs, pg, &u, prim_hash, set, n, k, cast);
         // The variant reading the projections in place: the LAYOUT producers of Q, Kt and V
         // that feed only this attention.
         int n0 = n;
@@ -351,11 +405,8 @@ int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *produce
             if (!closed(pg, &u, cs->segment_of_prim, set, n, k))
                 n--;
         }
-        if (n > n0) {
-            qsort(set, (size_t)n, sizeof(int), cand_cmp_int);
-            cand_append(cs, pg, prim_hash, set, n, cs->segment_of_prim[k]);
-            added++;
-        }
+        if (n > n0)
+            added += append(cs, pg, &u, prim_hash, set, n, k, cast);
     }
     uses_free(&u);
     return added;

@@ -11,8 +11,13 @@
 // max and sum) softmax and never write the score matrix to memory. A second variant of each also
 // takes in the LAYOUT primitives (head split transposes) that produce Q, Kt and V when they feed
 // nothing else, so the kernel reads the projections in place.
+// Tensors are float32, or all float16 or all bfloat16 (half storage: passes_storage.c retypes
+// them, instructions computing in float32 or in the half type). A half attention whose O is read
+// only by a CAST to float32 (the boundary of a model output or an OPAQUE primitive) also gets
+// the variants ending with that CAST, so the kernel stores float32 directly.
 // Needs: a verified primitive graph. Guarantees: attn_analyse accepts exactly the candidates
-// cand_add_attention proposes (and equal ones); an accepted candidate's output is O.
+// cand_add_attention proposes (and equal ones); an accepted candidate's output is O, or O cast to
+// float32.
 #ifndef ORCH_CANDIDATES_ATTENTION_H
 #define ORCH_CANDIDATES_ATTENTION_H
 
@@ -35,7 +40,11 @@ typedef struct AttnSpec {
     int s;                        // tensor: mm1's output (raw scores)
     int sp;                       // tensor: the scores softmax reads (== s when n_pre == 0)
     int q, kt, v;                 // tensors: mm1's operands, mm2's right operand
-    int out;                      // tensor: mm2's output, the candidate's output
+    int out;                      // tensor: mm2's output
+    int cast;                     // the CAST primitive ending the candidate (-1: none)
+    int y;                        // tensor: the candidate's output (out, or the CAST's, float32)
+    DType dt;                     // of Q, Kt, V, the scores, P and O: DT_FLOAT, DT_FLOAT16 or
+                                  // DT_BFLOAT16
     int rank;                     // >= 2
     int64_t lead[ORCH_MAX_RANK];  // batch dims of O (rank - 2 of them)
     int64_t B;                    // their product
@@ -45,8 +54,8 @@ typedef struct AttnSpec {
                                   // are all -inf gives O = 0, so emitters write 0 for a NaN of O
 } AttnSpec;
 
-// Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32);
-// fills *a when so.
+// Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32 or
+// half, optionally the final CAST); fills *a when so.
 bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a);
 
 #endif

@@ -4,7 +4,9 @@
 // head split by reshape + transpose of [B, S, H*D] projections or plain [B, H, S, D] inputs, a
 // scale by MUL or DIV, an additive mask input broadcast along heads (and queries), or a causal
 // WHERE on a constant boolean mask — and the shapes of the tests (any M, N >= 1, head
-// dims up to 256, Dv != D). Header-only (static functions); needs fission/build.h.
+// dims up to 256, Dv != D) — in float32, or stored in float16 / bfloat16 as the half-storage
+// pass leaves them (every tensor and instruction of the attention in the half type; optionally
+// O cast to a float32 output). Header-only (static functions); needs fission/build.h.
 #ifndef ORCH_TEST_ATTN_GRAPHS_H
 #define ORCH_TEST_ATTN_GRAPHS_H
 
@@ -31,7 +33,13 @@ typedef struct AttnCase {
                        // ("mask_inf") then holds -inf, whole rows of it in every 5th row
     bool kt_dim_major; // (not split) K^T read dim-major, unit stride along the keys, as a model's
                        // materialised K^T is: input "kt" [B, D, H, N] transposed to [B, H, D, N]
+    DType dt;          // of every tensor and instruction: DT_FLOAT16, DT_BFLOAT16; 0: float32
+    bool cast_out;     // (half) the output is O cast to float32, as at a model output
 } AttnCase;
+
+static inline DType attn_dt(const AttnCase *k) {
+    return k->dt ? k->dt : DT_FLOAT;
+}
 
 static inline void attn_case_name(AttnCase *k) {
     static const char *mask[] = {"nomask", "keymask", "fullmask", "causal"};
@@ -43,6 +51,11 @@ static inline void attn_case_name(AttnCase *k) {
     if (k->kt_dim_major && !k->split) {
         size_t n = strlen(k->name);
         snprintf(k->name + n, sizeof k->name - n, "_ktdim");
+    }
+    if (attn_dt(k) != DT_FLOAT) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_%s%s", k->dt == DT_FLOAT16 ? "f16" : "bf16",
+                 k->cast_out ? "_castout" : "");
     }
 }
 
@@ -65,15 +78,15 @@ static inline int attn_split_heads(PB *b, int x, int64_t B, int64_t S, int64_t H
 }
 
 // E = exp(s - m) as the clean-up passes merge it: one ELEMWISE {SUB; EXP}.
-static inline int attn_sub_exp(PB *b, int s, int m) {
+static inline int attn_sub_exp(PB *b, int s, int m, DType dt) {
     EwInstr code[2];
     memset(code, 0, sizeof code);
     code[0].op = EW_SUB;
-    code[0].dtype = DT_FLOAT;
+    code[0].dtype = dt;
     code[0].arg[0] = (EwArg){EWS_INPUT, 0, 0};
     code[0].arg[1] = (EwArg){EWS_INPUT, 1, 0};
     code[1].op = EW_EXP;
-    code[1].dtype = DT_FLOAT;
+    code[1].dtype = dt;
     code[1].arg[0] = (EwArg){EWS_INSTR, 0, 0};
     EwProgram prog = {2, code};
     const int ins[] = {s, m};
@@ -84,30 +97,31 @@ static inline int attn_sub_exp(PB *b, int s, int m) {
 static inline PrimGraph *attn_graph(const AttnCase *k) {
     PrimGraph *pg = prim_graph_create(NULL);
     PB b = {pg, "attention"};
+    const DType dt = attn_dt(k);
     int q, kt, v;
     if (k->split) {
         const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, k->H * k->D},
                       vd[] = {k->B, k->N, k->H * k->Dv};
-        q = attn_split_heads(&b, attn_graph_input(pg, "q", DT_FLOAT, 3, qd), k->B, k->M, k->H,
-                             k->D, false);
-        kt = attn_split_heads(&b, attn_graph_input(pg, "k", DT_FLOAT, 3, kd), k->B, k->N, k->H,
-                              k->D, true);
-        v = attn_split_heads(&b, attn_graph_input(pg, "v", DT_FLOAT, 3, vd), k->B, k->N, k->H,
-                             k->Dv, false);
+        q = attn_split_heads(&b, attn_graph_input(pg, "q", dt, 3, qd), k->B, k->M, k->H, k->D,
+                             false);
+        kt = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, k->H, k->D,
+                              true);
+        v = attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N, k->H, k->Dv,
+                             false);
     } else {
         const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, k->H, k->N, k->D},
                       vd[] = {k->B, k->H, k->N, k->Dv};
-        q = attn_graph_input(pg, "q", DT_FLOAT, 4, qd);
+        q = attn_graph_input(pg, "q", dt, 4, qd);
         if (k->kt_dim_major) {
             const int64_t ktd[] = {k->B, k->D, k->H, k->N};
             const int perm[] = {0, 2, 1, 3};
-            kt = pb_transpose(&b, attn_graph_input(pg, "kt", DT_FLOAT, 4, ktd), perm);
+            kt = pb_transpose(&b, attn_graph_input(pg, "kt", dt, 4, ktd), perm);
         } else {
-            int kk = attn_graph_input(pg, "k", DT_FLOAT, 4, kd);
+            int kk = attn_graph_input(pg, "k", dt, 4, kd);
             const int perm[] = {0, 1, 3, 2};
             kt = pb_transpose(&b, kk, perm);
         }
-        v = attn_graph_input(pg, "v", DT_FLOAT, 4, vd);
+        v = attn_graph_input(pg, "v", dt, 4, vd);
     }
     int s = pb_matmul(&b, q, kt);
     if (k->scale == ATTN_SCALE_MUL)
@@ -118,7 +132,7 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
         // An additive mask input of 0 / -10000 (BERT's extended attention mask).
         const int64_t md[] = {k->B, 1, k->mask == ATTN_MASK_KEYS ? 1 : k->M, k->N};
         s = pb_ew2(&b, EW_ADD, s,
-                   attn_graph_input(pg, k->nan_guard ? "mask_inf" : "mask", DT_FLOAT, 4, md));
+                   attn_graph_input(pg, k->nan_guard ? "mask_inf" : "mask", dt, 4, md));
     } else if (k->mask == ATTN_MASK_CAUSAL) {
         // GPT-2's WHERE(causal, s, -FLT_MAX) on a constant lower-triangular mask (keys past the
         // query's position, with the query at the end of the key range).
@@ -129,25 +143,25 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
                 m[i * k->N + j] = j <= i + (k->N - k->M);
         int mc = pb_const(&b, DT_BOOL, 4, md, m);
         free(m);
-        s = pb_where(&b, mc, s, pb_const_scalar(&b, DT_FLOAT, -FLT_MAX));
+        s = pb_where(&b, mc, s, pb_const_scalar(&b, dt, -FLT_MAX));
     }
     const uint32_t last = 1u << 3;
     int mx = pb_reduce(&b, RED_MAX, s, last, true, false);
-    int e = attn_sub_exp(&b, s, mx);
+    int e = attn_sub_exp(&b, s, mx, dt);
     int l = pb_reduce(&b, RED_SUM, e, last, true, false);
     int p;
     if (k->nan_guard) {
         EwInstr code[3];
         memset(code, 0, sizeof code);
         code[0].op = EW_DIV;
-        code[0].dtype = DT_FLOAT;
+        code[0].dtype = dt;
         code[0].arg[0] = (EwArg){EWS_INPUT, 0, 0};
         code[0].arg[1] = (EwArg){EWS_INPUT, 1, 0};
         code[1].op = EW_ISNAN;
         code[1].dtype = DT_BOOL;
         code[1].arg[0] = (EwArg){EWS_INSTR, 0, 0};
         code[2].op = EW_WHERE;
-        code[2].dtype = DT_FLOAT;
+        code[2].dtype = dt;
         code[2].arg[0] = (EwArg){EWS_INSTR, 1, 0};
         code[2].arg[1] = (EwArg){EWS_IMM, 0, 0.0};
         code[2].arg[2] = (EwArg){EWS_INSTR, 0, 0};
@@ -158,6 +172,8 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
         p = pb_ew2(&b, EW_DIV, e, l);
     }
     int o = pb_matmul(&b, p, v);
+    if (k->cast_out && dt != DT_FLOAT)
+        o = pb_cast(&b, o, DT_FLOAT);
     pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
     pg->outputs[pg->n_outputs++] = o;
     return pg;

@@ -301,7 +301,7 @@ static PrimGraph *neg_graph(int kind) {
     int s_raw = pg->prims[pg->n_prims - 1]->in[0];
     uint32_t axis = kind == NEG_AXIS ? 1u << 2 : 1u << 3;
     int mx = pb_reduce(&b, RED_MAX, s, axis, true, false);
-    int e = attn_sub_exp(&b, s, mx);
+    int e = attn_sub_exp(&b, s, mx, DT_FLOAT);
     int l = pb_reduce(&b, RED_SUM, e, axis, true, false);
     int p = pb_ew2(&b, EW_DIV, e, l);
     int v;

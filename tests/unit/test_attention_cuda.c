@@ -22,8 +22,17 @@
 //   by 1/sqrt(D) (their rounding error grows with them). The best config's time (CUDA events,
 //   median) is printed per case and kind, and SIMT against tensor cores on BERT's shapes.
 //   Without a GPU the case prints a skip line (ORCH_REQUIRE_GPU=1: a failure).
+//   Half storage (every tensor float16 or bfloat16, as the half-storage pass leaves them; some
+//   with O cast to a float32 output, the CAST inside the candidate): every config under the
+//   matching precision emitted for both GPUs, the best SIMT and tensor-core ones compiled, the
+//   tensor-core kernels checked to stage half tiles as they lie (16-byte cp.async where rows
+//   allow) and to be offered only for the mma of the storage type; on a GPU, lengths 1, odd and
+//   past a tile, head dims 32, 64, 128 and odd, every mask kind, run against the interpreter
+//   (which rounds every intermediate to half) at tol 4u, u the storage type's unit roundoff,
+//   times sqrt(D) for unscaled scores.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_ALL=1 compiles every
-// config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from 1).
+// config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from
+// 1).
 #include "attn_graphs.h"
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
@@ -65,15 +74,25 @@ static const Prec g_precs[] = {
     {CUGEN_PREC_BF16, CUA_MMA_BF16, "bf16", 0x1p-8},
 };
 static const char *const g_kind[] = {"simt", "tf32", "fp16", "bf16"}; // by CUA_MMA_*
-static double g_worst[4]; // the largest |got - ref| / bound per kind (GPU half)
+static double g_worst[4];      // the largest |got - ref| / bound per kind (GPU half)
+static double g_worst_half[4]; // the same, half-storage cases
 
 // The comparison's tol (see the top): 1e-4 for SIMT float32, 4u for tensor cores, times sqrt(D)
 // for unscaled scores.
 static double tolerance(const AttnCase *k, int mma) {
+    if (attn_dt(k) != DT_FLOAT) // half storage: the reference rounds S, E, l, P and O to half
+        return 4 * (k->dt == DT_FLOAT16 ? 0x1p-11 : 0x1p-8) *
+               (k->scale == ATTN_SCALE_NONE ? fmax(1.0, sqrt((double)k->D)) : 1.0);
     if (mma == CUA_MMA_SIMT)
         return 1e-4;
     double u = g_precs[mma - 1].u;
     return 4 * u * (k->scale == ATTN_SCALE_NONE ? fmax(1.0, sqrt((double)k->D)) : 1.0);
+}
+
+// The g_precs index of a half-storage case's precision (fp16 for float16, bf16 for bfloat16);
+// -1 for float32.
+static int half_prec(const AttnCase *k) {
+    return attn_dt(k) == DT_FLOAT16 ? 1 : attn_dt(k) == DT_BFLOAT16 ? 2 : -1;
 }
 
 static double now(void) {
@@ -92,7 +111,8 @@ typedef struct Prep {
     AttnCase k;
     PrimGraph *pg;
     CandidateSet *cs;
-    const Candidate *cand[2]; // the core, the variant with the LAYOUT primitives
+    const Candidate *cand[2]; // the core, the variant with the LAYOUT primitives (with cast_out:
+                              // both ending with the CAST to float32)
 } Prep;
 
 static void prep_free(Prep *p) {
@@ -102,7 +122,8 @@ static void prep_free(Prep *p) {
 }
 
 // Builds, cleans up and enumerates the case; false (a failed check) unless it has exactly the
-// two attention candidates, both accepted by the CUDA target.
+// two attention candidates (four with cast_out: each also ending with the CAST), all accepted
+// by the CUDA target.
 static bool prep(Prep *p, const AttnCase *k) {
     memset(p, 0, sizeof *p);
     p->k = *k;
@@ -124,9 +145,11 @@ static bool prep(Prep *p, const AttnCase *k) {
         const Candidate *c = &p->cs->c[i];
         if (!attn_analyse(p->pg, c, &a))
             continue;
-        if (n < 2)
+        if ((a.cast >= 0) == k->cast_out)
             p->cand[a.n_layouts > 0] = c;
         n++;
+        CHECK_MSG(a.dt == attn_dt(k) && (a.cast < 0 || k->cast_out),
+                  "%s: analysed as dtype %d, cast %d", k->name, (int)a.dt, a.cast);
         CHECK_MSG(a.M == k->M && a.N == k->N && a.D == k->D && a.Dv == k->Dv &&
                       a.B == k->B * k->H,
                   "%s: analysed as M %lld N %lld D %lld Dv %lld B %lld", k->name, (long long)a.M,
@@ -135,10 +158,11 @@ static bool prep(Prep *p, const AttnCase *k) {
                   "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
                   c->id, c->n_prims);
     }
-    CHECK_MSG(n == 2 && p->cand[0] && p->cand[1] && p->cs->stats.attention == 2,
-              "%s: %d attention candidates (stats %d), expected the core and its layout variant",
-              k->name, n, p->cs->stats.attention);
-    return n == 2 && p->cand[0] && p->cand[1];
+    const int want = k->cast_out ? 4 : 2;
+    CHECK_MSG(n == want && p->cand[0] && p->cand[1] && p->cs->stats.attention == want,
+              "%s: %d attention candidates (stats %d), expected the core and its layout variant%s",
+              k->name, n, p->cs->stats.attention, k->cast_out ? ", with and without the CAST" : "");
+    return n == want && p->cand[0] && p->cand[1];
 }
 
 // ---- emission and NVRTC ----
@@ -459,6 +483,129 @@ static void compile_cases(void) {
     free(ps);
 }
 
+// Half storage: dtype dt (DT_FLOAT16 / DT_BFLOAT16), O cast to a float32 output when cast_out.
+static AttnCase mk_half(DType dt, int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
+                        int mask, int scale, bool split, bool cast_out) {
+    AttnCase k = mk(B, H, M, N, D, Dv, mask, scale, split);
+    k.dt = dt;
+    k.cast_out = cast_out;
+    attn_case_name(&k);
+    return k;
+}
+
+static AttnCase with_ktdim(AttnCase k) {
+    k.kt_dim_major = true;
+    attn_case_name(&k);
+    return k;
+}
+
+static AttnCase with_guard(AttnCase k) {
+    k.mask = ATTN_MASK_FULL;
+    k.nan_guard = true;
+    attn_case_name(&k);
+    return k;
+}
+
+// Half storage (float16, bfloat16): every config under the storage type's precision emitted for
+// the H100 and the A100, the best SIMT and the best two tensor-core configs of each candidate
+// compiled for the H100 (and every 16th of two cases), the best of each kind for the A100 on
+// every other case. The tensor-core configs: only the storage type's mma (none under another
+// precision), fragments read from half tiles, 16-byte cp.async of 8 halves exactly where a
+// tile's rows allow it (D or Dv a multiple of 8, or a dim-major K^T with N a multiple of 8).
+static void compile_half(void) {
+    const DType F16 = DT_FLOAT16, BF16 = DT_BFLOAT16;
+    const AttnCase cases[] = {
+        mk_half(F16, 2, 3, 7, 33, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, true, false),
+        mk_half(BF16, 1, 2, 1, 1, 32, 32, ATTN_MASK_NONE, ATTN_SCALE_NONE, false, false),
+        mk_half(F16, 1, 2, 33, 127, 33, 17, ATTN_MASK_FULL, ATTN_SCALE_DIV, false, false),
+        mk_half(BF16, 2, 1, 128, 128, 128, 128, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false),
+        mk_half(F16, 1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, true),
+        mk_half(F16, 1, 1, 5, 300, 256, 256, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, true, false),
+        mk_half(BF16, 2, 3, 257, 33, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, true, true),
+        with_ktdim(
+            mk_half(F16, 1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false)),
+        with_ktdim(
+            mk_half(BF16, 1, 2, 33, 128, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, false, false)),
+        with_guard(
+            mk_half(BF16, 2, 2, 33, 77, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, true, false)),
+    };
+    const int nc = (int)ORCH_COUNT(cases);
+    Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
+    Batch b = {.chunk = 8};
+    int emitted0 = g_emitted, compiled0 = g_compiled;
+    double t0 = now();
+    for (int i = 0; i < nc; i++) {
+        const AttnCase *k = &cases[i];
+        if (!prep(&ps[i], k))
+            continue;
+        const int own = half_prec(k);
+        // Under another precision (fp32, tf32, the other half type): SIMT configs only.
+        for (int pi = -1; pi < (int)ORCH_COUNT(g_precs); pi++) {
+            if (pi == own)
+                continue;
+            cugen_lin_precision = pi < 0 ? CUGEN_PREC_FP32 : g_precs[pi].prec;
+            KernelConfig cf[640];
+            int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], cf, 640), tc = 0;
+            for (int q = 0; q < n; q++)
+                tc += cf[q].p[CUA_MMA] != CUA_MMA_SIMT;
+            CHECK_MSG(n >= 1 && tc == 0, "%s under %s: %d configs, %d tensor-core", k->name,
+                      pi < 0 ? "fp32" : g_precs[pi].name, n, tc);
+        }
+        cugen_lin_precision = g_precs[own].prec;
+        bool spread = i == 0 || i == 3;
+        emit_case(&b, &ps[i], i, &g_cu[1], 640, 1, 0, false, CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[1], 640, 2, spread ? 16 : 0, false, g_precs[own].mma);
+        emit_case(&b, &ps[i], i, &g_cu[0], 640, i % 2 ? 0 : 1, 0, false, CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[0], 640, i % 2 ? 0 : 1, 0, false, g_precs[own].mma);
+        // The tensor-core sources of the layouts candidate.
+        const bool want16 = k->D % 8 == 0 || k->Dv % 8 == 0 || (k->kt_dim_major && k->N % 8 == 0);
+        KernelConfig cf[640];
+        int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], cf, 640), cp16 = 0, ncp = 0;
+        for (int q = 0; q < n; q++) {
+            if (cf[q].p[CUA_MMA] == CUA_MMA_SIMT)
+                continue;
+            CHECK_MSG(cf[q].p[CUA_MMA] == g_precs[own].mma, "%s: config '%s' under %s", k->name,
+                      cf[q].desc, g_precs[own].name);
+            StrBuf src;
+            sb_init(&src);
+            CudaLaunch ln;
+            Err e = {0};
+            int rc = cugen_emit(ps[i].pg, ps[i].cand[1], &cf[q], &g_cu[1], "k", &src, &ln, &e);
+            CHECK_MSG(rc == ST_OK && strstr(src.s, "orch_attn_vfrag_h16(bf, Vb") &&
+                          !strstr(src.s, "orch_attn_vfrag_f16(bf") &&
+                          !strstr(src.s, "orch_attn_vfrag_bf16(bf"),
+                      "%s '%s': %s", k->name, cf[q].desc,
+                      rc ? e.msg : "fragments not read from half tiles");
+            if (rc == ST_OK && cf[q].p[CUA_CP]) {
+                ncp++;
+                cp16 += strstr(src.s, "orch_attn_cph16(") != NULL;
+            }
+            sb_free(&src);
+        }
+        CHECK_MSG(ncp > 0 && (cp16 > 0) == want16,
+                  "%s: %d of %d cp.async configs copy 16 bytes of halves (want %s)", k->name, cp16,
+                  ncp, want16 ? "some" : "none");
+        KernelConfig best;
+        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &best, 1) == 1)
+            printf("  %-66s H100 best '%s' (model %.1f us)\n", k->name, best.desc + 9,
+                   best.score * 1e6);
+        cugen_lin_precision = CUGEN_PREC_FP32;
+    }
+    double t1 = now();
+    compile_all(&b, cpus());
+    printf("  %d kernels emitted in %.2f s; %d compiled by NVRTC in %.1f s%s\n",
+           g_emitted - emitted0, t1 - t0, g_compiled - compiled0, now() - t1,
+           !g_nvrtc      ? " (no NVRTC)"
+           : g_emit_only ? " (ORCH_CUGEN_EMIT_ONLY)"
+                         : "");
+    CHECK(g_emitted - emitted0 > 300);
+    CHECK(!g_nvrtc || g_emit_only || g_compiled - compiled0 >= 50);
+    batch_free(&b);
+    for (int i = 0; i < nc; i++)
+        prep_free(&ps[i]);
+    free(ps);
+}
+
 // The configs' model: sorted, every config of the attention class, key splits for decoding,
 // head dims past ATTN_MAX_HEAD refused.
 static void configs_model(void) {
@@ -614,7 +761,8 @@ static void causal_bound(void) {
 
 // ---- the GPU half ----
 
-// Every tensor of the graph by the interpreter; inputs random (the mask input 0 / -10000).
+// Every tensor of the graph by the interpreter; inputs random (the mask input 0 / -10000),
+// stored in the input's dtype (half inputs: the float32 draws rounded).
 static void **eval_all(const PrimGraph *pg) {
     void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
     for (int t = 0; t < pg->n_tensors; t++) {
@@ -634,6 +782,10 @@ static void **eval_all(const PrimGraph *pg) {
         else
             for (int64_t x = 0; x < n; x++)
                 v[x] = frand();
+        if (T->dtype != DT_FLOAT) { // half: v's first n * 2 bytes, in place
+            for (int64_t x = 0; x < n; x++)
+                elem_set_f64(T->dtype, v, x, v[x]);
+        }
         buf[pg->inputs[i]] = v;
     }
     for (int i = 0; i < pg->n_prims; i++) {
@@ -717,22 +869,34 @@ static void gpu_run(Program *g, void **buf, int reps) {
             ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb + 16) &&
                  !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
         }
-        int64_t n = tensor_numel(pg->tensors[c->output]);
+        const Tensor *Y = pg->tensors[c->output];
+        int64_t n = tensor_numel(Y);
+        size_t ynb = tensor_nbytes(Y);
         float *got = xmalloc((size_t)n * 4 + 16);
-        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
-             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, ynb) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, ynb); // NaN poison (half too)
         void *params[] = {&args};
 #define LAUNCH()                                                                                   \
     CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],               \
              j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params, NULL)
         ok = ok && !LAUNCH() && !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
-             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ynb);
         CHECK_MSG(ok, "%s: %s '%s': %s", j->p->k.name, j->fn, j->cfg.desc, e.msg);
         if (ok) {
             int64_t bad;
             double ratio;
             int mma = (int)j->cfg.p[CUA_MMA];
-            double w = compare(got, buf[c->output], n, tolerance(&j->p->k, mma), &bad, &ratio);
+            const float *ref = buf[c->output];
+            float *ref32 = NULL;
+            if (Y->dtype != DT_FLOAT) { // half: both widened (back to front: got in place)
+                ref32 = xmalloc((size_t)n * 4 + 16);
+                for (int64_t q = n - 1; q >= 0; q--) {
+                    got[q] = (float)elem_get_f64(Y->dtype, got, q);
+                    ref32[q] = (float)elem_get_f64(Y->dtype, buf[c->output], q);
+                }
+                ref = ref32;
+            }
+            double w = compare(got, ref, n, tolerance(&j->p->k, mma), &bad, &ratio);
             const AttnCase *k = &j->p->k;
             // The bad element's batch index, row and column, for a layout bug's pattern.
             int64_t col = bad >= 0 ? bad % k->Dv : 0, row = bad >= 0 ? bad / k->Dv % k->M : 0;
@@ -741,9 +905,10 @@ static void gpu_run(Program *g, void **buf, int reps) {
                       "column %lld) = %g, want %g (%.3g of the bound)",
                       k->name, c->id, c->n_prims, j->cfg.desc, (long long)bad,
                       (long long)(bad >= 0 ? bad / (k->Dv * k->M) : 0), (long long)row,
-                      (long long)col, bad >= 0 ? got[bad] : 0.0,
-                      bad >= 0 ? ((float *)buf[c->output])[bad] : 0.0, ratio);
-            g_worst[mma] = fmax(g_worst[mma], ratio);
+                      (long long)col, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0, ratio);
+            double *worst = attn_dt(k) != DT_FLOAT ? g_worst_half : g_worst;
+            worst[mma] = fmax(worst[mma], ratio);
+            free(ref32);
             g_gpu_ran++;
         }
         // `reps` back-to-back launches between two events, 5 times after 3 warm-up launches:
@@ -786,7 +951,8 @@ static void gpu_run(Program *g, void **buf, int reps) {
 // each reduced precision, the best `k_tc` tensor-core ones (with with_cp0 each of them staging
 // through registers as well), compiled in parallel, checked, and timed (`reps` launches a
 // sample; none when 0); prints per case the best time of each kind, and leaves it (ms, over
-// both candidates; 0: none) in best_ms[case][kind] when given.
+// both candidates; 0: none) in best_ms[case][kind] when given. A half-storage case compiles
+// under its own precision only (fp16 or bf16, as the half-storage compile does), SIMT included.
 static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, int reps,
                           bool with_cp0, double (*best_ms)[4]) {
     Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
@@ -795,8 +961,13 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
     for (int i = 0; i < nc; i++) {
         if (!prep(&ps[i], &cases[i]))
             continue;
+        const int own = half_prec(&cases[i]); // index into g_precs; -1: float32
+        if (own >= 0)
+            cugen_lin_precision = g_precs[own].prec;
         emit_case(&b, &ps[i], i, &g_dhw, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
         for (int pi = 0; k_tc > 0 && g_dhw.cc_major >= 8 && pi < (int)ORCH_COUNT(g_precs); pi++) {
+            if (own >= 0 && pi != own)
+                continue;
             cugen_lin_precision = g_precs[pi].prec;
             emit_case(&b, &ps[i], i, &g_dhw, k_tc, k_tc, 0, with_cp0, g_precs[pi].mma);
         }
@@ -873,6 +1044,9 @@ static void print_worst(void) {
     printf("  largest |got - ref| / bound:");
     for (int kind = 0; kind < 4; kind++)
         printf(" %s %.3f", g_kind[kind], g_worst[kind]);
+    printf("; half storage:");
+    for (int kind = 0; kind < 4; kind++)
+        printf(" %s %.3f", g_kind[kind], g_worst_half[kind]);
     printf("\n");
 }
 
@@ -987,6 +1161,55 @@ static void gpu_tc_timing(void) {
     print_worst();
 }
 
+// Half storage on the GPU: sequence lengths 1, odd and past a tile (M = N and decoding), head
+// dims 32, 64, 128 and odd ones, every mask kind and scale, split or not, K^T dim-major, the
+// NaN guard and O cast to float32; the best 2 SIMT and 3 tensor-core configs of both
+// candidates under the storage type's precision, and on BERT-base's shape the float32
+// attention's best fp16 tensor-core time against float16 storage's.
+static void gpu_half(void) {
+    if (gpu_skip())
+        return;
+    const DType F16 = DT_FLOAT16, BF16 = DT_BFLOAT16;
+    static const int64_t L[] = {1, 7, 33, 127, 257, 1000};
+    static const int64_t Ds[] = {32, 64, 128, 33};
+    AttnCase cases[64];
+    int n = 0;
+    for (int i = 0; i < (int)ORCH_COUNT(L); i++) {
+        int64_t D = Ds[i % 4], B = L[i] >= 1000 ? 1 : 2, H = L[i] >= 1000 ? 2 : 3;
+        cases[n++] = mk_half(i % 2 ? BF16 : F16, B, H, L[i], L[i], D, D, i % ATTN_MASK_COUNT,
+                             i % ATTN_SCALE_COUNT, i % 2 == 0, i == 3);
+        cases[n++] =
+            mk_half(i % 2 ? F16 : BF16, B, H, L[i], L[i], Ds[(i + 1) % 4], Ds[(i + 1) % 4],
+                    (i + 2) % ATTN_MASK_COUNT, (i + 1) % ATTN_SCALE_COUNT, i % 2 == 1, i == 4);
+    }
+    cases[n++] = mk_half(F16, 1, 4, 1, 4096, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false);
+    cases[n++] =
+        mk_half(BF16, 2, 3, 7, 1000, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, false, false);
+    cases[n++] = mk_half(F16, 2, 2, 33, 77, 17, 130, ATTN_MASK_KEYS, ATTN_SCALE_DIV, true, true);
+    cases[n++] =
+        mk_half(BF16, 1, 2, 128, 300, 256, 256, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false);
+    cases[n++] = with_ktdim(
+        mk_half(F16, 2, 3, 128, 128, 64, 64, ATTN_MASK_KEYS, ATTN_SCALE_MUL, false, false));
+    cases[n++] = with_ktdim(
+        mk_half(BF16, 1, 2, 257, 1000, 33, 48, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, false, true));
+    cases[n++] =
+        with_guard(mk_half(F16, 2, 2, 33, 77, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, true, false));
+    cases[n++] = with_guard(
+        mk_half(BF16, 1, 12, 128, 128, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, false, false));
+    gpu_cases_run(cases, n, 2, 3, 5, false, NULL);
+    const AttnCase bert[] = {
+        mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
+        mk_half(F16, 1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false),
+        mk_half(F16, 1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false),
+    };
+    double best[3][4];
+    gpu_cases_run(bert, 3, 2, 12, 20, false, best);
+    printf("  12 x 512 x 512: float32 storage fp16 tensor cores %.1f us, float16 storage %.1f us "
+           "(causal %.1f us)\n",
+           best[0][CUA_MMA_F16] * 1e3, best[1][CUA_MMA_F16] * 1e3, best[2][CUA_MMA_F16] * 1e3);
+    print_worst();
+}
+
 static void gpu_present(void) {
     if (gpu_skip())
         return;
@@ -1049,10 +1272,12 @@ int main(void) {
     RUN_CASE(causal_bound);
     RUN_CASE(ktdim_staging);
     RUN_CASE(compile_cases);
+    RUN_CASE(compile_half);
     RUN_CASE(gpu_timing);
     RUN_CASE(gpu_tc_timing);
     RUN_CASE(gpu_lengths);
     RUN_CASE(gpu_heads);
+    RUN_CASE(gpu_half);
     if (!only)
         RUN(gpu_present);
     if (g_api)

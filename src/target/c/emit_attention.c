@@ -517,7 +517,7 @@ static void cfg_desc(KernelConfig *k) {
 
 bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
     AttnSpec a;
-    if (!attn_analyse(pg, c, &a))
+    if (!attn_analyse(pg, c, &a) || a.dt != DT_FLOAT) // the C emitter writes float32
         return false;
     // Dry run: cexpr decides whether Q, K^T, V and the pre-softmax chain can be emitted.
     KernelConfig k = {.cls = CCLS_ATTN};
@@ -651,7 +651,7 @@ int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
 int cgen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                    StrBuf *src, Err *e) {
     AttnSpec a;
-    if (!attn_analyse(pg, c, &a))
+    if (!attn_analyse(pg, c, &a) || a.dt != DT_FLOAT) // the C emitter writes float32
         return err_set(e, ST_UNSUPPORTED, "attention kernel %s: candidate %d is not an attention",
                        fn, c->id);
     return emit_kernel(&a, cfg, fn, src, e);

@@ -7,7 +7,9 @@
 // cugen_lin_precision (cugen_linear.h) allows it on sm_80 and newer, tensor cores (mma.sync
 // with TF32, FP16 or BF16 operands, float32 accumulation; FlashAttention-2's layout: a warp per
 // 16 query rows). Both skip the key tiles a constant causal mask hides from a whole query tile.
-// Same ABI as cugen.h.
+// Half storage (float16 / bfloat16 tensors): tensor cores of the storage type's mma only, on half
+// tiles staged as they lie; SIMT converting as it stages; float32 scores, softmax and
+// accumulators; O rounded once to the output's dtype. Same ABI as cugen.h.
 #ifndef ORCH_CUGEN_ATTN_H
 #define ORCH_CUGEN_ATTN_H
 

@@ -50,6 +50,16 @@
 // and each of those rows keeps at least one key, a block of query rows q0..q1 (q0 >= r0) stops
 // at key q1 + off: the keys it skips would have added exp(fill - max) = 0 to every row. (The
 // tensor-core kernel also skips, per warp, the tiles past its own 16 rows' bound.)
+// Half storage (AttnSpec.dt float16 or bfloat16: Q, Kt, V, masks and O stored in half). The
+// tensor-core kernel runs only the mma of the storage type (FP16 for float16, BF16 for bfloat16)
+// and stages the tiles as they lie, 2-byte elements (cp.async 16 bytes = 8 halves where the rows
+// allow, else plain element copies, else cexpr), so its fragments are 32-bit shared-memory reads
+// with no rounding; row strides 8 (mod 16) halves keep them conflict-free. The SIMT kernel
+// converts to float32 as it stages (cexpr). Scores, the pre-softmax chain (computed in float32:
+// cexpr sees a view of the graph with the chain's half tensors and instructions retyped to
+// float32, its half immediates rounded as the interpreter rounds them), the softmax state and
+// the accumulators stay float32; O is rounded once to the output's half type, or, where the
+// candidate ends with the CAST to float32, rounded to half and stored widened.
 // Needs: cugen_prelude() in the translation unit. Guarantees: the candidate's output as
 // prim_interp.c computes it, up to float32 reassociation (SIMT), or with Q, K, V and P rounded
 // to TF32 / FP16 / BF16 and float32 accumulation (tensor cores); skipped tiles change nothing
@@ -64,6 +74,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // ---- how Q, Kt and V are read ----
@@ -88,11 +99,13 @@ typedef struct Causal {
 
 typedef struct Ana {
     AttnSpec a;
+    bool half;    // Q, Kt, V, ... O are float16 / bfloat16 (a.dt)
+    int isz;      // bytes of their elements (4, 2)
     Load q, k, v; // Q, Kt, V
     Causal cz;
     // Kt is dim-major (a materialised K^T: unit stride along the keys) and its tiles can go by
-    // 16-byte cp.async along the keys (aligned runs, N a multiple of 4): the tensor-core kernel
-    // stages them as they lie, [D][keys] (Geo.kT).
+    // 16-byte cp.async along the keys (aligned runs, N a multiple of 4 floats or 8 halves): the
+    // tensor-core kernel stages them as they lie, [D][keys] (Geo.kT).
     bool kt16;
 } Ana;
 
@@ -116,16 +129,16 @@ static int64_t layout_offset(const Prim *p, const Tensor *T, const Tensor *src, 
     return layout_map_index(&p->lay, T->rank, T->dims, idx, in) ? dense_offset(src, in) : -1;
 }
 
-// Fills L when tensor t is a float kernel input, or the output of a member LAYOUT of transposes
-// and reshapes over one, whose map is affine: checked at every point of small boxes, else on
-// every axis line through the origin and the far corner (at most 512 points each) and at 512
-// pseudo-random points (a reshape's split coordinate (f / S) % n deviates from any affine form on
-// a large part of the box).
+// Fills L when tensor t is a float (or half) kernel input, or the output of a member LAYOUT of
+// transposes and reshapes over one, whose map is affine: checked at every point of small boxes,
+// else on every axis line through the origin and the far corner (at most 512 points each) and at
+// 512 pseudo-random points (a reshape's split coordinate (f / S) % n deviates from any affine form
+// on a large part of the box).
 static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
     memset(L, 0, sizeof *L);
     const Tensor *T = pg->tensors[t];
     int r = T->rank;
-    if (T->dtype != DT_FLOAT)
+    if (T->dtype != DT_FLOAT && T->dtype != DT_FLOAT16 && T->dtype != DT_BFLOAT16)
         return;
     int pos = cgen_input_pos(c, t);
     if (pos >= 0) {
@@ -145,7 +158,7 @@ static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
             p = q;
     }
     if (!p || p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 ||
-        cgen_input_pos(c, p->in[0]) < 0 || pg->tensors[p->in[0]]->dtype != DT_FLOAT)
+        cgen_input_pos(c, p->in[0]) < 0 || pg->tensors[p->in[0]]->dtype != T->dtype)
         return;
     for (int st = 0; st < p->lay.n_stages; st++)
         if (p->lay.stages[st].kind != LS_TRANSPOSE && p->lay.stages[st].kind != LS_RESHAPE)
@@ -204,26 +217,30 @@ static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
 }
 
 // The cp.async width for an affine load of a tile with columns along `col`, rows along `row`
-// and `cols` columns: 16 bytes where the columns are unit-stride and every row start 16-byte
-// aligned, else 4 bytes an element.
-static int copy_width(const Load *L, int rank, int row, int col, int64_t cols) {
+// and `cols` columns of isz-byte elements: 16 bytes where the columns are unit-stride and every
+// row start 16-byte aligned, else one element (4 bytes by cp.async; 2 bytes, half elements: a
+// plain copy, cp.async having no 2-byte form).
+static int copy_width(const Load *L, int rank, int row, int col, int64_t cols, int isz) {
+    const int64_t v = 16 / isz; // elements in 16 bytes
     if (!L->affine)
         return 0;
-    if (L->stride[col] != 1 || cols % 4 || L->base % 4 || L->stride[row] % 4)
-        return 4;
+    if (L->stride[col] != 1 || cols % v || L->base % v || L->stride[row] % v)
+        return isz;
     for (int d = 0; d + 2 < rank; d++)
-        if (L->stride[d] % 4)
-            return 4;
+        if (L->stride[d] % v)
+            return isz;
     return 16;
 }
 
 // ---- causal masks ----
 
 // A constant read as a mask of the scores: its element at (row, key) is data[i * rs + j * cs]
-// (stride 0 along a broadcast axis); bytes (bool, uint8: nonzero is true) or float32.
+// (stride 0 along a broadcast axis); bytes (bool, uint8: nonzero is true) or floats of dtype dt
+// (float32 or half).
 typedef struct MaskConst {
     const void *data;
     bool bytes;
+    DType dt;
     int64_t rs, cs;
 } MaskConst;
 
@@ -233,7 +250,8 @@ static bool mask_const(const AttnSpec *a, int t, MaskConst *mc) {
     const Tensor *T = a->pg->tensors[t];
     int r = T->rank;
     if (!pg_is_const(a->pg, t) || !T->data || r > a->rank ||
-        (T->dtype != DT_BOOL && T->dtype != DT_UINT8 && T->dtype != DT_FLOAT))
+        (T->dtype != DT_BOOL && T->dtype != DT_UINT8 && T->dtype != DT_FLOAT &&
+         T->dtype != DT_FLOAT16 && T->dtype != DT_BFLOAT16))
         return false;
     for (int d = 0; d + 2 < r; d++)
         if (T->dims[d] != 1)
@@ -242,14 +260,15 @@ static bool mask_const(const AttnSpec *a, int t, MaskConst *mc) {
     if ((rows != 1 && rows != a->M) || (cols != 1 && cols != a->N))
         return false;
     mc->data = T->data;
-    mc->bytes = T->dtype != DT_FLOAT;
+    mc->bytes = T->dtype == DT_BOOL || T->dtype == DT_UINT8;
+    mc->dt = T->dtype;
     mc->cs = cols == 1 ? 0 : 1;
     mc->rs = rows == 1 ? 0 : cols;
     return true;
 }
 
-// An operand that is a float32 fill <= -FLT_MAX wherever it is read: an immediate, or a
-// constant input of one element.
+// An operand that is a fill <= -FLT_MAX wherever it is read: an immediate, or a constant input
+// of one element (float32, or half: -FLT_MAX stored in half is -inf).
 static bool masking_fill(const AttnSpec *a, const Prim *p, const EwArg *arg) {
     if (arg->src == EWS_IMM)
         return (float)arg->imm <= -FLT_MAX;
@@ -257,8 +276,9 @@ static bool masking_fill(const AttnSpec *a, const Prim *p, const EwArg *arg) {
         return false;
     int t = p->in[arg->index];
     const Tensor *T = a->pg->tensors[t];
-    return pg_is_const(a->pg, t) && T->data && T->dtype == DT_FLOAT && tensor_numel(T) == 1 &&
-           *(const float *)T->data <= -FLT_MAX;
+    return pg_is_const(a->pg, t) && T->data &&
+           (T->dtype == DT_FLOAT || T->dtype == DT_FLOAT16 || T->dtype == DT_BFLOAT16) &&
+           tensor_numel(T) == 1 && elem_get_f64(T->dtype, T->data, 0) <= -FLT_MAX;
 }
 
 // The masking of the scores' last primitive, when its value is known <= -FLT_MAX at the
@@ -277,7 +297,7 @@ static bool mask_rule(const AttnSpec *a, MaskRule *mr) {
     if (p->kind != PRIM_ELEMWISE || p->ew.n < 1)
         return false;
     const EwInstr *in = &p->ew.code[p->ew.n - 1];
-    if (in->dtype != DT_FLOAT)
+    if (in->dtype != DT_FLOAT && in->dtype != a->dt)
         return false;
     if (in->op == EW_WHERE) {
         bool fill1 = masking_fill(a, p, &in->arg[1]), fill2 = masking_fill(a, p, &in->arg[2]);
@@ -313,7 +333,10 @@ static bool masked_at(const MaskRule *mr, int64_t i, int64_t j) {
     int64_t off = i * mr->mc.rs + j * mr->mc.cs;
     if (mr->mc.bytes)
         return (((const uint8_t *)mr->mc.data)[off] != 0) == mr->when_true;
-    return isinf(((const float *)mr->mc.data)[off]) && ((const float *)mr->mc.data)[off] < 0;
+    if (mr->mc.dt == DT_FLOAT)
+        return isinf(((const float *)mr->mc.data)[off]) && ((const float *)mr->mc.data)[off] < 0;
+    double v = elem_get_f64(mr->mc.dt, mr->mc.data, off);
+    return isinf(v) && v < 0;
 }
 
 // The causal bound of a's mask (cz->on false where there is none): per row i the last kept key
@@ -368,15 +391,18 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
         return false;
     const AttnSpec *a = &x->a;
     int r = a->rank;
+    x->half = a->dt != DT_FLOAT;
+    x->isz = x->half ? 2 : 4;
+    const int isz = x->isz, vec = 16 / isz;
     load_of(pg, c, a->q, &x->q);
     load_of(pg, c, a->kt, &x->k);
     load_of(pg, c, a->v, &x->v);
     bool cp = !hw || hw->cc_major >= 8; // cp.async: sm_80 and newer
-    x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D) : 0;
-    x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D) : 0;
-    x->v.copy = cp ? copy_width(&x->v, r, r - 2, r - 1, a->Dv) : 0;
-    x->kt16 = cp && x->k.affine && x->k.stride[r - 2] != 1 && a->N % 4 == 0 &&
-              copy_width(&x->k, r, r - 2, r - 1, 4) == 16;
+    x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D, isz) : 0;
+    x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D, isz) : 0;
+    x->v.copy = cp ? copy_width(&x->v, r, r - 2, r - 1, a->Dv, isz) : 0;
+    x->kt16 = cp && x->k.affine && x->k.stride[r - 2] != 1 && a->N % vec == 0 &&
+              copy_width(&x->k, r, r - 2, r - 1, vec, isz) == 16;
     causal_of(a, &x->cz);
     return true;
 }
@@ -394,19 +420,23 @@ typedef struct Geo {
     int64_t U;              // value column quads per thread
     int64_t D4, DVq;        // the staged columns of Q and K rows (D rounded up to 4, or to the
                             // mma's k step), of V rows (U * CG * 4, or Dv rounded up to 8)
-    int64_t Dp, DVp, BKp;   // row strides (floats) of Qs/Ks, Vs, Ps
+    int64_t Dp, DVp, BKp;   // row strides (elements) of Qs/Ks, Vs, Ps
     int64_t QT;             // query tiles
     int64_t S, TPS;         // key splits; key tiles per split
-    int64_t off_k, off_v, off_p, floats; // offsets of Ks, Vs, Ps in the shared array; its size
+    int64_t off_k, off_v, off_p, elems; // offsets of Ks, Vs, Ps in the shared array; its size
+    int64_t esz;            // bytes of a staged element: 4 (float32), 2 (half tensor-core tiles)
     int64_t regs;           // registers per thread, estimated
     bool qa, ka, va, any;   // Q, Kt, V tiles by cp.async (config cp=1 where affine); any
+    DType hconv;            // (SIMT, half tensors: their dtype; else 0) those tiles go by
+                            // converting element loads
     // Tensor cores: CUA_MMA_*, warps, k step of an mma (8 or 16), k steps over D, n8 tiles of a
     // key tile and of Dv, Q fragments held in registers.
     int64_t mma, W, kstep, KS, NT, NV;
     bool qreg;
     // Tensor cores, Kt dim-major (Ana.kt16, with cp=1): Ks holds each key tile as it lies in
-    // memory, [D4][BKT] (d rows, keys along them; BKT = BK + 4: the fragment reads of rows 2t,
-    // 2t + 1 and keys g of a warp fall on 32 distinct banks), copied 16 bytes along the keys.
+    // memory, [D4][BKT] (d rows, keys along them; BKT = BK + 4 floats or BK + 8 halves: the
+    // fragment reads of rows 2t, 2t + 1 and keys g of a warp fall on 32 distinct banks), copied
+    // 16 bytes along the keys.
     bool kT;
     int64_t BKT;
 } Geo;
@@ -458,16 +488,20 @@ static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
                          ATTN_SPLIT_MAX_WS))
         return false;
     bool cp = p[CUA_CP] != 0;
+    // Half tiles are converted to float32 as they are staged: affine ones by element loads
+    // (configs with cp=1; hconv), the others through cexpr.
+    g->hconv = x->half ? a->dt : DT_UNDEFINED;
     g->qa = cp && x->q.copy > 0;
     g->ka = cp && x->k.copy > 0;
     g->va = cp && x->v.copy > 0;
     g->any = g->qa || g->ka || g->va;
     if (cp && !g->any)
         return false; // the same kernel as cp=0
+    g->esz = 4;
     g->off_k = g->BQ * g->Dp;
     g->off_v = g->off_k + (g->ka ? 2 : 1) * g->BK * g->Dp;
     g->off_p = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
-    g->floats = g->off_p + g->BQ * g->BKp;
+    g->elems = g->off_p + g->BQ * g->BKp;
     // Scores, accumulators, the float4 operands of both products, running max and sum, and
     // about 40 for addresses, indices and the softmax's temporaries.
     g->regs = g->TM * g->TN + 4 * g->TM * g->U + 4 * g->TM + 4 * g->TN + 4 * g->U + 2 * g->TM + 40;
@@ -493,6 +527,9 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
         g->BQ > 128 || g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN] ||
         p[CUA_SPLIT] > 1)
         return false;
+    // Half tiles feed only the mma of their own type.
+    if (x->half && g->mma != (a->dt == DT_FLOAT16 ? CUA_MMA_F16 : CUA_MMA_BF16))
+        return false;
     g->W = g->BQ / 16;
     g->T = 32 * g->W;
     g->qreg = p[CUA_QREG] != 0;
@@ -503,7 +540,8 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->NT = g->BK / 8;
     g->NV = g->DVq / 8;
     g->Dp = frag_stride(g->D4);
-    g->DVp = row_stride(g->DVq);
+    // Half V rows: 8 (mod 16) halves, so the 16-bit reads of rows 2t, 2t + 1 are conflict-free.
+    g->DVp = x->half ? frag_stride(g->DVq) : row_stride(g->DVq);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
     g->S = 1;
     g->TPS = (a->N + g->BK - 1) / g->BK;
@@ -515,10 +553,11 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     if (cp && !g->any)
         return false;
     g->kT = g->ka && x->kt16;
-    g->BKT = g->kT ? g->BK + 4 : 0;
+    g->BKT = g->kT ? g->BK + (x->half ? 8 : 4) : 0;
+    g->esz = x->isz;
     g->off_k = g->BQ * g->Dp;
     g->off_v = g->off_k + (g->kT ? 2 * g->D4 * g->BKT : (g->ka ? 2 : 1) * g->BK * g->Dp);
-    g->floats = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
+    g->elems = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
     // Q fragments (4 registers a k step) when held, the score and O accumulators, one k step's
     // fragments, running max and sum, and about 40 for addresses, indices and the softmax.
     g->regs = (g->qreg ? 4 * g->KS : 0) + 4 * g->NT + 4 * g->NV + 8 + 4 + 40;
@@ -526,7 +565,7 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
 }
 
 static int64_t smem_bytes(const Geo *g) {
-    return g->floats * 4;
+    return g->elems * g->esz;
 }
 
 // ---- emission ----
@@ -577,7 +616,8 @@ static void tensor_index(const AttnSpec *a, int t, const char *row, const char *
 // A staging loop: tile element (r, cc), r < R rows from global row `base` + r (valid below
 // rlim), cc < C columns (valid below clim), into dst[r * P + cc], zero where invalid. The value
 // is tensor t at matrix coordinates (row, col) = (g_r, g_c), or (g_c, g_r) when `swap`. With
-// `rows_fast` consecutive threads take consecutive rows, in 8 x 4 groups.
+// `rows_fast` consecutive threads take consecutive rows, in 8 x 4 groups. Half tiles (g->esz 2)
+// store the value's half bits (exact: the value is a half's).
 static int emit_stage(AEm *E, StrBuf *s, const Geo *g, int t, bool swap, const char *dst,
                       int64_t P, int64_t R, int64_t C, const char *base, int64_t rlim,
                       int64_t clim, bool rows_fast, Err *e) {
@@ -608,15 +648,20 @@ static int emit_stage(AEm *E, StrBuf *s, const Geo *g, int t, bool swap, const c
         return rc;
     sb_line(s, 3, "val = %s;\n", v);
     sb_line(s, 2, "}\n");
-    sb_line(s, 2, "%s[r * %lld + cc] = val;\n", dst, (long long)P);
+    if (g->esz == 2)
+        sb_line(s, 2, "%s[r * %lld + cc] = %s(val);\n", dst, (long long)P,
+                E->a->dt == DT_FLOAT16 ? "orch_f32_to_f16" : "orch_f32_to_bf16");
+    else
+        sb_line(s, 2, "%s[r * %lld + cc] = val;\n", dst, (long long)P);
     sb_line(s, 1, "}\n");
     return ST_OK;
 }
 
-// The block's start in an affine load's input: `const float *NAME = in<pos> + offset of the
-// block's lead coordinates`.
+// The block's start in an affine load's input: `const T *NAME = in<pos> + offset of the
+// block's lead coordinates` (T: float, or uint16_t for half).
 static void emit_load_base(StrBuf *s, const AttnSpec *a, const Load *L, const char *name) {
-    sb_line(s, 1, "const float *%s = in%d + %lld", name, L->pos, (long long)L->base);
+    sb_line(s, 1, "const %s *%s = in%d + %lld", cgen_ctype(a->dt), name, L->pos,
+            (long long)L->base);
     for (int d = 0; d + 2 < a->rank; d++)
         if (L->stride[d])
             sb_printf(s, " + a_l%d * %lld", d, (long long)L->stride[d]);
@@ -626,26 +671,30 @@ static void emit_load_base(StrBuf *s, const AttnSpec *a, const Load *L, const ch
 // cp.async copies of a tile of the affine load L: rows r < R (global row `base` + r along axis
 // `row`, valid below rlim), columns cc < C (axis `col`, valid below clim) from src (the block's
 // start in the input) into dst[r * P + cc]; invalid elements are zero-filled. 16-byte copies
-// take a column quad a thread; 4-byte ones walk the unit-stride axis with consecutive threads
-// (in 8 x 4 groups when that is the row axis, so the shared-memory stores stay conflict-free).
+// take a column quad (float) or octet (half) a thread; element ones walk the unit-stride axis
+// with consecutive threads (in 8 x 4 groups when that is the row axis, so the shared-memory
+// stores stay conflict-free): 4-byte cp.async, or plain loads and stores of half elements.
 static void emit_copy(StrBuf *s, int ind, const Geo *g, const Load *L, int row, int col,
                       const char *dst, int64_t P, const char *src, int64_t R, int64_t C,
                       const char *base, int64_t rlim, int64_t clim) {
     long long rs = L->stride[row], cs = L->stride[col];
-    if (L->copy == 16) {
-        int64_t C4 = C / 4;
+    const int vec = (int)(16 / g->esz);
+    if (L->copy == 16 && !g->hconv) {
+        int64_t C4 = C / vec;
         sb_line(s, ind, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n",
                 (long long)(R * C4), (long long)g->T);
         sb_line(s, ind + 1, "const int r = q / %lld, c4 = q - r * %lld;\n", (long long)C4,
                 (long long)C4);
         sb_line(s, ind + 1, "const int64_t g_r = %s + r;\n", base);
         if (clim < C)
-            sb_line(s, ind + 1, "const bool ok = g_r < %lld && c4 * 4 < %lld;\n",
-                    (long long)rlim, (long long)clim);
+            sb_line(s, ind + 1, "const bool ok = g_r < %lld && c4 * %d < %lld;\n", (long long)rlim,
+                    vec, (long long)clim);
         else
             sb_line(s, ind + 1, "const bool ok = g_r < %lld;\n", (long long)rlim);
-        sb_line(s, ind + 1, "orch_attn_cp16(%s + r * %lld + c4 * 4, %s + (ok ? g_r * %lld + c4 * "
-                "4 : 0), ok);\n", dst, (long long)P, src, rs);
+        sb_line(s, ind + 1,
+                "orch_attn_cp%s(%s + r * %lld + c4 * %d, %s + (ok ? g_r * %lld + c4 * "
+                "%d : 0), ok);\n",
+                g->esz == 2 ? "h16" : "16", dst, (long long)P, vec, src, rs, vec);
         sb_line(s, ind, "}\n");
         return;
     }
@@ -668,8 +717,21 @@ static void emit_copy(StrBuf *s, int ind, const Geo *g, const Load *L, int row, 
     sb_line(s, ind + 1, "const int64_t g_r = %s + r;\n", base);
     sb_line(s, ind + 1, "const bool ok = g_r < %lld && cc < %lld;\n", (long long)rlim,
             (long long)clim);
-    sb_line(s, ind + 1, "orch_attn_cp4(%s + r * %lld + cc, %s + (ok ? g_r * %lld + (int64_t)cc * "
-            "%lld : 0), ok);\n", dst, (long long)P, src, rs, cs);
+    if (g->hconv)
+        sb_line(s, ind + 1,
+                "%s[r * %lld + cc] = ok ? orch_attn_h2f_%s(%s[g_r * %lld + (int64_t)cc * %lld]) "
+                ": 0.0f;\n",
+                dst, (long long)P, g->hconv == DT_FLOAT16 ? "f16" : "bf16", src, rs, cs);
+    else if (L->copy == 2)
+        sb_line(s, ind + 1,
+                "%s[r * %lld + cc] = ok ? %s[g_r * %lld + (int64_t)cc * %lld] : "
+                "(uint16_t)0;\n",
+                dst, (long long)P, src, rs, cs);
+    else
+        sb_line(s, ind + 1,
+                "orch_attn_cp4(%s + r * %lld + cc, %s + (ok ? g_r * %lld + "
+                "(int64_t)cc * %lld : 0), ok);\n",
+                dst, (long long)P, src, rs, cs);
     sb_line(s, ind, "}\n");
 }
 
@@ -698,6 +760,35 @@ static const char CP_HELPERS[] =
     "}\n"
     "#endif\n";
 
+// A half's float32 value (SIMT kernels staging half tiles): cvt for float16, a shift for
+// bfloat16.
+static const char H2F_F16[] = "#ifndef ORCH_ATTN_H2F_F16\n"
+                              "#define ORCH_ATTN_H2F_F16\n"
+                              "ORCH_DEV float orch_attn_h2f_f16(uint16_t h) {\n"
+                              "    float r;\n"
+                              "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"(h));\n"
+                              "    return r;\n"
+                              "}\n"
+                              "#endif\n";
+static const char H2F_BF16[] = "#ifndef ORCH_ATTN_H2F_BF16\n"
+                               "#define ORCH_ATTN_H2F_BF16\n"
+                               "ORCH_DEV float orch_attn_h2f_bf16(uint16_t h) {\n"
+                               "    return __uint_as_float((uint32_t)h << 16);\n"
+                               "}\n"
+                               "#endif\n";
+
+// The 16-byte copy of 8 halves (tensor-core kernels over half tiles).
+static const char CP_HALF_HELPERS[] =
+    "#ifndef ORCH_ATTN_CP_ASYNC_H16\n"
+    "#define ORCH_ATTN_CP_ASYNC_H16\n"
+    "static __device__ __forceinline__ void orch_attn_cph16(uint16_t *dst, const uint16_t *src, "
+    "bool ok) {\n"
+    "    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(d), "
+    "\"l\"(src), \"r\"(ok ? 16 : 0));\n"
+    "}\n"
+    "#endif\n";
+
 static const char XYZW[] = "xyzw";
 
 // cp.async copies of the async tiles of Kt and V for the key tile from global key `n0` into
@@ -708,19 +799,21 @@ static void emit_issue(StrBuf *s, int ind, const Ana *x, const Geo *g, const cha
     int r = a->rank;
     char dst[96];
     if (g->kT) {
-        // [D4][BKT]: row d, key quad c4 of the tile; a quad is all valid or all past N (N % 4
-        // == 0), rows past D zero-filled.
-        const long long C4 = g->BK / 4, ds = x->k.stride[r - 2];
+        // [D4][BKT]: row d, key quad (float) or octet (half) c4 of the tile; one is all valid or
+        // all past N (N a multiple of it), rows past D zero-filled.
+        const int vec = (int)(16 / g->esz);
+        const long long C4 = g->BK / vec, ds = x->k.stride[r - 2];
         sb_line(s, ind, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n",
                 (long long)(g->D4 * C4), (long long)g->T);
         sb_line(s, ind + 1, "const int r = q / %lld, c4 = q - r * %lld;\n", C4, C4);
-        sb_line(s, ind + 1, "const int64_t key = (%s) + c4 * 4;\n", n0);
+        sb_line(s, ind + 1, "const int64_t key = (%s) + c4 * %d;\n", n0, vec);
         sb_line(s, ind + 1, "const bool ok = r < %lld && key < %lld;\n", (long long)a->D,
                 (long long)a->N);
         sb_line(s, ind + 1,
-                "orch_attn_cp16(Ks + (%s) * %lld + r * %lld + c4 * 4, g_k + (ok ? "
+                "orch_attn_cp%s(Ks + (%s) * %lld + r * %lld + c4 * %d, g_k + (ok ? "
                 "(int64_t)r * %lld + key : 0), ok);\n",
-                buf, (long long)(g->D4 * g->BKT), (long long)g->BKT, ds);
+                g->esz == 2 ? "h16" : "16", buf, (long long)(g->D4 * g->BKT), (long long)g->BKT,
+                vec, ds);
         sb_line(s, ind, "}\n");
     } else if (g->ka) {
         snprintf(dst, sizeof dst, "(Ks + (%s) * %lld)", buf, (long long)(g->BK * g->Dp));
@@ -823,11 +916,18 @@ static void emit_head(StrBuf *s, const Ana *x, const Geo *g, const char *desc, c
         sb_line(s, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
         sb_line(s, 1, "(void)in%d;\n", j);
     }
-    sb_line(s, 1, "float *__restrict__ o = (float *)a.out;\n");
+    const char *yt = cgen_ctype(pg->tensors[a->y]->dtype);
+    sb_line(s, 1, "%s *__restrict__ o = (%s *)a.out;\n", yt, yt);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_attn_sm[];\n");
-    sb_line(s, 1, "float *Qs = orch_attn_sm, *Ks = orch_attn_sm + %lld;\n",
-            (long long)g->off_k);
-    sb_line(s, 1, "float *Vs = orch_attn_sm + %lld;\n", (long long)g->off_v);
+    if (g->esz == 2) { // half tiles
+        sb_line(s, 1, "uint16_t *Qs = (uint16_t *)orch_attn_sm, *Ks = Qs + %lld;\n",
+                (long long)g->off_k);
+        sb_line(s, 1, "uint16_t *Vs = Qs + %lld;\n", (long long)g->off_v);
+    } else {
+        sb_line(s, 1, "float *Qs = orch_attn_sm, *Ks = orch_attn_sm + %lld;\n",
+                (long long)g->off_k);
+        sb_line(s, 1, "float *Vs = orch_attn_sm + %lld;\n", (long long)g->off_v);
+    }
     // Block: (batch index, query tile[, key split]), the split fastest.
     if (g->S > 1) {
         sb_line(s, 1, "const int64_t tile_ = blockIdx.x / %lld;\n", (long long)g->S);
@@ -920,12 +1020,27 @@ static int emit_tile_start(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e
     }
     if (!g->ka || !g->va)
         sb_line(s, 2, "__syncthreads();\n");
-    sb_line(s, 2, "const float *Kb = Ks + buf * %lld, *Vb = Vs + buf * %lld;\n",
+    sb_line(s, 2, "const %s *Kb = Ks + buf * %lld, *Vb = Vs + buf * %lld;\n",
+            g->esz == 2 ? "uint16_t" : "float",
             g->kT   ? g->D4 * g->BKT
             : g->ka ? BK * g->Dp
                     : 0LL,
             g->va ? BK * g->DVp : 0LL);
     return rc;
+}
+
+// The stored form of an output value v (a float32 expression): v itself (float32 attention); its
+// half bits, rounded once (a half output); or rounded to half and widened back (the candidate's
+// CAST of a half O to float32).
+static void out_value(const AttnSpec *a, const char *v, char *buf, size_t cap) {
+    const char *to = a->dt == DT_FLOAT16 ? "orch_f32_to_f16" : "orch_f32_to_bf16";
+    const char *from = a->dt == DT_FLOAT16 ? "orch_f16_to_f32" : "orch_bf16_to_f32";
+    if (a->dt == DT_FLOAT)
+        snprintf(buf, cap, "%s", v);
+    else if (a->pg->tensors[a->y]->dtype == DT_FLOAT)
+        snprintf(buf, cap, "%s(%s(%s))", from, to, v);
+    else
+        snprintf(buf, cap, "%s(%s)", to, v);
 }
 
 // The SIMT kernel's body (after emit_head).
@@ -1084,21 +1199,36 @@ static int emit_simt(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *
     sb_line(s, 1, "for (int i = 0; i < %lld; i++) {\n", TM);
     sb_line(s, 2, "const int64_t row = q0 + rg + i * %lld;\n", RG);
     sb_line(s, 2, "if (row >= %lld) continue;\n", M);
-    sb_line(s, 2, "float *orow = o + (bidx * %lld + row) * %lld;\n", M, Dv);
+    const bool hy = a->pg->tensors[a->y]->dtype != DT_FLOAT; // half stores
+    sb_line(s, 2, "%s *orow = o + (bidx * %lld + row) * %lld;\n", hy ? "uint16_t" : "float", M, Dv);
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int u = 0; u < %lld; u++) {\n", U);
     sb_line(s, 3, "const int col = (c + u * %lld) * 4;\n", CG);
     sb_line(s, 3, "float4 r4;\n");
+    char ov[4][96];
     for (int w = 0; w < 4; w++) {
         sb_line(s, 3, "r4.%c = acc[i][u].%c / l_[i];\n", XYZW[w], XYZW[w]);
         if (a->nan_to_zero) // a row of -inf scores: P (and so O) is 0, as the export says
             sb_line(s, 3, "if (isnan(r4.%c)) r4.%c = 0.0f;\n", XYZW[w], XYZW[w]);
+        char v[8];
+        snprintf(v, sizeof v, "r4.%c", XYZW[w]);
+        out_value(a, v, ov[w], sizeof ov[w]);
     }
-    if (a->Dv % 4 == 0) {
+    if (a->Dv % 4 == 0 && hy) { // 4 halves: 8 bytes, aligned (Dv and col multiples of 4)
+        sb_line(s, 3, "if (col < %lld) {\n", Dv);
+        sb_line(s, 4, "uint2 h4;\n");
+        sb_line(s, 4, "h4.x = (uint32_t)%s | (uint32_t)%s << 16;\n", ov[0], ov[1]);
+        sb_line(s, 4, "h4.y = (uint32_t)%s | (uint32_t)%s << 16;\n", ov[2], ov[3]);
+        sb_line(s, 4, "*(uint2 *)(orow + col) = h4;\n");
+        sb_line(s, 3, "}\n");
+    } else if (a->Dv % 4 == 0) {
+        if (a->dt != DT_FLOAT) // rounded through half first
+            for (int w = 0; w < 4; w++)
+                sb_line(s, 3, "r4.%c = %s;\n", XYZW[w], ov[w]);
         sb_line(s, 3, "if (col < %lld) *(float4 *)(orow + col) = r4;\n", Dv);
     } else {
         for (int w = 0; w < 4; w++)
-            sb_line(s, 3, "if (col + %d < %lld) orow[col + %d] = r4.%c;\n", w, Dv, w, XYZW[w]);
+            sb_line(s, 3, "if (col + %d < %lld) orow[col + %d] = %s;\n", w, Dv, w, ov[w]);
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 1, "}\n");
@@ -1111,7 +1241,7 @@ static int emit_simt(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *
 // row g, column 2t of the k step; st: 8 rows on), B of K (p at key row g, column 2t), B of V (p
 // at key row 2t, column g; st: the row stride). TF32 takes columns 2t and 2t + 1 as fragment
 // columns t and t + 4 (the k permutation of the header), so every read is a float2 but V's.
-static void emit_tc_helpers(StrBuf *s) {
+static void emit_tc_helpers(StrBuf *s, bool half) {
     sb_puts(s, "#ifndef ORCH_ATTN_MMA_HELPERS\n"
                "#define ORCH_ATTN_MMA_HELPERS\n"
                "ORCH_DEV uint32_t orch_attn_tf32(float x) {\n"
@@ -1186,6 +1316,26 @@ static void emit_tc_helpers(StrBuf *s) {
                   h, h, h, h, h, h, h, h, h, h, h, h, h, h);
     }
     sb_puts(s, "#endif\n");
+    // Fragments of half tiles (f16 or bf16 bits as they lie): A of Q and B of K are 32-bit
+    // reads of column pairs; B of V (and of a dim-major K) pairs two rows' halves.
+    if (half)
+        sb_puts(s, "#ifndef ORCH_ATTN_MMA_H16\n"
+                   "#define ORCH_ATTN_MMA_H16\n"
+                   "ORCH_DEV void orch_attn_afrag_h16(uint32_t *a, const uint16_t *p, int st) {\n"
+                   "    a[0] = *(const uint32_t *)p;\n"
+                   "    a[1] = *(const uint32_t *)(p + st);\n"
+                   "    a[2] = *(const uint32_t *)(p + 8);\n"
+                   "    a[3] = *(const uint32_t *)(p + st + 8);\n"
+                   "}\n"
+                   "ORCH_DEV void orch_attn_kfrag_h16(uint32_t *b, const uint16_t *p) {\n"
+                   "    b[0] = *(const uint32_t *)p;\n"
+                   "    b[1] = *(const uint32_t *)(p + 8);\n"
+                   "}\n"
+                   "ORCH_DEV void orch_attn_vfrag_h16(uint32_t *b, const uint16_t *p, int st) {\n"
+                   "    b[0] = (uint32_t)p[0] | (uint32_t)p[st] << 16;\n"
+                   "    b[1] = (uint32_t)p[8 * st] | (uint32_t)p[9 * st] << 16;\n"
+                   "}\n"
+                   "#endif\n");
 }
 
 // The tensor-core kernel's body (after emit_head). Lane (gq, tq) = (lane / 4, lane % 4) of the
@@ -1196,6 +1346,8 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     const long long BK = g->BK, Dp = g->Dp, DVp = g->DVp, KS = g->KS, NT = g->NT, NV = g->NV,
                     KQ = g->BK / g->kstep, kstep = g->kstep, M = a->M, N = a->N, Dv = a->Dv;
     const char *ty = g->mma == CUA_MMA_F16 ? "f16" : g->mma == CUA_MMA_BF16 ? "bf16" : "tf32";
+    // The fragment readers: of float32 tiles (rounding to ty), or of half tiles (as they lie).
+    const char *fr = g->esz == 2 ? "h16" : ty;
     sb_line(s, 1, "const int tid = threadIdx.x, lane = tid & 31, gq = lane >> 2, tq = lane & 3;\n");
     sb_line(s, 1, "const int wrow = (tid >> 5) * 16;\n");
     int rc = emit_first(E, s, x, g, e);
@@ -1222,8 +1374,10 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
         sb_line(s, 1, "__syncthreads();\n");
         sb_line(s, 1, "uint32_t qf[%lld][4];\n", KS);
         sb_line(s, 1, "#pragma unroll\n");
-        sb_line(s, 1, "for (int ks = 0; ks < %lld; ks++) orch_attn_afrag_%s(qf[ks], Qs + (wrow + "
-                "gq) * %lld + ks * %lld + 2 * tq, %lld);\n", KS, ty, Dp, kstep, 8 * Dp);
+        sb_line(s, 1,
+                "for (int ks = 0; ks < %lld; ks++) orch_attn_afrag_%s(qf[ks], Qs + (wrow + "
+                "gq) * %lld + ks * %lld + 2 * tq, %lld);\n",
+                KS, fr, Dp, kstep, 8 * Dp);
     }
     sb_line(s, 1, "for (int64_t n0 = kbeg; n0 < kend; n0 += %lld) {\n", BK);
     if (!rc)
@@ -1240,8 +1394,10 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
         sb_line(s, 4, "const uint32_t *af = qf[ks];\n");
     } else {
         sb_line(s, 4, "uint32_t af[4];\n");
-        sb_line(s, 4, "orch_attn_afrag_%s(af, Qs + (wrow + gq) * %lld + ks * %lld + 2 * tq, "
-                "%lld);\n", ty, Dp, kstep, 8 * Dp);
+        sb_line(s, 4,
+                "orch_attn_afrag_%s(af, Qs + (wrow + gq) * %lld + ks * %lld + 2 * tq, "
+                "%lld);\n",
+                fr, Dp, kstep, 8 * Dp);
     }
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
@@ -1250,10 +1406,10 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
         sb_line(s, 5,
                 "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + nt * 8 + gq, "
                 "%lld);\n",
-                ty, kstep, (long long)g->BKT, (long long)g->BKT);
+                fr, kstep, (long long)g->BKT, (long long)g->BKT);
     else
         sb_line(s, 5, "orch_attn_kfrag_%s(bf, Kb + (nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n",
-                ty, Dp, kstep);
+                fr, Dp, kstep);
     sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
@@ -1332,7 +1488,7 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
     sb_line(s, 5, "uint32_t bf[2];\n");
     sb_line(s, 5, "orch_attn_vfrag_%s(bf, Vb + (kq * %lld + 2 * tq) * %lld + nv * 8 + gq, %lld);\n",
-            ty, kstep, DVp, DVp);
+            fr, kstep, DVp, DVp);
     sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, bf);\n", ty);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
@@ -1348,7 +1504,11 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 1, "for (int h = 0; h < 2; h++) {\n");
     sb_line(s, 2, "const int64_t row = q0 + wrow + gq + 8 * h;\n");
     sb_line(s, 2, "if (row >= %lld) continue;\n", M);
-    sb_line(s, 2, "float *orow = o + (bidx * %lld + row) * %lld;\n", M, Dv);
+    const bool hy = a->pg->tensors[a->y]->dtype != DT_FLOAT; // half stores
+    char ox[96], oy[96];
+    out_value(a, "r2.x", ox, sizeof ox);
+    out_value(a, "r2.y", oy, sizeof oy);
+    sb_line(s, 2, "%s *orow = o + (bidx * %lld + row) * %lld;\n", hy ? "uint16_t" : "float", M, Dv);
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
     sb_line(s, 3, "const int col = nv * 8 + 2 * tq;\n");
@@ -1359,15 +1519,83 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
         sb_line(s, 3, "if (isnan(r2.x)) r2.x = 0.0f;\n");
         sb_line(s, 3, "if (isnan(r2.y)) r2.y = 0.0f;\n");
     }
-    if (a->Dv % 2 == 0) {
+    if (a->Dv % 2 == 0 && hy) { // a half pair: 4 bytes, aligned (Dv and col even)
+        sb_line(s, 3,
+                "if (col < %lld) *(uint32_t *)(orow + col) = (uint32_t)%s | (uint32_t)%s "
+                "<< 16;\n",
+                Dv, ox, oy);
+    } else if (a->Dv % 2 == 0) {
+        if (a->dt != DT_FLOAT) { // rounded through half first
+            sb_line(s, 3, "r2.x = %s;\n", ox);
+            sb_line(s, 3, "r2.y = %s;\n", oy);
+        }
         sb_line(s, 3, "if (col < %lld) *(float2 *)(orow + col) = r2;\n", Dv);
     } else {
-        sb_line(s, 3, "if (col < %lld) orow[col] = r2.x;\n", Dv);
-        sb_line(s, 3, "if (col + 1 < %lld) orow[col + 1] = r2.y;\n", Dv);
+        sb_line(s, 3, "if (col < %lld) orow[col] = %s;\n", Dv, ox);
+        sb_line(s, 3, "if (col + 1 < %lld) orow[col + 1] = %s;\n", Dv, oy);
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 1, "}\n");
     return rc;
+}
+
+// The graph cexpr emits from. For a half attention, a view of a->pg in which the scores and the
+// pre-softmax chain's tensors, and its instructions computing in the half type, are float32
+// (their immediates rounded to the half type first, as the interpreter reads them): the chain
+// then runs on the float32 scores in float32, reading half masks converted, instead of in double
+// rounded to half after every instruction. Everything else (Q, Kt, V, masks) keeps its dtype.
+typedef struct View {
+    PrimGraph pg;
+    Tensor t[9];
+    Prim p[8];
+} View;
+
+static const PrimGraph *view_open(const AttnSpec *a, View *v) {
+    const PrimGraph *pg = a->pg;
+    if (a->dt == DT_FLOAT)
+        return pg;
+    v->pg = *pg;
+    v->pg.tensors = xmalloc(sizeof(Tensor *) * ((size_t)pg->n_tensors + 1));
+    memcpy(v->pg.tensors, pg->tensors, sizeof(Tensor *) * (size_t)pg->n_tensors);
+    v->pg.prims = xmalloc(sizeof(Prim *) * ((size_t)pg->n_prims + 1));
+    memcpy(v->pg.prims, pg->prims, sizeof(Prim *) * (size_t)pg->n_prims);
+    for (int i = 0; i <= a->n_pre; i++) {
+        int t = i == 0 ? a->s : pg->prims[a->pre[i - 1]]->out[0];
+        if (pg->tensors[t]->dtype != a->dt)
+            continue;
+        v->t[i] = *pg->tensors[t];
+        v->t[i].dtype = DT_FLOAT;
+        v->pg.tensors[t] = &v->t[i];
+    }
+    for (int i = 0; i < a->n_pre; i++) {
+        const Prim *p = pg->prims[a->pre[i]];
+        v->p[i] = *p;
+        EwInstr *code = xmalloc(sizeof(EwInstr) * ((size_t)p->ew.n + 1));
+        memcpy(code, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
+        for (int j = 0; j < p->ew.n; j++) {
+            if (code[j].dtype != a->dt)
+                continue;
+            code[j].dtype = DT_FLOAT;
+            for (int k = 0; k < 3; k++)
+                if (code[j].arg[k].src == EWS_IMM) {
+                    uint16_t h = 0;
+                    elem_set_f64(a->dt, &h, 0, code[j].arg[k].imm);
+                    code[j].arg[k].imm = elem_get_f64(a->dt, &h, 0);
+                }
+        }
+        v->p[i].ew.code = code;
+        v->pg.prims[a->pre[i]] = &v->p[i];
+    }
+    return &v->pg;
+}
+
+static void view_close(const AttnSpec *a, View *v) {
+    if (a->dt == DT_FLOAT)
+        return;
+    for (int i = 0; i < a->n_pre; i++)
+        free(v->p[i].ew.code);
+    free(v->pg.tensors);
+    free(v->pg.prims);
 }
 
 static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char *fn,
@@ -1376,17 +1604,24 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    AEm E = {a, fn, cexpr_create(a->pg, a->c, fn, &decls), false};
+    View view;
+    AEm E = {a, fn, cexpr_create(view_open(a, &view), a->c, fn, &decls), false};
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     if (g->any)
         sb_puts(&decls, CP_HELPERS);
+    if (g->any && g->hconv)
+        sb_puts(&decls, a->dt == DT_FLOAT16 ? H2F_F16 : H2F_BF16);
+    if (g->esz == 2 && ((g->qa && x->q.copy == 16) || (g->ka && (x->k.copy == 16 || g->kT)) ||
+                        (g->va && x->v.copy == 16)))
+        sb_puts(&decls, CP_HALF_HELPERS);
     if (g->mma)
-        emit_tc_helpers(&decls);
+        emit_tc_helpers(&decls, g->esz == 2);
     emit_head(&body, x, g, desc, fn);
     int rc = g->mma ? emit_tc(&E, &body, x, g, e) : emit_simt(&E, &body, &decls, x, g, fn, e);
     sb_puts(&body, "}\n\n");
     cexpr_free(E.x);
+    view_close(a, &view);
     if (!rc) {
         sb_puts(src, decls.s ? decls.s : "");
         sb_puts(src, body.s);
@@ -1479,8 +1714,15 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     // Key tiles per block: its split's share of those the causal bound keeps.
     double tiles = (double)g->TPS * kept_tiles(x, g->BQ, g->BK) /
                    (double)((a->N + g->BK - 1) / g->BK);
-    double stage_k = BK * D4 / T * (!g->ka ? 12 : x->k.copy == 16 ? 2 : 8);
-    double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
+    // (Half tiles: converted element loads, or cexpr with a conversion in software.)
+    double stage_k = BK * D4 / T *
+                     (!g->ka                         ? (g->hconv ? 30 : 12)
+                      : x->k.copy == 16 && !g->hconv ? 2
+                                                     : 8);
+    double stage_v = BK * (double)g->DVq / T *
+                     (!g->va                         ? (g->hconv ? 30 : 12)
+                      : x->v.copy == 16 && !g->hconv ? 2
+                                                     : 8);
     // Per thread and key tile: FMAs and other instructions, and the float4 shared-memory reads
     // of the two products (Q and K rows, P and V rows).
     double lds = D4 / 4 * (TM + TN) + BK / 4 * (TM + 4 * U);
@@ -1509,13 +1751,14 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
     double eff = fmin(1.0, resident * warps * TM * TN / 64.0);
-    double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
+    double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * 700.0 / resident;
     double cycles = rounds * (resident * (block_instr / (4.0 * eff) + 2.0 * block_lds) + stalls);
     double t_comp = cycles / clock;
     double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    double dram = 4.0 * (double)a->B *
+    const double isz = (double)x->isz; // bytes of Q, K, V and O elements
+    double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
-    double l2 = 4.0 * blocks / S * (double)a->N * (double)(a->D + a->Dv); // K, V per query tile
+    double l2 = isz * blocks / S * (double)a->N * (double)(a->D + a->Dv); // K, V per query tile
     // A split's partials cross L2 twice, after a fence and an atomic: about 2 us more.
     double t_split = S > 1 ? 2e-6 + 8.0 * blocks / S * (double)g->BQ * (double)a->Dv * S / bw : 0;
     return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
@@ -1537,7 +1780,16 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double cyc = hw->cc_major >= 9 ? 4.7 : 8;
     double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
     double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
-    double alu = (g->qreg ? 0 : KS * (half ? 8 : 6)) + KS * NT * (half ? 4 : 3) +
+    // Fragments of half tiles are plain 32-bit reads (V's: two 16-bit reads paired).
+    bool ht = g->esz == 2;
+    double alu = (g->qreg ? 0
+                          : KS * (ht     ? 4
+                                  : half ? 8
+                                         : 6)) +
+                 KS * NT *
+                     (ht     ? 2
+                      : half ? 4
+                             : 3) +
                  KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
                  2 * (2 * NT + 16) + NV * 4 + stage_k + stage_v + 40 + mmas;
     double tc = mmas * cyc;
@@ -1566,9 +1818,10 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
     double t_comp = cycles / clock;
     double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    double dram = 4.0 * (double)a->B *
+    const double isz = (double)x->isz;
+    double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
-    double l2 = 4.0 * blocks * tiles * BK * (double)(a->D + a->Dv);
+    double l2 = isz * blocks * tiles * BK * (double)(a->D + a->Dv);
     return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + 3e-6;
 }
 
