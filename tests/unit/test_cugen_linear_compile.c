@@ -13,11 +13,20 @@
 // |got - ref| <= tol |ref| + tol max|ref|, tol the compile driver's for the config's precision
 // (1e-4 for float32; lab_candidate_tolerance); the TF32, FP16 and BF16 tensor-core configs of
 // each precision on odd, batched, transposed and conv shapes likewise; then the best configs of
-// a 1024^3 matmul and a 3x3 64->64 conv on 56x56 under each precision timed with CUDA events
-// (median of 50), GFLOP/s printed.
+// a 1024^3 matmul and a 3x3 64->64 conv on 56x56 under each precision, and on float16 and
+// bfloat16 tensors, timed with CUDA events (median of 50), GFLOP/s printed.
+// Half storage (half_storage): the same kinds of graphs with float16 and with bfloat16 tensors
+// (inputs, weights, activations; some ending with the CAST to a float32 output), as the storage
+// pass leaves them under --precision fp16 / bf16: every variant's best config of each supported
+// candidate (every tensor-core tile config on a GPU) emitted and compiled for sm_90a, and on a
+// GPU run and checked as the kernel lab checks them (lab_outputs_agree_tol at the compile's
+// tolerance) against the interpreter on the half graph, or where the interpreter has no half
+// kernel for a primitive (convolution), on a float32 twin of the graph holding the same
+// half-rounded values.
 // Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts;
-// ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass); ORCH_CUGEN_ALL=1 emits every config of every candidate (by default
-// two graphs get every config, the others their best one or three: NVRTC takes ~0.5 s a kernel).
+// ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
+// ORCH_CUGEN_ALL=1 emits every config of every candidate (by default two graphs get every config,
+// the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "candidates/candidates.h"
 #include "check.h"
 #include "compile/kernel_lab.h"
@@ -49,6 +58,11 @@ static CudaHw g_dhw; // the detected device (GPU half)
 static int g_kernels, g_programs, g_candidates, g_refused, g_ran;
 static int g_max_cands = 3; // candidates per graph in the quick mode (see ORCH_CUGEN_ALL)
 static bool g_in_models;
+static DType g_dt = DT_FLOAT;    // the dtype of the graph builders' inputs and constants
+static DType g_round = DT_FLOAT; // a float32 twin: values rounded to this half type
+static bool g_half;              // half storage: every variant's best config (emit_all)
+static bool g_half_tiles;        // ... and every tensor-core tile config
+static PrimGraph *g_twin;        // the float32 twin of the graph check_graph runs (or NULL)
 static const char *g_only; // when set: only configs whose desc holds it are emitted
 static int g_only_kernels; // ... and how many were
 static int g_only_max;     // ... at most this many per candidate (0: all)
@@ -65,6 +79,21 @@ static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
 }
 
+// n random values stored as dtype dt (rounded to g_round first: the twin's values).
+static void *rand_vals(DType dt, int64_t n) {
+    void *p = xcalloc((size_t)(n > 0 ? n : 1), dtype_size(dt));
+    for (int64_t i = 0; i < n; i++) {
+        double v = frand();
+        if (g_round != DT_FLOAT) {
+            uint16_t h = 0;
+            elem_set_f64(g_round, &h, 0, v);
+            v = elem_get_f64(g_round, &h, 0);
+        }
+        elem_set_f64(dt, p, i, v);
+    }
+    return p;
+}
+
 static float *rand_buf(int64_t n) {
     float *p = malloc((size_t)(n > 0 ? n : 1) * 4);
     for (int64_t i = 0; i < n; i++)
@@ -78,14 +107,20 @@ static const char *prelude(void) {
 }
 
 static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    Tensor *t = pg_add_tensor(pg, name, g_dt, rank, dims);
     t->kind = TK_INPUT;
     pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
     pg->inputs[pg->n_inputs++] = t->id;
     return t->id;
 }
 
+static bool g_cast_out; // graph outputs go through a CAST to float32 (a model output)
+
 static void add_output(PrimGraph *pg, int t) {
+    if (g_cast_out) {
+        PB b = {pg, "cast"};
+        t = pb_cast(&b, t, DT_FLOAT);
+    }
     pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
     pg->outputs[pg->n_outputs++] = t;
 }
@@ -94,14 +129,15 @@ static int add_const(PB *b, int rank, const int64_t *dims) {
     int64_t n = 1;
     for (int d = 0; d < rank; d++)
         n *= dims[d];
-    float *v = rand_buf(n);
-    int t = pb_const(b, DT_FLOAT, rank, dims, v);
+    void *v = g_dt == DT_FLOAT && g_round == DT_FLOAT ? (void *)rand_buf(n) : rand_vals(g_dt, n);
+    int t = pb_const(b, g_dt, rank, dims, v);
     free(v);
     return t;
 }
 
 // Every tensor of the graph computed by the interpreter (graph inputs random).
-static void **eval_all(const PrimGraph *pg) {
+// inputs_only: constants and random inputs, nothing computed.
+static void **eval_graph(const PrimGraph *pg, bool inputs_only) {
     void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
     for (int t = 0; t < pg->n_tensors; t++) {
         const Tensor *T = pg->tensors[t];
@@ -113,13 +149,15 @@ static void **eval_all(const PrimGraph *pg) {
     }
     for (int i = 0; i < pg->n_inputs; i++) {
         const Tensor *T = pg->tensors[pg->inputs[i]];
-        if (T->dtype == DT_FLOAT) {
+        if (T->dtype == DT_FLOAT && g_round == DT_FLOAT) {
             buf[pg->inputs[i]] = rand_buf(tensor_numel(T));
+        } else if (dtype_is_float(T->dtype)) { // half storage, or its twin
+            buf[pg->inputs[i]] = rand_vals(T->dtype, tensor_numel(T));
         } else { // integer inputs (token ids, indices): zeros, valid everywhere
             buf[pg->inputs[i]] = xcalloc(tensor_nbytes(T) + 64, 1);
         }
     }
-    for (int i = 0; i < pg->n_prims; i++) {
+    for (int i = 0; i < pg->n_prims && !inputs_only; i++) {
         const Prim *p = pg->prims[i];
         if (p->dead)
             continue;
@@ -152,6 +190,10 @@ static void **eval_all(const PrimGraph *pg) {
     return buf;
 }
 
+static void **eval_all(const PrimGraph *pg) {
+    return eval_graph(pg, false);
+}
+
 // tol: 1e-4 for float32 kernels; TF32 ones (10-bit mantissas) get 5e-3.
 static double compare(const float *got, const float *ref, int64_t n, int64_t *bad, double rt) {
     double mx = 0;
@@ -176,6 +218,28 @@ typedef struct Job {
     char fn[48];
     int prog; // the program (of emit_all's srcs) holding its kernel
 } Job;
+
+// The variant of a config's desc ("v=simt", with " sk" when split).
+static void variant_of(const char *desc, char *out, size_t cap) {
+    const char *v = strstr(desc, "v=");
+    size_t n = v ? strcspn(v, " ") : 0;
+    snprintf(out, cap, "%.*s%s", (int)n, v ? v : "", strstr(desc, " sk=") ? " sk" : "");
+}
+
+// Half storage: the best config of each variant, and every tensor-core tile on a GPU (or where
+// g_half_tiles asks).
+static bool half_keep(const KernelConfig *cf, int i) {
+    char vi[32], vj[32];
+    variant_of(cf[i].desc, vi, sizeof vi);
+    if ((g_api || g_half_tiles) && (!strcmp(vi, "v=f16") || !strcmp(vi, "v=bf16")))
+        return true;
+    for (int j = 0; j < i; j++) {
+        variant_of(cf[j].desc, vj, sizeof vj);
+        if (!strcmp(vi, vj))
+            return false;
+    }
+    return true;
+}
 
 // Emits every supported candidate's configs (at most k each) for hw into src; returns the jobs.
 // Job i goes to program i % nsrc (programs compile in parallel threads on a GPU machine).
@@ -208,6 +272,8 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             if (g_only && !strstr(cf[i].desc, g_only))
                 continue;
             if (g_only && g_only_max && matched >= g_only_max)
+                continue;
+            if (g_half && !half_keep(cf, i))
                 continue;
             matched++;
             if (g_only)
@@ -255,8 +321,29 @@ static void *compile_thread(void *arg) {
 }
 
 // Runs every job of a compiled module on the device and compares with the interpreter.
-static void run_jobs(const char *name, const PrimGraph *pg, void **buf, const Job *jobs, int nj,
-                     const void *cubin) {
+// Half storage: got (the output's dtype) against ref (that dtype, or float32 from the twin:
+// rounded to it first) as the kernel lab checks, at the compile's tolerance for the graph's type.
+static bool half_agrees(const PrimGraph *pg, const Candidate *c, const void *got, const void *ref,
+                        DType ref_dt, char *why, size_t why_n) {
+    const Tensor *O = pg->tensors[c->output];
+    int64_t n = tensor_numel(O);
+    void *r = xcalloc((size_t)(n > 0 ? n : 1), dtype_size(O->dtype));
+    for (int64_t i = 0; i < n; i++)
+        elem_set_f64(O->dtype, r, i, elem_get_f64(ref_dt, ref, i));
+    const Tensor *A = NULL;
+    for (int i = 0; i < c->n_prims && !A; i++)
+        if (pg->prims[c->prims[i]]->kind == PRIM_LINEAR)
+            A = pg->tensors[pg->prims[c->prims[i]]->in[0]];
+    Precision p = A && A->dtype == DT_BFLOAT16 ? PREC_BF16 : PREC_FP16;
+    double err;
+    bool ok = lab_outputs_agree_tol(O->dtype, n, got, r, lab_candidate_tolerance(pg, c, p), &err,
+                                    why, why_n);
+    free(r);
+    return ok;
+}
+
+static void run_jobs(const char *name, const PrimGraph *pg, void **buf, void **twin,
+                     const Job *jobs, int nj, const void *cubin) {
     const CudaApi *cu = g_api;
     Err e = {0};
     CUmodule mod = NULL;
@@ -267,7 +354,7 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, const Jo
     for (int i = 0; i < nj; i++) {
         const Job *j = &jobs[i];
         const Candidate *c = j->c;
-        bool known = buf[c->output] != NULL;
+        bool known = buf[c->output] != NULL || (twin && twin[c->output]);
         for (int q = 0; q < c->n_inputs; q++)
             known &= buf[c->inputs[q]] != NULL;
         if (!known)
@@ -285,18 +372,28 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, const Jo
                  !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
         }
         int64_t n = tensor_numel(pg->tensors[c->output]);
-        float *got = malloc((size_t)n * 4);
-        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
-             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        size_t ob = tensor_nbytes(pg->tensors[c->output]);
+        float *got = malloc(ob + 4);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, ob) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, ob); // NaN poison
         void *params[] = {&args};
         ok = ok &&
              !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
                        j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
                        NULL) &&
              !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
-             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob);
         CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
-        if (ok) {
+        if (ok && twin) {
+            char why[256] = "";
+            bool own = buf[c->output] != NULL; // the interpreter ran the half graph this far
+            bool agree =
+                half_agrees(pg, c, got, own ? buf[c->output] : twin[c->output],
+                            own ? pg->tensors[c->output]->dtype : DT_FLOAT, why, sizeof why);
+            CHECK_MSG(agree, "%s: candidate %d (%d prims) '%s' (reference: %s): %s", name, c->id,
+                      c->n_prims, j->cfg.desc, own ? "interpreter" : "float32 twin", why);
+            g_ran++;
+        } else if (ok) {
             int64_t bad;
             // The compile driver's tolerance for the config's precision and the product's K.
             double tol = lab_candidate_tolerance(pg, c, desc_precision(j->cfg.desc));
@@ -324,6 +421,10 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
     g_max_cands = g_in_models || g_api || getenv("ORCH_CUGEN_ALL") ? 1 << 30 : 3;
     if (getenv("ORCH_CUGEN_ALL") || (g_api && !g_in_models))
         k = 64;
+    if (g_half) { // every config listed, emit_all keeps each variant's best; 2 candidates (3)
+        g_max_cands = g_api ? 3 : 2;
+        k = 64;
+    }
     CHECK_MSG(prim_graph_verify(pg, &e) == ST_OK, "%s: %s", name, e.msg);
     CandidateSet *cs = NULL;
     CHECK_MSG(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK, "%s: %s", name, e.msg);
@@ -335,7 +436,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
     // arch, its kernels spread over one program per core (NVRTC is single-threaded: a
     // 192-config split-K graph took 120 s in one program).
     enum { MAX_PROGS = 16 };
-    int first = g_api ? g_nhw : 0, nu = g_nhw + (g_api ? 1 : 0);
+    int first = g_api ? g_nhw : g_half ? g_nhw - 1 : 0, nu = g_nhw + (g_api ? 1 : 0);
     int nprog = g_api ? (int)ORCH_MAX(1, ORCH_MIN(MAX_PROGS, sysconf(_SC_NPROCESSORS_ONLN))) : 1;
     StrBuf src[3][MAX_PROGS];
     Job *jobs[3] = {NULL, NULL, NULL};
@@ -375,7 +476,19 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
         }
     }
     if (g_api && nj[nu - 1] > 0) {
+        // The twin draws the same input values (rounded as the half graph stores them).
+        unsigned vs = g_twin ? (unsigned)rand() : 0;
+        if (g_twin)
+            srand(vs);
         void **buf = eval_all(pg);
+        void **twin = NULL;
+        if (g_twin) {
+            DType r = g_round;
+            g_round = g_dt;
+            srand(vs);
+            twin = eval_all(g_twin);
+            g_round = r;
+        }
         Job *sub = xmalloc(sizeof(Job) * (size_t)nj[nu - 1]);
         for (int q = 0; q < nprog && q < nj[nu - 1]; q++) {
             if (comp[nu - 1][q].rc != ST_OK)
@@ -384,14 +497,19 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             for (int i = 0; i < nj[nu - 1]; i++)
                 if (jobs[nu - 1][i].prog == q)
                     sub[ns++] = jobs[nu - 1][i];
-            run_jobs(name, pg, buf, sub, ns, comp[nu - 1][q].cubin);
+            run_jobs(name, pg, buf, twin, sub, ns, comp[nu - 1][q].cubin);
         }
         free(sub);
         for (int t = 0; t < pg->n_tensors; t++)
             free(buf[t]);
         free(buf);
+        for (int t = 0; twin && t < g_twin->n_tensors; t++)
+            free(twin[t]);
+        free(twin);
     }
     printf("  %s: %d candidates, %d kernels per arch (%.1f s)\n", name, ncand, nj[first], secs);
+    if (g_half)
+        g_only_kernels += nj[first];
     g_candidates += ncand;
     for (int u = first; u < nu; u++) {
         for (int q = 0; q < (u < g_nhw ? 1 : nprog); q++) {
@@ -731,6 +849,147 @@ static void tensor_cores(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
+// ---- half storage (float16 / bfloat16 tensors) ----
+
+// Half-storage case i built with the current g_dt (NULL past the last); its name to name.
+static PrimGraph *half_case(int i, char *name, size_t cap) {
+    // clang-format off
+    static const ConvCase cv[] = {
+        {"conv3x3_p1_c3_relu", 2, 2, 3, 5, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+        {"conv1x1_16to24_bias_relu", 2, 1, 16, 24, {8, 8}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 1, false, false},
+        {"conv3x3_s2_16to32_sig_res", 2, 2, 16, 32, {14, 13}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 2, false, false},
+        {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1, false, false},
+        {"conv3x3_g4_32to32_relu", 2, 1, 32, 32, {10, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 4, 1, false, false},
+        {"dw3x3", 2, 2, 6, 6, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 6, 0, false, false},
+        {"dw3x3_s2_relu", 2, 1, 24, 24, {15, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 24, 1, false, false},
+        {"dw5x5_s2_d2_sig_res", 2, 1, 5, 5, {17, 14}, {5, 5}, {2, 2}, {2, 2}, {3, 1}, {2, 4}, 5, 2, false, false},
+        {"direct_9x9_8to3_pro_relu", 2, 1, 8, 3, {20, 18}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1, 1, true, false},
+        {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, false},
+        {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+    };
+    // clang-format on
+    static const int64_t mm[][4] = {
+        // M, N, K, epilogue
+        {100, 72, 40, 1}, {129, 100, 31, 0}, {7, 17, 16, 0},
+        {1, 100, 64, 1},  {64, 64, 4608, 1}, {130, 260, 36, 1},
+    };
+    const char *dt = g_dt == DT_BFLOAT16 ? "bf16" : "f16";
+    g_cast_out = false;
+    int nmm = (int)ORCH_COUNT(mm), ncv = (int)ORCH_COUNT(cv);
+    if (i < nmm) {
+        snprintf(name, cap, "%s_mm_%lldx%lldx%lld%s", dt, (long long)mm[i][0], (long long)mm[i][1],
+                 (long long)mm[i][2], mm[i][3] ? "_bias_relu" : "");
+        return mm_graph(mm[i][0], mm[i][1], mm[i][2], (int)mm[i][3]);
+    }
+    i -= nmm;
+    if (i < ncv) {
+        snprintf(name, cap, "%s_%s", dt, cv[i].name);
+        return conv_graph(&cv[i]);
+    }
+    i -= ncv;
+    PrimGraph *pg = prim_graph_create(NULL);
+    PB b = {pg, "half"};
+    switch (i) {
+    case 0: { // batched, both operands broadcast
+        const int64_t ad[] = {4, 1, 17, 16}, bd[] = {1, 3, 16, 33};
+        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
+        add_output(pg, pb_matmul(&b, a, w));
+        snprintf(name, cap, "%s_bmm_bcast_both", dt);
+        return pg;
+    }
+    case 1: { // transposed operands (prologues), bias + relu
+        const int64_t xd[] = {37, 19}, wd[] = {23, 37}, bd[] = {23};
+        int x = add_input(pg, "x", 2, xd);
+        int w = add_const(&b, 2, wd);
+        int bias = add_const(&b, 1, bd);
+        const int perm[] = {1, 0};
+        int mmv = pb_matmul(&b, pb_transpose(&b, x, perm), pb_transpose(&b, w, perm));
+        add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mmv, bias)));
+        snprintf(name, cap, "%s_gemm_tt_bias_relu", dt);
+        return pg;
+    }
+    case 2: { // folded batch, scaled input, sigmoid, half residual
+        const int64_t ad[] = {3, 33, 24}, rd[] = {3, 33, 48}, wd[] = {24, 48};
+        int a = add_input(pg, "a", 3, ad);
+        int res = add_input(pg, "res", 3, rd);
+        int w2 = add_const(&b, 2, wd);
+        int m2 = pb_matmul(&b, pb_ew2i(&b, EW_MUL, a, 0.5), w2);
+        add_output(pg, pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, m2), res));
+        snprintf(name, cap, "%s_mlp_folded_sigmoid_res", dt);
+        return pg;
+    }
+    default: break;
+    }
+    prim_graph_free(pg);
+    i -= 3;
+    // Ending with the CAST to a float32 model output.
+    g_cast_out = true;
+    if (i == 0) {
+        snprintf(name, cap, "%s_mm_96x80x48_bias_relu_to_f32", dt);
+        return mm_graph(96, 80, 48, 1);
+    }
+    if (i == 1) {
+        snprintf(name, cap, "%s_conv1x1_16to24_bias_relu_to_f32", dt);
+        return conv_graph(&cv[1]);
+    }
+    if (i == 2) {
+        snprintf(name, cap, "%s_mm_33x40x64_to_f32", dt);
+        return mm_graph(33, 40, 64, 0);
+    }
+    g_cast_out = false;
+    return NULL;
+}
+
+// Every half-storage case in float16 and in bfloat16 (the precision of each: its tensor cores
+// offered), with its float32 twin for the reference.
+static void half_storage(void) {
+    static const struct {
+        DType dt;
+        CugenPrecision p;
+    } ty[] = {{DT_FLOAT16, CUGEN_PREC_FP16}, {DT_BFLOAT16, CUGEN_PREC_BF16}};
+    g_half = true;
+    for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
+        cugen_lin_precision = ty[t].p;
+        g_only_kernels = 0;
+        int graphs = 0;
+        for (int i = 0;; i++) {
+            char name[96];
+            unsigned seed = (unsigned)rand();
+            srand(seed);
+            g_dt = ty[t].dt;
+            PrimGraph *pg = half_case(i, name, sizeof name);
+            if (!pg)
+                break;
+            srand(seed);
+            g_dt = DT_FLOAT;
+            g_round = ty[t].dt;
+            char twin_name[96];
+            g_twin = half_case(i, twin_name, sizeof twin_name);
+            g_round = DT_FLOAT;
+            CHECK_MSG(g_twin && g_twin->n_tensors == pg->n_tensors, "%s: twin differs", name);
+            g_dt = ty[t].dt; // the twin's eval rounds its inputs to this type
+            // Every tile of the tensor-core kernel here too on cp.async / gathered operands:
+            // both (mm 100x72x40, conv 1x1), A gathered (odd K), B gathered (conv patch).
+            g_half_tiles = i == 0 || i == 1 || i == 7 || i == 8;
+            check_graph(name, pg, 64, 1);
+            g_half_tiles = false;
+            g_dt = DT_FLOAT;
+            prim_graph_free(g_twin);
+            g_twin = NULL;
+            graphs++;
+        }
+        printf("  %s storage: %d graphs, %d kernels emitted (sm_90a%s)\n",
+               ty[t].dt == DT_FLOAT16 ? "float16" : "bfloat16", graphs, g_only_kernels,
+               g_api ? " and the device's" : "");
+        CHECK_MSG(graphs >= 20 && g_only_kernels >= 3 * graphs, "%d graphs, %d kernels", graphs,
+                  g_only_kernels);
+    }
+    g_half = false;
+    g_cast_out = false;
+    g_dt = DT_FLOAT;
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 // ---- the models folder (argv[1]) ----
 
 static char *input_shapes_arg(const char *dir) {
@@ -827,7 +1086,10 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
         prim_graph_free(pg);
         return;
     }
-    void **buf = eval_all(pg);
+    // Half storage: timed only (the interpreter's half products are slow at this size; the
+    // half_storage part checks these kernels).
+    bool half = pg->tensors[c->output]->dtype != DT_FLOAT;
+    void **buf = eval_graph(pg, half);
     KernelConfig cf[8];
     int n = cugen_lin_configs(pg, c, &g_dhw, cf, 6);
     const CudaApi *cu = g_api;
@@ -879,7 +1141,7 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
         for (int r = 0; ok && r < 50; r++)
             ok = !CUDA_TRY(cu, &e, cuEventElapsedTime, &ms[r], ev[r], ev[r + 1]);
         CHECK_MSG(ok, "%s: %s", name, e.msg);
-        if (ok) {
+        if (ok && !half) {
             float *got = malloc(ob);
             CHECK(!CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob));
             int64_t bad;
@@ -887,6 +1149,8 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
             CHECK_MSG(compare(got, buf[c->output], (int64_t)(ob / 4), &bad, tol) <= 0,
                       "%s: %s wrong", name, cf[i].desc);
             free(got);
+        }
+        if (ok) {
             qsort(ms, 50, sizeof *ms, cmp_float);
             printf("  %s %-56s %8.1f GFLOP/s (median %.4f ms, model %.4f ms)\n", name, cf[i].desc,
                    flops / (ms[25] * 1e-3) * 1e-9, ms[25], cf[i].score * 1e3);
@@ -1023,6 +1287,20 @@ static void gpu_speed(void) {
         speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
         speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
     }
+    // Half storage: the same products on float16 / bfloat16 tensors.
+    static const struct {
+        DType dt;
+        CugenPrecision p;
+        const char *mm, *cv;
+    } hs[] = {{DT_FLOAT16, CUGEN_PREC_FP16, "h16_mm1024", "h16_conv3x3_64x56"},
+              {DT_BFLOAT16, CUGEN_PREC_BF16, "hb16_mm1024", "hb16_conv3x3_64x56"}};
+    for (size_t t = 0; t < ORCH_COUNT(hs); t++) {
+        cugen_lin_precision = hs[t].p;
+        g_dt = hs[t].dt;
+        speed(hs[t].mm, mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
+        speed(hs[t].cv, conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+    }
+    g_dt = DT_FLOAT;
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
@@ -1083,6 +1361,7 @@ int main(int argc, char **argv) {
     PART(direct);
     PART(precision_configs);
     PART(tensor_cores);
+    PART(half_storage);
     if (argc > 1) {
         g_models = argv[1];
         PART(models_folder);

@@ -10,9 +10,33 @@
 #include "cugen_linear.h"
 
 // Lin of the candidate (matmul of any rank, 2-D convolution); false when not generated here.
+// Operands and LINEAR output all float32, or all float16, or all bfloat16 (half storage); the
+// sink float32, or the operands' half type.
 bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L);
-// `ORCH_KERNEL void [__launch_bounds__(nthreads)] fn(OrchArgs a) {`, `in[]` and `o` declared.
+// The operands' dtype (DT_FLOAT, DT_FLOAT16 or DT_BFLOAT16) and whether it is a half type.
+static inline DType culin_dtype(const Lin *L) {
+    return lin_t(L, L->tl)->dtype;
+}
+static inline bool culin_half(const Lin *L) {
+    return culin_dtype(L) != DT_FLOAT;
+}
+// `ORCH_KERNEL void [__launch_bounds__(nthreads)] fn(OrchArgs a) {`, `in[]` and `o` (a pointer
+// to the sink's storage type) declared; with half tensors preceded by the file-scope conversion
+// helpers orch_lin_h2f / orch_lin_f2h (float16) and orch_lin_b2f / orch_lin_f2b (bfloat16):
+// hardware cvt, round to nearest even.
 void culin_kernel_head(const Emit *E, int nthreads);
+// `lhs = v;` with the float value v converted to the sink's storage type.
+void culin_emit_store(const Emit *E, int ind, const char *lhs, const char *v);
+// Half storage: the float expression converting the storage-typed expression x of the
+// operands' half type (to_float), or the conversion's name of a float to it (f2h).
+void culin_h2f(const Lin *L, const char *x, char *buf, size_t cap);
+const char *culin_f2h_fn(const Lin *L);
+// The value helpers of cgen_linear.h (lin_emit_a_value, lin_emit_b_value, lin_emit_patch_value)
+// for half operands too: they read a float32 kernel input in place; these read a half one in
+// place (converted to float) and leave everything else to them (cexpr handles half loads).
+int culin_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);
+int culin_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e);
+int culin_patch_value(Emit *E, int ind, const char *dst, Err *e);
 // The candidate's output value from the LINEAR's value `acc` at GEMM row i, column j (C
 // expressions; batch coordinates in scope); the value's name goes to dst.
 int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j, char *dst,
@@ -27,6 +51,8 @@ int culin_simt_regs(const Lin *L, const int64_t *P);
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e);
 // FP16 / BF16 operands (E->cfg's variant) on mma.sync.m16n8k16, float32 accumulators.
+// With half tensors (the variant's type: f16 with float16, bf16 with bfloat16) the operands are
+// staged as they are stored (cp.async where aligned), read with ldmatrix.
 int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e);
 int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e);

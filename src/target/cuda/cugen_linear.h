@@ -20,6 +20,10 @@
 // The compile driver sets it before tuning (compile_model) and restores FP32 when done: one
 // process-wide setting, so concurrent compiles in one process must share a precision. It only
 // selects the configs offered; cugen_lin_emit follows the config given, whatever it says.
+// Half storage (the candidate's operands all float16 or all bfloat16, as the storage pass leaves
+// them under fp16 / bf16): every variant reads and writes the tensors as stored, accumulating in
+// float32, and the tensor-core variant of their type (v=f16 / v=bf16) is offered whatever this
+// says (products of halves are exact in float32, so it is as exact as SIMT); TF32 never is.
 typedef enum {
     CUGEN_PREC_FP32 = 0,
     CUGEN_PREC_TF32 = 1,

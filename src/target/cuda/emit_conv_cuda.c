@@ -7,7 +7,8 @@
 // per output pixel computes all M channels of its group, each patch element gathered once and
 // multiplied by M weights staged in shared memory (read as broadcasts). Other grouped and dense
 // convolutions go through the implicit GEMM of emit_matmul_cuda.c, whose staging loop computes
-// patch elements (lin_emit_b_value).
+// patch elements (lin_emit_b_value). Half tensors are read converted to float (culin_a_value,
+// culin_patch_value), accumulated in float32 and stored rounded (culin_emit_store).
 #define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
@@ -39,9 +40,9 @@ int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "for (int kw = 0; kw < %lld; kw++) {\n", KW);
     sb_line(s, 3, "const int64_t x_k0 = kh, x_k1 = kw, dw_k = kh * %lld + kw;\n", KW);
     sb_line(s, 3, "float wv, xv;\n");
-    int rc = lin_emit_a_value(E, 3, "dw_i", "dw_k", "wv", e);
+    int rc = culin_a_value(E, 3, "dw_i", "dw_k", "wv", e);
     if (!rc)
-        rc = lin_emit_patch_value(E, 3, "xv", e);
+        rc = culin_patch_value(E, 3, "xv", e);
     if (rc)
         return rc;
     sb_line(s, 3, "acc = fmaf(wv, xv, acc);\n");
@@ -53,7 +54,7 @@ int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 1, "acc", "dw_i", "e_pix", v, sizeof v, e);
     if (rc)
         return rc;
-    sb_line(s, 1, "o[t] = %s;\n", v);
+    culin_emit_store(E, 1, "o[t]", v);
     sb_puts(s, "}\n\n");
     ln->grid[0] = (unsigned)((total + 255) / 256);
     ln->grid[1] = ln->grid[2] = 1;
@@ -95,7 +96,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
         sb_line(s, 2, "const int64_t dr_i = r_ / %lld, dr_k = r_ %% %lld;\n", K, K);
         sb_line(s, 2, "const int64_t q_g = 0;\n");
         sb_line(s, 2, "float wv;\n");
-        rc = lin_emit_a_value(E, 2, "dr_i", "dr_k", "wv", e);
+        rc = culin_a_value(E, 2, "dr_i", "dr_k", "wv", e);
         if (rc)
             return rc;
         sb_line(s, 2, "ws_[r_] = wv;\n");
@@ -119,7 +120,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "const int64_t x_k0 = kh, x_k1 = kw;\n");
     sb_line(s, 4, "const int64_t dk = (c * %lld + kh) * %lld + kw;\n", KH, KW);
     sb_line(s, 4, "float xv;\n");
-    rc = lin_emit_patch_value(E, 4, "xv", e);
+    rc = culin_patch_value(E, 4, "xv", e);
     if (rc)
         return rc;
     sb_line(s, 4, "#pragma unroll\n");
@@ -129,7 +130,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     } else {
         sb_line(s, 5, "const int64_t dr_i = i;\n");
         sb_line(s, 5, "float wv;\n");
-        rc = lin_emit_a_value(E, 5, "dr_i", "dk", "wv", e);
+        rc = culin_a_value(E, 5, "dr_i", "dk", "wv", e);
         if (rc)
             return rc;
         sb_line(s, 5, "acc[i] = fmaf(wv, xv, acc[i]);\n");
@@ -148,8 +149,10 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 2, "acc_v", "dr_i", "e_pix", v, sizeof v, e);
     if (rc)
         return rc;
-    sb_line(s, 2, "o[((q_n * %lld + q_g) * %lld + i) * %lld + e_pix] = %s;\n", (long long)L->G,
-            M, P, v);
+    char lhs[128];
+    snprintf(lhs, sizeof lhs, "o[((q_n * %lld + q_g) * %lld + i) * %lld + e_pix]", (long long)L->G,
+             M, P);
+    culin_emit_store(E, 2, lhs, v);
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     ln->grid[0] = (unsigned)((total + bs - 1) / bs);

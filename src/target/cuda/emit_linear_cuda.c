@@ -11,8 +11,14 @@
 //   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*KH*KW), B = the virtual im2col
 //           patch matrix of image n, group g, computed element by element while staging shared
 //           memory (a 1x1 stride-1 unpadded conv reads X in place: a plain GEMM).
-// Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, non-float32
-// operands, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's output shape.
+// Half storage (--precision fp16 / bf16 with half tensors): operands and LINEAR output all float16
+// or all bfloat16, the sink that type or float32 (a candidate ending with the CAST to a model
+// output); every variant converts on load and accumulates in float32, the tensor-core one of the
+// type stages the operands as stored (emit_matmul_cuda.c); the LINEAR's value is rounded once to
+// its type where an epilogue reads it, the sink's once on store.
+// Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, operands
+// of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
+// output shape.
 #define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
@@ -61,8 +67,9 @@ bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     L->sink = c->output;
     L->epi = L->sink != L->tl;
     const Tensor *A = lin_t(L, L->ta), *B = lin_t(L, L->tb), *O = lin_t(L, L->tl);
-    if (A->dtype != DT_FLOAT || B->dtype != DT_FLOAT || O->dtype != DT_FLOAT ||
-        lin_t(L, L->sink)->dtype != DT_FLOAT)
+    DType dt = O->dtype, st = lin_t(L, L->sink)->dtype;
+    if ((dt != DT_FLOAT && dt != DT_FLOAT16 && dt != DT_BFLOAT16) || A->dtype != dt ||
+        B->dtype != dt || (st != DT_FLOAT && st != dt))
         return false;
     // Everything reading the LINEAR's result must be elementwise at its shape: each output
     // element is finished from its own accumulator in registers.
@@ -170,12 +177,137 @@ static int culin_reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent
     if (rq->tensor != E->L->tl || !E->acc)
         return err_set(e, ST_UNSUPPORTED, "CUDA linear kernel %s: tensor %d is not computable here",
                        E->fn, rq->tensor);
+    if (culin_half(E->L)) {
+        // The LINEAR's half output as the interpreter has it: the float sum rounded once.
+        char r[96];
+        snprintf(r, sizeof r, "%s(%s)", culin_f2h_fn(E->L), E->acc);
+        culin_h2f(E->L, r, out, cap);
+        return ST_OK;
+    }
     snprintf(out, cap, "%s", E->acc);
+    return ST_OK;
+}
+
+// File-scope half <-> float conversions of the generated linear kernels (hardware cvt; the
+// prelude's portable versions loop over subnormals), once per translation unit.
+static const char HALF_HELPERS[] =
+    "#ifndef ORCH_LIN_HALF_CVT\n"
+    "#define ORCH_LIN_HALF_CVT\n"
+    "ORCH_DEV float orch_lin_h2f(uint16_t h) {\n"
+    "    float f;\n"
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "    return f;\n"
+    "}\n"
+    "ORCH_DEV uint16_t orch_lin_f2h(float x) {\n"
+    "    uint16_t h;\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x));\n"
+    "    return h;\n"
+    "}\n"
+    "ORCH_DEV float orch_lin_b2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }\n"
+    "ORCH_DEV uint16_t orch_lin_f2b(float x) {\n"
+    "    uint16_t h;\n"
+    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x));\n"
+    "    return h;\n"
+    "}\n"
+    "#endif\n";
+
+void culin_h2f(const Lin *L, const char *x, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s(%s)", culin_dtype(L) == DT_BFLOAT16 ? "orch_lin_b2f" : "orch_lin_h2f",
+             x);
+}
+
+const char *culin_f2h_fn(const Lin *L) {
+    return culin_dtype(L) == DT_BFLOAT16 ? "orch_lin_f2b" : "orch_lin_f2h";
+}
+
+void culin_emit_store(const Emit *E, int ind, const char *lhs, const char *v) {
+    DType st = lin_t(E->L, E->L->sink)->dtype;
+    if (st == DT_FLOAT)
+        sb_line(E->s, ind, "%s = %s;\n", lhs, v);
+    else // the value is float (the accumulator) or already of the sink's type (epilogue)
+        sb_line(E->s, ind, "%s = %s((float)(%s));\n", lhs,
+                st == DT_BFLOAT16 ? "orch_lin_f2b" : "orch_lin_f2h", v);
+}
+
+// A half kernel input read in place at flat offset `off`, converted to float, into dst.
+static void half_load(const Emit *E, int ind, int input, const char *dst, const char *off) {
+    char ld[256], v[320];
+    snprintf(ld, sizeof ld, "in%d[%s]", input, off);
+    culin_h2f(E->L, ld, v, sizeof v);
+    sb_line(E->s, ind, "%s = %s;\n", dst, v);
+}
+
+int culin_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    // The direct reads of lin_emit_a_value (its col2im view never arises here).
+    int pos = L->conv ? L->pb : L->pa;
+    if (!culin_half(L) || pos < 0 || L->convt || L->a_trans)
+        return lin_emit_a_value(E, ind, i, k, dst, e);
+    char off[200];
+    if (L->conv)
+        snprintf(off, sizeof off, "(q_g * %lld + %s) * %lld + %s", (long long)L->OCg, i,
+                 (long long)L->K, k);
+    else
+        snprintf(off, sizeof off, "aoff + %s * %lld + %s", i, (long long)L->K, k);
+    half_load(E, ind, pos, dst, off);
+    return ST_OK;
+}
+
+int culin_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    if (!culin_half(L) || L->convt || (!L->conv && L->pb < 0) || (L->conv && L->pa < 0))
+        return lin_emit_b_value(E, ind, k, j, dst, e);
+    if (!L->conv) {
+        char off[200];
+        snprintf(off, sizeof off, "boff + %s * %lld + %s", k, (long long)L->N, j);
+        half_load(E, ind, L->pb, dst, off);
+        return ST_OK;
+    }
+    // The patch element (lin_emit_b_value's coordinates), X read in place.
+    StrBuf *s = E->s;
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "int64_t x_r = %s, o_r = %s;\n", k, j);
+    for (int d = L->S - 1; d >= 0; d--) {
+        sb_line(s, ind + 1, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d,
+                (long long)L->k[d], (long long)L->k[d]);
+        sb_line(s, ind + 1, "const int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d,
+                (long long)L->out[d], (long long)L->out[d]);
+    }
+    sb_line(s, ind + 1, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
+    int rc = culin_patch_value(E, ind + 1, dst, e);
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+int culin_patch_value(Emit *E, int ind, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    if (!culin_half(L) || L->convt || L->pa < 0)
+        return lin_emit_patch_value(E, ind, dst, e);
+    // lin_emit_patch_value's window bounds, X read in place: input position o*stride - pad +
+    // k*dil, zero over the padding.
+    StrBuf *s = E->s;
+    sb_line(s, ind, "{\n");
+    for (int d = 0; d < L->S; d++)
+        sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d, d,
+                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
+    sb_line(s, ind + 1, "%s = 0.0f;\n", dst);
+    sb_line(s, ind + 1, "if (");
+    for (int d = 0; d < L->S; d++)
+        sb_printf(s, "%s(uint64_t)x_i%d < %lluu", d ? " && " : "", d, (unsigned long long)L->in[d]);
+    sb_puts(s, ") {\n");
+    sb_line(s, ind + 2, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
+    for (int d = 0; d < L->S; d++)
+        sb_line(s, ind + 2, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
+    half_load(E, ind + 2, L->pa, dst, "x_off");
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
     return ST_OK;
 }
 
 void culin_kernel_head(const Emit *E, int nthreads) {
     StrBuf *s = E->s;
+    if (culin_half(E->L))
+        sb_puts(s, HALF_HELPERS);
     if (nthreads > 0)
         sb_printf(s, "ORCH_KERNEL void __launch_bounds__(%d) %s(OrchArgs a) {\n", nthreads, E->fn);
     else
@@ -193,7 +325,8 @@ void culin_kernel_head(const Emit *E, int nthreads) {
         sb_line(s, 1, "(void)in%d;\n", j);
     }
     sb_line(s, 1, "(void)in;\n");
-    sb_line(s, 1, "float *o = (float *)a.out;\n");
+    const char *ot = cgen_ctype(lin_t(E->L, E->L->sink)->dtype);
+    sb_line(s, 1, "%s *o = (%s *)a.out;\n", ot, ot);
 }
 
 // Statements computing the candidate's output from the LINEAR's value `acc` (a float in scope)
@@ -292,8 +425,9 @@ static double overlap(double a, double b) {
 
 // Unique bytes of the operands and the result.
 static double unique_bytes(const Lin *L) {
-    return 4.0 * (double)(tensor_numel(lin_t(L, L->ta)) + tensor_numel(lin_t(L, L->tb)) +
-                          tensor_numel(lin_t(L, L->tl)));
+    return (double)dtype_size(culin_dtype(L)) *
+           (double)(tensor_numel(lin_t(L, L->ta)) + tensor_numel(lin_t(L, L->tb)) +
+                    tensor_numel(lin_t(L, L->tl)));
 }
 
 // Registers a SIMT thread needs: its tile, the operand fragments, the staged prefetch, indices.
@@ -346,7 +480,7 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
         t_comp *= 1.5;
     // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
     // from L2 when the operands fit, from DRAM otherwise.
-    double reread = 4.0 * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
+    double reread = (double)dtype_size(culin_dtype(L)) * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
     double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
     return overlap(t_comp, t_mem) + t_split + 3e-6;
@@ -482,7 +616,12 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
                 break;
         }
     }
+    // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
+    // whatever the precision), never TF32 (its operands would be float32).
+    DType dt = culin_dtype(L);
     int tcv = !tc                                      ? -1
+              : dt == DT_FLOAT16                       ? CUV_F16
+              : dt == DT_BFLOAT16                      ? CUV_BF16
               : cugen_lin_precision == CUGEN_PREC_TF32 ? CUV_TF32
               : cugen_lin_precision == CUGEN_PREC_FP16 ? CUV_F16
               : cugen_lin_precision == CUGEN_PREC_BF16 ? CUV_BF16

@@ -12,8 +12,11 @@
 //         shared memory, which holds k-pairs (two halves, the lower k in the low 16 bits) as
 //         32-bit words, so each fragment register is one conflict-free 32-bit load; float32
 //         accumulators and the same epilogue (only offered under CUGEN_PREC_FP16 / _BF16).
-// No cp.async pipeline yet: the staging goes through registers because prologue values, the
-// conv patch gather and the rounding to half happen there.
+// No cp.async pipeline on float32 tensors: the staging goes through registers because prologue
+// values, the conv patch gather and the rounding to half happen there. On half tensors (the
+// storage pass under fp16 / bf16) the f16 / bf16 kernel keeps tiles as stored: cp.async for
+// 16-byte runs of kernel inputs (three buffers deep when both operands are), ldmatrix fragment
+// loads (mma16_half); simt, gemv and split-K convert on load and round once on store.
 //   gemv  M <= 8: lanes on output columns (B rows read coalesced), warps splitting K, a shared
 //         memory reduction; gemvk: a warp per column, lanes splitting K, a warp-shuffle sum.
 // The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
@@ -68,6 +71,32 @@ static const char *ebound(char *buf, int n, int nt) {
     return buf;
 }
 
+// `v_ = ` one element of input `in` at base + row * ld + col, as a float.
+static void load1(Emit *E, int ind, int in, const char *base, const char *row, long long ld,
+                  const char *col) {
+    char x[200], v[260];
+    snprintf(x, sizeof x, "in%d[%s + %s * %lld + %s]", in, base, row, ld, col);
+    if (culin_half(E->L))
+        culin_h2f(E->L, x, v, sizeof v);
+    sb_line(E->s, ind, "v_ = %s;\n", culin_half(E->L) ? v : x);
+}
+
+// `v_ = ` four consecutive half elements (one 8-byte load) as a float4.
+static void load4_half(Emit *E, int ind, int in, const char *base, const char *row, long long ld,
+                       const char *col) {
+    StrBuf *s = E->s;
+    char c[4][64];
+    static const char *const part[4] = {"(uint16_t)u_.x", "(uint16_t)(u_.x >> 16)",
+                                        "(uint16_t)u_.y", "(uint16_t)(u_.y >> 16)"};
+    for (int q = 0; q < 4; q++)
+        culin_h2f(E->L, part[q], c[q], sizeof c[q]);
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "const uint2 u_ = *(const uint2 *)(in%d + %s + %s * %lld + %s);\n", in,
+            base, row, ld, col);
+    sb_line(s, ind + 1, "v_ = make_float4(%s, %s, %s, %s);\n", c[0], c[1], c[2], c[3]);
+    sb_line(s, ind, "}\n");
+}
+
 // Loads the slice starting at k = kb of A (rows bm0..bm0+BM) into registers ra[] / ra4[].
 static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e) {
     const Lin *L = E->L;
@@ -83,8 +112,11 @@ static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e)
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
         sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt),
                 (long long)L->M, (long long)L->K);
-        sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gi * %lld + gk);\n", A->input,
-                A->base, A->ld);
+        if (culin_half(L))
+            load4_half(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
+        else
+            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gi * %lld + gk);\n", A->input,
+                    A->base, A->ld);
         sb_line(s, ind + 1, "ra4[q] = v_;\n");
         sb_line(s, ind, "}\n");
         return ST_OK;
@@ -99,10 +131,10 @@ static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e)
             (long long)L->K);
     int rc;
     if (A->direct) {
-        sb_line(s, ind + 2, "v_ = in%d[%s + gi * %lld + gk];\n", A->input, A->base, A->ld);
+        load1(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
         rc = ST_OK;
     } else {
-        rc = lin_emit_a_value(E, ind + 2, "gi", "gk", "v_", e);
+        rc = culin_a_value(E, ind + 2, "gi", "gk", "v_", e);
     }
     sb_line(s, ind + 1, "}\n");
     sb_line(s, ind + 1, "ra[q] = v_;\n");
@@ -124,8 +156,11 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
         sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld)\n", ebound(eb, groups, nt),
                 (long long)L->K, (long long)L->N);
-        sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gk * %lld + gj);\n", B->input,
-                B->base, B->ld);
+        if (culin_half(L))
+            load4_half(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
+        else
+            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gk * %lld + gj);\n", B->input,
+                    B->base, B->ld);
         sb_line(s, ind + 1, "rb4[q] = v_;\n");
         sb_line(s, ind, "}\n");
         return ST_OK;
@@ -140,7 +175,7 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
             (long long)L->N);
     int rc;
     if (B->direct) {
-        sb_line(s, ind + 2, "v_ = in%d[%s + gk * %lld + gj];\n", B->input, B->base, B->ld);
+        load1(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
         rc = ST_OK;
     } else if (L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
         // The patch element of X read in place, with 32-bit index arithmetic (the general
@@ -156,14 +191,17 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
                 (long long)L->dil[1]);
         sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
                 (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
-        sb_line(s, ind + 3,
-                "v_ = in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) "
-                "* %lld + iw];\n",
-                L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
-                (long long)L->in[1]);
+        char ld[200], v[260];
+        snprintf(ld, sizeof ld,
+                 "in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw]", L->pa,
+                 (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
+                 (long long)L->in[1]);
+        if (culin_half(L))
+            culin_h2f(L, ld, v, sizeof v);
+        sb_line(s, ind + 3, "v_ = %s;\n", culin_half(L) ? v : ld);
         rc = ST_OK;
     } else {
-        rc = lin_emit_b_value(E, ind + 2, "gk", "gj", "v_", e);
+        rc = culin_b_value(E, ind + 2, "gk", "gj", "v_", e);
     }
     sb_line(s, ind + 1, "}\n");
     sb_line(s, ind + 1, "rb[q] = v_;\n");
@@ -388,8 +426,27 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "for (int im = 0; im < %d; im++) {\n", tm);
     sb_line(s, 2, "const int64_t i = bm0 + (im / 4) * %d + ty * 4 + (im %% 4);\n", rsm);
     sb_line(s, 2, "if (i >= %lld) continue;\n", (long long)L->M);
-    sb_line(s, 2, "float *orow = o + (b * %lld + i) * %lld;\n", (long long)L->M, (long long)L->N);
-    if (!L->epi && L->N % 4 == 0) {
+    const char *ot = cgen_ctype(lin_t(L, L->sink)->dtype);
+    sb_line(s, 2, "%s *orow = o + (b * %lld + i) * %lld;\n", ot, (long long)L->M, (long long)L->N);
+    if (!L->epi && L->N % 4 == 0 && culin_half(L)) {
+        // Four halves rounded and stored as one 8-byte word.
+        const char *f2h = culin_f2h_fn(L);
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int g = 0; g < %d; g++) {\n", tn / 4);
+        sb_line(s, 3, "const int64_t j = bn0 + g * %d + tx * 4;\n", rsn);
+        sb_line(s, 3, "if (j < %lld) {\n", (long long)L->N);
+        sb_line(s, 4,
+                "const uint32_t lo_ = %s(acc[im][g * 4]) | (uint32_t)%s(acc[im][g * 4 + 1]) << "
+                "16;\n",
+                f2h, f2h);
+        sb_line(s, 4,
+                "const uint32_t hi_ = %s(acc[im][g * 4 + 2]) | (uint32_t)%s(acc[im][g * 4 + 3]) "
+                "<< 16;\n",
+                f2h, f2h);
+        sb_line(s, 4, "*(uint2 *)(orow + j) = make_uint2(lo_, hi_);\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 2, "}\n");
+    } else if (!L->epi && L->N % 4 == 0) {
         sb_line(s, 2, "#pragma unroll\n");
         sb_line(s, 2, "for (int g = 0; g < %d; g++) {\n", tn / 4);
         sb_line(s, 3, "const int64_t j = bn0 + g * %d + tx * 4;\n", rsn);
@@ -408,7 +465,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
         rc = culin_emit_epi_value(E, 4, "acc_v", "i", "j", v, sizeof v, e);
         if (rc)
             return rc;
-        sb_line(s, 4, "orow[j] = %s;\n", v);
+        culin_emit_store(E, 4, "orow[j]", v);
         sb_line(s, 3, "}\n");
         sb_line(s, 2, "}\n");
     }
@@ -522,7 +579,9 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
     if (rc)
         return rc;
-    sb_line(s, 5, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    char lhs[96];
+    snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
+    culin_emit_store(E, 5, lhs, v);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_puts(s, "}\n\n");
@@ -560,14 +619,14 @@ int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "for (int64_t k = %s; k < %lld; k += %d) {\n", lanes_k ? "lane" : "warp",
             (long long)L->K, lanes_k ? 32 : 8);
     sb_line(s, 3, "float bv;\n");
-    int rc = lin_emit_b_value(E, 3, "k", "j", "bv", e);
+    int rc = culin_b_value(E, 3, "k", "j", "bv", e);
     if (rc)
         return rc;
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int i_ = 0; i_ < %d; i_++) {\n", M);
     sb_line(s, 4, "const int64_t i = i_;\n");
     sb_line(s, 4, "float av;\n");
-    rc = lin_emit_a_value(E, 4, "i", "k", "av", e);
+    rc = culin_a_value(E, 4, "i", "k", "av", e);
     if (rc)
         return rc;
     sb_line(s, 4, "acc[i_] = fmaf(av, bv, acc[i_]);\n");
@@ -601,7 +660,9 @@ int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 2, "acc_v", "i", "j", v, sizeof v, e);
     if (rc)
         return rc;
-    sb_line(s, 2, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    char lhs[96];
+    snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
+    culin_emit_store(E, 2, lhs, v);
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     ln->grid[0] = (unsigned)((L->N + cols - 1) / cols);
@@ -667,6 +728,297 @@ static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int b
     }
 }
 
+// Half storage: cp.async (16 bytes, zero-filled outside the product), ldmatrix fragment loads.
+static const char HALF_MMA_HELPERS[] =
+    "#ifndef ORCH_LIN_HALF_MMA\n"
+    "#define ORCH_LIN_HALF_MMA\n"
+    "ORCH_DEV void orch_lin_cp16(void *dst, const void *src, bool ok) {\n"
+    "    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(d), "
+    "\"l\"(src), \"r\"(ok ? 16 : 0));\n"
+    "}\n"
+    "ORCH_DEV void orch_lin_cp_wait(void) {\n"
+    "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "    asm volatile(\"cp.async.wait_group 0;\\n\" ::: \"memory\");\n"
+    "}\n"
+    "ORCH_DEV void orch_lin_cp_commit(void) { asm volatile(\"cp.async.commit_group;\\n\" ::); }\n"
+    "ORCH_DEV void orch_lin_cp_wait1(void) {\n"
+    "    asm volatile(\"cp.async.wait_group 1;\\n\" ::: \"memory\");\n"
+    "}\n"
+    "ORCH_DEV void orch_lin_ldm4(uint32_t *r, const void *p) {\n"
+    "    const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\\n\"\n"
+    "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a) : "
+    "\"memory\");\n"
+    "}\n"
+    "ORCH_DEV void orch_lin_ldm4t(uint32_t *r, const void *p) {\n"
+    "    const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+    "[%4];\\n\"\n"
+    "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(a) : "
+    "\"memory\");\n"
+    "}\n"
+    "#endif\n";
+
+// One operand's slice of a half-storage tile (at k = kb) into buffer `buf`: rows x cols of smem
+// tile `sm` (row-major, row length cols + 8), row r at global row `r0` + r (of `nr`), column c at
+// `c0` + c (of `nc`); 16-byte cp.async when `async`, else gathered into registers `reg` (raw
+// storage bits: a kernel input read in place, the value helpers' floats rounded) and stored by
+// store_half. a: the operand is A (rows i, columns k) or B (rows k, columns j).
+static int stage_half(Emit *E, const Op *op, bool a, bool async, int ind, int rows, int cols,
+                      int nt, const char *sm, const char *buf, const char *reg, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const char *r0 = a ? "bm0" : "kb", *c0 = a ? "kb" : "bn0";
+    long long nr = a ? (long long)L->M : (long long)L->K,
+              nc = a ? (long long)L->K : (long long)L->N;
+    const char *gr = a ? "gi" : "gk", *gc = a ? "gk" : "gj";
+    int units = async ? rows * cols / 8 : rows * cols, per = (units + nt - 1) / nt;
+    int upr = async ? cols / 8 : cols; // units per row
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d)%s;\n", upr, upr,
+            async ? " * 8" : "");
+    sb_line(s, ind + 1, "const int64_t %s = %s + r_, %s = %s + c_;\n", gr, r0, gc, c0);
+    char eb[32];
+    ebound(eb, units, nt);
+    if (async) {
+        sb_line(s, ind + 1, "const bool ok_ = %s%s < %lld && %s < %lld;\n", eb, gr, nr, gc, nc);
+        if (eb[0])
+            sb_line(s, ind + 1, "if (e_ < %d)\n", units);
+        sb_line(s, ind + 1 + (eb[0] != 0),
+                "orch_lin_cp16(&%s[%s][r_][c_], in%d + (ok_ ? %s + %s * %lld + %s : 0), "
+                "ok_);\n",
+                sm, buf, op->input, op->base, gr, (long long)op->ld, gc);
+        sb_line(s, ind, "}\n");
+        return ST_OK;
+    }
+    sb_line(s, ind + 1, "uint16_t h_ = 0;\n");
+    sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld) {\n", eb, gr, nr, gc, nc);
+    int rc = ST_OK;
+    if (op->direct) {
+        sb_line(s, ind + 2, "h_ = in%d[%s + %s * %lld + %s];\n", op->input, op->base, gr,
+                (long long)op->ld, gc);
+    } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
+        // The patch element of X read in place with 32-bit index arithmetic (as load_b).
+        sb_line(s, ind + 2, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n",
+                (long long)L->kpix, (long long)L->kpix);
+        sb_line(s, ind + 2, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
+                (long long)L->dil[0]);
+        sb_line(s, ind + 2,
+                "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
+                (long long)L->dil[1]);
+        sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
+                (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+        sb_line(s, ind + 3,
+                "h_ = in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw];\n",
+                L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
+                (long long)L->in[1]);
+    } else {
+        // A prologue's value (of the operand's half type: exact in float, so is the rounding).
+        sb_line(s, ind + 2, "float v_;\n");
+        rc = a ? culin_a_value(E, ind + 2, "gi", "gk", "v_", e)
+               : culin_b_value(E, ind + 2, "gk", "gj", "v_", e);
+        sb_line(s, ind + 2, "h_ = %s(v_);\n", culin_f2h_fn(L));
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind + 1, "%s[q] = h_;\n", reg);
+    sb_line(s, ind, "}\n");
+    return rc;
+}
+
+static void store_half(Emit *E, int ind, int rows, int cols, int nt, const char *sm,
+                       const char *reg) {
+    StrBuf *s = E->s;
+    int els = rows * cols, per = (els + nt - 1) / nt;
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    sb_line(s, ind + 1, "if (e_ < %d) %s[kt & 1][e_ / %d][e_ %% %d] = %s[q];\n", els, sm, cols,
+            cols, reg);
+    sb_line(s, ind, "}\n");
+}
+
+// The products of shared-memory buffer cb (a slice of bk): per k16 step the A fragments of the
+// warp's two 16-row blocks and the B fragments of its four 8-column blocks, then 2 x 4 mma.
+static void mma16_half_step(StrBuf *s, int ind, int bk, const char *ty) {
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int kk = 0; kk < %d; kk += 16) {\n", bk);
+    sb_line(s, ind + 1, "uint32_t af[2][4], bfr[4][2];\n");
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, ind + 2,
+            "orch_lin_ldm4(af[x], &As[cb][wr + x * 16 + (lane & 15)][kk + (lane >> 4) * 8]);\n");
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int y = 0; y < 4; y += 2) {\n");
+    sb_line(s, ind + 2, "uint32_t t_[4];\n");
+    sb_line(s, ind + 2,
+            "orch_lin_ldm4t(t_, &Bs[cb][kk + (lane & 15)][wc + y * 8 + (lane >> 4) * 8]);\n");
+    sb_line(
+        s, ind + 2,
+        "bfr[y][0] = t_[0]; bfr[y][1] = t_[1]; bfr[y + 1][0] = t_[2]; bfr[y + 1][1] = t_[3];\n");
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, ind + 2, "#pragma unroll\n");
+    sb_line(s, ind + 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, ind + 3,
+            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 "
+            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+            "{%%0, %%1, %%2, %%3};\"\n",
+            ty, ty);
+    sb_line(s, ind + 4,
+            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
+            "\"+f\"(acc[x][y][3])\n");
+    sb_line(s, ind + 4,
+            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
+            "\"r\"(bfr[y][0]), \"r\"(bfr[y][1]));\n");
+    sb_line(s, ind, "}\n");
+}
+
+// FP16 / BF16 tensor cores on half tensors: the warp tiles of culin_emit_mma16 over tiles kept as
+// stored, As[buf][i][k] and Bs[buf][k][j] (rows padded by 8 halves: 16-byte aligned rows for
+// cp.async and ldmatrix, and the 8 rows of an 8x8 matrix fall in distinct bank quads). A
+// fragments are ldmatrix.x4 of the row-major A tile (lanes 0-15 rows 0-15 at k, 16-31 at k+8),
+// B fragments ldmatrix.x4.trans of two 8-column blocks (lanes 0-15 k rows at column c, 16-31 at
+// c+8), which yields the k-pairs the col operand wants. Operands whose rows are 16-byte runs of
+// a kernel input go by cp.async, three buffers deep where both do (the 128 x 128 tile: two),
+// issued before the previous slice's products; others (prologues, the conv patch) through
+// registers, two buffers.
+static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;
+    int64_t nk = (L->K + bk - 1) / bk;
+    Op A, B;
+    operands(L, bm, bk, bn, &A, &B);
+    bool a_async = A.direct && L->K % 8 == 0, b_async = B.direct && L->N % 8 == 0;
+    const char *ty = bf ? "bf16" : "f16";
+    // Three buffers where both operands go by cp.async and they fit the static 48 KiB.
+    int stages = a_async && b_async && 3 * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 48 * 1024 ? 3 : 2;
+    sb_puts(s, HALF_MMA_HELPERS);
+    culin_kernel_head(E, nt);
+    sb_line(s, 1, "__shared__ __align__(16) uint16_t As[%d][%d][%d];\n", stages, bm, bk + 8);
+    sb_line(s, 1, "__shared__ __align__(16) uint16_t Bs[%d][%d][%d];\n", stages, bk, bn + 8);
+    tile_head(E, bm, bn);
+    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
+    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
+    sb_line(s, 1, "float acc[2][4][4];\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    if (!a_async)
+        sb_line(s, 1, "uint16_t rah[%d];\n", (bm * bk + nt - 1) / nt);
+    if (!b_async)
+        sb_line(s, 1, "uint16_t rbh[%d];\n", (bk * bn + nt - 1) / nt);
+    int rc;
+    if (stages == 3) {
+        // Slices kt + 1 and kt + 2 in flight while kt is multiplied: prologue issues 0 and 1;
+        // iteration kt waits for its slice (one group may stay pending), passes the barrier
+        // (which also frees the buffer of kt - 1) and issues kt + 2 into it.
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int st = 0; st < 2; st++) {\n");
+        sb_line(s, 2, "if (st < %lld) {\n", (long long)nk);
+        sb_line(s, 3, "const int64_t kb = (int64_t)st * %d;\n", bk);
+        rc = stage_half(E, &A, true, true, 3, bm, bk, nt, "As", "st", NULL, e);
+        if (!rc)
+            rc = stage_half(E, &B, false, true, 3, bk, bn, nt, "Bs", "st", NULL, e);
+        if (rc)
+            return rc;
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "orch_lin_cp_commit();\n");
+        sb_line(s, 1, "}\n");
+        sb_line(s, 1, "int cb = 0, wb = 2;\n");
+        sb_line(s, 1, "for (int kt = 0; kt < %lld; kt++) {\n", (long long)nk);
+        sb_line(s, 2, "orch_lin_cp_wait1();\n");
+        sb_line(s, 2, "__syncthreads();\n");
+        sb_line(s, 2, "if (kt + 2 < %lld) {\n", (long long)nk);
+        sb_line(s, 3, "const int64_t kb = (int64_t)(kt + 2) * %d;\n", bk);
+        rc = stage_half(E, &A, true, true, 3, bm, bk, nt, "As", "wb", NULL, e);
+        if (!rc)
+            rc = stage_half(E, &B, false, true, 3, bk, bn, nt, "Bs", "wb", NULL, e);
+        if (rc)
+            return rc;
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "orch_lin_cp_commit();\n");
+        mma16_half_step(s, 2, bk, ty);
+        sb_line(s, 2, "cb = cb == 2 ? 0 : cb + 1;\n");
+        sb_line(s, 2, "wb = wb == 2 ? 0 : wb + 1;\n");
+        sb_line(s, 1, "}\n");
+    } else {
+        sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
+        sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
+        sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+        rc = stage_half(E, &A, true, a_async, 3, bm, bk, nt, "As", "kt & 1", "rah", e);
+        if (!rc)
+            rc = stage_half(E, &B, false, b_async, 3, bk, bn, nt, "Bs", "kt & 1", "rbh", e);
+        if (rc)
+            return rc;
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "if (kt > 0) {\n");
+        sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
+        mma16_half_step(s, 3, bk, ty);
+        sb_line(s, 2, "}\n");
+        if (!a_async || !b_async) {
+            sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+            if (!a_async)
+                store_half(E, 3, bm, bk, nt, "As", "rah");
+            if (!b_async)
+                store_half(E, 3, bk, bn, nt, "Bs", "rbh");
+            sb_line(s, 2, "}\n");
+        }
+        if (a_async || b_async)
+            sb_line(s, 2, "orch_lin_cp_wait();\n");
+        sb_line(s, 2, "__syncthreads();\n");
+        sb_line(s, 1, "}\n");
+    }
+    // Accumulator pairs (z, z + 1) are adjacent columns: one 32-bit store of two halves where
+    // no epilogue intervenes.
+    bool pair = !L->epi && L->N % 2 == 0;
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z += %d) {\n", pair ? 2 : 1);
+    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
+    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
+    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
+    if (pair) {
+        const char *f2h = culin_f2h_fn(L);
+        sb_line(s, 5,
+                "*(uint32_t *)&o[(b * %lld + i) * %lld + j] = %s(acc[x][y][z]) | "
+                "(uint32_t)%s(acc[x][y][z + 1]) << 16;\n",
+                (long long)L->M, (long long)L->N, f2h, f2h);
+    } else {
+        sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
+        char v[64];
+        rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
+        if (rc)
+            return rc;
+        char lhs[96];
+        snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
+        culin_emit_store(E, 5, lhs, v);
+    }
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
+    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
+    ln->grid[2] = (unsigned)L->batch;
+    ln->block[0] = (unsigned)nt;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+    return ST_OK;
+}
+
 // FP16 / BF16 tensor cores: warps as in the TF32 kernel (each a 32 x 32 tile of 2 x 4
 // mma.m16n8k16 tiles), per k16 step. Fragment layouts of PTX ISA "mma.m16n8k16 .f16/.bf16"
 // (each register two halves, the lower column / row index in the low 16 bits): A (row)
@@ -688,6 +1040,14 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     if (nt > 1024)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
+    if (culin_half(L)) {
+        if (culin_dtype(L) != (bf ? DT_BFLOAT16 : DT_FLOAT16))
+            return err_set(e, ST_INVALID,
+                           "CUDA linear kernel %s: config '%s' does not fit the "
+                           "operands' dtype",
+                           E->fn, E->cfg->desc);
+        return mma16_half(E, ln, bm, bn, bk, bf, e);
+    }
     int64_t nk = (L->K + bk - 1) / bk;
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
@@ -787,7 +1147,9 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
     if (rc)
         return rc;
-    sb_line(s, 5, "o[(b * %lld + i) * %lld + j] = %s;\n", (long long)L->M, (long long)L->N, v);
+    char lhs[96];
+    snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
+    culin_emit_store(E, 5, lhs, v);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_puts(s, "}\n\n");
