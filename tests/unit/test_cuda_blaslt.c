@@ -12,7 +12,15 @@
 // TF32 once at 5e-3); a plan of one library kernel runs through cuda_session (graph replay,
 // profiled, after a blob round trip) against prim_interp_run, and a call chosen with another
 // library version is refused. Then our best generated kernel and cuBLASLt's best, in µs, for
-// 128x768x768, 128x3072x768, 128x768x3072, 512x768x768 and 4096^3 (MxNxK), fp32 and tf32.
+// 128x768x768, 128x3072x768, 128x768x3072, 512x768x768 and 4096^3 (MxNxK), fp32 and tf32, and
+// the first four with float16 storage.
+// Half storage (graphs whose tensors are float16 / bfloat16, built as the storage pass leaves
+// them: float32 arithmetic ending in a CAST to half, or half arithmetic; a float32 model output
+// after the CAST): the analysis everywhere (A/B and C/D types packed in compute, 2-byte
+// alignment of odd half rows, a float32 D; refused: a half bias with a float32 D, a residual),
+// half descriptors where the library loads, a half call through the blob; on a GPU every
+// heuristic algorithm against the interpreter at the lab's fp16 / bf16 tolerance, and a half
+// plan and a float32-output plan through the session.
 // Usage: unit_cuda_blaslt [seed]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
@@ -49,16 +57,34 @@ static double rnd(void) { // uniform in [0, 1), xorshift64*
     return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
 }
 
-// Values in ±[0.1, 1): never zero; about half negative, so a ReLU matters.
+// Values in ±[0.1, 1): never zero; about half negative, so a ReLU matters. In t's type.
 static void fill(const Tensor *t, void *p) {
-    float *f = p;
     for (int64_t i = 0; i < tensor_numel(t); i++)
-        f[i] = (float)((0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
+        elem_set_f64(t->dtype, p, i, (0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
 }
 
 // ---- graphs: one matmul and its epilogue ----
 
-enum { E_NONE, E_BIAS, E_BIAS_RELU, E_RELU, E_ALPHA_BIAS, E_MAX0, E_BIAS_M, E_TANH, E_RELU_BIAS };
+enum {
+    E_NONE,
+    E_BIAS,
+    E_BIAS_RELU,
+    E_RELU,
+    E_ALPHA_BIAS,
+    E_MAX0,
+    E_BIAS_M,
+    E_TANH,
+    E_RELU_BIAS,
+    E_RESIDUAL, // + an input of the output's shape
+};
+
+// Half storage (Case.store flags, with Case.dt a half type).
+enum {
+    S_F32_OUT = 1, // the graph output is float32: a CAST after the LINEAR, or the epilogue's
+                   // float32 arithmetic stored as float32 (as the storage pass leaves them)
+    S_HALF = 2,    // the epilogue computes in half (a half model's own fission), not in
+                   // float32 ending in a CAST to half (the storage pass's form)
+};
 
 typedef struct Case {
     const char *name;
@@ -69,8 +95,17 @@ typedef struct Case {
     int epi;
 } Case;
 
+// A case under half storage.
+typedef struct HalfCase {
+    Case k;
+    DType dt;  // every tensor's type: DT_FLOAT16 or DT_BFLOAT16
+    int store; // S_* flags
+} HalfCase;
+
 typedef struct MG {
     PrimGraph *pg;
+    DType dt;  // every tensor's type but a float32 output's
+    int store; // S_* flags
     PB b;
     void *in[3];
     int n_in;
@@ -79,11 +114,11 @@ typedef struct MG {
     int cand; // the candidate of every primitive
 } MG;
 
-static int add_input(MG *g, int rank, const int64_t *dims) {
+static int add_input(MG *g, DType dt, int rank, const int64_t *dims) {
     PrimGraph *pg = g->pg;
     char name[32];
     snprintf(name, sizeof name, "x%d", pg->n_inputs);
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    Tensor *t = pg_add_tensor(pg, name, dt, rank, dims);
     t->kind = TK_INPUT;
     pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
     g->in[pg->n_inputs] = xmalloc(tensor_nbytes(t) + 1);
@@ -93,13 +128,13 @@ static int add_input(MG *g, int rank, const int64_t *dims) {
     return t->id;
 }
 
-static int operand(MG *g, int nb, const int64_t *bd, int64_t r, int64_t c, bool trans) {
+static int operand(MG *g, DType dt, int nb, const int64_t *bd, int64_t r, int64_t c, bool trans) {
     int64_t d[4];
     for (int i = 0; i < nb; i++)
         d[i] = bd[i];
     d[nb] = trans ? c : r;
     d[nb + 1] = trans ? r : c;
-    int t = add_input(g, nb + 2, d);
+    int t = add_input(g, dt, nb + 2, d);
     if (!trans)
         return t;
     int perm[4];
@@ -110,33 +145,64 @@ static int operand(MG *g, int nb, const int64_t *bd, int64_t r, int64_t c, bool 
     return pb_transpose(&g->b, t, perm);
 }
 
-static bool mg_build(MG *g, const Case *k) {
+// The storage pass's form of a half graph's elementwise primitives: float32 arithmetic, then a
+// CAST to the half output, or the float32 value stored as the float32 graph output `f32_out`.
+static void float_arith(PrimGraph *pg, int f32_out) {
+    for (int i = 0; i < pg->n_prims; i++) {
+        Prim *p = pg->prims[i];
+        Tensor *o = pg->tensors[p->out[0]];
+        if (p->kind != PRIM_ELEMWISE || (o->dtype != DT_FLOAT16 && o->dtype != DT_BFLOAT16))
+            continue;
+        EwInstr *code = arena_alloc(pg->arena, sizeof(EwInstr) * (size_t)(p->ew.n + 1));
+        memcpy(code, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
+        for (int j = 0; j < p->ew.n; j++)
+            if (code[j].dtype == o->dtype)
+                code[j].dtype = DT_FLOAT;
+        if (p->out[0] == f32_out) {
+            o->dtype = DT_FLOAT;
+        } else {
+            code[p->ew.n] = (EwInstr){.op = EW_CAST, .dtype = o->dtype};
+            code[p->ew.n].arg[0] = (EwArg){EWS_INSTR, p->ew.n - 1, 0};
+            p->ew.n++;
+        }
+        p->ew.code = code;
+    }
+}
+
+static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     memset(g, 0, sizeof *g);
     g->pg = prim_graph_create(graph_create("test"));
     g->b = (PB){g->pg, "node"};
     g->b.origin = "matmul_node";
-    int a = operand(g, k->nba, k->ba, k->M, k->K, k->ta);
-    int b = operand(g, k->nbb, k->bb, k->K, k->N, k->tb);
+    g->dt = dt;
+    g->store = store;
+    int a = operand(g, dt, k->nba, k->ba, k->M, k->K, k->ta);
+    int b = operand(g, dt, k->nbb, k->bb, k->K, k->N, k->tb);
     int y = g->lin = pb_matmul(&g->b, a, b);
     g->b.origin = "epilogue_node";
-    int64_t nd[1] = {k->N}, md[2] = {k->M, 1};
+    int64_t nd[1] = {k->N}, md[2] = {k->M, 1}, od[2] = {k->M, k->N};
     switch (k->epi) {
-    case E_BIAS: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, 1, nd)); break;
+    case E_BIAS: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 1, nd)); break;
     case E_BIAS_RELU:
-        y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, add_input(g, 1, nd), y));
+        y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, add_input(g, dt, 1, nd), y));
         break;
     case E_RELU: y = pb_ew1(&g->b, EW_RELU, y); break;
     case E_ALPHA_BIAS:
-        y = pb_ew2(&g->b, EW_ADD, pb_ew2i(&g->b, EW_MUL, y, 0.5), add_input(g, 1, nd));
+        y = pb_ew2(&g->b, EW_ADD, pb_ew2i(&g->b, EW_MUL, y, 0.5), add_input(g, dt, 1, nd));
         break;
     case E_MAX0: y = pb_ew2i(&g->b, EW_MAX, y, 0.0); break;
-    case E_BIAS_M: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, 2, md)); break;
+    case E_BIAS_M: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 2, md)); break;
     case E_TANH: y = pb_ew1(&g->b, EW_TANH, y); break;
     case E_RELU_BIAS:
-        y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, 1, nd));
+        y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, dt, 1, nd));
         break;
+    case E_RESIDUAL: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 2, od)); break;
     default: break;
     }
+    if ((store & S_F32_OUT) && y == g->lin)
+        y = pb_cast(&g->b, y, DT_FLOAT);
+    if (dt != DT_FLOAT && !(store & S_HALF))
+        float_arith(g->pg, store & S_F32_OUT ? y : -1);
     g->out = y;
     g->pg->outputs = xmalloc(sizeof(int));
     g->pg->outputs[g->pg->n_outputs++] = y;
@@ -154,6 +220,10 @@ static bool mg_build(MG *g, const Case *k) {
     CHECK_MSG(rc != ST_OK || g->cand >= 0, "%s: no candidate of all %d primitives", k->name,
               g->pg->n_prims);
     return rc == ST_OK && g->cand >= 0;
+}
+
+static bool mg_build(MG *g, const Case *k) {
+    return mg_build_as(g, k, DT_FLOAT, 0);
 }
 
 static void mg_free(MG *g) {
@@ -203,6 +273,41 @@ static const Case bad_cases[] = {
     {"partial_bcast", 2, 2, {1, 3}, {2, 3}, 16, 24, 8, false, false, E_NONE},
 };
 
+#define F16 DT_FLOAT16
+#define BF16 DT_BFLOAT16
+
+// Half storage: float16 and bfloat16, the shape classes above, a float32 output.
+static const HalfCase half_cases[] = {
+    {{"h_plain", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_NONE}, F16, 0},
+    {{"h_trans_b", 0, 0, {0}, {0}, 64, 96, 80, false, true, E_NONE}, BF16, 0},
+    {{"h_trans_ab_bias", 0, 0, {0}, {0}, 48, 40, 72, true, true, E_BIAS}, F16, 0},
+    {{"h_batched_relu", 2, 2, {2, 3}, {2, 3}, 32, 48, 40, false, false, E_RELU}, BF16, 0},
+    {{"h_bcast_a", 0, 1, {0}, {5}, 24, 40, 56, false, false, E_NONE}, F16, 0},
+    {{"h_folded_bias", 1, 0, {4}, {0}, 24, 40, 56, false, false, E_BIAS}, BF16, 0},
+    {{"h_bias_relu", 0, 0, {0}, {0}, 128, 256, 64, false, false, E_BIAS_RELU}, F16, 0},
+    {{"h_bias_relu_bf16", 0, 0, {0}, {0}, 128, 256, 64, false, false, E_BIAS_RELU}, BF16, 0},
+    {{"h_alpha_bias", 0, 0, {0}, {0}, 96, 64, 32, false, false, E_ALPHA_BIAS}, F16, S_HALF},
+    {{"h_max0_half", 0, 0, {0}, {0}, 100, 60, 70, false, false, E_MAX0}, BF16, S_HALF},
+    {{"h_m1_bias", 0, 0, {0}, {0}, 1, 512, 256, false, false, E_BIAS}, BF16, 0},
+    {{"h_odd_bias_relu", 0, 0, {0}, {0}, 127, 129, 65, false, false, E_BIAS_RELU}, F16, 0},
+    {{"h_odd_trans", 0, 0, {0}, {0}, 127, 129, 65, true, true, E_NONE}, BF16, 0},
+    {{"h_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_NONE}, F16, S_F32_OUT},
+    {{"h_relu_out_f32", 2, 2, {2, 3}, {2, 3}, 32, 48, 40, false, true, E_RELU}, BF16, S_F32_OUT},
+};
+
+// Refused under half storage: a half bias next to a float32 D (cuBLASLt's bias has D's type);
+// a residual (beta C is not a call of ours); tanh.
+static const HalfCase half_bad_cases[] = {
+    {{"h_bias_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS}, F16, S_F32_OUT},
+    {{"h_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, 0},
+    {{"h_tanh", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_TANH}, BF16, 0},
+};
+
+// cudaDataType_t of a tensor type.
+static int lt_type_of(DType t) {
+    return t == DT_FLOAT16 ? BLASLT_R_16F : t == DT_BFLOAT16 ? BLASLT_R_16BF : BLASLT_R_32F;
+}
+
 // The call worked out from the case: C^T = B^T A^T in column-major terms.
 static BlasLtCall expected_call(const MG *g, const Case *k) {
     BlasLtCall c;
@@ -235,6 +340,9 @@ static BlasLtCall expected_call(const MG *g, const Case *k) {
     c.in_a = pos_of(g, 1);
     c.in_bias = g->n_in > 2 ? pos_of(g, 2) : -1;
     c.compute = BLASLT_COMPUTE_32F;
+    if (g->dt != DT_FLOAT)
+        c.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, lt_type_of(g->dt),
+                                   g->store & S_F32_OUT ? BLASLT_R_32F : lt_type_of(g->dt));
     return c;
 }
 
@@ -278,33 +386,67 @@ static void test_loader(void) {
     }
 }
 
+// An accepted case's analysis against the call worked out by hand.
+static void analyse_ok(const Case *k, DType dt, int store) {
+    MG g;
+    if (mg_build_as(&g, k, dt, store)) {
+        BlasLtCall got, want = expected_call(&g, k);
+        bool ok = blaslt_analyse(g.pg, &g.cs->c[g.cand], &got);
+        CHECK_MSG(ok, "%s refused", k->name);
+        char why[1200];
+        blaslt_call_str(&got, why, sizeof why);
+        printf("  %-16s %s\n", k->name, ok ? why : "refused");
+        if (ok)
+            CHECK_MSG(same_call(&got, &want, why, sizeof why), "%s:\n  %s", k->name, why);
+        CHECK_MSG(got.version == blaslt_version(), "%s: version %llu", k->name,
+                  (unsigned long long)got.version);
+        // Alignment: what the 64-byte arena guarantees, less where ld or strides break it
+        // (an element at least: 2 bytes for half rows of an odd length).
+        uint32_t ab = BLASLT_TYPE_AB(got.compute) ? 2 : 4, cd = BLASLT_TYPE_CD(got.compute) ? 2 : 4;
+        CHECK_MSG(got.align_a >= ab && got.align_a <= PLAN_ALIGN &&
+                      (ab * got.lda) % got.align_a == 0 && got.align_b >= ab &&
+                      (ab * got.ldb) % got.align_b == 0 && got.align_c >= cd &&
+                      (cd * got.ldc) % got.align_c == 0,
+                  "%s: alignment %u/%u/%u", k->name, got.align_a, got.align_b, got.align_c);
+        if (ok && dt != DT_FLOAT && (k->N % 2 || k->K % 2))
+            CHECK_MSG(got.align_a == 2 || got.align_b == 2, "%s: odd half rows %u-aligned", k->name,
+                      ORCH_MIN(got.align_a, got.align_b));
+        // The LINEAR alone reads a materialised transpose in place: no op T, no epilogue.
+        for (int c = 0; c < g.cs->n; c++) {
+            const Candidate *cc = &g.cs->c[c];
+            BlasLtCall alone;
+            if (cc->output == g.lin && cc->n_prims == 1)
+                CHECK_MSG(blaslt_analyse(g.pg, cc, &alone) && !alone.trans_a && !alone.trans_b &&
+                              alone.epilogue == BLASLT_EPI_NONE &&
+                              BLASLT_TYPE_CD(alone.compute) == BLASLT_TYPE_AB(alone.compute),
+                          "%s: the LINEAR alone", k->name);
+        }
+        // Half operands take CUBLAS_COMPUTE_32F whatever the precision.
+        for (int p = 0; ok && dt != DT_FLOAT && p < 3; p++) {
+            cugen_lin_precision = p == 0   ? CUGEN_PREC_FP16
+                                  : p == 1 ? CUGEN_PREC_BF16
+                                           : CUGEN_PREC_FP32;
+            BlasLtCall again;
+            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &again) &&
+                          again.compute == got.compute,
+                      "%s: precision %d", k->name, p);
+        }
+        cugen_lin_precision = CUGEN_PREC_FP32;
+    }
+    mg_free(&g);
+}
+
 static void test_analysis(void) {
-    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
+    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++)
+        analyse_ok(&ok_cases[i], DT_FLOAT, 0);
+    for (size_t i = 0; i < ORCH_COUNT(half_cases); i++)
+        analyse_ok(&half_cases[i].k, half_cases[i].dt, half_cases[i].store);
+    for (size_t i = 0; i < ORCH_COUNT(half_bad_cases); i++) {
+        const HalfCase *h = &half_bad_cases[i];
         MG g;
-        if (mg_build(&g, &ok_cases[i])) {
-            BlasLtCall got, want = expected_call(&g, &ok_cases[i]);
-            bool ok = blaslt_analyse(g.pg, &g.cs->c[g.cand], &got);
-            CHECK_MSG(ok, "%s refused", ok_cases[i].name);
-            char why[1200];
-            blaslt_call_str(&got, why, sizeof why);
-            printf("  %-16s %s\n", ok_cases[i].name, ok ? why : "refused");
-            if (ok)
-                CHECK_MSG(same_call(&got, &want, why, sizeof why), "%s:\n  %s", ok_cases[i].name,
-                          why);
-            CHECK_MSG(got.version == blaslt_version(), "%s: version %llu", ok_cases[i].name,
-                      (unsigned long long)got.version);
-            // Alignment: what the 64-byte arena guarantees, less where ld or strides break it.
-            CHECK(got.align_a >= 4 && got.align_a <= PLAN_ALIGN &&
-                  (4 * got.lda) % got.align_a == 0);
-            // The LINEAR alone reads a materialised transpose in place: no op T, no epilogue.
-            for (int c = 0; c < g.cs->n; c++) {
-                const Candidate *cc = &g.cs->c[c];
-                BlasLtCall alone;
-                if (cc->output == g.lin && cc->n_prims == 1)
-                    CHECK_MSG(blaslt_analyse(g.pg, cc, &alone) && !alone.trans_a &&
-                                  !alone.trans_b && alone.epilogue == BLASLT_EPI_NONE,
-                              "%s: the LINEAR alone", ok_cases[i].name);
-            }
+        if (mg_build_as(&g, &h->k, h->dt, h->store)) {
+            BlasLtCall got;
+            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &got), "%s accepted", h->k.name);
         }
         mg_free(&g);
     }
@@ -364,7 +506,42 @@ static BlasLtCall sample_call(void) {
     return c;
 }
 
+// The type combinations blaslt_call_valid takes: cuBLASLt's CUBLAS_COMPUTE_32F rows of half A/B.
+static void test_half_types(void) {
+    BlasLtCall c = sample_call();
+    static const struct {
+        int ct, ab, cd;
+        bool ok;
+    } v[] = {
+        {BLASLT_COMPUTE_32F, BLASLT_R_16F, BLASLT_R_16F, true},
+        {BLASLT_COMPUTE_32F, BLASLT_R_16F, BLASLT_R_32F, true},
+        {BLASLT_COMPUTE_32F, BLASLT_R_16BF, BLASLT_R_16BF, true},
+        {BLASLT_COMPUTE_32F, BLASLT_R_16BF, BLASLT_R_32F, true},
+        {BLASLT_COMPUTE_32F, BLASLT_R_16F, BLASLT_R_16BF, false},
+        {BLASLT_COMPUTE_32F, BLASLT_R_32F, BLASLT_R_16F, false},
+        {BLASLT_COMPUTE_32F_FAST_16F, BLASLT_R_16F, BLASLT_R_16F, false},
+        {BLASLT_COMPUTE_32F, 7, 7, false},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(v); i++) {
+        c.compute = BLASLT_COMPUTE(v[i].ct, v[i].ab, v[i].cd);
+        char why[128] = "";
+        bool ok = blaslt_call_valid(&c, why, sizeof why);
+        CHECK_MSG(ok == v[i].ok, "compute %d, types %d/%d: %s", v[i].ct, v[i].ab, v[i].cd,
+                  ok ? "accepted" : why);
+        if (!ok || !blaslt_available())
+            continue;
+        BlasLtOp op;
+        Err e = {0};
+        CHECK_MSG(blaslt_op_create(&c, &op, &e) == ST_OK, "types %d/%d: %s", v[i].ab, v[i].cd,
+                  e.msg);
+        blaslt_op_destroy(&op);
+    }
+    c.compute = 1 << 24 | BLASLT_COMPUTE_32F; // stray bits
+    CHECK(!blaslt_call_valid(&c, NULL, 0));
+}
+
 static void test_descriptors(void) {
+    test_half_types();
     if (!blaslt_available()) {
         printf("  skip: no cuBLASLt (%s)\n", blaslt_describe_load());
         return;
@@ -427,8 +604,12 @@ static void test_blob(void) {
     k.block[1] = k.block[2] = 1;
     l.lib = true;
     l.blas = sample_call();
+    CudaLaunch hl = l; // a half call: its types ride in compute
+    hl.blas.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, BLASLT_R_16BF, BLASLT_R_32F);
+    hl.blas.align_a = 2;
     cuda_launch_table_set(&t, "orch_kernel_1", &k);
     cuda_launch_table_set(&t, "orch_blaslt_2", &l);
+    cuda_launch_table_set(&t, "orch_blaslt_half", &hl);
     uint8_t cubin[160];
     for (size_t i = 0; i < sizeof cubin; i++)
         cubin[i] = (uint8_t)(rnd() * 256);
@@ -440,11 +621,13 @@ static void test_blob(void) {
     size_t img_size = 0;
     CudaLaunchTable u = {0};
     CHECK_MSG(cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e) == ST_OK, "%s", e.msg);
-    CHECK(u.n == 2 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
+    CHECK(u.n == 3 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
     const CudaLaunch *fk = cuda_launch_table_find(&u, "orch_kernel_1");
     const CudaLaunch *fl = cuda_launch_table_find(&u, "orch_blaslt_2");
+    const CudaLaunch *fh = cuda_launch_table_find(&u, "orch_blaslt_half");
     CHECK(fk && !fk->lib && memcmp(fk, &k, sizeof k) == 0);
     CHECK(fl && fl->lib && memcmp(fl, &l, sizeof l) == 0);
+    CHECK(fh && fh->lib && memcmp(fh, &hl, sizeof hl) == 0);
     cuda_launch_table_free(&u);
     int accepted = 0;
     for (size_t n = 0; n < len; n++) {
@@ -465,7 +648,7 @@ static void test_blob(void) {
     CHECK_MSG(accepted == 0, "%d damaged blobs accepted", accepted);
     free(buf);
     // Impossible calls are refused even with a right checksum.
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 5; v++) {
         CudaLaunch bad = l;
         if (v == 0)
             bad.blas.m = 0;
@@ -473,8 +656,10 @@ static void test_blob(void) {
             bad.blas.epilogue = 3;
         else if (v == 2)
             bad.blas.lda = 10; // below its rows (k = 80, transposed)
-        else
+        else if (v == 3)
             bad.blas.in_bias = -1; // a bias epilogue without a bias
+        else                       // half A/B with a bfloat16 D
+            bad.blas.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, BLASLT_R_16F, BLASLT_R_16BF);
         CudaLaunchTable b = {0};
         cuda_launch_table_set(&b, "orch_bad", &bad);
         CHECK(cuda_module_pack(cubin, sizeof cubin, &b, &buf, &len, &e) == ST_OK);
@@ -597,23 +782,49 @@ static void test_gpu_lab(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
-static bool close_enough(const Tensor *t, const float *got, const float *ref) {
-    double scale = 0;
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        scale = fmax(scale, fabs(ref[i]));
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        if (!(fabs(got[i] - ref[i]) <= 1e-4 * fabs(ref[i]) + 1e-4 * scale)) {
-            printf("  element %lld: %.9g, the interpreter says %.9g\n", (long long)i, got[i],
-                   ref[i]);
-            return false;
+// Half storage: every heuristic algorithm of every half case against the interpreter, at the
+// tolerance the compile driver gives the candidate under the precision of its type (the lab
+// raises it to the half output's own rounding: 2e-3 fp16, 1.6e-2 bf16).
+static void test_gpu_half_lab(void) {
+    if (!need_gpu())
+        return;
+    for (size_t i = 0; i < ORCH_COUNT(half_cases); i++) {
+        const Case *k = &half_cases[i].k;
+        bool bf = half_cases[i].dt == DT_BFLOAT16;
+        cugen_lin_precision = bf ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+        MG g;
+        if (mg_build_as(&g, k, half_cases[i].dt, half_cases[i].store)) {
+            KernelConfig cf[1];
+            int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 1);
+            CHECK_MSG(n == 1 && strstr(cf[0].desc, "ct=32f ab=16"), "%s: %d: %s", k->name, n,
+                      n ? cf[0].desc : "");
+            double tol =
+                lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], bf ? PREC_BF16 : PREC_FP16);
+            double bl, bo;
+            lab_case(&g, k->name, 8, 0, tol, false, &bl, &bo);
+            printf("  %-16s cuBLASLt %8.2f us (tolerance %.2g)\n", k->name, 1e6 * bl, tol);
         }
-    return true;
+        mg_free(&g);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+// The session's output against the interpreter's: fp32 1e-4 as the lab, half types as the lab's
+// check at tolerance tol.
+static bool close_enough(const Tensor *t, const void *got, const void *ref, double tol) {
+    double err = 0;
+    char why[256] = "";
+    bool ok =
+        lab_outputs_agree_tol(t->dtype, tensor_numel(t), got, ref, tol, &err, why, sizeof why);
+    if (!ok)
+        printf("  %s\n", why);
+    return ok;
 }
 
 // A plan of one library kernel through the module blob and the session.
-static void session_case(const Case *k) {
+static void session_case_as(const Case *k, DType dt, int store) {
     MG g;
-    if (!mg_build(&g, k)) {
+    if (!mg_build_as(&g, k, dt, store)) {
         mg_free(&g);
         return;
     }
@@ -662,11 +873,14 @@ static void session_case(const Case *k) {
                   "%d launches, the first '%s'", cuda_session_num_launches(s), ln ? ln : "");
     }
     const Tensor *ot = g.pg->tensors[g.out];
+    double tol = dt == DT_FLOAT
+                     ? 1e-4
+                     : lab_candidate_tolerance(g.pg, c, dt == DT_BFLOAT16 ? PREC_BF16 : PREC_FP16);
     for (int run = 0; run < 3 && rc == ST_OK; run++) {
         for (int i = 0; i < g.n_in; i++)
             fill(g.pg->tensors[g.pg->inputs[i]], g.in[i]);
         void *ref[1] = {NULL};
-        float *got = xmalloc(tensor_nbytes(ot));
+        void *got = xmalloc(tensor_nbytes(ot));
         memset(got, 0xff, tensor_nbytes(ot));
         void *outs[1] = {got};
         rc = prim_interp_run(g.pg, (const void *const *)g.in, ref, &e);
@@ -677,7 +891,7 @@ static void session_case(const Case *k) {
             CHECK_MSG(rc == ST_OK, "%s: run %d: %s", k->name, run, e.msg);
         }
         if (rc == ST_OK)
-            CHECK_MSG(close_enough(ot, got, ref[0]), "%s: run %d", k->name, run);
+            CHECK_MSG(close_enough(ot, got, ref[0], tol), "%s: run %d", k->name, run);
         if (rc == ST_OK && run == 2) {
             const double *times = cuda_session_kernel_times(s);
             CHECK(times && times[0] > 0 && times[0] < 1);
@@ -706,12 +920,25 @@ static void session_case(const Case *k) {
     mg_free(&g);
 }
 
+static void session_case(const Case *k) {
+    session_case_as(k, DT_FLOAT, 0);
+}
+
+static void session_half(const HalfCase *h) {
+    cugen_lin_precision = h->dt == DT_BFLOAT16 ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+    session_case_as(&h->k, h->dt, h->store);
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 static void test_gpu_session(void) {
     if (!need_gpu())
         return;
     session_case(&ok_cases[9]);  // bias + relu
     session_case(&ok_cases[5]);  // batched, transposed B, relu
     session_case(&ok_cases[14]); // odd sizes
+    session_half(&half_cases[6]);  // float16, bias + relu
+    session_half(&half_cases[11]); // float16, odd sizes: 2-byte rows
+    session_half(&half_cases[14]); // bfloat16 batched, transposed B, relu, float32 output
 }
 
 // Our best generated kernel against cuBLASLt's best on the transformer's shapes.
@@ -721,22 +948,23 @@ static void test_gpu_compare(void) {
     static const int64_t shapes[][3] = {
         {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}, {512, 768, 768}, {4096, 4096, 4096}};
     // FP32 (exact: SIMT on both sides), then TF32 (tensor cores on both sides, each checked at
-    // the tolerance the compile driver gives TF32 kernels).
-    for (int tf = 0; tf < 2; tf++) {
-        cugen_lin_precision = tf ? CUGEN_PREC_TF32 : CUGEN_PREC_FP32;
-        printf("  %-16s %14s %14s\n", tf ? "MxNxK (tf32)" : "MxNxK (fp32)", "generated us",
-               "cuBLASLt us");
-        for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
+    // the tolerance the compile driver gives TF32 kernels), then float16 storage (half operands
+    // and output on both sides; 4096^3 left out: the interpreter's reference would take minutes).
+    for (int v = 0; v < 3; v++) {
+        static const char *const head[] = {"MxNxK (fp32)", "MxNxK (tf32)", "MxNxK (f16 st.)"};
+        static const Precision prec[] = {PREC_FP32, PREC_TF32, PREC_FP16};
+        cugen_lin_precision = v == 0 ? CUGEN_PREC_FP32 : v == 1 ? CUGEN_PREC_TF32 : CUGEN_PREC_FP16;
+        printf("  %-16s %14s %14s\n", head[v], "generated us", "cuBLASLt us");
+        for (size_t i = 0; i < ORCH_COUNT(shapes) - (v == 2); i++) {
             Case k = {"compare",    0,     0,     {0},   {0}, shapes[i][0], shapes[i][1],
                       shapes[i][2], false, false, E_NONE};
             char name[48];
             snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)k.M, (long long)k.N,
                      (long long)k.K);
             MG g;
-            if (mg_build(&g, &k)) {
+            if (mg_build_as(&g, &k, v == 2 ? DT_FLOAT16 : DT_FLOAT, 0)) {
                 double bl, bo;
-                double tol =
-                    lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], tf ? PREC_TF32 : PREC_FP32);
+                double tol = lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], prec[v]);
                 lab_case(&g, name, 8, 8, tol, false, &bl, &bo);
                 printf("  %-16s %14.2f %14.2f\n", name, 1e6 * bo, 1e6 * bl);
             }
@@ -769,6 +997,7 @@ int main(int argc, char **argv) {
     RUN(test_descriptors);
     RUN(test_blob);
     RUN(test_gpu_lab);
+    RUN(test_gpu_half_lab);
     RUN(test_gpu_session);
     RUN(test_gpu_compare);
     return CHECK_DONE();

@@ -18,6 +18,13 @@
 // `orch compile -t cuda` of a small convolutional model (argv[2], default models/a_convnet of the
 // build folder: tests/models/gen_models.py's) runs against its expected outputs (1e-4 relative +
 // 1e-5 absolute, as run_models.py), naming the kernels that chose cuDNN.
+// Half storage (convolutions whose tensors are float16 / bfloat16, built as the storage pass leaves
+// them: float32 arithmetic ending in a CAST to half, or half arithmetic): the analysis everywhere
+// (1x1, 3x3 stride 2 padded, grouped, depthwise, bias + ReLU, residual, a reshaped bias, one
+// fused program; the type packed in math, tensor-op math under any precision; refused: a float32
+// output, a float32 z), half descriptors where the library loads, half calls through the blob;
+// on a GPU every heuristic algorithm against the interpreter at the lab's fp16 / bf16
+// tolerance, and a half plan through the session.
 // Usage: unit_cuda_cudnn [seed [MODEL_DIR]]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
@@ -62,10 +69,10 @@ static int64_t rnd_int(int64_t lo, int64_t hi) { // in [lo, hi]
     return lo + (int64_t)(rnd() * (double)(hi - lo + 1));
 }
 
-// Values in ±[0.1, 1): never zero; about half negative, so a ReLU matters.
-static void fill_floats(float *f, int64_t n) {
+// Values in ±[0.1, 1): never zero; about half negative, so a ReLU matters. In type dt.
+static void fill_values(DType dt, void *p, int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        f[i] = (float)((0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
+        elem_set_f64(dt, p, i, (0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1));
 }
 
 // ---- graphs: one convolution and its epilogue ----
@@ -96,6 +103,13 @@ enum {
     FUSED,      // the epilogue as one ELEMWISE program (as the clean-up passes merge it)
 };
 
+// Half storage (ConvCase.store flags, with ConvCase.dt a half type).
+enum {
+    S_F32_OUT = 1, // the graph output is float32 (the epilogue's float32 value stored)
+    S_HALF = 2,    // the epilogue computes in half, not in float32 ending in a CAST
+    S_Z_F32 = 4,   // z is a float32 graph input read by the half epilogue
+};
+
 typedef struct ConvCase {
     const char *name;
     int64_t N, C, H, W, K, R, S, G;
@@ -103,8 +117,16 @@ typedef struct ConvCase {
     int epi, variant;
 } ConvCase;
 
+// A case under half storage.
+typedef struct HalfCase {
+    ConvCase k;
+    DType dt;  // every tensor's type: DT_FLOAT16 or DT_BFLOAT16
+    int store; // S_* flags
+} HalfCase;
+
 typedef struct CG {
     PrimGraph *pg;
+    DType dt; // every tensor's type (but S_F32_OUT's and S_Z_F32's)
     PB b;
     void *in[4];
     int n_in;
@@ -114,29 +136,53 @@ typedef struct CG {
     int cand; // the candidate of every primitive
 } CG;
 
-static int add_input(CG *g, int rank, const int64_t *dims) {
+static int add_input(CG *g, DType dt, int rank, const int64_t *dims) {
     PrimGraph *pg = g->pg;
     char name[32];
     snprintf(name, sizeof name, "x%d", pg->n_inputs);
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
+    Tensor *t = pg_add_tensor(pg, name, dt, rank, dims);
     t->kind = TK_INPUT;
     pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
     g->in[pg->n_inputs] = xmalloc(tensor_nbytes(t) + 1);
-    fill_floats(g->in[pg->n_inputs], tensor_numel(t));
+    fill_values(dt, g->in[pg->n_inputs], tensor_numel(t));
     pg->inputs[pg->n_inputs++] = t->id;
     g->n_in = pg->n_inputs;
     return t->id;
 }
 
-static int add_const(CG *g, int rank, const int64_t *dims) {
+static int add_const(CG *g, DType dt, int rank, const int64_t *dims) {
     int64_t n = 1;
     for (int d = 0; d < rank; d++)
         n *= dims[d];
     float *v = xmalloc(sizeof(float) * (size_t)(n + 1));
-    fill_floats(v, n);
-    int t = pb_const(&g->b, DT_FLOAT, rank, dims, v);
+    fill_values(dt, v, n);
+    int t = pb_const(&g->b, dt, rank, dims, v);
     free(v);
     return t;
+}
+
+// The storage pass's form of a half graph's elementwise primitives: float32 arithmetic, then a
+// CAST to the half output, or the float32 value stored as the float32 graph output `f32_out`.
+static void float_arith(PrimGraph *pg, int f32_out) {
+    for (int i = 0; i < pg->n_prims; i++) {
+        Prim *p = pg->prims[i];
+        Tensor *o = pg->tensors[p->out[0]];
+        if (p->kind != PRIM_ELEMWISE || (o->dtype != DT_FLOAT16 && o->dtype != DT_BFLOAT16))
+            continue;
+        EwInstr *code = arena_alloc(pg->arena, sizeof(EwInstr) * (size_t)(p->ew.n + 1));
+        memcpy(code, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
+        for (int j = 0; j < p->ew.n; j++)
+            if (code[j].dtype == o->dtype)
+                code[j].dtype = DT_FLOAT;
+        if (p->out[0] == f32_out) {
+            o->dtype = DT_FLOAT;
+        } else {
+            code[p->ew.n] = (EwInstr){.op = EW_CAST, .dtype = o->dtype};
+            code[p->ew.n].arg[0] = (EwArg){EWS_INSTR, p->ew.n - 1, 0};
+            p->ew.n++;
+        }
+        p->ew.code = code;
+    }
 }
 
 static int64_t out_size(const ConvCase *k, int d) {
@@ -144,17 +190,18 @@ static int64_t out_size(const ConvCase *k, int d) {
     return (in + k->pb[d] + k->pe[d] - (k->dil[d] * (kk - 1) + 1)) / k->stride[d] + 1;
 }
 
-static bool cg_build(CG *g, const ConvCase *k) {
+static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
     memset(g, 0, sizeof *g);
     g->pg = prim_graph_create(graph_create("test"));
     g->b = (PB){g->pg, "conv_node"};
     g->bias = g->z = -1;
+    g->dt = dt;
     int64_t xd[4] = {k->N, k->C, k->H, k->W}, wd[4] = {k->K, k->C / k->G, k->R, k->S};
     int64_t P = out_size(k, 0), Q = out_size(k, 1), yd[4] = {k->N, k->K, P, Q};
-    int x = g->x = add_input(g, 4, xd);
+    int x = g->x = add_input(g, dt, 4, xd);
     if (k->variant == X_PROLOGUE)
         x = pb_ew1(&g->b, EW_RELU, x);
-    g->w = k->variant == W_INPUT ? add_input(g, 4, wd) : add_const(g, 4, wd);
+    g->w = k->variant == W_INPUT ? add_input(g, dt, 4, wd) : add_const(g, dt, 4, wd);
     LinearParams lp;
     memset(&lp, 0, sizeof lp);
     lp.op = LIN_CONV;
@@ -175,29 +222,29 @@ static bool cg_build(CG *g, const ConvCase *k) {
     if (wants_bias) {
         int64_t b4[4] = {1, k->K, 1, 1}, b3[3] = {k->K, 1, 1}, b1[1] = {k->K};
         if (k->variant == B_INPUT) {
-            bias = g->bias = add_input(g, 4, b4);
+            bias = g->bias = add_input(g, dt, 4, b4);
         } else if (k->variant == B_C11) {
-            bias = g->bias = add_const(g, 3, b3);
+            bias = g->bias = add_const(g, dt, 3, b3);
         } else if (k->variant == B_RESHAPE) {
-            g->bias = add_const(g, 1, b1);
+            g->bias = add_const(g, dt, 1, b1);
             bias = pb_reshape(&g->b, g->bias, 3, b3);
         } else {
-            bias = g->bias = add_const(g, 4, b4);
+            bias = g->bias = add_const(g, dt, 4, b4);
         }
     }
     if (k->epi == E_BIAS_Z || k->epi == E_BIAS_Z_RELU || k->epi == E_Z)
-        g->z = add_input(g, 4, yd);
+        g->z = add_input(g, store & S_Z_F32 ? DT_FLOAT : dt, 4, yd);
     if (k->variant == FUSED) {
         // %0 = ADD(in0, in1); %1 = ADD(in2, %0); [%2 = RELU(%1)], as a ResNet block's merged add.
         EwInstr code[3];
         memset(code, 0, sizeof code);
-        code[0] = (EwInstr){.op = EW_ADD, .dtype = DT_FLOAT};
+        code[0] = (EwInstr){.op = EW_ADD, .dtype = dt};
         code[0].arg[0] = (EwArg){EWS_INPUT, 0, 0};
         code[0].arg[1] = (EwArg){EWS_INPUT, 1, 0};
-        code[1] = (EwInstr){.op = EW_ADD, .dtype = DT_FLOAT};
+        code[1] = (EwInstr){.op = EW_ADD, .dtype = dt};
         code[1].arg[0] = (EwArg){EWS_INPUT, 2, 0};
         code[1].arg[1] = (EwArg){EWS_INSTR, 0, 0};
-        code[2] = (EwInstr){.op = EW_RELU, .dtype = DT_FLOAT};
+        code[2] = (EwInstr){.op = EW_RELU, .dtype = dt};
         code[2].arg[0] = (EwArg){EWS_INSTR, 1, 0};
         EwProgram prog = {k->epi == E_BIAS_Z_RELU ? 3 : 2, code};
         int ins[3] = {y, bias, g->z};
@@ -219,13 +266,15 @@ static bool cg_build(CG *g, const ConvCase *k) {
         case E_RELU_BIAS: y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), bias); break;
         case E_BIAS_ALONG_W: {
             int64_t bw[1] = {Q};
-            y = pb_ew2(&g->b, EW_ADD, y, add_const(g, 1, bw));
+            y = pb_ew2(&g->b, EW_ADD, y, add_const(g, dt, 1, bw));
             break;
         }
         case E_Z: y = pb_ew2(&g->b, EW_ADD, y, g->z); break;
         default: break;
         }
     }
+    if (dt != DT_FLOAT && !(store & S_HALF))
+        float_arith(g->pg, store & S_F32_OUT ? y : -1);
     g->out = y;
     g->pg->outputs = xmalloc(sizeof(int));
     g->pg->outputs[g->pg->n_outputs++] = y;
@@ -243,6 +292,10 @@ static bool cg_build(CG *g, const ConvCase *k) {
     CHECK_MSG(rc != ST_OK || g->cand >= 0, "%s: no candidate of all %d primitives", k->name,
               g->pg->n_prims);
     return rc == ST_OK && g->cand >= 0;
+}
+
+static bool cg_build(CG *g, const ConvCase *k) {
+    return cg_build_as(g, k, DT_FLOAT, 0);
 }
 
 static void cg_free(CG *g) {
@@ -309,6 +362,40 @@ static const ConvCase bad_cases[] = {
     {"pad_end_only", 1, 4, 12, 12, 8, 3, 3, 1, S1, S1, {0, 0}, {2, 2}, E_NONE, B_1C11},
 };
 
+#define F16 DT_FLOAT16
+#define BF16 DT_BFLOAT16
+
+// Half storage: float16 and bfloat16 over the shape classes and epilogues above.
+static const HalfCase half_cases[] = {
+    {{"h_plain", 2, 8, 13, 11, 16, 3, 3, 1, S1, S1, P1, P1, E_NONE, B_1C11}, F16, 0},
+    {{"h_1x1_bias", 2, 32, 7, 9, 24, 1, 1, 1, S1, S1, P0, P0, E_BIAS, B_1C11}, F16, 0},
+    {{"h_1x1_bf16", 2, 64, 14, 14, 32, 1, 1, 1, S1, S1, P0, P0, E_BIAS_RELU, B_1C11}, BF16, 0},
+    {{"h_3x3_s2", 1, 16, 17, 15, 32, 3, 3, 1, {2, 2}, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, 0},
+    {{"h_s2_bf16", 2, 16, 17, 15, 32, 3, 3, 1, {2, 2}, S1, P1, P1, E_BIAS_RELU, B_1C11}, BF16, 0},
+    {{"h_groups", 2, 12, 10, 9, 18, 3, 3, 3, S1, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, 0},
+    {{"h_depthwise", 1, 32, 14, 14, 32, 3, 3, 32, S1, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, 0},
+    {{"h_dw5", 1, 24, 15, 13, 24, 5, 5, 24, {2, 2}, S1, {2, 2}, {2, 2}, E_BIAS, B_1C11}, BF16, 0},
+    {{"h_residual", 2, 16, 12, 10, 16, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, B_1C11}, F16, 0},
+    {{"h_residual_bf16", 1, 8, 12, 10, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z, B_1C11}, BF16, 0},
+    {{"h_fused_res", 1, 16, 8, 8, 16, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, FUSED}, F16, 0},
+    {{"h_reshaped", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_RESHAPE}, BF16, 0},
+    {{"h_alpha", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_ALPHA_BIAS_RELU, B_1C11}, F16, S_HALF},
+    {{"h_odd", 3, 7, 9, 23, 5, 3, 5, 1, {2, 1}, S1, {1, 2}, {1, 2}, E_BIAS_RELU, B_1C11}, F16, 0},
+};
+
+// Refused under half storage: Y or z float32 next to half X and W (cuDNN's configurations have
+// one type); tanh.
+static const HalfCase half_bad_cases[] = {
+    {{"h_out_f32", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, S_F32_OUT},
+    {{"h_z_f32", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, B_1C11}, F16, S_Z_F32},
+    {{"h_tanh", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_TANH, B_1C11}, BF16, 0},
+};
+
+// cudnnDataType_t of a tensor type.
+static int dnn_type_of(DType t) {
+    return t == DT_FLOAT16 ? DNN_DATA_HALF : t == DT_BFLOAT16 ? DNN_DATA_BFLOAT16 : DNN_DATA_FLOAT;
+}
+
 // The call worked out from the case.
 static DnnCall expected_call(const CG *g, const ConvCase *k) {
     DnnCall c;
@@ -334,7 +421,7 @@ static DnnCall expected_call(const CG *g, const ConvCase *k) {
                  : k->epi == E_BIAS_Z_RELU ? DNN_EPI_BIAS | DNN_EPI_Z | DNN_EPI_RELU
                                            : DNN_EPI_BIAS | DNN_EPI_RELU;
     c.alpha = k->epi == E_ALPHA_BIAS_RELU ? 0.5f : 1.0f;
-    c.math = DNN_MATH_FMA;
+    c.math = g->dt != DT_FLOAT ? DNN_MATH(DNN_MATH_TENSOR_OP, dnn_type_of(g->dt)) : DNN_MATH_FMA;
     c.algo = -1;
     c.in_x = pos_of(g, g->x);
     c.in_w = pos_of(g, g->w);
@@ -382,29 +469,67 @@ static void test_loader(void) {
     }
 }
 
+// An accepted case's analysis against the call worked out by hand.
+static void analyse_ok(const ConvCase *k, DType dt, int store) {
+    CG g;
+    if (cg_build_as(&g, k, dt, store)) {
+        DnnCall got, want = expected_call(&g, k);
+        bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+        CHECK_MSG(ok, "%s refused", k->name);
+        char why[1200];
+        dnn_call_str(&got, why, sizeof why);
+        printf("  %-18s %s\n", k->name, ok ? why : "refused");
+        if (ok)
+            CHECK_MSG(same_call(&got, &want, why, sizeof why), "%s:\n  %s", k->name, why);
+        // The convolution alone is a call without an epilogue.
+        for (int c = 0; c < g.cs->n; c++) {
+            const Candidate *cc = &g.cs->c[c];
+            DnnCall alone;
+            if (cc->output == g.conv && cc->n_prims == 1)
+                CHECK_MSG(dnn_analyse(g.pg, cc, &alone) && alone.epilogue == 0 &&
+                              alone.in_bias == -1 && alone.in_z == -1 && alone.alpha == 1.0f &&
+                              alone.math == want.math,
+                          "%s: the convolution alone", k->name);
+        }
+        // Half tensors ask for tensor-op math whatever the precision.
+        for (int p = 0; ok && dt != DT_FLOAT && p < 3; p++) {
+            cugen_lin_precision = p == 0   ? CUGEN_PREC_FP16
+                                  : p == 1 ? CUGEN_PREC_BF16
+                                           : CUGEN_PREC_FP32;
+            DnnCall again;
+            CHECK_MSG(dnn_analyse(g.pg, &g.cs->c[g.cand], &again) && again.math == got.math,
+                      "%s: precision %d", k->name, p);
+        }
+        cugen_lin_precision = CUGEN_PREC_FP32;
+        // A config's bare math type keeps the call's data type.
+        KernelConfig kc;
+        memset(&kc, 0, sizeof kc);
+        kc.cls = CUCLS_CUDNN;
+        kc.p[DNP_ALGO] = 1;
+        kc.p[DNP_MATH] = DNN_MATH_DEFAULT;
+        Err e = {0};
+        DnnCall cfg_call;
+        CHECK(!ok || (dnn_call(g.pg, &g.cs->c[g.cand], &kc, &cfg_call, &e) == ST_OK &&
+                      cfg_call.math == DNN_MATH(DNN_MATH_DEFAULT, dnn_type_of(dt)) &&
+                      dnn_call_valid(&cfg_call, why, sizeof why)));
+    }
+    cg_free(&g);
+}
+
 static void test_analysis(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
-    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
+    for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++)
+        analyse_ok(&ok_cases[i], DT_FLOAT, 0);
+    for (size_t i = 0; i < ORCH_COUNT(half_cases); i++)
+        analyse_ok(&half_cases[i].k, half_cases[i].dt, half_cases[i].store);
+    for (size_t i = 0; i < ORCH_COUNT(half_bad_cases); i++) {
+        const HalfCase *h = &half_bad_cases[i];
         CG g;
-        if (cg_build(&g, &ok_cases[i])) {
-            DnnCall got, want = expected_call(&g, &ok_cases[i]);
+        if (cg_build_as(&g, &h->k, h->dt, h->store)) {
+            DnnCall got;
             bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
-            CHECK_MSG(ok, "%s refused", ok_cases[i].name);
-            char why[1200];
-            dnn_call_str(&got, why, sizeof why);
-            printf("  %-18s %s\n", ok_cases[i].name, ok ? why : "refused");
-            if (ok)
-                CHECK_MSG(same_call(&got, &want, why, sizeof why), "%s:\n  %s", ok_cases[i].name,
-                          why);
-            // The convolution alone is a call without an epilogue.
-            for (int c = 0; c < g.cs->n; c++) {
-                const Candidate *cc = &g.cs->c[c];
-                DnnCall alone;
-                if (cc->output == g.conv && cc->n_prims == 1)
-                    CHECK_MSG(dnn_analyse(g.pg, cc, &alone) && alone.epilogue == 0 &&
-                                  alone.in_bias == -1 && alone.in_z == -1 && alone.alpha == 1.0f,
-                              "%s: the convolution alone", ok_cases[i].name);
-            }
+            CHECK_MSG(!ok, "%s accepted", h->k.name);
+            printf("  %-18s %s\n", h->k.name, ok ? "accepted" : "refused");
         }
         cg_free(&g);
     }
@@ -490,6 +615,14 @@ static void test_descriptors(void) {
     DnnCall c = sample_call();
     char why[128];
     CHECK_MSG(dnn_call_valid(&c, why, sizeof why), "%s", why);
+    // Packed math: the data types of dnn_analyse's, nothing else.
+    static const int32_t bad_math[] = {DNN_MATH(DNN_MATH_FMA, 1), DNN_MATH(DNN_MATH_FMA, 3),
+                                       DNN_MATH(4, DNN_DATA_HALF), 1 << 16 | DNN_MATH_FMA, -1};
+    for (size_t i = 0; i < ORCH_COUNT(bad_math); i++) {
+        DnnCall b = c;
+        b.math = bad_math[i];
+        CHECK_MSG(!dnn_call_valid(&b, why, sizeof why), "math 0x%x accepted", bad_math[i]);
+    }
     // The version refusal says what to do, with or without a library.
     c.version = dnn_version() + 1;
     Err e = {0};
@@ -512,6 +645,16 @@ static void test_descriptors(void) {
     dnn_op_destroy(&op);
     CHECK(!op.x && !op.conv);
     dnn_op_destroy(&op); // twice is harmless
+    // Half tensors: PSEUDO_HALF / PSEUDO_BFLOAT16 descriptors; an unknown type is refused.
+    for (int t = 0; t < 2; t++) {
+        DnnCall h = c;
+        h.math = DNN_MATH(DNN_MATH_TENSOR_OP, t ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF);
+        CHECK_MSG(dnn_call_valid(&h, why, sizeof why), "%s", why);
+        e = (Err){0};
+        rc = dnn_op_create(&h, &op, &e);
+        CHECK_MSG(rc == ST_OK, "half descriptors: %s", e.msg);
+        dnn_op_destroy(&op);
+    }
     // cuDNN's own output size must be the call's.
     c.p = 8;
     e = (Err){0};
@@ -531,6 +674,8 @@ static void test_blob(void) {
     k.block[1] = k.block[2] = 1;
     d.lib = CUDA_LIB_CUDNN;
     d.dnn = sample_call();
+    CudaLaunch dh = d; // a half call: its type rides in math
+    dh.dnn.math = DNN_MATH(DNN_MATH_TENSOR_OP, DNN_DATA_BFLOAT16);
     b.lib = CUDA_LIB_BLASLT;
     b.blas.m = b.blas.n = b.blas.k = 8;
     b.blas.lda = b.blas.ldb = b.blas.ldc = 8;
@@ -545,6 +690,7 @@ static void test_blob(void) {
     cuda_launch_table_set(&t, "orch_kernel_1", &k);
     cuda_launch_table_set(&t, "orch_cudnn_2", &d);
     cuda_launch_table_set(&t, "orch_blaslt_3", &b);
+    cuda_launch_table_set(&t, "orch_cudnn_half", &dh);
     uint8_t cubin[160];
     for (size_t i = 0; i < sizeof cubin; i++)
         cubin[i] = (uint8_t)(rnd() * 256);
@@ -556,7 +702,9 @@ static void test_blob(void) {
     size_t img_size = 0;
     CudaLaunchTable u = {0};
     CHECK_MSG(cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e) == ST_OK, "%s", e.msg);
-    CHECK(u.n == 3 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
+    CHECK(u.n == 4 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
+    const CudaLaunch *fh = cuda_launch_table_find(&u, "orch_cudnn_half");
+    CHECK(fh && fh->lib == CUDA_LIB_CUDNN && memcmp(fh, &dh, sizeof dh) == 0);
     const CudaLaunch *fk = cuda_launch_table_find(&u, "orch_kernel_1");
     const CudaLaunch *fd = cuda_launch_table_find(&u, "orch_cudnn_2");
     const CudaLaunch *fb = cuda_launch_table_find(&u, "orch_blaslt_3");
@@ -583,7 +731,7 @@ static void test_blob(void) {
     CHECK_MSG(accepted == 0, "%d damaged blobs of %zu bytes accepted", accepted, len);
     free(buf);
     // Impossible calls are refused even with a right checksum.
-    for (int v = 0; v < 8; v++) {
+    for (int v = 0; v < 9; v++) {
         CudaLaunch bad = d;
         switch (v) {
         case 0: bad.dnn.n = 0; break;
@@ -593,7 +741,8 @@ static void test_blob(void) {
         case 4: bad.dnn.algo = DNN_ALGO_COUNT; break;
         case 5: bad.dnn.groups = 5; break; // 12 channels in 5 groups
         case 6: bad.dnn.workspace = DNN_MAX_WORKSPACE + 1; break;
-        default: bad.dnn.math = 7; break;
+        case 7: bad.dnn.math = 7; break;
+        default: bad.dnn.math = DNN_MATH(DNN_MATH_TENSOR_OP, 5); break; // an unknown data type
         }
         CudaLaunchTable bt = {0};
         cuda_launch_table_set(&bt, "orch_bad", &bad);
@@ -751,23 +900,47 @@ static void test_gpu_lab(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
-static bool close_enough(const Tensor *t, const float *got, const float *ref) {
-    double scale = 0;
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        scale = fmax(scale, fabs(ref[i]));
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        if (!(fabs(got[i] - ref[i]) <= 1e-4 * fabs(ref[i]) + 1e-4 * scale)) {
-            printf("  element %lld: %.9g, the interpreter says %.9g\n", (long long)i, got[i],
-                   ref[i]);
-            return false;
+// Half storage: every cuDNN config (and the emitter's first) of every half case against the
+// interpreter, at the tolerance the compile driver gives the candidate under the precision of
+// its type (the lab raises it to the half output's own rounding: 2e-3 fp16, 1.6e-2 bf16).
+static void test_gpu_half_lab(void) {
+    if (!need_gpu())
+        return;
+    for (size_t i = 0; i < ORCH_COUNT(half_cases); i++) {
+        const ConvCase *k = &half_cases[i].k;
+        bool bf = half_cases[i].dt == DT_BFLOAT16;
+        cugen_lin_precision = bf ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+        CG g;
+        if (cg_build_as(&g, k, half_cases[i].dt, half_cases[i].store)) {
+            KernelConfig cf[1];
+            int n = dnn_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 1);
+            CHECK_MSG(n == 1 && strstr(cf[0].desc, bf ? "data=bf16" : "data=half"), "%s: %d: %s",
+                      k->name, n, n ? cf[0].desc : "");
+            lab_case(&g, k->name,
+                     lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], bf ? PREC_BF16 : PREC_FP16),
+                     false);
         }
-    return true;
+        cg_free(&g);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+// The session's output against the interpreter's: fp32 1e-4 as the lab, half types as the lab's
+// check at tolerance tol.
+static bool close_enough(const Tensor *t, const void *got, const void *ref, double tol) {
+    double err = 0;
+    char why[256] = "";
+    bool ok =
+        lab_outputs_agree_tol(t->dtype, tensor_numel(t), got, ref, tol, &err, why, sizeof why);
+    if (!ok)
+        printf("  %s\n", why);
+    return ok;
 }
 
 // A plan of one cuDNN kernel through the module blob and the session.
-static void session_case(const ConvCase *k) {
+static void session_case_as(const ConvCase *k, DType dt, int store) {
     CG g;
-    if (!cg_build(&g, k)) {
+    if (!cg_build_as(&g, k, dt, store)) {
         cg_free(&g);
         return;
     }
@@ -816,11 +989,16 @@ static void session_case(const ConvCase *k) {
                   "%d launches, the first '%s'", cuda_session_num_launches(s), ln ? ln : "");
     }
     const Tensor *ot = g.pg->tensors[g.out];
+    double tol = dt == DT_FLOAT
+                     ? 1e-4
+                     : lab_candidate_tolerance(g.pg, c, dt == DT_BFLOAT16 ? PREC_BF16 : PREC_FP16);
     for (int run = 0; run < 3 && rc == ST_OK; run++) {
-        for (int i = 0; i < g.n_in; i++)
-            fill_floats(g.in[i], tensor_numel(g.pg->tensors[g.pg->inputs[i]]));
+        for (int i = 0; i < g.n_in; i++) {
+            const Tensor *it = g.pg->tensors[g.pg->inputs[i]];
+            fill_values(it->dtype, g.in[i], tensor_numel(it));
+        }
         void *ref[1] = {NULL};
-        float *got = xmalloc(tensor_nbytes(ot));
+        void *got = xmalloc(tensor_nbytes(ot));
         memset(got, 0xff, tensor_nbytes(ot));
         void *outs[1] = {got};
         rc = prim_interp_run(g.pg, (const void *const *)g.in, ref, &e);
@@ -831,7 +1009,7 @@ static void session_case(const ConvCase *k) {
             CHECK_MSG(rc == ST_OK, "%s: run %d: %s", k->name, run, e.msg);
         }
         if (rc == ST_OK)
-            CHECK_MSG(close_enough(ot, got, ref[0]), "%s: run %d", k->name, run);
+            CHECK_MSG(close_enough(ot, got, ref[0], tol), "%s: run %d", k->name, run);
         if (rc == ST_OK && run == 2) {
             const double *times = cuda_session_kernel_times(s);
             CHECK(times && times[0] > 0 && times[0] < 1);
@@ -860,6 +1038,16 @@ static void session_case(const ConvCase *k) {
     cg_free(&g);
 }
 
+static void session_case(const ConvCase *k) {
+    session_case_as(k, DT_FLOAT, 0);
+}
+
+static void session_half(const HalfCase *h) {
+    cugen_lin_precision = h->dt == DT_BFLOAT16 ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+    session_case_as(&h->k, h->dt, h->store);
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 static void test_gpu_session(void) {
     if (!need_gpu())
         return;
@@ -867,6 +1055,8 @@ static void test_gpu_session(void) {
     session_case(&ok_cases[6]);  // depthwise
     session_case(&ok_cases[15]); // residual
     session_case(&ok_cases[11]); // odd shapes, no fused identity
+    session_half(&half_cases[8]); // float16 residual
+    session_half(&half_cases[7]); // bfloat16 depthwise 5x5 stride 2, bias only
 }
 
 // ---- a compiled model ----
@@ -1043,6 +1233,7 @@ int main(int argc, char **argv) {
     RUN(test_descriptors);
     RUN(test_blob);
     RUN(test_gpu_lab);
+    RUN(test_gpu_half_lab);
     RUN(test_gpu_session);
     RUN(test_gpu_compiled_model);
     return CHECK_DONE();

@@ -33,7 +33,6 @@ typedef struct {
     int reserved[4];
 } cublasLtMatmulHeuristicResult_t;
 
-enum { CUDA_R_32F = 0 };
 enum { // cublasLtMatmulDescAttributes_t
     DESC_TRANSA = 3,
     DESC_TRANSB = 4,
@@ -233,8 +232,8 @@ static bool same_shape(const Tensor *a, const Tensor *b) {
 }
 
 // Where operand t comes from: a candidate input read in place (*trans false), or one LAYOUT of
-// the candidate that swaps the last two axes of a candidate input (*trans true; its primitive
-// index in c goes to *via). The input's position in c->inputs, or -1.
+// the candidate that swaps the last two axes of a candidate input of t's type (*trans true; its
+// primitive index in c goes to *via). The input's position in c->inputs, or -1.
 static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *trans, int *via) {
     *trans = false;
     *via = -1;
@@ -250,7 +249,7 @@ static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *
             return -1;
         const Tensor *src = pg->tensors[p->in[0]], *out = pg->tensors[t];
         int r = out->rank;
-        if (src->rank != r || r < 2 || src->dtype != DT_FLOAT)
+        if (src->rank != r || r < 2 || src->dtype != out->dtype)
             return -1;
         for (int d = 0; d < r; d++) {
             int want = d == r - 2 ? r - 1 : d == r - 1 ? r - 2 : d;
@@ -264,14 +263,32 @@ static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *
     return -1;
 }
 
-// The epilogue's value so far: alpha * (A B) [+ bias] [then ReLU].
+// The epilogue's value so far: alpha * (A B) [+ bias] [then ReLU], and the types it may pass
+// through.
 typedef struct EpiState {
     float alpha;
     int bias; // tensor id, -1 none
     bool relu;
+    DType lin; // the LINEAR's type (its operands' and output's)
+    DType d;   // D's: the candidate output's type, which the bias must have too
 } EpiState;
 
+// Whether the running value may be computed in type t: the LINEAR's, or float32 on the way to a
+// float32 output from half operands. cuBLASLt computes the epilogue in float32 and rounds once to
+// D; the half roundings of the value in between, which the interpreter makes, are within the
+// half check's tolerance.
+static bool value_type_ok(const EpiState *st, DType t) {
+    return t == st->lin || (t == DT_FLOAT && st->lin != DT_FLOAT);
+}
+
 enum { V_BAD, V_VAL, V_BIAS, V_IMM };
+
+// An immediate as an instruction of type t sees it (prim.h: converted to the operand type).
+static double imm_as(DType t, double v) {
+    float buf = 0;
+    elem_set_f64(t, &buf, 0, v);
+    return elem_get_f64(t, &buf, 0);
+}
 
 // One ELEMWISE primitive applied to the state `cur` (its output value is `cur` after the call):
 // true when its program is a sequence of the steps cuBLASLt's epilogues do, in their order.
@@ -290,7 +307,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         int k[3] = {V_BAD, V_BAD, V_BAD};
         double v[3] = {0, 0, 0};
         int bt[3] = {-1, -1, -1};
-        if (in->dtype != DT_FLOAT)
+        if (!value_type_ok(st, in->dtype))
             return false;
         for (int a = 0; a < ar; a++) {
             const EwArg *g = &in->arg[a];
@@ -315,7 +332,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                     if (last != -1)
                         return false;
                     k[a] = V_VAL;
-                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == DT_FLOAT && T->rank >= 1 &&
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d && T->rank >= 1 &&
                            T->dims[T->rank - 1] == N && tensor_numel(T) == N) {
                     k[a] = V_BIAS;
                     bt[a] = t;
@@ -335,7 +352,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
             if ((k[0] == V_VAL && k[1] == V_IMM) || (k[0] == V_IMM && k[1] == V_VAL)) {
                 if (st->bias >= 0 || st->relu)
                     return false;
-                st->alpha *= (float)(k[0] == V_IMM ? v[0] : v[1]);
+                st->alpha *= (float)imm_as(in->dtype, k[0] == V_IMM ? v[0] : v[1]);
                 out = V_VAL;
             }
             break;
@@ -352,6 +369,12 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                 st->relu = true;
                 out = V_VAL;
             }
+            break;
+        case EW_CAST:
+            // Between the half types and float32 only (checked above): the value stays the
+            // float32 accumulator's until D.
+            if (k[0] == V_VAL && st->lin != DT_FLOAT)
+                out = V_VAL;
             break;
         case EW_MAX:
             if (((k[0] == V_VAL && k[1] == V_IMM && v[1] == 0) ||
@@ -384,12 +407,28 @@ static int compute_type(void) {
     }
 }
 
-// The alignment in bytes (a power of two up to PLAN_ALIGN) every matrix of a batch has, given
-// the base is PLAN_ALIGN-aligned: the lowest set bit of its byte offsets.
-static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch) {
+// The cudaDataType_t of a tensor type cuBLASLt takes here, -1 for any other.
+static int lt_type(DType t) {
+    switch (t) {
+    case DT_FLOAT: return BLASLT_R_32F;
+    case DT_FLOAT16: return BLASLT_R_16F;
+    case DT_BFLOAT16: return BLASLT_R_16BF;
+    default: return -1;
+    }
+}
+
+// Bytes per element of a cudaDataType_t of lt_type's.
+static uint64_t lt_size(int type) {
+    return type == BLASLT_R_32F ? 4 : 2;
+}
+
+// The alignment in bytes (a power of two up to PLAN_ALIGN) every matrix of a batch of elements of
+// `size` bytes has, given the base is PLAN_ALIGN-aligned: the lowest set bit of its byte offsets
+// (half rows of an odd length are only 2-byte aligned, which leaves cuBLASLt its slow kernels).
+static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch, uint64_t size) {
     uint64_t a = PLAN_ALIGN;
-    uint64_t ldb = 4 * (uint64_t)ld, sb = batch > 1 ? 4 * (uint64_t)stride : 0;
-    while (a > 4 && ((ldb % a) || (sb % a)))
+    uint64_t ldb = size * (uint64_t)ld, sb = batch > 1 ? size * (uint64_t)stride : 0;
+    while (a > size && ((ldb % a) || (sb % a)))
         a /= 2;
     return (uint32_t)a;
 }
@@ -407,6 +446,12 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
         return false;
     const Tensor *O = pg->tensors[L.tl];
     if (L.M > INT32_MAX || L.N > INT32_MAX || L.K > INT32_MAX || L.batch > INT32_MAX)
+        return false;
+    // Types: A, B and the product of one type (float32, float16 or bfloat16); D the output's,
+    // the product's or float32 (the table has no half D of float32 operands).
+    DType lin = O->dtype, dt = pg->tensors[c->output]->dtype;
+    if (lt_type(lin) < 0 || pg->tensors[L.ta]->dtype != lin || pg->tensors[L.tb]->dtype != lin ||
+        (dt != lin && !(dt == DT_FLOAT && lin != DT_FLOAT)))
         return false;
     // Batch: one strided batch per operand, each either dense over the output's batch dims or
     // broadcast (stride 0); the output dense.
@@ -430,13 +475,14 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     }
     // The other primitives: the transposes found above, then the epilogue, a chain of
     // ELEMWISE primitives each reading the previous value (and perhaps the bias).
-    EpiState st = {1.0f, -1, false};
+    EpiState st = {1.0f, -1, false, lin, dt};
     int cur = L.tl;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *q = pg->prims[c->prims[i]];
         if (q == L.p || i == via_a || i == via_b)
             continue;
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], O))
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], O) ||
+            !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;
         for (int j = 0; j < q->n_in; j++)
@@ -467,19 +513,28 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     call->stride_c = call->batch > 1 ? L.M * L.N : 0;
     call->epilogue = st.bias >= 0 ? (st.relu ? BLASLT_EPI_RELU_BIAS : BLASLT_EPI_BIAS)
                                   : (st.relu ? BLASLT_EPI_RELU : BLASLT_EPI_NONE);
-    call->compute = compute_type();
+    int ab = lt_type(lin), cd = lt_type(dt);
+    call->compute = lin == DT_FLOAT ? compute_type() : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
     call->alpha = st.alpha;
     call->in_a = pb;
     call->in_b = pa;
     call->in_bias = st.bias >= 0 ? cgen_input_pos(c, st.bias) : -1;
-    call->align_a = alignment(call->lda, call->stride_a, call->batch);
-    call->align_b = alignment(call->ldb, call->stride_b, call->batch);
-    call->align_c = alignment(call->ldc, call->stride_c, call->batch);
+    call->align_a = alignment(call->lda, call->stride_a, call->batch, lt_size(ab));
+    call->align_b = alignment(call->ldb, call->stride_b, call->batch, lt_size(ab));
+    call->align_c = alignment(call->ldc, call->stride_c, call->batch, lt_size(cd));
     call->version = blaslt_version();
     return true;
 }
 
 // ---- descriptors, heuristics, the call ----
+
+// Whether compute is one blaslt_analyse makes for half operands: CUBLAS_COMPUTE_32F, A/B of a
+// half type, C/D of that type or float32.
+static bool half_types_valid(int32_t compute) {
+    int ab = BLASLT_TYPE_AB(compute), cd = BLASLT_TYPE_CD(compute);
+    return compute == BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd) &&
+           (ab == BLASLT_R_16F || ab == BLASLT_R_16BF) && (cd == ab || cd == BLASLT_R_32F);
+}
 
 bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
     const char *bad = NULL;
@@ -498,7 +553,7 @@ bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
         bad = "an unknown epilogue";
     else if (c->compute != BLASLT_COMPUTE_32F && c->compute != BLASLT_COMPUTE_32F_FAST_16F &&
              c->compute != BLASLT_COMPUTE_32F_FAST_16BF &&
-             c->compute != BLASLT_COMPUTE_32F_FAST_TF32)
+             c->compute != BLASLT_COMPUTE_32F_FAST_TF32 && !half_types_valid(c->compute))
         bad = "an unknown compute type";
     else if (c->in_a < 0 || c->in_b < 0 || c->in_a >= 32 || c->in_b >= 32 || c->in_bias >= 32 ||
              (c->in_bias < 0) != (c->epilogue == BLASLT_EPI_NONE || c->epilogue == BLASLT_EPI_RELU))
@@ -512,16 +567,26 @@ bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
     return bad == NULL;
 }
 
+// "32f", "16f", "16bf" for a cudaDataType_t of lt_type's.
+static const char *type_name(int type) {
+    return type == BLASLT_R_16F ? "16f" : type == BLASLT_R_16BF ? "16bf" : "32f";
+}
+
 void blaslt_call_str(const BlasLtCall *c, char *buf, size_t n) {
     static const char *const epi[] = {"?", "none", "relu", "?", "bias", "?", "relu+bias"};
+    char types[32] = "";
+    if (BLASLT_TYPE_AB(c->compute) || BLASLT_TYPE_CD(c->compute))
+        snprintf(types, sizeof types, " types=%s/%s", type_name(BLASLT_TYPE_AB(c->compute)),
+                 type_name(BLASLT_TYPE_CD(c->compute)));
     snprintf(buf, n,
              "cublasLtMatmul m=%d n=%d k=%d op=%c%c ld=%lld/%lld/%lld batch=%d strides=%lld/%lld/"
-             "%lld epilogue=%s alpha=%g compute=%d workspace=%llu cublasLt=%llu",
+             "%lld epilogue=%s alpha=%g compute=%d%s workspace=%llu cublasLt=%llu",
              c->m, c->n, c->k, c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', (long long)c->lda,
              (long long)c->ldb, (long long)c->ldc, c->batch, (long long)c->stride_a,
              (long long)c->stride_b, (long long)c->stride_c,
              c->epilogue >= 0 && c->epilogue <= 6 ? epi[c->epilogue] : "?", (double)c->alpha,
-             c->compute, (unsigned long long)c->workspace, (unsigned long long)c->version);
+             BLASLT_COMPUTE_TYPE(c->compute), types, (unsigned long long)c->workspace,
+             (unsigned long long)c->version);
 }
 
 void blaslt_op_destroy(BlasLtOp *op) {
@@ -539,9 +604,9 @@ void blaslt_op_destroy(BlasLtOp *op) {
     memset(op, 0, sizeof *op);
 }
 
-static int make_layout(const Lib *l, cublasLtMatrixLayout_t *out, int64_t rows, int64_t cols,
-                       int64_t ld, int32_t batch, int64_t stride, Err *e) {
-    if (LT_TRY(l, e, layout_create, out, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld)) {
+static int make_layout(const Lib *l, cublasLtMatrixLayout_t *out, int type, int64_t rows,
+                       int64_t cols, int64_t ld, int32_t batch, int64_t stride, Err *e) {
+    if (LT_TRY(l, e, layout_create, out, type, (uint64_t)rows, (uint64_t)cols, ld)) {
         *out = NULL;
         return e->code;
     }
@@ -561,7 +626,10 @@ int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e) {
     const BlasLtCall *c = call;
     int32_t ta = c->trans_a, tb = c->trans_b;
     uint32_t epi = (uint32_t)c->epilogue;
-    int rc = LT_TRY(l, e, desc_create, (cublasLtMatmulDesc_t *)&op->desc, c->compute, CUDA_R_32F);
+    // alpha and beta are float32 for every type here (the scale type of CUBLAS_COMPUTE_32F*).
+    int ab = BLASLT_TYPE_AB(c->compute), cd = BLASLT_TYPE_CD(c->compute);
+    int rc = LT_TRY(l, e, desc_create, (cublasLtMatmulDesc_t *)&op->desc,
+                    BLASLT_COMPUTE_TYPE(c->compute), BLASLT_R_32F);
     if (rc)
         op->desc = NULL;
     if (rc == ST_OK)
@@ -571,13 +639,14 @@ int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e) {
     if (rc == ST_OK)
         rc = LT_TRY(l, e, desc_set, op->desc, DESC_EPILOGUE, &epi, sizeof epi);
     if (rc == ST_OK)
-        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->la, c->trans_a ? c->k : c->m,
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->la, ab, c->trans_a ? c->k : c->m,
                          c->trans_a ? c->m : c->k, c->lda, c->batch, c->stride_a, e);
     if (rc == ST_OK)
-        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lb, c->trans_b ? c->n : c->k,
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lb, ab, c->trans_b ? c->n : c->k,
                          c->trans_b ? c->k : c->n, c->ldb, c->batch, c->stride_b, e);
+    // The bias has D's type: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default.
     if (rc == ST_OK)
-        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lc, c->m, c->n, c->ldc, c->batch,
+        rc = make_layout(l, (cublasLtMatrixLayout_t *)&op->lc, cd, c->m, c->n, c->ldc, c->batch,
                          c->stride_c, e);
     if (rc) {
         err_prefix(e, "cuBLASLt descriptors: ");
@@ -627,7 +696,7 @@ int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr 
 }
 
 static const char *ct_name(int ct) {
-    switch (ct) {
+    switch (BLASLT_COMPUTE_TYPE(ct)) {
     case BLASLT_COMPUTE_32F_FAST_TF32: return "tf32";
     case BLASLT_COMPUTE_32F_FAST_16F: return "16f";
     case BLASLT_COMPUTE_32F_FAST_16BF: return "16bf";
@@ -649,11 +718,15 @@ static void algo_desc(const Lib *l, const cublasLtMatmulAlgo_t *a, int ct, char 
     l->algo_get(a, ALGO_STAGES_ID, &stages, sizeof stages, &w);
     l->algo_get(a, ALGO_INNER_SHAPE, &inner, sizeof inner, &w);
     l->algo_get(a, ALGO_CLUSTER, &cluster, sizeof cluster, &w);
+    char types[32] = "";
+    if (BLASLT_TYPE_AB(ct) || BLASLT_TYPE_CD(ct))
+        snprintf(types, sizeof types, " ab=%s cd=%s", type_name(BLASLT_TYPE_AB(ct)),
+                 type_name(BLASLT_TYPE_CD(ct)));
     snprintf(buf, n,
              "cls=cublaslt algo=%d tile=%u stages=%u splitk=%d red=%u swz=%u cust=%u inner=%u "
-             "cluster=%u ct=%s",
+             "cluster=%u ct=%s%s",
              id, tile, stages, splitk, red, swz, cust, (unsigned)inner, (unsigned)cluster,
-             ct_name(ct));
+             ct_name(ct), types);
 }
 
 int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,

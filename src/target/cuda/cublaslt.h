@@ -7,6 +7,10 @@
 // the CUDA toolkit's lib64 and PyTorch's pip wheels); its prototypes, enums and opaque struct sizes
 // are declared in cublaslt.c with the values of CUDA 13.0's cublasLt.h. No library: no library
 // candidates, never an error.
+// Storage types: float32 operands as stored by default; under half storage (fp16 / bf16) A and B
+// of CUDA_R_16F / CUDA_R_16BF with float accumulation (CUBLAS_COMPUTE_32F), and D (with the bias)
+// of the candidate's output type: the operands' half type, or float32 where the epilogue ends
+// in the model's float32 output (cuBLASLt's table: 16F/16BF inputs give 16F/16BF or 32F output).
 // Row-major C (M x N) = A (M x K) B (K x N) is computed as the column-major C^T = B^T A^T:
 // cuBLASLt's "A" is our B and its "B" our A, its m = N and n = M; a bias along N is then its bias
 // along rows. Needs: a GPU for the heuristics and the calls (cuda_api.h); the descriptors and the
@@ -27,13 +31,24 @@ enum {
     BLASLT_EPI_BIAS = 4,      // CUBLASLT_EPILOGUE_BIAS: + bias[row of cuBLASLt's D] = bias[j]
     BLASLT_EPI_RELU_BIAS = 6, // CUBLASLT_EPILOGUE_RELU_BIAS
 };
-// cublasComputeType_t values (CUBLAS_COMPUTE_32F*), chosen from cugen_lin_precision.
+// cublasComputeType_t values (CUBLAS_COMPUTE_32F*): float32 operands take the one
+// cugen_lin_precision asks for, half operands CUBLAS_COMPUTE_32F.
 enum {
     BLASLT_COMPUTE_32F = 68,
     BLASLT_COMPUTE_32F_FAST_16F = 74,
     BLASLT_COMPUTE_32F_FAST_16BF = 75,
     BLASLT_COMPUTE_32F_FAST_TF32 = 77,
 };
+// cudaDataType_t values of the matrices.
+enum { BLASLT_R_32F = 0, BLASLT_R_16F = 2, BLASLT_R_16BF = 14 };
+// BlasLtCall.compute packs the compute type (bits 0-7) with the cudaDataType_t of A and B (bits
+// 8-15) and of C = D and the bias (bits 16-23): the CUDA module blob stores compute as one u32, so
+// the storage types travel with every call unchanged, and a float32 call (both types 0) is the
+// bare compute type it always was.
+#define BLASLT_COMPUTE(ct, ab, cd) ((int32_t)((ct) | (ab) << 8 | (cd) << 16))
+#define BLASLT_COMPUTE_TYPE(c) ((c)&0xff)
+#define BLASLT_TYPE_AB(c) (((c) >> 8) & 0xff)
+#define BLASLT_TYPE_CD(c) (((c) >> 16) & 0xff)
 // The workspace the heuristics may ask for (cuBLAS recommends 32 MiB on Hopper).
 #define BLASLT_MAX_WORKSPACE ((uint64_t)32 << 20)
 
@@ -45,7 +60,7 @@ typedef struct BlasLtCall {
     int32_t batch;            // strided batch count, 1 when none
     int64_t stride_a, stride_b, stride_c; // batch strides in elements; 0: broadcast
     int32_t epilogue;                     // BLASLT_EPI_*
-    int32_t compute;                      // BLASLT_COMPUTE_*
+    int32_t compute;                      // BLASLT_COMPUTE(compute type, A/B type, C/D type)
     float alpha;                          // beta is 0
     int32_t in_a, in_b, in_bias; // candidate input positions (cugen.h ABI) of A, B, bias (-1)
     uint32_t align_a, align_b, align_c; // byte alignment the heuristics assumed per matrix
@@ -70,7 +85,8 @@ uint64_t blaslt_version(void);
 const char *blaslt_describe_load(void);
 
 // Up to k configs of class CUCLS_BLASLT from cublasLtMatmulAlgoGetHeuristic (best first), desc
-// "cls=cublaslt algo=ID tile=T stages=S splitk=K red=R swz=W cust=C inner=I cluster=L ct=32f".
+// "cls=cublaslt algo=ID tile=T stages=S splitk=K red=R swz=W cust=C inner=I cluster=L ct=32f"
+// (half operands: "ct=32f ab=16f cd=16f", the types of A/B and of C/D).
 // Needs the GPU hw describes (its primary context); 0 when the library, the device or the
 // candidate does not allow any.
 int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,

@@ -262,12 +262,13 @@ static bool channel_shaped(const Tensor *t, int64_t C) {
 
 // Where the bias data of tensor t comes from: a constant candidate input of channel shape, or a
 // LAYOUT of the candidate reshaping a constant candidate input of C elements into channel shape
-// (a reshape keeps the element order; its primitive index in c goes to *via). The input's
-// tensor id, or -1.
-static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C, int *via) {
+// (a reshape keeps the element order; its primitive index in c goes to *via); of type dt, the
+// convolution's. The input's tensor id, or -1.
+static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C, DType dt,
+                       int *via) {
     *via = -1;
     const Tensor *T = pg->tensors[t];
-    if (T->dtype != DT_FLOAT || !channel_shaped(T, C))
+    if (T->dtype != dt || !channel_shaped(T, C))
         return -1;
     if (cgen_input_pos(c, t) >= 0)
         return pg_is_const(pg, t) ? t : -1;
@@ -280,7 +281,7 @@ static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C
             return -1;
         int src = p->in[0];
         const Tensor *S = pg->tensors[src];
-        if (cgen_input_pos(c, src) < 0 || !pg_is_const(pg, src) || S->dtype != DT_FLOAT ||
+        if (cgen_input_pos(c, src) < 0 || !pg_is_const(pg, src) || S->dtype != dt ||
             tensor_numel(S) != C)
             return -1;
         *via = i;
@@ -295,7 +296,23 @@ typedef struct EpiState {
     int bias, bias_via; // the bias data's tensor (-1: none) and the LAYOUT it went through
     int z;              // the residual's tensor, -1 none
     bool relu;
+    DType dt; // the type of every tensor the call reads or writes: X's (one per configuration)
 } EpiState;
+
+// Whether the running value may be computed in type t: the tensors' or, with half tensors,
+// float32 (the storage pass keeps elementwise arithmetic in float32, ending with a CAST to half).
+// cuDNN computes the epilogue in float32 and rounds once to Y's type; the interpreter's half
+// roundings in between are within the half check's tolerance.
+static bool value_type_ok(const EpiState *st, DType t) {
+    return t == st->dt || (t == DT_FLOAT && st->dt != DT_FLOAT);
+}
+
+// An immediate as an instruction of type t sees it (prim.h: converted to the operand type).
+static double imm_as(DType t, double v) {
+    float buf = 0;
+    elem_set_f64(t, &buf, 0, v);
+    return elem_get_f64(t, &buf, 0);
+}
 
 enum { V_BAD, V_VAL, V_BIAS, V_Z, V_IMM };
 
@@ -317,7 +334,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         int ar = ew_op_arity(in->op);
         int k[3] = {V_BAD, V_BAD, V_BAD}, tt[3] = {-1, -1, -1}, vv[3] = {-1, -1, -1};
         double v[3] = {0, 0, 0};
-        if (in->dtype != DT_FLOAT || ar < 1 || ar > 3)
+        if (!value_type_ok(st, in->dtype) || ar < 1 || ar > 3)
             return false;
         for (int a = 0; a < ar; a++) {
             const EwArg *g = &in->arg[a];
@@ -344,11 +361,11 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                     if (last != -1)
                         return false;
                     k[a] = V_VAL;
-                } else if ((src = bias_source(pg, c, t, C, &bv)) >= 0) {
+                } else if ((src = bias_source(pg, c, t, C, st->dt, &bv)) >= 0) {
                     k[a] = V_BIAS;
                     tt[a] = src;
                     vv[a] = bv;
-                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == DT_FLOAT && same_shape(T, Y)) {
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->dt && same_shape(T, Y)) {
                     k[a] = V_Z;
                     tt[a] = t;
                 } else {
@@ -369,7 +386,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         case EW_MUL:
             // alpha * conv before everything else.
             if (val_imm && st->bias < 0 && st->z < 0 && !st->relu) {
-                st->alpha *= (float)the_imm;
+                st->alpha *= (float)imm_as(in->dtype, the_imm);
                 out = V_VAL;
             }
             break;
@@ -390,6 +407,12 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                 st->relu = true;
                 out = V_VAL;
             }
+            break;
+        case EW_CAST:
+            // Between the half type and float32 only (checked above): the value stays cuDNN's
+            // float32 one until Y.
+            if (k[0] == V_VAL && st->dt != DT_FLOAT)
+                out = V_VAL;
             break;
         case EW_MAX:
             if (val_imm && the_imm == 0 && !st->relu) {
@@ -412,15 +435,33 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
     return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
 }
 
-// The math type the heuristics are asked with (each result may name its own).
-static int query_math(void) {
-    return cugen_lin_precision == CUGEN_PREC_FP32 ? DNN_MATH_FMA : DNN_MATH_TENSOR_OP;
+// The cudnnDataType_t of a tensor type cuDNN takes here, -1 for any other.
+static int dnn_type(DType t) {
+    switch (t) {
+    case DT_FLOAT: return DNN_DATA_FLOAT;
+    case DT_FLOAT16: return DNN_DATA_HALF;
+    case DT_BFLOAT16: return DNN_DATA_BFLOAT16;
+    default: return -1;
+    }
+}
+
+// The math type the heuristics are asked with (each result may name its own): half tensors are
+// tensor-core work whatever the precision says.
+static int query_math(int dtype) {
+    return cugen_lin_precision == CUGEN_PREC_FP32 && dtype == DNN_DATA_FLOAT ? DNN_MATH_FMA
+                                                                             : DNN_MATH_TENSOR_OP;
 }
 
 // The math type a heuristic result runs with under the current precision, -1 when not allowed.
 // Float32: FMA only (the default math may pick TF32 tensor cores); TF32 and BF16 allow tensor
-// ops on TF32-rounded operands; FP16 also the conversion to half.
-static int allowed_math(int m) {
+// ops on TF32-rounded operands; FP16 also the conversion to half. Half tensors: any math on
+// their own values but a conversion of bfloat16 data to float16 (which has less range).
+static int allowed_math(int m, int dtype) {
+    if (dtype != DNN_DATA_FLOAT)
+        return m >= 0 && m <= DNN_MATH_FMA &&
+                       (m != DNN_MATH_TENSOR_OP_CONVERT || dtype == DNN_DATA_HALF)
+                   ? m
+                   : -1;
     switch (cugen_lin_precision) {
     case CUGEN_PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
     case CUGEN_PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
@@ -430,8 +471,8 @@ static int allowed_math(int m) {
 
 // Winograd's transforms lose more than float32 rounding: 2.5x the fp32 check's bound on a 4x3
 // dilated kernel (H100, cuDNN 9.14); they stay offered where the precision is reduced anyway.
-static bool algo_exact_enough(int algo) {
-    return cugen_lin_precision != CUGEN_PREC_FP32 ||
+static bool algo_exact_enough(int algo, int dtype) {
+    return cugen_lin_precision != CUGEN_PREC_FP32 || dtype != DNN_DATA_FLOAT ||
            (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
 }
 
@@ -451,6 +492,12 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     const Tensor *X = pg->tensors[L.ta], *W = pg->tensors[L.tb], *Y = pg->tensors[L.tl];
     if (!fits_int(tensor_numel(X)) || !fits_int(tensor_numel(W)) || !fits_int(tensor_numel(Y)))
         return false;
+    // One type for every tensor of the call (cuDNN's FLOAT, PSEUDO_HALF and PSEUDO_BFLOAT16
+    // configurations): no float32 Y from half operands (such a candidate, the CAST to a model
+    // output, is the generated kernels').
+    DType dt = X->dtype;
+    if (dnn_type(dt) < 0 || W->dtype != dt || Y->dtype != dt || pg->tensors[c->output]->dtype != dt)
+        return false;
     // cuDNN pads both sides by pad_begin: the same windows whenever it gives the same output
     // size (windows start at the same places; whatever lies past the input is zero either way).
     for (int d = 0; d < 2; d++) {
@@ -462,13 +509,14 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     }
     // The other primitives: perhaps LAYOUTs reshaping the bias, then the epilogue, a chain of
     // ELEMWISE primitives each reading the previous value (and perhaps the bias or z).
-    EpiState st = {1.0f, -1, -1, -1, false};
+    EpiState st = {1.0f, -1, -1, -1, false, dt};
     int cur = L.tl;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *q = pg->prims[c->prims[i]];
         if (q == L.p || q->kind == PRIM_LAYOUT)
             continue; // a LAYOUT counts only as the bias's reshape (checked below)
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], Y))
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], Y) ||
+            !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;
         for (int j = 0; j < q->n_in; j++)
@@ -503,7 +551,7 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     call->epilogue = (st.bias >= 0 ? DNN_EPI_BIAS : 0) | (st.relu ? DNN_EPI_RELU : 0) |
                      (st.z >= 0 ? DNN_EPI_Z : 0);
     call->alpha = st.alpha;
-    call->math = query_math();
+    call->math = DNN_MATH(query_math(dnn_type(dt)), dnn_type(dt));
     call->algo = -1;
     call->in_x = L.pa;
     call->in_w = L.pb;
@@ -525,6 +573,11 @@ static const char *algo_name(int a) {
 static const char *math_name(int m) {
     static const char *const names[] = {"default", "tensor_op", "tensor_op_convert", "fma"};
     return m >= 0 && m <= DNN_MATH_FMA ? names[m] : "?";
+}
+
+// "" for float32 (descriptions as they always were), " data=half" / " data=bf16".
+static const char *data_suffix(int dtype) {
+    return dtype == DNN_DATA_HALF ? " data=half" : dtype == DNN_DATA_BFLOAT16 ? " data=bf16" : "";
 }
 
 static bool epilogue_valid(int epi) {
@@ -557,8 +610,12 @@ bool dnn_call_valid(const DnnCall *c, char *why, size_t n) {
     if (bad) {
     } else if (!epilogue_valid(c->epilogue)) {
         bad = "an unknown epilogue";
-    } else if (c->math < DNN_MATH_DEFAULT || c->math > DNN_MATH_FMA) {
-        bad = "an unknown math type";
+    } else if (DNN_MATH_TYPE(c->math) > DNN_MATH_FMA ||
+               c->math != DNN_MATH(DNN_MATH_TYPE(c->math), DNN_DATA_TYPE(c->math)) ||
+               (DNN_DATA_TYPE(c->math) != DNN_DATA_FLOAT &&
+                DNN_DATA_TYPE(c->math) != DNN_DATA_HALF &&
+                DNN_DATA_TYPE(c->math) != DNN_DATA_BFLOAT16)) {
+        bad = "an unknown math or data type";
     } else if (c->algo < 0 || c->algo >= DNN_ALGO_COUNT) {
         bad = "an unknown algorithm";
     } else if (c->in_x < 0 || c->in_w < 0 || c->in_x >= 32 || c->in_w >= 32 || c->in_bias >= 32 ||
@@ -579,13 +636,14 @@ bool dnn_call_valid(const DnnCall *c, char *why, size_t n) {
 void dnn_call_str(const DnnCall *c, char *buf, size_t n) {
     snprintf(buf, n,
              "cudnnConvolution x=%dx%dx%dx%d w=%dx%dx%dx%d groups=%d pad=%d,%d stride=%d,%d "
-             "dil=%d,%d y=%dx%dx%dx%d%s%s%s alpha=%g algo=%s math=%s workspace=%llu cudnn=%llu",
+             "dil=%d,%d y=%dx%dx%dx%d%s%s%s alpha=%g algo=%s math=%s%s workspace=%llu cudnn=%llu",
              c->n, c->c, c->h, c->w, c->k, c->groups > 0 ? c->c / c->groups : 0, c->r, c->s,
              c->groups, c->pad[0], c->pad[1], c->stride[0], c->stride[1], c->dil[0], c->dil[1],
              c->n, c->k, c->p, c->q, c->epilogue & DNN_EPI_Z ? " +z" : "",
              c->epilogue & DNN_EPI_BIAS ? " +bias" : "", c->epilogue & DNN_EPI_RELU ? " relu" : "",
-             (double)c->alpha, algo_name(c->algo), math_name(c->math),
-             (unsigned long long)c->workspace, (unsigned long long)c->version);
+             (double)c->alpha, algo_name(c->algo), math_name(DNN_MATH_TYPE(c->math)),
+             data_suffix(DNN_DATA_TYPE(c->math)), (unsigned long long)c->workspace,
+             (unsigned long long)c->version);
 }
 
 void dnn_op_destroy(DnnOp *op) {
@@ -607,12 +665,12 @@ void dnn_op_destroy(DnnOp *op) {
     memset(op, 0, sizeof *op);
 }
 
-static int make_tensor(const Lib *l, void **out, int n, int c, int h, int w, Err *e) {
+static int make_tensor(const Lib *l, void **out, int dtype, int n, int c, int h, int w, Err *e) {
     cudnnTensorDescriptor_t t = NULL;
     if (DNN_TRY(l, e, tensor_create, &t))
         return e->code;
     *out = t;
-    return DNN_TRY(l, e, tensor_set4d, t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w);
+    return DNN_TRY(l, e, tensor_set4d, t, CUDNN_TENSOR_NCHW, dtype, n, c, h, w);
 }
 
 int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
@@ -624,15 +682,18 @@ int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
     const DnnCall *c = call;
     cudnnFilterDescriptor_t w = NULL;
     cudnnConvolutionDescriptor_t conv = NULL;
-    int rc = make_tensor(l, &op->x, c->n, c->c, c->h, c->w, e);
+    // Every tensor of the call's type; the convolution computes in float32 whatever the type
+    // (with half tensors: the PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
+    int dt = DNN_DATA_TYPE(c->math);
+    int rc = make_tensor(l, &op->x, dt, c->n, c->c, c->h, c->w, e);
     if (rc == ST_OK)
-        rc = make_tensor(l, &op->y, c->n, c->k, c->p, c->q, e);
+        rc = make_tensor(l, &op->y, dt, c->n, c->k, c->p, c->q, e);
     if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS))
-        rc = make_tensor(l, &op->bias, 1, c->k, 1, 1, e);
+        rc = make_tensor(l, &op->bias, dt, 1, c->k, 1, 1, e);
     if (rc == ST_OK && (rc = DNN_TRY(l, e, filter_create, &w)) == ST_OK) {
         op->w = w;
-        rc = DNN_TRY(l, e, filter_set4d, w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, c->k,
-                     c->c / c->groups, c->r, c->s);
+        rc = DNN_TRY(l, e, filter_set4d, w, dt, CUDNN_TENSOR_NCHW, c->k, c->c / c->groups, c->r,
+                     c->s);
     }
     if (rc == ST_OK && (rc = DNN_TRY(l, e, conv_create, &conv)) == ST_OK) {
         op->conv = conv;
@@ -642,7 +703,7 @@ int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
     if (rc == ST_OK)
         rc = DNN_TRY(l, e, conv_groups, conv, c->groups);
     if (rc == ST_OK)
-        rc = DNN_TRY(l, e, conv_math, conv, c->math);
+        rc = DNN_TRY(l, e, conv_math, conv, DNN_MATH_TYPE(c->math));
     // The geometry as cuDNN computes it must be ours.
     int yn = 0, yc = 0, yh = 0, yw = 0;
     if (rc == ST_OK &&
@@ -741,10 +802,11 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
     bool ok = cuda_device_bind(&handle_dev, &e) == ST_OK &&
               DNN_TRY(l, &e, heuristic, h, op.x, op.w, op.conv, op.y, (int)ORCH_COUNT(res), &got,
                       res) == ST_OK;
+    int dt = DNN_DATA_TYPE(call.math);
     for (int i = 0; ok && i < got && n < k; i++) {
-        int math = allowed_math(res[i].mathType);
+        int math = allowed_math(res[i].mathType, dt);
         if (res[i].status != 0 || math < 0 || res[i].algo < 0 || res[i].algo >= DNN_ALGO_COUNT ||
-            !algo_exact_enough(res[i].algo))
+            !algo_exact_enough(res[i].algo, dt))
             continue;
         // The workspace with the math type the call will run with.
         size_t ws = 0;
@@ -761,8 +823,8 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
         kc->p[DNP_MATH] = math;
         kc->p[DNP_WORKSPACE] = (int64_t)ws;
         kc->p[DNP_RANK] = i;
-        snprintf(kc->desc, sizeof kc->desc, "cls=cudnn algo=%s math=%s", algo_name(res[i].algo),
-                 math_name(math));
+        snprintf(kc->desc, sizeof kc->desc, "cls=cudnn algo=%s math=%s%s", algo_name(res[i].algo),
+                 math_name(math), data_suffix(dt));
         // The heuristics' order; the lab decides.
         kc->score = 1e-6 * (i + 1);
         bool dup = false;
@@ -784,7 +846,7 @@ int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, D
                        "cuDNN: candidate %d is not a convolution cuDNN computes (config '%s')",
                        c->id, cfg->desc);
     call->algo = (int32_t)cfg->p[DNP_ALGO];
-    call->math = (int32_t)cfg->p[DNP_MATH];
+    call->math = DNN_MATH((int32_t)cfg->p[DNP_MATH], DNN_DATA_TYPE(call->math));
     call->workspace = (uint64_t)cfg->p[DNP_WORKSPACE];
     return ST_OK;
 }

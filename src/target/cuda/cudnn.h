@@ -1,7 +1,8 @@
 // cuDNN as a source of library candidates for the CUDA target (issue 6), next to cuBLASLt
 // (cublaslt.h): a candidate made of one 2-D LIN_CONV (any stride, padding cuDNN's symmetric pads
 // express, dilation, groups, depthwise included) whose X is a candidate input read in place
-// (NCHW float32) and whose W is a constant, followed by an epilogue cuDNN's legacy convolution
+// (NCHW; float32, or under half storage float16 / bfloat16 with X, W, the bias, z and Y all of
+// that type) and whose W is a constant, followed by an epilogue cuDNN's legacy convolution
 // API computes (y = act(alpha * conv(x) + z + bias): a scalar alpha, a bias along C, a residual z
 // of the output's shape only with a bias, ReLU only after the bias) becomes one cuDNN call per
 // heuristic algorithm (cudnnGetConvolutionForwardAlgorithm_v7), each a KernelConfig of class
@@ -13,6 +14,10 @@
 // Math: under --precision fp32 every call runs with CUDNN_FMA_MATH (cuDNN's default math would
 // let float32 convolutions use TF32 tensor cores on Ampere and later); tensor-op math only where
 // cugen_lin_precision allows it (tf32, fp16, bf16; down-conversion to half only under fp16).
+// Half tensors: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations (float32 convolution compute
+// type: products accumulated in float32, alpha and the epilogue in float32, Y rounded once),
+// asked with tensor-op math; NCHW as stored (cuDNN transposes to NHWC internally where its
+// tensor-core kernels want it).
 // Needs: a GPU for the heuristics and the calls (cuda_api.h); the analysis and the descriptors
 // need none. Guarantees: a DnnCall describes one call completely (what the CUDA module blob
 // stores); dnn_op_run computes the candidate's output as prim.h defines it, up to float rounding.
@@ -37,6 +42,14 @@ enum {
     DNN_MATH_TENSOR_OP_CONVERT = 2, // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (to half)
     DNN_MATH_FMA = 3,
 };
+// cudnnDataType_t of the tensors.
+enum { DNN_DATA_FLOAT = 0, DNN_DATA_HALF = 2, DNN_DATA_BFLOAT16 = 9 };
+// DnnCall.math packs the cudnnMathType_t (bits 0-7) with the cudnnDataType_t of X, W, the bias,
+// z and Y (bits 8-15): the CUDA module blob stores math as one u32, so the type travels with
+// every call unchanged, and a float32 call (type 0) is the bare math type it always was.
+#define DNN_MATH(math, dtype) ((int32_t)((math) | (dtype) << 8))
+#define DNN_MATH_TYPE(m) ((m)&0xff)
+#define DNN_DATA_TYPE(m) (((m) >> 8) & 0xff)
 // cudnnConvolutionFwdAlgo_t values are 0 .. DNN_ALGO_COUNT - 1.
 #define DNN_ALGO_COUNT 8
 #define DNN_ALGO_IMPLICIT_PRECOMP_GEMM 1
@@ -55,7 +68,7 @@ typedef struct DnnCall {
     int32_t p, q;                      // Y: n x k x p x q
     int32_t epilogue;                  // DNN_EPI_* flags
     float alpha;
-    int32_t math;                      // DNN_MATH_*
+    int32_t math;                      // DNN_MATH(DNN_MATH_*, DNN_DATA_*)
     int32_t algo;                      // cudnnConvolutionFwdAlgo_t; -1 before a config chose one
     int32_t in_x, in_w, in_bias, in_z; // candidate input positions (cugen.h ABI); -1: none
     uint64_t workspace;                // bytes the algorithm needs
@@ -81,8 +94,9 @@ const char *dnn_describe_load(void);
 // Up to k configs of class CUCLS_CUDNN, one per heuristic algorithm and math type the precision
 // allows whose workspace is at most DNN_MAX_WORKSPACE (best first; under fp32 no Winograd
 // algorithm, whose transforms miss the fp32 check), desc
-// "cls=cudnn algo=NAME math=fma|default|tensor_op|tensor_op_convert". Needs the GPU hw describes;
-// 0 when the library, the device or the candidate does not allow any.
+// "cls=cudnn algo=NAME math=fma|default|tensor_op|tensor_op_convert" (half tensors: and
+// " data=half|bf16"); KernelConfig.p[DNP_MATH] holds the bare math type. Needs the GPU hw
+// describes; 0 when the library, the device or the candidate does not allow any.
 int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
                 int k);
 // The call of a config dnn_configs returned (ST_UNSUPPORTED when the candidate is not one).
