@@ -28,7 +28,8 @@
 #
 # Usage: tests/gpu/run_gpu_tests.sh [--units] [--models] [--nodes] [--sanitizer]
 #            [--bundle DIR | --no-bundle] [--seed N] [--logs DIR] [N]   (a bare N is the seed)
-# Environment: MODELS_TOPK (configs per kernel, default 2), MODELS_SHARDS (parallel compiles,
+# Environment: MODELS_TOPK (configs per kernel, default 2), MODELS_PRECISION (fp32, the default;
+# fp16 / bf16: half storage, checked at run_models.py's tolerance for it), MODELS_SHARDS (parallel compiles,
 # default 3), NODE_FILTER (only node tests whose name contains it), NODE_TIMEOUT /
 # MODELS_TIMEOUT / UNIT_TIMEOUT (seconds per node-test shard / per model / per unit binary).
 set -uo pipefail
@@ -206,7 +207,8 @@ run_models() {
     for ((k = 0; k < n; k++)); do
         PYTHONUNBUFFERED=1 "$PY" tests/models/run_models.py "$ORCH" "$MODELS" --engine compiled \
             --target cuda --top-k "${MODELS_TOPK:-2}" --keep "$ARTEFACTS" --db "$WORK/models-$k.db" \
-            --timeout "${MODELS_TIMEOUT:-900}" --shard "$k/$n" >"$LOGDIR/models-$k.log" 2>&1 &
+            --timeout "${MODELS_TIMEOUT:-900}" --shard "$k/$n" --precision "${MODELS_PRECISION:-fp32}" \
+            >"$LOGDIR/models-$k.log" 2>&1 &
         pids+=($!)
     done
     for k in "${!pids[@]}"; do

@@ -28,6 +28,10 @@ import tempfile
 
 RTOL = 1e-4
 ATOL = 1e-5
+# --precision fp16 / bf16 (CUDA; half storage): the outputs carry the half types' rounding, a
+# few units of 2^-11 (fp16) or 2^-8 (bf16) of each layer's values against ONNX Runtime's float32.
+PRECISION_TOL = {"fp32": (RTOL, ATOL), "tf32": (1e-2, 1e-2), "fp16": (1e-2, 1e-2),
+                 "bf16": (6e-2, 6e-2)}
 MAX_LOG_LINES = 30  # of orch's output shown under a failure (all of it with -v)
 
 # orch's exit codes (src/cli/main.c)
@@ -100,6 +104,8 @@ def compile_model(orch, d, timeout, extra, comp):
     out = os.path.join(comp["dir"], os.path.basename(d) + ".orch")
     cmd = [orch, "compile", os.path.join(d, "model.onnx"), "-t", comp["target"], "-o", out,
            "--db", comp["db"], "--top-k", str(comp["top_k"]), "--quiet", *cargs]
+    if comp.get("precision", "fp32") != "fp32":
+        cmd += ["--precision", comp["precision"]]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -135,7 +141,8 @@ def run_model(orch, d, timeout, engine, extra=(), comp=None):
         cmd += ["-i", f"{name}={os.path.join(d, file)}"]
     for name, file in outputs:
         cmd += ["--expected", f"{name}={os.path.join(d, file)}"]
-    cmd += ["--rtol", str(RTOL), "--atol", str(ATOL)] + extra  # later flags win in orch
+    rtol, atol = PRECISION_TOL[(comp or {}).get("precision", "fp32")]
+    cmd += ["--rtol", str(rtol), "--atol", str(atol)] + extra  # later flags win in orch
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -173,6 +180,9 @@ def main():
                     "(NAME.orch) and keep them")
     ap.add_argument("--attention-rewrite", action="store_true",
                     help="pass --attention-rewrite to orch run (with --engine prims)")
+    ap.add_argument("--precision", choices=tuple(PRECISION_TOL), default="fp32",
+                    help="--engine compiled --target cuda: orch compile --precision (checked "
+                         "at that precision's tolerance)")
     ap.add_argument("--filter", default="", help="run only models whose name contains this")
     ap.add_argument("--shard", default="0/1", help="K/N: every N-th model from the K-th")
     ap.add_argument("--timeout", type=float, default=600)
@@ -195,7 +205,7 @@ def main():
     if a.keep:
         os.makedirs(a.keep, exist_ok=True)
     comp = {"dir": a.keep or tmp.name, "db": a.db or os.path.join(tmp.name, "profile.db"),
-            "top_k": a.top_k, "target": a.target}
+            "top_k": a.top_k, "target": a.target, "precision": a.precision}
     for n in names:
         extra = ["--attention-rewrite"] if a.attention_rewrite else []
         ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra,
