@@ -7,14 +7,16 @@
 // one sink, reads exactly one non-constant tensor (the first layer's input), and differs from every
 // candidate of the single-LINEAR enumeration (those have at most one LINEAR).
 //
-// A layer is a LIN_MATMUL of a float32 activation [..., M, K] (rank >= 2, its batch dims not
-// broadcast) by a constant float32 2-D weight [K, N] with K, N <= MLP_MAX_WIDTH, followed by its
-// epilogue: the longest path of ELEMWISE primitives whose chain operand has this one consumer and
-// is no graph output, whose other operands are constants, and whose output is float32 of the
-// layer's output shape (bias add, any elementwise activation). Layer i+1 follows layer i when the
-// end of layer i's epilogue has exactly one consumer, layer i+1's LINEAR, as its left operand,
-// and is no graph output. Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain becomes a
-// candidate: its LINEARs and their epilogues; the last layer keeps its whole epilogue.
+// A layer is a LIN_MATMUL of an activation [..., M, K] (rank >= 2, its batch dims not broadcast)
+// by a constant 2-D weight [K, N] with K, N <= MLP_MAX_WIDTH, activation, weight and product of
+// one dtype: float32, or float16 / bfloat16 (half storage, --precision fp16 / bf16); followed by
+// its epilogue: the longest path of ELEMWISE primitives whose chain operand has this one consumer
+// and is no graph output, whose other operands are constants, and whose output has the layer's
+// output shape and its dtype, or float32 after a half layer (the CAST to a float32 model output
+// that half storage ends with; no layer follows it, its input must be half). Layer i+1 follows
+// layer i when the end of layer i's epilogue has exactly one consumer, layer i+1's LINEAR, as its
+// left operand, and is no graph output. Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain
+// becomes a candidate: its LINEARs and their epilogues; the last layer keeps its whole epilogue.
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -39,8 +41,10 @@ bool cand_mlp_layer_ok(const PrimGraph *pg, const Prim *p) {
         return false;
     const Tensor *x = pg->tensors[p->in[0]], *w = pg->tensors[p->in[1]],
                  *y = pg->tensors[p->out[0]];
-    if (x->dtype != DT_FLOAT || w->dtype != DT_FLOAT || y->dtype != DT_FLOAT || w->rank != 2 ||
-        !pg_is_const(pg, p->in[1]) || x->rank < 2 || y->rank != x->rank)
+    DType dt = x->dtype;
+    if ((dt != DT_FLOAT && dt != DT_FLOAT16 && dt != DT_BFLOAT16) || w->dtype != dt ||
+        y->dtype != dt || w->rank != 2 || !pg_is_const(pg, p->in[1]) || x->rank < 2 ||
+        y->rank != x->rank)
         return false;
     int64_t K = w->dims[0], N = w->dims[1];
     if (K < 1 || N < 1 || K > MLP_MAX_WIDTH || N > MLP_MAX_WIDTH || x->dims[x->rank - 1] != K ||
@@ -74,7 +78,7 @@ static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
             p->out[0] < 0)
             break;
         const Tensor *o = pg->tensors[p->out[0]];
-        bool ok = o->dtype == DT_FLOAT && shape_eq(o, shape);
+        bool ok = (o->dtype == shape->dtype || o->dtype == DT_FLOAT) && shape_eq(o, shape);
         for (int j = 0; ok && j < p->n_in; j++)
             ok = p->in[j] == t || (p->in[j] >= 0 && pg_is_const(pg, p->in[j]));
         if (!ok)

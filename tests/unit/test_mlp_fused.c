@@ -3,8 +3,9 @@
 // (target/cuda/emit_mlp_cuda.c: block, warp and tensor-core variants) generate them. Random MLPs
 // (2-8 layers, widths 1-256 with odd ones, batches 1, primes and larger, every activation: relu,
 // sigmoid, tanh, erf gelu, sin*sigmoid, silu, none) are built as primitive graphs (and one
-// through the ONNX importer, PyTorch's Gemm form), cleaned up, enumerated; the test checks that
-// exactly the expected chain candidates exist, then:
+// through the ONNX importer, PyTorch's Gemm form), cleaned up, enumerated; so are float16 and
+// bfloat16 MLPs as half storage leaves them (input CAST from float32, output half or CAST back:
+// half_cases). The test checks that exactly the expected chain candidates exist, then:
 //   CPU: every chain candidate in its top configs is emitted, built, run on random inputs and
 //   compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|.
 //   CUDA compile: the same candidates for a described A100 (sm_80) and H100 (sm_90a), compiled
@@ -14,7 +15,10 @@
 //   their best SIMT config.
 //   CUDA run: on a GPU, the kernels for the detected device run and are compared at their
 //   precision's tolerance (the compile driver's, lab_candidate_tolerance: 1e-4 for float32 and
-//   3xtf32); without one the case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail).
+//   3xtf32); half chains against the interpreter at 4 times half storage's own effect on the
+//   chain (the interpreter against the widened graph) or the lab's tolerance, whichever is
+//   larger (ORCH_MLP_HALF_ERR=1 prints each kernel's error beside those); without a GPU the
+//   case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail). The C target refuses half chains.
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
@@ -23,8 +27,9 @@
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
-// ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N and
-// ORCH_MLP_BENCH_ACT=relu change gpu_timing's chain; ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs
+// ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N,
+// ORCH_MLP_BENCH_ACT=relu and ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's
+// chain; ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs
 // print every config with its estimate.
 #include "candidates/candidates.h"
 #include "compile/kernel_lab.h"
@@ -62,7 +67,7 @@ static const CudaApi *g_api;
 static CudaDevice g_dev;
 static CudaHw g_dhw; // the detected device
 static Err g_gpu_err;
-static int g_cases, g_chains, g_cpu_kernels, g_cu_kernels, g_gpu_ran;
+static int g_cases, g_chains, g_cpu_kernels, g_cu_kernels, g_gpu_ran, g_half_cases;
 static bool g_no_cpu; // ORCH_MLP_NO_CPU=1: no C compiler here (a GPU machine), CUDA halves only
 static bool g_gpu_only; // ORCH_MLP_GPU_ONLY=1: with a GPU, compile for it alone
 
@@ -161,6 +166,125 @@ static PrimGraph *mlp_graph(const Case *k) {
     return pg;
 }
 
+static bool is_half(DType t) {
+    return t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
+
+// A constant of dtype dt (float32, or float16 / bfloat16 rounded to nearest) of uniform values.
+static int add_const_dt(PB *b, DType dt, int rank, const int64_t *dims, float scale) {
+    if (dt == DT_FLOAT)
+        return add_const(b, rank, dims, scale);
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= dims[d];
+    float *v = rand_buf(n, scale);
+    uint16_t *h = xmalloc(sizeof(uint16_t) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = dt == DT_FLOAT16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+    int t = pb_const(b, dt, rank, dims, h);
+    free(h);
+    free(v);
+    return t;
+}
+
+// The MLP under half storage as the storage pass leaves it (fission/passes_storage.c): the
+// float32 input CAST to dt, weights, biases and every activation dt, and the output dt or, with
+// cast_out, CAST back to float32 (the model output's boundary; it joins the last epilogue).
+static PrimGraph *mlp_graph_half(const Case *k, DType dt, bool cast_out) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    int64_t xd[3];
+    int rank = 2;
+    if (k->lead0 > 0) {
+        xd[0] = k->lead0;
+        xd[1] = k->batch / k->lead0;
+        xd[2] = k->width[0];
+        rank = 3;
+    } else {
+        xd[0] = k->batch;
+        xd[1] = k->width[0];
+    }
+    int x = add_input(pg, "x", rank, xd);
+    PB b = {pg, "mlp"};
+    int y = pb_cast(&b, x, dt);
+    for (int l = 0; l < k->layers; l++) {
+        const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        y = pb_matmul(&b, y, add_const_dt(&b, dt, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
+        if (k->bias)
+            y = pb_ew2(&b, EW_ADD, y, add_const_dt(&b, dt, 1, bd, 0.5f));
+        y = activation(&b, y, k->act[l]);
+    }
+    if (cast_out)
+        y = pb_cast(&b, y, DT_FLOAT);
+    add_output(pg, y);
+    return pg;
+}
+
+// pg with every float16 / bfloat16 tensor float32 (constants converted exactly, the same tensor
+// ids and primitives): the interpreter on it gives the values the half graph approximates with
+// no rounding between its instructions, the yardstick of how far half storage moves a chain.
+static PrimGraph *widen(const PrimGraph *pg) {
+    PrimGraph *w = prim_graph_create(NULL);
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        DType dt = is_half(T->dtype) ? DT_FLOAT : T->dtype;
+        Tensor *n;
+        if (T->kind == TK_CONST) { // (the clean-up frees the data of constants nothing reads)
+            int64_t ne = T->data ? tensor_numel(T) : 0;
+            void *d = T->data ? xmalloc(dtype_size(dt) * (size_t)ne + 1) : NULL;
+            for (int64_t i = 0; i < ne; i++)
+                elem_set_f64(dt, d, i, elem_get_f64(T->dtype, T->data, i));
+            n = pg_add_const(w, T->name, dt, T->rank, T->dims, d, d != NULL);
+        } else {
+            n = pg_add_tensor(w, T->name, dt, T->rank, T->dims);
+            n->kind = T->kind;
+        }
+        n->producer = T->producer;
+        ORCH_ASSERT(n->id == t);
+    }
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        Prim *q = pg_add_prim(w, p->kind, p->n_in, p->n_out, p->origin);
+        memcpy(q->in, p->in, sizeof(int) * (size_t)p->n_in);
+        memcpy(q->out, p->out, sizeof(int) * (size_t)p->n_out);
+        q->dead = p->dead;
+        q->red = p->red;
+        q->lay = p->lay;
+        q->lin = p->lin;
+        q->node = p->node;
+        q->ew.n = p->ew.n;
+        if (p->kind == PRIM_ELEMWISE) {
+            q->ew.code = arena_memdup(w->arena, p->ew.code, sizeof(EwInstr) * (size_t)p->ew.n);
+            for (int k = 0; k < p->ew.n; k++)
+                if (is_half(q->ew.code[k].dtype))
+                    q->ew.code[k].dtype = DT_FLOAT;
+        }
+    }
+    for (int i = 0; i < pg->n_inputs; i++) {
+        w->inputs = xrealloc(w->inputs, sizeof(int) * (size_t)(w->n_inputs + 1));
+        w->inputs[w->n_inputs++] = pg->inputs[i];
+    }
+    for (int i = 0; i < pg->n_outputs; i++)
+        add_output(w, pg->outputs[i]);
+    return w;
+}
+
+// Every primitive of pg computed by the interpreter into buf (per tensor; constants and graph
+// inputs set).
+static void eval_prims(const PrimGraph *pg, void **buf) {
+    for (int i = 0; i < pg->n_prims; i++) {
+        const Prim *p = pg->prims[i];
+        const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+        for (int j = 0; j < p->n_in; j++)
+            x[j] = buf[p->in[j]];
+        size_t nb = tensor_nbytes(pg->tensors[p->out[0]]);
+        buf[p->out[0]] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+        Err e = {0};
+        int rc = prim_eval(pg, p, x, buf[p->out[0]], &e);
+        ORCH_ASSERT(rc == ST_OK);
+        free(x);
+    }
+}
+
 // Every tensor of the graph computed by the interpreter (graph inputs random).
 static void **eval_all(const PrimGraph *pg) {
     void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
@@ -174,18 +298,27 @@ static void **eval_all(const PrimGraph *pg) {
     }
     for (int i = 0; i < pg->n_inputs; i++)
         buf[pg->inputs[i]] = rand_buf(tensor_numel(pg->tensors[pg->inputs[i]]), 1.0f);
-    for (int i = 0; i < pg->n_prims; i++) {
-        const Prim *p = pg->prims[i];
-        const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
-        for (int j = 0; j < p->n_in; j++)
-            x[j] = buf[p->in[j]];
-        size_t nb = tensor_nbytes(pg->tensors[p->out[0]]);
-        buf[p->out[0]] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
-        Err e = {0};
-        int rc = prim_eval(pg, p, x, buf[p->out[0]], &e);
-        ORCH_ASSERT(rc == ST_OK);
-        free(x);
+    eval_prims(pg, buf);
+    return buf;
+}
+
+// Like eval_all, with the graph inputs of `like` (a graph of the same tensor ids: widen).
+static void **eval_like(const PrimGraph *pg, void **like) {
+    void **buf = xcalloc((size_t)pg->n_tensors, sizeof(void *));
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        if (T->data) {
+            size_t nb = tensor_nbytes(T);
+            buf[t] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+            memcpy(buf[t], T->data, nb);
+        }
     }
+    for (int i = 0; i < pg->n_inputs; i++) {
+        size_t nb = tensor_nbytes(pg->tensors[pg->inputs[i]]);
+        buf[pg->inputs[i]] = aligned_alloc(64, (nb + 63) / 64 * 64 + 64);
+        memcpy(buf[pg->inputs[i]], like[pg->inputs[i]], nb);
+    }
+    eval_prims(pg, buf);
     return buf;
 }
 
@@ -377,9 +510,22 @@ static void *compile_thread(void *arg) {
     return NULL;
 }
 
+// The dtype of a chain's layers.
+static DType chain_dtype(const PrimGraph *pg, const Candidate *c) {
+    for (int i = 0; i < c->n_prims; i++)
+        if (pg->prims[c->prims[i]]->kind == PRIM_LINEAR)
+            return pg->tensors[pg->prims[c->prims[i]]->out[0]]->dtype;
+    return DT_FLOAT;
+}
+
 // The relative tolerance of a config's check: the compile driver's (lab_candidate_tolerance)
-// for the precision its arithmetic rounds to; 1e-4 for float32 (3xtf32 included).
+// for the precision its arithmetic rounds to; 1e-4 for float32 (3xtf32 included). A half
+// chain: its type's, at least the kernel lab's floor for a half output (lab_outputs_agree_tol).
 static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelConfig *cf) {
+    DType dt = chain_dtype(pg, c);
+    if (is_half(dt))
+        return fmax(lab_candidate_tolerance(pg, c, dt == DT_FLOAT16 ? PREC_FP16 : PREC_BF16),
+                    dt == DT_FLOAT16 ? 2e-3 : 1.6e-2);
     switch (cf->p[CUMLP_VAR]) {
     case CUMLP_TF32: return lab_candidate_tolerance(pg, c, PREC_TF32);
     case CUMLP_F16: return lab_candidate_tolerance(pg, c, PREC_FP16);
@@ -481,10 +627,20 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
     return jobs;
 }
 
+// n values of dtype dt as float32 (a fresh buffer).
+static float *to_float(DType dt, const void *p, int64_t n) {
+    float *f = xmalloc(sizeof(float) * (size_t)(n + 1));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)elem_get_f64(dt, p, i);
+    return f;
+}
+
 // Runs the jobs of one compiled module on the GPU and checks each against the interpreter; with
 // `timing` also times each (the least mean of 3 rounds of 10 back-to-back launches, after 2).
-static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs, int nj,
-                    const void *cubin, bool timing) {
+// wbuf: for a half graph, the values of its widened twin (widen), by which the check's tolerance
+// is the half storage's own effect on the chain; NULL for a float32 graph.
+static void gpu_run(const char *name, const PrimGraph *pg, void **buf, void **wbuf, Job *jobs,
+                    int nj, const void *cubin, bool timing) {
     const CudaApi *cu = g_api;
     Err e = {0};
     CUmodule mod = NULL;
@@ -523,17 +679,50 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs
                  !CUDA_TRY(cu, &e, cuMemcpyHtoD, args.in[q], buf[c->inputs[q]], nb);
         }
         int64_t n = tensor_numel(pg->tensors[c->output]);
-        float *got = malloc((size_t)n * 4);
-        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, (size_t)n * 4) &&
-             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, (size_t)n * 4); // NaN poison
+        DType ot = pg->tensors[c->output]->dtype;
+        size_t ob = (size_t)n * dtype_size(ot);
+        void *gotr = malloc(ob + 1);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, ob) &&
+             !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, ob); // NaN poison (any float type)
         void *params[] = {&args};
 #define LAUNCH()                                                                                   \
     CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],               \
              j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params, NULL)
         ok = ok && !LAUNCH() && !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
-             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, (size_t)n * 4);
+             !CUDA_TRY(cu, &e, cuMemcpyDtoH, gotr, args.out, ob);
         CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
-        if (ok) {
+        float *got = to_float(ot, gotr, n);
+        if (ok && wbuf) {
+            // Half storage: the interpreter rounds every intermediate tensor to half, the kernel
+            // keeps float32 between layers and rounds the output once (the tensor-core kernels
+            // also the activations they multiply, to the half they were). Both approximate the
+            // widened graph: allow 4 times the interpreter's own distance from it (as the
+            // rounded reference below), never less than the lab's tolerance.
+            float *ref = to_float(ot, buf[c->output], n);
+            const float *wide = wbuf[c->output];
+            double mx = 0, dev = 0, tol = j->tol;
+            for (int64_t q = 0; q < n; q++) {
+                mx = fmax(mx, fabs(wide[q]));
+                dev = fmax(dev, fabs((double)ref[q] - wide[q]));
+            }
+            if (mx > 0)
+                tol = fmax(tol, 4 * dev / mx);
+            int64_t bad;
+            double w = compare(got, ref, n, tol, &bad);
+            j->err = rel_error(got, ref, n);
+            CHECK_MSG(w <= 0,
+                      "%s: GPU %s chain %d '%s' (tolerance %.2g, half storage's own %.2g): "
+                      "out[%lld] = %g, want %g",
+                      name, dtype_name(chain_dtype(pg, c)), c->id, j->cfg.desc, tol,
+                      mx > 0 ? dev / mx : 0.0, (long long)bad, bad >= 0 ? got[bad] : 0.0,
+                      bad >= 0 ? ref[bad] : 0.0);
+            if (getenv("ORCH_MLP_HALF_ERR")) // the errors against the lab's tolerance, for reading
+                printf("    %s chain %d %-52s err %.2e (lab %.2e, half's own %.2e, vs wide %.2e)\n",
+                       dtype_name(chain_dtype(pg, c)), c->id, j->cfg.desc, j->err, j->tol,
+                       mx > 0 ? dev / mx : 0.0, rel_error(got, wide, n));
+            free(ref);
+            g_gpu_ran++;
+        } else if (ok) {
             // Tensor cores with rounded operands: against the same rounding (3xtf32 and the
             // SIMT variants: the exact values).
             int64_t v = j->cfg.p[CUMLP_VAR], bad;
@@ -579,6 +768,7 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs
         }
 #undef LAUNCH
         free(got);
+        free(gotr);
         for (int q = 0; q < c->n_inputs; q++)
             if (args.in[q])
                 cu->cuMemFree(args.in[q]);
@@ -593,8 +783,8 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, Job *jobs
 
 // Compiles the chains for the described A100 and H100 (and the detected GPU, whose kernels then
 // run). families: the longest chain in the best config of every variant too (chain_configs).
-static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Candidate **chains,
-                     int nc, int k, bool families) {
+static void cu_check(const char *name, const PrimGraph *pg, void **buf, void **wbuf,
+                     const Candidate **chains, int nc, int k, bool families) {
     if (!g_nvrtc)
         return;
     int nu = 2 + (g_api ? 1 : 0), u0 = g_api && g_gpu_only ? 2 : 0;
@@ -621,7 +811,7 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Ca
             g_cu_kernels += nj[u];
     }
     if (g_api && comp[2].rc == ST_OK)
-        gpu_run(name, pg, buf, jobs[2], nj[2], comp[2].cubin, false);
+        gpu_run(name, pg, buf, wbuf, jobs[2], nj[2], comp[2].cubin, false);
     for (int u = u0; u < nu; u++) {
         free(comp[u].cubin);
         free(jobs[u]);
@@ -633,7 +823,9 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, const Ca
 
 // Cleans up pg (merging each layer's epilogue), enumerates with chains, checks the chain
 // candidates against `layers` (a single chain: L(L-1)/2 runs of 2..min(L, 8) layers), and runs
-// the CPU and CUDA checks on them. Takes ownership of pg.
+// the CPU and CUDA checks on them. Takes ownership of pg. Half chains (half storage): the C
+// target must refuse them; the CUDA check's reference is the interpreter's, its tolerance from
+// the widened graph (widen).
 static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, int cu_k,
                       bool families, bool cleanup) {
     Err e = {0};
@@ -662,9 +854,14 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
         CHECK_MSG(nl <= MLP_LAYERS_MAX, "%s: a chain of %d layers", name, nl);
         per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
         chains[nc++] = &cs->c[i];
-        CHECK_MSG(target_cpu.supports(pg, &cs->c[i]), "%s: chain %d (%d layers) refused by the CPU",
-                  name, cs->c[i].id, nl);
+        if (is_half(chain_dtype(pg, &cs->c[i])))
+            CHECK_MSG(!target_cpu.supports(pg, &cs->c[i]),
+                      "%s: half chain %d (%d layers) accepted by the CPU", name, cs->c[i].id, nl);
+        else
+            CHECK_MSG(target_cpu.supports(pg, &cs->c[i]),
+                      "%s: chain %d (%d layers) refused by the CPU", name, cs->c[i].id, nl);
     }
+    bool half = nc > 0 && is_half(chain_dtype(pg, chains[0]));
     for (int i = 0; i + 1 < nc; i++)
         if (chains[i]->n_prims > chains[nc - 1]->n_prims) {
             const Candidate *t = chains[i];
@@ -681,17 +878,27 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
     CHECK_MSG(cs->stats.mlp_chains == expect, "%s: stats say %d chains, expected %d", name,
               cs->stats.mlp_chains, expect);
     double t0 = now();
-    void **buf = eval_all(pg);
+    void **buf = eval_all(pg), **wbuf = NULL;
+    PrimGraph *wide = NULL;
+    if (half) { // the reference's yardstick (the GPU run's)
+        wide = widen(pg);
+        wbuf = eval_like(wide, buf);
+    }
     double t1 = now();
-    if (!g_no_cpu)
+    if (!g_no_cpu && !half)
         cpu_check(name, pg, buf, chains, nc, cpu_k);
     double t2 = now();
-    cu_check(name, pg, buf, chains, nc, cu_k, families);
+    cu_check(name, pg, buf, wbuf, chains, nc, cu_k, families);
     printf("  %s: %d prims, %d chain candidates (interp %.1f s, cpu %.1f s, cuda %.1f s)\n", name,
            pg->n_prims, nc, t1 - t0, t2 - t1, now() - t2);
     g_cases++;
     g_chains += nc;
+    g_half_cases += half;
     free_all(pg, buf);
+    if (wide) {
+        free_all(wide, wbuf);
+        prim_graph_free(wide);
+    }
     free(chains);
     cand_set_free(cs);
     prim_graph_free(pg);
@@ -757,6 +964,71 @@ static void random_cases(void) {
             k.act[l] = rand() % A_COUNT;
         case_name(&k);
         check_mlp(k.name, mlp_graph(&k), k.layers, 1, 1, true, true);
+    }
+}
+
+// Half storage (--precision fp16 / bf16): the chains of float16 and bfloat16 MLPs whose input is
+// CAST from float32 and whose output is half or CAST back to float32, 2-8 layers, odd widths,
+// batch 1 and primes, the input widths of every load path of the kernels (a multiple of 8: 16-byte
+// loads, of 4: 8-byte loads, odd: single values; 16-byte loads with a partial last chunk), every
+// activation; then random ones. (The benchmark's 6 x 64 chain in half storage: gpu_timing with
+// ORCH_MLP_BENCH_DTYPE.)
+static void half_cases(void) {
+    static const struct {
+        DType dt;
+        bool cast_out;
+        int layers;
+        int64_t batch, lead0;
+        int64_t w[9];
+        int act[8];
+    } cs[] = {
+        // clang-format off
+        {DT_FLOAT16, true, 2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}},
+        {DT_BFLOAT16, false, 3, 131, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}},
+        {DT_FLOAT16, true, 3, 257, 0, {64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_NONE}},
+        {DT_BFLOAT16, true, 4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}},
+        {DT_FLOAT16, false, 8, 1, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1},
+         {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
+        {DT_BFLOAT16, false, 2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
+        {DT_FLOAT16, true, 3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}},
+        {DT_FLOAT16, false, 2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}},
+        {DT_BFLOAT16, true, 3, 7, 0, {36, 48, 20, 7}, {A_SILU, A_RELU, A_TANH}},
+        {DT_FLOAT16, true, 4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}},
+        // clang-format on
+    };
+    for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
+        Case k = {0};
+        k.layers = cs[i].layers;
+        k.batch = cs[i].batch;
+        k.lead0 = cs[i].lead0;
+        k.bias = true;
+        for (int l = 0; l <= k.layers; l++)
+            k.width[l] = cs[i].w[l];
+        for (int l = 0; l < k.layers; l++)
+            k.act[l] = cs[i].act[l];
+        case_name(&k);
+        char name[128];
+        snprintf(name, sizeof name, "%s_%s%s", dtype_name(cs[i].dt), k.name,
+                 cs[i].cast_out ? "_f32out" : "");
+        check_mlp(name, mlp_graph_half(&k, cs[i].dt, cs[i].cast_out), k.layers, 1, 1, true, true);
+    }
+    // (Two, of at most 5 layers: the GPU run compiles every chain of a case.)
+    static const int64_t batches[] = {1, 7, 131, 1031};
+    for (int it = 0; it < 2; it++) {
+        Case k = {0};
+        k.layers = 2 + rand() % 4;
+        k.batch = batches[rand() % (int)ORCH_COUNT(batches)];
+        k.bias = rand() % 4 != 0;
+        for (int l = 0; l <= k.layers; l++)
+            k.width[l] = rand() % 2 ? 16 * (1 + rand() % 16) : 1 + rand() % 256;
+        for (int l = 0; l < k.layers; l++)
+            k.act[l] = rand() % A_COUNT;
+        case_name(&k);
+        DType dt = rand() % 2 ? DT_FLOAT16 : DT_BFLOAT16;
+        bool cast_out = rand() % 2;
+        char name[128];
+        snprintf(name, sizeof name, "%s_%s%s", dtype_name(dt), k.name, cast_out ? "_f32out" : "");
+        check_mlp(name, mlp_graph_half(&k, dt, cast_out), k.layers, 1, 1, true, true);
     }
 }
 
@@ -1062,11 +1334,14 @@ static void gpu_timing(void) {
         return;
     }
     const char *bs = getenv("ORCH_MLP_BENCH_BATCH");
-    const char *ba = getenv("ORCH_MLP_BENCH_ACT");
+    const char *ba = getenv("ORCH_MLP_BENCH_ACT"), *bd = getenv("ORCH_MLP_BENCH_DTYPE");
     int act = ba && strcmp(ba, "relu") == 0 ? A_RELU : A_SINSIG;
+    DType dt = bd && strcmp(bd, "f16") == 0    ? DT_FLOAT16
+               : bd && strcmp(bd, "bf16") == 0 ? DT_BFLOAT16
+                                               : DT_FLOAT;
     Case k = {.layers = 6, .batch = bs && atoll(bs) > 0 ? atoll(bs) : 65536, .bias = true,
               .width = {64, 64, 64, 64, 64, 64, 64}, .act = {act, act, act, act, act, A_NONE}};
-    PrimGraph *pg = mlp_graph(&k);
+    PrimGraph *pg = is_half(dt) ? mlp_graph_half(&k, dt, true) : mlp_graph(&k);
     Err e = {0};
     CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
     CandRules r = cand_rules_default();
@@ -1084,11 +1359,16 @@ static void gpu_timing(void) {
         return;
     }
     double t0 = now();
-    void **buf = eval_all(pg);
+    void **buf = eval_all(pg), **wbuf = NULL;
+    PrimGraph *wide = NULL;
+    if (is_half(dt)) {
+        wide = widen(pg);
+        wbuf = eval_like(wide, buf);
+    }
     KernelConfig cf[256];
     int n = chain_configs(pg, full, &g_dhw, 0, false, true, cf, 256);
-    printf("  batch %lld, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
-           act_name[act], n, now() - t0);
+    printf("  batch %lld, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
+           act_name[act], dtype_name(dt), n, now() - t0);
     // Several modules compiled in parallel threads.
     enum { GROUPS = 8 };
     StrBuf src[GROUPS];
@@ -1124,7 +1404,7 @@ static void gpu_timing(void) {
     printf("  compiled in %.1f s\n", now() - t0);
     for (int gi = 0; gi < GROUPS; gi++)
         if (comp[gi].rc == ST_OK && first[gi + 1] > first[gi])
-            gpu_run("bench", pg, buf, jobs + first[gi], first[gi + 1] - first[gi],
+            gpu_run("bench", pg, buf, wbuf, jobs + first[gi], first[gi + 1] - first[gi],
                     comp[gi].cubin, true);
     // Sorted by time.
     int *order = xmalloc(sizeof(int) * (size_t)(n + 1));
@@ -1186,6 +1466,10 @@ static void gpu_timing(void) {
     }
     free(jobs);
     free_all(pg, buf);
+    if (wide) {
+        free_all(wide, wbuf);
+        prim_graph_free(wide);
+    }
     cand_set_free(cs);
     prim_graph_free(pg);
 }
@@ -1203,9 +1487,10 @@ static void gpu_present(void) {
 }
 
 static void counts(void) {
-    printf("  %d cases, %d chain candidates, %d CPU kernels checked, %d CUDA kernels compiled "
-           "per arch\n",
-           g_cases, g_chains, g_cpu_kernels, g_cu_kernels / 2);
+    printf("  %d cases (%d half), %d chain candidates, %d CPU kernels checked, %d CUDA kernels "
+           "compiled per arch\n",
+           g_cases, g_half_cases, g_chains, g_cpu_kernels, g_cu_kernels / 2);
+    CHECK(g_half_cases >= 12);
     CHECK(g_no_cpu || g_cpu_kernels > 50);
     CHECK(!g_nvrtc || (g_gpu_only && g_api) || g_cu_kernels > 50);
 }
@@ -1282,6 +1567,7 @@ int main(int argc, char **argv) {
     } while (0)
     RUN_CASE(fixed_cases);
     RUN_CASE(random_cases);
+    RUN_CASE(half_cases);
     RUN_CASE(chain_boundaries);
     RUN_CASE(onnx_sinsig);
     RUN_CASE(blp_selection);

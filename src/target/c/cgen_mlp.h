@@ -26,6 +26,7 @@ typedef struct MlpChain {
     const Candidate *c;
     int n;                         // layers
     int x_pos;                     // position of the first layer's input in c->inputs
+    DType dtype;                   // every layer's input, weight and product (cand_mlp_layer_ok)
     int rank;                      // rank of every layer's output
     int64_t lead[ORCH_MAX_RANK];   // the leading dims (rank - 1 of them), equal in every layer
     int64_t R;                     // rows: their product
@@ -38,7 +39,9 @@ typedef struct MlpChain {
 } MlpChain;
 
 // Whether c is an MLP chain this analysis understands (only LINEAR layers and ELEMWISE
-// primitives, the first input and every weight kernel inputs, float32, equal leading dims).
+// primitives, the first input and every weight kernel inputs, equal leading dims, the layers all
+// of one dtype: float32, float16 or bfloat16; an epilogue's tensors that dtype, or float32 after
+// half layers). The C target's kernels take float32 chains only.
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m);
 
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c);

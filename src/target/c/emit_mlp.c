@@ -26,7 +26,7 @@ static const Tensor *mt(const MlpChain *m, int t) {
 }
 
 static bool lead_eq(const MlpChain *m, const Tensor *t) {
-    if (t->rank != m->rank || t->dtype != DT_FLOAT)
+    if (t->rank != m->rank || (t->dtype != m->dtype && t->dtype != DT_FLOAT))
         return false;
     for (int d = 0; d + 1 < m->rank; d++)
         if (t->dims[d] != m->lead[d])
@@ -50,6 +50,7 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
     }
     if (m->n < 2 || c->output < 0)
         return false;
+    m->dtype = pg->tensors[pg->prims[m->lin[0]]->out[0]]->dtype;
     for (int l = 0; l < m->n; l++) {
         const Prim *p = pg->prims[m->lin[l]];
         m->tl[l] = p->out[0];
@@ -85,7 +86,14 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
             return false;
         m->epi[l] = m->act[l] != m->tl[l];
     }
-    return m->R > 0 && lead_eq(m, mt(m, c->inputs[m->x_pos]));
+    // Every layer's tensors of one dtype (each is one by cand_mlp_layer_ok), so that the layers'
+    // products feed each other as they are.
+    for (int l = 0; l < m->n; l++)
+        if (mt(m, m->tl[l])->dtype != m->dtype ||
+            (l + 1 < m->n && mt(m, m->act[l])->dtype != m->dtype))
+            return false;
+    return m->R > 0 && mt(m, c->inputs[m->x_pos])->dtype == m->dtype &&
+           lead_eq(m, mt(m, c->inputs[m->x_pos]));
 }
 
 // ---- emission ----
@@ -316,7 +324,7 @@ static void cfg_desc(KernelConfig *k) {
 
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
     MlpChain m;
-    if (!mlp_analyse(pg, c, &m))
+    if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT)
         return false;
     // Dry run: cexpr decides whether every epilogue can be emitted from its layer's product.
     KernelConfig k = {.cls = CCLS_MLP};
@@ -371,7 +379,7 @@ static double score(const MlpChain *m, const HwInfo *hw, int64_t RT, int mr, int
 int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                      int k) {
     MlpChain m;
-    if (!mlp_analyse(pg, c, &m) || k < 1)
+    if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT || k < 1)
         return 0;
     static const int64_t rts[] = {16, 32, 64, 128, 256};
     int wide = hw && hw->simd_bytes >= 64;
@@ -400,8 +408,8 @@ int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
 int cgen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e) {
     MlpChain m;
-    if (!mlp_analyse(pg, c, &m))
-        return err_set(e, ST_UNSUPPORTED, "mlp kernel %s: candidate %d is not an MLP chain", fn,
-                       c->id);
+    if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT)
+        return err_set(e, ST_UNSUPPORTED, "mlp kernel %s: candidate %d is not a float32 MLP chain",
+                       fn, c->id);
     return emit_kernel(&m, cfg, fn, src, e);
 }

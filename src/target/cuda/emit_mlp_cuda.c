@@ -41,10 +41,20 @@
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
+// Half storage (--precision fp16 / bf16: the chain's input, weights, biases and activations
+// float16 or bfloat16, its output that type or float32 after a CAST): the input and weights are
+// read as stored (half the bytes; 16- or 8-byte loads where the widths allow). The SIMT kernels
+// convert them on load (weights as staged); the tensor-core kernel of the tensors' type (the only
+// one offered, whatever the precision) stages the weights' bits as they are and loads the input's
+// straight into its A fragments, the first layer's k order permuted so that a lane's fragment
+// columns are 4 or 8 adjacent values (TcLayout.xperm). Accumulation, the epilogues and the
+// activations between layers stay float32 (the epilogues through a float32 view of the graph:
+// epi_graph), and the output is rounded once to its dtype.
 // Needs: cugen_prelude() in the translation unit. Guarantees: the candidate's output as
 // prim_interp.c computes it, up to float32 reassociation (block, warp), float32-level operand
 // splitting (3xtf32), or the rounding of the operands to TF32 / half / bfloat16 with float32
-// accumulation (tf32, f16, bf16).
+// accumulation (tf32, f16, bf16); for half storage, up to the interpreter's rounding of every
+// intermediate tensor to half, which the kernel does not do (it is the more accurate).
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 
@@ -53,6 +63,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // KernelConfig.p[] slots. Block kernel: rows per block, threads, rows per thread tile, columns
@@ -123,7 +134,174 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     return ST_OK;
 }
 
-// The kernel's signature and its input pointers in<j>, the output o.
+// ---- half storage (float16 / bfloat16 chains) ----
+
+static bool half_chain(const MlpChain *m) {
+    return m->dtype != DT_FLOAT;
+}
+
+static DType out_dtype(const MlpChain *m) {
+    return m->pg->tensors[m->c->output]->dtype;
+}
+
+static bool is_half(DType t) {
+    return t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
+
+// The conversions of half storage: hardware cvt for float16 (the prelude's portable version
+// loops over subnormals), a shift and the prelude's integer rounding for bfloat16 (sm_80's
+// cvt.rn.bf16 would exclude older GPUs from the SIMT kernels).
+static const char *h2f_fn(DType t) {
+    return t == DT_BFLOAT16 ? "orch_mlp_b2f" : "orch_mlp_h2f";
+}
+
+static const char *f2h_fn(DType t) {
+    return t == DT_BFLOAT16 ? "orch_mlp_f2b" : "orch_mlp_f2h";
+}
+
+// Device helpers of half chains, once per translation unit: the conversions, and a half kernel
+// input seen as float values (OrchMlpF16In / OrchMlpBF16In), through which the epilogues read
+// their half constants: cexpr reads input j as in<j>[offset] (epi_graph).
+static void emit_half_helpers(StrBuf *s) {
+    sb_puts(s, "#ifndef ORCH_MLP_HALF_HELPERS\n"
+               "#define ORCH_MLP_HALF_HELPERS\n"
+               "ORCH_DEV float orch_mlp_h2f(uint16_t h) {\n"
+               "    float f;\n"
+               "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+               "    return f;\n"
+               "}\n"
+               "ORCH_DEV uint16_t orch_mlp_f2h(float x) {\n"
+               "    uint16_t h;\n"
+               "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(x));\n"
+               "    return h;\n"
+               "}\n"
+               "ORCH_DEV float orch_mlp_b2f(uint16_t h) {\n"
+               "    return __uint_as_float((uint32_t)h << 16);\n"
+               "}\n"
+               "ORCH_DEV uint16_t orch_mlp_f2b(float x) { return orch_f32_to_bf16(x); }\n"
+               "struct OrchMlpF16In {\n"
+               "    const uint16_t *p;\n"
+               "    __device__ __forceinline__ float operator[](int64_t i) const {\n"
+               "        return orch_mlp_h2f(__ldg(p + i));\n"
+               "    }\n"
+               "};\n"
+               "struct OrchMlpBF16In {\n"
+               "    const uint16_t *p;\n"
+               "    __device__ __forceinline__ float operator[](int64_t i) const {\n"
+               "        return orch_mlp_b2f(__ldg(p + i));\n"
+               "    }\n"
+               "};\n"
+               "#endif\n");
+}
+
+// The graph the epilogues are emitted from. A half chain's epilogues compute in float32 (the
+// layers' accumulators stay float between layers, as the activations of a float32 chain do):
+// cexpr over a view of the graph in which every float16 / bfloat16 tensor of the candidate is
+// float32 (copies of those tensors and of the ELEMWISE programs; the graph itself untouched), so
+// it emits float math (the fast transcendentals under reduced precision) with no rounding
+// between instructions, reading half inputs through the float views emit_head declares. The
+// interpreter rounds every intermediate to half: the kernel is the more accurate of the two.
+typedef struct EpiGraph {
+    PrimGraph pg;
+    Tensor **tensors, *tcopy;
+    Prim **prims, *pcopy;
+    EwInstr *code;
+} EpiGraph;
+
+static const PrimGraph *epi_graph(const MlpChain *m, EpiGraph *V) {
+    memset(V, 0, sizeof *V);
+    const PrimGraph *pg = m->pg;
+    const Candidate *c = m->c;
+    if (!half_chain(m))
+        return pg;
+    int nt = 0, ni = 0;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        nt += p->n_in + p->n_out;
+        ni += p->kind == PRIM_ELEMWISE ? p->ew.n : 0;
+    }
+    V->pg = *pg;
+    V->tensors = xmalloc(sizeof(Tensor *) * ((size_t)pg->n_tensors + 1));
+    memcpy(V->tensors, pg->tensors, sizeof(Tensor *) * (size_t)pg->n_tensors);
+    V->prims = xmalloc(sizeof(Prim *) * ((size_t)pg->n_prims + 1));
+    memcpy(V->prims, pg->prims, sizeof(Prim *) * (size_t)pg->n_prims);
+    V->tcopy = xmalloc(sizeof(Tensor) * ((size_t)nt + 1));
+    V->pcopy = xmalloc(sizeof(Prim) * ((size_t)c->n_prims + 1));
+    V->code = xmalloc(sizeof(EwInstr) * ((size_t)ni + 1));
+    int ntc = 0, nic = 0;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        for (int j = 0; j < p->n_in + p->n_out; j++) {
+            int t = j < p->n_in ? p->in[j] : p->out[j - p->n_in];
+            if (t < 0 || V->tensors[t] != pg->tensors[t] || !is_half(pg->tensors[t]->dtype))
+                continue; // absent, already copied, or not half
+            V->tcopy[ntc] = *pg->tensors[t];
+            V->tcopy[ntc].dtype = DT_FLOAT;
+            V->tensors[t] = &V->tcopy[ntc++];
+        }
+        if (p->kind != PRIM_ELEMWISE)
+            continue;
+        Prim *q = &V->pcopy[i];
+        *q = *p;
+        q->ew.code = V->code + nic;
+        for (int k = 0; k < p->ew.n; k++) {
+            q->ew.code[k] = p->ew.code[k];
+            if (is_half(q->ew.code[k].dtype))
+                q->ew.code[k].dtype = DT_FLOAT;
+        }
+        nic += p->ew.n;
+        V->prims[c->prims[i]] = q;
+    }
+    V->pg.tensors = V->tensors;
+    V->pg.prims = V->prims;
+    return &V->pg;
+}
+
+static void epi_graph_free(EpiGraph *V) {
+    free(V->tensors);
+    free(V->tcopy);
+    free(V->prims);
+    free(V->pcopy);
+    free(V->code);
+}
+
+// The name the kernel's own loads of input pos use: the pointer as stored (in<j>, or inh<j> for a
+// half input, whose in<j> is the epilogues' float view).
+static void raw_name(const MlpChain *m, int pos, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%d", is_half(m->pg->tensors[m->c->inputs[pos]]->dtype) ? "inh" : "in",
+             pos);
+}
+
+// `o[idx] = v;` with the float value v converted to the output's dtype (rounded once).
+static void emit_out_store(const MlpChain *m, StrBuf *s, int ind, const char *idx, const char *v) {
+    DType ot = out_dtype(m);
+    if (is_half(ot))
+        sb_line(s, ind, "o[%s] = %s(%s);\n", idx, f2h_fn(ot), v);
+    else
+        sb_line(s, ind, "o[%s] = %s;\n", idx, v);
+}
+
+// Layer l's epilogue (emit_epi) stored into the output at flat index idx, in its dtype.
+static int emit_epi_out(CEm *E, int l, const char *acc, const char *col, const char *row,
+                        const char *idx, int ind, Err *e) {
+    char dest[128];
+    if (!is_half(out_dtype(E->m))) {
+        snprintf(dest, sizeof dest, "o[%s]", idx);
+        return emit_epi(E, l, acc, col, row, dest, ind, e);
+    }
+    StrBuf *s = E->s;
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "float y_;\n");
+    int rc = emit_epi(E, l, acc, col, row, "y_", ind + 1, e);
+    if (rc)
+        return rc;
+    emit_out_store(E->m, s, ind + 1, idx, "y_");
+    sb_line(s, ind, "}\n");
+    return ST_OK;
+}
+
+// The kernel's signature and its input pointers in<j>, the output o. Half inputs also get their
+// stored pointer inh<j>, and in<j> is the float view the epilogues read through.
 static void emit_head(const MlpChain *m, const char *fn, int64_t T, int64_t min_blocks, StrBuf *s) {
     const Candidate *c = m->c;
     if (min_blocks > 0)
@@ -134,13 +312,31 @@ static void emit_head(const MlpChain *m, const char *fn, int64_t T, int64_t min_
                   fn);
     sb_line(s, 1, "const void *in[%d];\n", c->n_inputs > 0 ? c->n_inputs : 1);
     for (int j = 0; j < c->n_inputs; j++) {
-        const char *ct = cgen_ctype(m->pg->tensors[c->inputs[j]]->dtype);
+        DType dt = m->pg->tensors[c->inputs[j]]->dtype;
+        const char *ct = cgen_ctype(dt);
         sb_line(s, 1, "in[%d] = a.in[%d];\n", j, j);
-        sb_line(s, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
+        if (half_chain(m) && is_half(dt)) {
+            sb_line(s, 1, "const uint16_t *__restrict__ inh%d = (const uint16_t *)a.in[%d];\n", j,
+                    j);
+            sb_line(s, 1, "const %s in%d = {inh%d};\n",
+                    dt == DT_BFLOAT16 ? "OrchMlpBF16In" : "OrchMlpF16In", j, j);
+            sb_line(s, 1, "(void)inh%d;\n", j);
+        } else {
+            sb_line(s, 1, "const %s *__restrict__ in%d = (const %s *)a.in[%d];\n", ct, j, ct, j);
+        }
         sb_line(s, 1, "(void)in%d;\n", j);
     }
     sb_line(s, 1, "(void)in;\n");
-    sb_line(s, 1, "float *__restrict__ o = (float *)a.out;\n");
+    const char *ot = cgen_ctype(out_dtype(m));
+    sb_line(s, 1, "%s *__restrict__ o = (%s *)a.out;\n", ot, ot);
+}
+
+// Bytes of the chain's input and output (each crosses DRAM once).
+static double io_bytes(const MlpChain *m) {
+    double xb = (double)dtype_size(m->dtype), ob = (double)dtype_size(out_dtype(m));
+    if (xb == ob)
+        return xb * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
+    return (double)m->R * (xb * (double)m->K[0] + ob * (double)m->N[m->n - 1]);
 }
 
 // ---- block kernel ----
@@ -195,9 +391,10 @@ static int row_vec(int TM) {
 }
 
 // `n` k steps (n <= 4, the first at a multiple of 4): the activations of the thread's rows of
-// k step kk at a4 + kk * bmp, its weights at w4 + kk * N.
+// k step kk at a4 + kk * bmp, its weights at w4 + kk * N (wh: half weights read in place, of
+// type wt, converted as loaded; four of them one 8-byte load).
 static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int TM, int TN,
-                        bool stage, int64_t n) {
+                        bool stage, int64_t n, bool wh, DType wt) {
     int VW = row_vec(TM);
     static const char *const comp[] = {"x", "y", "z", "w"};
     sb_line(s, ind, "#pragma unroll\n");
@@ -214,7 +411,23 @@ static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int
             sb_line(s, ind + 2, "av[g * %d + %d] = v.%s;\n", VW, u, comp[u]);
     }
     sb_line(s, ind + 1, "}\n");
-    if (TN == 4) {
+    if (wh) {
+        const char *cv = h2f_fn(wt);
+        if (TN == 4) {
+            sb_line(s, ind + 1, "const uint2 w4h = __ldg((const uint2 *)(w4 + kk * %lld));\n",
+                    (long long)N);
+            sb_line(s, ind + 1,
+                    "const float wv[4] = {%s((uint16_t)(w4h.x & 0xffffu)), %s((uint16_t)(w4h.x >> "
+                    "16)), %s((uint16_t)(w4h.y & 0xffffu)), %s((uint16_t)(w4h.y >> 16))};\n",
+                    cv, cv, cv, cv);
+        } else {
+            sb_line(s, ind + 1, "float wv[%d];\n", TN);
+            sb_line(s, ind + 1, "#pragma unroll\n");
+            sb_line(s, ind + 1,
+                    "for (int j = 0; j < %d; j++) wv[j] = %s(__ldg(w4 + kk * %lld + j));\n", TN, cv,
+                    (long long)N);
+        }
+    } else if (TN == 4) {
         if (stage)
             sb_line(s, ind + 1, "const float4 w4v = *(const float4 *)(w4 + kk * %lld);\n",
                     (long long)N);
@@ -245,12 +458,21 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
     bool stage = cfg->p[Q_STAGE] != 0, last = l == m->n - 1;
     int64_t K = m->K[l], N = m->N[l], NCB = N / TN, items = BM / TM * NCB;
     const char *src = l % 2 ? "b1" : "b0", *dst = l % 2 ? "b0" : "b1";
+    bool wh = half_chain(m) && !stage; // half weights read in place
+    char wn[16];
+    raw_name(m, m->w_pos[l], wn, sizeof wn);
     sb_line(s, 1, "{ // layer %d: %lld -> %lld\n", l, (long long)K, (long long)N);
     if (stage) {
-        sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) ws[q] = in%d[q];\n",
-                (long long)(K * N), (long long)T, m->w_pos[l]);
+        if (half_chain(m)) // converted once, as staged
+            sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) ws[q] = %s(%s[q]);\n",
+                    (long long)(K * N), (long long)T, h2f_fn(m->dtype), wn);
+        else
+            sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) ws[q] = in%d[q];\n",
+                    (long long)(K * N), (long long)T, m->w_pos[l]);
         sb_line(s, 2, "__syncthreads();\n");
         sb_line(s, 2, "const float *__restrict__ w = ws;\n");
+    } else if (wh) {
+        sb_line(s, 2, "const uint16_t *__restrict__ w = %s;\n", wn);
     } else {
         sb_line(s, 2, "const float *__restrict__ w = in%d;\n", m->w_pos[l]);
     }
@@ -265,22 +487,24 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int j = 0; j < %d; j++) acc_[i][j] = 0.0f;\n", TN);
     sb_line(s, 3, "const float *ap = %s + r0;\n", src);
-    sb_line(s, 3, "const float *wp = w + c0;\n");
+    sb_line(s, 3, "const %s *wp = w + c0;\n", wh ? "uint16_t" : "float");
     // k in groups of 4 (rows 4 k4 .. 4 k4 + 3 lie at constant offsets from the group's start),
     // then the rest.
     if (K >= 4) {
         sb_line(s, 3, "#pragma unroll 2\n");
         sb_line(s, 3, "for (int k4 = 0; k4 < %lld; k4++) {\n", (long long)(K / 4));
         sb_line(s, 4, "const float *a4 = ap + k4 * %lld;\n", (long long)kofs(L, 4));
-        sb_line(s, 4, "const float *w4 = wp + k4 * %lld;\n", (long long)(4 * N));
-        emit_ksteps(s, 4, L, N, TM, TN, stage, 4);
+        sb_line(s, 4, "const %s *w4 = wp + k4 * %lld;\n", wh ? "uint16_t" : "float",
+                (long long)(4 * N));
+        emit_ksteps(s, 4, L, N, TM, TN, stage, 4, wh, m->dtype);
         sb_line(s, 3, "}\n");
     }
     if (K % 4) {
         sb_line(s, 3, "{\n");
         sb_line(s, 4, "const float *a4 = ap + %lld;\n", (long long)kofs(L, K / 4 * 4));
-        sb_line(s, 4, "const float *w4 = wp + %lld;\n", (long long)(K / 4 * 4 * N));
-        emit_ksteps(s, 4, L, N, TM, TN, stage, K % 4);
+        sb_line(s, 4, "const %s *w4 = wp + %lld;\n", wh ? "uint16_t" : "float",
+                (long long)(K / 4 * 4 * N));
+        emit_ksteps(s, 4, L, N, TM, TN, stage, K % 4, wh, m->dtype);
         sb_line(s, 3, "}\n");
     }
     // The raw products into dst (k-major for the next layer, row-major for the output); the
@@ -380,11 +604,17 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
     if (!full)
         sb_line(s, 4, "if (%s)\n", guard);
     int ind = full ? 4 : 5;
-    if (last)
+    if (last && is_half(out_dtype(m))) {
+        sb_line(s, ind, "if (i0 + r_[u] < %lld)\n", (long long)R);
+        char idx[64];
+        snprintf(idx, sizeof idx, "(i0 + r_[u]) * %lld + c_[u]", (long long)N);
+        emit_out_store(m, s, ind + 1, idx, "xv[u]");
+    } else if (last) {
         sb_line(s, ind, "if (i0 + r_[u] < %lld) o[(i0 + r_[u]) * %lld + c_[u]] = xv[u];\n",
                 (long long)R, (long long)N);
-    else
+    } else {
         sb_line(s, ind, "%s = i0 + r_[u] < %lld ? xv[u] : 0.0f;\n", at, (long long)R);
+    }
     sb_line(s, 2, "}\n");
     if (!last) // the next layer reads dst
         sb_line(s, 2, "__syncthreads();\n");
@@ -401,7 +631,8 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
+    EpiGraph V;
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"};
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -416,7 +647,37 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     sb_line(s, 1, "(void)b1;\n");
     sb_line(s, 1, "const int64_t i0 = (int64_t)blockIdx.x * %lld;\n", (long long)BM);
     // The block's input rows, coalesced, k-major into b0.
-    if (K0 % 4 == 0) {
+    if (half_chain(m)) {
+        // Half rows: 8 (4) values a 16-byte (8-byte) load where the width allows, converted.
+        int VW = K0 % 8 == 0 ? 8 : K0 % 4 == 0 ? 4 : 1;
+        int64_t KQ = K0 / VW;
+        char xn[16];
+        raw_name(m, m->x_pos, xn, sizeof xn);
+        const char *cv = h2f_fn(m->dtype);
+        sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * KQ),
+                (long long)T);
+        sb_line(s, 2, "const int r = q / %lld, kq = q - r * %lld;\n", (long long)KQ, (long long)KQ);
+        if (VW == 1) {
+            sb_line(s, 2,
+                    "b0[kq * %lld + (kq >> 2) * 4 + r] = i0 + r < %lld ? %s(%s[(i0 + r) * %lld + "
+                    "kq]) : 0.0f;\n",
+                    (long long)BMP, (long long)m->R, cv, xn, (long long)K0);
+        } else {
+            const char *vt = VW == 8 ? "uint4" : "uint2";
+            sb_line(s, 2,
+                    "const %s v = i0 + r < %lld ? __ldg((const %s *)(%s + (i0 + r) * %lld) + kq) "
+                    ": make_%s(%s);\n",
+                    vt, (long long)m->R, vt, xn, (long long)K0, vt,
+                    VW == 8 ? "0u, 0u, 0u, 0u" : "0u, 0u");
+            sb_line(s, 2, "float *bp = b0 + kq * %lld + r;\n", (long long)kofs(&L, VW));
+            static const char *const comp[] = {"x", "y", "z", "w"};
+            for (int u = 0; u < VW; u++)
+                sb_line(s, 2, "bp[%lld] = %s((uint16_t)(v.%s %s));\n",
+                        (long long)(u * BMP + (u >> 2) * 4), cv, comp[u >> 1],
+                        u & 1 ? ">> 16" : "& 0xffffu");
+        }
+        sb_line(s, 1, "}\n");
+    } else if (K0 % 4 == 0) {
         int64_t KQ = K0 / 4;
         sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * KQ),
                 (long long)T);
@@ -447,7 +708,10 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
         rc = emit_layer(&E, l, cfg, &L, e);
     sb_puts(s, "}\n\n");
     cexpr_free(E.x);
+    epi_graph_free(&V);
     if (!rc) {
+        if (half_chain(m))
+            emit_half_helpers(src);
         sb_puts(src, decls.s ? decls.s : "");
         sb_puts(src, body.s);
         if (launch) {
@@ -504,7 +768,7 @@ static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
     double occ = ORCH_MIN(1.0, resident * warps / 16.0);
     double per_wave = resident * block_instr / (4.0 * occ);
     double t_comp = waves * per_wave / clock;
-    double bytes = 4.0 * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
+    double bytes = io_bytes(m);
     double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
     return ORCH_MAX(t_comp, bytes / (0.8 * bw)) + 3e-6;
 }
@@ -662,9 +926,9 @@ static int emit_warp_layer(CEm *E, const WarpLayout *L, int l, Err *e) {
         sb_line(s, 4, "for (int r = 0; r < nr; r++) {\n");
         sb_line(s, 5, "const int64_t gr = row0 + r;\n");
         sb_line(s, 5, "const float accv = act[r * %lld + c_];\n", (long long)L->so);
-        char dest[64];
-        snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
-        int rc = emit_epi(E, l, "accv", "c_", "gr", dest, 5, e);
+        char idx[64];
+        snprintf(idx, sizeof idx, "gr * %lld + c_", (long long)N);
+        int rc = emit_epi_out(E, l, "accv", "c_", "gr", idx, 5, e);
         if (rc)
             return rc;
         sb_line(s, 4, "}\n");
@@ -685,23 +949,32 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    CEm E = {m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"};
+    EpiGraph V;
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"};
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     int64_t K0 = m->K[0], R = m->R;
+    bool hx = half_chain(m);
+    const char *cv = h2f_fn(m->dtype);
     emit_head(m, fn, T, BPS, s);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
-    // The weights, [K][WS] per layer; unrolled so that a thread has 16 loads in flight.
+    // The weights, [K][WS] per layer (half ones converted); unrolled so that a thread has 16
+    // loads in flight.
     for (int l = 0; l < m->n; l++) {
         int64_t K = m->K[l], N = m->N[l], WS = L.ws[l], X = K * WS;
+        char wn[16], ld[96];
+        raw_name(m, m->w_pos[l], wn, sizeof wn);
+        if (hx)
+            snprintf(ld, sizeof ld, "%s(%s[k * %lld + n])", cv, wn, (long long)N);
+        else
+            snprintf(ld, sizeof ld, "in%d[k * %lld + n]", m->w_pos[l], (long long)N);
         sb_line(s, 1, "#pragma unroll 16\n");
         sb_line(s, 1, "for (int it = 0; it < %lld; it++) {\n", (long long)((X + T - 1) / T));
         sb_line(s, 2, "const int q = threadIdx.x + it * %lld;\n", (long long)T);
         sb_line(s, 2, "const int k = q / %lld, n = q - k * %lld;\n", (long long)WS, (long long)WS);
-        sb_line(s, 2,
-                "if (q < %lld) orch_mlp_sm[%lld + q] = n < %lld ? in%d[k * %lld + n] : 0.0f;\n",
-                (long long)X, (long long)L.wofs[l], (long long)N, m->w_pos[l], (long long)N);
+        sb_line(s, 2, "if (q < %lld) orch_mlp_sm[%lld + q] = n < %lld ? %s : 0.0f;\n", (long long)X,
+                (long long)L.wofs[l], (long long)N, ld);
         sb_line(s, 1, "}\n");
     }
     sb_line(s, 1, "__syncthreads();\n");
@@ -714,9 +987,29 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_line(s, 2, "{\n");
     sb_line(s, 3, "const int64_t gr = row0 + lane < %lld ? row0 + lane : %lld;\n", (long long)R,
             (long long)(R - 1));
-    sb_line(s, 3, "const float *xr = in%d + gr * %lld;\n", m->x_pos, (long long)K0);
+    if (hx) {
+        char xn[16];
+        raw_name(m, m->x_pos, xn, sizeof xn);
+        sb_line(s, 3, "const uint16_t *xr = %s + gr * %lld;\n", xn, (long long)K0);
+    } else {
+        sb_line(s, 3, "const float *xr = in%d + gr * %lld;\n", m->x_pos, (long long)K0);
+    }
     sb_line(s, 3, "#pragma unroll 4\n");
-    if (K0 % 4 == 0) {
+    if (hx && K0 % 4 == 0) {
+        // Half rows: 8 (4) values a 16-byte (8-byte) load, converted.
+        int VW = K0 % 8 == 0 ? 8 : 4;
+        const char *vt = VW == 8 ? "uint4" : "uint2";
+        static const char *const comp[] = {"x", "y", "z", "w"};
+        sb_line(s, 3, "for (int k = 0; k < %lld; k += %d) {\n", (long long)K0, VW);
+        sb_line(s, 4, "const %s v = __ldg((const %s *)(xr + k));\n", vt, vt);
+        for (int u = 0; u < VW; u++)
+            sb_line(s, 4, "act[(k + %d) * %d + lane] = %s((uint16_t)(v.%s %s));\n", u, WARP_SA, cv,
+                    comp[u >> 1], u & 1 ? ">> 16" : "& 0xffffu");
+        sb_line(s, 3, "}\n");
+    } else if (hx) {
+        sb_line(s, 3, "for (int k = 0; k < %lld; k++) act[k * %d + lane] = %s(__ldg(xr + k));\n",
+                (long long)K0, WARP_SA, cv);
+    } else if (K0 % 4 == 0) {
         sb_line(s, 3, "for (int k = 0; k < %lld; k += 4) {\n", (long long)K0);
         sb_line(s, 4, "const float4 v = __ldg((const float4 *)(xr + k));\n");
         sb_line(s, 4, "act[k * %d + lane] = v.x;\n", WARP_SA);
@@ -736,7 +1029,10 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     cexpr_free(E.x);
+    epi_graph_free(&V);
     if (!rc) {
+        if (hx)
+            emit_half_helpers(src);
         sb_puts(src, decls.s ? decls.s : "");
         sb_puts(src, body.s);
         set_launch(launch, G, T, warp_smem(&L, W));
@@ -758,10 +1054,26 @@ typedef struct TcLayout {
     int64_t wwords;                                 // all weights
     int64_t sp;                                     // epi=smem row stride (floats, 8 mod 32)
     int64_t maxnp;
+    // Half storage of the mma's type: the input and the weights are loaded as stored. The first
+    // layer's k order is then permuted within each k step (xperm 1: a lane's fragment columns
+    // 2t, 2t+1, 2t+8, 2t+9 hold physical columns 4t .. 4t+3, one 8-byte load per row) or, for
+    // the k steps in pairs below ks2, within 32 columns (xperm 2: columns 8t .. 8t+7, one 16-byte
+    // load for both steps: 4t + 0..3 of the even step, 4t + 4..7 of the odd); its weights'
+    // rows are staged in the same order.
+    bool hraw;
+    int xperm;
+    int64_t ks2;
 } TcLayout;
 
 static bool tc_var(int64_t v) {
     return v == CUMLP_TF32 || v == CUMLP_3XTF32 || v == CUMLP_F16 || v == CUMLP_BF16;
+}
+
+// Whether variant v can run chain m: a half chain only on the tensor cores of its type (the
+// operands as stored; products of halves are exact in float32).
+static bool tc_fits(const MlpChain *m, int64_t v) {
+    return !half_chain(m) || (v == CUMLP_F16 && m->dtype == DT_FLOAT16) ||
+           (v == CUMLP_BF16 && m->dtype == DT_BFLOAT16);
 }
 
 static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
@@ -780,6 +1092,12 @@ static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
     L->sp = (L->maxnp + 23) / 32 * 32 + 8; // the least >= maxnp that is 8 mod 32
     if (L->sp - 32 >= L->maxnp)
         L->sp -= 32;
+    L->hraw = half_chain(m) && tc_fits(m, var);
+    if (L->hraw) {
+        int64_t KS = L->kp[0] / 16;
+        L->xperm = m->K[0] % 8 == 0 && KS >= 2 ? 2 : 1;
+        L->ks2 = L->xperm == 2 ? KS / 2 * 2 : 0;
+    }
 }
 
 static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
@@ -937,13 +1255,82 @@ static void emit_tc_xpack(TcEm *T, int ind) {
     sb_line(s, ind + 2, "}\n");
 }
 
+// Half storage of the mma's type (hraw): the first layer's A fragments A0 loaded as stored, in
+// the permuted k order (TcLayout.xperm), for the tile at row `row`; zeros past K0, the last row
+// standing in for rows past it.
+static void emit_tc_xload_raw(TcEm *T, const char *row, int ind) {
+    const MlpChain *m = T->E.m;
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    int64_t K0 = m->K[0], KS = L->kp[0] / 16;
+    bool guard = K0 % 16 != 0; // some chunk lies past K0 (chunks are whole: K0 % 4 == 0)
+    char xn[16];
+    raw_name(m, m->x_pos, xn, sizeof xn);
+    declare_a(s, ind, L, 0, T->MT);
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)T->MT);
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, ind + 2, "const int64_t r_ = %s + mt * 16 + h * 8 + g;\n", row);
+    sb_line(s, ind + 2, "const uint16_t *xr = %s + (r_ < %lld ? r_ : %lld) * %lld;\n", xn,
+            (long long)m->R, (long long)(m->R - 1), (long long)K0);
+    if (L->ks2 > 0) { // pairs of k steps: 16 bytes a lane
+        sb_line(s, ind + 2, "#pragma unroll\n");
+        sb_line(s, ind + 2, "for (int kp = 0; kp < %lld; kp++) {\n", (long long)(L->ks2 / 2));
+        sb_line(s, ind + 3, "const int c_ = kp * 32 + 8 * t;\n");
+        if (guard)
+            sb_line(s, ind + 3,
+                    "const uint4 v = c_ < %lld ? __ldg((const uint4 *)(xr + c_)) : make_uint4(0u, "
+                    "0u, 0u, 0u);\n",
+                    (long long)K0);
+        else
+            sb_line(s, ind + 3, "const uint4 v = __ldg((const uint4 *)(xr + c_));\n");
+        sb_line(s, ind + 3, "A0[mt][2 * kp][h] = v.x;\n");
+        sb_line(s, ind + 3, "A0[mt][2 * kp][h + 2] = v.y;\n");
+        sb_line(s, ind + 3, "A0[mt][2 * kp + 1][h] = v.z;\n");
+        sb_line(s, ind + 3, "A0[mt][2 * kp + 1][h + 2] = v.w;\n");
+        sb_line(s, ind + 2, "}\n");
+    }
+    if (L->ks2 < KS) { // single k steps: 8 bytes a lane, or four values where K0 % 4 != 0
+        sb_line(s, ind + 2, "#pragma unroll\n");
+        sb_line(s, ind + 2, "for (int ks = %lld; ks < %lld; ks++) {\n", (long long)L->ks2,
+                (long long)KS);
+        sb_line(s, ind + 3, "const int c_ = ks * 16 + 4 * t;\n");
+        if (K0 % 4 == 0) {
+            if (guard)
+                sb_line(s, ind + 3,
+                        "const uint2 v = c_ < %lld ? __ldg((const uint2 *)(xr + c_)) : "
+                        "make_uint2(0u, 0u);\n",
+                        (long long)K0);
+            else
+                sb_line(s, ind + 3, "const uint2 v = __ldg((const uint2 *)(xr + c_));\n");
+            sb_line(s, ind + 3, "A0[mt][ks][h] = v.x;\n");
+            sb_line(s, ind + 3, "A0[mt][ks][h + 2] = v.y;\n");
+        } else {
+            sb_line(s, ind + 3, "uint32_t e_[4];\n");
+            sb_line(s, ind + 3, "#pragma unroll\n");
+            sb_line(s, ind + 3,
+                    "for (int u = 0; u < 4; u++) e_[u] = c_ + u < %lld ? (uint32_t)__ldg(xr + c_ + "
+                    "u) : 0u;\n",
+                    (long long)K0);
+            sb_line(s, ind + 3, "A0[mt][ks][h] = e_[0] | e_[1] << 16;\n");
+            sb_line(s, ind + 3, "A0[mt][ks][h + 2] = e_[2] | e_[3] << 16;\n");
+        }
+        sb_line(s, ind + 2, "}\n");
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+}
+
 // Every layer's weights into shared memory in fragment order: entry q = (ks * NT + nt) * 32 +
 // lane of a layer holds that lane's B registers of k step ks, n tile nt (zeros outside K x N):
 // TF32 values or half pairs, or (3xtf32) the float32 values, split where they are read. Layers
-// go in batches whose loads (at most 64 floats a thread) are all issued before the first store:
-// one L2 round trip per batch instead of one per entry.
+// go in batches whose loads (at most 64 values a thread) are all issued before the first store:
+// one L2 round trip per batch instead of one per entry. Half weights of the mma's type (hraw) are
+// packed as stored, the first layer's rows in its permuted k order.
 static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBuf *s) {
     int nu = L->kstep == 16 ? 4 : 2;
+    const char *wt = L->hraw ? "uint16_t" : "float", *zero = L->hraw ? "(uint16_t)0" : "0.0f";
     int64_t X[MLP_LAYERS_MAX], nit[MLP_LAYERS_MAX];
     for (int l = 0; l < m->n; l++) {
         X[l] = L->kp[l] / L->kstep * (L->np[l] / 8) * 32;
@@ -958,27 +1345,41 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
         for (int l = l0; l < l1; l++) {
             int64_t K = m->K[l], N = m->N[l], NT = L->np[l] / 8;
             if (batched) {
-                sb_line(s, 2, "float w%d_[%lld][%d];\n", l, (long long)nit[l], nu);
+                sb_line(s, 2, "%s w%d_[%lld][%d];\n", wt, l, (long long)nit[l], nu);
                 sb_line(s, 2, "#pragma unroll\n");
                 sb_line(s, 2, "for (int it = 0; it < %lld; it++) {\n", (long long)nit[l]);
                 sb_line(s, 3, "const int q = threadIdx.x + it * %lld;\n", (long long)T);
             } else { // one layer too large for the registers: a loop over its entries
                 sb_line(s, 2, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)X[l],
                         (long long)T);
-                sb_line(s, 3, "float w%d_[1][%d];\n", l, nu);
+                sb_line(s, 3, "%s w%d_[1][%d];\n", wt, l, nu);
                 sb_line(s, 3, "const int it = 0;\n");
             }
             sb_line(s, 3, "const int ln = q & 31, f = q >> 5, nt = f %% %lld, ks = f / %lld;\n",
                     (long long)NT, (long long)NT);
-            sb_line(s, 3, "const int n = nt * 8 + (ln >> 2), k0 = ks * %d + 2 * (ln & 3);\n",
-                    L->kstep);
+            char wn[16];
+            raw_name(m, m->w_pos[l], wn, sizeof wn);
+            if (l == 0 && L->xperm == 2) {
+                sb_line(s, 3,
+                        "const int n = nt * 8 + (ln >> 2), k0 = ks < %lld ? (ks >> 1) * 32 + 8 * "
+                        "(ln & 3) + 4 * (ks & 1) : ks * 16 + 4 * (ln & 3);\n",
+                        (long long)L->ks2);
+            } else if (l == 0 && L->xperm == 1) {
+                sb_line(s, 3, "const int n = nt * 8 + (ln >> 2), k0 = ks * 16 + 4 * (ln & 3);\n");
+            } else {
+                sb_line(s, 3, "const int n = nt * 8 + (ln >> 2), k0 = ks * %d + 2 * (ln & 3);\n",
+                        L->kstep);
+            }
             sb_line(s, 3, "#pragma unroll\n");
             sb_line(s, 3, "for (int u = 0; u < %d; u++) {\n", nu);
-            sb_line(s, 4, "const int k = k0 + (u & 1) + (u >> 1) * 8;\n");
+            if (l == 0 && L->xperm)
+                sb_line(s, 4, "const int k = k0 + u;\n");
+            else
+                sb_line(s, 4, "const int k = k0 + (u & 1) + (u >> 1) * 8;\n");
             sb_line(s, 4,
-                    "w%d_[it][u] = q < %lld && k < %lld && n < %lld ? __ldg(in%d + k * %lld + n) "
-                    ": 0.0f;\n",
-                    l, (long long)X[l], (long long)K, (long long)N, m->w_pos[l], (long long)N);
+                    "w%d_[it][u] = q < %lld && k < %lld && n < %lld ? __ldg(%s + k * %lld + n) "
+                    ": %s;\n",
+                    l, (long long)X[l], (long long)K, (long long)N, wn, (long long)N, zero);
             sb_line(s, 3, "}\n");
             if (batched)
                 sb_line(s, 2, "}\n");
@@ -994,7 +1395,13 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
             char w[4][32], v[256];
             for (int u = 0; u < nu; u++)
                 snprintf(w[u], sizeof w[u], "w%d_[it][%d]", l, u);
-            if (L->var == CUMLP_F16 || L->var == CUMLP_BF16) {
+            if (L->hraw) {
+                snprintf(
+                    v, sizeof v,
+                    "make_uint2((uint32_t)%s | (uint32_t)%s << 16, (uint32_t)%s | (uint32_t)%s "
+                    "<< 16)",
+                    w[0], w[1], w[2], w[3]);
+            } else if (L->var == CUMLP_F16 || L->var == CUMLP_BF16) {
                 const char *cv = L->var == CUMLP_F16 ? "orch_mlp_f16x2" : "orch_mlp_bf16x2";
                 snprintf(v, sizeof v, "make_uint2(%s(%s, %s), %s(%s, %s))", cv, w[0], w[1], cv,
                          w[2], w[3]);
@@ -1145,6 +1552,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
                 sb_line(s, 7, "if (c_ < %lld) {\n", (long long)N);
             else
                 sb_line(s, 7, "{\n");
+            DType ot = out_dtype(m);
             if (N % 2 == 0) {
                 sb_line(s, 8, "float v0_, v1_;\n");
                 rc = emit_epi(E, l, "a0_", "c_", "gr", "v0_", 8, e);
@@ -1152,16 +1560,20 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
                     rc = emit_epi(E, l, "a1_", "c_ + 1", "gr", "v1_", 8, e);
                 if (rc)
                     return rc;
-                sb_line(s, 8, "*(float2 *)(o + gr * %lld + c_) = make_float2(v0_, v1_);\n",
-                        (long long)N);
+                if (is_half(ot)) // both rounded once by one cvt, the lower half first
+                    sb_line(s, 8, "*(uint32_t *)(o + gr * %lld + c_) = %s(v0_, v1_);\n",
+                            (long long)N, ot == DT_FLOAT16 ? "orch_mlp_f16x2" : "orch_mlp_bf16x2");
+                else
+                    sb_line(s, 8, "*(float2 *)(o + gr * %lld + c_) = make_float2(v0_, v1_);\n",
+                            (long long)N);
             } else {
-                snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
-                rc = emit_epi(E, l, "a0_", "c_", "gr", dest, 8, e);
+                snprintf(dest, sizeof dest, "gr * %lld + c_", (long long)N);
+                rc = emit_epi_out(E, l, "a0_", "c_", "gr", dest, 8, e);
                 if (rc)
                     return rc;
                 sb_line(s, 8, "if (c_ + 1 < %lld) {\n", (long long)N);
-                snprintf(dest, sizeof dest, "o[gr * %lld + c_ + 1]", (long long)N);
-                rc = emit_epi(E, l, "a1_", "c_ + 1", "gr", dest, 9, e);
+                snprintf(dest, sizeof dest, "gr * %lld + c_ + 1", (long long)N);
+                rc = emit_epi_out(E, l, "a1_", "c_ + 1", "gr", dest, 9, e);
                 if (rc)
                     return rc;
                 sb_line(s, 8, "}\n");
@@ -1211,11 +1623,12 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             sb_line(s, 5, "{\n");
         sb_line(s, 6, "float *pp = P + r * %lld + c_;\n", (long long)SP);
         sb_line(s, 6, "const float accv = *pp;\n");
-        if (last)
-            snprintf(dest, sizeof dest, "o[gr * %lld + c_]", (long long)N);
-        else
-            snprintf(dest, sizeof dest, "*pp");
-        rc = emit_epi(E, l, "accv", "c_", "gr", dest, 6, e);
+        if (last) {
+            snprintf(dest, sizeof dest, "gr * %lld + c_", (long long)N);
+            rc = emit_epi_out(E, l, "accv", "c_", "gr", dest, 6, e);
+        } else {
+            rc = emit_epi(E, l, "accv", "c_", "gr", "*pp", 6, e);
+        }
         if (rc)
             return rc;
         sb_line(s, 5, "}\n");
@@ -1256,13 +1669,22 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     bool epi_smem = cfg->p[Q_EPI] != 0;
     if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
+    if (!tc_fits(m, cfg->p[Q_VAR]))
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s' does not fit the chain's %s tensors", fn,
+                       cfg->desc, dtype_name(m->dtype));
     TcLayout L;
     tc_layout(m, (int)cfg->p[Q_VAR], &L);
     const Candidate *c = m->c;
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    TcEm T = {{m, fn, &body, cexpr_create(m->pg, c, fn, &decls), -1, "acc"}, &L, W, MT, epi_smem};
+    EpiGraph V;
+    TcEm T = {{m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"},
+              &L,
+              W,
+              MT,
+              epi_smem};
     cugen_cexpr_dialect(T.E.x);
     cexpr_set_reader(T.E.x, reader, &T.E);
     StrBuf *s = &body;
@@ -1278,17 +1700,24 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
-    declare_xv(&T, 2);
-    emit_tc_xload(&T, "row0", 2);
-    emit_tc_xpack(&T, 2);
+    if (L.hraw) {
+        emit_tc_xload_raw(&T, "row0", 2);
+    } else {
+        declare_xv(&T, 2);
+        emit_tc_xload(&T, "row0", 2);
+        emit_tc_xpack(&T, 2);
+    }
     int rc = ST_OK;
     for (int l = 0; l < m->n && !rc; l++)
         rc = emit_tc_layer(&T, l, e);
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     cexpr_free(T.E.x);
+    epi_graph_free(&V);
     if (!rc) {
         emit_tc_helpers(src);
+        if (half_chain(m))
+            emit_half_helpers(src);
         sb_puts(src, decls.s ? decls.s : "");
         sb_puts(src, body.s);
         set_launch(launch, G, T.W * 32, tc_smem(&L, W, MT, epi_smem));
@@ -1393,7 +1822,7 @@ static double persist_time(const MlpChain *m, const Dev *d, double fma, double e
     double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
     double rows_all = tiles * (double)rows, lanes = d->sms * 4 * d->clock;
     double t = rows_all * (fma / eff_fma + epi / eff_epi + tc) / lanes * imbalance * imbalance;
-    double bytes = 4.0 * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
+    double bytes = io_bytes(m);
     return t + bytes / (0.8 * d->bw) + resident * wbytes / (64.0 * d->clock) + 3e-6;
 }
 
@@ -1409,7 +1838,8 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
     }
     WarpLayout L;
     warp_layout(m, &L);
-    return persist_time(m, d, fma / 32, epi / 32, 0, 32, W, G, bps, 1.0, (double)L.wfloats * 4);
+    return persist_time(m, d, fma / 32, epi / 32, 0, 32, W, G, bps, 1.0,
+                        (double)L.wfloats * (double)dtype_size(m->dtype));
 }
 
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
@@ -1421,7 +1851,10 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 1 : L->var == CUMLP_TF32 ? 2 : 8;
     // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
     double cyc = d->cc >= 9 ? 4.7 : 8;
-    fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep) * (L->kstep / 8) * (2 + pack);
+    if (L->hraw) // one load per k step and row half, no conversion
+        fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
+    else
+        fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep) * (L->kstep / 8) * (2 + pack);
     for (int l = 0; l < m->n; l++) {
         double KS = (double)(L->kp[l] / L->kstep), NT = (double)(L->np[l] / 8);
         double frag = (double)MT * NT * 4; // accumulator elements per lane
@@ -1438,19 +1871,25 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     }
     // A register epilogue is one long unrolled stream: independent chains for the scheduler.
     double ilp = epi_smem ? 1.0 + 0.25 * (double)(MT - 1) : 1.5 + 0.5 * (double)(MT - 1);
-    // The weights as the staging reads them (float32).
-    double wbytes = 0;
+    // The weights as the staging reads them (as stored).
+    double wbytes = 0, wb = (double)dtype_size(m->dtype);
     for (int l = 0; l < m->n; l++)
-        wbytes += 4.0 * (double)(m->K[l] * m->N[l]);
+        wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
                         wbytes);
 }
 
 // The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
-// the matching precision; 3xtf32 (float32-level accuracy) under float32.
-static int tc_variants(const Dev *d, int *out) {
+// the matching precision; 3xtf32 (float32-level accuracy) under float32. A half chain: the
+// variant of its type whatever the precision (its operands are half already; the activations
+// between layers are rounded to it as the interpreter rounds them).
+static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
     if (d->cc < 8)
         return 0;
+    if (half_chain(m)) {
+        out[0] = m->dtype == DT_FLOAT16 ? CUMLP_F16 : CUMLP_BF16;
+        return 1;
+    }
     // fp32 promises exact float32 FMAs (orch compile --precision), so 3xTF32 (float32-level
     // accuracy from split TF32 products, 7.3e-7 of max|ref| against 2.9e-7 on an H100) is only
     // offered beside TF32, where it is the more accurate choice the BLP may weigh.
@@ -1575,7 +2014,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         cfg_desc(kc);
     }
     int vars[4];
-    int nv = tc_variants(&d, vars);
+    int nv = tc_variants(&m, &d, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
     // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
