@@ -4,7 +4,7 @@
 // library calls (cuBLASLt, cuDNN) run their native half-input paths, as TensorRT does with --fp16.
 // The model keeps its interface: graph inputs and outputs stay float32, as do the tensors an
 // OPAQUE primitive (an ONNX op run as it is) reads or writes. Sums stay float32 too (see
-// sum_like): a SUM / MEAN / PROD reduction reads a float32 copy of a half input and writes
+// sum_like): a SUM / MEAN / PROD reduction reads its half input directly and writes
 // float32, and an elementwise value read only by such reductions (a variance's squares) is
 // computed and kept in float32 - but for a softmax's denominator, which cannot overflow.
 //
@@ -15,9 +15,11 @@
 //             matchers know: a bias add, an activation) - unless it reads a float32 tensor (a
 //             variance, a sum): then its arithmetic stays float32 and a CAST instruction appended
 //             to its program rounds the result (in half a large variance would overflow).
-//   LAYOUT, REDUCE, LINEAR  read and write one dtype: an input of the other type gets a twin
-//             made by a CAST primitive (one per tensor and type, shared by its readers), and a
-//             float32 output of a half primitive is written as a half tensor and cast back.
+//   LAYOUT, LINEAR, MIN/MAX/ARG REDUCE  read and write one dtype: a float32 input gets a half
+//             twin made by a CAST primitive (one per tensor, shared by its readers), and a
+//             float32 output is written as a half tensor and cast back.
+//   SUM/MEAN/PROD REDUCE  reads its input as stored (half or float32) and writes float32 (the
+//             interpreter and the kernels accumulate wide and convert once on store).
 // Semantics after the pass are those of the half model (prim_interp rounds every float16 value),
 // which the compile driver's checks compare with.
 #include "passes.h"
@@ -39,17 +41,14 @@ static Prim *add_cast(PrimGraph *pg, int src, int dst, const char *origin) {
     return p;
 }
 
-// A value tensor of t's shape in dtype dt, named after it (`to`: the storage type).
-static int twin_tensor(PrimGraph *pg, int t, DType dt, DType to) {
+// A value tensor of t's shape in dtype `to`, named after it.
+static int twin_tensor(PrimGraph *pg, int t, DType to) {
     const Tensor *src = pg->tensors[t];
     char name[256];
-    snprintf(name, sizeof name, "%s.%s", src->name,
-             dt == DT_FLOAT     ? "f32"
-             : to == DT_FLOAT16 ? "f16"
-                                : "bf16");
+    snprintf(name, sizeof name, "%s.%s", src->name, to == DT_FLOAT16 ? "f16" : "bf16");
     int64_t dims[ORCH_MAX_RANK];
     memcpy(dims, src->dims, sizeof(int64_t) * (size_t)src->rank);
-    return pg_add_tensor(pg, name, dt, src->rank, dims)->id;
+    return pg_add_tensor(pg, name, to, src->rank, dims)->id;
 }
 
 // Converts constant t's float32 data to `to` (round to nearest even), as owned data.
@@ -140,12 +139,11 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
     memcpy(orig, pg->prims, sizeof(Prim *) * (size_t)n_p);
     Prim **order = xmalloc(sizeof(Prim *) * (size_t)(3 * n_p + 1));
     int n_order = 0;
-    // Twins made by casts, per original float32 tensor: its `to` copy (of a kept tensor) and
-    // its float32 copy (of a retyped one read by a float32 reduction); -1: none yet.
-    int *twin_h = xmalloc(sizeof(int) * (size_t)(n_t + 1)),
-        *twin_f = xmalloc(sizeof(int) * (size_t)(n_t + 1));
+    // The `to` copy of each kept float32 tensor a half primitive reads, made by a cast; -1: none
+    // yet.
+    int *twin_h = xmalloc(sizeof(int) * (size_t)(n_t + 1));
     for (int t = 0; t < n_t; t++)
-        twin_h[t] = twin_f[t] = -1;
+        twin_h[t] = -1;
     for (int k = 0; k < n_p; k++) {
         Prim *p = orig[k];
         if (p->kind == PRIM_OPAQUE) {
@@ -160,7 +158,7 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
                 if (t < 0 || t >= n_t || !is_input[t] || pg->tensors[t]->dtype != DT_FLOAT)
                     continue;
                 if (twin_h[t] < 0) {
-                    twin_h[t] = twin_tensor(pg, t, to, to);
+                    twin_h[t] = twin_tensor(pg, t, to);
                     order[n_order++] = add_cast(pg, t, twin_h[t], p->origin);
                     st->casts++;
                 }
@@ -195,26 +193,30 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
             order[n_order++] = p;
             continue;
         }
-        // Layout, linear, min/max/arg reductions work in `to`; sum-like reductions in float32.
-        bool in_half = !sum_like(pg, p);
+        // A sum-like reduction reads its input as it is stored (half values convert exactly on
+        // load and accumulate wide) and writes float32: no cast, so nothing more to store.
+        if (sum_like(pg, p)) {
+            order[n_order++] = p;
+            continue;
+        }
+        // Layouts, products and min/max/arg reductions work in `to`.
         for (int j = 0; j < p->n_in; j++) {
             int t = p->in[j];
-            if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t] == in_half)
+            if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t])
                 continue;
-            int *tw = in_half ? &twin_h[t] : &twin_f[t];
-            if (*tw < 0) {
-                *tw = twin_tensor(pg, t, in_half ? to : DT_FLOAT, to);
-                order[n_order++] = add_cast(pg, t, *tw, p->origin);
+            if (twin_h[t] < 0) {
+                twin_h[t] = twin_tensor(pg, t, to);
+                order[n_order++] = add_cast(pg, t, twin_h[t], p->origin);
                 st->casts++;
             }
-            p->in[j] = *tw;
+            p->in[j] = twin_h[t];
         }
         order[n_order++] = p;
-        for (int j = 0; j < p->n_out && in_half; j++) {
+        for (int j = 0; j < p->n_out; j++) {
             int t = p->out[j];
             if (t < 0 || t >= n_t || pg->tensors[t]->dtype != DT_FLOAT || !keep[t])
                 continue;
-            int h = twin_tensor(pg, t, to, to);
+            int h = twin_tensor(pg, t, to);
             p->out[j] = h;
             order[n_order++] = add_cast(pg, h, t, p->origin);
             st->casts++;
@@ -239,7 +241,6 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
     free(orig);
     free(order);
     free(twin_h);
-    free(twin_f);
     prim_graph_compact(pg); // producers follow the new order
     return prim_graph_verify(pg, e);
 }
