@@ -9,15 +9,15 @@ and time, in this process: torch eager, torch.compile, torch.compile(mode="reduc
 (`orch bench`: its GPU time of back-to-back CUDA-graph replays with the input on the device, between
 CUDA events, the same method as the baselines' events). Every time is the median of --iters runs after
 --warmup. TF32 is off everywhere for fp32; the tf32 table turns it on for PyTorch and compiles orch
-with --precision tf32; the fp16 table runs PyTorch in half and orch with --precision fp16 (orch stores
-weights and activations in half as well, the model's inputs and outputs in float32; run with
-ORCH_HALF_STORAGE=0 to compare float32 storage).
+with --precision tf32; the fp16 table runs PyTorch in half and orch with --precision fp16 (orch keeps float32
+tensors and rounds the linear kernels' operands; --half-storage stores its tensors in half too).
 
 Prints one table per precision (times in ms, orch's speed-up over the best baseline, compile times,
 errors relative to max|reference|) and the geomean, and writes results.json under --out.
 Needs: torch (CUDA), torchvision, timm, transformers, onnx, numpy; orch built (scripts/bundle_device.sh).
 
 usage: bench/gpu/run.py [--orch PATH] [--out DIR] [--only NAME,...] [--precision fp32,tf32,fp16]
+                        [--half-storage]
                         [--iters N] [--warmup N] [--baselines eager,compile,graphs] [--list]
 """
 import argparse
@@ -189,10 +189,15 @@ def run_baselines(model, x, names, iters, warmup, log):
     return times, errors, compile_s
 
 
+HALF_STORAGE = False  # --half-storage
+
+
 def orch_compile(orch, onnx_path, art, db, precision, log_path):
     cmd = [orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--db", db]
     if precision != "fp32":
         cmd += ["--precision", precision]
+    if precision in ("fp16", "bf16") and HALF_STORAGE:
+        cmd += ["--half-storage"]
     t0 = time.time()
     with open(log_path, "a") as lf:
         lf.write("$ " + " ".join(cmd) + "\n")
@@ -396,11 +401,15 @@ def main():
     ap.add_argument("--out", default="bench-gpu-out")
     ap.add_argument("--only", default="")
     ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--half-storage", action="store_true",
+                    help="fp16: orch compile --half-storage (tensors stored in half)")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--baselines", default="eager,compile,graphs")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
+    global HALF_STORAGE
+    HALF_STORAGE = args.half_storage
     models = suite()
     if args.list:
         for n, (_, s) in models.items():

@@ -18,7 +18,7 @@ static int bad(const char *fmt, const char *arg) {
             "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
             "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
             " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
-            " [--precision fp32|tf32|fp16|bf16] [--quiet]\n");
+            " [--precision fp32|tf32|fp16|bf16] [--half-storage] [--quiet]\n");
     return ST_USAGE;
 }
 
@@ -93,6 +93,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             o->precision = v;
         } else if (strcmp(s, "--attention-rewrite") == 0) {
             o->attention_rewrite = true;
+        } else if (strcmp(s, "--half-storage") == 0) {
+            o->half_storage = true;
         } else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) {
             *quiet = true;
         } else {
@@ -114,6 +116,9 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
                  o->precision);
         return bad(what, "");
     }
+    if (o->half_storage &&
+        (!o->precision || (strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0)))
+        return bad("%s", "--half-storage needs --precision fp16 or bf16 (and -t cuda)");
     if (out_required && !*out)
         return bad("%s", "no output file given (-o MODEL.orch)");
     return ST_OK;

@@ -69,7 +69,7 @@ static void usage(FILE *f) {
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
         "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
         "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
-        "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--quiet]\n"
+        "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage] [--quiet]\n"
         "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
         "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
         "      orchestration on measured costs, builds the chosen kernels into one shared\n"

@@ -1088,12 +1088,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                             opt->attention_rewrite, &g, &pg, e);
     if (rc)
         goto out;
-    // Half storage: under fp16 / bf16 the CUDA target stores every tensor but the model's
-    // inputs and outputs in the reduced type (ORCH_HALF_STORAGE=0: float32 tensors, only the
-    // linear kernels' operands rounded - to compare).
+    // Half storage (--half-storage): under fp16 / bf16 the CUDA target stores every tensor but
+    // the model's inputs and outputs in the reduced type; without it tensors stay float32 and only
+    // the linear kernels' operands are rounded.
     uint32_t storage_flag = 0;
-    if (d.cuda && (d.prec == PREC_FP16 || d.prec == PREC_BF16) &&
-        !(getenv("ORCH_HALF_STORAGE") && strcmp(getenv("ORCH_HALF_STORAGE"), "0") == 0)) {
+    if (opt->half_storage && !(d.cuda && (d.prec == PREC_FP16 || d.prec == PREC_BF16))) {
+        rc = err_set(e, ST_USAGE, "half storage needs the cuda target and precision fp16 or bf16");
+        goto out;
+    }
+    if (opt->half_storage) {
         StorageStats ss = {0};
         DType to = d.prec == PREC_FP16 ? DT_FLOAT16 : DT_BFLOAT16;
         if ((rc = pass_store_reduced(pg, to, &ss, e))) {

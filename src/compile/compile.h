@@ -28,6 +28,7 @@ typedef struct CompileOptions {
     const char *db_path;      // profile database (NULL: the default file)
     const char *input_shapes; // as for orch run
     bool attention_rewrite;
+    bool half_storage; // under fp16/bf16 (CUDA): tensors stored in that type (pass_store_reduced)
     int threads;              // kernel threads (0: every core this process may use)
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)

@@ -334,6 +334,16 @@ def main():
                 r.stderr, f"'{bad}': exit {r.returncode}: {r.stderr}"
         r = orch(binary, "compile", model, "-t", "cpu", "-o", p32 + "x", "--precision")
         assert r.returncode == 1 and "--precision needs a value" in r.stderr, r.stderr
+        # Half storage needs fp16 or bf16 (and so the CUDA target).
+        for extra in ([], ["--precision", "fp32"], ["--precision", "tf32", "-t", "cuda"]):
+            r = orch(binary, "compile", model, "-o", p32 + "h", "--half-storage", *extra)
+            assert r.returncode == 1 and \
+                "--half-storage needs --precision fp16 or bf16 (and -t cuda)" in r.stderr, \
+                f"{extra}: exit {r.returncode}: {r.stderr}"
+            assert not os.path.exists(p32 + "h"), "an artefact was written"
+        r = orch(binary, "compile", model, "-t", "cpu", "-o", p32 + "h", "--half-storage",
+                 "--precision", "fp16")
+        assert r.returncode == 1 and "needs -t cuda" in r.stderr, r.stderr
         # Where no GPU driver exists, -t cuda with a precision still says so plainly.
         r = orch(binary, "compile", model, "-t", "cuda", "-o", p32 + "cu", "--precision", "bf16",
                  *common)

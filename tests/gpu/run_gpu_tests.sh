@@ -29,7 +29,8 @@
 # Usage: tests/gpu/run_gpu_tests.sh [--units] [--models] [--nodes] [--sanitizer]
 #            [--bundle DIR | --no-bundle] [--seed N] [--logs DIR] [N]   (a bare N is the seed)
 # Environment: MODELS_TOPK (configs per kernel, default 2), MODELS_PRECISION (fp32, the default;
-# fp16 / bf16: half storage, checked at run_models.py's tolerance for it), MODELS_SHARDS (parallel compiles,
+# fp16 / bf16: checked at run_models.py's tolerance for it; MODELS_HALF_STORAGE=1 adds
+# --half-storage), MODELS_SHARDS (parallel compiles,
 # default 3), NODE_FILTER (only node tests whose name contains it), NODE_TIMEOUT /
 # MODELS_TIMEOUT / UNIT_TIMEOUT (seconds per node-test shard / per model / per unit binary).
 set -uo pipefail
@@ -208,6 +209,7 @@ run_models() {
         PYTHONUNBUFFERED=1 "$PY" tests/models/run_models.py "$ORCH" "$MODELS" --engine compiled \
             --target cuda --top-k "${MODELS_TOPK:-2}" --keep "$ARTEFACTS" --db "$WORK/models-$k.db" \
             --timeout "${MODELS_TIMEOUT:-900}" --shard "$k/$n" --precision "${MODELS_PRECISION:-fp32}" \
+            ${MODELS_HALF_STORAGE:+--half-storage} \
             >"$LOGDIR/models-$k.log" 2>&1 &
         pids+=($!)
     done

@@ -107,6 +107,8 @@ def compile_model(orch, d, timeout, extra, comp):
            "--db", comp["db"], "--top-k", str(comp["top_k"]), "--quiet", *cargs]
     if comp.get("precision", "fp32") != "fp32":
         cmd += ["--precision", comp["precision"]]
+    if comp.get("half_storage"):
+        cmd += ["--half-storage"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -184,6 +186,8 @@ def main():
     ap.add_argument("--precision", choices=tuple(PRECISION_TOL), default="fp32",
                     help="--engine compiled --target cuda: orch compile --precision (checked "
                          "at that precision's tolerance)")
+    ap.add_argument("--half-storage", action="store_true",
+                    help="with --precision fp16/bf16: orch compile --half-storage")
     ap.add_argument("--filter", default="", help="run only models whose name contains this")
     ap.add_argument("--shard", default="0/1", help="K/N: every N-th model from the K-th")
     ap.add_argument("--timeout", type=float, default=600)
@@ -206,7 +210,8 @@ def main():
     if a.keep:
         os.makedirs(a.keep, exist_ok=True)
     comp = {"dir": a.keep or tmp.name, "db": a.db or os.path.join(tmp.name, "profile.db"),
-            "top_k": a.top_k, "target": a.target, "precision": a.precision}
+            "top_k": a.top_k, "target": a.target, "precision": a.precision,
+            "half_storage": a.half_storage}
     for n in names:
         extra = ["--attention-rewrite"] if a.attention_rewrite else []
         ok, msg, log = run_model(a.orch, os.path.join(a.outdir, n), a.timeout, a.engine, extra,
