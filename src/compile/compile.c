@@ -384,6 +384,24 @@ static int need_values(Driver *d, const char *why, Err *e) {
                 dt, why);
         fflush(d->opt->progress);
     }
+    // float16 storage's range headroom on these inputs (values in [-1, 1)): a model whose half
+    // tensors come near 65504 here may overflow on larger real inputs where the float32 model
+    // does not (EfficientViT-B0's linear attention on an image did).
+    if (rc == ST_OK && d->half_storage && d->prec == PREC_FP16 && d->opt->progress) {
+        int at = -1;
+        double peak = storage_f16_peak(d->pg, d->values, &at);
+        if (at >= 0) {
+            fprintf(d->opt->progress,
+                    "storage: largest |value| of a float16 tensor on the check's inputs: %.4g "
+                    "('%s'), %.2g%% of float16's range\n",
+                    peak, d->pg->tensors[at]->name, 100.0 * peak / 65504.0);
+            if (!(peak < 1024))
+                fprintf(d->opt->progress,
+                        "storage: warning: inputs a few times larger than the check's may "
+                        "overflow float16 (65504) where the float32 model does not: prefer "
+                        "--precision bf16 or float32 storage for such inputs\n");
+        }
+    }
     return rc;
 }
 

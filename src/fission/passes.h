@@ -59,6 +59,11 @@ typedef struct StorageStats {
     int64_t const_bytes; // float32 bytes of the converted constants (half of it after)
 } StorageStats;
 int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e);
+// Range headroom of float16 storage on given values (values[t]: tensor t's data, NULL where
+// absent): the largest |value| held by a float16 tensor, finite or not, and its tensor (-1: none).
+// A half model's values near float16's 65504 on a check's inputs warn that other inputs may
+// overflow where the float32 model does not.
+double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor);
 
 // ---- for the pass files ----
 

@@ -24,6 +24,7 @@
 // which the compile driver's checks compare with.
 #include "passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,26 @@ static bool sum_like(const PrimGraph *pg, const Prim *p) {
     return p->kind == PRIM_REDUCE &&
            (p->red.op == RED_SUM || p->red.op == RED_MEAN || p->red.op == RED_PROD) &&
            !softmax_sum(pg, p);
+}
+
+double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor) {
+    double peak = 0;
+    *tensor = -1;
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        const void *v = T->kind == TK_CONST ? T->data : values[t];
+        if (T->dtype != DT_FLOAT16 || !v)
+            continue;
+        int64_t n = tensor_numel(T);
+        for (int64_t i = 0; i < n; i++) {
+            double a = fabs((double)f16_to_f32(((const uint16_t *)v)[i]));
+            if (a > peak) { // NaN never is
+                peak = a;
+                *tensor = t;
+            }
+        }
+    }
+    return peak;
 }
 
 int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {

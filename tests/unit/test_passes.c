@@ -792,6 +792,40 @@ static void store_case(DType to) {
     tg_free(&g);
 }
 
+// storage_f16_peak: the largest |value| a float16 tensor holds on given inputs, the compile
+// driver's range warning. x * k in half, k = 1000 (in range) and 1e5 (past 65504: infinite).
+static void test_storage_peak(void) {
+    static const double ks[2] = {1000.0, 1e5};
+    for (int c = 0; c < 2; c++) {
+        TG g;
+        tg_init(&g);
+        int64_t xd[2] = {3, 17};
+        int x = tg_input(&g, DT_FLOAT, 2, xd, 1, 0);
+        int t = pb_ew2i(&g.b, EW_MUL, x, ks[c]);
+        tg_output(&g, pb_ew1(&g.b, EW_NEG, t), "y");
+        Err e = {0};
+        CHECK(pass_store_reduced(g.pg, DT_FLOAT16, NULL, &e) == ST_OK);
+        CHECK(g.pg->tensors[t]->dtype == DT_FLOAT16);
+        void **vals = NULL;
+        CHECK(prim_interp_values(g.pg, (const void *const *)g.in, &vals, &e) == ST_OK);
+        double mx = 0;
+        for (int i = 0; i < 3 * 17; i++)
+            mx = fmax(mx, fabs(((const float *)g.in[0])[i]));
+        int at = -2;
+        double peak = vals ? storage_f16_peak(g.pg, vals, &at) : 0;
+        // x's half twin holds at most 1; x * k is computed in half from it (each rounded to
+        // nearest, monotonic: the largest is the rounding of the largest), infinite past 65504.
+        uint16_t h;
+        elem_set_f64(DT_FLOAT16, &h, 0, mx);
+        elem_set_f64(DT_FLOAT16, &h, 0, f16_to_f32(h) * ks[c]);
+        double want = f16_to_f32(h);
+        CHECK_MSG(peak == want && at >= 0 && (c == 0 ? at == t : isinf(peak)),
+                  "k = %g: peak %g at tensor %d, want %g at %d", ks[c], peak, at, want, t);
+        prim_values_free(g.pg, vals);
+        tg_free(&g);
+    }
+}
+
 static void test_store_reduced(void) {
     store_case(DT_FLOAT16);
     store_case(DT_BFLOAT16);
@@ -821,5 +855,6 @@ int main(int argc, char **argv) {
     RUN(test_dead_code);
     RUN(test_cleanup_block);
     RUN(test_store_reduced);
+    RUN(test_storage_peak);
     return CHECK_DONE();
 }
