@@ -121,7 +121,17 @@ grep -E '^#[0-9]+: cov|^INFO: fuzzed for|^INFO: exiting|stat::' "$OUT/fuzz.log" 
 found=("$OUT"/crashes/*)
 if [ ${#found[@]} -gt 0 ]; then
     echo "fuzz: ${#found[@]} finding(s) in $OUT/crashes/ (replay one: $OUT/fuzz_load FILE):"
-    printf '  %s\n' "${found[@]}"
+    # Each finding replayed once, its first report lines and (when small) its bytes printed on
+    # lines starting with FAIL: the test runner shows those lines, so a finding on a machine whose
+    # files are gone afterwards (CI) can still be reproduced: echo B64 | base64 -d > repro.onnx
+    for f in "${found[@]}"; do
+        "$OUT/fuzz_load" -rss_limit_mb=2048 -timeout=10 "$f" >"$f.log" 2>&1
+        echo "FAIL $(basename "$f") ($(stat -c %s "$f") bytes):"
+        grep -E 'ERROR:|runtime error:|SUMMARY:|#[0-9] 0x' "$f.log" | head -n 8 | sed 's/^/FAIL   /'
+        if [ "$(stat -c %s "$f")" -le 6000 ]; then
+            echo "FAIL   base64: $(base64 -w0 "$f")"
+        fi
+    done
     exit 1
 fi
 if [ $rc -ne 0 ]; then

@@ -3,6 +3,7 @@
 // The rewriting passes live in passes_layout.c, passes_elementwise.c and passes_batchnorm.c.
 #include "passes.h"
 
+#include "../ir/fold.h"
 #include "../runtime/prim_interp.h"
 
 #include <stdlib.h>
@@ -82,16 +83,18 @@ bool pass_same_dims(const Tensor *a, const Tensor *b) {
 
 // ---- constant folding ----
 
-#define FOLD_MAX_BYTES ((size_t)256 << 20)
+// Bounded by the import's FoldLimits (ir/fold.h): the same node bytes, the same work per node
+// and in all.
 // Below this size a folded constant may be larger than its inputs (a broadcast scalar is fine).
 #define FOLD_FREE_BYTES ((size_t)64 << 10)
 
-static bool foldable(const PrimGraph *pg, const Prim *p, const PassUses *u) {
+static bool foldable(const PrimGraph *pg, const Prim *p, const PassUses *u, const FoldLimits *lim,
+                     double *spent_flops) {
     if (p->kind == PRIM_OPAQUE || p->n_in < 1 || p->n_out != 1 || u->is_output[p->out[0]])
         return false;
     const Tensor *o = pg->tensors[p->out[0]];
     size_t in_bytes = 0, bytes = tensor_nbytes(o);
-    if (dtype_size(o->dtype) == 0 || bytes > FOLD_MAX_BYTES)
+    if (dtype_size(o->dtype) == 0 || bytes > lim->node_bytes)
         return false;
     for (int j = 0; j < p->n_in; j++) {
         if (!pg_is_const(pg, p->in[j]))
@@ -101,7 +104,13 @@ static bool foldable(const PrimGraph *pg, const Prim *p, const PassUses *u) {
             return false;
         in_bytes += tensor_nbytes(t);
     }
-    return bytes <= FOLD_FREE_BYTES || bytes <= in_bytes;
+    if (bytes > FOLD_FREE_BYTES && bytes > in_bytes)
+        return false;
+    double flops = prim_flops(pg, p);
+    if (flops > lim->node_flops || *spent_flops + flops > lim->total_flops)
+        return false;
+    *spent_flops += flops;
+    return true;
 }
 
 int pass_fold_constants(PrimGraph *pg, CleanupStats *st, Err *e) {
@@ -111,10 +120,12 @@ int pass_fold_constants(PrimGraph *pg, CleanupStats *st, Err *e) {
     pass_uses_build(pg, &u);
     pass_repl_init(pg, &r);
     int killed = 0;
+    FoldLimits lim = fold_limits();
+    double spent_flops = 0;
     for (int k = 0; k < pg->n_prims; k++) {
         Prim *p = pg->prims[k];
         pass_repl_inputs(&r, p);
-        if (!foldable(pg, p, &u))
+        if (!foldable(pg, p, &u, &lim, &spent_flops))
             continue;
         const Tensor *o = pg->tensors[p->out[0]];
         size_t bytes = tensor_nbytes(o);

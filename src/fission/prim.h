@@ -179,4 +179,9 @@ int prim_graph_verify(const PrimGraph *pg, Err *e);
 // Counts per kind, for reports.
 void prim_graph_counts(const PrimGraph *pg, int counts[PRIM_KIND_COUNT]);
 
+// FLOPs of one primitive: a multiply-add is 2, an elementwise program one per instruction and
+// element, a reduction one per input element, a layout none. Used by the cost model and to
+// bound constant folding.
+double prim_flops(const PrimGraph *pg, const Prim *p);
+
 #endif

@@ -2,6 +2,7 @@
 // shape rules of their consumers (Reshape's shape, Slice's starts...), which is what lets a
 // PyTorch export's Shape→Gather→Concat→Reshape chains disappear.
 #include "fold.h"
+#include "stats.h"
 
 #include "../ops/ops.h"
 
@@ -60,7 +61,27 @@ static int check_outputs(const Graph *g, const Node *n, Err *e) {
     return ST_OK;
 }
 
-static bool foldable(const Graph *g, const Node *n, const OpDef *def) {
+// A node at most this big folds even past the totals of FoldLimits (see foldable).
+#define FOLD_SMALL_BYTES ((size_t)64 << 10)
+#define FOLD_SMALL_FLOPS 1048576.0
+
+static FoldLimits g_limits = FOLD_LIMITS_DEFAULT;
+
+FoldLimits fold_limits(void) {
+    return g_limits;
+}
+
+void fold_set_limits(const FoldLimits *l) {
+    g_limits = l ? *l : FOLD_LIMITS_DEFAULT;
+}
+
+// What folding has spent on one graph so far, against the totals of FoldLimits.
+typedef struct FoldBudget {
+    size_t bytes;
+    double flops;
+} FoldBudget;
+
+static bool foldable(const Graph *g, const Node *n, const OpDef *def, FoldBudget *spent) {
     if (def->flags & OPF_NO_FOLD)
         return false;
     if (!(def->flags & OPF_SHAPE_ONLY)) {
@@ -76,7 +97,17 @@ static bool foldable(const Graph *g, const Node *n, const OpDef *def) {
         if (t)
             bytes += tensor_nbytes(t);
     }
-    return bytes <= FOLD_MAX_BYTES;
+    // Shape-only nodes (Shape, Size) read no data: whatever their input's size, no work.
+    double flops = def->flags & OPF_SHAPE_ONLY ? 0.0 : (double)node_flops(g, n);
+    // Small nodes always fold, whatever was spent before: shape arithmetic (Shape -> Gather ->
+    // Concat -> Reshape) must become constant for the graph to have static shapes at all.
+    bool small = bytes <= FOLD_SMALL_BYTES && flops <= FOLD_SMALL_FLOPS;
+    if (!small && (bytes > g_limits.node_bytes || bytes > g_limits.total_bytes - spent->bytes ||
+                   flops > g_limits.node_flops || spent->flops + flops > g_limits.total_flops))
+        return false;
+    spent->bytes += bytes;
+    spent->flops += flops;
+    return true;
 }
 
 static int fold_node(Graph *g, Node *n, const OpDef *def, Err *e) {
@@ -141,6 +172,7 @@ static bool bypass(Graph *g, Node *n, int *remap) {
 
 int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
     FoldStats st = {.nodes_before = g->n_nodes};
+    FoldBudget spent = {0, 0};
     int rc = graph_check_supported(g, e);
     if (rc)
         return rc;
@@ -186,7 +218,7 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
         if (bypass(g, n, remap)) {
             n->dead = true;
             st.bypassed++;
-        } else if (foldable(g, n, def)) {
+        } else if (foldable(g, n, def, &spent)) {
             rc = fold_node(g, n, def, e);
             n->dead = true;
             st.folded++;

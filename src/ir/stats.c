@@ -6,35 +6,40 @@
 
 static int64_t numel_or0(const Tensor *t) { return t && t->rank >= 0 ? tensor_numel(t) : 0; }
 
+// Counted in double and saturated: absurd (but accepted) shapes must not overflow int64.
+static int64_t saturate(double f) {
+    return f >= 9.0e18 ? (int64_t)9000000000000000000 : (int64_t)f;
+}
+
 int64_t node_flops(const Graph *g, const Node *n) {
     const Tensor *x = node_input(g, n, 0), *w = node_input(g, n, 1), *y = node_output(g, n, 0);
     if (!y || y->rank < 0)
         return 0;
-    int64_t out = tensor_numel(y);
+    double out = (double)tensor_numel(y);
     if (strcmp(n->op, "MatMul") == 0 && x && x->rank >= 1)
-        return 2 * out * x->dims[x->rank - 1];
+        return saturate(2 * out * (double)x->dims[x->rank - 1]);
     if (strcmp(n->op, "Gemm") == 0 && x && x->rank == 2)
-        return 2 * out * x->dims[node_attr_i(n, "transA", 0) ? 0 : 1];
+        return saturate(2 * out * (double)x->dims[node_attr_i(n, "transA", 0) ? 0 : 1]);
     if (strcmp(n->op, "Conv") == 0 && w && w->rank >= 3) {
-        int64_t k = 1;
+        double k = 1;
         for (int d = 1; d < w->rank; d++)
-            k *= w->dims[d]; // Cin/groups * kernel
-        return 2 * out * k;
+            k *= (double)w->dims[d]; // Cin/groups * kernel
+        return saturate(2 * out * k);
     }
     if (strcmp(n->op, "ConvTranspose") == 0 && w && w->rank >= 3 && x) {
-        int64_t k = 1;
+        double k = 1;
         for (int d = 1; d < w->rank; d++)
-            k *= w->dims[d]; // Cout/groups * kernel, per input element
-        return 2 * numel_or0(x) * k;
+            k *= (double)w->dims[d]; // Cout/groups * kernel, per input element
+        return saturate(2 * (double)numel_or0(x) * k);
     }
-    if (x && x->rank >= 0 && numel_or0(x) > out)
+    if (x && x->rank >= 0 && (double)numel_or0(x) > out)
         return numel_or0(x); // reductions and pools read every input element at least once
-    return out;
+    return (int64_t)out;
 }
 
 int64_t graph_flops(const Graph *g) {
-    int64_t total = 0;
+    double total = 0;
     for (int k = 0; k < g->n_nodes; k++)
-        total += node_flops(g, g->nodes[k]);
-    return total;
+        total += (double)node_flops(g, g->nodes[k]);
+    return saturate(total);
 }

@@ -51,40 +51,6 @@ const char *cost_model_names(void) {
     return "h100, h200, a100, cpu";
 }
 
-// FLOPs of one primitive. Counting conventions: a multiply-add is 2; an elementwise program
-// costs one FLOP per instruction and element (transcendental functions are not weighted: on
-// these devices they are rarely what bounds a memory-bound kernel); a reduction one per input
-// element; a layout none (index arithmetic only).
-static double prim_flops(const PrimGraph *pg, const Prim *p) {
-    const Tensor *y = p->out[0] >= 0 ? pg->tensors[p->out[0]] : NULL;
-    switch (p->kind) {
-    case PRIM_ELEMWISE: return (double)p->ew.n * (double)tensor_numel(y);
-    case PRIM_REDUCE: return (double)tensor_numel(pg->tensors[p->in[0]]);
-    case PRIM_LAYOUT: return 0;
-    case PRIM_LINEAR: {
-        const Tensor *x = pg->tensors[p->in[0]], *w = pg->tensors[p->in[1]];
-        if (p->lin.op == LIN_MATMUL) // [..., M, K] x [..., K, N]: 2 * (batch * M * N) * K
-            return 2.0 * (double)tensor_numel(y) * (double)x->dims[x->rank - 1];
-        double k_pix = 1;
-        for (int d = 2; d < w->rank; d++)
-            k_pix *= (double)w->dims[d];
-        // Conv: W is [Cout, Cin/g, k...], each output element sums Cin/g * kernel products.
-        // ConvTranspose: W is [Cin, Cout/g, k...], each input element scatters into Cout/g *
-        // kernel.
-        double per = (double)w->dims[1] * k_pix;
-        return 2.0 * per * (double)tensor_numel(p->lin.op == LIN_CONV ? y : x);
-    }
-    case PRIM_OPAQUE: { // unknown work: one operation per output element
-        double n = 0;
-        for (int j = 0; j < p->n_out; j++)
-            if (p->out[j] >= 0)
-                n += (double)tensor_numel(pg->tensors[p->out[j]]);
-        return n;
-    }
-    default: return 0;
-    }
-}
-
 CostEstimate cost_model_estimate(const PrimGraph *pg, const Candidate *c, const Device *d) {
     CostEstimate r = {0, 0, 0};
     for (int i = 0; i < c->n_inputs; i++)

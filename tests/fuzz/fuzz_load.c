@@ -6,6 +6,7 @@
 #include "fission/fission.h"
 #include "fission/passes.h"
 #include "ir/fold.h"
+#include "ir/stats.h"
 #include "onnx/load.h"
 #include "runtime/interp.h"
 #include "runtime/prim_interp.h"
@@ -13,9 +14,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-// Graphs whose tensors add up to more than this are loaded and folded but not run: the fuzzer
-// looks for bugs in the code, not for the memory limit.
+// Graphs whose tensors add up to more than this, or whose work (graph_flops) exceeds
+// RUN_MAX_FLOPS, are loaded and folded but not run: the fuzzer looks for bugs in the code, not
+// for the memory or time limit (a 64 KiB model can ask for a 4096^3 MatMul).
 #define RUN_MAX_BYTES ((size_t)1 << 20)
+#define RUN_MAX_FLOPS ((int64_t)1 << 24)
+// Folding, likewise, is bounded far below the product's defaults (FOLD_LIMITS_DEFAULT): under
+// ASan at -O1 the interpreter does about 10^7 FLOP/s, and libFuzzer's timeout is 10 s.
+#define FUZZ_FOLD_LIMITS ((FoldLimits){(size_t)16 << 20, (size_t)64 << 20, 16777216.0, 33554432.0})
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -71,11 +77,18 @@ static void run_once(const Graph *g) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static bool limits_set = false;
+    if (!limits_set) {
+        FoldLimits lim = FUZZ_FOLD_LIMITS;
+        fold_set_limits(&lim);
+        limits_set = true;
+    }
     Err e = {0};
     Graph *g = NULL;
     if (onnx_load_memory(data, size, "fuzz.onnx", NULL, NULL, &g, &e) != ST_OK)
         return 0;
-    if (graph_infer_and_fold(g, NULL, &e) == ST_OK && total_bytes(g) < RUN_MAX_BYTES)
+    if (graph_infer_and_fold(g, NULL, &e) == ST_OK && total_bytes(g) < RUN_MAX_BYTES &&
+        graph_flops(g) <= RUN_MAX_FLOPS)
         run_once(g);
     graph_free(g);
     return 0;

@@ -1,8 +1,10 @@
 // Unit tests of the ONNX loader, shape inference and folding: every initializer storage form,
 // Constant nodes, opset checks, input shape binding, topological order and cycles, external-data
-// path rules, folding of exporter-style shape chains, Identity/dead-node removal, and the list of
-// unsupported ops. Models are built in C (model_builder.h).
+// path rules, folding of exporter-style shape chains and its work/memory bounds, Identity/dead-node
+// removal, and the list of unsupported ops. Models are built in C (model_builder.h).
 #include "check.h"
+#include "fission/fission.h"
+#include "fission/passes.h"
 #include "ir/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
@@ -391,6 +393,113 @@ static void fold_shape_chain(void) {
     mb_free(b);
 }
 
+// Folding is bounded by work and memory (FoldLimits): past a bound a node stays in the graph,
+// computed at run time, and the model still gives the same outputs. Here, with lowered limits:
+// 256x256 constants made by Expand, multiplied. The prim clean-up must not fold what import kept.
+static Graph *fold_limits_model(MB *b, FoldStats *st, Err *e) {
+    const int64_t xd[] = {256, 256}, one[] = {1, 1}, two[] = {2};
+    float a = 1.0f, c = 2.0f;
+    int64_t shape[] = {256, 256};
+    mb_input(b, "x", 1, 2, xd);
+    mb_init(b, mb_raw(b, "a", 1, 2, one, &a, 4));
+    mb_init(b, mb_raw(b, "c", 1, 2, one, &c, 4));
+    mb_init(b, mb_raw(b, "shape", 7, 1, two, shape, 16));
+    mb_node(b, "Expand", "expand_a", "a,shape", "A", NULL);
+    mb_node(b, "Expand", "expand_c", "c,shape", "C", NULL);
+    mb_node(b, "MatMul", "matmul", "A,C", "P", NULL); // every element 2 * 256 = 512
+    mb_node(b, "Add", "add", "x,P", "y", NULL);
+    mb_output(b, "y");
+    Graph *g = load(b, NULL, e);
+    if (g && graph_infer_and_fold(g, st, e) != ST_OK) {
+        graph_free(g);
+        g = NULL;
+    }
+    return g;
+}
+
+static int count_ops(const Graph *g, const char *op) {
+    int n = 0;
+    for (int k = 0; k < g->n_nodes; k++)
+        n += strcmp(g->nodes[k]->op, op) == 0;
+    return n;
+}
+
+static void check_fold_limits_outputs(Graph *g) {
+    static float x[256 * 256];
+    for (int i = 0; i < 256 * 256; i++)
+        x[i] = (float)(i % 11) - 5;
+    const void *ins[1] = {x};
+    float *out[1] = {NULL};
+    Err re = {0};
+    CHECK_MSG(interp_run(g, ins, (void **)out, NULL, &re) == ST_OK, "%s", re.msg);
+    int bad = 0;
+    for (int i = 0; out[0] && i < 256 * 256; i++)
+        bad += out[0][i] != x[i] + 512.0f;
+    CHECK_MSG(out[0] && bad == 0, "%d wrong outputs", bad);
+    free(out[0]);
+}
+
+static void fold_bounded(void) {
+    // Defaults: everything folds (the MatMul is 2^25 FLOPs, 256 KiB).
+    MB *b = mb_new(13);
+    FoldStats st = {0};
+    Err e = {0};
+    Graph *g = fold_limits_model(b, &st, &e);
+    CHECK_MSG(g, "%s", e.msg);
+    if (g) {
+        CHECK_MSG(g->n_nodes == 1 && count_ops(g, "Add") == 1, "%d nodes", g->n_nodes);
+        check_fold_limits_outputs(g);
+    }
+    graph_free(g);
+    mb_free(b);
+
+    // Work per node under the MatMul's: both Expands fold, the MatMul stays, and fission's own
+    // constant folding leaves its LINEAR primitive too.
+    FoldLimits lim = FOLD_LIMITS_DEFAULT;
+    lim.node_flops = 1e6;
+    fold_set_limits(&lim);
+    b = mb_new(13);
+    e = (Err){0};
+    g = fold_limits_model(b, &st, &e);
+    CHECK_MSG(g, "%s", e.msg);
+    if (g) {
+        CHECK_MSG(g->n_nodes == 2 && count_ops(g, "MatMul") == 1 && count_ops(g, "Expand") == 0,
+                  "%d nodes", g->n_nodes);
+        check_fold_limits_outputs(g);
+        PrimGraph *pg = NULL;
+        CHECK_MSG(fission_run(g, NULL, &pg, NULL, &e) == ST_OK &&
+                      fission_cleanup(pg, NULL, &e) == ST_OK,
+                  "%s", e.msg);
+        int counts[PRIM_KIND_COUNT] = {0};
+        if (pg)
+            prim_graph_counts(pg, counts);
+        CHECK_MSG(counts[PRIM_LINEAR] == 1, "%d linear primitives", counts[PRIM_LINEAR]);
+        prim_graph_free(pg);
+    }
+    graph_free(g);
+    mb_free(b);
+
+    // Bytes in all: the first Expand (256 KiB) fits, the second does not, so neither it nor the
+    // MatMul reading it folds.
+    lim = FOLD_LIMITS_DEFAULT;
+    lim.total_bytes = (size_t)300 << 10;
+    fold_set_limits(&lim);
+    b = mb_new(13);
+    e = (Err){0};
+    g = fold_limits_model(b, &st, &e);
+    CHECK_MSG(g, "%s", e.msg);
+    if (g) {
+        CHECK_MSG(g->n_nodes == 3 && count_ops(g, "Expand") == 1 && count_ops(g, "MatMul") == 1,
+                  "%d nodes", g->n_nodes);
+        Tensor *A = graph_find_tensor(g, "A");
+        CHECK(A && A->kind == TK_CONST);
+        check_fold_limits_outputs(g);
+    }
+    graph_free(g);
+    mb_free(b);
+    fold_set_limits(NULL);
+}
+
 static void unsupported_ops_listed_together(void) {
     MB *b = mb_new(17);
     mb_input(b, "x", 1, 1, D4);
@@ -448,6 +557,7 @@ int main(void) {
     RUN(topological_order_and_cycles);
     RUN(external_data_paths);
     RUN(fold_shape_chain);
+    RUN(fold_bounded);
     RUN(unsupported_ops_listed_together);
     RUN(garbage_bytes);
     RUN(float16_round_trip);
