@@ -6,6 +6,7 @@
 // exact for integers and bool.
 #include "../../src/candidates/candidates.h"
 #include "../../src/fission/build.h"
+#include "../../src/fission/passes.h"
 #include "../../src/runtime/prim_interp.h"
 #include "../../src/target/c/cbuild.h"
 #include "../../src/target/c/cgen.h"
@@ -360,6 +361,71 @@ static void build_window_reductions(const char *name) {
     g_out(g, pb_ew2(&g->b, EW_DIV, e, pb_reduce(&g->b, RED_SUM, e, 4, true, false)));
 }
 
+// Pooling windows over a padded input, as fission builds MaxPool/AveragePool (pad table, a
+// gather of each window's rows and columns, transpose, reduce): random kernel, stride, dilation
+// and asymmetric pads, rows from 1 pixel to 65, so the reduce emitter's interior split (edges
+// with clamps, an interior without; rows from 16 output columns) meets empty, partial and whole
+// interiors on both sides.
+static void build_pool_windows(const char *name) {
+    G *g = g_new(name);
+    for (int it = 0; it < 8; it++) {
+        int64_t H, W, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr, OH, OW;
+        do {
+            // Wide rows (the emitter vectorises along output columns from 16 of them on), and
+            // a narrow one now and then.
+            H = 1 + (int64_t)(rnd() % 12);
+            W = it == 7 ? 1 + (int64_t)(rnd() % 8) : 16 + (int64_t)(rnd() % 50);
+            kh = 1 + (int64_t)(rnd() % 4);
+            kw = 1 + (int64_t)(rnd() % 4);
+            sh = 1 + (int64_t)(rnd() % 3);
+            sw = 1 + (int64_t)(rnd() % (it < 4 ? 1 : 3));
+            dh = 1 + (int64_t)(rnd() % 2);
+            dw = 1 + (int64_t)(rnd() % 2);
+            pt = (int64_t)(rnd() % 3);
+            pb = (int64_t)(rnd() % 3);
+            pl = (int64_t)(rnd() % 3);
+            pr = (int64_t)(rnd() % 3);
+            OH = (H + pt + pb - dh * (kh - 1) - 1) / sh + 1;
+            OW = (W + pl + pr - dw * (kw - 1) - 1) / sw + 1;
+        } while (H + pt + pb - dh * (kh - 1) - 1 < 0 || W + pl + pr - dw * (kw - 1) - 1 < 0);
+        int64_t d[4] = {1 + (int64_t)(rnd() % 2), odd_dim(), H, W};
+        int x = g_in(g, DT_FLOAT, 4, d);
+        bool max = it % 2 == 0;
+        int64_t Hp = H + pt + pb, Wp = W + pl + pr;
+        int64_t *th = xmalloc(sizeof(int64_t) * (size_t)Hp),
+                *tw = xmalloc(sizeof(int64_t) * (size_t)Wp);
+        for (int64_t i = 0; i < Hp; i++)
+            th[i] = i - pt >= 0 && i - pt < H ? i - pt : -1;
+        for (int64_t i = 0; i < Wp; i++)
+            tw[i] = i - pl >= 0 && i - pl < W ? i - pl : -1;
+        int64_t pd[4] = {d[0], d[1], Hp, Wp};
+        int64_t *tables[4] = {NULL, NULL, th, tw};
+        int padded = pb_table(&g->b, x, pd, tables, max ? -INFINITY : 0.0);
+        int64_t *ih = xmalloc(sizeof(int64_t) * (size_t)(OH * kh)),
+                *iw = xmalloc(sizeof(int64_t) * (size_t)(OW * kw));
+        for (int64_t o = 0; o < OH; o++)
+            for (int64_t k = 0; k < kh; k++)
+                ih[o * kh + k] = o * sh + k * dh;
+        for (int64_t o = 0; o < OW; o++)
+            for (int64_t k = 0; k < kw; k++)
+                iw[o * kw + k] = o * sw + k * dw;
+        int64_t hd[2] = {OH, kh}, wd[2] = {OW, kw};
+        int rows = pb_gather(&g->b, padded, 2, 2, hd, ih); // [N, C, OH, kh, Wp]
+        int win = pb_gather(&g->b, rows, 4, 2, wd, iw);    // [N, C, OH, kh, OW, kw]
+        const int perm[6] = {0, 1, 2, 4, 3, 5};
+        int t = pb_transpose(&g->b, win, perm); // [N, C, OH, OW, kh, kw]
+        g_out(g, pb_reduce(&g->b, max ? RED_MAX : RED_SUM, t, 16 | 32, false, false));
+        free(th);
+        free(tw);
+        free(ih);
+        free(iw);
+    }
+    // One layout per window, as fission's clean-up leaves it, so {layout, reduce} is a candidate.
+    CleanupStats st = {0};
+    Err e = {0};
+    CHECK_MSG(pass_compose_layouts(g->pg, &st, &e) == ST_OK, "%s", e.msg);
+}
+
 // A reduction read through a transpose (off its row): only the materialised strategy fits.
 static void build_reduce_offrow(const char *name) {
     G *g = g_new(name);
@@ -675,6 +741,7 @@ int main(void) {
     build_reductions("reductions");
     build_reduce_offrow("reduce_offrow");
     build_window_reductions("window_reductions");
+    build_pool_windows("pool_windows");
     clock_t t0 = clock();
     run_all();
     printf("  (%.1f s CPU in this process)\n", (double)(clock() - t0) / CLOCKS_PER_SEC);

@@ -12,6 +12,7 @@
 
 #include "../../fission/index_map.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #define NAME_CAP 64
 #define EXPR_CAP 1024
 #define R ORCH_MAX_RANK
+#define IB_MAX 16 // padded coordinates interior splitting tracks per loop
 
 // One coordinate: affine in the root coordinates, or a C expression (a local or a literal).
 typedef struct Coord {
@@ -73,6 +75,16 @@ struct Cexpr {
     bool cuda, fast_math;
     CexprLoadHook load_hook;
     void *hctx;
+    // Interior splitting (cexpr_interior_begin): the loop's root coordinate (-1: off), whether
+    // emission takes recordable padded coordinates as in range, and those recorded.
+    char ivar[NAME_CAP];
+    bool interior;
+    int n_ib;
+    struct InteriorBound {
+        char rest[EXPR_CAP]; // the padded coordinate is rest + s * ivar
+        int64_t s;
+        int64_t lo, hi; // in range where lo <= coordinate < hi
+    } ib[IB_MAX];
 };
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
@@ -958,6 +970,111 @@ static void coord_scale_shift(Cexpr *x, const Coord *c, int64_t a, int64_t b, Co
     coord_general(x, next, t, code, indent);
 }
 
+// ---- interior splitting (cgen.h) ----
+
+void cexpr_interior_begin(Cexpr *x, const char *var) {
+    fmt(x->ivar, sizeof x->ivar, "%s", var);
+    x->interior = false;
+    x->n_ib = 0;
+}
+
+void cexpr_interior_mode(Cexpr *x, bool on) {
+    x->interior = on;
+}
+
+void cexpr_interior_end(Cexpr *x) {
+    x->ivar[0] = '\0';
+    x->interior = false;
+    x->n_ib = 0;
+}
+
+// Whether identifier `id` occurs in C expression `s`.
+static bool mentions(const char *s, const char *id) {
+    size_t n = strlen(id);
+    for (const char *p = strstr(s, id); p; p = strstr(p + 1, id)) {
+        bool left = p == s || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        bool right = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+// Records padded coordinate c (in range where lo <= c < hi), affine in the current root, as
+// rest + s * ivar: s from the root coordinate that is exactly the loop variable, rest from the
+// others, which must not depend on it. Past IB_MAX distinct ones, or with a coordinate that
+// cannot be written so, the list is marked unusable (n_ib = IB_MAX + 1).
+static void interior_record(Cexpr *x, const Coord *c, int64_t lo, int64_t hi) {
+    if (x->n_ib > IB_MAX)
+        return;
+    Coord rest = *c;
+    int64_t s = 0;
+    for (int r = 0; r < x->root_rank; r++) {
+        if (c->coef[r] == 0)
+            continue;
+        if (strcmp(x->root_idx[r], x->ivar) == 0) {
+            s += c->coef[r];
+            rest.coef[r] = 0;
+        } else if (mentions(x->root_idx[r], x->ivar)) {
+            x->n_ib = IB_MAX + 1;
+            return;
+        }
+    }
+    char rt[EXPR_CAP];
+    coord_text(x, &rest, rt, sizeof rt);
+    for (int i = 0; i < x->n_ib; i++) {
+        const struct InteriorBound *b = &x->ib[i];
+        if (b->lo == lo && b->hi == hi && b->s == s && strcmp(b->rest, rt) == 0)
+            return;
+    }
+    if (x->n_ib == IB_MAX) {
+        x->n_ib = IB_MAX + 1;
+        return;
+    }
+    struct InteriorBound *b = &x->ib[x->n_ib++];
+    fmt(b->rest, sizeof b->rest, "%s", rt);
+    b->s = s;
+    b->lo = lo;
+    b->hi = hi;
+}
+
+bool cexpr_interior_bounds(Cexpr *x, int64_t n, StrBuf *code, int indent, const char *lo,
+                           const char *hi) {
+    if (!x->ivar[0] || x->n_ib == 0 || x->n_ib > IB_MAX)
+        return false;
+    // For c = rest + s * v: lo <= c < hi. With s > 0: v >= ceil((lo - rest) / s) and
+    // v < ceil((hi - rest) / s); with s < 0 the same for -v; with s = 0 all or nothing.
+    sb_line(code, indent, "int64_t %s = 0, %s = %lld;\n", lo, hi, (long long)n);
+    for (int i = 0; i < x->n_ib; i++) {
+        const struct InteriorBound *b = &x->ib[i];
+        const char *rt = b->rest;
+        int64_t s = b->s;
+        if (s == 0) {
+            sb_line(code, indent, "if (!(%s >= %lld && %s < %lld)) %s = %s;\n", rt,
+                    (long long)b->lo, rt, (long long)b->hi, hi, lo);
+            continue;
+        }
+        long long as = (long long)(s > 0 ? s : -s);
+        if (s > 0) {
+            sb_line(code, indent, "{ const int64_t a_ = %lld - %s, b_ = %lld - %s;\n",
+                    (long long)b->lo, rt, (long long)b->hi, rt);
+        } else { // v * as <= rest - lo and v * as > rest - hi
+            sb_line(code, indent, "{ const int64_t a_ = %s - %lld + 1, b_ = %s - %lld + 1;\n", rt,
+                    (long long)b->hi, rt, (long long)b->lo);
+        }
+        // ceil(a_ / as) for any sign of a_.
+        sb_line(code, indent + 1,
+                "const int64_t l_ = a_ >= 0 ? (a_ + %lld) / %lld : -(-a_ / %lld), h_ = b_ >= 0 ? "
+                "(b_ + %lld) / %lld : -(-b_ / %lld);\n",
+                as - 1, as, as, as - 1, as, as);
+        sb_line(code, indent + 1, "if (l_ > %s) %s = l_;\n", lo, lo);
+        sb_line(code, indent + 1, "if (h_ < %s) %s = h_; }\n", hi, hi);
+    }
+    sb_line(code, indent, "if (%s > %lld) %s = %lld;\n", lo, (long long)n, lo, (long long)n);
+    sb_line(code, indent, "if (%s < %s) %s = %s;\n", hi, lo, hi, lo);
+    return true;
+}
+
 // Applies stages s.. of the chain to ix and reads the input; `res` (declared by the caller) gets
 // the value. Pad tables open an if-block so later stages never index with -1.
 static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims_in, int rank_in,
@@ -1031,6 +1148,16 @@ static int emit_chain(Cexpr *x, const Prim *p, int s, Ix ix, const int64_t *dims
                 coord_text(x, &ix.c[d], ce, sizeof ce);
                 AffineTable f;
                 if (affine_table(st->table[d], dims[d], &f)) {
+                    // Interior splitting: a coordinate of this kind is recorded (and, in
+                    // interior mode, taken as in range: the loop runs only where it is).
+                    bool tracked =
+                        padded && branch_free && x->ivar[0] && x->flat_first < 0 && ix.c[d].affine;
+                    if (tracked && !x->interior)
+                        interior_record(x, &ix.c[d], f.lo, f.hi);
+                    if (tracked && x->interior) {
+                        coord_scale_shift(x, &ix.c[d], f.a, f.b, &next.c[d], code, indent);
+                        continue;
+                    }
                     // In range where lo <= c < hi (bounds the table's length already implies
                     // are left out); the coordinate stays arithmetic.
                     if (padded) {

@@ -134,4 +134,21 @@ void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx);
 // A fresh local name "<prefix><n>" unique within the kernel.
 void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap);
 
+// Interior splitting of an innermost loop (C dialect; a pooling window over a padded input):
+// after cexpr_interior_begin(x, var), emission records every padded coordinate it clamps
+// branch-free whose form is affine in the root coordinates, as rest + s * var (var: the loop's
+// variable, passed as one root coordinate's index expression). cexpr_interior_bounds then emits
+// statements, valid where the loop starts, that declare `int64_t lo, hi` (the names given)
+// bounding the range of var in [0, n) where all of those coordinates are in range, and returns
+// true; it returns false (and emits nothing) when none was recorded or one was not of that form. In
+// interior mode (cexpr_interior_mode) emission takes the recorded kinds of coordinates as in range:
+// no clamp and no pad select, so the loads become strided and vectorise; such code is valid only
+// for q in [lo, hi). cexpr_interior_end stops recording. Other coordinates are emitted the same way
+// in both modes.
+void cexpr_interior_begin(Cexpr *x, const char *var);
+bool cexpr_interior_bounds(Cexpr *x, int64_t n, StrBuf *code, int indent, const char *lo,
+                           const char *hi);
+void cexpr_interior_mode(Cexpr *x, bool on);
+void cexpr_interior_end(Cexpr *x);
+
 #endif

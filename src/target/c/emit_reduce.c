@@ -205,6 +205,61 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
 
 // ---- one reduction ----
 
+// Appends to body the update of reduction p's accumulators (acc, nan_, the argument index aix)
+// with the value v.
+static void emit_accumulate(const Prim *p, bool fl, bool scalar, const char *acc, const char *nan_,
+                            const char *ai, const char *v, const char *arg_var, StrBuf *body) {
+    RedOp op = p->red.op;
+    StrBuf *const b = body;
+    switch (op) {
+    case RED_SUM:
+    case RED_MEAN:
+        if (fl)
+            sb_line(b, 0, "%s += (double)%s;\n", acc, v);
+        else
+            sb_line(b, 0, "%s += (uint64_t)(int64_t)%s;\n", acc, v);
+        break;
+    case RED_PROD:
+        if (fl)
+            sb_line(b, 0, "%s *= (double)%s;\n", acc, v);
+        else
+            sb_line(b, 0, "%s *= (uint64_t)(int64_t)%s;\n", acc, v);
+        break;
+    case RED_MAX:
+    case RED_MIN: {
+        const char *cmp = op == RED_MAX ? ">" : "<";
+        if (fl) {
+            sb_line(b, 0, "%s = %s %s %s ? %s : %s;\n", acc, v, cmp, acc, v, acc);
+            sb_line(b, 0, "%s |= %s != %s;\n", nan_, v, v);
+        } else {
+            sb_line(b, 0, "%s = (int64_t)%s %s %s ? (int64_t)%s : %s;\n", acc, v, cmp, acc, v, acc);
+        }
+        break;
+    }
+    case RED_ARGMAX:
+    case RED_ARGMIN: {
+        const char *cmp = op == RED_ARGMAX ? ">" : "<";
+        char aix[64];
+        fmt(aix, sizeof aix, scalar ? "s%s" : "%s[pk]", ai);
+        if (fl) {
+            // numpy's rule: NaN beats every number, two NaNs tie, a NaN is never replaced.
+            sb_line(b, 0, "const int vn = %s != %s, an = %s != %s;\n", v, v, acc, acc);
+            sb_line(b, 0, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n", v, cmp, acc);
+            sb_line(b, 0, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", v, acc);
+        } else {
+            sb_line(b, 0, "const int more = (int64_t)%s %s %s;\n", v, cmp, acc);
+            sb_line(b, 0, "const int same = (int64_t)%s == %s;\n", v, acc);
+        }
+        sb_line(b, 0, "if (!%s || more || (%d && same)) {\n", nan_, p->red.select_last ? 1 : 0);
+        sb_line(b, 1, "%s = %s;\n", acc, v);
+        sb_line(b, 1, "%s = %s;\n", aix, arg_var);
+        sb_line(b, 0, "}\n");
+        sb_line(b, 0, "%s = 1;\n", nan_);
+        break;
+    }
+    }
+}
+
 // Emits, where the outer axes' variables i<d> are defined, the computation of reduction r for
 // the current row into `VT res[n_inner]` (declared here, named r->res in the fused strategy,
 // else `dst`).
@@ -282,60 +337,40 @@ static int emit_reduction(Ctx *k, const Red *r, const char *dst, StrBuf *code, i
         fmt(nan_, sizeof nan_, "%s[pk]", n);
         sb_line(&body, 0, "const int64_t pk = %s;\n", off);
     }
+    // The innermost loop over a padded input (a pooling window): split into edges and an
+    // interior where the clamps and pad selects drop out and the loads vectorise.
+    bool split = !scalar && last_loop >= 0 && !cexpr_flat_broken(k->x);
+    int q = -1;
+    for (int d = 0; d < s->rank; d++)
+        if (s->inner & (1u << d))
+            q = d;
+    if (split && q >= 0)
+        cexpr_interior_begin(k->x, names[q]);
+    const char *arg_var = arg_axis >= 0 ? names[arg_axis] : "0";
     int rc = cexpr_value(k->x, p->in[0], idx, &body, 0, v, sizeof v, e);
-    if (rc == ST_OK) {
-        switch (op) {
-        case RED_SUM:
-        case RED_MEAN:
-            if (fl)
-                sb_line(&body, 0, "%s += (double)%s;\n", acc, v);
-            else
-                sb_line(&body, 0, "%s += (uint64_t)(int64_t)%s;\n", acc, v);
-            break;
-        case RED_PROD:
-            if (fl)
-                sb_line(&body, 0, "%s *= (double)%s;\n", acc, v);
-            else
-                sb_line(&body, 0, "%s *= (uint64_t)(int64_t)%s;\n", acc, v);
-            break;
-        case RED_MAX:
-        case RED_MIN: {
-            const char *cmp = op == RED_MAX ? ">" : "<";
-            if (fl) {
-                sb_line(&body, 0, "%s = %s %s %s ? %s : %s;\n", acc, v, cmp, acc, v, acc);
-                sb_line(&body, 0, "%s |= %s != %s;\n", nan_, v, v);
-            } else {
-                sb_line(&body, 0, "%s = (int64_t)%s %s %s ? (int64_t)%s : %s;\n", acc, v, cmp,
-                        acc, v, acc);
-            }
-            break;
-        }
-        case RED_ARGMAX:
-        case RED_ARGMIN: {
-            const char *cmp = op == RED_ARGMAX ? ">" : "<";
-            char aix[64];
-            fmt(aix, sizeof aix, scalar ? "s%s" : "%s[pk]", ai);
-            if (fl) {
-                // numpy's rule: NaN beats every number, two NaNs tie, a NaN is never replaced.
-                sb_line(&body, 0, "const int vn = %s != %s, an = %s != %s;\n", v, v, acc, acc);
-                sb_line(&body, 0, "const int more = (vn | an) ? (vn & !an) : (%s %s %s);\n", v,
-                        cmp, acc);
-                sb_line(&body, 0, "const int same = (vn | an) ? (vn & an) : (%s == %s);\n", v,
-                        acc);
-            } else {
-                sb_line(&body, 0, "const int more = (int64_t)%s %s %s;\n", v, cmp, acc);
-                sb_line(&body, 0, "const int same = (int64_t)%s == %s;\n", v, acc);
-            }
-            sb_line(&body, 0, "if (!%s || more || (%d && same)) {\n", nan_,
-                    p->red.select_last ? 1 : 0);
-            sb_line(&body, 1, "%s = %s;\n", acc, v);
-            sb_line(&body, 1, "%s = %s;\n", aix, arg_axis >= 0 ? names[arg_axis] : "0");
-            sb_line(&body, 0, "}\n");
-            sb_line(&body, 0, "%s = 1;\n", nan_);
-            break;
-        }
+    if (rc == ST_OK)
+        emit_accumulate(p, fl, scalar, acc, nan_, ai, v, arg_var, &body);
+    StrBuf bounds, inner;
+    sb_init(&bounds);
+    sb_init(&inner);
+    char lo[48], hi[48];
+    cexpr_fresh(k->x, "ilo", lo, sizeof lo);
+    cexpr_fresh(k->x, "ihi", hi, sizeof hi);
+    if (rc == ST_OK && split && q >= 0 &&
+        cexpr_interior_bounds(k->x, s->dims[q], &bounds, 0, lo, hi)) {
+        cexpr_forget(k->x);
+        cexpr_interior_mode(k->x, true);
+        if (!scalar)
+            sb_line(&inner, 0, "const int64_t pk = %s;\n", off);
+        rc = cexpr_value(k->x, p->in[0], idx, &inner, 0, v, sizeof v, e);
+        if (rc == ST_OK) {
+            emit_accumulate(p, fl, scalar, acc, nan_, ai, v, arg_var, &inner);
+            ln_split_interior(ln, last_loop, bounds.s, lo, hi, inner.s);
         }
     }
+    cexpr_interior_end(k->x);
+    sb_free(&bounds);
+    sb_free(&inner);
     cexpr_forget(k->x);
     if (rc == ST_OK) {
         ln_body(ln, body.s);

@@ -48,6 +48,10 @@ struct LoopNest {
     Text *text;
     int n_text, cap_text;
     int next_name;
+    // ln_split_interior: the loop (-1: none), its bound statements, names and interior body.
+    int split_loop;
+    char *split_bounds, *split_body;
+    char split_lo[48], split_hi[48];
 };
 
 // snprintf for the nest's short texts; one that does not fit is a bug in an emitter.
@@ -64,6 +68,7 @@ LoopNest *ln_create(const char *prefix) {
     lfmt(n->prefix, sizeof n->prefix, "%s", prefix);
     for (int i = 0; i < LN_MAX; i++)
         n->order[i] = -1;
+    n->split_loop = -1;
     return n;
 }
 
@@ -75,6 +80,8 @@ void ln_free(LoopNest *n) {
         ln_free(n->text[i].child);
     }
     free(n->text);
+    free(n->split_bounds);
+    free(n->split_body);
     free(n);
 }
 
@@ -228,6 +235,16 @@ static void add_text(LoopNest *n, int l, bool after, const char *text, LoopNest 
     n->text[n->n_text++] = (Text){l, after, text ? xstrdup(text) : NULL, child};
 }
 
+void ln_split_interior(LoopNest *n, int l, const char *bounds, const char *lo, const char *hi,
+                       const char *interior) {
+    ORCH_ASSERT(l >= 0 && l < n->n_loops && n->split_loop < 0);
+    n->split_loop = l;
+    n->split_bounds = xstrdup(bounds);
+    n->split_body = xstrdup(interior);
+    lfmt(n->split_lo, sizeof n->split_lo, "%s", lo);
+    lfmt(n->split_hi, sizeof n->split_hi, "%s", hi);
+}
+
 void ln_pre(LoopNest *n, int l, const char *text) { add_text(n, l, false, text, NULL); }
 void ln_post(LoopNest *n, int l, const char *text) { add_text(n, l, true, text, NULL); }
 void ln_body(LoopNest *n, const char *text) { add_text(n, -2, false, text, NULL); }
@@ -262,6 +279,41 @@ static void put_texts(const LoopNest *n, int l, bool after, StrBuf *out, int ind
     }
 }
 
+// Whether a definition depends on loop l (then l's variable is not simply the axis's).
+static bool defs_wait_on(const LoopNest *n, int l) {
+    for (int i = 0; i < n->n_defs; i++)
+        for (int j = 0; j < n->def[i].n_deps; j++)
+            if (n->def[i].deps[j] == l)
+                return true;
+    return false;
+}
+
+// The innermost loop L split by ln_split_interior: its edges [0, lo) and [hi, extent) serial
+// with the ordinary body, the interior [lo, hi) with the interior body and L's own kind.
+static void print_split(const LoopNest *n, const Loop *L, StrBuf *out, int indent) {
+    int l = n->split_loop;
+    sb_line(out, indent, "{\n");
+    put_lines(out, indent + 1, n->split_bounds);
+    const char *from[3] = {L->lo, n->split_lo, n->split_hi};
+    const char *to[3] = {n->split_lo, n->split_hi, L->hi};
+    for (int part = 0; part < 3; part++) {
+        if (part == 1 && L->kind == LK_VECTOR)
+            sb_line(out, indent + 1, "#pragma omp simd %s\n", L->clause);
+        else if (part == 1 && L->kind == LK_UNROLL)
+            sb_line(out, indent + 1, "#pragma GCC unroll %d\n", L->unroll);
+        sb_line(out, indent + 1, "for (int64_t %s = %s; %s < %s; %s++) {\n", L->var, from[part],
+                L->var, to[part], L->var);
+        put_texts(n, l, false, out, indent + 2);
+        if (part == 1)
+            put_lines(out, indent + 2, n->split_body);
+        else
+            put_texts(n, -2, false, out, indent + 2);
+        put_texts(n, l, true, out, indent + 2);
+        sb_line(out, indent + 1, "}\n");
+    }
+    sb_line(out, indent, "}\n");
+}
+
 static void print_level(const LoopNest *n, int d, bool *open, bool *done, StrBuf *out,
                         int indent) {
     int k = n_active(n);
@@ -271,6 +323,10 @@ static void print_level(const LoopNest *n, int d, bool *open, bool *done, StrBuf
     }
     const Loop *L = &n->loop[n->order[d]];
     ORCH_ASSERT(L->bound_dep < 0 || open[L->bound_dep]);
+    if (n->order[d] == n->split_loop && d == k - 1 && L->plain && !defs_wait_on(n, n->order[d])) {
+        print_split(n, L, out, indent);
+        return;
+    }
     if (L->kind == LK_PARALLEL && L->work >= LN_PARALLEL_MIN_WORK && L->extent > 1)
         sb_line(out, indent, "#pragma omp parallel for schedule(static)\n");
     else if (L->kind == LK_VECTOR)

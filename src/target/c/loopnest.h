@@ -56,6 +56,14 @@ void ln_body(LoopNest *n, const char *text);
 // `after` is false) and owned (freed) by n from now on.
 void ln_attach(LoopNest *n, int l, bool after, LoopNest *child);
 
+// Interior split of loop l, which must end up innermost, over [0, extent) with the axis's
+// variable as its own: `bounds` (statements, printed before it) declare the int64_t variables
+// lo and hi with 0 <= lo <= hi <= extent; the loop is printed as [0, lo) and [hi, extent) with
+// the ordinary body, serial, and [lo, hi) with `interior` as its body and l's kind (SIMD). A
+// nest where l is not such a loop prints the ordinary body throughout (always correct).
+void ln_split_interior(LoopNest *n, int l, const char *bounds, const char *lo, const char *hi,
+                       const char *interior);
+
 // Prints the nest as C at the given indentation.
 void ln_print(const LoopNest *n, StrBuf *out, int indent);
 
