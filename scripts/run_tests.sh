@@ -30,7 +30,13 @@ suite() {
     shift
     local log="$LOGDIR/$name.log" start=$SECONDS
     "$@" >"$log" 2>&1
-    local rc=$?
+    report "$name" $? $((SECONDS - start))
+}
+
+# report NAME RC SECONDS: counts a finished suite (its log in LOGDIR) and prints its line.
+report() {
+    local name=$1 rc=$2 secs=$3
+    local log="$LOGDIR/$name.log"
     local line
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     local p f
@@ -42,7 +48,7 @@ suite() {
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
-    printf '%-28s %s  [%ds]\n' "$name" "$line" $((SECONDS - start))
+    printf '%-28s %s  [%ds]\n' "$name" "$line" "$secs"
     if [ "$f" -ne 0 ]; then
         failed_suites+=("$name")
         grep -E '^(FAIL|XPASS|not ok|ERROR)|ERROR: AddressSanitizer|runtime error:' "$log" | head -n 40 | sed 's/^/    /'
@@ -85,11 +91,40 @@ node_tests_compiled() { # node_tests_compiled BUILD_DIR
     return $rc
 }
 
+# unit_suites LABEL BINARY...: the unit test programs, JOBS at a time (each is single-threaded
+# for most of its run: NVRTC, the C compiler, the interpreters), reported in order once all end.
+# They share nothing on disk (temporary files come from mkdtemp or carry the process id).
+unit_suites() {
+    local label=$1 t name running=0
+    shift
+    for t in "$@"; do
+        [ -x "$t" ] || continue
+        name="$label:$(basename "$t")"
+        (
+            start=$SECONDS
+            "$t" >"$LOGDIR/$name.log" 2>&1
+            echo "$? $((SECONDS - start))" >"$LOGDIR/$name.rc"
+        ) &
+        running=$((running + 1))
+        if [ "$running" -ge "$JOBS" ]; then
+            wait -n
+            running=$((running - 1))
+        fi
+    done
+    wait
+    for t in "$@"; do
+        [ -x "$t" ] || continue
+        name="$label:$(basename "$t")"
+        local rc=1 secs=0
+        [ -f "$LOGDIR/$name.rc" ] && read -r rc secs <"$LOGDIR/$name.rc"
+        rm -f "$LOGDIR/$name.rc"
+        report "$name" "$rc" "$secs"
+    done
+}
+
 run_suites() { # run_suites BUILD_DIR LABEL
     local dir=$1 label=$2
-    for t in "$dir"/tests/unit_*; do
-        [ -x "$t" ] && suite "$label:$(basename "$t")" "$t"
-    done
+    unit_suites "$label" "$dir"/tests/unit_*
     suite "$label:node_tests" "$dir/node_tests" build/node_data --xfail tests/ops/node_expected_failures.txt
     suite "$label:node_tests_prims" "$dir/node_tests" build/node_data --engine prims \
         --xfail tests/ops/node_expected_failures.txt
