@@ -7,7 +7,7 @@
 # .venv has onnx). The growing corpus is kept in build-fuzz/corpus/ between runs.
 # Crashes, leaks, timeouts and OOMs of this run go to build-fuzz/crashes/; exits 1 if any.
 #
-# usage: scripts/fuzz.sh SECONDS [SEED_DIR]
+# usage: scripts/fuzz.sh SECONDS [SEED_DIR]     (SECONDS 0: build and replay the reproducers only)
 #   extra libFuzzer flags can be given in FUZZ_FLAGS (e.g. FUZZ_FLAGS=-jobs=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +90,10 @@ if [ ${#regs[@]} -gt 0 ]; then
     echo "fuzz: ${#regs[@]} regression reproducer(s) pass"
 fi
 
+if [ "$SECONDS_TO_RUN" -eq 0 ]; then # replay only (libFuzzer would take 0 as "no limit")
+    exit 0
+fi
+
 # ---- seeds ----
 if [ -n "$SEED_DIR" ]; then
     [ -d "$SEED_DIR" ] || { echo "fuzz: seed folder '$SEED_DIR' not found" >&2; exit 2; }
@@ -118,16 +122,20 @@ set +e
 rc=$?
 set -e
 grep -E '^#[0-9]+: cov|^INFO: fuzzed for|^INFO: exiting|stat::' "$OUT/fuzz.log" | tail -n 3
-found=("$OUT"/crashes/*)
+found=()
+for f in "$OUT"/crashes/*; do
+    [[ $f == *.log ]] || found+=("$f")
+done
 if [ ${#found[@]} -gt 0 ]; then
     echo "fuzz: ${#found[@]} finding(s) in $OUT/crashes/ (replay one: $OUT/fuzz_load FILE):"
     # Each finding replayed once, its first report lines and (when small) its bytes printed on
     # lines starting with FAIL: the test runner shows those lines, so a finding on a machine whose
     # files are gone afterwards (CI) can still be reproduced: echo B64 | base64 -d > repro.onnx
     for f in "${found[@]}"; do
-        "$OUT/fuzz_load" -rss_limit_mb=2048 -timeout=10 "$f" >"$f.log" 2>&1
+        "$OUT/fuzz_load" -rss_limit_mb=2048 -timeout=10 "$f" >"$f.log" 2>&1 || true
         echo "FAIL $(basename "$f") ($(stat -c %s "$f") bytes):"
-        grep -E 'ERROR:|runtime error:|SUMMARY:|#[0-9] 0x' "$f.log" | head -n 8 | sed 's/^/FAIL   /'
+        { grep -E 'ERROR:|runtime error:|SUMMARY:|#[0-9]+ 0x' "$f.log" || true; } | head -n 12 |
+            sed 's/^/FAIL   /'
         if [ "$(stat -c %s "$f")" -le 6000 ]; then
             echo "FAIL   base64: $(base64 -w0 "$f")"
         fi

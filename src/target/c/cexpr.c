@@ -75,7 +75,7 @@ struct Cexpr {
     bool cuda, fast_math;
     CexprLoadHook load_hook;
     void *hctx;
-    // Interior splitting (cexpr_interior_begin): the loop's root coordinate (-1: off), whether
+    // Interior splitting (cexpr_interior_begin): the loop's variable (empty: off), whether
     // emission takes recordable padded coordinates as in range, and those recorded.
     char ivar[NAME_CAP];
     bool interior;
