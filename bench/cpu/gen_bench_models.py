@@ -26,9 +26,15 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "models"))
-sys.path.insert(0, os.path.join(HERE, "..", "orchestrate"))
 from gen_models import F, Builder  # noqa: E402
-import gen_bench_models as orchestrate_models  # noqa: E402  (bench/orchestrate's BERT generator)
+import importlib.util  # noqa: E402
+
+# bench/orchestrate's BERT generator. Its file has this file's name, so it is loaded under
+# another one: a plain import would return this module when run.py has imported it.
+_spec = importlib.util.spec_from_file_location(
+    "orchestrate_gen_bench_models", os.path.join(HERE, "..", "orchestrate", "gen_bench_models.py"))
+orchestrate_models = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(orchestrate_models)
 import onnx  # noqa: E402
 from onnx import TensorProto  # noqa: E402
 
