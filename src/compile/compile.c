@@ -406,13 +406,59 @@ static int need_values(Driver *d, const char *why, Err *e) {
 }
 
 // Measures config k of every listed signature that is not known yet.
-static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
-                           const char *what, Err *e) {
-    LabJob *jobs = xcalloc((size_t)(n_list * (k_to - k_from) + 1), sizeof(LabJob));
+// The single LINEAR primitive of candidate c (its index in the graph), or -1.
+static int sole_linear(const PrimGraph *pg, const Candidate *c) {
+    int lin = -1;
+    for (int q = 0; q < c->n_prims; q++)
+        if (pg->prims[c->prims[q]]->kind == PRIM_LINEAR) {
+            if (lin >= 0)
+                return -1;
+            lin = c->prims[q];
+        }
+    return lin;
+}
+
+// Where a kernel with one LINEAR primitive and more is slower at its best measured config than
+// a kernel of fewer primitives with the same product is at its best, that config, when this
+// kernel has it unmeasured, is worth measuring: writes such kernels to list, the configs' indices
+// to k_at, and returns their count.
+static int transfer_configs(Driver *d, int *list, int *k_at) {
+    int n = 0;
+    int *lin = xmalloc(sizeof(int) * (size_t)(d->n_sigs + 1));
+    for (int i = 0; i < d->n_sigs; i++)
+        lin[i] = d->sigs[i].supported ? sole_linear(d->pg, &d->cs->c[d->sigs[i].rep]) : -1;
+    for (int i = 0; i < d->n_sigs; i++) {
+        const Sig *a = &d->sigs[i];
+        if (lin[i] < 0 || a->best < 0)
+            continue;
+        const Sig *from = NULL;
+        for (int j = 0; j < d->n_sigs; j++) {
+            const Sig *b = &d->sigs[j];
+            if (j != i && lin[j] == lin[i] && b->best >= 0 &&
+                d->cs->c[b->rep].n_prims < d->cs->c[a->rep].n_prims &&
+                b->cfg_time[b->best] < a->cfg_time[a->best] &&
+                (!from || b->cfg_time[b->best] < from->cfg_time[from->best]))
+                from = b;
+        }
+        for (int k = 0; from && k < a->n_cfg; k++)
+            if (!a->cfg_known[k] && strcmp(a->cfg[k].desc, from->cfg[from->best].desc) == 0) {
+                list[n] = i;
+                k_at[n++] = k;
+                break;
+            }
+    }
+    free(lin);
+    return n;
+}
+
+static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
+                              const int *k_at, const char *what, Err *e) {
+    LabJob *jobs = xcalloc((size_t)(n_list * (k_at ? 1 : k_to - k_from) + 1), sizeof(LabJob));
     int nj = 0;
     for (int i = 0; i < n_list; i++) {
         Sig *s = &d->sigs[sig_list[i]];
-        for (int k = k_from; k < ORCH_MIN(k_to, s->n_cfg); k++) {
+        int lo = k_at ? k_at[i] : k_from, hi = k_at ? k_at[i] + 1 : ORCH_MIN(k_to, s->n_cfg);
+        for (int k = lo; k < hi; k++) {
             if (s->cfg_known[k])
                 continue;
             jobs[nj].cand = s->rep;
@@ -451,6 +497,11 @@ static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_fro
     for (int i = 0; i < n_list; i++)
         update_best(&d->sigs[sig_list[i]]);
     return rc;
+}
+
+static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
+                           const char *what, Err *e) {
+    return measure_configs_at(d, sig_list, n_list, k_from, k_to, NULL, what, e);
 }
 
 // The interpreter's time for a primitive the target cannot generate (measured on every compile;
@@ -1082,7 +1133,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     CModule *mod = NULL;
     uint8_t *plan_bytes = NULL;
     size_t plan_size = 0;
-    int *list = NULL;
+    int *list = NULL, *k_at = NULL;
 
     int rc = d.cuda ? cuda_hw_detect(&d.cuhw, &d.hw, e) : d.target->hw_detect(&d.hw, opt->threads, e);
     if (rc == ST_OK)
@@ -1204,6 +1255,16 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
             list[nfail++] = list[i];
     if ((rc = measure_configs(&d, list, nfail, 1, 2, "second config where the first failed", e)))
         goto out;
+    // A kernel that fuses elementwise work into a product is measured at the config its bare
+    // product measured best, where its own first config came out slower (its model may rank
+    // another variant first: a 32-channel conv + ReLU measured 4.2 ms at its first config, the
+    // conv alone 2.0 ms at its, so the BLP kept the ReLU a kernel of its own).
+    k_at = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
+    int ntransfer = transfer_configs(&d, list, k_at);
+    rc = measure_configs_at(&d, list, ntransfer, 0, 0, k_at,
+                            "the bare product's best config for its fused kernels", e);
+    if (rc)
+        goto out;
     // A fused attention replaces several kernels at once, and its device model ranks configs
     // less surely than a single GEMM's (an H100 measured the first-ranked config of a 512-token
     // block's attention at 121 us, its best at 38 us, while the three kernels it replaces took
@@ -1249,7 +1310,14 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS,
                                   round ? "all configs of the newly chosen kernels"
                                         : "all configs of the chosen kernels",
-                                  e)) ||
+                                  e))) {
+            free(full);
+            goto out;
+        }
+        // The chosen products' best configs, now known, for the kernels fusing more into them.
+        int nt = transfer_configs(&d, list, k_at);
+        if ((rc = measure_configs_at(&d, list, nt, 0, 0, k_at,
+                                     "the bare product's best config for its fused kernels", e)) ||
             (rc = apply_costs(&d, e))) {
             free(full);
             goto out;
@@ -1327,6 +1395,7 @@ out:
     if (rc)
         err_prefix(e, "orch compile %s: ", onnx_path);
     free(list);
+    free(k_at);
     for (int m = 0; m < d.n_mods; m++)
         cmodule_free(d.mods[m]);
     free(d.mods);
