@@ -7,13 +7,15 @@
 // and passes. Where a CUDA device exists (cuda_api_load succeeds) the kernels are also compiled
 // for it, run on random inputs and compared with prim_eval's values of the same tensors:
 // |got-ref| <= 1e-4*|ref| + 1e-4*max|ref| for floats (NaN matches NaN), exact for integers and
-// bool; outputs are poisoned before the run and a guard band after them is checked.
+// bool; outputs are poisoned before the run and a guard band after them is checked; row-cached
+// reduction kernels must also equal their uncached siblings bit for bit (test_row_cache's graphs).
 // Usage: unit_cugen_compile [seed]   (ORCH_TEST_SEED also sets the seed; ORCH_CUGEN_EMIT_ONLY=1
 // emits without compiling except for a GPU; CUGEN_DUMP=FILE writes
 // the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
 // every config, thousands of kernels, instead of a cover of the primitives)
 #include "../../src/candidates/candidates.h"
 #include "../../src/fission/build.h"
+#include "../../src/fission/passes.h"
 #include "../../src/runtime/prim_interp.h"
 #include "../../src/target/c/cgen.h"
 #include "../../src/target/cuda/cuda_api.h"
@@ -67,6 +69,8 @@ typedef struct G {
     // Emitted under this precision (a reduced one: half values computed in float, fast
     // transcendentals; checked at the half types' own tolerance, as the kernel lab does).
     CugenPrecision prec;
+    int max_prims;    // candidate size cap (0: 5)
+    bool cache_exact; // GPU: row-cached kernels must match their uncached siblings bit for bit
 } G;
 
 static G graphs[MAX_GRAPHS];
@@ -323,6 +327,51 @@ static void build_softmax(const char *name, int64_t rows, int64_t cols) {
     g_out(g, pb_ew2(&g->b, EW_DIV, e, s));
 }
 
+// Row-cache graphs: fission's clean-up merges the elementwise chains as a compile does, and
+// candidates of up to 8 primitives hold a whole chain (the kernels the row cache is for).
+static void g_cleanup(G *g) {
+    g->max_prims = 8;
+    g->cache_exact = true;
+    CleanupStats st = {0};
+    Err e = {0};
+    if (fission_cleanup(g->pg, &st, &e)) {
+        printf("  %s: clean-up: %s\n", g->name, e.msg);
+        g->failures++;
+    }
+}
+
+static void build_softmax_merged(const char *name, int64_t rows, int64_t cols) {
+    build_softmax(name, rows, cols);
+    g_cleanup(&graphs[n_graphs - 1]);
+}
+
+// BERT's epilogue: residual add, then LayerNorm over rows of `cols`.
+static void build_ln_residual(const char *name, DType dt, int64_t rows, int64_t cols) {
+    G *g = g_new(name);
+    int64_t d[2] = {rows, cols}, dw[1] = {cols};
+    int x = g_in(g, dt, 2, d), res = g_in(g, dt, 2, d);
+    int w = cst(g, dt, 1, dw), b = cst(g, dt, 1, dw);
+    int h = pb_ew2(&g->b, EW_ADD, x, res);
+    int mu = pb_reduce(&g->b, RED_MEAN, h, 2, true, false);
+    int xc = pb_ew2(&g->b, EW_SUB, h, mu);
+    int var = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, xc, xc), 2, true, false);
+    int rs = pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, var, 1e-12));
+    g_out(g, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_MUL, xc, rs), w), b));
+    g_cleanup(g);
+}
+
+// RMSNorm: the first reduction reads x*x, the tail x (the cache holds x, the operand).
+static void build_rmsnorm(const char *name, int64_t rows, int64_t cols) {
+    G *g = g_new(name);
+    int64_t d[2] = {rows, cols}, dw[1] = {cols};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    int w = cst(g, DT_FLOAT, 1, dw);
+    int ms = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, x, x), 2, true, false);
+    int rs = pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, ms, 1e-6));
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_MUL, x, rs), w));
+    g_cleanup(g);
+}
+
 static void build_layernorm(const char *name) {
     G *g = g_new(name);
     int64_t d[3] = {odd_dim(), odd_dim() + 1, odd_dim() + 9}, dw[1] = {d[2]};
@@ -486,6 +535,7 @@ typedef struct Kernel {
     KernelConfig cfg;
     CudaLaunch launch;
     char fn[48];
+    unsigned char *got; // a reduction kernel's output on the GPU (row-cache comparisons)
 } Kernel;
 
 #define MAX_PROGS 256
@@ -497,6 +547,7 @@ static StrBuf progs[MAX_PROGS];
 static int prog_lines[MAX_PROGS];
 static int n_refused, n_emit_fail;
 static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split;
+static int n_red_cached, n_cached_same, n_cached_cmp; // row-cached kernels; GPU: bit-identical
 
 static int count_lines(const char *s) {
     int n = 0;
@@ -530,7 +581,7 @@ static void emit_all(const CudaHw *hw) {
         Err e = {0};
         int rc = prim_graph_verify(g->pg, &e);
         CandRules rules = cand_rules_default();
-        rules.max_prims = 5;
+        rules.max_prims = g->max_prims ? g->max_prims : 5;
         if (rc == ST_OK)
             rc = cand_enumerate(g->pg, &rules, 0, &g->cs, &e);
         if (rc) {
@@ -635,6 +686,7 @@ static void emit_all(const CudaHw *hw) {
                     n_red_warp++;
                 else
                     n_red_block++;
+                n_red_cached += cfg[k].cls == CUCLS_REDUCE && cfg[k].p[3] > 0;
                 g->kernels++;
                 nk++;
             }
@@ -795,6 +847,36 @@ typedef struct OrchArgsHost {
 
 #define GUARD 256
 
+// Row-cached kernels of graph gi against their uncached siblings (same block, threads per
+// position and split), both run and matched with the interpreter: the cache holds the values the
+// uncached kernel computes, reduced in the same order, so the outputs should agree bit for bit
+// (checked on the row-cache graphs, whose cached tensors end in no multiply an FMA contraction
+// could treat differently; counted elsewhere).
+static void cached_vs_uncached(int gi) {
+    G *g = &graphs[gi];
+    for (int i = 0; i < nk; i++) {
+        const Kernel *kc = &ks[i];
+        if (kc->graph != gi || !kc->got || kc->cfg.p[3] == 0)
+            continue;
+        for (int j = 0; j < nk; j++) {
+            const Kernel *ku = &ks[j];
+            if (ku->graph != gi || ku->cand != kc->cand || !ku->got || ku->cfg.p[3] != 0 ||
+                ku->cfg.p[0] != kc->cfg.p[0] || ku->cfg.p[1] != kc->cfg.p[1] ||
+                ku->cfg.p[2] != kc->cfg.p[2])
+                continue;
+            const Tensor *o = g->pg->tensors[g->cs->c[kc->cand].output];
+            bool same = !memcmp(kc->got, ku->got, tensor_nbytes(o));
+            n_cached_cmp++;
+            n_cached_same += same;
+            if (!same) {
+                printf("  %s: kernel %s (%s) differs from %s (%s) in some bits\n", g->name, kc->fn,
+                       kc->cfg.desc, ku->fn, ku->cfg.desc);
+                g->failures += g->cache_exact;
+            }
+        }
+    }
+}
+
 // Runs every kernel of the programs compiled for the device; returns false when the context
 // broke (later launches cannot run).
 static bool run_all(void) {
@@ -888,12 +970,17 @@ static bool run_all(void) {
                     g->failures++;
                 } else {
                     g->ran++;
+                    if (kn->cfg.cls == CUCLS_REDUCE) {
+                        kn->got = got;
+                        got = NULL;
+                    }
                 }
             }
             if (args.out)
                 api->cuMemFree(args.out);
             free(got);
         }
+        cached_vs_uncached(gi);
         for (int t = 0; t < g->pg->n_tensors; t++)
             if (dv[t])
                 api->cuMemFree(dv[t]);
@@ -918,6 +1005,8 @@ static void free_all(void) {
         prim_graph_free(g->pg);
         graph_free((Graph *)src);
     }
+    for (int i = 0; i < nk; i++)
+        free(ks[i].got);
     for (int j = 0; j < n_jobs; j++)
         free(jobs[j].cubin);
     free(jobs);
@@ -949,6 +1038,7 @@ static void test_coverage(void) {
               "pointwise vec %d scalar %d, reduce thread %d warp %d block %d split %d", n_pw_vec,
               n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split);
     CHECK_MSG(n_emit_fail == 0, "%d emits failed", n_emit_fail);
+    CHECK_MSG(n_red_cached > 0, "no row-cached reduction kernel");
     int whole_chains = 0;
     for (int gi = 0; gi < n_graphs; gi++) {
         G *g = &graphs[gi];
@@ -964,6 +1054,107 @@ static void test_coverage(void) {
         }
     }
     CHECK_MSG(whole_chains >= 2, "%d whole softmax chains supported", whole_chains);
+}
+
+// The row cache (emit_reduce_cuda.c) on the row-cache graphs' candidates with a tail over the
+// row: cached variants only of warp or block per position configs where each thread's share of
+// the row fits (ceil(cols / tpr) <= 16 slots, 8 of float16 values held in double), and on the
+// whole chains (all 12 graphs; all but 16385 columns with a cache) of every such config; scored
+// below the uncached sibling; the cached kernel reads each row input once where the uncached one
+// reads it in every pass; a slot count that does not fit the row is refused.
+static int count_str(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_row_cache(void) {
+    CudaHw hw;
+    hw_h100(&hw);
+    int chains = 0, with_cache = 0;
+    for (int gi = 0; gi < n_graphs; gi++) {
+        G *g = &graphs[gi];
+        if (!g->built || !g->cache_exact)
+            continue;
+        const PrimGraph *pg = g->pg;
+        for (int ci = 0; ci < g->cs->n; ci++) {
+            const Candidate *c = &g->cs->c[ci];
+            const Tensor *A = NULL, *T = pg->tensors[c->output];
+            int reds = 0;
+            for (int k = 0; k < c->n_prims; k++) {
+                const Prim *p = pg->prims[c->prims[k]];
+                if (p->kind == PRIM_REDUCE && reds++ == 0)
+                    A = pg->tensors[p->in[0]];
+            }
+            if (!A || !pass_same_dims(A, T) || !cugen_pw_supports(pg, c))
+                continue;
+            // The whole chain (every primitive of the graph) reads one row tensor in every
+            // pass; parts of it may read several (sq in the variance, d in the tail), where the
+            // cache does not apply.
+            bool whole = c->n_prims == pg->n_prims;
+            chains += whole;
+            int64_t cols = A->dims[A->rank - 1];
+            KernelConfig cfg[16];
+            int n = cugen_pw_configs(pg, c, &hw, cfg, 16), cached = 0;
+            for (int k = 0; k < n; k++) {
+                int64_t tpr = cfg[k].p[1], slots = (cols + tpr - 1) / tpr;
+                int sib = -1;
+                for (int j = 0; j < n; j++)
+                    if (j != k && cfg[j].p[0] == cfg[k].p[0] && cfg[j].p[1] == tpr &&
+                        cfg[j].p[2] == cfg[k].p[2] && (cfg[j].p[3] == 0) != (cfg[k].p[3] == 0))
+                        sib = j;
+                bool fits = tpr >= 32 && !cfg[k].p[2] && slots <= (A->dtype == DT_FLOAT ? 16 : 8);
+                CHECK_MSG(whole ? fits == (sib >= 0) : fits || sib < 0,
+                          "%s: %s: cached sibling %d, fits %d, whole chain %d", g->name,
+                          cfg[k].desc, sib >= 0, fits, whole);
+                if (cfg[k].p[3] == 0)
+                    continue;
+                cached++;
+                CHECK_MSG(cfg[k].p[3] == slots && fits, "%s: %s over rows of %lld", g->name,
+                          cfg[k].desc, (long long)cols);
+                if (sib < 0)
+                    continue;
+                CHECK_MSG(cfg[k].score < cfg[sib].score, "%s: %s scored %g, uncached %g", g->name,
+                          cfg[k].desc, cfg[k].score, cfg[sib].score);
+                // Loads of the row inputs (graph inputs of the space's shape).
+                StrBuf src[2];
+                CudaLaunch l;
+                for (int v = 0; v < 2; v++) {
+                    sb_init(&src[v]);
+                    Err e = {0};
+                    int rc = cugen_pw_emit(pg, c, &cfg[v ? sib : k], &hw, "k", &src[v], &l, &e);
+                    CHECK_MSG(rc == ST_OK, "%s: %s: %s", g->name, cfg[v ? sib : k].desc, e.msg);
+                }
+                for (int i = 0; i < pg->n_inputs; i++) {
+                    int j = cgen_input_pos(c, pg->inputs[i]);
+                    if (j < 0 || !pass_same_dims(pg->tensors[pg->inputs[i]], A))
+                        continue;
+                    char ld[16];
+                    snprintf(ld, sizeof ld, "in%d[", j);
+                    int nc = count_str(src[0].s, ld), nu = count_str(src[1].s, ld);
+                    CHECK_MSG(nc == 1 && nu >= 2, "%s: %s reads %s %d times, uncached %d", g->name,
+                              cfg[k].desc, ld, nc, nu);
+                }
+                sb_free(&src[0]);
+                sb_free(&src[1]);
+                // One slot more than the row needs (or 17) is not a config.
+                KernelConfig bad = cfg[k];
+                bad.p[3] = slots + 1;
+                StrBuf s;
+                sb_init(&s);
+                Err e = {0};
+                CHECK(cugen_pw_emit(pg, c, &bad, &hw, "k", &s, &l, &e) == ST_INVALID);
+                sb_free(&s);
+            }
+            with_cache += whole && cached > 0;
+            if (cols > 16 * 1024)
+                CHECK_MSG(cached == 0, "%s: %d cached configs over rows of %lld", g->name, cached,
+                          (long long)cols);
+        }
+    }
+    CHECK_MSG(chains == 12 && with_cache == 11, "%d whole chains, %d with a row cache", chains,
+              with_cache);
 }
 
 static void test_prelude(void) {
@@ -1207,14 +1398,31 @@ int main(int argc, char **argv) {
     build_vec("vec");
     build_rows("rows");
     build_norms("norms");
+    // Row cache: BERT's 128 x 768, other widths, odd ones, a row shorter than a warp (one slot),
+    // rows of exactly 128 x 16 slots, one past a 128-thread cache (256 threads hold it) and one
+    // past every cache (16385 > 1024 x 16: the uncached kernels only).
+    build_ln_residual("ln_res_768", DT_FLOAT, 128, 768);
+    build_ln_residual("ln_res_1024", DT_FLOAT, 8, 1024);
+    build_ln_residual("ln_res_769", DT_FLOAT, 8, 769);
+    build_ln_residual("ln_res_1000", DT_FLOAT, 8, 1000);
+    build_ln_residual("ln_res_20", DT_FLOAT, 16, 20);
+    build_ln_residual("ln_res_2048", DT_FLOAT, 4, 2048);
+    build_ln_residual("ln_res_2049", DT_FLOAT, 4, 2049);
+    build_ln_residual("ln_res_16385", DT_FLOAT, 2, 16385);
+    build_ln_residual("ln_res_f16_768", DT_FLOAT16, 8, 768); // values in double: 8 slots
+    build_rmsnorm("rms_768", 8, 768);
+    build_softmax_merged("softmax_rows", 32, 768);
+    build_softmax_merged("softmax_rows_odd", 8, 333);
     struct timespec t0, t1, t2, t3;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     emit_all(&hw);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  %d kernels in %d programs (%d candidates refused): pointwise %d scalar + %d float4, "
-           "reduce %d thread + %d warp + %d block per position + %d split; emitted in %.1f s\n",
+           "reduce %d thread + %d warp + %d block per position + %d split (%d row-cached); "
+           "emitted in %.1f s\n",
            nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_red_thread, n_red_warp, n_red_block,
-           n_red_split, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+           n_red_split, n_red_cached,
+           (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     CHECK_MSG(n_half_float > 0, "no kernel of the fp16/bf16 graphs computes half values in float");
     int failed = compile_all();
     clock_gettime(CLOCK_MONOTONIC, &t2);
@@ -1223,10 +1431,13 @@ int main(int argc, char **argv) {
     if (have_gpu) {
         run_all();
         clock_gettime(CLOCK_MONOTONIC, &t3);
-        printf("  ran on the GPU in %.1f s\n",
-               (double)(t3.tv_sec - t2.tv_sec) + (t3.tv_nsec - t2.tv_nsec) * 1e-9);
+        printf("  ran on the GPU in %.1f s; %d of %d row-cached kernels bit-identical to their "
+               "uncached siblings\n",
+               (double)(t3.tv_sec - t2.tv_sec) + (t3.tv_nsec - t2.tv_nsec) * 1e-9, n_cached_same,
+               n_cached_cmp);
     }
     RUN(test_coverage);
+    RUN(test_row_cache);
     RUN(test_fast_math);
     for (current = 0; current < n_graphs; current++) {
         printf("  %s: %d kernels\n", graphs[current].name, graphs[current].kernels);

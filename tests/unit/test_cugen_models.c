@@ -47,6 +47,7 @@ static int g_k_lin = 3, g_k_pw = 1; // configs compiled per candidate (see pick_
 static bool g_all_k;                // ORCH_CUGEN_MODELS_K given: the best K of every kind
 static int g_threads = 2;
 static int g_total_kernels, g_total_failed;
+static int g_row_cached; // row-cached reduction kernels compiled (emit_reduce_cuda.c)
 
 static double now(void) {
     struct timespec ts;
@@ -367,6 +368,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
                     cugen_lin_precision = CUGEN_PREC_FP32;
                     r->kernels[h]++;
                     r->tf32[h] += pass;
+                    g_row_cached += !rc && cf[k].cls == CUCLS_REDUCE && cf[k].p[3] > 0;
                     if (rc) {
                         p->src.len = mark;
                         p->src.s[mark] = 0;
@@ -592,7 +594,8 @@ int main(int argc, char **argv) {
         free(names[i]);
     }
     free(names);
-    printf("models: %d kernels compiled for %s and %s, %d failed, in %.1f s\n", g_total_kernels,
-           g_hw[0].arch, g_hw[1].arch, g_total_failed, now() - t0);
+    printf("models: %d kernels compiled for %s and %s (%d row-cached reductions), %d failed, in "
+           "%.1f s\n",
+           g_total_kernels, g_hw[0].arch, g_hw[1].arch, g_row_cached, g_total_failed, now() - t0);
     return CHECK_DONE();
 }

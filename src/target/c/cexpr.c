@@ -85,6 +85,10 @@ struct Cexpr {
         int64_t s;
         int64_t lo, hi; // in range where lo <= coordinate < hi
     } ib[IB_MAX];
+    // The pinned tensor (cexpr_pin; -1 none), its local and the requests it answered.
+    int pin_t;
+    char pin_var[NAME_CAP];
+    int pin_hits;
 };
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
@@ -202,6 +206,7 @@ Cexpr *cexpr_create(const PrimGraph *pg, const Candidate *c, const char *fn, Str
     fmt(x->fn, sizeof x->fn, "%s", fn);
     x->decls = decls;
     x->flat_first = -1;
+    x->pin_t = -1;
     x->prim_of = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
     for (int i = 0; i < pg->n_tensors; i++)
         x->prim_of[i] = -1;
@@ -265,6 +270,15 @@ void cexpr_set_fast_math(Cexpr *x, bool fast) {
 void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx) {
     x->load_hook = fn;
     x->hctx = ctx;
+}
+
+void cexpr_pin(Cexpr *x, int t, const char *var) {
+    x->pin_t = t < 0 ? -1 : t;
+    fmt(x->pin_var, sizeof x->pin_var, "%s", t < 0 || !var ? "" : var);
+}
+
+int cexpr_pin_hits(const Cexpr *x) {
+    return x->pin_hits;
 }
 
 // Whether the affine offset is `cst + flat index of the root` (every root coordinate from 0 with
@@ -637,6 +651,10 @@ static bool is_wide(const Cexpr *x, DType t) {
 // The C type of locals holding dtype t's values (cgen_vtype, but float for half in float).
 static const char *vtype(const Cexpr *x, DType t) {
     return (t == DT_FLOAT16 || t == DT_BFLOAT16) && half_in_float(x) ? "float" : cgen_vtype(t);
+}
+
+const char *cexpr_vtype(const Cexpr *x, DType t) {
+    return vtype(x, t);
 }
 
 // Under cexpr_set_fast_math (CUDA, float domain): the prelude's versions built on the special
@@ -1325,8 +1343,30 @@ static int emit_layout(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, int 
 
 // ---- the recursion ----
 
+// Whether ix addresses tensor t at exactly the root index: t has the root's shape and every
+// coordinate is its root coordinate (0 on unit axes).
+static bool at_root(const Cexpr *x, int t, const Ix *ix) {
+    const Tensor *T = x->pg->tensors[t];
+    if (T->rank != x->root_rank || ix->rank != T->rank)
+        return false;
+    for (int d = 0; d < T->rank; d++) {
+        const Coord *c = &ix->c[d];
+        if (T->dims[d] != x->root_dims[d] || !c->affine || c->cst != 0)
+            return false;
+        for (int q = 0; q < x->root_rank; q++)
+            if (x->root_dims[q] != 1 && c->coef[q] != (q == d && T->dims[d] != 1 ? 1 : 0))
+                return false;
+    }
+    return true;
+}
+
 static int value(Cexpr *x, int t, const Ix *ix, StrBuf *code, int indent, char *out, size_t cap,
                  Err *e) {
+    if (t == x->pin_t && at_root(x, t, ix)) {
+        fmt(out, cap, "%s", x->pin_var);
+        x->pin_hits++;
+        return ST_OK;
+    }
     char *key = ix_key(x, t, ix);
     for (int i = 0; i < x->n_memo; i++)
         if (x->memo[i].t == t && !strcmp(x->memo[i].key, key)) {

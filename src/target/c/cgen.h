@@ -133,6 +133,16 @@ typedef bool (*CexprLoadHook)(void *ctx, int j, DType t, int64_t cst, char *out,
 void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx);
 // A fresh local name "<prefix><n>" unique within the kernel.
 void cexpr_fresh(Cexpr *x, const char *prefix, char *out, size_t cap);
+// The C type of the locals cexpr_value writes for dtype t (cgen_vtype, but float for half types
+// under the CUDA dialect's fast math).
+const char *cexpr_vtype(const Cexpr *x, DType t);
+// A row cache (the CUDA reduction emitter): while pinned, a request for tensor t at exactly the
+// root index of the current cexpr_value call (t shaped as the root, identity map) yields `var`,
+// a local the caller filled with cexpr_value of t at that same index (so the value is the same
+// to the bit), instead of emitting t's computation again. t < 0 unpins. cexpr_pin_hits counts
+// the requests answered so, over the Cexpr's life.
+void cexpr_pin(Cexpr *x, int t, const char *var);
+int cexpr_pin_hits(const Cexpr *x);
 
 // Interior splitting of an innermost loop (C dialect; a pooling window over a padded input):
 // after cexpr_interior_begin(x, var), emission records every padded coordinate it clamps

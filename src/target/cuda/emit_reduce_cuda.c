@@ -11,6 +11,12 @@
 // Each reduction is computed in dependency order into a register every thread of the position
 // holds (later primitives read it through cexpr's reader, on the position's own row only), then
 // the elementwise tail runs over the row again (rows are re-read, from L1/L2) or at the position.
+// Row cache (a config variant, for a warp or a block per position where each thread owns at
+// most MAX_CACHE elements): the tensor the passes share (the first reduction's input, or the
+// operand of it that later passes read, e.g. the residual sum of a LayerNorm) is computed once
+// per element into a register array, and every later pass and the tail read the register where
+// they read that tensor at their element (cexpr_pin): the same values to the bit, the same
+// order per thread, one pass over global memory instead of one per reduction plus the tail.
 // Accumulation follows prim_interp.c, except float32 sums, which accumulate in float (per-lane
 // sums, then a tree): max/min propagate NaN, integer sums wrap in uint64, argmax/argmin follow
 // numpy's NaN rule and select_last, combining partial results by (value, index) so the order of
@@ -28,6 +34,7 @@
 
 #define R ORCH_MAX_RANK
 #define MAX_RED 16
+#define MAX_CACHE 16 // row cache slots per thread
 
 // snprintf that records truncation: an emission whose text did not fit fails as a whole
 // rather than producing wrong code.
@@ -67,6 +74,13 @@ typedef struct Ctx {
     Space sp;
     bool root_is_space; // reads: the current root is the space (else the sink's output)
     bool split;         // 32 positions per block, tpr threads each at a stride of 32
+    // Row cache (config p[3]): slots per thread (0: none), the cached tensor, its array and
+    // slot, whether the slots are filled, and the pinned reads after the first reduction.
+    int cache;
+    int xt;
+    char xc[32], slot[48];
+    bool cache_ready;
+    int hits_first;
 } Ctx;
 
 static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
@@ -146,6 +160,69 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
         return err_set(e, ST_UNSUPPORTED, "kernel %s: '%s' is read off its row", k->fn,
                        k->pg->tensors[rq->tensor]->name);
     fmt(out, cap, "%s", k->red[i].res);
+    return ST_OK;
+}
+
+// ---- the row loop ----
+
+// Opens the loop of a thread over its elements of the row (r: the element's index in the row,
+// from lane in steps of tpr; valid: only while the position is valid). With a row cache the
+// loop is unrolled over the thread's slots, slot c_ holding element lane + c_ * tpr (the same
+// elements in the same order), and once the slots are filled a read of the cached tensor at the
+// element is its slot. Returns the indent of the body; row_close closes it.
+static int row_open(Ctx *k, int tpr, bool valid, StrBuf *code, int indent) {
+    long long count = (long long)k->sp.count;
+    const char *vc = valid ? " && valid" : "";
+    if (!k->cache) {
+        if (tpr == 1)
+            sb_line(code, indent, "for (int64_t r = 0; r < %lld%s; r++) {\n", count, vc);
+        else
+            sb_line(code, indent, "for (int64_t r = lane; r < %lld%s; r += %d) {\n", count, vc,
+                    tpr);
+        return indent + 1;
+    }
+    sb_line(code, indent, "#pragma unroll\n");
+    sb_line(code, indent, "for (int c_ = 0; c_ < %d; c_++) {\n", k->cache);
+    sb_line(code, indent + 1, "const int64_t r = lane + (int64_t)c_ * %d;\n", tpr);
+    if ((int64_t)k->cache * tpr == k->sp.count) // every slot of every thread holds an element
+        sb_line(code, indent + 1, "%s\n", valid ? "if (valid) {" : "{");
+    else
+        sb_line(code, indent + 1, "if (r < %lld%s) {\n", count, vc);
+    if (k->cache_ready)
+        cexpr_pin(k->x, k->xt, k->slot);
+    return indent + 2;
+}
+
+static void row_close(Ctx *k, StrBuf *code, int indent) {
+    if (k->cache) {
+        sb_line(code, indent + 1, "}\n");
+        cexpr_pin(k->x, -1, NULL);
+    }
+    sb_line(code, indent, "}\n");
+}
+
+// Fills the row cache: each thread's elements of the cached tensor, once, in registers.
+static int emit_cache_fill(Ctx *k, int tpr, bool narrow, StrBuf *code, int indent, Err *e) {
+    const Space *s = &k->sp;
+    cexpr_fresh(k->x, "xc", k->xc, sizeof k->xc);
+    fmt(k->slot, sizeof k->slot, "%s[c_]", k->xc);
+    sb_line(code, indent, "%s %s[%d];\n", cexpr_vtype(k->x, k->pg->tensors[k->xt]->dtype), k->xc,
+            k->cache);
+    int in = row_open(k, tpr, false, code, indent);
+    cupw_digits(code, in, "i", "r", s->rank, s->dims, s->red, narrow);
+    char names[R][16], v[64];
+    const char *idx[R];
+    for (int d = 0; d < s->rank; d++) {
+        fmt(names[d], sizeof names[d], "i%d", d);
+        idx[d] = names[d];
+    }
+    int rc = cexpr_value(k->x, k->xt, idx, code, in, v, sizeof v, e);
+    cexpr_forget(k->x);
+    if (rc)
+        return rc;
+    sb_line(code, in, "%s = %s;\n", k->slot, v);
+    row_close(k, code, indent);
+    k->cache_ready = true;
     return ST_OK;
 }
 
@@ -229,26 +306,26 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     case RED_MIN: init = fl ? "INFINITY" : "INT64_MAX"; break;
     default: init = "0";
     }
+    // The state: the accumulator, the NaN flag where a float max/min or an arg reduction reads
+    // it, the index where an arg reduction does (sums shuffle and share one value).
+    bool has_n = arg || (fl && (op == RED_MAX || op == RED_MIN)), has_i = arg;
     sb_line(code, indent, "%s %s = (%s)%s;\n", at, a, at, init);
-    sb_line(code, indent, "int %s = 0;\n", n);
-    sb_line(code, indent, "int64_t %s = 0;\n", ai);
-    if (tpr == 1)
-        sb_line(code, indent, "for (int64_t r = 0; r < %lld; r++) {\n", (long long)s->count);
-    else
-        sb_line(code, indent, "for (int64_t r = lane; r < %lld; r += %d) {\n", (long long)s->count,
-                tpr);
-    cupw_digits(code, indent + 1, "i", "r", s->rank, s->dims, s->red, narrow);
+    if (has_n)
+        sb_line(code, indent, "int %s = 0;\n", n);
+    if (has_i)
+        sb_line(code, indent, "int64_t %s = 0;\n", ai);
+    int in1 = row_open(k, tpr, false, code, indent);
+    cupw_digits(code, in1, "i", "r", s->rank, s->dims, s->red, narrow);
     char names[R][16], v[64];
     const char *idx[R];
     for (int d = 0; d < s->rank; d++) {
         fmt(names[d], sizeof names[d], "i%d", d);
         idx[d] = names[d];
     }
-    int rc = cexpr_value(k->x, p->in[0], idx, code, indent + 1, v, sizeof v, e);
+    int rc = cexpr_value(k->x, p->in[0], idx, code, in1, v, sizeof v, e);
     cexpr_forget(k->x);
     if (rc)
         return rc;
-    int in1 = indent + 1;
     switch (op) {
     case RED_SUM:
     case RED_MEAN:
@@ -301,62 +378,58 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
         break;
     }
     }
-    sb_line(code, indent, "}\n");
+    row_close(k, code, indent);
     // Lanes of a warp: butterfly shuffles leave every lane with the same combination.
     if (tpr > 1 && !k->split) {
         sb_line(code, indent, "#pragma unroll\n");
         sb_line(code, indent, "for (int o = 16; o > 0; o >>= 1) {\n");
         sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at, a);
-        sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", n);
-        sb_line(code, indent + 1,
-                "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
-        sb_line(code, indent + 1, "(void)bn_;\n");
-        sb_line(code, indent + 1, "(void)bi_;\n");
+        if (has_n)
+            sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n",
+                    n);
+        if (has_i)
+            sb_line(code, indent + 1,
+                    "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
         emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
         sb_line(code, indent, "}\n");
     }
     // Warps of a block: partials through shared memory, folded in warp order by every thread.
-    if (k->split) {
-        // The tpr threads of a position sit 32 apart: partials through shared memory, folded
-        // in lane order by each of them.
-        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, bs);
-        sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, bs);
-        sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, bs);
-        sb_line(code, indent, "sa_%s[threadIdx.x] = %s;\n", a, a);
-        sb_line(code, indent, "sn_%s[threadIdx.x] = %s;\n", a, n);
-        sb_line(code, indent, "si_%s[threadIdx.x] = %s;\n", a, ai);
+    if (k->split || tpr > 32) {
+        // Split: the tpr threads of a position sit 32 apart, partials through shared memory,
+        // folded in lane order by each of them; else a partial per warp, folded in warp order.
+        int slots = k->split ? bs : bs / 32, parts = k->split ? tpr : bs / 32;
+        const char *wr = k->split ? "threadIdx.x" : "lane / 32";
+        const char *rd0 = k->split ? "threadIdx.x % 32" : "0";
+        const char *rdw = k->split ? "w * 32 + threadIdx.x % 32" : "w";
+        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, slots);
+        if (has_n)
+            sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, slots);
+        if (has_i)
+            sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, slots);
+        int in = indent;
+        if (!k->split) {
+            sb_line(code, indent, "if (lane %% 32 == 0) {\n");
+            in = indent + 1;
+        }
+        sb_line(code, in, "sa_%s[%s] = %s;\n", a, wr, a);
+        if (has_n)
+            sb_line(code, in, "sn_%s[%s] = %s;\n", a, wr, n);
+        if (has_i)
+            sb_line(code, in, "si_%s[%s] = %s;\n", a, wr, ai);
+        if (!k->split)
+            sb_line(code, indent, "}\n");
         sb_line(code, indent, "__syncthreads();\n");
-        sb_line(code, indent, "%s = sa_%s[threadIdx.x %% 32];\n", a, a);
-        sb_line(code, indent, "%s = sn_%s[threadIdx.x %% 32];\n", n, a);
-        sb_line(code, indent, "%s = si_%s[threadIdx.x %% 32];\n", ai, a);
-        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", tpr);
-        sb_line(code, indent + 1, "const %s b_ = sa_%s[w * 32 + threadIdx.x %% 32];\n", at, a);
-        sb_line(code, indent + 1, "const int bn_ = sn_%s[w * 32 + threadIdx.x %% 32];\n", a);
-        sb_line(code, indent + 1, "const int64_t bi_ = si_%s[w * 32 + threadIdx.x %% 32];\n", a);
-        sb_line(code, indent + 1, "(void)bn_;\n");
-        sb_line(code, indent + 1, "(void)bi_;\n");
-        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
-        sb_line(code, indent, "}\n");
-    } else if (tpr > 32) {
-        int nw = bs / 32;
-        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, nw);
-        sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, nw);
-        sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, nw);
-        sb_line(code, indent, "if (lane %% 32 == 0) {\n");
-        sb_line(code, indent + 1, "sa_%s[lane / 32] = %s;\n", a, a);
-        sb_line(code, indent + 1, "sn_%s[lane / 32] = %s;\n", a, n);
-        sb_line(code, indent + 1, "si_%s[lane / 32] = %s;\n", a, ai);
-        sb_line(code, indent, "}\n");
-        sb_line(code, indent, "__syncthreads();\n");
-        sb_line(code, indent, "%s = sa_%s[0];\n", a, a);
-        sb_line(code, indent, "%s = sn_%s[0];\n", n, a);
-        sb_line(code, indent, "%s = si_%s[0];\n", ai, a);
-        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", nw);
-        sb_line(code, indent + 1, "const %s b_ = sa_%s[w];\n", at, a);
-        sb_line(code, indent + 1, "const int bn_ = sn_%s[w];\n", a);
-        sb_line(code, indent + 1, "const int64_t bi_ = si_%s[w];\n", a);
-        sb_line(code, indent + 1, "(void)bn_;\n");
-        sb_line(code, indent + 1, "(void)bi_;\n");
+        sb_line(code, indent, "%s = sa_%s[%s];\n", a, a, rd0);
+        if (has_n)
+            sb_line(code, indent, "%s = sn_%s[%s];\n", n, a, rd0);
+        if (has_i)
+            sb_line(code, indent, "%s = si_%s[%s];\n", ai, a, rd0);
+        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", parts);
+        sb_line(code, indent + 1, "const %s b_ = sa_%s[%s];\n", at, a, rdw);
+        if (has_n)
+            sb_line(code, indent + 1, "const int bn_ = sn_%s[%s];\n", a, rdw);
+        if (has_i)
+            sb_line(code, indent + 1, "const int64_t bi_ = si_%s[%s];\n", a, rdw);
         emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
         sb_line(code, indent, "}\n");
     }
@@ -492,9 +565,12 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     sb_line(code, 2, "(void)lane;\n");
     cupw_digits(code, 2, "i", "pos", s->rank, s->dims, s->keep, narrow);
     k->root_is_space = true;
-    int rc = ST_OK;
-    for (int i = 0; i < k->n_red && rc == ST_OK; i++)
+    int rc = k->cache ? emit_cache_fill(k, tpr, narrow, code, 2, e) : ST_OK;
+    for (int i = 0; i < k->n_red && rc == ST_OK; i++) {
         rc = emit_reduction(k, &k->red[i], tpr, bs, narrow, code, 2, e);
+        if (i == 0)
+            k->hits_first = cexpr_pin_hits(k->x);
+    }
     if (rc)
         return rc;
     char names[R][16], off[512], v[64], st[320];
@@ -514,26 +590,21 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
     bool small = T->rank == O->rank && !memcmp(T->dims, O->dims, sizeof(int64_t) * (size_t)T->rank);
     if (full) {
-        // The tail over the row again.
-        if (tpr == 1)
-            sb_line(code, 2, "for (int64_t r = 0; r < %lld && valid; r++) {\n",
-                    (long long)s->count);
-        else
-            sb_line(code, 2, "for (int64_t r = lane; r < %lld && valid; r += %d) {\n",
-                    (long long)s->count, tpr);
-        cupw_digits(code, 3, "i", "r", s->rank, s->dims, s->red, narrow);
+        // The tail over the row again (or over the row cache).
+        int in = row_open(k, tpr, true, code, 2);
+        cupw_digits(code, in, "i", "r", s->rank, s->dims, s->red, narrow);
         for (int d = 0; d < s->rank; d++) {
             fmt(names[d], sizeof names[d], "i%d", d);
             idx[d] = names[d];
         }
-        rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
+        rc = cexpr_value(k->x, c->output, idx, code, in, v, sizeof v, e);
         cexpr_forget(k->x);
         if (rc)
             return rc;
         dense_offset(T, idx, off, sizeof off);
         cgen_store_expr(T->dtype, v, st, sizeof st);
-        sb_line(code, 3, "y[%s] = %s;\n", off, st);
-        sb_line(code, 2, "}\n");
+        sb_line(code, in, "y[%s] = %s;\n", off, st);
+        row_close(k, code, 2);
     } else if (small) {
         red_out_idx(k, &k->red[0], names, idx);
         k->root_is_space = false;
@@ -554,9 +625,13 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
 }
 
 // Config p[0]: block size; p[1]: threads per position; p[2]: 1 = split (32 positions per block,
-// bs = 32 * tpr).
-static bool cfg_valid(const Space *s, int bs, int tpr, bool split) {
+// bs = 32 * tpr); p[3]: row cache slots per thread (0: none; else ceil(count / tpr), at most
+// MAX_CACHE).
+static bool cfg_valid(const Space *s, int bs, int tpr, bool split, int cache) {
     if (bs < 32 || bs > 1024 || bs % 32)
+        return false;
+    if (cache < 0 || cache > MAX_CACHE ||
+        (cache && (s->count > (int64_t)cache * tpr || s->count <= (int64_t)(cache - 1) * tpr)))
         return false;
     if (split)
         return tpr >= 2 && bs == 32 * tpr && s->inner > 1;
@@ -567,50 +642,105 @@ static bool cfg_valid(const Space *s, int bs, int tpr, bool split) {
     return tpr == 1 || s->inner == 1;
 }
 
+// The tensors a row cache may hold, best first: the first reduction's input, then the operands
+// of the candidate's elementwise primitives computing it that have the space's shape (the
+// residual add's operands, x of x*x), breadth first. Returns how many (at most max).
+static int cache_choices(const Ctx *k, int *out, int max) {
+    int n = 0;
+    out[n++] = k->red[0].p->in[0];
+    for (int q = 0; q < n && n < max; q++)
+        for (int i = 0; i < k->c->n_prims; i++) {
+            const Prim *p = k->pg->prims[k->c->prims[i]];
+            if (p->kind != PRIM_ELEMWISE || p->out[0] != out[q])
+                continue;
+            for (int j = 0; j < p->n_in && n < max; j++) {
+                const Tensor *T = k->pg->tensors[p->in[j]];
+                bool seen = false;
+                for (int m = 0; m < n; m++)
+                    seen = seen || out[m] == p->in[j];
+                if (!seen && T->rank == k->sp.rank &&
+                    !memcmp(T->dims, k->sp.dims, sizeof(int64_t) * (size_t)T->rank))
+                    out[n++] = p->in[j];
+            }
+        }
+    return n;
+}
+
 int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     (void)hw;
-    Ctx k = {.pg = pg, .c = c, .fn = fn};
+    Ctx k = {.pg = pg, .c = c, .fn = fn, .xt = -1};
     int rc = collect(&k, e);
     if (rc)
         return rc;
     int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
     k.split = cfg->p[2] == 1;
-    if (!cfg_valid(&k.sp, bs, tpr, k.split))
+    k.cache = (int)cfg->p[3];
+    if (!cfg_valid(&k.sp, bs, tpr, k.split, k.cache))
         return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
     int ppb = k.split ? 32 : bs / tpr;
     int64_t grid = (k.sp.npos + ppb - 1) / ppb;
     if (grid > 0x7fffffff)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: %lld blocks", fn, (long long)grid);
-    StrBuf decls, body;
-    sb_init(&decls);
-    sb_init(&body);
-    k.x = cexpr_create(pg, c, fn, &decls);
-    cugen_cexpr_dialect(k.x);
-    cexpr_set_reader(k.x, reader, &k);
-    fmt_truncated = false;
-    rc = emit_body(&k, bs, tpr, &body, e);
-    if (rc == ST_OK && fmt_truncated)
-        rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
-    if (rc == ST_OK) {
-        sb_puts(src, decls.s);
-        cupw_kernel_head(pg, c, fn, bs, src);
-        sb_puts(src, body.s);
-        sb_puts(src, "}\n");
-        memset(launch, 0, sizeof *launch);
-        launch->grid[0] = (unsigned)grid;
-        launch->grid[1] = launch->grid[2] = 1;
-        launch->block[0] = (unsigned)bs;
-        launch->block[1] = launch->block[2] = 1;
+    // A row cache holds the first of its choices that a pass after the first reduction reads
+    // at its element; where none is, the config does not apply.
+    int choices[4], n_choices = k.cache ? cache_choices(&k, choices, 4) : 1;
+    Err te = {0};
+    rc = ST_UNSUPPORTED;
+    for (int ch = 0; ch < n_choices && rc != ST_OK; ch++) {
+        StrBuf decls, body;
+        sb_init(&decls);
+        sb_init(&body);
+        k.xt = k.cache ? choices[ch] : -1;
+        k.cache_ready = false;
+        k.hits_first = 0;
+        k.x = cexpr_create(pg, c, fn, &decls);
+        cugen_cexpr_dialect(k.x);
+        cexpr_set_reader(k.x, reader, &k);
+        fmt_truncated = false;
+        memset(&te, 0, sizeof te);
+        rc = emit_body(&k, bs, tpr, &body, &te);
+        if (rc == ST_OK && fmt_truncated)
+            rc = err_set(&te, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
+        if (rc == ST_OK && k.cache && cexpr_pin_hits(k.x) == k.hits_first)
+            rc = err_set(&te, ST_UNSUPPORTED,
+                         "kernel %s: no pass after the first reads a row cache", fn);
+        if (rc == ST_OK) {
+            sb_puts(src, decls.s);
+            cupw_kernel_head(pg, c, fn, bs, src);
+            sb_puts(src, body.s);
+            sb_puts(src, "}\n");
+            memset(launch, 0, sizeof *launch);
+            launch->grid[0] = (unsigned)grid;
+            launch->grid[1] = launch->grid[2] = 1;
+            launch->block[0] = (unsigned)bs;
+            launch->block[1] = launch->block[2] = 1;
+        }
+        cexpr_free(k.x);
+        k.x = NULL;
+        sb_free(&decls);
+        sb_free(&body);
     }
-    cexpr_free(k.x);
-    sb_free(&decls);
-    sb_free(&body);
-    return rc;
+    if (rc)
+        return err_set(e, rc, "%s", te.msg);
+    return ST_OK;
 }
 
 bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
     KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {256, 1}};
+    StrBuf src;
+    sb_init(&src);
+    Err e = {0};
+    CudaLaunch l;
+    int rc = cugen_red_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    sb_free(&src);
+    return rc == ST_OK;
+}
+
+// Whether the row-cached variant of config (bs, tpr) emits (some pass after the first reads
+// the cache).
+static bool cache_applies(const PrimGraph *pg, const Candidate *c, int bs, int tpr, int cache) {
+    KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {bs, tpr, 0, cache}};
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -634,15 +764,19 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     double in_bytes = bytes - (double)tensor_nbytes(T);
     int sms = cupw_sm_count(hw);
     double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    // Row cache slots per thread: 16 of 4 bytes, 8 of 8-byte values (half types in double).
+    bool wide = dtype_size(A->dtype) > 4 || A->dtype == DT_FLOAT16 || A->dtype == DT_BFLOAT16;
+    int max_cache = wide ? MAX_CACHE / 2 : MAX_CACHE;
+    int cache_ok = -1; // whether a row cache applies (probed once)
     static const int shapes[][3] = {{128, 1, 0},   {256, 1, 0},   {128, 32, 0},  {256, 32, 0},
                                     {128, 128, 0}, {256, 256, 0}, {512, 512, 0}, {1024, 1024, 0},
                                     {256, 8, 1},   {1024, 32, 1}};
-    KernelConfig cand[ORCH_COUNT(shapes)];
+    KernelConfig cand[2 * ORCH_COUNT(shapes)];
     int n = 0;
     for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
         int bs = shapes[i][0], tpr = shapes[i][1];
         bool split = shapes[i][2] != 0;
-        if (!cfg_valid(s, bs, tpr, split))
+        if (!cfg_valid(s, bs, tpr, split, 0))
             continue;
         // Split rows only where they are long.
         if (split && s->count < 4 * tpr)
@@ -668,7 +802,8 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         double pos_per_sm =
             ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos / sms));
         bool l1_fit = pos_per_sm * row_bytes <= 160e3;
-        double t_mem = bytes / bw / util + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
+        double t_read = bytes / bw / util;
+        double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
         if (tpr == 1 && s->inner == 1 && s->count > 1)
             t_mem *= ORCH_MIN(8.0, (double)s->count);
         double elems = (double)s->npos * (double)s->count * passes;
@@ -691,6 +826,23 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->p[2] = split;
         kc->score = score;
         fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s", bs, tpr, split ? " split" : "");
+        // The row-cached variant (a warp or a block per position, several passes): the row is
+        // read once, later passes read registers (no re-reads, a register's latency).
+        int64_t slots_per_thread = (s->count + tpr - 1) / tpr;
+        if (split || tpr == 1 || passes < 2 || slots_per_thread > max_cache)
+            continue;
+        if (cache_ok < 0)
+            cache_ok = cache_applies(pg, c, bs, tpr, (int)slots_per_thread);
+        if (!cache_ok)
+            continue;
+        double per = (double)slots_per_thread;
+        double t_chain_c = waves * (per * (12.0 + 4.0 * passes) + combine) / clock;
+        kc = &cand[n++];
+        *kc = cand[n - 2];
+        kc->p[3] = slots_per_thread;
+        kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + 3e-6;
+        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d cache=%d", bs, tpr,
+            (int)slots_per_thread);
     }
     return cgen_sort_configs(cand, n, out, k);
 }
