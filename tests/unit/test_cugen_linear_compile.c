@@ -23,7 +23,12 @@
 // tolerance) against the interpreter on the half graph, or where the interpreter has no half
 // kernel for a primitive (convolution), on a float32 twin of the graph holding the same
 // half-rounded values.
+// Split-K (splitk: SIMT; tc_splitk: the tensor cores, over float32 and half tensors): the H100
+// model offers split configs first where the tiles leave SMs idle (ResNet-18's deep 3x3 convs);
+// split kernels of odd, batched and conv products compiled, on a GPU run twice (the arrival
+// counters reset) and compared with the interpreter like the unsplit ones.
 // Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts;
+// ORCH_REQUIRE_GPU=1 fails where the GPU half cannot run;
 // ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
 // ORCH_CUGEN_ALL=1 emits every config of every candidate (by default two graphs get every config,
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
@@ -66,6 +71,11 @@ static PrimGraph *g_twin;        // the float32 twin of the graph check_graph ru
 static const char *g_only; // when set: only configs whose desc holds it are emitted
 static int g_only_kernels; // ... and how many were
 static int g_only_max;     // ... at most this many per candidate (0: all)
+// Split-K of the tensor cores (tc_splitk): only split tensor-core configs are emitted, the
+// unsplit ones offered as copies with CUL_SPLIT = g_split_force (when > 1).
+static bool g_split_only;
+static int g_split_force;
+static int g_split_tc; // split tensor-core kernels NVRTC compiled (all archs)
 
 // The precision a config computes in (its variant), for its check's tolerance.
 static Precision desc_precision(const char *desc) {
@@ -216,8 +226,14 @@ typedef struct Job {
     KernelConfig cfg;
     CudaLaunch ln;
     char fn[48];
-    int prog; // the program (of emit_all's srcs) holding its kernel
+    int prog;      // the program (of emit_all's srcs) holding its kernel
+    bool tc_split; // a split-K tensor-core config
 } Job;
+
+static bool tc_variant(const KernelConfig *cf) {
+    int64_t v = cf->p[CUL_VAR];
+    return v == CUV_TF32 || v == CUV_F16 || v == CUV_BF16;
+}
 
 // The variant of a config's desc ("v=simt", with " sk" when split).
 static void variant_of(const char *desc, char *out, size_t cap) {
@@ -269,11 +285,28 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
         CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
         int matched = 0;
         for (int i = 0; i < n; i++) {
-            if (g_only && !strstr(cf[i].desc, g_only))
+            KernelConfig kc = cf[i];
+            if (g_only && !strstr(kc.desc, g_only))
                 continue;
+            if (g_split_only) {
+                if (!tc_variant(&kc))
+                    continue;
+                if (kc.p[CUL_SPLIT] <= 1) { // a split copy, unless that one is offered too
+                    if (g_split_force <= 1)
+                        continue;
+                    kc.p[CUL_SPLIT] = g_split_force;
+                    size_t l = strlen(kc.desc);
+                    snprintf(kc.desc + l, sizeof kc.desc - l, " sk=%d", g_split_force);
+                    bool offered = false;
+                    for (int q = 0; q < n && !offered; q++)
+                        offered = !strcmp(cf[q].desc, kc.desc);
+                    if (offered)
+                        continue;
+                }
+            } else if (g_half && !half_keep(cf, i)) {
+                continue;
+            }
             if (g_only && g_only_max && matched >= g_only_max)
-                continue;
-            if (g_half && !half_keep(cf, i))
                 continue;
             matched++;
             if (g_only)
@@ -281,12 +314,13 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             jobs = xrealloc(jobs, sizeof(Job) * (size_t)(*nj + 1));
             Job *j = &jobs[(*nj)++];
             j->c = c;
-            j->cfg = cf[i];
+            j->cfg = kc;
             j->prog = (*nj - 1) % nsrc;
+            j->tc_split = tc_variant(&kc) && kc.p[CUL_SPLIT] > 1;
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
             Err e = {0};
-            int rc = cugen_lin_emit(pg, c, &cf[i], hw, j->fn, &srcs[j->prog], &j->ln, &e);
-            CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, e.msg);
+            int rc = cugen_lin_emit(pg, c, &kc, hw, j->fn, &srcs[j->prog], &j->ln, &e);
+            CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, kc.desc, e.msg);
         }
     }
     return jobs;
@@ -377,12 +411,15 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, void **t
         ok = ok && !CUDA_TRY(cu, &e, cuMemAlloc, &args.out, ob) &&
              !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, ob); // NaN poison
         void *params[] = {&args};
-        ok = ok &&
-             !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
-                       j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
-                       NULL) &&
-             !CUDA_TRY(cu, &e, cuCtxSynchronize) &&
-             !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob);
+        // Split-K kernels run twice, poisoned again between: the second launch needs the
+        // arrival counters the first one's summing blocks reset.
+        for (int r = 0; r < (strstr(j->cfg.desc, " sk=") ? 2 : 1); r++)
+            ok = ok && (r == 0 || !CUDA_TRY(cu, &e, cuMemsetD8, args.out, 0xff, ob)) &&
+                 !CUDA_TRY(cu, &e, cuLaunchKernel, f, j->ln.grid[0], j->ln.grid[1], j->ln.grid[2],
+                           j->ln.block[0], j->ln.block[1], j->ln.block[2], j->ln.smem, NULL, params,
+                           NULL) &&
+                 !CUDA_TRY(cu, &e, cuCtxSynchronize);
+        ok = ok && !CUDA_TRY(cu, &e, cuMemcpyDtoH, got, args.out, ob);
         CHECK_MSG(ok, "%s: %s '%s': %s", name, j->fn, j->cfg.desc, e.msg);
         if (ok && twin) {
             char why[256] = "";
@@ -473,6 +510,8 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
         if (comp[u][0].rc == ST_OK && nj[u] > 0) {
             g_kernels += nj[u];
             g_programs++;
+            for (int i = 0; i < nj[u]; i++)
+                g_split_tc += jobs[u][i].tc_split && comp[u][jobs[u][i].prog].rc == ST_OK;
         }
     }
     if (g_api && nj[nu - 1] > 0) {
@@ -1233,6 +1272,192 @@ static void splitk(void) {
     check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), 6, 1);
 }
 
+// ---- split-K on the tensor cores ----
+
+typedef struct SplitCase {
+    const char *name;
+    int kind;             // 0: matmul M x N x K, 1: batched matmul (A bat x M x K, B bat x K x N)
+                          // with A's batch broadcast over B's, 2: conv cv
+    int64_t M, N, K, bat; // kinds 0 and 1; epi: bias + ReLU
+    int epi;
+    ConvCase cv;
+    int force; // S of the split copies of unsplit tensor-core configs (0: only the offered ones)
+    bool half; // also on float16 / bfloat16 tensors (the cp.async kernel)
+} SplitCase;
+
+static PrimGraph *split_graph(const SplitCase *sc) {
+    if (sc->kind == 0)
+        return mm_graph(sc->M, sc->N, sc->K, sc->epi);
+    if (sc->kind == 2)
+        return conv_graph(&sc->cv);
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t ad[] = {2, sc->bat, sc->M, sc->K}, bd[] = {sc->bat, sc->K, sc->N}, cd[] = {sc->N};
+    int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 3, bd);
+    PB b = {pg, "bmm"};
+    int y = pb_matmul(&b, a, w);
+    if (sc->epi)
+        y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, cd)));
+    add_output(pg, y);
+    return pg;
+}
+
+// The configs the H100 model offers (top k) for the largest supported candidate of pg, printed
+// with the best unsplit and split ones of variant v; whether a split one of v is among the top
+// k and first. *t_un / *t_sp: the model's times of the best unsplit / split config of v.
+static bool split_offered(const char *name, const PrimGraph *pg, const char *v, int k, bool *first,
+                          double *t_un, double *t_sp) {
+    Err e = {0};
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    const Candidate *c = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+            c = &cs->c[i];
+    bool in_top = false;
+    *first = false;
+    *t_un = *t_sp = INFINITY;
+    if (c) {
+        KernelConfig cf[64];
+        int n = cugen_lin_configs(pg, c, &g_hw[1], cf, 64);
+        const char *bu = "", *bs = "";
+        for (int i = 0; i < n; i++) {
+            if (!strstr(cf[i].desc, v))
+                continue;
+            bool sp = strstr(cf[i].desc, " sk=") != NULL;
+            double *t = sp ? t_sp : t_un;
+            if (cf[i].score < *t) {
+                *t = cf[i].score;
+                if (sp)
+                    bs = cf[i].desc;
+                else
+                    bu = cf[i].desc;
+            }
+        }
+        printf("    %s: best unsplit %s %.1f us, best split %s %.1f us\n", name, bu, *t_un * 1e6,
+               bs, *t_sp * 1e6);
+        KernelConfig top[16];
+        int m = cugen_lin_configs(pg, c, &g_hw[1], top, k);
+        for (int i = 0; i < m; i++) {
+            bool mine = strstr(top[i].desc, v) && strstr(top[i].desc, " sk=");
+            in_top |= mine;
+            *first |= i == 0 && mine;
+            printf("      %d %-58s %.1f us\n", i, top[i].desc, top[i].score * 1e6);
+        }
+    }
+    cand_set_free(cs);
+    return in_top;
+}
+
+// Split-K on the tensor cores (TF32 / FP16 / BF16 over float32 tensors, FP16 / BF16 over half
+// tensors): the H100 model offers split configs first for ResNet-18's deep 3x3 convolutions
+// (7x7 and 14x14 pixels: 8 to 32 output tiles for 132 SMs) among the top 8 the compile driver
+// measures; split kernels emitted and compiled (on a GPU run twice and compared with the
+// interpreter at the precision's tolerance) for odd sizes (K not a multiple of S x the K step,
+// K shorter than S slices: empty splits), batched products, convolutions (3x3 at 7x7 and
+// 14x14, 1x1 over two images, strided, grouped) with and without a fused epilogue.
+static void tc_splitk(void) {
+    // clang-format off
+    static const SplitCase deep[] = {
+        {"conv3x3_512_7x7", 2, 0, 0, 0, 0, 0, {"", 2, 1, 512, 512, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, true},
+        {"conv3x3_256_14x14", 2, 0, 0, 0, 0, 0, {"", 2, 1, 256, 256, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, true},
+        {"conv3x3_s2_256to512_14x14", 2, 0, 0, 0, 0, 0, {"", 2, 1, 256, 512, {14, 14}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, false},
+        {"conv3x3_128_28x28", 2, 0, 0, 0, 0, 0, {"", 2, 1, 128, 128, {28, 28}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, false},
+    };
+    static const SplitCase cases[] = {
+        {"mm_100x72x600_bias_relu", 0, 100, 72, 600, 0, 1, {0}, 3, true},
+        {"mm_129x100x37", 0, 129, 100, 37, 0, 0, {0}, 4, true},
+        {"mm_33x17x201_bias_relu", 0, 33, 17, 201, 0, 1, {0}, 5, false},
+        {"bmm_2x3_17x40x96", 1, 17, 40, 96, 3, 0, {0}, 2, true},
+        {"bmm_2x5_31x33x250_bias_relu", 1, 31, 33, 250, 5, 1, {0}, 3, false},
+        {"conv3x3_512_7x7_relu", 2, 0, 0, 0, 0, 0, {"", 2, 1, 512, 512, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, true},
+        {"conv3x3_256_14x14_relu", 2, 0, 0, 0, 0, 0, {"", 2, 1, 256, 256, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, 0, false},
+        {"conv1x1_256to64_7x7_n2_relu", 2, 0, 0, 0, 0, 0, {"", 2, 2, 256, 64, {7, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 1, false, false}, 4, true},
+        {"conv3x3_s2_128to96_15x13", 2, 0, 0, 0, 0, 0, {"", 2, 1, 128, 96, {15, 13}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 1, 0, false, false}, 3, true},
+        {"conv3x3_g2_64to64_7x7_sig_res", 2, 0, 0, 0, 0, 0, {"", 2, 1, 64, 64, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 2, false, false}, 3, false},
+    };
+    // clang-format on
+    static const struct {
+        DType dt;
+        CugenPrecision p;
+        const char *v;
+    } ty[] = {{DT_FLOAT, CUGEN_PREC_TF32, "v=tf32"},
+              {DT_FLOAT, CUGEN_PREC_FP16, "v=f16"},
+              {DT_FLOAT, CUGEN_PREC_BF16, "v=bf16"},
+              {DT_FLOAT16, CUGEN_PREC_FP16, "v=f16"},
+              {DT_BFLOAT16, CUGEN_PREC_BF16, "v=bf16"}};
+    // The model: the compile driver's default top 8 (k) on the described H100.
+    printf("  H100 model, top 8 configs:\n");
+    for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
+        if (ty[t].dt == DT_BFLOAT16 || (ty[t].dt == DT_FLOAT && ty[t].p == CUGEN_PREC_BF16))
+            continue; // as f16's
+        cugen_lin_precision = ty[t].p;
+        g_dt = ty[t].dt;
+        for (size_t i = 0; i < ORCH_COUNT(deep); i++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s%s_%s", ty[t].dt == DT_FLOAT16 ? "h" : "", ty[t].v + 2,
+                     deep[i].name);
+            PrimGraph *pg = split_graph(&deep[i]);
+            bool first;
+            double tu, tsp;
+            bool in_top = split_offered(name, pg, ty[t].v, 8, &first, &tu, &tsp);
+            // The deep layers ResNet-18 runs (7x7 and 14x14 pixels): split first and faster.
+            if (deep[i].half)
+                CHECK_MSG(in_top && first && tsp < tu, "%s: no split %s config first", name,
+                          ty[t].v);
+            prim_graph_free(pg);
+        }
+    }
+    g_dt = DT_FLOAT;
+    // Emitted and compiled: the top 2 split configs of each candidate without a GPU, all on one.
+    g_split_only = true;
+    for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
+        cugen_lin_precision = ty[t].p;
+        g_only = ty[t].v;
+        g_only_max = g_api ? 0 : 2;
+        int before = g_split_tc;
+        bool half = ty[t].dt != DT_FLOAT;
+        for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
+            if (half && !cases[i].half)
+                continue;
+            char name[96];
+            snprintf(name, sizeof name, "%s%s_sk_%s", half ? "h" : "", ty[t].v + 2, cases[i].name);
+            g_split_force = cases[i].force;
+            if (!half) {
+                check_graph(name, split_graph(&cases[i]), 64, 1);
+                continue;
+            }
+            // Half tensors: the reference from a float32 twin holding the same half values.
+            g_half = true;
+            unsigned seed = (unsigned)rand();
+            srand(seed);
+            g_dt = ty[t].dt;
+            PrimGraph *pg = split_graph(&cases[i]);
+            srand(seed);
+            g_dt = DT_FLOAT;
+            g_round = ty[t].dt;
+            g_twin = split_graph(&cases[i]);
+            g_round = DT_FLOAT;
+            g_dt = ty[t].dt;
+            check_graph(name, pg, 64, 1);
+            g_dt = DT_FLOAT;
+            prim_graph_free(g_twin);
+            g_twin = NULL;
+            g_half = false;
+        }
+        printf("  %s%s: %d split-K tensor-core kernels compiled (%s)\n",
+               half ? "half storage " : "", ty[t].v, g_split_tc - before,
+               g_api  ? "the device's arch"
+               : half ? "sm_90a"
+                      : "sm_80 and sm_90a");
+        CHECK_MSG(g_split_tc - before >= 12, "%s: %d split kernels", ty[t].v, g_split_tc - before);
+    }
+    g_split_only = false;
+    g_split_force = 0;
+    g_only = NULL;
+    g_only_max = 0;
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 // The direct convolution to a few output channels (v=direct): offered, and compiled (run on a
 // GPU), for a 9x9 conv 8 -> 3 with a prologue and a ReLU epilogue, a grouped one and a strided
 // one to a single channel.
@@ -1273,6 +1498,7 @@ static void counts(void) {
            "candidates (1-D/3-D/transposed conv)\n",
            g_kernels, g_programs / (g_api ? 1 : g_nhw), g_api ? 1 : g_nhw, g_candidates,
            g_refused);
+    printf("  of which %d split-K tensor-core kernels\n", g_split_tc);
     CHECK(g_kernels > 100);
     if (g_api)
         printf("  GPU: %d kernels run and compared\n", g_ran);
@@ -1343,9 +1569,12 @@ int main(int argc, char **argv) {
     if (g_api && (cuda_device_open(g_api, 0, &g_dev, &ed) != ST_OK ||
                   cuda_hw_detect(&g_dhw, NULL, &ed) != ST_OK))
         g_api = NULL;
-    if (!g_api)
+    if (!g_api) {
         printf("skip: GPU half (%s)\n", ed.msg);
-    else
+        const char *req = getenv("ORCH_REQUIRE_GPU");
+        CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
+                  ed.msg);
+    } else
         printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
     // ORCH_CUGEN_PARTS=a,b runs only those parts (the GPU half of every part takes minutes).
     const char *parts = getenv("ORCH_CUGEN_PARTS");
@@ -1358,6 +1587,7 @@ int main(int argc, char **argv) {
     PART(matmuls);
     PART(convs);
     PART(splitk);
+    PART(tc_splitk);
     PART(direct);
     PART(precision_configs);
     PART(tensor_cores);

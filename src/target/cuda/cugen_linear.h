@@ -46,11 +46,14 @@ enum {
 // KernelConfig.p[] slots: block tile BM x BN, K slice BK, per-thread tile TM x TN (simt; warp
 // tile for the tensor-core variants), and for the GEMV kernels the columns per block in CUL_BN.
 enum { CUL_VAR = 0, CUL_BM, CUL_BN, CUL_BK, CUL_TM, CUL_TN, CUL_SPLIT };
-// CUL_SPLIT (simt only; 0 or 1: none): split-K over S thread blocks per output tile, for
-// products whose tiles cannot fill the SMs (ResNet's 7x7-pixel convs, M = 128 matmuls with a
-// long K). Each block multiplies one K range and writes its partial tile to a workspace in the
-// module's global memory (a __device__ array of the kernel); the last block of a tile to finish
-// (a per-tile counter, reset by that block) sums the S partials in split order, so the result is
-// deterministic, and runs the epilogue.
+// CUL_SPLIT (simt and the tensor-core variants tf32 / f16 / bf16; 0 or 1: none): split-K over
+// S thread blocks per output tile, for products whose tiles cannot fill the SMs (ResNet's 7x7-
+// and 14x14-pixel convs, M = 128 matmuls with a long K). Each block multiplies one K range (a
+// run of whole BK slices: the tensor cores' K step and the cp.async staging stay aligned; the
+// last ranges may be partial or empty) and writes its float32 partial tile to a workspace in the
+// module's global memory (a __device__ array of the kernel, at most CULIN_SPLIT_MAX_WS floats);
+// the last block of a tile to finish (a per-tile counter, reset by that block) sums the S
+// partials in split order, so the result is deterministic, and runs the epilogue. Blocks of one
+// kernel launch share the counters: launches of one kernel must not overlap.
 
 #endif

@@ -462,9 +462,14 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
     int bpsm = blocks_per_sm(h, nt, tf32 ? 96 : culin_simt_regs(L, P), smem);
     if (bpsm < 1)
         return 1e30;
-    // Split-K: S times the blocks, each over K / S; the partial tiles go through L2 twice.
-    double S = !tf32 && P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
+    // Split-K: S times the blocks, each over K / S; the partial tiles go through L2 twice. On
+    // the tensor cores, whose K ranges take little time, the last block of a tile reading its S
+    // partials alone (at about half an SM's share of L2; S x 32 KiB for a 64 x 128 tile) is
+    // charged too; the SIMT estimate, whose choices were measured on an H100, stays as it was.
+    double S = P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
     double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / h->l2bw + 2e-6 : 0.0;
+    if (S > 1 && tf32)
+        t_split += 4.0 * S * bm * bn / (0.5 * h->l2bw / h->sms);
     K = cdiv(cdiv(K, bk), S) * bk;
     // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
     double tiles = B * cdiv(M, bm) * cdiv(N, bn) * S;
@@ -570,6 +575,31 @@ int64_t culin_smem_bytes(const int64_t *P) {
     return 2 * P[CUL_BK] * (P[CUL_BM] + 4 + P[CUL_BN] + 4) * 4;
 }
 
+// Split-K copies of config out[n - 1] (at out[n]..; returns how many) where its tiles leave SMs
+// idle and K is long: S = 2, 4, .. blocks per tile, each over at least min_slices K slices, up to
+// about two waves of blocks (the first S that fills one wave is the last offered), within the
+// workspace bound and grid.z.
+static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int cap,
+                      int min_slices) {
+    const int64_t *P = out[n - 1].p;
+    double tiles = (double)L->batch * cdiv((double)L->M, (double)P[CUL_BM]) *
+                   cdiv((double)L->N, (double)P[CUL_BN]);
+    double slices = cdiv((double)L->K, (double)P[CUL_BK]);
+    int added = 0;
+    for (int sk = 2; sk <= 32 && n + added < cap; sk *= 2) {
+        if (tiles * sk > 2.0 * h->sms || slices < (double)min_slices * sk ||
+            (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS ||
+            (double)sk * L->batch > 65535)
+            break;
+        out[n + added] = out[n - 1];
+        out[n + added].p[CUL_SPLIT] = sk;
+        added++;
+        if (tiles * sk >= h->sms)
+            break;
+    }
+    return added;
+}
+
 // Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
 // within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
 // precision (cugen_lin_precision) on devices that have them (sm_80 and later; tc).
@@ -599,22 +629,8 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
             cdiv((double)L->M, simt[i][0]) > 65535)
             continue;
         n++;
-        // Split-K where the tiles leave SMs idle and K is long: S blocks per tile, each over at
-        // least 8 K slices, up to about two waves of blocks.
-        double tiles = (double)L->batch * cdiv((double)L->M, simt[i][0]) *
-                       cdiv((double)L->N, simt[i][1]);
-        double slices = cdiv((double)L->K, simt[i][2]);
-        for (int sk = 2; sk <= 32 && n < cap; sk *= 2) {
-            if (tiles * sk > 2.0 * h->sms || slices < 8.0 * sk ||
-                (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS ||
-                (double)sk * L->batch > 65535)
-                break;
-            out[n] = out[n - 1];
-            out[n].p[CUL_SPLIT] = sk;
-            n++;
-            if (tiles * sk >= h->sms)
-                break;
-        }
+        // Split-K where the tiles leave SMs idle and K is long: at least 8 K slices per split.
+        n += add_splits(L, h, out, n, cap, 8);
     }
     // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
     // whatever the precision), never TF32 (its operands would be float32).
@@ -645,6 +661,9 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
                 cdiv((double)L->M, tf[i][0]) > 65535)
                 continue;
             n++;
+            // Split-K likewise, at least 4 slices per split (a slice is 16 or 32 deep here, 8 or
+            // 16 in the SIMT tiles): ResNet's 7x7- and 14x14-pixel 3x3 convs have 8 to 32 tiles.
+            n += add_splits(L, h, out, n, cap, 4);
         }
     }
     if (!L->conv && L->M <= 8 && n + 2 <= cap) {
@@ -678,7 +697,7 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
     GHw h = ghw(hw);
-    KernelConfig all[160];
+    KernelConfig all[256];
     // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
     bool tc = !hw || hw->cc_major <= 0 || hw->cc_major >= 8;
     int n = enum_cfgs(&L, &h, tc, all, (int)ORCH_COUNT(all));
@@ -688,14 +707,17 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     }
     qsort(all, (size_t)n, sizeof *all, cfg_cmp);
     // Every variant's best config is measured when k allows (the model ranks variants less
-    // surely than tiles of one variant: it missed by 10x on a 3-channel 9x9 convolution), then
-    // the rest by score; the result stays in score order.
+    // surely than tiles of one variant: it missed by 10x on a 3-channel 9x9 convolution), split
+    // and unsplit tensor-core configs counting as two (the summing block's cost is an estimate
+    // not yet checked on a GPU), then the rest by score; the result stays in score order.
     int m = 0;
-    bool taken[160] = {false};
+    bool taken[256] = {false};
     for (int i = 0; i < n && m < k; i++) {
         bool first = true;
         for (int j = 0; j < i && first; j++)
-            first = all[j].p[CUL_VAR] != all[i].p[CUL_VAR];
+            first = all[j].p[CUL_VAR] != all[i].p[CUL_VAR] ||
+                    (all[i].p[CUL_VAR] != CUV_SIMT &&
+                     (all[j].p[CUL_SPLIT] > 1) != (all[i].p[CUL_SPLIT] > 1));
         if (first) {
             taken[i] = true;
             m++;

@@ -16,7 +16,10 @@
 // values, the conv patch gather and the rounding to half happen there. On half tensors (the
 // storage pass under fp16 / bf16) the f16 / bf16 kernel keeps tiles as stored: cp.async for
 // 16-byte runs of kernel inputs (three buffers deep when both operands are), ldmatrix fragment
-// loads (mma16_half); simt, gemv and split-K convert on load and round once on store.
+// loads (mma16_half); simt and gemv convert on load and round once on store.
+// Split-K (CUL_SPLIT, cugen_linear.h) in simt, tf32 and f16 / bf16 alike: gridDim.z runs over
+// batch x splits, each block multiplies its run of K slices, and the last block of a tile sums
+// the float32 partials from the module's workspace before the epilogue.
 //   gemv  M <= 8: lanes on output columns (B rows read coalesced), warps splitting K, a shared
 //         memory reduction; gemvk: a warp per column, lanes splitting K, a warp-shuffle sum.
 // The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
@@ -282,8 +285,122 @@ static void tile_head_split(Emit *E, int bm, int bn, int splits) {
     lin_emit_batch_coords(E, 1, !L->conv);
 }
 
-static void tile_head(Emit *E, int bm, int bn) {
-    tile_head_split(E, bm, bn, 1);
+// Split-K (CUL_SPLIT > 1), the same scheme in every tiled kernel: the split count (1: none), or
+// 0 with e set where the workspace or grid.z would exceed its bound. The K slices of bk go to
+// the splits in runs of ceil(slices / S), so every K range starts at a multiple of bk (the mma
+// K step and the cp.async runs stay aligned); the last ranges may be partial or empty (an empty
+// one contributes a zero partial tile).
+static int split_count(const Emit *E, Err *e) {
+    const Lin *L = E->L;
+    int64_t sk = E->cfg->p[CUL_SPLIT];
+    if (sk <= 1)
+        return 1;
+    if (sk > 1024 || sk * L->batch > 65535 ||
+        (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS) {
+        err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                E->cfg->desc);
+        return 0;
+    }
+    return (int)sk;
+}
+
+// File scope, before the kernel: the partial tiles and the per-tile arrival counters (zero at
+// module load; the last block of a tile resets its counter, so every launch finds them zero).
+static void split_decls(const Emit *E, int splits, int64_t tiles) {
+    const Lin *L = E->L;
+    if (splits <= 1)
+        return;
+    sb_line(E->s, 0, "__device__ float %s_ws[%lld];\n", E->fn,
+            (long long)splits * L->batch * L->M * L->N);
+    sb_line(E->s, 0, "__device__ unsigned int %s_cnt[%lld];\n", E->fn, (long long)tiles);
+}
+
+// kt0, the block's first K slice, and nkl, how many slices it multiplies (nk in all).
+static void split_range(const Emit *E, int splits, int64_t nk) {
+    StrBuf *s = E->s;
+    int64_t nkp = (nk + splits - 1) / splits; // K slices per split
+    if (splits > 1) {
+        sb_line(s, 1, "const int64_t kt0 = (int64_t)ks * %lld;\n", (long long)nkp);
+        sb_line(s, 1, "const int nkl = (int)(kt0 + %lld <= %lld ? %lld : %lld - kt0);\n",
+                (long long)nkp, (long long)nk, (long long)nkp, (long long)nk);
+    } else {
+        sb_line(s, 1, "const int64_t kt0 = 0;\n");
+        sb_line(s, 1, "const int nkl = %lld;\n", (long long)nk);
+    }
+}
+
+// The accumulator loops of the warp-tiled (tensor-core) kernels at indent ind: acc[x][y][z] of
+// row i, column j (the mma C fragment layout: c0, c1 in row g, c2, c3 in row g + 8, adjacent
+// columns; pair: z even only), the body at ind + 3 and closed by the caller with "}" at ind + 2.
+static void warp_tile_loops(StrBuf *s, int ind, bool pair) {
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, ind + 2, "#pragma unroll\n");
+    sb_line(s, ind + 2, "for (int z = 0; z < 4; z += %d) {\n", pair ? 2 : 1);
+    sb_line(s, ind + 3, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
+    sb_line(s, ind + 3, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
+}
+
+// After the K loop of a split tensor-core kernel (culin_emit_simt's scheme): this block's partial
+// tile to the workspace; the last block of the tile to arrive (the counter's atomic, after
+// __threadfence publishes the partials) resets the counter, fences again and sums the S partials
+// in split order into acc (the same result whichever block is last), then goes on to the
+// epilogue; the others return. With N even an accumulator pair (z, z + 1: columns j, j + 1) goes
+// as one float2, so a warp's accesses are whole 32-byte sectors.
+static void tc_split_reduce(const Emit *E, int splits, int64_t tiles_m, int64_t tiles_n) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    int64_t plane = L->batch * L->M * L->N;
+    bool pair = L->N % 2 == 0;
+    long long M = (long long)L->M, N = (long long)L->N;
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "float *wsp = %s_ws + (int64_t)ks * %lld + b * %lld;\n", E->fn, (long long)plane,
+            M * N);
+    warp_tile_loops(s, 2, pair);
+    if (pair)
+        sb_line(s, 5,
+                "if (i < %lld && j < %lld) __stcg((float2 *)(wsp + i * %lld + j), "
+                "make_float2(acc[x][y][z], acc[x][y][z + 1]));\n",
+                M, N, N);
+    else
+        sb_line(s, 5, "if (i < %lld && j < %lld) __stcg(wsp + i * %lld + j, acc[x][y][z]);\n", M, N,
+                N);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "__shared__ int last_;\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "const int64_t tile_ = (b * %lld + blockIdx.y) * %lld + blockIdx.x;\n",
+            (long long)tiles_m, (long long)tiles_n);
+    sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %du;\n", E->fn,
+            splits - 1);
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "if (!last_) return;\n");
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", E->fn);
+    sb_line(s, 2, "const float *wsr = %s_ws + b * %lld;\n", E->fn, M * N);
+    warp_tile_loops(s, 2, pair);
+    sb_line(s, 5, "if (i >= %lld || j >= %lld) continue;\n", M, N);
+    if (pair) {
+        sb_line(s, 5, "float2 t_ = make_float2(0.0f, 0.0f);\n");
+        sb_line(s, 5, "for (int q = 0; q < %d; q++) {\n", splits);
+        sb_line(s, 6,
+                "const float2 p_ = __ldcg((const float2 *)(wsr + q * %lld + i * %lld + j));\n",
+                (long long)plane, N);
+        sb_line(s, 6, "t_.x += p_.x;\n");
+        sb_line(s, 6, "t_.y += p_.y;\n");
+        sb_line(s, 5, "}\n");
+        sb_line(s, 5, "acc[x][y][z] = t_.x;\n");
+        sb_line(s, 5, "acc[x][y][z + 1] = t_.y;\n");
+    } else {
+        sb_line(s, 5, "float t_ = 0.0f;\n");
+        sb_line(s, 5, "for (int q = 0; q < %d; q++) t_ += __ldcg(wsr + q * %lld + i * %lld + j);\n",
+                splits, (long long)plane, N);
+        sb_line(s, 5, "acc[x][y][z] = t_;\n");
+    }
+    sb_line(s, 4, "}\n");
+    sb_line(s, 1, "}\n");
 }
 
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
@@ -299,23 +416,14 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     int tx_n = bn / tn, nt = (bm / tm) * tx_n;
     int rsm = 4 * (bm / tm), rsn = 4 * (bn / tn); // distance between a thread's float4 groups
     int64_t nk = (L->K + bk - 1) / bk;
-    int splits = P[CUL_SPLIT] > 1 ? (int)P[CUL_SPLIT] : 1;
+    int splits = split_count(E, e);
     int64_t tiles_m = (L->M + bm - 1) / bm, tiles_n = (L->N + bn - 1) / bn;
-    int64_t nkp = (nk + splits - 1) / splits; // K slices per split
-    if (splits > 1 && ((int64_t)splits * L->batch > 65535 || splits > nk ||
-                       (double)splits * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS))
+    if (!splits || splits > nk)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
-    if (splits > 1) {
-        // The partial tiles and the per-tile arrival counters (zero at module load; the last
-        // block of a tile resets its counter, so every launch finds them zero).
-        sb_line(s, 0, "__device__ float %s_ws[%lld];\n", E->fn,
-                (long long)splits * L->batch * L->M * L->N);
-        sb_line(s, 0, "__device__ unsigned int %s_cnt[%lld];\n", E->fn,
-                (long long)L->batch * tiles_m * tiles_n);
-    }
+    split_decls(E, splits, L->batch * tiles_m * tiles_n);
     culin_kernel_head(E, nt);
     sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
     sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
@@ -329,14 +437,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     stage_decls(E, &A, &B, bm, bn, bk, nt);
     // Iteration kt loads slice kt into registers, multiplies slice kt-1 from shared memory, then
     // stores slice kt into the other buffer; one barrier per slice.
-    if (splits > 1) {
-        sb_line(s, 1, "const int64_t kt0 = (int64_t)ks * %lld;\n", (long long)nkp);
-        sb_line(s, 1, "const int nkl = (int)(kt0 + %lld <= %lld ? %lld : %lld - kt0);\n",
-                (long long)nkp, (long long)nk, (long long)nkp, (long long)nk);
-    } else {
-        sb_line(s, 1, "const int64_t kt0 = 0;\n");
-        sb_line(s, 1, "const int nkl = %lld;\n", (long long)nk);
-    }
+    split_range(E, splits, nk);
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");
@@ -494,14 +595,19 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
                        E->cfg->desc);
     int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;
     int64_t nk = (L->K + bk - 1) / bk;
+    int64_t tiles_m = (L->M + bm - 1) / bm, tiles_n = (L->N + bn - 1) / bn;
+    int splits = split_count(E, e);
+    if (!splits)
+        return ST_INVALID;
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
+    split_decls(E, splits, L->batch * tiles_m * tiles_n);
     culin_kernel_head(E, nt);
     // Row-major A tile [bm][bk+4] (conflict-free fragment reads), B tile [bk][bn+8]; the shared
     // staging routine stores A k-major, so this kernel declares As k-major too and reads it so.
     sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
     sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
-    tile_head(E, bm, bn);
+    tile_head_split(E, bm, bn, splits);
     sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
     sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
     sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
@@ -513,9 +619,10 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
-    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    split_range(E, splits, nk);
+    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
+    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     int rc = load_a(E, &A, 3, bm, bk, nt, e);
     if (!rc)
         rc = load_b(E, &B, 3, bn, bk, nt, e);
@@ -560,11 +667,13 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
             "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     store_ab(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
+    if (splits > 1)
+        tc_split_reduce(E, splits, tiles_m, tiles_n);
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
     sb_line(s, 2, "#pragma unroll\n");
@@ -585,9 +694,9 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
-    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
-    ln->grid[2] = (unsigned)L->batch;
+    ln->grid[0] = (unsigned)tiles_n;
+    ln->grid[1] = (unsigned)tiles_m;
+    ln->grid[2] = (unsigned)(L->batch * splits);
     ln->block[0] = (unsigned)nt;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
@@ -888,11 +997,13 @@ static void mma16_half_step(StrBuf *s, int ind, int bk, const char *ty) {
 // a kernel input go by cp.async, three buffers deep where both do (the 128 x 128 tile: two),
 // issued before the previous slice's products; others (prologues, the conv patch) through
 // registers, two buffers.
-static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, Err *e) {
+static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, int splits,
+                      Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;
     int64_t nk = (L->K + bk - 1) / bk;
+    int64_t tiles_m = (L->M + bm - 1) / bm, tiles_n = (L->N + bn - 1) / bn;
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
     bool a_async = A.direct && L->K % 8 == 0, b_async = B.direct && L->N % 8 == 0;
@@ -900,10 +1011,11 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
     // Three buffers where both operands go by cp.async and they fit the static 48 KiB.
     int stages = a_async && b_async && 3 * (bm * (bk + 8) + bk * (bn + 8)) * 2 <= 48 * 1024 ? 3 : 2;
     sb_puts(s, HALF_MMA_HELPERS);
+    split_decls(E, splits, L->batch * tiles_m * tiles_n);
     culin_kernel_head(E, nt);
     sb_line(s, 1, "__shared__ __align__(16) uint16_t As[%d][%d][%d];\n", stages, bm, bk + 8);
     sb_line(s, 1, "__shared__ __align__(16) uint16_t Bs[%d][%d][%d];\n", stages, bk, bn + 8);
-    tile_head(E, bm, bn);
+    tile_head_split(E, bm, bn, splits);
     sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
     sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
     sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
@@ -918,6 +1030,7 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         sb_line(s, 1, "uint16_t rah[%d];\n", (bm * bk + nt - 1) / nt);
     if (!b_async)
         sb_line(s, 1, "uint16_t rbh[%d];\n", (bk * bn + nt - 1) / nt);
+    split_range(E, splits, nk);
     int rc;
     if (stages == 3) {
         // Slices kt + 1 and kt + 2 in flight while kt is multiplied: prologue issues 0 and 1;
@@ -925,8 +1038,8 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         // (which also frees the buffer of kt - 1) and issues kt + 2 into it.
         sb_line(s, 1, "#pragma unroll\n");
         sb_line(s, 1, "for (int st = 0; st < 2; st++) {\n");
-        sb_line(s, 2, "if (st < %lld) {\n", (long long)nk);
-        sb_line(s, 3, "const int64_t kb = (int64_t)st * %d;\n", bk);
+        sb_line(s, 2, "if (st < nkl) {\n");
+        sb_line(s, 3, "const int64_t kb = (kt0 + st) * %d;\n", bk);
         rc = stage_half(E, &A, true, true, 3, bm, bk, nt, "As", "st", NULL, e);
         if (!rc)
             rc = stage_half(E, &B, false, true, 3, bk, bn, nt, "Bs", "st", NULL, e);
@@ -936,11 +1049,11 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         sb_line(s, 2, "orch_lin_cp_commit();\n");
         sb_line(s, 1, "}\n");
         sb_line(s, 1, "int cb = 0, wb = 2;\n");
-        sb_line(s, 1, "for (int kt = 0; kt < %lld; kt++) {\n", (long long)nk);
+        sb_line(s, 1, "for (int kt = 0; kt < nkl; kt++) {\n");
         sb_line(s, 2, "orch_lin_cp_wait1();\n");
         sb_line(s, 2, "__syncthreads();\n");
-        sb_line(s, 2, "if (kt + 2 < %lld) {\n", (long long)nk);
-        sb_line(s, 3, "const int64_t kb = (int64_t)(kt + 2) * %d;\n", bk);
+        sb_line(s, 2, "if (kt + 2 < nkl) {\n");
+        sb_line(s, 3, "const int64_t kb = (kt0 + kt + 2) * %d;\n", bk);
         rc = stage_half(E, &A, true, true, 3, bm, bk, nt, "As", "wb", NULL, e);
         if (!rc)
             rc = stage_half(E, &B, false, true, 3, bk, bn, nt, "Bs", "wb", NULL, e);
@@ -953,9 +1066,9 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         sb_line(s, 2, "wb = wb == 2 ? 0 : wb + 1;\n");
         sb_line(s, 1, "}\n");
     } else {
-        sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
-        sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
-        sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+        sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
+        sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
+        sb_line(s, 2, "if (kt < nkl) {\n");
         rc = stage_half(E, &A, true, a_async, 3, bm, bk, nt, "As", "kt & 1", "rah", e);
         if (!rc)
             rc = stage_half(E, &B, false, b_async, 3, bk, bn, nt, "Bs", "kt & 1", "rbh", e);
@@ -967,7 +1080,7 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         mma16_half_step(s, 3, bk, ty);
         sb_line(s, 2, "}\n");
         if (!a_async || !b_async) {
-            sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+            sb_line(s, 2, "if (kt < nkl) {\n");
             if (!a_async)
                 store_half(E, 3, bm, bk, nt, "As", "rah");
             if (!b_async)
@@ -979,6 +1092,8 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         sb_line(s, 2, "__syncthreads();\n");
         sb_line(s, 1, "}\n");
     }
+    if (splits > 1)
+        tc_split_reduce(E, splits, tiles_m, tiles_n);
     // Accumulator pairs (z, z + 1) are adjacent columns: one 32-bit store of two halves where
     // no epilogue intervenes.
     bool pair = !L->epi && L->N % 2 == 0;
@@ -1010,9 +1125,9 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
-    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
-    ln->grid[2] = (unsigned)L->batch;
+    ln->grid[0] = (unsigned)tiles_n;
+    ln->grid[1] = (unsigned)tiles_m;
+    ln->grid[2] = (unsigned)(L->batch * splits);
     ln->block[0] = (unsigned)nt;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
@@ -1040,15 +1155,19 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     if (nt > 1024)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
+    int splits = split_count(E, e);
+    if (!splits)
+        return ST_INVALID;
     if (culin_half(L)) {
         if (culin_dtype(L) != (bf ? DT_BFLOAT16 : DT_FLOAT16))
             return err_set(e, ST_INVALID,
                            "CUDA linear kernel %s: config '%s' does not fit the "
                            "operands' dtype",
                            E->fn, E->cfg->desc);
-        return mma16_half(E, ln, bm, bn, bk, bf, e);
+        return mma16_half(E, ln, bm, bn, bk, bf, splits, e);
     }
     int64_t nk = (L->K + bk - 1) / bk;
+    int64_t tiles_m = (L->M + bm - 1) / bm, tiles_n = (L->N + bn - 1) / bn;
     Op A, B;
     operands(L, bm, bk, bn, &A, &B);
     const char *ty = bf ? "bf16" : "f16";
@@ -1071,10 +1190,11 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "return r;\n");
     sb_line(s, 0, "}\n");
     sb_line(s, 0, "#endif\n");
+    split_decls(E, splits, L->batch * tiles_m * tiles_n);
     culin_kernel_head(E, nt);
     sb_line(s, 1, "__shared__ __align__(16) uint32_t As[2][%d][%d];\n", bk / 2, bm + 8);
     sb_line(s, 1, "__shared__ __align__(16) uint32_t Bs[2][%d][%d];\n", bk / 2, bn + 8);
-    tile_head(E, bm, bn);
+    tile_head_split(E, bm, bn, splits);
     sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
     sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
     sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
@@ -1086,9 +1206,10 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    sb_line(s, 1, "for (int kt = 0; kt <= %lld; kt++) {\n", (long long)nk);
-    sb_line(s, 2, "const int64_t kb = (int64_t)kt * %d;\n", bk);
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    split_range(E, splits, nk);
+    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
+    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     int rc = load_a(E, &A, 3, bm, bk, nt, e);
     if (!rc)
         rc = load_b(E, &B, 3, bn, bk, nt, e);
@@ -1128,11 +1249,13 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
             "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt < %lld) {\n", (long long)nk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
     store_ab_h(E, &A, &B, 3, bm, bn, bk, nt, "kt & 1", cvt1, cvt2);
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
+    if (splits > 1)
+        tc_split_reduce(E, splits, tiles_m, tiles_n);
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
     sb_line(s, 2, "#pragma unroll\n");
@@ -1153,9 +1276,9 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)((L->N + bn - 1) / bn);
-    ln->grid[1] = (unsigned)((L->M + bm - 1) / bm);
-    ln->grid[2] = (unsigned)L->batch;
+    ln->grid[0] = (unsigned)tiles_n;
+    ln->grid[1] = (unsigned)tiles_m;
+    ln->grid[2] = (unsigned)(L->batch * splits);
     ln->block[0] = (unsigned)nt;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
