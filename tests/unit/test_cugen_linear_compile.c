@@ -1507,11 +1507,15 @@ static void counts(void) {
 static void gpu_speed(void) {
     ConvCase c3 = {"conv3x3_64", 2,      1,      64, 64, {56, 56}, {3, 3}, {1, 1},
                    {1, 1},       {1, 1}, {1, 1}, 1,  0,  false,    false};
+    // ResNet-18's layer4 3x3 convolution: 49 output pixels, few tiles (split-K's case).
+    ConvCase c4 = {"conv3x3_512", 2,      1,      512, 512, {7, 7}, {3, 3}, {1, 1},
+                   {1, 1},        {1, 1}, {1, 1}, 1,   0,   false,  false};
     // fp32 first, then each tensor-core precision (its best configs and the SIMT ones).
     for (int p = -1; p < (int)ORCH_COUNT(g_tc); p++) {
         cugen_lin_precision = p < 0 ? CUGEN_PREC_FP32 : g_tc[p].p;
         speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
         speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+        speed("conv3x3_512x7", conv_graph(&c4), 2.0 * 512 * 512 * 9 * 7 * 7);
     }
     // Half storage: the same products on float16 / bfloat16 tensors.
     static const struct {

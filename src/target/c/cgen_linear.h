@@ -91,6 +91,8 @@ typedef struct Emit {
     Cexpr *x;
     const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
     bool local;      // the kernel function is a static helper of another (col2im's GEMM)
+    bool patch_tab;  // CUDA: the conv patch is gathered through the per-slice table
+                     // (emit_matmul_cuda.c, patch_tab_setup)
 } Emit;
 
 static inline const Tensor *lin_t(const Lin *L, int t) {

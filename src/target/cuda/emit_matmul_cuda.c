@@ -100,6 +100,111 @@ static void load4_half(Emit *E, int ind, int in, const char *base, const char *r
     sb_line(s, ind, "}\n");
 }
 
+// ---- the conv patch gather through a per-slice table ----
+// B's element (k, j) of a 2-D conv is X[c][oh*st - pad + dh][ow*st - pad + dw] with c, dh, dw
+// from k (c = k / kpix, the window offset r = k % kpix) and oh, ow from j: four divisions and
+// 64-bit index arithmetic per element, which made the staging, not the multiplies, the bound of
+// the tensor-core conv kernels (ncu on an H100: ~2400 instructions per thread per K slice against
+// 16 mma, two warps per SM issuing every 4.3 cycles; ResNet-18's layer1 3x3 conv 70 us in fp16).
+// Where every thread's column stays the same over the K loop (nt a multiple of bn: j = tid % bn)
+// its (oh*st - pad, ow*st - pad) are computed once, and the k part (c*ipix + dh*W + dw, dh, dw),
+// the same for every column, is read from a table of the slice's bk rows in shared memory, filled
+// one slice ahead into the other of two buffers (the loop's end-of-slice barrier orders the fill
+// before its readers and after the last readers of that buffer). A row past K holds dh = 0x4000
+// and a column past N a row coordinate of -2^30, so both fail the padding's bounds check, which
+// then is the only test per element.
+static bool patch_tab_ok(const Lin *L, const Op *B, int bn, int nt) {
+    if (!L->conv || L->S != 2 || B->direct || L->pa < 0 || nt % bn ||
+        tensor_numel(lin_t(L, L->ta)) >= ((int64_t)1 << 31) || L->K >= ((int64_t)1 << 30))
+        return false;
+    int64_t dh = (L->k[0] - 1) * L->dil[0], dw = (L->k[1] - 1) * L->dil[1];
+    return dh < 0x4000 && dw < 0x10000 && L->in[0] + L->pad[0] < 0x4000 &&
+           L->ipix < ((int64_t)1 << 30);
+}
+
+// Table row `t` of the slice starting at k = kb into ctab[buf] (statements at ind).
+static void patch_tab_row(const Emit *E, int ind, const char *kb, const char *t, const char *buf) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "const int gk_ = (int)(%s) + %s;\n", kb, t);
+    sb_line(s, ind + 1, "int2 t_ = make_int2(0, 0x4000 << 16);\n");
+    sb_line(s, ind + 1, "if (gk_ < %lld) {\n", (long long)L->K);
+    sb_line(s, ind + 2, "const int c_ = gk_ / %lld, r_ = gk_ - c_ * %lld;\n", (long long)L->kpix,
+            (long long)L->kpix);
+    sb_line(s, ind + 2, "const int u_ = r_ / %lld;\n", (long long)L->k[1]);
+    sb_line(s, ind + 2, "const int dh_ = u_ * %lld, dw_ = (r_ - u_ * %lld) * %lld;\n",
+            (long long)L->dil[0], (long long)L->k[1], (long long)L->dil[1]);
+    sb_line(s, ind + 2, "t_ = make_int2(c_ * %lld + dh_ * %lld + dw_, (dh_ << 16) | dw_);\n",
+            (long long)L->ipix, (long long)L->in[1]);
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind + 1, "ctab[%s][%s] = t_;\n", buf, t);
+    sb_line(s, ind, "}\n");
+}
+
+// After split_range (kt0 in scope): the table, the thread's column coordinates and X's image
+// base, and the first slice's rows (then a barrier). Sets E->patch_tab; a no-op where
+// patch_tab_ok refuses.
+static void patch_tab_setup(Emit *E, const Op *B, int bn, int bk, int nt) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    E->patch_tab = patch_tab_ok(L, B, bn, nt);
+    if (!E->patch_tab)
+        return;
+    const char *ty = culin_half(L) ? "uint16_t" : "float";
+    sb_line(s, 1, "__shared__ int2 ctab[2][%d];\n", bk);
+    sb_line(s, 1,
+            "const %s *__restrict__ xb = (const %s *)in%d + (q_n * %lld + q_g * %lld) * %lld;\n",
+            ty, ty, L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    sb_line(s, 1, "int cvh, cvw, cvo;\n");
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "const int j_ = (int)bn0 + tid %% %d;\n", bn);
+    sb_line(s, 2, "cvh = j_ < %lld ? (j_ / %lld) * %lld - %lld : -(1 << 30);\n", (long long)L->N,
+            (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0]);
+    sb_line(s, 2, "cvw = (j_ %% %lld) * %lld - %lld;\n", (long long)L->out[1], (long long)L->st[1],
+            (long long)L->pad[1]);
+    sb_line(s, 2, "cvo = cvh * %lld + cvw;\n", (long long)L->in[1]);
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "for (int t = tid; t < %d; t += %d)\n", bk, nt);
+    char kb[64];
+    snprintf(kb, sizeof kb, "kt0 * %d", bk);
+    patch_tab_row(E, 2, kb, "t", "0");
+    sb_line(s, 1, "__syncthreads();\n");
+}
+
+// Inside the K loop's `if (kt < nkl)`: the next slice's rows into the other buffer.
+static void patch_tab_next(const Emit *E, int ind, int bk, int nt) {
+    StrBuf *s = E->s;
+    sb_line(s, ind, "if (kt + 1 < nkl)\n");
+    sb_line(s, ind + 1, "for (int t = tid; t < %d; t += %d)\n", bk, nt);
+    char kb[64];
+    snprintf(kb, sizeof kb, "(kt0 + kt + 1) * %d", bk);
+    patch_tab_row(E, ind + 2, kb, "t", "(kt + 1) & 1");
+}
+
+// `if (e_ < els && in bounds) dst = X element` of staging element e_ (row e_ / bn of the slice)
+// through the table: raw storage bits when raw, else a float.
+static void patch_tab_load(const Emit *E, int ind, int bn, const char *eb, const char *dst,
+                           bool raw) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (eb[0]) // a partial last round: rows past the slice have no table entry
+        sb_line(s, ind, "if (%.*s) {\n", (int)strlen(eb) - 4, eb);
+    else
+        sb_line(s, ind, "{\n");
+    sb_line(s, ind + 1, "const int2 t_ = ctab[kt & 1][e_ / %d];\n", bn);
+    sb_line(s, ind + 1, "const int ih = cvh + (t_.y >> 16), iw = cvw + (t_.y & 0xffff);\n");
+    sb_line(s, ind + 1, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
+            (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+    char v[160];
+    if (culin_half(L) && !raw)
+        culin_h2f(L, "xb[t_.x + cvo]", v, sizeof v);
+    else
+        snprintf(v, sizeof v, "xb[t_.x + cvo]");
+    sb_line(s, ind + 2, "%s = %s;\n", dst, v);
+    sb_line(s, ind, "}\n");
+}
+
 // Loads the slice starting at k = kb of A (rows bm0..bm0+BM) into registers ra[] / ra4[].
 static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e) {
     const Lin *L = E->L;
@@ -169,6 +274,17 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         return ST_OK;
     }
     int els = bn * bk, per = (els + nt - 1) / nt;
+    if (E->patch_tab) {
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        sb_line(s, ind + 1, "float v_ = 0.0f;\n");
+        patch_tab_load(E, ind + 1, bn, ebound(eb, els, nt), "v_", false);
+        sb_line(s, ind + 1, "rb[q] = v_;\n");
+        sb_line(s, ind, "}\n");
+        patch_tab_next(E, ind, bk, nt);
+        return ST_OK;
+    }
     sb_line(s, ind, "#pragma unroll\n");
     sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
     sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
@@ -438,6 +554,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     // Iteration kt loads slice kt into registers, multiplies slice kt-1 from shared memory, then
     // stores slice kt into the other buffer; one barrier per slice.
     split_range(E, splits, nk);
+    patch_tab_setup(E, &B, bn, bk, nt);
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");
@@ -620,6 +737,7 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
     stage_decls(E, &A, &B, bm, bn, bk, nt);
     split_range(E, splits, nk);
+    patch_tab_setup(E, &B, bn, bk, nt);
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");
@@ -904,6 +1022,13 @@ static int stage_half(Emit *E, const Op *op, bool a, bool async, int ind, int ro
         return ST_OK;
     }
     sb_line(s, ind + 1, "uint16_t h_ = 0;\n");
+    if (!a && E->patch_tab) {
+        patch_tab_load(E, ind + 1, cols, eb, "h_", true);
+        sb_line(s, ind + 1, "%s[q] = h_;\n", reg);
+        sb_line(s, ind, "}\n");
+        patch_tab_next(E, ind, rows, nt);
+        return ST_OK;
+    }
     sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld) {\n", eb, gr, nr, gc, nc);
     int rc = ST_OK;
     if (op->direct) {
@@ -1031,6 +1156,8 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
     if (!b_async)
         sb_line(s, 1, "uint16_t rbh[%d];\n", (bk * bn + nt - 1) / nt);
     split_range(E, splits, nk);
+    if (!b_async)
+        patch_tab_setup(E, &B, bn, bk, nt);
     int rc;
     if (stages == 3) {
         // Slices kt + 1 and kt + 2 in flight while kt is multiplied: prologue issues 0 and 1;
@@ -1207,6 +1334,7 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
     stage_decls(E, &A, &B, bm, bn, bk, nt);
     split_range(E, splits, nk);
+    patch_tab_setup(E, &B, bn, bk, nt);
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");

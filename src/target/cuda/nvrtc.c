@@ -187,6 +187,24 @@ static void append_log(nvrtcProgram prog, char *msg, size_t n, int max_lines) {
     free(log);
 }
 
+// ORCH_CUDA_DUMP=DIR writes every program handed to NVRTC to DIR/NAME.ARCH.cu (DIR must exist),
+// to read or profile a generated kernel by hand (ncu -lineinfo, or nvcc on the file). A file that
+// cannot be written is skipped silently: the dump is a debugging aid, never a reason to fail.
+static void dump_source(const char *src, const char *name, const char *arch) {
+    const char *dir = getenv("ORCH_CUDA_DUMP");
+    if (!dir || !dir[0])
+        return;
+    char path[1024];
+    int n = snprintf(path, sizeof path, "%s/%s.%s.cu", dir, name ? name : "program", arch);
+    if (n <= 0 || (size_t)n >= sizeof path)
+        return;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fputs(src, f);
+    fclose(f);
+}
+
 int nvrtc_compile(const char *src, const char *name, const NvrtcOptions *opt, void **cubin,
                   size_t *size, Err *e) {
     *cubin = NULL;
@@ -195,6 +213,7 @@ int nvrtc_compile(const char *src, const char *name, const NvrtcOptions *opt, vo
     if (rc)
         return rc;
     ORCH_ASSERT(opt && opt->arch && opt->n_extra >= 0);
+    dump_source(src, name, opt->arch);
 
     char arch_opt[64], regs_opt[64];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", opt->arch);
