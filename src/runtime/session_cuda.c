@@ -51,9 +51,11 @@ void cuda_launch_table_free(CudaLaunchTable *t) {
 
 #define CUMOD_MAGIC "ORCHCUMD"
 // Format 1: kernels only (no kind per entry); 2: each entry says kernel, cuBLASLt call or cuDNN
-// call (a reader that predates kind 2 refuses such an entry by its kind).
+// call (a reader that predates a kind refuses such an entry by its kind). Kind 3 is a cuBLASLt
+// call with a residual C: kind 1's fields and then in_res, so a module without such calls reads
+// as before and an older orch names the kind it cannot run.
 #define CUMOD_FORMAT 2u
-enum { CUMOD_KERNEL = 0, CUMOD_BLASLT = 1, CUMOD_CUDNN = 2 };
+enum { CUMOD_KERNEL = 0, CUMOD_BLASLT = 1, CUMOD_CUDNN = 2, CUMOD_BLASLT_RES = 3 };
 #define CUMOD_MAX_SYMBOL 4096
 
 typedef struct Wr {
@@ -114,6 +116,8 @@ static void w_blaslt(Wr *w, const BlasLtCall *c) {
         w_u64(w, c->algo[i]);
     w_u64(w, c->workspace);
     w_u64(w, c->version);
+    if (c->in_res >= 0)
+        w_u32(w, (uint32_t)c->in_res);
 }
 
 static void w_dnn(Wr *w, const DnnCall *c) {
@@ -147,9 +151,10 @@ int cuda_module_pack(const void *cubin, size_t cubin_size, const CudaLaunchTable
         w_u32(&w, (uint32_t)sl);
         w_bytes(&w, t->symbols[i], sl);
         const CudaLaunch *l = &t->launches[i];
-        w_u32(&w, l->lib == CUDA_LIB_CUDNN    ? CUMOD_CUDNN
-                  : l->lib == CUDA_LIB_BLASLT ? CUMOD_BLASLT
-                                              : CUMOD_KERNEL);
+        w_u32(&w, l->lib == CUDA_LIB_CUDNN ? CUMOD_CUDNN
+                  : l->lib == CUDA_LIB_BLASLT
+                      ? (l->blas.in_res >= 0 ? CUMOD_BLASLT_RES : CUMOD_BLASLT)
+                      : CUMOD_KERNEL);
         if (l->lib == CUDA_LIB_BLASLT) {
             w_blaslt(&w, &l->blas);
             continue;
@@ -205,7 +210,7 @@ static void r_pad64(Rd *r) {
     r_bytes(r, (64 - r->at % 64) % 64);
 }
 
-static void r_blaslt(Rd *r, BlasLtCall *c) {
+static void r_blaslt(Rd *r, BlasLtCall *c, bool res) {
     memset(c, 0, sizeof *c);
     c->m = (int32_t)r_u32(r);
     c->n = (int32_t)r_u32(r);
@@ -233,6 +238,7 @@ static void r_blaslt(Rd *r, BlasLtCall *c) {
         c->algo[i] = r_u64(r);
     c->workspace = r_u64(r);
     c->version = r_u64(r);
+    c->in_res = res ? (int32_t)r_u32(r) : -1;
 }
 
 static void r_dnn(Rd *r, DnnCall *c) {
@@ -280,18 +286,19 @@ int cuda_module_unpack(const uint8_t *buf, size_t len, const char *what, const u
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         uint32_t kind = fmt == 1 ? CUMOD_KERNEL : r_u32(&r);
-        if (!r.bad && kind != CUMOD_KERNEL && kind != CUMOD_BLASLT && kind != CUMOD_CUDNN) {
+        if (!r.bad && kind != CUMOD_KERNEL && kind != CUMOD_BLASLT && kind != CUMOD_CUDNN &&
+            kind != CUMOD_BLASLT_RES) {
             cuda_launch_table_free(t);
             return err_set(e, ST_INVALID, "%s: CUDA module entry %u has unknown kind %u", what, i,
                            kind);
         }
-        if (kind == CUMOD_BLASLT || kind == CUMOD_CUDNN) {
+        if (kind == CUMOD_BLASLT || kind == CUMOD_CUDNN || kind == CUMOD_BLASLT_RES) {
             bool dnn = kind == CUMOD_CUDNN;
             l.lib = dnn ? CUDA_LIB_CUDNN : CUDA_LIB_BLASLT;
             if (dnn)
                 r_dnn(&r, &l.dnn);
             else
-                r_blaslt(&r, &l.blas);
+                r_blaslt(&r, &l.blas, kind == CUMOD_BLASLT_RES);
             char why[128];
             if (r.bad)
                 break;
@@ -516,7 +523,8 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
         }
         if (g->lib) {
             const BlasLtCall *c = &g->blas;
-            if (c->in_a >= L->n_in || c->in_b >= L->n_in || c->in_bias >= L->n_in)
+            if (c->in_a >= L->n_in || c->in_b >= L->n_in || c->in_bias >= L->n_in ||
+                c->in_res >= L->n_in)
                 return err_set(e, ST_INVALID,
                                "CUDA session: the cuBLASLt call of '%s' (launch %d, nodes '%s') "
                                "reads input %d of %d: the artefact is damaged; recompile",
@@ -606,7 +614,8 @@ static int issue(CudaSession *s, int k, Err *e) {
     if (l->geo.lib) {
         const BlasLtCall *c = &l->geo.blas;
         if ((rc = blaslt_op_run(&l->op, l->args.in[c->in_a], l->args.in[c->in_b],
-                                c->in_bias >= 0 ? l->args.in[c->in_bias] : 0, l->args.out, s->ws,
+                                c->in_bias >= 0 ? l->args.in[c->in_bias] : 0,
+                                c->in_res >= 0 ? l->args.in[c->in_res] : 0, l->args.out, s->ws,
                                 s->ws_bytes, s->stream, e)))
             err_prefix(e, "launch %d (%s, nodes '%s'): ", k, l->name, l->nodes);
         return rc;

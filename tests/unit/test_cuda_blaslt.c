@@ -75,7 +75,11 @@ enum {
     E_BIAS_M,
     E_TANH,
     E_RELU_BIAS,
-    E_RESIDUAL, // + an input of the output's shape
+    E_RESIDUAL,      // + an input of the output's shape (cuBLASLt's C, beta = 1)
+    E_BIAS_RES_RELU, // relu((y + bias) + residual)
+    E_RES_BIAS,      // (residual + y) + bias
+    E_RELU_RES,      // relu(y) + residual: refused (the ReLU comes after C)
+    E_RES_ALPHA,     // (y + residual) * 0.5: refused (alpha would scale C too)
 };
 
 // Half storage (Case.store flags, with Case.dt a half type).
@@ -107,7 +111,7 @@ typedef struct MG {
     DType dt;  // every tensor's type but a float32 output's
     int store; // S_* flags
     PB b;
-    void *in[3];
+    void *in[4];
     int n_in;
     int lin, out;
     CandidateSet *cs;
@@ -180,7 +184,12 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     int b = operand(g, dt, k->nbb, k->bb, k->K, k->N, k->tb);
     int y = g->lin = pb_matmul(&g->b, a, b);
     g->b.origin = "epilogue_node";
-    int64_t nd[1] = {k->N}, md[2] = {k->M, 1}, od[2] = {k->M, k->N};
+    int64_t nd[1] = {k->N}, md[2] = {k->M, 1};
+    // A residual has the product's whole shape, batch dims included.
+    const Tensor *P = g->pg->tensors[y];
+    int orank = P->rank;
+    int64_t od[ORCH_MAX_RANK];
+    memcpy(od, P->dims, sizeof(int64_t) * (size_t)orank);
     switch (k->epi) {
     case E_BIAS: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 1, nd)); break;
     case E_BIAS_RELU:
@@ -196,7 +205,23 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     case E_RELU_BIAS:
         y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, dt, 1, nd));
         break;
-    case E_RESIDUAL: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 2, od)); break;
+    case E_RESIDUAL: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, orank, od)); break;
+    case E_BIAS_RES_RELU: {
+        int bias = add_input(g, dt, 1, nd), res = add_input(g, dt, orank, od);
+        y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_ADD, y, bias), res));
+        break;
+    }
+    case E_RES_BIAS: {
+        int res = add_input(g, dt, orank, od), bias = add_input(g, dt, 1, nd);
+        y = pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_ADD, res, y), bias);
+        break;
+    }
+    case E_RELU_RES:
+        y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, dt, orank, od));
+        break;
+    case E_RES_ALPHA:
+        y = pb_ew2i(&g->b, EW_MUL, pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, orank, od)), 0.5);
+        break;
     default: break;
     }
     if ((store & S_F32_OUT) && y == g->lin)
@@ -264,6 +289,9 @@ static const Case ok_cases[] = {
     {"m1_bias", 0, 0, {0}, {0}, 1, 512, 256, false, false, E_BIAS},
     {"odd", 0, 0, {0}, {0}, 127, 129, 65, false, false, E_BIAS_RELU},
     {"odd_trans", 0, 0, {0}, {0}, 127, 129, 65, true, true, E_NONE},
+    {"residual", 0, 0, {0}, {0}, 197, 768, 96, false, false, E_RESIDUAL},
+    {"bias_res_relu", 0, 0, {0}, {0}, 127, 129, 65, false, true, E_BIAS_RES_RELU},
+    {"batched_res_bias", 1, 1, {3}, {3}, 33, 40, 24, false, false, E_RES_BIAS},
 };
 
 static const Case bad_cases[] = {
@@ -271,6 +299,8 @@ static const Case bad_cases[] = {
     {"tanh", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_TANH},
     {"relu_then_bias", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RELU_BIAS},
     {"partial_bcast", 2, 2, {1, 3}, {2, 3}, 16, 24, 8, false, false, E_NONE},
+    {"relu_then_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RELU_RES},
+    {"residual_then_alpha", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RES_ALPHA},
 };
 
 #define F16 DT_FLOAT16
@@ -293,13 +323,15 @@ static const HalfCase half_cases[] = {
     {{"h_odd_trans", 0, 0, {0}, {0}, 127, 129, 65, true, true, E_NONE}, BF16, 0},
     {{"h_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_NONE}, F16, S_F32_OUT},
     {{"h_relu_out_f32", 2, 2, {2, 3}, {2, 3}, 32, 48, 40, false, true, E_RELU}, BF16, S_F32_OUT},
+    {{"h_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, 0},
+    {{"h_bias_res_relu", 0, 0, {0}, {0}, 127, 129, 65, false, false, E_BIAS_RES_RELU}, BF16, 0},
 };
 
-// Refused under half storage: a half bias next to a float32 D (cuBLASLt's bias has D's type);
-// a residual (beta C is not a call of ours); tanh.
+// Refused under half storage: a half bias next to a float32 D (cuBLASLt's bias has D's type),
+// a half residual next to one (C has D's type); tanh.
 static const HalfCase half_bad_cases[] = {
     {{"h_bias_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS}, F16, S_F32_OUT},
-    {{"h_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, 0},
+    {{"h_residual_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, S_F32_OUT},
     {{"h_tanh", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_TANH}, BF16, 0},
 };
 
@@ -331,14 +363,20 @@ static BlasLtCall expected_call(const MG *g, const Case *k) {
         c.stride_b = k->nba ? k->M * k->K : 0;
         c.stride_c = k->M * k->N;
     }
-    c.epilogue = k->epi == E_BIAS || k->epi == E_ALPHA_BIAS ? BLASLT_EPI_BIAS
-                 : k->epi == E_BIAS_RELU                    ? BLASLT_EPI_RELU_BIAS
-                 : k->epi == E_RELU || k->epi == E_MAX0     ? BLASLT_EPI_RELU
-                                                            : BLASLT_EPI_NONE;
+    c.epilogue = k->epi == E_BIAS || k->epi == E_ALPHA_BIAS || k->epi == E_RES_BIAS
+                     ? BLASLT_EPI_BIAS
+                 : k->epi == E_BIAS_RELU || k->epi == E_BIAS_RES_RELU ? BLASLT_EPI_RELU_BIAS
+                 : k->epi == E_RELU || k->epi == E_MAX0               ? BLASLT_EPI_RELU
+                                                                      : BLASLT_EPI_NONE;
     c.alpha = k->epi == E_ALPHA_BIAS ? 0.5f : 1.0f;
     c.in_b = pos_of(g, 0);
     c.in_a = pos_of(g, 1);
-    c.in_bias = g->n_in > 2 ? pos_of(g, 2) : -1;
+    // Graph inputs 2 and 3: the bias and the residual in the order the epilogue adds them.
+    c.in_bias = g->n_in > 2 && k->epi != E_RESIDUAL ? pos_of(g, k->epi == E_RES_BIAS ? 3 : 2) : -1;
+    c.in_res = k->epi == E_RESIDUAL        ? pos_of(g, 2)
+               : k->epi == E_RES_BIAS      ? pos_of(g, 2)
+               : k->epi == E_BIAS_RES_RELU ? pos_of(g, 3)
+                                           : -1;
     c.compute = BLASLT_COMPUTE_32F;
     if (g->dt != DT_FLOAT)
         c.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, lt_type_of(g->dt),
@@ -355,10 +393,11 @@ static bool same_call(const BlasLtCall *x, const BlasLtCall *y, char *why, size_
                 x->ldc == y->ldc && x->batch == y->batch && x->stride_a == y->stride_a &&
                 x->stride_b == y->stride_b && x->stride_c == y->stride_c &&
                 x->epilogue == y->epilogue && x->alpha == y->alpha && x->in_a == y->in_a &&
-                x->in_b == y->in_b && x->in_bias == y->in_bias && x->compute == y->compute;
+                x->in_b == y->in_b && x->in_bias == y->in_bias && x->in_res == y->in_res &&
+                x->compute == y->compute;
     if (!same)
-        snprintf(why, n, "got      %s in=%d/%d/%d\n  expected %s in=%d/%d/%d", a, x->in_a, x->in_b,
-                 x->in_bias, b, y->in_a, y->in_b, y->in_bias);
+        snprintf(why, n, "got      %s in=%d/%d/%d/%d\n  expected %s in=%d/%d/%d/%d", a, x->in_a,
+                 x->in_b, x->in_bias, x->in_res, b, y->in_a, y->in_b, y->in_bias, y->in_res);
     return same;
 }
 
@@ -498,6 +537,7 @@ static BlasLtCall sample_call(void) {
     c.in_a = 1;
     c.in_b = 0;
     c.in_bias = 2;
+    c.in_res = -1;
     c.align_a = c.align_b = c.align_c = 64;
     for (int i = 0; i < 8; i++)
         c.algo[i] = 0x0123456789abcdefull * (uint64_t)(i + 1);
@@ -607,9 +647,12 @@ static void test_blob(void) {
     CudaLaunch hl = l; // a half call: its types ride in compute
     hl.blas.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, BLASLT_R_16BF, BLASLT_R_32F);
     hl.blas.align_a = 2;
+    CudaLaunch rl = l; // a residual call: an entry of kind 3
+    rl.blas.in_res = 3;
     cuda_launch_table_set(&t, "orch_kernel_1", &k);
     cuda_launch_table_set(&t, "orch_blaslt_2", &l);
     cuda_launch_table_set(&t, "orch_blaslt_half", &hl);
+    cuda_launch_table_set(&t, "orch_blaslt_res", &rl);
     uint8_t cubin[160];
     for (size_t i = 0; i < sizeof cubin; i++)
         cubin[i] = (uint8_t)(rnd() * 256);
@@ -621,13 +664,15 @@ static void test_blob(void) {
     size_t img_size = 0;
     CudaLaunchTable u = {0};
     CHECK_MSG(cuda_module_unpack(buf, len, "blob", &img, &img_size, &u, &e) == ST_OK, "%s", e.msg);
-    CHECK(u.n == 3 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
+    CHECK(u.n == 4 && img_size == sizeof cubin && img && memcmp(img, cubin, sizeof cubin) == 0);
     const CudaLaunch *fk = cuda_launch_table_find(&u, "orch_kernel_1");
     const CudaLaunch *fl = cuda_launch_table_find(&u, "orch_blaslt_2");
     const CudaLaunch *fh = cuda_launch_table_find(&u, "orch_blaslt_half");
     CHECK(fk && !fk->lib && memcmp(fk, &k, sizeof k) == 0);
     CHECK(fl && fl->lib && memcmp(fl, &l, sizeof l) == 0);
     CHECK(fh && fh->lib && memcmp(fh, &hl, sizeof hl) == 0);
+    const CudaLaunch *fr = cuda_launch_table_find(&u, "orch_blaslt_res");
+    CHECK(fr && fr->lib && memcmp(fr, &rl, sizeof rl) == 0 && fr->blas.in_res == 3);
     cuda_launch_table_free(&u);
     int accepted = 0;
     for (size_t n = 0; n < len; n++) {
@@ -648,7 +693,7 @@ static void test_blob(void) {
     CHECK_MSG(accepted == 0, "%d damaged blobs accepted", accepted);
     free(buf);
     // Impossible calls are refused even with a right checksum.
-    for (int v = 0; v < 5; v++) {
+    for (int v = 0; v < 6; v++) {
         CudaLaunch bad = l;
         if (v == 0)
             bad.blas.m = 0;
@@ -658,7 +703,9 @@ static void test_blob(void) {
             bad.blas.lda = 10; // below its rows (k = 80, transposed)
         else if (v == 3)
             bad.blas.in_bias = -1; // a bias epilogue without a bias
-        else                       // half A/B with a bfloat16 D
+        else if (v == 4)
+            bad.blas.in_res = 40; // past the 32 inputs a kernel takes
+        else                      // half A/B with a bfloat16 D
             bad.blas.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, BLASLT_R_16F, BLASLT_R_16BF);
         CudaLaunchTable b = {0};
         cuda_launch_table_set(&b, "orch_bad", &bad);
@@ -936,9 +983,12 @@ static void test_gpu_session(void) {
     session_case(&ok_cases[9]);  // bias + relu
     session_case(&ok_cases[5]);  // batched, transposed B, relu
     session_case(&ok_cases[14]); // odd sizes
+    session_case(&ok_cases[16]); // residual C (a module entry of kind 3)
+    session_case(&ok_cases[18]); // batched, residual then bias
     session_half(&half_cases[6]);  // float16, bias + relu
     session_half(&half_cases[11]); // float16, odd sizes: 2-byte rows
     session_half(&half_cases[14]); // bfloat16 batched, transposed B, relu, float32 output
+    session_half(&half_cases[16]); // bfloat16, bias, residual, relu
 }
 
 // Our best generated kernel against cuBLASLt's best on the transformer's shapes.

@@ -685,6 +685,7 @@ static void test_blob(void) {
     b.blas.alpha = 1;
     b.blas.in_a = 1;
     b.blas.in_bias = -1;
+    b.blas.in_res = -1;
     b.blas.align_a = b.blas.align_b = b.blas.align_c = 32;
     b.blas.version = 130100;
     cuda_launch_table_set(&t, "orch_kernel_1", &k);

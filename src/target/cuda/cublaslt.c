@@ -263,14 +263,16 @@ static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *
     return -1;
 }
 
-// The epilogue's value so far: alpha * (A B) [+ bias] [then ReLU], and the types it may pass
-// through.
+// The epilogue's value so far: alpha * (A B) [+ bias] [+ residual] [then ReLU], and the types it
+// may pass through.
 typedef struct EpiState {
     float alpha;
     int bias; // tensor id, -1 none
+    int res;  // tensor id of the residual (cuBLASLt's C with beta = 1), -1 none
     bool relu;
     DType lin; // the LINEAR's type (its operands' and output's)
     DType d;   // D's: the candidate output's type, which the bias must have too
+    const Tensor *out; // the LINEAR's output (the residual's shape)
 } EpiState;
 
 // Whether the running value may be computed in type t: the LINEAR's, or float32 on the way to a
@@ -281,7 +283,7 @@ static bool value_type_ok(const EpiState *st, DType t) {
     return t == st->lin || (t == DT_FLOAT && st->lin != DT_FLOAT);
 }
 
-enum { V_BAD, V_VAL, V_BIAS, V_IMM };
+enum { V_BAD, V_VAL, V_BIAS, V_IMM, V_RES };
 
 // An immediate as an instruction of type t sees it (prim.h: converted to the operand type).
 static double imm_as(DType t, double v) {
@@ -336,6 +338,11 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                            T->dims[T->rank - 1] == N && tensor_numel(T) == N) {
                     k[a] = V_BIAS;
                     bt[a] = t;
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d &&
+                           same_shape(T, st->out)) {
+                    // A residual: a candidate input of the product's shape, read as C.
+                    k[a] = V_RES;
+                    bt[a] = t;
                 } else {
                     return false;
                 }
@@ -350,7 +357,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         case EW_MUL:
             // alpha * (A B) before the bias and the ReLU.
             if ((k[0] == V_VAL && k[1] == V_IMM) || (k[0] == V_IMM && k[1] == V_VAL)) {
-                if (st->bias >= 0 || st->relu)
+                if (st->bias >= 0 || st->res >= 0 || st->relu)
                     return false;
                 st->alpha *= (float)imm_as(in->dtype, k[0] == V_IMM ? v[0] : v[1]);
                 out = V_VAL;
@@ -361,6 +368,13 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                 if (st->bias >= 0 || st->relu)
                     return false;
                 st->bias = k[0] == V_BIAS ? bt[0] : bt[1];
+                out = V_VAL;
+            } else if ((k[0] == V_VAL && k[1] == V_RES) || (k[0] == V_RES && k[1] == V_VAL)) {
+                // cuBLASLt adds beta C before its epilogue's bias: the same sum in another
+                // order, which float rounding alone tells apart; the ReLU must come after.
+                if (st->res >= 0 || st->relu)
+                    return false;
+                st->res = k[0] == V_RES ? bt[0] : bt[1];
                 out = V_VAL;
             }
             break;
@@ -475,7 +489,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     }
     // The other primitives: the transposes found above, then the epilogue, a chain of
     // ELEMWISE primitives each reading the previous value (and perhaps the bias).
-    EpiState st = {1.0f, -1, false, lin, dt};
+    EpiState st = {1.0f, -1, -1, false, lin, dt, O};
     int cur = L.tl;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *q = pg->prims[c->prims[i]];
@@ -519,6 +533,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     call->in_a = pb;
     call->in_b = pa;
     call->in_bias = st.bias >= 0 ? cgen_input_pos(c, st.bias) : -1;
+    call->in_res = st.res >= 0 ? cgen_input_pos(c, st.res) : -1;
     call->align_a = alignment(call->lda, call->stride_a, call->batch, lt_size(ab));
     call->align_b = alignment(call->ldb, call->stride_b, call->batch, lt_size(ab));
     call->align_c = alignment(call->ldc, call->stride_c, call->batch, lt_size(cd));
@@ -556,6 +571,7 @@ bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
              c->compute != BLASLT_COMPUTE_32F_FAST_TF32 && !half_types_valid(c->compute))
         bad = "an unknown compute type";
     else if (c->in_a < 0 || c->in_b < 0 || c->in_a >= 32 || c->in_b >= 32 || c->in_bias >= 32 ||
+             c->in_res < -1 || c->in_res >= 32 ||
              (c->in_bias < 0) != (c->epilogue == BLASLT_EPI_NONE || c->epilogue == BLASLT_EPI_RELU))
         bad = "impossible operand positions";
     else if (c->workspace > BLASLT_MAX_WORKSPACE)
@@ -574,17 +590,20 @@ static const char *type_name(int type) {
 
 void blaslt_call_str(const BlasLtCall *c, char *buf, size_t n) {
     static const char *const epi[] = {"?", "none", "relu", "?", "bias", "?", "relu+bias"};
+    char res[32] = "";
+    if (c->in_res >= 0)
+        snprintf(res, sizeof res, " residual=in%d beta=1", c->in_res);
     char types[32] = "";
     if (BLASLT_TYPE_AB(c->compute) || BLASLT_TYPE_CD(c->compute))
         snprintf(types, sizeof types, " types=%s/%s", type_name(BLASLT_TYPE_AB(c->compute)),
                  type_name(BLASLT_TYPE_CD(c->compute)));
     snprintf(buf, n,
              "cublasLtMatmul m=%d n=%d k=%d op=%c%c ld=%lld/%lld/%lld batch=%d strides=%lld/%lld/"
-             "%lld epilogue=%s alpha=%g compute=%d%s workspace=%llu cublasLt=%llu",
+             "%lld epilogue=%s%s alpha=%g compute=%d%s workspace=%llu cublasLt=%llu",
              c->m, c->n, c->k, c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', (long long)c->lda,
              (long long)c->ldb, (long long)c->ldc, c->batch, (long long)c->stride_a,
              (long long)c->stride_b, (long long)c->stride_c,
-             c->epilogue >= 0 && c->epilogue <= 6 ? epi[c->epilogue] : "?", (double)c->alpha,
+             c->epilogue >= 0 && c->epilogue <= 6 ? epi[c->epilogue] : "?", res, (double)c->alpha,
              BLASLT_COMPUTE_TYPE(c->compute), types, (unsigned long long)c->workspace,
              (unsigned long long)c->version);
 }
@@ -669,8 +688,9 @@ int blaslt_check_version(const BlasLtCall *call, Err *e) {
     return ST_OK;
 }
 
-int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr d,
-                  CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e) {
+int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
+                  CUdeviceptr res, CUdeviceptr d, CUdeviceptr ws, uint64_t ws_bytes,
+                  CUstream stream, Err *e) {
     const Lib *l = lib_get();
     const BlasLtCall *c = &op->call;
     if (!l || !op->desc)
@@ -686,12 +706,16 @@ int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr 
         if (LT_TRY(l, e, desc_set, op->desc, DESC_BIAS_POINTER, &bp, sizeof bp))
             return e->code;
     }
-    float alpha = c->alpha, beta = 0.0f;
+    if (c->in_res >= 0 && !res)
+        return err_set(e, ST_INVALID, "cuBLASLt call with a residual given none");
+    // C is the residual (same layout as D) with beta = 1, else D itself with beta = 0.
+    float alpha = c->alpha, beta = c->in_res >= 0 ? 1.0f : 0.0f;
     cublasLtMatmulAlgo_t algo;
     memcpy(algo.data, c->algo, sizeof algo.data);
     void *dp = (void *)(uintptr_t)d;
+    const void *cp = c->in_res >= 0 ? (const void *)(uintptr_t)res : dp;
     return LT_TRY(l, e, matmul, h, op->desc, &alpha, (const void *)(uintptr_t)a, op->la,
-                  (const void *)(uintptr_t)b, op->lb, &beta, dp, op->lc, dp, op->lc, &algo,
+                  (const void *)(uintptr_t)b, op->lb, &beta, cp, op->lc, dp, op->lc, &algo,
                   c->workspace ? (void *)(uintptr_t)ws : NULL, (size_t)c->workspace, stream);
 }
 

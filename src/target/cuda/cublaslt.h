@@ -61,8 +61,10 @@ typedef struct BlasLtCall {
     int64_t stride_a, stride_b, stride_c; // batch strides in elements; 0: broadcast
     int32_t epilogue;                     // BLASLT_EPI_*
     int32_t compute;                      // BLASLT_COMPUTE(compute type, A/B type, C/D type)
-    float alpha;                          // beta is 0
+    float alpha;                          // beta: 1 with a residual C (in_res), else 0
     int32_t in_a, in_b, in_bias; // candidate input positions (cugen.h ABI) of A, B, bias (-1)
+    int32_t in_res; // ... of C, a residual of D's shape and type added before the bias and
+                    // ReLU epilogue (D = alpha A B + C + bias), -1 none
     uint32_t align_a, align_b, align_c; // byte alignment the heuristics assumed per matrix
     uint64_t algo[8];                   // cublasLtMatmulAlgo_t
     uint64_t workspace;                 // bytes the algorithm needs
@@ -110,10 +112,12 @@ int blaslt_check_version(const BlasLtCall *call, Err *e);
 int blaslt_init(int ordinal, Err *e);
 int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e);
 void blaslt_op_destroy(BlasLtOp *op); // accepts a zeroed op
-// Queues the call on stream (capturable): a, b, bias are the device addresses of its A, B and
-// bias (0 without one), d the output; ws a device buffer of at least call.workspace bytes.
-int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr d,
-                  CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e);
+// Queues the call on stream (capturable): a, b, bias, res are the device addresses of its A, B,
+// bias and residual C (0 without one), d the output; ws a device buffer of at least
+// call.workspace bytes.
+int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
+                  CUdeviceptr res, CUdeviceptr d, CUdeviceptr ws, uint64_t ws_bytes,
+                  CUstream stream, Err *e);
 // Plausibility of an untrusted call (from a blob): false and a reason in why.
 bool blaslt_call_valid(const BlasLtCall *call, char *why, size_t n);
 // A one-line description of the call (comments, messages).

@@ -246,9 +246,9 @@ static int launch(Lab *L, const Runner *r, LabArgs *args, Err *e) {
     }
     if (r->op) {
         const BlasLtCall *c = &r->op->call;
-        return blaslt_op_run(r->op, args->in[c->in_a], args->in[c->in_b],
-                             c->in_bias >= 0 ? args->in[c->in_bias] : 0, args->out, L->ws,
-                             L->ws_bytes, L->stream, e);
+        return blaslt_op_run(
+            r->op, args->in[c->in_a], args->in[c->in_b], c->in_bias >= 0 ? args->in[c->in_bias] : 0,
+            c->in_res >= 0 ? args->in[c->in_res] : 0, args->out, L->ws, L->ws_bytes, L->stream, e);
     }
     const CudaLaunch *g = r->g;
     void *params[1] = {args};
