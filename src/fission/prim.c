@@ -397,3 +397,27 @@ double prim_flops(const PrimGraph *pg, const Prim *p) {
     default: return 0;
     }
 }
+
+bool prim_layout_is_view(const PrimGraph *pg, const Prim *p) {
+    const LayoutParams *lp = &p->lay;
+    if (p->kind != PRIM_LAYOUT || lp->concat || p->n_in != 1 || p->n_out != 1 || lp->n_stages < 1 ||
+        pg->tensors[p->in[0]]->dtype != pg->tensors[p->out[0]]->dtype)
+        return false;
+    for (int s = 0; s < lp->n_stages; s++) {
+        const LayoutStage *st = &lp->stages[s];
+        if (st->kind == LS_RESHAPE)
+            continue;
+        if (st->kind != LS_TRANSPOSE)
+            return false;
+        int last = -1;
+        for (int d = 0; d < st->in_rank; d++) {
+            int a = st->perm[d];
+            if (st->in_dims[a] == 1)
+                continue;
+            if (a < last)
+                return false;
+            last = a;
+        }
+    }
+    return true;
+}

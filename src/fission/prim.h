@@ -184,4 +184,9 @@ void prim_graph_counts(const PrimGraph *pg, int counts[PRIM_KIND_COUNT]);
 // bound constant folding.
 double prim_flops(const PrimGraph *pg, const Prim *p);
 
+// A LAYOUT that moves no element: one input of its output's type, every stage a reshape or a
+// transpose keeping the order of the non-unit axes (PyTorch's views: [1, S, E] <-> [S, 1, E],
+// flattening). Its output is its input's bytes under other dims.
+bool prim_layout_is_view(const PrimGraph *pg, const Prim *p);
+
 #endif

@@ -80,6 +80,8 @@ enum {
     E_RES_BIAS,      // (residual + y) + bias
     E_RELU_RES,      // relu(y) + residual: refused (the ReLU comes after C)
     E_RES_ALPHA,     // (y + residual) * 0.5: refused (alpha would scale C too)
+    E_VIEWS, // A a reshape of a flat input, y reshaped to [1, M, N] + a residual of that shape
+    E_VIEW_BIAS_BAD, // y reshaped to [M*N / 8, 8] + a bias of 8: refused (no bias along N)
 };
 
 // Half storage (Case.store flags, with Case.dt a half type).
@@ -180,7 +182,13 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     g->b.origin = "matmul_node";
     g->dt = dt;
     g->store = store;
-    int a = operand(g, dt, k->nba, k->ba, k->M, k->K, k->ta);
+    int a;
+    if (k->epi == E_VIEWS) { // PyTorch's views: no element moves
+        int64_t flat[1] = {k->M * k->K}, mk[2] = {k->M, k->K};
+        a = pb_reshape(&g->b, add_input(g, dt, 1, flat), 2, mk);
+    } else {
+        a = operand(g, dt, k->nba, k->ba, k->M, k->K, k->ta);
+    }
     int b = operand(g, dt, k->nbb, k->bb, k->K, k->N, k->tb);
     int y = g->lin = pb_matmul(&g->b, a, b);
     g->b.origin = "epilogue_node";
@@ -219,6 +227,18 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     case E_RELU_RES:
         y = pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_RELU, y), add_input(g, dt, orank, od));
         break;
+    case E_VIEWS: {
+        int64_t v[3] = {1, k->M, k->N};
+        int r = pb_reshape(&g->b, y, 3, v);
+        y = pb_ew2(&g->b, EW_ADD, r, add_input(g, dt, 3, v));
+        break;
+    }
+    case E_VIEW_BIAS_BAD: {
+        int64_t v[2] = {k->M * k->N / 8, 8}, b8[1] = {8};
+        int r = pb_reshape(&g->b, y, 2, v);
+        y = pb_ew2(&g->b, EW_ADD, r, add_input(g, dt, 1, b8));
+        break;
+    }
     case E_RES_ALPHA:
         y = pb_ew2i(&g->b, EW_MUL, pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, orank, od)), 0.5);
         break;
@@ -292,6 +312,7 @@ static const Case ok_cases[] = {
     {"residual", 0, 0, {0}, {0}, 197, 768, 96, false, false, E_RESIDUAL},
     {"bias_res_relu", 0, 0, {0}, {0}, 127, 129, 65, false, true, E_BIAS_RES_RELU},
     {"batched_res_bias", 1, 1, {3}, {3}, 33, 40, 24, false, false, E_RES_BIAS},
+    {"views_res", 0, 0, {0}, {0}, 197, 96, 64, false, false, E_VIEWS},
 };
 
 static const Case bad_cases[] = {
@@ -301,6 +322,7 @@ static const Case bad_cases[] = {
     {"partial_bcast", 2, 2, {1, 3}, {2, 3}, 16, 24, 8, false, false, E_NONE},
     {"relu_then_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RELU_RES},
     {"residual_then_alpha", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RES_ALPHA},
+    {"view_bias_not_n", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_VIEW_BIAS_BAD},
 };
 
 #define F16 DT_FLOAT16
@@ -372,11 +394,13 @@ static BlasLtCall expected_call(const MG *g, const Case *k) {
     c.in_b = pos_of(g, 0);
     c.in_a = pos_of(g, 1);
     // Graph inputs 2 and 3: the bias and the residual in the order the epilogue adds them.
-    c.in_bias = g->n_in > 2 && k->epi != E_RESIDUAL ? pos_of(g, k->epi == E_RES_BIAS ? 3 : 2) : -1;
-    c.in_res = k->epi == E_RESIDUAL        ? pos_of(g, 2)
-               : k->epi == E_RES_BIAS      ? pos_of(g, 2)
-               : k->epi == E_BIAS_RES_RELU ? pos_of(g, 3)
-                                           : -1;
+    c.in_bias = g->n_in > 2 && k->epi != E_RESIDUAL && k->epi != E_VIEWS
+                    ? pos_of(g, k->epi == E_RES_BIAS ? 3 : 2)
+                    : -1;
+    c.in_res = k->epi == E_RESIDUAL || k->epi == E_VIEWS ? pos_of(g, 2)
+               : k->epi == E_RES_BIAS                    ? pos_of(g, 2)
+               : k->epi == E_BIAS_RES_RELU               ? pos_of(g, 3)
+                                                         : -1;
     c.compute = BLASLT_COMPUTE_32F;
     if (g->dt != DT_FLOAT)
         c.compute = BLASLT_COMPUTE(BLASLT_COMPUTE_32F, lt_type_of(g->dt),

@@ -220,6 +220,11 @@ int blaslt_init(int ordinal, Err *e) {
     return get_handle(ordinal, e) ? ST_OK : e->code;
 }
 
+bool blaslt_ready(void) {
+    Err e = {0};
+    return get_handle(0, &e) != NULL;
+}
+
 // ---- the analysis ----
 
 static bool same_shape(const Tensor *a, const Tensor *b) {
@@ -231,9 +236,10 @@ static bool same_shape(const Tensor *a, const Tensor *b) {
     return true;
 }
 
-// Where operand t comes from: a candidate input read in place (*trans false), or one LAYOUT of
-// the candidate that swaps the last two axes of a candidate input of t's type (*trans true; its
-// primitive index in c goes to *via). The input's position in c->inputs, or -1.
+// Where operand t comes from: a candidate input read in place (*trans false), directly or
+// through a LAYOUT of the candidate that moves no element (prim_layout_is_view; its primitive index
+// in c goes to *via), or one LAYOUT that swaps the last two axes of a candidate input of t's type
+// (*trans true; *via likewise). The input's position in c->inputs, or -1.
 static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *trans, int *via) {
     *trans = false;
     *via = -1;
@@ -244,6 +250,10 @@ static int operand_source(const PrimGraph *pg, const Candidate *c, int t, bool *
         const Prim *p = pg->prims[c->prims[i]];
         if (p->kind != PRIM_LAYOUT || p->out[0] != t)
             continue;
+        if (prim_layout_is_view(pg, p)) {
+            *via = i;
+            return cgen_input_pos(c, p->in[0]);
+        }
         const LayoutParams *lp = &p->lay;
         if (lp->concat || lp->n_stages != 1 || p->n_in != 1 || lp->stages[0].kind != LS_TRANSPOSE)
             return -1;
@@ -272,7 +282,8 @@ typedef struct EpiState {
     bool relu;
     DType lin; // the LINEAR's type (its operands' and output's)
     DType d;   // D's: the candidate output's type, which the bias must have too
-    const Tensor *out; // the LINEAR's output (the residual's shape)
+    const Tensor *out; // the running value (the LINEAR's output, or a reshape of it): the
+                       // residual's shape, and its last axis the bias's
 } EpiState;
 
 // Whether the running value may be computed in type t: the LINEAR's, or float32 on the way to a
@@ -335,7 +346,8 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                         return false;
                     k[a] = V_VAL;
                 } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d && T->rank >= 1 &&
-                           T->dims[T->rank - 1] == N && tensor_numel(T) == N) {
+                           T->dims[T->rank - 1] == N && tensor_numel(T) == N &&
+                           st->out->dims[st->out->rank - 1] == N) {
                     k[a] = V_BIAS;
                     bt[a] = t;
                 } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d &&
@@ -450,7 +462,7 @@ static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch, uint64_t si
 bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     memset(call, 0, sizeof *call);
     Lin L;
-    if (!culin_analyse(pg, c, &L) || L.conv || L.p->lin.op != LIN_MATMUL)
+    if (!culin_analyse_views(pg, c, &L) || L.conv || L.p->lin.op != LIN_MATMUL)
         return false;
     bool ta_t, tb_t;
     int via_a, via_b;
@@ -495,7 +507,14 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
         const Prim *q = pg->prims[c->prims[i]];
         if (q == L.p || i == via_a || i == via_b)
             continue;
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], O) ||
+        // D viewed under other dims (the bytes cuBLASLt writes are the reshaped value's).
+        if (prim_layout_is_view(pg, q) && q->in[0] == cur) {
+            cur = q->out[0];
+            st.out = pg->tensors[cur];
+            continue;
+        }
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 ||
+            !same_shape(pg->tensors[q->out[0]], st.out) ||
             !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;

@@ -118,6 +118,8 @@ void blaslt_op_destroy(BlasLtOp *op); // accepts a zeroed op
 int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
                   CUdeviceptr res, CUdeviceptr d, CUdeviceptr ws, uint64_t ws_bytes,
                   CUstream stream, Err *e);
+// Whether calls can be made here: the library loads and a handle opens on device 0 (a GPU).
+bool blaslt_ready(void);
 // Plausibility of an untrusted call (from a blob): false and a reason in why.
 bool blaslt_call_valid(const BlasLtCall *call, char *why, size_t n);
 // A one-line description of the call (comments, messages).

@@ -13,6 +13,10 @@
 // Operands and LINEAR output all float32, or all float16, or all bfloat16 (half storage); the
 // sink float32, or the operands' half type.
 bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L);
+// The same, letting the LINEAR's result pass through LAYOUTs that move no element
+// (prim_layout_is_view) and the elementwise primitives after them, at the same element count:
+// for a library call that writes D's bytes (cuBLASLt), whose caller checks the shapes itself.
+bool culin_analyse_views(const PrimGraph *pg, const Candidate *c, Lin *L);
 // The operands' dtype (DT_FLOAT, DT_FLOAT16 or DT_BFLOAT16) and whether it is a half type.
 static inline DType culin_dtype(const Lin *L) {
     return lin_t(L, L->tl)->dtype;

@@ -40,7 +40,7 @@ static bool same_shape(const Tensor *a, const Tensor *b) {
 
 // Fills L as the C target's analysis does (emit_linear.c), for what this emitter generates:
 // matmul of any rank, 2-D convolution.
-bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
+static bool analyse(const PrimGraph *pg, const Candidate *c, Lin *L, bool views) {
     memset(L, 0, sizeof *L);
     L->pg = pg;
     L->c = c;
@@ -83,7 +83,10 @@ bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             reads |= q->in[j] >= 0 && down[q->in[j]];
         if (!reads)
             continue;
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
+        if (views && q->n_out == 1 && tensor_numel(lin_t(L, q->out[0])) == tensor_numel(O) &&
+            (q->kind == PRIM_ELEMWISE || prim_layout_is_view(pg, q)))
+            down[q->out[0]] = true; // the caller checks shapes along its views
+        else if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
             ok = false;
         else
             down[q->out[0]] = true;
@@ -165,6 +168,14 @@ bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     }
     // Indices stay below 2^31 per operand in the launch geometry (grid.y, grid.z limits).
     return L->M > 0 && L->N > 0 && L->K > 0 && L->batch > 0 && L->batch <= 65535;
+}
+
+bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
+    return analyse(pg, c, L, false);
+}
+
+bool culin_analyse_views(const PrimGraph *pg, const Candidate *c, Lin *L) {
+    return analyse(pg, c, L, true);
 }
 
 // ---- emission helpers shared by the kernel bodies ----

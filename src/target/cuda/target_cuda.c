@@ -65,8 +65,15 @@ static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
     if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
         return is_attention(pg, c) ? cugen_attn_supports(pg, c) : cugen_mlp_supports(pg, c);
     // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
-    // its analysis), so the library only adds configs.
-    return has_kind(pg, c, PRIM_LINEAR) ? cugen_lin_supports(pg, c) : cugen_pw_supports(pg, c);
+    // its analysis), so the library only adds configs; except where the product passes through
+    // views (reshapes that move no element, which our emitter's epilogue does not take): those
+    // are cuBLASLt's alone, supported only where calls can be made (a GPU and the library).
+    if (!has_kind(pg, c, PRIM_LINEAR))
+        return cugen_pw_supports(pg, c);
+    if (cugen_lin_supports(pg, c))
+        return true;
+    BlasLtCall call;
+    return blaslt_analyse(pg, c, &call) && blaslt_ready();
 }
 
 // Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
