@@ -1,6 +1,7 @@
 // The clean-up driver and the graph-wide passes (see passes.h): constant folding, common
 // subexpression elimination, dead primitive elimination, and the helpers every pass file shares.
-// The rewriting passes live in passes_layout.c, passes_elementwise.c and passes_batchnorm.c.
+// The rewriting passes live in passes_layout.c, passes_elementwise.c, passes_batchnorm.c and
+// passes_scale.c.
 #include "passes.h"
 
 #include "../ir/fold.h"
@@ -440,24 +441,22 @@ typedef struct PassDef {
     PassFn run;
 } PassDef;
 
-// Folding first, so BatchNorm's scale is a constant when its chain is matched; BatchNorm before
-// elementwise merging, which would hide the chain inside one program; CSE after canonicalisation;
+// Folding first, so BatchNorm's scale is a constant when its chain is matched; BatchNorm and scale
+// hoisting before elementwise merging, which would hide their chains inside one program (a
+// scale would join its producer's program); CSE after canonicalisation;
 // dead code last, to drop what the others bypassed.
 static const PassDef passes[] = {
-    {"constant folding", pass_fold_constants},
-    {"batchnorm folding", pass_fold_batchnorm},
-    {"identity removal", pass_remove_identities},
-    {"layout composition", pass_compose_layouts},
-    {"elementwise merging", pass_merge_elementwise},
-    {"common subexpressions", pass_cse},
-    {"dead primitives", pass_dead_code},
+    {"constant folding", pass_fold_constants},    {"batchnorm folding", pass_fold_batchnorm},
+    {"identity removal", pass_remove_identities}, {"layout composition", pass_compose_layouts},
+    {"scale hoisting", pass_hoist_scales},        {"elementwise merging", pass_merge_elementwise},
+    {"common subexpressions", pass_cse},          {"dead primitives", pass_dead_code},
 };
 
 #define CLEANUP_MAX_ROUNDS 16
 
 static int changes(const CleanupStats *s) {
-    return s->folded + s->bn_folded + s->identities + s->layouts_composed + s->ew_merged +
-           s->ew_canonicalised + s->cse + s->dead;
+    return s->folded + s->bn_folded + s->identities + s->layouts_composed + s->scales_hoisted +
+           s->ew_merged + s->ew_canonicalised + s->cse + s->dead;
 }
 
 int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e) {

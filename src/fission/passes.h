@@ -1,5 +1,6 @@
 // Clean-up passes on the primitive graph, run after fission: constant folding, BatchNorm folding
-// into convolutions, identity-layout removal, layout chain composition, elementwise chain merging
+// into convolutions, identity-layout removal, layout chain composition, scalar factors of MatMul
+// operands hoisted after the product, elementwise chain merging
 // (canonicalised programs), common subexpression elimination and dead primitive elimination.
 // Needs: a verified primitive graph. Guarantees: a verified graph computing the same outputs (the
 // same graph inputs and output tensors, names included), with no dead primitives in the list.
@@ -18,6 +19,7 @@ typedef struct CleanupStats {
     int layouts_composed; // layout chains joined into their consumer, stages merged
     int ew_merged;        // elementwise primitives inlined into their consumer
     int ew_canonicalised; // programs rewritten into canonical form
+    int scales_hoisted;   // scalar factors of MatMul operands moved after the product
     int cse;              // primitives and constants replaced by an identical earlier one
     int dead;             // primitives no graph output needs
 } CleanupStats;
@@ -36,6 +38,11 @@ int pass_remove_identities(PrimGraph *pg, CleanupStats *st, Err *e);
 // A single-input layout chain whose input is another chain with no other consumer absorbs it;
 // adjacent reshapes collapse, adjacent transposes compose, transposes of unit axes are reshapes.
 int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e);
+// A MatMul operand that is a scalar multiple of a tensor (one MUL or DIV by a scalar constant,
+// read by the MatMul alone) is read unscaled, and the product is multiplied by the factors'
+// product instead (PyTorch's attention export scales Q and K^T each by sqrt(scale)): the fused
+// attention then reads Q and K^T in place (passes_scale.c).
+int pass_hoist_scales(PrimGraph *pg, CleanupStats *st, Err *e);
 // An elementwise primitive absorbs elementwise producers it alone consumes (when their output is
 // not broadcast, so no work is repeated); every program is then put in canonical form.
 int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e);

@@ -651,6 +651,49 @@ def resize(seed):
     return b.model(), lambda r: {"x": r.standard_normal((1, 2, 6, 5))}, []
 
 
+# ---- l) ViT encoder self-attention as torchvision's nn.MultiheadAttention(batch_first) exports ----
+
+def vit_mha(seed):
+    """x.transpose(1, 0); packed in-projection unflattened to (3, E) and split by Gather;
+    per head view/transpose; scaled_dot_product_attention's export (the scale split as
+    sqrt(scale) on Q and on K^T); permute(2, 0, 1, 3) and view for the out-projection Gemm;
+    view and transpose back; the residual."""
+    T, E, H = 9, 16, 2
+    b = Builder("vit_mha", 17, seed)
+    x = b.input("x", F, [1, T, E])
+    s = "/encoder/layers/encoder_layer_0/self_attention"
+    h = b.layernorm(x, "/encoder/layers/encoder_layer_0/ln_1", "ln_1", E)
+    h = b.op("Transpose", [h], s, perm=[1, 0, 2])
+    proj = b.op("MatMul", [h, b.param(None, b.he((E, 3 * E), E))], s)
+    proj = b.op("Add", [proj, b.param("in_proj_bias", b.rng.uniform(-0.1, 0.1, 3 * E))], s)
+    proj = b.op("Reshape", [proj, b.const([T, 1, 3, E], scope=s)], s)
+    proj = b.unsqueeze(proj, [0], s)
+    proj = b.op("Transpose", [proj], s, perm=[3, 1, 2, 0, 4])
+    proj = b.op("Squeeze", [proj, b.const([3], scope=s)], s)
+
+    def head(i):
+        t = b.op("Gather", [proj, b.const(i, scope=s)], s, axis=0)
+        t = b.op("Reshape", [t, b.const([T, H, E // H], scope=s)], s)
+        t = b.op("Transpose", [t], s, perm=[1, 0, 2])
+        return b.op("Reshape", [t, b.const([1, H, T, E // H], scope=s)], s)
+
+    q, k, v = head(0), head(1), head(2)
+    root = np.float32(1.0 / np.sqrt(np.sqrt(E // H)))
+    kt = b.op("Transpose", [k], s, perm=[0, 1, 3, 2])
+    qs = b.op("Mul", [q, b.const(root, np.float32, s)], s)
+    ks = b.op("Mul", [kt, b.const(root, np.float32, s)], s)
+    att = b.op("Softmax", [b.op("MatMul", [qs, ks], s)], s, axis=-1)
+    o = b.op("MatMul", [att, v], s)
+    o = b.op("Transpose", [o], s, perm=[2, 0, 1, 3])
+    o = b.op("Reshape", [o, b.const([T, E], scope=s)], s)
+    o = b.gemm(o, s, "out_proj", E, E)
+    o = b.op("Reshape", [o, b.const([T, 1, E], scope=s)], s)
+    o = b.op("Transpose", [o], s, perm=[1, 0, 2])
+    b.op("Add", [o, x], "/encoder/layers/encoder_layer_0", out="y")
+    b.output("y", F, [1, T, E])
+    return b.model(), lambda r: {"x": r.standard_normal((1, T, E))}, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -664,6 +707,7 @@ MODELS = {
     "i_wav2vec": wav2vec,
     "j_opset11_semantics": opset11,
     "k_resize": resize,
+    "l_vit_mha": vit_mha,
 }
 EXTERNAL = {"g_external"}
 

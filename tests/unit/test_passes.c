@@ -558,6 +558,74 @@ static void test_scalar_constants(void) {
     tg_free(&g);
 }
 
+// ---- scale hoisting ----
+
+// The attention export: S = (Q * c) x (K^T * c) with Q, K^T head-split transposes of inputs
+// becomes (Q x K^T) * c^2, the scale a MUL of the product (its name kept: a graph output here);
+// a DIV by a one-element constant hoists as its reciprocal. Within float rounding of the scores.
+static void test_hoist_scales(void) {
+    TG g;
+    tg_init(&g);
+    int64_t qd[3] = {5, 3, 8}, kd[3] = {7, 3, 8}, one[1] = {1};
+    int q = tg_input(&g, DT_FLOAT, 3, qd, 1, 0), k = tg_input(&g, DT_FLOAT, 3, kd, 1, 0);
+    int perm_q[3] = {1, 0, 2}, perm_k[3] = {1, 2, 0};
+    int qh = pb_transpose(&g.b, q, perm_q), kt = pb_transpose(&g.b, k, perm_k); // [3,5,8] [3,8,7]
+    int qs = pb_ew2i(&g.b, EW_MUL, qh, 0.5946035575);
+    int c = tg_const(&g, DT_FLOAT, 1, one, 0.5, 2);
+    int ks = pb_ew2(&g.b, EW_DIV, kt, c);
+    int s = pb_matmul(&g.b, qs, ks);
+    tg_output(&g, s, "scores");
+    // A scale read twice stays: the MatMul is not its only reader.
+    int64_t ad[2] = {4, 6}, bd[2] = {6, 5};
+    int a = tg_input(&g, DT_FLOAT, 2, ad, 1, 0), b = tg_input(&g, DT_FLOAT, 2, bd, 1, 0);
+    int as = pb_ew2i(&g.b, EW_MUL, a, 3.0);
+    tg_output(&g, pb_matmul(&g.b, as, b), "shared");
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, as), "as_neg");
+    // An elementwise operand that is no scalar scale (a per-column factor) stays.
+    int64_t cd[2] = {1, 6};
+    int col = tg_const(&g, DT_FLOAT, 2, cd, 1, 0);
+    tg_output(&g, pb_matmul(&g.b, pb_ew2(&g.b, EW_MUL, a, col), b), "per_column");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    int ew0 = count(g.pg, PRIM_ELEMWISE);
+    CHECK(apply(&g, pass_hoist_scales, &st) == ST_OK);
+    CHECK_MSG(st.scales_hoisted == 2, "%d hoisted", st.scales_hoisted);
+    CHECK(count(g.pg, PRIM_ELEMWISE) == ew0 - 1);
+    const Prim *p = producer(g.pg, g.pg->outputs[0]);
+    CHECK(p && p->kind == PRIM_ELEMWISE && p->ew.n == 1 && p->ew.code[0].op == EW_MUL &&
+          p->ew.code[0].arg[1].src == EWS_IMM);
+    const Prim *mm = p ? producer(g.pg, p->in[0]) : NULL;
+    CHECK(mm && mm->kind == PRIM_LINEAR && mm->in[0] == qh && mm->in[1] == kt);
+    p = producer(g.pg, g.pg->outputs[1]);
+    CHECK(p && p->kind == PRIM_LINEAR && p->in[0] == as);
+    p = producer(g.pg, g.pg->outputs[3]);
+    CHECK(p && p->kind == PRIM_LINEAR && p->in[0] != a);
+    tg_compare(&g, 1e-5);
+    // The whole clean-up reaches the same graph and keeps it (a second run changes nothing).
+    CHECK(cleanup(&g, &st) == ST_OK);
+    int n = g.pg->n_prims;
+    CleanupStats again = {0};
+    CHECK(cleanup(&g, &again) == ST_OK && again.scales_hoisted == 0 && g.pg->n_prims == n);
+    tg_compare(&g, 1e-5);
+    tg_free(&g);
+}
+
+// Factors that cancel (x * 4 and y / 4) leave the bare product, no MUL after it.
+static void test_hoist_scales_cancel(void) {
+    TG g;
+    tg_init(&g);
+    int64_t ad[2] = {3, 4}, bd[2] = {4, 2};
+    int a = tg_input(&g, DT_FLOAT, 2, ad, 1, 0), b = tg_input(&g, DT_FLOAT, 2, bd, 1, 0);
+    int y = pb_matmul(&g.b, pb_ew2i(&g.b, EW_MUL, a, 4.0), pb_ew2i(&g.b, EW_DIV, b, 4.0));
+    tg_output(&g, y, "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_hoist_scales, &st) == ST_OK);
+    CHECK(st.scales_hoisted == 2 && g.pg->n_prims == 1 && count(g.pg, PRIM_LINEAR) == 1);
+    tg_compare(&g, -1); // powers of two: exact
+    tg_free(&g);
+}
+
 // ---- common subexpressions ----
 
 static void test_cse(void) {
@@ -851,6 +919,8 @@ int main(int argc, char **argv) {
     RUN(test_merge_exact_narrow_types);
     RUN(test_merge_limits);
     RUN(test_scalar_constants);
+    RUN(test_hoist_scales);
+    RUN(test_hoist_scales_cancel);
     RUN(test_cse);
     RUN(test_dead_code);
     RUN(test_cleanup_block);
