@@ -82,6 +82,8 @@ enum {
     E_RES_ALPHA,     // (y + residual) * 0.5: refused (alpha would scale C too)
     E_VIEWS, // A a reshape of a flat input, y reshaped to [1, M, N] + a residual of that shape
     E_VIEW_BIAS_BAD, // y reshaped to [M*N / 8, 8] + a bias of 8: refused (no bias along N)
+    E_VIEW_FOLD,     // A a [1, M, K] input viewed as [M, 1, K] (M batches of one row; PyTorch's
+                 // batch_first transpose before nn.MultiheadAttention), + a bias: folded to M rows
 };
 
 // Half storage (Case.store flags, with Case.dt a half type).
@@ -186,6 +188,9 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     if (k->epi == E_VIEWS) { // PyTorch's views: no element moves
         int64_t flat[1] = {k->M * k->K}, mk[2] = {k->M, k->K};
         a = pb_reshape(&g->b, add_input(g, dt, 1, flat), 2, mk);
+    } else if (k->epi == E_VIEW_FOLD) {
+        int64_t in[3] = {1, k->M, k->K}, v[3] = {k->M, 1, k->K};
+        a = pb_reshape(&g->b, add_input(g, dt, 3, in), 3, v);
     } else {
         a = operand(g, dt, k->nba, k->ba, k->M, k->K, k->ta);
     }
@@ -199,7 +204,8 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     int64_t od[ORCH_MAX_RANK];
     memcpy(od, P->dims, sizeof(int64_t) * (size_t)orank);
     switch (k->epi) {
-    case E_BIAS: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 1, nd)); break;
+    case E_BIAS:
+    case E_VIEW_FOLD: y = pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, 1, nd)); break;
     case E_BIAS_RELU:
         y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, add_input(g, dt, 1, nd), y));
         break;
@@ -313,6 +319,7 @@ static const Case ok_cases[] = {
     {"bias_res_relu", 0, 0, {0}, {0}, 127, 129, 65, false, true, E_BIAS_RES_RELU},
     {"batched_res_bias", 1, 1, {3}, {3}, 33, 40, 24, false, false, E_RES_BIAS},
     {"views_res", 0, 0, {0}, {0}, 197, 96, 64, false, false, E_VIEWS},
+    {"view_folded", 0, 0, {0}, {0}, 197, 96, 64, false, false, E_VIEW_FOLD},
 };
 
 static const Case bad_cases[] = {
@@ -385,11 +392,12 @@ static BlasLtCall expected_call(const MG *g, const Case *k) {
         c.stride_b = k->nba ? k->M * k->K : 0;
         c.stride_c = k->M * k->N;
     }
-    c.epilogue = k->epi == E_BIAS || k->epi == E_ALPHA_BIAS || k->epi == E_RES_BIAS
-                     ? BLASLT_EPI_BIAS
-                 : k->epi == E_BIAS_RELU || k->epi == E_BIAS_RES_RELU ? BLASLT_EPI_RELU_BIAS
-                 : k->epi == E_RELU || k->epi == E_MAX0               ? BLASLT_EPI_RELU
-                                                                      : BLASLT_EPI_NONE;
+    c.epilogue =
+        k->epi == E_BIAS || k->epi == E_ALPHA_BIAS || k->epi == E_RES_BIAS || k->epi == E_VIEW_FOLD
+            ? BLASLT_EPI_BIAS
+        : k->epi == E_BIAS_RELU || k->epi == E_BIAS_RES_RELU ? BLASLT_EPI_RELU_BIAS
+        : k->epi == E_RELU || k->epi == E_MAX0               ? BLASLT_EPI_RELU
+                                                             : BLASLT_EPI_NONE;
     c.alpha = k->epi == E_ALPHA_BIAS ? 0.5f : 1.0f;
     c.in_b = pos_of(g, 0);
     c.in_a = pos_of(g, 1);

@@ -470,6 +470,21 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     int pb = operand_source(pg, c, L.tb, &tb_t, &via_b);
     if (pa < 0 || pb < 0)
         return false;
+    // Row blocks of a dense A times one shared B are one product with batch * M rows, as
+    // culin_analyse folds them for a kernel input; here also when A is read through a view
+    // (PyTorch's [1, S, E] -> [S, 1, E] before nn.MultiheadAttention's projection gives S
+    // batches of one row, which cuBLASLt would run as S matrix-vector products).
+    if (!L.m0 && L.batch > 1 && via_a >= 0 && !ta_t) {
+        const Tensor *A = pg->tensors[L.ta], *P = pg->tensors[L.tl];
+        bool dense_a = A->rank == P->rank;
+        for (int d = 0; d < L.nbd && dense_a; d++)
+            dense_a = A->dims[d] == P->dims[d] && L.sb[d] == 0;
+        if (dense_a) {
+            L.m0 = L.M;
+            L.M *= L.batch;
+            L.batch = 1;
+        }
+    }
     const Tensor *O = pg->tensors[L.tl];
     if (L.M > INT32_MAX || L.N > INT32_MAX || L.K > INT32_MAX || L.batch > INT32_MAX)
         return false;
