@@ -108,6 +108,105 @@ static bool operand_ok(const PrimGraph *pg, int x, const AttnSpec *a, int64_t ro
     return t->dims[a->rank - 2] == rows && t->dims[a->rank - 1] == cols;
 }
 
+// Dense element strides of tensor t (0 on unit axes).
+static void dense_strides(const Tensor *t, int64_t *stride) {
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        stride[d] = t->dims[d] == 1 ? 0 : s;
+        s *= t->dims[d];
+    }
+}
+
+// The offset in Y of the element LAYOUT p (transposes and reshapes only, Y = p(O)) takes from
+// O's element oi: the stages inverted, from the input side (a transpose's inverse permutes back,
+// a reshape keeps the flat offset).
+static int64_t inverse_offset(const Prim *p, const Tensor *Y, const Tensor *O, const int64_t *oi) {
+    int64_t cur[ORCH_MAX_RANK], nxt[ORCH_MAX_RANK];
+    memcpy(cur, oi, sizeof(int64_t) * (size_t)O->rank);
+    for (int k = p->lay.n_stages - 1; k >= 0; k--) {
+        const LayoutStage *st = &p->lay.stages[k];
+        int orank = k == 0 ? Y->rank : p->lay.stages[k - 1].in_rank;
+        const int64_t *odims = k == 0 ? Y->dims : p->lay.stages[k - 1].in_dims;
+        if (st->kind == LS_TRANSPOSE) {
+            for (int d = 0; d < orank; d++) // in[perm[d]] = out[d]
+                nxt[d] = cur[st->perm[d]];
+        } else {
+            int64_t f = 0;
+            for (int d = 0; d < st->in_rank; d++)
+                f = f * st->in_dims[d] + cur[d];
+            for (int d = orank - 1; d >= 0; d--) {
+                nxt[d] = f % odims[d];
+                f /= odims[d];
+            }
+        }
+        memcpy(cur, nxt, sizeof cur);
+    }
+    int64_t off = 0;
+    for (int d = 0; d < Y->rank; d++)
+        off = off * Y->dims[d] + cur[d];
+    return off;
+}
+
+// Whether LAYOUT p, reading O alone into Y, writes O's element i at sum_d stride[d] * i[d] of Y
+// with O's last axis unit-stride (fills stride). Checked at every point of small tensors, else
+// on the axis lines through both corners and at 512 pseudo-random points.
+static bool out_layout_strides(const PrimGraph *pg, const Prim *p, int64_t *stride) {
+    if (p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 || p->n_out != 1 ||
+        p->lay.n_stages < 1)
+        return false;
+    const Tensor *O = pg->tensors[p->in[0]], *Y = pg->tensors[p->out[0]];
+    if (O->dtype != Y->dtype || tensor_numel(O) != tensor_numel(Y) || O->rank < 2)
+        return false;
+    for (int k = 0; k < p->lay.n_stages; k++)
+        if (p->lay.stages[k].kind != LS_TRANSPOSE && p->lay.stages[k].kind != LS_RESHAPE)
+            return false;
+    const int r = O->rank;
+    int64_t idx[ORCH_MAX_RANK] = {0};
+    if (inverse_offset(p, Y, O, idx) != 0)
+        return false;
+    for (int d = 0; d < r; d++) {
+        stride[d] = 0;
+        if (O->dims[d] == 1)
+            continue;
+        idx[d] = 1;
+        stride[d] = inverse_offset(p, Y, O, idx);
+        idx[d] = 0;
+    }
+    if (O->dims[r - 1] > 1 && stride[r - 1] != 1)
+        return false;
+    stride[r - 1] = 1;
+    int64_t n = tensor_numel(O), points = n <= 4096 ? n : 2 * r * 512 + 512;
+    uint64_t z = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < points; i++) {
+        if (n <= 4096) {
+            int64_t f = i;
+            for (int q = r - 1; q >= 0; q--) {
+                idx[q] = f % O->dims[q];
+                f /= O->dims[q];
+            }
+        } else if (i < 2 * r * 512) { // axis lines through the origin and the far corner
+            int64_t line = i / 512, step = i % 512;
+            int axis = (int)(line % r), corner = (int)(line / r);
+            for (int q = 0; q < r; q++)
+                idx[q] = corner ? O->dims[q] - 1 : 0;
+            idx[axis] = step * O->dims[axis] / 512;
+        } else {
+            for (int q = 0; q < r; q++) {
+                z ^= z << 13;
+                z ^= z >> 7;
+                z ^= z << 17;
+                idx[q] = (int64_t)(z % (uint64_t)O->dims[q]);
+            }
+        }
+        int64_t want = 0;
+        for (int q = 0; q < r; q++)
+            want += stride[q] * idx[q];
+        if (inverse_offset(p, Y, O, idx) != want)
+            return false;
+    }
+    return true;
+}
+
 // Matches the attention ending at the MatMul mm2 (a prim index); fills a's structure fields.
 static bool match(const Match *m, int mm2, AttnSpec *a) {
     const PrimGraph *pg = m->pg;
@@ -123,7 +222,8 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     a->dt = dt;
     a->mm2 = mm2;
     a->out = a->y = o->out[0];
-    a->cast = -1;
+    a->cast = a->out_layout = -1;
+    dense_strides(pg->tensors[a->out], a->ostride);
     a->v = o->in[1];
     int P = o->in[0];
     const Prim *div = prim_of(m, P, &a->ew_div);
@@ -237,23 +337,37 @@ bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
                 producer[p->out[j]] = c->prims[i];
     }
     Match m = {pg, producer};
-    int sink = c->prims[c->n_prims - 1], cast = -1;
-    if (cast_to_f32(pg->prims[sink])) { // a half O cast to float32 ends the candidate
+    int sink = c->prims[c->n_prims - 1], cast = -1, olay = -1;
+    const Prim *last = pg->prims[sink];
+    if (cast_to_f32(last)) { // a half O cast to float32 ends the candidate
         cast = sink;
-        sink = producer[pg->prims[sink]->in[0]];
+        sink = producer[last->in[0]];
+    } else if (last->kind == PRIM_LAYOUT && last->n_in == 1 && last->n_out == 1 &&
+               last->out[0] == c->output && last->in[0] >= 0) { // O's heads merged back
+        olay = sink;
+        sink = producer[last->in[0]];
     }
     bool ok = sink >= 0 && pg->prims[sink]->n_out == 1 &&
-              (cast >= 0 || pg->prims[sink]->out[0] == c->output) && match(&m, sink, a);
+              (cast >= 0 || olay >= 0 || pg->prims[sink]->out[0] == c->output) &&
+              match(&m, sink, a);
     if (ok && cast >= 0) {
         ok = a->dt != DT_FLOAT && pg->prims[cast]->out[0] == c->output;
         a->cast = cast;
         a->y = c->output;
     }
+    if (ok && olay >= 0) {
+        ok = last->in[0] == a->out && out_layout_strides(pg, last, a->ostride);
+        a->out_layout = olay;
+        a->y = c->output;
+    }
     if (ok) {
-        // Every member is a core primitive, the CAST or a LAYOUT producing Q, Kt or V.
-        int core[17], nc = core_members(a, core), nl = 0;
+        // Every member is a core primitive, the CAST, the output LAYOUT or a LAYOUT producing
+        // Q, Kt or V.
+        int core[18], nc = core_members(a, core), nl = 0;
         if (cast >= 0)
             core[nc++] = cast;
+        if (olay >= 0)
+            core[nc++] = olay;
         for (int i = 0; i < c->n_prims && ok; i++) {
             int k = c->prims[i];
             bool in_core = false;
@@ -407,6 +521,21 @@ int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *produce
         }
         if (n > n0)
             added += append(cs, pg, &u, prim_hash, set, n, k, cast);
+        // O read by one LAYOUT alone that merges the heads back (rows stay unit-stride): each
+        // variant again, ending with it (a float32 O: a half one ends with its CAST instead).
+        int64_t ostride[ORCH_MAX_RANK];
+        if (cast < 0 && u.n_cons[a.out] == 1 && !u.is_out[a.out]) {
+            int r = u.cons[u.cons_off[a.out]];
+            if (out_layout_strides(pg, pg->prims[r], ostride)) {
+                for (int v = 0; v < (n > n0 ? 2 : 1); v++) {
+                    int m2 = v == 0 ? n0 : n, s2[21];
+                    memcpy(s2, set, sizeof(int) * (size_t)m2);
+                    s2[m2] = r;
+                    if (closed(pg, &u, cs->segment_of_prim, s2, m2 + 1, r))
+                        added += append(cs, pg, &u, prim_hash, s2, m2 + 1, r, -1);
+                }
+            }
+        }
     }
     uses_free(&u);
     return added;

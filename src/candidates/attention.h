@@ -10,7 +10,10 @@
 // proposed as one candidate, so a target can compute it per query tile with an online (running
 // max and sum) softmax and never write the score matrix to memory. A second variant of each also
 // takes in the LAYOUT primitives (head split transposes) that produce Q, Kt and V when they feed
-// nothing else, so the kernel reads the projections in place.
+// nothing else, so the kernel reads the projections in place. Where O is read by one LAYOUT
+// alone (the heads merged back: [B, H, M, Dv] -> [B, M, H * Dv]) of transposes and reshapes that
+// keep O's last axis unit-stride, each variant is also proposed ending with it: the kernel writes
+// O's rows at their places in the merged tensor (AttnSpec.ostride).
 // Tensors are float32, or all float16 or all bfloat16 (half storage: passes_storage.c retypes
 // them, instructions computing in float32 or in the half type). A half attention whose O is read
 // only by a CAST to float32 (the boundary of a model output or an OPAQUE primitive) also gets
@@ -42,7 +45,11 @@ typedef struct AttnSpec {
     int q, kt, v;                 // tensors: mm1's operands, mm2's right operand
     int out;                      // tensor: mm2's output
     int cast;                     // the CAST primitive ending the candidate (-1: none)
-    int y;                        // tensor: the candidate's output (out, or the CAST's, float32)
+    int out_layout;               // the LAYOUT ending the candidate, writing y from O (-1: none)
+    int y;                        // tensor: the candidate's output (out, the CAST's float32 one,
+                                  // or the LAYOUT's)
+    int64_t ostride[ORCH_MAX_RANK]; // element stride in y of each axis of O (0 on unit axes; 1
+                                    // on the last: O's rows are written as unit-stride runs)
     DType dt;                     // of Q, Kt, V, the scores, P and O: DT_FLOAT, DT_FLOAT16 or
                                   // DT_BFLOAT16
     int rank;                     // >= 2

@@ -35,6 +35,7 @@ typedef struct AttnCase {
                        // materialised K^T is: input "kt" [B, D, H, N] transposed to [B, H, D, N]
     DType dt;          // of every tensor and instruction: DT_FLOAT16, DT_BFLOAT16; 0: float32
     bool cast_out;     // (half) the output is O cast to float32, as at a model output
+    bool out_merge;    // the output is O's heads merged back, [B, M, H * Dv] (permute + view)
 } AttnCase;
 
 static inline DType attn_dt(const AttnCase *k) {
@@ -56,6 +57,10 @@ static inline void attn_case_name(AttnCase *k) {
         size_t n = strlen(k->name);
         snprintf(k->name + n, sizeof k->name - n, "_%s%s", k->dt == DT_FLOAT16 ? "f16" : "bf16",
                  k->cast_out ? "_castout" : "");
+    }
+    if (k->out_merge) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_merged");
     }
 }
 
@@ -93,7 +98,8 @@ static inline int attn_sub_exp(PB *b, int s, int m, DType dt) {
     return pb_ew_program(b, 2, ins, &prog);
 }
 
-// The graph: inputs q, k, v (and the mask input), one output O [B, H, M, Dv].
+// The graph: inputs q, k, v (and the mask input), one output O [B, H, M, Dv] (out_merge: its
+// heads merged back, [B, M, H * Dv]).
 static inline PrimGraph *attn_graph(const AttnCase *k) {
     PrimGraph *pg = prim_graph_create(NULL);
     PB b = {pg, "attention"};
@@ -174,6 +180,11 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
     int o = pb_matmul(&b, p, v);
     if (k->cast_out && dt != DT_FLOAT)
         o = pb_cast(&b, o, DT_FLOAT);
+    if (k->out_merge) { // ctx.permute(0, 2, 1, 3).reshape(B, M, H * Dv)
+        const int perm[] = {0, 2, 1, 3};
+        const int64_t md[] = {k->B, k->M, k->H * k->Dv};
+        o = pb_reshape(&b, pb_transpose(&b, o, perm), 3, md);
+    }
     pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
     pg->outputs[pg->n_outputs++] = o;
     return pg;

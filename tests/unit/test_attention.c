@@ -9,7 +9,9 @@
 //   CPU: both candidates of every graph, in their best configs (up to 12 for a few), are
 //   emitted into two translation units built in parallel, run on random inputs (masks of 0 and
 //   -10000) and compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| +
-//   1e-4 max|ref|. Sequence lengths 1 to 4096 (M != N too), head dims 24 to 256, Dv != D.
+//   1e-4 max|ref|. Sequence lengths 1 to 4096 (M != N too), head dims 24 to 256, Dv != D; O's
+//   heads merged back by the candidate's output layout ([B, M, H * Dv], as PyTorch's permute and
+//   view after the attention).
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_TIME=1 prints every
 // kernel's time (best of 5); ORCH_ATTN_FULL=1 adds an exhaustive sweep (every mask x scale x
 // split over lengths and head dims). Under a sanitizer build the 4096 x 4096 case is left out
@@ -183,15 +185,30 @@ static int expected_pre(const AttnCase *k) {
 static bool check_detection(const AttnCase *k, const PrimGraph *pg, const CandidateSet *cs,
                             const Candidate **att) {
     const Candidate *found[8];
-    int n = attention_candidates(k->name, pg, cs, found, 8);
-    CHECK_MSG(cs->stats.attention == 2 && n == 2, "%s: stats.attention %d, %d accepted", k->name,
-              cs->stats.attention, n);
-    if (n != 2)
+    int n = attention_candidates(k->name, pg, cs, found, 8), want = k->out_merge ? 4 : 2;
+    CHECK_MSG(cs->stats.attention == want && n == want, "%s: stats.attention %d, %d accepted",
+              k->name, cs->stats.attention, n);
+    if (n != want)
         return false;
     att[0] = att[1] = NULL;
-    for (int i = 0; i < 2; i++) {
+    int merged = 0;
+    for (int i = 0; i < n; i++) {
         AttnSpec a;
         attn_analyse(pg, found[i], &a);
+        if (k->out_merge) { // the two ending with the merge are checked (and run) below
+            if (a.out_layout < 0) {
+                CHECK_MSG(a.y == a.out && found[i]->output == a.out, "%s: output", k->name);
+                continue;
+            }
+            merged++;
+            // O [B, H, M, Dv] at b * M*H*Dv + h * Dv + m * H*Dv + c of [B, M, H * Dv].
+            const int64_t HD = k->H * k->Dv,
+                          want_st[4] = {k->B > 1 ? k->M * HD : 0, k->H > 1 ? k->Dv : 0,
+                                        k->M > 1 ? HD : 0, 1};
+            for (int d = 0; d < 4; d++)
+                CHECK_MSG(a.ostride[d] == want_st[d], "%s: ostride[%d] %lld, expected %lld",
+                          k->name, d, (long long)a.ostride[d], (long long)want_st[d]);
+        }
         att[a.n_layouts > 0] = found[i];
         CHECK_MSG(a.M == k->M && a.N == k->N && a.D == k->D && a.Dv == k->Dv &&
                       a.B == k->B * k->H && a.rank == 4 && a.lead[0] == k->B && a.lead[1] == k->H,
@@ -203,8 +220,9 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
         CHECK_MSG(a.nan_to_zero == k->nan_guard, "%s: nan_to_zero %d", k->name, a.nan_to_zero);
         CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split ? 3 : 1),
                   "%s: %d layouts in the variant", k->name, a.n_layouts);
-        CHECK_MSG(a.out == pg->outputs[0] && found[i]->output == pg->outputs[0],
-                  "%s: the candidate's output is not O", k->name);
+        CHECK_MSG((k->out_merge || a.out == pg->outputs[0]) && a.y == pg->outputs[0] &&
+                      found[i]->output == pg->outputs[0],
+                  "%s: the candidate's output is not O (merged)", k->name);
         // The pre-softmax chain's extra operands (mask, constants) and, in the variant, the
         // projections are read in place.
         for (int j = 0; a.n_layouts > 0 && j < found[i]->n_inputs; j++) {
@@ -212,10 +230,12 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
             CHECK_MSG(T->kind == TK_INPUT || T->data, "%s: variant input '%s' is computed", k->name,
                       T->name);
         }
-        int expect_prims = 6 + a.n_pre + a.n_layouts;
+        int expect_prims = 6 + a.n_pre + a.n_layouts + (a.out_layout >= 0);
         CHECK_MSG(found[i]->n_prims == expect_prims, "%s: %d prims, expected %d", k->name,
                   found[i]->n_prims, expect_prims);
     }
+    CHECK_MSG(!k->out_merge || merged == 2, "%s: %d candidates end with the merge", k->name,
+              merged);
     CHECK_MSG(att[0] && att[1], "%s: not one core and one variant", k->name);
     return att[0] && att[1];
 }
@@ -612,6 +632,26 @@ static void cpu_fixed(void) {
     for (int i = 0; i < 2; i++) {
         AttnCase k = {.B = 2, .H = 2, .M = i ? 33 : 16, .N = i ? 77 : 16, .D = 64, .Dv = 64,
                       .mask = FULL, .scale = MUL, .split = i == 1, .nan_guard = true};
+        add_case(&bt, k, 2);
+    }
+    // O's heads merged back by the candidate ([B, M, H * Dv]: rows H * Dv apart, heads Dv):
+    // split or not, ViT-B/16's shape in one head pair and an odd one with a 1-row batch.
+    static const struct {
+        int64_t B, H, M, N, D, Dv;
+        bool split;
+    } mg[] = {
+        {1, 2, 197, 197, 64, 64, true}, {2, 3, 5, 9, 8, 12, false}, {1, 1, 7, 3, 24, 40, true}};
+    for (size_t i = 0; i < ORCH_COUNT(mg); i++) {
+        AttnCase k = {.B = mg[i].B,
+                      .H = mg[i].H,
+                      .M = mg[i].M,
+                      .N = mg[i].N,
+                      .D = mg[i].D,
+                      .Dv = mg[i].Dv,
+                      .mask = i == 1 ? KEYS : NONE,
+                      .scale = MUL,
+                      .split = mg[i].split,
+                      .out_merge = true};
         add_case(&bt, k, 2);
     }
     if (ATTN_SANITIZED)

@@ -145,7 +145,7 @@ static bool prep(Prep *p, const AttnCase *k) {
         const Candidate *c = &p->cs->c[i];
         if (!attn_analyse(p->pg, c, &a))
             continue;
-        if ((a.cast >= 0) == k->cast_out)
+        if ((a.cast >= 0) == k->cast_out && (a.out_layout >= 0) == k->out_merge)
             p->cand[a.n_layouts > 0] = c;
         n++;
         CHECK_MSG(a.dt == attn_dt(k) && (a.cast < 0 || k->cast_out),
@@ -158,7 +158,7 @@ static bool prep(Prep *p, const AttnCase *k) {
                   "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
                   c->id, c->n_prims);
     }
-    const int want = k->cast_out ? 4 : 2;
+    const int want = k->cast_out || k->out_merge ? 4 : 2;
     CHECK_MSG(n == want && p->cand[0] && p->cand[1] && p->cs->stats.attention == want,
               "%s: %d attention candidates (stats %d), expected the core and its layout variant%s",
               k->name, n, p->cs->stats.attention, k->cast_out ? ", with and without the CAST" : "");
@@ -359,6 +359,15 @@ static AttnCase mk_ktdim(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, 
     return k;
 }
 
+// O's heads merged back by the candidate ([B, M, H * Dv], PyTorch's permute + view after SDPA).
+static AttnCase mk_merged(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
+                          int mask, bool split) {
+    AttnCase k = mk(B, H, M, N, D, Dv, mask, ATTN_SCALE_MUL, split);
+    k.out_merge = true;
+    attn_case_name(&k);
+    return k;
+}
+
 // PyTorch's SDPA export: P = WHERE(ISNAN(E / l), 0, E / l), -inf masks, whole rows masked.
 static AttnCase mk_guard(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
                          bool split) {
@@ -430,6 +439,8 @@ static void compile_cases(void) {
         mk_guard(2, 2, 33, 77, 64, 64, true),
         mk_ktdim(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL),
         mk_ktdim(1, 2, 33, 128, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV),
+        mk_merged(1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, true),
+        mk_merged(2, 3, 33, 77, 32, 48, ATTN_MASK_KEYS, false),
     };
     const int nc = (int)ORCH_COUNT(cases);
     bool all = getenv("ORCH_ATTN_ALL") && strcmp(getenv("ORCH_ATTN_ALL"), "0") != 0;
@@ -1089,6 +1100,10 @@ static void gpu_lengths(void) {
     cases[n++] = mk_ktdim(2, 2, 7, 4096, 128, 128, ATTN_MASK_FULL, ATTN_SCALE_NONE);
     cases[n++] = mk_ktdim(1, 3, 33, 127, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL);
     cases[n++] = mk_ktdim(1, 2, 1, 4, 32, 32, ATTN_MASK_NONE, ATTN_SCALE_NONE);
+    // O's heads merged back by the kernel: ViT-B/16's layer, odd lengths, not split.
+    cases[n++] = mk_merged(1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, true);
+    cases[n++] = mk_merged(2, 3, 33, 77, 32, 48, ATTN_MASK_KEYS, false);
+    cases[n++] = mk_merged(1, 2, 1000, 7, 64, 64, ATTN_MASK_CAUSAL, true);
     gpu_cases_run(cases, n, 6, 2, 10, false, NULL);
     print_worst();
 }

@@ -476,8 +476,16 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     sb_line(s, 3, "}\n");
     // O = acc / l.
     sb_line(s, 3, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
-    sb_line(s, 4, "float *restrict a_y = y + (a_bi * %lld + a_i0 + a_r) * %lld;\n", (long long)M,
-            (long long)Dv);
+    // O's row at its place in the output (O itself, or the heads merged back: AttnSpec.ostride).
+    char yoff[512] = "0";
+    for (int d = 0; d < nl; d++) {
+        size_t used = strlen(yoff);
+        if (a->ostride[d])
+            snprintf(yoff + used, sizeof yoff - used, " + a_b%d * %lld", d,
+                     (long long)a->ostride[d]);
+    }
+    sb_line(s, 4, "float *restrict a_y = y + %s + (a_i0 + a_r) * %lld;\n", yoff,
+            (long long)a->ostride[a->rank - 2]);
     sb_line(s, 4, "float a_l = 0.0f;\n");
     sb_line(s, 4, "for (int a_q = 0; a_q < 16; a_q++)\n");
     sb_line(s, 5, "a_l += a_lb[a_r * 16 + a_q];\n");

@@ -77,6 +77,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+// ---- where O's rows go ----
+
+// `orow`: the output row of query `row` in the block's batch index (lead coordinates a_l<d>): O
+// itself, or its heads merged back by the candidate's output LAYOUT (AttnSpec.ostride).
+static void emit_orow(StrBuf *s, const AttnSpec *a, bool half) {
+    char off[512] = "0";
+    for (int d = 0; d + 2 < a->rank; d++) {
+        size_t used = strlen(off);
+        if (a->ostride[d])
+            snprintf(off + used, sizeof off - used, " + a_l%d * %lld", d, (long long)a->ostride[d]);
+    }
+    sb_line(s, 2, "%s *orow = o + %s + row * %lld;\n", half ? "uint16_t" : "float", off,
+            (long long)a->ostride[a->rank - 2]);
+}
+
 // ---- how Q, Kt and V are read ----
 
 // A tensor whose value at index i is kernel input `pos` at base + sum_d stride[d] * i[d]
@@ -1200,7 +1215,7 @@ static int emit_simt(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *
     sb_line(s, 2, "const int64_t row = q0 + rg + i * %lld;\n", RG);
     sb_line(s, 2, "if (row >= %lld) continue;\n", M);
     const bool hy = a->pg->tensors[a->y]->dtype != DT_FLOAT; // half stores
-    sb_line(s, 2, "%s *orow = o + (bidx * %lld + row) * %lld;\n", hy ? "uint16_t" : "float", M, Dv);
+    emit_orow(s, a, hy);
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int u = 0; u < %lld; u++) {\n", U);
     sb_line(s, 3, "const int col = (c + u * %lld) * 4;\n", CG);
@@ -1508,7 +1523,7 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     char ox[96], oy[96];
     out_value(a, "r2.x", ox, sizeof ox);
     out_value(a, "r2.y", oy, sizeof oy);
-    sb_line(s, 2, "%s *orow = o + (bidx * %lld + row) * %lld;\n", hy ? "uint16_t" : "float", M, Dv);
+    emit_orow(s, a, hy);
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
     sb_line(s, 3, "const int col = nv * 8 + 2 * tq;\n");
@@ -1684,6 +1699,11 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c) {
     Ana x;
     if (!analyse(pg, c, NULL, &x) || c->n_inputs > ORCH_CUDA_MAX_IN || x.a.rank - 2 > 8)
         return false;
+    // O's rows written into a merged tensor keep the vector stores aligned (float4, or two or
+    // four halves: every row and head offset a multiple of 4 elements).
+    for (int d = 0; x.a.out_layout >= 0 && d + 1 < x.a.rank; d++)
+        if (x.a.ostride[d] % 4)
+            return false;
     KernelConfig k;
     smallest(&k);
     Geo g;
