@@ -355,9 +355,10 @@ def main():
 
     @case("multi_layer_report_says_why")
     def _():
-        # The transformer block has one attention (two fused candidates: with and without the
-        # head-split layouts) and MLP chains; compile reports each with its time and, where the
-        # plan does not run it, what the plan spends on those primitives instead.
+        # The transformer block has one attention (four fused candidates: with and without the
+        # head-split layouts, each also ending with the layout merging the heads back) and MLP
+        # chains; compile reports each with its time and, where the plan does not run it, what
+        # the plan spends on those primitives instead.
         tm = os.path.join(models, "b_transformer", "model.onnx")
         p = orch(binary, "compile", tm, "-t", "cpu", "-o", os.path.join(tmp, "t.orch"),
                  "--db", os.path.join(tmp, "t.db"), "--top-k", "1", "--input-shapes",
@@ -368,12 +369,12 @@ def main():
                           r"computes them with (\d+) kernels? of ([0-9.]+) (s|ms|us) in all)$")
         found = [m for m in map(line.match, p.stderr.splitlines()) if m]
         att = [m for m in found if m.group(1) == "fused attention"]
-        assert len(att) == 2, f"{len(att)} fused attention lines:\n{p.stderr[-3000:]}"
+        assert len(att) == 4, f"{len(att)} fused attention lines:\n{p.stderr[-3000:]}"
         for m in found:
             assert int(m.group(3)) >= 2 and int(m.group(2)) > int(m.group(3)), m.group(0)
             if m.group(6) != "chosen":
                 assert int(m.group(7)) >= 1 and float(m.group(8)) > 0, m.group(0)
-        # Both attention candidates compute the same primitives: at most one is run.
+        # The attention candidates overlap (the same core): at most one is run.
         assert sum(m.group(6) == "chosen" for m in att) <= 1, p.stderr[-3000:]
 
     @case("usage_errors")
