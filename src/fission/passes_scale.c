@@ -8,6 +8,10 @@
 // pre-softmax chain (or a GEMM epilogue: cuBLASLt's alpha) takes in.
 // The result differs from the model's by float rounding only: each operand element was rounded
 // once after its scaling, now each score is rounded once after its product.
+// A factor applied to an elementwise primitive's value stays: the chain merging folds it into
+// that program at no cost, and moving it would change the function the program computes (the
+// 0.5 ending PyTorch's exported GELU, x * (1 + erf(x / sqrt 2)) * 0.5, keeps the program a GELU,
+// which cuBLASLt's epilogue computes).
 #include "passes.h"
 
 #include <math.h>
@@ -122,6 +126,8 @@ int pass_hoist_scales(PrimGraph *pg, CleanupStats *st, Err *e) {
             double f;
             if (q < 0 || u.count[t] != 1 || u.is_output[t] ||
                 !scalar_scale(pg, pg->prims[q], &x, &f))
+                continue;
+            if (u.producer[x] >= 0 && pg->prims[u.producer[x]]->kind == PRIM_ELEMWISE)
                 continue;
             mm->in[j] = x;
             pg->prims[q]->dead = true;

@@ -84,6 +84,10 @@ enum {
     E_VIEW_BIAS_BAD, // y reshaped to [M*N / 8, 8] + a bias of 8: refused (no bias along N)
     E_VIEW_FOLD,     // A a [1, M, K] input viewed as [M, 1, K] (M batches of one row; PyTorch's
                  // batch_first transpose before nn.MultiheadAttention), + a bias: folded to M rows
+    E_BIAS_GELU_TANH, // gelu_tanh(y + bias), one merged program (x^3 as x * x * x)
+    E_BIAS_GELU,  // gelu_erf(y + bias) as PyTorch exports it: (x * (1 + erf(x / sqrt 2))) * 0.5;
+                  // float32 operands: only under a reduced precision
+    E_BIAS_GELU2, // x * (1 + erf(x / sqrt 2)): twice GELU, refused
 };
 
 // Half storage (Case.store flags, with Case.dt a half type).
@@ -177,6 +181,44 @@ static void float_arith(PrimGraph *pg, int f32_out) {
     }
 }
 
+// One ELEMWISE primitive as the clean-up merges a bias and a GELU: x = y + bias, then GELU of x
+// (form E_BIAS_GELU_TANH, E_BIAS_GELU or E_BIAS_GELU2), every instruction in type dt.
+static int bias_gelu(MG *g, int y, int bias, int form, DType dt) {
+    EwInstr c[12];
+    memset(c, 0, sizeof c);
+    int n = 0;
+#define I(o, a0, a1) (c[n].op = (o), c[n].dtype = dt, c[n].arg[0] = a0, c[n].arg[1] = a1, n++)
+#define IN(i) ((EwArg){EWS_INPUT, (i), 0})
+#define R(i) ((EwArg){EWS_INSTR, (i), 0})
+#define K(v) ((EwArg){EWS_IMM, 0, (v)})
+    I(EW_ADD, IN(0), IN(1)); // %0 = x
+    if (form == E_BIAS_GELU_TANH) {
+        I(EW_MUL, R(0), R(0));            // %1 = x^2
+        I(EW_MUL, R(1), R(0));            // %2 = x^3
+        I(EW_MUL, R(2), K(0.044715));     // %3
+        I(EW_ADD, R(0), R(3));            // %4
+        I(EW_MUL, R(4), K(0.7978845608)); // %5
+        I(EW_TANH, R(5), K(0));           // %6
+        I(EW_ADD, R(6), K(1));            // %7
+        I(EW_MUL, R(0), R(7));            // %8
+        I(EW_MUL, R(8), K(0.5));          // %9
+    } else {
+        I(EW_DIV, R(0), K(1.41421356)); // %1
+        I(EW_ERF, R(1), K(0));          // %2
+        I(EW_ADD, R(2), K(1));          // %3
+        I(EW_MUL, R(0), R(3));          // %4
+        if (form == E_BIAS_GELU)
+            I(EW_MUL, R(4), K(0.5)); // %5
+    }
+#undef I
+#undef IN
+#undef R
+#undef K
+    EwProgram prog = {n, c};
+    const int ins[2] = {y, bias};
+    return pb_ew_program(&g->b, 2, ins, &prog);
+}
+
 static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     memset(g, 0, sizeof *g);
     g->pg = prim_graph_create(graph_create("test"));
@@ -248,6 +290,9 @@ static bool mg_build_as(MG *g, const Case *k, DType dt, int store) {
     case E_RES_ALPHA:
         y = pb_ew2i(&g->b, EW_MUL, pb_ew2(&g->b, EW_ADD, y, add_input(g, dt, orank, od)), 0.5);
         break;
+    case E_BIAS_GELU_TANH:
+    case E_BIAS_GELU:
+    case E_BIAS_GELU2: y = bias_gelu(g, y, add_input(g, dt, 1, nd), k->epi, dt); break;
     default: break;
     }
     if ((store & S_F32_OUT) && y == g->lin)
@@ -320,6 +365,7 @@ static const Case ok_cases[] = {
     {"batched_res_bias", 1, 1, {3}, {3}, 33, 40, 24, false, false, E_RES_BIAS},
     {"views_res", 0, 0, {0}, {0}, 197, 96, 64, false, false, E_VIEWS},
     {"view_folded", 0, 0, {0}, {0}, 197, 96, 64, false, false, E_VIEW_FOLD},
+    {"bias_gelu_tanh", 0, 0, {0}, {0}, 96, 128, 64, false, false, E_BIAS_GELU_TANH},
 };
 
 static const Case bad_cases[] = {
@@ -330,6 +376,8 @@ static const Case bad_cases[] = {
     {"relu_then_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RELU_RES},
     {"residual_then_alpha", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RES_ALPHA},
     {"view_bias_not_n", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_VIEW_BIAS_BAD},
+    {"gelu_erf_fp32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS_GELU},
+    {"twice_gelu", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS_GELU2},
 };
 
 #define F16 DT_FLOAT16
@@ -354,6 +402,8 @@ static const HalfCase half_cases[] = {
     {{"h_relu_out_f32", 2, 2, {2, 3}, {2, 3}, 32, 48, 40, false, true, E_RELU}, BF16, S_F32_OUT},
     {{"h_residual", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, 0},
     {{"h_bias_res_relu", 0, 0, {0}, {0}, 127, 129, 65, false, false, E_BIAS_RES_RELU}, BF16, 0},
+    {{"h_bias_gelu", 0, 0, {0}, {0}, 128, 256, 64, false, false, E_BIAS_GELU}, F16, 0},
+    {{"h_bias_gelu_half", 0, 0, {0}, {0}, 96, 128, 64, false, false, E_BIAS_GELU}, BF16, S_HALF},
 };
 
 // Refused under half storage: a half bias next to a float32 D (cuBLASLt's bias has D's type),
@@ -362,6 +412,7 @@ static const HalfCase half_bad_cases[] = {
     {{"h_bias_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS}, F16, S_F32_OUT},
     {{"h_residual_out_f32", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_RESIDUAL}, F16, S_F32_OUT},
     {{"h_tanh", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_TANH}, BF16, 0},
+    {{"h_twice_gelu", 0, 0, {0}, {0}, 64, 96, 80, false, false, E_BIAS_GELU2}, F16, 0},
 };
 
 // cudaDataType_t of a tensor type.
@@ -395,9 +446,10 @@ static BlasLtCall expected_call(const MG *g, const Case *k) {
     c.epilogue =
         k->epi == E_BIAS || k->epi == E_ALPHA_BIAS || k->epi == E_RES_BIAS || k->epi == E_VIEW_FOLD
             ? BLASLT_EPI_BIAS
-        : k->epi == E_BIAS_RELU || k->epi == E_BIAS_RES_RELU ? BLASLT_EPI_RELU_BIAS
-        : k->epi == E_RELU || k->epi == E_MAX0               ? BLASLT_EPI_RELU
-                                                             : BLASLT_EPI_NONE;
+        : k->epi == E_BIAS_RELU || k->epi == E_BIAS_RES_RELU  ? BLASLT_EPI_RELU_BIAS
+        : k->epi == E_RELU || k->epi == E_MAX0                ? BLASLT_EPI_RELU
+        : k->epi == E_BIAS_GELU_TANH || k->epi == E_BIAS_GELU ? BLASLT_EPI_GELU_BIAS
+                                                              : BLASLT_EPI_NONE;
     c.alpha = k->epi == E_ALPHA_BIAS ? 0.5f : 1.0f;
     c.in_b = pos_of(g, 0);
     c.in_a = pos_of(g, 1);
@@ -530,8 +582,25 @@ static void test_analysis(void) {
         }
         mg_free(&g);
     }
-    // The precision picks the compute type.
+    // The erf GELU on float32 operands: cuBLASLt's tanh approximation (within 5e-4) only where
+    // the precision is reduced anyway.
+    static const Case erf_gelu = {"gelu_erf", 0,  0,     {0},   {0},        64,
+                                  96,         80, false, false, E_BIAS_GELU};
     MG g;
+    if (mg_build(&g, &erf_gelu)) {
+        static const CugenPrecision reduced[] = {CUGEN_PREC_TF32, CUGEN_PREC_FP16, CUGEN_PREC_BF16};
+        for (size_t i = 0; i < ORCH_COUNT(reduced); i++) {
+            cugen_lin_precision = reduced[i];
+            BlasLtCall got, want = expected_call(&g, &erf_gelu);
+            char why[1200];
+            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &got) &&
+                          (want.compute = got.compute, same_call(&got, &want, why, sizeof why)),
+                      "erf GELU under precision %d", (int)reduced[i]);
+        }
+        cugen_lin_precision = CUGEN_PREC_FP32;
+    }
+    mg_free(&g);
+    // The precision picks the compute type.
     if (mg_build(&g, &ok_cases[0])) {
         static const struct {
             CugenPrecision p;

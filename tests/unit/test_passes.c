@@ -585,6 +585,15 @@ static void test_hoist_scales(void) {
     int64_t cd[2] = {1, 6};
     int col = tg_const(&g, DT_FLOAT, 2, cd, 1, 0);
     tg_output(&g, pb_matmul(&g.b, pb_ew2(&g.b, EW_MUL, a, col), b), "per_column");
+    // A scale of an elementwise value stays (the merge folds it in): GELU's trailing 0.5.
+    int gx = pb_ew2i(&g.b, EW_MUL, a, 1.5);
+    int gelu =
+        pb_ew2i(&g.b, EW_MUL,
+                pb_ew2(&g.b, EW_MUL, gx,
+                       pb_ew2i(&g.b, EW_ADD,
+                               pb_ew1(&g.b, EW_ERF, pb_ew2i(&g.b, EW_DIV, gx, 1.41421356)), 1.0)),
+                0.5);
+    tg_output(&g, pb_matmul(&g.b, gelu, b), "gelu");
     tg_reference(&g);
     CleanupStats st = {0};
     int ew0 = count(g.pg, PRIM_ELEMWISE);
@@ -600,6 +609,8 @@ static void test_hoist_scales(void) {
     CHECK(p && p->kind == PRIM_LINEAR && p->in[0] == as);
     p = producer(g.pg, g.pg->outputs[3]);
     CHECK(p && p->kind == PRIM_LINEAR && p->in[0] != a);
+    p = producer(g.pg, g.pg->outputs[4]);
+    CHECK(p && p->kind == PRIM_LINEAR && p->in[0] == gelu);
     tg_compare(&g, 1e-5);
     // The whole clean-up reaches the same graph and keeps it (a second run changes nothing).
     CHECK(cleanup(&g, &st) == ST_OK);

@@ -10,6 +10,7 @@
 #include "cugen_lin_internal.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,6 +281,7 @@ typedef struct EpiState {
     int bias; // tensor id, -1 none
     int res;  // tensor id of the residual (cuBLASLt's C with beta = 1), -1 none
     bool relu;
+    bool gelu; // the rest of the chain is a GELU of the value (cuBLASLt's last step)
     DType lin; // the LINEAR's type (its operands' and output's)
     DType d;   // D's: the candidate output's type, which the bias must have too
     const Tensor *out; // the running value (the LINEAR's output, or a reshape of it): the
@@ -303,6 +305,92 @@ static double imm_as(DType t, double v) {
     return elem_get_f64(t, &buf, 0);
 }
 
+// ---- GELU, recognised by value ----
+// Exporters spell GELU in many ways (x * 0.5 * (1 + erf(x / sqrt 2)), erf(x * 0.7071) ..., the
+// tanh form with x^3 as POW or as x * x * x): the program's tail is compared with both GELUs as
+// a function of one value, in double precision, on points across [-9, 9], rather than matched
+// by structure.
+
+enum { GELU_NONE, GELU_TANH, GELU_ERF };
+
+static double gelu_erf(double x) {
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+
+static double gelu_tanh(double x) {
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+// The value of instructions from..n-1 of pr for running value v, where `last` (an instruction
+// before `from`, or -1 for the primitive input `in_cur`) holds v; NAN for an instruction that is
+// not a real function of v alone.
+static double tail_eval(const Prim *q, int from, int last, int in_cur, double v) {
+    double val[64];
+    const EwProgram *pr = &q->ew;
+    for (int i = from; i < pr->n; i++) {
+        const EwInstr *in = &pr->code[i];
+        double a[3] = {0, 0, 0};
+        int ar = ew_op_arity(in->op);
+        for (int k = 0; k < ar; k++) {
+            const EwArg *g = &in->arg[k];
+            if (g->src == EWS_IMM)
+                a[k] = g->imm;
+            else if (g->src == EWS_INSTR && g->index >= from && g->index < i)
+                a[k] = val[g->index];
+            else if (g->src == EWS_INSTR && g->index == last && last >= 0)
+                a[k] = v;
+            else if (g->src == EWS_INPUT && last < 0 && g->index == in_cur)
+                a[k] = v;
+            else
+                return NAN;
+        }
+        double r;
+        switch (in->op) {
+        case EW_COPY:
+        case EW_CAST: r = a[0]; break;
+        case EW_NEG: r = -a[0]; break;
+        case EW_ADD: r = a[0] + a[1]; break;
+        case EW_SUB: r = a[0] - a[1]; break;
+        case EW_MUL: r = a[0] * a[1]; break;
+        case EW_DIV: r = a[0] / a[1]; break;
+        case EW_POW: r = pow(a[0], a[1]); break;
+        case EW_SQRT: r = sqrt(a[0]); break;
+        case EW_RECIP: r = 1.0 / a[0]; break;
+        case EW_EXP: r = exp(a[0]); break;
+        case EW_ERF: r = erf(a[0]); break;
+        case EW_TANH: r = tanh(a[0]); break;
+        case EW_SIGMOID: r = 1.0 / (1.0 + exp(-a[0])); break;
+        default: return NAN;
+        }
+        val[i] = r;
+    }
+    return val[pr->n - 1];
+}
+
+// Which GELU instructions from..n-1 of q compute of the running value (held by instruction
+// `last`, or the primitive input `in_cur` when last is -1): GELU_TANH where they agree with the
+// tanh form to 1e-6 (relative, double precision), GELU_ERF with the erf form, else GELU_NONE.
+// Every instruction's type must be one the value may take (value_type_ok).
+static int gelu_tail(const Prim *q, int from, int last, int in_cur, const EpiState *st) {
+    const EwProgram *pr = &q->ew;
+    if (from >= pr->n || pr->n > 64)
+        return GELU_NONE;
+    for (int i = from; i < pr->n; i++)
+        if (!value_type_ok(st, pr->code[i].dtype))
+            return GELU_NONE;
+    double err_t = 0, err_e = 0;
+    for (int k = 0; k <= 72; k++) {
+        double x = -9.0 + 0.25 * k + (k % 3) * 0.0371; // off the grid's round values too
+        double f = tail_eval(q, from, last, in_cur, x);
+        if (!isfinite(f))
+            return GELU_NONE;
+        double gt = gelu_tanh(x), ge = gelu_erf(x);
+        err_t = fmax(err_t, fabs(f - gt) / fmax(1.0, fabs(gt)));
+        err_e = fmax(err_e, fabs(f - ge) / fmax(1.0, fabs(ge)));
+    }
+    return err_t <= 1e-6 ? GELU_TANH : err_e <= 1e-6 ? GELU_ERF : GELU_NONE;
+}
+
 // One ELEMWISE primitive applied to the state `cur` (its output value is `cur` after the call):
 // true when its program is a sequence of the steps cuBLASLt's epilogues do, in their order.
 static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int cur, int64_t N,
@@ -312,14 +400,29 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
     int bias_t[64];
     int last = -1; // the instruction holding the running value; -1: still the input `cur`
     const EwProgram *pr = &q->ew;
-    if (pr->n <= 0 || pr->n > 64)
+    if (pr->n <= 0 || pr->n > 64 || st->gelu)
         return false;
+    int in_cur = -1; // the input number reading the running value
+    for (int j = 0; j < q->n_in; j++)
+        if (q->in[j] == cur && in_cur < 0)
+            in_cur = j;
     for (int i = 0; i < pr->n; i++) {
         const EwInstr *in = &pr->code[i];
         int ar = ew_op_arity(in->op);
         int k[3] = {V_BAD, V_BAD, V_BAD};
         double v[3] = {0, 0, 0};
         int bt[3] = {-1, -1, -1};
+        // GELU ends cuBLASLt's epilogue: the rest of the program, a function of the value alone.
+        // Its erf form differs from cuBLASLt's tanh approximation by up to 5e-4 (|x| near 2):
+        // offered only where the precision is reduced (float32 operands) or half.
+        if (!st->relu && (last >= 0 || in_cur >= 0)) {
+            int g = gelu_tail(q, i, last, in_cur, st);
+            if (g == GELU_TANH || (g == GELU_ERF && (st->lin != DT_FLOAT ||
+                                                     cugen_lin_precision != CUGEN_PREC_FP32))) {
+                st->gelu = true;
+                return true;
+            }
+        }
         if (!value_type_ok(st, in->dtype))
             return false;
         for (int a = 0; a < ar; a++) {
@@ -516,7 +619,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     }
     // The other primitives: the transposes found above, then the epilogue, a chain of
     // ELEMWISE primitives each reading the previous value (and perhaps the bias).
-    EpiState st = {1.0f, -1, -1, false, lin, dt, O};
+    EpiState st = {1.0f, -1, -1, false, false, lin, dt, O};
     int cur = L.tl;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *q = pg->prims[c->prims[i]];
@@ -559,8 +662,12 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
     call->stride_a = call->batch > 1 ? stride_b : 0;
     call->stride_b = call->batch > 1 ? stride_a : 0;
     call->stride_c = call->batch > 1 ? L.M * L.N : 0;
-    call->epilogue = st.bias >= 0 ? (st.relu ? BLASLT_EPI_RELU_BIAS : BLASLT_EPI_BIAS)
-                                  : (st.relu ? BLASLT_EPI_RELU : BLASLT_EPI_NONE);
+    call->epilogue = st.bias >= 0 ? (st.gelu   ? BLASLT_EPI_GELU_BIAS
+                                     : st.relu ? BLASLT_EPI_RELU_BIAS
+                                               : BLASLT_EPI_BIAS)
+                                  : (st.gelu   ? BLASLT_EPI_GELU
+                                     : st.relu ? BLASLT_EPI_RELU
+                                               : BLASLT_EPI_NONE);
     int ab = lt_type(lin), cd = lt_type(dt);
     call->compute = lin == DT_FLOAT ? compute_type() : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
     call->alpha = st.alpha;
@@ -598,7 +705,8 @@ bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
              (c->batch > 1 && c->stride_c < (int64_t)c->ldc * c->n))
         bad = "impossible batch strides";
     else if (c->epilogue != BLASLT_EPI_NONE && c->epilogue != BLASLT_EPI_RELU &&
-             c->epilogue != BLASLT_EPI_BIAS && c->epilogue != BLASLT_EPI_RELU_BIAS)
+             c->epilogue != BLASLT_EPI_BIAS && c->epilogue != BLASLT_EPI_RELU_BIAS &&
+             c->epilogue != BLASLT_EPI_GELU && c->epilogue != BLASLT_EPI_GELU_BIAS)
         bad = "an unknown epilogue";
     else if (c->compute != BLASLT_COMPUTE_32F && c->compute != BLASLT_COMPUTE_32F_FAST_16F &&
              c->compute != BLASLT_COMPUTE_32F_FAST_16BF &&
@@ -606,7 +714,7 @@ bool blaslt_call_valid(const BlasLtCall *c, char *why, size_t n) {
         bad = "an unknown compute type";
     else if (c->in_a < 0 || c->in_b < 0 || c->in_a >= 32 || c->in_b >= 32 || c->in_bias >= 32 ||
              c->in_res < -1 || c->in_res >= 32 ||
-             (c->in_bias < 0) != (c->epilogue == BLASLT_EPI_NONE || c->epilogue == BLASLT_EPI_RELU))
+             (c->in_bias < 0) != !(c->epilogue & BLASLT_EPI_BIAS))
         bad = "impossible operand positions";
     else if (c->workspace > BLASLT_MAX_WORKSPACE)
         bad = "an oversized workspace";
@@ -637,9 +745,12 @@ void blaslt_call_str(const BlasLtCall *c, char *buf, size_t n) {
              c->m, c->n, c->k, c->trans_a ? 'T' : 'N', c->trans_b ? 'T' : 'N', (long long)c->lda,
              (long long)c->ldb, (long long)c->ldc, c->batch, (long long)c->stride_a,
              (long long)c->stride_b, (long long)c->stride_c,
-             c->epilogue >= 0 && c->epilogue <= 6 ? epi[c->epilogue] : "?", res, (double)c->alpha,
-             BLASLT_COMPUTE_TYPE(c->compute), types, (unsigned long long)c->workspace,
-             (unsigned long long)c->version);
+             c->epilogue >= 0 && c->epilogue <= 6  ? epi[c->epilogue]
+             : c->epilogue == BLASLT_EPI_GELU      ? "gelu"
+             : c->epilogue == BLASLT_EPI_GELU_BIAS ? "gelu+bias"
+                                                   : "?",
+             res, (double)c->alpha, BLASLT_COMPUTE_TYPE(c->compute), types,
+             (unsigned long long)c->workspace, (unsigned long long)c->version);
 }
 
 void blaslt_op_destroy(BlasLtOp *op) {

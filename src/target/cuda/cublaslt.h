@@ -1,22 +1,22 @@
 // cuBLASLt as a source of library candidates for the CUDA target (issue 6): a candidate made of
 // one MATMUL LINEAR whose operands are candidate inputs read in place (each optionally through one
 // LAYOUT that swaps its last two axes), with an epilogue cuBLASLt computes exactly (a scalar alpha,
-// a bias broadcast along N, ReLU) becomes one cublasLtMatmul call per heuristic algorithm, each a
-// KernelConfig of class CUCLS_BLASLT that the lab checks and times like a generated kernel.
-// The library is dlopened (ORCH_CUBLASLT, then libcublasLt.so.13 / .so.12 / .so on the loader path,
-// the CUDA toolkit's lib64 and PyTorch's pip wheels); its prototypes, enums and opaque struct sizes
-// are declared in cublaslt.c with the values of CUDA 13.0's cublasLt.h. No library: no library
-// candidates, never an error.
-// Storage types: float32 operands as stored by default; under half storage (fp16 / bf16) A and B
-// of CUDA_R_16F / CUDA_R_16BF with float accumulation (CUBLAS_COMPUTE_32F), and D (with the bias)
-// of the candidate's output type: the operands' half type, or float32 where the epilogue ends
-// in the model's float32 output (cuBLASLt's table: 16F/16BF inputs give 16F/16BF or 32F output).
-// Row-major C (M x N) = A (M x K) B (K x N) is computed as the column-major C^T = B^T A^T:
-// cuBLASLt's "A" is our B and its "B" our A, its m = N and n = M; a bias along N is then its bias
-// along rows. Needs: a GPU for the heuristics and the calls (cuda_api.h); the descriptors and the
-// analysis need none. Guarantees: a BlasLtCall describes one call completely (what the CUDA module
-// blob stores); blaslt_op_run computes the candidate's output as prim.h defines it, up to float
-// rounding.
+// a bias broadcast along N, ReLU; GELU where the program is its tanh form, or, under a reduced
+// precision, the erf form its tanh approximation stays within 5e-4 of) becomes one cublasLtMatmul
+// call per heuristic algorithm, each a KernelConfig of class CUCLS_BLASLT that the lab checks and
+// times like a generated kernel. The library is dlopened (ORCH_CUBLASLT, then libcublasLt.so.13 /
+// .so.12 / .so on the loader path, the CUDA toolkit's lib64 and PyTorch's pip wheels); its
+// prototypes, enums and opaque struct sizes are declared in cublaslt.c with the values of
+// CUDA 13.0's cublasLt.h. No library: no library candidates, never an error. Storage types: float32
+// operands as stored by default; under half storage (fp16 / bf16) A and B of CUDA_R_16F /
+// CUDA_R_16BF with float accumulation (CUBLAS_COMPUTE_32F), and D (with the bias) of the
+// candidate's output type: the operands' half type, or float32 where the epilogue ends in the
+// model's float32 output (cuBLASLt's table: 16F/16BF inputs give 16F/16BF or 32F output). Row-major
+// C (M x N) = A (M x K) B (K x N) is computed as the column-major C^T = B^T A^T: cuBLASLt's "A" is
+// our B and its "B" our A, its m = N and n = M; a bias along N is then its bias along rows. Needs:
+// a GPU for the heuristics and the calls (cuda_api.h); the descriptors and the analysis need none.
+// Guarantees: a BlasLtCall describes one call completely (what the CUDA module blob stores);
+// blaslt_op_run computes the candidate's output as prim.h defines it, up to float rounding.
 #ifndef ORCH_CUBLASLT_H
 #define ORCH_CUBLASLT_H
 
@@ -26,10 +26,12 @@
 
 // cublasLtEpilogue_t values the analysis produces.
 enum {
-    BLASLT_EPI_NONE = 1,      // CUBLASLT_EPILOGUE_DEFAULT
-    BLASLT_EPI_RELU = 2,      // CUBLASLT_EPILOGUE_RELU
-    BLASLT_EPI_BIAS = 4,      // CUBLASLT_EPILOGUE_BIAS: + bias[row of cuBLASLt's D] = bias[j]
-    BLASLT_EPI_RELU_BIAS = 6, // CUBLASLT_EPILOGUE_RELU_BIAS
+    BLASLT_EPI_NONE = 1,       // CUBLASLT_EPILOGUE_DEFAULT
+    BLASLT_EPI_RELU = 2,       // CUBLASLT_EPILOGUE_RELU
+    BLASLT_EPI_BIAS = 4,       // CUBLASLT_EPILOGUE_BIAS: + bias[row of cuBLASLt's D] = bias[j]
+    BLASLT_EPI_RELU_BIAS = 6,  // CUBLASLT_EPILOGUE_RELU_BIAS
+    BLASLT_EPI_GELU = 32,      // CUBLASLT_EPILOGUE_GELU (the tanh approximation)
+    BLASLT_EPI_GELU_BIAS = 36, // CUBLASLT_EPILOGUE_GELU_BIAS
 };
 // cublasComputeType_t values (CUBLAS_COMPUTE_32F*): float32 operands take the one
 // cugen_lin_precision asks for, half operands CUBLAS_COMPUTE_32F.
