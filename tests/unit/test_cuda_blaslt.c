@@ -2,8 +2,10 @@
 // the lab, the CUDA module blob and the session.
 // Everywhere: the loader (the version it reports is the one an independent dlopen of the same file
 // reports), the analysis of primitive graphs built here (plain, transposed A/B through a LAYOUT,
-// batched, broadcast batch, folded batch, bias, bias+ReLU, ReLU, alpha, and refusals: a bias along
-// M, tanh, ReLU before the bias, a partly broadcast batch) against call fields worked out by hand,
+// batched, broadcast batch, folded batch, bias, bias+ReLU, ReLU, alpha, bias+GELU (the tanh form
+// under fp32; the erf form under tf32/fp16/bf16 and half storage), and refusals: a bias along
+// M, tanh, ReLU before the bias, a partly broadcast batch, the erf GELU under fp32, twice a GELU)
+// against call fields worked out by hand,
 // descriptor creation, and the blob (library entries round trip, every truncation and single-byte
 // corruption refused, an impossible call refused with a right checksum, a format-1 blob still
 // read, an unknown format refused).
