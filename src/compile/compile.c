@@ -16,6 +16,7 @@
 #include "../runtime/session.h"
 #include "../target/c/cbuild.h"
 #include "../target/cuda/cuda_lab.h"
+#include "../target/cuda/cudnn.h"
 #include "../target/cuda/cugen_linear.h"
 #include "kernel_lab.h"
 #include "orch.h"
@@ -1185,6 +1186,23 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                     "float32 inputs and outputs\n",
                     ss.retyped, dtype_name(to), (double)ss.const_bytes / 1048576.0,
                     (double)ss.const_bytes / 2097152.0, ss.casts);
+        // Channels-last pairs for the convolutions, where cuDNN is there to read them
+        // (ORCH_NHWC=0: never; ORCH_NHWC=1: even without the library).
+        const char *nhwc = getenv("ORCH_NHWC");
+        bool want = nhwc && *nhwc ? strcmp(nhwc, "0") != 0 : dnn_available();
+        NhwcStats ns = {0};
+        if (want && (rc = pass_channels_last(pg, &ns, e))) {
+            err_prefix(e, "%s: channels-last layouts: ", onnx_path);
+            goto out;
+        }
+        if (want && ns.tensors + ns.weights > 0) {
+            storage_flag |= ARTIFACT_LAYOUT_NHWC;
+            if (pr)
+                fprintf(pr,
+                        "layouts: %d convolutions: %d activations with an NHWC twin (%d readers), "
+                        "%d weights KRSC\n",
+                        ns.convs, ns.tensors, ns.readers, ns.weights);
+        }
     }
     d.pg = pg;
     rep->prims = pg->n_prims;

@@ -73,6 +73,55 @@ void pass_finish(PrimGraph *pg, int killed) {
         prim_graph_compact(pg);
 }
 
+// Stable topological order: each primitive after the producers of its inputs, otherwise in the
+// order it had.
+void pass_sort_topologically(PrimGraph *pg) {
+    int n = pg->n_prims;
+    int *prod = xmalloc(sizeof(int) * ((size_t)pg->n_tensors + 1));
+    for (int t = 0; t < pg->n_tensors; t++)
+        prod[t] = -1;
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < pg->prims[k]->n_out; j++)
+            if (pg->prims[k]->out[j] >= 0)
+                prod[pg->prims[k]->out[j]] = k;
+    bool *placed = xcalloc((size_t)n + 1, 1);
+    int *stack = xmalloc(sizeof(int) * ((size_t)n + 1)),
+        *next = xcalloc((size_t)n + 1, sizeof(int));
+    Prim **order = xmalloc(sizeof(Prim *) * ((size_t)n + 1));
+    int w = 0;
+    for (int root = 0; root < n; root++) {
+        if (placed[root])
+            continue;
+        int sp = 0;
+        stack[sp++] = root;
+        while (sp > 0) {
+            int k = stack[sp - 1];
+            const Prim *p = pg->prims[k];
+            // The next unplaced producer of k's inputs goes first. The graph is acyclic, so k is
+            // not on the stack twice.
+            while (next[k] < p->n_in) {
+                int t = p->in[next[k]++];
+                int q = t >= 0 ? prod[t] : -1;
+                if (q >= 0 && !placed[q]) {
+                    stack[sp++] = q;
+                    break;
+                }
+            }
+            if (stack[sp - 1] != k)
+                continue;
+            sp--;
+            placed[k] = true;
+            order[w++] = pg->prims[k];
+        }
+    }
+    memcpy(pg->prims, order, sizeof(Prim *) * (size_t)n);
+    free(prod);
+    free(placed);
+    free(stack);
+    free(next);
+    free(order);
+}
+
 bool pass_same_dims(const Tensor *a, const Tensor *b) {
     if (a->rank != b->rank)
         return false;

@@ -72,6 +72,21 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e);
 // overflow where the float32 model does not.
 double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor);
 
+// Channels-last layout pairs (passes_nhwc.c), run by the compile driver after the clean-up and
+// the storage pass under half storage on the CUDA target: every activation a 2-D convolution
+// reads, and the end of each one's elementwise epilogue chain, is also written transposed to
+// NHWC, and its readers read that back through private transposes; the convolutions' weights
+// become KRSC constants read through a private transpose. The graph computes the same values;
+// kernels that read and write channels-last tensors (cuDNN's NHWC calls) absorb the pairs.
+typedef struct NhwcStats {
+    int convs;           // 2-D convolutions served
+    int tensors;         // activations paired (an NHWC twin each)
+    int readers;         // private transposes back to NCHW
+    int weights;         // weights stored KRSC
+    int biases_combined; // residual sums whose two per-channel constants became one
+} NhwcStats;
+int pass_channels_last(PrimGraph *pg, NhwcStats *st, Err *e);
+
 // ---- for the pass files ----
 
 // Consumers of each tensor, counted once per primitive, and its producer; graph outputs are
@@ -102,5 +117,10 @@ void pass_repl_inputs(const PassRepl *r, Prim *p);
 void pass_finish(PrimGraph *pg, int killed);
 
 bool pass_same_dims(const Tensor *a, const Tensor *b);
+
+// Stable topological order: each primitive after the producers of its inputs, otherwise in the
+// order it had (for passes that append primitives feeding earlier ones). Tensor.producer
+// indices are stale until prim_graph_compact.
+void pass_sort_topologically(PrimGraph *pg);
 
 #endif

@@ -60,55 +60,6 @@ static bool scalar_scale(const PrimGraph *pg, const Prim *p, int *x, double *fac
     return isfinite(*factor) && *factor != 0;
 }
 
-// Stable topological order: each primitive after the producers of its inputs, otherwise in the
-// order it had (the rewrite puts a new primitive after its MatMul's readers in the list).
-static void sort_topologically(PrimGraph *pg) {
-    int n = pg->n_prims;
-    int *prod = xmalloc(sizeof(int) * ((size_t)pg->n_tensors + 1));
-    for (int t = 0; t < pg->n_tensors; t++)
-        prod[t] = -1;
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < pg->prims[k]->n_out; j++)
-            if (pg->prims[k]->out[j] >= 0)
-                prod[pg->prims[k]->out[j]] = k;
-    bool *placed = xcalloc((size_t)n + 1, 1);
-    int *stack = xmalloc(sizeof(int) * ((size_t)n + 1)),
-        *next = xcalloc((size_t)n + 1, sizeof(int));
-    Prim **order = xmalloc(sizeof(Prim *) * ((size_t)n + 1));
-    int w = 0;
-    for (int root = 0; root < n; root++) {
-        if (placed[root])
-            continue;
-        int sp = 0;
-        stack[sp++] = root;
-        while (sp > 0) {
-            int k = stack[sp - 1];
-            const Prim *p = pg->prims[k];
-            // The next unplaced producer of k's inputs goes first. The graph is acyclic, so k is
-            // not on the stack twice.
-            while (next[k] < p->n_in) {
-                int t = p->in[next[k]++];
-                int q = t >= 0 ? prod[t] : -1;
-                if (q >= 0 && !placed[q]) {
-                    stack[sp++] = q;
-                    break;
-                }
-            }
-            if (stack[sp - 1] != k)
-                continue;
-            sp--;
-            placed[k] = true;
-            order[w++] = pg->prims[k];
-        }
-    }
-    memcpy(pg->prims, order, sizeof(Prim *) * (size_t)n);
-    free(prod);
-    free(placed);
-    free(stack);
-    free(next);
-    free(order);
-}
-
 int pass_hoist_scales(PrimGraph *pg, CleanupStats *st, Err *e) {
     (void)e;
     PassUses u;
@@ -158,7 +109,7 @@ int pass_hoist_scales(PrimGraph *pg, CleanupStats *st, Err *e) {
     }
     pass_uses_free(&u);
     if (pg->n_prims != n0)
-        sort_topologically(pg);
+        pass_sort_topologically(pg);
     st->scales_hoisted += hoisted;
     // Compacting also recomputes every tensor's producer index after the reordering.
     if (killed || pg->n_prims != n0)

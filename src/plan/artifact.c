@@ -277,6 +277,8 @@ static int parse(ArtifactContents *a, Err *e) {
     }
     if (in.pos != in.n || (h->load_flags & ~(uint32_t)ARTIFACT_KNOWN_FLAGS) ||
         (h->load_flags & ARTIFACT_STORE_F16 && h->load_flags & ARTIFACT_STORE_BF16) ||
+        ((h->load_flags & ARTIFACT_LAYOUT_NHWC) &&
+         !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
         h->threads < 0 || h->kernels < 0)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
     static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};

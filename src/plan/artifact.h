@@ -26,12 +26,15 @@
 
 // ARTIFACT_STORE_F16 / _BF16: the primitive graph was retyped by pass_store_reduced (fp16 / bf16
 // storage): loading the artefact applies the same pass before reading the plan.
+// ARTIFACT_LAYOUT_NHWC: pass_channels_last ran after it (its channels-last layout pairs), and
+// loading runs it again.
 enum {
     ARTIFACT_ATTENTION_REWRITE = 1u << 0,
     ARTIFACT_NO_CLEANUP = 1u << 1,
     ARTIFACT_STORE_F16 = 1u << 2,
     ARTIFACT_STORE_BF16 = 1u << 3,
-    ARTIFACT_KNOWN_FLAGS = 15u,
+    ARTIFACT_LAYOUT_NHWC = 1u << 4,
+    ARTIFACT_KNOWN_FLAGS = 31u,
 };
 
 typedef struct ArtifactHeader {

@@ -436,6 +436,8 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
         rc = pass_store_reduced(
             s->pg_owned, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16, NULL, e);
+    if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
+        rc = pass_channels_last(s->pg_owned, NULL, e);
     if (rc == ST_OK)
         rc = plan_read(a->plan, a->plan_size, s->pg_owned, path, &s->plan_owned, e);
     if (rc == ST_OK && h->kernels != s->plan_owned->n_kernels)

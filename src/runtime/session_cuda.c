@@ -922,6 +922,8 @@ static int import_artifact(const ArtifactContents *a, const char *path, Graph **
     if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
         rc = pass_store_reduced(*pg, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16,
                                 NULL, e);
+    if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
+        rc = pass_channels_last(*pg, NULL, e);
     if (rc == ST_OK)
         rc = plan_read(a->plan, a->plan_size, *pg, path, plan, e);
     if (rc == ST_OK && h->kernels != (*plan)->n_kernels)

@@ -32,6 +32,7 @@
 #include "compile/compile.h"
 #include "compile/kernel_lab.h"
 #include "fission/build.h"
+#include "fission/passes.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
 #include "runtime/npy.h"
@@ -108,6 +109,12 @@ enum {
     S_F32_OUT = 1, // the graph output is float32 (the epilogue's float32 value stored)
     S_HALF = 2,    // the epilogue computes in half, not in float32 ending in a CAST
     S_Z_F32 = 4,   // z is a float32 graph input read by the half epilogue
+    // Channels-last (pass_channels_last's pairs): X and z graph inputs stored NHWC and read
+    // through transposes, W a KRSC constant read through a transpose (where C/G and R x S are
+    // not 1), Y transposed to an NHWC graph output.
+    S_NHWC = 8,
+    S_NHWC_IN_ONLY = 16, // as S_NHWC, but Y stays NCHW: refused (one layout per call)
+    S_NHWC_W_KCRS = 32,  // as S_NHWC, but W KCRS in place: refused (NHWC data, KRSC filter)
 };
 
 typedef struct ConvCase {
@@ -132,6 +139,7 @@ typedef struct CG {
     int n_in;
     int x, w, bias, z; // the tensors the call reads (bias: its data, the constant); -1 none
     int conv, out;
+    bool nhwc; // S_NHWC
     CandidateSet *cs;
     int cand; // the candidate of every primitive
 } CG;
@@ -196,12 +204,29 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
     g->b = (PB){g->pg, "conv_node"};
     g->bias = g->z = -1;
     g->dt = dt;
+    g->nhwc = store & S_NHWC;
     int64_t xd[4] = {k->N, k->C, k->H, k->W}, wd[4] = {k->K, k->C / k->G, k->R, k->S};
     int64_t P = out_size(k, 0), Q = out_size(k, 1), yd[4] = {k->N, k->K, P, Q};
-    int x = g->x = add_input(g, dt, 4, xd);
+    static const int to_nchw[4] = {0, 3, 1, 2}, to_nhwc[4] = {0, 2, 3, 1};
+    bool nhwc = store & (S_NHWC | S_NHWC_IN_ONLY | S_NHWC_W_KCRS);
+    int x;
+    if (nhwc) {
+        int64_t xl[4] = {k->N, k->H, k->W, k->C};
+        g->x = add_input(g, dt, 4, xl);
+        x = pb_transpose(&g->b, g->x, to_nchw);
+    } else {
+        x = g->x = add_input(g, dt, 4, xd);
+    }
     if (k->variant == X_PROLOGUE)
         x = pb_ew1(&g->b, EW_RELU, x);
-    g->w = k->variant == W_INPUT ? add_input(g, dt, 4, wd) : add_const(g, dt, 4, wd);
+    int w;
+    if (nhwc && !(store & S_NHWC_W_KCRS) && wd[1] > 1 && k->R * k->S > 1) {
+        int64_t wl[4] = {wd[0], wd[2], wd[3], wd[1]};
+        g->w = add_const(g, dt, 4, wl);
+        w = pb_transpose(&g->b, g->w, to_nchw);
+    } else {
+        w = g->w = k->variant == W_INPUT ? add_input(g, dt, 4, wd) : add_const(g, dt, 4, wd);
+    }
     LinearParams lp;
     memset(&lp, 0, sizeof lp);
     lp.op = LIN_CONV;
@@ -213,7 +238,7 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
         lp.pad_begin[d] = k->pb[d];
         lp.pad_end[d] = k->pe[d];
     }
-    int y = g->conv = pb_conv(&g->b, &lp, x, g->w, yd);
+    int y = g->conv = pb_conv(&g->b, &lp, x, w, yd);
     g->b.origin = "epilogue_node";
     int bias = -1;
     bool wants_bias = k->epi == E_BIAS || k->epi == E_BIAS_RELU || k->epi == E_ALPHA_BIAS_RELU ||
@@ -232,8 +257,14 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
             bias = g->bias = add_const(g, dt, 4, b4);
         }
     }
-    if (k->epi == E_BIAS_Z || k->epi == E_BIAS_Z_RELU || k->epi == E_Z)
-        g->z = add_input(g, store & S_Z_F32 ? DT_FLOAT : dt, 4, yd);
+    int z = -1; // the value the epilogue adds: g->z, or its transpose
+    if ((k->epi == E_BIAS_Z || k->epi == E_BIAS_Z_RELU || k->epi == E_Z) && nhwc) {
+        int64_t zl[4] = {k->N, P, Q, k->K};
+        g->z = add_input(g, dt, 4, zl);
+        z = pb_transpose(&g->b, g->z, to_nchw);
+    } else if (k->epi == E_BIAS_Z || k->epi == E_BIAS_Z_RELU || k->epi == E_Z) {
+        z = g->z = add_input(g, store & S_Z_F32 ? DT_FLOAT : dt, 4, yd);
+    }
     if (k->variant == FUSED) {
         // %0 = ADD(in0, in1); %1 = ADD(in2, %0); [%2 = RELU(%1)], as a ResNet block's merged add.
         EwInstr code[3];
@@ -247,7 +278,7 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
         code[2] = (EwInstr){.op = EW_RELU, .dtype = dt};
         code[2].arg[0] = (EwArg){EWS_INSTR, 1, 0};
         EwProgram prog = {k->epi == E_BIAS_Z_RELU ? 3 : 2, code};
-        int ins[3] = {y, bias, g->z};
+        int ins[3] = {y, bias, z};
         y = pb_ew_program(&g->b, 3, ins, &prog);
     } else {
         switch (k->epi) {
@@ -257,9 +288,9 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
             y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, pb_ew2i(&g->b, EW_MUL, y, 0.5), bias));
             break;
         case E_BIAS_MAX0: y = pb_ew2i(&g->b, EW_MAX, pb_ew2(&g->b, EW_ADD, y, bias), 0.0); break;
-        case E_BIAS_Z: y = pb_ew2(&g->b, EW_ADD, g->z, pb_ew2(&g->b, EW_ADD, y, bias)); break;
+        case E_BIAS_Z: y = pb_ew2(&g->b, EW_ADD, z, pb_ew2(&g->b, EW_ADD, y, bias)); break;
         case E_BIAS_Z_RELU:
-            y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_ADD, y, bias), g->z));
+            y = pb_ew1(&g->b, EW_RELU, pb_ew2(&g->b, EW_ADD, pb_ew2(&g->b, EW_ADD, y, bias), z));
             break;
         case E_RELU: y = pb_ew1(&g->b, EW_RELU, y); break;
         case E_BIAS_TANH: y = pb_ew1(&g->b, EW_TANH, pb_ew2(&g->b, EW_ADD, y, bias)); break;
@@ -269,12 +300,14 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
             y = pb_ew2(&g->b, EW_ADD, y, add_const(g, dt, 1, bw));
             break;
         }
-        case E_Z: y = pb_ew2(&g->b, EW_ADD, y, g->z); break;
+        case E_Z: y = pb_ew2(&g->b, EW_ADD, y, z); break;
         default: break;
         }
     }
     if (dt != DT_FLOAT && !(store & S_HALF))
         float_arith(g->pg, store & S_F32_OUT ? y : -1);
+    if (nhwc && !(store & S_NHWC_IN_ONLY))
+        y = pb_transpose(&g->b, y, to_nhwc);
     g->out = y;
     g->pg->outputs = xmalloc(sizeof(int));
     g->pg->outputs[g->pg->n_outputs++] = y;
@@ -381,6 +414,24 @@ static const HalfCase half_cases[] = {
     {{"h_reshaped", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_RESHAPE}, BF16, 0},
     {{"h_alpha", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_ALPHA_BIAS_RELU, B_1C11}, F16, S_HALF},
     {{"h_odd", 3, 7, 9, 23, 5, 3, 5, 1, {2, 1}, S1, {1, 2}, {1, 2}, E_BIAS_RELU, B_1C11}, F16, 0},
+    // Channels-last.
+    {{"nhwc_residual", 2, 16, 12, 10, 16, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, B_1C11},
+     F16,
+     S_NHWC},
+    {{"nhwc_fused_res", 1, 32, 8, 8, 32, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, FUSED},
+     F16,
+     S_NHWC},
+    {{"nhwc_s2", 1, 16, 17, 15, 32, 3, 3, 1, {2, 2}, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, S_NHWC},
+    {{"nhwc_1x1_bf16", 2, 64, 14, 14, 32, 1, 1, 1, S1, S1, P0, P0, E_BIAS_RELU, B_1C11},
+     BF16,
+     S_NHWC},
+    {{"nhwc_depthwise", 1, 32, 14, 14, 32, 3, 3, 32, S1, S1, P1, P1, E_BIAS_RELU, B_1C11},
+     F16,
+     S_NHWC},
+    {{"nhwc_stem", 1, 3, 33, 31, 16, 7, 7, 1, {2, 2}, S1, {3, 3}, {3, 3}, E_BIAS_RELU, B_1C11},
+     F16,
+     S_NHWC},
+    {{"nhwc_plain", 2, 8, 13, 11, 16, 3, 3, 1, S1, S1, P1, P1, E_NONE, B_1C11}, BF16, S_NHWC},
 };
 
 // Refused under half storage: Y or z float32 next to half X and W (cuDNN's configurations have
@@ -389,6 +440,16 @@ static const HalfCase half_bad_cases[] = {
     {{"h_out_f32", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_1C11}, F16, S_F32_OUT},
     {{"h_z_f32", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, B_1C11}, F16, S_Z_F32},
     {{"h_tanh", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_TANH, B_1C11}, BF16, 0},
+    {{"nhwc_in_only", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_1C11},
+     F16,
+     S_NHWC_IN_ONLY},
+};
+
+// NHWC data with a KCRS filter (and NCHW data with KRSC) is a call cuDNN is asked about.
+static const HalfCase half_mixed_cases[] = {
+    {{"nhwc_w_kcrs", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_1C11},
+     F16,
+     S_NHWC_W_KCRS},
 };
 
 // cudnnDataType_t of a tensor type.
@@ -420,6 +481,8 @@ static DnnCall expected_call(const CG *g, const ConvCase *k) {
                  : k->epi == E_BIAS_Z      ? DNN_EPI_BIAS | DNN_EPI_Z
                  : k->epi == E_BIAS_Z_RELU ? DNN_EPI_BIAS | DNN_EPI_Z | DNN_EPI_RELU
                                            : DNN_EPI_BIAS | DNN_EPI_RELU;
+    if (g->nhwc)
+        c.epilogue |= DNN_LAYOUT_NHWC | DNN_FILTER_KRSC;
     c.alpha = k->epi == E_ALPHA_BIAS_RELU ? 0.5f : 1.0f;
     c.math = g->dt != DT_FLOAT ? DNN_MATH(DNN_MATH_TENSOR_OP, dnn_type_of(g->dt)) : DNN_MATH_FMA;
     c.algo = -1;
@@ -485,7 +548,7 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
         for (int c = 0; c < g.cs->n; c++) {
             const Candidate *cc = &g.cs->c[c];
             DnnCall alone;
-            if (cc->output == g.conv && cc->n_prims == 1)
+            if (cc->output == g.conv && cc->n_prims == 1 && !g.nhwc)
                 CHECK_MSG(dnn_analyse(g.pg, cc, &alone) && alone.epilogue == 0 &&
                               alone.in_bias == -1 && alone.in_z == -1 && alone.alpha == 1.0f &&
                               alone.math == want.math,
@@ -516,6 +579,73 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
     cg_free(&g);
 }
 
+// pass_channels_last on a half ResNet block (conv + bias + ReLU, conv + bias + the block's
+// input + ReLU): for each convolution the candidate enumeration proposes the cuDNN call that
+// reads and writes NHWC in place (the transposes of its X, W and z and the one of Y absorbed),
+// next to the NCHW ones.
+static void test_nhwc_pass_candidates(void) {
+    PrimGraph *pg = prim_graph_create(graph_create("test"));
+    PB b = {pg, "block"};
+    int64_t xd[4] = {1, 16, 10, 12}, wd[4] = {16, 16, 3, 3}, bd[4] = {1, 16, 1, 1};
+    Tensor *xt = pg_add_tensor(pg, "x", DT_FLOAT16, 4, xd);
+    xt->kind = TK_INPUT;
+    pg->inputs = xmalloc(sizeof(int));
+    pg->inputs[pg->n_inputs++] = xt->id;
+    int x = pb_ew1(&b, EW_RELU, xt->id); // a computed activation, as inside a network
+    float *v = xmalloc(sizeof(float) * 16 * 16 * 9);
+    fill_values(DT_FLOAT16, v, 16 * 16 * 9);
+    LinearParams lp;
+    memset(&lp, 0, sizeof lp);
+    lp.op = LIN_CONV;
+    lp.n_spatial = 2;
+    lp.group = 1;
+    for (int d = 0; d < 2; d++)
+        lp.stride[d] = lp.dilation[d] = lp.pad_begin[d] = lp.pad_end[d] = 1;
+    int c1 = pb_conv(&b, &lp, x, pb_const(&b, DT_FLOAT16, 4, wd, v), xd);
+    int a1 = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, c1, pb_const(&b, DT_FLOAT16, 4, bd, v)));
+    int c2 = pb_conv(&b, &lp, a1, pb_const(&b, DT_FLOAT16, 4, wd, v + 9), xd);
+    int a2 =
+        pb_ew1(&b, EW_RELU,
+               pb_ew2(&b, EW_ADD, pb_ew2(&b, EW_ADD, c2, pb_const(&b, DT_FLOAT16, 4, bd, v)), x));
+    free(v);
+    pg->outputs = xmalloc(sizeof(int));
+    pg->outputs[pg->n_outputs++] = pb_reduce(&b, RED_MAX, a2, 12, true, false); // a2 has a reader
+    Err e = {0};
+    NhwcStats st = {0};
+    CHECK(prim_graph_verify(pg, &e) == ST_OK);
+    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    CHECK(pass_channels_last(pg, &st, &e) == ST_OK && st.convs == 2);
+    CHECK(prim_graph_verify(pg, &e) == ST_OK);
+    CandRules rules = cand_rules_default();
+    CandidateSet *cs = NULL;
+    CHECK(cand_enumerate(pg, &rules, 0, &cs, &e) == ST_OK);
+    int nhwc = 0, nhwc_z = 0, nchw = 0;
+    for (int i = 0; cs && i < cs->n; i++) {
+        DnnCall call;
+        if (!dnn_analyse(pg, &cs->c[i], &call))
+            continue;
+        if (call.epilogue & DNN_LAYOUT_NHWC) {
+            CHECK(call.epilogue & DNN_FILTER_KRSC);
+            nhwc++;
+            if ((call.epilogue & (DNN_EPI_Z | DNN_EPI_RELU | DNN_EPI_BIAS)) ==
+                (DNN_EPI_Z | DNN_EPI_RELU | DNN_EPI_BIAS))
+                nhwc_z++;
+            // X, z and Y are channels-last tensors.
+            CHECK(pg->tensors[cs->c[i].inputs[call.in_x]]->dims[3] == 16);
+            CHECK(pg->tensors[cs->c[i].output]->dims[3] == 16);
+        } else {
+            nchw++;
+        }
+    }
+    printf("  %d candidates; cuDNN: %d NHWC (%d with the residual), %d NCHW\n", cs ? cs->n : 0,
+           nhwc, nhwc_z, nchw);
+    CHECK(nhwc >= 2 && nhwc_z >= 1 && nchw >= 2);
+    cand_set_free(cs);
+    const Graph *src = pg->src;
+    prim_graph_free(pg);
+    graph_free((Graph *)src);
+}
+
 static void test_analysis(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
     for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++)
@@ -530,6 +660,18 @@ static void test_analysis(void) {
             bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
             CHECK_MSG(!ok, "%s accepted", h->k.name);
             printf("  %-18s %s\n", h->k.name, ok ? "accepted" : "refused");
+        }
+        cg_free(&g);
+    }
+    for (size_t i = 0; i < ORCH_COUNT(half_mixed_cases); i++) {
+        const HalfCase *h = &half_mixed_cases[i];
+        CG g;
+        if (cg_build_as(&g, &h->k, h->dt, h->store)) {
+            DnnCall got;
+            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+            CHECK_MSG(ok && (got.epilogue & DNN_LAYOUT_NHWC) && !(got.epilogue & DNN_FILTER_KRSC),
+                      "%s: not an NHWC call with a KCRS filter", h->k.name);
+            printf("  %-18s %s\n", h->k.name, ok ? "nhwc, w=kcrs" : "refused");
         }
         cg_free(&g);
     }
@@ -1231,6 +1373,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_loader);
     RUN(test_analysis);
+    RUN(test_nhwc_pass_candidates);
     RUN(test_descriptors);
     RUN(test_blob);
     RUN(test_gpu_lab);

@@ -910,6 +910,124 @@ static void test_store_reduced(void) {
     store_case(DT_BFLOAT16);
 }
 
+// Channels-last pairs (pass_channels_last) on a residual block: conv + bias + ReLU, conv + bias
+// + the block's input + ReLU, then a depthwise conv (its weights already KRSC-ordered) and a
+// global mean of the block's output. Every conv input and epilogue end gets an NHWC twin that
+// each reader reads back through its own transpose; the outputs stay bit-identical.
+static void channels_last_case(DType dt) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[4] = {2, 8, 6, 5}, wd[4] = {8, 8, 3, 3}, dwd[4] = {8, 1, 3, 3}, bd[4] = {1, 8, 1, 1};
+    int x = tg_input(&g, DT_FLOAT, 4, xd, 1, 0);
+    LinearParams lp = conv2d(1, 1), dw = conv2d(8, 1);
+    int a1 = pb_ew1(&g.b, EW_RELU,
+                    pb_ew2(&g.b, EW_ADD,
+                           pb_conv(&g.b, &lp, x, tg_const(&g, DT_FLOAT, 4, wd, 0.3, 0), xd),
+                           tg_const(&g, DT_FLOAT, 4, bd, 1, 0)));
+    int c2 = pb_conv(&g.b, &lp, a1, tg_const(&g, DT_FLOAT, 4, wd, 0.3, 0), xd);
+    int a2 = pb_ew1(
+        &g.b, EW_RELU,
+        pb_ew2(&g.b, EW_ADD, pb_ew2(&g.b, EW_ADD, c2, tg_const(&g, DT_FLOAT, 4, bd, 1, 0)), x));
+    int y = pb_ew2(&g.b, EW_ADD, pb_conv(&g.b, &dw, a2, tg_const(&g, DT_FLOAT, 4, dwd, 0.3, 0), xd),
+                   tg_const(&g, DT_FLOAT, 4, bd, 1, 0));
+    tg_output(&g, y, "y");
+    tg_output(&g, pb_reduce(&g.b, RED_MEAN, a2, 12, true, false), "pool");
+    CleanupStats cst = {0};
+    CHECK(cleanup(&g, &cst) == ST_OK);
+    Err e = {0};
+    if (dt != DT_FLOAT)
+        CHECK(pass_store_reduced(g.pg, dt, NULL, &e) == ST_OK);
+    tg_reference(&g);
+    int layouts = count(g.pg, PRIM_LAYOUT), prims = g.pg->n_prims;
+    NhwcStats st = {0};
+    CHECK(pass_channels_last(g.pg, &st, &e) == ST_OK);
+    CHECK(prim_graph_verify(g.pg, &e) == ST_OK);
+    // x (conv 1 and the residual), a1 (conv 2), a2 (the depthwise conv and the mean); the
+    // depthwise weights are the same bytes either way. Under half storage x is the CAST of the
+    // float32 input, and the depthwise conv's half epilogue value (read by the CAST to the
+    // float32 output) is paired too.
+    printf("  %s: %d convs, %d tensors, %d readers, %d weights; %d -> %d primitives\n",
+           dtype_name(dt), st.convs, st.tensors, st.readers, st.weights, prims, g.pg->n_prims);
+    int half = dt != DT_FLOAT;
+    CHECK(st.convs == 3 && st.tensors == 3 + half && st.readers == 5 + half && st.weights == 2);
+    CHECK(count(g.pg, PRIM_LAYOUT) == layouts + st.tensors + st.readers + st.weights);
+    // Each conv reads a transpose back of an NHWC tensor, and 3x3 dense weights a KRSC constant.
+    for (int k = 0; k < g.pg->n_prims; k++) {
+        const Prim *p = g.pg->prims[k];
+        if (p->kind != PRIM_LINEAR)
+            continue;
+        const Prim *in = producer(g.pg, p->in[0]);
+        CHECK(in && in->kind == PRIM_LAYOUT && in->lay.stages[0].kind == LS_TRANSPOSE &&
+              in->lay.stages[0].perm[1] == 3);
+        const Tensor *nhwc = g.pg->tensors[in->in[0]];
+        CHECK(nhwc->dims[3] == 8 && nhwc->dims[1] == 6 && nhwc->dims[2] == 5);
+        const Prim *w = producer(g.pg, p->in[1]);
+        if (p->lin.group == 1)
+            CHECK(w && w->kind == PRIM_LAYOUT && pg_is_const(g.pg, w->in[0]) &&
+                  g.pg->tensors[w->in[0]]->dims[3] == 8 && g.pg->tensors[w->in[0]]->dims[1] == 3);
+        else
+            CHECK(pg_is_const(g.pg, p->in[1]));
+    }
+    CHECK(strcmp(g.pg->tensors[g.pg->outputs[0]]->name, "y") == 0);
+    tg_compare(&g, -1);
+    // The clean-up undoes it: the pairs compose to identities (which is why the compile driver
+    // runs the pass after it).
+    CHECK(cleanup(&g, &cst) == ST_OK);
+    CHECK(count(g.pg, PRIM_LAYOUT) == layouts);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// A block with a downsampling branch: relu(conv(relu(conv(x) + b1)) + b2 + (conv1x1(x) + b3)).
+// The merged residual program's two biases become one constant (the sum reassociated: float
+// rounding), and the 1x1 branch's raw output is paired, to be read as the 3x3 call's z.
+static void channels_last_downsample(void) {
+    TG g;
+    tg_init(&g);
+    int64_t xd[4] = {1, 8, 6, 6}, wd[4] = {8, 8, 3, 3}, w1[4] = {8, 8, 1, 1}, bd[4] = {1, 8, 1, 1};
+    int x = tg_input(&g, DT_FLOAT, 4, xd, 1, 0);
+    LinearParams lp = conv2d(1, 1), one = conv2d(1, 0);
+    int a1 = pb_ew1(&g.b, EW_RELU,
+                    pb_ew2(&g.b, EW_ADD,
+                           pb_conv(&g.b, &lp, x, tg_const(&g, DT_FLOAT, 4, wd, 0.3, 0), xd),
+                           tg_const(&g, DT_FLOAT, 4, bd, 1, 0)));
+    int main =
+        pb_ew2(&g.b, EW_ADD, pb_conv(&g.b, &lp, a1, tg_const(&g, DT_FLOAT, 4, wd, 0.3, 0), xd),
+               tg_const(&g, DT_FLOAT, 4, bd, 1, 0));
+    int ds = pb_ew2(&g.b, EW_ADD, pb_conv(&g.b, &one, x, tg_const(&g, DT_FLOAT, 4, w1, 0.3, 0), xd),
+                    tg_const(&g, DT_FLOAT, 4, bd, 1, 0));
+    int a2 = pb_ew1(&g.b, EW_RELU, pb_ew2(&g.b, EW_ADD, main, ds));
+    tg_output(&g, pb_reduce(&g.b, RED_MAX, a2, 12, true, false), "pool");
+    CleanupStats cst = {0};
+    CHECK(cleanup(&g, &cst) == ST_OK);
+    tg_reference(&g);
+    Err e = {0};
+    NhwcStats st = {0};
+    CHECK(pass_channels_last(g.pg, &st, &e) == ST_OK);
+    CHECK(prim_graph_verify(g.pg, &e) == ST_OK);
+    printf("  downsample: %d convs, %d tensors, %d readers, %d weights, %d biases combined\n",
+           st.convs, st.tensors, st.readers, st.weights, st.biases_combined);
+    // x, a1, a2 and the 1x1 conv's raw output; two 3x3 weights.
+    CHECK(st.convs == 3 && st.biases_combined == 1 && st.tensors == 4 && st.weights == 2);
+    // The residual program: one per-channel constant among its inputs.
+    for (int k = 0; k < g.pg->n_prims; k++) {
+        const Prim *p = g.pg->prims[k];
+        int consts = 0;
+        for (int j = 0; j < p->n_in; j++)
+            consts += pg_is_const(g.pg, p->in[j]);
+        if (p->kind == PRIM_ELEMWISE && p->n_in >= 3)
+            CHECK_MSG(consts == 1, "residual program with %d constants", consts);
+    }
+    tg_compare(&g, 1e-5);
+    tg_free(&g);
+}
+
+static void test_channels_last(void) {
+    channels_last_case(DT_FLOAT);
+    channels_last_case(DT_FLOAT16);
+    channels_last_downsample();
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : (uint64_t)time(NULL);
     printf("seed %llu (repeat with: unit_passes %llu)\n", (unsigned long long)seed,
@@ -937,5 +1055,6 @@ int main(int argc, char **argv) {
     RUN(test_cleanup_block);
     RUN(test_store_reduced);
     RUN(test_storage_peak);
+    RUN(test_channels_last);
     return CHECK_DONE();
 }

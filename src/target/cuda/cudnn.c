@@ -33,7 +33,12 @@ typedef struct {
     int reserved[3];
 } cudnnConvolutionFwdAlgoPerf_t;
 
-enum { CUDNN_DATA_FLOAT = 0, CUDNN_TENSOR_NCHW = 0, CUDNN_CROSS_CORRELATION = 1 };
+enum {
+    CUDNN_DATA_FLOAT = 0,
+    CUDNN_TENSOR_NCHW = 0,
+    CUDNN_TENSOR_NHWC = 1,
+    CUDNN_CROSS_CORRELATION = 1
+};
 enum { CUDNN_ACTIVATION_RELU = 1, CUDNN_ACTIVATION_IDENTITY = 5, CUDNN_NOT_PROPAGATE_NAN = 0 };
 
 typedef struct Lib {
@@ -297,7 +302,58 @@ typedef struct EpiState {
     int z;              // the residual's tensor, -1 none
     bool relu;
     DType dt; // the type of every tensor the call reads or writes: X's (one per configuration)
+    bool *used;  // per candidate primitive: a LAYOUT some operand is read through
+    bool z_nhwc; // z read through the transpose of an NHWC input
 } EpiState;
+
+// NCHW's axes in an NHWC tensor (a read of NHWC data as NCHW), and NHWC's in an NCHW one.
+static const int NCHW_OF_NHWC[4] = {0, 3, 1, 2}, NHWC_OF_NCHW[4] = {0, 2, 3, 1};
+
+static bool perm_is(const int p[4], const int q[4]) {
+    return memcmp(p, q, sizeof(int) * 4) == 0;
+}
+
+static bool perm_identity(const int p[4]) {
+    static const int id[4] = {0, 1, 2, 3};
+    return perm_is(p, id);
+}
+
+// Rank-4 tensor t seen up through the candidate's LAYOUT primitives made of transposes alone
+// (single input and output each): the tensor where that walk stops (a candidate input, or one
+// another kind of primitive of c computes) and the composite permutation, t's axis d being the
+// stop's axis perm[d]. The LAYOUTs walked are marked in used[] (indices into c->prims).
+static int through_transposes(const PrimGraph *pg, const Candidate *c, int t, int perm[4],
+                              bool *used) {
+    for (int d = 0; d < 4; d++)
+        perm[d] = d;
+    if (pg->tensors[t]->rank != 4)
+        return t;
+    for (int guard = 0; guard < c->n_prims; guard++) {
+        int at = -1;
+        for (int i = 0; i < c->n_prims && at < 0; i++) {
+            const Prim *p = pg->prims[c->prims[i]];
+            if (p->n_out == 1 && p->out[0] == t)
+                at = i;
+        }
+        if (at < 0)
+            return t;
+        const Prim *p = pg->prims[c->prims[at]];
+        if (p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 || p->lay.n_stages < 1)
+            return t;
+        for (int s = 0; s < p->lay.n_stages; s++)
+            if (p->lay.stages[s].kind != LS_TRANSPOSE || p->lay.stages[s].in_rank != 4)
+                return t;
+        for (int s = 0; s < p->lay.n_stages; s++) {
+            int next[4];
+            for (int d = 0; d < 4; d++)
+                next[d] = p->lay.stages[s].perm[perm[d]];
+            memcpy(perm, next, sizeof next);
+        }
+        used[at] = true;
+        t = p->in[0];
+    }
+    return t;
+}
 
 // Whether the running value may be computed in type t: the tensors' or, with half tensors,
 // float32 (the storage pass keeps elementwise arithmetic in float32, ending with a CAST to half).
@@ -368,6 +424,14 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                 } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->dt && same_shape(T, Y)) {
                     k[a] = V_Z;
                     tt[a] = t;
+                } else if (T->dtype == st->dt && same_shape(T, Y)) {
+                    // z read through the transpose of an NHWC candidate input.
+                    int zp[4], zs = through_transposes(pg, c, t, zp, st->used);
+                    if (zs == t || cgen_input_pos(c, zs) < 0 || !perm_is(zp, NCHW_OF_NHWC))
+                        return false;
+                    k[a] = V_Z;
+                    tt[a] = zs;
+                    st->z_nhwc = true;
                 } else {
                     return false;
                 }
@@ -482,16 +546,48 @@ static bool fits_int(int64_t v) {
 
 bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     memset(call, 0, sizeof *call);
-    Lin L;
-    if (!culin_analyse(pg, c, &L) || !L.conv || L.p->lin.op != LIN_CONV || L.S != 2)
+    if (c->n_prims < 1 || c->n_prims > 64)
         return false;
-    // X read in place, W a constant (the library reads both as they are stored).
-    if (L.pa < 0 || L.pb < 0 || !pg_is_const(pg, L.tb))
+    bool used[64] = {false};
+    // Y written channels-last: the candidate ends in transposes of the epilogue's value to NHWC.
+    // The rest (the core) is then analysed as a candidate ending at that value.
+    int operm[4], ysrc = through_transposes(pg, c, c->output, operm, used);
+    bool y_nhwc = ysrc != c->output;
+    if (y_nhwc && !perm_is(operm, NHWC_OF_NCHW))
+        return false;
+    int core_prims[64], n_core = 0;
+    for (int i = 0; i < c->n_prims; i++)
+        if (!used[i])
+            core_prims[n_core++] = c->prims[i];
+    Candidate core = *c;
+    core.prims = core_prims;
+    core.n_prims = n_core;
+    core.output = ysrc;
+    Lin L;
+    if (!culin_analyse(pg, &core, &L) || !L.conv || L.p->lin.op != LIN_CONV || L.S != 2)
+        return false;
+    // X read in place (NCHW), or through the transpose of an NHWC candidate input; W a constant
+    // read in place (KCRS), or through the transpose of a KRSC constant (the library reads both
+    // as they are stored).
+    int xperm[4], wperm[4];
+    int xsrc = through_transposes(pg, c, L.ta, xperm, used);
+    int wsrc = through_transposes(pg, c, L.tb, wperm, used);
+    bool x_nhwc = !perm_identity(xperm);
+    if (cgen_input_pos(c, xsrc) < 0 || (x_nhwc && !perm_is(xperm, NCHW_OF_NHWC)) ||
+        x_nhwc != y_nhwc)
+        return false;
+    if (cgen_input_pos(c, wsrc) < 0 || !pg_is_const(pg, wsrc) ||
+        (!perm_identity(wperm) && !perm_is(wperm, NCHW_OF_NHWC)))
         return false;
     const LinearParams *lp = &L.p->lin;
     const Tensor *X = pg->tensors[L.ta], *W = pg->tensors[L.tb], *Y = pg->tensors[L.tl];
     if (!fits_int(tensor_numel(X)) || !fits_int(tensor_numel(W)) || !fits_int(tensor_numel(Y)))
         return false;
+    // The filter's bytes: KRSC where read through the transpose; where C/groups or R x S is 1
+    // KCRS is the same order, described as the data's layout. (Mixed layouts, NCHW data with a
+    // KRSC filter after pass_channels_last, are offered too: the heuristics and the lab decide.)
+    bool same_bytes = W->dims[1] == 1 || W->dims[2] * W->dims[3] == 1;
+    bool w_krsc = same_bytes ? x_nhwc : !perm_identity(wperm);
     // One type for every tensor of the call (cuDNN's FLOAT, PSEUDO_HALF and PSEUDO_BFLOAT16
     // configurations): no float32 Y from half operands (such a candidate, the CAST to a model
     // output, is the generated kernels').
@@ -509,10 +605,12 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     }
     // The other primitives: perhaps LAYOUTs reshaping the bias, then the epilogue, a chain of
     // ELEMWISE primitives each reading the previous value (and perhaps the bias or z).
-    EpiState st = {1.0f, -1, -1, -1, false, dt};
+    EpiState st = {1.0f, -1, -1, -1, false, dt, used, false};
     int cur = L.tl;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *q = pg->prims[c->prims[i]];
+        if (used[i])
+            continue; // a transpose an operand or Y goes through
         if (q == L.p || q->kind == PRIM_LAYOUT)
             continue; // a LAYOUT counts only as the bias's reshape (checked below)
         if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], Y) ||
@@ -525,10 +623,10 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
             return false;
         cur = q->out[0];
     }
-    if (cur != c->output)
+    if (cur != ysrc || (st.z >= 0 && st.z_nhwc != x_nhwc))
         return false;
     for (int i = 0; i < c->n_prims; i++)
-        if (pg->prims[c->prims[i]]->kind == PRIM_LAYOUT && i != st.bias_via)
+        if (pg->prims[c->prims[i]]->kind == PRIM_LAYOUT && i != st.bias_via && !used[i])
             return false;
     // cudnnConvolutionBiasActivationForward needs a bias for a z or a ReLU.
     if ((st.relu || st.z >= 0) && st.bias < 0)
@@ -549,12 +647,13 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
     call->p = (int32_t)L.out[0];
     call->q = (int32_t)L.out[1];
     call->epilogue = (st.bias >= 0 ? DNN_EPI_BIAS : 0) | (st.relu ? DNN_EPI_RELU : 0) |
-                     (st.z >= 0 ? DNN_EPI_Z : 0);
+                     (st.z >= 0 ? DNN_EPI_Z : 0) | (x_nhwc ? DNN_LAYOUT_NHWC : 0) |
+                     (w_krsc ? DNN_FILTER_KRSC : 0);
     call->alpha = st.alpha;
     call->math = DNN_MATH(query_math(dnn_type(dt)), dnn_type(dt));
     call->algo = -1;
-    call->in_x = L.pa;
-    call->in_w = L.pb;
+    call->in_x = cgen_input_pos(c, xsrc);
+    call->in_w = cgen_input_pos(c, wsrc);
     call->in_bias = st.bias >= 0 ? cgen_input_pos(c, st.bias) : -1;
     call->in_z = st.z >= 0 ? cgen_input_pos(c, st.z) : -1;
     call->version = dnn_version();
@@ -580,7 +679,10 @@ static const char *data_suffix(int dtype) {
     return dtype == DNN_DATA_HALF ? " data=half" : dtype == DNN_DATA_BFLOAT16 ? " data=bf16" : "";
 }
 
-static bool epilogue_valid(int epi) {
+static bool epilogue_valid(int flags) {
+    if (flags & ~(DNN_EPI_MASK | DNN_LAYOUT_NHWC | DNN_FILTER_KRSC))
+        return false;
+    int epi = flags & DNN_EPI_MASK;
     return epi == 0 || epi == DNN_EPI_BIAS || epi == (DNN_EPI_BIAS | DNN_EPI_RELU) ||
            epi == (DNN_EPI_BIAS | DNN_EPI_Z) || epi == (DNN_EPI_BIAS | DNN_EPI_Z | DNN_EPI_RELU);
 }
@@ -636,14 +738,16 @@ bool dnn_call_valid(const DnnCall *c, char *why, size_t n) {
 void dnn_call_str(const DnnCall *c, char *buf, size_t n) {
     snprintf(buf, n,
              "cudnnConvolution x=%dx%dx%dx%d w=%dx%dx%dx%d groups=%d pad=%d,%d stride=%d,%d "
-             "dil=%d,%d y=%dx%dx%dx%d%s%s%s alpha=%g algo=%s math=%s%s workspace=%llu cudnn=%llu",
+             "dil=%d,%d y=%dx%dx%dx%d%s%s%s%s%s alpha=%g algo=%s math=%s%s workspace=%llu "
+             "cudnn=%llu",
              c->n, c->c, c->h, c->w, c->k, c->groups > 0 ? c->c / c->groups : 0, c->r, c->s,
              c->groups, c->pad[0], c->pad[1], c->stride[0], c->stride[1], c->dil[0], c->dil[1],
              c->n, c->k, c->p, c->q, c->epilogue & DNN_EPI_Z ? " +z" : "",
              c->epilogue & DNN_EPI_BIAS ? " +bias" : "", c->epilogue & DNN_EPI_RELU ? " relu" : "",
-             (double)c->alpha, algo_name(c->algo), math_name(DNN_MATH_TYPE(c->math)),
-             data_suffix(DNN_DATA_TYPE(c->math)), (unsigned long long)c->workspace,
-             (unsigned long long)c->version);
+             c->epilogue & DNN_LAYOUT_NHWC ? " nhwc" : "",
+             c->epilogue & DNN_FILTER_KRSC ? " w=krsc" : "", (double)c->alpha, algo_name(c->algo),
+             math_name(DNN_MATH_TYPE(c->math)), data_suffix(DNN_DATA_TYPE(c->math)),
+             (unsigned long long)c->workspace, (unsigned long long)c->version);
 }
 
 void dnn_op_destroy(DnnOp *op) {
@@ -665,12 +769,13 @@ void dnn_op_destroy(DnnOp *op) {
     memset(op, 0, sizeof *op);
 }
 
-static int make_tensor(const Lib *l, void **out, int dtype, int n, int c, int h, int w, Err *e) {
+static int make_tensor(const Lib *l, void **out, int format, int dtype, int n, int c, int h, int w,
+                       Err *e) {
     cudnnTensorDescriptor_t t = NULL;
     if (DNN_TRY(l, e, tensor_create, &t))
         return e->code;
     *out = t;
-    return DNN_TRY(l, e, tensor_set4d, t, CUDNN_TENSOR_NCHW, dtype, n, c, h, w);
+    return DNN_TRY(l, e, tensor_set4d, t, format, dtype, n, c, h, w);
 }
 
 int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
@@ -685,15 +790,16 @@ int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e) {
     // Every tensor of the call's type; the convolution computes in float32 whatever the type
     // (with half tensors: the PSEUDO_HALF / PSEUDO_BFLOAT16 configurations).
     int dt = DNN_DATA_TYPE(c->math);
-    int rc = make_tensor(l, &op->x, dt, c->n, c->c, c->h, c->w, e);
+    int fmt = c->epilogue & DNN_LAYOUT_NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    int wfmt = c->epilogue & DNN_FILTER_KRSC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    int rc = make_tensor(l, &op->x, fmt, dt, c->n, c->c, c->h, c->w, e);
     if (rc == ST_OK)
-        rc = make_tensor(l, &op->y, dt, c->n, c->k, c->p, c->q, e);
+        rc = make_tensor(l, &op->y, fmt, dt, c->n, c->k, c->p, c->q, e);
     if (rc == ST_OK && (c->epilogue & DNN_EPI_BIAS))
-        rc = make_tensor(l, &op->bias, dt, 1, c->k, 1, 1, e);
+        rc = make_tensor(l, &op->bias, fmt, dt, 1, c->k, 1, 1, e);
     if (rc == ST_OK && (rc = DNN_TRY(l, e, filter_create, &w)) == ST_OK) {
         op->w = w;
-        rc = DNN_TRY(l, e, filter_set4d, w, dt, CUDNN_TENSOR_NCHW, c->k, c->c / c->groups, c->r,
-                     c->s);
+        rc = DNN_TRY(l, e, filter_set4d, w, dt, wfmt, c->k, c->c / c->groups, c->r, c->s);
     }
     if (rc == ST_OK && (rc = DNN_TRY(l, e, conv_create, &conv)) == ST_OK) {
         op->conv = conv;

@@ -1,26 +1,28 @@
 // cuDNN as a source of library candidates for the CUDA target (issue 6), next to cuBLASLt
 // (cublaslt.h): a candidate made of one 2-D LIN_CONV (any stride, padding cuDNN's symmetric pads
 // express, dilation, groups, depthwise included) whose X is a candidate input read in place
-// (NCHW; float32, or under half storage float16 / bfloat16 with X, W, the bias, z and Y all of
-// that type) and whose W is a constant, followed by an epilogue cuDNN's legacy convolution
-// API computes (y = act(alpha * conv(x) + z + bias): a scalar alpha, a bias along C, a residual z
-// of the output's shape only with a bias, ReLU only after the bias) becomes one cuDNN call per
-// heuristic algorithm (cudnnGetConvolutionForwardAlgorithm_v7), each a KernelConfig of class
-// CUCLS_CUDNN that the lab checks and times like a generated kernel.
-// The library is dlopened (ORCH_CUDNN, then libcudnn.so.9 / .so on the loader path, the CUDA
-// toolkit's lib folders, the system's and PyTorch's pip wheels); its prototypes and enums are
-// declared in cudnn.c with the values of cuDNN 9's cudnn_graph.h / cudnn_ops.h / cudnn_cnn.h.
-// No library: no cuDNN candidates, never an error.
-// Math: under --precision fp32 every call runs with CUDNN_FMA_MATH (cuDNN's default math would
-// let float32 convolutions use TF32 tensor cores on Ampere and later); tensor-op math only where
-// cugen_lin_precision allows it (tf32, fp16, bf16; down-conversion to half only under fp16).
-// Half tensors: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations (float32 convolution compute
-// type: products accumulated in float32, alpha and the epilogue in float32, Y rounded once),
-// asked with tensor-op math; NCHW as stored (cuDNN transposes to NHWC internally where its
-// tensor-core kernels want it).
-// Needs: a GPU for the heuristics and the calls (cuda_api.h); the analysis and the descriptors
-// need none. Guarantees: a DnnCall describes one call completely (what the CUDA module blob
-// stores); dnn_op_run computes the candidate's output as prim.h defines it, up to float rounding.
+// (NCHW or NHWC, below; float32, or under half storage float16 / bfloat16 with X, W, the bias, z
+// and Y all of that type) and whose W is a constant, followed by an epilogue cuDNN's legacy
+// convolution API computes (y = act(alpha * conv(x) + z + bias): a scalar alpha, a bias along C, a
+// residual z of the output's shape only with a bias, ReLU only after the bias) becomes one cuDNN
+// call per heuristic algorithm (cudnnGetConvolutionForwardAlgorithm_v7), each a KernelConfig of
+// class CUCLS_CUDNN that the lab checks and times like a generated kernel. The library is dlopened
+// (ORCH_CUDNN, then libcudnn.so.9 / .so on the loader path, the CUDA toolkit's lib folders, the
+// system's and PyTorch's pip wheels); its prototypes and enums are declared in cudnn.c with the
+// values of cuDNN 9's cudnn_graph.h / cudnn_ops.h / cudnn_cnn.h. No library: no cuDNN candidates,
+// never an error. Math: under --precision fp32 every call runs with CUDNN_FMA_MATH (cuDNN's default
+// math would let float32 convolutions use TF32 tensor cores on Ampere and later); tensor-op math
+// only where cugen_lin_precision allows it (tf32, fp16, bf16; down-conversion to half only under
+// fp16). Half tensors: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations (float32 convolution
+// compute type: products accumulated in float32, alpha and the epilogue in float32, Y rounded
+// once), asked with tensor-op math. Layouts: X, z and Y NCHW as the primitives define them, or all
+// three channels-last: X (and z) read through transposes of NHWC candidate inputs and Y written
+// through the transpose to NHWC that ends the candidate (pass_channels_last's pairs); W KCRS in
+// place, or KRSC read through a transpose of a constant (either is KRSC where C/groups or R x S is
+// 1), with either data layout. Needs: a GPU for the heuristics and the calls (cuda_api.h); the
+// analysis and the descriptors need none. Guarantees: a DnnCall describes one call completely (what
+// the CUDA module blob stores); dnn_op_run computes the candidate's output as prim.h defines it, up
+// to float rounding.
 #ifndef ORCH_CUDNN_H
 #define ORCH_CUDNN_H
 
@@ -34,7 +36,11 @@ enum {
     DNN_EPI_BIAS = 1, // + bias[channel]
     DNN_EPI_RELU = 2, // then max(., 0)
     DNN_EPI_Z = 4,    // + z, a tensor of the output's shape
+    // Layout flags riding in the same word (the module blob's format is unchanged):
+    DNN_LAYOUT_NHWC = 8,  // X, z and Y stored channels-last (NHWC); else NCHW
+    DNN_FILTER_KRSC = 16, // W stored K x R x S x C/groups (cuDNN's NHWC filter); else KCRS
 };
+#define DNN_EPI_MASK 7
 // cudnnMathType_t.
 enum {
     DNN_MATH_DEFAULT = 0,

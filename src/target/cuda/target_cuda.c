@@ -73,7 +73,12 @@ static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
     if (cugen_lin_supports(pg, c))
         return true;
     BlasLtCall call;
-    return blaslt_analyse(pg, c, &call) && blaslt_ready();
+    if (blaslt_analyse(pg, c, &call) && blaslt_ready())
+        return true;
+    // Likewise convolutions reading and writing channels-last tensors through the transposes of
+    // pass_channels_last: cuDNN's alone.
+    DnnCall dc;
+    return dnn_available() && dnn_analyse(pg, c, &dc);
 }
 
 // Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
