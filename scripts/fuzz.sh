@@ -83,8 +83,10 @@ for f in tests/fuzz/regressions/*; do
 done
 if [ ${#regs[@]} -gt 0 ]; then
     if ! "$OUT/fuzz_load" -rss_limit_mb=2048 -timeout=10 "${regs[@]}" >"$OUT/regressions.log" 2>&1; then
-        grep -E 'Running:|ERROR:|runtime error:|SUMMARY:|#[0-9]+ 0x' "$OUT/regressions.log" | head -n 40
-        echo "fuzz: a reproducer in tests/fuzz/regressions/ still fails (log: $OUT/regressions.log)"
+        # On FAIL lines, which the test runner shows (CI keeps no files).
+        grep -E 'Running:|ERROR:|runtime error:|SUMMARY:|#[0-9]+ 0x' "$OUT/regressions.log" | head -n 40 |
+            sed 's/^/FAIL   /'
+        echo "FAIL fuzz: a reproducer in tests/fuzz/regressions/ still fails (log: $OUT/regressions.log)"
         exit 1
     fi
     echo "fuzz: ${#regs[@]} regression reproducer(s) pass"
@@ -143,8 +145,8 @@ if [ ${#found[@]} -gt 0 ]; then
     exit 1
 fi
 if [ $rc -ne 0 ]; then
-    tail -n 20 "$OUT/fuzz.log"
-    echo "fuzz: libFuzzer exited with $rc (log: $OUT/fuzz.log)"
+    tail -n 20 "$OUT/fuzz.log" | sed "s/^/FAIL   /"
+    echo "FAIL fuzz: libFuzzer exited with $rc (log: $OUT/fuzz.log)"
     exit 1
 fi
 echo "fuzz: no findings"

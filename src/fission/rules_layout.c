@@ -314,24 +314,8 @@ static int rule_resize(FissionCtx *fc) {
     for (int d = 0; d < X->rank; d++)
         if (!resize_axis_is_identity(&p, d) && resize_taps_per_output(&p, d) > RESIZE_MAX_TAPS)
             return ST_UNSUPPORTED;
-    // Axes that shrink most first, growing ones last: every intermediate is then at most as big
-    // as the larger of input and output (axis order would make a [1,126,4,4] -> [65535,1,3,1]
-    // resize hold a [65535,126,4,4] intermediate). Separable interpolation does not depend on
-    // the order but for roundings.
-    int order[ORCH_MAX_RANK], n_axes = 0;
-    for (int d = 0; d < X->rank; d++) {
-        if (resize_axis_is_identity(&p, d))
-            continue;
-        double r = (double)p.out[d] / (double)(X->dims[d] ? X->dims[d] : 1);
-        int i = n_axes++;
-        for (; i > 0; i--) {
-            int q = order[i - 1];
-            if ((double)p.out[q] / (double)(X->dims[q] ? X->dims[q] : 1) <= r)
-                break;
-            order[i] = q;
-        }
-        order[i] = d;
-    }
+    // Shrinking axes first: every intermediate at most max(input, output) (resize.h).
+    int order[ORCH_MAX_RANK], n_axes = resize_axis_order(&p, order);
     int y = fc_in(fc, 0);
     for (int i = 0; i < n_axes; i++)
         y = interpolate_axis(fc, &p, order[i], y);

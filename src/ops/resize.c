@@ -320,6 +320,24 @@ bool resize_axis_is_identity(const ResizePlan *p, int d) {
     return is_close(p->scale[d], 1) && p->out[d] == p->in[d] && whole;
 }
 
+int resize_axis_order(const ResizePlan *p, int order[ORCH_MAX_RANK]) {
+    int n_axes = 0;
+    for (int d = 0; d < p->rank; d++) {
+        if (resize_axis_is_identity(p, d))
+            continue;
+        double r = (double)p->out[d] / (double)(p->in[d] ? p->in[d] : 1);
+        int i = n_axes++;
+        for (; i > 0; i--) { // insertion: equal ratios keep axis order
+            int q = order[i - 1];
+            if ((double)p->out[q] / (double)(p->in[q] ? p->in[q] : 1) <= r)
+                break;
+            order[i] = q;
+        }
+        order[i] = d;
+    }
+    return n_axes;
+}
+
 void resize_set_roi(ResizePlan *p, DType t, const void *roi) {
     p->roi_f32 = t == DT_FLOAT;
     for (int i = 0; i < p->n_axes; i++) {
@@ -392,9 +410,10 @@ static int run_interpolate(const OpRun *r, const ResizePlan *p, Err *e) {
         return op_err(e, ST_RUNTIME, r->n, "out of memory");
     for (int64_t i = 0; i < numel; i++)
         cur[i] = elem_get_f64(x->dtype, r->x[0], i);
-    for (int d = 0; d < p->rank; d++) {
-        if (resize_axis_is_identity(p, d))
-            continue;
+    // Shrinking axes first (resize_axis_order): intermediates stay within max(input, output).
+    int order[ORCH_MAX_RANK], n_axes = resize_axis_order(p, order);
+    for (int j = 0; j < n_axes; j++) {
+        int d = order[j];
         int64_t outer = 1, inner = 1, in = dims[d], out = p->out[d];
         for (int k = 0; k < d; k++)
             outer *= dims[k];

@@ -38,6 +38,12 @@ int resize_plan(const Graph *g, const Node *n, ResizePlan *p, Err *e);
 void resize_set_roi(ResizePlan *p, DType t, const void *roi);
 // Whether axis d is left alone: scale 1, size unchanged and the whole axis as its roi.
 bool resize_axis_is_identity(const ResizePlan *p, int d);
+// The axes to interpolate (identity axes left out) in the order that keeps every intermediate
+// at most as big as the larger of input and output: those that shrink most first, growing ones
+// last (axis order would make a [1,126,4,4] -> [65535,1,3,1] resize hold a [65535,126,4,4]
+// intermediate). Separable interpolation does not depend on the order but for roundings.
+// Returns how many axes it wrote to order.
+int resize_axis_order(const ResizePlan *p, int order[ORCH_MAX_RANK]);
 // Taps per output position along axis d: 2 for nearest and linear, 4 for cubic, more when
 // antialiasing a downscale.
 int resize_taps_per_output(const ResizePlan *p, int d);
