@@ -104,7 +104,7 @@ static void free_inputs(const PrimGraph *pg, void **in) {
 
 typedef struct Sig {
     uint64_t sig;
-    int rep;              // a candidate with this signature
+    int rep; // a candidate with this signature; -1 once drop_unrunnable removed all
     bool singleton;
     bool supported;       // the target generates it
     int n_cfg;
@@ -426,8 +426,11 @@ static int sole_linear(const PrimGraph *pg, const Candidate *c) {
 static int transfer_configs(Driver *d, int *list, int *k_at) {
     int n = 0;
     int *lin = xmalloc(sizeof(int) * (size_t)(d->n_sigs + 1));
+    // (A signature whose every candidate drop_unrunnable removed has no representative: rep -1.)
     for (int i = 0; i < d->n_sigs; i++)
-        lin[i] = d->sigs[i].supported ? sole_linear(d->pg, &d->cs->c[d->sigs[i].rep]) : -1;
+        lin[i] = d->sigs[i].supported && d->sigs[i].rep >= 0
+                     ? sole_linear(d->pg, &d->cs->c[d->sigs[i].rep])
+                     : -1;
     for (int i = 0; i < d->n_sigs; i++) {
         const Sig *a = &d->sigs[i];
         if (lin[i] < 0 || a->best < 0)
@@ -586,6 +589,76 @@ static int solve(Driver *d, Selection *sel, Err *e) {
     selection_free(sel);
     memset(sel, 0, sizeof *sel);
     return orchestrate(d->cs, &oo, sel, e);
+}
+
+// ---- why each linear primitive runs where it does (ORCH_EXPLAIN=1) ----
+
+// The family of a candidate's best config: a library call or a generated kernel ("cls=cudnn",
+// "cls=cublaslt" or another class in the config's description).
+static int config_family(const char *desc) {
+    if (strncmp(desc, "cls=cudnn", 9) == 0)
+        return 1;
+    if (strncmp(desc, "cls=cublaslt", 12) == 0 || strstr(desc, "ct=") != NULL)
+        return 2;
+    return 0;
+}
+
+// With ORCH_EXPLAIN=1 in the environment: one line per LINEAR primitive (matmul, convolution)
+// after the final solve, naming its ONNX node, the chosen kernel that computes it (config,
+// measured time, primitives it covers), and the fastest measured candidate of each family
+// (generated, cuDNN, cuBLASLt) that also computes it, so that a slow choice can be traced to a
+// missing or slow alternative. A debugging aid for the benchmarks, off by default.
+static void report_linear_choices(const Driver *d, const Selection *sel, FILE *pr) {
+    const char *env = getenv("ORCH_EXPLAIN");
+    if (!env || !*env || strcmp(env, "0") == 0)
+        return;
+    const PrimGraph *pg = d->pg;
+    const CandidateSet *cs = d->cs;
+    static const char *const fam_name[] = {"generated", "cudnn", "cublaslt"};
+    fprintf(pr, "explain: the linear primitives' kernels (chosen; fastest candidate per family)\n");
+    for (int p = 0; p < pg->n_prims; p++) {
+        const Prim *x = pg->prims[p];
+        if (lab_linear_k(pg, x) <= 0)
+            continue;
+        int chosen = -1;
+        for (int i = 0; i < sel->n && chosen < 0; i++) {
+            const Candidate *c = &cs->c[sel->kernels[i]];
+            for (int q = 0; q < c->n_prims; q++)
+                if (c->prims[q] == p)
+                    chosen = sel->kernels[i];
+        }
+        int best[3] = {-1, -1, -1};
+        for (int i = 0; i < cs->n; i++) {
+            const Candidate *c = &cs->c[i];
+            const Sig *s = &d->sigs[d->sig_of[i]];
+            if (!s->supported || s->best < 0 || !isfinite(c->cost))
+                continue;
+            bool has = false;
+            for (int q = 0; q < c->n_prims && !has; q++)
+                has = c->prims[q] == p;
+            if (!has)
+                continue;
+            int f = config_family(s->cfg[s->best].desc);
+            if (best[f] < 0 || c->cost < cs->c[best[f]].cost)
+                best[f] = i;
+        }
+        char t[32];
+        fprintf(pr, "  %s %s:", prim_kind_name(x->kind), x->origin ? x->origin : "?");
+        if (chosen >= 0) {
+            const Sig *s = &d->sigs[d->sig_of[chosen]];
+            fmt_time(cs->c[chosen].cost, t, sizeof t);
+            fprintf(pr, " chosen %s [%s] (%d prims)", t,
+                    s->supported && s->best >= 0 ? s->cfg[s->best].desc : "interpreter",
+                    cs->c[chosen].n_prims);
+        }
+        for (int f = 0; f < 3; f++) {
+            if (best[f] < 0)
+                continue;
+            fmt_time(cs->c[best[f]].cost, t, sizeof t);
+            fprintf(pr, "; %s %s (%d prims)", fam_name[f], t, cs->c[best[f]].n_prims);
+        }
+        fputc('\n', pr);
+    }
 }
 
 // ---- why the multi-layer kernels were chosen or not ----
@@ -1374,6 +1447,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                 sel.objective * 1e3, sel.optimal ? "optimal" : "time limit", sel.gap * 100);
     if (pr)
         report_multi_layer(&d, &sel, pr);
+    if (pr)
+        report_linear_choices(&d, &sel, pr);
 
     t = now_s();
     tv = d.t_values;

@@ -8,7 +8,8 @@ middle of tuning and rerun (it resumes: every measurement made before the kill i
 measured again, and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
 artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
-of why each fused attention / MLP chain candidate was chosen or not, and usage errors.
+of why each fused attention / MLP chain candidate was chosen or not, the ORCH_EXPLAIN report of
+the linear primitives' kernels, and usage errors.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -352,6 +353,37 @@ def main():
             ctypes.CDLL("libcuda.so.1")
         except OSError:
             assert r.returncode == 3 and "no CUDA driver found" in r.stderr, r.stderr
+
+    @case("explain_lists_each_linear_primitive")
+    def _():
+        # ORCH_EXPLAIN=1: one line per matmul/conv primitive (the tiny CNN has four convs and a
+        # Gemm) with the chosen kernel and the fastest candidate of each family computing it;
+        # without the variable, no such report.
+        os.environ["ORCH_EXPLAIN"] = "1"
+        try:
+            p = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
+                     *common)
+        finally:
+            del os.environ["ORCH_EXPLAIN"]
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "explain: the linear primitives' kernels" in p.stderr, p.stderr[-3000:]
+        t = r"([0-9.]+) (s|ms|us)"
+        line = re.compile(rf"^  linear (\S+): chosen {t} \[cls=[^]]*\] \((\d+) prims\)"
+                          rf"((?:; (?:generated|cudnn|cublaslt) {t} \(\d+ prims\))+)$")
+        found = [m for m in map(line.match, p.stderr.splitlines()) if m]
+        names = sorted(m.group(1) for m in found)
+        assert names == ["/block1.a/Conv", "/block1.b/Conv", "/block2/Conv", "/fc/Gemm",
+                         "/stem/Conv"], f"{names}:\n{p.stderr[-3000:]}"
+        scale = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+        for m in found:
+            # The CPU target has generated kernels only; the chosen one is among those counted.
+            alts = re.findall(r"; (\w+) ([0-9.]+) (s|ms|us)", m.group(5))
+            assert [a[0] for a in alts] == ["generated"], m.group(0)
+            chosen = float(m.group(2)) * scale[m.group(3)]
+            best = float(alts[0][1]) * scale[alts[0][2]]
+            assert best <= chosen * 1.001 + 1e-7, m.group(0)
+        q = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"), *common)
+        assert q.returncode == 0 and "explain:" not in q.stderr, q.stderr[-3000:]
 
     @case("multi_layer_report_says_why")
     def _():
