@@ -1,13 +1,21 @@
 // A minimal test harness: TEST(name) cases, CHECK(cond) that records the first failure of a
-// case with file:line, one line printed per case, and the closing "N passed, N failed".
+// case with file:line, one line printed per case (with its seconds: the suites' time budget is
+// read off these), and the closing "N passed, N failed".
 #ifndef ORCH_TEST_CHECK_H
 #define ORCH_TEST_CHECK_H
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int check_failed_case; // the current case has failed
 static int check_n_pass, check_n_fail;
+
+static inline double check_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -33,8 +41,10 @@ static int check_n_pass, check_n_fail;
 #define RUN(fn)                                                                                    \
     do {                                                                                           \
         check_failed_case = 0;                                                                     \
+        double check_t0 = check_now();                                                             \
         fn();                                                                                      \
-        printf("%s %s\n", check_failed_case ? "FAIL" : "ok  ", #fn);                               \
+        printf("%s %s (%.1f s)\n", check_failed_case ? "FAIL" : "ok  ", #fn,                       \
+               check_now() - check_t0);                                                            \
         if (check_failed_case)                                                                     \
             check_n_fail++;                                                                        \
         else                                                                                       \
