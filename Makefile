@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup demo test test-fast test-asan fuzz fuzz-long format format-check clean
+.PHONY: all setup demo test test-fast test-asan test-nvrtc fuzz fuzz-long format format-check clean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -27,6 +27,14 @@ test:
 
 test-fast: setup all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The CUDA emitters' NVRTC sweeps for every described arch (sm_80 and sm_90a; make test: sm_90a).
+# Run after make test (which writes build/models).
+test-nvrtc: all
+	for t in cugen_linear_compile mlp_fused attention_cuda cugen_compile; do \
+		out=$$($(BUILD)/tests/unit_$$t); rc=$$?; echo "unit_$$t: $$(echo "$$out" | tail -n 1)"; \
+		[ $$rc -eq 0 ] || { echo "$$out" | grep -E '^FAIL|check failed'; exit 1; }; done
+	$(BUILD)/tests/unit_cugen_models build/models | tail -n 1  # models from make test
 
 fuzz-long:
 	scripts/fuzz.sh 3600

@@ -56,6 +56,7 @@
 
 static CudaHw g_hw[2]; // A100 (sm_80), H100 (sm_90a): synthetic, for the compile half
 static int g_nhw;
+static bool g_sm90_only; // ORCH_CUGEN_SM90_ONLY=1 (make test): no GPU, the described H100 alone
 static bool g_nvrtc;
 static const CudaApi *g_api;
 static CudaDevice g_dev;
@@ -473,7 +474,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
     // arch, its kernels spread over one program per core (NVRTC is single-threaded: a
     // 192-config split-K graph took 120 s in one program).
     enum { MAX_PROGS = 16 };
-    int first = g_api ? g_nhw : g_half ? g_nhw - 1 : 0, nu = g_nhw + (g_api ? 1 : 0);
+    int first = g_api ? g_nhw : g_half || g_sm90_only ? g_nhw - 1 : 0, nu = g_nhw + (g_api ? 1 : 0);
     int nprog = g_api ? (int)ORCH_MAX(1, ORCH_MIN(MAX_PROGS, sysconf(_SC_NPROCESSORS_ONLN))) : 1;
     StrBuf src[3][MAX_PROGS];
     Job *jobs[3] = {NULL, NULL, NULL};
@@ -875,7 +876,7 @@ static void tensor_cores(void) {
             snprintf(name, sizeof name, "%s_%s", g_tc[p].v + 2, cv[i].name);
             check_graph(name, conv_graph(&cv[i]), 64, 1);
         }
-        int per_arch = g_only_kernels / (g_api ? 1 : g_nhw); // on a GPU only its arch
+        int per_arch = g_only_kernels / (g_api || g_sm90_only ? 1 : g_nhw); // one arch: a GPU's
         printf("  %s: %d tensor-core kernels emitted per arch\n", g_tc[p].v, per_arch);
         // Every graph has at least one candidate with the four tile configs (two compiled
         // without a GPU).
@@ -1496,8 +1497,8 @@ static void direct(void) {
 static void counts(void) {
     printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
            "candidates (1-D/3-D/transposed conv)\n",
-           g_kernels, g_programs / (g_api ? 1 : g_nhw), g_api ? 1 : g_nhw, g_candidates,
-           g_refused);
+           g_kernels, g_programs / (g_api || g_sm90_only ? 1 : g_nhw),
+           g_api || g_sm90_only ? 1 : g_nhw, g_candidates, g_refused);
     printf("  of which %d split-K tensor-core kernels\n", g_split_tc);
     CHECK(g_kernels > 100);
     if (g_api)
@@ -1566,6 +1567,8 @@ int main(int argc, char **argv) {
         return CHECK_DONE();
     }
     g_nvrtc = true;
+    g_sm90_only =
+        getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
     set_hw(&g_hw[g_nhw++], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
     set_hw(&g_hw[g_nhw++], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
     Err ed = {0};

@@ -43,6 +43,7 @@
 #define N_HW 2
 
 static CudaHw g_hw[N_HW];
+static bool g_sm90_only;            // ORCH_CUGEN_SM90_ONLY=1 (make test): the described H100 alone
 static int g_k_lin = 3, g_k_pw = 1; // configs compiled per candidate (see pick_configs)
 static bool g_all_k;                // ORCH_CUGEN_MODELS_K given: the best K of every kind
 static int g_threads = 2;
@@ -313,7 +314,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
     int np = 0;
     Kern *ks[N_HW] = {NULL};
     int nks[N_HW] = {0};
-    for (int h = 0; h < N_HW; h++) {
+    for (int h = g_sm90_only ? N_HW - 1 : 0; h < N_HW; h++) {
         const CudaHw *hw = &g_hw[h];
         for (int i = 0; i < nrep; i++) {
             const Candidate *c = &cs->c[rep[i]];
@@ -541,6 +542,8 @@ int main(int argc, char **argv) {
     }
     int maj, min;
     nvrtc_version(&maj, &min);
+    g_sm90_only =
+        getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
     const char *kenv = getenv("ORCH_CUGEN_MODELS_K");
     if (kenv && atoi(kenv) > 0)
         g_k_lin = g_k_pw = ORCH_MIN(atoi(kenv), MAX_CFG), g_all_k = true;

@@ -70,6 +70,7 @@ static Err g_gpu_err;
 static int g_cases, g_chains, g_cpu_kernels, g_cu_kernels, g_gpu_ran, g_half_cases;
 static bool g_no_cpu; // ORCH_MLP_NO_CPU=1: no C compiler here (a GPU machine), CUDA halves only
 static bool g_gpu_only; // ORCH_MLP_GPU_ONLY=1: with a GPU, compile for it alone
+static bool g_sm90_only; // ORCH_CUGEN_SM90_ONLY=1 (make test): no GPU, the described H100 alone
 
 enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
 static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
@@ -787,7 +788,7 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, void **w
                      const Candidate **chains, int nc, int k, bool families) {
     if (!g_nvrtc)
         return;
-    int nu = 2 + (g_api ? 1 : 0), u0 = g_api && g_gpu_only ? 2 : 0;
+    int nu = 2 + (g_api ? 1 : 0), u0 = g_api && g_gpu_only ? 2 : !g_api && g_sm90_only ? 1 : 0;
     StrBuf src[3];
     Job *jobs[3];
     int nj[3];
@@ -1489,7 +1490,8 @@ static void gpu_present(void) {
 static void counts(void) {
     printf("  %d cases (%d half), %d chain candidates, %d CPU kernels checked, %d CUDA kernels "
            "compiled per arch\n",
-           g_cases, g_half_cases, g_chains, g_cpu_kernels, g_cu_kernels / 2);
+           g_cases, g_half_cases, g_chains, g_cpu_kernels,
+           g_cu_kernels / (!g_api && g_sm90_only ? 1 : 2));
     CHECK(g_half_cases >= 12);
     CHECK(g_no_cpu || g_cpu_kernels > 50);
     CHECK(!g_nvrtc || (g_gpu_only && g_api) || g_cu_kernels > 50);
@@ -1557,6 +1559,8 @@ int main(int argc, char **argv) {
     if (g_no_cpu)
         printf("skip: the CPU kernels (ORCH_MLP_NO_CPU)\n");
     g_gpu_only = getenv("ORCH_MLP_GPU_ONLY") && strcmp(getenv("ORCH_MLP_GPU_ONLY"), "0") != 0;
+    g_sm90_only =
+        getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
     if (g_gpu_only && g_api)
         printf("skip: compiling for the described A100 and H100 (ORCH_MLP_GPU_ONLY)\n");
     const char *only = getenv("ORCH_TEST_ONLY"); // one case, by name
