@@ -603,6 +603,35 @@ static int config_family(const char *desc) {
     return 0;
 }
 
+// One candidate of ORCH_EXPLAIN=2's list: its primitives, its inputs' shapes (an NHWC twin shows
+// as [n,h,w,c]) and every config of its signature with its measured time or status.
+static void explain_candidate(const Driver *d, int i, FILE *pr) {
+    const PrimGraph *pg = d->pg;
+    const Candidate *c = &d->cs->c[i];
+    const Sig *s = &d->sigs[d->sig_of[i]];
+    char t[32];
+    fmt_time(c->cost, t, sizeof t);
+    fprintf(pr, "    candidate %d: %s;", i, t);
+    for (int q = 0; q < c->n_prims; q++)
+        fprintf(pr, "%s%s", q ? "," : " ", prim_kind_name(pg->prims[c->prims[q]]->kind));
+    fprintf(pr, "; in");
+    for (int q = 0; q < c->n_inputs; q++) {
+        const Tensor *x = pg->tensors[c->inputs[q]];
+        fprintf(pr, " [");
+        for (int k = 0; k < x->rank; k++)
+            fprintf(pr, "%s%lld", k ? "," : "", (long long)x->dims[k]);
+        fprintf(pr, "]");
+    }
+    fputc('\n', pr);
+    for (int k = 0; s->supported && k < s->n_cfg; k++) {
+        if (s->cfg_known[k] && s->cfg_status[k] == PDB_OK)
+            fmt_time(s->cfg_time[k], t, sizeof t);
+        else
+            snprintf(t, sizeof t, "%s", s->cfg_known[k] ? "not ok" : "not measured");
+        fprintf(pr, "      %s%s [%s]\n", k == s->best ? "*" : " ", t, s->cfg[k].desc);
+    }
+}
+
 // With ORCH_EXPLAIN=1 in the environment: one line per LINEAR primitive (matmul, convolution)
 // after the final solve, naming its ONNX node, the chosen kernel that computes it (config,
 // measured time, primitives it covers), and the fastest measured candidate of each family
@@ -612,6 +641,7 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
     const char *env = getenv("ORCH_EXPLAIN");
     if (!env || !*env || strcmp(env, "0") == 0)
         return;
+    bool verbose = strcmp(env, "2") == 0;
     const PrimGraph *pg = d->pg;
     const CandidateSet *cs = d->cs;
     static const char *const fam_name[] = {"generated", "cudnn", "cublaslt"};
@@ -658,6 +688,15 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
             fprintf(pr, "; %s %s (%d prims)", fam_name[f], t, cs->c[best[f]].n_prims);
         }
         fputc('\n', pr);
+        if (verbose) // ORCH_EXPLAIN=2: every candidate computing it
+            for (int i = 0; i < cs->n; i++) {
+                const Candidate *c = &cs->c[i];
+                bool has = false;
+                for (int q = 0; q < c->n_prims && !has; q++)
+                    has = c->prims[q] == p;
+                if (has)
+                    explain_candidate(d, i, pr);
+            }
     }
 }
 

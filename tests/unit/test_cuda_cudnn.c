@@ -1068,6 +1068,36 @@ static void test_gpu_half_lab(void) {
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
+// The benchmark models' convolution shapes (fp16 half storage, as bench/gpu/run.py compiles
+// them), every cuDNN config printed with its time: the fast style transfer's residual 3x3 (128
+// channels at 56x56 after the reflect pad) with and without the fused bias, NHWC and NCHW, its
+// stride-2 conv, and a 1x1 of CSPDarknet53's stage 0. Checked like the half cases.
+static const HalfCase bench_cases[] = {
+    {{"st_res_nhwc_bias", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_BIAS, B_1C11}, F16, S_NHWC},
+    {{"st_res_nhwc", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_NONE, B_1C11}, F16, S_NHWC},
+    {{"st_res_nchw_bias", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_BIAS, B_1C11}, F16, 0},
+    {{"st_down_nhwc_bias", 1, 64, 114, 114, 128, 3, 3, 1, {2, 2}, S1, P0, P0, E_BIAS, B_1C11},
+     F16,
+     S_NHWC},
+    {{"csp_1x1_nhwc", 1, 64, 208, 208, 64, 1, 1, 1, S1, S1, P0, P0, E_NONE, B_1C11}, F16, S_NHWC},
+    {{"csp_1x1_nchw", 1, 64, 208, 208, 64, 1, 1, 1, S1, S1, P0, P0, E_NONE, B_1C11}, F16, 0},
+};
+
+static void test_gpu_bench_shapes(void) {
+    if (!need_gpu())
+        return;
+    for (size_t i = 0; i < ORCH_COUNT(bench_cases); i++) {
+        const ConvCase *k = &bench_cases[i].k;
+        cugen_lin_precision = CUGEN_PREC_FP16;
+        CG g;
+        if (cg_build_as(&g, k, bench_cases[i].dt, bench_cases[i].store))
+            lab_case(&g, k->name,
+                     lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], PREC_FP16), true);
+        cg_free(&g);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 // The session's output against the interpreter's: fp32 1e-4 as the lab, half types as the lab's
 // check at tolerance tol.
 static bool close_enough(const Tensor *t, const void *got, const void *ref, double tol) {
@@ -1378,6 +1408,7 @@ int main(int argc, char **argv) {
     RUN(test_blob);
     RUN(test_gpu_lab);
     RUN(test_gpu_half_lab);
+    RUN(test_gpu_bench_shapes);
     RUN(test_gpu_session);
     RUN(test_gpu_compiled_model);
     return CHECK_DONE();
