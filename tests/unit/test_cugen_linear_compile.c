@@ -77,6 +77,11 @@ static int g_only_max;     // ... at most this many per candidate (0: all)
 static bool g_split_only;
 static int g_split_force;
 static int g_split_tc; // split tensor-core kernels NVRTC compiled (all archs)
+// ORCH_CUGEN_SAMPLE=N (make test, no GPU): every kernel is emitted, but NVRTC compiles only the
+// first of each graph and every N-th after it; make test-nvrtc and GPU runs compile them all.
+static int g_sample = 1;
+static int g_sampled_out; // kernels emitted but not compiled
+static StrBuf g_scratch;  // where the sampled-out kernels' sources go
 
 // The precision a config computes in (its variant), for its check's tolerance.
 static Precision desc_precision(const char *desc) {
@@ -229,6 +234,7 @@ typedef struct Job {
     char fn[48];
     int prog;      // the program (of emit_all's srcs) holding its kernel
     bool tc_split; // a split-K tensor-core config
+    bool sampled_out; // emitted, but left out of NVRTC's programs (ORCH_CUGEN_SAMPLE)
 } Job;
 
 static bool tc_variant(const KernelConfig *cf) {
@@ -318,9 +324,14 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             j->cfg = kc;
             j->prog = (*nj - 1) % nsrc;
             j->tc_split = tc_variant(&kc) && kc.p[CUL_SPLIT] > 1;
+            j->sampled_out = !g_api && g_sample > 1 && (*nj - 1) % g_sample != 0;
+            g_sampled_out += j->sampled_out;
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
             Err e = {0};
-            int rc = cugen_lin_emit(pg, c, &kc, hw, j->fn, &srcs[j->prog], &j->ln, &e);
+            StrBuf *dst = j->sampled_out ? &g_scratch : &srcs[j->prog];
+            int rc = cugen_lin_emit(pg, c, &kc, hw, j->fn, dst, &j->ln, &e);
+            if (j->sampled_out)
+                sb_clear(&g_scratch);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, kc.desc, e.msg);
         }
     }
@@ -512,7 +523,8 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             g_kernels += nj[u];
             g_programs++;
             for (int i = 0; i < nj[u]; i++)
-                g_split_tc += jobs[u][i].tc_split && comp[u][jobs[u][i].prog].rc == ST_OK;
+                g_split_tc += jobs[u][i].tc_split &&
+                              (jobs[u][i].sampled_out || comp[u][jobs[u][i].prog].rc == ST_OK);
         }
     }
     if (g_api && nj[nu - 1] > 0) {
@@ -1500,6 +1512,10 @@ static void counts(void) {
            g_kernels, g_programs / (g_api || g_sm90_only ? 1 : g_nhw),
            g_api || g_sm90_only ? 1 : g_nhw, g_candidates, g_refused);
     printf("  of which %d split-K tensor-core kernels\n", g_split_tc);
+    if (g_sampled_out)
+        printf("  NVRTC compiled one kernel in %d of each graph (ORCH_CUGEN_SAMPLE): %d kernels "
+               "emitted only\n",
+               g_sample, g_sampled_out);
     CHECK(g_kernels > 100);
     if (g_api)
         printf("  GPU: %d kernels run and compared\n", g_ran);
@@ -1569,6 +1585,8 @@ int main(int argc, char **argv) {
     g_nvrtc = true;
     g_sm90_only =
         getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
+    g_sample = getenv("ORCH_CUGEN_SAMPLE") ? ORCH_MAX(1, atoi(getenv("ORCH_CUGEN_SAMPLE"))) : 1;
+    sb_init(&g_scratch);
     set_hw(&g_hw[g_nhw++], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
     set_hw(&g_hw[g_nhw++], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
     Err ed = {0};

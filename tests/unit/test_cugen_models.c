@@ -43,6 +43,10 @@
 #define N_HW 2
 
 static CudaHw g_hw[N_HW];
+// ORCH_CUGEN_SAMPLE=N (make test): NVRTC compiles every N-th kernel of each model (the first
+// always); every kernel is still emitted and its launch geometry checked.
+static int g_sample = 1;
+static int g_sampled_out;
 static bool g_sm90_only;            // ORCH_CUGEN_SM90_ONLY=1 (make test): the described H100 alone
 static int g_k_lin = 3, g_k_pw = 1; // configs compiled per candidate (see pick_configs)
 static bool g_all_k;                // ORCH_CUGEN_MODELS_K given: the best K of every kind
@@ -316,6 +320,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
     int nks[N_HW] = {0};
     for (int h = g_sm90_only ? N_HW - 1 : 0; h < N_HW; h++) {
         const CudaHw *hw = &g_hw[h];
+        int seq = 0; // kernels of this model and arch (ORCH_CUGEN_SAMPLE)
         for (int i = 0; i < nrep; i++) {
             const Candidate *c = &cs->c[rep[i]];
             if (!target_cuda.supports(pg, c))
@@ -339,6 +344,32 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
                     lab_kernel_name(pg, c, &cf[k], fn, sizeof fn);
                     if (!seen_add(h, fn)) {
                         r->shared[h]++;
+                        continue;
+                    }
+                    // ORCH_CUGEN_SAMPLE=N: the model's first kernel and every N-th after it go
+                    // to NVRTC; the others are emitted and their geometry checked only.
+                    if (g_sample > 1 && (seq++ % g_sample) != 0) {
+                        StrBuf scratch;
+                        sb_init(&scratch);
+                        CudaLaunch ln;
+                        memset(&ln, 0, sizeof ln);
+                        Err e = {0};
+                        cugen_lin_precision = prec;
+                        int rc = cugen_emit(pg, c, &cf[k], hw, fn, &scratch, &ln, &e);
+                        cugen_lin_precision = CUGEN_PREC_FP32;
+                        sb_free(&scratch);
+                        uint64_t threads = (uint64_t)ln.block[0] * ln.block[1] * ln.block[2];
+                        if (rc || !ln.grid[0] || !ln.grid[1] || !ln.grid[2] || !threads ||
+                            threads > (uint64_t)hw->max_threads_per_block ||
+                            (int64_t)ln.smem > hw->smem_per_block_optin) {
+                            cand_name(pg, c, cn, sizeof cn);
+                            note_failure(r, "%s %s: %s config '%s': %s", name, hw->arch, cn,
+                                         cf[k].desc, rc ? e.msg : "impossible launch geometry");
+                            r->failed[h]++;
+                        }
+                        r->kernels[h]++;
+                        r->tf32[h] += pass;
+                        g_sampled_out++;
                         continue;
                     }
                     if (np == 0 || progs[np - 1].hw != h || progs[np - 1].nk >= PER_PROG) {
@@ -544,6 +575,7 @@ int main(int argc, char **argv) {
     nvrtc_version(&maj, &min);
     g_sm90_only =
         getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
+    g_sample = getenv("ORCH_CUGEN_SAMPLE") ? ORCH_MAX(1, atoi(getenv("ORCH_CUGEN_SAMPLE"))) : 1;
     const char *kenv = getenv("ORCH_CUGEN_MODELS_K");
     if (kenv && atoi(kenv) > 0)
         g_k_lin = g_k_pw = ORCH_MIN(atoi(kenv), MAX_CFG), g_all_k = true;
@@ -600,5 +632,9 @@ int main(int argc, char **argv) {
     printf("models: %d kernels compiled for %s and %s (%d row-cached reductions), %d failed, in "
            "%.1f s\n",
            g_total_kernels, g_hw[0].arch, g_hw[1].arch, g_row_cached, g_total_failed, now() - t0);
+    if (g_sampled_out)
+        printf("  of which %d emitted only: NVRTC compiled one kernel in %d of each model "
+               "(ORCH_CUGEN_SAMPLE)\n",
+               g_sampled_out, g_sample);
     return CHECK_DONE();
 }
