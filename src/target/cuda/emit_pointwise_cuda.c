@@ -93,19 +93,30 @@ void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, 
 }
 
 // ---- pointwise ----
-// Config p[0]: block size; p[1]: elements per thread per grid-stride step; p[2]: 4 = float4
-// groups, 1 = scalar elements.
+// Config p[0]: block size; p[1]: elements per thread per grid-stride step; p[2]: 4 = groups of 4
+// (float4 for float32, ushort4 for float16 / bfloat16: 16- and 8-byte accesses), 1 = scalar
+// elements.
 
 typedef struct VecLoads {
     int lane; // the lane (0..3) whose code is being emitted
     int n;
     int j[MAX_VEC_LOADS];
     int64_t cst[MAX_VEC_LOADS];
+    DType dt[MAX_VEC_LOADS];
 } VecLoads;
+
+// The types a group of 4 is loaded and stored as.
+static bool vec_type(DType t) {
+    return t == DT_FLOAT || t == DT_FLOAT16 || t == DT_BFLOAT16;
+}
+
+static const char *vec4_name(DType t) {
+    return t == DT_FLOAT ? "float4" : "ushort4";
+}
 
 static bool vec_hook(void *ctx, int j, DType t, int64_t cst, char *out, size_t cap) {
     VecLoads *v = ctx;
-    if (t != DT_FLOAT || cst % 4 != 0)
+    if (!vec_type(t) || cst % 4 != 0)
         return false;
     int k = 0;
     while (k < v->n && !(v->j[k] == j && v->cst[k] == cst))
@@ -115,6 +126,7 @@ static bool vec_hook(void *ctx, int j, DType t, int64_t cst, char *out, size_t c
             return false;
         v->j[v->n] = j;
         v->cst[v->n] = cst;
+        v->dt[v->n] = t;
         v->n++;
     }
     int n = snprintf(out, cap, "pv%d.%c", k, "xyzw"[v->lane]);
@@ -123,7 +135,7 @@ static bool vec_hook(void *ctx, int j, DType t, int64_t cst, char *out, size_t c
 
 static bool vec_possible(const PrimGraph *pg, const Candidate *c) {
     const Tensor *T = pg->tensors[c->output];
-    return T->dtype == DT_FLOAT && tensor_numel(T) % 4 == 0 && tensor_numel(T) >= 4;
+    return vec_type(T->dtype) && tensor_numel(T) % 4 == 0 && tensor_numel(T) >= 4;
 }
 
 static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
@@ -178,7 +190,8 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
             cupw_digits(&lanes, 5, "i", "f", r, T->dims, all, narrow);
             rc = cexpr_value(x, c->output, idx, &lanes, 5, v, sizeof v, e);
             cexpr_forget(x);
-            sb_line(&lanes, 5, "o.%c = %s;\n", "xyzw"[u], v);
+            cgen_store_expr(T->dtype, v, st, sizeof st);
+            sb_line(&lanes, 5, "o.%c = %s;\n", "xyzw"[u], st);
             sb_line(&lanes, 4, "}\n");
         }
         sb_line(&body, 2, "#pragma unroll\n");
@@ -191,21 +204,22 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         // loaded when it is in bounds (the lanes that use the value always are).
         for (int k = 0; k < vl.n; k++) {
             int64_t nj = tensor_numel(pg->tensors[c->inputs[vl.j[k]]]);
-            sb_line(&body, 4, "float4 pv%d;\n", k);
+            const char *vt = vec4_name(vl.dt[k]);
+            sb_line(&body, 4, "%s pv%d;\n", vt, k);
             sb_line(&body, 4, "{\n");
             sb_line(&body, 5, "const int64_t g_ = f0 + %lld;\n", (long long)vl.cst[k]);
             sb_line(&body, 5, "if (g_ >= 0 && g_ + 3 < %lld) {\n", (long long)nj);
-            sb_line(&body, 6, "pv%d = *(const float4 *)(in%d + g_);\n", k, vl.j[k]);
+            sb_line(&body, 6, "pv%d = *(const %s *)(in%d + g_);\n", k, vt, vl.j[k]);
             sb_line(&body, 5, "} else {\n");
             for (int u = 0; u < 4; u++)
-                sb_line(&body, 6, "pv%d.%c = g_ + %d >= 0 && g_ + %d < %lld ? in%d[g_ + %d] : 0.0f;\n",
+                sb_line(&body, 6, "pv%d.%c = g_ + %d >= 0 && g_ + %d < %lld ? in%d[g_ + %d] : 0;\n",
                         k, "xyzw"[u], u, u, (long long)nj, vl.j[k], u);
             sb_line(&body, 5, "}\n");
             sb_line(&body, 4, "}\n");
         }
-        sb_line(&body, 4, "float4 o;\n");
+        sb_line(&body, 4, "%s o;\n", vec4_name(T->dtype));
         sb_puts(&body, lanes.s);
-        sb_line(&body, 4, "*(float4 *)(y + f0) = o;\n");
+        sb_line(&body, 4, "*(%s *)(y + f0) = o;\n", vec4_name(T->dtype));
         sb_line(&body, 3, "}\n");
         sb_line(&body, 2, "}\n");
         sb_free(&lanes);
@@ -276,8 +290,9 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             double per_elem = ops + 2.0 * T->rank + (1.0 + c->n_inputs) / vec;
             double t_issue = (double)N * per_elem / (sms * 128.0 * clock);
             // Scalar 4-byte accesses reach about 82% of what 128-bit ones do (H100, measured:
-            // 2.2 vs 2.75 TB/s on a bias-GELU of 4096x4096).
-            double t_mem = bytes / (bw * util * (vec == 4 ? 1.0 : 0.82));
+            // 2.2 vs 2.75 TB/s on a bias-GELU of 4096x4096); 2-byte ones (half storage) less.
+            double scalar = dtype_size(T->dtype) >= 4 ? 0.82 : 0.6;
+            double t_mem = bytes / (bw * util * (vec == 4 ? 1.0 : scalar));
             double score = ORCH_MAX(t_mem, t_issue) / wave_eff + 3e-6;
             // A step of several elements hides latency better (independent loads in flight).
             if (ept > 1)
