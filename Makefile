@@ -4,7 +4,7 @@ BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup demo test test-fast test-asan test-nvrtc fuzz fuzz-long format format-check clean
+.PHONY: all setup demo test test-fast test-asan test-nvrtc test-node-compiled fuzz fuzz-long format format-check clean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -36,6 +36,16 @@ test-nvrtc: all
 		out=$$($(BUILD)/tests/unit_$$t); rc=$$?; echo "unit_$$t: $$(echo "$$out" | tail -n 1)"; \
 		[ $$rc -eq 0 ] || { echo "$$out" | grep -E '^FAIL|check failed'; exit 1; }; done
 	env -u ORCH_CUGEN_SAMPLE -u ORCH_CUGEN_SM90_ONLY $(BUILD)/tests/unit_cugen_models build/models | tail -n 1  # models from make test
+
+# Every ONNX node test compiled for the CPU target (make test compiles every other one), one
+# shard per core. Run after make test (which writes build/node_data).
+test-node-compiled: all
+	pids=; for k in $$(seq 0 $$(($(JOBS) - 1))); do \
+		$(BUILD)/node_tests build/node_data --engine compiled --shard $$k/$(JOBS) \
+			--xfail tests/ops/node_expected_failures.txt > $(BUILD)/node-compiled-$$k.log 2>&1 & \
+		pids="$$pids $$!"; \
+	done; rc=0; for j in $$pids; do wait $$j || rc=1; done; \
+	cat $(BUILD)/node-compiled-*.log | grep -E '^(FAIL|XPASS)|passed'; exit $$rc
 
 fuzz-long:
 	scripts/fuzz.sh 3600

@@ -72,25 +72,6 @@ tail -n 1 "$LOGDIR/prepare-node.log"
 "$PY" tests/models/gen_models.py build/models >"$LOGDIR/gen-models.log" 2>&1 || { cat "$LOGDIR/gen-models.log"; exit 1; }
 "$PY" tests/bad/make_corpus.py build/bad >"$LOGDIR/make-bad.log" 2>&1 || { cat "$LOGDIR/make-bad.log"; exit 1; }
 
-# The node tests compiled for the CPU target (one compile per case), in as many shards as cores.
-node_tests_compiled() { # node_tests_compiled BUILD_DIR
-    local dir=$1 pids=() k rc=0 p=0 f=0 line
-    for ((k = 0; k < JOBS; k++)); do
-        "$dir/node_tests" build/node_data --engine compiled --shard "$k/$JOBS" \
-            --xfail tests/ops/node_expected_failures.txt >"$LOGDIR/node-compiled-$k.log" 2>&1 &
-        pids+=($!)
-    done
-    for k in "${!pids[@]}"; do
-        wait "${pids[$k]}" || rc=1
-        grep -E '^(FAIL|XPASS)' "$LOGDIR/node-compiled-$k.log"
-        line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGDIR/node-compiled-$k.log" | tail -n 1)
-        p=$((p + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"${line:-0 passed}")))
-        f=$((f + $(sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"${line:-0 passed, 1 failed}")))
-    done
-    echo "$p passed, $f failed"
-    return $rc
-}
-
 # The suites run JOBS at a time (each is single-threaded for most of its run: NVRTC, the C
 # compiler, the interpreters; on 2 cores a serial run left one idle) and are reported in the
 # order they were started once pool_wait has seen them all end. They share nothing on disk
@@ -119,54 +100,68 @@ pool_wait() {
     POOL=()
 }
 
+# The suites that take longest start first (on 2 cores a long one started last leaves the other
+# core idle), in shards where one would dominate.
+LONG_UNITS="unit_attention_cuda unit_cugen_linear_compile unit_cgen_linear unit_mlp_fused
+unit_cugen_compile unit_attention unit_cgen_pointwise unit_orchestrate"
+
 run_suites() { # run_suites BUILD_DIR LABEL
-    local dir=$1 label=$2 t
+    local dir=$1 label=$2 t k
+    local models=(build/models) xfail=(--xfail tests/ops/node_expected_failures.txt)
+    if [ "$label" = release ]; then
+        # The CPU target end to end: every generated model compiled (C kernels, tuning, plan)
+        # and run against ONNX Runtime's outputs.
+        for k in 0 1; do
+            pool_start "$label:models_compiled.${k}of2" "$PY" tests/models/run_models.py \
+                "$dir/orch" "${models[@]}" --engine compiled --shard "$k/2"
+        done
+        # Every other node test compiled for the CPU target (one compile per case: the C
+        # compiler's minutes; make test-node-compiled compiles them all).
+        for k in 0 2; do
+            pool_start "$label:node_tests_compiled.${k}of4" "$dir/node_tests" build/node_data \
+                --engine compiled --shard "$k/4" "${xfail[@]}"
+        done
+    else
+        # Under the sanitizers every third model: the C compiler's minutes are the Release pass's.
+        pool_start "$label:models_compiled.0of3" "$PY" tests/models/run_models.py "$dir/orch" \
+            "${models[@]}" --engine compiled --shard 0/3
+    fi
+    for t in $LONG_UNITS; do
+        [ -x "$dir/tests/$t" ] && pool_start "$label:$t" "$dir/tests/$t"
+    done
+    if [ "$label" = release ]; then
+        # The CUDA target: every kernel of the generated models emitted, and a sample compiled
+        # by NVRTC for sm_90a (no GPU needed; skips without NVRTC). Release only: NVRTC's time.
+        pool_start "$label:cugen_models" "$dir/tests/unit_cugen_models" "${models[@]}"
+    fi
+    # The compile/run/bench/db commands incl. a SIGKILLed compile resumed, damaged artefacts.
+    pool_start "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" \
+        "${models[@]}"
     for t in "$dir"/tests/unit_*; do
+        [[ " $(echo $LONG_UNITS) " == *" $(basename "$t") "* ]] && continue
         [ -x "$t" ] && pool_start "$label:$(basename "$t")" "$t"
     done
-    pool_start "$label:node_tests" "$dir/node_tests" build/node_data \
-        --xfail tests/ops/node_expected_failures.txt
+    pool_start "$label:node_tests" "$dir/node_tests" build/node_data "${xfail[@]}"
     pool_start "$label:node_tests_prims" "$dir/node_tests" build/node_data --engine prims \
-        --xfail tests/ops/node_expected_failures.txt
+        "${xfail[@]}"
     pool_start "$label:op_cases" "$dir/node_tests" build/op_cases \
         --xfail tests/ops/op_cases_expected_failures.txt
     pool_start "$label:op_cases_prims" "$dir/node_tests" build/op_cases --engine prims \
         --xfail tests/ops/op_cases_expected_failures.txt
-    pool_start "$label:models" "$PY" tests/models/run_models.py "$dir/orch" build/models
-    pool_start "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" build/models \
-        --engine prims
+    pool_start "$label:models" "$PY" tests/models/run_models.py "$dir/orch" "${models[@]}"
+    pool_start "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" \
+        "${models[@]}" --engine prims
     pool_start "$label:models_prims_attention" "$PY" tests/models/run_models.py "$dir/orch" \
-        build/models --engine prims --attention-rewrite
+        "${models[@]}" --engine prims --attention-rewrite
     # Orchestration on every generated model: the selection run kernel by kernel must give the
     # primitive interpreter's outputs bit for bit (tests/unit/test_plan_exec.c, models mode).
-    pool_start "$label:models_plan" "$dir/tests/unit_plan_exec" build/models
+    pool_start "$label:models_plan" "$dir/tests/unit_plan_exec" "${models[@]}"
     # The plan and runtime session on every generated model (interpreted kernels, real artefacts).
-    pool_start "$label:models_session" "$dir/tests/unit_plan" build/models
-    pool_start "$label:models_plan_ort" "$PY" tests/models/run_models.py "$dir/orch" build/models \
-        --engine plan
+    pool_start "$label:models_session" "$dir/tests/unit_plan" "${models[@]}"
+    pool_start "$label:models_plan_ort" "$PY" tests/models/run_models.py "$dir/orch" \
+        "${models[@]}" --engine plan
     pool_start "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
-    # The CPU target end to end: every generated model compiled (C kernels, tuning, plan) and
-    # run against ONNX Runtime's outputs (under the sanitizers every other model: the C
-    # compiler's minutes are the Release pass's); the compile/run/bench/db commands incl. a
-    # SIGKILLed compile resumed and damaged artefacts.
-    if [ "$label" = release ]; then
-        pool_start "$label:models_compiled" "$PY" tests/models/run_models.py "$dir/orch" \
-            build/models --engine compiled
-    else
-        pool_start "$label:models_compiled" "$PY" tests/models/run_models.py "$dir/orch" \
-            build/models --engine compiled --shard 0/2
-    fi
-    pool_start "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" build/models
-    if [ "$label" = release ]; then
-        # The CUDA target: every kernel of the generated models emitted, and a sample compiled by
-        # NVRTC for sm_90a (no GPU needed; skips without NVRTC). Release only: the time is NVRTC's.
-        pool_start "$label:cugen_models" "$dir/tests/unit_cugen_models" build/models
-    fi
     pool_wait
-    if [ "$label" = release ]; then
-        # Every node test compiled for the CPU target (one compile per case), JOBS shards.
-        suite "$label:node_tests_compiled" node_tests_compiled "$dir"
-    fi
 }
 
 echo "== suites (Release) =="
