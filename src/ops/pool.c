@@ -15,7 +15,13 @@ static PoolKind pool_kind(const char *op) {
     return strstr(op, "AveragePool") ? P_AVG : P_LP;
 }
 
-// Reads an ints attribute of exactly len values >= lo into v, or dflt everywhere when absent.
+// The largest kernel size, stride, dilation or pad accepted: the window arithmetic ((k - 1) * d
+// + 1, the padded input) then stays far inside int64 (a fuzzed MaxPool with a dilation of 2^62
+// overflowed it).
+#define POOL_MAX_ATTR INT32_MAX
+
+// Reads an ints attribute of exactly len values in [lo, POOL_MAX_ATTR] into v, or dflt
+// everywhere when absent.
 static int pool_ints(const Node *n, const char *name, int len, int64_t lo, int64_t dflt, int64_t *v,
                      Err *e) {
     const int64_t *a;
@@ -28,9 +34,9 @@ static int pool_ints(const Node *n, const char *name, int len, int64_t lo, int64
     if (count != len)
         return op_err(e, ST_INVALID, n, "%s has %d values, expected %d", name, count, len);
     for (int i = 0; i < len; i++) {
-        if (a[i] < lo)
-            return op_err(e, ST_INVALID, n, "%s[%d] = %lld, must be >= %lld", name, i,
-                          (long long)a[i], (long long)lo);
+        if (a[i] < lo || a[i] > POOL_MAX_ATTR)
+            return op_err(e, ST_INVALID, n, "%s[%d] = %lld, must be in [%lld, %lld]", name, i,
+                          (long long)a[i], (long long)lo, (long long)POOL_MAX_ATTR);
         v[i] = a[i];
     }
     return ST_OK;

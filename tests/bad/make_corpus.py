@@ -719,6 +719,11 @@ def op_cases(out):
     run_case("maxpool_dilation_overflow",
              node("MaxPool", ["x"], ["y"], "pool_node", kernel_shape=[2, 2],
                   dilations=[big, big]), [vi("x", F, [1, 3, 8, 8])], [y()], [], 2, "pool_node")
+    # (the fuzzer's variant: (64 - 1) * 2^62 overflowed int64 before the attribute bound)
+    run_case("maxpool_kernel_dilation_overflow",
+             node("MaxPool", ["x"], ["y"], "pool_node", kernel_shape=[64, 64],
+                  dilations=[big, big]), [vi("x", F, [1, 3, 8, 8])], [y()], [], 2,
+             "pool_node && must be in [1, 2147483647]")
     run_case("averagepool_kernel_zero",
              node("AveragePool", ["x"], ["y"], "pool_node", kernel_shape=[0, 0]),
              [vi("x", F, [1, 3, 8, 8])], [y()], [], 2, "pool_node")
