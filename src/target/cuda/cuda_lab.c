@@ -418,6 +418,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     if (!exec && one_call && ok) { // a library call runs from its graph in every case
         exec = one_call;
         one_call = NULL;
+        batch = 1; // where the batch could not be captured, one call a sample
     }
     double *times = xmalloc(sizeof(double) * (size_t)samples);
     for (int s = 0; s < samples && ok; s++) {
