@@ -527,6 +527,30 @@ static void build_norms(const char *name) {
     g_out(g, pb_reduce(&g->b, RED_SUM, pb_ew2i(&g->b, EW_MUL, xb, 3), 2, false, false));
 }
 
+// Grid-split reductions (few positions, long rows: G blocks per position meet at a grid
+// barrier): InstanceNorm read through the channels-last pass's transpose, NHWC float32 and
+// float16 under a reduced precision, a long sum, argmax and max (NaN flags, indices) over two
+// long rows.
+static void build_grid_norms(const char *name, DType dt, int64_t h, int64_t w, int64_t ch) {
+    G *g = g_new(name);
+    g->max_prims = 8;
+    int64_t d[4] = {1, h, w, ch};
+    static const int to_nchw[4] = {0, 3, 1, 2};
+    int x = pb_transpose(&g->b, g_in(g, dt, 4, d), to_nchw);
+    int mi = pb_reduce(&g->b, RED_MEAN, x, 12, true, false);
+    int ci = pb_ew2(&g->b, EW_SUB, x, mi);
+    int vi = pb_reduce(&g->b, RED_MEAN, pb_ew2(&g->b, EW_MUL, ci, ci), 12, true, false);
+    g_out(g, pb_ew2(&g->b, EW_MUL, ci, pb_ew1(&g->b, EW_RSQRT, pb_ew2i(&g->b, EW_ADD, vi, 1e-5))));
+    if (dt != DT_FLOAT)
+        return;
+    int64_t dl[2] = {2, 50021};
+    int l = g_in(g, DT_FLOAT, 2, dl);
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, l, 2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_SIN, l), 2, true, false));
+    int64_t d1[1] = {300007};
+    g_out(g, pb_reduce(&g->b, RED_SUM, g_in(g, DT_FLOAT, 1, d1), 1, false, false));
+}
+
 // ---- kernels and programs ----
 
 typedef struct Kernel {
@@ -547,6 +571,7 @@ static StrBuf progs[MAX_PROGS];
 static int prog_lines[MAX_PROGS];
 static int n_refused, n_emit_fail;
 static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split;
+static int n_red_grid;                                // grid-split reductions
 static int n_red_cached, n_cached_same, n_cached_cmp; // row-cached kernels; GPU: bit-identical
 
 static int count_lines(const char *s) {
@@ -687,6 +712,7 @@ static void emit_all(const CudaHw *hw) {
                 else
                     n_red_block++;
                 n_red_cached += cfg[k].cls == CUCLS_REDUCE && cfg[k].p[3] > 0;
+                n_red_grid += cfg[k].cls == CUCLS_REDUCE && cfg[k].p[5] > 1;
                 g->kernels++;
                 nk++;
             }
@@ -868,7 +894,7 @@ static void cached_vs_uncached(int gi) {
             const Kernel *ku = &ks[j];
             if (ku->graph != gi || ku->cand != kc->cand || !ku->got || ku->cfg.p[3] != 0 ||
                 ku->cfg.p[0] != kc->cfg.p[0] || ku->cfg.p[1] != kc->cfg.p[1] ||
-                ku->cfg.p[2] != kc->cfg.p[2])
+                ku->cfg.p[2] != kc->cfg.p[2] || ku->cfg.p[5] != kc->cfg.p[5])
                 continue;
             const Tensor *o = g->pg->tensors[g->cs->c[kc->cand].output];
             bool same = !memcmp(kc->got, ku->got, tensor_nbytes(o));
@@ -1045,6 +1071,7 @@ static void test_coverage(void) {
               n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split);
     CHECK_MSG(n_emit_fail == 0, "%d emits failed", n_emit_fail);
     CHECK_MSG(n_red_cached > 0, "no row-cached reduction kernel");
+    CHECK_MSG(n_red_grid >= 4, "%d grid-split reductions", n_red_grid);
     int whole_chains = 0;
     for (int gi = 0; gi < n_graphs; gi++) {
         G *g = &graphs[gi];
@@ -1063,9 +1090,10 @@ static void test_coverage(void) {
 }
 
 // The row cache (emit_reduce_cuda.c) on the row-cache graphs' candidates with a tail over the
-// row: cached variants only of warp or block per position configs where each thread's share of
-// the row fits (ceil(cols / tpr) <= 16 slots, 8 of float16 values held in double), and on the
-// whole chains (all 12 graphs; all but 16385 columns with a cache) of every such config; scored
+// row: cached variants only of warp or block per position configs (or grid splits, whose G blocks
+// share a row) where each thread's share of the row fits (ceil(cols / (tpr G)) <= 16 slots, 8 of
+// float16 values held in double), and on the whole chains (all 12 graphs with a cache; 16385
+// columns only in grid splits) of every such config; scored
 // below the uncached sibling; the cached kernel reads each row input once where the uncached one
 // reads it in every pass; a slot count that does not fit the row is refused.
 static int count_str(const char *s, const char *needle) {
@@ -1104,14 +1132,19 @@ static void test_row_cache(void) {
             KernelConfig cfg[16];
             int n = cugen_pw_configs(pg, c, &hw, cfg, 16), cached = 0;
             for (int k = 0; k < n; k++) {
-                int64_t tpr = cfg[k].p[1], slots = (cols + tpr - 1) / tpr;
+                // A grid split's G blocks share the row: each thread holds 1/G of its share.
+                int64_t tpr = cfg[k].p[1], gs = ORCH_MAX(cfg[k].p[5], 1);
+                int64_t slots = (cols + tpr * gs - 1) / (tpr * gs);
                 int sib = -1;
                 for (int j = 0; j < n; j++)
                     if (j != k && cfg[j].p[0] == cfg[k].p[0] && cfg[j].p[1] == tpr &&
-                        cfg[j].p[2] == cfg[k].p[2] && (cfg[j].p[3] == 0) != (cfg[k].p[3] == 0))
+                        cfg[j].p[2] == cfg[k].p[2] && cfg[j].p[5] == cfg[k].p[5] &&
+                        (cfg[j].p[3] == 0) != (cfg[k].p[3] == 0))
                         sib = j;
-                bool fits = tpr >= 32 && !cfg[k].p[2] && slots <= (A->dtype == DT_FLOAT ? 16 : 8);
-                CHECK_MSG(whole ? fits == (sib >= 0) : fits || sib < 0,
+                bool fits =
+                    (cfg[k].p[2] ? gs > 1 : tpr >= 32) && slots <= (A->dtype == DT_FLOAT ? 16 : 8);
+                // (Grid splits share two slots of the measured set: a sibling may be cut.)
+                CHECK_MSG(whole && gs == 1 ? fits == (sib >= 0) : fits || sib < 0,
                           "%s: %s: cached sibling %d, fits %d, whole chain %d", g->name,
                           cfg[k].desc, sib >= 0, fits, whole);
                 if (cfg[k].p[3] == 0)
@@ -1154,12 +1187,15 @@ static void test_row_cache(void) {
                 sb_free(&s);
             }
             with_cache += whole && cached > 0;
+            // Rows past every block's cache: only grid splits (each block a share) hold them.
+            for (int k = 0; k < n && cols > 16 * 1024; k++)
+                cached -= cfg[k].p[3] > 0 && cfg[k].p[5] > 1;
             if (cols > 16 * 1024)
                 CHECK_MSG(cached == 0, "%s: %d cached configs over rows of %lld", g->name, cached,
                           (long long)cols);
         }
     }
-    CHECK_MSG(chains == 12 && with_cache == 11, "%d whole chains, %d with a row cache", chains,
+    CHECK_MSG(chains == 12 && with_cache == 12, "%d whole chains, %d with a row cache", chains,
               with_cache);
 }
 
@@ -1404,6 +1440,9 @@ int main(int argc, char **argv) {
     build_vec("vec");
     build_rows("rows");
     build_norms("norms");
+    build_grid_norms("grid_norms", DT_FLOAT, 24, 20, 96);
+    build_grid_norms("grid_norms_f16", DT_FLOAT16, 28, 28, 64);
+    graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
     // Row cache: BERT's 128 x 768, other widths, odd ones, a row shorter than a warp (one slot),
     // rows of exactly 128 x 16 slots, one past a 128-thread cache (256 threads hold it) and one
     // past every cache (16385 > 1024 x 16: the uncached kernels only).
@@ -1424,12 +1463,22 @@ int main(int argc, char **argv) {
     emit_all(&hw);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  %d kernels in %d programs (%d candidates refused): pointwise %d scalar + %d float4, "
-           "reduce %d thread + %d warp + %d block per position + %d split (%d row-cached); "
-           "emitted in %.1f s\n",
+           "reduce %d thread + %d warp + %d block per position + %d split (%d row-cached, %d "
+           "grid-split); emitted in %.1f s\n",
            nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_red_thread, n_red_warp, n_red_block,
-           n_red_split, n_red_cached,
+           n_red_split, n_red_cached, n_red_grid,
            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     CHECK_MSG(n_half_float > 0, "no kernel of the fp16/bf16 graphs computes half values in float");
+    const char *dump_dir = getenv("CUGEN_DUMP_DIR"); // every program's source, to read
+    for (int p = 0; dump_dir && p < n_progs; p++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/prog%03d.cu", dump_dir, p);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(progs[p].s, f);
+            fclose(f);
+        }
+    }
     int failed = compile_all();
     clock_gettime(CLOCK_MONOTONIC, &t2);
     printf("  %d compiles (%d programs x %d archs), %d failed, in %.1f s\n", n_jobs, n_progs,

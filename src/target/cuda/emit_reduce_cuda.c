@@ -81,6 +81,11 @@ typedef struct Ctx {
     char xc[32], slot[48];
     bool cache_ready;
     int hits_first;
+    // Grid split (config p[5] > 1): G blocks share each position (group), block g_ of them
+    // taking the row's elements g_ * tpr + lane + m * G * tpr; the blocks' partials meet in
+    // module-scope arrays (`globals`) across a grid barrier.
+    int G;
+    StrBuf *globals;
 } Ctx;
 
 static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
@@ -173,18 +178,23 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
 static int row_open(Ctx *k, int tpr, bool valid, StrBuf *code, int indent) {
     long long count = (long long)k->sp.count;
     const char *vc = valid ? " && valid" : "";
+    const char *first;
+    long long step = (long long)tpr * k->G;
+    char f[64];
+    fmt(f, sizeof f, k->G > 1 ? "(int64_t)g_ * %d + lane" : "lane", tpr);
+    first = f;
     if (!k->cache) {
         if (tpr == 1)
             sb_line(code, indent, "for (int64_t r = 0; r < %lld%s; r++) {\n", count, vc);
         else
-            sb_line(code, indent, "for (int64_t r = lane; r < %lld%s; r += %d) {\n", count, vc,
-                    tpr);
+            sb_line(code, indent, "for (int64_t r = %s; r < %lld%s; r += %lld) {\n", first, count,
+                    vc, step);
         return indent + 1;
     }
     sb_line(code, indent, "#pragma unroll\n");
     sb_line(code, indent, "for (int c_ = 0; c_ < %d; c_++) {\n", k->cache);
-    sb_line(code, indent + 1, "const int64_t r = lane + (int64_t)c_ * %d;\n", tpr);
-    if ((int64_t)k->cache * tpr == k->sp.count) // every slot of every thread holds an element
+    sb_line(code, indent + 1, "const int64_t r = %s + (int64_t)c_ * %lld;\n", first, step);
+    if ((int64_t)k->cache * step == k->sp.count) // every slot of every thread holds an element
         sb_line(code, indent + 1, "%s\n", valid ? "if (valid) {" : "{");
     else
         sb_line(code, indent + 1, "if (r < %lld%s) {\n", count, vc);
@@ -280,6 +290,68 @@ static void emit_combine(StrBuf *code, int indent, const Prim *p, bool fl, const
         sb_line(code, indent, "}\n");
         break;
     }
+    }
+}
+
+// Emits the combination of the position's threads' states (a, n, ai) within the block: every
+// thread of the position ends with the same result, folded in the same order. `tag` keeps the
+// shared arrays of a second call apart.
+static void emit_block_combine(const Ctx *k, const Prim *p, bool fl, const char *at, const char *a,
+                               const char *n, const char *ai, bool has_n, bool has_i, int tpr,
+                               int bs, const char *tag, StrBuf *code, int indent) {
+    // Lanes of a warp: butterfly shuffles leave every lane with the same combination.
+    if (tpr > 1 && !k->split) {
+        sb_line(code, indent, "#pragma unroll\n");
+        sb_line(code, indent, "for (int o = 16; o > 0; o >>= 1) {\n");
+        sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at, a);
+        if (has_n)
+            sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n",
+                    n);
+        if (has_i)
+            sb_line(code, indent + 1,
+                    "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
+        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
+        sb_line(code, indent, "}\n");
+    }
+    // Warps of a block: partials through shared memory, folded in warp order by every thread.
+    if (k->split || tpr > 32) {
+        // Split: the tpr threads of a position sit 32 apart, partials through shared memory,
+        // folded in lane order by each of them; else a partial per warp, folded in warp order.
+        int slots = k->split ? bs : bs / 32, parts = k->split ? tpr : bs / 32;
+        const char *wr = k->split ? "threadIdx.x" : "lane / 32";
+        const char *rd0 = k->split ? "threadIdx.x % 32" : "0";
+        const char *rdw = k->split ? "w * 32 + threadIdx.x % 32" : "w";
+        sb_line(code, indent, "__shared__ %s sa%s_%s[%d];\n", at, tag, a, slots);
+        if (has_n)
+            sb_line(code, indent, "__shared__ int sn%s_%s[%d];\n", tag, a, slots);
+        if (has_i)
+            sb_line(code, indent, "__shared__ int64_t si%s_%s[%d];\n", tag, a, slots);
+        int in = indent;
+        if (!k->split) {
+            sb_line(code, indent, "if (lane %% 32 == 0) {\n");
+            in = indent + 1;
+        }
+        sb_line(code, in, "sa%s_%s[%s] = %s;\n", tag, a, wr, a);
+        if (has_n)
+            sb_line(code, in, "sn%s_%s[%s] = %s;\n", tag, a, wr, n);
+        if (has_i)
+            sb_line(code, in, "si%s_%s[%s] = %s;\n", tag, a, wr, ai);
+        if (!k->split)
+            sb_line(code, indent, "}\n");
+        sb_line(code, indent, "__syncthreads();\n");
+        sb_line(code, indent, "%s = sa%s_%s[%s];\n", a, tag, a, rd0);
+        if (has_n)
+            sb_line(code, indent, "%s = sn%s_%s[%s];\n", n, tag, a, rd0);
+        if (has_i)
+            sb_line(code, indent, "%s = si%s_%s[%s];\n", ai, tag, a, rd0);
+        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", parts);
+        sb_line(code, indent + 1, "const %s b_ = sa%s_%s[%s];\n", at, tag, a, rdw);
+        if (has_n)
+            sb_line(code, indent + 1, "const int bn_ = sn%s_%s[%s];\n", tag, a, rdw);
+        if (has_i)
+            sb_line(code, indent + 1, "const int64_t bi_ = si%s_%s[%s];\n", tag, a, rdw);
+        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
+        sb_line(code, indent, "}\n");
     }
 }
 
@@ -379,59 +451,50 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     }
     }
     row_close(k, code, indent);
-    // Lanes of a warp: butterfly shuffles leave every lane with the same combination.
-    if (tpr > 1 && !k->split) {
-        sb_line(code, indent, "#pragma unroll\n");
-        sb_line(code, indent, "for (int o = 16; o > 0; o >>= 1) {\n");
-        sb_line(code, indent + 1, "const %s b_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n", at, a);
+    emit_block_combine(k, p, fl, at, a, n, ai, has_n, has_i, tpr, bs, "", code, indent);
+    // Blocks of a grid split: each block's partial to its slot of a module-scope array, a grid
+    // barrier, then every thread folds the G partials of its position in block order (every
+    // block the same values in the same order).
+    if (k->G > 1) {
+        long long G = k->G, slots = (long long)s->npos * G;
+        sb_printf(k->globals, "static __device__ %s gp_%s_%s[%lld];\n", at, k->fn, a, slots);
         if (has_n)
-            sb_line(code, indent + 1, "const int bn_ = __shfl_xor_sync(ORCH_FULL_MASK, %s, o);\n",
-                    n);
+            sb_printf(k->globals, "static __device__ int gpn_%s_%s[%lld];\n", k->fn, a, slots);
         if (has_i)
-            sb_line(code, indent + 1,
-                    "const int64_t bi_ = __shfl_xor_sync(ORCH_FULL_MASK, (long long)%s, o);\n", ai);
+            sb_printf(k->globals, "static __device__ int64_t gpi_%s_%s[%lld];\n", k->fn, a, slots);
+        sb_line(code, indent, "if (lane == 0 && valid) {\n");
+        sb_line(code, indent + 1, "gp_%s_%s[pos * %lld + g_] = %s;\n", k->fn, a, G, a);
+        if (has_n)
+            sb_line(code, indent + 1, "gpn_%s_%s[pos * %lld + g_] = %s;\n", k->fn, a, G, n);
+        if (has_i)
+            sb_line(code, indent + 1, "gpi_%s_%s[pos * %lld + g_] = %s;\n", k->fn, a, G, ai);
+        sb_line(code, indent, "}\n");
+        sb_line(code, indent, "orch_grid_sync(&gb_%s, gridDim.x);\n", k->fn);
+        // The G partials: thread `lane` of the position folds those w = lane mod tpr (loads
+        // from L2, independent of each other), then the block combination as above.
+        sb_line(code, indent, "%s = (%s)%s;\n", a, at, init);
+        if (has_n)
+            sb_line(code, indent, "%s = 0;\n", n);
+        if (has_i)
+            sb_line(code, indent, "%s = 0;\n", ai);
+        sb_line(code, indent, "for (int w = lane; w < %lld; w += %d) {\n", G, tpr);
+        sb_line(code, indent + 1, "const %s b_ = __ldcg(&gp_%s_%s[pos * %lld + w]);\n", at, k->fn,
+                a, G);
+        if (has_n)
+            sb_line(code, indent + 1, "const int bn_ = __ldcg(&gpn_%s_%s[pos * %lld + w]);\n",
+                    k->fn, a, G);
+        else
+            sb_line(code, indent + 1, "const int bn_ = 1;\n");
+        if (has_i)
+            sb_line(code, indent + 1, "const int64_t bi_ = __ldcg(&gpi_%s_%s[pos * %lld + w]);\n",
+                    k->fn, a, G);
+        else
+            sb_line(code, indent + 1, "const int64_t bi_ = 0;\n");
+        sb_line(code, indent + 1, "(void)bn_;\n");
+        sb_line(code, indent + 1, "(void)bi_;\n");
         emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
         sb_line(code, indent, "}\n");
-    }
-    // Warps of a block: partials through shared memory, folded in warp order by every thread.
-    if (k->split || tpr > 32) {
-        // Split: the tpr threads of a position sit 32 apart, partials through shared memory,
-        // folded in lane order by each of them; else a partial per warp, folded in warp order.
-        int slots = k->split ? bs : bs / 32, parts = k->split ? tpr : bs / 32;
-        const char *wr = k->split ? "threadIdx.x" : "lane / 32";
-        const char *rd0 = k->split ? "threadIdx.x % 32" : "0";
-        const char *rdw = k->split ? "w * 32 + threadIdx.x % 32" : "w";
-        sb_line(code, indent, "__shared__ %s sa_%s[%d];\n", at, a, slots);
-        if (has_n)
-            sb_line(code, indent, "__shared__ int sn_%s[%d];\n", a, slots);
-        if (has_i)
-            sb_line(code, indent, "__shared__ int64_t si_%s[%d];\n", a, slots);
-        int in = indent;
-        if (!k->split) {
-            sb_line(code, indent, "if (lane %% 32 == 0) {\n");
-            in = indent + 1;
-        }
-        sb_line(code, in, "sa_%s[%s] = %s;\n", a, wr, a);
-        if (has_n)
-            sb_line(code, in, "sn_%s[%s] = %s;\n", a, wr, n);
-        if (has_i)
-            sb_line(code, in, "si_%s[%s] = %s;\n", a, wr, ai);
-        if (!k->split)
-            sb_line(code, indent, "}\n");
-        sb_line(code, indent, "__syncthreads();\n");
-        sb_line(code, indent, "%s = sa_%s[%s];\n", a, a, rd0);
-        if (has_n)
-            sb_line(code, indent, "%s = sn_%s[%s];\n", n, a, rd0);
-        if (has_i)
-            sb_line(code, indent, "%s = si_%s[%s];\n", ai, a, rd0);
-        sb_line(code, indent, "for (int w = 1; w < %d; w++) {\n", parts);
-        sb_line(code, indent + 1, "const %s b_ = sa_%s[%s];\n", at, a, rdw);
-        if (has_n)
-            sb_line(code, indent + 1, "const int bn_ = sn_%s[%s];\n", a, rdw);
-        if (has_i)
-            sb_line(code, indent + 1, "const int64_t bi_ = si_%s[%s];\n", a, rdw);
-        emit_combine(code, indent + 1, p, fl, a, n, ai, "b_", "bn_", "bi_");
-        sb_line(code, indent, "}\n");
+        emit_block_combine(k, p, fl, at, a, n, ai, has_n, has_i, tpr, bs, "g", code, indent);
     }
     // The result in the output's value type.
     DType ot = O->dtype;
@@ -545,10 +608,15 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     // valid: the guard of the stores. Split blocks run every thread through the barriers, the
     // ones past the last position on a copy of it; elsewhere whole warps (tpr 32) or whole
     // blocks (tpr = block) share pos, so the shuffles and barriers run with all their threads.
+    if (k->G > 1) {
+        sb_line(code, 1, "const int g_ = (int)(blockIdx.x %% %du);\n", k->G);
+        sb_line(code, 1, "const int64_t blk_ = (int64_t)(blockIdx.x / %du);\n", k->G);
+    } else {
+        sb_line(code, 1, "const int64_t blk_ = (int64_t)blockIdx.x;\n");
+    }
     if (k->split) {
         sb_line(code, 1, "const int lane = (int)threadIdx.x / 32;\n");
-        sb_line(code, 1,
-                "const int64_t pos_ = (int64_t)blockIdx.x * 32 + (int)threadIdx.x %% 32;\n");
+        sb_line(code, 1, "const int64_t pos_ = blk_ * 32 + (int)threadIdx.x %% 32;\n");
         sb_line(code, 1, "const bool valid = pos_ < %lld;\n", (long long)s->npos);
         sb_line(code, 1, "const int64_t pos = valid ? pos_ : %lld;\n", (long long)s->npos - 1);
         sb_line(code, 1, "{\n");
@@ -557,8 +625,7 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
             sb_line(code, 1, "const int lane = 0;\n");
         else
             sb_line(code, 1, "const int lane = (int)threadIdx.x %% %d;\n", tpr);
-        sb_line(code, 1, "const int64_t pos = (int64_t)blockIdx.x * %d + (int)threadIdx.x / %d;\n",
-                ppb, tpr);
+        sb_line(code, 1, "const int64_t pos = blk_ * %d + (int)threadIdx.x / %d;\n", ppb, tpr);
         sb_line(code, 1, "const bool valid = true;\n");
         sb_line(code, 1, "if (pos < %lld) {\n", (long long)s->npos);
     }
@@ -581,7 +648,7 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
         red_out_idx(k, r, names, idx);
         dense_offset(T, idx, off, sizeof off);
         cgen_store_expr(T->dtype, r->res, st, sizeof st);
-        sb_line(code, 2, "if (valid && lane == 0)\n");
+        sb_line(code, 2, "if (valid && lane == 0%s)\n", k->G > 1 ? " && g_ == 0" : "");
         sb_line(code, 3, "y[%s] = %s;\n", off, st);
         sb_line(code, 1, "}\n");
         return ST_OK;
@@ -608,7 +675,7 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     } else if (small) {
         red_out_idx(k, &k->red[0], names, idx);
         k->root_is_space = false;
-        sb_line(code, 2, "if (valid && lane == 0) {\n");
+        sb_line(code, 2, "if (valid && lane == 0%s) {\n", k->G > 1 ? " && g_ == 0" : "");
         rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
         cexpr_forget(k->x);
         if (rc)
@@ -627,11 +694,16 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
 // Config p[0]: block size; p[1]: threads per position; p[2]: 1 = split (32 positions per block,
 // bs = 32 * tpr); p[3]: row cache slots per thread (0: none; else ceil(count / tpr), at most
 // MAX_CACHE).
-static bool cfg_valid(const Space *s, int bs, int tpr, bool split, int cache) {
-    if (bs < 32 || bs > 1024 || bs % 32)
+static bool cfg_valid(const Space *s, int bs, int tpr, bool split, int cache, int G) {
+    if (bs < 32 || bs > 1024 || bs % 32 || G < 1)
         return false;
+    int64_t step = (int64_t)tpr * G;
     if (cache < 0 || cache > MAX_CACHE ||
-        (cache && (s->count > (int64_t)cache * tpr || s->count <= (int64_t)(cache - 1) * tpr)))
+        (cache && (s->count > (int64_t)cache * step || s->count <= (int64_t)(cache - 1) * step)))
+        return false;
+    // A grid split needs several threads per position, and blocks of at most 512 threads (its
+    // grid must stay resident, see cugen_red_emit).
+    if (G > 1 && (tpr == 1 || (!split && tpr != bs) || bs > 512 || s->count < step))
         return false;
     if (split)
         return tpr >= 2 && bs == 32 * tpr && s->inner > 1;
@@ -676,21 +748,32 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
     k.split = cfg->p[2] == 1;
     k.cache = (int)cfg->p[3];
-    if (!cfg_valid(&k.sp, bs, tpr, k.split, k.cache))
+    k.G = cfg->p[5] > 1 ? (int)ORCH_MIN(cfg->p[5], 4096) : 1;
+    if (!cfg_valid(&k.sp, bs, tpr, k.split, k.cache, k.G))
         return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
     int ppb = k.split ? 32 : bs / tpr;
-    int64_t grid = (k.sp.npos + ppb - 1) / ppb;
+    int64_t grid = (k.sp.npos + ppb - 1) / ppb * k.G;
     if (grid > 0x7fffffff)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: %lld blocks", fn, (long long)grid);
+    // The blocks of a grid split wait for each other at the barrier, so all of them must be
+    // resident at once: at most one per SM (blocks of at most 512 threads, so other kernels
+    // resident beside them cannot starve them either), and partial arrays of bounded size.
+    if (k.G > 1 && (grid > cupw_sm_count(hw) || k.sp.npos * k.G > ((int64_t)1 << 20)))
+        return err_set(e, ST_INVALID, "kernel %s: a grid split of %lld blocks does not fit", fn,
+                       (long long)grid);
     // A row cache holds the first of its choices that a pass after the first reduction reads
     // at its element; where none is, the config does not apply.
     int choices[4], n_choices = k.cache ? cache_choices(&k, choices, 4) : 1;
     Err te = {0};
     rc = ST_UNSUPPORTED;
     for (int ch = 0; ch < n_choices && rc != ST_OK; ch++) {
-        StrBuf decls, body;
+        StrBuf decls, body, globals;
         sb_init(&decls);
         sb_init(&body);
+        sb_init(&globals);
+        k.globals = &globals;
+        if (k.G > 1)
+            sb_printf(&globals, "static __device__ unsigned long long gb_%s;\n", fn);
         k.xt = k.cache ? choices[ch] : -1;
         k.cache_ready = false;
         k.hits_first = 0;
@@ -707,6 +790,7 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                          "kernel %s: no pass after the first reads a row cache", fn);
         if (rc == ST_OK) {
             sb_puts(src, decls.s);
+            sb_puts(src, globals.s);
             cupw_kernel_head(pg, c, fn, bs, src);
             sb_puts(src, body.s);
             sb_puts(src, "}\n");
@@ -720,6 +804,8 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         k.x = NULL;
         sb_free(&decls);
         sb_free(&body);
+        sb_free(&globals);
+        k.globals = NULL;
     }
     if (rc)
         return err_set(e, rc, "%s", te.msg);
@@ -739,13 +825,15 @@ bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
 
 // Whether the row-cached variant of config (bs, tpr) emits (some pass after the first reads
 // the cache).
-static bool cache_applies(const PrimGraph *pg, const Candidate *c, int bs, int tpr, int cache) {
-    KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {bs, tpr, 0, cache}};
+static bool cache_applies(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                          const KernelConfig *base, int cache) {
+    KernelConfig cfg = *base;
+    cfg.p[3] = cache;
     StrBuf src;
     sb_init(&src);
     Err e = {0};
     CudaLaunch l;
-    int rc = cugen_red_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    int rc = cugen_red_emit(pg, c, &cfg, hw, "orch_probe", &src, &l, &e);
     sb_free(&src);
     return rc == ST_OK;
 }
@@ -756,11 +844,10 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     Err e = {0};
     if (collect(&ctx, &e))
         return 0;
-    const Space *s = &ctx.sp;
     const Tensor *T = pg->tensors[c->output], *A = pg->tensors[ctx.red[0].p->in[0]];
     bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
     int passes = ctx.n_red + (full ? 1 : 0);
-    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * s->rank;
+    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * ctx.sp.rank;
     double in_bytes = bytes - (double)tensor_nbytes(T);
     int sms = cupw_sm_count(hw);
     double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
@@ -771,12 +858,16 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     static const int shapes[][3] = {{128, 1, 0},   {256, 1, 0},   {128, 32, 0},  {256, 32, 0},
                                     {128, 128, 0}, {256, 256, 0}, {512, 512, 0}, {1024, 1024, 0},
                                     {256, 8, 1},   {1024, 32, 1}};
-    KernelConfig cand[2 * ORCH_COUNT(shapes)];
-    int n = 0;
+    const Space *s = &ctx.sp;
+    // Each shape with one block per position group and, where the groups leave most SMs idle,
+    // with a grid split. The grid splits compete among themselves for at most two of the k
+    // configs measured; where there are none (most reductions) the measured set is unchanged.
+    KernelConfig cand[2 * 2 * ORCH_COUNT(shapes)], grid[2 * ORCH_COUNT(shapes)];
+    int n = 0, n_grid = 0;
     for (size_t i = 0; i < ORCH_COUNT(shapes); i++) {
         int bs = shapes[i][0], tpr = shapes[i][1];
         bool split = shapes[i][2] != 0;
-        if (!cfg_valid(s, bs, tpr, split, 0))
+        if (!cfg_valid(s, bs, tpr, split, 0, 1))
             continue;
         // Split rows only where they are long.
         if (split && s->count < 4 * tpr)
@@ -786,63 +877,92 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             continue;
         if (tpr > 32 && s->count < 128)
             continue;
-        int64_t ppb = split ? 32 : bs / tpr, blocks = (s->npos + ppb - 1) / ppb;
-        int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
-        // Full bandwidth needs the SMs full of threads (loads in flight); fewer resident
-        // threads reach a proportional share (H100: a warp per row of 4096 rows, half the
-        // threads, ran at half the bandwidth of a block per row).
-        double resident = (double)ORCH_MIN(blocks, slots) * bs;
-        double util = ORCH_MIN(1.0, resident / ((double)sms * cupw_threads_per_sm(hw)));
-        double waves = ceil((double)blocks / (double)slots);
-        double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
-        // Later passes re-read the row: from L1 while the rows resident on an SM fit in it,
-        // else from L2. A thread per position reading rows of its own (no kept inner axis)
-        // uses a fraction of each memory transaction.
-        double row_bytes = in_bytes / (double)s->npos;
-        double pos_per_sm =
-            ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos / sms));
-        bool l1_fit = pos_per_sm * row_bytes <= 160e3;
-        double t_read = bytes / bw / util;
-        double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
-        if (tpr == 1 && s->inner == 1 && s->count > 1)
-            t_mem *= ORCH_MIN(8.0, (double)s->count);
-        double elems = (double)s->npos * (double)s->count * passes;
-        double t_issue = elems * ops / (sms * 128.0 * clock);
-        // The dependent chain of one thread per wave, added: its share of the row, then the
-        // combine steps (shuffles; barrier and the fold of the warps' partials).
-        double iters = ceil((double)s->count / tpr) * passes;
-        double combine = tpr > 1 && !split ? 5 * 30.0 * ctx.n_red : 0;
-        if (split)
-            combine += (200.0 + 10.0 * tpr) * ctx.n_red;
-        else if (tpr > 32)
-            combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
-        double t_chain = waves * (iters * 12.0 + combine) / clock;
-        double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + 3e-6;
-        KernelConfig *kc = &cand[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_REDUCE;
-        kc->p[0] = bs;
-        kc->p[1] = tpr;
-        kc->p[2] = split;
-        kc->score = score;
-        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s", bs, tpr, split ? " split" : "");
-        // The row-cached variant (a warp or a block per position, several passes): the row is
-        // read once, later passes read registers (no re-reads, a register's latency).
-        int64_t slots_per_thread = (s->count + tpr - 1) / tpr;
-        if (split || tpr == 1 || passes < 2 || slots_per_thread > max_cache)
-            continue;
-        if (cache_ok < 0)
-            cache_ok = cache_applies(pg, c, bs, tpr, (int)slots_per_thread);
-        if (!cache_ok)
-            continue;
-        double per = (double)slots_per_thread;
-        double t_chain_c = waves * (per * (12.0 + 4.0 * passes) + combine) / clock;
-        kc = &cand[n++];
-        *kc = cand[n - 2];
-        kc->p[3] = slots_per_thread;
-        kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + 3e-6;
-        fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d cache=%d", bs, tpr,
-            (int)slots_per_thread);
+        int64_t ppb = split ? 32 : bs / tpr, groups = (s->npos + ppb - 1) / ppb;
+        // Grid split: as many blocks per group as fill the SMs once, each thread still with
+        // 4 elements or more.
+        int gs[2] = {1, 0}, n_g = 1;
+        if (tpr > 1 && (split || tpr == bs) && bs <= 512 && groups * 4 <= sms) {
+            int64_t G = ORCH_MIN((int64_t)sms / groups, s->count / (4 * (int64_t)tpr));
+            if (G >= 2)
+                gs[n_g++] = (int)ORCH_MIN(G, 1024);
+        }
+        for (int gi = 0; gi < n_g; gi++) {
+            int G = gs[gi];
+            int64_t blocks = groups * G;
+            int64_t slots = G > 1 ? sms : (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+            // Full bandwidth needs the SMs full of threads (loads in flight); fewer
+            // resident threads reach a proportional share (H100: a warp per row of 4096
+            // rows, half the threads, ran at half the bandwidth of a block per row).
+            double resident = (double)ORCH_MIN(blocks, slots) * bs;
+            double util = ORCH_MIN(1.0, resident / ((double)sms * cupw_threads_per_sm(hw)));
+            double waves = ceil((double)blocks / (double)slots);
+            double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
+            // Later passes re-read the row: from L1 while the rows resident on an SM fit in
+            // it, else from L2. A thread per position reading rows of its own (no kept
+            // inner axis) uses a fraction of each memory transaction.
+            double row_bytes = in_bytes / (double)s->npos / G;
+            double pos_per_sm =
+                ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos * G / sms));
+            bool l1_fit = pos_per_sm * row_bytes <= 160e3;
+            double t_read = bytes / bw / util;
+            double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
+            if (tpr == 1 && s->inner == 1 && s->count > 1)
+                t_mem *= ORCH_MIN(8.0, (double)s->count);
+            double elems = (double)s->npos * (double)s->count * passes;
+            double t_issue = elems * ops / (sms * 128.0 * clock);
+            // The dependent chain of one thread per wave, added: its share of the row, then
+            // the combine steps (shuffles; barrier and the fold of the warps' partials; the
+            // grid barrier and the fold of the blocks' partials).
+            double iters = ceil((double)s->count / ((double)tpr * G)) * passes;
+            double combine = tpr > 1 && !split ? 5 * 30.0 * ctx.n_red : 0;
+            if (split)
+                combine += (200.0 + 10.0 * tpr) * ctx.n_red;
+            else if (tpr > 32)
+                combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
+            if (G > 1)
+                combine += (2000.0 + 20.0 * G) * ctx.n_red;
+            double t_chain = waves * (iters * 12.0 + combine) / clock;
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + 3e-6;
+            KernelConfig *kc = G > 1 ? &grid[n_grid++] : &cand[n++];
+            memset(kc, 0, sizeof *kc);
+            kc->cls = CUCLS_REDUCE;
+            kc->p[0] = bs;
+            kc->p[1] = tpr;
+            kc->p[2] = split;
+            kc->p[5] = G;
+            kc->score = score;
+            char extra[32] = "";
+            if (G > 1)
+                fmt(extra, sizeof extra, " grid=%d", G);
+            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s%s", bs, tpr,
+                split ? " split" : "", extra);
+            // The row-cached variant (a warp or a block per position, several passes): the
+            // row is read once, later passes read registers (no re-reads, a register's
+            // latency).
+            int64_t step = (int64_t)tpr * G;
+            int64_t slots_per_thread = (s->count + step - 1) / step;
+            if ((split && G == 1) || tpr == 1 || passes < 2 || slots_per_thread > max_cache)
+                continue;
+            // Whether some pass after the first reads the cached tensor does not depend on
+            // the shape: probed once, on the first config that could hold it.
+            if (cache_ok < 0)
+                cache_ok = cache_applies(pg, c, hw, kc, (int)slots_per_thread);
+            if (!cache_ok)
+                continue;
+            double per = (double)slots_per_thread;
+            double t_chain_c = waves * (per * (12.0 + 4.0 * passes) + combine) / clock;
+            KernelConfig *base = kc;
+            kc = G > 1 ? &grid[n_grid++] : &cand[n++];
+            *kc = *base;
+            kc->p[3] = slots_per_thread;
+            kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + 3e-6;
+            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s cache=%d%s", bs, tpr,
+                split ? " split" : "", (int)slots_per_thread, extra);
+        }
     }
-    return cgen_sort_configs(cand, n, out, k);
+    int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(2, k - 1));
+    int m = cgen_sort_configs(cand, n, out, k - m_grid);
+    for (int i = 0; i < m_grid; i++)
+        out[m++] = grid[i];
+    return m;
 }

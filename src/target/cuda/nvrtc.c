@@ -335,6 +335,23 @@ static const char PRELUDE[] =
     "    __syncthreads();\n"
     "    v = lane < (int)(blockDim.x >> 5) ? scratch[lane] : -ORCH_INF;\n"
     "    return orch_warp_max(v);\n"
+    "}\n"
+    "// Grid barrier of a kernel whose blocks are all resident (the reduction emitter's grid\n"
+    "// split: at most one block per SM). `bar` is the kernel's own module-scope counter, zero at\n"
+    "// load; it only grows: each barrier ends at the next multiple of the grid size, so it needs\n"
+    "// no reset between launches (launches of one module run one at a time on its stream).\n"
+    "// The fences publish each block's partials before it arrives and order the reads after.\n"
+    "__device__ __forceinline__ void orch_grid_sync(unsigned long long *bar, unsigned nb) {\n"
+    "    __syncthreads();\n"
+    "    if (threadIdx.x == 0) {\n"
+    "        __threadfence();\n"
+    "        const unsigned long long old = atomicAdd(bar, 1ull);\n"
+    "        const unsigned long long target = (old / nb + 1) * nb;\n"
+    "        while (*(volatile unsigned long long *)bar < target) {\n"
+    "        }\n"
+    "        __threadfence();\n"
+    "    }\n"
+    "    __syncthreads();\n"
     "}\n";
 
 const char *orch_cuda_prelude(void) {
