@@ -19,6 +19,11 @@
 // for the memory or time limit (a 64 KiB model can ask for a 4096^3 MatMul).
 #define RUN_MAX_BYTES ((size_t)1 << 20)
 #define RUN_MAX_FLOPS ((int64_t)1 << 24)
+// The primitive graph can hold far more than the operator graph: a pool's window becomes a layout
+// primitive k times the size of its input (AveragePool 61x2 over 400 KB: a 50 MB window tensor).
+// The primitive interpreter computes each element of a layout through its index map (about
+// 1 us under ASan), so it runs only graphs whose computed tensors hold at most this many elements.
+#define RUN_MAX_PRIM_ELEMENTS ((int64_t)1 << 21)
 // Folding, likewise, is bounded far below the product's defaults (FOLD_LIMITS_DEFAULT): under
 // ASan at -O1 the interpreter does about 10^7 FLOP/s, and libFuzzer's timeout is 10 s.
 #define FUZZ_FOLD_LIMITS ((FoldLimits){(size_t)16 << 20, (size_t)64 << 20, 16777216.0, 33554432.0})
@@ -51,6 +56,15 @@ static void fill_pattern(const Tensor *t, void *p) {
     }
 }
 
+// Elements of the primitive graph's computed (non-constant) tensors.
+static int64_t prim_elements(const PrimGraph *pg) {
+    int64_t sum = 0;
+    for (int i = 0; i < pg->n_tensors && sum <= RUN_MAX_PRIM_ELEMENTS; i++)
+        if (!pg_is_const(pg, i) && pg->tensors[i]->rank >= 0)
+            sum += tensor_numel(pg->tensors[i]);
+    return sum;
+}
+
 static void run_once(const Graph *g) {
     void **in = xcalloc((size_t)g->n_inputs + 1, sizeof(void *));
     void **out = xcalloc((size_t)g->n_outputs + 1, sizeof(void *));
@@ -66,6 +80,7 @@ static void run_once(const Graph *g) {
     PrimGraph *pg = NULL;
     Err fe = {0};
     if (fission_run(g, NULL, &pg, NULL, &fe) == ST_OK && fission_cleanup(pg, NULL, &fe) == ST_OK &&
+        prim_elements(pg) <= RUN_MAX_PRIM_ELEMENTS &&
         prim_interp_run(pg, (const void *const *)in, out, &fe) == ST_OK)
         for (int i = 0; i < g->n_outputs; i++)
             free(out[i]);
