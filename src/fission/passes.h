@@ -35,8 +35,9 @@ int pass_fold_batchnorm(PrimGraph *pg, CleanupStats *st, Err *e);
 // Layout stages that map every index to itself are dropped; a primitive left without stages (or
 // an elementwise copy to the same dtype and shape, a one-input concat) is bypassed.
 int pass_remove_identities(PrimGraph *pg, CleanupStats *st, Err *e);
-// A single-input layout chain whose input is another chain with no other consumer absorbs it;
-// adjacent reshapes collapse, adjacent transposes compose, transposes of unit axes are reshapes.
+// A single-input layout chain whose input is another chain with no other consumer, or only
+// layout consumers (each composes it; it dies with the last), absorbs it; adjacent reshapes
+// collapse, adjacent transposes compose, transposes of unit axes are reshapes.
 int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e);
 // A MatMul operand that is a scalar multiple of a tensor (one MUL or DIV by a scalar constant,
 // read by the MatMul alone) is read unscaled, and the product is multiplied by the factors'

@@ -195,6 +195,29 @@ static int simplify_chain(LayoutParams *L) {
     return changed;
 }
 
+// Whether every live reader of t is a single-input, non-concat layout (then each can absorb t's
+// producer: a layout only moves elements, so reading through the composed map reads what the
+// intermediate held, and no reader needs the intermediate itself).
+static bool only_layout_readers(const PrimGraph *pg, int t) {
+    for (int k = 0; k < pg->n_prims; k++) {
+        const Prim *q = pg->prims[k];
+        if (q->dead)
+            continue;
+        for (int j = 0; j < q->n_in; j++)
+            if (q->in[j] == t && (q->kind != PRIM_LAYOUT || q->lay.concat || q->n_in != 1))
+                return false;
+    }
+    return true;
+}
+
+static bool tensor_read(const PrimGraph *pg, int t) {
+    for (int k = 0; k < pg->n_prims; k++)
+        for (int j = 0; j < pg->prims[k]->n_in && !pg->prims[k]->dead; j++)
+            if (pg->prims[k]->in[j] == t)
+                return true;
+    return false;
+}
+
 int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
     (void)e;
     PassUses u;
@@ -208,9 +231,14 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
             int t = c->in[0];
             Prim *p = u.producer[t] >= 0 ? pg->prims[u.producer[t]] : NULL;
             // The count may be stale upwards only (merges replace a consumer by its consumer),
-            // so 1 means this chain is the only reader.
-            if (!p || p->dead || p->kind != PRIM_LAYOUT || p->lay.concat || u.count[t] != 1 ||
+            // so 1 means this chain is the only reader. A layout read by several layouts alone
+            // (a packed QKV split into its three head-split views) is composed into each of
+            // them, so each reads the tensor below it in place; it dies with its last reader.
+            if (!p || p->dead || p->kind != PRIM_LAYOUT || p->lay.concat || u.count[t] < 1 ||
                 u.is_output[t])
+                break;
+            bool shared = u.count[t] > 1;
+            if (shared && !only_layout_readers(pg, t))
                 break;
             bool pc = has_padding(pg, c), pp = has_padding(pg, p);
             if (pc && pp && memcmp(&c->lay.pad_value, &p->lay.pad_value, sizeof(double)) != 0)
@@ -225,6 +253,14 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
             c->lay.stages = stages;
             c->lay.n_stages = n;
             c->in[0] = p->in[0];
+            if (shared) {
+                // c reads p's input now (counts stay at or above the true number of readers).
+                u.count[t]--;
+                u.count[p->in[0]]++;
+                if (tensor_read(pg, t))
+                    continue; // p lives on for its other readers
+                u.count[p->in[0]]--;
+            }
             p->dead = true;
             killed++;
         }

@@ -36,6 +36,11 @@ typedef struct AttnCase {
     DType dt;          // of every tensor and instruction: DT_FLOAT16, DT_BFLOAT16; 0: float32
     bool cast_out;     // (half) the output is O cast to float32, as at a model output
     bool out_merge;    // the output is O's heads merged back, [B, M, H * Dv] (permute + view)
+    bool packed;       // (M == N, D == Dv) Q, K, V from one packed projection "qkv" [M, B, 3*H*D]
+                       // as torch's MultiheadAttention exports it (ViT): unflattened to
+                       // [M, B, 3, H*D], moved to [3, M, B, H*D], each picked by a Gather of a
+                       // scalar index and split into heads; the clean-up composes the shared
+                       // layout into each of the three, so the kernel reads qkv in place
 } AttnCase;
 
 static inline DType attn_dt(const AttnCase *k) {
@@ -61,6 +66,10 @@ static inline void attn_case_name(AttnCase *k) {
     if (k->out_merge) {
         size_t n = strlen(k->name);
         snprintf(k->name + n, sizeof k->name - n, "_merged");
+    }
+    if (k->packed) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_packed");
     }
 }
 
@@ -105,7 +114,23 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
     PB b = {pg, "attention"};
     const DType dt = attn_dt(k);
     int q, kt, v;
-    if (k->split) {
+    if (k->packed) {
+        // qkv [M, B, 3E] -> [M, B, 3, E] -> [3, M, B, E]; each of Q, K, V: Gather(axis 0, i)
+        // -> [M, B, E] -> [M, B*H, D] -> [B*H, M, D] -> [B, H, M, D] (K^T: then [B, H, D, M]).
+        const int64_t E = k->H * k->D, pd[] = {k->M, k->B, 3 * E}, ud[] = {k->M, k->B, 3, E},
+                      hd[] = {k->M, k->B * k->H, k->D}, od[] = {k->B, k->H, k->M, k->D};
+        const int up[] = {2, 0, 1, 3}, hp[] = {1, 0, 2}, kp[] = {0, 1, 3, 2};
+        int u = pb_transpose(&b, pb_reshape(&b, attn_graph_input(pg, "qkv", dt, 3, pd), 4, ud), up);
+        int part[3];
+        for (int i = 0; i < 3; i++) {
+            const int64_t idx = i;
+            int g = pb_gather(&b, u, 0, 0, NULL, &idx);
+            part[i] = pb_reshape(&b, pb_transpose(&b, pb_reshape(&b, g, 3, hd), hp), 4, od);
+        }
+        q = part[0];
+        kt = pb_transpose(&b, part[1], kp);
+        v = part[2];
+    } else if (k->split) {
         const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, k->H * k->D},
                       vd[] = {k->B, k->N, k->H * k->Dv};
         q = attn_split_heads(&b, attn_graph_input(pg, "q", dt, 3, qd), k->B, k->M, k->H, k->D,

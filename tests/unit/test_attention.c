@@ -218,7 +218,7 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
         CHECK_MSG(a.n_pre == expected_pre(k), "%s: n_pre %d, expected %d", k->name, a.n_pre,
                   expected_pre(k));
         CHECK_MSG(a.nan_to_zero == k->nan_guard, "%s: nan_to_zero %d", k->name, a.nan_to_zero);
-        CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split ? 3 : 1),
+        CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split || k->packed ? 3 : 1),
                   "%s: %d layouts in the variant", k->name, a.n_layouts);
         CHECK_MSG((k->out_merge || a.out == pg->outputs[0]) && a.y == pg->outputs[0] &&
                       found[i]->output == pg->outputs[0],
@@ -652,6 +652,25 @@ static void cpu_fixed(void) {
                       .scale = MUL,
                       .split = mg[i].split,
                       .out_merge = true};
+        add_case(&bt, k, 2);
+    }
+    // One packed projection [M, B, 3 * H * D] split by Gathers (torch's MultiheadAttention, as
+    // ViT exports it): the variant reads Q, K and V in place through one composed LAYOUT each.
+    static const struct {
+        int64_t B, H, M, D;
+        int mask;
+    } pk[] = {{1, 2, 197, 64, NONE}, {2, 3, 7, 24, KEYS}, {1, 1, 1, 32, CAUSAL}};
+    for (size_t i = 0; i < ORCH_COUNT(pk); i++) {
+        AttnCase k = {.B = pk[i].B,
+                      .H = pk[i].H,
+                      .M = pk[i].M,
+                      .N = pk[i].M,
+                      .D = pk[i].D,
+                      .Dv = pk[i].D,
+                      .mask = pk[i].mask,
+                      .scale = MUL,
+                      .packed = true,
+                      .out_merge = i == 0};
         add_case(&bt, k, 2);
     }
     if (ATTN_SANITIZED)

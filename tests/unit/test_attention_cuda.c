@@ -375,6 +375,16 @@ static AttnCase mk_merged(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D,
     return k;
 }
 
+// Q, K and V from one packed projection [M, B, 3 * H * D] (torch's MultiheadAttention, ViT):
+// the layout variant reads it in place.
+static AttnCase mk_packed(int64_t B, int64_t H, int64_t M, int64_t D, int mask, bool out_merge) {
+    AttnCase k = mk(B, H, M, M, D, D, mask, ATTN_SCALE_MUL, false);
+    k.packed = true;
+    k.out_merge = out_merge;
+    attn_case_name(&k);
+    return k;
+}
+
 // PyTorch's SDPA export: P = WHERE(ISNAN(E / l), 0, E / l), -inf masks, whole rows masked.
 static AttnCase mk_guard(int64_t B, int64_t H, int64_t M, int64_t N, int64_t D, int64_t Dv,
                          bool split) {
@@ -448,6 +458,8 @@ static void compile_cases(void) {
         mk_ktdim(1, 2, 33, 128, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV),
         mk_merged(1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, true),
         mk_merged(2, 3, 33, 77, 32, 48, ATTN_MASK_KEYS, false),
+        mk_packed(1, 12, 197, 64, ATTN_MASK_NONE, true),
+        mk_packed(2, 3, 33, 24, ATTN_MASK_CAUSAL, false),
     };
     const int nc = (int)ORCH_COUNT(cases);
     bool all = getenv("ORCH_ATTN_ALL") && strcmp(getenv("ORCH_ATTN_ALL"), "0") != 0;
@@ -517,6 +529,13 @@ static AttnCase with_ktdim(AttnCase k) {
     return k;
 }
 
+static AttnCase with_packed(AttnCase k) {
+    k.packed = true;
+    k.split = false;
+    attn_case_name(&k);
+    return k;
+}
+
 static AttnCase with_guard(AttnCase k) {
     k.mask = ATTN_MASK_FULL;
     k.nan_guard = true;
@@ -546,6 +565,8 @@ static void compile_half(void) {
             mk_half(BF16, 1, 2, 33, 128, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV, false, false)),
         with_guard(
             mk_half(BF16, 2, 2, 33, 77, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, true, false)),
+        with_packed(
+            mk_half(F16, 1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false)),
     };
     const int nc = (int)ORCH_COUNT(cases);
     Prep *ps = xcalloc((size_t)nc, sizeof(Prep));
@@ -623,6 +644,47 @@ static void compile_half(void) {
     for (int i = 0; i < nc; i++)
         prep_free(&ps[i]);
     free(ps);
+}
+
+// A packed projection read in place (ViT's QKV through three composed LAYOUTs with a Gather of
+// a scalar index each): the loads are affine, so the layout variant has cp.async configs, SIMT
+// and, under fp16 half storage, tensor-core ones copying 16 bytes.
+static void packed_affine(void) {
+    const AttnCase cases[] = {
+        mk_packed(1, 12, 197, 64, ATTN_MASK_NONE, true),
+        with_packed(mk_half(DT_FLOAT16, 1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL,
+                            false, false)),
+    };
+    for (int i = 0; i < (int)ORCH_COUNT(cases); i++) {
+        Prep p;
+        if (!prep(&p, &cases[i]))
+            continue;
+        const int own = half_prec(&cases[i]);
+        cugen_lin_precision = own < 0 ? CUGEN_PREC_FP32 : g_precs[own].prec;
+        KernelConfig cf[640];
+        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], cf, 640), cp = 0, tc_cp16 = 0;
+        for (int q = 0; q < n; q++) {
+            if (!cf[q].p[CUA_CP])
+                continue;
+            cp++;
+            if (own >= 0 && cf[q].p[CUA_MMA] != CUA_MMA_SIMT && tc_cp16 == 0) {
+                StrBuf src;
+                sb_init(&src);
+                CudaLaunch ln;
+                Err e = {0};
+                if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], "k", &src, &ln, &e) == ST_OK)
+                    tc_cp16 += strstr(src.s, "orch_attn_cph16(") != NULL;
+                sb_free(&src);
+            }
+        }
+        CHECK_MSG(cp > 0, "%s: none of %d configs of the in-place variant stages by cp.async",
+                  cases[i].name, n);
+        CHECK_MSG(own < 0 || tc_cp16 > 0, "%s: no tensor-core config copies 16 bytes",
+                  cases[i].name);
+        printf("  %s: %d of %d configs by cp.async\n", cases[i].name, cp, n);
+        cugen_lin_precision = CUGEN_PREC_FP32;
+        prep_free(&p);
+    }
 }
 
 // The configs' model: sorted, every config of the attention class, key splits for decoding,
@@ -1112,6 +1174,10 @@ static void gpu_lengths(void) {
     cases[n++] = mk_merged(1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, true);
     cases[n++] = mk_merged(2, 3, 33, 77, 32, 48, ATTN_MASK_KEYS, false);
     cases[n++] = mk_merged(1, 2, 1000, 7, 64, 64, ATTN_MASK_CAUSAL, true);
+    // Q, K and V read in place from a packed projection: ViT-B/16's layer, odd lengths.
+    cases[n++] = mk_packed(1, 12, 197, 64, ATTN_MASK_NONE, true);
+    cases[n++] = mk_packed(2, 3, 33, 32, ATTN_MASK_KEYS, false);
+    cases[n++] = mk_packed(1, 2, 1, 128, ATTN_MASK_CAUSAL, true);
     gpu_cases_run(cases, n, 6, 2, 10, false, NULL);
     print_worst();
 }
@@ -1219,6 +1285,10 @@ static void gpu_half(void) {
         with_guard(mk_half(F16, 2, 2, 33, 77, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, true, false));
     cases[n++] = with_guard(
         mk_half(BF16, 1, 12, 128, 128, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, false, false));
+    cases[n++] = with_packed(
+        mk_half(F16, 1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false));
+    cases[n++] = with_packed(
+        mk_half(BF16, 2, 3, 33, 33, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, false, true));
     gpu_cases_run(cases, n, 2, 3, 5, false, NULL);
     const AttnCase bert[] = {
         mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false),
@@ -1297,6 +1367,7 @@ int main(void) {
     RUN_CASE(configs_precision);
     RUN_CASE(causal_bound);
     RUN_CASE(ktdim_staging);
+    RUN_CASE(packed_affine);
     RUN_CASE(compile_cases);
     RUN_CASE(compile_half);
     RUN_CASE(gpu_timing);

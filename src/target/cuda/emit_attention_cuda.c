@@ -144,11 +144,31 @@ static int64_t layout_offset(const Prim *p, const Tensor *T, const Tensor *src, 
     return layout_map_index(&p->lay, T->rank, T->dims, idx, in) ? dense_offset(src, in) : -1;
 }
 
+// Stages that can make up an affine map: transposes, reshapes, slices and gathers of an
+// arithmetic progression of indices (a scalar one: a packed QKV's Q, K or V).
+static bool affine_stage(const LayoutStage *st) {
+    switch (st->kind) {
+    case LS_TRANSPOSE:
+    case LS_RESHAPE:
+    case LS_SLICE: return true;
+    case LS_GATHER: {
+        int64_t n = 1;
+        for (int d = 0; d < st->idx_rank; d++)
+            n *= st->idx_dims[d];
+        for (int64_t i = 2; i < n; i++)
+            if (st->idx[i] - st->idx[i - 1] != st->idx[1] - st->idx[0])
+                return false;
+        return true;
+    }
+    default: return false;
+    }
+}
+
 // Fills L when tensor t is a float (or half) kernel input, or the output of a member LAYOUT of
-// transposes and reshapes over one, whose map is affine: checked at every point of small boxes,
-// else on every axis line through the origin and the far corner (at most 512 points each) and at
-// 512 pseudo-random points (a reshape's split coordinate (f / S) % n deviates from any affine form
-// on a large part of the box).
+// transposes, reshapes, slices and affine gathers over one, whose map is affine: checked at every
+// point of small boxes, else on every axis line through the origin and the far corner (at most 512
+// points each) and at 512 pseudo-random points (a reshape's split coordinate (f / S) % n deviates
+// from any affine form on a large part of the box).
 static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
     memset(L, 0, sizeof *L);
     const Tensor *T = pg->tensors[t];
@@ -176,7 +196,7 @@ static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
         cgen_input_pos(c, p->in[0]) < 0 || pg->tensors[p->in[0]]->dtype != T->dtype)
         return;
     for (int st = 0; st < p->lay.n_stages; st++)
-        if (p->lay.stages[st].kind != LS_TRANSPOSE && p->lay.stages[st].kind != LS_RESHAPE)
+        if (!affine_stage(&p->lay.stages[st]))
             return;
     const Tensor *src = pg->tensors[p->in[0]];
     int64_t idx[ORCH_MAX_RANK] = {0};
