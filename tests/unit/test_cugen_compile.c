@@ -551,6 +551,26 @@ static void build_grid_norms(const char *name, DType dt, int64_t h, int64_t w, i
     g_out(g, pb_reduce(&g->b, RED_SUM, g_in(g, DT_FLOAT, 1, d1), 1, false, false));
 }
 
+// Transposing pointwise kernels (the tiled config, tr=A: 32 x 32 tiles through shared memory):
+// NCHW -> NHWC after a ReLU at odd sizes; the style transfer's reflect pad written NHWC, in
+// float16; a channel concat of two NCHW tensors written NHWC (the conv after it reads NHWC).
+static void build_transposes(const char *name, DType dt) {
+    G *g = g_new(name);
+    static const int to_nhwc[4] = {0, 2, 3, 1};
+    int64_t d0[4] = {1, 37, 29, 45};
+    g_out(g, pb_transpose(&g->b, pb_ew1(&g->b, EW_RELU, g_in(g, dt, 4, d0)), to_nhwc));
+    int64_t d1[4] = {1, 40, 14, 14}, dp[4] = {1, 40, 16, 16};
+    int64_t reflect[16];
+    for (int i = 0; i < 16; i++)
+        reflect[i] = i == 0 ? 1 : i == 15 ? 12 : i - 1;
+    int64_t *tabs[4] = {NULL, NULL, reflect, reflect};
+    int pad = pb_table(&g->b, pb_ew1(&g->b, EW_RELU, g_in(g, dt, 4, d1)), dp, tabs, 0.0);
+    g_out(g, pb_transpose(&g->b, pad, to_nhwc));
+    int64_t da[4] = {1, 33, 9, 11}, db[4] = {1, 17, 9, 11};
+    const int cat[2] = {g_in(g, dt, 4, da), g_in(g, dt, 4, db)};
+    g_out(g, pb_transpose(&g->b, pb_concat(&g->b, 2, cat, 1), to_nhwc));
+}
+
 // ---- kernels and programs ----
 
 typedef struct Kernel {
@@ -572,6 +592,7 @@ static int prog_lines[MAX_PROGS];
 static int n_refused, n_emit_fail;
 static int n_pw_vec, n_pw_scalar, n_red_thread, n_red_warp, n_red_block, n_red_split;
 static int n_red_grid;                                // grid-split reductions
+static int n_pw_tiled;                                // transposes through shared memory
 static int n_red_cached, n_cached_same, n_cached_cmp; // row-cached kernels; GPU: bit-identical
 
 static int count_lines(const char *s) {
@@ -699,7 +720,9 @@ static void emit_all(const CudaHw *hw) {
                 }
                 kn->line1 = count_lines(p->s);
                 prog_lines[kn->prog]++; // kernels in the program
-                if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[2] == 4)
+                if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[3] > 0)
+                    n_pw_tiled++;
+                else if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[2] == 4)
                     n_pw_vec++;
                 else if (cfg[k].cls == CUCLS_POINTWISE)
                     n_pw_scalar++;
@@ -1072,6 +1095,7 @@ static void test_coverage(void) {
     CHECK_MSG(n_emit_fail == 0, "%d emits failed", n_emit_fail);
     CHECK_MSG(n_red_cached > 0, "no row-cached reduction kernel");
     CHECK_MSG(n_red_grid >= 4, "%d grid-split reductions", n_red_grid);
+    CHECK_MSG(n_pw_tiled >= 3, "%d tiled transposing pointwise kernels", n_pw_tiled);
     int whole_chains = 0;
     for (int gi = 0; gi < n_graphs; gi++) {
         G *g = &graphs[gi];
@@ -1443,6 +1467,9 @@ int main(int argc, char **argv) {
     build_grid_norms("grid_norms", DT_FLOAT, 24, 20, 96);
     build_grid_norms("grid_norms_f16", DT_FLOAT16, 28, 28, 64);
     graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
+    build_transposes("transposes", DT_FLOAT);
+    build_transposes("transposes_f16", DT_FLOAT16);
+    graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
     // Row cache: BERT's 128 x 768, other widths, odd ones, a row shorter than a warp (one slot),
     // rows of exactly 128 x 16 slots, one past a 128-thread cache (256 threads hold it) and one
     // past every cache (16385 > 1024 x 16: the uncached kernels only).
@@ -1463,10 +1490,10 @@ int main(int argc, char **argv) {
     emit_all(&hw);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  %d kernels in %d programs (%d candidates refused): pointwise %d scalar + %d float4, "
-           "reduce %d thread + %d warp + %d block per position + %d split (%d row-cached, %d "
-           "grid-split); emitted in %.1f s\n",
-           nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_red_thread, n_red_warp, n_red_block,
-           n_red_split, n_red_cached, n_red_grid,
+           "%d tiled, reduce %d thread + %d warp + %d block per position + %d split (%d "
+           "row-cached, %d grid-split); emitted in %.1f s\n",
+           nk, n_progs, n_refused, n_pw_scalar, n_pw_vec, n_pw_tiled, n_red_thread, n_red_warp,
+           n_red_block, n_red_split, n_red_cached, n_red_grid,
            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     CHECK_MSG(n_half_float > 0, "no kernel of the fp16/bf16 graphs computes half values in float");
     const char *dump_dir = getenv("CUGEN_DUMP_DIR"); // every program's source, to read
