@@ -12,6 +12,7 @@
 #include "cugen_pw.h"
 
 #include "../c/cgen.h"
+#include "fission/index_map.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -139,9 +140,34 @@ static bool vec_possible(const PrimGraph *pg, const Candidate *c) {
     return vec_type(T->dtype) && tensor_numel(T) % 4 == 0 && tensor_numel(T) >= 4;
 }
 
+// The largest |offset step| in LAYOUT p's input for a unit step along output axis d, at two
+// points near the middle (a table's duplicated or reflected entries can step by 0 or -1 at
+// one); -1 where a point falls in padding.
+static int64_t layout_step(const PrimGraph *pg, const Prim *p, int d) {
+    const Tensor *O = pg->tensors[p->out[0]], *I = pg->tensors[p->in[0]];
+    int64_t worst = 0;
+    for (int k = 0; k < 2; k++) {
+        int64_t at[ORCH_MAX_RANK], in0[ORCH_MAX_RANK], in1[ORCH_MAX_RANK];
+        for (int q = 0; q < O->rank; q++)
+            at[q] = O->dims[q] / 2;
+        at[d] = ORCH_MIN(O->dims[d] / 2 + k, O->dims[d] - 2);
+        if (at[d] < 0 || !layout_map_index(&p->lay, O->rank, O->dims, at, in0))
+            return -1;
+        at[d]++;
+        if (!layout_map_index(&p->lay, O->rank, O->dims, at, in1))
+            return -1;
+        int64_t off = 0;
+        for (int q = 0; q < I->rank; q++)
+            off = off * I->dims[q] + (in1[q] - in0[q]);
+        worst = ORCH_MAX(worst, off < 0 ? -off : off);
+    }
+    return worst;
+}
+
 // The output axis a transposing kernel should read along: where a LAYOUT of the candidate whose
-// output has the sink's shape starts (nearest its output) with a transpose that moves the last
-// axis, the output axis its input's last axis lands on (NCHW -> NHWC: W). -1: none.
+// output has the sink's shape reads its input at a large stride along the last axis and at
+// unit stride along another axis A (NCHW -> NHWC: W; a resize of tokens [N, C] read as NCHW:
+// C is last in memory), A; -1: none.
 static int transposed_axis(const PrimGraph *pg, const Candidate *c) {
     const Tensor *T = pg->tensors[c->output];
     int r = T->rank;
@@ -149,16 +175,19 @@ static int transposed_axis(const PrimGraph *pg, const Candidate *c) {
         return -1;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *p = pg->prims[c->prims[i]];
-        if (p->kind != PRIM_LAYOUT || p->lay.concat || p->lay.n_stages < 1)
+        if (p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 || p->lay.n_stages < 1)
             continue;
         const Tensor *O = pg->tensors[p->out[0]];
-        const LayoutStage *st = &p->lay.stages[0];
-        if (st->kind != LS_TRANSPOSE || O->rank != r ||
-            memcmp(O->dims, T->dims, sizeof(int64_t) * (size_t)r) != 0 || st->perm[r - 1] == r - 1)
+        if (O->rank != r || memcmp(O->dims, T->dims, sizeof(int64_t) * (size_t)r) != 0 ||
+            layout_step(pg, p, r - 1) < 8)
             continue;
+        int best = -1;
         for (int d = 0; d < r - 1; d++)
-            if (st->perm[d] == r - 1 && T->dims[d] >= 8)
-                return d;
+            if (T->dims[d] >= 8 && layout_step(pg, p, d) == 1 &&
+                (best < 0 || T->dims[d] > T->dims[best]))
+                best = d;
+        if (best >= 0)
+            return best;
     }
     return -1;
 }
