@@ -54,4 +54,11 @@ void fc_set_out(FissionCtx *fc, int i, int t);
 // The node's ONNX output shape, for rules that build through reshapes.
 int fc_out_rank(const FissionCtx *fc, int i);
 
+// Resize (rules_layout.c) of primitive tensor x by plan p (src/ops/resize.h; its in/out dims
+// those of x and the result): a table for nearest, per-axis taps and weighted sums for linear
+// and cubic. The resulting tensor, or -1 for what the rule leaves opaque (a half-precision
+// input, windows wider than 16 taps, a non-finite extrapolation value).
+struct ResizePlan;
+int fission_resize(FissionCtx *fc, const struct ResizePlan *p, int x);
+
 #endif

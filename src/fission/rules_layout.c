@@ -238,19 +238,18 @@ static int rule_gather(FissionCtx *fc) {
 enum { RESIZE_MAX_TAPS = 16 };
 
 // Nearest: the source index per output position and axis (-1: the extrapolation value).
-static int resize_nearest(FissionCtx *fc, const ResizePlan *p) {
-    const Tensor *X = fc_in_t(fc, 0), *Y = fc_out_t(fc, 0);
+static int resize_nearest(FissionCtx *fc, const ResizePlan *p, int x) {
     int64_t *tables[ORCH_MAX_RANK] = {NULL};
-    for (int d = 0; d < X->rank; d++) {
+    for (int d = 0; d < p->rank; d++) {
         if (resize_axis_is_identity(p, d))
             continue;
-        tables[d] = xmalloc(sizeof(int64_t) * (size_t)(Y->dims[d] + 1));
-        for (int64_t o = 0; o < Y->dims[d]; o++)
+        tables[d] = xmalloc(sizeof(int64_t) * (size_t)(p->out[d] + 1));
+        for (int64_t o = 0; o < p->out[d]; o++)
             tables[d][o] = resize_nearest_source(p, d, o);
     }
-    fc_set_out(fc, 0, pb_table(&fc->b, fc_in(fc, 0), Y->dims, tables, p->extrapolation));
-    free_tables(X->rank, tables);
-    return ST_OK;
+    int y = pb_table(&fc->b, x, p->out, tables, p->extrapolation);
+    free_tables(p->rank, tables);
+    return y;
 }
 
 // Linear or cubic along axis d of x: one table and one weight per tap, summed in tap order as
@@ -292,11 +291,31 @@ static int interpolate_axis(FissionCtx *fc, const ResizePlan *p, int d, int x) {
     return y;
 }
 
+int fission_resize(FissionCtx *fc, const ResizePlan *p, int x) {
+    if (p->mode == RESIZE_NEAREST)
+        return resize_nearest(fc, p, x);
+    // Float32 and double only (half precision would round between taps); a non-finite
+    // extrapolation value would turn into NaN under a zero weight.
+    DType t = pb_t(&fc->b, x)->dtype;
+    if ((t != DT_FLOAT && t != DT_DOUBLE) ||
+        (p->coord == RESIZE_TF_CROP_AND_RESIZE && !isfinite(p->extrapolation)))
+        return -1;
+    for (int d = 0; d < p->rank; d++)
+        if (!resize_axis_is_identity(p, d) && resize_taps_per_output(p, d) > RESIZE_MAX_TAPS)
+            return -1;
+    // Shrinking axes first: every intermediate at most max(input, output) (resize.h).
+    int order[ORCH_MAX_RANK], n_axes = resize_axis_order(p, order);
+    int y = x;
+    for (int i = 0; i < n_axes; i++)
+        y = interpolate_axis(fc, p, order[i], y);
+    return y;
+}
+
 // Scales, sizes and a tf_crop_and_resize roi must be constants.
 static int rule_resize(FissionCtx *fc) {
     ResizePlan p;
     Err e = {0};
-    const Tensor *X = fc_in_t(fc, 0), *roi = fc_in_t(fc, 1);
+    const Tensor *roi = fc_in_t(fc, 1);
     if (resize_plan(fc->g, fc->n, &p, &e) != ST_OK)
         return ST_UNSUPPORTED;
     if (p.coord == RESIZE_TF_CROP_AND_RESIZE) {
@@ -304,21 +323,9 @@ static int rule_resize(FissionCtx *fc) {
             return ST_UNSUPPORTED;
         resize_set_roi(&p, roi->dtype, roi->data);
     }
-    if (p.mode == RESIZE_NEAREST)
-        return resize_nearest(fc, &p);
-    // Float32 and double only (half precision would round between taps); a non-finite
-    // extrapolation value would turn into NaN under a zero weight.
-    if ((X->dtype != DT_FLOAT && X->dtype != DT_DOUBLE) ||
-        (p.coord == RESIZE_TF_CROP_AND_RESIZE && !isfinite(p.extrapolation)))
+    int y = fission_resize(fc, &p, fc_in(fc, 0));
+    if (y < 0)
         return ST_UNSUPPORTED;
-    for (int d = 0; d < X->rank; d++)
-        if (!resize_axis_is_identity(&p, d) && resize_taps_per_output(&p, d) > RESIZE_MAX_TAPS)
-            return ST_UNSUPPORTED;
-    // Shrinking axes first: every intermediate at most max(input, output) (resize.h).
-    int order[ORCH_MAX_RANK], n_axes = resize_axis_order(&p, order);
-    int y = fc_in(fc, 0);
-    for (int i = 0; i < n_axes; i++)
-        y = interpolate_axis(fc, &p, order[i], y);
     fc_set_out(fc, 0, y);
     return ST_OK;
 }

@@ -5,7 +5,9 @@
 #include "fission.h"
 
 #include "../ops/linear.h"
+#include "../ops/resize.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 // The LINEAR primitive's dtypes: its matmul runs float32 on the GEMM and double in a plain loop
@@ -88,6 +90,149 @@ static bool conv_params(const FissionCtx *fc, bool transposed, LinearParams *lp)
     return true;
 }
 
+// ---- A 1x1 convolution over a concat of upsampled maps ----
+//
+// y = W * concat(x_1 .. x_n) with a 1x1 kernel is sum_i W_i * x_i, W_i the columns of W that
+// read part i. Where part i is an upsampling Resize of r_i that only the concat reads,
+// W_i * resize(r_i) = resize(W_i * r_i): the resize mixes positions within a channel with
+// weights, the convolution mixes channels at a position, and both are linear. The product then
+// runs at r_i's resolution and the concat is never written. Segformer's decode head is the case:
+// four maps of 256 channels at 128x128, three upsampled from 64x64, 32x32 and 16x16, went through
+// a 32 MB concat and an 8.6 GFLOP convolution; split, the convolutions take 2.8 GFLOP and the
+// resized parts are summed. Values agree up to rounding. tf_crop_and_resize is left alone: its
+// extrapolation value is a constant, which the product would not scale.
+
+// The live node producing tensor t, or NULL (an input or a constant).
+static const Node *producer_of(const Graph *g, int t) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_out; j++)
+            if (n->out[j] == t)
+                return n;
+    }
+    return NULL;
+}
+
+// Whether tensor t is read once, by a node, and is not a graph output.
+static bool read_once(const Graph *g, int t) {
+    if (g->tensors[t]->is_output)
+        return false;
+    int uses = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = g->nodes[i];
+        for (int j = 0; !n->dead && j < n->n_in; j++)
+            uses += n->in[j] == t;
+    }
+    return uses == 1;
+}
+
+static bool is_default_op(const Node *n, const char *op) {
+    return n && strcmp(n->op, op) == 0 && (!*n->domain || strcmp(n->domain, "ai.onnx") == 0);
+}
+
+// Whether part X of the concat is an upsampling Resize whose product can move before it; fills
+// its plan with the channel axis left for the caller.
+static bool movable_resize(const FissionCtx *fc, const Tensor *X, ResizePlan *p) {
+    const Node *r = producer_of(fc->g, X->id);
+    Err e = {0};
+    if (!is_default_op(r, "Resize") || !read_once(fc->g, X->id) || r->n_in < 1 || r->in[0] < 0 ||
+        fc->map[r->in[0]] < 0 || resize_plan(fc->g, r, p, &e) != ST_OK ||
+        p->coord == RESIZE_TF_CROP_AND_RESIZE || p->rank != X->rank ||
+        !resize_axis_is_identity(p, 0) || !resize_axis_is_identity(p, 1))
+        return false;
+    int64_t in = 1, out = 1;
+    for (int d = 2; d < p->rank; d++) {
+        in *= p->in[d];
+        out *= p->out[d];
+    }
+    return out > in;
+}
+
+// The columns of the 1x1 weight W [M, C, 1..1] that read the concat's parts selected by sel, in
+// order, as a constant [M, c, 1..1].
+static int weight_columns(FissionCtx *fc, const Tensor *W, const Node *cat, const bool *sel) {
+    size_t es = dtype_size(W->dtype);
+    int64_t M = W->dims[0], C = W->dims[1], c = 0, dims[ORCH_MAX_RANK];
+    for (int i = 0; i < cat->n_in; i++)
+        c += sel[i] ? node_input(fc->g, cat, i)->dims[1] : 0;
+    char *cols = xmalloc((size_t)(M * c) * es + 1);
+    for (int64_t m = 0; m < M; m++) {
+        int64_t from = 0, to = 0;
+        for (int i = 0; i < cat->n_in; i++) {
+            int64_t ci = node_input(fc->g, cat, i)->dims[1];
+            if (sel[i]) {
+                memcpy(cols + (size_t)(m * c + to) * es,
+                       (const char *)W->data + (size_t)(m * C + from) * es, (size_t)ci * es);
+                to += ci;
+            }
+            from += ci;
+        }
+    }
+    memcpy(dims, W->dims, sizeof(int64_t) * (size_t)W->rank);
+    dims[1] = c;
+    int w = pb_const(&fc->b, W->dtype, W->rank, dims, cols);
+    free(cols);
+    return w;
+}
+
+enum { SPLIT_MAX_PARTS = 64 };
+
+// The split form of the convolution (without its bias), or -1 where it does not apply.
+static int conv_over_upsampled_concat(FissionCtx *fc, const LinearParams *lp) {
+    const Tensor *X = fc_in_t(fc, 0), *W = fc_in_t(fc, 1), *Y = fc_out_t(fc, 0);
+    if (lp->op != LIN_CONV || lp->group != 1 || X->rank < 3 || !W || W->kind != TK_CONST ||
+        !W->data || W->rank != X->rank)
+        return -1;
+    for (int d = 0; d < lp->n_spatial; d++)
+        if (lp->stride[d] != 1 || lp->dilation[d] != 1 || lp->pad_begin[d] != 0 ||
+            lp->pad_end[d] != 0 || W->dims[2 + d] != 1)
+            return -1;
+    const Node *cat = producer_of(fc->g, X->id);
+    if (!is_default_op(cat, "Concat") || !read_once(fc->g, X->id) || cat->n_in > SPLIT_MAX_PARTS ||
+        (node_attr_i(cat, "axis", 0) + X->rank) % X->rank != 1)
+        return -1;
+    ResizePlan plans[SPLIT_MAX_PARTS];
+    bool moved[SPLIT_MAX_PARTS], kept[SPLIT_MAX_PARTS];
+    int n = cat->n_in, n_moved = 0, n_kept = 0, kept_in[SPLIT_MAX_PARTS];
+    for (int i = 0; i < n; i++) {
+        const Tensor *P = node_input(fc->g, cat, i);
+        if (!P || fc->map[P->id] < 0)
+            return -1;
+        moved[i] = movable_resize(fc, P, &plans[i]);
+        kept[i] = !moved[i];
+        if (kept[i])
+            kept_in[n_kept++] = fc->map[P->id];
+        n_moved += moved[i];
+    }
+    if (n_moved == 0)
+        return -1;
+    int y = -1;
+    // The parts read as they are: one convolution over their own concat (or the part alone).
+    if (n_kept > 0) {
+        int x = n_kept == 1 ? kept_in[0] : pb_concat(&fc->b, n_kept, kept_in, 1);
+        y = pb_conv(&fc->b, lp, x, weight_columns(fc, W, cat, kept), Y->dims);
+    }
+    // The upsampled parts: the product at the source's resolution, then the resize.
+    for (int i = 0; i < n; i++) {
+        if (!moved[i])
+            continue;
+        const Tensor *R = fc->g->tensors[producer_of(fc->g, node_input(fc->g, cat, i)->id)->in[0]];
+        bool only[SPLIT_MAX_PARTS] = {false};
+        only[i] = true;
+        int64_t zdims[ORCH_MAX_RANK];
+        memcpy(zdims, R->dims, sizeof(int64_t) * (size_t)R->rank);
+        zdims[1] = W->dims[0];
+        int z = pb_conv(&fc->b, lp, fc->map[R->id], weight_columns(fc, W, cat, only), zdims);
+        ResizePlan p = plans[i];
+        p.in[1] = p.out[1] = W->dims[0];
+        int t = fission_resize(fc, &p, z);
+        if (t < 0)
+            return -1; // what was built is dead code, discarded
+        y = y < 0 ? t : pb_ew2(&fc->b, EW_ADD, y, t);
+    }
+    return y;
+}
+
 // Conv and ConvTranspose: the LINEAR primitive, then the bias (input 2, [M]) added as [M, 1..1]
 // so it broadcasts over the spatial axes.
 static int conv_rule(FissionCtx *fc, bool transposed) {
@@ -97,7 +242,9 @@ static int conv_rule(FissionCtx *fc, bool transposed) {
     LinearParams lp;
     if (!conv_params(fc, transposed, &lp))
         return ST_UNSUPPORTED;
-    int y = pb_conv(&fc->b, &lp, fc_in(fc, 0), fc_in(fc, 1), Y->dims);
+    int y = transposed ? -1 : conv_over_upsampled_concat(fc, &lp);
+    if (y < 0)
+        y = pb_conv(&fc->b, &lp, fc_in(fc, 0), fc_in(fc, 1), Y->dims);
     int bias = fc_in(fc, 2);
     if (bias >= 0) {
         int64_t dims[ORCH_MAX_RANK];

@@ -651,6 +651,33 @@ def resize(seed):
     return b.model(), lambda r: {"x": r.standard_normal((1, 2, 6, 5))}, []
 
 
+# ---- m) a Segformer / FPN-style decode head: maps of four resolutions projected, upsampled to
+# the largest, concatenated and fused by a 1x1 convolution (orch moves the convolution before
+# the resizes: src/fission/rules_linear.c) ----
+
+def fpn_head(seed):
+    b = Builder("fpn_head", 13, seed)
+    E, S, d = 16, 32, "/decode_head"
+    # (downsampling, channels, resize mode, coordinate mode) per stage
+    stages = [(1, 6, None, None), (2, 10, "nearest", "asymmetric"), (4, 12, "cubic", "half_pixel"),
+              (8, 24, "linear", "half_pixel")]
+    parts, shapes = [], {}
+    for i, (down, ch, mode, coord) in enumerate(stages):
+        shapes[f"c{i + 1}"] = (1, ch, S // down, S // down)
+        x = b.input(f"c{i + 1}", F, list(shapes[f"c{i + 1}"]))
+        p = b.conv(x, f"{d}/linear_c.{i}", f"decode_head.linear_c.{i}", ch, E, 1)
+        if mode:
+            p = b.op("Resize", [p, "", "", b.const([1, E, S, S], scope=d)], f"{d}/Resize_{i}",
+                     mode=mode, coordinate_transformation_mode=coord, cubic_coeff_a=-0.75,
+                     nearest_mode="floor")
+        parts.append(p)
+    cat = b.op("Concat", parts[::-1], d, axis=1)
+    h = b.op("Relu", [b.conv(cat, f"{d}/linear_fuse", "decode_head.linear_fuse", 4 * E, E, 1)], d)
+    b.conv(h, f"{d}/classifier", "decode_head.classifier", E, 5, 1, out="logits")
+    b.output("logits", F, [1, 5, S, S])
+    return b.model(), lambda r: {k: r.standard_normal(v) for k, v in shapes.items()}, []
+
+
 # ---- l) ViT encoder self-attention as torchvision's nn.MultiheadAttention(batch_first) exports ----
 
 def vit_mha(seed):
@@ -708,6 +735,7 @@ MODELS = {
     "j_opset11_semantics": opset11,
     "k_resize": resize,
     "l_vit_mha": vit_mha,
+    "m_fpn_head": fpn_head,
 }
 EXTERNAL = {"g_external"}
 

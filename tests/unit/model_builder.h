@@ -149,6 +149,14 @@ static inline Onnx__AttributeProto *mb_attr_f(MB *b, const char *name, float v) 
     return a;
 }
 
+static inline Onnx__AttributeProto *mb_attr_s(MB *b, const char *name, const char *v) {
+    Onnx__AttributeProto *a = mb_attr(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    a->has_s = 1;
+    a->s.len = strlen(v);
+    a->s.data = (uint8_t *)arena_strdup(b->a, v);
+    return a;
+}
+
 static inline Onnx__AttributeProto *mb_attr_ints(MB *b, const char *name, int n,
                                                  const int64_t *v) {
     Onnx__AttributeProto *a = mb_attr(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);

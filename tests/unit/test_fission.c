@@ -1,8 +1,10 @@
 // Unit tests of operator fission: the attention rewrite (division moved after the MatMul, same
-// values), softmax stability for huge logits, and the driver's opaque fallback.
+// values), softmax stability for huge logits, the driver's opaque fallback, and the 1x1
+// convolution over upsampled maps moved before their resizes.
 #include "check.h"
 #include "fission/build.h"
 #include "fission/fission.h"
+#include "fission/passes.h"
 #include "ir/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
@@ -300,6 +302,120 @@ static void rounded_linear_operands(void) {
     graph_free((Graph *)src);
 }
 
+// A 1x1 convolution over a concat of upsampled maps runs, for each upsampled part, at the
+// source's resolution before the resize (rules_linear.c): a at full resolution and d
+// (downsampled) stay one convolution over their own concat; b (linear), c (nearest, by sizes)
+// and e (cubic) move before their resizes. `shared` makes the concat a graph output too, which
+// keeps the plain form.
+static MB *upsampled_concat_model(bool shared) {
+    MB *b = mb_new(13);
+    const int64_t da[] = {1, 3, 8, 8}, db[] = {1, 2, 4, 4}, dc[] = {1, 4, 2, 3},
+                  dd[] = {1, 2, 16, 16}, de[] = {1, 1, 3, 3};
+    mb_input(b, "a", 1, 4, da);
+    mb_input(b, "b", 1, 4, db);
+    mb_input(b, "c", 1, 4, dc);
+    mb_input(b, "d", 1, 4, dd);
+    mb_input(b, "e", 1, 4, de);
+    const int64_t four[] = {4}, one[] = {1}, five[] = {5};
+    float up2[] = {1, 1, 2, 2}, down2[] = {1, 1, 0.5f, 0.5f};
+    int64_t size_c[] = {1, 4, 8, 8}, size_e[] = {1, 1, 8, 8};
+    float empty_roi = 0;
+    const int64_t zero[] = {0};
+    mb_init(b, mb_raw(b, "roi", 1, 1, zero, &empty_roi, 0));
+    mb_init(b, mb_raw(b, "up2", 1, 1, four, up2, sizeof up2));
+    mb_init(b, mb_raw(b, "down2", 1, 1, four, down2, sizeof down2));
+    mb_init(b, mb_raw(b, "size_c", 7, 1, four, size_c, sizeof size_c));
+    mb_init(b, mb_raw(b, "size_e", 7, 1, four, size_e, sizeof size_e));
+    mb_node(b, "Resize", "rb", "b,roi,up2", "rb", mb_attr_s(b, "mode", "linear"), NULL);
+    mb_node(b, "Resize", "rc", "c,roi,,size_c", "rc", mb_attr_s(b, "mode", "nearest"), NULL);
+    mb_node(b, "Resize", "rd", "d,roi,down2", "rd", mb_attr_s(b, "mode", "linear"), NULL);
+    mb_node(b, "Resize", "re", "e,roi,,size_e", "re", mb_attr_s(b, "mode", "cubic"),
+            mb_attr_s(b, "coordinate_transformation_mode", "align_corners"), NULL);
+    mb_node(b, "Concat", "cat", "a,rb,rc,rd,re", "x", mb_attr_i(b, "axis", 1), NULL);
+    float w[5 * 12], bias[5];
+    for (int i = 0; i < 5 * 12; i++)
+        w[i] = rnd();
+    for (int i = 0; i < 5; i++)
+        bias[i] = rnd();
+    const int64_t wd[] = {5, 12, 1, 1};
+    mb_init(b, mb_raw(b, "w", 1, 4, wd, w, sizeof w));
+    mb_init(b, mb_raw(b, "bias", 1, 1, five, bias, sizeof bias));
+    mb_node(b, "Conv", "fuse", "x,w,bias", "z",
+            mb_attr_ints(b, "kernel_shape", 2, (const int64_t[]){1, 1}), NULL);
+    mb_node(b, "Relu", "relu", "z", "y", NULL);
+    mb_output(b, "y");
+    if (shared)
+        mb_output(b, "x");
+    (void)one;
+    return b;
+}
+
+static void conv_over_upsampled_concat(void) {
+    for (int shared = 0; shared < 2; shared++) {
+        seed = 31 + (uint64_t)shared;
+        MB *b = upsampled_concat_model(shared);
+        Graph *g = load_folded(b);
+        CHECK(g != NULL);
+        if (!g) {
+            mb_free(b);
+            continue;
+        }
+        enum { NA = 192, NB = 32, NC = 24, ND = 512, NE = 9, NY = 320, NX = 768 };
+        static float a[NA], bb[NB], c[NC], d[ND], e_[NE];
+        float *bufs[] = {a, bb, c, d, e_};
+        int lens[] = {NA, NB, NC, ND, NE};
+        for (int k = 0; k < 5; k++)
+            for (int i = 0; i < lens[k]; i++)
+                bufs[k][i] = rnd();
+        const void *ins[5] = {a, bb, c, d, e_};
+        void *ref[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+        Err e = {0};
+        CHECK_MSG(interp_run(g, ins, ref, NULL, &e) == ST_OK, "%s", e.msg);
+        PrimGraph *pg = NULL;
+        CHECK_MSG(fission_run(g, NULL, &pg, NULL, &e) == ST_OK, "%s", e.msg);
+        // The clean-up drops the plain form's concat and resizes, which nothing reads now.
+        CHECK_MSG(!pg || fission_cleanup(pg, NULL, &e) == ST_OK, "%s", e.msg);
+        if (pg && ref[0]) {
+            // The convolutions and what they read: split, one over [a, rd] (5 channels at 8x8)
+            // and one per moved part at its source's resolution; shared, one over all 12.
+            int n_conv = 0, low_res = 0, concats = 0;
+            for (int i = 0; i < pg->n_prims; i++) {
+                const Prim *p = pg->prims[i];
+                if (p->kind == PRIM_LAYOUT && p->lay.concat)
+                    concats++;
+                if (p->kind != PRIM_LINEAR)
+                    continue;
+                n_conv++;
+                const Tensor *X = pg->tensors[p->in[0]];
+                low_res += X->dims[2] * X->dims[3] < 64;
+            }
+            if (shared)
+                CHECK_MSG(n_conv == 1 && low_res == 0 && concats == 1, "%d convs, %d low, %d cat",
+                          n_conv, low_res, concats);
+            else
+                CHECK_MSG(n_conv == 4 && low_res == 3 && concats == 1, "%d convs, %d low, %d cat",
+                          n_conv, low_res, concats);
+            CHECK_MSG(prim_interp_run(pg, ins, got, &e) == ST_OK, "%s", e.msg);
+            for (int k = 0; k <= shared; k++) {
+                if (!got[k])
+                    continue;
+                double worst = 0;
+                const float *r = ref[k], *o = got[k];
+                for (int i = 0; i < (k ? NX : NY); i++)
+                    worst = fmax(worst, fabs(o[i] - r[i]) / (1e-5 + 1e-5 * fabs(r[i])));
+                CHECK_MSG(worst <= 1, "output %d: error %.3g of the tolerance", k, worst);
+            }
+        }
+        for (int k = 0; k < 2; k++) {
+            free(ref[k]);
+            free(got[k]);
+        }
+        prim_graph_free(pg);
+        graph_free(g);
+        mb_free(b);
+    }
+}
+
 int main(void) {
     RUN(attention_rewrite);
     RUN(softmax_huge_logits);
@@ -307,5 +423,6 @@ int main(void) {
     RUN(instancenorm_large_mean);
     RUN(opaque_fallback);
     RUN(rounded_linear_operands);
+    RUN(conv_over_upsampled_concat);
     return CHECK_DONE();
 }
