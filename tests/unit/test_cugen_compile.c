@@ -1395,6 +1395,101 @@ static void test_fast_math(void) {
     sb_free(&k);
 }
 
+// The prelude's half <-> float conversions (the hardware's cvt) against the host's
+// (src/ir/dtype.c): every half to float bit for bit, and float to half on every half's value,
+// the midpoints between neighbours (ties go to even), one float ulp either side of them,
+// random floats, overflow, subnormals and the specials. A NaN must stay a NaN.
+static void test_half_conversions(void) {
+    StrBuf k;
+    sb_init(&k);
+    sb_puts(&k, cugen_prelude());
+    sb_puts(&k, "extern \"C\" __global__ void half_check(const float *in, float *widened,\n"
+                "                                        unsigned short *narrowed, int n) {\n"
+                "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "    if (i < 65536) widened[i] = orch_f16_to_f32((uint16_t)i);\n"
+                "    if (i < n) narrowed[i] = orch_f32_to_f16(in[i]);\n"
+                "}\n");
+    enum { N = 65536 * 4 + 100000 + 8 };
+    float *in = xmalloc(sizeof(float) * N), *wide = xmalloc(sizeof(float) * 65536);
+    uint16_t *narrow = xmalloc(sizeof(uint16_t) * N);
+    int n = 0;
+    for (int h = 0; h < 65536; h++) {
+        float v = f16_to_f32((uint16_t)h), next = f16_to_f32((uint16_t)(h + 1));
+        in[n++] = v;
+        if ((h & 0x7c00) == 0x7c00 || ((h + 1) & 0x7c00) == 0x7c00 || h == 0x7fff)
+            continue;
+        float mid = (float)(((double)v + (double)next) / 2); // exact: halves have 11 bits
+        in[n++] = mid;
+        in[n++] = nextafterf(mid, INFINITY);
+        in[n++] = nextafterf(mid, -INFINITY);
+    }
+    for (int i = 0; i < 100000; i++)
+        in[n++] = (float)unif(-70000, 70000) * (i % 3 == 0 ? 1e-6f : 1.0f);
+    const float special[8] = {65519.0f, 65520.0f, -65520.0f, 1e-8f, -3e-8f, 1e30f, NAN, -NAN};
+    for (int i = 0; i < 8; i++)
+        in[n++] = special[i];
+    Err e = {0};
+    for (int a = 0; a < n_archs; a++) {
+        if (getenv("ORCH_CUGEN_EMIT_ONLY") && a != gpu_arch) // the sanitizer pass
+            continue;
+        void *cubin = NULL;
+        size_t size = 0;
+        NvrtcOptions opt = {.arch = archs[a]};
+        int rc = nvrtc_compile(k.s, "half_check.cu", &opt, &cubin, &size, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", archs[a], e.msg);
+        if (rc != ST_OK || a != gpu_arch || !have_gpu) {
+            free(cubin);
+            continue;
+        }
+        CUmodule mod = NULL;
+        CUfunction fn = NULL;
+        CUdeviceptr din = 0, dwide = 0, dnarrow = 0;
+        void *params[4] = {&din, &dwide, &dnarrow, &n};
+        Err ge = {0};
+        bool ok = !(CUDA_TRY(api, &ge, cuModuleLoadData, &mod, cubin) ||
+                    CUDA_TRY(api, &ge, cuModuleGetFunction, &fn, mod, "half_check") ||
+                    CUDA_TRY(api, &ge, cuMemAlloc, &din, sizeof(float) * N) ||
+                    CUDA_TRY(api, &ge, cuMemAlloc, &dwide, sizeof(float) * 65536) ||
+                    CUDA_TRY(api, &ge, cuMemAlloc, &dnarrow, sizeof(uint16_t) * N) ||
+                    CUDA_TRY(api, &ge, cuMemcpyHtoD, din, in, sizeof(float) * N) ||
+                    CUDA_TRY(api, &ge, cuLaunchKernel, fn, (unsigned)((n + 255) / 256), 1, 1, 256,
+                             1, 1, 0, NULL, params, NULL) ||
+                    CUDA_TRY(api, &ge, cuCtxSynchronize) ||
+                    CUDA_TRY(api, &ge, cuMemcpyDtoH, wide, dwide, sizeof(float) * 65536) ||
+                    CUDA_TRY(api, &ge, cuMemcpyDtoH, narrow, dnarrow, sizeof(uint16_t) * N));
+        CHECK_MSG(ok, "half_check: %s", ge.msg);
+        int bad = 0;
+        for (int h = 0; ok && h < 65536; h++) {
+            float ref = f16_to_f32((uint16_t)h);
+            bool good = isnan(ref) ? isnan(wide[h]) : memcmp(&ref, &wide[h], 4) == 0;
+            if (!good && bad++ < 8)
+                printf("    half 0x%04x -> %.9g, host %.9g\n", h, wide[h], ref);
+        }
+        for (int i = 0; ok && i < n; i++) {
+            uint16_t ref = f32_to_f16(in[i]);
+            bool good = isnan(in[i]) ? (narrow[i] & 0x7fff) > 0x7c00 : narrow[i] == ref;
+            if (!good && bad++ < 8)
+                printf("    %.9g -> half 0x%04x, host 0x%04x\n", in[i], narrow[i], ref);
+        }
+        CHECK_MSG(bad == 0, "%d half conversions differ from the host's", bad);
+        if (ok)
+            printf("  half conversions on the GPU: 65536 halves widened, %d floats narrowed\n", n);
+        if (din)
+            api->cuMemFree(din);
+        if (dwide)
+            api->cuMemFree(dwide);
+        if (dnarrow)
+            api->cuMemFree(dnarrow);
+        if (mod)
+            api->cuModuleUnload(mod);
+        free(cubin);
+    }
+    free(in);
+    free(wide);
+    free(narrow);
+    sb_free(&k);
+}
+
 int main(int argc, char **argv) {
     const char *env = getenv("ORCH_TEST_SEED");
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10)
@@ -1521,6 +1616,7 @@ int main(int argc, char **argv) {
     RUN(test_coverage);
     RUN(test_row_cache);
     RUN(test_fast_math);
+    RUN(test_half_conversions);
     for (current = 0; current < n_graphs; current++) {
         printf("  %s: %d kernels\n", graphs[current].name, graphs[current].kernels);
         check_failed_case = 0;
