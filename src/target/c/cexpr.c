@@ -73,6 +73,8 @@ struct Cexpr {
     // CUDA dialect (cexpr_set_cuda), its fast transcendentals (cexpr_set_fast_math) and the
     // vector-load hook (cexpr_set_load_hook).
     bool cuda, fast_math;
+    // cexpr_set_index32: index locals and tables in 32 bits.
+    bool index32;
     CexprLoadHook load_hook;
     void *hctx;
     // Interior splitting (cexpr_interior_begin): the loop's variable (empty: off), whether
@@ -263,6 +265,10 @@ void cexpr_set_cuda(Cexpr *x, bool cuda) {
     x->cuda = cuda;
 }
 
+void cexpr_set_index32(Cexpr *x, bool on) {
+    x->index32 = on;
+}
+
 void cexpr_set_fast_math(Cexpr *x, bool fast) {
     x->fast_math = fast;
 }
@@ -382,7 +388,7 @@ static void coord_const(Coord *c, int64_t v) {
 static void coord_general(Cexpr *x, Coord *c, const char *expr, StrBuf *code, int indent) {
     char name[NAME_CAP];
     cexpr_fresh(x, "k", name, sizeof name);
-    sb_line(code, indent, "const int64_t %s = %s;\n", name, expr);
+    sb_line(code, indent, "const %s %s = %s;\n", x->index32 ? "int" : "int64_t", name, expr);
     memset(c, 0, sizeof *c);
     c->affine = false;
     fmt(c->expr, sizeof c->expr, "%s", name);
@@ -400,8 +406,8 @@ static const char *table_name(Cexpr *x, const int64_t *data, int64_t n) {
     tn->data = data;
     fmt(tn->name, sizeof tn->name, "%s_tab%d", x->fn, x->n_tables);
     x->n_tables++;
-    sb_printf(x->decls, "%sstatic const int64_t %s[%lld] = {", x->cuda ? "__device__ " : "",
-              tn->name, (long long)(n ? n : 1));
+    sb_printf(x->decls, "%sstatic const %s %s[%lld] = {", x->cuda ? "__device__ " : "",
+              x->index32 ? "int" : "int64_t", tn->name, (long long)(n ? n : 1));
     for (int64_t i = 0; i < n; i++)
         sb_printf(x->decls, "%s%lld",
                   i == 0   ? "\n    "

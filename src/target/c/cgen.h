@@ -121,6 +121,11 @@ bool cexpr_flat_broken(const Cexpr *x);
 // through `in<j>[offset]`, a `const T *__restrict__` local the kernel declares, instead of
 // `in[j]`. Called helpers keep their names (the CUDA prelude defines device versions).
 void cexpr_set_cuda(Cexpr *x, bool cuda);
+// Index locals (table lookups, general coordinates) and tables as 32-bit int instead of
+// int64_t, for a caller that has checked every offset the kernel forms stays below 2^31 and
+// declares its root coordinates int too: 64-bit integer arithmetic is several instructions
+// per operation on a GPU, and it was a large share of an elementwise kernel's.
+void cexpr_set_index32(Cexpr *x, bool on);
 // With the CUDA dialect: exp, sin, cos and sigmoid in float32 call the CUDA prelude's
 // special-function-unit versions (orch_fast_*f: a few ulp for exp and sigmoid, ~1e-6 absolute
 // for sin/cos over |x| < 1e5), for kernels compiled under a reduced precision, whose tolerance

@@ -22,9 +22,11 @@ void cupw_kernel_head(const PrimGraph *pg, const Candidate *c, const char *fn, i
 // Appends, at indent, `const int64_t <prefix><d> = digit d of var;` for every d in [0, rank)
 // whose bit is set in mask: the mixed-radix digits of var over the axes in mask (in order, the
 // last one fastest). Unit axes and axes not in mask get no line; names of unit axes in mask are
-// defined as 0. narrow: var < 2^31 (digits computed in 32 bits).
+// defined as 0. narrow: CUPW_WIDE, CUPW_NARROW (var < 2^31: digits computed in 32 bits) or
+// CUPW_INDEX32 (also declared int, for a kernel whose offsets all fit: cexpr_set_index32).
+enum { CUPW_WIDE = 0, CUPW_NARROW = 1, CUPW_INDEX32 = 2 };
 void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, int rank,
-                 const int64_t *dims, uint32_t mask, bool narrow);
+                 const int64_t *dims, uint32_t mask, int narrow);
 
 // The device model: DRAM bytes/s a streaming kernel reaches, SM clock (Hz), resident threads
 // and blocks per SM; defaults of an H100 where hw leaves a field 0.

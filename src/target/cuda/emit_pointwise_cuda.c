@@ -58,7 +58,8 @@ void cupw_kernel_head(const PrimGraph *pg, const Candidate *c, const char *fn, i
 }
 
 void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, int rank,
-                 const int64_t *dims, uint32_t mask, bool narrow) {
+                 const int64_t *dims, uint32_t mask, int narrow) {
+    const char *it = narrow == CUPW_INDEX32 ? "int" : "int64_t";
     int64_t S = 1;
     int first = -1;
     for (int d = 0; d < rank; d++)
@@ -70,17 +71,16 @@ void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, 
         if (!((mask >> d) & 1))
             continue;
         if (dims[d] == 1) {
-            sb_line(code, indent, "const int64_t %s%d = 0;\n", prefix, d);
+            sb_line(code, indent, "const %s %s%d = 0;\n", it, prefix, d);
             continue;
         }
         if (narrow) {
             if (d == first)
-                sb_line(code, indent, "const int64_t %s%d = (int64_t)((uint32_t)%s / %lldu);\n",
-                        prefix, d, var, (long long)S);
+                sb_line(code, indent, "const %s %s%d = (%s)((uint32_t)%s / %lldu);\n", it, prefix,
+                        d, it, var, (long long)S);
             else
-                sb_line(code, indent,
-                        "const int64_t %s%d = (int64_t)(((uint32_t)%s / %lldu) %% %lldu);\n",
-                        prefix, d, var, (long long)S, (long long)dims[d]);
+                sb_line(code, indent, "const %s %s%d = (%s)(((uint32_t)%s / %lldu) %% %lldu);\n",
+                        it, prefix, d, it, var, (long long)S, (long long)dims[d]);
         } else {
             if (d == first)
                 sb_line(code, indent, "const int64_t %s%d = %s / %lld;\n", prefix, d, var,
@@ -91,6 +91,37 @@ void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, 
         }
         S *= dims[d];
     }
+}
+
+// Whether every offset a pointwise kernel of candidate c forms fits in 32 bits: each tensor it
+// reads, computes or writes, and each stage of its layouts, below 2^30 elements. The partial
+// sums of a row-major offset stay below the tensor's size, and a concat's shifted coordinates
+// or a table's -1 stay within the same bound.
+static bool fits_index32(const PrimGraph *pg, const Candidate *c) {
+    const int64_t lim = (int64_t)1 << 30;
+    for (int i = 0; i < c->n_inputs; i++)
+        if (tensor_numel(pg->tensors[c->inputs[i]]) >= lim)
+            return false;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] >= 0 && tensor_numel(pg->tensors[p->out[j]]) >= lim)
+                return false;
+        for (int j = 0; j < p->n_in; j++)
+            if (p->in[j] >= 0 && tensor_numel(pg->tensors[p->in[j]]) >= lim)
+                return false;
+        if (p->kind != PRIM_LAYOUT)
+            continue;
+        for (int k = 0; k < p->lay.n_stages; k++) {
+            const LayoutStage *st = &p->lay.stages[k];
+            int64_t n = 1;
+            for (int d = 0; d < st->in_rank && n < lim; d++)
+                n *= st->in_dims[d];
+            if (n >= lim)
+                return false;
+        }
+    }
+    return true;
 }
 
 // ---- pointwise ----
@@ -212,12 +243,15 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
         stride[d] = s;
         s *= T->dims[d];
     }
-    bool narrow = N < ((int64_t)1 << 31);
+    bool i32 = fits_index32(pg, c);
+    int narrow = i32 ? CUPW_INDEX32 : N < ((int64_t)1 << 31) ? CUPW_NARROW : CUPW_WIDE;
+    const char *it = i32 ? "int" : "int64_t";
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
     cugen_cexpr_dialect(x);
+    cexpr_set_index32(x, i32);
     cexpr_set_flat(x, 0, "f");
     char names[ORCH_MAX_RANK][16];
     const char *idx[ORCH_MAX_RANK];
@@ -230,8 +264,8 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
     // Phase 1: lanes along A, the 8 warps along the last axis, 4 rows each.
     sb_line(&body, 2, "#pragma unroll\n");
     sb_line(&body, 2, "for (int k = 0; k < 4; k++) {\n");
-    sb_line(&body, 3, "const int64_t i%d = ta * 32 + (int)(threadIdx.x %% 32);\n", A);
-    sb_line(&body, 3, "const int64_t i%d = tl * 32 + (int)(threadIdx.x / 32) + k * 8;\n", L);
+    sb_line(&body, 3, "const %s i%d = ta * 32 + (int)(threadIdx.x %% 32);\n", it, A);
+    sb_line(&body, 3, "const %s i%d = tl * 32 + (int)(threadIdx.x / 32) + k * 8;\n", it, L);
     sb_line(&body, 3, "if (i%d < %lld && i%d < %lld) {\n", A, (long long)DA, L, (long long)DL);
     sb_line(&body, 4, "const int64_t f = fo + i%d * %lld + i%d;\n", A, (long long)stride[A], L);
     int rc = cexpr_value(x, c->output, idx, &body, 4, v, sizeof v, e);
@@ -260,8 +294,7 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
         sb_line(src, 1, "__shared__ %s tile_[32][33];\n", ct);
         sb_line(src, 1, "for (int64_t t_ = blockIdx.x; t_ < %lld; t_ += gridDim.x) {\n",
                 (long long)tiles);
-        sb_line(src, 2,
-                "const int64_t tl = t_ %% %lld, ta = (t_ / %lld) %% %lld, o_ = t_ / %lld;\n",
+        sb_line(src, 2, "const %s tl = t_ %% %lld, ta = (t_ / %lld) %% %lld, o_ = t_ / %lld;\n", it,
                 (long long)nL, (long long)nL, (long long)nA, (long long)(nL * nA));
         // The other axes' digits from o_, and the flat offset they contribute.
         cupw_digits(src, 2, "i", "o_", r, T->dims, others, narrow);
@@ -303,12 +336,14 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         return err_set(e, ST_UNSUPPORTED, "kernel %s: empty output", fn);
     int r = T->rank;
     uint32_t all = r ? (uint32_t)((1ull << r) - 1) : 0;
-    bool narrow = N < ((int64_t)1 << 31);
+    bool i32 = fits_index32(pg, c);
+    int narrow = i32 ? CUPW_INDEX32 : N < ((int64_t)1 << 31) ? CUPW_NARROW : CUPW_WIDE;
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
     cugen_cexpr_dialect(x);
+    cexpr_set_index32(x, i32);
     cexpr_set_flat(x, 0, "f");
     char names[ORCH_MAX_RANK][16];
     const char *idx[ORCH_MAX_RANK];
