@@ -254,7 +254,8 @@ static void variant_of(const char *desc, char *out, size_t cap) {
 static bool half_keep(const KernelConfig *cf, int i) {
     char vi[32], vj[32];
     variant_of(cf[i].desc, vi, sizeof vi);
-    if ((g_api || g_half_tiles) && (!strcmp(vi, "v=f16") || !strcmp(vi, "v=bf16")))
+    if ((g_api || g_half_tiles) &&
+        (!strcmp(vi, "v=f16") || !strcmp(vi, "v=bf16") || strstr(vi, "dc")))
         return true;
     for (int j = 0; j < i; j++) {
         variant_of(cf[j].desc, vj, sizeof vj);
@@ -412,6 +413,10 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, void **t
         } args;
         memset(&args, 0, sizeof args);
         bool ok = !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, j->fn);
+        // Over 48 KiB of dynamic shared memory (v=f16dc) needs the opt-in, as the runtime sets.
+        if (ok && j->ln.smem > 48 * 1024)
+            ok = !CUDA_TRY(cu, &e, cuFuncSetAttribute, f,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)j->ln.smem);
         for (int q = 0; ok && q < c->n_inputs; q++) {
             size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
             ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb + 16) &&
@@ -1169,6 +1174,9 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
         memset(&args, 0, sizeof args);
         bool ok = !CUDA_TRY(cu, &e, cuModuleLoadData, &mod, cubin) &&
                   !CUDA_TRY(cu, &e, cuModuleGetFunction, &f, mod, "speed_k");
+        if (ok && ln.smem > 48 * 1024)
+            ok = !CUDA_TRY(cu, &e, cuFuncSetAttribute, f,
+                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)ln.smem);
         for (int q = 0; ok && q < c->n_inputs; q++) {
             size_t nb = tensor_nbytes(pg->tensors[c->inputs[q]]);
             ok = !CUDA_TRY(cu, &e, cuMemAlloc, &args.in[q], nb) &&
@@ -1506,6 +1514,134 @@ static void direct(void) {
     }
 }
 
+// The tensor-core direct convolution (v=f16dc / v=bf16dc) on half tensors: X read as NCHW
+// (element copies along x), as an NHWC input under a transpose (16-byte cp.async), or through a
+// prologue (cexpr); W as KCRS or as a KRSC constant under a transpose (cp.async); 3 and 8
+// channels packed (k steps over 4 or 2 taps), 16 to 64 in steps of 16 channels (40: zero-padded),
+// output channels 3 to 40 (partial n8 tiles), stride 2, asymmetric padding, epilogues. Offered
+// first for the style transfer's RGB layer (9x9, 32 -> 3, NHWC in and KRSC weights) on the H100
+// model; compiled (every tile config on a GPU, three per candidate without one) and run against the
+// interpreter on a GPU.
+static PrimGraph *dc_graph(const ConvCase *cc, bool nhwc, bool krsc) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int to_nchw[] = {0, 3, 1, 2};
+    int64_t xd[4] = {cc->N, cc->C, cc->in[0], cc->in[1]}, od[4] = {cc->N, cc->OC};
+    int64_t wd[4] = {cc->OC, cc->C, cc->k[0], cc->k[1]};
+    if (nhwc) {
+        xd[1] = cc->in[0];
+        xd[2] = cc->in[1];
+        xd[3] = cc->C;
+    }
+    if (krsc) {
+        wd[1] = cc->k[0];
+        wd[2] = cc->k[1];
+        wd[3] = cc->C;
+    }
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1};
+    for (int d = 0; d < 2; d++) {
+        lp.stride[d] = cc->st[d];
+        lp.dilation[d] = 1;
+        lp.pad_begin[d] = cc->pb[d];
+        lp.pad_end[d] = cc->pe[d];
+        od[2 + d] = (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->k[d]) / cc->st[d] + 1;
+    }
+    int x = add_input(pg, "x", 4, xd);
+    PB b = {pg, "dc"};
+    int w = add_const(&b, 4, wd);
+    if (nhwc)
+        x = pb_transpose(&b, x, to_nchw);
+    if (krsc)
+        w = pb_transpose(&b, w, to_nchw);
+    if (cc->pro)
+        x = pb_ew2i(&b, EW_MUL, x, 1.5);
+    int y = pb_conv(&b, &lp, x, w, od);
+    if (cc->epi) {
+        int64_t bd[4] = {1, cc->OC, 1, 1};
+        y = pb_ew2(&b, EW_ADD, y, add_const(&b, 4, bd));
+        if (cc->epi == 1) {
+            y = pb_ew1(&b, EW_RELU, y);
+        } else {
+            int res = add_input(pg, "res", 4, od);
+            y = pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, y), res);
+        }
+    }
+    add_output(pg, y);
+    return pg;
+}
+
+static void tcconv(void) {
+    // clang-format off
+    static const struct {
+        ConvCase cc;
+        bool nhwc, krsc;
+    } cases[] = {
+        {{"dc_9x9_32to3_nhwc_krsc", 2, 1, 32, 3, {37, 40}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1, 0, false, false}, true, true},
+        {{"dc_9x9_3to32_relu", 2, 1, 3, 32, {21, 19}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1, 1, false, false}, false, false},
+        {{"dc_3x3_16to24_nhwc_bias", 2, 2, 16, 24, {13, 18}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, true, false},
+        {{"dc_3x3_s2_40to8_nhwc_krsc_sig_res", 2, 1, 40, 8, {17, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 1, 2, false, false}, true, true},
+        {{"dc_5x5_8to5_pro", 2, 1, 8, 5, {11, 35}, {5, 5}, {1, 1}, {1, 1}, {2, 1}, {2, 3}, 1, 0, true, false}, false, false},
+        {{"dc_7x7_s2_p3_3to16_relu", 2, 1, 3, 16, {23, 30}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1, false, false}, true, false},
+        {{"dc_1x1_64to40", 2, 1, 64, 40, {9, 16}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, false}, true, false},
+    };
+    // clang-format on
+    static const struct {
+        DType dt;
+        CugenPrecision p;
+        const char *v;
+    } ty[] = {{DT_FLOAT16, CUGEN_PREC_FP16, "f16dc"}, {DT_BFLOAT16, CUGEN_PREC_BF16, "bf16dc"}};
+    for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
+        cugen_lin_precision = ty[t].p;
+        int before = g_only_kernels;
+        for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s_%s", ty[t].v, cases[i].cc.name);
+            unsigned seed = (unsigned)rand();
+            srand(seed);
+            g_dt = ty[t].dt;
+            PrimGraph *pg = dc_graph(&cases[i].cc, cases[i].nhwc, cases[i].krsc);
+            // Offered for the largest candidate; first for the RGB layer (t == 0, i == 0).
+            Err e = {0};
+            CandidateSet *cands = NULL;
+            CHECK(cand_enumerate(pg, NULL, 0, &cands, &e) == ST_OK);
+            int offered = 0, first = 0;
+            for (int c = 0; cands && c < cands->n; c++) {
+                KernelConfig cf[8];
+                int n = cugen_lin_supports(pg, &cands->c[c])
+                            ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+                            : 0;
+                for (int k = 0; k < n; k++)
+                    offered += strstr(cf[k].desc, ty[t].v) != NULL;
+                first += n > 0 && strstr(cf[0].desc, ty[t].v) != NULL;
+            }
+            cand_set_free(cands);
+            CHECK_MSG(offered > 0, "%s: no v=%s config among the top 8", name, ty[t].v);
+            CHECK_MSG(i != 0 || first > 0, "%s: v=%s never ranked first", name, ty[t].v);
+            srand(seed);
+            g_dt = DT_FLOAT;
+            g_round = ty[t].dt;
+            g_twin = dc_graph(&cases[i].cc, cases[i].nhwc, cases[i].krsc);
+            g_round = DT_FLOAT;
+            g_dt = ty[t].dt;
+            g_half = true;
+            g_half_tiles = true;
+            g_only = ty[t].v;
+            g_only_max = g_api ? 0 : 3;
+            check_graph(name, pg, 64, 1);
+            g_only = NULL;
+            g_only_max = 0;
+            g_half = false;
+            g_half_tiles = false;
+            g_dt = DT_FLOAT;
+            prim_graph_free(g_twin);
+            g_twin = NULL;
+        }
+        printf("  %s: %d kernels emitted\n", ty[t].v, g_only_kernels - before);
+        CHECK_MSG(g_only_kernels - before >= (int)ORCH_COUNT(cases), "%s: %d kernels", ty[t].v,
+                  g_only_kernels - before);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
 static void counts(void) {
     printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
            "candidates (1-D/3-D/transposed conv)\n",
@@ -1614,6 +1750,7 @@ int main(int argc, char **argv) {
     PART(splitk);
     PART(tc_splitk);
     PART(direct);
+    PART(tcconv);
     PART(precision_configs);
     PART(tensor_cores);
     PART(half_storage);

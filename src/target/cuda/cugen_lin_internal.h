@@ -7,6 +7,7 @@
 #define ORCH_CUGEN_LIN_INTERNAL_H
 
 #include "../c/cgen_linear.h"
+#include "affine_load.h"
 #include "cugen_linear.h"
 
 // Lin of the candidate (matmul of any rank, 2-D convolution); false when not generated here.
@@ -66,5 +67,45 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e);
 bool culin_direct_ok(const Lin *L);
 #define CULIN_DIRECT_MAX_M 8
 #define CULIN_DIRECT_MAX_W 8192 // weight floats staged in shared memory
+// The direct 2-D convolution on the tensor cores (v=f16dc / v=bf16dc; emit_conv_cuda.c): half
+// tensors, group 1, stride 1 or 2, dilation 1, windows up to 11 x 11, at most
+// CULIN_TCCONV_MAX_OC output channels. A block computes BH x BW output pixels (CUL_BM, CUL_BN;
+// BW a multiple of 16) of one image for every output channel (CUL_BK > 0: that many persistent
+// blocks, each looping over tiles with the weights staged once): it stages its input tile,
+// channels innermost and padded to Cp (a multiple of 16; zeros over the padding), and all the
+// weights, tap-major, in shared memory, then each warp multiplies MT (CUL_TM) 16-pixel tiles per
+// tap and 16-channel step: the pixels are the mma's M (ldmatrix rows straight from the tile),
+// the output channels its N (n8 tiles, zero past OC). No im2col and no K-slice loop, so the
+// few output channels of a network's RGB layer (3) waste only the N padding, not 16-row tiles.
+#define CULIN_TCCONV_MAX_OC 64
+// Up to 8 input channels the tile holds Cp = 4 or 8 channels a pixel and a k step spans
+// TPS = 16 / Cp horizontally adjacent taps (packed: a 3-channel RGB input wastes 1/4 of the k
+// depth, not 13/16), read as 32-bit fragment loads.
+typedef struct CuTcConv {
+    CuAffine x, w;        // X (the LINEAR's input) and W, where affine (else read through cexpr)
+    bool x16, w16;        // staged by 16-byte cp.async (channels unit-stride, strides multiples
+                          // of 8; unpacked only)
+    bool packed;          // C <= 8: a k step spans TPS taps of Cp channels
+    int64_t Cp, TPS, SPK; // channels a pixel in the tile; taps a k step; k steps a kernel row
+                          // (packed; unpacked: TPS 1, SPK = KW, Cp / 16 steps a tap)
+    int64_t NT;           // n8 tiles of output channels
+} CuTcConv;
+// A config's tile geometry: input tile rows x columns x channel stride (halves), the weight rows'
+// k extent and stride, dynamic shared memory (bytes) and threads.
+typedef struct CuTcGeo {
+    int64_t TH, TW, CpS, KS, WS, smem;
+    int threads;
+} CuTcGeo;
+bool culin_tcconv_ok(const Lin *L, CuTcConv *t);
+// Registers a thread of config P needs (estimate: accumulators, fragments, addresses).
+static inline int culin_tcconv_regs(const CuTcConv *t, const int64_t *P) {
+    return (int)(P[CUL_TM] * t->NT * 4 + 2 * t->NT + 2 * P[CUL_TM] + 48);
+}
+// False when the config (BH, BW, MT) is malformed.
+bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const int64_t *P, CuTcGeo *g);
+int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e);
+// The cp.async / ldmatrix helpers of the half-storage tensor-core kernels (guarded: one copy per
+// translation unit).
+const char *culin_half_mma_helpers(void);
 
 #endif

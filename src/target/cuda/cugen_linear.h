@@ -39,9 +39,10 @@ enum {
     CUV_GEMVK = 2,
     CUV_DW = 3,
     CUV_TF32 = 4,
-    CUV_F16 = 5, // FP16 operands, mma.m16n8k16
-    CUV_BF16 = 6, // BF16 operands, mma.m16n8k16
-    CUV_DIRECT = 7 // 2-D convolution to a few output channels: a thread per output pixel
+    CUV_F16 = 5,    // FP16 operands, mma.m16n8k16
+    CUV_BF16 = 6,   // BF16 operands, mma.m16n8k16
+    CUV_DIRECT = 7, // 2-D convolution to a few output channels: a thread per output pixel
+    CUV_TCCONV = 8  // direct 2-D convolution on the tensor cores (half tensors): pixels as M
 };
 // KernelConfig.p[] slots: block tile BM x BN, K slice BK, per-thread tile TM x TN (simt; warp
 // tile for the tensor-core variants), and for the GEMV kernels the columns per block in CUL_BN.

@@ -64,6 +64,7 @@
 // prim_interp.c computes it, up to float32 reassociation (SIMT), or with Q, K, V and P rounded
 // to TF32 / FP16 / BF16 and float32 accumulation (tensor cores); skipped tiles change nothing
 // where the largest kept score of a row exceeds -FLT_MAX + 104 (exp of the difference is 0).
+#include "affine_load.h"
 #include "cugen_attn.h"
 #include "cugen_linear.h"
 
@@ -94,15 +95,10 @@ static void emit_orow(StrBuf *s, const AttnSpec *a, bool half) {
 
 // ---- how Q, Kt and V are read ----
 
-// A tensor whose value at index i is kernel input `pos` at base + sum_d stride[d] * i[d]
-// (stride 0 on unit dims); copy: the bytes a cp.async moves when its tiles go that way (configs
-// with cp=1): 16 where the tile's rows are 16-byte aligned runs, else 4; 0: not affine.
-typedef struct Load {
-    bool affine;
-    int copy;
-    int pos;
-    int64_t base, stride[ORCH_MAX_RANK];
-} Load;
+// How Q, Kt and V are read: cu_affine_of (affine_load.h); copy: the bytes a cp.async moves
+// when their tiles go that way (configs with cp=1): 16 where the tile's rows are 16-byte aligned
+// runs, else 4; 0: not affine.
+typedef CuAffine Load;
 
 // A causal bound proven from a constant mask: for every query row i >= r0, every key j > i + off
 // is masked (its score is <= -FLT_MAX), and row i keeps at least one key. on: the bound cuts
@@ -123,133 +119,6 @@ typedef struct Ana {
     // tensor-core kernel stages them as they lie, [D][keys] (Geo.kT).
     bool kt16;
 } Ana;
-
-static int64_t dense_offset(const Tensor *t, const int64_t *idx) {
-    int64_t off = 0;
-    for (int d = 0; d < t->rank; d++)
-        off = off * t->dims[d] + idx[d];
-    return off;
-}
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-// Offset of the source element of t's element idx under the LAYOUT p (-1: padding).
-static int64_t layout_offset(const Prim *p, const Tensor *T, const Tensor *src, const int64_t *idx) {
-    int64_t in[ORCH_MAX_RANK];
-    return layout_map_index(&p->lay, T->rank, T->dims, idx, in) ? dense_offset(src, in) : -1;
-}
-
-// Stages that can make up an affine map: transposes, reshapes, slices and gathers of an
-// arithmetic progression of indices (a scalar one: a packed QKV's Q, K or V).
-static bool affine_stage(const LayoutStage *st) {
-    switch (st->kind) {
-    case LS_TRANSPOSE:
-    case LS_RESHAPE:
-    case LS_SLICE: return true;
-    case LS_GATHER: {
-        int64_t n = 1;
-        for (int d = 0; d < st->idx_rank; d++)
-            n *= st->idx_dims[d];
-        for (int64_t i = 2; i < n; i++)
-            if (st->idx[i] - st->idx[i - 1] != st->idx[1] - st->idx[0])
-                return false;
-        return true;
-    }
-    default: return false;
-    }
-}
-
-// Fills L when tensor t is a float (or half) kernel input, or the output of a member LAYOUT of
-// transposes, reshapes, slices and affine gathers over one, whose map is affine: checked at every
-// point of small boxes, else on every axis line through the origin and the far corner (at most 512
-// points each) and at 512 pseudo-random points (a reshape's split coordinate (f / S) % n deviates
-// from any affine form on a large part of the box).
-static void load_of(const PrimGraph *pg, const Candidate *c, int t, Load *L) {
-    memset(L, 0, sizeof *L);
-    const Tensor *T = pg->tensors[t];
-    int r = T->rank;
-    if (T->dtype != DT_FLOAT && T->dtype != DT_FLOAT16 && T->dtype != DT_BFLOAT16)
-        return;
-    int pos = cgen_input_pos(c, t);
-    if (pos >= 0) {
-        int64_t s = 1;
-        for (int d = r - 1; d >= 0; d--) {
-            L->stride[d] = T->dims[d] == 1 ? 0 : s;
-            s *= T->dims[d];
-        }
-        L->pos = pos;
-        L->affine = true;
-        return;
-    }
-    const Prim *p = NULL;
-    for (int i = 0; i < c->n_prims && !p; i++) {
-        const Prim *q = pg->prims[c->prims[i]];
-        if (q->n_out == 1 && q->out[0] == t)
-            p = q;
-    }
-    if (!p || p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 ||
-        cgen_input_pos(c, p->in[0]) < 0 || pg->tensors[p->in[0]]->dtype != T->dtype)
-        return;
-    for (int st = 0; st < p->lay.n_stages; st++)
-        if (!affine_stage(&p->lay.stages[st]))
-            return;
-    const Tensor *src = pg->tensors[p->in[0]];
-    int64_t idx[ORCH_MAX_RANK] = {0};
-    L->base = layout_offset(p, T, src, idx);
-    if (L->base < 0)
-        return;
-    for (int d = 0; d < r; d++) {
-        if (T->dims[d] == 1)
-            continue;
-        idx[d] = 1;
-        L->stride[d] = layout_offset(p, T, src, idx) - L->base;
-        idx[d] = 0;
-    }
-#define AFFINE_AT(ix)                                                                              \
-    do {                                                                                           \
-        int64_t want = L->base;                                                                    \
-        for (int q = 0; q < r; q++)                                                                \
-            want += L->stride[q] * (ix)[q];                                                        \
-        if (layout_offset(p, T, src, (ix)) != want)                                                \
-            return;                                                                                \
-    } while (0)
-    int64_t n = tensor_numel(T);
-    if (n <= 4096) {
-        for (int64_t i = 0; i < n; i++) {
-            int64_t f = i;
-            for (int q = r - 1; q >= 0; q--) {
-                idx[q] = f % T->dims[q];
-                f /= T->dims[q];
-            }
-            AFFINE_AT(idx);
-        }
-    } else {
-        for (int corner = 0; corner < 2; corner++)
-            for (int d = 0; d < r; d++) {
-                for (int q = 0; q < r; q++)
-                    idx[q] = corner ? T->dims[q] - 1 : 0;
-                int64_t step = (T->dims[d] + 511) / 512;
-                for (int64_t v = 0; v < T->dims[d]; v += step) {
-                    idx[d] = v;
-                    AFFINE_AT(idx);
-                }
-            }
-        uint64_t seed = 0x5eedull;
-        for (int i = 0; i < 512; i++) {
-            for (int q = 0; q < r; q++)
-                idx[q] = (int64_t)(splitmix(&seed) % (uint64_t)T->dims[q]);
-            AFFINE_AT(idx);
-        }
-    }
-#undef AFFINE_AT
-    L->pos = cgen_input_pos(c, p->in[0]);
-    L->affine = true;
-}
 
 // The cp.async width for an affine load of a tile with columns along `col`, rows along `row`
 // and `cols` columns of isz-byte elements: 16 bytes where the columns are unit-stride and every
@@ -429,9 +298,9 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
     x->half = a->dt != DT_FLOAT;
     x->isz = x->half ? 2 : 4;
     const int isz = x->isz, vec = 16 / isz;
-    load_of(pg, c, a->q, &x->q);
-    load_of(pg, c, a->kt, &x->k);
-    load_of(pg, c, a->v, &x->v);
+    cu_affine_of(pg, c, a->q, &x->q);
+    cu_affine_of(pg, c, a->kt, &x->k);
+    cu_affine_of(pg, c, a->v, &x->v);
     bool cp = !hw || hw->cc_major >= 8; // cp.async: sm_80 and newer
     x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D, isz) : 0;
     x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D, isz) : 0;

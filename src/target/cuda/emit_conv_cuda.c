@@ -5,14 +5,23 @@
 // (a network's last RGB layer: 32 -> 3 channels through a 9x9 window), where the implicit GEMM's
 // tiles would be mostly padding and every gathered patch element would serve only M rows: a thread
 // per output pixel computes all M channels of its group, each patch element gathered once and
-// multiplied by M weights staged in shared memory (read as broadcasts). Other grouped and dense
+// multiplied by M weights staged in shared memory (read as broadcasts); and, on half tensors, the
+// direct convolution on the tensor cores (v=f16dc / v=bf16dc, cugen_lin_internal.h): a block
+// stages its input tile (channels innermost) and the weights in shared memory and multiplies
+// 16-pixel rows of the tile, one tap and 16 channels at a time, as the mma's A operand (few
+// input channels: 16 / C adjacent taps a k step), with no im2col and no M padding for a
+// network's 3-channel RGB layers (the style transfer's 9x9 32 -> 3 convolution: 49.6 us in
+// cuDNN, 18.4 us here on an H100). Other grouped and dense
 // convolutions go through the implicit GEMM of emit_matmul_cuda.c, whose staging loop computes
 // patch elements (lin_emit_b_value). Half tensors are read converted to float (culin_a_value,
 // culin_patch_value), accumulated in float32 and stored rounded (culin_emit_store).
 #define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
+#include "affine_load.h"
+
 #include <stdio.h>
+#include <string.h>
 
 int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
@@ -160,5 +169,403 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     ln->block[0] = (unsigned)bs;
     ln->block[1] = ln->block[2] = 1;
     ln->smem = 0;
+    return ST_OK;
+}
+
+// ---- the tensor-core direct convolution (v=f16dc / v=bf16dc) ----
+
+bool culin_tcconv_ok(const Lin *L, CuTcConv *t) {
+    memset(t, 0, sizeof *t);
+    if (!L->conv || L->convt || L->S != 2 || L->G != 1 || !culin_half(L) ||
+        L->OC > CULIN_TCCONV_MAX_OC)
+        return false;
+    for (int d = 0; d < 2; d++)
+        if (L->dil[d] != 1 || L->st[d] < 1 || L->st[d] > 2 || L->k[d] > 11)
+            return false;
+    cu_affine_of(L->pg, L->c, L->ta, &t->x);
+    cu_affine_of(L->pg, L->c, L->tb, &t->w);
+    // Up to 8 channels: a 16-deep k step spans 16 / Cp horizontally adjacent taps (contiguous in
+    // the tile); more: Cp channels of one tap, in steps of 16.
+    t->packed = L->C <= 8;
+    t->Cp = L->C <= 4 ? 4 : L->C <= 8 ? 8 : (L->C + 15) / 16 * 16;
+    t->TPS = t->packed ? 16 / t->Cp : 1;
+    t->SPK = t->packed ? (L->k[1] + t->TPS - 1) / t->TPS : L->k[1];
+    t->NT = (L->OC + 7) / 8;
+    // 16-byte copies of 8 channels: channels unit-stride, every other stride and the base
+    // multiples of 8 elements (an NHWC tensor, or a KRSC weight).
+    const CuAffine *a[2] = {&t->x, &t->w};
+    bool *ok[2] = {&t->x16, &t->w16};
+    for (int i = 0; i < 2; i++) {
+        *ok[i] = !t->packed && a[i]->affine && L->C % 8 == 0 && a[i]->stride[1] == 1 &&
+                 a[i]->base % 8 == 0;
+        for (int d = 0; d < 4 && *ok[i]; d++)
+            *ok[i] = d == 1 || a[i]->stride[d] % 8 == 0;
+    }
+    return true;
+}
+
+bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const int64_t *P, CuTcGeo *g) {
+    memset(g, 0, sizeof *g);
+    int64_t BH = P[CUL_BM], BW = P[CUL_BN], MT = P[CUL_TM];
+    if (BH < 1 || BW < 16 || BW % 16 || MT < 1 || (BH * BW / 16) % MT)
+        return false;
+    int64_t warps = BH * BW / 16 / MT;
+    if (warps < 1 || warps > 16)
+        return false;
+    g->TH = (BH - 1) * L->st[0] + L->k[0];
+    // Packed steps read up to SPK * TPS taps: zero columns past the window.
+    g->TW = (BW - 1) * L->st[1] + t->SPK * t->TPS;
+    // Unpacked, channel stride Cp + 8: the 8 rows of an ldmatrix 8x8 matrix (2 Cp + 16 bytes
+    // apart, an odd multiple of 16 mod 128) fall in distinct bank quads. Packed, the 32-bit
+    // fragment reads of 8 pixels x 4 lanes span 8 Cp + 16 bytes: no padding needed. Weight rows
+    // 8 (mod 64) halves apart: the B fragments' 32-bit reads of 8 rows x 4 lanes hit 32 banks.
+    g->CpS = t->packed ? t->Cp : t->Cp + 8;
+    g->KS = t->packed ? L->k[0] * t->SPK * 16 : L->k[0] * L->k[1] * t->Cp;
+    g->WS = (g->KS + 63) / 64 * 64 + 8;
+    g->smem = (g->TH * g->TW * g->CpS + L->OC * g->WS) * 2;
+    g->threads = (int)(warps * 32);
+    return true;
+}
+
+// The k index kk of a weight row (statements declaring int kh, kw, c; kw may pass KW and c
+// pass C in the padding, whose weights are zero).
+static void tcconv_k_coords(StrBuf *s, int ind, const Lin *L, const CuTcConv *t, const char *kk) {
+    long long KW = L->k[1], Cp = t->Cp;
+    if (t->packed)
+        sb_line(s, ind,
+                "const int kh = %s / %lld, kw = ((%s / 16) %% %lld) * %lld + (%s %% 16) / %lld, "
+                "c = %s %% %lld;\n",
+                kk, (long long)t->SPK * 16, kk, (long long)t->SPK, (long long)t->TPS, kk, Cp, kk,
+                Cp);
+    else
+        sb_line(s, ind,
+                "const int kh = (%s / %lld) / %lld, kw = (%s / %lld) %% %lld, c = %s %% %lld;\n",
+                kk, Cp, KW, kk, Cp, KW, kk, Cp);
+}
+
+// Element copies into shared memory, STAGE_BATCH per thread in flight: the body (between open
+// and close) reads element e_ (when below `units`) into h_ and names its destination; all the
+// batch's loads issue before any store, so a thread waits on one round trip to L2 per batch,
+// not one per element (a 9x9 3 -> 32 convolution's weights took 37 us copied one at a time).
+#define STAGE_BATCH 8
+static void stage_batch_open(StrBuf *s, long long units, int nt) {
+    sb_line(s, 1, "for (int e0_ = tid; e0_ < %lld; e0_ += %d) {\n", units, nt * STAGE_BATCH);
+    sb_line(s, 1, "uint16_t hb_[%d];\n", STAGE_BATCH);
+    sb_line(s, 1, "int db_[%d];\n", STAGE_BATCH);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int u_ = 0; u_ < %d; u_++) {\n", STAGE_BATCH);
+    sb_line(s, 2, "const int e_ = e0_ + u_ * %d;\n", nt);
+    sb_line(s, 2, "db_[u_] = -1;\n");
+    sb_line(s, 2, "if (e_ < %lld) {\n", units);
+}
+
+static void stage_batch_close(StrBuf *s, const char *dst) {
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int u_ = 0; u_ < %d; u_++)\n", STAGE_BATCH);
+    sb_line(s, 2, "if (db_[u_] >= 0) %s[db_[u_]] = hb_[u_];\n", dst);
+    sb_line(s, 1, "}\n");
+}
+
+// Stages the input tile Xs[TH][TW][CpS] at (iy0, ix0) of image q_n (zeros over the padding and
+// past C); tcconv_stage_w the weights Ws[OC][WS] (k as tcconv_k_coords maps it; zeros past C and,
+// packed, past KW), once per block.
+static int tcconv_stage_x(Emit *E, const CuTcConv *t, const CuTcGeo *g, int nt, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    long long C = L->C, Cp = t->Cp, TH = g->TH, TW = g->TW;
+    long long H = L->in[0], W = L->in[1];
+    const CuAffine *x = &t->x;
+    int rc = ST_OK;
+    if (t->x16) {
+        long long cpp = Cp / 8, units = TH * TW * cpp;
+        sb_line(s, 1, "for (int e_ = tid; e_ < %lld; e_ += %d) {\n", units, nt);
+        sb_line(s, 2, "const int ch = e_ %% %lld, pix = e_ / %lld;\n", cpp, cpp);
+        sb_line(s, 2, "const int iy = iy0 + pix / %lld, ix = ix0 + pix %% %lld;\n", TW, TW);
+        sb_line(s, 2,
+                "const bool ok_ = (unsigned)iy < %lluu && (unsigned)ix < %lluu && ch * 8 < %lld;\n",
+                (unsigned long long)H, (unsigned long long)W, C);
+        sb_line(s, 2,
+                "orch_lin_cp16(&Xs[pix * %lld + ch * 8], in%d + (ok_ ? %lld + q_n * %lld + "
+                "(int64_t)iy * %lld + (int64_t)ix * %lld + ch * 8 : 0), ok_);\n",
+                (long long)g->CpS, x->pos, (long long)x->base, (long long)x->stride[0],
+                (long long)x->stride[2], (long long)x->stride[3]);
+        sb_line(s, 1, "}\n");
+    } else {
+        // Element copies: along x where X is x-unit-stride (NCHW: coalesced reads), else along
+        // the channels.
+        bool xmajor = x->affine && x->stride[3] == 1;
+        long long units = TH * TW * Cp;
+        stage_batch_open(s, units, nt);
+        if (xmajor) {
+            sb_line(s, 2, "const int qx = e_ %% %lld, ry = (e_ / %lld) %% %lld, c = e_ / %lld;\n",
+                    TW, TW, TH, TW * TH);
+            sb_line(s, 2, "const int pix = ry * %lld + qx;\n", TW);
+        } else {
+            sb_line(s, 2, "const int c = e_ %% %lld, pix = e_ / %lld;\n", Cp, Cp);
+            sb_line(s, 2, "const int ry = pix / %lld, qx = pix %% %lld;\n", TW, TW);
+        }
+        sb_line(s, 2, "const int iy = iy0 + ry, ix = ix0 + qx;\n");
+        sb_line(s, 2, "uint16_t h_ = 0;\n");
+        sb_line(s, 2, "if ((unsigned)iy < %lluu && (unsigned)ix < %lluu && c < %lld) {\n",
+                (unsigned long long)H, (unsigned long long)W, C);
+        if (x->affine) {
+            sb_line(s, 3,
+                    "h_ = in%d[%lld + q_n * %lld + (int64_t)c * %lld + (int64_t)iy * %lld + "
+                    "(int64_t)ix * %lld];\n",
+                    x->pos, (long long)x->base, (long long)x->stride[0], (long long)x->stride[1],
+                    (long long)x->stride[2], (long long)x->stride[3]);
+        } else {
+            // A prologue or a gather (a pad's table): the value through cexpr, of the operand's
+            // half type (exact in float, so is the rounding).
+            sb_line(s, 3, "const int64_t x_c = c, x_iy = iy, x_ix = ix;\n");
+            const char *ix[4] = {"q_n", "x_c", "x_iy", "x_ix"};
+            char v[64];
+            rc = cexpr_value(E->x, L->ta, ix, s, 3, v, sizeof v, e);
+            cexpr_forget(E->x);
+            if (rc)
+                return rc;
+            sb_line(s, 3, "h_ = %s((float)(%s));\n", culin_f2h_fn(L), v);
+        }
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "hb_[u_] = h_;\n");
+        sb_line(s, 2, "db_[u_] = pix * %lld + c;\n", (long long)g->CpS);
+        stage_batch_close(s, "Xs");
+    }
+    return ST_OK;
+}
+
+static int tcconv_stage_w(Emit *E, const CuTcConv *t, const CuTcGeo *g, int nt, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    long long C = L->C, Cp = t->Cp, KW = L->k[1];
+    const CuAffine *w = &t->w;
+    int rc = ST_OK;
+    if (t->w16) {
+        long long cpp = Cp / 8, units = L->OC * L->k[0] * KW * cpp;
+        sb_line(s, 1, "for (int e_ = tid; e_ < %lld; e_ += %d) {\n", units, nt);
+        sb_line(s, 2, "const int ch = e_ %% %lld, tap = (e_ / %lld) %% %lld, oc = e_ / %lld;\n",
+                cpp, cpp, (long long)(L->k[0] * KW), cpp * L->k[0] * KW);
+        sb_line(s, 2, "const bool ok_ = ch * 8 < %lld;\n", C);
+        sb_line(s, 2,
+                "orch_lin_cp16(&Ws[oc * %lld + tap * %lld + ch * 8], in%d + (ok_ ? %lld + "
+                "(int64_t)oc * %lld + (int64_t)(tap / %lld) * %lld + (int64_t)(tap %% %lld) * %lld "
+                "+ ch * 8 : 0), ok_);\n",
+                (long long)g->WS, Cp, w->pos, (long long)w->base, (long long)w->stride[0], KW,
+                (long long)w->stride[2], KW, (long long)w->stride[3]);
+        sb_line(s, 1, "}\n");
+    } else {
+        long long units = L->OC * g->KS;
+        stage_batch_open(s, units, nt);
+        sb_line(s, 2, "const int kk = e_ %% %lld, oc = e_ / %lld;\n", (long long)g->KS,
+                (long long)g->KS);
+        tcconv_k_coords(s, 2, L, t, "kk");
+        sb_line(s, 2, "uint16_t h_ = 0;\n");
+        sb_line(s, 2, "if (kw < %lld && c < %lld) {\n", KW, C);
+        if (w->affine) {
+            sb_line(
+                s, 3,
+                "h_ = in%d[%lld + (int64_t)oc * %lld + (int64_t)c * %lld + (int64_t)kh * %lld + "
+                "(int64_t)kw * %lld];\n",
+                w->pos, (long long)w->base, (long long)w->stride[0], (long long)w->stride[1],
+                (long long)w->stride[2], (long long)w->stride[3]);
+        } else {
+            sb_line(s, 3, "const int64_t w_i = oc, w_k = ((int64_t)c * %lld + kh) * %lld + kw;\n",
+                    (long long)L->k[0], KW);
+            sb_line(s, 3, "float v_;\n");
+            rc = culin_a_value(E, 3, "w_i", "w_k", "v_", e);
+            cexpr_forget(E->x);
+            if (rc)
+                return rc;
+            sb_line(s, 3, "h_ = %s(v_);\n", culin_f2h_fn(L));
+        }
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "hb_[u_] = h_;\n");
+        sb_line(s, 2, "db_[u_] = oc * %lld + kk;\n", (long long)g->WS);
+        stage_batch_close(s, "Ws");
+    }
+    return ST_OK;
+}
+
+// The A fragment of warp tile j at k step (kh, step) into af[4]: ldmatrix.x4 of 16 pixel rows
+// of 16 channels (unpacked), or four 32-bit reads (packed: rows g and g + 8, k pairs 2t and
+// 2t + 8 at 4-byte but not 16-byte aligned addresses).
+static void tcconv_mma_steps(StrBuf *s, const Lin *L, const CuTcConv *t, const CuTcGeo *g,
+                             long long MT, const char *ty) {
+    long long NT = t->NT, OC = L->OC, Cp = t->Cp, CpS = g->CpS, TW = g->TW, KW = L->k[1];
+    long long sw = L->st[1];
+    sb_line(s, 1, "for (int kh = 0; kh < %lld; kh++) {\n", (long long)L->k[0]);
+    sb_line(s, 2, "#pragma unroll\n");
+    if (t->packed) {
+        sb_line(s, 2, "for (int st = 0; st < %lld; st++) {\n", (long long)t->SPK);
+        sb_line(s, 3,
+                "const int toff = (kh * %lld + st * %lld) * %lld, woff = (kh * %lld + st) * 16;\n",
+                TW, (long long)t->TPS, CpS, (long long)t->SPK);
+        sb_line(s, 3, "{\n");
+        sb_line(s, 3, "const int cs = 0;\n");
+    } else {
+        sb_line(s, 2, "for (int kw = 0; kw < %lld; kw++) {\n", KW);
+        sb_line(s, 3, "const int toff = (kh * %lld + kw) * %lld, woff = (kh * %lld + kw) * %lld;\n",
+                TW, CpS, KW, Cp);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int cs = 0; cs < %lld; cs += 16) {\n", Cp);
+    }
+    sb_line(s, 4, "uint32_t bfr[%lld][2];\n", NT);
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int y = 0; y < %lld; y++) {\n", NT);
+    sb_line(s, 5, "const bool live = y * 8 + g8 < %lld;\n", OC);
+    sb_line(s, 5, "bfr[y][0] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs) : 0u;\n");
+    sb_line(s, 5, "bfr[y][1] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs + 8) : 0u;\n");
+    sb_line(s, 4, "}\n");
+    // Every A fragment of the step before the products: the MT shared-memory round trips
+    // overlap (the products' asm is not volatile, so the compiler may also hoist the next
+    // step's loads above them).
+    sb_line(s, 4, "uint32_t af[%lld][4];\n", MT);
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int j = 0; j < %lld; j++) {\n", MT);
+    if (t->packed) {
+        sb_line(s, 5, "const uint16_t *a_ = Xs + abase[j] + toff;\n");
+        sb_line(s, 5, "af[j][0] = *(const uint32_t *)a_;\n");
+        sb_line(s, 5, "af[j][1] = *(const uint32_t *)(a_ + %lld);\n", 8 * sw * CpS);
+        sb_line(s, 5, "af[j][2] = *(const uint32_t *)(a_ + 8);\n");
+        sb_line(s, 5, "af[j][3] = *(const uint32_t *)(a_ + %lld);\n", 8 * sw * CpS + 8);
+    } else {
+        sb_line(s, 5, "orch_lin_ldm4(af[j], Xs + abase[j] + toff + cs);\n");
+    }
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int j = 0; j < %lld; j++)\n", MT);
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int y = 0; y < %lld; y++)\n", NT);
+    sb_line(s, 6,
+            "asm(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 "
+            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, {%%0, %%1, %%2, %%3};\"\n",
+            ty, ty);
+    sb_line(s, 7,
+            ": \"+f\"(acc[j][y][0]), \"+f\"(acc[j][y][1]), \"+f\"(acc[j][y][2]), "
+            "\"+f\"(acc[j][y][3])\n");
+    sb_line(
+        s, 7,
+        ": \"r\"(af[j][0]), \"r\"(af[j][1]), \"r\"(af[j][2]), \"r\"(af[j][3]), \"r\"(bfr[y][0]), "
+        "\"r\"(bfr[y][1]));\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+}
+
+int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const int64_t *P = E->cfg->p;
+    CuTcConv t;
+    CuTcGeo g;
+    bool bf = culin_dtype(L) == DT_BFLOAT16;
+    if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) || P[CUL_VAR] != CUV_TCCONV)
+        return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
+                       E->cfg->desc);
+    int nt = g.threads;
+    long long BH = P[CUL_BM], BW = P[CUL_BN], MT = P[CUL_TM], NT = t.NT;
+    long long sh = L->st[0], sw = L->st[1], TW = g.TW, CpS = g.CpS;
+    long long OC = L->OC, OH = L->out[0], OW = L->out[1], P_ = OH * OW;
+    if (g.TH * g.TW * g.CpS + L->NI * L->C * L->ipix >= ((int64_t)1 << 31) ||
+        L->NI * ((OW + BW - 1) / BW) * ((OH + BH - 1) / BH) >= ((int64_t)1 << 31) ||
+        tensor_numel(lin_t(L, L->sink)) >= ((int64_t)1 << 31))
+        return err_set(e, ST_UNSUPPORTED, "CUDA linear kernel %s: tensors too large", E->fn);
+    const char *ty = bf ? "bf16" : "f16";
+    sb_puts(s, culin_half_mma_helpers());
+    culin_kernel_head(E, nt);
+    sb_line(s, 1, "extern __shared__ __align__(16) uint16_t orch_tcc_sm[];\n");
+    sb_line(s, 1, "uint16_t *const Xs = orch_tcc_sm, *const Ws = orch_tcc_sm + %lld;\n",
+            (long long)(g.TH * g.TW * g.CpS));
+    sb_line(s, 1, "const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
+    sb_line(s, 1, "const int64_t q_g = 0;\n");
+    sb_line(s, 1, "(void)q_g;\n");
+    int rc = tcconv_stage_w(E, &t, &g, nt, e);
+    if (rc)
+        return rc;
+    // Tiles: x fastest, then y, then the image; a persistent block loops over them.
+    long long TX = (OW + BW - 1) / BW, TY = (OH + BH - 1) / BH, T = TX * TY * L->NI;
+    sb_line(s, 1, "for (int tile = blockIdx.x; tile < %lld; tile += gridDim.x) {\n", T);
+    sb_line(s, 1, "const int oy0 = ((tile / %lld) %% %lld) * %lld, ox0 = (tile %% %lld) * %lld;\n",
+            TX, TY, BH, TX, BW);
+    sb_line(s, 1, "const int iy0 = oy0 * %lld - %lld, ix0 = ox0 * %lld - %lld;\n", sh,
+            (long long)L->pad[0], sw, (long long)L->pad[1]);
+    sb_line(s, 1, "const int64_t q_n = tile / %lld;\n", TX * TY);
+    // The previous tile's reads of Xs are done before it is overwritten.
+    sb_line(s, 1, "__syncthreads();\n");
+    rc = tcconv_stage_x(E, &t, &g, nt, e);
+    if (rc)
+        return rc;
+    sb_line(s, 1, "orch_lin_cp_wait();\n");
+    sb_line(s, 1, "__syncthreads();\n");
+    // Unpacked: lane l gives ldmatrix the row address of pixel (l & 15) of each of the warp's
+    // 16-pixel tiles, channels (l >> 4) * 8 on. Packed: lane (g, t) reads pixel g (and g + 8),
+    // k pair 2t (and 2t + 8).
+    sb_line(s, 1, "int abase[%lld];\n", MT);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int j = 0; j < %lld; j++) {\n", MT);
+    if (t.packed) {
+        sb_line(s, 2, "const int p = (warp * %lld + j) * 16 + g8;\n", MT);
+        sb_line(s, 2,
+                "abase[j] = ((p / %lld) * %lld * %lld + (p %% %lld) * %lld) * %lld + 2 * t4;\n", BW,
+                sh, TW, BW, sw, CpS);
+    } else {
+        sb_line(s, 2, "const int p = (warp * %lld + j) * 16 + (lane & 15);\n", MT);
+        sb_line(s, 2,
+                "abase[j] = ((p / %lld) * %lld * %lld + (p %% %lld) * %lld) * %lld + (lane >> 4) * "
+                "8;\n",
+                BW, sh, TW, BW, sw, CpS);
+    }
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "float acc[%lld][%lld][4];\n", MT, NT);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int j = 0; j < %lld; j++)\n", MT);
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < %lld; y++)\n", NT);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[j][y][z] = 0.0f;\n");
+    // B fragments: lane (g, t) reads output channel y * 8 + g, k pairs 2t and 2t + 8 of the step
+    // (zero past OC).
+    sb_line(s, 1, "int wrow[%lld];\n", NT);
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int y = 0; y < %lld; y++)\n", NT);
+    sb_line(s, 2, "wrow[y] = (y * 8 + g8 < %lld ? y * 8 + g8 : 0) * %lld + 2 * t4;\n", OC,
+            (long long)g.WS);
+    tcconv_mma_steps(s, L, &t, &g, MT, ty);
+    // Accumulator z of tile (j, y): pixel g (+ 8 for z >= 2) of the tile, channel y * 8 + 2t
+    // (+ 1 for odd z).
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int j = 0; j < %lld; j++) {\n", MT);
+    sb_line(s, 2, "const int p0 = (warp * %lld + j) * 16;\n", MT);
+    sb_line(s, 2, "const int oy = oy0 + p0 / %lld;\n", BW);
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < %lld; y++)\n", NT);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) {\n");
+    sb_line(s, 4, "const int ox = ox0 + p0 %% %lld + g8 + (z >> 1) * 8;\n", BW);
+    sb_line(s, 4, "const int64_t oc = y * 8 + 2 * t4 + (z & 1);\n");
+    sb_line(s, 4, "if (oy < %lld && ox < %lld && oc < %lld) {\n", OH, OW, OC);
+    sb_line(s, 5, "const int64_t e_pix = (int64_t)oy * %lld + ox;\n", OW);
+    sb_line(s, 5, "const float acc_v = acc[j][y][z];\n");
+    char v[64];
+    rc = culin_emit_epi_value(E, 5, "acc_v", "oc", "e_pix", v, sizeof v, e);
+    if (rc)
+        return rc;
+    char lhs[128];
+    snprintf(lhs, sizeof lhs, "o[(q_n * %lld + oc) * %lld + e_pix]", OC, P_);
+    culin_emit_store(E, 5, lhs, v);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 1, "}\n");
+    sb_line(s, 1, "}\n"); // tiles
+    sb_puts(s, "}\n\n");
+    ln->grid[0] = (unsigned)(P[CUL_BK] > 0 && P[CUL_BK] < T ? P[CUL_BK] : T);
+    ln->grid[1] = 1;
+    ln->grid[2] = 1;
+    ln->block[0] = (unsigned)nt;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = (unsigned)g.smem;
     return ST_OK;
 }

@@ -390,7 +390,7 @@ int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const
 
 typedef struct GHw {
     int sms, regs_sm, threads_sm;
-    double smem_sm, smem_blk, l2, clock, bw, l2bw, peak;
+    double smem_sm, smem_blk, smem_optin, l2, clock, bw, l2bw, peak;
 } GHw;
 
 // Defaults are an H100 SXM's where the driver reported nothing.
@@ -401,6 +401,8 @@ static GHw ghw(const CudaHw *hw) {
     h.threads_sm = hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
     h.smem_sm = hw && hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
     h.smem_blk = hw && hw->smem_per_block > 0 ? (double)hw->smem_per_block : 49152.0;
+    h.smem_optin =
+        hw && hw->smem_per_block_optin > 0 ? (double)hw->smem_per_block_optin : h.smem_blk;
     h.l2 = hw && hw->l2_bytes > 0 ? (double)hw->l2_bytes : 50e6;
     h.clock = hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
     h.bw = hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12;
@@ -502,6 +504,47 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
     return overlap(t_comp, t_mem) + t_split + 3e-6;
 }
 
+// The tensor-core direct convolution (culin_emit_tcconv), per block: the mma issue (m16n8k16
+// at 4.7 cycles per SM sub-partition, as the attention model takes it) beside the shared-memory
+// reads (an ldmatrix.x4 of the input tile per 16 pixels, tap and 16 channels: 512 bytes at 128
+// a cycle, twice that at stride 2, whose rows share banks; the B fragments' 32-bit reads), the
+// two overlapping; then the staging of the input tile and of every weight (from L2 at 64 bytes
+// a cycle by cp.async; element copies at about 8 lane instructions each, or 30 through cexpr),
+// which the block waits for, hidden in part by the other resident blocks. Few resident warps
+// leave the mma and ldmatrix latencies exposed.
+static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
+    CuTcConv t;
+    CuTcGeo g;
+    if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) ||
+        (double)g.smem > h->smem_optin)
+        return 1e30;
+    int nt = g.threads;
+    double smem = (double)g.smem;
+    double BH = (double)P[CUL_BM], BW = (double)P[CUL_BN];
+    double KK = (double)(L->k[0] * L->k[1]), steps = (double)g.KS / 16.0;
+    double tiles16 = BH * BW / 16.0, warps = nt / 32.0;
+    double mma = tiles16 * steps * (double)t.NT * 4.7 / 4.0;
+    double lds = tiles16 * steps * 4.0 * (L->st[1] > 1 ? 2.0 : 1.0) + warps * steps * t.NT * 2.0;
+    double xel = (double)(g.TH * g.TW * t.Cp), wel = (double)(L->OC * g.KS);
+    (void)KK;
+    double stage_x = (t.x16 ? xel * 2.0 / 64.0 : xel * (t.x.affine ? 8.0 : 30.0) / 128.0) + 400.0;
+    double stage_w = (t.w16 ? wel * 2.0 / 64.0 : wel * (t.w.affine ? 12.0 : 30.0) / 128.0) + 400.0;
+    int bpsm = blocks_per_sm(h, nt, culin_tcconv_regs(&t, P), smem);
+    if (bpsm < 1)
+        return 1e30;
+    // Persistent blocks (CUL_BK > 0) stage the weights once for all their tiles.
+    double tiles = (double)L->NI * cdiv((double)L->out[0], BH) * cdiv((double)L->out[1], BW);
+    double blocks = P[CUL_BK] > 0 ? (double)P[CUL_BK] : tiles;
+    double per_sm = cdiv(tiles, (double)h->sms), blocks_sm = cdiv(blocks, (double)h->sms);
+    double resident = ORCH_MIN((double)bpsm, blocks_sm);
+    double eff = ORCH_MIN(1.0, 0.35 + resident * warps / 16.0);
+    double hide = ORCH_MIN(resident, 2.0);
+    double cycles =
+        per_sm * (ORCH_MAX(mma, lds) / eff + stage_x / hide) + blocks_sm * stage_w / hide;
+    double t_mem = unique_bytes(L) / h->bw;
+    return ORCH_MAX(cycles / h->clock, t_mem) + 3e-6;
+}
+
 static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (P[CUL_VAR]) {
@@ -521,6 +564,7 @@ static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
         double t_comp = flops / (h->peak * 0.25);
         return overlap(t_comp, t_mem) / wave_eff(h, tiles, 8) + 3e-6;
     }
+    case CUV_TCCONV: return score_tcconv(L, h, P);
     case CUV_DIRECT: {
         // A thread per output pixel: per window element one patch gather (index arithmetic and
         // the prologue, ~10 lane instructions) and M FMAs with broadcast weights; lanes at about
@@ -568,6 +612,15 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
     case CUV_GEMVK: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemvk jb=8", cls); break;
     case CUV_DIRECT:
         snprintf(k->desc, sizeof k->desc, "cls=%s v=direct bs=%lld", cls, (long long)P[CUL_BN]);
+        break;
+    case CUV_TCCONV:
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=%sdc bh=%lld bw=%lld mt=%lld", cls,
+                 culin_dtype(L) == DT_BFLOAT16 ? "bf16" : "f16", (long long)P[CUL_BM],
+                 (long long)P[CUL_BN], (long long)P[CUL_TM]);
+        if (P[CUL_BK] > 0) { // persistent blocks
+            size_t n = strlen(k->desc);
+            snprintf(k->desc + n, sizeof k->desc - n, " pb=%lld", (long long)P[CUL_BK]);
+        }
         break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=dw", cls); break;
     }
@@ -692,6 +745,43 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
         k->cls = cls;
         k->p[CUL_VAR] = CUV_DW;
     }
+    // The tensor-core direct convolution: blocks of BH x BW pixels, 2 to 8 warps of MT 16-pixel
+    // tiles, within the opt-in shared memory (sm_80 and later).
+    CuTcConv tcc;
+    if (tc && culin_tcconv_ok(L, &tcc)) {
+        static const int tcs[][3] = {
+            // bh, bw, mt
+            {2, 32, 1}, {4, 32, 1}, {4, 32, 2}, {8, 32, 2}, {8, 32, 4}, {4, 64, 2},
+            {4, 64, 4}, {8, 64, 4}, {2, 64, 2}, {8, 16, 1}, {8, 16, 2}, {16, 16, 2},
+        };
+        for (size_t i = 0; i < ORCH_COUNT(tcs) && n < cap; i++) {
+            KernelConfig *k = &out[n];
+            memset(k, 0, sizeof *k);
+            k->cls = cls;
+            k->p[CUL_VAR] = CUV_TCCONV;
+            k->p[CUL_BM] = tcs[i][0];
+            k->p[CUL_BN] = tcs[i][1];
+            k->p[CUL_TM] = tcs[i][2];
+            CuTcGeo g;
+            if (!culin_tcconv_geo(L, &tcc, k->p, &g) || (double)g.smem > h->smem_optin ||
+                g.threads < 64 || g.threads > 256 || k->p[CUL_TM] * tcc.NT > 16)
+                continue;
+            int bpsm = blocks_per_sm(h, g.threads, culin_tcconv_regs(&tcc, k->p), (double)g.smem);
+            double tiles = (double)L->NI * cdiv((double)L->out[0], (double)k->p[CUL_BM]) *
+                           cdiv((double)L->out[1], (double)k->p[CUL_BN]);
+            if (bpsm < 1 || tiles > 2147483647.0)
+                continue;
+            n++;
+            // Where the tiles outnumber the resident slots: persistent blocks, one per slot,
+            // each staging the weights once for the tiles it loops over.
+            double slots = (double)h->sms * bpsm;
+            if (tiles > slots && n < cap) {
+                out[n] = out[n - 1];
+                out[n].p[CUL_BK] = (int64_t)slots;
+                n++;
+            }
+        }
+    }
     for (int bs = 128; bs <= 256 && culin_direct_ok(L) && n < cap; bs *= 2) {
         KernelConfig *k = &out[n++];
         memset(k, 0, sizeof *k);
@@ -769,6 +859,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw, 
     case CUV_GEMVK: rc = culin_emit_gemv(&E, &ln, e); break;
     case CUV_DW: rc = culin_emit_dw(&E, &ln, e); break;
     case CUV_DIRECT: rc = culin_emit_direct(&E, &ln, e); break;
+    case CUV_TCCONV: rc = culin_emit_tcconv(&E, &ln, e); break;
     default:
         rc = err_set(e, ST_INVALID, "CUDA linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }

@@ -987,6 +987,10 @@ static const char HALF_MMA_HELPERS[] =
     "}\n"
     "#endif\n";
 
+const char *culin_half_mma_helpers(void) {
+    return HALF_MMA_HELPERS;
+}
+
 // One operand's slice of a half-storage tile (at k = kb) into buffer `buf`: rows x cols of smem
 // tile `sm` (row-major, row length cols + 8), row r at global row `r0` + r (of `nr`), column c at
 // `c0` + c (of `nc`); 16-byte cp.async when `async`, else gathered into registers `reg` (raw
