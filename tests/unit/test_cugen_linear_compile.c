@@ -1581,6 +1581,7 @@ static void tcconv(void) {
         {{"dc_3x3_s2_40to8_nhwc_krsc_sig_res", 2, 1, 40, 8, {17, 15}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {1, 1}, 1, 2, false, false}, true, true},
         {{"dc_5x5_8to5_pro", 2, 1, 8, 5, {11, 35}, {5, 5}, {1, 1}, {1, 1}, {2, 1}, {2, 3}, 1, 0, true, false}, false, false},
         {{"dc_7x7_s2_p3_3to16_relu", 2, 1, 3, 16, {23, 30}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, 1, 1, false, false}, true, false},
+        {{"dc_3x3_5to3_relu", 2, 2, 5, 3, {10, 21}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false}, false, false},
         {{"dc_1x1_64to40", 2, 1, 64, 40, {9, 16}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, false}, true, false},
     };
     // clang-format on

@@ -85,6 +85,7 @@ typedef struct CuTcConv {
     CuAffine x, w;        // X (the LINEAR's input) and W, where affine (else read through cexpr)
     bool x16, w16;        // staged by 16-byte cp.async (channels unit-stride, strides multiples
                           // of 8; unpacked only)
+    bool wraw;            // W staged as a copy of its kernel input (not w16); B gathered
     bool packed;          // C <= 8: a k step spans TPS taps of Cp channels
     int64_t Cp, TPS, SPK; // channels a pixel in the tile; taps a k step; k steps a kernel row
                           // (packed; unpacked: TPS 1, SPK = KW, Cp / 16 steps a tap)
@@ -93,7 +94,7 @@ typedef struct CuTcConv {
 // A config's tile geometry: input tile rows x columns x channel stride (halves), the weight rows'
 // k extent and stride, dynamic shared memory (bytes) and threads.
 typedef struct CuTcGeo {
-    int64_t TH, TW, CpS, KS, WS, smem;
+    int64_t TH, TW, CpS, KS, WS, wsm, smem; // wsm: halves of the weights' area
     int threads;
 } CuTcGeo;
 bool culin_tcconv_ok(const Lin *L, CuTcConv *t);

@@ -201,6 +201,13 @@ bool culin_tcconv_ok(const Lin *L, CuTcConv *t) {
         for (int d = 0; d < 4 && *ok[i]; d++)
             *ok[i] = d == 1 || a[i]->stride[d] % 8 == 0;
     }
+    // Otherwise, where W is a whole kernel input read in some axis order (KCRS, or KRSC under
+    // a transpose), a plain copy of it: the B fragments then gather their k pairs by W's
+    // strides, with no per-element index arithmetic in the staging.
+    if (!t->w16 && t->w.affine && t->w.base == 0) {
+        const Tensor *src = L->pg->tensors[L->c->inputs[t->w.pos]];
+        t->wraw = tensor_numel(src) == L->OC * L->C * L->k[0] * L->k[1];
+    }
     return true;
 }
 
@@ -222,7 +229,8 @@ bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const int64_t *P, CuTcGeo
     g->CpS = t->packed ? t->Cp : t->Cp + 8;
     g->KS = t->packed ? L->k[0] * t->SPK * 16 : L->k[0] * L->k[1] * t->Cp;
     g->WS = (g->KS + 63) / 64 * 64 + 8;
-    g->smem = (g->TH * g->TW * g->CpS + L->OC * g->WS) * 2;
+    g->wsm = t->wraw ? (L->OC * L->C * L->k[0] * L->k[1] + 7) / 8 * 8 : L->OC * g->WS;
+    g->smem = (g->TH * g->TW * g->CpS + g->wsm) * 2;
     g->threads = (int)(warps * 32);
     return true;
 }
@@ -342,6 +350,20 @@ static int tcconv_stage_w(Emit *E, const CuTcConv *t, const CuTcGeo *g, int nt, 
     long long C = L->C, Cp = t->Cp, KW = L->k[1];
     const CuAffine *w = &t->w;
     int rc = ST_OK;
+    if (t->wraw) {
+        long long n = L->OC * C * L->k[0] * KW;
+        if (n % 8 == 0) {
+            sb_line(s, 1, "for (int e_ = tid; e_ < %lld; e_ += %d)\n", n / 8, nt);
+            sb_line(s, 2, "orch_lin_cp16(&Ws[e_ * 8], in%d + e_ * 8, true);\n", w->pos);
+        } else {
+            stage_batch_open(s, n, nt);
+            sb_line(s, 3, "const uint16_t h_ = in%d[e_];\n", w->pos);
+            sb_line(s, 2, "hb_[u_] = h_;\n");
+            sb_line(s, 2, "db_[u_] = e_;\n");
+            stage_batch_close(s, "Ws");
+        }
+        return ST_OK;
+    }
     if (t->w16) {
         long long cpp = Cp / 8, units = L->OC * L->k[0] * KW * cpp;
         sb_line(s, 1, "for (int e_ = tid; e_ < %lld; e_ += %d) {\n", units, nt);
@@ -414,9 +436,35 @@ static void tcconv_mma_steps(StrBuf *s, const Lin *L, const CuTcConv *t, const C
     sb_line(s, 4, "uint32_t bfr[%lld][2];\n", NT);
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int y = 0; y < %lld; y++) {\n", NT);
-    sb_line(s, 5, "const bool live = y * 8 + g8 < %lld;\n", OC);
-    sb_line(s, 5, "bfr[y][0] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs) : 0u;\n");
-    sb_line(s, 5, "bfr[y][1] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs + 8) : 0u;\n");
+    if (t->wraw) {
+        // W as stored: element q of the lane's four (k = kq[q]) at wq[y][q] plus the step's
+        // offset; zero past C, OC (wq < 0) and, packed, past KW.
+        const CuAffine *w = &t->w;
+        sb_line(s, 5, "uint32_t h_[4];\n");
+        sb_line(s, 5, "#pragma unroll\n");
+        sb_line(s, 5, "for (int q = 0; q < 4; q++) {\n");
+        if (t->packed) {
+            sb_line(s, 6, "const int kw_ = st * %lld + kq[q] / %lld;\n", (long long)t->TPS, Cp);
+            sb_line(s, 6,
+                    "h_[q] = wq[y][q] >= 0 && kw_ < %lld ? Ws[wq[y][q] + kh * %lld + st * %lld] : "
+                    "0u;\n",
+                    KW, (long long)w->stride[2], (long long)(t->TPS * w->stride[3]));
+        } else {
+            sb_line(s, 6,
+                    "h_[q] = wq[y][q] >= 0 && cs + kq[q] < %lld ? Ws[wq[y][q] + cs * %lld + kh * "
+                    "%lld + kw * %lld] : 0u;\n",
+                    (long long)L->C, (long long)w->stride[1], (long long)w->stride[2],
+                    (long long)w->stride[3]);
+        }
+        sb_line(s, 5, "}\n");
+        sb_line(s, 5, "bfr[y][0] = h_[0] | h_[1] << 16;\n");
+        sb_line(s, 5, "bfr[y][1] = h_[2] | h_[3] << 16;\n");
+    } else {
+        sb_line(s, 5, "const bool live = y * 8 + g8 < %lld;\n", OC);
+        sb_line(s, 5, "bfr[y][0] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs) : 0u;\n");
+        sb_line(s, 5,
+                "bfr[y][1] = live ? *(const uint32_t *)(Ws + wrow[y] + woff + cs + 8) : 0u;\n");
+    }
     sb_line(s, 4, "}\n");
     // Every A fragment of the step before the products: the MT shared-memory round trips
     // overlap (the products' asm is not volatile, so the compiler may also hoist the next
@@ -533,6 +581,30 @@ int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "for (int y = 0; y < %lld; y++)\n", NT);
     sb_line(s, 2, "wrow[y] = (y * 8 + g8 < %lld ? y * 8 + g8 : 0) * %lld + 2 * t4;\n", OC,
             (long long)g.WS);
+    if (t.wraw) {
+        // The lane's four k of a step (2t, 2t + 1, 2t + 8, 2t + 9) and their offsets in W
+        // (packed: tap kq / Cp of the step, channel kq % Cp; -1 past OC or C).
+        const CuAffine *w = &t.w;
+        sb_line(s, 1, "int kq[4], wq[%lld][4];\n", NT);
+        sb_line(s, 1, "#pragma unroll\n");
+        sb_line(s, 1, "for (int q = 0; q < 4; q++) {\n");
+        sb_line(s, 2, "kq[q] = 2 * t4 + (q & 1) + (q >> 1) * 8;\n");
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int y = 0; y < %lld; y++) {\n", NT);
+        sb_line(s, 3, "const int oc_ = y * 8 + g8;\n");
+        if (t.packed)
+            sb_line(
+                s, 3,
+                "wq[y][q] = oc_ < %lld && kq[q] %% %lld < %lld ? oc_ * %lld + (kq[q] %% %lld) * "
+                "%lld + (kq[q] / %lld) * %lld : -1;\n",
+                OC, (long long)t.Cp, (long long)L->C, (long long)w->stride[0], (long long)t.Cp,
+                (long long)w->stride[1], (long long)t.Cp, (long long)w->stride[3]);
+        else
+            sb_line(s, 3, "wq[y][q] = oc_ < %lld ? oc_ * %lld + kq[q] * %lld : -1;\n", OC,
+                    (long long)w->stride[0], (long long)w->stride[1]);
+        sb_line(s, 2, "}\n");
+        sb_line(s, 1, "}\n");
+    }
     tcconv_mma_steps(s, L, &t, &g, MT, ty);
     // Accumulator z of tile (j, y): pixel g (+ 8 for z >= 2) of the tile, channel y * 8 + 2t
     // (+ 1 for odd z).

@@ -528,7 +528,11 @@ static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
     double xel = (double)(g.TH * g.TW * t.Cp), wel = (double)(L->OC * g.KS);
     (void)KK;
     double stage_x = (t.x16 ? xel * 2.0 / 64.0 : xel * (t.x.affine ? 8.0 : 30.0) / 128.0) + 400.0;
-    double stage_w = (t.w16 ? wel * 2.0 / 64.0 : wel * (t.w.affine ? 12.0 : 30.0) / 128.0) + 400.0;
+    double stage_w =
+        (t.w16 || t.wraw ? (double)g.wsm * 2.0 / 64.0 : wel * (t.w.affine ? 12.0 : 30.0) / 128.0) +
+        400.0;
+    if (t.wraw) // B fragments as four 16-bit gathers
+        lds += warps * steps * t.NT * 2.0;
     int bpsm = blocks_per_sm(h, nt, culin_tcconv_regs(&t, P), smem);
     if (bpsm < 1)
         return 1e30;
