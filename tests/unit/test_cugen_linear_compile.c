@@ -1526,7 +1526,7 @@ static PrimGraph *dc_graph(const ConvCase *cc, bool nhwc, bool krsc) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int to_nchw[] = {0, 3, 1, 2};
     int64_t xd[4] = {cc->N, cc->C, cc->in[0], cc->in[1]}, od[4] = {cc->N, cc->OC};
-    int64_t wd[4] = {cc->OC, cc->C, cc->k[0], cc->k[1]};
+    int64_t wd[4] = {cc->OC, cc->C / cc->group, cc->k[0], cc->k[1]};
     if (nhwc) {
         xd[1] = cc->in[0];
         xd[2] = cc->in[1];
@@ -1535,9 +1535,9 @@ static PrimGraph *dc_graph(const ConvCase *cc, bool nhwc, bool krsc) {
     if (krsc) {
         wd[1] = cc->k[0];
         wd[2] = cc->k[1];
-        wd[3] = cc->C;
+        wd[3] = cc->C / cc->group;
     }
-    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1};
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = cc->group};
     for (int d = 0; d < 2; d++) {
         lp.stride[d] = cc->st[d];
         lp.dilation[d] = 1;
@@ -1639,6 +1639,54 @@ static void tcconv(void) {
         printf("  %s: %d kernels emitted\n", ty[t].v, g_only_kernels - before);
         CHECK_MSG(g_only_kernels - before >= (int)ORCH_COUNT(cases), "%s: %d kernels", ty[t].v,
                   g_only_kernels - before);
+    }
+    cugen_lin_precision = CUGEN_PREC_FP32;
+}
+
+// Depthwise convolutions on half tensors read channels-last (an NHWC input under a transpose,
+// as the channels-last pass leaves MobileNetV2's): only the direct kernel is offered (v=dw, its
+// threads channels-fastest), compiled, and run against the interpreter on a GPU.
+static void dw_nhwc(void) {
+    // clang-format off
+    static const ConvCase cases[] = {
+        {"dw_3x3_s2_24_nhwc_relu", 2, 1, 24, 24, {15, 17}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 24, 1, false, false},
+        {"dw_5x5_13_nhwc", 2, 2, 13, 13, {9, 8}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 13, 0, false, false},
+    };
+    // clang-format on
+    cugen_lin_precision = CUGEN_PREC_FP16;
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
+        unsigned seed = (unsigned)rand();
+        srand(seed);
+        g_dt = DT_FLOAT16;
+        PrimGraph *pg = dc_graph(&cases[i], true, false);
+        Err e = {0};
+        CandidateSet *cands = NULL;
+        CHECK(cand_enumerate(pg, NULL, 0, &cands, &e) == ST_OK);
+        int dw = 0, other = 0;
+        for (int c = 0; cands && c < cands->n; c++) {
+            KernelConfig cf[8];
+            int n = cugen_lin_supports(pg, &cands->c[c])
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+                        : 0;
+            for (int k = 0; k < n; k++) {
+                dw += strstr(cf[k].desc, "v=dw") != NULL;
+                other += strstr(cf[k].desc, "v=dw") == NULL;
+            }
+        }
+        cand_set_free(cands);
+        CHECK_MSG(dw > 0 && other == 0, "%s: %d v=dw configs, %d others", cases[i].name, dw, other);
+        srand(seed);
+        g_dt = DT_FLOAT;
+        g_round = DT_FLOAT16;
+        g_twin = dc_graph(&cases[i], true, false);
+        g_round = DT_FLOAT;
+        g_dt = DT_FLOAT16;
+        g_half = true;
+        check_graph(cases[i].name, pg, 8, 1);
+        g_half = false;
+        g_dt = DT_FLOAT;
+        prim_graph_free(g_twin);
+        g_twin = NULL;
     }
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
@@ -1752,6 +1800,7 @@ int main(int argc, char **argv) {
     PART(tc_splitk);
     PART(direct);
     PART(tcconv);
+    PART(dw_nhwc);
     PART(precision_configs);
     PART(tensor_cores);
     PART(half_storage);

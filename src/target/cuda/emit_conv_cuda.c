@@ -1,5 +1,6 @@
 // Convolution-specific kernel of the CUDA target's linear emitter (see cugen_lin_internal.h): the
-// direct depthwise 2-D convolution (one input channel per group): a thread per output element,
+// direct depthwise 2-D convolution (one input channel per group): a thread per output element
+// (channels fastest where X is channels-last, else pixels),
 // the KH x KW window unrolled with the filter taps read once each (registers), padding as zeros,
 // the epilogue applied before the store; and the direct 2-D convolution to a few output channels
 // (a network's last RGB layer: 32 -> 3 channels through a 9x9 window), where the implicit GEMM's
@@ -33,12 +34,24 @@ int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     int64_t total = L->NI * L->OC * OH * OW;
     if ((total + 255) / 256 > 0x7fffffff)
         return err_set(e, ST_UNSUPPORTED, "CUDA linear kernel %s: output too large", E->fn);
+    // Threads walk the channels fastest where X's channels are unit-stride (an NHWC input under
+    // a transpose): a warp's window reads are then coalesced, and its stores scatter instead.
+    CuAffine xa;
+    cu_affine_of(L->pg, L->c, L->ta, &xa);
+    bool cfast = xa.affine && xa.stride[1] == 1 && L->C > 1;
     culin_kernel_head(E, 256);
     sb_line(s, 1, "const int64_t t = (int64_t)blockIdx.x * 256 + threadIdx.x;\n");
     sb_line(s, 1, "if (t >= %lld) return;\n", (long long)total);
-    sb_line(s, 1, "const int64_t x_o1 = t %% %lld, x_o0 = (t / %lld) %% %lld;\n", OW, OW, OH);
-    sb_line(s, 1, "const int64_t e_ocg = (t / %lld) %% %lld, q_n = t / %lld;\n", OH * OW,
-            (long long)L->OC, OH * OW * (long long)L->OC);
+    if (cfast) {
+        sb_line(s, 1, "const int64_t e_ocg = t %% %lld, x_o1 = (t / %lld) %% %lld;\n",
+                (long long)L->OC, (long long)L->OC, OW);
+        sb_line(s, 1, "const int64_t x_o0 = (t / %lld) %% %lld, q_n = t / %lld;\n",
+                (long long)L->OC * OW, OH, OH * OW * (long long)L->OC);
+    } else {
+        sb_line(s, 1, "const int64_t x_o1 = t %% %lld, x_o0 = (t / %lld) %% %lld;\n", OW, OW, OH);
+        sb_line(s, 1, "const int64_t e_ocg = (t / %lld) %% %lld, q_n = t / %lld;\n", OH * OW,
+                (long long)L->OC, OH * OW * (long long)L->OC);
+    }
     sb_line(s, 1, "const int64_t q_g = e_ocg / %lld, dw_i = e_ocg %% %lld;\n", (long long)L->OCg,
             (long long)L->OCg);
     sb_line(s, 1, "const int64_t x_c = q_g;\n");
@@ -63,7 +76,11 @@ int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     rc = culin_emit_epi_value(E, 1, "acc", "dw_i", "e_pix", v, sizeof v, e);
     if (rc)
         return rc;
-    culin_emit_store(E, 1, "o[t]", v);
+    char lhs[160] = "o[t]";
+    if (cfast)
+        snprintf(lhs, sizeof lhs, "o[((q_n * %lld + e_ocg) * %lld + x_o0) * %lld + x_o1]",
+                 (long long)L->OC, OH, OW);
+    culin_emit_store(E, 1, lhs, v);
     sb_puts(s, "}\n\n");
     ln->grid[0] = (unsigned)((total + 255) / 256);
     ln->grid[1] = ln->grid[2] = 1;
