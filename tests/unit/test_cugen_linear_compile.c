@@ -1521,7 +1521,8 @@ static void direct(void) {
 // output channels 3 to 40 (partial n8 tiles), stride 2, asymmetric padding, epilogues. Offered
 // first for the style transfer's RGB layer (9x9, 32 -> 3, NHWC in and KRSC weights) on the H100
 // model; compiled (every tile config on a GPU, three per candidate without one) and run against the
-// interpreter on a GPU.
+// interpreter on a GPU. Never offered for groups, stride 3, dilation 2, 65 output channels, a
+// 12-tap window, or float32 tensors.
 static PrimGraph *dc_graph(const ConvCase *cc, bool nhwc, bool krsc) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int to_nchw[] = {0, 3, 1, 2};
@@ -1540,10 +1541,11 @@ static PrimGraph *dc_graph(const ConvCase *cc, bool nhwc, bool krsc) {
     LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = cc->group};
     for (int d = 0; d < 2; d++) {
         lp.stride[d] = cc->st[d];
-        lp.dilation[d] = 1;
+        lp.dilation[d] = cc->dil[d];
         lp.pad_begin[d] = cc->pb[d];
         lp.pad_end[d] = cc->pe[d];
-        od[2 + d] = (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->k[d]) / cc->st[d] + 1;
+        od[2 + d] =
+            (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] + 1;
     }
     int x = add_input(pg, "x", 4, xd);
     PB b = {pg, "dc"};
@@ -1639,6 +1641,42 @@ static void tcconv(void) {
         printf("  %s: %d kernels emitted\n", ty[t].v, g_only_kernels - before);
         CHECK_MSG(g_only_kernels - before >= (int)ORCH_COUNT(cases), "%s: %d kernels", ty[t].v,
                   g_only_kernels - before);
+    }
+    // Refused (no f16dc config for any candidate): groups, stride 3, dilation 2, 65 output
+    // channels, a 12-wide window; and float32 tensors (half storage only).
+    // clang-format off
+    static const ConvCase refused[] = {
+        {"dc_no_g2", 2, 1, 16, 16, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 0, false, false},
+        {"dc_no_s3", 2, 1, 16, 8, {13, 13}, {3, 3}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, false},
+        {"dc_no_d2", 2, 1, 16, 8, {13, 13}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, 1, 0, false, false},
+        {"dc_no_oc65", 2, 1, 16, 65, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, false},
+        {"dc_no_k12", 2, 1, 8, 8, {20, 20}, {12, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, false},
+    };
+    // clang-format on
+    cugen_lin_precision = CUGEN_PREC_FP16;
+    for (size_t i = 0; i < ORCH_COUNT(refused) + 1; i++) {
+        bool f32 = i == ORCH_COUNT(refused); // the first case again on float32 tensors
+        const ConvCase *cc = f32 ? &cases[0].cc : &refused[i];
+        g_dt = f32 ? DT_FLOAT : DT_FLOAT16;
+        PrimGraph *pg = f32 ? dc_graph(cc, true, true) : dc_graph(cc, false, false);
+        g_dt = DT_FLOAT;
+        Err e = {0};
+        CandidateSet *cands = NULL;
+        CHECK(cand_enumerate(pg, NULL, 0, &cands, &e) == ST_OK);
+        int offered = 0, supported = 0;
+        for (int c = 0; cands && c < cands->n; c++) {
+            KernelConfig cf[64];
+            int n = cugen_lin_supports(pg, &cands->c[c])
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 64)
+                        : 0;
+            supported += n > 0;
+            for (int k = 0; k < n; k++)
+                offered += strstr(cf[k].desc, "dc ") != NULL;
+        }
+        CHECK_MSG(supported > 0 && offered == 0, "%s%s: %d dc configs offered (%d candidates)",
+                  cc->name, f32 ? " (float32)" : "", offered, supported);
+        cand_set_free(cands);
+        prim_graph_free(pg);
     }
     cugen_lin_precision = CUGEN_PREC_FP32;
 }
