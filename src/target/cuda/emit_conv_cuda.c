@@ -268,6 +268,28 @@ static void tcconv_k_coords(StrBuf *s, int ind, const Lin *L, const CuTcConv *t,
                 kk, Cp, KW, kk, Cp, KW, kk, Cp);
 }
 
+// Whether the kernel input X is computed from (through the candidate's primitives, first
+// operands back) is channels-last: rank 4 with C last and not second. X read through cexpr (a
+// pad's table, a resize, a prologue) is staged along the source's unit-stride axis: along the
+// channels of an NCHW source, a warp's 2-byte loads were 32 sectors each (the style transfer's
+// reflect pad fused into its 9x9 convolution: 52.8 us, against 18.5 us with the pad apart).
+static bool channels_last_source(const Lin *L) {
+    int t = L->ta;
+    for (int guard = 0; guard < L->c->n_prims && cgen_input_pos(L->c, t) < 0; guard++) {
+        const Prim *p = NULL;
+        for (int i = 0; i < L->c->n_prims && !p; i++) {
+            const Prim *q = L->pg->prims[L->c->prims[i]];
+            if (q->n_out == 1 && q->out[0] == t)
+                p = q;
+        }
+        if (!p || p->n_in < 1)
+            return false;
+        t = p->in[0];
+    }
+    const Tensor *T = L->pg->tensors[t];
+    return T->rank == 4 && T->dims[3] == L->C && T->dims[1] != L->C;
+}
+
 // Element copies into shared memory, STAGE_BATCH per thread in flight: the body (between open
 // and close) reads element e_ (when below `units`) into h_ and names its destination; all the
 // batch's loads issue before any store, so a thread waits on one round trip to L2 per batch,
@@ -320,7 +342,7 @@ static int tcconv_stage_x(Emit *E, const CuTcConv *t, const CuTcGeo *g, int nt, 
     } else {
         // Element copies: along x where X is x-unit-stride (NCHW: coalesced reads), else along
         // the channels.
-        bool xmajor = x->affine && x->stride[3] == 1;
+        bool xmajor = x->affine ? x->stride[3] == 1 : !channels_last_source(L);
         long long units = TH * TW * Cp;
         stage_batch_open(s, units, nt);
         if (xmajor) {
