@@ -22,6 +22,12 @@ cp "$BUILD"/node_tests "$BUNDLE"/bin/ 2>/dev/null || true
 data_dir() { # the build's test data folder, else build/'s (a helper's build has none)
     if [ -d "$BUILD/$1" ]; then echo "$BUILD/$1"; elif [ -d "build/$1" ]; then echo "build/$1"; fi
 }
+# The test models are written afresh into the build folder where the project's venv can (half a
+# second): a build/models left from an older checkout lacks the newest models.
+if [ -x .venv/bin/python ] && .venv/bin/python tests/models/gen_models.py "$BUILD/models" \
+    >/dev/null 2>&1; then
+    :
+fi
 models=$(data_dir models)
 if [ -n "$models" ]; then
     mkdir -p "$BUNDLE"/models
