@@ -24,9 +24,8 @@ data_dir() { # the build's test data folder, else build/'s (a helper's build has
 }
 # The test models are written afresh into the build folder where the project's venv can (half a
 # second): a build/models left from an older checkout lacks the newest models.
-if [ -x .venv/bin/python ] && .venv/bin/python tests/models/gen_models.py "$BUILD/models" \
-    >/dev/null 2>&1; then
-    :
+if [ -x .venv/bin/python ]; then
+    .venv/bin/python tests/models/gen_models.py "$BUILD/models" >/dev/null 2>&1 || true
 fi
 models=$(data_dir models)
 if [ -n "$models" ]; then
