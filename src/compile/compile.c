@@ -135,6 +135,7 @@ typedef struct Driver {
     bool db_broken;
     CModule **mods; // the lab's modules, kept for reuse as the artefact's shared object
     int n_mods;
+    char *wide_text; // fp16 storage: the tensors kept float32 for range (storage_wide_format)
     bool cuda;  // target "cuda": the CUDA lab, one cubin (a CUDA module blob) in the artefact
     CudaHw cuhw;
     Precision prec;   // linear kernels' arithmetic (CompileOptions.precision)
@@ -902,15 +903,17 @@ static const char ref_magic[8] = "orchref";
 
 // Everything that determines the graph outputs' interpreter values: orch's version (the
 // interpreter's arithmetic), the blob format, the model's bytes (external data inlined), every
-// input's shape, the load flags (attention rewrite changes the primitive graph) and the seed of
-// the random inputs. Malloc'd.
+// input's shape, the load flags (attention rewrite changes the primitive graph), the tensors
+// half storage keeps float32 and the seed of the random inputs. Malloc'd.
 static char *reference_key(uint64_t model_hash, const char *shapes, uint32_t load_flags,
-                           uint64_t seed) {
+                           const char *wide, uint64_t seed) {
     StrBuf b;
     sb_init(&b);
     sb_printf(&b, "orch %s|ref %d|model %016llx|flags %u|seed %016llx|shapes %s", ORCH_VERSION,
               REF_FORMAT, (unsigned long long)model_hash, load_flags, (unsigned long long)seed,
               shapes);
+    if (wide && *wide)
+        sb_printf(&b, "|float32 %s", wide);
     return b.s;
 }
 
@@ -1115,7 +1118,7 @@ static int end_to_end_check(Driver *d, const char *path, uint64_t model_hash, co
     double t0 = now_s();
     bool use_db = d->db && !d->db_broken;
     uint64_t seed = d->opt->seed ? d->opt->seed : 0x9e3779b97f4a7c15ull; // as random_inputs
-    char *key = use_db ? reference_key(model_hash, shapes, load_flags, seed) : NULL;
+    char *key = use_db ? reference_key(model_hash, shapes, load_flags, d->wide_text, seed) : NULL;
     const char *from = "computed by the interpreter";
     int rc = ST_OK;
     if (use_db) {
@@ -1215,6 +1218,57 @@ static double e2e_tolerance(const PrimGraph *pg, Precision p, int64_t *kmax) {
     return 2.0 * sqrt((double)D) * precision_tolerance(p, *kmax);
 }
 
+// float16 storage's range (--half-storage under fp16): the float32 graph run by the interpreter on
+// the check's random inputs (values in [-1, 1)); a tensor with a |value| past 65504 / 64 is kept
+// float32 (storage_range_wide), with the layouts and products that touch it, so that inputs a few
+// times larger than the check's (images, randn) - whose products of two or three activations grow
+// with the square or cube of the scale - stay in range. EfficientViT-B0's linear attention,
+// (Q (K^T V)) / (Q sum K), reaches 1e5 on an image: timm computes it in float32 under autocast.
+// *wide (malloc'd, NULL: none) and d->wide_text (the artefact's record) are set.
+#define F16_RANGE_LIMIT (65504.0 / 64.0)
+static int range_wide_tensors(Driver *d, const PrimGraph *pg, bool **wide, Err *e) {
+    FILE *pr = d->opt->progress;
+    double t0 = now_s();
+    void **in = random_inputs(pg, d->opt->seed), **vals = NULL;
+    int rc = prim_interp_values(pg, (const void *const *)in, &vals, e);
+    free_inputs(pg, in);
+    if (rc)
+        return rc;
+    bool *w = xcalloc((size_t)pg->n_tensors + 1, 1);
+    double peak;
+    int at;
+    int n = storage_range_wide(pg, vals, F16_RANGE_LIMIT, w, &peak, &at);
+    prim_values_free(pg, vals);
+    double dt = now_s() - t0;
+    d->rep->t_check += dt;
+    if (pr) {
+        fprintf(pr, "storage: float16 range checked on the float32 graph in %.2f s: ", dt);
+        if (n)
+            fprintf(pr, "%d tensors with a |value| past %.0f stay float32", n, F16_RANGE_LIMIT);
+        else
+            fprintf(pr, "every tensor within %.0f", F16_RANGE_LIMIT);
+        if (at >= 0)
+            fprintf(pr, "%s largest |value| of the rest %.4g ('%s')", n ? ";" : ",", peak,
+                    pg->tensors[at]->name);
+        fprintf(pr, "\n");
+    }
+    if (n == 0) {
+        free(w);
+        *wide = NULL;
+        return ST_OK;
+    }
+    d->wide_text = xmalloc(ARTIFACT_MAX_WIDE);
+    if (!storage_wide_format(w, pg->n_tensors, d->wide_text, ARTIFACT_MAX_WIDE)) {
+        free(w);
+        return err_set(e, ST_UNSUPPORTED,
+                       "%d tensors exceed float16's range headroom on the check's inputs, too "
+                       "many to record; use --precision bf16 (float32's range) for this model",
+                       n);
+    }
+    *wide = w;
+    return ST_OK;
+}
+
 int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
                   CompileReport *rep, Err *e) {
     memset(rep, 0, sizeof *rep);
@@ -1235,6 +1289,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     rep->precision = precision_name(d.prec);
     // The configs the CUDA linear emitter offers follow it (cugen_linear.h); restored below.
     cugen_lin_precision = (CugenPrecision)d.prec;
+    cugen_f32_exact = opt->half_storage;
     FILE *pr = opt->progress;
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -1278,10 +1333,18 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         rc = err_set(e, ST_USAGE, "half storage needs the cuda target and precision fp16 or bf16");
         goto out;
     }
+    bool *wide = NULL;
+    if (opt->half_storage && d.prec == PREC_FP16 &&
+        (rc = range_wide_tensors(&d, pg, &wide, e)) != ST_OK) {
+        err_prefix(e, "%s: float16 range: ", onnx_path);
+        goto out;
+    }
     if (opt->half_storage) {
         StorageStats ss = {0};
         DType to = d.prec == PREC_FP16 ? DT_FLOAT16 : DT_BFLOAT16;
-        if ((rc = pass_store_reduced(pg, to, &ss, e))) {
+        rc = pass_store_reduced(pg, to, wide, &ss, e);
+        free(wide);
+        if (rc) {
             err_prefix(e, "%s: %s storage: ", onnx_path, dtype_name(to));
             goto out;
         }
@@ -1298,6 +1361,11 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                     "float32 inputs and outputs\n",
                     ss.retyped, dtype_name(to), (double)ss.const_bytes / 1048576.0,
                     (double)ss.const_bytes / 2097152.0, ss.casts);
+        if (pr && ss.wide_tensors > 0)
+            fprintf(pr,
+                    "storage: %d tensors kept float32 for their range, and %d layouts, products "
+                    "and reductions touching them computed in float32\n",
+                    ss.wide_tensors, ss.wide_prims);
         // Channels-last pairs for the convolutions, where cuDNN is there to read them
         // (ORCH_NHWC=0: never; ORCH_NHWC=1: even without the library).
         const char *nhwc = getenv("ORCH_NHWC");
@@ -1507,6 +1575,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     snprintf(h.fingerprint, sizeof h.fingerprint, "%s", d.hw.fingerprint);
     if ((rc = shapes_string(g, h.input_shapes, sizeof h.input_shapes, e)))
         goto out;
+    if (d.wide_text)
+        snprintf(h.wide_tensors, sizeof h.wide_tensors, "%s", d.wide_text);
     h.model_hash = artifact_hash(bytes, size);
     h.load_flags = (opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0) | storage_flag;
     h.threads = d.hw.cores; // what the kernels were measured with
@@ -1523,6 +1593,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         remove(out_path); // never leave an artefact that failed its check
 out:
     cugen_lin_precision = CUGEN_PREC_FP32;
+    cugen_f32_exact = false;
     rep->t_total = now_s() - t_start;
     if (rc)
         err_prefix(e, "orch compile %s: ", onnx_path);
@@ -1542,6 +1613,7 @@ out:
     free_inputs(pg, inputs);
     free(d.sigs);
     free(d.sig_of);
+    free(d.wide_text);
     cand_set_free(d.cs);
     prim_graph_free(pg);
     graph_free(g);

@@ -61,12 +61,37 @@ int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e);
 // outputs and what OPAQUE primitives touch; elementwise arithmetic on float32 becomes arithmetic
 // on `to`, and CAST primitives join the two where a layout, reduction or linear primitive meets a
 // float32 tensor. The graph then computes the model with half tensors (prim_interp's semantics).
+//
+// wide (NULL: none) marks the tensors whose range float16 cannot hold (storage_range_wide): each
+// stays float32, and so does every layout, product or min/max reduction that reads or writes one
+// (all its float tensors stay float32 and it computes in float32), as timm's EfficientViT
+// computes its linear attention in float32 under autocast.
 typedef struct StorageStats {
     int retyped;         // tensors now stored in the reduced type
     int casts;           // CAST primitives added at the float32 boundary
     int64_t const_bytes; // float32 bytes of the converted constants (half of it after)
+    int wide_tensors;    // tensors kept float32 for their range (wide)
+    int wide_prims;      // layouts, products and min/max reductions kept in float32 for them
 } StorageStats;
-int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e);
+int pass_store_reduced(PrimGraph *pg, DType to, const bool *wide, StorageStats *st, Err *e);
+// The tensors float16 storage cannot be trusted with: a float tensor whose float32 value (values
+// from the interpreter on the float32 graph, before pass_store_reduced; constants from their
+// data) has a |value| above limit, or a non-finite one. The compile driver passes 65504 / 64:
+// inputs a few times larger than the check's may make a product of two or three activations 64x
+// larger. wide[n_tensors] is filled; returns how many are set. *peak: the largest finite |value|
+// among the rest (the headroom left), *peak_tensor its tensor (-1: none).
+int storage_range_wide(const PrimGraph *pg, void *const *values, double limit, bool *wide,
+                       double *peak, int *peak_tensor);
+// The artefact's record of a wide set: tensor ids, ascending, as comma-separated ids and ranges
+// ("3,17-19"). Writes at most cap bytes (NUL included); false when they do not fit.
+bool storage_wide_format(const bool *wide, int n_tensors, char *buf, size_t cap);
+// Parses storage_wide_format's text into wide[n_tensors] (zeroed first); an id out of range, a
+// descending list or any other text is an error naming what is wrong.
+int storage_wide_parse(const char *text, int n_tensors, bool *wide, Err *e);
+// pass_store_reduced with the wide set a text of storage_wide_format's ("": none), as loading
+// an artefact replays it (path: the artefact, for messages).
+int pass_store_reduced_listed(PrimGraph *pg, DType to, const char *wide_text, const char *path,
+                              Err *e);
 // Range headroom of float16 storage on given values (values[t]: tensor t's data, NULL where
 // absent): the largest |value| held by a float16 tensor, finite or not, and its tensor (-1: none).
 // A half model's values near float16's 65504 on a check's inputs warn that other inputs may

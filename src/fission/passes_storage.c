@@ -119,7 +119,93 @@ double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor) {
     return peak;
 }
 
-int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
+int storage_range_wide(const PrimGraph *pg, void *const *values, double limit, bool *wide,
+                       double *peak, int *peak_tensor) {
+    int n = 0;
+    *peak = 0;
+    *peak_tensor = -1;
+    for (int t = 0; t < pg->n_tensors; t++) {
+        const Tensor *T = pg->tensors[t];
+        const void *v = T->kind == TK_CONST ? T->data : values[t];
+        wide[t] = false;
+        if (!dtype_is_float(T->dtype) || !v)
+            continue;
+        int64_t m = tensor_numel(T);
+        double top = 0;
+        bool bad = false;
+        for (int64_t i = 0; i < m && !bad; i++) {
+            double a = fabs(elem_get_f64(T->dtype, v, i));
+            bad = !isfinite(a) || a > limit;
+            if (a > top)
+                top = a;
+        }
+        if (bad) {
+            wide[t] = true;
+            n++;
+        } else if (top > *peak) {
+            *peak = top;
+            *peak_tensor = t;
+        }
+    }
+    return n;
+}
+
+bool storage_wide_format(const bool *wide, int n_tensors, char *buf, size_t cap) {
+    size_t at = 0;
+    if (cap < 1)
+        return false;
+    buf[0] = '\0';
+    for (int t = 0; t < n_tensors; t++) {
+        if (!wide[t])
+            continue;
+        int end = t;
+        while (end + 1 < n_tensors && wide[end + 1])
+            end++;
+        char item[32];
+        int len = end > t ? snprintf(item, sizeof item, "%s%d-%d", at ? "," : "", t, end)
+                          : snprintf(item, sizeof item, "%s%d", at ? "," : "", t);
+        if (at + (size_t)len + 1 > cap)
+            return false;
+        memcpy(buf + at, item, (size_t)len + 1);
+        at += (size_t)len;
+        t = end;
+    }
+    return true;
+}
+
+int storage_wide_parse(const char *text, int n_tensors, bool *wide, Err *e) {
+    memset(wide, 0, (size_t)n_tensors);
+    const char *s = text;
+    long next = 0; // ids must ascend
+    while (*s) {
+        char *end;
+        if (*s < '0' || *s > '9')
+            return err_set(e, ST_INVALID, "the float32 tensor list: '%.16s' is not an id", s);
+        long a = strtol(s, &end, 10), b = a;
+        if (*end == '-') {
+            s = end + 1;
+            if (*s < '0' || *s > '9')
+                return err_set(e, ST_INVALID, "the float32 tensor list: a range lacks its end");
+            b = strtol(s, &end, 10);
+        }
+        if (a < next || b < a || b >= n_tensors)
+            return err_set(e, ST_INVALID,
+                           "the float32 tensor list: ids %ld-%ld are out of order or past the "
+                           "graph's %d tensors",
+                           a, b, n_tensors);
+        for (long t = a; t <= b; t++)
+            wide[t] = true;
+        next = b + 1;
+        s = end;
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            return err_set(e, ST_INVALID, "the float32 tensor list: unexpected '%.16s'", s);
+    }
+    return ST_OK;
+}
+
+int pass_store_reduced(PrimGraph *pg, DType to, const bool *wide, StorageStats *st, Err *e) {
     ORCH_ASSERT(to == DT_FLOAT16 || to == DT_BFLOAT16);
     StorageStats local = {0};
     if (!st)
@@ -155,6 +241,34 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
     }
     free(readers);
     free(sum_readers);
+    // Range: a wide tensor stays float32, and a layout, product or min/max reduction touching
+    // one works in float32 - every float tensor it reads or writes stays float32 - since
+    // rounding its operands or result to half would overflow. Elementwise programs need no rule:
+    // one writing a wide tensor computes in float32 (its output is kept), one reading it does too
+    // and rounds only its result (f32_in below).
+    bool *wide_prim = xcalloc((size_t)n_p + 1, 1);
+    for (int t = 0; wide && t < n_t; t++)
+        if (wide[t] && pg->tensors[t]->dtype == DT_FLOAT) {
+            keep[t] = true;
+            st->wide_tensors++;
+        }
+    for (int k = 0; wide && k < n_p; k++) {
+        const Prim *p = pg->prims[k];
+        if (p->kind == PRIM_ELEMWISE || p->kind == PRIM_OPAQUE || sum_like(pg, p))
+            continue;
+        for (int j = 0; j < p->n_in + p->n_out; j++) {
+            int t = j < p->n_in ? p->in[j] : p->out[j - p->n_in];
+            wide_prim[k] |= t >= 0 && t < n_t && wide[t];
+        }
+        if (!wide_prim[k])
+            continue;
+        st->wide_prims++;
+        for (int j = 0; j < p->n_in + p->n_out; j++) {
+            int t = j < p->n_in ? p->in[j] : p->out[j - p->n_in];
+            if (t >= 0 && t < n_t && pg->tensors[t]->dtype == DT_FLOAT)
+                keep[t] = true;
+        }
+    }
     // The new order: each cast right before its first reader or right after its producer.
     Prim **orig = xmalloc(sizeof(Prim *) * (size_t)(n_p + 1));
     memcpy(orig, pg->prims, sizeof(Prim *) * (size_t)n_p);
@@ -215,8 +329,9 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
             continue;
         }
         // A sum-like reduction reads its input as it is stored (half values convert exactly on
-        // load and accumulate wide) and writes float32: no cast, so nothing more to store.
-        if (sum_like(pg, p)) {
+        // load and accumulate wide) and writes float32: no cast, so nothing more to store. A
+        // primitive kept in float32 for range has float32 tensors only.
+        if (sum_like(pg, p) || wide_prim[k]) {
             order[n_order++] = p;
             continue;
         }
@@ -258,10 +373,26 @@ int pass_store_reduced(PrimGraph *pg, DType to, StorageStats *st, Err *e) {
         st->retyped++;
     }
     free(keep);
+    free(wide_prim);
     free(is_input);
     free(orig);
     free(order);
     free(twin_h);
     prim_graph_compact(pg); // producers follow the new order
     return prim_graph_verify(pg, e);
+}
+
+int pass_store_reduced_listed(PrimGraph *pg, DType to, const char *wide_text, const char *path,
+                              Err *e) {
+    bool *wide = NULL;
+    int rc = ST_OK;
+    if (wide_text && *wide_text) {
+        wide = xcalloc((size_t)pg->n_tensors + 1, 1);
+        if ((rc = storage_wide_parse(wide_text, pg->n_tensors, wide, e)))
+            err_prefix(e, "%s: corrupted: ", path);
+    }
+    if (rc == ST_OK)
+        rc = pass_store_reduced(pg, to, wide, NULL, e);
+    free(wide);
+    return rc;
 }

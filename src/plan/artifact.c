@@ -90,6 +90,7 @@ static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, co
     o_str(o, h->precision[0] ? h->precision : "fp32", sizeof h->precision);
     o_str(o, h->fingerprint, sizeof h->fingerprint);
     o_str(o, h->input_shapes, sizeof h->input_shapes);
+    o_str(o, h->wide_tensors, sizeof h->wide_tensors);
     o_u64(o, h->model_hash);
     o_u32(o, h->load_flags);
     o_u32(o, (uint32_t)h->threads);
@@ -254,6 +255,8 @@ static int parse(ArtifactContents *a, Err *e) {
         snprintf(h->precision, sizeof h->precision, "fp32"); // before precisions existed
     i_str(&in, h->fingerprint, sizeof h->fingerprint);
     i_str(&in, h->input_shapes, sizeof h->input_shapes);
+    if (version >= 3)
+        i_str(&in, h->wide_tensors, sizeof h->wide_tensors);
     h->model_hash = i_u64(&in);
     h->load_flags = i_u32(&in);
     h->threads = (int)i_u32(&in);
@@ -279,6 +282,7 @@ static int parse(ArtifactContents *a, Err *e) {
         (h->load_flags & ARTIFACT_STORE_F16 && h->load_flags & ARTIFACT_STORE_BF16) ||
         ((h->load_flags & ARTIFACT_LAYOUT_NHWC) &&
          !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
+        (h->wide_tensors[0] && !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
         h->threads < 0 || h->kernels < 0)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
     static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};

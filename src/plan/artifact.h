@@ -6,7 +6,8 @@
 // Layout (little-endian):
 //   magic "\x89ORCHART" (8) | format version u32 | header bytes u32 (from offset 0 to the end of
 //   the header checksum) | strings (u32 length + bytes): orch version, target, precision (format
-//   2 on; format 1 files were all "fp32" and are still read), device fingerprint, input shapes |
+//   2 on; format 1 files were all "fp32" and are still read), device fingerprint, input shapes,
+//   float32 tensors (format 3 on; older files have none) |
 //   model hash u64 | load flags u32 (bit 0: attention rewrite, bit 1:
 //   no clean-up) | threads i32 | kernels i32 | predicted seconds f64 | sections u32 (3), each:
 //   kind u32 (1 onnx, 2 plan, 3 shared object), offset u64, size u64, checksum u64 |
@@ -20,9 +21,10 @@
 
 #include "../base/common.h"
 
-#define ARTIFACT_FORMAT_VERSION 2
-#define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32)
-#define ARTIFACT_MAX_SHAPES 4096 // bytes of the input shapes string, NUL included
+#define ARTIFACT_FORMAT_VERSION 3
+#define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32), no float32 tensors
+#define ARTIFACT_MAX_SHAPES 4096  // bytes of the input shapes string, NUL included
+#define ARTIFACT_MAX_WIDE 16384   // bytes of the float32 tensors string, NUL included
 
 // ARTIFACT_STORE_F16 / _BF16: the primitive graph was retyped by pass_store_reduced (fp16 / bf16
 // storage): loading the artefact applies the same pass before reading the plan.
@@ -46,6 +48,9 @@ typedef struct ArtifactHeader {
     char fingerprint[512];   // HwInfo.fingerprint of the machine it was compiled for
     uint64_t model_hash;     // artifact_hash(onnx bytes)
     char input_shapes[ARTIFACT_MAX_SHAPES]; // every graph input's shape, parse_input_shapes form
+    // Under fp16 storage: the tensors pass_store_reduced kept float32 for their range
+    // (storage_wide_format's ids; empty: none), replayed when loading.
+    char wide_tensors[ARTIFACT_MAX_WIDE];
     uint32_t load_flags;                    // ARTIFACT_* flags above
     int threads;                            // OpenMP threads it was tuned with (0: all cores)
     int kernels;              // kernels of the selection (Plan.n_kernels; copies excluded)

@@ -434,8 +434,9 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     if (rc == ST_OK && !(h->load_flags & ARTIFACT_NO_CLEANUP))
         rc = fission_cleanup(s->pg_owned, NULL, e);
     if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
-        rc = pass_store_reduced(
-            s->pg_owned, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16, NULL, e);
+        rc = pass_store_reduced_listed(
+            s->pg_owned, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16,
+            h->wide_tensors, path, e);
     if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
         rc = pass_channels_last(s->pg_owned, NULL, e);
     if (rc == ST_OK)

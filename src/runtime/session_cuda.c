@@ -920,8 +920,9 @@ static int import_artifact(const ArtifactContents *a, const char *path, Graph **
     if (rc == ST_OK && !(h->load_flags & ARTIFACT_NO_CLEANUP))
         rc = fission_cleanup(*pg, NULL, e);
     if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
-        rc = pass_store_reduced(*pg, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16,
-                                NULL, e);
+        rc = pass_store_reduced_listed(
+            *pg, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16, h->wide_tensors,
+            path, e);
     if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
         rc = pass_channels_last(*pg, NULL, e);
     if (rc == ST_OK)

@@ -721,6 +721,41 @@ def vit_mha(seed):
     return b.model(), lambda r: {"x": r.standard_normal((1, T, E))}, []
 
 
+# ---- n) EfficientViT's linear attention as timm's LiteMLA exports it (one scale): a 1x1 conv
+# makes Q, K, V per head, ReLU kernels, V padded with a column of ones, (Q (K^T V)) divided by its
+# last column, then a 1x1 projection and the residual. Its products of three activations pass
+# float16's range (the qkv weights are 10x a He init's; timm computes them in float32 under
+# autocast): half storage must keep them float32 (src/fission/passes_storage.c) ----
+
+def linear_attention(seed):
+    C, H, W, D = 16, 16, 16, 8  # C // D = 2 heads, 256 tokens
+    b = Builder("linear_attention", 13, seed)
+    s = "/stages.3/blocks.0/context_module/main"
+    x = b.input("x", F, [1, C, H, W])
+    qkv = b.conv(x, f"{s}/qkv/conv", "qkv.conv", C, 3 * C, 1, bias=False, gain=10.0)
+    qkv = b.op("Reshape", [qkv, b.const([1, -1, 3 * D, H * W], scope=s)], s)
+    qkv = b.op("Transpose", [qkv], s, perm=[0, 1, 3, 2])
+    q, k, v = b.op("Split", [qkv, b.const([D, D, D], scope=s)], s, n_out=3, axis=-1)
+    q = b.op("Relu", [q], s)
+    k = b.op("Relu", [k], s)
+    v = b.op("Pad", [v, b.const([0, 0, 0, 0, 0, 0, 0, 1], scope=s),
+                     b.const(np.float32(1.0), np.float32, s)], s, mode="constant")
+    kt = b.op("Transpose", [k], s, perm=[0, 1, 3, 2])
+    out = b.op("MatMul", [q, b.op("MatMul", [kt, v], s)], s)
+    num = b.op("Slice", [out, b.const([0], scope=s), b.const([-1], scope=s),
+                         b.const([-1], scope=s)], s)
+    den = b.op("Slice", [out, b.const([-1], scope=s), b.const([2**62], scope=s),
+                         b.const([-1], scope=s)], s)
+    den = b.op("Add", [den, b.const(np.float32(1e-15), np.float32, s)], s)
+    out = b.op("Div", [num, den], s)
+    out = b.op("Transpose", [out], s, perm=[0, 1, 3, 2])
+    out = b.op("Reshape", [out, b.const([1, -1, H, W], scope=s)], s)
+    out = b.conv(out, f"{s}/proj/conv", "proj.conv", C, C, 1)
+    b.op("Add", [out, x], "/stages.3/blocks.0/context_module", out="y")
+    b.output("y", F, [1, C, H, W])
+    return b.model(), lambda r: {"x": r.standard_normal((1, C, H, W))}, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -736,6 +771,7 @@ MODELS = {
     "k_resize": resize,
     "l_vit_mha": vit_mha,
     "m_fpn_head": fpn_head,
+    "n_linear_attention": linear_attention,
 }
 EXTERNAL = {"g_external"}
 

@@ -357,6 +357,28 @@ static void put_le64(uint8_t *p, uint64_t v) {
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+// The float32 tensors field (format 3): written and read back under fp16 storage; beside no
+// storage flag it cannot be right, and the file is refused as corrupted.
+static void wide_field(void) {
+    Compiled D = C;
+    const char *path = path_in("wide.orch");
+    snprintf(D.h.wide_tensors, sizeof D.h.wide_tensors, "3,5-7");
+    D.h.load_flags = ARTIFACT_STORE_F16;
+    if (write_compiled(&D, path))
+        return;
+    ArtifactContents a;
+    Err e = {0};
+    int rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_OK && strcmp(a.h.wide_tensors, "3,5-7") == 0 &&
+                  a.h.load_flags == ARTIFACT_STORE_F16,
+              "%s", e.msg);
+    artifact_contents_free(&a);
+    D.h.load_flags = 0;
+    if (write_compiled(&D, path))
+        return;
+    expect_read_error(path, "corrupted", "float32 tensors without half storage");
+}
+
 // The precision header field (format 2): written and read back; a format 1 file (no field, as
 // orch wrote before precisions existed) still reads, as fp32; an unknown precision is refused.
 static void precision_field(void) {
@@ -374,8 +396,9 @@ static void precision_field(void) {
                   e.msg, rc ? "" : a.h.precision);
         artifact_contents_free(&a);
     }
-    // A format 1 file made from the format 2 one of fp32: the precision string (after the
-    // target) taken out, the sections moved to the shorter header's next 64-byte boundary.
+    // A format 1 file made from the current one of fp32: the precision string (after the
+    // target) and the empty float32 tensors string (after the input shapes, format 3) taken out,
+    // the sections moved to the shorter header's next 64-byte boundary.
     snprintf(D.h.precision, sizeof D.h.precision, "fp32");
     if (write_compiled(&D, path))
         return;
@@ -391,7 +414,11 @@ static void precision_field(void) {
     at += 4 + le32(f2 + at); // orch version
     at += 4 + le32(f2 + at); // target
     CHECK(le32(f2 + at) == 4 && memcmp(f2 + at + 4, "fp32", 4) == 0);
-    uint32_t hb1 = hb - 8;
+    size_t wat = at + 8;
+    wat += 4 + le32(f2 + wat);  // fingerprint
+    wat += 4 + le32(f2 + wat);  // input shapes
+    CHECK(le32(f2 + wat) == 0); // no float32 tensors
+    uint32_t hb1 = hb - 12;
     // Sections start 64-byte aligned after the header; table entries: kind, offset, size, sum.
     const uint8_t *tab = f2 + hb - 8 - 84;
     uint64_t off0 = (uint64_t)le32(tab + 4) | (uint64_t)le32(tab + 8) << 32;
@@ -399,7 +426,8 @@ static void precision_field(void) {
     size_t n1 = n2 - (size_t)delta;
     uint8_t *f1 = calloc(1, n1);
     memcpy(f1, f2, at);
-    memcpy(f1 + at, f2 + at + 8, hb - 8 - (at + 8));
+    memcpy(f1 + at, f2 + at + 8, wat - (at + 8));
+    memcpy(f1 + wat - 8, f2 + wat + 4, hb - 8 - (wat + 4));
     put_le32(f1 + 8, 1);
     put_le32(f1 + 12, hb1);
     uint8_t *tab1 = f1 + hb1 - 8 - 84;
@@ -470,7 +498,13 @@ static void header_flips(void) {
         uint8_t saved = file[at];
         file[at] ^= (uint8_t)(1u << rnd_int(8));
         write_bytes(path, file, file_size);
-        const char *want = at < 8 ? "not an orch artefact" : at < 12 ? "format version" : "";
+        // A flipped version that is another one this orch reads fails on the checksum instead.
+        uint32_t v = le32(file + 8);
+        bool other_known = v >= ARTIFACT_OLDEST_VERSION && v <= ARTIFACT_FORMAT_VERSION;
+        const char *want = at < 8                   ? "not an orch artefact"
+                           : at < 12 && other_known ? "checksum"
+                           : at < 12                ? "format version"
+                                                    : "";
         char what[64];
         snprintf(what, sizeof what, "header byte %u flipped", at);
         expect_read_error(path, want, what);
@@ -529,9 +563,12 @@ static void not_artefacts(void) {
         return;
     // A newer format: the version is checked before anything else it would change.
     uint8_t saved = file[8];
-    file[8] = 3;
+    file[8] = ARTIFACT_FORMAT_VERSION + 1;
     write_bytes(path, file, file_size);
-    expect_read_error(path, "format version 3, this orch reads 1", "a newer version");
+    char newer[64];
+    snprintf(newer, sizeof newer, "format version %d, this orch reads 1",
+             ARTIFACT_FORMAT_VERSION + 1);
+    expect_read_error(path, newer, "a newer version");
     expect_read_error(path, "a newer orch", "a newer version");
     file[8] = saved;
     // Writing where no folder exists fails cleanly.
@@ -694,6 +731,7 @@ int main(int argc, char **argv) {
     if (rc == ST_OK) {
         RUN(round_trip);
         RUN(precision_field);
+        RUN(wide_field);
         RUN(truncated);
         RUN(header_flips);
         RUN(section_corruption);

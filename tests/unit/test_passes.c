@@ -789,7 +789,7 @@ static void store_case(DType to) {
     CHECK(cleanup(&g, NULL) == ST_OK);
     StorageStats st = {0};
     Err e = {0};
-    int rc = pass_store_reduced(g.pg, to, &st, &e);
+    int rc = pass_store_reduced(g.pg, to, NULL, &st, &e);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     const PrimGraph *pg = g.pg;
     CHECK(pg->tensors[pg->inputs[0]]->dtype == DT_FLOAT);
@@ -883,7 +883,7 @@ static void test_storage_peak(void) {
         int t = pb_ew2i(&g.b, EW_MUL, x, ks[c]);
         tg_output(&g, pb_ew1(&g.b, EW_NEG, t), "y");
         Err e = {0};
-        CHECK(pass_store_reduced(g.pg, DT_FLOAT16, NULL, &e) == ST_OK);
+        CHECK(pass_store_reduced(g.pg, DT_FLOAT16, NULL, NULL, &e) == ST_OK);
         CHECK(g.pg->tensors[t]->dtype == DT_FLOAT16);
         void **vals = NULL;
         CHECK(prim_interp_values(g.pg, (const void *const *)g.in, &vals, &e) == ST_OK);
@@ -903,6 +903,114 @@ static void test_storage_peak(void) {
         prim_values_free(g.pg, vals);
         tg_free(&g);
     }
+}
+
+// Linear attention as EfficientViT computes it: y = (Q (K^T V)) / (Q sum(K)^T), Q = relu(x Wq),
+// K = relu(x Wk), V = x Wv over 64 tokens scaled by 30: the numerator's and the denominator's
+// values pass 65504 while y stays small. Built twice from the same seed (wide_set: with the
+// wide set storage_range_wide finds on the float32 graph's values, else without).
+static int linear_attention(TG *g) {
+    int64_t xd[3] = {1, 64, 16}, wd[2] = {16, 16};
+    int perm3[3] = {0, 2, 1};
+    int x = tg_input(g, DT_FLOAT, 3, xd, 1, 0);
+    int q = pb_ew1(&g->b, EW_RELU, pb_matmul(&g->b, x, tg_const(g, DT_FLOAT, 2, wd, 30, 0)));
+    int k = pb_ew1(&g->b, EW_RELU, pb_matmul(&g->b, x, tg_const(g, DT_FLOAT, 2, wd, 30, 0)));
+    int v = pb_matmul(&g->b, x, tg_const(g, DT_FLOAT, 2, wd, 30, 0));
+    int num = pb_matmul(&g->b, q, pb_matmul(&g->b, pb_transpose(&g->b, k, perm3), v));
+    int ksum = pb_transpose(&g->b, pb_reduce(&g->b, RED_SUM, k, 2, true, false), perm3);
+    int den = pb_matmul(&g->b, q, ksum);
+    tg_output(g, pb_ew2(&g->b, EW_DIV, num, pb_ew2i(&g->b, EW_ADD, den, 1e-3)), "y");
+    return num;
+}
+
+// Half storage's range rule (storage_range_wide, pass_store_reduced's wide set): on the linear
+// attention above, float16 storage alone overflows (y is NaN); with the tensors past 65504 / 64
+// kept float32, and the products and layouts touching them computed in float32, y matches the
+// float32 graph within half precision. The wide set survives the artefact's text form.
+static void test_storage_range(void) {
+    uint64_t seed = rng_state;
+    for (int with = 0; with < 2; with++) {
+        rng_state = seed;
+        TG g;
+        tg_init(&g);
+        int num = linear_attention(&g);
+        tg_reference(&g);
+        CHECK(cleanup(&g, NULL) == ST_OK);
+        Err e = {0};
+        void **vals = NULL;
+        CHECK(prim_interp_values(g.pg, (const void *const *)g.in, &vals, &e) == ST_OK);
+        bool *wide = xcalloc((size_t)g.pg->n_tensors + 1, 1);
+        double peak = 0;
+        int at = -1;
+        int n = vals ? storage_range_wide(g.pg, vals, 65504.0 / 64, wide, &peak, &at) : 0;
+        prim_values_free(g.pg, vals);
+        // The numerator, its K^T V and the denominator are wide; x (|x| < 1) and the weights
+        // (30) are not, and the rest stays under the limit.
+        CHECK_MSG(n >= 3 && wide[num] && !wide[g.pg->inputs[0]] && peak <= 65504.0 / 64 &&
+                      at >= 0 && !wide[at],
+                  "%d wide tensors, num %d, peak %g", n, wide[num], peak);
+        char text[256];
+        CHECK(storage_wide_format(wide, g.pg->n_tensors, text, sizeof text));
+        bool *back = xcalloc((size_t)g.pg->n_tensors + 1, 1);
+        CHECK(storage_wide_parse(text, g.pg->n_tensors, back, &e) == ST_OK &&
+              memcmp(back, wide, (size_t)g.pg->n_tensors) == 0);
+        char small[2];
+        CHECK(!storage_wide_format(wide, g.pg->n_tensors, small, sizeof small)); // does not fit
+        free(back);
+        StorageStats st = {0};
+        CHECK(pass_store_reduced(g.pg, DT_FLOAT16, with ? wide : NULL, &st, &e) == ST_OK);
+        const PrimGraph *pg = g.pg;
+        int f32_products = 0, half_products = 0;
+        for (int i = 0; i < pg->n_prims; i++) {
+            const Prim *p = pg->prims[i];
+            if (p->kind != PRIM_LINEAR && p->kind != PRIM_LAYOUT)
+                continue;
+            bool f32 = pg->tensors[p->out[0]]->dtype == DT_FLOAT;
+            for (int j = 0; j < p->n_in; j++) // one dtype per primitive
+                CHECK(pg->tensors[p->in[j]]->dtype == pg->tensors[p->out[0]]->dtype);
+            if (p->kind == PRIM_LINEAR) {
+                f32_products += f32;
+                half_products += !f32;
+            }
+        }
+        void *out[8] = {0};
+        CHECK(run(&g, out) == ST_OK);
+        double top = 0, worst = 0;
+        for (int64_t j = 0; out[0] && j < 64 * 16; j++) {
+            double r = ((const float *)g.ref[0])[j], v = ((const float *)out[0])[j];
+            top = fmax(top, fabs(r));
+            worst = fmax(worst, isfinite(v) ? fabs(v - r) : INFINITY);
+        }
+        free(out[0]);
+        if (with) {
+            // Q K^T V's three products and the denominator's are float32; x's three half.
+            CHECK_MSG(st.wide_tensors == n && st.wide_prims >= 4 && f32_products == 3 &&
+                          half_products == 3,
+                      "%d wide tensors, %d wide primitives, %d float32 / %d half products",
+                      st.wide_tensors, st.wide_prims, f32_products, half_products);
+            CHECK_MSG(worst <= 1e-2 * top, "error %g of max %g", worst / top, top);
+            printf("  %d tensors past 65504/64 kept float32 (%s), %d primitives: error %.2g of "
+                   "max|y| = %.3g\n",
+                   n, text, st.wide_prims, worst / top, top);
+        } else {
+            CHECK_MSG(!(worst <= 1e-2 * top), "float16 alone: error %g", worst / top);
+            CHECK(st.wide_tensors == 0 && f32_products == 0);
+        }
+        free(wide);
+        tg_free(&g);
+    }
+    // Text that is not a list, ids out of order or out of range: refused with a reason.
+    static const char *const bad[] = {"x", "3-", "5,2", "4-2", "1,", "99", "2,2", "1;2"};
+    bool w[10];
+    for (size_t i = 0; i < ORCH_COUNT(bad); i++) {
+        Err e = {0};
+        CHECK_MSG(storage_wide_parse(bad[i], 10, w, &e) == ST_INVALID && e.msg[0], "'%s' accepted",
+                  bad[i]);
+    }
+    Err e = {0};
+    CHECK(storage_wide_parse("0,3-5,9", 10, w, &e) == ST_OK && w[0] && !w[1] && w[3] && w[5] &&
+          !w[6] && w[9]);
+    CHECK(storage_wide_parse("", 10, w, &e) == ST_OK && !w[0]);
 }
 
 static void test_store_reduced(void) {
@@ -943,7 +1051,7 @@ static void channels_last_case(DType dt) {
     CHECK(cleanup(&g, &cst) == ST_OK);
     Err e = {0};
     if (dt != DT_FLOAT)
-        CHECK(pass_store_reduced(g.pg, dt, NULL, &e) == ST_OK);
+        CHECK(pass_store_reduced(g.pg, dt, NULL, NULL, &e) == ST_OK);
     tg_reference(&g);
     int layouts = count(g.pg, PRIM_LAYOUT), prims = g.pg->n_prims;
     NhwcStats st = {0};
@@ -1062,6 +1170,7 @@ int main(int argc, char **argv) {
     RUN(test_cleanup_block);
     RUN(test_store_reduced);
     RUN(test_storage_peak);
+    RUN(test_storage_range);
     RUN(test_channels_last);
     return CHECK_DONE();
 }

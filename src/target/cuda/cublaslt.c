@@ -418,7 +418,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         if (!st->relu && (last >= 0 || in_cur >= 0)) {
             int g = gelu_tail(q, i, last, in_cur, st);
             if (g == GELU_TANH || (g == GELU_ERF && (st->lin != DT_FLOAT ||
-                                                     cugen_lin_precision != CUGEN_PREC_FP32))) {
+                                                     cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32))) {
                 st->gelu = true;
                 return true;
             }
@@ -527,8 +527,8 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
     return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
 }
 
-static int compute_type(void) {
-    switch (cugen_lin_precision) {
+static int compute_type(void) { // of float32 operands
+    switch (cugen_prec_of(DT_FLOAT)) {
     case CUGEN_PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
     case CUGEN_PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
     case CUGEN_PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;

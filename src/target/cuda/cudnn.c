@@ -512,8 +512,9 @@ static int dnn_type(DType t) {
 // The math type the heuristics are asked with (each result may name its own): half tensors are
 // tensor-core work whatever the precision says.
 static int query_math(int dtype) {
-    return cugen_lin_precision == CUGEN_PREC_FP32 && dtype == DNN_DATA_FLOAT ? DNN_MATH_FMA
-                                                                             : DNN_MATH_TENSOR_OP;
+    return cugen_prec_of(DT_FLOAT) == CUGEN_PREC_FP32 && dtype == DNN_DATA_FLOAT
+               ? DNN_MATH_FMA
+               : DNN_MATH_TENSOR_OP;
 }
 
 // The math type a heuristic result runs with under the current precision, -1 when not allowed.
@@ -526,7 +527,7 @@ static int allowed_math(int m, int dtype) {
                        (m != DNN_MATH_TENSOR_OP_CONVERT || dtype == DNN_DATA_HALF)
                    ? m
                    : -1;
-    switch (cugen_lin_precision) {
+    switch (cugen_prec_of(DT_FLOAT)) {
     case CUGEN_PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
     case CUGEN_PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
     default: return m >= 0 && m <= DNN_MATH_FMA && m != DNN_MATH_TENSOR_OP_CONVERT ? m : -1;
@@ -536,7 +537,7 @@ static int allowed_math(int m, int dtype) {
 // Winograd's transforms lose more than float32 rounding: 2.5x the fp32 check's bound on a 4x3
 // dilated kernel (H100, cuDNN 9.14); they stay offered where the precision is reduced anyway.
 static bool algo_exact_enough(int algo, int dtype) {
-    return cugen_lin_precision != CUGEN_PREC_FP32 || dtype != DNN_DATA_FLOAT ||
+    return cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32 || dtype != DNN_DATA_FLOAT ||
            (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
 }
 

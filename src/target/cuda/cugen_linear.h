@@ -31,6 +31,14 @@ typedef enum {
     CUGEN_PREC_BF16 = 3
 } CugenPrecision;
 extern CugenPrecision cugen_lin_precision;
+// Float32 products computed exactly whatever cugen_lin_precision says (SIMT FMAs, cuBLASLt's
+// and cuDNN's float32 math): set by the compile driver under half storage, where the only float32
+// products left are those the storage pass kept float32 for their range, whose operands rounded
+// to half would overflow (pass_store_reduced). Restored to false with the precision.
+extern bool cugen_f32_exact;
+// The precision products of dtype dt are offered under: FP32 for float32 under cugen_f32_exact,
+// else cugen_lin_precision.
+CugenPrecision cugen_prec_of(DType dt);
 
 // Variants (KernelConfig.p[CUL_VAR]).
 enum {

@@ -1735,10 +1735,10 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
 }
 
 // The tensor-core arithmetic cugen_lin_precision allows on hw (sm_80 and newer): 0 for none.
-static int64_t tc_mma(const CudaHw *hw) {
+static int64_t tc_mma(const CudaHw *hw, DType dt) {
     if (!hw || hw->cc_major < 8)
         return CUA_MMA_SIMT;
-    switch (cugen_lin_precision) {
+    switch (cugen_prec_of(dt)) {
     case CUGEN_PREC_TF32: return CUA_MMA_TF32;
     case CUGEN_PREC_FP16: return CUA_MMA_F16;
     case CUGEN_PREC_BF16: return CUA_MMA_BF16;
@@ -1800,7 +1800,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     // Tensor cores where the precision allows them, beside the SIMT configs: the Q fragments in
     // registers where they fit (else re-read from the staged tile), cp.async double buffers
     // where they fit.
-    int64_t mma = tc_mma(hw);
+    int64_t mma = tc_mma(hw, a->dt);
     for (size_t i = 0; mma && i < ORCH_COUNT(tc_bqs); i++)
         for (size_t j = 0; j < ORCH_COUNT(tc_bks); j++) {
             int64_t bq = tc_bqs[i], bk = tc_bks[j];

@@ -28,6 +28,11 @@
 #include <string.h>
 
 CugenPrecision cugen_lin_precision = CUGEN_PREC_FP32;
+bool cugen_f32_exact = false;
+
+CugenPrecision cugen_prec_of(DType dt) {
+    return dt == DT_FLOAT && cugen_f32_exact ? CUGEN_PREC_FP32 : cugen_lin_precision;
+}
 
 static bool same_shape(const Tensor *a, const Tensor *b) {
     if (a->rank != b->rank)
@@ -714,13 +719,13 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
     // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
     // whatever the precision), never TF32 (its operands would be float32).
     DType dt = culin_dtype(L);
-    int tcv = !tc                                      ? -1
-              : dt == DT_FLOAT16                       ? CUV_F16
-              : dt == DT_BFLOAT16                      ? CUV_BF16
-              : cugen_lin_precision == CUGEN_PREC_TF32 ? CUV_TF32
-              : cugen_lin_precision == CUGEN_PREC_FP16 ? CUV_F16
-              : cugen_lin_precision == CUGEN_PREC_BF16 ? CUV_BF16
-                                                       : -1;
+    int tcv = !tc                                    ? -1
+              : dt == DT_FLOAT16                     ? CUV_F16
+              : dt == DT_BFLOAT16                    ? CUV_BF16
+              : cugen_prec_of(dt) == CUGEN_PREC_TF32 ? CUV_TF32
+              : cugen_prec_of(dt) == CUGEN_PREC_FP16 ? CUV_F16
+              : cugen_prec_of(dt) == CUGEN_PREC_BF16 ? CUV_BF16
+                                                     : -1;
     if (tcv >= 0) {
         // Warp tiles of 32 x 32 (2 x 4 mma tiles per warp: m16n8k8 per k8 step for TF32,
         // m16n8k16 per k16 step for FP16 / BF16, whose half-size operands allow twice the K

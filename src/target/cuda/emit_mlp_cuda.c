@@ -1893,7 +1893,7 @@ static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
     // fp32 promises exact float32 FMAs (orch compile --precision), so 3xTF32 (float32-level
     // accuracy from split TF32 products, 7.3e-7 of max|ref| against 2.9e-7 on an H100) is only
     // offered beside TF32, where it is the more accurate choice the BLP may weigh.
-    switch (cugen_lin_precision) {
+    switch (cugen_prec_of(DT_FLOAT)) {
     case CUGEN_PREC_TF32:
         out[0] = CUMLP_TF32;
         out[1] = CUMLP_3XTF32;
