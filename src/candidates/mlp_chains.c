@@ -4,8 +4,9 @@
 // chooses between the chain and the single-layer kernels by cost.
 // Needs: cand_enumerate's producer map and per-primitive hashes. Guarantees: every candidate added
 // has at least 2 and at most MLP_MAX_LAYERS LINEAR primitives, lies in one segment, is convex with
-// one sink, reads exactly one non-constant tensor (the first layer's input), and differs from every
-// candidate of the single-LINEAR enumeration (those have at most one LINEAR).
+// one sink, reads exactly one non-constant tensor (the first layer's input, or the float32 tensor
+// its CAST prologue reads), and differs from every candidate of the single-LINEAR enumeration
+// (those have at most one LINEAR).
 //
 // A layer is a LIN_MATMUL of an activation [..., M, K] (rank >= 2, its batch dims not broadcast)
 // by a constant 2-D weight [K, N] with K, N <= MLP_MAX_WIDTH, activation, weight and product of
@@ -17,6 +18,10 @@
 // layer i when the end of layer i's epilogue has exactly one consumer, layer i+1's LINEAR, as its
 // left operand, and is no graph output. Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain
 // becomes a candidate: its LINEARs and their epilogues; the last layer keeps its whole epilogue.
+// Where the run's first input is a half tensor made by a one-instruction CAST from float32 and read
+// by that layer alone (half storage's twin of a float32 model input), the run is proposed a second
+// time with the CAST in it, so the kernel reads the float32 tensor and rounds it as it loads it
+// instead of a kernel of its own writing the half copy.
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -90,6 +95,22 @@ static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
     return n;
 }
 
+// The CAST primitive that makes layer lin's input from a float32 tensor, read by lin alone (-1:
+// none).
+static int cast_prologue(const Chains *C, int lin) {
+    const PrimGraph *pg = C->pg;
+    int t = pg->prims[lin]->in[0], k = C->producer[t];
+    if (k < 0 || C->is_out[t] || C->n_cons[t] != 1 ||
+        C->segment_of_prim[k] != C->segment_of_prim[lin])
+        return -1;
+    const Prim *p = pg->prims[k];
+    if (p->kind != PRIM_ELEMWISE || p->n_in != 1 || p->n_out != 1 || p->in[0] < 0 || p->ew.n != 1 ||
+        p->ew.code[0].op != EW_CAST || p->ew.code[0].arg[0].src != EWS_INPUT ||
+        pg->tensors[p->in[0]]->dtype != DT_FLOAT || p->ew.code[0].dtype != pg->tensors[t]->dtype)
+        return -1;
+    return k;
+}
+
 // The layer following `lin` (-1: none); tail is the end of lin's epilogue.
 static int next_layer(const Chains *C, int lin, int tail) {
     const PrimGraph *pg = C->pg;
@@ -157,6 +178,13 @@ int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *produc
                 qsort(members, (size_t)n, sizeof(int), cand_cmp_int);
                 cand_append(cs, pg, prim_hash, members, n, cs->segment_of_prim[layers[i]]);
                 added++;
+                int cast = cast_prologue(&C, layers[i]);
+                if (cast >= 0) {
+                    members[n++] = cast;
+                    qsort(members, (size_t)n, sizeof(int), cand_cmp_int);
+                    cand_append(cs, pg, prim_hash, members, n, cs->segment_of_prim[layers[i]]);
+                    added++;
+                }
             }
     }
     free(members);

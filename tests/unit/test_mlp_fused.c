@@ -603,8 +603,10 @@ static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *
 
 // Emits the chains for hw (the last, the longest, in its chain_configs; the others in their
 // best float32 config) into src; returns the jobs.
+// The last n_full chains get the k best configs (and every family's best with `families`), the
+// others their best SIMT config.
 static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **chains, int nc,
-                    const CudaHw *hw, int k, bool families, StrBuf *src, int *nj) {
+                    int n_full, const CudaHw *hw, int k, bool families, StrBuf *src, int *nj) {
     Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 64 + 1));
     *nj = 0;
     sb_puts(src, cugen_prelude());
@@ -613,8 +615,8 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
         CHECK_MSG(cugen_mlp_supports(pg, c), "%s: chain candidate %d refused by CUDA", name,
                   c->id);
         KernelConfig cf[64];
-        int n = chain_configs(pg, c, hw, i == nc - 1 ? k : 0, i == nc - 1 && families, false, cf,
-                              64);
+        bool full = i >= nc - n_full;
+        int n = chain_configs(pg, c, hw, full ? k : 0, full && families, false, cf, 64);
         CHECK_MSG(n >= 1, "%s: chain candidate %d: no CUDA config for %s", name, c->id, hw->arch);
         for (int q = 0; q < n; q++) {
             Job *j = &jobs[(*nj)++];
@@ -795,7 +797,7 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, void **wb
 // Compiles the chains for the described A100 and H100 (and the detected GPU, whose kernels then
 // run). families: the longest chain in the best config of every variant too (chain_configs).
 static void cu_check(const char *name, const PrimGraph *pg, void **buf, void **wbuf,
-                     const Candidate **chains, int nc, int k, bool families) {
+                     const Candidate **chains, int nc, int n_full, int k, bool families) {
     if (!g_nvrtc)
         return;
     int nu = 2 + (g_api ? 1 : 0), u0 = g_api && g_gpu_only ? 2 : !g_api && g_sm90_only ? 1 : 0;
@@ -807,7 +809,7 @@ static void cu_check(const char *name, const PrimGraph *pg, void **buf, void **w
     for (int u = u0; u < nu; u++) {
         sb_init(&src[u]);
         const CudaHw *hw = u < 2 ? &g_cu[u] : &g_dhw;
-        jobs[u] = cu_emit(name, pg, chains, nc, hw, k, families || u == 2, &src[u], &nj[u]);
+        jobs[u] = cu_emit(name, pg, chains, nc, n_full, hw, k, families || u == 2, &src[u], &nj[u]);
         memset(&comp[u], 0, sizeof comp[u]);
         comp[u].src = src[u].s;
         comp[u].arch = hw->arch;
@@ -854,16 +856,22 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
         prim_graph_free(pg);
         return;
     }
-    // The chain candidates, and each run's length: exactly one per (first, last) layer pair; the
-    // longest goes last.
+    // The chain candidates, and each run's length: exactly one per (first, last) layer pair, and
+    // under half storage one more for each run from the first layer, with the input's CAST in it
+    // (x_cast); the longest plain chain goes last, the longest x_cast one before it.
     const Candidate **chains = xmalloc(sizeof(Candidate *) * (size_t)(cs->n + 1));
-    int nc = 0, per_len[MLP_LAYERS_MAX + 2] = {0};
+    int nc = 0, per_len[MLP_LAYERS_MAX + 2] = {0}, n_cast = 0;
     for (int i = 0; i < cs->n; i++) {
         int nl = cand_count_linear(pg, &cs->c[i]);
         if (nl < 2)
             continue;
         CHECK_MSG(nl <= MLP_LAYERS_MAX, "%s: a chain of %d layers", name, nl);
-        per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
+        MlpChain m;
+        bool cast = mlp_analyse(pg, &cs->c[i], &m) && m.x_cast;
+        if (cast)
+            n_cast++;
+        else
+            per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
         chains[nc++] = &cs->c[i];
         if (is_half(chain_dtype(pg, &cs->c[i])))
             CHECK_MSG(!target_cpu.supports(pg, &cs->c[i]),
@@ -873,12 +881,31 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
                       "%s: chain %d (%d layers) refused by the CPU", name, cs->c[i].id, nl);
     }
     bool half = nc > 0 && is_half(chain_dtype(pg, chains[0]));
-    for (int i = 0; i + 1 < nc; i++)
-        if (chains[i]->n_prims > chains[nc - 1]->n_prims) {
-            const Candidate *t = chains[i];
-            chains[i] = chains[nc - 1];
-            chains[nc - 1] = t;
+    // Order: plain chains by size, then x_cast ones, so that the two longest come last.
+    for (int i = 1; i < nc; i++)
+        for (int j = i; j > 0; j--) {
+            MlpChain a, b;
+            mlp_analyse(pg, chains[j - 1], &a);
+            mlp_analyse(pg, chains[j], &b);
+            int ka = (a.x_cast ? 0 : 1000) + chains[j - 1]->n_prims,
+                kb = (b.x_cast ? 0 : 1000) + chains[j]->n_prims;
+            if (ka <= kb)
+                break;
+            const Candidate *t = chains[j];
+            chains[j] = chains[j - 1];
+            chains[j - 1] = t;
         }
+    // x_cast chains sort first: the longest of them moves to just before the longest plain one
+    // (the others shift down one place).
+    if (n_cast > 0 && n_cast < nc) {
+        const Candidate *t = chains[n_cast - 1];
+        memmove(chains + n_cast - 1, chains + n_cast,
+                sizeof(Candidate *) * (size_t)(nc - 1 - n_cast));
+        chains[nc - 2] = t;
+    }
+    int want_cast = half && layers >= 2 ? ORCH_MIN(layers, MLP_LAYERS_MAX) - 1 : 0;
+    CHECK_MSG(n_cast == want_cast, "%s: %d chains with the input's CAST, expected %d", name, n_cast,
+              want_cast);
     int expect = 0;
     for (int len = 2; len <= MLP_LAYERS_MAX; len++) {
         int want = layers >= len ? layers - len + 1 : 0;
@@ -886,8 +913,8 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
         CHECK_MSG(per_len[len] == want, "%s: %d chains of %d layers, expected %d", name,
                   per_len[len], len, want);
     }
-    CHECK_MSG(cs->stats.mlp_chains == expect, "%s: stats say %d chains, expected %d", name,
-              cs->stats.mlp_chains, expect);
+    CHECK_MSG(cs->stats.mlp_chains == expect + want_cast, "%s: stats say %d chains, expected %d",
+              name, cs->stats.mlp_chains, expect + want_cast);
     double t0 = now();
     void **buf = eval_all(pg), **wbuf = NULL;
     PrimGraph *wide = NULL;
@@ -899,7 +926,7 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
     if (!g_no_cpu && !half)
         cpu_check(name, pg, buf, chains, nc, cpu_k);
     double t2 = now();
-    cu_check(name, pg, buf, wbuf, chains, nc, cu_k, families);
+    cu_check(name, pg, buf, wbuf, chains, nc, n_cast > 0 ? 2 : 1, cu_k, families);
     printf("  %s: %d prims, %d chain candidates (interp %.1f s, cpu %.1f s, cuda %.1f s)\n", name,
            pg->n_prims, nc, t1 - t0, t2 - t1, now() - t2);
     g_cases++;

@@ -26,6 +26,11 @@ typedef struct MlpChain {
     const Candidate *c;
     int n;                         // layers
     int x_pos;                     // position of the first layer's input in c->inputs
+    // The first layer's input is the CAST of a float32 kernel input (x_pos's) to the chain's half
+    // type, a primitive of the candidate (half storage's cast of a float32 model input; the
+    // kernel rounds x as it loads it): x_cast_prim, else -1.
+    bool x_cast;
+    int x_cast_prim;
     DType dtype;                   // every layer's input, weight and product (cand_mlp_layer_ok)
     int rank;                      // rank of every layer's output
     int64_t lead[ORCH_MAX_RANK];   // the leading dims (rank - 1 of them), equal in every layer
@@ -41,7 +46,8 @@ typedef struct MlpChain {
 // Whether c is an MLP chain this analysis understands (only LINEAR layers and ELEMWISE
 // primitives, the first input and every weight kernel inputs, equal leading dims, the layers all
 // of one dtype: float32, float16 or bfloat16; an epilogue's tensors that dtype, or float32 after
-// half layers). The C target's kernels take float32 chains only.
+// half layers; the first layer's input may be the CAST to the half type of a float32 kernel input,
+// MlpChain.x_cast). The C target's kernels take float32 chains only.
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m);
 
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c);

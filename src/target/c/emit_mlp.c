@@ -34,10 +34,24 @@ static bool lead_eq(const MlpChain *m, const Tensor *t) {
     return true;
 }
 
+// Whether primitive k of candidate c is a one-instruction CAST of a float32 kernel input to half,
+// whose output is `t`.
+static bool x_cast_prologue(const PrimGraph *pg, const Candidate *c, int k, int t) {
+    const Prim *p = pg->prims[k];
+    if (p->kind != PRIM_ELEMWISE || p->n_in != 1 || p->n_out != 1 || p->out[0] != t ||
+        p->ew.n != 1 || p->ew.code[0].op != EW_CAST || p->ew.code[0].arg[0].src != EWS_INPUT ||
+        p->ew.code[0].arg[0].index != 0 || p->in[0] < 0 || cgen_input_pos(c, p->in[0]) < 0)
+        return false;
+    DType to = pg->tensors[t]->dtype;
+    return pg->tensors[p->in[0]]->dtype == DT_FLOAT && (to == DT_FLOAT16 || to == DT_BFLOAT16) &&
+           p->ew.code[0].dtype == to;
+}
+
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
     memset(m, 0, sizeof *m);
     m->pg = pg;
     m->c = c;
+    m->x_cast_prim = -1;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *p = pg->prims[c->prims[i]];
         if (p->kind == PRIM_LINEAR) {
@@ -62,6 +76,12 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
             return false;
         if (l == 0) {
             m->x_pos = cgen_input_pos(c, p->in[0]);
+            for (int i = 0; m->x_pos < 0 && i < c->n_prims; i++)
+                if (x_cast_prologue(pg, c, c->prims[i], p->in[0])) {
+                    m->x_cast = true;
+                    m->x_cast_prim = c->prims[i];
+                    m->x_pos = cgen_input_pos(c, pg->prims[c->prims[i]]->in[0]);
+                }
             if (m->x_pos < 0)
                 return false;
         } else {
@@ -92,7 +112,8 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
         if (mt(m, m->tl[l])->dtype != m->dtype ||
             (l + 1 < m->n && mt(m, m->act[l])->dtype != m->dtype))
             return false;
-    return m->R > 0 && mt(m, c->inputs[m->x_pos])->dtype == m->dtype &&
+    DType xt = mt(m, c->inputs[m->x_pos])->dtype;
+    return m->R > 0 && (m->x_cast ? xt == DT_FLOAT && m->dtype != DT_FLOAT : xt == m->dtype) &&
            lead_eq(m, mt(m, c->inputs[m->x_pos]));
 }
 

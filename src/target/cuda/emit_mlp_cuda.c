@@ -159,6 +159,16 @@ static const char *f2h_fn(DType t) {
     return t == DT_BFLOAT16 ? "orch_mlp_f2b" : "orch_mlp_f2h";
 }
 
+// A float32 input value `v` as the chain reads it: as it is, or rounded to the chain's half type
+// where the chain starts with a CAST of it (MlpChain.x_cast). Returns a static buffer.
+static const char *xval(const MlpChain *m, const char *v) {
+    static char buf[160];
+    if (!m->x_cast)
+        return v;
+    snprintf(buf, sizeof buf, "%s(%s(%s))", h2f_fn(m->dtype), f2h_fn(m->dtype), v);
+    return buf;
+}
+
 // Device helpers of half chains, once per translation unit: the conversions, and a half kernel
 // input seen as float values (OrchMlpF16In / OrchMlpBF16In), through which the epilogues read
 // their half constants: cexpr reads input j as in<j>[offset] (epi_graph).
@@ -647,7 +657,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     sb_line(s, 1, "(void)b1;\n");
     sb_line(s, 1, "const int64_t i0 = (int64_t)blockIdx.x * %lld;\n", (long long)BM);
     // The block's input rows, coalesced, k-major into b0.
-    if (half_chain(m)) {
+    if (half_chain(m) && !m->x_cast) {
         // Half rows: 8 (4) values a 16-byte (8-byte) load where the width allows, converted.
         int VW = K0 % 8 == 0 ? 8 : K0 % 4 == 0 ? 4 : 1;
         int64_t KQ = K0 / VW;
@@ -687,19 +697,19 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
                 "+ kq) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n",
                 (long long)m->R, m->x_pos, (long long)K0);
         sb_line(s, 2, "float *bp = b0 + kq * %lld + r;\n", (long long)kofs(&L, 4));
-        sb_line(s, 2, "bp[0] = v.x;\n");
-        sb_line(s, 2, "bp[%lld] = v.y;\n", (long long)BMP);
-        sb_line(s, 2, "bp[%lld] = v.z;\n", (long long)(2 * BMP));
-        sb_line(s, 2, "bp[%lld] = v.w;\n", (long long)(3 * BMP));
+        sb_line(s, 2, "bp[0] = %s;\n", xval(m, "v.x"));
+        sb_line(s, 2, "bp[%lld] = %s;\n", (long long)BMP, xval(m, "v.y"));
+        sb_line(s, 2, "bp[%lld] = %s;\n", (long long)(2 * BMP), xval(m, "v.z"));
+        sb_line(s, 2, "bp[%lld] = %s;\n", (long long)(3 * BMP), xval(m, "v.w"));
         sb_line(s, 1, "}\n");
     } else {
         sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) {\n", (long long)(BM * K0),
                 (long long)T);
         sb_line(s, 2, "const int r = q / %lld, k = q - r * %lld;\n", (long long)K0, (long long)K0);
-        sb_line(s, 2,
-                "b0[k * %lld + (k >> 2) * 4 + r] = i0 + r < %lld ? in%d[(i0 + r) * %lld + k] : "
-                "0.0f;\n",
-                (long long)BMP, (long long)m->R, m->x_pos, (long long)K0);
+        char xv[64];
+        snprintf(xv, sizeof xv, "in%d[(i0 + r) * %lld + k]", m->x_pos, (long long)K0);
+        sb_line(s, 2, "b0[k * %lld + (k >> 2) * 4 + r] = i0 + r < %lld ? %s : 0.0f;\n",
+                (long long)BMP, (long long)m->R, xval(m, xv));
         sb_line(s, 1, "}\n");
     }
     sb_line(s, 1, "__syncthreads();\n");
@@ -987,7 +997,8 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_line(s, 2, "{\n");
     sb_line(s, 3, "const int64_t gr = row0 + lane < %lld ? row0 + lane : %lld;\n", (long long)R,
             (long long)(R - 1));
-    if (hx) {
+    bool hxin = hx && !m->x_cast; // x itself half
+    if (hxin) {
         char xn[16];
         raw_name(m, m->x_pos, xn, sizeof xn);
         sb_line(s, 3, "const uint16_t *xr = %s + gr * %lld;\n", xn, (long long)K0);
@@ -995,7 +1006,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
         sb_line(s, 3, "const float *xr = in%d + gr * %lld;\n", m->x_pos, (long long)K0);
     }
     sb_line(s, 3, "#pragma unroll 4\n");
-    if (hx && K0 % 4 == 0) {
+    if (hxin && K0 % 4 == 0) {
         // Half rows: 8 (4) values a 16-byte (8-byte) load, converted.
         int VW = K0 % 8 == 0 ? 8 : 4;
         const char *vt = VW == 8 ? "uint4" : "uint2";
@@ -1006,20 +1017,20 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
             sb_line(s, 4, "act[(k + %d) * %d + lane] = %s((uint16_t)(v.%s %s));\n", u, WARP_SA, cv,
                     comp[u >> 1], u & 1 ? ">> 16" : "& 0xffffu");
         sb_line(s, 3, "}\n");
-    } else if (hx) {
+    } else if (hxin) {
         sb_line(s, 3, "for (int k = 0; k < %lld; k++) act[k * %d + lane] = %s(__ldg(xr + k));\n",
                 (long long)K0, WARP_SA, cv);
     } else if (K0 % 4 == 0) {
         sb_line(s, 3, "for (int k = 0; k < %lld; k += 4) {\n", (long long)K0);
         sb_line(s, 4, "const float4 v = __ldg((const float4 *)(xr + k));\n");
-        sb_line(s, 4, "act[k * %d + lane] = v.x;\n", WARP_SA);
-        sb_line(s, 4, "act[(k + 1) * %d + lane] = v.y;\n", WARP_SA);
-        sb_line(s, 4, "act[(k + 2) * %d + lane] = v.z;\n", WARP_SA);
-        sb_line(s, 4, "act[(k + 3) * %d + lane] = v.w;\n", WARP_SA);
+        sb_line(s, 4, "act[k * %d + lane] = %s;\n", WARP_SA, xval(m, "v.x"));
+        sb_line(s, 4, "act[(k + 1) * %d + lane] = %s;\n", WARP_SA, xval(m, "v.y"));
+        sb_line(s, 4, "act[(k + 2) * %d + lane] = %s;\n", WARP_SA, xval(m, "v.z"));
+        sb_line(s, 4, "act[(k + 3) * %d + lane] = %s;\n", WARP_SA, xval(m, "v.w"));
         sb_line(s, 3, "}\n");
     } else {
-        sb_line(s, 3, "for (int k = 0; k < %lld; k++) act[k * %d + lane] = __ldg(xr + k);\n",
-                (long long)K0, WARP_SA);
+        sb_line(s, 3, "for (int k = 0; k < %lld; k++) act[k * %d + lane] = %s;\n", (long long)K0,
+                WARP_SA, xval(m, "__ldg(xr + k)"));
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncwarp();\n");
@@ -1061,6 +1072,7 @@ typedef struct TcLayout {
     // load for both steps: 4t + 0..3 of the even step, 4t + 4..7 of the odd); its weights'
     // rows are staged in the same order.
     bool hraw;
+    bool xraw; // hraw, and x is half too (not MlpChain.x_cast's float32): A0 loaded as stored
     int xperm;
     int64_t ks2;
 } TcLayout;
@@ -1093,7 +1105,10 @@ static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
     if (L->sp - 32 >= L->maxnp)
         L->sp -= 32;
     L->hraw = half_chain(m) && tc_fits(m, var);
-    if (L->hraw) {
+    // A float32 x (x_cast) is loaded as floats and packed (rounded) like a float32 chain's, in the
+    // plain k order.
+    L->xraw = L->hraw && !m->x_cast;
+    if (L->xraw) {
         int64_t KS = L->kp[0] / 16;
         L->xperm = m->K[0] % 8 == 0 && KS >= 2 ? 2 : 1;
         L->ks2 = L->xperm == 2 ? KS / 2 * 2 : 0;
@@ -1700,7 +1715,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
-    if (L.hraw) {
+    if (L.xraw) {
         emit_tc_xload_raw(&T, "row0", 2);
     } else {
         declare_xv(&T, 2);
@@ -1851,7 +1866,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 1 : L->var == CUMLP_TF32 ? 2 : 8;
     // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
     double cyc = d->cc >= 9 ? 4.7 : 8;
-    if (L->hraw) // one load per k step and row half, no conversion
+    if (L->xraw) // one load per k step and row half, no conversion
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
     else
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep) * (L->kstep / 8) * (2 + pack);
