@@ -30,6 +30,10 @@
 //   past a tile, head dims 32, 64, 128 and odd, every mask kind, run against the interpreter
 //   (which rounds every intermediate to half) at tol 4u, u the storage type's unit roundoff,
 //   times sqrt(D) for unscaled scores.
+//   Tensor-core key splits (blocks merging through a global workspace) and key warps (warps of
+//   a block sharing each key tile, merging through shared memory): the best configs with each,
+//   on a GPU, against the interpreter (decoding, splits past the causal bound, masks, odd head
+//   dims, half storage); every tensor-core config of the transformer block's shape timed.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_ALL=1 compiles every
 // config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from
 // 1).
@@ -57,6 +61,9 @@ static bool g_nvrtc, g_emit_only;
 // make test (no GPU): ORCH_CUGEN_SM90_ONLY=1 compiles nothing for the A100, ORCH_CUGEN_SAMPLE > 1
 // leaves out the every-N-th spreads; every config is still emitted and its launch checked.
 static bool g_sm90_only, g_sampled;
+// emit_case keeps only the tensor-core configs with key splits (g_keep_split) or key warps
+// (g_keep_kw) where set.
+static bool g_keep_split, g_keep_kw;
 static const CudaApi *g_api;
 static CudaDevice g_dev;
 static CudaHw g_dhw; // the detected device
@@ -239,7 +246,8 @@ static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, i
         KernelConfig cf[2 * 640];
         int n = cugen_attn_configs(p->pg, c, hw, cf, 640), kept = 0;
         for (int q = 0; q < n; q++)
-            if ((mma < 0 || cf[q].p[CUA_MMA] == mma) && kept < k)
+            if ((mma < 0 || cf[q].p[CUA_MMA] == mma) && kept < k &&
+                (!g_keep_split || cf[q].p[CUA_SPLIT] > 1) && (!g_keep_kw || cf[q].p[CUA_KW] > 1))
                 cf[kept++] = cf[q];
         n = kept;
         CHECK_MSG(n >= 1, "%s: no config of kind %d for %s", p->k.name, mma, hw->arch);
@@ -1045,7 +1053,8 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
         const int own = half_prec(&cases[i]); // index into g_precs; -1: float32
         if (own >= 0)
             cugen_lin_precision = g_precs[own].prec;
-        emit_case(&b, &ps[i], i, &g_dhw, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
+        if (k_simt > 0)
+            emit_case(&b, &ps[i], i, &g_dhw, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
         for (int pi = 0; k_tc > 0 && g_dhw.cc_major >= 8 && pi < (int)ORCH_COUNT(g_precs); pi++) {
             if (own >= 0 && pi != own)
                 continue;
@@ -1108,6 +1117,19 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
                 }
             printf("      %s: the measured best is the model's #%d of %d\n",
                    ci ? "layouts" : "core", rank + 1, seen);
+        }
+        // With every tensor-core config measured: each in the model's order, beside its time.
+        for (int ci = 0; ci < 2 && k_tc >= 32; ci++) {
+            int seen = 0;
+            for (int q = 0; q < b.n; q++)
+                for (int x = 0; b.g[q].case_idx == i && x < b.g[q].nj; x++) {
+                    const Job *j = &b.g[q].jobs[x];
+                    if (j->c != ps[i].cand[ci] || j->cfg.p[CUA_MMA] == CUA_MMA_SIMT)
+                        continue;
+                    printf("      %s model #%d %-48s model %6.1f us, measured %6.1f us\n",
+                           ci ? "layouts" : "core", ++seen, j->cfg.desc + 9, j->cfg.score * 1e6,
+                           j->ms * 1e3);
+                }
         }
         free_all(ps[i].pg, buf);
         g_cases++;
@@ -1303,6 +1325,46 @@ static void gpu_half(void) {
     print_worst();
 }
 
+// Key splits and key warps of the tensor-core kernel: of each case (decoding, few query tiles
+// against many keys, splits past the causal bound, odd head dims, masks, half storage, the NaN
+// guard, Q, K and V read in place), the model's best 12 configs per kind with key splits, then
+// with key warps, run against the interpreter.
+static void gpu_tc_split(void) {
+    if (gpu_skip())
+        return;
+    const DType F16 = DT_FLOAT16, BF16 = DT_BFLOAT16;
+    const AttnCase cases[] = {
+        mk(1, 4, 1, 4096, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+        mk(2, 3, 33, 1000, 32, 32, ATTN_MASK_KEYS, ATTN_SCALE_DIV, false),
+        mk(1, 2, 257, 300, 128, 128, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true),
+        mk(2, 2, 65, 129, 33, 48, ATTN_MASK_FULL, ATTN_SCALE_NONE, false),
+        mk_half(F16, 1, 4, 1, 4096, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false),
+        mk_half(BF16, 2, 3, 7, 1000, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_NONE, false, true),
+        mk_half(F16, 1, 12, 512, 512, 64, 64, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, true, false),
+        with_guard(mk_half(F16, 2, 2, 33, 77, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, true, false)),
+        with_packed(
+            mk_half(F16, 1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false)),
+    };
+    g_keep_split = true;
+    gpu_cases_run(cases, (int)ORCH_COUNT(cases), 0, 12, 3, false, NULL);
+    g_keep_split = false;
+    g_keep_kw = true;
+    gpu_cases_run(cases, (int)ORCH_COUNT(cases), 0, 12, 3, false, NULL);
+    g_keep_kw = false;
+    print_worst();
+}
+
+// On the transformer block's shape (12 heads of 512 x 512 x 64 in float16 storage), every
+// tensor-core config timed beside the model's estimate.
+static void gpu_tc_block(void) {
+    if (gpu_skip())
+        return;
+    const AttnCase block[] = {
+        mk_half(DT_FLOAT16, 1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false)};
+    gpu_cases_run(block, 1, 0, 200, 30, false, NULL);
+    print_worst();
+}
+
 static void gpu_present(void) {
     if (gpu_skip())
         return;
@@ -1375,6 +1437,8 @@ int main(void) {
     RUN_CASE(gpu_lengths);
     RUN_CASE(gpu_heads);
     RUN_CASE(gpu_half);
+    RUN_CASE(gpu_tc_split);
+    RUN_CASE(gpu_tc_block);
     if (!only)
         RUN(gpu_present);
     if (g_api)

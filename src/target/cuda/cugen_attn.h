@@ -30,8 +30,10 @@ enum { CUCLS_ATTN = 21 };
 // BQ (a multiple of 16: BQ / 16 warps of 16 query rows each), BK (a multiple of 16), CP and
 // QREG (1: each warp holds its Q fragments in registers for the whole key loop; 0: it reads
 // them from the staged Q tile at every key tile, for head dims whose fragments would not fit);
-// TM, TN and SPLIT are 0 (no key split).
-enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT, CUA_MMA, CUA_QREG };
+// TM and TN are 0; SPLIT as above (0 or 1: none); KW (0 or 1: one) 2 or 4 key warps per 16 query
+// rows, each taking its share of every key tile with an online softmax of its own, merged
+// through shared memory (more warps per SM where the query tiles are few).
+enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT, CUA_MMA, CUA_QREG, CUA_KW };
 // CUA_MMA values: SIMT float32; TF32 operands (cvt.rna) on mma.m16n8k8; FP16 or BF16 operands
 // (cvt.rn) on mma.m16n8k16. The configs offered follow cugen_lin_precision: tensor-core ones
 // only under the matching precision (never under fp32, which promises exact float32 FMAs).

@@ -337,6 +337,10 @@ typedef struct Geo {
     // key tile and of Dv, Q fragments held in registers.
     int64_t mma, W, kstep, KS, NT, NV;
     bool qreg;
+    // Tensor cores, key warps: KW warps share each 16 query rows, warp kh taking keys
+    // [kh * BK / KW, (kh + 1) * BK / KW) of every key tile (NTW n8 tiles, KQW k steps of P·V)
+    // with a running max, sum and O of its own, merged through shared memory at the end.
+    int64_t KW, NTW, KQW;
     // Tensor cores, Kt dim-major (Ana.kt16, with cp=1): Ks holds each key tile as it lies in
     // memory, [D4][BKT] (d rows, keys along them; BKT = BK + 4 floats or BK + 8 halves: the
     // fragment reads of rows 2t, 2t + 1 and keys g of a warp fall on 32 distinct banks), copied
@@ -427,28 +431,38 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->mma = p[CUA_MMA];
     g->BQ = p[CUA_BQ];
     g->BK = p[CUA_BK];
-    if (g->mma < CUA_MMA_TF32 || g->mma > CUA_MMA_BF16 || g->BQ < 16 || g->BQ % 16 ||
-        g->BQ > 128 || g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN] ||
-        p[CUA_SPLIT] > 1)
+    if (g->mma < CUA_MMA_TF32 || g->mma > CUA_MMA_BF16 || g->BQ < 16 || g->BQ % 16 || g->BQ > 128 ||
+        g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN])
         return false;
     // Half tiles feed only the mma of their own type.
     if (x->half && g->mma != (a->dt == DT_FLOAT16 ? CUA_MMA_F16 : CUA_MMA_BF16))
         return false;
     g->W = g->BQ / 16;
-    g->T = 32 * g->W;
+    g->KW = p[CUA_KW] > 1 ? p[CUA_KW] : 1;
+    if ((g->KW != 1 && g->KW != 2 && g->KW != 4) || (g->BK / g->KW) % 16)
+        return false;
+    g->T = 32 * g->W * g->KW;
     g->qreg = p[CUA_QREG] != 0;
     g->kstep = g->mma == CUA_MMA_TF32 ? 8 : 16;
     g->D4 = (a->D + g->kstep - 1) / g->kstep * g->kstep;
     g->DVq = (a->Dv + 7) / 8 * 8;
     g->KS = g->D4 / g->kstep;
     g->NT = g->BK / 8;
+    g->NTW = g->NT / g->KW;
+    g->KQW = g->BK / g->KW / g->kstep;
     g->NV = g->DVq / 8;
     g->Dp = frag_stride(g->D4);
     // Half V rows: 8 (mod 16) halves, so the 16-bit reads of rows 2t, 2t + 1 are conflict-free.
     g->DVp = x->half ? frag_stride(g->DVq) : row_stride(g->DVq);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
-    g->S = 1;
-    g->TPS = (a->N + g->BK - 1) / g->BK;
+    int64_t tiles = (a->N + g->BK - 1) / g->BK;
+    g->S = p[CUA_SPLIT] > 1 ? p[CUA_SPLIT] : 1;
+    g->TPS = (tiles + g->S - 1) / g->S;
+    // Key splits as in the SIMT kernel: every split non-empty, the workspace bounded.
+    if (g->S > 1 &&
+        ((g->S - 1) * g->TPS >= tiles ||
+         (double)g->S * (double)a->B * (double)a->M * (double)(a->Dv + 2) > ATTN_SPLIT_MAX_WS))
+        return false;
     bool cp = p[CUA_CP] != 0;
     g->qa = cp && x->q.copy > 0;
     g->ka = cp && x->k.copy > 0;
@@ -462,10 +476,15 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->off_k = g->BQ * g->Dp;
     g->off_v = g->off_k + (g->kT ? 2 * g->D4 * g->BKT : (g->ka ? 2 : 1) * g->BK * g->Dp);
     g->elems = g->off_v + (g->va ? 2 : 1) * g->BK * g->DVp;
+    // The key warps' merge reuses the array: O rows (DVq floats and 8 of padding) and (max,
+    // sum) pairs of the warps kh > 0.
+    int64_t merge_bytes = (g->KW - 1) * g->BQ * (g->DVq + 8 + 2) * 4;
+    if (g->elems * g->esz < merge_bytes)
+        g->elems = (merge_bytes + g->esz - 1) / g->esz;
     // Q fragments (4 registers a k step) when held, the score and O accumulators, one k step's
     // fragments, running max and sum, and about 40 for addresses, indices and the softmax.
-    g->regs = (g->qreg ? 4 * g->KS : 0) + 4 * g->NT + 4 * g->NV + 8 + 4 + 40;
-    return (double)a->B * (double)g->QT < 2147483647.0;
+    g->regs = (g->qreg ? 4 * g->KS : 0) + 4 * g->NTW + 4 * g->NV + 8 + 4 + 40;
+    return (double)a->B * (double)g->QT * (double)g->S < 2147483647.0;
 }
 
 static int64_t smem_bytes(const Geo *g) {
@@ -765,12 +784,13 @@ static void emit_merge(StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g, con
                 w, Dv, fn, Dv, w, XYZW[w]);
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
+    // (The flag goes through __syncthreads_or, not static shared memory: dynamic shared memory
+    // of exactly 48 KiB plus any static bytes would fail to launch without the opt-in.)
     sb_line(s, 2, "__threadfence();\n");
-    sb_line(s, 2, "__shared__ int last_;\n");
     sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "int last_ = 0;\n");
     sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %lldu;\n", fn, S - 1);
-    sb_line(s, 2, "__syncthreads();\n");
-    sb_line(s, 2, "if (!last_) return;\n");
+    sb_line(s, 2, "if (!__syncthreads_or(last_)) return;\n");
     sb_line(s, 2, "__threadfence();\n");
     sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", fn);
     sb_line(s, 2, "#pragma unroll\n");
@@ -796,6 +816,133 @@ static void emit_merge(StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g, con
     for (int w = 0; w < 4; w++)
         sb_line(s, 5, "if (col + %d < %lld) acc[i][u].%c = fmaf(__ldcg(%s_wo + wr * %lld + col + "
                 "%d), w_, acc[i][u].%c);\n", w, Dv, XYZW[w], fn, Dv, w, XYZW[w]);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+}
+
+// The tensor-core kernel's key splits: emit_merge's protocol on its fragment layout (lane (gq, tq)
+// of a warp holds rows gq and gq + 8 at columns nv * 8 + 2 tq, + 1; the quad's lanes agree on a
+// row's max and sum, so its first lane publishes them).
+static void emit_merge_tc(StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g, const char *fn) {
+    const AttnSpec *a = &x->a;
+    const long long S = g->S, B = a->B, M = a->M, Dv = a->Dv, NV = g->NV;
+    sb_line(decls, 0, "__device__ float %s_wo[%lld];\n", fn, S * B * M * Dv);
+    sb_line(decls, 0, "__device__ float2 %s_wml[%lld];\n", fn, S * B * M);
+    sb_line(decls, 0, "__device__ unsigned int %s_cnt[%lld];\n", fn, B * (long long)g->QT);
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 3, "const int64_t row = q0 + wrow + gq + 8 * h;\n");
+    sb_line(s, 3, "if (row >= %lld || kh) continue;\n", M);
+    sb_line(s, 3, "const int64_t wr = ((int64_t)ks * %lld + bidx) * %lld + row;\n", B, M);
+    sb_line(s, 3, "if (tq == 0) __stcg(%s_wml + wr, make_float2(m_[h], l_[h]));\n", fn);
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 4, "const int col = nv * 8 + 2 * tq;\n");
+    sb_line(s, 4, "if (col < %lld) __stcg(%s_wo + wr * %lld + col, o_[nv][2 * h]);\n", Dv, fn, Dv);
+    sb_line(s, 4, "if (col + 1 < %lld) __stcg(%s_wo + wr * %lld + col + 1, o_[nv][2 * h + 1]);\n",
+            Dv, fn, Dv);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    // (The flag goes through __syncthreads_or, not static shared memory: dynamic shared memory
+    // of exactly 48 KiB plus any static bytes would fail to launch without the opt-in.)
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "int last_ = 0;\n");
+    sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %lldu;\n", fn, S - 1);
+    sb_line(s, 2, "if (!__syncthreads_or(last_)) return;\n");
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", fn);
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 3, "const int64_t row = q0 + wrow + gq + 8 * h;\n");
+    sb_line(s, 3, "if (row >= %lld || kh) continue;\n", M);
+    sb_line(s, 3, "float mx = -ORCH_INF;\n");
+    sb_line(s, 3,
+            "for (int q = 0; q < %lld; q++) mx = fmaxf(mx, __ldcg(%s_wml + ((int64_t)q * "
+            "%lld + bidx) * %lld + row).x);\n",
+            S, fn, B, M);
+    sb_line(s, 3, "const float mb = mx == -ORCH_INF ? 0.0f : mx;\n");
+    sb_line(s, 3, "l_[h] = 0.0f;\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int nv = 0; nv < %lld; nv++) o_[nv][2 * h] = o_[nv][2 * h + 1] = 0.0f;\n",
+            NV);
+    sb_line(s, 3, "for (int q = 0; q < %lld; q++) {\n", S);
+    sb_line(s, 4, "const int64_t wr = ((int64_t)q * %lld + bidx) * %lld + row;\n", B, M);
+    sb_line(s, 4, "const float2 ml = __ldcg(%s_wml + wr);\n", fn);
+    sb_line(s, 4, "const float w_ = ml.x == -ORCH_INF ? 0.0f : expf(ml.x - mb);\n");
+    sb_line(s, 4, "l_[h] = fmaf(ml.y, w_, l_[h]);\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 5, "const int col = nv * 8 + 2 * tq;\n");
+    sb_line(s, 5,
+            "if (col < %lld) o_[nv][2 * h] = fmaf(__ldcg(%s_wo + wr * %lld + col), w_, "
+            "o_[nv][2 * h]);\n",
+            Dv, fn, Dv);
+    sb_line(s, 5,
+            "if (col + 1 < %lld) o_[nv][2 * h + 1] = fmaf(__ldcg(%s_wo + wr * %lld + col + "
+            "1), w_, o_[nv][2 * h + 1]);\n",
+            Dv, fn, Dv);
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 1, "}\n");
+}
+
+// The key warps' merge (KW > 1), once every warp has left the key loop: the warps kh > 0 leave
+// their rows' max, sum and O in the (now free) shared array, and each warp kh = 0 folds those of
+// its rows into its own (weights exp(m - M), 0 for a max of -inf) as emit_merge does.
+static void emit_merge_kw(StrBuf *s, const Geo *g) {
+    const long long KW = g->KW, BQ = g->BQ, NV = g->NV, SO = g->DVq + 8; // O row stride
+    sb_line(s, 1, "{\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "float *mo_ = (float *)orch_attn_sm;\n");
+    sb_line(s, 2, "float2 *mml_ = (float2 *)(mo_ + %lld);\n", (KW - 1) * BQ * SO);
+    sb_line(s, 2, "if (kh > 0) {\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 4, "const int r = (kh - 1) * %lld + wrow + gq + 8 * h;\n", BQ);
+    sb_line(s, 4, "if (tq == 0) mml_[r] = make_float2(m_[h], l_[h]);\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4,
+            "for (int nv = 0; nv < %lld; nv++) *(float2 *)(mo_ + r * %lld + nv * 8 + 2 * tq) "
+            "= make_float2(o_[nv][2 * h], o_[nv][2 * h + 1]);\n",
+            NV, SO);
+    sb_line(s, 3, "}\n");
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "if (kh == 0) {\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, 4, "float mx = m_[h];\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4,
+            "for (int q = 1; q < %lld; q++) mx = fmaxf(mx, mml_[(q - 1) * %lld + wrow + gq + "
+            "8 * h].x);\n",
+            KW, BQ);
+    sb_line(s, 4, "const float mb = mx == -ORCH_INF ? 0.0f : mx;\n");
+    sb_line(s, 4, "const float w0 = m_[h] == -ORCH_INF ? 0.0f : __expf(m_[h] - mb);\n");
+    sb_line(s, 4, "m_[h] = mx;\n");
+    sb_line(s, 4, "l_[h] *= w0;\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 5, "o_[nv][2 * h] *= w0;\n");
+    sb_line(s, 5, "o_[nv][2 * h + 1] *= w0;\n");
+    sb_line(s, 4, "}\n");
+    sb_line(s, 4, "#pragma unroll\n");
+    sb_line(s, 4, "for (int q = 1; q < %lld; q++) {\n", KW);
+    sb_line(s, 5, "const int r = (q - 1) * %lld + wrow + gq + 8 * h;\n", BQ);
+    sb_line(s, 5, "const float2 ml = mml_[r];\n");
+    sb_line(s, 5, "const float w_ = ml.x == -ORCH_INF ? 0.0f : __expf(ml.x - mb);\n");
+    sb_line(s, 5, "l_[h] = fmaf(ml.y, w_, l_[h]);\n");
+    sb_line(s, 5, "#pragma unroll\n");
+    sb_line(s, 5, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+    sb_line(s, 6, "const float2 ov = *(const float2 *)(mo_ + r * %lld + nv * 8 + 2 * tq);\n", SO);
+    sb_line(s, 6, "o_[nv][2 * h] = fmaf(ov.x, w_, o_[nv][2 * h]);\n");
+    sb_line(s, 6, "o_[nv][2 * h + 1] = fmaf(ov.y, w_, o_[nv][2 * h + 1]);\n");
+    sb_line(s, 5, "}\n");
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
@@ -1245,15 +1392,21 @@ static void emit_tc_helpers(StrBuf *s, bool half) {
 // The tensor-core kernel's body (after emit_head). Lane (gq, tq) = (lane / 4, lane % 4) of the
 // warp owning rows wrow .. wrow + 15 of the tile holds, per n8 tile, the accumulators of rows
 // gq and gq + 8 (elements 0, 1 and 2, 3) at columns 2 tq and 2 tq + 1.
-static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
+static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g, const char *fn,
+                   Err *e) {
     const AttnSpec *a = &x->a;
-    const long long BK = g->BK, Dp = g->Dp, DVp = g->DVp, KS = g->KS, NT = g->NT, NV = g->NV,
-                    KQ = g->BK / g->kstep, kstep = g->kstep, M = a->M, N = a->N, Dv = a->Dv;
+    // NT and KQ: the n8 tiles and k steps of the warp's share of a key tile.
+    const long long BK = g->BK, Dp = g->Dp, DVp = g->DVp, KS = g->KS, NT = g->NTW, NV = g->NV,
+                    KQ = g->KQW, kstep = g->kstep, M = a->M, N = a->N, Dv = a->Dv, KW = g->KW,
+                    W = g->W;
     const char *ty = g->mma == CUA_MMA_F16 ? "f16" : g->mma == CUA_MMA_BF16 ? "bf16" : "tf32";
     // The fragment readers: of float32 tiles (rounding to ty), or of half tiles (as they lie).
     const char *fr = g->esz == 2 ? "h16" : ty;
     sb_line(s, 1, "const int tid = threadIdx.x, lane = tid & 31, gq = lane >> 2, tq = lane & 3;\n");
-    sb_line(s, 1, "const int wrow = (tid >> 5) * 16;\n");
+    // Warp (tid >> 5) owns rows wrow .. wrow + 15 and, of every key tile, the keys from kofs on.
+    sb_line(s, 1, "const int wrow = (tid >> 5) %% %lld * 16, kh = (tid >> 5) / %lld;\n", W, W);
+    sb_line(s, 1, "const int kofs = kh * %lld;\n", BK / KW);
+    sb_line(s, 1, "(void)kofs;\n");
     int rc = emit_first(E, s, x, g, e);
     // The clamped rows of the pre-softmax chain's index (rows past M are computed, not stored).
     sb_line(s, 1, "const int64_t a_r0 = ORCH_MIN_I64(q0 + wrow + gq, (int64_t)%lld);\n", M - 1);
@@ -1286,7 +1439,7 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 1, "for (int64_t n0 = kbeg; n0 < kend; n0 += %lld) {\n", BK);
     if (!rc)
         rc = emit_tile_start(E, s, x, g, e);
-    sb_line(s, 2, "if (n0 < kwarp) {\n");
+    sb_line(s, 2, "if (n0 + kofs < kwarp) {\n");
     // S = Q·K^T: the warp's 16 rows by the tile's keys.
     sb_line(s, 3, "float sc[%lld][4];\n", NT);
     sb_line(s, 3, "#pragma unroll\n");
@@ -1308,11 +1461,12 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 5, "uint32_t bf[2];\n");
     if (g->kT) // d pairs (2t, 2t + 1) and (+ 8, + 9) of key gq: V's fragment pattern
         sb_line(s, 5,
-                "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + nt * 8 + gq, "
+                "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + kofs + nt * 8 + gq, "
                 "%lld);\n",
                 fr, kstep, (long long)g->BKT, (long long)g->BKT);
     else
-        sb_line(s, 5, "orch_attn_kfrag_%s(bf, Kb + (nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n",
+        sb_line(s, 5,
+                "orch_attn_kfrag_%s(bf, Kb + (kofs + nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n",
                 fr, Dp, kstep);
     sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
     sb_line(s, 4, "}\n");
@@ -1324,7 +1478,7 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
         sb_line(s, 3, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
         sb_line(s, 4, "#pragma unroll\n");
         sb_line(s, 4, "for (int z = 0; z < 4; z++) {\n");
-        sb_line(s, 5, "const int64_t a_cg = n0 + nt * 8 + 2 * tq + (z & 1);\n");
+        sb_line(s, 5, "const int64_t a_cg = n0 + kofs + nt * 8 + 2 * tq + (z & 1);\n");
         sb_line(s, 5, "const int64_t a_cn = ORCH_MIN_I64(a_cg, (int64_t)%lld);\n", N - 1);
         sb_line(s, 5, "const int64_t a_rr = z < 2 ? a_r0 : a_r1;\n");
         sb_line(s, 5, "(void)a_cn;\n");
@@ -1391,23 +1545,32 @@ static int emit_tc(AEm *E, StrBuf *s, const Ana *x, const Geo *g, Err *e) {
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
     sb_line(s, 5, "uint32_t bf[2];\n");
-    sb_line(s, 5, "orch_attn_vfrag_%s(bf, Vb + (kq * %lld + 2 * tq) * %lld + nv * 8 + gq, %lld);\n",
+    sb_line(s, 5,
+            "orch_attn_vfrag_%s(bf, Vb + (kofs + kq * %lld + 2 * tq) * %lld + nv * 8 + gq, "
+            "%lld);\n",
             fr, kstep, DVp, DVp);
     sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, bf);\n", ty);
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n"); // n0 < kwarp
     sb_line(s, 1, "}\n"); // key tiles
+    // A block without keys (a key split past the causal bound) leaves no copy in flight.
+    if (g->any)
+        sb_line(s, 1, "orch_attn_cp_wait();\n");
     // The row sums across the quad; O / l, rows below M, columns below Dv.
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int h = 0; h < 2; h++) {\n");
     sb_line(s, 2, "l_[h] += __shfl_xor_sync(ORCH_FULL_MASK, l_[h], 1);\n");
     sb_line(s, 2, "l_[h] += __shfl_xor_sync(ORCH_FULL_MASK, l_[h], 2);\n");
     sb_line(s, 1, "}\n");
+    if (KW > 1)
+        emit_merge_kw(s, g);
+    if (g->S > 1)
+        emit_merge_tc(s, decls, x, g, fn);
     sb_line(s, 1, "#pragma unroll\n");
     sb_line(s, 1, "for (int h = 0; h < 2; h++) {\n");
     sb_line(s, 2, "const int64_t row = q0 + wrow + gq + 8 * h;\n");
-    sb_line(s, 2, "if (row >= %lld) continue;\n", M);
+    sb_line(s, 2, "if (row >= %lld || kh) continue;\n", M);
     const bool hy = a->pg->tensors[a->y]->dtype != DT_FLOAT; // half stores
     char ox[96], oy[96];
     out_value(a, "r2.x", ox, sizeof ox);
@@ -1522,7 +1685,8 @@ static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char 
     if (g->mma)
         emit_tc_helpers(&decls, g->esz == 2);
     emit_head(&body, x, g, desc, fn);
-    int rc = g->mma ? emit_tc(&E, &body, x, g, e) : emit_simt(&E, &body, &decls, x, g, fn, e);
+    int rc = g->mma ? emit_tc(&E, &body, &decls, x, g, fn, e)
+                    : emit_simt(&E, &body, &decls, x, g, fn, e);
     sb_puts(&body, "}\n\n");
     cexpr_free(E.x);
     view_close(a, &view);
@@ -1562,8 +1726,10 @@ static const char *mma_name(int64_t mma) {
     return mma == CUA_MMA_TF32 ? "tf32" : mma == CUA_MMA_F16 ? "f16" : "bf16";
 }
 
+// (The desc of an unsplit config names no split: the profile databases' keys from before key
+// splits stay valid.)
 static void cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
-                        int64_t cp) {
+                        int64_t cp, int64_t kw, int64_t split) {
     memset(k, 0, sizeof *k);
     k->cls = CUCLS_ATTN;
     k->p[CUA_MMA] = mma;
@@ -1571,8 +1737,15 @@ static void cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, in
     k->p[CUA_BK] = bk;
     k->p[CUA_QREG] = qreg;
     k->p[CUA_CP] = cp;
-    snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
-             mma_name(mma), (long long)bq, (long long)bk, qreg ? "reg" : "smem", (long long)cp);
+    k->p[CUA_SPLIT] = split > 1 ? split : 0;
+    k->p[CUA_KW] = kw > 1 ? kw : 0;
+    int w =
+        snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
+                 mma_name(mma), (long long)bq, (long long)bk, qreg ? "reg" : "smem", (long long)cp);
+    if (kw > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        w += snprintf(k->desc + w, sizeof k->desc - (size_t)w, " kw=%lld", (long long)kw);
+    if (split > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        snprintf(k->desc + w, sizeof k->desc - (size_t)w, " s=%lld", (long long)split);
 }
 
 // The config every attention fits: 4 queries, 32 keys, 64 threads, single buffers.
@@ -1682,9 +1855,13 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
 static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     const AttnSpec *a = &x->a;
     bool half = g->mma != CUA_MMA_TF32;
+    // NT and KQ: a warp's share of a key tile (all of it unless key warps split it).
     double W = (double)g->W, T = (double)g->T, BK = (double)g->BK, KS = (double)g->KS,
-           NT = (double)g->NT, NV = (double)g->NV, KQ = BK / (double)g->kstep;
-    double tiles = kept_tiles(x, g->BQ, g->BK);
+           NT = (double)g->NTW, NV = (double)g->NV, KQ = (double)g->KQW, KW = (double)g->KW;
+    double S = (double)g->S;
+    // Key tiles per block: its split's share of those the causal bound keeps.
+    double tiles =
+        (double)g->TPS * kept_tiles(x, g->BQ, g->BK) / (double)((a->N + g->BK - 1) / g->BK);
     double mmas = KS * NT + KQ * NV;
     double cyc = hw->cc_major >= 9 ? 4.7 : 8;
     double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
@@ -1714,15 +1891,19 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
         return INFINITY;
     double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
     double sms = hw->sm_count > 0 ? hw->sm_count : 100;
-    double blocks = (double)a->B * (double)g->QT;
+    double blocks = (double)a->B * (double)g->QT * S;
     double per_sm = ceil(blocks / sms);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
-    double wps = resident * W / 4; // warps per scheduler
+    double wps = resident * W * KW / 4; // warps per scheduler
     // One tile of every resident warp of a scheduler; a lone warp waits on its own latencies
     // (shuffles, exponentials, the mma results: about 600 cycles a tile).
     double per_tile = fmax(wps * fmax(tc, alu), tc + alu + 600);
     double per_block = (double)g->BQ * (double)g->D4 / T * 12 + NV * 12 + 80;
+    if (KW > 1) // the key warps' merge through shared memory
+        per_block += (KW - 1) * (NV * 10 + 20) + 100;
+    if (S > 1) // publishing the partials; the merge in the last block
+        per_block += NV * 8 + 10 + S * (NV * 12 + 12);
     double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
     double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
     double t_comp = cycles / clock;
@@ -1731,7 +1912,10 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double l2 = isz * blocks * tiles * BK * (double)(a->D + a->Dv);
-    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + 3e-6;
+    // A split's partials cross L2 twice, after a fence and an atomic; the last block's merge
+    // waits on them (about 3 us on an H100's 12 x 512 x 512 x 64 heads in float16).
+    double t_split = S > 1 ? 3e-6 + 8.0 * blocks * (double)g->BQ * (double)a->Dv / bw : 0;
+    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
 }
 
 // The tensor-core arithmetic cugen_lin_precision allows on hw (sm_80 and newer): 0 for none.
@@ -1758,7 +1942,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                          tms[] = {1, 2, 4, 8}, tns[] = {1, 2, 4, 8};
     static const int64_t tc_bqs[] = {16, 32, 64, 128}, tc_bks[] = {32, 64, 128};
     KernelConfig all[2 * ORCH_COUNT(bqs) * ORCH_COUNT(bks) * ORCH_COUNT(tms) * ORCH_COUNT(tns) +
-                     2 * ORCH_COUNT(tc_bqs) * ORCH_COUNT(tc_bks) + 1];
+                     2 * ORCH_COUNT(tc_bqs) * ORCH_COUNT(tc_bks) * 15 + 1];
     int n = 0;
     for (size_t i = 0; i < ORCH_COUNT(bqs); i++)
         for (size_t j = 0; j < ORCH_COUNT(bks); j++)
@@ -1810,7 +1994,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                 bool placed = false;
                 for (int cp = 1; cp >= 0 && !placed; cp--) {
                     KernelConfig kc;
-                    cfg_fill_tc(&kc, mma, bq, bk, qreg, cp);
+                    cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
                     Geo g;
                     if (!geometry_tc(&x, kc.p, &g) || g.regs > 232 || smem_bytes(&g) > optin)
                         continue;
@@ -1819,6 +2003,20 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                         continue;
                     all[n++] = kc;
                     placed = true;
+                    // Where the query tiles leave SMs idle, also 2 and 4 key warps per 16 rows
+                    // and every key split (2 .. 16) of each: the few tensor-core tiles leave
+                    // room to measure them all.
+                    for (int64_t kw = 1; kw <= 4 && a->B * g.QT < 2 * sms; kw *= 2)
+                        for (int64_t sp = kw > 1 ? 1 : 2; sp <= 16; sp *= 2) {
+                            KernelConfig ks;
+                            cfg_fill_tc(&ks, mma, bq, bk, qreg, cp, kw, sp);
+                            Geo gs;
+                            if (!geometry_tc(&x, ks.p, &gs) || smem_bytes(&gs) > optin)
+                                continue;
+                            ks.score = score_tc(&x, &gs, hw);
+                            if (isfinite(ks.score) && n < (int)ORCH_COUNT(all))
+                                all[n++] = ks;
+                        }
                 }
                 // Q in registers where they fit; from shared memory only where they do not.
                 if (placed && qreg)
