@@ -26,8 +26,9 @@
 //   with O cast to a float32 output, the CAST inside the candidate): every config under the
 //   matching precision emitted for both GPUs, the best SIMT and tensor-core ones compiled, the
 //   tensor-core kernels checked to stage half tiles as they lie (16-byte cp.async where rows
-//   allow) and to be offered only for the mma of the storage type; on a GPU, lengths 1, odd and
-//   past a tile, head dims 32, 64, 128 and odd, every mask kind, run against the interpreter
+//   allow; V's fragments by ldmatrix) and to be offered only for the mma of the storage type; on
+//   a GPU, lengths 1, odd and past a tile, head dims 32, 64, 128 and odd, every mask kind, run
+//   against the interpreter
 //   (which rounds every intermediate to half) at tol 4u, u the storage type's unit roundoff,
 //   times sqrt(D) for unscaled scores.
 //   Tensor-core key splits (blocks merging through a global workspace) and key warps (warps of
@@ -618,7 +619,7 @@ static void compile_half(void) {
             CudaLaunch ln;
             Err e = {0};
             int rc = cugen_emit(ps[i].pg, ps[i].cand[1], &cf[q], &g_cu[1], "k", &src, &ln, &e);
-            CHECK_MSG(rc == ST_OK && strstr(src.s, "orch_attn_vfrag_h16(bf, Vb") &&
+            CHECK_MSG(rc == ST_OK && strstr(src.s, "orch_attn_ldsm4t(b4, Vb") &&
                           !strstr(src.s, "orch_attn_vfrag_f16(bf") &&
                           !strstr(src.s, "orch_attn_vfrag_bf16(bf"),
                       "%s '%s': %s", k->name, cf[q].desc,
@@ -989,12 +990,26 @@ static void gpu_run(Program *g, void **buf, int reps) {
             const AttnCase *k = &j->p->k;
             // The bad element's batch index, row and column, for a layout bug's pattern.
             int64_t col = bad >= 0 ? bad % k->Dv : 0, row = bad >= 0 ? bad / k->Dv % k->M : 0;
+            // How many elements are off, and the first and last (batch x row) they fall in.
+            int64_t n_bad = 0, r_lo = -1, r_hi = -1;
+            for (int64_t q = 0; w > 0 && q < n; q++) {
+                double d = fabs((double)got[q] - ref[q]);
+                if (isnan(got[q]) != isnan(ref[q]) ||
+                    (!isnan(got[q]) && d > 1e-2 * (fabs(ref[q]) + 1))) {
+                    n_bad++;
+                    r_hi = q / k->Dv;
+                    if (r_lo < 0)
+                        r_lo = r_hi;
+                }
+            }
             CHECK_MSG(w <= 0,
                       "%s: GPU candidate %d (%d prims) '%s': out[%lld] (batch %lld, row %lld, "
-                      "column %lld) = %g, want %g (%.3g of the bound)",
+                      "column %lld) = %g, want %g (%.3g of the bound); %lld grossly off, in rows "
+                      "%lld .. %lld of batch x M",
                       k->name, c->id, c->n_prims, j->cfg.desc, (long long)bad,
                       (long long)(bad >= 0 ? bad / (k->Dv * k->M) : 0), (long long)row,
-                      (long long)col, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0, ratio);
+                      (long long)col, bad >= 0 ? got[bad] : 0.0, bad >= 0 ? ref[bad] : 0.0, ratio,
+                      (long long)n_bad, (long long)r_lo, (long long)r_hi);
             double *worst = attn_dt(k) != DT_FLOAT ? g_worst_half : g_worst;
             worst[mma] = fmax(worst[mma], ratio);
             free(ref32);

@@ -1386,6 +1386,30 @@ static void emit_tc_helpers(StrBuf *s, bool half) {
                    "    b[0] = (uint32_t)p[0] | (uint32_t)p[st] << 16;\n"
                    "    b[1] = (uint32_t)p[8 * st] | (uint32_t)p[9 * st] << 16;\n"
                    "}\n"
+                   // ldmatrix: four (two) 8 x 8 matrices of halves, the rows' addresses from
+                   // lanes 8m .. 8m + 7 for matrix m; plain: lane l gets row l / 4, columns
+                   // 2 (l % 4) and + 1 (an A fragment's or a key-major B's register); .trans:
+                   // rows 2 (l % 4) and + 1 of column l / 4 (V's and a dim-major K's).
+                   "ORCH_DEV void orch_attn_ldsm4(uint32_t *r, const uint16_t *p) {\n"
+                   "    const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+                   "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+                   "[%4];\"\n"
+                   "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : "
+                   "\"r\"(a));\n"
+                   "}\n"
+                   "ORCH_DEV void orch_attn_ldsm4t(uint32_t *r, const uint16_t *p) {\n"
+                   "    const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+                   "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+                   "%3}, [%4];\"\n"
+                   "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : "
+                   "\"r\"(a));\n"
+                   "}\n"
+                   "ORCH_DEV void orch_attn_ldsm2t(uint32_t *r, const uint16_t *p) {\n"
+                   "    const unsigned a = (unsigned)__cvta_generic_to_shared(p);\n"
+                   "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, "
+                   "[%2];\"\n"
+                   "                 : \"=r\"(r[0]), \"=r\"(r[1]) : \"r\"(a));\n"
+                   "}\n"
                    "#endif\n");
 }
 
@@ -1407,6 +1431,27 @@ static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
     sb_line(s, 1, "const int wrow = (tid >> 5) %% %lld * 16, kh = (tid >> 5) / %lld;\n", W, W);
     sb_line(s, 1, "const int kofs = kh * %lld;\n", BK / KW);
     sb_line(s, 1, "(void)kofs;\n");
+    // Half tiles go to the fragments by ldmatrix (one instruction per four 8 x 8 matrices):
+    // lane l addresses row l % 8 of matrix l / 8. The lane's offsets: ql_ into Qs (matrices: rows
+    // 0-7 and 8-15 of the warp's, columns 0-7, then the same at columns 8-15), kl_ into a key
+    // tile (keys 0-7 at dims 0-7 and 8-15, then keys 8-15; dim-major: the same matrices
+    // transposed), vl_ into a value tile (keys 0-7 and 8-15 at columns 0-7, then at 8-15).
+    const bool lm = g->esz == 2;
+    if (lm) {
+        sb_line(s, 1, "const int lm_r = lane & 7, lm_i = lane >> 3;\n");
+        sb_line(s, 1, "const int ql_ = (wrow + (lm_i & 1) * 8 + lm_r) * %lld + (lm_i >> 1) * 8;\n",
+                Dp);
+        if (g->kT)
+            sb_line(s, 1,
+                    "const int kl_ = ((lm_i & 1) * 8 + lm_r) * %lld + kofs + (lm_i >> 1) * 8;\n",
+                    (long long)g->BKT);
+        else
+            sb_line(s, 1,
+                    "const int kl_ = (kofs + (lm_i >> 1) * 8 + lm_r) * %lld + (lm_i & 1) * 8;\n",
+                    Dp);
+        sb_line(s, 1, "const int vl_ = (kofs + (lm_i & 1) * 8 + lm_r) * %lld + (lm_i >> 1) * 8;\n",
+                DVp);
+    }
     int rc = emit_first(E, s, x, g, e);
     // The clamped rows of the pre-softmax chain's index (rows past M are computed, not stored).
     sb_line(s, 1, "const int64_t a_r0 = ORCH_MIN_I64(q0 + wrow + gq, (int64_t)%lld);\n", M - 1);
@@ -1431,10 +1476,16 @@ static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
         sb_line(s, 1, "__syncthreads();\n");
         sb_line(s, 1, "uint32_t qf[%lld][4];\n", KS);
         sb_line(s, 1, "#pragma unroll\n");
-        sb_line(s, 1,
-                "for (int ks = 0; ks < %lld; ks++) orch_attn_afrag_%s(qf[ks], Qs + (wrow + "
-                "gq) * %lld + ks * %lld + 2 * tq, %lld);\n",
-                KS, fr, Dp, kstep, 8 * Dp);
+        if (lm)
+            sb_line(s, 1,
+                    "for (int ks = 0; ks < %lld; ks++) orch_attn_ldsm4(qf[ks], Qs + ql_ + ks * "
+                    "16);\n",
+                    KS);
+        else
+            sb_line(s, 1,
+                    "for (int ks = 0; ks < %lld; ks++) orch_attn_afrag_%s(qf[ks], Qs + (wrow + "
+                    "gq) * %lld + ks * %lld + 2 * tq, %lld);\n",
+                    KS, fr, Dp, kstep, 8 * Dp);
     }
     sb_line(s, 1, "for (int64_t n0 = kbeg; n0 < kend; n0 += %lld) {\n", BK);
     if (!rc)
@@ -1451,25 +1502,42 @@ static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
         sb_line(s, 4, "const uint32_t *af = qf[ks];\n");
     } else {
         sb_line(s, 4, "uint32_t af[4];\n");
-        sb_line(s, 4,
-                "orch_attn_afrag_%s(af, Qs + (wrow + gq) * %lld + ks * %lld + 2 * tq, "
-                "%lld);\n",
-                fr, Dp, kstep, 8 * Dp);
+        if (lm)
+            sb_line(s, 4, "orch_attn_ldsm4(af, Qs + ql_ + ks * 16);\n");
+        else
+            sb_line(s, 4,
+                    "orch_attn_afrag_%s(af, Qs + (wrow + gq) * %lld + ks * %lld + 2 * tq, "
+                    "%lld);\n",
+                    fr, Dp, kstep, 8 * Dp);
     }
     sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
-    sb_line(s, 5, "uint32_t bf[2];\n");
-    if (g->kT) // d pairs (2t, 2t + 1) and (+ 8, + 9) of key gq: V's fragment pattern
-        sb_line(s, 5,
-                "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + kofs + nt * 8 + gq, "
-                "%lld);\n",
-                fr, kstep, (long long)g->BKT, (long long)g->BKT);
-    else
-        sb_line(s, 5,
-                "orch_attn_kfrag_%s(bf, Kb + (kofs + nt * 8 + gq) * %lld + ks * %lld + 2 * tq);\n",
-                fr, Dp, kstep);
-    sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
-    sb_line(s, 4, "}\n");
+    if (lm) { // two n8 tiles a load (NT is even: BK / KW is a multiple of 16)
+        sb_line(s, 4, "for (int nt = 0; nt < %lld; nt += 2) {\n", NT);
+        sb_line(s, 5, "uint32_t b4[4];\n");
+        if (g->kT)
+            sb_line(s, 5, "orch_attn_ldsm4t(b4, Kb + kl_ + ks * %lld + nt * 8);\n",
+                    16 * (long long)g->BKT);
+        else
+            sb_line(s, 5, "orch_attn_ldsm4(b4, Kb + kl_ + nt * %lld + ks * 16);\n", 8 * Dp);
+        sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, b4);\n", ty);
+        sb_line(s, 5, "orch_attn_mma_%s(sc[nt + 1], af, b4 + 2);\n", ty);
+        sb_line(s, 4, "}\n");
+    } else {
+        sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", NT);
+        sb_line(s, 5, "uint32_t bf[2];\n");
+        if (g->kT) // d pairs (2t, 2t + 1) and (+ 8, + 9) of key gq: V's fragment pattern
+            sb_line(s, 5,
+                    "orch_attn_vfrag_%s(bf, Kb + (ks * %lld + 2 * tq) * %lld + kofs + nt * 8 + "
+                    "gq, %lld);\n",
+                    fr, kstep, (long long)g->BKT, (long long)g->BKT);
+        else
+            sb_line(s, 5,
+                    "orch_attn_kfrag_%s(bf, Kb + (kofs + nt * 8 + gq) * %lld + ks * %lld + 2 * "
+                    "tq);\n",
+                    fr, Dp, kstep);
+        sb_line(s, 5, "orch_attn_mma_%s(sc[nt], af, bf);\n", ty);
+        sb_line(s, 4, "}\n");
+    }
     sb_line(s, 3, "}\n");
     // The pre-softmax chain per accumulator element; keys past N drop out as -inf.
     bool tail = a->N % g->BK != 0;
@@ -1501,7 +1569,9 @@ static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
         sb_line(s, 3, "}\n");
     }
     // Online softmax per row (h: rows gq, gq + 8), the max over the quad's lanes; a row whose
-    // scores are all -inf so far keeps exponent base 0, as in the SIMT kernel.
+    // scores are all -inf so far keeps exponent base 0, as in the SIMT kernel. (Not
+    // 2^(v log2 e - mb log2 e) in one FFMA: a row masked with a finite minimum, -3.4e38, has
+    // mb log2 e = -inf and would give NaN where exp(v - mb) gives 1.)
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int h = 0; h < 2; h++) {\n");
     sb_line(s, 4, "float mt = fmaxf(sc[0][2 * h], sc[0][2 * h + 1]);\n");
@@ -1542,15 +1612,33 @@ static int emit_tc(AEm *E, StrBuf *s, StrBuf *decls, const Ana *x, const Geo *g,
         sb_line(s, 4, "pf[2] = orch_attn_%s(sc[2 * kq + 1][0], sc[2 * kq + 1][1]);\n", ty);
         sb_line(s, 4, "pf[3] = orch_attn_%s(sc[2 * kq + 1][2], sc[2 * kq + 1][3]);\n", ty);
     }
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
-    sb_line(s, 5, "uint32_t bf[2];\n");
-    sb_line(s, 5,
-            "orch_attn_vfrag_%s(bf, Vb + (kofs + kq * %lld + 2 * tq) * %lld + nv * 8 + gq, "
-            "%lld);\n",
-            fr, kstep, DVp, DVp);
-    sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, bf);\n", ty);
-    sb_line(s, 4, "}\n");
+    if (lm) { // two n8 tiles of V a load, the last alone where NV is odd
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int nv = 0; nv + 1 < %lld; nv += 2) {\n", NV);
+        sb_line(s, 5, "uint32_t b4[4];\n");
+        sb_line(s, 5, "orch_attn_ldsm4t(b4, Vb + vl_ + kq * %lld + nv * 8);\n", 16 * DVp);
+        sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, b4);\n", ty);
+        sb_line(s, 5, "orch_attn_mma_%s(o_[nv + 1], pf, b4 + 2);\n", ty);
+        sb_line(s, 4, "}\n");
+        if (NV % 2) {
+            sb_line(s, 4, "{\n");
+            sb_line(s, 5, "uint32_t b2[2];\n");
+            sb_line(s, 5, "orch_attn_ldsm2t(b2, Vb + vl_ + kq * %lld + %lld);\n", 16 * DVp,
+                    (NV - 1) * 8);
+            sb_line(s, 5, "orch_attn_mma_%s(o_[%lld], pf, b2);\n", ty, NV - 1);
+            sb_line(s, 4, "}\n");
+        }
+    } else {
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int nv = 0; nv < %lld; nv++) {\n", NV);
+        sb_line(s, 5, "uint32_t bf[2];\n");
+        sb_line(s, 5,
+                "orch_attn_vfrag_%s(bf, Vb + (kofs + kq * %lld + 2 * tq) * %lld + nv * 8 + gq, "
+                "%lld);\n",
+                fr, kstep, DVp, DVp);
+        sb_line(s, 5, "orch_attn_mma_%s(o_[nv], pf, bf);\n", ty);
+        sb_line(s, 4, "}\n");
+    }
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n"); // n0 < kwarp
     sb_line(s, 1, "}\n"); // key tiles
