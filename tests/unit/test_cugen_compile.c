@@ -1282,6 +1282,9 @@ static void test_fast_math(void) {
         for (size_t i = 0; i < ORCH_COUNT(fast); i++)
             CHECK_MSG((strstr(src.s, fast[i]) != NULL) == (u == 1), "%s: %s %s", fast[i],
                       u ? "fp16 lacks it" : "fp32 calls it", src.s);
+        // float32's sin is the prelude's (test_exact_math checks it).
+        CHECK_MSG((strstr(src.s, "orch_sinf(") != NULL) == (u == 0), "orch_sinf: %s %s",
+                  u ? "fp16 calls it" : "fp32 lacks it", src.s);
         sb_free(&src);
     }
     cand_set_free(cs);
@@ -1388,6 +1391,131 @@ static void test_fast_math(void) {
             api->cuMemFree(dout);
         if (mod)
             api->cuModuleUnload(mod);
+        free(in);
+        free(got);
+        free(cubin);
+    }
+    sb_free(&k);
+}
+
+// Runs kernel `name` of `src` (float *in, float *out, int n; nf outputs per input) on the GPU
+// over in[0..n); false (and a failed check) when a CUDA call fails.
+static bool run_unary_kernel(const void *cubin, const char *name, const float *in, int n, int nf,
+                             float *got) {
+    CUmodule mod = NULL;
+    CUfunction fn = NULL;
+    CUdeviceptr din = 0, dout = 0;
+    void *params[3] = {&din, &dout, &n};
+    size_t out_bytes = sizeof(float) * (size_t)nf * (size_t)n;
+    Err ge = {0};
+    bool ok = !(CUDA_TRY(api, &ge, cuModuleLoadData, &mod, cubin) ||
+                CUDA_TRY(api, &ge, cuModuleGetFunction, &fn, mod, name) ||
+                CUDA_TRY(api, &ge, cuMemAlloc, &din, sizeof(float) * (size_t)n) ||
+                CUDA_TRY(api, &ge, cuMemAlloc, &dout, out_bytes) ||
+                CUDA_TRY(api, &ge, cuMemcpyHtoD, din, in, sizeof(float) * (size_t)n) ||
+                CUDA_TRY(api, &ge, cuMemsetD8, dout, 0xa5, out_bytes) ||
+                CUDA_TRY(api, &ge, cuLaunchKernel, fn, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1,
+                         0, NULL, params, NULL) ||
+                CUDA_TRY(api, &ge, cuCtxSynchronize) ||
+                CUDA_TRY(api, &ge, cuMemcpyDtoH, got, dout, out_bytes));
+    CHECK_MSG(ok, "%s: %s", name, ge.msg);
+    if (din)
+        api->cuMemFree(din);
+    if (dout)
+        api->cuMemFree(dout);
+    if (mod)
+        api->cuModuleUnload(mod);
+    return ok;
+}
+
+// One ulp of float at |v| (the subnormals' spacing below 2^-126).
+static double float_ulp(double v) {
+    v = fabs(v);
+    if (v < 0x1p-126)
+        return 0x1p-149;
+    int ex;
+    frexp(v, &ex);
+    return ldexp(1.0, ex - 24);
+}
+
+// The prelude's float32 transcendentals that replace CUDA's (orch_sinf: a polynomial after a
+// three-part reduction by pi; orch_sigmoidf: its reciprocal by rcp.approx and a Newton step), on
+// the GPU against double references: sin within 2 ulp (the reduction's range, 65536, on both
+// sides of its edge; sinf past it), sigmoid within 4.5 ulp (expf's 2, the reciprocal's 1, the
+// product's half) plus the smallest subnormal; -0 keeps its sign, NaN and infinities as libm.
+static void test_exact_math(void) {
+    StrBuf k;
+    sb_init(&k);
+    sb_puts(&k, cugen_prelude());
+    sb_puts(&k, "extern \"C\" __global__ void exact_check(const float *in, float *out, int n) {\n"
+                "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                "    if (i >= n) return;\n"
+                "    out[2 * i] = orch_sinf(in[i]);\n"
+                "    out[2 * i + 1] = orch_sigmoidf(in[i]);\n"
+                "}\n");
+    for (int a = 0; a < n_archs; a++) {
+        if (getenv("ORCH_CUGEN_EMIT_ONLY") && a != gpu_arch) // the sanitizer pass
+            continue;
+        void *cubin = NULL;
+        size_t size = 0;
+        NvrtcOptions opt = {.arch = archs[a]};
+        Err e = {0};
+        int rc = nvrtc_compile(k.s, "exact_check.cu", &opt, &cubin, &size, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", archs[a], e.msg);
+        if (rc != ST_OK || a != gpu_arch || !have_gpu) {
+            free(cubin);
+            continue;
+        }
+        // Dense sweeps over [-1, 1], [-100, 100], [-70000, 70000] (across the reduction's edge),
+        // random magnitudes from 1e-30 to 1e30 of both signs, random bit patterns, specials.
+        enum { SWEEP = 400000, N = 3 * SWEEP + 2 * SWEEP + 16 };
+        float *in = xmalloc(sizeof(float) * N), *got = xmalloc(sizeof(float) * 2 * N);
+        int n = 0;
+        static const double spans[3] = {1, 100, 70000};
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < SWEEP; i++)
+                in[n++] = (float)(-spans[r] + 2 * spans[r] * i / (SWEEP - 1.0));
+        for (int i = 0; i < SWEEP; i++)
+            in[n++] = (float)((rnd() & 1 ? 1 : -1) * pow(10.0, unif(-30, 30)));
+        for (int i = 0; i < SWEEP; i++) {
+            uint32_t bits = (uint32_t)rnd();
+            memcpy(&in[n++], &bits, 4);
+        }
+        const float special[16] = {
+            0.0f,     -0.0f,     NAN,       INFINITY,    -INFINITY,   1e-40f, -1e-40f, 0x1p-12f,
+            65536.0f, -65536.0f, 65536.01f, 3.14159274f, 1.57079637f, 88.7f,  -104.0f, -87.0f};
+        for (int i = 0; i < 16; i++)
+            in[n++] = special[i];
+        if (run_unary_kernel(cubin, "exact_check", in, n, 2, got)) {
+            double worst[2] = {0};
+            int bad = 0;
+            for (int i = 0; i < n; i++) {
+                const double v = in[i];
+                const double ref[2] = {sin(v), v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v))};
+                for (int f = 0; f < 2; f++) {
+                    const double g = got[2 * i + f];
+                    bool good;
+                    double err = 0;
+                    if (isnan(ref[f]) || isnan(g))
+                        good = isnan(ref[f]) && isnan(g);
+                    else if (ref[f] == 0) // sin(+-0): the same zero
+                        good = g == 0 && signbit(g) == signbit(ref[f]);
+                    else {
+                        err = fabs(g - ref[f]) /
+                              (f == 0 ? 2 * float_ulp(ref[f]) : 4.5 * float_ulp(ref[f]) + 0x1p-149);
+                        good = err <= 1;
+                    }
+                    worst[f] = fmax(worst[f], err);
+                    if (!good && bad++ < 8)
+                        printf("    orch_%s(%.9g) = %.9g, reference %.9g\n",
+                               f ? "sigmoidf" : "sinf", v, g, ref[f]);
+                }
+            }
+            CHECK_MSG(bad == 0, "%d float32 math values out of bounds", bad);
+            printf("  float32 math on the GPU (%d values): largest error / bound: sin %.2f "
+                   "sigmoid %.2f\n",
+                   n, worst[0], worst[1]);
+        }
         free(in);
         free(got);
         free(cubin);
@@ -1616,6 +1744,7 @@ int main(int argc, char **argv) {
     RUN(test_coverage);
     RUN(test_row_cache);
     RUN(test_fast_math);
+    RUN(test_exact_math);
     RUN(test_half_conversions);
     for (current = 0; current < n_graphs; current++) {
         printf("  %s: %d kernels\n", graphs[current].name, graphs[current].kernels);

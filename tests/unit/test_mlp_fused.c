@@ -29,8 +29,8 @@
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
 // ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N,
 // ORCH_MLP_BENCH_ACT=relu and ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's
-// chain; ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs
-// print every config with its estimate.
+// chain, ORCH_MLP_BENCH_ONLY=TEXT keeps its configs whose description contains TEXT;
+// ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "compile/kernel_lab.h"
 #include "check.h"
@@ -1405,6 +1405,16 @@ static void gpu_timing(void) {
     }
     KernelConfig cf[256];
     int n = chain_configs(pg, full, &g_dhw, 0, false, true, cf, 256);
+    // ORCH_MLP_BENCH_ONLY=TEXT keeps the configs whose description contains TEXT (one kernel
+    // family under a profiler).
+    const char *only = getenv("ORCH_MLP_BENCH_ONLY");
+    if (only && *only) {
+        int kept = 0;
+        for (int i = 0; i < n; i++)
+            if (strstr(cf[i].desc, only))
+                cf[kept++] = cf[i];
+        n = kept;
+    }
     printf("  batch %lld, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
            act_name[act], dtype_name(dt), n, now() - t0);
     // Several modules compiled in parallel threads.
@@ -1459,9 +1469,9 @@ static void gpu_timing(void) {
         printf("    %8.1f us  model %7.1f us  err %.1e  regs %3d local %4d  %s\n",
                j->time * 1e6, j->cfg.score * 1e6, j->err, j->regs, j->local, j->cfg.desc);
     }
-    static const int vars[] = {CUMLP_BLOCK, CUMLP_WARP, CUMLP_3XTF32, CUMLP_TF32, CUMLP_F16,
-                               CUMLP_BF16};
-    static const char *const vnames[] = {"block", "warp", "3xtf32", "tf32", "f16", "bf16"};
+    static const int vars[] = {CUMLP_BLOCK, CUMLP_WARP, CUMLP_F64, CUMLP_3XTF32,
+                               CUMLP_TF32,  CUMLP_F16,  CUMLP_BF16};
+    static const char *const vnames[] = {"block", "warp", "f64", "3xtf32", "tf32", "f16", "bf16"};
     for (size_t v = 0; v < ORCH_COUNT(vars); v++)
         for (int i = 0; i < n; i++)
             if (jobs[order[i]].cfg.p[CUMLP_VAR] == vars[v]) {

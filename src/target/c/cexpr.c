@@ -899,6 +899,9 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
         else if (fdom && !wide && x->cuda && x->fast_math &&
                  fast_float_op(in->op, conv[0], expr, sizeof expr))
             ; // the CUDA prelude's hardware-approximation version (cexpr_set_fast_math)
+        else if (fdom && !wide && x->cuda && in->op == EW_SIN)
+            // The CUDA prelude's float sin (libm accuracy, its common path without a branch).
+            fmt(expr, sizeof expr, "orch_sinf(%s)", conv[0]);
         else if (fdom ? !float_op(in->op, !wide, conv[0], conv[1], conv[2], expr, sizeof expr)
                       : !int_op(in->op, conv[0], conv[1], conv[2], expr, sizeof expr))
             rc = err_set(e, ST_UNSUPPORTED, "kernel %s: %s has no %s definition (primitive %d)",

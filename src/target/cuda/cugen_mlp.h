@@ -33,7 +33,8 @@ enum {
     CUMLP_TF32 = 2,
     CUMLP_3XTF32 = 3,
     CUMLP_F16 = 4,
-    CUMLP_BF16 = 5
+    CUMLP_BF16 = 5,
+    CUMLP_F64 = 6 // float32 operands on the FP64 tensor cores (sm_90): exact products, double sums
 };
 // The slot of the variant in KernelConfig.p (tests group configs by it).
 enum { CUMLP_VAR = 5 };

@@ -2028,7 +2028,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     int64_t sms = hw->sm_count > 0 ? hw->sm_count : 100;
     static const int64_t bqs[] = {4, 8, 16, 32, 64, 128}, bks[] = {32, 64, 128},
                          tms[] = {1, 2, 4, 8}, tns[] = {1, 2, 4, 8};
-    static const int64_t tc_bqs[] = {16, 32, 64, 128}, tc_bks[] = {32, 64, 128};
+    // Query tiles of 48, 80 and 96 rows too: with 12 heads of 512 tokens, 48 makes 132 blocks,
+    // one per H100 SM, where 64 leaves 36 SMs idle.
+    static const int64_t tc_bqs[] = {16, 32, 48, 64, 80, 96, 128}, tc_bks[] = {32, 64, 128};
     KernelConfig all[2 * ORCH_COUNT(bqs) * ORCH_COUNT(bks) * ORCH_COUNT(tms) * ORCH_COUNT(tns) +
                      2 * ORCH_COUNT(tc_bqs) * ORCH_COUNT(tc_bks) * 15 + 1];
     int n = 0;

@@ -38,6 +38,13 @@
 //   accumulating lo*hi + hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and the
 //   roundings of lo are ~2^-21 relative). Widths are padded to the k step (8 or 16) with zero
 //   weights; the padded columns' epilogue is not computed (they stay 0).
+// - f64 (v=f64, sm_90, offered under float32): the TF32 kernel's layout and k order with
+//   float32 operands (weights staged as float32 bits, A registers too), each m16n8k8 step done
+//   as two m16n8k4 DMMAs on the operands widened to double, accumulators in double: every
+//   product exact, the sums double's, one rounding to float32 per output before its epilogue,
+//   so the float32 contract holds with less error than FMAs in float32. The FP64 tensor cores
+//   run 66 TFLOP/s on an H100 (float32 FMAs: 67) at a sixteenth of the issue slots, which the
+//   epilogue (sin, sigmoid in float32) then has to itself.
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
@@ -1078,7 +1085,8 @@ typedef struct TcLayout {
 } TcLayout;
 
 static bool tc_var(int64_t v) {
-    return v == CUMLP_TF32 || v == CUMLP_3XTF32 || v == CUMLP_F16 || v == CUMLP_BF16;
+    return v == CUMLP_TF32 || v == CUMLP_3XTF32 || v == CUMLP_F16 || v == CUMLP_BF16 ||
+           v == CUMLP_F64;
 }
 
 // Whether variant v can run chain m: a half chain only on the tensor cores of its type (the
@@ -1125,7 +1133,8 @@ static int64_t tc_regs(const MlpChain *m, const TcLayout *L, int64_t MT) {
     int64_t per_k = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 4 : 2;
     int64_t worst = 0;
     for (int l = 0; l < m->n; l++) {
-        int64_t a = L->kp[l] / per_k, acc = L->np[l] / 2, next = L->np[l] / per_k;
+        int64_t a = L->kp[l] / per_k, acc = L->np[l] / (L->var == CUMLP_F64 ? 1 : 2),
+                next = L->np[l] / per_k;
         worst = ORCH_MAX(worst, acc + ORCH_MAX(a, next));
     }
     // 3xtf32: one k step's A fragments split into hi and lo.
@@ -1158,6 +1167,25 @@ static void emit_tc_helpers(StrBuf *s) {
         {"f16", "m16n8k16.row.col.f32.f16.f16.f32"},
         {"bf16", "m16n8k16.row.col.f32.bf16.bf16.f32"},
     };
+    // f64 (sm_90): an m16n8k8 step of the TF32 layout (A registers and B words float32 bits) as
+    // two m16n8k4 DMMAs, fragment columns 0..3 (a[0], a[1], b0) then 4..7 (a[2], a[3], b1);
+    // the operands widened to double, so every product is exact and the sums are double's.
+    sb_puts(s, "#if __CUDA_ARCH__ >= 900\n"
+               "ORCH_DEV void orch_mlp_mma_f64(double *c, const uint32_t *a, uint32_t b0, "
+               "uint32_t b1) {\n"
+               "    const double a0 = __uint_as_float(a[0]), a1 = __uint_as_float(a[1]);\n"
+               "    const double a2 = __uint_as_float(a[2]), a3 = __uint_as_float(a[3]);\n"
+               "    const double d0 = __uint_as_float(b0), d1 = __uint_as_float(b1);\n"
+               "    asm(\"mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+               "{%4, %5}, {%6}, {%0, %1, %2, %3};\"\n"
+               "        : \"+d\"(c[0]), \"+d\"(c[1]), \"+d\"(c[2]), \"+d\"(c[3])\n"
+               "        : \"d\"(a0), \"d\"(a1), \"d\"(d0));\n"
+               "    asm(\"mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+               "{%4, %5}, {%6}, {%0, %1, %2, %3};\"\n"
+               "        : \"+d\"(c[0]), \"+d\"(c[1]), \"+d\"(c[2]), \"+d\"(c[3])\n"
+               "        : \"d\"(a2), \"d\"(a3), \"d\"(d1));\n"
+               "}\n"
+               "#endif\n");
     for (size_t i = 0; i < ORCH_COUNT(mma); i++)
         sb_printf(s,
                   "ORCH_DEV void orch_mlp_mma_%s(float *c, const uint32_t *a, uint32_t b0, "
@@ -1450,11 +1478,15 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     bool last = l == m->n - 1;
     int64_t KS = L->kp[l] / L->kstep, NT = L->np[l] / 8, MT = T->MT, N = m->N[l], R = m->R;
     int64_t SP = L->sp, WR = 16 * MT;
-    const char *op = L->var == CUMLP_F16 ? "f16" : L->var == CUMLP_BF16 ? "bf16" : "tf32";
+    const char *op = L->var == CUMLP_F16    ? "f16"
+                     : L->var == CUMLP_BF16 ? "bf16"
+                     : L->var == CUMLP_F64  ? "f64"
+                                            : "tf32";
+    const char *ct = L->var == CUMLP_F64 ? "double" : "float"; // the accumulators
     if (!last)
         declare_a(s, 2, L, l + 1, MT);
     sb_line(s, 2, "{ // layer %d: %lld -> %lld\n", l, (long long)m->K[l], (long long)N);
-    sb_line(s, 3, "float C[%lld][%lld][4];\n", (long long)MT, (long long)NT);
+    sb_line(s, 3, "%s C[%lld][%lld][4];\n", ct, (long long)MT, (long long)NT);
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
     sb_line(s, 4, "#pragma unroll\n");
@@ -1863,9 +1895,16 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     bool x3 = L->var == CUMLP_3XTF32;
     double f = x3 ? 3 : 1;
     // Conversion instructions per pair of values packed into A registers.
-    double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 1 : L->var == CUMLP_TF32 ? 2 : 8;
+    double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16   ? 1
+                  : L->var == CUMLP_TF32 || L->var == CUMLP_F64 ? 2
+                                                                : 8;
     // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
     double cyc = d->cc >= 9 ? 4.7 : 8;
+    // f64: two m16n8k4 DMMAs (1024 double MACs; 66 TFLOP/s on an H100: about 32 cycles of a
+    // sub-partition) and the widening of the B words (2) and of a k step's A registers (4).
+    bool f64 = L->var == CUMLP_F64;
+    if (f64)
+        cyc = 32;
     if (L->xraw) // one load per k step and row half, no conversion
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
     else
@@ -1874,7 +1913,8 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
         double KS = (double)(L->kp[l] / L->kstep), NT = (double)(L->np[l] / 8);
         double frag = (double)MT * NT * 4; // accumulator elements per lane
         bool last = l + 1 == m->n;
-        fma += KS * NT * (1 + f * (double)MT + (x3 ? 6 : 0));
+        fma += KS * NT * (1 + f * (double)MT + (x3 ? 6 : 0) + (f64 ? 2 : 0)) +
+               (f64 ? KS * 4 * (double)MT : 0);
         tc += KS * NT * f * (double)MT * cyc;
         if (!epi_smem) {
             epi += m->epi[l] || last ? frag * (e + 3) : 0;
@@ -1909,6 +1949,13 @@ static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
     // accuracy from split TF32 products, 7.3e-7 of max|ref| against 2.9e-7 on an H100) is only
     // offered beside TF32, where it is the more accurate choice the BLP may weigh.
     switch (cugen_prec_of(DT_FLOAT)) {
+    case CUGEN_PREC_FP32:
+        // The FP64 tensor cores keep the promise and more: float32 operands multiplied exactly
+        // and summed in double, rounded once (sm_90: m16n8k4 DMMA).
+        if (d->cc < 9)
+            return 0;
+        out[0] = CUMLP_F64;
+        return 1;
     case CUGEN_PREC_TF32:
         out[0] = CUMLP_TF32;
         out[1] = CUMLP_3XTF32;
@@ -1926,6 +1973,7 @@ static const char *var_name(int64_t v) {
     case CUMLP_3XTF32: return "3xtf32";
     case CUMLP_F16: return "f16";
     case CUMLP_BF16: return "bf16";
+    case CUMLP_F64: return "f64";
     default: return "block";
     }
 }
@@ -1967,6 +2015,9 @@ bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
 
 // The block kernel's estimate, scaled to what it measured against the persistent kernels.
 #define BLOCK_SCORE_SCALE 2.2
+// The f64 kernel's estimate, scaled likewise: on an H100 the 6 x 64 sin*sigmoid chain at 65536
+// rows measured 117 us against 166 us estimated (ReLU: 70-79 us against 85-107 us).
+#define F64_SCORE_SCALE 0.7
 
 int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
                       int k) {
@@ -2059,7 +2110,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_EPI] = es;
                     kc->p[Q_G] = G;
                     kc->p[Q_BPS] = bps;
-                    kc->score = tc_score(&m, &d, &L, W, MT, es, G, bps);
+                    kc->score = tc_score(&m, &d, &L, W, MT, es, G, bps) *
+                                (vars[v] == CUMLP_F64 ? F64_SCORE_SCALE : 1.0);
                     cfg_desc(kc);
                 }
     }
