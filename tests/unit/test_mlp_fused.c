@@ -19,6 +19,7 @@
 //   chain (the interpreter against the widened graph) or the lab's tolerance, whichever is
 //   larger (ORCH_MLP_HALF_ERR=1 prints each kernel's error beside those); without a GPU the
 //   case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail). The C target refuses half chains.
+//   sin_guard: sines of |x| up to 1e9 in an epilogue (the deferred epilogue's exact redo).
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
@@ -75,6 +76,7 @@ static bool g_sm90_only; // ORCH_CUGEN_SM90_ONLY=1 (make test): no GPU, the desc
 // first of each module and every N-th after it; make test-nvrtc and GPU runs compile them all.
 static int g_sample = 1;
 static int g_sampled_out;
+static bool g_fp32_only; // sin_guard: chain_configs offers float32's configs alone
 
 enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
 static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
@@ -564,7 +566,8 @@ static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const Kern
 
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
 static int family(const KernelConfig *cf) {
-    return (int)cf->p[CUMLP_VAR] * 2 + (strstr(cf->desc, "epi=smem") != NULL);
+    return (int)cf->p[CUMLP_VAR] * 3 + (strstr(cf->desc, "epi=smem") != NULL) +
+           2 * (strstr(cf->desc, "epi=ilv") != NULL);
 }
 
 // The configs chain c is checked in: the best k under float32 (k = 0: the best SIMT one, whose
@@ -577,7 +580,7 @@ static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *
                                            CUGEN_PREC_BF16};
     CugenPrecision saved = cugen_lin_precision;
     int n = 0;
-    for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+    for (size_t p = 0; p < (g_fp32_only ? 1 : ORCH_COUNT(precs)); p++) {
         cugen_lin_precision = precs[p];
         KernelConfig cf[64];
         int nc = cugen_mlp_configs(pg, c, hw, cf, 64);
@@ -986,6 +989,29 @@ static void fixed_cases(void) {
         case_name(&k);
         check_mlp(k.name, mlp_graph(&k), k.layers, i == 2 ? 32 : 2, i == 2 ? 4 : 2, true, true);
     }
+}
+
+// Sines of large arguments in an epilogue: layer 0 is one input column times weights of +-2^30
+// and +-8 (exact products), so a warp's sin*sigmoid epilogue sees |x| up to 1e9 beside small
+// ones: the deferred epilogue's vote (cexpr_set_sin_guard) must redo such elements exactly
+// (orch_sinf's common path alone is wrong past 2^22 pi). Every float32 config (the reduced
+// precisions round the operands: their sines of 1e9 are noise).
+static void sin_guard(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {131, 1}, w0d[] = {1, 24}, w1d[] = {24, 16}, bd[] = {16};
+    int y = add_input(pg, "x", 2, xd);
+    PB b = {pg, "mlp"};
+    float w0[24];
+    for (int j = 0; j < 24; j++)
+        w0[j] = (j % 3 == 0 ? 8.0f : 1073741824.0f) * (j % 2 ? -1.0f : 1.0f);
+    y = pb_matmul(&b, y, pb_const(&b, DT_FLOAT, 2, w0d, w0));
+    y = activation(&b, y, A_SINSIG);
+    y = pb_matmul(&b, y, add_const(&b, 2, w1d, 0.3f));
+    y = pb_ew2(&b, EW_ADD, y, add_const(&b, 1, bd, 0.5f));
+    add_output(pg, y);
+    g_fp32_only = true;
+    check_mlp("sin_guard_131x1-24-16", pg, 2, 2, 64, true, true);
+    g_fp32_only = false;
 }
 
 // Random MLPs: 2-8 layers, widths 1-256 (half of them odd), random activations and batches.
@@ -1623,6 +1649,7 @@ int main(int argc, char **argv) {
     } while (0)
     RUN_CASE(fixed_cases);
     RUN_CASE(random_cases);
+    RUN_CASE(sin_guard);
     RUN_CASE(half_cases);
     RUN_CASE(chain_boundaries);
     RUN_CASE(onnx_sinsig);

@@ -73,6 +73,9 @@ struct Cexpr {
     // CUDA dialect (cexpr_set_cuda), its fast transcendentals (cexpr_set_fast_math) and the
     // vector-load hook (cexpr_set_load_hook).
     bool cuda, fast_math;
+    // cexpr_set_sin_guard: the flag variable (empty: off) and how many sines used it.
+    char sin_guard[NAME_CAP];
+    int sin_guards;
     // cexpr_set_index32: index locals and tables in 32 bits.
     bool index32;
     CexprLoadHook load_hook;
@@ -271,6 +274,14 @@ void cexpr_set_index32(Cexpr *x, bool on) {
 
 void cexpr_set_fast_math(Cexpr *x, bool fast) {
     x->fast_math = fast;
+}
+
+void cexpr_set_sin_guard(Cexpr *x, const char *flag) {
+    fmt(x->sin_guard, sizeof x->sin_guard, "%s", flag ? flag : "");
+}
+
+int cexpr_sin_guards(const Cexpr *x) {
+    return x->sin_guards;
 }
 
 void cexpr_set_load_hook(Cexpr *x, CexprLoadHook fn, void *ctx) {
@@ -899,7 +910,11 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
         else if (fdom && !wide && x->cuda && x->fast_math &&
                  fast_float_op(in->op, conv[0], expr, sizeof expr))
             ; // the CUDA prelude's hardware-approximation version (cexpr_set_fast_math)
-        else if (fdom && !wide && x->cuda && in->op == EW_SIN)
+        else if (fdom && !wide && x->cuda && in->op == EW_SIN && x->sin_guard[0]) {
+            // Its common path alone, raising the caller's flag where |x| needs the slow one.
+            fmt(expr, sizeof expr, "orch_sinf_guarded(%s, %s)", conv[0], x->sin_guard);
+            x->sin_guards++;
+        } else if (fdom && !wide && x->cuda && in->op == EW_SIN)
             // The CUDA prelude's float sin (libm accuracy, its common path without a branch).
             fmt(expr, sizeof expr, "orch_sinf(%s)", conv[0]);
         else if (fdom ? !float_op(in->op, !wide, conv[0], conv[1], conv[2], expr, sizeof expr)

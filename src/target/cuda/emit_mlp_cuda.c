@@ -33,10 +33,14 @@
 //   in registers (epi=reg, unrolled: one copy of its code per fragment element, offered for
 //   cheap epilogues only) or through a warp-private [16 MT][SP] float buffer (epi=smem, SP = 8
 //   mod 32: conflict-free float2 fragment accesses; a rolled loop, lane = column, applies it
-//   and writes the last layer's rows coalesced). 3xtf32 keeps weights and activations in
-//   float32 and splits each operand x where it is used into hi = tf32(x) and lo = tf32(x - hi),
-//   accumulating lo*hi + hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and the
-//   roundings of lo are ~2^-21 relative). Widths are padded to the k step (8 or 16) with zero
+//   and writes the last layer's rows coalesced), or deferred (epi=ilv: the products wait in the
+//   buffer and the next layer's rolled k loop computes the epilogue one k step's columns at a
+//   time beside the previous step's mmas, loading each step's A fragments from the buffer: one
+//   copy of the epilogue's and the mmas' code per layer, and a float32 sine's range check left
+//   to one warp vote per chunk, with an exact redo where it fires). 3xtf32 keeps weights and
+//   activations in float32 and splits each operand x where it is used into hi = tf32(x) and lo =
+//   tf32(x - hi), accumulating lo*hi + hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and
+//   the roundings of lo are ~2^-21 relative). Widths are padded to the k step (8 or 16) with zero
 //   weights; the padded columns' epilogue is not computed (they stay 0).
 // - f64 (v=f64, sm_90, offered under float32): the TF32 kernel's layout and k order with
 //   float32 operands (weights staged as float32 bits, A registers too), each m16n8k8 step done
@@ -1205,6 +1209,11 @@ typedef struct TcEm {
     const TcLayout *L;
     int64_t W, MT;
     bool epi_smem;
+    // epi=ilv: a layer's epilogue is deferred into the next layer's k loop (ilv_compute,
+    // ilv_finish); pending: the previous layer's products wait in P for it.
+    bool ilv, pending;
+    int guards; // the sines ilv_compute guarded (ilv_finish redoes them where the vote says)
+    int layer;  // the layer emit_mma_step emits
 } TcEm;
 
 // Statements setting the A fragment registers of `a` at [ix] from two floats of one row half h
@@ -1470,6 +1479,148 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
 
 // Layer l: products into C[MT][NT][4] from A<l>, the epilogue, and the next layer's fragments
 // A<l+1> (declared before this block) or the output.
+// epi=ilv, inside layer l+1's k loop: layer l's epilogue over the columns of k step kn (a
+// variable), from its products in P. A lane computes column kn*KSTEP + (lane & 7) (+ 8 for the
+// second half of a 16-wide step) of rows (lane >> 3) + 4i: with the row stride 8 mod 32 the 32
+// lanes hit 32 banks. Chunk kn is computed beside step kn - 1's mmas (emit_tc_layer), so that
+// one warp keeps the tensor cores and the ALUs busy at once instead of alternating layer by
+// layer (H200, 6 x 64 sin*sigmoid chain: the f64 kernel's epilogue through P added almost its
+// whole time to the DMMAs').
+static void ilv_elem_head(const TcEm *T, int l, int ind) {
+    const MlpChain *m = T->E.m;
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    int64_t N = m->N[l], MT = T->MT;
+    sb_line(s, ind, "const int r = (lane >> 3) + 4 * (i %% %lld);\n", (long long)(4 * MT));
+    sb_line(s, ind, "const int c_ = kn * %d + (lane & 7) + 8 * (i / %lld);\n", L->kstep,
+            (long long)(4 * MT));
+    sb_line(s, ind, N % L->kstep ? "if (c_ < %lld) {\n" : "{\n", (long long)N);
+}
+
+// The chunk's elements into ev_[i]: with the sine's range check left to one vote of the warp
+// (cexpr_set_sin_guard; `guard`), or exact (the rare redo where some |x| > 65536).
+static int ilv_elems(TcEm *T, int l, int ind, bool guard, int *guards, Err *e) {
+    CEm *E = &T->E;
+    StrBuf *s = E->s;
+    int64_t R = E->m->R, SP = T->L->sp, NE = 4 * T->MT * (T->L->kstep / 8);
+    // The exact redo is rare: rolled, straight into P (NVVM ignores `unroll 1` in these
+    // kernels and unrolled it anyway; `nounroll` holds).
+    sb_line(s, ind, guard ? "#pragma unroll\n" : "#pragma nounroll\n");
+    sb_line(s, ind, "for (int i = 0; i < %lld; i++) {\n", (long long)NE);
+    ilv_elem_head(T, l, ind + 1);
+    sb_line(s, ind + 2, "const int64_t gr = row0 + r < %lld ? row0 + r : %lld;\n", (long long)R,
+            (long long)(R - 1));
+    sb_line(s, ind + 2, "const float accv = P[r * %lld + c_];\n", (long long)SP);
+    cexpr_set_sin_guard(E->x, guard ? "big_" : NULL);
+    int before = cexpr_sin_guards(E->x);
+    char dest[64];
+    snprintf(dest, sizeof dest, guard ? "ev_[i]" : "P[r * %lld + c_]", (long long)SP);
+    int rc = emit_epi(E, l, "accv", "c_", "gr", dest, ind + 2, e);
+    *guards = cexpr_sin_guards(E->x) - before;
+    cexpr_set_sin_guard(E->x, NULL);
+    if (rc)
+        return rc;
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+    return ST_OK;
+}
+
+// Layer l's epilogue over the columns of k step kn into ev_[] (declared by the caller with
+// big_), the sine's range check left to the vote in ilv_finish.
+static int ilv_compute(TcEm *T, int l, int ind, Err *e) {
+    int guards = 0;
+    int rc = ilv_elems(T, l, ind, true, &guards, e);
+    T->guards = guards;
+    return rc;
+}
+
+// The vote (any |x| > 65536 in the warp: the chunk again, exactly), ev_[] stored into P, and
+// step kn's A fragments a_[mt] loaded from it.
+static int ilv_finish(TcEm *T, int l, int ind, Err *e) {
+    CEm *E = &T->E;
+    const TcLayout *L = T->L;
+    StrBuf *s = E->s;
+    int64_t SP = L->sp, MT = T->MT, NE = 4 * MT * (L->kstep / 8);
+    int halves = L->kstep / 8, unused;
+    if (T->guards) { // the redo reads the products, so it stores instead of ev_[]
+        sb_line(s, ind, "if (__any_sync(0xffffffffu, big_)) {\n");
+        int rc = ilv_elems(T, l, ind + 1, false, &unused, e);
+        if (rc)
+            return rc;
+        sb_line(s, ind, "} else {\n");
+    } else {
+        sb_line(s, ind, "(void)big_;\n");
+        sb_line(s, ind, "{\n");
+    }
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int i = 0; i < %lld; i++) {\n", (long long)NE);
+    ilv_elem_head(T, l, ind + 2);
+    sb_line(s, ind + 3, "P[r * %lld + c_] = ev_[i];\n", (long long)SP);
+    sb_line(s, ind + 2, "}\n");
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+    sb_line(s, ind, "__syncwarp();\n");
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int h = 0; h < 2; h++) {\n");
+    sb_line(s, ind + 2, "const float *pr = P + (mt * 16 + h * 8 + g) * %lld + 2 * t + kn * %d;\n",
+            (long long)SP, L->kstep);
+    sb_line(s, ind + 2, "const float2 v0 = *(const float2 *)pr;\n");
+    emit_pack(s, ind + 2, L, "a_", "[mt]", "h", 0, "v0.x", "v0.y");
+    if (halves == 2) {
+        sb_line(s, ind + 2, "const float2 v1 = *(const float2 *)(pr + 8);\n");
+        emit_pack(s, ind + 2, L, "a_", "[mt]", "h", 1, "v1.x", "v1.y");
+    }
+    sb_line(s, ind + 1, "}\n");
+    return ST_OK;
+}
+
+// One k step (variable ks) of layer l's mmas on the A fragments `aref` (indexed by mt).
+static void emit_mma_step(TcEm *T, const char *aref, int ind) {
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    int64_t MT = T->MT, NT = L->np[T->layer] / 8;
+    const char *op = L->var == CUMLP_F16    ? "f16"
+                     : L->var == CUMLP_BF16 ? "bf16"
+                     : L->var == CUMLP_F64  ? "f64"
+                                            : "tf32";
+    if (L->var == CUMLP_3XTF32) {
+        // This k step's A fragments split: hi = tf32(a), lo = tf32(a - hi).
+        sb_line(s, ind, "uint32_t ah[%lld][4], al[%lld][4];\n", (long long)MT, (long long)MT);
+        sb_line(s, ind, "#pragma unroll\n");
+        sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+        sb_line(s, ind + 1, "#pragma unroll\n");
+        sb_line(s, ind + 1, "for (int i = 0; i < 4; i++) {\n");
+        sb_line(s, ind + 2, "const float v = __uint_as_float(%s[i]);\n", aref);
+        sb_line(s, ind + 2, "ah[mt][i] = orch_mlp_tf32(v);\n");
+        sb_line(s, ind + 2, "al[mt][i] = orch_mlp_tf32(v - __uint_as_float(ah[mt][i]));\n");
+        sb_line(s, ind + 1, "}\n");
+    }
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
+    sb_line(s, ind + 1, "const uint2 b = wl[(ks * %lld + nt) * 32];\n", (long long)NT);
+    if (L->var == CUMLP_3XTF32) {
+        // The float32 weights split here: hi = tf32(w), lo = tf32(w - hi).
+        sb_line(s, ind + 1, "const float b0 = __uint_as_float(b.x), b1 = __uint_as_float(b.y);\n");
+        sb_line(s, ind + 1, "const uint32_t bh0 = orch_mlp_tf32(b0), bh1 = orch_mlp_tf32(b1);\n");
+        sb_line(s, ind + 1, "const uint32_t bl0 = orch_mlp_tf32(b0 - __uint_as_float(bh0));\n");
+        sb_line(s, ind + 1, "const uint32_t bl1 = orch_mlp_tf32(b1 - __uint_as_float(bh1));\n");
+    }
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)MT);
+    if (L->var == CUMLP_3XTF32) {
+        // The small terms first: lo*hi, hi*lo, then hi*hi.
+        sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], al[mt], bh0, bh1);\n");
+        sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bl0, bl1);\n");
+        sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bh0, bh1);\n");
+    } else {
+        sb_line(s, ind + 2, "orch_mlp_mma_%s(C[mt][nt], %s, b.x, b.y);\n", op, aref);
+    }
+    sb_line(s, ind + 1, "}\n");
+    sb_line(s, ind, "}\n");
+}
+
 static int emit_tc_layer(TcEm *T, int l, Err *e) {
     CEm *E = &T->E;
     const MlpChain *m = E->m;
@@ -1478,12 +1629,10 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     bool last = l == m->n - 1;
     int64_t KS = L->kp[l] / L->kstep, NT = L->np[l] / 8, MT = T->MT, N = m->N[l], R = m->R;
     int64_t SP = L->sp, WR = 16 * MT;
-    const char *op = L->var == CUMLP_F16    ? "f16"
-                     : L->var == CUMLP_BF16 ? "bf16"
-                     : L->var == CUMLP_F64  ? "f64"
-                                            : "tf32";
     const char *ct = L->var == CUMLP_F64 ? "double" : "float"; // the accumulators
-    if (!last)
+    // epi=ilv defers this layer's epilogue into the next layer's k loop (no A registers).
+    bool defer = T->ilv && !last && m->epi[l];
+    if (!last && !defer)
         declare_a(s, 2, L, l + 1, MT);
     sb_line(s, 2, "{ // layer %d: %lld -> %lld\n", l, (long long)m->K[l], (long long)N);
     sb_line(s, 3, "%s C[%lld][%lld][4];\n", ct, (long long)MT, (long long)NT);
@@ -1494,43 +1643,45 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][1] = C[mt][nt][2] = C[mt][nt][3] = 0.0f;\n");
     sb_line(s, 3, "const uint2 *wl = (const uint2 *)(orch_mlp_smw + %lld) + lane;\n",
             (long long)L->wofs[l]);
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)KS);
-    if (L->var == CUMLP_3XTF32) {
-        // This k step's A fragments split: hi = tf32(a), lo = tf32(a - hi).
-        sb_line(s, 4, "uint32_t ah[%lld][4], al[%lld][4];\n", (long long)MT, (long long)MT);
-        sb_line(s, 4, "#pragma unroll\n");
-        sb_line(s, 4, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
-        sb_line(s, 5, "#pragma unroll\n");
-        sb_line(s, 5, "for (int i = 0; i < 4; i++) {\n");
-        sb_line(s, 6, "const float v = __uint_as_float(A%d[mt][ks][i]);\n", l);
-        sb_line(s, 6, "ah[mt][i] = orch_mlp_tf32(v);\n");
-        sb_line(s, 6, "al[mt][i] = orch_mlp_tf32(v - __uint_as_float(ah[mt][i]));\n");
-        sb_line(s, 5, "}\n");
-    }
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
-    sb_line(s, 5, "const uint2 b = wl[(ks * %lld + nt) * 32];\n", (long long)NT);
-    if (L->var == CUMLP_3XTF32) {
-        // The float32 weights split here: hi = tf32(w), lo = tf32(w - hi).
-        sb_line(s, 5, "const float b0 = __uint_as_float(b.x), b1 = __uint_as_float(b.y);\n");
-        sb_line(s, 5, "const uint32_t bh0 = orch_mlp_tf32(b0), bh1 = orch_mlp_tf32(b1);\n");
-        sb_line(s, 5, "const uint32_t bl0 = orch_mlp_tf32(b0 - __uint_as_float(bh0));\n");
-        sb_line(s, 5, "const uint32_t bl1 = orch_mlp_tf32(b1 - __uint_as_float(bh1));\n");
-    }
-    sb_line(s, 5, "#pragma unroll\n");
-    sb_line(s, 5, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)MT);
-    if (L->var == CUMLP_3XTF32) {
-        // The small terms first: lo*hi, hi*lo, then hi*hi.
-        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], al[mt], bh0, bh1);\n");
-        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bl0, bl1);\n");
-        sb_line(s, 6, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bh0, bh1);\n");
+    T->layer = l;
+    bool pend = T->pending;
+    T->pending = false;
+    if (!pend) { // A from this layer's registers
+        char aref[32];
+        snprintf(aref, sizeof aref, "A%d[mt][ks]", l);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)KS);
+        emit_mma_step(T, aref, 4);
+        sb_line(s, 3, "}\n");
     } else {
-        sb_line(s, 6, "orch_mlp_mma_%s(C[mt][nt], A%d[mt][ks], b.x, b.y);\n", op, l);
+        // The previous layer's epilogue is pending in P: software-pipelined over the k steps,
+        // chunk kn of it computed (into registers) before step kn - 1's mmas, which it does
+        // not depend on, so that its latencies overlap the tensor cores' work; then stored,
+        // and step kn's A fragments loaded. The loop is rolled (nounroll: NVVM ignored
+        // `unroll 1` here and a 6 x 64 f64 chain's code grew to 252 KB): one copy of the
+        // epilogue's code serves every chunk.
+        int64_t NE = 4 * MT * (L->kstep / 8);
+        sb_line(s, 3, "uint32_t a_[%lld][4];\n", (long long)MT);
+        sb_line(s, 3, "#pragma nounroll\n");
+        sb_line(s, 3, "for (int kn = 0; kn < %lld; kn++) {\n", (long long)KS);
+        sb_line(s, 4, "float ev_[%lld];\n", (long long)NE);
+        sb_line(s, 4, "bool big_ = false;\n");
+        int rc = ilv_compute(T, l - 1, 4, e);
+        if (rc)
+            return rc;
+        sb_line(s, 4, "if (kn > 0) {\n");
+        sb_line(s, 5, "const int ks = kn - 1;\n");
+        emit_mma_step(T, "a_[mt]", 5);
+        sb_line(s, 4, "}\n");
+        rc = ilv_finish(T, l - 1, 4, e);
+        if (rc)
+            return rc;
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "{\n");
+        sb_line(s, 4, "const int ks = %lld;\n", (long long)(KS - 1));
+        emit_mma_step(T, "a_[mt]", 4);
+        sb_line(s, 3, "}\n");
     }
-    sb_line(s, 5, "}\n");
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
     char dest[96], anext[16];
     snprintf(anext, sizeof anext, "A%d", l + 1);
     int rc = ST_OK;
@@ -1634,7 +1785,8 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         return ST_OK;
     }
     // Through the warp's buffer P: the products (after every lane has read the previous
-    // contents), then a rolled epilogue loop, lane = column.
+    // contents), then a rolled epilogue loop, lane = column (or, deferred, the next layer's
+    // k loop).
     sb_line(s, 3, "__syncwarp();\n");
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
@@ -1647,6 +1799,11 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             "make_float2(C[mt][nt][2 * h], C[mt][nt][2 * h + 1]);\n",
             (long long)SP);
     sb_line(s, 3, "__syncwarp();\n");
+    if (defer) {
+        T->pending = true;
+        sb_line(s, 2, "}\n");
+        return ST_OK;
+    }
     int64_t NCC = (N + 31) / 32;
     if (m->epi[l] || last) {
         if (last) {
@@ -1714,7 +1871,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
                    CudaLaunch *launch, Err *e) {
     int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
     bool epi_smem = cfg->p[Q_EPI] != 0;
-    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1)
+    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || cfg->p[Q_EPI] < 0 ||
+        cfg->p[Q_EPI] > 2)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     if (!tc_fits(m, cfg->p[Q_VAR]))
         return err_set(e, ST_UNSUPPORTED,
@@ -1731,7 +1889,11 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
               &L,
               W,
               MT,
-              epi_smem};
+              epi_smem,
+              cfg->p[Q_EPI] == 2,
+              false,
+              0,
+              0};
     cugen_cexpr_dialect(T.E.x);
     cexpr_set_reader(T.E.x, reader, &T.E);
     StrBuf *s = &body;
@@ -1861,14 +2023,17 @@ static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs
 // a last partial round run at a fraction of the occupancy (hence the square).
 static double persist_time(const MlpChain *m, const Dev *d, double fma, double epi, double tc,
                            int64_t rows, int64_t W, int64_t G, int64_t bps, double ilp,
-                           double wbytes) {
+                           double wbytes, double overlap) {
     double tiles = ceil((double)m->R / (double)rows), warps = (double)(G * W);
     double imbalance = ceil(tiles / warps) / (tiles / warps);
     double resident = ORCH_MIN((double)bps, ceil((double)G / d->sms));
     double wps = resident * (double)W / 4.0 * ilp;
     double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
     double rows_all = tiles * (double)rows, lanes = d->sms * 4 * d->clock;
-    double t = rows_all * (fma / eff_fma + epi / eff_epi + tc) / lanes * imbalance * imbalance;
+    // `overlap`: the share of the shorter of the epilogues and the tensor cores hidden under the
+    // longer (epi=ilv interleaves them in every warp).
+    double te = epi / eff_epi, hidden = overlap * ORCH_MIN(te, tc);
+    double t = rows_all * (fma / eff_fma + te + tc - hidden) / lanes * imbalance * imbalance;
     double bytes = io_bytes(m);
     return t + bytes / (0.8 * d->bw) + resident * wbytes / (64.0 * d->clock) + 3e-6;
 }
@@ -1886,11 +2051,19 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
     WarpLayout L;
     warp_layout(m, &L);
     return persist_time(m, d, fma / 32, epi / 32, 0, 32, W, G, bps, 1.0,
-                        (double)L.wfloats * (double)dtype_size(m->dtype));
+                        (double)L.wfloats * (double)dtype_size(m->dtype), 0.0);
 }
 
+// The share of the epilogues' time epi=ilv hides under the tensor cores' (or theirs under the
+// epilogues'). Measured on an H200 (6 x 64 sin*sigmoid chain, 65536 rows, one run each): f64
+// w=12 116.8 against 127.3 us through P; f16 w=16 44.2 against 42.5 (where its code is small,
+// the unrolled k loop of P does as well): DMMAs throttled at issue keep a warp from its
+// epilogue work while they drain, so most of the overlap comes from other warps either way.
+#define ILV_OVERLAP 0.1
+
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
-                       bool epi_smem, int64_t G, int64_t bps) {
+                       int es, int64_t G, int64_t bps) {
+    bool epi_smem = es != 0;
     double e = epi_per_elem(m), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
     bool x3 = L->var == CUMLP_3XTF32;
     double f = x3 ? 3 : 1;
@@ -1931,7 +2104,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     for (int l = 0; l < m->n; l++)
         wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
-                        wbytes);
+                        wbytes, es == 2 ? ILV_OVERLAP : 0.0);
 }
 
 // The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
@@ -1990,7 +2163,10 @@ static void cfg_desc(KernelConfig *k) {
     else
         snprintf(k->desc, sizeof k->desc, "cls=mlp v=%s w=%lld mt=%lld epi=%s g=%lld bps=%lld",
                  var_name(p[Q_VAR]), (long long)p[Q_W], (long long)p[Q_MT],
-                 p[Q_EPI] ? "smem" : "reg", (long long)p[Q_G], (long long)p[Q_BPS]);
+                 p[Q_EPI] == 2 ? "ilv"
+                 : p[Q_EPI]    ? "smem"
+                               : "reg",
+                 (long long)p[Q_G], (long long)p[Q_BPS]);
 }
 
 bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
@@ -2086,17 +2262,21 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
     // 26 us and 33 us), and NVRTC takes seconds over it.
     bool reg_ok = epi_per_elem(&m) <= 8;
+    // epi=ilv needs a layer before the last with an epilogue to defer.
+    bool ilv_ok = false;
+    for (int l = 0; l + 1 < m.n; l++)
+        ilv_ok = ilv_ok || m.epi[l];
     static const int64_t tc_ws[] = {4, 8, 12, 16}, tc_mts[] = {1, 2};
     for (int v = 0; v < nv; v++) {
         TcLayout L;
         tc_layout(&m, vars[v], &L);
         for (size_t i = 0; i < ORCH_COUNT(tc_ws); i++)
             for (size_t j = 0; j < ORCH_COUNT(tc_mts); j++)
-                for (int es = reg_ok ? 0 : 1; es < 2; es++) {
+                for (int es = reg_ok ? 0 : 1; es < (ilv_ok ? 3 : 2); es++) {
                     int64_t W = tc_ws[i], MT = tc_mts[j], regs = tc_regs(&m, &L, MT);
                     if (regs > 224 || n == (int)ORCH_COUNT(all))
                         continue;
-                    int64_t bps = blocks_per_sm(&d, tc_smem(&L, W, MT, es), 32 * W, regs);
+                    int64_t bps = blocks_per_sm(&d, tc_smem(&L, W, MT, es != 0), 32 * W, regs);
                     if (bps < 1)
                         continue;
                     int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);

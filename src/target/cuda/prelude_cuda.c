@@ -99,8 +99,9 @@ static const char HELPERS[] =
     // of j is the low bit of t: x / pi rounded by adding 1.5 * 2^23). Larger |x|, infinities
     // and NaN go to CUDA's sinf (its Payne-Hanek reduction); tiny ones are their own sine (and
     // -0 stays -0). sinf itself has a branch on every call, which keeps the unrolled elements
-    // of an epilogue loop from overlapping.
-    "ORCH_DEV float orch_sinf(float x) {\n"
+    // of an epilogue loop from overlapping; orch_sinf still has one (the range check), which
+    // orch_sinf_guarded leaves to its caller.
+    "ORCH_DEV float orch_sinf_common(float x) {\n"
     "    const float t = fmaf(x, 0.318309886183790672f, 12582912.0f);\n"
     "    const float j = t - 12582912.0f;\n"
     "    float r = fmaf(j, -3.14159274101257324f, x);\n"
@@ -113,8 +114,20 @@ static const char HELPERS[] =
     "    p = fmaf(p, s, -1.666666716e-01f);\n"
     "    float v = fmaf(r * s, p, r);\n"
     "    v = __int_as_float(__float_as_int(v) ^ (__float_as_int(t) << 31));\n"
-    "    v = fabsf(x) < 0x1p-12f ? x : v;\n"
-    "    return fabsf(x) <= 65536.0f ? v : sinf(x);\n"
+    "    return fabsf(x) < 0x1p-12f ? x : v;\n"
+    "}\n"
+    // CUDA's sinf out of line: inlined at every call site its Payne-Hanek path made the fp32
+    // MLP kernel's code outgrow the instruction cache (H200, v=f64: "no instruction" was the
+    // largest stall, 3.8 of 11.2 cycles per issued instruction).
+    "static __device__ __noinline__ float orch_sinf_slow(float x) { return sinf(x); }\n"
+    "ORCH_DEV float orch_sinf(float x) {\n"
+    "    return fabsf(x) <= 65536.0f ? orch_sinf_common(x) : orch_sinf_slow(x);\n"
+    "}\n"
+    // The common path with the range check left to the caller (cexpr_set_sin_guard): infinities
+    // and NaN come out NaN as they should; only finite |x| > 65536 raise the flag.
+    "ORCH_DEV float orch_sinf_guarded(float x, bool &big) {\n"
+    "    big |= fabsf(x) > 65536.0f && fabsf(x) <= 3.40282347e38f;\n"
+    "    return orch_sinf_common(x);\n"
     "}\n"
     "// Special-function-unit versions for reduced precisions (cexpr_set_fast_math): exp a few\n"
     "// ulp (ex2.approx); sin/cos one Cody-Waite step to [-pi, pi] (2pi as float + its error),\n"
