@@ -566,8 +566,13 @@ static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const Kern
 
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
 static int family(const KernelConfig *cf) {
-    return (int)cf->p[CUMLP_VAR] * 3 + (strstr(cf->desc, "epi=smem") != NULL) +
-           2 * (strstr(cf->desc, "epi=ilv") != NULL);
+    const char *epi = strstr(cf->desc, "epi=");
+    int mode = !epi                               ? 0
+               : strncmp(epi, "epi=smem", 8) == 0 ? 1
+               : strncmp(epi, "epi=ilvx", 8) == 0 ? 3
+               : strncmp(epi, "epi=ilv", 7) == 0  ? 2
+                                                  : 0;
+    return (int)cf->p[CUMLP_VAR] * 4 + mode;
 }
 
 // The configs chain c is checked in: the best k under float32 (k = 0: the best SIMT one, whose

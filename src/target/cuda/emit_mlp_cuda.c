@@ -37,11 +37,13 @@
 //   buffer and the next layer's rolled k loop computes the epilogue one k step's columns at a
 //   time beside the previous step's mmas, loading each step's A fragments from the buffer: one
 //   copy of the epilogue's and the mmas' code per layer, and a float32 sine's range check left
-//   to one warp vote per chunk, with an exact redo where it fires). 3xtf32 keeps weights and
-//   activations in float32 and splits each operand x where it is used into hi = tf32(x) and lo =
-//   tf32(x - hi), accumulating lo*hi + hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and
-//   the roundings of lo are ~2^-21 relative). Widths are padded to the k step (8 or 16) with zero
-//   weights; the padded columns' epilogue is not computed (they stay 0).
+//   to one warp vote per chunk, with an exact redo where it fires; epi=ilvx stages a float32
+//   input in the buffer too, so the first layer's loop is rolled the same way and no layer holds
+//   a whole A in registers). 3xtf32 keeps weights and activations in float32 and splits each
+//   operand x where it is used into hi = tf32(x) and lo = tf32(x - hi), accumulating lo*hi +
+//   hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and the roundings of lo are ~2^-21
+//   relative). Widths are padded to the k step (8 or 16) with zero weights; the padded columns'
+//   epilogue is not computed (they stay 0).
 // - f64 (v=f64, sm_90, offered under float32): the TF32 kernel's layout and k order with
 //   float32 operands (weights staged as float32 bits, A registers too), each m16n8k8 step done
 //   as two m16n8k4 DMMAs on the operands widened to double, accumulators in double: every
@@ -1100,6 +1102,11 @@ static bool tc_fits(const MlpChain *m, int64_t v) {
            (v == CUMLP_BF16 && m->dtype == DT_BFLOAT16);
 }
 
+// epi=ilvx stages a float32 input in P (k steps of 8: tf32, 3xtf32, f64).
+static bool xstage_ok(const MlpChain *m, const TcLayout *L) {
+    return !half_chain(m) && L->kstep == 8 && !L->xraw;
+}
+
 static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
     memset(L, 0, sizeof *L);
     L->var = var;
@@ -1133,12 +1140,18 @@ static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) 
 
 // 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
 // next layer's fragments while they are packed) plus addressing and the epilogue.
-static int64_t tc_regs(const MlpChain *m, const TcLayout *L, int64_t MT) {
+// epi=ilv (`ilv`): a layer whose epilogue is deferred packs no next fragments, and the layer
+// after it holds one k step's fragments and chunk (4 + 4 a row tile) instead of its whole A;
+// so does the first layer with its input staged in P (epi=ilvx, `xstage`).
+static int64_t tc_regs(const MlpChain *m, const TcLayout *L, int64_t MT, bool ilv, bool xstage) {
     int64_t per_k = L->var == CUMLP_F16 || L->var == CUMLP_BF16 ? 4 : 2;
     int64_t worst = 0;
     for (int l = 0; l < m->n; l++) {
-        int64_t a = L->kp[l] / per_k, acc = L->np[l] / (L->var == CUMLP_F64 ? 1 : 2),
-                next = L->np[l] / per_k;
+        // (ilv: the last layer packs no fragments either; the older modes keep their margin.)
+        bool defer = ilv && (l + 1 == m->n || m->epi[l]);
+        bool pend = ilv && (l > 0 ? m->epi[l - 1] : xstage);
+        int64_t a = pend ? 8 : L->kp[l] / per_k, acc = L->np[l] / (L->var == CUMLP_F64 ? 1 : 2),
+                next = defer ? 0 : L->np[l] / per_k;
         worst = ORCH_MAX(worst, acc + ORCH_MAX(a, next));
     }
     // 3xtf32: one k step's A fragments split into hi and lo.
@@ -1212,6 +1225,10 @@ typedef struct TcEm {
     // epi=ilv: a layer's epilogue is deferred into the next layer's k loop (ilv_compute,
     // ilv_finish); pending: the previous layer's products wait in P for it.
     bool ilv, pending;
+    // epi=ilvx: the chain's input rows are staged in P too, and the first layer's rolled k
+    // loop loads each step's A fragments from there (no A registers for the whole input: the
+    // f64 kernel then fits 128 registers, 16 warps a block); xstaged: the first layer pends so.
+    bool xstage, xstaged;
     int guards; // the sines ilv_compute guarded (ilv_finish redoes them where the vote says)
     int layer;  // the layer emit_mma_step emits
 } TcEm;
@@ -1534,6 +1551,8 @@ static int ilv_compute(TcEm *T, int l, int ind, Err *e) {
     return rc;
 }
 
+static void ilv_load_a(TcEm *T, int ind);
+
 // The vote (any |x| > 65536 in the warp: the chunk again, exactly), ev_[] stored into P, and
 // step kn's A fragments a_[mt] loaded from it.
 static int ilv_finish(TcEm *T, int l, int ind, Err *e) {
@@ -1541,7 +1560,7 @@ static int ilv_finish(TcEm *T, int l, int ind, Err *e) {
     const TcLayout *L = T->L;
     StrBuf *s = E->s;
     int64_t SP = L->sp, MT = T->MT, NE = 4 * MT * (L->kstep / 8);
-    int halves = L->kstep / 8, unused;
+    int unused;
     if (T->guards) { // the redo reads the products, so it stores instead of ev_[]
         sb_line(s, ind, "if (__any_sync(0xffffffffu, big_)) {\n");
         int rc = ilv_elems(T, l, ind + 1, false, &unused, e);
@@ -1560,6 +1579,16 @@ static int ilv_finish(TcEm *T, int l, int ind, Err *e) {
     sb_line(s, ind + 1, "}\n");
     sb_line(s, ind, "}\n");
     sb_line(s, ind, "__syncwarp();\n");
+    ilv_load_a(T, ind);
+    return ST_OK;
+}
+
+// Step kn's A fragments a_[mt] from P.
+static void ilv_load_a(TcEm *T, int ind) {
+    const TcLayout *L = T->L;
+    StrBuf *s = T->E.s;
+    int64_t SP = L->sp, MT = T->MT;
+    int halves = L->kstep / 8;
     sb_line(s, ind, "#pragma unroll\n");
     sb_line(s, ind, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
     sb_line(s, ind + 1, "#pragma unroll\n");
@@ -1573,7 +1602,6 @@ static int ilv_finish(TcEm *T, int l, int ind, Err *e) {
         emit_pack(s, ind + 2, L, "a_", "[mt]", "h", 1, "v1.x", "v1.y");
     }
     sb_line(s, ind + 1, "}\n");
-    return ST_OK;
 }
 
 // One k step (variable ks) of layer l's mmas on the A fragments `aref` (indexed by mt).
@@ -1662,21 +1690,33 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         // epilogue's code serves every chunk.
         int64_t NE = 4 * MT * (L->kstep / 8);
         sb_line(s, 3, "uint32_t a_[%lld][4];\n", (long long)MT);
-        sb_line(s, 3, "#pragma nounroll\n");
-        sb_line(s, 3, "for (int kn = 0; kn < %lld; kn++) {\n", (long long)KS);
-        sb_line(s, 4, "float ev_[%lld];\n", (long long)NE);
-        sb_line(s, 4, "bool big_ = false;\n");
-        int rc = ilv_compute(T, l - 1, 4, e);
-        if (rc)
-            return rc;
-        sb_line(s, 4, "if (kn > 0) {\n");
-        sb_line(s, 5, "const int ks = kn - 1;\n");
-        emit_mma_step(T, "a_[mt]", 5);
-        sb_line(s, 4, "}\n");
-        rc = ilv_finish(T, l - 1, 4, e);
-        if (rc)
-            return rc;
-        sb_line(s, 3, "}\n");
+        if (T->xstaged) { // the first layer: the input in P, no epilogue to compute
+            T->xstaged = false;
+            sb_line(s, 3, "#pragma nounroll\n");
+            sb_line(s, 3, "for (int kn = 0; kn < %lld; kn++) {\n", (long long)KS);
+            sb_line(s, 4, "if (kn > 0) {\n");
+            sb_line(s, 5, "const int ks = kn - 1;\n");
+            emit_mma_step(T, "a_[mt]", 5);
+            sb_line(s, 4, "}\n");
+            ilv_load_a(T, 4);
+            sb_line(s, 3, "}\n");
+        } else {
+            sb_line(s, 3, "#pragma nounroll\n");
+            sb_line(s, 3, "for (int kn = 0; kn < %lld; kn++) {\n", (long long)KS);
+            sb_line(s, 4, "float ev_[%lld];\n", (long long)NE);
+            sb_line(s, 4, "bool big_ = false;\n");
+            int rc = ilv_compute(T, l - 1, 4, e);
+            if (rc)
+                return rc;
+            sb_line(s, 4, "if (kn > 0) {\n");
+            sb_line(s, 5, "const int ks = kn - 1;\n");
+            emit_mma_step(T, "a_[mt]", 5);
+            sb_line(s, 4, "}\n");
+            rc = ilv_finish(T, l - 1, 4, e);
+            if (rc)
+                return rc;
+            sb_line(s, 3, "}\n");
+        }
         sb_line(s, 3, "{\n");
         sb_line(s, 4, "const int ks = %lld;\n", (long long)(KS - 1));
         emit_mma_step(T, "a_[mt]", 4);
@@ -1872,7 +1912,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
     bool epi_smem = cfg->p[Q_EPI] != 0;
     if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || cfg->p[Q_EPI] < 0 ||
-        cfg->p[Q_EPI] > 2)
+        cfg->p[Q_EPI] > 3)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     if (!tc_fits(m, cfg->p[Q_VAR]))
         return err_set(e, ST_UNSUPPORTED,
@@ -1880,6 +1920,11 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
                        cfg->desc, dtype_name(m->dtype));
     TcLayout L;
     tc_layout(m, (int)cfg->p[Q_VAR], &L);
+    if (cfg->p[Q_EPI] == 3 && !xstage_ok(m, &L))
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s' stages float32 inputs in 8-wide k steps "
+                       "only",
+                       fn, cfg->desc);
     const Candidate *c = m->c;
     StrBuf decls, body;
     sb_init(&decls);
@@ -1890,7 +1935,9 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
               W,
               MT,
               epi_smem,
-              cfg->p[Q_EPI] == 2,
+              cfg->p[Q_EPI] >= 2,
+              false,
+              cfg->p[Q_EPI] == 3,
               false,
               0,
               0};
@@ -1909,7 +1956,25 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
-    if (L.xraw) {
+    if (T.xstage) {
+        // The input rows into P (the layout ilv_finish loads fragments from), for the first
+        // layer's rolled k loop, once every lane is done with the last tile's output in P.
+        declare_xv(&T, 2);
+        emit_tc_xload(&T, "row0", 2);
+        sb_line(s, 2, "__syncwarp();\n");
+        sb_line(s, 2, "#pragma unroll\n");
+        sb_line(s, 2, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int h = 0; h < 2; h++)\n");
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int ks = 0; ks < %lld; ks++)\n", (long long)(L.kp[0] / L.kstep));
+        sb_line(s, 5,
+                "*(float2 *)(P + (mt * 16 + h * 8 + g) * %lld + ks * 8 + 2 * t) = "
+                "xv[mt][h][ks][0];\n",
+                (long long)L.sp);
+        sb_line(s, 2, "__syncwarp();\n");
+        T.pending = T.xstaged = true;
+    } else if (L.xraw) {
         emit_tc_xload_raw(&T, "row0", 2);
     } else {
         declare_xv(&T, 2);
@@ -2104,7 +2169,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     for (int l = 0; l < m->n; l++)
         wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
-                        wbytes, es == 2 ? ILV_OVERLAP : 0.0);
+                        wbytes, es >= 2 ? ILV_OVERLAP : 0.0);
 }
 
 // The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
@@ -2163,9 +2228,10 @@ static void cfg_desc(KernelConfig *k) {
     else
         snprintf(k->desc, sizeof k->desc, "cls=mlp v=%s w=%lld mt=%lld epi=%s g=%lld bps=%lld",
                  var_name(p[Q_VAR]), (long long)p[Q_W], (long long)p[Q_MT],
-                 p[Q_EPI] == 2 ? "ilv"
-                 : p[Q_EPI]    ? "smem"
-                               : "reg",
+                 p[Q_EPI] == 3   ? "ilvx"
+                 : p[Q_EPI] == 2 ? "ilv"
+                 : p[Q_EPI]      ? "smem"
+                                 : "reg",
                  (long long)p[Q_G], (long long)p[Q_BPS]);
 }
 
@@ -2272,8 +2338,12 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         tc_layout(&m, vars[v], &L);
         for (size_t i = 0; i < ORCH_COUNT(tc_ws); i++)
             for (size_t j = 0; j < ORCH_COUNT(tc_mts); j++)
-                for (int es = reg_ok ? 0 : 1; es < (ilv_ok ? 3 : 2); es++) {
-                    int64_t W = tc_ws[i], MT = tc_mts[j], regs = tc_regs(&m, &L, MT);
+                for (int es = reg_ok ? 0 : 1; es < (!ilv_ok             ? 2
+                                                    : xstage_ok(&m, &L) ? 4
+                                                                        : 3);
+                     es++) {
+                    int64_t W = tc_ws[i], MT = tc_mts[j];
+                    int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
                     if (regs > 224 || n == (int)ORCH_COUNT(all))
                         continue;
                     int64_t bps = blocks_per_sm(&d, tc_smem(&L, W, MT, es != 0), 32 * W, regs);
