@@ -1107,7 +1107,8 @@ static bool xstage_ok(const MlpChain *m, const TcLayout *L) {
     return !half_chain(m) && L->kstep == 8 && !L->xraw;
 }
 
-static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
+// xstage (epi=ilvx): P's rows hold the chain's input as well, so its stride covers kp[0] too.
+static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
     memset(L, 0, sizeof *L);
     L->var = var;
     L->kstep = var == CUMLP_F16 || var == CUMLP_BF16 ? 16 : 8;
@@ -1120,8 +1121,9 @@ static void tc_layout(const MlpChain *m, int var, TcLayout *L) {
         L->wwords += L->kp[l] / L->kstep * (L->np[l] / 8) * 32 * L->bw;
         L->maxnp = ORCH_MAX(L->maxnp, L->np[l]);
     }
-    L->sp = (L->maxnp + 23) / 32 * 32 + 8; // the least >= maxnp that is 8 mod 32
-    if (L->sp - 32 >= L->maxnp)
+    int64_t pw = xstage ? ORCH_MAX(L->maxnp, L->kp[0]) : L->maxnp;
+    L->sp = (pw + 23) / 32 * 32 + 8; // the least >= pw that is 8 mod 32
+    if (L->sp - 32 >= pw)
         L->sp -= 32;
     L->hraw = half_chain(m) && tc_fits(m, var);
     // A float32 x (x_cast) is loaded as floats and packed (rounded) like a float32 chain's, in the
@@ -1919,7 +1921,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
                        "CUDA mlp kernel %s: config '%s' does not fit the chain's %s tensors", fn,
                        cfg->desc, dtype_name(m->dtype));
     TcLayout L;
-    tc_layout(m, (int)cfg->p[Q_VAR], &L);
+    tc_layout(m, (int)cfg->p[Q_VAR], cfg->p[Q_EPI] == 3, &L);
     if (cfg->p[Q_EPI] == 3 && !xstage_ok(m, &L))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s' stages float32 inputs in 8-wide k steps "
@@ -2334,8 +2336,9 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         ilv_ok = ilv_ok || m.epi[l];
     static const int64_t tc_ws[] = {4, 8, 12, 16}, tc_mts[] = {1, 2};
     for (int v = 0; v < nv; v++) {
-        TcLayout L;
-        tc_layout(&m, vars[v], &L);
+        TcLayout L, LX; // LX: P's stride for epi=ilvx
+        tc_layout(&m, vars[v], false, &L);
+        tc_layout(&m, vars[v], true, &LX);
         for (size_t i = 0; i < ORCH_COUNT(tc_ws); i++)
             for (size_t j = 0; j < ORCH_COUNT(tc_mts); j++)
                 for (int es = reg_ok ? 0 : 1; es < (!ilv_ok             ? 2
@@ -2346,7 +2349,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
                     if (regs > 224 || n == (int)ORCH_COUNT(all))
                         continue;
-                    int64_t bps = blocks_per_sm(&d, tc_smem(&L, W, MT, es != 0), 32 * W, regs);
+                    int64_t bps = blocks_per_sm(&d, tc_smem(es == 3 ? &LX : &L, W, MT, es != 0),
+                                                32 * W, regs);
                     if (bps < 1)
                         continue;
                     int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);
@@ -2360,7 +2364,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_EPI] = es;
                     kc->p[Q_G] = G;
                     kc->p[Q_BPS] = bps;
-                    kc->score = tc_score(&m, &d, &L, W, MT, es, G, bps) *
+                    kc->score = tc_score(&m, &d, es == 3 ? &LX : &L, W, MT, es, G, bps) *
                                 (vars[v] == CUMLP_F64 ? F64_SCORE_SCALE : 1.0);
                     cfg_desc(kc);
                 }
@@ -2392,7 +2396,7 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                            "cores of sm_80 or later (%s is %s)",
                            fn, cfg->desc, hw->name, hw->arch);
         TcLayout L;
-        tc_layout(&m, (int)v, &L);
+        tc_layout(&m, (int)v, cfg->p[Q_EPI] == 3, &L);
         smem = tc_smem(&L, cfg->p[Q_W], cfg->p[Q_MT], cfg->p[Q_EPI] != 0);
     } else {
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
