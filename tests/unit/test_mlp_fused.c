@@ -26,7 +26,7 @@
 // Also: `unit_mlp_fused --write-model FILE [BATCH [relu]]` writes the benchmark's 6-layer 64-wide
 // sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
-// ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
+// ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
 // ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N,
 // ORCH_MLP_BENCH_ACT=relu and ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's
@@ -1377,7 +1377,11 @@ static void cuda_configs(void) {
             sb_init(&s);
             CHECK_MSG(emit_at_precision(pg, full, &cf[i], hw, "k", &s, &ln, &e) == ST_OK, "%s",
                       e.msg);
-            if (i == 0 && u > 0 && getenv("ORCH_MLP_DUMP")) // the H100's first choices, for reading
+            // The H100's first choices for reading, or (ORCH_MLP_DUMP=TEXT) its configs whose
+            // description contains TEXT.
+            const char *dump = getenv("ORCH_MLP_DUMP");
+            if (u > 0 && dump &&
+                (strcmp(dump, "1") == 0 ? i == 0 : strstr(cf[i].desc, dump) != NULL))
                 printf("// %s\n%s%s\n", cf[i].desc, cugen_prelude(), s.s);
             sb_free(&s);
             CHECK_MSG(ln.smem <= (unsigned)hw->smem_per_block_optin &&

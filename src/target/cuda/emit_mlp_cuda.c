@@ -44,13 +44,15 @@
 //   hi*lo + hi*hi (float32-level accuracy: the dropped lo*lo and the roundings of lo are ~2^-21
 //   relative). Widths are padded to the k step (8 or 16) with zero weights; the padded columns'
 //   epilogue is not computed (they stay 0).
-// - f64 (v=f64, sm_90, offered under float32): the TF32 kernel's layout and k order with
-//   float32 operands (weights staged as float32 bits, A registers too), each m16n8k8 step done
-//   as two m16n8k4 DMMAs on the operands widened to double, accumulators in double: every
-//   product exact, the sums double's, one rounding to float32 per output before its epilogue,
-//   so the float32 contract holds with less error than FMAs in float32. The FP64 tensor cores
-//   run 66 TFLOP/s on an H100 (float32 FMAs: 67) at a sixteenth of the issue slots, which the
-//   epilogue (sin, sigmoid in float32) then has to itself.
+// - f64 (v=f64, sm_90, offered under float32): the half kernels' k steps of 16 and k order with
+//   float32 operands (weights staged as float32 bits, four a lane an entry, A registers too),
+//   each step one m16n8k16 DMMA on the operands widened to double, accumulators in double:
+//   every product exact, the sums double's, one rounding to float32 per output before its
+//   epilogue, so the float32 contract holds with less error than FMAs in float32. The FP64
+//   tensor cores run 62-65 TFLOP/s on an H200 (float32 FMAs: 67). The DMMA shape matters in the
+//   lab (bench/gpu/lab/dmma_cvt.cu): float work issued beside m16n8k4 DMMAs adds its whole issue
+//   time to theirs, beside m16n8k16 ones 2-7% of it. In the MLP kernel the k16 DMMAs measured as
+//   fast as the k4 pairs at the best config and up to 14% faster at others (F64_OVERLAP).
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
@@ -1072,7 +1074,8 @@ typedef struct TcLayout {
     int var;
     int kstep; // K of one mma: 8 (TF32) or 16
     int bw;    // 32-bit words of a lane's B fragment in shared memory (3xtf32: the float32
-               // values, split where they are read)
+               // values, split where they are read; f64: four float32 values)
+    int aw;    // 32-bit registers of one k step's A fragment of a row tile (f64: 8 float32 bits)
     int64_t kp[MLP_LAYERS_MAX], np[MLP_LAYERS_MAX]; // padded widths
     int64_t wofs[MLP_LAYERS_MAX];                   // fragment offsets (words)
     int64_t wwords;                                 // all weights
@@ -1102,17 +1105,18 @@ static bool tc_fits(const MlpChain *m, int64_t v) {
            (v == CUMLP_BF16 && m->dtype == DT_BFLOAT16);
 }
 
-// epi=ilvx stages a float32 input in P (k steps of 8: tf32, 3xtf32, f64).
+// epi=ilvx stages a float32 input in P (tf32, 3xtf32, f64).
 static bool xstage_ok(const MlpChain *m, const TcLayout *L) {
-    return !half_chain(m) && L->kstep == 8 && !L->xraw;
+    return !half_chain(m) && !L->xraw;
 }
 
 // xstage (epi=ilvx): P's rows hold the chain's input as well, so its stride covers kp[0] too.
 static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
     memset(L, 0, sizeof *L);
     L->var = var;
-    L->kstep = var == CUMLP_F16 || var == CUMLP_BF16 ? 16 : 8;
-    L->bw = 2;
+    L->kstep = var == CUMLP_F16 || var == CUMLP_BF16 || var == CUMLP_F64 ? 16 : 8;
+    L->bw = var == CUMLP_F64 ? 4 : 2;
+    L->aw = var == CUMLP_F64 ? 8 : 4;
     for (int l = 0; l < m->n; l++) {
         L->kp[l] = (m->K[l] + L->kstep - 1) / L->kstep * L->kstep;
         L->np[l] =
@@ -1152,8 +1156,8 @@ static int64_t tc_regs(const MlpChain *m, const TcLayout *L, int64_t MT, bool il
         // (ilv: the last layer packs no fragments either; the older modes keep their margin.)
         bool defer = ilv && (l + 1 == m->n || m->epi[l]);
         bool pend = ilv && (l > 0 ? m->epi[l - 1] : xstage);
-        int64_t a = pend ? 8 : L->kp[l] / per_k, acc = L->np[l] / (L->var == CUMLP_F64 ? 1 : 2),
-                next = defer ? 0 : L->np[l] / per_k;
+        int64_t a = pend ? L->aw + 4 * (L->kstep / 8) : L->kp[l] / per_k,
+                acc = L->np[l] / (L->var == CUMLP_F64 ? 1 : 2), next = defer ? 0 : L->np[l] / per_k;
         worst = ORCH_MAX(worst, acc + ORCH_MAX(a, next));
     }
     // 3xtf32: one k step's A fragments split into hi and lo.
@@ -1186,23 +1190,23 @@ static void emit_tc_helpers(StrBuf *s) {
         {"f16", "m16n8k16.row.col.f32.f16.f16.f32"},
         {"bf16", "m16n8k16.row.col.f32.bf16.bf16.f32"},
     };
-    // f64 (sm_90): an m16n8k8 step of the TF32 layout (A registers and B words float32 bits) as
-    // two m16n8k4 DMMAs, fragment columns 0..3 (a[0], a[1], b0) then 4..7 (a[2], a[3], b1);
-    // the operands widened to double, so every product is exact and the sums are double's.
+    // f64 (sm_90): one m16n8k16 DMMA on A registers and B words holding float32 bits, widened
+    // to double, so every product is exact and the sums are double's. Fragment element i of A
+    // is row g + 8 (i & 1), slot i >> 1; b[j] slot j; slot j is column 2t + (j & 1) + 8 (j >> 1)
+    // of the k step (the order emit_pack and the staging use).
     sb_puts(s, "#if __CUDA_ARCH__ >= 900\n"
-               "ORCH_DEV void orch_mlp_mma_f64(double *c, const uint32_t *a, uint32_t b0, "
-               "uint32_t b1) {\n"
-               "    const double a0 = __uint_as_float(a[0]), a1 = __uint_as_float(a[1]);\n"
-               "    const double a2 = __uint_as_float(a[2]), a3 = __uint_as_float(a[3]);\n"
-               "    const double d0 = __uint_as_float(b0), d1 = __uint_as_float(b1);\n"
-               "    asm(\"mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
-               "{%4, %5}, {%6}, {%0, %1, %2, %3};\"\n"
+               "ORCH_DEV void orch_mlp_mma_f64(double *c, const uint32_t *a, uint4 b) {\n"
+               "    double x[8];\n"
+               "#pragma unroll\n"
+               "    for (int i = 0; i < 8; i++) x[i] = __uint_as_float(a[i]);\n"
+               "    const double b0 = __uint_as_float(b.x), b1 = __uint_as_float(b.y);\n"
+               "    const double b2 = __uint_as_float(b.z), b3 = __uint_as_float(b.w);\n"
+               "    asm(\"mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};\"\n"
                "        : \"+d\"(c[0]), \"+d\"(c[1]), \"+d\"(c[2]), \"+d\"(c[3])\n"
-               "        : \"d\"(a0), \"d\"(a1), \"d\"(d0));\n"
-               "    asm(\"mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
-               "{%4, %5}, {%6}, {%0, %1, %2, %3};\"\n"
-               "        : \"+d\"(c[0]), \"+d\"(c[1]), \"+d\"(c[2]), \"+d\"(c[3])\n"
-               "        : \"d\"(a2), \"d\"(a3), \"d\"(d1));\n"
+               "        : \"d\"(x[0]), \"d\"(x[1]), \"d\"(x[2]), \"d\"(x[3]), \"d\"(x[4]), "
+               "\"d\"(x[5]), \"d\"(x[6]), \"d\"(x[7]),\n"
+               "          \"d\"(b0), \"d\"(b1), \"d\"(b2), \"d\"(b3));\n"
                "}\n"
                "#endif\n");
     for (size_t i = 0; i < ORCH_COUNT(mma); i++)
@@ -1237,9 +1241,10 @@ typedef struct TcEm {
 
 // Statements setting the A fragment registers of `a` at [ix] from two floats of one row half h
 // (an expression: 0 for row g, 1 for g+8) at columns 2t, 2t+1 of fragment column half `half`
-// (m16n8k16: 0 for columns 2t.., 1 for 2t+8..; m16n8k8: 0). m16n8k16: a[h + 2 half] = (x, y) as
-// a pair; m16n8k8 (k permuted): a[h] = x, a[h + 2] = y, as TF32 or (3xtf32) as float32 bits,
-// split into hi and lo where a k step uses them (half the registers of holding both).
+// (k steps of 16: 0 for columns 2t.., 1 for 2t+8..; of 8: 0). Halves: a[h + 2 half] = (x, y) as
+// a pair; float32 operands (k permuted): a[h + 4 half] = x, a[h + 4 half + 2] = y, as TF32 or
+// (3xtf32, f64) as float32 bits, split into hi and lo (3xtf32) or widened (f64) where a k step
+// uses them (half the registers of holding both).
 static void emit_pack(StrBuf *s, int ind, const TcLayout *L, const char *a, const char *ix,
                       const char *h, int half, const char *x, const char *y) {
     if (L->var == CUMLP_F16 || L->var == CUMLP_BF16) {
@@ -1249,14 +1254,14 @@ static void emit_pack(StrBuf *s, int ind, const TcLayout *L, const char *a, cons
         sb_line(s, ind, "%s%s[%s] = orch_mlp_tf32(%s);\n", a, ix, h, x);
         sb_line(s, ind, "%s%s[(%s) + 2] = orch_mlp_tf32(%s);\n", a, ix, h, y);
     } else {
-        sb_line(s, ind, "%s%s[%s] = __float_as_uint(%s);\n", a, ix, h, x);
-        sb_line(s, ind, "%s%s[(%s) + 2] = __float_as_uint(%s);\n", a, ix, h, y);
+        sb_line(s, ind, "%s%s[(%s) + %d] = __float_as_uint(%s);\n", a, ix, h, 4 * half, x);
+        sb_line(s, ind, "%s%s[(%s) + %d] = __float_as_uint(%s);\n", a, ix, h, 4 * half + 2, y);
     }
 }
 
 static void declare_a(StrBuf *s, int ind, const TcLayout *L, int l, int64_t MT) {
     int64_t KS = L->kp[l] / L->kstep;
-    sb_line(s, ind, "uint32_t A%d[%lld][%lld][4];\n", l, (long long)MT, (long long)KS);
+    sb_line(s, ind, "uint32_t A%d[%lld][%lld][%d];\n", l, (long long)MT, (long long)KS, L->aw);
 }
 
 // A float2 of the input row `xr` at column expression c (even), zeros past K0.
@@ -1479,6 +1484,11 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
             } else if (L->var == CUMLP_TF32) {
                 snprintf(v, sizeof v, "make_uint2(orch_mlp_tf32(%s), orch_mlp_tf32(%s))", w[0],
                          w[1]);
+            } else if (L->var == CUMLP_F64) {
+                snprintf(v, sizeof v,
+                         "make_uint4(__float_as_uint(%s), __float_as_uint(%s), "
+                         "__float_as_uint(%s), __float_as_uint(%s))",
+                         w[0], w[1], w[2], w[3]);
             } else {
                 snprintf(v, sizeof v, "make_uint2(__float_as_uint(%s), __float_as_uint(%s))", w[0],
                          w[1]);
@@ -1486,7 +1496,7 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
             char guard[48] = "";
             if (batched && X[l] % T)
                 snprintf(guard, sizeof guard, "if (q < %lld) ", (long long)X[l]);
-            sb_line(s, 3, "%s((uint2 *)(orch_mlp_smw + %lld))[q] = %s;\n", guard,
+            sb_line(s, 3, "%s((uint%d *)(orch_mlp_smw + %lld))[q] = %s;\n", guard, L->bw,
                     (long long)L->wofs[l], v);
             sb_line(s, 2, "}\n");
             if (!batched)
@@ -1629,7 +1639,7 @@ static void emit_mma_step(TcEm *T, const char *aref, int ind) {
     }
     sb_line(s, ind, "#pragma unroll\n");
     sb_line(s, ind, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
-    sb_line(s, ind + 1, "const uint2 b = wl[(ks * %lld + nt) * 32];\n", (long long)NT);
+    sb_line(s, ind + 1, "const uint%d b = wl[(ks * %lld + nt) * 32];\n", L->bw, (long long)NT);
     if (L->var == CUMLP_3XTF32) {
         // The float32 weights split here: hi = tf32(w), lo = tf32(w - hi).
         sb_line(s, ind + 1, "const float b0 = __uint_as_float(b.x), b1 = __uint_as_float(b.y);\n");
@@ -1644,6 +1654,8 @@ static void emit_mma_step(TcEm *T, const char *aref, int ind) {
         sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], al[mt], bh0, bh1);\n");
         sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bl0, bl1);\n");
         sb_line(s, ind + 2, "orch_mlp_mma_tf32(C[mt][nt], ah[mt], bh0, bh1);\n");
+    } else if (L->var == CUMLP_F64) {
+        sb_line(s, ind + 2, "orch_mlp_mma_f64(C[mt][nt], %s, b);\n", aref);
     } else {
         sb_line(s, ind + 2, "orch_mlp_mma_%s(C[mt][nt], %s, b.x, b.y);\n", op, aref);
     }
@@ -1671,8 +1683,8 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     sb_line(s, 4, "#pragma unroll\n");
     sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
     sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][1] = C[mt][nt][2] = C[mt][nt][3] = 0.0f;\n");
-    sb_line(s, 3, "const uint2 *wl = (const uint2 *)(orch_mlp_smw + %lld) + lane;\n",
-            (long long)L->wofs[l]);
+    sb_line(s, 3, "const uint%d *wl = (const uint%d *)(orch_mlp_smw + %lld) + lane;\n", L->bw,
+            L->bw, (long long)L->wofs[l]);
     T->layer = l;
     bool pend = T->pending;
     T->pending = false;
@@ -1691,7 +1703,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         // `unroll 1` here and a 6 x 64 f64 chain's code grew to 252 KB): one copy of the
         // epilogue's code serves every chunk.
         int64_t NE = 4 * MT * (L->kstep / 8);
-        sb_line(s, 3, "uint32_t a_[%lld][4];\n", (long long)MT);
+        sb_line(s, 3, "uint32_t a_[%lld][%d];\n", (long long)MT, L->aw);
         if (T->xstaged) { // the first layer: the input in P, no epilogue to compute
             T->xstaged = false;
             sb_line(s, 3, "#pragma nounroll\n");
@@ -1924,9 +1936,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     tc_layout(m, (int)cfg->p[Q_VAR], cfg->p[Q_EPI] == 3, &L);
     if (cfg->p[Q_EPI] == 3 && !xstage_ok(m, &L))
         return err_set(e, ST_UNSUPPORTED,
-                       "CUDA mlp kernel %s: config '%s' stages float32 inputs in 8-wide k steps "
-                       "only",
-                       fn, cfg->desc);
+                       "CUDA mlp kernel %s: config '%s' stages float32 inputs only", fn, cfg->desc);
     const Candidate *c = m->c;
     StrBuf decls, body;
     sb_init(&decls);
@@ -1969,11 +1979,13 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
         sb_line(s, 3, "#pragma unroll\n");
         sb_line(s, 3, "for (int h = 0; h < 2; h++)\n");
         sb_line(s, 4, "#pragma unroll\n");
-        sb_line(s, 4, "for (int ks = 0; ks < %lld; ks++)\n", (long long)(L.kp[0] / L.kstep));
-        sb_line(s, 5,
-                "*(float2 *)(P + (mt * 16 + h * 8 + g) * %lld + ks * 8 + 2 * t) = "
-                "xv[mt][h][ks][0];\n",
-                (long long)L.sp);
+        sb_line(s, 4, "for (int ks = 0; ks < %lld; ks++) {\n", (long long)(L.kp[0] / L.kstep));
+        sb_line(s, 5, "float *pr = P + (mt * 16 + h * 8 + g) * %lld + ks * %d + 2 * t;\n",
+                (long long)L.sp, L.kstep);
+        sb_line(s, 5, "*(float2 *)pr = xv[mt][h][ks][0];\n");
+        if (L.kstep == 16)
+            sb_line(s, 5, "*(float2 *)(pr + 8) = xv[mt][h][ks][1];\n");
+        sb_line(s, 4, "}\n");
         sb_line(s, 2, "__syncwarp();\n");
         T.pending = T.xstaged = true;
     } else if (L.xraw) {
@@ -2127,6 +2139,12 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
 // the unrolled k loop of P does as well): DMMAs throttled at issue keep a warp from its
 // epilogue work while they drain, so most of the overlap comes from other warps either way.
 #define ILV_OVERLAP 0.1
+// f64 (m16n8k16 DMMAs) with the epilogue deferred into the k loop. In the lab the k16 DMMAs
+// leave the issue slots to float work beside them (lab/dmma_cvt.cu, H200: 128 FMAs a k step of
+// 4 cost 7%, against 90% beside m16n8k4 DMMAs); in the 6 x 64 sin*sigmoid kernel less of it
+// shows (H200, one run: w=16 ilvx 102.4 us, w=12 ilv 108.3, w=8 ilvx 110.4, w=12 through P
+// 130.2; the m16n8k4 kernels 102.7, 112.0, 127.6, 127.6): 0.3 keeps that order.
+#define F64_OVERLAP 0.3
 
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
                        int es, int64_t G, int64_t bps) {
@@ -2140,11 +2158,11 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
                                                                 : 8;
     // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
     double cyc = d->cc >= 9 ? 4.7 : 8;
-    // f64: two m16n8k4 DMMAs (1024 double MACs; 66 TFLOP/s on an H100: about 32 cycles of a
-    // sub-partition) and the widening of the B words (2) and of a k step's A registers (4).
+    // f64: one m16n8k16 DMMA (2048 double MACs; 62-65 TFLOP/s on an H200: about 69 cycles of
+    // a sub-partition) and the widening of the B words (4) and of a k step's A registers (8).
     bool f64 = L->var == CUMLP_F64;
     if (f64)
-        cyc = 32;
+        cyc = 69;
     if (L->xraw) // one load per k step and row half, no conversion
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
     else
@@ -2153,8 +2171,8 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
         double KS = (double)(L->kp[l] / L->kstep), NT = (double)(L->np[l] / 8);
         double frag = (double)MT * NT * 4; // accumulator elements per lane
         bool last = l + 1 == m->n;
-        fma += KS * NT * (1 + f * (double)MT + (x3 ? 6 : 0) + (f64 ? 2 : 0)) +
-               (f64 ? KS * 4 * (double)MT : 0);
+        fma += KS * NT * (1 + f * (double)MT + (x3 ? 6 : 0) + (f64 ? 4 : 0)) +
+               (f64 ? KS * 8 * (double)MT : 0);
         tc += KS * NT * f * (double)MT * cyc;
         if (!epi_smem) {
             epi += m->epi[l] || last ? frag * (e + 3) : 0;
@@ -2171,7 +2189,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     for (int l = 0; l < m->n; l++)
         wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
-                        wbytes, es >= 2 ? ILV_OVERLAP : 0.0);
+                        wbytes, es >= 2 ? (f64 ? F64_OVERLAP : ILV_OVERLAP) : 0.0);
 }
 
 // The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
@@ -2191,7 +2209,7 @@ static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
     switch (cugen_prec_of(DT_FLOAT)) {
     case CUGEN_PREC_FP32:
         // The FP64 tensor cores keep the promise and more: float32 operands multiplied exactly
-        // and summed in double, rounded once (sm_90: m16n8k4 DMMA).
+        // and summed in double, rounded once (sm_90: m16n8k16 DMMA).
         if (d->cc < 9)
             return 0;
         out[0] = CUMLP_F64;
