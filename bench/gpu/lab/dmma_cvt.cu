@@ -4,6 +4,12 @@
 // the B fragments (1 value a lane an n-tile) from shared memory and issues 16 m16n8k4 DMMAs.
 // Variants: operands stored as double (no conversion); B float (converted per use, as the kernel
 // does) and A double; both float (the kernel); both float widened by integer bit operations.
+// Then float32 FMAs beside the DMMAs (how much of their issue time the DMMAs hide), and with
+// LAB_K16=1 the same beside m16n8k16 DMMAs.
+// H200 (stop 31): conversions free (62.6-65.0 TFLOP/s either way, integer widening 47-54);
+// beside m16n8k4 DMMAs (one m-tile, 16 warps) 0 / 32 / 128 FMAs a k step of 4 ran at 4.30 / 5.23
+// / 8.22 SM-cycles a DMMA (their issue time added whole), beside m16n8k16 ones at 4.3 / 4.4 / 4.6
+// (62.2 / 61.2 / 58.0 TFLOP/s).
 // nvcc -O3 -arch=sm_90a -o dmma_cvt dmma_cvt.cu && ./dmma_cvt
 #include <cstdio>
 #include <cstdlib>
@@ -154,7 +160,7 @@ template <int EPI> void run16(const char *name, int warps, double *out) {
         cudaEventSynchronize(e1);
         float ms; cudaEventElapsedTime(&ms, e0, e1); if (ms < best) best = ms;
     }
-    double dmma = 4 * 8.0 * 16 * (double)iters * 132 * warps; // in m16n8k4 units
+    double dmma = 4 * 8.0 * 4 * (double)iters * 132 * warps; // in m16n8k4 units (4 k16 steps)
     printf("%-26s warps/SM %2d: %6.1f TFLOP/s fp64 %.2f SM-cycles/DMMA k4 (%s)\n", name, warps,
            dmma * 2 * 512 / best / 1e9, best * 1e-3 * 1.98e9 / (dmma / 132), cudaGetErrorString(cudaGetLastError()));
 }
