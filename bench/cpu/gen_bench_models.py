@@ -191,8 +191,23 @@ def mlp(batch=256, widths=(512, 1024, 1024, 512, 10)):
     return b.model(value_info=False), ""
 
 
+def mlp_sinsig(batch=65536, width=64, layers=6):
+    """The GPU suite's fused-MLP case (bench/gpu/run.py SinSigmoidMLP): 6 layers 64 wide,
+    sin(x) * sigmoid(x) between them, as torch exports nn.Linear on a rank-2 input."""
+    b = Builder("mlp_sinsig", 17, 6464)
+    h = b.input("x", F, [batch, width])
+    for i in range(layers):
+        last = i + 1 == layers
+        h = b.gemm(h, f"/fc{i}", f"fc{i}", width, width, out="y" if last else None)
+        if not last:
+            h = b.op("Mul", [b.op("Sin", [h], f"/act{i}"), b.op("Sigmoid", [h], f"/act{i}")],
+                     f"/act{i}")
+    b.output("y", F, [batch, width])
+    return b.model(value_info=False), ""
+
+
 MODELS = {"transformer": transformer, "bert4": bert4, "resnet18": resnet18, "convnet": convnet,
-          "style": style, "mlp": mlp}
+          "style": style, "mlp": mlp, "mlp_sinsig": mlp_sinsig}
 
 
 def write(outdir, names):

@@ -183,11 +183,18 @@ static const char *db_target(const Driver *d) {
     return d->cuda && d->prec != PREC_FP32 ? "cuda/fast-math" : d->target->name;
 }
 
-static PdbKey key_of(const Driver *d, const Sig *s, int k) {
+// The database's config key of a desc: the desc and the generators' revision (target.h).
+static void db_config(const char *desc, char *buf, size_t n) {
+    snprintf(buf, n, "%s gen=%d", desc, ORCH_CODEGEN_REVISION);
+}
+
+// buf holds the key's config text.
+static PdbKey key_of(const Driver *d, const Sig *s, int k, char *buf, size_t n) {
+    db_config(s->cfg[k].desc, buf, n);
     PdbKey key = {.signature = s->sig,
                   .target = db_target(d),
                   .fingerprint = d->hw.fingerprint,
-                  .config = s->cfg[k].desc};
+                  .config = buf};
     return key;
 }
 
@@ -253,7 +260,9 @@ static void collect_configs(Driver *d) {
         }
         for (int r = 0; r < recs.n; r++)
             for (int j = 0; j < s->n_cfg; j++) {
-                if (strcmp(recs.configs[r], s->cfg[j].desc) != 0)
+                char cfg[160];
+                db_config(s->cfg[j].desc, cfg, sizeof cfg);
+                if (strcmp(recs.configs[r], cfg) != 0)
                     continue;
                 if (recs.recs[r].status == PDB_PENDING)
                     break; // another compile is measuring it now: measure it here as well
@@ -291,7 +300,8 @@ static int before_run(void *ctx, const LabJob *j) {
     Sig *s = &d->sigs[d->sig_of[j->cand]];
     for (int k = 0; k < s->n_cfg; k++)
         if (strcmp(s->cfg[k].desc, j->cfg.desc) == 0) {
-            PdbKey key = key_of(d, s, k);
+            char cfg[160];
+            PdbKey key = key_of(d, s, k, cfg, sizeof cfg);
             Err e = {0};
             if (pdb_mark_pending(d->db, &key, &e))
                 db_trouble(d, &e);
@@ -342,7 +352,8 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
         }
     }
     if (d->db && !d->db_broken && j->status != LAB_SKIPPED) {
-        PdbKey key = key_of(d, s, k);
+        char cfg[160];
+        PdbKey key = key_of(d, s, k, cfg, sizeof cfg);
         PdbRecord r = {.status = st, .median_s = j->median_s, .min_s = j->min_s,
                        .spread = j->spread, .reps = j->reps};
         snprintf(r.note, sizeof r.note, "%s", j->note);

@@ -910,9 +910,12 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
         else if (fdom && !wide && x->cuda && x->fast_math &&
                  fast_float_op(in->op, conv[0], expr, sizeof expr))
             ; // the CUDA prelude's hardware-approximation version (cexpr_set_fast_math)
-        else if (fdom && !wide && x->cuda && in->op == EW_SIN && x->sin_guard[0]) {
-            // Its common path alone, raising the caller's flag where |x| needs the slow one.
-            fmt(expr, sizeof expr, "orch_sinf_guarded(%s, %s)", conv[0], x->sin_guard);
+        else if (fdom && !wide && in->op == EW_SIN && x->sin_guard[0]) {
+            // Its common path alone, raising the caller's flag where |x| needs the slow one
+            // (CUDA: a bool by reference; C: an int by pointer).
+            fmt(expr, sizeof expr,
+                x->cuda ? "orch_sinf_guarded(%s, %s)" : "orch_sinf_guarded(%s, &%s)", conv[0],
+                x->sin_guard);
             x->sin_guards++;
         } else if (fdom && !wide && x->cuda && in->op == EW_SIN)
             // The CUDA prelude's float sin (libm accuracy, its common path without a branch).
@@ -1604,6 +1607,34 @@ static const char prelude[] =
     "    float big = 1.0f - t * orch_expf(q - ax * ax);\n"
     "    big = x < 0 ? -big : big;\n"
     "    return ax < 0.5f ? p : (x != x ? x : big);\n"
+    "}\n"
+    // sin without a library call on its common path, so an epilogue loop calling it vectorises:
+    // x = j pi + r (|r| <= pi / 2, pi in three parts and fused multiply-adds: exact enough for
+    // |x| <= 65536), sin r = r + r^3 P(r^2) (a minimax fit), negated for odd j (the parity of j
+    // is the low bit of t: x / pi rounded by adding 1.5 * 2^23); tiny |x| is its own sine (and
+    // -0 stays -0). The CUDA prelude's orch_sinf_common, the same operations (2 ulp). Larger
+    // finite |x| raise *big, for the caller to redo with libm's sinf (cexpr_set_sin_guard);
+    // infinities and NaN come out NaN.
+    "static inline float orch_sinf_common(float x) {\n"
+    "    const float t = fmaf(x, 0.318309886183790672f, 12582912.0f);\n"
+    "    const float j = t - 12582912.0f;\n"
+    "    float r = fmaf(j, -3.14159274101257324f, x);\n"
+    "    r = fmaf(j, 8.74227766e-08f, r);\n"
+    "    r = fmaf(j, 3.43322316e-15f, r);\n"
+    "    const float s = r * r;\n"
+    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
+    "    p = fmaf(p, s, -1.984086848e-04f);\n"
+    "    p = fmaf(p, s, 8.333330974e-03f);\n"
+    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    "    orch_fbits v, tb;\n"
+    "    v.f = fmaf(r * s, p, r);\n"
+    "    tb.f = t;\n"
+    "    v.i ^= (int32_t)((uint32_t)tb.i << 31);\n"
+    "    return fabsf(x) < 0x1p-12f ? x : v.f;\n"
+    "}\n"
+    "static inline float orch_sinf_guarded(float x, int *big) {\n"
+    "    *big |= (fabsf(x) > 65536.0f) & (fabsf(x) <= 3.40282347e38f);\n"
+    "    return orch_sinf_common(x);\n"
     "}\n"
     "static inline float orch_sigmoidf(float a) {\n"
     "    float e = orch_expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"

@@ -131,11 +131,12 @@ void cexpr_set_index32(Cexpr *x, bool on);
 // for sin/cos over |x| < 1e5), for kernels compiled under a reduced precision, whose tolerance
 // those errors are far inside. Off by default (libm accuracy).
 void cexpr_set_fast_math(Cexpr *x, bool fast);
-// With the CUDA dialect, not fast math: float32 sin calls the CUDA prelude's common path alone,
-// orch_sinf_guarded(x, FLAG), which sets the caller's bool FLAG where |x| > 65536 (its result
-// is then wrong: the caller redoes the element without the guard, rarely and once per warp, so
-// that the elements of an unrolled epilogue are free of orch_sinf's branch). NULL or "": off.
-// cexpr_sin_guards counts the guarded sines emitted so far.
+// Float32 sin (not CUDA fast math) calls the prelude's common path alone, orch_sinf_guarded(x,
+// FLAG), which sets the caller's FLAG (CUDA: a bool; C: an int, passed as &FLAG) where
+// |x| > 65536 (its result is then wrong: the caller redoes the elements without the guard,
+// rarely: once per warp on CUDA, so that the elements of an unrolled epilogue are free of
+// orch_sinf's branch; once per row in C, so that the loop has no library call and vectorises).
+// NULL or "": off (C: libm's sinf). cexpr_sin_guards counts the guarded sines emitted so far.
 void cexpr_set_sin_guard(Cexpr *x, const char *flag);
 int cexpr_sin_guards(const Cexpr *x);
 // A hook for vectorised kernels, consulted (when set) for every load of kernel input j whose

@@ -11,8 +11,8 @@
 // layer's K loop stops at the real width, and epilogues run over the real columns only.
 // Needs: cgen_prelude() and cgen_lin_prelude() in the translation unit. Guarantees: the output
 // of the candidate as prim_interp.c computes it, up to float32 reassociation of the sums.
-#include "cgen_mlp.h"
 #include "cgen.h"
+#include "cgen_mlp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -226,17 +226,46 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
     sb_line(s, 2, "float *restrict crow = c + r * %lld;\n", (long long)NP);
     if (last)
         sb_line(s, 2, "float *restrict yrow = y + (i0 + r) * %lld;\n", (long long)N);
+    // A float32 sine takes the prelude's common path with its range check left to a flag
+    // (cexpr_set_sin_guard), so that the row's loop has no library call and vectorises; where
+    // some |x| > 65536 raised it, the row is computed again exactly (libm's sinf), reading the
+    // products the first pass left in place (it wrote into t_).
+    StrBuf body;
+    sb_init(&body);
+    E->cur = l;
+    char v[64], vx[64];
+    cexpr_set_sin_guard(E->x, "big_");
+    int before = cexpr_sin_guards(E->x);
+    int rc = cexpr_value(E->x, m->act[l], ix, &body, 3, v, sizeof v, e);
+    int guards = cexpr_sin_guards(E->x) - before;
+    cexpr_set_sin_guard(E->x, NULL);
+    cexpr_forget(E->x);
+    const char *dst = last ? "yrow" : "crow";
+    if (!rc && guards) {
+        sb_line(s, 2, "float t_[%lld];\n", (long long)N);
+        sb_line(s, 2, "int big_ = 0;\n");
+    }
     sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
     sb_line(s, 3, "const float acc = crow[j];\n");
-    E->cur = l;
-    char v[64];
-    int rc = cexpr_value(E->x, m->act[l], ix, s, 3, v, sizeof v, e);
+    sb_puts(s, body.s ? body.s : "");
+    sb_line(s, 3, "%s[j] = %s;\n", guards ? "t_" : dst, v);
+    sb_line(s, 2, "}\n");
+    sb_free(&body);
+    if (!rc && guards) {
+        sb_line(s, 2, "if (big_) {\n");
+        sb_line(s, 3, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
+        sb_line(s, 4, "const float acc = crow[j];\n");
+        rc = cexpr_value(E->x, m->act[l], ix, s, 4, vx, sizeof vx, e);
+        cexpr_forget(E->x);
+        sb_line(s, 4, "t_[j] = %s;\n", vx);
+        sb_line(s, 3, "}\n");
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++)\n", (long long)N);
+        sb_line(s, 3, "%s[j] = t_[j];\n", dst);
+    }
     E->cur = -1;
-    cexpr_forget(E->x);
     if (rc)
         return rc;
-    sb_line(s, 3, "%s[j] = %s;\n", last ? "yrow" : "crow", v);
-    sb_line(s, 2, "}\n");
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     return ST_OK;
@@ -296,8 +325,9 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
         sb_line(s, 1, "float *w%d = pk + %lld;\n", l, (long long)off);
         sb_line(s, 1, "for (int64_t k = 0; k < %lld; k++)\n", (long long)m->K[l]);
         sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++)\n", (long long)NP);
-        sb_line(s, 3, "w%d[k * %lld + j] = j < %lld ? ((const float *)in[%d])[k * %lld + j] : 0.0f;\n",
-                l, (long long)NP, (long long)N, m->w_pos[l], (long long)N);
+        sb_line(s, 3,
+                "w%d[k * %lld + j] = j < %lld ? ((const float *)in[%d])[k * %lld + j] : 0.0f;\n", l,
+                (long long)NP, (long long)N, m->w_pos[l], (long long)N);
         off += m->K[l] * NP;
     }
     sb_line(s, 1, "#pragma omp parallel if (%d)\n", par);
