@@ -418,6 +418,21 @@ static void matmul_fused(void) {
     int bias3 = add_const(&b, 1, bd3);
     add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w3), bias3)));
     check_graph("deep_k600_bias_tanh", pg, 4, 3);
+
+    // A sine in the epilogue: its range check is left to a flag and a chunk of columns where
+    // some |x| > 65536 is computed again with libm (lin_emit_epilogue). One input column times
+    // weights of +-2^30 and +-8 (exact products), so sines of |x| up to 1e9 sit beside small
+    // ones in the same chunks, some chunks have none; 150 columns: a partial last chunk.
+    pg = prim_graph_create(NULL);
+    const int64_t sxd[] = {41, 1}, swd[] = {1, 150};
+    a = add_input(pg, "x", 2, sxd);
+    b = (PB){pg, "sin"};
+    float sw[150];
+    for (int j = 0; j < 150; j++)
+        sw[j] = (j < 64 || j % 3 ? 8.0f : 1073741824.0f) * (j % 2 ? -1.0f : 1.0f);
+    int smm = pb_matmul(&b, a, pb_const(&b, DT_FLOAT, 2, swd, sw));
+    add_output(pg, pb_ew2(&b, EW_MUL, pb_ew1(&b, EW_SIN, smm), pb_ew1(&b, EW_SIGMOID, smm)));
+    check_graph("gemm_k1_sin_big", pg, 8, 1);
     flush();
 }
 
