@@ -19,6 +19,29 @@
 #include <time.h>
 #include <unistd.h>
 
+// This process's peak resident set in bytes: VmHWM of /proc/self/status (Linux: its address
+// space's high-water mark, which starts afresh at execve) where readable, else getrusage's
+// ru_maxrss. (ru_maxrss outlives execve: run by a process holding 800 MB, such as a Python
+// benchmark driver with ONNX Runtime loaded, orch bench reported those 800 MB as its own.)
+static long long peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        long long kb = -1;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "VmHWM:", 6) == 0) {
+                kb = strtoll(line + 6, NULL, 10);
+                break;
+            }
+        fclose(f);
+        if (kb > 0)
+            return kb * 1024;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (long long)ru.ru_maxrss * 1024;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -242,8 +265,7 @@ int cli_bench_main(int argc, char **argv) {
             ksum += rows[i].median;
         }
         qsort(rows, (size_t)nl, sizeof(KernelRow), cmp_row);
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
+        const long long peak_rss = peak_rss_bytes();
         const Plan *plan = session_plan(s);
         printf("%s: %d kernels, %d thread%s, precision %s, %s\n",
                art_path == tmp_path ? model : art_path, session_num_kernels(s), session_threads(s),
@@ -264,7 +286,7 @@ int cli_bench_main(int argc, char **argv) {
         printf("throughput: %.1f runs/s; memory: arena %.2f MiB, constants %.2f MiB, peak RSS "
                "%.1f MiB\n",
                iters / t_all, (double)plan->arena_bytes / 1048576.0,
-               (double)plan->const_bytes / 1048576.0, (double)ru.ru_maxrss / 1024.0);
+               (double)plan->const_bytes / 1048576.0, (double)peak_rss / 1048576.0);
         printf("kernels (median of %d profiled runs; sum %.3f ms):\n", prof_runs, ksum * 1e3);
         printf("  %4s %10s %6s  %-36s %s\n", "#", "time", "share", "kernel", "ONNX nodes");
         for (int i = 0; i < nl; i++) {
@@ -296,8 +318,7 @@ int cli_bench_main(int argc, char **argv) {
                         "  \"peak_rss_bytes\": %lld,\n",
                         session_threads(s), iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3,
                         p99 * 1e3, mean * 1e3, sqrt(var) * 1e3, iters / t_all, compile_s,
-                        (long long)plan->arena_bytes, (long long)plan->const_bytes,
-                        (long long)ru.ru_maxrss * 1024);
+                        (long long)plan->arena_bytes, (long long)plan->const_bytes, peak_rss);
                 if (on_gpu)
                     fprintf(jf, "  \"device_min_ms\": %.6f,\n  \"device_median_ms\": %.6f,\n",
                             dev_min * 1e3, dev_med * 1e3);

@@ -158,6 +158,26 @@ def main():
         assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
         state["ref"] = next(iter(refs.items()))
 
+    @case("measurements_keyed_by_generator_revision")
+    def _():
+        # Every measurement's config ends with the generators' revision; the same rows without
+        # it (as an orch before the revision wrote them, or one of another revision) are not
+        # reused: the compile measures again.
+        rows = db_rows(db)
+        assert rows and all(re.search(r" gen=\d+$", cfg) for _, cfg in rows), list(rows)[:3]
+        old = os.path.join(tmp, "old-revision.db")
+        shutil.copyfile(db, old)
+        con = sqlite3.connect(old)
+        con.execute("UPDATE measurement SET config = substr(config, 1, instr(config, ' gen=') - 1)")
+        con.commit()
+        con.close()
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "rev", *common[:4], "--db",
+                 old)
+        assert p.returncode == 0, p.stderr[-3000:]
+        measured, looked_up = counts(p.stdout)
+        assert looked_up == 0, f"{looked_up} configs reused from an older revision's rows"
+        assert measured > 0, "nothing measured"
+
     @case("damaged_or_wrong_reference_is_recomputed_not_trusted")
     def _():
         key, good = state["ref"]
@@ -248,7 +268,11 @@ def main():
     @case("bench_json")
     def _():
         js = os.path.join(tmp, "bench.json")
+        # Run from a process holding 256 MiB: the peak RSS bench reports is its own (getrusage's
+        # ru_maxrss outlives execve and reported the parent's).
+        ballast = b"\x01" * (256 << 20)
         p = orch(binary, "bench", art, "--iters", "20", "--warmup", "2", "--json", js)
+        del ballast
         assert p.returncode == 0, p.stderr
         for w in ("median", "p99", "kernels"):
             assert w in p.stdout, f"no {w} in bench output"
@@ -257,6 +281,7 @@ def main():
             assert k in j, f"JSON lacks {k}"
         assert j["min_ms"] <= j["median_ms"] <= j["p90_ms"] <= j["p99_ms"], j
         assert len(j["kernels"]) >= 1 and all("nodes" in k for k in j["kernels"])
+        assert 0 < j["peak_rss_bytes"] < (200 << 20), f"peak RSS {j['peak_rss_bytes']}"
 
     @case("db_stats_and_clear")
     def _():
