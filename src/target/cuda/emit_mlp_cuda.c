@@ -2018,7 +2018,11 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
 // ---- configs and the device model ----
 
 // ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math).
-static double ew_cost(EwOp op) {
+static double ew_cost(EwOp op, bool fast) {
+    // Under fast math (cexpr_set_fast_math: reduced precisions) these are the prelude's
+    // special-function-unit versions: exp 2 instructions, sin / cos 6, sigmoid 7.
+    if (fast && (op == EW_EXP || op == EW_SIN || op == EW_COS || op == EW_SIGMOID))
+        return op == EW_EXP ? 2 : op == EW_SIGMOID ? 7 : 6;
     switch (op) {
     case EW_EXP:
     case EW_LOG:
@@ -2046,8 +2050,14 @@ static double ew_cost(EwOp op) {
     }
 }
 
+// Whether the generated epilogues take the fast transcendentals (cugen_cexpr_dialect).
+static bool fast_math(void) {
+    return cugen_lin_precision != CUGEN_PREC_FP32;
+}
+
 // The epilogues' ALU instructions per element of a layer's output, averaged over the chain.
 static double epi_per_elem(const MlpChain *m) {
+    const bool fast = fast_math();
     double sum = 0, elems = 0;
     for (int i = 0; i < m->c->n_prims; i++) {
         const Prim *p = m->pg->prims[m->c->prims[i]];
@@ -2055,7 +2065,7 @@ static double epi_per_elem(const MlpChain *m) {
             continue;
         double cost = 0;
         for (int k = 0; k < p->ew.n; k++)
-            cost += ew_cost(p->ew.code[k].op);
+            cost += ew_cost(p->ew.code[k].op, fast);
         sum += cost * (double)tensor_numel(m->pg->tensors[p->out[0]]) / (double)m->R;
     }
     for (int l = 0; l < m->n; l++)
@@ -2346,8 +2356,10 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
     // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
-    // 26 us and 33 us), and NVRTC takes seconds over it.
-    bool reg_ok = epi_per_elem(&m) <= 8;
+    // 26 us and 33 us), and NVRTC takes seconds over it. Under fast math the same chain's
+    // epilogue is about 16 instructions and fits: f16 w=16 36.0 us in registers against 41.7
+    // through shared memory (H200, half storage), which also saves the buffer's loads and stores.
+    bool reg_ok = epi_per_elem(&m) <= (fast_math() ? 16 : 8);
     // epi=ilv needs a layer before the last with an epilogue to defer.
     bool ilv_ok = false;
     for (int l = 0; l + 1 < m.n; l++)
