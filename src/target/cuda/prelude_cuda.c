@@ -94,7 +94,7 @@ static const char HELPERS[] =
     "}\n"
     "ORCH_DEV float orch_sigmoidf(float a) {\n"
     "    float e = expf(-fabsf(a)), r = orch_rcp_1_2f(1.0f + e);\n"
-    "    return a != a ? a : a >= 0 ? r : e * r;\n"
+    "    return a >= 0.0f ? r : e * r;\n"
     "}\n"
     // sin in float, 2 ulp at most: x = j pi + r (|r| <= pi / 2, pi in three parts: exact enough
     // for |x| <= 65536), sin r = r + r^3 P(r^2) (a minimax fit), negated for odd j (the parity
