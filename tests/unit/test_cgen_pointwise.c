@@ -296,6 +296,26 @@ static void build_big(const char *name) {
     g_out(g, pb_ew2(&g->b, EW_MUL, t, pb_ew1(&g->b, EW_TANH, t)));
 }
 
+// Float32 sines past the prelude's common path (|x| > 65536, infinities, NaN) among ordinary
+// ones, in a tensor large enough for the parallel loop and in a small one: the kernels take the
+// vectorisable path and must redo the whole output with libm's sinf where the flag fired (a
+// missing redo leaves the polynomial's value for |x| = 1e9, far off). Plus a kernel whose sines
+// all stay in range.
+static void build_sin_big(const char *name, int64_t rows, int64_t cols) {
+    G *g = g_new(name);
+    int64_t d[2] = {rows, cols};
+    int x = g_in(g, DT_FLOAT, 2, d);
+    float *off = xcalloc((size_t)(rows * cols), sizeof(float));
+    static const float big[] = {1e9f, -70000.0f, 65536.5f, 3.0e38f, INFINITY, NAN, 123456.7f};
+    for (int64_t i = 0; i < rows * cols; i += 97)
+        off[i] = big[(i / 97) % (int64_t)ORCH_COUNT(big)];
+    int o = pb_const(&g->b, DT_FLOAT, 2, d, off);
+    free(off);
+    int h = pb_ew2(&g->b, EW_ADD, x, o);
+    g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew1(&g->b, EW_SIN, h), pb_ew1(&g->b, EW_SIGMOID, x)));
+    g_out(g, pb_ew1(&g->b, EW_SIN, pb_ew2i(&g->b, EW_MUL, x, 100.0)));
+}
+
 static void build_softmax(const char *name, int64_t rows, int64_t cols) {
     G *g = g_new(name);
     int64_t d[2] = {rows, cols};
@@ -821,6 +841,8 @@ int main(void) {
     build_layout("layout");
     build_layout_int("layout_int");
     build_big("big");
+    build_sin_big("sin_big", 67, 531);
+    build_sin_big("sin_big_small", 5, 13);
     build_softmax("softmax", odd_dim(), odd_dim() + 40);
     build_softmax("softmax_big", 64, 1031);
     build_layernorm("layernorm");

@@ -163,16 +163,22 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
 }
 
 // The loop nest over the output: axes before `first` as loops, the rest as one flat loop `f`
-// (first = rank - 1: no flattening), chunk F of the innermost loop joining the parallel loop.
-// Sets *broken when some load is not contiguous over the flat axes.
-static int pw_emit_nest(const PrimGraph *pg, const Candidate *c, int first, int64_t F, bool par,
-                        const char *fn, StrBuf *src, bool *broken, Err *e) {
+// (first = rank - 1: no flattening), chunk F of the innermost loop joining the parallel loop,
+// printed into `nest` at `indent`; cexpr's tables (named after `prefix`) go to decls. With
+// `guard` (a flag variable the caller declares) a float32 sine takes the prelude's common path
+// and leaves its range check to the flag (cexpr_set_sin_guard), which the nest's parallel and
+// SIMD loops reduce with |; *guards counts the sines so guarded. Sets *broken when some load is
+// not contiguous over the flat axes.
+static int pw_nest(const PrimGraph *pg, const Candidate *c, int first, int64_t F, bool par,
+                   const char *prefix, const char *guard, StrBuf *decls, StrBuf *nest, int indent,
+                   bool *broken, int *guards, Err *e) {
     const Tensor *T = pg->tensors[c->output];
     int r = T->rank;
-    StrBuf decls, body;
-    sb_init(&decls);
+    StrBuf body;
     sb_init(&body);
-    Cexpr *x = cexpr_create(pg, c, fn, &decls);
+    Cexpr *x = cexpr_create(pg, c, prefix, decls);
+    if (guard)
+        cexpr_set_sin_guard(x, guard);
     LoopNest *ln = ln_create("l");
     char names[ORCH_MAX_RANK][96];
     const char *idx[ORCH_MAX_RANK];
@@ -212,7 +218,13 @@ static int pw_emit_nest(const PrimGraph *pg, const Candidate *c, int first, int6
     char v[64], st[160];
     int rc = cexpr_value(x, c->output, idx, &body, 0, v, sizeof v, e);
     *broken = flat && cexpr_flat_broken(x);
+    int ng = cexpr_sin_guards(x);
+    if (guards)
+        *guards = ng;
     if (rc == ST_OK) {
+        char red[96] = "";
+        if (ng > 0)
+            snprintf(red, sizeof red, "reduction(|:%s)", guard);
         StrBuf off;
         sb_init(&off);
         sb_puts(&off, "0");
@@ -249,26 +261,60 @@ static int pw_emit_nest(const PrimGraph *pg, const Candidate *c, int first, int6
                     f = ln_fuse(ln, f, pl);
             }
             if (par && f >= 0) {
-                ln_parallel(ln, f, (int64_t)ORCH_MIN(work, 1e18));
-                ln_vector(ln, inner, NULL);
+                ln_parallel_clause(ln, f, (int64_t)ORCH_MIN(work, 1e18), red);
+                ln_vector(ln, inner, red);
             } else if (par) {
-                ln_parallel(ln, inner, (int64_t)ORCH_MIN(work, 1e18));
+                ln_parallel_clause(ln, inner, (int64_t)ORCH_MIN(work, 1e18), red);
             } else {
-                ln_vector(ln, inner, NULL);
+                ln_vector(ln, inner, red);
             }
         }
+        ln_print(ln, nest, indent);
+    }
+    ln_free(ln);
+    cexpr_free(x);
+    sb_free(&body);
+    return rc;
+}
+
+// The kernel `fn`: the nest with float32 sines on the prelude's vectorisable common path, and,
+// where one of them was guarded, the nest again with libm's sinf, run only where some |x| >
+// 65536 raised the flag (rare: the exact pass recomputes the whole output; no kernel writes in
+// place, so the inputs are intact). Before, libm's scalar sinf kept such loops from vectorising.
+static int pw_emit_nest(const PrimGraph *pg, const Candidate *c, int first, int64_t F, bool par,
+                        const char *fn, StrBuf *src, bool *broken, Err *e) {
+    const Tensor *T = pg->tensors[c->output];
+    StrBuf decls, fast, exact;
+    sb_init(&decls);
+    sb_init(&fast);
+    sb_init(&exact);
+    int guards = 0;
+    int rc = pw_nest(pg, c, first, F, par, fn, "big_", &decls, &fast, 1, broken, &guards, e);
+    if (rc == ST_OK && guards > 0) {
+        char xfn[160];
+        bool xbroken;
+        snprintf(xfn, sizeof xfn, "%s_x", fn);
+        rc = pw_nest(pg, c, first, F, par, xfn, NULL, &decls, &exact, 2, &xbroken, NULL, e);
+    }
+    if (rc == ST_OK) {
         sb_puts(src, decls.s);
         sb_printf(src, "void %s(const void *const *in, void *out) {\n", fn);
         sb_line(src, 1, "%s *restrict y = (%s *)out;\n", cgen_ctype(T->dtype),
                 cgen_ctype(T->dtype));
         sb_line(src, 1, "(void)in;\n");
-        ln_print(ln, src, 1);
+        if (guards > 0)
+            sb_line(src, 1, "int big_ = 0;\n");
+        sb_puts(src, fast.s);
+        if (guards > 0) {
+            sb_line(src, 1, "if (big_) {\n");
+            sb_puts(src, exact.s);
+            sb_line(src, 1, "}\n");
+        }
         sb_puts(src, "}\n");
     }
-    ln_free(ln);
-    cexpr_free(x);
     sb_free(&decls);
-    sb_free(&body);
+    sb_free(&fast);
+    sb_free(&exact);
     return rc;
 }
 

@@ -210,8 +210,13 @@ void ln_reorder(LoopNest *n, const int *order, int count) {
 }
 
 void ln_parallel(LoopNest *n, int l, int64_t work) {
+    ln_parallel_clause(n, l, work, NULL);
+}
+
+void ln_parallel_clause(LoopNest *n, int l, int64_t work, const char *clause) {
     n->loop[l].kind = LK_PARALLEL;
     n->loop[l].work = work;
+    lfmt(n->loop[l].clause, sizeof n->loop[l].clause, "%s", clause ? clause : "");
 }
 
 void ln_vector(LoopNest *n, int l, const char *clause) {
@@ -328,7 +333,8 @@ static void print_level(const LoopNest *n, int d, bool *open, bool *done, StrBuf
         return;
     }
     if (L->kind == LK_PARALLEL && L->work >= LN_PARALLEL_MIN_WORK && L->extent > 1)
-        sb_line(out, indent, "#pragma omp parallel for schedule(static)\n");
+        sb_line(out, indent, "#pragma omp parallel for schedule(static)%s%s\n",
+                L->clause[0] ? " " : "", L->clause);
     else if (L->kind == LK_VECTOR)
         sb_line(out, indent, "#pragma omp simd %s\n", L->clause);
     else if (L->kind == LK_UNROLL)

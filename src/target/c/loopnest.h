@@ -38,6 +38,9 @@ void ln_reorder(LoopNest *n, const int *order, int count);
 // made here and tiny kernels never fork); LK_VECTOR: `#pragma omp simd` with an optional clause
 // (e.g. "reduction(+:acc)"); LK_UNROLL: `#pragma GCC unroll factor`.
 void ln_parallel(LoopNest *n, int l, int64_t work);
+// ln_parallel with a clause on its pragma (e.g. "reduction(|:flag)"; printed only where the
+// loop forks).
+void ln_parallel_clause(LoopNest *n, int l, int64_t work, const char *clause);
 void ln_vector(LoopNest *n, int l, const char *clause);
 void ln_unroll(LoopNest *n, int l, int factor);
 int64_t ln_extent(const LoopNest *n, int l);
