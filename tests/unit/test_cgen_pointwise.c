@@ -296,7 +296,7 @@ static void build_big(const char *name) {
     g_out(g, pb_ew2(&g->b, EW_MUL, t, pb_ew1(&g->b, EW_TANH, t)));
 }
 
-// Float32 sines past the prelude's common path (|x| > 65536, infinities, NaN) among ordinary
+// Float32 sines and cosines past the prelude's common path (|x| > 65536, infinities, NaN) among ordinary
 // ones, in a tensor large enough for the parallel loop and in a small one: the kernels take the
 // vectorisable path and must redo the whole output with libm's sinf where the flag fired (a
 // missing redo leaves the polynomial's value for |x| = 1e9, far off). Plus a kernel whose sines
@@ -314,6 +314,7 @@ static void build_sin_big(const char *name, int64_t rows, int64_t cols) {
     int h = pb_ew2(&g->b, EW_ADD, x, o);
     g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew1(&g->b, EW_SIN, h), pb_ew1(&g->b, EW_SIGMOID, x)));
     g_out(g, pb_ew1(&g->b, EW_SIN, pb_ew2i(&g->b, EW_MUL, x, 100.0)));
+    g_out(g, pb_ew2(&g->b, EW_ADD, pb_ew1(&g->b, EW_COS, h), pb_ew1(&g->b, EW_COS, x)));
 }
 
 static void build_softmax(const char *name, int64_t rows, int64_t cols) {
@@ -735,10 +736,10 @@ static void test_loopnest(void) {
     ln_free(ln);
 }
 
-// The C prelude's float32 sine (orch_sinf_guarded, the common path of an epilogue's sin:
-// cexpr_set_sin_guard), built as the kernels are (cbuild: -O3 -march=native, so the probe's loop
-// is vectorised as theirs): within 2 ulp of sin in double for |x| <= 65536 (random magnitudes
-// from 2^-30 up, the floats nearest multiples of pi/2 up to 65536, where the reduction cancels,
+// The C prelude's float32 sine and cosine (orch_sinf_guarded / orch_cosf_guarded, the common
+// paths of an epilogue's sin and cos: cexpr_set_sin_guard), built as the kernels are (cbuild: -O3 -march=native, so the probe's loop
+// is vectorised as theirs): within 2 ulp of sin / cos in double for |x| <= 65536 (random magnitudes
+// from 2^-30 up, the floats nearest multiples of pi/2 up to 65536, where the reductions cancel,
 // tiny ones, signed zeros, subnormals); the flag raised exactly for finite |x| > 65536; NaN for
 // infinities and NaN.
 static float ulp_of(float r) {
@@ -746,18 +747,20 @@ static float ulp_of(float r) {
     return nextafterf(a, INFINITY) - a;
 }
 
-static void test_sinf_prelude(void) {
+static void check_trig_prelude(const char *name, double (*ref)(double)) {
     StrBuf src;
     sb_init(&src);
     sb_puts(&src, cgen_prelude());
-    sb_puts(&src, "void probe(const float *x, float *y, int n, int *big) {\n"
-                  "    int b = 0;\n"
-                  "    for (int i = 0; i < n; i++) y[i] = orch_sinf_guarded(x[i], &b);\n"
-                  "    *big = b;\n"
-                  "}\n");
+    sb_printf(&src,
+              "void probe(const float *x, float *y, int n, int *big) {\n"
+              "    int b = 0;\n"
+              "    for (int i = 0; i < n; i++) y[i] = orch_%sf_guarded(x[i], &b);\n"
+              "    *big = b;\n"
+              "}\n",
+              name);
     CModule *mod = NULL;
     Err e = {0};
-    CHECK_MSG(cbuild_module(src.s, NULL, "sinf", &mod, &e) == ST_OK, "%.300s", e.msg);
+    CHECK_MSG(cbuild_module(src.s, NULL, name, &mod, &e) == ST_OK, "%.300s", e.msg);
     sb_free(&src);
     if (!mod)
         return;
@@ -789,16 +792,16 @@ static void test_sinf_prelude(void) {
     double worst = 0;
     int bad = 0;
     for (int i = 0; i < n; i++) {
-        float r = (float)sin((double)x[i]);
-        double err = fabs((double)y[i] - sin((double)x[i])) / ulp_of(r);
+        float r = (float)ref((double)x[i]);
+        double err = fabs((double)y[i] - ref((double)x[i])) / ulp_of(r);
         if (err > worst)
             worst = err;
         if (!(err <= 2.0) || signbit(y[i]) != signbit(r)) {
             if (bad++ < 5)
-                printf("  sin(%.9g): %.9g, want %.9g (%.2f ulp)\n", x[i], y[i], r, err);
+                printf("  %s(%.9g): %.9g, want %.9g (%.2f ulp)\n", name, x[i], y[i], r, err);
         }
     }
-    printf("  orch_sinf_guarded: %d values, largest error %.3f ulp\n", n, worst);
+    printf("  orch_%sf_guarded: %d values, largest error %.3f ulp\n", name, n, worst);
     CHECK_MSG(bad == 0, "%d values beyond 2 ulp", bad);
     // Past the common path's range: the flag (the caller redoes those), NaN for inf and NaN.
     static const float far[] = {65536.01f, -1e5f, 1e9f, 3.4e38f, -3.4e38f};
@@ -806,18 +809,23 @@ static void test_sinf_prelude(void) {
         float v = far[i], w;
         big = 0;
         probe(&v, &w, 1, &big);
-        CHECK_MSG(big == 1, "no flag for sin(%g)", v);
+        CHECK_MSG(big == 1, "no flag for %s(%g)", name, v);
     }
     static const float nonfinite[] = {INFINITY, -INFINITY, NAN};
     for (size_t i = 0; i < ORCH_COUNT(nonfinite); i++) {
         float v = nonfinite[i], w = 0;
         big = 0;
         probe(&v, &w, 1, &big);
-        CHECK_MSG(big == 0 && isnan(w), "sin(%g) = %g, flag %d", v, w, big);
+        CHECK_MSG(big == 0 && isnan(w), "%s(%g) = %g, flag %d", name, v, w, big);
     }
     free(x);
     free(y);
     cmodule_free(mod);
+}
+
+static void test_trig_prelude(void) {
+    check_trig_prelude("sin", sin);
+    check_trig_prelude("cos", cos);
 }
 
 int main(void) {
@@ -826,7 +834,7 @@ int main(void) {
     rng_state = seed;
     printf("seed %llu\n", (unsigned long long)seed);
     RUN(test_loopnest);
-    RUN(test_sinf_prelude);
+    RUN(test_trig_prelude);
     build_unary(DT_FLOAT, "unary_f32", false);
     build_unary(DT_DOUBLE, "unary_f64", true);
     build_unary(DT_FLOAT16, "unary_f16", true);
