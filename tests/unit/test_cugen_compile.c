@@ -1438,11 +1438,12 @@ static double float_ulp(double v) {
     return ldexp(1.0, ex - 24);
 }
 
-// The prelude's float32 transcendentals that replace CUDA's (orch_sinf: a polynomial after a
-// three-part reduction by pi; orch_sigmoidf: its reciprocal by rcp.approx and a Newton step), on
-// the GPU against double references: sin within 2 ulp (the reduction's range, 65536, on both
-// sides of its edge; sinf past it), sigmoid within 4.5 ulp (expf's 2, the reciprocal's 1, the
-// product's half) plus the smallest subnormal; -0 keeps its sign, NaN and infinities as libm.
+// The prelude's float32 transcendentals that replace CUDA's (orch_sinf / orch_cosf: a polynomial
+// after a three-part reduction by pi; orch_sigmoidf: its reciprocal by rcp.approx and a Newton
+// step), on the GPU against double references: sin and cos within 2 ulp (the reduction's range,
+// 65536, on both sides of its edge; sinf / cosf past it), sigmoid within 4.5 ulp (expf's 2, the
+// reciprocal's 1, the product's half) plus the smallest subnormal; -0 keeps its sign, NaN and
+// infinities as libm.
 static void test_exact_math(void) {
     StrBuf k;
     sb_init(&k);
@@ -1450,8 +1451,9 @@ static void test_exact_math(void) {
     sb_puts(&k, "extern \"C\" __global__ void exact_check(const float *in, float *out, int n) {\n"
                 "    const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
                 "    if (i >= n) return;\n"
-                "    out[2 * i] = orch_sinf(in[i]);\n"
-                "    out[2 * i + 1] = orch_sigmoidf(in[i]);\n"
+                "    out[3 * i] = orch_sinf(in[i]);\n"
+                "    out[3 * i + 1] = orch_sigmoidf(in[i]);\n"
+                "    out[3 * i + 2] = orch_cosf(in[i]);\n"
                 "}\n");
     for (int a = 0; a < n_archs; a++) {
         if (getenv("ORCH_CUGEN_EMIT_ONLY") && a != gpu_arch) // the sanitizer pass
@@ -1469,7 +1471,7 @@ static void test_exact_math(void) {
         // Dense sweeps over [-1, 1], [-100, 100], [-70000, 70000] (across the reduction's edge),
         // random magnitudes from 1e-30 to 1e30 of both signs, random bit patterns, specials.
         enum { SWEEP = 400000, N = 3 * SWEEP + 2 * SWEEP + 16 };
-        float *in = xmalloc(sizeof(float) * N), *got = xmalloc(sizeof(float) * 2 * N);
+        float *in = xmalloc(sizeof(float) * N), *got = xmalloc(sizeof(float) * 3 * N);
         int n = 0;
         static const double spans[3] = {1, 100, 70000};
         for (int r = 0; r < 3; r++)
@@ -1486,14 +1488,15 @@ static void test_exact_math(void) {
             65536.0f, -65536.0f, 65536.01f, 3.14159274f, 1.57079637f, 88.7f,  -104.0f, -87.0f};
         for (int i = 0; i < 16; i++)
             in[n++] = special[i];
-        if (run_unary_kernel(cubin, "exact_check", in, n, 2, got)) {
-            double worst[2] = {0};
+        if (run_unary_kernel(cubin, "exact_check", in, n, 3, got)) {
+            double worst[3] = {0};
             int bad = 0;
             for (int i = 0; i < n; i++) {
                 const double v = in[i];
-                const double ref[2] = {sin(v), v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v))};
-                for (int f = 0; f < 2; f++) {
-                    const double g = got[2 * i + f];
+                const double ref[3] = {sin(v), v >= 0 ? 1 / (1 + exp(-v)) : exp(v) / (1 + exp(v)),
+                                       cos(v)};
+                for (int f = 0; f < 3; f++) {
+                    const double g = got[3 * i + f];
                     bool good;
                     double err = 0;
                     if (isnan(ref[f]) || isnan(g))
@@ -1502,19 +1505,19 @@ static void test_exact_math(void) {
                         good = g == 0 && signbit(g) == signbit(ref[f]);
                     else {
                         err = fabs(g - ref[f]) /
-                              (f == 0 ? 2 * float_ulp(ref[f]) : 4.5 * float_ulp(ref[f]) + 0x1p-149);
+                              (f != 1 ? 2 * float_ulp(ref[f]) : 4.5 * float_ulp(ref[f]) + 0x1p-149);
                         good = err <= 1;
                     }
                     worst[f] = fmax(worst[f], err);
                     if (!good && bad++ < 8)
                         printf("    orch_%s(%.9g) = %.9g, reference %.9g\n",
-                               f ? "sigmoidf" : "sinf", v, g, ref[f]);
+                               f == 2 ? "cosf" : f ? "sigmoidf" : "sinf", v, g, ref[f]);
                 }
             }
             CHECK_MSG(bad == 0, "%d float32 math values out of bounds", bad);
             printf("  float32 math on the GPU (%d values): largest error / bound: sin %.2f "
-                   "sigmoid %.2f\n",
-                   n, worst[0], worst[1]);
+                   "sigmoid %.2f cos %.2f\n",
+                   n, worst[0], worst[1], worst[2]);
         }
         free(in);
         free(got);

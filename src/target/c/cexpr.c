@@ -917,13 +917,17 @@ static int emit_elemwise(Cexpr *x, const Prim *p, const Ix *ix, StrBuf *code, in
                 x->cuda ? "orch_sinf_guarded(%s, %s)" : "orch_sinf_guarded(%s, &%s)", conv[0],
                 x->sin_guard);
             x->sin_guards++;
-        } else if (fdom && !wide && in->op == EW_COS && x->sin_guard[0] && !x->cuda) {
-            // The same for cos (the C prelude's; CUDA keeps its cosf).
-            fmt(expr, sizeof expr, "orch_cosf_guarded(%s, &%s)", conv[0], x->sin_guard);
+        } else if (fdom && !wide && in->op == EW_COS && x->sin_guard[0]) {
+            // The same for cos.
+            fmt(expr, sizeof expr,
+                x->cuda ? "orch_cosf_guarded(%s, %s)" : "orch_cosf_guarded(%s, &%s)", conv[0],
+                x->sin_guard);
             x->sin_guards++;
-        } else if (fdom && !wide && x->cuda && in->op == EW_SIN)
-            // The CUDA prelude's float sin (libm accuracy, its common path without a branch).
-            fmt(expr, sizeof expr, "orch_sinf(%s)", conv[0]);
+        } else if (fdom && !wide && x->cuda && (in->op == EW_SIN || in->op == EW_COS))
+            // The CUDA prelude's float sin / cos (libm accuracy, the common path without a
+            // branch).
+            fmt(expr, sizeof expr, in->op == EW_SIN ? "orch_sinf(%s)" : "orch_cosf(%s)",
+                conv[0]);
         else if (fdom ? !float_op(in->op, !wide, conv[0], conv[1], conv[2], expr, sizeof expr)
                       : !int_op(in->op, conv[0], conv[1], conv[2], expr, sizeof expr))
             rc = err_set(e, ST_UNSUPPORTED, "kernel %s: %s has no %s definition (primitive %d)",

@@ -136,8 +136,8 @@ void cexpr_set_fast_math(Cexpr *x, bool fast);
 // |x| > 65536 (its result is then wrong: the caller redoes the elements without the guard,
 // rarely: once per warp on CUDA, so that the elements of an unrolled epilogue are free of
 // orch_sinf's branch; once per row in C, so that the loop has no library call and vectorises).
-// NULL or "": off (C: libm's sinf). In C, float32 cos likewise calls orch_cosf_guarded.
-// cexpr_sin_guards counts the guarded sines (and C cosines) emitted so far.
+// NULL or "": off (C: libm's sinf). Float32 cos likewise calls orch_cosf_guarded.
+// cexpr_sin_guards counts the guarded sines and cosines emitted so far.
 void cexpr_set_sin_guard(Cexpr *x, const char *flag);
 int cexpr_sin_guards(const Cexpr *x);
 // A hook for vectorised kernels, consulted (when set) for every load of kernel input j whose

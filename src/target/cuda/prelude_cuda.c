@@ -125,6 +125,32 @@ static const char HELPERS[] =
     "ORCH_DEV float orch_sinf(float x) {\n"
     "    return fabsf(x) <= 65536.0f ? orch_sinf_common(x) : orch_sinf_slow(x);\n"
     "}\n"
+    // cos the same way, 2 ulp at most for |x| <= 65536 (the C prelude's orch_cosf_common: x =
+    // (j + 1/2) pi + r, cos x = -(-1)^j sin r, so that r stays exact near cos's zeros; pi's third
+    // part is pi_hi - pi_mid - pi, which the sine's 0.09%-off constant is not), CUDA's cosf out of
+    // line past 65536.
+    "ORCH_DEV float orch_cosf_common(float x) {\n"
+    "    const float t = fmaf(x, 0.318309886183790672f, -0.5f) + 12582912.0f;\n"
+    "    const float k = (t - 12582912.0f) + 0.5f;\n"
+    "    float r = fmaf(k, -3.14159274101257324f, x);\n"
+    "    r = fmaf(k, 8.74227766e-08f, r);\n"
+    "    r = fmaf(k, 3.43024899e-15f, r);\n"
+    "    const float s = r * r;\n"
+    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
+    "    p = fmaf(p, s, -1.984086848e-04f);\n"
+    "    p = fmaf(p, s, 8.333330974e-03f);\n"
+    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    "    const float v = fmaf(r * s, p, r);\n"
+    "    return __int_as_float(__float_as_int(v) ^ (__float_as_int(t) << 31) ^ 0x80000000);\n"
+    "}\n"
+    "static __device__ __noinline__ float orch_cosf_slow(float x) { return cosf(x); }\n"
+    "ORCH_DEV float orch_cosf(float x) {\n"
+    "    return fabsf(x) <= 65536.0f ? orch_cosf_common(x) : orch_cosf_slow(x);\n"
+    "}\n"
+    "ORCH_DEV float orch_cosf_guarded(float x, bool &big) {\n"
+    "    big |= fabsf(x) > 65536.0f;\n"
+    "    return orch_cosf_common(x);\n"
+    "}\n"
     // The common path with the range check left to the caller (cexpr_set_sin_guard): NaN comes
     // out NaN and raises nothing; |x| > 65536 raises the flag, infinities too (one comparison a
     // sine instead of two; the redo gives sinf's NaN for them).
