@@ -2017,7 +2017,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
 
 // ---- configs and the device model ----
 
-// ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math).
+// ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math, or the
+// prelude's fast versions).
 static double ew_cost(EwOp op, bool fast) {
     // Under fast math (cexpr_set_fast_math: reduced precisions) these are the prelude's
     // special-function-unit versions: exp 2 instructions, sin / cos 6, sigmoid 7.
@@ -2357,8 +2358,9 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
     // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
     // 26 us and 33 us), and NVRTC takes seconds over it. Under fast math the same chain's
-    // epilogue is about 16 instructions and fits: f16 w=16 36.0 us in registers against 41.7
-    // through shared memory (H200, half storage), which also saves the buffer's loads and stores.
+    // epilogue is about 16 instructions and fits: f16 w=16 32.7 us in registers against 37.8
+    // through shared memory (H200, half storage, one run), which also saves the buffer's loads,
+    // stores and addressing (35 -> 21 instructions an element).
     bool reg_ok = epi_per_elem(&m) <= (fast_math() ? 16 : 8);
     // epi=ilv needs a layer before the last with an epilogue to defer.
     bool ilv_ok = false;
