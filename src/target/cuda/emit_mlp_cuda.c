@@ -219,13 +219,91 @@ static void emit_half_helpers(StrBuf *s) {
                "#endif\n");
 }
 
-// The graph the epilogues are emitted from. A half chain's epilogues compute in float32 (the
-// layers' accumulators stay float between layers, as the activations of a float32 chain do):
-// cexpr over a view of the graph in which every float16 / bfloat16 tensor of the candidate is
-// float32 (copies of those tensors and of the ELEMWISE programs; the graph itself untouched), so
-// it emits float math (the fast transcendentals under reduced precision) with no rounding
-// between instructions, reading half inputs through the float views emit_head declares. The
-// interpreter rounds every intermediate to half: the kernel is the more accurate of the two.
+// A layer's bias folded into its accumulators (the tensor-core kernels): where the first thing
+// the layer's epilogue does with the product is add a constant row to it (a kernel input every
+// dim of which is 1 but the last, N or 1: a Linear's bias broadcast over the rows), and nothing
+// else reads the product, the accumulators start at the bias instead of zero and the ADD
+// becomes a copy in the epilogues' view of the graph (epi_graph). Each element then saves the
+// add and the bias's load, and the f64 kernel rounds product plus bias once (the sum in double)
+// where the graph rounds twice. The staged bias sits in shared memory in the accumulators'
+// type (TcLayout.bofs), zero in the padded columns (their products stay 0).
+typedef struct BiasFold {
+    int prim;    // the ELEMWISE primitive (index in pg->prims) adding the bias; -1: no fold
+    int instr;   // its instruction
+    int keep;    // the argument of that instruction that reads the product (0 or 1)
+    int pos;     // the bias's position in c->inputs
+    bool scalar; // one value for every column
+} BiasFold;
+
+static void bias_fold(const MlpChain *m, int l, BiasFold *f) {
+    memset(f, 0, sizeof *f);
+    f->prim = -1;
+    if (!m->epi[l])
+        return;
+    const PrimGraph *pg = m->pg;
+    const Candidate *c = m->c;
+    int t = m->tl[l], rd = -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = pg->prims[c->prims[i]];
+        for (int j = 0; j < p->n_in; j++)
+            if (p->in[j] == t) {
+                if (rd >= 0 && rd != c->prims[i])
+                    return; // two readers
+                rd = c->prims[i];
+            }
+    }
+    if (rd < 0)
+        return;
+    const Prim *p = pg->prims[rd];
+    const Tensor *tt = pg->tensors[t];
+    if (p->kind != PRIM_ELEMWISE || p->n_out != 1 || p->out[0] < 0)
+        return;
+    const Tensor *out = pg->tensors[p->out[0]];
+    if (out->rank != tt->rank ||
+        memcmp(out->dims, tt->dims, sizeof(int64_t) * (size_t)tt->rank) != 0)
+        return; // the product broadcast to a larger shape
+    int hit = -1, keep = -1;
+    for (int k = 0; k < p->ew.n; k++) {
+        const EwInstr *I = &p->ew.code[k];
+        for (int a = 0; a < ew_op_arity(I->op); a++)
+            if (I->arg[a].src == EWS_INPUT && p->in[I->arg[a].index] == t) {
+                if (hit >= 0)
+                    return; // read twice
+                hit = k;
+                keep = a;
+            }
+    }
+    if (hit < 0)
+        return;
+    const EwInstr *I = &p->ew.code[hit];
+    const EwArg *o = &I->arg[1 - keep];
+    if (I->op != EW_ADD || I->dtype != m->dtype || o->src != EWS_INPUT)
+        return;
+    int b = p->in[o->index], pos = b >= 0 ? cgen_input_pos(c, b) : -1;
+    if (pos < 0 || b == t)
+        return;
+    const Tensor *B = pg->tensors[b];
+    if (B->dtype != m->dtype || B->rank > tt->rank)
+        return;
+    for (int d = 0; d + 1 < B->rank; d++)
+        if (B->dims[d] != 1)
+            return;
+    int64_t last = B->rank > 0 ? B->dims[B->rank - 1] : 1;
+    if (last != 1 && last != m->N[l])
+        return;
+    *f = (BiasFold){rd, hit, keep, pos, last == 1};
+}
+
+// The graph the epilogues are emitted from: the graph itself, or a view of it (copies of the
+// tensors and ELEMWISE programs it changes; the graph untouched) where
+// - a half chain's epilogues compute in float32 (the layers' accumulators stay float between
+//   layers, as the activations of a float32 chain do): every float16 / bfloat16 tensor of the
+//   candidate is float32, so cexpr emits float math (the fast transcendentals under reduced
+//   precision) with no rounding between instructions, reading half inputs through the float
+//   views emit_head declares. The interpreter rounds every intermediate to half: the kernel is
+//   the more accurate of the two.
+// - a folded bias's ADD (folds: per layer, NULL for none) is a COPY of the product, which the
+//   accumulators then hold with the bias added.
 typedef struct EpiGraph {
     PrimGraph pg;
     Tensor **tensors, *tcopy;
@@ -233,11 +311,21 @@ typedef struct EpiGraph {
     EwInstr *code;
 } EpiGraph;
 
-static const PrimGraph *epi_graph(const MlpChain *m, EpiGraph *V) {
+static const BiasFold *fold_of(const MlpChain *m, const BiasFold *folds, int prim) {
+    for (int l = 0; folds && l < m->n; l++)
+        if (folds[l].prim == prim)
+            return &folds[l];
+    return NULL;
+}
+
+static const PrimGraph *epi_graph(const MlpChain *m, const BiasFold *folds, EpiGraph *V) {
     memset(V, 0, sizeof *V);
     const PrimGraph *pg = m->pg;
     const Candidate *c = m->c;
-    if (!half_chain(m))
+    bool half = half_chain(m), any = false;
+    for (int l = 0; folds && l < m->n; l++)
+        any |= folds[l].prim >= 0;
+    if (!half && !any)
         return pg;
     int nt = 0, ni = 0;
     for (int i = 0; i < c->n_prims; i++) {
@@ -256,7 +344,7 @@ static const PrimGraph *epi_graph(const MlpChain *m, EpiGraph *V) {
     int ntc = 0, nic = 0;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *p = pg->prims[c->prims[i]];
-        for (int j = 0; j < p->n_in + p->n_out; j++) {
+        for (int j = 0; half && j < p->n_in + p->n_out; j++) {
             int t = j < p->n_in ? p->in[j] : p->out[j - p->n_in];
             if (t < 0 || V->tensors[t] != pg->tensors[t] || !is_half(pg->tensors[t]->dtype))
                 continue; // absent, already copied, or not half
@@ -264,15 +352,21 @@ static const PrimGraph *epi_graph(const MlpChain *m, EpiGraph *V) {
             V->tcopy[ntc].dtype = DT_FLOAT;
             V->tensors[t] = &V->tcopy[ntc++];
         }
-        if (p->kind != PRIM_ELEMWISE)
+        const BiasFold *f = fold_of(m, folds, c->prims[i]);
+        if (p->kind != PRIM_ELEMWISE || (!half && !f))
             continue;
         Prim *q = &V->pcopy[i];
         *q = *p;
         q->ew.code = V->code + nic;
         for (int k = 0; k < p->ew.n; k++) {
             q->ew.code[k] = p->ew.code[k];
-            if (is_half(q->ew.code[k].dtype))
+            if (half && is_half(q->ew.code[k].dtype))
                 q->ew.code[k].dtype = DT_FLOAT;
+        }
+        if (f) {
+            EwInstr *I = &q->ew.code[f->instr];
+            I->op = EW_COPY;
+            I->arg[0] = p->ew.code[f->instr].arg[f->keep];
         }
         nic += p->ew.n;
         V->prims[c->prims[i]] = q;
@@ -657,7 +751,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -975,7 +1069,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
     cugen_cexpr_dialect(E.x);
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -1079,6 +1173,10 @@ typedef struct TcLayout {
     int64_t kp[MLP_LAYERS_MAX], np[MLP_LAYERS_MAX]; // padded widths
     int64_t wofs[MLP_LAYERS_MAX];                   // fragment offsets (words)
     int64_t wwords;                                 // all weights
+    BiasFold bias[MLP_LAYERS_MAX]; // each layer's bias folded into its accumulators, or not
+    int64_t bofs[MLP_LAYERS_MAX];  // where a folded bias is staged (words; np[l] values of the
+                                   // accumulators' type)
+    int64_t pofs;                  // the warps' buffers P (words): after the weights and biases
     int64_t sp;                                     // epi=smem row stride (floats, 8 mod 32)
     int64_t maxnp;
     // Half storage of the mma's type: the input and the weights are loaded as stored. The first
@@ -1125,6 +1223,14 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
         L->wwords += L->kp[l] / L->kstep * (L->np[l] / 8) * 32 * L->bw;
         L->maxnp = ORCH_MAX(L->maxnp, L->np[l]);
     }
+    L->pofs = (L->wwords + 3) / 4 * 4;
+    for (int l = 0; l < m->n; l++) {
+        bias_fold(m, l, &L->bias[l]);
+        if (L->bias[l].prim < 0)
+            continue;
+        L->bofs[l] = L->pofs; // 16-byte aligned: a lane's two columns are one load
+        L->pofs += (L->np[l] * (var == CUMLP_F64 ? 2 : 1) + 3) / 4 * 4;
+    }
     int64_t pw = xstage ? ORCH_MAX(L->maxnp, L->kp[0]) : L->maxnp;
     L->sp = (pw + 23) / 32 * 32 + 8; // the least >= pw that is 8 mod 32
     if (L->sp - 32 >= pw)
@@ -1141,7 +1247,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
 }
 
 static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
-    return L->wwords * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 : 0);
+    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 : 0);
 }
 
 // 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
@@ -1504,6 +1610,17 @@ static void emit_tc_stage(const MlpChain *m, const TcLayout *L, int64_t T, StrBu
         }
         sb_line(s, 1, "}\n");
     }
+    // The folded biases, in the accumulators' type (in<j> reads a half input as float).
+    const char *bt = L->var == CUMLP_F64 ? "double" : "float";
+    for (int l = 0; l < m->n; l++) {
+        const BiasFold *f = &L->bias[l];
+        if (f->prim < 0)
+            continue;
+        sb_line(s, 1, "for (int q = threadIdx.x; q < %lld; q += %lld) // layer %d's bias\n",
+                (long long)L->np[l], (long long)T, l);
+        sb_line(s, 2, "((%s *)(orch_mlp_smw + %lld))[q] = q < %lld ? (%s)in%d[%s] : (%s)0;\n", bt,
+                (long long)L->bofs[l], (long long)m->N[l], bt, f->pos, f->scalar ? "0" : "q", bt);
+    }
 }
 
 // Layer l: products into C[MT][NT][4] from A<l>, the epilogue, and the next layer's fragments
@@ -1678,11 +1795,25 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         declare_a(s, 2, L, l + 1, MT);
     sb_line(s, 2, "{ // layer %d: %lld -> %lld\n", l, (long long)m->K[l], (long long)N);
     sb_line(s, 3, "%s C[%lld][%lld][4];\n", ct, (long long)MT, (long long)NT);
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
-    sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][1] = C[mt][nt][2] = C[mt][nt][3] = 0.0f;\n");
+    if (L->bias[l].prim >= 0) { // from the bias: columns 2t, 2t+1 of each n tile, both rows
+        sb_line(s, 3, "const %s *bs_ = (const %s *)(orch_mlp_smw + %lld) + 2 * t;\n", ct, ct,
+                (long long)L->bofs[l]);
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int nt = 0; nt < %lld; nt++) {\n", (long long)NT);
+        sb_line(s, 4, "const %s b0_ = bs_[nt * 8], b1_ = bs_[nt * 8 + 1];\n", ct);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int mt = 0; mt < %lld; mt++) {\n", (long long)MT);
+        sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][2] = b0_;\n");
+        sb_line(s, 5, "C[mt][nt][1] = C[mt][nt][3] = b1_;\n");
+        sb_line(s, 4, "}\n");
+        sb_line(s, 3, "}\n");
+    } else {
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
+        sb_line(s, 4, "#pragma unroll\n");
+        sb_line(s, 4, "for (int nt = 0; nt < %lld; nt++)\n", (long long)NT);
+        sb_line(s, 5, "C[mt][nt][0] = C[mt][nt][1] = C[mt][nt][2] = C[mt][nt][3] = 0.0f;\n");
+    }
     sb_line(s, 3, "const uint%d *wl = (const uint%d *)(orch_mlp_smw + %lld) + lane;\n", L->bw,
             L->bw, (long long)L->wofs[l]);
     T->layer = l;
@@ -1942,7 +2073,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    TcEm T = {{m, fn, &body, cexpr_create(epi_graph(m, &V), c, fn, &decls), -1, "acc"},
+    TcEm T = {{m, fn, &body, cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls), -1, "acc"},
               &L,
               W,
               MT,
@@ -1964,7 +2095,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
     sb_line(s, 1, "const int g = lane >> 2, t = lane & 3;\n");
     if (epi_smem)
         sb_line(s, 1, "float *P = (float *)(orch_mlp_smw + %lld) + warp * %lld;\n",
-                (long long)L.wwords, (long long)(16 * MT * L.sp));
+                (long long)L.pofs, (long long)(16 * MT * L.sp));
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
