@@ -30,7 +30,7 @@ typedef struct HwInfo {
 // this number ("DESC gen=N", compile.c), so that an orch whose generated code changed does not
 // reuse an older one's times (stop 31: the C MLP chain's epilogue vectorised, 125 -> 25 ms for the
 // same config). Raise it with every change to a generator that can change a config's time.
-#define ORCH_CODEGEN_REVISION 39
+#define ORCH_CODEGEN_REVISION 40
 
 // One point of a kernel's configuration space. The meaning of p[] belongs to the kernel class that
 // proposed it (see the class's emitter); desc is its canonical text ("cls=gemm mr=6 nr=16 kc=256

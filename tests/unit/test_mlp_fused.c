@@ -144,6 +144,10 @@ typedef struct Case {
     int64_t batch;
     int64_t lead0; // > 0: rows as [lead0, batch / lead0] (a rank-3 activation)
     bool bias;
+    // The bias's shape: 0 [N] added to the product, 1 [1, N], 2 a scalar [1], 3 [N] with the
+    // operands swapped (bias + product). The tensor-core kernels fold all four into their
+    // accumulators (emit_mlp_cuda.c, bias_fold).
+    int bias_shape;
 } Case;
 
 static PrimGraph *mlp_graph(const Case *k) {
@@ -165,8 +169,13 @@ static PrimGraph *mlp_graph(const Case *k) {
         const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
         // Weights scaled by 1/sqrt(K) keep the activations of every layer of order 1.
         y = pb_matmul(&b, y, add_const(&b, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
-        if (k->bias)
-            y = pb_ew2(&b, EW_ADD, y, add_const(&b, 1, bd, 0.5f));
+        if (k->bias) {
+            const int64_t b2[] = {1, k->width[l + 1]}, b0[] = {1};
+            int bt = k->bias_shape == 1   ? add_const(&b, 2, b2, 0.5f)
+                     : k->bias_shape == 2 ? add_const(&b, 1, b0, 0.5f)
+                                          : add_const(&b, 1, bd, 0.5f);
+            y = k->bias_shape == 3 ? pb_ew2(&b, EW_ADD, bt, y) : pb_ew2(&b, EW_ADD, y, bt);
+        }
         y = activation(&b, y, k->act[l]);
     }
     add_output(pg, y);
@@ -967,19 +976,24 @@ static void fixed_cases(void) {
         int64_t batch, lead0;
         int64_t w[9];
         int act[8];
+        int bias_shape; // Case.bias_shape
     } cs[] = {
-        {2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}},
-        {3, 7, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}},
-        {6, 127, 0, {64, 64, 64, 64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_NONE}},
-        {4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}},
-        {2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
-        {8, 33, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1}, {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
-        {2, 4096, 0, {64, 128, 64}, {A_GELU, A_SILU}},
+        {2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}, 0},
+        {3, 7, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}, 0},
+        {6, 127, 0, {64, 64, 64, 64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_SINSIG, A_NONE}, 0},
+        {4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}, 0},
+        {2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}, 0},
+        {8, 33, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1}, {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}, 0},
+        {2, 4096, 0, {64, 128, 64}, {A_GELU, A_SILU}, 0},
         // Widths the persistent kernels pad or guard: odd and under 64 (warp: one or two column
         // chunks; tensor cores: padded k steps), an input wider than 64, a last width of 3.
-        {4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}},
-        {3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}},
-        {2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}},
+        {4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}, 0},
+        {3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}, 0},
+        {2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}, 0},
+        // The other bias shapes the tensor-core kernels fold into their accumulators.
+        {3, 61, 0, {40, 64, 24, 7}, {A_SINSIG, A_RELU, A_NONE}, 1},
+        {2, 35, 5, {16, 48, 16}, {A_SILU, A_NONE}, 2},
+        {2, 19, 0, {32, 32, 8}, {A_TANH, A_NONE}, 3},
     };
     for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
         Case k = {0};
@@ -987,6 +1001,7 @@ static void fixed_cases(void) {
         k.batch = cs[i].batch;
         k.lead0 = cs[i].lead0;
         k.bias = true;
+        k.bias_shape = cs[i].bias_shape;
         for (int l = 0; l <= k.layers; l++)
             k.width[l] = cs[i].w[l];
         for (int l = 0; l < k.layers; l++)
@@ -1377,6 +1392,10 @@ static void cuda_configs(void) {
             sb_init(&s);
             CHECK_MSG(emit_at_precision(pg, full, &cf[i], hw, "k", &s, &ln, &e) == ST_OK, "%s",
                       e.msg);
+            // The tensor-core kernels start every layer's accumulators at its staged bias.
+            if (strstr(cf[i].desc, "v=") && !strstr(cf[i].desc, "v=warp"))
+                CHECK_MSG(s.s && strstr(s.s, "layer 0's bias") && strstr(s.s, "layer 5's bias"),
+                          "%s '%s': the biases are not folded", hw->arch, cf[i].desc);
             // The H100's first choices for reading, or (ORCH_MLP_DUMP=TEXT) its configs whose
             // description contains TEXT.
             const char *dump = getenv("ORCH_MLP_DUMP");
