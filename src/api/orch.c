@@ -3,15 +3,15 @@
 #include "orch.h"
 
 #include "../fission/fission.h"
-#include "../fission/passes.h"
-#include "../ir/fold.h"
+#include "../passes/passes.h"
+#include "../ops/fold.h"
 #include "../onnx/load.h"
-#include "../runtime/interp.h"
-#include "../runtime/prim_interp.h"
+#include "../interp/interp.h"
+#include "../interp/prim_interp.h"
 #include "../compile/compile.h"
 #include "../plan/artifact.h"
 #include "../runtime/session.h"
-#include "../target/target.h"
+#include "../backend/target.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #ifndef ORCH_CANDIDATES_H
 #define ORCH_CANDIDATES_H
 
-#include "../fission/prim.h"
+#include "../prim/prim.h"
 
 typedef struct Candidate {
     int id;

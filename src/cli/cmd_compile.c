@@ -3,7 +3,7 @@
 #include "cmd_compile.h"
 
 #include "../compile/compile.h"
-#include "../compile/kernel_lab.h"
+#include "../backend/kernel_lab.h"
 #include "orch.h"
 
 #include <errno.h>

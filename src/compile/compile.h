@@ -8,7 +8,7 @@
 #ifndef ORCH_COMPILE_H
 #define ORCH_COMPILE_H
 
-#include "../fission/prim.h"
+#include "../prim/prim.h"
 #include "../ir/graph.h"
 
 #include <stdio.h>

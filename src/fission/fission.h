@@ -4,7 +4,7 @@
 #ifndef ORCH_FISSION_H
 #define ORCH_FISSION_H
 
-#include "build.h"
+#include "../prim/prim_build.h"
 
 typedef struct FissionOptions {
     // Attention (MatMul → Softmax → MatMul): move the softmax's normalising division after the

@@ -1,5 +1,5 @@
 // The ONNX operator table: for each supported op, a shape rule (infer) and a plain reference
-// implementation (run). The reference interpreter (runtime/interp.c) and constant folding
+// implementation (run). The reference interpreter (interp/interp.c) and constant folding
 // (ir/fold.c) call them; later stages use the shape rules and the reference as their oracle.
 //
 // Contract for an op:

@@ -7,11 +7,11 @@
 #include "session.h"
 
 #include "../fission/fission.h"
-#include "../fission/passes.h"
-#include "../ir/fold.h"
+#include "../passes/passes.h"
+#include "../ops/fold.h"
 #include "../onnx/load.h"
-#include "prim_interp.h"
-#include "session_cuda.h"
+#include "../interp/prim_interp.h"
+#include "../backend/cuda/session_cuda.h"
 
 #include <dlfcn.h>
 #include <errno.h>

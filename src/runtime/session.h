@@ -13,7 +13,7 @@
 
 #include "../plan/artifact.h"
 #include "../plan/plan.h"
-#include "../target/target.h"
+#include "../backend/target.h"
 
 typedef struct SessionOptions {
     int threads;               // OpenMP threads for the kernels; 0: the artefact's thread count

@@ -4,12 +4,12 @@
 // report, leak or assertion is a bug; a returned error is not.
 // Built by scripts/fuzz.sh with clang -fsanitize=fuzzer,address,undefined.
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "ir/stats.h"
 #include "onnx/load.h"
-#include "runtime/interp.h"
-#include "runtime/prim_interp.h"
+#include "interp/interp.h"
+#include "interp/prim_interp.h"
 
 #include <stdint.h>
 #include <stdlib.h>

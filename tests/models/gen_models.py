@@ -725,7 +725,7 @@ def vit_mha(seed):
 # makes Q, K, V per head, ReLU kernels, V padded with a column of ones, (Q (K^T V)) divided by its
 # last column, then a 1x1 projection and the residual. Its products of three activations pass
 # float16's range (the qkv weights are 10x a He init's; timm computes them in float32 under
-# autocast): half storage must keep them float32 (src/fission/passes_storage.c) ----
+# autocast): half storage must keep them float32 (src/passes/passes_storage.c) ----
 
 def linear_attention(seed):
     C, H, W, D = 16, 16, 16, 8  # C // D = 2 heads, 256 tokens

@@ -10,7 +10,7 @@
 #ifndef ORCH_TEST_ATTN_GRAPHS_H
 #define ORCH_TEST_ATTN_GRAPHS_H
 
-#include "fission/build.h"
+#include "prim/prim_build.h"
 
 #include <float.h>
 #include <math.h>

@@ -11,8 +11,8 @@
 #include "candidates/candidates.h"
 #include "check.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
 #include "orch.h"
@@ -20,9 +20,9 @@
 #include "orchestrate/orchestrate.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
-#include "runtime/prim_interp.h"
+#include "interp/prim_interp.h"
 #include "runtime/session.h"
-#include "target/c/cbuild.h"
+#include "backend/cpu/cbuild.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -20,11 +20,11 @@
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/build.h"
-#include "fission/passes.h"
-#include "runtime/prim_interp.h"
-#include "target/c/cbuild.h"
-#include "target/c/cgen_attn.h"
+#include "prim/prim_build.h"
+#include "passes/passes.h"
+#include "interp/prim_interp.h"
+#include "backend/cpu/cbuild.h"
+#include "backend/cpu/cgen_attn.h"
 
 #include <math.h>
 #include <stdlib.h>

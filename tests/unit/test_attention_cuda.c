@@ -42,13 +42,13 @@
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/passes.h"
-#include "runtime/prim_interp.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/cugen.h"
-#include "target/cuda/cugen_attn.h"
-#include "target/cuda/cugen_linear.h"
-#include "target/cuda/nvrtc.h"
+#include "passes/passes.h"
+#include "interp/prim_interp.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_attn.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 // blocks, different for other shapes or parameters. Segments: cut at the narrow waists.
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -9,17 +9,17 @@
 // Environment: ORCH_TEST_SEED, ORCH_SKIP_SPEED, ORCH_ONLY_SPEED, ORCH_SPEED_K.
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
 #include "ops/gemm.h"
-#include "runtime/prim_interp.h"
-#include "target/c/cbuild.h"
-#include "target/c/cgen.h"
-#include "target/c/cgen_linear.h"
+#include "interp/prim_interp.h"
+#include "backend/cpu/cbuild.h"
+#include "backend/cpu/cgen.h"
+#include "backend/cpu/cgen_linear.h"
 
 #include <math.h>
 #include <omp.h>

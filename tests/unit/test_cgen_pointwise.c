@@ -1,16 +1,16 @@
-// The C target's pointwise and reduction emitters (src/target/c/cgen.h) against the primitive
+// The C target's pointwise and reduction emitters (src/backend/cpu/cgen.h) against the primitive
 // interpreter: primitive graphs built with the fission builders on random shapes (odd sizes,
 // primes, 1), every candidate the emitters accept, every config they propose, all compiled in a
 // few translation units, run on random inputs and compared with prim_eval's values of the same
 // tensors. Tolerance |got-ref| <= 1e-4*|ref| + 1e-4*max|ref| for floats (NaN matches NaN),
 // exact for integers and bool.
 #include "../../src/candidates/candidates.h"
-#include "../../src/fission/build.h"
-#include "../../src/fission/passes.h"
-#include "../../src/runtime/prim_interp.h"
-#include "../../src/target/c/cbuild.h"
-#include "../../src/target/c/cgen.h"
-#include "../../src/target/c/loopnest.h"
+#include "../../src/prim/prim_build.h"
+#include "../../src/passes/passes.h"
+#include "../../src/interp/prim_interp.h"
+#include "../../src/backend/cpu/cbuild.h"
+#include "../../src/backend/cpu/cgen.h"
+#include "../../src/backend/cpu/loopnest.h"
 #include "check.h"
 
 #include <math.h>

@@ -7,8 +7,8 @@
 // Skips print a line saying why. Usage: unit_cuda_api [seed]
 #define _GNU_SOURCE
 #include "check.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/nvrtc.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <dlfcn.h>
 #include <math.h>

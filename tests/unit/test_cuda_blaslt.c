@@ -1,4 +1,4 @@
-// cuBLASLt library candidates of the CUDA target (src/target/cuda/cublaslt.h) and their way through
+// cuBLASLt library candidates of the CUDA target (src/backend/cuda/cublaslt.h) and their way through
 // the lab, the CUDA module blob and the session.
 // Everywhere: the loader (the version it reports is the one an independent dlopen of the same file
 // reports), the analysis of primitive graphs built here (plain, transposed A/B through a LAYOUT,
@@ -27,18 +27,18 @@
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
 #include "check.h"
-#include "compile/kernel_lab.h"
-#include "fission/build.h"
+#include "backend/kernel_lab.h"
+#include "prim/prim_build.h"
 #include "orchestrate/orchestrate.h"
 #include "plan/plan.h"
-#include "runtime/prim_interp.h"
-#include "runtime/session_cuda.h"
-#include "target/cuda/cublaslt.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/cuda_lab.h"
-#include "target/cuda/cugen.h"
-#include "target/cuda/cugen_linear.h"
-#include "target/cuda/nvrtc.h"
+#include "interp/prim_interp.h"
+#include "backend/cuda/session_cuda.h"
+#include "backend/cuda/cublaslt.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cuda_lab.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-// cuDNN library candidates of the CUDA target (src/target/cuda/cudnn.h) and their way through the
+// cuDNN library candidates of the CUDA target (src/backend/cuda/cudnn.h) and their way through the
 // lab, the CUDA module blob, the session and a compiled model.
 // Everywhere: the loader (the version it reports is the one an independent dlopen of the same
 // file reports); the analysis of convolutions built here (plain, stride 2 with padding, dilation,
@@ -30,20 +30,20 @@
 #include "candidates/candidates.h"
 #include "check.h"
 #include "compile/compile.h"
-#include "compile/kernel_lab.h"
-#include "fission/build.h"
-#include "fission/passes.h"
+#include "backend/kernel_lab.h"
+#include "prim/prim_build.h"
+#include "passes/passes.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
 #include "runtime/npy.h"
-#include "runtime/prim_interp.h"
-#include "runtime/session_cuda.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/cuda_lab.h"
-#include "target/cuda/cudnn.h"
-#include "target/cuda/cugen.h"
-#include "target/cuda/cugen_linear.h"
-#include "target/cuda/nvrtc.h"
+#include "interp/prim_interp.h"
+#include "backend/cuda/session_cuda.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cuda_lab.h"
+#include "backend/cuda/cudnn.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <dlfcn.h>
 #include <math.h>

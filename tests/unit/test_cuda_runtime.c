@@ -16,15 +16,15 @@
 #include "candidates/candidates.h"
 #include "check.h"
 #include "compile/compile.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 #include "model_builder.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
-#include "runtime/prim_interp.h"
-#include "runtime/session_cuda.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/cuda_lab.h"
-#include "target/cuda/nvrtc.h"
+#include "interp/prim_interp.h"
+#include "backend/cuda/session_cuda.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cuda_lab.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-// The CUDA target's pointwise and reduction emitters (src/target/cuda/cugen.h, cugen_pw_*):
+// The CUDA target's pointwise and reduction emitters (src/backend/cuda/cugen.h, cugen_pw_*):
 // primitive graphs built with the fission builders (the C target's test graphs, on random odd
 // shapes, plus larger ones that reach the float4, warp-per-row and block-per-row kernels),
 // every candidate cugen_pw_supports accepts, every config it proposes, emitted into a few NVRTC
@@ -14,14 +14,14 @@
 // the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
 // every config, thousands of kernels, instead of a cover of the primitives)
 #include "../../src/candidates/candidates.h"
-#include "../../src/fission/build.h"
-#include "../../src/fission/passes.h"
-#include "../../src/runtime/prim_interp.h"
-#include "../../src/target/c/cgen.h"
-#include "../../src/target/cuda/cuda_api.h"
-#include "../../src/target/cuda/cugen.h"
-#include "../../src/target/cuda/cugen_linear.h"
-#include "../../src/target/cuda/nvrtc.h"
+#include "../../src/prim/prim_build.h"
+#include "../../src/passes/passes.h"
+#include "../../src/interp/prim_interp.h"
+#include "../../src/backend/cpu/cgen.h"
+#include "../../src/backend/cuda/cuda_api.h"
+#include "../../src/backend/cuda/cugen.h"
+#include "../../src/backend/cuda/cugen_linear.h"
+#include "../../src/backend/cuda/nvrtc.h"
 #include "check.h"
 
 #include <float.h>

@@ -1,4 +1,4 @@
-// Unit tests of the CUDA target's linear emitter (src/target/cuda/emit_linear_cuda.c,
+// Unit tests of the CUDA target's linear emitter (src/backend/cuda/emit_linear_cuda.c,
 // emit_matmul_cuda.c, emit_conv_cuda.c). Compile half (any machine with NVRTC): primitive graphs
 // with one matmul or 2-D convolution and pointwise primitives around it (built directly, and every
 // model of a models folder given as argv[1]: DIR/*/model.onnx with DIR/*/args.txt's
@@ -34,17 +34,17 @@
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "candidates/candidates.h"
 #include "check.h"
-#include "compile/kernel_lab.h"
-#include "fission/build.h"
+#include "backend/kernel_lab.h"
+#include "prim/prim_build.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "onnx/load.h"
-#include "runtime/prim_interp.h"
-#include "target/cuda/cuda_api.h"
-#include "target/cuda/cugen.h"
-#include "target/cuda/cugen_linear.h"
-#include "target/cuda/nvrtc.h"
+#include "interp/prim_interp.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
 
 #include <dirent.h>
 #include <math.h>

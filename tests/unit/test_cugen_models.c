@@ -22,10 +22,10 @@
 #include "../../src/base/file.h"
 #include "../../src/candidates/candidates.h"
 #include "../../src/compile/compile.h"
-#include "../../src/compile/kernel_lab.h"
-#include "../../src/target/cuda/cugen.h"
-#include "../../src/target/cuda/cugen_linear.h"
-#include "../../src/target/cuda/nvrtc.h"
+#include "../../src/backend/kernel_lab.h"
+#include "../../src/backend/cuda/cugen.h"
+#include "../../src/backend/cuda/cugen_linear.h"
+#include "../../src/backend/cuda/nvrtc.h"
 #include "check.h"
 
 #include <dirent.h>

@@ -2,14 +2,14 @@
 // values), softmax stability for huge logits, the driver's opaque fallback, and the 1x1
 // convolution over upsampled maps moved before their resizes.
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
-#include "runtime/interp.h"
-#include "runtime/prim_interp.h"
+#include "interp/interp.h"
+#include "interp/prim_interp.h"
 
 #include <math.h>
 #include <stdio.h>

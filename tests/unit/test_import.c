@@ -4,11 +4,11 @@
 // removal, and the list of unsupported ops. Models are built in C (model_builder.h).
 #include "check.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
-#include "runtime/interp.h"
+#include "interp/interp.h"
 
 #include <math.h>
 #include <stdio.h>

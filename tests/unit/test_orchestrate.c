@@ -8,10 +8,10 @@
 // infeasible candidate sets (clear errors), and the time limit.
 #include "base/arena.h"
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
 #include "orchestrate/orchestrate.h"

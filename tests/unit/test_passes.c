@@ -5,9 +5,9 @@
 // bit-identical outputs; BatchNorm folding rounds W * scale and the combined bias once, checked
 // against a bound from the magnitude before normalisation (see bn_case).
 #include "check.h"
-#include "fission/build.h"
-#include "fission/passes.h"
-#include "runtime/prim_interp.h"
+#include "prim/prim_build.h"
+#include "passes/passes.h"
+#include "interp/prim_interp.h"
 
 #include <float.h>
 #include <math.h>

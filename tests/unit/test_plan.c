@@ -15,10 +15,10 @@
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
 #include "orchestrate/cost_model.h"
@@ -26,7 +26,7 @@
 #include "plan/artifact.h"
 #include "plan/plan.h"
 #include "runtime/npy.h"
-#include "runtime/prim_interp.h"
+#include "interp/prim_interp.h"
 #include "runtime/session.h"
 
 #include <dirent.h>

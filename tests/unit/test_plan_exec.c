@@ -1,6 +1,6 @@
 // End-to-end test of orchestration on the primitive interpreter's arithmetic: candidate
 // enumeration, the roofline cost model, the BLP, then the selection run kernel by kernel in
-// isolation (runtime/kernel_interp.h). Every case checks that the selection's outputs equal
+// isolation (orchestrate/selection_run.h). Every case checks that the selection's outputs equal
 // prim_interp_run's bit for bit, that the kernels come in an executable order, and what the cost
 // model computes for kernels whose bytes and FLOPs are known by hand. Besides the cost model's
 // estimates, each graph is also planned with random costs (printed seed), which makes the solver
@@ -12,18 +12,18 @@
 //                                    of its io.txt, planned for the cpu and h100 cost models
 #include "candidates/candidates.h"
 #include "check.h"
-#include "fission/build.h"
-#include "fission/dump.h"
+#include "prim/prim_build.h"
+#include "inspect/dump.h"
 #include "fission/fission.h"
-#include "fission/passes.h"
-#include "ir/fold.h"
+#include "passes/passes.h"
+#include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
 #include "orchestrate/cost_model.h"
 #include "orchestrate/orchestrate.h"
-#include "runtime/kernel_interp.h"
+#include "orchestrate/selection_run.h"
 #include "runtime/npy.h"
-#include "runtime/prim_interp.h"
+#include "interp/prim_interp.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -3,8 +3,8 @@
 // towards the input, reduce axes), tensors and provenance; the dot text has the legend, kinds,
 // shape-labelled edges and escaped labels.
 #include "check.h"
-#include "fission/build.h"
-#include "fission/dump.h"
+#include "prim/prim_build.h"
+#include "inspect/dump.h"
 
 #include <stdio.h>
 #include <stdlib.h>

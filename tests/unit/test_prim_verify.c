@@ -2,7 +2,7 @@
 // non-opaque kind passes; graphs broken on purpose, one defect each, are rejected with a message
 // that names the primitive (kind, #id, origin) and the defect.
 #include "check.h"
-#include "fission/build.h"
+#include "prim/prim_build.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,9 +24,9 @@
 #ifndef ORCH_SESSION_CUDA_H
 #define ORCH_SESSION_CUDA_H
 
-#include "../plan/plan.h"
-#include "../target/cuda/cugen.h"
-#include "session.h"
+#include "../../plan/plan.h"
+#include "cugen.h"
+#include "../../runtime/session.h"
 
 // The launch geometry of every generated kernel, keyed by its symbol (lab_kernel_name): equal
 // symbols mean an equal candidate signature and config, hence equal geometry.

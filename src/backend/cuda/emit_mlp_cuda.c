@@ -76,8 +76,8 @@
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 
-#include "../c/cgen.h"
-#include "../c/cgen_mlp.h"
+#include "../cpu/cgen.h"
+#include "../cpu/cgen_mlp.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #ifndef ORCH_FISSION_PASSES_H
 #define ORCH_FISSION_PASSES_H
 
-#include "prim.h"
+#include "../prim/prim.h"
 
 // What the passes changed; each pass adds to its own counter.
 typedef struct CleanupStats {

@@ -3,7 +3,7 @@
 // the unfused operators give. Float math runs in double, integer math in int64 with wrap-around.
 #include "prim_interp.h"
 
-#include "../fission/index_map.h"
+#include "../prim/index_map.h"
 #include "../ops/gemm.h"
 #include "../ops/linear.h"
 #include "../ops/ops.h"

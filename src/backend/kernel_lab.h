@@ -8,7 +8,7 @@
 #ifndef ORCH_KERNEL_LAB_H
 #define ORCH_KERNEL_LAB_H
 
-#include "../target/target.h"
+#include "target.h"
 
 // The arithmetic of linear kernels (matmul, convolution), orch compile --precision. Storage is
 // float32 everywhere and accumulation always float32; TF32/FP16/BF16 round the operands of the

@@ -1,5 +1,5 @@
 // Primitive builders (see build.h).
-#include "build.h"
+#include "prim_build.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 // Affine reads of kernel inputs (affine_load.h): layout maps evaluated at sample points.
 #include "affine_load.h"
 
-#include "../../fission/index_map.h"
-#include "../c/cgen.h"
+#include "../../prim/index_map.h"
+#include "../cpu/cgen.h"
 
 #include <string.h>
 

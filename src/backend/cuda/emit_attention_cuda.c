@@ -69,8 +69,8 @@
 #include "cugen_linear.h"
 
 #include "../../candidates/attention.h"
-#include "../../fission/index_map.h"
-#include "../c/cgen.h"
+#include "../../prim/index_map.h"
+#include "../cpu/cgen.h"
 
 #include <float.h>
 #include <math.h>

@@ -289,7 +289,7 @@ int nvrtc_compile(const char *src, const char *name, const NvrtcOptions *opt, vo
 // The prelude's shuffles use the full-warp mask: callers run them with every lane of the warp
 // active, i.e. blockDim.x a multiple of 32 and no divergent early return before them.
 static const char PRELUDE[] =
-    "// orch CUDA prelude (src/target/cuda/nvrtc.c): generated kernels include no toolkit "
+    "// orch CUDA prelude (src/backend/cuda/nvrtc.c): generated kernels include no toolkit "
     "header.\n"
     "typedef signed char int8_t;\n"
     "typedef unsigned char uint8_t;\n"

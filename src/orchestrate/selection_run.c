@@ -5,10 +5,10 @@
 // kernel's own store when its producer is in the kernel, else from `mat`, and then it must be one
 // of the candidate's declared inputs: so a wrong input list, a selection out of order, or a
 // tensor no selected kernel writes shows up as an error rather than as a lucky read.
-#include "kernel_interp.h"
+#include "selection_run.h"
 
 #include "../ops/ops.h"
-#include "prim_interp.h"
+#include "../interp/prim_interp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 // integer division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
 // Transcendentals use CUDA's own accurate functions (expf, tanhf, erff: at most 2 ulp; no
 // --use_fast_math), where the C prelude has vectorisable polynomials of the same accuracy.
-#include "../c/cgen.h"
+#include "../cpu/cgen.h"
 #include "cugen.h"
 #include "cugen_linear.h"
 #include "nvrtc.h"
@@ -18,7 +18,7 @@
 #include <string.h>
 
 static const char HELPERS[] =
-    "// ---- cugen_prelude (src/target/cuda/prelude_cuda.c) ----\n"
+    "// ---- cugen_prelude (src/backend/cuda/prelude_cuda.c) ----\n"
     "#define ORCH_CUDA_MAX_IN 32\n"
     "struct OrchArgs { const void *in[ORCH_CUDA_MAX_IN]; void *out; };\n"
     "#define INT64_C(c) c##LL\n"

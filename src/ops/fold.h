@@ -6,7 +6,7 @@
 #ifndef ORCH_FOLD_H
 #define ORCH_FOLD_H
 
-#include "graph.h"
+#include "../ir/graph.h"
 
 typedef struct FoldStats {
     int nodes_before, nodes_after;

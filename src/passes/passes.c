@@ -4,8 +4,8 @@
 // passes_scale.c.
 #include "passes.h"
 
-#include "../ir/fold.h"
-#include "../runtime/prim_interp.h"
+#include "../ops/fold.h"
+#include "../interp/prim_interp.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 // instruction's dtype as the interpreter's normalise() does.
 #include "cgen.h"
 
-#include "../../fission/index_map.h"
+#include "../../prim/index_map.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 #ifndef ORCH_KERNEL_INTERP_H
 #define ORCH_KERNEL_INTERP_H
 
-#include "../orchestrate/orchestrate.h"
+#include "orchestrate.h"
 
 // inputs[i] holds graph input pg->inputs[i]; outputs[i] receives a malloc'd buffer for
 // pg->outputs[i] (the caller frees). The kernels run in sel->kernels order, which must be

@@ -4,7 +4,7 @@
 #ifndef ORCH_PRIM_INTERP_H
 #define ORCH_PRIM_INTERP_H
 
-#include "../fission/prim.h"
+#include "../prim/prim.h"
 
 // inputs[i] holds graph input pg->inputs[i]; outputs[i] receives a malloc'd buffer for
 // pg->outputs[i] (the caller frees).

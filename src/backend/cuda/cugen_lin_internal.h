@@ -6,7 +6,7 @@
 #ifndef ORCH_CUGEN_LIN_INTERNAL_H
 #define ORCH_CUGEN_LIN_INTERNAL_H
 
-#include "../c/cgen_linear.h"
+#include "../cpu/cgen_linear.h"
 #include "affine_load.h"
 #include "cugen_linear.h"
 

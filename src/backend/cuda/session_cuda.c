@@ -3,11 +3,11 @@
 // graph launches and, for host launches, the interpreter between two copies.
 #include "session_cuda.h"
 
-#include "../fission/fission.h"
-#include "../fission/passes.h"
-#include "../ir/fold.h"
-#include "../onnx/load.h"
-#include "prim_interp.h"
+#include "../../fission/fission.h"
+#include "../../passes/passes.h"
+#include "../../ops/fold.h"
+#include "../../onnx/load.h"
+#include "../../interp/prim_interp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

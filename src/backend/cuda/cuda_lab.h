@@ -1,4 +1,4 @@
-// The CUDA kernel lab: the GPU counterpart of lab_run (src/compile/kernel_lab.h), with the same
+// The CUDA kernel lab: the GPU counterpart of lab_run (src/backend/kernel_lab.h), with the same
 // jobs, options and results. Jobs are emitted (through the emitter given, so the lab does not
 // depend on the CUDA emitters' code) into NVRTC programs of many kernels, compiled in parallel
 // threads (a program that fails is split into single kernels to find the culprit), loaded with
@@ -25,8 +25,8 @@
 #ifndef ORCH_CUDA_LAB_H
 #define ORCH_CUDA_LAB_H
 
-#include "../../compile/kernel_lab.h"
-#include "../../runtime/session_cuda.h"
+#include "../kernel_lab.h"
+#include "session_cuda.h"
 #include "cugen.h"
 
 // Appends one kernel named fn (cugen.h ABI) to src and fixes its launch geometry.

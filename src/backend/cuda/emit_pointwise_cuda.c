@@ -11,8 +11,8 @@
 // small grid cannot reach, wave efficiency over the SMs, launch overhead.
 #include "cugen_pw.h"
 
-#include "../c/cgen.h"
-#include "fission/index_map.h"
+#include "../cpu/cgen.h"
+#include "../../prim/index_map.h"
 
 #include <math.h>
 #include <stdio.h>

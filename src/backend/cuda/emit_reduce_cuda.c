@@ -24,7 +24,7 @@
 // materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
 #include "cugen_pw.h"
 
-#include "../c/cgen.h"
+#include "../cpu/cgen.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -117,7 +117,7 @@ void cexpr_forget(Cexpr *x);
 // caller the flat loop would not stay unit-stride. first < 0: no flat view.
 void cexpr_set_flat(Cexpr *x, int first, const char *var);
 bool cexpr_flat_broken(const Cexpr *x);
-// CUDA C for NVRTC (src/target/cuda): tables are `__device__ static const`, and input j is read
+// CUDA C for NVRTC (src/backend/cuda): tables are `__device__ static const`, and input j is read
 // through `in<j>[offset]`, a `const T *__restrict__` local the kernel declares, instead of
 // `in[j]`. Called helpers keep their names (the CUDA prelude defines device versions).
 void cexpr_set_cuda(Cexpr *x, bool cuda);

@@ -1,7 +1,7 @@
 // The kernel lab (kernel_lab.h): emit → compile in parallel → load → check → time.
 #include "kernel_lab.h"
 
-#include "../target/c/cbuild.h"
+#include "cpu/cbuild.h"
 
 #include <math.h>
 #include <stdio.h>

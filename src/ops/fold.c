@@ -2,9 +2,9 @@
 // shape rules of their consumers (Reshape's shape, Slice's starts...), which is what lets a
 // PyTorch export's Shape→Gather→Concat→Reshape chains disappear.
 #include "fold.h"
-#include "stats.h"
+#include "../ir/stats.h"
 
-#include "../ops/ops.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

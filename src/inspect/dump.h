@@ -9,7 +9,7 @@
 
 #include "../orchestrate/cost_model.h"
 #include "../orchestrate/orchestrate.h"
-#include "prim.h"
+#include "../prim/prim.h"
 
 #include <stdio.h>
 
