@@ -241,7 +241,7 @@ static orch_status session_common(orch_ctx *ctx, ArtifactContents *ac, int rc,
         rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
                      ac->path, ac->h.target);
     if (rc == ST_OK)
-        rc = t->hw_detect(&hw, ac->h.threads, e);
+        rc = target_detect(t, ac->h.threads, &hw, e);
     SessionOptions so = {.threads = opt ? opt->threads : 0,
                          .allow_foreign_device = opt && opt->allow_foreign_device};
     Session *s = NULL;

@@ -610,7 +610,7 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
         rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
                      a->model, ac->h.target);
     if (rc == ST_OK)
-        rc = t->hw_detect(&hw, ac->h.threads, e);
+        rc = target_detect(t, ac->h.threads, &hw, e);
     SessionOptions so = {.threads = a->threads};
     if (rc == ST_OK)
         rc = session_create(ac, &hw, &so, s, e);

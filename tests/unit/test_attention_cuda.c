@@ -165,7 +165,7 @@ static bool prep(Prep *p, const AttnCase *k) {
                       a.B == k->B * k->H,
                   "%s: analysed as M %lld N %lld D %lld Dv %lld B %lld", k->name, (long long)a.M,
                   (long long)a.N, (long long)a.D, (long long)a.Dv, (long long)a.B);
-        CHECK_MSG(target_cuda.supports(p->pg, c) && cugen_attn_supports(p->pg, c),
+        CHECK_MSG(target_cuda.supports(&(TargetMachine){.target = &target_cuda}, p->pg, c) && cugen_attn_supports(p->pg, c),
                   "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
                   c->id, c->n_prims);
     }

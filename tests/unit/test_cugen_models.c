@@ -312,7 +312,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
     }
     r->distinct = nrep;
     for (int i = 0; i < nrep; i++)
-        r->supported += target_cuda.supports(pg, &cs->c[rep[i]]);
+        r->supported += target_cuda.supports(&(TargetMachine){.target = &target_cuda}, pg, &cs->c[rep[i]]);
 
     Prog *progs = NULL;
     int np = 0;
@@ -323,7 +323,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
         int seq = 0; // kernels of this model and arch (ORCH_CUGEN_SAMPLE)
         for (int i = 0; i < nrep; i++) {
             const Candidate *c = &cs->c[rep[i]];
-            if (!target_cuda.supports(pg, c))
+            if (!target_cuda.supports(&(TargetMachine){.target = &target_cuda}, pg, c))
                 continue;
             bool lin = has_kind(pg, c, PRIM_LINEAR);
             // The TF32 pass for the H100 only: the tensor-core code is the same for both archs

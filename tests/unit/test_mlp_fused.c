@@ -62,6 +62,7 @@
 #include <time.h>
 
 static HwInfo g_hw;
+static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
 static bool g_nvrtc;
 static const CudaApi *g_api;
@@ -456,13 +457,13 @@ static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const C
                       int nc, int k) {
     StrBuf src;
     sb_init(&src);
-    sb_puts(&src, target_cpu.prelude());
+    sb_puts(&src, target_cpu.prelude(&g_m));
     Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 32 + 1));
     int nj = 0;
     for (int i = 0; i < nc; i++) {
         const Candidate *c = chains[i];
         KernelConfig cf[32];
-        int n = target_cpu.configs(pg, c, &g_hw, cf, i == nc - 1 ? k : 1);
+        int n = target_cpu.configs(&g_m, pg, c, cf, i == nc - 1 ? k : 1);
         CHECK_MSG(n >= 1, "%s: chain candidate %d: no CPU config", name, c->id);
         for (int q = 0; q < n; q++) {
             Job *j = &jobs[nj++];
@@ -470,7 +471,7 @@ static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const C
             j->cfg = cf[q];
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
             Err e = {0};
-            CHECK_MSG(target_cpu.emit(pg, c, &cf[q], j->fn, &src, &e) == ST_OK, "%s: emit %s: %s",
+            CHECK_MSG(target_cpu.emit(&g_m, pg, c, &cf[q], j->fn, &src, &e) == ST_OK, "%s: emit %s: %s",
                       name, cf[q].desc, e.msg);
         }
     }
@@ -891,10 +892,10 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
             per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
         chains[nc++] = &cs->c[i];
         if (is_half(chain_dtype(pg, &cs->c[i])))
-            CHECK_MSG(!target_cpu.supports(pg, &cs->c[i]),
+            CHECK_MSG(!target_cpu.supports(&g_m, pg, &cs->c[i]),
                       "%s: half chain %d (%d layers) accepted by the CPU", name, cs->c[i].id, nl);
         else
-            CHECK_MSG(target_cpu.supports(pg, &cs->c[i]),
+            CHECK_MSG(target_cpu.supports(&g_m, pg, &cs->c[i]),
                       "%s: chain %d (%d layers) refused by the CPU", name, cs->c[i].id, nl);
     }
     bool half = nc > 0 && is_half(chain_dtype(pg, chains[0]));
@@ -1641,10 +1642,11 @@ int main(int argc, char **argv) {
     printf("seed %u\n", seed);
     srand(seed);
     Err e = {0};
-    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+    if (target_open(&target_cpu, NULL, &g_m, &e) != ST_OK) {
         printf("hw_detect: %s\n", e.msg);
         return 1;
     }
+    g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     Err en = {0};
     g_nvrtc = nvrtc_load(&en) == ST_OK;
