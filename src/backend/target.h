@@ -28,16 +28,11 @@ typedef struct HwInfo {
     char fingerprint[512]; // one line: target, model, cores, ISA, caches, compiler
 } HwInfo;
 
-// The generators' revision. The profile database keys a measurement by its config's desc and
-// this number ("DESC gen=N", compile.c), so that an orch whose generated code changed does not
-// reuse an older one's times (stop 31: the C MLP chain's epilogue vectorised, 125 -> 25 ms for the
-// same config). Raise it with every change to a generator that can change a config's time.
-#define ORCH_CODEGEN_REVISION 40
-
 // One point of a kernel's configuration space. The meaning of p[] belongs to the kernel class that
 // proposed it (see the class's emitter); desc is its canonical text ("cls=gemm mr=6 nr=16 kc=256
-// mc=96 nc=1024 par=n") and, with ORCH_CODEGEN_REVISION, the profile database's config key, so
-// equal configs compare equal.
+// mc=96 nc=1024 par=n"), so equal configs compare equal. The profile database keys a measurement
+// by the desc and a hash of the source the config emits (compile.c), so a changed generator never
+// reuses the time of other code.
 #define KCFG_MAX_PARAMS 12
 typedef struct KernelConfig {
     int cls;                    // kernel class (the target's own numbering)

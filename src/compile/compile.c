@@ -107,9 +107,11 @@ typedef struct Sig {
     KernelConfig cfg[MAX_CONFIGS];
     PdbStatus cfg_status[MAX_CONFIGS];
     double cfg_time[MAX_CONFIGS];
-    bool cfg_known[MAX_CONFIGS]; // measured now or found in the database
-    int best;                    // index of the best OK config, -1 when none
-    double interp_time;          // singletons the target cannot generate: the interpreter's time
+    bool cfg_known[MAX_CONFIGS];   // measured now or found in the database
+    uint64_t cfg_src[MAX_CONFIGS]; // hash of the code the config emits (config_source_hash)
+    bool cfg_hashed[MAX_CONFIGS];
+    int best;           // index of the best OK config, -1 when none
+    double interp_time; // singletons the target cannot generate: the interpreter's time
 } Sig;
 
 typedef struct Driver {
@@ -126,6 +128,7 @@ typedef struct Driver {
     void **inputs;   // the random inputs they are computed from
     double t_values; // seconds spent computing them (counted as check time)
     CompileReport *rep;
+    uint64_t prelude_hash; // of the target's prelude, which every kernel's source starts with
     double t_phase;
     Err db_err; // database trouble is reported once and tuning goes on without it
     bool db_broken;
@@ -176,14 +179,42 @@ static const char *db_target(const Driver *d) {
     return d->target->db_name(&d->m);
 }
 
-// The database's config key of a desc: the desc and the generators' revision (target.h).
-static void db_config(const char *desc, char *buf, size_t n) {
-    snprintf(buf, n, "%s gen=%d", desc, ORCH_CODEGEN_REVISION);
+static uint64_t fnv64(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+// What the kernel of config k of s is made of: the target's prelude and the source the config
+// emits (under a fixed name), so that a measurement is reused only for the very code it timed: a
+// changed generator gives another hash and its configs are measured again. The compiler and the
+// driver are in the machine's fingerprint, which keys the record too. Emitted once per config,
+// when a record could be reused or one is written.
+static uint64_t config_source_hash(Driver *d, Sig *s, int k) {
+    if (s->cfg_hashed[k])
+        return s->cfg_src[k];
+    StrBuf b;
+    sb_init(&b);
+    Err e = {0};
+    if (d->target->emit(&d->m, d->pg, &d->cs->c[s->rep], &s->cfg[k], "orch_kernel", &b, &e)) {
+        b.len = 0;
+        sb_printf(&b, "emit failed: %s", e.msg); // keyed too: a fixed generator changes it
+    }
+    s->cfg_src[k] = fnv64(d->prelude_hash, b.s ? b.s : "", b.len);
+    s->cfg_hashed[k] = true;
+    sb_free(&b);
+    return s->cfg_src[k];
+}
+
+// The database's config key of config k of s: its desc and its source hash ("DESC src=HEX").
+static void db_config(Driver *d, Sig *s, int k, char *buf, size_t n) {
+    snprintf(buf, n, "%s src=%016llx", s->cfg[k].desc,
+             (unsigned long long)config_source_hash(d, s, k));
 }
 
 // buf holds the key's config text.
-static PdbKey key_of(const Driver *d, const Sig *s, int k, char *buf, size_t n) {
-    db_config(s->cfg[k].desc, buf, n);
+static PdbKey key_of(Driver *d, Sig *s, int k, char *buf, size_t n) {
+    db_config(d, s, k, buf, n);
     PdbKey key = {.signature = s->sig,
                   .target = db_target(d),
                   .fingerprint = d->m.hw.fingerprint,
@@ -225,8 +256,13 @@ static void collect_configs(Driver *d) {
         }
         for (int r = 0; r < recs.n; r++)
             for (int j = 0; j < s->n_cfg; j++) {
+                // The desc first (no source to emit for configs never measured), then the code.
+                size_t dl = strlen(s->cfg[j].desc);
+                if (strncmp(recs.configs[r], s->cfg[j].desc, dl) != 0 ||
+                    strncmp(recs.configs[r] + dl, " src=", 5) != 0)
+                    continue;
                 char cfg[160];
-                db_config(s->cfg[j].desc, cfg, sizeof cfg);
+                db_config(d, s, j, cfg, sizeof cfg);
                 if (strcmp(recs.configs[r], cfg) != 0)
                     continue;
                 if (recs.recs[r].status == PDB_PENDING)
@@ -1297,6 +1333,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     int *list = NULL, *k_at = NULL;
 
     rc = target_open(d.target, &topt, &d.m, e);
+    if (rc == ST_OK) {
+        const char *pre = d.target->prelude(&d.m);
+        d.prelude_hash = fnv64(14695981039346656037ull, pre, strlen(pre));
+    }
     if (rc == ST_OK)
         rc = file_read_all(onnx_path, (int64_t)1 << 34, &bytes, &size, e);
     if (rc == ST_OK) {

@@ -158,25 +158,34 @@ def main():
         assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
         state["ref"] = next(iter(refs.items()))
 
-    @case("measurements_keyed_by_generator_revision")
+    @case("measurements_keyed_by_the_code_they_timed")
     def _():
-        # Every measurement's config ends with the generators' revision; the same rows without
-        # it (as an orch before the revision wrote them, or one of another revision) are not
-        # reused: the compile measures again.
+        # Every measurement's config ends with a hash of the source the config emitted; rows
+        # whose hash differs (code from another generator) or that carry none (an older orch's
+        # revision numbers) are not reused: the compile measures again.
         rows = db_rows(db)
-        assert rows and all(re.search(r" gen=\d+$", cfg) for _, cfg in rows), list(rows)[:3]
-        old = os.path.join(tmp, "old-revision.db")
-        shutil.copyfile(db, old)
-        con = sqlite3.connect(old)
-        con.execute("UPDATE measurement SET config = substr(config, 1, instr(config, ' gen=') - 1)")
-        con.commit()
-        con.close()
-        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "rev", *common[:4], "--db",
-                 old)
-        assert p.returncode == 0, p.stderr[-3000:]
-        measured, looked_up = counts(p.stdout)
-        assert looked_up == 0, f"{looked_up} configs reused from an older revision's rows"
-        assert measured > 0, "nothing measured"
+        assert rows and all(re.search(r" src=[0-9a-f]{16}$", cfg) for _, cfg in rows), \
+            list(rows)[:3]
+        for what, sql in [
+                ("another generator's code",
+                 "UPDATE measurement SET config = substr(config, 1, length(config) - 16) "
+                 "|| '0123456789abcdef'"),
+                ("an older orch's revision",
+                 "UPDATE measurement SET config = substr(config, 1, instr(config, ' src=') - 1) "
+                 "|| ' gen=40'")]:
+            old = os.path.join(tmp, "other-code.db")
+            shutil.copyfile(db, old)
+            con = sqlite3.connect(old)
+            con.execute(sql)
+            con.commit()
+            con.close()
+            p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "rev", *common[:4],
+                     "--db", old)
+            assert p.returncode == 0, p.stderr[-3000:]
+            measured, looked_up = counts(p.stdout)
+            assert looked_up == 0, f"{what}: {looked_up} configs reused"
+            assert measured > 0, f"{what}: nothing measured"
+            os.remove(old)
 
     @case("damaged_or_wrong_reference_is_recomputed_not_trusted")
     def _():
