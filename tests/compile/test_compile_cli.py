@@ -331,7 +331,7 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 3, "artefact format is not 3"
+        assert int.from_bytes(data[8:12], "little") == 4, "artefact format is not 4"
         at = 16
         for _field in ("orch version", "target"):
             at += 4 + int.from_bytes(data[at:at + 4], "little")
