@@ -599,7 +599,7 @@ static int solve(Driver *d, Selection *sel, Err *e) {
     return orchestrate(d->cs, &oo, sel, e);
 }
 
-// ---- why each linear primitive runs where it does (ORCH_EXPLAIN=1) ----
+// ---- why each linear primitive runs where it does (--explain) ----
 
 // The family of a candidate's best config: a library call or a generated kernel ("cls=cudnn",
 // "cls=cublaslt" or another class in the config's description).
@@ -611,7 +611,7 @@ static int config_family(const char *desc) {
     return 0;
 }
 
-// One candidate of ORCH_EXPLAIN=2's list: its primitives, its inputs' shapes (an NHWC twin shows
+// One candidate of --explain-all's list: its primitives, its inputs' shapes (an NHWC twin shows
 // as [n,h,w,c]) and every config of its signature with its measured time or status.
 static void explain_candidate(const Driver *d, int i, FILE *pr) {
     const PrimGraph *pg = d->pg;
@@ -640,16 +640,16 @@ static void explain_candidate(const Driver *d, int i, FILE *pr) {
     }
 }
 
-// With ORCH_EXPLAIN=1 in the environment: one line per LINEAR primitive (matmul, convolution)
+// With --explain (CompileOptions.explain 1): one line per LINEAR primitive (matmul, convolution)
 // after the final solve, naming its ONNX node, the chosen kernel that computes it (config,
 // measured time, primitives it covers), and the fastest measured candidate of each family
 // (generated, cuDNN, cuBLASLt) that also computes it, so that a slow choice can be traced to a
-// missing or slow alternative. A debugging aid for the benchmarks, off by default.
+// missing or slow alternative; --explain-all (2) adds every candidate computing it. A debugging
+// aid for the benchmarks, off by default.
 static void report_linear_choices(const Driver *d, const Selection *sel, FILE *pr) {
-    const char *env = getenv("ORCH_EXPLAIN");
-    if (!env || !*env || strcmp(env, "0") == 0)
+    if (d->opt->explain <= 0)
         return;
-    bool verbose = strcmp(env, "2") == 0;
+    bool verbose = d->opt->explain >= 2;
     const PrimGraph *pg = d->pg;
     const CandidateSet *cs = d->cs;
     static const char *const fam_name[] = {"generated", "cudnn", "cublaslt"};
@@ -696,7 +696,7 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
             fprintf(pr, "; %s %s (%d prims)", fam_name[f], t, cs->c[best[f]].n_prims);
         }
         fputc('\n', pr);
-        if (verbose) // ORCH_EXPLAIN=2: every candidate computing it
+        if (verbose) // --explain-all: every candidate computing it
             for (int i = 0; i < cs->n; i++) {
                 const Candidate *c = &cs->c[i];
                 bool has = false;
@@ -1361,6 +1361,11 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     // the model's inputs and outputs in the reduced type; without it tensors stay float32 and only
     // the linear kernels' operands are rounded.
     uint32_t storage_flag = 0;
+    if (opt->layout != COMPILE_LAYOUT_AUTO && !opt->half_storage) {
+        rc = err_set(e, ST_USAGE, "a layout other than auto needs half storage (channels-last "
+                                  "layouts are made for half-storage convolutions only)");
+        goto out;
+    }
     bool *wide = NULL;
     if (opt->half_storage && d.prec == PREC_FP16 &&
         (rc = range_wide_tensors(&d, pg, bytes, size, &wide, e)) != ST_OK) {
@@ -1394,10 +1399,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                     "storage: %d tensors kept float32 for their range, and %d layouts, products "
                     "and reductions touching them computed in float32\n",
                     ss.wide_tensors, ss.wide_prims);
-        // Channels-last pairs for the convolutions, where the target prefers them
-        // (ORCH_NHWC=0: never; ORCH_NHWC=1: always).
-        const char *nhwc = getenv("ORCH_NHWC");
-        bool want = nhwc && *nhwc ? strcmp(nhwc, "0") != 0 : d.target->prefers_channels_last(&d.m);
+        // Channels-last pairs for the convolutions, where the target prefers them (the CUDA
+        // target where cuDNN is there to read them; --layout nchw: never; nhwc: always).
+        bool want = opt->layout == COMPILE_LAYOUT_AUTO ? d.target->prefers_channels_last(&d.m)
+                                                       : opt->layout == COMPILE_LAYOUT_NHWC;
         NhwcStats ns = {0};
         if (want && (rc = pass_channels_last(pg, &ns, e))) {
             err_prefix(e, "%s: channels-last layouts: ", onnx_path);
@@ -1422,11 +1427,11 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
 
     t = now_s();
     CandRules rules = cand_rules_default();
-    // MLP chain candidates (issue 8) compete with the single-layer kernels; ORCH_MLP_CHAINS=0
-    // leaves them out (to compare with the unfused selection).
-    rules.mlp_chains = !getenv("ORCH_MLP_CHAINS") || strcmp(getenv("ORCH_MLP_CHAINS"), "0") != 0;
-    // Fused attention candidates likewise (ORCH_ATTENTION=0: left out).
-    rules.attention = !getenv("ORCH_ATTENTION") || strcmp(getenv("ORCH_ATTENTION"), "0") != 0;
+    // MLP chain candidates compete with the single-layer kernels; --no-mlp-chains leaves them
+    // out (to compare with the unfused selection). Fused attention candidates likewise
+    // (--no-attention).
+    rules.mlp_chains = !opt->no_mlp_chains;
+    rules.attention = !opt->no_attention;
     if ((rc = cand_enumerate(pg, &rules, 0, &d.cs, e)))
         goto out;
     index_signatures(&d);
@@ -1607,6 +1612,11 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         snprintf(h.wide_tensors, sizeof h.wide_tensors, "%s", d.wide_text);
     h.model_hash = artifact_hash(bytes, size);
     h.load_flags = (opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0) | storage_flag;
+    h.compile_flags = (opt->no_mlp_chains ? ARTIFACT_COMPILE_NO_MLP_CHAINS : 0) |
+                      (opt->no_attention ? ARTIFACT_COMPILE_NO_ATTENTION : 0) |
+                      (opt->layout == COMPILE_LAYOUT_NCHW   ? ARTIFACT_COMPILE_LAYOUT_NCHW
+                       : opt->layout == COMPILE_LAYOUT_NHWC ? ARTIFACT_COMPILE_LAYOUT_NHWC
+                                                            : 0);
     h.threads = d.m.hw.cores; // what the kernels were measured with
     h.kernels = sel.n;
     h.predicted_seconds = sel.objective;
@@ -1644,6 +1654,16 @@ out:
     free(bytes);
     target_close(&d.m);
     return rc;
+}
+
+bool compile_layout_parse(const char *s, CompileLayout *out) {
+    static const char *const names[] = {"auto", "nchw", "nhwc"}; // CompileLayout's order
+    for (int i = 0; s && i < (int)ORCH_COUNT(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (CompileLayout)i;
+            return true;
+        }
+    return false;
 }
 
 void compile_report_print(const CompileReport *r, FILE *f) {

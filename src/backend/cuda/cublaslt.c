@@ -7,6 +7,7 @@
 #include "cublaslt.h"
 
 #include "../../plan/plan.h"
+#include "cuda_libs.h"
 #include "cugen_lin_internal.h"
 
 #include <dlfcn.h>
@@ -97,15 +98,12 @@ typedef struct Lib {
 static Lib lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-static bool try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-    Lib l = {.dl = h};
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+// The library by its sonames (cuda_libs.h: ORCH_CUDA_LIB_DIR, the loader path, the toolkit).
+static void load_once(void) {
+    static const char *const sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12",
+                                          "libcublasLt.so"};
+    Lib l = {0};
+    const CudaLibSym syms[] = {
         {(void **)&l.create, "cublasLtCreate"},
         {(void **)&l.status_name, "cublasLtGetStatusName"},
         {(void **)&l.get_version, "cublasLtGetVersion"},
@@ -122,43 +120,11 @@ static bool try_open(const char *path) {
         {(void **)&l.algo_get, "cublasLtMatmulAlgoConfigGetAttribute"},
         {(void **)&l.matmul, "cublasLtMatmul"},
     };
-    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (!*syms[i].slot) {
-            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
-            dlclose(h);
-            return false;
-        }
-    }
-    l.version = (uint64_t)l.get_version();
-    snprintf(l.where, sizeof l.where, "%s", path);
+    l.dl = cuda_lib_open(sonames, ORCH_COUNT(sonames), syms, ORCH_COUNT(syms), NULL, NULL, l.where,
+                         sizeof l.where);
+    if (l.dl)
+        l.version = (uint64_t)l.get_version();
     lib = l;
-    return true;
-}
-
-static void load_once(void) {
-    snprintf(lib.where, sizeof lib.where, "libcublasLt.so.13/.so.12/.so not found");
-    const char *env = getenv("ORCH_CUBLASLT");
-    if (env && *env) {
-        if (!try_open(env))
-            snprintf(lib.where, sizeof lib.where, "ORCH_CUBLASLT=%.400s does not open: %.80s", env,
-                     dlerror());
-        return; // an explicit choice is never second-guessed
-    }
-    // The loader path first, then where the CUDA toolkit and PyTorch's wheels put it.
-    static const char *const names[] = {
-        "libcublasLt.so.13",
-        "libcublasLt.so.12",
-        "libcublasLt.so",
-        "/usr/local/cuda/lib64/libcublasLt.so.13",
-        "/usr/local/cuda/lib64/libcublasLt.so.12",
-        "/usr/local/cuda-13.0/lib64/libcublasLt.so.13",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublasLt.so.13",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.12",
-    };
-    for (size_t i = 0; i < ORCH_COUNT(names); i++)
-        if (try_open(names[i]))
-            return;
 }
 
 static const Lib *lib_get(void) {
@@ -824,7 +790,7 @@ int blaslt_check_version(const BlasLtCall *call, Err *e) {
     if (!now)
         return err_set(e, ST_UNSUPPORTED,
                        "compiled with cuBLASLt %llu, this machine has none (%s): recompile, or "
-                       "set ORCH_CUBLASLT to the library",
+                       "set ORCH_CUDA_LIB_DIR to the library's folder",
                        (unsigned long long)call->version, blaslt_describe_load());
     if (now != call->version)
         return err_set(

@@ -4,8 +4,8 @@
 // a bias broadcast along N, ReLU; GELU where the program is its tanh form, or, under a reduced
 // precision, the erf form its tanh approximation stays within 5e-4 of) becomes one cublasLtMatmul
 // call per heuristic algorithm, each a KernelConfig of class CUCLS_BLASLT that the lab checks and
-// times like a generated kernel. The library is dlopened (ORCH_CUBLASLT, then libcublasLt.so.13 /
-// .so.12 / .so on the loader path, the CUDA toolkit's lib64 and PyTorch's pip wheels); its
+// times like a generated kernel. The library is dlopened by its sonames (libcublasLt.so.13 /
+// .so.12 / .so: ORCH_CUDA_LIB_DIR, the loader path, the CUDA toolkit's lib64; cuda_libs.h); its
 // prototypes, enums and opaque struct sizes are declared in cublaslt.c with the values of
 // CUDA 13.0's cublasLt.h. No library: no library candidates, never an error. Storage types: float32
 // operands as stored by default; under half storage (fp16 / bf16) A and B of CUDA_R_16F /
@@ -81,7 +81,7 @@ enum { BLP_ALGO = 0, BLP_WORKSPACE = 8, BLP_RANK = 9 };
 // library, 0 without one); false when cuBLASLt cannot compute this candidate exactly.
 bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call);
 
-// Whether the library loads on this machine (cached; ORCH_CUBLASLT is read once).
+// Whether the library loads on this machine (cached; searched for once).
 bool blaslt_available(void);
 // cublasLtGetVersion() of the loaded library (e.g. 130100 for 13.1.0); 0 when absent.
 uint64_t blaslt_version(void);

@@ -7,6 +7,7 @@
 #define ORCH_CGEN_LINEAR_INTERNAL
 #include "cudnn.h"
 
+#include "cuda_libs.h"
 #include "cugen_lin_internal.h"
 
 #include <dlfcn.h>
@@ -92,15 +93,22 @@ typedef struct Lib {
 static Lib lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-static bool try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-    Lib l = {.dl = h};
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+// The legacy convolution API this file declares is cuDNN 8's and 9's: another version's file is
+// passed over.
+static bool accept_version(void *ctx, const char *path, char *why, size_t n) {
+    const Lib *l = ctx;
+    uint64_t v = (uint64_t)l->get_version();
+    if (v >= 80000 && v < 100000)
+        return true;
+    snprintf(why, n, "%.400s is cuDNN %llu, not 8 or 9", path, (unsigned long long)v);
+    return false;
+}
+
+// The library by its sonames (cuda_libs.h: ORCH_CUDA_LIB_DIR, the loader path, the toolkit).
+static void load_once(void) {
+    static const char *const sonames[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
+    Lib l = {0};
+    const CudaLibSym syms[] = {
         {(void **)&l.get_version, "cudnnGetVersion"},
         {(void **)&l.status_name, "cudnnGetErrorString"},
         {(void **)&l.create, "cudnnCreate"},
@@ -126,49 +134,11 @@ static bool try_open(const char *path) {
         {(void **)&l.forward_bias_act, "cudnnConvolutionBiasActivationForward"},
         {(void **)&l.add_tensor, "cudnnAddTensor"},
     };
-    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (!*syms[i].slot) {
-            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
-            dlclose(h);
-            return false;
-        }
-    }
-    l.version = (uint64_t)l.get_version();
-    // The legacy convolution API this file declares is cuDNN 8's and 9's.
-    if (l.version < 80000 || l.version >= 100000) {
-        snprintf(lib.where, sizeof lib.where, "%s is cuDNN %llu, not 8 or 9", path,
-                 (unsigned long long)l.version);
-        dlclose(h);
-        return false;
-    }
-    snprintf(l.where, sizeof l.where, "%s", path);
+    l.dl = cuda_lib_open(sonames, ORCH_COUNT(sonames), syms, ORCH_COUNT(syms), accept_version, &l,
+                         l.where, sizeof l.where);
+    if (l.dl)
+        l.version = (uint64_t)l.get_version();
     lib = l;
-    return true;
-}
-
-static void load_once(void) {
-    snprintf(lib.where, sizeof lib.where, "libcudnn.so.9/.so not found");
-    const char *env = getenv("ORCH_CUDNN");
-    if (env && *env) {
-        if (!try_open(env) && !strstr(lib.where, "lacks") && !strstr(lib.where, " is cuDNN "))
-            snprintf(lib.where, sizeof lib.where, "ORCH_CUDNN: %.480s", dlerror());
-        return; // an explicit choice is never second-guessed
-    }
-    // The loader path first, then where the CUDA toolkit, the distribution and PyTorch's
-    // wheels put it.
-    static const char *const names[] = {
-        "libcudnn.so.9",
-        "libcudnn.so",
-        "/usr/local/cuda/lib/libcudnn.so.9",
-        "/usr/local/cuda/lib64/libcudnn.so.9",
-        "/usr/local/cuda-13.0/lib/libcudnn.so.9",
-        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
-    };
-    for (size_t i = 0; i < ORCH_COUNT(names); i++)
-        if (try_open(names[i]))
-            return;
 }
 
 static const Lib *lib_get(void) {
@@ -839,7 +809,7 @@ int dnn_check_version(const DnnCall *call, Err *e) {
     if (!now)
         return err_set(e, ST_UNSUPPORTED,
                        "compiled with cuDNN %llu, this machine has none (%s): recompile, or set "
-                       "ORCH_CUDNN to the library",
+                       "ORCH_CUDA_LIB_DIR to the library's folder",
                        (unsigned long long)call->version, dnn_describe_load());
     if (now != call->version)
         return err_set(

@@ -7,8 +7,8 @@
 // residual z of the output's shape only with a bias, ReLU only after the bias) becomes one cuDNN
 // call per heuristic algorithm (cudnnGetConvolutionForwardAlgorithm_v7), each a KernelConfig of
 // class CUCLS_CUDNN that the lab checks and times like a generated kernel. The library is dlopened
-// (ORCH_CUDNN, then libcudnn.so.9 / .so on the loader path, the CUDA toolkit's lib folders, the
-// system's and PyTorch's pip wheels); its prototypes and enums are declared in cudnn.c with the
+// by its sonames (libcudnn.so.9 / .so.8 / .so: ORCH_CUDA_LIB_DIR, the loader path, the CUDA
+// toolkit's lib folders; cuda_libs.h); its prototypes and enums are declared in cudnn.c with the
 // values of cuDNN 9's cudnn_graph.h / cudnn_ops.h / cudnn_cnn.h. No library: no cuDNN candidates,
 // never an error. Math: under --precision fp32 every call runs with CUDNN_FMA_MATH (cuDNN's default
 // math would let float32 convolutions use TF32 tensor cores on Ampere and later); tensor-op math
@@ -90,7 +90,7 @@ enum { DNP_ALGO = 0, DNP_MATH = 1, DNP_WORKSPACE = 2, DNP_RANK = 3 };
 // cannot compute this candidate exactly.
 bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call);
 
-// Whether the library loads on this machine (cached; ORCH_CUDNN is read once).
+// Whether the library loads on this machine (cached; searched for once).
 bool dnn_available(void);
 // cudnnGetVersion() of the loaded library (e.g. 91400 for 9.14.0); 0 when absent.
 uint64_t dnn_version(void);
