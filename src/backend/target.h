@@ -1,10 +1,14 @@
-// The interface every code-generating target implements (STYLE.md: one static instance of a
-// struct of function pointers). The compile driver (src/compile) and the runtime see a target only
-// through it: what it supports, the top-k configs its hardware model proposes for a candidate,
-// the source it emits for a (candidate, config), how it builds sources into a loadable module.
+// The backend interface: everything that differs between targets (CPU with generated C, CUDA
+// with NVRTC and libraries) sits behind one static instance of struct Target per target, so the
+// compile driver (src/compile) and the session front end (src/runtime) never name a target:
+// checking the options, detecting the machine and modelling it, which candidates it generates,
+// the top-k configs its hardware model proposes, the source it emits for a (candidate, config),
+// its kernel lab (build, check against the primitive interpreter, time), the module an artefact
+// carries, and the sessions that run artefacts.
 // Needs: a verified primitive graph and its candidate set. Guarantees: emitted kernels follow the
-// kernel ABI below and compute the candidate's output exactly as prim.h defines it (up to float
-// rounding; the compile driver checks every kernel against the primitive interpreter).
+// target's kernel ABI (the C one below) and compute the candidate's output exactly as prim.h
+// defines it (up to float rounding; the lab checks every kernel against the primitive
+// interpreter).
 #ifndef ORCH_TARGET_H
 #define ORCH_TARGET_H
 

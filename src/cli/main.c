@@ -573,7 +573,7 @@ static const Device *plan_device(const Args *a) {
 static int build_plan(const Args *a, const PrimGraph *pg, CandidateSet **cs, Selection *sel,
                       Err *e) {
     CandRules rules = cand_rules_default();
-    rules.mlp_chains = true; // as orch compile proposes them (issue 8)
+    rules.mlp_chains = true; // as orch compile proposes them
     rules.attention = true;
     int rc = cand_enumerate(pg, &rules, 0, cs, e);
     if (rc)

@@ -710,7 +710,7 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
 
 // ---- why the multi-layer kernels were chosen or not ----
 
-// One line per multi-LINEAR candidate (fused attention, MLP chain; issue 8) after the final
+// One line per multi-LINEAR candidate (fused attention, MLP chain) after the final
 // solve: its best measured time and config, and whether the plan runs it; where it does not,
 // what the plan spends instead on the kernels that compute any of its primitives (kernels that
 // also compute other primitives are counted whole, so that sum is an upper bound of the

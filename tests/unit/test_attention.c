@@ -1,4 +1,4 @@
-// Unit tests of fused attention on the C target (issue 8): candidates/attention.c proposes
+// Unit tests of fused attention on the C target: candidates/attention.c proposes
 // scaled-dot-product attention (Q·Kt, the pre-softmax chain, softmax over the keys, P·V) as one
 // candidate, plus a variant that takes in the head-split layouts producing Q, Kt and V; the C
 // target (target/c/emit_attention.c) generates both with an online softmax.
