@@ -27,6 +27,10 @@
 // model offers split configs first where the tiles leave SMs idle (ResNet-18's deep 3x3 convs);
 // split kernels of odd, batched and conv products compiled, on a GPU run twice (the arrival
 // counters reset) and compared with the interpreter like the unsplit ones.
+// Options (options_independent, no GPU or NVRTC needed beyond the skip above): the precision
+// reaches the emitters as an argument only: one candidate's configs and sources under FP16 and
+// FP32, interleaved in one process or proposed by two threads at once, are each what they are
+// computed alone (and differ from each other).
 // Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts;
 // ORCH_REQUIRE_GPU=1 fails where the GPU half cannot run;
 // ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
@@ -821,6 +825,160 @@ static void precision_configs(void) {
     CHECK(precision_tolerance(PREC_BF16, 256) > 7 * precision_tolerance(PREC_FP16, 256));
     CHECK(c && fabs(lab_candidate_tolerance(pg, c, PREC_BF16) -
                     precision_tolerance(PREC_BF16, 256)) < 1e-12);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// ---- the options are arguments (no process-wide state) ----
+
+// Appends config i of cf (its desc and score) and the source the target emits for it under m.
+static void append_config(StrBuf *s, const TargetMachine *m, const PrimGraph *pg,
+                          const Candidate *c, const KernelConfig *cf, int i) {
+    sb_printf(s, "// config %d: %s (%.9g)\n", i, cf[i].desc, cf[i].score);
+    char fn[32];
+    snprintf(fn, sizeof fn, "opts_k%d", i);
+    Err e = {0};
+    if (m->target->emit(m, pg, c, &cf[i], fn, s, &e))
+        sb_printf(s, "// emit failed: %s\n", e.msg);
+}
+
+// Everything the target proposes for c on the described H100 under opt, each config with its
+// emitted source, as one text (malloc'd); its config count in *n when n is given.
+static char *proposed_text(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                           int *n) {
+    TargetMachine m = {.target = &target_cuda, .opt = *opt, .model = &g_hw[1]};
+    KernelConfig cf[64];
+    int nc = m.target->configs(&m, pg, c, cf, 64);
+    StrBuf s;
+    sb_init(&s);
+    sb_printf(&s, "// supported %d, %d configs\n", m.target->supports(&m, pg, c), nc);
+    for (int i = 0; i < nc; i++)
+        append_config(&s, &m, pg, c, cf, i);
+    if (n)
+        *n = nc;
+    return sb_take(&s);
+}
+
+typedef struct OptThread {
+    const PrimGraph *pg;
+    const Candidate *c;
+    TargetOptions opt;
+    const char *want; // proposed_text alone
+    pthread_barrier_t *go;
+    int reps, wrong;
+} OptThread;
+
+static void *opt_thread(void *arg) {
+    OptThread *t = arg;
+    for (int r = 0; r < t->reps; r++) {
+        pthread_barrier_wait(t->go); // both threads start each round together
+        char *got = proposed_text(t->pg, t->c, &t->opt, NULL);
+        t->wrong += strcmp(got, t->want) != 0;
+        free(got);
+    }
+    return NULL;
+}
+
+// The precision reaches the emitters as an argument (TargetOptions), never through state kept
+// between calls: for a matmul + bias + sigmoid candidate, the configs the target offers under
+// FP16 and under FP32 and the source it emits for each (target_cuda's configs and emit slots),
+// computed interleaved in one process (configs under one, then the other; then each config's
+// emit alternating between the two), are each identical to what they are computed alone, and
+// differ from each other (FP16's tensor-core configs and fast sigmoid; FP32's exact one, also
+// in the source of a config both offer). Then two threads propose and emit under the two
+// precisions at once, several rounds, each getting its precision's text.
+static void options_independent(void) {
+    Err e = {0};
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {96, 64}, wd[] = {64, 80}, bd[] = {80};
+    int x = add_input(pg, "x", 2, xd);
+    PB b = {pg, "opts"};
+    int w = add_const(&b, 2, wd), bias = add_const(&b, 1, bd);
+    add_output(pg, pb_ew1(&b, EW_SIGMOID, pb_ew2(&b, EW_ADD, pb_matmul(&b, x, w), bias)));
+    CandidateSet *cs = NULL;
+    CHECK(prim_graph_verify(pg, &e) == ST_OK && cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    const Candidate *c = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i], &g_fp32))
+            c = &cs->c[i];
+    CHECK_MSG(c && c->n_prims == 3, "no matmul + bias + sigmoid candidate");
+    if (!c) {
+        cand_set_free(cs);
+        prim_graph_free(pg);
+        return;
+    }
+    const TargetOptions fp16 = {.precision = PREC_FP16};
+    // Alone: each precision's text on its own.
+    int n16 = 0, n32 = 0;
+    char *alone16 = proposed_text(pg, c, &fp16, &n16);
+    char *alone32 = proposed_text(pg, c, &g_fp32, &n32);
+    CHECK_MSG(n16 >= 8 && n32 >= 8, "%d fp16 and %d fp32 configs", n16, n32);
+    CHECK_MSG(strstr(alone16, "v=f16") && strstr(alone16, "orch_fast_sigmoidf("),
+              "fp16: no tensor-core config or no fast sigmoid");
+    CHECK_MSG(!strstr(alone32, "v=f16") && !strstr(alone32, "orch_fast_"),
+              "fp32: a tensor-core config or a fast transcendental");
+    CHECK(strcmp(alone16, alone32) != 0);
+    // Interleaved: the configs under FP16, under FP32, then each config emitted in turn.
+    TargetMachine m16 = {.target = &target_cuda, .opt = fp16, .model = &g_hw[1]};
+    TargetMachine m32 = {.target = &target_cuda, .opt = g_fp32, .model = &g_hw[1]};
+    KernelConfig cf16[64], cf32[64];
+    int k16 = target_cuda.configs(&m16, pg, c, cf16, 64);
+    int k32 = target_cuda.configs(&m32, pg, c, cf32, 64);
+    StrBuf s16, s32;
+    sb_init(&s16);
+    sb_init(&s32);
+    sb_printf(&s16, "// supported %d, %d configs\n", target_cuda.supports(&m16, pg, c), k16);
+    sb_printf(&s32, "// supported %d, %d configs\n", target_cuda.supports(&m32, pg, c), k32);
+    for (int i = 0; i < ORCH_MAX(k16, k32); i++) {
+        if (i < k16)
+            append_config(&s16, &m16, pg, c, cf16, i);
+        if (i < k32)
+            append_config(&s32, &m32, pg, c, cf32, i);
+    }
+    CHECK_MSG(strcmp(s16.s, alone16) == 0, "fp16 interleaved with fp32 differs from fp16 alone");
+    CHECK_MSG(strcmp(s32.s, alone32) == 0, "fp32 interleaved with fp16 differs from fp32 alone");
+    // One config both offer (the best SIMT one of fp32) emits other code under each: the
+    // precision's transcendentals.
+    StrBuf e16, e32;
+    sb_init(&e16);
+    sb_init(&e32);
+    bool both = false;
+    for (int i = 0; i < k16 && !both; i++)
+        if (!strcmp(cf16[i].desc, cf32[0].desc)) {
+            both = true;
+            CHECK(target_cuda.emit(&m16, pg, c, &cf32[0], "k", &e16, &e) == ST_OK);
+            CHECK(target_cuda.emit(&m32, pg, c, &cf32[0], "k", &e32, &e) == ST_OK);
+        }
+    CHECK_MSG(both && strcmp(e16.s, e32.s) != 0 && strstr(e16.s, "orch_fast_sigmoidf(") &&
+                  !strstr(e32.s, "orch_fast_sigmoidf("),
+              "config '%s': %s", cf32[0].desc,
+              both ? "the same source under fp16 and fp32" : "not offered under fp16");
+    printf("  %d fp16 and %d fp32 configs; alone and interleaved: fp16 %s, fp32 %s\n", k16, k32,
+           strcmp(s16.s, alone16) ? "differ" : "identical",
+           strcmp(s32.s, alone32) ? "differ" : "identical");
+    // Two threads at once, one a precision.
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    OptThread t[2] = {{pg, c, fp16, alone16, &go, 8, 0}, {pg, c, g_fp32, alone32, &go, 8, 0}};
+    pthread_t th;
+    bool started = pthread_create(&th, NULL, opt_thread, &t[0]) == 0;
+    CHECK(started);
+    if (started) {
+        opt_thread(&t[1]);
+        pthread_join(th, NULL);
+        CHECK_MSG(t[0].wrong == 0 && t[1].wrong == 0,
+                  "concurrent threads: %d of %d fp16 rounds and %d of %d fp32 rounds differ",
+                  t[0].wrong, t[0].reps, t[1].wrong, t[1].reps);
+        printf("  two threads (fp16, fp32) at once, %d rounds: %d and %d differ\n", t[0].reps,
+               t[0].wrong, t[1].wrong);
+    }
+    pthread_barrier_destroy(&go);
+    sb_free(&e16);
+    sb_free(&e32);
+    sb_free(&s16);
+    sb_free(&s32);
+    free(alone16);
+    free(alone32);
     cand_set_free(cs);
     prim_graph_free(pg);
 }
@@ -1838,6 +1996,7 @@ int main(int argc, char **argv) {
     PART(tcconv);
     PART(dw_nhwc);
     PART(precision_configs);
+    PART(options_independent);
     PART(tensor_cores);
     PART(half_storage);
     if (argc > 1) {
