@@ -178,9 +178,10 @@ static const char *f2h_fn(DType t) {
 }
 
 // A float32 input value `v` as the chain reads it: as it is, or rounded to the chain's half type
-// where the chain starts with a CAST of it (MlpChain.x_cast). Returns a static buffer.
+// where the chain starts with a CAST of it (MlpChain.x_cast). Returns a thread-local buffer
+// (compiles may emit in several threads).
 static const char *xval(const MlpChain *m, const char *v) {
-    static char buf[160];
+    static _Thread_local char buf[160];
     if (!m->x_cast)
         return v;
     snprintf(buf, sizeof buf, "%s(%s(%s))", h2f_fn(m->dtype), f2h_fn(m->dtype), v);
