@@ -553,13 +553,13 @@ static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelCo
 
 // The precision a config is emitted under, as the compile driver would: its variant's (the
 // emitted epilogues follow it: cugen_cexpr_dialect), float32 for the SIMT variants.
-static CugenPrecision emit_precision(const KernelConfig *cf) {
+static Precision emit_precision(const KernelConfig *cf) {
     switch (cf->p[CUMLP_VAR]) {
     case CUMLP_TF32:
-    case CUMLP_3XTF32: return CUGEN_PREC_TF32;
-    case CUMLP_F16: return CUGEN_PREC_FP16;
-    case CUMLP_BF16: return CUGEN_PREC_BF16;
-    default: return CUGEN_PREC_FP32;
+    case CUMLP_3XTF32: return PREC_TF32;
+    case CUMLP_F16: return PREC_FP16;
+    case CUMLP_BF16: return PREC_BF16;
+    default: return PREC_FP32;
     }
 }
 
@@ -567,11 +567,8 @@ static CugenPrecision emit_precision(const KernelConfig *cf) {
 static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                              const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *ln,
                              Err *e) {
-    CugenPrecision saved = cugen_lin_precision;
-    cugen_lin_precision = emit_precision(cfg);
-    int rc = cugen_emit(pg, c, cfg, hw, fn, src, ln, e);
-    cugen_lin_precision = saved;
-    return rc;
+    TargetOptions o = {.precision = emit_precision(cfg)};
+    return cugen_emit(pg, c, cfg, hw, &o, fn, src, ln, e);
 }
 
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
@@ -591,14 +588,12 @@ static int family(const KernelConfig *cf) {
 // offered only under theirs); with all = true every config of every precision.
 static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, int k,
                          bool families, bool all, KernelConfig *out, int cap) {
-    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
-                                           CUGEN_PREC_BF16};
-    CugenPrecision saved = cugen_lin_precision;
+    static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     int n = 0;
     for (size_t p = 0; p < (g_fp32_only ? 1 : ORCH_COUNT(precs)); p++) {
-        cugen_lin_precision = precs[p];
+        TargetOptions o = {.precision = precs[p]};
         KernelConfig cf[64];
-        int nc = cugen_mlp_configs(pg, c, hw, cf, 64);
+        int nc = cugen_mlp_configs(pg, c, hw, &o, cf, 64);
         for (int i = 0; i < nc && n < cap; i++) {
             bool simt = cf[i].p[CUMLP_VAR] == CUMLP_BLOCK || cf[i].p[CUMLP_VAR] == CUMLP_WARP;
             bool take = all || (p == 0 && (i < k || (k == 0 && simt && n == 0)));
@@ -615,7 +610,6 @@ static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *
                 out[n++] = cf[i];
         }
     }
-    cugen_lin_precision = saved;
     return n;
 }
 
@@ -630,8 +624,8 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
     sb_puts(src, cugen_prelude());
     for (int i = 0; i < nc; i++) {
         const Candidate *c = chains[i];
-        CHECK_MSG(cugen_mlp_supports(pg, c), "%s: chain candidate %d refused by CUDA", name,
-                  c->id);
+        CHECK_MSG(cugen_mlp_supports(pg, c, &(TargetOptions){.precision = PREC_FP32}),
+                  "%s: chain candidate %d refused by CUDA", name, c->id);
         KernelConfig cf[64];
         bool full = i >= nc - n_full;
         int n = chain_configs(pg, c, hw, full ? k : 0, full && families, false, cf, 64);
@@ -1380,12 +1374,10 @@ static void cuda_configs(void) {
     CHECK(full != NULL);
     for (int u = 0; full && u < 4; u++) {
         // A100 and H100 under float32, then the H100 under FP16 and TF32.
-        CugenPrecision saved = cugen_lin_precision;
-        cugen_lin_precision = u < 2 ? CUGEN_PREC_FP32 : u == 2 ? CUGEN_PREC_FP16 : CUGEN_PREC_TF32;
+        TargetOptions o = {.precision = u < 2 ? PREC_FP32 : u == 2 ? PREC_FP16 : PREC_TF32};
         KernelConfig cf[32];
         const CudaHw *hw = &g_cu[u < 2 ? u : 1];
-        int n = cugen_mlp_configs(pg, full, hw, cf, 32);
-        cugen_lin_precision = saved;
+        int n = cugen_mlp_configs(pg, full, hw, &o, cf, 32);
         CHECK_MSG(n >= 2, "%s: %d configs", hw->arch, n);
         for (int i = 0; i < n; i++) {
             CudaLaunch ln;
@@ -1535,14 +1527,12 @@ static void gpu_timing(void) {
                 break;
             }
     // The device model's first config under each precision, and its rank among the measured.
-    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
-                                           CUGEN_PREC_BF16};
+    static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     static const char *const pnames[] = {"fp32", "tf32", "fp16", "bf16"};
-    CugenPrecision saved = cugen_lin_precision;
     for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
-        cugen_lin_precision = precs[p];
+        TargetOptions o = {.precision = precs[p]};
         KernelConfig top[64];
-        int nt = cugen_mlp_configs(pg, full, &g_dhw, top, 64);
+        int nt = cugen_mlp_configs(pg, full, &g_dhw, &o, top, 64);
         int rank = 0;
         double t_first = INFINITY, t_best = INFINITY;
         for (int i = 0; i < n; i++) {
@@ -1561,7 +1551,6 @@ static void gpu_timing(void) {
         printf("  %s: first config %s %.1f us (%d offered configs faster), best offered %.1f us\n",
                pnames[p], nt > 0 ? top[0].desc : "-", t_first * 1e6, rank, t_best * 1e6);
     }
-    cugen_lin_precision = saved;
     free(order);
     for (int gi = 0; gi < GROUPS; gi++) {
         free(comp[gi].cubin);

@@ -359,8 +359,8 @@ static int gelu_tail(const Prim *q, int from, int last, int in_cur, const EpiSta
 
 // One ELEMWISE primitive applied to the state `cur` (its output value is `cur` after the call):
 // true when its program is a sequence of the steps cuBLASLt's epilogues do, in their order.
-static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int cur, int64_t N,
-                     EpiState *st) {
+static bool epi_prim(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                     const Prim *q, int cur, int64_t N, EpiState *st) {
     int kind[64];
     double imm[64];
     int bias_t[64];
@@ -384,7 +384,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         if (!st->relu && (last >= 0 || in_cur >= 0)) {
             int g = gelu_tail(q, i, last, in_cur, st);
             if (g == GELU_TANH || (g == GELU_ERF && (st->lin != DT_FLOAT ||
-                                                     cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32))) {
+                                                     cugen_prec_of(opt, DT_FLOAT) != PREC_FP32))) {
                 st->gelu = true;
                 return true;
             }
@@ -493,11 +493,11 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
     return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
 }
 
-static int compute_type(void) { // of float32 operands
-    switch (cugen_prec_of(DT_FLOAT)) {
-    case CUGEN_PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
-    case CUGEN_PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
-    case CUGEN_PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;
+static int compute_type(const TargetOptions *opt) { // of float32 operands
+    switch (cugen_prec_of(opt, DT_FLOAT)) {
+    case PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
+    case PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
+    case PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;
     default: return BLASLT_COMPUTE_32F;
     }
 }
@@ -528,7 +528,8 @@ static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch, uint64_t si
     return (uint32_t)a;
 }
 
-bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
+bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                    BlasLtCall *call) {
     memset(call, 0, sizeof *call);
     Lin L;
     if (!culin_analyse_views(pg, c, &L) || L.conv || L.p->lin.op != LIN_MATMUL)
@@ -604,7 +605,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
         bool reads = false;
         for (int j = 0; j < q->n_in; j++)
             reads |= q->in[j] == cur;
-        if (!reads || !epi_prim(pg, c, q, cur, L.N, &st))
+        if (!reads || !epi_prim(pg, c, opt, q, cur, L.N, &st))
             return false;
         cur = q->out[0];
     }
@@ -635,7 +636,8 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
                                      : st.relu ? BLASLT_EPI_RELU
                                                : BLASLT_EPI_NONE);
     int ab = lt_type(lin), cd = lt_type(dt);
-    call->compute = lin == DT_FLOAT ? compute_type() : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
+    call->compute =
+        lin == DT_FLOAT ? compute_type(opt) : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
     call->alpha = st.alpha;
     call->in_a = pb;
     call->in_b = pa;
@@ -864,10 +866,10 @@ static void algo_desc(const Lib *l, const cublasLtMatmulAlgo_t *a, int ct, char 
              ct_name(ct), types);
 }
 
-int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                   int k) {
+int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                   const TargetOptions *opt, KernelConfig *out, int k) {
     BlasLtCall call;
-    if (k <= 0 || !blaslt_available() || !blaslt_analyse(pg, c, &call))
+    if (k <= 0 || !blaslt_available() || !blaslt_analyse(pg, c, opt, &call))
         return 0;
     Err e = {0};
     cublasLtHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
@@ -921,9 +923,9 @@ int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Ke
     return n;
 }
 
-int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, BlasLtCall *call,
-                Err *e) {
-    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, call))
+int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                const TargetOptions *opt, BlasLtCall *call, Err *e) {
+    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, opt, call))
         return err_set(e, ST_UNSUPPORTED,
                        "cuBLASLt: candidate %d is not a matmul cuBLASLt computes (config '%s')",
                        c->id, cfg->desc);

@@ -481,33 +481,33 @@ static int dnn_type(DType t) {
 
 // The math type the heuristics are asked with (each result may name its own): half tensors are
 // tensor-core work whatever the precision says.
-static int query_math(int dtype) {
-    return cugen_prec_of(DT_FLOAT) == CUGEN_PREC_FP32 && dtype == DNN_DATA_FLOAT
+static int query_math(const TargetOptions *opt, int dtype) {
+    return cugen_prec_of(opt, DT_FLOAT) == PREC_FP32 && dtype == DNN_DATA_FLOAT
                ? DNN_MATH_FMA
                : DNN_MATH_TENSOR_OP;
 }
 
-// The math type a heuristic result runs with under the current precision, -1 when not allowed.
+// The math type a heuristic result runs with under opt's precision, -1 when not allowed.
 // Float32: FMA only (the default math may pick TF32 tensor cores); TF32 and BF16 allow tensor
 // ops on TF32-rounded operands; FP16 also the conversion to half. Half tensors: any math on
 // their own values but a conversion of bfloat16 data to float16 (which has less range).
-static int allowed_math(int m, int dtype) {
+static int allowed_math(const TargetOptions *opt, int m, int dtype) {
     if (dtype != DNN_DATA_FLOAT)
         return m >= 0 && m <= DNN_MATH_FMA &&
                        (m != DNN_MATH_TENSOR_OP_CONVERT || dtype == DNN_DATA_HALF)
                    ? m
                    : -1;
-    switch (cugen_prec_of(DT_FLOAT)) {
-    case CUGEN_PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
-    case CUGEN_PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
+    switch (cugen_prec_of(opt, DT_FLOAT)) {
+    case PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
+    case PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
     default: return m >= 0 && m <= DNN_MATH_FMA && m != DNN_MATH_TENSOR_OP_CONVERT ? m : -1;
     }
 }
 
 // Winograd's transforms lose more than float32 rounding: 2.5x the fp32 check's bound on a 4x3
 // dilated kernel (H100, cuDNN 9.14); they stay offered where the precision is reduced anyway.
-static bool algo_exact_enough(int algo, int dtype) {
-    return cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32 || dtype != DNN_DATA_FLOAT ||
+static bool algo_exact_enough(const TargetOptions *opt, int algo, int dtype) {
+    return cugen_prec_of(opt, DT_FLOAT) != PREC_FP32 || dtype != DNN_DATA_FLOAT ||
            (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
 }
 
@@ -515,7 +515,7 @@ static bool fits_int(int64_t v) {
     return v > 0 && v <= INT32_MAX;
 }
 
-bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
+bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt, DnnCall *call) {
     memset(call, 0, sizeof *call);
     if (c->n_prims < 1 || c->n_prims > 64)
         return false;
@@ -621,7 +621,7 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
                      (st.z >= 0 ? DNN_EPI_Z : 0) | (x_nhwc ? DNN_LAYOUT_NHWC : 0) |
                      (w_krsc ? DNN_FILTER_KRSC : 0);
     call->alpha = st.alpha;
-    call->math = DNN_MATH(query_math(dnn_type(dt)), dnn_type(dt));
+    call->math = DNN_MATH(query_math(opt, dnn_type(dt)), dnn_type(dt));
     call->algo = -1;
     call->in_x = cgen_input_pos(c, xsrc);
     call->in_w = cgen_input_pos(c, wsrc);
@@ -859,10 +859,10 @@ int dnn_op_run(const DnnOp *op, CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, 
     return rc;
 }
 
-int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                int k) {
+int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const TargetOptions *opt,
+                KernelConfig *out, int k) {
     DnnCall call;
-    if (k <= 0 || !dnn_available() || !dnn_analyse(pg, c, &call))
+    if (k <= 0 || !dnn_available() || !dnn_analyse(pg, c, opt, &call))
         return 0;
     Err e = {0};
     cudnnHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
@@ -881,9 +881,9 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
                       res) == ST_OK;
     int dt = DNN_DATA_TYPE(call.math);
     for (int i = 0; ok && i < got && n < k; i++) {
-        int math = allowed_math(res[i].mathType, dt);
+        int math = allowed_math(opt, res[i].mathType, dt);
         if (res[i].status != 0 || math < 0 || res[i].algo < 0 || res[i].algo >= DNN_ALGO_COUNT ||
-            !algo_exact_enough(res[i].algo, dt))
+            !algo_exact_enough(opt, res[i].algo, dt))
             continue;
         // The workspace with the math type the call will run with.
         size_t ws = 0;
@@ -914,9 +914,9 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
     return n;
 }
 
-int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, DnnCall *call,
-             Err *e) {
-    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, call) || cfg->p[DNP_ALGO] < 0 ||
+int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+             const TargetOptions *opt, DnnCall *call, Err *e) {
+    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, opt, call) || cfg->p[DNP_ALGO] < 0 ||
         cfg->p[DNP_ALGO] >= DNN_ALGO_COUNT || cfg->p[DNP_MATH] < DNN_MATH_DEFAULT ||
         cfg->p[DNP_MATH] > DNN_MATH_FMA || cfg->p[DNP_WORKSPACE] < 0)
         return err_set(e, ST_UNSUPPORTED,

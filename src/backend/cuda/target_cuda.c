@@ -5,7 +5,8 @@
 // or cuDNN is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) or cuDNN
 // calls (cudnn.h) as further configs, measured by the lab like any kernel; OPAQUE primitives are
 // never generated. The device
-// model (CudaHw) is read for every machine opened (one compile), with its measured bandwidth.
+// model (CudaHw) is read for every machine opened (one compile), with its measured bandwidth; the
+// machine's options (the precision, half storage) go to every emitter as an argument.
 // Its lab is cuda_lab.h, its artefact module a packed cubin, its sessions session_cuda.h.
 #include "../../candidates/attention.h"
 #include "../../db/profile_db.h"
@@ -40,20 +41,12 @@ static int cuda_check_options(const TargetOptions *opt, Err *e) {
 static int cuda_open(TargetMachine *m, Err *e) {
     CudaHw *hw = xcalloc(1, sizeof *hw);
     m->model = hw;
-    int rc = cuda_hw_detect(hw, &m->hw, e);
-    if (rc == ST_OK) {
-        // The emitters' configs follow the precision (cugen_linear.h).
-        cugen_lin_precision = (CugenPrecision)m->opt.precision;
-        cugen_f32_exact = m->opt.half_storage;
-    }
-    return rc;
+    return cuda_hw_detect(hw, &m->hw, e);
 }
 
 static void cuda_close(TargetMachine *m) {
     free(m->model);
     m->model = NULL;
-    cugen_lin_precision = CUGEN_PREC_FP32;
-    cugen_f32_exact = false;
 }
 
 // The GPU's memory bandwidth for the device models: measured once per device fingerprint and
@@ -112,26 +105,27 @@ static bool is_attention(const PrimGraph *pg, const Candidate *c) {
 }
 
 static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Candidate *c) {
-    (void)m;
+    const TargetOptions *opt = &m->opt;
     if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
     if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
-        return is_attention(pg, c) ? cugen_attn_supports(pg, c) : cugen_mlp_supports(pg, c);
+        return is_attention(pg, c) ? cugen_attn_supports(pg, c, opt)
+                                   : cugen_mlp_supports(pg, c, opt);
     // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
     // its analysis), so the library only adds configs; except where the product passes through
     // views (reshapes that move no element, which our emitter's epilogue does not take): those
     // are cuBLASLt's alone, supported only where calls can be made (a GPU and the library).
     if (!has_kind(pg, c, PRIM_LINEAR))
-        return cugen_pw_supports(pg, c);
-    if (cugen_lin_supports(pg, c))
+        return cugen_pw_supports(pg, c, opt);
+    if (cugen_lin_supports(pg, c, opt))
         return true;
     BlasLtCall call;
-    if (blaslt_analyse(pg, c, &call) && blaslt_ready())
+    if (blaslt_analyse(pg, c, opt, &call) && blaslt_ready())
         return true;
     // Likewise convolutions reading and writing channels-last tensors through the transposes of
     // pass_channels_last: cuDNN's alone.
     DnnCall dc;
-    return dnn_available() && dnn_analyse(pg, c, &dc);
+    return dnn_available() && dnn_analyse(pg, c, opt, &dc);
 }
 
 // Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
@@ -150,15 +144,15 @@ static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Can
 // ones (H100), so the first costs stay ours and cuDNN's are measured in phase 2 for the chosen
 // kernels (where the BLP took them for 7 of ResNet-18's 32 kernels).
 static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *ch,
-                          KernelConfig *out, int k) {
+                          const TargetOptions *opt, KernelConfig *out, int k) {
     KernelConfig *own = xcalloc((size_t)k + 1, sizeof *own);
     KernelConfig *lib = xcalloc((size_t)k + 1, sizeof *lib);
-    int no = cugen_lin_configs(pg, c, ch, own, k);
-    int nl = blaslt_configs(pg, c, ch, lib, k);
+    int no = cugen_lin_configs(pg, c, ch, opt, own, k);
+    int nl = blaslt_configs(pg, c, ch, opt, lib, k);
     if (nl == 0)
-        nl = dnn_configs(pg, c, ch, lib, k);
+        nl = dnn_configs(pg, c, ch, opt, lib, k);
     BlasLtCall call;
-    bool lib_first = nl > 0 && blaslt_analyse(pg, c, &call) &&
+    bool lib_first = nl > 0 && blaslt_analyse(pg, c, opt, &call) &&
                      (double)call.batch * call.m * call.n * call.k >= BLASLT_FIRST_MACS;
     int n = 0;
     for (int i = 0; n < k && (i < no || i < nl); i++) {
@@ -177,26 +171,27 @@ static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw 
 static int cuda_configs(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
                         KernelConfig *out, int k) {
     const CudaHw *ch = model_of(m);
+    const TargetOptions *opt = &m->opt;
     if (k <= 0)
         return 0;
     if (cand_count_linear(pg, c) >= 2)
-        return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, out, k)
-                                   : cugen_mlp_configs(pg, c, ch, out, k);
-    return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, out, k)
-                                        : cugen_pw_configs(pg, c, ch, out, k);
+        return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, opt, out, k)
+                                   : cugen_mlp_configs(pg, c, ch, opt, out, k);
+    return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, opt, out, k)
+                                        : cugen_pw_configs(pg, c, ch, opt, out, k);
 }
 
 int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
-               const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+               const TargetOptions *opt, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     if (cfg->cls == CUCLS_MLP)
-        return cugen_mlp_emit(pg, c, cfg, hw, fn, src, launch, e);
+        return cugen_mlp_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_ATTN)
-        return cugen_attn_emit(pg, c, cfg, hw, fn, src, launch, e);
+        return cugen_attn_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_BLASLT) {
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         l.lib = true;
-        int rc = blaslt_call(pg, c, cfg, &l.blas, e);
+        int rc = blaslt_call(pg, c, cfg, opt, &l.blas, e);
         if (rc)
             return rc;
         char d[512];
@@ -210,7 +205,7 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         l.lib = CUDA_LIB_CUDNN;
-        int rc = dnn_call(pg, c, cfg, &l.dnn, e);
+        int rc = dnn_call(pg, c, cfg, opt, &l.dnn, e);
         if (rc)
             return rc;
         char d[512];
@@ -221,14 +216,14 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         return ST_OK;
     }
     return cfg->cls == CUCLS_MATMUL || cfg->cls == CUCLS_CONV
-               ? cugen_lin_emit(pg, c, cfg, hw, fn, src, launch, e)
-               : cugen_pw_emit(pg, c, cfg, hw, fn, src, launch, e);
+               ? cugen_lin_emit(pg, c, cfg, hw, opt, fn, src, launch, e)
+               : cugen_pw_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
 }
 
 static int cuda_emit(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
                      const KernelConfig *cfg, const char *fn, StrBuf *src, Err *e) {
     CudaLaunch launch;
-    return cugen_emit(pg, c, cfg, model_of(m), fn, src, &launch, e);
+    return cugen_emit(pg, c, cfg, model_of(m), &m->opt, fn, src, &launch, e);
 }
 
 static const char *cuda_prelude(const TargetMachine *m) {
@@ -238,7 +233,7 @@ static const char *cuda_prelude(const TargetMachine *m) {
 
 static int cuda_target_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                                void **values, LabJob *jobs, int n, const LabOptions *lo, Err *e) {
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
     return cuda_lab_run(pg, cs, values, jobs, n, lo, model_of(m), &em, e);
 }
 
@@ -255,7 +250,7 @@ static int cuda_build(const TargetMachine *m, const PrimGraph *pg, const Candida
     *size = 0;
     if (n == 0)
         return ST_OK;
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
     void *cubin = NULL;
     size_t cubin_size = 0;
     CudaLaunchTable t;
