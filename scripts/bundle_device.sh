@@ -17,7 +17,8 @@ cp "$BUILD"/orch "$BUNDLE"/bin/
 # tests (build/node_data, from tests/ops/prepare_node_tests.py; 47 MiB, 2 MiB as .tar.xz), to
 # check -t cuda there: tests/gpu/run_gpu_tests.sh runs them all from the bundle.
 cp "$BUILD"/tests/unit_cuda_* "$BUILD"/tests/unit_cugen_* "$BUILD"/tests/unit_mlp_fused \
-    "$BUILD"/tests/unit_attention* "$BUILD"/tests/unit_cudnn* "$BUNDLE"/bin/ 2>/dev/null || true
+    "$BUILD"/tests/unit_attention* "$BUILD"/tests/unit_cudnn* "$BUILD"/tests/unit_backend_ops \
+    "$BUILD"/tests/unit_compile_options "$BUNDLE"/bin/ 2>/dev/null || true
 cp "$BUILD"/node_tests "$BUNDLE"/bin/ 2>/dev/null || true
 data_dir() { # the build's test data folder, else build/'s (a helper's build has none)
     if [ -d "$BUILD/$1" ]; then echo "$BUILD/$1"; elif [ -d "build/$1" ]; then echo "build/$1"; fi

@@ -3,7 +3,8 @@
 # "PART: N passed, N failed" line and all summed in the closing "N passed, N failed" (non-zero exit
 # on any failure, a crash, or a binary that is missing or does not build):
 #   --units      the unit tests that touch CUDA (tests/unit/test_cuda*.c, test_mlp_fused.c,
-#                test_attention_cuda.c, and the GPU halves of
+#                test_attention_cuda.c, test_backend_ops.c, test_compile_options.c, and the GPU
+#                halves of
 #                test_cugen_compile.c / test_cugen_linear_compile.c: every kernel class against
 #                the primitive interpreter on random shapes incl. odd sizes);
 #   --models     every generated test model (tests/models/gen_models.py's folder) compiled with
@@ -121,7 +122,8 @@ fi
 
 UNITS=()
 for src in tests/unit/test_cuda*.c tests/unit/test_cugen_compile.c tests/unit/test_cugen_linear_compile.c \
-    tests/unit/test_mlp_fused.c tests/unit/test_attention_cuda.c; do
+    tests/unit/test_mlp_fused.c tests/unit/test_attention_cuda.c tests/unit/test_backend_ops.c \
+    tests/unit/test_compile_options.c; do
     [ -e "$src" ] || continue
     base=$(basename "$src" .c)
     UNITS+=("unit_${base#test_}")

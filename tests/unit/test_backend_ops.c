@@ -35,6 +35,22 @@ static int target_cases(TargetCase *out) {
     return n;
 }
 
+// Graphs a target does not generate yet (run by the reference interpreter instead). A gap listed
+// here that the target closes fails the case too, so the list stays true.
+static const struct {
+    const char *target, *graph;
+} known_gaps[] = {
+    {"cuda", "conv1d_stride2"},   // strided 1-D convolutions: no CUDA emitter or cuDNN path yet
+    {"cuda", "conv2d_transpose"}, // transposed convolutions: likewise
+};
+
+static bool known_gap(const Target *t, const char *graph) {
+    for (size_t i = 0; i < sizeof known_gaps / sizeof *known_gaps; i++)
+        if (strcmp(known_gaps[i].target, t->name) == 0 && strcmp(known_gaps[i].graph, graph) == 0)
+            return true;
+    return false;
+}
+
 static void *alloc_random(const Tensor *t) {
     int64_t n = tensor_numel(t);
     float *p = xmalloc(sizeof(float) * (size_t)(n + 16));
@@ -87,9 +103,16 @@ static void run_graph(const TargetMachine *m, const CanonicalGraph *g, int *jobs
             nj++;
         }
     }
-    // Every graph has kernels each target generates (OPAQUE aside, none of these has any).
-    CHECK_MSG(rc != ST_OK || supported > 0, "%s: the %s target generates none of its %d candidates",
-              g->name, m->target->name, cs ? cs->n : 0);
+    // Every graph has kernels each target generates (OPAQUE aside, none of these has any), but
+    // for the known gaps, which must stay gaps until the list is updated.
+    bool gap = known_gap(m->target, g->name);
+    CHECK_MSG(rc != ST_OK || gap || supported > 0,
+              "%s: the %s target generates none of its %d candidates", g->name, m->target->name,
+              cs ? cs->n : 0);
+    CHECK_MSG(rc != ST_OK || !gap || supported == 0,
+              "%s: listed as a gap of the %s target, which now generates %d kernels: update "
+              "known_gaps",
+              g->name, m->target->name, supported);
     if (rc == ST_OK && nj) {
         LabOptions lo = {.min_time = 1e-4, .max_reps = 2};
         rc = lab_run(m, pg, cs, values, jobs, nj, &lo, &e);
@@ -105,7 +128,8 @@ static void run_graph(const TargetMachine *m, const CanonicalGraph *g, int *jobs
                                                        : "not run",
                   jobs[j].note[0] ? jobs[j].note : "");
     }
-    printf("  %-18s %3d kernels, %3d configs, %3d ok\n", g->name, supported, nj, ok);
+    printf("  %-18s %3d kernels, %3d configs, %3d ok%s\n", g->name, supported, nj, ok,
+           gap ? " (a known gap)" : "");
     *jobs_ok += ok;
     *jobs_all += nj;
     free(seen);
