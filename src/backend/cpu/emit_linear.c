@@ -18,15 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 // Fills L; false when the candidate is outside what this emitter generates.
 static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
     memset(L, 0, sizeof *L);
@@ -70,7 +61,7 @@ static bool lin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
             reads |= q->in[j] >= 0 && down[q->in[j]];
         if (!reads)
             continue;
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !tensor_same_shape(lin_t(L, q->out[0]), O))
             ok = false;
         else
             down[q->out[0]] = true;

@@ -228,15 +228,6 @@ bool blaslt_ready(void) {
 
 // ---- the analysis ----
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 // Where operand t comes from: a candidate input read in place (*trans false), directly or
 // through a LAYOUT of the candidate that moves no element (prim_layout_is_view; its primitive index
 // in c goes to *via), or one LAYOUT that swaps the last two axes of a candidate input of t's type
@@ -454,7 +445,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                     k[a] = V_BIAS;
                     bt[a] = t;
                 } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d &&
-                           same_shape(T, st->out)) {
+                           tensor_same_shape(T, st->out)) {
                     // A residual: a candidate input of the product's shape, read as C.
                     k[a] = V_RES;
                     bt[a] = t;
@@ -632,7 +623,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
             continue;
         }
         if (q->kind != PRIM_ELEMWISE || q->n_out != 1 ||
-            !same_shape(pg->tensors[q->out[0]], st.out) ||
+            !tensor_same_shape(pg->tensors[q->out[0]], st.out) ||
             !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;

@@ -34,15 +34,6 @@ CugenPrecision cugen_prec_of(DType dt) {
     return dt == DT_FLOAT && cugen_f32_exact ? CUGEN_PREC_FP32 : cugen_lin_precision;
 }
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 // Fills L as the C target's analysis does (emit_linear.c), for what this emitter generates:
 // matmul of any rank, 2-D convolution.
 static bool analyse(const PrimGraph *pg, const Candidate *c, Lin *L, bool views) {
@@ -91,7 +82,8 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, Lin *L, bool views)
         if (views && q->n_out == 1 && tensor_numel(lin_t(L, q->out[0])) == tensor_numel(O) &&
             (q->kind == PRIM_ELEMWISE || prim_layout_is_view(pg, q)))
             down[q->out[0]] = true; // the caller checks shapes along its views
-        else if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
+        else if (q->kind != PRIM_ELEMWISE || q->n_out != 1 ||
+                 !tensor_same_shape(lin_t(L, q->out[0]), O))
             ok = false;
         else
             down[q->out[0]] = true;
