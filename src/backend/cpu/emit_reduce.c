@@ -14,7 +14,8 @@
 #include "cgen.h"
 #include "loopnest.h"
 
-#include <stdarg.h>
+#include "../../codegen/fmt.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +26,9 @@
 // kernel, so keep them well below the default thread stack.
 #define INNER_MAX 2048
 
-// snprintf that records truncation: an emission whose text did not fit fails as a whole
-// rather than producing wrong code.
+// Truncation of this file's fixed buffers (fmt.h), checked over each kernel's emission.
 static _Thread_local bool fmt_truncated;
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= cap)
-        fmt_truncated = true;
-}
+#define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
 
 // The axes of one reduction's input space.
 typedef struct Space {

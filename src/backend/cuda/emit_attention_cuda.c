@@ -70,7 +70,7 @@
 
 #include "../../candidates/attention.h"
 #include "../../prim/index_map.h"
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
 
 #include <float.h>
 #include <math.h>

@@ -76,7 +76,7 @@
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
 #include "../cpu/cgen_mlp.h"
 
 #include <math.h>

@@ -24,10 +24,11 @@
 // materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
 #include "cugen_pw.h"
 
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
+#include "../../codegen/classify.h"
+#include "../../codegen/fmt.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +37,9 @@
 #define MAX_RED 16
 #define MAX_CACHE 16 // row cache slots per thread
 
-// snprintf that records truncation: an emission whose text did not fit fails as a whole
-// rather than producing wrong code.
+// Truncation of this file's fixed buffers (fmt.h), checked over each kernel's emission.
 static _Thread_local bool fmt_truncated;
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= cap)
-        fmt_truncated = true;
-}
+#define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
 
 typedef struct Space {
     int rank;

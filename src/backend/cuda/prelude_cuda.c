@@ -7,7 +7,7 @@
 // integer division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
 // Transcendentals use CUDA's own accurate functions (expf, tanhf, erff: at most 2 ulp; no
 // --use_fast_math), where the C prelude has vectorisable polynomials of the same accuracy.
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
 #include "cugen.h"
 #include "cugen_linear.h"
 #include "nvrtc.h"
