@@ -6,6 +6,13 @@
 // division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
 #include "cgen.h"
 
+#include "../../codegen/math_prelude.h"
+
+// The qualifier of the helpers math_prelude.h writes. The text below keeps one line of the
+// prelude a line, math_prelude.h's pieces included.
+#define QUAL "static inline "
+
+// clang-format off
 static const char prelude[] =
     "#include <math.h>\n"
     "#include <stdint.h>\n"
@@ -58,9 +65,7 @@ static const char prelude[] =
     "static inline uint16_t orch_f32_to_bf16(float f) {\n"
     "    uint32_t x;\n"
     "    memcpy(&x, &f, 4);\n"
-    "    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);\n"
-    "    x += 0x7fff + ((x >> 16) & 1);\n"
-    "    return (uint16_t)(x >> 16);\n"
+    ORCH_MP_BF16_OF_BITS
     "}\n"
     // Round to odd on the way to float, so the second rounding (to half) is correct.
     "static inline float orch_f32_round_odd(double v) {\n"
@@ -74,12 +79,7 @@ static const char prelude[] =
     "    }\n"
     "    return f;\n"
     "}\n"
-    "static inline double orch_round_f16(double v) {\n"
-    "    return (double)orch_f16_to_f32(orch_f32_to_f16(orch_f32_round_odd(v)));\n"
-    "}\n"
-    "static inline double orch_round_bf16(double v) {\n"
-    "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
-    "}\n"
+    ORCH_MP_ROUND_HALF(QUAL)
     // exp in float without a library call, so loops calling it vectorise: exp(x) = 2^k exp(r),
     // r = x - k ln2 (two-part ln2), exp(r) by its Taylor series to r^7 (|r| <= 0.35: below one
     // ulp), 2^k applied in two factors so the range reaches overflow and the subnormals.
@@ -148,23 +148,13 @@ static const char prelude[] =
     "    return ax < 0.5f ? p : (x != x ? x : big);\n"
     "}\n"
     // sin without a library call on its common path, so an epilogue loop calling it vectorises:
-    // x = j pi + r (|r| <= pi / 2, pi in three parts and fused multiply-adds: exact enough for
-    // |x| <= 65536), sin r = r + r^3 P(r^2) (a minimax fit), negated for odd j (the parity of j
-    // is the low bit of t: x / pi rounded by adding 1.5 * 2^23); tiny |x| is its own sine (and
-    // -0 stays -0). The CUDA prelude's orch_sinf_common, the same operations (2 ulp). Larger
-    // finite |x| raise *big, for the caller to redo with libm's sinf (cexpr_set_sin_guard);
-    // infinities and NaN come out NaN.
+    // x = j pi + r and sin r by math_prelude.h's reduction and polynomial (the CUDA prelude's,
+    // which reduces |x|), negated for odd j (the low bit of t); tiny |x| is its own sine (and -0
+    // stays -0). 2 ulp for |x| <= 65536. Larger finite |x| raise *big, for the caller to redo
+    // with libm's sinf (cexpr_set_sin_guard); infinities and NaN come out NaN.
     "static inline float orch_sinf_common(float x) {\n"
-    "    const float t = fmaf(x, 0.318309886183790672f, 12582912.0f);\n"
-    "    const float j = t - 12582912.0f;\n"
-    "    float r = fmaf(j, -3.14159274101257324f, x);\n"
-    "    r = fmaf(j, 8.74227766e-08f, r);\n"
-    "    r = fmaf(j, 3.43322316e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    ORCH_MP_SIN_REDUCE("x")
+    ORCH_MP_SIN_POLY
     "    orch_fbits v, tb;\n"
     "    v.f = fmaf(r * s, p, r);\n"
     "    tb.f = t;\n"
@@ -176,22 +166,11 @@ static const char prelude[] =
     "    return orch_sinf_common(x);\n"
     "}\n"
     // cos in float, 2 ulp at most for |x| <= 65536 (1.995 over every float up to it, checked on
-    // the host): x = (j + 1/2) pi + r, |r| <= pi / 2, so cos x = -(-1)^j sin r by the sine's
-    // polynomial; reducing by j + 1/2 keeps r exact near cos's zeros. Its third part of pi is
-    // pi_hi - pi_mid - pi to float precision, 3.43024899e-15 (the sine's 3.43322316e-15 is 0.09%
-    // off: harmless there, 1.995 ulp over every float up to 65536 with either, but 28 ulp here,
-    // at x = 52516.43, 1.6e-8 from a zero). Same contract as orch_sinf_guarded.
+    // the host): x = (j + 1/2) pi + r by math_prelude.h's reduction, cos x = -(-1)^j sin r by the
+    // sine's polynomial. Same contract as orch_sinf_guarded.
     "static inline float orch_cosf_common(float x) {\n"
-    "    const float t = fmaf(x, 0.318309886183790672f, -0.5f) + 12582912.0f;\n"
-    "    const float k = (t - 12582912.0f) + 0.5f;\n"
-    "    float r = fmaf(k, -3.14159274101257324f, x);\n"
-    "    r = fmaf(k, 8.74227766e-08f, r);\n"
-    "    r = fmaf(k, 3.43024899e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    ORCH_MP_COS_REDUCE
+    ORCH_MP_SIN_POLY
     "    orch_fbits v, tb;\n"
     "    v.f = fmaf(r * s, p, r);\n"
     "    tb.f = t;\n"
@@ -206,63 +185,10 @@ static const char prelude[] =
     "    float e = orch_expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
     "    return a != a ? a : a >= 0 ? r : e * r;\n"
     "}\n"
-    "static inline double orch_sigmoid(double a) {\n"
-    "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
-    "}\n"
-    "static inline float orch_softplusf(float a) {\n"
-    "    return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a)));\n"
-    "}\n"
-    "static inline double orch_softplus(double a) {\n"
-    "    return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a));\n"
-    "}\n"
-    // NaN propagates; between equal zeros min takes -0 and max +0 (prim_interp's rule).
-    "static inline float orch_fminf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline float orch_fmaxf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline double orch_fmin(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline double orch_fmax(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
-    "}\n"
-    // Integer division by zero gives 0 and INT64_MIN / -1 wraps (prim_interp's rule).
-    "static inline int64_t orch_idiv(int64_t a, int64_t b) {\n"
-    "    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n"
-    "}\n"
-    "static inline int64_t orch_imod(int64_t a, int64_t b) {\n"
-    "    if (b == 0 || b == -1) return 0;\n"
-    "    int64_t r = a % b;\n"
-    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-    "}\n"
-    "static inline int64_t orch_ifmod(int64_t a, int64_t b) {\n"
-    "    return (b == 0 || b == -1) ? 0 : a % b;\n"
-    "}\n"
-    "static inline int64_t orch_ipow(int64_t base, int64_t ex) {\n"
-    "    if (ex < 0) return base == 1 ? 1 : base == -1 ? (ex % 2 ? -1 : 1) : 0;\n"
-    "    uint64_t r = 1, b = (uint64_t)base;\n"
-    "    while (ex) {\n"
-    "        if (ex & 1) r *= b;\n"
-    "        b *= b;\n"
-    "        ex >>= 1;\n"
-    "    }\n"
-    "    return (int64_t)r;\n"
-    "}\n"
-    "static inline int64_t orch_shl(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a << (uint64_t)b);\n"
-    "}\n"
-    "static inline int64_t orch_shr(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a >> (uint64_t)b);\n"
-    "}\n"
-    // Float to integer: NaN gives 0, out of range saturates (elem_set_f64's rule).
-    "static inline int64_t orch_sat(double v, double lo, double hi) {\n"
-    "    return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v;\n"
-    "}\n"
-    "static inline uint64_t orch_sat_u64(double v) {\n"
-    "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
-    "}\n";
+    ORCH_MP_SIGMOID_SOFTPLUS(QUAL)
+    ORCH_MP_MINMAX(QUAL, "signbit", "signbit")
+    ORCH_MP_INT(QUAL);
+// clang-format on
 
 const char *cgen_prelude(void) {
     return prelude;
