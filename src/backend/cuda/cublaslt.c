@@ -3,7 +3,6 @@
 // The declarations below are cublasLt.h's (CUDA 13.0, /usr/local/cuda-13.0/include/cublasLt.h):
 // the values are ABI, unchanged since cuBLASLt 11.
 #define _GNU_SOURCE
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cublaslt.h"
 
 #include "../../plan/plan.h"

@@ -4,7 +4,6 @@
 // legacy convolution API, deprecated but shipped by every cuDNN 9, with values unchanged since
 // cuDNN 8 (status codes aside, which only SUCCESS = 0 matters for here).
 #define _GNU_SOURCE
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cudnn.h"
 
 #include "cugen_lin_internal.h"

@@ -25,7 +25,6 @@
 // The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
 // columns: float4 groups interleaved across threads, so a warp's shared-memory reads and global
 // stores are contiguous.
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
 #include <stdio.h>
