@@ -77,7 +77,7 @@
 #include "cugen_mlp.h"
 
 #include "../../codegen/cexpr.h"
-#include "../cpu/cgen_mlp.h"
+#include "../../codegen/mlp_spec.h"
 
 #include <math.h>
 #include <stdio.h>
