@@ -32,31 +32,17 @@ double cgen_ops_per_elem(const PrimGraph *pg, const Candidate *c) {
         if (p->kind != PRIM_ELEMWISE)
             continue;
         for (int i = 0; i < p->ew.n; i++) {
+            // One cost class a line.
+            // clang-format off
             switch (p->ew.code[i].op) {
-            case EW_EXP:
-            case EW_LOG:
-            case EW_ERF:
-            case EW_TANH:
-            case EW_SIGMOID:
-            case EW_POW:
-            case EW_SOFTPLUS:
-            case EW_SIN:
-            case EW_COS:
-            case EW_TAN:
-            case EW_ASIN:
-            case EW_ACOS:
-            case EW_ATAN:
-            case EW_SINH:
-            case EW_COSH:
-            case EW_ASINH:
-            case EW_ACOSH:
+            case EW_EXP: case EW_LOG: case EW_ERF: case EW_TANH: case EW_SIGMOID: case EW_POW:
+            case EW_SOFTPLUS: case EW_SIN: case EW_COS: case EW_TAN: case EW_ASIN: case EW_ACOS:
+            case EW_ATAN: case EW_SINH: case EW_COSH: case EW_ASINH: case EW_ACOSH:
             case EW_ATANH: ops += 20; break;
-            case EW_DIV:
-            case EW_SQRT:
-            case EW_RSQRT:
-            case EW_RECIP: ops += 4; break;
+            case EW_DIV: case EW_SQRT: case EW_RSQRT: case EW_RECIP: ops += 4; break;
             default: ops += 1;
             }
+            // clang-format on
         }
     }
     return ops;
