@@ -32,12 +32,57 @@ void lin_emit_batch_coords(const Emit *E, int ind, bool offsets) {
     }
 }
 
+// A matmul operand t computed in the kernel (a prologue's value) at (row, col) of batch bq..
+// (its broadcast batch dims read at 0), through cexpr.
+static int matmul_operand(Emit *E, int ind, int t, const char *row, const char *col,
+                          const char *dst, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    const Tensor *T = lin_t(L, t);
+    char bidx[ORCH_MAX_RANK][16];
+    const char *ix[ORCH_MAX_RANK];
+    int r = lin_t(L, L->tl)->rank;
+    for (int d = 0; d < T->rank - 2; d++) {
+        int od = d + (r - T->rank);
+        snprintf(bidx[d], sizeof bidx[d], T->dims[d] == 1 ? "0" : "bq%d", od);
+        ix[d] = bidx[d];
+    }
+    ix[T->rank - 2] = row;
+    ix[T->rank - 1] = col;
+    sb_line(s, ind, "{\n");
+    char v[64];
+    int rc = cexpr_value(E->x, t, ix, s, ind + 1, v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, ind + 1, "%s = %s;\n", dst, v);
+    sb_line(s, ind, "}\n");
+    cexpr_forget(E->x);
+    return ST_OK;
+}
+
+// A convolution's W computed in the kernel (a prologue's value) at its first two coordinates
+// (c0, c1) and the kernel offsets split off w_r (an int64_t local in scope), through cexpr.
+static int conv_w_value(Emit *E, int ind, const char *c0, const char *c1, const char *dst, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    for (int d = L->S - 1; d >= 0; d--)
+        sb_line(s, ind, "const int64_t w_k%d = w_r %% %lld; w_r /= %lld;\n", d, (long long)L->k[d],
+                (long long)L->k[d]);
+    const char *ix[5] = {c0, c1, "w_k0", "w_k1", "w_k2"};
+    char v[64];
+    int rc = cexpr_value(E->x, L->tb, ix, s, ind, v, sizeof v, e);
+    if (rc)
+        return rc;
+    sb_line(s, ind, "%s = %s;\n", dst, v);
+    cexpr_forget(E->x);
+    return ST_OK;
+}
+
 // Statements setting `dst` (a float lvalue) to A[b](i, k) or B[b](k, j); i/k/j are int64_t
 // variables in scope, batch coordinates too. Conv B reads are bounds-checked (padding).
 int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const Tensor *A = lin_t(L, L->conv ? L->tb : L->ta);
     if (L->convt) {
         // W[g*Cg + c][i][kernel offset] for k = c*kpix + kernel offset.
         sb_line(s, ind, "{\n");
@@ -49,16 +94,9 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
                     dst, L->pb, (long long)L->OCg, (long long)L->kpix);
         } else {
             sb_line(s, ind + 1, "int64_t w_r = w_q;\n");
-            for (int d = L->S - 1; d >= 0; d--)
-                sb_line(s, ind + 1, "const int64_t w_k%d = w_r %% %lld; w_r /= %lld;\n", d,
-                        (long long)L->k[d], (long long)L->k[d]);
-            const char *ix[5] = {"w_c", "w_m", "w_k0", "w_k1", "w_k2"};
-            char v[64];
-            int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
+            int rc = conv_w_value(E, ind + 1, "w_c", "w_m", dst, e);
             if (rc)
                 return rc;
-            sb_line(s, ind + 1, "%s = %s;\n", dst, v);
-            cexpr_forget(E->x);
         }
         sb_line(s, ind, "}\n");
         return ST_OK;
@@ -74,17 +112,10 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
         snprintf(idx[0], sizeof idx[0], "q_g * %lld + %s", (long long)L->OCg, i);
         sb_line(s, ind, "{\n");
         sb_line(s, ind + 1, "int64_t w_oc = %s, w_r = %s;\n", idx[0], k);
-        for (int d = L->S - 1; d >= 0; d--)
-            sb_line(s, ind + 1, "const int64_t w_k%d = w_r %% %lld; w_r /= %lld;\n", d,
-                    (long long)L->k[d], (long long)L->k[d]);
-        const char *ix[5] = {"w_oc", "w_r", "w_k0", "w_k1", "w_k2"};
-        char v[64];
-        int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
+        int rc = conv_w_value(E, ind + 1, "w_oc", "w_r", dst, e);
         if (rc)
             return rc;
-        sb_line(s, ind + 1, "%s = %s;\n", dst, v);
         sb_line(s, ind, "}\n");
-        cexpr_forget(E->x);
         return ST_OK;
     }
     if (L->pa >= 0 && L->a_trans) {
@@ -97,56 +128,19 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
                 (long long)L->K, k);
         return ST_OK;
     }
-    char bidx[ORCH_MAX_RANK][16];
-    const char *ix[ORCH_MAX_RANK];
-    int r = lin_t(L, L->tl)->rank;
-    for (int d = 0; d < A->rank - 2; d++) {
-        int od = d + (r - A->rank);
-        snprintf(bidx[d], sizeof bidx[d], A->dims[d] == 1 ? "0" : "bq%d", od);
-        ix[d] = bidx[d];
-    }
-    ix[A->rank - 2] = i;
-    ix[A->rank - 1] = k;
-    sb_line(s, ind, "{\n");
-    char v[64];
-    int rc = cexpr_value(E->x, L->ta, ix, s, ind + 1, v, sizeof v, e);
-    if (rc)
-        return rc;
-    sb_line(s, ind + 1, "%s = %s;\n", dst, v);
-    sb_line(s, ind, "}\n");
-    cexpr_forget(E->x);
-    return ST_OK;
+    return matmul_operand(E, ind, L->ta, i, k, dst, e);
 }
 
 int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     if (!L->conv) {
-        const Tensor *B = lin_t(L, L->tb);
         if (L->pb >= 0) {
             sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb, k,
                     (long long)L->N, j);
             return ST_OK;
         }
-        char bidx[ORCH_MAX_RANK][16];
-        const char *ix[ORCH_MAX_RANK];
-        int r = lin_t(L, L->tl)->rank;
-        for (int d = 0; d < B->rank - 2; d++) {
-            int od = d + (r - B->rank);
-            snprintf(bidx[d], sizeof bidx[d], B->dims[d] == 1 ? "0" : "bq%d", od);
-            ix[d] = bidx[d];
-        }
-        ix[B->rank - 2] = k;
-        ix[B->rank - 1] = j;
-        sb_line(s, ind, "{\n");
-        char v[64];
-        int rc = cexpr_value(E->x, L->tb, ix, s, ind + 1, v, sizeof v, e);
-        if (rc)
-            return rc;
-        sb_line(s, ind + 1, "%s = %s;\n", dst, v);
-        sb_line(s, ind, "}\n");
-        cexpr_forget(E->x);
-        return ST_OK;
+        return matmul_operand(E, ind, L->tb, k, j, dst, e);
     }
     sb_line(s, ind, "{\n");
     lin_emit_patch_coords(E, ind + 1, k, j);
