@@ -228,88 +228,53 @@ static void patch32_coords(const Lin *L, StrBuf *s, int ind) {
             (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
 }
 
-// Loads the slice starting at k = kb of A (rows bm0..bm0+BM) into registers ra[] / ra4[].
-static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e) {
+// Loads the slice of A (a: rows from bm0, columns from k = kb) or of B (rows from kb, columns
+// from bn0), rows x cols, into registers ra[] / ra4[] (rb[] / rb4[]): float4 groups where
+// op->vec, else element by element (a kernel input in place, the conv patch, a prologue's value).
+static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, int nt, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
+    const char *r0 = a ? "bm0" : "kb", *c0 = a ? "kb" : "bn0";
+    long long nr = a ? (long long)L->M : (long long)L->K,
+              nc = a ? (long long)L->K : (long long)L->N;
+    const char *gr = a ? "gi" : "gk", *gc = a ? "gk" : "gj", *reg = a ? "ra" : "rb";
     char eb[32];
-    if (A->vec) {
-        int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
+    if (op->vec) {
+        int groups = rows * cols / 4, per = (groups + nt - 1) / nt;
         share_loop(s, ind, per, nt);
-        sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + (e_ %% %d) * 4;\n", bk / 4,
-                bk / 4);
+        sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + (e_ %% %d) * 4;\n", gr, r0,
+                cols / 4, gc, c0, cols / 4);
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
-        sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt),
-                (long long)L->M, (long long)L->K);
+        sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld)\n", ebound(eb, groups, nt), gr, nr, gc,
+                nc);
         if (culin_half(L))
-            load4_half(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
+            load4_half(E, ind + 2, op->input, op->base, gr, op->ld, gc);
         else
-            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gi * %lld + gk);\n", A->input,
-                    A->base, A->ld);
-        sb_line(s, ind + 1, "ra4[q] = v_;\n");
+            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + %s * %lld + %s);\n", op->input,
+                    op->base, gr, op->ld, gc);
+        sb_line(s, ind + 1, "%s4[q] = v_;\n", reg);
         sb_line(s, ind, "}\n");
         return ST_OK;
     }
-    int els = bm * bk, per = (els + nt - 1) / nt;
-    share_loop(s, ind, per, nt);
-    sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + e_ %% %d;\n", bk, bk);
-    sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-    sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld) {\n", ebound(eb, els, nt), (long long)L->M,
-            (long long)L->K);
-    int rc;
-    if (A->direct) {
-        load1(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
-        rc = ST_OK;
-    } else {
-        rc = culin_a_value(E, ind + 2, "gi", "gk", "v_", e);
-    }
-    sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind + 1, "ra[q] = v_;\n");
-    sb_line(s, ind, "}\n");
-    return rc;
-}
-
-static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    char eb[32];
-    if (B->vec) {
-        int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
-        share_loop(s, ind, per, nt);
-        sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + (e_ %% %d) * 4;\n", bn / 4,
-                bn / 4);
-        sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
-        sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld)\n", ebound(eb, groups, nt),
-                (long long)L->K, (long long)L->N);
-        if (culin_half(L))
-            load4_half(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
-        else
-            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gk * %lld + gj);\n", B->input,
-                    B->base, B->ld);
-        sb_line(s, ind + 1, "rb4[q] = v_;\n");
-        sb_line(s, ind, "}\n");
-        return ST_OK;
-    }
-    int els = bn * bk, per = (els + nt - 1) / nt;
-    if (E->patch_tab) {
+    int els = rows * cols, per = (els + nt - 1) / nt;
+    if (!a && E->patch_tab) {
         share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-        patch_tab_load(E, ind + 1, bn, ebound(eb, els, nt), "v_", false);
+        patch_tab_load(E, ind + 1, cols, ebound(eb, els, nt), "v_", false);
         sb_line(s, ind + 1, "rb[q] = v_;\n");
         sb_line(s, ind, "}\n");
-        patch_tab_next(E, ind, bk, nt);
+        patch_tab_next(E, ind, rows, nt);
         return ST_OK;
     }
     share_loop(s, ind, per, nt);
-    sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + e_ %% %d;\n", bn, bn);
+    sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + e_ %% %d;\n", gr, r0, cols, gc,
+            c0, cols);
     sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-    sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld) {\n", ebound(eb, els, nt), (long long)L->K,
-            (long long)L->N);
-    int rc;
-    if (B->direct) {
-        load1(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
-        rc = ST_OK;
-    } else if (L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
+    sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld) {\n", ebound(eb, els, nt), gr, nr, gc, nc);
+    int rc = ST_OK;
+    if (op->direct) {
+        load1(E, ind + 2, op->input, op->base, gr, op->ld, gc);
+    } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
         patch32_coords(L, s, ind + 2);
         char ld[200], v[260];
         snprintf(ld, sizeof ld,
@@ -319,12 +284,12 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         if (culin_half(L))
             culin_h2f(L, ld, v, sizeof v);
         sb_line(s, ind + 3, "v_ = %s;\n", culin_half(L) ? v : ld);
-        rc = ST_OK;
     } else {
-        rc = culin_b_value(E, ind + 2, "gk", "gj", "v_", e);
+        rc = a ? culin_a_value(E, ind + 2, gr, gc, "v_", e)
+               : culin_b_value(E, ind + 2, gr, gc, "v_", e);
     }
     sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind + 1, "rb[q] = v_;\n");
+    sb_line(s, ind + 1, "%s[q] = v_;\n", reg);
     sb_line(s, ind, "}\n");
     return rc;
 }
@@ -578,9 +543,9 @@ static int kloop_open(Emit *E, const Op *A, const Op *B, int bm, int bn, int bk,
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");
-    int rc = load_a(E, A, 3, bm, bk, nt, e);
+    int rc = load_op(E, A, true, 3, bm, bk, nt, e);
     if (!rc)
-        rc = load_b(E, B, 3, bn, bk, nt, e);
+        rc = load_op(E, B, false, 3, bk, bn, nt, e);
     if (rc)
         return rc;
     sb_line(s, 2, "}\n");
