@@ -142,6 +142,19 @@ typedef struct orch_compile_options {
     // accumulation and storage; checked against the reference at the tolerance README.md
     // states). Anything else: ORCH_ERR_USAGE.
     const char *precision;
+    // (The fields below came later; those above keep their places.)
+    // Non-zero, with precision "fp16" or "bf16" on target "cuda": tensors are stored in that type
+    // (the model's inputs and outputs stay float32), as orch compile --half-storage.
+    int half_storage;
+    int no_mlp_chains; // non-zero: no MLP chain candidates (orch compile --no-mlp-chains)
+    int no_attention;  // non-zero: no fused attention candidates (--no-attention)
+    // Channels-last layouts for the convolutions under half storage (--layout): "auto" (NULL:
+    // where cuDNN loads), "nchw" (never), "nhwc" (even without cuDNN). Anything else, or other
+    // than auto without half_storage: ORCH_ERR_USAGE.
+    const char *layout;
+    // With verbose: 1 prints why each matmul/conv primitive runs where it does after the solve,
+    // 2 also every candidate computing it (--explain, --explain-all); 0 nothing.
+    int explain;
 } orch_compile_options;
 
 // Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left

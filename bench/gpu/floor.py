@@ -6,7 +6,7 @@ FLOPs and parameter bytes come from `orch info` (its FLOP count of the folded gr
 bytes are the parameters (orch keeps them in float32 in every precision) plus the graph inputs and
 outputs, each moved once. Peaks are dense, without sparsity: the published figures of the GPUs the
 benchmark runs on, else estimated from the SM count and a 1.755 GHz clock with Hopper's per-SM rates.
-run.py prints the floor beside each model's times and orch's multiple of it (issue 7 asks for the
+run.py prints the floor beside each model's times and orch's multiple of it (the benchmark asks for the
 floor of every model that falls short of its target).
 
 usage: floor.py [--orch PATH] [--precision fp32|tf32|fp16] [--bw BYTES_PER_S] [--device NAME]

@@ -220,10 +220,21 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
                          .jobs = opt->jobs,
                          .time_limit = opt->time_limit,
                          .seed = 1,
-                         .progress = opt->verbose ? stderr : NULL};
+                         .progress = opt->verbose ? stderr : NULL,
+                         .half_storage = opt->half_storage != 0,
+                         .no_mlp_chains = opt->no_mlp_chains != 0,
+                         .no_attention = opt->no_attention != 0,
+                         .explain = opt->explain};
     if (co.threads < 0 || co.top_k < 0 || co.jobs < 0 || co.time_limit < 0)
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: negative threads/top_k/jobs/time_limit");
+    if (opt->layout && !compile_layout_parse(opt->layout, &co.layout))
+        return (orch_status)err_set(&ctx->err, ST_USAGE,
+                                    "orch_compile_options: layout '%s' (known: auto, nchw, nhwc)",
+                                    opt->layout);
+    if (opt->explain < 0 || opt->explain > 2)
+        return (orch_status)err_set(&ctx->err, ST_USAGE,
+                                    "orch_compile_options: explain %d (0, 1 or 2)", opt->explain);
     CompileReport rep;
     return (orch_status)compile_model(onnx_path, &co, out_path, &rep, &ctx->err);
 }
@@ -241,7 +252,7 @@ static orch_status session_common(orch_ctx *ctx, ArtifactContents *ac, int rc,
         rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
                      ac->path, ac->h.target);
     if (rc == ST_OK)
-        rc = t->hw_detect(&hw, ac->h.threads, e);
+        rc = target_detect(t, ac->h.threads, &hw, e);
     SessionOptions so = {.threads = opt ? opt->threads : 0,
                          .allow_foreign_device = opt && opt->allow_foreign_device};
     Session *s = NULL;

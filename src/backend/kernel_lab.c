@@ -1,19 +1,11 @@
-// The kernel lab (kernel_lab.h): emit → compile in parallel → load → check → time.
+// What every target's kernel lab shares (kernel_lab.h): kernel names, precisions and the
+// tolerances of the checks. The labs themselves are the targets' (cpu/lab_cpu.c, cuda/cuda_lab.c).
 #include "kernel_lab.h"
-
-#include "cpu/cbuild.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint32_t fnv32(const char *s) {
     uint32_t h = 2166136261u;
@@ -92,8 +84,8 @@ bool lab_outputs_agree_tol(DType dt, int64_t n, const void *got, const void *ref
         for (int64_t i = 0; i < n; i++) {
             int64_t g = elem_get_i64(dt, got, i), r = elem_get_i64(dt, ref, i);
             if (g != r) {
-                snprintf(why, why_n, "element %lld is %lld, the interpreter says %lld", (long long)i,
-                         (long long)g, (long long)r);
+                snprintf(why, why_n, "element %lld is %lld, the interpreter says %lld",
+                         (long long)i, (long long)g, (long long)r);
                 *max_err = INFINITY;
                 return false;
             }
@@ -130,234 +122,7 @@ bool lab_outputs_agree_tol(DType dt, int64_t n, const void *got, const void *ref
     return true;
 }
 
-static void *aligned_buffer(size_t bytes) {
-    size_t n = (bytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static CPrepackFn prepack_of(CModule *m, const char *kernel) {
-    char name[96];
-    ckernel_prepack_name(kernel, name, sizeof name);
-    return (CPrepackFn)cmodule_sym(m, name);
-}
-
-// Checks and times one loaded kernel; prepack: its NAME_prepack or NULL (target.h), applied to
-// the inputs it reorders, as the runtime session does once at load.
-static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKernelFn fn,
-                    CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
-    const Tensor *out_t = pg->tensors[c->output];
-    size_t out_bytes = tensor_nbytes(out_t);
-    void **in = xcalloc((size_t)c->n_inputs + 1, sizeof(void *));
-    void *out = aligned_buffer(out_bytes);
-    double *times = NULL;
-    bool ok = out != NULL;
-    for (int i = 0; i < c->n_inputs && ok; i++) {
-        const Tensor *t = pg->tensors[c->inputs[i]];
-        size_t b = tensor_nbytes(t);
-        in[i] = aligned_buffer(b);
-        ok = in[i] != NULL && values[c->inputs[i]] != NULL;
-        if (ok && b && !(prepack && prepack(i, values[c->inputs[i]], in[i])))
-            memcpy(in[i], values[c->inputs[i]], b);
-    }
-    if (!ok) {
-        j->status = LAB_SKIPPED;
-        snprintf(j->note, sizeof j->note, "no memory or no value for an input");
-        goto done;
-    }
-    if (opt->before_run && opt->before_run(opt->ctx, j)) {
-        j->status = LAB_SKIPPED;
-        snprintf(j->note, sizeof j->note, "skipped: it crashed an earlier run");
-        goto done;
-    }
-    memset(out, 0xff, out_bytes); // poison: NaN for floats, -1 for integers
-    fn((const void *const *)in, out);
-    if (!lab_outputs_agree_tol(out_t->dtype, tensor_numel(out_t), out, values[c->output], j->tol,
-                               &j->max_err, j->note, sizeof j->note)) {
-        j->status = LAB_WRONG;
-        goto done;
-    }
-    int max_reps = opt->max_reps > 0 ? opt->max_reps : 200;
-    double budget = opt->min_time > 0 ? opt->min_time : 0.02;
-    times = xmalloc(sizeof(double) * (size_t)max_reps);
-    fn((const void *const *)in, out); // warm-up after the check run
-    double total = 0;
-    int reps = 0;
-    while (reps < max_reps && (reps < 3 || total < budget)) {
-        double t0 = now_s();
-        fn((const void *const *)in, out);
-        times[reps] = now_s() - t0;
-        total += times[reps++];
-    }
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    j->reps = reps;
-    j->min_s = times[0];
-    j->median_s = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
-    double p10 = times[reps / 10], p90 = times[(reps * 9) / 10 < reps ? (reps * 9) / 10 : reps - 1];
-    j->spread = j->median_s > 0 ? (p90 - p10) / j->median_s : 0;
-    j->status = LAB_OK;
-done:
-    for (int i = 0; i < c->n_inputs; i++)
-        free(in[i]);
-    free(in);
-    free(out);
-    free(times);
-}
-
-typedef struct Unit {
-    int first, count; // jobs [first, first + count) that were emitted into this unit
-    int *jobs;
-    char *source;
-} Unit;
-
-// Emits the given jobs into one unit; jobs whose emit fails are marked and left out.
-static void emit_unit(const PrimGraph *pg, const CandidateSet *cs, LabJob *jobs, const int *idx,
-                      int n, const LabOptions *opt, Unit *u) {
-    StrBuf b;
-    sb_init(&b);
-    sb_puts(&b, opt->target->prelude());
-    u->jobs = xmalloc(sizeof(int) * (size_t)(n + 1));
-    u->count = 0;
-    for (int i = 0; i < n; i++) {
-        LabJob *j = &jobs[idx[i]];
-        const Candidate *c = &cs->c[j->cand];
-        char name[64];
-        lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-        Err e = {0};
-        size_t mark = b.len;
-        if (opt->target->emit(pg, c, &j->cfg, name, &b, &e)) {
-            b.len = mark;
-            b.s[mark] = '\0';
-            j->status = LAB_BUILD_FAILED;
-            snprintf(j->note, sizeof j->note, "emit: %.240s", e.msg);
-            continue;
-        }
-        u->jobs[u->count++] = idx[i];
-    }
-    u->source = sb_take(&b);
-}
-
-static void free_unit(Unit *u) {
-    free(u->jobs);
-    free(u->source);
-}
-
-// Builds units in parallel; returns the modules (NULL where the unit failed, its message in msgs).
-static int build_units(Unit *units, int nu, const LabOptions *opt, CModule **mods, char **msgs,
-                       Err *e) {
-    const char **src = xcalloc((size_t)nu + 1, sizeof(char *));
-    int *st = xcalloc((size_t)nu + 1, sizeof(int));
-    for (int i = 0; i < nu; i++)
-        src[i] = units[i].source;
-    int rc = cbuild_modules(src, nu, opt->workdir, opt->jobs, mods, st, msgs, e);
-    free(src);
-    free(st);
-    return rc;
-}
-
-int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
-            const LabOptions *opt, Err *e) {
-    int per = opt->per_unit > 0 ? opt->per_unit : 16;
-    for (int i = 0; i < n; i++) {
-        jobs[i].status = LAB_SKIPPED;
-        jobs[i].note[0] = '\0';
-        jobs[i].median_s = jobs[i].min_s = jobs[i].spread = jobs[i].max_err = 0;
-        jobs[i].reps = 0;
-    }
-    int nu = (n + per - 1) / per;
-    Unit *units = xcalloc((size_t)nu + 1, sizeof(Unit));
-    int *idx = xmalloc(sizeof(int) * (size_t)(n + 1));
-    for (int i = 0; i < n; i++)
-        idx[i] = i;
-    for (int u = 0; u < nu; u++) {
-        int first = u * per, cnt = ORCH_MIN(per, n - first);
-        emit_unit(pg, cs, jobs, idx + first, cnt, opt, &units[u]);
-    }
-    CModule **mods = xcalloc((size_t)nu + 1, sizeof(CModule *));
-    char **msgs = xcalloc((size_t)nu + 1, sizeof(char *));
-    int rc = build_units(units, nu, opt, mods, msgs, e);
-    int done = 0;
-    for (int u = 0; u < nu && rc == ST_OK; u++) {
-        if (!mods[u] && units[u].count > 1) {
-            // A unit that fails to build is split into single kernels to find the culprit.
-            int m = units[u].count;
-            Unit *single = xcalloc((size_t)m, sizeof(Unit));
-            for (int i = 0; i < m; i++)
-                emit_unit(pg, cs, jobs, &units[u].jobs[i], 1, opt, &single[i]);
-            CModule **smods = xcalloc((size_t)m, sizeof(CModule *));
-            char **smsgs = xcalloc((size_t)m, sizeof(char *));
-            rc = build_units(single, m, opt, smods, smsgs, e);
-            for (int i = 0; i < m && rc == ST_OK; i++) {
-                LabJob *j = &jobs[units[u].jobs[i]];
-                if (!smods[i]) {
-                    j->status = LAB_BUILD_FAILED;
-                    snprintf(j->note, sizeof j->note, "%s", smsgs[i] ? smsgs[i] : "build failed");
-                } else {
-                    char name[64];
-                    const Candidate *c = &cs->c[j->cand];
-                    lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-                    CKernelFn fn = (CKernelFn)cmodule_sym(smods[i], name);
-                    if (fn)
-                        measure(pg, c, values, fn, prepack_of(smods[i], name), j, opt);
-                    else
-                        j->status = LAB_BUILD_FAILED;
-                }
-                if (opt->on_result)
-                    opt->on_result(opt->ctx, j, ++done, n);
-            }
-            for (int i = 0; i < m; i++) {
-                cmodule_free(smods[i]);
-                free(smsgs[i]);
-                free_unit(&single[i]);
-            }
-            free(single);
-            free(smods);
-            free(smsgs);
-            continue;
-        }
-        for (int i = 0; i < units[u].count; i++) {
-            LabJob *j = &jobs[units[u].jobs[i]];
-            const Candidate *c = &cs->c[j->cand];
-            if (!mods[u]) {
-                j->status = LAB_BUILD_FAILED;
-                snprintf(j->note, sizeof j->note, "%s", msgs[u] ? msgs[u] : "build failed");
-            } else {
-                char name[64];
-                lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-                CKernelFn fn = (CKernelFn)cmodule_sym(mods[u], name);
-                if (fn)
-                    measure(pg, c, values, fn, prepack_of(mods[u], name), j, opt);
-                else {
-                    j->status = LAB_BUILD_FAILED;
-                    snprintf(j->note, sizeof j->note, "symbol %s missing from its unit", name);
-                }
-            }
-            if (opt->on_result)
-                opt->on_result(opt->ctx, j, ++done, n);
-        }
-    }
-    // Jobs whose emit failed were never in a unit: report them too.
-    for (int i = 0; i < n && rc == ST_OK; i++)
-        if (jobs[i].status == LAB_BUILD_FAILED && strncmp(jobs[i].note, "emit:", 5) == 0 &&
-            opt->on_result)
-            opt->on_result(opt->ctx, &jobs[i], ++done, n);
-    for (int u = 0; u < nu; u++) {
-        if (opt->keep && mods[u]) {
-            *opt->keep = xrealloc(*opt->keep, sizeof(CModule *) * (size_t)(*opt->n_keep + 1));
-            (*opt->keep)[(*opt->n_keep)++] = mods[u];
-        } else {
-            cmodule_free(mods[u]);
-        }
-        free(msgs[u]);
-        free_unit(&units[u]);
-    }
-    free(mods);
-    free(msgs);
-    free(units);
-    free(idx);
-    return rc;
+int lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs, void **values,
+            LabJob *jobs, int n, const LabOptions *opt, Err *e) {
+    return m->target->lab_run(m, pg, cs, values, jobs, n, opt, e);
 }

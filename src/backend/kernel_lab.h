@@ -10,16 +10,6 @@
 
 #include "target.h"
 
-// The arithmetic of linear kernels (matmul, convolution), orch compile --precision. Storage is
-// float32 everywhere and accumulation always float32; TF32/FP16/BF16 round the operands of the
-// products to 10/10/7 explicit mantissa bits (tensor cores). Only the CUDA target offers them.
-typedef enum Precision {
-    PREC_FP32 = 0, // exact float32 arithmetic (the default)
-    PREC_TF32 = 1,
-    PREC_FP16 = 2,
-    PREC_BF16 = 3
-} Precision;
-
 // "fp32", "tf32", "fp16", "bf16".
 const char *precision_name(Precision p);
 // The inverse of precision_name; false for anything else (NULL included).
@@ -43,11 +33,11 @@ typedef enum LabStatus {
     LAB_OK = 0,
     LAB_WRONG,        // ran, but its output disagrees with the interpreter
     LAB_BUILD_FAILED, // emit or compile failed (a code generator bug, reported)
-    LAB_SKIPPED,      // not run (an earlier failure in its unit, or the caller's before_run said so)
+    LAB_SKIPPED, // not run (an earlier failure in its unit, or the caller's before_run said so)
 } LabStatus;
 
 typedef struct LabJob {
-    int cand;         // index into the candidate set
+    int cand; // index into the candidate set
     KernelConfig cfg;
     double tol; // relative tolerance of its check (0: 1e-4, float32's; see
                 // lab_candidate_tolerance)
@@ -55,18 +45,16 @@ typedef struct LabJob {
     LabStatus status;
     double median_s, min_s, spread; // spread = (p90 - p10) / median
     int reps;
-    double max_err;   // largest |got - ref| / (|ref| + scale) seen by the check
-    char note[256];   // why it failed
+    double max_err; // largest |got - ref| / (|ref| + scale) seen by the check
+    char note[256]; // why it failed
 } LabJob;
 
 typedef struct LabOptions {
-    const Target *target;
-    const HwInfo *hw;
-    int jobs;              // parallel compiler processes (0: cores)
-    int per_unit;          // kernels per translation unit (0: 16)
-    double min_time;       // seconds of timed repeats per kernel (0: 0.02)
-    int max_reps;          // repeats at most (0: 200)
-    const char *workdir;   // NULL: a temporary directory
+    int jobs;            // parallel compiler processes (0: cores)
+    int per_unit;        // kernels per translation unit (0: 16)
+    double min_time;     // seconds of timed repeats per kernel (0: 0.02)
+    int max_reps;        // repeats at most (0: 200)
+    const char *workdir; // NULL: a temporary directory
     // Called before a kernel first runs (the driver marks it pending in the profile database, so a
     // crash inside the kernel is remembered); a non-zero return skips the kernel.
     int (*before_run)(void *ctx, const LabJob *j);
@@ -74,10 +62,10 @@ typedef struct LabOptions {
     void (*on_result)(void *ctx, const LabJob *j, int done, int total);
     void *ctx;
     // When set, the modules the lab built (whole units) are handed over instead of freed:
-    // appended to *keep (realloc'd), *n_keep counts them; the caller frees them (cmodule_free).
-    // The compile driver reuses one as the artefact's shared object when it holds every chosen
-    // kernel, which saves a build.
-    struct CModule ***keep;
+    // appended to *keep (realloc'd), *n_keep counts them; the caller passes them to the target's
+    // build (which may reuse one as the artefact's module, saving a build) and frees them with
+    // its lab_modules_free. A target whose lab keeps none leaves them alone.
+    void ***keep;
     int *n_keep;
 } LabOptions;
 
@@ -85,10 +73,10 @@ typedef struct LabOptions {
 void lab_kernel_name(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, char *buf,
                      size_t n);
 
-// Runs the jobs. Errors are only for the lab itself (work directory, memory); a kernel's own
-// failure is its job's status.
-int lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
-            const LabOptions *opt, Err *e);
+// Runs the jobs on machine m's target (its lab_run slot). Errors are only for the lab itself (work
+// directory, memory, no device); a kernel's own failure is its job's status.
+int lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs, void **values,
+            LabJob *jobs, int n, const LabOptions *opt, Err *e);
 
 // Compares a kernel's output with the reference (same dtype and element count): the tolerance of
 // the checks, |got - ref| <= 1e-4 * |ref| + 1e-4 * max|ref| for floats, equality for integers.

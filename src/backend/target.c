@@ -1,5 +1,5 @@
-// The targets this build has, by name, the C kernel ABI's names and the ranking of configs
-// (target.h).
+// The targets this build has, by name, opening a machine, the C kernel ABI's names and the
+// ranking of configs (target.h).
 #include "target.h"
 
 #include <stdio.h>
@@ -13,8 +13,40 @@ const Target *target_find(const char *name) {
     return NULL;
 }
 
+const char *target_names(void) {
+    return "cpu, cuda";
+}
+
 void ckernel_prepack_name(const char *kernel, char *buf, size_t n) {
     snprintf(buf, n, "%s_prepack", kernel);
+}
+
+int target_open(const Target *t, const TargetOptions *opt, TargetMachine *m, Err *e) {
+    memset(m, 0, sizeof *m);
+    m->target = t;
+    if (opt)
+        m->opt = *opt;
+    int rc = t->check_options(&m->opt, e);
+    if (rc == ST_OK)
+        rc = t->open(m, e);
+    if (rc)
+        t->close(m);
+    return rc;
+}
+
+void target_close(TargetMachine *m) {
+    if (m && m->target)
+        m->target->close(m);
+}
+
+int target_detect(const Target *t, int threads, HwInfo *hw, Err *e) {
+    TargetOptions opt = {.threads = threads};
+    TargetMachine m;
+    int rc = target_open(t, &opt, &m, e);
+    if (rc == ST_OK)
+        *hw = m.hw;
+    target_close(&m);
+    return rc;
 }
 
 int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k) {

@@ -1,16 +1,22 @@
-// The interface every code-generating target implements (STYLE.md: one static instance of a
-// struct of function pointers). The compile driver (src/compile) and the runtime see a target only
-// through it: what it supports, the top-k configs its hardware model proposes for a candidate,
-// the source it emits for a (candidate, config), how it builds sources into a loadable module.
+// The backend interface: everything that differs between targets (CPU with generated C, CUDA
+// with NVRTC and libraries) sits behind one static instance of struct Target per target, so the
+// compile driver (src/compile) and the session front end (src/runtime) never name a target:
+// checking the options, detecting the machine and modelling it, which candidates it generates,
+// the top-k configs its hardware model proposes, the source it emits for a (candidate, config),
+// its kernel lab (build, check against the primitive interpreter, time), the module an artefact
+// carries, and the sessions that run artefacts.
 // Needs: a verified primitive graph and its candidate set. Guarantees: emitted kernels follow the
-// kernel ABI below and compute the candidate's output exactly as prim.h defines it (up to float
-// rounding; the compile driver checks every kernel against the primitive interpreter).
+// target's kernel ABI (the C one below) and compute the candidate's output exactly as prim.h
+// defines it (up to float rounding; the lab checks every kernel against the primitive
+// interpreter).
 #ifndef ORCH_TARGET_H
 #define ORCH_TARGET_H
 
 #include "../base/common.h"
 #include "../base/strbuf.h"
 #include "../candidates/candidates.h"
+
+#include <stdio.h>
 
 // The machine kernels are generated and tuned for. Filled by the target's hw_detect; every field
 // that changes a measurement goes into the fingerprint, which keys the profile database.
@@ -26,21 +32,16 @@ typedef struct HwInfo {
     char fingerprint[512]; // one line: target, model, cores, ISA, caches, compiler
 } HwInfo;
 
-// The generators' revision. The profile database keys a measurement by its config's desc and
-// this number ("DESC gen=N", compile.c), so that an orch whose generated code changed does not
-// reuse an older one's times (stop 31: the C MLP chain's epilogue vectorised, 125 -> 25 ms for the
-// same config). Raise it with every change to a generator that can change a config's time.
-#define ORCH_CODEGEN_REVISION 40
-
 // One point of a kernel's configuration space. The meaning of p[] belongs to the kernel class that
 // proposed it (see the class's emitter); desc is its canonical text ("cls=gemm mr=6 nr=16 kc=256
-// mc=96 nc=1024 par=n") and, with ORCH_CODEGEN_REVISION, the profile database's config key, so
-// equal configs compare equal.
+// mc=96 nc=1024 par=n"), so equal configs compare equal. The profile database keys a measurement
+// by the desc and a hash of the source the config emits (compile.c), so a changed generator never
+// reuses the time of other code.
 #define KCFG_MAX_PARAMS 12
 typedef struct KernelConfig {
-    int cls;                      // kernel class (the target's own numbering)
-    int64_t p[KCFG_MAX_PARAMS];   // class-specific knobs
-    double score;                 // the hardware model's estimate in seconds; lower is better
+    int cls;                    // kernel class (the target's own numbering)
+    int64_t p[KCFG_MAX_PARAMS]; // class-specific knobs
+    double score;               // the hardware model's estimate in seconds; lower is better
     char desc[128];
 } KernelConfig;
 
@@ -52,9 +53,10 @@ int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k);
 // The kernel ABI of the C target (the CUDA target has its own launch ABI):
 //     void NAME(const void *const *in, void *out);
 // in[i] is the dense row-major buffer of candidate input c->inputs[i] (constants included, in
-// the candidate's canonical order, so candidates with equal signatures share one kernel); out is the dense buffer of c->output. Kernels
-// allocate nothing they do not free, keep no state between calls, and may use OpenMP (the caller
-// sets the thread count). Buffers are 64-byte aligned; out never overlaps an input.
+// the candidate's canonical order, so candidates with equal signatures share one kernel); out is
+// the dense buffer of c->output. Kernels allocate nothing they do not free, keep no state between
+// calls, and may use OpenMP (the caller sets the thread count). Buffers are 64-byte aligned; out
+// never overlaps an input.
 typedef void (*CKernelFn)(const void *const *in, void *out);
 // A kernel may also export
 //     int NAME_prepack(int i, const void *src, void *dst);
@@ -67,22 +69,116 @@ typedef int (*CPrepackFn)(int input, const void *src, void *dst);
 // Name of NAME's prepack entry point ("NAME_prepack") into buf.
 void ckernel_prepack_name(const char *kernel, char *buf, size_t n);
 
+// The arithmetic of linear kernels (matmul, convolution), orch compile --precision. Storage is
+// float32 unless half storage is asked for, and accumulation always float32; TF32/FP16/BF16 round
+// the operands of the products to 10/10/7 explicit mantissa bits (tensor cores). A target says
+// which it offers (check_options).
+typedef enum Precision {
+    PREC_FP32 = 0, // exact float32 arithmetic (the default)
+    PREC_TF32 = 1,
+    PREC_FP16 = 2,
+    PREC_BF16 = 3
+} Precision;
+
+// What a compile asks of a backend beyond the graph. Passed to every slot that proposes or emits
+// code, never kept in a global, so compiles with different options can share a process.
+typedef struct TargetOptions {
+    Precision precision; // linear kernels' arithmetic
+    bool half_storage;   // tensors stored in the reduced type (fp16 / bf16); the float32
+                         // products left (tensors kept float32 for their range) stay exact
+    int threads;         // the kernels' host threads (CPU; 0: every core this process may use)
+} TargetOptions;
+
+// One machine as a backend sees it, for one compile: the detected hardware (the profile
+// database's fingerprint), the options, and the backend's own model of the device (the CUDA
+// target's CudaHw with its measured bandwidth; NULL for the CPU). Made by open, freed by close.
+typedef struct TargetMachine {
+    const struct Target *target;
+    HwInfo hw;
+    TargetOptions opt;
+    void *model;
+} TargetMachine;
+
+// How an artefact's session runs (runtime/session.h is the front end over these).
+typedef struct SessionOptions {
+    int threads;               // OpenMP threads for the kernels; 0: the artefact's thread count
+                               // (and where that is 0 too, OpenMP's default)
+    bool allow_foreign_device; // run an artefact compiled for another machine's fingerprint
+} SessionOptions;
+
+struct LabJob;
+struct LabOptions;
+struct ArtifactContents;
+struct Plan;
+struct ProfileDb;
+typedef struct TargetSession TargetSession; // a backend's session, opaque to the front end
+
+// A backend's sessions: what runtime/session.c forwards to. Every slot is set.
+typedef struct TargetSessionOps {
+    // From an artefact of this target whose header the front end has checked against hw_now.
+    int (*create)(const struct ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
+                  TargetSession **out, Err *e);
+    void (*free)(TargetSession *s);
+    int (*run)(TargetSession *s, const void *const *inputs, void *const *outputs, Err *e);
+    // Device-timeline seconds of `runs` back-to-back runs; ST_UNSUPPORTED where the target has no
+    // device timeline (the CPU).
+    int (*time_device)(TargetSession *s, int runs, double *seconds, Err *e);
+    void (*set_profiling)(TargetSession *s, int on);
+    const double *(*kernel_times)(const TargetSession *s);
+    int (*num_launches)(const TargetSession *s);
+    int (*num_kernels)(const TargetSession *s);
+    const char *(*launch_name)(const TargetSession *s, int i);
+    const char *(*launch_nodes)(const TargetSession *s, int i);
+    const PrimGraph *(*graph)(const TargetSession *s);
+    const struct Plan *(*plan)(const TargetSession *s);
+    int (*threads)(const TargetSession *s);
+} TargetSessionOps;
+
+// The whole backend: everything the compile driver (src/compile) and the session front end
+// (src/runtime) need, so neither names a particular target. One static instance per target.
 typedef struct Target {
-    const char *name; // "cpu"
-    // Fills hw for this machine (threads: the kernels' thread count, 0 = all cores).
-    int (*hw_detect)(HwInfo *hw, int threads, Err *e);
+    const char *name; // "cpu", "cuda"
+    // Refuses options the target cannot honour (a precision it does not offer...) with ST_USAGE.
+    int (*check_options)(const TargetOptions *opt, Err *e);
+    // Detects this machine and builds the backend's device model into m (m->target, m->opt set
+    // by the caller). close frees what open allocated; it accepts a machine open failed on.
+    int (*open)(TargetMachine *m, Err *e);
+    void (*close)(TargetMachine *m);
+    // Measures what the device model needs once per device (the GPU's memory bandwidth), kept in
+    // db under the machine's fingerprint; NULL where there is nothing. Never fails: a failed
+    // measurement leaves the model's estimate and prints a warning to progress (may be NULL).
+    void (*calibrate)(TargetMachine *m, struct ProfileDb *db, FILE *progress);
+    // Whether half storage's convolutions get channels-last (NHWC) twins when the layout is left
+    // to orch: where something reads them faster (the CUDA target with cuDNN).
+    bool (*prefers_channels_last)(const TargetMachine *m);
+    // The target name profile records are kept under: where the options change the code emitted
+    // for one config (the CUDA target's fast math under a reduced precision), another name.
+    const char *(*db_name)(const TargetMachine *m);
     // Whether emit can generate this candidate. OPAQUE primitives are never generated; the
     // runtime runs them with their reference op.
-    bool (*supports)(const PrimGraph *pg, const Candidate *c);
+    bool (*supports)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c);
     // Up to k configs, best estimate first; returns how many (>= 1 when supported).
-    int (*configs)(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
-                   int k);
+    int (*configs)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
+                   KernelConfig *out, int k);
     // Appends one function definition named fn to src (helpers it needs are static and named
     // after fn, so many kernels can share one translation unit).
-    int (*emit)(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
-                StrBuf *src, Err *e);
+    int (*emit)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
+                const KernelConfig *cfg, const char *fn, StrBuf *src, Err *e);
     // The text every translation unit starts with (includes, shared inline helpers).
-    const char *(*prelude)(void);
+    const char *(*prelude)(const TargetMachine *m);
+    // The kernel lab: builds, checks against values (the primitive interpreter's tensors) and
+    // times the jobs (kernel_lab.h).
+    int (*lab_run)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                   void **values, struct LabJob *jobs, int n, const struct LabOptions *lo, Err *e);
+    // Builds the chosen kernels (cands[i] with cfgs[i], named names[i]; a name listed twice is
+    // built once) into the module the artefact carries (*blob, malloc'd; NULL, 0 for n = 0).
+    // lab_modules: what lab_run handed over through LabOptions.keep, which the build may reuse.
+    int (*build)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                 const int *cands, const KernelConfig *cfgs, const char *const *names, int n,
+                 void *const *lab_modules, int n_lab_modules, uint8_t **blob, size_t *size, Err *e);
+    // Frees what LabOptions.keep handed over (accepts NULL).
+    void (*lab_modules_free)(void *const *lab_modules, int n);
+    const TargetSessionOps *session;
 } Target;
 
 extern const Target target_cpu;
@@ -90,5 +186,15 @@ extern const Target target_cuda;
 
 // Looks a target up by name ("cpu", "cuda"); NULL when there is none of that name.
 const Target *target_find(const char *name);
+// The names target_find knows, for messages: "cpu, cuda".
+const char *target_names(void);
+
+// Checks opt (NULL: defaults) against target t and opens this machine for it (check_options, then
+// open); on failure the machine holds nothing. target_close frees it (accepts a zeroed machine).
+int target_open(const Target *t, const TargetOptions *opt, TargetMachine *m, Err *e);
+void target_close(TargetMachine *m);
+// This machine's description for target t with the kernels on `threads` threads (0: every core):
+// what an artefact's fingerprint is checked against.
+int target_detect(const Target *t, int threads, HwInfo *hw, Err *e);
 
 #endif

@@ -1,4 +1,4 @@
-// Fused attention candidates (attention.h; issue 8). From every LIN_MATMUL O = P · V the matcher
+// Fused attention candidates (attention.h). From every LIN_MATMUL O = P · V the matcher
 // walks back through the fissioned softmax (DIV by a sum-reduce of an EXP(SUB) of a max-reduce)
 // and the pre-softmax ELEMWISE chain to the score MatMul S = Q · Kt. The same matcher serves the
 // enumerator (over the whole graph's producers, with consumer checks) and attn_analyse (over the

@@ -1,4 +1,4 @@
-// Fused attention candidates (issue 8): scaled-dot-product attention as it looks after fission,
+// Fused attention candidates: scaled-dot-product attention as it looks after fission,
 //     S  = Q · Kt                         LIN_MATMUL  [..., M, D] x [..., D, N] -> [..., M, N]
 //     S' = f(S, extra...)                  zero or more ELEMWISE (scale, mask add, where, ...)
 //     mx = max(S', last axis, keepdims)    REDUCE max

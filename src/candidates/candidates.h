@@ -75,7 +75,7 @@ uint64_t cand_signature(const PrimGraph *pg, const int *prims, int n);
 // for every operand of the set; returns how many.
 int cand_canonical_inputs(const PrimGraph *pg, const int *prims, int n, int *out);
 
-// MLP chains (mlp_chains.c, issue 8): cand_enumerate also proposes every contiguous run of 2 to 8
+// MLP chains (mlp_chains.c): cand_enumerate also proposes every contiguous run of 2 to 8
 // dense layers (a matmul by a constant 2-D weight with K, N <= 256, then its elementwise
 // epilogue of constant operands; each intermediate read only by the next layer) as one candidate
 // with several LINEAR primitives. Targets recognise them by cand_count_linear(...) >= 2 and may

@@ -1,4 +1,4 @@
-// Multi-layer MLP chain candidates (issue 8): besides the single-LINEAR candidates of Korch's
+// Multi-layer MLP chain candidates: besides the single-LINEAR candidates of Korch's
 // rule, a chain of small dense layers y = act_n(... act_1(x W1 + b1) ... Wn + bn) is proposed as
 // one kernel, so a target can keep the activations of a row tile on chip between layers; the BLP
 // chooses between the chain and the single-layer kernels by cost.

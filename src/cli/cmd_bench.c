@@ -179,7 +179,7 @@ int cli_bench_main(int argc, char **argv) {
         rc = err_set(&e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
                      art_path, ac.h.target);
     if (rc == ST_OK)
-        rc = t->hw_detect(&hw, ac.h.threads, &e);
+        rc = target_detect(t, ac.h.threads, &hw, &e);
     SessionOptions so = {.threads = threads};
     if (rc == ST_OK)
         rc = session_create(&ac, &hw, &so, &s, &e);

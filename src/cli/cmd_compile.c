@@ -18,7 +18,9 @@ static int bad(const char *fmt, const char *arg) {
             "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
             "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
             " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
-            " [--precision fp32|tf32|fp16|bf16] [--half-storage] [--quiet]\n");
+            " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
+            "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
+            "\n           [--quiet]\n");
     return ST_USAGE;
 }
 
@@ -42,6 +44,7 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
     *out = NULL;
     *quiet = false;
     o->seed = 1;
+    const char *layout = NULL; // --layout's value, for messages
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -50,7 +53,7 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
                      strcmp(s, "--threads") == 0 || strcmp(s, "--top-k") == 0 ||
                      strcmp(s, "--jobs") == 0 || strcmp(s, "--input-shapes") == 0 ||
                      strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0 ||
-                     strcmp(s, "--precision") == 0;
+                     strcmp(s, "--precision") == 0 || strcmp(s, "--layout") == 0;
         if (takes && !v)
             return bad("%s needs a value", s);
         int rc = ST_OK;
@@ -91,6 +94,18 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             if (!precision_parse(v, &p))
                 return bad("--precision expects fp32, tf32, fp16 or bf16, got '%s'", v);
             o->precision = v;
+        } else if (strcmp(s, "--layout") == 0) {
+            if (!compile_layout_parse(v, &o->layout))
+                return bad("--layout expects auto, nchw or nhwc, got '%s'", v);
+            layout = v;
+        } else if (strcmp(s, "--no-mlp-chains") == 0) {
+            o->no_mlp_chains = true;
+        } else if (strcmp(s, "--no-attention") == 0) {
+            o->no_attention = true;
+        } else if (strcmp(s, "--explain") == 0) {
+            o->explain = o->explain ? o->explain : 1; // --explain-all wins
+        } else if (strcmp(s, "--explain-all") == 0) {
+            o->explain = 2;
         } else if (strcmp(s, "--attention-rewrite") == 0) {
             o->attention_rewrite = true;
         } else if (strcmp(s, "--half-storage") == 0) {
@@ -119,6 +134,14 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
     if (o->half_storage &&
         (!o->precision || (strcmp(o->precision, "fp16") != 0 && strcmp(o->precision, "bf16") != 0)))
         return bad("%s", "--half-storage needs --precision fp16 or bf16 (and -t cuda)");
+    // Channels-last layouts are made under half storage only: a choice without it would be
+    // recorded in the artefact but change nothing.
+    if (o->layout != COMPILE_LAYOUT_AUTO && !o->half_storage)
+        return bad("--layout %s needs --half-storage (channels-last layouts are made for "
+                   "half-storage convolutions only)",
+                   layout);
+    if (o->explain && *quiet)
+        return bad("%s", "--explain prints with the progress lines, which --quiet turns off");
     if (out_required && !*out)
         return bad("%s", "no output file given (-o MODEL.orch)");
     return ST_OK;

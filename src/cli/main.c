@@ -69,11 +69,20 @@ static void usage(FILE *f) {
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
         "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
         "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
-        "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage] [--quiet]\n"
+        "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage]\n"
+        "           [--layout auto|nchw|nhwc] [--no-mlp-chains] [--no-attention]\n"
+        "           [--explain|--explain-all] [--quiet]\n"
         "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
         "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
         "      orchestration on measured costs, builds the chosen kernels into one shared\n"
-        "      object, plans memory, checks the result against the interpreter, writes MODEL.orch\n"
+        "      object, plans memory, checks the result against the interpreter, writes MODEL.orch;\n"
+        "      --half-storage (fp16/bf16, cuda) stores tensors in that type, --layout the\n"
+        "      convolutions' channels-last layouts under it (auto: where cuDNN loads);\n"
+        "      --no-mlp-chains / --no-attention offer no MLP chain / fused attention kernels;\n"
+        "      --explain prints why each matmul/conv runs where it does (--explain-all: with\n"
+        "      every candidate and config); the options that shape the plan are recorded\n"
+        "  orch info MODEL.orch\n"
+        "      what a compiled artefact holds: target, precision, machine, compile options\n"
         "  orch run MODEL.orch [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
         "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N]\n"
         "      runs a compiled artefact (same inputs, outputs and checks as for ONNX)\n"
@@ -347,11 +356,51 @@ static const char *human(double v, char *buf, size_t n) {
     return buf;
 }
 
+static bool is_artifact(const char *path);
+static int check_artifact_flags(const Args *a);
+
+// orch info MODEL.orch: the artefact's header, the compile options that shaped it included.
+static int info_artifact(const char *path) {
+    ArtifactContents ac;
+    Err e = {0};
+    if (artifact_read(path, &ac, &e))
+        return fail(&e);
+    const ArtifactHeader *h = &ac.h;
+    uint32_t lf = h->load_flags;
+    const char *storage = lf & ARTIFACT_STORE_F16    ? "float16"
+                          : lf & ARTIFACT_STORE_BF16 ? "bfloat16"
+                                                     : "float32";
+    printf("compiled artefact: %s (format %u, written by orch %s)\n", path, h->format_version,
+           h->orch_version);
+    printf("target: %s, precision %s, storage %s%s\n", h->target, h->precision, storage,
+           lf & ARTIFACT_LAYOUT_NHWC ? ", channels-last convolution layouts" : "");
+    printf("compiled for: %s (%d thread%s)\n", h->fingerprint, h->threads,
+           h->threads == 1 ? "" : "s");
+    printf("input shapes: %s\n", h->input_shapes[0] ? h->input_shapes : "(none)");
+    printf("kernels: %d, predicted %.3f ms\n", h->kernels, h->predicted_seconds * 1e3);
+    // The options the load flags record, then the compile flags' (format 4 on).
+    char rest[160];
+    artifact_compile_flags_text(h->compile_flags, rest, sizeof rest);
+    const char *rewrite = lf & ARTIFACT_ATTENTION_REWRITE ? " --attention-rewrite" : "";
+    const char *half = lf & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16) ? " --half-storage" : "";
+    bool none = !rewrite[0] && !half[0] && !rest[0];
+    printf("compile options:%s%s%s%s%s\n", rewrite, half, rest[0] ? " " : "", rest,
+           none ? " defaults" : "");
+    if (h->format_version < 4)
+        printf("  (format %u records no other options: --no-mlp-chains, --no-attention and "
+               "--layout came with format 4)\n",
+               h->format_version);
+    artifact_contents_free(&ac);
+    return ST_OK;
+}
+
 static int cmd_info(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_INFO, &a);
     if (rc)
         return rc;
+    if (is_artifact(a.model))
+        return (rc = check_artifact_flags(&a)) ? rc : info_artifact(a.model);
     Err e = {0};
     Graph *g = NULL;
     if ((rc = load_model(&a, NULL, &g, &e)))
@@ -524,7 +573,7 @@ static const Device *plan_device(const Args *a) {
 static int build_plan(const Args *a, const PrimGraph *pg, CandidateSet **cs, Selection *sel,
                       Err *e) {
     CandRules rules = cand_rules_default();
-    rules.mlp_chains = true; // as orch compile proposes them (issue 8)
+    rules.mlp_chains = true; // as orch compile proposes them
     rules.attention = true;
     int rc = cand_enumerate(pg, &rules, 0, cs, e);
     if (rc)
@@ -610,7 +659,7 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
         rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
                      a->model, ac->h.target);
     if (rc == ST_OK)
-        rc = t->hw_detect(&hw, ac->h.threads, e);
+        rc = target_detect(t, ac->h.threads, &hw, e);
     SessionOptions so = {.threads = a->threads};
     if (rc == ST_OK)
         rc = session_create(ac, &hw, &so, s, e);
@@ -668,6 +717,11 @@ static int cmd_run(int argc, char **argv) {
         printf("compiled artefact: %d kernels for %s, precision %s (%s), %d thread%s\n",
                session_num_kernels(sess), ac.h.target, ac.h.precision, ac.h.fingerprint,
                session_threads(sess), session_threads(sess) == 1 ? "" : "s");
+    if (art && ac.h.compile_flags) {
+        char opts[160];
+        artifact_compile_flags_text(ac.h.compile_flags, opts, sizeof opts);
+        printf("compiled with: %s\n", opts);
+    }
     if (a.plan) {
         const Device *d = plan_device(&a);
         printf("plan: %d kernels from %d candidates, estimated %.3f ms on %s (BLP gap %.2f%%%s, "

@@ -1,24 +1,20 @@
 // The compile driver (compile.h): every stage in order in compile_model.
 #include "compile.h"
 
+#include "../backend/kernel_lab.h"
 #include "../base/file.h"
 #include "../candidates/attention.h"
 #include "../candidates/candidates.h"
 #include "../db/profile_db.h"
 #include "../fission/fission.h"
-#include "../passes/passes.h"
-#include "../ops/fold.h"
+#include "../interp/prim_interp.h"
 #include "../onnx/load.h"
+#include "../ops/fold.h"
 #include "../orchestrate/orchestrate.h"
+#include "../passes/passes.h"
 #include "../plan/artifact.h"
 #include "../plan/plan.h"
-#include "../interp/prim_interp.h"
 #include "../runtime/session.h"
-#include "../backend/cpu/cbuild.h"
-#include "../backend/cuda/cuda_lab.h"
-#include "../backend/cuda/cudnn.h"
-#include "../backend/cuda/cugen_linear.h"
-#include "../backend/kernel_lab.h"
 #include "orch.h"
 
 #include <libgen.h>
@@ -106,38 +102,39 @@ typedef struct Sig {
     uint64_t sig;
     int rep; // a candidate with this signature; -1 once drop_unrunnable removed all
     bool singleton;
-    bool supported;       // the target generates it
+    bool supported; // the target generates it
     int n_cfg;
     KernelConfig cfg[MAX_CONFIGS];
     PdbStatus cfg_status[MAX_CONFIGS];
     double cfg_time[MAX_CONFIGS];
-    bool cfg_known[MAX_CONFIGS]; // measured now or found in the database
-    int best;             // index of the best OK config, -1 when none
-    double interp_time;   // singletons the target cannot generate: the interpreter's time
+    bool cfg_known[MAX_CONFIGS];   // measured now or found in the database
+    uint64_t cfg_src[MAX_CONFIGS]; // hash of the code the config emits (config_source_hash)
+    bool cfg_hashed[MAX_CONFIGS];
+    int best;           // index of the best OK config, -1 when none
+    double interp_time; // singletons the target cannot generate: the interpreter's time
 } Sig;
 
 typedef struct Driver {
     const CompileOptions *opt;
     const Target *target;
-    HwInfo hw;
+    TargetMachine m; // the target's view of this machine, with the compile's options
     ProfileDb *db;
     const PrimGraph *pg;
     CandidateSet *cs;
     Sig *sigs;
     int n_sigs;
-    int *sig_of; // candidate → sig index
+    int *sig_of;     // candidate → sig index
     void **values;   // every tensor's interpreter value; NULL until need_values computes them
     void **inputs;   // the random inputs they are computed from
     double t_values; // seconds spent computing them (counted as check time)
     CompileReport *rep;
+    uint64_t prelude_hash; // of the target's prelude, which every kernel's source starts with
     double t_phase;
     Err db_err; // database trouble is reported once and tuning goes on without it
     bool db_broken;
-    CModule **mods; // the lab's modules, kept for reuse as the artefact's shared object
+    void **mods; // the lab's modules, kept for the target's build to reuse (LabOptions.keep)
     int n_mods;
-    char *wide_text; // fp16 storage: the tensors kept float32 for range (storage_wide_format)
-    bool cuda;  // target "cuda": the CUDA lab, one cubin (a CUDA module blob) in the artefact
-    CudaHw cuhw;
+    char *wide_text;  // fp16 storage: the tensors kept float32 for range (storage_wide_format)
     Precision prec;   // linear kernels' arithmetic (CompileOptions.precision)
     double check_tol; // the end-to-end check's relative tolerance (e2e_tolerance)
     // Half storage (pass_store_reduced ran): the model's bytes and import options, to import its
@@ -176,24 +173,51 @@ static void index_signatures(Driver *d) {
     free(pairs);
 }
 
-// The target name profile records are kept under: the CUDA target under a reduced precision
-// emits other code for the same config (cugen_cexpr_dialect's fast transcendentals), so its
-// records are kept apart ("cuda/fast-math").
+// The target name profile records are kept under (the target's db_name slot: options that change
+// the code emitted for one config keep their records apart).
 static const char *db_target(const Driver *d) {
-    return d->cuda && d->prec != PREC_FP32 ? "cuda/fast-math" : d->target->name;
+    return d->target->db_name(&d->m);
 }
 
-// The database's config key of a desc: the desc and the generators' revision (target.h).
-static void db_config(const char *desc, char *buf, size_t n) {
-    snprintf(buf, n, "%s gen=%d", desc, ORCH_CODEGEN_REVISION);
+static uint64_t fnv64(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+// What the kernel of config k of s is made of: the target's prelude and the source the config
+// emits (under a fixed name), so that a measurement is reused only for the very code it timed: a
+// changed generator gives another hash and its configs are measured again. The compiler and the
+// driver are in the machine's fingerprint, which keys the record too. Emitted once per config,
+// when a record could be reused or one is written.
+static uint64_t config_source_hash(Driver *d, Sig *s, int k) {
+    if (s->cfg_hashed[k])
+        return s->cfg_src[k];
+    StrBuf b;
+    sb_init(&b);
+    Err e = {0};
+    if (d->target->emit(&d->m, d->pg, &d->cs->c[s->rep], &s->cfg[k], "orch_kernel", &b, &e)) {
+        b.len = 0;
+        sb_printf(&b, "emit failed: %s", e.msg); // keyed too: a fixed generator changes it
+    }
+    s->cfg_src[k] = fnv64(d->prelude_hash, b.s ? b.s : "", b.len);
+    s->cfg_hashed[k] = true;
+    sb_free(&b);
+    return s->cfg_src[k];
+}
+
+// The database's config key of config k of s: its desc and its source hash ("DESC src=HEX").
+static void db_config(Driver *d, Sig *s, int k, char *buf, size_t n) {
+    snprintf(buf, n, "%s src=%016llx", s->cfg[k].desc,
+             (unsigned long long)config_source_hash(d, s, k));
 }
 
 // buf holds the key's config text.
-static PdbKey key_of(const Driver *d, const Sig *s, int k, char *buf, size_t n) {
-    db_config(s->cfg[k].desc, buf, n);
+static PdbKey key_of(Driver *d, Sig *s, int k, char *buf, size_t n) {
+    db_config(d, s, k, buf, n);
     PdbKey key = {.signature = s->sig,
                   .target = db_target(d),
-                  .fingerprint = d->hw.fingerprint,
+                  .fingerprint = d->m.hw.fingerprint,
                   .config = buf};
     return key;
 }
@@ -208,44 +232,16 @@ static void db_trouble(Driver *d, const Err *e) {
 }
 
 // Configs of every supported signature, and what the database already knows of them.
-// The GPU's memory bandwidth for the device models: measured once per device fingerprint and
-// kept in the profile database (device_value "dram_bw"); without a database measured every time.
-// A failed measurement leaves the theoretical value (a warning, never an error).
-static void calibrate_bandwidth(Driver *d, FILE *pr) {
-    double bw = 0;
-    bool found = false;
-    Err e = {0};
-    if (d->db && pdb_get_value(d->db, d->hw.fingerprint, "dram_bw", &bw, &found, &e))
-        found = false;
-    if (!found || !(bw > 0)) {
-        Err me = {0};
-        if (cuda_measure_dram_bw(&d->cuhw, &bw, &me)) {
-            if (pr)
-                fprintf(pr, "warning: memory bandwidth not measured (%s); using %.0f GB/s from "
-                            "the clocks\n", me.msg, d->cuhw.dram_bw / 1e9);
-            return;
-        }
-        if (d->db && !d->db_broken && pdb_set_value(d->db, d->hw.fingerprint, "dram_bw", bw, &e) &&
-            pr)
-            fprintf(pr, "warning: profile database: %s\n", e.msg);
-        if (pr)
-            fprintf(pr, "device: memory bandwidth %.0f GB/s measured (%.0f GB/s from the clocks)\n",
-                    bw / 1e9, d->cuhw.dram_bw / 1e9);
-    }
-    cuda_hw_set_dram_bw(bw);
-    d->cuhw.dram_bw = bw;
-}
-
 static void collect_configs(Driver *d) {
     for (int i = 0; i < d->n_sigs; i++) {
         Sig *s = &d->sigs[i];
         const Candidate *c = &d->cs->c[s->rep];
         s->singleton = c->n_prims == 1;
-        s->supported = d->target->supports(d->pg, c);
+        s->supported = d->target->supports(&d->m, d->pg, c);
         if (!s->supported)
             continue;
         int k = d->opt->top_k > 0 ? d->opt->top_k : 8;
-        s->n_cfg = d->target->configs(d->pg, c, &d->hw, s->cfg, ORCH_MIN(k, MAX_CONFIGS));
+        s->n_cfg = d->target->configs(&d->m, d->pg, c, s->cfg, ORCH_MIN(k, MAX_CONFIGS));
         if (s->n_cfg <= 0) {
             s->supported = false;
             continue;
@@ -254,14 +250,19 @@ static void collect_configs(Driver *d) {
             continue;
         PdbRecords recs = {0};
         Err e = {0};
-        if (pdb_lookup_all(d->db, s->sig, db_target(d), d->hw.fingerprint, &recs, &e)) {
+        if (pdb_lookup_all(d->db, s->sig, db_target(d), d->m.hw.fingerprint, &recs, &e)) {
             db_trouble(d, &e);
             continue;
         }
         for (int r = 0; r < recs.n; r++)
             for (int j = 0; j < s->n_cfg; j++) {
+                // The desc first (no source to emit for configs never measured), then the code.
+                size_t dl = strlen(s->cfg[j].desc);
+                if (strncmp(recs.configs[r], s->cfg[j].desc, dl) != 0 ||
+                    strncmp(recs.configs[r] + dl, " src=", 5) != 0)
+                    continue;
                 char cfg[160];
-                db_config(s->cfg[j].desc, cfg, sizeof cfg);
+                db_config(d, s, j, cfg, sizeof cfg);
                 if (strcmp(recs.configs[r], cfg) != 0)
                     continue;
                 if (recs.recs[r].status == PDB_PENDING)
@@ -343,8 +344,7 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
         d->rep->failed++;
     if (st == PDB_WRONG || st == PDB_BUILD_FAILED) {
         // A generator bug: reported, never selected.
-        if (d->opt->progress)
-        {
+        if (d->opt->progress) {
             const Candidate *c = &d->cs->c[j->cand];
             fprintf(d->opt->progress, "  kernel %016llx (%s, from %s) rejected: %s\n",
                     (unsigned long long)s->sig, j->cfg.desc,
@@ -354,8 +354,11 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
     if (d->db && !d->db_broken && j->status != LAB_SKIPPED) {
         char cfg[160];
         PdbKey key = key_of(d, s, k, cfg, sizeof cfg);
-        PdbRecord r = {.status = st, .median_s = j->median_s, .min_s = j->min_s,
-                       .spread = j->spread, .reps = j->reps};
+        PdbRecord r = {.status = st,
+                       .median_s = j->median_s,
+                       .min_s = j->min_s,
+                       .spread = j->spread,
+                       .reps = j->reps};
         snprintf(r.note, sizeof r.note, "%s", j->note);
         Err e = {0};
         if (pdb_store(d->db, &key, &r, &e))
@@ -494,20 +497,13 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
     }
     if (nj && rc == ST_OK) {
         LabCtx lc = {.d = d, .t0 = now_s()};
-        LabOptions lo = {.target = d->target,
-                         .hw = &d->hw,
-                         .jobs = d->opt->jobs,
+        LabOptions lo = {.jobs = d->opt->jobs,
                          .before_run = before_run,
                          .on_result = on_result,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
-        if (d->cuda) {
-            CudaEmitter em = {cugen_emit, cugen_prelude()};
-            rc = cuda_lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, &d->cuhw, &em, e);
-        } else {
-            rc = lab_run(d->pg, d->cs, d->values, jobs, nj, &lo, e);
-        }
+        rc = lab_run(&d->m, d->pg, d->cs, d->values, jobs, nj, &lo, e);
     }
     free(jobs);
     for (int i = 0; i < n_list; i++)
@@ -603,7 +599,7 @@ static int solve(Driver *d, Selection *sel, Err *e) {
     return orchestrate(d->cs, &oo, sel, e);
 }
 
-// ---- why each linear primitive runs where it does (ORCH_EXPLAIN=1) ----
+// ---- why each linear primitive runs where it does (--explain) ----
 
 // The family of a candidate's best config: a library call or a generated kernel ("cls=cudnn",
 // "cls=cublaslt" or another class in the config's description).
@@ -615,7 +611,7 @@ static int config_family(const char *desc) {
     return 0;
 }
 
-// One candidate of ORCH_EXPLAIN=2's list: its primitives, its inputs' shapes (an NHWC twin shows
+// One candidate of --explain-all's list: its primitives, its inputs' shapes (an NHWC twin shows
 // as [n,h,w,c]) and every config of its signature with its measured time or status.
 static void explain_candidate(const Driver *d, int i, FILE *pr) {
     const PrimGraph *pg = d->pg;
@@ -644,16 +640,16 @@ static void explain_candidate(const Driver *d, int i, FILE *pr) {
     }
 }
 
-// With ORCH_EXPLAIN=1 in the environment: one line per LINEAR primitive (matmul, convolution)
+// With --explain (CompileOptions.explain 1): one line per LINEAR primitive (matmul, convolution)
 // after the final solve, naming its ONNX node, the chosen kernel that computes it (config,
 // measured time, primitives it covers), and the fastest measured candidate of each family
 // (generated, cuDNN, cuBLASLt) that also computes it, so that a slow choice can be traced to a
-// missing or slow alternative. A debugging aid for the benchmarks, off by default.
+// missing or slow alternative; --explain-all (2) adds every candidate computing it. A debugging
+// aid for the benchmarks, off by default.
 static void report_linear_choices(const Driver *d, const Selection *sel, FILE *pr) {
-    const char *env = getenv("ORCH_EXPLAIN");
-    if (!env || !*env || strcmp(env, "0") == 0)
+    if (d->opt->explain <= 0)
         return;
-    bool verbose = strcmp(env, "2") == 0;
+    bool verbose = d->opt->explain >= 2;
     const PrimGraph *pg = d->pg;
     const CandidateSet *cs = d->cs;
     static const char *const fam_name[] = {"generated", "cudnn", "cublaslt"};
@@ -700,7 +696,7 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
             fprintf(pr, "; %s %s (%d prims)", fam_name[f], t, cs->c[best[f]].n_prims);
         }
         fputc('\n', pr);
-        if (verbose) // ORCH_EXPLAIN=2: every candidate computing it
+        if (verbose) // --explain-all: every candidate computing it
             for (int i = 0; i < cs->n; i++) {
                 const Candidate *c = &cs->c[i];
                 bool has = false;
@@ -714,7 +710,7 @@ static void report_linear_choices(const Driver *d, const Selection *sel, FILE *p
 
 // ---- why the multi-layer kernels were chosen or not ----
 
-// One line per multi-LINEAR candidate (fused attention, MLP chain; issue 8) after the final
+// One line per multi-LINEAR candidate (fused attention, MLP chain) after the final
 // solve: its best measured time and config, and whether the plan runs it; where it does not,
 // what the plan spends instead on the kernels that compute any of its primitives (kernels that
 // also compute other primitives are counted whole, so that sum is an upper bound of the
@@ -781,8 +777,9 @@ static void report_multi_layer(const Driver *d, const Selection *sel, FILE *pr) 
                 }
         }
         fmt_time(alt, t_alt, sizeof t_alt);
-        fprintf(pr, "  %s (%d primitives, %d linear): %s [%s], not chosen: the plan computes "
-                    "them with %d kernel%s of %s in all\n",
+        fprintf(pr,
+                "  %s (%d primitives, %d linear): %s [%s], not chosen: the plan computes "
+                "them with %d kernel%s of %s in all\n",
                 kind, c->n_prims, n_lin, t_own, desc, n_alt, n_alt == 1 ? "" : "s", t_alt);
     }
     if (more)
@@ -796,27 +793,25 @@ static void report_multi_layer(const Driver *d, const Selection *sel, FILE *pr) 
 
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
-static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModule **mod,
-                             uint8_t **so, size_t *so_size, Err *e) {
+static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, uint8_t **so,
+                                 size_t *so_size, Err *e) {
     PlanKernelSpec *spec = xcalloc((size_t)sel->n + 1, sizeof *spec);
     char(*names)[64] = xcalloc((size_t)sel->n + 1, sizeof *names);
-    StrBuf src;
-    sb_init(&src);
-    sb_puts(&src, d->target->prelude());
+    const char **gnames = xcalloc((size_t)sel->n + 1, sizeof *gnames);
+    int *gc = xcalloc((size_t)sel->n + 1, sizeof(int));
+    KernelConfig *gk = xcalloc((size_t)sel->n + 1, sizeof(KernelConfig));
+    int ng = 0;
     int rc = ST_OK;
-    for (int i = 0; i < sel->n && rc == ST_OK; i++) {
+    for (int i = 0; i < sel->n; i++) {
         const Candidate *c = &d->cs->c[sel->kernels[i]];
         Sig *s = &d->sigs[d->sig_of[sel->kernels[i]]];
         if (s->best >= 0) {
             spec[i].kind = PLAN_GENERATED;
             lab_kernel_name(d->pg, c, &s->cfg[s->best], names[i], sizeof names[i]);
             spec[i].symbol = names[i];
-            // A kernel chosen twice (two layers with one signature) is emitted once.
-            bool seen = false;
-            for (int j = 0; j < i && !seen; j++)
-                seen = spec[j].kind == PLAN_GENERATED && strcmp(names[j], names[i]) == 0;
-            if (!seen && !d->cuda)
-                rc = d->target->emit(d->pg, c, &s->cfg[s->best], names[i], &src, e);
+            gc[ng] = sel->kernels[i];
+            gk[ng] = s->cfg[s->best];
+            gnames[ng++] = names[i];
             d->rep->selection_digest =
                 artifact_hash(names[i], strlen(names[i])) ^ (d->rep->selection_digest * 31);
         } else {
@@ -826,55 +821,16 @@ static int build_plan_and_so(Driver *d, const Selection *sel, Plan **plan, CModu
             d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
         }
     }
-    // A module the lab built that holds every chosen kernel serves as the shared object (extra
-    // kernels in it are harmless); otherwise the chosen kernels are built into one.
-    CModule *reuse = NULL;
-    int generated = 0;
-    for (int i = 0; i < sel->n; i++)
-        generated += spec[i].kind == PLAN_GENERATED;
-    if (d->cuda && rc == ST_OK && generated) {
-        // CUDA: the chosen kernels in one cubin with their launch table, packed into the blob
-        // the artefact's third section holds (cuda_module_pack).
-        int *gc = xcalloc((size_t)generated, sizeof(int));
-        KernelConfig *gk = xcalloc((size_t)generated, sizeof(KernelConfig));
-        int ng = 0;
-        for (int i = 0; i < sel->n; i++)
-            if (spec[i].kind == PLAN_GENERATED) {
-                Sig *s = &d->sigs[d->sig_of[sel->kernels[i]]];
-                gc[ng] = sel->kernels[i];
-                gk[ng++] = s->cfg[s->best];
-            }
-        CudaEmitter em = {cugen_emit, cugen_prelude()};
-        void *cubin = NULL;
-        size_t cubin_size = 0;
-        CudaLaunchTable t;
-        rc = cuda_lab_build_module(d->pg, d->cs, gc, gk, ng, &d->cuhw, &em, &cubin, &cubin_size,
-                                   &t, e);
-        if (rc == ST_OK) {
-            rc = cuda_module_pack(cubin, cubin_size, &t, so, so_size, e);
-            cuda_launch_table_free(&t);
-        }
-        free(cubin);
-        free(gc);
-        free(gk);
-        generated = 0; // nothing more to build below
-    }
-    for (int m = 0; m < d->n_mods && rc == ST_OK && !reuse && generated; m++) {
-        bool all = true;
-        for (int i = 0; i < sel->n && all; i++)
-            all = spec[i].kind != PLAN_GENERATED || cmodule_sym(d->mods[m], names[i]) != NULL;
-        if (all)
-            reuse = d->mods[m];
-    }
-    if (rc == ST_OK && !reuse && generated)
-        rc = cbuild_module(src.s, NULL, "the chosen kernels", mod, e);
-    if (rc == ST_OK && generated) // no generated kernel: no shared object at all
-        rc = file_read_all(cmodule_path(reuse ? reuse : *mod), (int64_t)1 << 34, so, so_size, e);
+    // The target's module of the chosen kernels (no generated kernel: none at all).
+    rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so, so_size,
+                          e);
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
-    sb_free(&src);
     free(spec);
     free(names);
+    free(gnames);
+    free(gc);
+    free(gk);
     return rc;
 }
 
@@ -887,8 +843,10 @@ static int shapes_string(const Graph *g, char *buf, size_t n, Err *e) {
         const Tensor *t = g->tensors[g->inputs[i]];
         if (strpbrk(t->name, ",;")) {
             sb_free(&b);
-            return err_set(e, ST_UNSUPPORTED, "input '%s': names with ',' or ';' cannot be bound "
-                                              "in an artefact", t->name);
+            return err_set(e, ST_UNSUPPORTED,
+                           "input '%s': names with ',' or ';' cannot be bound "
+                           "in an artefact",
+                           t->name);
         }
         sb_printf(&b, "%s%s:", i ? "," : "", t->name);
         for (int d = 0; d < t->rank; d++)
@@ -896,8 +854,10 @@ static int shapes_string(const Graph *g, char *buf, size_t n, Err *e) {
     }
     int rc = ST_OK;
     if (b.len + 1 > n || strchr(b.s, '\n'))
-        rc = err_set(e, ST_UNSUPPORTED, "the input names and shapes take %zu bytes, more than an "
-                                        "artefact holds (%zu)", b.len + 1, n);
+        rc = err_set(e, ST_UNSUPPORTED,
+                     "the input names and shapes take %zu bytes, more than an "
+                     "artefact holds (%zu)",
+                     b.len + 1, n);
     else
         snprintf(buf, n, "%s", b.s);
     sb_free(&b);
@@ -1014,7 +974,7 @@ static int check_artifact(Driver *d, const char *path, void **inputs, void *cons
         return rc;
     Session *s = NULL;
     SessionOptions so = {.threads = d->opt->threads};
-    rc = session_create(&a, &d->hw, &so, &s, e);
+    rc = session_create(&a, &d->m.hw, &so, &s, e);
     void **outs = xcalloc((size_t)d->pg->n_outputs + 1, sizeof(void *));
     for (int i = 0; i < d->pg->n_outputs && rc == ST_OK; i++) {
         size_t b = tensor_nbytes(d->pg->tensors[d->pg->outputs[i]]);
@@ -1349,20 +1309,17 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     Driver d = {.opt = opt, .rep = rep};
     d.target = target_find(opt->target ? opt->target : "cpu");
     if (!d.target)
-        return err_set(e, ST_USAGE, "unknown target '%s' (this build has: cpu, cuda)",
-                       opt->target);
-    d.cuda = strcmp(d.target->name, "cuda") == 0;
+        return err_set(e, ST_USAGE, "unknown target '%s' (this build has: %s)", opt->target,
+                       target_names());
     if (!precision_parse(opt->precision ? opt->precision : "fp32", &d.prec))
         return err_set(e, ST_USAGE, "unknown precision '%s' (known: fp32, tf32, fp16, bf16)",
                        opt->precision);
-    if (d.prec != PREC_FP32 && !d.cuda)
-        return err_set(e, ST_USAGE,
-                       "precision %s needs the cuda target; the %s target computes in float32",
-                       precision_name(d.prec), d.target->name);
+    TargetOptions topt = {
+        .precision = d.prec, .half_storage = opt->half_storage, .threads = opt->threads};
+    int rc = d.target->check_options(&topt, e);
+    if (rc)
+        return rc;
     rep->precision = precision_name(d.prec);
-    // The configs the CUDA linear emitter offers follow it (cugen_linear.h); restored below.
-    cugen_lin_precision = (CugenPrecision)d.prec;
-    cugen_f32_exact = opt->half_storage;
     FILE *pr = opt->progress;
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -1371,12 +1328,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     void **inputs = NULL;
     Selection sel = {0};
     Plan *plan = NULL;
-    CModule *mod = NULL;
     uint8_t *plan_bytes = NULL;
     size_t plan_size = 0;
     int *list = NULL, *k_at = NULL;
 
-    int rc = d.cuda ? cuda_hw_detect(&d.cuhw, &d.hw, e) : d.target->hw_detect(&d.hw, opt->threads, e);
+    rc = target_open(d.target, &topt, &d.m, e);
+    if (rc == ST_OK) {
+        const char *pre = d.target->prelude(&d.m);
+        d.prelude_hash = fnv64(14695981039346656037ull, pre, strlen(pre));
+    }
     if (rc == ST_OK)
         rc = file_read_all(onnx_path, (int64_t)1 << 34, &bytes, &size, e);
     if (rc == ST_OK) {
@@ -1384,8 +1344,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         char *dirbuf = xstrdup(onnx_path);
         uint8_t *inl = NULL;
         size_t inl_size = 0;
-        rc = onnx_inline_external_data(bytes, size, onnx_path, dirname(dirbuf), &inl, &inl_size,
-                                       e);
+        rc = onnx_inline_external_data(bytes, size, onnx_path, dirname(dirbuf), &inl, &inl_size, e);
         if (inl) {
             free(bytes);
             bytes = inl;
@@ -1394,16 +1353,17 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         free(dirbuf);
     }
     if (rc == ST_OK)
-        rc = compile_import(bytes, size, onnx_path, NULL, opt->input_shapes,
-                            opt->attention_rewrite, &g, &pg, e);
+        rc = compile_import(bytes, size, onnx_path, NULL, opt->input_shapes, opt->attention_rewrite,
+                            &g, &pg, e);
     if (rc)
         goto out;
     // Half storage (--half-storage): under fp16 / bf16 the CUDA target stores every tensor but
     // the model's inputs and outputs in the reduced type; without it tensors stay float32 and only
     // the linear kernels' operands are rounded.
     uint32_t storage_flag = 0;
-    if (opt->half_storage && !(d.cuda && (d.prec == PREC_FP16 || d.prec == PREC_BF16))) {
-        rc = err_set(e, ST_USAGE, "half storage needs the cuda target and precision fp16 or bf16");
+    if (opt->layout != COMPILE_LAYOUT_AUTO && !opt->half_storage) {
+        rc = err_set(e, ST_USAGE, "a layout other than auto needs half storage (channels-last "
+                                  "layouts are made for half-storage convolutions only)");
         goto out;
     }
     bool *wide = NULL;
@@ -1439,10 +1399,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                     "storage: %d tensors kept float32 for their range, and %d layouts, products "
                     "and reductions touching them computed in float32\n",
                     ss.wide_tensors, ss.wide_prims);
-        // Channels-last pairs for the convolutions, where cuDNN is there to read them
-        // (ORCH_NHWC=0: never; ORCH_NHWC=1: even without the library).
-        const char *nhwc = getenv("ORCH_NHWC");
-        bool want = nhwc && *nhwc ? strcmp(nhwc, "0") != 0 : dnn_available();
+        // Channels-last pairs for the convolutions, where the target prefers them (the CUDA
+        // target where cuDNN is there to read them; --layout nchw: never; nhwc: always).
+        bool want = opt->layout == COMPILE_LAYOUT_AUTO ? d.target->prefers_channels_last(&d.m)
+                                                       : opt->layout == COMPILE_LAYOUT_NHWC;
         NhwcStats ns = {0};
         if (want && (rc = pass_channels_last(pg, &ns, e))) {
             err_prefix(e, "%s: channels-last layouts: ", onnx_path);
@@ -1463,15 +1423,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (pr)
         fprintf(pr, "import: %d primitives from %d ONNX nodes in %.2f s; target %s (%s): %s\n",
                 pg->n_prims, g->n_nodes, rep->t_import, d.target->name, rep->precision,
-                d.hw.fingerprint);
+                d.m.hw.fingerprint);
 
     t = now_s();
     CandRules rules = cand_rules_default();
-    // MLP chain candidates (issue 8) compete with the single-layer kernels; ORCH_MLP_CHAINS=0
-    // leaves them out (to compare with the unfused selection).
-    rules.mlp_chains = !getenv("ORCH_MLP_CHAINS") || strcmp(getenv("ORCH_MLP_CHAINS"), "0") != 0;
-    // Fused attention candidates likewise (ORCH_ATTENTION=0: left out).
-    rules.attention = !getenv("ORCH_ATTENTION") || strcmp(getenv("ORCH_ATTENTION"), "0") != 0;
+    // MLP chain candidates compete with the single-layer kernels; --no-mlp-chains leaves them
+    // out (to compare with the unfused selection). Fused attention candidates likewise
+    // (--no-attention).
+    rules.mlp_chains = !opt->no_mlp_chains;
+    rules.attention = !opt->no_attention;
     if ((rc = cand_enumerate(pg, &rules, 0, &d.cs, e)))
         goto out;
     index_signatures(&d);
@@ -1479,8 +1439,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     rep->signatures = d.n_sigs;
     rep->t_candidates = now_s() - t;
     if (pr)
-        fprintf(pr, "candidates: %d candidate kernels, %d distinct, in %.2f s\n", d.cs->n,
-                d.n_sigs, rep->t_candidates);
+        fprintf(pr, "candidates: %d candidate kernels, %d distinct, in %.2f s\n", d.cs->n, d.n_sigs,
+                rep->t_candidates);
 
     {
         int64_t kmax;
@@ -1500,8 +1460,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
             fprintf(pr, "warning: profile database: %s; measuring without it\n", d.db_err.msg);
         d.db_broken = true;
     }
-    if (d.cuda)
-        calibrate_bandwidth(&d, pr);
+    if (d.target->calibrate)
+        d.target->calibrate(&d.m, d.db_broken ? NULL : d.db, pr);
     collect_configs(&d);
     list = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
     int nl = 0;
@@ -1512,10 +1472,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         update_best(&d.sigs[i]);
     rep->generated = nl;
     if (pr)
-        fprintf(pr, "tune: %d of %d distinct kernels generated for %s, %d configs from the "
-                    "database %s\n",
-                nl, d.n_sigs, d.target->name, rep->looked_up,
-                d.db ? pdb_path(d.db) : "(none)");
+        fprintf(pr,
+                "tune: %d of %d distinct kernels generated for %s, %d configs from the "
+                "database %s\n",
+                nl, d.n_sigs, d.target->name, rep->looked_up, d.db ? pdb_path(d.db) : "(none)");
     // Phase 1: each kernel's best-scored config, so every candidate has a measured cost.
     if ((rc = measure_configs(&d, list, nl, 0, 1, "first config of every kernel", e)))
         goto out;
@@ -1632,7 +1592,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
 
     t = now_s();
     tv = d.t_values;
-    if ((rc = build_plan_and_so(&d, &sel, &plan, &mod, &so, &so_size, e)))
+    if ((rc = build_plan_and_module(&d, &sel, &plan, &so, &so_size, e)))
         goto out;
     rep->kernels = sel.n;
     PlanStats ps;
@@ -1645,14 +1605,19 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     snprintf(h.orch_version, sizeof h.orch_version, "%s", ORCH_VERSION);
     snprintf(h.target, sizeof h.target, "%s", d.target->name);
     snprintf(h.precision, sizeof h.precision, "%s", precision_name(d.prec));
-    snprintf(h.fingerprint, sizeof h.fingerprint, "%s", d.hw.fingerprint);
+    snprintf(h.fingerprint, sizeof h.fingerprint, "%s", d.m.hw.fingerprint);
     if ((rc = shapes_string(g, h.input_shapes, sizeof h.input_shapes, e)))
         goto out;
     if (d.wide_text)
         snprintf(h.wide_tensors, sizeof h.wide_tensors, "%s", d.wide_text);
     h.model_hash = artifact_hash(bytes, size);
     h.load_flags = (opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0) | storage_flag;
-    h.threads = d.hw.cores; // what the kernels were measured with
+    h.compile_flags = (opt->no_mlp_chains ? ARTIFACT_COMPILE_NO_MLP_CHAINS : 0) |
+                      (opt->no_attention ? ARTIFACT_COMPILE_NO_ATTENTION : 0) |
+                      (opt->layout == COMPILE_LAYOUT_NCHW   ? ARTIFACT_COMPILE_LAYOUT_NCHW
+                       : opt->layout == COMPILE_LAYOUT_NHWC ? ARTIFACT_COMPILE_LAYOUT_NHWC
+                                                            : 0);
+    h.threads = d.m.hw.cores; // what the kernels were measured with
     h.kernels = sel.n;
     h.predicted_seconds = sel.objective;
     if ((rc = artifact_write(out_path, &h, bytes, size, plan_bytes, plan_size, so, so_size, e)))
@@ -1665,19 +1630,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (rc)
         remove(out_path); // never leave an artefact that failed its check
 out:
-    cugen_lin_precision = CUGEN_PREC_FP32;
-    cugen_f32_exact = false;
     rep->t_total = now_s() - t_start;
     if (rc)
         err_prefix(e, "orch compile %s: ", onnx_path);
     free(list);
     free(k_at);
-    for (int m = 0; m < d.n_mods; m++)
-        cmodule_free(d.mods[m]);
+    d.target->lab_modules_free(d.mods, d.n_mods);
     free(d.mods);
     free(plan_bytes);
     plan_free(plan);
-    cmodule_free(mod);
     free(so);
     selection_free(&sel);
     pdb_close(d.db);
@@ -1691,17 +1652,30 @@ out:
     prim_graph_free(pg);
     graph_free(g);
     free(bytes);
+    target_close(&d.m);
     return rc;
+}
+
+bool compile_layout_parse(const char *s, CompileLayout *out) {
+    static const char *const names[] = {"auto", "nchw", "nhwc"}; // CompileLayout's order
+    for (int i = 0; s && i < (int)ORCH_COUNT(names); i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = (CompileLayout)i;
+            return true;
+        }
+    return false;
 }
 
 void compile_report_print(const CompileReport *r, FILE *f) {
     char tb[32];
     fmt_time(r->predicted_s, tb, sizeof tb);
-    fprintf(f, "kernels: %d launches (%d run by the reference interpreter), predicted %s, "
-               "selection %016llx\n",
+    fprintf(f,
+            "kernels: %d launches (%d run by the reference interpreter), predicted %s, "
+            "selection %016llx\n",
             r->kernels, r->interp, tb, (unsigned long long)r->selection_digest);
-    fprintf(f, "tuning: %d primitives, %d candidates, %d distinct; %d generated; %d configs "
-               "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
+    fprintf(f,
+            "tuning: %d primitives, %d candidates, %d distinct; %d generated; %d configs "
+            "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
             r->prims, r->candidates, r->signatures, r->generated, r->measured, r->looked_up,
             r->wrong, r->failed);
     if (r->precision && strcmp(r->precision, "fp32") != 0)
@@ -1718,8 +1692,9 @@ void compile_report_print(const CompileReport *r, FILE *f) {
         fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
     fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
             (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
-    fprintf(f, "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "
-               "check %.2f)\n",
+    fprintf(f,
+            "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "
+            "check %.2f)\n",
             r->t_total, r->t_import, r->t_candidates, r->t_tune, r->t_solve, r->t_build,
             r->t_check);
 }

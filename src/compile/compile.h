@@ -20,6 +20,16 @@ int compile_import(const void *bytes, size_t size, const char *name, const char 
                    const char *input_shapes, bool attention_rewrite, Graph **g, PrimGraph **pg,
                    Err *e);
 
+// Channels-last layout pairs for the convolutions under half storage (orch compile --layout).
+typedef enum CompileLayout {
+    COMPILE_LAYOUT_AUTO = 0, // where cuDNN loads, to read them ("auto")
+    COMPILE_LAYOUT_NCHW,     // never ("nchw")
+    COMPILE_LAYOUT_NHWC,     // even without cuDNN ("nhwc")
+} CompileLayout;
+
+// "auto", "nchw", "nhwc" → *out; false for anything else.
+bool compile_layout_parse(const char *s, CompileLayout *out);
+
 typedef struct CompileOptions {
     const char *target;       // "cpu" (NULL: cpu)
     const char *precision;    // linear kernels' arithmetic: "fp32" (NULL: fp32), "tf32", "fp16",
@@ -29,6 +39,12 @@ typedef struct CompileOptions {
     const char *input_shapes; // as for orch run
     bool attention_rewrite;
     bool half_storage; // under fp16/bf16 (CUDA): tensors stored in that type (pass_store_reduced)
+    bool no_mlp_chains;   // no MLP chain candidates: the layers' kernels compete alone
+    bool no_attention;    // no fused attention candidates
+    CompileLayout layout; // channels-last layouts; anything but auto needs half_storage
+    int explain;          // on progress after the solve, why each linear primitive runs where
+                          // it does: 0 no, 1 its kernel and each family's best candidate, 2 also
+                          // every candidate computing it with every config's time
     int threads;              // kernel threads (0: every core this process may use)
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)

@@ -93,6 +93,7 @@ static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, co
     o_str(o, h->wide_tensors, sizeof h->wide_tensors);
     o_u64(o, h->model_hash);
     o_u32(o, h->load_flags);
+    o_u32(o, h->compile_flags);
     o_u32(o, (uint32_t)h->threads);
     o_u32(o, (uint32_t)h->kernels);
     uint64_t pred;
@@ -206,6 +207,35 @@ static void i_str(In *in, char *dst, size_t cap) {
     dst[n] = 0;
 }
 
+// Compile flags that orch compile can write: known bits, one layout at most, a layout only under
+// half storage and never beside channels-last layouts it refused.
+static bool compile_flags_valid(uint32_t c, uint32_t load) {
+    bool nchw = c & ARTIFACT_COMPILE_LAYOUT_NCHW, nhwc = c & ARTIFACT_COMPILE_LAYOUT_NHWC;
+    bool half = load & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16);
+    return !(c & ~(uint32_t)ARTIFACT_COMPILE_KNOWN_FLAGS) && !(nchw && nhwc) &&
+           (half || !(nchw || nhwc)) && !(nchw && (load & ARTIFACT_LAYOUT_NHWC));
+}
+
+void artifact_compile_flags_text(uint32_t c, char *buf, size_t n) {
+    static const struct {
+        uint32_t bit;
+        const char *option;
+    } opts[] = {
+        {ARTIFACT_COMPILE_NO_MLP_CHAINS, "--no-mlp-chains"},
+        {ARTIFACT_COMPILE_NO_ATTENTION, "--no-attention"},
+        {ARTIFACT_COMPILE_LAYOUT_NCHW, "--layout nchw"},
+        {ARTIFACT_COMPILE_LAYOUT_NHWC, "--layout nhwc"},
+    };
+    size_t used = 0;
+    if (n)
+        buf[0] = 0;
+    for (size_t i = 0; i < ORCH_COUNT(opts) && n; i++)
+        if (c & opts[i].bit) {
+            int w = snprintf(buf + used, n - used, "%s%s", used ? " " : "", opts[i].option);
+            used = w > 0 && (size_t)w < n - used ? used + (size_t)w : n - 1;
+        }
+}
+
 // Parses and validates the bytes in a (a->data, a->size, a->path set).
 static int parse(ArtifactContents *a, Err *e) {
     const uint8_t *d = a->data;
@@ -259,6 +289,8 @@ static int parse(ArtifactContents *a, Err *e) {
         i_str(&in, h->wide_tensors, sizeof h->wide_tensors);
     h->model_hash = i_u64(&in);
     h->load_flags = i_u32(&in);
+    if (version >= 4)
+        h->compile_flags = i_u32(&in);
     h->threads = (int)i_u32(&in);
     h->kernels = (int)i_u32(&in);
     uint64_t pred = i_u64(&in);
@@ -283,7 +315,8 @@ static int parse(ArtifactContents *a, Err *e) {
         ((h->load_flags & ARTIFACT_LAYOUT_NHWC) &&
          !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
         (h->wide_tensors[0] && !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
-        h->threads < 0 || h->kernels < 0)
+        !compile_flags_valid(h->compile_flags, h->load_flags) || h->threads < 0 ||
+        h->kernels < 0)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
     static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
     bool known = false;

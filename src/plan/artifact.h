@@ -8,21 +8,23 @@
 //   the header checksum) | strings (u32 length + bytes): orch version, target, precision (format
 //   2 on; format 1 files were all "fp32" and are still read), device fingerprint, input shapes,
 //   float32 tensors (format 3 on; older files have none) |
-//   model hash u64 | load flags u32 (bit 0: attention rewrite, bit 1:
-//   no clean-up) | threads i32 | kernels i32 | predicted seconds f64 | sections u32 (3), each:
+//   model hash u64 | load flags u32 (ARTIFACT_* below) | compile flags u32 (format 4 on; older
+//   files: 0, the defaults) | threads i32 | kernels i32 | predicted seconds f64 | sections u32
+//   (3), each:
 //   kind u32 (1 onnx, 2 plan, 3 shared object), offset u64, size u64, checksum u64 |
 //   header checksum u64 | the sections' bytes, in order, each starting 64-byte aligned.
 // Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (this format
-// version or format 1, every size and checksum right, a precision it knows); every other input
-// gets one message in words naming the file, never a crash. Comparing the device fingerprint is
-// the session's job.
+// version or an older one, every size and checksum right, a precision and flags it knows); a
+// newer format is refused by its version number; every other input gets one message in words
+// naming the file, never a crash. Comparing the device fingerprint is the session's job.
 #ifndef ORCH_ARTIFACT_H
 #define ORCH_ARTIFACT_H
 
 #include "../base/common.h"
 
-#define ARTIFACT_FORMAT_VERSION 3
+#define ARTIFACT_FORMAT_VERSION 4
 #define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32), no float32 tensors
+                                  // (format 1), no compile flags (formats 1 to 3)
 #define ARTIFACT_MAX_SHAPES 4096  // bytes of the input shapes string, NUL included
 #define ARTIFACT_MAX_WIDE 16384   // bytes of the float32 tensors string, NUL included
 
@@ -39,6 +41,20 @@ enum {
     ARTIFACT_KNOWN_FLAGS = 31u,
 };
 
+// Compile flags: the orch compile options that shaped the selection and are not otherwise in the
+// artefact, for readers (orch info, orch run); loading does not act on them. Zero: every option
+// at its default. ARTIFACT_COMPILE_NO_MLP_CHAINS / _NO_ATTENTION: --no-mlp-chains /
+// --no-attention (no MLP chain / fused attention candidates were offered). _LAYOUT_NCHW /
+// _LAYOUT_NHWC: --layout nchw / nhwc (no channels-last layouts / channels-last layouts even
+// without cuDNN; under half storage only, whether any were made is ARTIFACT_LAYOUT_NHWC).
+enum {
+    ARTIFACT_COMPILE_NO_MLP_CHAINS = 1u << 0,
+    ARTIFACT_COMPILE_NO_ATTENTION = 1u << 1,
+    ARTIFACT_COMPILE_LAYOUT_NCHW = 1u << 2,
+    ARTIFACT_COMPILE_LAYOUT_NHWC = 1u << 3,
+    ARTIFACT_COMPILE_KNOWN_FLAGS = 15u,
+};
+
 typedef struct ArtifactHeader {
     uint32_t format_version; // read: the file's; write: ignored (ARTIFACT_FORMAT_VERSION)
     char orch_version[32];   // ORCH_VERSION of the build that compiled it
@@ -52,6 +68,7 @@ typedef struct ArtifactHeader {
     // (storage_wide_format's ids; empty: none), replayed when loading.
     char wide_tensors[ARTIFACT_MAX_WIDE];
     uint32_t load_flags;                    // ARTIFACT_* flags above
+    uint32_t compile_flags;                 // ARTIFACT_COMPILE_* flags above
     int threads;                            // OpenMP threads it was tuned with (0: all cores)
     int kernels;              // kernels of the selection (Plan.n_kernels; copies excluded)
     double predicted_seconds; // the selection's predicted time
@@ -65,6 +82,10 @@ typedef struct ArtifactContents {
     const uint8_t *onnx, *plan, *so;
     size_t onnx_size, plan_size, so_size;
 } ArtifactContents;
+
+// The compile flags as the orch compile options that set them ("--no-mlp-chains --layout
+// nchw"; "" for none) into buf.
+void artifact_compile_flags_text(uint32_t compile_flags, char *buf, size_t n);
 
 // The 64-bit hash the header's model hash and the checksums use.
 uint64_t artifact_hash(const void *data, size_t n);

@@ -1,372 +1,17 @@
-// The runtime session (see session.h). Creation does all the work that can fail or allocate:
-// the shared object goes into an anonymous memory file (memfd_create, else a private temporary
-// file unlinked once loaded) so nothing is left on disk; every launch gets its input and output
-// pointer arrays in one slot table, with the slots that hold a caller's buffer listed as patches.
-// A run then writes the caller's pointers into those slots and calls the launches in order.
-#define _GNU_SOURCE
+// The session front end (session.h): checks an artefact against this machine, then forwards
+// every call to the session slots of the target that built it (target.h), so that this file
+// knows no particular backend.
 #include "session.h"
 
-#include "../fission/fission.h"
-#include "../passes/passes.h"
-#include "../ops/fold.h"
-#include "../onnx/load.h"
-#include "../interp/prim_interp.h"
-#include "../backend/cuda/session_cuda.h"
+#include "../backend/cpu/session_cpu.h"
 
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-// A slot that receives a caller's buffer at each run.
-typedef struct Patch {
-    int slot;
-    bool output; // outputs[index], else inputs[index]
-    int index;
-} Patch;
-
-typedef struct Launch {
-    const PlanLaunch *pl;
-    CKernelFn fn;  // PLAN_GENERATED
-    const Prim *p; // PLAN_INTERP / PLAN_OPAQUE: the sink
-    int in, out;   // first slot of the inputs / outputs
-    bool empty;    // every output has zero elements: nothing to compute (as prim_interp_run)
-    size_t bytes;  // PLAN_COPY
-    char *name, *nodes;
-} Launch;
 
 struct Session {
-    CudaSession *cuda; // an artefact of target "cuda": everything below forwards to it
-    const PrimGraph *pg;
-    const Plan *plan;
-    // Owned when the session came from an artefact.
-    Graph *g_owned;
-    PrimGraph *pg_owned;
-    Plan *plan_owned;
-    void *dl;
-    int memfd;
-    char *path; // for messages
-    // Run-time state, all allocated at creation.
-    Launch *launches;
-    int n_launches;
-    void **slots;
-    Patch *patches;
-    int n_patches;
-    void *arena, *consts;
-    void **reordered; // private reordered copies of constants (prepack_constants)
-    int n_reordered;
-    const void **io_in; // per graph input: the buffer the launches read (caller's or staged)
-    void **io_out;      // per graph output
-    void **stage_in, **stage_out; // aligned copies for unaligned caller buffers
-    double *times;
-    bool profiling, timed;
-    int threads;
+    const TargetSessionOps *ops;
+    TargetSession *impl;
 };
-
-static _Alignas(PLAN_ALIGN) uint8_t empty_buffer[PLAN_ALIGN]; // for zero-byte tensors
-
-static void *aligned_buffer(int64_t bytes) {
-    size_t n = (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
-    void *p = aligned_alloc(PLAN_ALIGN, n ? n : PLAN_ALIGN);
-    if (p && n)
-        memset(p, 0, n);
-    return p;
-}
-
-static char *join_nodes(const PlanLaunch *L) {
-    size_t n = 1;
-    for (int i = 0; i < L->n_nodes; i++)
-        n += strlen(L->nodes[i]) + 2;
-    char *s = xmalloc(n), *q = s;
-    *q = 0;
-    for (int i = 0; i < L->n_nodes; i++)
-        q += sprintf(q, "%s%s", i ? ", " : "", L->nodes[i]);
-    return s;
-}
-
-static char *launch_name(const PrimGraph *pg, const PlanLaunch *L) {
-    char buf[512];
-    const Prim *p = L->sink >= 0 ? pg->prims[L->sink] : NULL;
-    switch (L->kind) {
-    case PLAN_GENERATED: return xstrdup(L->symbol);
-    case PLAN_INTERP:
-        snprintf(buf, sizeof buf, "interp:%s#%d", prim_kind_name(p->kind), p->id);
-        break;
-    case PLAN_OPAQUE: snprintf(buf, sizeof buf, "opaque:%s", p->node ? p->node->op : "?"); break;
-    default: snprintf(buf, sizeof buf, "copy:%.400s", pg->tensors[L->in[0]]->name); break;
-    }
-    return xstrdup(buf);
-}
-
-// The address of tensor t, or a patch for a caller's buffer.
-static void *place_of(Session *s, int t, int slot) {
-    if (t < 0)
-        return NULL;
-    const PlanTensor *T = &s->plan->tensors[t];
-    if (T->bytes == 0 && T->place != PLACE_INPUT && T->place != PLACE_OUTPUT)
-        return empty_buffer;
-    switch (T->place) {
-    case PLACE_INPUT:
-    case PLACE_OUTPUT:
-        s->patches[s->n_patches++] = (Patch){slot, T->place == PLACE_OUTPUT, T->index};
-        return NULL;
-    case PLACE_CONST: return (char *)s->consts + T->offset;
-    case PLACE_ARENA: return (char *)s->arena + T->offset;
-    default: ORCH_ASSERT(!"a launch operand with no place"); return NULL;
-    }
-}
-
-// Kernels that read a constant in their own order (target.h: NAME_prepack, a weight reordered
-// into the GEMM's panels) get it reordered once, here. In place in the constant blob when every
-// launch reading that constant is a launch of the same kernel reading it at the same position
-// (so all want the same order, and the blob costs no extra memory); otherwise each such kernel
-// gets a private reordered copy and the other readers keep the row-major original.
-static int prepack_constants(Session *s, const CPrepackFn *pf, Err *e) {
-    const Plan *P = s->plan;
-    const char *what = s->path ? s->path : "session";
-    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
-    // one reads it row-major.
-    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
-    for (int t = 0; t < P->n_tensors; t++)
-        own_l[t] = -1;
-    int rc = ST_OK;
-    for (int i = 0; i < P->n_launches && rc == ST_OK; i++) {
-        const PlanLaunch *L = &P->launches[i];
-        for (int j = 0; j < L->n_in; j++) {
-            int t = L->in[j];
-            if (t < 0)
-                continue;
-            bool reorders = pf[i] && pf[i](j, NULL, NULL) == 1;
-            if (reorders && P->tensors[t].place != PLACE_CONST) {
-                rc = err_set(e, ST_INVALID,
-                             "%s: kernel '%s' (launch %d) reorders its input %d, which is not a "
-                             "constant: the artefact is damaged or was built by another orch "
-                             "build; recompile with orch compile",
-                             what, L->symbol, i, j);
-                break;
-            }
-            if (!reorders)
-                shared[t] = true;
-            else if (own_l[t] < 0)
-                own_l[t] = i, own_j[t] = j;
-            else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
-                shared[t] = true;
-        }
-    }
-    // In-place reorders go through one scratch buffer, mapped for the largest and unmapped at
-    // the end (per-weight heap buffers would leave the heap grown by freed blocks).
-    size_t scratch_bytes = 0;
-    for (int t = 0; t < P->n_tensors; t++)
-        if (own_l[t] >= 0 && !shared[t] && (size_t)P->tensors[t].bytes > scratch_bytes)
-            scratch_bytes = (size_t)P->tensors[t].bytes;
-    void *scratch = NULL;
-    if (scratch_bytes && rc == ST_OK) {
-        scratch =
-            mmap(NULL, scratch_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (scratch == MAP_FAILED) {
-            scratch = NULL;
-            rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering the weights (%zu bytes)",
-                         what, scratch_bytes);
-        }
-    }
-    for (int i = 0; i < P->n_launches && rc == ST_OK; i++) {
-        const PlanLaunch *L = &P->launches[i];
-        for (int j = 0; j < L->n_in && rc == ST_OK; j++) {
-            int t = L->in[j];
-            if (t < 0 || own_l[t] < 0 || !(pf[i] && pf[i](j, NULL, NULL) == 1))
-                continue;
-            const PlanTensor *T = &P->tensors[t];
-            void *src = (char *)s->consts + T->offset;
-            if (!shared[t]) { // the one order every reader wants: into the blob, once
-                pf[i](j, src, scratch);
-                memcpy(src, scratch, (size_t)T->bytes);
-                own_l[t] = -1;
-                continue;
-            }
-            void *buf = aligned_buffer(T->bytes);
-            if (!buf) {
-                rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering a weight (%lld bytes)",
-                             what, (long long)T->bytes);
-                break;
-            }
-            pf[i](j, src, buf);
-            s->reordered = xrealloc(s->reordered, sizeof(void *) * (size_t)(s->n_reordered + 1));
-            s->reordered[s->n_reordered++] = buf;
-            s->slots[s->launches[i].in + j] = buf;
-        }
-    }
-    if (scratch)
-        munmap(scratch, scratch_bytes);
-    free(own_l);
-    free(own_j);
-    free(shared);
-    return rc;
-}
-
-static int prepare(Session *s, SessionResolveFn resolve, void *ctx, Err *e) {
-    const PrimGraph *pg = s->pg;
-    const Plan *P = s->plan;
-    const char *what = s->path ? s->path : "session";
-    if (P->n_tensors != pg->n_tensors)
-        return err_set(e, ST_INVALID, "%s: the plan was made for another primitive graph", what);
-    s->n_launches = P->n_launches;
-    s->launches = xcalloc((size_t)P->n_launches + 1, sizeof(Launch));
-    s->times = xcalloc((size_t)P->n_launches + 1, sizeof(double));
-    int n_slots = 0;
-    for (int i = 0; i < P->n_launches; i++)
-        n_slots += P->launches[i].n_in + ORCH_MAX(P->launches[i].n_out, 1);
-    s->slots = xcalloc((size_t)n_slots + 1, sizeof(void *));
-    s->patches = xcalloc((size_t)n_slots + 1, sizeof(Patch));
-    s->arena = aligned_buffer(P->arena_bytes);
-    s->consts = aligned_buffer(P->const_bytes);
-    if (!s->arena || !s->consts)
-        return err_set(e, ST_RUNTIME,
-                       "%s: out of memory for the arena (%lld bytes) and constants "
-                       "(%lld bytes)",
-                       what, (long long)P->arena_bytes, (long long)P->const_bytes);
-    plan_pack_constants(P, pg, s->consts);
-    CPrepackFn *pf = xcalloc((size_t)P->n_launches + 1, sizeof(CPrepackFn));
-    int slot = 0;
-    for (int i = 0; i < P->n_launches; i++) {
-        const PlanLaunch *L = &P->launches[i];
-        Launch *l = &s->launches[i];
-        l->pl = L;
-        l->name = launch_name(pg, L);
-        l->nodes = join_nodes(L);
-        if (L->kind == PLAN_GENERATED) {
-            void *f = resolve ? resolve(ctx, L->symbol) : NULL;
-            if (!f) {
-                free(pf);
-                return err_set(e, ST_INVALID,
-                               "%s: the shared object has no kernel '%s' (launch %d, nodes '%s'): "
-                               "the artefact is damaged or was built by another orch build; "
-                               "recompile with orch compile",
-                               what, L->symbol, i, l->nodes);
-            }
-            // The kernel ABI: POSIX guarantees object and function pointers convert.
-            memcpy(&l->fn, &f, sizeof f);
-            size_t pn = strlen(L->symbol) + 16;
-            char *pname = xmalloc(pn);
-            ckernel_prepack_name(L->symbol, pname, pn);
-            void *pfp = resolve(ctx, pname);
-            free(pname);
-            if (pfp)
-                memcpy(&pf[i], &pfp, sizeof pfp);
-        }
-        l->p = L->sink >= 0 ? pg->prims[L->sink] : NULL;
-        l->in = slot;
-        for (int j = 0; j < L->n_in; j++, slot++)
-            s->slots[slot] = place_of(s, L->in[j], slot);
-        l->out = slot;
-        if (L->kind == PLAN_COPY) {
-            s->patches[s->n_patches++] = (Patch){slot, true, L->copy_to};
-            l->bytes = (size_t)P->tensors[L->in[0]].bytes;
-            slot++;
-        } else {
-            for (int j = 0; j < L->n_out; j++, slot++)
-                s->slots[slot] = place_of(s, L->out[j], slot);
-        }
-        l->empty = L->kind != PLAN_COPY;
-        for (int j = 0; j < L->n_out; j++)
-            l->empty = l->empty && (L->out[j] < 0 || tensor_numel(pg->tensors[L->out[j]]) == 0);
-    }
-    int rc = prepack_constants(s, pf, e);
-    free(pf);
-    if (rc)
-        return rc;
-    int ni = pg->n_inputs, no = pg->n_outputs;
-    s->io_in = xcalloc((size_t)ni + 1, sizeof(void *));
-    s->io_out = xcalloc((size_t)no + 1, sizeof(void *));
-    s->stage_in = xcalloc((size_t)ni + 1, sizeof(void *));
-    s->stage_out = xcalloc((size_t)no + 1, sizeof(void *));
-    for (int i = 0; i < ni + no; i++) {
-        int t = i < ni ? pg->inputs[i] : pg->outputs[i - ni];
-        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
-        if (!b)
-            return err_set(e, ST_RUNTIME, "%s: out of memory for the staging buffers", what);
-        if (i < ni)
-            s->stage_in[i] = b;
-        else
-            s->stage_out[i - ni] = b;
-    }
-    return ST_OK;
-}
-
-int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResolveFn resolve,
-                             void *ctx, const SessionOptions *opt, Session **out, Err *e) {
-    *out = NULL;
-    Session *s = xcalloc(1, sizeof *s);
-    s->pg = pg;
-    s->plan = plan;
-    s->memfd = -1;
-    s->threads = opt ? opt->threads : 0;
-    int rc = prepare(s, resolve, ctx, e);
-    if (rc) {
-        session_free(s);
-        return rc;
-    }
-    *out = s;
-    return ST_OK;
-}
-
-// Loads the shared object from memory: an anonymous file kept open while it is loaded (so its
-// /proc/self/fd name cannot be reused by another session's object while this one is loaded:
-// dlopen would return the loaded one for an equal name), else a private file unlinked at once.
-static int load_so(Session *s, const uint8_t *so, size_t n, Err *e) {
-    char name[4096];
-    int fd = memfd_create("orch-kernels", MFD_CLOEXEC);
-    bool mem = fd >= 0;
-    if (mem) {
-        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
-    } else {
-        const char *dir = getenv("TMPDIR");
-        snprintf(name, sizeof name, "%s/orch-kernels-XXXXXX.so", dir && *dir ? dir : "/tmp");
-        fd = mkstemps(name, 3);
-        if (fd < 0)
-            return err_set(e, ST_RUNTIME, "%s: cannot create a file for the kernels (%s): %s",
-                           s->path, name, strerror(errno));
-    }
-    size_t done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, so + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int rc = err_set(e, ST_RUNTIME, "%s: cannot write the kernels' shared object: %s",
-                             s->path, strerror(errno));
-            if (!mem)
-                unlink(name);
-            close(fd);
-            return rc;
-        }
-        done += (size_t)w;
-    }
-    s->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    const char *why = s->dl ? NULL : dlerror();
-    if (!mem) {
-        unlink(name);
-        close(fd);
-    } else {
-        s->memfd = fd;
-    }
-    if (!s->dl)
-        return err_set(e, ST_INVALID, "%s: cannot load the kernels' shared object: %s", s->path,
-                       why ? why : "unknown error");
-    return ST_OK;
-}
-
-static void *resolve_dl(void *ctx, const char *symbol) {
-    return dlsym(ctx, symbol);
-}
 
 int session_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
                    Session **out, Err *e) {
@@ -378,9 +23,7 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     const char *path = a->path ? a->path : "<artefact>";
     if (!hw_now && !opt->allow_foreign_device)
         return err_set(e, ST_USAGE,
-                       "%s: no description of this machine to check the artefact "
-                       "against",
-                       path);
+                       "%s: no description of this machine to check the artefact against", path);
     if (hw_now && strcmp(h->target, hw_now->target) != 0 && !opt->allow_foreign_device)
         return err_set(e, ST_INVALID,
                        "%s was built by orch %s for the '%s' target; this machine runs '%s'; "
@@ -392,77 +35,32 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
                        "recompile with orch compile",
                        path, h->orch_version, strcmp(h->target, "cpu") == 0 ? "CPU" : "device",
                        h->fingerprint, hw_now->fingerprint);
-    if (strcmp(h->target, "cuda") == 0) {
-        // Its own header checks, re-import, cubin and CUDA graphs (session_cuda.h).
-        CudaSession *cs = NULL;
-        int rc = cuda_session_create_artifact(a, hw_now, opt, &cs, e);
-        if (rc)
-            return rc;
-        Session *s = xcalloc(1, sizeof *s);
-        s->cuda = cs;
-        s->memfd = -1;
-        s->pg = cuda_session_graph(cs);
-        s->plan = cuda_session_plan(cs);
-        s->threads = opt->threads;
-        *out = s;
-        return ST_OK;
-    }
-    Session *s = xcalloc(1, sizeof *s);
-    s->memfd = -1;
-    s->path = xstrdup(path);
-    s->threads = opt->threads > 0 ? opt->threads : h->threads;
-    // The model exactly as the compiler loaded it: same input shapes, same fission options.
-    char *spec = xstrdup(h->input_shapes);
-    int max_shapes = 1;
-    for (const char *q = spec; *q; q++)
-        max_shapes += *q == ',';
-    InputShape *shapes = xcalloc((size_t)max_shapes, sizeof(InputShape));
-    LoadOptions lo = {shapes, 0};
-    int rc = *spec ? parse_input_shapes(spec, shapes, max_shapes, &lo.n_shapes, e) : ST_OK;
+    const Target *t = target_find(h->target);
+    if (!t)
+        return err_set(e, ST_INVALID,
+                       "%s was built for the '%s' target, which this build of orch does not have",
+                       path, h->target);
+    TargetSession *impl = NULL;
+    int rc = t->session->create(a, hw_now, opt, &impl, e);
     if (rc)
-        err_prefix(e, "%s: the header's input shapes: ", path);
-    for (int i = 0; i < lo.n_shapes; i++)
-        shapes[i].source = "the artefact's header";
-    if (rc == ST_OK &&
-        (rc = onnx_load_memory(a->onnx, a->onnx_size, path, NULL, &lo, &s->g_owned, e)) == ST_OK)
-        rc = graph_infer_and_fold(s->g_owned, NULL, e);
-    free(shapes);
-    free(spec);
-    FissionOptions fo = {.attention_rewrite = (h->load_flags & ARTIFACT_ATTENTION_REWRITE) != 0};
-    if (rc == ST_OK)
-        rc = fission_run(s->g_owned, &fo, &s->pg_owned, NULL, e);
-    if (rc == ST_OK && !(h->load_flags & ARTIFACT_NO_CLEANUP))
-        rc = fission_cleanup(s->pg_owned, NULL, e);
-    if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
-        rc = pass_store_reduced_listed(
-            s->pg_owned, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16,
-            h->wide_tensors, path, e);
-    if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
-        rc = pass_channels_last(s->pg_owned, NULL, e);
-    if (rc == ST_OK)
-        rc = plan_read(a->plan, a->plan_size, s->pg_owned, path, &s->plan_owned, e);
-    if (rc == ST_OK && h->kernels != s->plan_owned->n_kernels)
-        rc = err_set(e, ST_INVALID, "%s: corrupted: the header says %d kernels, the plan has %d",
-                     path, h->kernels, s->plan_owned->n_kernels);
-    bool generated = false;
-    for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
-        generated = generated || s->plan_owned->launches[i].kind == PLAN_GENERATED;
-    if (rc == ST_OK && generated && a->so_size == 0)
-        rc = err_set(e, ST_INVALID,
-                     "%s: the plan has generated kernels but the artefact holds no "
-                     "shared object",
-                     path);
-    if (rc == ST_OK && generated)
-        rc = load_so(s, a->so, a->so_size, e);
-    if (rc == ST_OK) {
-        s->pg = s->pg_owned;
-        s->plan = s->plan_owned;
-        rc = prepare(s, resolve_dl, s->dl, e);
-    }
-    if (rc) {
-        session_free(s);
         return rc;
-    }
+    Session *s = xcalloc(1, sizeof *s);
+    s->ops = t->session;
+    s->impl = impl;
+    *out = s;
+    return ST_OK;
+}
+
+int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResolveFn resolve,
+                             void *ctx, const SessionOptions *opt, Session **out, Err *e) {
+    *out = NULL;
+    CpuSession *cs = NULL;
+    int rc = cpu_session_create_from_plan(pg, plan, resolve, ctx, opt, &cs, e);
+    if (rc)
+        return rc;
+    Session *s = xcalloc(1, sizeof *s);
+    s->ops = &cpu_session_ops;
+    s->impl = (TargetSession *)cs;
     *out = s;
     return ST_OK;
 }
@@ -470,159 +68,46 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
 void session_free(Session *s) {
     if (!s)
         return;
-    cuda_session_free(s->cuda);
-    for (int i = 0; s->launches && i < s->n_launches; i++) {
-        free(s->launches[i].name);
-        free(s->launches[i].nodes);
-    }
-    free(s->launches);
-    free(s->slots);
-    free(s->patches);
-    free(s->arena);
-    free(s->consts);
-    for (int i = 0; i < s->n_reordered; i++)
-        free(s->reordered[i]);
-    free(s->reordered);
-    for (int i = 0; s->pg && s->stage_in && i < s->pg->n_inputs; i++)
-        free(s->stage_in[i]);
-    for (int i = 0; s->pg && s->stage_out && i < s->pg->n_outputs; i++)
-        free(s->stage_out[i]);
-    free(s->stage_in);
-    free(s->stage_out);
-    free((void *)s->io_in);
-    free(s->io_out);
-    free(s->times);
-    if (s->dl)
-        dlclose(s->dl);
-    if (s->memfd >= 0)
-        close(s->memfd);
-    plan_free(s->plan_owned);
-    prim_graph_free(s->pg_owned);
-    graph_free(s->g_owned);
-    free(s->path);
+    s->ops->free(s->impl);
     free(s);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static bool aligned(const void *p) {
-    return ((uintptr_t)p % PLAN_ALIGN) == 0;
-}
-
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e) {
-    if (s->cuda)
-        return cuda_session_run(s->cuda, inputs, outputs, e);
-    const PrimGraph *pg = s->pg;
-    const char *what = s->path ? s->path : "session";
-#ifdef _OPENMP
-    // Per calling thread (an OpenMP internal control variable), so set at every run.
-    if (s->threads > 0)
-        omp_set_num_threads(s->threads);
-#endif
-    for (int i = 0; i < pg->n_inputs; i++) {
-        const Tensor *t = pg->tensors[pg->inputs[i]];
-        size_t bytes = tensor_nbytes(t);
-        const void *b = inputs ? inputs[i] : NULL;
-        if (!b && bytes)
-            return err_set(e, ST_USAGE, "%s: input '%s' has no buffer", what, t->name);
-        if (!bytes)
-            b = empty_buffer;
-        else if (!aligned(b)) {
-            memcpy(s->stage_in[i], b, bytes);
-            b = s->stage_in[i];
-        }
-        s->io_in[i] = b;
-    }
-    for (int i = 0; i < pg->n_outputs; i++) {
-        const Tensor *t = pg->tensors[pg->outputs[i]];
-        size_t bytes = tensor_nbytes(t);
-        void *b = outputs ? outputs[i] : NULL;
-        if (!b && bytes)
-            return err_set(e, ST_USAGE, "%s: output '%s' has no buffer", what, t->name);
-        s->io_out[i] = !bytes ? empty_buffer : aligned(b) ? b : s->stage_out[i];
-    }
-    for (int i = 0; i < s->n_patches; i++) {
-        const Patch *p = &s->patches[i];
-        s->slots[p->slot] = p->output ? s->io_out[p->index] : (void *)s->io_in[p->index];
-    }
-    int rc = ST_OK;
-    for (int k = 0; k < s->n_launches && rc == ST_OK; k++) {
-        const Launch *l = &s->launches[k];
-        double t0 = s->profiling ? now_seconds() : 0;
-        const void *const *in = (const void *const *)&s->slots[l->in];
-        void *const *out = &s->slots[l->out];
-        if (!l->empty) {
-            switch (l->pl->kind) {
-            case PLAN_GENERATED: l->fn(in, out[0]); break;
-            case PLAN_INTERP: rc = prim_eval(pg, l->p, in, out[0], e); break;
-            case PLAN_OPAQUE: rc = prim_eval_opaque(pg, l->p, in, out, e); break;
-            default:
-                if (l->bytes && out[0] != in[0])
-                    memmove(out[0], in[0], l->bytes);
-                break;
-            }
-        }
-        if (s->profiling)
-            s->times[k] = now_seconds() - t0;
-        if (rc)
-            err_prefix(e, "%s: launch %d (%s, nodes '%s'): ", what, k, l->name, l->nodes);
-    }
-    if (rc)
-        return rc;
-    s->timed = s->timed || s->profiling;
-    for (int i = 0; i < pg->n_outputs; i++)
-        if (s->io_out[i] == s->stage_out[i])
-            memcpy(outputs[i], s->stage_out[i], tensor_nbytes(pg->tensors[pg->outputs[i]]));
-    return ST_OK;
+    return s->ops->run(s->impl, inputs, outputs, e);
 }
 
 int session_time_device(Session *s, int runs, double *seconds, Err *e) {
-    if (!s || !s->cuda)
-        return err_set(e, ST_UNSUPPORTED, "device timing needs a CUDA session");
-    return cuda_session_time_replays(s->cuda, runs, seconds, e);
+    if (!s)
+        return err_set(e, ST_USAGE, "no session");
+    return s->ops->time_device(s->impl, runs, seconds, e);
 }
 
 void session_set_profiling(Session *s, int on) {
-    if (s && s->cuda)
-        cuda_session_set_profiling(s->cuda, on);
-    else if (s)
-        s->profiling = on != 0;
+    if (s)
+        s->ops->set_profiling(s->impl, on);
 }
 
 const double *session_kernel_times(const Session *s) {
-    if (s && s->cuda)
-        return cuda_session_kernel_times(s->cuda);
-    return s && s->timed ? s->times : NULL;
+    return s ? s->ops->kernel_times(s->impl) : NULL;
 }
 int session_num_launches(const Session *s) {
-    return s && s->cuda ? cuda_session_num_launches(s->cuda) : s ? s->n_launches : 0;
+    return s ? s->ops->num_launches(s->impl) : 0;
 }
 int session_num_kernels(const Session *s) {
-    return s ? s->plan->n_kernels : 0;
+    return s ? s->ops->num_kernels(s->impl) : 0;
 }
-
 const char *session_launch_name(const Session *s, int i) {
-    if (s && s->cuda)
-        return cuda_session_launch_name(s->cuda, i);
-    return s && i >= 0 && i < s->n_launches ? s->launches[i].name : NULL;
+    return s ? s->ops->launch_name(s->impl, i) : NULL;
 }
-
 const char *session_launch_nodes(const Session *s, int i) {
-    if (s && s->cuda)
-        return cuda_session_launch_nodes(s->cuda, i);
-    return s && i >= 0 && i < s->n_launches ? s->launches[i].nodes : NULL;
+    return s ? s->ops->launch_nodes(s->impl, i) : NULL;
 }
-
 const PrimGraph *session_graph(const Session *s) {
-    return s ? s->pg : NULL;
+    return s ? s->ops->graph(s->impl) : NULL;
 }
 const Plan *session_plan(const Session *s) {
-    return s ? s->plan : NULL;
+    return s ? s->ops->plan(s->impl) : NULL;
 }
 int session_threads(const Session *s) {
-    return s ? s->threads : 0;
+    return s ? s->ops->threads(s->impl) : 0;
 }

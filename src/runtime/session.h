@@ -1,9 +1,8 @@
-// The runtime session: runs a compiled model. Created from an artefact (artifact.h): refuses one
-// compiled for another machine, loads the shared object of generated kernels from memory,
-// re-imports the ONNX bytes and re-runs fission with the recorded options, checks the stored
-// plan against that graph (plan_read), then allocates the arena and the constant blob and
-// prepares every launch's pointer arrays once. session_run only patches the caller's buffers in
-// and calls the launches in order.
+// The runtime session: runs a compiled model, whatever its target. Created from an artefact
+// (artifact.h): refuses one compiled for another machine, then hands it to the session slots of
+// the target that built it (target.h's TargetSessionOps), which load its kernels, re-import the
+// ONNX bytes with the recorded options, check the stored plan against that graph, and prepare
+// every launch once; a run only patches the caller's buffers in and calls the launches in order.
 // Needs: an artefact read by artifact_read (or a graph and plan in memory). Guarantees: outputs
 // written to the caller's buffers; no allocation in session_run for generated kernels and
 // copies (launches run on the reference code, PLAN_INTERP and PLAN_OPAQUE, allocate inside
@@ -11,15 +10,9 @@
 #ifndef ORCH_SESSION_H
 #define ORCH_SESSION_H
 
+#include "../backend/target.h"
 #include "../plan/artifact.h"
 #include "../plan/plan.h"
-#include "../backend/target.h"
-
-typedef struct SessionOptions {
-    int threads;               // OpenMP threads for the kernels; 0: the artefact's thread count
-                               // (and where that is 0 too, OpenMP's default)
-    bool allow_foreign_device; // run an artefact compiled for another machine's fingerprint
-} SessionOptions;
 
 typedef struct Session Session;
 
@@ -29,9 +22,9 @@ typedef struct Session Session;
 int session_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
                    Session **out, Err *e);
 
-// From a primitive graph and plan in memory (the compile driver benchmarking what it just built,
-// tests). pg and plan are borrowed and must outlive the session; resolve(ctx, symbol) finds the
-// generated kernels (NULL resolve: the plan must have none).
+// From a primitive graph and plan in memory, run by the host executor (the CPU target's
+// session; tests). pg and plan are borrowed and must outlive the session; resolve(ctx, symbol)
+// finds the generated kernels (NULL resolve: the plan must have none).
 typedef void *(*SessionResolveFn)(void *ctx, const char *symbol);
 int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResolveFn resolve,
                              void *ctx, const SessionOptions *opt, Session **out, Err *e);
@@ -45,8 +38,8 @@ void session_free(Session *s); // accepts NULL
 // sessions are independent of each other.
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e);
 
-// GPU-timeline seconds of `runs` back-to-back runs on the last run's inputs (CUDA sessions only:
-// cuda_session_time_replays); ST_UNSUPPORTED for a CPU session.
+// Device-timeline seconds of `runs` back-to-back runs on the last run's inputs; ST_UNSUPPORTED
+// for a target without a device timeline (the CPU).
 int session_time_device(Session *s, int runs, double *seconds, Err *e);
 
 // Per-launch timing (clock_gettime MONOTONIC around each launch) of the following runs.

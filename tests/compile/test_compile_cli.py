@@ -8,8 +8,10 @@ middle of tuning and rerun (it resumes: every measurement made before the kill i
 measured again, and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
 artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
-of why each fused attention / MLP chain candidate was chosen or not, the ORCH_EXPLAIN report of
-the linear primitives' kernels, and usage errors.
+of why each fused attention / MLP chain candidate was chosen or not, the --explain report of the
+linear primitives' kernels, --no-mlp-chains / --no-attention (no such candidates; recorded in the
+artefact and shown by orch info and run; the environment variables they replace do nothing),
+--layout's usage errors, and usage errors.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -112,6 +114,23 @@ def db_rows(path, ok_only=False):
     return {(r[0], r[1]): r[2:] for r in rows}
 
 
+def header_flags(path):
+    """The artefact's format version, load flags and compile flags (artifact.h's layout)."""
+    data = open(path, "rb").read()
+    version = int.from_bytes(data[8:12], "little")
+    at = 16
+    for _field in ("orch version", "target", "precision", "fingerprint", "input shapes",
+                   "float32 tensors"):
+        at += 4 + int.from_bytes(data[at:at + 4], "little")
+    at += 8  # model hash
+    load = int.from_bytes(data[at:at + 4], "little")
+    comp = int.from_bytes(data[at + 4:at + 8], "little") if version >= 4 else 0
+    return version, load, comp
+
+
+NO_MLP_CHAINS, NO_ATTENTION = 1, 2  # artifact.h's ARTIFACT_COMPILE_* bits
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -158,25 +177,34 @@ def main():
         assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
         state["ref"] = next(iter(refs.items()))
 
-    @case("measurements_keyed_by_generator_revision")
+    @case("measurements_keyed_by_the_code_they_timed")
     def _():
-        # Every measurement's config ends with the generators' revision; the same rows without
-        # it (as an orch before the revision wrote them, or one of another revision) are not
-        # reused: the compile measures again.
+        # Every measurement's config ends with a hash of the source the config emitted; rows
+        # whose hash differs (code from another generator) or that carry none (an older orch's
+        # revision numbers) are not reused: the compile measures again.
         rows = db_rows(db)
-        assert rows and all(re.search(r" gen=\d+$", cfg) for _, cfg in rows), list(rows)[:3]
-        old = os.path.join(tmp, "old-revision.db")
-        shutil.copyfile(db, old)
-        con = sqlite3.connect(old)
-        con.execute("UPDATE measurement SET config = substr(config, 1, instr(config, ' gen=') - 1)")
-        con.commit()
-        con.close()
-        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "rev", *common[:4], "--db",
-                 old)
-        assert p.returncode == 0, p.stderr[-3000:]
-        measured, looked_up = counts(p.stdout)
-        assert looked_up == 0, f"{looked_up} configs reused from an older revision's rows"
-        assert measured > 0, "nothing measured"
+        assert rows and all(re.search(r" src=[0-9a-f]{16}$", cfg) for _, cfg in rows), \
+            list(rows)[:3]
+        for what, sql in [
+                ("another generator's code",
+                 "UPDATE measurement SET config = substr(config, 1, length(config) - 16) "
+                 "|| '0123456789abcdef'"),
+                ("an older orch's revision",
+                 "UPDATE measurement SET config = substr(config, 1, instr(config, ' src=') - 1) "
+                 "|| ' gen=40'")]:
+            old = os.path.join(tmp, "other-code.db")
+            shutil.copyfile(db, old)
+            con = sqlite3.connect(old)
+            con.execute(sql)
+            con.commit()
+            con.close()
+            p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "rev", *common[:4],
+                     "--db", old)
+            assert p.returncode == 0, p.stderr[-3000:]
+            measured, looked_up = counts(p.stdout)
+            assert looked_up == 0, f"{what}: {looked_up} configs reused"
+            assert measured > 0, f"{what}: nothing measured"
+            os.remove(old)
 
     @case("damaged_or_wrong_reference_is_recomputed_not_trusted")
     def _():
@@ -331,7 +359,8 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 3, "artefact format is not 3"
+        assert int.from_bytes(data[8:12], "little") == 4, "artefact format is not 4"
+        assert header_flags(p32)[2] == 0, "compile flags beside the default options"
         at = 16
         for _field in ("orch version", "target"):
             at += 4 + int.from_bytes(data[at:at + 4], "little")
@@ -381,15 +410,12 @@ def main():
 
     @case("explain_lists_each_linear_primitive")
     def _():
-        # ORCH_EXPLAIN=1: one line per matmul/conv primitive (the tiny CNN has four convs and a
+        # --explain: one line per matmul/conv primitive (the tiny CNN has four convs and a
         # Gemm) with the chosen kernel and the fastest candidate of each family computing it;
-        # without the variable, no such report.
-        os.environ["ORCH_EXPLAIN"] = "1"
-        try:
-            p = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
-                     *common)
-        finally:
-            del os.environ["ORCH_EXPLAIN"]
+        # --explain-all adds every candidate computing it; without either, no such report, and
+        # the ORCH_EXPLAIN variable the option replaced does nothing.
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
+                 "--explain", *common)
         assert p.returncode == 0, p.stderr[-3000:]
         assert "explain: the linear primitives' kernels" in p.stderr, p.stderr[-3000:]
         t = r"([0-9.]+) (s|ms|us)"
@@ -407,8 +433,24 @@ def main():
             chosen = float(m.group(2)) * scale[m.group(3)]
             best = float(alts[0][1]) * scale[alts[0][2]]
             assert best <= chosen * 1.001 + 1e-7, m.group(0)
-        q = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"), *common)
+        assert not re.search(r"^    candidate \d+: ", p.stderr, re.M), "--explain listed candidates"
+        a = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
+                 "--explain-all", *common)
+        assert a.returncode == 0, a.stderr[-3000:]
+        cands = re.findall(r"^    candidate \d+: .*; in \[", a.stderr, re.M)
+        assert len(found) == 5 and len(cands) >= 5, f"{len(cands)} candidates:\n{a.stderr[-3000:]}"
+        os.environ["ORCH_EXPLAIN"] = "2"
+        try:
+            q = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
+                     *common)
+        finally:
+            del os.environ["ORCH_EXPLAIN"]
         assert q.returncode == 0 and "explain:" not in q.stderr, q.stderr[-3000:]
+        # The report goes with the progress lines: --quiet with it is a usage error.
+        r = orch(binary, "compile", model, "-t", "cpu", "-o", os.path.join(tmp, "x.orch"),
+                 "--explain", "--quiet", *common)
+        assert r.returncode == 1 and "--explain prints with the progress lines" in r.stderr, \
+            f"exit {r.returncode}: {r.stderr}"
 
     @case("multi_layer_report_says_why")
     def _():
@@ -433,6 +475,75 @@ def main():
                 assert int(m.group(7)) >= 1 and float(m.group(8)) > 0, m.group(0)
         # The attention candidates overlap (the same core): at most one is run.
         assert sum(m.group(6) == "chosen" for m in att) <= 1, p.stderr[-3000:]
+
+    @case("no_mlp_chains_and_no_attention")
+    def _():
+        # --no-mlp-chains / --no-attention: the transformer block's MLP chain / fused attention
+        # candidates are not offered (fewer candidates, none in the report; where the default
+        # plan ran one, another selection), and the artefact records the options (header, orch
+        # info, orch run). The environment variables they replace change nothing.
+        tm = os.path.join(models, "b_transformer", "model.onnx")
+        args = ["-t", "cpu", "--db", os.path.join(tmp, "t.db"), "--top-k", "1", "--input-shapes",
+                "hidden_states:1x16x64,attention_mask:1x1x16x16"]
+        kinds = re.compile(r"^  (fused attention|MLP chain) \(.*?, (chosen|not chosen)", re.M)
+        ncand = re.compile(r"^candidates: (\d+) candidate kernels", re.M)
+        os.environ.update(ORCH_MLP_CHAINS="0", ORCH_ATTENTION="0")
+        try:
+            base = orch(binary, "compile", tm, "-o", os.path.join(tmp, "t0.orch"), *args)
+        finally:
+            del os.environ["ORCH_MLP_CHAINS"], os.environ["ORCH_ATTENTION"]
+        assert base.returncode == 0, base.stderr[-3000:]
+        got = kinds.findall(base.stderr)
+        assert {k for k, _ in got} == {"fused attention", "MLP chain"}, base.stderr[-3000:]
+        assert header_flags(os.path.join(tmp, "t0.orch")) == (4, 0, 0)
+        i = orch(binary, "info", os.path.join(tmp, "t0.orch"))
+        assert i.returncode == 0 and "compile options: defaults" in i.stdout, i.stdout + i.stderr
+        for flag, kind, bit in (("--no-mlp-chains", "MLP chain", NO_MLP_CHAINS),
+                                ("--no-attention", "fused attention", NO_ATTENTION)):
+            out = os.path.join(tmp, f"t{bit}.orch")
+            p = orch(binary, "compile", tm, "-o", out, flag, *args)
+            assert p.returncode == 0, f"{flag}: {p.stderr[-3000:]}"
+            left = {k for k, _ in kinds.findall(p.stderr)}
+            assert kind not in left and left, f"{flag}: {left}\n{p.stderr[-3000:]}"
+            n0, n1 = (int(ncand.search(x.stderr).group(1)) for x in (base, p))
+            assert n1 < n0, f"{flag}: {n1} candidates, {n0} without it"
+            if (kind, "chosen") in got:  # the default plan ran one: this one cannot
+                assert digest(p.stdout) != digest(base.stdout), f"{flag}: the same selection"
+            assert header_flags(out) == (4, 0, bit), f"{flag}: header {header_flags(out)}"
+            i = orch(binary, "info", out)
+            assert i.returncode == 0 and f"compile options: {flag}\n" in i.stdout, \
+                f"{flag}: {i.stdout}{i.stderr}"
+            r = orch(binary, "run", out)
+            assert r.returncode == 0 and f"compiled with: {flag}\n" in r.stdout, \
+                f"{flag}: {r.stdout}{r.stderr}"
+        both = os.path.join(tmp, "t3.orch")
+        p = orch(binary, "compile", tm, "-o", both, "--no-mlp-chains", "--no-attention", *args)
+        assert p.returncode == 0 and not kinds.search(p.stderr), p.stderr[-3000:]
+        assert header_flags(both) == (4, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
+        i = orch(binary, "info", both)
+        assert "compile options: --no-mlp-chains --no-attention\n" in i.stdout, i.stdout
+        # An artefact takes no compile flags.
+        r = orch(binary, "info", both, "--input-shapes", "hidden_states:1x16x64")
+        assert r.returncode == 1 and "compiled artefact" in r.stderr, r.stderr
+
+    @case("layout_option")
+    def _():
+        # --layout auto|nchw|nhwc: anything else is refused by name, as is a layout other than
+        # auto without --half-storage (channels-last layouts are made under it only); auto is
+        # the default and is accepted anywhere. Refused: the usage exit code, no artefact.
+        out = os.path.join(tmp, "lay.orch")
+        for extra, want in [(["--layout", "bogus"], "--layout expects auto, nchw or nhwc, got 'bogus'"),
+                            (["--layout", "NHWC"], "--layout expects auto, nchw or nhwc, got 'NHWC'"),
+                            (["--layout"], "--layout needs a value"),
+                            (["--layout", "nhwc"], "--layout nhwc needs --half-storage"),
+                            (["--layout", "nchw"], "--layout nchw needs --half-storage"),
+                            (["--layout", "nhwc", "--precision", "fp16", "-t", "cuda"],
+                             "--layout nhwc needs --half-storage")]:
+            r = orch(binary, "compile", model, "-o", out, *common, *extra)
+            assert r.returncode == 1 and want in r.stderr, f"{extra}: exit {r.returncode}: {r.stderr}"
+            assert not os.path.exists(out), f"{extra}: an artefact was written"
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
+        assert p.returncode == 0 and header_flags(out) == (4, 0, 0), p.stderr[-3000:]
 
     @case("usage_errors")
     def _():

@@ -1,11 +1,16 @@
 // Unit tests of the public API (include/orch.h): load from memory, input/output info, running
-// with caller buffers, first-error-wins messages, dtype/shape checks, NULL-tolerant frees.
+// with caller buffers, first-error-wins messages, dtype/shape checks, NULL-tolerant frees, and
+// orch_compile's options (bad ones refused by name, the plan-shaping ones recorded in the
+// artefact).
 #include "check.h"
 #include "model_builder.h"
 #include "orch.h"
+#include "plan/artifact.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint8_t *relu_add_model(size_t *len, const char *shape_spec_dim) {
     (void)shape_spec_dim;
@@ -118,9 +123,85 @@ static void primitive_engine(void) {
     free(buf);
 }
 
+// orch_compile's options: a layout it does not know, a layout without half storage, half storage
+// on the CPU target and an explain level out of range are usage errors naming the option, with no
+// artefact written; --no-mlp-chains / --no-attention are recorded in the artefact's compile flags
+// and the artefact runs.
+static void compile_options(void) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/orch-api-XXXXXX",
+             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(false, "cannot create %s", dir);
+        return;
+    }
+    char model[300], out[300], db[300];
+    snprintf(model, sizeof model, "%s/m.onnx", dir);
+    snprintf(out, sizeof out, "%s/m.orch", dir);
+    snprintf(db, sizeof db, "%s/p.db", dir);
+    size_t len;
+    uint8_t *buf = relu_add_model(&len, NULL);
+    FILE *f = fopen(model, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f)
+        fclose(f);
+    free(buf);
+    orch_ctx *ctx = orch_ctx_create();
+    static const struct {
+        orch_compile_options o;
+        const char *want;
+    } bad[] = {
+        {{.layout = "bogus"}, "layout 'bogus' (known: auto, nchw, nhwc)"},
+        {{.layout = "nhwc"}, "a layout other than auto needs half storage"},
+        {{.layout = "nchw"}, "a layout other than auto needs half storage"},
+        {{.half_storage = 1}, "half storage needs the cuda target"},
+        {{.explain = 3}, "explain 3 (0, 1 or 2)"},
+        {{.explain = -1}, "explain -1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        orch_compile_options o = bad[i].o;
+        o.input_shapes = "x:3x4";
+        o.db_path = db;
+        orch_clear_error(ctx);
+        orch_status st = orch_compile(ctx, model, &o, out);
+        CHECK_MSG(st == ORCH_ERR_USAGE && strstr(orch_last_error(ctx), bad[i].want), "%zu: %d %s",
+                  i, st, orch_last_error(ctx));
+        CHECK_MSG(access(out, F_OK) != 0, "%zu: an artefact was written", i);
+    }
+    orch_clear_error(ctx);
+    orch_compile_options o = {.input_shapes = "x:3x4", .db_path = db, .top_k = 1, .jobs = 1,
+                              .no_mlp_chains = 1, .no_attention = 1, .layout = "auto"};
+    orch_status st = orch_compile(ctx, model, &o, out);
+    CHECK_MSG(st == ORCH_OK, "%s", orch_last_error(ctx));
+    ArtifactContents a;
+    Err e = {0};
+    if (st == ORCH_OK && artifact_read(out, &a, &e) == ST_OK) {
+        CHECK(a.h.compile_flags == (ARTIFACT_COMPILE_NO_MLP_CHAINS | ARTIFACT_COMPILE_NO_ATTENTION));
+        CHECK(a.h.load_flags == 0);
+        artifact_contents_free(&a);
+        orch_session *s = NULL;
+        CHECK_MSG(orch_session_create(ctx, out, NULL, &s) == ORCH_OK, "%s", orch_last_error(ctx));
+        orch_session_free(s);
+    } else if (st == ORCH_OK) {
+        CHECK_MSG(false, "%s", e.msg);
+    }
+    orch_ctx_free(ctx);
+    unlink(model);
+    unlink(out);
+    unlink(db);
+    char wal[320];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    unlink(wal);
+    snprintf(wal, sizeof wal, "%s-shm", db);
+    unlink(wal);
+    if (rmdir(dir) != 0)
+        printf("  (%s left behind)\n", dir);
+}
+
 int main(void) {
     RUN(primitive_engine);
     RUN(load_and_run);
     RUN(errors_and_nulls);
+    RUN(compile_options);
     return CHECK_DONE();
 }

@@ -379,6 +379,86 @@ static void wide_field(void) {
     expect_read_error(path, "corrupted", "float32 tensors without half storage");
 }
 
+// A file of an older format made from f (this format's): the header's byte ranges cut[i] (offset,
+// length; ascending) taken out, the version set, the sections moved to the shorter header's next
+// 64-byte boundary, the header's size, table and checksum updated. Malloc'd; *n_out its size.
+static uint8_t *older_format(const uint8_t *f, size_t n, uint32_t version, const size_t (*cut)[2],
+                             int n_cut, size_t *n_out) {
+    uint32_t hb = le32(f + 12), removed = 0;
+    for (int i = 0; i < n_cut; i++)
+        removed += (uint32_t)cut[i][1];
+    uint32_t hb1 = hb - removed;
+    // Sections start 64-byte aligned after the header; table entries: kind, offset, size, sum.
+    const uint8_t *tab = f + hb - 8 - 84;
+    uint64_t off0 = (uint64_t)le32(tab + 4) | (uint64_t)le32(tab + 8) << 32;
+    uint64_t off1 = (uint64_t)(hb1 + 63) / 64 * 64, delta = off0 - off1;
+    size_t n1 = n - (size_t)delta;
+    uint8_t *f1 = calloc(1, n1);
+    size_t from = 0, to = 0;
+    for (int i = 0; i <= n_cut; i++) {
+        size_t until = i < n_cut ? cut[i][0] : hb - 8;
+        memcpy(f1 + to, f + from, until - from);
+        to += until - from;
+        from = i < n_cut ? cut[i][0] + cut[i][1] : until;
+    }
+    put_le32(f1 + 8, version);
+    put_le32(f1 + 12, hb1);
+    uint8_t *tab1 = f1 + hb1 - 8 - 84;
+    for (int sct = 0; sct < 3; sct++) {
+        uint8_t *ent = tab1 + sct * 28;
+        uint64_t o = (uint64_t)le32(ent + 4) | (uint64_t)le32(ent + 8) << 32;
+        put_le64(ent + 4, o - delta);
+    }
+    put_le64(f1 + hb1 - 8, artifact_hash(f1, hb1 - 8));
+    memcpy(f1 + off1, f + off0, n - (size_t)off0);
+    *n_out = n1;
+    return f1;
+}
+
+// Where the header's fields start in a file of this format (fp32, no float32 tensors).
+typedef struct Fields {
+    size_t precision, wide, load_flags, compile_flags;
+} Fields;
+
+static Fields fields_of(const uint8_t *f) {
+    Fields x;
+    size_t at = 16;
+    at += 4 + le32(f + at); // orch version
+    at += 4 + le32(f + at); // target
+    x.precision = at;
+    at += 4 + le32(f + at);
+    at += 4 + le32(f + at); // fingerprint
+    at += 4 + le32(f + at); // input shapes
+    x.wide = at;
+    at += 4 + le32(f + at);
+    x.load_flags = at + 8; // after the model hash
+    x.compile_flags = x.load_flags + 4;
+    return x;
+}
+
+// An older file runs as it did: the session from it computes what the compiled model does.
+static void older_file_runs(const char *path, uint32_t version) {
+    ArtifactContents a;
+    Err e = {0};
+    int rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_OK, "format %u: %s", version, e.msg);
+    if (rc != ST_OK)
+        return;
+    CHECK(a.h.format_version == version && strcmp(a.h.precision, "fp32") == 0);
+    CHECK(a.h.compile_flags == 0 && a.h.load_flags == 0);
+    CHECK(strcmp(a.h.target, "cpu") == 0 && strcmp(a.h.fingerprint, FP) == 0);
+    CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
+    HwInfo hw = this_machine(FP);
+    Session *s = NULL;
+    SessionOptions opt = {.threads = 1};
+    rc = session_create(&a, &hw, &opt, &s, &e);
+    CHECK_MSG(rc == ST_OK, "format %u session: %s", version, e.msg);
+    if (rc == ST_OK)
+        run_compare(s, &C);
+    session_free(s);
+    artifact_contents_free(&a);
+}
+
 // The precision header field (format 2): written and read back; a format 1 file (no field, as
 // orch wrote before precisions existed) still reads, as fp32; an unknown precision is refused.
 static void precision_field(void) {
@@ -397,8 +477,8 @@ static void precision_field(void) {
         artifact_contents_free(&a);
     }
     // A format 1 file made from the current one of fp32: the precision string (after the
-    // target) and the empty float32 tensors string (after the input shapes, format 3) taken out,
-    // the sections moved to the shorter header's next 64-byte boundary.
+    // target), the empty float32 tensors string (after the input shapes, format 3) and the
+    // compile flags (after the load flags, format 4) taken out.
     snprintf(D.h.precision, sizeof D.h.precision, "fp32");
     if (write_compiled(&D, path))
         return;
@@ -410,60 +490,109 @@ static void precision_field(void) {
         return;
     }
     uint32_t hb = le32(f2 + 12);
-    size_t at = 16;
-    at += 4 + le32(f2 + at); // orch version
-    at += 4 + le32(f2 + at); // target
-    CHECK(le32(f2 + at) == 4 && memcmp(f2 + at + 4, "fp32", 4) == 0);
-    size_t wat = at + 8;
-    wat += 4 + le32(f2 + wat);  // fingerprint
-    wat += 4 + le32(f2 + wat);  // input shapes
-    CHECK(le32(f2 + wat) == 0); // no float32 tensors
-    uint32_t hb1 = hb - 12;
-    // Sections start 64-byte aligned after the header; table entries: kind, offset, size, sum.
-    const uint8_t *tab = f2 + hb - 8 - 84;
-    uint64_t off0 = (uint64_t)le32(tab + 4) | (uint64_t)le32(tab + 8) << 32;
-    uint64_t off1 = (uint64_t)(hb1 + 63) / 64 * 64, delta = off0 - off1;
-    size_t n1 = n2 - (size_t)delta;
-    uint8_t *f1 = calloc(1, n1);
-    memcpy(f1, f2, at);
-    memcpy(f1 + at, f2 + at + 8, wat - (at + 8));
-    memcpy(f1 + wat - 8, f2 + wat + 4, hb - 8 - (wat + 4));
-    put_le32(f1 + 8, 1);
-    put_le32(f1 + 12, hb1);
-    uint8_t *tab1 = f1 + hb1 - 8 - 84;
-    for (int sct = 0; sct < 3; sct++) {
-        uint8_t *ent = tab1 + sct * 28;
-        uint64_t o = (uint64_t)le32(ent + 4) | (uint64_t)le32(ent + 8) << 32;
-        put_le64(ent + 4, o - delta);
-    }
-    put_le64(f1 + hb1 - 8, artifact_hash(f1, hb1 - 8));
-    memcpy(f1 + off1, f2 + off0, n2 - (size_t)off0);
+    Fields x = fields_of(f2);
+    CHECK(le32(f2 + x.precision) == 4 && memcmp(f2 + x.precision + 4, "fp32", 4) == 0);
+    CHECK(le32(f2 + x.wide) == 0); // no float32 tensors
+    const size_t cut[][2] = {{x.precision, 8}, {x.wide, 4}, {x.compile_flags, 4}};
+    size_t n1;
+    uint8_t *f1 = older_format(f2, n2, 1, cut, 3, &n1);
     const char *old = path_in("format1.orch");
     write_bytes(old, f1, n1);
-    ArtifactContents a;
-    int rc = artifact_read(old, &a, &e);
-    CHECK_MSG(rc == ST_OK, "format 1: %s", e.msg);
-    if (rc == ST_OK) {
-        CHECK(a.h.format_version == 1 && strcmp(a.h.precision, "fp32") == 0);
-        CHECK(strcmp(a.h.target, "cpu") == 0 && strcmp(a.h.fingerprint, FP) == 0);
-        CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
-        HwInfo hw = this_machine(FP);
-        Session *s = NULL;
-        SessionOptions opt = {.threads = 1};
-        rc = session_create(&a, &hw, &opt, &s, &e);
-        CHECK_MSG(rc == ST_OK, "format 1 session: %s", e.msg);
-        if (rc == ST_OK)
-            run_compare(s, &C);
-        session_free(s);
-        artifact_contents_free(&a);
-    }
+    older_file_runs(old, 1);
     // An unknown precision (same length as fp32, checksum recomputed): refused by name.
-    memcpy(f2 + at + 4, "fp64", 4);
+    memcpy(f2 + x.precision + 4, "fp64", 4);
     put_le64(f2 + hb - 8, artifact_hash(f2, hb - 8));
     write_bytes(path, f2, n2);
     expect_read_error(path, "precision 'fp64'", "an unknown precision");
     free(f1);
     free(f2);
+}
+
+// The compile flags (format 4): written and read back, named by artifact_compile_flags_text;
+// a format 3 file (no field) still reads, with none; flags orch compile cannot write (an unknown
+// bit, two layouts, a layout without half storage, nchw beside channels-last layouts) are refused
+// as corrupted.
+static void compile_flags_field(void) {
+    Compiled D = C;
+    const char *path = path_in("cflags.orch");
+    static const struct {
+        uint32_t load, compile;
+        const char *text;
+    } ok[] = {
+        {0, 0, ""},
+        {0, ARTIFACT_COMPILE_NO_MLP_CHAINS, "--no-mlp-chains"},
+        {0, ARTIFACT_COMPILE_NO_ATTENTION, "--no-attention"},
+        {ARTIFACT_ATTENTION_REWRITE, ARTIFACT_COMPILE_NO_MLP_CHAINS | ARTIFACT_COMPILE_NO_ATTENTION,
+         "--no-mlp-chains --no-attention"},
+        {ARTIFACT_STORE_F16, ARTIFACT_COMPILE_LAYOUT_NCHW, "--layout nchw"},
+        {ARTIFACT_STORE_BF16 | ARTIFACT_LAYOUT_NHWC,
+         ARTIFACT_COMPILE_LAYOUT_NHWC | ARTIFACT_COMPILE_NO_ATTENTION,
+         "--no-attention --layout nhwc"},
+        {ARTIFACT_STORE_F16, ARTIFACT_COMPILE_LAYOUT_NHWC, "--layout nhwc"},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(ok); i++) {
+        char text[160];
+        artifact_compile_flags_text(ok[i].compile, text, sizeof text);
+        CHECK_MSG(strcmp(text, ok[i].text) == 0, "%u: '%s', want '%s'", ok[i].compile, text,
+                  ok[i].text);
+        D.h.load_flags = ok[i].load;
+        D.h.compile_flags = ok[i].compile;
+        if (write_compiled(&D, path))
+            return;
+        ArtifactContents a;
+        Err e = {0};
+        int rc = artifact_read(path, &a, &e);
+        CHECK_MSG(rc == ST_OK && a.h.format_version == 4 && a.h.compile_flags == ok[i].compile &&
+                      a.h.load_flags == ok[i].load,
+                  "%u/%u: %s", ok[i].load, ok[i].compile, e.msg);
+        artifact_contents_free(&a);
+    }
+    char small[8];
+    artifact_compile_flags_text(ARTIFACT_COMPILE_NO_MLP_CHAINS | ARTIFACT_COMPILE_NO_ATTENTION,
+                                small, sizeof small);
+    CHECK(strlen(small) == sizeof small - 1); // cut, terminated
+    static const struct {
+        uint32_t load, compile;
+    } bad[] = {
+        {0, 1u << 4},
+        {0, 1u << 31},
+        {ARTIFACT_STORE_F16, ARTIFACT_COMPILE_LAYOUT_NCHW | ARTIFACT_COMPILE_LAYOUT_NHWC},
+        {0, ARTIFACT_COMPILE_LAYOUT_NCHW},
+        {0, ARTIFACT_COMPILE_LAYOUT_NHWC},
+        {ARTIFACT_STORE_F16 | ARTIFACT_LAYOUT_NHWC, ARTIFACT_COMPILE_LAYOUT_NCHW},
+    };
+    for (size_t i = 0; i < ORCH_COUNT(bad); i++) {
+        D.h.load_flags = bad[i].load;
+        D.h.compile_flags = bad[i].compile;
+        if (write_compiled(&D, path))
+            return;
+        char what[64];
+        snprintf(what, sizeof what, "compile flags %#x beside load flags %#x", bad[i].compile,
+                 bad[i].load);
+        expect_read_error(path, "corrupted: the header's fields do not parse", what);
+    }
+    // A format 3 file made from a current one with compile flags: they go with the field.
+    D.h.load_flags = 0;
+    D.h.compile_flags = ARTIFACT_COMPILE_NO_MLP_CHAINS;
+    if (write_compiled(&D, path))
+        return;
+    uint8_t *f4 = NULL;
+    size_t n4 = 0;
+    Err e = {0};
+    if (file_read_all(path, 1 << 30, &f4, &n4, &e) != ST_OK) {
+        CHECK_MSG(false, "%s", e.msg);
+        return;
+    }
+    Fields x = fields_of(f4);
+    CHECK(le32(f4 + x.compile_flags) == ARTIFACT_COMPILE_NO_MLP_CHAINS);
+    const size_t cut[][2] = {{x.compile_flags, 4}};
+    size_t n3;
+    uint8_t *f3 = older_format(f4, n4, 3, cut, 1, &n3);
+    const char *old = path_in("format3.orch");
+    write_bytes(old, f3, n3);
+    older_file_runs(old, 3);
+    free(f3);
+    free(f4);
 }
 
 static void truncated(void) {
@@ -732,6 +861,7 @@ int main(int argc, char **argv) {
         RUN(round_trip);
         RUN(precision_field);
         RUN(wide_field);
+        RUN(compile_flags_field);
         RUN(truncated);
         RUN(header_flips);
         RUN(section_corruption);

@@ -1,4 +1,4 @@
-// Unit tests of fused attention on the C target (issue 8): candidates/attention.c proposes
+// Unit tests of fused attention on the C target: candidates/attention.c proposes
 // scaled-dot-product attention (Q·Kt, the pre-softmax chain, softmax over the keys, P·V) as one
 // candidate, plus a variant that takes in the head-split layouts producing Q, Kt and V; the C
 // target (target/c/emit_attention.c) generates both with an online softmax.
@@ -43,6 +43,7 @@
 #endif
 
 static HwInfo g_hw;
+static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static int g_graphs, g_kernels;
 static bool g_time; // ORCH_ATTN_TIME=1: print each kernel's time
 
@@ -94,7 +95,7 @@ static int attention_candidates(const char *name, const PrimGraph *pg, const Can
             CHECK_MSG(n < cap, "%s: more than %d attention candidates", name, cap);
             if (n < cap)
                 out[n++] = c;
-            CHECK_MSG(target_cpu.supports(pg, c), "%s: attention candidate %d refused by the CPU",
+            CHECK_MSG(target_cpu.supports(&g_m, pg, c), "%s: attention candidate %d refused by the CPU",
                       name, c->id);
         }
     }
@@ -373,7 +374,7 @@ static void near_misses(void) {
             // a crash.
             for (int i = 0; i < cs->n; i++)
                 if (cand_count_linear(pg, &cs->c[i]) >= 2)
-                    (void)target_cpu.supports(pg, &cs->c[i]);
+                    (void)target_cpu.supports(&g_m, pg, &cs->c[i]);
         }
         cand_set_free(cs);
         prim_graph_free(pg);
@@ -479,7 +480,7 @@ static void add_case(Batch *bt, AttnCase k, int configs) {
     StrBuf *src = &bt->src[P->unit];
     for (int i = 0; i < 2; i++) {
         KernelConfig cf[64];
-        int n = target_cpu.configs(pg, att[i], &g_hw, cf, configs);
+        int n = target_cpu.configs(&g_m, pg, att[i], cf, configs);
         CHECK_MSG(n >= 1, "%s: no CPU config", k.name);
         for (int q = 0; q < n; q++) {
             if (bt->n_jobs == bt->cap_jobs) {
@@ -494,7 +495,7 @@ static void add_case(Batch *bt, AttnCase k, int configs) {
             Err e = {0};
             CHECK_MSG(cf[q].cls == CCLS_ATTN, "%s: config '%s' is not an attention kernel's",
                       k.name, cf[q].desc);
-            CHECK_MSG(target_cpu.emit(pg, att[i], &cf[q], j->fn, src, &e) == ST_OK,
+            CHECK_MSG(target_cpu.emit(&g_m, pg, att[i], &cf[q], j->fn, src, &e) == ST_OK,
                       "%s: emit '%s': %s", k.name, cf[q].desc, e.msg);
         }
     }
@@ -510,7 +511,7 @@ static void run_batch(Batch *bt) {
     int status[2] = {0, 0};
     char *msgs[2] = {NULL, NULL};
     Err e = {0};
-    int nsrc = bt->src[1].len > strlen(target_cpu.prelude()) ? 2 : 1;
+    int nsrc = bt->src[1].len > strlen(target_cpu.prelude(&g_m)) ? 2 : 1;
     int rc = cbuild_modules(srcs, nsrc, NULL, 2, mods, status, msgs, &e);
     CHECK_MSG(rc == ST_OK, "build: %s", e.msg);
     for (int i = 0; i < nsrc; i++)
@@ -571,7 +572,7 @@ static void batch_init(Batch *bt) {
     memset(bt, 0, sizeof *bt);
     for (int i = 0; i < 2; i++) {
         sb_init(&bt->src[i]);
-        sb_puts(&bt->src[i], target_cpu.prelude());
+        sb_puts(&bt->src[i], target_cpu.prelude(&g_m));
     }
 }
 
@@ -742,10 +743,11 @@ int main(void) {
     printf("seed %u\n", seed);
     srand(seed);
     Err e = {0};
-    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+    if (target_open(&target_cpu, NULL, &g_m, &e) != ST_OK) {
         printf("hw_detect: %s\n", e.msg);
         return 1;
     }
+    g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     g_time = getenv("ORCH_ATTN_TIME") && strcmp(getenv("ORCH_ATTN_TIME"), "0") != 0;
     const char *only = getenv("ORCH_TEST_ONLY");

@@ -9,7 +9,7 @@
 //   programs in parallel threads; the quick cases compile their best configs only (NVRTC takes
 //   ~0.1 s a kernel). Skips NVRTC when it cannot be loaded, or with ORCH_CUGEN_EMIT_ONLY=1 (the
 //   sanitizer pass).
-//   The same for the tensor-core configs under each reduced precision (cugen_lin_precision
+//   The same for the tensor-core configs under each reduced precision (TargetOptions.precision
 //   tf32, fp16, bf16: every one emitted, the best of a third of the cases compiled), and the
 //   configs offered: tensor cores only under those precisions and on sm_80+; the causal bound
 //   found from a constant mask (and not from a mask input), and its model time.
@@ -74,16 +74,21 @@ static int g_cases, g_emitted, g_compiled, g_gpu_ran;
 // The reduced precisions and the tensor-core arithmetic each selects; u: the operands' unit
 // roundoff.
 typedef struct Prec {
-    CugenPrecision prec;
+    Precision prec;
     int mma;
     const char *name;
     double u;
 } Prec;
 static const Prec g_precs[] = {
-    {CUGEN_PREC_TF32, CUA_MMA_TF32, "tf32", 0x1p-11},
-    {CUGEN_PREC_FP16, CUA_MMA_F16, "fp16", 0x1p-11},
-    {CUGEN_PREC_BF16, CUA_MMA_BF16, "bf16", 0x1p-8},
+    {PREC_TF32, CUA_MMA_TF32, "tf32", 0x1p-11},
+    {PREC_FP16, CUA_MMA_F16, "fp16", 0x1p-11},
+    {PREC_BF16, CUA_MMA_BF16, "bf16", 0x1p-8},
 };
+// The emitters' options under float32 (the default) and under precision p.
+static const TargetOptions g_fp32 = {.precision = PREC_FP32};
+static TargetOptions prec_opt(Precision p) {
+    return (TargetOptions){.precision = p};
+}
 static const char *const g_kind[] = {"simt", "tf32", "fp16", "bf16"}; // by CUA_MMA_*
 static double g_worst[4];      // the largest |got - ref| / bound per kind (GPU half)
 static double g_worst_half[4]; // the same, half-storage cases
@@ -165,7 +170,8 @@ static bool prep(Prep *p, const AttnCase *k) {
                       a.B == k->B * k->H,
                   "%s: analysed as M %lld N %lld D %lld Dv %lld B %lld", k->name, (long long)a.M,
                   (long long)a.N, (long long)a.D, (long long)a.Dv, (long long)a.B);
-        CHECK_MSG(target_cuda.supports(p->pg, c) && cugen_attn_supports(p->pg, c),
+        CHECK_MSG(target_cuda.supports(&(TargetMachine){.target = &target_cuda}, p->pg, c) &&
+                      cugen_attn_supports(p->pg, c, &g_fp32),
                   "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
                   c->id, c->n_prims);
     }
@@ -235,8 +241,9 @@ static void batch_free(Batch *b) {
 // hw (through cugen_emit, the target's dispatch) and checks each launch against the device; the
 // configs q < n_best, and every stride-th (stride > 0), go into the batch's programs to be
 // compiled.
-static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, int k, int n_best,
-                      int stride, bool with_cp0, int mma) {
+static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw,
+                      const TargetOptions *opt, int k, int n_best, int stride, bool with_cp0,
+                      int mma) {
     Program *g = NULL;
     if (g_sm90_only && hw->cc_major < 9)
         n_best = 0, stride = 0;
@@ -245,7 +252,7 @@ static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, i
     for (int ci = 0; ci < 2; ci++) {
         const Candidate *c = p->cand[ci];
         KernelConfig cf[2 * 640];
-        int n = cugen_attn_configs(p->pg, c, hw, cf, 640), kept = 0;
+        int n = cugen_attn_configs(p->pg, c, hw, opt, cf, 640), kept = 0;
         for (int q = 0; q < n; q++)
             if ((mma < 0 || cf[q].p[CUA_MMA] == mma) && kept < k &&
                 (!g_keep_split || cf[q].p[CUA_SPLIT] > 1) && (!g_keep_kw || cf[q].p[CUA_KW] > 1))
@@ -277,8 +284,8 @@ static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw, i
             if (compile && (!g || g->nj >= b->chunk))
                 g = batch_open(b, case_idx, hw->arch);
             Err e = {0};
-            int rc = cugen_emit(p->pg, c, &cf[q], hw, j.fn, compile ? &g->src : &scratch, &j.ln,
-                                &e);
+            int rc = cugen_emit(p->pg, c, &cf[q], hw, opt, j.fn, compile ? &g->src : &scratch,
+                                &j.ln, &e);
             sb_free(&scratch);
             CHECK_MSG(rc == ST_OK, "%s: emit '%s' for %s: %s", p->k.name, cf[q].desc, hw->arch,
                       e.msg);
@@ -416,22 +423,21 @@ static void ktdim_staging(void) {
         {mk_ktdim(1, 2, 33, 127, 33, 17, ATTN_MASK_CAUSAL, ATTN_SCALE_DIV), {false, false}},
         {mk(1, 12, 512, 512, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false), {true, false}},
     };
-    CugenPrecision saved = cugen_lin_precision;
-    cugen_lin_precision = CUGEN_PREC_FP16;
+    const TargetOptions fp16 = prec_opt(PREC_FP16);
     for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
         Prep p;
         if (!prep(&p, &cases[i].k))
             continue;
         for (int ci = 0; ci < 2; ci++) {
             KernelConfig cf[640];
-            int n = cugen_attn_configs(p.pg, p.cand[ci], &g_cu[1], cf, 640), seen = 0;
+            int n = cugen_attn_configs(p.pg, p.cand[ci], &g_cu[1], &fp16, cf, 640), seen = 0;
             for (int q = 0; q < n; q++) {
                 StrBuf src;
                 sb_init(&src);
                 CudaLaunch ln;
                 Err e = {0};
-                CHECK_MSG(cugen_emit(p.pg, p.cand[ci], &cf[q], &g_cu[1], "k", &src, &ln, &e) ==
-                              ST_OK,
+                CHECK_MSG(cugen_emit(p.pg, p.cand[ci], &cf[q], &g_cu[1], &fp16, "k", &src, &ln,
+                                     &e) == ST_OK,
                           "%s %s: %s", cases[i].k.name, cf[q].desc, e.msg);
                 bool tc_cp = cf[q].p[CUA_MMA] != CUA_MMA_SIMT && cf[q].p[CUA_CP] != 0;
                 bool staged = src.s && strstr(src.s, "orch_attn_vfrag_f16(bf, Kb") != NULL;
@@ -446,7 +452,6 @@ static void ktdim_staging(void) {
         }
         prep_free(&p);
     }
-    cugen_lin_precision = saved;
 }
 
 // Every mask kind and scale, split or not, single rows and keys, odd and large head dims.
@@ -485,27 +490,38 @@ static void compile_cases(void) {
         // and staging variants over odd dims), the best one of half the cases for the A100; all
         // of them with ORCH_ATTN_ALL=1.
         bool spread = i == 0 || i == 2;
-        emit_case(&b, &ps[i], i, &g_cu[1], 640, all ? 640 : 1, all ? 0 : spread ? 24 : 0, false,
-                  CUA_MMA_SIMT);
-        emit_case(&b, &ps[i], i, &g_cu[0], 640, all ? 640 : i % 2 ? 0 : 1, 0, false,
-                  CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[1], &g_fp32, 640, all ? 640 : 1,
+                  all      ? 0
+                  : spread ? 24
+                           : 0,
+                  false, CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[0], &g_fp32, 640,
+                  all     ? 640
+                  : i % 2 ? 0
+                          : 1,
+                  0, false, CUA_MMA_SIMT);
         // The tensor-core configs under each precision: every one emitted, the best of each
         // candidate compiled for a third of the cases (the H100; the A100 on every other of
         // them), all with ORCH_ATTN_ALL=1.
         for (int pi = 0; pi < (int)ORCH_COUNT(g_precs); pi++) {
-            cugen_lin_precision = g_precs[pi].prec;
+            const TargetOptions o = prec_opt(g_precs[pi].prec);
             bool mine = i % 3 == pi;
-            emit_case(&b, &ps[i], i, &g_cu[1], 640, all ? 640 : mine ? 1 : 0, 0, false,
-                      g_precs[pi].mma);
-            emit_case(&b, &ps[i], i, &g_cu[0], 640, all ? 640 : mine && i % 2 ? 1 : 0, 0, false,
-                      g_precs[pi].mma);
+            emit_case(&b, &ps[i], i, &g_cu[1], &o, 640,
+                      all    ? 640
+                      : mine ? 1
+                             : 0,
+                      0, false, g_precs[pi].mma);
+            emit_case(&b, &ps[i], i, &g_cu[0], &o, 640,
+                      all             ? 640
+                      : mine && i % 2 ? 1
+                                      : 0,
+                      0, false, g_precs[pi].mma);
         }
-        cugen_lin_precision = CUGEN_PREC_FP32;
         for (int q = 0; q < b.n && dump == i + 1; q++)
             if (b.g[q].case_idx == i && b.g[q].arch == g_cu[1].arch)
                 printf("//// program %d\n%s\n", q, b.g[q].src.s);
         KernelConfig best;
-        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &best, 1) == 1)
+        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &g_fp32, &best, 1) == 1)
             printf("  %-58s H100 best '%s' (model %.1f us)\n", cases[i].name, best.desc + 9,
                    best.score * 1e6);
     }
@@ -591,24 +607,25 @@ static void compile_half(void) {
         for (int pi = -1; pi < (int)ORCH_COUNT(g_precs); pi++) {
             if (pi == own)
                 continue;
-            cugen_lin_precision = pi < 0 ? CUGEN_PREC_FP32 : g_precs[pi].prec;
+            const TargetOptions o = pi < 0 ? g_fp32 : prec_opt(g_precs[pi].prec);
             KernelConfig cf[640];
-            int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], cf, 640), tc = 0;
+            int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &o, cf, 640), tc = 0;
             for (int q = 0; q < n; q++)
                 tc += cf[q].p[CUA_MMA] != CUA_MMA_SIMT;
             CHECK_MSG(n >= 1 && tc == 0, "%s under %s: %d configs, %d tensor-core", k->name,
                       pi < 0 ? "fp32" : g_precs[pi].name, n, tc);
         }
-        cugen_lin_precision = g_precs[own].prec;
+        const TargetOptions oo = prec_opt(g_precs[own].prec);
         bool spread = i == 0 || i == 3;
-        emit_case(&b, &ps[i], i, &g_cu[1], 640, 1, 0, false, CUA_MMA_SIMT);
-        emit_case(&b, &ps[i], i, &g_cu[1], 640, 2, spread ? 16 : 0, false, g_precs[own].mma);
-        emit_case(&b, &ps[i], i, &g_cu[0], 640, i % 2 ? 0 : 1, 0, false, CUA_MMA_SIMT);
-        emit_case(&b, &ps[i], i, &g_cu[0], 640, i % 2 ? 0 : 1, 0, false, g_precs[own].mma);
+        emit_case(&b, &ps[i], i, &g_cu[1], &oo, 640, 1, 0, false, CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[1], &oo, 640, 2, spread ? 16 : 0, false, g_precs[own].mma);
+        emit_case(&b, &ps[i], i, &g_cu[0], &oo, 640, i % 2 ? 0 : 1, 0, false, CUA_MMA_SIMT);
+        emit_case(&b, &ps[i], i, &g_cu[0], &oo, 640, i % 2 ? 0 : 1, 0, false, g_precs[own].mma);
         // The tensor-core sources of the layouts candidate.
         const bool want16 = k->D % 8 == 0 || k->Dv % 8 == 0 || (k->kt_dim_major && k->N % 8 == 0);
         KernelConfig cf[640];
-        int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], cf, 640), cp16 = 0, ncp = 0;
+        int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &oo, cf, 640), cp16 = 0,
+            ncp = 0;
         for (int q = 0; q < n; q++) {
             if (cf[q].p[CUA_MMA] == CUA_MMA_SIMT)
                 continue;
@@ -618,7 +635,7 @@ static void compile_half(void) {
             sb_init(&src);
             CudaLaunch ln;
             Err e = {0};
-            int rc = cugen_emit(ps[i].pg, ps[i].cand[1], &cf[q], &g_cu[1], "k", &src, &ln, &e);
+            int rc = cugen_emit(ps[i].pg, ps[i].cand[1], &cf[q], &g_cu[1], &oo, "k", &src, &ln, &e);
             CHECK_MSG(rc == ST_OK && strstr(src.s, "orch_attn_ldsm4t(b4, Vb") &&
                           !strstr(src.s, "orch_attn_vfrag_f16(bf") &&
                           !strstr(src.s, "orch_attn_vfrag_bf16(bf"),
@@ -634,10 +651,9 @@ static void compile_half(void) {
                   "%s: %d of %d cp.async configs copy 16 bytes of halves (want %s)", k->name, cp16,
                   ncp, want16 ? "some" : "none");
         KernelConfig best;
-        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &best, 1) == 1)
+        if (cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &oo, &best, 1) == 1)
             printf("  %-66s H100 best '%s' (model %.1f us)\n", k->name, best.desc + 9,
                    best.score * 1e6);
-        cugen_lin_precision = CUGEN_PREC_FP32;
     }
     double t1 = now();
     compile_all(&b, cpus());
@@ -669,9 +685,9 @@ static void packed_affine(void) {
         if (!prep(&p, &cases[i]))
             continue;
         const int own = half_prec(&cases[i]);
-        cugen_lin_precision = own < 0 ? CUGEN_PREC_FP32 : g_precs[own].prec;
+        const TargetOptions o = own < 0 ? g_fp32 : prec_opt(g_precs[own].prec);
         KernelConfig cf[640];
-        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], cf, 640), cp = 0, tc_cp16 = 0;
+        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], &o, cf, 640), cp = 0, tc_cp16 = 0;
         for (int q = 0; q < n; q++) {
             if (!cf[q].p[CUA_CP])
                 continue;
@@ -681,7 +697,7 @@ static void packed_affine(void) {
                 sb_init(&src);
                 CudaLaunch ln;
                 Err e = {0};
-                if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], "k", &src, &ln, &e) == ST_OK)
+                if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], &o, "k", &src, &ln, &e) == ST_OK)
                     tc_cp16 += strstr(src.s, "orch_attn_cph16(") != NULL;
                 sb_free(&src);
             }
@@ -691,7 +707,6 @@ static void packed_affine(void) {
         CHECK_MSG(own < 0 || tc_cp16 > 0, "%s: no tensor-core config copies 16 bytes",
                   cases[i].name);
         printf("  %s: %d of %d configs by cp.async\n", cases[i].name, cp, n);
-        cugen_lin_precision = CUGEN_PREC_FP32;
         prep_free(&p);
     }
 }
@@ -705,7 +720,7 @@ static void configs_model(void) {
         return;
     for (int u = 0; u < 2; u++) {
         KernelConfig cf[256];
-        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[u], cf, 256);
+        int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[u], &g_fp32, cf, 256);
         CHECK_MSG(n >= 8, "%s: %d configs", g_cu[u].arch, n);
         for (int i = 1; i < n; i++)
             CHECK(cf[i - 1].score <= cf[i].score && cf[i].cls == CUCLS_ATTN);
@@ -718,7 +733,7 @@ static void configs_model(void) {
     Prep pd;
     if (prep(&pd, &dec)) {
         KernelConfig best;
-        CHECK(cugen_attn_configs(pd.pg, pd.cand[1], &g_cu[1], &best, 1) == 1);
+        CHECK(cugen_attn_configs(pd.pg, pd.cand[1], &g_cu[1], &g_fp32, &best, 1) == 1);
         CHECK_MSG(best.p[CUA_SPLIT] >= 8, "decoding: '%s'", best.desc);
         printf("    decoding (1 x 4096): %s, %.1f us\n", best.desc, best.score * 1e6);
         prep_free(&pd);
@@ -733,7 +748,7 @@ static void configs_model(void) {
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
     for (int i = 0; cs && i < cs->n; i++)
-        CHECK(!cugen_attn_supports(pg, &cs->c[i]));
+        CHECK(!cugen_attn_supports(pg, &cs->c[i], &g_fp32));
     cand_set_free(cs);
     prim_graph_free(pg);
     prep_free(&p);
@@ -749,10 +764,11 @@ static void configs_precision(void) {
         return;
     KernelConfig cf[640];
     for (int pi = -1; pi < (int)ORCH_COUNT(g_precs); pi++) {
-        cugen_lin_precision = pi < 0 ? CUGEN_PREC_FP32 : g_precs[pi].prec;
+        const TargetOptions o = pi < 0 ? g_fp32 : prec_opt(g_precs[pi].prec);
         for (int u = 0; u < 3; u++) {
             const CudaHw *hw = u < 2 ? &g_cu[u] : &g_t4;
-            int n = cugen_attn_configs(p.pg, p.cand[1], hw, cf, 640), simt = 0, tc = 0, other = 0;
+            int n = cugen_attn_configs(p.pg, p.cand[1], hw, &o, cf, 640), simt = 0, tc = 0,
+                other = 0;
             for (int i = 0; i < n; i++) {
                 int m = (int)cf[i].p[CUA_MMA];
                 simt += m == CUA_MMA_SIMT;
@@ -772,7 +788,6 @@ static void configs_precision(void) {
                        cf[best_simt].score * 1e6);
         }
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
     prep_free(&p);
 }
 
@@ -782,10 +797,9 @@ static char *best_source(const AttnCase *k, int mma, double *score) {
     Prep p;
     if (!prep(&p, k))
         return NULL;
-    cugen_lin_precision = mma ? g_precs[mma - 1].prec : CUGEN_PREC_FP32;
+    const TargetOptions o = mma ? prec_opt(g_precs[mma - 1].prec) : g_fp32;
     KernelConfig cf[640];
-    int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], cf, 640), q = 0;
-    cugen_lin_precision = CUGEN_PREC_FP32;
+    int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], &o, cf, 640), q = 0;
     while (q < n && cf[q].p[CUA_MMA] != mma)
         q++;
     char *out = NULL;
@@ -794,7 +808,8 @@ static char *best_source(const AttnCase *k, int mma, double *score) {
         sb_init(&src);
         CudaLaunch ln;
         Err e = {0};
-        if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], "attn_best", &src, &ln, &e) == ST_OK)
+        if (cugen_emit(p.pg, p.cand[1], &cf[q], &g_cu[1], &g_fp32, "attn_best", &src, &ln, &e) ==
+            ST_OK)
             out = strdup(src.s);
         CHECK_MSG(out, "%s '%s': %s", k->name, cf[q].desc, e.msg);
         sb_free(&src);
@@ -1066,17 +1081,15 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
         if (!prep(&ps[i], &cases[i]))
             continue;
         const int own = half_prec(&cases[i]); // index into g_precs; -1: float32
-        if (own >= 0)
-            cugen_lin_precision = g_precs[own].prec;
+        const TargetOptions os = own >= 0 ? prec_opt(g_precs[own].prec) : g_fp32;
         if (k_simt > 0)
-            emit_case(&b, &ps[i], i, &g_dhw, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
+            emit_case(&b, &ps[i], i, &g_dhw, &os, k_simt, k_simt, 0, with_cp0, CUA_MMA_SIMT);
         for (int pi = 0; k_tc > 0 && g_dhw.cc_major >= 8 && pi < (int)ORCH_COUNT(g_precs); pi++) {
             if (own >= 0 && pi != own)
                 continue;
-            cugen_lin_precision = g_precs[pi].prec;
-            emit_case(&b, &ps[i], i, &g_dhw, k_tc, k_tc, 0, with_cp0, g_precs[pi].mma);
+            const TargetOptions o = prec_opt(g_precs[pi].prec);
+            emit_case(&b, &ps[i], i, &g_dhw, &o, k_tc, k_tc, 0, with_cp0, g_precs[pi].mma);
         }
-        cugen_lin_precision = CUGEN_PREC_FP32;
     }
     double t1 = now();
     compile_all(&b, cpus());

@@ -28,6 +28,7 @@
 #include <time.h>
 
 static HwInfo g_hw;
+static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
 static int g_seen_packa[2], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
@@ -875,10 +876,11 @@ int main(void) {
     printf("seed %u\n", seed);
     srand(seed);
     Err e = {0};
-    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+    if (target_open(&target_cpu, NULL, &g_m, &e) != ST_OK) {
         printf("hw_detect: %s\n", e.msg);
         return 1;
     }
+    g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     double t0 = now();
     if (!getenv("ORCH_ONLY_SPEED")) {

@@ -51,6 +51,8 @@ static uint64_t rng_state;
 static const CudaApi *g_api; // NULL without a GPU
 static Err g_load_err;
 static CudaHw g_hw;
+// The emitters' options under float32 (the default).
+static const TargetOptions g_fp32 = {.precision = PREC_FP32};
 
 static double rnd(void) { // uniform in [0, 1), xorshift64*
     rng_state ^= rng_state >> 12;
@@ -492,7 +494,7 @@ static bool same_call(const BlasLtCall *x, const BlasLtCall *y, char *why, size_
 static void test_loader(void) {
     static const char *toolkit = "/usr/local/cuda-13.0/lib64/libcublasLt.so.13";
     if (!blaslt_available()) {
-        void *h = getenv("ORCH_CUBLASLT") ? NULL : dlopen(toolkit, RTLD_NOW | RTLD_LOCAL);
+        void *h = dlopen(toolkit, RTLD_NOW | RTLD_LOCAL);
         CHECK_MSG(!h, "%s opens, but the loader found nothing: %s", toolkit,
                   blaslt_describe_load());
         if (h)
@@ -516,7 +518,7 @@ static void analyse_ok(const Case *k, DType dt, int store) {
     MG g;
     if (mg_build_as(&g, k, dt, store)) {
         BlasLtCall got, want = expected_call(&g, k);
-        bool ok = blaslt_analyse(g.pg, &g.cs->c[g.cand], &got);
+        bool ok = blaslt_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got);
         CHECK_MSG(ok, "%s refused", k->name);
         char why[1200];
         blaslt_call_str(&got, why, sizeof why);
@@ -541,22 +543,21 @@ static void analyse_ok(const Case *k, DType dt, int store) {
             const Candidate *cc = &g.cs->c[c];
             BlasLtCall alone;
             if (cc->output == g.lin && cc->n_prims == 1)
-                CHECK_MSG(blaslt_analyse(g.pg, cc, &alone) && !alone.trans_a && !alone.trans_b &&
-                              alone.epilogue == BLASLT_EPI_NONE &&
+                CHECK_MSG(blaslt_analyse(g.pg, cc, &g_fp32, &alone) && !alone.trans_a &&
+                              !alone.trans_b && alone.epilogue == BLASLT_EPI_NONE &&
                               BLASLT_TYPE_CD(alone.compute) == BLASLT_TYPE_AB(alone.compute),
                           "%s: the LINEAR alone", k->name);
         }
         // Half operands take CUBLAS_COMPUTE_32F whatever the precision.
         for (int p = 0; ok && dt != DT_FLOAT && p < 3; p++) {
-            cugen_lin_precision = p == 0   ? CUGEN_PREC_FP16
-                                  : p == 1 ? CUGEN_PREC_BF16
-                                           : CUGEN_PREC_FP32;
+            const TargetOptions o = {.precision = p == 0   ? PREC_FP16
+                                                  : p == 1 ? PREC_BF16
+                                                           : PREC_FP32};
             BlasLtCall again;
-            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &again) &&
+            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &o, &again) &&
                           again.compute == got.compute,
                       "%s: precision %d", k->name, p);
         }
-        cugen_lin_precision = CUGEN_PREC_FP32;
     }
     mg_free(&g);
 }
@@ -571,7 +572,8 @@ static void test_analysis(void) {
         MG g;
         if (mg_build_as(&g, &h->k, h->dt, h->store)) {
             BlasLtCall got;
-            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &got), "%s accepted", h->k.name);
+            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got), "%s accepted",
+                      h->k.name);
         }
         mg_free(&g);
     }
@@ -579,7 +581,7 @@ static void test_analysis(void) {
         MG g;
         if (mg_build(&g, &bad_cases[i])) {
             BlasLtCall got;
-            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &got), "%s accepted",
+            CHECK_MSG(!blaslt_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got), "%s accepted",
                       bad_cases[i].name);
         }
         mg_free(&g);
@@ -590,31 +592,30 @@ static void test_analysis(void) {
                                   96,         80, false, false, E_BIAS_GELU};
     MG g;
     if (mg_build(&g, &erf_gelu)) {
-        static const CugenPrecision reduced[] = {CUGEN_PREC_TF32, CUGEN_PREC_FP16, CUGEN_PREC_BF16};
+        static const Precision reduced[] = {PREC_TF32, PREC_FP16, PREC_BF16};
         for (size_t i = 0; i < ORCH_COUNT(reduced); i++) {
-            cugen_lin_precision = reduced[i];
+            const TargetOptions o = {.precision = reduced[i]};
             BlasLtCall got, want = expected_call(&g, &erf_gelu);
             char why[1200];
-            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &got) &&
+            CHECK_MSG(blaslt_analyse(g.pg, &g.cs->c[g.cand], &o, &got) &&
                           (want.compute = got.compute, same_call(&got, &want, why, sizeof why)),
                       "erf GELU under precision %d", (int)reduced[i]);
         }
-        cugen_lin_precision = CUGEN_PREC_FP32;
     }
     mg_free(&g);
     // The precision picks the compute type.
     if (mg_build(&g, &ok_cases[0])) {
         static const struct {
-            CugenPrecision p;
+            Precision p;
             int ct;
-        } pc[] = {{CUGEN_PREC_TF32, BLASLT_COMPUTE_32F_FAST_TF32},
-                  {CUGEN_PREC_FP16, BLASLT_COMPUTE_32F_FAST_16F},
-                  {CUGEN_PREC_BF16, BLASLT_COMPUTE_32F_FAST_16BF},
-                  {CUGEN_PREC_FP32, BLASLT_COMPUTE_32F}};
+        } pc[] = {{PREC_TF32, BLASLT_COMPUTE_32F_FAST_TF32},
+                  {PREC_FP16, BLASLT_COMPUTE_32F_FAST_16F},
+                  {PREC_BF16, BLASLT_COMPUTE_32F_FAST_16BF},
+                  {PREC_FP32, BLASLT_COMPUTE_32F}};
         for (size_t i = 0; i < ORCH_COUNT(pc); i++) {
-            cugen_lin_precision = pc[i].p;
+            const TargetOptions o = {.precision = pc[i].p};
             BlasLtCall got;
-            CHECK(blaslt_analyse(g.pg, &g.cs->c[g.cand], &got) && got.compute == pc[i].ct);
+            CHECK(blaslt_analyse(g.pg, &g.cs->c[g.cand], &o, &got) && got.compute == pc[i].ct);
         }
     }
     mg_free(&g);
@@ -853,17 +854,18 @@ static const char *status_name(LabStatus s) {
     return s == LAB_OK ? "ok" : s == LAB_WRONG ? "wrong" : s == LAB_SKIPPED ? "skipped" : "failed";
 }
 
-// Runs up to nl library configs and no own configs of a case's candidate through the lab;
-// returns the best median of each (INFINITY when none ran), checks every result.
-static void lab_case(MG *g, const char *name, int nl, int no, double tol, bool verbose,
-                     double *best_lib, double *best_own) {
+// Runs up to nl library configs and no own configs of a case's candidate through the lab, all
+// proposed and emitted under opt; returns the best median of each (INFINITY when none ran),
+// checks every result.
+static void lab_case(MG *g, const char *name, const TargetOptions *opt, int nl, int no, double tol,
+                     bool verbose, double *best_lib, double *best_own) {
     const Candidate *c = &g->cs->c[g->cand];
     KernelConfig cfg[24];
-    int n = blaslt_configs(g->pg, c, &g_hw, cfg, nl);
+    int n = blaslt_configs(g->pg, c, &g_hw, opt, cfg, nl);
     CHECK_MSG(n >= 1, "%s: no cuBLASLt algorithm", name);
     int nlib = n;
-    if (no > 0 && cugen_lin_supports(g->pg, c))
-        n += cugen_lin_configs(g->pg, c, &g_hw, cfg + n, no);
+    if (no > 0 && cugen_lin_supports(g->pg, c, opt))
+        n += cugen_lin_configs(g->pg, c, &g_hw, opt, cfg + n, no);
     LabJob *jobs = xcalloc((size_t)n + 1, sizeof *jobs);
     for (int i = 0; i < n; i++) {
         jobs[i].cand = g->cand;
@@ -874,7 +876,7 @@ static void lab_case(MG *g, const char *name, int nl, int no, double tol, bool v
     Err e = {0};
     int rc = prim_interp_values(g->pg, (const void *const *)g->in, &values, &e);
     CHECK_MSG(rc == ST_OK, "prim_interp_values: %s", e.msg);
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), *opt};
     LabOptions lo = {.max_reps = 10};
     if (rc == ST_OK)
         rc = cuda_lab_run(g->pg, g->cs, values, jobs, n, &lo, &g_hw, &em, &e);
@@ -907,29 +909,27 @@ static void lab_case(MG *g, const char *name, int nl, int no, double tol, bool v
 static void test_gpu_lab(void) {
     if (!need_gpu())
         return;
-    cugen_lin_precision = CUGEN_PREC_FP32;
     for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
         MG g;
         if (mg_build(&g, &ok_cases[i])) {
             double bl, bo;
-            lab_case(&g, ok_cases[i].name, 8, 1, 0, false, &bl, &bo);
+            lab_case(&g, ok_cases[i].name, &g_fp32, 8, 1, 0, false, &bl, &bo);
             printf("  %-16s cuBLASLt %8.2f us, generated %8.2f us\n", ok_cases[i].name, 1e6 * bl,
                    1e6 * bo);
         }
         mg_free(&g);
     }
     // TF32: the fast compute type, checked at TF32's tolerance.
-    cugen_lin_precision = CUGEN_PREC_TF32;
+    const TargetOptions tf32 = {.precision = PREC_TF32};
     MG g;
     if (mg_build(&g, &ok_cases[9])) {
         KernelConfig cf[4];
-        int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 4);
+        int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, &tf32, cf, 4);
         CHECK_MSG(n >= 1 && strstr(cf[0].desc, "ct=tf32"), "%d: %s", n, n ? cf[0].desc : "");
         double bl, bo;
-        lab_case(&g, "bias_relu_tf32", 4, 0, 5e-3, true, &bl, &bo);
+        lab_case(&g, "bias_relu_tf32", &tf32, 4, 0, 5e-3, true, &bl, &bo);
     }
     mg_free(&g);
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // Half storage: every heuristic algorithm of every half case against the interpreter, at the
@@ -941,22 +941,21 @@ static void test_gpu_half_lab(void) {
     for (size_t i = 0; i < ORCH_COUNT(half_cases); i++) {
         const Case *k = &half_cases[i].k;
         bool bf = half_cases[i].dt == DT_BFLOAT16;
-        cugen_lin_precision = bf ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+        const TargetOptions o = {.precision = bf ? PREC_BF16 : PREC_FP16};
         MG g;
         if (mg_build_as(&g, k, half_cases[i].dt, half_cases[i].store)) {
             KernelConfig cf[1];
-            int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 1);
+            int n = blaslt_configs(g.pg, &g.cs->c[g.cand], &g_hw, &o, cf, 1);
             CHECK_MSG(n == 1 && strstr(cf[0].desc, "ct=32f ab=16"), "%s: %d: %s", k->name, n,
                       n ? cf[0].desc : "");
             double tol =
                 lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], bf ? PREC_BF16 : PREC_FP16);
             double bl, bo;
-            lab_case(&g, k->name, 8, 0, tol, false, &bl, &bo);
+            lab_case(&g, k->name, &o, 8, 0, tol, false, &bl, &bo);
             printf("  %-16s cuBLASLt %8.2f us (tolerance %.2g)\n", k->name, 1e6 * bl, tol);
         }
         mg_free(&g);
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // The session's output against the interpreter's: fp32 1e-4 as the lab, half types as the lab's
@@ -971,8 +970,9 @@ static bool close_enough(const Tensor *t, const void *got, const void *ref, doub
     return ok;
 }
 
-// A plan of one library kernel through the module blob and the session.
-static void session_case_as(const Case *k, DType dt, int store) {
+// A plan of one library kernel through the module blob and the session (proposed and built
+// under opt).
+static void session_case_as(const Case *k, DType dt, int store, const TargetOptions *opt) {
     MG g;
     if (!mg_build_as(&g, k, dt, store)) {
         mg_free(&g);
@@ -980,7 +980,7 @@ static void session_case_as(const Case *k, DType dt, int store) {
     }
     const Candidate *c = &g.cs->c[g.cand];
     KernelConfig cfg[1];
-    int n = blaslt_configs(g.pg, c, &g_hw, cfg, 1);
+    int n = blaslt_configs(g.pg, c, &g_hw, opt, cfg, 1);
     CHECK_MSG(n == 1, "%s: no algorithm", k->name);
     char sym[64];
     Plan *plan = NULL;
@@ -997,7 +997,7 @@ static void session_case_as(const Case *k, DType dt, int store) {
     void *cubin = NULL;
     size_t size = 0;
     CudaLaunchTable t = {0}, u = {0};
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), *opt};
     if (rc == ST_OK) {
         int cand = g.cand;
         rc = cuda_lab_build_module(g.pg, g.cs, &cand, cfg, 1, &g_hw, &em, &cubin, &size, &t, &e);
@@ -1071,13 +1071,12 @@ static void session_case_as(const Case *k, DType dt, int store) {
 }
 
 static void session_case(const Case *k) {
-    session_case_as(k, DT_FLOAT, 0);
+    session_case_as(k, DT_FLOAT, 0, &g_fp32);
 }
 
 static void session_half(const HalfCase *h) {
-    cugen_lin_precision = h->dt == DT_BFLOAT16 ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
-    session_case_as(&h->k, h->dt, h->store);
-    cugen_lin_precision = CUGEN_PREC_FP32;
+    const TargetOptions o = {.precision = h->dt == DT_BFLOAT16 ? PREC_BF16 : PREC_FP16};
+    session_case_as(&h->k, h->dt, h->store, &o);
 }
 
 static void test_gpu_session(void) {
@@ -1106,7 +1105,7 @@ static void test_gpu_compare(void) {
     for (int v = 0; v < 3; v++) {
         static const char *const head[] = {"MxNxK (fp32)", "MxNxK (tf32)", "MxNxK (f16 st.)"};
         static const Precision prec[] = {PREC_FP32, PREC_TF32, PREC_FP16};
-        cugen_lin_precision = v == 0 ? CUGEN_PREC_FP32 : v == 1 ? CUGEN_PREC_TF32 : CUGEN_PREC_FP16;
+        const TargetOptions o = {.precision = prec[v]};
         printf("  %-16s %14s %14s\n", head[v], "generated us", "cuBLASLt us");
         for (size_t i = 0; i < ORCH_COUNT(shapes) - (v == 2); i++) {
             Case k = {"compare",    0,     0,     {0},   {0}, shapes[i][0], shapes[i][1],
@@ -1118,13 +1117,12 @@ static void test_gpu_compare(void) {
             if (mg_build_as(&g, &k, v == 2 ? DT_FLOAT16 : DT_FLOAT, 0)) {
                 double bl, bo;
                 double tol = lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], prec[v]);
-                lab_case(&g, name, 8, 8, tol, false, &bl, &bo);
+                lab_case(&g, name, &o, 8, 8, tol, false, &bl, &bo);
                 printf("  %-16s %14.2f %14.2f\n", name, 1e6 * bo, 1e6 * bl);
             }
             mg_free(&g);
         }
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 int main(int argc, char **argv) {

@@ -57,6 +57,8 @@ static uint64_t rng_state;
 static const CudaApi *g_api; // NULL without a GPU
 static Err g_load_err;
 static CudaHw g_hw;
+// The emitters' options under float32 (the default).
+static const TargetOptions g_fp32 = {.precision = PREC_FP32};
 static const char *g_model_dir = "models/a_convnet";
 
 static double rnd(void) { // uniform in [0, 1), xorshift64*
@@ -537,7 +539,7 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
     CG g;
     if (cg_build_as(&g, k, dt, store)) {
         DnnCall got, want = expected_call(&g, k);
-        bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+        bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got);
         CHECK_MSG(ok, "%s refused", k->name);
         char why[1200];
         dnn_call_str(&got, why, sizeof why);
@@ -549,21 +551,20 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
             const Candidate *cc = &g.cs->c[c];
             DnnCall alone;
             if (cc->output == g.conv && cc->n_prims == 1 && !g.nhwc)
-                CHECK_MSG(dnn_analyse(g.pg, cc, &alone) && alone.epilogue == 0 &&
+                CHECK_MSG(dnn_analyse(g.pg, cc, &g_fp32, &alone) && alone.epilogue == 0 &&
                               alone.in_bias == -1 && alone.in_z == -1 && alone.alpha == 1.0f &&
                               alone.math == want.math,
                           "%s: the convolution alone", k->name);
         }
         // Half tensors ask for tensor-op math whatever the precision.
         for (int p = 0; ok && dt != DT_FLOAT && p < 3; p++) {
-            cugen_lin_precision = p == 0   ? CUGEN_PREC_FP16
-                                  : p == 1 ? CUGEN_PREC_BF16
-                                           : CUGEN_PREC_FP32;
+            const TargetOptions o = {.precision = p == 0   ? PREC_FP16
+                                                  : p == 1 ? PREC_BF16
+                                                           : PREC_FP32};
             DnnCall again;
-            CHECK_MSG(dnn_analyse(g.pg, &g.cs->c[g.cand], &again) && again.math == got.math,
+            CHECK_MSG(dnn_analyse(g.pg, &g.cs->c[g.cand], &o, &again) && again.math == got.math,
                       "%s: precision %d", k->name, p);
         }
-        cugen_lin_precision = CUGEN_PREC_FP32;
         // A config's bare math type keeps the call's data type.
         KernelConfig kc;
         memset(&kc, 0, sizeof kc);
@@ -572,7 +573,7 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
         kc.p[DNP_MATH] = DNN_MATH_DEFAULT;
         Err e = {0};
         DnnCall cfg_call;
-        CHECK(!ok || (dnn_call(g.pg, &g.cs->c[g.cand], &kc, &cfg_call, &e) == ST_OK &&
+        CHECK(!ok || (dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &cfg_call, &e) == ST_OK &&
                       cfg_call.math == DNN_MATH(DNN_MATH_DEFAULT, dnn_type_of(dt)) &&
                       dnn_call_valid(&cfg_call, why, sizeof why)));
     }
@@ -622,7 +623,7 @@ static void test_nhwc_pass_candidates(void) {
     int nhwc = 0, nhwc_z = 0, nchw = 0;
     for (int i = 0; cs && i < cs->n; i++) {
         DnnCall call;
-        if (!dnn_analyse(pg, &cs->c[i], &call))
+        if (!dnn_analyse(pg, &cs->c[i], &g_fp32, &call))
             continue;
         if (call.epilogue & DNN_LAYOUT_NHWC) {
             CHECK(call.epilogue & DNN_FILTER_KRSC);
@@ -647,7 +648,6 @@ static void test_nhwc_pass_candidates(void) {
 }
 
 static void test_analysis(void) {
-    cugen_lin_precision = CUGEN_PREC_FP32;
     for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++)
         analyse_ok(&ok_cases[i], DT_FLOAT, 0);
     for (size_t i = 0; i < ORCH_COUNT(half_cases); i++)
@@ -657,7 +657,7 @@ static void test_analysis(void) {
         CG g;
         if (cg_build_as(&g, &h->k, h->dt, h->store)) {
             DnnCall got;
-            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got);
             CHECK_MSG(!ok, "%s accepted", h->k.name);
             printf("  %-18s %s\n", h->k.name, ok ? "accepted" : "refused");
         }
@@ -668,7 +668,7 @@ static void test_analysis(void) {
         CG g;
         if (cg_build_as(&g, &h->k, h->dt, h->store)) {
             DnnCall got;
-            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got);
             CHECK_MSG(ok && (got.epilogue & DNN_LAYOUT_NHWC) && !(got.epilogue & DNN_FILTER_KRSC),
                       "%s: not an NHWC call with a KCRS filter", h->k.name);
             printf("  %-18s %s\n", h->k.name, ok ? "nhwc, w=kcrs" : "refused");
@@ -679,7 +679,7 @@ static void test_analysis(void) {
         CG g;
         if (cg_build(&g, &bad_cases[i])) {
             DnnCall got;
-            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &got);
+            bool ok = dnn_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &got);
             CHECK_MSG(!ok, "%s accepted", bad_cases[i].name);
             printf("  %-18s %s\n", bad_cases[i].name, ok ? "accepted" : "refused");
         }
@@ -689,16 +689,16 @@ static void test_analysis(void) {
     CG g;
     if (cg_build(&g, &ok_cases[2])) {
         static const struct {
-            CugenPrecision p;
+            Precision p;
             int math;
-        } pm[] = {{CUGEN_PREC_TF32, DNN_MATH_TENSOR_OP},
-                  {CUGEN_PREC_FP16, DNN_MATH_TENSOR_OP},
-                  {CUGEN_PREC_BF16, DNN_MATH_TENSOR_OP},
-                  {CUGEN_PREC_FP32, DNN_MATH_FMA}};
+        } pm[] = {{PREC_TF32, DNN_MATH_TENSOR_OP},
+                  {PREC_FP16, DNN_MATH_TENSOR_OP},
+                  {PREC_BF16, DNN_MATH_TENSOR_OP},
+                  {PREC_FP32, DNN_MATH_FMA}};
         for (size_t i = 0; i < ORCH_COUNT(pm); i++) {
-            cugen_lin_precision = pm[i].p;
+            const TargetOptions o = {.precision = pm[i].p};
             DnnCall got;
-            CHECK(dnn_analyse(g.pg, &g.cs->c[g.cand], &got) && got.math == pm[i].math);
+            CHECK(dnn_analyse(g.pg, &g.cs->c[g.cand], &o, &got) && got.math == pm[i].math);
         }
         // A config's algorithm, math and workspace reach the call; other classes are refused.
         KernelConfig kc;
@@ -710,13 +710,13 @@ static void test_analysis(void) {
         snprintf(kc.desc, sizeof kc.desc, "cls=cudnn algo=winograd math=fma");
         DnnCall got;
         Err e = {0};
-        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &got, &e) == ST_OK && got.algo == 6 &&
+        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_OK && got.algo == 6 &&
               got.math == DNN_MATH_FMA && got.workspace == 12345);
         kc.cls = CUCLS_BLASLT;
-        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &got, &e) == ST_UNSUPPORTED);
+        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_UNSUPPORTED);
         kc.cls = CUCLS_CUDNN;
         kc.p[DNP_ALGO] = DNN_ALGO_COUNT;
-        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &got, &e) == ST_UNSUPPORTED);
+        CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_UNSUPPORTED);
     }
     cg_free(&g);
 }
@@ -917,19 +917,19 @@ static const char *status_name(LabStatus s) {
 }
 
 // Runs every cuDNN config and the emitter's first config of a case's candidate through the
-// lab; checks every result and prints the best of each.
-static void lab_case(CG *g, const char *name, double tol, bool verbose) {
+// lab, all proposed and emitted under opt; checks every result and prints the best of each.
+static void lab_case(CG *g, const char *name, const TargetOptions *opt, double tol, bool verbose) {
     const Candidate *c = &g->cs->c[g->cand];
     KernelConfig cfg[24];
-    int n = dnn_configs(g->pg, c, &g_hw, cfg, 16);
+    int n = dnn_configs(g->pg, c, &g_hw, opt, cfg, 16);
     CHECK_MSG(n >= 1, "%s: no cuDNN algorithm", name);
     int nlib = n;
     for (int i = 0; i < nlib; i++)
-        CHECK_MSG(cugen_lin_precision != CUGEN_PREC_FP32 ||
+        CHECK_MSG(opt->precision != PREC_FP32 ||
                       (strstr(cfg[i].desc, "math=fma") && !strstr(cfg[i].desc, "winograd")),
                   "%s: an fp32 config without FMA math, or Winograd's: %s", name, cfg[i].desc);
-    if (cugen_lin_supports(g->pg, c))
-        n += cugen_lin_configs(g->pg, c, &g_hw, cfg + n, 1);
+    if (cugen_lin_supports(g->pg, c, opt))
+        n += cugen_lin_configs(g->pg, c, &g_hw, opt, cfg + n, 1);
     LabJob *jobs = xcalloc((size_t)n + 1, sizeof *jobs);
     for (int i = 0; i < n; i++) {
         jobs[i].cand = g->cand;
@@ -940,7 +940,7 @@ static void lab_case(CG *g, const char *name, double tol, bool verbose) {
     Err e = {0};
     int rc = prim_interp_values(g->pg, (const void *const *)g->in, &values, &e);
     CHECK_MSG(rc == ST_OK, "prim_interp_values: %s", e.msg);
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), *opt};
     LabOptions lo = {.max_reps = 10};
     if (rc == ST_OK)
         rc = cuda_lab_run(g->pg, g->cs, values, jobs, n, &lo, &g_hw, &em, &e);
@@ -1005,11 +1005,10 @@ static ConvCase random_case(int i, char *name, size_t n) {
 static void test_gpu_lab(void) {
     if (!need_gpu())
         return;
-    cugen_lin_precision = CUGEN_PREC_FP32;
     for (size_t i = 0; i < ORCH_COUNT(ok_cases); i++) {
         CG g;
         if (cg_build(&g, &ok_cases[i]))
-            lab_case(&g, ok_cases[i].name, 1e-4, false);
+            lab_case(&g, ok_cases[i].name, &g_fp32, 1e-4, false);
         cg_free(&g);
     }
     for (int i = 0; i < 8; i++) {
@@ -1025,22 +1024,21 @@ static void test_gpu_lab(void) {
         CG g;
         if (cg_build(&g, &k)) {
             DnnCall call;
-            CHECK_MSG(dnn_analyse(g.pg, &g.cs->c[g.cand], &call), "%s refused", name);
-            lab_case(&g, name, 1e-4, false);
+            CHECK_MSG(dnn_analyse(g.pg, &g.cs->c[g.cand], &g_fp32, &call), "%s refused", name);
+            lab_case(&g, name, &g_fp32, 1e-4, false);
         }
         cg_free(&g);
     }
     // TF32: tensor-op math, checked at TF32's tolerance.
-    cugen_lin_precision = CUGEN_PREC_TF32;
+    const TargetOptions tf32 = {.precision = PREC_TF32};
     ConvCase big = {"bias_relu_tf32", 4,     64, 28, 28, 64, 3, 3, 1, S1, S1, P1, P1,
                     E_BIAS_RELU,      B_1C11};
     CG g;
     if (cg_build(&g, &big)) {
         double tol = lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], PREC_TF32);
-        lab_case(&g, big.name, tol, true);
+        lab_case(&g, big.name, &tf32, tol, true);
     }
     cg_free(&g);
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // Half storage: every cuDNN config (and the emitter's first) of every half case against the
@@ -1052,20 +1050,19 @@ static void test_gpu_half_lab(void) {
     for (size_t i = 0; i < ORCH_COUNT(half_cases); i++) {
         const ConvCase *k = &half_cases[i].k;
         bool bf = half_cases[i].dt == DT_BFLOAT16;
-        cugen_lin_precision = bf ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
+        const TargetOptions o = {.precision = bf ? PREC_BF16 : PREC_FP16};
         CG g;
         if (cg_build_as(&g, k, half_cases[i].dt, half_cases[i].store)) {
             KernelConfig cf[1];
-            int n = dnn_configs(g.pg, &g.cs->c[g.cand], &g_hw, cf, 1);
+            int n = dnn_configs(g.pg, &g.cs->c[g.cand], &g_hw, &o, cf, 1);
             CHECK_MSG(n == 1 && strstr(cf[0].desc, bf ? "data=bf16" : "data=half"), "%s: %d: %s",
                       k->name, n, n ? cf[0].desc : "");
-            lab_case(&g, k->name,
+            lab_case(&g, k->name, &o,
                      lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], bf ? PREC_BF16 : PREC_FP16),
                      false);
         }
         cg_free(&g);
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // The benchmark models' convolution shapes (fp16 half storage, as bench/gpu/run.py compiles
@@ -1088,14 +1085,13 @@ static void test_gpu_bench_shapes(void) {
         return;
     for (size_t i = 0; i < ORCH_COUNT(bench_cases); i++) {
         const ConvCase *k = &bench_cases[i].k;
-        cugen_lin_precision = CUGEN_PREC_FP16;
+        const TargetOptions o = {.precision = PREC_FP16};
         CG g;
         if (cg_build_as(&g, k, bench_cases[i].dt, bench_cases[i].store))
-            lab_case(&g, k->name,
-                     lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], PREC_FP16), true);
+            lab_case(&g, k->name, &o, lab_candidate_tolerance(g.pg, &g.cs->c[g.cand], PREC_FP16),
+                     true);
         cg_free(&g);
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // The session's output against the interpreter's: fp32 1e-4 as the lab, half types as the lab's
@@ -1110,8 +1106,9 @@ static bool close_enough(const Tensor *t, const void *got, const void *ref, doub
     return ok;
 }
 
-// A plan of one cuDNN kernel through the module blob and the session.
-static void session_case_as(const ConvCase *k, DType dt, int store) {
+// A plan of one cuDNN kernel through the module blob and the session (proposed and built under
+// opt).
+static void session_case_as(const ConvCase *k, DType dt, int store, const TargetOptions *opt) {
     CG g;
     if (!cg_build_as(&g, k, dt, store)) {
         cg_free(&g);
@@ -1119,7 +1116,7 @@ static void session_case_as(const ConvCase *k, DType dt, int store) {
     }
     const Candidate *c = &g.cs->c[g.cand];
     KernelConfig cfg[1];
-    int n = dnn_configs(g.pg, c, &g_hw, cfg, 1);
+    int n = dnn_configs(g.pg, c, &g_hw, opt, cfg, 1);
     CHECK_MSG(n == 1, "%s: no algorithm", k->name);
     char sym[64];
     Plan *plan = NULL;
@@ -1136,7 +1133,7 @@ static void session_case_as(const ConvCase *k, DType dt, int store) {
     void *cubin = NULL;
     size_t size = 0;
     CudaLaunchTable t = {0}, u = {0};
-    CudaEmitter em = {cugen_emit, cugen_prelude()};
+    CudaEmitter em = {cugen_emit, cugen_prelude(), *opt};
     if (rc == ST_OK) {
         int cand = g.cand;
         rc = cuda_lab_build_module(g.pg, g.cs, &cand, cfg, 1, &g_hw, &em, &cubin, &size, &t, &e);
@@ -1212,13 +1209,12 @@ static void session_case_as(const ConvCase *k, DType dt, int store) {
 }
 
 static void session_case(const ConvCase *k) {
-    session_case_as(k, DT_FLOAT, 0);
+    session_case_as(k, DT_FLOAT, 0, &g_fp32);
 }
 
 static void session_half(const HalfCase *h) {
-    cugen_lin_precision = h->dt == DT_BFLOAT16 ? CUGEN_PREC_BF16 : CUGEN_PREC_FP16;
-    session_case_as(&h->k, h->dt, h->store);
-    cugen_lin_precision = CUGEN_PREC_FP32;
+    const TargetOptions o = {.precision = h->dt == DT_BFLOAT16 ? PREC_BF16 : PREC_FP16};
+    session_case_as(&h->k, h->dt, h->store, &o);
 }
 
 static void test_gpu_session(void) {

@@ -94,8 +94,10 @@ static bool is_softmax(const PrimGraph *pg, const Candidate *c) {
 }
 
 static int test_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                     const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *l, Err *e) {
+                     const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                     CudaLaunch *l, Err *e) {
     (void)hw;
+    (void)opt;
     g_emits++;
     int block = (int)cfg->p[0], var = (int)cfg->p[1];
     if (var == VAR_EMIT_FAILS)
@@ -147,7 +149,7 @@ static int test_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig
 }
 
 static CudaEmitter test_emitter(void) {
-    return (CudaEmitter){test_emit, test_prelude()};
+    return (CudaEmitter){test_emit, test_prelude(), {.precision = PREC_FP32}};
 }
 
 // ---- the test graph ----
@@ -814,9 +816,10 @@ static void test_artifact_session(void) {
     CHECK_MSG(rc == ST_OK, "plan: %s", e.msg);
     static const uint8_t fake[64] = {0x7f, 'E', 'L', 'F'};
     if (rc == ST_OK && g_have_nvrtc)
-        rc = cuda_lab_build_module(pg, cs, gen, cfgs, n_gen, &g_hw,
-                                   &(CudaEmitter){test_emit, test_prelude()}, &cubin, &cubin_size,
-                                   &t, &e);
+        rc = cuda_lab_build_module(
+            pg, cs, gen, cfgs, n_gen, &g_hw,
+            &(CudaEmitter){test_emit, test_prelude(), {.precision = PREC_FP32}}, &cubin,
+            &cubin_size, &t, &e);
     else if (rc == ST_OK) // without NVRTC (and so without a GPU) the bytes are never loaded
         cuda_launch_table_set(&t, names[0], &(CudaLaunch){.grid = {1, 1, 1}, .block = {128, 1, 1}});
     if (rc == ST_OK)

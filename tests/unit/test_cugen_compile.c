@@ -68,12 +68,14 @@ typedef struct G {
     bool built;
     // Emitted under this precision (a reduced one: half values computed in float, fast
     // transcendentals; checked at the half types' own tolerance, as the kernel lab does).
-    CugenPrecision prec;
+    Precision prec;
     int max_prims;    // candidate size cap (0: 5)
     bool cache_exact; // GPU: row-cached kernels must match their uncached siblings bit for bit
 } G;
 
 static G graphs[MAX_GRAPHS];
+// The emitters' options under float32 (the default).
+static const TargetOptions g_fp32 = {.precision = PREC_FP32};
 static int n_half_float; // kernels of reduced-precision graphs computing half values in float
 static int n_graphs;
 
@@ -644,7 +646,7 @@ static void emit_all(const CudaHw *hw) {
         bool *pick = xcalloc((size_t)g->cs->n + 1, sizeof(bool));
         bool *covered = xcalloc((size_t)g->pg->n_prims + 1, sizeof(bool));
         for (int ci = 0; ci < g->cs->n; ci++) {
-            sup[ci] = cugen_pw_supports(g->pg, &g->cs->c[ci]);
+            sup[ci] = cugen_pw_supports(g->pg, &g->cs->c[ci], &g_fp32);
             n_refused += !sup[ci];
             pick[ci] = all && sup[ci];
         }
@@ -673,7 +675,7 @@ static void emit_all(const CudaHw *hw) {
                 continue;
             n_picked++;
             KernelConfig cfg[16];
-            int n = cugen_pw_configs(g->pg, c, hw, cfg, 16);
+            int n = cugen_pw_configs(g->pg, c, hw, &g_fp32, cfg, 16);
             if (n < 1) {
                 printf("  %s: candidate %d supported but no configs\n", g->name, ci);
                 g->failures++;
@@ -703,12 +705,10 @@ static void emit_all(const CudaHw *hw) {
                 StrBuf *p = &progs[kn->prog];
                 kn->line0 = count_lines(p->s) + 1;
                 Err ee = {0};
-                CugenPrecision saved = cugen_lin_precision;
-                cugen_lin_precision = g->prec;
+                const TargetOptions o = {.precision = g->prec};
                 const size_t off = p->len;
-                int erc = cugen_pw_emit(g->pg, c, &cfg[k], hw, kn->fn, p, &kn->launch, &ee);
-                cugen_lin_precision = saved;
-                n_half_float += g->prec != CUGEN_PREC_FP32 && !erc &&
+                int erc = cugen_pw_emit(g->pg, c, &cfg[k], hw, &o, kn->fn, p, &kn->launch, &ee);
+                n_half_float += g->prec != PREC_FP32 && !erc &&
                                 (strstr(p->s + off, "orch_round_f16f((") ||
                                  strstr(p->s + off, "orch_round_bf16f(("));
                 if (erc) {
@@ -1003,10 +1003,10 @@ static bool run_all(void) {
                 bool guard_ok = true;
                 for (size_t b = bytes; b < bytes + GUARD; b++)
                     guard_ok = guard_ok && got[b] == 0xa5;
-                double tol = g->prec == CUGEN_PREC_FP32 ? 1e-4
-                             : o->dtype == DT_BFLOAT16  ? 1.6e-2
-                             : o->dtype == DT_FLOAT16   ? 2e-3
-                                                        : 1e-4;
+                double tol = g->prec == PREC_FP32      ? 1e-4
+                             : o->dtype == DT_BFLOAT16 ? 1.6e-2
+                             : o->dtype == DT_FLOAT16  ? 2e-3
+                                                       : 1e-4;
                 if (!close_enough(o->dtype, got, g->val[o->id], tensor_numel(o), tol, &bad)) {
                     if (g->failures < 4) {
                         char sh[64];
@@ -1106,7 +1106,7 @@ static void test_coverage(void) {
             int reds = 0;
             for (int k = 0; k < c->n_prims; k++)
                 reds += g->pg->prims[c->prims[k]]->kind == PRIM_REDUCE;
-            if (reds == 2 && c->n_prims == 5 && cugen_pw_supports(g->pg, c))
+            if (reds == 2 && c->n_prims == 5 && cugen_pw_supports(g->pg, c, &g_fp32))
                 whole_chains++;
         }
     }
@@ -1145,7 +1145,7 @@ static void test_row_cache(void) {
                 if (p->kind == PRIM_REDUCE && reds++ == 0)
                     A = pg->tensors[p->in[0]];
             }
-            if (!A || !pass_same_dims(A, T) || !cugen_pw_supports(pg, c))
+            if (!A || !pass_same_dims(A, T) || !cugen_pw_supports(pg, c, &g_fp32))
                 continue;
             // The whole chain (every primitive of the graph) reads one row tensor in every
             // pass; parts of it may read several (sq in the variance, d in the tail), where the
@@ -1154,7 +1154,7 @@ static void test_row_cache(void) {
             chains += whole;
             int64_t cols = A->dims[A->rank - 1];
             KernelConfig cfg[16];
-            int n = cugen_pw_configs(pg, c, &hw, cfg, 16), cached = 0;
+            int n = cugen_pw_configs(pg, c, &hw, &g_fp32, cfg, 16), cached = 0;
             for (int k = 0; k < n; k++) {
                 // A grid split's G blocks share the row: each thread holds 1/G of its share.
                 int64_t tpr = cfg[k].p[1], gs = ORCH_MAX(cfg[k].p[5], 1);
@@ -1186,7 +1186,8 @@ static void test_row_cache(void) {
                 for (int v = 0; v < 2; v++) {
                     sb_init(&src[v]);
                     Err e = {0};
-                    int rc = cugen_pw_emit(pg, c, &cfg[v ? sib : k], &hw, "k", &src[v], &l, &e);
+                    int rc =
+                        cugen_pw_emit(pg, c, &cfg[v ? sib : k], &hw, &g_fp32, "k", &src[v], &l, &e);
                     CHECK_MSG(rc == ST_OK, "%s: %s: %s", g->name, cfg[v ? sib : k].desc, e.msg);
                 }
                 for (int i = 0; i < pg->n_inputs; i++) {
@@ -1207,7 +1208,7 @@ static void test_row_cache(void) {
                 StrBuf s;
                 sb_init(&s);
                 Err e = {0};
-                CHECK(cugen_pw_emit(pg, c, &bad, &hw, "k", &s, &l, &e) == ST_INVALID);
+                CHECK(cugen_pw_emit(pg, c, &bad, &hw, &g_fp32, "k", &s, &l, &e) == ST_INVALID);
                 sb_free(&s);
             }
             with_cache += whole && cached > 0;
@@ -1262,7 +1263,7 @@ static void test_fast_math(void) {
     CHECK(prim_graph_verify(pg, &e) == ST_OK && cand_enumerate(pg, &rules, 0, &cs, &e) == ST_OK);
     const Candidate *whole = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if (cs->c[i].n_prims == pg->n_prims && cugen_pw_supports(pg, &cs->c[i]))
+        if (cs->c[i].n_prims == pg->n_prims && cugen_pw_supports(pg, &cs->c[i], &g_fp32))
             whole = &cs->c[i];
     CHECK_MSG(whole != NULL, "no single kernel for the %d primitives", pg->n_prims);
     CudaHw hw;
@@ -1270,15 +1271,13 @@ static void test_fast_math(void) {
     static const char *const fast[] = {"orch_fast_expf(", "orch_fast_sinf(", "orch_fast_cosf(",
                                        "orch_fast_sigmoidf("};
     for (int u = 0; whole && u < 2; u++) {
-        CugenPrecision saved = cugen_lin_precision;
-        cugen_lin_precision = u ? CUGEN_PREC_FP16 : CUGEN_PREC_FP32;
+        const TargetOptions o = {.precision = u ? PREC_FP16 : PREC_FP32};
         KernelConfig cfg[4];
-        int n = cugen_pw_configs(pg, whole, &hw, cfg, 4);
+        int n = cugen_pw_configs(pg, whole, &hw, &o, cfg, 4);
         StrBuf src;
         sb_init(&src);
         CudaLaunch ln;
-        CHECK(n > 0 && cugen_emit(pg, whole, &cfg[0], &hw, "k", &src, &ln, &e) == ST_OK);
-        cugen_lin_precision = saved;
+        CHECK(n > 0 && cugen_emit(pg, whole, &cfg[0], &hw, &o, "k", &src, &ln, &e) == ST_OK);
         for (size_t i = 0; i < ORCH_COUNT(fast); i++)
             CHECK_MSG((strstr(src.s, fast[i]) != NULL) == (u == 1), "%s: %s %s", fast[i],
                       u ? "fp16 lacks it" : "fp32 calls it", src.s);
@@ -1670,9 +1669,9 @@ int main(int argc, char **argv) {
     build_binary_float(DT_BFLOAT16, "binary_bf16");
     // Half storage's kernels (a reduced-precision compile): half values computed in float.
     build_unary(DT_FLOAT16, "unary_f16_fast", false);
-    graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
+    graphs[n_graphs - 1].prec = PREC_FP16;
     build_binary_float(DT_BFLOAT16, "binary_bf16_fast");
-    graphs[n_graphs - 1].prec = CUGEN_PREC_BF16;
+    graphs[n_graphs - 1].prec = PREC_BF16;
     build_int(DT_INT32, "int32");
     build_int(DT_INT8, "int8");
     build_int(DT_INT64, "int64");
@@ -1692,10 +1691,10 @@ int main(int argc, char **argv) {
     build_norms("norms");
     build_grid_norms("grid_norms", DT_FLOAT, 24, 20, 96);
     build_grid_norms("grid_norms_f16", DT_FLOAT16, 28, 28, 64);
-    graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
+    graphs[n_graphs - 1].prec = PREC_FP16;
     build_transposes("transposes", DT_FLOAT);
     build_transposes("transposes_f16", DT_FLOAT16);
-    graphs[n_graphs - 1].prec = CUGEN_PREC_FP16;
+    graphs[n_graphs - 1].prec = PREC_FP16;
     // Row cache: BERT's 128 x 768, other widths, odd ones, a row shorter than a warp (one slot),
     // rows of exactly 128 x 16 slots, one past a 128-thread cache (256 threads hold it) and one
     // past every cache (16385 > 1024 x 16: the uncached kernels only).

@@ -27,6 +27,10 @@
 // model offers split configs first where the tiles leave SMs idle (ResNet-18's deep 3x3 convs);
 // split kernels of odd, batched and conv products compiled, on a GPU run twice (the arrival
 // counters reset) and compared with the interpreter like the unsplit ones.
+// Options (options_independent, no GPU or NVRTC needed beyond the skip above): the precision
+// reaches the emitters as an argument only: one candidate's configs and sources under FP16 and
+// FP32, interleaved in one process or proposed by two threads at once, are each what they are
+// computed alone (and differ from each other).
 // Environment: ORCH_TEST_SEED; ORCH_CUGEN_PARTS=splitk,tensor_cores,... runs only those parts;
 // ORCH_REQUIRE_GPU=1 fails where the GPU half cannot run;
 // ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
@@ -82,6 +86,8 @@ static int g_split_tc; // split tensor-core kernels NVRTC compiled (all archs)
 static int g_sample = 1;
 static int g_sampled_out; // kernels emitted but not compiled
 static StrBuf g_scratch;  // where the sampled-out kernels' sources go
+// The emitters' options under float32 (the default).
+static const TargetOptions g_fp32 = {.precision = PREC_FP32};
 
 // The precision a config computes in (its variant), for its check's tolerance.
 static Precision desc_precision(const char *desc) {
@@ -268,7 +274,8 @@ static bool half_keep(const KernelConfig *cf, int i) {
 // Emits every supported candidate's configs (at most k each) for hw into src; returns the jobs.
 // Job i goes to program i % nsrc (programs compile in parallel threads on a GPU machine).
 static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *cs,
-                     const CudaHw *hw, int k, StrBuf *srcs, int nsrc, int *nj, int *ncand) {
+                     const CudaHw *hw, const TargetOptions *opt, int k, StrBuf *srcs, int nsrc,
+                     int *nj, int *ncand) {
     Job *jobs = NULL;
     *nj = 0;
     *ncand = 0;
@@ -279,17 +286,17 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
     int largest = -1;
     for (int ci = 0; ci < cs->n; ci++)
         if ((largest < 0 || cs->c[ci].n_prims > cs->c[largest].n_prims) &&
-            cugen_lin_supports(pg, &cs->c[ci]))
+            cugen_lin_supports(pg, &cs->c[ci], opt))
             largest = ci;
     for (int ci = 0; ci < cs->n; ci++) {
         const Candidate *c = &cs->c[ci];
-        if (!cugen_lin_supports(pg, c))
+        if (!cugen_lin_supports(pg, c, opt))
             continue;
         if (*ncand >= g_max_cands - (largest > ci) && ci != largest)
             continue;
         (*ncand)++;
         KernelConfig cf[64];
-        int n = cugen_lin_configs(pg, c, hw, cf, k);
+        int n = cugen_lin_configs(pg, c, hw, opt, cf, k);
         CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
         int matched = 0;
         for (int i = 0; i < n; i++) {
@@ -330,7 +337,7 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
             Err e = {0};
             StrBuf *dst = j->sampled_out ? &g_scratch : &srcs[j->prog];
-            int rc = cugen_lin_emit(pg, c, &kc, hw, j->fn, dst, &j->ln, &e);
+            int rc = cugen_lin_emit(pg, c, &kc, hw, opt, j->fn, dst, &j->ln, &e);
             if (j->sampled_out)
                 sb_clear(&g_scratch);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, kc.desc, e.msg);
@@ -468,7 +475,9 @@ static void run_jobs(const char *name, const PrimGraph *pg, void **buf, void **t
 }
 
 // Compiles (and on a GPU runs) every supported candidate of pg; takes ownership of pg.
-static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
+// pg's candidates proposed and emitted under opt.
+static void check_graph(const char *name, PrimGraph *pg, const TargetOptions *opt, int k,
+                        int min_cands) {
     Err e = {0};
     // On a GPU every config of every candidate of the built graphs runs; the models' candidates
     // all run in their best config.
@@ -503,7 +512,7 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
         int np = u < g_nhw ? 1 : nprog;
         for (int q = 0; q < np; q++)
             sb_init(&src[u][q]);
-        jobs[u] = emit_all(name, pg, cs, hw, k, src[u], np, &nj[u], &ncand);
+        jobs[u] = emit_all(name, pg, cs, hw, opt, k, src[u], np, &nj[u], &ncand);
         for (int q = 0; q < np; q++) {
             comp[u][q].src = src[u][q].s;
             comp[u][q].name = name;
@@ -602,16 +611,17 @@ static void matmuls(void) {
         char name[64];
         snprintf(name, sizeof name, "mm_%lldx%lldx%lld", (long long)sz[i][0], (long long)sz[i][1],
                  (long long)sz[i][2]);
-        check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], 0), i == 9 || i == 7 ? 64 : 1, 1);
+        check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], 0), &g_fp32,
+                    i == 9 || i == 7 ? 64 : 1, 1);
     }
-    check_graph("mm_bias_relu_96x80x48", mm_graph(96, 80, 48, 1), 1, 3);
+    check_graph("mm_bias_relu_96x80x48", mm_graph(96, 80, 48, 1), &g_fp32, 1, 3);
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {2, 3, 5, 7}, bd[] = {3, 7, 9};
         int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 3, bd);
         PB b = {pg, "bmm"};
         add_output(pg, pb_matmul(&b, a, w));
-        check_graph("bmm_bcast_a", pg, 3, 1);
+        check_graph("bmm_bcast_a", pg, &g_fp32, 3, 1);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
@@ -619,7 +629,7 @@ static void matmuls(void) {
         int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
         PB b = {pg, "bmm"};
         add_output(pg, pb_matmul(&b, a, w));
-        check_graph("bmm_bcast_both", pg, 3, 1);
+        check_graph("bmm_bcast_both", pg, &g_fp32, 3, 1);
     }
     {
         // Transposed operands (prologues through cexpr), bias + relu epilogue.
@@ -632,7 +642,7 @@ static void matmuls(void) {
         const int perm[] = {1, 0};
         int mm = pb_matmul(&b, pb_transpose(&b, x, perm), pb_transpose(&b, w, perm));
         add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias)));
-        check_graph("gemm_tt_bias_relu", pg, 1, 4);
+        check_graph("gemm_tt_bias_relu", pg, &g_fp32, 1, 4);
     }
     {
         // Scaled input, gelu, sigmoid, residual; folded batch (shared weight).
@@ -647,7 +657,7 @@ static void matmuls(void) {
             &b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
             pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
         add_output(pg, pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, g), res));
-        check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
+        check_graph("mlp_scale_gelu_sigmoid_res", pg, &g_fp32, 1, 4);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
@@ -657,12 +667,11 @@ static void matmuls(void) {
         int w = add_const(&b, 2, wd);
         int bias = add_const(&b, 1, bd);
         add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w), bias)));
-        check_graph("deep_k600_bias_tanh", pg, 1, 3);
+        check_graph("deep_k600_bias_tanh", pg, &g_fp32, 1, 3);
     }
     // TF32 tensor-core configs (only offered under that precision).
-    cugen_lin_precision = CUGEN_PREC_TF32;
-    check_graph("tf32_mm_100x72x40", mm_graph(100, 72, 40, 1), 3, 3);
-    cugen_lin_precision = CUGEN_PREC_FP32;
+    const TargetOptions tf32 = {.precision = PREC_TF32};
+    check_graph("tf32_mm_100x72x40", mm_graph(100, 72, 40, 1), &tf32, 3, 3);
 }
 
 typedef struct ConvCase {
@@ -738,7 +747,7 @@ static void convs(void) {
     };
     // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
-        check_graph(cases[i].name, conv_graph(&cases[i]), i == 0 || i == 7 ? 64 : 1, 1);
+        check_graph(cases[i].name, conv_graph(&cases[i]), &g_fp32, i == 0 || i == 7 ? 64 : 1, 1);
     for (size_t i = 0; i < ORCH_COUNT(refused); i++) {
         PrimGraph *pg = conv_graph(&refused[i]);
         CandidateSet *cs = NULL;
@@ -749,7 +758,7 @@ static void convs(void) {
             for (int q = 0; q < cs->c[c].n_prims; q++)
                 if (pg->prims[cs->c[c].prims[q]]->kind == PRIM_LINEAR) {
                     lin++;
-                    acc += cugen_lin_supports(pg, &cs->c[c]);
+                    acc += cugen_lin_supports(pg, &cs->c[c], &g_fp32);
                 }
         CHECK_MSG(lin > 0 && acc == 0, "%s: %d of %d LINEAR candidates accepted", refused[i].name,
                   acc, lin);
@@ -762,9 +771,9 @@ static void convs(void) {
 // ---- tensor cores (TF32, FP16, BF16) ----
 
 static const struct {
-    CugenPrecision p;
+    Precision p;
     const char *v;
-} g_tc[] = {{CUGEN_PREC_TF32, "v=tf32"}, {CUGEN_PREC_FP16, "v=f16"}, {CUGEN_PREC_BF16, "v=bf16"}};
+} g_tc[] = {{PREC_TF32, "v=tf32"}, {PREC_FP16, "v=f16"}, {PREC_BF16, "v=bf16"}};
 
 // Which configs each precision offers: the SIMT float32 ones always, the tensor-core ones of
 // that precision only (their descs name it, so database keys never mix precisions), none on a
@@ -776,7 +785,7 @@ static void precision_configs(void) {
     CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
     const Candidate *c = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i], &g_fp32))
             c = &cs->c[i];
     CHECK(c != NULL);
     CudaHw turing = g_hw[1];
@@ -784,10 +793,10 @@ static void precision_configs(void) {
     turing.cc_minor = 5;
     static const char *const vs[] = {"v=tf32", "v=f16", "v=bf16"};
     for (int p = -1; p < (int)ORCH_COUNT(g_tc) && c; p++) {
-        cugen_lin_precision = p < 0 ? CUGEN_PREC_FP32 : g_tc[p].p;
+        const TargetOptions o = {.precision = p < 0 ? PREC_FP32 : g_tc[p].p};
         for (int h = 0; h < 2; h++) {
             KernelConfig cf[64];
-            int n = cugen_lin_configs(pg, c, h ? &turing : &g_hw[1], cf, 64);
+            int n = cugen_lin_configs(pg, c, h ? &turing : &g_hw[1], &o, cf, 64);
             int simt = 0, mine = 0, other = 0;
             for (int i = 0; i < n; i++) {
                 simt += strstr(cf[i].desc, "v=simt") != NULL;
@@ -809,7 +818,6 @@ static void precision_configs(void) {
                 CHECK_MSG(strstr(cf[0].desc, g_tc[p].v), "best '%s'", cf[0].desc);
         }
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
     // The checks' tolerances: fp32's fixed, the others growing slowly with K.
     CHECK(precision_tolerance(PREC_FP32, 1 << 20) == 1e-4);
     CHECK(precision_tolerance(PREC_FP16, 64) < precision_tolerance(PREC_FP16, 4096));
@@ -817,6 +825,160 @@ static void precision_configs(void) {
     CHECK(precision_tolerance(PREC_BF16, 256) > 7 * precision_tolerance(PREC_FP16, 256));
     CHECK(c && fabs(lab_candidate_tolerance(pg, c, PREC_BF16) -
                     precision_tolerance(PREC_BF16, 256)) < 1e-12);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// ---- the options are arguments (no process-wide state) ----
+
+// Appends config i of cf (its desc and score) and the source the target emits for it under m.
+static void append_config(StrBuf *s, const TargetMachine *m, const PrimGraph *pg,
+                          const Candidate *c, const KernelConfig *cf, int i) {
+    sb_printf(s, "// config %d: %s (%.9g)\n", i, cf[i].desc, cf[i].score);
+    char fn[32];
+    snprintf(fn, sizeof fn, "opts_k%d", i);
+    Err e = {0};
+    if (m->target->emit(m, pg, c, &cf[i], fn, s, &e))
+        sb_printf(s, "// emit failed: %s\n", e.msg);
+}
+
+// Everything the target proposes for c on the described H100 under opt, each config with its
+// emitted source, as one text (malloc'd); its config count in *n when n is given.
+static char *proposed_text(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                           int *n) {
+    TargetMachine m = {.target = &target_cuda, .opt = *opt, .model = &g_hw[1]};
+    KernelConfig cf[64];
+    int nc = m.target->configs(&m, pg, c, cf, 64);
+    StrBuf s;
+    sb_init(&s);
+    sb_printf(&s, "// supported %d, %d configs\n", m.target->supports(&m, pg, c), nc);
+    for (int i = 0; i < nc; i++)
+        append_config(&s, &m, pg, c, cf, i);
+    if (n)
+        *n = nc;
+    return sb_take(&s);
+}
+
+typedef struct OptThread {
+    const PrimGraph *pg;
+    const Candidate *c;
+    TargetOptions opt;
+    const char *want; // proposed_text alone
+    pthread_barrier_t *go;
+    int reps, wrong;
+} OptThread;
+
+static void *opt_thread(void *arg) {
+    OptThread *t = arg;
+    for (int r = 0; r < t->reps; r++) {
+        pthread_barrier_wait(t->go); // both threads start each round together
+        char *got = proposed_text(t->pg, t->c, &t->opt, NULL);
+        t->wrong += strcmp(got, t->want) != 0;
+        free(got);
+    }
+    return NULL;
+}
+
+// The precision reaches the emitters as an argument (TargetOptions), never through state kept
+// between calls: for a matmul + bias + sigmoid candidate, the configs the target offers under
+// FP16 and under FP32 and the source it emits for each (target_cuda's configs and emit slots),
+// computed interleaved in one process (configs under one, then the other; then each config's
+// emit alternating between the two), are each identical to what they are computed alone, and
+// differ from each other (FP16's tensor-core configs and fast sigmoid; FP32's exact one, also
+// in the source of a config both offer). Then two threads propose and emit under the two
+// precisions at once, several rounds, each getting its precision's text.
+static void options_independent(void) {
+    Err e = {0};
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {96, 64}, wd[] = {64, 80}, bd[] = {80};
+    int x = add_input(pg, "x", 2, xd);
+    PB b = {pg, "opts"};
+    int w = add_const(&b, 2, wd), bias = add_const(&b, 1, bd);
+    add_output(pg, pb_ew1(&b, EW_SIGMOID, pb_ew2(&b, EW_ADD, pb_matmul(&b, x, w), bias)));
+    CandidateSet *cs = NULL;
+    CHECK(prim_graph_verify(pg, &e) == ST_OK && cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
+    const Candidate *c = NULL;
+    for (int i = 0; cs && i < cs->n; i++)
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i], &g_fp32))
+            c = &cs->c[i];
+    CHECK_MSG(c && c->n_prims == 3, "no matmul + bias + sigmoid candidate");
+    if (!c) {
+        cand_set_free(cs);
+        prim_graph_free(pg);
+        return;
+    }
+    const TargetOptions fp16 = {.precision = PREC_FP16};
+    // Alone: each precision's text on its own.
+    int n16 = 0, n32 = 0;
+    char *alone16 = proposed_text(pg, c, &fp16, &n16);
+    char *alone32 = proposed_text(pg, c, &g_fp32, &n32);
+    CHECK_MSG(n16 >= 8 && n32 >= 8, "%d fp16 and %d fp32 configs", n16, n32);
+    CHECK_MSG(strstr(alone16, "v=f16") && strstr(alone16, "orch_fast_sigmoidf("),
+              "fp16: no tensor-core config or no fast sigmoid");
+    CHECK_MSG(!strstr(alone32, "v=f16") && !strstr(alone32, "orch_fast_"),
+              "fp32: a tensor-core config or a fast transcendental");
+    CHECK(strcmp(alone16, alone32) != 0);
+    // Interleaved: the configs under FP16, under FP32, then each config emitted in turn.
+    TargetMachine m16 = {.target = &target_cuda, .opt = fp16, .model = &g_hw[1]};
+    TargetMachine m32 = {.target = &target_cuda, .opt = g_fp32, .model = &g_hw[1]};
+    KernelConfig cf16[64], cf32[64];
+    int k16 = target_cuda.configs(&m16, pg, c, cf16, 64);
+    int k32 = target_cuda.configs(&m32, pg, c, cf32, 64);
+    StrBuf s16, s32;
+    sb_init(&s16);
+    sb_init(&s32);
+    sb_printf(&s16, "// supported %d, %d configs\n", target_cuda.supports(&m16, pg, c), k16);
+    sb_printf(&s32, "// supported %d, %d configs\n", target_cuda.supports(&m32, pg, c), k32);
+    for (int i = 0; i < ORCH_MAX(k16, k32); i++) {
+        if (i < k16)
+            append_config(&s16, &m16, pg, c, cf16, i);
+        if (i < k32)
+            append_config(&s32, &m32, pg, c, cf32, i);
+    }
+    CHECK_MSG(strcmp(s16.s, alone16) == 0, "fp16 interleaved with fp32 differs from fp16 alone");
+    CHECK_MSG(strcmp(s32.s, alone32) == 0, "fp32 interleaved with fp16 differs from fp32 alone");
+    // One config both offer (the best SIMT one of fp32) emits other code under each: the
+    // precision's transcendentals.
+    StrBuf e16, e32;
+    sb_init(&e16);
+    sb_init(&e32);
+    bool both = false;
+    for (int i = 0; i < k16 && !both; i++)
+        if (!strcmp(cf16[i].desc, cf32[0].desc)) {
+            both = true;
+            CHECK(target_cuda.emit(&m16, pg, c, &cf32[0], "k", &e16, &e) == ST_OK);
+            CHECK(target_cuda.emit(&m32, pg, c, &cf32[0], "k", &e32, &e) == ST_OK);
+        }
+    CHECK_MSG(both && strcmp(e16.s, e32.s) != 0 && strstr(e16.s, "orch_fast_sigmoidf(") &&
+                  !strstr(e32.s, "orch_fast_sigmoidf("),
+              "config '%s': %s", cf32[0].desc,
+              both ? "the same source under fp16 and fp32" : "not offered under fp16");
+    printf("  %d fp16 and %d fp32 configs; alone and interleaved: fp16 %s, fp32 %s\n", k16, k32,
+           strcmp(s16.s, alone16) ? "differ" : "identical",
+           strcmp(s32.s, alone32) ? "differ" : "identical");
+    // Two threads at once, one a precision.
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    OptThread t[2] = {{pg, c, fp16, alone16, &go, 8, 0}, {pg, c, g_fp32, alone32, &go, 8, 0}};
+    pthread_t th;
+    bool started = pthread_create(&th, NULL, opt_thread, &t[0]) == 0;
+    CHECK(started);
+    if (started) {
+        opt_thread(&t[1]);
+        pthread_join(th, NULL);
+        CHECK_MSG(t[0].wrong == 0 && t[1].wrong == 0,
+                  "concurrent threads: %d of %d fp16 rounds and %d of %d fp32 rounds differ",
+                  t[0].wrong, t[0].reps, t[1].wrong, t[1].reps);
+        printf("  two threads (fp16, fp32) at once, %d rounds: %d and %d differ\n", t[0].reps,
+               t[0].wrong, t[1].wrong);
+    }
+    pthread_barrier_destroy(&go);
+    sb_free(&e16);
+    sb_free(&e32);
+    sb_free(&s16);
+    sb_free(&s32);
+    free(alone16);
+    free(alone32);
     cand_set_free(cs);
     prim_graph_free(pg);
 }
@@ -842,7 +1004,7 @@ static void tensor_cores(void) {
         {7, 17, 16, 0},   {1, 100, 64, 0},   {200, 64, 600, 1},
     };
     for (size_t p = 0; p < ORCH_COUNT(g_tc); p++) {
-        cugen_lin_precision = g_tc[p].p;
+        const TargetOptions o = {.precision = g_tc[p].p};
         g_only = g_tc[p].v;
         // Without a GPU the 2 best tile configs of each candidate are compiled (NVRTC's time);
         // a GPU runs all of them.
@@ -853,7 +1015,7 @@ static void tensor_cores(void) {
             snprintf(name, sizeof name, "%s_mm_%lldx%lldx%lld%s", g_tc[p].v + 2,
                      (long long)sz[i][0], (long long)sz[i][1], (long long)sz[i][2],
                      sz[i][3] ? "_bias_relu" : "");
-            check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], (int)sz[i][3]), 64, 1);
+            check_graph(name, mm_graph(sz[i][0], sz[i][1], sz[i][2], (int)sz[i][3]), &o, 64, 1);
         }
         {
             PrimGraph *pg = prim_graph_create(NULL);
@@ -862,7 +1024,7 @@ static void tensor_cores(void) {
             PB b = {pg, "bmm"};
             add_output(pg, pb_matmul(&b, a, w));
             snprintf(name, sizeof name, "%s_bmm_bcast_both", g_tc[p].v + 2);
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
         }
         {
             PrimGraph *pg = prim_graph_create(NULL);
@@ -875,7 +1037,7 @@ static void tensor_cores(void) {
             int mm = pb_matmul(&b, pb_transpose(&b, x, perm), pb_transpose(&b, w, perm));
             add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias)));
             snprintf(name, sizeof name, "%s_gemm_tt_bias_relu", g_tc[p].v + 2);
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
         }
         {
             PrimGraph *pg = prim_graph_create(NULL);
@@ -887,11 +1049,11 @@ static void tensor_cores(void) {
             int m2 = pb_matmul(&b, pb_ew2i(&b, EW_MUL, a, 0.5), w2);
             add_output(pg, pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, m2), res));
             snprintf(name, sizeof name, "%s_mlp_folded_sigmoid_res", g_tc[p].v + 2);
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
         }
         for (size_t i = 0; i < ORCH_COUNT(cv); i++) {
             snprintf(name, sizeof name, "%s_%s", g_tc[p].v + 2, cv[i].name);
-            check_graph(name, conv_graph(&cv[i]), 64, 1);
+            check_graph(name, conv_graph(&cv[i]), &o, 64, 1);
         }
         int per_arch = g_only_kernels / (g_api || g_sm90_only ? 1 : g_nhw); // one arch: a GPU's
         printf("  %s: %d tensor-core kernels emitted per arch\n", g_tc[p].v, per_arch);
@@ -903,7 +1065,6 @@ static void tensor_cores(void) {
     }
     g_only = NULL;
     g_only_max = 0;
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // ---- half storage (float16 / bfloat16 tensors) ----
@@ -1002,11 +1163,11 @@ static PrimGraph *half_case(int i, char *name, size_t cap) {
 static void half_storage(void) {
     static const struct {
         DType dt;
-        CugenPrecision p;
-    } ty[] = {{DT_FLOAT16, CUGEN_PREC_FP16}, {DT_BFLOAT16, CUGEN_PREC_BF16}};
+        Precision p;
+    } ty[] = {{DT_FLOAT16, PREC_FP16}, {DT_BFLOAT16, PREC_BF16}};
     g_half = true;
     for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
-        cugen_lin_precision = ty[t].p;
+        const TargetOptions o = {.precision = ty[t].p};
         g_only_kernels = 0;
         int graphs = 0;
         for (int i = 0;; i++) {
@@ -1028,7 +1189,7 @@ static void half_storage(void) {
             // Every tile of the tensor-core kernel here too on cp.async / gathered operands:
             // both (mm 100x72x40, conv 1x1), A gathered (odd K), B gathered (conv patch).
             g_half_tiles = i == 0 || i == 1 || i == 7 || i == 8;
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
             g_half_tiles = false;
             g_dt = DT_FLOAT;
             prim_graph_free(g_twin);
@@ -1044,7 +1205,6 @@ static void half_storage(void) {
     g_half = false;
     g_cast_out = false;
     g_dt = DT_FLOAT;
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // ---- the models folder (argv[1]) ----
@@ -1113,7 +1273,7 @@ static void models(const char *root) {
             rc = fission_cleanup(pg, NULL, &e);
         CHECK_MSG(rc == ST_OK, "%s: %s", names[i], e.msg);
         if (rc == ST_OK)
-            check_graph(names[i], pg, 1, 0);
+            check_graph(names[i], pg, &g_fp32, 1, 0);
         else
             prim_graph_free(pg);
         graph_free(g);
@@ -1129,13 +1289,13 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void speed(const char *name, PrimGraph *pg, double flops) {
+static void speed(const char *name, PrimGraph *pg, const TargetOptions *opt, double flops) {
     Err e = {0};
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
     const Candidate *c = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i], opt))
             c = &cs->c[i];
     CHECK_MSG(c != NULL, "%s: no linear candidate", name);
     if (!c) {
@@ -1148,14 +1308,14 @@ static void speed(const char *name, PrimGraph *pg, double flops) {
     bool half = pg->tensors[c->output]->dtype != DT_FLOAT;
     void **buf = eval_graph(pg, half);
     KernelConfig cf[8];
-    int n = cugen_lin_configs(pg, c, &g_dhw, cf, 6);
+    int n = cugen_lin_configs(pg, c, &g_dhw, opt, cf, 6);
     const CudaApi *cu = g_api;
     for (int i = 0; i < n; i++) {
         StrBuf src;
         sb_init(&src);
         sb_puts(&src, prelude());
         CudaLaunch ln;
-        CHECK(cugen_lin_emit(pg, c, &cf[i], &g_dhw, "speed_k", &src, &ln, &e) == ST_OK);
+        CHECK(cugen_lin_emit(pg, c, &cf[i], &g_dhw, opt, "speed_k", &src, &ln, &e) == ST_OK);
         NvrtcOptions o = {.arch = g_dhw.arch};
         void *cubin = NULL;
         size_t size = 0;
@@ -1250,7 +1410,7 @@ static void config_model(void) {
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
     KernelConfig cf[8];
-    int n = cs && cs->n ? cugen_lin_configs(pg, &cs->c[0], &g_hw[1], cf, 8) : 0;
+    int n = cs && cs->n ? cugen_lin_configs(pg, &cs->c[0], &g_hw[1], &g_fp32, cf, 8) : 0;
     CHECK(n >= 3);
     for (int i = 0; i < n; i++)
         printf("    %-60s %.4f ms\n", cf[i].desc, cf[i].score * 1e3);
@@ -1271,9 +1431,9 @@ static void splitk(void) {
     KernelConfig cf[64];
     int n = 0, nsplit = 0;
     for (int i = 0; cs && i < cs->n; i++) {
-        if (!cugen_lin_supports(probe, &cs->c[i]))
+        if (!cugen_lin_supports(probe, &cs->c[i], &g_fp32))
             continue;
-        n = cugen_lin_configs(probe, &cs->c[i], &g_hw[1], cf, 64);
+        n = cugen_lin_configs(probe, &cs->c[i], &g_hw[1], &g_fp32, cf, 64);
         for (int k = 0; k < n; k++)
             nsplit += strstr(cf[k].desc, " sk=") != NULL;
         if (n)
@@ -1286,11 +1446,11 @@ static void splitk(void) {
     cand_set_free(cs);
     prim_graph_free(probe);
     // The 6 best configs here (a split one among them), every config on a GPU.
-    check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), 6, 1);
-    check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), 6, 1);
+    check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), &g_fp32, 6, 1);
+    check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), &g_fp32, 6, 1);
     ConvCase c = {"conv3x3_256_7x7", 2, 1, 256, 128, {7, 7}, {3, 3}, {1, 1},
                   {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false};
-    check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), 6, 1);
+    check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), &g_fp32, 6, 1);
 }
 
 // ---- split-K on the tensor cores ----
@@ -1325,21 +1485,21 @@ static PrimGraph *split_graph(const SplitCase *sc) {
 // The configs the H100 model offers (top k) for the largest supported candidate of pg, printed
 // with the best unsplit and split ones of variant v; whether a split one of v is among the top
 // k and first. *t_un / *t_sp: the model's times of the best unsplit / split config of v.
-static bool split_offered(const char *name, const PrimGraph *pg, const char *v, int k, bool *first,
-                          double *t_un, double *t_sp) {
+static bool split_offered(const char *name, const PrimGraph *pg, const TargetOptions *opt,
+                          const char *v, int k, bool *first, double *t_un, double *t_sp) {
     Err e = {0};
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK);
     const Candidate *c = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i]))
+        if ((!c || cs->c[i].n_prims > c->n_prims) && cugen_lin_supports(pg, &cs->c[i], opt))
             c = &cs->c[i];
     bool in_top = false;
     *first = false;
     *t_un = *t_sp = INFINITY;
     if (c) {
         KernelConfig cf[64];
-        int n = cugen_lin_configs(pg, c, &g_hw[1], cf, 64);
+        int n = cugen_lin_configs(pg, c, &g_hw[1], opt, cf, 64);
         const char *bu = "", *bs = "";
         for (int i = 0; i < n; i++) {
             if (!strstr(cf[i].desc, v))
@@ -1357,7 +1517,7 @@ static bool split_offered(const char *name, const PrimGraph *pg, const char *v, 
         printf("    %s: best unsplit %s %.1f us, best split %s %.1f us\n", name, bu, *t_un * 1e6,
                bs, *t_sp * 1e6);
         KernelConfig top[16];
-        int m = cugen_lin_configs(pg, c, &g_hw[1], top, k);
+        int m = cugen_lin_configs(pg, c, &g_hw[1], opt, top, k);
         for (int i = 0; i < m; i++) {
             bool mine = strstr(top[i].desc, v) && strstr(top[i].desc, " sk=");
             in_top |= mine;
@@ -1399,19 +1559,19 @@ static void tc_splitk(void) {
     // clang-format on
     static const struct {
         DType dt;
-        CugenPrecision p;
+        Precision p;
         const char *v;
-    } ty[] = {{DT_FLOAT, CUGEN_PREC_TF32, "v=tf32"},
-              {DT_FLOAT, CUGEN_PREC_FP16, "v=f16"},
-              {DT_FLOAT, CUGEN_PREC_BF16, "v=bf16"},
-              {DT_FLOAT16, CUGEN_PREC_FP16, "v=f16"},
-              {DT_BFLOAT16, CUGEN_PREC_BF16, "v=bf16"}};
+    } ty[] = {{DT_FLOAT, PREC_TF32, "v=tf32"},
+              {DT_FLOAT, PREC_FP16, "v=f16"},
+              {DT_FLOAT, PREC_BF16, "v=bf16"},
+              {DT_FLOAT16, PREC_FP16, "v=f16"},
+              {DT_BFLOAT16, PREC_BF16, "v=bf16"}};
     // The model: the compile driver's default top 8 (k) on the described H100.
     printf("  H100 model, top 8 configs:\n");
     for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
-        if (ty[t].dt == DT_BFLOAT16 || (ty[t].dt == DT_FLOAT && ty[t].p == CUGEN_PREC_BF16))
+        if (ty[t].dt == DT_BFLOAT16 || (ty[t].dt == DT_FLOAT && ty[t].p == PREC_BF16))
             continue; // as f16's
-        cugen_lin_precision = ty[t].p;
+        const TargetOptions o = {.precision = ty[t].p};
         g_dt = ty[t].dt;
         for (size_t i = 0; i < ORCH_COUNT(deep); i++) {
             char name[96];
@@ -1420,7 +1580,7 @@ static void tc_splitk(void) {
             PrimGraph *pg = split_graph(&deep[i]);
             bool first;
             double tu, tsp;
-            bool in_top = split_offered(name, pg, ty[t].v, 8, &first, &tu, &tsp);
+            bool in_top = split_offered(name, pg, &o, ty[t].v, 8, &first, &tu, &tsp);
             // The deep layers ResNet-18 runs (7x7 and 14x14 pixels): split first and faster.
             if (deep[i].half)
                 CHECK_MSG(in_top && first && tsp < tu, "%s: no split %s config first", name,
@@ -1432,7 +1592,7 @@ static void tc_splitk(void) {
     // Emitted and compiled: the top 2 split configs of each candidate without a GPU, all on one.
     g_split_only = true;
     for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
-        cugen_lin_precision = ty[t].p;
+        const TargetOptions o = {.precision = ty[t].p};
         g_only = ty[t].v;
         g_only_max = g_api ? 0 : 2;
         int before = g_split_tc;
@@ -1444,7 +1604,7 @@ static void tc_splitk(void) {
             snprintf(name, sizeof name, "%s%s_sk_%s", half ? "h" : "", ty[t].v + 2, cases[i].name);
             g_split_force = cases[i].force;
             if (!half) {
-                check_graph(name, split_graph(&cases[i]), 64, 1);
+                check_graph(name, split_graph(&cases[i]), &o, 64, 1);
                 continue;
             }
             // Half tensors: the reference from a float32 twin holding the same half values.
@@ -1459,7 +1619,7 @@ static void tc_splitk(void) {
             g_twin = split_graph(&cases[i]);
             g_round = DT_FLOAT;
             g_dt = ty[t].dt;
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
             g_dt = DT_FLOAT;
             prim_graph_free(g_twin);
             g_twin = NULL;
@@ -1476,7 +1636,6 @@ static void tc_splitk(void) {
     g_split_force = 0;
     g_only = NULL;
     g_only_max = 0;
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // The direct convolution to a few output channels (v=direct): offered, and compiled (run on a
@@ -1499,8 +1658,8 @@ static void direct(void) {
         int offered = 0;
         for (int c = 0; cands && c < cands->n; c++) {
             KernelConfig cf[8];
-            int n = cugen_lin_supports(pg, &cands->c[c])
-                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+            int n = cugen_lin_supports(pg, &cands->c[c], &g_fp32)
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], &g_fp32, cf, 8)
                         : 0;
             for (int k = 0; k < n; k++)
                 offered += strstr(cf[k].desc, "v=direct") != NULL;
@@ -1509,7 +1668,7 @@ static void direct(void) {
         cand_set_free(cands);
         prim_graph_free(pg);
         g_only = "v=direct";
-        check_graph(cs[i].name, conv_graph(&cs[i]), 8, 1);
+        check_graph(cs[i].name, conv_graph(&cs[i]), &g_fp32, 8, 1);
         g_only = NULL;
     }
 }
@@ -1589,11 +1748,11 @@ static void tcconv(void) {
     // clang-format on
     static const struct {
         DType dt;
-        CugenPrecision p;
+        Precision p;
         const char *v;
-    } ty[] = {{DT_FLOAT16, CUGEN_PREC_FP16, "f16dc"}, {DT_BFLOAT16, CUGEN_PREC_BF16, "bf16dc"}};
+    } ty[] = {{DT_FLOAT16, PREC_FP16, "f16dc"}, {DT_BFLOAT16, PREC_BF16, "bf16dc"}};
     for (size_t t = 0; t < ORCH_COUNT(ty); t++) {
-        cugen_lin_precision = ty[t].p;
+        const TargetOptions o = {.precision = ty[t].p};
         int before = g_only_kernels;
         for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
             char name[96];
@@ -1609,8 +1768,8 @@ static void tcconv(void) {
             int offered = 0, first = 0;
             for (int c = 0; cands && c < cands->n; c++) {
                 KernelConfig cf[8];
-                int n = cugen_lin_supports(pg, &cands->c[c])
-                            ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+                int n = cugen_lin_supports(pg, &cands->c[c], &o)
+                            ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], &o, cf, 8)
                             : 0;
                 for (int k = 0; k < n; k++)
                     offered += strstr(cf[k].desc, ty[t].v) != NULL;
@@ -1629,7 +1788,7 @@ static void tcconv(void) {
             g_half_tiles = true;
             g_only = ty[t].v;
             g_only_max = g_api ? 0 : 3;
-            check_graph(name, pg, 64, 1);
+            check_graph(name, pg, &o, 64, 1);
             g_only = NULL;
             g_only_max = 0;
             g_half = false;
@@ -1653,7 +1812,7 @@ static void tcconv(void) {
         {"dc_no_k12", 2, 1, 8, 8, {20, 20}, {12, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, false},
     };
     // clang-format on
-    cugen_lin_precision = CUGEN_PREC_FP16;
+    const TargetOptions fp16 = {.precision = PREC_FP16};
     for (size_t i = 0; i < ORCH_COUNT(refused) + 1; i++) {
         bool f32 = i == ORCH_COUNT(refused); // the first case again on float32 tensors
         const ConvCase *cc = f32 ? &cases[0].cc : &refused[i];
@@ -1666,8 +1825,8 @@ static void tcconv(void) {
         int offered = 0, supported = 0;
         for (int c = 0; cands && c < cands->n; c++) {
             KernelConfig cf[64];
-            int n = cugen_lin_supports(pg, &cands->c[c])
-                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 64)
+            int n = cugen_lin_supports(pg, &cands->c[c], &fp16)
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], &fp16, cf, 64)
                         : 0;
             supported += n > 0;
             for (int k = 0; k < n; k++)
@@ -1678,7 +1837,6 @@ static void tcconv(void) {
         cand_set_free(cands);
         prim_graph_free(pg);
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 // Depthwise convolutions on half tensors read channels-last (an NHWC input under a transpose,
@@ -1691,7 +1849,7 @@ static void dw_nhwc(void) {
         {"dw_5x5_13_nhwc", 2, 2, 13, 13, {9, 8}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 13, 0, false, false},
     };
     // clang-format on
-    cugen_lin_precision = CUGEN_PREC_FP16;
+    const TargetOptions fp16 = {.precision = PREC_FP16};
     for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
         unsigned seed = (unsigned)rand();
         srand(seed);
@@ -1703,8 +1861,8 @@ static void dw_nhwc(void) {
         int dw = 0, other = 0;
         for (int c = 0; cands && c < cands->n; c++) {
             KernelConfig cf[8];
-            int n = cugen_lin_supports(pg, &cands->c[c])
-                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], cf, 8)
+            int n = cugen_lin_supports(pg, &cands->c[c], &fp16)
+                        ? cugen_lin_configs(pg, &cands->c[c], &g_hw[1], &fp16, cf, 8)
                         : 0;
             for (int k = 0; k < n; k++) {
                 dw += strstr(cf[k].desc, "v=dw") != NULL;
@@ -1720,13 +1878,12 @@ static void dw_nhwc(void) {
         g_round = DT_FLOAT;
         g_dt = DT_FLOAT16;
         g_half = true;
-        check_graph(cases[i].name, pg, 8, 1);
+        check_graph(cases[i].name, pg, &fp16, 8, 1);
         g_half = false;
         g_dt = DT_FLOAT;
         prim_graph_free(g_twin);
         g_twin = NULL;
     }
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 static void counts(void) {
@@ -1752,26 +1909,25 @@ static void gpu_speed(void) {
                    {1, 1},        {1, 1}, {1, 1}, 1,   0,   false,  false};
     // fp32 first, then each tensor-core precision (its best configs and the SIMT ones).
     for (int p = -1; p < (int)ORCH_COUNT(g_tc); p++) {
-        cugen_lin_precision = p < 0 ? CUGEN_PREC_FP32 : g_tc[p].p;
-        speed("mm1024", mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
-        speed("conv3x3_64x56", conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
-        speed("conv3x3_512x7", conv_graph(&c4), 2.0 * 512 * 512 * 9 * 7 * 7);
+        const TargetOptions o = {.precision = p < 0 ? PREC_FP32 : g_tc[p].p};
+        speed("mm1024", mm_graph(1024, 1024, 1024, 0), &o, 2.0 * 1024 * 1024 * 1024);
+        speed("conv3x3_64x56", conv_graph(&c3), &o, 2.0 * 64 * 64 * 9 * 56 * 56);
+        speed("conv3x3_512x7", conv_graph(&c4), &o, 2.0 * 512 * 512 * 9 * 7 * 7);
     }
     // Half storage: the same products on float16 / bfloat16 tensors.
     static const struct {
         DType dt;
-        CugenPrecision p;
+        Precision p;
         const char *mm, *cv;
-    } hs[] = {{DT_FLOAT16, CUGEN_PREC_FP16, "h16_mm1024", "h16_conv3x3_64x56"},
-              {DT_BFLOAT16, CUGEN_PREC_BF16, "hb16_mm1024", "hb16_conv3x3_64x56"}};
+    } hs[] = {{DT_FLOAT16, PREC_FP16, "h16_mm1024", "h16_conv3x3_64x56"},
+              {DT_BFLOAT16, PREC_BF16, "hb16_mm1024", "hb16_conv3x3_64x56"}};
     for (size_t t = 0; t < ORCH_COUNT(hs); t++) {
-        cugen_lin_precision = hs[t].p;
+        const TargetOptions o = {.precision = hs[t].p};
         g_dt = hs[t].dt;
-        speed(hs[t].mm, mm_graph(1024, 1024, 1024, 0), 2.0 * 1024 * 1024 * 1024);
-        speed(hs[t].cv, conv_graph(&c3), 2.0 * 64 * 64 * 9 * 56 * 56);
+        speed(hs[t].mm, mm_graph(1024, 1024, 1024, 0), &o, 2.0 * 1024 * 1024 * 1024);
+        speed(hs[t].cv, conv_graph(&c3), &o, 2.0 * 64 * 64 * 9 * 56 * 56);
     }
     g_dt = DT_FLOAT;
-    cugen_lin_precision = CUGEN_PREC_FP32;
 }
 
 static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
@@ -1840,6 +1996,7 @@ int main(int argc, char **argv) {
     PART(tcconv);
     PART(dw_nhwc);
     PART(precision_configs);
+    PART(options_independent);
     PART(tensor_cores);
     PART(half_storage);
     if (argc > 1) {

@@ -86,7 +86,7 @@ static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm
 typedef struct Kern {
     int cand;
     KernelConfig cfg;
-    CugenPrecision prec;
+    Precision prec;
     char fn[64];
     int line0, line1; // its lines in its program (1-based, inclusive)
 } Kern;
@@ -213,16 +213,15 @@ static void variant(const char *desc, char *v, size_t n) {
 // the best, and among the best g_k_lin the best of each other variant (simt / gemv / gemvk /
 // dw: the emitters' code paths); TF32: the best tensor-core one, none when it offers none.
 // ORCH_CUGEN_MODELS_K=K takes the best K of every kind instead. Returns how many.
-static int pick_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
-                        CugenPrecision prec, KernelConfig *out) {
+static int pick_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Precision prec,
+                        KernelConfig *out) {
     KernelConfig all[MAX_CFG];
-    cugen_lin_precision = prec;
+    const TargetOptions o = {.precision = prec};
     bool lin = has_kind(pg, c, PRIM_LINEAR);
-    int n = lin ? cugen_lin_configs(pg, c, hw, all, MAX_CFG)
-                : cugen_pw_configs(pg, c, hw, all, MAX_CFG);
-    cugen_lin_precision = CUGEN_PREC_FP32;
+    int n = lin ? cugen_lin_configs(pg, c, hw, &o, all, MAX_CFG)
+                : cugen_pw_configs(pg, c, hw, &o, all, MAX_CFG);
     int m = 0;
-    if (prec == CUGEN_PREC_TF32) {
+    if (prec == PREC_TF32) {
         for (int i = 0; i < n && m < (g_all_k ? g_k_lin : 1); i++)
             if (strstr(all[i].desc, "v=tf32"))
                 out[m++] = all[i];
@@ -312,7 +311,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
     }
     r->distinct = nrep;
     for (int i = 0; i < nrep; i++)
-        r->supported += target_cuda.supports(pg, &cs->c[rep[i]]);
+        r->supported += target_cuda.supports(&(TargetMachine){.target = &target_cuda}, pg, &cs->c[rep[i]]);
 
     Prog *progs = NULL;
     int np = 0;
@@ -323,13 +322,14 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
         int seq = 0; // kernels of this model and arch (ORCH_CUGEN_SAMPLE)
         for (int i = 0; i < nrep; i++) {
             const Candidate *c = &cs->c[rep[i]];
-            if (!target_cuda.supports(pg, c))
+            if (!target_cuda.supports(&(TargetMachine){.target = &target_cuda}, pg, c))
                 continue;
             bool lin = has_kind(pg, c, PRIM_LINEAR);
             // The TF32 pass for the H100 only: the tensor-core code is the same for both archs
             // (unit_cugen_linear_compile compiles every tensor-core variant for both).
             for (int pass = 0; pass < (lin && h == N_HW - 1 ? 2 : 1); pass++) {
-                CugenPrecision prec = pass ? CUGEN_PREC_TF32 : CUGEN_PREC_FP32;
+                Precision prec = pass ? PREC_TF32 : PREC_FP32;
+                const TargetOptions o = {.precision = prec};
                 KernelConfig cf[MAX_CFG];
                 int n = pick_configs(pg, c, hw, prec, cf);
                 char cn[512];
@@ -354,9 +354,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
                         CudaLaunch ln;
                         memset(&ln, 0, sizeof ln);
                         Err e = {0};
-                        cugen_lin_precision = prec;
-                        int rc = cugen_emit(pg, c, &cf[k], hw, fn, &scratch, &ln, &e);
-                        cugen_lin_precision = CUGEN_PREC_FP32;
+                        int rc = cugen_emit(pg, c, &cf[k], hw, &o, fn, &scratch, &ln, &e);
                         sb_free(&scratch);
                         uint64_t threads = (uint64_t)ln.block[0] * ln.block[1] * ln.block[2];
                         if (rc || !ln.grid[0] || !ln.grid[1] || !ln.grid[2] || !threads ||
@@ -395,9 +393,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
                     CudaLaunch ln;
                     memset(&ln, 0, sizeof ln);
                     Err e = {0};
-                    cugen_lin_precision = prec;
-                    int rc = cugen_emit(pg, c, &cf[k], hw, kn->fn, &p->src, &ln, &e);
-                    cugen_lin_precision = CUGEN_PREC_FP32;
+                    int rc = cugen_emit(pg, c, &cf[k], hw, &o, kn->fn, &p->src, &ln, &e);
                     r->kernels[h]++;
                     r->tf32[h] += pass;
                     g_row_cached += !rc && cf[k].cls == CUCLS_REDUCE && cf[k].p[3] > 0;
@@ -437,7 +433,7 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
             for (int k = 0; k < progs[i].nk; k++) {
                 const Kern *kn = &ks[progs[i].hw][progs[i].k0 + k];
                 lin += kn->cfg.cls == CUCLS_MATMUL || kn->cfg.cls == CUCLS_CONV;
-                tf += kn->prec == CUGEN_PREC_TF32;
+                tf += kn->prec == PREC_TF32;
             }
             printf("    program %d (%s): %d kernels (%d linear, %d tf32), %.2f s\n", i,
                    g_hw[progs[i].hw].arch, progs[i].nk, lin, tf, progs[i].secs);
@@ -459,10 +455,9 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
             s->nk = 1;
             CudaLaunch ln;
             Err e = {0};
-            cugen_lin_precision = kn->prec;
-            if (cugen_emit(pg, &cs->c[kn->cand], &kn->cfg, &g_hw[h], kn->fn, &s->src, &ln, &e))
+            const TargetOptions o = {.precision = kn->prec};
+            if (cugen_emit(pg, &cs->c[kn->cand], &kn->cfg, &g_hw[h], &o, kn->fn, &s->src, &ln, &e))
                 s->nk = 0; // cannot happen: it emitted the first time
-            cugen_lin_precision = CUGEN_PREC_FP32;
         }
         compile_progs(single, p->nk);
         int culprits = 0;

@@ -62,6 +62,7 @@
 #include <time.h>
 
 static HwInfo g_hw;
+static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
 static bool g_nvrtc;
 static const CudaApi *g_api;
@@ -456,13 +457,13 @@ static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const C
                       int nc, int k) {
     StrBuf src;
     sb_init(&src);
-    sb_puts(&src, target_cpu.prelude());
+    sb_puts(&src, target_cpu.prelude(&g_m));
     Job *jobs = xmalloc(sizeof(Job) * (size_t)(nc * 32 + 1));
     int nj = 0;
     for (int i = 0; i < nc; i++) {
         const Candidate *c = chains[i];
         KernelConfig cf[32];
-        int n = target_cpu.configs(pg, c, &g_hw, cf, i == nc - 1 ? k : 1);
+        int n = target_cpu.configs(&g_m, pg, c, cf, i == nc - 1 ? k : 1);
         CHECK_MSG(n >= 1, "%s: chain candidate %d: no CPU config", name, c->id);
         for (int q = 0; q < n; q++) {
             Job *j = &jobs[nj++];
@@ -470,7 +471,7 @@ static void cpu_check(const char *name, const PrimGraph *pg, void **buf, const C
             j->cfg = cf[q];
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, q);
             Err e = {0};
-            CHECK_MSG(target_cpu.emit(pg, c, &cf[q], j->fn, &src, &e) == ST_OK, "%s: emit %s: %s",
+            CHECK_MSG(target_cpu.emit(&g_m, pg, c, &cf[q], j->fn, &src, &e) == ST_OK, "%s: emit %s: %s",
                       name, cf[q].desc, e.msg);
         }
     }
@@ -552,13 +553,13 @@ static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelCo
 
 // The precision a config is emitted under, as the compile driver would: its variant's (the
 // emitted epilogues follow it: cugen_cexpr_dialect), float32 for the SIMT variants.
-static CugenPrecision emit_precision(const KernelConfig *cf) {
+static Precision emit_precision(const KernelConfig *cf) {
     switch (cf->p[CUMLP_VAR]) {
     case CUMLP_TF32:
-    case CUMLP_3XTF32: return CUGEN_PREC_TF32;
-    case CUMLP_F16: return CUGEN_PREC_FP16;
-    case CUMLP_BF16: return CUGEN_PREC_BF16;
-    default: return CUGEN_PREC_FP32;
+    case CUMLP_3XTF32: return PREC_TF32;
+    case CUMLP_F16: return PREC_FP16;
+    case CUMLP_BF16: return PREC_BF16;
+    default: return PREC_FP32;
     }
 }
 
@@ -566,11 +567,8 @@ static CugenPrecision emit_precision(const KernelConfig *cf) {
 static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                              const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *ln,
                              Err *e) {
-    CugenPrecision saved = cugen_lin_precision;
-    cugen_lin_precision = emit_precision(cfg);
-    int rc = cugen_emit(pg, c, cfg, hw, fn, src, ln, e);
-    cugen_lin_precision = saved;
-    return rc;
+    TargetOptions o = {.precision = emit_precision(cfg)};
+    return cugen_emit(pg, c, cfg, hw, &o, fn, src, ln, e);
 }
 
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
@@ -590,14 +588,12 @@ static int family(const KernelConfig *cf) {
 // offered only under theirs); with all = true every config of every precision.
 static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, int k,
                          bool families, bool all, KernelConfig *out, int cap) {
-    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
-                                           CUGEN_PREC_BF16};
-    CugenPrecision saved = cugen_lin_precision;
+    static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     int n = 0;
     for (size_t p = 0; p < (g_fp32_only ? 1 : ORCH_COUNT(precs)); p++) {
-        cugen_lin_precision = precs[p];
+        TargetOptions o = {.precision = precs[p]};
         KernelConfig cf[64];
-        int nc = cugen_mlp_configs(pg, c, hw, cf, 64);
+        int nc = cugen_mlp_configs(pg, c, hw, &o, cf, 64);
         for (int i = 0; i < nc && n < cap; i++) {
             bool simt = cf[i].p[CUMLP_VAR] == CUMLP_BLOCK || cf[i].p[CUMLP_VAR] == CUMLP_WARP;
             bool take = all || (p == 0 && (i < k || (k == 0 && simt && n == 0)));
@@ -614,7 +610,6 @@ static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *
                 out[n++] = cf[i];
         }
     }
-    cugen_lin_precision = saved;
     return n;
 }
 
@@ -629,8 +624,8 @@ static Job *cu_emit(const char *name, const PrimGraph *pg, const Candidate **cha
     sb_puts(src, cugen_prelude());
     for (int i = 0; i < nc; i++) {
         const Candidate *c = chains[i];
-        CHECK_MSG(cugen_mlp_supports(pg, c), "%s: chain candidate %d refused by CUDA", name,
-                  c->id);
+        CHECK_MSG(cugen_mlp_supports(pg, c, &(TargetOptions){.precision = PREC_FP32}),
+                  "%s: chain candidate %d refused by CUDA", name, c->id);
         KernelConfig cf[64];
         bool full = i >= nc - n_full;
         int n = chain_configs(pg, c, hw, full ? k : 0, full && families, false, cf, 64);
@@ -891,10 +886,10 @@ static void check_mlp(const char *name, PrimGraph *pg, int layers, int cpu_k, in
             per_len[ORCH_MIN(nl, MLP_LAYERS_MAX + 1)]++;
         chains[nc++] = &cs->c[i];
         if (is_half(chain_dtype(pg, &cs->c[i])))
-            CHECK_MSG(!target_cpu.supports(pg, &cs->c[i]),
+            CHECK_MSG(!target_cpu.supports(&g_m, pg, &cs->c[i]),
                       "%s: half chain %d (%d layers) accepted by the CPU", name, cs->c[i].id, nl);
         else
-            CHECK_MSG(target_cpu.supports(pg, &cs->c[i]),
+            CHECK_MSG(target_cpu.supports(&g_m, pg, &cs->c[i]),
                       "%s: chain %d (%d layers) refused by the CPU", name, cs->c[i].id, nl);
     }
     bool half = nc > 0 && is_half(chain_dtype(pg, chains[0]));
@@ -1379,12 +1374,10 @@ static void cuda_configs(void) {
     CHECK(full != NULL);
     for (int u = 0; full && u < 4; u++) {
         // A100 and H100 under float32, then the H100 under FP16 and TF32.
-        CugenPrecision saved = cugen_lin_precision;
-        cugen_lin_precision = u < 2 ? CUGEN_PREC_FP32 : u == 2 ? CUGEN_PREC_FP16 : CUGEN_PREC_TF32;
+        TargetOptions o = {.precision = u < 2 ? PREC_FP32 : u == 2 ? PREC_FP16 : PREC_TF32};
         KernelConfig cf[32];
         const CudaHw *hw = &g_cu[u < 2 ? u : 1];
-        int n = cugen_mlp_configs(pg, full, hw, cf, 32);
-        cugen_lin_precision = saved;
+        int n = cugen_mlp_configs(pg, full, hw, &o, cf, 32);
         CHECK_MSG(n >= 2, "%s: %d configs", hw->arch, n);
         for (int i = 0; i < n; i++) {
             CudaLaunch ln;
@@ -1534,14 +1527,12 @@ static void gpu_timing(void) {
                 break;
             }
     // The device model's first config under each precision, and its rank among the measured.
-    static const CugenPrecision precs[] = {CUGEN_PREC_FP32, CUGEN_PREC_TF32, CUGEN_PREC_FP16,
-                                           CUGEN_PREC_BF16};
+    static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
     static const char *const pnames[] = {"fp32", "tf32", "fp16", "bf16"};
-    CugenPrecision saved = cugen_lin_precision;
     for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
-        cugen_lin_precision = precs[p];
+        TargetOptions o = {.precision = precs[p]};
         KernelConfig top[64];
-        int nt = cugen_mlp_configs(pg, full, &g_dhw, top, 64);
+        int nt = cugen_mlp_configs(pg, full, &g_dhw, &o, top, 64);
         int rank = 0;
         double t_first = INFINITY, t_best = INFINITY;
         for (int i = 0; i < n; i++) {
@@ -1560,7 +1551,6 @@ static void gpu_timing(void) {
         printf("  %s: first config %s %.1f us (%d offered configs faster), best offered %.1f us\n",
                pnames[p], nt > 0 ? top[0].desc : "-", t_first * 1e6, rank, t_best * 1e6);
     }
-    cugen_lin_precision = saved;
     free(order);
     for (int gi = 0; gi < GROUPS; gi++) {
         free(comp[gi].cubin);
@@ -1641,10 +1631,11 @@ int main(int argc, char **argv) {
     printf("seed %u\n", seed);
     srand(seed);
     Err e = {0};
-    if (target_cpu.hw_detect(&g_hw, 0, &e) != ST_OK) {
+    if (target_open(&target_cpu, NULL, &g_m, &e) != ST_OK) {
         printf("hw_detect: %s\n", e.msg);
         return 1;
     }
+    g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     Err en = {0};
     g_nvrtc = nvrtc_load(&en) == ST_OK;

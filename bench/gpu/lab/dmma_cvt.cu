@@ -6,7 +6,7 @@
 // does) and A double; both float (the kernel); both float widened by integer bit operations.
 // Then float32 FMAs beside the DMMAs (how much of their issue time the DMMAs hide), and with
 // LAB_K16=1 the same beside m16n8k16 DMMAs.
-// H200 (stop 31): conversions free (62.6-65.0 TFLOP/s either way, integer widening 47-54);
+// H200: conversions free (62.6-65.0 TFLOP/s either way, integer widening 47-54);
 // beside m16n8k4 DMMAs (one m-tile, 16 warps) 0 / 32 / 128 FMAs a k step of 4 ran at 4.30 / 5.23
 // / 8.22 SM-cycles a DMMA (their issue time added whole), beside m16n8k16 ones at 4.3 / 4.4 / 4.6
 // (62.2 / 61.2 / 58.0 TFLOP/s).

@@ -56,13 +56,28 @@ const char *cbuild_compiler_version(void) {
     return version;
 }
 
-static bool keep_sources(void) {
+// ORCH_KEEP_SOURCES=DIR keeps the generated sources to read (docs/environment.md): this target's
+// work directories (each kernel's .c, .so and compiler log) are made in DIR, created if missing,
+// and left there; the CUDA target writes every program it hands to NVRTC to DIR too (nvrtc.c).
+// One variable for both targets, and a variable rather than a compile option: it changes nothing
+// in what is compiled (the artefact is the same either way), it is wanted in every process that
+// generates code (orch compile and bench, the unit tests, programs using the library), and the
+// sources are written here, at the bottom of the backends, far from any compile's options.
+static const char *keep_dir(void) {
     const char *k = getenv("ORCH_KEEP_SOURCES");
-    return k && *k && strcmp(k, "0") != 0;
+    return k && *k ? k : NULL;
+}
+
+static bool keep_sources(void) {
+    return keep_dir() != NULL;
 }
 
 static int make_workdir(char **dir, Err *e) {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = keep_dir();
+    if (tmp)
+        mkdir(tmp, 0777); // an existing one is fine; another failure shows in mkdtemp's
+    else
+        tmp = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/orch-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(tmpl))

@@ -14,7 +14,8 @@ const char *cbuild_compiler(void);
 const char *cbuild_compiler_version(void);
 
 // Compiles `source` into a shared object and loads it. workdir NULL: a fresh directory under
-// $TMPDIR (removed by cmodule_free unless ORCH_KEEP_SOURCES is set). tag names the files.
+// $TMPDIR, removed by cmodule_free (ORCH_KEEP_SOURCES=DIR: in DIR instead, and kept). tag names
+// the module in messages.
 int cbuild_module(const char *source, const char *workdir, const char *tag, CModule **out, Err *e);
 
 // Compiles n sources in up to `jobs` parallel compiler processes (0: the number of cores). out[i]

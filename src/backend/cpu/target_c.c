@@ -1,16 +1,22 @@
 // The CPU target: C kernels built with the system compiler (target.h's interface). It reads the
 // machine (model, cores, SIMD width, caches, compiler) and hands each candidate to the emitter of
 // its class: pointwise and reduction kernels (cgen.h), matmul and convolution kernels
-// (cgen_linear.h). Candidates with an OPAQUE primitive are never generated.
+// (cgen_linear.h), MLP chains and attention. Candidates with an OPAQUE primitive are never
+// generated. Its lab (lab_cpu.c) builds units with the system compiler in parallel processes, its
+// artefact module is one shared object, and its sessions run plans on the host (session_cpu.h).
 #define _GNU_SOURCE
+#include "../../base/file.h"
 #include "../../candidates/attention.h"
+#include "../kernel_lab.h"
 #include "../target.h"
 #include "cbuild.h"
 #include "cgen.h"
 #include "cgen_attn.h"
 #include "cgen_linear.h"
 #include "cgen_mlp.h"
+#include "cpu_backend.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +86,8 @@ static void read_cpuinfo(HwInfo *hw) {
             snprintf(hw->model, sizeof hw->model, "%s", v);
             hw->model[strcspn(hw->model, "\n")] = '\0';
             have_model = true;
-        } else if (!have_flags && (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
+        } else if (!have_flags &&
+                   (strncmp(line, "flags", 5) == 0 || strncmp(line, "Features", 8) == 0)) {
             strcat(line, " ");
             if (strstr(line, " avx512f "))
                 hw->simd_bytes = 64;
@@ -145,16 +152,62 @@ static bool is_attention(const PrimGraph *pg, const Candidate *c) {
     return attn_analyse(pg, c, &a);
 }
 
-static bool cpu_supports(const PrimGraph *pg, const Candidate *c) {
+static char *prelude_text;
+
+static void build_prelude(void) {
+    StrBuf b;
+    sb_init(&b);
+    sb_puts(&b, cgen_prelude());
+    sb_puts(&b, "\n");
+    sb_puts(&b, cgen_lin_prelude());
+    sb_puts(&b, "\n");
+    prelude_text = sb_take(&b);
+}
+
+static int cpu_check_options(const TargetOptions *opt, Err *e) {
+    if (opt->precision != PREC_FP32)
+        return err_set(e, ST_USAGE,
+                       "precision %s needs the cuda target; the cpu target computes in float32",
+                       precision_name(opt->precision));
+    if (opt->half_storage)
+        return err_set(e, ST_USAGE,
+                       "half storage needs the cuda target and precision fp16 or bf16");
+    if (opt->threads < 0)
+        return err_set(e, ST_USAGE, "--threads must be at least 1 (got %d)", opt->threads);
+    return ST_OK;
+}
+
+static int cpu_open(TargetMachine *m, Err *e) {
+    m->model = NULL;
+    return cpu_hw_detect(&m->hw, m->opt.threads, e);
+}
+
+static void cpu_close(TargetMachine *m) {
+    (void)m;
+}
+
+static bool cpu_prefers_channels_last(const TargetMachine *m) {
+    (void)m; // the C kernels are generated for the model's own layouts
+    return false;
+}
+
+static const char *cpu_db_name(const TargetMachine *m) {
+    (void)m;
+    return "cpu";
+}
+
+static bool cpu_supports(const TargetMachine *m, const PrimGraph *pg, const Candidate *c) {
+    (void)m;
     if (has_opaque(pg, c))
         return false;
-    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
+    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain
         return is_attention(pg, c) ? cgen_attn_supports(pg, c) : cgen_mlp_supports(pg, c);
     return has_linear(pg, c) ? cgen_lin_supports(pg, c) : cgen_pw_supports(pg, c);
 }
 
-static int cpu_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
-                       int k) {
+static int cpu_configs(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
+                       KernelConfig *out, int k) {
+    const HwInfo *hw = &m->hw;
     if (cand_count_linear(pg, c) >= 2)
         return is_attention(pg, c) ? cgen_attn_configs(pg, c, hw, out, k)
                                    : cgen_mlp_configs(pg, c, hw, out, k);
@@ -162,8 +215,9 @@ static int cpu_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw
                              : cgen_pw_configs(pg, c, hw, out, k);
 }
 
-static int cpu_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                    const char *fn, StrBuf *src, Err *e) {
+static int cpu_emit(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
+                    const KernelConfig *cfg, const char *fn, StrBuf *src, Err *e) {
+    (void)m;
     if (cfg->cls == CCLS_MLP)
         return cgen_mlp_emit(pg, c, cfg, fn, src, e);
     if (cfg->cls == CCLS_ATTN)
@@ -172,26 +226,75 @@ static int cpu_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                              : cgen_pw_emit(pg, c, cfg, fn, src, e);
 }
 
-static const char *cpu_prelude(void) {
-    static char *text;
-    if (!text) {
-        StrBuf b;
-        sb_init(&b);
-        sb_puts(&b, cgen_prelude());
-        sb_puts(&b, "\n");
-        sb_puts(&b, cgen_lin_prelude());
-        sb_puts(&b, "\n");
-        text = sb_take(&b);
+static const char *cpu_prelude(const TargetMachine *m) {
+    (void)m;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_prelude);
+    return prelude_text;
+}
+
+// The artefact's module: one shared object. A unit the lab built that holds every chosen kernel
+// serves as it (extra kernels in it are harmless), which saves a build; otherwise the chosen
+// kernels are emitted into one unit and built.
+static int cpu_build(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                     const int *cands, const KernelConfig *cfgs, const char *const *names, int n,
+                     void *const *lab_modules, int n_lab_modules, uint8_t **blob, size_t *size,
+                     Err *e) {
+    *blob = NULL;
+    *size = 0;
+    if (n == 0)
+        return ST_OK;
+    CModule *reuse = NULL;
+    for (int u = 0; u < n_lab_modules && !reuse; u++) {
+        bool all = true;
+        for (int i = 0; i < n && all; i++)
+            all = cmodule_sym(lab_modules[u], names[i]) != NULL;
+        if (all)
+            reuse = lab_modules[u];
     }
-    return text;
+    CModule *mod = NULL;
+    int rc = ST_OK;
+    if (!reuse) {
+        StrBuf src;
+        sb_init(&src);
+        sb_puts(&src, cpu_prelude(m));
+        for (int i = 0; i < n && rc == ST_OK; i++) {
+            // A kernel chosen twice (two layers with one signature) is emitted once.
+            bool seen = false;
+            for (int j = 0; j < i && !seen; j++)
+                seen = strcmp(names[j], names[i]) == 0;
+            if (!seen)
+                rc = cpu_emit(m, pg, &cs->c[cands[i]], &cfgs[i], names[i], &src, e);
+        }
+        if (rc == ST_OK)
+            rc = cbuild_module(src.s, NULL, "the chosen kernels", &mod, e);
+        sb_free(&src);
+    }
+    if (rc == ST_OK)
+        rc = file_read_all(cmodule_path(reuse ? reuse : mod), (int64_t)1 << 34, blob, size, e);
+    cmodule_free(mod);
+    return rc;
+}
+
+static void cpu_lab_modules_free(void *const *mods, int n) {
+    for (int i = 0; mods && i < n; i++)
+        cmodule_free(mods[i]);
 }
 
 const Target target_cpu = {
     .name = "cpu",
-    .hw_detect = cpu_hw_detect,
+    .check_options = cpu_check_options,
+    .open = cpu_open,
+    .close = cpu_close,
+    .calibrate = NULL,
+    .prefers_channels_last = cpu_prefers_channels_last,
+    .db_name = cpu_db_name,
     .supports = cpu_supports,
     .configs = cpu_configs,
     .emit = cpu_emit,
     .prelude = cpu_prelude,
+    .lab_run = cpu_lab_run,
+    .build = cpu_build,
+    .lab_modules_free = cpu_lab_modules_free,
+    .session = &cpu_session_ops,
 };
-

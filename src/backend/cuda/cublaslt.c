@@ -6,6 +6,7 @@
 #include "cublaslt.h"
 
 #include "../../plan/plan.h"
+#include "cuda_libs.h"
 #include "cugen_lin_internal.h"
 
 #include <dlfcn.h>
@@ -96,15 +97,12 @@ typedef struct Lib {
 static Lib lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-static bool try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-    Lib l = {.dl = h};
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+// The library by its sonames (cuda_libs.h: ORCH_CUDA_LIB_DIR, the loader path, the toolkit).
+static void load_once(void) {
+    static const char *const sonames[] = {"libcublasLt.so.13", "libcublasLt.so.12",
+                                          "libcublasLt.so"};
+    Lib l = {0};
+    const CudaLibSym syms[] = {
         {(void **)&l.create, "cublasLtCreate"},
         {(void **)&l.status_name, "cublasLtGetStatusName"},
         {(void **)&l.get_version, "cublasLtGetVersion"},
@@ -121,43 +119,11 @@ static bool try_open(const char *path) {
         {(void **)&l.algo_get, "cublasLtMatmulAlgoConfigGetAttribute"},
         {(void **)&l.matmul, "cublasLtMatmul"},
     };
-    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (!*syms[i].slot) {
-            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
-            dlclose(h);
-            return false;
-        }
-    }
-    l.version = (uint64_t)l.get_version();
-    snprintf(l.where, sizeof l.where, "%s", path);
+    l.dl = cuda_lib_open(sonames, ORCH_COUNT(sonames), syms, ORCH_COUNT(syms), NULL, NULL, l.where,
+                         sizeof l.where);
+    if (l.dl)
+        l.version = (uint64_t)l.get_version();
     lib = l;
-    return true;
-}
-
-static void load_once(void) {
-    snprintf(lib.where, sizeof lib.where, "libcublasLt.so.13/.so.12/.so not found");
-    const char *env = getenv("ORCH_CUBLASLT");
-    if (env && *env) {
-        if (!try_open(env))
-            snprintf(lib.where, sizeof lib.where, "ORCH_CUBLASLT=%.400s does not open: %.80s", env,
-                     dlerror());
-        return; // an explicit choice is never second-guessed
-    }
-    // The loader path first, then where the CUDA toolkit and PyTorch's wheels put it.
-    static const char *const names[] = {
-        "libcublasLt.so.13",
-        "libcublasLt.so.12",
-        "libcublasLt.so",
-        "/usr/local/cuda/lib64/libcublasLt.so.13",
-        "/usr/local/cuda/lib64/libcublasLt.so.12",
-        "/usr/local/cuda-13.0/lib64/libcublasLt.so.13",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcublasLt.so.13",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cublas/lib/libcublasLt.so.12",
-    };
-    for (size_t i = 0; i < ORCH_COUNT(names); i++)
-        if (try_open(names[i]))
-            return;
 }
 
 static const Lib *lib_get(void) {
@@ -383,8 +349,8 @@ static int gelu_tail(const Prim *q, int from, int last, int in_cur, const EpiSta
 
 // One ELEMWISE primitive applied to the state `cur` (its output value is `cur` after the call):
 // true when its program is a sequence of the steps cuBLASLt's epilogues do, in their order.
-static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int cur, int64_t N,
-                     EpiState *st) {
+static bool epi_prim(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                     const Prim *q, int cur, int64_t N, EpiState *st) {
     int kind[64];
     double imm[64];
     int bias_t[64];
@@ -408,7 +374,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
         if (!st->relu && (last >= 0 || in_cur >= 0)) {
             int g = gelu_tail(q, i, last, in_cur, st);
             if (g == GELU_TANH || (g == GELU_ERF && (st->lin != DT_FLOAT ||
-                                                     cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32))) {
+                                                     cugen_prec_of(opt, DT_FLOAT) != PREC_FP32))) {
                 st->gelu = true;
                 return true;
             }
@@ -517,11 +483,11 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
     return kind[pr->n - 1] == V_VAL && last == pr->n - 1;
 }
 
-static int compute_type(void) { // of float32 operands
-    switch (cugen_prec_of(DT_FLOAT)) {
-    case CUGEN_PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
-    case CUGEN_PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
-    case CUGEN_PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;
+static int compute_type(const TargetOptions *opt) { // of float32 operands
+    switch (cugen_prec_of(opt, DT_FLOAT)) {
+    case PREC_TF32: return BLASLT_COMPUTE_32F_FAST_TF32;
+    case PREC_FP16: return BLASLT_COMPUTE_32F_FAST_16F;
+    case PREC_BF16: return BLASLT_COMPUTE_32F_FAST_16BF;
     default: return BLASLT_COMPUTE_32F;
     }
 }
@@ -552,7 +518,8 @@ static uint32_t alignment(int64_t ld, int64_t stride, int32_t batch, uint64_t si
     return (uint32_t)a;
 }
 
-bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
+bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                    BlasLtCall *call) {
     memset(call, 0, sizeof *call);
     Lin L;
     if (!culin_analyse_views(pg, c, &L) || L.conv || L.p->lin.op != LIN_MATMUL)
@@ -628,7 +595,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
         bool reads = false;
         for (int j = 0; j < q->n_in; j++)
             reads |= q->in[j] == cur;
-        if (!reads || !epi_prim(pg, c, q, cur, L.N, &st))
+        if (!reads || !epi_prim(pg, c, opt, q, cur, L.N, &st))
             return false;
         cur = q->out[0];
     }
@@ -659,7 +626,8 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call) {
                                      : st.relu ? BLASLT_EPI_RELU
                                                : BLASLT_EPI_NONE);
     int ab = lt_type(lin), cd = lt_type(dt);
-    call->compute = lin == DT_FLOAT ? compute_type() : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
+    call->compute =
+        lin == DT_FLOAT ? compute_type(opt) : BLASLT_COMPUTE(BLASLT_COMPUTE_32F, ab, cd);
     call->alpha = st.alpha;
     call->in_a = pb;
     call->in_b = pa;
@@ -814,7 +782,7 @@ int blaslt_check_version(const BlasLtCall *call, Err *e) {
     if (!now)
         return err_set(e, ST_UNSUPPORTED,
                        "compiled with cuBLASLt %llu, this machine has none (%s): recompile, or "
-                       "set ORCH_CUBLASLT to the library",
+                       "set ORCH_CUDA_LIB_DIR to the library's folder",
                        (unsigned long long)call->version, blaslt_describe_load());
     if (now != call->version)
         return err_set(
@@ -888,10 +856,10 @@ static void algo_desc(const Lib *l, const cublasLtMatmulAlgo_t *a, int ct, char 
              ct_name(ct), types);
 }
 
-int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                   int k) {
+int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                   const TargetOptions *opt, KernelConfig *out, int k) {
     BlasLtCall call;
-    if (k <= 0 || !blaslt_available() || !blaslt_analyse(pg, c, &call))
+    if (k <= 0 || !blaslt_available() || !blaslt_analyse(pg, c, opt, &call))
         return 0;
     Err e = {0};
     cublasLtHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
@@ -945,9 +913,9 @@ int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Ke
     return n;
 }
 
-int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, BlasLtCall *call,
-                Err *e) {
-    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, call))
+int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                const TargetOptions *opt, BlasLtCall *call, Err *e) {
+    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, opt, call))
         return err_set(e, ST_UNSUPPORTED,
                        "cuBLASLt: candidate %d is not a matmul cuBLASLt computes (config '%s')",
                        c->id, cfg->desc);

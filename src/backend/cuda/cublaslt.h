@@ -4,8 +4,8 @@
 // a bias broadcast along N, ReLU; GELU where the program is its tanh form, or, under a reduced
 // precision, the erf form its tanh approximation stays within 5e-4 of) becomes one cublasLtMatmul
 // call per heuristic algorithm, each a KernelConfig of class CUCLS_BLASLT that the lab checks and
-// times like a generated kernel. The library is dlopened (ORCH_CUBLASLT, then libcublasLt.so.13 /
-// .so.12 / .so on the loader path, the CUDA toolkit's lib64 and PyTorch's pip wheels); its
+// times like a generated kernel. The library is dlopened by its sonames (libcublasLt.so.13 /
+// .so.12 / .so: ORCH_CUDA_LIB_DIR, the loader path, the CUDA toolkit's lib64; cuda_libs.h); its
 // prototypes, enums and opaque struct sizes are declared in cublaslt.c with the values of
 // CUDA 13.0's cublasLt.h. No library: no library candidates, never an error. Storage types: float32
 // operands as stored by default; under half storage (fp16 / bf16) A and B of CUDA_R_16F /
@@ -33,8 +33,8 @@ enum {
     BLASLT_EPI_GELU = 32,      // CUBLASLT_EPILOGUE_GELU (the tanh approximation)
     BLASLT_EPI_GELU_BIAS = 36, // CUBLASLT_EPILOGUE_GELU_BIAS
 };
-// cublasComputeType_t values (CUBLAS_COMPUTE_32F*): float32 operands take the one
-// cugen_lin_precision asks for, half operands CUBLAS_COMPUTE_32F.
+// cublasComputeType_t values (CUBLAS_COMPUTE_32F*): float32 operands take the one the
+// compile's precision asks for (cugen_prec_of), half operands CUBLAS_COMPUTE_32F.
 enum {
     BLASLT_COMPUTE_32F = 68,
     BLASLT_COMPUTE_32F_FAST_16F = 74,
@@ -78,10 +78,12 @@ typedef struct BlasLtCall {
 enum { BLP_ALGO = 0, BLP_WORKSPACE = 8, BLP_RANK = 9 };
 
 // The candidate's call without an algorithm (algo, workspace zero; version of this machine's
-// library, 0 without one); false when cuBLASLt cannot compute this candidate exactly.
-bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, BlasLtCall *call);
+// library, 0 without one); false when cuBLASLt cannot compute this candidate exactly. opt: the
+// compile's options (the precision decides the compute type and whether an erf GELU is taken).
+bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt,
+                    BlasLtCall *call);
 
-// Whether the library loads on this machine (cached; ORCH_CUBLASLT is read once).
+// Whether the library loads on this machine (cached; searched for once).
 bool blaslt_available(void);
 // cublasLtGetVersion() of the loaded library (e.g. 130100 for 13.1.0); 0 when absent.
 uint64_t blaslt_version(void);
@@ -93,11 +95,12 @@ const char *blaslt_describe_load(void);
 // (half operands: "ct=32f ab=16f cd=16f", the types of A/B and of C/D).
 // Needs the GPU hw describes (its primary context); 0 when the library, the device or the
 // candidate does not allow any.
-int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                   int k);
-// The call of a config blaslt_configs returned (ST_UNSUPPORTED when the candidate is not one).
-int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, BlasLtCall *call,
-                Err *e);
+int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                   const TargetOptions *opt, KernelConfig *out, int k);
+// The call of a config blaslt_configs returned under the same opt (ST_UNSUPPORTED when the
+// candidate is not one).
+int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+                const TargetOptions *opt, BlasLtCall *call, Err *e);
 
 // One call made ready to run: its cuBLASLt descriptors (created with the device's context current).
 typedef struct BlasLtOp {

@@ -284,12 +284,6 @@ void cuda_hw_info(const CudaHw *hw, HwInfo *info) {
              hw->nvrtc_minor);
 }
 
-static double measured_dram_bw; // cuda_hw_set_dram_bw
-
-void cuda_hw_set_dram_bw(double bytes_per_s) {
-    measured_dram_bw = bytes_per_s;
-}
-
 // Device-to-device copies of a buffer well past the L2 (the copy engine and the SMs' loads reach
 // about the same rate on recent GPUs): read + write bytes over the median of 9 timed copies.
 int cuda_measure_dram_bw(const CudaHw *hw, double *bytes_per_s, Err *e) {
@@ -401,8 +395,6 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
     hw->smem_per_sm = smem_sm;
     hw->l2_bytes = l2;
     hw->dram_bw = 2.0 * hw->mem_clock_khz * 1e3 * (hw->bus_width_bits / 8.0);
-    if (measured_dram_bw > 0)
-        hw->dram_bw = measured_dram_bw;
     cuda_arch_name(hw->cc_major, hw->cc_minor, hw->arch, sizeof hw->arch);
 
     if (hw->driver_version / 1000 < hw->nvrtc_major)

@@ -211,7 +211,7 @@ typedef struct CudaHw {
     int64_t l2_bytes;
     int64_t global_mem_bytes;
     int clock_khz, mem_clock_khz, bus_width_bits;
-    double dram_bw;     // bytes/s: measured (cuda_hw_set_dram_bw) or else theoretical, 2 (double
+    double dram_bw;     // bytes/s: measured (the target's calibrate slot) or else theoretical, 2 (double
                         // data rate) * memory clock * bus width
     int driver_version; // 13000 = 13.0
     int nvrtc_major, nvrtc_minor; // the NVRTC that will compile the kernels
@@ -234,9 +234,6 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e);
 // the L2 (at least 256 MiB, less when memory is short). About a second; the compile driver
 // measures once per device and keeps the value in the profile database.
 int cuda_measure_dram_bw(const CudaHw *hw, double *bytes_per_s, Err *e);
-// From now on cuda_hw_detect reports this bandwidth instead of the theoretical one (the device
-// models of every CUDA emitter read it). Call before the CUDA target's first use in the process.
-void cuda_hw_set_dram_bw(double bytes_per_s);
 
 // The HwInfo (and its fingerprint) cuda_hw_detect derives from a filled CudaHw.
 void cuda_hw_info(const CudaHw *hw, HwInfo *info);

@@ -51,7 +51,7 @@ static void emit_unit(const PrimGraph *pg, const CandidateSet *cs, LabJob *jobs,
         Err e = {0};
         size_t mark = b.len;
         memset(&geo[idx[i]], 0, sizeof geo[idx[i]]);
-        if (em->emit(pg, c, &j->cfg, hw, name, &b, &geo[idx[i]], &e)) {
+        if (em->emit(pg, c, &j->cfg, hw, &em->opt, name, &b, &geo[idx[i]], &e)) {
             b.len = mark;
             b.s[mark] = '\0';
             j->status = LAB_BUILD_FAILED;
@@ -702,7 +702,7 @@ int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int
             continue; // two layers with one signature and config: one kernel
         CudaLaunch l;
         memset(&l, 0, sizeof l);
-        rc = em->emit(pg, c, &cfgs[i], hw, name, &src, &l, e);
+        rc = em->emit(pg, c, &cfgs[i], hw, &em->opt, name, &src, &l, e);
         if (rc)
             err_prefix(e, "emitting kernel %s (%s): ", name, cfgs[i].desc);
         else

@@ -29,14 +29,16 @@
 #include "session_cuda.h"
 #include "cugen.h"
 
-// Appends one kernel named fn (cugen.h ABI) to src and fixes its launch geometry.
+// Appends one kernel named fn (cugen.h ABI) to src and fixes its launch geometry; opt: the
+// compile's options, which decide with the config what is emitted.
 typedef int (*CudaEmitFn)(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                          const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch,
-                          Err *e);
+                          const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                          CudaLaunch *launch, Err *e);
 
 typedef struct CudaEmitter {
     CudaEmitFn emit;
     const char *prelude; // the text every program starts with (cugen_prelude())
+    TargetOptions opt;   // passed to every emit (zeroed: fp32, float32 storage)
 } CudaEmitter;
 
 // Runs the jobs on the GPU hw describes (hw->ordinal, hw->arch; cuda_hw_detect). From opt it uses

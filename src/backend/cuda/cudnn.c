@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "cudnn.h"
 
+#include "cuda_libs.h"
 #include "cugen_lin_internal.h"
 
 #include <dlfcn.h>
@@ -91,15 +92,22 @@ typedef struct Lib {
 static Lib lib;
 static pthread_once_t lib_once = PTHREAD_ONCE_INIT;
 
-static bool try_open(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-    Lib l = {.dl = h};
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+// The legacy convolution API this file declares is cuDNN 8's and 9's: another version's file is
+// passed over.
+static bool accept_version(void *ctx, const char *path, char *why, size_t n) {
+    const Lib *l = ctx;
+    uint64_t v = (uint64_t)l->get_version();
+    if (v >= 80000 && v < 100000)
+        return true;
+    snprintf(why, n, "%.400s is cuDNN %llu, not 8 or 9", path, (unsigned long long)v);
+    return false;
+}
+
+// The library by its sonames (cuda_libs.h: ORCH_CUDA_LIB_DIR, the loader path, the toolkit).
+static void load_once(void) {
+    static const char *const sonames[] = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"};
+    Lib l = {0};
+    const CudaLibSym syms[] = {
         {(void **)&l.get_version, "cudnnGetVersion"},
         {(void **)&l.status_name, "cudnnGetErrorString"},
         {(void **)&l.create, "cudnnCreate"},
@@ -125,49 +133,11 @@ static bool try_open(const char *path) {
         {(void **)&l.forward_bias_act, "cudnnConvolutionBiasActivationForward"},
         {(void **)&l.add_tensor, "cudnnAddTensor"},
     };
-    for (size_t i = 0; i < ORCH_COUNT(syms); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (!*syms[i].slot) {
-            snprintf(lib.where, sizeof lib.where, "%s lacks %s", path, syms[i].name);
-            dlclose(h);
-            return false;
-        }
-    }
-    l.version = (uint64_t)l.get_version();
-    // The legacy convolution API this file declares is cuDNN 8's and 9's.
-    if (l.version < 80000 || l.version >= 100000) {
-        snprintf(lib.where, sizeof lib.where, "%s is cuDNN %llu, not 8 or 9", path,
-                 (unsigned long long)l.version);
-        dlclose(h);
-        return false;
-    }
-    snprintf(l.where, sizeof l.where, "%s", path);
+    l.dl = cuda_lib_open(sonames, ORCH_COUNT(sonames), syms, ORCH_COUNT(syms), accept_version, &l,
+                         l.where, sizeof l.where);
+    if (l.dl)
+        l.version = (uint64_t)l.get_version();
     lib = l;
-    return true;
-}
-
-static void load_once(void) {
-    snprintf(lib.where, sizeof lib.where, "libcudnn.so.9/.so not found");
-    const char *env = getenv("ORCH_CUDNN");
-    if (env && *env) {
-        if (!try_open(env) && !strstr(lib.where, "lacks") && !strstr(lib.where, " is cuDNN "))
-            snprintf(lib.where, sizeof lib.where, "ORCH_CUDNN: %.480s", dlerror());
-        return; // an explicit choice is never second-guessed
-    }
-    // The loader path first, then where the CUDA toolkit, the distribution and PyTorch's
-    // wheels put it.
-    static const char *const names[] = {
-        "libcudnn.so.9",
-        "libcudnn.so",
-        "/usr/local/cuda/lib/libcudnn.so.9",
-        "/usr/local/cuda/lib64/libcudnn.so.9",
-        "/usr/local/cuda-13.0/lib/libcudnn.so.9",
-        "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",
-        "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib/libcudnn.so.9",
-    };
-    for (size_t i = 0; i < ORCH_COUNT(names); i++)
-        if (try_open(names[i]))
-            return;
 }
 
 static const Lib *lib_get(void) {
@@ -502,33 +472,33 @@ static int dnn_type(DType t) {
 
 // The math type the heuristics are asked with (each result may name its own): half tensors are
 // tensor-core work whatever the precision says.
-static int query_math(int dtype) {
-    return cugen_prec_of(DT_FLOAT) == CUGEN_PREC_FP32 && dtype == DNN_DATA_FLOAT
+static int query_math(const TargetOptions *opt, int dtype) {
+    return cugen_prec_of(opt, DT_FLOAT) == PREC_FP32 && dtype == DNN_DATA_FLOAT
                ? DNN_MATH_FMA
                : DNN_MATH_TENSOR_OP;
 }
 
-// The math type a heuristic result runs with under the current precision, -1 when not allowed.
+// The math type a heuristic result runs with under opt's precision, -1 when not allowed.
 // Float32: FMA only (the default math may pick TF32 tensor cores); TF32 and BF16 allow tensor
 // ops on TF32-rounded operands; FP16 also the conversion to half. Half tensors: any math on
 // their own values but a conversion of bfloat16 data to float16 (which has less range).
-static int allowed_math(int m, int dtype) {
+static int allowed_math(const TargetOptions *opt, int m, int dtype) {
     if (dtype != DNN_DATA_FLOAT)
         return m >= 0 && m <= DNN_MATH_FMA &&
                        (m != DNN_MATH_TENSOR_OP_CONVERT || dtype == DNN_DATA_HALF)
                    ? m
                    : -1;
-    switch (cugen_prec_of(DT_FLOAT)) {
-    case CUGEN_PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
-    case CUGEN_PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
+    switch (cugen_prec_of(opt, DT_FLOAT)) {
+    case PREC_FP32: return m == DNN_MATH_FMA || m == DNN_MATH_DEFAULT ? DNN_MATH_FMA : -1;
+    case PREC_FP16: return m >= 0 && m <= DNN_MATH_FMA ? m : -1;
     default: return m >= 0 && m <= DNN_MATH_FMA && m != DNN_MATH_TENSOR_OP_CONVERT ? m : -1;
     }
 }
 
 // Winograd's transforms lose more than float32 rounding: 2.5x the fp32 check's bound on a 4x3
 // dilated kernel (H100, cuDNN 9.14); they stay offered where the precision is reduced anyway.
-static bool algo_exact_enough(int algo, int dtype) {
-    return cugen_prec_of(DT_FLOAT) != CUGEN_PREC_FP32 || dtype != DNN_DATA_FLOAT ||
+static bool algo_exact_enough(const TargetOptions *opt, int algo, int dtype) {
+    return cugen_prec_of(opt, DT_FLOAT) != PREC_FP32 || dtype != DNN_DATA_FLOAT ||
            (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
 }
 
@@ -536,7 +506,7 @@ static bool fits_int(int64_t v) {
     return v > 0 && v <= INT32_MAX;
 }
 
-bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
+bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt, DnnCall *call) {
     memset(call, 0, sizeof *call);
     if (c->n_prims < 1 || c->n_prims > 64)
         return false;
@@ -643,7 +613,7 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call) {
                      (st.z >= 0 ? DNN_EPI_Z : 0) | (x_nhwc ? DNN_LAYOUT_NHWC : 0) |
                      (w_krsc ? DNN_FILTER_KRSC : 0);
     call->alpha = st.alpha;
-    call->math = DNN_MATH(query_math(dnn_type(dt)), dnn_type(dt));
+    call->math = DNN_MATH(query_math(opt, dnn_type(dt)), dnn_type(dt));
     call->algo = -1;
     call->in_x = cgen_input_pos(c, xsrc);
     call->in_w = cgen_input_pos(c, wsrc);
@@ -831,7 +801,7 @@ int dnn_check_version(const DnnCall *call, Err *e) {
     if (!now)
         return err_set(e, ST_UNSUPPORTED,
                        "compiled with cuDNN %llu, this machine has none (%s): recompile, or set "
-                       "ORCH_CUDNN to the library",
+                       "ORCH_CUDA_LIB_DIR to the library's folder",
                        (unsigned long long)call->version, dnn_describe_load());
     if (now != call->version)
         return err_set(
@@ -881,10 +851,10 @@ int dnn_op_run(const DnnOp *op, CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, 
     return rc;
 }
 
-int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                int k) {
+int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const TargetOptions *opt,
+                KernelConfig *out, int k) {
     DnnCall call;
-    if (k <= 0 || !dnn_available() || !dnn_analyse(pg, c, &call))
+    if (k <= 0 || !dnn_available() || !dnn_analyse(pg, c, opt, &call))
         return 0;
     Err e = {0};
     cudnnHandle_t h = get_handle(hw ? hw->ordinal : 0, &e);
@@ -903,9 +873,9 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
                       res) == ST_OK;
     int dt = DNN_DATA_TYPE(call.math);
     for (int i = 0; ok && i < got && n < k; i++) {
-        int math = allowed_math(res[i].mathType, dt);
+        int math = allowed_math(opt, res[i].mathType, dt);
         if (res[i].status != 0 || math < 0 || res[i].algo < 0 || res[i].algo >= DNN_ALGO_COUNT ||
-            !algo_exact_enough(res[i].algo, dt))
+            !algo_exact_enough(opt, res[i].algo, dt))
             continue;
         // The workspace with the math type the call will run with.
         size_t ws = 0;
@@ -936,9 +906,9 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Kerne
     return n;
 }
 
-int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, DnnCall *call,
-             Err *e) {
-    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, call) || cfg->p[DNP_ALGO] < 0 ||
+int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+             const TargetOptions *opt, DnnCall *call, Err *e) {
+    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, opt, call) || cfg->p[DNP_ALGO] < 0 ||
         cfg->p[DNP_ALGO] >= DNN_ALGO_COUNT || cfg->p[DNP_MATH] < DNN_MATH_DEFAULT ||
         cfg->p[DNP_MATH] > DNN_MATH_FMA || cfg->p[DNP_WORKSPACE] < 0)
         return err_set(e, ST_UNSUPPORTED,

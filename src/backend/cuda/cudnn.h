@@ -7,12 +7,12 @@
 // residual z of the output's shape only with a bias, ReLU only after the bias) becomes one cuDNN
 // call per heuristic algorithm (cudnnGetConvolutionForwardAlgorithm_v7), each a KernelConfig of
 // class CUCLS_CUDNN that the lab checks and times like a generated kernel. The library is dlopened
-// (ORCH_CUDNN, then libcudnn.so.9 / .so on the loader path, the CUDA toolkit's lib folders, the
-// system's and PyTorch's pip wheels); its prototypes and enums are declared in cudnn.c with the
+// by its sonames (libcudnn.so.9 / .so.8 / .so: ORCH_CUDA_LIB_DIR, the loader path, the CUDA
+// toolkit's lib folders; cuda_libs.h); its prototypes and enums are declared in cudnn.c with the
 // values of cuDNN 9's cudnn_graph.h / cudnn_ops.h / cudnn_cnn.h. No library: no cuDNN candidates,
 // never an error. Math: under --precision fp32 every call runs with CUDNN_FMA_MATH (cuDNN's default
 // math would let float32 convolutions use TF32 tensor cores on Ampere and later); tensor-op math
-// only where cugen_lin_precision allows it (tf32, fp16, bf16; down-conversion to half only under
+// only where the precision allows it (tf32, fp16, bf16; down-conversion to half only under
 // fp16). Half tensors: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations (float32 convolution
 // compute type: products accumulated in float32, alpha and the epilogue in float32, Y rounded
 // once), asked with tensor-op math. Layouts: X, z and Y NCHW as the primitives define them, or all
@@ -87,10 +87,10 @@ enum { DNP_ALGO = 0, DNP_MATH = 1, DNP_WORKSPACE = 2, DNP_RANK = 3 };
 
 // The candidate's call without an algorithm (algo -1, workspace 0, math the one the precision
 // asks the heuristics for; version of this machine's library, 0 without one); false when cuDNN
-// cannot compute this candidate exactly.
-bool dnn_analyse(const PrimGraph *pg, const Candidate *c, DnnCall *call);
+// cannot compute this candidate exactly. opt: the compile's options (cugen_prec_of).
+bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt, DnnCall *call);
 
-// Whether the library loads on this machine (cached; ORCH_CUDNN is read once).
+// Whether the library loads on this machine (cached; searched for once).
 bool dnn_available(void);
 // cudnnGetVersion() of the loaded library (e.g. 91400 for 9.14.0); 0 when absent.
 uint64_t dnn_version(void);
@@ -103,11 +103,12 @@ const char *dnn_describe_load(void);
 // "cls=cudnn algo=NAME math=fma|default|tensor_op|tensor_op_convert" (half tensors: and
 // " data=half|bf16"); KernelConfig.p[DNP_MATH] holds the bare math type. Needs the GPU hw
 // describes; 0 when the library, the device or the candidate does not allow any.
-int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                int k);
-// The call of a config dnn_configs returned (ST_UNSUPPORTED when the candidate is not one).
-int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, DnnCall *call,
-             Err *e);
+int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const TargetOptions *opt,
+                KernelConfig *out, int k);
+// The call of a config dnn_configs returned under the same opt (ST_UNSUPPORTED when the
+// candidate is not one).
+int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
+             const TargetOptions *opt, DnnCall *call, Err *e);
 
 // One call made ready to run: its cuDNN descriptors.
 typedef struct DnnOp {

@@ -52,36 +52,43 @@ enum {
 };
 
 // ---- pointwise and reduction kernels ----
-bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c);
-int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                     int k);
+bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
+int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                     const TargetOptions *opt, KernelConfig *out, int k);
 int cugen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                  const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+                  const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                  CudaLaunch *launch, Err *e);
 
 // ---- matmul and convolution kernels (exactly one LINEAR) ----
-bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c);
-int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k);
+bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
+int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k);
 int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e);
 
 // Dispatches on cfg->cls: CUCLS_POINTWISE / CUCLS_REDUCE to cugen_pw_emit, CUCLS_MATMUL /
 // CUCLS_CONV to cugen_lin_emit, CUCLS_BLASLT to blaslt_call and CUCLS_CUDNN to dnn_call
 // (launch->lib set, only a comment appended to src) (target_cuda.c). The CudaEmitFn of
-// cuda_lab.h.
+// cuda_lab.h. Like every emit function here, a pure function of its arguments: opt (the
+// compile's options: the precision, half storage) decides with the config what code is emitted.
 int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
-               const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+               const TargetOptions *opt, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
 
 // The text every CUDA translation unit starts with: orch_cuda_prelude() (nvrtc.h), the OrchArgs
 // struct, and device versions of every orch_* helper the value expressions (codegen/cexpr.h)
 // call.
 const char *cugen_prelude(void);
 // Makes x emit the CUDA dialect (cexpr_set_cuda), with the prelude's special-function-unit
-// transcendentals (cexpr_set_fast_math) when cugen_lin_precision is reduced (tf32, fp16, bf16):
-// their errors are far inside those precisions' tolerances. Every CUDA emitter's Cexpr goes
-// through it, so the code a config emits follows the precision the compile runs under (the
-// compile driver keys its profile records by it too).
+// transcendentals (cexpr_set_fast_math) when fast: cugen_fast_math of the compile's options.
+// Every CUDA emitter's Cexpr goes through it, so the code a config emits follows the precision
+// the compile runs under (the compile driver keys its profile records by it too).
 typedef struct Cexpr Cexpr;
-void cugen_cexpr_dialect(Cexpr *x);
+void cugen_cexpr_dialect(Cexpr *x, bool fast);
+// Whether the emitters take the fast transcendentals: under a reduced precision (tf32, fp16,
+// bf16), whose tolerances are far above their errors.
+static inline bool cugen_fast_math(const TargetOptions *opt) {
+    return opt->precision != PREC_FP32;
+}
 
 #endif

@@ -4,7 +4,7 @@
 // flash-style kernel: one thread block per (batch index, tile of BQ queries), key tiles of BK
 // staged in shared memory, an online (running max and sum) softmax, the score matrix never
 // leaving the chip. Two designs: SIMT, exact float32 FMAs (the default precision); and, where
-// cugen_lin_precision (cugen_linear.h) allows it on sm_80 and newer, tensor cores (mma.sync
+// the compile's precision allows it on sm_80 and newer, tensor cores (mma.sync
 // with TF32, FP16 or BF16 operands, float32 accumulation; FlashAttention-2's layout: a warp per
 // 16 query rows). Both skip the key tiles a constant causal mask hides from a whole query tile.
 // Half storage (float16 / bfloat16 tensors): tensor cores of the storage type's mma only, on half
@@ -35,18 +35,19 @@ enum { CUCLS_ATTN = 21 };
 // through shared memory (more warps per SM where the query tiles are few).
 enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT, CUA_MMA, CUA_QREG, CUA_KW };
 // CUA_MMA values: SIMT float32; TF32 operands (cvt.rna) on mma.m16n8k8; FP16 or BF16 operands
-// (cvt.rn) on mma.m16n8k16. The configs offered follow cugen_lin_precision: tensor-core ones
+// (cvt.rn) on mma.m16n8k16. The configs offered follow opt->precision: tensor-core ones
 // only under the matching precision (never under fp32, which promises exact float32 FMAs).
 enum { CUA_MMA_SIMT = 0, CUA_MMA_TF32 = 1, CUA_MMA_F16 = 2, CUA_MMA_BF16 = 3 };
 
 // Whether c is an attention candidate this emitter generates (its smallest config fits the
 // shared memory of every GPU orch targets).
-bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c);
+bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
 // Up to k configs from the device model (shared memory, registers, occupancy, waves), best
 // estimate first; returns how many.
 int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
-                       KernelConfig *out, int k);
+                       const TargetOptions *opt, KernelConfig *out, int k);
 int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                    CudaLaunch *launch, Err *e);
 
 #endif

@@ -10,35 +10,30 @@
 
 #include "cugen.h"
 
-// The arithmetic linear kernels may use (orch compile --precision; the same values as the compile
-// driver's Precision, kernel_lab.h). FP32: exact float32 FMAs (the default). TF32: the operands
-// are rounded to TF32 (cvt.rna) and multiplied on tensor cores (mma.m16n8k8), accumulating in
-// float32; only then does cugen_lin_configs offer those configs (v=tf32). FP16 / BF16: operands
-// rounded to half / bfloat16 (cvt.rn) as they are staged into shared memory, multiplied on
-// tensor cores (mma.m16n8k16), accumulation and storage stay float32 (v=f16 / v=bf16). Under
-// every precision the SIMT float32 configs stay offered too: the measured times decide.
-// The compile driver sets it before tuning (compile_model) and restores FP32 when done: one
-// process-wide setting, so concurrent compiles in one process must share a precision. It only
-// selects the configs offered; cugen_lin_emit follows the config given, whatever it says.
+// The arithmetic linear kernels may use: the compile's TargetOptions.precision (orch compile
+// --precision; target.h). FP32: exact float32 FMAs (the default). TF32: the operands are rounded
+// to TF32 (cvt.rna) and multiplied on tensor cores (mma.m16n8k8), accumulating in float32; only
+// then does cugen_lin_configs offer those configs (v=tf32). FP16 / BF16: operands rounded to half
+// / bfloat16 (cvt.rn) as they are staged into shared memory, multiplied on tensor cores
+// (mma.m16n8k16), accumulation and storage stay float32 (v=f16 / v=bf16). Under every precision
+// the SIMT float32 configs stay offered too: the measured times decide.
+// The options are an argument of every configs, supports and emit function (no global holds
+// them), so compiles with different options can share a process. They only select the configs
+// offered (and, through cugen_fast_math, the transcendentals the code calls); cugen_lin_emit
+// follows the config given, whatever it says.
 // Half storage (the candidate's operands all float16 or all bfloat16, as the storage pass leaves
 // them under fp16 / bf16): every variant reads and writes the tensors as stored, accumulating in
-// float32, and the tensor-core variant of their type (v=f16 / v=bf16) is offered whatever this
-// says (products of halves are exact in float32, so it is as exact as SIMT); TF32 never is.
-typedef enum {
-    CUGEN_PREC_FP32 = 0,
-    CUGEN_PREC_TF32 = 1,
-    CUGEN_PREC_FP16 = 2,
-    CUGEN_PREC_BF16 = 3
-} CugenPrecision;
-extern CugenPrecision cugen_lin_precision;
-// Float32 products computed exactly whatever cugen_lin_precision says (SIMT FMAs, cuBLASLt's
-// and cuDNN's float32 math): set by the compile driver under half storage, where the only float32
-// products left are those the storage pass kept float32 for their range, whose operands rounded
-// to half would overflow (pass_store_reduced). Restored to false with the precision.
-extern bool cugen_f32_exact;
-// The precision products of dtype dt are offered under: FP32 for float32 under cugen_f32_exact,
-// else cugen_lin_precision.
-CugenPrecision cugen_prec_of(DType dt);
+// float32, and the tensor-core variant of their type (v=f16 / v=bf16) is offered whatever the
+// precision says (products of halves are exact in float32, so it is as exact as SIMT); TF32 never
+// is. Under half storage (TargetOptions.half_storage) float32 products are computed exactly
+// whatever the precision says (SIMT FMAs, cuBLASLt's and cuDNN's float32 math): the only float32
+// products left there are those the storage pass kept float32 for their range, whose operands
+// rounded to half would overflow (pass_store_reduced).
+// The precision products of dtype dt are offered under: FP32 for float32 under half storage,
+// else opt->precision.
+static inline Precision cugen_prec_of(const TargetOptions *opt, DType dt) {
+    return dt == DT_FLOAT && opt->half_storage ? PREC_FP32 : opt->precision;
+}
 
 // Variants (KernelConfig.p[CUL_VAR]).
 enum {

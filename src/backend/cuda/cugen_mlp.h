@@ -8,7 +8,7 @@
 //   tf32 / f16 / bf16   the same persistence on mma.sync tensor cores (m16n8k8 / m16n8k16,
 //           float32 accumulation), each warp 16 x MT rows whose accumulator fragments re-pack
 //           into the next layer's operand fragments; offered under the matching
-//           cugen_lin_precision (cugen_linear.h);
+//           precision (TargetOptions, cugen_linear.h);
 //   3xtf32  the tensor-core kernel with every operand split into two TF32 terms (hi + lo, three
 //           products per term pair: float32-level accuracy, 1e-4 checked like any float32
 //           kernel), offered under float32 next to the SIMT variants: the measured times decide.
@@ -39,12 +39,13 @@ enum {
 // The slot of the variant in KernelConfig.p (tests group configs by it).
 enum { CUMLP_VAR = 5 };
 
-bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c);
-// Up to k configs of every variant the device and cugen_lin_precision allow, from the device
-// model, best estimate first; returns how many.
-int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k);
+bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
+// Up to k configs of every variant the device and opt->precision allow, from the device model,
+// best estimate first; returns how many.
+int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k);
 int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e);
 
 #endif

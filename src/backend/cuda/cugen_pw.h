@@ -9,11 +9,12 @@
 
 // CUCLS_REDUCE (emit_reduce_cuda.c): candidates with REDUCE primitives whose reductions all
 // reduce the same axes of same-shaped inputs and are read on their own row.
-bool cugen_red_supports(const PrimGraph *pg, const Candidate *c);
-int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k);
+bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
+int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k);
 int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e);
 
 // Appends `ORCH_KERNEL void __launch_bounds__(block) fn(OrchArgs a) {` and the typed locals
 // in<j> (`const T *__restrict__`, read by cexpr in its CUDA dialect) and y (the output).

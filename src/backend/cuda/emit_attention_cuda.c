@@ -1753,15 +1753,15 @@ static void view_close(const AttnSpec *a, View *v) {
     free(v->pg.prims);
 }
 
-static int emit_kernel(const Ana *x, const Geo *g, const char *desc, const char *fn,
-                       StrBuf *src, CudaLaunch *launch, Err *e) {
+static int emit_kernel(const Ana *x, const Geo *g, const TargetOptions *opt, const char *desc,
+                       const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     const AttnSpec *a = &x->a;
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
     View view;
     AEm E = {a, fn, cexpr_create(view_open(a, &view), a->c, fn, &decls), false};
-    cugen_cexpr_dialect(E.x);
+    cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     if (g->any)
         sb_puts(&decls, CP_HELPERS);
@@ -1845,7 +1845,7 @@ static void smallest(KernelConfig *k) {
 // and sm_90).
 #define ATTN_SMEM_ANY (99 * 1024)
 
-bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c) {
+bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     Ana x;
     if (!analyse(pg, c, NULL, &x) || c->n_inputs > ORCH_CUDA_MAX_IN || x.a.rank - 2 > 8)
         return false;
@@ -1862,7 +1862,7 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c) {
     StrBuf s;
     sb_init(&s);
     Err e = {0};
-    int rc = emit_kernel(&x, &g, k.desc, "orch_dry", &s, NULL, &e);
+    int rc = emit_kernel(&x, &g, opt, k.desc, "orch_dry", &s, NULL, &e);
     sb_free(&s);
     return rc == ST_OK;
 }
@@ -2005,20 +2005,20 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
 }
 
-// The tensor-core arithmetic cugen_lin_precision allows on hw (sm_80 and newer): 0 for none.
-static int64_t tc_mma(const CudaHw *hw, DType dt) {
+// The tensor-core arithmetic the precision (opt) allows on hw (sm_80 and newer): 0 for none.
+static int64_t tc_mma(const CudaHw *hw, const TargetOptions *opt, DType dt) {
     if (!hw || hw->cc_major < 8)
         return CUA_MMA_SIMT;
-    switch (cugen_prec_of(dt)) {
-    case CUGEN_PREC_TF32: return CUA_MMA_TF32;
-    case CUGEN_PREC_FP16: return CUA_MMA_F16;
-    case CUGEN_PREC_BF16: return CUA_MMA_BF16;
+    switch (cugen_prec_of(opt, dt)) {
+    case PREC_TF32: return CUA_MMA_TF32;
+    case PREC_FP16: return CUA_MMA_F16;
+    case PREC_BF16: return CUA_MMA_BF16;
     default: return CUA_MMA_SIMT;
     }
 }
 
 int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
-                       KernelConfig *out, int k) {
+                       const TargetOptions *opt, KernelConfig *out, int k) {
     Ana x;
     if (k < 1 || !analyse(pg, c, hw, &x))
         return 0;
@@ -2073,7 +2073,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     // Tensor cores where the precision allows them, beside the SIMT configs: the Q fragments in
     // registers where they fit (else re-read from the staged tile), cp.async double buffers
     // where they fit.
-    int64_t mma = tc_mma(hw, a->dt);
+    int64_t mma = tc_mma(hw, opt, a->dt);
     for (size_t i = 0; mma && i < ORCH_COUNT(tc_bqs); i++)
         for (size_t j = 0; j < ORCH_COUNT(tc_bks); j++) {
             int64_t bq = tc_bqs[i], bk = tc_bks[j];
@@ -2124,7 +2124,8 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
 }
 
 int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                    const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                    CudaLaunch *launch, Err *e) {
     Ana x;
     if (!analyse(pg, c, hw, &x))
         return err_set(e, ST_UNSUPPORTED,
@@ -2144,5 +2145,5 @@ int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                        "CUDA attention kernel %s: config '%s' needs %lld bytes of shared memory, "
                        "more than %s has",
                        fn, cfg->desc, (long long)smem_bytes(&g), hw->name);
-    return emit_kernel(&x, &g, cfg->desc, fn, src, launch, e);
+    return emit_kernel(&x, &g, opt, cfg->desc, fn, src, launch, e);
 }

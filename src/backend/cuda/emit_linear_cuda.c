@@ -25,13 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-CugenPrecision cugen_lin_precision = CUGEN_PREC_FP32;
-bool cugen_f32_exact = false;
-
-CugenPrecision cugen_prec_of(DType dt) {
-    return dt == DT_FLOAT && cugen_f32_exact ? CUGEN_PREC_FP32 : cugen_lin_precision;
-}
-
 // Fills L (codegen's analysis) for what this emitter generates: matmul of any rank, 2-D
 // convolution, float32 or half operands, at most ORCH_CUDA_MAX_IN inputs, and at most 65535 GEMMs
 // (grid.z) so that indices stay below 2^31 per operand in the launch geometry.
@@ -537,8 +530,9 @@ static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int 
 
 // Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
 // within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
-// precision (cugen_lin_precision) on devices that have them (sm_80 and later; tc).
-static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int cap) {
+// precision (opt, cugen_prec_of) on devices that have them (sm_80 and later; tc).
+static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *opt,
+                     KernelConfig *out, int cap) {
     // A depthwise convolution (one input and one output channel a group) is a batch of GEMMs
     // with one row and K = the window: the tiles would be almost all padding, and the model,
     // which charges no per-group cost, ranked them first, so the direct kernel was never
@@ -581,13 +575,13 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
     // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
     // whatever the precision), never TF32 (its operands would be float32).
     DType dt = culin_dtype(L);
-    int tcv = !tc                                    ? -1
-              : dt == DT_FLOAT16                     ? CUV_F16
-              : dt == DT_BFLOAT16                    ? CUV_BF16
-              : cugen_prec_of(dt) == CUGEN_PREC_TF32 ? CUV_TF32
-              : cugen_prec_of(dt) == CUGEN_PREC_FP16 ? CUV_F16
-              : cugen_prec_of(dt) == CUGEN_PREC_BF16 ? CUV_BF16
-                                                     : -1;
+    int tcv = !tc                                   ? -1
+              : dt == DT_FLOAT16                    ? CUV_F16
+              : dt == DT_BFLOAT16                   ? CUV_BF16
+              : cugen_prec_of(opt, dt) == PREC_TF32 ? CUV_TF32
+              : cugen_prec_of(opt, dt) == PREC_FP16 ? CUV_F16
+              : cugen_prec_of(opt, dt) == PREC_BF16 ? CUV_BF16
+                                                    : -1;
     if (tcv >= 0) {
         // Warp tiles of 32 x 32 (2 x 4 mma tiles per warp: m16n8k8 per k8 step for TF32,
         // m16n8k16 per k16 step for FP16 / BF16, whose half-size operands allow twice the K
@@ -674,8 +668,8 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, KernelConfig *out, int
     return n;
 }
 
-int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k) {
+int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k) {
     Lin L;
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
@@ -683,7 +677,7 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     KernelConfig all[256];
     // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
     bool tc = !hw || hw->cc_major <= 0 || hw->cc_major >= 8;
-    int n = enum_cfgs(&L, &h, tc, all, (int)ORCH_COUNT(all));
+    int n = enum_cfgs(&L, &h, tc, opt, all, (int)ORCH_COUNT(all));
     for (int i = 0; i < n; i++) {
         all[i].score = score_cfg(&L, &h, all[i].p);
         cfg_desc(&L, &all[i]);
@@ -720,14 +714,15 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
 
 // ---- entry points ----
 
-static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw, const char *fn,
-                       StrBuf *src, CudaLaunch *launch, Err *e) {
+static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
+                       const TargetOptions *opt, const char *fn, StrBuf *src, CudaLaunch *launch,
+                       Err *e) {
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
     Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
     E.x = cexpr_create(L->pg, L->c, fn, &decls);
-    cugen_cexpr_dialect(E.x);
+    cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, culin_reader, &E);
     CudaLaunch ln;
     memset(&ln, 0, sizeof ln);
@@ -770,7 +765,7 @@ static void dry_cfg(const Lin *L, KernelConfig *k) {
     cfg_desc(L, k);
 }
 
-bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c) {
+bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     Lin L;
     if (!culin_analyse(pg, c, &L))
         return false;
@@ -780,16 +775,17 @@ bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c) {
     StrBuf s;
     sb_init(&s);
     Err e = {0};
-    int rc = emit_kernel(&L, &k, NULL, "orch_dry", &s, NULL, &e);
+    int rc = emit_kernel(&L, &k, NULL, opt, "orch_dry", &s, NULL, &e);
     sb_free(&s);
     return rc == ST_OK;
 }
 
 int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e) {
     Lin L;
     if (!culin_analyse(pg, c, &L))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA linear kernel %s: candidate %d is not generated here", fn, c->id);
-    return emit_kernel(&L, cfg, hw, fn, src, launch, e);
+    return emit_kernel(&L, cfg, hw, opt, fn, src, launch, e);
 }

@@ -6,12 +6,12 @@
 //         prologue values through cexpr otherwise, the conv patch gathered here) while the
 //         current one is multiplied; the epilogue runs on the register tile before the store;
 //   tf32  the same staging with warp tiles of 32 x 32 on mma.sync.m16n8k8 TF32 tensor cores
-//         (operands rounded with cvt.rna.tf32.f32; only offered under CUGEN_PREC_TF32);
+//         (operands rounded with cvt.rna.tf32.f32; only offered under PREC_TF32);
 //   f16 / bf16  the same staging and warp tiles on mma.sync.m16n8k16 with half / bfloat16
 //         operands: the staged float32 registers are rounded (cvt.rn) as they are stored into
 //         shared memory, which holds k-pairs (two halves, the lower k in the low 16 bits) as
 //         32-bit words, so each fragment register is one conflict-free 32-bit load; float32
-//         accumulators and the same epilogue (only offered under CUGEN_PREC_FP16 / _BF16).
+//         accumulators and the same epilogue (only offered under PREC_FP16 / _BF16).
 // No cp.async pipeline on float32 tensors: the staging goes through registers because prologue
 // values, the conv patch gather and the rounding to half happen there. On half tensors (the
 // storage pass under fp16 / bf16) the f16 / bf16 kernel keeps tiles as stored: cp.async for

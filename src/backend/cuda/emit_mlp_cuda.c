@@ -178,9 +178,10 @@ static const char *f2h_fn(DType t) {
 }
 
 // A float32 input value `v` as the chain reads it: as it is, or rounded to the chain's half type
-// where the chain starts with a CAST of it (MlpChain.x_cast). Returns a static buffer.
+// where the chain starts with a CAST of it (MlpChain.x_cast). Returns a thread-local buffer
+// (compiles may emit in several threads).
 static const char *xval(const MlpChain *m, const char *v) {
-    static char buf[160];
+    static _Thread_local char buf[160];
     if (!m->x_cast)
         return v;
     snprintf(buf, sizeof buf, "%s(%s(%s))", h2f_fn(m->dtype), f2h_fn(m->dtype), v);
@@ -744,8 +745,8 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
     return ST_OK;
 }
 
-static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
-                      CudaLaunch *launch, Err *e) {
+static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
+                      const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], TM = cfg->p[Q_TM], TN = cfg->p[Q_TN];
     if (BM < 1 || T < 32 || T > 1024 || T % 32 || TM < 1 || TM > 16 || BM % TM || TN < 1 || TN > 4)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
@@ -755,7 +756,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const char *fn
     sb_init(&body);
     EpiGraph V;
     CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
-    cugen_cexpr_dialect(E.x);
+    cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     BlockLayout L;
@@ -1061,8 +1062,8 @@ static int emit_warp_layer(CEm *E, const WarpLayout *L, int l, Err *e) {
     return ST_OK;
 }
 
-static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
-                     CudaLaunch *launch, Err *e) {
+static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
+                     const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     WarpLayout L;
     int64_t W = cfg->p[Q_W], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS], T = 32 * W;
     if (!warp_layout(m, &L) || W < 1 || W > 32 || G < 1 || BPS < 1)
@@ -1073,7 +1074,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const char *fn,
     sb_init(&body);
     EpiGraph V;
     CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
-    cugen_cexpr_dialect(E.x);
+    cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
     int64_t K0 = m->K[0], R = m->R;
@@ -2097,8 +2098,8 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     return ST_OK;
 }
 
-static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
-                   CudaLaunch *launch, Err *e) {
+static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
+                   const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
     bool epi_smem = cfg->p[Q_EPI] != 0;
     if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || cfg->p[Q_EPI] < 0 ||
@@ -2129,7 +2130,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const char *fn, S
               false,
               0,
               0};
-    cugen_cexpr_dialect(T.E.x);
+    cugen_cexpr_dialect(T.E.x, cugen_fast_math(opt));
     cexpr_set_reader(T.E.x, reader, &T.E);
     StrBuf *s = &body;
     emit_head(m, fn, T.W * 32, BPS, s);
@@ -2227,14 +2228,9 @@ static double ew_cost(EwOp op, bool fast) {
     }
 }
 
-// Whether the generated epilogues take the fast transcendentals (cugen_cexpr_dialect).
-static bool fast_math(void) {
-    return cugen_lin_precision != CUGEN_PREC_FP32;
-}
-
-// The epilogues' ALU instructions per element of a layer's output, averaged over the chain.
-static double epi_per_elem(const MlpChain *m) {
-    const bool fast = fast_math();
+// The epilogues' ALU instructions per element of a layer's output, averaged over the chain;
+// fast: they take the fast transcendentals (cugen_fast_math, cugen_cexpr_dialect).
+static double epi_per_elem(const MlpChain *m, bool fast) {
     double sum = 0, elems = 0;
     for (int i = 0; i < m->c->n_prims; i++) {
         const Prim *p = m->pg->prims[m->c->prims[i]];
@@ -2254,9 +2250,10 @@ typedef struct Dev {
     double sms, clock, bw, smem_sm, regs_sm, thr_sm;
     int64_t optin;
     int cc;
+    bool fast; // the code's epilogues take the fast transcendentals (cugen_fast_math)
 } Dev;
 
-static Dev dev_of(const CudaHw *hw) {
+static Dev dev_of(const CudaHw *hw, const TargetOptions *opt) {
     Dev d;
     d.sms = hw->sm_count > 0 ? hw->sm_count : 100;
     d.clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
@@ -2266,6 +2263,7 @@ static Dev dev_of(const CudaHw *hw) {
     d.thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
     d.optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
     d.cc = hw->cc_major;
+    d.fast = cugen_fast_math(opt);
     return d;
 }
 
@@ -2305,7 +2303,7 @@ static double persist_time(const MlpChain *m, const Dev *d, double fma, double e
 }
 
 static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, int64_t bps) {
-    double e = epi_per_elem(m), fma = (double)m->K[0] * 1.5, epi = 0; // per 32-row tile
+    double e = epi_per_elem(m, d->fast), fma = (double)m->K[0] * 1.5, epi = 0; // per 32-row tile
     for (int l = 0; l < m->n; l++) {
         double TN = m->N[l] > 32 ? 8 : 4, N = (double)m->N[l];
         fma += (double)m->K[l] * (8 * TN + 6) + 2 * TN + 8;
@@ -2336,7 +2334,7 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
                        int es, int64_t G, int64_t bps) {
     bool epi_smem = es != 0;
-    double e = epi_per_elem(m), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
+    double e = epi_per_elem(m, d->fast), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
     bool x3 = L->var == CUMLP_3XTF32;
     double f = x3 ? 3 : 1;
     // Conversion instructions per pair of values packed into A registers.
@@ -2379,11 +2377,11 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
                         wbytes, es >= 2 ? (f64 ? F64_OVERLAP : ILV_OVERLAP) : 0.0);
 }
 
-// The tensor-core variants cugen_lin_precision allows on the device: tf32 / f16 / bf16 under
+// The tensor-core variants the precision (opt) allows on the device: tf32 / f16 / bf16 under
 // the matching precision; 3xtf32 (float32-level accuracy) under float32. A half chain: the
 // variant of its type whatever the precision (its operands are half already; the activations
 // between layers are rounded to it as the interpreter rounds them).
-static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
+static int tc_variants(const MlpChain *m, const Dev *d, const TargetOptions *opt, int *out) {
     if (d->cc < 8)
         return 0;
     if (half_chain(m)) {
@@ -2393,20 +2391,20 @@ static int tc_variants(const MlpChain *m, const Dev *d, int *out) {
     // fp32 promises exact float32 FMAs (orch compile --precision), so 3xTF32 (float32-level
     // accuracy from split TF32 products, 7.3e-7 of max|ref| against 2.9e-7 on an H100) is only
     // offered beside TF32, where it is the more accurate choice the BLP may weigh.
-    switch (cugen_prec_of(DT_FLOAT)) {
-    case CUGEN_PREC_FP32:
+    switch (cugen_prec_of(opt, DT_FLOAT)) {
+    case PREC_FP32:
         // The FP64 tensor cores keep the promise and more: float32 operands multiplied exactly
         // and summed in double, rounded once (sm_90: m16n8k16 DMMA).
         if (d->cc < 9)
             return 0;
         out[0] = CUMLP_F64;
         return 1;
-    case CUGEN_PREC_TF32:
+    case PREC_TF32:
         out[0] = CUMLP_TF32;
         out[1] = CUMLP_3XTF32;
         return 2;
-    case CUGEN_PREC_FP16: out[0] = CUMLP_F16; return 1;
-    case CUGEN_PREC_BF16: out[0] = CUMLP_BF16; return 1;
+    case PREC_FP16: out[0] = CUMLP_F16; return 1;
+    case PREC_BF16: out[0] = CUMLP_BF16; return 1;
     default: return 0;
     }
 }
@@ -2442,7 +2440,7 @@ static void cfg_desc(KernelConfig *k) {
                  (long long)p[Q_G], (long long)p[Q_BPS]);
 }
 
-bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
+bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || c->n_inputs > ORCH_CUDA_MAX_IN || m.R > ((int64_t)1 << 31) * 32)
         return false;
@@ -2455,7 +2453,7 @@ bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
     StrBuf s;
     sb_init(&s);
     Err e = {0};
-    int rc = emit_block(&m, &k, "orch_dry", &s, NULL, &e);
+    int rc = emit_block(&m, &k, opt, "orch_dry", &s, NULL, &e);
     sb_free(&s);
     // Without staging the smallest tile must fit the opt-in shared memory of every GPU orch
     // targets (99 KiB on sm_86/sm_89; 163 KiB and more on sm_80/sm_90).
@@ -2468,12 +2466,12 @@ bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
 // rows measured 117 us against 166 us estimated (ReLU: 70-79 us against 85-107 us).
 #define F64_SCORE_SCALE 0.7
 
-int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k) {
+int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || k < 1)
         return 0;
-    Dev d = dev_of(hw);
+    Dev d = dev_of(hw, opt);
     int64_t optin = d.optin;
     static const int64_t bms[] = {32, 64, 128}, ts[] = {64, 128, 256}, tms[] = {2, 4, 8};
     KernelConfig all[200];
@@ -2529,7 +2527,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         cfg_desc(kc);
     }
     int vars[4];
-    int nv = tc_variants(&m, &d, vars);
+    int nv = tc_variants(&m, &d, opt, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
     // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
@@ -2537,7 +2535,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // epilogue is about 16 instructions and fits: f16 w=16 32.7 us in registers against 37.8
     // through shared memory (H200, half storage, one run), which also saves the buffer's loads,
     // stores and addressing (35 -> 21 instructions an element).
-    bool reg_ok = epi_per_elem(&m) <= (fast_math() ? 16 : 8);
+    bool reg_ok = epi_per_elem(&m, d.fast) <= (d.fast ? 16 : 8);
     // epi=ilv needs a layer before the last with an epilogue to defer.
     bool ilv_ok = false;
     for (int l = 0; l + 1 < m.n; l++)
@@ -2581,7 +2579,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
 }
 
 int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m))
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: candidate %d is not an MLP chain",
@@ -2615,7 +2614,7 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                        "memory than %s has",
                        fn, cfg->desc, hw->name);
     if (v == CUMLP_BLOCK)
-        return emit_block(&m, cfg, fn, src, launch, e);
-    return v == CUMLP_WARP ? emit_warp(&m, cfg, fn, src, launch, e)
-                           : emit_tc(&m, cfg, fn, src, launch, e);
+        return emit_block(&m, cfg, opt, fn, src, launch, e);
+    return v == CUMLP_WARP ? emit_warp(&m, cfg, opt, fn, src, launch, e)
+                           : emit_tc(&m, cfg, opt, fn, src, launch, e);
 }

@@ -229,7 +229,8 @@ static int transposed_axis(const PrimGraph *pg, const Candidate *c) {
 // fastest are read coalesced), kept in shared memory, then stored with the threads along the
 // last axis (coalesced stores): a transpose staged through shared memory, for any program.
 static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, const char *fn,
-                              const CudaHw *hw, StrBuf *src, CudaLaunch *launch, Err *e) {
+                              const CudaHw *hw, const TargetOptions *opt, StrBuf *src,
+                              CudaLaunch *launch, Err *e) {
     const Tensor *T = pg->tensors[c->output];
     int r = T->rank, L = r - 1;
     int64_t N = tensor_numel(T), DA = T->dims[A], DL = T->dims[L];
@@ -251,7 +252,7 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
     sb_init(&decls);
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
-    cugen_cexpr_dialect(x);
+    cugen_cexpr_dialect(x, cugen_fast_math(opt));
     cexpr_set_index32(x, i32);
     cexpr_set_flat(x, 0, "f");
     char names[ORCH_MAX_RANK][16];
@@ -320,14 +321,15 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
 }
 
 static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e) {
     const Tensor *T = pg->tensors[c->output];
     int bs = (int)cfg->p[0], ept = (int)cfg->p[1], vec = (int)cfg->p[2];
     if (cfg->p[3] > 0) {
         int A = (int)cfg->p[3] - 1;
         if (A >= T->rank - 1 || T->rank < 2 || tensor_numel(T) <= 0)
             return err_set(e, ST_INVALID, "kernel %s: bad pointwise config '%s'", fn, cfg->desc);
-        return pw_emit_transposed(pg, c, A, fn, hw, src, launch, e);
+        return pw_emit_transposed(pg, c, A, fn, hw, opt, src, launch, e);
     }
     int64_t N = tensor_numel(T);
     if (bs < 32 || bs > 1024 || bs % 32 || ept < 1 || ept > 16 || (vec != 1 && vec != 4) ||
@@ -343,7 +345,7 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     sb_init(&decls);
     sb_init(&body);
     Cexpr *x = cexpr_create(pg, c, fn, &decls);
-    cugen_cexpr_dialect(x);
+    cugen_cexpr_dialect(x, cugen_fast_math(opt));
     cexpr_set_index32(x, i32);
     cexpr_set_flat(x, 0, "f");
     char names[ORCH_MAX_RANK][16];
@@ -438,13 +440,13 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     return rc;
 }
 
-static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
+static bool pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     KernelConfig cfg = {.cls = CUCLS_POINTWISE, .p = {256, 1, 1}};
     StrBuf src;
     sb_init(&src);
     Err e = {0};
     CudaLaunch l;
-    int rc = pw_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    int rc = pw_emit(pg, c, &cfg, NULL, opt, "orch_probe", &src, &l, &e);
     sb_free(&src);
     return rc == ST_OK;
 }
@@ -518,27 +520,28 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
 
 // ---- entry points ----
 
-bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c) {
+bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     if (c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
     switch (cgen_classify(pg, c)) {
-    case CCLS_POINTWISE: return pw_supports(pg, c);
-    case CCLS_REDUCE: return cugen_red_supports(pg, c);
+    case CCLS_POINTWISE: return pw_supports(pg, c, opt);
+    case CCLS_REDUCE: return cugen_red_supports(pg, c, opt);
     default: return false;
     }
 }
 
-int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                     int k) {
+int cugen_pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                     const TargetOptions *opt, KernelConfig *out, int k) {
     switch (cgen_classify(pg, c)) {
     case CCLS_POINTWISE: return pw_configs(pg, c, hw, out, k);
-    case CCLS_REDUCE: return cugen_red_configs(pg, c, hw, out, k);
+    case CCLS_REDUCE: return cugen_red_configs(pg, c, hw, opt, out, k);
     default: return 0;
     }
 }
 
 int cugen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                  const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                  const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                  CudaLaunch *launch, Err *e) {
     int cls = cgen_classify(pg, c);
     if (cls == 0)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: candidate %d is not pointwise/reduce", fn,
@@ -550,6 +553,6 @@ int cugen_pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     if (cfg->cls != want)
         return err_set(e, ST_INVALID, "kernel %s: config class %d for a class %d candidate", fn,
                        cfg->cls, want);
-    return cls == CCLS_POINTWISE ? pw_emit(pg, c, cfg, hw, fn, src, launch, e)
-                                 : cugen_red_emit(pg, c, cfg, hw, fn, src, launch, e);
+    return cls == CCLS_POINTWISE ? pw_emit(pg, c, cfg, hw, opt, fn, src, launch, e)
+                                 : cugen_red_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
 }

@@ -660,7 +660,8 @@ static int cache_choices(const Ctx *k, int *out, int max) {
 }
 
 int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                   const CudaHw *hw, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+                   const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
+                   CudaLaunch *launch, Err *e) {
     (void)hw;
     Ctx k = {.pg = pg, .c = c, .fn = fn, .xt = -1};
     int rc = collect(&k, e);
@@ -699,7 +700,7 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         k.cache_ready = false;
         k.hits_first = 0;
         k.x = cexpr_create(pg, c, fn, &decls);
-        cugen_cexpr_dialect(k.x);
+        cugen_cexpr_dialect(k.x, cugen_fast_math(opt));
         cexpr_set_reader(k.x, reader, &k);
         fmt_truncated = false;
         memset(&te, 0, sizeof te);
@@ -733,13 +734,13 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     return ST_OK;
 }
 
-bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
+bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {256, 1}};
     StrBuf src;
     sb_init(&src);
     Err e = {0};
     CudaLaunch l;
-    int rc = cugen_red_emit(pg, c, &cfg, NULL, "orch_probe", &src, &l, &e);
+    int rc = cugen_red_emit(pg, c, &cfg, NULL, opt, "orch_probe", &src, &l, &e);
     sb_free(&src);
     return rc == ST_OK;
 }
@@ -747,20 +748,20 @@ bool cugen_red_supports(const PrimGraph *pg, const Candidate *c) {
 // Whether the row-cached variant of config (bs, tpr) emits (some pass after the first reads
 // the cache).
 static bool cache_applies(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
-                          const KernelConfig *base, int cache) {
+                          const TargetOptions *opt, const KernelConfig *base, int cache) {
     KernelConfig cfg = *base;
     cfg.p[3] = cache;
     StrBuf src;
     sb_init(&src);
     Err e = {0};
     CudaLaunch l;
-    int rc = cugen_red_emit(pg, c, &cfg, hw, "orch_probe", &src, &l, &e);
+    int rc = cugen_red_emit(pg, c, &cfg, hw, opt, "orch_probe", &src, &l, &e);
     sb_free(&src);
     return rc == ST_OK;
 }
 
-int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, KernelConfig *out,
-                      int k) {
+int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
+                      const TargetOptions *opt, KernelConfig *out, int k) {
     Ctx ctx = {.pg = pg, .c = c, .fn = "orch_probe"};
     Err e = {0};
     if (collect(&ctx, &e))
@@ -867,7 +868,7 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             // Whether some pass after the first reads the cached tensor does not depend on
             // the shape: probed once, on the first config that could hold it.
             if (cache_ok < 0)
-                cache_ok = cache_applies(pg, c, hw, kc, (int)slots_per_thread);
+                cache_ok = cache_applies(pg, c, hw, opt, kc, (int)slots_per_thread);
             if (!cache_ok)
                 continue;
             double per = (double)slots_per_thread;

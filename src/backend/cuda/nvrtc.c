@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef int nvrtcResult; // nvrtc.h: enum nvrtcResult
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -187,13 +188,16 @@ static void append_log(nvrtcProgram prog, char *msg, size_t n, int max_lines) {
     free(log);
 }
 
-// ORCH_CUDA_DUMP=DIR writes every program handed to NVRTC to DIR/NAME.ARCH.cu (DIR must exist),
-// to read or profile a generated kernel by hand (ncu -lineinfo, or nvcc on the file). A file that
-// cannot be written is skipped silently: the dump is a debugging aid, never a reason to fail.
+// ORCH_KEEP_SOURCES=DIR writes every program handed to NVRTC to DIR/NAME.ARCH.cu (DIR created if
+// missing), to read or profile a generated kernel by hand (ncu -lineinfo, or nvcc on the file);
+// the C target keeps its sources in DIR under the same variable (cbuild.c says why it is one
+// variable and not a compile option). A file that cannot be written is skipped silently: the dump
+// is a debugging aid, never a reason to fail.
 static void dump_source(const char *src, const char *name, const char *arch) {
-    const char *dir = getenv("ORCH_CUDA_DUMP");
+    const char *dir = getenv("ORCH_KEEP_SOURCES");
     if (!dir || !dir[0])
         return;
+    mkdir(dir, 0777); // an existing one is fine
     char path[1024];
     int n = snprintf(path, sizeof path, "%s/%s.%s.cu", dir, name ? name : "program", arch);
     if (n <= 0 || (size_t)n >= sizeof path)

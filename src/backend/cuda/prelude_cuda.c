@@ -10,7 +10,6 @@
 #include "../../codegen/cexpr.h"
 #include "../../codegen/math_prelude.h"
 #include "cugen.h"
-#include "cugen_linear.h"
 #include "nvrtc.h"
 
 #include <pthread.h>
@@ -203,7 +202,7 @@ const char *cugen_prelude(void) {
     return g_prelude;
 }
 
-void cugen_cexpr_dialect(Cexpr *x) {
+void cugen_cexpr_dialect(Cexpr *x, bool fast) {
     cexpr_set_cuda(x, true);
-    cexpr_set_fast_math(x, cugen_lin_precision != CUGEN_PREC_FP32);
+    cexpr_set_fast_math(x, fast);
 }

@@ -3,11 +3,8 @@
 // graph launches and, for host launches, the interpreter between two copies.
 #include "session_cuda.h"
 
-#include "../../fission/fission.h"
-#include "../../passes/passes.h"
-#include "../../ops/fold.h"
-#include "../../onnx/load.h"
 #include "../../interp/prim_interp.h"
+#include "../../plan/artifact_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -895,44 +892,6 @@ void cuda_session_free(CudaSession *s) {
 
 // The model exactly as the compiler loaded it (same input shapes, same fission options) and the
 // stored plan checked against it. The same steps as session_create (session.c).
-static int import_artifact(const ArtifactContents *a, const char *path, Graph **g, PrimGraph **pg,
-                           Plan **plan, Err *e) {
-    const ArtifactHeader *h = &a->h;
-    char *spec = xstrdup(h->input_shapes);
-    int max_shapes = 1;
-    for (const char *q = spec; *q; q++)
-        max_shapes += *q == ',';
-    InputShape *shapes = xcalloc((size_t)max_shapes, sizeof(InputShape));
-    LoadOptions lo = {shapes, 0};
-    int rc = *spec ? parse_input_shapes(spec, shapes, max_shapes, &lo.n_shapes, e) : ST_OK;
-    if (rc)
-        err_prefix(e, "%s: the header's input shapes: ", path);
-    for (int i = 0; i < lo.n_shapes; i++)
-        shapes[i].source = "the artefact's header";
-    if (rc == ST_OK &&
-        (rc = onnx_load_memory(a->onnx, a->onnx_size, path, NULL, &lo, g, e)) == ST_OK)
-        rc = graph_infer_and_fold(*g, NULL, e);
-    free(shapes);
-    free(spec);
-    FissionOptions fo = {.attention_rewrite = (h->load_flags & ARTIFACT_ATTENTION_REWRITE) != 0};
-    if (rc == ST_OK)
-        rc = fission_run(*g, &fo, pg, NULL, e);
-    if (rc == ST_OK && !(h->load_flags & ARTIFACT_NO_CLEANUP))
-        rc = fission_cleanup(*pg, NULL, e);
-    if (rc == ST_OK && (h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16)))
-        rc = pass_store_reduced_listed(
-            *pg, h->load_flags & ARTIFACT_STORE_F16 ? DT_FLOAT16 : DT_BFLOAT16, h->wide_tensors,
-            path, e);
-    if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
-        rc = pass_channels_last(*pg, NULL, e);
-    if (rc == ST_OK)
-        rc = plan_read(a->plan, a->plan_size, *pg, path, plan, e);
-    if (rc == ST_OK && h->kernels != (*plan)->n_kernels)
-        rc = err_set(e, ST_INVALID, "%s: corrupted: the header says %d kernels, the plan has %d",
-                     path, h->kernels, (*plan)->n_kernels);
-    return rc;
-}
-
 int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now,
                                  const SessionOptions *opt, CudaSession **out, Err *e) {
     *out = NULL;
@@ -960,7 +919,7 @@ int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now
     CudaLaunchTable t = {0};
     const uint8_t *cubin = NULL;
     size_t cubin_size = 0;
-    int rc = import_artifact(a, path, &g, &pg, &plan, e);
+    int rc = artifact_import_model(a, path, &g, &pg, &plan, e);
     if (rc == ST_OK && a->so_size)
         rc = cuda_module_unpack(a->so, a->so_size, path, &cubin, &cubin_size, &t, e);
     CudaSession *s = NULL;
@@ -1209,3 +1168,67 @@ int cuda_session_time_replays(CudaSession *s, int runs, double *seconds, Err *e)
     free(ev);
     return rc;
 }
+
+int cuda_session_threads(const CudaSession *s) {
+    return s->threads;
+}
+
+// The slots of target_cuda.session: the front end's opaque TargetSession is a CudaSession here.
+#define CS(x) ((CudaSession *)(x))
+#define CCS(x) ((const CudaSession *)(x))
+static int ops_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
+                      TargetSession **out, Err *e) {
+    return cuda_session_create_artifact(a, hw_now, opt, (CudaSession **)out, e);
+}
+static void ops_free(TargetSession *s) {
+    cuda_session_free(CS(s));
+}
+static int ops_run(TargetSession *s, const void *const *in, void *const *out, Err *e) {
+    return cuda_session_run(CS(s), in, out, e);
+}
+static int ops_time(TargetSession *s, int runs, double *seconds, Err *e) {
+    return cuda_session_time_replays(CS(s), runs, seconds, e);
+}
+static void ops_profiling(TargetSession *s, int on) {
+    cuda_session_set_profiling(CS(s), on);
+}
+static const double *ops_times(const TargetSession *s) {
+    return cuda_session_kernel_times(CCS(s));
+}
+static int ops_launches(const TargetSession *s) {
+    return cuda_session_num_launches(CCS(s));
+}
+static int ops_kernels(const TargetSession *s) {
+    return cuda_session_num_kernels(CCS(s));
+}
+static const char *ops_name(const TargetSession *s, int i) {
+    return cuda_session_launch_name(CCS(s), i);
+}
+static const char *ops_nodes(const TargetSession *s, int i) {
+    return cuda_session_launch_nodes(CCS(s), i);
+}
+static const PrimGraph *ops_graph(const TargetSession *s) {
+    return cuda_session_graph(CCS(s));
+}
+static const Plan *ops_plan(const TargetSession *s) {
+    return cuda_session_plan(CCS(s));
+}
+static int ops_threads(const TargetSession *s) {
+    return cuda_session_threads(CCS(s));
+}
+
+const TargetSessionOps cuda_session_ops = {
+    .create = ops_create,
+    .free = ops_free,
+    .run = ops_run,
+    .time_device = ops_time,
+    .set_profiling = ops_profiling,
+    .kernel_times = ops_times,
+    .num_launches = ops_launches,
+    .num_kernels = ops_kernels,
+    .launch_name = ops_name,
+    .launch_nodes = ops_nodes,
+    .graph = ops_graph,
+    .plan = ops_plan,
+    .threads = ops_threads,
+};

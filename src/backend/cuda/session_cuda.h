@@ -24,9 +24,9 @@
 #ifndef ORCH_SESSION_CUDA_H
 #define ORCH_SESSION_CUDA_H
 
+#include "../../plan/artifact.h"
 #include "../../plan/plan.h"
 #include "cugen.h"
-#include "../../runtime/session.h"
 
 // The launch geometry of every generated kernel, keyed by its symbol (lab_kernel_name): equal
 // symbols mean an equal candidate signature and config, hence equal geometry.
@@ -124,5 +124,9 @@ const Plan *cuda_session_plan(const CudaSession *s);
 // The device the session runs on (bind it on a thread before allocating device buffers for
 // cuda_session_run_device with its api).
 const CudaDevice *cuda_session_device(const CudaSession *s);
+int cuda_session_threads(const CudaSession *s); // host threads of the interpreted launches
+
+// The slots of target_cuda.session.
+extern const TargetSessionOps cuda_session_ops;
 
 #endif

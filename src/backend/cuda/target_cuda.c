@@ -5,11 +5,17 @@
 // or cuDNN is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) or cuDNN
 // calls (cudnn.h) as further configs, measured by the lab like any kernel; OPAQUE primitives are
 // never generated. The device
-// model (CudaHw) is read once per process.
-#include "../target.h"
+// model (CudaHw) is read for every machine opened (one compile), with its measured bandwidth; the
+// machine's options (the precision, half storage) go to every emitter as an argument.
+// Its lab is cuda_lab.h, its artefact module a packed cubin, its sessions session_cuda.h.
 #include "../../candidates/attention.h"
+#include "../../db/profile_db.h"
+#include "../kernel_lab.h"
+#include "../target.h"
+#include "cuda_lab.h"
 #include "cugen.h"
 #include "cugen_attn.h"
+#include "cugen_linear.h"
 #include "cugen_mlp.h"
 #include "nvrtc.h"
 
@@ -17,32 +23,71 @@
 #include <stdlib.h>
 #include <string.h>
 
-static CudaHw cuda_hw;
-static HwInfo cuda_info;
-static Err cuda_err;
-static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
-
-static void detect_once(void) {
-    cuda_hw_detect(&cuda_hw, &cuda_info, &cuda_err);
+static const CudaHw *model_of(const TargetMachine *m) {
+    return (const CudaHw *)m->model;
 }
 
-// The device model of this process's GPU; NULL (and e set) when there is none.
-static const CudaHw *device_model(Err *e) {
-    pthread_once(&cuda_once, detect_once);
-    if (cuda_err.code) {
-        if (e)
-            err_set(e, cuda_err.code, "%s", cuda_err.msg);
-        return NULL;
-    }
-    return &cuda_hw;
-}
-
-static int cuda_target_hw_detect(HwInfo *hw, int threads, Err *e) {
-    (void)threads; // a GPU's kernels do not use host threads
-    if (!device_model(e))
-        return e->code;
-    *hw = cuda_info;
+static int cuda_check_options(const TargetOptions *opt, Err *e) {
+    if (opt->half_storage && opt->precision != PREC_FP16 && opt->precision != PREC_BF16)
+        return err_set(e, ST_USAGE,
+                       "half storage needs the cuda target and precision fp16 or bf16");
+    if (opt->threads < 0)
+        return err_set(e, ST_USAGE, "--threads must be at least 1 (got %d)", opt->threads);
     return ST_OK;
+}
+
+// The device model of this machine's GPU (device 0), read fresh for every machine opened: a
+// compile's calibration then changes only its own model.
+static int cuda_open(TargetMachine *m, Err *e) {
+    CudaHw *hw = xcalloc(1, sizeof *hw);
+    m->model = hw;
+    return cuda_hw_detect(hw, &m->hw, e);
+}
+
+static void cuda_close(TargetMachine *m) {
+    free(m->model);
+    m->model = NULL;
+}
+
+// The GPU's memory bandwidth for the device models: measured once per device fingerprint and
+// kept in the profile database (device_value "dram_bw"); without a database measured every time.
+// A failed measurement leaves the theoretical value (a warning, never an error).
+static void cuda_calibrate(TargetMachine *m, ProfileDb *db, FILE *pr) {
+    CudaHw *hw = m->model;
+    double bw = 0;
+    bool found = false;
+    Err e = {0};
+    if (db && pdb_get_value(db, m->hw.fingerprint, "dram_bw", &bw, &found, &e))
+        found = false;
+    if (!found || !(bw > 0)) {
+        Err me = {0};
+        if (cuda_measure_dram_bw(hw, &bw, &me)) {
+            if (pr)
+                fprintf(pr,
+                        "warning: memory bandwidth not measured (%s); using %.0f GB/s from "
+                        "the clocks\n",
+                        me.msg, hw->dram_bw / 1e9);
+            return;
+        }
+        if (db && pdb_set_value(db, m->hw.fingerprint, "dram_bw", bw, &e) && pr)
+            fprintf(pr, "warning: profile database: %s\n", e.msg);
+        if (pr)
+            fprintf(pr, "device: memory bandwidth %.0f GB/s measured (%.0f GB/s from the clocks)\n",
+                    bw / 1e9, hw->dram_bw / 1e9);
+    }
+    hw->dram_bw = bw;
+}
+
+// Channels-last twins pay where cuDNN is there to read them.
+static bool cuda_prefers_channels_last(const TargetMachine *m) {
+    (void)m;
+    return dnn_available();
+}
+
+// Under a reduced precision the emitters take the fast transcendentals (cugen_cexpr_dialect):
+// other code for the same config, so its records are kept apart.
+static const char *cuda_db_name(const TargetMachine *m) {
+    return m->opt.precision != PREC_FP32 ? "cuda/fast-math" : "cuda";
 }
 
 static bool has_kind(const PrimGraph *pg, const Candidate *c, PrimKind k) {
@@ -59,26 +104,28 @@ static bool is_attention(const PrimGraph *pg, const Candidate *c) {
     return attn_analyse(pg, c, &a);
 }
 
-static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
+static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Candidate *c) {
+    const TargetOptions *opt = &m->opt;
     if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
     if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
-        return is_attention(pg, c) ? cugen_attn_supports(pg, c) : cugen_mlp_supports(pg, c);
+        return is_attention(pg, c) ? cugen_attn_supports(pg, c, opt)
+                                   : cugen_mlp_supports(pg, c, opt);
     // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
     // its analysis), so the library only adds configs; except where the product passes through
     // views (reshapes that move no element, which our emitter's epilogue does not take): those
     // are cuBLASLt's alone, supported only where calls can be made (a GPU and the library).
     if (!has_kind(pg, c, PRIM_LINEAR))
-        return cugen_pw_supports(pg, c);
-    if (cugen_lin_supports(pg, c))
+        return cugen_pw_supports(pg, c, opt);
+    if (cugen_lin_supports(pg, c, opt))
         return true;
     BlasLtCall call;
-    if (blaslt_analyse(pg, c, &call) && blaslt_ready())
+    if (blaslt_analyse(pg, c, opt, &call) && blaslt_ready())
         return true;
     // Likewise convolutions reading and writing channels-last tensors through the transposes of
     // pass_channels_last: cuDNN's alone.
     DnnCall dc;
-    return dnn_available() && dnn_analyse(pg, c, &dc);
+    return dnn_available() && dnn_analyse(pg, c, opt, &dc);
 }
 
 // Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
@@ -97,15 +144,15 @@ static bool cuda_supports(const PrimGraph *pg, const Candidate *c) {
 // ones (H100), so the first costs stay ours and cuDNN's are measured in phase 2 for the chosen
 // kernels (where the BLP took them for 7 of ResNet-18's 32 kernels).
 static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *ch,
-                          KernelConfig *out, int k) {
+                          const TargetOptions *opt, KernelConfig *out, int k) {
     KernelConfig *own = xcalloc((size_t)k + 1, sizeof *own);
     KernelConfig *lib = xcalloc((size_t)k + 1, sizeof *lib);
-    int no = cugen_lin_configs(pg, c, ch, own, k);
-    int nl = blaslt_configs(pg, c, ch, lib, k);
+    int no = cugen_lin_configs(pg, c, ch, opt, own, k);
+    int nl = blaslt_configs(pg, c, ch, opt, lib, k);
     if (nl == 0)
-        nl = dnn_configs(pg, c, ch, lib, k);
+        nl = dnn_configs(pg, c, ch, opt, lib, k);
     BlasLtCall call;
-    bool lib_first = nl > 0 && blaslt_analyse(pg, c, &call) &&
+    bool lib_first = nl > 0 && blaslt_analyse(pg, c, opt, &call) &&
                      (double)call.batch * call.m * call.n * call.k >= BLASLT_FIRST_MACS;
     int n = 0;
     for (int i = 0; n < k && (i < no || i < nl); i++) {
@@ -121,32 +168,30 @@ static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw 
     return n;
 }
 
-static int cuda_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
+static int cuda_configs(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
                         KernelConfig *out, int k) {
-    (void)hw;
-    const CudaHw *ch = device_model(NULL);
-    if (!ch)
-        return 0;
+    const CudaHw *ch = model_of(m);
+    const TargetOptions *opt = &m->opt;
     if (k <= 0)
         return 0;
     if (cand_count_linear(pg, c) >= 2)
-        return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, out, k)
-                                   : cugen_mlp_configs(pg, c, ch, out, k);
-    return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, out, k)
-                                        : cugen_pw_configs(pg, c, ch, out, k);
+        return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, opt, out, k)
+                                   : cugen_mlp_configs(pg, c, ch, opt, out, k);
+    return has_kind(pg, c, PRIM_LINEAR) ? linear_configs(pg, c, ch, opt, out, k)
+                                        : cugen_pw_configs(pg, c, ch, opt, out, k);
 }
 
 int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const CudaHw *hw,
-               const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
+               const TargetOptions *opt, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     if (cfg->cls == CUCLS_MLP)
-        return cugen_mlp_emit(pg, c, cfg, hw, fn, src, launch, e);
+        return cugen_mlp_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_ATTN)
-        return cugen_attn_emit(pg, c, cfg, hw, fn, src, launch, e);
+        return cugen_attn_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_BLASLT) {
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         l.lib = true;
-        int rc = blaslt_call(pg, c, cfg, &l.blas, e);
+        int rc = blaslt_call(pg, c, cfg, opt, &l.blas, e);
         if (rc)
             return rc;
         char d[512];
@@ -160,7 +205,7 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         CudaLaunch l;
         memset(&l, 0, sizeof l);
         l.lib = CUDA_LIB_CUDNN;
-        int rc = dnn_call(pg, c, cfg, &l.dnn, e);
+        int rc = dnn_call(pg, c, cfg, opt, &l.dnn, e);
         if (rc)
             return rc;
         char d[512];
@@ -171,24 +216,73 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         return ST_OK;
     }
     return cfg->cls == CUCLS_MATMUL || cfg->cls == CUCLS_CONV
-               ? cugen_lin_emit(pg, c, cfg, hw, fn, src, launch, e)
-               : cugen_pw_emit(pg, c, cfg, hw, fn, src, launch, e);
+               ? cugen_lin_emit(pg, c, cfg, hw, opt, fn, src, launch, e)
+               : cugen_pw_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
 }
 
-static int cuda_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
-                     const char *fn, StrBuf *src, Err *e) {
-    const CudaHw *ch = device_model(e);
-    if (!ch)
-        return e->code;
+static int cuda_emit(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
+                     const KernelConfig *cfg, const char *fn, StrBuf *src, Err *e) {
     CudaLaunch launch;
-    return cugen_emit(pg, c, cfg, ch, fn, src, &launch, e);
+    return cugen_emit(pg, c, cfg, model_of(m), &m->opt, fn, src, &launch, e);
+}
+
+static const char *cuda_prelude(const TargetMachine *m) {
+    (void)m;
+    return cugen_prelude();
+}
+
+static int cuda_target_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                               void **values, LabJob *jobs, int n, const LabOptions *lo, Err *e) {
+    CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
+    return cuda_lab_run(pg, cs, values, jobs, n, lo, model_of(m), &em, e);
+}
+
+// The artefact's module: the chosen kernels in one cubin with their launch table, packed into
+// one blob (cuda_module_pack).
+static int cuda_build(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                      const int *cands, const KernelConfig *cfgs, const char *const *names, int n,
+                      void *const *lab_modules, int n_lab_modules, uint8_t **blob, size_t *size,
+                      Err *e) {
+    (void)names; // cuda_lab_build_module names them as lab_kernel_name does
+    (void)lab_modules;
+    (void)n_lab_modules;
+    *blob = NULL;
+    *size = 0;
+    if (n == 0)
+        return ST_OK;
+    CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
+    void *cubin = NULL;
+    size_t cubin_size = 0;
+    CudaLaunchTable t;
+    int rc =
+        cuda_lab_build_module(pg, cs, cands, cfgs, n, model_of(m), &em, &cubin, &cubin_size, &t, e);
+    if (rc == ST_OK) {
+        rc = cuda_module_pack(cubin, cubin_size, &t, blob, size, e);
+        cuda_launch_table_free(&t);
+    }
+    free(cubin);
+    return rc;
+}
+
+static void cuda_lab_modules_free(void *const *mods, int n) {
+    (void)mods; // the CUDA lab keeps no modules
+    (void)n;
 }
 
 const Target target_cuda = {
     .name = "cuda",
-    .hw_detect = cuda_target_hw_detect,
+    .check_options = cuda_check_options,
+    .open = cuda_open,
+    .close = cuda_close,
+    .calibrate = cuda_calibrate,
+    .prefers_channels_last = cuda_prefers_channels_last,
+    .db_name = cuda_db_name,
     .supports = cuda_supports,
     .configs = cuda_configs,
     .emit = cuda_emit,
-    .prelude = cugen_prelude,
+    .prelude = cuda_prelude,
+    .lab_run = cuda_target_lab_run,
+    .build = cuda_build,
+    .lab_modules_free = cuda_lab_modules_free,
+    .session = &cuda_session_ops,
 };
