@@ -42,8 +42,8 @@ CFLAGS=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,addr
         -Iinclude -Isrc -I"$OUT/gen" $(pkg-config --cflags cbc))
 sources=("$OUT/gen/onnx/onnx.pb-c.c" tests/fuzz/fuzz_load.c)
 for f in src/base/*.c src/onnx/*.c src/ir/*.c src/ops/*.c src/prim/*.c src/interp/*.c src/fission/*.c src/passes/*.c src/candidates/*.c \
-    src/orchestrate/*.c src/inspect/*.c src/runtime/*.c src/api/*.c src/backend/*.c src/backend/cpu/*.c \
-    src/backend/cuda/*.c src/compile/*.c src/db/*.c src/plan/*.c; do
+    src/orchestrate/*.c src/inspect/*.c src/runtime/*.c src/api/*.c src/codegen/*.c src/backend/*.c \
+    src/backend/cpu/*.c src/backend/cuda/*.c src/compile/*.c src/db/*.c src/plan/*.c; do
     sources+=("$f")
 done
 # Any header newer than an object recompiles it: simple and safe for a tree this size.

@@ -1,5 +1,5 @@
-// The targets this build has, by name, opening a machine, and the C kernel ABI's names
-// (target.h).
+// The targets this build has, by name, opening a machine, the C kernel ABI's names and the
+// ranking of configs (target.h).
 #include "target.h"
 
 #include <stdio.h>
@@ -47,4 +47,26 @@ int target_detect(const Target *t, int threads, HwInfo *hw, Err *e) {
         *hw = m.hw;
     target_close(&m);
     return rc;
+}
+
+int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k) {
+    // Insertion sort by score, dropping duplicates of the canonical text.
+    for (int i = 1; i < n; i++) {
+        KernelConfig t = cand[i];
+        int j = i - 1;
+        while (j >= 0 && cand[j].score > t.score) {
+            cand[j + 1] = cand[j];
+            j--;
+        }
+        cand[j + 1] = t;
+    }
+    int m = 0;
+    for (int i = 0; i < n && m < k; i++) {
+        bool dup = false;
+        for (int j = 0; j < m && !dup; j++)
+            dup = !strcmp(out[j].desc, cand[i].desc);
+        if (!dup)
+            out[m++] = cand[i];
+    }
+    return m;
 }

@@ -45,6 +45,11 @@ typedef struct KernelConfig {
     char desc[128];
 } KernelConfig;
 
+// Sorts n configs by score into out (at most k, duplicates of desc dropped: the first, best
+// scored, stays); returns how many. cand is reordered. Shared by the config functions of both
+// targets' emitters.
+int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k);
+
 // The kernel ABI of the C target (the CUDA target has its own launch ABI):
 //     void NAME(const void *const *in, void *out);
 // in[i] is the dense row-major buffer of candidate input c->inputs[i] (constants included, in

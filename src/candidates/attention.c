@@ -34,15 +34,6 @@ static bool ew_float(DType ins, DType dt) {
     return ins == DT_FLOAT || ins == dt;
 }
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 // A REDUCE op over the last axis of in (rank r), keepdims.
 static bool last_axis_reduce(const PrimGraph *pg, const Prim *p, RedOp op, int in, DType dt) {
     if (!p || p->kind != PRIM_REDUCE || p->red.op != op || p->n_in != 1 || p->n_out != 1 ||
@@ -247,7 +238,7 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     for (;;) {
         int k;
         const Prim *p = prim_of(m, t, &k);
-        if (!p || !is_dt(pg, t, dt) || !same_shape(pg->tensors[t], S))
+        if (!p || !is_dt(pg, t, dt) || !tensor_same_shape(pg->tensors[t], S))
             return false;
         if (p->kind == PRIM_LINEAR) {
             if (p->lin.op != LIN_MATMUL || p->n_in != 2 || p->n_out != 1)
@@ -264,7 +255,7 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
         for (int j = 0; j < p->n_in; j++) {
             int u = p->in[j];
             const Prim *q = prim_of(m, u, NULL);
-            if (u < 0 || !q || !same_shape(pg->tensors[u], S) ||
+            if (u < 0 || !q || !tensor_same_shape(pg->tensors[u], S) ||
                 (q->kind != PRIM_ELEMWISE && q->kind != PRIM_LINEAR))
                 continue;
             if (chain >= 0 && chain != u)
@@ -282,8 +273,8 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     // Shapes: S [..., M, N], O [..., M, Dv], P = S's shape.
     const Tensor *O = pg->tensors[a->out];
     a->rank = S->rank;
-    if (a->rank < 2 || O->rank != a->rank || !same_shape(pg->tensors[P], S) ||
-        !same_shape(pg->tensors[e_t], S))
+    if (a->rank < 2 || O->rank != a->rank || !tensor_same_shape(pg->tensors[P], S) ||
+        !tensor_same_shape(pg->tensors[e_t], S))
         return false;
     a->B = 1;
     for (int d = 0; d + 2 < a->rank; d++) {

@@ -31,15 +31,6 @@
 #define MLP_MAX_WIDTH 256
 #define MLP_MAX_EPI 16 // epilogue primitives per layer (merged graphs have one or two)
 
-static bool shape_eq(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 bool cand_mlp_layer_ok(const PrimGraph *pg, const Prim *p) {
     if (p->kind != PRIM_LINEAR || p->lin.op != LIN_MATMUL || p->n_in != 2 || p->n_out != 1 ||
         p->in[0] < 0 || p->in[1] < 0 || p->out[0] < 0 || p->in[0] == p->in[1])
@@ -83,7 +74,7 @@ static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
             p->out[0] < 0)
             break;
         const Tensor *o = pg->tensors[p->out[0]];
-        bool ok = (o->dtype == shape->dtype || o->dtype == DT_FLOAT) && shape_eq(o, shape);
+        bool ok = (o->dtype == shape->dtype || o->dtype == DT_FLOAT) && tensor_same_shape(o, shape);
         for (int j = 0; ok && j < p->n_in; j++)
             ok = p->in[j] == t || (p->in[j] >= 0 && pg_is_const(pg, p->in[j]));
         if (!ok)
@@ -119,7 +110,7 @@ static int next_layer(const Chains *C, int lin, int tail) {
     int q = C->sole_cons[tail];
     const Prim *p = pg->prims[q];
     if (C->segment_of_prim[q] != C->segment_of_prim[lin] || !cand_mlp_layer_ok(pg, p) ||
-        p->in[0] != tail || !shape_eq(pg->tensors[tail], pg->tensors[p->in[0]]))
+        p->in[0] != tail || !tensor_same_shape(pg->tensors[tail], pg->tensors[p->in[0]]))
         return -1;
     return q;
 }

@@ -156,6 +156,15 @@ Tensor *graph_detached_tensor(Graph *g, const char *name);
 // Number of elements (1 for rank 0). Requires a known shape.
 int64_t tensor_numel(const Tensor *t);
 size_t tensor_nbytes(const Tensor *t);
+// Whether a and b have the same rank and dims (dtypes aside).
+static inline bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
 // "1x3x224x224" (or "scalar") into buf.
 const char *shape_str(const int64_t *dims, int rank, char *buf, size_t n);
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t n);

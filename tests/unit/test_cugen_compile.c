@@ -17,7 +17,7 @@
 #include "../../src/prim/prim_build.h"
 #include "../../src/passes/passes.h"
 #include "../../src/interp/prim_interp.h"
-#include "../../src/backend/cpu/cgen.h"
+#include "../../src/codegen/cexpr.h"
 #include "../../src/backend/cuda/cuda_api.h"
 #include "../../src/backend/cuda/cugen.h"
 #include "../../src/backend/cuda/cugen_linear.h"

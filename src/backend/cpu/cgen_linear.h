@@ -5,8 +5,8 @@
 // panels packed per tile, never a materialised im2col; the transposed one gathers input pixels
 // where the stride divides); depthwise 2-D convolution as a direct kernel. Pointwise primitives
 // feeding the LINEAR's operands (prologues) are evaluated while packing; pointwise primitives
-// after it up to the sink (epilogues) are applied as each output tile is finished. Values come
-// from cexpr (cgen.h).
+// after it up to the sink (epilogues) are applied as each output tile is finished. The candidate
+// is codegen's batch of GEMMs (linear_spec.h); values come from codegen (linear_values.h, cexpr.h).
 // Needs: a verified primitive graph and a candidate of it. Guarantees: emitted kernels follow the
 // kernel ABI of target.h and compute the candidate's output as prim_interp.c does, up to float
 // rounding (sums are reassociated).
@@ -39,6 +39,7 @@ const char *cgen_lin_prelude(void);
 
 // ---- internal: shared by emit_linear.c, emit_matmul.c and emit_conv.c only ----
 #ifdef ORCH_CGEN_LINEAR_INTERNAL
+#include "../../codegen/linear_values.h"
 #include "cgen.h"
 
 // Variants (KernelConfig.p[0]). V_PADCONV: a 2-D conv read from a zero-padded, stride-phase-split
@@ -51,66 +52,9 @@ enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
 enum { PACKB_DIRECT = 0, PACKB_PER_CALL = 1, PACKB_PREPACKED = 2 };
 // P_PACKA = 2 (padconv): W reordered once at load into mr-row panels per kc-block.
 enum { PACKA_PREPACKED = 2 };
+// Configs with P_PACKB = PACKB_PREPACKED are offered where Lin.b_prepack_ok (see fn_prepack in
+// cgen_lin_emit), padconv configs with P_PACKA = PACKA_PREPACKED where Lin.w_prepack_ok.
 
-// The candidate seen as a batch of GEMMs.
-typedef struct Lin {
-    const PrimGraph *pg;
-    const Candidate *c;
-    const Prim *p;  // the LINEAR
-    int ta, tb, tl; // its operands (X and W for conv) and output
-    int sink;       // c->output
-    bool epi;       // primitives after the LINEAR
-    int pa, pb;     // positions of ta/tb in c->inputs; -1: computed by a prologue
-    bool conv;
-    bool a_trans; // A read as the transpose of a row-major K x M matrix (col2im view)
-    bool convt;   // transposed conv: B gathers X where the stride divides (see lin_emit_b_value)
-    int64_t batch, M, N, K;
-    int64_t m0; // matmul batch folded into M (rows per output matrix), 0 when not folded
-    // matmul: output batch dims, operand batch strides (in matrices) per output batch dim
-    int nbd;
-    int64_t bd[ORCH_MAX_RANK], sa[ORCH_MAX_RANK], sb[ORCH_MAX_RANK];
-    // conv: image count, channels, groups, spatial geometry
-    int S;
-    int64_t NI, C, OC, G, Cg, OCg, kpix, ipix;
-    int64_t in[3], out[3], k[3], st[3], dil[3], pad[3];
-    bool b_direct_ok; // B readable in place (matmul operand, or a 1x1 stride-1 unpadded conv)
-    bool b_prepack_ok; // matmul whose B is a constant kernel input read by the LINEAR only:
-                       // it may be repacked once, at load, into the kernel's panel order
-                       // (P_PACKB = PACKB_PREPACKED; see fn_prepack in cgen_lin_emit)
-    bool w_prepack_ok; // conv whose W (the GEMM's A) is such a constant: padconv configs read
-                       // it reordered at load (P_PACKA = PACKA_PREPACKED)
-    bool dw_ok;       // depthwise 2-D conv (C/G == 1): direct kernel
-} Lin;
-
-// What the emitters share while generating one kernel.
-typedef struct Emit {
-    const Lin *L;
-    const KernelConfig *cfg;
-    const char *fn;
-    StrBuf *s; // function definitions
-    Cexpr *x;
-    const char *acc; // the reader's answer for the LINEAR output (the epilogue's accumulator)
-    bool local;      // the kernel function is a static helper of another (col2im's GEMM)
-    bool patch_tab;  // CUDA: the conv patch is gathered through the per-slice table
-                     // (emit_matmul_cuda.c, patch_tab_setup)
-} Emit;
-
-static inline const Tensor *lin_t(const Lin *L, int t) {
-    return L->pg->tensors[t];
-}
-
-// emit_linear.c: values and the epilogue.
-// Declares b's coordinates: matmul bq0.. (and aoff/boff, the operands' batch offsets in
-// elements, when `offsets`), conv q_n and q_g.
-void lin_emit_batch_coords(const Emit *E, int ind, bool offsets);
-// Statements setting the float lvalue dst to A[b](i, k) / B[b](k, j) (i, j, k: int64_t
-// variables or expressions of them; batch coordinates in scope). Conv B reads handle padding.
-int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);
-int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e);
-// The conv patch element at channel x_c, kernel offsets x_k0.., output coordinates x_o0.. (int64_t
-// variables in scope, with q_n): 0 where the window hangs over the padding (or, transposed, where
-// the stride does not divide).
-int lin_emit_patch_value(Emit *E, int ind, const char *dst, Err *e);
 // fn_epi(o, in, b, i0, m, j0, n): the epilogue applied in place to rows i0..i0+m, columns
 // j0..j0+n of C[b].
 int lin_emit_epilogue(Emit *E, Err *e);

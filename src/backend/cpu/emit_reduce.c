@@ -14,7 +14,9 @@
 #include "cgen.h"
 #include "loopnest.h"
 
-#include <stdarg.h>
+#include "../../codegen/fmt.h"
+#include "../../codegen/reduce_spec.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +27,9 @@
 // kernel, so keep them well below the default thread stack.
 #define INNER_MAX 2048
 
-// snprintf that records truncation: an emission whose text did not fit fails as a whole
-// rather than producing wrong code.
+// Truncation of this file's fixed buffers (fmt.h), checked over each kernel's emission.
 static _Thread_local bool fmt_truncated;
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= cap)
-        fmt_truncated = true;
-}
+#define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
 
 // The axes of one reduction's input space.
 typedef struct Space {
@@ -141,33 +134,6 @@ static int find_red(const Ctx *k, int t) {
     return -1;
 }
 
-// Whether output coordinate j of reduction r, as the reader sees it, is the row's own.
-static bool on_row(const Ctx *k, const Red *r, const CexprRead *rq) {
-    if (!rq->affine)
-        return false;
-    const Space *s = &r->sp;
-    const Tensor *O = k->pg->tensors[r->out];
-    int j = 0;
-    for (int d = 0; d < s->rank; d++) {
-        bool reduced = (s->red >> d) & 1;
-        if (reduced && !r->p->red.keepdims)
-            continue;
-        // Expected: reduced (keepdims) coordinates 0; kept ones the root coordinate of axis d
-        // (root = the space) or j (root = the sink, which has the reduction's output shape).
-        int want = reduced ? -1 : (k->root_is_space ? d : j);
-        int64_t ext = O->dims[j];
-        if (rq->cst[j] != 0)
-            return false;
-        for (int q = 0; q < R; q++) {
-            int64_t e = (q == want && ext != 1) ? 1 : 0;
-            if (rq->coef[j][q] != e && !(ext == 1 && rq->coef[j][q] == 0))
-                return false;
-        }
-        j++;
-    }
-    return j == rq->rank;
-}
-
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
                   Err *e) {
     Ctx *k = ctx;
@@ -177,7 +143,7 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
                        k->pg->tensors[rq->tensor]->name);
     const Red *r = &k->red[i];
     if (k->fused) {
-        if (!on_row(k, r, rq))
+        if (!red_read_on_row(k->pg, r->p, r->sp.rank, r->sp.red, k->root_is_space, rq))
             return err_set(e, ST_UNSUPPORTED, "kernel %s: '%s' is read off its row", k->fn,
                            k->pg->tensors[rq->tensor]->name);
         char off[512];
@@ -287,13 +253,7 @@ static int emit_reduction(Ctx *k, const Red *r, const char *dst, StrBuf *code, i
     cexpr_fresh(k->x, "acc", a, sizeof a);
     cexpr_fresh(k->x, "nan", n, sizeof n);
     cexpr_fresh(k->x, "arg", ai, sizeof ai);
-    const char *init;
-    switch (op) {
-    case RED_PROD: init = fl ? "1.0" : "1"; break;
-    case RED_MAX: init = fl ? "-INFINITY" : "INT64_MIN"; break;
-    case RED_MIN: init = fl ? "INFINITY" : "INT64_MAX"; break;
-    default: init = "0";
-    }
+    const char *init = red_init(op, fl);
     sb_line(code, indent, "%s %s[%lld];\n", at, a, (long long)ORCH_MAX(P, 1));
     sb_line(code, indent, "uint8_t %s[%lld];\n", n, (long long)ORCH_MAX(P, 1));
     if (arg)
@@ -427,18 +387,7 @@ static int emit_reduction(Ctx *k, const Red *r, const char *dst, StrBuf *code, i
         default:
             fmt(val, sizeof val, fl ? "%s[p]" : "(int64_t)%s[p]", a);
         }
-        if (arg)
-            fmt(conv, sizeof conv, "(int64_t)(%s)", val);
-        else if (ot == DT_FLOAT16)
-            fmt(conv, sizeof conv, "orch_round_f16((double)(%s))", val);
-        else if (ot == DT_BFLOAT16)
-            fmt(conv, sizeof conv, "orch_round_bf16((double)(%s))", val);
-        else if (ot == DT_BOOL)
-            fmt(conv, sizeof conv, "(uint8_t)((%s) != 0)", val);
-        else if (dtype_is_float(ot))
-            fmt(conv, sizeof conv, "(%s)(%s)", cgen_vtype(ot), val);
-        else
-            fmt(conv, sizeof conv, "(%s)(int64_t)(%s)", cgen_ctype(ot), val);
+        red_result_conv(ot, arg, val, conv, sizeof conv, &fmt_truncated);
         sb_line(code, indent + 1, "%s[p] = %s;\n", dst, conv);
         sb_line(code, indent, "}\n");
     }
@@ -504,34 +453,6 @@ static void store_expr(const Tensor *T, const char *idx_off, const char *v, StrB
     sb_line(code, indent, "y[%s] = %s;\n", idx_off, st);
 }
 
-// Offset into a dense tensor of the given coordinate variables.
-static void dense_offset(const Tensor *T, const char *const *idx, char *buf, size_t cap) {
-    StrBuf b;
-    sb_init(&b);
-    sb_puts(&b, "0");
-    int64_t st = 1;
-    for (int d = T->rank - 1; d >= 0; d--) {
-        if (T->dims[d] != 1)
-            sb_printf(&b, " + %s * %lld", idx[d], (long long)st);
-        st *= T->dims[d];
-    }
-    fmt(buf, cap, "%s", b.s);
-    sb_free(&b);
-}
-
-// The output index variables of reduction r's output in terms of the space's i<d>.
-static void red_out_idx(const Red *r, char names[R][16], const char **idx) {
-    int j = 0;
-    for (int d = 0; d < r->sp.rank; d++) {
-        bool reduced = (r->sp.red >> d) & 1;
-        if (reduced && !r->p->red.keepdims)
-            continue;
-        fmt(names[j], 16, reduced ? "0" : "i%d", d);
-        idx[j] = names[j];
-        j++;
-    }
-}
-
 // Copies a row's results (array `res` over the inner axes) to a dense tensor at the row.
 static void emit_row_store(const Red *r, const Tensor *O, const char *res, const char *dst_ptr,
                            bool is_y, StrBuf *code, int indent) {
@@ -548,8 +469,8 @@ static void emit_row_store(const Red *r, const Tensor *O, const char *res, const
         ln_vector(ln, last, NULL);
     char names[R][16], off[512], in_off[512], text[1400], v[600];
     const char *idx[R];
-    red_out_idx(r, names, idx);
-    dense_offset(O, idx, off, sizeof off);
+    red_out_idx(r->sp.rank, r->sp.red, r->p->red.keepdims, names, idx);
+    red_dense_offset(O, idx, off, sizeof off, &fmt_truncated);
     inner_offset(s, in_off, sizeof in_off);
     fmt(v, sizeof v, "%s[%s]", res, in_off);
     if (is_y) {
@@ -619,7 +540,7 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) 
             rc = cexpr_value(k->x, c->output, idx, &b, 0, v, sizeof v, e);
             cexpr_forget(k->x);
             if (rc == ST_OK) {
-                dense_offset(T, idx, off, sizeof off);
+                red_dense_offset(T, idx, off, sizeof off, &fmt_truncated);
                 store_expr(T, off, v, &b, 0);
                 ln_body(ln, b.s);
                 if (T->rank >= 1) {
@@ -684,7 +605,7 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) 
                     idx[d] = names[d];
                 }
             } else {
-                red_out_idx(r0, names, idx);
+                red_out_idx(r0->sp.rank, r0->sp.red, r0->p->red.keepdims, names, idx);
                 k->root_is_space = false;
             }
             StrBuf tb;
@@ -692,7 +613,7 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) 
             rc = cexpr_value(k->x, c->output, idx, &tb, 0, v, sizeof v, e);
             cexpr_forget(k->x);
             if (rc == ST_OK) {
-                dense_offset(T, idx, off, sizeof off);
+                red_dense_offset(T, idx, off, sizeof off, &fmt_truncated);
                 store_expr(T, off, v, &tb, 0);
                 ln_body(tl, tb.s);
                 if (last >= 0)

@@ -2,7 +2,7 @@
 #include "affine_load.h"
 
 #include "../../prim/index_map.h"
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
 
 #include <string.h>
 

@@ -3,7 +3,6 @@
 // The declarations below are cublasLt.h's (CUDA 13.0, /usr/local/cuda-13.0/include/cublasLt.h):
 // the values are ABI, unchanged since cuBLASLt 11.
 #define _GNU_SOURCE
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cublaslt.h"
 
 #include "../../plan/plan.h"
@@ -193,15 +192,6 @@ bool blaslt_ready(void) {
 }
 
 // ---- the analysis ----
-
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
 
 // Where operand t comes from: a candidate input read in place (*trans false), directly or
 // through a LAYOUT of the candidate that moves no element (prim_layout_is_view; its primitive index
@@ -420,7 +410,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const TargetOption
                     k[a] = V_BIAS;
                     bt[a] = t;
                 } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->d &&
-                           same_shape(T, st->out)) {
+                           tensor_same_shape(T, st->out)) {
                     // A residual: a candidate input of the product's shape, read as C.
                     k[a] = V_RES;
                     bt[a] = t;
@@ -599,7 +589,7 @@ bool blaslt_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions
             continue;
         }
         if (q->kind != PRIM_ELEMWISE || q->n_out != 1 ||
-            !same_shape(pg->tensors[q->out[0]], st.out) ||
+            !tensor_same_shape(pg->tensors[q->out[0]], st.out) ||
             !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;

@@ -4,7 +4,6 @@
 // legacy convolution API, deprecated but shipped by every cuDNN 9, with values unchanged since
 // cuDNN 8 (status codes aside, which only SUCCESS = 0 matters for here).
 #define _GNU_SOURCE
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cudnn.h"
 
 #include "cuda_libs.h"
@@ -212,15 +211,6 @@ int dnn_init(int ordinal, Err *e) {
 
 // ---- the analysis ----
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 // Whether a tensor of t's shape, broadcast against the rank-4 output, holds one value per
 // channel (axis 1) and C values in all: [C], numpy-aligned as [1, C, 1, 1], [C, 1, 1] or
 // [1, C, 1, 1]; any shape of one element when C is 1.
@@ -391,10 +381,11 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                     k[a] = V_BIAS;
                     tt[a] = src;
                     vv[a] = bv;
-                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->dt && same_shape(T, Y)) {
+                } else if (cgen_input_pos(c, t) >= 0 && T->dtype == st->dt &&
+                           tensor_same_shape(T, Y)) {
                     k[a] = V_Z;
                     tt[a] = t;
-                } else if (T->dtype == st->dt && same_shape(T, Y)) {
+                } else if (T->dtype == st->dt && tensor_same_shape(T, Y)) {
                     // z read through the transpose of an NHWC candidate input.
                     int zp[4], zs = through_transposes(pg, c, t, zp, st->used);
                     if (zs == t || cgen_input_pos(c, zs) < 0 || !perm_is(zp, NCHW_OF_NHWC))
@@ -584,7 +575,8 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *o
             continue; // a transpose an operand or Y goes through
         if (q == L.p || q->kind == PRIM_LAYOUT)
             continue; // a LAYOUT counts only as the bias's reshape (checked below)
-        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(pg->tensors[q->out[0]], Y) ||
+        if (q->kind != PRIM_ELEMWISE || q->n_out != 1 ||
+            !tensor_same_shape(pg->tensors[q->out[0]], Y) ||
             !value_type_ok(&st, pg->tensors[q->out[0]]->dtype))
             return false;
         bool reads = false;

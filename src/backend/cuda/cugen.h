@@ -76,7 +76,7 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                const TargetOptions *opt, const char *fn, StrBuf *src, CudaLaunch *launch, Err *e);
 
 // The text every CUDA translation unit starts with: orch_cuda_prelude() (nvrtc.h), the OrchArgs
-// struct, and device versions of every orch_* helper the value expressions (cgen.h's cexpr)
+// struct, and device versions of every orch_* helper the value expressions (codegen/cexpr.h)
 // call.
 const char *cugen_prelude(void);
 // Makes x emit the CUDA dialect (cexpr_set_cuda), with the prelude's special-function-unit

@@ -1,12 +1,13 @@
 // Internal interface shared by the CUDA target's linear emitter files only (emit_linear_cuda.c,
-// emit_matmul_cuda.c, emit_conv_cuda.c): the analysis (the C target's Lin, cgen_linear.h), the
-// kernel preamble and the epilogue, and the kernel bodies per variant.
-// Needs: ORCH_CGEN_LINEAR_INTERNAL defined before inclusion. Guarantees: every body appends one
-// kernel with the ABI of cugen.h to E->s and fills its launch geometry.
+// emit_matmul_cuda.c, emit_conv_cuda.c; cuBLASLt's and cuDNN's analyses start from it too): the
+// analysis (codegen's Lin, linear_spec.h), the kernel preamble and the epilogue, and the kernel
+// bodies per variant.
+// Needs: what codegen/linear_values.h needs. Guarantees: every body appends one kernel with the
+// ABI of cugen.h to E->s and fills its launch geometry.
 #ifndef ORCH_CUGEN_LIN_INTERNAL_H
 #define ORCH_CUGEN_LIN_INTERNAL_H
 
-#include "../cpu/cgen_linear.h"
+#include "../../codegen/linear_values.h"
 #include "affine_load.h"
 #include "cugen_linear.h"
 
@@ -36,7 +37,7 @@ void culin_emit_store(const Emit *E, int ind, const char *lhs, const char *v);
 // operands' half type (to_float), or the conversion's name of a float to it (f2h).
 void culin_h2f(const Lin *L, const char *x, char *buf, size_t cap);
 const char *culin_f2h_fn(const Lin *L);
-// The value helpers of cgen_linear.h (lin_emit_a_value, lin_emit_b_value, lin_emit_patch_value)
+// The value helpers of linear_values.h (lin_emit_a_value, lin_emit_b_value, lin_emit_patch_value)
 // for half operands too: they read a float32 kernel input in place; these read a half one in
 // place (converted to float) and leave everything else to them (cexpr handles half loads).
 int culin_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);

@@ -1,5 +1,5 @@
 // The CUDA target's fused MLP chain kernels (emit_mlp_cuda.c; issue 8): a candidate of 2 to 8
-// dense layers (cand_count_linear >= 2, analysed by the C target's mlp_analyse, cgen_mlp.h) as
+// dense layers (cand_count_linear >= 2, analysed by codegen's mlp_analyse, mlp_spec.h) as
 // one kernel; no activation between layers touches global memory. Variants (the config's v=):
 //   (none)  one thread block per tile of BM rows, the tile's activations in shared memory
 //           (ping-pong), weights through the read-only cache or staged per layer, exact float32;

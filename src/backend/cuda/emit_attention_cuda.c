@@ -70,7 +70,7 @@
 
 #include "../../candidates/attention.h"
 #include "../../prim/index_map.h"
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
 
 #include <float.h>
 #include <math.h>
@@ -1867,6 +1867,21 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
     return rc == ST_OK;
 }
 
+// Blocks of config g an SM holds at once: its shared memory (and 1 KiB the runtime reserves a
+// block), threads, registers (allocated in units of 8 a thread) and the 32-block limit; < 1 where
+// none fits.
+static double blocks_per_sm(const Geo *g, const CudaHw *hw) {
+    double T = (double)g->T;
+    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
+    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
+    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
+    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
+    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
+    bps = fmin(bps, floor(thr_sm / T));
+    bps = fmin(bps, floor(regs_sm / (T * regs)));
+    return fmin(bps, 32);
+}
+
 // The device model, per block: warp instructions (the products' FMAs, the softmax per score and
 // per row, the staging, barriers) issued by 4 schedulers per SM, at full rate once the resident
 // warps times the register tile's independent FMAs (TM x TN) reach 64, in proportion below;
@@ -1904,20 +1919,12 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     double warps = T / 32;
     double block_instr = per_block * warps;
     double block_lds = tiles * lds * warps;
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
-    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
-    bps = fmin(bps, floor(thr_sm / T));
-    bps = fmin(bps, floor(regs_sm / (T * regs)));
-    bps = fmin(bps, 32);
+    double bps = blocks_per_sm(g, hw);
     if (bps < 1)
         return INFINITY;
     double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    double sms = hw->sm_count > 0 ? hw->sm_count : 100;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / sms);
+    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
     double eff = fmin(1.0, resident * warps * TM * TN / 64.0);
@@ -1967,20 +1974,12 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
                  KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
                  2 * (2 * NT + 16) + NV * 4 + stage_k + stage_v + 40 + mmas;
     double tc = mmas * cyc;
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
-    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
-    bps = fmin(bps, floor(thr_sm / T));
-    bps = fmin(bps, floor(regs_sm / (T * regs)));
-    bps = fmin(bps, 32);
+    double bps = blocks_per_sm(g, hw);
     if (bps < 1)
         return INFINITY;
     double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    double sms = hw->sm_count > 0 ? hw->sm_count : 100;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / sms);
+    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
     double wps = resident * W * KW / 4; // warps per scheduler

@@ -16,7 +16,6 @@
 // convolutions go through the implicit GEMM of emit_matmul_cuda.c, whose staging loop computes
 // patch elements (lin_emit_b_value). Half tensors are read converted to float (culin_a_value,
 // culin_patch_value), accumulated in float32 and stored rounded (culin_emit_store).
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
 #include "affine_load.h"

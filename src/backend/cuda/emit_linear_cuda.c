@@ -1,11 +1,10 @@
-// Linear kernels of the CUDA target (cugen.h's cugen_lin_*, knobs in cugen_linear.h): the analysis
-// of a candidate around its one LINEAR primitive, the Roller-style hardware model that proposes
-// configs, and the entry points. The kernel bodies are in emit_matmul_cuda.c (tiled SIMT GEMM,
-// TF32 / FP16 / BF16 mma.sync GEMMs, GEMV) and emit_conv_cuda.c (depthwise direct). Every
-// product is viewed as a batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
-// out + (b*M + i)*N + j, exactly as the C target's linear emitter sees it (cgen_linear.h's Lin,
-// whose value helpers lin_emit_a_value / lin_emit_b_value / lin_emit_patch_value this file reuses:
-// they emit plain C over `in[]` and int64_t, which is also valid CUDA C):
+// Linear kernels of the CUDA target (cugen.h's cugen_lin_*, knobs in cugen_linear.h): the rules
+// of the candidates it takes, the operand reads of half storage, the Roller-style hardware model
+// that proposes configs, and the entry points. The kernel bodies are in emit_matmul_cuda.c (tiled
+// SIMT GEMM, TF32 / FP16 / BF16 mma.sync GEMMs, GEMV) and emit_conv_cuda.c (depthwise direct).
+// Every product is codegen's batch of GEMMs C[b] (M x N) = A[b] (M x K) * B[b] (K x N) written at
+// out + (b*M + i)*N + j, as the C target's linear emitter sees it too (linear_spec.h's Lin; the
+// value helpers of linear_values.h emit plain C over `in[]` and int64_t, valid CUDA C):
 //   matmul  A, B the operands (batch dims broadcast), b runs over the output's batch dims on
 //           gridDim.z (folded into M when B is shared and A is a dense kernel input);
 //   conv    b = n*G + g, A = the weights of group g (OC/G x C/G*KH*KW), B = the virtual im2col
@@ -19,7 +18,6 @@
 // Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, operands
 // of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
 // output shape.
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
 #include <math.h>
@@ -27,145 +25,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool same_shape(const Tensor *a, const Tensor *b) {
-    if (a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
-// Fills L as the C target's analysis does (emit_linear.c), for what this emitter generates:
-// matmul of any rank, 2-D convolution.
+// Fills L (codegen's analysis) for what this emitter generates: matmul of any rank, 2-D
+// convolution, float32 or half operands, at most ORCH_CUDA_MAX_IN inputs, and at most 65535 GEMMs
+// (grid.z) so that indices stay below 2^31 per operand in the launch geometry.
 static bool analyse(const PrimGraph *pg, const Candidate *c, Lin *L, bool views) {
-    memset(L, 0, sizeof *L);
-    L->pg = pg;
-    L->c = c;
-    int li = -1;
-    for (int i = 0; i < c->n_prims; i++) {
-        const Prim *p = pg->prims[c->prims[i]];
-        if (p->kind == PRIM_OPAQUE || p->kind == PRIM_REDUCE)
-            return false;
-        if (p->kind == PRIM_LINEAR) {
-            if (li >= 0)
-                return false;
-            li = i;
-        }
-    }
-    if (li < 0 || c->n_inputs > ORCH_CUDA_MAX_IN)
-        return false;
-    const Prim *p = pg->prims[c->prims[li]];
-    if (p->n_in != 2)
-        return false;
-    L->p = p;
-    L->ta = p->in[0];
-    L->tb = p->in[1];
-    L->tl = p->out[0];
-    L->sink = c->output;
-    L->epi = L->sink != L->tl;
-    const Tensor *A = lin_t(L, L->ta), *B = lin_t(L, L->tb), *O = lin_t(L, L->tl);
-    DType dt = O->dtype, st = lin_t(L, L->sink)->dtype;
-    if ((dt != DT_FLOAT && dt != DT_FLOAT16 && dt != DT_BFLOAT16) || A->dtype != dt ||
-        B->dtype != dt || (st != DT_FLOAT && st != dt))
-        return false;
-    // Everything reading the LINEAR's result must be elementwise at its shape: each output
-    // element is finished from its own accumulator in registers.
-    bool *down = xcalloc((size_t)pg->n_tensors, sizeof(bool));
-    down[L->tl] = true;
-    bool ok = true;
-    for (int i = li + 1; i < c->n_prims && ok; i++) {
-        const Prim *q = pg->prims[c->prims[i]];
-        bool reads = false;
-        for (int j = 0; j < q->n_in; j++)
-            reads |= q->in[j] >= 0 && down[q->in[j]];
-        if (!reads)
-            continue;
-        if (views && q->n_out == 1 && tensor_numel(lin_t(L, q->out[0])) == tensor_numel(O) &&
-            (q->kind == PRIM_ELEMWISE || prim_layout_is_view(pg, q)))
-            down[q->out[0]] = true; // the caller checks shapes along its views
-        else if (q->kind != PRIM_ELEMWISE || q->n_out != 1 || !same_shape(lin_t(L, q->out[0]), O))
-            ok = false;
-        else
-            down[q->out[0]] = true;
-    }
-    ok = ok && down[L->sink];
-    free(down);
-    if (!ok)
-        return false;
-    L->pa = cgen_input_pos(c, L->ta);
-    L->pb = cgen_input_pos(c, L->tb);
-    int r = O->rank;
-    if (p->lin.op == LIN_MATMUL) {
-        if (A->rank < 2 || B->rank < 2 || r < 2)
-            return false;
-        L->M = O->dims[r - 2];
-        L->N = O->dims[r - 1];
-        L->K = A->dims[A->rank - 1];
-        L->nbd = r - 2;
-        L->batch = 1;
-        int64_t st_a = 1, st_b = 1;
-        for (int d = r - 3; d >= 0; d--) {
-            int da = d - (r - A->rank), db = d - (r - B->rank);
-            int64_t xa = da >= 0 ? A->dims[da] : 1, xb = db >= 0 ? B->dims[db] : 1;
-            L->bd[d] = O->dims[d];
-            L->sa[d] = xa == 1 ? 0 : st_a;
-            L->sb[d] = xb == 1 ? 0 : st_b;
-            st_a *= xa;
-            st_b *= xb;
-            L->batch *= O->dims[d];
-        }
-        L->b_direct_ok = true;
-        // Row blocks of a dense A times one shared B: one product with batch*M rows.
-        bool dense_a = L->pa >= 0 && A->rank == r;
-        for (int d = 0; d < r - 2 && dense_a; d++)
-            dense_a = A->dims[d] == O->dims[d] && L->sb[d] == 0;
-        if (dense_a && L->batch > 1) {
-            L->m0 = L->M;
-            L->M *= L->batch;
-            L->batch = 1;
-        }
-    } else {
-        const LinearParams *lp = &p->lin;
-        if (lp->op != LIN_CONV || lp->n_spatial != 2 || r != 4 || lp->group < 1)
-            return false;
-        L->conv = true;
-        L->S = 2;
-        L->NI = A->dims[0];
-        L->C = A->dims[1];
-        L->OC = O->dims[1];
-        L->G = lp->group;
-        if (L->C % L->G || L->OC % L->G)
-            return false;
-        L->Cg = L->C / L->G;
-        L->OCg = L->OC / L->G;
-        if (B->rank != r || B->dims[0] != L->OC || B->dims[1] != L->Cg)
-            return false;
-        L->kpix = 1;
-        L->ipix = 1;
-        int64_t opix = 1;
-        bool unit = true;
-        for (int d = 0; d < 2; d++) {
-            L->in[d] = A->dims[2 + d];
-            L->out[d] = O->dims[2 + d];
-            L->k[d] = B->dims[2 + d];
-            L->st[d] = lp->stride[d];
-            L->dil[d] = lp->dilation[d];
-            L->pad[d] = lp->pad_begin[d];
-            L->kpix *= L->k[d];
-            L->ipix *= L->in[d];
-            opix *= L->out[d];
-            unit &= L->k[d] == 1 && L->st[d] == 1 && L->pad[d] == 0 && L->in[d] == L->out[d];
-        }
-        L->batch = L->NI * L->G;
-        L->M = L->OCg;
-        L->N = opix;
-        L->K = L->Cg * L->kpix;
-        L->b_direct_ok = unit;
-        L->dw_ok = L->Cg == 1;
-    }
-    // Indices stay below 2^31 per operand in the launch geometry (grid.y, grid.z limits).
-    return L->M > 0 && L->N > 0 && L->K > 0 && L->batch > 0 && L->batch <= 65535;
+    LinRules rules = {.half = true,
+                      .views = views,
+                      .conv_2d_only = true,
+                      .max_inputs = ORCH_CUDA_MAX_IN,
+                      .max_batch = 65535};
+    return lin_spec_analyse(pg, c, &rules, L);
 }
 
 bool culin_analyse(const PrimGraph *pg, const Candidate *c, Lin *L) {
@@ -275,14 +144,7 @@ int culin_b_value(Emit *E, int ind, const char *k, const char *j, const char *ds
     // The patch element (lin_emit_b_value's coordinates), X read in place.
     StrBuf *s = E->s;
     sb_line(s, ind, "{\n");
-    sb_line(s, ind + 1, "int64_t x_r = %s, o_r = %s;\n", k, j);
-    for (int d = L->S - 1; d >= 0; d--) {
-        sb_line(s, ind + 1, "const int64_t x_k%d = x_r %% %lld; x_r /= %lld;\n", d,
-                (long long)L->k[d], (long long)L->k[d]);
-        sb_line(s, ind + 1, "const int64_t x_o%d = o_r %% %lld; o_r /= %lld;\n", d,
-                (long long)L->out[d], (long long)L->out[d]);
-    }
-    sb_line(s, ind + 1, "const int64_t x_c = q_g * %lld + x_r;\n", (long long)L->Cg);
+    lin_emit_patch_coords(E, ind + 1, k, j);
     int rc = culin_patch_value(E, ind + 1, dst, e);
     sb_line(s, ind, "}\n");
     return rc;

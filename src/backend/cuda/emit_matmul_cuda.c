@@ -25,7 +25,6 @@
 // The thread (ty, tx) of a simt block owns rows (im/4)*4*(BM/TM) + ty*4 + im%4 and likewise
 // columns: float4 groups interleaved across threads, so a warp's shared-memory reads and global
 // stores are contiguous.
-#define ORCH_CGEN_LINEAR_INTERNAL
 #include "cugen_lin_internal.h"
 
 #include <stdio.h>
@@ -72,6 +71,14 @@ static const char *ebound(char *buf, int n, int nt) {
     if (n % nt)
         snprintf(buf, 32, "e_ < %d && ", n);
     return buf;
+}
+
+// Opens a thread's loop over its share of a tile's elements (closed by the caller at ind): per
+// steps q, element e_ = tid + q * nt, unrolled.
+static void share_loop(StrBuf *s, int ind, int per, int nt) {
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
 }
 
 // `v_ = ` one element of input `in` at base + row * ld + col, as a float.
@@ -205,111 +212,70 @@ static void patch_tab_load(const Emit *E, int ind, int bn, const char *eb, const
     sb_line(s, ind, "}\n");
 }
 
-// Loads the slice starting at k = kb of A (rows bm0..bm0+BM) into registers ra[] / ra4[].
-static int load_a(Emit *E, const Op *A, int ind, int bm, int bk, int nt, Err *e) {
-    const Lin *L = E->L;
-    StrBuf *s = E->s;
-    char eb[32];
-    if (A->vec) {
-        int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-        sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + (e_ %% %d) * 4;\n", bk / 4,
-                bk / 4);
-        sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
-        sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld)\n", ebound(eb, groups, nt),
-                (long long)L->M, (long long)L->K);
-        if (culin_half(L))
-            load4_half(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
-        else
-            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gi * %lld + gk);\n", A->input,
-                    A->base, A->ld);
-        sb_line(s, ind + 1, "ra4[q] = v_;\n");
-        sb_line(s, ind, "}\n");
-        return ST_OK;
-    }
-    int els = bm * bk, per = (els + nt - 1) / nt;
-    sb_line(s, ind, "#pragma unroll\n");
-    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-    sb_line(s, ind + 1, "const int64_t gi = bm0 + e_ / %d, gk = kb + e_ %% %d;\n", bk, bk);
-    sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-    sb_line(s, ind + 1, "if (%sgi < %lld && gk < %lld) {\n", ebound(eb, els, nt), (long long)L->M,
-            (long long)L->K);
-    int rc;
-    if (A->direct) {
-        load1(E, ind + 2, A->input, A->base, "gi", A->ld, "gk");
-        rc = ST_OK;
-    } else {
-        rc = culin_a_value(E, ind + 2, "gi", "gk", "v_", e);
-    }
-    sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind + 1, "ra[q] = v_;\n");
-    sb_line(s, ind, "}\n");
-    return rc;
+// The conv patch element (gk, gj) of X read in place with 32-bit index arithmetic (the general
+// helper's 64-bit divisions cost more than the loads): its channel c_ and input pixel (ih, iw),
+// then `if (in bounds)` for the caller's load at ind + 1.
+static void patch32_coords(const Lin *L, StrBuf *s, int ind) {
+    sb_line(s, ind, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n", (long long)L->kpix,
+            (long long)L->kpix);
+    sb_line(s, ind, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
+            (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
+            (long long)L->dil[0]);
+    sb_line(s, ind, "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
+            (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
+            (long long)L->dil[1]);
+    sb_line(s, ind, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
+            (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
 }
 
-static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e) {
+// Loads the slice of A (a: rows from bm0, columns from k = kb) or of B (rows from kb, columns
+// from bn0), rows x cols, into registers ra[] / ra4[] (rb[] / rb4[]): float4 groups where
+// op->vec, else element by element (a kernel input in place, the conv patch, a prologue's value).
+static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, int nt, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
+    const char *r0 = a ? "bm0" : "kb", *c0 = a ? "kb" : "bn0";
+    long long nr = a ? (long long)L->M : (long long)L->K,
+              nc = a ? (long long)L->K : (long long)L->N;
+    const char *gr = a ? "gi" : "gk", *gc = a ? "gk" : "gj", *reg = a ? "ra" : "rb";
     char eb[32];
-    if (B->vec) {
-        int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-        sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + (e_ %% %d) * 4;\n", bn / 4,
-                bn / 4);
+    if (op->vec) {
+        int groups = rows * cols / 4, per = (groups + nt - 1) / nt;
+        share_loop(s, ind, per, nt);
+        sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + (e_ %% %d) * 4;\n", gr, r0,
+                cols / 4, gc, c0, cols / 4);
         sb_line(s, ind + 1, "float4 v_ = make_float4(0.0f, 0.0f, 0.0f, 0.0f);\n");
-        sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld)\n", ebound(eb, groups, nt),
-                (long long)L->K, (long long)L->N);
+        sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld)\n", ebound(eb, groups, nt), gr, nr, gc,
+                nc);
         if (culin_half(L))
-            load4_half(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
+            load4_half(E, ind + 2, op->input, op->base, gr, op->ld, gc);
         else
-            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + gk * %lld + gj);\n", B->input,
-                    B->base, B->ld);
-        sb_line(s, ind + 1, "rb4[q] = v_;\n");
+            sb_line(s, ind + 2, "v_ = *(const float4 *)(in%d + %s + %s * %lld + %s);\n", op->input,
+                    op->base, gr, op->ld, gc);
+        sb_line(s, ind + 1, "%s4[q] = v_;\n", reg);
         sb_line(s, ind, "}\n");
         return ST_OK;
     }
-    int els = bn * bk, per = (els + nt - 1) / nt;
-    if (E->patch_tab) {
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    int els = rows * cols, per = (els + nt - 1) / nt;
+    if (!a && E->patch_tab) {
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-        patch_tab_load(E, ind + 1, bn, ebound(eb, els, nt), "v_", false);
+        patch_tab_load(E, ind + 1, cols, ebound(eb, els, nt), "v_", false);
         sb_line(s, ind + 1, "rb[q] = v_;\n");
         sb_line(s, ind, "}\n");
-        patch_tab_next(E, ind, bk, nt);
+        patch_tab_next(E, ind, rows, nt);
         return ST_OK;
     }
-    sb_line(s, ind, "#pragma unroll\n");
-    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
-    sb_line(s, ind + 1, "const int64_t gk = kb + e_ / %d, gj = bn0 + e_ %% %d;\n", bn, bn);
+    share_loop(s, ind, per, nt);
+    sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + e_ %% %d;\n", gr, r0, cols, gc,
+            c0, cols);
     sb_line(s, ind + 1, "float v_ = 0.0f;\n");
-    sb_line(s, ind + 1, "if (%sgk < %lld && gj < %lld) {\n", ebound(eb, els, nt), (long long)L->K,
-            (long long)L->N);
-    int rc;
-    if (B->direct) {
-        load1(E, ind + 2, B->input, B->base, "gk", B->ld, "gj");
-        rc = ST_OK;
-    } else if (L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
-        // The patch element of X read in place, with 32-bit index arithmetic (the general
-        // helper's 64-bit divisions cost more than the loads).
-        sb_line(s, ind + 2, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n",
-                (long long)L->kpix, (long long)L->kpix);
-        sb_line(s, ind + 2, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
-                (long long)L->dil[0]);
-        sb_line(s, ind + 2,
-                "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
-                (long long)L->dil[1]);
-        sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
-                (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+    sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld) {\n", ebound(eb, els, nt), gr, nr, gc, nc);
+    int rc = ST_OK;
+    if (op->direct) {
+        load1(E, ind + 2, op->input, op->base, gr, op->ld, gc);
+    } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
+        patch32_coords(L, s, ind + 2);
         char ld[200], v[260];
         snprintf(ld, sizeof ld,
                  "in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw]", L->pa,
@@ -318,12 +284,12 @@ static int load_b(Emit *E, const Op *B, int ind, int bn, int bk, int nt, Err *e)
         if (culin_half(L))
             culin_h2f(L, ld, v, sizeof v);
         sb_line(s, ind + 3, "v_ = %s;\n", culin_half(L) ? v : ld);
-        rc = ST_OK;
     } else {
-        rc = culin_b_value(E, ind + 2, "gk", "gj", "v_", e);
+        rc = a ? culin_a_value(E, ind + 2, gr, gc, "v_", e)
+               : culin_b_value(E, ind + 2, gr, gc, "v_", e);
     }
     sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind + 1, "rb[q] = v_;\n");
+    sb_line(s, ind + 1, "%s[q] = v_;\n", reg);
     sb_line(s, ind, "}\n");
     return rc;
 }
@@ -334,9 +300,7 @@ static void store_ab(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn,
     StrBuf *s = E->s;
     if (A->vec) {
         int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d) * 4;\n", bk / 4, bk / 4);
         sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
         sb_line(s, ind + 2, "As[%s][c_][r_] = ra4[q].x; As[%s][c_ + 1][r_] = ra4[q].y;\n", buf,
@@ -347,25 +311,19 @@ static void store_ab(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn,
         sb_line(s, ind, "}\n");
     } else {
         int els = bm * bk, per = (els + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "if (e_ < %d) As[%s][e_ %% %d][e_ / %d] = ra[q];\n", els, buf, bk, bk);
         sb_line(s, ind, "}\n");
     }
     if (B->vec) {
         int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "if (e_ < %d) *(float4 *)&Bs[%s][e_ / %d][(e_ %% %d) * 4] = rb4[q];\n",
                 groups, buf, bn / 4, bn / 4);
         sb_line(s, ind, "}\n");
     } else {
         int els = bn * bk, per = (els + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "if (e_ < %d) Bs[%s][e_ / %d][e_ %% %d] = rb[q];\n", els, buf, bn, bn);
         sb_line(s, ind, "}\n");
     }
@@ -445,16 +403,42 @@ static void split_range(const Emit *E, int splits, int64_t nk) {
     }
 }
 
+// After a split block has published its partial tile (in the workspace at wsp): it arrives at
+// the tile's counter (the atomic after __threadfence publishes the partials); all but the last
+// block of the tile return; the last resets the counter (every launch finds it zero), fences
+// again and goes on with wsr, the first split's partial tile, to sum them in split order.
+static void split_arrive(const Emit *E, int splits, int64_t tiles_m, int64_t tiles_n) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "__shared__ int last_;\n");
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "const int64_t tile_ = (b * %lld + blockIdx.y) * %lld + blockIdx.x;\n",
+            (long long)tiles_m, (long long)tiles_n);
+    sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %du;\n", E->fn,
+            splits - 1);
+    sb_line(s, 2, "__syncthreads();\n");
+    sb_line(s, 2, "if (!last_) return;\n");
+    sb_line(s, 2, "__threadfence();\n");
+    sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", E->fn);
+    sb_line(s, 2, "const float *wsr = %s_ws + b * %lld;\n", E->fn, (long long)(L->M * L->N));
+}
+
 // The accumulator loops of the warp-tiled (tensor-core) kernels at indent ind: acc[x][y][z] of
 // row i, column j (the mma C fragment layout: c0, c1 in row g, c2, c3 in row g + 8, adjacent
-// columns; pair: z even only), the body at ind + 3 and closed by the caller with "}" at ind + 2.
-static void warp_tile_loops(StrBuf *s, int ind, bool pair) {
+// columns), the body at ind + 3 and closed by the caller with "}" at ind + 2. zstep: 2 visits
+// the pairs (z even), 1 every accumulator, 0 too with the loop spelled z++ (the text the
+// unpaired kernels have always emitted).
+static void warp_tile_loops(StrBuf *s, int ind, int zstep) {
     sb_line(s, ind, "#pragma unroll\n");
     sb_line(s, ind, "for (int x = 0; x < 2; x++)\n");
     sb_line(s, ind + 1, "#pragma unroll\n");
     sb_line(s, ind + 1, "for (int y = 0; y < 4; y++)\n");
     sb_line(s, ind + 2, "#pragma unroll\n");
-    sb_line(s, ind + 2, "for (int z = 0; z < 4; z += %d) {\n", pair ? 2 : 1);
+    if (zstep)
+        sb_line(s, ind + 2, "for (int z = 0; z < 4; z += %d) {\n", zstep);
+    else
+        sb_line(s, ind + 2, "for (int z = 0; z < 4; z++) {\n");
     sb_line(s, ind + 3, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
     sb_line(s, ind + 3, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
 }
@@ -474,7 +458,7 @@ static void tc_split_reduce(const Emit *E, int splits, int64_t tiles_m, int64_t 
     sb_line(s, 1, "{\n");
     sb_line(s, 2, "float *wsp = %s_ws + (int64_t)ks * %lld + b * %lld;\n", E->fn, (long long)plane,
             M * N);
-    warp_tile_loops(s, 2, pair);
+    warp_tile_loops(s, 2, pair ? 2 : 1);
     if (pair)
         sb_line(s, 5,
                 "if (i < %lld && j < %lld) __stcg((float2 *)(wsp + i * %lld + j), "
@@ -484,19 +468,8 @@ static void tc_split_reduce(const Emit *E, int splits, int64_t tiles_m, int64_t 
         sb_line(s, 5, "if (i < %lld && j < %lld) __stcg(wsp + i * %lld + j, acc[x][y][z]);\n", M, N,
                 N);
     sb_line(s, 4, "}\n");
-    sb_line(s, 2, "__threadfence();\n");
-    sb_line(s, 2, "__shared__ int last_;\n");
-    sb_line(s, 2, "__syncthreads();\n");
-    sb_line(s, 2, "const int64_t tile_ = (b * %lld + blockIdx.y) * %lld + blockIdx.x;\n",
-            (long long)tiles_m, (long long)tiles_n);
-    sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %du;\n", E->fn,
-            splits - 1);
-    sb_line(s, 2, "__syncthreads();\n");
-    sb_line(s, 2, "if (!last_) return;\n");
-    sb_line(s, 2, "__threadfence();\n");
-    sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", E->fn);
-    sb_line(s, 2, "const float *wsr = %s_ws + b * %lld;\n", E->fn, M * N);
-    warp_tile_loops(s, 2, pair);
+    split_arrive(E, splits, tiles_m, tiles_n);
+    warp_tile_loops(s, 2, pair ? 2 : 1);
     sb_line(s, 5, "if (i >= %lld || j >= %lld) continue;\n", M, N);
     if (pair) {
         sb_line(s, 5, "float2 t_ = make_float2(0.0f, 0.0f);\n");
@@ -517,6 +490,115 @@ static void tc_split_reduce(const Emit *E, int splits, int64_t tiles_m, int64_t 
     }
     sb_line(s, 4, "}\n");
     sb_line(s, 1, "}\n");
+}
+
+// The head of the warp-tiled kernels after tile_head_split: each warp's 32 x 32 tile at (wr,
+// wc) of the block tile (wn warps a row), its lane's fragment coordinates g8 and t4, and the
+// 2 x 4 mma tiles' accumulators, zeroed.
+static void warp_tile_head(StrBuf *s, int wn) {
+    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
+    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
+    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
+    sb_line(s, 1, "float acc[2][4][4];\n");
+    sb_line(s, 1, "#pragma unroll\n");
+    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, 2, "#pragma unroll\n");
+    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+}
+
+// A warp's 2 x 4 mma.sync products of one k step at indent ind: acc[x][y] += af[x] * b[y] (b:
+// the B fragments' array), of PTX shape `shape` on operands of type ty (m16n8k8 tf32; m16n8k16
+// f16 or bf16), float32 accumulators.
+static void mma_issue(StrBuf *s, int ind, const char *shape, const char *ty, const char *b) {
+    sb_line(s, ind, "#pragma unroll\n");
+    sb_line(s, ind, "for (int x = 0; x < 2; x++)\n");
+    sb_line(s, ind + 1, "#pragma unroll\n");
+    sb_line(s, ind + 1, "for (int y = 0; y < 4; y++)\n");
+    sb_line(s, ind + 2,
+            "asm volatile(\"mma.sync.aligned.%s.row.col.f32.%s.%s.f32 "
+            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
+            "{%%0, %%1, %%2, %%3};\"\n",
+            shape, ty, ty);
+    sb_line(s, ind + 3,
+            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
+            "\"+f\"(acc[x][y][3])\n");
+    sb_line(s, ind + 3,
+            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
+            "\"r\"(%s[y][0]), \"r\"(%s[y][1]));\n",
+            b, b);
+}
+
+// The K loop of the register-staged kernels (simt, tf32, f16 / bf16 on float32 tensors), open
+// up to the product of the previous slice: iteration kt loads slice kt into registers, then
+// (kt > 0) multiplies slice kt - 1 from shared memory buffer cb, the caller's loop at indent 3
+// after the `#pragma unroll` emitted here; the caller then stores slice kt into the other buffer
+// and closes the loop, one barrier per slice.
+static int kloop_open(Emit *E, const Op *A, const Op *B, int bm, int bn, int bk, int nt, int splits,
+                      int64_t nk, Err *e) {
+    StrBuf *s = E->s;
+    split_range(E, splits, nk);
+    patch_tab_setup(E, B, bn, bk, nt);
+    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
+    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
+    sb_line(s, 2, "if (kt < nkl) {\n");
+    int rc = load_op(E, A, true, 3, bm, bk, nt, e);
+    if (!rc)
+        rc = load_op(E, B, false, 3, bk, bn, nt, e);
+    if (rc)
+        return rc;
+    sb_line(s, 2, "}\n");
+    sb_line(s, 2, "if (kt > 0) {\n");
+    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
+    sb_line(s, 3, "#pragma unroll\n");
+    return ST_OK;
+}
+
+// The end of a tiled kernel: its closing brace and its launch, a block of nt threads per output
+// tile, gridDim.z over the batch and the splits.
+static void tile_close(const Emit *E, CudaLaunch *ln, int64_t tiles_m, int64_t tiles_n, int splits,
+                       int nt) {
+    sb_puts(E->s, "}\n\n");
+    ln->grid[0] = (unsigned)tiles_n;
+    ln->grid[1] = (unsigned)tiles_m;
+    ln->grid[2] = (unsigned)(E->L->batch * splits);
+    ln->block[0] = (unsigned)nt;
+    ln->block[1] = ln->block[2] = 1;
+    ln->smem = 0;
+}
+
+// The end of a warp-tiled kernel after its K loop: the split-K sum, then every accumulator
+// through the epilogue to its output element (zstep 2: pairs of adjacent columns stored as one
+// 32-bit word of halves, for kernels without an epilogue; see warp_tile_loops), and tile_close.
+static int warp_tile_finish(Emit *E, CudaLaunch *ln, int splits, int64_t tiles_m, int64_t tiles_n,
+                            int nt, int zstep, Err *e) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    if (splits > 1)
+        tc_split_reduce(E, splits, tiles_m, tiles_n);
+    warp_tile_loops(s, 1, zstep);
+    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
+    if (zstep == 2) {
+        const char *f2h = culin_f2h_fn(L);
+        sb_line(s, 5,
+                "*(uint32_t *)&o[(b * %lld + i) * %lld + j] = %s(acc[x][y][z]) | "
+                "(uint32_t)%s(acc[x][y][z + 1]) << 16;\n",
+                (long long)L->M, (long long)L->N, f2h, f2h);
+    } else {
+        sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
+        char v[64];
+        int rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
+        if (rc)
+            return rc;
+        char lhs[96];
+        snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
+        culin_emit_store(E, 5, lhs, v);
+    }
+    sb_line(s, 4, "}\n");
+    sb_line(s, 3, "}\n");
+    tile_close(E, ln, tiles_m, tiles_n, splits, nt);
+    return ST_OK;
 }
 
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
@@ -551,22 +633,9 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int jn = 0; jn < %d; jn++) acc[im][jn] = 0.0f;\n", tn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    // Iteration kt loads slice kt into registers, multiplies slice kt-1 from shared memory, then
-    // stores slice kt into the other buffer; one barrier per slice.
-    split_range(E, splits, nk);
-    patch_tab_setup(E, &B, bn, bk, nt);
-    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
-    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
-    sb_line(s, 2, "if (kt < nkl) {\n");
-    int rc = load_a(E, &A, 3, bm, bk, nt, e);
-    if (!rc)
-        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
     if (rc)
         return rc;
-    sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt > 0) {\n");
-    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
-    sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int kk = 0; kk < %d; kk++) {\n", bk);
     sb_line(s, 4, "float fa[%d], fb[%d];\n", tm, tn);
     sb_line(s, 4, "#pragma unroll\n");
@@ -611,18 +680,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
                 (long long)L->N, (long long)L->N);
         sb_line(s, 3, "}\n");
         sb_line(s, 2, "}\n");
-        sb_line(s, 2, "__threadfence();\n");
-        sb_line(s, 2, "__shared__ int last_;\n");
-        sb_line(s, 2, "__syncthreads();\n");
-        sb_line(s, 2, "const int64_t tile_ = (b * %lld + blockIdx.y) * %lld + blockIdx.x;\n",
-                (long long)tiles_m, (long long)tiles_n);
-        sb_line(s, 2, "if (tid == 0) last_ = atomicAdd(&%s_cnt[tile_], 1u) == %du;\n", E->fn,
-                splits - 1);
-        sb_line(s, 2, "__syncthreads();\n");
-        sb_line(s, 2, "if (!last_) return;\n");
-        sb_line(s, 2, "__threadfence();\n");
-        sb_line(s, 2, "if (tid == 0) %s_cnt[tile_] = 0u;\n", E->fn);
-        sb_line(s, 2, "const float *wsr = %s_ws + b * %lld;\n", E->fn, (long long)(L->M * L->N));
+        split_arrive(E, splits, tiles_m, tiles_n);
         sb_line(s, 2, "#pragma unroll\n");
         sb_line(s, 2, "for (int im = 0; im < %d; im++) {\n", tm);
         sb_line(s, 3, "const int64_t i = bm0 + (im / 4) * %d + ty * 4 + (im %% 4);\n", rsm);
@@ -688,13 +746,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
         sb_line(s, 2, "}\n");
     }
     sb_line(s, 1, "}\n");
-    sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)tiles_n;
-    ln->grid[1] = (unsigned)tiles_m;
-    ln->grid[2] = (unsigned)(L->batch * splits);
-    ln->block[0] = (unsigned)nt;
-    ln->block[1] = ln->block[2] = 1;
-    ln->smem = 0;
+    tile_close(E, ln, tiles_m, tiles_n, splits, nt);
     return ST_OK;
 }
 
@@ -725,31 +777,11 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "__shared__ __align__(16) float As[2][%d][%d];\n", bk, bm + 4);
     sb_line(s, 1, "__shared__ __align__(16) float Bs[2][%d][%d];\n", bk, bn + 4);
     tile_head_split(E, bm, bn, splits);
-    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
-    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
-    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
-    sb_line(s, 1, "float acc[2][4][4];\n");
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    warp_tile_head(s, wn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    split_range(E, splits, nk);
-    patch_tab_setup(E, &B, bn, bk, nt);
-    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
-    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
-    sb_line(s, 2, "if (kt < nkl) {\n");
-    int rc = load_a(E, &A, 3, bm, bk, nt, e);
-    if (!rc)
-        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
     if (rc)
         return rc;
-    sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt > 0) {\n");
-    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
-    sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int kk = 0; kk < %d; kk += 8) {\n", bk);
     sb_line(s, 4, "uint32_t af[2][4], bf[4][2];\n");
     sb_line(s, 4, "#pragma unroll\n");
@@ -769,20 +801,7 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bf[y][0]) : \"f\"(v0));\n");
     sb_line(s, 5, "asm(\"cvt.rna.tf32.f32 %%0, %%1;\" : \"=r\"(bf[y][1]) : \"f\"(v1));\n");
     sb_line(s, 4, "}\n");
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 5, "#pragma unroll\n");
-    sb_line(s, 5, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 6,
-            "asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-            "{%%0, %%1, %%2, %%3};\"\n");
-    sb_line(s, 7,
-            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
-            "\"+f\"(acc[x][y][3])\n");
-    sb_line(s, 7,
-            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
-            "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
+    mma_issue(s, 4, "m16n8k8", "tf32", "bf");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "if (kt < nkl) {\n");
@@ -790,35 +809,7 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
-    if (splits > 1)
-        tc_split_reduce(E, splits, tiles_m, tiles_n);
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z++) {\n");
-    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
-    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
-    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
-    sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
-    char v[64];
-    rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
-    if (rc)
-        return rc;
-    char lhs[96];
-    snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
-    culin_emit_store(E, 5, lhs, v);
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
-    sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)tiles_n;
-    ln->grid[1] = (unsigned)tiles_m;
-    ln->grid[2] = (unsigned)(L->batch * splits);
-    ln->block[0] = (unsigned)nt;
-    ln->block[1] = ln->block[2] = 1;
-    ln->smem = 0;
-    return ST_OK;
+    return warp_tile_finish(E, ln, splits, tiles_m, tiles_n, nt, 0, e);
 }
 
 // GEMV (M <= 8). gemv: 256 threads, lanes on 32 columns, 8 warps splitting K, partial sums
@@ -910,9 +901,7 @@ static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int b
     StrBuf *s = E->s;
     if (A->vec) {
         int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d) * 2;\n", bk / 4, bk / 4);
         sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
         sb_line(s, ind + 2, "As[%s][c_][r_] = %s(ra4[q].x, ra4[q].y);\n", buf, cvt2);
@@ -921,9 +910,7 @@ static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int b
         sb_line(s, ind, "}\n");
     } else {
         int els = bm * bk, per = (els + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int c_ = e_ %% %d, r_ = e_ / %d;\n", bk, bk);
         sb_line(s, ind + 1,
                 "if (e_ < %d) ((uint16_t *)&As[%s][c_ >> 1][r_])[c_ & 1] = %s(ra[q]);\n", els, buf,
@@ -932,9 +919,7 @@ static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int b
     }
     if (B->vec) {
         int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int k_ = e_ / %d, j_ = (e_ %% %d) * 4;\n", bn / 4, bn / 4);
         sb_line(s, ind + 1, "if (e_ < %d) {\n", groups);
         sb_line(s, ind + 2, "uint16_t *w_ = (uint16_t *)&Bs[%s][k_ >> 1][j_] + (k_ & 1);\n", buf);
@@ -944,9 +929,7 @@ static void store_ab_h(Emit *E, const Op *A, const Op *B, int ind, int bm, int b
         sb_line(s, ind, "}\n");
     } else {
         int els = bn * bk, per = (els + nt - 1) / nt;
-        sb_line(s, ind, "#pragma unroll\n");
-        sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-        sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+        share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int k_ = e_ / %d, j_ = e_ %% %d;\n", bn, bn);
         sb_line(s, ind + 1,
                 "if (e_ < %d) ((uint16_t *)&Bs[%s][k_ >> 1][j_])[k_ & 1] = %s(rb[q]);\n", els, buf,
@@ -1006,9 +989,7 @@ static int stage_half(Emit *E, const Op *op, bool a, bool async, int ind, int ro
     const char *gr = a ? "gi" : "gk", *gc = a ? "gk" : "gj";
     int units = async ? rows * cols / 8 : rows * cols, per = (units + nt - 1) / nt;
     int upr = async ? cols / 8 : cols; // units per row
-    sb_line(s, ind, "#pragma unroll\n");
-    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    share_loop(s, ind, per, nt);
     sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d)%s;\n", upr, upr,
             async ? " * 8" : "");
     sb_line(s, ind + 1, "const int64_t %s = %s + r_, %s = %s + c_;\n", gr, r0, gc, c0);
@@ -1039,18 +1020,7 @@ static int stage_half(Emit *E, const Op *op, bool a, bool async, int ind, int ro
         sb_line(s, ind + 2, "h_ = in%d[%s + %s * %lld + %s];\n", op->input, op->base, gr,
                 (long long)op->ld, gc);
     } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
-        // The patch element of X read in place with 32-bit index arithmetic (as load_b).
-        sb_line(s, ind + 2, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n",
-                (long long)L->kpix, (long long)L->kpix);
-        sb_line(s, ind + 2, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
-                (long long)L->dil[0]);
-        sb_line(s, ind + 2,
-                "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
-                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
-                (long long)L->dil[1]);
-        sb_line(s, ind + 2, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
-                (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+        patch32_coords(L, s, ind + 2);
         sb_line(s, ind + 3,
                 "h_ = in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw];\n",
                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
@@ -1072,9 +1042,7 @@ static void store_half(Emit *E, int ind, int rows, int cols, int nt, const char 
                        const char *reg) {
     StrBuf *s = E->s;
     int els = rows * cols, per = (els + nt - 1) / nt;
-    sb_line(s, ind, "#pragma unroll\n");
-    sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
-    sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+    share_loop(s, ind, per, nt);
     sb_line(s, ind + 1, "if (e_ < %d) %s[kt & 1][e_ / %d][e_ %% %d] = %s[q];\n", els, sm, cols,
             cols, reg);
     sb_line(s, ind, "}\n");
@@ -1099,21 +1067,7 @@ static void mma16_half_step(StrBuf *s, int ind, int bk, const char *ty) {
         s, ind + 2,
         "bfr[y][0] = t_[0]; bfr[y][1] = t_[1]; bfr[y + 1][0] = t_[2]; bfr[y + 1][1] = t_[3];\n");
     sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind + 1, "#pragma unroll\n");
-    sb_line(s, ind + 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, ind + 2, "#pragma unroll\n");
-    sb_line(s, ind + 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, ind + 3,
-            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 "
-            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-            "{%%0, %%1, %%2, %%3};\"\n",
-            ty, ty);
-    sb_line(s, ind + 4,
-            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
-            "\"+f\"(acc[x][y][3])\n");
-    sb_line(s, ind + 4,
-            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
-            "\"r\"(bfr[y][0]), \"r\"(bfr[y][1]));\n");
+    mma_issue(s, ind + 1, "m16n8k16", ty, "bfr");
     sb_line(s, ind, "}\n");
 }
 
@@ -1145,16 +1099,7 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
     sb_line(s, 1, "__shared__ __align__(16) uint16_t As[%d][%d][%d];\n", stages, bm, bk + 8);
     sb_line(s, 1, "__shared__ __align__(16) uint16_t Bs[%d][%d][%d];\n", stages, bk, bn + 8);
     tile_head_split(E, bm, bn, splits);
-    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
-    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
-    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
-    sb_line(s, 1, "float acc[2][4][4];\n");
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    warp_tile_head(s, wn);
     if (!a_async)
         sb_line(s, 1, "uint16_t rah[%d];\n", (bm * bk + nt - 1) / nt);
     if (!b_async)
@@ -1223,46 +1168,10 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
         sb_line(s, 2, "__syncthreads();\n");
         sb_line(s, 1, "}\n");
     }
-    if (splits > 1)
-        tc_split_reduce(E, splits, tiles_m, tiles_n);
     // Accumulator pairs (z, z + 1) are adjacent columns: one 32-bit store of two halves where
     // no epilogue intervenes.
     bool pair = !L->epi && L->N % 2 == 0;
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z += %d) {\n", pair ? 2 : 1);
-    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
-    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
-    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
-    if (pair) {
-        const char *f2h = culin_f2h_fn(L);
-        sb_line(s, 5,
-                "*(uint32_t *)&o[(b * %lld + i) * %lld + j] = %s(acc[x][y][z]) | "
-                "(uint32_t)%s(acc[x][y][z + 1]) << 16;\n",
-                (long long)L->M, (long long)L->N, f2h, f2h);
-    } else {
-        sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
-        char v[64];
-        rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
-        if (rc)
-            return rc;
-        char lhs[96];
-        snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
-        culin_emit_store(E, 5, lhs, v);
-    }
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
-    sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)tiles_n;
-    ln->grid[1] = (unsigned)tiles_m;
-    ln->grid[2] = (unsigned)(L->batch * splits);
-    ln->block[0] = (unsigned)nt;
-    ln->block[1] = ln->block[2] = 1;
-    ln->smem = 0;
-    return ST_OK;
+    return warp_tile_finish(E, ln, splits, tiles_m, tiles_n, nt, pair ? 2 : 1, e);
 }
 
 // FP16 / BF16 tensor cores: warps as in the TF32 kernel (each a 32 x 32 tile of 2 x 4
@@ -1326,31 +1235,11 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "__shared__ __align__(16) uint32_t As[2][%d][%d];\n", bk / 2, bm + 8);
     sb_line(s, 1, "__shared__ __align__(16) uint32_t Bs[2][%d][%d];\n", bk / 2, bn + 8);
     tile_head_split(E, bm, bn, splits);
-    sb_line(s, 1, "const int lane = tid & 31, warp = tid >> 5;\n");
-    sb_line(s, 1, "const int wr = (warp / %d) * 32, wc = (warp %% %d) * 32;\n", wn, wn);
-    sb_line(s, 1, "const int g8 = lane >> 2, t4 = lane & 3;\n");
-    sb_line(s, 1, "float acc[2][4][4];\n");
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z++) acc[x][y][z] = 0.0f;\n");
+    warp_tile_head(s, wn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    split_range(E, splits, nk);
-    patch_tab_setup(E, &B, bn, bk, nt);
-    sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
-    sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
-    sb_line(s, 2, "if (kt < nkl) {\n");
-    int rc = load_a(E, &A, 3, bm, bk, nt, e);
-    if (!rc)
-        rc = load_b(E, &B, 3, bn, bk, nt, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
     if (rc)
         return rc;
-    sb_line(s, 2, "}\n");
-    sb_line(s, 2, "if (kt > 0) {\n");
-    sb_line(s, 3, "const int cb = (kt - 1) & 1;\n");
-    sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int kp = 0; kp < %d; kp += 8) {\n", bk / 2);
     sb_line(s, 4, "uint32_t af[2][4], bf[4][2];\n");
     sb_line(s, 4, "#pragma unroll\n");
@@ -1364,21 +1253,7 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 5, "const int c = wc + y * 8 + g8;\n");
     sb_line(s, 5, "bf[y][0] = Bs[cb][kp + t4][c]; bf[y][1] = Bs[cb][kp + t4 + 4][c];\n");
     sb_line(s, 4, "}\n");
-    sb_line(s, 4, "#pragma unroll\n");
-    sb_line(s, 4, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 5, "#pragma unroll\n");
-    sb_line(s, 5, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 6,
-            "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.%s.%s.f32 "
-            "{%%0, %%1, %%2, %%3}, {%%4, %%5, %%6, %%7}, {%%8, %%9}, "
-            "{%%0, %%1, %%2, %%3};\"\n",
-            ty, ty);
-    sb_line(s, 7,
-            ": \"+f\"(acc[x][y][0]), \"+f\"(acc[x][y][1]), \"+f\"(acc[x][y][2]), "
-            "\"+f\"(acc[x][y][3])\n");
-    sb_line(s, 7,
-            ": \"r\"(af[x][0]), \"r\"(af[x][1]), \"r\"(af[x][2]), \"r\"(af[x][3]), "
-            "\"r\"(bf[y][0]), \"r\"(bf[y][1]));\n");
+    mma_issue(s, 4, "m16n8k16", ty, "bf");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "if (kt < nkl) {\n");
@@ -1386,33 +1261,5 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "__syncthreads();\n");
     sb_line(s, 1, "}\n");
-    if (splits > 1)
-        tc_split_reduce(E, splits, tiles_m, tiles_n);
-    sb_line(s, 1, "#pragma unroll\n");
-    sb_line(s, 1, "for (int x = 0; x < 2; x++)\n");
-    sb_line(s, 2, "#pragma unroll\n");
-    sb_line(s, 2, "for (int y = 0; y < 4; y++)\n");
-    sb_line(s, 3, "#pragma unroll\n");
-    sb_line(s, 3, "for (int z = 0; z < 4; z++) {\n");
-    sb_line(s, 4, "const int64_t i = bm0 + wr + x * 16 + g8 + (z >> 1) * 8;\n");
-    sb_line(s, 4, "const int64_t j = bn0 + wc + y * 8 + t4 * 2 + (z & 1);\n");
-    sb_line(s, 4, "if (i < %lld && j < %lld) {\n", (long long)L->M, (long long)L->N);
-    sb_line(s, 5, "const float acc_v = acc[x][y][z];\n");
-    char v[64];
-    rc = culin_emit_epi_value(E, 5, "acc_v", "i", "j", v, sizeof v, e);
-    if (rc)
-        return rc;
-    char lhs[96];
-    snprintf(lhs, sizeof lhs, "o[(b * %lld + i) * %lld + j]", (long long)L->M, (long long)L->N);
-    culin_emit_store(E, 5, lhs, v);
-    sb_line(s, 4, "}\n");
-    sb_line(s, 3, "}\n");
-    sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)tiles_n;
-    ln->grid[1] = (unsigned)tiles_m;
-    ln->grid[2] = (unsigned)(L->batch * splits);
-    ln->block[0] = (unsigned)nt;
-    ln->block[1] = ln->block[2] = 1;
-    ln->smem = 0;
-    return ST_OK;
+    return warp_tile_finish(E, ln, splits, tiles_m, tiles_n, nt, 0, e);
 }

@@ -76,8 +76,8 @@
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 
-#include "../cpu/cgen.h"
-#include "../cpu/cgen_mlp.h"
+#include "../../codegen/cexpr.h"
+#include "../../codegen/mlp_spec.h"
 
 #include <math.h>
 #include <stdio.h>

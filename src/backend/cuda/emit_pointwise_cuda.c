@@ -11,7 +11,8 @@
 // small grid cannot reach, wave efficiency over the SMs, launch overhead.
 #include "cugen_pw.h"
 
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
+#include "../../codegen/classify.h"
 #include "../../prim/index_map.h"
 
 #include <math.h>

@@ -24,10 +24,12 @@
 // materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
 #include "cugen_pw.h"
 
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
+#include "../../codegen/classify.h"
+#include "../../codegen/fmt.h"
+#include "../../codegen/reduce_spec.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +38,9 @@
 #define MAX_RED 16
 #define MAX_CACHE 16 // row cache slots per thread
 
-// snprintf that records truncation: an emission whose text did not fit fails as a whole
-// rather than producing wrong code.
+// Truncation of this file's fixed buffers (fmt.h), checked over each kernel's emission.
 static _Thread_local bool fmt_truncated;
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= cap)
-        fmt_truncated = true;
-}
+#define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
 
 typedef struct Space {
     int rank;
@@ -125,33 +118,6 @@ static int find_red(const Ctx *k, int t) {
     return -1;
 }
 
-// Whether the read of reduction r's output is at the current position (emit_reduce.c's rule).
-static bool on_row(const Ctx *k, const Red *r, const CexprRead *rq) {
-    if (!rq->affine)
-        return false;
-    const Space *s = &k->sp;
-    const Tensor *O = k->pg->tensors[r->out];
-    int j = 0;
-    for (int d = 0; d < s->rank; d++) {
-        bool reduced = (s->red >> d) & 1;
-        if (reduced && !r->p->red.keepdims)
-            continue;
-        if (j >= rq->rank)
-            return false;
-        int want = reduced ? -1 : (k->root_is_space ? d : j);
-        int64_t ext = O->dims[j];
-        if (rq->cst[j] != 0)
-            return false;
-        for (int q = 0; q < R; q++) {
-            int64_t e = (q == want && ext != 1) ? 1 : 0;
-            if (rq->coef[j][q] != e && !(ext == 1 && rq->coef[j][q] == 0))
-                return false;
-        }
-        j++;
-    }
-    return j == rq->rank;
-}
-
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
                   Err *e) {
     (void)code;
@@ -161,7 +127,7 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
     if (i < 0)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: tensor '%s' has no reader", k->fn,
                        k->pg->tensors[rq->tensor]->name);
-    if (!on_row(k, &k->red[i], rq))
+    if (!red_read_on_row(k->pg, k->red[i].p, k->sp.rank, k->sp.red, k->root_is_space, rq))
         return err_set(e, ST_UNSUPPORTED, "kernel %s: '%s' is read off its row", k->fn,
                        k->pg->tensors[rq->tensor]->name);
     fmt(out, cap, "%s", k->red[i].res);
@@ -371,13 +337,7 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     cexpr_fresh(k->x, "acc", a, sizeof a);
     cexpr_fresh(k->x, "nan", n, sizeof n);
     cexpr_fresh(k->x, "arg", ai, sizeof ai);
-    const char *init;
-    switch (op) {
-    case RED_PROD: init = fl ? "1.0" : "1"; break;
-    case RED_MAX: init = fl ? "-INFINITY" : "INT64_MIN"; break;
-    case RED_MIN: init = fl ? "INFINITY" : "INT64_MAX"; break;
-    default: init = "0";
-    }
+    const char *init = red_init(op, fl);
     // The state: the accumulator, the NaN flag where a float max/min or an arg reduction reads
     // it, the index where an arg reduction does (sums shuffle and share one value).
     bool has_n = arg || (fl && (op == RED_MAX || op == RED_MIN)), has_i = arg;
@@ -525,18 +485,7 @@ static int emit_reduction(Ctx *k, Red *r, int tpr, int bs, bool narrow, StrBuf *
     }
     default: fmt(val, sizeof val, fl ? "%s" : "(int64_t)%s", a);
     }
-    if (arg)
-        fmt(conv, sizeof conv, "(int64_t)(%s)", val);
-    else if (ot == DT_FLOAT16)
-        fmt(conv, sizeof conv, "orch_round_f16((double)(%s))", val);
-    else if (ot == DT_BFLOAT16)
-        fmt(conv, sizeof conv, "orch_round_bf16((double)(%s))", val);
-    else if (ot == DT_BOOL)
-        fmt(conv, sizeof conv, "(uint8_t)((%s) != 0)", val);
-    else if (dtype_is_float(ot))
-        fmt(conv, sizeof conv, "(%s)(%s)", cgen_vtype(ot), val);
-    else
-        fmt(conv, sizeof conv, "(%s)(int64_t)(%s)", cgen_ctype(ot), val);
+    red_result_conv(ot, arg, val, conv, sizeof conv, &fmt_truncated);
     sb_line(code, indent, "const %s %s = %s;\n", cgen_vtype(ot), r->res, conv);
     return ST_OK;
 }
@@ -566,34 +515,6 @@ static int collect(Ctx *k, Err *e) {
     if (k->sp.count <= 0 || k->sp.npos <= 0)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: empty reduction", k->fn);
     return ST_OK;
-}
-
-static void dense_offset(const Tensor *T, const char *const *idx, char *buf, size_t cap) {
-    StrBuf b;
-    sb_init(&b);
-    sb_puts(&b, "0");
-    int64_t st = 1;
-    for (int d = T->rank - 1; d >= 0; d--) {
-        if (T->dims[d] != 1)
-            sb_printf(&b, " + %s * %lld", idx[d], (long long)st);
-        st *= T->dims[d];
-    }
-    fmt(buf, cap, "%s", b.s);
-    sb_free(&b);
-}
-
-// The index of reduction r's output at the current position, in the space's i<d>.
-static int red_out_idx(const Ctx *k, const Red *r, char names[R][16], const char **idx) {
-    int j = 0;
-    for (int d = 0; d < k->sp.rank; d++) {
-        bool reduced = (k->sp.red >> d) & 1;
-        if (reduced && !r->p->red.keepdims)
-            continue;
-        fmt(names[j], 16, reduced ? "0" : "i%d", d);
-        idx[j] = names[j];
-        j++;
-    }
-    return j;
 }
 
 // Config p[0]: block size; p[1]: threads per position (1, 32 or the block).
@@ -645,8 +566,8 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     if (sink->kind == PRIM_REDUCE) {
         const Red *r = &k->red[k->n_red - 1];
         ORCH_ASSERT(r->p == sink);
-        red_out_idx(k, r, names, idx);
-        dense_offset(T, idx, off, sizeof off);
+        red_out_idx(k->sp.rank, k->sp.red, r->p->red.keepdims, names, idx);
+        red_dense_offset(T, idx, off, sizeof off, &fmt_truncated);
         cgen_store_expr(T->dtype, r->res, st, sizeof st);
         sb_line(code, 2, "if (valid && lane == 0%s)\n", k->G > 1 ? " && g_ == 0" : "");
         sb_line(code, 3, "y[%s] = %s;\n", off, st);
@@ -668,19 +589,19 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
         cexpr_forget(k->x);
         if (rc)
             return rc;
-        dense_offset(T, idx, off, sizeof off);
+        red_dense_offset(T, idx, off, sizeof off, &fmt_truncated);
         cgen_store_expr(T->dtype, v, st, sizeof st);
         sb_line(code, in, "y[%s] = %s;\n", off, st);
         row_close(k, code, 2);
     } else if (small) {
-        red_out_idx(k, &k->red[0], names, idx);
+        red_out_idx(k->sp.rank, k->sp.red, k->red[0].p->red.keepdims, names, idx);
         k->root_is_space = false;
         sb_line(code, 2, "if (valid && lane == 0%s) {\n", k->G > 1 ? " && g_ == 0" : "");
         rc = cexpr_value(k->x, c->output, idx, code, 3, v, sizeof v, e);
         cexpr_forget(k->x);
         if (rc)
             return rc;
-        dense_offset(T, idx, off, sizeof off);
+        red_dense_offset(T, idx, off, sizeof off, &fmt_truncated);
         cgen_store_expr(T->dtype, v, st, sizeof st);
         sb_line(code, 3, "y[%s] = %s;\n", off, st);
         sb_line(code, 2, "}\n");

@@ -7,7 +7,8 @@
 // integer division by zero giving 0, float-to-integer conversions saturating with NaN -> 0.
 // Transcendentals use CUDA's own accurate functions (expf, tanhf, erff: at most 2 ulp; no
 // --use_fast_math), where the C prelude has vectorisable polynomials of the same accuracy.
-#include "../cpu/cgen.h"
+#include "../../codegen/cexpr.h"
+#include "../../codegen/math_prelude.h"
 #include "cugen.h"
 #include "nvrtc.h"
 
@@ -16,6 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+// The qualifier of the helpers math_prelude.h writes. The text below keeps one line of the
+// prelude a line, math_prelude.h's pieces included.
+#define QUAL "ORCH_DEV "
+
+// clang-format off
 static const char HELPERS[] =
     "// ---- cugen_prelude (src/backend/cuda/prelude_cuda.c) ----\n"
     "#define ORCH_CUDA_MAX_IN 32\n"
@@ -47,9 +53,7 @@ static const char HELPERS[] =
     "ORCH_DEV float orch_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }\n"
     "ORCH_DEV uint16_t orch_f32_to_bf16(float f) {\n"
     "    uint32_t x = __float_as_uint(f);\n"
-    "    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);\n"
-    "    x += 0x7fff + ((x >> 16) & 1);\n"
-    "    return (uint16_t)(x >> 16);\n"
+    ORCH_MP_BF16_OF_BITS
     "}\n"
     // Round to odd on the way to float, so the second rounding (to half) is correct.
     "ORCH_DEV float orch_f32_round_odd(double v) {\n"
@@ -62,12 +66,7 @@ static const char HELPERS[] =
     "    }\n"
     "    return f;\n"
     "}\n"
-    "ORCH_DEV double orch_round_f16(double v) {\n"
-    "    return (double)orch_f16_to_f32(orch_f32_to_f16(orch_f32_round_odd(v)));\n"
-    "}\n"
-    "ORCH_DEV double orch_round_bf16(double v) {\n"
-    "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
-    "}\n"
+    ORCH_MP_ROUND_HALF(QUAL)
     // Half values computed in float (cexpr under fast math: a float result rounded once to half
     // is the correctly rounded half result for + - * / sqrt, and within a half ulp for the rest).
     "ORCH_DEV float orch_round_f16f(float v) {\n"
@@ -95,10 +94,9 @@ static const char HELPERS[] =
     "    float e = expf(-fabsf(a)), r = orch_rcp_1_2f(1.0f + e);\n"
     "    return a >= 0.0f ? r : e * r;\n"
     "}\n"
-    // sin in float, 2 ulp at most: sin x = sign(x) sin |x|, |x| = j pi + r (|r| <= pi / 2, pi
-    // in three parts: exact enough for |x| <= 65536), sin r = r + r^3 P(r^2) (a minimax fit),
-    // negated for odd j (the parity of j is the low bit of t: |x| / pi rounded by adding 1.5 *
-    // 2^23). One integer add puts parity ^ sign(x) in bit 31 ((t << 31) + x: nothing carries
+    // sin in float, 2 ulp at most: sin x = sign(x) sin |x|, |x| = j pi + r and sin r by
+    // math_prelude.h's reduction and polynomial (the C prelude's, which reduces x), negated for
+    // odd j (the low bit of t). One integer add puts parity ^ sign(x) in bit 31 ((t << 31) + x: nothing carries
     // into it), one LOP3 applies it. Working on |x| keeps -0's sign without a test: r = +0 for
     // x = +-0 and tiny x are their own sine (r * s * P underflows), and sin -0 = -0 is the
     // sign's flip (r + r^3 P for r = -0 would be +0: the terms are zeros of opposite signs).
@@ -110,16 +108,8 @@ static const char HELPERS[] =
     // to its caller.
     "ORCH_DEV float orch_sinf_common(float x) {\n"
     "    const float ax = fabsf(x);\n"
-    "    const float t = fmaf(ax, 0.318309886183790672f, 12582912.0f);\n"
-    "    const float j = t - 12582912.0f;\n"
-    "    float r = fmaf(j, -3.14159274101257324f, ax);\n"
-    "    r = fmaf(j, 8.74227766e-08f, r);\n"
-    "    r = fmaf(j, 3.43322316e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    ORCH_MP_SIN_REDUCE("ax")
+    ORCH_MP_SIN_POLY
     "    const float v = fmaf(r * s, p, r);\n"
     "    const unsigned sg = (__float_as_uint(t) << 31) + __float_as_uint(x);\n"
     "    return __uint_as_float(__float_as_uint(v) ^ (sg & 0x80000000u));\n"
@@ -131,21 +121,12 @@ static const char HELPERS[] =
     "ORCH_DEV float orch_sinf(float x) {\n"
     "    return fabsf(x) <= 65536.0f ? orch_sinf_common(x) : orch_sinf_slow(x);\n"
     "}\n"
-    // cos the same way, 2 ulp at most for |x| <= 65536 (the C prelude's orch_cosf_common: x =
-    // (j + 1/2) pi + r, cos x = -(-1)^j sin r, so that r stays exact near cos's zeros; pi's third
-    // part is pi_hi - pi_mid - pi, which the sine's 0.09%-off constant is not), CUDA's cosf out of
-    // line past 65536.
+    // cos the same way, 2 ulp at most for |x| <= 65536 (math_prelude.h's reduction, as the C
+    // prelude's orch_cosf_common: x = (j + 1/2) pi + r, cos x = -(-1)^j sin r), CUDA's cosf out
+    // of line past 65536.
     "ORCH_DEV float orch_cosf_common(float x) {\n"
-    "    const float t = fmaf(x, 0.318309886183790672f, -0.5f) + 12582912.0f;\n"
-    "    const float k = (t - 12582912.0f) + 0.5f;\n"
-    "    float r = fmaf(k, -3.14159274101257324f, x);\n"
-    "    r = fmaf(k, 8.74227766e-08f, r);\n"
-    "    r = fmaf(k, 3.43024899e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
+    ORCH_MP_COS_REDUCE
+    ORCH_MP_SIN_POLY
     "    const float v = fmaf(r * s, p, r);\n"
     "    return __int_as_float(__float_as_int(v) ^ (__float_as_int(t) << 31) ^ 0x80000000);\n"
     "}\n"
@@ -196,66 +177,14 @@ static const char HELPERS[] =
     "    asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(1.0f + e));\n"
     "    return a >= 0.0f ? r : e * r;\n"
     "}\n"
-    "ORCH_DEV double orch_sigmoid(double a) {\n"
-    "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
-    "}\n"
-    "ORCH_DEV float orch_softplusf(float a) {\n"
-    "    return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a)));\n"
-    "}\n"
-    "ORCH_DEV double orch_softplus(double a) {\n"
-    "    return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a));\n"
-    "}\n"
+    ORCH_MP_SIGMOID_SOFTPLUS(QUAL)
     // NaN propagates; between equal zeros min takes -0 and max +0 (prim_interp's rule).
     "ORCH_DEV bool orch_signf(float a) { return (__float_as_uint(a) >> 31) != 0; }\n"
     "ORCH_DEV bool orch_sign(double a) { return __double_as_longlong(a) < 0; }\n"
-    "ORCH_DEV float orch_fminf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && orch_signf(a))) ? a : b;\n"
-    "}\n"
-    "ORCH_DEV float orch_fmaxf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !orch_signf(a))) ? a : b;\n"
-    "}\n"
-    "ORCH_DEV double orch_fmin(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && orch_sign(a))) ? a : b;\n"
-    "}\n"
-    "ORCH_DEV double orch_fmax(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !orch_sign(a))) ? a : b;\n"
-    "}\n"
-    // Integer division by zero gives 0 and INT64_MIN / -1 wraps (prim_interp's rule).
-    "ORCH_DEV int64_t orch_idiv(int64_t a, int64_t b) {\n"
-    "    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n"
-    "}\n"
-    "ORCH_DEV int64_t orch_imod(int64_t a, int64_t b) {\n"
-    "    if (b == 0 || b == -1) return 0;\n"
-    "    int64_t r = a % b;\n"
-    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-    "}\n"
-    "ORCH_DEV int64_t orch_ifmod(int64_t a, int64_t b) {\n"
-    "    return (b == 0 || b == -1) ? 0 : a % b;\n"
-    "}\n"
-    "ORCH_DEV int64_t orch_ipow(int64_t base, int64_t ex) {\n"
-    "    if (ex < 0) return base == 1 ? 1 : base == -1 ? (ex % 2 ? -1 : 1) : 0;\n"
-    "    uint64_t r = 1, b = (uint64_t)base;\n"
-    "    while (ex) {\n"
-    "        if (ex & 1) r *= b;\n"
-    "        b *= b;\n"
-    "        ex >>= 1;\n"
-    "    }\n"
-    "    return (int64_t)r;\n"
-    "}\n"
-    "ORCH_DEV int64_t orch_shl(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a << (uint64_t)b);\n"
-    "}\n"
-    "ORCH_DEV int64_t orch_shr(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a >> (uint64_t)b);\n"
-    "}\n"
-    // Float to integer: NaN gives 0, out of range saturates (elem_set_f64's rule).
-    "ORCH_DEV int64_t orch_sat(double v, double lo, double hi) {\n"
-    "    return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v;\n"
-    "}\n"
-    "ORCH_DEV uint64_t orch_sat_u64(double v) {\n"
-    "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
-    "}\n"
+    ORCH_MP_MINMAX(QUAL, "orch_signf", "orch_sign")
+    ORCH_MP_INT(QUAL)
     "// ---- end of cugen_prelude ----\n";
+// clang-format on
 
 static char *g_prelude;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;

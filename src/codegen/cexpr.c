@@ -1,5 +1,5 @@
-// Value expressions for the C emitters (see cgen.h): the value of a tensor at an index, emitted
-// as C statements by recursion through the candidate's ELEMWISE and LAYOUT primitives. Each
+// Value expressions for the C and CUDA emitters (see cexpr.h): the value of a tensor at an index,
+// emitted as statements by recursion through the candidate's ELEMWISE and LAYOUT primitives. Each
 // coordinate travels either as an affine form over the root coordinates (kept through broadcast,
 // transpose, slice and the reshapes that stay affine) or as a C expression held in a local
 // (after tables, gathers and reshapes that split a coordinate); loads of kernel inputs combine
@@ -8,13 +8,13 @@
 // operand is a float (float32 math in float, float16/bfloat16/float64 in double with the
 // interpreter's rounding), the integer domain in int64 with wrap-around, results converted to the
 // instruction's dtype as the interpreter's normalise() does.
-#include "cgen.h"
+#include "cexpr.h"
 
-#include "../../prim/index_map.h"
+#include "../prim/index_map.h"
+#include "fmt.h"
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,18 +96,9 @@ struct Cexpr {
     int pin_hits;
 };
 
-// snprintf that records truncation: an emission whose text did not fit fails as a whole
-// rather than producing wrong code.
+// Truncation of this file's fixed buffers (fmt.h), checked over each cexpr_value call.
 static _Thread_local bool fmt_truncated;
-
-__attribute__((format(printf, 3, 4))) static void fmt(char *buf, size_t cap, const char *f, ...) {
-    va_list ap;
-    va_start(ap, f);
-    int n = vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= cap)
-        fmt_truncated = true;
-}
+#define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
 
 // ---- types and literals ----
 
@@ -1023,7 +1014,7 @@ static void coord_scale_shift(Cexpr *x, const Coord *c, int64_t a, int64_t b, Co
     coord_general(x, next, t, code, indent);
 }
 
-// ---- interior splitting (cgen.h) ----
+// ---- interior splitting (cexpr.h) ----
 
 void cexpr_interior_begin(Cexpr *x, const char *var) {
     fmt(x->ivar, sizeof x->ivar, "%s", var);
@@ -1471,268 +1462,4 @@ int cexpr_value(Cexpr *x, int t, const char *const *idx, StrBuf *code, int inden
     memcpy(x->root_idx, saved_idx, sizeof x->root_idx);
     free(saved_idx);
     return rc;
-}
-
-// ---- the prelude ----
-
-static const char prelude[] =
-    "#include <math.h>\n"
-    "#include <stdint.h>\n"
-    "#include <stdlib.h>\n"
-    "#include <string.h>\n"
-    "#define ORCH_MIN_I64(a, b) ((a) < (b) ? (a) : (b))\n"
-    "static inline float orch_f16_to_f32(uint16_t h) {\n"
-    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ff, "
-    "bits;\n"
-    "    if (ex == 0) {\n"
-    "        if (man == 0) {\n"
-    "            bits = sign;\n"
-    "        } else {\n"
-    "            ex = 127 - 15 + 1;\n"
-    "            while (!(man & 0x400)) { man <<= 1; ex--; }\n"
-    "            man &= 0x3ff;\n"
-    "            bits = sign | (ex << 23) | (man << 13);\n"
-    "        }\n"
-    "    } else if (ex == 31) {\n"
-    "        bits = sign | 0x7f800000u | (man << 13);\n"
-    "    } else {\n"
-    "        bits = sign | ((ex + 127 - 15) << 23) | (man << 13);\n"
-    "    }\n"
-    "    float f;\n"
-    "    memcpy(&f, &bits, 4);\n"
-    "    return f;\n"
-    "}\n"
-    "static inline uint16_t orch_f32_to_f16(float f) {\n"
-    "    uint32_t x;\n"
-    "    memcpy(&x, &f, 4);\n"
-    "    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);\n"
-    "    uint32_t a = x & 0x7fffffffu;\n"
-    "    if (a > 0x7f800000u) return sign | 0x7e00;\n"
-    "    if (a >= 0x477ff000u) return sign | 0x7c00;\n"
-    "    if (a < 0x38800000u) {\n"
-    "        float af;\n"
-    "        memcpy(&af, &a, 4);\n"
-    "        return (uint16_t)(sign | (uint16_t)nearbyintf(af * 16777216.0f));\n"
-    "    }\n"
-    "    uint32_t r = a - 0x38000000u;\n"
-    "    r += 0xfff + ((r >> 13) & 1);\n"
-    "    return (uint16_t)(sign | (r >> 13));\n"
-    "}\n"
-    "static inline float orch_bf16_to_f32(uint16_t h) {\n"
-    "    uint32_t bits = (uint32_t)h << 16;\n"
-    "    float f;\n"
-    "    memcpy(&f, &bits, 4);\n"
-    "    return f;\n"
-    "}\n"
-    "static inline uint16_t orch_f32_to_bf16(float f) {\n"
-    "    uint32_t x;\n"
-    "    memcpy(&x, &f, 4);\n"
-    "    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);\n"
-    "    x += 0x7fff + ((x >> 16) & 1);\n"
-    "    return (uint16_t)(x >> 16);\n"
-    "}\n"
-    // Round to odd on the way to float, so the second rounding (to half) is correct.
-    "static inline float orch_f32_round_odd(double v) {\n"
-    "    float f = (float)v;\n"
-    "    if (isfinite(f) && (double)f != v) {\n"
-    "        uint32_t bits;\n"
-    "        memcpy(&bits, &f, 4);\n"
-    "        if (fabs((double)f) > fabs(v)) bits--;\n"
-    "        bits |= 1;\n"
-    "        memcpy(&f, &bits, 4);\n"
-    "    }\n"
-    "    return f;\n"
-    "}\n"
-    "static inline double orch_round_f16(double v) {\n"
-    "    return (double)orch_f16_to_f32(orch_f32_to_f16(orch_f32_round_odd(v)));\n"
-    "}\n"
-    "static inline double orch_round_bf16(double v) {\n"
-    "    return (double)orch_bf16_to_f32(orch_f32_to_bf16(orch_f32_round_odd(v)));\n"
-    "}\n"
-    // exp in float without a library call, so loops calling it vectorise: exp(x) = 2^k exp(r),
-    // r = x - k ln2 (two-part ln2), exp(r) by its Taylor series to r^7 (|r| <= 0.35: below one
-    // ulp), 2^k applied in two factors so the range reaches overflow and the subnormals.
-    "typedef union { float f; int32_t i; } orch_fbits;\n"
-    "static inline float orch_expf(float x) {\n"
-    "    float xc = x < -104.0f ? -104.0f : x;\n"
-    "    xc = xc > 89.0f ? 89.0f : xc;\n"
-    "    float k = rintf(xc * 1.44269504088896341f);\n"
-    "    k = k == k ? k : 0.0f;\n"
-    "    float r = xc - k * 0.693145751953125f;\n"
-    "    r = r - k * 1.428606765330187e-06f;\n"
-    "    float p = 1.0f / 5040.0f;\n"
-    "    p = p * r + 1.0f / 720.0f;\n"
-    "    p = p * r + 1.0f / 120.0f;\n"
-    "    p = p * r + 1.0f / 24.0f;\n"
-    "    p = p * r + 1.0f / 6.0f;\n"
-    "    p = p * r + 0.5f;\n"
-    "    p = p * r + 1.0f;\n"
-    "    p = p * r + 1.0f;\n"
-    "    int32_t ki = (int32_t)k, k1 = ki / 2, k2 = ki - k1;\n"
-    "    orch_fbits s1, s2;\n"
-    "    s1.i = (k1 + 127) << 23;\n"
-    "    s2.i = (k2 + 127) << 23;\n"
-    "    return p * s1.f * s2.f;\n"
-    "}\n"
-    // tanh: an odd Taylor polynomial near 0 (no cancellation), 1 - 2/(e^2|x| + 1) elsewhere.
-    "static inline float orch_tanhf(float x) {\n"
-    "    float ax = fabsf(x), x2 = x * x;\n"
-    "    float p = -929569.0f / 638512875.0f;\n"
-    "    p = p * x2 + 21844.0f / 6081075.0f;\n"
-    "    p = p * x2 - 1382.0f / 155925.0f;\n"
-    "    p = p * x2 + 62.0f / 2835.0f;\n"
-    "    p = p * x2 - 17.0f / 315.0f;\n"
-    "    p = p * x2 + 2.0f / 15.0f;\n"
-    "    p = p * x2 - 1.0f / 3.0f;\n"
-    "    p = p * x2 * x + x;\n"
-    "    float big = 1.0f - 2.0f / (orch_expf(2.0f * ax) + 1.0f);\n"
-    "    big = x < 0 ? -big : big;\n"
-    "    return ax < 0.375f ? p : (x != x ? x : big);\n"
-    "}\n"
-    // erf: its Taylor series near 0 (relative accuracy for small x), elsewhere 1 - erfc with
-    // the Chebyshev fit of Numerical Recipes' erfcc (relative error below 1.2e-7).
-    "static inline float orch_erff(float x) {\n"
-    "    float ax = fabsf(x), x2 = x * x;\n"
-    "    float p = -1.0f / 75600.0f;\n"
-    "    p = p * x2 + 1.0f / 9360.0f;\n"
-    "    p = p * x2 - 1.0f / 1320.0f;\n"
-    "    p = p * x2 + 1.0f / 216.0f;\n"
-    "    p = p * x2 - 1.0f / 42.0f;\n"
-    "    p = p * x2 + 1.0f / 10.0f;\n"
-    "    p = p * x2 - 1.0f / 3.0f;\n"
-    "    p = (p * x2 * x + x) * 1.1283791670955126f;\n"
-    "    float t = 1.0f / (1.0f + 0.5f * ax);\n"
-    "    float q = 0.17087277f;\n"
-    "    q = q * t - 0.82215223f;\n"
-    "    q = q * t + 1.48851587f;\n"
-    "    q = q * t - 1.13520398f;\n"
-    "    q = q * t + 0.27886807f;\n"
-    "    q = q * t - 0.18628806f;\n"
-    "    q = q * t + 0.09678418f;\n"
-    "    q = q * t + 0.37409196f;\n"
-    "    q = q * t + 1.00002368f;\n"
-    "    q = q * t - 1.26551223f;\n"
-    "    float big = 1.0f - t * orch_expf(q - ax * ax);\n"
-    "    big = x < 0 ? -big : big;\n"
-    "    return ax < 0.5f ? p : (x != x ? x : big);\n"
-    "}\n"
-    // sin without a library call on its common path, so an epilogue loop calling it vectorises:
-    // x = j pi + r (|r| <= pi / 2, pi in three parts and fused multiply-adds: exact enough for
-    // |x| <= 65536), sin r = r + r^3 P(r^2) (a minimax fit), negated for odd j (the parity of j
-    // is the low bit of t: x / pi rounded by adding 1.5 * 2^23); tiny |x| is its own sine (and
-    // -0 stays -0). The CUDA prelude's orch_sinf_common, the same operations (2 ulp). Larger
-    // finite |x| raise *big, for the caller to redo with libm's sinf (cexpr_set_sin_guard);
-    // infinities and NaN come out NaN.
-    "static inline float orch_sinf_common(float x) {\n"
-    "    const float t = fmaf(x, 0.318309886183790672f, 12582912.0f);\n"
-    "    const float j = t - 12582912.0f;\n"
-    "    float r = fmaf(j, -3.14159274101257324f, x);\n"
-    "    r = fmaf(j, 8.74227766e-08f, r);\n"
-    "    r = fmaf(j, 3.43322316e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
-    "    orch_fbits v, tb;\n"
-    "    v.f = fmaf(r * s, p, r);\n"
-    "    tb.f = t;\n"
-    "    v.i ^= (int32_t)((uint32_t)tb.i << 31);\n"
-    "    return fabsf(x) < 0x1p-12f ? x : v.f;\n"
-    "}\n"
-    "static inline float orch_sinf_guarded(float x, int *big) {\n"
-    "    *big |= (fabsf(x) > 65536.0f) & (fabsf(x) <= 3.40282347e38f);\n"
-    "    return orch_sinf_common(x);\n"
-    "}\n"
-    // cos in float, 2 ulp at most for |x| <= 65536 (1.995 over every float up to it, checked on
-    // the host): x = (j + 1/2) pi + r, |r| <= pi / 2, so cos x = -(-1)^j sin r by the sine's
-    // polynomial; reducing by j + 1/2 keeps r exact near cos's zeros. Its third part of pi is
-    // pi_hi - pi_mid - pi to float precision, 3.43024899e-15 (the sine's 3.43322316e-15 is 0.09%
-    // off: harmless there, 1.995 ulp over every float up to 65536 with either, but 28 ulp here,
-    // at x = 52516.43, 1.6e-8 from a zero). Same contract as orch_sinf_guarded.
-    "static inline float orch_cosf_common(float x) {\n"
-    "    const float t = fmaf(x, 0.318309886183790672f, -0.5f) + 12582912.0f;\n"
-    "    const float k = (t - 12582912.0f) + 0.5f;\n"
-    "    float r = fmaf(k, -3.14159274101257324f, x);\n"
-    "    r = fmaf(k, 8.74227766e-08f, r);\n"
-    "    r = fmaf(k, 3.43024899e-15f, r);\n"
-    "    const float s = r * r;\n"
-    "    float p = fmaf(-2.388889797e-08f, s, 2.752538421e-06f);\n"
-    "    p = fmaf(p, s, -1.984086848e-04f);\n"
-    "    p = fmaf(p, s, 8.333330974e-03f);\n"
-    "    p = fmaf(p, s, -1.666666716e-01f);\n"
-    "    orch_fbits v, tb;\n"
-    "    v.f = fmaf(r * s, p, r);\n"
-    "    tb.f = t;\n"
-    "    v.i ^= (int32_t)(((uint32_t)tb.i << 31) ^ 0x80000000u);\n"
-    "    return v.f;\n"
-    "}\n"
-    "static inline float orch_cosf_guarded(float x, int *big) {\n"
-    "    *big |= (fabsf(x) > 65536.0f) & (fabsf(x) <= 3.40282347e38f);\n"
-    "    return orch_cosf_common(x);\n"
-    "}\n"
-    "static inline float orch_sigmoidf(float a) {\n"
-    "    float e = orch_expf(-fabsf(a)), r = 1.0f / (1.0f + e);\n"
-    "    return a != a ? a : a >= 0 ? r : e * r;\n"
-    "}\n"
-    "static inline double orch_sigmoid(double a) {\n"
-    "    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));\n"
-    "}\n"
-    "static inline float orch_softplusf(float a) {\n"
-    "    return (a > 0 ? a : 0.0f) + log1pf(expf(-fabsf(a)));\n"
-    "}\n"
-    "static inline double orch_softplus(double a) {\n"
-    "    return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a));\n"
-    "}\n"
-    // NaN propagates; between equal zeros min takes -0 and max +0 (prim_interp's rule).
-    "static inline float orch_fminf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline float orch_fmaxf(float a, float b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline double orch_fmin(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a < b || (a == b && signbit(a))) ? a : b;\n"
-    "}\n"
-    "static inline double orch_fmax(double a, double b) {\n"
-    "    return (a != a || b != b) ? a + b : (a > b || (a == b && !signbit(a))) ? a : b;\n"
-    "}\n"
-    // Integer division by zero gives 0 and INT64_MIN / -1 wraps (prim_interp's rule).
-    "static inline int64_t orch_idiv(int64_t a, int64_t b) {\n"
-    "    return b == 0 ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n"
-    "}\n"
-    "static inline int64_t orch_imod(int64_t a, int64_t b) {\n"
-    "    if (b == 0 || b == -1) return 0;\n"
-    "    int64_t r = a % b;\n"
-    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
-    "}\n"
-    "static inline int64_t orch_ifmod(int64_t a, int64_t b) {\n"
-    "    return (b == 0 || b == -1) ? 0 : a % b;\n"
-    "}\n"
-    "static inline int64_t orch_ipow(int64_t base, int64_t ex) {\n"
-    "    if (ex < 0) return base == 1 ? 1 : base == -1 ? (ex % 2 ? -1 : 1) : 0;\n"
-    "    uint64_t r = 1, b = (uint64_t)base;\n"
-    "    while (ex) {\n"
-    "        if (ex & 1) r *= b;\n"
-    "        b *= b;\n"
-    "        ex >>= 1;\n"
-    "    }\n"
-    "    return (int64_t)r;\n"
-    "}\n"
-    "static inline int64_t orch_shl(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a << (uint64_t)b);\n"
-    "}\n"
-    "static inline int64_t orch_shr(int64_t a, int64_t b) {\n"
-    "    return (uint64_t)b >= 64 ? 0 : (int64_t)((uint64_t)a >> (uint64_t)b);\n"
-    "}\n"
-    // Float to integer: NaN gives 0, out of range saturates (elem_set_f64's rule).
-    "static inline int64_t orch_sat(double v, double lo, double hi) {\n"
-    "    return v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)hi : (int64_t)v;\n"
-    "}\n"
-    "static inline uint64_t orch_sat_u64(double v) {\n"
-    "    return (v != v || v <= 0) ? 0 : v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;\n"
-    "}\n";
-
-const char *cgen_prelude(void) {
-    return prelude;
 }

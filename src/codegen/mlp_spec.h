@@ -1,0 +1,47 @@
+// The analysis of an MLP chain candidate that the fused MLP kernels of both targets start from
+// (backend/cpu/emit_mlp.c, backend/cuda/emit_mlp_cuda.c): a candidate of 2 to 8 dense layers
+// (candidates.h, cand_count_linear >= 2), each a LINEAR by a constant weight and its elementwise
+// epilogue (bias, activation), seen as layers over R rows.
+// Needs: a verified primitive graph and a candidate of it. Guarantees: where mlp_analyse returns
+// true, the MlpChain describes the candidate exactly (each emitter then refuses the dtypes it
+// does not generate).
+#ifndef ORCH_CODEGEN_MLP_SPEC_H
+#define ORCH_CODEGEN_MLP_SPEC_H
+
+#include "../candidates/candidates.h"
+
+#define MLP_LAYERS_MAX 8
+
+// A chain candidate seen as layers: layer l multiplies its input [R, K_l] by the constant W_l
+// [K_l, N_l] into the LINEAR's output tl_l, and its epilogue maps tl_l to act_l (the next layer's
+// input; the last act is the candidate's output). R: rows (product of the leading dims).
+typedef struct MlpChain {
+    const PrimGraph *pg;
+    const Candidate *c;
+    int n;     // layers
+    int x_pos; // position of the first layer's input in c->inputs
+    // The first layer's input is the CAST of a float32 kernel input (x_pos's) to the chain's half
+    // type, a primitive of the candidate (half storage's cast of a float32 model input; the
+    // kernel rounds x as it loads it): x_cast_prim, else -1.
+    bool x_cast;
+    int x_cast_prim;
+    DType dtype;                 // every layer's input, weight and product (cand_mlp_layer_ok)
+    int rank;                    // rank of every layer's output
+    int64_t lead[ORCH_MAX_RANK]; // the leading dims (rank - 1 of them), equal in every layer
+    int64_t R;                   // rows: their product
+    int lin[MLP_LAYERS_MAX];     // the LINEAR primitives, in order
+    int tl[MLP_LAYERS_MAX];      // their outputs
+    int act[MLP_LAYERS_MAX];     // each layer's result (after its epilogue)
+    int w_pos[MLP_LAYERS_MAX];   // position of W_l in c->inputs
+    int64_t K[MLP_LAYERS_MAX], N[MLP_LAYERS_MAX];
+    bool epi[MLP_LAYERS_MAX]; // act_l != tl_l
+} MlpChain;
+
+// Whether c is an MLP chain this analysis understands (only LINEAR layers and ELEMWISE
+// primitives, the first input and every weight kernel inputs, equal leading dims, the layers all
+// of one dtype: float32, float16 or bfloat16; an epilogue's tensors that dtype, or float32 after
+// half layers; the first layer's input may be the CAST to the half type of a float32 kernel input,
+// MlpChain.x_cast). The C target's kernels take float32 chains only.
+bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m);
+
+#endif
