@@ -1,7 +1,7 @@
 // Unit tests of fused attention on the C target: candidates/attention.c proposes
 // scaled-dot-product attention (Q·Kt, the pre-softmax chain, softmax over the keys, P·V) as one
 // candidate, plus a variant that takes in the head-split layouts producing Q, Kt and V; the C
-// target (target/c/emit_attention.c) generates both with an online softmax.
+// target (backend/cpu/emit_attention.c) generates both with an online softmax.
 //   detection: on the graphs of attn_graphs.h (split or not, every mask kind and scale) the
 //   enumerator proposes exactly the core and the layouts variant, attn_analyse reads their shapes;
 //   hand-built near misses (softmax over another axis, an intermediate that is a graph output or

@@ -1,5 +1,5 @@
-// Unit tests of the CUDA target's fused attention kernels (target/cuda/emit_attention_cuda.c;
-// issue 8). Attention graphs (attn_graphs.h: head split or not, every mask kind and scale, odd
+// Unit tests of the CUDA target's fused attention kernels (backend/cuda/emit_attention_cuda.c).
+// Attention graphs (attn_graphs.h: head split or not, every mask kind and scale, odd
 // sequence lengths and head dims, Dv != D) are cleaned up and enumerated with attention on; each
 // must give exactly two attention candidates (the core, and the variant reading the projections
 // through its LAYOUT primitives), both accepted by the CUDA target.

@@ -1,6 +1,6 @@
-// Unit tests of the fused MLP chain kernels (issue 8): candidates/mlp_chains.c proposes every run
-// of 2..8 dense layers as one candidate; the C target (target/c/emit_mlp.c) and the CUDA target
-// (target/cuda/emit_mlp_cuda.c: block, warp and tensor-core variants) generate them. Random MLPs
+// Unit tests of the fused MLP chain kernels: candidates/mlp_chains.c proposes every run
+// of 2..8 dense layers as one candidate; the C target (backend/cpu/emit_mlp.c) and the CUDA target
+// (backend/cuda/emit_mlp_cuda.c: block, warp and tensor-core variants) generate them. Random MLPs
 // (2-8 layers, widths 1-256 with odd ones, batches 1, primes and larger, every activation: relu,
 // sigmoid, tanh, erf gelu, sin*sigmoid, silu, none) are built as primitive graphs (and one
 // through the ONNX importer, PyTorch's Gemm form), cleaned up, enumerated; so are float16 and

@@ -1,4 +1,4 @@
-// The fused attention kernels of the C target (emit_attention.c; issue 8): one candidate of
+// The fused attention kernels of the C target (emit_attention.c): one candidate of
 // candidates/attention.h (S = Q·Kt, the pre-softmax elementwise chain, softmax over the keys,
 // O = P·V) computed per block of query rows with an online softmax (running max and sum per row,
 // the output accumulators rescaled when the max grows), key tile by key tile, so the M x N score

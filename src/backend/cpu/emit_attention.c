@@ -1,4 +1,4 @@
-// The C target's fused attention kernel (cgen_attn.h; issue 8). One OpenMP task per (batch index
+// The C target's fused attention kernel (cgen_attn.h). One OpenMP task per (batch index
 // over O's lead dims, block of BM query rows): the block's Q rows are staged once, then for each
 // tile of BN keys the tile's K^T ([D][BN]) and V ([BN][DvP]) are staged through cexpr (so head
 // split transposes, broadcast batch dims and strided layouts are read once, unit-stride where the

@@ -1,4 +1,4 @@
-// The C target's fused MLP chain kernel (cgen_mlp.h; issue 8). One OpenMP task per tile of RT
+// The C target's fused MLP chain kernel (cgen_mlp.h). One OpenMP task per tile of RT
 // rows computes every layer of the chain for those rows, ping-ponging between two per-thread
 // buffers of RT x (widest padded layer) floats that stay in L1/L2, so no intermediate activation
 // reaches memory. Each layer is a register-tiled product (MR rows x NV vectors of ORCH_LV floats

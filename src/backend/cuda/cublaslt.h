@@ -1,4 +1,4 @@
-// cuBLASLt as a source of library candidates for the CUDA target (issue 6): a candidate made of
+// cuBLASLt as a source of library candidates for the CUDA target: a candidate made of
 // one MATMUL LINEAR whose operands are candidate inputs read in place (each optionally through one
 // LAYOUT that swaps its last two axes), with an epilogue cuBLASLt computes exactly (a scalar alpha,
 // a bias broadcast along N, ReLU; GELU where the program is its tanh form, or, under a reduced

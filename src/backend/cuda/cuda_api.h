@@ -194,7 +194,7 @@ int cuda_device_open(const CudaApi *api, int ordinal, CudaDevice *d, Err *e);
 int cuda_device_bind(const CudaDevice *d, Err *e);
 void cuda_device_close(CudaDevice *d); // releases the primary context; accepts a zeroed struct
 
-// The device properties the hardware model needs (issue 6, "Configs: a hardware model"). Sizes in
+// The device properties the hardware model needs (the configs' hardware model). Sizes in
 // bytes; 0 where the driver does not report the value.
 typedef struct CudaHw {
     int ordinal;

@@ -1,4 +1,4 @@
-// cuDNN as a source of library candidates for the CUDA target (issue 6), next to cuBLASLt
+// cuDNN as a source of library candidates for the CUDA target, next to cuBLASLt
 // (cublaslt.h): a candidate made of one 2-D LIN_CONV (any stride, padding cuDNN's symmetric pads
 // express, dilation, groups, depthwise included) whose X is a candidate input read in place
 // (NCHW or NHWC, below; float32, or under half storage float16 / bfloat16 with X, W, the bias, z

@@ -1,4 +1,4 @@
-// The CUDA target's fused attention kernels (emit_attention_cuda.c; issue 8): a candidate that
+// The CUDA target's fused attention kernels (emit_attention_cuda.c): a candidate that
 // attn_analyse accepts (candidates/attention.h: S = Q·Kt, the pre-softmax ELEMWISE chain, the
 // fissioned softmax, O = P·V, optionally the LAYOUT primitives producing Q, Kt, V) as one
 // flash-style kernel: one thread block per (batch index, tile of BQ queries), key tiles of BK

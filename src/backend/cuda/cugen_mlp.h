@@ -1,4 +1,4 @@
-// The CUDA target's fused MLP chain kernels (emit_mlp_cuda.c; issue 8): a candidate of 2 to 8
+// The CUDA target's fused MLP chain kernels (emit_mlp_cuda.c): a candidate of 2 to 8
 // dense layers (cand_count_linear >= 2, analysed by codegen's mlp_analyse, mlp_spec.h) as
 // one kernel; no activation between layers touches global memory. Variants (the config's v=):
 //   (none)  one thread block per tile of BM rows, the tile's activations in shared memory

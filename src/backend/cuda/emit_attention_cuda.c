@@ -1,4 +1,4 @@
-// The CUDA target's fused attention kernels (cugen_attn.h; issue 8), flash-style: SIMT float32
+// The CUDA target's fused attention kernels (cugen_attn.h), flash-style: SIMT float32
 // and tensor cores. The SIMT kernel:
 // Block b owns batch index b / QT (over the lead dims of O) and the query tile (b % QT) * BQ ..
 // + BQ - 1. Its T threads form BQ / TM row groups of CG threads; thread (rg, c) owns the query

@@ -1,4 +1,4 @@
-// The CUDA target's fused MLP chain kernels (cugen_mlp.h; issue 8). Three designs, one launch
+// The CUDA target's fused MLP chain kernels (cugen_mlp.h). Three designs, one launch
 // each, no activation between layers in global memory:
 // - block (the configs without v=): block b owns rows b*BM .. b*BM+BM-1: it stages its input rows
 //   in shared memory (zeros past the last row), then per layer every thread computes TM x TN

@@ -108,7 +108,7 @@ static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Can
     const TargetOptions *opt = &m->opt;
     if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
-    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain (issue 8)
+    if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain
         return is_attention(pg, c) ? cugen_attn_supports(pg, c, opt)
                                    : cugen_mlp_supports(pg, c, opt);
     // A LINEAR cuBLASLt computes is one our emitter generates too (blaslt_analyse starts from
