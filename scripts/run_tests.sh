@@ -65,6 +65,9 @@ if ! build "$ROOT/build" -DCMAKE_BUILD_TYPE=Release; then
     exit 1
 fi
 
+# The source tree's layering: every include points down the pipeline (tests/layout).
+suite layers "$PY" tests/layout/check_layers.py
+
 echo "== test data =="
 "$PY" tests/ops/prepare_node_tests.py build/node_data >"$LOGDIR/prepare-node.log" 2>&1 || { cat "$LOGDIR/prepare-node.log"; exit 1; }
 tail -n 1 "$LOGDIR/prepare-node.log"

@@ -4,8 +4,8 @@
 // result and the chosen kernels, drawn as coloured clusters of the primitive graph).
 // Needs: a folded operator graph or a primitive graph (shapes known), and for the later stages its
 // candidate set and selection. Writes only to the FILE.
-#ifndef ORCH_FISSION_DUMP_H
-#define ORCH_FISSION_DUMP_H
+#ifndef ORCH_INSPECT_DUMP_H
+#define ORCH_INSPECT_DUMP_H
 
 #include "../orchestrate/cost_model.h"
 #include "../orchestrate/orchestrate.h"

@@ -6,8 +6,8 @@
 // prim_interp_run's bit for bit, since every primitive does the same arithmetic in both.
 // Needs: a verified primitive graph, its candidate set and a selection of it. Guarantees: outputs
 // computed, or an error naming the kernel and the tensor it could not read.
-#ifndef ORCH_KERNEL_INTERP_H
-#define ORCH_KERNEL_INTERP_H
+#ifndef ORCH_SELECTION_RUN_H
+#define ORCH_SELECTION_RUN_H
 
 #include "orchestrate.h"
 

@@ -4,8 +4,8 @@
 // (canonicalised programs), common subexpression elimination and dead primitive elimination.
 // Needs: a verified primitive graph. Guarantees: a verified graph computing the same outputs (the
 // same graph inputs and output tensors, names included), with no dead primitives in the list.
-#ifndef ORCH_FISSION_PASSES_H
-#define ORCH_FISSION_PASSES_H
+#ifndef ORCH_PASSES_H
+#define ORCH_PASSES_H
 
 #include "../prim/prim.h"
 

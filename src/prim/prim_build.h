@@ -1,8 +1,8 @@
 // Builders that append one primitive to a primitive graph and return its output tensor id. Used
 // by the fission rules and the clean-up passes. Output shapes are computed here; a call that does
 // not fit its operands' shapes is a bug in the caller (assertion).
-#ifndef ORCH_FISSION_BUILD_H
-#define ORCH_FISSION_BUILD_H
+#ifndef ORCH_PRIM_BUILD_H
+#define ORCH_PRIM_BUILD_H
 
 #include "prim.h"
 
