@@ -23,9 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-// KernelConfig.p[] slots: query rows per block, keys per tile, register tile (rows x vectors),
-// staging (0: each block stages each key tile; 1: every key tile of every batch index is staged
-// once, before the blocks, into whole-batch buffers).
+// KernelConfig.p[] slots of CAttnConfig's fields (cgen_attn.h).
 enum { P_BM, P_BN, P_MR, P_NV, P_ST };
 
 static int64_t pad16(int64_t n) {
@@ -350,12 +348,13 @@ static int64_t staged_bytes(const AttnSpec *a, int64_t BN) {
 
 static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *fn, StrBuf *src,
                        Err *e) {
-    int64_t BM = cfg->p[P_BM], BN = cfg->p[P_BN];
-    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
-    bool all = cfg->p[P_ST] == 1;
+    CAttnConfig t;
+    cgen_attn_config_unpack(cfg, &t);
+    int64_t BM = t.bm, BN = t.bn;
+    int mr = t.mr, nv = t.nv;
+    bool all = t.st == 1;
     if (BM < 1 || BM > 1024 || BN < 16 || BN > 1024 || BN % 16 || mr < 1 || mr > 16 || nv < 1 ||
-        nv > 8 || cfg->p[P_ST] < 0 || cfg->p[P_ST] > 1 ||
-        (all && staged_bytes(a, BN) > ATTN_STAGE_ALL_MAX))
+        nv > 8 || t.st < 0 || t.st > 1 || (all && staged_bytes(a, BN) > ATTN_STAGE_ALL_MAX))
         return err_set(e, ST_USAGE, "attention kernel %s: bad config '%s'", fn, cfg->desc);
     const int64_t M = a->M, N = a->N, D = a->D, Dv = a->Dv, DvP = pad16(Dv);
     const int nl = a->rank - 2; // lead dims
@@ -517,10 +516,24 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     return rc;
 }
 
-static void cfg_desc(KernelConfig *k) {
-    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%lld nv=%lld st=%lld",
-             (long long)k->p[P_BM], (long long)k->p[P_BN], (long long)k->p[P_MR],
-             (long long)k->p[P_NV], (long long)k->p[P_ST]);
+void cgen_attn_config_pack(const CAttnConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_ATTN;
+    k->p[P_BM] = t->bm;
+    k->p[P_BN] = t->bn;
+    k->p[P_MR] = t->mr;
+    k->p[P_NV] = t->nv;
+    k->p[P_ST] = t->st;
+    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%d nv=%d st=%d",
+             (long long)t->bm, (long long)t->bn, t->mr, t->nv, t->st);
+}
+
+void cgen_attn_config_unpack(const KernelConfig *k, CAttnConfig *t) {
+    t->bm = k->p[P_BM];
+    t->bn = k->p[P_BN];
+    t->mr = (int)k->p[P_MR];
+    t->nv = (int)k->p[P_NV];
+    t->st = (int)k->p[P_ST];
 }
 
 bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
@@ -528,12 +541,8 @@ bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
     if (!attn_analyse(pg, c, &a) || a.dt != DT_FLOAT) // the C emitter writes float32
         return false;
     // Dry run: cexpr decides whether Q, K^T, V and the pre-softmax chain can be emitted.
-    KernelConfig k = {.cls = CCLS_ATTN};
-    k.p[P_BM] = 16;
-    k.p[P_BN] = 64;
-    k.p[P_MR] = 4;
-    k.p[P_NV] = 2;
-    cfg_desc(&k);
+    KernelConfig k;
+    cgen_attn_config_pack(&(CAttnConfig){.bm = 16, .bn = 64, .mr = 4, .nv = 2, .st = 0}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
@@ -640,16 +649,14 @@ int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
             if (all && staged_bytes(&a, BN) > ATTN_STAGE_ALL_MAX)
                 continue;
             for (int b = 0; b < 3 && n < (int)ORCH_COUNT(cand); b++) {
+                CAttnConfig t = {.bm = BM,
+                                 .bn = BN,
+                                 .mr = wide ? blocks_512[b][0] : blocks_256[b][0],
+                                 .nv = wide ? blocks_512[b][1] : blocks_256[b][1],
+                                 .st = all};
                 KernelConfig *kc = &cand[n++];
-                memset(kc, 0, sizeof *kc);
-                kc->cls = CCLS_ATTN;
-                kc->p[P_BM] = BM;
-                kc->p[P_BN] = BN;
-                kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
-                kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
-                kc->p[P_ST] = all;
-                kc->score = score(&a, hw, BM, BN, (int)kc->p[P_MR], (int)kc->p[P_NV], all);
-                cfg_desc(kc);
+                cgen_attn_config_pack(&t, kc);
+                kc->score = score(&a, hw, BM, BN, t.mr, t.nv, all);
             }
         }
     }

@@ -193,9 +193,9 @@ static double mem_floor(const Lin *L, const Hw *h) {
     return bytes / bw;
 }
 
-static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
-    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC],
-           nc = (double)P[P_NC];
+static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
+    double mr = (double)t->mr, nr = (double)t->nr, kc = (double)t->kc, mc = (double)t->mc,
+           nc = (double)t->nc;
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     double nv = nr / h->lanes;
     double acc = mr * nv;
@@ -212,8 +212,8 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
         eff *= 0.8;
     if (mc * kc * 4 > h->l2 * 0.5)
         eff *= 0.85;
-    bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] == PACKB_PER_CALL;
-    bool prepacked = P[P_PACKB] == PACKB_PREPACKED;
+    bool packa = t->packa != 0, packb = t->packb == CLIN_PACK_PER_CALL;
+    bool prepacked = t->packb == CLIN_PACK_PREPACKED;
     // A packed B block is written, then read back panel by panel: it should stay in L2.
     if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * 0.5)
         eff *= 0.9;
@@ -226,8 +226,8 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
     double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
     // The column kernel (mr a multiple of the vector) computes a narrow last tile
     // column by column, somewhat slower per column than a full tile.
-    if (P[P_MR] % 16 == 0 && (int64_t)N % P[P_NR])
-        Np = floor(N / nr) * nr + (double)((int64_t)N % P[P_NR]) * 1.3;
+    if (t->mr % 16 == 0 && (int64_t)N % t->nr)
+        Np = floor(N / nr) * nr + (double)((int64_t)N % t->nr) * 1.3;
     double t_comp = 2.0 * B * Mp * Np * K / (h->peak * eff);
     // Packing: ~1 ns per element (index arithmetic, a store), more through the patch gather.
     double mt = cdiv(M, mc), nt = cdiv(N, nc);
@@ -243,9 +243,9 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
 
 // The padded-input conv: the tile's FMA efficiency over the padded width (KW - 1 wasted columns
 // of every Wp), no B packing, the padded rows copied once per task and A packed per task.
-static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
-    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC];
-    double R = (double)ORCH_MIN(P[P_NC], L->out[0]);
+static double score_padconv(const Lin *L, const Hw *h, const CLinConfig *t) {
+    double mr = (double)t->mr, nr = (double)t->nr, kc = (double)t->kc, mc = (double)t->mc;
+    double R = (double)ORCH_MIN(t->rows, L->out[0]);
     double nv = nr / h->lanes, acc = mr * nv;
     double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
     if (acc + nv + 1 > h->vregs)
@@ -260,24 +260,24 @@ static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
     double xp = lin_padconv_fill(L, (int64_t)R);
     double t_fill = tasks * xp * 0.3e-9;
     double t_packa =
-        P[P_PACKA] == PACKA_PREPACKED ? 0 : tasks * (double)L->M * (double)L->K * 0.5e-9;
+        t->packa == CLIN_PACK_PREPACKED ? 0 : tasks * (double)L->M * (double)L->K * 0.5e-9;
     // Panels crossing a row edge go through ct and a scatter.
     double t_scatter = B * Mp * (double)L->out[0] * nr * 1e-9;
     double t1 = t_comp + t_fill + t_packa + t_scatter;
     return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
 }
 
-static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
+static double score_cfg(const Lin *L, const Hw *h, const CLinConfig *t) {
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
-    switch (P[P_VAR]) {
-    case V_TILE: return score_tile(L, h, P);
-    case V_PADCONV: return score_padconv(L, h, P);
-    case V_GEMV: {
-        double tasks = (double)L->batch * cdiv((double)L->N, (double)P[P_NR]);
+    switch (t->variant) {
+    case CLIN_TILE: return score_tile(L, h, t);
+    case CLIN_PADCONV: return score_padconv(L, h, t);
+    case CLIN_GEMV: {
+        double tasks = (double)L->batch * cdiv((double)L->N, (double)t->jb);
         double t1 = flops / (h->peak * 0.35);
         return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
     }
-    case V_DOT: {
+    case CLIN_DOT: {
         double t1 = flops / (h->peak * (L->N == 1 ? 0.35 : 0.1));
         return overlap(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
     }
@@ -288,31 +288,74 @@ static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
     }
 }
 
-static void cfg_desc(const Lin *L, KernelConfig *k) {
-    const int64_t *P = k->p;
-    const char *cls = k->cls == CCLS_MATMUL ? "matmul" : k->cls == CCLS_CONV ? "conv" : "dwconv";
-    switch (P[P_VAR]) {
-    case V_TILE:
-    case V_COL2IM:
+// KernelConfig.p[] slots of a linear config.
+enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
+
+void cgen_lin_config_pack(const CLinConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = t->cls;
+    int64_t *P = k->p;
+    P[P_VAR] = t->variant;
+    const char *cls = t->cls == CCLS_MATMUL ? "matmul" : t->cls == CCLS_CONV ? "conv" : "dwconv";
+    switch (t->variant) {
+    case CLIN_TILE:
+    case CLIN_COL2IM:
+        P[P_MR] = t->mr;
+        P[P_NR] = t->nr;
+        P[P_KC] = t->kc;
+        P[P_MC] = t->mc;
+        P[P_NC] = t->nc;
+        P[P_PACKA] = t->packa;
+        P[P_PACKB] = t->packb;
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=%s mr=%lld nr=%lld kc=%lld mc=%lld nc=%lld packA=%lld packB=%lld", cls,
-                 P[P_VAR] == V_TILE ? "tile" : "col2im", (long long)P[P_MR], (long long)P[P_NR],
-                 (long long)P[P_KC], (long long)P[P_MC], (long long)P[P_NC], (long long)P[P_PACKA],
-                 (long long)P[P_PACKB]);
+                 "cls=%s v=%s mr=%d nr=%d kc=%lld mc=%lld nc=%lld packA=%d packB=%d", cls,
+                 t->variant == CLIN_TILE ? "tile" : "col2im", t->mr, t->nr, (long long)t->kc,
+                 (long long)t->mc, (long long)t->nc, t->packa, t->packb);
         break;
-    case V_GEMV:
-        snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)P[P_NR]);
+    case CLIN_GEMV:
+        P[P_NR] = t->jb;
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)t->jb);
         break;
-    case V_PADCONV:
+    case CLIN_PADCONV:
+        P[P_MR] = t->mr;
+        P[P_NR] = t->nr;
+        P[P_KC] = t->kc;
+        P[P_MC] = t->mc;
+        P[P_NC] = t->rows;
+        P[P_PACKA] = t->packa;
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=padconv mr=%lld nr=%lld kc=%lld mc=%lld rows=%lld packA=%lld", cls,
-                 (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
-                 (long long)P[P_NC], (long long)P[P_PACKA]);
+                 "cls=%s v=padconv mr=%d nr=%d kc=%lld mc=%lld rows=%lld packA=%d", cls, t->mr,
+                 t->nr, (long long)t->kc, (long long)t->mc, (long long)t->rows, t->packa);
         break;
-    case V_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
+    case CLIN_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
     }
-    (void)L;
+}
+
+void cgen_lin_config_unpack(const KernelConfig *k, CLinConfig *t) {
+    const int64_t *P = k->p;
+    memset(t, 0, sizeof *t);
+    t->cls = k->cls;
+    t->variant = (int)P[P_VAR];
+    switch (P[P_VAR]) {
+    case CLIN_TILE:
+    case CLIN_COL2IM:
+    case CLIN_PADCONV:
+        t->mr = (int)P[P_MR];
+        t->nr = (int)P[P_NR];
+        t->kc = P[P_KC];
+        t->mc = P[P_MC];
+        if (P[P_VAR] == CLIN_PADCONV)
+            t->rows = P[P_NC];
+        else
+            t->nc = P[P_NC];
+        t->packa = (int)P[P_PACKA];
+        if (P[P_VAR] != CLIN_PADCONV)
+            t->packb = (int)P[P_PACKB];
+        break;
+    case CLIN_GEMV: t->jb = P[P_NR]; break;
+    default: break;
+    }
 }
 
 static int cfg_cmp(const void *a, const void *b) {
@@ -334,7 +377,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
     bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
-    int pb_max = !L->conv && L->b_prepack_ok ? PACKB_PREPACKED : PACKB_PER_CALL;
+    int pb_max = !L->conv && L->b_prepack_ok ? CLIN_PACK_PREPACKED : CLIN_PACK_PER_CALL;
     // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
     int shapes[6][2], ns = 0;
     if (h->lanes >= 16) {
@@ -383,17 +426,16 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                         for (int pb = b_direct ? 0 : 1; pb <= pb_max; pb++) {
                             if (n >= cap)
                                 return n;
-                            KernelConfig *k = &out[n++];
-                            memset(k, 0, sizeof *k);
-                            k->cls = cls;
-                            k->p[P_VAR] = V_TILE;
-                            k->p[P_MR] = mr;
-                            k->p[P_NR] = nr;
-                            k->p[P_KC] = kc;
-                            k->p[P_MC] = mcs[mi];
-                            k->p[P_NC] = ncs[ni];
-                            k->p[P_PACKA] = pa;
-                            k->p[P_PACKB] = pb;
+                            CLinConfig t = {.cls = cls,
+                                            .variant = CLIN_TILE,
+                                            .mr = (int)mr,
+                                            .nr = (int)nr,
+                                            .kc = kc,
+                                            .mc = mcs[mi],
+                                            .nc = ncs[ni],
+                                            .packa = pa,
+                                            .packb = pb};
+                            cgen_lin_config_pack(&t, &out[n++]);
                         }
         }
     }
@@ -424,42 +466,40 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                         continue;
                     if (n >= cap)
                         return n;
-                    KernelConfig *k = &out[n++];
-                    memset(k, 0, sizeof *k);
-                    k->cls = CCLS_CONV;
-                    k->p[P_VAR] = V_PADCONV;
-                    k->p[P_MR] = mr;
-                    k->p[P_NR] = nr;
-                    k->p[P_KC] = kcs[ki];
-                    k->p[P_MC] = ORCH_MIN(Mr, mc_l2);
-                    k->p[P_NC] = rs[ri];
-                    k->p[P_PACKA] = L->w_prepack_ok ? PACKA_PREPACKED : 1;
+                    CLinConfig t = {.cls = CCLS_CONV,
+                                    .variant = CLIN_PADCONV,
+                                    .mr = (int)mr,
+                                    .nr = (int)nr,
+                                    .kc = kcs[ki],
+                                    .mc = ORCH_MIN(Mr, mc_l2),
+                                    .rows = rs[ri],
+                                    .packa =
+                                        L->w_prepack_ok ? CLIN_PACK_PREPACKED : CLIN_PACK_PER_CALL};
+                    cgen_lin_config_pack(&t, &out[n++]);
                 }
             }
         }
     }
     if (!L->conv && L->pb >= 0 && L->M <= 8 && n + 2 <= cap) {
-        for (int jb = 64; jb <= 256; jb *= 4) {
-            KernelConfig *k = &out[n++];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[P_VAR] = V_GEMV;
-            k->p[P_NR] = jb;
-        }
+        for (int jb = 64; jb <= 256; jb *= 4)
+            cgen_lin_config_pack(&(CLinConfig){.cls = cls, .variant = CLIN_GEMV, .jb = jb},
+                                 &out[n++]);
     }
-    if (!L->conv && L->pa >= 0 && L->pb >= 0 && L->N <= 4 && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[P_VAR] = V_DOT;
-    }
-    if (L->dw_ok && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = CCLS_DWCONV;
-        k->p[P_VAR] = V_DW;
-    }
+    if (!L->conv && L->pa >= 0 && L->pb >= 0 && L->N <= 4 && n < cap)
+        cgen_lin_config_pack(&(CLinConfig){.cls = cls, .variant = CLIN_DOT}, &out[n++]);
+    if (L->dw_ok && n < cap)
+        cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_DWCONV, .variant = CLIN_DIRECT}, &out[n++]);
     return n;
+}
+
+// Whether a and b have the same variant, and with `tile`, the same register tile rows and
+// packing.
+static bool same_structure(const KernelConfig *a, const KernelConfig *b, bool tile) {
+    CLinConfig x, y;
+    cgen_lin_config_unpack(a, &x);
+    cgen_lin_config_unpack(b, &y);
+    return x.variant == y.variant &&
+           (!tile || (x.mr == y.mr && x.packa == y.packa && x.packb == y.packb));
 }
 
 // Different structure (variant, register tile, packing) first, so the top k measured configs
@@ -474,7 +514,7 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
     for (int i = 0; i < n && m < k; i++) {
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
-            fresh = out[j].p[P_VAR] != all[i].p[P_VAR];
+            fresh = !same_structure(&out[j], &all[i], false);
         if (fresh) {
             out[m++] = all[i];
             taken[i] = true;
@@ -485,9 +525,7 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
             continue;
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
-            fresh =
-                !(out[j].p[P_VAR] == all[i].p[P_VAR] && out[j].p[P_MR] == all[i].p[P_MR] &&
-                  out[j].p[P_PACKA] == all[i].p[P_PACKA] && out[j].p[P_PACKB] == all[i].p[P_PACKB]);
+            fresh = !same_structure(&out[j], &all[i], true);
         if (fresh) {
             out[m++] = all[i];
             taken[i] = true;
@@ -511,8 +549,9 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
     KernelConfig *all = xmalloc(sizeof(KernelConfig) * CAP);
     int n = enum_cfgs(&L, &h, all, CAP);
     for (int i = 0; i < n; i++) {
-        all[i].score = score_cfg(&L, &h, all[i].p);
-        cfg_desc(&L, &all[i]);
+        CLinConfig t;
+        cgen_lin_config_unpack(&all[i], &t);
+        all[i].score = score_cfg(&L, &h, &t);
     }
     // A strided transposed conv gathers mostly zeros; GEMM + col2im computes no zeros but
     // scatters the columns back (about a nanosecond per column element, over the cores).
@@ -521,13 +560,14 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
         int n0 = n, ng = enum_cfgs(&G, &h, all + n, CAP - n);
         double scatter = (double)(G.batch * G.M * G.N) * 1e-9 / h.cores;
         for (int i = n0; i < n0 + ng; i++) {
-            if (all[i].p[P_VAR] != V_TILE) // the GEMM view's skinny paths do not apply
+            CLinConfig t;
+            cgen_lin_config_unpack(&all[i], &t);
+            if (t.variant != CLIN_TILE) // the GEMM view's skinny paths do not apply
                 continue;
-            all[n] = all[i];
-            all[n].cls = CCLS_CONV;
-            all[n].p[P_VAR] = V_COL2IM;
-            all[n].score = score_tile(&G, &h, all[n].p) + scatter;
-            cfg_desc(&L, &all[n]);
+            t.cls = CCLS_CONV;
+            t.variant = CLIN_COL2IM;
+            cgen_lin_config_pack(&t, &all[n]);
+            all[n].score = score_tile(&G, &h, &t) + scatter;
             n++;
         }
     }
@@ -546,14 +586,16 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
     E.x = cexpr_create(L->pg, L->c, fn, &decls);
     cexpr_set_reader(E.x, lin_reader, &E);
+    CLinConfig t;
+    cgen_lin_config_unpack(cfg, &t);
     int rc;
-    switch (cfg->p[P_VAR]) {
-    case V_TILE: rc = lin_emit_tiled(&E, e); break;
-    case V_GEMV: rc = lin_emit_gemv(&E, e); break;
-    case V_DOT: rc = lin_emit_dot(&E, e); break;
-    case V_DW: rc = lin_emit_dw(&E, e); break;
-    case V_COL2IM: rc = lin_emit_col2im(&E, e); break;
-    case V_PADCONV: rc = lin_emit_padconv(&E, e); break;
+    switch (t.variant) {
+    case CLIN_TILE: rc = lin_emit_tiled(&E, e); break;
+    case CLIN_GEMV: rc = lin_emit_gemv(&E, e); break;
+    case CLIN_DOT: rc = lin_emit_dot(&E, e); break;
+    case CLIN_DIRECT: rc = lin_emit_dw(&E, e); break;
+    case CLIN_COL2IM: rc = lin_emit_col2im(&E, e); break;
+    case CLIN_PADCONV: rc = lin_emit_padconv(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);
@@ -571,15 +613,17 @@ bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c) {
     if (!lin_analyse(pg, c, &L))
         return false;
     // Dry run: cexpr decides whether every prologue and epilogue value can be emitted.
-    KernelConfig k = {.cls = L.conv ? CCLS_CONV : CCLS_MATMUL};
-    k.p[P_VAR] = V_TILE;
-    k.p[P_MR] = 4;
-    k.p[P_NR] = 16;
-    k.p[P_KC] = 64;
-    k.p[P_MC] = 8;
-    k.p[P_NC] = 32;
-    k.p[P_PACKA] = k.p[P_PACKB] = 1;
-    cfg_desc(&L, &k);
+    KernelConfig k;
+    cgen_lin_config_pack(&(CLinConfig){.cls = L.conv ? CCLS_CONV : CCLS_MATMUL,
+                                       .variant = CLIN_TILE,
+                                       .mr = 4,
+                                       .nr = 16,
+                                       .kc = 64,
+                                       .mc = 8,
+                                       .nc = 32,
+                                       .packa = CLIN_PACK_PER_CALL,
+                                       .packb = CLIN_PACK_PER_CALL},
+                         &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};

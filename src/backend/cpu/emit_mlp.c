@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-// KernelConfig.p[] slots.
+// KernelConfig.p[] slots of CMlpConfig's fields (cgen_mlp.h).
 enum { P_RT, P_MR, P_NV };
 
 // ---- emission ----
@@ -184,8 +184,10 @@ static double flops_of(const MlpChain *m) {
 
 static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
                        Err *e) {
-    int64_t RT = cfg->p[P_RT];
-    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
+    CMlpConfig t;
+    cgen_mlp_config_unpack(cfg, &t);
+    int64_t RT = t.rt;
+    int mr = t.mr, nv = t.nv;
     if (RT < 1 || mr < 1 || mr > 16 || nv < 1 || nv > 8)
         return err_set(e, ST_USAGE, "mlp kernel %s: bad config '%s'", fn, cfg->desc);
     StrBuf decls, body;
@@ -272,9 +274,20 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
     return ST_OK;
 }
 
-static void cfg_desc(KernelConfig *k) {
-    snprintf(k->desc, sizeof k->desc, "cls=mlp rt=%lld mr=%lld nv=%lld", (long long)k->p[P_RT],
-             (long long)k->p[P_MR], (long long)k->p[P_NV]);
+void cgen_mlp_config_pack(const CMlpConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_MLP;
+    k->p[P_RT] = t->rt;
+    k->p[P_MR] = t->mr;
+    k->p[P_NV] = t->nv;
+    snprintf(k->desc, sizeof k->desc, "cls=mlp rt=%lld mr=%d nv=%d", (long long)t->rt, t->mr,
+             t->nv);
+}
+
+void cgen_mlp_config_unpack(const KernelConfig *k, CMlpConfig *t) {
+    t->rt = k->p[P_RT];
+    t->mr = (int)k->p[P_MR];
+    t->nv = (int)k->p[P_NV];
 }
 
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
@@ -282,11 +295,8 @@ bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
     if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT)
         return false;
     // Dry run: cexpr decides whether every epilogue can be emitted from its layer's product.
-    KernelConfig k = {.cls = CCLS_MLP};
-    k.p[P_RT] = 32;
-    k.p[P_MR] = 4;
-    k.p[P_NV] = 2;
-    cfg_desc(&k);
+    KernelConfig k;
+    cgen_mlp_config_pack(&(CMlpConfig){.rt = 32, .mr = 4, .nv = 2}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
@@ -347,14 +357,12 @@ int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
         if (RT > 16 && (RT / 2) >= m.R)
             continue; // one tile already holds every row
         for (int b = 0; b < 4 && n < (int)ORCH_COUNT(cand); b++) {
+            CMlpConfig t = {.rt = RT,
+                            .mr = wide ? blocks_512[b][0] : blocks_256[b][0],
+                            .nv = wide ? blocks_512[b][1] : blocks_256[b][1]};
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_MLP;
-            kc->p[P_RT] = RT;
-            kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
-            kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
-            kc->score = score(&m, hw, RT, (int)kc->p[P_MR], (int)kc->p[P_NV]);
-            cfg_desc(kc);
+            cgen_mlp_config_pack(&t, kc);
+            kc->score = score(&m, hw, t.rt, t.mr, t.nv);
         }
     }
     return cgen_sort_configs(cand, n, out, k);

@@ -37,13 +37,28 @@ double cgen_estimate(const HwInfo *hw, double bytes, double elems, double ops, i
 }
 
 // ---- pointwise ----
-// Config p[0]: chunk of the innermost loop joining the parallel loop (0: none); p[1]: 1 =
-// parallel; p[2]: the first axis of the flat inner loop (rank - 1: the last axis alone).
+
+void cgen_pw_config_pack(const CPwConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_POINTWISE;
+    k->p[0] = t->chunk;
+    k->p[1] = t->par;
+    k->p[2] = t->flat;
+    snprintf(k->desc, sizeof k->desc, "cls=pw flat=%d chunk=%lld par=%d", t->flat,
+             (long long)t->chunk, (int)t->par);
+}
+
+void cgen_pw_config_unpack(const KernelConfig *k, CPwConfig *t) {
+    t->flat = (int)k->p[2];
+    t->chunk = k->p[0];
+    t->par = k->p[1] != 0;
+}
 
 static int pw_flat_first(const PrimGraph *pg, const Candidate *c);
 
 static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
-    KernelConfig cfg = {.cls = CCLS_POINTWISE};
+    KernelConfig cfg;
+    cgen_pw_config_pack(&(CPwConfig){0}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -76,14 +91,8 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
                 F = ORCH_MAX(lanes, F / lanes * lanes);
             int64_t units = F ? outer * ((inner + F - 1) / F) : outer;
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_POINTWISE;
-            kc->p[0] = F;
-            kc->p[1] = par;
-            kc->p[2] = first;
+            cgen_pw_config_pack(&(CPwConfig){.flat = first, .chunk = F, .par = par}, kc);
             kc->score = cgen_estimate(hw, bytes, (double)numel, ops, units, F ? F : inner, par);
-            snprintf(kc->desc, sizeof kc->desc, "cls=pw flat=%d chunk=%lld par=%d", first,
-                     (long long)F, par);
         }
     return cgen_sort_configs(cand, n, out, k);
 }
@@ -264,7 +273,9 @@ static int pw_flat_first(const PrimGraph *pg, const Candidate *c) {
 static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const char *fn, StrBuf *src, Err *e) {
     bool broken;
-    return pw_emit_nest(pg, c, (int)cfg->p[2], cfg->p[0], cfg->p[1] != 0, fn, src, &broken, e);
+    CPwConfig t;
+    cgen_pw_config_unpack(cfg, &t);
+    return pw_emit_nest(pg, c, t.flat, t.chunk, t.par, fn, src, &broken, e);
 }
 
 // ---- entry points ----

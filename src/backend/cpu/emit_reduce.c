@@ -487,12 +487,11 @@ static void emit_row_store(const Red *r, const Tensor *O, const char *res, const
     ln_free(ln);
 }
 
-static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) {
+static int emit_kernel(Ctx *k, bool par, StrBuf *fnbody, Err *e) {
     const PrimGraph *pg = k->pg;
     const Candidate *c = k->c;
     const Tensor *T = pg->tensors[c->output];
     const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
-    bool par = cfg->p[1] != 0;
     double ops = cgen_ops_per_elem(pg, c) + 1;
     int rc = ST_OK;
     if (!k->fused) {
@@ -632,9 +631,25 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) 
     return rc;
 }
 
+void cgen_red_config_pack(const CRedConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_REDUCE;
+    k->p[0] = t->fused;
+    k->p[1] = t->par;
+    snprintf(k->desc, sizeof k->desc, "cls=red mode=%s par=%d", t->fused ? "fused" : "mat",
+             (int)t->par);
+}
+
+void cgen_red_config_unpack(const KernelConfig *k, CRedConfig *t) {
+    t->fused = k->p[0] == 1;
+    t->par = k->p[1] != 0;
+}
+
 static int red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                     const char *fn, StrBuf *src, Err *e) {
-    Ctx k = {.pg = pg, .c = c, .fn = fn, .fused = cfg->p[0] == 1};
+    CRedConfig t;
+    cgen_red_config_unpack(cfg, &t);
+    Ctx k = {.pg = pg, .c = c, .fn = fn, .fused = t.fused};
     int rc = collect(&k, e);
     if (rc)
         return rc;
@@ -646,7 +661,7 @@ static int red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
     k.x = cexpr_create(pg, c, fn, &decls);
     cexpr_set_reader(k.x, reader, &k);
     fmt_truncated = false;
-    rc = emit_kernel(&k, cfg, &body, e);
+    rc = emit_kernel(&k, t.par, &body, e);
     if (rc == ST_OK && fmt_truncated)
         rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
     if (rc == ST_OK) {
@@ -670,8 +685,9 @@ int cgen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     return red_emit(pg, c, cfg, fn, src, e);
 }
 
-static bool dry_run(const PrimGraph *pg, const Candidate *c, int fused) {
-    KernelConfig cfg = {.cls = CCLS_REDUCE, .p = {fused, 1}};
+static bool dry_run(const PrimGraph *pg, const Candidate *c, bool fused) {
+    KernelConfig cfg;
+    cgen_red_config_pack(&(CRedConfig){.fused = fused, .par = true}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -680,7 +696,7 @@ static bool dry_run(const PrimGraph *pg, const Candidate *c, int fused) {
     return rc == ST_OK;
 }
 
-bool cgen_red_supports(const PrimGraph *pg, const Candidate *c) { return dry_run(pg, c, 0); }
+bool cgen_red_supports(const PrimGraph *pg, const Candidate *c) { return dry_run(pg, c, false); }
 
 int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                      int k) {
@@ -699,7 +715,7 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
         rows = ORCH_MAX(tensor_numel(O) / ORCH_MAX(ctx.red[i].sp.n_inner, 1), 1);
         inner = ORCH_MAX(tensor_numel(A) / ORCH_MAX(tensor_numel(O), 1), 1);
     }
-    bool fused_ok = same_space(&ctx) && dry_run(pg, c, 1);
+    bool fused_ok = same_space(&ctx) && dry_run(pg, c, true);
     KernelConfig cand[4];
     int n = 0;
     for (int fused = 0; fused < 2; fused++) {
@@ -707,10 +723,7 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
             continue;
         for (int par = 0; par < 2; par++) {
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_REDUCE;
-            kc->p[0] = fused;
-            kc->p[1] = par;
+            cgen_red_config_pack(&(CRedConfig){.fused = fused, .par = par}, kc);
             // The materialised strategy re-reads the inputs of later passes from memory rather
             // than from the cache-resident row.
             double b = fused ? bytes : bytes * (1.0 + 0.5 * (ctx.n_red - 1)) + extra;
@@ -718,8 +731,6 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
             // Each materialised reduction is a loop (a parallel region) and a buffer of its own.
             if (!fused)
                 kc->score += ctx.n_red * (par ? 4e-6 : 1e-6);
-            fmt(kc->desc, sizeof kc->desc, "cls=red mode=%s par=%d",
-                     fused ? "fused" : "mat", par);
         }
     }
     return cgen_sort_configs(cand, n, out, k);
