@@ -193,19 +193,24 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             j->c = c;
             j->cfg = cf[i];
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
-            const char *d = cf[i].desc;
-            if (strstr(d, "v=tile")) {
-                g_seen_packa[strstr(d, "packA=1") != NULL]++;
-                g_seen_packb[strstr(d, "packB=2") ? 2 : strstr(d, "packB=1") ? 1 : 0]++;
+            CLinConfig t;
+            cgen_lin_config_unpack(&cf[i], &t);
+            bool tile = t.variant == CLIN_TILE;
+            CHECK_MSG(!tile || (t.packa >= 0 && t.packa <= 1 && t.packb >= 0 &&
+                                t.packb <= CLIN_PACK_PREPACKED),
+                      "%s: config '%s': packing out of range", name, cf[i].desc);
+            if (tile && t.packa >= 0 && t.packa <= 1 && t.packb >= 0 && t.packb <= 2) {
+                g_seen_packa[t.packa]++;
+                g_seen_packb[t.packb]++;
             }
-            g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
-            g_seen_gemv += strstr(d, "v=gemv") != NULL;
-            g_seen_padconv += strstr(d, "v=padconv") != NULL;
-            g_seen_padconv_w += strstr(d, "v=padconv") && strstr(d, "packA=2");
-            g_seen_dot += strstr(d, "v=dot") != NULL;
-            g_seen_dw += strstr(d, "v=direct") != NULL;
-            g_seen_col2im += strstr(d, "v=col2im") != NULL;
-            g_seen_convt_tile += strstr(name, "convT") && strstr(d, "v=tile");
+            g_seen_colk += tile && t.mr == 16 && strstr(name, "7x7_oc40");
+            g_seen_gemv += t.variant == CLIN_GEMV;
+            g_seen_padconv += t.variant == CLIN_PADCONV;
+            g_seen_padconv_w += t.variant == CLIN_PADCONV && t.packa == CLIN_PACK_PREPACKED;
+            g_seen_dot += t.variant == CLIN_DOT;
+            g_seen_dw += t.variant == CLIN_DIRECT;
+            g_seen_col2im += t.variant == CLIN_COL2IM;
+            g_seen_convt_tile += strstr(name, "convT") && tile;
             Err ee = {0};
             int rc = cgen_lin_emit(pg, c, &cf[i], j->fn, &P->src, &ee);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, ee.msg);
@@ -215,6 +220,14 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
               min_cands);
     g_candidates += ncand;
     printf("  %s: %d candidates, %d kernels\n", name, ncand, P->nj);
+}
+
+// Whether the config's kernel reads an input reordered once at load (B prepacked, or padconv's W):
+// then it exports NAME_prepack.
+static bool reorders_at_load(const KernelConfig *cfg) {
+    CLinConfig t;
+    cgen_lin_config_unpack(cfg, &t);
+    return t.packb == CLIN_PACK_PREPACKED || t.packa == CLIN_PACK_PREPACKED;
 }
 
 // Builds the pending graphs' units in parallel, runs every kernel and compares.
@@ -240,10 +253,8 @@ static void flush(void) {
             const void *in[16];
             void *reordered[16] = {0};
             bool pf = kernel_inputs(mods[pi], P->jobs[i].fn, P->pg, c, P->buf, in, reordered);
-            CHECK_MSG(!pf == !(strstr(P->jobs[i].cfg.desc, "packB=2") ||
-                               strstr(P->jobs[i].cfg.desc, "packA=2")),
-                      "%s: %s: prepack entry point %s", P->name, P->jobs[i].cfg.desc,
-                      pf ? "present" : "missing");
+            CHECK_MSG(pf == reorders_at_load(&P->jobs[i].cfg), "%s: %s: prepack entry point %s",
+                      P->name, P->jobs[i].cfg.desc, pf ? "present" : "missing");
             const Tensor *o = P->pg->tensors[c->output];
             int64_t n = tensor_numel(o);
             float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
@@ -359,13 +370,16 @@ static void matmul_prepacked(void) {
         // The matmul alone may reorder w; matmul + add (which reads w as well) must not.
         const Pending *P = &g_pend[g_npend - 1];
         int alone = 0, fused = 0;
-        for (int i = 0; i < P->nj; i++)
-            if (strstr(P->jobs[i].cfg.desc, "packB=2")) {
+        for (int i = 0; i < P->nj; i++) {
+            CLinConfig t;
+            cgen_lin_config_unpack(&P->jobs[i].cfg, &t);
+            if (t.packb == CLIN_PACK_PREPACKED) {
                 if (P->jobs[i].c->n_prims == 1)
                     alone++;
                 else
                     fused++;
             }
+        }
         CHECK_MSG(alone > 0 && fused == 0,
                   "reordered B configs: %d for the matmul alone, %d with the epilogue reading B",
                   alone, fused);
