@@ -3,10 +3,10 @@
 // built directly or from an ONNX model, are cut into candidates; every candidate the emitter
 // accepts is generated in its top configs (many kernels per translation unit, units compiled in
 // parallel), run on random inputs and compared with the primitive interpreter at
-// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|. Then prints (does not check) GFLOP/s of the model's
-// top configs on a 512^3 matmul, a 1x4096x1024 GEMV, a 3x3 64->64 conv on 56x56, a depthwise and
-// a transposed conv, next to src/ops (gemm_f32, the interpreter's implementations).
-// Environment: ORCH_TEST_SEED, ORCH_SKIP_SPEED, ORCH_ONLY_SPEED, ORCH_SPEED_K.
+// |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|; the configs the model proposed must cover every
+// variant (checked through CLinConfig, cgen_linear.h). The kernels' speed is a benchmark,
+// bench/kernels/cpu_gemm_speed.c.
+// Environment: ORCH_TEST_SEED.
 #include "candidates/candidates.h"
 #include "check.h"
 #include "prim/prim_build.h"
@@ -15,14 +15,12 @@
 #include "ops/fold.h"
 #include "model_builder.h"
 #include "onnx/load.h"
-#include "ops/gemm.h"
 #include "interp/prim_interp.h"
 #include "backend/cpu/cbuild.h"
 #include "backend/cpu/cgen.h"
 #include "backend/cpu/cgen_linear.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -193,19 +191,24 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             j->c = c;
             j->cfg = cf[i];
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);
-            const char *d = cf[i].desc;
-            if (strstr(d, "v=tile")) {
-                g_seen_packa[strstr(d, "packA=1") != NULL]++;
-                g_seen_packb[strstr(d, "packB=2") ? 2 : strstr(d, "packB=1") ? 1 : 0]++;
+            CLinConfig t;
+            cgen_lin_config_unpack(&cf[i], &t);
+            bool tile = t.variant == CLIN_TILE;
+            CHECK_MSG(!tile || (t.packa >= 0 && t.packa <= 1 && t.packb >= 0 &&
+                                t.packb <= CLIN_PACK_PREPACKED),
+                      "%s: config '%s': packing out of range", name, cf[i].desc);
+            if (tile && t.packa >= 0 && t.packa <= 1 && t.packb >= 0 && t.packb <= 2) {
+                g_seen_packa[t.packa]++;
+                g_seen_packb[t.packb]++;
             }
-            g_seen_colk += strstr(d, "v=tile") && strstr(d, "mr=16 ") && strstr(name, "7x7_oc40");
-            g_seen_gemv += strstr(d, "v=gemv") != NULL;
-            g_seen_padconv += strstr(d, "v=padconv") != NULL;
-            g_seen_padconv_w += strstr(d, "v=padconv") && strstr(d, "packA=2");
-            g_seen_dot += strstr(d, "v=dot") != NULL;
-            g_seen_dw += strstr(d, "v=direct") != NULL;
-            g_seen_col2im += strstr(d, "v=col2im") != NULL;
-            g_seen_convt_tile += strstr(name, "convT") && strstr(d, "v=tile");
+            g_seen_colk += tile && t.mr == 16 && strstr(name, "7x7_oc40");
+            g_seen_gemv += t.variant == CLIN_GEMV;
+            g_seen_padconv += t.variant == CLIN_PADCONV;
+            g_seen_padconv_w += t.variant == CLIN_PADCONV && t.packa == CLIN_PACK_PREPACKED;
+            g_seen_dot += t.variant == CLIN_DOT;
+            g_seen_dw += t.variant == CLIN_DIRECT;
+            g_seen_col2im += t.variant == CLIN_COL2IM;
+            g_seen_convt_tile += strstr(name, "convT") && tile;
             Err ee = {0};
             int rc = cgen_lin_emit(pg, c, &cf[i], j->fn, &P->src, &ee);
             CHECK_MSG(rc == ST_OK, "%s: emit %s: %s", name, cf[i].desc, ee.msg);
@@ -215,6 +218,14 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
               min_cands);
     g_candidates += ncand;
     printf("  %s: %d candidates, %d kernels\n", name, ncand, P->nj);
+}
+
+// Whether the config's kernel reads an input reordered once at load (B prepacked, or padconv's W):
+// then it exports NAME_prepack.
+static bool reorders_at_load(const KernelConfig *cfg) {
+    CLinConfig t;
+    cgen_lin_config_unpack(cfg, &t);
+    return t.packb == CLIN_PACK_PREPACKED || t.packa == CLIN_PACK_PREPACKED;
 }
 
 // Builds the pending graphs' units in parallel, runs every kernel and compares.
@@ -240,10 +251,8 @@ static void flush(void) {
             const void *in[16];
             void *reordered[16] = {0};
             bool pf = kernel_inputs(mods[pi], P->jobs[i].fn, P->pg, c, P->buf, in, reordered);
-            CHECK_MSG(!pf == !(strstr(P->jobs[i].cfg.desc, "packB=2") ||
-                               strstr(P->jobs[i].cfg.desc, "packA=2")),
-                      "%s: %s: prepack entry point %s", P->name, P->jobs[i].cfg.desc,
-                      pf ? "present" : "missing");
+            CHECK_MSG(pf == reorders_at_load(&P->jobs[i].cfg), "%s: %s: prepack entry point %s",
+                      P->name, P->jobs[i].cfg.desc, pf ? "present" : "missing");
             const Tensor *o = P->pg->tensors[c->output];
             int64_t n = tensor_numel(o);
             float *out = aligned_alloc(64, (size_t)((n * 4 + 63) / 64 * 64));
@@ -359,13 +368,16 @@ static void matmul_prepacked(void) {
         // The matmul alone may reorder w; matmul + add (which reads w as well) must not.
         const Pending *P = &g_pend[g_npend - 1];
         int alone = 0, fused = 0;
-        for (int i = 0; i < P->nj; i++)
-            if (strstr(P->jobs[i].cfg.desc, "packB=2")) {
+        for (int i = 0; i < P->nj; i++) {
+            CLinConfig t;
+            cgen_lin_config_unpack(&P->jobs[i].cfg, &t);
+            if (t.packb == CLIN_PACK_PREPACKED) {
                 if (P->jobs[i].c->n_prims == 1)
                     alone++;
                 else
                     fused++;
             }
+        }
         CHECK_MSG(alone > 0 && fused == 0,
                   "reordered B configs: %d for the matmul alone, %d with the epilogue reading B",
                   alone, fused);
@@ -667,205 +679,10 @@ static void variants_covered(void) {
     CHECK(g_seen_col2im > 0 && g_seen_convt_tile > 0);
 }
 
-// ---- speed (printed, not checked) ----
-
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double best_time(CKernelFn f, const void *const *in, void *out, int reps) {
-    f(in, out);
-    double best = 1e30;
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        f(in, out);
-        best = fmin(best, now() - t0);
-    }
-    return best;
-}
-
-static void speed_graph(const char *name, PrimGraph *pg, double flops, int k) {
-    Err e = {0};
-    CandidateSet *cs = NULL;
-    if (cand_enumerate(pg, NULL, 0, &cs, &e) != ST_OK)
-        return;
-    void **buf = eval_all(pg);
-    // The largest supported candidate: the LINEAR with its whole epilogue when there is one.
-    const Candidate *c = NULL;
-    for (int i = 0; i < cs->n; i++)
-        if ((!c || cs->c[i].n_prims > c->n_prims) && cgen_lin_supports(pg, &cs->c[i]))
-            c = &cs->c[i];
-    CHECK_MSG(c != NULL, "%s: no linear candidate", name);
-    if (!c)
-        return;
-    KernelConfig cf[64];
-    int n = cgen_lin_configs(pg, c, &g_hw, cf, k);
-    StrBuf src;
-    sb_init(&src);
-    sb_puts(&src, cgen_prelude());
-    sb_puts(&src, cgen_lin_prelude());
-    for (int i = 0; i < n; i++) {
-        char fn[32];
-        snprintf(fn, sizeof fn, "s_%d", i);
-        CHECK(cgen_lin_emit(pg, c, &cf[i], fn, &src, &e) == ST_OK);
-    }
-    CModule *mod = NULL;
-    CHECK_MSG(cbuild_module(src.s, NULL, name, &mod, &e) == ST_OK, "%.300s", e.msg);
-    int64_t on = tensor_numel(pg->tensors[c->output]);
-    float *out = aligned_alloc(64, (size_t)on * 4);
-    for (int i = 0; mod && i < n; i++) {
-        char fn[32];
-        snprintf(fn, sizeof fn, "s_%d", i);
-        CKernelFn f = (CKernelFn)cmodule_sym(mod, fn);
-        const void *in[16];
-        void *reordered[16];
-        kernel_inputs(mod, fn, pg, c, buf, in, reordered);
-        double t = best_time(f, in, out, 5);
-        for (int j = 0; j < c->n_inputs; j++)
-            free(reordered[j]);
-        int64_t bad;
-        CHECK_MSG(compare(out, buf[c->output], on, &bad) <= 0, "%s: %s wrong", name, cf[i].desc);
-        printf("  %s %-72s %7.1f GFLOP/s (model %.3g ms, %d threads)\n", name, cf[i].desc,
-               flops / t * 1e-9, cf[i].score * 1e3, omp_get_max_threads());
-    }
-    // The interpreter's implementation (src/ops: gemm_f32, im2col / col2im) for comparison.
-    const Prim *p = pg->prims[c->prims[0]];
-    if (c->n_prims > 1) // the reference would need the epilogue too: not comparable
-        goto done;
-    const void *x[2] = {buf[p->in[0]], buf[p->in[1]]};
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t0 = now();
-        CHECK(prim_eval(pg, p, x, out, &e) == ST_OK);
-        if (r)
-            best = fmin(best, now() - t0);
-    }
-    printf("  %s prim_eval (src/ops reference) %7.1f GFLOP/s\n", name, flops / best * 1e-9);
-done:
-    free(out);
-    cmodule_free(mod);
-    sb_free(&src);
-    for (int t = 0; t < pg->n_tensors; t++)
-        free(buf[t]);
-    free(buf);
-    cand_set_free(cs);
-}
-
-// Configs measured per speed case (ORCH_SPEED_K overrides, for tuning the model by hand).
-static int speed_k(int dflt) {
-    const char *k = getenv("ORCH_SPEED_K");
-    return k ? atoi(k) : dflt;
-}
-
-static void speed(void) {
-    const int64_t S = 512;
-    PrimGraph *pg = prim_graph_create(NULL);
-    const int64_t ad[] = {S, S};
-    int a = add_input(pg, "a", 2, ad);
-    PB b = {pg, "mm"};
-    int w = add_const(&b, 2, ad);
-    add_output(pg, pb_matmul(&b, a, w));
-    speed_graph("mm512", pg, 2.0 * S * S * S, speed_k(2));
-    prim_graph_free(pg);
-    {
-        float *A = rand_buf(S * S), *B = rand_buf(S * S), *C = rand_buf(S * S);
-        double best = 1e30;
-        for (int r = 0; r < 6; r++) {
-            double t0 = now();
-            gemm_f32(false, false, S, S, S, 1.0f, A, S, B, S, 0.0f, C, S);
-            if (r)
-                best = fmin(best, now() - t0);
-        }
-        printf("  mm512 gemm_f32 (src/ops/gemm.c) %7.1f GFLOP/s\n", 2.0 * S * S * S / best * 1e-9);
-        free(A);
-        free(B);
-        free(C);
-    }
-    pg = prim_graph_create(NULL);
-    const int64_t vd[] = {1, 1024}, wd1[] = {1024, 4096};
-    a = add_input(pg, "a", 2, vd);
-    b = (PB){pg, "gemv"};
-    w = add_const(&b, 2, wd1);
-    add_output(pg, pb_matmul(&b, a, w));
-    speed_graph("gemv1x4096x1024", pg, 2.0 * 4096 * 1024, speed_k(1));
-    prim_graph_free(pg);
-    pg = prim_graph_create(NULL);
-    const int64_t xd[] = {1, 64, 56, 56}, wd[] = {64, 64, 3, 3};
-    int x = add_input(pg, "x", 4, xd);
-    b = (PB){pg, "conv"};
-    int cw = add_const(&b, 4, wd);
-    LinearParams lp = {.op = LIN_CONV,
-                       .n_spatial = 2,
-                       .group = 1,
-                       .stride = {1, 1},
-                       .dilation = {1, 1},
-                       .pad_begin = {1, 1},
-                       .pad_end = {1, 1}};
-    add_output(pg, pb_conv(&b, &lp, x, cw, xd));
-    speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, speed_k(2));
-    prim_graph_free(pg);
-    // ResNet-18's layer4: 512 channels, 7x7 pixels (49: a narrow last tile).
-    pg = prim_graph_create(NULL);
-    const int64_t x4[] = {1, 512, 7, 7}, w4[] = {512, 512, 3, 3};
-    x = add_input(pg, "x", 4, x4);
-    b = (PB){pg, "conv"};
-    cw = add_const(&b, 4, w4);
-    add_output(pg, pb_conv(&b, &lp, x, cw, x4));
-    speed_graph("conv3x3_512_7", pg, 2.0 * 512 * 512 * 9 * 49, speed_k(2));
-    prim_graph_free(pg);
-    // A 1x1 conv with a fused bias + relu epilogue (the epilogue is a large share when K is small),
-    // and the same conv alone.
-    for (int fused = 1; fused >= 0; fused--) {
-        pg = prim_graph_create(NULL);
-        const int64_t pd[] = {1, 64, 56, 56}, pwd[] = {64, 64, 1, 1}, pbd[] = {1, 64, 1, 1};
-        x = add_input(pg, "x", 4, pd);
-        b = (PB){pg, "conv1x1"};
-        cw = add_const(&b, 4, pwd);
-        LinearParams lp1 = {
-            .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
-        int y = pb_conv(&b, &lp1, x, cw, pd);
-        if (fused)
-            y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 4, pbd)));
-        add_output(pg, y);
-        speed_graph(fused ? "conv1x1_64_56_bias_relu" : "conv1x1_64_56", pg,
-                    2.0 * 64 * 64 * 56 * 56, speed_k(1));
-        prim_graph_free(pg);
-    }
-    // A MobileNet depthwise layer: 3x3, 32 channels, 112x112.
-    pg = prim_graph_create(NULL);
-    const int64_t dd[] = {1, 32, 112, 112}, dwd[] = {32, 1, 3, 3};
-    x = add_input(pg, "x", 4, dd);
-    b = (PB){pg, "dw"};
-    cw = add_const(&b, 4, dwd);
-    LinearParams dp = {.op = LIN_CONV,
-                       .n_spatial = 2,
-                       .group = 32,
-                       .stride = {1, 1},
-                       .dilation = {1, 1},
-                       .pad_begin = {1, 1},
-                       .pad_end = {1, 1}};
-    add_output(pg, pb_conv(&b, &dp, x, cw, dd));
-    speed_graph("dw3x3_32_112", pg, 2.0 * 32 * 9 * 112 * 112, speed_k(1));
-    prim_graph_free(pg);
-    // A style-transfer upsampling layer: ConvTranspose 3x3 stride 2, 64 -> 32 channels, 32x32.
-    pg = prim_graph_create(NULL);
-    const int64_t td[] = {1, 64, 32, 32}, twd[] = {64, 32, 3, 3}, tod[] = {1, 32, 64, 64};
-    x = add_input(pg, "x", 4, td);
-    b = (PB){pg, "convT"};
-    cw = add_const(&b, 4, twd);
-    LinearParams tp = {.op = LIN_CONV_TRANSPOSE,
-                       .n_spatial = 2,
-                       .group = 1,
-                       .stride = {2, 2},
-                       .dilation = {1, 1},
-                       .pad_begin = {1, 1},
-                       .pad_end = {0, 0},
-                       .out_pad = {1, 1}};
-    add_output(pg, pb_conv(&b, &tp, x, cw, tod));
-    speed_graph("convT3x3_s2_64_32", pg, 2.0 * 64 * 32 * 9 * 32 * 32, speed_k(1));
-    prim_graph_free(pg);
 }
 
 int main(void) {
@@ -883,17 +700,13 @@ int main(void) {
     g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     double t0 = now();
-    if (!getenv("ORCH_ONLY_SPEED")) {
-        RUN(matmul_sizes);
-        RUN(matmul_batched);
-        RUN(matmul_prepacked);
-        RUN(matmul_fused);
-        RUN(onnx_gemm_conv_bn);
-        RUN(conv_cases);
-        RUN(variants_covered);
-    }
+    RUN(matmul_sizes);
+    RUN(matmul_batched);
+    RUN(matmul_prepacked);
+    RUN(matmul_fused);
+    RUN(onnx_gemm_conv_bn);
+    RUN(conv_cases);
+    RUN(variants_covered);
     printf("%d candidates, %d kernels checked in %.1f s\n", g_candidates, g_kernels, now() - t0);
-    if (!getenv("ORCH_SKIP_SPEED"))
-        RUN(speed);
     return CHECK_DONE();
 }

@@ -571,7 +571,8 @@ static int run_all(void) {
             KernelConfig cfg[8];
             int n = cgen_pw_configs(g->pg, c, &hw, cfg, 8);
             if (getenv("CGEN_VERBOSE") && cfg[0].cls == CCLS_REDUCE) {
-                KernelConfig kc = {.cls = CCLS_REDUCE, .p = {1, 1}};
+                KernelConfig kc;
+                cgen_red_config_pack(&(CRedConfig){.fused = true, .par = true}, &kc);
                 StrBuf sb;
                 sb_init(&sb);
                 Err pe = {0};

@@ -14,6 +14,28 @@
 #include "../target.h"
 
 // ---- pointwise and reduction kernels (emit_pointwise.c, emit_reduce.c) ----
+
+// A pointwise kernel's config (CCLS_POINTWISE). Canonical desc "cls=pw flat=F chunk=C par=P";
+// KernelConfig.p[0] = chunk, p[1] = par, p[2] = flat.
+typedef struct CPwConfig {
+    int flat;      // the first axis of the flat inner loop (rank - 1: the last axis alone)
+    int64_t chunk; // elements of the innermost loop per parallel task (0: the loop is not split)
+    bool par;      // the nest forks (OpenMP)
+} CPwConfig;
+// Writes t into k: cls, p[] (unused slots zero), desc; score 0.
+void cgen_pw_config_pack(const CPwConfig *t, KernelConfig *k);
+// Reads k's p[] as the emitter does (k->cls is not checked).
+void cgen_pw_config_unpack(const KernelConfig *k, CPwConfig *t);
+
+// A reduction kernel's config (CCLS_REDUCE). Canonical desc "cls=red mode=fused|mat par=P";
+// KernelConfig.p[0] = fused, p[1] = par.
+typedef struct CRedConfig {
+    bool fused; // one row loop computing every reduction (else each into its own buffer)
+    bool par;   // the row loops fork (OpenMP)
+} CRedConfig;
+void cgen_red_config_pack(const CRedConfig *t, KernelConfig *k);
+void cgen_red_config_unpack(const KernelConfig *k, CRedConfig *t);
+
 // Candidates with no LINEAR and no OPAQUE primitive whose structure the emitters handle
 // (ELEMWISE/LAYOUT only: CCLS_POINTWISE; with REDUCE primitives: CCLS_REDUCE).
 bool cgen_pw_supports(const PrimGraph *pg, const Candidate *c);

@@ -18,6 +18,20 @@
 // cgen_mlp.h's).
 enum { CCLS_ATTN = 7 };
 
+// A fused attention kernel's config (CCLS_ATTN). Canonical desc "cls=attn bm=.. bn=.. mr=.. nv=..
+// st=.."; KernelConfig.p[] = bm, bn, mr, nv, st.
+typedef struct CAttnConfig {
+    int64_t bm; // query rows per block (one OpenMP task)
+    int64_t bn; // keys per tile
+    int mr;     // register tile rows
+    int nv;     // register tile columns, in vectors of ORCH_LV floats
+    int st;     // staging: 0, each block stages each key tile; 1, every key tile of every batch
+                // index is staged once, before the blocks, into whole-batch buffers
+} CAttnConfig;
+// Writes t into k: cls, p[] (unused slots zero), desc; score 0.
+void cgen_attn_config_pack(const CAttnConfig *t, KernelConfig *k);
+void cgen_attn_config_unpack(const KernelConfig *k, CAttnConfig *t);
+
 // Whether c is an attention candidate (attn_analyse) whose every value cexpr can emit (the
 // pre-softmax chain reads only the scores and kernel inputs or constants).
 bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c);

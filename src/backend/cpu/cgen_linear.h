@@ -20,6 +20,46 @@
 // Kernel classes of the linear emitter (KernelConfig.cls; 1 and 2 are cgen.h's).
 enum { CCLS_MATMUL = 3, CCLS_CONV = 4, CCLS_DWCONV = 5 };
 
+// The kernel bodies a linear config selects (CLinConfig.variant).
+enum {
+    CLIN_TILE = 0,   // the packed GEMM: matmul, implicit-GEMM conv ("v=tile")
+    CLIN_GEMV = 1,   // M <= 8: jb columns of every row per task, B streamed once ("v=gemv")
+    CLIN_DOT = 2,    // N <= 4: dot products along K ("v=dot")
+    CLIN_DIRECT = 3, // depthwise 2-D conv, direct (cls=dwconv "v=direct")
+    CLIN_COL2IM = 4, // transposed conv as the GEMM of W^T and X, then col2im ("v=col2im")
+    CLIN_PADCONV = 5 // 2-D conv read from a zero-padded, stride-phase-split copy of X's rows, no
+                     // im2col (lin_emit_padconv; "v=padconv")
+};
+// How the tile variants read B (CLinConfig.packb): in place (0), packed per call into panels
+// (1), or packed once at load by fn_prepack into the panel order the kernel reads in place (2).
+// CLinConfig.packa: A in place (0) or packed (1); padconv: W packed per task (1) or reordered
+// once at load into mr-row panels per kc-block (2). Configs with packb = CLIN_PACK_PREPACKED are
+// offered where Lin.b_prepack_ok (see fn_prepack in cgen_lin_emit), padconv configs with packa
+// = CLIN_PACK_PREPACKED where Lin.w_prepack_ok.
+enum { CLIN_PACK_DIRECT = 0, CLIN_PACK_PER_CALL = 1, CLIN_PACK_PREPACKED = 2 };
+
+// A linear kernel's config (CCLS_MATMUL, CCLS_CONV, CCLS_DWCONV): the variant and its knobs;
+// fields a variant does not use are 0. Canonical desc, by variant:
+//   tile, col2im: "cls=C v=tile|col2im mr=.. nr=.. kc=.. mc=.. nc=.. packA=.. packB=.."
+//   padconv:      "cls=C v=padconv mr=.. nr=.. kc=.. mc=.. rows=.. packA=.."
+//   gemv:         "cls=C v=gemv jb=.."
+//   dot, direct:  "cls=C v=dot", "cls=C v=direct"
+// (C: matmul, conv, dwconv). KernelConfig.p[]: variant, mr, nr (gemv: jb), kc, mc, nc (padconv:
+// rows), packa, packb.
+typedef struct CLinConfig {
+    int cls;            // CCLS_MATMUL, CCLS_CONV or CCLS_DWCONV
+    int variant;        // CLIN_*
+    int mr, nr;         // register tile: rows x columns (tile, col2im, padconv)
+    int64_t kc, mc, nc; // cache blocks of K, M, N (BLIS; padconv: kc and mc)
+    int64_t rows;       // padconv: output rows per task
+    int64_t jb;         // gemv: output columns per task
+    int packa, packb;   // CLIN_PACK_* (packb: tile and col2im only)
+} CLinConfig;
+// Writes t into k: cls, p[] (unused slots zero), desc; score 0.
+void cgen_lin_config_pack(const CLinConfig *t, KernelConfig *k);
+// Reads k's p[] as the emitter does (the fields of k's variant; the rest 0).
+void cgen_lin_config_unpack(const KernelConfig *k, CLinConfig *t);
+
 // Exactly one LINEAR (matmul, or convolution / transposed convolution with 1 to 3 spatial dims;
 // float32), no OPAQUE or REDUCE primitive, epilogue primitives elementwise at the LINEAR's output
 // shape, and every value expressible by cexpr.
@@ -28,7 +68,7 @@ bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c);
 int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                      int k);
 // Appends the definition of `void fn(const void *const *in, void *out)` and its static helpers
-// (named fn_*) to src. A config with P_PACKB = 2 (a constant B) also defines
+// (named fn_*) to src. A config with packb = CLIN_PACK_PREPACKED (a constant B) also defines
 // `int fn_prepack(int input, const void *src, void *dst)`: the kernel then reads that input in
 // the layout fn_prepack writes (the same bytes, reordered), which whoever loads the kernel must
 // apply once to the constant (runtime/session.c, the kernel lab; see cprepack.h).
@@ -41,19 +81,6 @@ const char *cgen_lin_prelude(void);
 #ifdef ORCH_CGEN_LINEAR_INTERNAL
 #include "../../codegen/linear_values.h"
 #include "cgen.h"
-
-// Variants (KernelConfig.p[0]). V_PADCONV: a 2-D conv read from a zero-padded, stride-phase-split
-// copy of X's rows (no im2col; lin_emit_padconv), p[P_NC] = output rows per task.
-enum { V_TILE = 0, V_GEMV = 1, V_DOT = 2, V_DW = 3, V_COL2IM = 4, V_PADCONV = 5 };
-// KernelConfig.p[] slots.
-enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
-// P_PACKB values: B read in place (0), packed per call into panels (1), or packed once at load
-// by fn_prepack into the panel order the kernel reads in place (2).
-enum { PACKB_DIRECT = 0, PACKB_PER_CALL = 1, PACKB_PREPACKED = 2 };
-// P_PACKA = 2 (padconv): W reordered once at load into mr-row panels per kc-block.
-enum { PACKA_PREPACKED = 2 };
-// Configs with P_PACKB = PACKB_PREPACKED are offered where Lin.b_prepack_ok (see fn_prepack in
-// cgen_lin_emit), padconv configs with P_PACKA = PACKA_PREPACKED where Lin.w_prepack_ok.
 
 // fn_epi(o, in, b, i0, m, j0, n): the epilogue applied in place to rows i0..i0+m, columns
 // j0..j0+n of C[b].
@@ -71,9 +98,9 @@ int lin_emit_padconv(Emit *E, Err *e);
 int lin_emit_gemv(Emit *E, Err *e);
 int lin_emit_dot(Emit *E, Err *e);
 
-// emit_conv.c: the patch packer of a conv reading X in place (fn_packb's body), the depthwise
-// direct kernel.
-void lin_emit_packb_conv(Emit *E, int nr);
+// emit_conv.c: the patch packer of a conv reading X in place (fn_packb's body; kc_max: the
+// config's kc), the depthwise direct kernel.
+void lin_emit_packb_conv(Emit *E, int nr, int64_t kc_max);
 int lin_emit_dw(Emit *E, Err *e);
 // Transposed conv as GEMM + col2im: the matmul view of its GEMM col[(m, kernel offset)][pixel] =
 // sum_c W[c][m][offset] X[c][pixel] (X and W kernel inputs), and the kernel using it.

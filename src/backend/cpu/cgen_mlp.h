@@ -16,6 +16,17 @@
 // Kernel class of the fused MLP (KernelConfig.cls; 1..5 are cgen.h's and cgen_linear.h's).
 enum { CCLS_MLP = 6 };
 
+// An MLP chain kernel's config (CCLS_MLP). Canonical desc "cls=mlp rt=.. mr=.. nv=..";
+// KernelConfig.p[] = rt, mr, nv.
+typedef struct CMlpConfig {
+    int64_t rt; // rows per tile (one OpenMP task computes every layer for them)
+    int mr;     // register tile rows
+    int nv;     // register tile columns, in vectors of ORCH_LV floats
+} CMlpConfig;
+// Writes t into k: cls, p[] (unused slots zero), desc; score 0.
+void cgen_mlp_config_pack(const CMlpConfig *t, KernelConfig *k);
+void cgen_mlp_config_unpack(const KernelConfig *k, CMlpConfig *t);
+
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c);
 // Up to k configs (rows per tile, register tile), best estimate first; returns how many.
 int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,

@@ -23,9 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-// KernelConfig.p[] slots: query rows per block, keys per tile, register tile (rows x vectors),
-// staging (0: each block stages each key tile; 1: every key tile of every batch index is staged
-// once, before the blocks, into whole-batch buffers).
+// KernelConfig.p[] slots of CAttnConfig's fields (cgen_attn.h).
 enum { P_BM, P_BN, P_MR, P_NV, P_ST };
 
 static int64_t pad16(int64_t n) {
@@ -346,16 +344,120 @@ static int64_t staged_bytes(const AttnSpec *a, int64_t BN) {
     return 4 * a->B * (a->D * (a->N + BN - 1) / BN * BN + a->N * pad16(a->Dv));
 }
 
-#define ATTN_STAGE_ALL_MAX (64 << 20) // largest whole-batch staging buffer
+// The fitted constants of the attention kernels' CPU model and the configs offered. "Not
+// recorded": no measurement behind the number was written down, and none of these is recorded
+// as checked on three or more shapes; "not fitted": a default or a definition rather than a
+// tuned number.
+typedef struct CpuAttnModel {
+    // FMA instructions a core issues per cycle: 2. Not recorded.
+    double fma_pipes;
+    // Core clock of the peak: 3 GHz. Not recorded.
+    double clock_hz;
+    // The peak's factor without FMA (a multiply and an add issue separately): 0.5. Not fitted.
+    double no_fma;
+    // A register tile's overhead per row, in FMA slots (the broadcasts): 0.5. Not recorded.
+    double bcast_row;
+    // Accumulator vectors that keep the FMA pipes busy: 8. Not recorded.
+    double acc_full;
+    // Factor when accumulators, key or V vectors and a broadcast exceed the vector registers:
+    // 0.4. Not recorded.
+    double spill;
+    // Gain per tile row (taller tiles stream the staged tiles fewer times): 0.03. Fitted on one
+    // shape (8 x 2 beat 4 x 4 by 15% on 4096 keys, the tiles in L1 or not); machine not
+    // recorded.
+    double tall_row;
+    // Cost of a block's last rows (fewer than mr: single-row tiles) relative to a full tile's
+    // row: 3. Not recorded.
+    double tail_row;
+    // L1 and L2 bytes assumed where HwInfo has none: 32 KiB, 512 KiB. Not fitted.
+    double l1, l2;
+    // Share of L1 beyond which a staged K or V tile is streamed from L2 by every pass of mr
+    // rows: 0.5. Not recorded.
+    double tile_l1_frac;
+    // Bytes/s of those passes from L2: 200e9. Not recorded.
+    double bw_tile;
+    // Vector operations of the softmax per score (exp, max, sum): 24. Not recorded.
+    double softmax_ops;
+    // ... per primitive of the pre-softmax chain: 4. Not recorded.
+    double pre_ops;
+    // Vector operations a core issues per second: 2.5e9. Not recorded.
+    double vec_ops_s;
+    // Seconds per (row, key tile) of the online softmax's bookkeeping: 30e-9. Not recorded.
+    double row_tile_s;
+    // Share of L2 within which a batch index's K and V are streamed from L2 by every block: 0.5.
+    // Not recorded.
+    double kv_l2_frac;
+    // Bytes/s of that stream from L2: 100e9; from L3 or memory: 25e9. Not recorded.
+    double bw_kv_l2, bw_kv_mem;
+    // Seconds per element staged: K^T transposed from rows of keys (element by element): 1e-9;
+    // a dense K^T or V (vector copies): 0.2e-9. Not recorded.
+    double stage_kt_s, stage_dense_s;
+    // Factor when a block's buffers exceed L2: 1.3; when a tile's working set exceeds L1: 1.1.
+    // Not recorded.
+    double l2_over, l1_over;
+    // Score rows of a tile counted in its L1 working set at most: 8. Not recorded.
+    int64_t tile_ws_rows;
+    // Bytes/s from memory, all cores: 20e9. Not recorded.
+    double bw_mem;
+    // Seconds a parallel loop's fork and join cost: 3e-6. Not recorded.
+    double fork_s;
+    // Largest whole-batch staging buffer (st=1), bytes; also the emitter's limit: 64 MiB. Not
+    // recorded.
+    int64_t stage_all_max;
+    // Query rows per block offered: 8 to 128. Not recorded.
+    int64_t bms[5];
+    // Keys per tile offered: 32 to 256. Not recorded.
+    int64_t bns[4];
+    // Register tiles (rows x vectors) offered on AVX-512: 4x4, 6x2, 8x2. Not recorded.
+    int blocks_avx512[3][2];
+    // ... on narrower vectors: 4x2, 6x2, 3x4. Not recorded.
+    int blocks_narrow[3][2];
+} CpuAttnModel;
+
+static const CpuAttnModel cpu_attn_model = {
+    .fma_pipes = 2.0,
+    .clock_hz = 3e9,
+    .no_fma = 0.5,
+    .bcast_row = 0.5,
+    .acc_full = 8.0,
+    .spill = 0.4,
+    .tall_row = 0.03,
+    .tail_row = 3.0,
+    .l1 = 32768.0,
+    .l2 = 524288.0,
+    .tile_l1_frac = 0.5,
+    .bw_tile = 200e9,
+    .softmax_ops = 24.0,
+    .pre_ops = 4.0,
+    .vec_ops_s = 2.5e9,
+    .row_tile_s = 30e-9,
+    .kv_l2_frac = 0.5,
+    .bw_kv_l2 = 100e9,
+    .bw_kv_mem = 25e9,
+    .stage_kt_s = 1.0e-9,
+    .stage_dense_s = 0.2e-9,
+    .l2_over = 1.3,
+    .l1_over = 1.1,
+    .tile_ws_rows = 8,
+    .bw_mem = 20e9,
+    .fork_s = 3e-6,
+    .stage_all_max = 64 << 20,
+    .bms = {8, 16, 32, 64, 128},
+    .bns = {32, 64, 128, 256},
+    .blocks_avx512 = {{4, 4}, {6, 2}, {8, 2}},
+    .blocks_narrow = {{4, 2}, {6, 2}, {3, 4}},
+};
 
 static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *fn, StrBuf *src,
                        Err *e) {
-    int64_t BM = cfg->p[P_BM], BN = cfg->p[P_BN];
-    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
-    bool all = cfg->p[P_ST] == 1;
+    CAttnConfig t;
+    cgen_attn_config_unpack(cfg, &t);
+    int64_t BM = t.bm, BN = t.bn;
+    int mr = t.mr, nv = t.nv;
+    bool all = t.st == 1;
     if (BM < 1 || BM > 1024 || BN < 16 || BN > 1024 || BN % 16 || mr < 1 || mr > 16 || nv < 1 ||
-        nv > 8 || cfg->p[P_ST] < 0 || cfg->p[P_ST] > 1 ||
-        (all && staged_bytes(a, BN) > ATTN_STAGE_ALL_MAX))
+        nv > 8 || t.st < 0 || t.st > 1 ||
+        (all && staged_bytes(a, BN) > cpu_attn_model.stage_all_max))
         return err_set(e, ST_USAGE, "attention kernel %s: bad config '%s'", fn, cfg->desc);
     const int64_t M = a->M, N = a->N, D = a->D, Dv = a->Dv, DvP = pad16(Dv);
     const int nl = a->rank - 2; // lead dims
@@ -517,10 +619,24 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     return rc;
 }
 
-static void cfg_desc(KernelConfig *k) {
-    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%lld nv=%lld st=%lld",
-             (long long)k->p[P_BM], (long long)k->p[P_BN], (long long)k->p[P_MR],
-             (long long)k->p[P_NV], (long long)k->p[P_ST]);
+void cgen_attn_config_pack(const CAttnConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_ATTN;
+    k->p[P_BM] = t->bm;
+    k->p[P_BN] = t->bn;
+    k->p[P_MR] = t->mr;
+    k->p[P_NV] = t->nv;
+    k->p[P_ST] = t->st;
+    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%d nv=%d st=%d",
+             (long long)t->bm, (long long)t->bn, t->mr, t->nv, t->st);
+}
+
+void cgen_attn_config_unpack(const KernelConfig *k, CAttnConfig *t) {
+    t->bm = k->p[P_BM];
+    t->bn = k->p[P_BN];
+    t->mr = (int)k->p[P_MR];
+    t->nv = (int)k->p[P_NV];
+    t->st = (int)k->p[P_ST];
 }
 
 bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
@@ -528,12 +644,8 @@ bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
     if (!attn_analyse(pg, c, &a) || a.dt != DT_FLOAT) // the C emitter writes float32
         return false;
     // Dry run: cexpr decides whether Q, K^T, V and the pre-softmax chain can be emitted.
-    KernelConfig k = {.cls = CCLS_ATTN};
-    k.p[P_BM] = 16;
-    k.p[P_BN] = 64;
-    k.p[P_MR] = 4;
-    k.p[P_NV] = 2;
-    cfg_desc(&k);
+    KernelConfig k;
+    cgen_attn_config_pack(&(CAttnConfig){.bm = 16, .bn = 64, .mr = 4, .nv = 2, .st = 0}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
@@ -545,13 +657,13 @@ bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
 // Fraction of peak FMA throughput of an mr x nvu register tile: broadcasts and loads per FMA
 // shrink as it grows, and past the register file it spills.
 static double tile_eff(int mr, double nvu, int lanes) {
+    const CpuAttnModel *P = &cpu_attn_model;
     double acc = mr * nvu;
-    double eff = acc / (acc + nvu + mr * 0.5) * ORCH_MIN(1.0, acc / 8.0);
+    double eff = acc / (acc + nvu + mr * P->bcast_row) * ORCH_MIN(1.0, acc / P->acc_full);
     if (acc + nvu + 1 > (lanes == 16 ? 32 : 16))
-        eff *= 0.4;
-    // Taller tiles stream the staged tiles fewer times (measured: 8 x 2 beats 4 x 4 by 15% on
-    // 4096 keys, the tiles in L1 or not).
-    return eff * (1.0 + 0.03 * mr);
+        eff *= P->spill;
+    // Taller tiles stream the staged tiles fewer times.
+    return eff * (1.0 + P->tall_row * mr);
 }
 
 // The model, per task (a block of BM rows of one batch index): both products at the register
@@ -565,11 +677,12 @@ static double tile_eff(int mr, double nvu, int lanes) {
 // cores in waves.
 static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN, int mr, int nv,
                     bool all) {
+    const CpuAttnModel *P = &cpu_attn_model;
     int lanes = hw && hw->simd_bytes >= 16 ? hw->simd_bytes / 4 : 4;
     int cores = hw && hw->cores > 0 ? hw->cores : 1;
-    double peak = lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
+    double peak = lanes * 2.0 * P->fma_pipes * P->clock_hz * (hw && hw->fma ? 1.0 : P->no_fma);
     double rows = (double)ORCH_MIN(BM, a->M);
-    double rows_eff = rows - fmod(rows, mr) + fmod(rows, mr) * 3.0;
+    double rows_eff = rows - fmod(rows, mr) + fmod(rows, mr) * P->tail_row;
     double tiles = ceil((double)a->N / (double)BN);
     double cols = (double)(a->N / BN * BN + pad16(a->N % BN)); // score columns computed
     double DvP = (double)pad16(a->Dv);
@@ -579,29 +692,32 @@ static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN,
     double t = 2.0 * rows_eff * cols * (double)a->D / (peak * e_qk) +
                2.0 * rows_eff * (double)a->N * DvP / (peak * e_pv);
     // The products stream the key tile once per mr rows: from L2 when it exceeds L1.
-    double l1 = hw && hw->l1d > 0 ? (double)hw->l1d : 32768.0;
+    double l1 = hw && hw->l1d > 0 ? (double)hw->l1d : P->l1;
     double ktile = 4.0 * (double)(a->D * BN), vtile = 4.0 * (double)BN * DvP;
     double passes = ceil(rows / mr) * tiles;
-    t += passes * ((ktile > l1 / 2 ? ktile : 0) + (vtile > l1 / 2 ? vtile : 0)) / 200e9;
-    double ops = 24.0 + 4.0 * a->n_pre;
-    t += rows * (double)a->N * ops / (lanes * 2.5e9);
-    t += rows * tiles * 30e-9 + rows * tiles * DvP / (lanes * 2.5e9);
+    double l1_tile = l1 * P->tile_l1_frac;
+    t += passes * ((ktile > l1_tile ? ktile : 0) + (vtile > l1_tile ? vtile : 0)) / P->bw_tile;
+    double ops = P->softmax_ops + P->pre_ops * a->n_pre;
+    t += rows * (double)a->N * ops / (lanes * P->vec_ops_s);
+    t += rows * tiles * P->row_tile_s + rows * tiles * DvP / (lanes * P->vec_ops_s);
     // Every block streams its batch index's K and V (from the inputs or the staging buffers):
     // from L2 when they fit there, from L3 or memory otherwise.
     double kv = 4.0 * (double)a->N * (double)(a->D + a->Dv);
-    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
-    t += kv / (kv <= l2 / 2 ? 100e9 : 25e9);
+    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : P->l2;
+    t += kv / (kv <= l2 * P->kv_l2_frac ? P->bw_kv_l2 : P->bw_kv_mem);
     bool kt_dense = cgen_input_pos(a->c, a->kt) >= 0;
-    double stage = (double)a->N * ((double)a->D * (kt_dense ? 0.2e-9 : 1.0e-9) + a->Dv * 0.2e-9);
+    double stage = (double)a->N * ((double)a->D * (kt_dense ? P->stage_dense_s : P->stage_kt_s) +
+                                   a->Dv * P->stage_dense_s);
     if (!all)
         t += stage;
     double ws = 4.0 * (double)(BM * a->D + BM * BN + BM * (int64_t)DvP +
                                (all ? 0 : a->D * BN + BN * (int64_t)DvP));
-    double tile_ws = 4.0 * (double)(a->D * BN + BN * (int64_t)DvP + ORCH_MIN(BM, 8) * BN);
+    double tile_ws =
+        4.0 * (double)(a->D * BN + BN * (int64_t)DvP + ORCH_MIN(BM, P->tile_ws_rows) * BN);
     if (ws > l2)
-        t *= 1.3;
+        t *= P->l2_over;
     else if (tile_ws > l1)
-        t *= 1.1;
+        t *= P->l1_over;
     double tasks = (double)a->B * ceil((double)a->M / (double)BM);
     double waves = ceil(tasks / cores);
     double bytes = 4.0 * (double)a->B *
@@ -609,8 +725,8 @@ static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN,
     double t_all = 0;
     if (all)
         t_all = (double)a->B * stage / ORCH_MIN(cores, a->B * ceil((double)a->N / BN)) +
-                2.0 * (double)staged_bytes(a, BN) / 20e9 + 3e-6;
-    return waves * t + t_all + bytes / 20e9 + (tasks > 1 ? 3e-6 : 0);
+                2.0 * (double)staged_bytes(a, BN) / P->bw_mem + P->fork_s;
+    return waves * t + t_all + bytes / P->bw_mem + (tasks > 1 ? P->fork_s : 0);
 }
 
 int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
@@ -618,38 +734,32 @@ int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
     AttnSpec a;
     if (!attn_analyse(pg, c, &a) || k < 1)
         return 0;
-    static const int64_t bms[] = {8, 16, 32, 64, 128};
-    static const int64_t bns[] = {32, 64, 128, 256};
+    const CpuAttnModel *P = &cpu_attn_model;
     int wide = hw && hw->simd_bytes >= 64;
-    static const int blocks_512[][2] = {{4, 4}, {6, 2}, {8, 2}};
-    static const int blocks_256[][2] = {{4, 2}, {6, 2}, {3, 4}};
+    const int(*blocks)[2] = wide ? P->blocks_avx512 : P->blocks_narrow;
     KernelConfig cand[128];
     int n = 0;
-    for (size_t i = 0; i < ORCH_COUNT(bms) * 2; i++) {
-        int64_t BM = bms[i / 2];
+    for (size_t i = 0; i < ORCH_COUNT(P->bms) * 2; i++) {
+        int64_t BM = P->bms[i / 2];
         bool all = i % 2;
         // Staging once per batch index pays off only with several blocks per batch index.
         if (all && BM >= a.M)
             continue;
-        if (BM > 8 && BM / 2 >= a.M)
+        if (BM > P->bms[0] && BM / 2 >= a.M)
             continue; // one block already holds every row
-        for (size_t j = 0; j < ORCH_COUNT(bns); j++) {
-            int64_t BN = bns[j];
-            if (BN > 32 && BN / 2 >= pad16(a.N))
+        for (size_t j = 0; j < ORCH_COUNT(P->bns); j++) {
+            int64_t BN = P->bns[j];
+            if (BN > P->bns[0] && BN / 2 >= pad16(a.N))
                 continue; // one tile already holds every key
-            if (all && staged_bytes(&a, BN) > ATTN_STAGE_ALL_MAX)
+            if (all && staged_bytes(&a, BN) > P->stage_all_max)
                 continue;
-            for (int b = 0; b < 3 && n < (int)ORCH_COUNT(cand); b++) {
+            for (int b = 0; b < (int)ORCH_COUNT(P->blocks_avx512) && n < (int)ORCH_COUNT(cand);
+                 b++) {
+                CAttnConfig t = {
+                    .bm = BM, .bn = BN, .mr = blocks[b][0], .nv = blocks[b][1], .st = all};
                 KernelConfig *kc = &cand[n++];
-                memset(kc, 0, sizeof *kc);
-                kc->cls = CCLS_ATTN;
-                kc->p[P_BM] = BM;
-                kc->p[P_BN] = BN;
-                kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
-                kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
-                kc->p[P_ST] = all;
-                kc->score = score(&a, hw, BM, BN, (int)kc->p[P_MR], (int)kc->p[P_NV], all);
-                cfg_desc(kc);
+                cgen_attn_config_pack(&t, kc);
+                kc->score = score(&a, hw, BM, BN, t.mr, t.nv, all);
             }
         }
     }

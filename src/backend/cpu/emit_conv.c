@@ -10,12 +10,12 @@
 // The fast patch packer for a conv whose X is a kernel input: each (channel, kernel offset) row
 // of the panel is a run of output pixels; along the last spatial axis it is a strided copy of an
 // input row with zeros where the window hangs over the padding (transposed: a copy of an input
-// row into every stride-th column, zeros between).
-void lin_emit_packb_conv(Emit *E, int nr) {
+// row into every stride-th column, zeros between). kc_max: the most rows a call packs.
+void lin_emit_packb_conv(Emit *E, int nr, int64_t kc_max) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     int S = L->S, l = S - 1;
-    long long kcmax = (long long)E->cfg->p[P_KC];
+    long long kcmax = (long long)kc_max;
     sb_line(s, 1, "const float *restrict X = (const float *)in[%d];\n", L->pa);
     // Channel and kernel offsets of each panel row, decomposed once rather than per panel.
     sb_line(s, 1, "int64_t tc[%lld]", kcmax);

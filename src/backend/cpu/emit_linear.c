@@ -138,12 +138,213 @@ int lin_emit_epilogue(Emit *E, Err *e) {
     return ST_OK;
 }
 
+// ---- the hardware model ----
+
+// The fitted constants of the linear kernels' CPU model: the machine, the register tile's
+// efficiency, the configs the GEMM offers. "Not recorded": no measurement behind the number was
+// written down, and none of these is recorded as checked on three or more shapes; "not fitted":
+// a default or a definition rather than a tuned number.
+typedef struct CpuTileSet {
+    // Tiles in mr_nr.
+    int n;
+    // The register tiles offered: rows x columns.
+    int mr_nr[6][2];
+} CpuTileSet;
+
+typedef struct CpuGemmModel {
+    // -- The machine (hw_model, par_time, overlap, mem_floor).
+    // FMA instructions a core issues per cycle: 2. Not recorded.
+    double fma_pipes;
+    // Core clock of the peak: 3 GHz. Not recorded.
+    double clock_hz;
+    // The peak's factor without FMA (a multiply and an add issue separately): 0.5. Not fitted.
+    double no_fma;
+    // Cache bytes assumed where HwInfo has 0 (L3 on a machine without one): 32 KiB, 512 KiB,
+    // 8 MiB. Not fitted.
+    double l1, l2, l3;
+    // Bytes/s from memory, all cores: 20e9. Not recorded.
+    double bw_mem;
+    // Bytes/s of operands that fit in L2 together: 100e9. Not recorded.
+    double bw_l2;
+    // Bytes/s of operands that fit in L3 together: 50e9. Not recorded.
+    double bw_l3;
+    // Share of the shorter of compute and memory time that does not overlap the longer: 0.25.
+    // Not recorded.
+    double overlap;
+    // Seconds a parallel kernel's fork and join cost: 3e-6. Not recorded.
+    double fork_s;
+    // Flops from which a kernel forks (lin_worth_parallel: the model's and the emitted kernels'
+    // rule): 2e6. Not recorded.
+    double par_min_flops;
+    // -- The register tile's efficiency (score_tile, score_padconv).
+    // Accumulator vectors (mr x nr / lanes) that keep the FMA pipes busy: 8. Not recorded.
+    double acc_full;
+    // Factor when accumulators, B vectors and a broadcast exceed the vector registers: 0.4. Not
+    // recorded.
+    double spill;
+    // Registers short of the file within which a tile has no slack: 2. Not recorded.
+    int slack_regs;
+    // Factor of a tile without that slack (the compiler tends to spill around the loop): 0.93.
+    // Not recorded.
+    double no_slack;
+    // Factor of a 16 x 16 tile (AVX-512: sixteen broadcasts per B vector, the load ports limit):
+    // 0.7. Fitted on ResNet-18's layer3/layer4 convs only (at best on par with 8 x 32 on full
+    // tiles); machine not recorded.
+    double tile16;
+    // Share of L1 a kc x nr B panel should fit in (also where kc is chosen from): 0.5. Not
+    // recorded.
+    double l1_frac;
+    // Factor when it does not: 0.8. Not recorded.
+    double l1_over;
+    // Share of L2 an mc x kc A block should fit in (also where mc is chosen from): 0.5. Not
+    // recorded.
+    double l2_frac;
+    // Factor when it does not: 0.85. Not recorded.
+    double l2_over;
+    // Share of L2 a packed kc x nc B block (written, then read back panel by panel) should fit
+    // in: 0.5. Not recorded.
+    double packb_l2_frac;
+    // Factor when it does not: 0.9. Not recorded.
+    double packb_l2_over;
+    // An operand read in place with rows a multiple of this many bytes apart thrashes L1 sets:
+    // 4 KiB. Not fitted.
+    int64_t alias_bytes;
+    // Factor for A or B read so (B also when narrower than nr): 0.75. Not recorded.
+    double alias;
+    // Cost of a narrow last tile's column in the column kernel, relative to a full tile's
+    // column: 1.3. Not recorded.
+    double colk_col;
+    // Seconds per element of A packed (index arithmetic, a store): 0.5e-9. Not recorded.
+    double packa_s;
+    // Seconds per element of a matmul's B packed: 0.5e-9. Not recorded.
+    double packb_s;
+    // gemv's share of peak: 0.35. Not recorded.
+    double gemv_eff;
+    // dot's share of peak for N = 1: 0.35. Not recorded.
+    double dot_eff_n1;
+    // dot's share of peak for N = 2..4: 0.1. Not recorded.
+    double dot_eff;
+    // -- The configs offered (enum_cfgs).
+    // AVX-512 tiles (16 lanes, 32 registers: up to 14 x 2 accumulators plus two B vectors and a
+    // broadcast): 16x16, 6x32, 8x32, 12x32, 14x32, 8x16. Not recorded (16 x 16: see tile16).
+    CpuTileSet tiles16;
+    // AVX2 tiles (8 lanes): 6x16, 4x16. Not recorded.
+    CpuTileSet tiles8;
+    // Portable vectors' tiles (4 lanes): 4x16. Not recorded.
+    CpuTileSet tiles4;
+    // kc from L1 is rounded down to a multiple of this, and at least it: 16. Not recorded.
+    int64_t kc_step;
+    // kc offered besides L1's: 256, 512. Not recorded.
+    int64_t kc_fixed[2];
+    // mc offered besides L2's and the cores' split (rounded up to mr): 96. Not recorded.
+    int64_t mc_fixed;
+    // Share of L3 per core nc is chosen from: 0.25. Not recorded.
+    double l3_frac;
+    // nc offered as this many nr-column panels: 16, 64. Not recorded.
+    int64_t nc_panels[2];
+    // gemv offered up to this M (its emitter takes at most 8): 8. Not recorded.
+    int64_t gemv_max_m;
+    // gemv's columns per task: 64, 256. Not recorded.
+    int64_t gemv_jb[2];
+    // dot offered up to this N (its emitter takes at most 4): 4. Not recorded.
+    int64_t dot_max_n;
+} CpuGemmModel;
+
+static const CpuGemmModel cpu_gemm_model = {
+    .fma_pipes = 2.0,
+    .clock_hz = 3e9,
+    .no_fma = 0.5,
+    .l1 = 32768.0,
+    .l2 = 524288.0,
+    .l3 = 8388608.0,
+    .bw_mem = 20e9,
+    .bw_l2 = 100e9,
+    .bw_l3 = 50e9,
+    .overlap = 0.25,
+    .fork_s = 3e-6,
+    .par_min_flops = 2e6,
+    .acc_full = 8.0,
+    .spill = 0.4,
+    .slack_regs = 2,
+    .no_slack = 0.93,
+    .tile16 = 0.7,
+    .l1_frac = 0.5,
+    .l1_over = 0.8,
+    .l2_frac = 0.5,
+    .l2_over = 0.85,
+    .packb_l2_frac = 0.5,
+    .packb_l2_over = 0.9,
+    .alias_bytes = 4096,
+    .alias = 0.75,
+    .colk_col = 1.3,
+    .packa_s = 0.5e-9,
+    .packb_s = 0.5e-9,
+    .gemv_eff = 0.35,
+    .dot_eff_n1 = 0.35,
+    .dot_eff = 0.1,
+    .tiles16 = {6, {{16, 16}, {6, 32}, {8, 32}, {12, 32}, {14, 32}, {8, 16}}},
+    .tiles8 = {2, {{6, 16}, {4, 16}}},
+    .tiles4 = {1, {{4, 16}}},
+    .kc_step = 16,
+    .kc_fixed = {256, 512},
+    .mc_fixed = 96,
+    .l3_frac = 0.25,
+    .nc_panels = {16, 64},
+    .gemv_max_m = 8,
+    .gemv_jb = {64, 256},
+    .dot_max_n = 4,
+};
+
+// The convolution-specific constants: the patch gather, the padded-input variant, the
+// depthwise and col2im paths (the register tile's efficiency is CpuGemmModel's). Same
+// conventions as CpuGemmModel.
+typedef struct CpuConvModel {
+    // Seconds per element of the patch matrix packed (the gather): 1e-9. Not recorded.
+    double packb_s;
+    // The direct depthwise kernel's share of peak: 0.3. Not recorded.
+    double dw_eff;
+    // Seconds per column element col2im scatters back (over the cores): 1e-9. Not recorded.
+    double col2im_s;
+    // -- padconv (score_padconv, enum_cfgs).
+    // Seconds per float copied into a task's padded rows: 0.3e-9. Not recorded.
+    double fill_s;
+    // Seconds per element of the panels crossing a row edge (through ct and a scatter): 1e-9.
+    // Not recorded.
+    double scatter_s;
+    // Output rows per task for this many tasks per core: 2. Not recorded.
+    double tasks_per_core;
+    // ... or for the padded rows to fit this share of L2: 0.5. Not recorded.
+    double rows_l2_frac;
+    // kc for the B rows (nr floats at kc scattered offsets) to stay in this share of L1 across
+    // the row panels of A: 0.5. Not recorded.
+    double kc_l1_frac;
+    // Cache lines one such B row touches when unaligned: 3. Not fitted.
+    double b_row_lines;
+    // Cache line bytes assumed there: 64. Not fitted.
+    double line;
+    // mc for an mc x kc A block in this share of L2: 0.25. Not recorded.
+    double mc_l2_frac;
+} CpuConvModel;
+
+static const CpuConvModel cpu_conv_model = {
+    .packb_s = 1.0e-9,
+    .dw_eff = 0.3,
+    .col2im_s = 1e-9,
+    .fill_s = 0.3e-9,
+    .scatter_s = 1e-9,
+    .tasks_per_core = 2.0,
+    .rows_l2_frac = 0.5,
+    .kc_l1_frac = 0.5,
+    .b_row_lines = 3.0,
+    .line = 64.0,
+    .mc_l2_frac = 0.25,
+};
+
 // Whether the generated kernel forks: enough work to pay for waking the threads.
 bool lin_worth_parallel(const Lin *L) {
-    return 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K >= 2e6;
+    return 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K >=
+           cpu_gemm_model.par_min_flops;
 }
-
-// ---- the hardware model ----
 
 typedef struct Hw {
     int cores, lanes, vregs;
@@ -153,17 +354,19 @@ typedef struct Hw {
 } Hw;
 
 static Hw hw_model(const HwInfo *hw) {
+    const CpuGemmModel *G = &cpu_gemm_model;
     Hw h;
     h.cores = hw && hw->cores > 0 ? hw->cores : 1;
     int sb = hw && hw->simd_bytes >= 16 ? hw->simd_bytes : 16;
     h.lanes = sb / 4;
     h.vregs = sb == 64 ? 32 : 16;
-    // Two FMA pipes at ~3 GHz; without FMA a multiply and an add issue separately.
-    h.peak = h.lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
-    h.l1 = hw && hw->l1d > 0 ? (double)hw->l1d : 32768.0;
-    h.l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
-    h.l3 = hw && hw->l3 > 0 ? (double)hw->l3 : 8388608.0;
-    h.bw = 20e9;
+    // Two flops an FMA, fma_pipes FMAs a cycle; without FMA a multiply and an add issue
+    // separately.
+    h.peak = h.lanes * 2.0 * G->fma_pipes * G->clock_hz * (hw && hw->fma ? 1.0 : G->no_fma);
+    h.l1 = hw && hw->l1d > 0 ? (double)hw->l1d : G->l1;
+    h.l2 = hw && hw->l2 > 0 ? (double)hw->l2 : G->l2;
+    h.l3 = hw && hw->l3 > 0 ? (double)hw->l3 : G->l3;
+    h.bw = G->bw_mem;
     return h;
 }
 
@@ -177,65 +380,65 @@ static double par_time(const Lin *L, const Hw *h, double tasks, double t1) {
         return t1;
     double thr = ORCH_MIN((double)h->cores, tasks);
     double waves = cdiv(tasks, thr);
-    return t1 / tasks * waves + 3e-6; // fork/join
+    return t1 / tasks * waves + cpu_gemm_model.fork_s;
 }
 
 // Compute and memory time overlap, but not perfectly.
 static double overlap(double t_comp, double t_mem) {
-    return ORCH_MAX(t_comp, t_mem) + 0.25 * ORCH_MIN(t_comp, t_mem);
+    return ORCH_MAX(t_comp, t_mem) + cpu_gemm_model.overlap * ORCH_MIN(t_comp, t_mem);
 }
 
 // Moving every operand and the result once, at the bandwidth of the level they fit in.
 static double mem_floor(const Lin *L, const Hw *h) {
+    const CpuGemmModel *G = &cpu_gemm_model;
     double bytes = 4.0 * (double)(tensor_numel(lin_t(L, L->ta)) + tensor_numel(lin_t(L, L->tb)) +
                                   tensor_numel(lin_t(L, L->tl)));
-    double bw = bytes <= h->l2 ? 100e9 : bytes <= h->l3 ? 50e9 : h->bw;
+    double bw = bytes <= h->l2 ? G->bw_l2 : bytes <= h->l3 ? G->bw_l3 : h->bw;
     return bytes / bw;
 }
 
-static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
-    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC],
-           nc = (double)P[P_NC];
+static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
+    const CpuGemmModel *G = &cpu_gemm_model;
+    double mr = (double)t->mr, nr = (double)t->nr, kc = (double)t->kc, mc = (double)t->mc,
+           nc = (double)t->nc;
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     double nv = nr / h->lanes;
     double acc = mr * nv;
-    double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
+    double eff = ORCH_MIN(1.0, acc / G->acc_full) * acc / (acc + 1.0);
     if (acc + nv + 1 > h->vregs)
-        eff *= 0.4;
-    else if (acc + nv + 1 > h->vregs - 2)
-        eff *= 0.93; // no slack: the compiler tends to spill around the loop
-    // 16 x 16: sixteen broadcasts per B vector, the load ports limit (measured on ResNet-18's
-    // layer3/layer4 convs: at best on par with 8 x 32 on full tiles).
-    if (mr >= 16 && nv == 1)
-        eff *= 0.7;
-    if (kc * nr * 4 > h->l1 * 0.5)
-        eff *= 0.8;
-    if (mc * kc * 4 > h->l2 * 0.5)
-        eff *= 0.85;
-    bool packa = P[P_PACKA] != 0, packb = P[P_PACKB] == PACKB_PER_CALL;
-    bool prepacked = P[P_PACKB] == PACKB_PREPACKED;
+        eff *= G->spill;
+    else if (acc + nv + 1 > h->vregs - G->slack_regs)
+        eff *= G->no_slack;
+    if (mr >= 16 && nv == 1) // the 16 x 16 tile
+        eff *= G->tile16;
+    if (kc * nr * 4 > h->l1 * G->l1_frac)
+        eff *= G->l1_over;
+    if (mc * kc * 4 > h->l2 * G->l2_frac)
+        eff *= G->l2_over;
+    bool packa = t->packa != 0, packb = t->packb == CLIN_PACK_PER_CALL;
+    bool prepacked = t->packb == CLIN_PACK_PREPACKED;
     // A packed B block is written, then read back panel by panel: it should stay in L2.
-    if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * 0.5)
-        eff *= 0.9;
+    if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * G->packb_l2_frac)
+        eff *= G->packb_l2_over;
     int64_t lda = L->K, ldb = L->N;
-    if (!packa && (lda * 4) % 4096 == 0)
-        eff *= 0.75;
+    if (!packa && (lda * 4) % G->alias_bytes == 0)
+        eff *= G->alias;
     // B in place with rows 4 KiB apart thrashes L1 sets; prepacked panels are contiguous.
-    if (!packb && !prepacked && ((ldb * 4) % 4096 == 0 || ldb < nr))
-        eff *= 0.75;
+    if (!packb && !prepacked && ((ldb * 4) % G->alias_bytes == 0 || ldb < nr))
+        eff *= G->alias;
     double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
     // The column kernel (mr a multiple of the vector) computes a narrow last tile
     // column by column, somewhat slower per column than a full tile.
-    if (P[P_MR] % 16 == 0 && (int64_t)N % P[P_NR])
-        Np = floor(N / nr) * nr + (double)((int64_t)N % P[P_NR]) * 1.3;
+    if (t->mr % 16 == 0 && (int64_t)N % t->nr)
+        Np = floor(N / nr) * nr + (double)((int64_t)N % t->nr) * G->colk_col;
     double t_comp = 2.0 * B * Mp * Np * K / (h->peak * eff);
-    // Packing: ~1 ns per element (index arithmetic, a store), more through the patch gather.
+    // Packing: per element (index arithmetic, a store), more through the patch gather.
     double mt = cdiv(M, mc), nt = cdiv(N, nc);
     double pk = 0;
     if (packa)
-        pk += B * M * K * nt * 0.5e-9;
+        pk += B * M * K * nt * G->packa_s;
     if (packb)
-        pk += B * K * N * mt * (L->conv ? 1.0e-9 : 0.5e-9);
+        pk += B * K * N * mt * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
     double t1 = t_comp + pk;
     double tasks = B * mt * nt;
     return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
@@ -243,76 +446,122 @@ static double score_tile(const Lin *L, const Hw *h, const int64_t *P) {
 
 // The padded-input conv: the tile's FMA efficiency over the padded width (KW - 1 wasted columns
 // of every Wp), no B packing, the padded rows copied once per task and A packed per task.
-static double score_padconv(const Lin *L, const Hw *h, const int64_t *P) {
-    double mr = (double)P[P_MR], nr = (double)P[P_NR], kc = (double)P[P_KC], mc = (double)P[P_MC];
-    double R = (double)ORCH_MIN(P[P_NC], L->out[0]);
+static double score_padconv(const Lin *L, const Hw *h, const CLinConfig *t) {
+    const CpuGemmModel *G = &cpu_gemm_model;
+    const CpuConvModel *C = &cpu_conv_model;
+    double mr = (double)t->mr, nr = (double)t->nr, kc = (double)t->kc, mc = (double)t->mc;
+    double R = (double)ORCH_MIN(t->rows, L->out[0]);
     double nv = nr / h->lanes, acc = mr * nv;
-    double eff = ORCH_MIN(1.0, acc / 8.0) * acc / (acc + 1.0);
+    double eff = ORCH_MIN(1.0, acc / G->acc_full) * acc / (acc + 1.0);
     if (acc + nv + 1 > h->vregs)
-        eff *= 0.4;
-    if (mc * kc * 4 > h->l2 * 0.5)
-        eff *= 0.85;
+        eff *= G->spill;
+    if (mc * kc * 4 > h->l2 * G->l2_frac)
+        eff *= G->l2_over;
     double Wp = (double)(L->out[1] + (L->k[1] - 1) / L->st[1]), B = (double)L->batch;
     double Mp = cdiv((double)L->M, mr) * mr, Q = (double)L->out[0] * Wp;
     double Qp = cdiv(Q, nr) * nr;
     double nrb = cdiv((double)L->out[0], R), tasks = B * nrb;
     double t_comp = 2.0 * B * Mp * Qp * (double)L->K / (h->peak * eff);
     double xp = lin_padconv_fill(L, (int64_t)R);
-    double t_fill = tasks * xp * 0.3e-9;
+    double t_fill = tasks * xp * C->fill_s;
     double t_packa =
-        P[P_PACKA] == PACKA_PREPACKED ? 0 : tasks * (double)L->M * (double)L->K * 0.5e-9;
+        t->packa == CLIN_PACK_PREPACKED ? 0 : tasks * (double)L->M * (double)L->K * G->packa_s;
     // Panels crossing a row edge go through ct and a scatter.
-    double t_scatter = B * Mp * (double)L->out[0] * nr * 1e-9;
+    double t_scatter = B * Mp * (double)L->out[0] * nr * C->scatter_s;
     double t1 = t_comp + t_fill + t_packa + t_scatter;
     return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
 }
 
-static double score_cfg(const Lin *L, const Hw *h, const int64_t *P) {
+static double score_cfg(const Lin *L, const Hw *h, const CLinConfig *t) {
+    const CpuGemmModel *G = &cpu_gemm_model;
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
-    switch (P[P_VAR]) {
-    case V_TILE: return score_tile(L, h, P);
-    case V_PADCONV: return score_padconv(L, h, P);
-    case V_GEMV: {
-        double tasks = (double)L->batch * cdiv((double)L->N, (double)P[P_NR]);
-        double t1 = flops / (h->peak * 0.35);
+    switch (t->variant) {
+    case CLIN_TILE: return score_tile(L, h, t);
+    case CLIN_PADCONV: return score_padconv(L, h, t);
+    case CLIN_GEMV: {
+        double tasks = (double)L->batch * cdiv((double)L->N, (double)t->jb);
+        double t1 = flops / (h->peak * G->gemv_eff);
         return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
     }
-    case V_DOT: {
-        double t1 = flops / (h->peak * (L->N == 1 ? 0.35 : 0.1));
+    case CLIN_DOT: {
+        double t1 = flops / (h->peak * (L->N == 1 ? G->dot_eff_n1 : G->dot_eff));
         return overlap(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
     }
     default: {
-        double t1 = flops / (h->peak * 0.3);
+        double t1 = flops / (h->peak * cpu_conv_model.dw_eff);
         return overlap(par_time(L, h, (double)(L->NI * L->OC), t1), mem_floor(L, h));
     }
     }
 }
 
-static void cfg_desc(const Lin *L, KernelConfig *k) {
-    const int64_t *P = k->p;
-    const char *cls = k->cls == CCLS_MATMUL ? "matmul" : k->cls == CCLS_CONV ? "conv" : "dwconv";
-    switch (P[P_VAR]) {
-    case V_TILE:
-    case V_COL2IM:
+// KernelConfig.p[] slots of a linear config.
+enum { P_VAR, P_MR, P_NR, P_KC, P_MC, P_NC, P_PACKA, P_PACKB };
+
+void cgen_lin_config_pack(const CLinConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = t->cls;
+    int64_t *P = k->p;
+    P[P_VAR] = t->variant;
+    const char *cls = t->cls == CCLS_MATMUL ? "matmul" : t->cls == CCLS_CONV ? "conv" : "dwconv";
+    switch (t->variant) {
+    case CLIN_TILE:
+    case CLIN_COL2IM:
+        P[P_MR] = t->mr;
+        P[P_NR] = t->nr;
+        P[P_KC] = t->kc;
+        P[P_MC] = t->mc;
+        P[P_NC] = t->nc;
+        P[P_PACKA] = t->packa;
+        P[P_PACKB] = t->packb;
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=%s mr=%lld nr=%lld kc=%lld mc=%lld nc=%lld packA=%lld packB=%lld", cls,
-                 P[P_VAR] == V_TILE ? "tile" : "col2im", (long long)P[P_MR], (long long)P[P_NR],
-                 (long long)P[P_KC], (long long)P[P_MC], (long long)P[P_NC], (long long)P[P_PACKA],
-                 (long long)P[P_PACKB]);
+                 "cls=%s v=%s mr=%d nr=%d kc=%lld mc=%lld nc=%lld packA=%d packB=%d", cls,
+                 t->variant == CLIN_TILE ? "tile" : "col2im", t->mr, t->nr, (long long)t->kc,
+                 (long long)t->mc, (long long)t->nc, t->packa, t->packb);
         break;
-    case V_GEMV:
-        snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)P[P_NR]);
+    case CLIN_GEMV:
+        P[P_NR] = t->jb;
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=%lld", cls, (long long)t->jb);
         break;
-    case V_PADCONV:
+    case CLIN_PADCONV:
+        P[P_MR] = t->mr;
+        P[P_NR] = t->nr;
+        P[P_KC] = t->kc;
+        P[P_MC] = t->mc;
+        P[P_NC] = t->rows;
+        P[P_PACKA] = t->packa;
         snprintf(k->desc, sizeof k->desc,
-                 "cls=%s v=padconv mr=%lld nr=%lld kc=%lld mc=%lld rows=%lld packA=%lld", cls,
-                 (long long)P[P_MR], (long long)P[P_NR], (long long)P[P_KC], (long long)P[P_MC],
-                 (long long)P[P_NC], (long long)P[P_PACKA]);
+                 "cls=%s v=padconv mr=%d nr=%d kc=%lld mc=%lld rows=%lld packA=%d", cls, t->mr,
+                 t->nr, (long long)t->kc, (long long)t->mc, (long long)t->rows, t->packa);
         break;
-    case V_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
+    case CLIN_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
     }
-    (void)L;
+}
+
+void cgen_lin_config_unpack(const KernelConfig *k, CLinConfig *t) {
+    const int64_t *P = k->p;
+    memset(t, 0, sizeof *t);
+    t->cls = k->cls;
+    t->variant = (int)P[P_VAR];
+    switch (P[P_VAR]) {
+    case CLIN_TILE:
+    case CLIN_COL2IM:
+    case CLIN_PADCONV:
+        t->mr = (int)P[P_MR];
+        t->nr = (int)P[P_NR];
+        t->kc = P[P_KC];
+        t->mc = P[P_MC];
+        if (P[P_VAR] == CLIN_PADCONV)
+            t->rows = P[P_NC];
+        else
+            t->nc = P[P_NC];
+        t->packa = (int)P[P_PACKA];
+        if (P[P_VAR] != CLIN_PADCONV)
+            t->packb = (int)P[P_PACKB];
+        break;
+    case CLIN_GEMV: t->jb = P[P_NR]; break;
+    default: break;
+    }
 }
 
 static int cfg_cmp(const void *a, const void *b) {
@@ -330,80 +579,74 @@ static void add_val(int64_t *v, int *n, int64_t x) {
 // Every legal config the model considers, unscored: register tiles for the vector width, kc
 // from L1, mc from L2, nc from L3 and from splitting the work over the cores, packing choices.
 static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
+    const CpuGemmModel *G = &cpu_gemm_model;
+    const CpuConvModel *C = &cpu_conv_model;
     int n = 0;
     int cls = !L->conv ? CCLS_MATMUL : CCLS_CONV;
     bool a_direct = L->conv ? L->pb >= 0 && !L->convt : L->pa >= 0 && !L->a_trans;
     bool b_direct = L->b_direct_ok && (L->conv ? L->pa >= 0 : L->pb >= 0);
-    int pb_max = !L->conv && L->b_prepack_ok ? PACKB_PREPACKED : PACKB_PER_CALL;
-    // AVX-512 has 32 registers: up to 14 x 2 accumulators plus two B vectors and a broadcast.
-    int shapes[6][2], ns = 0;
-    if (h->lanes >= 16) {
-        // 16 x 16: one vector down the 16 rows of an A panel, so a tile narrower than nr goes
-        // through the column kernel (few output pixels: 49 of a 7x7 image).
-        shapes[ns][0] = 16, shapes[ns++][1] = 16;
-        shapes[ns][0] = 6, shapes[ns++][1] = 32;
-        shapes[ns][0] = 8, shapes[ns++][1] = 32;
-        shapes[ns][0] = 12, shapes[ns++][1] = 32;
-        shapes[ns][0] = 14, shapes[ns++][1] = 32;
-        shapes[ns][0] = 8, shapes[ns++][1] = 16;
-    } else if (h->lanes >= 8) {
-        shapes[ns][0] = 6, shapes[ns++][1] = 16;
-        shapes[ns][0] = 4, shapes[ns++][1] = 16;
-    } else {
-        shapes[ns][0] = 4, shapes[ns++][1] = 16;
-    }
+    int pb_max = !L->conv && L->b_prepack_ok ? CLIN_PACK_PREPACKED : CLIN_PACK_PER_CALL;
+    // The register tiles for the vector width. On AVX-512 a 16 x 16 tile is one vector down the
+    // 16 rows of an A panel, so a tile narrower than nr goes through the column kernel (few
+    // output pixels: 49 of a 7x7 image).
+    const CpuTileSet *ts = h->lanes >= 16 ? &G->tiles16 : h->lanes >= 8 ? &G->tiles8 : &G->tiles4;
+    const int(*shapes)[2] = ts->mr_nr;
+    int ns = ts->n;
     for (int si = 0; si < ns; si++) {
         int64_t mr = shapes[si][0], nr = shapes[si][1];
         int64_t Mr = (L->M + mr - 1) / mr * mr, Nr = (L->N + nr - 1) / nr * nr;
-        int64_t kcs[4];
+        int64_t kcs[1 + ORCH_COUNT(cpu_gemm_model.kc_fixed)];
         int nk = 0;
-        int64_t kc_l1 = ORCH_MAX(16, (int64_t)(h->l1 * 0.5 / (double)(nr * 4)) / 16 * 16);
+        int64_t kc_l1 = ORCH_MAX(G->kc_step, (int64_t)(h->l1 * G->l1_frac / (double)(nr * 4)) /
+                                                 G->kc_step * G->kc_step);
         add_val(kcs, &nk, ORCH_MIN(L->K, kc_l1));
-        add_val(kcs, &nk, ORCH_MIN(L->K, 256));
-        add_val(kcs, &nk, ORCH_MIN(L->K, 512));
+        for (size_t i = 0; i < ORCH_COUNT(G->kc_fixed); i++)
+            add_val(kcs, &nk, ORCH_MIN(L->K, G->kc_fixed[i]));
         for (int ki = 0; ki < nk; ki++) {
             int64_t kc = kcs[ki];
-            int64_t mcs[4], ncs[5];
+            int64_t mcs[3], ncs[2 + ORCH_COUNT(cpu_gemm_model.nc_panels)];
             int nm = 0, nn = 0;
-            int64_t mc_l2 = ORCH_MAX(mr, (int64_t)(h->l2 * 0.5 / (double)(kc * 4)) / mr * mr);
+            int64_t mc_l2 =
+                ORCH_MAX(mr, (int64_t)(h->l2 * G->l2_frac / (double)(kc * 4)) / mr * mr);
             int64_t mc_par = ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr);
             add_val(mcs, &nm, ORCH_MIN(Mr, mc_l2));
             add_val(mcs, &nm, ORCH_MIN(Mr, ORCH_MIN(mc_l2, mc_par)));
-            add_val(mcs, &nm, ORCH_MIN(Mr, mr * ((96 + mr - 1) / mr)));
+            add_val(mcs, &nm, ORCH_MIN(Mr, mr * ((G->mc_fixed + mr - 1) / mr)));
             int64_t nc_par = ORCH_MAX(nr, (Nr / nr + h->cores - 1) / h->cores * nr);
             int64_t nc_l3 =
-                ORCH_MAX(nr, (int64_t)(h->l3 * 0.25 / h->cores / (double)(kc * 4)) / nr * nr);
+                ORCH_MAX(nr, (int64_t)(h->l3 * G->l3_frac / h->cores / (double)(kc * 4)) / nr * nr);
             add_val(ncs, &nn, ORCH_MIN(Nr, nc_l3));
             add_val(ncs, &nn, ORCH_MIN(Nr, ORCH_MIN(nc_l3, nc_par)));
-            add_val(ncs, &nn, ORCH_MIN(Nr, nr * 16));
-            add_val(ncs, &nn, ORCH_MIN(Nr, nr * 64));
+            for (size_t i = 0; i < ORCH_COUNT(G->nc_panels); i++)
+                add_val(ncs, &nn, ORCH_MIN(Nr, nr * G->nc_panels[i]));
             for (int mi = 0; mi < nm; mi++)
                 for (int ni = 0; ni < nn; ni++)
                     for (int pa = a_direct ? 0 : 1; pa <= 1; pa++)
                         for (int pb = b_direct ? 0 : 1; pb <= pb_max; pb++) {
                             if (n >= cap)
                                 return n;
-                            KernelConfig *k = &out[n++];
-                            memset(k, 0, sizeof *k);
-                            k->cls = cls;
-                            k->p[P_VAR] = V_TILE;
-                            k->p[P_MR] = mr;
-                            k->p[P_NR] = nr;
-                            k->p[P_KC] = kc;
-                            k->p[P_MC] = mcs[mi];
-                            k->p[P_NC] = ncs[ni];
-                            k->p[P_PACKA] = pa;
-                            k->p[P_PACKB] = pb;
+                            CLinConfig t = {.cls = cls,
+                                            .variant = CLIN_TILE,
+                                            .mr = (int)mr,
+                                            .nr = (int)nr,
+                                            .kc = kc,
+                                            .mc = mcs[mi],
+                                            .nc = ncs[ni],
+                                            .packa = pa,
+                                            .packb = pb};
+                            cgen_lin_config_pack(&t, &out[n++]);
                         }
         }
     }
     if (lin_padconv_ok(L)) {
-        // Output rows per task: enough tasks for the cores, the padded rows within half of L2.
+        // Output rows per task: enough tasks for the cores, the padded rows within part of L2.
         int64_t OH = L->out[0], Wp = L->out[1] + (L->k[1] - 1) / L->st[1];
-        int64_t per_img = ORCH_MAX(1, (int64_t)ceil(2.0 * h->cores / (double)L->batch));
+        int64_t per_img =
+            ORCH_MAX(1, (int64_t)ceil(C->tasks_per_core * h->cores / (double)L->batch));
         int64_t r_par = ORCH_MAX(1, (OH + per_img - 1) / per_img);
         double row_bytes = 4.0 * (double)(L->st[0] * L->st[1] * L->Cg) * (double)Wp;
-        int64_t r_l2 = ORCH_MAX(1, (int64_t)(h->l2 * 0.5 / row_bytes) - (L->k[0] - 1) / L->st[0]);
+        int64_t r_l2 =
+            ORCH_MAX(1, (int64_t)(h->l2 * C->rows_l2_frac / row_bytes) - (L->k[0] - 1) / L->st[0]);
         int64_t rs[2] = {ORCH_MIN(r_par, r_l2), ORCH_MIN(OH, r_l2)};
         for (int si = 0; si < ns; si++) {
             int64_t mr = shapes[si][0], nr = shapes[si][1];
@@ -412,54 +655,54 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
             int64_t Mr = (L->M + mr - 1) / mr * mr;
             // kc: all of K, or a block whose B rows (nr floats at kc scattered offsets, three
             // lines each when unaligned) stay within L1 across the row panels of A.
-            int64_t kc_l1 = ORCH_MAX(16, (int64_t)(h->l1 * 0.5 / (3.0 * 64.0)) / 16 * 16);
+            int64_t kc_l1 =
+                ORCH_MAX(G->kc_step, (int64_t)(h->l1 * C->kc_l1_frac / (C->b_row_lines * C->line)) /
+                                         G->kc_step * G->kc_step);
             int64_t kcs[2] = {L->K, ORCH_MIN(L->K, kc_l1)};
             for (int ki = 0; ki < 2; ki++) {
                 if (ki && kcs[1] == kcs[0])
                     continue;
-                int64_t mc_l2 =
-                    ORCH_MAX(mr, (int64_t)(h->l2 * 0.25 / (double)(kcs[ki] * 4)) / mr * mr);
+                int64_t mc_l2 = ORCH_MAX(
+                    mr, (int64_t)(h->l2 * C->mc_l2_frac / (double)(kcs[ki] * 4)) / mr * mr);
                 for (int ri = 0; ri < 2; ri++) {
                     if (ri && rs[1] == rs[0])
                         continue;
                     if (n >= cap)
                         return n;
-                    KernelConfig *k = &out[n++];
-                    memset(k, 0, sizeof *k);
-                    k->cls = CCLS_CONV;
-                    k->p[P_VAR] = V_PADCONV;
-                    k->p[P_MR] = mr;
-                    k->p[P_NR] = nr;
-                    k->p[P_KC] = kcs[ki];
-                    k->p[P_MC] = ORCH_MIN(Mr, mc_l2);
-                    k->p[P_NC] = rs[ri];
-                    k->p[P_PACKA] = L->w_prepack_ok ? PACKA_PREPACKED : 1;
+                    CLinConfig t = {.cls = CCLS_CONV,
+                                    .variant = CLIN_PADCONV,
+                                    .mr = (int)mr,
+                                    .nr = (int)nr,
+                                    .kc = kcs[ki],
+                                    .mc = ORCH_MIN(Mr, mc_l2),
+                                    .rows = rs[ri],
+                                    .packa =
+                                        L->w_prepack_ok ? CLIN_PACK_PREPACKED : CLIN_PACK_PER_CALL};
+                    cgen_lin_config_pack(&t, &out[n++]);
                 }
             }
         }
     }
-    if (!L->conv && L->pb >= 0 && L->M <= 8 && n + 2 <= cap) {
-        for (int jb = 64; jb <= 256; jb *= 4) {
-            KernelConfig *k = &out[n++];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[P_VAR] = V_GEMV;
-            k->p[P_NR] = jb;
-        }
+    if (!L->conv && L->pb >= 0 && L->M <= G->gemv_max_m && n + (int)ORCH_COUNT(G->gemv_jb) <= cap) {
+        for (size_t i = 0; i < ORCH_COUNT(G->gemv_jb); i++)
+            cgen_lin_config_pack(
+                &(CLinConfig){.cls = cls, .variant = CLIN_GEMV, .jb = G->gemv_jb[i]}, &out[n++]);
     }
-    if (!L->conv && L->pa >= 0 && L->pb >= 0 && L->N <= 4 && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[P_VAR] = V_DOT;
-    }
-    if (L->dw_ok && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = CCLS_DWCONV;
-        k->p[P_VAR] = V_DW;
-    }
+    if (!L->conv && L->pa >= 0 && L->pb >= 0 && L->N <= G->dot_max_n && n < cap)
+        cgen_lin_config_pack(&(CLinConfig){.cls = cls, .variant = CLIN_DOT}, &out[n++]);
+    if (L->dw_ok && n < cap)
+        cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_DWCONV, .variant = CLIN_DIRECT}, &out[n++]);
     return n;
+}
+
+// Whether a and b have the same variant, and with `tile`, the same register tile rows and
+// packing.
+static bool same_structure(const KernelConfig *a, const KernelConfig *b, bool tile) {
+    CLinConfig x, y;
+    cgen_lin_config_unpack(a, &x);
+    cgen_lin_config_unpack(b, &y);
+    return x.variant == y.variant &&
+           (!tile || (x.mr == y.mr && x.packa == y.packa && x.packb == y.packb));
 }
 
 // Different structure (variant, register tile, packing) first, so the top k measured configs
@@ -474,7 +717,7 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
     for (int i = 0; i < n && m < k; i++) {
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
-            fresh = out[j].p[P_VAR] != all[i].p[P_VAR];
+            fresh = !same_structure(&out[j], &all[i], false);
         if (fresh) {
             out[m++] = all[i];
             taken[i] = true;
@@ -485,9 +728,7 @@ static int pick_diverse(KernelConfig *all, int n, KernelConfig *out, int k) {
             continue;
         bool fresh = true;
         for (int j = 0; j < m && fresh; j++)
-            fresh =
-                !(out[j].p[P_VAR] == all[i].p[P_VAR] && out[j].p[P_MR] == all[i].p[P_MR] &&
-                  out[j].p[P_PACKA] == all[i].p[P_PACKA] && out[j].p[P_PACKB] == all[i].p[P_PACKB]);
+            fresh = !same_structure(&out[j], &all[i], true);
         if (fresh) {
             out[m++] = all[i];
             taken[i] = true;
@@ -511,23 +752,25 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
     KernelConfig *all = xmalloc(sizeof(KernelConfig) * CAP);
     int n = enum_cfgs(&L, &h, all, CAP);
     for (int i = 0; i < n; i++) {
-        all[i].score = score_cfg(&L, &h, all[i].p);
-        cfg_desc(&L, &all[i]);
+        CLinConfig t;
+        cgen_lin_config_unpack(&all[i], &t);
+        all[i].score = score_cfg(&L, &h, &t);
     }
     // A strided transposed conv gathers mostly zeros; GEMM + col2im computes no zeros but
     // scatters the columns back (about a nanosecond per column element, over the cores).
     Lin G;
     if (lin_convt_col_view(&L, &G)) {
         int n0 = n, ng = enum_cfgs(&G, &h, all + n, CAP - n);
-        double scatter = (double)(G.batch * G.M * G.N) * 1e-9 / h.cores;
+        double scatter = (double)(G.batch * G.M * G.N) * cpu_conv_model.col2im_s / h.cores;
         for (int i = n0; i < n0 + ng; i++) {
-            if (all[i].p[P_VAR] != V_TILE) // the GEMM view's skinny paths do not apply
+            CLinConfig t;
+            cgen_lin_config_unpack(&all[i], &t);
+            if (t.variant != CLIN_TILE) // the GEMM view's skinny paths do not apply
                 continue;
-            all[n] = all[i];
-            all[n].cls = CCLS_CONV;
-            all[n].p[P_VAR] = V_COL2IM;
-            all[n].score = score_tile(&G, &h, all[n].p) + scatter;
-            cfg_desc(&L, &all[n]);
+            t.cls = CCLS_CONV;
+            t.variant = CLIN_COL2IM;
+            cgen_lin_config_pack(&t, &all[n]);
+            all[n].score = score_tile(&G, &h, &t) + scatter;
             n++;
         }
     }
@@ -546,14 +789,16 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
     E.x = cexpr_create(L->pg, L->c, fn, &decls);
     cexpr_set_reader(E.x, lin_reader, &E);
+    CLinConfig t;
+    cgen_lin_config_unpack(cfg, &t);
     int rc;
-    switch (cfg->p[P_VAR]) {
-    case V_TILE: rc = lin_emit_tiled(&E, e); break;
-    case V_GEMV: rc = lin_emit_gemv(&E, e); break;
-    case V_DOT: rc = lin_emit_dot(&E, e); break;
-    case V_DW: rc = lin_emit_dw(&E, e); break;
-    case V_COL2IM: rc = lin_emit_col2im(&E, e); break;
-    case V_PADCONV: rc = lin_emit_padconv(&E, e); break;
+    switch (t.variant) {
+    case CLIN_TILE: rc = lin_emit_tiled(&E, e); break;
+    case CLIN_GEMV: rc = lin_emit_gemv(&E, e); break;
+    case CLIN_DOT: rc = lin_emit_dot(&E, e); break;
+    case CLIN_DIRECT: rc = lin_emit_dw(&E, e); break;
+    case CLIN_COL2IM: rc = lin_emit_col2im(&E, e); break;
+    case CLIN_PADCONV: rc = lin_emit_padconv(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);
@@ -571,15 +816,17 @@ bool cgen_lin_supports(const PrimGraph *pg, const Candidate *c) {
     if (!lin_analyse(pg, c, &L))
         return false;
     // Dry run: cexpr decides whether every prologue and epilogue value can be emitted.
-    KernelConfig k = {.cls = L.conv ? CCLS_CONV : CCLS_MATMUL};
-    k.p[P_VAR] = V_TILE;
-    k.p[P_MR] = 4;
-    k.p[P_NR] = 16;
-    k.p[P_KC] = 64;
-    k.p[P_MC] = 8;
-    k.p[P_NC] = 32;
-    k.p[P_PACKA] = k.p[P_PACKB] = 1;
-    cfg_desc(&L, &k);
+    KernelConfig k;
+    cgen_lin_config_pack(&(CLinConfig){.cls = L.conv ? CCLS_CONV : CCLS_MATMUL,
+                                       .variant = CLIN_TILE,
+                                       .mr = 4,
+                                       .nr = 16,
+                                       .kc = 64,
+                                       .mc = 8,
+                                       .nc = 32,
+                                       .packa = CLIN_PACK_PER_CALL,
+                                       .packb = CLIN_PACK_PER_CALL},
+                         &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};

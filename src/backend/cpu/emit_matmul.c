@@ -205,8 +205,9 @@ static int emit_packa(Emit *E, int mr, Err *e) {
     return ST_OK;
 }
 
-// fn_packb: rows p0..p0+kc, columns j0..j0+nc of B[b] into panels of nr columns (zero past nc).
-static int emit_packb(Emit *E, int nr, Err *e) {
+// fn_packb: rows p0..p0+kc, columns j0..j0+nc of B[b] into panels of nr columns (zero past nc);
+// kc_max: the config's kc, the most rows a call packs.
+static int emit_packb(Emit *E, int nr, int64_t kc_max, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     sb_printf(s,
@@ -215,7 +216,7 @@ static int emit_packb(Emit *E, int nr, Err *e) {
               E->fn);
     lin_emit_batch_coords(E, 1, true);
     if (L->conv && L->pa >= 0) {
-        lin_emit_packb_conv(E, nr);
+        lin_emit_packb_conv(E, nr, kc_max);
         sb_puts(s, "}\n\n");
         return ST_OK;
     }
@@ -270,7 +271,7 @@ static int emit_packb(Emit *E, int nr, Err *e) {
     return ST_OK;
 }
 
-// P_PACKB = PACKB_PREPACKED: B is a constant the loader reorders once with fn_prepack (the
+// packb = CLIN_PACK_PREPACKED: B is a constant the loader reorders once with fn_prepack (the
 // cgen_linear.h ABI), so the kernel reads each kc x nr panel as one contiguous run: no packing
 // per call and no 4 KiB-strided rows. The order, per K x N matrix of B: k-blocks of kc rows
 // (the last may be shorter), in each the panels of nr columns (the last may be narrower, w
@@ -317,19 +318,19 @@ static int emit_prepack(Emit *E, int64_t kc, int nr) {
 
 int lin_emit_tiled(Emit *E, Err *e) {
     const Lin *L = E->L;
-    const int64_t *P = E->cfg->p;
+    CLinConfig t;
+    cgen_lin_config_unpack(E->cfg, &t);
     StrBuf *s = E->s;
-    int mr = (int)P[P_MR], nr = (int)P[P_NR];
-    int64_t kc = P[P_KC], mc = P[P_MC], nc = P[P_NC];
+    int mr = t.mr, nr = t.nr;
+    int64_t kc = t.kc, mc = t.mc, nc = t.nc;
     // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
     // conv is 1x1 stride-1 unpadded (then X is B in place).
-    bool packa =
-        L->conv ? P[P_PACKA] || L->pb < 0 || L->convt : P[P_PACKA] || L->pa < 0 || L->a_trans;
-    bool prepacked = P[P_PACKB] == PACKB_PREPACKED;
-    bool packb = L->conv ? P[P_PACKB] || !L->b_direct_ok || L->pa < 0
-                         : P[P_PACKB] == PACKB_PER_CALL || L->pb < 0;
+    bool packa = L->conv ? t.packa || L->pb < 0 || L->convt : t.packa || L->pa < 0 || L->a_trans;
+    bool prepacked = t.packb == CLIN_PACK_PREPACKED;
+    bool packb = L->conv ? t.packb || !L->b_direct_ok || L->pa < 0
+                         : t.packb == CLIN_PACK_PER_CALL || L->pb < 0;
     if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr ||
-        P[P_PACKB] < 0 || P[P_PACKB] > PACKB_PREPACKED || (prepacked && !L->b_prepack_ok))
+        t.packb < 0 || t.packb > CLIN_PACK_PREPACKED || (prepacked && !L->b_prepack_ok))
         return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
     // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
     // read in place is packed for it: one mr x kc panel per narrow tile).
@@ -341,7 +342,7 @@ int lin_emit_tiled(Emit *E, Err *e) {
         emit_uk(E, "uks", mr, nr, true);
     int rc = emit_packa(E, mr, e);
     if (!rc)
-        rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, e);
+        rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, kc, e);
     if (!rc && L->epi)
         rc = lin_emit_epilogue(E, e);
     if (rc)
@@ -468,7 +469,7 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_puts(s, "}\n\n");
     return ST_OK;
 }
-// P_PACKA = PACKA_PREPACKED (padconv): the conv weights W (the GEMM's A, OCg x K per group) are
+// packa = CLIN_PACK_PREPACKED (padconv): the conv weights W (the GEMM's A, OCg x K per group) are
 // reordered once at load (the cgen_linear.h ABI) into the panels the micro-kernel reads: per
 // group, k-blocks of kc columns (the last may be shorter), in each the panels of mr rows (the
 // last may have fewer, m rows, stored m wide: exactly W's bytes), each panel k-major (mr values
@@ -557,10 +558,11 @@ double lin_padconv_fill(const Lin *L, int64_t R) {
 // blocks), the epilogue runs per row segment.
 int lin_emit_padconv(Emit *E, Err *e) {
     const Lin *L = E->L;
-    const int64_t *P = E->cfg->p;
+    CLinConfig t;
+    cgen_lin_config_unpack(E->cfg, &t);
     StrBuf *s = E->s;
-    int mr = (int)P[P_MR], nr = (int)P[P_NR];
-    int64_t kc = P[P_KC], mc = P[P_MC], R = P[P_NC];
+    int mr = t.mr, nr = t.nr;
+    int64_t kc = t.kc, mc = t.mc, R = t.rows;
     if (!lin_padconv_ok(L) || mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || R < 1)
         return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
@@ -585,7 +587,7 @@ int lin_emit_padconv(Emit *E, Err *e) {
     sb_puts(s, "#else\n");
     emit_uk_body_x(s, mr, nr, 4, false, true);
     sb_puts(s, "#endif\n}\n\n");
-    bool wpre = P[P_PACKA] == PACKA_PREPACKED;
+    bool wpre = t.packa == CLIN_PACK_PREPACKED;
     if (wpre && !L->w_prepack_ok)
         return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
@@ -735,7 +737,9 @@ int lin_emit_padconv(Emit *E, Err *e) {
 int lin_emit_gemv(Emit *E, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    int64_t jb = E->cfg->p[P_NR];
+    CLinConfig t;
+    cgen_lin_config_unpack(E->cfg, &t);
+    int64_t jb = t.jb;
     if (L->conv || L->pb < 0 || L->M > 8 || jb < 8)
         return err_set(e, ST_INVALID, "linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-// KernelConfig.p[] slots.
+// KernelConfig.p[] slots of CMlpConfig's fields (cgen_mlp.h).
 enum { P_RT, P_MR, P_NV };
 
 // ---- emission ----
@@ -184,8 +184,10 @@ static double flops_of(const MlpChain *m) {
 
 static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *fn, StrBuf *src,
                        Err *e) {
-    int64_t RT = cfg->p[P_RT];
-    int mr = (int)cfg->p[P_MR], nv = (int)cfg->p[P_NV];
+    CMlpConfig t;
+    cgen_mlp_config_unpack(cfg, &t);
+    int64_t RT = t.rt;
+    int mr = t.mr, nv = t.nv;
     if (RT < 1 || mr < 1 || mr > 16 || nv < 1 || nv > 8)
         return err_set(e, ST_USAGE, "mlp kernel %s: bad config '%s'", fn, cfg->desc);
     StrBuf decls, body;
@@ -272,9 +274,20 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
     return ST_OK;
 }
 
-static void cfg_desc(KernelConfig *k) {
-    snprintf(k->desc, sizeof k->desc, "cls=mlp rt=%lld mr=%lld nv=%lld", (long long)k->p[P_RT],
-             (long long)k->p[P_MR], (long long)k->p[P_NV]);
+void cgen_mlp_config_pack(const CMlpConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_MLP;
+    k->p[P_RT] = t->rt;
+    k->p[P_MR] = t->mr;
+    k->p[P_NV] = t->nv;
+    snprintf(k->desc, sizeof k->desc, "cls=mlp rt=%lld mr=%d nv=%d", (long long)t->rt, t->mr,
+             t->nv);
+}
+
+void cgen_mlp_config_unpack(const KernelConfig *k, CMlpConfig *t) {
+    t->rt = k->p[P_RT];
+    t->mr = (int)k->p[P_MR];
+    t->nv = (int)k->p[P_NV];
 }
 
 bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
@@ -282,11 +295,8 @@ bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
     if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT)
         return false;
     // Dry run: cexpr decides whether every epilogue can be emitted from its layer's product.
-    KernelConfig k = {.cls = CCLS_MLP};
-    k.p[P_RT] = 32;
-    k.p[P_MR] = 4;
-    k.p[P_NV] = 2;
-    cfg_desc(&k);
+    KernelConfig k;
+    cgen_mlp_config_pack(&(CMlpConfig){.rt = 32, .mr = 4, .nv = 2}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
@@ -295,40 +305,104 @@ bool cgen_mlp_supports(const PrimGraph *pg, const Candidate *c) {
     return rc == ST_OK;
 }
 
+// The fitted constants of the MLP chain kernels' CPU model and the configs offered. "Not
+// recorded": no measurement behind the number was written down, and none of these is recorded
+// as checked on three or more shapes; "not fitted": a default or a definition rather than a
+// tuned number.
+typedef struct CpuMlpModel {
+    // FMA instructions a core issues per cycle: 2. Not recorded.
+    double fma_pipes;
+    // Core clock of the peak: 3 GHz. Not recorded.
+    double clock_hz;
+    // The peak's factor without FMA (a multiply and an add issue separately): 0.5. Not fitted.
+    double no_fma;
+    // A register block's overhead per row, in FMA slots (the broadcasts of A): 0.5. Not
+    // recorded.
+    double bcast_row;
+    // Accumulator vectors that keep the FMA pipes busy: 8. Not recorded.
+    double acc_full;
+    // Factor when accumulators, weight vectors and a broadcast exceed the vector registers:
+    // 0.4. Not recorded.
+    double spill;
+    // Cost of a tile's last rows (fewer than mr: single-row blocks) relative to a full block's
+    // row: 2. Not recorded.
+    double tail_row;
+    // Seconds per output element of a layer's epilogue: 4e-9. Not recorded.
+    double epi_s;
+    // L2 bytes assumed where HwInfo has none: 512 KiB. Not fitted.
+    double l2;
+    // Weight bytes counted against L2 at most (the rest streams): 256 KiB. Not recorded.
+    double w_l2_max;
+    // Factor when the tile's buffers and weights exceed L2 (they spill to L3): 1.3. Not
+    // recorded.
+    double l2_over;
+    // Bytes/s from memory, all cores: 20e9. Not recorded.
+    double bw_mem;
+    // Seconds a parallel kernel's fork and join cost: 3e-6. Not recorded.
+    double fork_s;
+    // Rows per tile offered: 16 to 256. Not recorded.
+    int64_t rts[5];
+    // Register blocks (rows x vectors) offered on AVX-512: 6x4, 4x4, 8x2, 4x2. Not recorded.
+    int blocks_avx512[4][2];
+    // ... on narrower vectors: 6x2, 4x2, 3x4, 2x4. Not recorded.
+    int blocks_narrow[4][2];
+} CpuMlpModel;
+
+static const CpuMlpModel cpu_mlp_model = {
+    .fma_pipes = 2.0,
+    .clock_hz = 3e9,
+    .no_fma = 0.5,
+    .bcast_row = 0.5,
+    .acc_full = 8.0,
+    .spill = 0.4,
+    .tail_row = 2.0,
+    .epi_s = 4e-9,
+    .l2 = 524288.0,
+    .w_l2_max = 4.0 * 256 * 256,
+    .l2_over = 1.3,
+    .bw_mem = 20e9,
+    .fork_s = 3e-6,
+    .rts = {16, 32, 64, 128, 256},
+    .blocks_avx512 = {{6, 4}, {4, 4}, {8, 2}, {4, 2}},
+    .blocks_narrow = {{6, 2}, {4, 2}, {3, 4}, {2, 4}},
+};
+
 // The model: FMAs at a fraction of peak that grows with the register block (broadcast and
 // weight loads per FMA shrink), tiles spread over the cores in waves, and the epilogues' vector
 // work; the chain's input and output cross memory once.
 static double score(const MlpChain *m, const HwInfo *hw, int64_t RT, int mr, int nv) {
+    const CpuMlpModel *P = &cpu_mlp_model;
     int lanes = hw && hw->simd_bytes >= 16 ? hw->simd_bytes / 4 : 4;
     int cores = hw && hw->cores > 0 ? hw->cores : 1;
-    double peak = lanes * 2.0 * 2.0 * 3e9 * (hw && hw->fma ? 1.0 : 0.5);
+    double peak = lanes * 2.0 * P->fma_pipes * P->clock_hz * (hw && hw->fma ? 1.0 : P->no_fma);
     double t = 0;
     for (int l = 0; l < m->n; l++) {
         double NP = (double)padw(m->N[l]);
         double vecs = NP / lanes;
         double nvu = ORCH_MIN((double)nv, vecs); // vectors per block actually used
         double acc = mr * nvu;
-        double eff = acc / (acc + nvu + mr * 0.5) * ORCH_MIN(1.0, acc / 8.0);
+        double eff = acc / (acc + nvu + mr * P->bcast_row) * ORCH_MIN(1.0, acc / P->acc_full);
         if (acc + nvu + 1 > (lanes == 16 ? 32 : 16))
-            eff *= 0.4;
+            eff *= P->spill;
         double rows = (double)RT;
         double tail = fmod((double)m->R < rows ? (double)m->R : rows, (double)mr);
-        double rows_eff = rows + tail * 2.0; // single-row blocks run at a fraction of the speed
-        t += 2.0 * rows_eff * (double)m->K[l] * NP / (peak * eff) + rows * (double)m->N[l] * 4e-9;
+        double rows_eff = rows + tail * P->tail_row;
+        t += 2.0 * rows_eff * (double)m->K[l] * NP / (peak * eff) +
+             rows * (double)m->N[l] * P->epi_s;
     }
     double tiles = ceil((double)m->R / (double)RT);
     double waves = ceil(tiles / cores);
     double bytes = 4.0 * (double)m->R * (double)(m->K[0] + m->N[m->n - 1]);
     // Per-tile buffers beyond L2 spill to L3.
-    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : 524288.0;
+    double l2 = hw && hw->l2 > 0 ? (double)hw->l2 : P->l2;
     double wmax = 0, wbytes = 0;
     for (int l = 0; l < m->n; l++) {
         wmax = ORCH_MAX(wmax, (double)padw(m->N[l]));
         wbytes += 4.0 * (double)m->K[l] * (double)padw(m->N[l]);
     }
     double buf = 2.0 * (double)RT * wmax * 4.0;
-    double slow = buf + ORCH_MIN(wbytes, 4.0 * 256 * 256) > l2 ? 1.3 : 1.0;
-    return waves * t * slow + bytes / 20e9 + (tiles > 1 ? 3e-6 : 0);
+    double slow = buf + ORCH_MIN(wbytes, P->w_l2_max) > l2 ? P->l2_over : 1.0;
+    return waves * t * slow + bytes / P->bw_mem + (tiles > 1 ? P->fork_s : 0);
 }
 
 int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
@@ -336,25 +410,20 @@ int cgen_mlp_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || m.dtype != DT_FLOAT || k < 1)
         return 0;
-    static const int64_t rts[] = {16, 32, 64, 128, 256};
+    const CpuMlpModel *P = &cpu_mlp_model;
     int wide = hw && hw->simd_bytes >= 64;
-    static const int blocks_512[][2] = {{6, 4}, {4, 4}, {8, 2}, {4, 2}};
-    static const int blocks_256[][2] = {{6, 2}, {4, 2}, {3, 4}, {2, 4}};
+    const int(*blocks)[2] = wide ? P->blocks_avx512 : P->blocks_narrow;
     KernelConfig cand[64];
     int n = 0;
-    for (size_t i = 0; i < ORCH_COUNT(rts); i++) {
-        int64_t RT = rts[i];
-        if (RT > 16 && (RT / 2) >= m.R)
+    for (size_t i = 0; i < ORCH_COUNT(P->rts); i++) {
+        int64_t RT = P->rts[i];
+        if (RT > P->rts[0] && (RT / 2) >= m.R)
             continue; // one tile already holds every row
-        for (int b = 0; b < 4 && n < (int)ORCH_COUNT(cand); b++) {
+        for (int b = 0; b < (int)ORCH_COUNT(P->blocks_avx512) && n < (int)ORCH_COUNT(cand); b++) {
+            CMlpConfig t = {.rt = RT, .mr = blocks[b][0], .nv = blocks[b][1]};
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_MLP;
-            kc->p[P_RT] = RT;
-            kc->p[P_MR] = wide ? blocks_512[b][0] : blocks_256[b][0];
-            kc->p[P_NV] = wide ? blocks_512[b][1] : blocks_256[b][1];
-            kc->score = score(&m, hw, RT, (int)kc->p[P_MR], (int)kc->p[P_NV]);
-            cfg_desc(kc);
+            cgen_mlp_config_pack(&t, kc);
+            kc->score = score(&m, hw, t.rt, t.mr, t.nv);
         }
     }
     return cgen_sort_configs(cand, n, out, k);

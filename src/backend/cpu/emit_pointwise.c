@@ -16,34 +16,90 @@
 
 // ---- the hardware model ----
 
+// The fitted constants of the CPU model of pointwise and reduction kernels (cgen_estimate) and of
+// the pointwise config ranker. "Not recorded": no measurement behind the number was written
+// down, and none of these is recorded as checked on three or more shapes; "not fitted": a
+// default or a definition rather than a tuned number. The model forks where the emitted loops do
+// (loopnest.h's LN_PARALLEL_MIN_WORK); the reductions' own constants are CpuReduceModel's
+// (emit_reduce.c).
+typedef struct CpuPointwiseModel {
+    // Bytes/s of memory traffic one core gets: 12e9. Not recorded.
+    double bw_core;
+    // Bytes/s all cores get together at most: 40e9 (an L3-resident working set is faster,
+    // which the relative order of configs does not depend on). Not recorded.
+    double bw_max;
+    // Vector operations a core issues per second: 2.5e9. Not recorded.
+    double vec_ops_s;
+    // Seconds per iteration of the loops outside the innermost one: 2e-9. Not recorded.
+    double loop_iter_s;
+    // Seconds a parallel kernel's fork and join cost: 3e-6. Not recorded.
+    double fork_s;
+    // Seconds a serial kernel's call costs: 2e-7. Not recorded.
+    double call_s;
+    // float32 lanes assumed where HwInfo has no SIMD width: 4. Not fitted.
+    double lanes_unknown;
+    // Chunks of the innermost loop offered to the parallel loop, in bytes (0: none): 16, 64 and
+    // 256 KiB (at least 16 KB per thread, roller.md c.9). Not recorded.
+    int64_t chunk_bytes[4];
+    // Vector width in elements that chunks are rounded to where HwInfo has none: 8. Not fitted.
+    int64_t chunk_lanes_unknown;
+} CpuPointwiseModel;
+
+static const CpuPointwiseModel cpu_pw_model = {
+    .bw_core = 12e9,
+    .bw_max = 40e9,
+    .vec_ops_s = 2.5e9,
+    .loop_iter_s = 2e-9,
+    .fork_s = 3e-6,
+    .call_s = 2e-7,
+    .lanes_unknown = 4.0,
+    .chunk_bytes = {0, 16384, 65536, 262144},
+    .chunk_lanes_unknown = 8,
+};
+
 double cgen_estimate(const HwInfo *hw, double bytes, double elems, double ops, int64_t par_units,
                      int64_t inner_len, bool parallel) {
+    const CpuPointwiseModel *P = &cpu_pw_model;
     int cores = hw->cores > 0 ? hw->cores : 1;
     int used = parallel && elems * (ops + 1) >= LN_PARALLEL_MIN_WORK
                    ? (int)ORCH_MIN((int64_t)cores, ORCH_MAX(par_units, 1))
                    : 1;
-    double lanes = hw->simd_bytes > 0 ? hw->simd_bytes / 4.0 : 4.0;
+    double lanes = hw->simd_bytes > 0 ? hw->simd_bytes / 4.0 : P->lanes_unknown;
     if (inner_len < lanes)
         lanes = ORCH_MAX((double)inner_len, 1.0);
-    // Bandwidth: about 12 GB/s per core up to a shared limit (an L3-resident working set is
-    // faster, which the relative order of configs does not depend on).
-    double bw = ORCH_MIN(12e9 * used, 40e9);
+    // Bandwidth: per core up to a shared limit.
+    double bw = ORCH_MIN(P->bw_core * used, P->bw_max);
     double units = (double)ORCH_MAX(par_units, 1);
     double imbalance = used > 1 ? ceil(units / used) * used / units : 1.0;
     double t_mem = bytes / bw;
-    double t_ops = elems * ops / (used * lanes * 2.5e9);
-    double t_loop = elems / (double)ORCH_MAX(inner_len, 1) * 2e-9 / used;
-    return (ORCH_MAX(t_mem, t_ops) + t_loop) * imbalance + (used > 1 ? 3e-6 : 2e-7);
+    double t_ops = elems * ops / (used * lanes * P->vec_ops_s);
+    double t_loop = elems / (double)ORCH_MAX(inner_len, 1) * P->loop_iter_s / used;
+    return (ORCH_MAX(t_mem, t_ops) + t_loop) * imbalance + (used > 1 ? P->fork_s : P->call_s);
 }
 
 // ---- pointwise ----
-// Config p[0]: chunk of the innermost loop joining the parallel loop (0: none); p[1]: 1 =
-// parallel; p[2]: the first axis of the flat inner loop (rank - 1: the last axis alone).
+
+void cgen_pw_config_pack(const CPwConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_POINTWISE;
+    k->p[0] = t->chunk;
+    k->p[1] = t->par;
+    k->p[2] = t->flat;
+    snprintf(k->desc, sizeof k->desc, "cls=pw flat=%d chunk=%lld par=%d", t->flat,
+             (long long)t->chunk, (int)t->par);
+}
+
+void cgen_pw_config_unpack(const KernelConfig *k, CPwConfig *t) {
+    t->flat = (int)k->p[2];
+    t->chunk = k->p[0];
+    t->par = k->p[1] != 0;
+}
 
 static int pw_flat_first(const PrimGraph *pg, const Candidate *c);
 
 static bool pw_supports(const PrimGraph *pg, const Candidate *c) {
-    KernelConfig cfg = {.cls = CCLS_POINTWISE};
+    KernelConfig cfg;
+    cgen_pw_config_pack(&(CPwConfig){0}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -61,29 +117,24 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
         inner *= T->dims[d];
     int64_t outer = inner ? numel / inner : 0;
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
-    KernelConfig cand[16];
+    const CpuPointwiseModel *P = &cpu_pw_model;
+    KernelConfig cand[2 * ORCH_COUNT(cpu_pw_model.chunk_bytes)];
     int n = 0;
     size_t es = dtype_size(T->dtype);
-    const int64_t chunk_bytes[] = {0, 16384, 65536, 262144};
     for (int par = 0; par < 2; par++)
-        for (size_t i = 0; i < ORCH_COUNT(chunk_bytes); i++) {
-            int64_t F = chunk_bytes[i] / (int64_t)es;
-            if (chunk_bytes[i] && (T->rank == 0 || F >= inner))
+        for (size_t i = 0; i < ORCH_COUNT(P->chunk_bytes); i++) {
+            int64_t F = P->chunk_bytes[i] / (int64_t)es;
+            if (P->chunk_bytes[i] && (T->rank == 0 || F >= inner))
                 continue;
             // Chunks that are a multiple of the vector width.
-            int64_t lanes = hw->simd_bytes > 0 ? hw->simd_bytes / (int64_t)es : 8;
+            int64_t lanes =
+                hw->simd_bytes > 0 ? hw->simd_bytes / (int64_t)es : P->chunk_lanes_unknown;
             if (F)
                 F = ORCH_MAX(lanes, F / lanes * lanes);
             int64_t units = F ? outer * ((inner + F - 1) / F) : outer;
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_POINTWISE;
-            kc->p[0] = F;
-            kc->p[1] = par;
-            kc->p[2] = first;
+            cgen_pw_config_pack(&(CPwConfig){.flat = first, .chunk = F, .par = par}, kc);
             kc->score = cgen_estimate(hw, bytes, (double)numel, ops, units, F ? F : inner, par);
-            snprintf(kc->desc, sizeof kc->desc, "cls=pw flat=%d chunk=%lld par=%d", first,
-                     (long long)F, par);
         }
     return cgen_sort_configs(cand, n, out, k);
 }
@@ -264,7 +315,9 @@ static int pw_flat_first(const PrimGraph *pg, const Candidate *c) {
 static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const char *fn, StrBuf *src, Err *e) {
     bool broken;
-    return pw_emit_nest(pg, c, (int)cfg->p[2], cfg->p[0], cfg->p[1] != 0, fn, src, &broken, e);
+    CPwConfig t;
+    cgen_pw_config_unpack(cfg, &t);
+    return pw_emit_nest(pg, c, t.flat, t.chunk, t.par, fn, src, &broken, e);
 }
 
 // ---- entry points ----

@@ -27,6 +27,36 @@
 // kernel, so keep them well below the default thread stack.
 #define INNER_MAX 2048
 
+// The fitted constants of the reduction kernels: the row layout's choice and the config
+// ranker's terms beyond cgen_estimate (CpuPointwiseModel, emit_pointwise.c). "Not recorded": no
+// measurement behind the number was written down, and none of these is recorded as checked on
+// three or more shapes.
+typedef struct CpuReduceModel {
+    // A reduction over at most this many trailing elements (a pooling window, a tiny softmax)
+    // vectorises along the kept axis before them instead: 32. The layout was measured on one
+    // shape (ResNet-18's 3x3 max pool on 112x112: 1.14 -> 0.61 ms); the threshold not recorded.
+    int64_t window_max;
+    // ... where that kept axis has at least this many elements: 16. Not recorded.
+    int64_t window_kept_min;
+    // Materialised: extra traffic per further reduction, as a share of the kernel's bytes (later
+    // passes re-read their inputs from memory rather than from the cache-resident row): 0.5.
+    // Not recorded.
+    double mat_reread;
+    // Materialised: seconds per reduction for its own loop (a parallel region) and buffer, with
+    // the loops parallel: 4e-6. Not recorded.
+    double mat_loop_par_s;
+    // ... serial: 1e-6. Not recorded.
+    double mat_loop_s;
+} CpuReduceModel;
+
+static const CpuReduceModel cpu_red_model = {
+    .window_max = 32,
+    .window_kept_min = 16,
+    .mat_reread = 0.5,
+    .mat_loop_par_s = 4e-6,
+    .mat_loop_s = 1e-6,
+};
+
 // Truncation of this file's fixed buffers (fmt.h), checked over each kernel's emission.
 static _Thread_local bool fmt_truncated;
 #define fmt(buf, cap, ...) cg_fmt(&fmt_truncated, buf, cap, __VA_ARGS__)
@@ -84,7 +114,7 @@ static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
     // Reduced axes last and few (a pooling window, a tiny softmax): vectorising along them
     // would run a few lanes with gathers per output. Instead the kept axis just before them
     // becomes the inner axis: the window loops run outside and each step updates a whole
-    // vector of outputs (ResNet-18's 3x3 max pool on 112x112: 1.14 -> 0.61 ms).
+    // vector of outputs (ResNet-18's 3x3 max pool on 112x112: 1.14 -> 0.61 ms; CpuReduceModel).
     int64_t count = 1;
     int first = -1;
     for (int d = 0; d < s->rank; d++)
@@ -97,8 +127,8 @@ static void space_of(const PrimGraph *pg, const Prim *p, Space *s) {
     for (int d = first - 1; d >= 0 && kept < 0; d--)
         if (!(s->red & (1u << d)))
             kept = d;
-    if (last + 1 == s->rank && count <= 32 && kept >= 0 && s->dims[kept] >= 16 &&
-        s->dims[kept] <= INNER_MAX) {
+    if (last + 1 == s->rank && count <= cpu_red_model.window_max && kept >= 0 &&
+        s->dims[kept] >= cpu_red_model.window_kept_min && s->dims[kept] <= INNER_MAX) {
         s->inner = 1u << kept;
         s->n_inner = s->dims[kept];
     }
@@ -487,12 +517,11 @@ static void emit_row_store(const Red *r, const Tensor *O, const char *res, const
     ln_free(ln);
 }
 
-static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) {
+static int emit_kernel(Ctx *k, bool par, StrBuf *fnbody, Err *e) {
     const PrimGraph *pg = k->pg;
     const Candidate *c = k->c;
     const Tensor *T = pg->tensors[c->output];
     const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
-    bool par = cfg->p[1] != 0;
     double ops = cgen_ops_per_elem(pg, c) + 1;
     int rc = ST_OK;
     if (!k->fused) {
@@ -632,9 +661,25 @@ static int emit_kernel(Ctx *k, const KernelConfig *cfg, StrBuf *fnbody, Err *e) 
     return rc;
 }
 
+void cgen_red_config_pack(const CRedConfig *t, KernelConfig *k) {
+    memset(k, 0, sizeof *k);
+    k->cls = CCLS_REDUCE;
+    k->p[0] = t->fused;
+    k->p[1] = t->par;
+    snprintf(k->desc, sizeof k->desc, "cls=red mode=%s par=%d", t->fused ? "fused" : "mat",
+             (int)t->par);
+}
+
+void cgen_red_config_unpack(const KernelConfig *k, CRedConfig *t) {
+    t->fused = k->p[0] == 1;
+    t->par = k->p[1] != 0;
+}
+
 static int red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                     const char *fn, StrBuf *src, Err *e) {
-    Ctx k = {.pg = pg, .c = c, .fn = fn, .fused = cfg->p[0] == 1};
+    CRedConfig t;
+    cgen_red_config_unpack(cfg, &t);
+    Ctx k = {.pg = pg, .c = c, .fn = fn, .fused = t.fused};
     int rc = collect(&k, e);
     if (rc)
         return rc;
@@ -646,7 +691,7 @@ static int red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
     k.x = cexpr_create(pg, c, fn, &decls);
     cexpr_set_reader(k.x, reader, &k);
     fmt_truncated = false;
-    rc = emit_kernel(&k, cfg, &body, e);
+    rc = emit_kernel(&k, t.par, &body, e);
     if (rc == ST_OK && fmt_truncated)
         rc = err_set(e, ST_UNSUPPORTED, "kernel %s: an expression is too long", fn);
     if (rc == ST_OK) {
@@ -670,8 +715,9 @@ int cgen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     return red_emit(pg, c, cfg, fn, src, e);
 }
 
-static bool dry_run(const PrimGraph *pg, const Candidate *c, int fused) {
-    KernelConfig cfg = {.cls = CCLS_REDUCE, .p = {fused, 1}};
+static bool dry_run(const PrimGraph *pg, const Candidate *c, bool fused) {
+    KernelConfig cfg;
+    cgen_red_config_pack(&(CRedConfig){.fused = fused, .par = true}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -680,7 +726,7 @@ static bool dry_run(const PrimGraph *pg, const Candidate *c, int fused) {
     return rc == ST_OK;
 }
 
-bool cgen_red_supports(const PrimGraph *pg, const Candidate *c) { return dry_run(pg, c, 0); }
+bool cgen_red_supports(const PrimGraph *pg, const Candidate *c) { return dry_run(pg, c, false); }
 
 int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, KernelConfig *out,
                      int k) {
@@ -699,7 +745,7 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
         rows = ORCH_MAX(tensor_numel(O) / ORCH_MAX(ctx.red[i].sp.n_inner, 1), 1);
         inner = ORCH_MAX(tensor_numel(A) / ORCH_MAX(tensor_numel(O), 1), 1);
     }
-    bool fused_ok = same_space(&ctx) && dry_run(pg, c, 1);
+    bool fused_ok = same_space(&ctx) && dry_run(pg, c, true);
     KernelConfig cand[4];
     int n = 0;
     for (int fused = 0; fused < 2; fused++) {
@@ -707,19 +753,16 @@ int cgen_red_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
             continue;
         for (int par = 0; par < 2; par++) {
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CCLS_REDUCE;
-            kc->p[0] = fused;
-            kc->p[1] = par;
+            cgen_red_config_pack(&(CRedConfig){.fused = fused, .par = par}, kc);
             // The materialised strategy re-reads the inputs of later passes from memory rather
             // than from the cache-resident row.
-            double b = fused ? bytes : bytes * (1.0 + 0.5 * (ctx.n_red - 1)) + extra;
+            double b =
+                fused ? bytes : bytes * (1.0 + cpu_red_model.mat_reread * (ctx.n_red - 1)) + extra;
             kc->score = cgen_estimate(hw, b, elems, ops + 1, rows, inner, par);
             // Each materialised reduction is a loop (a parallel region) and a buffer of its own.
             if (!fused)
-                kc->score += ctx.n_red * (par ? 4e-6 : 1e-6);
-            fmt(kc->desc, sizeof kc->desc, "cls=red mode=%s par=%d",
-                     fused ? "fused" : "mat", par);
+                kc->score +=
+                    ctx.n_red * (par ? cpu_red_model.mat_loop_par_s : cpu_red_model.mat_loop_s);
         }
     }
     return cgen_sort_configs(cand, n, out, k);

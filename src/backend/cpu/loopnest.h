@@ -70,7 +70,8 @@ void ln_split_interior(LoopNest *n, int l, const char *bounds, const char *lo, c
 // Prints the nest as C at the given indentation.
 void ln_print(const LoopNest *n, StrBuf *out, int indent);
 
-// The fork threshold of ln_parallel (work units).
+// The fork threshold of ln_parallel (work units): a loop with less work runs serially. The
+// pointwise model (cgen_estimate) forks at it too. Not recorded how it was chosen.
 #define LN_PARALLEL_MIN_WORK 32768
 
 #endif
