@@ -172,6 +172,8 @@ typedef struct orch_session_options {
 
 // Loads a compiled artefact (file or memory) and prepares it to run: checks every header field
 // against this orch and this machine, loads the kernels, plans memory. opt may be NULL.
+// Never run an artefact you did not compile or do not trust: it contains native code, which is
+// loaded and run. The checks catch damage, not malice.
 orch_status orch_session_create(orch_ctx *ctx, const char *artifact_path,
                                 const orch_session_options *opt, orch_session **out);
 orch_status orch_session_create_from_memory(orch_ctx *ctx, const void *data, size_t size,

@@ -4,6 +4,7 @@
 // files, `inspect` dumps any stage (operators, primitives, candidate kernels, the plan) as text
 // and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
+#include "../base/file.h"
 #include "../candidates/candidates.h"
 #include "../inspect/dump.h"
 #include "../fission/fission.h"
@@ -617,7 +618,8 @@ static IoView io_of_prims(const PrimGraph *pg) {
 
 // Compiled artefacts start with their magic; anything else is taken for ONNX.
 static bool is_artifact(const char *path) {
-    FILE *f = fopen(path, "rb");
+    Err ignored = {0}; // a file that cannot be opened is reported by the ONNX reader
+    FILE *f = file_open_regular(path, &ignored);
     char magic[8] = {0};
     bool yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
     if (f)

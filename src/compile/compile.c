@@ -1320,6 +1320,9 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (rc)
         return rc;
     rep->precision = precision_name(d.prec);
+    // A bad output path is reported now, not after the whole tuning.
+    if (out_path && (rc = file_check_output(out_path, &onnx_path, 1, e)))
+        return rc;
     FILE *pr = opt->progress;
     Graph *g = NULL;
     PrimGraph *pg = NULL;

@@ -121,10 +121,10 @@ static int load_external(const Loader *L, const Onnx__TensorProto *tp, const cha
     if (length >= 0 && (size_t)length != nbytes)
         return err_set(e, ST_INVALID, "tensor '%s': external data length %lld, expected %zu",
                        tname, (long long)length, nbytes);
-    FILE *f = fopen(path, "rb");
+    Err oe = {0};
+    FILE *f = file_open_regular(path, &oe); // never blocks on a FIFO
     if (!f)
-        return err_set(e, ST_INVALID, "tensor '%s': cannot open external data '%s': %s", tname,
-                       path, strerror(errno));
+        return err_set(e, ST_INVALID, "tensor '%s': external data: %s", tname, oe.msg);
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || offset > st.st_size ||
         (int64_t)nbytes > st.st_size - offset) {

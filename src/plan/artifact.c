@@ -127,6 +127,11 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
     uint64_t sums[N_SECTIONS], offsets[N_SECTIONS];
     for (int s = 0; s < N_SECTIONS; s++)
         sums[s] = artifact_hash(sizes[s] ? data[s] : "", sizes[s]);
+    // Written to a temporary file renamed over path: never through or over anything but a
+    // regular file.
+    int crc = file_check_output(path, NULL, 0, e);
+    if (crc)
+        return crc;
     Out *o = xmalloc(sizeof *o);
     make_header(o, h, sizes, sums, offsets);
     size_t plen = strlen(path);

@@ -140,6 +140,34 @@ def file_cases(out):
          "models/a_directory.onnx")
     case("missing_file", "run models/does_not_exist.onnx", 2, "cannot open",
          "models/does_not_exist.onnx")
+    # Special files: read without blocking and refused; outputs never written through or over
+    # anything but a regular file, nor over the command's own input.
+    for rel in ["models/fifo.onnx", "inputs/fifo.npy"]:
+        p = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if not os.path.exists(p):
+            os.mkfifo(p)
+    case("fifo_model", "run models/fifo.onnx", 2, "not a regular file", "models/fifo.onnx")
+    case("fifo_model_compile", "compile models/fifo.onnx -t cpu -o models/fifo_out.orch", 2,
+         "not a regular file", "models/fifo.onnx")
+    case("fifo_input", "run models/valid.onnx -i x=inputs/fifo.npy", 2, "not a regular file",
+         "inputs/fifo.npy")
+    case("compile_output_is_the_input", "compile models/valid.onnx -t cpu -o models/valid.onnx",
+         1, "never writes over an input", "models/valid.onnx")
+    for rel, dest in [("models/link_to_null.orch", "/dev/null"),
+                      ("models/link_to_file.orch", "valid.onnx")]:
+        p = os.path.join(out, rel)
+        if os.path.lexists(p):
+            os.remove(p)
+        os.symlink(dest, p)
+        case(f"compile_output_{os.path.basename(rel)[:-5]}",
+             f"compile models/valid.onnx -t cpu -o {rel}", 1, "symbolic link", rel)
+    case("compile_output_fifo", "compile models/valid.onnx -t cpu -o inputs/fifo.npy", 1,
+         "a FIFO", "inputs/fifo.npy")
+    case("compile_output_folder_missing",
+         "compile models/valid.onnx -t cpu -o no_such_folder/x.orch", 1, "does not exist",
+         "no_such_folder")
+
     t = const("t", np.ones((2, 3), np.float32))
     save(out, "models/tensor_proto.onnx", t.SerializeToString())
     case("other_message_tensor", "run models/tensor_proto.onnx", 2, "ONNX model",
