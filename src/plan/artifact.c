@@ -129,9 +129,11 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
         sums[s] = artifact_hash(sizes[s] ? data[s] : "", sizes[s]);
     // Written to a temporary file renamed over path: never through or over anything but a
     // regular file.
-    int crc = file_check_output(path, NULL, 0, e);
-    if (crc)
-        return crc;
+    // (The compile checked it before tuning, as a usage error; failing now is a runtime one.)
+    if (file_check_output(path, NULL, 0, e)) {
+        e->code = ST_RUNTIME;
+        return ST_RUNTIME;
+    }
     Out *o = xmalloc(sizeof *o);
     make_header(o, h, sizes, sums, offsets);
     size_t plen = strlen(path);
