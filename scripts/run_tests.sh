@@ -157,7 +157,7 @@ run_suites() { # run_suites BUILD_DIR LABEL
     pool_start "$label:models_prims_attention" "$PY" tests/models/run_models.py "$dir/orch" \
         "${models[@]}" --engine prims --attention-rewrite
     # Orchestration on every generated model: the selection run kernel by kernel must give the
-    # primitive interpreter's outputs bit for bit (tests/unit/test_plan_exec.c, models mode).
+    # primitive interpreter's outputs bit for bit (tests/unit/core/test_plan_exec.c, models mode).
     pool_start "$label:models_plan" "$dir/tests/unit_plan_exec" "${models[@]}"
     # The plan and runtime session on every generated model (interpreted kernels, real artefacts).
     pool_start "$label:models_session" "$dir/tests/unit_plan" "${models[@]}"

@@ -6,8 +6,11 @@ target_link_libraries(node_tests PRIVATE orch_core)
 add_test(NAME onnx_node_tests
          COMMAND node_tests ${CMAKE_BINARY_DIR}/node_data --xfail ${CMAKE_SOURCE_DIR}/tests/ops/node_expected_failures.txt)
 
-# Unit tests: tests/unit/test_NAME.c → build/tests/unit_NAME, linked with the library.
-file(GLOB ORCH_UNIT_TESTS CONFIGURE_DEPENDS tests/unit/test_*.c)
+# Unit tests by what they need: tests/unit/core (the pipeline, every target through its
+# interface), tests/unit/cpu (the C target's emitters), tests/unit/cuda (the CUDA target: NVRTC
+# without a GPU, everything on one). tests/unit/*/test_NAME.c → build/tests/unit_NAME, linked
+# with the library; shared helpers (check.h, the graph builders) are in tests/unit.
+file(GLOB ORCH_UNIT_TESTS CONFIGURE_DEPENDS tests/unit/*/test_*.c)
 foreach(src ${ORCH_UNIT_TESTS})
   get_filename_component(base ${src} NAME_WE)
   string(REPLACE "test_" "unit_" name ${base})

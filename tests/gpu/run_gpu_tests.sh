@@ -2,11 +2,9 @@
 # The CUDA target's tests on a machine with an NVIDIA GPU, in four parts, each ending with its own
 # "PART: N passed, N failed" line and all summed in the closing "N passed, N failed" (non-zero exit
 # on any failure, a crash, or a binary that is missing or does not build):
-#   --units      the unit tests that touch CUDA (tests/unit/test_cuda*.c, test_mlp_fused.c,
-#                test_attention_cuda.c, test_backend_ops.c, test_compile_options.c, and the GPU
-#                halves of
-#                test_cugen_compile.c / test_cugen_linear_compile.c: every kernel class against
-#                the primitive interpreter on random shapes incl. odd sizes);
+#   --units      the unit tests that touch CUDA (tests/unit/cuda/, and test_backend_ops.c and
+#                test_compile_options.c of tests/unit/core/: every kernel class against the
+#                primitive interpreter on random shapes incl. odd sizes, the lab, sessions);
 #   --models     every generated test model (tests/models/gen_models.py's folder) compiled with
 #                `orch compile -t cuda` and run with `orch run --expected` against its stored ONNX
 #                Runtime outputs (tests/models/run_models.py --engine compiled --target cuda);
@@ -121,9 +119,8 @@ fi
 # ---- the binaries ----
 
 UNITS=()
-for src in tests/unit/test_cuda*.c tests/unit/test_cugen_compile.c tests/unit/test_cugen_linear_compile.c \
-    tests/unit/test_mlp_fused.c tests/unit/test_attention_cuda.c tests/unit/test_backend_ops.c \
-    tests/unit/test_compile_options.c; do
+for src in tests/unit/cuda/test_*.c tests/unit/core/test_backend_ops.c \
+    tests/unit/core/test_compile_options.c; do
     [ -e "$src" ] || continue
     base=$(basename "$src" .c)
     UNITS+=("unit_${base#test_}")

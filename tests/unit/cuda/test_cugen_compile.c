@@ -13,16 +13,16 @@
 // emits without compiling except for a GPU; CUGEN_DUMP=FILE writes
 // the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
 // every config, thousands of kernels, instead of a cover of the primitives)
-#include "../../src/candidates/candidates.h"
-#include "../../src/prim/prim_build.h"
-#include "../../src/passes/passes.h"
-#include "../../src/interp/prim_interp.h"
-#include "../../src/codegen/cexpr.h"
-#include "../../src/backend/cuda/cuda_api.h"
-#include "../../src/backend/cuda/cugen.h"
-#include "../../src/backend/cuda/cugen_linear.h"
-#include "../../src/backend/cuda/nvrtc.h"
-#include "check.h"
+#include "candidates/candidates.h"
+#include "prim/prim_build.h"
+#include "passes/passes.h"
+#include "interp/prim_interp.h"
+#include "codegen/cexpr.h"
+#include "backend/cuda/cuda_api.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
+#include "../check.h"
 
 #include <float.h>
 #include <math.h>

@@ -6,7 +6,7 @@
 // with the CPU (elementwise also timed with events and replayed from a captured CUDA graph).
 // Skips print a line saying why. Usage: unit_cuda_api [seed]
 #define _GNU_SOURCE
-#include "check.h"
+#include "../check.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/nvrtc.h"
 

@@ -2,7 +2,7 @@
 // parameters as prim.h defines them (an elementwise program, a layout chain from the output
 // towards the input, reduce axes), tensors and provenance; the dot text has the legend, kinds,
 // shape-labelled edges and escaped labels.
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "inspect/dump.h"
 

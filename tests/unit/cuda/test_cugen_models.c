@@ -19,14 +19,14 @@
 // Usage: unit_cugen_models [MODELS_DIR]. Environment: ORCH_CUGEN_MODELS_K=K: the best K configs
 // of every candidate (and K TF32 ones) instead; ORCH_CUGEN_MODELS_FILTER: only models whose name
 // contains it; ORCH_CUGEN_MODELS_VERBOSE: each program's kernels and NVRTC time.
-#include "../../src/base/file.h"
-#include "../../src/candidates/candidates.h"
-#include "../../src/compile/compile.h"
-#include "../../src/backend/kernel_lab.h"
-#include "../../src/backend/cuda/cugen.h"
-#include "../../src/backend/cuda/cugen_linear.h"
-#include "../../src/backend/cuda/nvrtc.h"
-#include "check.h"
+#include "base/file.h"
+#include "candidates/candidates.h"
+#include "compile/compile.h"
+#include "backend/kernel_lab.h"
+#include "backend/cuda/cugen.h"
+#include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/nvrtc.h"
+#include "../check.h"
 
 #include <dirent.h>
 #include <pthread.h>

@@ -4,7 +4,7 @@
 // absent, stats, clearing, the upgrade of a version 1 file), refused files (missing, not SQLite,
 // truncated, newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop.
 #define _GNU_SOURCE
-#include "check.h"
+#include "../check.h"
 #include "db/profile_db.h"
 
 #include <errno.h>

@@ -11,13 +11,13 @@
 //                                    loaded with its args.txt's --input-shapes, run on the inputs
 //                                    of its io.txt, planned for the cpu and h100 cost models
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "inspect/dump.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "orchestrate/cost_model.h"
 #include "orchestrate/orchestrate.h"

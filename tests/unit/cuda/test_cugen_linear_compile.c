@@ -37,7 +37,7 @@
 // ORCH_CUGEN_ALL=1 emits every config of every candidate (by default two graphs get every config,
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "backend/kernel_lab.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"

@@ -16,10 +16,10 @@
 // kernel's time (best of 5); ORCH_ATTN_FULL=1 adds an exhaustive sweep (every mask x scale x
 // split over lengths and head dims). Under a sanitizer build the 4096 x 4096 case is left out
 // (the interpreter's score matrices are 64 MiB each).
-#include "attn_graphs.h"
+#include "../attn_graphs.h"
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"

@@ -2,11 +2,11 @@
 // Constant nodes, opset checks, input shape binding, topological order and cycles, external-data
 // path rules, folding of exporter-style shape chains and its work/memory bounds, Identity/dead-node
 // removal, and the list of unsupported ops. Models are built in C (model_builder.h).
-#include "check.h"
+#include "../check.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "interp/interp.h"
 

@@ -4,14 +4,14 @@
 // few translation units, run on random inputs and compared with prim_eval's values of the same
 // tensors. Tolerance |got-ref| <= 1e-4*|ref| + 1e-4*max|ref| for floats (NaN matches NaN),
 // exact for integers and bool.
-#include "../../src/candidates/candidates.h"
-#include "../../src/prim/prim_build.h"
-#include "../../src/passes/passes.h"
-#include "../../src/interp/prim_interp.h"
-#include "../../src/backend/cpu/cbuild.h"
-#include "../../src/backend/cpu/cgen.h"
-#include "../../src/backend/cpu/loopnest.h"
-#include "check.h"
+#include "candidates/candidates.h"
+#include "prim/prim_build.h"
+#include "passes/passes.h"
+#include "interp/prim_interp.h"
+#include "backend/cpu/cbuild.h"
+#include "backend/cpu/cgen.h"
+#include "backend/cpu/loopnest.h"
+#include "../check.h"
 
 #include <math.h>
 #include <stdio.h>

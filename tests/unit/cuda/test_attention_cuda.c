@@ -38,10 +38,10 @@
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_ALL=1 compiles every
 // config of every compile case; ORCH_ATTN_DUMP=I prints the sm_90a programs of compile case I (from
 // 1).
-#include "attn_graphs.h"
+#include "../attn_graphs.h"
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"
 #include "backend/cuda/cuda_api.h"

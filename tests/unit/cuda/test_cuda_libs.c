@@ -8,7 +8,7 @@
 #include "backend/cuda/cublaslt.h"
 #include "backend/cuda/cuda_libs.h"
 #include "backend/cuda/cudnn.h"
-#include "check.h"
+#include "../check.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

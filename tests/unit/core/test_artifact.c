@@ -9,11 +9,11 @@
 // missing symbol, a shared object that is not one, forged plans with valid checksums.
 #include "base/file.h"
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "orch.h"
 #include "orchestrate/cost_model.h"

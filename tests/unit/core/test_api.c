@@ -2,8 +2,8 @@
 // with caller buffers, first-error-wins messages, dtype/shape checks, NULL-tolerant frees, and
 // orch_compile's options (bad ones refused by name, the plan-shaping ones recorded in the
 // artefact).
-#include "check.h"
-#include "model_builder.h"
+#include "../check.h"
+#include "../model_builder.h"
 #include "orch.h"
 #include "plan/artifact.h"
 

@@ -7,8 +7,8 @@
 // whole backend is reached through target.h's slots only, so a new target is covered by adding
 // it to the list below.
 // Usage: unit_backend_ops [--full] [GRAPH_SUBSTRING]
-#include "canonical_graphs.h"
-#include "check.h"
+#include "../canonical_graphs.h"
+#include "../check.h"
 
 #include "backend/kernel_lab.h"
 #include "candidates/candidates.h"

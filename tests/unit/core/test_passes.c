@@ -4,7 +4,7 @@
 // (primitive counts and kinds) and runs it again. Every pass but BatchNorm folding must give
 // bit-identical outputs; BatchNorm folding rounds W * scale and the combined bias once, checked
 // against a bound from the magnitude before normalisation (see bn_case).
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"

@@ -8,12 +8,12 @@
 // bench/kernels/cpu_gemm_speed.c.
 // Environment: ORCH_TEST_SEED.
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "interp/prim_interp.h"
 #include "backend/cpu/cbuild.h"

@@ -2,7 +2,7 @@
 // sizes of 1, primes and non-multiples of the register and cache tiles, both transposes, row
 // strides wider than the matrices, alpha/beta, and beta = 0 over a NaN-poisoned C.
 // Tolerance per element: |got-ref| <= 1e-6 + 2*K*FLT_EPSILON * sum_k |a_ik * b_kj| (float sums).
-#include "check.h"
+#include "../check.h"
 #include "ops/gemm.h"
 
 #include <float.h>

@@ -14,10 +14,10 @@
 // leaves out the faulting kernel, for compute-sanitizer)
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "compile/compile.h"
 #include "prim/prim_build.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
 #include "interp/prim_interp.h"

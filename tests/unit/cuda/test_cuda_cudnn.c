@@ -28,7 +28,7 @@
 // Usage: unit_cuda_cudnn [seed [MODEL_DIR]]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "compile/compile.h"
 #include "backend/kernel_lab.h"
 #include "prim/prim_build.h"

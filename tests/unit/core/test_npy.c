@@ -1,6 +1,6 @@
 // Unit tests of .npy reading and writing: round trips for every dtype and rank 0..3, numpy's
 // own header layout (a fixture written by numpy is embedded), and malformed headers.
-#include "check.h"
+#include "../check.h"
 #include "runtime/npy.h"
 
 #include <stdio.h>

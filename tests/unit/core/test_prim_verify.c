@@ -1,7 +1,7 @@
 // Unit tests of the primitive graph verifier (prim_graph_verify): a correct graph using every
 // non-opaque kind passes; graphs broken on purpose, one defect each, are rejected with a message
 // that names the primitive (kind, #id, origin) and the defect.
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 
 #include <stdlib.h>

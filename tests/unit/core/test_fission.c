@@ -1,12 +1,12 @@
 // Unit tests of operator fission: the attention rewrite (division moved after the MatMul, same
 // values), softmax stability for huge logits, the driver's opaque fallback, and the 1x1
 // convolution over upsampled maps moved before their resizes.
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "interp/interp.h"
 #include "interp/prim_interp.h"

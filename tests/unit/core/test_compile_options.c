@@ -5,8 +5,8 @@
 // their own options. On a GPU: a model compiled under fp16, another under fp32, then the first
 // again: the fp32 compile passes its float32 check with no reduced-precision kernel, and the two
 // fp16 compiles agree.
-#include "check.h"
-#include "model_builder.h"
+#include "../check.h"
+#include "../model_builder.h"
 
 #include "backend/cuda/cuda_api.h"
 #include "compile/compile.h"

@@ -10,13 +10,13 @@
 //   layout: hand-written structs of every class pack into the p[] and the desc text the profile
 //   database keys on (a change there orphans every stored measurement).
 // No kernel is built: the emitters' output for these configs is the other suites' concern.
-#include "attn_graphs.h"
+#include "../attn_graphs.h"
 #include "backend/cpu/cgen.h"
 #include "backend/cpu/cgen_attn.h"
 #include "backend/cpu/cgen_linear.h"
 #include "backend/cpu/cgen_mlp.h"
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "passes/passes.h"
 #include "prim/prim_build.h"
 

@@ -5,7 +5,7 @@
 // (printed seed), equality with a brute force over all subsets. Signatures: equal for identical
 // blocks, different for other shapes or parameters. Segments: cut at the narrow waists.
 #include "candidates/candidates.h"
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 
 #include <stdint.h>

@@ -7,12 +7,12 @@
 // for them), diamonds, long skips, duplicate writers, an opaque primitive with two outputs,
 // infeasible candidate sets (clear errors), and the time limit.
 #include "base/arena.h"
-#include "check.h"
+#include "../check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
 #include "ops/fold.h"
-#include "model_builder.h"
+#include "../model_builder.h"
 #include "onnx/load.h"
 #include "orchestrate/orchestrate.h"
 
