@@ -10,6 +10,7 @@
 #ifndef ORCH_TEST_CANONICAL_GRAPHS_H
 #define ORCH_TEST_CANONICAL_GRAPHS_H
 
+#include "graph_builder.h"
 #include "prim/prim.h"
 #include "prim/prim_build.h"
 
@@ -24,19 +25,6 @@ static inline float cg_rand(void) { // uniform in [-1, 1), deterministic
     cg_seed ^= cg_seed << 25;
     cg_seed ^= cg_seed >> 27;
     return (float)((double)((cg_seed * 2685821657736338717ull) >> 11) / 4503599627370496.0 - 1.0);
-}
-
-static inline int cg_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static inline void cg_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
 }
 
 // A constant of random values scaled by s (weights of fan-in n: s = 1/sqrt(n) keeps outputs O(1)).
@@ -62,25 +50,25 @@ static inline int cg_gelu(PB *b, int y) {
 static inline void cg_ew_chain(PrimGraph *pg) { // sigmoid(x * y + bias[col]) - tanh(x)
     const int64_t d[] = {37, 61}, bd[] = {61};
     PB b = {pg, "ew_chain"};
-    int x = cg_input(pg, "x", 2, d), y = cg_input(pg, "y", 2, d);
+    int x = gb_input(pg, "x", 2, d), y = gb_input(pg, "y", 2, d);
     int bias = cg_const(&b, 1, bd, 1.0);
     int s = pb_ew1(&b, EW_SIGMOID, pb_ew2(&b, EW_ADD, pb_ew2(&b, EW_MUL, x, y), bias));
-    cg_output(pg, pb_ew2(&b, EW_SUB, s, pb_ew1(&b, EW_TANH, x)));
+    gb_output(pg, pb_ew2(&b, EW_SUB, s, pb_ew1(&b, EW_TANH, x)));
 }
 
 static inline void cg_ew_broadcast(PrimGraph *pg) { // [5,1,7] op [1,9,1] -> [5,9,7]
     const int64_t ad[] = {5, 1, 7}, cd[] = {1, 9, 1};
     PB b = {pg, "ew_broadcast"};
-    int a = cg_input(pg, "a", 3, ad), c = cg_input(pg, "c", 3, cd);
-    cg_output(pg, pb_ew2(&b, EW_MAX, pb_ew2(&b, EW_ADD, a, c), pb_ew2i(&b, EW_MUL, a, 0.25)));
+    int a = gb_input(pg, "a", 3, ad), c = gb_input(pg, "c", 3, cd);
+    gb_output(pg, pb_ew2(&b, EW_MAX, pb_ew2(&b, EW_ADD, a, c), pb_ew2i(&b, EW_MUL, a, 0.25)));
 }
 
 static inline void cg_transpose(PrimGraph *pg) { // [3,17,29] -> [29,3,17], then exp
     const int64_t d[] = {3, 17, 29};
     const int perm[] = {2, 0, 1};
     PB b = {pg, "transpose"};
-    int x = cg_input(pg, "x", 3, d);
-    cg_output(pg, pb_ew1(&b, EW_EXP, pb_transpose(&b, x, perm)));
+    int x = gb_input(pg, "x", 3, d);
+    gb_output(pg, pb_ew1(&b, EW_EXP, pb_transpose(&b, x, perm)));
 }
 
 // ---- reductions ----
@@ -88,38 +76,38 @@ static inline void cg_transpose(PrimGraph *pg) { // [3,17,29] -> [29,3,17], then
 static inline void cg_reduce_inner(PrimGraph *pg) { // sum over the last axis of [33, 257]
     const int64_t d[] = {33, 257};
     PB b = {pg, "reduce_inner"};
-    int x = cg_input(pg, "x", 2, d);
-    cg_output(pg, pb_reduce(&b, RED_SUM, x, 1u << 1, true, false));
+    int x = gb_input(pg, "x", 2, d);
+    gb_output(pg, pb_reduce(&b, RED_SUM, x, 1u << 1, true, false));
 }
 
 static inline void cg_reduce_outer(PrimGraph *pg) { // max over the first axis of [129, 45]
     const int64_t d[] = {129, 45};
     PB b = {pg, "reduce_outer"};
-    int x = cg_input(pg, "x", 2, d);
-    cg_output(pg, pb_reduce(&b, RED_MAX, x, 1u << 0, false, false));
+    int x = gb_input(pg, "x", 2, d);
+    gb_output(pg, pb_reduce(&b, RED_MAX, x, 1u << 0, false, false));
 }
 
 static inline void cg_reduce_spatial(PrimGraph *pg) { // mean over H, W of [2, 13, 9, 11]
     const int64_t d[] = {2, 13, 9, 11};
     PB b = {pg, "reduce_spatial"};
-    int x = cg_input(pg, "x", 4, d);
-    cg_output(pg, pb_reduce(&b, RED_MEAN, x, (1u << 2) | (1u << 3), true, false));
+    int x = gb_input(pg, "x", 4, d);
+    gb_output(pg, pb_reduce(&b, RED_MEAN, x, (1u << 2) | (1u << 3), true, false));
 }
 
 static inline void cg_softmax(PrimGraph *pg) { // softmax over the last axis of [7, 3, 100]
     const int64_t d[] = {7, 3, 100};
     PB b = {pg, "softmax"};
-    int x = cg_input(pg, "x", 3, d);
+    int x = gb_input(pg, "x", 3, d);
     int m = pb_reduce(&b, RED_MAX, x, 1u << 2, true, false);
     int ex = pb_ew1(&b, EW_EXP, pb_ew2(&b, EW_SUB, x, m));
     int s = pb_reduce(&b, RED_SUM, ex, 1u << 2, true, false);
-    cg_output(pg, pb_ew2(&b, EW_DIV, ex, s));
+    gb_output(pg, pb_ew2(&b, EW_DIV, ex, s));
 }
 
 static inline void cg_layernorm(PrimGraph *pg) { // layer norm over 96 with scale and shift
     const int64_t d[] = {19, 96}, gd[] = {96};
     PB b = {pg, "layernorm"};
-    int x = cg_input(pg, "x", 2, d);
+    int x = gb_input(pg, "x", 2, d);
     int mean = pb_reduce(&b, RED_MEAN, x, 1u << 1, true, false);
     int xc = pb_ew2(&b, EW_SUB, x, mean);
     int var = pb_reduce(&b, RED_MEAN, pb_ew2(&b, EW_MUL, xc, xc), 1u << 1, true, false);
@@ -127,7 +115,7 @@ static inline void cg_layernorm(PrimGraph *pg) { // layer norm over 96 with scal
     int y = pb_ew2(&b, EW_MUL, xc, inv);
     y = pb_ew2(&b, EW_ADD, pb_ew2(&b, EW_MUL, y, cg_const(&b, 1, gd, 1.0)),
                cg_const(&b, 1, gd, 1.0));
-    cg_output(pg, y);
+    gb_output(pg, y);
 }
 
 // ---- products ----
@@ -136,13 +124,13 @@ static inline void cg_matmul(PrimGraph *pg, const char *name, int64_t M, int64_t
                              int epilogue) {
     const int64_t ad[] = {M, K}, wd[] = {K, N}, bd[] = {N};
     PB b = {pg, name};
-    int a = cg_input(pg, "a", 2, ad);
+    int a = gb_input(pg, "a", 2, ad);
     int y = pb_matmul(&b, a, cg_const(&b, 2, wd, 1.0 / sqrt((double)K)));
     if (epilogue == 1)
         y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, cg_const(&b, 1, bd, 1.0)));
     else if (epilogue == 2)
         y = cg_gelu(&b, pb_ew2(&b, EW_ADD, y, cg_const(&b, 1, bd, 1.0)));
-    cg_output(pg, y);
+    gb_output(pg, y);
 }
 static inline void cg_matmul_square(PrimGraph *pg) {
     cg_matmul(pg, "matmul_square", 64, 64, 64, 0);
@@ -160,8 +148,8 @@ static inline void cg_matmul_tall(PrimGraph *pg) {
 static inline void cg_matmul_batched(PrimGraph *pg) { // [3, 21, 19] x [3, 19, 23], both inputs
     const int64_t ad[] = {3, 21, 19}, cd[] = {3, 19, 23};
     PB b = {pg, "matmul_batched"};
-    int a = cg_input(pg, "a", 3, ad), c = cg_input(pg, "c", 3, cd);
-    cg_output(pg, pb_matmul(&b, a, c));
+    int a = gb_input(pg, "a", 3, ad), c = gb_input(pg, "c", 3, cd);
+    gb_output(pg, pb_matmul(&b, a, c));
 }
 
 // ---- convolutions ----
@@ -200,11 +188,11 @@ static inline void cg_conv(PrimGraph *pg, const CgConv *cc) {
                         : (cc->in[d] + 2 * cc->pad[d] - dil * (cc->k[d] - 1) - 1) / st + 1;
     }
     PB b = {pg, cc->name};
-    int x = cg_input(pg, "x", 2 + cc->S, xd);
+    int x = gb_input(pg, "x", 2 + cc->S, xd);
     int y = pb_conv(&b, &lp, x, cg_const(&b, 2 + cc->S, wd, 1.0 / sqrt((double)fan)), od);
     if (cc->bias_relu)
         y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, cg_const(&b, 2 + cc->S, bd, 1.0)));
-    cg_output(pg, y);
+    gb_output(pg, y);
 }
 
 static const CgConv cg_convs[] = {
@@ -225,24 +213,24 @@ static const CgConv cg_convs[] = {
 static inline void cg_mlp_chain(PrimGraph *pg) { // two 48-wide layers: relu, then gelu
     const int64_t xd[] = {77, 48}, wd[] = {48, 48}, bd[] = {48};
     PB b = {pg, "mlp_chain"};
-    int x = cg_input(pg, "x", 2, xd);
+    int x = gb_input(pg, "x", 2, xd);
     int h = pb_ew1(
         &b, EW_RELU,
         pb_ew2(&b, EW_ADD, pb_matmul(&b, x, cg_const(&b, 2, wd, 0.15)), cg_const(&b, 1, bd, 1.0)));
     int y = cg_gelu(&b, pb_ew2(&b, EW_ADD, pb_matmul(&b, h, cg_const(&b, 2, wd, 0.15)),
                                cg_const(&b, 1, bd, 1.0)));
-    cg_output(pg, y);
+    gb_output(pg, y);
 }
 
 static inline void cg_attention(PrimGraph *pg) { // softmax(q k^T / sqrt(d)) v, 2 heads, 40 tokens
     const int64_t qd[] = {2, 40, 16}, kd[] = {2, 16, 40};
     PB b = {pg, "attention"};
-    int q = cg_input(pg, "q", 3, qd), kt = cg_input(pg, "kt", 3, kd), v = cg_input(pg, "v", 3, qd);
+    int q = gb_input(pg, "q", 3, qd), kt = gb_input(pg, "kt", 3, kd), v = gb_input(pg, "v", 3, qd);
     int s = pb_ew2i(&b, EW_MUL, pb_matmul(&b, q, kt), 0.25);
     int m = pb_reduce(&b, RED_MAX, s, 1u << 2, true, false);
     int ex = pb_ew1(&b, EW_EXP, pb_ew2(&b, EW_SUB, s, m));
     int p = pb_ew2(&b, EW_DIV, ex, pb_reduce(&b, RED_SUM, ex, 1u << 2, true, false));
-    cg_output(pg, pb_matmul(&b, p, v));
+    gb_output(pg, pb_matmul(&b, p, v));
 }
 
 typedef struct CanonicalGraph {

@@ -2,23 +2,11 @@
 // non-opaque kind passes; graphs broken on purpose, one defect each, are rejected with a message
 // that names the primitive (kind, #id, origin) and the defect.
 #include "../check.h"
+#include "../graph_builder.h"
 #include "prim/prim_build.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static void add_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
-}
 
 // Expects a rejection whose message contains both `prim` (e.g. "reduce #1 (from 'r')") and `what`.
 static void expect_reject(const PrimGraph *pg, const char *prim, const char *what) {
@@ -32,7 +20,7 @@ static void expect_reject(const PrimGraph *pg, const char *prim, const char *wha
 static void accepts_correct_graph(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {2, 8, 4}, wd[] = {4, 5};
-    int x = add_input(pg, "x", 3, xd), w = add_input(pg, "w", 2, wd);
+    int x = gb_input(pg, "x", 3, xd), w = gb_input(pg, "w", 2, wd);
     PB b = {pg, "ew"};
     int e = pb_ew2i(&b, EW_MUL, x, 0.5);
     b.origin = "red";
@@ -47,7 +35,7 @@ static void accepts_correct_graph(void) {
     const int64_t rd[] = {6, 4};
     int v = pb_reshape(&b, s, 2, rd);
     b.origin = "mm";
-    add_output(pg, pb_matmul(&b, v, w)); // 6x5
+    gb_output(pg, pb_matmul(&b, v, w)); // 6x5
     Err err = {0};
     CHECK_MSG(prim_graph_verify(pg, &err) == ST_OK, "%s", err.msg);
     prim_graph_free(pg);
@@ -56,11 +44,11 @@ static void accepts_correct_graph(void) {
 static void rejects_use_before_define(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {4};
-    int x = add_input(pg, "x", 1, xd);
+    int x = gb_input(pg, "x", 1, xd);
     PB b = {pg, "relu"};
     int a = pb_ew1(&b, EW_RELU, x);
     b.origin = "exp";
-    add_output(pg, pb_ew1(&b, EW_EXP, a));
+    gb_output(pg, pb_ew1(&b, EW_EXP, a));
     Prim *first = pg->prims[0]; // the exp now runs before the relu that defines its input
     pg->prims[0] = pg->prims[1];
     pg->prims[1] = first;
@@ -71,9 +59,9 @@ static void rejects_use_before_define(void) {
 static void rejects_wrong_reduce_shape(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {2, 3};
-    int x = add_input(pg, "x", 2, xd);
+    int x = gb_input(pg, "x", 2, xd);
     PB b = {pg, "r"};
-    add_output(pg, pb_reduce(&b, RED_SUM, x, 1u << 1, true, false)); // 2x1
+    gb_output(pg, pb_reduce(&b, RED_SUM, x, 1u << 1, true, false)); // 2x1
     pg->prims[0]->red.keepdims = false; // says 2, the output tensor is 2x1
     expect_reject(pg, "reduce #0 (from 'r')", "reduce output shape wrong");
     prim_graph_free(pg);
@@ -82,10 +70,10 @@ static void rejects_wrong_reduce_shape(void) {
 static void rejects_mismatched_transpose(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {2, 3, 4};
-    int x = add_input(pg, "x", 3, xd);
+    int x = gb_input(pg, "x", 3, xd);
     PB b = {pg, "t"};
     const int perm[] = {0, 2, 1};
-    add_output(pg, pb_transpose(&b, x, perm)); // 2x4x3
+    gb_output(pg, pb_transpose(&b, x, perm)); // 2x4x3
     LayoutStage *st = &pg->prims[0]->lay.stages[0];
     st->perm[0] = 1; // would make the output 3x2x4
     st->perm[1] = 0;
@@ -97,10 +85,10 @@ static void rejects_mismatched_transpose(void) {
 static void rejects_slice_out_of_range(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {2, 8};
-    int x = add_input(pg, "x", 2, xd);
+    int x = gb_input(pg, "x", 2, xd);
     PB b = {pg, "s"};
     const int64_t start[] = {0, 2}, step[] = {1, 2}, od[] = {2, 3}; // columns 2, 4, 6
-    add_output(pg, pb_slice(&b, x, start, step, od));
+    gb_output(pg, pb_slice(&b, x, start, step, od));
     pg->prims[0]->lay.stages[0].start[1] = 4; // columns 4, 6, 8: past the end
     expect_reject(pg, "layout #0 (from 's')", "slice reads outside its input");
     prim_graph_free(pg);
@@ -109,10 +97,10 @@ static void rejects_slice_out_of_range(void) {
 static void rejects_matmul_k_mismatch(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t ad[] = {2, 3}, bd[] = {3, 4}, cd[] = {5, 4};
-    int a = add_input(pg, "a", 2, ad), bb = add_input(pg, "b", 2, bd);
-    int c = add_input(pg, "c", 2, cd);
+    int a = gb_input(pg, "a", 2, ad), bb = gb_input(pg, "b", 2, bd);
+    int c = gb_input(pg, "c", 2, cd);
     PB b = {pg, "mm"};
-    add_output(pg, pb_matmul(&b, a, bb));
+    gb_output(pg, pb_matmul(&b, a, bb));
     pg->prims[0]->in[1] = c; // K: 3 against 5
     expect_reject(pg, "linear #0 (from 'mm')", "matmul dims");
     prim_graph_free(pg);
@@ -121,10 +109,10 @@ static void rejects_matmul_k_mismatch(void) {
 static void rejects_output_never_computed(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {4};
-    int x = add_input(pg, "x", 1, xd);
+    int x = gb_input(pg, "x", 1, xd);
     PB b = {pg, "relu"};
-    add_output(pg, pb_ew1(&b, EW_RELU, x));
-    add_output(pg, pg_add_tensor(pg, "ghost", DT_FLOAT, 1, xd)->id);
+    gb_output(pg, pb_ew1(&b, EW_RELU, x));
+    gb_output(pg, pg_add_tensor(pg, "ghost", DT_FLOAT, 1, xd)->id);
     expect_reject(pg, "graph output 'ghost'", "never computed");
     prim_graph_free(pg);
 }

@@ -20,6 +20,7 @@
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
 #include "../check.h"
+#include "../graph_builder.h"
 #include "prim/prim_build.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"
@@ -58,11 +59,6 @@ static float *rand_buf(int64_t n) {
     for (int64_t i = 0; i < n; i++)
         p[i] = (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
     return p;
-}
-
-static void add_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
 }
 
 // Cleans up, verifies and enumerates with attention (and MLP chains) on; NULL on failure.
@@ -343,19 +339,19 @@ static PrimGraph *neg_graph(int kind) {
         free(w);
     }
     int o = pb_matmul(&b, p, v);
-    add_output(pg, o);
+    gb_output(pg, o);
     if (kind == NEG_OUT_S)
-        add_output(pg, s_raw);
+        gb_output(pg, s_raw);
     if (kind == NEG_OUT_E)
-        add_output(pg, e);
+        gb_output(pg, e);
     if (kind == NEG_OUT_P)
-        add_output(pg, p);
+        gb_output(pg, p);
     if (kind == NEG_READ_S)
-        add_output(pg, pb_ew1(&b, EW_TANH, s_raw));
+        gb_output(pg, pb_ew1(&b, EW_TANH, s_raw));
     if (kind == NEG_READ_E)
-        add_output(pg, pb_reduce(&b, RED_MAX, e, 1u << 2, true, false));
+        gb_output(pg, pb_reduce(&b, RED_MAX, e, 1u << 2, true, false));
     if (kind == NEG_READ_P)
-        add_output(pg, pb_ew1(&b, EW_NEG, p));
+        gb_output(pg, pb_ew1(&b, EW_NEG, p));
     return pg;
 }
 

@@ -17,6 +17,7 @@
 #include "backend/cpu/cgen_mlp.h"
 #include "candidates/candidates.h"
 #include "../check.h"
+#include "../graph_builder.h"
 #include "passes/passes.h"
 #include "prim/prim_build.h"
 
@@ -207,19 +208,6 @@ static void check_graph(const char *name, PrimGraph *pg) {
 
 // ---- graphs ----
 
-static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static void add_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
-}
-
 // A constant of the given shape (values do not matter: nothing runs).
 static int add_const(PB *b, int rank, const int64_t *dims) {
     int64_t n = 1;
@@ -238,19 +226,19 @@ static int add_const(PB *b, int rank, const int64_t *dims) {
 static void pointwise_and_reduce(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t d[] = {16, 20000};
-    int x = add_input(pg, "x", 2, d), y = add_input(pg, "y", 2, d);
+    int x = gb_input(pg, "x", 2, d), y = gb_input(pg, "y", 2, d);
     PB b = {pg, "pw"};
-    add_output(pg, pb_ew2(&b, EW_MUL, pb_ew1(&b, EW_SIGMOID, x), y));
+    gb_output(pg, pb_ew2(&b, EW_MUL, pb_ew1(&b, EW_SIGMOID, x), y));
     check_graph("sigmoid_mul", pg);
 
     pg = prim_graph_create(NULL);
     const int64_t sd[] = {32, 100};
-    x = add_input(pg, "x", 2, sd);
+    x = gb_input(pg, "x", 2, sd);
     b = (PB){pg, "softmax"};
     int mx = pb_reduce(&b, RED_MAX, x, 1u << 1, true, false);
     int ex = pb_ew1(&b, EW_EXP, pb_ew2(&b, EW_SUB, x, mx));
     int sum = pb_reduce(&b, RED_SUM, ex, 1u << 1, true, false);
-    add_output(pg, pb_ew2(&b, EW_DIV, ex, sum));
+    gb_output(pg, pb_ew2(&b, EW_DIV, ex, sum));
     check_graph("softmax", pg);
 }
 
@@ -259,25 +247,25 @@ static void pointwise_and_reduce(void) {
 static void matmuls(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t ad[] = {64, 96}, wd[] = {96, 80}, bd[] = {80};
-    int a = add_input(pg, "a", 2, ad);
+    int a = gb_input(pg, "a", 2, ad);
     PB b = {pg, "mm"};
     int y = pb_matmul(&b, a, add_const(&b, 2, wd));
-    add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, bd))));
+    gb_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, bd))));
     check_graph("matmul_bias_relu", pg);
 
     pg = prim_graph_create(NULL);
     const int64_t vd[] = {4, 256}, vw[] = {256, 512};
-    a = add_input(pg, "a", 2, vd);
+    a = gb_input(pg, "a", 2, vd);
     b = (PB){pg, "gemv"};
-    add_output(pg, pb_matmul(&b, a, add_const(&b, 2, vw)));
+    gb_output(pg, pb_matmul(&b, a, add_const(&b, 2, vw)));
     check_graph("gemv", pg);
 
     pg = prim_graph_create(NULL);
     const int64_t xd[] = {32, 64}, nd[] = {64, 2};
-    a = add_input(pg, "a", 2, xd);
-    int bb = add_input(pg, "b", 2, nd);
+    a = gb_input(pg, "a", 2, xd);
+    int bb = gb_input(pg, "b", 2, nd);
     b = (PB){pg, "dot"};
-    add_output(pg, pb_matmul(&b, a, bb));
+    gb_output(pg, pb_matmul(&b, a, bb));
     check_graph("dot", pg);
 }
 
@@ -293,23 +281,23 @@ static void convs(void) {
                        .pad_end = {1, 1}};
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 16, 20, 20}, wd[] = {32, 16, 3, 3}, od[] = {1, 32, 20, 20};
-    int x = add_input(pg, "x", 4, xd);
+    int x = gb_input(pg, "x", 4, xd);
     PB b = {pg, "conv"};
-    add_output(pg, pb_conv(&b, &lp, x, add_const(&b, 4, wd), od));
+    gb_output(pg, pb_conv(&b, &lp, x, add_const(&b, 4, wd), od));
     check_graph("conv3x3", pg);
 
     pg = prim_graph_create(NULL);
     const int64_t dwd[] = {16, 1, 3, 3};
-    x = add_input(pg, "x", 4, xd);
+    x = gb_input(pg, "x", 4, xd);
     b = (PB){pg, "dw"};
     LinearParams dp = lp;
     dp.group = 16;
-    add_output(pg, pb_conv(&b, &dp, x, add_const(&b, 4, dwd), xd));
+    gb_output(pg, pb_conv(&b, &dp, x, add_const(&b, 4, dwd), xd));
     check_graph("depthwise3x3", pg);
 
     pg = prim_graph_create(NULL);
     const int64_t td[] = {1, 8, 32, 32}, twd[] = {8, 4, 3, 3}, tod[] = {1, 4, 64, 64};
-    x = add_input(pg, "x", 4, td);
+    x = gb_input(pg, "x", 4, td);
     b = (PB){pg, "convT"};
     LinearParams tp = {.op = LIN_CONV_TRANSPOSE,
                        .n_spatial = 2,
@@ -319,7 +307,7 @@ static void convs(void) {
                        .pad_begin = {1, 1},
                        .pad_end = {0, 0},
                        .out_pad = {1, 1}};
-    add_output(pg, pb_conv(&b, &tp, x, add_const(&b, 4, twd), tod));
+    gb_output(pg, pb_conv(&b, &tp, x, add_const(&b, 4, twd), tod));
     check_graph("convT3x3_s2", pg);
 }
 
@@ -327,11 +315,11 @@ static void convs(void) {
 static void chains(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {256, 32}, w1[] = {32, 48}, b1[] = {48}, w2[] = {48, 16}, b2[] = {16};
-    int x = add_input(pg, "x", 2, xd);
+    int x = gb_input(pg, "x", 2, xd);
     PB b = {pg, "mlp"};
     int h = pb_ew2(&b, EW_ADD, pb_matmul(&b, x, add_const(&b, 2, w1)), add_const(&b, 1, b1));
     h = pb_ew1(&b, EW_RELU, h);
-    add_output(pg,
+    gb_output(pg,
                pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, w2)), add_const(&b, 1, b2)));
     check_graph("mlp2", pg);
 

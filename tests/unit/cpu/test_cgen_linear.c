@@ -9,6 +9,7 @@
 // Environment: ORCH_TEST_SEED.
 #include "candidates/candidates.h"
 #include "../check.h"
+#include "../graph_builder.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
@@ -41,19 +42,6 @@ static float *rand_buf(int64_t n) {
     for (int64_t i = 0; i < n; i++)
         p[i] = frand();
     return p;
-}
-
-static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static void add_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
 }
 
 static int add_const(PB *b, int rank, const int64_t *dims) {
@@ -287,10 +275,10 @@ static void flush(void) {
 static void mm_one(int64_t M, int64_t N, int64_t K, int k) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t ad[] = {M, K}, bd[] = {K, N};
-    int a = add_input(pg, "a", 2, ad);
+    int a = gb_input(pg, "a", 2, ad);
     PB b = {pg, "mm"};
     int w = add_const(&b, 2, bd);
-    add_output(pg, pb_matmul(&b, a, w));
+    gb_output(pg, pb_matmul(&b, a, w));
     char name[64];
     snprintf(name, sizeof name, "mm_%lldx%lldx%lld", (long long)M, (long long)N, (long long)K);
     check_graph(name, pg, k, 1);
@@ -311,17 +299,17 @@ static void matmul_batched(void) {
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {2, 3, 5, 7}, bd[] = {3, 7, 9};
-        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 3, bd);
+        int a = gb_input(pg, "a", 4, ad), w = gb_input(pg, "b", 3, bd);
         PB b = {pg, "bmm"};
-        add_output(pg, pb_matmul(&b, a, w));
+        gb_output(pg, pb_matmul(&b, a, w));
         check_graph("bmm_bcast_a", pg, 4, 1);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {4, 1, 17, 16}, bd[] = {1, 3, 16, 33};
-        int a = add_input(pg, "a", 4, ad), w = add_input(pg, "b", 4, bd);
+        int a = gb_input(pg, "a", 4, ad), w = gb_input(pg, "b", 4, bd);
         PB b = {pg, "bmm"};
-        add_output(pg, pb_matmul(&b, a, w));
+        gb_output(pg, pb_matmul(&b, a, w));
         check_graph("bmm_bcast_both", pg, 4, 1);
     }
     flush();
@@ -335,35 +323,35 @@ static void matmul_prepacked(void) {
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {37, 300}, bd[] = {300, 45};
-        int a = add_input(pg, "a", 2, ad);
+        int a = gb_input(pg, "a", 2, ad);
         PB b = {pg, "pp"};
-        add_output(pg, pb_matmul(&b, a, add_const(&b, 2, bd)));
+        gb_output(pg, pb_matmul(&b, a, add_const(&b, 2, bd)));
         check_graph("prepack_37x45x300", pg, 12, 1);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {2, 3, 5, 20}, bd[] = {3, 20, 33};
-        int a = add_input(pg, "a", 4, ad);
+        int a = gb_input(pg, "a", 4, ad);
         PB b = {pg, "pp"};
-        add_output(pg, pb_matmul(&b, a, add_const(&b, 3, bd)));
+        gb_output(pg, pb_matmul(&b, a, add_const(&b, 3, bd)));
         check_graph("prepack_batched_b", pg, 12, 1);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {4, 9, 16}, bd[] = {16, 40}, cd[] = {40};
-        int a = add_input(pg, "a", 3, ad);
+        int a = gb_input(pg, "a", 3, ad);
         PB b = {pg, "pp"};
         int y = pb_matmul(&b, a, add_const(&b, 2, bd));
-        add_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, cd))));
+        gb_output(pg, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 1, cd))));
         check_graph("prepack_folded_rows_epilogue", pg, 12, 1);
     }
     {
         PrimGraph *pg = prim_graph_create(NULL);
         const int64_t ad[] = {24, 24}, wd[] = {24, 24};
-        int a = add_input(pg, "a", 2, ad);
+        int a = gb_input(pg, "a", 2, ad);
         PB b = {pg, "pp"};
         int w = add_const(&b, 2, wd);
-        add_output(pg, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w), w));
+        gb_output(pg, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w), w));
         check_graph("prepack_b_read_by_epilogue", pg, 16, 2);
         // The matmul alone may reorder w; matmul + add (which reads w as well) must not.
         const Pending *P = &g_pend[g_npend - 1];
@@ -391,7 +379,7 @@ static void matmul_prepacked(void) {
 static void matmul_fused(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {37, 19}, wd[] = {23, 37}, bd[] = {23};
-    int x = add_input(pg, "x", 2, xd); // [K, M]: A = x^T
+    int x = gb_input(pg, "x", 2, xd); // [K, M]: A = x^T
     PB b = {pg, "gemm"};
     int w = add_const(&b, 2, wd); // [N, K]: B = w^T
     int bias = add_const(&b, 1, bd);
@@ -400,13 +388,13 @@ static void matmul_fused(void) {
     int wt = pb_transpose(&b, w, perm);
     int mm = pb_matmul(&b, xt, wt); // [19, 23]
     int y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, mm, bias));
-    add_output(pg, y);
+    gb_output(pg, y);
     check_graph("gemm_tt_bias_relu", pg, 1, 4);
 
     pg = prim_graph_create(NULL);
     const int64_t ad[] = {3, 33, 20}, rd[] = {3, 33, 45};
-    int a = add_input(pg, "a", 3, ad);
-    int res = add_input(pg, "res", 3, rd);
+    int a = gb_input(pg, "a", 3, ad);
+    int res = gb_input(pg, "res", 3, rd);
     b = (PB){pg, "mlp"};
     const int64_t wd2[] = {20, 45};
     int w2 = add_const(&b, 2, wd2);
@@ -417,19 +405,19 @@ static void matmul_fused(void) {
         pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, m2, 0.5),
                pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, m2, M_SQRT1_2)), 1.0));
     int s = pb_ew1(&b, EW_SIGMOID, g);
-    add_output(pg, pb_ew2(&b, EW_ADD, s, res));
+    gb_output(pg, pb_ew2(&b, EW_ADD, s, res));
     check_graph("mlp_scale_gelu_sigmoid_res", pg, 1, 4);
 
     // K larger than every kc: partial sums stay in out between K slices, the epilogue runs on
     // the last one only.
     pg = prim_graph_create(NULL);
     const int64_t kd[] = {2, 23, 600};
-    a = add_input(pg, "a", 3, kd);
+    a = gb_input(pg, "a", 3, kd);
     b = (PB){pg, "deep"};
     const int64_t wd3[] = {600, 70}, bd3[] = {70};
     int w3 = add_const(&b, 2, wd3);
     int bias3 = add_const(&b, 1, bd3);
-    add_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w3), bias3)));
+    gb_output(pg, pb_ew1(&b, EW_TANH, pb_ew2(&b, EW_ADD, pb_matmul(&b, a, w3), bias3)));
     check_graph("deep_k600_bias_tanh", pg, 4, 3);
 
     // A sine in the epilogue: its range check is left to a flag and a chunk of columns where
@@ -438,13 +426,13 @@ static void matmul_fused(void) {
     // ones in the same chunks, some chunks have none; 150 columns: a partial last chunk.
     pg = prim_graph_create(NULL);
     const int64_t sxd[] = {41, 1}, swd[] = {1, 150};
-    a = add_input(pg, "x", 2, sxd);
+    a = gb_input(pg, "x", 2, sxd);
     b = (PB){pg, "sin"};
     float sw[150];
     for (int j = 0; j < 150; j++)
         sw[j] = (j < 64 || j % 3 ? 8.0f : 1073741824.0f) * (j % 2 ? -1.0f : 1.0f);
     int smm = pb_matmul(&b, a, pb_const(&b, DT_FLOAT, 2, swd, sw));
-    add_output(pg, pb_ew2(&b, EW_MUL, pb_ew1(&b, EW_SIN, smm), pb_ew1(&b, EW_SIGMOID, smm)));
+    gb_output(pg, pb_ew2(&b, EW_MUL, pb_ew1(&b, EW_SIN, smm), pb_ew1(&b, EW_SIGMOID, smm)));
     check_graph("gemm_k1_sin_big", pg, 8, 1);
     flush();
 }
@@ -547,7 +535,7 @@ static void conv_one(const ConvCase *cc) {
                 (cc->in[d] + cc->pb[d] + cc->pe[d] - cc->dil[d] * (cc->k[d] - 1) - 1) / cc->st[d] +
                 1;
     }
-    int x = add_input(pg, "x", 2 + cc->S, xd);
+    int x = gb_input(pg, "x", 2 + cc->S, xd);
     PB b = {pg, "conv"};
     int w = add_const(&b, 2 + cc->S, wd);
     int xin = cc->pro ? pb_ew2i(&b, EW_MUL, x, 1.5) : x;
@@ -559,14 +547,14 @@ static void conv_one(const ConvCase *cc) {
         if (cc->epi == 1) {
             y = pb_ew1(&b, EW_RELU, y);
         } else {
-            int res = add_input(pg, "res", 2 + cc->S, od);
+            int res = gb_input(pg, "res", 2 + cc->S, od);
             y = pb_ew2(&b, EW_ADD, pb_ew1(&b, EW_SIGMOID, y), res);
         }
     } else if (cc->epi == 3) {
         y = pb_ew2(&b, EW_MUL, pb_ew2i(&b, EW_MUL, y, 0.5),
                    pb_ew2i(&b, EW_ADD, pb_ew1(&b, EW_ERF, pb_ew2i(&b, EW_MUL, y, M_SQRT1_2)), 1.0));
     }
-    add_output(pg, y);
+    gb_output(pg, y);
     check_graph(cc->name, pg, cc->nk ? cc->nk : cc->epi || cc->pro ? 1 : 3, 1);
 }
 
@@ -575,14 +563,14 @@ static void conv_one(const ConvCase *cc) {
 static void conv_w_input(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {2, 6, 9, 11}, wd[] = {10, 6, 3, 3}, od[] = {2, 10, 9, 11};
-    int x = add_input(pg, "x", 4, xd), w = add_input(pg, "w", 4, wd);
+    int x = gb_input(pg, "x", 4, xd), w = gb_input(pg, "w", 4, wd);
     PB b = {pg, "cw"};
     LinearParams lp = {.op = LIN_CONV, .n_spatial = 2, .group = 1};
     for (int d = 0; d < 2; d++) {
         lp.stride[d] = lp.dilation[d] = 1;
         lp.pad_begin[d] = lp.pad_end[d] = 1;
     }
-    add_output(pg, pb_conv(&b, &lp, x, w, od));
+    gb_output(pg, pb_conv(&b, &lp, x, w, od));
     int before = g_seen_padconv, before_w = g_seen_padconv_w;
     check_graph("pc_w_input", pg, 12, 1);
     CHECK_MSG(g_seen_padconv > before && g_seen_padconv_w == before_w,
@@ -595,7 +583,7 @@ static void conv_after_pad(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 3, 7, 8}, pd[] = {1, 3, 9, 11}, wd[] = {4, 3, 3, 3},
                   od[] = {1, 4, 7, 9};
-    int x = add_input(pg, "x", 4, xd);
+    int x = gb_input(pg, "x", 4, xd);
     PB b = {pg, "pad"};
     int64_t th[9], tw[11];
     for (int i = 0; i < 9; i++)
@@ -608,7 +596,7 @@ static void conv_after_pad(void) {
     int w = add_const(&b, 4, wd);
     LinearParams lp = {
         .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
-    add_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
+    gb_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
     check_graph("pad_conv_relu", pg, 2, 3);
 }
 
