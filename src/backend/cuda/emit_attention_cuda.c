@@ -67,6 +67,7 @@
 #include "affine_load.h"
 #include "cugen_attn.h"
 #include "cugen_linear.h"
+#include "device_model.h"
 
 #include "../../candidates/attention.h"
 #include "../../prim/index_map.h"
@@ -1870,16 +1871,8 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
 // Blocks of config g an SM holds at once: its shared memory (and 1 KiB the runtime reserves a
 // block), threads, registers (allocated in units of 8 a thread) and the 32-block limit; < 1 where
 // none fits.
-static double blocks_per_sm(const Geo *g, const CudaHw *hw) {
-    double T = (double)g->T;
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
-    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
-    bps = fmin(bps, floor(thr_sm / T));
-    bps = fmin(bps, floor(regs_sm / (T * regs)));
-    return fmin(bps, 32);
+static double blocks_per_sm(const Geo *g, const CuDevice *d) {
+    return cudev_blocks_per_sm(d, g->T, cudev_regs_alloc(ORCH_MIN(g->regs, 255)), smem_bytes(g));
 }
 
 // The device model, per block: warp instructions (the products' FMAs, the softmax per score and
@@ -1892,7 +1885,7 @@ static double blocks_per_sm(const Geo *g, const CudaHw *hw) {
 // global loads stall a block staging them synchronously unless other resident blocks cover
 // them (cp.async copies run under the previous tile's products); K and V read once per query
 // tile through L2, Q and O once from DRAM; key splits pay for their partials.
-static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
+static double score(const Ana *x, const Geo *g, const CuDevice *d) {
     const AttnSpec *a = &x->a;
     double TM = (double)g->TM, TN = (double)g->TN, U = (double)g->U, T = (double)g->T;
     double BK = (double)g->BK, D4 = (double)g->D4, CG = (double)g->CG, S = (double)g->S;
@@ -1919,19 +1912,18 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     double warps = T / 32;
     double block_instr = per_block * warps;
     double block_lds = tiles * lds * warps;
-    double bps = blocks_per_sm(g, hw);
+    double bps = blocks_per_sm(g, d);
     if (bps < 1)
         return INFINITY;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
+    double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
     double eff = fmin(1.0, resident * warps * TM * TN / 64.0);
     double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * 700.0 / resident;
     double cycles = rounds * (resident * (block_instr / (4.0 * eff) + 2.0 * block_lds) + stalls);
-    double t_comp = cycles / clock;
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    double t_comp = cycles / d->clock;
+    double bw = d->dram_bw;
     const double isz = (double)x->isz; // bytes of Q, K, V and O elements
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
@@ -1947,7 +1939,7 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
 // softmax per score, the rescale of O, the tile's staging), the two overlapping across the
 // resident warps of a scheduler but not within one warp; blocks spread over the SMs as in
 // score(); DRAM and L2 traffic as there.
-static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
+static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
     const AttnSpec *a = &x->a;
     bool half = g->mma != CUA_MMA_TF32;
     // NT and KQ: a warp's share of a key tile (all of it unless key warps split it).
@@ -1958,7 +1950,7 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double tiles =
         (double)g->TPS * kept_tiles(x, g->BQ, g->BK) / (double)((a->N + g->BK - 1) / g->BK);
     double mmas = KS * NT + KQ * NV;
-    double cyc = hw->cc_major >= 9 ? 4.7 : 8;
+    double cyc = d->cc_major >= 9 ? 4.7 : 8;
     double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
     double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
     // Fragments of half tiles are plain 32-bit reads (V's: two 16-bit reads paired).
@@ -1974,12 +1966,11 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
                  KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
                  2 * (2 * NT + 16) + NV * 4 + stage_k + stage_v + 40 + mmas;
     double tc = mmas * cyc;
-    double bps = blocks_per_sm(g, hw);
+    double bps = blocks_per_sm(g, d);
     if (bps < 1)
         return INFINITY;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
+    double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
     double wps = resident * W * KW / 4; // warps per scheduler
@@ -1993,8 +1984,8 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
         per_block += NV * 8 + 10 + S * (NV * 12 + 12);
     double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
     double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
-    double t_comp = cycles / clock;
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    double t_comp = cycles / d->clock;
+    double bw = d->dram_bw;
     const double isz = (double)x->isz;
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
@@ -2023,8 +2014,8 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     if (k < 1 || !analyse(pg, c, hw, &x))
         return 0;
     const AttnSpec *a = &x.a;
-    int64_t optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
-    int64_t sms = hw->sm_count > 0 ? hw->sm_count : 100;
+    const CuDevice dev = cudev_of(hw), *d = &dev;
+    int64_t optin = d->smem_optin, sms = d->sms;
     static const int64_t bqs[] = {4, 8, 16, 32, 64, 128}, bks[] = {32, 64, 128},
                          tms[] = {1, 2, 4, 8}, tns[] = {1, 2, 4, 8};
     // Query tiles of 48, 80 and 96 rows too: with 12 heads of 512 tokens, 48 makes 132 blocks,
@@ -2049,7 +2040,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                         if (!geometry(&x, kc.p, &g) || g.T < 64 || g.T > 256 || g.CG < 4 ||
                             g.regs > 200 || smem_bytes(&g) > optin)
                             continue;
-                        kc.score = score(&x, &g, hw);
+                        kc.score = score(&x, &g, d);
                         if (!isfinite(kc.score))
                             continue;
                         all[n++] = kc;
@@ -2061,7 +2052,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                             Geo gs;
                             if (!geometry(&x, ks.p, &gs))
                                 continue;
-                            ks.score = score(&x, &gs, hw);
+                            ks.score = score(&x, &gs, d);
                             if (ks.score < best.score)
                                 best = ks;
                         }
@@ -2087,7 +2078,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     Geo g;
                     if (!geometry_tc(&x, kc.p, &g) || g.regs > 232 || smem_bytes(&g) > optin)
                         continue;
-                    kc.score = score_tc(&x, &g, hw);
+                    kc.score = score_tc(&x, &g, d);
                     if (!isfinite(kc.score))
                         continue;
                     all[n++] = kc;
@@ -2102,7 +2093,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                             Geo gs;
                             if (!geometry_tc(&x, ks.p, &gs) || smem_bytes(&gs) > optin)
                                 continue;
-                            ks.score = score_tc(&x, &gs, hw);
+                            ks.score = score_tc(&x, &gs, d);
                             if (isfinite(ks.score) && n < (int)ORCH_COUNT(all))
                                 all[n++] = ks;
                         }
@@ -2117,7 +2108,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
         Geo g;
         if (!geometry(&x, all[0].p, &g))
             return 0;
-        all[0].score = score(&x, &g, hw);
+        all[0].score = score(&x, &g, d);
         n = 1;
     }
     return cgen_sort_configs(all, n, out, k);

@@ -19,6 +19,7 @@
 // of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
 // output shape.
 #include "cugen_lin_internal.h"
+#include "device_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -248,48 +249,14 @@ int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const
 
 // ---- the hardware model ----
 
-typedef struct GHw {
-    int sms, regs_sm, threads_sm;
-    double smem_sm, smem_blk, smem_optin, l2, clock, bw, l2bw, peak;
-} GHw;
-
-// Defaults are an H100 SXM's where the driver reported nothing.
-static GHw ghw(const CudaHw *hw) {
-    GHw h;
-    h.sms = hw && hw->sm_count > 0 ? hw->sm_count : 132;
-    h.regs_sm = hw && hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    h.threads_sm = hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    h.smem_sm = hw && hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    h.smem_blk = hw && hw->smem_per_block > 0 ? (double)hw->smem_per_block : 49152.0;
-    h.smem_optin =
-        hw && hw->smem_per_block_optin > 0 ? (double)hw->smem_per_block_optin : h.smem_blk;
-    h.l2 = hw && hw->l2_bytes > 0 ? (double)hw->l2_bytes : 50e6;
-    h.clock = hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
-    h.bw = hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12;
-    // L2 delivers roughly 64 bytes per SM per clock; fp32 SIMT: 128 FMA lanes per SM.
-    h.l2bw = h.sms * 64.0 * h.clock;
-    h.peak = h.sms * 128.0 * 2.0 * h.clock;
-    return h;
-}
-
 static double cdiv(double a, double b) {
     return ceil(a / b);
 }
 
-// Blocks of `threads` threads, `regs` registers each and `smem` bytes resident on one SM.
-static int blocks_per_sm(const GHw *h, int threads, int regs, double smem) {
-    int by_t = h->threads_sm / threads;
-    int by_r = h->regs_sm / (ORCH_MAX(regs, 32) * threads);
-    int by_s = smem > 0 ? (int)(h->smem_sm / (smem + 1024.0)) : 32;
-    int b = ORCH_MIN(ORCH_MIN(by_t, by_r), ORCH_MIN(by_s, 32));
-    return b;
-}
-
-// Waves of `tiles` blocks over the SMs: the fraction of the last wave's slots that is busy.
-static double wave_eff(const GHw *h, double tiles, int bpsm) {
-    double slots = (double)h->sms * bpsm;
-    double waves = cdiv(tiles, slots);
-    return tiles / (waves * slots);
+// Blocks of `threads` threads, `regs` registers each (at least 32) and `smem` bytes resident on
+// one SM (device_model.h).
+static int blocks_per_sm(const CuDevice *h, int threads, int regs, double smem) {
+    return cudev_blocks_per_sm(h, threads, ORCH_MAX(regs, 32), (int64_t)smem);
 }
 
 static double overlap(double a, double b) {
@@ -325,7 +292,7 @@ static double warp_eff(double warps) {
 
 // tc: the tensor-core speed-up over float32 FMAs per SM (0: SIMT); the mma kernels' warp tiles
 // are 32 x 32.
-static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc) {
+static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, double tc) {
     bool tf32 = tc > 0;
     double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
            tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
@@ -340,18 +307,18 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
     // partials alone (at about half an SM's share of L2; S x 32 KiB for a 64 x 128 tile) is
     // charged too; the SIMT estimate, whose choices were measured on an H100, stays as it was.
     double S = P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
-    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / h->l2bw + 2e-6 : 0.0;
+    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / cudev_l2_bw(h) + 2e-6 : 0.0;
     if (S > 1 && tf32)
-        t_split += 4.0 * S * bm * bn / (0.5 * h->l2bw / h->sms);
+        t_split += 4.0 * S * bm * bn / (0.5 * cudev_l2_bw(h) / h->sms);
     K = cdiv(cdiv(K, bk), S) * bk;
     // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
     double tiles = B * cdiv(M, bm) * cdiv(N, bn) * S;
-    double per_sm = cdiv(tiles, (double)h->sms);
+    double per_sm = cudev_per_sm(h, tiles);
     double resident = ORCH_MIN((double)bpsm, per_sm);
     double eff = (tf32 ? 0.5 : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
     if (bk < 16)
         eff *= 0.9; // twice the barriers per K
-    double peak_sm = h->peak / h->sms * (tf32 ? tc : 1.0);
+    double peak_sm = cudev_fp32_peak(h) / h->sms * (tf32 ? tc : 1.0);
     double t_comp = per_sm * 2.0 * bm * bn * K / (peak_sm * eff);
     // The implicit-GEMM patch gather: index arithmetic per staged element.
     if (L->conv && !L->b_direct_ok)
@@ -360,7 +327,8 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
     // from L2 when the operands fit, from DRAM otherwise.
     double reread = (double)dtype_size(culin_dtype(L)) * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
-    double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
+    double t_mem =
+        ub / h->dram_bw + (ub <= 0.5 * h->l2 ? reread / cudev_l2_bw(h) : reread / h->dram_bw * 0.5);
     return overlap(t_comp, t_mem) + t_split + 3e-6;
 }
 
@@ -372,7 +340,7 @@ static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc
 // a cycle by cp.async; element copies at about 8 lane instructions each, or 30 through cexpr),
 // which the block waits for, hidden in part by the other resident blocks. Few resident warps
 // leave the mma and ldmatrix latencies exposed.
-static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
+static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
     CuTcConv t;
     CuTcGeo g;
     if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) ||
@@ -399,17 +367,17 @@ static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
     // Persistent blocks (CUL_BK > 0) stage the weights once for all their tiles.
     double tiles = (double)L->NI * cdiv((double)L->out[0], BH) * cdiv((double)L->out[1], BW);
     double blocks = P[CUL_BK] > 0 ? (double)P[CUL_BK] : tiles;
-    double per_sm = cdiv(tiles, (double)h->sms), blocks_sm = cdiv(blocks, (double)h->sms);
+    double per_sm = cudev_per_sm(h, tiles), blocks_sm = cudev_per_sm(h, blocks);
     double resident = ORCH_MIN((double)bpsm, blocks_sm);
     double eff = ORCH_MIN(1.0, 0.35 + resident * warps / 16.0);
     double hide = ORCH_MIN(resident, 2.0);
     double cycles =
         per_sm * (ORCH_MAX(mma, lds) / eff + stage_x / hide) + blocks_sm * stage_w / hide;
-    double t_mem = unique_bytes(L) / h->bw;
+    double t_mem = unique_bytes(L) / h->dram_bw;
     return ORCH_MAX(cycles / h->clock, t_mem) + 3e-6;
 }
 
-static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
+static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (P[CUL_VAR]) {
     case CUV_SIMT: return score_simt(L, h, P, 0);
@@ -424,9 +392,9 @@ static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
         double cols = P[CUL_VAR] == CUV_GEMV ? 32.0 : 8.0;
         double tiles = (double)L->batch * cdiv((double)L->N, cols);
         bool coalesced = (P[CUL_VAR] == CUV_GEMV) == (L->pb >= 0);
-        double t_mem = unique_bytes(L) / h->bw * (coalesced ? 1.0 : 4.0);
-        double t_comp = flops / (h->peak * 0.25);
-        return overlap(t_comp, t_mem) / wave_eff(h, tiles, 8) + 3e-6;
+        double t_mem = unique_bytes(L) / h->dram_bw * (coalesced ? 1.0 : 4.0);
+        double t_comp = flops / (cudev_fp32_peak(h) * 0.25);
+        return overlap(t_comp, t_mem) / cudev_wave_eff(h, tiles, 8) + 3e-6;
     }
     case CUV_TCCONV: return score_tcconv(L, h, P);
     case CUV_DIRECT: {
@@ -435,16 +403,17 @@ static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
         // half rate (the gather's integer work).
         double px = (double)L->NI * (double)L->G * (double)L->out[0] * (double)L->out[1];
         double lane_ops = px * (double)L->K * ((double)L->OCg + 10.0);
-        double t_comp = lane_ops / (0.5 * h->peak * 0.5);
+        double t_comp = lane_ops / (0.5 * cudev_fp32_peak(h) * 0.5);
         double tiles = cdiv(px, (double)P[CUL_BN]);
-        return overlap(t_comp, unique_bytes(L) / h->bw) /
-                   wave_eff(h, tiles, (int)(h->threads_sm / P[CUL_BN])) +
+        return overlap(t_comp, unique_bytes(L) / h->dram_bw) /
+                   cudev_wave_eff(h, tiles, (int)(h->threads_sm / P[CUL_BN])) +
                3e-6;
     }
     default: { // depthwise direct
-        double t_comp = flops / (h->peak * 0.3);
+        double t_comp = flops / (cudev_fp32_peak(h) * 0.3);
         double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), 256.0);
-        return overlap(t_comp, unique_bytes(L) * 1.5 / h->bw) / wave_eff(h, tiles, 8) + 3e-6;
+        return overlap(t_comp, unique_bytes(L) * 1.5 / h->dram_bw) / cudev_wave_eff(h, tiles, 8) +
+               3e-6;
     }
     }
 }
@@ -507,7 +476,7 @@ int64_t culin_smem_bytes(const int64_t *P) {
 // idle and K is long: S = 2, 4, .. blocks per tile, each over at least min_slices K slices, up to
 // about two waves of blocks (the first S that fills one wave is the last offered), within the
 // workspace bound and grid.z.
-static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int cap,
+static int add_splits(const Lin *L, const CuDevice *h, KernelConfig *out, int n, int cap,
                       int min_slices) {
     const int64_t *P = out[n - 1].p;
     double tiles = (double)L->batch * cdiv((double)L->M, (double)P[CUL_BM]) *
@@ -531,7 +500,7 @@ static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int 
 // Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
 // within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
 // precision (opt, cugen_prec_of) on devices that have them (sm_80 and later; tc).
-static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *opt,
+static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptions *opt,
                      KernelConfig *out, int cap) {
     // A depthwise convolution (one input and one output channel a group) is a batch of GEMMs
     // with one row and K = the window: the tiles would be almost all padding, and the model,
@@ -563,7 +532,7 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
         for (int q = 0; q < 5; q++)
             k->p[CUL_BM + q] = simt[i][q];
         int nt = (simt[i][0] / simt[i][3]) * (simt[i][1] / simt[i][4]);
-        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k->p) > h->smem_blk ||
+        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k->p) > h->smem_block ||
             culin_simt_regs(L, k->p) > 255 ||
             blocks_per_sm(h, nt, culin_simt_regs(L, k->p), (double)culin_smem_bytes(k->p)) < 1 ||
             cdiv((double)L->M, simt[i][0]) > 65535)
@@ -597,7 +566,7 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
             k->p[CUL_BK] = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2];
             k->p[CUL_TM] = 32;
             k->p[CUL_TN] = 32;
-            if ((double)culin_smem_bytes(k->p) > h->smem_blk ||
+            if ((double)culin_smem_bytes(k->p) > h->smem_block ||
                 cdiv((double)L->M, tf[i][0]) > 65535)
                 continue;
             n++;
@@ -650,7 +619,7 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
             n++;
             // Where the tiles outnumber the resident slots: persistent blocks, one per slot,
             // each staging the weights once for the tiles it loops over.
-            double slots = (double)h->sms * bpsm;
+            double slots = cudev_slots(h, bpsm);
             if (tiles > slots && n < cap) {
                 out[n] = out[n - 1];
                 out[n].p[CUL_BK] = (int64_t)slots;
@@ -673,10 +642,10 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     Lin L;
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
-    GHw h = ghw(hw);
+    const CuDevice h = cudev_of(hw);
     KernelConfig all[256];
     // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
-    bool tc = !hw || hw->cc_major <= 0 || hw->cc_major >= 8;
+    bool tc = h.cc_major <= 0 || h.cc_major >= 8;
     int n = enum_cfgs(&L, &h, tc, opt, all, (int)ORCH_COUNT(all));
     for (int i = 0; i < n; i++) {
         all[i].score = score_cfg(&L, &h, all[i].p);

@@ -75,6 +75,7 @@
 // intermediate tensor to half, which the kernel does not do (it is the more accurate).
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
+#include "device_model.h"
 
 #include "../../codegen/cexpr.h"
 #include "../../codegen/mlp_spec.h"
@@ -855,18 +856,11 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
 // (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM
 // at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
 // and registers; waves over the SMs; the chain's input and output cross DRAM once.
-static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
+static double score(const MlpChain *m, const CuDevice *d, const int64_t *P) {
     double BM = (double)P[Q_BM], T = (double)P[Q_T], TM = (double)P[Q_TM];
     bool stage = P[Q_STAGE] != 0;
-    double smem = (double)smem_bytes(m, P[Q_BM], stage);
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
     double regs = TM * (double)P[Q_TN] + (double)P[Q_TN] + 32;
-    double bps = floor(smem_sm / (smem + 1024));
-    bps = ORCH_MIN(bps, floor(thr_sm / T));
-    bps = ORCH_MIN(bps, floor(regs_sm / (T * regs)));
-    bps = ORCH_MIN(bps, 32);
+    int bps = cudev_blocks_per_sm(d, P[Q_T], (int64_t)regs, smem_bytes(m, P[Q_BM], stage));
     if (bps < 1)
         return INFINITY;
     double instr = BM * (double)m->K[0] / T * 2; // the input tile
@@ -883,17 +877,15 @@ static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
     }
     double warps = T / 32;
     double block_instr = instr * warps;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    double sms = hw->sm_count > 0 ? hw->sm_count : 100;
     double blocks = ceil((double)m->R / BM);
-    double waves = ceil(blocks / (bps * sms));
-    double resident = ORCH_MIN(bps, ceil(blocks / sms)); // blocks sharing an SM's schedulers
+    double waves = cudev_waves(d, blocks, bps);
+    // blocks sharing an SM's schedulers
+    double resident = ORCH_MIN((double)bps, cudev_per_sm(d, blocks));
     double occ = ORCH_MIN(1.0, resident * warps / 16.0);
-    double per_wave = resident * block_instr / (4.0 * occ);
-    double t_comp = waves * per_wave / clock;
+    double per_wave = resident * block_instr / (CUDA_ARCH.schedulers * occ);
+    double t_comp = waves * per_wave / d->clock;
     double bytes = io_bytes(m);
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    return ORCH_MAX(t_comp, bytes / (0.8 * bw)) + 3e-6;
+    return ORCH_MAX(t_comp, bytes / (0.8 * d->dram_bw)) + 3e-6;
 }
 
 // ---- persistent kernels: shared pieces ----
@@ -2247,34 +2239,20 @@ static double epi_per_elem(const MlpChain *m, bool fast) {
 }
 
 typedef struct Dev {
-    double sms, clock, bw, smem_sm, regs_sm, thr_sm;
-    int64_t optin;
-    int cc;
-    bool fast; // the code's epilogues take the fast transcendentals (cugen_fast_math)
+    CuDevice dev; // device_model.h
+    bool fast;    // the code's epilogues take the fast transcendentals (cugen_fast_math)
 } Dev;
 
 static Dev dev_of(const CudaHw *hw, const TargetOptions *opt) {
-    Dev d;
-    d.sms = hw->sm_count > 0 ? hw->sm_count : 100;
-    d.clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    d.bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    d.smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    d.regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    d.thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    d.optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
-    d.cc = hw->cc_major;
-    d.fast = cugen_fast_math(opt);
+    Dev d = {cudev_of(hw), cugen_fast_math(opt)};
     return d;
 }
 
 // Blocks per SM of a persistent kernel (shared memory, threads, registers); 0: none fits.
 static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs) {
-    if (smem > d->optin || regs > 255)
+    if (smem > d->dev.smem_optin || regs > 255)
         return 0;
-    double b = floor(d->smem_sm / (double)(smem + 1024));
-    b = ORCH_MIN(b, floor(d->thr_sm / (double)T));
-    b = ORCH_MIN(b, floor(d->regs_sm / (double)(T * ((regs + 7) / 8 * 8))));
-    return (int64_t)ORCH_MAX(0.0, ORCH_MIN(b, 8.0));
+    return ORCH_MIN(cudev_blocks_per_sm(&d->dev, T, cudev_regs_alloc(regs), smem), 8);
 }
 
 // A persistent kernel's time, a sum fitted to H100 measurements (6 layers 64 wide at 65536 rows:
@@ -2290,16 +2268,17 @@ static double persist_time(const MlpChain *m, const Dev *d, double fma, double e
                            double wbytes, double overlap) {
     double tiles = ceil((double)m->R / (double)rows), warps = (double)(G * W);
     double imbalance = ceil(tiles / warps) / (tiles / warps);
-    double resident = ORCH_MIN((double)bps, ceil((double)G / d->sms));
+    double resident = ORCH_MIN((double)bps, cudev_per_sm(&d->dev, (double)G));
     double wps = resident * (double)W / 4.0 * ilp;
     double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
-    double rows_all = tiles * (double)rows, lanes = d->sms * 4 * d->clock;
+    double rows_all = tiles * (double)rows, lanes = cudev_issue_rate(&d->dev);
     // `overlap`: the share of the shorter of the epilogues and the tensor cores hidden under the
     // longer (epi=ilv interleaves them in every warp).
     double te = epi / eff_epi, hidden = overlap * ORCH_MIN(te, tc);
     double t = rows_all * (fma / eff_fma + te + tc - hidden) / lanes * imbalance * imbalance;
     double bytes = io_bytes(m);
-    return t + bytes / (0.8 * d->bw) + resident * wbytes / (64.0 * d->clock) + 3e-6;
+    return t + bytes / (0.8 * d->dev.dram_bw) +
+           resident * wbytes / (CUDA_ARCH.l2_bytes_clock * d->dev.clock) + 3e-6;
 }
 
 static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, int64_t bps) {
@@ -2342,7 +2321,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
                   : L->var == CUMLP_TF32 || L->var == CUMLP_F64 ? 2
                                                                 : 8;
     // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
-    double cyc = d->cc >= 9 ? 4.7 : 8;
+    double cyc = d->dev.cc_major >= 9 ? 4.7 : 8;
     // f64: one m16n8k16 DMMA (2048 double MACs; 62-65 TFLOP/s on an H200: about 69 cycles of
     // a sub-partition) and the widening of the B words (4) and of a k step's A registers (8).
     bool f64 = L->var == CUMLP_F64;
@@ -2382,7 +2361,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
 // variant of its type whatever the precision (its operands are half already; the activations
 // between layers are rounded to it as the interpreter rounds them).
 static int tc_variants(const MlpChain *m, const Dev *d, const TargetOptions *opt, int *out) {
-    if (d->cc < 8)
+    if (d->dev.cc_major < 8)
         return 0;
     if (half_chain(m)) {
         out[0] = m->dtype == DT_FLOAT16 ? CUMLP_F16 : CUMLP_BF16;
@@ -2395,7 +2374,7 @@ static int tc_variants(const MlpChain *m, const Dev *d, const TargetOptions *opt
     case PREC_FP32:
         // The FP64 tensor cores keep the promise and more: float32 operands multiplied exactly
         // and summed in double, rounded once (sm_90: m16n8k16 DMMA).
-        if (d->cc < 9)
+        if (d->dev.cc_major < 9)
             return 0;
         out[0] = CUMLP_F64;
         return 1;
@@ -2472,7 +2451,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     if (!mlp_analyse(pg, c, &m) || k < 1)
         return 0;
     Dev d = dev_of(hw, opt);
-    int64_t optin = d.optin;
+    int64_t optin = d.dev.smem_optin;
     static const int64_t bms[] = {32, 64, 128}, ts[] = {64, 128, 256}, tms[] = {2, 4, 8};
     KernelConfig all[200];
     int n = 0;
@@ -2494,7 +2473,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_TM] = tms[q];
                     kc->p[Q_TN] = 4;
                     kc->p[Q_STAGE] = st;
-                    kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
+                    kc->score = score(&m, &d.dev, kc->p) * BLOCK_SCORE_SCALE;
                     cfg_desc(kc);
                 }
     if (n == 0) { // tiny chains: the smallest block always fits (cugen_mlp_supports)
@@ -2505,7 +2484,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->p[Q_T] = 64;
         kc->p[Q_TM] = 2;
         kc->p[Q_TN] = 4;
-        kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
+        kc->score = score(&m, &d.dev, kc->p) * BLOCK_SCORE_SCALE;
         cfg_desc(kc);
     }
     // Persistent kernels: at most as many blocks as the tiles keep busy.
@@ -2515,7 +2494,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, 128);
         if (bps < 1)
             continue;
-        int64_t tiles = (m.R + 31) / 32, G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+        int64_t tiles = (m.R + 31) / 32,
+                G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
         KernelConfig *kc = &all[n++];
         memset(kc, 0, sizeof *kc);
         kc->cls = CUCLS_MLP;
@@ -2560,7 +2540,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     if (bps < 1)
                         continue;
                     int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);
-                    int64_t G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+                    int64_t G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
                     KernelConfig *kc = &all[n++];
                     memset(kc, 0, sizeof *kc);
                     kc->cls = CUCLS_MLP;

@@ -24,26 +24,13 @@
 
 // ---- shared helpers (cugen_pw.h) ----
 
-double cupw_bandwidth(const CudaHw *hw) {
+double cupw_bandwidth(const CuDevice *d) {
     // A streaming kernel reaches about 85% of the theoretical DRAM bandwidth.
-    return (hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12) * 0.85;
+    return d->dram_bw * 0.85;
 }
 
-double cupw_clock(const CudaHw *hw) {
-    return hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
-}
-
-int cupw_sm_count(const CudaHw *hw) {
-    return hw && hw->sm_count > 0 ? hw->sm_count : 132;
-}
-
-int cupw_threads_per_sm(const CudaHw *hw) {
-    return hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-}
-
-int cupw_blocks_per_sm(const CudaHw *hw, int block) {
-    int b = cupw_threads_per_sm(hw) / ORCH_MAX(block, 1);
-    return ORCH_MAX(1, ORCH_MIN(b, 32));
+int cupw_blocks_per_sm(const CuDevice *d, int block) {
+    return ORCH_MAX(1, cudev_blocks_per_sm(d, ORCH_MAX(block, 1), 0, 0));
 }
 
 void cupw_kernel_head(const PrimGraph *pg, const Candidate *c, const char *fn, int block,
@@ -289,7 +276,8 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
     sb_line(&body, 2, "}\n");
     sb_line(&body, 2, "__syncthreads();\n");
     if (rc == ST_OK) {
-        int64_t max_grid = (int64_t)cupw_sm_count(hw) * cupw_blocks_per_sm(hw, 256) * 4;
+        CuDevice dev = cudev_of(hw);
+        int64_t max_grid = (int64_t)dev.sms * cupw_blocks_per_sm(&dev, 256) * 4;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, 256, src);
@@ -417,7 +405,8 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     }
     if (rc == ST_OK) {
         int64_t tiles = (N + tile - 1) / tile;
-        int64_t max_grid = (int64_t)cupw_sm_count(hw) * cupw_blocks_per_sm(hw, bs) * 4;
+        CuDevice dev = cudev_of(hw);
+        int64_t max_grid = (int64_t)dev.sms * cupw_blocks_per_sm(&dev, bs) * 4;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, bs, src);
@@ -457,8 +446,9 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     int64_t N = tensor_numel(T);
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
     bool vec_ok = vec_possible(pg, c);
-    int sms = cupw_sm_count(hw);
-    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    CuDevice d = cudev_of(hw);
+    int sms = d.sms;
+    double bw = cupw_bandwidth(&d);
     KernelConfig cand[16];
     int n = 0;
     static const int blocks[] = {128, 256, 512};
@@ -469,17 +459,17 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             if (vec == 4 && !vec_ok)
                 continue;
             int64_t tile = (int64_t)bs * ept, tiles = (N + tile - 1) / tile;
-            int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+            int bpsm = cupw_blocks_per_sm(&d, bs);
+            double slots = cudev_slots(&d, bpsm);
             // Bandwidth needs enough bytes in flight: about half the SMs' resident threads
             // each with a load outstanding per element; a small grid reaches a fraction.
-            double active = (double)ORCH_MIN(tiles, slots) * bs * ept;
-            double util = ORCH_MIN(1.0, active / (0.5 * sms * cupw_threads_per_sm(hw)));
-            double waves = ceil((double)tiles / (double)slots);
-            double wave_eff = tiles > slots ? (double)tiles / (waves * (double)slots) : 1.0;
+            double active = ORCH_MIN((double)tiles, slots) * bs * ept;
+            double util = ORCH_MIN(1.0, active / (0.5 * sms * d.threads_sm));
+            double wave_eff = tiles > slots ? cudev_wave_eff(&d, (double)tiles, bpsm) : 1.0;
             // Issue: per element the arithmetic, index digits and one load/store instruction
             // per input (a quarter of that for float4 groups).
             double per_elem = ops + 2.0 * T->rank + (1.0 + c->n_inputs) / vec;
-            double t_issue = (double)N * per_elem / (sms * 128.0 * clock);
+            double t_issue = (double)N * per_elem / cudev_lane_rate(&d);
             // Scalar 4-byte accesses reach about 82% of what 128-bit ones do (H100, measured:
             // 2.2 vs 2.75 TB/s on a bias-GELU of 4096x4096); 2-byte ones (half storage) less.
             double scalar = dtype_size(T->dtype) >= 4 ? 0.82 : 0.6;

@@ -680,7 +680,7 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     // The blocks of a grid split wait for each other at the barrier, so all of them must be
     // resident at once: at most one per SM (blocks of at most 512 threads, so other kernels
     // resident beside them cannot starve them either), and partial arrays of bounded size.
-    if (k.G > 1 && (grid > cupw_sm_count(hw) || k.sp.npos * k.G > ((int64_t)1 << 20)))
+    if (k.G > 1 && (grid > cudev_of(hw).sms || k.sp.npos * k.G > ((int64_t)1 << 20)))
         return err_set(e, ST_INVALID, "kernel %s: a grid split of %lld blocks does not fit", fn,
                        (long long)grid);
     // A row cache holds the first of its choices that a pass after the first reduction reads
@@ -771,8 +771,9 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     int passes = ctx.n_red + (full ? 1 : 0);
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * ctx.sp.rank;
     double in_bytes = bytes - (double)tensor_nbytes(T);
-    int sms = cupw_sm_count(hw);
-    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    CuDevice d = cudev_of(hw);
+    int sms = d.sms;
+    double clock = d.clock, bw = cupw_bandwidth(&d);
     // Row cache slots per thread: 16 of 4 bytes, 8 of 8-byte values (half types in double).
     bool wide = dtype_size(A->dtype) > 4 || A->dtype == DT_FLOAT16 || A->dtype == DT_BFLOAT16;
     int max_cache = wide ? MAX_CACHE / 2 : MAX_CACHE;
@@ -811,27 +812,28 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         for (int gi = 0; gi < n_g; gi++) {
             int G = gs[gi];
             int64_t blocks = groups * G;
-            int64_t slots = G > 1 ? sms : (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+            int bpsm = G > 1 ? 1 : cupw_blocks_per_sm(&d, bs);
+            double slots = cudev_slots(&d, bpsm);
             // Full bandwidth needs the SMs full of threads (loads in flight); fewer
             // resident threads reach a proportional share (H100: a warp per row of 4096
             // rows, half the threads, ran at half the bandwidth of a block per row).
-            double resident = (double)ORCH_MIN(blocks, slots) * bs;
-            double util = ORCH_MIN(1.0, resident / ((double)sms * cupw_threads_per_sm(hw)));
-            double waves = ceil((double)blocks / (double)slots);
-            double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
+            double resident = ORCH_MIN((double)blocks, slots) * bs;
+            double util = ORCH_MIN(1.0, resident / ((double)sms * d.threads_sm));
+            double waves = cudev_waves(&d, (double)blocks, bpsm);
+            double wave_eff = blocks > slots ? cudev_wave_eff(&d, (double)blocks, bpsm) : 1.0;
             // Later passes re-read the row: from L1 while the rows resident on an SM fit in
             // it, else from L2. A thread per position reading rows of its own (no kept
             // inner axis) uses a fraction of each memory transaction.
             double row_bytes = in_bytes / (double)s->npos / G;
-            double pos_per_sm =
-                ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos * G / sms));
+            double pos_per_sm = ORCH_MIN((double)cupw_blocks_per_sm(&d, bs) * ppb,
+                                         cudev_per_sm(&d, (double)s->npos * G));
             bool l1_fit = pos_per_sm * row_bytes <= 160e3;
             double t_read = bytes / bw / util;
             double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
             if (tpr == 1 && s->inner == 1 && s->count > 1)
                 t_mem *= ORCH_MIN(8.0, (double)s->count);
             double elems = (double)s->npos * (double)s->count * passes;
-            double t_issue = elems * ops / (sms * 128.0 * clock);
+            double t_issue = elems * ops / cudev_lane_rate(&d);
             // The dependent chain of one thread per wave, added: its share of the row, then
             // the combine steps (shuffles; barrier and the fold of the warps' partials; the
             // grid barrier and the fold of the blocks' partials).
