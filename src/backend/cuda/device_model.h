@@ -30,6 +30,11 @@ typedef struct CudaArchModel {
     int max_blocks;        // resident blocks an SM holds at most (32 on sm_80 and sm_90)
     double launch_s;       // a kernel launch's overhead in seconds, added to every estimate
                            // (3 us: the measurement is not recorded)
+    int max_regs;          // registers a thread may have at most
+    // The opt-in shared memory a block has on every GPU orch targets (99 KiB on sm_86 and sm_89;
+    // more on sm_80 and sm_90): what the supports answers, which know no device, check the
+    // smallest config against.
+    int64_t smem_optin_any;
 } CudaArchModel;
 
 static const CudaArchModel CUDA_ARCH = {
@@ -39,6 +44,8 @@ static const CudaArchModel CUDA_ARCH = {
     .smem_reserved = 1024,
     .max_blocks = 32,
     .launch_s = 3e-6,
+    .max_regs = 255,
+    .smem_optin_any = 99 * 1024,
 };
 
 // The device as the models see it: CudaHw's fields, each with its default where it is 0.

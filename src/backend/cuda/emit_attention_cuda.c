@@ -65,6 +65,7 @@
 // to TF32 / FP16 / BF16 and float32 accumulation (tensor cores); skipped tiles change nothing
 // where the largest kept score of a row exceeds -FLT_MAX + 104 (exp of the difference is 0).
 #include "affine_load.h"
+#include "cost_models.h"
 #include "cugen_attn.h"
 #include "cugen_linear.h"
 #include "device_model.h"
@@ -1842,10 +1843,6 @@ static void smallest(KernelConfig *k) {
     cfg_fill(k, 4, 32, 1, 2, 0, 1);
 }
 
-// The opt-in shared memory every GPU orch targets has (99 KiB on sm_86/sm_89; more on sm_80
-// and sm_90).
-#define ATTN_SMEM_ANY (99 * 1024)
-
 bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     Ana x;
     if (!analyse(pg, c, NULL, &x) || c->n_inputs > ORCH_CUDA_MAX_IN || x.a.rank - 2 > 8)
@@ -1858,7 +1855,8 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
     KernelConfig k;
     smallest(&k);
     Geo g;
-    if (!geometry(&x, k.p, &g) || smem_bytes(&g) > ATTN_SMEM_ANY)
+    // The smallest config fits the opt-in shared memory every GPU orch targets has.
+    if (!geometry(&x, k.p, &g) || smem_bytes(&g) > CUDA_ARCH.smem_optin_any)
         return false;
     StrBuf s;
     sb_init(&s);
@@ -1872,20 +1870,21 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
 // block), threads, registers (allocated in units of 8 a thread) and the 32-block limit; < 1 where
 // none fits.
 static double blocks_per_sm(const Geo *g, const CuDevice *d) {
-    return cudev_blocks_per_sm(d, g->T, cudev_regs_alloc(ORCH_MIN(g->regs, 255)), smem_bytes(g));
+    return cudev_blocks_per_sm(d, g->T, cudev_regs_alloc(ORCH_MIN(g->regs, CUDA_ARCH.max_regs)),
+                               smem_bytes(g));
 }
 
 // The device model, per block: warp instructions (the products' FMAs, the softmax per score and
-// per row, the staging, barriers) issued by 4 schedulers per SM, at full rate once the resident
-// warps times the register tile's independent FMAs (TM x TN) reach 64, in proportion below;
-// plus 2 SM cycles per warp-wide float4 shared-memory read of the products (Q, K, P and V rows:
-// fitted on an H100, where the configs with the fewest such reads per FMA won, e.g. TM x TN =
-// 4 x 8 at 198 us against 2 x 8 at 262 us on 8 x 12 heads of 512 x 512 x 64; the model came
-// within 3% on those). Blocks spread over the SMs (the busiest SM decides); each key tile's
-// global loads stall a block staging them synchronously unless other resident blocks cover
-// them (cp.async copies run under the previous tile's products); K and V read once per query
-// tile through L2, Q and O once from DRAM; key splits pay for their partials.
+// per row, the staging, barriers) issued by the SM's schedulers, at full rate once the resident
+// warps times the register tile's independent FMAs (TM x TN) reach CUDA_ATTN_MODEL.fma_chains,
+// in proportion below; plus lds_cycles SM cycles per warp-wide float4 shared-memory read of the
+// products (Q, K, P and V rows; fitted on an H100, see cost_models.h). Blocks spread over the SMs
+// (the busiest SM decides); each key tile's global loads stall a block staging them
+// synchronously unless other resident blocks cover them (cp.async copies run under the previous
+// tile's products); K and V read once per query tile through L2, Q and O once from DRAM; key
+// splits pay for their partials.
 static double score(const Ana *x, const Geo *g, const CuDevice *d) {
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
     const AttnSpec *a = &x->a;
     double TM = (double)g->TM, TN = (double)g->TN, U = (double)g->U, T = (double)g->T;
     double BK = (double)g->BK, D4 = (double)g->D4, CG = (double)g->CG, S = (double)g->S;
@@ -1894,13 +1893,13 @@ static double score(const Ana *x, const Geo *g, const CuDevice *d) {
                    (double)((a->N + g->BK - 1) / g->BK);
     // (Half tiles: converted element loads, or cexpr with a conversion in software.)
     double stage_k = BK * D4 / T *
-                     (!g->ka                         ? (g->hconv ? 30 : 12)
-                      : x->k.copy == 16 && !g->hconv ? 2
-                                                     : 8);
+                     (!g->ka ? (g->hconv ? cm->stage_cexpr_half : cm->stage_cexpr)
+                      : x->k.copy == 16 && !g->hconv ? cm->stage_cp16
+                                                     : cm->stage_copy);
     double stage_v = BK * (double)g->DVq / T *
-                     (!g->va                         ? (g->hconv ? 30 : 12)
-                      : x->v.copy == 16 && !g->hconv ? 2
-                                                     : 8);
+                     (!g->va ? (g->hconv ? cm->stage_cexpr_half : cm->stage_cexpr)
+                      : x->v.copy == 16 && !g->hconv ? cm->stage_cp16
+                                                     : cm->stage_copy);
     // Per thread and key tile: FMAs and other instructions, and the float4 shared-memory reads
     // of the two products (Q and K rows, P and V rows).
     double lds = D4 / 4 * (TM + TN) + BK / 4 * (TM + 4 * U);
@@ -1919,27 +1918,32 @@ static double score(const Ana *x, const Geo *g, const CuDevice *d) {
     double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
-    double eff = fmin(1.0, resident * warps * TM * TN / 64.0);
-    double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * 700.0 / resident;
-    double cycles = rounds * (resident * (block_instr / (4.0 * eff) + 2.0 * block_lds) + stalls);
+    double eff = fmin(1.0, resident * warps * TM * TN / cm->fma_chains);
+    double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * cm->tile_stall_cycles / resident;
+    double cycles =
+        rounds *
+        (resident * (block_instr / (CUDA_ARCH.schedulers * eff) + cm->lds_cycles * block_lds) +
+         stalls);
     double t_comp = cycles / d->clock;
     double bw = d->dram_bw;
     const double isz = (double)x->isz; // bytes of Q, K, V and O elements
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double l2 = isz * blocks / S * (double)a->N * (double)(a->D + a->Dv); // K, V per query tile
-    // A split's partials cross L2 twice, after a fence and an atomic: about 2 us more.
-    double t_split = S > 1 ? 2e-6 + 8.0 * blocks / S * (double)g->BQ * (double)a->Dv * S / bw : 0;
-    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
+    // A split's partials cross L2 twice, after a fence and an atomic.
+    double t_split =
+        S > 1 ? cm->split_sync_s + 8.0 * blocks / S * (double)g->BQ * (double)a->Dv * S / bw : 0;
+    return fmax(t_comp, fmax(dram / (cm->dram_eff * bw), l2 / (cm->l2_over_dram * bw))) + t_split +
+           CUDA_ARCH.launch_s;
 }
 
 // The tensor-core kernel's model, per warp and key tile: the mma issue cycles of one SM
-// sub-partition (m16n8k8 TF32 measured at 4.7 on an H100 by the MLP kernels; m16n8k16 taken
-// as the same) beside the other instructions (fragment loads and roundings, the chain and the
-// softmax per score, the rescale of O, the tile's staging), the two overlapping across the
-// resident warps of a scheduler but not within one warp; blocks spread over the SMs as in
-// score(); DRAM and L2 traffic as there.
+// sub-partition (CUDA_ATTN_MODEL.mma_cycles_*) beside the other instructions (fragment loads and
+// roundings, the chain and the softmax per score, the rescale of O, the tile's staging), the two
+// overlapping across the resident warps of a scheduler but not within one warp; blocks spread over
+// the SMs as in score(); DRAM and L2 traffic as there.
 static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
     const AttnSpec *a = &x->a;
     bool half = g->mma != CUA_MMA_TF32;
     // NT and KQ: a warp's share of a key tile (all of it unless key warps split it).
@@ -1950,9 +1954,15 @@ static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
     double tiles =
         (double)g->TPS * kept_tiles(x, g->BQ, g->BK) / (double)((a->N + g->BK - 1) / g->BK);
     double mmas = KS * NT + KQ * NV;
-    double cyc = d->cc_major >= 9 ? 4.7 : 8;
-    double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
-    double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
+    double cyc = d->cc_major >= 9 ? cm->mma_cycles_sm90 : cm->mma_cycles_sm80;
+    double stage_k = BK * (double)g->D4 / T *
+                     (!g->ka                     ? cm->stage_cexpr
+                      : x->k.copy == 16 || g->kT ? cm->stage_cp16
+                                                 : cm->stage_copy);
+    double stage_v = BK * (double)g->DVq / T *
+                     (!g->va            ? cm->stage_cexpr
+                      : x->v.copy == 16 ? cm->stage_cp16
+                                        : cm->stage_copy);
     // Fragments of half tiles are plain 32-bit reads (V's: two 16-bit reads paired).
     bool ht = g->esz == 2;
     double alu = (g->qreg ? 0
@@ -1973,16 +1983,16 @@ static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
     double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
-    double wps = resident * W * KW / 4; // warps per scheduler
+    double wps = resident * W * KW / CUDA_ARCH.schedulers; // warps per scheduler
     // One tile of every resident warp of a scheduler; a lone warp waits on its own latencies
-    // (shuffles, exponentials, the mma results: about 600 cycles a tile).
-    double per_tile = fmax(wps * fmax(tc, alu), tc + alu + 600);
+    // (shuffles, exponentials, the mma results).
+    double per_tile = fmax(wps * fmax(tc, alu), tc + alu + cm->tile_latency_cycles);
     double per_block = (double)g->BQ * (double)g->D4 / T * 12 + NV * 12 + 80;
     if (KW > 1) // the key warps' merge through shared memory
         per_block += (KW - 1) * (NV * 10 + 20) + 100;
     if (S > 1) // publishing the partials; the merge in the last block
         per_block += NV * 8 + 10 + S * (NV * 12 + 12);
-    double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
+    double stalls = (g->ka && g->va ? 1 : tiles) * cm->tile_stall_cycles / resident;
     double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
     double t_comp = cycles / d->clock;
     double bw = d->dram_bw;
@@ -1991,9 +2001,11 @@ static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double l2 = isz * blocks * tiles * BK * (double)(a->D + a->Dv);
     // A split's partials cross L2 twice, after a fence and an atomic; the last block's merge
-    // waits on them (about 3 us on an H100's 12 x 512 x 512 x 64 heads in float16).
-    double t_split = S > 1 ? 3e-6 + 8.0 * blocks * (double)g->BQ * (double)a->Dv / bw : 0;
-    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
+    // waits on them.
+    double t_split =
+        S > 1 ? cm->tc_split_sync_s + 8.0 * blocks * (double)g->BQ * (double)a->Dv / bw : 0;
+    return fmax(t_comp, fmax(dram / (cm->dram_eff * bw), l2 / (cm->l2_over_dram * bw))) + t_split +
+           CUDA_ARCH.launch_s;
 }
 
 // The tensor-core arithmetic the precision (opt) allows on hw (sm_80 and newer): 0 for none.
@@ -2014,6 +2026,7 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     if (k < 1 || !analyse(pg, c, hw, &x))
         return 0;
     const AttnSpec *a = &x.a;
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
     const CuDevice dev = cudev_of(hw), *d = &dev;
     int64_t optin = d->smem_optin, sms = d->sms;
     static const int64_t bqs[] = {4, 8, 16, 32, 64, 128}, bks[] = {32, 64, 128},
@@ -2037,8 +2050,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                         KernelConfig kc;
                         cfg_fill(&kc, bq, bk, tms[q], tns[w], cp, 1);
                         Geo g;
-                        if (!geometry(&x, kc.p, &g) || g.T < 64 || g.T > 256 || g.CG < 4 ||
-                            g.regs > 200 || smem_bytes(&g) > optin)
+                        if (!geometry(&x, kc.p, &g) || g.T < cm->simt_min_threads ||
+                            g.T > cm->simt_max_threads || g.CG < cm->simt_min_cg ||
+                            g.regs > cm->simt_max_regs || smem_bytes(&g) > optin)
                             continue;
                         kc.score = score(&x, &g, d);
                         if (!isfinite(kc.score))
@@ -2076,7 +2090,8 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     KernelConfig kc;
                     cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
                     Geo g;
-                    if (!geometry_tc(&x, kc.p, &g) || g.regs > 232 || smem_bytes(&g) > optin)
+                    if (!geometry_tc(&x, kc.p, &g) || g.regs > cm->tc_max_regs ||
+                        smem_bytes(&g) > optin)
                         continue;
                     kc.score = score_tc(&x, &g, d);
                     if (!isfinite(kc.score))

@@ -18,6 +18,7 @@
 // Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, operands
 // of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
 // output shape.
+#include "cost_models.h"
 #include "cugen_lin_internal.h"
 #include "device_model.h"
 
@@ -260,7 +261,7 @@ static int blocks_per_sm(const CuDevice *h, int threads, int regs, double smem) 
 }
 
 static double overlap(double a, double b) {
-    return ORCH_MAX(a, b) + 0.25 * ORCH_MIN(a, b);
+    return ORCH_MAX(a, b) + CUDA_MATMUL_MODEL.overlap * ORCH_MIN(a, b);
 }
 
 // Unique bytes of the operands and the result.
@@ -278,28 +279,32 @@ int culin_simt_regs(const Lin *L, const int64_t *P) {
     return (int)(P[CUL_TM] * P[CUL_TN] + P[CUL_TM] + P[CUL_TN] + pre + 40);
 }
 
-// Calibrated on an H100 (1024^3 matmul, 3x3 64->64 conv at 56x56): the fraction of FMA peak a
-// thread tile reaches with enough warps resident (per K step a thread reads tm + tn floats from
-// shared memory for tm*tn FMAs), and how much of the SM a block's warps keep busy.
+// The fraction of FMA peak a thread tile reaches with enough warps resident (per K step a thread
+// reads tm + tn floats from shared memory for tm*tn FMAs), and how much of the SM a block's warps
+// keep busy (CUDA_MATMUL_MODEL: calibrated on an H100).
 static double tile_eff(double tm, double tn) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     double ratio = tm * tn / (tm + tn); // 2 (4x4), 2.67 (8x4), 4 (8x8)
-    return ratio >= 4 ? 0.77 : ratio >= 2.5 ? 0.70 : 0.44;
+    return ratio >= cm->tile_r_hi    ? cm->tile_eff_hi
+           : ratio >= cm->tile_r_mid ? cm->tile_eff_mid
+                                     : cm->tile_eff_lo;
 }
 
 static double warp_eff(double warps) {
-    return ORCH_MIN(1.0, 0.45 + warps / 24.0);
+    return ORCH_MIN(1.0, CUDA_MATMUL_MODEL.warp_eff0 + warps / CUDA_MATMUL_MODEL.warp_eff_warps);
 }
 
 // tc: the tensor-core speed-up over float32 FMAs per SM (0: SIMT); the mma kernels' warp tiles
 // are 32 x 32.
 static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, double tc) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     bool tf32 = tc > 0;
     double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
            tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     int nt = tf32 ? (int)((bm / 32) * (bn / 32) * 32) : (int)((bm / tm) * (bn / tn));
     double smem = (double)culin_smem_bytes(P);
-    int bpsm = blocks_per_sm(h, nt, tf32 ? 96 : culin_simt_regs(L, P), smem);
+    int bpsm = blocks_per_sm(h, nt, tf32 ? cm->tc_regs : culin_simt_regs(L, P), smem);
     if (bpsm < 1)
         return 1e30;
     // Split-K: S times the blocks, each over K / S; the partial tiles go through L2 twice. On
@@ -307,40 +312,42 @@ static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, doub
     // partials alone (at about half an SM's share of L2; S x 32 KiB for a 64 x 128 tile) is
     // charged too; the SIMT estimate, whose choices were measured on an H100, stays as it was.
     double S = P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
-    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / cudev_l2_bw(h) + 2e-6 : 0.0;
+    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / cudev_l2_bw(h) + cm->split_sync_s : 0.0;
     if (S > 1 && tf32)
-        t_split += 4.0 * S * bm * bn / (0.5 * cudev_l2_bw(h) / h->sms);
+        t_split += 4.0 * S * bm * bn / (cm->split_sum_l2_share * cudev_l2_bw(h) / h->sms);
     K = cdiv(cdiv(K, bk), S) * bk;
     // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
     double tiles = B * cdiv(M, bm) * cdiv(N, bn) * S;
     double per_sm = cudev_per_sm(h, tiles);
     double resident = ORCH_MIN((double)bpsm, per_sm);
-    double eff = (tf32 ? 0.5 : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
-    if (bk < 16)
-        eff *= 0.9; // twice the barriers per K
+    double eff = (tf32 ? cm->tc_eff : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
+    if (bk < cm->bk_thin)
+        eff *= cm->bk_thin_eff; // twice the barriers per K
     double peak_sm = cudev_fp32_peak(h) / h->sms * (tf32 ? tc : 1.0);
     double t_comp = per_sm * 2.0 * bm * bn * K / (peak_sm * eff);
     // The implicit-GEMM patch gather: index arithmetic per staged element.
     if (L->conv && !L->b_direct_ok)
-        t_comp *= 1.5;
+        t_comp *= cm->gather;
     // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
     // from L2 when the operands fit, from DRAM otherwise.
     double reread = (double)dtype_size(culin_dtype(L)) * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
     double t_mem =
-        ub / h->dram_bw + (ub <= 0.5 * h->l2 ? reread / cudev_l2_bw(h) : reread / h->dram_bw * 0.5);
-    return overlap(t_comp, t_mem) + t_split + 3e-6;
+        ub / h->dram_bw + (ub <= cm->l2_fit * h->l2 ? reread / cudev_l2_bw(h)
+                                                    : reread / h->dram_bw * cm->dram_reread);
+    return overlap(t_comp, t_mem) + t_split + CUDA_ARCH.launch_s;
 }
 
 // The tensor-core direct convolution (culin_emit_tcconv), per block: the mma issue (m16n8k16
-// at 4.7 cycles per SM sub-partition, as the attention model takes it) beside the shared-memory
-// reads (an ldmatrix.x4 of the input tile per 16 pixels, tap and 16 channels: 512 bytes at 128
-// a cycle, twice that at stride 2, whose rows share banks; the B fragments' 32-bit reads), the
-// two overlapping; then the staging of the input tile and of every weight (from L2 at 64 bytes
-// a cycle by cp.async; element copies at about 8 lane instructions each, or 30 through cexpr),
-// which the block waits for, hidden in part by the other resident blocks. Few resident warps
-// leave the mma and ldmatrix latencies exposed.
+// cycles per SM sub-partition, as the attention model takes it) beside the shared-memory reads
+// (an ldmatrix.x4 of the input tile per 16 pixels, tap and 16 channels: 512 bytes at 128 a cycle,
+// twice that at stride 2, whose rows share banks; the B fragments' 32-bit reads), the two
+// overlapping; then the staging of the input tile and of every weight (from L2 by cp.async;
+// element copies at a few lane instructions each, more through cexpr), which the block waits
+// for, hidden in part by the other resident blocks. Few resident warps leave the mma and
+// ldmatrix latencies exposed. The constants are CUDA_MATMUL_MODEL's tcc_*.
 static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     CuTcConv t;
     CuTcGeo g;
     if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) ||
@@ -351,16 +358,22 @@ static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
     double BH = (double)P[CUL_BM], BW = (double)P[CUL_BN];
     double KK = (double)(L->k[0] * L->k[1]), steps = (double)g.KS / 16.0;
     double tiles16 = BH * BW / 16.0, warps = nt / 32.0;
-    double mma = tiles16 * steps * (double)t.NT * 4.7 / 4.0;
-    double lds = tiles16 * steps * 4.0 * (L->st[1] > 1 ? 2.0 : 1.0) + warps * steps * t.NT * 2.0;
+    double mma = tiles16 * steps * (double)t.NT * cm->tcc_mma_cycles / CUDA_ARCH.schedulers;
+    double lds = tiles16 * steps * cm->tcc_ldsm_cycles * (L->st[1] > 1 ? 2.0 : 1.0) +
+                 warps * steps * t.NT * cm->tcc_bfrag_cycles;
     double xel = (double)(g.TH * g.TW * t.Cp), wel = (double)(L->OC * g.KS);
     (void)KK;
-    double stage_x = (t.x16 ? xel * 2.0 / 64.0 : xel * (t.x.affine ? 8.0 : 30.0) / 128.0) + 400.0;
+    double stage_x = (t.x16 ? xel * 2.0 / cm->tcc_cp_bytes_cycle
+                            : xel * (t.x.affine ? cm->tcc_copy_x_instr : cm->tcc_copy_cexpr_instr) /
+                                  CUDA_ARCH.fp32_lanes) +
+                     cm->tcc_stage_cycles;
     double stage_w =
-        (t.w16 || t.wraw ? (double)g.wsm * 2.0 / 64.0 : wel * (t.w.affine ? 12.0 : 30.0) / 128.0) +
-        400.0;
+        (t.w16 || t.wraw ? (double)g.wsm * 2.0 / cm->tcc_cp_bytes_cycle
+                         : wel * (t.w.affine ? cm->tcc_copy_w_instr : cm->tcc_copy_cexpr_instr) /
+                               CUDA_ARCH.fp32_lanes) +
+        cm->tcc_stage_cycles;
     if (t.wraw) // B fragments as four 16-bit gathers
-        lds += warps * steps * t.NT * 2.0;
+        lds += warps * steps * t.NT * cm->tcc_bfrag_cycles;
     int bpsm = blocks_per_sm(h, nt, culin_tcconv_regs(&t, P), smem);
     if (bpsm < 1)
         return 1e30;
@@ -369,22 +382,23 @@ static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
     double blocks = P[CUL_BK] > 0 ? (double)P[CUL_BK] : tiles;
     double per_sm = cudev_per_sm(h, tiles), blocks_sm = cudev_per_sm(h, blocks);
     double resident = ORCH_MIN((double)bpsm, blocks_sm);
-    double eff = ORCH_MIN(1.0, 0.35 + resident * warps / 16.0);
-    double hide = ORCH_MIN(resident, 2.0);
+    double eff = ORCH_MIN(1.0, cm->tcc_eff0 + resident * warps / cm->tcc_eff_warps);
+    double hide = ORCH_MIN(resident, cm->tcc_hide);
     double cycles =
         per_sm * (ORCH_MAX(mma, lds) / eff + stage_x / hide) + blocks_sm * stage_w / hide;
     double t_mem = unique_bytes(L) / h->dram_bw;
-    return ORCH_MAX(cycles / h->clock, t_mem) + 3e-6;
+    return ORCH_MAX(cycles / h->clock, t_mem) + CUDA_ARCH.launch_s;
 }
 
 static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (P[CUL_VAR]) {
     case CUV_SIMT: return score_simt(L, h, P, 0);
-    case CUV_TF32: return score_simt(L, h, P, 4.0);
+    case CUV_TF32: return score_simt(L, h, P, cm->tc_tf32);
     // Half the operand bytes through shared memory and twice TF32's tensor-core rate.
     case CUV_F16:
-    case CUV_BF16: return score_simt(L, h, P, 6.0);
+    case CUV_BF16: return score_simt(L, h, P, cm->tc_half);
     case CUV_GEMV:
     case CUV_GEMVK: {
         // Bandwidth bound: B streamed once; lanes on columns read B rows coalesced when B is a
@@ -392,28 +406,30 @@ static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
         double cols = P[CUL_VAR] == CUV_GEMV ? 32.0 : 8.0;
         double tiles = (double)L->batch * cdiv((double)L->N, cols);
         bool coalesced = (P[CUL_VAR] == CUV_GEMV) == (L->pb >= 0);
-        double t_mem = unique_bytes(L) / h->dram_bw * (coalesced ? 1.0 : 4.0);
-        double t_comp = flops / (cudev_fp32_peak(h) * 0.25);
-        return overlap(t_comp, t_mem) / cudev_wave_eff(h, tiles, 8) + 3e-6;
+        double t_mem = unique_bytes(L) / h->dram_bw * (coalesced ? 1.0 : cm->gemv_uncoalesced);
+        double t_comp = flops / (cudev_fp32_peak(h) * cm->gemv_peak);
+        return overlap(t_comp, t_mem) / cudev_wave_eff(h, tiles, cm->gemv_bpsm) +
+               CUDA_ARCH.launch_s;
     }
     case CUV_TCCONV: return score_tcconv(L, h, P);
     case CUV_DIRECT: {
         // A thread per output pixel: per window element one patch gather (index arithmetic and
-        // the prologue, ~10 lane instructions) and M FMAs with broadcast weights; lanes at about
-        // half rate (the gather's integer work).
+        // the prologue) and M FMAs with broadcast weights; lanes at a share of their rate (the
+        // gather's integer work).
         double px = (double)L->NI * (double)L->G * (double)L->out[0] * (double)L->out[1];
-        double lane_ops = px * (double)L->K * ((double)L->OCg + 10.0);
-        double t_comp = lane_ops / (0.5 * cudev_fp32_peak(h) * 0.5);
+        double lane_ops = px * (double)L->K * ((double)L->OCg + cm->direct_gather_instr);
+        double t_comp = lane_ops / (0.5 * cudev_fp32_peak(h) * cm->direct_rate);
         double tiles = cdiv(px, (double)P[CUL_BN]);
         return overlap(t_comp, unique_bytes(L) / h->dram_bw) /
                    cudev_wave_eff(h, tiles, (int)(h->threads_sm / P[CUL_BN])) +
-               3e-6;
+               CUDA_ARCH.launch_s;
     }
     default: { // depthwise direct
-        double t_comp = flops / (cudev_fp32_peak(h) * 0.3);
-        double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), 256.0);
-        return overlap(t_comp, unique_bytes(L) * 1.5 / h->dram_bw) / cudev_wave_eff(h, tiles, 8) +
-               3e-6;
+        double t_comp = flops / (cudev_fp32_peak(h) * cm->dw_peak);
+        double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), cm->dw_block);
+        return overlap(t_comp, unique_bytes(L) * cm->dw_traffic / h->dram_bw) /
+                   cudev_wave_eff(h, tiles, cm->dw_bpsm) +
+               CUDA_ARCH.launch_s;
     }
     }
 }
@@ -483,8 +499,9 @@ static int add_splits(const Lin *L, const CuDevice *h, KernelConfig *out, int n,
                    cdiv((double)L->N, (double)P[CUL_BN]);
     double slices = cdiv((double)L->K, (double)P[CUL_BK]);
     int added = 0;
-    for (int sk = 2; sk <= 32 && n + added < cap; sk *= 2) {
-        if (tiles * sk > 2.0 * h->sms || slices < (double)min_slices * sk ||
+    for (int sk = 2; sk <= CUDA_MATMUL_MODEL.split_max && n + added < cap; sk *= 2) {
+        if (tiles * sk > CUDA_MATMUL_MODEL.split_waves * h->sms ||
+            slices < (double)min_slices * sk ||
             (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS ||
             (double)sk * L->batch > 65535)
             break;
@@ -539,7 +556,7 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
             continue;
         n++;
         // Split-K where the tiles leave SMs idle and K is long: at least 8 K slices per split.
-        n += add_splits(L, h, out, n, cap, 8);
+        n += add_splits(L, h, out, n, cap, CUDA_MATMUL_MODEL.split_slices_simt);
     }
     // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
     // whatever the precision), never TF32 (its operands would be float32).
@@ -572,7 +589,7 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
             n++;
             // Split-K likewise, at least 4 slices per split (a slice is 16 or 32 deep here, 8 or
             // 16 in the SIMT tiles): ResNet's 7x7- and 14x14-pixel 3x3 convs have 8 to 32 tiles.
-            n += add_splits(L, h, out, n, cap, 4);
+            n += add_splits(L, h, out, n, cap, CUDA_MATMUL_MODEL.split_slices_tc);
         }
     }
     if (!L->conv && L->M <= 8 && n + 2 <= cap) {

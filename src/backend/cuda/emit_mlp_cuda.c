@@ -73,6 +73,7 @@
 // splitting (3xtf32), or the rounding of the operands to TF32 / half / bfloat16 with float32
 // accumulation (tf32, f16, bf16); for half storage, up to the interpreter's rounding of every
 // intermediate tensor to half, which the kernel does not do (it is the more accurate).
+#include "cost_models.h"
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 #include "device_model.h"
@@ -857,23 +858,25 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
 // at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
 // and registers; waves over the SMs; the chain's input and output cross DRAM once.
 static double score(const MlpChain *m, const CuDevice *d, const int64_t *P) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     double BM = (double)P[Q_BM], T = (double)P[Q_T], TM = (double)P[Q_TM];
     bool stage = P[Q_STAGE] != 0;
     double regs = TM * (double)P[Q_TN] + (double)P[Q_TN] + 32;
     int bps = cudev_blocks_per_sm(d, P[Q_T], (int64_t)regs, smem_bytes(m, P[Q_BM], stage));
     if (bps < 1)
         return INFINITY;
-    double instr = BM * (double)m->K[0] / T * 2; // the input tile
+    double instr = BM * (double)m->K[0] / T * cm->blk_stage_instr; // the input tile
     for (int l = 0; l < m->n; l++) {
         double TN = layer_tn(m, l, (int)P[Q_TN]);
         double items = BM / TM * ((double)m->N[l] / TN);
         double per = ceil(items / T);
         double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P[Q_TM]);
-        instr += per * (double)m->K[l] * (TM * TN + al + wl * (stage ? 1.0 : 1.5));
-        instr += per * TM * TN * 12; // epilogue
+        instr += per * (double)m->K[l] *
+                 (TM * TN + al + wl * (stage ? cm->blk_wload_smem : cm->blk_wload_cache));
+        instr += per * TM * TN * cm->blk_epi_instr; // epilogue
         if (stage)
-            instr += (double)(m->K[l] * m->N[l]) / T * 2 + 40;
-        instr += 20; // barrier
+            instr += (double)(m->K[l] * m->N[l]) / T * cm->blk_stage_instr + cm->blk_wstage_fixed;
+        instr += cm->blk_barrier_instr; // barrier
     }
     double warps = T / 32;
     double block_instr = instr * warps;
@@ -881,11 +884,11 @@ static double score(const MlpChain *m, const CuDevice *d, const int64_t *P) {
     double waves = cudev_waves(d, blocks, bps);
     // blocks sharing an SM's schedulers
     double resident = ORCH_MIN((double)bps, cudev_per_sm(d, blocks));
-    double occ = ORCH_MIN(1.0, resident * warps / 16.0);
+    double occ = ORCH_MIN(1.0, resident * warps / cm->blk_full_warps);
     double per_wave = resident * block_instr / (CUDA_ARCH.schedulers * occ);
     double t_comp = waves * per_wave / d->clock;
     double bytes = io_bytes(m);
-    return ORCH_MAX(t_comp, bytes / (0.8 * d->dram_bw)) + 3e-6;
+    return ORCH_MAX(t_comp, bytes / (cm->dram_eff * d->dram_bw)) + CUDA_ARCH.launch_s;
 }
 
 // ---- persistent kernels: shared pieces ----
@@ -2189,22 +2192,25 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
 // ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math, or the
 // prelude's fast versions).
 static double ew_cost(EwOp op, bool fast) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     // Under fast math (cexpr_set_fast_math: reduced precisions) these are the prelude's
-    // special-function-unit versions: exp 2 instructions, sin / cos 6, sigmoid 7.
+    // special-function-unit versions.
     if (fast && (op == EW_EXP || op == EW_SIN || op == EW_COS || op == EW_SIGMOID))
-        return op == EW_EXP ? 2 : op == EW_SIGMOID ? 7 : 6;
+        return op == EW_EXP       ? cm->ew_fast_exp
+               : op == EW_SIGMOID ? cm->ew_fast_sigmoid
+                                  : cm->ew_fast_trig;
     switch (op) {
     case EW_EXP:
     case EW_LOG:
     case EW_SQRT:
     case EW_RSQRT:
     case EW_RECIP:
-    case EW_DIV: return 10;
+    case EW_DIV: return cm->ew_div;
     case EW_ERF:
     case EW_TANH:
     case EW_SIGMOID:
     case EW_SIN:
-    case EW_COS: return 22;
+    case EW_COS: return cm->ew_transc;
     case EW_TAN:
     case EW_ASIN:
     case EW_ACOS:
@@ -2215,8 +2221,8 @@ static double ew_cost(EwOp op, bool fast) {
     case EW_ACOSH:
     case EW_ATANH:
     case EW_SOFTPLUS:
-    case EW_POW: return 30;
-    default: return 1.5;
+    case EW_POW: return cm->ew_costly;
+    default: return cm->ew_plain;
     }
 }
 
@@ -2250,9 +2256,10 @@ static Dev dev_of(const CudaHw *hw, const TargetOptions *opt) {
 
 // Blocks per SM of a persistent kernel (shared memory, threads, registers); 0: none fits.
 static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs) {
-    if (smem > d->dev.smem_optin || regs > 255)
+    if (smem > d->dev.smem_optin || regs > CUDA_ARCH.max_regs)
         return 0;
-    return ORCH_MIN(cudev_blocks_per_sm(&d->dev, T, cudev_regs_alloc(regs), smem), 8);
+    return ORCH_MIN(cudev_blocks_per_sm(&d->dev, T, cudev_regs_alloc(regs), smem),
+                    CUDA_MLP_MODEL.persist_max_bps);
 }
 
 // A persistent kernel's time, a sum fitted to H100 measurements (6 layers 64 wide at 65536 rows:
@@ -2266,23 +2273,27 @@ static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs
 static double persist_time(const MlpChain *m, const Dev *d, double fma, double epi, double tc,
                            int64_t rows, int64_t W, int64_t G, int64_t bps, double ilp,
                            double wbytes, double overlap) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     double tiles = ceil((double)m->R / (double)rows), warps = (double)(G * W);
     double imbalance = ceil(tiles / warps) / (tiles / warps);
     double resident = ORCH_MIN((double)bps, cudev_per_sm(&d->dev, (double)G));
-    double wps = resident * (double)W / 4.0 * ilp;
-    double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
+    double wps = resident * (double)W / CUDA_ARCH.schedulers * ilp;
+    double eff_fma = ORCH_MIN(1.0, cm->fma_eff0 + cm->fma_eff_wps * wps),
+           eff_epi = ORCH_MIN(1.0, cm->epi_eff_wps * wps);
     double rows_all = tiles * (double)rows, lanes = cudev_issue_rate(&d->dev);
     // `overlap`: the share of the shorter of the epilogues and the tensor cores hidden under the
     // longer (epi=ilv interleaves them in every warp).
     double te = epi / eff_epi, hidden = overlap * ORCH_MIN(te, tc);
     double t = rows_all * (fma / eff_fma + te + tc - hidden) / lanes * imbalance * imbalance;
     double bytes = io_bytes(m);
-    return t + bytes / (0.8 * d->dev.dram_bw) +
-           resident * wbytes / (CUDA_ARCH.l2_bytes_clock * d->dev.clock) + 3e-6;
+    return t + bytes / (cm->dram_eff * d->dev.dram_bw) +
+           resident * wbytes / (CUDA_ARCH.l2_bytes_clock * d->dev.clock) + CUDA_ARCH.launch_s;
 }
 
 static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, int64_t bps) {
-    double e = epi_per_elem(m, d->fast), fma = (double)m->K[0] * 1.5, epi = 0; // per 32-row tile
+    // per 32-row tile
+    double e = epi_per_elem(m, d->fast), fma = (double)m->K[0] * CUDA_MLP_MODEL.warp_in_instr,
+           epi = 0;
     for (int l = 0; l < m->n; l++) {
         double TN = m->N[l] > 32 ? 8 : 4, N = (double)m->N[l];
         fma += (double)m->K[l] * (8 * TN + 6) + 2 * TN + 8;
@@ -2297,21 +2308,14 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
                         (double)L.wfloats * (double)dtype_size(m->dtype), 0.0);
 }
 
-// The share of the epilogues' time epi=ilv hides under the tensor cores' (or theirs under the
-// epilogues'). Measured on an H200 (6 x 64 sin*sigmoid chain, 65536 rows, one run each): f64
-// w=12 116.8 against 127.3 us through P; f16 w=16 44.2 against 42.5 (where its code is small,
-// the unrolled k loop of P does as well): DMMAs throttled at issue keep a warp from its
-// epilogue work while they drain, so most of the overlap comes from other warps either way.
-#define ILV_OVERLAP 0.1
-// f64 (m16n8k16 DMMAs) with the epilogue deferred into the k loop. In the lab the k16 DMMAs
-// leave the issue slots to float work beside them (lab/dmma_cvt.cu, H200: 128 FMAs a k step of
-// 4 cost 7%, against 90% beside m16n8k4 DMMAs); in the 6 x 64 sin*sigmoid kernel less of it
-// shows (H200, one run: w=16 ilvx 102.4 us, w=12 ilv 108.3, w=8 ilvx 110.4, w=12 through P
-// 130.2; the m16n8k4 kernels 102.7, 112.0, 127.6, 127.6): 0.3 keeps that order.
-#define F64_OVERLAP 0.3
-
+// epi=ilv hides a share of the epilogues' time under the tensor cores' (or theirs under the
+// epilogues'): CUDA_MLP_MODEL's ilv_overlap (DMMAs throttled at issue keep a warp from its
+// epilogue work while they drain, so most of the overlap comes from other warps either way), and
+// f64_overlap for f64's m16n8k16 DMMAs (the m16n8k4 kernels measured 102.7, 112.0, 127.6,
+// 127.6 us where the table's k16 ones measured 102.4, 108.3, 110.4, 130.2).
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
                        int es, int64_t G, int64_t bps) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     bool epi_smem = es != 0;
     double e = epi_per_elem(m, d->fast), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
     bool x3 = L->var == CUMLP_3XTF32;
@@ -2320,13 +2324,13 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16   ? 1
                   : L->var == CUMLP_TF32 || L->var == CUMLP_F64 ? 2
                                                                 : 8;
-    // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
-    double cyc = d->dev.cc_major >= 9 ? 4.7 : 8;
-    // f64: one m16n8k16 DMMA (2048 double MACs; 62-65 TFLOP/s on an H200: about 69 cycles of
-    // a sub-partition) and the widening of the B words (4) and of a k step's A registers (8).
+    // Issue cycles of one mma.sync on a sub-partition.
+    double cyc = d->dev.cc_major >= 9 ? cm->mma_cycles_sm90 : cm->mma_cycles_sm80;
+    // f64: one m16n8k16 DMMA and the widening of the B words (4) and of a k step's A registers
+    // (8).
     bool f64 = L->var == CUMLP_F64;
     if (f64)
-        cyc = 69;
+        cyc = cm->dmma_cycles;
     if (L->xraw) // one load per k step and row half, no conversion
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
     else
@@ -2347,13 +2351,14 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
         }
     }
     // A register epilogue is one long unrolled stream: independent chains for the scheduler.
-    double ilp = epi_smem ? 1.0 + 0.25 * (double)(MT - 1) : 1.5 + 0.5 * (double)(MT - 1);
+    double ilp = epi_smem ? cm->ilp_smem0 + cm->ilp_smem_mt * (double)(MT - 1)
+                          : cm->ilp_reg0 + cm->ilp_reg_mt * (double)(MT - 1);
     // The weights as the staging reads them (as stored).
     double wbytes = 0, wb = (double)dtype_size(m->dtype);
     for (int l = 0; l < m->n; l++)
         wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
-                        wbytes, es >= 2 ? (f64 ? F64_OVERLAP : ILV_OVERLAP) : 0.0);
+                        wbytes, es >= 2 ? (f64 ? cm->f64_overlap : cm->ilv_overlap) : 0.0);
 }
 
 // The tensor-core variants the precision (opt) allows on the device: tf32 / f16 / bf16 under
@@ -2435,18 +2440,13 @@ bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOpt
     int rc = emit_block(&m, &k, opt, "orch_dry", &s, NULL, &e);
     sb_free(&s);
     // Without staging the smallest tile must fit the opt-in shared memory of every GPU orch
-    // targets (99 KiB on sm_86/sm_89; 163 KiB and more on sm_80/sm_90).
-    return rc == ST_OK && smem_bytes(&m, 32, false) <= 99 * 1024;
+    // targets.
+    return rc == ST_OK && smem_bytes(&m, 32, false) <= CUDA_ARCH.smem_optin_any;
 }
-
-// The block kernel's estimate, scaled to what it measured against the persistent kernels.
-#define BLOCK_SCORE_SCALE 2.2
-// The f64 kernel's estimate, scaled likewise: on an H100 the 6 x 64 sin*sigmoid chain at 65536
-// rows measured 117 us against 166 us estimated (ReLU: 70-79 us against 85-107 us).
-#define F64_SCORE_SCALE 0.7
 
 int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                       const TargetOptions *opt, KernelConfig *out, int k) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || k < 1)
         return 0;
@@ -2473,7 +2473,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_TM] = tms[q];
                     kc->p[Q_TN] = 4;
                     kc->p[Q_STAGE] = st;
-                    kc->score = score(&m, &d.dev, kc->p) * BLOCK_SCORE_SCALE;
+                    kc->score = score(&m, &d.dev, kc->p) * cm->blk_scale;
                     cfg_desc(kc);
                 }
     if (n == 0) { // tiny chains: the smallest block always fits (cugen_mlp_supports)
@@ -2484,14 +2484,14 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->p[Q_T] = 64;
         kc->p[Q_TM] = 2;
         kc->p[Q_TN] = 4;
-        kc->score = score(&m, &d.dev, kc->p) * BLOCK_SCORE_SCALE;
+        kc->score = score(&m, &d.dev, kc->p) * cm->blk_scale;
         cfg_desc(kc);
     }
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
     for (size_t i = 0; warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
-        int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, 128);
+        int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, cm->warp_regs);
         if (bps < 1)
             continue;
         int64_t tiles = (m.R + 31) / 32,
@@ -2509,13 +2509,11 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     int vars[4];
     int nv = tc_variants(&m, &d, opt, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
-    // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
-    // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
-    // 26 us and 33 us), and NVRTC takes seconds over it. Under fast math the same chain's
-    // epilogue is about 16 instructions and fits: f16 w=16 32.7 us in registers against 37.8
-    // through shared memory (H200, half storage, one run), which also saves the buffer's loads,
-    // stores and addressing (35 -> 21 instructions an element).
-    bool reg_ok = epi_per_elem(&m, d.fast) <= (d.fast ? 16 : 8);
+    // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (the
+    // measurements are CUDA_MLP_MODEL.reg_epi_max's), and NVRTC takes seconds over it. Under
+    // fast math the same chain's epilogue is about 16 instructions and fits, which also saves
+    // the buffer's loads, stores and addressing (35 -> 21 instructions an element).
+    bool reg_ok = epi_per_elem(&m, d.fast) <= (d.fast ? cm->reg_epi_max_fast : cm->reg_epi_max);
     // epi=ilv needs a layer before the last with an epilogue to defer.
     bool ilv_ok = false;
     for (int l = 0; l + 1 < m.n; l++)
@@ -2533,7 +2531,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                      es++) {
                     int64_t W = tc_ws[i], MT = tc_mts[j];
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
-                    if (regs > 224 || n == (int)ORCH_COUNT(all))
+                    if (regs > cm->tc_max_regs || n == (int)ORCH_COUNT(all))
                         continue;
                     int64_t bps = blocks_per_sm(&d, tc_smem(es == 3 ? &LX : &L, W, MT, es != 0),
                                                 32 * W, regs);
@@ -2551,7 +2549,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     kc->p[Q_G] = G;
                     kc->p[Q_BPS] = bps;
                     kc->score = tc_score(&m, &d, es == 3 ? &LX : &L, W, MT, es, G, bps) *
-                                (vars[v] == CUMLP_F64 ? F64_SCORE_SCALE : 1.0);
+                                (vars[v] == CUMLP_F64 ? cm->f64_scale : 1.0);
                     cfg_desc(kc);
                 }
     }

@@ -9,6 +9,7 @@
 // Configs: block 128/256/512 x (scalar, ept 1/4) or (vec, ept 4/8), scored Roller-style
 // (roller.md c.2): bytes over DRAM bandwidth, issue time of the arithmetic, the bandwidth a too
 // small grid cannot reach, wave efficiency over the SMs, launch overhead.
+#include "cost_models.h"
 #include "cugen_pw.h"
 
 #include "../../codegen/cexpr.h"
@@ -25,8 +26,7 @@
 // ---- shared helpers (cugen_pw.h) ----
 
 double cupw_bandwidth(const CuDevice *d) {
-    // A streaming kernel reaches about 85% of the theoretical DRAM bandwidth.
-    return d->dram_bw * 0.85;
+    return d->dram_bw * CUDA_POINTWISE_MODEL.stream_eff;
 }
 
 int cupw_blocks_per_sm(const CuDevice *d, int block) {
@@ -277,7 +277,8 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
     sb_line(&body, 2, "__syncthreads();\n");
     if (rc == ST_OK) {
         CuDevice dev = cudev_of(hw);
-        int64_t max_grid = (int64_t)dev.sms * cupw_blocks_per_sm(&dev, 256) * 4;
+        int64_t max_grid =
+            (int64_t)dev.sms * cupw_blocks_per_sm(&dev, 256) * CUDA_POINTWISE_MODEL.grid_rounds;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, 256, src);
@@ -406,7 +407,8 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     if (rc == ST_OK) {
         int64_t tiles = (N + tile - 1) / tile;
         CuDevice dev = cudev_of(hw);
-        int64_t max_grid = (int64_t)dev.sms * cupw_blocks_per_sm(&dev, bs) * 4;
+        int64_t max_grid =
+            (int64_t)dev.sms * cupw_blocks_per_sm(&dev, bs) * CUDA_POINTWISE_MODEL.grid_rounds;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, bs, src);
@@ -446,6 +448,7 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     int64_t N = tensor_numel(T);
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
     bool vec_ok = vec_possible(pg, c);
+    const CudaPointwiseModel *cm = &CUDA_POINTWISE_MODEL;
     CuDevice d = cudev_of(hw);
     int sms = d.sms;
     double bw = cupw_bandwidth(&d);
@@ -461,23 +464,23 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             int64_t tile = (int64_t)bs * ept, tiles = (N + tile - 1) / tile;
             int bpsm = cupw_blocks_per_sm(&d, bs);
             double slots = cudev_slots(&d, bpsm);
-            // Bandwidth needs enough bytes in flight: about half the SMs' resident threads
+            // Bandwidth needs enough bytes in flight: a share of the SMs' resident threads
             // each with a load outstanding per element; a small grid reaches a fraction.
             double active = ORCH_MIN((double)tiles, slots) * bs * ept;
-            double util = ORCH_MIN(1.0, active / (0.5 * sms * d.threads_sm));
+            double util = ORCH_MIN(1.0, active / (cm->inflight_share * sms * d.threads_sm));
             double wave_eff = tiles > slots ? cudev_wave_eff(&d, (double)tiles, bpsm) : 1.0;
             // Issue: per element the arithmetic, index digits and one load/store instruction
             // per input (a quarter of that for float4 groups).
-            double per_elem = ops + 2.0 * T->rank + (1.0 + c->n_inputs) / vec;
+            double per_elem = ops + cm->digit_instr * T->rank + (1.0 + c->n_inputs) / vec;
             double t_issue = (double)N * per_elem / cudev_lane_rate(&d);
-            // Scalar 4-byte accesses reach about 82% of what 128-bit ones do (H100, measured:
-            // 2.2 vs 2.75 TB/s on a bias-GELU of 4096x4096); 2-byte ones (half storage) less.
-            double scalar = dtype_size(T->dtype) >= 4 ? 0.82 : 0.6;
+            // Scalar accesses reach a share of what 128-bit ones do; 2-byte ones (half
+            // storage) less.
+            double scalar = dtype_size(T->dtype) >= 4 ? cm->scalar_eff_4b : cm->scalar_eff_2b;
             double t_mem = bytes / (bw * util * (vec == 4 ? 1.0 : scalar));
-            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + 3e-6;
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + CUDA_ARCH.launch_s;
             // A step of several elements hides latency better (independent loads in flight).
             if (ept > 1)
-                score *= 0.98;
+                score *= cm->multi_elem;
             KernelConfig *kc = &cand[n++];
             memset(kc, 0, sizeof *kc);
             kc->cls = CUCLS_POINTWISE;
@@ -502,7 +505,7 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->p[1] = 4;
         kc->p[2] = 1;
         kc->p[3] = A + 1;
-        kc->score = best * 0.9;
+        kc->score = best * cm->transposed_rank;
         snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=256 tr=%d", A);
     }
     return cgen_sort_configs(cand, n, out, k);

@@ -22,6 +22,7 @@
 // numpy's NaN rule and select_last, combining partial results by (value, index) so the order of
 // the lanes does not matter. Candidates outside this shape are refused (the C target's
 // materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
+#include "cost_models.h"
 #include "cugen_pw.h"
 
 #include "../../codegen/cexpr.h"
@@ -769,7 +770,9 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     const Tensor *T = pg->tensors[c->output], *A = pg->tensors[ctx.red[0].p->in[0]];
     bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
     int passes = ctx.n_red + (full ? 1 : 0);
-    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * ctx.sp.rank;
+    const CudaPointwiseModel *cm = &CUDA_POINTWISE_MODEL;
+    double bytes = cgen_traffic_bytes(pg, c),
+           ops = cgen_ops_per_elem(pg, c) + cm->digit_instr * ctx.sp.rank;
     double in_bytes = bytes - (double)tensor_nbytes(T);
     CuDevice d = cudev_of(hw);
     int sms = d.sms;
@@ -802,12 +805,13 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             continue;
         int64_t ppb = split ? 32 : bs / tpr, groups = (s->npos + ppb - 1) / ppb;
         // Grid split: as many blocks per group as fill the SMs once, each thread still with
-        // 4 elements or more.
+        // a few elements or more.
         int gs[2] = {1, 0}, n_g = 1;
-        if (tpr > 1 && (split || tpr == bs) && bs <= 512 && groups * 4 <= sms) {
-            int64_t G = ORCH_MIN((int64_t)sms / groups, s->count / (4 * (int64_t)tpr));
+        if (tpr > 1 && (split || tpr == bs) && bs <= 512 && groups * cm->red_grid_idle <= sms) {
+            int64_t G =
+                ORCH_MIN((int64_t)sms / groups, s->count / (cm->red_grid_min_elems * (int64_t)tpr));
             if (G >= 2)
-                gs[n_g++] = (int)ORCH_MIN(G, 1024);
+                gs[n_g++] = (int)ORCH_MIN(G, (int64_t)cm->red_grid_max);
         }
         for (int gi = 0; gi < n_g; gi++) {
             int G = gs[gi];
@@ -827,26 +831,28 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             double row_bytes = in_bytes / (double)s->npos / G;
             double pos_per_sm = ORCH_MIN((double)cupw_blocks_per_sm(&d, bs) * ppb,
                                          cudev_per_sm(&d, (double)s->npos * G));
-            bool l1_fit = pos_per_sm * row_bytes <= 160e3;
+            bool l1_fit = pos_per_sm * row_bytes <= cm->red_l1_bytes;
             double t_read = bytes / bw / util;
-            double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
+            double t_mem =
+                t_read + (passes - 1) * in_bytes / (l1_fit ? cm->red_l1_bw : cm->red_l2_bw);
             if (tpr == 1 && s->inner == 1 && s->count > 1)
-                t_mem *= ORCH_MIN(8.0, (double)s->count);
+                t_mem *= ORCH_MIN(cm->red_own_row_max, (double)s->count);
             double elems = (double)s->npos * (double)s->count * passes;
             double t_issue = elems * ops / cudev_lane_rate(&d);
             // The dependent chain of one thread per wave, added: its share of the row, then
             // the combine steps (shuffles; barrier and the fold of the warps' partials; the
             // grid barrier and the fold of the blocks' partials).
             double iters = ceil((double)s->count / ((double)tpr * G)) * passes;
-            double combine = tpr > 1 && !split ? 5 * 30.0 * ctx.n_red : 0;
+            double combine =
+                tpr > 1 && !split ? cm->red_shuffle_steps * cm->red_shuffle_cycles * ctx.n_red : 0;
             if (split)
-                combine += (200.0 + 10.0 * tpr) * ctx.n_red;
+                combine += (cm->red_barrier_cycles + cm->red_fold_cycles * tpr) * ctx.n_red;
             else if (tpr > 32)
-                combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
+                combine += (cm->red_barrier_cycles + cm->red_fold_cycles * (bs / 32)) * ctx.n_red;
             if (G > 1)
-                combine += (2000.0 + 20.0 * G) * ctx.n_red;
-            double t_chain = waves * (iters * 12.0 + combine) / clock;
-            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + 3e-6;
+                combine += (cm->red_grid_barrier_cycles + cm->red_grid_fold_cycles * G) * ctx.n_red;
+            double t_chain = waves * (iters * cm->red_elem_cycles + combine) / clock;
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + CUDA_ARCH.launch_s;
             KernelConfig *kc = G > 1 ? &grid[n_grid++] : &cand[n++];
             memset(kc, 0, sizeof *kc);
             kc->cls = CUCLS_REDUCE;
@@ -874,17 +880,20 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             if (!cache_ok)
                 continue;
             double per = (double)slots_per_thread;
-            double t_chain_c = waves * (per * (12.0 + 4.0 * passes) + combine) / clock;
+            double t_chain_c =
+                waves *
+                (per * (cm->red_elem_cycles + cm->red_cache_pass_cycles * passes) + combine) /
+                clock;
             KernelConfig *base = kc;
             kc = G > 1 ? &grid[n_grid++] : &cand[n++];
             *kc = *base;
             kc->p[3] = slots_per_thread;
-            kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + 3e-6;
+            kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + CUDA_ARCH.launch_s;
             fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s cache=%d%s", bs, tpr,
                 split ? " split" : "", (int)slots_per_thread, extra);
         }
     }
-    int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(2, k - 1));
+    int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(cm->red_grid_configs, k - 1));
     int m = cgen_sort_configs(cand, n, out, k - m_grid);
     for (int i = 0; i < m_grid; i++)
         out[m++] = grid[i];
