@@ -364,13 +364,13 @@ static bool pow2(int64_t x) {
 
 // Fills g from the config; false when the config is malformed for this attention. Tiles that
 // go by cp.async have two buffers.
-static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
+static bool geometry(const Ana *x, const CuAttnConfig *p, Geo *g) {
     const AttnSpec *a = &x->a;
     memset(g, 0, sizeof *g);
-    g->BQ = p[CUA_BQ];
-    g->BK = p[CUA_BK];
-    g->TM = p[CUA_TM];
-    g->TN = p[CUA_TN];
+    g->BQ = p->bq;
+    g->BK = p->bk;
+    g->TM = p->tm;
+    g->TN = p->tn;
     if (g->BQ < 1 || g->BK < 4 || g->BK % 4 || g->TM < 1 || g->TM > 16 || g->TN < 1 ||
         g->TN > 16 || g->BQ % g->TM || g->BK % g->TN)
         return false;
@@ -390,14 +390,14 @@ static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
     g->BKp = row_stride(g->BK);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
     int64_t tiles = (a->N + g->BK - 1) / g->BK;
-    g->S = p[CUA_SPLIT] > 1 ? p[CUA_SPLIT] : 1;
+    g->S = p->split > 1 ? p->split : 1;
     g->TPS = (tiles + g->S - 1) / g->S;
     // Every split non-empty; the workspace (O, max and sum per split and row) bounded.
     if (g->S > 1 && ((g->S - 1) * g->TPS >= tiles ||
                      (double)g->S * (double)a->B * (double)a->M * (double)(a->Dv + 2) >
                          ATTN_SPLIT_MAX_WS))
         return false;
-    bool cp = p[CUA_CP] != 0;
+    bool cp = p->cp != 0;
     // Half tiles are converted to float32 as they are staged: affine ones by element loads
     // (configs with cp=1; hconv), the others through cexpr.
     g->hconv = x->half ? a->dt : DT_UNDEFINED;
@@ -427,24 +427,24 @@ static int64_t frag_stride(int64_t n) {
 
 // Fills g for a tensor-core config; false when it is malformed for this attention. Tiles that go
 // by cp.async have two buffers, as in the SIMT kernel.
-static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
+static bool geometry_tc(const Ana *x, const CuAttnConfig *p, Geo *g) {
     const AttnSpec *a = &x->a;
     memset(g, 0, sizeof *g);
-    g->mma = p[CUA_MMA];
-    g->BQ = p[CUA_BQ];
-    g->BK = p[CUA_BK];
+    g->mma = p->mma;
+    g->BQ = p->bq;
+    g->BK = p->bk;
     if (g->mma < CUA_MMA_TF32 || g->mma > CUA_MMA_BF16 || g->BQ < 16 || g->BQ % 16 || g->BQ > 128 ||
-        g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN])
+        g->BK < 16 || g->BK % 16 || g->BK > 128 || p->tm || p->tn)
         return false;
     // Half tiles feed only the mma of their own type.
     if (x->half && g->mma != (a->dt == DT_FLOAT16 ? CUA_MMA_F16 : CUA_MMA_BF16))
         return false;
     g->W = g->BQ / 16;
-    g->KW = p[CUA_KW] > 1 ? p[CUA_KW] : 1;
+    g->KW = p->kw > 1 ? p->kw : 1;
     if ((g->KW != 1 && g->KW != 2 && g->KW != 4) || (g->BK / g->KW) % 16)
         return false;
     g->T = 32 * g->W * g->KW;
-    g->qreg = p[CUA_QREG] != 0;
+    g->qreg = p->qreg != 0;
     g->kstep = g->mma == CUA_MMA_TF32 ? 8 : 16;
     g->D4 = (a->D + g->kstep - 1) / g->kstep * g->kstep;
     g->DVq = (a->Dv + 7) / 8 * 8;
@@ -458,14 +458,14 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->DVp = x->half ? frag_stride(g->DVq) : row_stride(g->DVq);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
     int64_t tiles = (a->N + g->BK - 1) / g->BK;
-    g->S = p[CUA_SPLIT] > 1 ? p[CUA_SPLIT] : 1;
+    g->S = p->split > 1 ? p->split : 1;
     g->TPS = (tiles + g->S - 1) / g->S;
     // Key splits as in the SIMT kernel: every split non-empty, the workspace bounded.
     if (g->S > 1 &&
         ((g->S - 1) * g->TPS >= tiles ||
          (double)g->S * (double)a->B * (double)a->M * (double)(a->Dv + 2) > ATTN_SPLIT_MAX_WS))
         return false;
-    bool cp = p[CUA_CP] != 0;
+    bool cp = p->cp != 0;
     g->qa = cp && x->q.copy > 0;
     g->ka = cp && x->k.copy > 0;
     g->va = cp && x->v.copy > 0;
@@ -1797,50 +1797,78 @@ static int emit_kernel(const Ana *x, const Geo *g, const TargetOptions *opt, con
     return rc;
 }
 
-static void cfg_fill(KernelConfig *k, int64_t bq, int64_t bk, int64_t tm, int64_t tn,
-                     int64_t cp, int64_t split) {
-    memset(k, 0, sizeof *k);
-    k->cls = CUCLS_ATTN;
-    k->p[CUA_BQ] = bq;
-    k->p[CUA_BK] = bk;
-    k->p[CUA_TM] = tm;
-    k->p[CUA_TN] = tn;
-    k->p[CUA_CP] = cp;
-    k->p[CUA_SPLIT] = split;
-    snprintf(k->desc, sizeof k->desc, "cls=attn bq=%lld bk=%lld tm=%lld tn=%lld cp=%lld s=%lld",
-             (long long)bq, (long long)bk, (long long)tm, (long long)tn, (long long)cp,
-             (long long)(split > 1 ? split : 1));
-}
-
 static const char *mma_name(int64_t mma) {
     return mma == CUA_MMA_TF32 ? "tf32" : mma == CUA_MMA_F16 ? "f16" : "bf16";
 }
 
-// (The desc of an unsplit config names no split: the profile databases' keys from before key
-// splits stay valid.)
-static void cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
-                        int64_t cp, int64_t kw, int64_t split) {
-    memset(k, 0, sizeof *k);
-    k->cls = CUCLS_ATTN;
-    k->p[CUA_MMA] = mma;
-    k->p[CUA_BQ] = bq;
-    k->p[CUA_BK] = bk;
-    k->p[CUA_QREG] = qreg;
-    k->p[CUA_CP] = cp;
-    k->p[CUA_SPLIT] = split > 1 ? split : 0;
-    k->p[CUA_KW] = kw > 1 ? kw : 0;
-    int w =
-        snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
-                 mma_name(mma), (long long)bq, (long long)bk, qreg ? "reg" : "smem", (long long)cp);
-    if (kw > 1 && w > 0 && (size_t)w < sizeof k->desc)
-        w += snprintf(k->desc + w, sizeof k->desc - (size_t)w, " kw=%lld", (long long)kw);
-    if (split > 1 && w > 0 && (size_t)w < sizeof k->desc)
-        snprintf(k->desc + w, sizeof k->desc - (size_t)w, " s=%lld", (long long)split);
+// (The desc of an unsplit tensor-core config names no split, nor one key warp: the profile
+// databases' keys from before key splits stay valid.)
+void cuattn_config_pack(const CuAttnConfig *ac, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_ATTN);
+    k->p[CUA_BQ] = ac->bq;
+    k->p[CUA_BK] = ac->bk;
+    k->p[CUA_TM] = ac->tm;
+    k->p[CUA_TN] = ac->tn;
+    k->p[CUA_CP] = ac->cp;
+    k->p[CUA_SPLIT] = ac->split;
+    k->p[CUA_MMA] = ac->mma;
+    k->p[CUA_QREG] = ac->qreg;
+    k->p[CUA_KW] = ac->kw;
+    if (ac->mma == CUA_MMA_SIMT) {
+        snprintf(k->desc, sizeof k->desc, "cls=attn bq=%lld bk=%lld tm=%lld tn=%lld cp=%lld s=%lld",
+                 (long long)ac->bq, (long long)ac->bk, (long long)ac->tm, (long long)ac->tn,
+                 (long long)ac->cp, (long long)(ac->split > 1 ? ac->split : 1));
+        return;
+    }
+    int w = snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
+                     mma_name(ac->mma), (long long)ac->bq, (long long)ac->bk,
+                     ac->qreg ? "reg" : "smem", (long long)ac->cp);
+    if (ac->kw > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        w += snprintf(k->desc + w, sizeof k->desc - (size_t)w, " kw=%lld", (long long)ac->kw);
+    if (ac->split > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        snprintf(k->desc + w, sizeof k->desc - (size_t)w, " s=%lld", (long long)ac->split);
+}
+
+bool cuattn_config_unpack(const KernelConfig *k, CuAttnConfig *ac) {
+    const int64_t *p = k->p;
+    *ac = (CuAttnConfig){.mma = p[CUA_MMA],
+                         .bq = p[CUA_BQ],
+                         .bk = p[CUA_BK],
+                         .tm = p[CUA_TM],
+                         .tn = p[CUA_TN],
+                         .cp = p[CUA_CP],
+                         .split = p[CUA_SPLIT],
+                         .qreg = p[CUA_QREG],
+                         .kw = p[CUA_KW]};
+    return k->cls == CUCLS_ATTN;
+}
+
+// A SIMT config (split 1: none), packed into k.
+static CuAttnConfig cfg_fill(KernelConfig *k, int64_t bq, int64_t bk, int64_t tm, int64_t tn,
+                             int64_t cp, int64_t split) {
+    CuAttnConfig ac = {
+        .mma = CUA_MMA_SIMT, .bq = bq, .bk = bk, .tm = tm, .tn = tn, .cp = cp, .split = split};
+    cuattn_config_pack(&ac, k);
+    return ac;
+}
+
+// A tensor-core config (no split and one key warp written as 0), packed into k.
+static CuAttnConfig cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
+                                int64_t cp, int64_t kw, int64_t split) {
+    CuAttnConfig ac = {.mma = mma,
+                       .bq = bq,
+                       .bk = bk,
+                       .cp = cp,
+                       .split = split > 1 ? split : 0,
+                       .qreg = qreg,
+                       .kw = kw > 1 ? kw : 0};
+    cuattn_config_pack(&ac, k);
+    return ac;
 }
 
 // The config every attention fits: 4 queries, 32 keys, 64 threads, single buffers.
-static void smallest(KernelConfig *k) {
-    cfg_fill(k, 4, 32, 1, 2, 0, 1);
+static CuAttnConfig smallest(KernelConfig *k) {
+    return cfg_fill(k, 4, 32, 1, 2, 0, 1);
 }
 
 bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
@@ -1853,10 +1881,10 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
         if (x.a.ostride[d] % 4)
             return false;
     KernelConfig k;
-    smallest(&k);
+    CuAttnConfig ac = smallest(&k);
     Geo g;
     // The smallest config fits the opt-in shared memory every GPU orch targets has.
-    if (!geometry(&x, k.p, &g) || smem_bytes(&g) > CUDA_ARCH.smem_optin_any)
+    if (!geometry(&x, &ac, &g) || smem_bytes(&g) > CUDA_ARCH.smem_optin_any)
         return false;
     StrBuf s;
     sb_init(&s);
@@ -2048,9 +2076,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     // cp.async double buffers where they fit, else single buffers.
                     for (int cp = 1; cp >= 0; cp--) {
                         KernelConfig kc;
-                        cfg_fill(&kc, bq, bk, tms[q], tns[w], cp, 1);
+                        CuAttnConfig ac = cfg_fill(&kc, bq, bk, tms[q], tns[w], cp, 1);
                         Geo g;
-                        if (!geometry(&x, kc.p, &g) || g.T < cm->simt_min_threads ||
+                        if (!geometry(&x, &ac, &g) || g.T < cm->simt_min_threads ||
                             g.T > cm->simt_max_threads || g.CG < cm->simt_min_cg ||
                             g.regs > cm->simt_max_regs || smem_bytes(&g) > optin)
                             continue;
@@ -2060,17 +2088,20 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                         all[n++] = kc;
                         // Where the query tiles leave SMs idle, also the best key split.
                         KernelConfig best = kc;
+                        int64_t best_split = 1;
                         for (int64_t sp = 2; sp <= 32 && a->B * g.QT < 2 * sms; sp *= 2) {
                             KernelConfig ks;
-                            cfg_fill(&ks, bq, bk, tms[q], tns[w], cp, sp);
+                            CuAttnConfig as = cfg_fill(&ks, bq, bk, tms[q], tns[w], cp, sp);
                             Geo gs;
-                            if (!geometry(&x, ks.p, &gs))
+                            if (!geometry(&x, &as, &gs))
                                 continue;
                             ks.score = score(&x, &gs, d);
-                            if (ks.score < best.score)
+                            if (ks.score < best.score) {
                                 best = ks;
+                                best_split = sp;
+                            }
                         }
-                        if (best.p[CUA_SPLIT] > 1)
+                        if (best_split > 1)
                             all[n++] = best;
                         break;
                     }
@@ -2088,9 +2119,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                 bool placed = false;
                 for (int cp = 1; cp >= 0 && !placed; cp--) {
                     KernelConfig kc;
-                    cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
+                    CuAttnConfig ac = cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
                     Geo g;
-                    if (!geometry_tc(&x, kc.p, &g) || g.regs > cm->tc_max_regs ||
+                    if (!geometry_tc(&x, &ac, &g) || g.regs > cm->tc_max_regs ||
                         smem_bytes(&g) > optin)
                         continue;
                     kc.score = score_tc(&x, &g, d);
@@ -2104,9 +2135,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     for (int64_t kw = 1; kw <= 4 && a->B * g.QT < 2 * sms; kw *= 2)
                         for (int64_t sp = kw > 1 ? 1 : 2; sp <= 16; sp *= 2) {
                             KernelConfig ks;
-                            cfg_fill_tc(&ks, mma, bq, bk, qreg, cp, kw, sp);
+                            CuAttnConfig as = cfg_fill_tc(&ks, mma, bq, bk, qreg, cp, kw, sp);
                             Geo gs;
-                            if (!geometry_tc(&x, ks.p, &gs) || smem_bytes(&gs) > optin)
+                            if (!geometry_tc(&x, &as, &gs) || smem_bytes(&gs) > optin)
                                 continue;
                             ks.score = score_tc(&x, &gs, d);
                             if (isfinite(ks.score) && n < (int)ORCH_COUNT(all))
@@ -2119,9 +2150,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
             }
         }
     if (n == 0) { // the smallest config always fits (cugen_attn_supports)
-        smallest(&all[0]);
+        CuAttnConfig ac = smallest(&all[0]);
         Geo g;
-        if (!geometry(&x, all[0].p, &g))
+        if (!geometry(&x, &ac, &g))
             return 0;
         all[0].score = score(&x, &g, d);
         n = 1;
@@ -2138,8 +2169,10 @@ int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                        "CUDA attention kernel %s: candidate %d is not a fused attention", fn,
                        c->id);
     Geo g;
-    bool tc = cfg->p[CUA_MMA] != CUA_MMA_SIMT;
-    if (cfg->cls != CUCLS_ATTN || !(tc ? geometry_tc(&x, cfg->p, &g) : geometry(&x, cfg->p, &g)))
+    CuAttnConfig ac;
+    bool ours = cuattn_config_unpack(cfg, &ac);
+    bool tc = ac.mma != CUA_MMA_SIMT;
+    if (!ours || !(tc ? geometry_tc(&x, &ac, &g) : geometry(&x, &ac, &g)))
         return err_set(e, ST_USAGE, "CUDA attention kernel %s: bad config '%s'", fn, cfg->desc);
     if (tc && hw && hw->cc_major > 0 && hw->cc_major < 8)
         return err_set(e, ST_UNSUPPORTED,

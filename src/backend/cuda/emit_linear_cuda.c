@@ -272,11 +272,11 @@ static double unique_bytes(const Lin *L) {
 }
 
 // Registers a SIMT thread needs: its tile, the operand fragments, the staged prefetch, indices.
-int culin_simt_regs(const Lin *L, const int64_t *P) {
-    int64_t nt = (P[CUL_BM] / P[CUL_TM]) * (P[CUL_BN] / P[CUL_TN]);
-    int64_t pre = (P[CUL_BM] * P[CUL_BK] + nt - 1) / nt + (P[CUL_BN] * P[CUL_BK] + nt - 1) / nt;
+int culin_simt_regs(const Lin *L, const CuLinearConfig *P) {
+    int64_t nt = (P->bm / P->tm) * (P->bn / P->tn);
+    int64_t pre = (P->bm * P->bk + nt - 1) / nt + (P->bn * P->bk + nt - 1) / nt;
     (void)L;
-    return (int)(P[CUL_TM] * P[CUL_TN] + P[CUL_TM] + P[CUL_TN] + pre + 40);
+    return (int)(P->tm * P->tn + P->tm + P->tn + pre + 40);
 }
 
 // The fraction of FMA peak a thread tile reaches with enough warps resident (per K step a thread
@@ -296,11 +296,11 @@ static double warp_eff(double warps) {
 
 // tc: the tensor-core speed-up over float32 FMAs per SM (0: SIMT); the mma kernels' warp tiles
 // are 32 x 32.
-static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, double tc) {
+static double score_simt(const Lin *L, const CuDevice *h, const CuLinearConfig *P, double tc) {
     const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     bool tf32 = tc > 0;
-    double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
-           tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
+    double bm = (double)P->bm, bn = (double)P->bn, tm = (double)P->tm, tn = (double)P->tn,
+           bk = (double)P->bk;
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     int nt = tf32 ? (int)((bm / 32) * (bn / 32) * 32) : (int)((bm / tm) * (bn / tn));
     double smem = (double)culin_smem_bytes(P);
@@ -311,7 +311,7 @@ static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, doub
     // the tensor cores, whose K ranges take little time, the last block of a tile reading its S
     // partials alone (at about half an SM's share of L2; S x 32 KiB for a 64 x 128 tile) is
     // charged too; the SIMT estimate, whose choices were measured on an H100, stays as it was.
-    double S = P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
+    double S = P->split > 1 ? (double)P->split : 1.0;
     double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / cudev_l2_bw(h) + cm->split_sync_s : 0.0;
     if (S > 1 && tf32)
         t_split += 4.0 * S * bm * bn / (cm->split_sum_l2_share * cudev_l2_bw(h) / h->sms);
@@ -346,7 +346,7 @@ static double score_simt(const Lin *L, const CuDevice *h, const int64_t *P, doub
 // element copies at a few lane instructions each, more through cexpr), which the block waits
 // for, hidden in part by the other resident blocks. Few resident warps leave the mma and
 // ldmatrix latencies exposed. The constants are CUDA_MATMUL_MODEL's tcc_*.
-static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
+static double score_tcconv(const Lin *L, const CuDevice *h, const CuLinearConfig *P) {
     const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     CuTcConv t;
     CuTcGeo g;
@@ -355,7 +355,7 @@ static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
         return 1e30;
     int nt = g.threads;
     double smem = (double)g.smem;
-    double BH = (double)P[CUL_BM], BW = (double)P[CUL_BN];
+    double BH = (double)P->bm, BW = (double)P->bn;
     double KK = (double)(L->k[0] * L->k[1]), steps = (double)g.KS / 16.0;
     double tiles16 = BH * BW / 16.0, warps = nt / 32.0;
     double mma = tiles16 * steps * (double)t.NT * cm->tcc_mma_cycles / CUDA_ARCH.schedulers;
@@ -377,9 +377,9 @@ static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
     int bpsm = blocks_per_sm(h, nt, culin_tcconv_regs(&t, P), smem);
     if (bpsm < 1)
         return 1e30;
-    // Persistent blocks (CUL_BK > 0) stage the weights once for all their tiles.
+    // Persistent blocks (bk > 0) stage the weights once for all their tiles.
     double tiles = (double)L->NI * cdiv((double)L->out[0], BH) * cdiv((double)L->out[1], BW);
-    double blocks = P[CUL_BK] > 0 ? (double)P[CUL_BK] : tiles;
+    double blocks = P->bk > 0 ? (double)P->bk : tiles;
     double per_sm = cudev_per_sm(h, tiles), blocks_sm = cudev_per_sm(h, blocks);
     double resident = ORCH_MIN((double)bpsm, blocks_sm);
     double eff = ORCH_MIN(1.0, cm->tcc_eff0 + resident * warps / cm->tcc_eff_warps);
@@ -390,10 +390,10 @@ static double score_tcconv(const Lin *L, const CuDevice *h, const int64_t *P) {
     return ORCH_MAX(cycles / h->clock, t_mem) + CUDA_ARCH.launch_s;
 }
 
-static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
+static double score_cfg(const Lin *L, const CuDevice *h, const CuLinearConfig *P) {
     const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
-    switch (P[CUL_VAR]) {
+    switch (P->var) {
     case CUV_SIMT: return score_simt(L, h, P, 0);
     case CUV_TF32: return score_simt(L, h, P, cm->tc_tf32);
     // Half the operand bytes through shared memory and twice TF32's tensor-core rate.
@@ -403,9 +403,9 @@ static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
     case CUV_GEMVK: {
         // Bandwidth bound: B streamed once; lanes on columns read B rows coalesced when B is a
         // kernel input; lanes on K do so when B is a transposed view (computed by cexpr).
-        double cols = P[CUL_VAR] == CUV_GEMV ? 32.0 : 8.0;
+        double cols = P->var == CUV_GEMV ? 32.0 : 8.0;
         double tiles = (double)L->batch * cdiv((double)L->N, cols);
-        bool coalesced = (P[CUL_VAR] == CUV_GEMV) == (L->pb >= 0);
+        bool coalesced = (P->var == CUV_GEMV) == (L->pb >= 0);
         double t_mem = unique_bytes(L) / h->dram_bw * (coalesced ? 1.0 : cm->gemv_uncoalesced);
         double t_comp = flops / (cudev_fp32_peak(h) * cm->gemv_peak);
         return overlap(t_comp, t_mem) / cudev_wave_eff(h, tiles, cm->gemv_bpsm) +
@@ -419,9 +419,9 @@ static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
         double px = (double)L->NI * (double)L->G * (double)L->out[0] * (double)L->out[1];
         double lane_ops = px * (double)L->K * ((double)L->OCg + cm->direct_gather_instr);
         double t_comp = lane_ops / (0.5 * cudev_fp32_peak(h) * cm->direct_rate);
-        double tiles = cdiv(px, (double)P[CUL_BN]);
+        double tiles = cdiv(px, (double)P->bn);
         return overlap(t_comp, unique_bytes(L) / h->dram_bw) /
-                   cudev_wave_eff(h, tiles, (int)(h->threads_sm / P[CUL_BN])) +
+                   cudev_wave_eff(h, tiles, (int)(h->threads_sm / P->bn)) +
                CUDA_ARCH.launch_s;
     }
     default: { // depthwise direct
@@ -434,10 +434,17 @@ static double score_cfg(const Lin *L, const CuDevice *h, const int64_t *P) {
     }
 }
 
-static void cfg_desc(const Lin *L, KernelConfig *k) {
-    const int64_t *P = k->p;
-    const char *cls = L->conv ? "cuconv" : "cumm";
-    switch (P[CUL_VAR]) {
+void culin_config_pack(const CuLinearConfig *lc, KernelConfig *k) {
+    cugen_config_clear(k, lc->conv ? CUCLS_CONV : CUCLS_MATMUL);
+    k->p[CUL_VAR] = lc->var;
+    k->p[CUL_BM] = lc->bm;
+    k->p[CUL_BN] = lc->bn;
+    k->p[CUL_BK] = lc->bk;
+    k->p[CUL_TM] = lc->tm;
+    k->p[CUL_TN] = lc->tn;
+    k->p[CUL_SPLIT] = lc->split;
+    const char *cls = lc->conv ? "cuconv" : "cumm";
+    switch (lc->var) {
     case CUV_SIMT:
     case CUV_TF32:
     case CUV_F16:
@@ -446,33 +453,50 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
         // precisions.
         snprintf(k->desc, sizeof k->desc, "cls=%s v=%s bm=%lld bn=%lld bk=%lld tm=%lld tn=%lld",
                  cls,
-                 P[CUL_VAR] == CUV_SIMT   ? "simt"
-                 : P[CUL_VAR] == CUV_TF32 ? "tf32"
-                 : P[CUL_VAR] == CUV_F16  ? "f16"
-                                          : "bf16",
-                 (long long)P[CUL_BM], (long long)P[CUL_BN], (long long)P[CUL_BK],
-                 (long long)P[CUL_TM], (long long)P[CUL_TN]);
-        if (P[CUL_SPLIT] > 1) { // only then: the keys of unsplit configs stay as they were
+                 lc->var == CUV_SIMT   ? "simt"
+                 : lc->var == CUV_TF32 ? "tf32"
+                 : lc->var == CUV_F16  ? "f16"
+                                       : "bf16",
+                 (long long)lc->bm, (long long)lc->bn, (long long)lc->bk, (long long)lc->tm,
+                 (long long)lc->tn);
+        if (lc->split > 1) { // only then: the keys of unsplit configs stay as they were
             size_t n = strlen(k->desc);
-            snprintf(k->desc + n, sizeof k->desc - n, " sk=%lld", (long long)P[CUL_SPLIT]);
+            snprintf(k->desc + n, sizeof k->desc - n, " sk=%lld", (long long)lc->split);
         }
         break;
-    case CUV_GEMV: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=32", cls); break;
-    case CUV_GEMVK: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemvk jb=8", cls); break;
+    case CUV_GEMV:
+    case CUV_GEMVK:
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=%s jb=%lld", cls,
+                 lc->var == CUV_GEMV ? "gemv" : "gemvk", (long long)lc->bn);
+        break;
     case CUV_DIRECT:
-        snprintf(k->desc, sizeof k->desc, "cls=%s v=direct bs=%lld", cls, (long long)P[CUL_BN]);
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=direct bs=%lld", cls, (long long)lc->bn);
         break;
     case CUV_TCCONV:
         snprintf(k->desc, sizeof k->desc, "cls=%s v=%sdc bh=%lld bw=%lld mt=%lld", cls,
-                 culin_dtype(L) == DT_BFLOAT16 ? "bf16" : "f16", (long long)P[CUL_BM],
-                 (long long)P[CUL_BN], (long long)P[CUL_TM]);
-        if (P[CUL_BK] > 0) { // persistent blocks
+                 lc->bf16 ? "bf16" : "f16", (long long)lc->bm, (long long)lc->bn,
+                 (long long)lc->tm);
+        if (lc->bk > 0) { // persistent blocks
             size_t n = strlen(k->desc);
-            snprintf(k->desc + n, sizeof k->desc - n, " pb=%lld", (long long)P[CUL_BK]);
+            snprintf(k->desc + n, sizeof k->desc - n, " pb=%lld", (long long)lc->bk);
         }
         break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=dw", cls); break;
     }
+}
+
+bool culin_config_unpack(const KernelConfig *k, CuLinearConfig *lc) {
+    const int64_t *P = k->p;
+    *lc = (CuLinearConfig){.conv = k->cls == CUCLS_CONV,
+                           .var = P[CUL_VAR],
+                           .bm = P[CUL_BM],
+                           .bn = P[CUL_BN],
+                           .bk = P[CUL_BK],
+                           .tm = P[CUL_TM],
+                           .tn = P[CUL_TN],
+                           .split = P[CUL_SPLIT],
+                           .bf16 = P[CUL_VAR] == CUV_TCCONV && strstr(k->desc, " v=bf16dc ")};
+    return k->cls == CUCLS_MATMUL || k->cls == CUCLS_CONV;
 }
 
 static int cfg_cmp(const void *a, const void *b) {
@@ -480,24 +504,24 @@ static int cfg_cmp(const void *a, const void *b) {
     return x->score < y->score ? -1 : x->score > y->score ? 1 : strcmp(x->desc, y->desc);
 }
 
-int64_t culin_smem_bytes(const int64_t *P) {
-    if (P[CUL_VAR] == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
-        return 2 * (P[CUL_BM] * (P[CUL_BK] + 4) + P[CUL_BK] * (P[CUL_BN] + 8)) * 4;
-    if (P[CUL_VAR] == CUV_F16 || P[CUL_VAR] == CUV_BF16) // k-pair words, rows padded by 8
-        return 2 * (P[CUL_BK] / 2) * (P[CUL_BM] + 8 + P[CUL_BN] + 8) * 4;
-    return 2 * P[CUL_BK] * (P[CUL_BM] + 4 + P[CUL_BN] + 4) * 4;
+int64_t culin_smem_bytes(const CuLinearConfig *P) {
+    if (P->var == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
+        return 2 * (P->bm * (P->bk + 4) + P->bk * (P->bn + 8)) * 4;
+    if (P->var == CUV_F16 || P->var == CUV_BF16) // k-pair words, rows padded by 8
+        return 2 * (P->bk / 2) * (P->bm + 8 + P->bn + 8) * 4;
+    return 2 * P->bk * (P->bm + 4 + P->bn + 4) * 4;
 }
 
 // Split-K copies of config out[n - 1] (at out[n]..; returns how many) where its tiles leave SMs
 // idle and K is long: S = 2, 4, .. blocks per tile, each over at least min_slices K slices, up to
 // about two waves of blocks (the first S that fills one wave is the last offered), within the
 // workspace bound and grid.z.
-static int add_splits(const Lin *L, const CuDevice *h, KernelConfig *out, int n, int cap,
+static int add_splits(const Lin *L, const CuDevice *h, CuLinearConfig *out, int n, int cap,
                       int min_slices) {
-    const int64_t *P = out[n - 1].p;
-    double tiles = (double)L->batch * cdiv((double)L->M, (double)P[CUL_BM]) *
-                   cdiv((double)L->N, (double)P[CUL_BN]);
-    double slices = cdiv((double)L->K, (double)P[CUL_BK]);
+    const CuLinearConfig *P = &out[n - 1];
+    double tiles =
+        (double)L->batch * cdiv((double)L->M, (double)P->bm) * cdiv((double)L->N, (double)P->bn);
+    double slices = cdiv((double)L->K, (double)P->bk);
     int added = 0;
     for (int sk = 2; sk <= CUDA_MATMUL_MODEL.split_max && n + added < cap; sk *= 2) {
         if (tiles * sk > CUDA_MATMUL_MODEL.split_waves * h->sms ||
@@ -506,7 +530,7 @@ static int add_splits(const Lin *L, const CuDevice *h, KernelConfig *out, int n,
             (double)sk * L->batch > 65535)
             break;
         out[n + added] = out[n - 1];
-        out[n + added].p[CUL_SPLIT] = sk;
+        out[n + added].split = sk;
         added++;
         if (tiles * sk >= h->sms)
             break;
@@ -518,16 +542,13 @@ static int add_splits(const Lin *L, const CuDevice *h, KernelConfig *out, int n,
 // within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
 // precision (opt, cugen_prec_of) on devices that have them (sm_80 and later; tc).
 static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptions *opt,
-                     KernelConfig *out, int cap) {
+                     CuLinearConfig *out, int cap) {
     // A depthwise convolution (one input and one output channel a group) is a batch of GEMMs
     // with one row and K = the window: the tiles would be almost all padding, and the model,
     // which charges no per-group cost, ranked them first, so the direct kernel was never
     // measured (MobileNetV2's stride-2 96-channel depthwise conv: 106 us at the first tile).
     if (L->dw_ok && L->OCg == 1 && cap > 0) {
-        KernelConfig *k = &out[0];
-        memset(k, 0, sizeof *k);
-        k->cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
-        k->p[CUL_VAR] = CUV_DW;
+        out[0] = (CuLinearConfig){.conv = L->conv, .var = CUV_DW};
         return 1;
     }
     static const int simt[][5] = {
@@ -540,18 +561,19 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
         {4, 256, 16, 4, 4},  {8, 256, 16, 4, 4},   {8, 128, 16, 4, 4},
     };
     int n = 0;
-    int cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
     for (size_t i = 0; i < ORCH_COUNT(simt) && n < cap; i++) {
-        KernelConfig *k = &out[n];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_SIMT;
-        for (int q = 0; q < 5; q++)
-            k->p[CUL_BM + q] = simt[i][q];
+        CuLinearConfig *k = &out[n];
+        *k = (CuLinearConfig){.conv = L->conv,
+                              .var = CUV_SIMT,
+                              .bm = simt[i][0],
+                              .bn = simt[i][1],
+                              .bk = simt[i][2],
+                              .tm = simt[i][3],
+                              .tn = simt[i][4]};
         int nt = (simt[i][0] / simt[i][3]) * (simt[i][1] / simt[i][4]);
-        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k->p) > h->smem_block ||
-            culin_simt_regs(L, k->p) > 255 ||
-            blocks_per_sm(h, nt, culin_simt_regs(L, k->p), (double)culin_smem_bytes(k->p)) < 1 ||
+        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k) > h->smem_block ||
+            culin_simt_regs(L, k) > CUDA_ARCH.max_regs ||
+            blocks_per_sm(h, nt, culin_simt_regs(L, k), (double)culin_smem_bytes(k)) < 1 ||
             cdiv((double)L->M, simt[i][0]) > 65535)
             continue;
         n++;
@@ -574,17 +596,15 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
         // slice in the same shared memory).
         static const int tf[][3] = {{128, 128, 16}, {128, 64, 16}, {64, 64, 16}, {64, 32, 16}};
         for (size_t i = 0; i < ORCH_COUNT(tf) && n < cap; i++) {
-            KernelConfig *k = &out[n];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = tcv;
-            k->p[CUL_BM] = tf[i][0];
-            k->p[CUL_BN] = tf[i][1];
-            k->p[CUL_BK] = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2];
-            k->p[CUL_TM] = 32;
-            k->p[CUL_TN] = 32;
-            if ((double)culin_smem_bytes(k->p) > h->smem_block ||
-                cdiv((double)L->M, tf[i][0]) > 65535)
+            CuLinearConfig *k = &out[n];
+            *k = (CuLinearConfig){.conv = L->conv,
+                                  .var = tcv,
+                                  .bm = tf[i][0],
+                                  .bn = tf[i][1],
+                                  .bk = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2],
+                                  .tm = 32,
+                                  .tn = 32};
+            if ((double)culin_smem_bytes(k) > h->smem_block || cdiv((double)L->M, tf[i][0]) > 65535)
                 continue;
             n++;
             // Split-K likewise, at least 4 slices per split (a slice is 16 or 32 deep here, 8 or
@@ -593,20 +613,11 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
         }
     }
     if (!L->conv && L->M <= 8 && n + 2 <= cap) {
-        for (int v = CUV_GEMV; v <= CUV_GEMVK; v++) {
-            KernelConfig *k = &out[n++];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = v;
-            k->p[CUL_BN] = v == CUV_GEMV ? 32 : 8;
-        }
+        for (int v = CUV_GEMV; v <= CUV_GEMVK; v++)
+            out[n++] = (CuLinearConfig){.conv = L->conv, .var = v, .bn = v == CUV_GEMV ? 32 : 8};
     }
-    if (L->dw_ok && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_DW;
-    }
+    if (L->dw_ok && n < cap)
+        out[n++] = (CuLinearConfig){.conv = L->conv, .var = CUV_DW};
     // The tensor-core direct convolution: blocks of BH x BW pixels, 2 to 8 warps of MT 16-pixel
     // tiles, within the opt-in shared memory (sm_80 and later).
     CuTcConv tcc;
@@ -617,20 +628,20 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
             {4, 64, 4}, {8, 64, 4}, {2, 64, 2}, {8, 16, 1}, {8, 16, 2}, {16, 16, 2},
         };
         for (size_t i = 0; i < ORCH_COUNT(tcs) && n < cap; i++) {
-            KernelConfig *k = &out[n];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = CUV_TCCONV;
-            k->p[CUL_BM] = tcs[i][0];
-            k->p[CUL_BN] = tcs[i][1];
-            k->p[CUL_TM] = tcs[i][2];
+            CuLinearConfig *k = &out[n];
+            *k = (CuLinearConfig){.conv = L->conv,
+                                  .var = CUV_TCCONV,
+                                  .bm = tcs[i][0],
+                                  .bn = tcs[i][1],
+                                  .tm = tcs[i][2],
+                                  .bf16 = culin_dtype(L) == DT_BFLOAT16};
             CuTcGeo g;
-            if (!culin_tcconv_geo(L, &tcc, k->p, &g) || (double)g.smem > h->smem_optin ||
-                g.threads < 64 || g.threads > 256 || k->p[CUL_TM] * tcc.NT > 16)
+            if (!culin_tcconv_geo(L, &tcc, k, &g) || (double)g.smem > h->smem_optin ||
+                g.threads < 64 || g.threads > 256 || k->tm * tcc.NT > 16)
                 continue;
-            int bpsm = blocks_per_sm(h, g.threads, culin_tcconv_regs(&tcc, k->p), (double)g.smem);
-            double tiles = (double)L->NI * cdiv((double)L->out[0], (double)k->p[CUL_BM]) *
-                           cdiv((double)L->out[1], (double)k->p[CUL_BN]);
+            int bpsm = blocks_per_sm(h, g.threads, culin_tcconv_regs(&tcc, k), (double)g.smem);
+            double tiles = (double)L->NI * cdiv((double)L->out[0], (double)k->bm) *
+                           cdiv((double)L->out[1], (double)k->bn);
             if (bpsm < 1 || tiles > 2147483647.0)
                 continue;
             n++;
@@ -639,18 +650,13 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
             double slots = cudev_slots(h, bpsm);
             if (tiles > slots && n < cap) {
                 out[n] = out[n - 1];
-                out[n].p[CUL_BK] = (int64_t)slots;
+                out[n].bk = (int64_t)slots;
                 n++;
             }
         }
     }
-    for (int bs = 128; bs <= 256 && culin_direct_ok(L) && n < cap; bs *= 2) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_DIRECT;
-        k->p[CUL_BN] = bs;
-    }
+    for (int bs = 128; bs <= 256 && culin_direct_ok(L) && n < cap; bs *= 2)
+        out[n++] = (CuLinearConfig){.conv = L->conv, .var = CUV_DIRECT, .bn = bs};
     return n;
 }
 
@@ -660,15 +666,18 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
     const CuDevice h = cudev_of(hw);
-    KernelConfig all[256];
+    CuLinearConfig lcs[256];
+    KernelConfig all[ORCH_COUNT(lcs)];
     // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
     bool tc = h.cc_major <= 0 || h.cc_major >= 8;
-    int n = enum_cfgs(&L, &h, tc, opt, all, (int)ORCH_COUNT(all));
+    int n = enum_cfgs(&L, &h, tc, opt, lcs, (int)ORCH_COUNT(lcs));
     for (int i = 0; i < n; i++) {
-        all[i].score = score_cfg(&L, &h, all[i].p);
-        cfg_desc(&L, &all[i]);
+        culin_config_pack(&lcs[i], &all[i]);
+        all[i].score = score_cfg(&L, &h, &lcs[i]);
     }
     qsort(all, (size_t)n, sizeof *all, cfg_cmp);
+    for (int i = 0; i < n; i++)
+        culin_config_unpack(&all[i], &lcs[i]);
     // Every variant's best config is measured when k allows (the model ranks variants less
     // surely than tiles of one variant: it missed by 10x on a 3-channel 9x9 convolution), split
     // and unsplit tensor-core configs counting as two (the summing block's cost is an estimate
@@ -678,9 +687,8 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     for (int i = 0; i < n && m < k; i++) {
         bool first = true;
         for (int j = 0; j < i && first; j++)
-            first = all[j].p[CUL_VAR] != all[i].p[CUL_VAR] ||
-                    (all[i].p[CUL_VAR] != CUV_SIMT &&
-                     (all[j].p[CUL_SPLIT] > 1) != (all[i].p[CUL_SPLIT] > 1));
+            first = lcs[j].var != lcs[i].var ||
+                    (lcs[i].var != CUV_SIMT && (lcs[j].split > 1) != (lcs[i].split > 1));
         if (first) {
             taken[i] = true;
             m++;
@@ -713,7 +721,9 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
     CudaLaunch ln;
     memset(&ln, 0, sizeof ln);
     int rc;
-    switch (cfg->p[CUL_VAR]) {
+    CuLinearConfig lc;
+    culin_config_unpack(cfg, &lc);
+    switch (lc.var) {
     case CUV_SIMT: rc = culin_emit_simt(&E, &ln, e); break;
     case CUV_TF32: rc = culin_emit_tf32(&E, &ln, e); break;
     case CUV_F16:
@@ -740,15 +750,10 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
 }
 
 static void dry_cfg(const Lin *L, KernelConfig *k) {
-    memset(k, 0, sizeof *k);
-    k->cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
-    k->p[CUL_VAR] = CUV_SIMT;
-    k->p[CUL_BM] = 32;
-    k->p[CUL_BN] = 32;
-    k->p[CUL_BK] = 16;
-    k->p[CUL_TM] = 4;
-    k->p[CUL_TN] = 4;
-    cfg_desc(L, k);
+    CuLinearConfig lc = {
+        .conv = L->conv, .var = CUV_SIMT, .bm = 32, .bn = 32, .bk = 16, .tm = 4, .tn = 4};
+    culin_config_pack(&lc, k);
+    k->score = 0;
 }
 
 bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {

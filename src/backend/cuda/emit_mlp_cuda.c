@@ -86,11 +86,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// KernelConfig.p[] slots. Block kernel: rows per block, threads, rows per thread tile, columns
-// per thread tile (at most; a layer uses the largest of 4, 2, 1 dividing its width), weights
-// staged in shared memory. Persistent kernels: the variant (CUMLP_*), warps per block, m16 tiles
-// per warp (tensor cores), epilogue in shared memory (1) or registers (0) (tensor cores), blocks
-// in the grid, blocks per SM the launch bounds promise.
+// KernelConfig.p[] slots of CuMlpConfig's fields (cugen_mlp.h).
 enum { Q_BM, Q_T, Q_TM, Q_TN, Q_STAGE, Q_VAR, Q_W, Q_MT, Q_EPI, Q_G, Q_BPS };
 _Static_assert((int)Q_VAR == (int)CUMLP_VAR, "the variant's slot is public");
 
@@ -575,12 +571,12 @@ static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int
 }
 
 // Layer l: products, epilogue, store (into dst, or the output for the last layer).
-static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout *L, Err *e) {
+static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *L, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
-    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], BMP = L->bmp, SO = L->so;
-    int TM = (int)cfg->p[Q_TM], TN = layer_tn(m, l, (int)cfg->p[Q_TN]), VW = row_vec(TM);
-    bool stage = cfg->p[Q_STAGE] != 0, last = l == m->n - 1;
+    int64_t BM = cfg->bm, T = cfg->t, BMP = L->bmp, SO = L->so;
+    int TM = (int)cfg->tm, TN = layer_tn(m, l, (int)cfg->tn), VW = row_vec(TM);
+    bool stage = cfg->stage != 0, last = l == m->n - 1;
     int64_t K = m->K[l], N = m->N[l], NCB = N / TN, items = BM / TM * NCB;
     const char *src = l % 2 ? "b1" : "b0", *dst = l % 2 ? "b0" : "b1";
     bool wh = half_chain(m) && !stage; // half weights read in place
@@ -749,7 +745,9 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
 
 static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                       const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
-    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], TM = cfg->p[Q_TM], TN = cfg->p[Q_TN];
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t BM = q.bm, T = q.t, TM = q.tm, TN = q.tn;
     if (BM < 1 || T < 32 || T > 1024 || T % 32 || TM < 1 || TM > 16 || BM % TM || TN < 1 || TN > 4)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -767,7 +765,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     emit_head(m, fn, T, 0, s);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
     sb_line(s, 1, "float *b0 = orch_mlp_sm, *b1 = orch_mlp_sm + %lld;\n", (long long)L.abuf);
-    if (cfg->p[Q_STAGE])
+    if (q.stage)
         sb_line(s, 1, "float *ws = orch_mlp_sm + %lld;\n", (long long)(2 * L.abuf));
     sb_line(s, 1, "(void)b1;\n");
     sb_line(s, 1, "const int64_t i0 = (int64_t)blockIdx.x * %lld;\n", (long long)BM);
@@ -830,7 +828,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     sb_line(s, 1, "__syncthreads();\n");
     int rc = ST_OK;
     for (int l = 0; l < m->n && !rc; l++)
-        rc = emit_layer(&E, l, cfg, &L, e);
+        rc = emit_layer(&E, l, &q, &L, e);
     sb_puts(s, "}\n\n");
     cexpr_free(E.x);
     epi_graph_free(&V);
@@ -845,7 +843,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
             launch->grid[1] = launch->grid[2] = 1;
             launch->block[0] = (unsigned)T;
             launch->block[1] = launch->block[2] = 1;
-            launch->smem = (unsigned)smem_bytes(m, BM, cfg->p[Q_STAGE] != 0);
+            launch->smem = (unsigned)smem_bytes(m, BM, q.stage != 0);
         }
     }
     sb_free(&decls);
@@ -857,20 +855,20 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
 // (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM
 // at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
 // and registers; waves over the SMs; the chain's input and output cross DRAM once.
-static double score(const MlpChain *m, const CuDevice *d, const int64_t *P) {
+static double score(const MlpChain *m, const CuDevice *d, const CuMlpConfig *P) {
     const CudaMlpModel *cm = &CUDA_MLP_MODEL;
-    double BM = (double)P[Q_BM], T = (double)P[Q_T], TM = (double)P[Q_TM];
-    bool stage = P[Q_STAGE] != 0;
-    double regs = TM * (double)P[Q_TN] + (double)P[Q_TN] + 32;
-    int bps = cudev_blocks_per_sm(d, P[Q_T], (int64_t)regs, smem_bytes(m, P[Q_BM], stage));
+    double BM = (double)P->bm, T = (double)P->t, TM = (double)P->tm;
+    bool stage = P->stage != 0;
+    double regs = TM * (double)P->tn + (double)P->tn + 32;
+    int bps = cudev_blocks_per_sm(d, P->t, (int64_t)regs, smem_bytes(m, P->bm, stage));
     if (bps < 1)
         return INFINITY;
     double instr = BM * (double)m->K[0] / T * cm->blk_stage_instr; // the input tile
     for (int l = 0; l < m->n; l++) {
-        double TN = layer_tn(m, l, (int)P[Q_TN]);
+        double TN = layer_tn(m, l, (int)P->tn);
         double items = BM / TM * ((double)m->N[l] / TN);
         double per = ceil(items / T);
-        double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P[Q_TM]);
+        double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P->tm);
         instr += per * (double)m->K[l] *
                  (TM * TN + al + wl * (stage ? cm->blk_wload_smem : cm->blk_wload_cache));
         instr += per * TM * TN * cm->blk_epi_instr; // epilogue
@@ -1060,7 +1058,9 @@ static int emit_warp_layer(CEm *E, const WarpLayout *L, int l, Err *e) {
 static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                      const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     WarpLayout L;
-    int64_t W = cfg->p[Q_W], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS], T = 32 * W;
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t W = q.w, G = q.g, BPS = q.bps, T = 32 * W;
     if (!warp_layout(m, &L) || W < 1 || W > 32 || G < 1 || BPS < 1)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -2095,18 +2095,20 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
 
 static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                    const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
-    int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
-    bool epi_smem = cfg->p[Q_EPI] != 0;
-    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || cfg->p[Q_EPI] < 0 ||
-        cfg->p[Q_EPI] > 3)
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t W = q.w, MT = q.mt, G = q.g, BPS = q.bps;
+    bool epi_smem = q.epi != CUMLP_EPI_REG;
+    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || q.epi < CUMLP_EPI_REG ||
+        q.epi > CUMLP_EPI_ILVX)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
-    if (!tc_fits(m, cfg->p[Q_VAR]))
+    if (!tc_fits(m, q.var))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s' does not fit the chain's %s tensors", fn,
                        cfg->desc, dtype_name(m->dtype));
     TcLayout L;
-    tc_layout(m, (int)cfg->p[Q_VAR], cfg->p[Q_EPI] == 3, &L);
-    if (cfg->p[Q_EPI] == 3 && !xstage_ok(m, &L))
+    tc_layout(m, (int)q.var, q.epi == CUMLP_EPI_ILVX, &L);
+    if (q.epi == CUMLP_EPI_ILVX && !xstage_ok(m, &L))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s' stages float32 inputs only", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -2119,9 +2121,9 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
               W,
               MT,
               epi_smem,
-              cfg->p[Q_EPI] >= 2,
+              q.epi >= CUMLP_EPI_ILV,
               false,
-              cfg->p[Q_EPI] == 3,
+              q.epi == CUMLP_EPI_ILVX,
               false,
               0,
               0};
@@ -2405,35 +2407,59 @@ static const char *var_name(int64_t v) {
     }
 }
 
-static void cfg_desc(KernelConfig *k) {
-    const int64_t *p = k->p;
-    if (p[Q_VAR] == CUMLP_BLOCK)
+void cumlp_config_pack(const CuMlpConfig *q, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_MLP);
+    int64_t *p = k->p;
+    p[Q_BM] = q->bm;
+    p[Q_T] = q->t;
+    p[Q_TM] = q->tm;
+    p[Q_TN] = q->tn;
+    p[Q_STAGE] = q->stage;
+    p[Q_VAR] = q->var;
+    p[Q_W] = q->w;
+    p[Q_MT] = q->mt;
+    p[Q_EPI] = q->epi;
+    p[Q_G] = q->g;
+    p[Q_BPS] = q->bps;
+    if (q->var == CUMLP_BLOCK)
         snprintf(k->desc, sizeof k->desc, "cls=mlp bm=%lld t=%lld tm=%lld tn=%lld stage=%lld",
-                 (long long)p[Q_BM], (long long)p[Q_T], (long long)p[Q_TM], (long long)p[Q_TN],
-                 (long long)p[Q_STAGE]);
-    else if (p[Q_VAR] == CUMLP_WARP)
-        snprintf(k->desc, sizeof k->desc, "cls=mlp v=warp w=%lld g=%lld bps=%lld",
-                 (long long)p[Q_W], (long long)p[Q_G], (long long)p[Q_BPS]);
+                 (long long)q->bm, (long long)q->t, (long long)q->tm, (long long)q->tn,
+                 (long long)q->stage);
+    else if (q->var == CUMLP_WARP)
+        snprintf(k->desc, sizeof k->desc, "cls=mlp v=warp w=%lld g=%lld bps=%lld", (long long)q->w,
+                 (long long)q->g, (long long)q->bps);
     else
         snprintf(k->desc, sizeof k->desc, "cls=mlp v=%s w=%lld mt=%lld epi=%s g=%lld bps=%lld",
-                 var_name(p[Q_VAR]), (long long)p[Q_W], (long long)p[Q_MT],
-                 p[Q_EPI] == 3   ? "ilvx"
-                 : p[Q_EPI] == 2 ? "ilv"
-                 : p[Q_EPI]      ? "smem"
-                                 : "reg",
-                 (long long)p[Q_G], (long long)p[Q_BPS]);
+                 var_name(q->var), (long long)q->w, (long long)q->mt,
+                 q->epi == CUMLP_EPI_ILVX  ? "ilvx"
+                 : q->epi == CUMLP_EPI_ILV ? "ilv"
+                 : q->epi                  ? "smem"
+                                           : "reg",
+                 (long long)q->g, (long long)q->bps);
+}
+
+bool cumlp_config_unpack(const KernelConfig *k, CuMlpConfig *q) {
+    const int64_t *p = k->p;
+    *q = (CuMlpConfig){.var = p[Q_VAR],
+                       .bm = p[Q_BM],
+                       .t = p[Q_T],
+                       .tm = p[Q_TM],
+                       .tn = p[Q_TN],
+                       .stage = p[Q_STAGE],
+                       .w = p[Q_W],
+                       .mt = p[Q_MT],
+                       .epi = p[Q_EPI],
+                       .g = p[Q_G],
+                       .bps = p[Q_BPS]};
+    return k->cls == CUCLS_MLP;
 }
 
 bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || c->n_inputs > ORCH_CUDA_MAX_IN || m.R > ((int64_t)1 << 31) * 32)
         return false;
-    KernelConfig k = {.cls = CUCLS_MLP};
-    k.p[Q_BM] = 32;
-    k.p[Q_T] = 128;
-    k.p[Q_TM] = 2;
-    k.p[Q_TN] = 4;
-    cfg_desc(&k);
+    KernelConfig k;
+    cumlp_config_pack(&(CuMlpConfig){.var = CUMLP_BLOCK, .bm = 32, .t = 128, .tm = 2, .tn = 4}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
@@ -2465,27 +2491,21 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     // Threads beyond a layer's tiles idle: at least half of them need work.
                     if (bms[a] / tms[q] * ((m.N[0] + 3) / 4) < ts[b] / 2)
                         continue;
+                    CuMlpConfig qc = {.var = CUMLP_BLOCK,
+                                      .bm = bms[a],
+                                      .t = ts[b],
+                                      .tm = tms[q],
+                                      .tn = 4,
+                                      .stage = st};
                     KernelConfig *kc = &all[n++];
-                    memset(kc, 0, sizeof *kc);
-                    kc->cls = CUCLS_MLP;
-                    kc->p[Q_BM] = bms[a];
-                    kc->p[Q_T] = ts[b];
-                    kc->p[Q_TM] = tms[q];
-                    kc->p[Q_TN] = 4;
-                    kc->p[Q_STAGE] = st;
-                    kc->score = score(&m, &d.dev, kc->p) * cm->blk_scale;
-                    cfg_desc(kc);
+                    cumlp_config_pack(&qc, kc);
+                    kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
                 }
     if (n == 0) { // tiny chains: the smallest block always fits (cugen_mlp_supports)
+        CuMlpConfig qc = {.var = CUMLP_BLOCK, .bm = 32, .t = 64, .tm = 2, .tn = 4};
         KernelConfig *kc = &all[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_MLP;
-        kc->p[Q_BM] = 32;
-        kc->p[Q_T] = 64;
-        kc->p[Q_TM] = 2;
-        kc->p[Q_TN] = 4;
-        kc->score = score(&m, &d.dev, kc->p) * cm->blk_scale;
-        cfg_desc(kc);
+        cumlp_config_pack(&qc, kc);
+        kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
     }
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
@@ -2497,14 +2517,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         int64_t tiles = (m.R + 31) / 32,
                 G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
         KernelConfig *kc = &all[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_MLP;
-        kc->p[Q_VAR] = CUMLP_WARP;
-        kc->p[Q_W] = W;
-        kc->p[Q_G] = G;
-        kc->p[Q_BPS] = bps;
+        cumlp_config_pack(&(CuMlpConfig){.var = CUMLP_WARP, .w = W, .g = G, .bps = bps}, kc);
         kc->score = warp_score(&m, &d, W, G, bps);
-        cfg_desc(kc);
     }
     int vars[4];
     int nv = tc_variants(&m, &d, opt, vars);
@@ -2539,18 +2553,12 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                         continue;
                     int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);
                     int64_t G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
+                    CuMlpConfig qc = {
+                        .var = vars[v], .w = W, .mt = MT, .epi = es, .g = G, .bps = bps};
                     KernelConfig *kc = &all[n++];
-                    memset(kc, 0, sizeof *kc);
-                    kc->cls = CUCLS_MLP;
-                    kc->p[Q_VAR] = vars[v];
-                    kc->p[Q_W] = W;
-                    kc->p[Q_MT] = MT;
-                    kc->p[Q_EPI] = es;
-                    kc->p[Q_G] = G;
-                    kc->p[Q_BPS] = bps;
+                    cumlp_config_pack(&qc, kc);
                     kc->score = tc_score(&m, &d, es == 3 ? &LX : &L, W, MT, es, G, bps) *
                                 (vars[v] == CUMLP_F64 ? cm->f64_scale : 1.0);
-                    cfg_desc(kc);
                 }
     }
     return cgen_sort_configs(all, n, out, k);
@@ -2563,9 +2571,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     if (!mlp_analyse(pg, c, &m))
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: candidate %d is not an MLP chain",
                        fn, c->id);
-    int64_t v = cfg->p[Q_VAR], smem;
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t v = q.var, smem;
     if (v == CUMLP_BLOCK) {
-        smem = smem_bytes(&m, cfg->p[Q_BM], cfg->p[Q_STAGE] != 0);
+        smem = smem_bytes(&m, q.bm, q.stage != 0);
     } else if (v == CUMLP_WARP) {
         WarpLayout L;
         if (!warp_layout(&m, &L))
@@ -2573,7 +2583,7 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                            "CUDA mlp kernel %s: config '%s' needs layers of "
                            "at most 64 columns",
                            fn, cfg->desc);
-        smem = warp_smem(&L, cfg->p[Q_W]);
+        smem = warp_smem(&L, q.w);
     } else if (tc_var(v)) {
         if (hw && hw->cc_major > 0 && hw->cc_major < 8)
             return err_set(e, ST_UNSUPPORTED,
@@ -2581,8 +2591,8 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                            "cores of sm_80 or later (%s is %s)",
                            fn, cfg->desc, hw->name, hw->arch);
         TcLayout L;
-        tc_layout(&m, (int)v, cfg->p[Q_EPI] == 3, &L);
-        smem = tc_smem(&L, cfg->p[Q_W], cfg->p[Q_MT], cfg->p[Q_EPI] != 0);
+        tc_layout(&m, (int)v, q.epi == CUMLP_EPI_ILVX, &L);
+        smem = tc_smem(&L, q.w, q.mt, q.epi != CUMLP_EPI_REG);
     } else {
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     }

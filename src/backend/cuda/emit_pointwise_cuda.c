@@ -113,10 +113,27 @@ static bool fits_index32(const PrimGraph *pg, const Candidate *c) {
 }
 
 // ---- pointwise ----
-// Config p[0]: block size; p[1]: elements per thread per grid-stride step; p[2]: 4 = groups of 4
-// (float4 for float32, ushort4 for float16 / bfloat16: 16- and 8-byte accesses), 1 = scalar
-// elements; p[3] = A + 1: 32 x 32 tiles over output axis A and the last axis through shared
-// memory (pw_emit_transposed; p[0..2] then unused).
+// Configs: CuPointwiseConfig (cugen.h). vec 4: float4 for float32, ushort4 for float16 /
+// bfloat16 (16- and 8-byte accesses); tr = A + 1: pw_emit_transposed.
+
+void cupw_config_pack(const CuPointwiseConfig *pc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_POINTWISE);
+    k->p[0] = pc->block;
+    k->p[1] = pc->ept;
+    k->p[2] = pc->vec;
+    k->p[3] = pc->tr;
+    if (pc->tr > 0)
+        snprintf(k->desc, sizeof k->desc, "cls=cupw bs=%lld tr=%lld", (long long)pc->block,
+                 (long long)(pc->tr - 1));
+    else
+        snprintf(k->desc, sizeof k->desc, "cls=cupw bs=%lld vec=%lld ept=%lld",
+                 (long long)pc->block, (long long)pc->vec, (long long)pc->ept);
+}
+
+bool cupw_config_unpack(const KernelConfig *k, CuPointwiseConfig *pc) {
+    *pc = (CuPointwiseConfig){k->p[0], k->p[1], k->p[2], k->p[3]};
+    return k->cls == CUCLS_POINTWISE;
+}
 
 typedef struct VecLoads {
     int lane; // the lane (0..3) whose code is being emitted
@@ -211,7 +228,7 @@ static int transposed_axis(const PrimGraph *pg, const Candidate *c) {
     return -1;
 }
 
-// Config with p[3] = A + 1: the output walked in 32 x 32 tiles over (axis A, the last axis),
+// Config tr = A + 1: the output walked in 32 x 32 tiles over (axis A, the last axis),
 // 256 threads. Each value is computed with the threads along A (so inputs laid out with A
 // fastest are read coalesced), kept in shared memory, then stored with the threads along the
 // last axis (coalesced stores): a transpose staged through shared memory, for any program.
@@ -313,9 +330,11 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
                    CudaLaunch *launch, Err *e) {
     const Tensor *T = pg->tensors[c->output];
-    int bs = (int)cfg->p[0], ept = (int)cfg->p[1], vec = (int)cfg->p[2];
-    if (cfg->p[3] > 0) {
-        int A = (int)cfg->p[3] - 1;
+    CuPointwiseConfig pc;
+    cupw_config_unpack(cfg, &pc);
+    int bs = (int)pc.block, ept = (int)pc.ept, vec = (int)pc.vec;
+    if (pc.tr > 0) {
+        int A = (int)pc.tr - 1;
         if (A >= T->rank - 1 || T->rank < 2 || tensor_numel(T) <= 0)
             return err_set(e, ST_INVALID, "kernel %s: bad pointwise config '%s'", fn, cfg->desc);
         return pw_emit_transposed(pg, c, A, fn, hw, opt, src, launch, e);
@@ -432,7 +451,8 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
 }
 
 static bool pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
-    KernelConfig cfg = {.cls = CUCLS_POINTWISE, .p = {256, 1, 1}};
+    KernelConfig cfg;
+    cupw_config_pack(&(CuPointwiseConfig){.block = 256, .ept = 1, .vec = 1}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -482,13 +502,8 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             if (ept > 1)
                 score *= cm->multi_elem;
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CUCLS_POINTWISE;
-            kc->p[0] = bs;
-            kc->p[1] = ept;
-            kc->p[2] = vec;
+            cupw_config_pack(&(CuPointwiseConfig){.block = bs, .ept = ept, .vec = vec}, kc);
             kc->score = score;
-            snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=%d vec=%d ept=%d", bs, vec, ept);
         }
     // A transposing kernel (NCHW -> NHWC and the like): the same work as 32 x 32 tiles staged
     // through shared memory, reads and stores both coalesced. The model above does not see the
@@ -499,14 +514,8 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         for (int i = 1; i < n; i++)
             best = fmin(best, cand[i].score);
         KernelConfig *kc = &cand[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_POINTWISE;
-        kc->p[0] = 256;
-        kc->p[1] = 4;
-        kc->p[2] = 1;
-        kc->p[3] = A + 1;
+        cupw_config_pack(&(CuPointwiseConfig){.block = 256, .ept = 4, .vec = 1, .tr = A + 1}, kc);
         kc->score = best * cm->transposed_rank;
-        snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=256 tr=%d", A);
     }
     return cgen_sort_configs(cand, n, out, k);
 }

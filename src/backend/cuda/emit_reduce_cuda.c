@@ -68,14 +68,14 @@ typedef struct Ctx {
     Space sp;
     bool root_is_space; // reads: the current root is the space (else the sink's output)
     bool split;         // 32 positions per block, tpr threads each at a stride of 32
-    // Row cache (config p[3]): slots per thread (0: none), the cached tensor, its array and
+    // Row cache (config cache): slots per thread (0: none), the cached tensor, its array and
     // slot, whether the slots are filled, and the pinned reads after the first reduction.
     int cache;
     int xt;
     char xc[32], slot[48];
     bool cache_ready;
     int hits_first;
-    // Grid split (config p[5] > 1): G blocks share each position (group), block g_ of them
+    // Grid split (config grid > 1): G blocks share each position (group), block g_ of them
     // taking the row's elements g_ * tpr + lane + m * G * tpr; the blocks' partials meet in
     // module-scope arrays (`globals`) across a grid barrier.
     int G;
@@ -518,7 +518,7 @@ static int collect(Ctx *k, Err *e) {
     return ST_OK;
 }
 
-// Config p[0]: block size; p[1]: threads per position (1, 32 or the block).
+// Config block: block size; tpr: threads per position (1, 32 or the block).
 static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     const PrimGraph *pg = k->pg;
     const Candidate *c = k->c;
@@ -613,9 +613,30 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     return ST_OK;
 }
 
-// Config p[0]: block size; p[1]: threads per position; p[2]: 1 = split (32 positions per block,
-// bs = 32 * tpr); p[3]: row cache slots per thread (0: none; else ceil(count / tpr), at most
-// MAX_CACHE).
+// Configs: CuReduceConfig (cugen.h). Row cache slots a thread: 0, or ceil(count / (tpr * G)),
+// at most MAX_CACHE.
+
+void cured_config_pack(const CuReduceConfig *rc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_REDUCE);
+    k->p[0] = rc->block;
+    k->p[1] = rc->tpr;
+    k->p[2] = rc->split;
+    k->p[3] = rc->cache;
+    k->p[5] = rc->grid;
+    char cache[32] = "", grid[32] = "";
+    if (rc->cache > 0)
+        snprintf(cache, sizeof cache, " cache=%lld", (long long)rc->cache);
+    if (rc->grid > 1)
+        snprintf(grid, sizeof grid, " grid=%lld", (long long)rc->grid);
+    snprintf(k->desc, sizeof k->desc, "cls=cured bs=%lld tpr=%lld%s%s%s", (long long)rc->block,
+             (long long)rc->tpr, rc->split == 1 ? " split" : "", cache, grid);
+}
+
+bool cured_config_unpack(const KernelConfig *k, CuReduceConfig *rc) {
+    *rc = (CuReduceConfig){k->p[0], k->p[1], k->p[2], k->p[3], k->p[5]};
+    return k->cls == CUCLS_REDUCE;
+}
+
 static bool cfg_valid(const Space *s, int bs, int tpr, bool split, int cache, int G) {
     if (bs < 32 || bs > 1024 || bs % 32 || G < 1)
         return false;
@@ -668,10 +689,12 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     int rc = collect(&k, e);
     if (rc)
         return rc;
-    int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
-    k.split = cfg->p[2] == 1;
-    k.cache = (int)cfg->p[3];
-    k.G = cfg->p[5] > 1 ? (int)ORCH_MIN(cfg->p[5], 4096) : 1;
+    CuReduceConfig rcf;
+    cured_config_unpack(cfg, &rcf);
+    int bs = (int)rcf.block, tpr = (int)rcf.tpr;
+    k.split = rcf.split == 1;
+    k.cache = (int)rcf.cache;
+    k.G = rcf.grid > 1 ? (int)ORCH_MIN(rcf.grid, 4096) : 1;
     if (!cfg_valid(&k.sp, bs, tpr, k.split, k.cache, k.G))
         return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
     int ppb = k.split ? 32 : bs / tpr;
@@ -736,7 +759,8 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
 }
 
 bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
-    KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {256, 1}};
+    KernelConfig cfg;
+    cured_config_pack(&(CuReduceConfig){.block = 256, .tpr = 1}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -750,8 +774,11 @@ bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOpt
 // the cache).
 static bool cache_applies(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                           const TargetOptions *opt, const KernelConfig *base, int cache) {
-    KernelConfig cfg = *base;
-    cfg.p[3] = cache;
+    CuReduceConfig rcf;
+    cured_config_unpack(base, &rcf);
+    rcf.cache = cache;
+    KernelConfig cfg;
+    cured_config_pack(&rcf, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -854,18 +881,9 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             double t_chain = waves * (iters * cm->red_elem_cycles + combine) / clock;
             double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + CUDA_ARCH.launch_s;
             KernelConfig *kc = G > 1 ? &grid[n_grid++] : &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CUCLS_REDUCE;
-            kc->p[0] = bs;
-            kc->p[1] = tpr;
-            kc->p[2] = split;
-            kc->p[5] = G;
+            CuReduceConfig rcf = {.block = bs, .tpr = tpr, .split = split, .grid = G};
+            cured_config_pack(&rcf, kc);
             kc->score = score;
-            char extra[32] = "";
-            if (G > 1)
-                fmt(extra, sizeof extra, " grid=%d", G);
-            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s%s", bs, tpr,
-                split ? " split" : "", extra);
             // The row-cached variant (a warp or a block per position, several passes): the
             // row is read once, later passes read registers (no re-reads, a register's
             // latency).
@@ -884,13 +902,10 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                 waves *
                 (per * (cm->red_elem_cycles + cm->red_cache_pass_cycles * passes) + combine) /
                 clock;
-            KernelConfig *base = kc;
             kc = G > 1 ? &grid[n_grid++] : &cand[n++];
-            *kc = *base;
-            kc->p[3] = slots_per_thread;
+            rcf.cache = slots_per_thread;
+            cured_config_pack(&rcf, kc);
             kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + CUDA_ARCH.launch_s;
-            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s cache=%d%s", bs, tpr,
-                split ? " split" : "", (int)slots_per_thread, extra);
         }
     }
     int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(cm->red_grid_configs, k - 1));
