@@ -831,29 +831,71 @@ static const char *ct_name(int ct) {
     }
 }
 
-static void algo_desc(const Lib *l, const cublasLtMatmulAlgo_t *a, int ct, char *buf, size_t n) {
-    int32_t id = 0, splitk = 0;
-    uint32_t tile = 0, red = 0, swz = 0, cust = 0, stages = 0;
+// The attributes of algorithm a the desc names, into bc.
+static void algo_attrs(const Lib *l, const cublasLtMatmulAlgo_t *a, CuBlasLtConfig *bc) {
     uint16_t inner = 0, cluster = 0;
     size_t w;
-    l->algo_get(a, ALGO_ID, &id, sizeof id, &w);
-    l->algo_get(a, ALGO_TILE_ID, &tile, sizeof tile, &w);
-    l->algo_get(a, ALGO_SPLITK_NUM, &splitk, sizeof splitk, &w);
-    l->algo_get(a, ALGO_REDUCTION, &red, sizeof red, &w);
-    l->algo_get(a, ALGO_SWIZZLING, &swz, sizeof swz, &w);
-    l->algo_get(a, ALGO_CUSTOM, &cust, sizeof cust, &w);
-    l->algo_get(a, ALGO_STAGES_ID, &stages, sizeof stages, &w);
+    l->algo_get(a, ALGO_ID, &bc->id, sizeof bc->id, &w);
+    l->algo_get(a, ALGO_TILE_ID, &bc->tile, sizeof bc->tile, &w);
+    l->algo_get(a, ALGO_SPLITK_NUM, &bc->splitk, sizeof bc->splitk, &w);
+    l->algo_get(a, ALGO_REDUCTION, &bc->red, sizeof bc->red, &w);
+    l->algo_get(a, ALGO_SWIZZLING, &bc->swz, sizeof bc->swz, &w);
+    l->algo_get(a, ALGO_CUSTOM, &bc->cust, sizeof bc->cust, &w);
+    l->algo_get(a, ALGO_STAGES_ID, &bc->stages, sizeof bc->stages, &w);
     l->algo_get(a, ALGO_INNER_SHAPE, &inner, sizeof inner, &w);
     l->algo_get(a, ALGO_CLUSTER, &cluster, sizeof cluster, &w);
+    bc->inner = inner;
+    bc->cluster = cluster;
+}
+
+void blaslt_config_pack(const CuBlasLtConfig *bc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_BLASLT);
+    memcpy(&k->p[BLP_ALGO], bc->algo, sizeof bc->algo);
+    k->p[BLP_WORKSPACE] = bc->workspace;
+    k->p[BLP_RANK] = bc->rank;
+    int ct = bc->compute;
     char types[32] = "";
     if (BLASLT_TYPE_AB(ct) || BLASLT_TYPE_CD(ct))
         snprintf(types, sizeof types, " ab=%s cd=%s", type_name(BLASLT_TYPE_AB(ct)),
                  type_name(BLASLT_TYPE_CD(ct)));
-    snprintf(buf, n,
+    snprintf(k->desc, sizeof k->desc,
              "cls=cublaslt algo=%d tile=%u stages=%u splitk=%d red=%u swz=%u cust=%u inner=%u "
              "cluster=%u ct=%s%s",
-             id, tile, stages, splitk, red, swz, cust, (unsigned)inner, (unsigned)cluster,
-             ct_name(ct), types);
+             bc->id, bc->tile, bc->stages, bc->splitk, bc->red, bc->swz, bc->cust, bc->inner,
+             bc->cluster, ct_name(ct), types);
+}
+
+// The cudaDataType_t type_name names, and the compute type ct_name names (BLASLT_COMPUTE_32F for
+// "32f").
+static int type_of_name(const char *s) {
+    return !strcmp(s, "16f") ? BLASLT_R_16F : !strcmp(s, "16bf") ? BLASLT_R_16BF : BLASLT_R_32F;
+}
+
+static int ct_of_name(const char *s) {
+    return !strcmp(s, "tf32")   ? BLASLT_COMPUTE_32F_FAST_TF32
+           : !strcmp(s, "16f")  ? BLASLT_COMPUTE_32F_FAST_16F
+           : !strcmp(s, "16bf") ? BLASLT_COMPUTE_32F_FAST_16BF
+                                : BLASLT_COMPUTE_32F;
+}
+
+bool blaslt_config_unpack(const KernelConfig *k, CuBlasLtConfig *bc) {
+    memset(bc, 0, sizeof *bc);
+    memcpy(bc->algo, &k->p[BLP_ALGO], sizeof bc->algo);
+    bc->workspace = k->p[BLP_WORKSPACE];
+    bc->rank = k->p[BLP_RANK];
+    CuBlasLtConfig d = *bc;
+    char ct[16] = "", ab[16] = "", cd[16] = "";
+    int got = sscanf(k->desc,
+                     "cls=cublaslt algo=%d tile=%u stages=%u splitk=%d red=%u swz=%u cust=%u "
+                     "inner=%u cluster=%u ct=%15s ab=%15s cd=%15s",
+                     &d.id, &d.tile, &d.stages, &d.splitk, &d.red, &d.swz, &d.cust, &d.inner,
+                     &d.cluster, ct, ab, cd);
+    if (got == 10 || got == 12) {
+        d.compute = BLASLT_COMPUTE(ct_of_name(ct), got == 12 ? type_of_name(ab) : 0,
+                                   got == 12 ? type_of_name(cd) : 0);
+        *bc = d;
+    }
+    return k->cls == CUCLS_BLASLT;
 }
 
 int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
@@ -892,12 +934,12 @@ int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         if (res[i].state != 0 || res[i].workspaceSize > BLASLT_MAX_WORKSPACE)
             continue;
         KernelConfig *kc = &out[n];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_BLASLT;
-        memcpy(&kc->p[BLP_ALGO], res[i].algo.data, sizeof res[i].algo.data);
-        kc->p[BLP_WORKSPACE] = (int64_t)res[i].workspaceSize;
-        kc->p[BLP_RANK] = i;
-        algo_desc(l, &res[i].algo, call.compute, kc->desc, sizeof kc->desc);
+        CuBlasLtConfig bc = {
+            .workspace = (int64_t)res[i].workspaceSize, .rank = i, .compute = call.compute};
+        _Static_assert(sizeof bc.algo == sizeof res[i].algo.data, "an algorithm is 64 bytes");
+        memcpy(bc.algo, res[i].algo.data, sizeof bc.algo);
+        algo_attrs(l, &res[i].algo, &bc);
+        blaslt_config_pack(&bc, kc);
         // The heuristics' order; the lab decides.
         kc->score = 1e-6 * (i + 1);
         bool dup = false;
@@ -915,11 +957,12 @@ int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
 
 int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                 const TargetOptions *opt, BlasLtCall *call, Err *e) {
-    if (cfg->cls != CUCLS_BLASLT || !blaslt_analyse(pg, c, opt, call))
+    CuBlasLtConfig bc;
+    if (!blaslt_config_unpack(cfg, &bc) || !blaslt_analyse(pg, c, opt, call))
         return err_set(e, ST_UNSUPPORTED,
                        "cuBLASLt: candidate %d is not a matmul cuBLASLt computes (config '%s')",
                        c->id, cfg->desc);
-    memcpy(call->algo, &cfg->p[BLP_ALGO], sizeof call->algo);
-    call->workspace = (uint64_t)cfg->p[BLP_WORKSPACE];
+    memcpy(call->algo, bc.algo, sizeof call->algo);
+    call->workspace = (uint64_t)bc.workspace;
     return ST_OK;
 }

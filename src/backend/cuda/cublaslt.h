@@ -77,6 +77,25 @@ typedef struct BlasLtCall {
 // heuristic rank.
 enum { BLP_ALGO = 0, BLP_WORKSPACE = 8, BLP_RANK = 9 };
 
+// The typed config of CUCLS_BLASLT (cugen.h's typed configs): p[]'s algorithm, workspace and
+// rank, and what the desc names beside them: the algorithm's attributes as the library reported
+// them when the config was made, and the call's compute and storage types (desc "cls=cublaslt
+// algo=ID tile=T stages=S splitk=K red=R swz=W cust=C inner=I cluster=L ct=32f|tf32|16f|16bf",
+// then " ab=16f|16bf cd=.." where A/B or C/D are half). Unpacking reads those from the desc (all
+// 0 where it is not in this form); the call itself needs only p[] (blaslt_call).
+typedef struct CuBlasLtConfig {
+    uint64_t algo[8];   // BLP_ALGO..: the cublasLtMatmulAlgo_t
+    int64_t workspace;  // BLP_WORKSPACE: bytes the algorithm needs
+    int64_t rank;       // BLP_RANK: its rank in the heuristic's answer
+    int32_t id, splitk; // CUBLASLT_ALGO_CONFIG_ID, SPLITK_NUM
+    uint32_t tile, stages, red, swz, cust, inner, cluster; // TILE_ID, STAGES_ID, REDUCTION_SCHEME,
+                                                           // CTA_SWIZZLING, CUSTOM_OPTION,
+                                                           // INNER_SHAPE_ID, CLUSTER_SHAPE_ID
+    int32_t compute; // BLASLT_COMPUTE(compute type, A/B type, C/D type) of the call
+} CuBlasLtConfig;
+void blaslt_config_pack(const CuBlasLtConfig *bc, KernelConfig *k);
+bool blaslt_config_unpack(const KernelConfig *k, CuBlasLtConfig *bc);
+
 // The candidate's call without an algorithm (algo, workspace zero; version of this machine's
 // library, 0 without one); false when cuBLASLt cannot compute this candidate exactly. opt: the
 // compile's options (the precision decides the compute type and whether an erf GELU is taken).

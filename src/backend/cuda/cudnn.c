@@ -642,6 +642,27 @@ static const char *data_suffix(int dtype) {
     return dtype == DNN_DATA_HALF ? " data=half" : dtype == DNN_DATA_BFLOAT16 ? " data=bf16" : "";
 }
 
+void dnn_config_pack(const CuDnnConfig *dc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_CUDNN);
+    k->p[DNP_ALGO] = dc->algo;
+    k->p[DNP_MATH] = dc->math;
+    k->p[DNP_WORKSPACE] = dc->workspace;
+    k->p[DNP_RANK] = dc->rank;
+    snprintf(k->desc, sizeof k->desc, "cls=cudnn algo=%s math=%s%s", algo_name((int)dc->algo),
+             math_name((int)dc->math), data_suffix(dc->data));
+}
+
+bool dnn_config_unpack(const KernelConfig *k, CuDnnConfig *dc) {
+    *dc = (CuDnnConfig){.algo = k->p[DNP_ALGO],
+                        .math = k->p[DNP_MATH],
+                        .workspace = k->p[DNP_WORKSPACE],
+                        .rank = k->p[DNP_RANK],
+                        .data = strstr(k->desc, " data=half")   ? DNN_DATA_HALF
+                                : strstr(k->desc, " data=bf16") ? DNN_DATA_BFLOAT16
+                                                                : DNN_DATA_FLOAT};
+    return k->cls == CUCLS_CUDNN;
+}
+
 static bool epilogue_valid(int flags) {
     if (flags & ~(DNN_EPI_MASK | DNN_LAYOUT_NHWC | DNN_FILTER_KRSC))
         return false;
@@ -886,14 +907,9 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const
         if (ws > DNN_MAX_WORKSPACE)
             continue;
         KernelConfig *kc = &out[n];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_CUDNN;
-        kc->p[DNP_ALGO] = res[i].algo;
-        kc->p[DNP_MATH] = math;
-        kc->p[DNP_WORKSPACE] = (int64_t)ws;
-        kc->p[DNP_RANK] = i;
-        snprintf(kc->desc, sizeof kc->desc, "cls=cudnn algo=%s math=%s%s", algo_name(res[i].algo),
-                 math_name(math), data_suffix(dt));
+        CuDnnConfig dc = {
+            .algo = res[i].algo, .math = math, .workspace = (int64_t)ws, .rank = i, .data = dt};
+        dnn_config_pack(&dc, kc);
         // The heuristics' order; the lab decides.
         kc->score = 1e-6 * (i + 1);
         bool dup = false;
@@ -908,14 +924,15 @@ int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const
 
 int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
              const TargetOptions *opt, DnnCall *call, Err *e) {
-    if (cfg->cls != CUCLS_CUDNN || !dnn_analyse(pg, c, opt, call) || cfg->p[DNP_ALGO] < 0 ||
-        cfg->p[DNP_ALGO] >= DNN_ALGO_COUNT || cfg->p[DNP_MATH] < DNN_MATH_DEFAULT ||
-        cfg->p[DNP_MATH] > DNN_MATH_FMA || cfg->p[DNP_WORKSPACE] < 0)
+    CuDnnConfig dc;
+    if (!dnn_config_unpack(cfg, &dc) || !dnn_analyse(pg, c, opt, call) || dc.algo < 0 ||
+        dc.algo >= DNN_ALGO_COUNT || dc.math < DNN_MATH_DEFAULT || dc.math > DNN_MATH_FMA ||
+        dc.workspace < 0)
         return err_set(e, ST_UNSUPPORTED,
                        "cuDNN: candidate %d is not a convolution cuDNN computes (config '%s')",
                        c->id, cfg->desc);
-    call->algo = (int32_t)cfg->p[DNP_ALGO];
-    call->math = DNN_MATH((int32_t)cfg->p[DNP_MATH], DNN_DATA_TYPE(call->math));
-    call->workspace = (uint64_t)cfg->p[DNP_WORKSPACE];
+    call->algo = (int32_t)dc.algo;
+    call->math = DNN_MATH((int32_t)dc.math, DNN_DATA_TYPE(call->math));
+    call->workspace = (uint64_t)dc.workspace;
     return ST_OK;
 }

@@ -85,6 +85,20 @@ typedef struct DnnCall {
 // heuristic rank.
 enum { DNP_ALGO = 0, DNP_MATH = 1, DNP_WORKSPACE = 2, DNP_RANK = 3 };
 
+// The typed config of CUCLS_CUDNN (cugen.h's typed configs): p[]'s slots, and the tensors' type
+// the desc names beside them ("cls=cudnn algo=NAME math=fma|default|tensor_op|
+// tensor_op_convert", then " data=half|bf16" for half tensors; unpacked from the desc, float
+// where it names none).
+typedef struct CuDnnConfig {
+    int64_t algo;      // DNP_ALGO: cudnnConvolutionFwdAlgo_t
+    int64_t math;      // DNP_MATH: DNN_MATH_* (the bare math type)
+    int64_t workspace; // DNP_WORKSPACE: bytes the algorithm needs with that math type
+    int64_t rank;      // DNP_RANK: its rank in the heuristic's answer
+    int data;          // DNN_DATA_* of the tensors (desc only)
+} CuDnnConfig;
+void dnn_config_pack(const CuDnnConfig *dc, KernelConfig *k);
+bool dnn_config_unpack(const KernelConfig *k, CuDnnConfig *dc);
+
 // The candidate's call without an algorithm (algo -1, workspace 0, math the one the precision
 // asks the heuristics for; version of this machine's library, 0 without one); false when cuDNN
 // cannot compute this candidate exactly. opt: the compile's options (cugen_prec_of).

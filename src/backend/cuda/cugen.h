@@ -24,6 +24,8 @@
 #include "cuda_api.h"
 #include "cudnn.h"
 
+#include <string.h>
+
 #define ORCH_CUDA_MAX_IN 32
 
 // CudaLaunch.lib: which library call runs in place of a kernel (0: a generated kernel).
@@ -50,6 +52,48 @@ enum {
     CUCLS_BLASLT = 15,
     CUCLS_CUDNN = 16
 };
+
+// ---- typed configs ----
+// Each class's knobs as named fields, and a pair of functions per class: pack writes cls, p[]
+// (every slot; the ones a class does not use are 0) and the canonical desc into a KernelConfig,
+// leaving its score; unpack reads them back (false where the config is of another class). p[]
+// and desc are what the profile database and the tests key on: pack writes them exactly as the
+// configs have always been written, and unpack followed by pack gives back the same p[] and desc.
+// Fields hold p[]'s values as they are (int64_t), so a malformed config reaches the emitter's
+// checks unchanged. Classes: CuPointwiseConfig, CuReduceConfig (below), CuLinearConfig
+// (cugen_linear.h: matmul and convolution), CuMlpConfig (cugen_mlp.h), CuAttnConfig
+// (cugen_attn.h), CuBlasLtConfig (cublaslt.h), CuDnnConfig (cudnn.h).
+
+// What every pack starts with: cls set, p[] and desc cleared (the score is the caller's).
+static inline void cugen_config_clear(KernelConfig *k, int cls) {
+    k->cls = cls;
+    memset(k->p, 0, sizeof k->p);
+    memset(k->desc, 0, sizeof k->desc);
+}
+
+// CUCLS_POINTWISE: p[0] block, p[1] ept, p[2] vec, p[3] tr; desc "cls=cupw bs=B vec=V ept=E", or
+// "cls=cupw bs=B tr=A" for the tiled transpose.
+typedef struct CuPointwiseConfig {
+    int64_t block; // threads a block
+    int64_t ept;   // elements a thread computes a grid-stride step
+    int64_t vec;   // 4: groups of 4 (float4; ushort4 for half types), 1: scalar elements
+    int64_t tr;    // A + 1: the output in 32 x 32 tiles over axis A and the last axis, staged
+                   // through shared memory (ept and vec then unused); 0: the flat walk
+} CuPointwiseConfig;
+void cupw_config_pack(const CuPointwiseConfig *pc, KernelConfig *k);
+bool cupw_config_unpack(const KernelConfig *k, CuPointwiseConfig *pc);
+
+// CUCLS_REDUCE: p[0] block, p[1] tpr, p[2] split, p[3] cache, p[5] grid (p[4] unused); desc
+// "cls=cured bs=B tpr=T[ split][ cache=C][ grid=G]".
+typedef struct CuReduceConfig {
+    int64_t block; // threads a block
+    int64_t tpr;   // threads a position: 1, 32 or the block; with split, 2..32
+    int64_t split; // 1: 32 positions a block, tpr threads each at a stride of 32 (block 32 tpr)
+    int64_t cache; // row cache slots a thread (0: none)
+    int64_t grid;  // blocks sharing each position group across a grid barrier (0 or 1: none)
+} CuReduceConfig;
+void cured_config_pack(const CuReduceConfig *rc, KernelConfig *k);
+bool cured_config_unpack(const KernelConfig *k, CuReduceConfig *rc);
 
 // ---- pointwise and reduction kernels ----
 bool cugen_pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);

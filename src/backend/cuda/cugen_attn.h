@@ -34,6 +34,24 @@ enum { CUCLS_ATTN = 21 };
 // rows, each taking its share of every key tile with an online softmax of its own, merged
 // through shared memory (more warps per SM where the query tiles are few).
 enum { CUA_BQ = 0, CUA_BK, CUA_TM, CUA_TN, CUA_CP, CUA_SPLIT, CUA_MMA, CUA_QREG, CUA_KW };
+// The typed config of CUCLS_ATTN (cugen.h's typed configs): the slots above as named fields. desc
+// "cls=attn bq=.. bk=.. tm=.. tn=.. cp=.. s=.." (SIMT; s=1 unsplit), or "cls=attn
+// v=tf32|f16|bf16 bq=.. bk=.. q=reg|smem cp=..[ kw=K][ s=S]" (tensor cores).
+typedef struct CuAttnConfig {
+    int64_t mma;   // CUA_MMA: CUA_MMA_* (SIMT 0)
+    int64_t bq;    // CUA_BQ: queries a block
+    int64_t bk;    // CUA_BK: keys a tile
+    int64_t tm;    // CUA_TM: SIMT: query rows a thread (tensor cores 0)
+    int64_t tn;    // CUA_TN: SIMT: key columns a thread (tensor cores 0)
+    int64_t cp;    // CUA_CP: 1: tiles by cp.async into double buffers where they allow it
+    int64_t split; // CUA_SPLIT: key splits a query tile (0 or 1: none; SIMT configs hold 1,
+                   // tensor-core ones 0 where unsplit)
+    int64_t qreg;  // CUA_QREG: tensor cores: 1: Q fragments in registers, 0: re-read per tile
+    int64_t kw;    // CUA_KW: tensor cores: key warps per 16 query rows (0 or 1: one)
+} CuAttnConfig;
+void cuattn_config_pack(const CuAttnConfig *ac, KernelConfig *k);
+bool cuattn_config_unpack(const KernelConfig *k, CuAttnConfig *ac);
+
 // CUA_MMA values: SIMT float32; TF32 operands (cvt.rna) on mma.m16n8k8; FP16 or BF16 operands
 // (cvt.rn) on mma.m16n8k16. The configs offered follow opt->precision: tensor-core ones
 // only under the matching precision (never under fp32, which promises exact float32 FMAs).

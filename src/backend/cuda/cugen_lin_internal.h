@@ -50,8 +50,8 @@ int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const
 // The largest split-K workspace (floats: splits x batch x M x N) a kernel may declare.
 #define CULIN_SPLIT_MAX_WS (4.0 * 1024 * 1024)
 // Static shared memory bytes and estimated registers per thread of a tiled config.
-int64_t culin_smem_bytes(const int64_t *P);
-int culin_simt_regs(const Lin *L, const int64_t *P);
+int64_t culin_smem_bytes(const CuLinearConfig *P);
+int culin_simt_regs(const Lin *L, const CuLinearConfig *P);
 
 // Kernel bodies (emit_matmul_cuda.c, emit_conv_cuda.c).
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e);
@@ -100,11 +100,11 @@ typedef struct CuTcGeo {
 } CuTcGeo;
 bool culin_tcconv_ok(const Lin *L, CuTcConv *t);
 // Registers a thread of config P needs (estimate: accumulators, fragments, addresses).
-static inline int culin_tcconv_regs(const CuTcConv *t, const int64_t *P) {
-    return (int)(P[CUL_TM] * t->NT * 4 + 2 * t->NT + 2 * P[CUL_TM] + 48);
+static inline int culin_tcconv_regs(const CuTcConv *t, const CuLinearConfig *P) {
+    return (int)(P->tm * t->NT * 4 + 2 * t->NT + 2 * P->tm + 48);
 }
 // False when the config (BH, BW, MT) is malformed.
-bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const int64_t *P, CuTcGeo *g);
+bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const CuLinearConfig *P, CuTcGeo *g);
 int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e);
 // The cp.async / ldmatrix helpers of the half-storage tensor-core kernels (guarded: one copy per
 // translation unit).

@@ -50,6 +50,27 @@ enum {
 // KernelConfig.p[] slots: block tile BM x BN, K slice BK, per-thread tile TM x TN (simt; warp
 // tile for the tensor-core variants), and for the GEMV kernels the columns per block in CUL_BN.
 enum { CUL_VAR = 0, CUL_BM, CUL_BN, CUL_BK, CUL_TM, CUL_TN, CUL_SPLIT };
+// The typed config (cugen.h's typed configs) of CUCLS_MATMUL and CUCLS_CONV: the slots above as
+// named fields. desc: "cls=cumm|cuconv v=simt|tf32|f16|bf16 bm=.. bn=.. bk=.. tm=.. tn=..[ sk=S]",
+// "v=gemv jb=32", "v=gemvk jb=8", "v=direct bs=B", "v=f16dc|bf16dc bh=.. bw=.. mt=..[ pb=P]",
+// "v=dw".
+typedef struct CuLinearConfig {
+    bool conv;     // class CUCLS_CONV (desc cls=cuconv), else CUCLS_MATMUL (cls=cumm)
+    int64_t var;   // CUL_VAR: CUV_*
+    int64_t bm;    // CUL_BM: block tile rows; tcconv: output rows of a block (BH)
+    int64_t bn;    // CUL_BN: block tile columns; tcconv: output columns of a block (BW); gemv,
+                   // gemvk: columns a block (jb); direct: threads a block
+    int64_t bk;    // CUL_BK: K slice; tcconv: persistent blocks (0: a block a tile)
+    int64_t tm;    // CUL_TM: thread tile rows (simt), warp tile rows (32; tensor cores);
+                   // tcconv: m16 pixel tiles a warp (MT)
+    int64_t tn;    // CUL_TN: thread tile columns (simt), warp tile columns (32; tensor cores)
+    int64_t split; // CUL_SPLIT: split-K blocks a tile (0 or 1: none)
+    bool bf16;     // tcconv: its type is bfloat16 (desc v=bf16dc, else v=f16dc); in the desc
+                   // only, not in p[]
+} CuLinearConfig;
+void culin_config_pack(const CuLinearConfig *lc, KernelConfig *k);
+bool culin_config_unpack(const KernelConfig *k, CuLinearConfig *lc);
+
 // CUL_SPLIT (simt and the tensor-core variants tf32 / f16 / bf16; 0 or 1: none): split-K over
 // S thread blocks per output tile, for products whose tiles cannot fill the SMs (ResNet's 7x7-
 // and 14x14-pixel convs, M = 128 matmuls with a long K). Each block multiplies one K range (a

@@ -36,8 +36,34 @@ enum {
     CUMLP_BF16 = 5,
     CUMLP_F64 = 6 // float32 operands on the FP64 tensor cores (sm_90): exact products, double sums
 };
-// The slot of the variant in KernelConfig.p (tests group configs by it).
+// The slot of the variant in KernelConfig.p.
 enum { CUMLP_VAR = 5 };
+// Epilogue modes of the tensor-core kernels (CuMlpConfig.epi): in registers, through a
+// warp-private shared-memory buffer, deferred into the next layer's k loop (ilv), and that with a
+// float32 input staged in the buffer too (ilvx).
+enum { CUMLP_EPI_REG = 0, CUMLP_EPI_SMEM = 1, CUMLP_EPI_ILV = 2, CUMLP_EPI_ILVX = 3 };
+
+// The typed config of CUCLS_MLP (cugen.h's typed configs): p[0..4] bm, t, tm, tn, stage (block
+// kernel), p[5] var, p[6..10] w, mt, epi, g, bps (persistent kernels); a design's other fields
+// are 0. desc "cls=mlp bm=.. t=.. tm=.. tn=.. stage=.." (block: no v=, as before the variants),
+// "cls=mlp v=warp w=.. g=.. bps=..", "cls=mlp v=tf32|3xtf32|f16|bf16|f64 w=.. mt=..
+// epi=reg|smem|ilv|ilvx g=.. bps=..".
+typedef struct CuMlpConfig {
+    int64_t var;   // CUMLP_*
+    int64_t bm;    // block: rows a block
+    int64_t t;     // block: threads a block
+    int64_t tm;    // block: rows a thread tile
+    int64_t tn;    // block: columns a thread tile at most (a layer takes the largest of 4, 2, 1
+                   // dividing its width)
+    int64_t stage; // block: 1: each layer's weights staged in shared memory
+    int64_t w;     // persistent: warps a block
+    int64_t mt;    // tensor cores: m16 row tiles a warp
+    int64_t epi;   // tensor cores: CUMLP_EPI_*
+    int64_t g;     // persistent: blocks in the grid
+    int64_t bps;   // persistent: blocks an SM the launch bounds promise
+} CuMlpConfig;
+void cumlp_config_pack(const CuMlpConfig *q, KernelConfig *k);
+bool cumlp_config_unpack(const KernelConfig *k, CuMlpConfig *q);
 
 bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt);
 // Up to k configs of every variant the device and opt->precision allow, from the device model,

@@ -1,11 +1,12 @@
 // Shared by the CUDA pointwise and reduction emitters (emit_pointwise_cuda.c,
 // emit_reduce_cuda.c), which implement cugen.h's cugen_pw_*: the reduction class's entry points,
-// the kernel head both classes start with, and the device model's numbers.
+// the kernel head both classes start with, and their shared device-model helpers.
 // Needs: what cugen.h needs. Guarantees: nothing beyond the declarations' comments.
 #ifndef ORCH_CUGEN_PW_H
 #define ORCH_CUGEN_PW_H
 
 #include "cugen.h"
+#include "device_model.h"
 
 // CUCLS_REDUCE (emit_reduce_cuda.c): candidates with REDUCE primitives whose reductions all
 // reduce the same axes of same-shaped inputs and are read on their own row.
@@ -29,13 +30,9 @@ enum { CUPW_WIDE = 0, CUPW_NARROW = 1, CUPW_INDEX32 = 2 };
 void cupw_digits(StrBuf *code, int indent, const char *prefix, const char *var, int rank,
                  const int64_t *dims, uint32_t mask, int narrow);
 
-// The device model: DRAM bytes/s a streaming kernel reaches, SM clock (Hz), resident threads
-// and blocks per SM; defaults of an H100 where hw leaves a field 0.
-double cupw_bandwidth(const CudaHw *hw);
-double cupw_clock(const CudaHw *hw);
-int cupw_sm_count(const CudaHw *hw);
-int cupw_threads_per_sm(const CudaHw *hw);
-// Blocks of `block` threads resident per SM (thread limit and the 32-block limit).
-int cupw_blocks_per_sm(const CudaHw *hw, int block);
+// The DRAM bytes/s a streaming kernel reaches on device d (device_model.h), and the blocks of
+// `block` threads resident per SM (its thread limit and the block limit; at least 1).
+double cupw_bandwidth(const CuDevice *d);
+int cupw_blocks_per_sm(const CuDevice *d, int block);
 
 #endif

@@ -65,8 +65,10 @@
 // to TF32 / FP16 / BF16 and float32 accumulation (tensor cores); skipped tiles change nothing
 // where the largest kept score of a row exceeds -FLT_MAX + 104 (exp of the difference is 0).
 #include "affine_load.h"
+#include "cost_models.h"
 #include "cugen_attn.h"
 #include "cugen_linear.h"
+#include "device_model.h"
 
 #include "../../candidates/attention.h"
 #include "../../prim/index_map.h"
@@ -362,13 +364,13 @@ static bool pow2(int64_t x) {
 
 // Fills g from the config; false when the config is malformed for this attention. Tiles that
 // go by cp.async have two buffers.
-static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
+static bool geometry(const Ana *x, const CuAttnConfig *p, Geo *g) {
     const AttnSpec *a = &x->a;
     memset(g, 0, sizeof *g);
-    g->BQ = p[CUA_BQ];
-    g->BK = p[CUA_BK];
-    g->TM = p[CUA_TM];
-    g->TN = p[CUA_TN];
+    g->BQ = p->bq;
+    g->BK = p->bk;
+    g->TM = p->tm;
+    g->TN = p->tn;
     if (g->BQ < 1 || g->BK < 4 || g->BK % 4 || g->TM < 1 || g->TM > 16 || g->TN < 1 ||
         g->TN > 16 || g->BQ % g->TM || g->BK % g->TN)
         return false;
@@ -388,14 +390,14 @@ static bool geometry(const Ana *x, const int64_t *p, Geo *g) {
     g->BKp = row_stride(g->BK);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
     int64_t tiles = (a->N + g->BK - 1) / g->BK;
-    g->S = p[CUA_SPLIT] > 1 ? p[CUA_SPLIT] : 1;
+    g->S = p->split > 1 ? p->split : 1;
     g->TPS = (tiles + g->S - 1) / g->S;
     // Every split non-empty; the workspace (O, max and sum per split and row) bounded.
     if (g->S > 1 && ((g->S - 1) * g->TPS >= tiles ||
                      (double)g->S * (double)a->B * (double)a->M * (double)(a->Dv + 2) >
                          ATTN_SPLIT_MAX_WS))
         return false;
-    bool cp = p[CUA_CP] != 0;
+    bool cp = p->cp != 0;
     // Half tiles are converted to float32 as they are staged: affine ones by element loads
     // (configs with cp=1; hconv), the others through cexpr.
     g->hconv = x->half ? a->dt : DT_UNDEFINED;
@@ -425,24 +427,24 @@ static int64_t frag_stride(int64_t n) {
 
 // Fills g for a tensor-core config; false when it is malformed for this attention. Tiles that go
 // by cp.async have two buffers, as in the SIMT kernel.
-static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
+static bool geometry_tc(const Ana *x, const CuAttnConfig *p, Geo *g) {
     const AttnSpec *a = &x->a;
     memset(g, 0, sizeof *g);
-    g->mma = p[CUA_MMA];
-    g->BQ = p[CUA_BQ];
-    g->BK = p[CUA_BK];
+    g->mma = p->mma;
+    g->BQ = p->bq;
+    g->BK = p->bk;
     if (g->mma < CUA_MMA_TF32 || g->mma > CUA_MMA_BF16 || g->BQ < 16 || g->BQ % 16 || g->BQ > 128 ||
-        g->BK < 16 || g->BK % 16 || g->BK > 128 || p[CUA_TM] || p[CUA_TN])
+        g->BK < 16 || g->BK % 16 || g->BK > 128 || p->tm || p->tn)
         return false;
     // Half tiles feed only the mma of their own type.
     if (x->half && g->mma != (a->dt == DT_FLOAT16 ? CUA_MMA_F16 : CUA_MMA_BF16))
         return false;
     g->W = g->BQ / 16;
-    g->KW = p[CUA_KW] > 1 ? p[CUA_KW] : 1;
+    g->KW = p->kw > 1 ? p->kw : 1;
     if ((g->KW != 1 && g->KW != 2 && g->KW != 4) || (g->BK / g->KW) % 16)
         return false;
     g->T = 32 * g->W * g->KW;
-    g->qreg = p[CUA_QREG] != 0;
+    g->qreg = p->qreg != 0;
     g->kstep = g->mma == CUA_MMA_TF32 ? 8 : 16;
     g->D4 = (a->D + g->kstep - 1) / g->kstep * g->kstep;
     g->DVq = (a->Dv + 7) / 8 * 8;
@@ -456,14 +458,14 @@ static bool geometry_tc(const Ana *x, const int64_t *p, Geo *g) {
     g->DVp = x->half ? frag_stride(g->DVq) : row_stride(g->DVq);
     g->QT = (a->M + g->BQ - 1) / g->BQ;
     int64_t tiles = (a->N + g->BK - 1) / g->BK;
-    g->S = p[CUA_SPLIT] > 1 ? p[CUA_SPLIT] : 1;
+    g->S = p->split > 1 ? p->split : 1;
     g->TPS = (tiles + g->S - 1) / g->S;
     // Key splits as in the SIMT kernel: every split non-empty, the workspace bounded.
     if (g->S > 1 &&
         ((g->S - 1) * g->TPS >= tiles ||
          (double)g->S * (double)a->B * (double)a->M * (double)(a->Dv + 2) > ATTN_SPLIT_MAX_WS))
         return false;
-    bool cp = p[CUA_CP] != 0;
+    bool cp = p->cp != 0;
     g->qa = cp && x->q.copy > 0;
     g->ka = cp && x->k.copy > 0;
     g->va = cp && x->v.copy > 0;
@@ -1795,55 +1797,79 @@ static int emit_kernel(const Ana *x, const Geo *g, const TargetOptions *opt, con
     return rc;
 }
 
-static void cfg_fill(KernelConfig *k, int64_t bq, int64_t bk, int64_t tm, int64_t tn,
-                     int64_t cp, int64_t split) {
-    memset(k, 0, sizeof *k);
-    k->cls = CUCLS_ATTN;
-    k->p[CUA_BQ] = bq;
-    k->p[CUA_BK] = bk;
-    k->p[CUA_TM] = tm;
-    k->p[CUA_TN] = tn;
-    k->p[CUA_CP] = cp;
-    k->p[CUA_SPLIT] = split;
-    snprintf(k->desc, sizeof k->desc, "cls=attn bq=%lld bk=%lld tm=%lld tn=%lld cp=%lld s=%lld",
-             (long long)bq, (long long)bk, (long long)tm, (long long)tn, (long long)cp,
-             (long long)(split > 1 ? split : 1));
-}
-
 static const char *mma_name(int64_t mma) {
     return mma == CUA_MMA_TF32 ? "tf32" : mma == CUA_MMA_F16 ? "f16" : "bf16";
 }
 
-// (The desc of an unsplit config names no split: the profile databases' keys from before key
-// splits stay valid.)
-static void cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
-                        int64_t cp, int64_t kw, int64_t split) {
-    memset(k, 0, sizeof *k);
-    k->cls = CUCLS_ATTN;
-    k->p[CUA_MMA] = mma;
-    k->p[CUA_BQ] = bq;
-    k->p[CUA_BK] = bk;
-    k->p[CUA_QREG] = qreg;
-    k->p[CUA_CP] = cp;
-    k->p[CUA_SPLIT] = split > 1 ? split : 0;
-    k->p[CUA_KW] = kw > 1 ? kw : 0;
-    int w =
-        snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
-                 mma_name(mma), (long long)bq, (long long)bk, qreg ? "reg" : "smem", (long long)cp);
-    if (kw > 1 && w > 0 && (size_t)w < sizeof k->desc)
-        w += snprintf(k->desc + w, sizeof k->desc - (size_t)w, " kw=%lld", (long long)kw);
-    if (split > 1 && w > 0 && (size_t)w < sizeof k->desc)
-        snprintf(k->desc + w, sizeof k->desc - (size_t)w, " s=%lld", (long long)split);
+// (The desc of an unsplit tensor-core config names no split, nor one key warp: the profile
+// databases' keys from before key splits stay valid.)
+void cuattn_config_pack(const CuAttnConfig *ac, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_ATTN);
+    k->p[CUA_BQ] = ac->bq;
+    k->p[CUA_BK] = ac->bk;
+    k->p[CUA_TM] = ac->tm;
+    k->p[CUA_TN] = ac->tn;
+    k->p[CUA_CP] = ac->cp;
+    k->p[CUA_SPLIT] = ac->split;
+    k->p[CUA_MMA] = ac->mma;
+    k->p[CUA_QREG] = ac->qreg;
+    k->p[CUA_KW] = ac->kw;
+    if (ac->mma == CUA_MMA_SIMT) {
+        snprintf(k->desc, sizeof k->desc, "cls=attn bq=%lld bk=%lld tm=%lld tn=%lld cp=%lld s=%lld",
+                 (long long)ac->bq, (long long)ac->bk, (long long)ac->tm, (long long)ac->tn,
+                 (long long)ac->cp, (long long)(ac->split > 1 ? ac->split : 1));
+        return;
+    }
+    int w = snprintf(k->desc, sizeof k->desc, "cls=attn v=%s bq=%lld bk=%lld q=%s cp=%lld",
+                     mma_name(ac->mma), (long long)ac->bq, (long long)ac->bk,
+                     ac->qreg ? "reg" : "smem", (long long)ac->cp);
+    if (ac->kw > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        w += snprintf(k->desc + w, sizeof k->desc - (size_t)w, " kw=%lld", (long long)ac->kw);
+    if (ac->split > 1 && w > 0 && (size_t)w < sizeof k->desc)
+        snprintf(k->desc + w, sizeof k->desc - (size_t)w, " s=%lld", (long long)ac->split);
+}
+
+bool cuattn_config_unpack(const KernelConfig *k, CuAttnConfig *ac) {
+    const int64_t *p = k->p;
+    *ac = (CuAttnConfig){.mma = p[CUA_MMA],
+                         .bq = p[CUA_BQ],
+                         .bk = p[CUA_BK],
+                         .tm = p[CUA_TM],
+                         .tn = p[CUA_TN],
+                         .cp = p[CUA_CP],
+                         .split = p[CUA_SPLIT],
+                         .qreg = p[CUA_QREG],
+                         .kw = p[CUA_KW]};
+    return k->cls == CUCLS_ATTN;
+}
+
+// A SIMT config (split 1: none), packed into k.
+static CuAttnConfig cfg_fill(KernelConfig *k, int64_t bq, int64_t bk, int64_t tm, int64_t tn,
+                             int64_t cp, int64_t split) {
+    CuAttnConfig ac = {
+        .mma = CUA_MMA_SIMT, .bq = bq, .bk = bk, .tm = tm, .tn = tn, .cp = cp, .split = split};
+    cuattn_config_pack(&ac, k);
+    return ac;
+}
+
+// A tensor-core config (no split and one key warp written as 0), packed into k.
+static CuAttnConfig cfg_fill_tc(KernelConfig *k, int64_t mma, int64_t bq, int64_t bk, int64_t qreg,
+                                int64_t cp, int64_t kw, int64_t split) {
+    CuAttnConfig ac = {.mma = mma,
+                       .bq = bq,
+                       .bk = bk,
+                       .cp = cp,
+                       .split = split > 1 ? split : 0,
+                       .qreg = qreg,
+                       .kw = kw > 1 ? kw : 0};
+    cuattn_config_pack(&ac, k);
+    return ac;
 }
 
 // The config every attention fits: 4 queries, 32 keys, 64 threads, single buffers.
-static void smallest(KernelConfig *k) {
-    cfg_fill(k, 4, 32, 1, 2, 0, 1);
+static CuAttnConfig smallest(KernelConfig *k) {
+    return cfg_fill(k, 4, 32, 1, 2, 0, 1);
 }
-
-// The opt-in shared memory every GPU orch targets has (99 KiB on sm_86/sm_89; more on sm_80
-// and sm_90).
-#define ATTN_SMEM_ANY (99 * 1024)
 
 bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     Ana x;
@@ -1855,9 +1881,10 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
         if (x.a.ostride[d] % 4)
             return false;
     KernelConfig k;
-    smallest(&k);
+    CuAttnConfig ac = smallest(&k);
     Geo g;
-    if (!geometry(&x, k.p, &g) || smem_bytes(&g) > ATTN_SMEM_ANY)
+    // The smallest config fits the opt-in shared memory every GPU orch targets has.
+    if (!geometry(&x, &ac, &g) || smem_bytes(&g) > CUDA_ARCH.smem_optin_any)
         return false;
     StrBuf s;
     sb_init(&s);
@@ -1870,29 +1897,22 @@ bool cugen_attn_supports(const PrimGraph *pg, const Candidate *c, const TargetOp
 // Blocks of config g an SM holds at once: its shared memory (and 1 KiB the runtime reserves a
 // block), threads, registers (allocated in units of 8 a thread) and the 32-block limit; < 1 where
 // none fits.
-static double blocks_per_sm(const Geo *g, const CudaHw *hw) {
-    double T = (double)g->T;
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    double regs = ceil(fmin((double)g->regs, 255) / 8) * 8;
-    double bps = floor(smem_sm / ((double)smem_bytes(g) + 1024));
-    bps = fmin(bps, floor(thr_sm / T));
-    bps = fmin(bps, floor(regs_sm / (T * regs)));
-    return fmin(bps, 32);
+static double blocks_per_sm(const Geo *g, const CuDevice *d) {
+    return cudev_blocks_per_sm(d, g->T, cudev_regs_alloc(ORCH_MIN(g->regs, CUDA_ARCH.max_regs)),
+                               smem_bytes(g));
 }
 
 // The device model, per block: warp instructions (the products' FMAs, the softmax per score and
-// per row, the staging, barriers) issued by 4 schedulers per SM, at full rate once the resident
-// warps times the register tile's independent FMAs (TM x TN) reach 64, in proportion below;
-// plus 2 SM cycles per warp-wide float4 shared-memory read of the products (Q, K, P and V rows:
-// fitted on an H100, where the configs with the fewest such reads per FMA won, e.g. TM x TN =
-// 4 x 8 at 198 us against 2 x 8 at 262 us on 8 x 12 heads of 512 x 512 x 64; the model came
-// within 3% on those). Blocks spread over the SMs (the busiest SM decides); each key tile's
-// global loads stall a block staging them synchronously unless other resident blocks cover
-// them (cp.async copies run under the previous tile's products); K and V read once per query
-// tile through L2, Q and O once from DRAM; key splits pay for their partials.
-static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
+// per row, the staging, barriers) issued by the SM's schedulers, at full rate once the resident
+// warps times the register tile's independent FMAs (TM x TN) reach CUDA_ATTN_MODEL.fma_chains,
+// in proportion below; plus lds_cycles SM cycles per warp-wide float4 shared-memory read of the
+// products (Q, K, P and V rows; fitted on an H100, see cost_models.h). Blocks spread over the SMs
+// (the busiest SM decides); each key tile's global loads stall a block staging them
+// synchronously unless other resident blocks cover them (cp.async copies run under the previous
+// tile's products); K and V read once per query tile through L2, Q and O once from DRAM; key
+// splits pay for their partials.
+static double score(const Ana *x, const Geo *g, const CuDevice *d) {
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
     const AttnSpec *a = &x->a;
     double TM = (double)g->TM, TN = (double)g->TN, U = (double)g->U, T = (double)g->T;
     double BK = (double)g->BK, D4 = (double)g->D4, CG = (double)g->CG, S = (double)g->S;
@@ -1901,13 +1921,13 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
                    (double)((a->N + g->BK - 1) / g->BK);
     // (Half tiles: converted element loads, or cexpr with a conversion in software.)
     double stage_k = BK * D4 / T *
-                     (!g->ka                         ? (g->hconv ? 30 : 12)
-                      : x->k.copy == 16 && !g->hconv ? 2
-                                                     : 8);
+                     (!g->ka ? (g->hconv ? cm->stage_cexpr_half : cm->stage_cexpr)
+                      : x->k.copy == 16 && !g->hconv ? cm->stage_cp16
+                                                     : cm->stage_copy);
     double stage_v = BK * (double)g->DVq / T *
-                     (!g->va                         ? (g->hconv ? 30 : 12)
-                      : x->v.copy == 16 && !g->hconv ? 2
-                                                     : 8);
+                     (!g->va ? (g->hconv ? cm->stage_cexpr_half : cm->stage_cexpr)
+                      : x->v.copy == 16 && !g->hconv ? cm->stage_cp16
+                                                     : cm->stage_copy);
     // Per thread and key tile: FMAs and other instructions, and the float4 shared-memory reads
     // of the two products (Q and K rows, P and V rows).
     double lds = D4 / 4 * (TM + TN) + BK / 4 * (TM + 4 * U);
@@ -1919,35 +1939,39 @@ static double score(const Ana *x, const Geo *g, const CudaHw *hw) {
     double warps = T / 32;
     double block_instr = per_block * warps;
     double block_lds = tiles * lds * warps;
-    double bps = blocks_per_sm(g, hw);
+    double bps = blocks_per_sm(g, d);
     if (bps < 1)
         return INFINITY;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
+    double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
-    double eff = fmin(1.0, resident * warps * TM * TN / 64.0);
-    double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * 700.0 / resident;
-    double cycles = rounds * (resident * (block_instr / (4.0 * eff) + 2.0 * block_lds) + stalls);
-    double t_comp = cycles / clock;
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    double eff = fmin(1.0, resident * warps * TM * TN / cm->fma_chains);
+    double stalls = (g->ka && g->va && !g->hconv ? 1 : tiles) * cm->tile_stall_cycles / resident;
+    double cycles =
+        rounds *
+        (resident * (block_instr / (CUDA_ARCH.schedulers * eff) + cm->lds_cycles * block_lds) +
+         stalls);
+    double t_comp = cycles / d->clock;
+    double bw = d->dram_bw;
     const double isz = (double)x->isz; // bytes of Q, K, V and O elements
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double l2 = isz * blocks / S * (double)a->N * (double)(a->D + a->Dv); // K, V per query tile
-    // A split's partials cross L2 twice, after a fence and an atomic: about 2 us more.
-    double t_split = S > 1 ? 2e-6 + 8.0 * blocks / S * (double)g->BQ * (double)a->Dv * S / bw : 0;
-    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
+    // A split's partials cross L2 twice, after a fence and an atomic.
+    double t_split =
+        S > 1 ? cm->split_sync_s + 8.0 * blocks / S * (double)g->BQ * (double)a->Dv * S / bw : 0;
+    return fmax(t_comp, fmax(dram / (cm->dram_eff * bw), l2 / (cm->l2_over_dram * bw))) + t_split +
+           CUDA_ARCH.launch_s;
 }
 
 // The tensor-core kernel's model, per warp and key tile: the mma issue cycles of one SM
-// sub-partition (m16n8k8 TF32 measured at 4.7 on an H100 by the MLP kernels; m16n8k16 taken
-// as the same) beside the other instructions (fragment loads and roundings, the chain and the
-// softmax per score, the rescale of O, the tile's staging), the two overlapping across the
-// resident warps of a scheduler but not within one warp; blocks spread over the SMs as in
-// score(); DRAM and L2 traffic as there.
-static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
+// sub-partition (CUDA_ATTN_MODEL.mma_cycles_*) beside the other instructions (fragment loads and
+// roundings, the chain and the softmax per score, the rescale of O, the tile's staging), the two
+// overlapping across the resident warps of a scheduler but not within one warp; blocks spread over
+// the SMs as in score(); DRAM and L2 traffic as there.
+static double score_tc(const Ana *x, const Geo *g, const CuDevice *d) {
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
     const AttnSpec *a = &x->a;
     bool half = g->mma != CUA_MMA_TF32;
     // NT and KQ: a warp's share of a key tile (all of it unless key warps split it).
@@ -1958,9 +1982,15 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
     double tiles =
         (double)g->TPS * kept_tiles(x, g->BQ, g->BK) / (double)((a->N + g->BK - 1) / g->BK);
     double mmas = KS * NT + KQ * NV;
-    double cyc = hw->cc_major >= 9 ? 4.7 : 8;
-    double stage_k = BK * (double)g->D4 / T * (!g->ka ? 12 : x->k.copy == 16 || g->kT ? 2 : 8);
-    double stage_v = BK * (double)g->DVq / T * (!g->va ? 12 : x->v.copy == 16 ? 2 : 8);
+    double cyc = d->cc_major >= 9 ? cm->mma_cycles_sm90 : cm->mma_cycles_sm80;
+    double stage_k = BK * (double)g->D4 / T *
+                     (!g->ka                     ? cm->stage_cexpr
+                      : x->k.copy == 16 || g->kT ? cm->stage_cp16
+                                                 : cm->stage_copy);
+    double stage_v = BK * (double)g->DVq / T *
+                     (!g->va            ? cm->stage_cexpr
+                      : x->v.copy == 16 ? cm->stage_cp16
+                                        : cm->stage_copy);
     // Fragments of half tiles are plain 32-bit reads (V's: two 16-bit reads paired).
     bool ht = g->esz == 2;
     double alu = (g->qreg ? 0
@@ -1974,35 +2004,36 @@ static double score_tc(const Ana *x, const Geo *g, const CudaHw *hw) {
                  KQ * NV * (half ? 6 : 4) + KQ * 4 + NT * 4 * (10 + 6.0 * a->n_pre) +
                  2 * (2 * NT + 16) + NV * 4 + stage_k + stage_v + 40 + mmas;
     double tc = mmas * cyc;
-    double bps = blocks_per_sm(g, hw);
+    double bps = blocks_per_sm(g, d);
     if (bps < 1)
         return INFINITY;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
     double blocks = (double)a->B * (double)g->QT * S;
-    double per_sm = ceil(blocks / (hw->sm_count > 0 ? hw->sm_count : 100));
+    double per_sm = cudev_per_sm(d, blocks);
     double resident = fmin(bps, per_sm);
     double rounds = ceil(per_sm / resident);
-    double wps = resident * W * KW / 4; // warps per scheduler
+    double wps = resident * W * KW / CUDA_ARCH.schedulers; // warps per scheduler
     // One tile of every resident warp of a scheduler; a lone warp waits on its own latencies
-    // (shuffles, exponentials, the mma results: about 600 cycles a tile).
-    double per_tile = fmax(wps * fmax(tc, alu), tc + alu + 600);
+    // (shuffles, exponentials, the mma results).
+    double per_tile = fmax(wps * fmax(tc, alu), tc + alu + cm->tile_latency_cycles);
     double per_block = (double)g->BQ * (double)g->D4 / T * 12 + NV * 12 + 80;
     if (KW > 1) // the key warps' merge through shared memory
         per_block += (KW - 1) * (NV * 10 + 20) + 100;
     if (S > 1) // publishing the partials; the merge in the last block
         per_block += NV * 8 + 10 + S * (NV * 12 + 12);
-    double stalls = (g->ka && g->va ? 1 : tiles) * 700.0 / resident;
+    double stalls = (g->ka && g->va ? 1 : tiles) * cm->tile_stall_cycles / resident;
     double cycles = rounds * (tiles * per_tile + resident * per_block + stalls);
-    double t_comp = cycles / clock;
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
+    double t_comp = cycles / d->clock;
+    double bw = d->dram_bw;
     const double isz = (double)x->isz;
     double dram = isz * (double)a->B *
                   ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double l2 = isz * blocks * tiles * BK * (double)(a->D + a->Dv);
     // A split's partials cross L2 twice, after a fence and an atomic; the last block's merge
-    // waits on them (about 3 us on an H100's 12 x 512 x 512 x 64 heads in float16).
-    double t_split = S > 1 ? 3e-6 + 8.0 * blocks * (double)g->BQ * (double)a->Dv / bw : 0;
-    return fmax(t_comp, fmax(dram / (0.8 * bw), l2 / (2.0 * bw))) + t_split + 3e-6;
+    // waits on them.
+    double t_split =
+        S > 1 ? cm->tc_split_sync_s + 8.0 * blocks * (double)g->BQ * (double)a->Dv / bw : 0;
+    return fmax(t_comp, fmax(dram / (cm->dram_eff * bw), l2 / (cm->l2_over_dram * bw))) + t_split +
+           CUDA_ARCH.launch_s;
 }
 
 // The tensor-core arithmetic the precision (opt) allows on hw (sm_80 and newer): 0 for none.
@@ -2023,8 +2054,9 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
     if (k < 1 || !analyse(pg, c, hw, &x))
         return 0;
     const AttnSpec *a = &x.a;
-    int64_t optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
-    int64_t sms = hw->sm_count > 0 ? hw->sm_count : 100;
+    const CudaAttnModel *cm = &CUDA_ATTN_MODEL;
+    const CuDevice dev = cudev_of(hw), *d = &dev;
+    int64_t optin = d->smem_optin, sms = d->sms;
     static const int64_t bqs[] = {4, 8, 16, 32, 64, 128}, bks[] = {32, 64, 128},
                          tms[] = {1, 2, 4, 8}, tns[] = {1, 2, 4, 8};
     // Query tiles of 48, 80 and 96 rows too: with 12 heads of 512 tokens, 48 makes 132 blocks,
@@ -2044,28 +2076,32 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     // cp.async double buffers where they fit, else single buffers.
                     for (int cp = 1; cp >= 0; cp--) {
                         KernelConfig kc;
-                        cfg_fill(&kc, bq, bk, tms[q], tns[w], cp, 1);
+                        CuAttnConfig ac = cfg_fill(&kc, bq, bk, tms[q], tns[w], cp, 1);
                         Geo g;
-                        if (!geometry(&x, kc.p, &g) || g.T < 64 || g.T > 256 || g.CG < 4 ||
-                            g.regs > 200 || smem_bytes(&g) > optin)
+                        if (!geometry(&x, &ac, &g) || g.T < cm->simt_min_threads ||
+                            g.T > cm->simt_max_threads || g.CG < cm->simt_min_cg ||
+                            g.regs > cm->simt_max_regs || smem_bytes(&g) > optin)
                             continue;
-                        kc.score = score(&x, &g, hw);
+                        kc.score = score(&x, &g, d);
                         if (!isfinite(kc.score))
                             continue;
                         all[n++] = kc;
                         // Where the query tiles leave SMs idle, also the best key split.
                         KernelConfig best = kc;
+                        int64_t best_split = 1;
                         for (int64_t sp = 2; sp <= 32 && a->B * g.QT < 2 * sms; sp *= 2) {
                             KernelConfig ks;
-                            cfg_fill(&ks, bq, bk, tms[q], tns[w], cp, sp);
+                            CuAttnConfig as = cfg_fill(&ks, bq, bk, tms[q], tns[w], cp, sp);
                             Geo gs;
-                            if (!geometry(&x, ks.p, &gs))
+                            if (!geometry(&x, &as, &gs))
                                 continue;
-                            ks.score = score(&x, &gs, hw);
-                            if (ks.score < best.score)
+                            ks.score = score(&x, &gs, d);
+                            if (ks.score < best.score) {
                                 best = ks;
+                                best_split = sp;
+                            }
                         }
-                        if (best.p[CUA_SPLIT] > 1)
+                        if (best_split > 1)
                             all[n++] = best;
                         break;
                     }
@@ -2083,11 +2119,12 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                 bool placed = false;
                 for (int cp = 1; cp >= 0 && !placed; cp--) {
                     KernelConfig kc;
-                    cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
+                    CuAttnConfig ac = cfg_fill_tc(&kc, mma, bq, bk, qreg, cp, 1, 1);
                     Geo g;
-                    if (!geometry_tc(&x, kc.p, &g) || g.regs > 232 || smem_bytes(&g) > optin)
+                    if (!geometry_tc(&x, &ac, &g) || g.regs > cm->tc_max_regs ||
+                        smem_bytes(&g) > optin)
                         continue;
-                    kc.score = score_tc(&x, &g, hw);
+                    kc.score = score_tc(&x, &g, d);
                     if (!isfinite(kc.score))
                         continue;
                     all[n++] = kc;
@@ -2098,11 +2135,11 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
                     for (int64_t kw = 1; kw <= 4 && a->B * g.QT < 2 * sms; kw *= 2)
                         for (int64_t sp = kw > 1 ? 1 : 2; sp <= 16; sp *= 2) {
                             KernelConfig ks;
-                            cfg_fill_tc(&ks, mma, bq, bk, qreg, cp, kw, sp);
+                            CuAttnConfig as = cfg_fill_tc(&ks, mma, bq, bk, qreg, cp, kw, sp);
                             Geo gs;
-                            if (!geometry_tc(&x, ks.p, &gs) || smem_bytes(&gs) > optin)
+                            if (!geometry_tc(&x, &as, &gs) || smem_bytes(&gs) > optin)
                                 continue;
-                            ks.score = score_tc(&x, &gs, hw);
+                            ks.score = score_tc(&x, &gs, d);
                             if (isfinite(ks.score) && n < (int)ORCH_COUNT(all))
                                 all[n++] = ks;
                         }
@@ -2113,11 +2150,11 @@ int cugen_attn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw
             }
         }
     if (n == 0) { // the smallest config always fits (cugen_attn_supports)
-        smallest(&all[0]);
+        CuAttnConfig ac = smallest(&all[0]);
         Geo g;
-        if (!geometry(&x, all[0].p, &g))
+        if (!geometry(&x, &ac, &g))
             return 0;
-        all[0].score = score(&x, &g, hw);
+        all[0].score = score(&x, &g, d);
         n = 1;
     }
     return cgen_sort_configs(all, n, out, k);
@@ -2132,8 +2169,10 @@ int cugen_attn_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig 
                        "CUDA attention kernel %s: candidate %d is not a fused attention", fn,
                        c->id);
     Geo g;
-    bool tc = cfg->p[CUA_MMA] != CUA_MMA_SIMT;
-    if (cfg->cls != CUCLS_ATTN || !(tc ? geometry_tc(&x, cfg->p, &g) : geometry(&x, cfg->p, &g)))
+    CuAttnConfig ac;
+    bool ours = cuattn_config_unpack(cfg, &ac);
+    bool tc = ac.mma != CUA_MMA_SIMT;
+    if (!ours || !(tc ? geometry_tc(&x, &ac, &g) : geometry(&x, &ac, &g)))
         return err_set(e, ST_USAGE, "CUDA attention kernel %s: bad config '%s'", fn, cfg->desc);
     if (tc && hw && hw->cc_major > 0 && hw->cc_major < 8)
         return err_set(e, ST_UNSUPPORTED,

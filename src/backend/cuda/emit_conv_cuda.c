@@ -97,7 +97,9 @@ bool culin_direct_ok(const Lin *L) {
 int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    int bs = (int)E->cfg->p[CUL_BN];
+    CuLinearConfig lc;
+    culin_config_unpack(E->cfg, &lc);
+    int bs = (int)lc.bn;
     if (!culin_direct_ok(L) || bs < 32 || bs > 1024 || bs % 32)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
@@ -227,9 +229,9 @@ bool culin_tcconv_ok(const Lin *L, CuTcConv *t) {
     return true;
 }
 
-bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const int64_t *P, CuTcGeo *g) {
+bool culin_tcconv_geo(const Lin *L, const CuTcConv *t, const CuLinearConfig *P, CuTcGeo *g) {
     memset(g, 0, sizeof *g);
-    int64_t BH = P[CUL_BM], BW = P[CUL_BN], MT = P[CUL_TM];
+    int64_t BH = P->bm, BW = P->bn, MT = P->tm;
     if (BH < 1 || BW < 16 || BW % 16 || MT < 1 || (BH * BW / 16) % MT)
         return false;
     int64_t warps = BH * BW / 16 / MT;
@@ -543,15 +545,16 @@ static void tcconv_mma_steps(StrBuf *s, const Lin *L, const CuTcConv *t, const C
 int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const int64_t *P = E->cfg->p;
+    CuLinearConfig P;
+    culin_config_unpack(E->cfg, &P);
     CuTcConv t;
     CuTcGeo g;
     bool bf = culin_dtype(L) == DT_BFLOAT16;
-    if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) || P[CUL_VAR] != CUV_TCCONV)
+    if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, &P, &g) || P.var != CUV_TCCONV)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
     int nt = g.threads;
-    long long BH = P[CUL_BM], BW = P[CUL_BN], MT = P[CUL_TM], NT = t.NT;
+    long long BH = P.bm, BW = P.bn, MT = P.tm, NT = t.NT;
     long long sh = L->st[0], sw = L->st[1], TW = g.TW, CpS = g.CpS;
     long long OC = L->OC, OH = L->out[0], OW = L->out[1], P_ = OH * OW;
     if (g.TH * g.TW * g.CpS + L->NI * L->C * L->ipix >= ((int64_t)1 << 31) ||
@@ -671,7 +674,7 @@ int culin_emit_tcconv(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 1, "}\n");
     sb_line(s, 1, "}\n"); // tiles
     sb_puts(s, "}\n\n");
-    ln->grid[0] = (unsigned)(P[CUL_BK] > 0 && P[CUL_BK] < T ? P[CUL_BK] : T);
+    ln->grid[0] = (unsigned)(P.bk > 0 && P.bk < T ? P.bk : T);
     ln->grid[1] = 1;
     ln->grid[2] = 1;
     ln->block[0] = (unsigned)nt;

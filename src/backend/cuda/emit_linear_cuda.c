@@ -18,7 +18,9 @@
 // Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, operands
 // of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
 // output shape.
+#include "cost_models.h"
 #include "cugen_lin_internal.h"
+#include "device_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -248,52 +250,18 @@ int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const
 
 // ---- the hardware model ----
 
-typedef struct GHw {
-    int sms, regs_sm, threads_sm;
-    double smem_sm, smem_blk, smem_optin, l2, clock, bw, l2bw, peak;
-} GHw;
-
-// Defaults are an H100 SXM's where the driver reported nothing.
-static GHw ghw(const CudaHw *hw) {
-    GHw h;
-    h.sms = hw && hw->sm_count > 0 ? hw->sm_count : 132;
-    h.regs_sm = hw && hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    h.threads_sm = hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    h.smem_sm = hw && hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    h.smem_blk = hw && hw->smem_per_block > 0 ? (double)hw->smem_per_block : 49152.0;
-    h.smem_optin =
-        hw && hw->smem_per_block_optin > 0 ? (double)hw->smem_per_block_optin : h.smem_blk;
-    h.l2 = hw && hw->l2_bytes > 0 ? (double)hw->l2_bytes : 50e6;
-    h.clock = hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
-    h.bw = hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12;
-    // L2 delivers roughly 64 bytes per SM per clock; fp32 SIMT: 128 FMA lanes per SM.
-    h.l2bw = h.sms * 64.0 * h.clock;
-    h.peak = h.sms * 128.0 * 2.0 * h.clock;
-    return h;
-}
-
 static double cdiv(double a, double b) {
     return ceil(a / b);
 }
 
-// Blocks of `threads` threads, `regs` registers each and `smem` bytes resident on one SM.
-static int blocks_per_sm(const GHw *h, int threads, int regs, double smem) {
-    int by_t = h->threads_sm / threads;
-    int by_r = h->regs_sm / (ORCH_MAX(regs, 32) * threads);
-    int by_s = smem > 0 ? (int)(h->smem_sm / (smem + 1024.0)) : 32;
-    int b = ORCH_MIN(ORCH_MIN(by_t, by_r), ORCH_MIN(by_s, 32));
-    return b;
-}
-
-// Waves of `tiles` blocks over the SMs: the fraction of the last wave's slots that is busy.
-static double wave_eff(const GHw *h, double tiles, int bpsm) {
-    double slots = (double)h->sms * bpsm;
-    double waves = cdiv(tiles, slots);
-    return tiles / (waves * slots);
+// Blocks of `threads` threads, `regs` registers each (at least 32) and `smem` bytes resident on
+// one SM (device_model.h).
+static int blocks_per_sm(const CuDevice *h, int threads, int regs, double smem) {
+    return cudev_blocks_per_sm(h, threads, ORCH_MAX(regs, 32), (int64_t)smem);
 }
 
 static double overlap(double a, double b) {
-    return ORCH_MAX(a, b) + 0.25 * ORCH_MIN(a, b);
+    return ORCH_MAX(a, b) + CUDA_MATMUL_MODEL.overlap * ORCH_MIN(a, b);
 }
 
 // Unique bytes of the operands and the result.
@@ -304,75 +272,82 @@ static double unique_bytes(const Lin *L) {
 }
 
 // Registers a SIMT thread needs: its tile, the operand fragments, the staged prefetch, indices.
-int culin_simt_regs(const Lin *L, const int64_t *P) {
-    int64_t nt = (P[CUL_BM] / P[CUL_TM]) * (P[CUL_BN] / P[CUL_TN]);
-    int64_t pre = (P[CUL_BM] * P[CUL_BK] + nt - 1) / nt + (P[CUL_BN] * P[CUL_BK] + nt - 1) / nt;
+int culin_simt_regs(const Lin *L, const CuLinearConfig *P) {
+    int64_t nt = (P->bm / P->tm) * (P->bn / P->tn);
+    int64_t pre = (P->bm * P->bk + nt - 1) / nt + (P->bn * P->bk + nt - 1) / nt;
     (void)L;
-    return (int)(P[CUL_TM] * P[CUL_TN] + P[CUL_TM] + P[CUL_TN] + pre + 40);
+    return (int)(P->tm * P->tn + P->tm + P->tn + pre + 40);
 }
 
-// Calibrated on an H100 (1024^3 matmul, 3x3 64->64 conv at 56x56): the fraction of FMA peak a
-// thread tile reaches with enough warps resident (per K step a thread reads tm + tn floats from
-// shared memory for tm*tn FMAs), and how much of the SM a block's warps keep busy.
+// The fraction of FMA peak a thread tile reaches with enough warps resident (per K step a thread
+// reads tm + tn floats from shared memory for tm*tn FMAs), and how much of the SM a block's warps
+// keep busy (CUDA_MATMUL_MODEL: calibrated on an H100).
 static double tile_eff(double tm, double tn) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     double ratio = tm * tn / (tm + tn); // 2 (4x4), 2.67 (8x4), 4 (8x8)
-    return ratio >= 4 ? 0.77 : ratio >= 2.5 ? 0.70 : 0.44;
+    return ratio >= cm->tile_r_hi    ? cm->tile_eff_hi
+           : ratio >= cm->tile_r_mid ? cm->tile_eff_mid
+                                     : cm->tile_eff_lo;
 }
 
 static double warp_eff(double warps) {
-    return ORCH_MIN(1.0, 0.45 + warps / 24.0);
+    return ORCH_MIN(1.0, CUDA_MATMUL_MODEL.warp_eff0 + warps / CUDA_MATMUL_MODEL.warp_eff_warps);
 }
 
 // tc: the tensor-core speed-up over float32 FMAs per SM (0: SIMT); the mma kernels' warp tiles
 // are 32 x 32.
-static double score_simt(const Lin *L, const GHw *h, const int64_t *P, double tc) {
+static double score_simt(const Lin *L, const CuDevice *h, const CuLinearConfig *P, double tc) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     bool tf32 = tc > 0;
-    double bm = (double)P[CUL_BM], bn = (double)P[CUL_BN], tm = (double)P[CUL_TM],
-           tn = (double)P[CUL_TN], bk = (double)P[CUL_BK];
+    double bm = (double)P->bm, bn = (double)P->bn, tm = (double)P->tm, tn = (double)P->tn,
+           bk = (double)P->bk;
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     int nt = tf32 ? (int)((bm / 32) * (bn / 32) * 32) : (int)((bm / tm) * (bn / tn));
     double smem = (double)culin_smem_bytes(P);
-    int bpsm = blocks_per_sm(h, nt, tf32 ? 96 : culin_simt_regs(L, P), smem);
+    int bpsm = blocks_per_sm(h, nt, tf32 ? cm->tc_regs : culin_simt_regs(L, P), smem);
     if (bpsm < 1)
         return 1e30;
     // Split-K: S times the blocks, each over K / S; the partial tiles go through L2 twice. On
     // the tensor cores, whose K ranges take little time, the last block of a tile reading its S
     // partials alone (at about half an SM's share of L2; S x 32 KiB for a 64 x 128 tile) is
     // charged too; the SIMT estimate, whose choices were measured on an H100, stays as it was.
-    double S = P[CUL_SPLIT] > 1 ? (double)P[CUL_SPLIT] : 1.0;
-    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / h->l2bw + 2e-6 : 0.0;
+    double S = P->split > 1 ? (double)P->split : 1.0;
+    double t_split = S > 1 ? 2.0 * 4.0 * S * B * M * N / cudev_l2_bw(h) + cm->split_sync_s : 0.0;
     if (S > 1 && tf32)
-        t_split += 4.0 * S * bm * bn / (0.5 * h->l2bw / h->sms);
+        t_split += 4.0 * S * bm * bn / (cm->split_sum_l2_share * cudev_l2_bw(h) / h->sms);
     K = cdiv(cdiv(K, bk), S) * bk;
     // Blocks are spread evenly: the busiest SM runs ceil(tiles / SMs) of them, up to bpsm at once.
     double tiles = B * cdiv(M, bm) * cdiv(N, bn) * S;
-    double per_sm = cdiv(tiles, (double)h->sms);
+    double per_sm = cudev_per_sm(h, tiles);
     double resident = ORCH_MIN((double)bpsm, per_sm);
-    double eff = (tf32 ? 0.5 : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
-    if (bk < 16)
-        eff *= 0.9; // twice the barriers per K
-    double peak_sm = h->peak / h->sms * (tf32 ? tc : 1.0);
+    double eff = (tf32 ? cm->tc_eff : tile_eff(tm, tn)) * warp_eff(resident * nt / 32.0);
+    if (bk < cm->bk_thin)
+        eff *= cm->bk_thin_eff; // twice the barriers per K
+    double peak_sm = cudev_fp32_peak(h) / h->sms * (tf32 ? tc : 1.0);
     double t_comp = per_sm * 2.0 * bm * bn * K / (peak_sm * eff);
     // The implicit-GEMM patch gather: index arithmetic per staged element.
     if (L->conv && !L->b_direct_ok)
-        t_comp *= 1.5;
+        t_comp *= cm->gather;
     // A is re-read once per column of tiles, B once per row of tiles (Roller's traffic model);
     // from L2 when the operands fit, from DRAM otherwise.
     double reread = (double)dtype_size(culin_dtype(L)) * B * M * N * K * S * (1.0 / bn + 1.0 / bm);
     double ub = unique_bytes(L);
-    double t_mem = ub / h->bw + (ub <= 0.5 * h->l2 ? reread / h->l2bw : reread / h->bw * 0.5);
-    return overlap(t_comp, t_mem) + t_split + 3e-6;
+    double t_mem =
+        ub / h->dram_bw + (ub <= cm->l2_fit * h->l2 ? reread / cudev_l2_bw(h)
+                                                    : reread / h->dram_bw * cm->dram_reread);
+    return overlap(t_comp, t_mem) + t_split + CUDA_ARCH.launch_s;
 }
 
 // The tensor-core direct convolution (culin_emit_tcconv), per block: the mma issue (m16n8k16
-// at 4.7 cycles per SM sub-partition, as the attention model takes it) beside the shared-memory
-// reads (an ldmatrix.x4 of the input tile per 16 pixels, tap and 16 channels: 512 bytes at 128
-// a cycle, twice that at stride 2, whose rows share banks; the B fragments' 32-bit reads), the
-// two overlapping; then the staging of the input tile and of every weight (from L2 at 64 bytes
-// a cycle by cp.async; element copies at about 8 lane instructions each, or 30 through cexpr),
-// which the block waits for, hidden in part by the other resident blocks. Few resident warps
-// leave the mma and ldmatrix latencies exposed.
-static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
+// cycles per SM sub-partition, as the attention model takes it) beside the shared-memory reads
+// (an ldmatrix.x4 of the input tile per 16 pixels, tap and 16 channels: 512 bytes at 128 a cycle,
+// twice that at stride 2, whose rows share banks; the B fragments' 32-bit reads), the two
+// overlapping; then the staging of the input tile and of every weight (from L2 by cp.async;
+// element copies at a few lane instructions each, more through cexpr), which the block waits
+// for, hidden in part by the other resident blocks. Few resident warps leave the mma and
+// ldmatrix latencies exposed. The constants are CUDA_MATMUL_MODEL's tcc_*.
+static double score_tcconv(const Lin *L, const CuDevice *h, const CuLinearConfig *P) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     CuTcConv t;
     CuTcGeo g;
     if (!culin_tcconv_ok(L, &t) || !culin_tcconv_geo(L, &t, P, &g) ||
@@ -380,79 +355,96 @@ static double score_tcconv(const Lin *L, const GHw *h, const int64_t *P) {
         return 1e30;
     int nt = g.threads;
     double smem = (double)g.smem;
-    double BH = (double)P[CUL_BM], BW = (double)P[CUL_BN];
+    double BH = (double)P->bm, BW = (double)P->bn;
     double KK = (double)(L->k[0] * L->k[1]), steps = (double)g.KS / 16.0;
     double tiles16 = BH * BW / 16.0, warps = nt / 32.0;
-    double mma = tiles16 * steps * (double)t.NT * 4.7 / 4.0;
-    double lds = tiles16 * steps * 4.0 * (L->st[1] > 1 ? 2.0 : 1.0) + warps * steps * t.NT * 2.0;
+    double mma = tiles16 * steps * (double)t.NT * cm->tcc_mma_cycles / CUDA_ARCH.schedulers;
+    double lds = tiles16 * steps * cm->tcc_ldsm_cycles * (L->st[1] > 1 ? 2.0 : 1.0) +
+                 warps * steps * t.NT * cm->tcc_bfrag_cycles;
     double xel = (double)(g.TH * g.TW * t.Cp), wel = (double)(L->OC * g.KS);
     (void)KK;
-    double stage_x = (t.x16 ? xel * 2.0 / 64.0 : xel * (t.x.affine ? 8.0 : 30.0) / 128.0) + 400.0;
+    double stage_x = (t.x16 ? xel * 2.0 / cm->tcc_cp_bytes_cycle
+                            : xel * (t.x.affine ? cm->tcc_copy_x_instr : cm->tcc_copy_cexpr_instr) /
+                                  CUDA_ARCH.fp32_lanes) +
+                     cm->tcc_stage_cycles;
     double stage_w =
-        (t.w16 || t.wraw ? (double)g.wsm * 2.0 / 64.0 : wel * (t.w.affine ? 12.0 : 30.0) / 128.0) +
-        400.0;
+        (t.w16 || t.wraw ? (double)g.wsm * 2.0 / cm->tcc_cp_bytes_cycle
+                         : wel * (t.w.affine ? cm->tcc_copy_w_instr : cm->tcc_copy_cexpr_instr) /
+                               CUDA_ARCH.fp32_lanes) +
+        cm->tcc_stage_cycles;
     if (t.wraw) // B fragments as four 16-bit gathers
-        lds += warps * steps * t.NT * 2.0;
+        lds += warps * steps * t.NT * cm->tcc_bfrag_cycles;
     int bpsm = blocks_per_sm(h, nt, culin_tcconv_regs(&t, P), smem);
     if (bpsm < 1)
         return 1e30;
-    // Persistent blocks (CUL_BK > 0) stage the weights once for all their tiles.
+    // Persistent blocks (bk > 0) stage the weights once for all their tiles.
     double tiles = (double)L->NI * cdiv((double)L->out[0], BH) * cdiv((double)L->out[1], BW);
-    double blocks = P[CUL_BK] > 0 ? (double)P[CUL_BK] : tiles;
-    double per_sm = cdiv(tiles, (double)h->sms), blocks_sm = cdiv(blocks, (double)h->sms);
+    double blocks = P->bk > 0 ? (double)P->bk : tiles;
+    double per_sm = cudev_per_sm(h, tiles), blocks_sm = cudev_per_sm(h, blocks);
     double resident = ORCH_MIN((double)bpsm, blocks_sm);
-    double eff = ORCH_MIN(1.0, 0.35 + resident * warps / 16.0);
-    double hide = ORCH_MIN(resident, 2.0);
+    double eff = ORCH_MIN(1.0, cm->tcc_eff0 + resident * warps / cm->tcc_eff_warps);
+    double hide = ORCH_MIN(resident, cm->tcc_hide);
     double cycles =
         per_sm * (ORCH_MAX(mma, lds) / eff + stage_x / hide) + blocks_sm * stage_w / hide;
-    double t_mem = unique_bytes(L) / h->bw;
-    return ORCH_MAX(cycles / h->clock, t_mem) + 3e-6;
+    double t_mem = unique_bytes(L) / h->dram_bw;
+    return ORCH_MAX(cycles / h->clock, t_mem) + CUDA_ARCH.launch_s;
 }
 
-static double score_cfg(const Lin *L, const GHw *h, const int64_t *P) {
+static double score_cfg(const Lin *L, const CuDevice *h, const CuLinearConfig *P) {
+    const CudaMatmulModel *cm = &CUDA_MATMUL_MODEL;
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
-    switch (P[CUL_VAR]) {
+    switch (P->var) {
     case CUV_SIMT: return score_simt(L, h, P, 0);
-    case CUV_TF32: return score_simt(L, h, P, 4.0);
+    case CUV_TF32: return score_simt(L, h, P, cm->tc_tf32);
     // Half the operand bytes through shared memory and twice TF32's tensor-core rate.
     case CUV_F16:
-    case CUV_BF16: return score_simt(L, h, P, 6.0);
+    case CUV_BF16: return score_simt(L, h, P, cm->tc_half);
     case CUV_GEMV:
     case CUV_GEMVK: {
         // Bandwidth bound: B streamed once; lanes on columns read B rows coalesced when B is a
         // kernel input; lanes on K do so when B is a transposed view (computed by cexpr).
-        double cols = P[CUL_VAR] == CUV_GEMV ? 32.0 : 8.0;
+        double cols = P->var == CUV_GEMV ? 32.0 : 8.0;
         double tiles = (double)L->batch * cdiv((double)L->N, cols);
-        bool coalesced = (P[CUL_VAR] == CUV_GEMV) == (L->pb >= 0);
-        double t_mem = unique_bytes(L) / h->bw * (coalesced ? 1.0 : 4.0);
-        double t_comp = flops / (h->peak * 0.25);
-        return overlap(t_comp, t_mem) / wave_eff(h, tiles, 8) + 3e-6;
+        bool coalesced = (P->var == CUV_GEMV) == (L->pb >= 0);
+        double t_mem = unique_bytes(L) / h->dram_bw * (coalesced ? 1.0 : cm->gemv_uncoalesced);
+        double t_comp = flops / (cudev_fp32_peak(h) * cm->gemv_peak);
+        return overlap(t_comp, t_mem) / cudev_wave_eff(h, tiles, cm->gemv_bpsm) +
+               CUDA_ARCH.launch_s;
     }
     case CUV_TCCONV: return score_tcconv(L, h, P);
     case CUV_DIRECT: {
         // A thread per output pixel: per window element one patch gather (index arithmetic and
-        // the prologue, ~10 lane instructions) and M FMAs with broadcast weights; lanes at about
-        // half rate (the gather's integer work).
+        // the prologue) and M FMAs with broadcast weights; lanes at a share of their rate (the
+        // gather's integer work).
         double px = (double)L->NI * (double)L->G * (double)L->out[0] * (double)L->out[1];
-        double lane_ops = px * (double)L->K * ((double)L->OCg + 10.0);
-        double t_comp = lane_ops / (0.5 * h->peak * 0.5);
-        double tiles = cdiv(px, (double)P[CUL_BN]);
-        return overlap(t_comp, unique_bytes(L) / h->bw) /
-                   wave_eff(h, tiles, (int)(h->threads_sm / P[CUL_BN])) +
-               3e-6;
+        double lane_ops = px * (double)L->K * ((double)L->OCg + cm->direct_gather_instr);
+        double t_comp = lane_ops / (0.5 * cudev_fp32_peak(h) * cm->direct_rate);
+        double tiles = cdiv(px, (double)P->bn);
+        return overlap(t_comp, unique_bytes(L) / h->dram_bw) /
+                   cudev_wave_eff(h, tiles, (int)(h->threads_sm / P->bn)) +
+               CUDA_ARCH.launch_s;
     }
     default: { // depthwise direct
-        double t_comp = flops / (h->peak * 0.3);
-        double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), 256.0);
-        return overlap(t_comp, unique_bytes(L) * 1.5 / h->bw) / wave_eff(h, tiles, 8) + 3e-6;
+        double t_comp = flops / (cudev_fp32_peak(h) * cm->dw_peak);
+        double tiles = cdiv((double)tensor_numel(lin_t(L, L->tl)), cm->dw_block);
+        return overlap(t_comp, unique_bytes(L) * cm->dw_traffic / h->dram_bw) /
+                   cudev_wave_eff(h, tiles, cm->dw_bpsm) +
+               CUDA_ARCH.launch_s;
     }
     }
 }
 
-static void cfg_desc(const Lin *L, KernelConfig *k) {
-    const int64_t *P = k->p;
-    const char *cls = L->conv ? "cuconv" : "cumm";
-    switch (P[CUL_VAR]) {
+void culin_config_pack(const CuLinearConfig *lc, KernelConfig *k) {
+    cugen_config_clear(k, lc->conv ? CUCLS_CONV : CUCLS_MATMUL);
+    k->p[CUL_VAR] = lc->var;
+    k->p[CUL_BM] = lc->bm;
+    k->p[CUL_BN] = lc->bn;
+    k->p[CUL_BK] = lc->bk;
+    k->p[CUL_TM] = lc->tm;
+    k->p[CUL_TN] = lc->tn;
+    k->p[CUL_SPLIT] = lc->split;
+    const char *cls = lc->conv ? "cuconv" : "cumm";
+    switch (lc->var) {
     case CUV_SIMT:
     case CUV_TF32:
     case CUV_F16:
@@ -461,33 +453,50 @@ static void cfg_desc(const Lin *L, KernelConfig *k) {
         // precisions.
         snprintf(k->desc, sizeof k->desc, "cls=%s v=%s bm=%lld bn=%lld bk=%lld tm=%lld tn=%lld",
                  cls,
-                 P[CUL_VAR] == CUV_SIMT   ? "simt"
-                 : P[CUL_VAR] == CUV_TF32 ? "tf32"
-                 : P[CUL_VAR] == CUV_F16  ? "f16"
-                                          : "bf16",
-                 (long long)P[CUL_BM], (long long)P[CUL_BN], (long long)P[CUL_BK],
-                 (long long)P[CUL_TM], (long long)P[CUL_TN]);
-        if (P[CUL_SPLIT] > 1) { // only then: the keys of unsplit configs stay as they were
+                 lc->var == CUV_SIMT   ? "simt"
+                 : lc->var == CUV_TF32 ? "tf32"
+                 : lc->var == CUV_F16  ? "f16"
+                                       : "bf16",
+                 (long long)lc->bm, (long long)lc->bn, (long long)lc->bk, (long long)lc->tm,
+                 (long long)lc->tn);
+        if (lc->split > 1) { // only then: the keys of unsplit configs stay as they were
             size_t n = strlen(k->desc);
-            snprintf(k->desc + n, sizeof k->desc - n, " sk=%lld", (long long)P[CUL_SPLIT]);
+            snprintf(k->desc + n, sizeof k->desc - n, " sk=%lld", (long long)lc->split);
         }
         break;
-    case CUV_GEMV: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemv jb=32", cls); break;
-    case CUV_GEMVK: snprintf(k->desc, sizeof k->desc, "cls=%s v=gemvk jb=8", cls); break;
+    case CUV_GEMV:
+    case CUV_GEMVK:
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=%s jb=%lld", cls,
+                 lc->var == CUV_GEMV ? "gemv" : "gemvk", (long long)lc->bn);
+        break;
     case CUV_DIRECT:
-        snprintf(k->desc, sizeof k->desc, "cls=%s v=direct bs=%lld", cls, (long long)P[CUL_BN]);
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=direct bs=%lld", cls, (long long)lc->bn);
         break;
     case CUV_TCCONV:
         snprintf(k->desc, sizeof k->desc, "cls=%s v=%sdc bh=%lld bw=%lld mt=%lld", cls,
-                 culin_dtype(L) == DT_BFLOAT16 ? "bf16" : "f16", (long long)P[CUL_BM],
-                 (long long)P[CUL_BN], (long long)P[CUL_TM]);
-        if (P[CUL_BK] > 0) { // persistent blocks
+                 lc->bf16 ? "bf16" : "f16", (long long)lc->bm, (long long)lc->bn,
+                 (long long)lc->tm);
+        if (lc->bk > 0) { // persistent blocks
             size_t n = strlen(k->desc);
-            snprintf(k->desc + n, sizeof k->desc - n, " pb=%lld", (long long)P[CUL_BK]);
+            snprintf(k->desc + n, sizeof k->desc - n, " pb=%lld", (long long)lc->bk);
         }
         break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=dw", cls); break;
     }
+}
+
+bool culin_config_unpack(const KernelConfig *k, CuLinearConfig *lc) {
+    const int64_t *P = k->p;
+    *lc = (CuLinearConfig){.conv = k->cls == CUCLS_CONV,
+                           .var = P[CUL_VAR],
+                           .bm = P[CUL_BM],
+                           .bn = P[CUL_BN],
+                           .bk = P[CUL_BK],
+                           .tm = P[CUL_TM],
+                           .tn = P[CUL_TN],
+                           .split = P[CUL_SPLIT],
+                           .bf16 = P[CUL_VAR] == CUV_TCCONV && strstr(k->desc, " v=bf16dc ")};
+    return k->cls == CUCLS_MATMUL || k->cls == CUCLS_CONV;
 }
 
 static int cfg_cmp(const void *a, const void *b) {
@@ -495,32 +504,33 @@ static int cfg_cmp(const void *a, const void *b) {
     return x->score < y->score ? -1 : x->score > y->score ? 1 : strcmp(x->desc, y->desc);
 }
 
-int64_t culin_smem_bytes(const int64_t *P) {
-    if (P[CUL_VAR] == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
-        return 2 * (P[CUL_BM] * (P[CUL_BK] + 4) + P[CUL_BK] * (P[CUL_BN] + 8)) * 4;
-    if (P[CUL_VAR] == CUV_F16 || P[CUL_VAR] == CUV_BF16) // k-pair words, rows padded by 8
-        return 2 * (P[CUL_BK] / 2) * (P[CUL_BM] + 8 + P[CUL_BN] + 8) * 4;
-    return 2 * P[CUL_BK] * (P[CUL_BM] + 4 + P[CUL_BN] + 4) * 4;
+int64_t culin_smem_bytes(const CuLinearConfig *P) {
+    if (P->var == CUV_TF32) // A and B tiles, double-buffered, rows padded by 4 floats
+        return 2 * (P->bm * (P->bk + 4) + P->bk * (P->bn + 8)) * 4;
+    if (P->var == CUV_F16 || P->var == CUV_BF16) // k-pair words, rows padded by 8
+        return 2 * (P->bk / 2) * (P->bm + 8 + P->bn + 8) * 4;
+    return 2 * P->bk * (P->bm + 4 + P->bn + 4) * 4;
 }
 
 // Split-K copies of config out[n - 1] (at out[n]..; returns how many) where its tiles leave SMs
 // idle and K is long: S = 2, 4, .. blocks per tile, each over at least min_slices K slices, up to
 // about two waves of blocks (the first S that fills one wave is the last offered), within the
 // workspace bound and grid.z.
-static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int cap,
+static int add_splits(const Lin *L, const CuDevice *h, CuLinearConfig *out, int n, int cap,
                       int min_slices) {
-    const int64_t *P = out[n - 1].p;
-    double tiles = (double)L->batch * cdiv((double)L->M, (double)P[CUL_BM]) *
-                   cdiv((double)L->N, (double)P[CUL_BN]);
-    double slices = cdiv((double)L->K, (double)P[CUL_BK]);
+    const CuLinearConfig *P = &out[n - 1];
+    double tiles =
+        (double)L->batch * cdiv((double)L->M, (double)P->bm) * cdiv((double)L->N, (double)P->bn);
+    double slices = cdiv((double)L->K, (double)P->bk);
     int added = 0;
-    for (int sk = 2; sk <= 32 && n + added < cap; sk *= 2) {
-        if (tiles * sk > 2.0 * h->sms || slices < (double)min_slices * sk ||
+    for (int sk = 2; sk <= CUDA_MATMUL_MODEL.split_max && n + added < cap; sk *= 2) {
+        if (tiles * sk > CUDA_MATMUL_MODEL.split_waves * h->sms ||
+            slices < (double)min_slices * sk ||
             (double)sk * L->batch * L->M * L->N > CULIN_SPLIT_MAX_WS ||
             (double)sk * L->batch > 65535)
             break;
         out[n + added] = out[n - 1];
-        out[n + added].p[CUL_SPLIT] = sk;
+        out[n + added].split = sk;
         added++;
         if (tiles * sk >= h->sms)
             break;
@@ -531,17 +541,14 @@ static int add_splits(const Lin *L, const GHw *h, KernelConfig *out, int n, int 
 // Every legal config, unscored: SIMT block tiles aligned to warps (threads a multiple of 32),
 // within the static shared-memory limit and the registers per SM; the tensor-core tiles of the
 // precision (opt, cugen_prec_of) on devices that have them (sm_80 and later; tc).
-static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *opt,
-                     KernelConfig *out, int cap) {
+static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptions *opt,
+                     CuLinearConfig *out, int cap) {
     // A depthwise convolution (one input and one output channel a group) is a batch of GEMMs
     // with one row and K = the window: the tiles would be almost all padding, and the model,
     // which charges no per-group cost, ranked them first, so the direct kernel was never
     // measured (MobileNetV2's stride-2 96-channel depthwise conv: 106 us at the first tile).
     if (L->dw_ok && L->OCg == 1 && cap > 0) {
-        KernelConfig *k = &out[0];
-        memset(k, 0, sizeof *k);
-        k->cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
-        k->p[CUL_VAR] = CUV_DW;
+        out[0] = (CuLinearConfig){.conv = L->conv, .var = CUV_DW};
         return 1;
     }
     static const int simt[][5] = {
@@ -554,23 +561,24 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
         {4, 256, 16, 4, 4},  {8, 256, 16, 4, 4},   {8, 128, 16, 4, 4},
     };
     int n = 0;
-    int cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
     for (size_t i = 0; i < ORCH_COUNT(simt) && n < cap; i++) {
-        KernelConfig *k = &out[n];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_SIMT;
-        for (int q = 0; q < 5; q++)
-            k->p[CUL_BM + q] = simt[i][q];
+        CuLinearConfig *k = &out[n];
+        *k = (CuLinearConfig){.conv = L->conv,
+                              .var = CUV_SIMT,
+                              .bm = simt[i][0],
+                              .bn = simt[i][1],
+                              .bk = simt[i][2],
+                              .tm = simt[i][3],
+                              .tn = simt[i][4]};
         int nt = (simt[i][0] / simt[i][3]) * (simt[i][1] / simt[i][4]);
-        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k->p) > h->smem_blk ||
-            culin_simt_regs(L, k->p) > 255 ||
-            blocks_per_sm(h, nt, culin_simt_regs(L, k->p), (double)culin_smem_bytes(k->p)) < 1 ||
+        if (nt % 32 || nt > 1024 || (double)culin_smem_bytes(k) > h->smem_block ||
+            culin_simt_regs(L, k) > CUDA_ARCH.max_regs ||
+            blocks_per_sm(h, nt, culin_simt_regs(L, k), (double)culin_smem_bytes(k)) < 1 ||
             cdiv((double)L->M, simt[i][0]) > 65535)
             continue;
         n++;
         // Split-K where the tiles leave SMs idle and K is long: at least 8 K slices per split.
-        n += add_splits(L, h, out, n, cap, 8);
+        n += add_splits(L, h, out, n, cap, CUDA_MATMUL_MODEL.split_slices_simt);
     }
     // Half tensors: the tensor cores of their type (products of halves are exact in float32, so
     // whatever the precision), never TF32 (its operands would be float32).
@@ -588,39 +596,28 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
         // slice in the same shared memory).
         static const int tf[][3] = {{128, 128, 16}, {128, 64, 16}, {64, 64, 16}, {64, 32, 16}};
         for (size_t i = 0; i < ORCH_COUNT(tf) && n < cap; i++) {
-            KernelConfig *k = &out[n];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = tcv;
-            k->p[CUL_BM] = tf[i][0];
-            k->p[CUL_BN] = tf[i][1];
-            k->p[CUL_BK] = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2];
-            k->p[CUL_TM] = 32;
-            k->p[CUL_TN] = 32;
-            if ((double)culin_smem_bytes(k->p) > h->smem_blk ||
-                cdiv((double)L->M, tf[i][0]) > 65535)
+            CuLinearConfig *k = &out[n];
+            *k = (CuLinearConfig){.conv = L->conv,
+                                  .var = tcv,
+                                  .bm = tf[i][0],
+                                  .bn = tf[i][1],
+                                  .bk = tcv == CUV_TF32 ? tf[i][2] : 2 * tf[i][2],
+                                  .tm = 32,
+                                  .tn = 32};
+            if ((double)culin_smem_bytes(k) > h->smem_block || cdiv((double)L->M, tf[i][0]) > 65535)
                 continue;
             n++;
             // Split-K likewise, at least 4 slices per split (a slice is 16 or 32 deep here, 8 or
             // 16 in the SIMT tiles): ResNet's 7x7- and 14x14-pixel 3x3 convs have 8 to 32 tiles.
-            n += add_splits(L, h, out, n, cap, 4);
+            n += add_splits(L, h, out, n, cap, CUDA_MATMUL_MODEL.split_slices_tc);
         }
     }
     if (!L->conv && L->M <= 8 && n + 2 <= cap) {
-        for (int v = CUV_GEMV; v <= CUV_GEMVK; v++) {
-            KernelConfig *k = &out[n++];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = v;
-            k->p[CUL_BN] = v == CUV_GEMV ? 32 : 8;
-        }
+        for (int v = CUV_GEMV; v <= CUV_GEMVK; v++)
+            out[n++] = (CuLinearConfig){.conv = L->conv, .var = v, .bn = v == CUV_GEMV ? 32 : 8};
     }
-    if (L->dw_ok && n < cap) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_DW;
-    }
+    if (L->dw_ok && n < cap)
+        out[n++] = (CuLinearConfig){.conv = L->conv, .var = CUV_DW};
     // The tensor-core direct convolution: blocks of BH x BW pixels, 2 to 8 warps of MT 16-pixel
     // tiles, within the opt-in shared memory (sm_80 and later).
     CuTcConv tcc;
@@ -631,40 +628,35 @@ static int enum_cfgs(const Lin *L, const GHw *h, bool tc, const TargetOptions *o
             {4, 64, 4}, {8, 64, 4}, {2, 64, 2}, {8, 16, 1}, {8, 16, 2}, {16, 16, 2},
         };
         for (size_t i = 0; i < ORCH_COUNT(tcs) && n < cap; i++) {
-            KernelConfig *k = &out[n];
-            memset(k, 0, sizeof *k);
-            k->cls = cls;
-            k->p[CUL_VAR] = CUV_TCCONV;
-            k->p[CUL_BM] = tcs[i][0];
-            k->p[CUL_BN] = tcs[i][1];
-            k->p[CUL_TM] = tcs[i][2];
+            CuLinearConfig *k = &out[n];
+            *k = (CuLinearConfig){.conv = L->conv,
+                                  .var = CUV_TCCONV,
+                                  .bm = tcs[i][0],
+                                  .bn = tcs[i][1],
+                                  .tm = tcs[i][2],
+                                  .bf16 = culin_dtype(L) == DT_BFLOAT16};
             CuTcGeo g;
-            if (!culin_tcconv_geo(L, &tcc, k->p, &g) || (double)g.smem > h->smem_optin ||
-                g.threads < 64 || g.threads > 256 || k->p[CUL_TM] * tcc.NT > 16)
+            if (!culin_tcconv_geo(L, &tcc, k, &g) || (double)g.smem > h->smem_optin ||
+                g.threads < 64 || g.threads > 256 || k->tm * tcc.NT > 16)
                 continue;
-            int bpsm = blocks_per_sm(h, g.threads, culin_tcconv_regs(&tcc, k->p), (double)g.smem);
-            double tiles = (double)L->NI * cdiv((double)L->out[0], (double)k->p[CUL_BM]) *
-                           cdiv((double)L->out[1], (double)k->p[CUL_BN]);
+            int bpsm = blocks_per_sm(h, g.threads, culin_tcconv_regs(&tcc, k), (double)g.smem);
+            double tiles = (double)L->NI * cdiv((double)L->out[0], (double)k->bm) *
+                           cdiv((double)L->out[1], (double)k->bn);
             if (bpsm < 1 || tiles > 2147483647.0)
                 continue;
             n++;
             // Where the tiles outnumber the resident slots: persistent blocks, one per slot,
             // each staging the weights once for the tiles it loops over.
-            double slots = (double)h->sms * bpsm;
+            double slots = cudev_slots(h, bpsm);
             if (tiles > slots && n < cap) {
                 out[n] = out[n - 1];
-                out[n].p[CUL_BK] = (int64_t)slots;
+                out[n].bk = (int64_t)slots;
                 n++;
             }
         }
     }
-    for (int bs = 128; bs <= 256 && culin_direct_ok(L) && n < cap; bs *= 2) {
-        KernelConfig *k = &out[n++];
-        memset(k, 0, sizeof *k);
-        k->cls = cls;
-        k->p[CUL_VAR] = CUV_DIRECT;
-        k->p[CUL_BN] = bs;
-    }
+    for (int bs = 128; bs <= 256 && culin_direct_ok(L) && n < cap; bs *= 2)
+        out[n++] = (CuLinearConfig){.conv = L->conv, .var = CUV_DIRECT, .bn = bs};
     return n;
 }
 
@@ -673,16 +665,19 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     Lin L;
     if (k <= 0 || !culin_analyse(pg, c, &L))
         return 0;
-    GHw h = ghw(hw);
-    KernelConfig all[256];
+    const CuDevice h = cudev_of(hw);
+    CuLinearConfig lcs[256];
+    KernelConfig all[ORCH_COUNT(lcs)];
     // Tensor cores with TF32 / BF16 inputs: sm_80 and later (an unknown device: assumed).
-    bool tc = !hw || hw->cc_major <= 0 || hw->cc_major >= 8;
-    int n = enum_cfgs(&L, &h, tc, opt, all, (int)ORCH_COUNT(all));
+    bool tc = h.cc_major <= 0 || h.cc_major >= 8;
+    int n = enum_cfgs(&L, &h, tc, opt, lcs, (int)ORCH_COUNT(lcs));
     for (int i = 0; i < n; i++) {
-        all[i].score = score_cfg(&L, &h, all[i].p);
-        cfg_desc(&L, &all[i]);
+        culin_config_pack(&lcs[i], &all[i]);
+        all[i].score = score_cfg(&L, &h, &lcs[i]);
     }
     qsort(all, (size_t)n, sizeof *all, cfg_cmp);
+    for (int i = 0; i < n; i++)
+        culin_config_unpack(&all[i], &lcs[i]);
     // Every variant's best config is measured when k allows (the model ranks variants less
     // surely than tiles of one variant: it missed by 10x on a 3-channel 9x9 convolution), split
     // and unsplit tensor-core configs counting as two (the summing block's cost is an estimate
@@ -692,9 +687,8 @@ int cugen_lin_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     for (int i = 0; i < n && m < k; i++) {
         bool first = true;
         for (int j = 0; j < i && first; j++)
-            first = all[j].p[CUL_VAR] != all[i].p[CUL_VAR] ||
-                    (all[i].p[CUL_VAR] != CUV_SIMT &&
-                     (all[j].p[CUL_SPLIT] > 1) != (all[i].p[CUL_SPLIT] > 1));
+            first = lcs[j].var != lcs[i].var ||
+                    (lcs[i].var != CUV_SIMT && (lcs[j].split > 1) != (lcs[i].split > 1));
         if (first) {
             taken[i] = true;
             m++;
@@ -727,7 +721,9 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
     CudaLaunch ln;
     memset(&ln, 0, sizeof ln);
     int rc;
-    switch (cfg->p[CUL_VAR]) {
+    CuLinearConfig lc;
+    culin_config_unpack(cfg, &lc);
+    switch (lc.var) {
     case CUV_SIMT: rc = culin_emit_simt(&E, &ln, e); break;
     case CUV_TF32: rc = culin_emit_tf32(&E, &ln, e); break;
     case CUV_F16:
@@ -754,15 +750,10 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
 }
 
 static void dry_cfg(const Lin *L, KernelConfig *k) {
-    memset(k, 0, sizeof *k);
-    k->cls = L->conv ? CUCLS_CONV : CUCLS_MATMUL;
-    k->p[CUL_VAR] = CUV_SIMT;
-    k->p[CUL_BM] = 32;
-    k->p[CUL_BN] = 32;
-    k->p[CUL_BK] = 16;
-    k->p[CUL_TM] = 4;
-    k->p[CUL_TN] = 4;
-    cfg_desc(L, k);
+    CuLinearConfig lc = {
+        .conv = L->conv, .var = CUV_SIMT, .bm = 32, .bn = 32, .bk = 16, .tm = 4, .tn = 4};
+    culin_config_pack(&lc, k);
+    k->score = 0;
 }
 
 bool cugen_lin_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {

@@ -366,7 +366,9 @@ static void tile_head_split(Emit *E, int bm, int bn, int splits) {
 // one contributes a zero partial tile).
 static int split_count(const Emit *E, Err *e) {
     const Lin *L = E->L;
-    int64_t sk = E->cfg->p[CUL_SPLIT];
+    CuLinearConfig lc;
+    culin_config_unpack(E->cfg, &lc);
+    int64_t sk = lc.split;
     if (sk <= 1)
         return 1;
     if (sk > 1024 || sk * L->batch > 65535 ||
@@ -604,9 +606,9 @@ static int warp_tile_finish(Emit *E, CudaLaunch *ln, int splits, int64_t tiles_m
 int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const int64_t *P = E->cfg->p;
-    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK], tm = (int)P[CUL_TM],
-        tn = (int)P[CUL_TN];
+    CuLinearConfig P;
+    culin_config_unpack(E->cfg, &P);
+    int bm = (int)P.bm, bn = (int)P.bn, bk = (int)P.bk, tm = (int)P.tm, tn = (int)P.tn;
     if (bm <= 0 || bn <= 0 || bk <= 0 || tm <= 0 || tn <= 0 || tm % 4 || tn % 4 || bm % tm ||
         bn % tn || ((bm / tm) * (bn / tn)) % 32 || (bm / tm) * (bn / tn) > 1024)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
@@ -757,8 +759,9 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
 int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const int64_t *P = E->cfg->p;
-    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK];
+    CuLinearConfig P;
+    culin_config_unpack(E->cfg, &P);
+    int bm = (int)P.bm, bn = (int)P.bn, bk = (int)P.bk;
     if (bm % 32 || bn % 32 || bk % 8 || bm <= 0 || bn <= 0 || bk <= 0)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
@@ -818,7 +821,9 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
 int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    bool lanes_k = E->cfg->p[CUL_VAR] == CUV_GEMVK;
+    CuLinearConfig P;
+    culin_config_unpack(E->cfg, &P);
+    bool lanes_k = P.var == CUV_GEMVK;
     if (L->conv || L->M > 8)
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
@@ -1184,11 +1189,11 @@ static int mma16_half(Emit *E, CudaLaunch *ln, int bm, int bn, int bk, bool bf, 
 int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
-    const int64_t *P = E->cfg->p;
-    int bm = (int)P[CUL_BM], bn = (int)P[CUL_BN], bk = (int)P[CUL_BK];
-    bool bf = P[CUL_VAR] == CUV_BF16;
-    if (bm % 32 || bn % 32 || bk % 16 || bm <= 0 || bn <= 0 || bk <= 0 ||
-        (P[CUL_VAR] != CUV_F16 && !bf))
+    CuLinearConfig P;
+    culin_config_unpack(E->cfg, &P);
+    int bm = (int)P.bm, bn = (int)P.bn, bk = (int)P.bk;
+    bool bf = P.var == CUV_BF16;
+    if (bm % 32 || bn % 32 || bk % 16 || bm <= 0 || bn <= 0 || bk <= 0 || (P.var != CUV_F16 && !bf))
         return err_set(e, ST_INVALID, "CUDA linear kernel %s: config '%s' does not fit", E->fn,
                        E->cfg->desc);
     int wm = bm / 32, wn = bn / 32, nt = wm * wn * 32;

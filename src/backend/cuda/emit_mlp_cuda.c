@@ -73,8 +73,10 @@
 // splitting (3xtf32), or the rounding of the operands to TF32 / half / bfloat16 with float32
 // accumulation (tf32, f16, bf16); for half storage, up to the interpreter's rounding of every
 // intermediate tensor to half, which the kernel does not do (it is the more accurate).
+#include "cost_models.h"
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
+#include "device_model.h"
 
 #include "../../codegen/cexpr.h"
 #include "../../codegen/mlp_spec.h"
@@ -84,11 +86,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// KernelConfig.p[] slots. Block kernel: rows per block, threads, rows per thread tile, columns
-// per thread tile (at most; a layer uses the largest of 4, 2, 1 dividing its width), weights
-// staged in shared memory. Persistent kernels: the variant (CUMLP_*), warps per block, m16 tiles
-// per warp (tensor cores), epilogue in shared memory (1) or registers (0) (tensor cores), blocks
-// in the grid, blocks per SM the launch bounds promise.
+// KernelConfig.p[] slots of CuMlpConfig's fields (cugen_mlp.h).
 enum { Q_BM, Q_T, Q_TM, Q_TN, Q_STAGE, Q_VAR, Q_W, Q_MT, Q_EPI, Q_G, Q_BPS };
 _Static_assert((int)Q_VAR == (int)CUMLP_VAR, "the variant's slot is public");
 
@@ -573,12 +571,12 @@ static void emit_ksteps(StrBuf *s, int ind, const BlockLayout *L, int64_t N, int
 }
 
 // Layer l: products, epilogue, store (into dst, or the output for the last layer).
-static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout *L, Err *e) {
+static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *L, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
-    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], BMP = L->bmp, SO = L->so;
-    int TM = (int)cfg->p[Q_TM], TN = layer_tn(m, l, (int)cfg->p[Q_TN]), VW = row_vec(TM);
-    bool stage = cfg->p[Q_STAGE] != 0, last = l == m->n - 1;
+    int64_t BM = cfg->bm, T = cfg->t, BMP = L->bmp, SO = L->so;
+    int TM = (int)cfg->tm, TN = layer_tn(m, l, (int)cfg->tn), VW = row_vec(TM);
+    bool stage = cfg->stage != 0, last = l == m->n - 1;
     int64_t K = m->K[l], N = m->N[l], NCB = N / TN, items = BM / TM * NCB;
     const char *src = l % 2 ? "b1" : "b0", *dst = l % 2 ? "b0" : "b1";
     bool wh = half_chain(m) && !stage; // half weights read in place
@@ -747,7 +745,9 @@ static int emit_layer(CEm *E, int l, const KernelConfig *cfg, const BlockLayout 
 
 static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                       const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
-    int64_t BM = cfg->p[Q_BM], T = cfg->p[Q_T], TM = cfg->p[Q_TM], TN = cfg->p[Q_TN];
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t BM = q.bm, T = q.t, TM = q.tm, TN = q.tn;
     if (BM < 1 || T < 32 || T > 1024 || T % 32 || TM < 1 || TM > 16 || BM % TM || TN < 1 || TN > 4)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -765,7 +765,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     emit_head(m, fn, T, 0, s);
     sb_line(s, 1, "extern __shared__ __align__(16) float orch_mlp_sm[];\n");
     sb_line(s, 1, "float *b0 = orch_mlp_sm, *b1 = orch_mlp_sm + %lld;\n", (long long)L.abuf);
-    if (cfg->p[Q_STAGE])
+    if (q.stage)
         sb_line(s, 1, "float *ws = orch_mlp_sm + %lld;\n", (long long)(2 * L.abuf));
     sb_line(s, 1, "(void)b1;\n");
     sb_line(s, 1, "const int64_t i0 = (int64_t)blockIdx.x * %lld;\n", (long long)BM);
@@ -828,7 +828,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     sb_line(s, 1, "__syncthreads();\n");
     int rc = ST_OK;
     for (int l = 0; l < m->n && !rc; l++)
-        rc = emit_layer(&E, l, cfg, &L, e);
+        rc = emit_layer(&E, l, &q, &L, e);
     sb_puts(s, "}\n\n");
     cexpr_free(E.x);
     epi_graph_free(&V);
@@ -843,7 +843,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
             launch->grid[1] = launch->grid[2] = 1;
             launch->block[0] = (unsigned)T;
             launch->block[1] = launch->block[2] = 1;
-            launch->smem = (unsigned)smem_bytes(m, BM, cfg->p[Q_STAGE] != 0);
+            launch->smem = (unsigned)smem_bytes(m, BM, q.stage != 0);
         }
     }
     sb_free(&decls);
@@ -855,45 +855,38 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
 // (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM
 // at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
 // and registers; waves over the SMs; the chain's input and output cross DRAM once.
-static double score(const MlpChain *m, const CudaHw *hw, const int64_t *P) {
-    double BM = (double)P[Q_BM], T = (double)P[Q_T], TM = (double)P[Q_TM];
-    bool stage = P[Q_STAGE] != 0;
-    double smem = (double)smem_bytes(m, P[Q_BM], stage);
-    double smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    double thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    double regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    double regs = TM * (double)P[Q_TN] + (double)P[Q_TN] + 32;
-    double bps = floor(smem_sm / (smem + 1024));
-    bps = ORCH_MIN(bps, floor(thr_sm / T));
-    bps = ORCH_MIN(bps, floor(regs_sm / (T * regs)));
-    bps = ORCH_MIN(bps, 32);
+static double score(const MlpChain *m, const CuDevice *d, const CuMlpConfig *P) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
+    double BM = (double)P->bm, T = (double)P->t, TM = (double)P->tm;
+    bool stage = P->stage != 0;
+    double regs = TM * (double)P->tn + (double)P->tn + 32;
+    int bps = cudev_blocks_per_sm(d, P->t, (int64_t)regs, smem_bytes(m, P->bm, stage));
     if (bps < 1)
         return INFINITY;
-    double instr = BM * (double)m->K[0] / T * 2; // the input tile
+    double instr = BM * (double)m->K[0] / T * cm->blk_stage_instr; // the input tile
     for (int l = 0; l < m->n; l++) {
-        double TN = layer_tn(m, l, (int)P[Q_TN]);
+        double TN = layer_tn(m, l, (int)P->tn);
         double items = BM / TM * ((double)m->N[l] / TN);
         double per = ceil(items / T);
-        double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P[Q_TM]);
-        instr += per * (double)m->K[l] * (TM * TN + al + wl * (stage ? 1.0 : 1.5));
-        instr += per * TM * TN * 12; // epilogue
+        double wl = TN == 4 ? 1 : TN, al = TM / row_vec((int)P->tm);
+        instr += per * (double)m->K[l] *
+                 (TM * TN + al + wl * (stage ? cm->blk_wload_smem : cm->blk_wload_cache));
+        instr += per * TM * TN * cm->blk_epi_instr; // epilogue
         if (stage)
-            instr += (double)(m->K[l] * m->N[l]) / T * 2 + 40;
-        instr += 20; // barrier
+            instr += (double)(m->K[l] * m->N[l]) / T * cm->blk_stage_instr + cm->blk_wstage_fixed;
+        instr += cm->blk_barrier_instr; // barrier
     }
     double warps = T / 32;
     double block_instr = instr * warps;
-    double clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    double sms = hw->sm_count > 0 ? hw->sm_count : 100;
     double blocks = ceil((double)m->R / BM);
-    double waves = ceil(blocks / (bps * sms));
-    double resident = ORCH_MIN(bps, ceil(blocks / sms)); // blocks sharing an SM's schedulers
-    double occ = ORCH_MIN(1.0, resident * warps / 16.0);
-    double per_wave = resident * block_instr / (4.0 * occ);
-    double t_comp = waves * per_wave / clock;
+    double waves = cudev_waves(d, blocks, bps);
+    // blocks sharing an SM's schedulers
+    double resident = ORCH_MIN((double)bps, cudev_per_sm(d, blocks));
+    double occ = ORCH_MIN(1.0, resident * warps / cm->blk_full_warps);
+    double per_wave = resident * block_instr / (CUDA_ARCH.schedulers * occ);
+    double t_comp = waves * per_wave / d->clock;
     double bytes = io_bytes(m);
-    double bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    return ORCH_MAX(t_comp, bytes / (0.8 * bw)) + 3e-6;
+    return ORCH_MAX(t_comp, bytes / (cm->dram_eff * d->dram_bw)) + CUDA_ARCH.launch_s;
 }
 
 // ---- persistent kernels: shared pieces ----
@@ -1065,7 +1058,9 @@ static int emit_warp_layer(CEm *E, const WarpLayout *L, int l, Err *e) {
 static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                      const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
     WarpLayout L;
-    int64_t W = cfg->p[Q_W], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS], T = 32 * W;
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t W = q.w, G = q.g, BPS = q.bps, T = 32 * W;
     if (!warp_layout(m, &L) || W < 1 || W > 32 || G < 1 || BPS < 1)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -2100,18 +2095,20 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
 
 static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptions *opt,
                    const char *fn, StrBuf *src, CudaLaunch *launch, Err *e) {
-    int64_t W = cfg->p[Q_W], MT = cfg->p[Q_MT], G = cfg->p[Q_G], BPS = cfg->p[Q_BPS];
-    bool epi_smem = cfg->p[Q_EPI] != 0;
-    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || cfg->p[Q_EPI] < 0 ||
-        cfg->p[Q_EPI] > 3)
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t W = q.w, MT = q.mt, G = q.g, BPS = q.bps;
+    bool epi_smem = q.epi != CUMLP_EPI_REG;
+    if (W < 1 || W > 32 || MT < 1 || MT > 4 || G < 1 || BPS < 1 || q.epi < CUMLP_EPI_REG ||
+        q.epi > CUMLP_EPI_ILVX)
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
-    if (!tc_fits(m, cfg->p[Q_VAR]))
+    if (!tc_fits(m, q.var))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s' does not fit the chain's %s tensors", fn,
                        cfg->desc, dtype_name(m->dtype));
     TcLayout L;
-    tc_layout(m, (int)cfg->p[Q_VAR], cfg->p[Q_EPI] == 3, &L);
-    if (cfg->p[Q_EPI] == 3 && !xstage_ok(m, &L))
+    tc_layout(m, (int)q.var, q.epi == CUMLP_EPI_ILVX, &L);
+    if (q.epi == CUMLP_EPI_ILVX && !xstage_ok(m, &L))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s' stages float32 inputs only", fn, cfg->desc);
     const Candidate *c = m->c;
@@ -2124,9 +2121,9 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
               W,
               MT,
               epi_smem,
-              cfg->p[Q_EPI] >= 2,
+              q.epi >= CUMLP_EPI_ILV,
               false,
-              cfg->p[Q_EPI] == 3,
+              q.epi == CUMLP_EPI_ILVX,
               false,
               0,
               0};
@@ -2197,22 +2194,25 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
 // ALU instructions of one element of an ELEMWISE program's op (CUDA's accurate math, or the
 // prelude's fast versions).
 static double ew_cost(EwOp op, bool fast) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     // Under fast math (cexpr_set_fast_math: reduced precisions) these are the prelude's
-    // special-function-unit versions: exp 2 instructions, sin / cos 6, sigmoid 7.
+    // special-function-unit versions.
     if (fast && (op == EW_EXP || op == EW_SIN || op == EW_COS || op == EW_SIGMOID))
-        return op == EW_EXP ? 2 : op == EW_SIGMOID ? 7 : 6;
+        return op == EW_EXP       ? cm->ew_fast_exp
+               : op == EW_SIGMOID ? cm->ew_fast_sigmoid
+                                  : cm->ew_fast_trig;
     switch (op) {
     case EW_EXP:
     case EW_LOG:
     case EW_SQRT:
     case EW_RSQRT:
     case EW_RECIP:
-    case EW_DIV: return 10;
+    case EW_DIV: return cm->ew_div;
     case EW_ERF:
     case EW_TANH:
     case EW_SIGMOID:
     case EW_SIN:
-    case EW_COS: return 22;
+    case EW_COS: return cm->ew_transc;
     case EW_TAN:
     case EW_ASIN:
     case EW_ACOS:
@@ -2223,8 +2223,8 @@ static double ew_cost(EwOp op, bool fast) {
     case EW_ACOSH:
     case EW_ATANH:
     case EW_SOFTPLUS:
-    case EW_POW: return 30;
-    default: return 1.5;
+    case EW_POW: return cm->ew_costly;
+    default: return cm->ew_plain;
     }
 }
 
@@ -2247,34 +2247,21 @@ static double epi_per_elem(const MlpChain *m, bool fast) {
 }
 
 typedef struct Dev {
-    double sms, clock, bw, smem_sm, regs_sm, thr_sm;
-    int64_t optin;
-    int cc;
-    bool fast; // the code's epilogues take the fast transcendentals (cugen_fast_math)
+    CuDevice dev; // device_model.h
+    bool fast;    // the code's epilogues take the fast transcendentals (cugen_fast_math)
 } Dev;
 
 static Dev dev_of(const CudaHw *hw, const TargetOptions *opt) {
-    Dev d;
-    d.sms = hw->sm_count > 0 ? hw->sm_count : 100;
-    d.clock = hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.5e9;
-    d.bw = hw->dram_bw > 0 ? hw->dram_bw : 2e12;
-    d.smem_sm = hw->smem_per_sm > 0 ? (double)hw->smem_per_sm : 233472.0;
-    d.regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
-    d.thr_sm = hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-    d.optin = hw->smem_per_block_optin > 0 ? hw->smem_per_block_optin : 49152;
-    d.cc = hw->cc_major;
-    d.fast = cugen_fast_math(opt);
+    Dev d = {cudev_of(hw), cugen_fast_math(opt)};
     return d;
 }
 
 // Blocks per SM of a persistent kernel (shared memory, threads, registers); 0: none fits.
 static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs) {
-    if (smem > d->optin || regs > 255)
+    if (smem > d->dev.smem_optin || regs > CUDA_ARCH.max_regs)
         return 0;
-    double b = floor(d->smem_sm / (double)(smem + 1024));
-    b = ORCH_MIN(b, floor(d->thr_sm / (double)T));
-    b = ORCH_MIN(b, floor(d->regs_sm / (double)(T * ((regs + 7) / 8 * 8))));
-    return (int64_t)ORCH_MAX(0.0, ORCH_MIN(b, 8.0));
+    return ORCH_MIN(cudev_blocks_per_sm(&d->dev, T, cudev_regs_alloc(regs), smem),
+                    CUDA_MLP_MODEL.persist_max_bps);
 }
 
 // A persistent kernel's time, a sum fitted to H100 measurements (6 layers 64 wide at 65536 rows:
@@ -2288,22 +2275,27 @@ static int64_t blocks_per_sm(const Dev *d, int64_t smem, int64_t T, int64_t regs
 static double persist_time(const MlpChain *m, const Dev *d, double fma, double epi, double tc,
                            int64_t rows, int64_t W, int64_t G, int64_t bps, double ilp,
                            double wbytes, double overlap) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     double tiles = ceil((double)m->R / (double)rows), warps = (double)(G * W);
     double imbalance = ceil(tiles / warps) / (tiles / warps);
-    double resident = ORCH_MIN((double)bps, ceil((double)G / d->sms));
-    double wps = resident * (double)W / 4.0 * ilp;
-    double eff_fma = ORCH_MIN(1.0, 0.25 + 0.2 * wps), eff_epi = ORCH_MIN(1.0, 0.21 * wps);
-    double rows_all = tiles * (double)rows, lanes = d->sms * 4 * d->clock;
+    double resident = ORCH_MIN((double)bps, cudev_per_sm(&d->dev, (double)G));
+    double wps = resident * (double)W / CUDA_ARCH.schedulers * ilp;
+    double eff_fma = ORCH_MIN(1.0, cm->fma_eff0 + cm->fma_eff_wps * wps),
+           eff_epi = ORCH_MIN(1.0, cm->epi_eff_wps * wps);
+    double rows_all = tiles * (double)rows, lanes = cudev_issue_rate(&d->dev);
     // `overlap`: the share of the shorter of the epilogues and the tensor cores hidden under the
     // longer (epi=ilv interleaves them in every warp).
     double te = epi / eff_epi, hidden = overlap * ORCH_MIN(te, tc);
     double t = rows_all * (fma / eff_fma + te + tc - hidden) / lanes * imbalance * imbalance;
     double bytes = io_bytes(m);
-    return t + bytes / (0.8 * d->bw) + resident * wbytes / (64.0 * d->clock) + 3e-6;
+    return t + bytes / (cm->dram_eff * d->dev.dram_bw) +
+           resident * wbytes / (CUDA_ARCH.l2_bytes_clock * d->dev.clock) + CUDA_ARCH.launch_s;
 }
 
 static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, int64_t bps) {
-    double e = epi_per_elem(m, d->fast), fma = (double)m->K[0] * 1.5, epi = 0; // per 32-row tile
+    // per 32-row tile
+    double e = epi_per_elem(m, d->fast), fma = (double)m->K[0] * CUDA_MLP_MODEL.warp_in_instr,
+           epi = 0;
     for (int l = 0; l < m->n; l++) {
         double TN = m->N[l] > 32 ? 8 : 4, N = (double)m->N[l];
         fma += (double)m->K[l] * (8 * TN + 6) + 2 * TN + 8;
@@ -2318,21 +2310,14 @@ static double warp_score(const MlpChain *m, const Dev *d, int64_t W, int64_t G, 
                         (double)L.wfloats * (double)dtype_size(m->dtype), 0.0);
 }
 
-// The share of the epilogues' time epi=ilv hides under the tensor cores' (or theirs under the
-// epilogues'). Measured on an H200 (6 x 64 sin*sigmoid chain, 65536 rows, one run each): f64
-// w=12 116.8 against 127.3 us through P; f16 w=16 44.2 against 42.5 (where its code is small,
-// the unrolled k loop of P does as well): DMMAs throttled at issue keep a warp from its
-// epilogue work while they drain, so most of the overlap comes from other warps either way.
-#define ILV_OVERLAP 0.1
-// f64 (m16n8k16 DMMAs) with the epilogue deferred into the k loop. In the lab the k16 DMMAs
-// leave the issue slots to float work beside them (lab/dmma_cvt.cu, H200: 128 FMAs a k step of
-// 4 cost 7%, against 90% beside m16n8k4 DMMAs); in the 6 x 64 sin*sigmoid kernel less of it
-// shows (H200, one run: w=16 ilvx 102.4 us, w=12 ilv 108.3, w=8 ilvx 110.4, w=12 through P
-// 130.2; the m16n8k4 kernels 102.7, 112.0, 127.6, 127.6): 0.3 keeps that order.
-#define F64_OVERLAP 0.3
-
+// epi=ilv hides a share of the epilogues' time under the tensor cores' (or theirs under the
+// epilogues'): CUDA_MLP_MODEL's ilv_overlap (DMMAs throttled at issue keep a warp from its
+// epilogue work while they drain, so most of the overlap comes from other warps either way), and
+// f64_overlap for f64's m16n8k16 DMMAs (the m16n8k4 kernels measured 102.7, 112.0, 127.6,
+// 127.6 us where the table's k16 ones measured 102.4, 108.3, 110.4, 130.2).
 static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64_t W, int64_t MT,
                        int es, int64_t G, int64_t bps) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     bool epi_smem = es != 0;
     double e = epi_per_elem(m, d->fast), fma = 0, epi = 0, tc = 0, rows = 16.0 * (double)MT;
     bool x3 = L->var == CUMLP_3XTF32;
@@ -2341,13 +2326,13 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
     double pack = L->var == CUMLP_F16 || L->var == CUMLP_BF16   ? 1
                   : L->var == CUMLP_TF32 || L->var == CUMLP_F64 ? 2
                                                                 : 8;
-    // Issue cycles of one mma.sync on a sub-partition (H100: m16n8k8 TF32 measured at 4.7).
-    double cyc = d->cc >= 9 ? 4.7 : 8;
-    // f64: one m16n8k16 DMMA (2048 double MACs; 62-65 TFLOP/s on an H200: about 69 cycles of
-    // a sub-partition) and the widening of the B words (4) and of a k step's A registers (8).
+    // Issue cycles of one mma.sync on a sub-partition.
+    double cyc = d->dev.cc_major >= 9 ? cm->mma_cycles_sm90 : cm->mma_cycles_sm80;
+    // f64: one m16n8k16 DMMA and the widening of the B words (4) and of a k step's A registers
+    // (8).
     bool f64 = L->var == CUMLP_F64;
     if (f64)
-        cyc = 69;
+        cyc = cm->dmma_cycles;
     if (L->xraw) // one load per k step and row half, no conversion
         fma += (double)MT * 2 * (double)(L->kp[0] / L->kstep);
     else
@@ -2368,13 +2353,14 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
         }
     }
     // A register epilogue is one long unrolled stream: independent chains for the scheduler.
-    double ilp = epi_smem ? 1.0 + 0.25 * (double)(MT - 1) : 1.5 + 0.5 * (double)(MT - 1);
+    double ilp = epi_smem ? cm->ilp_smem0 + cm->ilp_smem_mt * (double)(MT - 1)
+                          : cm->ilp_reg0 + cm->ilp_reg_mt * (double)(MT - 1);
     // The weights as the staging reads them (as stored).
     double wbytes = 0, wb = (double)dtype_size(m->dtype);
     for (int l = 0; l < m->n; l++)
         wbytes += wb * (double)(m->K[l] * m->N[l]);
     return persist_time(m, d, fma / rows, epi / rows, tc / rows, (int64_t)rows, W, G, bps, ilp,
-                        wbytes, es >= 2 ? (f64 ? F64_OVERLAP : ILV_OVERLAP) : 0.0);
+                        wbytes, es >= 2 ? (f64 ? cm->f64_overlap : cm->ilv_overlap) : 0.0);
 }
 
 // The tensor-core variants the precision (opt) allows on the device: tf32 / f16 / bf16 under
@@ -2382,7 +2368,7 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
 // variant of its type whatever the precision (its operands are half already; the activations
 // between layers are rounded to it as the interpreter rounds them).
 static int tc_variants(const MlpChain *m, const Dev *d, const TargetOptions *opt, int *out) {
-    if (d->cc < 8)
+    if (d->dev.cc_major < 8)
         return 0;
     if (half_chain(m)) {
         out[0] = m->dtype == DT_FLOAT16 ? CUMLP_F16 : CUMLP_BF16;
@@ -2395,7 +2381,7 @@ static int tc_variants(const MlpChain *m, const Dev *d, const TargetOptions *opt
     case PREC_FP32:
         // The FP64 tensor cores keep the promise and more: float32 operands multiplied exactly
         // and summed in double, rounded once (sm_90: m16n8k16 DMMA).
-        if (d->cc < 9)
+        if (d->dev.cc_major < 9)
             return 0;
         out[0] = CUMLP_F64;
         return 1;
@@ -2421,58 +2407,77 @@ static const char *var_name(int64_t v) {
     }
 }
 
-static void cfg_desc(KernelConfig *k) {
-    const int64_t *p = k->p;
-    if (p[Q_VAR] == CUMLP_BLOCK)
+void cumlp_config_pack(const CuMlpConfig *q, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_MLP);
+    int64_t *p = k->p;
+    p[Q_BM] = q->bm;
+    p[Q_T] = q->t;
+    p[Q_TM] = q->tm;
+    p[Q_TN] = q->tn;
+    p[Q_STAGE] = q->stage;
+    p[Q_VAR] = q->var;
+    p[Q_W] = q->w;
+    p[Q_MT] = q->mt;
+    p[Q_EPI] = q->epi;
+    p[Q_G] = q->g;
+    p[Q_BPS] = q->bps;
+    if (q->var == CUMLP_BLOCK)
         snprintf(k->desc, sizeof k->desc, "cls=mlp bm=%lld t=%lld tm=%lld tn=%lld stage=%lld",
-                 (long long)p[Q_BM], (long long)p[Q_T], (long long)p[Q_TM], (long long)p[Q_TN],
-                 (long long)p[Q_STAGE]);
-    else if (p[Q_VAR] == CUMLP_WARP)
-        snprintf(k->desc, sizeof k->desc, "cls=mlp v=warp w=%lld g=%lld bps=%lld",
-                 (long long)p[Q_W], (long long)p[Q_G], (long long)p[Q_BPS]);
+                 (long long)q->bm, (long long)q->t, (long long)q->tm, (long long)q->tn,
+                 (long long)q->stage);
+    else if (q->var == CUMLP_WARP)
+        snprintf(k->desc, sizeof k->desc, "cls=mlp v=warp w=%lld g=%lld bps=%lld", (long long)q->w,
+                 (long long)q->g, (long long)q->bps);
     else
         snprintf(k->desc, sizeof k->desc, "cls=mlp v=%s w=%lld mt=%lld epi=%s g=%lld bps=%lld",
-                 var_name(p[Q_VAR]), (long long)p[Q_W], (long long)p[Q_MT],
-                 p[Q_EPI] == 3   ? "ilvx"
-                 : p[Q_EPI] == 2 ? "ilv"
-                 : p[Q_EPI]      ? "smem"
-                                 : "reg",
-                 (long long)p[Q_G], (long long)p[Q_BPS]);
+                 var_name(q->var), (long long)q->w, (long long)q->mt,
+                 q->epi == CUMLP_EPI_ILVX  ? "ilvx"
+                 : q->epi == CUMLP_EPI_ILV ? "ilv"
+                 : q->epi                  ? "smem"
+                                           : "reg",
+                 (long long)q->g, (long long)q->bps);
+}
+
+bool cumlp_config_unpack(const KernelConfig *k, CuMlpConfig *q) {
+    const int64_t *p = k->p;
+    *q = (CuMlpConfig){.var = p[Q_VAR],
+                       .bm = p[Q_BM],
+                       .t = p[Q_T],
+                       .tm = p[Q_TM],
+                       .tn = p[Q_TN],
+                       .stage = p[Q_STAGE],
+                       .w = p[Q_W],
+                       .mt = p[Q_MT],
+                       .epi = p[Q_EPI],
+                       .g = p[Q_G],
+                       .bps = p[Q_BPS]};
+    return k->cls == CUCLS_MLP;
 }
 
 bool cugen_mlp_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || c->n_inputs > ORCH_CUDA_MAX_IN || m.R > ((int64_t)1 << 31) * 32)
         return false;
-    KernelConfig k = {.cls = CUCLS_MLP};
-    k.p[Q_BM] = 32;
-    k.p[Q_T] = 128;
-    k.p[Q_TM] = 2;
-    k.p[Q_TN] = 4;
-    cfg_desc(&k);
+    KernelConfig k;
+    cumlp_config_pack(&(CuMlpConfig){.var = CUMLP_BLOCK, .bm = 32, .t = 128, .tm = 2, .tn = 4}, &k);
     StrBuf s;
     sb_init(&s);
     Err e = {0};
     int rc = emit_block(&m, &k, opt, "orch_dry", &s, NULL, &e);
     sb_free(&s);
     // Without staging the smallest tile must fit the opt-in shared memory of every GPU orch
-    // targets (99 KiB on sm_86/sm_89; 163 KiB and more on sm_80/sm_90).
-    return rc == ST_OK && smem_bytes(&m, 32, false) <= 99 * 1024;
+    // targets.
+    return rc == ST_OK && smem_bytes(&m, 32, false) <= CUDA_ARCH.smem_optin_any;
 }
-
-// The block kernel's estimate, scaled to what it measured against the persistent kernels.
-#define BLOCK_SCORE_SCALE 2.2
-// The f64 kernel's estimate, scaled likewise: on an H100 the 6 x 64 sin*sigmoid chain at 65536
-// rows measured 117 us against 166 us estimated (ReLU: 70-79 us against 85-107 us).
-#define F64_SCORE_SCALE 0.7
 
 int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                       const TargetOptions *opt, KernelConfig *out, int k) {
+    const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     MlpChain m;
     if (!mlp_analyse(pg, c, &m) || k < 1)
         return 0;
     Dev d = dev_of(hw, opt);
-    int64_t optin = d.optin;
+    int64_t optin = d.dev.smem_optin;
     static const int64_t bms[] = {32, 64, 128}, ts[] = {64, 128, 256}, tms[] = {2, 4, 8};
     KernelConfig all[200];
     int n = 0;
@@ -2486,56 +2491,43 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                     // Threads beyond a layer's tiles idle: at least half of them need work.
                     if (bms[a] / tms[q] * ((m.N[0] + 3) / 4) < ts[b] / 2)
                         continue;
+                    CuMlpConfig qc = {.var = CUMLP_BLOCK,
+                                      .bm = bms[a],
+                                      .t = ts[b],
+                                      .tm = tms[q],
+                                      .tn = 4,
+                                      .stage = st};
                     KernelConfig *kc = &all[n++];
-                    memset(kc, 0, sizeof *kc);
-                    kc->cls = CUCLS_MLP;
-                    kc->p[Q_BM] = bms[a];
-                    kc->p[Q_T] = ts[b];
-                    kc->p[Q_TM] = tms[q];
-                    kc->p[Q_TN] = 4;
-                    kc->p[Q_STAGE] = st;
-                    kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
-                    cfg_desc(kc);
+                    cumlp_config_pack(&qc, kc);
+                    kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
                 }
     if (n == 0) { // tiny chains: the smallest block always fits (cugen_mlp_supports)
+        CuMlpConfig qc = {.var = CUMLP_BLOCK, .bm = 32, .t = 64, .tm = 2, .tn = 4};
         KernelConfig *kc = &all[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_MLP;
-        kc->p[Q_BM] = 32;
-        kc->p[Q_T] = 64;
-        kc->p[Q_TM] = 2;
-        kc->p[Q_TN] = 4;
-        kc->score = score(&m, hw, kc->p) * BLOCK_SCORE_SCALE;
-        cfg_desc(kc);
+        cumlp_config_pack(&qc, kc);
+        kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
     }
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
     for (size_t i = 0; warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
-        int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, 128);
+        int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, cm->warp_regs);
         if (bps < 1)
             continue;
-        int64_t tiles = (m.R + 31) / 32, G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+        int64_t tiles = (m.R + 31) / 32,
+                G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
         KernelConfig *kc = &all[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_MLP;
-        kc->p[Q_VAR] = CUMLP_WARP;
-        kc->p[Q_W] = W;
-        kc->p[Q_G] = G;
-        kc->p[Q_BPS] = bps;
+        cumlp_config_pack(&(CuMlpConfig){.var = CUMLP_WARP, .w = W, .g = G, .bps = bps}, kc);
         kc->score = warp_score(&m, &d, W, G, bps);
-        cfg_desc(kc);
     }
     int vars[4];
     int nv = tc_variants(&m, &d, opt, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
-    // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (on an H100 a
-    // 6 x 64 sin*sigmoid chain took 127 us with it, 75 us through shared memory; a ReLU chain
-    // 26 us and 33 us), and NVRTC takes seconds over it. Under fast math the same chain's
-    // epilogue is about 16 instructions and fits: f16 w=16 32.7 us in registers against 37.8
-    // through shared memory (H200, half storage, one run), which also saves the buffer's loads,
-    // stores and addressing (35 -> 21 instructions an element).
-    bool reg_ok = epi_per_elem(&m, d.fast) <= (d.fast ? 16 : 8);
+    // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (the
+    // measurements are CUDA_MLP_MODEL.reg_epi_max's), and NVRTC takes seconds over it. Under
+    // fast math the same chain's epilogue is about 16 instructions and fits, which also saves
+    // the buffer's loads, stores and addressing (35 -> 21 instructions an element).
+    bool reg_ok = epi_per_elem(&m, d.fast) <= (d.fast ? cm->reg_epi_max_fast : cm->reg_epi_max);
     // epi=ilv needs a layer before the last with an epilogue to defer.
     bool ilv_ok = false;
     for (int l = 0; l + 1 < m.n; l++)
@@ -2553,26 +2545,20 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                      es++) {
                     int64_t W = tc_ws[i], MT = tc_mts[j];
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
-                    if (regs > 224 || n == (int)ORCH_COUNT(all))
+                    if (regs > cm->tc_max_regs || n == (int)ORCH_COUNT(all))
                         continue;
                     int64_t bps = blocks_per_sm(&d, tc_smem(es == 3 ? &LX : &L, W, MT, es != 0),
                                                 32 * W, regs);
                     if (bps < 1)
                         continue;
                     int64_t tiles = (m.R + 16 * MT - 1) / (16 * MT);
-                    int64_t G = ORCH_MIN((int64_t)d.sms * bps, (tiles + W - 1) / W);
+                    int64_t G = ORCH_MIN((int64_t)d.dev.sms * bps, (tiles + W - 1) / W);
+                    CuMlpConfig qc = {
+                        .var = vars[v], .w = W, .mt = MT, .epi = es, .g = G, .bps = bps};
                     KernelConfig *kc = &all[n++];
-                    memset(kc, 0, sizeof *kc);
-                    kc->cls = CUCLS_MLP;
-                    kc->p[Q_VAR] = vars[v];
-                    kc->p[Q_W] = W;
-                    kc->p[Q_MT] = MT;
-                    kc->p[Q_EPI] = es;
-                    kc->p[Q_G] = G;
-                    kc->p[Q_BPS] = bps;
+                    cumlp_config_pack(&qc, kc);
                     kc->score = tc_score(&m, &d, es == 3 ? &LX : &L, W, MT, es, G, bps) *
-                                (vars[v] == CUMLP_F64 ? F64_SCORE_SCALE : 1.0);
-                    cfg_desc(kc);
+                                (vars[v] == CUMLP_F64 ? cm->f64_scale : 1.0);
                 }
     }
     return cgen_sort_configs(all, n, out, k);
@@ -2585,9 +2571,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     if (!mlp_analyse(pg, c, &m))
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: candidate %d is not an MLP chain",
                        fn, c->id);
-    int64_t v = cfg->p[Q_VAR], smem;
+    CuMlpConfig q;
+    cumlp_config_unpack(cfg, &q);
+    int64_t v = q.var, smem;
     if (v == CUMLP_BLOCK) {
-        smem = smem_bytes(&m, cfg->p[Q_BM], cfg->p[Q_STAGE] != 0);
+        smem = smem_bytes(&m, q.bm, q.stage != 0);
     } else if (v == CUMLP_WARP) {
         WarpLayout L;
         if (!warp_layout(&m, &L))
@@ -2595,7 +2583,7 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                            "CUDA mlp kernel %s: config '%s' needs layers of "
                            "at most 64 columns",
                            fn, cfg->desc);
-        smem = warp_smem(&L, cfg->p[Q_W]);
+        smem = warp_smem(&L, q.w);
     } else if (tc_var(v)) {
         if (hw && hw->cc_major > 0 && hw->cc_major < 8)
             return err_set(e, ST_UNSUPPORTED,
@@ -2603,8 +2591,8 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                            "cores of sm_80 or later (%s is %s)",
                            fn, cfg->desc, hw->name, hw->arch);
         TcLayout L;
-        tc_layout(&m, (int)v, cfg->p[Q_EPI] == 3, &L);
-        smem = tc_smem(&L, cfg->p[Q_W], cfg->p[Q_MT], cfg->p[Q_EPI] != 0);
+        tc_layout(&m, (int)v, q.epi == CUMLP_EPI_ILVX, &L);
+        smem = tc_smem(&L, q.w, q.mt, q.epi != CUMLP_EPI_REG);
     } else {
         return err_set(e, ST_USAGE, "CUDA mlp kernel %s: bad config '%s'", fn, cfg->desc);
     }

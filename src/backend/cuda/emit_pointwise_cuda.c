@@ -9,6 +9,7 @@
 // Configs: block 128/256/512 x (scalar, ept 1/4) or (vec, ept 4/8), scored Roller-style
 // (roller.md c.2): bytes over DRAM bandwidth, issue time of the arithmetic, the bandwidth a too
 // small grid cannot reach, wave efficiency over the SMs, launch overhead.
+#include "cost_models.h"
 #include "cugen_pw.h"
 
 #include "../../codegen/cexpr.h"
@@ -24,26 +25,12 @@
 
 // ---- shared helpers (cugen_pw.h) ----
 
-double cupw_bandwidth(const CudaHw *hw) {
-    // A streaming kernel reaches about 85% of the theoretical DRAM bandwidth.
-    return (hw && hw->dram_bw > 0 ? hw->dram_bw : 3.35e12) * 0.85;
+double cupw_bandwidth(const CuDevice *d) {
+    return d->dram_bw * CUDA_POINTWISE_MODEL.stream_eff;
 }
 
-double cupw_clock(const CudaHw *hw) {
-    return hw && hw->clock_khz > 0 ? hw->clock_khz * 1e3 : 1.755e9;
-}
-
-int cupw_sm_count(const CudaHw *hw) {
-    return hw && hw->sm_count > 0 ? hw->sm_count : 132;
-}
-
-int cupw_threads_per_sm(const CudaHw *hw) {
-    return hw && hw->max_threads_per_sm > 0 ? hw->max_threads_per_sm : 2048;
-}
-
-int cupw_blocks_per_sm(const CudaHw *hw, int block) {
-    int b = cupw_threads_per_sm(hw) / ORCH_MAX(block, 1);
-    return ORCH_MAX(1, ORCH_MIN(b, 32));
+int cupw_blocks_per_sm(const CuDevice *d, int block) {
+    return ORCH_MAX(1, cudev_blocks_per_sm(d, ORCH_MAX(block, 1), 0, 0));
 }
 
 void cupw_kernel_head(const PrimGraph *pg, const Candidate *c, const char *fn, int block,
@@ -126,10 +113,27 @@ static bool fits_index32(const PrimGraph *pg, const Candidate *c) {
 }
 
 // ---- pointwise ----
-// Config p[0]: block size; p[1]: elements per thread per grid-stride step; p[2]: 4 = groups of 4
-// (float4 for float32, ushort4 for float16 / bfloat16: 16- and 8-byte accesses), 1 = scalar
-// elements; p[3] = A + 1: 32 x 32 tiles over output axis A and the last axis through shared
-// memory (pw_emit_transposed; p[0..2] then unused).
+// Configs: CuPointwiseConfig (cugen.h). vec 4: float4 for float32, ushort4 for float16 /
+// bfloat16 (16- and 8-byte accesses); tr = A + 1: pw_emit_transposed.
+
+void cupw_config_pack(const CuPointwiseConfig *pc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_POINTWISE);
+    k->p[0] = pc->block;
+    k->p[1] = pc->ept;
+    k->p[2] = pc->vec;
+    k->p[3] = pc->tr;
+    if (pc->tr > 0)
+        snprintf(k->desc, sizeof k->desc, "cls=cupw bs=%lld tr=%lld", (long long)pc->block,
+                 (long long)(pc->tr - 1));
+    else
+        snprintf(k->desc, sizeof k->desc, "cls=cupw bs=%lld vec=%lld ept=%lld",
+                 (long long)pc->block, (long long)pc->vec, (long long)pc->ept);
+}
+
+bool cupw_config_unpack(const KernelConfig *k, CuPointwiseConfig *pc) {
+    *pc = (CuPointwiseConfig){k->p[0], k->p[1], k->p[2], k->p[3]};
+    return k->cls == CUCLS_POINTWISE;
+}
 
 typedef struct VecLoads {
     int lane; // the lane (0..3) whose code is being emitted
@@ -224,7 +228,7 @@ static int transposed_axis(const PrimGraph *pg, const Candidate *c) {
     return -1;
 }
 
-// Config with p[3] = A + 1: the output walked in 32 x 32 tiles over (axis A, the last axis),
+// Config tr = A + 1: the output walked in 32 x 32 tiles over (axis A, the last axis),
 // 256 threads. Each value is computed with the threads along A (so inputs laid out with A
 // fastest are read coalesced), kept in shared memory, then stored with the threads along the
 // last axis (coalesced stores): a transpose staged through shared memory, for any program.
@@ -289,7 +293,9 @@ static int pw_emit_transposed(const PrimGraph *pg, const Candidate *c, int A, co
     sb_line(&body, 2, "}\n");
     sb_line(&body, 2, "__syncthreads();\n");
     if (rc == ST_OK) {
-        int64_t max_grid = (int64_t)cupw_sm_count(hw) * cupw_blocks_per_sm(hw, 256) * 4;
+        CuDevice dev = cudev_of(hw);
+        int64_t max_grid =
+            (int64_t)dev.sms * cupw_blocks_per_sm(&dev, 256) * CUDA_POINTWISE_MODEL.grid_rounds;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, 256, src);
@@ -324,9 +330,11 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
                    CudaLaunch *launch, Err *e) {
     const Tensor *T = pg->tensors[c->output];
-    int bs = (int)cfg->p[0], ept = (int)cfg->p[1], vec = (int)cfg->p[2];
-    if (cfg->p[3] > 0) {
-        int A = (int)cfg->p[3] - 1;
+    CuPointwiseConfig pc;
+    cupw_config_unpack(cfg, &pc);
+    int bs = (int)pc.block, ept = (int)pc.ept, vec = (int)pc.vec;
+    if (pc.tr > 0) {
+        int A = (int)pc.tr - 1;
         if (A >= T->rank - 1 || T->rank < 2 || tensor_numel(T) <= 0)
             return err_set(e, ST_INVALID, "kernel %s: bad pointwise config '%s'", fn, cfg->desc);
         return pw_emit_transposed(pg, c, A, fn, hw, opt, src, launch, e);
@@ -417,7 +425,9 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     }
     if (rc == ST_OK) {
         int64_t tiles = (N + tile - 1) / tile;
-        int64_t max_grid = (int64_t)cupw_sm_count(hw) * cupw_blocks_per_sm(hw, bs) * 4;
+        CuDevice dev = cudev_of(hw);
+        int64_t max_grid =
+            (int64_t)dev.sms * cupw_blocks_per_sm(&dev, bs) * CUDA_POINTWISE_MODEL.grid_rounds;
         int64_t grid = ORCH_MIN(tiles, max_grid);
         sb_puts(src, decls.s);
         cupw_kernel_head(pg, c, fn, bs, src);
@@ -441,7 +451,8 @@ static int pw_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
 }
 
 static bool pw_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
-    KernelConfig cfg = {.cls = CUCLS_POINTWISE, .p = {256, 1, 1}};
+    KernelConfig cfg;
+    cupw_config_pack(&(CuPointwiseConfig){.block = 256, .ept = 1, .vec = 1}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -457,8 +468,10 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     int64_t N = tensor_numel(T);
     double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c);
     bool vec_ok = vec_possible(pg, c);
-    int sms = cupw_sm_count(hw);
-    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    const CudaPointwiseModel *cm = &CUDA_POINTWISE_MODEL;
+    CuDevice d = cudev_of(hw);
+    int sms = d.sms;
+    double bw = cupw_bandwidth(&d);
     KernelConfig cand[16];
     int n = 0;
     static const int blocks[] = {128, 256, 512};
@@ -469,33 +482,28 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             if (vec == 4 && !vec_ok)
                 continue;
             int64_t tile = (int64_t)bs * ept, tiles = (N + tile - 1) / tile;
-            int64_t slots = (int64_t)sms * cupw_blocks_per_sm(hw, bs);
-            // Bandwidth needs enough bytes in flight: about half the SMs' resident threads
+            int bpsm = cupw_blocks_per_sm(&d, bs);
+            double slots = cudev_slots(&d, bpsm);
+            // Bandwidth needs enough bytes in flight: a share of the SMs' resident threads
             // each with a load outstanding per element; a small grid reaches a fraction.
-            double active = (double)ORCH_MIN(tiles, slots) * bs * ept;
-            double util = ORCH_MIN(1.0, active / (0.5 * sms * cupw_threads_per_sm(hw)));
-            double waves = ceil((double)tiles / (double)slots);
-            double wave_eff = tiles > slots ? (double)tiles / (waves * (double)slots) : 1.0;
+            double active = ORCH_MIN((double)tiles, slots) * bs * ept;
+            double util = ORCH_MIN(1.0, active / (cm->inflight_share * sms * d.threads_sm));
+            double wave_eff = tiles > slots ? cudev_wave_eff(&d, (double)tiles, bpsm) : 1.0;
             // Issue: per element the arithmetic, index digits and one load/store instruction
             // per input (a quarter of that for float4 groups).
-            double per_elem = ops + 2.0 * T->rank + (1.0 + c->n_inputs) / vec;
-            double t_issue = (double)N * per_elem / (sms * 128.0 * clock);
-            // Scalar 4-byte accesses reach about 82% of what 128-bit ones do (H100, measured:
-            // 2.2 vs 2.75 TB/s on a bias-GELU of 4096x4096); 2-byte ones (half storage) less.
-            double scalar = dtype_size(T->dtype) >= 4 ? 0.82 : 0.6;
+            double per_elem = ops + cm->digit_instr * T->rank + (1.0 + c->n_inputs) / vec;
+            double t_issue = (double)N * per_elem / cudev_lane_rate(&d);
+            // Scalar accesses reach a share of what 128-bit ones do; 2-byte ones (half
+            // storage) less.
+            double scalar = dtype_size(T->dtype) >= 4 ? cm->scalar_eff_4b : cm->scalar_eff_2b;
             double t_mem = bytes / (bw * util * (vec == 4 ? 1.0 : scalar));
-            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + 3e-6;
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + CUDA_ARCH.launch_s;
             // A step of several elements hides latency better (independent loads in flight).
             if (ept > 1)
-                score *= 0.98;
+                score *= cm->multi_elem;
             KernelConfig *kc = &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CUCLS_POINTWISE;
-            kc->p[0] = bs;
-            kc->p[1] = ept;
-            kc->p[2] = vec;
+            cupw_config_pack(&(CuPointwiseConfig){.block = bs, .ept = ept, .vec = vec}, kc);
             kc->score = score;
-            snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=%d vec=%d ept=%d", bs, vec, ept);
         }
     // A transposing kernel (NCHW -> NHWC and the like): the same work as 32 x 32 tiles staged
     // through shared memory, reads and stores both coalesced. The model above does not see the
@@ -506,14 +514,8 @@ static int pw_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         for (int i = 1; i < n; i++)
             best = fmin(best, cand[i].score);
         KernelConfig *kc = &cand[n++];
-        memset(kc, 0, sizeof *kc);
-        kc->cls = CUCLS_POINTWISE;
-        kc->p[0] = 256;
-        kc->p[1] = 4;
-        kc->p[2] = 1;
-        kc->p[3] = A + 1;
-        kc->score = best * 0.9;
-        snprintf(kc->desc, sizeof kc->desc, "cls=cupw bs=256 tr=%d", A);
+        cupw_config_pack(&(CuPointwiseConfig){.block = 256, .ept = 4, .vec = 1, .tr = A + 1}, kc);
+        kc->score = best * cm->transposed_rank;
     }
     return cgen_sort_configs(cand, n, out, k);
 }

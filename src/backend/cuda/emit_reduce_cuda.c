@@ -22,6 +22,7 @@
 // numpy's NaN rule and select_last, combining partial results by (value, index) so the order of
 // the lanes does not matter. Candidates outside this shape are refused (the C target's
 // materialised fallback would need scratch buffers the CUDA kernel ABI does not have).
+#include "cost_models.h"
 #include "cugen_pw.h"
 
 #include "../../codegen/cexpr.h"
@@ -67,14 +68,14 @@ typedef struct Ctx {
     Space sp;
     bool root_is_space; // reads: the current root is the space (else the sink's output)
     bool split;         // 32 positions per block, tpr threads each at a stride of 32
-    // Row cache (config p[3]): slots per thread (0: none), the cached tensor, its array and
+    // Row cache (config cache): slots per thread (0: none), the cached tensor, its array and
     // slot, whether the slots are filled, and the pinned reads after the first reduction.
     int cache;
     int xt;
     char xc[32], slot[48];
     bool cache_ready;
     int hits_first;
-    // Grid split (config p[5] > 1): G blocks share each position (group), block g_ of them
+    // Grid split (config grid > 1): G blocks share each position (group), block g_ of them
     // taking the row's elements g_ * tpr + lane + m * G * tpr; the blocks' partials meet in
     // module-scope arrays (`globals`) across a grid barrier.
     int G;
@@ -517,7 +518,7 @@ static int collect(Ctx *k, Err *e) {
     return ST_OK;
 }
 
-// Config p[0]: block size; p[1]: threads per position (1, 32 or the block).
+// Config block: block size; tpr: threads per position (1, 32 or the block).
 static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     const PrimGraph *pg = k->pg;
     const Candidate *c = k->c;
@@ -612,9 +613,30 @@ static int emit_body(Ctx *k, int bs, int tpr, StrBuf *code, Err *e) {
     return ST_OK;
 }
 
-// Config p[0]: block size; p[1]: threads per position; p[2]: 1 = split (32 positions per block,
-// bs = 32 * tpr); p[3]: row cache slots per thread (0: none; else ceil(count / tpr), at most
-// MAX_CACHE).
+// Configs: CuReduceConfig (cugen.h). Row cache slots a thread: 0, or ceil(count / (tpr * G)),
+// at most MAX_CACHE.
+
+void cured_config_pack(const CuReduceConfig *rc, KernelConfig *k) {
+    cugen_config_clear(k, CUCLS_REDUCE);
+    k->p[0] = rc->block;
+    k->p[1] = rc->tpr;
+    k->p[2] = rc->split;
+    k->p[3] = rc->cache;
+    k->p[5] = rc->grid;
+    char cache[32] = "", grid[32] = "";
+    if (rc->cache > 0)
+        snprintf(cache, sizeof cache, " cache=%lld", (long long)rc->cache);
+    if (rc->grid > 1)
+        snprintf(grid, sizeof grid, " grid=%lld", (long long)rc->grid);
+    snprintf(k->desc, sizeof k->desc, "cls=cured bs=%lld tpr=%lld%s%s%s", (long long)rc->block,
+             (long long)rc->tpr, rc->split == 1 ? " split" : "", cache, grid);
+}
+
+bool cured_config_unpack(const KernelConfig *k, CuReduceConfig *rc) {
+    *rc = (CuReduceConfig){k->p[0], k->p[1], k->p[2], k->p[3], k->p[5]};
+    return k->cls == CUCLS_REDUCE;
+}
+
 static bool cfg_valid(const Space *s, int bs, int tpr, bool split, int cache, int G) {
     if (bs < 32 || bs > 1024 || bs % 32 || G < 1)
         return false;
@@ -667,10 +689,12 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     int rc = collect(&k, e);
     if (rc)
         return rc;
-    int bs = (int)cfg->p[0], tpr = (int)cfg->p[1];
-    k.split = cfg->p[2] == 1;
-    k.cache = (int)cfg->p[3];
-    k.G = cfg->p[5] > 1 ? (int)ORCH_MIN(cfg->p[5], 4096) : 1;
+    CuReduceConfig rcf;
+    cured_config_unpack(cfg, &rcf);
+    int bs = (int)rcf.block, tpr = (int)rcf.tpr;
+    k.split = rcf.split == 1;
+    k.cache = (int)rcf.cache;
+    k.G = rcf.grid > 1 ? (int)ORCH_MIN(rcf.grid, 4096) : 1;
     if (!cfg_valid(&k.sp, bs, tpr, k.split, k.cache, k.G))
         return err_set(e, ST_INVALID, "kernel %s: bad reduction config '%s'", fn, cfg->desc);
     int ppb = k.split ? 32 : bs / tpr;
@@ -680,7 +704,7 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     // The blocks of a grid split wait for each other at the barrier, so all of them must be
     // resident at once: at most one per SM (blocks of at most 512 threads, so other kernels
     // resident beside them cannot starve them either), and partial arrays of bounded size.
-    if (k.G > 1 && (grid > cupw_sm_count(hw) || k.sp.npos * k.G > ((int64_t)1 << 20)))
+    if (k.G > 1 && (grid > cudev_of(hw).sms || k.sp.npos * k.G > ((int64_t)1 << 20)))
         return err_set(e, ST_INVALID, "kernel %s: a grid split of %lld blocks does not fit", fn,
                        (long long)grid);
     // A row cache holds the first of its choices that a pass after the first reduction reads
@@ -735,7 +759,8 @@ int cugen_red_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
 }
 
 bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOptions *opt) {
-    KernelConfig cfg = {.cls = CUCLS_REDUCE, .p = {256, 1}};
+    KernelConfig cfg;
+    cured_config_pack(&(CuReduceConfig){.block = 256, .tpr = 1}, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -749,8 +774,11 @@ bool cugen_red_supports(const PrimGraph *pg, const Candidate *c, const TargetOpt
 // the cache).
 static bool cache_applies(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                           const TargetOptions *opt, const KernelConfig *base, int cache) {
-    KernelConfig cfg = *base;
-    cfg.p[3] = cache;
+    CuReduceConfig rcf;
+    cured_config_unpack(base, &rcf);
+    rcf.cache = cache;
+    KernelConfig cfg;
+    cured_config_pack(&rcf, &cfg);
     StrBuf src;
     sb_init(&src);
     Err e = {0};
@@ -769,10 +797,13 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     const Tensor *T = pg->tensors[c->output], *A = pg->tensors[ctx.red[0].p->in[0]];
     bool full = T->rank == A->rank && !memcmp(T->dims, A->dims, sizeof(int64_t) * (size_t)T->rank);
     int passes = ctx.n_red + (full ? 1 : 0);
-    double bytes = cgen_traffic_bytes(pg, c), ops = cgen_ops_per_elem(pg, c) + 2.0 * ctx.sp.rank;
+    const CudaPointwiseModel *cm = &CUDA_POINTWISE_MODEL;
+    double bytes = cgen_traffic_bytes(pg, c),
+           ops = cgen_ops_per_elem(pg, c) + cm->digit_instr * ctx.sp.rank;
     double in_bytes = bytes - (double)tensor_nbytes(T);
-    int sms = cupw_sm_count(hw);
-    double clock = cupw_clock(hw), bw = cupw_bandwidth(hw);
+    CuDevice d = cudev_of(hw);
+    int sms = d.sms;
+    double clock = d.clock, bw = cupw_bandwidth(&d);
     // Row cache slots per thread: 16 of 4 bytes, 8 of 8-byte values (half types in double).
     bool wide = dtype_size(A->dtype) > 4 || A->dtype == DT_FLOAT16 || A->dtype == DT_BFLOAT16;
     int max_cache = wide ? MAX_CACHE / 2 : MAX_CACHE;
@@ -801,63 +832,58 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             continue;
         int64_t ppb = split ? 32 : bs / tpr, groups = (s->npos + ppb - 1) / ppb;
         // Grid split: as many blocks per group as fill the SMs once, each thread still with
-        // 4 elements or more.
+        // a few elements or more.
         int gs[2] = {1, 0}, n_g = 1;
-        if (tpr > 1 && (split || tpr == bs) && bs <= 512 && groups * 4 <= sms) {
-            int64_t G = ORCH_MIN((int64_t)sms / groups, s->count / (4 * (int64_t)tpr));
+        if (tpr > 1 && (split || tpr == bs) && bs <= 512 && groups * cm->red_grid_idle <= sms) {
+            int64_t G =
+                ORCH_MIN((int64_t)sms / groups, s->count / (cm->red_grid_min_elems * (int64_t)tpr));
             if (G >= 2)
-                gs[n_g++] = (int)ORCH_MIN(G, 1024);
+                gs[n_g++] = (int)ORCH_MIN(G, (int64_t)cm->red_grid_max);
         }
         for (int gi = 0; gi < n_g; gi++) {
             int G = gs[gi];
             int64_t blocks = groups * G;
-            int64_t slots = G > 1 ? sms : (int64_t)sms * cupw_blocks_per_sm(hw, bs);
+            int bpsm = G > 1 ? 1 : cupw_blocks_per_sm(&d, bs);
+            double slots = cudev_slots(&d, bpsm);
             // Full bandwidth needs the SMs full of threads (loads in flight); fewer
             // resident threads reach a proportional share (H100: a warp per row of 4096
             // rows, half the threads, ran at half the bandwidth of a block per row).
-            double resident = (double)ORCH_MIN(blocks, slots) * bs;
-            double util = ORCH_MIN(1.0, resident / ((double)sms * cupw_threads_per_sm(hw)));
-            double waves = ceil((double)blocks / (double)slots);
-            double wave_eff = blocks > slots ? (double)blocks / (waves * (double)slots) : 1.0;
+            double resident = ORCH_MIN((double)blocks, slots) * bs;
+            double util = ORCH_MIN(1.0, resident / ((double)sms * d.threads_sm));
+            double waves = cudev_waves(&d, (double)blocks, bpsm);
+            double wave_eff = blocks > slots ? cudev_wave_eff(&d, (double)blocks, bpsm) : 1.0;
             // Later passes re-read the row: from L1 while the rows resident on an SM fit in
             // it, else from L2. A thread per position reading rows of its own (no kept
             // inner axis) uses a fraction of each memory transaction.
             double row_bytes = in_bytes / (double)s->npos / G;
-            double pos_per_sm =
-                ORCH_MIN((double)cupw_blocks_per_sm(hw, bs) * ppb, ceil((double)s->npos * G / sms));
-            bool l1_fit = pos_per_sm * row_bytes <= 160e3;
+            double pos_per_sm = ORCH_MIN((double)cupw_blocks_per_sm(&d, bs) * ppb,
+                                         cudev_per_sm(&d, (double)s->npos * G));
+            bool l1_fit = pos_per_sm * row_bytes <= cm->red_l1_bytes;
             double t_read = bytes / bw / util;
-            double t_mem = t_read + (passes - 1) * in_bytes / (l1_fit ? 20e12 : 6e12);
+            double t_mem =
+                t_read + (passes - 1) * in_bytes / (l1_fit ? cm->red_l1_bw : cm->red_l2_bw);
             if (tpr == 1 && s->inner == 1 && s->count > 1)
-                t_mem *= ORCH_MIN(8.0, (double)s->count);
+                t_mem *= ORCH_MIN(cm->red_own_row_max, (double)s->count);
             double elems = (double)s->npos * (double)s->count * passes;
-            double t_issue = elems * ops / (sms * 128.0 * clock);
+            double t_issue = elems * ops / cudev_lane_rate(&d);
             // The dependent chain of one thread per wave, added: its share of the row, then
             // the combine steps (shuffles; barrier and the fold of the warps' partials; the
             // grid barrier and the fold of the blocks' partials).
             double iters = ceil((double)s->count / ((double)tpr * G)) * passes;
-            double combine = tpr > 1 && !split ? 5 * 30.0 * ctx.n_red : 0;
+            double combine =
+                tpr > 1 && !split ? cm->red_shuffle_steps * cm->red_shuffle_cycles * ctx.n_red : 0;
             if (split)
-                combine += (200.0 + 10.0 * tpr) * ctx.n_red;
+                combine += (cm->red_barrier_cycles + cm->red_fold_cycles * tpr) * ctx.n_red;
             else if (tpr > 32)
-                combine += (200.0 + 10.0 * (bs / 32)) * ctx.n_red;
+                combine += (cm->red_barrier_cycles + cm->red_fold_cycles * (bs / 32)) * ctx.n_red;
             if (G > 1)
-                combine += (2000.0 + 20.0 * G) * ctx.n_red;
-            double t_chain = waves * (iters * 12.0 + combine) / clock;
-            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + 3e-6;
+                combine += (cm->red_grid_barrier_cycles + cm->red_grid_fold_cycles * G) * ctx.n_red;
+            double t_chain = waves * (iters * cm->red_elem_cycles + combine) / clock;
+            double score = ORCH_MAX(t_mem, t_issue) / wave_eff + t_chain + CUDA_ARCH.launch_s;
             KernelConfig *kc = G > 1 ? &grid[n_grid++] : &cand[n++];
-            memset(kc, 0, sizeof *kc);
-            kc->cls = CUCLS_REDUCE;
-            kc->p[0] = bs;
-            kc->p[1] = tpr;
-            kc->p[2] = split;
-            kc->p[5] = G;
+            CuReduceConfig rcf = {.block = bs, .tpr = tpr, .split = split, .grid = G};
+            cured_config_pack(&rcf, kc);
             kc->score = score;
-            char extra[32] = "";
-            if (G > 1)
-                fmt(extra, sizeof extra, " grid=%d", G);
-            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s%s", bs, tpr,
-                split ? " split" : "", extra);
             // The row-cached variant (a warp or a block per position, several passes): the
             // row is read once, later passes read registers (no re-reads, a register's
             // latency).
@@ -872,17 +898,17 @@ int cugen_red_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             if (!cache_ok)
                 continue;
             double per = (double)slots_per_thread;
-            double t_chain_c = waves * (per * (12.0 + 4.0 * passes) + combine) / clock;
-            KernelConfig *base = kc;
+            double t_chain_c =
+                waves *
+                (per * (cm->red_elem_cycles + cm->red_cache_pass_cycles * passes) + combine) /
+                clock;
             kc = G > 1 ? &grid[n_grid++] : &cand[n++];
-            *kc = *base;
-            kc->p[3] = slots_per_thread;
-            kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + 3e-6;
-            fmt(kc->desc, sizeof kc->desc, "cls=cured bs=%d tpr=%d%s cache=%d%s", bs, tpr,
-                split ? " split" : "", (int)slots_per_thread, extra);
+            rcf.cache = slots_per_thread;
+            cured_config_pack(&rcf, kc);
+            kc->score = ORCH_MAX(t_read, t_issue) / wave_eff + t_chain_c + CUDA_ARCH.launch_s;
         }
     }
-    int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(2, k - 1));
+    int m_grid = cgen_sort_configs(grid, n_grid, grid, ORCH_MIN(cm->red_grid_configs, k - 1));
     int m = cgen_sort_configs(cand, n, out, k - m_grid);
     for (int i = 0; i < m_grid; i++)
         out[m++] = grid[i];

@@ -12,6 +12,7 @@
 #include "../../db/profile_db.h"
 #include "../kernel_lab.h"
 #include "../target.h"
+#include "cost_models.h"
 #include "cuda_lab.h"
 #include "cugen.h"
 #include "cugen_attn.h"
@@ -128,17 +129,15 @@ static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Can
     return dnn_available() && dnn_analyse(pg, c, opt, &dc);
 }
 
-// Multiply-adds from which a cuBLASLt call's first config leads (see linear_configs).
-#define BLASLT_FIRST_MACS (1 << 22)
-
 // A LINEAR's configs: cuBLASLt's heuristic algorithms and the emitter's configs, alternately, up
 // to k. The compile driver measures the first config of every kernel (the BLP's first costs), the
 // second where the first failed, and all of the chosen kernels'. The two sources' estimates are
 // not comparable, so the order decides which one gives the first cost: the library from
-// BLASLT_FIRST_MACS multiply-adds on (on an H100 its first algorithm beats our best SIMT GEMM by
-// 1.3-4x at 128x768x768 and up), our emitter below, where the heuristics' first algorithm is often
-// a split-K pair of kernels slower than our first config (a tiny BERT layer compiled 8% slower
-// with the library first there) and the library's better algorithms are still measured in phase 2.
+// CUDA_MATMUL_MODEL.blaslt_first_macs multiply-adds on (on an H100 its first algorithm beats our
+// best SIMT GEMM by 1.3-4x at 128x768x768 and up), our emitter below, where the heuristics' first
+// algorithm is often a split-K pair of kernels slower than our first config (a tiny BERT layer
+// compiled 8% slower with the library first there) and the library's better algorithms are still
+// measured in phase 2.
 // A convolution's library configs are cuDNN's (cuBLASLt computes none), always after ours: with
 // float32 FMA math they win on small dense 3x3 convolutions and lose on depthwise, grouped and 1x1
 // ones (H100), so the first costs stay ours and cuDNN's are measured in phase 2 for the chosen
@@ -152,8 +151,9 @@ static int linear_configs(const PrimGraph *pg, const Candidate *c, const CudaHw 
     if (nl == 0)
         nl = dnn_configs(pg, c, ch, opt, lib, k);
     BlasLtCall call;
-    bool lib_first = nl > 0 && blaslt_analyse(pg, c, opt, &call) &&
-                     (double)call.batch * call.m * call.n * call.k >= BLASLT_FIRST_MACS;
+    bool lib_first =
+        nl > 0 && blaslt_analyse(pg, c, opt, &call) &&
+        (double)call.batch * call.m * call.n * call.k >= CUDA_MATMUL_MODEL.blaslt_first_macs;
     int n = 0;
     for (int i = 0; n < k && (i < no || i < nl); i++) {
         if (lib_first && i < nl && n < k)

@@ -56,6 +56,13 @@
 #include <time.h>
 #include <unistd.h>
 
+// The named fields of attention config k (cugen_attn.h).
+static CuAttnConfig acfg(const KernelConfig *k) {
+    CuAttnConfig a;
+    cuattn_config_unpack(k, &a);
+    return a;
+}
+
 static CudaHw g_cu[2]; // described A100 (sm_80), H100 (sm_90a)
 static CudaHw g_t4;    // a described T4 (sm_75): no tensor-core attention
 static bool g_nvrtc, g_emit_only;
@@ -254,19 +261,19 @@ static void emit_case(Batch *b, const Prep *p, int case_idx, const CudaHw *hw,
         KernelConfig cf[2 * 640];
         int n = cugen_attn_configs(p->pg, c, hw, opt, cf, 640), kept = 0;
         for (int q = 0; q < n; q++)
-            if ((mma < 0 || cf[q].p[CUA_MMA] == mma) && kept < k &&
-                (!g_keep_split || cf[q].p[CUA_SPLIT] > 1) && (!g_keep_kw || cf[q].p[CUA_KW] > 1))
+            if ((mma < 0 || acfg(&cf[q]).mma == mma) && kept < k &&
+                (!g_keep_split || acfg(&cf[q]).split > 1) && (!g_keep_kw || acfg(&cf[q]).kw > 1))
                 cf[kept++] = cf[q];
         n = kept;
         CHECK_MSG(n >= 1, "%s: no config of kind %d for %s", p->k.name, mma, hw->arch);
         // with_cp0: each cp.async config also staging through registers and cexpr.
         for (int q = 0, n0 = n; with_cp0 && q < n0; q++) {
-            char *at = strstr(cf[q].desc, "cp=1");
-            if (!at)
+            CuAttnConfig ac = acfg(&cf[q]);
+            if (ac.cp != 1)
                 continue;
-            cf[n] = cf[q];
-            cf[n].p[CUA_CP] = 0;
-            cf[n].desc[at - cf[q].desc + 3] = '0';
+            ac.cp = 0;
+            cuattn_config_pack(&ac, &cf[n]);
+            cf[n].score = cf[q].score;
             n++;
         }
         if (with_cp0)
@@ -439,7 +446,7 @@ static void ktdim_staging(void) {
                 CHECK_MSG(cugen_emit(p.pg, p.cand[ci], &cf[q], &g_cu[1], &fp16, "k", &src, &ln,
                                      &e) == ST_OK,
                           "%s %s: %s", cases[i].k.name, cf[q].desc, e.msg);
-                bool tc_cp = cf[q].p[CUA_MMA] != CUA_MMA_SIMT && cf[q].p[CUA_CP] != 0;
+                bool tc_cp = acfg(&cf[q]).mma != CUA_MMA_SIMT && acfg(&cf[q]).cp != 0;
                 bool staged = src.s && strstr(src.s, "orch_attn_vfrag_f16(bf, Kb") != NULL;
                 CHECK_MSG(staged == (cases[i].want[ci] && tc_cp), "%s candidate %d %s: K^T %s",
                           cases[i].k.name, ci, cf[q].desc,
@@ -611,7 +618,7 @@ static void compile_half(void) {
             KernelConfig cf[640];
             int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &o, cf, 640), tc = 0;
             for (int q = 0; q < n; q++)
-                tc += cf[q].p[CUA_MMA] != CUA_MMA_SIMT;
+                tc += acfg(&cf[q]).mma != CUA_MMA_SIMT;
             CHECK_MSG(n >= 1 && tc == 0, "%s under %s: %d configs, %d tensor-core", k->name,
                       pi < 0 ? "fp32" : g_precs[pi].name, n, tc);
         }
@@ -627,9 +634,9 @@ static void compile_half(void) {
         int n = cugen_attn_configs(ps[i].pg, ps[i].cand[1], &g_cu[1], &oo, cf, 640), cp16 = 0,
             ncp = 0;
         for (int q = 0; q < n; q++) {
-            if (cf[q].p[CUA_MMA] == CUA_MMA_SIMT)
+            if (acfg(&cf[q]).mma == CUA_MMA_SIMT)
                 continue;
-            CHECK_MSG(cf[q].p[CUA_MMA] == g_precs[own].mma, "%s: config '%s' under %s", k->name,
+            CHECK_MSG(acfg(&cf[q]).mma == g_precs[own].mma, "%s: config '%s' under %s", k->name,
                       cf[q].desc, g_precs[own].name);
             StrBuf src;
             sb_init(&src);
@@ -641,7 +648,7 @@ static void compile_half(void) {
                           !strstr(src.s, "orch_attn_vfrag_bf16(bf"),
                       "%s '%s': %s", k->name, cf[q].desc,
                       rc ? e.msg : "fragments not read from half tiles");
-            if (rc == ST_OK && cf[q].p[CUA_CP]) {
+            if (rc == ST_OK && acfg(&cf[q]).cp) {
                 ncp++;
                 cp16 += strstr(src.s, "orch_attn_cph16(") != NULL;
             }
@@ -689,10 +696,10 @@ static void packed_affine(void) {
         KernelConfig cf[640];
         int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], &o, cf, 640), cp = 0, tc_cp16 = 0;
         for (int q = 0; q < n; q++) {
-            if (!cf[q].p[CUA_CP])
+            if (!acfg(&cf[q]).cp)
                 continue;
             cp++;
-            if (own >= 0 && cf[q].p[CUA_MMA] != CUA_MMA_SIMT && tc_cp16 == 0) {
+            if (own >= 0 && acfg(&cf[q]).mma != CUA_MMA_SIMT && tc_cp16 == 0) {
                 StrBuf src;
                 sb_init(&src);
                 CudaLaunch ln;
@@ -734,7 +741,7 @@ static void configs_model(void) {
     if (prep(&pd, &dec)) {
         KernelConfig best;
         CHECK(cugen_attn_configs(pd.pg, pd.cand[1], &g_cu[1], &g_fp32, &best, 1) == 1);
-        CHECK_MSG(best.p[CUA_SPLIT] >= 8, "decoding: '%s'", best.desc);
+        CHECK_MSG(acfg(&best).split >= 8, "decoding: '%s'", best.desc);
         printf("    decoding (1 x 4096): %s, %.1f us\n", best.desc, best.score * 1e6);
         prep_free(&pd);
     }
@@ -770,7 +777,7 @@ static void configs_precision(void) {
             int n = cugen_attn_configs(p.pg, p.cand[1], hw, &o, cf, 640), simt = 0, tc = 0,
                 other = 0;
             for (int i = 0; i < n; i++) {
-                int m = (int)cf[i].p[CUA_MMA];
+                int m = (int)acfg(&cf[i]).mma;
                 simt += m == CUA_MMA_SIMT;
                 tc += pi >= 0 && m == g_precs[pi].mma;
                 other += m != CUA_MMA_SIMT && (pi < 0 || m != g_precs[pi].mma);
@@ -781,7 +788,7 @@ static void configs_precision(void) {
                       pi < 0 ? "fp32" : g_precs[pi].name, simt, tc, other);
             int best_tc = -1, best_simt = -1;
             for (int i = n - 1; i >= 0; i--)
-                *(cf[i].p[CUA_MMA] ? &best_tc : &best_simt) = i;
+                *(acfg(&cf[i]).mma ? &best_tc : &best_simt) = i;
             if (pi >= 0 && u == 1 && best_tc >= 0 && best_simt >= 0)
                 printf("    %s %s best %-40s %.2f us (SIMT best %.2f us)\n", hw->arch,
                        g_precs[pi].name, cf[best_tc].desc, cf[best_tc].score * 1e6,
@@ -800,7 +807,7 @@ static char *best_source(const AttnCase *k, int mma, double *score) {
     const TargetOptions o = mma ? prec_opt(g_precs[mma - 1].prec) : g_fp32;
     KernelConfig cf[640];
     int n = cugen_attn_configs(p.pg, p.cand[1], &g_cu[1], &o, cf, 640), q = 0;
-    while (q < n && cf[q].p[CUA_MMA] != mma)
+    while (q < n && acfg(&cf[q]).mma != mma)
         q++;
     char *out = NULL;
     if (q < n) {
@@ -990,7 +997,7 @@ static void gpu_run(Program *g, void **buf, int reps) {
         if (ok) {
             int64_t bad;
             double ratio;
-            int mma = (int)j->cfg.p[CUA_MMA];
+            int mma = (int)acfg(&j->cfg).mma;
             const float *ref = buf[c->output];
             float *ref32 = NULL;
             if (Y->dtype != DT_FLOAT) { // half: both widened (back to front: got in place)
@@ -1109,7 +1116,7 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
             gpu_run(g, buf, reps);
             for (int x = 0; x < g->nj; x++) {
                 const Job *j = &g->jobs[x];
-                int kind = (int)j->cfg.p[CUA_MMA], ci = j->c == ps[i].cand[1];
+                int kind = (int)acfg(&j->cfg).mma, ci = j->c == ps[i].cand[1];
                 if (j->ms > 0 && (!best[kind] || j->ms < best[kind]->ms))
                     best[kind] = j;
                 if (kind == CUA_MMA_SIMT && j->ms > 0 && (!best_simt[ci] || j->ms < best_simt[ci]->ms))
@@ -1134,7 +1141,7 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
             for (int q = 0; q < b.n; q++)
                 for (int x = 0; b.g[q].case_idx == i && x < b.g[q].nj; x++) {
                     const Job *j = &b.g[q].jobs[x];
-                    if (j->c != ps[i].cand[ci] || j->cfg.p[CUA_MMA] != CUA_MMA_SIMT)
+                    if (j->c != ps[i].cand[ci] || acfg(&j->cfg).mma != CUA_MMA_SIMT)
                         continue;
                     if (j == best_simt[ci])
                         rank = seen;
@@ -1152,7 +1159,7 @@ static void gpu_cases_run(const AttnCase *cases, int nc, int k_simt, int k_tc, i
             for (int q = 0; q < b.n; q++)
                 for (int x = 0; b.g[q].case_idx == i && x < b.g[q].nj; x++) {
                     const Job *j = &b.g[q].jobs[x];
-                    if (j->c != ps[i].cand[ci] || j->cfg.p[CUA_MMA] == CUA_MMA_SIMT)
+                    if (j->c != ps[i].cand[ci] || acfg(&j->cfg).mma == CUA_MMA_SIMT)
                         continue;
                     printf("      %s model #%d %-48s model %6.1f us, measured %6.1f us\n",
                            ci ? "layouts" : "core", ++seen, j->cfg.desc + 9, j->cfg.score * 1e6,

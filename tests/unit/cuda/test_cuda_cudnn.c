@@ -567,10 +567,7 @@ static void analyse_ok(const ConvCase *k, DType dt, int store) {
         }
         // A config's bare math type keeps the call's data type.
         KernelConfig kc;
-        memset(&kc, 0, sizeof kc);
-        kc.cls = CUCLS_CUDNN;
-        kc.p[DNP_ALGO] = 1;
-        kc.p[DNP_MATH] = DNN_MATH_DEFAULT;
+        dnn_config_pack(&(CuDnnConfig){.algo = 1, .math = DNN_MATH_DEFAULT}, &kc);
         Err e = {0};
         DnnCall cfg_call;
         CHECK(!ok || (dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &cfg_call, &e) == ST_OK &&
@@ -701,21 +698,18 @@ static void test_analysis(void) {
             CHECK(dnn_analyse(g.pg, &g.cs->c[g.cand], &o, &got) && got.math == pm[i].math);
         }
         // A config's algorithm, math and workspace reach the call; other classes are refused.
+        CuDnnConfig dc = {.algo = 6, .math = DNN_MATH_FMA, .workspace = 12345};
         KernelConfig kc;
-        memset(&kc, 0, sizeof kc);
-        kc.cls = CUCLS_CUDNN;
-        kc.p[DNP_ALGO] = 6;
-        kc.p[DNP_MATH] = DNN_MATH_FMA;
-        kc.p[DNP_WORKSPACE] = 12345;
-        snprintf(kc.desc, sizeof kc.desc, "cls=cudnn algo=winograd math=fma");
+        dnn_config_pack(&dc, &kc);
+        CHECK(strcmp(kc.desc, "cls=cudnn algo=winograd math=fma") == 0);
         DnnCall got;
         Err e = {0};
         CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_OK && got.algo == 6 &&
               got.math == DNN_MATH_FMA && got.workspace == 12345);
         kc.cls = CUCLS_BLASLT;
         CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_UNSUPPORTED);
-        kc.cls = CUCLS_CUDNN;
-        kc.p[DNP_ALGO] = DNN_ALGO_COUNT;
+        dc.algo = DNN_ALGO_COUNT;
+        dnn_config_pack(&dc, &kc);
         CHECK(dnn_call(g.pg, &g.cs->c[g.cand], &kc, &g_fp32, &got, &e) == ST_UNSUPPORTED);
     }
     cg_free(&g);

@@ -76,6 +76,19 @@ typedef struct G {
 static G graphs[MAX_GRAPHS];
 // The emitters' options under float32 (the default).
 static const TargetOptions g_fp32 = {.precision = PREC_FP32};
+
+// The named fields of a pointwise or reduction config (cugen.h).
+static CuPointwiseConfig pwcfg(const KernelConfig *k) {
+    CuPointwiseConfig q;
+    cupw_config_unpack(k, &q);
+    return q;
+}
+
+static CuReduceConfig redcfg(const KernelConfig *k) {
+    CuReduceConfig q;
+    cured_config_unpack(k, &q);
+    return q;
+}
 static int n_half_float; // kernels of reduced-precision graphs computing half values in float
 static int n_graphs;
 
@@ -720,22 +733,24 @@ static void emit_all(const CudaHw *hw) {
                 }
                 kn->line1 = count_lines(p->s);
                 prog_lines[kn->prog]++; // kernels in the program
-                if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[3] > 0)
+                CuPointwiseConfig pq = pwcfg(&cfg[k]);
+                CuReduceConfig rq = redcfg(&cfg[k]);
+                if (cfg[k].cls == CUCLS_POINTWISE && pq.tr > 0)
                     n_pw_tiled++;
-                else if (cfg[k].cls == CUCLS_POINTWISE && cfg[k].p[2] == 4)
+                else if (cfg[k].cls == CUCLS_POINTWISE && pq.vec == 4)
                     n_pw_vec++;
                 else if (cfg[k].cls == CUCLS_POINTWISE)
                     n_pw_scalar++;
-                else if (cfg[k].p[2] == 1)
+                else if (rq.split == 1)
                     n_red_split++;
-                else if (cfg[k].p[1] == 1)
+                else if (rq.tpr == 1)
                     n_red_thread++;
-                else if (cfg[k].p[1] == 32)
+                else if (rq.tpr == 32)
                     n_red_warp++;
                 else
                     n_red_block++;
-                n_red_cached += cfg[k].cls == CUCLS_REDUCE && cfg[k].p[3] > 0;
-                n_red_grid += cfg[k].cls == CUCLS_REDUCE && cfg[k].p[5] > 1;
+                n_red_cached += cfg[k].cls == CUCLS_REDUCE && rq.cache > 0;
+                n_red_grid += cfg[k].cls == CUCLS_REDUCE && rq.grid > 1;
                 g->kernels++;
                 nk++;
             }
@@ -911,13 +926,15 @@ static void cached_vs_uncached(int gi) {
     G *g = &graphs[gi];
     for (int i = 0; i < nk; i++) {
         const Kernel *kc = &ks[i];
-        if (kc->graph != gi || !kc->got || kc->cfg.p[3] == 0)
+        CuReduceConfig rc = redcfg(&kc->cfg);
+        if (kc->graph != gi || !kc->got || rc.cache == 0)
             continue;
         for (int j = 0; j < nk; j++) {
             const Kernel *ku = &ks[j];
-            if (ku->graph != gi || ku->cand != kc->cand || !ku->got || ku->cfg.p[3] != 0 ||
-                ku->cfg.p[0] != kc->cfg.p[0] || ku->cfg.p[1] != kc->cfg.p[1] ||
-                ku->cfg.p[2] != kc->cfg.p[2] || ku->cfg.p[5] != kc->cfg.p[5])
+            CuReduceConfig ru = redcfg(&ku->cfg);
+            if (ku->graph != gi || ku->cand != kc->cand || !ku->got || ru.cache != 0 ||
+                ru.block != rc.block || ru.tpr != rc.tpr || ru.split != rc.split ||
+                ru.grid != rc.grid)
                 continue;
             const Tensor *o = g->pg->tensors[g->cs->c[kc->cand].output];
             bool same = !memcmp(kc->got, ku->got, tensor_nbytes(o));
@@ -1157,24 +1174,26 @@ static void test_row_cache(void) {
             int n = cugen_pw_configs(pg, c, &hw, &g_fp32, cfg, 16), cached = 0;
             for (int k = 0; k < n; k++) {
                 // A grid split's G blocks share the row: each thread holds 1/G of its share.
-                int64_t tpr = cfg[k].p[1], gs = ORCH_MAX(cfg[k].p[5], 1);
+                CuReduceConfig rk = redcfg(&cfg[k]);
+                int64_t tpr = rk.tpr, gs = ORCH_MAX(rk.grid, 1);
                 int64_t slots = (cols + tpr * gs - 1) / (tpr * gs);
                 int sib = -1;
-                for (int j = 0; j < n; j++)
-                    if (j != k && cfg[j].p[0] == cfg[k].p[0] && cfg[j].p[1] == tpr &&
-                        cfg[j].p[2] == cfg[k].p[2] && cfg[j].p[5] == cfg[k].p[5] &&
-                        (cfg[j].p[3] == 0) != (cfg[k].p[3] == 0))
+                for (int j = 0; j < n; j++) {
+                    CuReduceConfig rj = redcfg(&cfg[j]);
+                    if (j != k && rj.block == rk.block && rj.tpr == tpr && rj.split == rk.split &&
+                        rj.grid == rk.grid && (rj.cache == 0) != (rk.cache == 0))
                         sib = j;
+                }
                 bool fits =
-                    (cfg[k].p[2] ? gs > 1 : tpr >= 32) && slots <= (A->dtype == DT_FLOAT ? 16 : 8);
+                    (rk.split ? gs > 1 : tpr >= 32) && slots <= (A->dtype == DT_FLOAT ? 16 : 8);
                 // (Grid splits share two slots of the measured set: a sibling may be cut.)
                 CHECK_MSG(whole && gs == 1 ? fits == (sib >= 0) : fits || sib < 0,
                           "%s: %s: cached sibling %d, fits %d, whole chain %d", g->name,
                           cfg[k].desc, sib >= 0, fits, whole);
-                if (cfg[k].p[3] == 0)
+                if (rk.cache == 0)
                     continue;
                 cached++;
-                CHECK_MSG(cfg[k].p[3] == slots && fits, "%s: %s over rows of %lld", g->name,
+                CHECK_MSG(rk.cache == slots && fits, "%s: %s over rows of %lld", g->name,
                           cfg[k].desc, (long long)cols);
                 if (sib < 0)
                     continue;
@@ -1203,8 +1222,9 @@ static void test_row_cache(void) {
                 sb_free(&src[0]);
                 sb_free(&src[1]);
                 // One slot more than the row needs (or 17) is not a config.
-                KernelConfig bad = cfg[k];
-                bad.p[3] = slots + 1;
+                KernelConfig bad;
+                rk.cache = slots + 1;
+                cured_config_pack(&rk, &bad);
                 StrBuf s;
                 sb_init(&s);
                 Err e = {0};
@@ -1214,7 +1234,7 @@ static void test_row_cache(void) {
             with_cache += whole && cached > 0;
             // Rows past every block's cache: only grid splits (each block a share) hold them.
             for (int k = 0; k < n && cols > 16 * 1024; k++)
-                cached -= cfg[k].p[3] > 0 && cfg[k].p[5] > 1;
+                cached -= redcfg(&cfg[k]).cache > 0 && redcfg(&cfg[k]).grid > 1;
             if (cols > 16 * 1024)
                 CHECK_MSG(cached == 0, "%s: %d cached configs over rows of %lld", g->name, cached,
                           (long long)cols);

@@ -77,7 +77,7 @@ static const char *g_only; // when set: only configs whose desc holds it are emi
 static int g_only_kernels; // ... and how many were
 static int g_only_max;     // ... at most this many per candidate (0: all)
 // Split-K of the tensor cores (tc_splitk): only split tensor-core configs are emitted, the
-// unsplit ones offered as copies with CUL_SPLIT = g_split_force (when > 1).
+// unsplit ones offered as copies with split = g_split_force (when > 1).
 static bool g_split_only;
 static int g_split_force;
 static int g_split_tc; // split tensor-core kernels NVRTC compiled (all archs)
@@ -243,8 +243,15 @@ typedef struct Job {
     bool sampled_out; // emitted, but left out of NVRTC's programs (ORCH_CUGEN_SAMPLE)
 } Job;
 
+// The named fields of a matmul or convolution config (cugen_linear.h).
+static CuLinearConfig lincfg(const KernelConfig *k) {
+    CuLinearConfig q;
+    culin_config_unpack(k, &q);
+    return q;
+}
+
 static bool tc_variant(const KernelConfig *cf) {
-    int64_t v = cf->p[CUL_VAR];
+    int64_t v = lincfg(cf).var;
     return v == CUV_TF32 || v == CUV_F16 || v == CUV_BF16;
 }
 
@@ -306,12 +313,12 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             if (g_split_only) {
                 if (!tc_variant(&kc))
                     continue;
-                if (kc.p[CUL_SPLIT] <= 1) { // a split copy, unless that one is offered too
+                CuLinearConfig lc = lincfg(&kc);
+                if (lc.split <= 1) { // a split copy, unless that one is offered too
                     if (g_split_force <= 1)
                         continue;
-                    kc.p[CUL_SPLIT] = g_split_force;
-                    size_t l = strlen(kc.desc);
-                    snprintf(kc.desc + l, sizeof kc.desc - l, " sk=%d", g_split_force);
+                    lc.split = g_split_force;
+                    culin_config_pack(&lc, &kc); // (the score stays)
                     bool offered = false;
                     for (int q = 0; q < n && !offered; q++)
                         offered = !strcmp(cf[q].desc, kc.desc);
@@ -331,7 +338,7 @@ static Job *emit_all(const char *name, const PrimGraph *pg, const CandidateSet *
             j->c = c;
             j->cfg = kc;
             j->prog = (*nj - 1) % nsrc;
-            j->tc_split = tc_variant(&kc) && kc.p[CUL_SPLIT] > 1;
+            j->tc_split = tc_variant(&kc) && lincfg(&kc).split > 1;
             j->sampled_out = !g_api && g_sample > 1 && (*nj - 1) % g_sample != 0;
             g_sampled_out += j->sampled_out;
             snprintf(j->fn, sizeof j->fn, "k_%d_%d", c->id, i);

@@ -396,7 +396,8 @@ static int model_kernels(const char *name, const PrimGraph *pg, const CandidateS
                     int rc = cugen_emit(pg, c, &cf[k], hw, &o, kn->fn, &p->src, &ln, &e);
                     r->kernels[h]++;
                     r->tf32[h] += pass;
-                    g_row_cached += !rc && cf[k].cls == CUCLS_REDUCE && cf[k].p[3] > 0;
+                    CuReduceConfig rq;
+                    g_row_cached += !rc && cured_config_unpack(&cf[k], &rq) && rq.cache > 0;
                     if (rc) {
                         p->src.len = mark;
                         p->src.s[mark] = 0;

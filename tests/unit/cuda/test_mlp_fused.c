@@ -535,6 +535,13 @@ static DType chain_dtype(const PrimGraph *pg, const Candidate *c) {
     return DT_FLOAT;
 }
 
+// The named fields of MLP config k (cugen_mlp.h).
+static CuMlpConfig mcfg(const KernelConfig *k) {
+    CuMlpConfig q;
+    cumlp_config_unpack(k, &q);
+    return q;
+}
+
 // The relative tolerance of a config's check: the compile driver's (lab_candidate_tolerance)
 // for the precision its arithmetic rounds to; 1e-4 for float32 (3xtf32 included). A half
 // chain: its type's, at least the kernel lab's floor for a half output (lab_outputs_agree_tol).
@@ -543,7 +550,7 @@ static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelCo
     if (is_half(dt))
         return fmax(lab_candidate_tolerance(pg, c, dt == DT_FLOAT16 ? PREC_FP16 : PREC_BF16),
                     dt == DT_FLOAT16 ? 2e-3 : 1.6e-2);
-    switch (cf->p[CUMLP_VAR]) {
+    switch (mcfg(cf).var) {
     case CUMLP_TF32: return lab_candidate_tolerance(pg, c, PREC_TF32);
     case CUMLP_F16: return lab_candidate_tolerance(pg, c, PREC_FP16);
     case CUMLP_BF16: return lab_candidate_tolerance(pg, c, PREC_BF16);
@@ -554,7 +561,7 @@ static double config_tol(const PrimGraph *pg, const Candidate *c, const KernelCo
 // The precision a config is emitted under, as the compile driver would: its variant's (the
 // emitted epilogues follow it: cugen_cexpr_dialect), float32 for the SIMT variants.
 static Precision emit_precision(const KernelConfig *cf) {
-    switch (cf->p[CUMLP_VAR]) {
+    switch (mcfg(cf).var) {
     case CUMLP_TF32:
     case CUMLP_3XTF32: return PREC_TF32;
     case CUMLP_F16: return PREC_FP16;
@@ -573,13 +580,8 @@ static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const Kern
 
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
 static int family(const KernelConfig *cf) {
-    const char *epi = strstr(cf->desc, "epi=");
-    int mode = !epi                               ? 0
-               : strncmp(epi, "epi=smem", 8) == 0 ? 1
-               : strncmp(epi, "epi=ilvx", 8) == 0 ? 3
-               : strncmp(epi, "epi=ilv", 7) == 0  ? 2
-                                                  : 0;
-    return (int)cf->p[CUMLP_VAR] * 4 + mode;
+    CuMlpConfig q = mcfg(cf);
+    return (int)(q.var * 4 + q.epi);
 }
 
 // The configs chain c is checked in: the best k under float32 (k = 0: the best SIMT one, whose
@@ -595,7 +597,7 @@ static int chain_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *
         KernelConfig cf[64];
         int nc = cugen_mlp_configs(pg, c, hw, &o, cf, 64);
         for (int i = 0; i < nc && n < cap; i++) {
-            bool simt = cf[i].p[CUMLP_VAR] == CUMLP_BLOCK || cf[i].p[CUMLP_VAR] == CUMLP_WARP;
+            bool simt = mcfg(&cf[i]).var == CUMLP_BLOCK || mcfg(&cf[i]).var == CUMLP_WARP;
             bool take = all || (p == 0 && (i < k || (k == 0 && simt && n == 0)));
             bool dup = false, seen = false;
             for (int j = 0; j < n; j++) {
@@ -750,7 +752,7 @@ static void gpu_run(const char *name, const PrimGraph *pg, void **buf, void **wb
         } else if (ok) {
             // Tensor cores with rounded operands: against the same rounding (3xtf32 and the
             // SIMT variants: the exact values).
-            int64_t v = j->cfg.p[CUMLP_VAR], bad;
+            int64_t v = mcfg(&j->cfg).var, bad;
             int bits = v == CUMLP_TF32 || v == CUMLP_F16 ? 10 : v == CUMLP_BF16 ? 7 : 0;
             float *rref = bits ? rounded_chain_output(pg, c, buf, bits) : NULL;
             const float *ref = rref ? rref : (const float *)buf[c->output];
@@ -1521,7 +1523,7 @@ static void gpu_timing(void) {
     static const char *const vnames[] = {"block", "warp", "f64", "3xtf32", "tf32", "f16", "bf16"};
     for (size_t v = 0; v < ORCH_COUNT(vars); v++)
         for (int i = 0; i < n; i++)
-            if (jobs[order[i]].cfg.p[CUMLP_VAR] == vars[v]) {
+            if (mcfg(&jobs[order[i]].cfg).var == vars[v]) {
                 printf("  best %-6s %8.1f us  %s\n", vnames[v], jobs[order[i]].time * 1e6,
                        jobs[order[i]].cfg.desc);
                 break;
