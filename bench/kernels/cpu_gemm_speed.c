@@ -10,6 +10,7 @@
 // Usage: cpu_gemm_speed [-k N] [CASE...]    (-k: configs measured per case, default 1 or 2;
 // CASE: run only the cases whose name contains it). Exit status 1 when a kernel computed a wrong
 // result. Threads: OpenMP's (OMP_NUM_THREADS).
+#include "../../tests/unit/graph_builder.h" // the unit tests' graph inputs and outputs
 #include "backend/cpu/cbuild.h"
 #include "backend/cpu/cgen.h"
 #include "backend/cpu/cgen_linear.h"
@@ -46,19 +47,6 @@ static float *rand_buf(int64_t n) {
     for (int64_t i = 0; i < n; i++)
         p[i] = frand();
     return p;
-}
-
-static int add_input(PrimGraph *pg, const char *name, int rank, const int64_t *dims) {
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static void add_output(PrimGraph *pg, int t) {
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
 }
 
 static int add_const(PB *b, int rank, const int64_t *dims) {
@@ -238,10 +226,10 @@ static void mm512(void) {
     const int64_t S = 512;
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t ad[] = {S, S};
-    int a = add_input(pg, "a", 2, ad);
+    int a = gb_input(pg, "a", 2, ad);
     PB b = {pg, "mm"};
     int w = add_const(&b, 2, ad);
-    add_output(pg, pb_matmul(&b, a, w));
+    gb_output(pg, pb_matmul(&b, a, w));
     speed_graph("mm512", pg, 2.0 * S * S * S, 2);
     if (!wanted("mm512"))
         return;
@@ -262,10 +250,10 @@ static void mm512(void) {
 static void gemv(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t vd[] = {1, 1024}, wd[] = {1024, 4096};
-    int a = add_input(pg, "a", 2, vd);
+    int a = gb_input(pg, "a", 2, vd);
     PB b = {pg, "gemv"};
     int w = add_const(&b, 2, wd);
-    add_output(pg, pb_matmul(&b, a, w));
+    gb_output(pg, pb_matmul(&b, a, w));
     speed_graph("gemv1x4096x1024", pg, 2.0 * 4096 * 1024, 1);
 }
 
@@ -279,25 +267,25 @@ static void convs(void) {
                        .pad_end = {1, 1}};
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 64, 56, 56}, wd[] = {64, 64, 3, 3};
-    int x = add_input(pg, "x", 4, xd);
+    int x = gb_input(pg, "x", 4, xd);
     PB b = {pg, "conv"};
     int cw = add_const(&b, 4, wd);
-    add_output(pg, pb_conv(&b, &lp, x, cw, xd));
+    gb_output(pg, pb_conv(&b, &lp, x, cw, xd));
     speed_graph("conv3x3_64_56", pg, 2.0 * 64 * 64 * 9 * 56 * 56, 2);
     // ResNet-18's layer4: 512 channels, 7x7 pixels (49: a narrow last tile).
     pg = prim_graph_create(NULL);
     const int64_t x4[] = {1, 512, 7, 7}, w4[] = {512, 512, 3, 3};
-    x = add_input(pg, "x", 4, x4);
+    x = gb_input(pg, "x", 4, x4);
     b = (PB){pg, "conv"};
     cw = add_const(&b, 4, w4);
-    add_output(pg, pb_conv(&b, &lp, x, cw, x4));
+    gb_output(pg, pb_conv(&b, &lp, x, cw, x4));
     speed_graph("conv3x3_512_7", pg, 2.0 * 512 * 512 * 9 * 49, 2);
     // A 1x1 conv with a fused bias + relu epilogue (the epilogue is a large share when K is
     // small), and the same conv alone.
     for (int fused = 1; fused >= 0; fused--) {
         pg = prim_graph_create(NULL);
         const int64_t pd[] = {1, 64, 56, 56}, pwd[] = {64, 64, 1, 1}, pbd[] = {1, 64, 1, 1};
-        x = add_input(pg, "x", 4, pd);
+        x = gb_input(pg, "x", 4, pd);
         b = (PB){pg, "conv1x1"};
         cw = add_const(&b, 4, pwd);
         LinearParams lp1 = {
@@ -305,24 +293,24 @@ static void convs(void) {
         int y = pb_conv(&b, &lp1, x, cw, pd);
         if (fused)
             y = pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_ADD, y, add_const(&b, 4, pbd)));
-        add_output(pg, y);
+        gb_output(pg, y);
         speed_graph(fused ? "conv1x1_64_56_bias_relu" : "conv1x1_64_56", pg,
                     2.0 * 64 * 64 * 56 * 56, 1);
     }
     // A MobileNet depthwise layer: 3x3, 32 channels, 112x112.
     pg = prim_graph_create(NULL);
     const int64_t dd[] = {1, 32, 112, 112}, dwd[] = {32, 1, 3, 3};
-    x = add_input(pg, "x", 4, dd);
+    x = gb_input(pg, "x", 4, dd);
     b = (PB){pg, "dw"};
     cw = add_const(&b, 4, dwd);
     LinearParams dp = lp;
     dp.group = 32;
-    add_output(pg, pb_conv(&b, &dp, x, cw, dd));
+    gb_output(pg, pb_conv(&b, &dp, x, cw, dd));
     speed_graph("dw3x3_32_112", pg, 2.0 * 32 * 9 * 112 * 112, 1);
     // A style-transfer upsampling layer: ConvTranspose 3x3 stride 2, 64 -> 32 channels, 32x32.
     pg = prim_graph_create(NULL);
     const int64_t td[] = {1, 64, 32, 32}, twd[] = {64, 32, 3, 3}, tod[] = {1, 32, 64, 64};
-    x = add_input(pg, "x", 4, td);
+    x = gb_input(pg, "x", 4, td);
     b = (PB){pg, "convT"};
     cw = add_const(&b, 4, twd);
     LinearParams tp = {.op = LIN_CONV_TRANSPOSE,
@@ -333,7 +321,7 @@ static void convs(void) {
                        .pad_begin = {1, 1},
                        .pad_end = {0, 0},
                        .out_pad = {1, 1}};
-    add_output(pg, pb_conv(&b, &tp, x, cw, tod));
+    gb_output(pg, pb_conv(&b, &tp, x, cw, tod));
     speed_graph("convT3x3_s2_64_32", pg, 2.0 * 64 * 32 * 9 * 32 * 32, 1);
 }
 

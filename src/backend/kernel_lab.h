@@ -1,8 +1,9 @@
-// The kernel lab: builds, checks and times generated kernels. Jobs (a candidate and a config) are
-// emitted into translation units, compiled in parallel compiler processes, loaded, run on the
-// tensor values the primitive interpreter computed for realistic inputs, compared with the
-// interpreter's output for the candidate's sink, and, when they agree, timed (warm-up, then
-// repeats until a time budget, median and spread). A kernel that disagrees is never timed.
+// The kernel lab's contract, shared by every target (each has its own lab behind its lab_run slot:
+// cpu/lab_cpu.c, cuda/cuda_lab.c): jobs (a candidate and a config) are emitted into translation
+// units, built in parallel, loaded, run on the tensor values the primitive interpreter computed
+// for realistic inputs, compared with the interpreter's output for the candidate's sink, and,
+// when they agree, timed (warm-up, then repeats until a time budget, median and spread). A
+// kernel that disagrees is never timed. Also the precisions and the checks' tolerances.
 // Needs: a verified primitive graph, its candidate set, and every tensor's value
 // (prim_interp_values). Guarantees: every job ends with a status and, when LAB_OK, a time.
 #ifndef ORCH_KERNEL_LAB_H

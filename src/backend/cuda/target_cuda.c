@@ -187,30 +187,24 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         return cugen_mlp_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_ATTN)
         return cugen_attn_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
-    if (cfg->cls == CUCLS_BLASLT) {
+    if (cfg->cls == CUCLS_BLASLT || cfg->cls == CUCLS_CUDNN) {
+        // No code: the runtime calls the library; the source only names the call.
         CudaLaunch l;
         memset(&l, 0, sizeof l);
-        l.lib = true;
-        int rc = blaslt_call(pg, c, cfg, opt, &l.blas, e);
-        if (rc)
-            return rc;
         char d[512];
-        blaslt_call_str(&l.blas, d, sizeof d);
-        sb_printf(src, "// %s: %s\n", fn, d); // no code: the runtime calls the library
-        if (launch)
-            *launch = l;
-        return ST_OK;
-    }
-    if (cfg->cls == CUCLS_CUDNN) {
-        CudaLaunch l;
-        memset(&l, 0, sizeof l);
-        l.lib = CUDA_LIB_CUDNN;
-        int rc = dnn_call(pg, c, cfg, opt, &l.dnn, e);
-        if (rc)
-            return rc;
-        char d[512];
-        dnn_call_str(&l.dnn, d, sizeof d);
-        sb_printf(src, "// %s: %s\n", fn, d); // no code: the runtime calls the library
+        int rc;
+        if (cfg->cls == CUCLS_BLASLT) {
+            l.lib = true;
+            if ((rc = blaslt_call(pg, c, cfg, opt, &l.blas, e)))
+                return rc;
+            blaslt_call_str(&l.blas, d, sizeof d);
+        } else {
+            l.lib = CUDA_LIB_CUDNN;
+            if ((rc = dnn_call(pg, c, cfg, opt, &l.dnn, e)))
+                return rc;
+            dnn_call_str(&l.dnn, d, sizeof d);
+        }
+        sb_printf(src, "// %s: %s\n", fn, d);
         if (launch)
             *launch = l;
         return ST_OK;

@@ -19,6 +19,18 @@
 static char g_dir[] = "/tmp/orch_compile_options_XXXXXX";
 static char g_mlp[1200], g_conv[1200];
 
+// Serialises the model b builds to path and frees b.
+static void write_model(MB *b, const char *path) {
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f)
+        fclose(f);
+    free(buf);
+    mb_free(b);
+}
+
 // y = relu(x W1 + b1) W2: two products, so fp16 has tensor-core configs to offer.
 static void write_mlp(const char *path) {
     const int64_t xd[] = {256, 128}, wd[] = {128, 128}, bd[] = {128};
@@ -39,14 +51,7 @@ static void write_mlp(const char *path) {
     mb_node(b, "Relu", "relu", "hb", "r", NULL);
     mb_node(b, "MatMul", "mm2", "r,w2", "y", NULL);
     mb_output(b, "y");
-    size_t len;
-    uint8_t *buf = mb_pack(b, &len);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
-    mb_free(b);
+    write_model(b, path);
 }
 
 // A 3x3 convolution followed by a sigmoid.
@@ -62,14 +67,7 @@ static void write_conv(const char *path) {
     mb_node(b, "Conv", "conv", "x,w", "c", mb_attr_ints(b, "pads", 4, pads), NULL);
     mb_node(b, "Sigmoid", "sig", "c", "y", NULL);
     mb_output(b, "y");
-    size_t len;
-    uint8_t *buf = mb_pack(b, &len);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
-    mb_free(b);
+    write_model(b, path);
 }
 
 static int compile(const char *model, const char *target, const char *precision, bool half,
