@@ -4,6 +4,13 @@
 
 #include <stdio.h>
 
+void lin_emit_load(const Emit *E, int ind, int input, const char *off, const char *dst) {
+    if (E->load)
+        E->load(E, ind, input, off, dst);
+    else
+        sb_line(E->s, ind, "%s = ((const float *)in[%d])[%s];\n", dst, input, off);
+}
+
 // Batch coordinates of the output (matmul: bq0.. from b) and, when asked, the operands' batch
 // offsets in elements (aoff, boff).
 void lin_emit_batch_coords(const Emit *E, int ind, bool offsets) {
@@ -90,8 +97,10 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
                 "const int64_t w_c = q_g * %lld + %s / %lld, w_m = %s, w_q = %s %% %lld;\n",
                 (long long)L->Cg, k, (long long)L->kpix, i, k, (long long)L->kpix);
         if (L->pb >= 0) {
-            sb_line(s, ind + 1, "%s = ((const float *)in[%d])[(w_c * %lld + w_m) * %lld + w_q];\n",
-                    dst, L->pb, (long long)L->OCg, (long long)L->kpix);
+            char off[96];
+            snprintf(off, sizeof off, "(w_c * %lld + w_m) * %lld + w_q", (long long)L->OCg,
+                     (long long)L->kpix);
+            lin_emit_load(E, ind + 1, L->pb, off, dst);
         } else {
             sb_line(s, ind + 1, "int64_t w_r = w_q;\n");
             int rc = conv_w_value(E, ind + 1, "w_c", "w_m", dst, e);
@@ -103,8 +112,10 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
     }
     if (L->conv) {
         if (L->pb >= 0) {
-            sb_line(s, ind, "%s = ((const float *)in[%d])[(q_g * %lld + %s) * %lld + %s];\n", dst,
-                    L->pb, (long long)L->OCg, i, (long long)L->K, k);
+            char off[160];
+            snprintf(off, sizeof off, "(q_g * %lld + %s) * %lld + %s", (long long)L->OCg, i,
+                     (long long)L->K, k);
+            lin_emit_load(E, ind, L->pb, off, dst);
             return ST_OK;
         }
         // W index (oc, ci, kernel coords) from k.
@@ -119,13 +130,15 @@ int lin_emit_a_value(Emit *E, int ind, const char *i, const char *k, const char 
         return ST_OK;
     }
     if (L->pa >= 0 && L->a_trans) {
-        sb_line(s, ind, "%s = ((const float *)in[%d])[aoff + %s * %lld + %s];\n", dst, L->pa, k,
-                (long long)L->M, i);
+        char off[160];
+        snprintf(off, sizeof off, "aoff + %s * %lld + %s", k, (long long)L->M, i);
+        lin_emit_load(E, ind, L->pa, off, dst);
         return ST_OK;
     }
     if (L->pa >= 0) {
-        sb_line(s, ind, "%s = ((const float *)in[%d])[aoff + %s * %lld + %s];\n", dst, L->pa, i,
-                (long long)L->K, k);
+        char off[160];
+        snprintf(off, sizeof off, "aoff + %s * %lld + %s", i, (long long)L->K, k);
+        lin_emit_load(E, ind, L->pa, off, dst);
         return ST_OK;
     }
     return matmul_operand(E, ind, L->ta, i, k, dst, e);
@@ -136,8 +149,9 @@ int lin_emit_b_value(Emit *E, int ind, const char *k, const char *j, const char 
     StrBuf *s = E->s;
     if (!L->conv) {
         if (L->pb >= 0) {
-            sb_line(s, ind, "%s = ((const float *)in[%d])[boff + %s * %lld + %s];\n", dst, L->pb, k,
-                    (long long)L->N, j);
+            char off[160];
+            snprintf(off, sizeof off, "boff + %s * %lld + %s", k, (long long)L->N, j);
+            lin_emit_load(E, ind, L->pb, off, dst);
             return ST_OK;
         }
         return matmul_operand(E, ind, L->tb, k, j, dst, e);
@@ -195,7 +209,7 @@ int lin_emit_patch_value(Emit *E, int ind, const char *dst, Err *e) {
         sb_line(s, ind + 1, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
         for (int d = 0; d < L->S; d++)
             sb_line(s, ind + 1, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
-        sb_line(s, ind + 1, "%s = ((const float *)in[%d])[x_off];\n", dst, L->pa);
+        lin_emit_load(E, ind + 1, L->pa, "x_off", dst);
     } else {
         const char *ix[5] = {"q_n", "x_c", "x_i0", "x_i1", "x_i2"};
         char v[64];

@@ -1,9 +1,9 @@
 // The operands of a linear candidate (linear_spec.h) as statements, for the linear emitters of
 // both targets: A[b](i, k), B[b](k, j) and the convolution patch element, read in place from
-// float32 kernel inputs or through cexpr's value expressions for what prologues compute. The
-// text is plain C over `in[j]` (the kernel's `const void *const *in`) and int64_t, which is also
-// valid CUDA C; an emitter with other storage (the CUDA target's half tensors) reads those
-// operands itself and leaves the rest to these.
+// kernel inputs or through cexpr's value expressions for what prologues compute. The text is
+// plain C over `in[j]` (the kernel's `const void *const *in`) and int64_t, which is also valid
+// CUDA C; an emitter with other storage (the CUDA target's half tensors) supplies the element
+// read (Emit.load) and leaves the indexing to these.
 // Needs: a Lin from lin_spec_analyse, the Cexpr of the kernel (its reader answering for the
 // LINEAR's output where an epilogue reads it). Guarantees: every value is the float32 the
 // primitive interpreter reads there (0 over a convolution's padding).
@@ -26,7 +26,14 @@ typedef struct Emit {
     bool local;      // C: the kernel function is a static helper of another (col2im's GEMM)
     bool patch_tab;  // CUDA: the conv patch is gathered through the per-slice table
                      // (emit_matmul_cuda.c, patch_tab_setup)
+    // Statements setting the float lvalue dst to kernel input `input`'s element at flat offset
+    // `off` (an int64_t expression); NULL: float32 storage, `((const float *)in[input])[off]`.
+    // The CUDA target's half storage reads and converts its float16 / bfloat16 elements here.
+    void (*load)(const struct Emit *E, int ind, int input, const char *off, const char *dst);
 } Emit;
+
+// Reads kernel input `input` at `off` into dst through E->load (see Emit).
+void lin_emit_load(const Emit *E, int ind, int input, const char *off, const char *dst);
 
 // Declares b's coordinates: matmul bq0.. (and aoff/boff, the operands' batch offsets in
 // elements, when `offsets`), conv q_n and q_g.

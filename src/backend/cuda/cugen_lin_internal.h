@@ -37,12 +37,8 @@ void culin_emit_store(const Emit *E, int ind, const char *lhs, const char *v);
 // operands' half type (to_float), or the conversion's name of a float to it (f2h).
 void culin_h2f(const Lin *L, const char *x, char *buf, size_t cap);
 const char *culin_f2h_fn(const Lin *L);
-// The value helpers of linear_values.h (lin_emit_a_value, lin_emit_b_value, lin_emit_patch_value)
-// for half operands too: they read a float32 kernel input in place; these read a half one in
-// place (converted to float) and leave everything else to them (cexpr handles half loads).
-int culin_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e);
-int culin_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e);
-int culin_patch_value(Emit *E, int ind, const char *dst, Err *e);
+// Operand values come from linear_values.h's helpers; under half storage the kernel's Emit.load
+// reads a half kernel input in place, converted to float (cexpr handles prologues' half loads).
 // The candidate's output value from the LINEAR's value `acc` at GEMM row i, column j (C
 // expressions; batch coordinates in scope); the value's name goes to dst.
 int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const char *j, char *dst,

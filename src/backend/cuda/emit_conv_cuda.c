@@ -61,9 +61,9 @@ int culin_emit_dw(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "for (int kw = 0; kw < %lld; kw++) {\n", KW);
     sb_line(s, 3, "const int64_t x_k0 = kh, x_k1 = kw, dw_k = kh * %lld + kw;\n", KW);
     sb_line(s, 3, "float wv, xv;\n");
-    int rc = culin_a_value(E, 3, "dw_i", "dw_k", "wv", e);
+    int rc = lin_emit_a_value(E, 3, "dw_i", "dw_k", "wv", e);
     if (!rc)
-        rc = culin_patch_value(E, 3, "xv", e);
+        rc = lin_emit_patch_value(E, 3, "xv", e);
     if (rc)
         return rc;
     sb_line(s, 3, "acc = fmaf(wv, xv, acc);\n");
@@ -114,8 +114,8 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     // The block's group (blocks never straddle two groups' weights: a block's pixels may span
     // groups only when P is not a multiple of the block, so the weights are per thread's group).
     sb_line(s, 1, "const int64_t x_o1 = t %% %lld, x_o0 = (t / %lld) %% %lld;\n", OW, OW, OH);
-    sb_line(s, 1, "const int64_t q_g = (t / %lld) %% %lld, q_n = t / %lld;\n", P,
-            (long long)L->G, P * (long long)L->G);
+    sb_line(s, 1, "const int64_t q_g = (t / %lld) %% %lld, q_n = t / %lld;\n", P, (long long)L->G,
+            P * (long long)L->G);
     int rc = ST_OK;
     if (L->G == 1) {
         // Stage the weights of the one group once per block.
@@ -123,7 +123,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
         sb_line(s, 2, "const int64_t dr_i = r_ / %lld, dr_k = r_ %% %lld;\n", K, K);
         sb_line(s, 2, "const int64_t q_g = 0;\n");
         sb_line(s, 2, "float wv;\n");
-        rc = culin_a_value(E, 2, "dr_i", "dr_k", "wv", e);
+        rc = lin_emit_a_value(E, 2, "dr_i", "dr_k", "wv", e);
         if (rc)
             return rc;
         sb_line(s, 2, "ws_[r_] = wv;\n");
@@ -147,7 +147,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 4, "const int64_t x_k0 = kh, x_k1 = kw;\n");
     sb_line(s, 4, "const int64_t dk = (c * %lld + kh) * %lld + kw;\n", KH, KW);
     sb_line(s, 4, "float xv;\n");
-    rc = culin_patch_value(E, 4, "xv", e);
+    rc = lin_emit_patch_value(E, 4, "xv", e);
     if (rc)
         return rc;
     sb_line(s, 4, "#pragma unroll\n");
@@ -157,7 +157,7 @@ int culin_emit_direct(Emit *E, CudaLaunch *ln, Err *e) {
     } else {
         sb_line(s, 5, "const int64_t dr_i = i;\n");
         sb_line(s, 5, "float wv;\n");
-        rc = culin_a_value(E, 5, "dr_i", "dk", "wv", e);
+        rc = lin_emit_a_value(E, 5, "dr_i", "dk", "wv", e);
         if (rc)
             return rc;
         sb_line(s, 5, "acc[i] = fmaf(wv, xv, acc[i]);\n");
@@ -436,7 +436,7 @@ static int tcconv_stage_w(Emit *E, const CuTcConv *t, const CuTcGeo *g, int nt, 
             sb_line(s, 3, "const int64_t w_i = oc, w_k = ((int64_t)c * %lld + kh) * %lld + kw;\n",
                     (long long)L->k[0], KW);
             sb_line(s, 3, "float v_;\n");
-            rc = culin_a_value(E, 3, "w_i", "w_k", "v_", e);
+            rc = lin_emit_a_value(E, 3, "w_i", "w_k", "v_", e);
             cexpr_forget(E->x);
             if (rc)
                 return rc;

@@ -15,9 +15,10 @@
 // output); every variant converts on load and accumulates in float32, the tensor-core one of the
 // type stages the operands as stored (emit_matmul_cuda.c); the LINEAR's value is rounded once to
 // its type where an epilogue reads it, the sink's once on store.
-// Refused (cugen_lin_supports false): 1-D and 3-D convolution, transposed convolution, operands
-// of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the LINEAR's
-// output shape.
+// Convolutions of 1 to 3 spatial axes, transposed ones too, go through the implicit GEMM (the
+// direct and tensor-core direct kernels take 2-D ones). Refused (cugen_lin_supports false):
+// operands of other or mixed dtypes, REDUCE/OPAQUE primitives, epilogues not elementwise at the
+// LINEAR's output shape.
 #include "cost_models.h"
 #include "cugen_lin_internal.h"
 #include "device_model.h"
@@ -27,15 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Fills L (codegen's analysis) for what this emitter generates: matmul of any rank, 2-D
-// convolution, float32 or half operands, at most ORCH_CUDA_MAX_IN inputs, and at most 65535 GEMMs
-// (grid.z) so that indices stay below 2^31 per operand in the launch geometry.
+// Fills L (codegen's analysis) for what this emitter generates: matmul of any rank, 1-D to 3-D
+// convolution (transposed too), float32 or half operands, at most ORCH_CUDA_MAX_IN inputs, and at
+// most 65535 GEMMs (grid.z) so that indices stay below 2^31 per operand in the launch geometry.
 static bool analyse(const PrimGraph *pg, const Candidate *c, Lin *L, bool views) {
-    LinRules rules = {.half = true,
-                      .views = views,
-                      .conv_2d_only = true,
-                      .max_inputs = ORCH_CUDA_MAX_IN,
-                      .max_batch = 65535};
+    LinRules rules = {
+        .half = true, .views = views, .max_inputs = ORCH_CUDA_MAX_IN, .max_batch = 65535};
     return lin_spec_analyse(pg, c, &rules, L);
 }
 
@@ -109,72 +107,13 @@ void culin_emit_store(const Emit *E, int ind, const char *lhs, const char *v) {
                 st == DT_BFLOAT16 ? "orch_lin_f2b" : "orch_lin_f2h", v);
 }
 
-// A half kernel input read in place at flat offset `off`, converted to float, into dst.
-static void half_load(const Emit *E, int ind, int input, const char *dst, const char *off) {
+// The element read of codegen's operand helpers (Emit.load) under half storage: a half kernel
+// input read in place at flat offset `off` through its typed pointer, converted to float.
+static void half_load(const Emit *E, int ind, int input, const char *off, const char *dst) {
     char ld[256], v[320];
     snprintf(ld, sizeof ld, "in%d[%s]", input, off);
     culin_h2f(E->L, ld, v, sizeof v);
     sb_line(E->s, ind, "%s = %s;\n", dst, v);
-}
-
-int culin_a_value(Emit *E, int ind, const char *i, const char *k, const char *dst, Err *e) {
-    const Lin *L = E->L;
-    // The direct reads of lin_emit_a_value (its col2im view never arises here).
-    int pos = L->conv ? L->pb : L->pa;
-    if (!culin_half(L) || pos < 0 || L->convt || L->a_trans)
-        return lin_emit_a_value(E, ind, i, k, dst, e);
-    char off[200];
-    if (L->conv)
-        snprintf(off, sizeof off, "(q_g * %lld + %s) * %lld + %s", (long long)L->OCg, i,
-                 (long long)L->K, k);
-    else
-        snprintf(off, sizeof off, "aoff + %s * %lld + %s", i, (long long)L->K, k);
-    half_load(E, ind, pos, dst, off);
-    return ST_OK;
-}
-
-int culin_b_value(Emit *E, int ind, const char *k, const char *j, const char *dst, Err *e) {
-    const Lin *L = E->L;
-    if (!culin_half(L) || L->convt || (!L->conv && L->pb < 0) || (L->conv && L->pa < 0))
-        return lin_emit_b_value(E, ind, k, j, dst, e);
-    if (!L->conv) {
-        char off[200];
-        snprintf(off, sizeof off, "boff + %s * %lld + %s", k, (long long)L->N, j);
-        half_load(E, ind, L->pb, dst, off);
-        return ST_OK;
-    }
-    // The patch element (lin_emit_b_value's coordinates), X read in place.
-    StrBuf *s = E->s;
-    sb_line(s, ind, "{\n");
-    lin_emit_patch_coords(E, ind + 1, k, j);
-    int rc = culin_patch_value(E, ind + 1, dst, e);
-    sb_line(s, ind, "}\n");
-    return rc;
-}
-
-int culin_patch_value(Emit *E, int ind, const char *dst, Err *e) {
-    const Lin *L = E->L;
-    if (!culin_half(L) || L->convt || L->pa < 0)
-        return lin_emit_patch_value(E, ind, dst, e);
-    // lin_emit_patch_value's window bounds, X read in place: input position o*stride - pad +
-    // k*dil, zero over the padding.
-    StrBuf *s = E->s;
-    sb_line(s, ind, "{\n");
-    for (int d = 0; d < L->S; d++)
-        sb_line(s, ind + 1, "const int64_t x_i%d = x_o%d * %lld - %lld + x_k%d * %lld;\n", d, d,
-                (long long)L->st[d], (long long)L->pad[d], d, (long long)L->dil[d]);
-    sb_line(s, ind + 1, "%s = 0.0f;\n", dst);
-    sb_line(s, ind + 1, "if (");
-    for (int d = 0; d < L->S; d++)
-        sb_printf(s, "%s(uint64_t)x_i%d < %lluu", d ? " && " : "", d, (unsigned long long)L->in[d]);
-    sb_puts(s, ") {\n");
-    sb_line(s, ind + 2, "int64_t x_off = q_n * %lld + x_c;\n", (long long)L->C);
-    for (int d = 0; d < L->S; d++)
-        sb_line(s, ind + 2, "x_off = x_off * %lld + x_i%d;\n", (long long)L->in[d], d);
-    half_load(E, ind + 2, L->pa, dst, "x_off");
-    sb_line(s, ind + 1, "}\n");
-    sb_line(s, ind, "}\n");
-    return ST_OK;
 }
 
 void culin_kernel_head(const Emit *E, int nthreads) {
@@ -217,13 +156,22 @@ int culin_emit_epi_value(Emit *E, int ind, const char *acc, const char *i, const
     char bidx[ORCH_MAX_RANK][32];
     const char *ix[ORCH_MAX_RANK];
     if (L->conv) {
-        sb_line(s, ind, "const int64_t e_o1 = (%s) %% %lld, e_o0 = (%s) / %lld;\n", j,
-                (long long)L->out[1], j, (long long)L->out[1]);
+        if (L->S == 2) {
+            sb_line(s, ind, "const int64_t e_o1 = (%s) %% %lld, e_o0 = (%s) / %lld;\n", j,
+                    (long long)L->out[1], j, (long long)L->out[1]);
+        } else { // the output pixel j split over 1 or 3 spatial axes, the last fastest
+            sb_line(s, ind, "int64_t e_r = (%s);\n", j);
+            for (int d = L->S - 1; d >= 0; d--)
+                sb_line(s, ind, "const int64_t e_o%d = e_r %% %lld; e_r /= %lld;\n", d,
+                        (long long)L->out[d], (long long)L->out[d]);
+            sb_line(s, ind, "(void)e_r;\n");
+        }
         sb_line(s, ind, "const int64_t e_oc = q_g * %lld + (%s);\n", (long long)L->OCg, i);
+        static const char *const eo[3] = {"e_o0", "e_o1", "e_o2"};
         ix[0] = "q_n";
         ix[1] = "e_oc";
-        ix[2] = "e_o0";
-        ix[3] = "e_o1";
+        for (int d = 0; d < L->S; d++)
+            ix[2 + d] = eo[d];
     } else {
         if (L->m0) {
             // Folded batch: the output batch coordinates come from the row.
@@ -553,12 +501,26 @@ static int enum_cfgs(const Lin *L, const CuDevice *h, bool tc, const TargetOptio
     }
     static const int simt[][5] = {
         // bm, bn, bk, tm, tn
-        {128, 128, 8, 8, 8}, {128, 128, 16, 8, 8}, {128, 64, 8, 8, 8},   {64, 128, 8, 8, 8},
-        {128, 64, 16, 8, 4}, {64, 64, 8, 8, 8},    {64, 64, 16, 4, 4},   {64, 32, 16, 4, 4},
-        {32, 64, 16, 4, 4},  {32, 32, 16, 4, 4},   {128, 32, 16, 8, 4},  {16, 64, 16, 4, 4},
-        {64, 16, 16, 4, 4},  {64, 128, 16, 8, 4},  {128, 128, 16, 8, 4}, {64, 64, 16, 8, 4},
+        {128, 128, 8, 8, 8},
+        {128, 128, 16, 8, 8},
+        {128, 64, 8, 8, 8},
+        {64, 128, 8, 8, 8},
+        {128, 64, 16, 8, 4},
+        {64, 64, 8, 8, 8},
+        {64, 64, 16, 4, 4},
+        {64, 32, 16, 4, 4},
+        {32, 64, 16, 4, 4},
+        {32, 32, 16, 4, 4},
+        {128, 32, 16, 8, 4},
+        {16, 64, 16, 4, 4},
+        {64, 16, 16, 4, 4},
+        {64, 128, 16, 8, 4},
+        {128, 128, 16, 8, 4},
+        {64, 64, 16, 8, 4},
         // M of a few rows (a convolution to 3 output channels): tiles 4 or 8 rows high.
-        {4, 256, 16, 4, 4},  {8, 256, 16, 4, 4},   {8, 128, 16, 4, 4},
+        {4, 256, 16, 4, 4},
+        {8, 256, 16, 4, 4},
+        {8, 128, 16, 4, 4},
     };
     int n = 0;
     for (size_t i = 0; i < ORCH_COUNT(simt) && n < cap; i++) {
@@ -714,7 +676,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const CudaHw *hw,
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body};
+    Emit E = {.L = L, .cfg = cfg, .fn = fn, .s = &body, .load = culin_half(L) ? half_load : NULL};
     E.x = cexpr_create(L->pg, L->c, fn, &decls);
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, culin_reader, &E);

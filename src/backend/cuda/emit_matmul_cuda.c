@@ -43,7 +43,7 @@ static void operands(const Lin *L, int bm, int bk, int bn, Op *A, Op *B) {
     memset(A, 0, sizeof *A);
     memset(B, 0, sizeof *B);
     if (L->conv) {
-        A->direct = L->pb >= 0;
+        A->direct = L->pb >= 0 && !L->convt; // convt: W is C x OC/G x k, read per element
         A->input = L->pb;
         snprintf(A->base, sizeof A->base, "q_g * %lld", (long long)(L->OCg * L->K));
         B->direct = L->b_direct_ok && L->pa >= 0;
@@ -121,7 +121,7 @@ static void load4_half(Emit *E, int ind, int in, const char *base, const char *r
 // and a column past N a row coordinate of -2^30, so both fail the padding's bounds check, which
 // then is the only test per element.
 static bool patch_tab_ok(const Lin *L, const Op *B, int bn, int nt) {
-    if (!L->conv || L->S != 2 || B->direct || L->pa < 0 || nt % bn ||
+    if (!L->conv || L->convt || L->S != 2 || B->direct || L->pa < 0 || nt % bn ||
         tensor_numel(lin_t(L, L->ta)) >= ((int64_t)1 << 31) || L->K >= ((int64_t)1 << 30))
         return false;
     int64_t dh = (L->k[0] - 1) * L->dil[0], dw = (L->k[1] - 1) * L->dil[1];
@@ -215,17 +215,52 @@ static void patch_tab_load(const Emit *E, int ind, int bn, const char *eb, const
 // The conv patch element (gk, gj) of X read in place with 32-bit index arithmetic (the general
 // helper's 64-bit divisions cost more than the loads): its channel c_ and input pixel (ih, iw),
 // then `if (in bounds)` for the caller's load at ind + 1.
-static void patch32_coords(const Lin *L, StrBuf *s, int ind) {
+static void patch32_coords(const Lin *L, StrBuf *s, int ind, char *off, size_t cap) {
     sb_line(s, ind, "const int c_ = (int)gk / %lld, r_ = (int)gk %% %lld;\n", (long long)L->kpix,
             (long long)L->kpix);
-    sb_line(s, ind, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
-            (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
-            (long long)L->dil[0]);
-    sb_line(s, ind, "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
-            (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
-            (long long)L->dil[1]);
-    sb_line(s, ind, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
-            (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+    if (L->S == 2) {
+        sb_line(s, ind, "const int ih = ((int)gj / %lld) * %lld - %lld + (r_ / %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[0], (long long)L->pad[0], (long long)L->k[1],
+                (long long)L->dil[0]);
+        sb_line(s, ind, "const int iw = ((int)gj %% %lld) * %lld - %lld + (r_ %% %lld) * %lld;\n",
+                (long long)L->out[1], (long long)L->st[1], (long long)L->pad[1], (long long)L->k[1],
+                (long long)L->dil[1]);
+        sb_line(s, ind, "if ((unsigned)ih < %lluu && (unsigned)iw < %lluu)\n",
+                (unsigned long long)L->in[0], (unsigned long long)L->in[1]);
+        snprintf(off, cap, "(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw",
+                 (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
+                 (long long)L->in[1]);
+        return;
+    }
+    // 1-D and 3-D windows: the same split of the window offset and the output pixel, one
+    // spatial axis at a time (the last fastest).
+    sb_line(s, ind, "int o_ = (int)gj, w_ = r_;\n");
+    for (int d = L->S - 1; d >= 0; d--) {
+        sb_line(s, ind, "const int i%d_ = (o_ %% %lld) * %lld - %lld + (w_ %% %lld) * %lld;\n", d,
+                (long long)L->out[d], (long long)L->st[d], (long long)L->pad[d], (long long)L->k[d],
+                (long long)L->dil[d]);
+        if (d)
+            sb_line(s, ind, "o_ /= %lld; w_ /= %lld;\n", (long long)L->out[d], (long long)L->k[d]);
+    }
+    sb_line(s, ind, "(void)o_; (void)w_;\n");
+    sb_line(s, ind, "if (");
+    for (int d = 0; d < L->S; d++)
+        sb_printf(s, "%s(unsigned)i%d_ < %lluu", d ? " && " : "", d, (unsigned long long)L->in[d]);
+    sb_puts(s, ")\n");
+    size_t n =
+        (size_t)snprintf(off, cap, "(q_n * %lld + q_g * %lld) * %lld + c_ * %lld", (long long)L->C,
+                         (long long)L->Cg, (long long)L->ipix, (long long)L->ipix);
+    int64_t stride = L->ipix;
+    for (int d = 0; d < L->S && n < cap; d++) {
+        stride /= L->in[d];
+        n += (size_t)snprintf(off + n, cap - n, " + i%d_ * %lld", d, (long long)stride);
+    }
+}
+
+// The 32-bit patch gather (patch32_coords) reads X in place: a plain convolution (the transposed
+// one's stride test is the general helper's) whose X stays below 2^31 elements.
+static bool patch32_ok(const Lin *L) {
+    return L->conv && !L->convt && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31);
 }
 
 // Loads the slice of A (a: rows from bm0, columns from k = kb) or of B (rows from kb, columns
@@ -274,19 +309,16 @@ static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, i
     int rc = ST_OK;
     if (op->direct) {
         load1(E, ind + 2, op->input, op->base, gr, op->ld, gc);
-    } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
-        patch32_coords(L, s, ind + 2);
-        char ld[200], v[260];
-        snprintf(ld, sizeof ld,
-                 "in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw]", L->pa,
-                 (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
-                 (long long)L->in[1]);
+    } else if (!a && patch32_ok(L)) {
+        char off[200], ld[240], v[300];
+        patch32_coords(L, s, ind + 2, off, sizeof off);
+        snprintf(ld, sizeof ld, "in%d[%s]", L->pa, off);
         if (culin_half(L))
             culin_h2f(L, ld, v, sizeof v);
         sb_line(s, ind + 3, "v_ = %s;\n", culin_half(L) ? v : ld);
     } else {
-        rc = a ? culin_a_value(E, ind + 2, gr, gc, "v_", e)
-               : culin_b_value(E, ind + 2, gr, gc, "v_", e);
+        rc = a ? lin_emit_a_value(E, ind + 2, gr, gc, "v_", e)
+               : lin_emit_b_value(E, ind + 2, gr, gc, "v_", e);
     }
     sb_line(s, ind + 1, "}\n");
     sb_line(s, ind + 1, "%s[q] = v_;\n", reg);
@@ -678,8 +710,8 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
         sb_line(s, 3, "#pragma unroll\n");
         sb_line(s, 3, "for (int jn = 0; jn < %d; jn++) {\n", tn);
         sb_line(s, 4, "const int64_t j = bn0 + (jn / 4) * %d + tx * 4 + (jn %% 4);\n", rsn);
-        sb_line(s, 4, "if (j < %lld) __stcg(wsp + i * %lld + j, acc[im][jn]);\n",
-                (long long)L->N, (long long)L->N);
+        sb_line(s, 4, "if (j < %lld) __stcg(wsp + i * %lld + j, acc[im][jn]);\n", (long long)L->N,
+                (long long)L->N);
         sb_line(s, 3, "}\n");
         sb_line(s, 2, "}\n");
         split_arrive(E, splits, tiles_m, tiles_n);
@@ -842,14 +874,14 @@ int culin_emit_gemv(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "for (int64_t k = %s; k < %lld; k += %d) {\n", lanes_k ? "lane" : "warp",
             (long long)L->K, lanes_k ? 32 : 8);
     sb_line(s, 3, "float bv;\n");
-    int rc = culin_b_value(E, 3, "k", "j", "bv", e);
+    int rc = lin_emit_b_value(E, 3, "k", "j", "bv", e);
     if (rc)
         return rc;
     sb_line(s, 3, "#pragma unroll\n");
     sb_line(s, 3, "for (int i_ = 0; i_ < %d; i_++) {\n", M);
     sb_line(s, 4, "const int64_t i = i_;\n");
     sb_line(s, 4, "float av;\n");
-    rc = culin_a_value(E, 4, "i", "k", "av", e);
+    rc = lin_emit_a_value(E, 4, "i", "k", "av", e);
     if (rc)
         return rc;
     sb_line(s, 4, "acc[i_] = fmaf(av, bv, acc[i_]);\n");
@@ -1024,17 +1056,15 @@ static int stage_half(Emit *E, const Op *op, bool a, bool async, int ind, int ro
     if (op->direct) {
         sb_line(s, ind + 2, "h_ = in%d[%s + %s * %lld + %s];\n", op->input, op->base, gr,
                 (long long)op->ld, gc);
-    } else if (!a && L->conv && L->pa >= 0 && tensor_numel(lin_t(L, L->ta)) < ((int64_t)1 << 31)) {
-        patch32_coords(L, s, ind + 2);
-        sb_line(s, ind + 3,
-                "h_ = in%d[(q_n * %lld + q_g * %lld) * %lld + (c_ * %lld + ih) * %lld + iw];\n",
-                L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix, (long long)L->in[0],
-                (long long)L->in[1]);
+    } else if (!a && patch32_ok(L)) {
+        char off[200];
+        patch32_coords(L, s, ind + 2, off, sizeof off);
+        sb_line(s, ind + 3, "h_ = in%d[%s];\n", L->pa, off);
     } else {
         // A prologue's value (of the operand's half type: exact in float, so is the rounding).
         sb_line(s, ind + 2, "float v_;\n");
-        rc = a ? culin_a_value(E, ind + 2, "gi", "gk", "v_", e)
-               : culin_b_value(E, ind + 2, "gk", "gj", "v_", e);
+        rc = a ? lin_emit_a_value(E, ind + 2, "gi", "gk", "v_", e)
+               : lin_emit_b_value(E, ind + 2, "gk", "gj", "v_", e);
         sb_line(s, ind + 2, "h_ = %s(v_);\n", culin_f2h_fn(L));
     }
     sb_line(s, ind + 1, "}\n");

@@ -1,13 +1,14 @@
 // Unit tests of the CUDA target's linear emitter (src/backend/cuda/emit_linear_cuda.c,
 // emit_matmul_cuda.c, emit_conv_cuda.c). Compile half (any machine with NVRTC): primitive graphs
-// with one matmul or 2-D convolution and pointwise primitives around it (built directly, and every
-// model of a models folder given as argv[1]: DIR/*/model.onnx with DIR/*/args.txt's
+// with one matmul or convolution (1-D to 3-D, transposed too) and pointwise primitives around it
+// (built directly, and every model of a models folder given as argv[1]: DIR/*/model.onnx with
+// DIR/*/args.txt's
 // --input-shapes) are cut into candidates; every config of every candidate cugen_lin_supports
 // accepts is emitted (many kernels per NVRTC program) and compiled for sm_80 and sm_90a with the
 // configs of an A100 and an H100; the tensor-core configs (TF32, FP16, BF16: all of them, on odd
 // sizes, batched and broadcast products, transposed operands, epilogues, implicit-GEMM convs) once
-// under each precision, and which configs each precision offers. 1-D/3-D and transposed
-// convolutions must be refused. Prints a skip line and passes when NVRTC cannot be loaded.
+// under each precision, and which configs each precision offers; 1-D, 3-D and transposed
+// convolutions likewise. Prints a skip line and passes when NVRTC cannot be loaded.
 // GPU half (only where cuda_api_load succeeds): the same kernels, configured for the detected
 // device, run on random inputs and compared with the primitive interpreter at
 // |got - ref| <= tol |ref| + tol max|ref|, tol the compile driver's for the config's precision
@@ -36,27 +37,27 @@
 // ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
 // ORCH_CUGEN_ALL=1 emits every config of every candidate (by default two graphs get every config,
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
-#include "candidates/candidates.h"
 #include "../check.h"
-#include "backend/kernel_lab.h"
-#include "prim/prim_build.h"
-#include "fission/fission.h"
-#include "passes/passes.h"
-#include "ops/fold.h"
-#include "onnx/load.h"
-#include "interp/prim_interp.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/kernel_lab.h"
+#include "candidates/candidates.h"
+#include "fission/fission.h"
+#include "interp/prim_interp.h"
+#include "onnx/load.h"
+#include "ops/fold.h"
+#include "passes/passes.h"
+#include "prim/prim_build.h"
 
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static CudaHw g_hw[2]; // A100 (sm_80), H100 (sm_90a): synthetic, for the compile half
 static int g_nhw;
@@ -65,7 +66,7 @@ static bool g_nvrtc;
 static const CudaApi *g_api;
 static CudaDevice g_dev;
 static CudaHw g_dhw; // the detected device (GPU half)
-static int g_kernels, g_programs, g_candidates, g_refused, g_ran;
+static int g_kernels, g_programs, g_candidates, g_ran;
 static int g_max_cands = 3; // candidates per graph in the quick mode (see ORCH_CUGEN_ALL)
 static bool g_in_models;
 static DType g_dt = DT_FLOAT;    // the dtype of the graph builders' inputs and constants
@@ -73,9 +74,9 @@ static DType g_round = DT_FLOAT; // a float32 twin: values rounded to this half 
 static bool g_half;              // half storage: every variant's best config (emit_all)
 static bool g_half_tiles;        // ... and every tensor-core tile config
 static PrimGraph *g_twin;        // the float32 twin of the graph check_graph runs (or NULL)
-static const char *g_only; // when set: only configs whose desc holds it are emitted
-static int g_only_kernels; // ... and how many were
-static int g_only_max;     // ... at most this many per candidate (0: all)
+static const char *g_only;       // when set: only configs whose desc holds it are emitted
+static int g_only_kernels;       // ... and how many were
+static int g_only_max;           // ... at most this many per candidate (0: all)
 // Split-K of the tensor cores (tc_splitk): only split tensor-core configs are emitted, the
 // unsplit ones offered as copies with split = g_split_force (when > 1).
 static bool g_split_only;
@@ -238,8 +239,8 @@ typedef struct Job {
     KernelConfig cfg;
     CudaLaunch ln;
     char fn[48];
-    int prog;      // the program (of emit_all's srcs) holding its kernel
-    bool tc_split; // a split-K tensor-core config
+    int prog;         // the program (of emit_all's srcs) holding its kernel
+    bool tc_split;    // a split-K tensor-core config
     bool sampled_out; // emitted, but left out of NVRTC's programs (ORCH_CUGEN_SAMPLE)
 } Job;
 
@@ -746,33 +747,26 @@ static void convs(void) {
         {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, false},
     };
-    // Refused for now: 1-D, 3-D, transposed.
-    static const ConvCase refused[] = {
+    // 1-D (Whisper's front end: k3 s1 and s2), 3-D and transposed convolutions through the
+    // implicit GEMM: strided, dilated, grouped, an output padding (pad end < pad begin), with
+    // prologues and epilogues.
+    static const ConvCase nd[] = {
         {"conv1d_k3_s2", 1, 2, 3, 4, {17}, {3}, {2}, {1}, {1}, {0}, 1, 0, false, false},
+        {"conv1d_k3_p1_80to24_relu", 1, 1, 80, 24, {30}, {3}, {1}, {1}, {1}, {1}, 1, 1, false, false},
+        {"conv1d_k5_d2_g2_sig_res", 1, 2, 6, 4, {23}, {5}, {1}, {2}, {4}, {4}, 2, 2, true, false},
         {"conv3d_k3", 3, 1, 2, 3, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 0, false, false},
+        {"conv3d_k3_s2_relu", 3, 2, 3, 5, {7, 6, 9}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 0}, 1, 1, false, false},
         {"convT3x3_s2", 2, 1, 4, 3, {5, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, true},
+        {"convT4x4_s2_outpad_relu", 2, 2, 6, 4, {5, 7}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {0, 1}, 1, 1, false, true},
+        {"convT3x3_g2_d2_pro", 2, 1, 4, 6, {6, 5}, {3, 3}, {1, 2}, {2, 1}, {1, 0}, {1, 0}, 2, 0, true, true},
+        {"convT1d_k4_s2_sig_res", 1, 2, 5, 3, {9}, {4}, {2}, {1}, {1}, {1}, 1, 2, false, true},
+        {"convT3d_k2_s2", 3, 1, 3, 2, {3, 4, 2}, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1, 1, false, true},
     };
     // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         check_graph(cases[i].name, conv_graph(&cases[i]), &g_fp32, i == 0 || i == 7 ? 64 : 1, 1);
-    for (size_t i = 0; i < ORCH_COUNT(refused); i++) {
-        PrimGraph *pg = conv_graph(&refused[i]);
-        CandidateSet *cs = NULL;
-        Err e = {0};
-        CHECK_MSG(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK, "%s", e.msg);
-        int lin = 0, acc = 0;
-        for (int c = 0; cs && c < cs->n; c++)
-            for (int q = 0; q < cs->c[c].n_prims; q++)
-                if (pg->prims[cs->c[c].prims[q]]->kind == PRIM_LINEAR) {
-                    lin++;
-                    acc += cugen_lin_supports(pg, &cs->c[c], &g_fp32);
-                }
-        CHECK_MSG(lin > 0 && acc == 0, "%s: %d of %d LINEAR candidates accepted", refused[i].name,
-                  acc, lin);
-        g_refused += lin;
-        cand_set_free(cs);
-        prim_graph_free(pg);
-    }
+    for (size_t i = 0; i < ORCH_COUNT(nd); i++)
+        check_graph(nd[i].name, conv_graph(&nd[i]), &g_fp32, i == 1 || i == 6 ? 64 : 2, 1);
 }
 
 // ---- tensor cores (TF32, FP16, BF16) ----
@@ -1003,6 +997,9 @@ static void tensor_cores(void) {
         {"conv3x3_g2_relu", 2, 2, 4, 6, {9, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1, false, false},
         {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, false},
         {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+        {"conv1d_k3_p1_80to24_relu", 1, 1, 80, 24, {30}, {3}, {1}, {1}, {1}, {1}, 1, 1, false, false},
+        {"conv3d_k3_s2_relu", 3, 2, 3, 5, {7, 6, 9}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 0}, 1, 1, false, false},
+        {"convT4x4_s2_outpad_relu", 2, 2, 6, 4, {5, 7}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {0, 1}, 1, 1, false, true},
     };
     // clang-format on
     static const int64_t sz[][4] = {
@@ -1067,8 +1064,7 @@ static void tensor_cores(void) {
         // Every graph has at least one candidate with the four tile configs (two compiled
         // without a GPU).
         CHECK_MSG(per_arch >= (g_api ? 4 : 2) * (int)(ORCH_COUNT(sz) + 3 + ORCH_COUNT(cv)),
-                  "%s: %d kernels",
-                  g_tc[p].v, per_arch);
+                  "%s: %d kernels", g_tc[p].v, per_arch);
     }
     g_only = NULL;
     g_only_max = 0;
@@ -1091,6 +1087,10 @@ static PrimGraph *half_case(int i, char *name, size_t cap) {
         {"direct_9x9_8to3_pro_relu", 2, 1, 8, 3, {20, 18}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1, 1, true, false},
         {"conv3x3_pro_sig_res", 2, 1, 5, 7, {10, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 2, true, false},
         {"conv3x3_c40_relu", 2, 1, 40, 20, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false},
+        {"conv1d_k3_p1_80to24_relu", 1, 1, 80, 24, {30}, {3}, {1}, {1}, {1}, {1}, 1, 1, false, false},
+        {"conv3d_k3_s2_relu", 3, 2, 3, 5, {7, 6, 9}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 1}, {1, 1, 0}, 1, 1, false, false},
+        {"convT4x4_s2_outpad_relu", 2, 2, 6, 4, {5, 7}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {0, 1}, 1, 1, false, true},
+        {"convT1d_k4_s2_pro", 1, 1, 8, 4, {9}, {4}, {2}, {1}, {1}, {1}, 1, 0, true, true},
     };
     // clang-format on
     static const int64_t mm[][4] = {
@@ -1455,8 +1455,21 @@ static void splitk(void) {
     // The 6 best configs here (a split one among them), every config on a GPU.
     check_graph("splitk_mm_64x64x4608_bias_relu", mm_graph(64, 64, 4608, 1), &g_fp32, 6, 1);
     check_graph("splitk_mm_100x72x2401", mm_graph(100, 72, 2401, 0), &g_fp32, 6, 1);
-    ConvCase c = {"conv3x3_256_7x7", 2, 1, 256, 128, {7, 7}, {3, 3}, {1, 1},
-                  {1, 1}, {1, 1}, {1, 1}, 1, 1, false, false};
+    ConvCase c = {"conv3x3_256_7x7",
+                  2,
+                  1,
+                  256,
+                  128,
+                  {7, 7},
+                  {3, 3},
+                  {1, 1},
+                  {1, 1},
+                  {1, 1},
+                  {1, 1},
+                  1,
+                  1,
+                  false,
+                  false};
     check_graph("splitk_conv3x3_256to128_7x7_relu", conv_graph(&c), &g_fp32, 6, 1);
 }
 
@@ -1650,12 +1663,51 @@ static void tc_splitk(void) {
 // one to a single channel.
 static void direct(void) {
     ConvCase cs[] = {
-        {"direct_9x9_8to3_relu", 2, 1, 8, 3, {20, 18}, {9, 9}, {1, 1}, {1, 1}, {4, 4}, {4, 4}, 1,
-         1, true, false},
-        {"direct_3x3_g2_4to4", 2, 2, 4, 4, {12, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2, 1,
-         false, false},
-        {"direct_5x5_s2_3to1", 2, 1, 3, 1, {13, 9}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, 1, 0,
-         false, false},
+        {"direct_9x9_8to3_relu",
+         2,
+         1,
+         8,
+         3,
+         {20, 18},
+         {9, 9},
+         {1, 1},
+         {1, 1},
+         {4, 4},
+         {4, 4},
+         1,
+         1,
+         true,
+         false},
+        {"direct_3x3_g2_4to4",
+         2,
+         2,
+         4,
+         4,
+         {12, 11},
+         {3, 3},
+         {1, 1},
+         {1, 1},
+         {1, 1},
+         {1, 1},
+         2,
+         1,
+         false,
+         false},
+        {"direct_5x5_s2_3to1",
+         2,
+         1,
+         3,
+         1,
+         {13, 9},
+         {5, 5},
+         {2, 2},
+         {1, 1},
+         {2, 2},
+         {2, 2},
+         1,
+         0,
+         false,
+         false},
     };
     for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
         PrimGraph *pg = conv_graph(&cs[i]);
@@ -1894,10 +1946,9 @@ static void dw_nhwc(void) {
 }
 
 static void counts(void) {
-    printf("  compiled %d kernels in %d programs for %d archs (%d candidates); refused %d LINEAR "
-           "candidates (1-D/3-D/transposed conv)\n",
-           g_kernels, g_programs / (g_api || g_sm90_only ? 1 : g_nhw),
-           g_api || g_sm90_only ? 1 : g_nhw, g_candidates, g_refused);
+    printf("  compiled %d kernels in %d programs for %d archs (%d candidates)\n", g_kernels,
+           g_programs / (g_api || g_sm90_only ? 1 : g_nhw), g_api || g_sm90_only ? 1 : g_nhw,
+           g_candidates);
     printf("  of which %d split-K tensor-core kernels\n", g_split_tc);
     if (g_sampled_out)
         printf("  NVRTC compiled one kernel in %d of each graph (ORCH_CUGEN_SAMPLE): %d kernels "
@@ -1989,10 +2040,10 @@ int main(int argc, char **argv) {
         printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
     // ORCH_CUGEN_PARTS=a,b runs only those parts (the GPU half of every part takes minutes).
     const char *parts = getenv("ORCH_CUGEN_PARTS");
-#define PART(fn)                                                                                  \
-    do {                                                                                          \
-        if (!parts || strstr(parts, #fn))                                                         \
-            RUN(fn);                                                                              \
+#define PART(fn)                                                                                   \
+    do {                                                                                           \
+        if (!parts || strstr(parts, #fn))                                                          \
+            RUN(fn);                                                                               \
     } while (0)
     PART(config_model);
     PART(matmuls);
