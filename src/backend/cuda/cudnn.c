@@ -211,29 +211,30 @@ int dnn_init(int ordinal, Err *e) {
 
 // ---- the analysis ----
 
-// Whether a tensor of t's shape, broadcast against the rank-4 output, holds one value per
-// channel (axis 1) and C values in all: [C], numpy-aligned as [1, C, 1, 1], [C, 1, 1] or
-// [1, C, 1, 1]; any shape of one element when C is 1.
-static bool channel_shaped(const Tensor *t, int64_t C) {
-    if (t->rank > 4 || tensor_numel(t) != C)
-        return C == 1 && tensor_numel(t) == 1 && t->rank <= 4;
+// Whether a tensor of t's shape, broadcast against the output of rank R (4; 3 for a 1-D
+// convolution), holds one value per channel (axis 1) and C values in all: [C, 1, 1] or
+// [1, C, 1, 1] numpy-aligned with a rank-4 output ([C, 1] or [1, C, 1] with a rank-3 one); any
+// shape of one element when C is 1.
+static bool channel_shaped(const Tensor *t, int64_t C, int R) {
+    if (t->rank > R || tensor_numel(t) != C)
+        return C == 1 && tensor_numel(t) == 1 && t->rank <= R;
     for (int d = 0; d < t->rank; d++) {
-        int axis = d + 4 - t->rank;
+        int axis = d + R - t->rank;
         if (t->dims[d] != (axis == 1 ? C : 1))
             return false;
     }
-    return t->rank >= 3 || C == 1;
+    return t->rank >= R - 1 || C == 1;
 }
 
 // Where the bias data of tensor t comes from: a constant candidate input of channel shape, or a
 // LAYOUT of the candidate reshaping a constant candidate input of C elements into channel shape
 // (a reshape keeps the element order; its primitive index in c goes to *via); of type dt, the
 // convolution's. The input's tensor id, or -1.
-static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C, DType dt,
+static int bias_source(const PrimGraph *pg, const Candidate *c, int t, int64_t C, int R, DType dt,
                        int *via) {
     *via = -1;
     const Tensor *T = pg->tensors[t];
-    if (T->dtype != dt || !channel_shaped(T, C))
+    if (T->dtype != dt || !channel_shaped(T, C, R))
         return -1;
     if (cgen_input_pos(c, t) >= 0)
         return pg_is_const(pg, t) ? t : -1;
@@ -261,7 +262,7 @@ typedef struct EpiState {
     int bias, bias_via; // the bias data's tensor (-1: none) and the LAYOUT it went through
     int z;              // the residual's tensor, -1 none
     bool relu;
-    DType dt; // the type of every tensor the call reads or writes: X's (one per configuration)
+    DType dt;    // the type of every tensor the call reads or writes: X's (one per configuration)
     bool *used;  // per candidate primitive: a LAYOUT some operand is read through
     bool z_nhwc; // z read through the transpose of an NHWC input
 } EpiState;
@@ -377,7 +378,7 @@ static bool epi_prim(const PrimGraph *pg, const Candidate *c, const Prim *q, int
                     if (last != -1)
                         return false;
                     k[a] = V_VAL;
-                } else if ((src = bias_source(pg, c, t, C, st->dt, &bv)) >= 0) {
+                } else if ((src = bias_source(pg, c, t, C, Y->rank, st->dt, &bv)) >= 0) {
                     k[a] = V_BIAS;
                     tt[a] = src;
                     vv[a] = bv;
@@ -526,8 +527,24 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *o
     core.n_prims = n_core;
     core.output = ysrc;
     Lin L;
-    if (!culin_analyse(pg, &core, &L) || !L.conv || L.p->lin.op != LIN_CONV || L.S != 2)
+    // 2-D convolutions; and 1-D ones (NCL) as 2-D ones of height 1, which cuDNN's descriptors
+    // take as they are: the same bytes.
+    if (!culin_analyse(pg, &core, &L) || !L.conv || L.p->lin.op != LIN_CONV ||
+        (L.S != 2 && (L.S != 1 || y_nhwc)))
         return false;
+    // The geometry as 2-D: (height, width), a 1-D convolution's on the width.
+    const LinearParams *lp = &L.p->lin;
+    int64_t in2[2], k2[2], st2[2], dil2[2], pad2[2], pe2[2], out2[2];
+    for (int d = 0; d < 2; d++) {
+        int a = d - (2 - L.S); // L's axis, -1 for a 1-D convolution's height
+        in2[d] = a < 0 ? 1 : L.in[a];
+        k2[d] = a < 0 ? 1 : L.k[a];
+        st2[d] = a < 0 ? 1 : L.st[a];
+        dil2[d] = a < 0 ? 1 : L.dil[a];
+        pad2[d] = a < 0 ? 0 : L.pad[a];
+        pe2[d] = a < 0 ? 0 : lp->pad_end[a];
+        out2[d] = a < 0 ? 1 : L.out[a];
+    }
     // X read in place (NCHW), or through the transpose of an NHWC candidate input; W a constant
     // read in place (KCRS), or through the transpose of a KRSC constant (the library reads both
     // as they are stored).
@@ -541,14 +558,13 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *o
     if (cgen_input_pos(c, wsrc) < 0 || !pg_is_const(pg, wsrc) ||
         (!perm_identity(wperm) && !perm_is(wperm, NCHW_OF_NHWC)))
         return false;
-    const LinearParams *lp = &L.p->lin;
     const Tensor *X = pg->tensors[L.ta], *W = pg->tensors[L.tb], *Y = pg->tensors[L.tl];
     if (!fits_int(tensor_numel(X)) || !fits_int(tensor_numel(W)) || !fits_int(tensor_numel(Y)))
         return false;
     // The filter's bytes: KRSC where read through the transpose; where C/groups or R x S is 1
     // KCRS is the same order, described as the data's layout. (Mixed layouts, NCHW data with a
     // KRSC filter after pass_channels_last, are offered too: the heuristics and the lab decide.)
-    bool same_bytes = W->dims[1] == 1 || W->dims[2] * W->dims[3] == 1;
+    bool same_bytes = W->dims[1] == 1 || k2[0] * k2[1] == 1;
     bool w_krsc = same_bytes ? x_nhwc : !perm_identity(wperm);
     // One type for every tensor of the call (cuDNN's FLOAT, PSEUDO_HALF and PSEUDO_BFLOAT16
     // configurations): no float32 Y from half operands (such a candidate, the CAST to a model
@@ -559,10 +575,10 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *o
     // cuDNN pads both sides by pad_begin: the same windows whenever it gives the same output
     // size (windows start at the same places; whatever lies past the input is zero either way).
     for (int d = 0; d < 2; d++) {
-        int64_t span = L.dil[d] * (L.k[d] - 1) + 1, padded = L.in[d] + 2 * L.pad[d];
-        if (lp->pad_begin[d] < 0 || lp->pad_end[d] < 0 || L.st[d] < 1 || L.dil[d] < 1 ||
-            padded < span || (padded - span) / L.st[d] + 1 != L.out[d] || !fits_int(L.pad[d] + 1) ||
-            !fits_int(L.st[d]) || !fits_int(L.dil[d]))
+        int64_t span = dil2[d] * (k2[d] - 1) + 1, padded = in2[d] + 2 * pad2[d];
+        if (pad2[d] < 0 || pe2[d] < 0 || st2[d] < 1 || dil2[d] < 1 || padded < span ||
+            (padded - span) / st2[d] + 1 != out2[d] || !fits_int(pad2[d] + 1) ||
+            !fits_int(st2[d]) || !fits_int(dil2[d]))
             return false;
     }
     // The other primitives: perhaps LAYOUTs reshaping the bias, then the epilogue, a chain of
@@ -596,19 +612,19 @@ bool dnn_analyse(const PrimGraph *pg, const Candidate *c, const TargetOptions *o
         return false;
     call->n = (int32_t)L.NI;
     call->c = (int32_t)L.C;
-    call->h = (int32_t)L.in[0];
-    call->w = (int32_t)L.in[1];
+    call->h = (int32_t)in2[0];
+    call->w = (int32_t)in2[1];
     call->k = (int32_t)L.OC;
-    call->r = (int32_t)L.k[0];
-    call->s = (int32_t)L.k[1];
+    call->r = (int32_t)k2[0];
+    call->s = (int32_t)k2[1];
     call->groups = (int32_t)L.G;
     for (int d = 0; d < 2; d++) {
-        call->pad[d] = (int32_t)L.pad[d];
-        call->stride[d] = (int32_t)L.st[d];
-        call->dil[d] = (int32_t)L.dil[d];
+        call->pad[d] = (int32_t)pad2[d];
+        call->stride[d] = (int32_t)st2[d];
+        call->dil[d] = (int32_t)dil2[d];
     }
-    call->p = (int32_t)L.out[0];
-    call->q = (int32_t)L.out[1];
+    call->p = (int32_t)out2[0];
+    call->q = (int32_t)out2[1];
     call->epilogue = (st.bias >= 0 ? DNN_EPI_BIAS : 0) | (st.relu ? DNN_EPI_RELU : 0) |
                      (st.z >= 0 ? DNN_EPI_Z : 0) | (x_nhwc ? DNN_LAYOUT_NHWC : 0) |
                      (w_krsc ? DNN_FILTER_KRSC : 0);

@@ -27,23 +27,23 @@
 // tolerance, and a half plan through the session.
 // Usage: unit_cuda_cudnn [seed [MODEL_DIR]]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
-#include "candidates/candidates.h"
 #include "../check.h"
-#include "compile/compile.h"
-#include "backend/kernel_lab.h"
-#include "prim/prim_build.h"
-#include "passes/passes.h"
-#include "plan/artifact.h"
-#include "plan/plan.h"
-#include "runtime/npy.h"
-#include "interp/prim_interp.h"
-#include "backend/cuda/session_cuda.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_lab.h"
 #include "backend/cuda/cudnn.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
 #include "backend/cuda/nvrtc.h"
+#include "backend/cuda/session_cuda.h"
+#include "backend/kernel_lab.h"
+#include "candidates/candidates.h"
+#include "compile/compile.h"
+#include "interp/prim_interp.h"
+#include "passes/passes.h"
+#include "plan/artifact.h"
+#include "plan/plan.h"
+#include "prim/prim_build.h"
+#include "runtime/npy.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -119,6 +119,8 @@ enum {
     S_NHWC_W_KCRS = 32,  // as S_NHWC, but W KCRS in place: refused (NHWC data, KRSC filter)
 };
 
+// H = 0: a 1-D convolution over W (X [N, C, W], W [K, C/G, S]; R 1, the height's stride,
+// dilation 1 and pads 0), which cuDNN is called for as a 2-D one of height 1.
 typedef struct ConvCase {
     const char *name;
     int64_t N, C, H, W, K, R, S, G;
@@ -196,6 +198,8 @@ static void float_arith(PrimGraph *pg, int f32_out) {
 }
 
 static int64_t out_size(const ConvCase *k, int d) {
+    if (d == 0 && k->H == 0)
+        return 1; // a 1-D convolution's height
     int64_t in = d ? k->W : k->H, kk = d ? k->S : k->R;
     return (in + k->pb[d] + k->pe[d] - (k->dil[d] * (kk - 1) + 1)) / k->stride[d] + 1;
 }
@@ -207,8 +211,15 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
     g->bias = g->z = -1;
     g->dt = dt;
     g->nhwc = store & S_NHWC;
+    // 1-D: the rank-3 shapes (the height axis dropped).
+    int r = k->H ? 4 : 3, h0 = 4 - r;
     int64_t xd[4] = {k->N, k->C, k->H, k->W}, wd[4] = {k->K, k->C / k->G, k->R, k->S};
     int64_t P = out_size(k, 0), Q = out_size(k, 1), yd[4] = {k->N, k->K, P, Q};
+    if (!k->H) {
+        xd[2] = k->W;
+        wd[2] = k->S;
+        yd[2] = Q;
+    }
     static const int to_nchw[4] = {0, 3, 1, 2}, to_nhwc[4] = {0, 2, 3, 1};
     bool nhwc = store & (S_NHWC | S_NHWC_IN_ONLY | S_NHWC_W_KCRS);
     int x;
@@ -217,7 +228,7 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
         g->x = add_input(g, dt, 4, xl);
         x = pb_transpose(&g->b, g->x, to_nchw);
     } else {
-        x = g->x = add_input(g, dt, 4, xd);
+        x = g->x = add_input(g, dt, r, xd);
     }
     if (k->variant == X_PROLOGUE)
         x = pb_ew1(&g->b, EW_RELU, x);
@@ -227,18 +238,18 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
         g->w = add_const(g, dt, 4, wl);
         w = pb_transpose(&g->b, g->w, to_nchw);
     } else {
-        w = g->w = k->variant == W_INPUT ? add_input(g, dt, 4, wd) : add_const(g, dt, 4, wd);
+        w = g->w = k->variant == W_INPUT ? add_input(g, dt, r, wd) : add_const(g, dt, r, wd);
     }
     LinearParams lp;
     memset(&lp, 0, sizeof lp);
     lp.op = LIN_CONV;
-    lp.n_spatial = 2;
+    lp.n_spatial = r - 2;
     lp.group = (int)k->G;
-    for (int d = 0; d < 2; d++) {
-        lp.stride[d] = k->stride[d];
-        lp.dilation[d] = k->dil[d];
-        lp.pad_begin[d] = k->pb[d];
-        lp.pad_end[d] = k->pe[d];
+    for (int d = h0; d < 2; d++) {
+        lp.stride[d - h0] = k->stride[d];
+        lp.dilation[d - h0] = k->dil[d];
+        lp.pad_begin[d - h0] = k->pb[d];
+        lp.pad_end[d - h0] = k->pe[d];
     }
     int y = g->conv = pb_conv(&g->b, &lp, x, w, yd);
     g->b.origin = "epilogue_node";
@@ -249,14 +260,14 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
     if (wants_bias) {
         int64_t b4[4] = {1, k->K, 1, 1}, b3[3] = {k->K, 1, 1}, b1[1] = {k->K};
         if (k->variant == B_INPUT) {
-            bias = g->bias = add_input(g, dt, 4, b4);
+            bias = g->bias = add_input(g, dt, r, b4);
         } else if (k->variant == B_C11) {
-            bias = g->bias = add_const(g, dt, 3, b3);
+            bias = g->bias = add_const(g, dt, r - 1, b3);
         } else if (k->variant == B_RESHAPE) {
             g->bias = add_const(g, dt, 1, b1);
-            bias = pb_reshape(&g->b, g->bias, 3, b3);
+            bias = pb_reshape(&g->b, g->bias, r - 1, b3);
         } else {
-            bias = g->bias = add_const(g, dt, 4, b4);
+            bias = g->bias = add_const(g, dt, r, b4);
         }
     }
     int z = -1; // the value the epilogue adds: g->z, or its transpose
@@ -265,7 +276,7 @@ static bool cg_build_as(CG *g, const ConvCase *k, DType dt, int store) {
         g->z = add_input(g, dt, 4, zl);
         z = pb_transpose(&g->b, g->z, to_nchw);
     } else if (k->epi == E_BIAS_Z || k->epi == E_BIAS_Z_RELU || k->epi == E_Z) {
-        z = g->z = add_input(g, store & S_Z_F32 ? DT_FLOAT : dt, 4, yd);
+        z = g->z = add_input(g, store & S_Z_F32 ? DT_FLOAT : dt, r, yd);
     }
     if (k->variant == FUSED) {
         // %0 = ADD(in0, in1); %1 = ADD(in2, %0); [%2 = RELU(%1)], as a ResNet block's merged add.
@@ -383,6 +394,25 @@ static const ConvCase ok_cases[] = {
     {"residual_norelu", 1, 8, 12, 10, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z, B_1C11},
     {"fused_residual", 1, 16, 8, 8, 16, 3, 3, 1, S1, S1, P1, P1, E_BIAS_Z_RELU, FUSED},
     {"bias_reshaped", 1, 8, 12, 12, 8, 3, 3, 1, S1, S1, P1, P1, E_BIAS_RELU, B_RESHAPE},
+    // 1-D (Whisper's and wav2vec2's front ends), as height-1 2-D calls.
+    {"conv1d_bias_relu", 2, 80, 0, 30, 24, 1, 3, 1, S1, S1, {0, 1}, {0, 1}, E_BIAS_RELU, B_1C11},
+    {"conv1d_s2_reshaped",
+     1,
+     16,
+     0,
+     33,
+     16,
+     1,
+     3,
+     1,
+     {1, 2},
+     S1,
+     {0, 1},
+     {0, 1},
+     E_BIAS,
+     B_RESHAPE},
+    {"conv1d_d2_g2_res", 2, 8, 0, 21, 6, 1, 5, 2, S1, {1, 2}, {0, 4}, {0, 4}, E_BIAS_Z_RELU, B_C11},
+    {"conv1d_k10_s5", 1, 1, 0, 400, 16, 1, 10, 1, {1, 5}, S1, P0, P0, E_NONE, B_1C11},
 };
 
 static const ConvCase bad_cases[] = {
@@ -465,7 +495,7 @@ static DnnCall expected_call(const CG *g, const ConvCase *k) {
     memset(&c, 0, sizeof c);
     c.n = (int32_t)k->N;
     c.c = (int32_t)k->C;
-    c.h = (int32_t)k->H;
+    c.h = (int32_t)(k->H ? k->H : 1);
     c.w = (int32_t)k->W;
     c.k = (int32_t)k->K;
     c.r = (int32_t)k->R;
@@ -1064,7 +1094,9 @@ static void test_gpu_half_lab(void) {
 // channels at 56x56 after the reflect pad) with and without the fused bias, NHWC and NCHW, its
 // stride-2 conv, and a 1x1 of CSPDarknet53's stage 0. Checked like the half cases.
 static const HalfCase bench_cases[] = {
-    {{"st_res_nhwc_bias", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_BIAS, B_1C11}, F16, S_NHWC},
+    {{"st_res_nhwc_bias", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_BIAS, B_1C11},
+     F16,
+     S_NHWC},
     {{"st_res_nhwc", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_NONE, B_1C11}, F16, S_NHWC},
     {{"st_res_nchw_bias", 1, 128, 58, 58, 128, 3, 3, 1, S1, S1, P0, P0, E_BIAS, B_1C11}, F16, 0},
     {{"st_down_nhwc_bias", 1, 64, 114, 114, 128, 3, 3, 1, {2, 2}, S1, P0, P0, E_BIAS, B_1C11},
@@ -1214,10 +1246,10 @@ static void session_half(const HalfCase *h) {
 static void test_gpu_session(void) {
     if (!need_gpu())
         return;
-    session_case(&ok_cases[2]);  // bias + relu
-    session_case(&ok_cases[6]);  // depthwise
-    session_case(&ok_cases[15]); // residual
-    session_case(&ok_cases[11]); // odd shapes, no fused identity
+    session_case(&ok_cases[2]);   // bias + relu
+    session_case(&ok_cases[6]);   // depthwise
+    session_case(&ok_cases[15]);  // residual
+    session_case(&ok_cases[11]);  // odd shapes, no fused identity
     session_half(&half_cases[8]); // float16 residual
     session_half(&half_cases[7]); // bfloat16 depthwise 5x5 stride 2, bias only
 }
