@@ -4,7 +4,8 @@ engine node_tests cannot reach through the C API: `--engine plan` (the cost mode
 kernel by kernel, each kernel seeing only what earlier kernels materialised). Each case's stored
 outputs are passed as --expected, so orch compares them (NaN equal to NaN, floats within
 1e-5 + 1e-3 * |expected|, node_tests' tolerance for the stored outputs). Prints `ok NAME` or
-`FAIL NAME: reason` per case and ends with "N passed, N failed"; exits 1 on any failure.
+`FAIL NAME: reason` per case (a sanitizer report fails it too) and ends with "N passed,
+N failed"; exits 1 on any failure.
 
 usage: run_cases_cli.py ORCH_BINARY CASES_DIR [--engine plan|prims|ops] [--filter SUBSTRING]
 """
@@ -18,6 +19,7 @@ import onnx
 
 RTOL, ATOL = 1e-3, 1e-5
 COMPARE_LINE = re.compile(r"^\s+(\S+)\s+max abs err (\S+), max rel err (\S+): (ok|MISMATCH)$")
+SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
 
 
 def names_of(files):
@@ -58,6 +60,8 @@ def run_case(orch, d, engine, timeout):
             lines = [ln for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
             bad = [ln.strip() for ln in lines if "MISMATCH" in ln or "error" in ln]
             return False, f"exit {p.returncode}: {'; '.join((bad or lines)[-3:])}"
+        if SANITIZER.search(p.stderr):
+            return False, "sanitizer report: " + SANITIZER.search(p.stderr).group(0)
         seen = {m.group(1) for m in map(COMPARE_LINE.match, p.stdout.splitlines()) if m}
         missing = [n for n in out_names if n not in seen]
         if missing:
