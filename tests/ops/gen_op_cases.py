@@ -1136,6 +1136,8 @@ def nan_semantics():
                      ref="ORT's ArgMax/ArgMin keep a NaN only where it comes first")
         case(f'{op.lower()}_f16', op, [xa.astype(np.float16)], dict(axis=2), opset=13,
              ref="ORT's ArgMax/ArgMin keep a NaN only where it comes first")
+    case('hardmax', 'Hardmax', [xa], dict(axis=2), opset=13,
+         ref="ORT's Hardmax keeps a NaN only where it comes first")
 
     # Max / Min, two and three inputs with broadcasting; ORT propagates NaN as orch does.
     a, b, c = plant(rnd((3, 1, 7))), plant(rnd((4, 7))), plant(rnd((7,)))
