@@ -151,6 +151,12 @@ run_suites() { # run_suites BUILD_DIR LABEL
         --xfail tests/ops/op_cases_expected_failures.txt
     pool_start "$label:op_cases_prims" "$dir/node_tests" build/op_cases --engine prims \
         --xfail tests/ops/op_cases_expected_failures.txt
+    # The NaN / infinity / signed-zero cases (docs/numerics.md) compiled for the CPU target and
+    # on the plan engine: with the two above, every engine on one semantics.
+    pool_start "$label:op_cases_nan_compiled" "$dir/node_tests" build/op_cases --engine compiled \
+        --filter test_nan_ --xfail tests/ops/op_cases_expected_failures.txt
+    pool_start "$label:op_cases_nan_plan" "$PY" tests/ops/run_cases_cli.py "$dir/orch" \
+        build/op_cases --engine plan --filter test_nan_
     pool_start "$label:models" "$PY" tests/models/run_models.py "$dir/orch" "${models[@]}"
     pool_start "$label:models_prims" "$PY" tests/models/run_models.py "$dir/orch" \
         "${models[@]}" --engine prims

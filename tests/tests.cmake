@@ -27,6 +27,12 @@ add_test(NAME op_cases
          COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
 add_test(NAME op_cases_prims
          COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --engine prims --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
+# The NaN, infinity and signed-zero cases (docs/numerics.md) on the two engines left: compiled
+# for the CPU target, and the plan engine (orch run --engine plan, through the project venv).
+add_test(NAME op_cases_nan_compiled
+         COMMAND node_tests ${CMAKE_BINARY_DIR}/op_cases --engine compiled --filter test_nan_ --xfail ${CMAKE_SOURCE_DIR}/tests/ops/op_cases_expected_failures.txt)
+add_test(NAME op_cases_nan_plan
+         COMMAND ${CMAKE_SOURCE_DIR}/.venv/bin/python ${CMAKE_SOURCE_DIR}/tests/ops/run_cases_cli.py $<TARGET_FILE:orch> ${CMAKE_BINARY_DIR}/op_cases --engine plan --filter test_nan_)
 # The CUDA target's kernels for every generated test model, compiled with NVRTC for sm_80 and
 # sm_90a (compile only; skips without NVRTC). scripts/run_tests.sh runs it on build/models.
 add_test(NAME cugen_models COMMAND unit_cugen_models ${CMAKE_BINARY_DIR}/models)

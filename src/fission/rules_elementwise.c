@@ -277,8 +277,9 @@ static ClipBound clip_bound(FissionCtx *fc, int i, double *v, int *t) {
     return CLIP_TENSOR;
 }
 
-// x < lo ? lo : x, then > hi ? hi : x: max wins when lo > hi and NaN passes. Constant bounds are
-// max/min with an immediate, which is the same for bounds that are not NaN.
+// min(max(x, lo), hi), the reference's rule (docs/numerics.md): max wins when lo > hi, a NaN x
+// passes and a NaN bound is no bound. Constant bounds are max/min with an immediate; a tensor
+// bound (integers: exactly) is skipped where it is NaN.
 static int rule_clip(FissionCtx *fc) {
     if (!in_class(fc, 0, C_NUM))
         return ST_UNSUPPORTED;
@@ -291,7 +292,12 @@ static int rule_clip(FissionCtx *fc) {
         switch (clip_bound(fc, i, &v, &t)) {
         case CLIP_ABSENT: break;
         case CLIP_CONST: y = pb_ew2i(b, lo ? EW_MAX : EW_MIN, y, v); break;
-        case CLIP_TENSOR: y = pb_where(b, pb_ew2(b, lo ? EW_LT : EW_GT, y, t), t, y); break;
+        case CLIP_TENSOR:
+            if (in_class(fc, 0, C_FLOAT))
+                y = pb_where(b, pb_ew1(b, EW_ISNAN, t), y, pb_ew2(b, lo ? EW_MAX : EW_MIN, y, t));
+            else
+                y = pb_where(b, pb_ew2(b, lo ? EW_LT : EW_GT, y, t), t, y);
+            break;
         }
     }
     fc_set_out(fc, 0, y);
@@ -361,18 +367,15 @@ static int rule_selu(FissionCtx *fc) {
     return finish(fc, pb_ew2i(b, EW_MUL, s, gamma));
 }
 
-// (x > 0 ? x : 0) + min(0, alpha * expm1(x / alpha)); NaN gives 0 like the reference's fmin.
+// max(x, 0) + min(0, alpha * expm1(x / alpha)), NaN propagating through both (docs/numerics.md).
 static int rule_celu(FissionCtx *fc) {
     int x;
     if (begin(fc, false, &x))
         return ST_UNSUPPORTED;
     PB *b = &fc->b;
     double alpha = node_attr_f(fc->n, "alpha", 1.0f);
-    int zero = zero_of(fc, work_dtype(fc, x));
     int m = pb_ew2i(b, EW_MUL, expm1_of(b, pb_ew2i(b, EW_DIV, x, alpha)), alpha);
-    int neg = pb_where(b, pb_ew2i(b, EW_LT, m, 0), m, zero);
-    int pos = pb_where(b, pb_ew2i(b, EW_GT, x, 0), x, zero);
-    return finish(fc, pb_ew2(b, EW_ADD, pos, neg));
+    return finish(fc, pb_ew2(b, EW_ADD, pb_ew2i(b, EW_MAX, x, 0), pb_ew2i(b, EW_MIN, m, 0)));
 }
 
 // approximate="none": 0.5 * x * (1 + erf(x / sqrt(2)));

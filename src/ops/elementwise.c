@@ -66,9 +66,13 @@ static int need_same_dtype(const Graph *g, const Node *n, int i, int j, Err *e) 
 // Rounds to float keeping a sticky last bit (round to odd), so that rounding the result again to
 // float16/bfloat16 equals one correct rounding of v (float has more than twice their precision).
 // Element access for the float class: exact reads, one correct rounding on writes.
-static double get_d(DType t, const void *p, int64_t i) { return elem_get_f64(t, p, i); }
+static double get_d(DType t, const void *p, int64_t i) {
+    return elem_get_f64(t, p, i);
+}
 
-static void set_d(DType t, void *p, int64_t i, double v) { elem_set_f64(t, p, i, v); }
+static void set_d(DType t, void *p, int64_t i, double v) {
+    elem_set_f64(t, p, i, v);
+}
 
 static uint64_t get_u(DType t, const void *p, int64_t i) {
     return (uint64_t)elem_get_i64(t, p, i);
@@ -208,12 +212,17 @@ static uint64_t mod_u(uint64_t a, uint64_t b) {
     return b ? a % b : 0;
 }
 
-// Min/Max propagate NaN like numpy's minimum/maximum.
+// Min/Max propagate NaN like numpy's minimum/maximum, and order -0 below +0 (IEEE 754-2019's
+// minimum and maximum), so the operand order never matters (docs/numerics.md).
 static double min_f(double a, double b) {
-    return isnan(a) || a < b ? a : b;
+    if (isnan(a) || isnan(b))
+        return isnan(a) ? a : b;
+    return a < b || (a == b && signbit(a)) ? a : b;
 }
 static double max_f(double a, double b) {
-    return isnan(a) || a > b ? a : b;
+    if (isnan(a) || isnan(b))
+        return isnan(a) ? a : b;
+    return a > b || (a == b && !signbit(a)) ? a : b;
 }
 static int64_t min_s(int64_t a, int64_t b) {
     return a < b ? a : b;
@@ -629,7 +638,7 @@ static double neg_f(double x) {
     return -x;
 }
 static double relu_f(double x) {
-    return x < 0 ? 0.0 : x;
+    return max_f(x, 0.0);
 }
 static double sign_f(double x) {
     return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
@@ -648,8 +657,7 @@ static double mish_f(double x) {
 }
 
 static double hardswish_f(double x) {
-    double v = x / 6.0 + 0.5;
-    return x * (v < 0 ? 0.0 : v > 1 ? 1.0 : v);
+    return x * min_f(max_f(x / 6.0 + 0.5, 0.0), 1.0);
 }
 
 static double leakyrelu_f(double x, const UArgs *a) {
@@ -663,8 +671,7 @@ static double thresholdedrelu_f(double x, const UArgs *a) {
 }
 
 static double hardsigmoid_f(double x, const UArgs *a) {
-    double v = a->p[0] * x + a->p[1];
-    return v < 0 ? 0.0 : v > 1 ? 1.0 : v; // NaN stays NaN
+    return min_f(max_f(a->p[0] * x + a->p[1], 0.0), 1.0);
 }
 
 static double selu_f(double x, const UArgs *a) {
@@ -672,7 +679,7 @@ static double selu_f(double x, const UArgs *a) {
 }
 
 static double celu_f(double x, const UArgs *a) {
-    return (x > 0 ? x : 0.0) + fmin(0.0, a->p[0] * expm1(x / a->p[0]));
+    return max_f(x, 0.0) + min_f(0.0, a->p[0] * expm1(x / a->p[0]));
 }
 
 static double shrink_f(double x, const UArgs *a) {
@@ -863,8 +870,9 @@ static int run_isinf(const OpRun *r, Err *e) {
 
 // ---- Clip ----
 
-// Clip-11+: optional scalar inputs min and max (run-time values allowed). Like numpy's clip,
-// max wins when min > max, and NaN passes through.
+// Clip-11+: optional scalar inputs min and max (run-time values allowed): min(max(x, lo), hi) with
+// Min/Max's rules, so max wins when min > max and a NaN x passes through; a NaN bound is no bound,
+// as in ONNX Runtime (docs/numerics.md).
 static int infer_clip(Graph *g, Node *n, Err *e) {
     if (n->opset < 11)
         return op_err(e, ST_UNSUPPORTED, n,
@@ -899,13 +907,12 @@ static int run_clip(const OpRun *r, Err *e) {
     const void *x = r->x[0];
     void *y = r->y[0];
     if (c == TM_FLOAT) {
-        const double lo = has_lo ? get_d(t, r->x[1], 0) : -INFINITY;
-        const double hi = has_hi ? get_d(t, r->x[2], 0) : INFINITY;
-        for (int64_t i = 0; i < numel; i++) {
-            double v = get_d(t, x, i);
-            v = v < lo ? lo : v;
-            set_d(t, y, i, v > hi ? hi : v);
-        }
+        double lo = has_lo ? get_d(t, r->x[1], 0) : -INFINITY;
+        double hi = has_hi ? get_d(t, r->x[2], 0) : INFINITY;
+        lo = isnan(lo) ? -INFINITY : lo;
+        hi = isnan(hi) ? INFINITY : hi;
+        for (int64_t i = 0; i < numel; i++)
+            set_d(t, y, i, min_f(max_f(get_d(t, x, i), lo), hi));
     } else if (c == TM_SINT) {
         const int64_t lo = has_lo ? elem_get_i64(t, r->x[1], 0) : INT64_MIN;
         const int64_t hi = has_hi ? elem_get_i64(t, r->x[2], 0) : INT64_MAX;

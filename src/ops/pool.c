@@ -130,7 +130,7 @@ int pool_infer(Graph *g, Node *n, Err *e) {
 // Computes output element (one channel plane, at output position o) over its window. MaxPool's
 // index counts in the whole input, row-major or (storage_order 1) column-major over the spatial
 // axes. A window lying wholly in the padding gives -inf (index -1), or NaN for an average over
-// no elements.
+// no elements. A NaN in a max window gives NaN wherever it sits.
 static void pool_window(const OpRun *r, const PoolGeom *p, PoolKind kind, int64_t plane,
                         const int64_t *o, int64_t at) {
     DType t = r->in[0]->dtype;
@@ -157,8 +157,9 @@ static void pool_window(const OpRun *r, const PoolGeom *p, PoolKind kind, int64_
             continue;
         double v = ld(t, r->x[0], base + row);
         if (kind == P_MAX) {
-            // The first maximum wins, as in the ONNX reference.
-            if (best < 0 || v > acc) {
+            // NaN propagates (docs/numerics.md): the first NaN of the window wins, else the first
+            // maximum, as ArgMax picks.
+            if (best < 0 || (isnan(v) && !isnan(acc)) || v > acc) {
                 acc = v;
                 best = p->col_major ? col : row;
             }
@@ -222,7 +223,7 @@ int pool_run_global(const OpRun *r, Err *e) {
         double acc = kind == P_MAX ? -INFINITY : 0;
         for (int64_t i = plane * size; i < (plane + 1) * size; i++) {
             double v = ld(t, r->x[0], i);
-            if (kind == P_MAX)
+            if (kind == P_MAX) // NaN propagates, as in MaxPool
                 acc = isnan(v) || v > acc ? v : acc;
             else
                 acc += kind == P_AVG ? v : pow(fabs(v), pw);

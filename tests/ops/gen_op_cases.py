@@ -100,22 +100,28 @@ def F32(*v):
     return np.array(v, np.float32)
 
 
-def case(name, op, inputs, attrs=None, opset=OPSET, outs=1, ref=None, zero_ok=False):
+def case(name, op, inputs, attrs=None, opset=OPSET, outs=1, ref=None, zero_ok=False,
+         expect=None):
     """One single-node case. inputs: arrays (graph inputs, fed at run time), C(array)
     (initializers) or None (an absent optional input). ref: why the onnx reference evaluator is
-    the oracle instead of ORT. zero_ok: all-zero outputs are the point of the case."""
+    the oracle instead of ORT. zero_ok: all-zero outputs are the point of the case. expect:
+    (why, function of the input arrays in order giving the outputs) where neither ORT nor the
+    reference evaluator follows orch's documented semantics (docs/numerics.md)."""
     names = [f'x{i}' if v is not None else '' for i, v in enumerate(inputs)]
     ys = [f'y{i}' for i in range(outs)]
     node = helper.make_node(op, names, ys, **(attrs or {}))
-    graph(name, [node], {nm: v for nm, v in zip(names, inputs) if nm}, ys, opset, ref, zero_ok)
+    graph(name, [node], {nm: v for nm, v in zip(names, inputs) if nm}, ys, opset, ref, zero_ok,
+          expect)
 
 
 def arrays(inputs):
     return {k: v if isinstance(v, C) else np.asarray(v) for k, v in inputs.items()}
 
 
-def graph(name, nodes, inputs, outputs=('y',), opset=OPSET, ref=None, zero_ok=False):
-    """A case from nodes (helper.make_node); inputs maps names to arrays or C(array)."""
+def graph(name, nodes, inputs, outputs=('y',), opset=OPSET, ref=None, zero_ok=False,
+          expect=None):
+    """A case from nodes (helper.make_node); inputs maps names to arrays or C(array); expect as
+    in case()."""
     name = f'{S.family}_{name}'
     assert name not in S.names, f'duplicate case {name}'
     S.names.add(name)
@@ -135,13 +141,17 @@ def graph(name, nodes, inputs, outputs=('y',), opset=OPSET, ref=None, zero_ok=Fa
     ops = [helper.make_opsetid('', opset)]
     model = helper.make_model(g, opset_imports=ops, ir_version=helper.find_min_ir_version_for(ops))
     try:
-        expected = run_oracle(model, feeds, ref is not None)
+        if expect:
+            expected = [np.asarray(a) for a in expect[1](
+                *[v.value if isinstance(v, C) else v for v in inputs.values()])]
+        else:
+            expected = run_oracle(model, feeds, ref is not None)
     except Exception as ex:
         S.errors.append(f'{name}: {"reference" if ref else "ORT"} failed: '
                         f'{str(ex).splitlines()[0][:300]}')
         return
     if S.compare:
-        check_other(name, model, feeds, ref is not None, expected)
+        check_other(name, model, feeds, ref is not None and not expect, expected)
     if not zero_ok and all(a.size > 1 and not a.any() for a in expected):
         print(f'note: {name}: every output is all zero (a weak case: try another shape)')
     g.ClearField('output')
@@ -1019,7 +1029,161 @@ def graphs():
          'w2': C(rnd((16, 8)))}, opset=20)
 
 
-FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs]
+# ---- NaN, infinities and signed zeros through every max/min-like op (docs/numerics.md) --------
+
+def plant(x, frac=0.12, signed_zeros=True):
+    """x with NaN, +-inf and (signed_zeros) -0.0 / +0.0 planted at random positions: about frac of
+    the elements NaN, as many infinite, a few zeros; float dtype kept."""
+    x = np.array(x)
+    u = S.rng.random(x.shape)
+    x[u < frac] = np.nan
+    x[(u >= frac) & (u < 1.5 * frac)] = np.inf
+    x[(u >= 1.5 * frac) & (u < 2 * frac)] = -np.inf
+    if signed_zeros:
+        x[(u >= 2 * frac) & (u < 2.2 * frac)] = -0.0
+        x[(u >= 2.2 * frac) & (u < 2.4 * frac)] = 0.0
+    return x
+
+
+def np_maxpool(x, kernel, strides=None, pads=None, dilations=None):
+    """MaxPool with NaN propagating: a window's first NaN in row-major order wins, else its first
+    maximum (ArgMax's rule); indices flat over the whole input, as ONNX defines them. Windows are
+    clipped at the padding (pads count as absent, never as -inf)."""
+    S_ = len(kernel)
+    strides, dilations = strides or [1] * S_, dilations or [1] * S_
+    pads = pads or [0] * (2 * S_)
+    sp = x.shape[2:]
+    out = [(sp[i] + pads[i] + pads[S_ + i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
+           for i in range(S_)]
+    y = np.empty(x.shape[:2] + tuple(out), x.dtype)
+    idx = np.empty(y.shape, np.int64)
+    flat = x.reshape(-1)
+    for pos in np.ndindex(*y.shape):
+        n, c, o = pos[0], pos[1], pos[2:]
+        best, bi = None, -1
+        for k in np.ndindex(*kernel):
+            q = [o[i] * strides[i] - pads[i] + k[i] * dilations[i] for i in range(S_)]
+            if any(q[i] < 0 or q[i] >= sp[i] for i in range(S_)):
+                continue
+            fi = int(np.ravel_multi_index((n, c) + tuple(q), x.shape))
+            v = flat[fi]
+            if best is None or (np.isnan(v) and not np.isnan(best)) or v > best:
+                best, bi = v, fi
+        y[pos], idx[pos] = best, bi
+    return y, idx
+
+
+def nan_semantics():
+    family('nan')
+    why_mp = 'ORT and the reference evaluator drop NaN from a MaxPool window; orch propagates it'
+    why_red = "ORT's max/min reductions keep a NaN only where it comes first"
+    # MaxPool: NaN first, inside and last in windows, padding beside infinities, wide rows (the
+    # compiled kernel's vectorised interior), dilation, 1-D and 3-D, half precision.
+    pools = [('2d_k3_pad', (1, 3, 9, 11), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+             ('2d_k2_s2', (2, 2, 8, 9), dict(kernel_shape=[2, 2], strides=[2, 2])),
+             ('2d_wide', (1, 3, 12, 45), dict(kernel_shape=[3, 3], strides=[1, 1],
+                                             pads=[1, 1, 1, 1])),
+             ('2d_dil', (1, 2, 10, 23), dict(kernel_shape=[2, 3], dilations=[2, 1],
+                                            strides=[1, 2], pads=[0, 1, 1, 0])),
+             ('1d', (2, 3, 17), dict(kernel_shape=[4], strides=[1], pads=[2, 1])),
+             ('3d', (1, 2, 5, 6, 7), dict(kernel_shape=[2, 2, 3], strides=[1, 2, 1]))]
+    for name, shape, attrs in pools:
+        x = plant(rnd(shape))
+        ks = attrs['kernel_shape']
+        def mp(a, ks=ks, attrs=attrs):
+            return np_maxpool(a, ks, attrs.get('strides'), attrs.get('pads'),
+                              attrs.get('dilations'))
+        case(f'maxpool_{name}', 'MaxPool', [x], attrs, opset=12,
+             expect=(why_mp, lambda a: mp(a)[:1]))
+        case(f'maxpool_{name}_idx', 'MaxPool', [x], attrs, opset=12, outs=2,
+             expect=(why_mp, lambda a: mp(a)))
+    x16 = plant(rnd((1, 2, 7, 9))).astype(np.float16)
+    case('maxpool_f16', 'MaxPool', [x16], dict(kernel_shape=[3, 2], strides=[2, 1]), opset=12,
+         expect=(why_mp, lambda a: np_maxpool(a, [3, 2], [2, 1])[:1]))
+    # Every 3x3 window holds exactly one NaN, in its first, last or middle column in turn.
+    one = rnd((1, 1, 3, 27))
+    one[0, 0, 1, np.arange(0, 27, 3)] = np.nan
+    case('maxpool_one_nan_per_window', 'MaxPool', [one], dict(kernel_shape=[3, 3]), opset=12,
+         expect=(why_mp, lambda a: np_maxpool(a, [3, 3])[:1]))
+    for dt in ('f32', 'f16', 'f64'):
+        case(f'globalmaxpool_{dt}', 'GlobalMaxPool',
+             [plant(rnd((2, 3, 4, 5)), 0.02).astype(DT[dt])], opset=11,
+             ref="ORT's GlobalMaxPool drops NaN")
+
+    # ReduceMax / ReduceMin over inner, outer, middle and all axes; rows without NaN keep their
+    # infinities; half and double.
+    xr = plant(rnd((4, 5, 19)), 0.03)
+    for op in ('ReduceMax', 'ReduceMin'):
+        nm = op[6:].lower()
+        for tag, axes, keep in (('inner', [2], 1), ('outer', [0], 0), ('mid', [1], 1),
+                                ('all', None, 0), ('two', [0, 2], 1)):
+            ins = [xr] + ([C(I64(*axes))] if axes else [])
+            case(f'reduce{nm}_{tag}', op, ins, dict(keepdims=keep), opset=18, ref=why_red)
+        case(f'reduce{nm}_f16', op, [xr.astype(np.float16), C(I64(2))], opset=18, ref=why_red)
+        case(f'reduce{nm}_f64', op, [xr.astype(np.float64), C(I64(1))], opset=18, ref=why_red)
+        case(f'reduce{nm}_13', op, [xr], dict(axes=[2]), opset=13, ref=why_red)
+
+    # ArgMax / ArgMin: NaN counts as the extreme (numpy's rule), first or last of several NaNs;
+    # ties between infinities.
+    xa = plant(rnd((6, 7, 9)), 0.06)
+    xa[0, 0, :] = np.inf
+    xa[1, 1, :] = np.nan
+    for op in ('ArgMax', 'ArgMin'):
+        for axis in (0, 1, -1):
+            for last in (0, 1):
+                case(f'{op.lower()}_ax{axis % 3}_last{last}', op, [xa],
+                     dict(axis=axis, keepdims=axis % 2, select_last_index=last), opset=13,
+                     ref="ORT's ArgMax/ArgMin keep a NaN only where it comes first")
+        case(f'{op.lower()}_f16', op, [xa.astype(np.float16)], dict(axis=2), opset=13,
+             ref="ORT's ArgMax/ArgMin keep a NaN only where it comes first")
+    case('hardmax', 'Hardmax', [xa], dict(axis=2), opset=13,
+         ref="ORT's Hardmax keeps a NaN only where it comes first")
+
+    # Max / Min, two and three inputs with broadcasting; ORT propagates NaN as orch does.
+    a, b, c = plant(rnd((3, 1, 7))), plant(rnd((4, 7))), plant(rnd((7,)))
+    for op in ('Max', 'Min'):
+        case(f'{op.lower()}_2', op, [a, b])
+        case(f'{op.lower()}_3', op, [a, b, c])
+        case(f'{op.lower()}_3_f64', op, [a.astype(np.float64), b.astype(np.float64),
+                                         c.astype(np.float64)])
+        case(f'{op.lower()}_const', op, [a, C(plant(rnd((4, 7))))])
+
+    # Clip: NaN input with constant and run-time bounds; a NaN bound is no bound (ORT's rule).
+    xc = plant(rnd((5, 8), scale=2))
+    for tag, lo, hi in (('const', C(np.float32(-0.5)), C(np.float32(1))),
+                        ('input', np.float32(-0.5), np.float32(1)),
+                        ('nan_lo_const', C(np.float32(np.nan)), C(np.float32(1))),
+                        ('nan_hi_const', C(np.float32(-0.5)), C(np.float32(np.nan))),
+                        ('nan_lo_input', np.float32(np.nan), np.float32(1)),
+                        ('nan_hi_input', np.float32(-0.5), np.float32(np.nan)),
+                        ('zero_bounds', C(np.float32(0)), C(np.float32(-0.0)))):
+        case(f'clip_{tag}', 'Clip', [xc, lo, hi], zero_ok=tag == 'zero_bounds')
+    case('clip_f16_input', 'Clip', [xc.astype(np.float16), np.float16(-0.5), np.float16(1)])
+
+    # Max with 0 and its relatives: Relu, HardSigmoid, HardSwish, Celu, LeakyRelu.
+    xe = plant(rnd((4, 9), scale=3), 0.15)
+    for op, attrs in (('Relu', {}), ('HardSigmoid', {'alpha': 0.3, 'beta': 0.4}),
+                      ('HardSwish', {}), ('Celu', {'alpha': 0.7}), ('LeakyRelu', {'alpha': 0.2})):
+        case(f'{op.lower()}', op, [xe], attrs)
+
+    # A small graph whose kernels fuse: MaxPool -> Relu -> ReduceMax and Clip -> ArgMax.
+    xg = plant(rnd((1, 4, 8, 21)), 0.04)
+    graph('pool_relu_reducemax', [
+        helper.make_node('MaxPool', ['x'], ['p'], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node('Relu', ['p'], ['r']),
+        helper.make_node('ReduceMax', ['r', 'ax'], ['y'], keepdims=0)],
+        {'x': xg, 'ax': C(I64(3))}, opset=18,
+        expect=(why_mp, lambda x, ax: [np.max(np.maximum(np_maxpool(x, [3, 3], None,
+                                                                    [1, 1, 1, 1])[0], 0),
+                                              axis=3)]))
+    graph('clip_argmax', [
+        helper.make_node('Clip', ['x', 'lo', 'hi'], ['c']),
+        helper.make_node('ArgMax', ['c'], ['y'], axis=1)],
+        {'x': plant(rnd((5, 13)), 0.05), 'lo': C(np.float32(-0.5)), 'hi': C(np.float32(0.5))},
+        opset=13, ref="ORT's ArgMax keeps a NaN only where it comes first")
+
+
+FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics]
 
 
 def main():

@@ -13,16 +13,16 @@
 // emits without compiling except for a GPU; CUGEN_DUMP=FILE writes
 // the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
 // every config, thousands of kernels, instead of a cover of the primitives)
-#include "candidates/candidates.h"
-#include "prim/prim_build.h"
-#include "passes/passes.h"
-#include "interp/prim_interp.h"
-#include "codegen/cexpr.h"
+#include "../check.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
 #include "backend/cuda/nvrtc.h"
-#include "../check.h"
+#include "candidates/candidates.h"
+#include "codegen/cexpr.h"
+#include "interp/prim_interp.h"
+#include "passes/passes.h"
+#include "prim/prim_build.h"
 
 #include <float.h>
 #include <math.h>
@@ -71,6 +71,7 @@ typedef struct G {
     Precision prec;
     int max_prims;    // candidate size cap (0: 5)
     bool cache_exact; // GPU: row-cached kernels must match their uncached siblings bit for bit
+    bool hostile;     // float inputs hold NaN, +-inf and +-0 (docs/numerics.md)
 } G;
 
 static G graphs[MAX_GRAPHS];
@@ -437,7 +438,68 @@ static void build_reduce_offrow(const char *name) {
     g_out(g, pb_ew2(&g->b, EW_MUL, pb_ew2(&g->b, EW_SUB, x, st), x));
 }
 
+// Max/min-like reductions and elementwise ops on hostile inputs (G.hostile): pooling windows
+// over a -inf padded input, max, min, argmax and argmin over short rows (a thread per position),
+// long ones (a warp or block per row, grid splits: a NaN in one lane must reach every lane, and
+// an argmax's first NaN must win the (value, index) combine) and outer axes, Max/Min/Relu.
+static void build_hostile(const char *name) {
+    G *g = g_new(name);
+    g->hostile = true;
+    int64_t d[2] = {6, 3001}, ds[3] = {odd_dim() + 2, 7, odd_dim() + 3}, dp[4] = {1, 3, 9, 37};
+    int x = g_in(g, DT_FLOAT, 2, d), s = g_in(g, DT_FLOAT, 3, ds), p = g_in(g, DT_FLOAT, 4, dp);
+    g_out(g, pb_reduce(&g->b, RED_MAX, x, 2, true, false));
+    g_out(g, pb_reduce(&g->b, RED_MIN, pb_ew2i(&g->b, EW_MUL, x, 0.5), 2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, x, 2, false, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMIN, x, 2, true, true));
+    g_out(g, pb_reduce(&g->b, RED_MAX, s, 4, false, false));
+    g_out(g, pb_reduce(&g->b, RED_MIN, s, 1, true, false));
+    g_out(g, pb_reduce(&g->b, RED_ARGMAX, s, 1, false, true));
+    g_out(g, pb_reduce(&g->b, RED_MAX, pb_ew1(&g->b, EW_RELU, s), 7, false, false));
+    g_out(g, pb_ew2(&g->b, EW_MIN, pb_ew2(&g->b, EW_MAX, x, pb_ew2i(&g->b, EW_MUL, x, -1)),
+                    pb_ew1(&g->b, EW_RELU, x)));
+    // 3x3 windows, stride 1, pads 1, as fission builds MaxPool.
+    int64_t H = dp[2], W = dp[3], th[11], tw[39], ih[27], iw[111];
+    for (int64_t i = 0; i < H + 2; i++)
+        th[i] = i >= 1 && i <= H ? i - 1 : -1;
+    for (int64_t i = 0; i < W + 2; i++)
+        tw[i] = i >= 1 && i <= W ? i - 1 : -1;
+    for (int64_t o = 0; o < H; o++)
+        for (int64_t k = 0; k < 3; k++)
+            ih[o * 3 + k] = o + k;
+    for (int64_t o = 0; o < W; o++)
+        for (int64_t k = 0; k < 3; k++)
+            iw[o * 3 + k] = o + k;
+    int64_t pd[4] = {1, 3, H + 2, W + 2}, hd[2] = {H, 3}, wd[2] = {W, 3};
+    int padded = pb_table(&g->b, p, pd, (int64_t *[]){NULL, NULL, th, tw}, -INFINITY);
+    int win = pb_gather(&g->b, pb_gather(&g->b, padded, 2, 2, hd, ih), 4, 2, wd, iw);
+    int t = pb_transpose(&g->b, win, (int[]){0, 1, 2, 4, 3, 5}); // [1, 3, H, W, 3, 3]
+    g_out(g, pb_reduce(&g->b, RED_MAX, t, 16 | 32, false, false));
+    // One layout per window, as fission's clean-up leaves it.
+    CleanupStats st = {0};
+    Err e = {0};
+    if (fission_cleanup(g->pg, &st, &e)) {
+        printf("  %s: clean-up: %s\n", g->name, e.msg);
+        g->failures++;
+    }
+}
+
 // ---- values ----
+
+// A hostile float: NaN (1%: about one 3x3 window in twelve holds one), +-inf (1% each),
+// -0 and +0 (2% each), else fill_random's.
+static void fill_hostile(DType dt, void *p, int64_t n) {
+    fill_random(dt, p, n);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u = rnd() % 100;
+        if (u < 6)
+            elem_set_f64(dt, p, i,
+                         u == 0   ? NAN
+                         : u == 1 ? INFINITY
+                         : u == 2 ? -INFINITY
+                         : u < 5  ? -0.0
+                                  : 0.0);
+    }
+}
 
 static int compute_values(G *g, Err *e) {
     PrimGraph *pg = g->pg;
@@ -445,7 +507,10 @@ static int compute_values(G *g, Err *e) {
     for (int i = 0; i < pg->n_inputs; i++) {
         const Tensor *t = pg->tensors[pg->inputs[i]];
         g->val[t->id] = xmalloc(tensor_nbytes(t) + 1);
-        fill_random(t->dtype, g->val[t->id], tensor_numel(t));
+        if (g->hostile && dtype_is_float(t->dtype))
+            fill_hostile(t->dtype, g->val[t->id], tensor_numel(t));
+        else
+            fill_random(t->dtype, g->val[t->id], tensor_numel(t));
     }
     for (int k = 0; k < pg->n_prims; k++) {
         const Prim *p = pg->prims[k];
@@ -1530,7 +1595,10 @@ static void test_exact_math(void) {
                     worst[f] = fmax(worst[f], err);
                     if (!good && bad++ < 8)
                         printf("    orch_%s(%.9g) = %.9g, reference %.9g\n",
-                               f == 2 ? "cosf" : f ? "sigmoidf" : "sinf", v, g, ref[f]);
+                               f == 2 ? "cosf"
+                               : f    ? "sigmoidf"
+                                      : "sinf",
+                               v, g, ref[f]);
                 }
             }
             CHECK_MSG(bad == 0, "%d float32 math values out of bounds", bad);
@@ -1730,6 +1798,7 @@ int main(int argc, char **argv) {
     build_rmsnorm("rms_768", 8, 768);
     build_softmax_merged("softmax_rows", 32, 768);
     build_softmax_merged("softmax_rows_odd", 8, 333);
+    build_hostile("hostile");
     struct timespec t0, t1, t2, t3;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     emit_all(&hw);
