@@ -18,10 +18,11 @@ const char *fallback_where(PlanKind k) {
 
 typedef struct NamedNode {
     const char *name;
-    const Node *node;
+    int pos; // in g->nodes (a node's id is not its position once folding removed nodes)
 } NamedNode;
 
 typedef struct NodeIndex {
+    const Graph *g;
     NamedNode *v; // the live nodes, sorted by name
     int n;
 } NodeIndex;
@@ -31,16 +32,17 @@ static int cmp_named(const void *a, const void *b) {
 }
 
 static void index_nodes(const Graph *g, NodeIndex *ix) {
+    ix->g = g;
     ix->n = 0;
     ix->v = xmalloc(sizeof(NamedNode) * (size_t)(g->n_nodes + 1));
     for (int k = 0; k < g->n_nodes; k++)
         if (!g->nodes[k]->dead)
-            ix->v[ix->n++] = (NamedNode){g->nodes[k]->name, g->nodes[k]};
+            ix->v[ix->n++] = (NamedNode){g->nodes[k]->name, k};
     qsort(ix->v, (size_t)ix->n, sizeof(NamedNode), cmp_named);
 }
 
-// The live node named by the len bytes at name, or NULL.
-static const Node *find_node(const NodeIndex *ix, const char *name, size_t len) {
+// The position in g->nodes of the live node named by the len bytes at name, or -1.
+static int find_node(const NodeIndex *ix, const char *name, size_t len) {
     int lo = 0, hi = ix->n;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
@@ -49,13 +51,13 @@ static const Node *find_node(const NodeIndex *ix, const char *name, size_t len) 
         if (c == 0 && s[len])
             c = 1; // s extends name: it sorts after it
         if (c == 0)
-            return ix->v[mid].node;
+            return ix->v[mid].pos;
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return -1;
 }
 
 // The next node name of a primitive's origin (comma-separated names) at *o, its length in *len,
@@ -109,8 +111,9 @@ static void describe(const PrimGraph *pg, const NodeIndex *ix, const char *targe
         const char *o = p->origin, *name;
         size_t len;
         while ((name = next_origin(&o, &len))) {
-            const Node *n = find_node(ix, name, len);
-            const char *op = n ? n->op : "?";
+            int at = find_node(ix, name, len);
+            // Not a node's name (a graph output's copy is named after its tensor): the kind.
+            const char *op = at >= 0 ? ix->g->nodes[at]->op : prim_kind_name(p->kind);
             // Each op once ("Mul+Add"), in the order the origin names them.
             bool seen = false;
             for (const char *q = ops.s; *q && !seen;) {
@@ -319,7 +322,7 @@ void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
     static const Target *const targets[] = {&target_cpu, &target_cuda};
     NodeIndex ix;
     index_nodes(g, &ix);
-    // status[t][node id]: the worst status of the primitives it gave.
+    // status[t][k]: the worst status of the primitives node g->nodes[k] gave.
     int *status[2];
     bool *gen = xmalloc(sizeof(bool) * (size_t)(pg->n_prims + 1));
     for (int t = 0; t < 2; t++) {
@@ -331,15 +334,17 @@ void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
                 continue;
             int s = x->kind == PRIM_OPAQUE ? ST_OP_INTERP : ST_PRIM_INTERP;
             if (x->kind == PRIM_OPAQUE && x->node) {
-                status[t][x->node->id] = s;
+                int at = find_node(&ix, x->node->name, strlen(x->node->name));
+                if (at >= 0)
+                    status[t][at] = s;
                 continue;
             }
             const char *o = x->origin, *name;
             size_t len;
             while ((name = next_origin(&o, &len))) {
-                const Node *n = find_node(&ix, name, len);
-                if (n && status[t][n->id] < s)
-                    status[t][n->id] = s;
+                int at = find_node(&ix, name, len);
+                if (at >= 0 && status[t][at] < s)
+                    status[t][at] = s;
             }
         }
     }
@@ -359,7 +364,7 @@ void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
         }
         r->nodes++;
         for (int t = 0; t < 2; t++) {
-            int s = status[t][n->id];
+            int s = status[t][k];
             r->falling[t] += s != ST_GEN;
             if (s > r->worst[t])
                 r->worst[t] = s;
