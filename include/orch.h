@@ -136,7 +136,7 @@ typedef struct orch_compile_options {
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)
     double time_limit;        // seconds for the orchestration solver (0: its default)
-    int verbose;              // non-zero: progress lines on stderr
+    int verbose;              // non-zero: progress lines and the summary on stderr
     // Arithmetic of matmuls and convolutions: "fp32" (NULL: exact float32), or "tf32", "fp16",
     // "bf16" (target "cuda" only: tensor cores with operands rounded to that format, float32
     // accumulation and storage; checked against the reference at the tolerance README.md
@@ -155,6 +155,11 @@ typedef struct orch_compile_options {
     // With verbose: 1 prints why each matmul/conv primitive runs where it does after the solve,
     // 2 also every candidate computing it (--explain, --explain-all); 0 nothing.
     int explain;
+    // Non-zero: a kernel the target does not generate (an interpreter would run it) fails the
+    // compile with ORCH_ERR_UNSUPPORTED, whose message (orch_last_error) names the ops and ONNX
+    // nodes, and no artefact is written (orch compile --strict); an artefact compiled so records
+    // it. Zero: such kernels run on the interpreters (verbose's summary lists them).
+    int strict;
 } orch_compile_options;
 
 // Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left

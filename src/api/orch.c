@@ -224,7 +224,8 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
                          .half_storage = opt->half_storage != 0,
                          .no_mlp_chains = opt->no_mlp_chains != 0,
                          .no_attention = opt->no_attention != 0,
-                         .explain = opt->explain};
+                         .explain = opt->explain,
+                         .strict = opt->strict != 0};
     if (co.threads < 0 || co.top_k < 0 || co.jobs < 0 || co.time_limit < 0)
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: negative threads/top_k/jobs/time_limit");
@@ -236,7 +237,11 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: explain %d (0, 1 or 2)", opt->explain);
     CompileReport rep;
-    return (orch_status)compile_model(onnx_path, &co, out_path, &rep, &ctx->err);
+    int rc = compile_model(onnx_path, &co, out_path, &rep, &ctx->err);
+    // With progress lines, the summary too: it names every kernel not generated.
+    if (co.progress && (rc == ST_OK || rep.refused))
+        compile_report_print(&rep, co.progress);
+    return (orch_status)rc;
 }
 
 struct orch_session {

@@ -155,7 +155,8 @@ typedef struct Target {
     // for one config (the CUDA target's fast math under a reduced precision), another name.
     const char *(*db_name)(const TargetMachine *m);
     // Whether emit can generate this candidate. OPAQUE primitives are never generated; the
-    // runtime runs them with their reference op.
+    // runtime runs them with their reference op. Reads m's options only (m->model and m->hw may
+    // be empty): orch info asks it of every target without opening a device.
     bool (*supports)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c);
     // Up to k configs, best estimate first; returns how many (>= 1 when supported).
     int (*configs)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,

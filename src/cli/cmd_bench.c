@@ -7,6 +7,7 @@
 
 #include "../base/file.h"
 #include "../compile/compile.h"
+#include "../compile/fallbacks.h"
 #include "../plan/artifact.h"
 #include "../runtime/session.h"
 #include "cmd_compile.h"
@@ -164,6 +165,9 @@ int cli_bench_main(int argc, char **argv) {
         CompileReport rep;
         rc = compile_model(model, &co, tmp_path, &rep, &e);
         if (rc) {
+            if (rep.refused) // --strict: the summary names the kernels not generated
+                compile_report_print(&rep, stdout);
+            fflush(stdout);
             fprintf(stderr, "orch: error: %s\n", e.msg);
             return rc;
         }
@@ -297,6 +301,18 @@ int cli_bench_main(int argc, char **argv) {
                    ksum > 0 ? 100 * rows[i].median / ksum : 0, session_launch_name(s, l),
                    session_launch_nodes(s, l));
         }
+        // The kernels an interpreter runs, by op, with their share of the predicted time.
+        Fallbacks fb;
+        fallbacks_of_plan(pg, plan, ac.h.target, &fb);
+        if (fb.kernels > 0) {
+            StrBuf b;
+            sb_init(&b);
+            fallbacks_format(&fb, false, "  ", &b);
+            printf("not generated: %d kernel%s, %.1f%% of the predicted time\n%s", fb.kernels,
+                   fb.kernels == 1 ? "" : "s", fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0,
+                   b.s);
+            sb_free(&b);
+        }
         if (json) {
             FILE *jf = fopen(json, "w");
             if (!jf) {
@@ -337,11 +353,14 @@ int cli_bench_main(int argc, char **argv) {
                     json_str(jf, session_launch_nodes(s, l));
                     fprintf(jf, "}");
                 }
-                fprintf(jf, "\n  ]\n}\n");
+                fprintf(jf, "\n  ],\n  \"not_generated\": ");
+                fallbacks_json(&fb, jf);
+                fprintf(jf, "\n}\n");
                 fclose(jf);
             }
         }
         free(rows);
+        fallbacks_free(&fb);
     }
     for (int i = 0; i < pg->n_inputs; i++)
         free(in[i]);

@@ -11,16 +11,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void compile_usage(FILE *f, bool options) {
+    fprintf(f, "usage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
+               "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
+               " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
+               " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
+               "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
+               "\n           [--strict] [--quiet]\n");
+    if (!options)
+        return;
+    fprintf(f,
+            "  -t, --target        cpu (generated C, the default) or cuda (NVRTC, libraries)\n"
+            "  -o, --output        the artefact to write\n"
+            "  --db FILE           profile database (default ~/.cache/orch/profile.db)\n"
+            "  --threads N         kernel threads (default: every core this process may use)\n"
+            "  --top-k K           configs measured per chosen kernel (default 8)\n"
+            "  --jobs J            parallel compiler processes (default: cores)\n"
+            "  --input-shapes      shapes of inputs the model leaves symbolic\n"
+            "  --attention-rewrite the softmax's division after the attention MatMul\n"
+            "  --time-limit S      the solver's limit in seconds\n"
+            "  --seed S            the random inputs of the checks and timings\n"
+            "  --precision P       linear kernels' arithmetic (tf32, fp16, bf16: cuda only)\n"
+            "  --half-storage      tensors stored in fp16/bf16 (with that --precision)\n"
+            "  --layout L          channels-last convolution layouts under half storage\n"
+            "  --no-mlp-chains     no fused MLP chain kernels; --no-attention: no fused "
+            "attention\n"
+            "  --explain           why each matmul/conv runs where it does, and each kernel\n"
+            "                      not generated with its time (--explain-all: every candidate)\n"
+            "  --strict            fail (exit status 3, no artefact) when a kernel is not\n"
+            "                      generated: the summary lists them, one line per op\n"
+            "  --quiet             no progress lines\n"
+            "The summary names every kernel not generated (op, ONNX nodes, the interpreter\n"
+            "that runs it, why, its share of the predicted time); `orch info MODEL.onnx` tells\n"
+            "per operator whether each target generates it before compiling.\n"
+            "exit codes: 0 ok, 1 usage, 2 invalid model, 3 unsupported (--strict: a kernel not\n"
+            "            generated), 4 mismatch, 5 runtime error\n");
+}
+
 static int bad(const char *fmt, const char *arg) {
     fprintf(stderr, "orch compile: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr,
-            "\nusage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
-            "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
-            " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
-            " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
-            "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
-            "\n           [--quiet]\n");
+    fputc('\n', stderr);
+    compile_usage(stderr, false);
     return ST_USAGE;
 }
 
@@ -108,6 +140,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             o->explain = 2;
         } else if (strcmp(s, "--attention-rewrite") == 0) {
             o->attention_rewrite = true;
+        } else if (strcmp(s, "--strict") == 0) {
+            o->strict = true;
         } else if (strcmp(s, "--half-storage") == 0) {
             o->half_storage = true;
         } else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) {
@@ -148,6 +182,11 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
 }
 
 int cli_compile_main(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            compile_usage(stdout, true);
+            return ST_OK;
+        }
     CompileOptions o;
     const char *model, *out;
     bool quiet;
@@ -158,11 +197,13 @@ int cli_compile_main(int argc, char **argv) {
     CompileReport rep;
     Err e = {0};
     rc = compile_model(model, &o, out, &rep, &e);
-    if (rc) {
+    // Strict mode's refusal comes after the summary, which names every kernel not generated.
+    if (rc == ST_OK)
+        printf("wrote %s\n", out);
+    if (rc == ST_OK || rep.refused)
+        compile_report_print(&rep, stdout);
+    fflush(stdout);
+    if (rc)
         fprintf(stderr, "orch: error: %s\n", e.msg);
-        return rc;
-    }
-    printf("wrote %s\n", out);
-    compile_report_print(&rep, stdout);
-    return ST_OK;
+    return rc;
 }

@@ -21,6 +21,8 @@
 #include "../interp/prim_interp.h"
 #include "../runtime/session.h"
 #include "../backend/target.h"
+#include "../compile/fallbacks.h"
+#include "../plan/artifact_model.h"
 #include "cmd_bench.h"
 #include "cmd_compile.h"
 #include "cmd_db.h"
@@ -47,7 +49,9 @@ static void usage(FILE *f) {
         "\n"
         "usage:\n"
         "  orch info MODEL.onnx [--input-shapes NAME:DIMS[,...]]\n"
-        "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node\n"
+        "      inputs, outputs, op histogram, parameters, FLOPs; lists every unsupported node;\n"
+        "      per operator, whether each target (cpu, cuda) generates its kernels or an\n"
+        "      interpreter runs them\n"
         "  orch run MODEL.onnx [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
         "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--input-shapes ...]\n"
         "           [--engine ops|prims|plan] [--no-cleanup] [--attention-rewrite]\n"
@@ -72,7 +76,7 @@ static void usage(FILE *f) {
         "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
         "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage]\n"
         "           [--layout auto|nchw|nhwc] [--no-mlp-chains] [--no-attention]\n"
-        "           [--explain|--explain-all] [--quiet]\n"
+        "           [--explain|--explain-all] [--strict] [--quiet]\n"
         "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
         "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
         "      orchestration on measured costs, builds the chosen kernels into one shared\n"
@@ -81,9 +85,13 @@ static void usage(FILE *f) {
         "      convolutions' channels-last layouts under it (auto: where cuDNN loads);\n"
         "      --no-mlp-chains / --no-attention offer no MLP chain / fused attention kernels;\n"
         "      --explain prints why each matmul/conv runs where it does (--explain-all: with\n"
-        "      every candidate and config); the options that shape the plan are recorded\n"
+        "      every candidate and config); the options that shape the plan are recorded;\n"
+        "      the summary names every kernel not generated (op, nodes, interpreter, why,\n"
+        "      share of the predicted time); --strict makes any such kernel an error (exit\n"
+        "      status 3, no artefact); orch compile --help describes every option\n"
         "  orch info MODEL.orch\n"
-        "      what a compiled artefact holds: target, precision, machine, compile options\n"
+        "      what a compiled artefact holds: target, precision, machine, compile options,\n"
+        "      the kernels of its plan an interpreter runs\n"
         "  orch run MODEL.orch [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
         "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N]\n"
         "      runs a compiled artefact (same inputs, outputs and checks as for ONNX)\n"
@@ -94,8 +102,8 @@ static void usage(FILE *f) {
         "      the profile database: what it holds, or delete rows (see orch db)\n"
         "  orch version\n"
         "\n"
-        "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch,\n"
-        "            5 runtime error\n",
+        "exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported (compile\n"
+        "            --strict: a kernel not generated), 4 mismatch, 5 runtime error\n",
         ORCH_VERSION);
 }
 
@@ -391,8 +399,34 @@ static int info_artifact(const char *path) {
         printf("  (format %u records no other options: --no-mlp-chains, --no-attention and "
                "--layout came with format 4)\n",
                h->format_version);
+    // The plan's kernels an interpreter runs, from the model imported again as a session would
+    // (no device needed).
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    Plan *plan = NULL;
+    int rc = artifact_import_model(&ac, path, &g, &pg, &plan, &e);
+    if (rc == ST_OK) {
+        Fallbacks fb;
+        fallbacks_of_plan(pg, plan, h->target, &fb);
+        if (fb.kernels == 0) {
+            printf("not generated: none (every kernel of the plan is generated for %s)\n",
+                   h->target);
+        } else {
+            StrBuf b;
+            sb_init(&b);
+            fallbacks_format(&fb, false, "  ", &b);
+            printf("not generated: %d kernel%s, %.1f%% of the predicted time\n%s", fb.kernels,
+                   fb.kernels == 1 ? "" : "s", fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0,
+                   b.s);
+            sb_free(&b);
+        }
+        fallbacks_free(&fb);
+    }
+    plan_free(plan);
+    prim_graph_free(pg);
+    graph_free(g);
     artifact_contents_free(&ac);
-    return ST_OK;
+    return rc ? fail(&e) : ST_OK;
 }
 
 static int cmd_info(int argc, char **argv) {
@@ -442,8 +476,15 @@ static int cmd_info(int argc, char **argv) {
            st.nodes_after, st.folded, st.bypassed, st.dead);
     op_histogram_print(stdout, g);
     printf("FLOPs: %s\n", human((double)graph_flops(g), b1, sizeof b1));
+    // Each target's kernels per operator, on the primitives a compile starts from (fission and
+    // its clean-up, as compile_import), so a model that would fall back is known before tuning.
+    PrimGraph *pg = NULL;
+    if ((rc = fission_run(g, NULL, &pg, NULL, &e)) == ST_OK &&
+        (rc = fission_cleanup(pg, NULL, &e)) == ST_OK)
+        fallbacks_print_op_table(pg, stdout);
+    prim_graph_free(pg);
     graph_free(g);
-    return ST_OK;
+    return rc ? fail(&e) : ST_OK;
 }
 
 // ---- run ----

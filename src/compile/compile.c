@@ -1,5 +1,6 @@
 // The compile driver (compile.h): every stage in order in compile_model.
 #include "compile.h"
+#include "fallbacks.h"
 
 #include "../backend/kernel_lab.h"
 #include "../base/file.h"
@@ -791,6 +792,72 @@ static void report_multi_layer(const Driver *d, const Selection *sel, FILE *pr) 
     free(stamp);
 }
 
+// ---- the kernels not generated ----
+
+// The selection's kernels an interpreter runs (the target generated no config of them) into
+// *fb and the report: the count, their share of the predicted time and one line per op for the
+// summary; with --explain one progress line per kernel with its measured interpreter time.
+static void report_not_generated(Driver *d, const Selection *sel, Fallbacks *fb, FILE *pr) {
+    CompileReport *rep = d->rep;
+    FallbackKernel *k = xcalloc((size_t)sel->n + 1, sizeof *k);
+    int n = 0;
+    for (int i = 0; i < sel->n; i++) {
+        const Candidate *c = &d->cs->c[sel->kernels[i]];
+        if (d->sigs[d->sig_of[sel->kernels[i]]].best >= 0)
+            continue;
+        const Prim *p = d->pg->prims[c->prims[0]];
+        k[n++] = (FallbackKernel){p->kind == PRIM_OPAQUE ? PLAN_OPAQUE : PLAN_INTERP, c->prims[0],
+                                  c->cost};
+    }
+    fallbacks_collect(d->pg, d->target->name, k, n, sel->objective, fb);
+    free(k);
+    rep->interp = fb->kernels;
+    rep->not_generated_share = fb->total > 0 ? fb->seconds / fb->total : 0;
+    StrBuf b;
+    sb_init(&b);
+    fallbacks_format(fb, false, "  ", &b);
+    size_t cap = sizeof rep->not_generated_lines;
+    if (b.len >= cap) { // cut at a line's end, and say so
+        size_t at = cap - 32;
+        while (at > 0 && b.s[at - 1] != '\n')
+            at--;
+        snprintf(b.s + at, cap - at, "  ...\n");
+    }
+    snprintf(rep->not_generated_lines, cap, "%s", b.s);
+    if (pr && d->opt->explain > 0 && fb->kernels > 0) {
+        sb_clear(&b);
+        fallbacks_format(fb, true, "  ", &b);
+        fprintf(pr, "explain: the kernels not generated for %s (the interpreter runs them)\n%s",
+                d->target->name, b.s);
+    }
+    sb_free(&b);
+}
+
+// Strict mode's error: how many kernels are not generated and which ops and nodes (the
+// summary's groups, briefly).
+static int strict_refusal(const Driver *d, const Fallbacks *fb, Err *e) {
+    StrBuf b;
+    sb_init(&b);
+    for (int i = 0; i < fb->n_groups && i < 4; i++) {
+        const FallbackGroup *g = &fb->groups[i];
+        sb_printf(&b, "%s%s", i ? ", " : "", g->ops);
+        if (g->kernels > 1)
+            sb_printf(&b, " \u00d7%d", g->kernels);
+        sb_printf(&b, " (node%s %s%s)", g->n_nodes == 1 ? "" : "s", g->nodes[0],
+                  g->n_nodes > 1 ? ", ..." : "");
+    }
+    if (fb->n_groups > 4)
+        sb_printf(&b, " and %d more ops", fb->n_groups - 4);
+    int rc = err_set(e, ST_UNSUPPORTED,
+                     "strict mode: %d kernel%s not generated for %s (%.1f%% of the predicted "
+                     "time): %s; no artefact written (without strict mode an interpreter runs "
+                     "them)",
+                     fb->kernels, fb->kernels == 1 ? " is" : "s are", d->target->name,
+                     fb->total > 0 ? 100 * fb->seconds / fb->total : 0.0, b.s);
+    sb_free(&b);
+    return rc;
+}
+
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
 static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, uint8_t **so,
@@ -817,7 +884,6 @@ static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, u
         } else {
             spec[i].kind =
                 d->pg->prims[c->prims[0]]->kind == PRIM_OPAQUE ? PLAN_OPAQUE : PLAN_INTERP;
-            d->rep->interp++;
             d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
         }
     }
@@ -1334,6 +1400,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     uint8_t *plan_bytes = NULL;
     size_t plan_size = 0;
     int *list = NULL, *k_at = NULL;
+    Fallbacks fallbacks = {0};
 
     rc = target_open(d.target, &topt, &d.m, e);
     if (rc == ST_OK) {
@@ -1592,6 +1659,13 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         report_multi_layer(&d, &sel, pr);
     if (pr)
         report_linear_choices(&d, &sel, pr);
+    report_not_generated(&d, &sel, &fallbacks, pr);
+    if (opt->strict && fallbacks.kernels > 0) {
+        rep->refused = true;
+        rep->kernels = sel.n;
+        rc = strict_refusal(&d, &fallbacks, e);
+        goto out;
+    }
 
     t = now_s();
     tv = d.t_values;
@@ -1619,7 +1693,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                       (opt->no_attention ? ARTIFACT_COMPILE_NO_ATTENTION : 0) |
                       (opt->layout == COMPILE_LAYOUT_NCHW   ? ARTIFACT_COMPILE_LAYOUT_NCHW
                        : opt->layout == COMPILE_LAYOUT_NHWC ? ARTIFACT_COMPILE_LAYOUT_NHWC
-                                                            : 0);
+                                                            : 0) |
+                      (opt->strict ? ARTIFACT_COMPILE_STRICT : 0);
     h.threads = d.m.hw.cores; // what the kernels were measured with
     h.kernels = sel.n;
     h.predicted_seconds = sel.objective;
@@ -1638,6 +1713,7 @@ out:
         err_prefix(e, "orch compile %s: ", onnx_path);
     free(list);
     free(k_at);
+    fallbacks_free(&fallbacks);
     d.target->lab_modules_free(d.mods, d.n_mods);
     free(d.mods);
     free(plan_bytes);
@@ -1672,10 +1748,20 @@ bool compile_layout_parse(const char *s, CompileLayout *out) {
 void compile_report_print(const CompileReport *r, FILE *f) {
     char tb[32];
     fmt_time(r->predicted_s, tb, sizeof tb);
-    fprintf(f,
-            "kernels: %d launches (%d run by the reference interpreter), predicted %s, "
-            "selection %016llx\n",
-            r->kernels, r->interp, tb, (unsigned long long)r->selection_digest);
+    char digest[40] = ""; // a refused selection was never built
+    if (!r->refused)
+        snprintf(digest, sizeof digest, ", selection %016llx",
+                 (unsigned long long)r->selection_digest);
+    if (r->interp == 0)
+        fprintf(f, "kernels: %d launches, all generated, predicted %s%s\n", r->kernels, tb, digest);
+    else
+        fprintf(f,
+                "kernels: %d launches, %d not generated (%.1f%% of the predicted time), "
+                "predicted %s%s\n",
+                r->kernels, r->interp, 100 * r->not_generated_share, tb, digest);
+    // One line per op an interpreter runs: a model off the generated path is plain to see.
+    if (r->interp > 0)
+        fprintf(f, "not generated:\n%s", r->not_generated_lines);
     fprintf(f,
             "tuning: %d primitives, %d candidates, %d distinct; %d generated; %d configs "
             "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
@@ -1693,8 +1779,9 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                 r->storage, r->retyped);
     else
         fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
-    fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
-            (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
+    if (!r->refused)
+        fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
+                (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
     fprintf(f,
             "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "
             "check %.2f)\n",

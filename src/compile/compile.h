@@ -45,6 +45,8 @@ typedef struct CompileOptions {
     int explain;          // on progress after the solve, why each linear primitive runs where
                           // it does: 0 no, 1 its kernel and each family's best candidate, 2 also
                           // every candidate computing it with every config's time
+    bool strict; // a kernel the target does not generate (an interpreter would run it) is an
+                 // error (ST_UNSUPPORTED) after the summary, and no artefact is written
     int threads;              // kernel threads (0: every core this process may use)
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)
@@ -55,10 +57,16 @@ typedef struct CompileOptions {
 
 typedef struct CompileReport {
     int prims, candidates, signatures;     // the graph and its candidates
-    int generated, rejected, interp;       // candidates the target generates / refused / run by the interpreter
+    int generated, rejected;               // candidates the target generates / refused
+    int interp;                            // kernels of the selection an interpreter runs
     int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
     int kernels;                           // launches of the plan
     double predicted_s;                    // the selection's measured total
+    // The kernels not generated (interp: an interpreter runs them): their share of predicted_s
+    // and one line per op (fallbacks.h's groups, cut at the buffer's end).
+    double not_generated_share;
+    char not_generated_lines[2048];
+    bool refused; // strict mode refused the selection: no plan, no artefact
     int64_t arena_bytes, intermediate_bytes; // planned arena vs all intermediates summed
     double t_import, t_candidates, t_tune, t_solve, t_build, t_check, t_total; // seconds per stage
     double max_err;                        // the end-to-end check's worst error (relative to its bound)

@@ -228,3 +228,11 @@ int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, Fiss
     *out = pg;
     return ST_OK;
 }
+
+const char *fission_opaque_reason(const Graph *g, const Node *n) {
+    if (!find_rule(n))
+        return "no fission rule";
+    if (!ruled_shapes(g, n))
+        return "an empty output or an axis longer than 2^24";
+    return "its fission rule does not cover these attributes or types";
+}

@@ -20,6 +20,9 @@ typedef struct FissionStats {
 int fission_run(const Graph *g, const FissionOptions *opt, PrimGraph **out, FissionStats *stats,
                 Err *e);
 
+// Why fission left node n of g opaque, in words for reports ("no fission rule", ...).
+const char *fission_opaque_reason(const Graph *g, const Node *n);
+
 // ---- for the rule files ----
 
 typedef struct FissionCtx {

@@ -232,6 +232,7 @@ void artifact_compile_flags_text(uint32_t c, char *buf, size_t n) {
         {ARTIFACT_COMPILE_NO_ATTENTION, "--no-attention"},
         {ARTIFACT_COMPILE_LAYOUT_NCHW, "--layout nchw"},
         {ARTIFACT_COMPILE_LAYOUT_NHWC, "--layout nhwc"},
+        {ARTIFACT_COMPILE_STRICT, "--strict"},
     };
     size_t used = 0;
     if (n)

@@ -47,12 +47,14 @@ enum {
 // --no-attention (no MLP chain / fused attention candidates were offered). _LAYOUT_NCHW /
 // _LAYOUT_NHWC: --layout nchw / nhwc (no channels-last layouts / channels-last layouts even
 // without cuDNN; under half storage only, whether any were made is ARTIFACT_LAYOUT_NHWC).
+// _STRICT: --strict (every kernel of the plan is generated; no interpreter runs any).
 enum {
     ARTIFACT_COMPILE_NO_MLP_CHAINS = 1u << 0,
     ARTIFACT_COMPILE_NO_ATTENTION = 1u << 1,
     ARTIFACT_COMPILE_LAYOUT_NCHW = 1u << 2,
     ARTIFACT_COMPILE_LAYOUT_NHWC = 1u << 3,
-    ARTIFACT_COMPILE_KNOWN_FLAGS = 15u,
+    ARTIFACT_COMPILE_STRICT = 1u << 4,
+    ARTIFACT_COMPILE_KNOWN_FLAGS = 31u,
 };
 
 typedef struct ArtifactHeader {

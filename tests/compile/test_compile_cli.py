@@ -11,7 +11,9 @@ artefact and shown by compile/run/bench; reduced precisions refused on the CPU t
 of why each fused attention / MLP chain candidate was chosen or not, the --explain report of the
 linear primitives' kernels, --no-mlp-chains / --no-attention (no such candidates; recorded in the
 artefact and shown by orch info and run; the environment variables they replace do nothing),
---layout's usage errors, and usage errors.
+--layout's usage errors, the summary's line per op of kernels not generated (the same as orch
+info's table per operator, orch info on the artefact and bench's JSON), --strict (exit 3 where a
+kernel is not generated, recorded in the artefact where none is), and usage errors.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -128,7 +130,76 @@ def header_flags(path):
     return version, load, comp
 
 
-NO_MLP_CHAINS, NO_ATTENTION = 1, 2  # artifact.h's ARTIFACT_COMPILE_* bits
+NO_MLP_CHAINS, NO_ATTENTION, STRICT = 1, 2, 16  # artifact.h's ARTIFACT_COMPILE_* bits
+
+# The summary's, orch info's and orch bench's line per op of kernels an interpreter runs.
+FALLBACK = re.compile(r"^  (\S+?)(?: \u00d7(\d+))? \(nodes? (.*?)\): (op interpreter|primitive "
+                      r"interpreter), ([0-9.]+)% of the predicted time; (no generated kernel for "
+                      r"(\S+) .*on (\w+).*)$")
+OP_ROW = re.compile(r"^  (\S+) +(\d+)  (generated|interpreter|op interpreter)(?: \((\d+) of "
+                    r"(\d+)\))? +(generated|interpreter|op interpreter)(?: \((\d+) of (\d+)\))?$")
+
+
+def fallback_groups(text):
+    """{ops: (kernels, nodes, where, share)} of the lines listing kernels not generated."""
+    groups = {}
+    for m in filter(None, map(FALLBACK.match, text.splitlines())):
+        kernels = int(m.group(2) or 1)
+        nodes = m.group(3).split(", ")
+        assert m.group(7) == m.group(1) and float(m.group(5)) <= 100, m.group(0)
+        assert kernels >= 1 and len(nodes) >= 1, m.group(0)
+        groups[m.group(1)] = (kernels, sorted(nodes), m.group(4), float(m.group(5)))
+    return groups
+
+
+def op_table(text):
+    """orch info's table: {op: (nodes, cpu status, cuda status)}, each status (word, k, n)."""
+    at = text.find("kernels per operator")
+    assert at >= 0, f"no table per operator in:\n{text}"
+    rows = {}
+    for line in text[at:].splitlines()[2:]:
+        m = OP_ROW.match(line)
+        assert m, f"not a row of the table: {line!r}"
+        n = int(m.group(2))
+        cells = []
+        for w, k, of in ((m.group(3), m.group(4), m.group(5)), (m.group(6), m.group(7),
+                                                                  m.group(8))):
+            # "(k of n)": some of the op's nodes fall back, never none or all of them.
+            if k:
+                assert int(of) == n and 0 < int(k) < n and w != "generated", line
+            cells.append((w, int(k) if k else (0 if w == "generated" else n), n))
+        rows[m.group(1)] = (n, cells[0], cells[1])
+    return rows
+
+
+def write_fallback_model(path):
+    """A model of generated ops (MatMul, Relu, Add) and ops that a target may leave to an
+    interpreter (TopK twice, CumSum, Hardmax): which of them fall back is read from orch info.
+    Two Identity nodes first, which folding removes: the table counts the nodes left."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node("Identity", ["x"], ["x1"], name="id_a"),
+             helper.make_node("Identity", ["x1"], ["x2"], name="id_b"),
+             helper.make_node("MatMul", ["x2", "w"], ["m"], name="mm"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("TopK", ["r", "k"], ["tv", "ti"], name="topk_a", axis=1),
+             helper.make_node("TopK", ["m", "k"], ["tv2", "ti2"], name="topk_b", axis=1),
+             helper.make_node("CumSum", ["r", "ax"], ["cs"], name="cumsum"),
+             helper.make_node("Hardmax", ["tv"], ["hm"], name="hardmax", axis=1),
+             helper.make_node("Add", ["hm", "tv2"], ["y"], name="add")]
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.standard_normal((37, 29)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([5], np.int64), "k"),
+             numpy_helper.from_array(np.array(1, np.int64), "ax")]
+    g = helper.make_graph(nodes, "fallbacks",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 37])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5]),
+                           helper.make_tensor_value_info("cs", TensorProto.FLOAT, [3, 29])],
+                          inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return {"MatMul": ["mm"], "Relu": ["relu"], "TopK": ["topk_a", "topk_b"],
+            "CumSum": ["cumsum"], "Hardmax": ["hardmax"], "Add": ["add"]}
 
 
 def main():
@@ -544,6 +615,80 @@ def main():
             assert not os.path.exists(out), f"{extra}: an artefact was written"
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
         assert p.returncode == 0 and header_flags(out) == (4, 0, 0), p.stderr[-3000:]
+
+    @case("not_generated_reported_and_strict")
+    def _():
+        # orch info's table says per op whether each target generates it; the CPU compile's
+        # summary then lists exactly the ops the table leaves to an interpreter, one line per
+        # op with every node, which interpreter and its share of the predicted time; orch info
+        # on the artefact and orch bench's JSON list the same. --strict fails such a compile
+        # with exit status 3 after that summary and writes nothing; where every kernel is
+        # generated it succeeds and the artefact records it.
+        fm = os.path.join(tmp, "fallbacks.onnx")
+        ops = write_fallback_model(fm)
+        i = orch(binary, "info", fm)
+        assert i.returncode == 0, i.stdout + i.stderr
+        table = op_table(i.stdout)
+        assert {op: n for op, (n, _, _) in table.items()} == \
+            {op: len(v) for op, v in ops.items()}, i.stdout
+        for op in ("MatMul", "Relu", "Add"):
+            assert table[op][1][0] == table[op][2][0] == "generated", (op, table[op])
+        falls = {op for op, (_, cpu, _) in table.items() if cpu[0] != "generated"}
+        out = os.path.join(tmp, "fallbacks.orch")
+        args = ["-t", "cpu", "--db", os.path.join(tmp, "fb.db"), "--top-k", "1"]
+        p = orch(binary, "compile", fm, "-o", out, *args)
+        assert p.returncode == 0, p.stderr[-3000:]
+        groups = fallback_groups(p.stdout)
+        assert set(groups) == falls, f"summary {sorted(groups)}, orch info {sorted(falls)}:\n" \
+            f"{p.stdout}{i.stdout}"
+        for op, (kernels, nodes, where, share) in groups.items():
+            assert nodes == sorted(ops[op]), (op, nodes)
+            assert kernels == len(nodes), (op, kernels, nodes)
+            want = "op interpreter" if table[op][1][0] == "op interpreter" else \
+                "primitive interpreter"
+            assert where == want, (op, where, table[op])
+            assert share > 0, (op, share)
+        m = re.search(r"^kernels: (\d+) launches, (?:all generated|(\d+) not generated "
+                      r"\(([0-9.]+)% of the predicted time\))", p.stdout, re.M)
+        assert m, p.stdout
+        n_fall = sum(k for k, _, _, _ in groups.values())
+        assert int(m.group(2) or 0) == n_fall, (m.group(0), groups)
+        if groups:
+            assert abs(float(m.group(3)) - sum(s for _, _, _, s in groups.values())) < 0.2 + \
+                0.1 * len(groups), p.stdout
+        a = orch(binary, "info", out)
+        assert a.returncode == 0, a.stdout + a.stderr
+        assert {k: v[:3] for k, v in fallback_groups(a.stdout).items()} == \
+            {k: v[:3] for k, v in groups.items()}, a.stdout + p.stdout
+        assert groups or "not generated: none" in a.stdout, a.stdout
+        js = os.path.join(tmp, "fallbacks.json")
+        b = orch(binary, "bench", out, "--iters", "2", "--warmup", "0", "--json", js)
+        assert b.returncode == 0, b.stdout + b.stderr
+        listed = json.load(open(js))["not_generated"]
+        assert {g["ops"]: (g["kernels"], sorted(g["nodes"]), g["where"]) for g in listed} == \
+            {k: v[:3] for k, v in groups.items()}, listed
+
+        strict = os.path.join(tmp, "strict.orch")
+        p = orch(binary, "compile", fm, "-o", strict, "--strict", *args)
+        if groups:
+            assert p.returncode == 3, f"--strict with kernels not generated: exit {p.returncode}"
+            assert fallback_groups(p.stdout).keys() == groups.keys(), p.stdout
+            assert re.search(rf"strict mode: {n_fall} kernels? (is|are) not generated for cpu",
+                             p.stderr), p.stderr[-2000:]
+            assert not os.path.exists(strict), "--strict refused but wrote the artefact"
+        else:
+            assert p.returncode == 0 and header_flags(strict)[2] == STRICT, p.stderr[-3000:]
+        # The small CNN is all convolutions, pooling and elementwise work, generated on the CPU.
+        p = orch(binary, "compile", model, "-o", strict, "--strict", *common)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "launches, all generated" in p.stdout and not fallback_groups(p.stdout), p.stdout
+        assert header_flags(strict)[2] == STRICT, header_flags(strict)
+        a = orch(binary, "info", strict)
+        assert "compile options: --strict\n" in a.stdout and "not generated: none" in a.stdout, \
+            a.stdout
+        h = orch(binary, "compile", "--help")
+        assert h.returncode == 0 and "--strict" in h.stdout and "exit status 3" in h.stdout, \
+            h.stdout + h.stderr
 
     @case("usage_errors")
     def _():

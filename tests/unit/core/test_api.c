@@ -1,11 +1,12 @@
 // Unit tests of the public API (include/orch.h): load from memory, input/output info, running
 // with caller buffers, first-error-wins messages, dtype/shape checks, NULL-tolerant frees, and
 // orch_compile's options (bad ones refused by name, the plan-shaping ones recorded in the
-// artefact).
+// artefact, strict mode's refusal of kernels not generated).
 #include "../check.h"
 #include "../model_builder.h"
 #include "orch.h"
 #include "plan/artifact.h"
+#include "plan/artifact_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,10 +199,128 @@ static void compile_options(void) {
         printf("  (%s left behind)\n", dir);
 }
 
+// relu_add_model's Add, then TopK (k = 2 over the last axis) of its result: an op a target may
+// leave to an interpreter.
+static uint8_t *topk_model(size_t *len) {
+    const int64_t xd[] = {-1, 4}, bd[] = {4}, kd[] = {1};
+    MB *b = mb_new(17);
+    float bias[4] = {0.5f, -1, 2, -3};
+    int64_t k[1] = {2};
+    mb_init(b, mb_raw(b, "bias", 1, 1, bd, bias, sizeof bias));
+    mb_init(b, mb_raw(b, "k", 7, 1, kd, k, sizeof k));
+    mb_input(b, "x", 1, 2, xd);
+    mb_node(b, "Add", "add", "x,bias", "t", NULL);
+    mb_node(b, "TopK", "top2", "t,k", "y,i", NULL);
+    mb_output(b, "y");
+    uint8_t *buf = mb_pack(b, len);
+    mb_free(b);
+    return buf;
+}
+
+// Launches of the artefact at path an interpreter runs; -1 when it cannot be read.
+static int interpreted_launches(const char *path) {
+    ArtifactContents a;
+    Err e = {0};
+    if (artifact_read(path, &a, &e) != ST_OK)
+        return -1;
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    Plan *plan = NULL;
+    int n = -1;
+    if (artifact_import_model(&a, path, &g, &pg, &plan, &e) == ST_OK) {
+        n = 0;
+        for (int i = 0; i < plan->n_launches; i++)
+            n += plan->launches[i].kind == PLAN_INTERP || plan->launches[i].kind == PLAN_OPAQUE;
+    }
+    plan_free(plan);
+    prim_graph_free(pg);
+    graph_free(g);
+    artifact_contents_free(&a);
+    return n;
+}
+
+static void write_model(const char *path, const uint8_t *buf, size_t len) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f)
+        fclose(f);
+}
+
+// orch_compile_options.strict: a model whose kernels are all generated (Add, Relu) compiles and
+// records it in the compile flags; the TopK model, compiled without it, tells whether its plan
+// has kernels an interpreter runs, and with it fails exactly then (ORCH_ERR_UNSUPPORTED naming
+// the node, no artefact written), else compiles: which ops are generated is the targets' matter.
+static void strict_option(void) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/orch-api-XXXXXX",
+             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(dir)) {
+        CHECK_MSG(false, "cannot create %s", dir);
+        return;
+    }
+    char model[300], topk[300], out[300], db[300];
+    snprintf(model, sizeof model, "%s/m.onnx", dir);
+    snprintf(topk, sizeof topk, "%s/topk.onnx", dir);
+    snprintf(out, sizeof out, "%s/m.orch", dir);
+    snprintf(db, sizeof db, "%s/p.db", dir);
+    size_t len;
+    uint8_t *buf = relu_add_model(&len, NULL);
+    write_model(model, buf, len);
+    free(buf);
+    buf = topk_model(&len);
+    write_model(topk, buf, len);
+    free(buf);
+    orch_ctx *ctx = orch_ctx_create();
+    orch_compile_options o = {
+        .input_shapes = "x:3x4", .db_path = db, .top_k = 1, .jobs = 1, .strict = 1};
+    orch_status st = orch_compile(ctx, model, &o, out);
+    CHECK_MSG(st == ORCH_OK, "%s", orch_last_error(ctx));
+    ArtifactContents a;
+    Err e = {0};
+    if (st == ORCH_OK && artifact_read(out, &a, &e) == ST_OK) {
+        CHECK_MSG(a.h.compile_flags == ARTIFACT_COMPILE_STRICT, "%#x", a.h.compile_flags);
+        artifact_contents_free(&a);
+        CHECK(interpreted_launches(out) == 0);
+    }
+    unlink(out);
+    o.strict = 0;
+    st = orch_compile(ctx, topk, &o, out);
+    CHECK_MSG(st == ORCH_OK, "%s", orch_last_error(ctx));
+    int n = st == ORCH_OK ? interpreted_launches(out) : -1;
+    CHECK(n >= 0);
+    unlink(out);
+    o.strict = 1;
+    orch_clear_error(ctx);
+    st = orch_compile(ctx, topk, &o, out);
+    printf("  TopK model: %d kernel%s not generated\n", n, n == 1 ? "" : "s");
+    if (n > 0) {
+        const char *msg = orch_last_error(ctx);
+        CHECK_MSG(st == ORCH_ERR_UNSUPPORTED && strstr(msg, "strict mode") && strstr(msg, "top2") &&
+                      strstr(msg, "TopK"),
+                  "%d: %s", st, msg);
+        CHECK_MSG(access(out, F_OK) != 0, "strict mode refused but wrote the artefact");
+    } else if (n == 0) {
+        CHECK_MSG(st == ORCH_OK, "%s", orch_last_error(ctx));
+    }
+    orch_ctx_free(ctx);
+    unlink(model);
+    unlink(topk);
+    unlink(out);
+    unlink(db);
+    char wal[320];
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    unlink(wal);
+    snprintf(wal, sizeof wal, "%s-shm", db);
+    unlink(wal);
+    if (rmdir(dir) != 0)
+        printf("  (%s left behind)\n", dir);
+}
+
 int main(void) {
     RUN(primitive_engine);
     RUN(load_and_run);
     RUN(errors_and_nulls);
     RUN(compile_options);
+    RUN(strict_option);
     return CHECK_DONE();
 }

@@ -529,6 +529,7 @@ static void compile_flags_field(void) {
          ARTIFACT_COMPILE_LAYOUT_NHWC | ARTIFACT_COMPILE_NO_ATTENTION,
          "--no-attention --layout nhwc"},
         {ARTIFACT_STORE_F16, ARTIFACT_COMPILE_LAYOUT_NHWC, "--layout nhwc"},
+        {0, ARTIFACT_COMPILE_STRICT | ARTIFACT_COMPILE_NO_ATTENTION, "--no-attention --strict"},
     };
     for (size_t i = 0; i < ORCH_COUNT(ok); i++) {
         char text[160];
@@ -554,7 +555,7 @@ static void compile_flags_field(void) {
     static const struct {
         uint32_t load, compile;
     } bad[] = {
-        {0, 1u << 4},
+        {0, 1u << 5},
         {0, 1u << 31},
         {ARTIFACT_STORE_F16, ARTIFACT_COMPILE_LAYOUT_NCHW | ARTIFACT_COMPILE_LAYOUT_NHWC},
         {0, ARTIFACT_COMPILE_LAYOUT_NCHW},
