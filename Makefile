@@ -4,7 +4,9 @@ BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup demo test test-fast test-asan test-nvrtc test-node-compiled fuzz fuzz-long format format-check clean
+PREFIX ?= /usr/local
+
+.PHONY: all install setup demo test test-fast test-asan test-nvrtc test-node-compiled fuzz fuzz-long format format-check clean
 
 all: $(BUILD)/.configured
 	cmake --build $(BUILD) -j $(JOBS)
@@ -13,6 +15,11 @@ $(BUILD)/.configured: CMakeLists.txt tests/tests.cmake
 	scripts/setup.sh --no-python
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	touch $@
+
+# The CLI, include/orch.h, liborch and liborch-runtime (shared and static) and their pkg-config
+# files under PREFIX (docs/embedding.md).
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 setup:
 	scripts/setup.sh

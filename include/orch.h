@@ -21,6 +21,16 @@
 //
 // Every function that can fail returns an orch_status and keeps the first error's message in the
 // context (orch_last_error); the library never exits. Free functions accept NULL.
+//
+// Libraries and compatibility. liborch (pkg-config `orch`) has everything below; liborch-runtime
+// (pkg-config `orch-runtime`) has only what runs artefacts: contexts and errors, orch_version and
+// the orch_session_* functions, and links no solver, database or linear-algebra library. Within
+// one major version (ORCH_VERSION_MAJOR; while it is 0, within one minor version) a program
+// built against this header runs with any later release of the libraries: functions are only
+// added, option structs only grow at their end (zero-initialise them), enum values keep their
+// numbers. The shared libraries' SONAME carries that version (liborch.so.0.1); an artefact
+// records the orch that compiled it and is refused, with a message, by an orch that cannot
+// read its format.
 #ifndef ORCH_H
 #define ORCH_H
 
@@ -32,6 +42,9 @@ extern "C" {
 #endif
 
 #define ORCH_VERSION "0.1.0"
+#define ORCH_VERSION_MAJOR 0
+#define ORCH_VERSION_MINOR 1
+#define ORCH_VERSION_PATCH 0
 #define ORCH_MAX_DIMS 8
 
 typedef enum orch_status {
@@ -72,6 +85,9 @@ typedef struct orch_tensor {
 typedef struct orch_ctx orch_ctx;
 typedef struct orch_model orch_model;
 
+// The version of the library the program runs with ("0.1.0"), which may be later than the
+// ORCH_VERSION it was built against.
+const char *orch_version(void);
 orch_ctx *orch_ctx_create(void);
 void orch_ctx_free(orch_ctx *ctx);
 const char *orch_last_error(const orch_ctx *ctx); // "" when no error

@@ -1,8 +1,10 @@
 // A small program using orch's C API: compiles an ONNX model for the CPU (or loads an artefact
 // compiled earlier), runs it on a constant input and prints the first outputs.
 //
-// usage: orch_example MODEL.onnx|MODEL.orch [OUT.orch]
-//   MODEL.onnx is compiled into OUT.orch (default: MODEL.onnx's name with .orch), then run.
+// usage: orch_example MODEL.onnx|MODEL.orch [OUT.orch [INPUT_SHAPES]]
+//   MODEL.onnx is compiled into OUT.orch (default: MODEL.onnx's name with .orch), then run;
+//   INPUT_SHAPES binds symbolic dimensions as `orch compile --input-shapes` does
+//   (examples/tiny_cnn/model.onnx has a symbolic batch: image:1x3x32x32).
 #include "orch.h"
 
 #include <stdio.h>
@@ -16,7 +18,7 @@ static int die(orch_ctx *ctx, const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.onnx|MODEL.orch [OUT.orch]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.onnx|MODEL.orch [OUT.orch [INPUT_SHAPES]]\n", argv[0]);
         return 1;
     }
     orch_ctx *ctx = orch_ctx_create();
@@ -28,7 +30,8 @@ int main(int argc, char **argv) {
             snprintf(out, sizeof out, "%s", argv[2]);
         else
             snprintf(out, sizeof out, "%.*s.orch", (int)(n - 5), argv[1]);
-        orch_compile_options co = {.target = "cpu", .top_k = 2, .verbose = 1};
+        orch_compile_options co = {
+            .target = "cpu", .top_k = 2, .verbose = 1, .input_shapes = argc > 3 ? argv[3] : NULL};
         if (orch_compile(ctx, argv[1], &co, out) != ORCH_OK)
             return die(ctx, "compile");
         artefact = out;

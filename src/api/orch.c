@@ -1,39 +1,28 @@
-// The public API (include/orch.h) over the internal stages: load → infer/fold → (fission →
-// clean-up, for the primitive engine) → interpret.
+// The public API (include/orch.h) over the internal stages, its compile-time half: load →
+// infer/fold → (fission → clean-up, for the primitive engine) → interpret, and compile. Contexts
+// and sessions, which liborch-runtime also has, are orch_session.c.
 #include "orch.h"
 
+#include "../backend/target.h"
+#include "../compile/compile.h"
 #include "../fission/fission.h"
-#include "../passes/passes.h"
-#include "../ops/fold.h"
-#include "../onnx/load.h"
 #include "../interp/interp.h"
 #include "../interp/prim_interp.h"
-#include "../compile/compile.h"
+#include "../onnx/load.h"
+#include "../ops/fold.h"
+#include "../passes/passes.h"
 #include "../plan/artifact.h"
 #include "../runtime/session.h"
-#include "../backend/target.h"
+#include "api_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct orch_ctx {
-    Err err;
-};
-
 struct orch_model {
     Graph *g;
     PrimGraph *pg; // ORCH_ENGINE_PRIMS: the primitive graph run instead of g (which it reads)
 };
-
-orch_ctx *orch_ctx_create(void) { return calloc(1, sizeof(orch_ctx)); }
-void orch_ctx_free(orch_ctx *ctx) { free(ctx); }
-const char *orch_last_error(const orch_ctx *ctx) { return ctx ? ctx->err.msg : ""; }
-orch_status orch_last_status(const orch_ctx *ctx) { return ctx ? (orch_status)ctx->err.code : ORCH_OK; }
-void orch_clear_error(orch_ctx *ctx) {
-    if (ctx)
-        memset(&ctx->err, 0, sizeof ctx->err);
-}
 
 // Fission into primitives, then the clean-up passes unless the options skip them.
 static int build_prims(const Graph *g, const orch_load_options *opt, PrimGraph **pg, Err *e) {
@@ -109,62 +98,33 @@ void orch_model_free(orch_model *m) {
     free(m);
 }
 
-int orch_model_num_inputs(const orch_model *m) { return m ? m->g->n_inputs : 0; }
-int orch_model_num_outputs(const orch_model *m) { return m ? m->g->n_outputs : 0; }
-
-static void fill_info(const Tensor *t, orch_tensor *info) {
-    memset(info, 0, sizeof *info);
-    info->name = t->name;
-    info->dtype = (orch_dtype)t->dtype;
-    info->rank = t->rank;
-    memcpy(info->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-    info->nbytes = tensor_nbytes(t);
+int orch_model_num_inputs(const orch_model *m) {
+    return m ? m->g->n_inputs : 0;
+}
+int orch_model_num_outputs(const orch_model *m) {
+    return m ? m->g->n_outputs : 0;
 }
 
 orch_status orch_model_input_info(const orch_model *m, int i, orch_tensor *info) {
     if (!m || !info || i < 0 || i >= m->g->n_inputs)
         return ORCH_ERR_USAGE;
-    fill_info(m->g->tensors[m->g->inputs[i]], info);
+    api_fill_info(m->g->tensors[m->g->inputs[i]], info);
     return ORCH_OK;
 }
 
 orch_status orch_model_output_info(const orch_model *m, int i, orch_tensor *info) {
     if (!m || !info || i < 0 || i >= m->g->n_outputs)
         return ORCH_ERR_USAGE;
-    fill_info(m->g->tensors[m->g->outputs[i]], info);
+    api_fill_info(m->g->tensors[m->g->outputs[i]], info);
     return ORCH_OK;
-}
-
-// Finds the caller's tensor for graph tensor t: by name, else by position.
-static const orch_tensor *match(const orch_tensor *arr, int n, const Tensor *t, int pos) {
-    for (int i = 0; i < n; i++)
-        if (arr[i].name && strcmp(arr[i].name, t->name) == 0)
-            return &arr[i];
-    return pos < n && !arr[pos].name ? &arr[pos] : NULL;
-}
-
-static int check_tensor(Err *e, const char *what, const orch_tensor *u, const Tensor *t) {
-    char want[128], got[128];
-    if ((DType)u->dtype != t->dtype)
-        return err_set(e, ST_INVALID, "%s '%s' is %s, the model expects %s", what, t->name,
-                       dtype_name((DType)u->dtype), dtype_name(t->dtype));
-    bool same = u->rank == t->rank;
-    for (int d = 0; same && d < t->rank; d++)
-        same = u->dims[d] == t->dims[d];
-    if (!same || u->rank < 0 || u->rank > ORCH_MAX_DIMS)
-        return err_set(e, ST_INVALID, "%s '%s' has shape %s, the model expects %s", what, t->name,
-                       shape_str(u->dims, u->rank < 0 || u->rank > ORCH_MAX_DIMS ? 0 : u->rank, got, sizeof got),
-                       tensor_shape_str(t, want, sizeof want));
-    if (!u->data || u->nbytes < tensor_nbytes(t))
-        return err_set(e, ST_USAGE, "%s '%s' needs a buffer of %zu bytes", what, t->name,
-                       tensor_nbytes(t));
-    return ST_OK;
 }
 
 orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_tensor *inputs,
                                      int n_inputs, orch_tensor *outputs, int n_outputs) {
     if (!ctx || !m || (n_inputs && !inputs) || (n_outputs && !outputs))
-        return ctx ? (orch_status)err_set(&ctx->err, ST_USAGE, "orch_model_run_reference: NULL argument") : ORCH_ERR_USAGE;
+        return ctx ? (orch_status)err_set(&ctx->err, ST_USAGE,
+                                          "orch_model_run_reference: NULL argument")
+                   : ORCH_ERR_USAGE;
     Graph *g = m->g;
     Err *e = &ctx->err;
     const void **in = xcalloc((size_t)g->n_inputs + 1, sizeof(void *));
@@ -172,23 +132,23 @@ orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_te
     int rc = ST_OK;
     for (int i = 0; i < g->n_inputs && rc == ST_OK; i++) {
         const Tensor *t = g->tensors[g->inputs[i]];
-        const orch_tensor *u = match(inputs, n_inputs, t, i);
+        const orch_tensor *u = api_match(inputs, n_inputs, t, i);
         if (!u)
             rc = err_set(e, ST_USAGE, "input '%s' is not given", t->name);
-        else if ((rc = check_tensor(e, "input", u, t)) == ST_OK)
+        else if ((rc = api_check_tensor(e, "input", u, t)) == ST_OK)
             in[i] = u->data;
     }
     for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
         const Tensor *t = g->tensors[g->outputs[i]];
-        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
+        orch_tensor *u = (orch_tensor *)api_match(outputs, n_outputs, t, i);
         if (u)
-            rc = check_tensor(e, "output", u, t);
+            rc = api_check_tensor(e, "output", u, t);
     }
     if (rc == ST_OK)
         rc = m->pg ? prim_interp_run(m->pg, in, out, e) : interp_run(g, in, out, NULL, e);
     for (int i = 0; i < g->n_outputs && rc == ST_OK; i++) {
         const Tensor *t = g->tensors[g->outputs[i]];
-        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
+        orch_tensor *u = (orch_tensor *)api_match(outputs, n_outputs, t, i);
         if (u)
             memcpy(u->data, out[i], tensor_nbytes(t));
     }
@@ -199,7 +159,7 @@ orch_status orch_model_run_reference(orch_ctx *ctx, orch_model *m, const orch_te
     return (orch_status)rc;
 }
 
-// ---- compile and sessions ----
+// ---- compile ----
 
 orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compile_options *opt,
                          const char *out_path) {
@@ -241,127 +201,5 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
     // With progress lines, the summary too: it names every kernel not generated.
     if (co.progress && (rc == ST_OK || rep.refused))
         compile_report_print(&rep, co.progress);
-    return (orch_status)rc;
-}
-
-struct orch_session {
-    Session *s;
-};
-
-static orch_status session_common(orch_ctx *ctx, ArtifactContents *ac, int rc,
-                                  const orch_session_options *opt, orch_session **out) {
-    Err *e = &ctx->err;
-    HwInfo hw;
-    const Target *t = rc ? NULL : target_find(ac->h.target);
-    if (rc == ST_OK && !t)
-        rc = err_set(e, ST_UNSUPPORTED, "%s was compiled for target '%s', which this orch lacks",
-                     ac->path, ac->h.target);
-    if (rc == ST_OK)
-        rc = target_detect(t, ac->h.threads, &hw, e);
-    SessionOptions so = {.threads = opt ? opt->threads : 0,
-                         .allow_foreign_device = opt && opt->allow_foreign_device};
-    Session *s = NULL;
-    if (rc == ST_OK && so.threads < 0)
-        rc = err_set(e, ST_USAGE, "orch_session_options.threads is negative");
-    if (rc == ST_OK)
-        rc = session_create(ac, &hw, &so, &s, e);
-    artifact_contents_free(ac);
-    if (rc)
-        return (orch_status)rc;
-    *out = xcalloc(1, sizeof **out);
-    (*out)->s = s;
-    return ORCH_OK;
-}
-
-orch_status orch_session_create(orch_ctx *ctx, const char *artifact_path,
-                                const orch_session_options *opt, orch_session **out) {
-    if (!ctx || !out)
-        return ORCH_ERR_USAGE;
-    *out = NULL;
-    if (!artifact_path)
-        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_create: no path");
-    ArtifactContents ac = {0};
-    int rc = artifact_read(artifact_path, &ac, &ctx->err);
-    return session_common(ctx, &ac, rc, opt, out);
-}
-
-orch_status orch_session_create_from_memory(orch_ctx *ctx, const void *data, size_t size,
-                                            const orch_session_options *opt, orch_session **out) {
-    if (!ctx || !out)
-        return ORCH_ERR_USAGE;
-    *out = NULL;
-    if (!data)
-        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_create_from_memory: no data");
-    ArtifactContents ac = {0};
-    int rc = artifact_read_memory(data, size, "<memory>", &ac, &ctx->err);
-    return session_common(ctx, &ac, rc, opt, out);
-}
-
-void orch_session_free(orch_session *s) {
-    if (!s)
-        return;
-    session_free(s->s);
-    free(s);
-}
-
-int orch_session_num_inputs(const orch_session *s) {
-    return s ? session_graph(s->s)->n_inputs : 0;
-}
-int orch_session_num_outputs(const orch_session *s) {
-    return s ? session_graph(s->s)->n_outputs : 0;
-}
-
-orch_status orch_session_input_info(const orch_session *s, int i, orch_tensor *info) {
-    const PrimGraph *pg = s ? session_graph(s->s) : NULL;
-    if (!pg || !info || i < 0 || i >= pg->n_inputs)
-        return ORCH_ERR_USAGE;
-    fill_info(pg->tensors[pg->inputs[i]], info);
-    return ORCH_OK;
-}
-
-orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *info) {
-    const PrimGraph *pg = s ? session_graph(s->s) : NULL;
-    if (!pg || !info || i < 0 || i >= pg->n_outputs)
-        return ORCH_ERR_USAGE;
-    fill_info(pg->tensors[pg->outputs[i]], info);
-    return ORCH_OK;
-}
-
-orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
-                             int n_inputs, orch_tensor *outputs, int n_outputs) {
-    if (!ctx)
-        return ORCH_ERR_USAGE;
-    if (!s || (n_inputs && !inputs) || (n_outputs && !outputs))
-        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_run: NULL argument");
-    const PrimGraph *pg = session_graph(s->s);
-    Err *e = &ctx->err;
-    // Small fixed arrays: the run allocates nothing for models with up to 64 inputs/outputs.
-    const void *in_small[64];
-    void *out_small[64];
-    const void **in = pg->n_inputs <= 64 ? in_small : xcalloc((size_t)pg->n_inputs, sizeof(void *));
-    void **out = pg->n_outputs <= 64 ? out_small : xcalloc((size_t)pg->n_outputs, sizeof(void *));
-    int rc = ST_OK;
-    for (int i = 0; i < pg->n_inputs && rc == ST_OK; i++) {
-        const Tensor *t = pg->tensors[pg->inputs[i]];
-        const orch_tensor *u = match(inputs, n_inputs, t, i);
-        if (!u)
-            rc = err_set(e, ST_USAGE, "input '%s' is not given", t->name);
-        else if ((rc = check_tensor(e, "input", u, t)) == ST_OK)
-            in[i] = u->data;
-    }
-    for (int i = 0; i < pg->n_outputs && rc == ST_OK; i++) {
-        const Tensor *t = pg->tensors[pg->outputs[i]];
-        orch_tensor *u = (orch_tensor *)match(outputs, n_outputs, t, i);
-        if (!u)
-            rc = err_set(e, ST_USAGE, "output '%s' has no buffer", t->name);
-        else if ((rc = check_tensor(e, "output", u, t)) == ST_OK)
-            out[i] = u->data;
-    }
-    if (rc == ST_OK)
-        rc = session_run(s->s, in, out, e);
-    if (in != in_small)
-        free(in);
-    if (out != out_small)
-        free(out);
     return (orch_status)rc;
 }

@@ -1,5 +1,4 @@
-// The targets this build has, by name, opening a machine, the C kernel ABI's names and the
-// ranking of configs (target.h).
+// The targets this build has, by name, opening a machine and the ranking of configs (target.h).
 #include "target.h"
 
 #include <stdio.h>
@@ -15,10 +14,6 @@ const Target *target_find(const char *name) {
 
 const char *target_names(void) {
     return "cpu, cuda";
-}
-
-void ckernel_prepack_name(const char *kernel, char *buf, size_t n) {
-    snprintf(buf, n, "%s_prepack", kernel);
 }
 
 int target_open(const Target *t, const TargetOptions *opt, TargetMachine *m, Err *e) {

@@ -179,11 +179,30 @@ typedef struct Target {
                  void *const *lab_modules, int n_lab_modules, uint8_t **blob, size_t *size, Err *e);
     // Frees what LabOptions.keep handed over (accepts NULL).
     void (*lab_modules_free)(void *const *lab_modules, int n);
-    const TargetSessionOps *session;
+    const struct TargetRuntime *runtime;
 } Target;
 
 extern const Target target_cpu;
 extern const Target target_cuda;
+
+// A backend's run-time half: what a program that only runs artefacts needs of it, and all that
+// liborch-runtime links of a backend (no emitter, lab, solver or database). Every slot is set.
+typedef struct TargetRuntime {
+    const char *name;
+    // This machine as an artefact's fingerprint describes one, with the kernels on `threads`
+    // threads (0: the backend's default); no compiler or device model is consulted beyond what
+    // the fingerprint names.
+    int (*detect)(int threads, HwInfo *hw, Err *e);
+    // Whether an artefact compiled for `fingerprint` runs as compiled on the machine `now`.
+    bool (*same_machine)(const char *fingerprint, const HwInfo *now);
+    const TargetSessionOps *session;
+} TargetRuntime;
+
+extern const TargetRuntime target_runtime_cpu;
+extern const TargetRuntime target_runtime_cuda;
+
+// Looks a backend's run-time half up by target name ("cpu", "cuda"); NULL when there is none.
+const TargetRuntime *target_runtime_find(const char *name);
 
 // Looks a target up by name ("cpu", "cuda"); NULL when there is none of that name.
 const Target *target_find(const char *name);

@@ -21,6 +21,11 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
         opt = &defaults;
     const ArtifactHeader *h = &a->h;
     const char *path = a->path ? a->path : "<artefact>";
+    const TargetRuntime *t = target_runtime_find(h->target);
+    if (!t)
+        return err_set(e, ST_INVALID,
+                       "%s was built for the '%s' target, which this build of orch does not have",
+                       path, h->target);
     if (!hw_now && !opt->allow_foreign_device)
         return err_set(e, ST_USAGE,
                        "%s: no description of this machine to check the artefact against", path);
@@ -29,17 +34,12 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
                        "%s was built by orch %s for the '%s' target; this machine runs '%s'; "
                        "recompile with orch compile",
                        path, h->orch_version, h->target, hw_now->target);
-    if (hw_now && strcmp(h->fingerprint, hw_now->fingerprint) != 0 && !opt->allow_foreign_device)
+    if (hw_now && !t->same_machine(h->fingerprint, hw_now) && !opt->allow_foreign_device)
         return err_set(e, ST_INVALID,
                        "%s was built by orch %s for a different %s: '%s'; this machine is '%s'; "
                        "recompile with orch compile",
                        path, h->orch_version, strcmp(h->target, "cpu") == 0 ? "CPU" : "device",
                        h->fingerprint, hw_now->fingerprint);
-    const Target *t = target_find(h->target);
-    if (!t)
-        return err_set(e, ST_INVALID,
-                       "%s was built for the '%s' target, which this build of orch does not have",
-                       path, h->target);
     TargetSession *impl = NULL;
     int rc = t->session->create(a, hw_now, opt, &impl, e);
     if (rc)

@@ -116,6 +116,9 @@ const char *blaslt_describe_load(void);
 // candidate does not allow any.
 int blaslt_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                    const TargetOptions *opt, KernelConfig *out, int k);
+// The same for an analysed call (blaslt_analyse's) on the GPU of that ordinal (cublaslt.c: the
+// library side; blaslt_configs is the candidate side, cublaslt_analysis.c).
+int blaslt_configs_of_call(BlasLtCall call, int ordinal, KernelConfig *out, int k);
 // The call of a config blaslt_configs returned under the same opt (ST_UNSUPPORTED when the
 // candidate is not one).
 int blaslt_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,

@@ -119,6 +119,10 @@ const char *dnn_describe_load(void);
 // describes; 0 when the library, the device or the candidate does not allow any.
 int dnn_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, const TargetOptions *opt,
                 KernelConfig *out, int k);
+// The same for an analysed call (dnn_analyse's) on the GPU of that ordinal (cudnn.c: the
+// library side; dnn_configs is the candidate side, cudnn_analysis.c).
+int dnn_configs_of_call(DnnCall call, int ordinal, const TargetOptions *opt, KernelConfig *out,
+                        int k);
 // The call of a config dnn_configs returned under the same opt (ST_UNSUPPORTED when the
 // candidate is not one).
 int dnn_call(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,

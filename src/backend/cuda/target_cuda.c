@@ -278,5 +278,5 @@ const Target target_cuda = {
     .lab_run = cuda_target_lab_run,
     .build = cuda_build,
     .lab_modules_free = cuda_lab_modules_free,
-    .session = &cuda_session_ops,
+    .runtime = &target_runtime_cuda,
 };
