@@ -5,12 +5,17 @@
 
 #include "../backend/cpu/session_cpu.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+// A backend's session holds one run's state (the arena, the slots the caller's buffers are
+// patched into, staging, a CUDA stream and graphs): runs on one session from several threads
+// take turns (orch.h promises orch_session_run is thread-safe; the lock costs ~50 ns a run).
 struct Session {
     const TargetSessionOps *ops;
     TargetSession *impl;
+    pthread_mutex_t mu;
 };
 
 int session_create(const ArtifactContents *a, const HwInfo *hw_now, const SessionOptions *opt,
@@ -47,6 +52,7 @@ int session_create(const ArtifactContents *a, const HwInfo *hw_now, const Sessio
     Session *s = xcalloc(1, sizeof *s);
     s->ops = t->session;
     s->impl = impl;
+    pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return ST_OK;
 }
@@ -61,6 +67,7 @@ int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResol
     Session *s = xcalloc(1, sizeof *s);
     s->ops = &cpu_session_ops;
     s->impl = (TargetSession *)cs;
+    pthread_mutex_init(&s->mu, NULL);
     *out = s;
     return ST_OK;
 }
@@ -69,22 +76,32 @@ void session_free(Session *s) {
     if (!s)
         return;
     s->ops->free(s->impl);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e) {
-    return s->ops->run(s->impl, inputs, outputs, e);
+    pthread_mutex_lock(&s->mu);
+    int rc = s->ops->run(s->impl, inputs, outputs, e);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 int session_time_device(Session *s, int runs, double *seconds, Err *e) {
     if (!s)
         return err_set(e, ST_USAGE, "no session");
-    return s->ops->time_device(s->impl, runs, seconds, e);
+    pthread_mutex_lock(&s->mu);
+    int rc = s->ops->time_device(s->impl, runs, seconds, e);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
 }
 
 void session_set_profiling(Session *s, int on) {
-    if (s)
-        s->ops->set_profiling(s->impl, on);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->ops->set_profiling(s->impl, on);
+    pthread_mutex_unlock(&s->mu);
 }
 
 const double *session_kernel_times(const Session *s) {
