@@ -140,6 +140,9 @@ run_suites() { # run_suites BUILD_DIR LABEL
     # The compile/run/bench/db commands incl. a SIGKILLed compile resumed, damaged artefacts.
     pool_start "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" \
         "${models[@]}"
+    # A 5,000-node elementwise chain compiled and run: its compile time and memory (linear in
+    # the model's size) are printed on the suite's line.
+    pool_start "$label:long_chain" "$PY" tests/compile/long_chain.py "$dir/orch" 5000
     for t in "$dir"/tests/unit_*; do
         [[ " $(echo $LONG_UNITS) " == *" $(basename "$t") "* ]] && continue
         [ -x "$t" ] && pool_start "$label:$(basename "$t")" "$t"

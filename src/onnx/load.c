@@ -15,6 +15,11 @@
 // Protobuf's own limit for one message; larger models must use external data.
 #define MAX_MODEL_BYTES ((int64_t)2 << 30)
 #define MAX_TENSOR_BYTES ((int64_t)64 << 30)
+// How deep messages may nest below the ModelProto (a subgraph costs three levels: attribute,
+// graph, node). Google's protobuf parsers, and so ONNX Runtime and the onnx package, stop at the
+// same depth, so no model they read is refused; it keeps protobuf-c's recursive unpacking (about
+// 1 KB of stack a level) far inside any thread's stack.
+#define MAX_MESSAGE_DEPTH 100
 
 typedef struct Loader {
     Graph *g;
@@ -577,10 +582,101 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
     return ST_OK;
 }
 
+// Reads the varint at *pos (before end) into *v; false if it is truncated or over 10 bytes.
+static bool wire_varint(const uint8_t *p, size_t end, size_t *pos, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 70 && *pos < end; shift += 7) {
+        uint8_t b = p[(*pos)++];
+        if (shift < 64)
+            *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+// Whether the message of `size` bytes at data, of type `root`, holds messages nested more than
+// MAX_MESSAGE_DEPTH levels below it. protobuf-c unpacks (and frees) nested messages by recursion
+// without a bound, and ONNX nests without end: graphs inside attributes of nodes inside graphs,
+// types inside types. So the wire format is walked first, with an explicit stack of the
+// enclosing messages, descending only into the fields the schema declares as messages (the
+// generated descriptors say which). Malformed data stops the walk with false: it lies after
+// everything walked so far, and the unpacker refuses it with its own message.
+static bool nests_too_deep(const ProtobufCMessageDescriptor *root, const uint8_t *data,
+                           size_t size) {
+    struct {
+        size_t end; // offset just past this message's bytes
+        const ProtobufCMessageDescriptor *desc;
+    } stack[MAX_MESSAGE_DEPTH + 1];
+    int depth = 0;
+    stack[0].end = size;
+    stack[0].desc = root;
+    size_t pos = 0;
+    for (;;) {
+        size_t end = stack[depth].end;
+        if (pos == end) {
+            if (depth == 0)
+                return false;
+            depth--;
+            continue;
+        }
+        uint64_t key, len;
+        if (!wire_varint(data, end, &pos, &key))
+            return false;
+        switch (key & 7) {
+        case PROTOBUF_C_WIRE_TYPE_VARINT:
+            if (!wire_varint(data, end, &pos, &len))
+                return false;
+            break;
+        case PROTOBUF_C_WIRE_TYPE_64BIT:
+        case PROTOBUF_C_WIRE_TYPE_32BIT: {
+            size_t n = (key & 7) == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
+            if (end - pos < n)
+                return false;
+            pos += n;
+            break;
+        }
+        case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
+            if (!wire_varint(data, end, &pos, &len) || len > end - pos)
+                return false;
+            uint64_t number = key >> 3;
+            const ProtobufCFieldDescriptor *f =
+                number <= UINT32_MAX
+                    ? protobuf_c_message_descriptor_get_field(stack[depth].desc, (unsigned)number)
+                    : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE) {
+                if (depth == MAX_MESSAGE_DEPTH)
+                    return true;
+                depth++;
+                stack[depth].end = pos + len;
+                stack[depth].desc = f->descriptor;
+            } else {
+                pos += len; // a string, bytes, packed numbers or a field the schema lacks
+            }
+            break;
+        }
+        default: // groups (which protobuf-c refuses) and undefined wire types
+            return false;
+        }
+    }
+}
+
+static int err_too_deep(Err *e, const char *name) {
+    return err_set(e, ST_INVALID,
+                   "%s: the model nests messages more than %d levels deep (graphs inside node "
+                   "attributes, types inside types); protobuf parsers, orch's among them, read "
+                   "at most %d",
+                   name, MAX_MESSAGE_DEPTH, MAX_MESSAGE_DEPTH);
+}
+
 // The unpacked model of `size` bytes at data, or NULL with e set.
 static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char *name, Err *e) {
     if ((int64_t)size > MAX_MODEL_BYTES) {
         err_set(e, ST_INVALID, "%s: model is over the 2 GiB protobuf limit", name);
+        return NULL;
+    }
+    if (nests_too_deep(&onnx__model_proto__descriptor, data, size)) {
+        err_too_deep(e, name);
         return NULL;
     }
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
@@ -712,6 +808,8 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
                               const char *base_dir, uint8_t **out, size_t *out_size, Err *e) {
     *out = NULL;
     *out_size = 0;
+    if (nests_too_deep(&onnx__model_proto__descriptor, data, size))
+        return err_too_deep(e, name);
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         return err_set(e, ST_INVALID,

@@ -17,8 +17,9 @@
 //     beats one program whose branch and bound multiplies the components' gaps.
 //  5. A greedy selection (the cheapest writer of each needed tensor) is each component's
 //     fallback, so a time limit always leaves a feasible answer (the time limit is shared: each
-//     component gets what the earlier ones left). The union of the parts is reduced to one
-//     writer per needed tensor and ordered by sinks.
+//     component gets what the earlier ones left, and once it is spent the rest keep theirs
+//     without calling CBC). The union of the parts is reduced to one writer per needed tensor and
+//     ordered by sinks.
 #include "orchestrate_internal.h"
 
 #include <math.h>
@@ -579,6 +580,7 @@ int orchestrate(const CandidateSet *cs, const OrchOptions *opt, Selection *sel, 
         col[k] = -1;
     double bound = 0;
     bool optimal = true;
+    int cbc_calls = 0;
     for (int i = 0; i < C.n && rc == ST_OK; i++) {
         const int *cands = C.clist + C.cstart[i], *targets = C.tlist + C.tstart[i];
         int n = C.cstart[i + 1] - C.cstart[i], nt = C.tstart[i + 1] - C.tstart[i];
@@ -592,7 +594,19 @@ int orchestrate(const CandidateSet *cs, const OrchOptions *opt, Selection *sel, 
             continue;
         }
         OrchPart part;
-        double left = ORCH_MAX(limit - (now_s() - t0), 1e-3);
+        double left = limit - (now_s() - t0);
+        if (left <= 0 && cbc_calls > 0) {
+            // Out of time: the greedy start, without CBC, whose setup and presolve alone take
+            // a tenth of a second a component (hundreds of them would stretch the limit by
+            // minutes). Its bound is the trivial one, costs being >= 0.
+            for (int j = 0; j < n; j++)
+                parts[cands[j]] = greedy[cands[j]];
+            optimal = false;
+            sel->variables += n;
+            continue;
+        }
+        left = ORCH_MAX(left, 1e-3);
+        cbc_calls++;
         rc = orch_cbc_solve(&P, cands, n, targets, nt, greedy, left, opt ? opt->log_level : 0, col,
                             parts, &part, e);
         if (rc)

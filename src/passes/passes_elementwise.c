@@ -117,11 +117,48 @@ static bool same_program(const EwInstr *a, int na, const EwProgram *b) {
     return true;
 }
 
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+// Equal for instructions same_instr calls equal (clean_instr zeroed the fields they do not use).
+static uint64_t instr_hash(const EwInstr *r) {
+    uint64_t h = mix((uint64_t)r->op, (uint64_t)r->dtype);
+    for (int k = 0; k < ew_op_arity(r->op); k++) {
+        const EwArg *a = &r->arg[k];
+        uint64_t v = (uint64_t)(uint32_t)a->index;
+        if (a->src == EWS_IMM)
+            memcpy(&v, &a->imm, sizeof v);
+        h = mix(mix(h, (uint64_t)a->src), v);
+    }
+    return h;
+}
+
+// An open-addressing table of small integers (instruction or input numbers) found by hash, so
+// that a program is canonicalised in time linear in its length: a merged chain of 10,000
+// elementwise operators is one program.
+typedef struct Slots {
+    int *slot; // -1: empty
+    size_t mask;
+} Slots;
+
+static void slots_init(Slots *t, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap <<= 1;
+    t->slot = xmalloc(sizeof(int) * cap);
+    memset(t->slot, 0xff, sizeof(int) * cap);
+    t->mask = cap - 1;
+}
+
 // Puts a program in working form (operands naming tensor ids) into canonical form and stores it
 // in p with its inputs. Returns whether p changed.
 static bool store_canonical(PrimGraph *pg, Prim *p, const EwInstr *code, int n) {
     EwInstr *vn = xmalloc(sizeof(EwInstr) * (size_t)n);
     int *map = xmalloc(sizeof(int) * (size_t)n), cnt = 0;
+    Slots seen;
+    slots_init(&seen, (size_t)n);
     for (int i = 0; i < n; i++) {
         EwInstr ins = clean_instr(pg, &code[i], map, vn);
         // A copy of an instruction's value to its own dtype is that value.
@@ -131,13 +168,16 @@ static bool store_canonical(PrimGraph *pg, Prim *p, const EwInstr *code, int n) 
             map[i] = a0->index;
             continue;
         }
-        int j = 0;
-        while (j < cnt && !same_instr(&vn[j], &ins))
-            j++;
-        if (j == cnt)
+        size_t s = instr_hash(&ins) & seen.mask;
+        while (seen.slot[s] >= 0 && !same_instr(&vn[seen.slot[s]], &ins))
+            s = (s + 1) & seen.mask;
+        if (seen.slot[s] < 0) {
+            seen.slot[s] = cnt;
             vn[cnt++] = ins;
-        map[i] = j;
+        }
+        map[i] = seen.slot[s];
     }
+    free(seen.slot);
     // Only what the result needs; every operand precedes its user, so the result stays last.
     int res = map[n - 1];
     bool *live = xcalloc((size_t)cnt, 1);
@@ -149,6 +189,8 @@ static bool store_canonical(PrimGraph *pg, Prim *p, const EwInstr *code, int n) 
     int *renum = xmalloc(sizeof(int) * (size_t)cnt), m = 0;
     int *ins = xmalloc(sizeof(int) * (size_t)(3 * n + 1)), n_in = 0;
     EwInstr *out = xmalloc(sizeof(EwInstr) * (size_t)cnt);
+    Slots inputs; // tensor id -> its input number
+    slots_init(&inputs, (size_t)(3 * n + 1));
     for (int i = 0; i <= res; i++) {
         if (!live[i])
             continue;
@@ -158,17 +200,20 @@ static bool store_canonical(PrimGraph *pg, Prim *p, const EwInstr *code, int n) 
             if (a->src == EWS_INSTR) {
                 a->index = renum[a->index];
             } else if (a->src == EWS_INPUT) {
-                int j = 0;
-                while (j < n_in && ins[j] != a->index)
-                    j++;
-                if (j == n_in)
+                size_t s = mix(0, (uint64_t)(uint32_t)a->index) & inputs.mask;
+                while (inputs.slot[s] >= 0 && ins[inputs.slot[s]] != a->index)
+                    s = (s + 1) & inputs.mask;
+                if (inputs.slot[s] < 0) {
+                    inputs.slot[s] = n_in;
                     ins[n_in++] = a->index;
-                a->index = j;
+                }
+                a->index = inputs.slot[s];
             }
         }
         renum[i] = m;
         out[m++] = r;
     }
+    free(inputs.slot);
     bool changed = n_in != p->n_in || !same_program(out, m, &p->ew);
     for (int j = 0; !changed && j < n_in; j++)
         changed = ins[j] != p->in[j];
@@ -187,9 +232,9 @@ static bool store_canonical(PrimGraph *pg, Prim *p, const EwInstr *code, int n) 
     return changed;
 }
 
-// p's program in working form, appended at code[*n]; operands reading tensor `inlined` read
-// instruction `inlined_at` instead.
-static void append_working(const Prim *p, EwInstr *code, int *n, int inlined, int inlined_at) {
+// p's program in working form, appended at code[*n]; an operand reading a tensor t with
+// value_at[t] >= 0 (an inlined producer's output) reads that instruction instead. NULL: none.
+static void append_working(const Prim *p, EwInstr *code, int *n, const int *value_at) {
     int base = *n;
     for (int i = 0; i < p->ew.n; i++) {
         EwInstr r = p->ew.code[i];
@@ -199,9 +244,9 @@ static void append_working(const Prim *p, EwInstr *code, int *n, int inlined, in
                 a->index += base;
             } else if (a->src == EWS_INPUT) {
                 a->index = p->in[a->index];
-                if (a->index == inlined) {
+                if (value_at && value_at[a->index] >= 0) {
                     a->src = EWS_INSTR;
-                    a->index = inlined_at;
+                    a->index = value_at[a->index];
                 }
             }
         }
@@ -209,55 +254,112 @@ static void append_working(const Prim *p, EwInstr *code, int *n, int inlined, in
     }
 }
 
-// Inlines producer p (output t) into consumer c.
-static void inline_producer(PrimGraph *pg, Prim *c, const Prim *p) {
-    int n = 0;
-    EwInstr *code = xmalloc(sizeof(EwInstr) * (size_t)(p->ew.n + c->ew.n));
-    append_working(p, code, &n, -1, -1);
-    append_working(c, code, &n, p->out[0], p->ew.n - 1);
-    store_canonical(pg, c, code, n);
-    free(code);
-}
-
 static bool canonicalise(PrimGraph *pg, Prim *p) {
     int n = 0;
     EwInstr *code = xmalloc(sizeof(EwInstr) * (size_t)p->ew.n);
-    append_working(p, code, &n, -1, -1);
+    append_working(p, code, &n, NULL);
     bool changed = store_canonical(pg, p, code, n);
     free(code);
     return changed;
 }
 
+// The elementwise primitive producing t, when a consumer of numel elements, t's only reader,
+// may inline it: a broadcast intermediate is not inlined, its program would run once per
+// output element instead of once. Counts may be stale upwards only (canonical programs read
+// fewer tensors), so 1 means the consumer is the only reader.
+static Prim *inlinable(const PrimGraph *pg, const PassUses *u, int t, int64_t numel) {
+    Prim *p = u->producer[t] >= 0 ? pg->prims[u->producer[t]] : NULL;
+    if (!p || p->dead || p->kind != PRIM_ELEMWISE || u->count[t] != 1 || u->is_output[t] ||
+        tensor_numel(pg->tensors[t]) != numel)
+        return NULL;
+    return p;
+}
+
+// Each elementwise primitive that is not itself inlined absorbs, at once, the tree of producers
+// it may inline, their producers, and so on: one program built and canonicalised per tree, so
+// a chain of n operators costs O(n), not the O(n^2) instructions of absorbing one producer at a
+// time (and as many intermediate programs kept in the arena).
+//
+// The program is the one absorbing producers one at a time, in topological order, gives: a
+// consumer first absorbs the first inlinable input in its stored order, then the others in
+// the order its canonical program first reads them, each one's program placed before what it
+// has absorbed so far. So a consumer's program is [tree of its last absorbed producer, ...,
+// tree of its first, its own code], and canonical form is unchanged by canonicalising a part
+// first (CSE keeps first occurrences; a canonical program has no dead code).
 int pass_merge_elementwise(PrimGraph *pg, CleanupStats *st, Err *e) {
     (void)e;
     PassUses u;
     pass_uses_build(pg, &u);
-    int killed = 0, canon = 0;
-    for (int k = 0; k < pg->n_prims; k++) {
+    int n_prims = pg->n_prims, killed = 0, canon = 0;
+    int *first = xmalloc(sizeof(int) * (size_t)(n_prims + 1)); // tensor absorbed first; -1: none
+    for (int k = 0; k < n_prims; k++) {
         Prim *c = pg->prims[k];
+        first[k] = -1;
         if (c->kind != PRIM_ELEMWISE)
             continue;
         int64_t numel = tensor_numel(pg->tensors[c->out[0]]);
-        bool again = true;
-        while (again) {
-            again = false;
-            for (int j = 0; j < c->n_in && !again; j++) {
-                int t = c->in[j];
-                Prim *p = u.producer[t] >= 0 ? pg->prims[u.producer[t]] : NULL;
-                // Counts may be stale upwards only (a merge hands a consumer's inputs to its
-                // consumer), so 1 means c is the only reader. A broadcast intermediate is not
-                // inlined: its program would run once per output element instead of once.
-                if (!p || p->dead || p->kind != PRIM_ELEMWISE || u.count[t] != 1 ||
-                    u.is_output[t] || tensor_numel(pg->tensors[t]) != numel)
-                    continue;
-                inline_producer(pg, c, p);
-                p->dead = true;
-                killed++;
-                again = true;
+        for (int j = 0; j < c->n_in && first[k] < 0; j++)
+            if (inlinable(pg, &u, c->in[j], numel))
+                first[k] = c->in[j];
+        // Counted where no producer is absorbed: a merged program is new, not rewritten.
+        canon += canonicalise(pg, c) && first[k] < 0;
+    }
+    int *value_at = xmalloc(sizeof(int) * (size_t)(pg->n_tensors + 1));
+    memset(value_at, 0xff, sizeof(int) * (size_t)(pg->n_tensors + 1));
+    int *stack = xmalloc(sizeof(int) * (size_t)(n_prims + 1));
+    int *order = xmalloc(sizeof(int) * (size_t)(n_prims + 1));
+    EwInstr *code = NULL;
+    size_t code_cap = 0;
+    for (int k = n_prims - 1; k >= 0; k--) {
+        Prim *c = pg->prims[k];
+        if (c->kind != PRIM_ELEMWISE || c->dead)
+            continue;
+        int64_t numel = tensor_numel(pg->tensors[c->out[0]]);
+        // The tree in preorder, children in the order absorbed; reversed, it is the program's.
+        int top = 0, n_order = 0;
+        size_t len = 0;
+        stack[top++] = k;
+        while (top > 0) {
+            int x = stack[--top];
+            const Prim *px = pg->prims[x];
+            order[n_order++] = x;
+            len += (size_t)px->ew.n;
+            int mark = top;
+            if (first[x] >= 0)
+                stack[top++] = u.producer[first[x]];
+            for (int j = 0; j < px->n_in; j++)
+                if (px->in[j] != first[x] && inlinable(pg, &u, px->in[j], numel))
+                    stack[top++] = u.producer[px->in[j]];
+            for (int a = mark, b = top - 1; a < b; a++, b--) { // the first absorbed pops first
+                int t = stack[a];
+                stack[a] = stack[b];
+                stack[b] = t;
             }
         }
-        canon += canonicalise(pg, c);
+        if (n_order == 1)
+            continue;
+        if (len > code_cap) {
+            free(code);
+            code_cap = len;
+            code = xmalloc(sizeof(EwInstr) * code_cap);
+        }
+        int n = 0;
+        for (int i = n_order - 1; i >= 0; i--) {
+            Prim *x = pg->prims[order[i]];
+            append_working(x, code, &n, value_at);
+            if (x != c) {
+                value_at[x->out[0]] = n - 1;
+                x->dead = true;
+                killed++;
+            }
+        }
+        store_canonical(pg, c, code, n);
     }
+    free(code);
+    free(order);
+    free(stack);
+    free(value_at);
+    free(first);
     st->ew_merged += killed;
     st->ew_canonicalised += canon;
     pass_uses_free(&u);

@@ -853,6 +853,65 @@ def attr_cases(out):
     case("attr_tensor_negative_dim", f"run {rel}", 2, "relu_node && negative", rel)
 
 
+def wire_varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def wire_message(number, payload):
+    """A length-delimited field in protobuf's wire format, written by hand: the onnx package's
+    own parser stops at 100 nested messages, so it can neither read nor write the deep cases."""
+    return wire_varint(number << 3 | 2) + wire_varint(len(payload)) + payload
+
+
+def with_graph_fields(m, extra):
+    """The bytes of model m with `extra` (GraphProto fields in wire format) added to its graph."""
+    graph_bytes = m.graph.SerializeToString()
+    m.ClearField("graph")
+    return m.SerializeToString() + wire_message(7, graph_bytes + extra)
+
+
+def nesting_cases(out):
+    """Messages nested deeper than protobuf parsers read (100 levels below the ModelProto): they
+    are refused before unpacking, whose recursion would overflow the stack."""
+    def deep_if(n, inner=b""):
+        # An If node beside a valid graph's Relu; its then_branch holds a node with a graph
+        # attribute holding a node ... n times (NodeProto.attribute 5, AttributeProto.g 6,
+        # GraphProto.node 1: three messages a level), the innermost graph holding `inner`. That
+        # graph lies 4 + 3n levels below the model: model, graph, If node, attribute, graph.
+        g = inner
+        for _ in range(n):
+            g = wire_message(1, wire_message(5, wire_message(6, g)))
+        attr = wire_message(1, b"then_branch") + wire_varint(20 << 3) + wire_varint(5) + \
+            wire_message(6, g)
+        node = wire_message(1, b"x") + wire_message(2, b"z") + wire_message(3, b"deep_if") + \
+            wire_message(4, b"If") + wire_message(5, attr)
+        return with_graph_fields(relu_model(), wire_message(1, node))
+
+    rel = save(out, "models/nested_100_levels.onnx", deep_if(32))
+    case("nested_graphs_at_the_limit", f"run {rel}", 3, "deep_if && If", rel)
+    rel = save(out, "models/nested_101_levels.onnx", deep_if(32, inner=wire_message(1, b"")))
+    case("nested_graphs_past_the_limit", f"run {rel}", 2, "more than 100 levels", rel)
+    # 3000 levels (30 KB): protobuf-c's recursion overflowed an 8 MB stack.
+    rel = save(out, "models/nested_3000_graphs.onnx", deep_if(3000))
+    case("nested_graphs_3000_deep", f"run {rel}", 2, "more than 100 levels", rel)
+    # A value_info (GraphProto field 13) whose type (ValueInfoProto field 2) is a sequence of
+    # sequences ... 6000 deep (TypeProto.sequence_type 4, TypeProto.Sequence.elem_type 1; 42 KB),
+    # which overflowed the stack as well.
+    t = b""
+    for _ in range(6000):
+        t = wire_message(4, wire_message(1, t))
+    info = wire_message(1, b"deep_type") + wire_message(2, t)
+    rel = save(out, "models/nested_6000_types.onnx",
+               with_graph_fields(relu_model(), wire_message(13, info)))
+    case("nested_types_6000_deep", f"compile {rel} -t cpu -o nested.orch", 2,
+         "more than 100 levels", rel)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -871,6 +930,7 @@ def main():
     zero_size_cases(out)
     op_cases(out)
     attr_cases(out)
+    nesting_cases(out)
     names = [c[0] for c in CASES]
     assert len(names) == len(set(names)), "duplicate case names"
     with open(os.path.join(out, "cases.tsv"), "w") as f:

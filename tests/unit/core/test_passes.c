@@ -483,6 +483,57 @@ static void test_merge_chain(void) {
     tg_free(&g);
 }
 
+// A consumer absorbing two producers, one with a producer of its own: the program is the one
+// absorbing them one at a time gives (the consumer's first input first, each absorbed program
+// placed before what it had absorbed so far), so the tree's order is [TANH, EXP, ABS, SUB].
+static void test_merge_tree_order(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {4, 5};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 2, 0), y = tg_input(&g, DT_FLOAT, 2, d, 2, 0);
+    int a = pb_ew1(&g.b, EW_ABS, pb_ew1(&g.b, EW_EXP, x));
+    int b = pb_ew1(&g.b, EW_TANH, y);
+    tg_output(&g, pb_ew2(&g.b, EW_SUB, a, b), "r");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_merge_elementwise, &st) == ST_OK);
+    CHECK(st.ew_merged == 3 && g.pg->n_prims == 1);
+    const Prim *p = g.pg->prims[0];
+    CHECK(p->ew.n == 4 && p->ew.code[0].op == EW_TANH && p->ew.code[1].op == EW_EXP &&
+          p->ew.code[2].op == EW_ABS && p->ew.code[3].op == EW_SUB);
+    CHECK(p->n_in == 2 && p->in[0] == y && p->in[1] == x);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
+// A chain of 20,000 elementwise primitives becomes one program in one pass, in time linear in
+// its length: absorbing one producer at a time copied and canonicalised the growing program
+// (O(n^2) instructions kept, O(n^3) time: minutes here). The bound is a hundred times the
+// time it takes under the sanitizers.
+static void test_merge_long_chain(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {3, 7};
+    int x = tg_input(&g, DT_FLOAT, 2, d, 2, 0);
+    const int n = 20000;
+    for (int i = 0; i < n; i++)
+        x = i % 4 == 3 ? pb_ew1(&g.b, EW_TANH, x)
+                       : pb_ew2i(&g.b, i % 2 ? EW_MUL : EW_ADD, x, 0.5 + (i % 3) * 0.25);
+    tg_output(&g, x, "r");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(apply(&g, pass_merge_elementwise, &st) == ST_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("  %d primitives merged in %.3f s\n", n, secs);
+    CHECK(secs < 20);
+    CHECK(st.ew_merged == n - 1 && g.pg->n_prims == 1 && g.pg->prims[0]->ew.n == n);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
 // Rounding to narrow types inside a merged program is kept: float16 and wrapping int32.
 static void test_merge_exact_narrow_types(void) {
     TG g;
@@ -1160,6 +1211,8 @@ int main(int argc, char **argv) {
     RUN(test_compose_general);
     RUN(test_compose_pad_values);
     RUN(test_merge_chain);
+    RUN(test_merge_tree_order);
+    RUN(test_merge_long_chain);
     RUN(test_merge_exact_narrow_types);
     RUN(test_merge_limits);
     RUN(test_scalar_constants);
