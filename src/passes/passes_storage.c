@@ -220,8 +220,8 @@ int storage_deviation_verdict(const PrimGraph *pg, DType to, double dev, int out
                    "%s storage moves output '%s' by %.3g of its largest |value| (%.3g in "
                    "float32) on the check's random inputs, past the %.2g half storage allows: %s",
                    dtype_name(to), name, dev, scale, STORAGE_DEVIATION_LIMIT,
-                   to == DT_FLOAT16 ? "the model's values leave float16's range; compile with "
-                                      "--precision bf16 (float32's range) or without --half-storage"
+                   to == DT_FLOAT16 ? "compile without --half-storage, or, where the values are "
+                                      "tiny or huge, with --precision bf16 (float32's range)"
                                     : "compile without --half-storage");
 }
 
