@@ -144,6 +144,7 @@ typedef struct Driver {
     const uint8_t *model_bytes;
     size_t model_size;
     const char *model_path;
+    void **f32_outs; // half storage: the float32 model's outputs on the check's inputs, or NULL
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -1070,66 +1071,71 @@ static int check_artifact(Driver *d, const char *path, void **inputs, void *cons
     return rc;
 }
 
+// The float32 model's outputs on the check's inputs under half storage (*outs[n_outputs],
+// malloc'd): the model imported again without the storage pass, run by the interpreter.
+static int float32_outputs(Driver *d, void ***outs, Err *e) {
+    const PrimGraph *pg = d->pg;
+    Graph *g32 = NULL;
+    PrimGraph *pg32 = NULL;
+    void **o = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    int rc = compile_import(d->model_bytes, d->model_size, d->model_path, NULL,
+                            d->opt->input_shapes, d->opt->attention_rewrite, &g32, &pg32, e);
+    if (rc == ST_OK && pg32->n_outputs != pg->n_outputs)
+        rc = err_set(e, ST_RUNTIME, "the float32 graph has other outputs");
+    if (rc == ST_OK)
+        rc = prim_interp_run(pg32, (const void *const *)d->inputs, o, e);
+    prim_graph_free(pg32);
+    graph_free(g32);
+    if (rc) {
+        reference_free(pg, o);
+        o = NULL;
+    }
+    *outs = o;
+    return rc;
+}
+
 // Under a reduced precision a deep model's outputs can move past e2e_tolerance from the operand
 // rounding alone (CSPDarknet53 under fp16 on an H100: 0.2 of max|ref| against a bound of 0.16;
 // PyTorch's own half-precision error there is 0.17). The interpreter with every linear operand
 // rounded to the precision (prim_interp_run_rounded) measures that movement: *dev = the largest
-// |rounded - exact| over the outputs, relative to each output's max|exact|. A composition bug (a
-// wrong buffer, a missed dependency) does not hide within a few times rounding's own effect.
+// |rounded - exact| over the outputs, relative to each output's max|exact| (storage_deviation). A
+// composition bug (a wrong buffer, a missed dependency) does not hide within a few times
+// rounding's own effect.
 //
 // Under half storage the reference already has every tensor rounded (the half model's values):
-// the movement measured is then storage's own, the float32 model's outputs against it (the same
-// model imported again without the pass, run by the interpreter).
+// the movement measured is then storage's own, against the float32 model's outputs, and relative
+// to their largest |value| - not the half reference's, which is 0 where storage lost an output.
 static int rounding_deviation(Driver *d, void *const *ref, double *dev, Err *e) {
     const PrimGraph *pg = d->pg;
     int bits = d->prec == PREC_BF16 ? 7 : 10; // tf32 and fp16 keep 10 mantissa bits
-    void **emu = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
-    int rc;
-    if (d->half_storage) {
-        Graph *g32 = NULL;
-        PrimGraph *pg32 = NULL;
-        rc = compile_import(d->model_bytes, d->model_size, d->model_path, NULL,
-                            d->opt->input_shapes, d->opt->attention_rewrite, &g32, &pg32, e);
-        if (rc == ST_OK && pg32->n_outputs != pg->n_outputs)
-            rc = err_set(e, ST_RUNTIME, "the float32 graph has other outputs");
-        if (rc == ST_OK)
-            rc = prim_interp_run(pg32, (const void *const *)d->inputs, emu, e);
-        prim_graph_free(pg32);
-        graph_free(g32);
-    } else {
-        rc = prim_interp_run_rounded(pg, (const void *const *)d->inputs, emu, bits, e);
-    }
+    int rc = ST_OK, at;
+    double scale;
     *dev = 0;
-    for (int i = 0; i < pg->n_outputs && rc == ST_OK; i++) {
-        const Tensor *t = pg->tensors[pg->outputs[i]];
-        if (!dtype_is_float(t->dtype))
-            continue;
-        int64_t n = tensor_numel(t);
-        double scale = 0, worst = 0;
-        for (int64_t k = 0; k < n; k++) {
-            double r = elem_get_f64(t->dtype, ref[i], k), g = elem_get_f64(t->dtype, emu[i], k);
-            if (isfinite(r))
-                scale = fmax(scale, fabs(r));
-            if (isfinite(r) && isfinite(g))
-                worst = fmax(worst, fabs(g - r));
-        }
-        if (scale > 0)
-            *dev = fmax(*dev, worst / scale);
+    if (d->half_storage) {
+        if (!d->f32_outs)
+            rc = float32_outputs(d, &d->f32_outs, e);
+        if (rc == ST_OK)
+            *dev = storage_deviation(pg, d->f32_outs, ref, &at, &scale);
+        return rc;
     }
-    for (int i = 0; i < pg->n_outputs; i++)
-        free(emu[i]);
-    free(emu);
+    void **emu = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    rc = prim_interp_run_rounded(pg, (const void *const *)d->inputs, emu, bits, e);
+    if (rc == ST_OK)
+        *dev = storage_deviation(pg, ref, emu, &at, &scale);
+    reference_free(pg, emu);
     return rc;
 }
 
 // After check_artifact failed under a reduced precision: rounding's own effect on this model
 // may exceed the depth-based bound, so measure it (rounding_deviation) and, where 4 times it is
-// wider, check again with that tolerance (kept for the rest of the compile). Returns the check's
-// result; e keeps the first failure's message when the tolerance stays.
+// wider, check again with that tolerance (kept for the rest of the compile). An infinite
+// deviation (an output lost to rounding) widens nothing. Returns the check's result; e keeps the
+// first failure's message when the tolerance stays.
 static int check_within_rounding(Driver *d, const char *path, void *const *ref, Err *e) {
     double dev = 0;
     Err de = {0};
-    if (rounding_deviation(d, ref, &dev, &de) != ST_OK || !(4 * dev > d->check_tol))
+    if (rounding_deviation(d, ref, &dev, &de) != ST_OK || !isfinite(dev) ||
+        !(4 * dev > d->check_tol))
         return ST_MISMATCH;
     if (d->opt->progress)
         fprintf(d->opt->progress,
@@ -1255,17 +1261,55 @@ static double e2e_tolerance(const PrimGraph *pg, Precision p, int64_t *kmax) {
     return 2.0 * sqrt((double)D) * precision_tolerance(p, *kmax);
 }
 
+// The key of a half-storage record in the profile database's reference table: orch's version
+// (the interpreter's arithmetic and the rules), `what` (the record, naming its limits), the
+// model's bytes, the input shapes, the attention rewrite and the seed of the check's inputs.
+static char *storage_key(const Driver *d, const void *model, size_t size, const char *what) {
+    StrBuf b;
+    sb_init(&b);
+    sb_printf(&b, "orch %s|%s|model %016llx|shapes %s|rewrite %d|seed %016llx", ORCH_VERSION, what,
+              (unsigned long long)artifact_hash(model, size),
+              d->opt->input_shapes ? d->opt->input_shapes : "", d->opt->attention_rewrite ? 1 : 0,
+              (unsigned long long)(d->opt->seed ? d->opt->seed : 0x9e3779b97f4a7c15ull));
+    return sb_take(&b);
+}
+
 // float16 storage's range (--half-storage under fp16): the float32 graph run by the interpreter on
-// the check's random inputs (values in [-1, 1)); a tensor with a |value| past 65504 / 64 is kept
-// float32 (storage_range_wide), with the layouts and products that touch it, so that inputs a few
-// times larger than the check's (images, randn) - whose products of two or three activations grow
-// with the square or cube of the scale - stay in range. EfficientViT-B0's linear attention,
-// (Q (K^T V)) / (Q sum K), reaches 1e5 on an image: timm computes it in float32 under autocast.
-// *wide (malloc'd, NULL: none) and d->wide_text (the artefact's record) are set. The set is kept
-// in the profile database's reference table under a key naming everything it depends on, so a
-// warm compile skips the interpreter run (Segformer-B0 at 512x512: 7 s).
-#define F16_RANGE_LIMIT (65504.0 / 64.0)
-static const char range_magic[] = "float32 tensors:"; // the stored blob: magic, then the set
+// the check's random inputs (values in [-1, 1)); a tensor with a |value| past 65504 / 64, or
+// whose largest |value| is nonzero and under 2^-11 (STORAGE_F16_HIGH / _LOW: passes_storage.c
+// derives them), is kept float32 (storage_range_wide), with the layouts and products that touch
+// it. Past 65504 / 64: inputs a few times larger than the check's (images, randn) make products
+// of two or three activations grow with the square or cube of the scale; EfficientViT-B0's linear
+// attention, (Q (K^T V)) / (Q sum K), reaches 1e5 on an image (timm computes it in float32 under
+// autocast). Under 2^-11: float16's subnormals lose more than its rounding, and values under
+// 2^-25 flush to zero (torchvision's MobileNetV2 with its default initialisation: outputs near
+// 3e-9). *wide (malloc'd, NULL: none) and d->wide_text (the artefact's record) are set; where the
+// float32 graph ran, d->f32_outs keeps its outputs for storage_check. The set is kept in the
+// profile database's reference table under a key naming everything it depends on, so a warm
+// compile skips the interpreter run (Segformer-B0 at 512x512: 7 s).
+static const char range_magic[] = "float16 range:"; // the stored blob: magic, counts, then the set
+
+// A stored range record: "float16 range: overflow N underflow M smallest T V;" and the set. False
+// when damaged (the counts disagree with the set, an id out of range): it is then recomputed.
+static bool range_unpack(const PrimGraph *pg, const void *blob, size_t blen, bool *w,
+                         RangeStats *rs) {
+    char *text = xmalloc(blen + 1);
+    memcpy(text, blob, blen);
+    text[blen] = '\0';
+    int used = 0, n = 0;
+    *rs = (RangeStats){.peak_tensor = -1, .smallest_tensor = -1};
+    bool ok =
+        sscanf(text, "float16 range: overflow %d underflow %d smallest %d %lf;%n", &rs->overflow,
+               &rs->underflow, &rs->smallest_tensor, &rs->smallest, &used) == 4 &&
+        used > 0 && rs->overflow >= 0 && rs->underflow >= 0 && rs->smallest_tensor >= -1 &&
+        rs->smallest_tensor < pg->n_tensors;
+    Err pe = {0};
+    ok = ok && storage_wide_parse(text + used, pg->n_tensors, w, &pe) == ST_OK;
+    for (int t = 0; ok && t < pg->n_tensors; t++)
+        n += w[t];
+    free(text);
+    return ok && n == rs->overflow + rs->underflow;
+}
 
 static int range_wide_tensors(Driver *d, const PrimGraph *pg, const void *model, size_t size,
                               bool **wide, Err *e) {
@@ -1278,42 +1322,32 @@ static int range_wide_tensors(Driver *d, const PrimGraph *pg, const void *model,
     Err dbe = {0};
     if (pdb_open(d->opt->db_path, false, &db, &dbe) != ST_OK)
         db = NULL;
-    StrBuf key;
-    sb_init(&key);
-    sb_printf(&key, "orch %s|float16 range %g|model %016llx|shapes %s|rewrite %d|seed %016llx",
-              ORCH_VERSION, F16_RANGE_LIMIT, (unsigned long long)artifact_hash(model, size),
-              d->opt->input_shapes ? d->opt->input_shapes : "", d->opt->attention_rewrite ? 1 : 0,
-              (unsigned long long)(d->opt->seed ? d->opt->seed : 0x9e3779b97f4a7c15ull));
+    char what[96];
+    snprintf(what, sizeof what, "float16 range: past %g or under %g", STORAGE_F16_HIGH,
+             STORAGE_F16_LOW);
+    char *key = storage_key(d, model, size, what);
     void *blob = NULL;
     size_t blen = 0;
-    bool found = false, damaged = false;
-    int n = -1;
-    double peak = 0;
-    int at = -1;
-    if (db && pdb_get_reference(db, key.s, &blob, &blen, &found, &damaged, &dbe) == ST_OK &&
-        found && blen >= sizeof range_magic - 1 &&
-        memcmp(blob, range_magic, sizeof range_magic - 1) == 0) {
-        size_t tl = blen - (sizeof range_magic - 1);
-        char *text = xmalloc(tl + 1);
-        memcpy(text, (const char *)blob + sizeof range_magic - 1, tl);
-        text[tl] = '\0';
-        Err pe = {0};
-        if (storage_wide_parse(text, pg->n_tensors, w, &pe) == ST_OK) {
-            n = 0;
-            for (int t = 0; t < pg->n_tensors; t++)
-                n += w[t];
-        }
-        free(text);
-    }
+    bool found = false, damaged = false, cached = false;
+    RangeStats rs = {.peak_tensor = -1, .smallest_tensor = -1};
+    if (db && pdb_get_reference(db, key, &blob, &blen, &found, &damaged, &dbe) == ST_OK && found)
+        cached = range_unpack(pg, blob, blen, w, &rs);
     free(blob);
-    bool cached = n >= 0;
-    int rc = ST_OK;
+    int n = rs.overflow + rs.underflow, rc = ST_OK;
     if (!cached) {
         void **in = random_inputs(pg, d->opt->seed), **vals = NULL;
         rc = prim_interp_values(pg, (const void *const *)in, &vals, e);
         free_inputs(pg, in);
         if (rc == ST_OK) {
-            n = storage_range_wide(pg, vals, F16_RANGE_LIMIT, w, &peak, &at);
+            n = storage_range_wide(pg, vals, STORAGE_F16_HIGH, STORAGE_F16_LOW, w, &rs);
+            // The float32 model's outputs, for storage_check (same inputs: the same seed).
+            d->f32_outs = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+            for (int i = 0; i < pg->n_outputs; i++) {
+                const Tensor *T = pg->tensors[pg->outputs[i]];
+                size_t nb = tensor_nbytes(T);
+                d->f32_outs[i] = xmalloc(nb + 1);
+                memcpy(d->f32_outs[i], T->kind == TK_CONST ? T->data : vals[pg->outputs[i]], nb);
+            }
             prim_values_free(pg, vals);
         }
     }
@@ -1322,32 +1356,39 @@ static int range_wide_tensors(Driver *d, const PrimGraph *pg, const void *model,
     if (fits && !cached && db) {
         StrBuf b;
         sb_init(&b);
-        sb_printf(&b, "%s%s", range_magic, text);
-        pdb_set_reference(db, key.s, b.s, strlen(b.s), &dbe); // a failure only costs the cache
+        sb_printf(&b, "%s overflow %d underflow %d smallest %d %.17g;%s", range_magic, rs.overflow,
+                  rs.underflow, rs.smallest_tensor, rs.smallest, text);
+        pdb_set_reference(db, key, b.s, strlen(b.s), &dbe); // a failure only costs the cache
         sb_free(&b);
     }
     pdb_close(db);
-    sb_free(&key);
+    free(key);
     if (rc) {
         free(w);
         return rc;
     }
     double dt = now_s() - t0;
     d->rep->t_check += dt;
-    if (pr && cached) {
-        fprintf(pr,
-                "storage: float16 range from the database (checked on the float32 graph before): "
-                "%d tensors stay float32\n",
-                n);
-    } else if (pr) {
-        fprintf(pr, "storage: float16 range checked on the float32 graph in %.2f s: ", dt);
-        if (n)
-            fprintf(pr, "%d tensors with a |value| past %.0f stay float32", n, F16_RANGE_LIMIT);
+    if (pr) {
+        if (cached)
+            fprintf(pr, "storage: float16 range from the database (checked on the float32 graph "
+                        "before): ");
         else
-            fprintf(pr, "every tensor within %.0f", F16_RANGE_LIMIT);
-        if (at >= 0)
-            fprintf(pr, "%s largest |value| of the rest %.4g ('%s')", n ? ";" : ",", peak,
-                    pg->tensors[at]->name);
+            fprintf(pr, "storage: float16 range checked on the float32 graph in %.2f s: ", dt);
+        if (n)
+            fprintf(pr,
+                    "%d tensors stay float32, %d with a |value| past %.0f, %d whose largest "
+                    "|value| is under %.3g",
+                    n, rs.overflow, STORAGE_F16_HIGH, rs.underflow, STORAGE_F16_LOW);
+        else
+            fprintf(pr, "every tensor within %.0f and none all under %.3g", STORAGE_F16_HIGH,
+                    STORAGE_F16_LOW);
+        if (rs.smallest_tensor >= 0)
+            fprintf(pr, " (the smallest %.3g, '%s')", rs.smallest,
+                    pg->tensors[rs.smallest_tensor]->name);
+        if (rs.peak_tensor >= 0)
+            fprintf(pr, "; largest |value| of the rest %.4g ('%s')", rs.peak,
+                    pg->tensors[rs.peak_tensor]->name);
         fprintf(pr, "\n");
     }
     if (n == 0) {
@@ -1360,12 +1401,102 @@ static int range_wide_tensors(Driver *d, const PrimGraph *pg, const void *model,
     if (!fits) {
         free(w);
         return err_set(e, ST_UNSUPPORTED,
-                       "%d tensors exceed float16's range headroom on the check's inputs, too "
-                       "many to record; use --precision bf16 (float32's range) for this model",
-                       n);
+                       "%d tensors exceed float16's range on the check's inputs (%d past %.0f, %d "
+                       "all under %.3g), too many to record; use --precision bf16 (float32's "
+                       "range) for this model",
+                       n, rs.overflow, STORAGE_F16_HIGH, rs.underflow, STORAGE_F16_LOW);
     }
     *wide = w;
     return ST_OK;
+}
+
+// Half storage's own effect on the outputs (storage_deviation): the float32 model's outputs
+// against the half model's on the check's inputs, relative to the float32 outputs' largest
+// |value|, and the refusal past STORAGE_DEVIATION_LIMIT (storage_deviation_verdict, ST_UNSUPPORTED:
+// the model's values, not orch's kernels, are the trouble). The end-to-end check alone cannot see
+// a lost output: its reference is the half model, which loses it too (torchvision's MobileNetV2
+// under fp16 passed it with a relative error of 1 against ONNX Runtime). The float32 outputs come
+// from the range analysis where it ran the float32 graph, else from importing the model again;
+// the half ones from the interpreter's values, which tuning uses anyway. Run before tuning, so a
+// refusal costs no measurements. The result is cached in the profile database's reference table
+// under a key naming the model, shapes, rewrite, seed, storage type and wide set (which names the
+// range limits), so a warm compile runs neither graph; a damaged record is measured again.
+static const char dev_magic[] = "storage deviation:"; // the stored blob
+
+static int storage_check(Driver *d, Err *e) {
+    const PrimGraph *pg = d->pg;
+    FILE *pr = d->opt->progress;
+    DType to = d->prec == PREC_FP16 ? DT_FLOAT16 : DT_BFLOAT16;
+    double t0 = now_s(), tv = d->t_values;
+    ProfileDb *db = NULL;
+    Err dbe = {0};
+    if (pdb_open(d->opt->db_path, false, &db, &dbe) != ST_OK)
+        db = NULL;
+    StrBuf what;
+    sb_init(&what);
+    sb_printf(&what, "%s storage deviation|float32 %s", dtype_name(to),
+              d->wide_text ? d->wide_text : "");
+    char *key = storage_key(d, d->model_bytes, d->model_size, what.s);
+    sb_free(&what);
+    double dev = 0, scale = 0;
+    int out = -1, rc = ST_OK;
+    bool cached = false;
+    if (!d->f32_outs && db) {
+        void *blob = NULL;
+        size_t blen = 0;
+        bool found = false, damaged = false;
+        if (pdb_get_reference(db, key, &blob, &blen, &found, &damaged, &dbe) == ST_OK && found) {
+            char *text = xmalloc(blen + 1);
+            memcpy(text, blob, blen);
+            text[blen] = '\0';
+            int used = 0;
+            cached = sscanf(text, "storage deviation: %lf output %d scale %lf%n", &dev, &out,
+                            &scale, &used) == 3 &&
+                     (size_t)used == blen && dev >= 0 && out >= -1 && out < pg->n_outputs;
+            free(text);
+        }
+        free(blob);
+    }
+    if (!cached) {
+        if (!d->f32_outs)
+            rc = float32_outputs(d, &d->f32_outs, e);
+        if (rc == ST_OK)
+            rc = need_values(d, "half storage's deviation from the float32 model", e);
+        if (rc == ST_OK) {
+            void **half = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+            for (int i = 0; i < pg->n_outputs; i++) {
+                const Tensor *T = pg->tensors[pg->outputs[i]];
+                half[i] = T->kind == TK_CONST ? T->data : d->values[pg->outputs[i]];
+            }
+            dev = storage_deviation(pg, d->f32_outs, half, &out, &scale);
+            free(half);
+            if (db) {
+                StrBuf b;
+                sb_init(&b);
+                sb_printf(&b, "%s %.17g output %d scale %.17g", dev_magic, dev, out, scale);
+                pdb_set_reference(db, key, b.s, strlen(b.s), &dbe); // a failure only costs it
+                sb_free(&b);
+            }
+        }
+    }
+    pdb_close(db);
+    free(key);
+    if (rc) {
+        err_prefix(e, "half storage's deviation from the float32 model: ");
+        return rc;
+    }
+    d->rep->t_check += now_s() - t0 - (d->t_values - tv); // need_values counted its own time
+    if (pr && out >= 0)
+        fprintf(pr,
+                "storage: %s storage moves the outputs by %.3g of max|output| against the "
+                "float32 model on the check's inputs (at '%s', max|value| %.3g; refused past "
+                "%.2g), %s\n",
+                dtype_name(to), dev, pg->tensors[pg->outputs[out]]->name, scale,
+                STORAGE_DEVIATION_LIMIT, cached ? "from the database" : "measured now");
+    else if (pr)
+        fprintf(pr, "storage: no float output of the model is nonzero on the check's inputs: "
+                    "half storage's deviation is not measured\n");
+    return storage_deviation_verdict(pg, to, dev, out, scale, e);
 }
 
 int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
@@ -1432,8 +1563,9 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     // the linear kernels' operands are rounded.
     uint32_t storage_flag = 0;
     if (opt->layout != COMPILE_LAYOUT_AUTO && !opt->half_storage) {
-        rc = err_set(e, ST_USAGE, "a layout other than auto needs half storage (channels-last "
-                                  "layouts are made for half-storage convolutions only)");
+        rc = err_set(e, ST_USAGE,
+                     "a layout other than auto needs half storage (channels-last "
+                     "layouts are made for half-storage convolutions only)");
         goto out;
     }
     bool *wide = NULL;
@@ -1522,6 +1654,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     // Random inputs for checks and timing; the interpreter's values of them come on first need.
     inputs = random_inputs(pg, opt->seed);
     d.inputs = inputs;
+    if (d.half_storage && (rc = storage_check(&d, e)))
+        goto out;
 
     t = now_s();
     double tv = d.t_values;
@@ -1727,6 +1861,7 @@ out:
     free(d.sigs);
     free(d.sig_of);
     free(d.wide_text);
+    reference_free(pg, d.f32_outs);
     cand_set_free(d.cs);
     prim_graph_free(pg);
     graph_free(g);

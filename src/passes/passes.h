@@ -74,14 +74,23 @@ typedef struct StorageStats {
     int wide_prims;      // layouts, products and min/max reductions kept in float32 for them
 } StorageStats;
 int pass_store_reduced(PrimGraph *pg, DType to, const bool *wide, StorageStats *st, Err *e);
-// The tensors float16 storage cannot be trusted with: a float tensor whose float32 value (values
-// from the interpreter on the float32 graph, before pass_store_reduced; constants from their
-// data) has a |value| above limit, or a non-finite one. The compile driver passes 65504 / 64:
-// inputs a few times larger than the check's may make a product of two or three activations 64x
-// larger. wide[n_tensors] is filled; returns how many are set. *peak: the largest finite |value|
-// among the rest (the headroom left), *peak_tensor its tensor (-1: none).
-int storage_range_wide(const PrimGraph *pg, void *const *values, double limit, bool *wide,
-                       double *peak, int *peak_tensor);
+// The tensors float16 storage cannot be trusted with, from their float32 values (values from the
+// interpreter on the float32 graph, before pass_store_reduced; constants from their data): one
+// with a |value| above `high` or a non-finite one (overflow), and one whose largest |value| is
+// nonzero but below `low` (underflow: its values would round to subnormals or flush to zero). The
+// compile driver passes STORAGE_F16_HIGH and STORAGE_F16_LOW (passes_storage.c derives them);
+// low = 0 keeps the overflow rule alone. wide[n_tensors] is filled; returns how many are set.
+#define STORAGE_F16_HIGH (65504.0 / 64.0)
+#define STORAGE_F16_LOW 0x1p-11
+typedef struct RangeStats {
+    int overflow, underflow; // wide tensors of each kind
+    double peak;             // the largest finite |value| among the tensors not wide
+    int peak_tensor;         // its tensor (-1: none)
+    double smallest;         // the smallest largest-|value| of an underflowing tensor
+    int smallest_tensor;     // its tensor (-1: none)
+} RangeStats;
+int storage_range_wide(const PrimGraph *pg, void *const *values, double high, double low,
+                       bool *wide, RangeStats *rs);
 // The artefact's record of a wide set: tensor ids, ascending, as comma-separated ids and ranges
 // ("3,17-19"). Writes at most cap bytes (NUL included); false when they do not fit.
 bool storage_wide_format(const bool *wide, int n_tensors, char *buf, size_t cap);
@@ -97,6 +106,21 @@ int pass_store_reduced_listed(PrimGraph *pg, DType to, const char *wide_text, co
 // A half model's values near float16's 65504 on a check's inputs warn that other inputs may
 // overflow where the float32 model does not.
 double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor);
+// Half storage's own effect on a model's outputs on one set of inputs: f32[i] and half[i], output
+// i of pg as the float32 graph and the half graph (pass_store_reduced) compute it. Returns the
+// largest over pg's float outputs of max|half - f32| / max|f32| - scaled by the float32 output,
+// never the half one, which is 0 where the half model lost its values (an element finite in
+// float32 but not in half counts as infinite; an output that is 0 everywhere in float32 has no
+// scale and is skipped). *output: the output it was found on (-1: none), *scale its max|f32|.
+double storage_deviation(const PrimGraph *pg, void *const *f32, void *const *half, int *output,
+                         double *scale);
+// The most storage_deviation may be for a compile under half storage to proceed (passes_storage.c
+// says why 0.5).
+#define STORAGE_DEVIATION_LIMIT 0.5
+// ST_OK where dev is within STORAGE_DEVIATION_LIMIT; else ST_UNSUPPORTED with a message naming
+// output (an index into pg's outputs), the deviation and what to do under storage type `to`.
+int storage_deviation_verdict(const PrimGraph *pg, DType to, double dev, int output, double scale,
+                              Err *e);
 
 // Channels-last layout pairs (passes_nhwc.c), run by the compile driver after the clean-up and
 // the storage pass under half storage on the CUDA target: every activation a 2-D convolution

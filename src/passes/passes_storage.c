@@ -22,6 +22,13 @@
 //             interpreter and the kernels accumulate wide and convert once on store).
 // Semantics after the pass are those of the half model (prim_interp rounds every float16 value),
 // which the compile driver's checks compare with.
+//
+// Range (float16 only): a tensor whose float32 values float16 cannot hold - a |value| past
+// 65504 / 64, or a largest |value| under 2^-11, whose values would become subnormals or zeros -
+// stays float32 with the layouts and products touching it (storage_range_wide: the wide set). What
+// storage still moves the outputs by is storage_deviation, from the float32 model's outputs; the
+// driver refuses half storage past STORAGE_DEVIATION_LIMIT rather than emit an artefact whose
+// outputs lost their values while agreeing with a half reference that lost them too.
 #include "passes.h"
 
 #include <math.h>
@@ -119,11 +126,22 @@ double storage_f16_peak(const PrimGraph *pg, void *const *values, int *tensor) {
     return peak;
 }
 
-int storage_range_wide(const PrimGraph *pg, void *const *values, double limit, bool *wide,
-                       double *peak, int *peak_tensor) {
-    int n = 0;
-    *peak = 0;
-    *peak_tensor = -1;
+// float16's range from below. A normal float16 value rounds with a relative error of at most
+// 2^-11; one under 2^-14 (the smallest normal) becomes a subnormal, spaced 2^-24 apart, and rounds
+// with an absolute error of up to 2^-25, so relative to a tensor's largest |value| M its subnormals
+// lose up to 2^-25 / M. That is within ordinary rounding (2^-11 M) exactly when M >= 2^-14: a
+// tensor whose largest value is normal loses nothing beyond rounding. Below, the loss grows (2^-5
+// of M at M = 2^-20; under 2^-25 everything flushes to zero, as torchvision's MobileNetV2 with its
+// default initialisation did, outputs near 3e-9). STORAGE_F16_LOW = 2^-11 leaves a factor 8 over
+// 2^-14 for real inputs smaller than the check's [-1, 1): a linear path 8 times smaller, a product
+// of two activations from inputs 2.8 times smaller. Past that the loss comes gradually, not at
+// once as an overflow's infinity does (hence the overflow side's factor 64): a tensor at the limit
+// on the check's inputs and 64 times smaller on real ones still loses only 2^-8 of its max, what
+// bfloat16's rounding loses. A tensor whose values are all 0 loses nothing. bfloat16 has float32's
+// exponent range: the driver runs this analysis under fp16 only.
+int storage_range_wide(const PrimGraph *pg, void *const *values, double high, double low,
+                       bool *wide, RangeStats *rs) {
+    *rs = (RangeStats){.peak_tensor = -1, .smallest_tensor = -1};
     for (int t = 0; t < pg->n_tensors; t++) {
         const Tensor *T = pg->tensors[t];
         const void *v = T->kind == TK_CONST ? T->data : values[t];
@@ -135,19 +153,76 @@ int storage_range_wide(const PrimGraph *pg, void *const *values, double limit, b
         bool bad = false;
         for (int64_t i = 0; i < m && !bad; i++) {
             double a = fabs(elem_get_f64(T->dtype, v, i));
-            bad = !isfinite(a) || a > limit;
+            bad = !isfinite(a) || a > high;
             if (a > top)
                 top = a;
         }
+        // Only float32 tensors become half: a model's own half tensors are what it asks for.
+        bool tiny = !bad && T->dtype == DT_FLOAT && top > 0 && top < low;
         if (bad) {
             wide[t] = true;
-            n++;
-        } else if (top > *peak) {
-            *peak = top;
-            *peak_tensor = t;
+            rs->overflow++;
+        } else if (tiny) {
+            wide[t] = true;
+            rs->underflow++;
+            if (rs->smallest_tensor < 0 || top < rs->smallest) {
+                rs->smallest = top;
+                rs->smallest_tensor = t;
+            }
+        } else if (top > rs->peak) {
+            rs->peak = top;
+            rs->peak_tensor = t;
         }
     }
-    return n;
+    return rs->overflow + rs->underflow;
+}
+
+double storage_deviation(const PrimGraph *pg, void *const *f32, void *const *half, int *output,
+                         double *scale) {
+    double dev = 0;
+    *output = -1;
+    *scale = 0;
+    for (int i = 0; i < pg->n_outputs; i++) {
+        const Tensor *t = pg->tensors[pg->outputs[i]];
+        if (!dtype_is_float(t->dtype))
+            continue;
+        int64_t n = tensor_numel(t);
+        double top = 0, worst = 0;
+        for (int64_t k = 0; k < n; k++) {
+            double r = elem_get_f64(t->dtype, f32[i], k), h = elem_get_f64(t->dtype, half[i], k);
+            if (!isfinite(r))
+                continue;
+            top = fmax(top, fabs(r));
+            worst = fmax(worst, isfinite(h) ? fabs(h - r) : INFINITY);
+        }
+        if (!(top > 0))
+            continue;
+        if (*output < 0 || worst / top > dev) {
+            dev = worst / top;
+            *output = i;
+            *scale = top;
+        }
+    }
+    return dev;
+}
+
+// The limit 0.5: real models under fp16 move by up to about 0.2 of max|output| (CSPDarknet53's 50
+// convolutions: 0.2; PyTorch's own half-precision error there is 0.17), while an output whose
+// values flushed to zero moves by exactly 1. 0.5 is 2.5 times the deepest model's rounding and
+// half of a lost output.
+int storage_deviation_verdict(const PrimGraph *pg, DType to, double dev, int output, double scale,
+                              Err *e) {
+    if (dev <= STORAGE_DEVIATION_LIMIT)
+        return ST_OK;
+    const char *name =
+        output >= 0 && output < pg->n_outputs ? pg->tensors[pg->outputs[output]]->name : "?";
+    return err_set(e, ST_UNSUPPORTED,
+                   "%s storage moves output '%s' by %.3g of its largest |value| (%.3g in "
+                   "float32) on the check's random inputs, past the %.2g half storage allows: %s",
+                   dtype_name(to), name, dev, scale, STORAGE_DEVIATION_LIMIT,
+                   to == DT_FLOAT16 ? "compile without --half-storage, or, where the values are "
+                                      "tiny or huge, with --precision bf16 (float32's range)"
+                                    : "compile without --half-storage");
 }
 
 bool storage_wide_format(const bool *wide, int n_tensors, char *buf, size_t cap) {

@@ -756,6 +756,48 @@ def linear_attention(seed):
     return b.model(), lambda r: {"x": r.standard_normal((1, C, H, W))}, []
 
 
+# ---- o) activations that fall under float16's normal range, as torchvision's MobileNetV2 and
+# EfficientNet-B0 with their default initialisation (kaiming fan-out convs, identity BatchNorm,
+# N(0, 0.01) classifier) have them: its logits came to about 3e-9. Here an inverted residual block
+# whose depthwise and projection weights are scaled down shrinks the activations to about 1e-5
+# and the logits to about 2e-9. float16 storage must keep the tiny tensors float32 (the range
+# analysis' underflow rule, src/passes/passes_storage.c): stored in float16 they become subnormals
+# or zeros. The default atol (1e-5) would pass an output of zeros: args.txt sets one in proportion
+# to the logits ----
+
+def tiny_activations(seed):
+    b = Builder("tiny_activations", 13, seed)
+
+    def relu6(t, scope):
+        return b.op("Clip", [t, b.const(0.0, np.float32, scope), b.const(6.0, np.float32, scope)],
+                    scope)
+
+    x = b.input("input", F, [1, 3, 16, 16])
+    s = "/features/features.0"
+    h = b.conv(x, f"{s}/features.0.0", "features.0.0", 3, 16, 3, stride=2, pad=1, bias=False)
+    h = relu6(b.bn(h, f"{s}/features.0.1", "features.0.1", 16), f"{s}/features.0.2")
+    s, p = "/features/features.1/conv", "features.1.conv"
+    d = b.conv(h, f"{s}/conv.0/conv.0.0", f"{p}.0.0", 16, 16, 3, pad=1, group=16, bias=False,
+               gain=1e-2)
+    d = relu6(d, f"{s}/conv.0/conv.0.2")
+    d = b.conv(d, f"{s}/conv.1", f"{p}.1", 16, 24, 1, bias=False, gain=1e-3)
+    s, p = "/features/features.2/conv", "features.2.conv"
+    e = relu6(b.conv(d, f"{s}/conv.0/conv.0.0", f"{p}.0.0", 24, 48, 1, bias=False),
+              f"{s}/conv.0/conv.0.2")
+    e = b.conv(e, f"{s}/conv.1", f"{p}.1", 48, 24, 1, bias=False)
+    h = b.op("Add", [d, e], "/features/features.2")
+    pooled = b.op("GlobalAveragePool", [h], "/avgpool")
+    flat = b.op("Flatten", [pooled], "", axis=1)
+    w = b.param("classifier.1.weight", b.rng.normal(0, 0.01, (10, 24)) * 1e-3)
+    bias = b.param("classifier.1.bias", np.zeros(10))
+    b.op("Gemm", [flat, w, bias], "/classifier/classifier.1", out="logits", alpha=1.0, beta=1.0,
+         transB=1)
+    b.output("logits", F, [1, 10])
+    return b.model(), lambda r: {"input": r.standard_normal((1, 3, 16, 16))}, [
+        "--atol", "4e-11", "# the logits are about 2e-9: an atol in proportion, as 2e-2 is to "
+        "outputs of about 1, so that logits flushed to zero fail"]
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -772,6 +814,7 @@ MODELS = {
     "l_vit_mha": vit_mha,
     "m_fpn_head": fpn_head,
     "n_linear_attention": linear_attention,
+    "o_tiny_activations": tiny_activations,
 }
 EXTERNAL = {"g_external"}
 
