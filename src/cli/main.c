@@ -5,6 +5,7 @@
 // and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
 #include "../base/file.h"
+#include "../base/text.h"
 #include "../candidates/candidates.h"
 #include "../inspect/dump.h"
 #include "../fission/fission.h"
@@ -1054,7 +1055,31 @@ static int cmd_inspect(int argc, char **argv) {
     return rc ? fail(&e) : ST_OK;
 }
 
+static FILE *plain_stdout, *plain_stderr;
+
+// At exit: the escaping streams flushed and closed, the plain ones back for anything after.
+static void close_safe_streams(void) {
+    FILE *out = stdout, *err = stderr;
+    stdout = plain_stdout;
+    stderr = plain_stderr;
+    if (out != plain_stdout)
+        fclose(out);
+    if (err != plain_stderr)
+        fclose(err);
+}
+
 int main(int argc, char **argv) {
+    // Names from the model reach every listing, progress line and message: both streams escape
+    // what a terminal would act on (text.h), whichever code prints.
+    plain_stdout = stdout;
+    plain_stderr = stderr;
+    FILE *safe_out = text_safe_stream(STDOUT_FILENO, isatty(STDOUT_FILENO), false);
+    FILE *safe_err = text_safe_stream(STDERR_FILENO, false, true);
+    if (safe_out)
+        stdout = safe_out;
+    if (safe_err)
+        stderr = safe_err;
+    atexit(close_safe_streams);
     if (argc < 2) {
         usage(stderr);
         return ST_USAGE;
