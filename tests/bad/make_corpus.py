@@ -535,6 +535,10 @@ def input_file_cases(out):
     raw_npy(out, "inputs/overflow_shape.npy",
             "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
             b"\0" * 24)
+    # Elements that fit in 64 bits, bytes that do not: the message must not overflow computing them.
+    raw_npy(out, "inputs/bytes_overflow.npy",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952,), }",
+            b"\0" * 24)
     npy(out, "inputs/fortran.npy", np.asfortranarray(np.ones((2, 3), np.float32)))
     npy(out, "inputs/big_endian.npy", np.ones((2, 3), ">f4"))
     npy(out, "inputs/complex.npy", np.ones((2, 3), np.complex64))
@@ -566,7 +570,8 @@ def input_file_cases(out):
     for name, sub, code in [("truncated", "data is", 2), ("truncated_header", "header", 2),
                             ("bad_magic", "magic", 2), ("no_shape_key", "shape", 2),
                             ("bad_shape", "shape", 2), ("huge_header_len", "header", 2),
-                            ("overflow_shape", "shape", 2), ("fortran", "Fortran", 3),
+                            ("overflow_shape", "shape", 2),
+                            ("bytes_overflow", "more than 2^63", 2), ("fortran", "Fortran", 3),
                             ("big_endian", "big-endian", 3), ("complex", "dtype", 3)]:
         case(f"npy_{name}", f"run {m} -i x=inputs/{name}.npy", code, sub,
              f"inputs/{name}.npy")
