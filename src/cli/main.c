@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -469,11 +470,54 @@ static void fill_random(const Tensor *t, void *data, uint64_t *rng) {
     }
 }
 
-static void safe_name(const char *name, char *out, size_t n) {
-    size_t j = 0;
-    for (const char *p = name; *p && j + 1 < n; p++)
-        out[j++] = (*p == '/' || *p == '\\' || *p == ':' || (*p == '.' && p == name)) ? '_' : *p;
-    out[j] = 0;
+// The longest file name an output gets under -o, ".npy" included (NAME_MAX on Linux file
+// systems), and the tail that marks a cut or repeated name: '-' and 8 hex digits of its hash.
+#define OUT_NAME_MAX 255
+#define OUT_TAG_LEN 9
+
+static uint32_t name_hash(const char *s) { // FNV-1a
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static bool name_taken(char names[][OUT_NAME_MAX + 1], int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(names[i], name) == 0) // for file systems that ignore case
+            return true;
+    return false;
+}
+
+// The file name (".npy" included) of output i of the run under -o, into names[i]: the output's
+// name as text_escape shows it, with '/', '\\' and ':' (and a leading '.') made '_', so it stays
+// one file in the folder; unique among names[0..i) and at most OUT_NAME_MAX bytes: a name cut to
+// fit, or equal to an earlier output's, ends with '-' and its full name's hash (then a count).
+static void output_file_name(const char *name, char names[][OUT_NAME_MAX + 1], int i) {
+    char base[OUT_NAME_MAX * 4 + 8];
+    text_escape(base, sizeof base, name[0] ? name : "_", false);
+    for (char *p = base; *p; p++)
+        if (*p == '/' || *p == '\\' || *p == ':' || (*p == '.' && p == base))
+            *p = '_';
+    size_t len = strlen(base), fit = OUT_NAME_MAX - 4;
+    char *out = names[i];
+    if (len <= fit) {
+        memcpy(out, base, len);
+        memcpy(out + len, ".npy", 5);
+        if (!name_taken(names, i, out))
+            return;
+    }
+    // Cut between characters (the escaped name is valid UTF-8), leaving room for the tags.
+    size_t keep = ORCH_MIN(len, fit - OUT_TAG_LEN - 6);
+    while (keep > 0 && ((unsigned char)base[keep] & 0xc0) == 0x80)
+        keep--;
+    char tag[32];
+    for (int k = 1; k == 1 || name_taken(names, i, out); k++) {
+        int n = k == 1 ? snprintf(tag, sizeof tag, "-%08x.npy", name_hash(name))
+                       : snprintf(tag, sizeof tag, "-%08x-%d.npy", name_hash(name), k);
+        memcpy(out, base, keep);
+        memcpy(out + keep, tag, (size_t)n + 1);
+    }
 }
 
 static void print_summary(const Tensor *t, const void *data) {
@@ -669,6 +713,51 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
     return rc;
 }
 
+// -o DIR: every output in its own file (output_file_name), none written over another output or
+// over an input of the command, through a link or onto anything but a regular file; one line per
+// output says which file holds it.
+static int write_outputs(const Args *a, const IoView *io, void *const *out, Err *e) {
+    struct stat st;
+    if (mkdir(a->outdir, 0777) != 0 && errno != EEXIST)
+        return err_set(e, ST_RUNTIME, "-o %s: cannot create the folder: %s", a->outdir,
+                       strerror(errno));
+    if (stat(a->outdir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, ST_RUNTIME, "-o %s: not a folder (it names the folder for the outputs)",
+                       a->outdir);
+    const char *inputs[2 * MAX_ARGS + 1];
+    int n_in = 0;
+    inputs[n_in++] = a->model;
+    for (int i = 0; i < a->n_inputs; i++)
+        inputs[n_in++] = a->inputs[i].path;
+    for (int i = 0; i < a->n_expected; i++)
+        inputs[n_in++] = a->expected[i].path;
+    char(*names)[OUT_NAME_MAX + 1] = xcalloc((size_t)io->n_outputs + 1, sizeof *names);
+    char **paths = xcalloc((size_t)io->n_outputs + 1, sizeof *paths);
+    int rc = ST_OK;
+    for (int i = 0; i < io->n_outputs && rc == ST_OK; i++) {
+        output_file_name(io->tensors[io->outputs[i]]->name, names, i);
+        size_t n = strlen(a->outdir) + strlen(names[i]) + 2;
+        paths[i] = xmalloc(n);
+        snprintf(paths[i], n, "%s/%s", a->outdir, names[i]);
+        rc = file_check_output(paths[i], inputs, n_in, e);
+    }
+    for (int i = 0; i < io->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = io->tensors[io->outputs[i]];
+        rc = npy_write(paths[i], t->dtype, t->rank, t->dims, out[i], e);
+    }
+    if (rc == ST_OK) {
+        printf("wrote %d output%s to %s/:\n", io->n_outputs, io->n_outputs == 1 ? "" : "s",
+               a->outdir);
+        for (int i = 0; i < io->n_outputs; i++)
+            printf("  %-24s -> %s\n", io->tensors[io->outputs[i]]->name, paths[i]);
+    }
+    for (int i = 0; i < io->n_outputs; i++)
+        free(paths[i]);
+    free(paths);
+    free(names);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_RUN, &a);
@@ -830,21 +919,8 @@ static int cmd_run(int argc, char **argv) {
             print_summary(io.tensors[io.outputs[i]], out[i]);
     }
     free(times);
-    if (rc == ST_OK && a.outdir) {
-        if (mkdir(a.outdir, 0777) != 0 && errno != EEXIST)
-            rc = err_set(&e, ST_RUNTIME, "-o %s: cannot create the folder: %s", a.outdir,
-                         strerror(errno));
-        for (int i = 0; i < io.n_outputs && rc == ST_OK; i++) {
-            const Tensor *t = io.tensors[io.outputs[i]];
-            char name[256], path[4096];
-            safe_name(t->name, name, sizeof name);
-            snprintf(path, sizeof path, "%s/%s.npy", a.outdir, name);
-            rc = npy_write(path, t->dtype, t->rank, t->dims, out[i], &e);
-        }
-        if (rc == ST_OK)
-            printf("wrote %d output%s to %s/\n", io.n_outputs, io.n_outputs == 1 ? "" : "s",
-                   a.outdir);
-    }
+    if (rc == ST_OK && a.outdir)
+        rc = write_outputs(&a, &io, out, &e);
     if (rc == ST_OK && a.n_expected) {
         printf("comparison (|got - expected| <= %g + %g * |expected|):\n", a.atol, a.rtol);
         Err first = {0};

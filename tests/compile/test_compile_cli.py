@@ -545,6 +545,47 @@ def main():
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
         assert p.returncode == 0 and header_flags(out) == (4, 0, 0), p.stderr[-3000:]
 
+    @case("run_outputs_one_file_each")
+    def _():
+        # -o DIR: names that map to one file name ('/' and '_', case), names past the file
+        # system's 255 bytes, terminal controls and a leading dot each get their own file, and
+        # the mapping is printed; nothing is written over another output.
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper
+        ops = [("y/1", "Neg", lambda v: -v), ("y_1", "Relu", lambda v: np.maximum(v, 0)),
+               ("Y_1", "Abs", np.abs), ("y:1", "Sigmoid", lambda v: 1 / (1 + np.exp(-v))),
+               ("n" * 300, "Neg", lambda v: -v), ("n" * 300 + "b", "Abs", np.abs),
+               ("\x1b[2J", "Relu", lambda v: np.maximum(v, 0)), (".hidden", "Neg", lambda v: -v),
+               ("..", "Abs", np.abs), ("\u4f60\u597d", "Relu", lambda v: np.maximum(v, 0))]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        g = helper.make_graph(
+            [helper.make_node(op, ["x"], [name], name=f"n{i}") for i, (name, op, _) in
+             enumerate(ops)], "g", [x],
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name, _, _ in ops])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        onnx_path = os.path.join(tmp, "many_outputs.onnx")
+        onnx.save(m, onnx_path)
+        xv = np.array([[-1.5, 0.25, 2.0], [3.0, -0.5, 0.0]], np.float32)
+        xp = os.path.join(tmp, "many_x.npy")
+        np.save(xp, xv)
+        outdir = os.path.join(tmp, "many_out")
+        for run in range(2):  # a second run writes the same files again
+            r = orch(binary, "run", onnx_path, "-i", f"x={xp}", "-o", outdir)
+            assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}"
+            mapping = [ln.rsplit(" -> ", 1)[1] for ln in r.stdout.splitlines() if " -> " in ln]
+            assert len(mapping) == len(ops), r.stdout
+            files = sorted(os.listdir(outdir))
+            assert len(files) == len(ops) == len(set(f.lower() for f in files)), files
+            assert sorted(os.path.basename(f) for f in mapping) == files, (mapping, files)
+            for path, (name, _, fn) in zip(mapping, ops):
+                base = os.path.basename(path)
+                assert len(base.encode()) <= 255 and not base.startswith("."), base
+                assert "\x1b" not in base, repr(base)
+                got = np.load(path)
+                assert np.allclose(got, fn(xv), atol=1e-6), f"{name[:20]!r} in {base}: {got}"
+
     @case("usage_errors")
     def _():
         for args, code in [(["compile", model, "-t", "tpu", "-o", art], 1),
