@@ -245,7 +245,8 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             char *end;
             errno = 0;
             a->seed = strtoull(v, &end, 10);
-            if (*end || errno || end == v)
+            // (strtoull takes "-1" for 2^64 - 1: only digits make an unsigned integer.)
+            if (*end || errno || end == v || v[0] < '0' || v[0] > '9')
                 return usage_error("--seed expects an unsigned integer, got '%s'", v);
             a->seed_given = true;
         } else if (strcmp(s, "--repeat") == 0) {
@@ -661,15 +662,10 @@ static IoView io_of_prims(const PrimGraph *pg) {
     return v;
 }
 
-// Compiled artefacts start with their magic; anything else is taken for ONNX.
+// Compiled artefacts start with their magic; anything else is taken for ONNX (an empty or cut
+// MODEL.orch is reported by the artefact reader).
 static bool is_artifact(const char *path) {
-    Err ignored = {0}; // a file that cannot be opened is reported by the ONNX reader
-    FILE *f = file_open_regular(path, &ignored);
-    char magic[8] = {0};
-    bool yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
-    if (f)
-        fclose(f);
-    return yes;
+    return artifact_probe(path);
 }
 
 // Flags that shape a compile do not apply to an artefact, which was compiled with its own.

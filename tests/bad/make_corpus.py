@@ -118,8 +118,18 @@ def file_cases(out):
     case("output_dir_is_a_file", "run models/valid.onnx --seed 1 -o models/valid.onnx", 5,
          "models/valid.onnx")
 
+    case("usage_seed_negative", "run models/valid.onnx --seed -1", 1, "--seed")
+    case("usage_seed_negative_compile", "compile models/valid.onnx -t cpu -o x.orch --seed -1",
+         1, "--seed")
     save(out, "models/empty.onnx", b"")
     case("empty_file", "run models/empty.onnx", 2, "ONNX model", "models/empty.onnx")
+    # An empty or cut artefact is reported as one, not as a model that does not parse.
+    save(out, "models/empty.orch", b"")
+    save(out, "models/cut.orch", b"\x89ORC")
+    for cmd in ["run", "info", "bench"]:
+        case(f"empty_artefact_{cmd}", f"{cmd} models/empty.orch", 2,
+             "empty file, not an orch artefact", "models/empty.orch")
+    case("cut_artefact", "run models/cut.orch", 2, "4 bytes of at least 16", "models/cut.orch")
     rnd = random.Random(1234)
     save(out, "models/random.onnx", bytes(rnd.randrange(256) for _ in range(4096)))
     case("random_bytes", "run models/random.onnx", 2, "ONNX model", "models/random.onnx")

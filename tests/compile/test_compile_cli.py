@@ -593,6 +593,10 @@ def main():
                            (["compile", "-t", "cpu", "-o", art], 1),
                            (["compile", model, "--threads", "0", "-o", art], 1),
                            (["run", art, "--engine", "prims"], 1),
+                           (["compile", model, "-t", "cpu", "-o", art, "--seed", "-1"], 1),
+                           (["compile", model, "-t", "cpu", "-o", art, "--seed", "+1"], 1),
+                           (["run", art, "--seed", "-1"], 1),
+                           (["bench", art, "--seed", "-1"], 1),
                            (["compile", os.path.join(tmp, "missing.onnx"), "-o", art], 2)]:
             r = orch(binary, *args)
             assert r.returncode == code, f"orch {' '.join(args)}: exit {r.returncode}, want {code}"
