@@ -177,6 +177,27 @@ def main():
         assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
         state["ref"] = next(iter(refs.items()))
 
+    @case("warm_compiles_are_byte_identical")
+    def _():
+        # One model, one warm database: the same artefact, byte for byte, whatever the process
+        # (a process id in the kernels' shared object made every compile differ), its build
+        # folder or the working directory.
+        outs = []
+        for i, cwd in enumerate([tmp, ROOT]):
+            out = os.path.join(tmp, f"same{i}.orch")
+            p = subprocess.run([os.path.abspath(binary), "compile", model, "-t", "cpu", "-o", out,
+                                *common],
+                               capture_output=True, text=True, timeout=900, cwd=cwd,
+                               env=dict(os.environ, TMPDIR=tmp if i else "/tmp"))
+            assert p.returncode == 0, p.stderr[-3000:]
+            assert counts(p.stdout)[0] == 0, "a warm compile measured"
+            outs.append(open(out, "rb").read())
+        outs.append(open(art + "2", "rb").read())
+        for i, data in enumerate(outs[1:], 1):
+            diff = [k for k in range(min(len(data), len(outs[0]))) if data[k] != outs[0][k]]
+            assert len(data) == len(outs[0]) and not diff, \
+                f"compile {i} differs from compile 0: {len(diff)} bytes, the first at {diff[:1]}"
+
     @case("measurements_keyed_by_the_code_they_timed")
     def _():
         # Every measurement's config ends with a hash of the source the config emitted; rows

@@ -114,13 +114,34 @@ static int write_file(const char *path, const char *text, Err *e) {
     return ST_OK;
 }
 
-// Starts `cc ... -o so_path c_path` with stdout and stderr sent to log_path.
+// Starts `cc ... -o so_path -x c - < c_path` with stdout and stderr sent to log_path. The source
+// comes on standard input so that the shared object names no file of this build (the compiler
+// records its source's name in the symbol table): an artefact's bytes depend on its kernels alone,
+// not on the process or the order that built them.
 static int spawn_cc(const char *c_path, const char *so_path, const char *log_path, pid_t *pid,
                     Err *e) {
-    const char *argv[] = {cbuild_compiler(), "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                          "-std=gnu11", "-fno-math-errno", "-w", "-o", so_path, c_path, "-lm", NULL};
+    // (-x none: what follows is for the linker again.)
+    const char *argv[] = {cbuild_compiler(),
+                          "-O3",
+                          "-march=native",
+                          "-fopenmp",
+                          "-shared",
+                          "-fPIC",
+                          "-std=gnu11",
+                          "-fno-math-errno",
+                          "-w",
+                          "-o",
+                          so_path,
+                          "-x",
+                          "c",
+                          "-",
+                          "-x",
+                          "none",
+                          "-lm",
+                          NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, c_path, O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     int rc = posix_spawnp(pid, argv[0], &fa, NULL, (char *const *)argv, environ);
