@@ -198,6 +198,39 @@ def main():
             assert len(data) == len(outs[0]) and not diff, \
                 f"compile {i} differs from compile 0: {len(diff)} bytes, the first at {diff[:1]}"
 
+    @case("invalid_database_rows_are_measured_again")
+    def _():
+        # The database is a cache: rows no measurement writes (edited, or a broken writer's) are
+        # ignored with one warning and their configs measured again, never a failed compile.
+        bad = os.path.join(tmp, "invalid-rows.db")
+        shutil.copyfile(db, bad)
+        con = sqlite3.connect(bad)
+        keys = con.execute("SELECT signature, config FROM measurement WHERE status = 0 "
+                           "ORDER BY signature, config").fetchall()
+        edits = ["median_s = -1", "median_s = NULL", "median_s = 'fast'", "median_s = 1e999",
+                 "min_s = median_s * 4", "status = 9"]
+        assert len(keys) >= len(edits), f"only {len(keys)} ok rows"
+        for (sig, cfg), edit in zip(keys, edits):
+            con.execute(f"UPDATE measurement SET {edit} WHERE signature = ? AND config = ?",
+                        (sig, cfg))
+        con.commit()
+        con.close()
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "inv", *common[:4], "--db", bad)
+        assert p.returncode == 0, f"exit {p.returncode}:\n{p.stderr[-3000:]}"
+        warnings = [ln for ln in p.stderr.splitlines() if "values no measurement gives" in ln]
+        assert len(warnings) == 1 and f"{len(edits)} rows" in warnings[0], p.stderr[-3000:]
+        measured, _ = counts(p.stdout)
+        con = sqlite3.connect(bad)
+        fixed = 0
+        for sig, cfg in keys[:len(edits)]:
+            row = con.execute("SELECT status, median_s, min_s, typeof(median_s) FROM measurement "
+                              "WHERE signature = ? AND config = ?", (sig, cfg)).fetchone()
+            fixed += row is not None and row[0] == 0 and row[3] == "real" and \
+                0 <= row[2] <= row[1] < 1e300
+        con.close()
+        # (Times measured again may make the tuning try a config more: measured can exceed it.)
+        assert fixed >= 1 and measured >= fixed, f"{fixed} rows measured again, {measured} configs"
+
     @case("measurements_keyed_by_the_code_they_timed")
     def _():
         # Every measurement's config ends with a hash of the source the config emitted; rows
