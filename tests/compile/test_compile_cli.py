@@ -5,13 +5,16 @@ looks up the profile database, never runs the interpreter (its end-to-end check 
 cached in the database) and picks the same selection, damaged, short or wrong cached references
 recomputed and never trusted, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
-measured again, and the selection is stable from then on), damaged artefacts refused with clear
+measured again but the configs in flight, once, the killed compile's build folder is removed,
+and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
 artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
 of why each fused attention / MLP chain candidate was chosen or not, the --explain report of the
 linear primitives' kernels, --no-mlp-chains / --no-attention (no such candidates; recorded in the
 artefact and shown by orch info and run; the environment variables they replace do nothing),
---layout's usage errors, and usage errors.
+--layout's usage errors, warm compiles byte for byte identical, profile database rows with
+impossible values measured again, run -o giving every output its own file, and usage errors
+(--seed -1 among them).
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -53,8 +56,8 @@ def case(name):
     return wrap
 
 
-def orch(binary, *args, timeout=900):
-    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+def orch(binary, *args, timeout=900, env=None):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
     assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
     assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
     return p
@@ -299,8 +302,11 @@ def main():
         big = os.path.join(models, "a_convnet", "model.onnx")
         args = ["compile", big, "-t", "cpu", "-o", os.path.join(tmp, "k.orch"), "--db", kdb,
                 "--top-k", "4", "--jobs", "1", "--input-shapes", "input:3x3x32x32"]
+        ktmp = os.path.join(tmp, "kill-tmp")  # its build folders
+        os.makedirs(ktmp)
+        kenv = dict(os.environ, TMPDIR=ktmp)
         proc = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                stderr=subprocess.DEVNULL, env=kenv)
         deadline = time.time() + 300
         before = {}
         while time.time() < deadline and proc.poll() is None:
@@ -313,15 +319,36 @@ def main():
         proc.wait()
         before = db_rows(kdb, ok_only=True)
         assert len(before) >= 4, f"only {len(before)} measurements before the kill"
-        p = orch(binary, *args)
+        stale = [d for d in os.listdir(ktmp) if d.startswith("orch-build-")]
+        assert any(f"-{proc.pid}-" in d for d in stale), f"no build folder left: {stale}"
+        # The configs in flight when a compile dies stay pending in the database: two measured
+        # rows become pending rows of the killed process, a first attempt (measured again once)
+        # and a second one (a config that killed its process twice is not measured again).
+        con = sqlite3.connect(kdb, timeout=30)
+        (sig1, cfg1), (sig2, cfg2) = sorted(before)[:2]
+        with con:
+            for sig, cfg, attempt in [(sig1, cfg1, 1), (sig2, cfg2, 2)]:
+                con.execute("UPDATE measurement SET status = 4, median_s = NULL, min_s = NULL, "
+                            "reps = ?, pid = ?, host = ?, proc_start = '' WHERE signature = ? "
+                            "AND config = ?", (attempt, proc.pid, os.uname().nodename, sig, cfg))
+        con.close()
+        del before[(sig1, cfg1)], before[(sig2, cfg2)]
+        p = orch(binary, *args, env=kenv)
         assert p.returncode == 0, f"rerun failed:\n{p.stderr[-3000:]}"
-        _, looked_up = counts(p.stdout)
+        retried = re.search(r"(\d+) configs? whose measuring process died", p.stderr)
+        assert retried and int(retried.group(1)) >= 1, p.stderr[-3000:]
+        left = [d for d in os.listdir(ktmp) if d.startswith("orch-build-")]
+        assert not left, f"build folders left after the rerun: {left} (before it: {stale})"
+        measured, looked_up = counts(p.stdout)
+        assert measured >= 1, "the config in flight at the kill was not measured again"
         assert looked_up >= len(before), \
             f"rerun found {looked_up} configs in the database, {len(before)} were there"
         after = db_rows(kdb)
         for k, v in before.items():
             assert k in after, f"measurement {k} lost"
             assert after[k] == v, f"measurement {k} was redone: {v} -> {after[k]}"
+        assert after[(sig1, cfg1)][0] == 0, f"first attempt not measured again: {after[(sig1, cfg1)]}"
+        assert after[(sig2, cfg2)][0] == 4, f"second attempt measured again: {after[(sig2, cfg2)]}"
         again = orch(binary, *args)
         assert again.returncode == 0, again.stderr[-3000:]
         measured, _ = counts(again.stdout)
