@@ -11,6 +11,7 @@
 #include "../onnx/load.h"
 #include "../ops/fold.h"
 #include "../passes/passes.h"
+#include "../base/text.h"
 #include "../plan/artifact.h"
 #include "../runtime/session.h"
 #include "api_internal.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct orch_model {
     Graph *g;
@@ -180,7 +182,6 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
                          .jobs = opt->jobs,
                          .time_limit = opt->time_limit,
                          .seed = 1,
-                         .progress = opt->verbose ? stderr : NULL,
                          .half_storage = opt->half_storage != 0,
                          .no_mlp_chains = opt->no_mlp_chains != 0,
                          .no_attention = opt->no_attention != 0,
@@ -196,10 +197,15 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
     if (opt->explain < 0 || opt->explain > 2)
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: explain %d (0, 1 or 2)", opt->explain);
+    // Progress lines name the model's nodes: written through an escaping stream (text.h).
+    FILE *progress = opt->verbose ? text_safe_stream(STDERR_FILENO, false, true) : NULL;
+    co.progress = progress ? progress : opt->verbose ? stderr : NULL;
     CompileReport rep;
     int rc = compile_model(onnx_path, &co, out_path, &rep, &ctx->err);
     // With progress lines, the summary too: it names every kernel not generated.
     if (co.progress && (rc == ST_OK || rep.refused))
         compile_report_print(&rep, co.progress);
+    if (progress)
+        fclose(progress);
     return (orch_status)rc;
 }

@@ -1,5 +1,6 @@
 // Error slot, assertion failure and checked allocation helpers (see common.h).
 #include "common.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,13 @@ int err_set(Err *e, int code, const char *fmt, ...) {
     if (e->code != ST_OK)
         return e->code;
     e->code = code;
+    // Messages name what the model and the user supplied: escaped once here, for every reader.
+    char raw[sizeof e->msg];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    text_escape(e->msg, sizeof e->msg, raw, true);
     return code;
 }
 
@@ -29,7 +33,9 @@ void err_prefix(Err *e, const char *fmt, ...) {
     size_t len = strnlen(e->msg, sizeof old - 1); // keep the prefix, cut the tail if needed
     memcpy(old, e->msg, len);
     old[len] = 0;
-    snprintf(e->msg, sizeof e->msg, "%s%s", pre, old);
+    char raw[sizeof e->msg];
+    snprintf(raw, sizeof raw, "%s%s", pre, old);
+    text_escape(e->msg, sizeof e->msg, raw, true);
 }
 
 _Noreturn void orch_assert_fail(const char *cond, const char *file, int line) {

@@ -1,5 +1,6 @@
-// Shared basics for every orch source file: error reporting (first error wins), always-on
-// assertions for bugs, overflow-checked size arithmetic and small helpers.
+// Shared basics for every orch source file: error reporting (first error wins; messages escaped
+// for terminals by text.h), always-on assertions for bugs, overflow-checked size arithmetic and
+// small helpers.
 // Nothing here allocates except err_set's fixed buffer, which lives in the caller's Err.
 #ifndef ORCH_COMMON_H
 #define ORCH_COMMON_H

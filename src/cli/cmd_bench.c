@@ -5,7 +5,6 @@
 // profiled runs, so the clocks do not inflate the latency figures.
 #include "cmd_bench.h"
 
-#include "../base/file.h"
 #include "../compile/compile.h"
 #include "../compile/fallbacks.h"
 #include "../plan/artifact.h"
@@ -145,12 +144,7 @@ int cli_bench_main(int argc, char **argv) {
     Err e = {0};
     char tmp_path[4096] = "";
     const char *art_path = model;
-    Err ignored = {0}; // a file that cannot be opened is reported by the reader below
-    FILE *f = file_open_regular(model, &ignored);
-    char magic[8] = {0};
-    bool is_art = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
-    if (f)
-        fclose(f);
+    bool is_art = artifact_probe(model); // else the compile below reads it as ONNX
     double compile_s = 0;
     if (!is_art) {
         // An ONNX model: compile it first, into -o or a temporary file.

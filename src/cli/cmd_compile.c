@@ -119,7 +119,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             char *end;
             errno = 0;
             o->seed = strtoull(v, &end, 10);
-            if (end == v || *end || errno)
+            // (strtoull takes "-1" for 2^64 - 1: only digits make an unsigned integer.)
+            if (end == v || *end || errno || v[0] < '0' || v[0] > '9')
                 return bad("--seed expects an unsigned integer, got '%s'", v);
         } else if (strcmp(s, "--precision") == 0) {
             Precision p;

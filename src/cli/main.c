@@ -5,6 +5,7 @@
 // and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
 #include "../base/file.h"
+#include "../base/text.h"
 #include "../candidates/candidates.h"
 #include "../inspect/dump.h"
 #include "../fission/fission.h"
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -251,7 +253,8 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             char *end;
             errno = 0;
             a->seed = strtoull(v, &end, 10);
-            if (*end || errno || end == v)
+            // (strtoull takes "-1" for 2^64 - 1: only digits make an unsigned integer.)
+            if (*end || errno || end == v || v[0] < '0' || v[0] > '9')
                 return usage_error("--seed expects an unsigned integer, got '%s'", v);
             a->seed_given = true;
         } else if (strcmp(s, "--repeat") == 0) {
@@ -509,11 +512,54 @@ static void fill_random(const Tensor *t, void *data, uint64_t *rng) {
     }
 }
 
-static void safe_name(const char *name, char *out, size_t n) {
-    size_t j = 0;
-    for (const char *p = name; *p && j + 1 < n; p++)
-        out[j++] = (*p == '/' || *p == '\\' || *p == ':' || (*p == '.' && p == name)) ? '_' : *p;
-    out[j] = 0;
+// The longest file name an output gets under -o, ".npy" included (NAME_MAX on Linux file
+// systems), and the tail that marks a cut or repeated name: '-' and 8 hex digits of its hash.
+#define OUT_NAME_MAX 255
+#define OUT_TAG_LEN 9
+
+static uint32_t name_hash(const char *s) { // FNV-1a
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static bool name_taken(char names[][OUT_NAME_MAX + 1], int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(names[i], name) == 0) // for file systems that ignore case
+            return true;
+    return false;
+}
+
+// The file name (".npy" included) of output i of the run under -o, into names[i]: the output's
+// name as text_escape shows it, with '/', '\\' and ':' (and a leading '.') made '_', so it stays
+// one file in the folder; unique among names[0..i) and at most OUT_NAME_MAX bytes: a name cut to
+// fit, or equal to an earlier output's, ends with '-' and its full name's hash (then a count).
+static void output_file_name(const char *name, char names[][OUT_NAME_MAX + 1], int i) {
+    char base[OUT_NAME_MAX * 4 + 8];
+    text_escape(base, sizeof base, name[0] ? name : "_", false);
+    for (char *p = base; *p; p++)
+        if (*p == '/' || *p == '\\' || *p == ':' || (*p == '.' && p == base))
+            *p = '_';
+    size_t len = strlen(base), fit = OUT_NAME_MAX - 4;
+    char *out = names[i];
+    if (len <= fit) {
+        memcpy(out, base, len);
+        memcpy(out + len, ".npy", 5);
+        if (!name_taken(names, i, out))
+            return;
+    }
+    // Cut between characters (the escaped name is valid UTF-8), leaving room for the tags.
+    size_t keep = ORCH_MIN(len, fit - OUT_TAG_LEN - 6);
+    while (keep > 0 && ((unsigned char)base[keep] & 0xc0) == 0x80)
+        keep--;
+    char tag[32];
+    for (int k = 1; k == 1 || name_taken(names, i, out); k++) {
+        int n = k == 1 ? snprintf(tag, sizeof tag, "-%08x.npy", name_hash(name))
+                       : snprintf(tag, sizeof tag, "-%08x-%d.npy", name_hash(name), k);
+        memcpy(out, base, keep);
+        memcpy(out + keep, tag, (size_t)n + 1);
+    }
 }
 
 static void print_summary(const Tensor *t, const void *data) {
@@ -657,15 +703,10 @@ static IoView io_of_prims(const PrimGraph *pg) {
     return v;
 }
 
-// Compiled artefacts start with their magic; anything else is taken for ONNX.
+// Compiled artefacts start with their magic; anything else is taken for ONNX (an empty or cut
+// MODEL.orch is reported by the artefact reader).
 static bool is_artifact(const char *path) {
-    Err ignored = {0}; // a file that cannot be opened is reported by the ONNX reader
-    FILE *f = file_open_regular(path, &ignored);
-    char magic[8] = {0};
-    bool yes = f && fread(magic, 1, 8, f) == 8 && memcmp(magic, "\x89ORCHART", 8) == 0;
-    if (f)
-        fclose(f);
-    return yes;
+    return artifact_probe(path);
 }
 
 // Flags that shape a compile do not apply to an artefact, which was compiled with its own.
@@ -706,6 +747,51 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
     SessionOptions so = {.threads = a->threads};
     if (rc == ST_OK)
         rc = session_create(ac, &hw, &so, s, e);
+    return rc;
+}
+
+// -o DIR: every output in its own file (output_file_name), none written over another output or
+// over an input of the command, through a link or onto anything but a regular file; one line per
+// output says which file holds it.
+static int write_outputs(const Args *a, const IoView *io, void *const *out, Err *e) {
+    struct stat st;
+    if (mkdir(a->outdir, 0777) != 0 && errno != EEXIST)
+        return err_set(e, ST_RUNTIME, "-o %s: cannot create the folder: %s", a->outdir,
+                       strerror(errno));
+    if (stat(a->outdir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, ST_RUNTIME, "-o %s: not a folder (it names the folder for the outputs)",
+                       a->outdir);
+    const char *inputs[2 * MAX_ARGS + 1];
+    int n_in = 0;
+    inputs[n_in++] = a->model;
+    for (int i = 0; i < a->n_inputs; i++)
+        inputs[n_in++] = a->inputs[i].path;
+    for (int i = 0; i < a->n_expected; i++)
+        inputs[n_in++] = a->expected[i].path;
+    char(*names)[OUT_NAME_MAX + 1] = xcalloc((size_t)io->n_outputs + 1, sizeof *names);
+    char **paths = xcalloc((size_t)io->n_outputs + 1, sizeof *paths);
+    int rc = ST_OK;
+    for (int i = 0; i < io->n_outputs && rc == ST_OK; i++) {
+        output_file_name(io->tensors[io->outputs[i]]->name, names, i);
+        size_t n = strlen(a->outdir) + strlen(names[i]) + 2;
+        paths[i] = xmalloc(n);
+        snprintf(paths[i], n, "%s/%s", a->outdir, names[i]);
+        rc = file_check_output(paths[i], inputs, n_in, e);
+    }
+    for (int i = 0; i < io->n_outputs && rc == ST_OK; i++) {
+        const Tensor *t = io->tensors[io->outputs[i]];
+        rc = npy_write(paths[i], t->dtype, t->rank, t->dims, out[i], e);
+    }
+    if (rc == ST_OK) {
+        printf("wrote %d output%s to %s/:\n", io->n_outputs, io->n_outputs == 1 ? "" : "s",
+               a->outdir);
+        for (int i = 0; i < io->n_outputs; i++)
+            printf("  %-24s -> %s\n", io->tensors[io->outputs[i]]->name, paths[i]);
+    }
+    for (int i = 0; i < io->n_outputs; i++)
+        free(paths[i]);
+    free(paths);
+    free(names);
     return rc;
 }
 
@@ -870,21 +956,8 @@ static int cmd_run(int argc, char **argv) {
             print_summary(io.tensors[io.outputs[i]], out[i]);
     }
     free(times);
-    if (rc == ST_OK && a.outdir) {
-        if (mkdir(a.outdir, 0777) != 0 && errno != EEXIST)
-            rc = err_set(&e, ST_RUNTIME, "-o %s: cannot create the folder: %s", a.outdir,
-                         strerror(errno));
-        for (int i = 0; i < io.n_outputs && rc == ST_OK; i++) {
-            const Tensor *t = io.tensors[io.outputs[i]];
-            char name[256], path[4096];
-            safe_name(t->name, name, sizeof name);
-            snprintf(path, sizeof path, "%s/%s.npy", a.outdir, name);
-            rc = npy_write(path, t->dtype, t->rank, t->dims, out[i], &e);
-        }
-        if (rc == ST_OK)
-            printf("wrote %d output%s to %s/\n", io.n_outputs, io.n_outputs == 1 ? "" : "s",
-                   a.outdir);
-    }
+    if (rc == ST_OK && a.outdir)
+        rc = write_outputs(&a, &io, out, &e);
     if (rc == ST_OK && a.n_expected) {
         printf("comparison (|got - expected| <= %g + %g * |expected|):\n", a.atol, a.rtol);
         Err first = {0};
@@ -1095,7 +1168,31 @@ static int cmd_inspect(int argc, char **argv) {
     return rc ? fail(&e) : ST_OK;
 }
 
+static FILE *plain_stdout, *plain_stderr;
+
+// At exit: the escaping streams flushed and closed, the plain ones back for anything after.
+static void close_safe_streams(void) {
+    FILE *out = stdout, *err = stderr;
+    stdout = plain_stdout;
+    stderr = plain_stderr;
+    if (out != plain_stdout)
+        fclose(out);
+    if (err != plain_stderr)
+        fclose(err);
+}
+
 int main(int argc, char **argv) {
+    // Names from the model reach every listing, progress line and message: both streams escape
+    // what a terminal would act on (text.h), whichever code prints.
+    plain_stdout = stdout;
+    plain_stderr = stderr;
+    FILE *safe_out = text_safe_stream(STDOUT_FILENO, isatty(STDOUT_FILENO), false);
+    FILE *safe_err = text_safe_stream(STDERR_FILENO, false, true);
+    if (safe_out)
+        stdout = safe_out;
+    if (safe_err)
+        stderr = safe_err;
+    atexit(close_safe_streams);
     if (argc < 2) {
         usage(stderr);
         return ST_USAGE;

@@ -235,6 +235,7 @@ static void db_trouble(Driver *d, const Err *e) {
 
 // Configs of every supported signature, and what the database already knows of them.
 static void collect_configs(Driver *d) {
+    int retried = 0;
     for (int i = 0; i < d->n_sigs; i++) {
         Sig *s = &d->sigs[i];
         const Candidate *c = &d->cs->c[s->rep];
@@ -269,6 +270,10 @@ static void collect_configs(Driver *d) {
                     continue;
                 if (recs.recs[r].status == PDB_PENDING)
                     break; // another compile is measuring it now: measure it here as well
+                if (pdb_retry(&recs.recs[r])) {
+                    retried++; // its process died measuring it: once more (PDB_MAX_ATTEMPTS)
+                    break;
+                }
                 s->cfg_known[j] = true;
                 s->cfg_status[j] = recs.recs[r].status;
                 s->cfg_time[j] = recs.recs[r].median_s;
@@ -276,6 +281,18 @@ static void collect_configs(Driver *d) {
             }
         pdb_records_free(&recs);
     }
+    const char *why;
+    int64_t invalid = d->db ? pdb_invalid_rows(d->db, &why) : 0;
+    if (invalid && d->opt->progress)
+        fprintf(d->opt->progress,
+                "warning: profile database %s: %lld row%s with values no measurement gives "
+                "ignored (the first: %s); their configs are measured again\n",
+                pdb_path(d->db), (long long)invalid, invalid == 1 ? "" : "s", why);
+    if (retried && d->opt->progress)
+        fprintf(d->opt->progress,
+                "tune: %d config%s whose measuring process died (killed, or crashed) measured "
+                "once more\n",
+                retried, retried == 1 ? "" : "s");
 }
 
 static void update_best(Sig *s) {

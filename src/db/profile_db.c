@@ -61,15 +61,16 @@ static const char *const schema_sql =
     "  fingerprint TEXT NOT NULL,"
     "  config TEXT NOT NULL,"
     "  status INTEGER NOT NULL," // PdbStatus
-    "  median_s REAL, min_s REAL, spread REAL, reps INTEGER,"
+    "  median_s REAL, min_s REAL, spread REAL,"
+    "  reps INTEGER," // timed repeats; of a pending row, which attempt at measuring it this is
     "  note TEXT NOT NULL DEFAULT '',"
     "  created INTEGER NOT NULL,"                // unix seconds
     "  pid INTEGER, host TEXT, proc_start TEXT," // who is measuring a pending row
     "  PRIMARY KEY (signature, target, fingerprint, config)) WITHOUT ROWID;"
     "CREATE TABLE device_value ("
     "  fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
-    "  created INTEGER NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID;"
-    REFERENCE_TABLE_SQL;
+    "  created INTEGER NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT "
+    "ROWID;" REFERENCE_TABLE_SQL;
 
 struct ProfileDb {
     sqlite3 *db;
@@ -81,6 +82,8 @@ struct ProfileDb {
     sqlite3_stmt *q[Q_COUNT];
     char host[256];       // this machine's host name
     char proc_start[128]; // "BOOT_ID/START_TICKS" of this process ("" when /proc is unreadable)
+    int64_t n_invalid;    // rows the look-ups ignored (read_record)
+    char invalid_first[192];
 };
 
 static const char sqlite_magic[16] = "SQLite format 3";
@@ -326,11 +329,21 @@ static double column_time(sqlite3_stmt *s, int i) {
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
 }
 
-// Fills rec from a Q_LOOKUP/Q_LOOKUP_ALL row, resolving pending rows of dead processes.
-static void read_record(sqlite3_stmt *s, PdbRecord *rec) {
+static bool column_number(sqlite3_stmt *s, int i) {
+    int t = sqlite3_column_type(s, i);
+    return t == SQLITE_INTEGER || t == SQLITE_FLOAT;
+}
+
+// Fills rec from a Q_LOOKUP/Q_LOOKUP_ALL row, resolving pending rows of dead processes. Returns
+// false (why says what is wrong) for a row no measurement writes: the caller ignores it.
+static bool read_record(sqlite3_stmt *s, PdbRecord *rec, char *why, size_t why_n) {
     memset(rec, 0, sizeof *rec);
-    int status = sqlite3_column_int(s, 0);
-    rec->status = status >= 0 && status < PDB_N_STATUS ? (PdbStatus)status : PDB_CRASHED;
+    int64_t status = sqlite3_column_int64(s, 0);
+    if (sqlite3_column_type(s, 0) != SQLITE_INTEGER || status < 0 || status >= PDB_N_STATUS) {
+        snprintf(why, why_n, "status '%.40s' is none of orch's", col_text(s, 0));
+        return false;
+    }
+    rec->status = (PdbStatus)status;
     // SQLite keeps NaN as NULL; either way the time is unknown, and 0 would read as fastest.
     rec->median_s = column_time(s, 1);
     rec->min_s = column_time(s, 2);
@@ -338,17 +351,62 @@ static void read_record(sqlite3_stmt *s, PdbRecord *rec) {
     rec->reps = sqlite3_column_int(s, 4);
     snprintf(rec->note, sizeof rec->note, "%s", col_text(s, 5));
     rec->created = sqlite3_column_int64(s, 6);
+    if (rec->status == PDB_OK) {
+        // The times an ok row gives are what the solver minimises: they must be real timings.
+        bool numbers = column_number(s, 1) && column_number(s, 2) && column_number(s, 4) &&
+                       (sqlite3_column_type(s, 3) == SQLITE_NULL || column_number(s, 3));
+        if (!numbers || !(rec->median_s >= 0) || !isfinite(rec->median_s) || !(rec->min_s >= 0) ||
+            rec->min_s > rec->median_s || rec->reps < 0 ||
+            !(isnan(rec->spread) || (rec->spread >= 0 && isfinite(rec->spread)))) {
+            snprintf(why, why_n,
+                     "an ok row with median %.40s s, min %.40s s, spread %.40s, %.20s repeats",
+                     sqlite3_column_type(s, 1) == SQLITE_NULL ? "NULL" : col_text(s, 1),
+                     sqlite3_column_type(s, 2) == SQLITE_NULL ? "NULL" : col_text(s, 2),
+                     sqlite3_column_type(s, 3) == SQLITE_NULL ? "NULL" : col_text(s, 3),
+                     sqlite3_column_type(s, 4) == SQLITE_NULL ? "NULL" : col_text(s, 4));
+            return false;
+        }
+    }
+    if (rec->status == PDB_CRASHED)
+        rec->attempts = PDB_MAX_ATTEMPTS; // stored as crashed: refused for good
     if (rec->status == PDB_PENDING) {
+        rec->attempts =
+            sqlite3_column_type(s, 4) == SQLITE_INTEGER && rec->reps > 0 ? rec->reps : 1;
+        rec->reps = 0;
         int64_t pid = sqlite3_column_int64(s, 7);
         const char *host = sqlite3_column_type(s, 8) == SQLITE_NULL ? NULL : col_text(s, 8);
         if (!owner_alive(pid, host, col_text(s, 9), rec->created)) {
             rec->status = PDB_CRASHED;
             snprintf(rec->note, sizeof rec->note,
                      "was being measured by process %" PRId64 " on %s, which ended before "
-                     "storing a result (crashed or killed)",
-                     pid, host ? host : "an unknown host");
+                     "storing a result (crashed or killed; attempt %d of %d)",
+                     pid, host ? host : "an unknown host", rec->attempts, PDB_MAX_ATTEMPTS);
         }
     }
+    return true;
+}
+
+// read_record, counting the rows it refuses.
+static bool read_valid(ProfileDb *db, sqlite3_stmt *s, PdbRecord *rec) {
+    char why[160];
+    PdbRecord r;
+    if (read_record(s, &r, why, sizeof why)) {
+        *rec = r;
+        return true;
+    }
+    if (db->n_invalid++ == 0)
+        snprintf(db->invalid_first, sizeof db->invalid_first, "%s", why);
+    return false;
+}
+
+bool pdb_retry(const PdbRecord *rec) {
+    return rec->status == PDB_CRASHED && rec->attempts < PDB_MAX_ATTEMPTS;
+}
+
+int64_t pdb_invalid_rows(const ProfileDb *db, const char **example) {
+    if (example)
+        *example = db->invalid_first;
+    return db->n_invalid;
 }
 
 int pdb_lookup(ProfileDb *db, const PdbKey *k, PdbRecord *rec, bool *found, Err *e) {
@@ -361,8 +419,7 @@ int pdb_lookup(ProfileDb *db, const PdbKey *k, PdbRecord *rec, bool *found, Err 
     int rc = step(db, s);
     int st = ST_OK;
     if (rc == SQLITE_ROW) {
-        read_record(s, rec);
-        *found = true;
+        *found = read_valid(db, s, rec);
     } else if (rc != SQLITE_DONE) {
         st = fail_db(db, rc, "looking up a measurement", e);
     }
@@ -396,7 +453,8 @@ int pdb_lookup_all(ProfileDb *db, uint64_t signature, const char *target, const 
             out->configs = xrealloc(out->configs, (size_t)cap * sizeof *out->configs);
             out->recs = xrealloc(out->recs, (size_t)cap * sizeof *out->recs);
         }
-        read_record(s, &out->recs[out->n]);
+        if (!read_valid(db, s, &out->recs[out->n]))
+            continue;
         out->configs[out->n] = xstrdup(col_text(s, 10));
         out->n++;
     }
@@ -414,6 +472,15 @@ static int store_row(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, bool 
         return err_set(e, ST_USAGE, "profile database %s was opened read-only (while %s)", db->path,
                        what);
     ORCH_ASSERT(k->target && k->fingerprint && k->config);
+    int attempt = 1;
+    if (pending) {
+        PdbRecord prior;
+        bool found;
+        if (pdb_lookup(db, k, &prior, &found, e))
+            return e->code;
+        if (found && prior.status == PDB_CRASHED)
+            attempt = prior.attempts + 1;
+    }
     sqlite3_stmt *s = query(db, Q_STORE, what, e);
     if (!s)
         return e->code;
@@ -428,6 +495,7 @@ static int store_row(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, bool 
         sqlite3_bind_text(s, 10, rec->note, (int)strnlen(rec->note, sizeof rec->note),
                           SQLITE_STATIC);
     } else {
+        sqlite3_bind_int(s, 9, attempt);
         sqlite3_bind_text(s, 10, "", 0, SQLITE_STATIC);
         sqlite3_bind_int64(s, 12, (int64_t)getpid());
         sqlite3_bind_text(s, 13, db->host, -1, SQLITE_STATIC);

@@ -58,12 +58,28 @@ typedef struct PdbRecord {
     int reps;
     char note[256];  // why it failed, etc. (truncated to fit)
     int64_t created; // unix seconds (set by pdb_store / pdb_mark_pending; ignored on input)
+    // Read only: of a pending or crashed row, how many processes started measuring it (a stored
+    // PDB_CRASHED row counts as PDB_MAX_ATTEMPTS); 0 for other rows.
+    int attempts;
 } PdbRecord;
+
+// A config whose measuring process died (kill -9, a crash in the kernel) is measured once more
+// before it is refused for good: the kill may have had nothing to do with it.
+#define PDB_MAX_ATTEMPTS 2
+// Whether a looked-up record should be measured again: crashed, and tried fewer than
+// PDB_MAX_ATTEMPTS times.
+bool pdb_retry(const PdbRecord *rec);
 
 // found is false (and rec untouched) when there is no row. A pending row reads as PDB_PENDING
 // while the process that marked it runs, and as PDB_CRASHED (with a note naming the pid and host)
-// once it is gone; the row itself is left as it is.
+// once it is gone; the row itself is left as it is. The database is a cache: a row with values no
+// measurement gives (an unknown status; an ok row whose times or repeats are missing, not
+// numbers, negative or infinite, or whose minimum exceeds its median) reads as absent, so its
+// config is measured again and the new row replaces it; such rows are counted (pdb_invalid_rows).
 int pdb_lookup(ProfileDb *db, const PdbKey *k, PdbRecord *rec, bool *found, Err *e);
+// How many rows the look-ups of this handle ignored as invalid, and (when example is not NULL)
+// what was wrong with the first one ("" when none).
+int64_t pdb_invalid_rows(const ProfileDb *db, const char **example);
 
 // Every record of (signature, target, fingerprint), any config, ordered by config, pending rows
 // resolved as in pdb_lookup. The arrays (and configs[i]) are malloc'd; pdb_records_free frees them.
@@ -77,7 +93,8 @@ int pdb_lookup_all(ProfileDb *db, uint64_t signature, const char *target, const 
 void pdb_records_free(PdbRecords *r); // leaves an empty PdbRecords; accepts NULL
 
 // Before running a kernel: stores a pending row with this process's pid, host and start time, so
-// that if the process dies a later look-up sees PDB_CRASHED. Replaces any row of the key.
+// that if the process dies a later look-up sees PDB_CRASHED. Replaces any row of the key, and
+// counts the attempt: one more than the crashed row it replaces had, else 1.
 int pdb_mark_pending(ProfileDb *db, const PdbKey *k, Err *e);
 // Inserts or replaces the row of the key (rec->status may be any status; created is set now).
 int pdb_store(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, Err *e);

@@ -379,6 +379,19 @@ int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     return rc;
 }
 
+bool artifact_probe(const char *path) {
+    Err ignored = {0}; // a file that cannot be opened is reported by the reader that is chosen
+    FILE *f = file_open_regular(path, &ignored);
+    if (!f)
+        return false;
+    uint8_t head[sizeof MAGIC];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    size_t len = strlen(path);
+    bool named = len >= 5 && strcmp(path + len - 5, ".orch") == 0;
+    return n == sizeof head ? memcmp(head, MAGIC, n) == 0 : named && memcmp(head, MAGIC, n) == 0;
+}
+
 int artifact_read_memory(const void *data, size_t size, const char *name, ArtifactContents *out,
                          Err *e) {
     memset(out, 0, sizeof *out);

@@ -100,6 +100,10 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
 // Reads and validates the file: magic, format version, sizes, checksums. On success *out owns
 // the bytes (free with artifact_contents_free).
 int artifact_read(const char *path, ArtifactContents *out, Err *e);
+// Whether path is for artifact_read rather than the ONNX reader: it starts with the artefact's
+// magic, or it is named *.orch and too short to hold the magic (empty, or cut before it), which
+// the artefact reader reports as such where the ONNX reader could only say "not a model".
+bool artifact_probe(const char *path);
 // The same from memory; data is copied. name is used in messages.
 int artifact_read_memory(const void *data, size_t size, const char *name, ArtifactContents *out,
                          Err *e);

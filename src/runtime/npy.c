@@ -125,9 +125,16 @@ int npy_read_memory(const void *buf, size_t size, const char *name, HostTensor *
     }
     size_t es = dtype_size(t->dtype), off = hoff + hlen;
     int64_t nbytes;
-    if (mul_overflows_i64(numel, (int64_t)es, &nbytes) || (size_t)nbytes != size - off) {
+    if (mul_overflows_i64(numel, (int64_t)es, &nbytes)) {
+        rc = err_set(e, ST_INVALID,
+                     "%s: .npy data is %zu bytes, its shape needs more than 2^63 (%lld elements "
+                     "of %zu bytes)",
+                     name, size - off, (long long)numel, es);
+        goto done;
+    }
+    if ((uint64_t)nbytes != size - off) {
         rc = err_set(e, ST_INVALID, "%s: .npy data is %zu bytes, its shape needs %lld", name,
-                     size - off, (long long)numel * (long long)es);
+                     size - off, (long long)nbytes);
         goto done;
     }
     t->data = malloc(nbytes ? (size_t)nbytes : 1);
@@ -179,8 +186,14 @@ int npy_write(const char *path, DType dtype, int rank, const int64_t *dims, cons
     for (int i = 0; i < rank; i++) {
         len += snprintf(h + len, sizeof h - (size_t)len, "%lld,%s", (long long)dims[i],
                         i + 1 < rank ? " " : "");
-        numel *= dims[i];
+        if (dims[i] < 0 || mul_overflows_i64(numel, dims[i], &numel))
+            return err_set(e, ST_INVALID, "%s: cannot write a tensor of shape with %lld at axis %d",
+                           path, (long long)dims[i], i);
     }
+    int64_t nbytes_i;
+    if (mul_overflows_i64(numel, (int64_t)dtype_size(dtype), &nbytes_i))
+        return err_set(e, ST_INVALID, "%s: a tensor of %lld elements is too large to write", path,
+                       (long long)numel);
     if (rank > 1)
         len--; // numpy writes "(1, 2)" but "(3,)" for rank 1
     len += snprintf(h + len, sizeof h - (size_t)len, "), }");

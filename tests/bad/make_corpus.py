@@ -118,8 +118,18 @@ def file_cases(out):
     case("output_dir_is_a_file", "run models/valid.onnx --seed 1 -o models/valid.onnx", 5,
          "models/valid.onnx")
 
+    case("usage_seed_negative", "run models/valid.onnx --seed -1", 1, "--seed")
+    case("usage_seed_negative_compile", "compile models/valid.onnx -t cpu -o x.orch --seed -1",
+         1, "--seed")
     save(out, "models/empty.onnx", b"")
     case("empty_file", "run models/empty.onnx", 2, "ONNX model", "models/empty.onnx")
+    # An empty or cut artefact is reported as one, not as a model that does not parse.
+    save(out, "models/empty.orch", b"")
+    save(out, "models/cut.orch", b"\x89ORC")
+    for cmd in ["run", "info", "bench"]:
+        case(f"empty_artefact_{cmd}", f"{cmd} models/empty.orch", 2,
+             "empty file, not an orch artefact", "models/empty.orch")
+    case("cut_artefact", "run models/cut.orch", 2, "4 bytes of at least 16", "models/cut.orch")
     rnd = random.Random(1234)
     save(out, "models/random.onnx", bytes(rnd.randrange(256) for _ in range(4096)))
     case("random_bytes", "run models/random.onnx", 2, "ONNX model", "models/random.onnx")
@@ -535,6 +545,10 @@ def input_file_cases(out):
     raw_npy(out, "inputs/overflow_shape.npy",
             "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
             b"\0" * 24)
+    # Elements that fit in 64 bits, bytes that do not: the message must not overflow computing them.
+    raw_npy(out, "inputs/bytes_overflow.npy",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952,), }",
+            b"\0" * 24)
     npy(out, "inputs/fortran.npy", np.asfortranarray(np.ones((2, 3), np.float32)))
     npy(out, "inputs/big_endian.npy", np.ones((2, 3), ">f4"))
     npy(out, "inputs/complex.npy", np.ones((2, 3), np.complex64))
@@ -566,7 +580,8 @@ def input_file_cases(out):
     for name, sub, code in [("truncated", "data is", 2), ("truncated_header", "header", 2),
                             ("bad_magic", "magic", 2), ("no_shape_key", "shape", 2),
                             ("bad_shape", "shape", 2), ("huge_header_len", "header", 2),
-                            ("overflow_shape", "shape", 2), ("fortran", "Fortran", 3),
+                            ("overflow_shape", "shape", 2),
+                            ("bytes_overflow", "more than 2^63", 2), ("fortran", "Fortran", 3),
                             ("big_endian", "big-endian", 3), ("complex", "dtype", 3)]:
         case(f"npy_{name}", f"run {m} -i x=inputs/{name}.npy", code, sub,
              f"inputs/{name}.npy")
@@ -912,6 +927,58 @@ def nesting_cases(out):
          "more than 100 levels", rel)
 
 
+def name_cases(out):
+    """Names holding terminal controls, C1 controls, bidirectional overrides or invalid UTF-8:
+    every message and listing shows them escaped (run_bad.py checks every case's output)."""
+    esc = "\x1b[2J"
+
+    def raw_names(m, swaps):
+        """m's bytes with each str name swapped for bytes of the same length (protobuf strings
+        from Python must be valid UTF-8; a model file need not be)."""
+        data = m.SerializeToString()
+        for old, new in swaps:
+            old = old.encode()
+            assert len(old) == len(new) and old in data, old
+            data = data.replace(old, new)
+        return data
+
+    rel = save(out, "models/name_esc_node.onnx",
+               model(graph([h.make_node("FooBar", ["x"], ["y"], name="evil" + esc)],
+                           [x23()], [y()])))
+    case("name_escape_node_unsupported", f"run {rel}", 3, "FooBar && evil\\x1b[2J", rel)
+    case("name_escape_node_info", f"info {rel}", 3, "evil\\x1b[2J", rel)
+    rel = save(out, "models/name_esc_op.onnx",
+               model(graph([h.make_node("Foo" + esc, ["x"], ["y"], name="n")], [x23()], [y()])))
+    case("name_escape_op_type", f"run {rel}", 3, "Foo\\x1b[2J", rel)
+    n = h.make_node("Relu", ["x"], ["y"], name="n", domain="com." + esc)
+    rel = save(out, "models/name_esc_domain.onnx",
+               model(graph([n], [x23()], [y()]), extra_opsets=[("com." + esc, 1)]))
+    case("name_escape_domain", f"run {rel}", 3, "com.\\x1b[2J", rel)
+    rel = save(out, "models/name_esc_dangling.onnx",
+               model(graph([h.make_node("Add", ["x", esc + "gone"], ["y"], name="add_node")],
+                           [x23()], [y()])))
+    case("name_escape_dangling_tensor", f"run {rel}", 2, "\\x1b[2Jgone && add_node", rel)
+    # Valid models whose every name is hostile: info, run and inspect list them all.
+    names = {"x": "x\x1b[1m\u202e", "y": "y\x9b31m", "g": "g\x1b]0;pwned\x07",
+             "n": "n\r\x1b[K\u2066"}
+    g = h.make_graph([h.make_node("Relu", [names["x"]], [names["y"]], name=names["n"])],
+                     names["g"], [vi(names["x"], F, [2, 3])], [vi(names["y"], F, [2, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)], producer_name="p\x1b[31m")
+    m.ir_version = 8
+    rel = save(out, "models/name_esc_valid.onnx", m)
+    case("name_escape_valid_info", f"info {rel}", 0)
+    case("name_escape_valid_run", f"run {rel} --seed 1 -o out_names_esc", 0)
+    case("name_escape_valid_inspect", f"inspect {rel} --stage plan", 0)
+    case("name_escape_input_flag", f"run {rel} -i nosuch\x1b=inputs/x_23.npy", 1, "nosuch")
+    # Invalid UTF-8 in a node name and an op type.
+    m = model(graph([h.make_node("FooBaz", ["x"], ["y"], name="bad\x7f\x7f\x7f\x7f")],
+                    [x23()], [y()]))
+    rel = save(out, "models/name_bad_utf8.onnx",
+               raw_names(m, [("bad\x7f\x7f\x7f\x7f", b"bad\xff\xc0\xaf\x80"),
+                             ("FooBaz", b"Foo\xed\xa0\x80")]))
+    case("name_invalid_utf8", f"run {rel}", "2,3", "bad\\xff\\xc0\\xaf\\x80", rel)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -931,6 +998,7 @@ def main():
     op_cases(out)
     attr_cases(out)
     nesting_cases(out)
+    name_cases(out)
     names = [c[0] for c in CASES]
     assert len(names) == len(set(names)), "duplicate case names"
     with open(os.path.join(out, "cases.tsv"), "w") as f:

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Runs orch on every case of the bad-input corpus (written by make_corpus.py) and checks that it
 fails cleanly: the expected exit code, an error message with the expected words that names the
-file at fault, and never a signal, a timeout, an internal assertion or a sanitizer report.
+file at fault, and never a signal, a timeout, an internal assertion or a sanitizer report; and
+that whatever it prints, in every case, is valid UTF-8 without a terminal control (names from the
+model escaped).
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
 usage: run_bad.py ORCH_BINARY OUTDIR [--filter SUBSTRING] [-v]
 """
 import argparse
 import os
+import re
 import resource
 import shlex
 import subprocess
@@ -48,6 +51,21 @@ def limits(sanitized):
     return env, cap
 
 
+# What a terminal acts on or shows garbled: C0 controls but newline and tab, DEL, C1 controls,
+# the bidirectional embeddings, overrides and isolates. Names from a model must come out escaped.
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def unsafe_text(data):
+    """Why data (bytes orch printed) is not safe to show on a terminal, or None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as ex:
+        return f"invalid UTF-8 at byte {ex.start}"
+    m = UNSAFE.search(text)
+    return f"control character U+{ord(m.group()):04X} at {m.start()}" if m else None
+
+
 def check(orch, outdir, case, env, preexec):
     """Runs one case; returns (ok, detail)."""
     name, args, codes, subs, names = case
@@ -62,6 +80,10 @@ def check(orch, outdir, case, env, preexec):
     both = out + err
     if p.returncode < 0:
         return False, f"killed by signal {-p.returncode}", err
+    for stream, data in (("stdout", p.stdout), ("stderr", p.stderr)):
+        why = unsafe_text(data)
+        if why:
+            return False, f"{why} of {stream}", err
     for m in CRASH_MARKERS:
         if m in both:
             return False, f"'{m}' in the output (exit {p.returncode})", err

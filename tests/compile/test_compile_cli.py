@@ -5,7 +5,8 @@ looks up the profile database, never runs the interpreter (its end-to-end check 
 cached in the database) and picks the same selection, damaged, short or wrong cached references
 recomputed and never trusted, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
-measured again, and the selection is stable from then on), damaged artefacts refused with clear
+measured again but the configs in flight, once, the killed compile's build folder is removed,
+and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
 artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
 of why each fused attention / MLP chain candidate was chosen or not, the --explain report of the
@@ -13,7 +14,9 @@ linear primitives' kernels, --no-mlp-chains / --no-attention (no such candidates
 artefact and shown by orch info and run; the environment variables they replace do nothing),
 --layout's usage errors, the summary's line per op of kernels not generated (the same as orch
 info's table per operator, orch info on the artefact and bench's JSON), --strict (exit 3 where a
-kernel is not generated, recorded in the artefact where none is), and usage errors.
+kernel is not generated, recorded in the artefact where none is), warm compiles byte for byte
+identical, profile database rows with impossible values measured again, run -o giving every
+output its own file, and usage errors (--seed -1 among them).
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -55,8 +58,8 @@ def case(name):
     return wrap
 
 
-def orch(binary, *args, timeout=900):
-    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+def orch(binary, *args, timeout=900, env=None):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
     assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
     assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
     return p
@@ -248,6 +251,60 @@ def main():
         assert len(refs) == 1, f"{len(refs)} references after two compiles of one model"
         state["ref"] = next(iter(refs.items()))
 
+    @case("warm_compiles_are_byte_identical")
+    def _():
+        # One model, one warm database: the same artefact, byte for byte, whatever the process
+        # (a process id in the kernels' shared object made every compile differ), its build
+        # folder or the working directory.
+        outs = []
+        for i, cwd in enumerate([tmp, ROOT]):
+            out = os.path.join(tmp, f"same{i}.orch")
+            p = subprocess.run([os.path.abspath(binary), "compile", model, "-t", "cpu", "-o", out,
+                                *common],
+                               capture_output=True, text=True, timeout=900, cwd=cwd,
+                               env=dict(os.environ, TMPDIR=tmp if i else "/tmp"))
+            assert p.returncode == 0, p.stderr[-3000:]
+            assert counts(p.stdout)[0] == 0, "a warm compile measured"
+            outs.append(open(out, "rb").read())
+        outs.append(open(art + "2", "rb").read())
+        for i, data in enumerate(outs[1:], 1):
+            diff = [k for k in range(min(len(data), len(outs[0]))) if data[k] != outs[0][k]]
+            assert len(data) == len(outs[0]) and not diff, \
+                f"compile {i} differs from compile 0: {len(diff)} bytes, the first at {diff[:1]}"
+
+    @case("invalid_database_rows_are_measured_again")
+    def _():
+        # The database is a cache: rows no measurement writes (edited, or a broken writer's) are
+        # ignored with one warning and their configs measured again, never a failed compile.
+        bad = os.path.join(tmp, "invalid-rows.db")
+        shutil.copyfile(db, bad)
+        con = sqlite3.connect(bad)
+        keys = con.execute("SELECT signature, config FROM measurement WHERE status = 0 "
+                           "ORDER BY signature, config").fetchall()
+        edits = ["median_s = -1", "median_s = NULL", "median_s = 'fast'", "median_s = 1e999",
+                 "min_s = median_s * 4", "status = 9"]
+        assert len(keys) >= len(edits), f"only {len(keys)} ok rows"
+        for (sig, cfg), edit in zip(keys, edits):
+            con.execute(f"UPDATE measurement SET {edit} WHERE signature = ? AND config = ?",
+                        (sig, cfg))
+        con.commit()
+        con.close()
+        p = orch(binary, "compile", model, "-t", "cpu", "-o", art + "inv", *common[:4], "--db", bad)
+        assert p.returncode == 0, f"exit {p.returncode}:\n{p.stderr[-3000:]}"
+        warnings = [ln for ln in p.stderr.splitlines() if "values no measurement gives" in ln]
+        assert len(warnings) == 1 and f"{len(edits)} rows" in warnings[0], p.stderr[-3000:]
+        measured, _ = counts(p.stdout)
+        con = sqlite3.connect(bad)
+        fixed = 0
+        for sig, cfg in keys[:len(edits)]:
+            row = con.execute("SELECT status, median_s, min_s, typeof(median_s) FROM measurement "
+                              "WHERE signature = ? AND config = ?", (sig, cfg)).fetchone()
+            fixed += row is not None and row[0] == 0 and row[3] == "real" and \
+                0 <= row[2] <= row[1] < 1e300
+        con.close()
+        # (Times measured again may make the tuning try a config more: measured can exceed it.)
+        assert fixed >= 1 and measured >= fixed, f"{fixed} rows measured again, {measured} configs"
+
     @case("measurements_keyed_by_the_code_they_timed")
     def _():
         # Every measurement's config ends with a hash of the source the config emitted; rows
@@ -316,8 +373,11 @@ def main():
         big = os.path.join(models, "a_convnet", "model.onnx")
         args = ["compile", big, "-t", "cpu", "-o", os.path.join(tmp, "k.orch"), "--db", kdb,
                 "--top-k", "4", "--jobs", "1", "--input-shapes", "input:3x3x32x32"]
+        ktmp = os.path.join(tmp, "kill-tmp")  # its build folders
+        os.makedirs(ktmp)
+        kenv = dict(os.environ, TMPDIR=ktmp)
         proc = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                stderr=subprocess.DEVNULL, env=kenv)
         deadline = time.time() + 300
         before = {}
         while time.time() < deadline and proc.poll() is None:
@@ -330,15 +390,36 @@ def main():
         proc.wait()
         before = db_rows(kdb, ok_only=True)
         assert len(before) >= 4, f"only {len(before)} measurements before the kill"
-        p = orch(binary, *args)
+        stale = [d for d in os.listdir(ktmp) if d.startswith("orch-build-")]
+        assert any(f"-{proc.pid}-" in d for d in stale), f"no build folder left: {stale}"
+        # The configs in flight when a compile dies stay pending in the database: two measured
+        # rows become pending rows of the killed process, a first attempt (measured again once)
+        # and a second one (a config that killed its process twice is not measured again).
+        con = sqlite3.connect(kdb, timeout=30)
+        (sig1, cfg1), (sig2, cfg2) = sorted(before)[:2]
+        with con:
+            for sig, cfg, attempt in [(sig1, cfg1, 1), (sig2, cfg2, 2)]:
+                con.execute("UPDATE measurement SET status = 4, median_s = NULL, min_s = NULL, "
+                            "reps = ?, pid = ?, host = ?, proc_start = '' WHERE signature = ? "
+                            "AND config = ?", (attempt, proc.pid, os.uname().nodename, sig, cfg))
+        con.close()
+        del before[(sig1, cfg1)], before[(sig2, cfg2)]
+        p = orch(binary, *args, env=kenv)
         assert p.returncode == 0, f"rerun failed:\n{p.stderr[-3000:]}"
-        _, looked_up = counts(p.stdout)
+        retried = re.search(r"(\d+) configs? whose measuring process died", p.stderr)
+        assert retried and int(retried.group(1)) >= 1, p.stderr[-3000:]
+        left = [d for d in os.listdir(ktmp) if d.startswith("orch-build-")]
+        assert not left, f"build folders left after the rerun: {left} (before it: {stale})"
+        measured, looked_up = counts(p.stdout)
+        assert measured >= 1, "the config in flight at the kill was not measured again"
         assert looked_up >= len(before), \
             f"rerun found {looked_up} configs in the database, {len(before)} were there"
         after = db_rows(kdb)
         for k, v in before.items():
             assert k in after, f"measurement {k} lost"
             assert after[k] == v, f"measurement {k} was redone: {v} -> {after[k]}"
+        assert after[(sig1, cfg1)][0] == 0, f"first attempt not measured again: {after[(sig1, cfg1)]}"
+        assert after[(sig2, cfg2)][0] == 4, f"second attempt measured again: {after[(sig2, cfg2)]}"
         again = orch(binary, *args)
         assert again.returncode == 0, again.stderr[-3000:]
         measured, _ = counts(again.stdout)
@@ -690,6 +771,47 @@ def main():
         assert h.returncode == 0 and "--strict" in h.stdout and "exit status 3" in h.stdout, \
             h.stdout + h.stderr
 
+    @case("run_outputs_one_file_each")
+    def _():
+        # -o DIR: names that map to one file name ('/' and '_', case), names past the file
+        # system's 255 bytes, terminal controls and a leading dot each get their own file, and
+        # the mapping is printed; nothing is written over another output.
+        import numpy as np
+        import onnx
+        from onnx import TensorProto, helper
+        ops = [("y/1", "Neg", lambda v: -v), ("y_1", "Relu", lambda v: np.maximum(v, 0)),
+               ("Y_1", "Abs", np.abs), ("y:1", "Sigmoid", lambda v: 1 / (1 + np.exp(-v))),
+               ("n" * 300, "Neg", lambda v: -v), ("n" * 300 + "b", "Abs", np.abs),
+               ("\x1b[2J", "Relu", lambda v: np.maximum(v, 0)), (".hidden", "Neg", lambda v: -v),
+               ("..", "Abs", np.abs), ("\u4f60\u597d", "Relu", lambda v: np.maximum(v, 0))]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+        g = helper.make_graph(
+            [helper.make_node(op, ["x"], [name], name=f"n{i}") for i, (name, op, _) in
+             enumerate(ops)], "g", [x],
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3]) for name, _, _ in ops])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        onnx_path = os.path.join(tmp, "many_outputs.onnx")
+        onnx.save(m, onnx_path)
+        xv = np.array([[-1.5, 0.25, 2.0], [3.0, -0.5, 0.0]], np.float32)
+        xp = os.path.join(tmp, "many_x.npy")
+        np.save(xp, xv)
+        outdir = os.path.join(tmp, "many_out")
+        for run in range(2):  # a second run writes the same files again
+            r = orch(binary, "run", onnx_path, "-i", f"x={xp}", "-o", outdir)
+            assert r.returncode == 0, f"exit {r.returncode}: {r.stderr}"
+            mapping = [ln.rsplit(" -> ", 1)[1] for ln in r.stdout.splitlines() if " -> " in ln]
+            assert len(mapping) == len(ops), r.stdout
+            files = sorted(os.listdir(outdir))
+            assert len(files) == len(ops) == len(set(f.lower() for f in files)), files
+            assert sorted(os.path.basename(f) for f in mapping) == files, (mapping, files)
+            for path, (name, _, fn) in zip(mapping, ops):
+                base = os.path.basename(path)
+                assert len(base.encode()) <= 255 and not base.startswith("."), base
+                assert "\x1b" not in base, repr(base)
+                got = np.load(path)
+                assert np.allclose(got, fn(xv), atol=1e-6), f"{name[:20]!r} in {base}: {got}"
+
     @case("usage_errors")
     def _():
         for args, code in [(["compile", model, "-t", "tpu", "-o", art], 1),
@@ -697,6 +819,10 @@ def main():
                            (["compile", "-t", "cpu", "-o", art], 1),
                            (["compile", model, "--threads", "0", "-o", art], 1),
                            (["run", art, "--engine", "prims"], 1),
+                           (["compile", model, "-t", "cpu", "-o", art, "--seed", "-1"], 1),
+                           (["compile", model, "-t", "cpu", "-o", art, "--seed", "+1"], 1),
+                           (["run", art, "--seed", "-1"], 1),
+                           (["bench", art, "--seed", "-1"], 1),
                            (["compile", os.path.join(tmp, "missing.onnx"), "-o", art], 2)]:
             r = orch(binary, *args)
             assert r.returncode == code, f"orch {' '.join(args)}: exit {r.returncode}, want {code}"

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,18 +73,17 @@ static bool keep_sources(void) {
     return keep_dir() != NULL;
 }
 
-static int make_workdir(char **dir, Err *e) {
-    const char *tmp = keep_dir();
-    if (tmp)
-        mkdir(tmp, 0777); // an existing one is fine; another failure shows in mkdtemp's
-    else
-        tmp = getenv("TMPDIR");
-    char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/orch-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(tmpl))
-        return err_set(e, ST_RUNTIME, "cannot create a build directory %s: %s", tmpl, strerror(errno));
-    *dir = xstrdup(tmpl);
-    return ST_OK;
+// Work directories are named orch-build-HOST-PID-XXXXXX, so that a later process can tell one
+// whose owner died without removing it (kill -9 in the middle of a compile) from one in use.
+#define WORKDIR_PREFIX "orch-build-"
+
+static void host_name(char *buf, size_t n) {
+    if (gethostname(buf, n) != 0)
+        snprintf(buf, n, "unknown");
+    buf[n - 1] = 0;
+    for (char *p = buf; *p; p++)
+        if (*p == '/')
+            *p = '_';
 }
 
 static void remove_tree(const char *dir) {
@@ -102,6 +102,62 @@ static void remove_tree(const char *dir) {
     rmdir(dir);
 }
 
+static const char *tmp_dir(void) {
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+void cbuild_remove_stale_workdirs(void) {
+    static bool done;
+    if (__atomic_exchange_n(&done, true, __ATOMIC_RELAXED))
+        return;
+    const char *tmp = tmp_dir();
+    char host[128];
+    host_name(host, sizeof host);
+    size_t hl = strlen(host), pl = strlen(WORKDIR_PREFIX);
+    DIR *d = opendir(tmp);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *name = de->d_name, *rest = name + pl + hl + 1;
+        if (strncmp(name, WORKDIR_PREFIX, pl) != 0 || strncmp(name + pl, host, hl) != 0 ||
+            name[pl + hl] != '-')
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(rest, &end, 10);
+        if (end == rest || errno || pid <= 0 || pid > INT32_MAX || *end != '-' || strlen(end) != 7)
+            continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; // alive (or another user's): in use
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", tmp, name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid())
+            remove_tree(path);
+    }
+    closedir(d);
+}
+
+static int make_workdir(char **dir, Err *e) {
+    const char *tmp = keep_dir();
+    if (tmp) {
+        mkdir(tmp, 0777); // an existing one is fine; another failure shows in mkdtemp's
+    } else {
+        tmp = tmp_dir();
+        cbuild_remove_stale_workdirs(); // (kept sources stay where ORCH_KEEP_SOURCES put them)
+    }
+    char host[128], tmpl[4096];
+    host_name(host, sizeof host);
+    snprintf(tmpl, sizeof tmpl, "%s/" WORKDIR_PREFIX "%s-%d-XXXXXX", tmp, host, (int)getpid());
+    if (!mkdtemp(tmpl))
+        return err_set(e, ST_RUNTIME, "cannot create a build directory %s: %s", tmpl,
+                       strerror(errno));
+    *dir = xstrdup(tmpl);
+    return ST_OK;
+}
+
 static int write_file(const char *path, const char *text, Err *e) {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -114,13 +170,34 @@ static int write_file(const char *path, const char *text, Err *e) {
     return ST_OK;
 }
 
-// Starts `cc ... -o so_path c_path` with stdout and stderr sent to log_path.
+// Starts `cc ... -o so_path -x c - < c_path` with stdout and stderr sent to log_path. The source
+// comes on standard input so that the shared object names no file of this build (the compiler
+// records its source's name in the symbol table): an artefact's bytes depend on its kernels alone,
+// not on the process or the order that built them.
 static int spawn_cc(const char *c_path, const char *so_path, const char *log_path, pid_t *pid,
                     Err *e) {
-    const char *argv[] = {cbuild_compiler(), "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                          "-std=gnu11", "-fno-math-errno", "-w", "-o", so_path, c_path, "-lm", NULL};
+    // (-x none: what follows is for the linker again.)
+    const char *argv[] = {cbuild_compiler(),
+                          "-O3",
+                          "-march=native",
+                          "-fopenmp",
+                          "-shared",
+                          "-fPIC",
+                          "-std=gnu11",
+                          "-fno-math-errno",
+                          "-w",
+                          "-o",
+                          so_path,
+                          "-x",
+                          "c",
+                          "-",
+                          "-x",
+                          "none",
+                          "-lm",
+                          NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, c_path, O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     int rc = posix_spawnp(pid, argv[0], &fa, NULL, (char *const *)argv, environ);

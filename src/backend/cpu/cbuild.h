@@ -13,9 +13,15 @@ typedef struct CModule CModule;
 const char *cbuild_compiler(void);
 const char *cbuild_compiler_version(void);
 
+// Removes the work directories in $TMPDIR that processes of this host left behind when they died
+// (killed in the middle of a compile): named orch-build-HOST-PID-XXXXXX, owned by this user, real
+// directories (not links), whose process no longer exists. Once per process: the C target calls
+// it when a compile opens it, and the first build does where nothing did.
+void cbuild_remove_stale_workdirs(void);
+
 // Compiles `source` into a shared object and loads it. workdir NULL: a fresh directory under
-// $TMPDIR, removed by cmodule_free (ORCH_KEEP_SOURCES=DIR: in DIR instead, and kept). tag names
-// the module in messages.
+// $TMPDIR, orch-build-HOST-PID-XXXXXX, removed by cmodule_free (ORCH_KEEP_SOURCES=DIR: in DIR
+// instead, and kept). tag names the module in messages.
 int cbuild_module(const char *source, const char *workdir, const char *tag, CModule **out, Err *e);
 
 // Compiles n sources in up to `jobs` parallel compiler processes (0: the number of cores). out[i]

@@ -68,6 +68,7 @@ static int cpu_check_options(const TargetOptions *opt, Err *e) {
 
 static int cpu_open(TargetMachine *m, Err *e) {
     m->model = NULL;
+    cbuild_remove_stale_workdirs(); // a compile starts here: what killed ones left goes first
     return cpu_hw_detect(&m->hw, m->opt.threads, true, e);
 }
 

@@ -1,5 +1,6 @@
 // Unit tests of .npy reading and writing: round trips for every dtype and rank 0..3, numpy's
-// own header layout (a fixture written by numpy is embedded), and malformed headers.
+// own header layout (a fixture written by numpy is embedded), malformed headers, and shapes whose
+// size overflows 64 bits when read or written.
 #include "../check.h"
 #include "runtime/npy.h"
 
@@ -81,6 +82,13 @@ static void malformed(void) {
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (-3,), }", ST_INVALID, "dimension"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999, 9999999), }",
          ST_INVALID, "dimension"},
+        // Element counts that fit in 64 bits whose bytes do not: said without signed overflow.
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952,), }", ST_INVALID,
+         "more than 2^63 (2305843009213693952 elements of 4 bytes)"},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (3037000499, 3037000499), }",
+         ST_INVALID, "more than 2^63"},
+        {"{'descr': '<i8', 'fortran_order': False, 'shape': (9223372036854775807,), }", ST_INVALID,
+         "more than 2^63"},
     };
     for (size_t k = 0; k < ORCH_COUNT(cases); k++) {
         char buf[256];
@@ -105,9 +113,28 @@ static void malformed(void) {
     CHECK(npy_read_memory("PK\x03\x04", 4, "t.npz", &h, &e2) == ST_INVALID && strstr(e2.msg, "magic"));
 }
 
+// A shape whose size overflows is refused by the writer too, before anything is written.
+static void write_overflow(void) {
+    const int64_t dims[][2] = {{INT64_C(1) << 62, 4}, {INT64_C(1) << 61, 1}, {3, -1}};
+    const DType types[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT};
+    char path[] = "/tmp/orch_npy_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    unlink(path);
+    float v = 1;
+    for (size_t k = 0; k < ORCH_COUNT(types); k++) {
+        Err e = {0};
+        CHECK_MSG(npy_write(path, types[k], 2, dims[k], &v, &e) == ST_INVALID &&
+                      strstr(e.msg, path),
+                  "case %zu: %s", k, e.msg);
+        CHECK(access(path, F_OK) != 0);
+    }
+}
+
 int main(void) {
     RUN(round_trip);
     RUN(numpy_fixture);
     RUN(malformed);
+    RUN(write_overflow);
     return CHECK_DONE();
 }

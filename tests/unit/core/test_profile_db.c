@@ -1,8 +1,9 @@
 // Unit tests of the profile database (src/db/profile_db.h) in a temporary directory: schema,
-// store/look-up round trips, pending rows of live and dead processes (forked children), device
-// values, stats, filtered clearing, end-to-end check references (round trip, damaged blobs read as
-// absent, stats, clearing, the upgrade of a version 1 file), refused files (missing, not SQLite,
-// truncated, newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop.
+// store/look-up round trips, pending rows of live and dead processes (forked children), a crashed
+// config retried once, rows with impossible values read as absent, device values, stats, filtered
+// clearing, end-to-end check references (round trip, damaged blobs read as absent, stats,
+// clearing, the upgrade of a version 1 file), refused files (missing, not SQLite, truncated,
+// newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop.
 #define _GNU_SOURCE
 #include "../check.h"
 #include "db/profile_db.h"
@@ -320,6 +321,133 @@ static void pending_crashed(void) {
     close(go[1]);
     close(ready[0]);
     close(ready[1]);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+// A config whose measuring process died is measured once more, then refused: each pending mark
+// counts one attempt more than the crashed row it replaces.
+static void crash_retried_once(void) {
+    char path[512];
+    path_in(path, sizeof path, "retry.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {rnd(), "cpu", "fp retry", "cfg"};
+    PdbRecord r;
+    bool found;
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    for (int attempt = 1; attempt <= PDB_MAX_ATTEMPTS; attempt++) {
+        pid_t pid = pending_child(path, &k, ready[1], -1);
+        char c = 0;
+        int status;
+        CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK_MSG(pdb_lookup(db, &k, &r, &found, &e) == ST_OK, "%s", e.msg);
+        CHECK(found && r.status == PDB_CRASHED);
+        CHECK_MSG(r.attempts == attempt, "attempt %d read as %d", attempt, r.attempts);
+        CHECK(pdb_retry(&r) == (attempt < PDB_MAX_ATTEMPTS));
+        PdbRecords all;
+        CHECK(pdb_lookup_all(db, k.signature, k.target, k.fingerprint, &all, &e) == ST_OK);
+        CHECK(all.n == 1 && all.recs[0].attempts == attempt);
+        pdb_records_free(&all);
+    }
+    // This process's own mark of the crashed row is the next attempt, pending while it lives.
+    CHECK(pdb_mark_pending(db, &k, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && r.status == PDB_PENDING &&
+          r.attempts == PDB_MAX_ATTEMPTS + 1 && !pdb_retry(&r));
+    // A result ends the count; a later pending mark starts it again.
+    PdbRecord ok = random_record(PDB_OK);
+    CHECK(pdb_store(db, &k, &ok, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && same_record(&r, &ok) &&
+          r.attempts == 0 && !pdb_retry(&r));
+    CHECK(pdb_mark_pending(db, &k, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && r.attempts == 1);
+    // A row stored as crashed is refused for good.
+    PdbRecord crashed = random_record(PDB_CRASHED);
+    CHECK(pdb_store(db, &k, &crashed, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && r.status == PDB_CRASHED &&
+          !pdb_retry(&r));
+    close(ready[0]);
+    close(ready[1]);
+    CHECK(e.code == ST_OK);
+    pdb_close(db);
+}
+
+// Rows no measurement writes (edited, or written by a broken program) read as absent, are counted,
+// and a store replaces them: the database is a cache, never a reason to fail.
+static void invalid_rows_ignored(void) {
+    char path[512];
+    path_in(path, sizeof path, "invalid.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    static const char *const edits[] = {
+        "median_s = -1",     "median_s = NULL", "median_s = 'fast'",
+        "median_s = 1e999", // SQLite's infinity
+        "median_s = -1e999", "min_s = NULL",    "min_s = -0.5",      "min_s = median_s * 2",
+        "spread = -1",       "spread = 'x'",    "reps = -3",         "reps = NULL",
+        "status = 7",        "status = -1",     "status = 'ok'",     "median_s = x'00ff'",
+    };
+    enum { N = sizeof edits / sizeof edits[0] };
+    Err e = {0};
+    uint64_t sig = rnd();
+    char cfgs[N + 1][32];
+    PdbRecord good[N + 1];
+    for (int i = 0; i <= N; i++) { // config N stays valid
+        snprintf(cfgs[i], sizeof cfgs[i], "cfg %02d", i);
+        PdbKey k = {sig, "cpu", "fp invalid", cfgs[i]};
+        good[i] = random_record(PDB_OK);
+        CHECK(pdb_store(db, &k, &good[i], &e) == ST_OK);
+    }
+    pdb_close(db);
+    for (int i = 0; i < N; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE measurement SET %s WHERE config = '%s'", edits[i],
+                 cfgs[i]);
+        raw_sql(path, sql);
+    }
+    db = open_ok(path);
+    if (!db)
+        return;
+    CHECK(pdb_invalid_rows(db, NULL) == 0);
+    PdbRecord r;
+    bool found;
+    for (int i = 0; i < N; i++) {
+        PdbKey k = {sig, "cpu", "fp invalid", cfgs[i]};
+        CHECK_MSG(pdb_lookup(db, &k, &r, &found, &e) == ST_OK, "%s", e.msg);
+        CHECK_MSG(!found, "the row with %s was read as data", edits[i]);
+    }
+    const char *why = NULL;
+    CHECK_MSG(pdb_invalid_rows(db, &why) == N, "%lld", (long long)pdb_invalid_rows(db, &why));
+    CHECK_MSG(why && strstr(why, "median -1"), "%s", why ? why : "(null)");
+    PdbRecords all;
+    CHECK(pdb_lookup_all(db, sig, "cpu", "fp invalid", &all, &e) == ST_OK);
+    CHECK_MSG(all.n == 1 && strcmp(all.configs[0], cfgs[N]) == 0 &&
+                  same_record(&all.recs[0], &good[N]),
+              "%d rows", all.n);
+    pdb_records_free(&all);
+    CHECK(pdb_invalid_rows(db, NULL) == 2 * N);
+    // Measured again: the new row replaces the bad one.
+    for (int i = 0; i < N; i++) {
+        PdbKey k = {sig, "cpu", "fp invalid", cfgs[i]};
+        CHECK(pdb_store(db, &k, &good[i], &e) == ST_OK);
+        CHECK(pdb_lookup(db, &k, &r, &found, &e) == ST_OK && found && same_record(&r, &good[i]));
+    }
+    // Rows that are not ok keep no times: a failed build's row is valid without them.
+    PdbKey kf = {sig, "cpu", "fp invalid", "failed"};
+    PdbRecord failed = random_record(PDB_BUILD_FAILED);
+    CHECK(pdb_store(db, &kf, &failed, &e) == ST_OK);
+    pdb_close(db);
+    raw_sql(path, "UPDATE measurement SET median_s = NULL, min_s = -1, reps = NULL "
+                  "WHERE config = 'failed'");
+    db = open_ok(path);
+    if (!db)
+        return;
+    CHECK(pdb_lookup(db, &kf, &r, &found, &e) == ST_OK && found && r.status == PDB_BUILD_FAILED);
+    CHECK(pdb_invalid_rows(db, NULL) == 0);
     CHECK(e.code == ST_OK);
     pdb_close(db);
 }
@@ -990,6 +1118,8 @@ int main(void) {
     RUN(round_trip);
     RUN(replace_and_batches);
     RUN(pending_crashed);
+    RUN(crash_retried_once);
+    RUN(invalid_rows_ignored);
     RUN(pending_live);
     RUN(values);
     RUN(stats);
