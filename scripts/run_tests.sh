@@ -136,6 +136,11 @@ run_suites() { # run_suites BUILD_DIR LABEL
         # The CUDA target: every kernel of the generated models emitted, and a sample compiled
         # by NVRTC for sm_90a (no GPU needed; skips without NVRTC). Release only: NVRTC's time.
         pool_start "$label:cugen_models" "$dir/tests/unit_cugen_models" "${models[@]}"
+        # The Python package as a user gets it: pip install . into a fresh venv, results against
+        # ONNX Runtime. And the installed libraries as an embedding program gets them: make
+        # install into a temporary prefix, the C examples built with pkg-config alone.
+        pool_start "$label:python" scripts/test_python.sh build/models
+        pool_start "$label:install" tests/install/test_install.sh "$dir"
     fi
     # The compile/run/bench/db commands incl. a SIGKILLed compile resumed, damaged artefacts.
     pool_start "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" \
