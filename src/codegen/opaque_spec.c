@@ -161,6 +161,17 @@ static bool analyse_op(const PrimGraph *pg, const Prim *p, OpqSpec *s, char *why
         s->y = s->x;
         return true;
     }
+    if (op_is(n, "Gather")) { // non-constant indices (fission takes constant ones)
+        s->op = OPQ_GATHER;
+        if (!storable(x->dtype) || !a1 || !is_index_type(a1->dtype) || x->rank < 1)
+            return refuse(why, wn, "Gather over %s%s", dtype_name(x->dtype), "");
+        if (!norm_axis(node_attr_i(n, "axis", 0), x->rank, &s->axis))
+            return refuse(why, wn, "Gather: axis out of range%s%s", "", "");
+        s->idx_dt = a1->dtype;
+        s->x = lines_of(x, s->axis);
+        s->tuples = tensor_numel(a1);
+        return true;
+    }
     bool gather_el = op_is(n, "GatherElements");
     bool scatter_el = op_is(n, "ScatterElements") || op_is(n, "Scatter");
     if (gather_el || scatter_el) {
@@ -307,6 +318,11 @@ void opq_work(const PrimGraph *pg, const OpqSpec *s, OpqWork *w) {
         break;
     case OPQ_TRILU:
         w->units = s->x.outer * s->x.len;
+        w->inner = s->x.inner;
+        break;
+    case OPQ_GATHER:
+        w->elems = (double)tensor_numel(pg->tensors[p->out[0]]);
+        w->units = s->x.outer * s->tuples;
         w->inner = s->x.inner;
         break;
     case OPQ_GATHER_ELEMENTS:

@@ -21,6 +21,7 @@ typedef enum OpqOp {
     OPQ_CUMSUM,
     OPQ_HARDMAX,
     OPQ_TRILU,
+    OPQ_GATHER,
     OPQ_GATHER_ELEMENTS,
     OPQ_SCATTER_ELEMENTS, // also the older Scatter
     OPQ_GATHER_ND,
@@ -61,6 +62,7 @@ typedef struct OpqSpec {
     // equal the data's off the axis (then an index line is a data line).
     int64_t idx_dims[ORCH_MAX_RANK];
     bool same_off_axis;
+    // Gather: x holds the data's lines around the axis, tuples the number of indices.
     // GatherND / ScatterND: batch dims b, index depth q (the indices' last dim), tuples (all
     // index tuples), tuples per batch, the data block of one batch and the slice one tuple
     // selects (elements).

@@ -83,10 +83,6 @@ static const char *arg_in(const Em *m, int j, char *buf, size_t n) {
     return buf;
 }
 
-static bool is_half(DType t) {
-    return t == DT_FLOAT16 || t == DT_BFLOAT16;
-}
-
 // The float type a value of dtype t is computed in (float16/bfloat16: float, exact).
 static const char *ftype(DType t) {
     return t == DT_DOUBLE ? "double" : "float";
@@ -409,34 +405,27 @@ static int emit_topk(const Em *m) {
 
 // ---- CumSum ----
 
+// One step of the sum, a + v (a: the sum so far, v: the next element; both stored values of t)
+// as the reference computes it, into buf.
+static void cumsum_step(DType t, const char *a, const char *v, char *buf, size_t n) {
+    if (dtype_is_float(t)) {
+        char la[96], lv[96], sum[224];
+        load_f(t, a, la, sizeof la);
+        load_f(t, v, lv, sizeof lv);
+        snprintf(sum, sizeof sum, "%s + %s", la, lv);
+        store_f(t, sum, buf, n);
+    } else {
+        const char *ut = dtype_size(t) == 8 ? "uint64_t" : "uint32_t";
+        snprintf(buf, n, "(%s)((%s)%s + (%s)%s)", cgen_ctype(t), ut, a, ut, v);
+    }
+}
+
 static int emit_cumsum(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
     DType t = s->dt;
-    bool fl = dtype_is_float(t);
-    // The accumulator's type and one step acc = acc + v in the reference's arithmetic.
-    const char *at = t == DT_DOUBLE       ? "double"
-                     : fl                 ? "float"
-                     : dtype_size(t) == 8 ? "uint64_t"
-                                          : "uint32_t";
-    char val[64], step[160], outv[64];
-    if (fl) {
-        load_f(t, "xr[i]", val, sizeof val);
-        if (is_half(t)) {
-            char sum[96], rounded[128];
-            snprintf(sum, sizeof sum, "acc[i] + %s", val);
-            store_f(t, sum, rounded, sizeof rounded);
-            load_f(t, rounded, step, sizeof step);
-        } else {
-            snprintf(step, sizeof step, "acc[i] + %s", val);
-        }
-        store_f(t, "acc[i]", outv, sizeof outv);
-    } else {
-        snprintf(step, sizeof step, "acc[i] + (%s)xr[i]", at);
-        snprintf(outv, sizeof outv, "(%s)acc[i]", ct);
-    }
-    char a0[32], a1[32];
+    char a0[32], a1[32], step[320];
     sb_printf(b, "static const int64_t %s_geo[%d][3] = {", fn, s->rank);
     for (int a = 0; a < s->rank; a++) {
         int64_t outer = 1, inner = 1;
@@ -460,28 +449,53 @@ static int emit_cumsum(const Em *m) {
     sb_line(b, 2, "a += %d;\n", s->rank);
     sb_line(b, 1, "const int64_t OUTER = %s_geo[a][0], LEN = %s_geo[a][1], INNER = %s_geo[a][2];\n",
             fn, fn, fn);
-    // Columns of a block of one outer index run side by side (vectorised when the axis is not
-    // the last); the lines along the axis stay in order.
-    sb_line(b, 1, "const int64_t B = INNER < 64 ? INNER : 64, NB = (INNER + B - 1) / B;\n");
+    sb_line(b, 1, "const %s zero = 0;\n", ct);
+    // Along the last axis: one line per task, its sum in a register (the stored value: exact).
+    sb_line(b, 1, "if (INNER == 1) {\n");
+    pragma_for(m, 2, "");
+    sb_line(b, 2, "for (int64_t o = 0; o < OUTER; o++) {\n");
+    sb_line(b, 3, "const %s *xl = x + o * LEN;\n", ct);
+    sb_line(b, 3, "%s *yl = y + o * LEN;\n", ct);
+    sb_line(b, 3, "%s acc = zero;\n", ct);
+    sb_line(b, 3, "for (int64_t st = 0; st < LEN; st++) {\n");
+    sb_line(b, 4, "int64_t j = %s;\n", s->reverse ? "LEN - 1 - st" : "st");
+    cumsum_step(t, "acc", "xl[j]", step, sizeof step);
+    if (s->exclusive)
+        sb_line(b, 4, "yl[j] = acc;\n");
+    sb_line(b, 4, "acc = %s;\n", step);
+    if (!s->exclusive)
+        sb_line(b, 4, "yl[j] = acc;\n");
+    sb_line(b, 3, "}\n");
+    sb_line(b, 2, "}\n");
+    sb_line(b, 2, "return 0;\n");
+    sb_line(b, 1, "}\n");
+    // Across rows: row j's sums from row j-1's (stored, so exact) and a row of x, in chunks of
+    // contiguous columns (vectorised, streamed).
+    sb_line(b, 1, "const int64_t C = INNER < 512 ? INNER : 512, NC = (INNER + C - 1) / C;\n");
     if (m->par)
         sb_line(b, 1, "#pragma omp parallel for collapse(2) schedule(static)\n");
     sb_line(b, 1, "for (int64_t o = 0; o < OUTER; o++)\n");
-    sb_line(b, 2, "for (int64_t blk = 0; blk < NB; blk++) {\n");
-    sb_line(b, 3, "int64_t i0 = blk * B, ni = INNER - i0 < B ? INNER - i0 : B;\n");
-    sb_line(b, 3, "%s acc[64];\n", at);
-    sb_line(b, 3, "for (int64_t i = 0; i < ni; i++)\n");
-    sb_line(b, 4, "acc[i] = 0;\n");
-    sb_line(b, 3, "for (int64_t st = 0; st < LEN; st++) {\n");
-    sb_line(b, 4, "int64_t j = %s;\n", s->reverse ? "LEN - 1 - st" : "st");
-    sb_line(b, 4, "const %s *xr = x + (o * LEN + j) * INNER + i0;\n", ct);
-    sb_line(b, 4, "%s *yr = y + (o * LEN + j) * INNER + i0;\n", ct);
-    sb_line(b, 4, "for (int64_t i = 0; i < ni; i++) {\n");
-    if (s->exclusive)
-        sb_line(b, 5, "yr[i] = %s;\n", outv);
-    sb_line(b, 5, "acc[i] = %s;\n", step);
-    if (!s->exclusive)
-        sb_line(b, 5, "yr[i] = %s;\n", outv);
-    sb_line(b, 4, "}\n");
+    sb_line(b, 2, "for (int64_t ch = 0; ch < NC; ch++) {\n");
+    sb_line(b, 3, "int64_t i0 = ch * C, i1 = i0 + C < INNER ? i0 + C : INNER;\n");
+    sb_line(b, 3, "const %s *xo = x + o * LEN * INNER;\n", ct);
+    sb_line(b, 3, "%s *yo = y + o * LEN * INNER;\n", ct);
+    sb_line(b, 3, "int64_t j = %s;\n", s->reverse ? "LEN - 1" : "0");
+    sb_line(b, 3, "for (int64_t i = i0; i < i1; i++)\n");
+    if (s->exclusive) {
+        sb_line(b, 4, "yo[j * INNER + i] = zero;\n");
+    } else {
+        cumsum_step(t, "zero", "xo[j * INNER + i]", step, sizeof step);
+        sb_line(b, 4, "yo[j * INNER + i] = %s;\n", step); // 0 + x: -0 becomes +0 as in the op
+    }
+    sb_line(b, 3, "for (int64_t st = 1; st < LEN; st++) {\n");
+    sb_line(b, 4, "int64_t jp = j;\n");
+    sb_line(b, 4, "j = %s;\n", s->reverse ? "LEN - 1 - st" : "st");
+    sb_line(b, 4, "const %s *yp = yo + jp * INNER, *xr = xo + %s * INNER;\n", ct,
+            s->exclusive ? "jp" : "j");
+    sb_line(b, 4, "%s *yr = yo + j * INNER;\n", ct);
+    cumsum_step(t, "yp[i]", "xr[i]", step, sizeof step);
+    sb_line(b, 4, "for (int64_t i = i0; i < i1; i++)\n");
+    sb_line(b, 5, "yr[i] = %s;\n", step);
     sb_line(b, 3, "}\n");
     sb_line(b, 2, "}\n");
     sb_line(b, 1, "return 0;\n");
@@ -566,6 +580,38 @@ static int emit_trilu(const Em *m) {
     }
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "return 0;\n");
+    sb_puts(b, "}\n");
+    return ST_OK;
+}
+
+// ---- Gather ----
+
+static int emit_gather(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *fn = m->fn, *it = cgen_ctype(s->idx_dt);
+    size_t es = dtype_size(s->dt);
+    char a0[32], a1[32];
+    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    sb_line(b, 1, "const char *restrict x = (const char *)%s;\n", arg_in(m, 0, a0, sizeof a0));
+    sb_line(b, 1, "const %s *restrict idx = (const %s *)%s;\n", it, it,
+            arg_in(m, 1, a1, sizeof a1));
+    sb_line(b, 1, "char *restrict y = (char *)out[0];\n");
+    sb_line(b, 1, "const int64_t OUTER = %lld, SIZE = %lld, INNER = %lld, COUNT = %lld;\n",
+            (long long)s->x.outer, (long long)s->x.len, (long long)s->x.inner,
+            (long long)s->tuples);
+    sb_line(b, 1, "int bad = 0;\n");
+    // Each output block (o, j) is the data's block (o, idx[j]).
+    pragma_for(m, 1, "reduction(| : bad)");
+    sb_line(b, 1, "for (int64_t r = 0; r < OUTER * COUNT; r++) {\n");
+    sb_line(b, 2, "int64_t o = r / COUNT, j = r %% COUNT;\n");
+    emit_index(m, 2, "v", "idx[j]", "SIZE", "continue;");
+    sb_line(b, 2,
+            "memcpy(y + (size_t)(r * INNER) * %zu, x + (size_t)((o * SIZE + v) * INNER) * %zu, "
+            "(size_t)INNER * %zu);\n",
+            es, es, es);
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "return bad ? %d : 0;\n", CKERNEL_ERR_INDEX);
     sb_puts(b, "}\n");
     return ST_OK;
 }
@@ -864,6 +910,7 @@ int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     case OPQ_CUMSUM: return emit_cumsum(&m);
     case OPQ_HARDMAX: return emit_hardmax(&m);
     case OPQ_TRILU: return emit_trilu(&m);
+    case OPQ_GATHER: return emit_gather(&m);
     case OPQ_GATHER_ELEMENTS:
     case OPQ_SCATTER_ELEMENTS: return emit_elements(&m);
     case OPQ_GATHER_ND:

@@ -1,6 +1,7 @@
 // The C target's operator kernels (src/backend/cpu/cgen_opaque.h) against the primitive
-// interpreter (the reference ops): one-operator ONNX models (TopK, CumSum, Hardmax, Trilu,
-// GatherElements, ScatterElements, GatherND, ScatterND, OneHot, ReverseSequence) on random
+// interpreter (the reference ops): one-operator ONNX models (TopK, CumSum, Hardmax, Trilu, Gather
+// by computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
+// ReverseSequence) on random
 // shapes (1, primes), every dtype the kernels take, every attribute, with ties, NaN, -0 and
 // infinities in the data, k = 1 and k = n, negative and repeated indices; every config of
 // every case compiled into one unit and run on buffers that end at a guard page, and compared
@@ -596,6 +597,28 @@ static void elements_case(bool scatter, DType dt, DType it, int rank, int red, b
     mb_output(c->mb, "y");
 }
 
+// Gather with indices computed at run time (constant ones are fission's).
+static void gather_cases(void) {
+    static const DType types[] = {DT_FLOAT, DT_INT64, DT_FLOAT16, DT_BOOL};
+    for (size_t t = 0; t < ORCH_COUNT(types); t++)
+        for (int r = 0; r < 3; r++) {
+            int rank = 1 + (int)(rnd() % 3), irank = (int)(rnd() % 3);
+            int64_t xd[4], id[4];
+            dims_random(rank, xd);
+            dims_random(irank, id);
+            int axis = (int)(rnd() % (uint64_t)rank) - (rnd() % 2 ? rank : 0);
+            int a = axis < 0 ? axis + rank : axis;
+            DType it = r == 1 ? DT_INT32 : DT_INT64;
+            Case *c = new_case(17, "gather %s %s data %dD indices %dD axis %d",
+                               dtype_name(types[t]), dtype_name(it), rank, irank, axis);
+            add_input(c, "x", types[t], rank, xd, F_DATA, 0, 0);
+            add_input(c, "i", it, irank, id, F_INDEX, -xd[a], xd[a]);
+            c->hostile = 1;
+            mb_node(c->mb, "Gather", "gather", "x,i", "y", mb_attr_i(c->mb, "axis", axis), NULL);
+            mb_output(c->mb, "y");
+        }
+}
+
 static void elements_cases(void) {
     static const DType types[] = {DT_FLOAT, DT_INT64, DT_FLOAT16, DT_INT32, DT_DOUBLE, DT_UINT8};
     for (size_t t = 0; t < ORCH_COUNT(types); t++)
@@ -720,6 +743,7 @@ static void kernels_against_interpreter(void) {
     cumsum_cases();
     hardmax_cases();
     trilu_cases();
+    gather_cases();
     elements_cases();
     nd_cases();
     one_hot_cases();
