@@ -171,8 +171,8 @@ typedef struct Target {
     // The target name profile records are kept under: where the options change the code emitted
     // for one config (the CUDA target's fast math under a reduced precision), another name.
     const char *(*db_name)(const TargetMachine *m);
-    // Whether emit can generate this candidate. OPAQUE primitives are never generated; the
-    // runtime runs them with their reference op.
+    // Whether emit can generate this candidate. An OPAQUE primitive it does not generate (an
+    // operator kernel, the operator ABI above) runs with its reference op.
     bool (*supports)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c);
     // Up to k configs, best estimate first; returns how many (>= 1 when supported).
     int (*configs)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
