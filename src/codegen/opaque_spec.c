@@ -243,6 +243,14 @@ static bool analyse_op(const PrimGraph *pg, const Prim *p, OpqSpec *s, char *why
         s->rest = prod(x->dims, 2, x->rank);
         return true;
     }
+    if (op_is(n, "LpPool")) {
+        s->op = OPQ_LP_POOL;
+        Err e = {0};
+        if (!dtype_is_float(x->dtype) || x->rank < 3 || pool_geom(n, x, &s->pool, &e) != ST_OK ||
+            s->pool.p < 1)
+            return refuse(why, wn, "LpPool over %s%s", dtype_name(x->dtype), "");
+        return true;
+    }
     return refuse(why, wn, "no operator kernel for %s%s", n->op, "");
 }
 
@@ -344,6 +352,18 @@ void opq_work(const PrimGraph *pg, const OpqSpec *s, OpqWork *w) {
         w->units = s->y.outer;
         w->inner = s->y.inner;
         break;
+    case OPQ_LP_POOL: {
+        int64_t taps = 1, outs = 1;
+        for (int i = 0; i < s->pool.S; i++) {
+            taps *= s->pool.k[i];
+            outs *= s->pool.out[i];
+        }
+        w->elems = (double)(s->dims[0] * s->dims[1] * outs * taps);
+        w->ops = s->pool.p == 1 || s->pool.p == 2 ? 3 : 20; // pow is a call
+        w->units = s->dims[0] * s->dims[1] * outs;
+        w->inner = taps;
+        break;
+    }
     case OPQ_REVERSE_SEQUENCE:
         w->units = s->dims[0] * s->dims[1];
         w->inner = s->rest;

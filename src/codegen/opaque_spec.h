@@ -15,6 +15,7 @@
 #define ORCH_CODEGEN_OPAQUE_SPEC_H
 
 #include "../candidates/candidates.h"
+#include "../ops/pool.h"
 
 typedef enum OpqOp {
     OPQ_TOPK,
@@ -28,6 +29,7 @@ typedef enum OpqOp {
     OPQ_SCATTER_ND,
     OPQ_ONE_HOT,
     OPQ_REVERSE_SEQUENCE,
+    OPQ_LP_POOL,
     OPQ_OP_COUNT
 } OpqOp;
 
@@ -71,6 +73,8 @@ typedef struct OpqSpec {
     // (axis 0, axis 1) position.
     int batch_axis, time_axis;
     int64_t rest;
+    // LpPool: the window geometry (pool_geom, as the reference op reads it).
+    PoolGeom pool;
 } OpqSpec;
 
 const char *opq_op_name(OpqOp op);

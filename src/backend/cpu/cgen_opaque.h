@@ -1,7 +1,7 @@
 // The operator kernels of the C target (emit_opaque_c.c): a candidate that is one OPAQUE
 // primitive of an operator codegen/opaque_spec.h describes (TopK, CumSum, Hardmax, Trilu, Gather
 // with computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
-// ReverseSequence) gets a
+// ReverseSequence, LpPool) gets a
 // generated kernel with target.h's operator ABI (several outputs, a status for indices out of
 // range), its independent lines spread over OpenMP threads.
 // Needs: a verified primitive graph and a candidate of it. Guarantees: the kernel computes every

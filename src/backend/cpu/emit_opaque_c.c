@@ -891,6 +891,85 @@ static int emit_reverse_sequence(const Em *m) {
     return ST_OK;
 }
 
+// ---- LpPool ----
+
+// Each output element sums |x|^p over its window's taps inside the input in the reference's
+// order, in double with pow as pool.c does, then takes the 1/p power.
+static int emit_lp_pool(const Em *m) {
+    const OpqSpec *s = m->s;
+    const PoolGeom *g = &s->pool;
+    StrBuf *b = m->b;
+    const char *fn = m->fn, *ct = cgen_ctype(s->dt);
+    char a0[32], v[64], y[96];
+    const char *names[] = {"k", "s", "d", "pb", "in", "out"};
+    const int64_t *vals[] = {g->k, g->s, g->d, g->pb, g->in, g->out};
+    for (int a = 0; a < 6; a++) {
+        sb_printf(b, "static const int64_t %s_%s[%d] = {", fn, names[a], g->S);
+        for (int i = 0; i < g->S; i++)
+            sb_printf(b, "%s%lld", i ? ", " : "", (long long)vals[a][i]);
+        sb_puts(b, "};\n");
+    }
+    int64_t plane = 1, outs = 1, taps = 1;
+    for (int i = 0; i < g->S; i++) {
+        plane *= g->in[i];
+        outs *= g->out[i];
+        taps *= g->k[i];
+    }
+    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
+    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+    sb_line(b, 1, "const int64_t PLANES = %lld, PLANE = %lld, OUTS = %lld, TAPS = %lld;\n",
+            (long long)(s->dims[0] * s->dims[1]), (long long)plane, (long long)outs,
+            (long long)taps);
+    // P through a volatile read: the compiler must call pow as the reference does, not fold
+    // pow(v, 2.0) into v * v and fuse that into the sum (an FMA rounds differently).
+    sb_line(b, 1, "volatile double p_in = %.17g;\n", g->p);
+    sb_line(b, 1, "const double P = p_in;\n");
+    pragma_for(m, 1, "");
+    sb_line(b, 1, "for (int64_t r = 0; r < PLANES * OUTS; r++) {\n");
+    sb_line(b, 2, "int64_t q = r %% OUTS, o[%d];\n", g->S);
+    sb_line(b, 2, "for (int i = %d; i >= 0; i--) {\n", g->S - 1);
+    sb_line(b, 3, "o[i] = q %% %s_out[i];\n", fn);
+    sb_line(b, 3, "q /= %s_out[i];\n", fn);
+    sb_line(b, 2, "}\n");
+    sb_line(b, 2, "const %s *xp = x + (r / OUTS) * PLANE;\n", ct);
+    sb_line(b, 2, "double acc = 0;\n");
+    sb_line(b, 2, "for (int64_t tap = 0; tap < TAPS; tap++) {\n");
+    sb_line(b, 3, "int64_t t = tap, row = 0, kk[%d];\n", g->S);
+    sb_line(b, 3, "int inside = 1;\n");
+    sb_line(b, 3, "for (int i = %d; i >= 0; i--) {\n", g->S - 1);
+    sb_line(b, 4, "kk[i] = t %% %s_k[i];\n", fn);
+    sb_line(b, 4, "t /= %s_k[i];\n", fn);
+    sb_line(b, 3, "}\n");
+    sb_line(b, 3, "for (int i = 0; i < %d; i++) {\n", g->S);
+    sb_line(b, 4, "int64_t pos = o[i] * %s_s[i] - %s_pb[i] + kk[i] * %s_d[i];\n", fn, fn, fn);
+    sb_line(b, 4, "inside = inside && pos >= 0 && pos < %s_in[i];\n", fn);
+    sb_line(b, 4, "row = row * %s_in[i] + pos;\n", fn);
+    sb_line(b, 3, "}\n");
+    sb_line(b, 3, "if (!inside)\n");
+    sb_line(b, 4, "continue;\n");
+    load_f(s->dt, "xp[row]", v, sizeof v);
+    sb_line(b, 3, "double v = fabs((double)%s);\n", v);
+    if (g->p == 1)
+        sb_line(b, 3, "acc += v;\n");
+    else if (g->p == 2 && s->dt != DT_DOUBLE) // a float's square is exact in double, as pow's
+        sb_line(b, 3, "acc += v * v;\n");
+    else
+        sb_line(b, 3, "acc += pow(v, P);\n");
+    sb_line(b, 2, "}\n");
+    // A double result goes to a half type through float rounded to odd, as elem_set_f64 does.
+    store_f(s->dt,
+            s->dt == DT_DOUBLE  ? "pow(acc, 1.0 / P)"
+            : s->dt == DT_FLOAT ? "(float)pow(acc, 1.0 / P)"
+                                : "orch_f32_round_odd(pow(acc, 1.0 / P))",
+            y, sizeof y);
+    sb_line(b, 2, "y[r] = %s;\n", y);
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "return 0;\n");
+    sb_puts(b, "}\n");
+    return ST_OK;
+}
+
 int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e) {
     OpqSpec s;
@@ -917,6 +996,7 @@ int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     case OPQ_SCATTER_ND: return emit_nd(&m);
     case OPQ_ONE_HOT: return emit_one_hot(&m);
     case OPQ_REVERSE_SEQUENCE: return emit_reverse_sequence(&m);
+    case OPQ_LP_POOL: return emit_lp_pool(&m);
     default: break;
     }
     return err_set(e, ST_UNSUPPORTED, "kernel %s: no emitter for %s", fn, opq_op_name(s.op));

@@ -1,7 +1,7 @@
 // The C target's operator kernels (src/backend/cpu/cgen_opaque.h) against the primitive
 // interpreter (the reference ops): one-operator ONNX models (TopK, CumSum, Hardmax, Trilu, Gather
 // by computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
-// ReverseSequence) on random
+// ReverseSequence, LpPool) on random
 // shapes (1, primes), every dtype the kernels take, every attribute, with ties, NaN, -0 and
 // infinities in the data, k = 1 and k = n, negative and repeated indices; every config of
 // every case compiled into one unit and run on buffers that end at a guard page, and compared
@@ -10,7 +10,8 @@
 // range; a sequence longer than the time axis) must give CKERNEL_ERR_INDEX where the reference
 // op reports an error, with no access outside the buffers. Also: the lab checks each output of
 // a multi-output kernel (a wrong index output is LAB_WRONG), and a CPU session runs an operator
-// kernel from a plan and reports a bad index with the reference op's own message.
+// kernel from a plan (which reads back from its bytes) and reports a bad index with the reference
+// op's own message.
 #include "../check.h"
 #include "../model_builder.h"
 #include "backend/cpu/cbuild.h"
@@ -736,6 +737,38 @@ static void reverse_sequence_cases(void) {
         }
 }
 
+// LpPool over 1-3 spatial axes: kernels, strides, dilations, pads, ceil_mode, auto_pad, p.
+static void lp_pool_cases(void) {
+    static const DType types[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16};
+    static const char *auto_pads[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+    for (size_t t = 0; t < ORCH_COUNT(types); t++)
+        for (int r = 0; r < 4; r++) {
+            int S = 1 + (int)(rnd() % 3);
+            int64_t d[5] = {1 + (int64_t)(rnd() % 2), odd_dim()}, k[3], st[3], dil[3], pads[6];
+            for (int i = 0; i < S; i++) {
+                d[2 + i] = 5 + (int64_t)(rnd() % 9); // past the widest window (5)
+                k[i] = 1 + (int64_t)(rnd() % 3);
+                st[i] = 1 + (int64_t)(rnd() % 2);
+                dil[i] = 1 + (int64_t)(rnd() % 2);
+                pads[i] = (int64_t)(rnd() % 2);
+                pads[S + i] = (int64_t)(rnd() % 2);
+            }
+            int64_t p = r == 0 ? 1 : r == 1 ? 2 : 3;
+            const char *ap = auto_pads[rnd() % 4];
+            bool ceil = rnd() % 2;
+            Case *c = new_case(18, "lp_pool %s %dD p %lld auto_pad %s%s", dtype_name(types[t]), S,
+                               (long long)p, ap, ceil ? " ceil" : "");
+            add_input(c, "x", types[t], 2 + S, d, F_DATA, 0, 0);
+            bool notset = strcmp(ap, "NOTSET") == 0;
+            mb_node(c->mb, "LpPool", "lp", "x", "y", mb_attr_ints(c->mb, "kernel_shape", S, k),
+                    mb_attr_ints(c->mb, "strides", S, st), mb_attr_ints(c->mb, "dilations", S, dil),
+                    mb_attr_i(c->mb, "p", p), mb_attr_i(c->mb, "ceil_mode", ceil),
+                    mb_attr_s(c->mb, "auto_pad", ap),
+                    notset ? mb_attr_ints(c->mb, "pads", 2 * S, pads) : NULL, NULL);
+            mb_output(c->mb, "y");
+        }
+}
+
 // ---- the tests ----
 
 static void kernels_against_interpreter(void) {
@@ -748,6 +781,7 @@ static void kernels_against_interpreter(void) {
     nd_cases();
     one_hot_cases();
     reverse_sequence_cases();
+    lp_pool_cases();
     int prepared = 0;
     for (int i = 0; i < n_cases; i++) {
         prepare(&cases[i]);
@@ -905,6 +939,17 @@ static void session_reports_bad_index(void) {
     if (rc == ST_OK)
         rc = plan_build(c->pg, c->cs, &sel, spec, &plan, &e);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    // The stored plan reads back: the operator launch is checked like any generated one.
+    uint8_t *bytes = NULL;
+    size_t n_bytes = 0;
+    Plan *back = NULL;
+    if (rc == ST_OK && plan_write(plan, &bytes, &n_bytes, &e) == ST_OK)
+        CHECK_MSG(plan_read(bytes, n_bytes, c->pg, "round trip", &back, &e) == ST_OK, "%s", e.msg);
+    CHECK(back && back->n_kernels == plan->n_kernels &&
+          back->launches[0].kind == plan->launches[0].kind &&
+          back->launches[0].n_out == plan->launches[0].n_out);
+    plan_free(back);
+    free(bytes);
     CpuSession *s = NULL;
     if (rc == ST_OK)
         rc = cpu_session_create_from_plan(c->pg, plan, resolve_mod, mod, NULL, &s, &e);
