@@ -241,12 +241,16 @@ static void emit_topk_helpers(const Em *m) {
     sb_puts(b, "}\n");
     if (m->alg != COPQ_ALG_SELECT)
         return;
-    // Moves the k best of a[0..n) (distinct entries) to a[0..k), in any order: Hoare's FIND on
-    // a median-of-three pivot; past 64 rounds (an adversarial order) a heap of the k best
-    // finishes the job in n log k.
-    sb_printf(b, "static void %s_select(%s_ent *a, int64_t n, int64_t k) {\n", fn, fn);
-    sb_line(b, 1, "int64_t lo = 0, hi = n - 1;\n");
-    sb_line(b, 1, "for (int round = 0; lo < hi; round++) {\n");
+    // Moves the k best of a[0..n) (distinct entries) to a[0..k), in any order (quickselect on a
+    // median-of-three pivot). Each round splits the undecided range [lo, hi) without branches,
+    // the better entries into hb and the others into lb (tmp holds both; a split with branches
+    // mispredicted about half its compares on random keys), and keeps the side holding the k-th.
+    // Past 64 rounds (an adversarial order) a heap of the k best finishes in n log k.
+    sb_printf(b, "static void %s_select(%s_ent *a, %s_ent *tmp, int64_t n, int64_t k) {\n", fn, fn,
+              fn);
+    sb_line(b, 1, "%s_ent *hb = tmp, *lb = tmp + n;\n", fn);
+    sb_line(b, 1, "int64_t lo = 0, hi = n;\n");
+    sb_line(b, 1, "for (int round = 0; lo < k && hi - lo > 1; round++) {\n");
     sb_line(b, 2, "if (round == 64) {\n");
     sb_line(b, 3, "for (int64_t j = k / 2 - 1; j >= 0; j--)\n");
     sb_line(b, 4, "%s_sift(a, k, j);\n", fn);
@@ -259,27 +263,36 @@ static void emit_topk_helpers(const Em *m) {
     sb_line(b, 4, "}\n");
     sb_line(b, 3, "return;\n");
     sb_line(b, 2, "}\n");
-    sb_line(b, 2, "%s_ent p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi], p;\n", fn);
+    sb_line(b, 2, "%s_ent p0 = a[lo], p1 = a[lo + (hi - lo) / 2], p2 = a[hi - 1], p;\n", fn);
     sb_line(b, 2, "if (%s_gt(p0, p1))\n", fn);
     sb_line(b, 3, "p = %s_gt(p1, p2) ? p1 : %s_gt(p0, p2) ? p2 : p0;\n", fn, fn);
     sb_line(b, 2, "else\n");
     sb_line(b, 3, "p = %s_gt(p0, p2) ? p0 : %s_gt(p1, p2) ? p2 : p1;\n", fn, fn);
-    sb_line(b, 2, "int64_t i = lo, j = hi;\n");
-    sb_line(b, 2, "while (i <= j) {\n");
-    sb_line(b, 3, "while (%s_gt(a[i], p))\n", fn);
-    sb_line(b, 4, "i++;\n");
-    sb_line(b, 3, "while (%s_gt(p, a[j]))\n", fn);
-    sb_line(b, 4, "j--;\n");
-    sb_line(b, 3, "if (i <= j) {\n");
-    sb_line(b, 4, "%s_ent t = a[i];\n", fn);
-    sb_line(b, 4, "a[i++] = a[j];\n");
-    sb_line(b, 4, "a[j--] = t;\n");
-    sb_line(b, 3, "}\n");
+    sb_line(b, 2, "int64_t nb = 0, nl = 0;\n");
+    sb_line(b, 2, "for (int64_t i = lo; i < hi; i++) {\n");
+    sb_line(b, 3, "%s_ent e = a[i];\n", fn);
+    sb_line(b, 3, "int g = %s_gt(e, p);\n", fn);
+    sb_line(b, 3, "hb[nb] = e;\n");
+    sb_line(b, 3, "lb[nl] = e;\n");
+    sb_line(b, 3, "nb += g;\n");
+    sb_line(b, 3, "nl += 1 - g;\n");
     sb_line(b, 2, "}\n");
-    sb_line(b, 2, "if (j < k - 1)\n");
-    sb_line(b, 3, "lo = i;\n");
-    sb_line(b, 2, "if (k - 1 < i)\n");
-    sb_line(b, 3, "hi = j;\n");
+    sb_line(b, 2, "memcpy(a + lo, hb, sizeof(%s_ent) * (size_t)nb);\n", fn);
+    sb_line(b, 2, "memcpy(a + lo + nb, lb, sizeof(%s_ent) * (size_t)nl);\n", fn);
+    // The pivot is the best of the others: when none is better, it alone is decided.
+    sb_line(b, 2, "if (nb == 0) {\n");
+    sb_line(b, 3, "for (int64_t i = lo; i < hi; i++)\n");
+    sb_line(b, 4, "if (!%s_gt(p, a[i]) && !%s_gt(a[i], p)) {\n", fn, fn);
+    sb_line(b, 5, "a[i] = a[lo];\n");
+    sb_line(b, 5, "a[lo] = p;\n");
+    sb_line(b, 5, "break;\n");
+    sb_line(b, 4, "}\n");
+    sb_line(b, 3, "lo++;\n");
+    sb_line(b, 2, "} else if (lo + nb > k) {\n");
+    sb_line(b, 3, "hi = lo + nb;\n");
+    sb_line(b, 2, "} else {\n");
+    sb_line(b, 3, "lo += nb;\n");
+    sb_line(b, 2, "}\n");
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
 }
@@ -303,11 +316,15 @@ static int emit_topk(const Em *m) {
         sb_line(b, 1, "#pragma omp parallel reduction(| : nomem)\n");
     sb_line(b, 1, "{\n");
     bool sel = m->alg == COPQ_ALG_SELECT;
-    // Per thread: a buffer of candidate entries (select), or two of a whole line's (radix).
+    // Per thread: a buffer of candidate entries and the selection's two (select), or two of a
+    // whole line's (radix).
     if (sel)
-        sb_line(b, 2, "const int64_t CAP = 2 * K + 192 < LEN ? 2 * K + 192 : LEN;\n");
+        // Room for the k kept and max(k, 64) more: a smaller buffer raises the bar sooner (fewer
+        // blocks hold candidates), a larger one selects less often.
+        sb_line(b, 2,
+                "const int64_t ROOM = K + (K > 64 ? K : 64), CAP = ROOM < LEN ? ROOM : LEN;\n");
     sb_line(b, 2, "%s_ent *h = (%s_ent *)malloc(sizeof(%s_ent) * (size_t)(%s));\n", fn, fn, fn,
-            sel ? "CAP" : "2 * LEN");
+            sel ? "3 * CAP" : "2 * LEN");
     sb_line(b, 2, "if (!h)\n");
     sb_line(b, 3, "nomem = 1;\n");
     if (m->par)
@@ -337,18 +354,26 @@ static int emit_topk(const Em *m) {
         sb_line(b, 4, "}\n");
         sb_line(b, 4, "if (barred && !any)\n");
         sb_line(b, 5, "continue;\n");
-        // The block's candidates, listed without branches; one the bar rises above while they
-        // are added is harmless (the selection drops it).
+        // The block's candidates, listed without branches from its quarters that hold any (a
+        // block mostly holds one or two); one the bar rises above while they are added is
+        // harmless (the selection drops it).
         sb_line(b, 4, "int cand[64], nc = 0;\n");
-        sb_line(b, 4, "for (int t = 0; t < nb; t++) {\n");
-        sb_line(b, 5, "cand[nc] = t;\n");
-        sb_line(b, 5, "nc += !barred | (kb[t] > bar);\n");
+        sb_line(b, 4, "for (int q0 = 0; q0 < nb; q0 += 16) {\n");
+        sb_line(b, 5, "int q1 = q0 + 16 < nb ? q0 + 16 : (int)nb, some = !barred;\n");
+        sb_line(b, 5, "for (int t = q0; t < q1; t++)\n");
+        sb_line(b, 6, "some |= kb[t] > bar;\n");
+        sb_line(b, 5, "if (!some)\n");
+        sb_line(b, 6, "continue;\n");
+        sb_line(b, 5, "for (int t = q0; t < q1; t++) {\n");
+        sb_line(b, 6, "cand[nc] = t;\n");
+        sb_line(b, 6, "nc += !barred | (kb[t] > bar);\n");
+        sb_line(b, 5, "}\n");
         sb_line(b, 4, "}\n");
         sb_line(b, 4, "for (int q = 0; q < nc; q++) {\n");
         sb_line(b, 5, "int t = cand[q];\n");
         sb_line(b, 5, "h[n++] = %s_mk(kb[t], j0 + t);\n", fn);
         sb_line(b, 5, "if (n == CAP && n > K) {\n");
-        sb_line(b, 6, "%s_select(h, n, K);\n", fn);
+        sb_line(b, 6, "%s_select(h, h + CAP, n, K);\n", fn);
         sb_line(b, 6, "n = K;\n");
         sb_line(b, 6, "%s_ent w = h[0];\n", fn);
         sb_line(b, 6, "for (int64_t q = 1; q < K; q++)\n");
@@ -359,7 +384,7 @@ static int emit_topk(const Em *m) {
         sb_line(b, 4, "}\n");
         sb_line(b, 3, "}\n");
         sb_line(b, 3, "if (n > K)\n");
-        sb_line(b, 4, "%s_select(h, n, K);\n", fn);
+        sb_line(b, 4, "%s_select(h, h + CAP, n, K);\n", fn);
         sb_line(b, 3, "%s_sort(h, K);\n", fn);
         sb_line(b, 3, "const %s_ent *best = h;\n", fn);
     } else {
