@@ -317,21 +317,31 @@ static int emit_topk(const Em *m) {
     sb_line(b, 1, "{\n");
     bool sel = m->alg == COPQ_ALG_SELECT;
     // Per thread: a buffer of candidate entries and the selection's two (select), or two of a
-    // whole line's (radix).
+    // whole line's (radix); on the thread's stack up to 64 KiB, so a run allocates nothing but
+    // for very long lines.
+    int64_t K = s->y.len, LEN = s->x.len;
+    int64_t room = K + (K > 64 ? K : 64), cap = room < LEN ? room : LEN;
+    int64_t ents = sel ? 3 * cap : 2 * LEN, ent_bytes = wide ? 16 : 8;
+    bool on_stack = ents * ent_bytes <= 65536;
     if (sel)
         // Room for the k kept and max(k, 64) more: a smaller buffer raises the bar sooner (fewer
         // blocks hold candidates), a larger one selects less often.
-        sb_line(b, 2,
-                "const int64_t ROOM = K + (K > 64 ? K : 64), CAP = ROOM < LEN ? ROOM : LEN;\n");
-    sb_line(b, 2, "%s_ent *h = (%s_ent *)malloc(sizeof(%s_ent) * (size_t)(%s));\n", fn, fn, fn,
-            sel ? "3 * CAP" : "2 * LEN");
-    sb_line(b, 2, "if (!h)\n");
-    sb_line(b, 3, "nomem = 1;\n");
+        sb_line(b, 2, "const int64_t CAP = %lld;\n", (long long)cap);
+    if (on_stack) {
+        sb_line(b, 2, "%s_ent h[%lld];\n", fn, (long long)ents);
+    } else {
+        sb_line(b, 2, "%s_ent *h = (%s_ent *)malloc(sizeof(%s_ent) * (size_t)%lld);\n", fn, fn, fn,
+                (long long)ents);
+        sb_line(b, 2, "if (!h)\n");
+        sb_line(b, 3, "nomem = 1;\n");
+    }
     if (m->par)
         sb_line(b, 2, "#pragma omp for schedule(static)\n");
     sb_line(b, 2, "for (int64_t line = 0; line < OUTER * INNER; line++) {\n");
-    sb_line(b, 3, "if (!h)\n");
-    sb_line(b, 4, "continue;\n");
+    if (!on_stack) {
+        sb_line(b, 3, "if (!h)\n");
+        sb_line(b, 4, "continue;\n");
+    }
     sb_line(b, 3, "int64_t o = line / INNER, i = line %% INNER;\n");
     sb_line(b, 3, "const %s *xl = x + o * LEN * INNER + i;\n", ct);
     if (sel) {
@@ -421,7 +431,8 @@ static int emit_topk(const Em *m) {
     sb_line(b, 5, "yi[to] = pos;\n");
     sb_line(b, 3, "}\n");
     sb_line(b, 2, "}\n");
-    sb_line(b, 2, "free(h);\n");
+    if (!on_stack)
+        sb_line(b, 2, "free(h);\n");
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "return nomem ? %d : 0;\n", CKERNEL_ERR_NOMEM);
     sb_puts(b, "}\n");
