@@ -12,6 +12,9 @@ the Builder of tests/models/gen_models.py so they look like PyTorch exports:
   style        fast style transfer (Johnson et al.): reflect pads, 9x9 and strided 3x3 convs,
                InstanceNorm, 3 residual blocks at 128 channels, nearest upsampling; [1, 3, 128, 128]
   mlp          MLP on a batch of 256: 512 -> 1024 -> 1024 -> 512 -> 10, ReLU / GELU (erf) / ReLU
+  topk         one operator: TopK, k = 50 of each row of [256, 8192] (values and indices)
+  cumsum       one operator: CumSum along the rows of [256, 8192] (axis 1)
+  cumsum_cols  one operator: CumSum down the columns of [256, 8192] (axis 0)
 
 Layout: OUTDIR/NAME/model.onnx and OUTDIR/NAME/args.txt (extra orch flags: --input-shapes for the
 models with symbolic dimensions, empty otherwise).
@@ -206,8 +209,29 @@ def mlp_sinsig(batch=65536, width=64, layers=6):
     return b.model(value_info=False), ""
 
 
+def topk(rows=256, n=8192, k=50):
+    """torch.topk(x, 50) on a batch of score rows: values and indices."""
+    b = Builder("topk", 17, 50)
+    x = b.input("x", F, [rows, n])
+    b.op("TopK", [x, b.const([k])], "", n_out=2, out=["values", "indices"], axis=-1, largest=1,
+         sorted=1)
+    b.output("values", F, [rows, k])
+    b.output("indices", TensorProto.INT64, [rows, k])
+    return b.model(value_info=False), ""
+
+
+def cumsum(rows=256, n=8192, axis=1):
+    """torch.cumsum(x, dim=axis)."""
+    b = Builder("cumsum", 17, 51)
+    x = b.input("x", F, [rows, n])
+    b.op("CumSum", [x, b.const(axis)], "", out="y")
+    b.output("y", F, [rows, n])
+    return b.model(value_info=False), ""
+
+
 MODELS = {"transformer": transformer, "bert4": bert4, "resnet18": resnet18, "convnet": convnet,
-          "style": style, "mlp": mlp, "mlp_sinsig": mlp_sinsig}
+          "style": style, "mlp": mlp, "mlp_sinsig": mlp_sinsig, "topk": topk, "cumsum": cumsum,
+          "cumsum_cols": lambda: cumsum(axis=0)}
 
 
 def write(outdir, names):

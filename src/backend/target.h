@@ -58,6 +58,23 @@ int cgen_sort_configs(KernelConfig *cand, int n, KernelConfig *out, int k);
 // calls, and may use OpenMP (the caller sets the thread count). Buffers are 64-byte aligned; out
 // never overlaps an input.
 typedef void (*CKernelFn)(const void *const *in, void *out);
+// An operator kernel (a candidate that is one OPAQUE primitive: an ONNX operator without a
+// fission rule, codegen/opaque_spec.h) has the operator ABI instead, since an operator may write
+// several outputs (TopK's values and indices) and may find its run-time operands invalid (an
+// index out of range):
+//     int NAME(const void *const *in, void *const *out);
+// in[] as above; out[j] is the dense buffer of the primitive's output j (NULL where the node
+// leaves output j out; the kernel then does not write it). It returns 0, or CKERNEL_ERR_INDEX
+// when an index operand is out of range: it then reads and writes nothing outside its buffers,
+// its outputs are unspecified, and the caller reports the reference op's own message
+// (prim_eval_opaque on the same operands gives it); CKERNEL_ERR_NOMEM when its scratch memory
+// could not be allocated. Buffers and threads as above. A kernel takes the operator ABI exactly
+// when ckernel_op_abi(its sink) holds; nothing else records it.
+typedef int (*COpKernelFn)(const void *const *in, void *const *out);
+enum { CKERNEL_OK = 0, CKERNEL_ERR_INDEX = 1, CKERNEL_ERR_NOMEM = 2 };
+static inline bool ckernel_op_abi(const Prim *sink) {
+    return sink->kind == PRIM_OPAQUE;
+}
 // A kernel may also export
 //     int NAME_prepack(int i, const void *src, void *dst);
 // for inputs it reads in its own order rather than row-major (a constant weight reordered once
@@ -154,9 +171,9 @@ typedef struct Target {
     // The target name profile records are kept under: where the options change the code emitted
     // for one config (the CUDA target's fast math under a reduced precision), another name.
     const char *(*db_name)(const TargetMachine *m);
-    // Whether emit can generate this candidate. OPAQUE primitives are never generated; the
-    // runtime runs them with their reference op. Reads m's options only (m->model and m->hw may
-    // be empty): orch info asks it of every target without opening a device.
+    // Whether emit can generate this candidate. An OPAQUE primitive it does not generate (an
+    // operator kernel, the operator ABI above) runs with its reference op. Reads m's options only
+    // (m->model and m->hw may be empty): orch info asks it of every target without a device.
     bool (*supports)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c);
     // Up to k configs, best estimate first; returns how many (>= 1 when supported).
     int (*configs)(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,

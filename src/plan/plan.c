@@ -106,11 +106,12 @@ static int kdesc_check(const PrimGraph *pg, const KDesc *k, int i, const char *w
                            "%s: kernel %d (from '%s') is generated but its symbol '%s' is not a C "
                            "identifier",
                            what, i, from, k->symbol ? k->symbol : "(none)");
+        // An operator kernel (the operator ABI, target.h) computes one OPAQUE primitive alone.
         for (int j = 0; j < k->n_prims; j++)
-            if (pg->prims[k->prims[j]]->kind == PRIM_OPAQUE)
+            if (pg->prims[k->prims[j]]->kind == PRIM_OPAQUE && k->n_prims != 1)
                 return err_set(e, ST_INVALID,
-                               "%s: kernel %d (from '%s') is generated but holds an opaque "
-                               "primitive",
+                               "%s: kernel %d (from '%s') is generated and holds an opaque "
+                               "primitive among others",
                                what, i, from);
         break;
     case PLAN_INTERP:
@@ -201,8 +202,8 @@ static void fill_launch(Arena *a, const PrimGraph *pg, const KDesc *k, int *scra
     if (k->kind == PLAN_GENERATED) {
         L->n_in = external_inputs(pg, k, scratch);
         L->in = dup_ints(a, scratch, L->n_in);
-        L->n_out = 1;
-        L->out = dup_ints(a, sink->out, 1);
+        L->n_out = sink->kind == PRIM_OPAQUE ? sink->n_out : 1;
+        L->out = dup_ints(a, sink->out, L->n_out);
     } else {
         L->n_in = sink->n_in;
         L->in = dup_ints(a, sink->in, sink->n_in);

@@ -16,7 +16,9 @@
 // How a launch runs.
 typedef enum PlanKind {
     PLAN_GENERATED, // a generated kernel `void SYMBOL(const void *const *in, void *out)` in the
-                    // shared object; in = the candidate's inputs (canonical order), out = its output
+                    // shared object; in = the candidate's inputs (canonical order), out = its
+                    // output; an operator kernel (a singleton OPAQUE primitive, target.h's operator
+                    // ABI): out = every output of the primitive (-1: absent), as for PLAN_OPAQUE
     PLAN_INTERP,    // a singleton non-opaque primitive the target could not generate: prim_eval,
                     // in = the primitive's inputs in operand order, out = its output
     PLAN_OPAQUE,    // a singleton OPAQUE primitive: prim_eval_opaque, in = its inputs in operand

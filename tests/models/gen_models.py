@@ -756,7 +756,7 @@ def linear_attention(seed):
     return b.model(), lambda r: {"x": r.standard_normal((1, C, H, W))}, []
 
 
-# ---- o) activations that fall under float16's normal range, as torchvision's MobileNetV2 and
+# ---- r) activations that fall under float16's normal range, as torchvision's MobileNetV2 and
 # EfficientNet-B0 with their default initialisation (kaiming fan-out convs, identity BatchNorm,
 # N(0, 0.01) classifier) have them: its logits came to about 3e-9. Here an inverted residual block
 # whose depthwise and projection weights are scaled down shrinks the activations to about 1e-5
@@ -797,6 +797,89 @@ def tiny_activations(seed):
         "--atol", "4e-11", "# the logits are about 2e-9: an atol in proportion, as 2e-2 is to "
         "outputs of about 1, so that logits flushed to zero fail"]
 
+# ---- o) top-k sampling head: torch.topk over a vocabulary, softmax over the kept logits, and
+# the k nearest of a distance table (largest=False along a middle axis) ----
+
+def topk_sampling(seed):
+    B, D, V, K = 6, 32, 509, 50  # a prime vocabulary: lines the kernels do not tile evenly
+    b = Builder("topk_sampling", 17, seed)
+    x = b.input("hidden", F, [B, D])
+    logits = b.gemm(x, "/lm_head/Gemm", "lm_head", D, V)
+    vals, idx = b.op("TopK", [logits, b.const([K], scope="/TopK")], "", n_out=2, axis=-1,
+                     largest=1, sorted=1, out=["topk_logits", "token_ids"])
+    t = b.op("Div", [vals, b.const(0.7, np.float32)], "")
+    b.op("Softmax", [t], "", out="probs", axis=-1)
+    # Distances of 7 queries to 13 keys in 3 groups: the 4 nearest keys along axis 1.
+    q = b.input("queries", F, [3, 13, 7])
+    _, near = b.op("TopK", [q, b.const([4], scope="/knn")], "/knn", n_out=2, axis=1, largest=0,
+                   sorted=1, out=["knn_dist", "knn_ids"])
+    b.output("topk_logits", F, [B, K])
+    b.output("token_ids", I64, [B, K])
+    b.output("probs", F, [B, K])
+    b.output("knn_dist", F, [3, 4, 7])
+    b.output("knn_ids", I64, [3, 4, 7])
+    return b.model(), lambda r: {"hidden": r.standard_normal((B, D)),
+                                 "queries": r.uniform(0, 4, (3, 13, 7))}, []
+
+
+# ---- p) cumulative sums: position ids from an attention mask (HF's
+# mask.long().cumsum(-1) - 1, masked_fill), top-p's running probability mass, and a reversed
+# exclusive sum along a middle axis ----
+
+def cumsum_positions(seed):
+    B, S, E, V = 2, 37, 16, 64
+    b = Builder("cumsum_positions", 17, seed)
+    mask = b.input("attention_mask", I64, [B, S])
+    pos = b.op("CumSum", [mask, b.const(1)], "")
+    pos = b.op("Sub", [pos, b.const(1)], "")
+    keep = b.op("Equal", [mask, b.const(0)], "")
+    pos = b.op("Where", [keep, b.const(1), pos], "", out="position_ids")
+    table = b.param("embed_positions.weight", b.rng.standard_normal((V, E)))
+    b.op("Gather", [table, pos], "/embed_positions", out="pos_embeds", axis=0)
+    logits = b.input("logits", F, [B, V])
+    probs = b.op("Softmax", [logits], "", axis=-1)
+    b.op("CumSum", [probs, b.const(-1)], "", out="cum_probs")
+    x = b.input("x", F, [B, 5, E])
+    b.op("CumSum", [x, b.const(1, np.int32)], "", out="rev_excl", exclusive=1, reverse=1)
+    b.output("position_ids", I64, [B, S])
+    b.output("pos_embeds", F, [B, S, E])
+    b.output("cum_probs", F, [B, V])
+    b.output("rev_excl", F, [B, 5, E])
+
+    def inputs(r):
+        m = np.zeros((B, S), np.int64)
+        m[0, :] = 1
+        m[1, 5:] = 1  # left padding
+        return {"attention_mask": m, "logits": r.standard_normal((B, V)),
+                "x": r.standard_normal((B, 5, E))}
+    return b.model(), inputs, []
+
+
+# ---- q) gather and scatter by computed indices: torch.gather(x, 1, argmax), scatter_add_ of
+# scores into bins, a one-hot of the winners and the upper triangle of a score matrix ----
+
+def gather_scatter(seed):
+    N, C, BINS = 11, 7, 5
+    b = Builder("gather_scatter", 17, seed)
+    x = b.input("x", F, [N, C])
+    arg = b.op("ArgMax", [x], "", axis=1, keepdims=1)
+    b.op("GatherElements", [x, arg], "", out="picked", axis=1)
+    bins = b.input("bins", I64, [N, C])
+    zeros = b.op("ConstantOfShape", [b.const([N, BINS])], "",
+                 value=numpy_helper.from_array(np.zeros(1, np.float32)))
+    b.op("ScatterElements", [zeros, bins, x], "", out="binned", axis=1, reduction="add")
+    win = b.op("Squeeze", [arg, b.const([1])], "")
+    b.op("OneHot", [win, b.const([C]), b.const([0.0, 1.0], np.float32)], "", out="winners",
+         axis=-1)
+    s = b.op("MatMul", [x, b.op("Transpose", [x], "", perm=[1, 0])], "")
+    b.op("Trilu", [s, b.const(1)], "", out="upper", upper=1)
+    b.output("picked", F, [N, 1])
+    b.output("binned", F, [N, BINS])
+    b.output("winners", F, [N, C])
+    b.output("upper", F, [N, N])
+    return b.model(), lambda r: {"x": r.standard_normal((N, C)),
+                                 "bins": r.integers(-BINS, BINS, (N, C))}, []
+
 
 MODELS = {
     "a_convnet": convnet,
@@ -814,7 +897,10 @@ MODELS = {
     "l_vit_mha": vit_mha,
     "m_fpn_head": fpn_head,
     "n_linear_attention": linear_attention,
-    "o_tiny_activations": tiny_activations,
+    "o_topk_sampling": topk_sampling,
+    "p_cumsum_positions": cumsum_positions,
+    "q_gather_scatter": gather_scatter,
+    "r_tiny_activations": tiny_activations,
 }
 EXTERNAL = {"g_external"}
 

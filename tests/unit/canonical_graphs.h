@@ -2,7 +2,8 @@
 // per kernel family and shape regime a model meets — elementwise chains with broadcasts,
 // reductions over inner, outer and several axes, layouts, products (square, skinny, odd sizes,
 // batched, with fused epilogues), convolutions (1-D, 2-D, 3-D, strided, padded, dilated, grouped,
-// depthwise, transposed), softmax and layer norm, an MLP chain and an attention block. Sizes are
+// depthwise, transposed), softmax and layer norm, an MLP chain, an attention block, and two
+// operators without a fission rule (TopK, CumSum: OPAQUE primitives with their node). Sizes are
 // small and odd on purpose (primes, 1, non-multiples of vector widths and tiles), so tails and
 // remainders are exercised. Weights and inputs are deterministic.
 // Needs: nothing beyond the primitive IR. Guarantees: each builder returns a verified graph with
@@ -17,6 +18,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t cg_seed = 0x243f6a8885a308d3ull;
 
@@ -233,6 +235,88 @@ static inline void cg_attention(PrimGraph *pg) { // softmax(q k^T / sqrt(d)) v, 
     gb_output(pg, pb_matmul(&b, p, v));
 }
 
+// ---- operators without a fission rule: one OPAQUE primitive and its ONNX node ----
+
+static inline int cg_graph_tensor(Graph *g, const char *name, DType dt, int rank,
+                                  const int64_t *dims, const void *data) {
+    Tensor *t = graph_add_tensor(g, name);
+    tensor_set_shape(t, dt, rank, dims);
+    t->kind = data ? TK_CONST : TK_VALUE;
+    if (data) {
+        size_t bytes = tensor_nbytes(t);
+        t->data = xmalloc(bytes);
+        memcpy(t->data, data, bytes);
+    }
+    return t->id;
+}
+
+// TopK, k = 7 of each row of [13, 61], values and indices (largest, sorted).
+static inline void cg_topk_node(Graph *g, Node *n) {
+    const int64_t xd[] = {13, 61}, kd[] = {1}, od[] = {13, 7}, k = 7;
+    n->in[0] = cg_graph_tensor(g, "x", DT_FLOAT, 2, xd, NULL);
+    n->in[1] = cg_graph_tensor(g, "k", DT_INT64, 1, kd, &k);
+    n->out[0] = cg_graph_tensor(g, "values", DT_FLOAT, 2, od, NULL);
+    n->out[1] = cg_graph_tensor(g, "indices", DT_INT64, 2, od, NULL);
+    n->n_attr = 2;
+    n->attr[0] = (Attr){.name = "axis", .type = AT_INT, .i = -1};
+    n->attr[1] = (Attr){.name = "largest", .type = AT_INT, .i = 1};
+}
+
+// CumSum down the columns of [29, 37] (axis 0, a constant), reversed.
+static inline void cg_cumsum_node(Graph *g, Node *n) {
+    const int64_t xd[] = {29, 37}, axis = 0;
+    n->in[0] = cg_graph_tensor(g, "x", DT_FLOAT, 2, xd, NULL);
+    n->in[1] = cg_graph_tensor(g, "axis", DT_INT64, 0, xd, &axis);
+    n->out[0] = cg_graph_tensor(g, "y", DT_FLOAT, 2, xd, NULL);
+    n->n_attr = 1;
+    n->attr[0] = (Attr){.name = "reverse", .type = AT_INT, .i = 1};
+}
+
+// The OPAQUE primitive of an operator node over pg, which the node's graph becomes the source of:
+// a graph input for its data, its constant operand, its outputs (output 0 the graph's). The
+// nodes live in one source graph for the process, made once (the reference op reads the constant
+// through it; still reachable at exit, so no leak is reported).
+static inline void cg_opaque(PrimGraph *pg, const char *op, int n_out,
+                             void (*make)(Graph *g, Node *n)) {
+    static Graph *src;
+    static Node *nodes[4];
+    static const char *ops[4];
+    if (!src) {
+        src = graph_create("canonical operators");
+        src->opset = 17;
+    }
+    int w = 0;
+    while (ops[w] && strcmp(ops[w], op) != 0)
+        w++;
+    if (!ops[w]) {
+        ops[w] = op;
+        nodes[w] = graph_add_node(src, op, "", op, 2, n_out, 3);
+        make(src, nodes[w]);
+    }
+    const Node *n = nodes[w];
+    pg->src = src;
+    const Tensor *x = src->tensors[n->in[0]], *c = src->tensors[n->in[1]];
+    Prim *p = pg_add_prim(pg, PRIM_OPAQUE, n->n_in, n->n_out, n->name);
+    p->node = n;
+    p->in[0] = gb_input(pg, "x", x->rank, x->dims);
+    p->in[1] = pg_add_const(pg, c->name, c->dtype, c->rank, c->dims, c->data, false)->id;
+    for (int j = 0; j < n->n_out; j++) {
+        const Tensor *o = src->tensors[n->out[j]];
+        Tensor *t = pg_add_tensor(pg, o->name, o->dtype, o->rank, o->dims);
+        t->producer = pg->n_prims - 1;
+        p->out[j] = t->id;
+    }
+    gb_output(pg, p->out[0]);
+}
+
+static inline void cg_topk(PrimGraph *pg) {
+    cg_opaque(pg, "TopK", 2, cg_topk_node);
+}
+
+static inline void cg_cumsum(PrimGraph *pg) {
+    cg_opaque(pg, "CumSum", 1, cg_cumsum_node);
+}
+
 typedef struct CanonicalGraph {
     const char *name;
     void (*build)(PrimGraph *pg);
@@ -265,6 +349,8 @@ static const CanonicalGraph canonical_graphs[] = {
     {"conv2d_transpose", NULL, &cg_convs[9]},
     {"mlp_chain", cg_mlp_chain, NULL},
     {"attention", cg_attention, NULL},
+    {"topk", cg_topk, NULL},
+    {"cumsum", cg_cumsum, NULL},
 };
 
 // Builds canonical graph g; NULL (and e set) when it does not verify (a bug in the builder).

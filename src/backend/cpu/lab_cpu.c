@@ -33,16 +33,42 @@ static CPrepackFn prepack_of(CModule *m, const char *kernel) {
     return (CPrepackFn)cmodule_sym(m, name);
 }
 
-// Checks and times one loaded kernel; prepack: its NAME_prepack or NULL (target.h), applied to
-// the inputs it reorders, as the runtime session does once at load.
-static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKernelFn fn,
+// Runs a kernel once: the plain ABI (out[0]) or, for an operator kernel, the operator ABI
+// (target.h), whose status it returns.
+typedef struct Kernel {
+    CKernelFn fn;
+    COpKernelFn op;
+} Kernel;
+
+static int call(Kernel k, void **in, void **out) {
+    if (k.op)
+        return k.op((const void *const *)in, (void *const *)out);
+    k.fn((const void *const *)in, out[0]);
+    return CKERNEL_OK;
+}
+
+// Checks and times one loaded kernel (sym: its entry point); prepack: its NAME_prepack or NULL
+// (target.h), applied to the inputs it reorders, as the runtime session does once at load. An
+// operator kernel's every output is checked.
+static void measure(const PrimGraph *pg, const Candidate *c, void **values, void *sym,
                     CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
-    const Tensor *out_t = pg->tensors[c->output];
-    size_t out_bytes = tensor_nbytes(out_t);
+    const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
+    Kernel k = {0};
+    if (ckernel_op_abi(sink))
+        memcpy(&k.op, &sym, sizeof sym); // POSIX: object and function pointers convert
+    else
+        memcpy(&k.fn, &sym, sizeof sym);
+    int n_out = k.op ? sink->n_out : 1;
+    const int *out_t = k.op ? sink->out : &c->output;
     void **in = xcalloc((size_t)c->n_inputs + 1, sizeof(void *));
-    void *out = aligned_buffer(out_bytes);
+    void **out = xcalloc((size_t)n_out + 1, sizeof(void *));
     double *times = NULL;
-    bool ok = out != NULL;
+    bool ok = true;
+    for (int o = 0; o < n_out && ok; o++)
+        if (out_t[o] >= 0) {
+            out[o] = aligned_buffer(tensor_nbytes(pg->tensors[out_t[o]]));
+            ok = out[o] != NULL && values[out_t[o]] != NULL;
+        }
     for (int i = 0; i < c->n_inputs && ok; i++) {
         const Tensor *t = pg->tensors[c->inputs[i]];
         size_t b = tensor_nbytes(t);
@@ -53,7 +79,7 @@ static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKer
     }
     if (!ok) {
         j->status = LAB_SKIPPED;
-        snprintf(j->note, sizeof j->note, "no memory or no value for an input");
+        snprintf(j->note, sizeof j->note, "no memory or no value for an input or output");
         goto done;
     }
     if (opt->before_run && opt->before_run(opt->ctx, j)) {
@@ -61,22 +87,44 @@ static void measure(const PrimGraph *pg, const Candidate *c, void **values, CKer
         snprintf(j->note, sizeof j->note, "skipped: it crashed an earlier run");
         goto done;
     }
-    memset(out, 0xff, out_bytes); // poison: NaN for floats, -1 for integers
-    fn((const void *const *)in, out);
-    if (!lab_outputs_agree_tol(out_t->dtype, tensor_numel(out_t), out, values[c->output], j->tol,
-                               &j->max_err, j->note, sizeof j->note)) {
+    for (int o = 0; o < n_out; o++) // poison: NaN for floats, -1 for integers
+        if (out[o])
+            memset(out[o], 0xff, tensor_nbytes(pg->tensors[out_t[o]]));
+    int st = call(k, in, out);
+    if (st != CKERNEL_OK) {
         j->status = LAB_WRONG;
+        snprintf(j->note, sizeof j->note,
+                 "returned status %d (%s) on operands the reference op accepts", st,
+                 st == CKERNEL_ERR_NOMEM ? "out of memory" : "an index out of range");
         goto done;
+    }
+    for (int o = 0; o < n_out; o++) {
+        if (!out[o])
+            continue;
+        const Tensor *T = pg->tensors[out_t[o]];
+        double err = 0;
+        char why[256];
+        if (!lab_outputs_agree_tol(T->dtype, tensor_numel(T), out[o], values[out_t[o]], j->tol,
+                                   &err, why, sizeof why)) {
+            j->status = LAB_WRONG;
+            j->max_err = err;
+            if (n_out > 1)
+                snprintf(j->note, sizeof j->note, "output %d: %.230s", o, why);
+            else
+                snprintf(j->note, sizeof j->note, "%s", why);
+            goto done;
+        }
+        j->max_err = ORCH_MAX(j->max_err, err);
     }
     int max_reps = opt->max_reps > 0 ? opt->max_reps : 200;
     double budget = opt->min_time > 0 ? opt->min_time : 0.02;
     times = xmalloc(sizeof(double) * (size_t)max_reps);
-    fn((const void *const *)in, out); // warm-up after the check run
+    call(k, in, out); // warm-up after the check run
     double total = 0;
     int reps = 0;
     while (reps < max_reps && (reps < 3 || total < budget)) {
         double t0 = now_s();
-        fn((const void *const *)in, out);
+        call(k, in, out);
         times[reps] = now_s() - t0;
         total += times[reps++];
     }
@@ -91,6 +139,8 @@ done:
     for (int i = 0; i < c->n_inputs; i++)
         free(in[i]);
     free(in);
+    for (int o = 0; o < n_out; o++)
+        free(out[o]);
     free(out);
     free(times);
 }
@@ -187,7 +237,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
                     char name[64];
                     const Candidate *c = &cs->c[j->cand];
                     lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-                    CKernelFn fn = (CKernelFn)cmodule_sym(smods[i], name);
+                    void *fn = cmodule_sym(smods[i], name);
                     if (fn)
                         measure(pg, c, values, fn, prepack_of(smods[i], name), j, opt);
                     else
@@ -215,7 +265,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
             } else {
                 char name[64];
                 lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-                CKernelFn fn = (CKernelFn)cmodule_sym(mods[u], name);
+                void *fn = cmodule_sym(mods[u], name);
                 if (fn)
                     measure(pg, c, values, fn, prepack_of(mods[u], name), j, opt);
                 else {

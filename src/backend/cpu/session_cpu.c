@@ -31,11 +31,12 @@ typedef struct Patch {
 
 typedef struct Launch {
     const PlanLaunch *pl;
-    CKernelFn fn;  // PLAN_GENERATED
-    const Prim *p; // PLAN_INTERP / PLAN_OPAQUE: the sink
-    int in, out;   // first slot of the inputs / outputs
-    bool empty;    // every output has zero elements: nothing to compute (as prim_interp_run)
-    size_t bytes;  // PLAN_COPY
+    CKernelFn fn;   // PLAN_GENERATED
+    COpKernelFn op; // PLAN_GENERATED with the operator ABI (target.h), instead of fn
+    const Prim *p;  // the sink (NULL for PLAN_COPY)
+    int in, out;    // first slot of the inputs / outputs
+    bool empty;     // every output has zero elements: nothing to compute (as prim_interp_run)
+    size_t bytes;   // PLAN_COPY
     char *name, *nodes;
 } Launch;
 
@@ -249,7 +250,10 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
                                what, L->symbol, i, l->nodes);
             }
             // The kernel ABI: POSIX guarantees object and function pointers convert.
-            memcpy(&l->fn, &f, sizeof f);
+            if (ckernel_op_abi(pg->prims[L->sink]))
+                memcpy(&l->op, &f, sizeof f);
+            else
+                memcpy(&l->fn, &f, sizeof f);
             size_t pn = strlen(L->symbol) + 16;
             char *pname = xmalloc(pn);
             ckernel_prepack_name(L->symbol, pname, pn);
@@ -446,6 +450,29 @@ static bool aligned(const void *p) {
     return ((uintptr_t)p % PLAN_ALIGN) == 0;
 }
 
+// An operator kernel found an operand invalid (status st): the reference op on the same operands
+// (in[] is in the kernel's canonical order; the op takes operand order) gives its own message.
+// Only this error path allocates.
+static int op_kernel_error(const PrimGraph *pg, const Launch *l, const void *const *in,
+                           void *const *out, int st, Err *e) {
+    if (st == CKERNEL_ERR_NOMEM)
+        return err_set(e, ST_RUNTIME, "out of memory for the kernel's scratch buffers");
+    const Prim *p = l->p;
+    const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+    for (int j = 0; j < p->n_in; j++)
+        for (int m = 0; m < l->pl->n_in && p->in[j] >= 0 && !x[j]; m++)
+            if (l->pl->in[m] == p->in[j])
+                x[j] = in[m];
+    int rc = prim_eval_opaque(pg, p, x, out, e);
+    free(x);
+    if (rc == ST_OK)
+        rc = err_set(e, ST_RUNTIME,
+                     "the generated kernel returned status %d, but the reference op accepts "
+                     "the same operands (a bug in orch)",
+                     st);
+    return rc;
+}
+
 int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outputs, Err *e) {
     const PrimGraph *pg = s->pg;
     const char *what = s->path ? s->path : "session";
@@ -488,7 +515,16 @@ int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outpu
         void *const *out = &s->slots[l->out];
         if (!l->empty) {
             switch (l->pl->kind) {
-            case PLAN_GENERATED: l->fn(in, out[0]); break;
+            case PLAN_GENERATED: {
+                int st = CKERNEL_OK;
+                if (l->op)
+                    st = l->op(in, out);
+                else
+                    l->fn(in, out[0]);
+                if (st != CKERNEL_OK)
+                    rc = op_kernel_error(pg, l, in, out, st, e);
+                break;
+            }
             case PLAN_INTERP: rc = prim_eval(pg, l->p, in, out[0], e); break;
             case PLAN_OPAQUE: rc = prim_eval_opaque(pg, l->p, in, out, e); break;
             default:

@@ -6,7 +6,8 @@
 // cpu_session_create_from_plan.
 // Needs: an artefact of target "cpu" checked against this machine, or a graph and plan in memory.
 // Guarantees: outputs written to the caller's buffers; no allocation in a run for generated
-// kernels and copies; errors name the file, the launch and the ONNX nodes.
+// kernels and copies (but an operator kernel's scratch past 64 KiB a thread: TopK over very long
+// lines, docs/kernels/operators.md); errors name the file, the launch and the ONNX nodes.
 #ifndef ORCH_SESSION_CPU_H
 #define ORCH_SESSION_CPU_H
 

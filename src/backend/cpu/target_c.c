@@ -1,8 +1,9 @@
 // The CPU target: C kernels built with the system compiler (target.h's interface). It reads the
 // machine (model, cores, SIMD width, caches, compiler) and hands each candidate to the emitter of
 // its class: pointwise and reduction kernels (cgen.h), matmul and convolution kernels
-// (cgen_linear.h), MLP chains and attention. Candidates with an OPAQUE primitive are never
-// generated. Its lab (lab_cpu.c) builds units with the system compiler in parallel processes, its
+// (cgen_linear.h), MLP chains and attention, operator kernels (cgen_opaque.h: a candidate that
+// is one OPAQUE primitive of an operator opaque_spec.h describes; the others run their reference
+// op). Its lab (lab_cpu.c) builds units with the system compiler in parallel processes, its
 // artefact module is one shared object, and its sessions run plans on the host (session_cpu.h).
 #define _GNU_SOURCE
 #include "../../base/file.h"
@@ -14,6 +15,7 @@
 #include "cgen_attn.h"
 #include "cgen_linear.h"
 #include "cgen_mlp.h"
+#include "cgen_opaque.h"
 #include "cpu_backend.h"
 #include "hw_cpu.h"
 
@@ -88,8 +90,8 @@ static const char *cpu_db_name(const TargetMachine *m) {
 
 static bool cpu_supports(const TargetMachine *m, const PrimGraph *pg, const Candidate *c) {
     (void)m;
-    if (has_opaque(pg, c))
-        return false;
+    if (has_opaque(pg, c)) // an operator kernel (OPAQUE primitives come alone)
+        return cgen_opq_supports(pg, c);
     if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain
         return is_attention(pg, c) ? cgen_attn_supports(pg, c) : cgen_mlp_supports(pg, c);
     return has_linear(pg, c) ? cgen_lin_supports(pg, c) : cgen_pw_supports(pg, c);
@@ -98,6 +100,8 @@ static bool cpu_supports(const TargetMachine *m, const PrimGraph *pg, const Cand
 static int cpu_configs(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
                        KernelConfig *out, int k) {
     const HwInfo *hw = &m->hw;
+    if (has_opaque(pg, c))
+        return cgen_opq_configs(pg, c, hw, out, k);
     if (cand_count_linear(pg, c) >= 2)
         return is_attention(pg, c) ? cgen_attn_configs(pg, c, hw, out, k)
                                    : cgen_mlp_configs(pg, c, hw, out, k);
@@ -112,6 +116,8 @@ static int cpu_emit(const TargetMachine *m, const PrimGraph *pg, const Candidate
         return cgen_mlp_emit(pg, c, cfg, fn, src, e);
     if (cfg->cls == CCLS_ATTN)
         return cgen_attn_emit(pg, c, cfg, fn, src, e);
+    if (cfg->cls == CCLS_OPAQUE)
+        return cgen_opq_emit(pg, c, cfg, fn, src, e);
     return has_linear(pg, c) ? cgen_lin_emit(pg, c, cfg, fn, src, e)
                              : cgen_pw_emit(pg, c, cfg, fn, src, e);
 }

@@ -487,6 +487,12 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
                            "CUDA session: launch %d (%s, nodes '%s') has %d inputs; CUDA kernels "
                            "take at most %d",
                            k, l->name, l->nodes, L->n_in, ORCH_CUDA_MAX_IN);
+        if (ckernel_op_abi(l->p)) // the C target's operator kernels; this target has none
+            return err_set(e, ST_INVALID,
+                           "CUDA session: launch %d (%s, nodes '%s') is a generated operator "
+                           "kernel, which the cuda target does not make: the artefact is damaged; "
+                           "recompile with orch compile",
+                           k, l->name, l->nodes);
         const CudaLaunch *g = cuda_launch_table_find(table, L->symbol);
         if (!g)
             return err_set(e, ST_INVALID,

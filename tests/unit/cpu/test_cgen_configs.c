@@ -1,8 +1,9 @@
 // Unit tests of the C target's typed configs (CPwConfig, CRedConfig: cgen.h; CLinConfig:
-// cgen_linear.h; CMlpConfig: cgen_mlp.h; CAttnConfig: cgen_attn.h):
+// cgen_linear.h; CMlpConfig: cgen_mlp.h; CAttnConfig: cgen_attn.h; COpqConfig: cgen_opaque.h):
 //   round trip: every config the target proposes (up to 64 a candidate) for every candidate of a
 //   few graphs — an elementwise chain, a softmax, matmuls (tiled, GEMV, dot), convolutions
-//   (tiled, padded-input, depthwise, transposed with col2im), an MLP chain, an attention — on
+//   (tiled, padded-input, depthwise, transposed with col2im), an MLP chain, an attention, a TopK
+//   and a CumSum (operator kernels) — on
 //   three model machines (AVX-512 on 16 cores, AVX2 on 2, 128-bit vectors without FMA on 4 and no
 //   L3) unpacks into its class's struct and packs back into the identical KernelConfig (cls,
 //   p[], desc), its fields within what the emitters accept; every class and linear variant is
@@ -11,13 +12,18 @@
 //   database keys on (a change there orphans every stored measurement).
 // No kernel is built: the emitters' output for these configs is the other suites' concern.
 #include "../attn_graphs.h"
+#include "../check.h"
+#include "../graph_builder.h"
+#include "../model_builder.h"
 #include "backend/cpu/cgen.h"
 #include "backend/cpu/cgen_attn.h"
 #include "backend/cpu/cgen_linear.h"
 #include "backend/cpu/cgen_mlp.h"
+#include "backend/cpu/cgen_opaque.h"
 #include "candidates/candidates.h"
-#include "../check.h"
-#include "../graph_builder.h"
+#include "fission/fission.h"
+#include "onnx/load.h"
+#include "ops/fold.h"
 #include "passes/passes.h"
 #include "prim/prim_build.h"
 
@@ -26,8 +32,8 @@
 
 enum { NHW = 3, MAXK = 64 };
 static HwInfo g_hw[NHW];
-// Configs seen per class (KernelConfig.cls, 1..7) and per linear variant (CLIN_*, 0..5).
-static int g_seen_cls[8], g_seen_var[6], g_configs;
+// Configs seen per class (KernelConfig.cls, 1..8) and per linear variant (CLIN_*, 0..5).
+static int g_seen_cls[9], g_seen_var[6], g_configs;
 
 static void model_machines(void) {
     memset(g_hw, 0, sizeof g_hw);
@@ -91,6 +97,12 @@ static bool repack(const KernelConfig *k, KernelConfig *back) {
         cgen_attn_config_pack(&t, back);
         return true;
     }
+    case CCLS_OPAQUE: {
+        COpqConfig t;
+        cgen_opq_config_unpack(k, &t);
+        cgen_opq_config_pack(&t, back);
+        return true;
+    }
     default: return false;
     }
 }
@@ -139,6 +151,11 @@ static bool fields_ok(const KernelConfig *k) {
         cgen_attn_config_unpack(k, &t);
         return t.bm >= 1 && t.bm <= 1024 && t.bn >= 16 && t.bn <= 1024 && t.bn % 16 == 0 &&
                t.mr >= 1 && t.mr <= 16 && t.nv >= 1 && t.nv <= 8 && (t.st == 0 || t.st == 1);
+    }
+    case CCLS_OPAQUE: {
+        COpqConfig t;
+        cgen_opq_config_unpack(k, &t);
+        return t.alg >= COPQ_ALG_PLAIN && t.alg <= COPQ_ALG_RADIX;
     }
     default: return false;
     }
@@ -319,8 +336,7 @@ static void chains(void) {
     PB b = {pg, "mlp"};
     int h = pb_ew2(&b, EW_ADD, pb_matmul(&b, x, add_const(&b, 2, w1)), add_const(&b, 1, b1));
     h = pb_ew1(&b, EW_RELU, h);
-    gb_output(pg,
-               pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, w2)), add_const(&b, 1, b2)));
+    gb_output(pg, pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, w2)), add_const(&b, 1, b2)));
     check_graph("mlp2", pg);
 
     AttnCase k = {.B = 1, .H = 2, .M = 96, .N = 80, .D = 32, .Dv = 32, .scale = ATTN_SCALE_MUL};
@@ -328,17 +344,65 @@ static void chains(void) {
     check_graph(k.name, attn_graph(&k));
 }
 
+// A model's graph after loading, folding, fission and clean-up (operators without a fission
+// rule stay OPAQUE primitives with their ONNX node).
+static PrimGraph *model_graph(MB *b) {
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    FissionStats st = {0};
+    Err e = {0};
+    int rc = onnx_load_memory(buf, len, "configs.onnx", NULL, NULL, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(g, NULL, &pg, &st, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    free(buf);
+    mb_free(b);
+    if (!pg)
+        graph_free(g);
+    return pg; // its src, the graph, outlives it: the caller frees both
+}
+
+// Operator kernels: a TopK (two algorithms) and a CumSum.
+static void operators(void) {
+    const int64_t xd[] = {64, 1000}, one = 1, k = 10, axis = 1;
+    MB *b = mb_new(17);
+    mb_input(b, "x", 1, 2, xd);
+    mb_init(b, mb_raw(b, "k", 7, 1, &one, &k, 8));
+    mb_node(b, "TopK", "topk", "x,k", "v,i", NULL);
+    mb_output(b, "v");
+    mb_output(b, "i");
+    PrimGraph *pg = model_graph(b);
+    const Graph *g = pg ? pg->src : NULL;
+    if (pg)
+        check_graph("topk", pg);
+    graph_free((Graph *)g);
+    b = mb_new(17);
+    mb_input(b, "x", 1, 2, xd);
+    mb_init(b, mb_raw(b, "a", 7, 0, &one, &axis, 8));
+    mb_node(b, "CumSum", "cumsum", "x,a", "y", NULL);
+    mb_output(b, "y");
+    pg = model_graph(b);
+    g = pg ? pg->src : NULL;
+    if (pg)
+        check_graph("cumsum", pg);
+    graph_free((Graph *)g);
+}
+
 static void every_class_seen(void) {
-    static const char *cls[] = {"", "pw", "red", "matmul", "conv", "dwconv", "mlp", "attn"};
+    static const char *cls[] = {"", "pw", "red", "matmul", "conv", "dwconv", "mlp", "attn", "op"};
     static const char *var[] = {"tile", "gemv", "dot", "direct", "col2im", "padconv"};
     printf("  %d configs:", g_configs);
-    for (int c = 1; c < 8; c++)
+    for (int c = 1; c < 9; c++)
         printf(" %s %d", cls[c], g_seen_cls[c]);
     printf("; linear variants:");
     for (int v = 0; v < 6; v++)
         printf(" %s %d", var[v], g_seen_var[v]);
     printf("\n");
-    for (int c = 1; c < 8; c++)
+    for (int c = 1; c < 9; c++)
         CHECK_MSG(g_seen_cls[c] > 0, "no config of class %s", cls[c]);
     for (int v = 0; v < 6; v++)
         CHECK_MSG(g_seen_var[v] > 0, "no linear config of variant %s", var[v]);
@@ -412,6 +476,12 @@ static void canonical_layouts(void) {
     cgen_attn_config_pack(&(CAttnConfig){.bm = 32, .bn = 128, .mr = 8, .nv = 2, .st = 1}, &k);
     check_layout(&k, CCLS_ATTN, (const int64_t[]){32, 128, 8, 2, 1}, 5,
                  "cls=attn bm=32 bn=128 mr=8 nv=2 st=1");
+    cgen_opq_config_pack(&(COpqConfig){.alg = COPQ_ALG_SELECT, .par = true}, &k);
+    check_layout(&k, CCLS_OPAQUE, (const int64_t[]){1, 1}, 2, "cls=op alg=select par=1");
+    cgen_opq_config_pack(&(COpqConfig){.alg = COPQ_ALG_RADIX, .par = false}, &k);
+    check_layout(&k, CCLS_OPAQUE, (const int64_t[]){2, 0}, 2, "cls=op alg=radix par=0");
+    cgen_opq_config_pack(&(COpqConfig){.alg = COPQ_ALG_PLAIN, .par = true}, &k);
+    check_layout(&k, CCLS_OPAQUE, (const int64_t[]){0, 1}, 2, "cls=op alg=plain par=1");
 }
 
 int main(void) {
@@ -421,6 +491,7 @@ int main(void) {
     RUN(matmuls);
     RUN(convs);
     RUN(chains);
+    RUN(operators);
     RUN(every_class_seen);
     return CHECK_DONE();
 }
