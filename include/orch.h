@@ -208,9 +208,10 @@ orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *
 
 // Runs the compiled model; inputs and outputs as for orch_model_run_reference (caller-owned).
 // Thread-safe: several threads may run one session at once, each with its own orch_ctx (a
-// context holds the last error and is not shared); their runs take turns on the session's
-// buffers, so one session gives one run's throughput (a session per thread gives more, each
-// with its own copy of the buffers and weights).
+// context holds the last error and is not shared). On the CPU concurrent runs proceed in
+// parallel, sharing the kernels and weights, each with its own activation memory (the session
+// keeps one such workspace per run that overlapped another, until it is freed); on CUDA they
+// take turns on the session's stream and graphs.
 orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
                              int n_inputs, orch_tensor *outputs, int n_outputs);
 

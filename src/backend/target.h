@@ -137,6 +137,9 @@ typedef struct TargetSessionOps {
                   TargetSession **out, Err *e);
     void (*free)(TargetSession *s);
     int (*run)(TargetSession *s, const void *const *inputs, void *const *outputs, Err *e);
+    // Whether run may be called from several threads at once (each run then has its own
+    // workspace); otherwise the front end makes them take turns.
+    bool concurrent_runs;
     // Device-timeline seconds of `runs` back-to-back runs; ST_UNSUPPORTED where the target has no
     // device timeline (the CPU).
     int (*time_device)(TargetSession *s, int runs, double *seconds, Err *e);

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// A backend's session holds one run's state (the arena, the slots the caller's buffers are
-// patched into, staging, a CUDA stream and graphs): runs on one session from several threads
-// take turns (orch.h promises orch_session_run is thread-safe; the lock costs ~50 ns a run).
+// orch.h promises orch_session_run is thread-safe. A backend whose runs each take their own
+// workspace (concurrent_runs: the CPU's) is called directly; the others hold one run's state (a
+// CUDA stream and its graphs), so their runs take turns on this lock.
 struct Session {
     const TargetSessionOps *ops;
     TargetSession *impl;
@@ -81,6 +81,8 @@ void session_free(Session *s) {
 }
 
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e) {
+    if (s->ops->concurrent_runs)
+        return s->ops->run(s->impl, inputs, outputs, e);
     pthread_mutex_lock(&s->mu);
     int rc = s->ops->run(s->impl, inputs, outputs, e);
     pthread_mutex_unlock(&s->mu);

@@ -11,6 +11,7 @@
 #include "../../plan/artifact_model.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,20 @@ typedef struct Launch {
     char *name, *nodes;
 } Launch;
 
+// One run's mutable state: the slots (a launch's operand pointers: the caller's buffers are
+// patched in, the arena's are fixed), the arena, and the staging of unaligned caller buffers. The
+// session's own (the fields of CpuSession) serves the first run; runs that overlap it take a
+// workspace from the pool, made on first need as a copy with its own arena, so threads sharing a
+// session run in parallel, sharing the kernels and the constants.
+typedef struct Work {
+    void **slots;
+    void *arena;
+    const void **io_in;
+    void **io_out;
+    void **stage_in, **stage_out;
+    bool busy;
+} Work;
+
 struct CpuSession {
     const PrimGraph *pg;
     const Plan *plan;
@@ -65,6 +80,13 @@ struct CpuSession {
     double *times;
     bool profiling, timed;
     int threads;
+    // Concurrent runs (Work above): the session's own workspace and the pool's, guarded by mu.
+    int n_slots;
+    pthread_mutex_t mu;
+    pthread_cond_t freed;
+    bool own_busy;
+    Work **pool;
+    int n_pool;
 };
 
 static _Alignas(PLAN_ALIGN) uint8_t empty_buffer[PLAN_ALIGN]; // for zero-byte tensors
@@ -222,6 +244,7 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
     for (int i = 0; i < P->n_launches; i++)
         n_slots += P->launches[i].n_in + ORCH_MAX(P->launches[i].n_out, 1);
     s->slots = xcalloc((size_t)n_slots + 1, sizeof(void *));
+    s->n_slots = n_slots;
     s->patches = xcalloc((size_t)n_slots + 1, sizeof(Patch));
     s->arena = aligned_buffer(P->arena_bytes);
     s->consts = aligned_buffer(P->const_bytes);
@@ -308,6 +331,8 @@ int cpu_session_create_from_plan(const PrimGraph *pg, const Plan *plan, CpuResol
     s->pg = pg;
     s->plan = plan;
     s->memfd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->freed, NULL);
     s->threads = opt ? opt->threads : 0;
     int rc = prepare(s, resolve, ctx, e);
     if (rc) {
@@ -379,6 +404,8 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     const char *path = a->path ? a->path : "<artefact>";
     CpuSession *s = xcalloc(1, sizeof *s);
     s->memfd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->freed, NULL);
     s->path = xstrdup(path);
     s->threads = opt->threads > 0 ? opt->threads : h->threads;
     int rc = artifact_import_model(a, path, &s->g_owned, &s->pg_owned, &s->plan_owned, e);
@@ -405,6 +432,96 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     return ST_OK;
 }
 
+static void work_free(const CpuSession *s, Work *w) {
+    if (!w)
+        return;
+    for (int i = 0; w->stage_in && i < s->pg->n_inputs; i++)
+        free(w->stage_in[i]);
+    for (int i = 0; w->stage_out && i < s->pg->n_outputs; i++)
+        free(w->stage_out[i]);
+    free(w->stage_in);
+    free(w->stage_out);
+    free((void *)w->io_in);
+    free(w->io_out);
+    free(w->arena);
+    free(w->slots);
+    free(w);
+}
+
+// A workspace for a run beside the session's own: its slots as the session's, those into the
+// arena moved to a new arena; NULL when memory runs out.
+static Work *work_new(const CpuSession *s) {
+    const PrimGraph *pg = s->pg;
+    Work *w = xcalloc(1, sizeof *w);
+    int64_t ab = s->plan->arena_bytes;
+    w->arena = aligned_buffer(ab);
+    w->slots = xmalloc(sizeof(void *) * ((size_t)s->n_slots + 1));
+    w->io_in = xcalloc((size_t)pg->n_inputs + 1, sizeof(void *));
+    w->io_out = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    w->stage_in = xcalloc((size_t)pg->n_inputs + 1, sizeof(void *));
+    w->stage_out = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+    bool ok = w->arena != NULL;
+    for (int i = 0; ok && i < pg->n_inputs + pg->n_outputs; i++) {
+        int t = i < pg->n_inputs ? pg->inputs[i] : pg->outputs[i - pg->n_inputs];
+        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
+        ok = b != NULL;
+        if (i < pg->n_inputs)
+            w->stage_in[i] = b;
+        else
+            w->stage_out[i - pg->n_inputs] = b;
+    }
+    if (!ok) {
+        work_free(s, w);
+        return NULL;
+    }
+    const char *a0 = s->arena;
+    for (int i = 0; i < s->n_slots; i++) {
+        const char *p = s->slots[i];
+        w->slots[i] = p && p >= a0 && p < a0 + ab ? (char *)w->arena + (p - a0) : s->slots[i];
+    }
+    return w;
+}
+
+// The workspace a run uses: the session's own when free, else a free one of the pool (made when
+// none is); a profiled run waits for the session's own (the per-launch times are the session's).
+// NULL (the session's own) or a pool entry, marked busy; *err on out of memory.
+static Work *work_take(CpuSession *s, bool *own, bool *nomem) {
+    *nomem = false;
+    pthread_mutex_lock(&s->mu);
+    while (s->own_busy && s->profiling)
+        pthread_cond_wait(&s->freed, &s->mu);
+    Work *w = NULL;
+    if (!s->own_busy) {
+        s->own_busy = true;
+        *own = true;
+    } else {
+        *own = false;
+        for (int i = 0; i < s->n_pool && !w; i++)
+            if (!s->pool[i]->busy)
+                w = s->pool[i];
+        if (!w && (w = work_new(s)) != NULL) {
+            s->pool = xrealloc(s->pool, sizeof(Work *) * (size_t)(s->n_pool + 1));
+            s->pool[s->n_pool++] = w;
+        }
+        if (w)
+            w->busy = true;
+        else
+            *nomem = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return w;
+}
+
+static void work_give(CpuSession *s, Work *w, bool own) {
+    pthread_mutex_lock(&s->mu);
+    if (own)
+        s->own_busy = false;
+    else
+        w->busy = false;
+    pthread_cond_broadcast(&s->freed);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void cpu_session_free(CpuSession *s) {
     if (!s)
         return;
@@ -412,6 +529,11 @@ void cpu_session_free(CpuSession *s) {
         free(s->launches[i].name);
         free(s->launches[i].nodes);
     }
+    for (int w = 0; w < s->n_pool; w++)
+        work_free(s, s->pool[w]);
+    free(s->pool);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->freed);
     free(s->launches);
     free(s->slots);
     free(s->patches);
@@ -473,8 +595,12 @@ static int op_kernel_error(const PrimGraph *pg, const Launch *l, const void *con
     return rc;
 }
 
-int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outputs, Err *e) {
+// One run on workspace w; `own`: the session's own workspace, the only one a profiled run uses
+// (the per-launch times are the session's).
+static int run_on(CpuSession *s, Work *w, bool own, const void *const *inputs,
+                  void *const *outputs, Err *e) {
     const PrimGraph *pg = s->pg;
+    bool profiling = own && s->profiling;
     const char *what = s->path ? s->path : "session";
 #ifdef _OPENMP
     // Per calling thread (an OpenMP internal control variable), so set at every run.
@@ -490,10 +616,10 @@ int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outpu
         if (!bytes)
             b = empty_buffer;
         else if (!aligned(b)) {
-            memcpy(s->stage_in[i], b, bytes);
-            b = s->stage_in[i];
+            memcpy(w->stage_in[i], b, bytes);
+            b = w->stage_in[i];
         }
-        s->io_in[i] = b;
+        w->io_in[i] = b;
     }
     for (int i = 0; i < pg->n_outputs; i++) {
         const Tensor *t = pg->tensors[pg->outputs[i]];
@@ -501,18 +627,18 @@ int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outpu
         void *b = outputs ? outputs[i] : NULL;
         if (!b && bytes)
             return err_set(e, ST_USAGE, "%s: output '%s' has no buffer", what, t->name);
-        s->io_out[i] = !bytes ? empty_buffer : aligned(b) ? b : s->stage_out[i];
+        w->io_out[i] = !bytes ? empty_buffer : aligned(b) ? b : w->stage_out[i];
     }
     for (int i = 0; i < s->n_patches; i++) {
         const Patch *p = &s->patches[i];
-        s->slots[p->slot] = p->output ? s->io_out[p->index] : (void *)s->io_in[p->index];
+        w->slots[p->slot] = p->output ? w->io_out[p->index] : (void *)w->io_in[p->index];
     }
     int rc = ST_OK;
     for (int k = 0; k < s->n_launches && rc == ST_OK; k++) {
         const Launch *l = &s->launches[k];
-        double t0 = s->profiling ? now_seconds() : 0;
-        const void *const *in = (const void *const *)&s->slots[l->in];
-        void *const *out = &s->slots[l->out];
+        double t0 = profiling ? now_seconds() : 0;
+        const void *const *in = (const void *const *)&w->slots[l->in];
+        void *const *out = &w->slots[l->out];
         if (!l->empty) {
             switch (l->pl->kind) {
             case PLAN_GENERATED: {
@@ -533,18 +659,32 @@ int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outpu
                 break;
             }
         }
-        if (s->profiling)
+        if (profiling)
             s->times[k] = now_seconds() - t0;
         if (rc)
             err_prefix(e, "%s: launch %d (%s, nodes '%s'): ", what, k, l->name, l->nodes);
     }
     if (rc)
         return rc;
-    s->timed = s->timed || s->profiling;
+    if (profiling)
+        s->timed = true;
     for (int i = 0; i < pg->n_outputs; i++)
-        if (s->io_out[i] == s->stage_out[i])
-            memcpy(outputs[i], s->stage_out[i], tensor_nbytes(pg->tensors[pg->outputs[i]]));
+        if (w->io_out[i] == w->stage_out[i])
+            memcpy(outputs[i], w->stage_out[i], tensor_nbytes(pg->tensors[pg->outputs[i]]));
     return ST_OK;
+}
+
+int cpu_session_run(CpuSession *s, const void *const *inputs, void *const *outputs, Err *e) {
+    bool own = false, nomem = false;
+    Work *w = work_take(s, &own, &nomem);
+    if (nomem)
+        return err_set(e, ST_RUNTIME,
+                       "%s: out of memory for a concurrent run's workspace (%lld bytes of arena)",
+                       s->path ? s->path : "session", (long long)s->plan->arena_bytes);
+    Work view = {s->slots, s->arena, s->io_in, s->io_out, s->stage_in, s->stage_out, true};
+    int rc = run_on(s, own ? &view : w, own, inputs, outputs, e);
+    work_give(s, w, own);
+    return rc;
 }
 
 static int cpu_time_device(CpuSession *s, int runs, double *seconds, Err *e) {
@@ -632,6 +772,7 @@ const TargetSessionOps cpu_session_ops = {
     .create = ops_create,
     .free = ops_free,
     .run = ops_run,
+    .concurrent_runs = true,
     .time_device = ops_time,
     .set_profiling = ops_profiling,
     .kernel_times = ops_times,

@@ -1227,6 +1227,7 @@ const TargetSessionOps cuda_session_ops = {
     .create = ops_create,
     .free = ops_free,
     .run = ops_run,
+    .concurrent_runs = false, // one stream, one set of CUDA graphs: runs take turns
     .time_device = ops_time,
     .set_profiling = ops_profiling,
     .kernel_times = ops_times,
