@@ -23,6 +23,7 @@ usage: bench/zoo/run.py --target cpu|cuda [--only a,b] [--skip a,b] [--list] [--
                         [--orch PATH] [--threads N] [--top-k K] [--full] [--export-only]
                         [--iters N] [--warmup N] [--rounds R] [--baselines LIST]
                         [--compile-timeout S]
+       bench/zoo/run.py --markdown OUT/results.json   (the table for the README)
 """
 import argparse
 import json
@@ -79,8 +80,19 @@ def compile_report(log_path):
             lines.append(ln.strip())
             continue
         block = False
-    err = [ln.strip() for ln in text.splitlines() if re.search(r"\berror\b|refus|unsupported", ln, re.I)]
-    return {"not_generated": n, "lines": lines, "error": err[-1] if err else None}
+    # orch's error: its line, shorn of the "orch compile FILE: FILE:" prefix, and the indented
+    # lines under it (one per refused node)
+    err, tl = None, text.splitlines()
+    for i, ln in enumerate(tl):
+        if re.search(r"\berror\b|refus|unsupported", ln, re.I):
+            more = []
+            for nxt in tl[i + 1:]:
+                if not nxt.startswith((" ", "\t")):
+                    break
+                more.append(nxt.strip())
+            msg = re.sub(r"^orch: error: (orch \w+ )?(\S+: )*", "", ln.strip())
+            err = msg + (" " + "; ".join(more) if more else "")
+    return {"not_generated": n, "lines": lines, "error": err}
 
 
 def flat_outputs(y):
@@ -167,10 +179,13 @@ def bench_model(name, entry, log):
         x64 = tuple((x.double() if x.is_floating_point() else x).to(dev) for x in xs)
         ref64 = [t.cpu().numpy().astype(np.float64) for t in flat_outputs(m64(*x64))]
         del m64, x64
-    model = model.float().cpu()
     scales = [float(np.abs(r).max()) or 1.0 for r in ref64]
-    with torch.no_grad():
-        y32 = [t.numpy() for t in flat_outputs(model(*xs))]
+    if not cpu:
+        gpu.set_precision("fp32")  # PyTorch's own error with TF32 off, as it is timed
+    with torch.no_grad():  # PyTorch's float32 error, on the target's device
+        m32 = model.float().to(dev)
+        y32 = [t.cpu().numpy() for t in flat_outputs(m32(*(x.to(dev) for x in xs)))]
+    model = m32.cpu()
     row["torch_err"] = max(float(np.abs(y - r).max()) / s for y, r, s in zip(y32, ref64, scales))
 
     # orch: cold then warm compile
@@ -348,6 +363,64 @@ def print_table(rows, log):
                 + "".join(f"\n      {ln}" for ln in r.get("not_generated_lines", [])[:12]))
 
 
+def write_results(path, meta, rows, names, order):
+    """results.json: this run's rows, then the rows of an earlier run into the same folder for
+    the models this run did not measure (a run with --only adds to a table, each row keeping its
+    run's start time in run_started)."""
+    kept = []
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if old.get("target") == meta["target"]:
+            kept = [r for r in old.get("models", []) if r["model"] not in names]
+    except (OSError, ValueError):
+        pass
+    with open(path + ".tmp", "w") as f:
+        all_rows = sorted(rows + kept, key=lambda r: order.index(r["model"])
+                          if r["model"] in order else len(order))
+        json.dump({**meta, "models": all_rows}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def markdown(path):
+    """results.json as the README's Markdown table (the numbers as measured, nothing else)."""
+    with open(path) as f:
+        res = json.load(f)
+    cpu = res["target"] == "cpu"
+    bl = sorted({b for r in res["models"] for b in r.get("baselines", {})},
+                key=lambda b: ["ort", "eager", "compile", "graphs"].index(b)
+                if b in ("ort", "eager", "compile", "graphs") else 9)
+    print(f"{res['machine']}; torch {res['torch']}, onnxruntime {res['onnxruntime']}; "
+          + (f"{res['threads']} threads; " if cpu else "")
+          + f"orch compile --top-k {res['top_k'] or 'default'}; {res['started']}; "
+          + "".join(f"{k}={v}; " for k, v in res.get("omp_env", {}).items()) + "load average "
+          + " -> ".join(f"{x:.1f}" for x in res.get("loadavg_start_end", [])) + "\n")
+    print("| model | family | input | status | not generated | err vs f64 | cold s | warm s | orch ms | "
+          + " | ".join(f"{b} ms" for b in bl)
+          + (" | ORT / orch |" if cpu else " | speed-up | launches |"))
+    print("|" + "---|" * (9 + len(bl) + (1 if cpu else 2)))
+    for r in res["models"]:
+        def f(k, p=1, d=None):
+            v = (d or r).get(k)
+            return f"{v:.{p}f}" if isinstance(v, (int, float)) else "-"
+        st = r["status"] + (f": {r['error']}" if r.get("error") else "")
+        st = st.replace("|", "\\|")
+        ng = r.get("not_generated")
+        cells = [r["model"], r.get("family", ""), r.get("inputs", ""), st,
+                 "-" if ng is None else str(ng),
+                 f"{r['orch_err']:.1e}" if "orch_err" in r else "-", f("orch_compile_cold_s"),
+                 f("orch_compile_warm_s"), f("orch_ms", 2 if cpu else 4)]
+        cells += [f(b, 2 if cpu else 4, r.get("baselines", {})) for b in bl]
+        cells += [f"{r['ratio']:.2f}x" if r.get("ratio") else "-"]
+        if not cpu:
+            cells += [str(r.get("orch_kernels", "-"))]
+        print("| " + " | ".join(cells) + " |")
+    rs = [r["ratio"] for r in res["models"] if r.get("ratio")]
+    if rs:
+        print(f"\ngeomean {'ORT / orch' if cpu else 'speed-up'} over {len(rs)} models: "
+              f"{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x")
+
+
 def machine():
     if ARGS.target == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name()
@@ -365,7 +438,8 @@ ARGS = None
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--target", choices=["cpu", "cuda"], required="--list" not in sys.argv)
+    ap.add_argument("--target", choices=["cpu", "cuda"],
+                    required=not {"--list", "--markdown"} & set(sys.argv))
     ap.add_argument("--only", default="", help="comma-separated model names")
     ap.add_argument("--skip", default="", help="comma-separated model names to leave out")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
@@ -383,8 +457,13 @@ def main():
     ap.add_argument("--baselines", default=None,
                     help="cpu: ort,eager (default); cuda: eager,compile,graphs (default)")
     ap.add_argument("--compile-timeout", type=float, default=3600.0)
+    ap.add_argument("--markdown", metavar="RESULTS_JSON",
+                    help="print a results.json as a Markdown table (for the README) and exit")
     a = ap.parse_args()
     ARGS = a
+    if a.markdown:
+        markdown(a.markdown)
+        return 0
     zoo = zoo_models.zoo()
     if a.list:
         print(f"{len(zoo)} models")
@@ -399,7 +478,8 @@ def main():
     if unknown:
         print(f"unknown model(s): {', '.join(unknown)} (--list shows the zoo)", file=sys.stderr)
         return 1
-    names = [n for n in zoo if (not only or n in only) and n not in skip]
+    # --only keeps its own order (the models that matter most first when time is short)
+    names = [n for n in (only or zoo) if n not in skip]
     cpu = a.target == "cpu"
     a.iters = a.iters or (10 if cpu else 200)
     a.warmup = a.warmup if a.warmup is not None else (2 if cpu else 20)
@@ -432,10 +512,14 @@ def main():
     meta = {"target": a.target, "machine": machine(), "threads": a.threads if cpu else None,
             "torch": torch.__version__, "onnxruntime": ortv, "orch": a.orch, "top_k": a.top_k,
             "iters": a.iters, "warmup": a.warmup, "rounds": a.rounds if cpu else None,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            # passed on to orch and PyTorch (OMP_WAIT_POLICY=passive: sleeping, not spinning,
+            # OpenMP threads, which a machine with more runnable threads than cores needs)
+            "omp_env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_"))}}
     log(f"zoo benchmark, target {a.target}: {meta['machine']} | torch {torch.__version__} | "
         f"onnxruntime {ortv} | orch {a.orch} | top-k {a.top_k or 'default'} | "
-        f"{len(names)} models | {meta['started']}")
+        f"{len(names)} models | {meta['started']}"
+        + "".join(f" | {k}={v}" for k, v in meta["omp_env"].items()))
     rows = []
     for n in names:
         e = zoo[n]
@@ -451,8 +535,8 @@ def main():
         rows.append(row)
         log(f"  {row['status']} ({row['elapsed_s']:.0f} s)")
         meta["loadavg_start_end"] = (load0, os.getloadavg()[0])
-        with open(os.path.join(a.out, "results.json"), "w") as f:
-            json.dump({**meta, "models": rows}, f, indent=1)
+        row["run_started"] = meta["started"]
+        write_results(os.path.join(a.out, "results.json"), meta, rows, names, list(zoo))
     if not a.export_only:
         print_table(rows, log)
         log(f"load average (1 min): {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
