@@ -263,6 +263,13 @@ def bench_model(name, entry, log):
 
 def bench_json_fields(row, bj):
     row["orch_kernels"] = len(bj.get("kernels", []))
+    # the plan's kernels an interpreter runs, by the names the sessions give them
+    # ("interp:KIND#ID" for the primitive interpreter, "opaque:OP" for the op interpreter)
+    interp = [k for k in bj.get("kernels", []) if k["name"].startswith(("interp:", "opaque:"))]
+    row["interpreted_kernels"] = [f"{k['name']} ({k['nodes'][:120]}; {k['median_ms']:.3f} ms)"
+                                  for k in interp]
+    if row.get("not_generated") and not row.get("not_generated_lines"):
+        row["not_generated_lines"] = row["interpreted_kernels"]
     ng = bj.get("not_generated")
     if isinstance(ng, list):  # orch bench --json lists the groups of kernels not generated
         row["not_generated_bench"] = sum(g.get("kernels", 0) for g in ng)
