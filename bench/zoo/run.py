@@ -298,13 +298,17 @@ def time_cpu_side(row, model, xs, onnx_path, names, art, d, log):
             bj = orch_bench(art, os.path.join(d, f"bench{r}.json"), True)
             rounds["orch"].append(bj["median_ms"])
     bench_json_fields(row, bj)
+    # the 1-minute load average as the sides were timed: above the thread count, other
+    # processes took cores from the sides (the row's ratio is then only indicative)
+    row["load1"] = os.getloadavg()[0]
     row["baselines"] = {k: statistics.median(v) for k, v in rounds.items() if v and k != "orch"}
     row["orch_ms"] = statistics.median(rounds["orch"])
     row["rounds_ms"] = rounds
     if "ort" in row["baselines"]:
         row["ratio"] = row["baselines"]["ort"] / row["orch_ms"]
     log(f"  ms: orch {row['orch_ms']:.3f}, " + ", ".join(f"{k} {t:.3f}" for k, t in row["baselines"].items())
-        + (f"; ONNX Runtime / orch {row['ratio']:.2f}x" if "ratio" in row else ""))
+        + (f"; ONNX Runtime / orch {row['ratio']:.2f}x" if "ratio" in row else "")
+        + f" (load {row['load1']:.1f})")
 
 
 def time_cuda_side(row, model, xs, art, d, log):
@@ -404,8 +408,8 @@ def markdown(path):
           + " -> ".join(f"{x:.1f}" for x in res.get("loadavg_start_end", [])) + "\n")
     print("| model | family | input | status | not generated | err vs f64 | cold s | warm s | orch ms | "
           + " | ".join(f"{b} ms" for b in bl)
-          + (" | ORT / orch |" if cpu else " | speed-up | launches |"))
-    print("|" + "---|" * (9 + len(bl) + (1 if cpu else 2)))
+          + (" | ORT / orch | load |" if cpu else " | speed-up | launches |"))
+    print("|" + "---|" * (9 + len(bl) + 2))
     for r in res["models"]:
         def f(k, p=1, d=None):
             v = (d or r).get(k)
@@ -419,8 +423,7 @@ def markdown(path):
                  f("orch_compile_warm_s"), f("orch_ms", 2 if cpu else 4)]
         cells += [f(b, 2 if cpu else 4, r.get("baselines", {})) for b in bl]
         cells += [f"{r['ratio']:.2f}x" if r.get("ratio") else "-"]
-        if not cpu:
-            cells += [str(r.get("orch_kernels", "-"))]
+        cells += [f("load1") if cpu else str(r.get("orch_kernels", "-"))]
         print("| " + " | ".join(cells) + " |")
     rs = [r["ratio"] for r in res["models"] if r.get("ratio")]
     if rs:
