@@ -156,23 +156,25 @@ def first_output(y):
 
 
 def run_baselines(model, x, names, iters, warmup, log):
-    """{baseline: ms or None}, {baseline: error string}, compile seconds."""
+    """{baseline: ms or None}, {baseline: error string}, compile seconds. x: the input, or a
+    tuple of inputs (a model with several, as bench/zoo has)."""
+    xs = x if isinstance(x, tuple) else (x,)
     times, errors, compile_s = {}, {}, {}
     with torch.inference_mode():
         for b in names:
             try:
                 torch._dynamo.reset()
                 if b == "eager":
-                    fn = lambda: model(x)  # noqa: E731
+                    fn = lambda: model(*xs)  # noqa: E731
                 elif b == "compile":
                     cm = torch.compile(model)
-                    fn = lambda: cm(x)  # noqa: E731
+                    fn = lambda: cm(*xs)  # noqa: E731
                 elif b == "graphs":
                     cg = torch.compile(model, mode="reduce-overhead")
 
                     def fn():
                         torch.compiler.cudagraph_mark_step_begin()
-                        return cg(x)
+                        return cg(*xs)
                 else:
                     raise ValueError(f"unknown baseline {b}")
                 t0 = time.time()
@@ -192,8 +194,11 @@ def run_baselines(model, x, names, iters, warmup, log):
 HALF_STORAGE = False  # --half-storage
 
 
-def orch_compile(orch, onnx_path, art, db, precision, log_path):
-    cmd = [orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--db", db]
+def orch_compile(orch, onnx_path, art, db, precision, log_path, target="cuda", extra=(),
+                 timeout=1800):
+    """Runs `orch compile`, its output appended to log_path; (exit status, wall seconds).
+    bench/zoo calls it for both targets, with extra options (--threads, --top-k)."""
+    cmd = [orch, "compile", onnx_path, "-t", target, "-o", art, "--db", db, *extra]
     if precision != "fp32":
         cmd += ["--precision", precision]
     if precision in ("fp16", "bf16") and HALF_STORAGE:
@@ -202,7 +207,7 @@ def orch_compile(orch, onnx_path, art, db, precision, log_path):
     with open(log_path, "a") as lf:
         lf.write("$ " + " ".join(cmd) + "\n")
         lf.flush()
-        p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=1800)
+        p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=timeout)
     return p.returncode, time.time() - t0
 
 

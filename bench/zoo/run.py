@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""The zoo benchmark: every model of bench/zoo/models.py (30+ real models exported by their own
+libraries with random weights) through orch on one target, one command, one table.
+
+Per model: build it in PyTorch (fixed seeds; the CPU-sized variant on --target cpu), export ONNX
+(torch.onnx.export, opset 17, static shapes, the TorchScript exporter), compile it with
+`orch compile` twice (cold: a fresh profile database; warm: the same database again), count the
+kernels orch does not generate (an interpreter runs them: read from the compile's report and from
+`orch bench --json`), run it with `orch run` and compare every output with PyTorch in float64
+(max |orch - ref| / max |ref|), and time orch against the baselines in this process:
+  cpu:  ONNX Runtime's CPU execution provider (all graph optimisations, sequential, the same
+        intra-op threads) and PyTorch eager (the same threads); --rounds alternations of
+        ONNX Runtime, eager and `orch bench`, each side's time the median of its round medians;
+        ratio = ONNX Runtime / orch (> 1: orch faster).
+  cuda: bench/gpu/run.py's baselines (eager, torch.compile, torch.compile with CUDA graphs,
+        CUDA events, TF32 off on both sides) against `orch bench`'s GPU time; speed-up = the best
+        baseline / orch; launches = the plan's kernels.
+A model that fails to export, that orch refuses, or whose output is wrong is a row with the
+message, never a crash of the script. Prints a closing table and the geomean; writes
+OUT/results.json (after every model) and OUT/log.txt; each model's files are in OUT/NAME/.
+
+usage: bench/zoo/run.py --target cpu|cuda [--only a,b] [--skip a,b] [--list] [--out DIR]
+                        [--orch PATH] [--threads N] [--top-k K] [--full] [--export-only]
+                        [--iters N] [--warmup N] [--rounds R] [--baselines LIST]
+                        [--compile-timeout S]
+       bench/zoo/run.py --markdown OUT/results.json   (the table for the README)
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import models as zoo_models  # noqa: E402
+
+ROOT = zoo_models.ROOT
+gpu = zoo_models.gpu_bench()  # bench/gpu/run.py: orch_compile, run_baselines, cuda_time_ms, ...
+
+# A model is "wrong" when orch's error against float64 exceeds this and ten times PyTorch's own
+# float32 error (some models are ill-conditioned in float32 whoever computes them).
+TOL = 1e-3
+
+
+def compile_report(log_path):
+    """The last compile's stdout: the kernels not generated (count and the lines naming them) and,
+    on failure, orch's message. Reads both report formats: "N launches (K run by the reference
+    interpreter)" and "N launches, K not generated" + a "not generated:" block of indented lines."""
+    try:
+        with open(log_path) as f:
+            text = f.read().rsplit("$ ", 1)[-1]
+    except OSError:
+        return {"not_generated": None, "lines": [], "error": None}
+    n = None
+    for pat in (r"not generated: (\d+) kernel", r"launches, (\d+) not generated",
+                r"\((\d+) run by the (?:reference |primitive |op )?interpreter",
+                r"(\d+) kernels? (?:run )?(?:by|on) the (?:\w+ )?interpreter"):
+        m = re.search(pat, text)
+        if m:
+            n = int(m[1])
+            break
+    if n is None and re.search(r"not generated: none", text):
+        n = 0
+    lines, block = [], False
+    for ln in text.splitlines():
+        if re.match(r"^not generated:", ln):
+            block = True
+            continue
+        if block and ln.startswith((" ", "\t")):
+            lines.append(ln.strip())
+            continue
+        block = False
+    # orch's error: its line, shorn of the "orch compile FILE: FILE:" prefix, and the indented
+    # lines under it (one per refused node)
+    err, tl = None, text.splitlines()
+    for i, ln in enumerate(tl):
+        if re.search(r"\berror\b|refus|unsupported", ln, re.I):
+            more = []
+            for nxt in tl[i + 1:]:
+                if not nxt.startswith((" ", "\t")):
+                    break
+                more.append(nxt.strip())
+            msg = re.sub(r"^orch: error: (orch \w+ )?(\S+: )*", "", ln.strip())
+            err = msg + (" " + "; ".join(more) if more else "")
+    return {"not_generated": n, "lines": lines, "error": err}
+
+
+def flat_outputs(y):
+    """A model's outputs as a list of tensors (a tensor, a tuple or a list)."""
+    if torch.is_tensor(y):
+        return [y]
+    out = []
+    for t in y:
+        out += flat_outputs(t)
+    return out
+
+
+def export(model, xs, v, outputs, path):
+    names = [i.name for i in v.inputs]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's tracer warnings
+        kw = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
+        torch.onnx.export(model, xs, path, input_names=names, output_names=outputs,
+                          opset_version=17, do_constant_folding=True, **kw)
+    return names
+
+
+def time_cpu(fn, iters, warmup):
+    """Median ms of iters calls after warmup (wall clock)."""
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def orch_bench(art, jsonfile, cpu):
+    cmd = [ARGS.orch, "bench", art, "--iters", str(ARGS.iters), "--warmup", str(ARGS.warmup),
+           "--json", jsonfile]
+    if cpu:
+        cmd += ["--threads", str(ARGS.threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if p.returncode != 0:
+        raise RuntimeError(f"orch bench exit {p.returncode}: {(p.stdout + p.stderr).strip()[-300:]}")
+    with open(jsonfile) as f:
+        return json.load(f)
+
+
+def bench_model(name, entry, log):
+    a = ARGS
+    cpu = a.target == "cpu"
+    v = entry.variant("full" if a.full else a.target)
+    row = {"model": name, "family": entry.family, "source": entry.source, "inputs": v.describe(),
+           "variant": "full" if v is entry.full else "cpu-sized", "status": "?"}
+    d = os.path.join(a.out, name)
+    os.makedirs(d, exist_ok=True)
+
+    # build and export
+    t0 = time.time()
+    try:
+        model, xs = zoo_models.build(entry, "full" if a.full else a.target)
+        onnx_path = os.path.join(d, "model.onnx")
+        names = export(model, xs, v, entry.outputs, onnx_path)
+    except Exception as exc:
+        traceback.print_exc()
+        row["status"] = "export failed"
+        row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        log(f"  export FAILED: {row['error']}")
+        return row
+    row["export_s"] = time.time() - t0
+    row["onnx_mb"] = os.path.getsize(onnx_path) / 1e6
+    feeds = {}
+    for n, x in zip(names, xs):
+        f = os.path.join(d, f"input_{n}.npy")
+        np.save(f, x.numpy())
+        feeds[n] = f
+    log(f"  exported ({row['onnx_mb']:.1f} MB, {row['export_s']:.1f} s): {v.describe()}")
+    if a.export_only:
+        row["status"] = "exported"
+        return row
+
+    # the judge: PyTorch in float64 (on the GPU for cuda: fast enough for every model)
+    dev = torch.device("cpu" if cpu else "cuda")
+    with torch.no_grad():
+        m64 = model.double().to(dev)
+        x64 = tuple((x.double() if x.is_floating_point() else x).to(dev) for x in xs)
+        ref64 = [t.cpu().numpy().astype(np.float64) for t in flat_outputs(m64(*x64))]
+        del m64, x64
+    scales = [float(np.abs(r).max()) or 1.0 for r in ref64]
+    if not cpu:
+        gpu.set_precision("fp32")  # PyTorch's own error with TF32 off, as it is timed
+    with torch.no_grad():  # PyTorch's float32 error, on the target's device
+        m32 = model.float().to(dev)
+        y32 = [t.cpu().numpy() for t in flat_outputs(m32(*(x.to(dev) for x in xs)))]
+    model = m32.cpu()
+    row["torch_err"] = max(float(np.abs(y - r).max()) / s for y, r, s in zip(y32, ref64, scales))
+
+    # orch: cold then warm compile
+    art = os.path.join(d, "model.orch")
+    db = os.path.join(d, "profile.db")
+    clog = os.path.join(d, "compile.log")
+    for f in (db, db + "-wal", db + "-shm", db + "-journal", clog, art):
+        if os.path.exists(f):
+            os.remove(f)
+    extra = (["--threads", str(a.threads)] if cpu else []) + (["--top-k", str(a.top_k)] if a.top_k else [])
+    try:
+        rc, cold = gpu.orch_compile(a.orch, onnx_path, art, db, "fp32", clog, target=a.target,
+                                    extra=extra, timeout=a.compile_timeout)
+    except subprocess.TimeoutExpired:
+        row["status"] = "compile timeout"
+        row["error"] = f"orch compile ran past {a.compile_timeout:.0f} s"
+        log(f"  {row['error']}")
+        return row
+    rep = compile_report(clog)
+    row["orch_compile_cold_s"] = cold
+    if rc != 0:
+        row["status"] = "refused"
+        row["compile_exit"] = rc
+        row["error"] = rep["error"] or gpu.tail(clog, 2).strip()
+        log(f"  orch compile FAILED (exit {rc}): {row['error']}")
+        return row
+    rc2, warm = gpu.orch_compile(a.orch, onnx_path, art, db, "fp32", clog, target=a.target,
+                                 extra=extra, timeout=a.compile_timeout)
+    row["orch_compile_warm_s"] = warm if rc2 == 0 else None
+    row["not_generated"] = rep["not_generated"]
+    row["not_generated_lines"] = rep["lines"]
+    log(f"  orch compile: cold {cold:.1f} s, warm {warm:.1f} s; not generated: "
+        f"{rep['not_generated'] if rep['not_generated'] is not None else '?'}"
+        + "".join(f"\n    {ln}" for ln in rep["lines"][:8]))
+
+    # orch run against float64
+    outdir = os.path.join(d, "out")
+    shutil.rmtree(outdir, ignore_errors=True)
+    cmd = [a.orch, "run", art, "-o", outdir] + sum((["-i", f"{n}={f}"] for n, f in feeds.items()), [])
+    if cpu:
+        cmd += ["--threads", str(a.threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    errs = []
+    for oname, r, s in zip(entry.outputs, ref64, scales):
+        got = os.path.join(outdir, oname.replace("/", "_") + ".npy")
+        if p.returncode != 0 or not os.path.exists(got):
+            row["status"] = "run failed"
+            row["error"] = f"orch run exit {p.returncode}: {(p.stdout + p.stderr).strip()[-300:]}"
+            log(f"  {row['error']}")
+            return row
+        y = np.load(got).astype(np.float64)
+        if y.shape != r.shape:
+            row["status"] = "wrong"
+            row["error"] = f"output {oname}: shape {list(y.shape)}, PyTorch's {list(r.shape)}"
+            log(f"  {row['error']}")
+            return row
+        errs.append(float(np.abs(y - r).max()) / s)
+    row["orch_err"] = max(errs)
+    ok = math.isfinite(row["orch_err"]) and row["orch_err"] <= max(TOL, 10 * row["torch_err"])
+    row["status"] = "ok" if ok else "wrong"
+    log(f"  error vs float64: orch {row['orch_err']:.1e}, PyTorch fp32 {row['torch_err']:.1e}")
+
+    # latency
+    try:
+        if cpu:
+            time_cpu_side(row, model, xs, onnx_path, names, art, d, log)
+        else:
+            time_cuda_side(row, model, xs, art, d, log)
+    except Exception as exc:
+        traceback.print_exc()
+        row["timing_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        log(f"  timing FAILED: {row['timing_error']}")
+    return row
+
+
+def bench_json_fields(row, bj):
+    row["orch_kernels"] = len(bj.get("kernels", []))
+    # the plan's kernels an interpreter runs, by the names the sessions give them
+    # ("interp:KIND#ID" for the primitive interpreter, "opaque:OP" for the op interpreter)
+    interp = [k for k in bj.get("kernels", []) if k["name"].startswith(("interp:", "opaque:"))]
+    row["interpreted_kernels"] = [f"{k['name']} ({k['nodes'][:120]}; {k['median_ms']:.3f} ms)"
+                                  for k in interp]
+    if row.get("not_generated") and not row.get("not_generated_lines"):
+        row["not_generated_lines"] = row["interpreted_kernels"]
+    ng = bj.get("not_generated")
+    if isinstance(ng, list):  # orch bench --json lists the groups of kernels not generated
+        row["not_generated_bench"] = sum(g.get("kernels", 0) for g in ng)
+        row["not_generated_ops"] = sorted({g.get("ops", "?") for g in ng})
+
+
+def time_cpu_side(row, model, xs, onnx_path, names, art, d, log):
+    import onnxruntime as ort
+    a = ARGS
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = a.threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+    feed = {n: x.numpy() for n, x in zip(names, xs)}
+    torch.set_num_threads(a.threads)
+    rounds = {"ort": [], "eager": [], "orch": []}
+    with torch.inference_mode():
+        for r in range(a.rounds):
+            if "ort" in a.baselines:
+                rounds["ort"].append(time_cpu(lambda: sess.run(None, feed), a.iters, a.warmup))
+            if "eager" in a.baselines:
+                rounds["eager"].append(time_cpu(lambda: model(*xs), a.iters, a.warmup))
+            bj = orch_bench(art, os.path.join(d, f"bench{r}.json"), True)
+            rounds["orch"].append(bj["median_ms"])
+    bench_json_fields(row, bj)
+    # the 1-minute load average as the sides were timed: above the thread count, other
+    # processes took cores from the sides (the row's ratio is then only indicative)
+    row["load1"] = os.getloadavg()[0]
+    row["baselines"] = {k: statistics.median(v) for k, v in rounds.items() if v and k != "orch"}
+    row["orch_ms"] = statistics.median(rounds["orch"])
+    row["rounds_ms"] = rounds
+    if "ort" in row["baselines"]:
+        row["ratio"] = row["baselines"]["ort"] / row["orch_ms"]
+    log(f"  ms: orch {row['orch_ms']:.3f}, " + ", ".join(f"{k} {t:.3f}" for k, t in row["baselines"].items())
+        + (f"; ONNX Runtime / orch {row['ratio']:.2f}x" if "ratio" in row else "")
+        + f" (load {row['load1']:.1f})")
+
+
+def time_cuda_side(row, model, xs, art, d, log):
+    a = ARGS
+    gpu.set_precision("fp32")
+    bj = orch_bench(art, os.path.join(d, "bench.json"), False)
+    bench_json_fields(row, bj)
+    row["orch_ms"] = bj.get("device_median_ms") or bj["median_ms"]
+    row["orch_host_ms"] = bj["median_ms"]
+    log(f"    orch     {row['orch_ms']:9.4f} ms ({row['orch_kernels']} launches)")
+    dev = torch.device("cuda")
+    m = model.to(dev)
+    xd = tuple(x.to(dev) for x in xs)
+    times, errs, first = gpu.run_baselines(m, xd, a.baselines, a.iters, a.warmup, log)
+    row["baselines"] = {k: t for k, t in times.items() if t}
+    row["baseline_errors"] = errs
+    row["baseline_first_call_s"] = first
+    if row["baselines"]:
+        row["best_baseline_ms"] = min(row["baselines"].values())
+        row["ratio"] = row["best_baseline_ms"] / row["orch_ms"]
+    model.cpu()
+
+
+def fmt(v, w, p=3):
+    return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
+
+
+def print_table(rows, log):
+    cpu = ARGS.target == "cpu"
+    bl = ARGS.baselines
+    log(f"\n{ARGS.target}: " + (f"{ARGS.threads} threads; ratio = ONNX Runtime / orch (> 1: orch faster)"
+                                if cpu else "fp32, TF32 off; speed-up = best baseline / orch"))
+    head = (f"{'model':24}{'status':>15}{'not gen':>8}{'orch err':>9}{'cold s':>7}{'warm s':>7}"
+            f"{'orch ms':>10}" + "".join(f"{b + ' ms':>11}" for b in bl)
+            + f"{'ratio' if cpu else 'speed-up':>9}" + ("" if cpu else f"{'launches':>9}"))
+    log(head)
+    log("-" * len(head))
+    for r in rows:
+        ng = r.get("not_generated")
+        line = (f"{r['model']:24}{r['status']:>15}{ng if ng is not None else '-':>8}"
+                + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
+                + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1)
+                + fmt(r.get("orch_ms"), 10) + "".join(fmt(r.get("baselines", {}).get(b), 11) for b in bl)
+                + (f"{r['ratio']:8.2f}x" if "ratio" in r else f"{'-':>9}")
+                + ("" if cpu else f"{r.get('orch_kernels', '-'):>9}"))
+        log(line)
+    log("-" * len(head))
+    rs = [r["ratio"] for r in rows if r.get("ratio")]
+    ok = sum(r["status"] == "ok" for r in rows)
+    zero = sum(r["status"] == "ok" and r.get("not_generated") == 0 for r in rows)
+    log(f"{ok} of {len(rows)} models compile and are correct; {zero} of them with every kernel "
+        f"generated")
+    if rs:
+        g = math.exp(sum(map(math.log, rs)) / len(rs))
+        thr = 0.8 if cpu else 1.0
+        log(f"geomean {'ratio' if cpu else 'speed-up'} over {len(rs)} models: {g:.2f}x; "
+            f">= {thr}x on {sum(x >= thr for x in rs)} of {len(rs)}")
+    for r in rows:
+        if r.get("error"):
+            log(f"  {r['model']}: {r['status']}: {r['error']}")
+        elif r.get("not_generated"):
+            log(f"  {r['model']}: {r['not_generated']} kernel(s) not generated"
+                + "".join(f"\n      {ln}" for ln in r.get("not_generated_lines", [])[:12]))
+
+
+def write_results(path, meta, rows, names, order):
+    """results.json: this run's rows, then the rows of an earlier run into the same folder for
+    the models this run did not measure (a run with --only adds to a table, each row keeping its
+    run's start time in run_started)."""
+    kept = []
+    try:
+        with open(path) as f:
+            old = json.load(f)
+        if old.get("target") == meta["target"]:
+            kept = [r for r in old.get("models", []) if r["model"] not in names]
+    except (OSError, ValueError):
+        pass
+    with open(path + ".tmp", "w") as f:
+        all_rows = sorted(rows + kept, key=lambda r: order.index(r["model"])
+                          if r["model"] in order else len(order))
+        json.dump({**meta, "models": all_rows}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def markdown(path):
+    """results.json as the README's Markdown table (the numbers as measured, nothing else)."""
+    with open(path) as f:
+        res = json.load(f)
+    cpu = res["target"] == "cpu"
+    bl = sorted({b for r in res["models"] for b in r.get("baselines", {})},
+                key=lambda b: ["ort", "eager", "compile", "graphs"].index(b)
+                if b in ("ort", "eager", "compile", "graphs") else 9)
+    print(f"{res['machine']}; torch {res['torch']}, onnxruntime {res['onnxruntime']}; "
+          + (f"{res['threads']} threads; " if cpu else "")
+          + f"orch compile --top-k {res['top_k'] or 'default'}; {res['started']}; "
+          + "".join(f"{k}={v}; " for k, v in res.get("omp_env", {}).items()) + "load average "
+          + " -> ".join(f"{x:.1f}" for x in res.get("loadavg_start_end", [])) + "\n")
+    print("| model | family | input | status | not generated | err vs f64 | cold s | warm s | orch ms | "
+          + " | ".join(f"{b} ms" for b in bl)
+          + (" | ORT / orch | load |" if cpu else " | speed-up | launches |"))
+    print("|" + "---|" * (9 + len(bl) + 2))
+    for r in res["models"]:
+        def f(k, p=1, d=None):
+            v = (d or r).get(k)
+            return f"{v:.{p}f}" if isinstance(v, (int, float)) else "-"
+        st = r["status"] + (f": {r['error']}" if r.get("error") else "")
+        st = st.replace("|", "\\|")
+        ng = r.get("not_generated")
+        cells = [r["model"], r.get("family", ""), r.get("inputs", ""), st,
+                 "-" if ng is None else str(ng),
+                 f"{r['orch_err']:.1e}" if "orch_err" in r else "-", f("orch_compile_cold_s"),
+                 f("orch_compile_warm_s"), f("orch_ms", 2 if cpu else 4)]
+        cells += [f(b, 2 if cpu else 4, r.get("baselines", {})) for b in bl]
+        cells += [f"{r['ratio']:.2f}x" if r.get("ratio") else "-"]
+        cells += [f("load1") if cpu else str(r.get("orch_kernels", "-"))]
+        print("| " + " | ".join(cells) + " |")
+    rs = [r["ratio"] for r in res["models"] if r.get("ratio")]
+    if rs:
+        print(f"\ngeomean {'ORT / orch' if cpu else 'speed-up'} over {len(rs)} models: "
+              f"{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x")
+
+
+def machine():
+    if ARGS.target == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        name = "?"
+    return f"{name}, {os.cpu_count()} cores"
+
+
+ARGS = None
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", choices=["cpu", "cuda"],
+                    required=not {"--list", "--markdown"} & set(sys.argv))
+    ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--skip", default="", help="comma-separated model names to leave out")
+    ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--out", default=None, help="default build/bench-zoo-TARGET")
+    ap.add_argument("--orch", default=os.environ.get("ORCH", os.path.join(ROOT, "build", "orch")))
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                    help="cpu: threads of orch, ONNX Runtime and PyTorch alike")
+    ap.add_argument("--top-k", type=int, default=None,
+                    help="orch compile --top-k (configs tuned per kernel; default orch's)")
+    ap.add_argument("--full", action="store_true", help="cpu: the full models, not the CPU-sized")
+    ap.add_argument("--export-only", action="store_true", help="build and export, no orch")
+    ap.add_argument("--iters", type=int, default=None, help="timed runs (cpu 10, cuda 200)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up runs (cpu 2, cuda 20)")
+    ap.add_argument("--rounds", type=int, default=3, help="cpu: alternations of the sides")
+    ap.add_argument("--baselines", default=None,
+                    help="cpu: ort,eager (default); cuda: eager,compile,graphs (default)")
+    ap.add_argument("--compile-timeout", type=float, default=3600.0)
+    ap.add_argument("--markdown", metavar="RESULTS_JSON",
+                    help="print a results.json as a Markdown table (for the README) and exit")
+    a = ap.parse_args()
+    ARGS = a
+    if a.markdown:
+        markdown(a.markdown)
+        return 0
+    zoo = zoo_models.zoo()
+    if a.list:
+        print(f"{len(zoo)} models")
+        for n, e in zoo.items():
+            cpu = e.cpu.describe() if e.cpu else "same"
+            print(f"{n:24} {e.family:20} full {e.full.describe():22} cpu {cpu:22} {e.source}"
+                  + (f" ({e.note})" if e.note else ""))
+        return 0
+    only = [n for n in a.only.split(",") if n]
+    skip = [n for n in a.skip.split(",") if n]
+    unknown = [n for n in only + skip if n not in zoo]
+    if unknown:
+        print(f"unknown model(s): {', '.join(unknown)} (--list shows the zoo)", file=sys.stderr)
+        return 1
+    # --only keeps its own order (the models that matter most first when time is short)
+    names = [n for n in (only or zoo) if n not in skip]
+    cpu = a.target == "cpu"
+    a.iters = a.iters or (10 if cpu else 200)
+    a.warmup = a.warmup if a.warmup is not None else (2 if cpu else 20)
+    a.baselines = [b for b in (a.baselines or ("ort,eager" if cpu else "eager,compile,graphs")).split(",") if b]
+    a.out = a.out or os.path.join(ROOT, "build", f"bench-zoo-{a.target}")
+    if not a.export_only:
+        if not os.path.exists(a.orch):
+            print(f"no orch at {a.orch} (--orch PATH; make, or scripts/bundle_device.sh)", file=sys.stderr)
+            return 1
+        a.orch = os.path.abspath(a.orch)
+        if not cpu and not torch.cuda.is_available():
+            print("--target cuda needs a CUDA device", file=sys.stderr)
+            return 3
+    os.makedirs(a.out, exist_ok=True)
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused MHA path has no ONNX export
+    torch.set_num_threads(a.threads) if cpu else None
+    logf = open(os.path.join(a.out, "log.txt"), "a")
+
+    def log(s):
+        print(s, flush=True)
+        logf.write(s + "\n")
+        logf.flush()
+
+    load0 = os.getloadavg()[0]
+    try:
+        import onnxruntime
+        ortv = onnxruntime.__version__
+    except ImportError:
+        ortv = None
+    meta = {"target": a.target, "machine": machine(), "threads": a.threads if cpu else None,
+            "torch": torch.__version__, "onnxruntime": ortv, "orch": a.orch, "top_k": a.top_k,
+            "iters": a.iters, "warmup": a.warmup, "rounds": a.rounds if cpu else None,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            # passed on to orch and PyTorch (OMP_WAIT_POLICY=passive: sleeping, not spinning,
+            # OpenMP threads, which a machine with more runnable threads than cores needs)
+            "omp_env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_"))}}
+    log(f"zoo benchmark, target {a.target}: {meta['machine']} | torch {torch.__version__} | "
+        f"onnxruntime {ortv} | orch {a.orch} | top-k {a.top_k or 'default'} | "
+        f"{len(names)} models | {meta['started']}"
+        + "".join(f" | {k}={v}" for k, v in meta["omp_env"].items()))
+    rows = []
+    for n in names:
+        e = zoo[n]
+        log(f"{n} [{e.family}] {e.source}")
+        t0 = time.time()
+        try:
+            row = bench_model(n, e, log)
+        except Exception as exc:  # a harness failure on one model still reports the others
+            traceback.print_exc()
+            row = {"model": n, "family": e.family, "status": "harness error",
+                   "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        row["elapsed_s"] = time.time() - t0
+        rows.append(row)
+        log(f"  {row['status']} ({row['elapsed_s']:.0f} s)")
+        meta["loadavg_start_end"] = (load0, os.getloadavg()[0])
+        row["run_started"] = meta["started"]
+        write_results(os.path.join(a.out, "results.json"), meta, rows, names, list(zoo))
+    if not a.export_only:
+        print_table(rows, log)
+        log(f"load average (1 min): {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    else:
+        log(f"{sum(r['status'] == 'exported' for r in rows)} of {len(rows)} exported")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
