@@ -69,7 +69,7 @@ def compile_report(log_path):
         if m:
             n = int(m[1])
             break
-    if n is None and re.search(r"not generated: none", text):
+    if n is None and re.search(r"not generated: none|launches, all generated", text):
         n = 0
     lines, block = [], False
     for ln in text.splitlines():
