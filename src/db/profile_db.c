@@ -375,6 +375,7 @@ static bool read_record(sqlite3_stmt *s, PdbRecord *rec, char *why, size_t why_n
     rec->load = column_time(s, 10);
     int64_t suspect = sqlite3_column_int64(s, 11);
     if (sqlite3_column_type(s, 11) != SQLITE_INTEGER || (suspect != 0 && suspect != 1) ||
+        !(sqlite3_column_type(s, 10) == SQLITE_NULL || column_number(s, 10)) ||
         !(isnan(rec->load) || (rec->load >= 0 && isfinite(rec->load)))) {
         snprintf(why, why_n, "load %.40s and suspect flag %.20s",
                  sqlite3_column_type(s, 10) == SQLITE_NULL ? "NULL" : col_text(s, 10),
@@ -768,11 +769,20 @@ static int setup_schema(ProfileDb *db, Err *e) {
         if (st == ST_OK && version >= 1 && version < PDB_SCHEMA_VERSION && !db->readonly) {
             // Version 1 → 2: the reference table; 2 → 3: the load and suspect columns (old
             // rows: load unknown, not suspect). All in this same transaction, rows kept.
+            // A file whose version was set back by hand may have the columns already.
+            bool has_load = false;
+            s = prepare(db,
+                        "SELECT count(*) FROM pragma_table_info('measurement') WHERE name = "
+                        "'load'",
+                        "reading the schema", e);
+            if (s && step(db, s) == SQLITE_ROW)
+                has_load = sqlite3_column_int(s, 0) > 0;
+            sqlite3_finalize(s);
             char sql[1024];
             snprintf(sql, sizeof sql,
                      "%s%s UPDATE meta SET value = '%d' WHERE key = "
                      "'schema_version';",
-                     version < 2 ? REFERENCE_TABLE_SQL : "", MEASUREMENT_V3_SQL,
+                     version < 2 ? REFERENCE_TABLE_SQL : "", has_load ? "" : MEASUREMENT_V3_SQL,
                      PDB_SCHEMA_VERSION);
             st = exec_sql(db, sql, "upgrading the schema to version 3", e);
             version = PDB_SCHEMA_VERSION;
