@@ -1,5 +1,6 @@
-// What every target's kernel lab shares (kernel_lab.h): kernel names, precisions and the
-// tolerances of the checks. The labs themselves are the targets' (cpu/lab_cpu.c, cuda/cuda_lab.c).
+// What every target's kernel lab shares (kernel_lab.h): kernel names, precisions, the
+// tolerances of the checks, and the timings' summary and stability rule with the machine's load.
+// The labs themselves are the targets' (cpu/lab_cpu.c, cuda/cuda_lab.c).
 #include "kernel_lab.h"
 
 #include <math.h>
@@ -125,4 +126,58 @@ bool lab_outputs_agree_tol(DType dt, int64_t n, const void *got, const void *ref
 int lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs, void **values,
             LabJob *jobs, int n, const LabOptions *opt, Err *e) {
     return m->target->lab_run(m, pg, cs, values, jobs, n, opt, e);
+}
+
+static int cmp_sample(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// The sample at quantile q of n sorted samples (nearest rank, never past the last).
+static double quantile(const double *s, int n, double q) {
+    int i = (int)ceil(q * n) - 1;
+    return s[ORCH_MIN(ORCH_MAX(i, 0), n - 1)];
+}
+
+void lab_summarise(double *samples, int n, double load, int threads, LabTiming *t) {
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->load = load;
+    if (n <= 0)
+        return;
+    qsort(samples, (size_t)n, sizeof(double), cmp_sample);
+    t->min_s = samples[0];
+    t->median_s = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+    t->p90_s = quantile(samples, n, 0.9);
+    t->p95_s = quantile(samples, n, 0.95);
+    t->spread = t->min_s > 0 ? (t->p90_s - t->min_s) / t->min_s : 0;
+    if (t->spread > LAB_MAX_SPREAD)
+        snprintf(t->why, sizeof t->why, "p90 %.2fx its minimum", 1 + t->spread);
+    else if (t->min_s > 0 && t->median_s > LAB_MAX_MEDIAN_RATIO * t->min_s)
+        snprintf(t->why, sizeof t->why, "median %.2fx its minimum", t->median_s / t->min_s);
+    else if (threads > 0 && load > threads)
+        snprintf(t->why, sizeof t->why, "%.0f runnable threads for %d of its own", load, threads);
+    t->unstable = t->why[0] != 0;
+}
+
+static double load_override = -1;
+
+void lab_set_load_override(double load) {
+    load_override = load;
+}
+
+double lab_machine_load(void) {
+    if (load_override >= 0)
+        return load_override;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        double a, b, c;
+        long running, total;
+        int got = fscanf(f, "%lf %lf %lf %ld/%ld", &a, &b, &c, &running, &total);
+        fclose(f);
+        if (got == 5 && running >= 0)
+            return (double)running;
+    }
+    double avg[1];
+    return getloadavg(avg, 1) == 1 ? avg[0] : -1;
 }

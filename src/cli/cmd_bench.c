@@ -2,9 +2,11 @@
 // table (time, share, the ONNX nodes each kernel covers), as text and optionally JSON. An ONNX
 // model is compiled first (compile's flags apply) into a temporary artefact.
 // Latency runs are timed without per-kernel clocks; the kernel table comes from separate
-// profiled runs, so the clocks do not inflate the latency figures.
+// profiled runs, so the clocks do not inflate the latency figures. A warning says when the
+// machine was busy (the runs' spread or the machine's runnable threads: kernel_lab.h's rule).
 #include "cmd_bench.h"
 
+#include "../backend/kernel_lab.h"
 #include "../compile/compile.h"
 #include "../compile/fallbacks.h"
 #include "../plan/artifact.h"
@@ -216,6 +218,9 @@ int cli_bench_main(int argc, char **argv) {
     double *lat = malloc(sizeof(double) * (size_t)iters);
     for (int r = 0; r < warmup && rc == ST_OK; r++)
         rc = session_run(s, (const void *const *)in, outs, &e);
+    // The machine's runnable threads before and after the timed runs (kernel_lab.h): with the
+    // latency runs' spread, whether a neighbour shared the cores.
+    double load = lab_machine_load();
     double t_all = now_s();
     for (int r = 0; r < iters && rc == ST_OK; r++) {
         double t0 = now_s();
@@ -223,6 +228,9 @@ int cli_bench_main(int argc, char **argv) {
         lat[r] = now_s() - t0;
     }
     t_all = now_s() - t_all;
+    double load_after = lab_machine_load();
+    if (load_after >= 0 && (load < 0 || load_after < load))
+        load = load_after;
 
     // CUDA: the GPU-timeline time of back-to-back runs with the inputs already on the device,
     // comparable with CUDA-event timings of other frameworks (the latency above adds the copies
@@ -253,8 +261,13 @@ int cli_bench_main(int argc, char **argv) {
             mean += lat[r] / iters;
         for (int r = 0; r < iters; r++)
             var += (lat[r] - mean) * (lat[r] - mean) / iters;
-        double med = pct(lat, iters, 0.5), p90 = pct(lat, iters, 0.9),
+        double med = pct(lat, iters, 0.5), p90 = pct(lat, iters, 0.9), p95 = pct(lat, iters, 0.95),
                p99 = pct(lat, iters, 0.99);
+        LabTiming lt;
+        double *copy = malloc(sizeof(double) * (size_t)iters);
+        memcpy(copy, lat, sizeof(double) * (size_t)iters);
+        lab_summarise(copy, iters, load, session_threads(s), &lt);
+        free(copy);
         KernelRow *rows = calloc((size_t)nl + 1, sizeof(KernelRow));
         double ksum = 0;
         for (int i = 0; i < nl; i++) {
@@ -270,10 +283,15 @@ int cli_bench_main(int argc, char **argv) {
         printf("%s: %d kernels, %d thread%s, precision %s, %s\n",
                art_path == tmp_path ? model : art_path, session_num_kernels(s), session_threads(s),
                session_threads(s) == 1 ? "" : "s", ac.h.precision, ac.h.fingerprint);
-        printf("latency over %d runs (after %d warm-up): min %.3f ms, median %.3f ms, p90 %.3f ms, "
-               "p99 %.3f ms, mean %.3f ms, stddev %.3f ms\n",
-               iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, mean * 1e3,
+        printf("latency over %d runs (after %d warm-up): min %.3f ms, median %.3f ms (p95 %.3f "
+               "ms), p90 %.3f ms, p99 %.3f ms, mean %.3f ms, stddev %.3f ms\n",
+               iters, warmup, lat[0] * 1e3, med * 1e3, p95 * 1e3, p90 * 1e3, p99 * 1e3, mean * 1e3,
                sqrt(var) * 1e3);
+        if (lt.unstable)
+            printf("warning: the machine was busy (%s; %.0f runnable threads for %d of the "
+                   "plan's): these times are the machine's as much as the plan's; bench on a "
+                   "quiet machine to compare\n",
+                   lt.why, load, session_threads(s));
         double dev_med = 0, dev_min = 0;
         if (on_gpu) {
             qsort(dev, (size_t)iters, sizeof(double), cmp_double);
@@ -323,13 +341,16 @@ int cli_bench_main(int argc, char **argv) {
                 json_str(jf, ac.h.fingerprint);
                 fprintf(jf,
                         ",\n  \"threads\": %d,\n  \"iters\": %d,\n  \"warmup\": %d,\n"
-                        "  \"min_ms\": %.6f,\n  \"median_ms\": %.6f,\n  \"p90_ms\": %.6f,\n"
+                        "  \"min_ms\": %.6f,\n  \"median_ms\": %.6f,\n  \"p95_ms\": %.6f,\n"
+                        "  \"p90_ms\": %.6f,\n  \"load\": %.0f,\n  \"spread\": %.4f,\n"
+                        "  \"busy\": %s,\n"
                         "  \"p99_ms\": %.6f,\n  \"mean_ms\": %.6f,\n  \"stddev_ms\": %.6f,\n"
                         "  \"throughput_per_s\": %.3f,\n  \"compile_s\": %.3f,\n"
                         "  \"arena_bytes\": %lld,\n  \"const_bytes\": %lld,\n"
                         "  \"peak_rss_bytes\": %lld,\n",
-                        session_threads(s), iters, warmup, lat[0] * 1e3, med * 1e3, p90 * 1e3,
-                        p99 * 1e3, mean * 1e3, sqrt(var) * 1e3, iters / t_all, compile_s,
+                        session_threads(s), iters, warmup, lat[0] * 1e3, med * 1e3, p95 * 1e3,
+                        p90 * 1e3, load, lt.spread, lt.unstable ? "true" : "false", p99 * 1e3,
+                        mean * 1e3, sqrt(var) * 1e3, iters / t_all, compile_s,
                         (long long)plan->arena_bytes, (long long)plan->const_bytes, peak_rss);
                 if (on_gpu)
                     fprintf(jf, "  \"device_min_ms\": %.6f,\n  \"device_median_ms\": %.6f,\n",

@@ -1,4 +1,5 @@
-// `orch db stats|clear`: the profile database from the command line (see cmd_db.c).
+// `orch db stats|check|clear|merge|export|import`: the profile database from the command line
+// (see cmd_db.c).
 #ifndef ORCH_CLI_CMD_DB_H
 #define ORCH_CLI_CMD_DB_H
 

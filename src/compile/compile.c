@@ -274,6 +274,10 @@ static void collect_configs(Driver *d) {
                     retried++; // its process died measuring it: once more (PDB_MAX_ATTEMPTS)
                     break;
                 }
+                if (recs.recs[r].status == PDB_OK && recs.recs[r].suspect) {
+                    d->rep->resuspect++; // timed on a busy machine: never reused as truth
+                    break;
+                }
                 s->cfg_known[j] = true;
                 s->cfg_status[j] = recs.recs[r].status;
                 s->cfg_time[j] = recs.recs[r].median_s;
@@ -288,6 +292,11 @@ static void collect_configs(Driver *d) {
                 "warning: profile database %s: %lld row%s with values no measurement gives "
                 "ignored (the first: %s); their configs are measured again\n",
                 pdb_path(d->db), (long long)invalid, invalid == 1 ? "" : "s", why);
+    if (d->rep->resuspect && d->opt->progress)
+        fprintf(d->opt->progress,
+                "tune: %d config%s whose stored timing was unstable (a busy machine) measured "
+                "again\n",
+                d->rep->resuspect, d->rep->resuspect == 1 ? "" : "s");
     if (retried && d->opt->progress)
         fprintf(d->opt->progress,
                 "tune: %d config%s whose measuring process died (killed, or crashed) measured "
@@ -355,8 +364,11 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
         st = PDB_CRASHED;
     s->cfg_known[k] = true;
     s->cfg_status[k] = st;
-    s->cfg_time[k] = j->median_s;
+    // A timing that stayed unstable is used at its least disturbed sample in this compile.
+    bool unstable = st == PDB_OK && j->unstable;
+    s->cfg_time[k] = unstable ? j->min_s : j->median_s;
     d->rep->measured++;
+    d->rep->unstable += unstable;
     if (st == PDB_WRONG)
         d->rep->wrong++;
     else if (st != PDB_OK)
@@ -377,7 +389,9 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
                        .median_s = j->median_s,
                        .min_s = j->min_s,
                        .spread = j->spread,
-                       .reps = j->reps};
+                       .reps = j->reps,
+                       .load = j->load,
+                       .suspect = unstable};
         snprintf(r.note, sizeof r.note, "%s", j->note);
         Err e = {0};
         if (pdb_store(d->db, &key, &r, &e))
@@ -1919,6 +1933,11 @@ void compile_report_print(const CompileReport *r, FILE *f) {
             "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
             r->prims, r->candidates, r->signatures, r->generated, r->measured, r->looked_up,
             r->wrong, r->failed);
+    if (r->unstable)
+        fprintf(f,
+                "warning: %d timing%s unstable: measured on a busy machine (kept as suspect, "
+                "used at %s minimum, measured again by the next compile)\n",
+                r->unstable, r->unstable == 1 ? "" : "s", r->unstable == 1 ? "its" : "their");
     if (r->precision && strcmp(r->precision, "fp32") != 0)
         fprintf(f,
                 "precision: %s (linear kernels: operands rounded to %s, float32 accumulation; "

@@ -60,6 +60,8 @@ typedef struct CompileReport {
     int generated, rejected;               // candidates the target generates / refused
     int interp;                            // kernels of the selection an interpreter runs
     int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
+    int unstable;  // of those measured, timings that stayed unstable (stored suspect)
+    int resuspect; // suspect timings in the database measured again rather than reused
     int kernels;                           // launches of the plan
     double predicted_s;                    // the selection's measured total
     // The kernels not generated (interp: an interpreter runs them): their share of predicted_s

@@ -1,6 +1,7 @@
-// The profile database on SQLite (see profile_db.h): schema creation and version check, cached
-// prepared statements, pending rows that resolve to "crashed" once their process is gone, stats,
-// filtered clearing, and the end-to-end check references (checksummed blobs).
+// The profile database on SQLite (see profile_db.h): schema creation, version check and upgrade,
+// cached prepared statements, pending rows that resolve to "crashed" once their process is gone,
+// stats, the anomaly check, filtered clearing, rows for sharing with the merge rule, and the
+// end-to-end check references (checksummed blobs).
 // Needs: libsqlite3. Guarantees: WAL journal with synchronous=NORMAL, so every committed write
 // survives the death of the process (SIGKILL included; a power cut may lose the last commits but
 // never corrupts the file); a busy timeout, so concurrent processes wait for each other instead of
@@ -28,19 +29,25 @@
 // A pending row of another host cannot be checked; after this long it is taken as crashed.
 #define PDB_FOREIGN_PENDING_S (24 * 3600)
 
+// What read_record reads, in its order (a version 2 file opened read-only has no load and
+// suspect columns: RECORD_COLUMNS_V2 reads them as unknown and trusted).
+#define RECORD_COLUMNS                                                                             \
+    "status, median_s, min_s, spread, reps, note, created, pid, host, proc_start, load, suspect"
+#define RECORD_COLUMNS_V2                                                                          \
+    "status, median_s, min_s, spread, reps, note, created, pid, host, proc_start, NULL, 0"
+#define RECORD_CONFIG_COLUMN 12
+
 enum { Q_LOOKUP, Q_LOOKUP_ALL, Q_STORE, Q_GET_VALUE, Q_SET_VALUE, Q_GET_REF, Q_SET_REF, Q_COUNT };
 
 static const char *const queries[Q_COUNT] = {
-    [Q_LOOKUP] =
-        "SELECT status, median_s, min_s, spread, reps, note, created, pid, host, proc_start "
-        "FROM measurement WHERE signature = ?1 AND target = ?2 AND fingerprint = ?3 "
-        "AND config = ?4",
-    [Q_LOOKUP_ALL] = "SELECT status, median_s, min_s, spread, reps, note, created, pid, host, "
-                     "proc_start, config FROM measurement WHERE signature = ?1 AND target = ?2 "
-                     "AND fingerprint = ?3 ORDER BY config",
+    [Q_LOOKUP] = "SELECT " RECORD_COLUMNS " FROM measurement WHERE signature = ?1 AND target = ?2 "
+                 "AND fingerprint = ?3 AND config = ?4",
+    [Q_LOOKUP_ALL] = "SELECT " RECORD_COLUMNS ", config FROM measurement WHERE signature = ?1 "
+                     "AND target = ?2 AND fingerprint = ?3 ORDER BY config",
     [Q_STORE] = "INSERT OR REPLACE INTO measurement (signature, target, fingerprint, config, "
-                "status, median_s, min_s, spread, reps, note, created, pid, host, proc_start) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                "status, median_s, min_s, spread, reps, note, created, pid, host, proc_start, "
+                "load, suspect) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                "?14, ?15, ?16)",
     [Q_GET_VALUE] = "SELECT value FROM device_value WHERE fingerprint = ?1 AND key = ?2",
     [Q_SET_VALUE] = ("INSERT OR REPLACE INTO device_value (fingerprint, key, value, created) "
                      "VALUES (?1, ?2, ?3, ?4)"),
@@ -52,6 +59,11 @@ static const char *const queries[Q_COUNT] = {
 #define REFERENCE_TABLE_SQL                                                                        \
     "CREATE TABLE IF NOT EXISTS reference (key TEXT PRIMARY KEY, created INTEGER NOT NULL, "       \
     "bytes BLOB NOT NULL);"
+
+// Schema version 3: each timing's machine load and whether it stayed unstable (suspect).
+#define MEASUREMENT_V3_SQL                                                                         \
+    "ALTER TABLE measurement ADD COLUMN load REAL;"                                                \
+    "ALTER TABLE measurement ADD COLUMN suspect INTEGER NOT NULL DEFAULT 0;"
 
 static const char *const schema_sql =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -66,6 +78,8 @@ static const char *const schema_sql =
     "  note TEXT NOT NULL DEFAULT '',"
     "  created INTEGER NOT NULL,"                // unix seconds
     "  pid INTEGER, host TEXT, proc_start TEXT," // who is measuring a pending row
+    "  load REAL,"                               // runnable threads while it was timed
+    "  suspect INTEGER NOT NULL DEFAULT 0,"      // 1: stayed unstable (never reused)
     "  PRIMARY KEY (signature, target, fingerprint, config)) WITHOUT ROWID;"
     "CREATE TABLE device_value ("
     "  fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
@@ -78,6 +92,7 @@ struct ProfileDb {
     bool readonly;
     bool in_txn; // inside pdb_begin .. pdb_commit
     bool has_reference; // the reference table exists (false: a version 1 file opened read-only)
+    int version;        // the file's schema version (below 3 only when opened read-only)
     int last_rc; // SQLite's code of the last failure (for the retries while opening)
     sqlite3_stmt *q[Q_COUNT];
     char host[256];       // this machine's host name
@@ -256,8 +271,14 @@ static sqlite3_stmt *prepare(ProfileDb *db, const char *sql, const char *what, E
 // The cached statement q, reset and with its bindings cleared.
 static sqlite3_stmt *query(ProfileDb *db, int q, const char *what, Err *e) {
     if (!db->q[q]) {
-        int rc =
-            sqlite3_prepare_v3(db->db, queries[q], -1, SQLITE_PREPARE_PERSISTENT, &db->q[q], NULL);
+        const char *sql = queries[q];
+        if (db->version < 3 && q == Q_LOOKUP)
+            sql = "SELECT " RECORD_COLUMNS_V2 " FROM measurement WHERE signature = ?1 AND "
+                  "target = ?2 AND fingerprint = ?3 AND config = ?4";
+        else if (db->version < 3 && q == Q_LOOKUP_ALL)
+            sql = "SELECT " RECORD_COLUMNS_V2 ", config FROM measurement WHERE signature = ?1 "
+                  "AND target = ?2 AND fingerprint = ?3 ORDER BY config";
+        int rc = sqlite3_prepare_v3(db->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &db->q[q], NULL);
         if (rc != SQLITE_OK) {
             fail_db(db, rc, what, e);
             sqlite3_finalize(db->q[q]);
@@ -351,6 +372,17 @@ static bool read_record(sqlite3_stmt *s, PdbRecord *rec, char *why, size_t why_n
     rec->reps = sqlite3_column_int(s, 4);
     snprintf(rec->note, sizeof rec->note, "%s", col_text(s, 5));
     rec->created = sqlite3_column_int64(s, 6);
+    rec->load = column_time(s, 10);
+    int64_t suspect = sqlite3_column_int64(s, 11);
+    if (sqlite3_column_type(s, 11) != SQLITE_INTEGER || (suspect != 0 && suspect != 1) ||
+        !(sqlite3_column_type(s, 10) == SQLITE_NULL || column_number(s, 10)) ||
+        !(isnan(rec->load) || (rec->load >= 0 && isfinite(rec->load)))) {
+        snprintf(why, why_n, "load %.40s and suspect flag %.20s",
+                 sqlite3_column_type(s, 10) == SQLITE_NULL ? "NULL" : col_text(s, 10),
+                 col_text(s, 11));
+        return false;
+    }
+    rec->suspect = suspect == 1;
     if (rec->status == PDB_OK) {
         // The times an ok row gives are what the solver minimises: they must be real timings.
         bool numbers = column_number(s, 1) && column_number(s, 2) && column_number(s, 4) &&
@@ -455,7 +487,7 @@ int pdb_lookup_all(ProfileDb *db, uint64_t signature, const char *target, const 
         }
         if (!read_valid(db, s, &out->recs[out->n]))
             continue;
-        out->configs[out->n] = xstrdup(col_text(s, 10));
+        out->configs[out->n] = xstrdup(col_text(s, RECORD_CONFIG_COLUMN));
         out->n++;
     }
     if (rc != SQLITE_DONE) {
@@ -466,7 +498,9 @@ int pdb_lookup_all(ProfileDb *db, uint64_t signature, const char *target, const 
     return st;
 }
 
-static int store_row(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, bool pending, Err *e) {
+// created: the row's date (0: now).
+static int store_row(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, bool pending,
+                     int64_t created, Err *e) {
     const char *what = pending ? "marking a measurement pending" : "storing a measurement";
     if (db->readonly)
         return err_set(e, ST_USAGE, "profile database %s was opened read-only (while %s)", db->path,
@@ -494,24 +528,28 @@ static int store_row(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, bool 
         sqlite3_bind_int(s, 9, rec->reps);
         sqlite3_bind_text(s, 10, rec->note, (int)strnlen(rec->note, sizeof rec->note),
                           SQLITE_STATIC);
+        if (rec->load >= 0 && isfinite(rec->load))
+            sqlite3_bind_double(s, 15, rec->load);
+        sqlite3_bind_int(s, 16, rec->status == PDB_OK && rec->suspect);
     } else {
         sqlite3_bind_int(s, 9, attempt);
         sqlite3_bind_text(s, 10, "", 0, SQLITE_STATIC);
         sqlite3_bind_int64(s, 12, (int64_t)getpid());
         sqlite3_bind_text(s, 13, db->host, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 14, db->proc_start, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 16, 0);
     }
-    sqlite3_bind_int64(s, 11, (int64_t)time(NULL));
+    sqlite3_bind_int64(s, 11, created > 0 ? created : (int64_t)time(NULL));
     return step_done(db, s, what, e);
 }
 
 int pdb_mark_pending(ProfileDb *db, const PdbKey *k, Err *e) {
-    return store_row(db, k, NULL, true, e);
+    return store_row(db, k, NULL, true, 0, e);
 }
 
 int pdb_store(ProfileDb *db, const PdbKey *k, const PdbRecord *rec, Err *e) {
     ORCH_ASSERT((unsigned)rec->status < PDB_N_STATUS);
-    return store_row(db, k, rec, false, e);
+    return store_row(db, k, rec, false, 0, e);
 }
 
 int pdb_begin(ProfileDb *db, bool write, Err *e) {
@@ -713,6 +751,7 @@ static int setup_schema(ProfileDb *db, Err *e) {
                  schema_sql, PDB_SCHEMA_VERSION, ORCH_VERSION);
         st = exec_sql(db, sql, "creating the schema", e);
         db->has_reference = true;
+        db->version = PDB_SCHEMA_VERSION;
     } else if (st == ST_OK) {
         s = prepare(db, "SELECT value FROM meta WHERE key = 'schema_version'",
                     "reading the schema version", e);
@@ -727,16 +766,29 @@ static int setup_schema(ProfileDb *db, Err *e) {
         } else {
             st = e->code;
         }
-        if (st == ST_OK && version >= 1 && version < 2 && !db->readonly) {
-            // Version 1 → 2: the reference table, added in this same transaction.
-            char sql[512];
+        if (st == ST_OK && version >= 1 && version < PDB_SCHEMA_VERSION && !db->readonly) {
+            // Version 1 → 2: the reference table; 2 → 3: the load and suspect columns (old
+            // rows: load unknown, not suspect). All in this same transaction, rows kept.
+            // A file whose version was set back by hand may have the columns already.
+            bool has_load = false;
+            s = prepare(db,
+                        "SELECT count(*) FROM pragma_table_info('measurement') WHERE name = "
+                        "'load'",
+                        "reading the schema", e);
+            if (s && step(db, s) == SQLITE_ROW)
+                has_load = sqlite3_column_int(s, 0) > 0;
+            sqlite3_finalize(s);
+            char sql[1024];
             snprintf(sql, sizeof sql,
-                     "%s UPDATE meta SET value = '%d' WHERE key = 'schema_version';",
-                     REFERENCE_TABLE_SQL, PDB_SCHEMA_VERSION);
-            st = exec_sql(db, sql, "upgrading the schema to version 2", e);
+                     "%s%s UPDATE meta SET value = '%d' WHERE key = "
+                     "'schema_version';",
+                     version < 2 ? REFERENCE_TABLE_SQL : "", has_load ? "" : MEASUREMENT_V3_SQL,
+                     PDB_SCHEMA_VERSION);
+            st = exec_sql(db, sql, "upgrading the schema to version 3", e);
             version = PDB_SCHEMA_VERSION;
         }
         db->has_reference = version >= 2;
+        db->version = (int)ORCH_MIN(version, PDB_SCHEMA_VERSION);
         if (st == ST_OK && version > PDB_SCHEMA_VERSION)
             st = err_set(e, ST_UNSUPPORTED,
                          "profile database %s has schema version %" PRId64
@@ -963,6 +1015,26 @@ static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     if (rc != SQLITE_DONE)
         return fail_db(db, rc, what, e);
 
+    if (db->version >= 3) {
+        s = prepare(db,
+                    "SELECT target, fingerprint, count(*) FROM measurement WHERE status = ?1 AND "
+                    "suspect = 1 GROUP BY target, fingerprint",
+                    what, e);
+        if (!s)
+            return e->code;
+        sqlite3_bind_int(s, 1, PDB_OK);
+        while ((rc = step(db, s)) == SQLITE_ROW) {
+            PdbGroupStats *g = find_group(st, col_text(s, 0), col_text(s, 1));
+            int64_t n = sqlite3_column_int64(s, 2);
+            if (g)
+                g->suspect += n;
+            st->suspect += n;
+        }
+        sqlite3_finalize(s);
+        if (rc != SQLITE_DONE)
+            return fail_db(db, rc, what, e);
+    }
+
     s = prepare(db, "PRAGMA quick_check(1)", "checking integrity", e);
     if (!s)
         return e->code;
@@ -1050,9 +1122,10 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
                 ", \"kernels\": %" PRId64 ", \"device_values\": %" PRId64
                 ", \"references\": %" PRId64 ", \"reference_bytes\": %" PRId64
                 ", \"oldest\": %" PRId64 ", \"newest\": %" PRId64
-                ", \"oldest_iso\": \"%s\", \"newest_iso\": \"%s\", \"integrity\": ",
+                ", \"oldest_iso\": \"%s\", \"newest_iso\": \"%s\", \"suspect\": %" PRId64
+                ", \"integrity\": ",
                 st->file_bytes, st->schema_version, st->rows, st->signatures, st->values,
-                st->references, st->reference_bytes, st->oldest, st->newest, a, b);
+                st->references, st->reference_bytes, st->oldest, st->newest, a, b, st->suspect);
         json_string(f, st->integrity);
         fprintf(f, ", \"by_status\": {");
         print_by_status(f, st->by_status, true);
@@ -1063,8 +1136,10 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
             json_string(f, g->target);
             fprintf(f, ", \"fingerprint\": ");
             json_string(f, g->fingerprint);
-            fprintf(f, ", \"rows\": %" PRId64 ", \"kernels\": %" PRId64 ", \"by_status\": {",
-                    g->rows, g->signatures);
+            fprintf(f,
+                    ", \"rows\": %" PRId64 ", \"kernels\": %" PRId64 ", \"suspect\": %" PRId64
+                    ", \"by_status\": {",
+                    g->rows, g->signatures, g->suspect);
             print_by_status(f, g->by_status, true);
             fprintf(f, "}}");
         }
@@ -1078,6 +1153,11 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
             st->signatures);
     print_by_status(f, st->by_status, false);
     fprintf(f, ")\n");
+    if (st->suspect)
+        fprintf(f,
+                "  suspect:       %" PRId64 " ok timing%s unstable (measured on a busy machine): "
+                "not reused, the next compile measures %s again ('orch db check' lists them)\n",
+                st->suspect, st->suspect == 1 ? "" : "s", st->suspect == 1 ? "it" : "them");
     iso_date(st->oldest, a, sizeof a, false);
     iso_date(st->newest, b, sizeof b, false);
     fprintf(f, "  measured:      %s .. %s (local time)\n", a, b);
@@ -1091,6 +1171,8 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
         fprintf(f, "    %-5s %" PRId64 " rows, %" PRId64 " kernels (", g->target, g->rows,
                 g->signatures);
         print_by_status(f, g->by_status, false);
+        if (g->suspect)
+            fprintf(f, "; %" PRId64 " suspect", g->suspect);
         fprintf(f, ")\n          %s\n", g->fingerprint);
     }
 }
@@ -1230,4 +1312,238 @@ int pdb_damaged(const char *path, bool remove, bool *damaged_out, Err *e) {
     snprintf(aux, sizeof aux, "%s-shm", path);
     unlink(aux);
     return ST_OK;
+}
+
+// --- check, and rows for sharing -------------------------------------------------------------
+
+const char *pdb_anomaly_name(PdbAnomaly a) {
+    static const char *const names[PDB_N_ANOMALY] = {"suspect", "crashed",      "pending",
+                                                     "wrong",   "build-failed", "invalid"};
+    return (unsigned)a < PDB_N_ANOMALY ? names[a] : "unknown";
+}
+
+// Every measurement in key order: RECORD_COLUMNS, then config, signature, target, fingerprint.
+static sqlite3_stmt *all_rows(ProfileDb *db, const char *what, Err *e) {
+    return prepare(db,
+                   db->version >= 3
+                       ? "SELECT " RECORD_COLUMNS ", config, signature, target, fingerprint FROM "
+                         "measurement ORDER BY target, fingerprint, signature, config"
+                       : "SELECT " RECORD_COLUMNS_V2 ", config, signature, target, fingerprint "
+                         "FROM measurement ORDER BY target, fingerprint, signature, config",
+                   what, e);
+}
+
+void pdb_check_free(PdbCheck *c) {
+    if (!c)
+        return;
+    for (int i = 0; i < c->n_rows; i++)
+        free(c->list[i].config);
+    free(c->list);
+    memset(c, 0, sizeof *c);
+}
+
+bool pdb_check_damaged(const PdbCheck *c) {
+    return c->count[PDB_ANOM_INVALID] > 0 || c->count[PDB_ANOM_CRASHED] > 0 ||
+           strcmp(c->integrity, "ok") != 0;
+}
+
+static int check_rows(ProfileDb *db, int max_rows, PdbCheck *out, Err *e) {
+    const char *what = "checking the measurements";
+    sqlite3_stmt *s = all_rows(db, what, e);
+    if (!s)
+        return e->code;
+    int rc, cap = 0;
+    while ((rc = step(db, s)) == SQLITE_ROW) {
+        out->rows++;
+        PdbRecord r;
+        char why[160];
+        PdbAnomaly kind;
+        if (!read_record(s, &r, why, sizeof why)) {
+            memset(&r, 0, sizeof r);
+            snprintf(r.note, sizeof r.note, "%s", why);
+            kind = PDB_ANOM_INVALID;
+        } else if (r.status == PDB_OK && r.suspect) {
+            kind = PDB_ANOM_SUSPECT;
+        } else if (r.status == PDB_CRASHED) {
+            kind = PDB_ANOM_CRASHED;
+        } else if (r.status == PDB_PENDING) {
+            kind = PDB_ANOM_PENDING;
+        } else if (r.status == PDB_WRONG) {
+            kind = PDB_ANOM_WRONG;
+        } else if (r.status == PDB_BUILD_FAILED) {
+            kind = PDB_ANOM_BUILD;
+        } else {
+            continue;
+        }
+        out->count[kind]++;
+        if (out->n_rows >= max_rows)
+            continue;
+        if (out->n_rows == cap) {
+            cap = cap ? 2 * cap : 16;
+            out->list = xrealloc(out->list, (size_t)cap * sizeof *out->list);
+        }
+        PdbCheckRow *row = &out->list[out->n_rows++];
+        memset(row, 0, sizeof *row);
+        row->kind = kind;
+        row->rec = r;
+        row->config = xstrdup(col_text(s, RECORD_CONFIG_COLUMN));
+        snprintf(row->signature, sizeof row->signature, "%.16s",
+                 col_text(s, RECORD_CONFIG_COLUMN + 1));
+        snprintf(row->target, sizeof row->target, "%.15s", col_text(s, RECORD_CONFIG_COLUMN + 2));
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return fail_db(db, rc, what, e);
+    s = prepare(db, "PRAGMA quick_check(1)", "checking integrity", e);
+    if (!s)
+        return e->code;
+    rc = step(db, s);
+    if (rc == SQLITE_ROW)
+        snprintf(out->integrity, sizeof out->integrity, "%s", col_text(s, 0));
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? ST_OK : fail_db(db, rc, "checking integrity", e);
+}
+
+int pdb_check(ProfileDb *db, int max_rows, PdbCheck *out, Err *e) {
+    memset(out, 0, sizeof *out);
+    bool own = !db->in_txn;
+    if (own && exec_sql(db, "BEGIN", "checking the measurements", e) != ST_OK)
+        return e->code;
+    int rc = check_rows(db, max_rows, out, e);
+    if (own)
+        sqlite3_exec(db->db, rc == ST_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    if (rc != ST_OK)
+        pdb_check_free(out);
+    return rc;
+}
+
+void pdb_row_free(PdbRow *r) {
+    if (!r)
+        return;
+    free(r->target);
+    free(r->fingerprint);
+    free(r->config);
+    memset(r, 0, sizeof *r);
+}
+
+static int each_row(ProfileDb *db, int (*fn)(void *, const PdbRow *),
+                    int (*fn_value)(void *, const char *, const char *, double, int64_t), void *ctx,
+                    Err *e) {
+    const char *what = "reading the measurements";
+    sqlite3_stmt *s = all_rows(db, what, e);
+    if (!s)
+        return e->code;
+    int rc, st = ST_OK;
+    while (st == ST_OK && fn && (rc = step(db, s)) == SQLITE_ROW) {
+        PdbRow r = {0};
+        if (!read_valid(db, s, &r.rec) || r.rec.status == PDB_PENDING)
+            continue;
+        const char *hex = col_text(s, RECORD_CONFIG_COLUMN + 1);
+        char *end;
+        r.signature = strtoull(hex, &end, 16);
+        if (strlen(hex) != 16 || *end)
+            continue; // no compile can look it up
+        r.config = (char *)col_text(s, RECORD_CONFIG_COLUMN);
+        r.target = (char *)col_text(s, RECORD_CONFIG_COLUMN + 2);
+        r.fingerprint = (char *)col_text(s, RECORD_CONFIG_COLUMN + 3);
+        st = fn(ctx, &r);
+    }
+    sqlite3_finalize(s);
+    if (st != ST_OK)
+        return st;
+    if (fn && rc != SQLITE_DONE)
+        return fail_db(db, rc, what, e);
+    if (!fn_value)
+        return ST_OK;
+    s = prepare(db,
+                "SELECT fingerprint, key, value, created FROM device_value ORDER BY fingerprint, "
+                "key",
+                what, e);
+    if (!s)
+        return e->code;
+    while (st == ST_OK && (rc = step(db, s)) == SQLITE_ROW)
+        st = fn_value(ctx, col_text(s, 0), col_text(s, 1), sqlite3_column_double(s, 2),
+                      sqlite3_column_int64(s, 3));
+    sqlite3_finalize(s);
+    if (st == ST_OK && rc != SQLITE_DONE)
+        st = fail_db(db, rc, what, e);
+    return st;
+}
+
+int pdb_each_row(ProfileDb *db, int (*fn)(void *ctx, const PdbRow *r),
+                 int (*fn_value)(void *ctx, const char *fingerprint, const char *key, double v,
+                                 int64_t created),
+                 void *ctx, Err *e) {
+    bool own = !db->in_txn;
+    if (own && exec_sql(db, "BEGIN", "reading the measurements", e) != ST_OK)
+        return e->code;
+    int rc = each_row(db, fn, fn_value, ctx, e);
+    if (own)
+        sqlite3_exec(db->db, rc == ST_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+// How much a row is worth as truth: a crashed attempt, then a suspect timing, then a final row.
+static int merge_rank(const PdbRecord *r) {
+    if (r->status == PDB_PENDING)
+        return 3; // measured now by a live process: its result will replace it
+    if (r->status == PDB_CRASHED)
+        return 0;
+    return r->status == PDB_OK && r->suspect ? 1 : 2;
+}
+
+static int merge_row(ProfileDb *db, const PdbRow *r, PdbMergeAction *done, Err *e) {
+    PdbKey k = {r->signature, r->target, r->fingerprint, r->config};
+    PdbRecord ours;
+    bool found;
+    if (pdb_lookup(db, &k, &ours, &found, e))
+        return e->code;
+    if (found && merge_rank(&ours) >= merge_rank(&r->rec))
+        return ST_OK;
+    *done = found ? PDB_MERGE_REPLACED : PDB_MERGE_ADDED;
+    return store_row(db, &k, &r->rec, false, r->rec.created, e);
+}
+
+int pdb_merge_row(ProfileDb *db, const PdbRow *r, PdbMergeAction *done, Err *e) {
+    *done = PDB_MERGE_KEPT;
+    ORCH_ASSERT((unsigned)r->rec.status < PDB_N_STATUS && r->rec.status != PDB_PENDING);
+    if (db->readonly)
+        return err_set(e, ST_USAGE, "profile database %s was opened read-only", db->path);
+    // The look-up and the store in one transaction: another process cannot slip a row between.
+    bool own = !db->in_txn;
+    if (own && pdb_begin(db, true, e) != ST_OK)
+        return e->code;
+    int rc = merge_row(db, r, done, e);
+    if (own) {
+        if (rc == ST_OK)
+            rc = pdb_commit(db, e);
+        else
+            pdb_rollback(db);
+    }
+    if (rc != ST_OK)
+        *done = PDB_MERGE_KEPT;
+    return rc;
+}
+
+int pdb_merge_value(ProfileDb *db, const char *fingerprint, const char *key, double v,
+                    int64_t created, PdbMergeAction *done, Err *e) {
+    *done = PDB_MERGE_KEPT;
+    if (db->readonly)
+        return err_set(e, ST_USAGE, "profile database %s was opened read-only", db->path);
+    sqlite3_stmt *s = prepare(db,
+                              "INSERT OR IGNORE INTO device_value (fingerprint, key, value, "
+                              "created) VALUES (?1, ?2, ?3, ?4)",
+                              "adding a device constant", e);
+    if (!s)
+        return e->code;
+    sqlite3_bind_text(s, 1, fingerprint, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 3, v);
+    sqlite3_bind_int64(s, 4, created > 0 ? created : (int64_t)time(NULL));
+    int rc = step(db, s);
+    int st = rc == SQLITE_DONE ? ST_OK : fail_db(db, rc, "adding a device constant", e);
+    if (st == ST_OK && sqlite3_changes(db->db) > 0)
+        *done = PDB_MERGE_ADDED;
+    sqlite3_finalize(s);
+    return st;
 }

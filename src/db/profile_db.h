@@ -18,9 +18,10 @@
 #include <stdio.h>
 
 // The schema this orch reads and writes; a file with a newer one is refused (ST_UNSUPPORTED).
-// Version 2 added the reference table; a version 1 file is upgraded when opened read-write (a
-// read-only open reads it as it is, with no references).
-#define PDB_SCHEMA_VERSION 2
+// Version 2 added the reference table, version 3 each timing's load and suspect flag; an older
+// file is upgraded, its rows kept, when opened read-write (a read-only open reads it as it is:
+// no references before 2, load unknown and nothing suspect before 3).
+#define PDB_SCHEMA_VERSION 3
 
 typedef struct ProfileDb ProfileDb;
 
@@ -53,9 +54,11 @@ typedef struct PdbKey {
 
 typedef struct PdbRecord {
     PdbStatus status;
-    double median_s, min_s, spread; // spread: (p90 - p10) / median; NaN when not measured
-                                    // (pending rows, or NaN stored)
+    double median_s, min_s, spread; // spread: (p90 - min) / min (kernel_lab.h); NaN when not
+                                    // measured (pending rows, or NaN stored)
     int reps;
+    double load;     // runnable threads on the machine while it was timed; NaN when unknown
+    bool suspect;    // an ok timing that stayed unstable (kernel_lab.h): kept, never reused
     char note[256];  // why it failed, etc. (truncated to fit)
     int64_t created; // unix seconds (set by pdb_store / pdb_mark_pending; ignored on input)
     // Read only: of a pending or crashed row, how many processes started measuring it (a stored
@@ -125,6 +128,7 @@ typedef struct PdbGroupStats {
     char *target, *fingerprint;
     int64_t rows;
     int64_t by_status[PDB_N_STATUS];
+    int64_t suspect;    // ok rows marked suspect (counted in by_status[PDB_OK] too)
     int64_t signatures; // distinct candidate signatures
 } PdbGroupStats;
 typedef struct PdbStats {
@@ -133,6 +137,7 @@ typedef struct PdbStats {
     int schema_version;
     int64_t rows;                    // measurements
     int64_t by_status[PDB_N_STATUS]; // pending rows of dead processes count as crashed
+    int64_t suspect;                 // ok rows marked suspect (in by_status[PDB_OK] too)
     int64_t signatures;              // distinct candidate signatures (kernels)
     int64_t values;                  // device constants
     int64_t references;              // end-to-end check references (pdb_set_reference)
@@ -146,6 +151,66 @@ int pdb_stats(ProfileDb *db, PdbStats *st, Err *e);
 void pdb_stats_free(PdbStats *st); // accepts NULL
 // Human-readable lines, or one JSON object (fields as in PdbStats; dates as unix seconds and ISO).
 void pdb_stats_print(const PdbStats *st, FILE *f, bool json);
+
+// What `orch db check` reports: every measurement read as a compile reads it, by kind.
+typedef enum PdbAnomaly {
+    PDB_ANOM_SUSPECT = 0, // an ok timing that stayed unstable: the next compile measures it again
+    PDB_ANOM_CRASHED,     // its process died measuring it (stored, or pending of a dead process)
+    PDB_ANOM_PENDING,     // being measured now by a live process
+    PDB_ANOM_WRONG,       // the kernel disagreed with the interpreter (a generator bug)
+    PDB_ANOM_BUILD,       // the kernel did not compile (a generator bug)
+    PDB_ANOM_INVALID,     // values no measurement writes (read as absent, measured again)
+} PdbAnomaly;
+#define PDB_N_ANOMALY 6
+const char *pdb_anomaly_name(PdbAnomaly a); // "suspect", "crashed", ... "invalid"
+typedef struct PdbCheckRow {
+    PdbAnomaly kind;
+    char signature[17], target[16];
+    char *config;
+    PdbRecord rec; // as read (an invalid row: note says what is wrong)
+} PdbCheckRow;
+typedef struct PdbCheck {
+    int64_t rows;                 // measurements read
+    int64_t count[PDB_N_ANOMALY]; // rows of each kind
+    int n_rows;                   // the first max_rows of them, in key order
+    PdbCheckRow *list;
+    char integrity[256]; // "ok" or SQLite's first quick_check complaint
+} PdbCheck;
+// Reads every measurement (one read transaction) and counts and lists the anomalies.
+int pdb_check(ProfileDb *db, int max_rows, PdbCheck *out, Err *e);
+void pdb_check_free(PdbCheck *c); // accepts NULL
+// Damage, as opposed to what a busy machine or a generator bug leaves: invalid rows, crashed
+// rows, or an integrity complaint.
+bool pdb_check_damaged(const PdbCheck *c);
+
+// One row of the measurement table with its key (strings owned by the row), for sharing.
+typedef struct PdbRow {
+    uint64_t signature;
+    char *target, *fingerprint, *config;
+    PdbRecord rec; // created: the date it was measured
+} PdbRow;
+void pdb_row_free(PdbRow *r); // frees the strings; accepts NULL
+// Calls fn on every finished measurement (pending rows of live processes are a measurement in
+// flight and are left out; those of dead processes come as crashed; invalid rows are left out
+// and counted by pdb_invalid_rows) and every device constant (fn_value), in key order, in one
+// read transaction. A non-zero return of a callback stops and is returned.
+int pdb_each_row(ProfileDb *db, int (*fn)(void *ctx, const PdbRow *r),
+                 int (*fn_value)(void *ctx, const char *fingerprint, const char *key, double v,
+                                 int64_t created),
+                 void *ctx, Err *e);
+// What pdb_merge_row did with a row.
+typedef enum PdbMergeAction {
+    PDB_MERGE_KEPT = 0,
+    PDB_MERGE_ADDED,
+    PDB_MERGE_REPLACED
+} PdbMergeAction;
+// Adds r where this database has no valid row of its key, and replaces ours where ours ranks
+// lower: crashed < suspect < a final row (ok, wrong, build-failed); a row being measured by a
+// live process is never replaced, and of two equal ranks ours is kept. Keeps r's date.
+int pdb_merge_row(ProfileDb *db, const PdbRow *r, PdbMergeAction *done, Err *e);
+// The same for a device constant: added where this database has none of (fingerprint, key).
+int pdb_merge_value(ProfileDb *db, const char *fingerprint, const char *key, double v,
+                    int64_t created, PdbMergeAction *done, Err *e);
 
 // Deletes the measurements whose target equals target and whose fingerprint contains
 // fingerprint_sub (NULL: any), the device constants whose fingerprint contains fingerprint_sub

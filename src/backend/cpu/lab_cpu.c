@@ -1,6 +1,7 @@
 // The CPU kernel lab (the C target's lab_run slot, kernel_lab.h): jobs emitted into translation
 // units, compiled in parallel compiler processes (cbuild.h), loaded, run on the primitive
-// interpreter's tensors, checked against its output and, when they agree, timed.
+// interpreter's tensors, checked against its output and, when they agree, timed; an unstable
+// timing (kernel_lab.h's rule) is taken again, and one that stays unstable is marked so.
 #include "../kernel_lab.h"
 #include "cbuild.h"
 #include "cpu_backend.h"
@@ -17,14 +18,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// ORCH_TRUST_TIMINGS=1 (tests whose warm compiles must reuse every measurement whatever the
+// machine's load): no timing is unstable, none re-taken.
+static bool trust_timings(void) {
+    const char *v = getenv("ORCH_TRUST_TIMINGS");
+    return v && strcmp(v, "1") == 0;
+}
+
 static void *aligned_buffer(size_t bytes) {
     size_t n = (bytes + 63) / 64 * 64;
     return aligned_alloc(64, n ? n : 64);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static CPrepackFn prepack_of(CModule *m, const char *kernel) {
@@ -50,8 +53,8 @@ static int call(Kernel k, void **in, void **out) {
 // Checks and times one loaded kernel (sym: its entry point); prepack: its NAME_prepack or NULL
 // (target.h), applied to the inputs it reorders, as the runtime session does once at load. An
 // operator kernel's every output is checked.
-static void measure(const PrimGraph *pg, const Candidate *c, void **values, void *sym,
-                    CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
+static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate *c, void **values,
+                    void *sym, CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
     const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
     Kernel k = {0};
     if (ckernel_op_abi(sink))
@@ -120,20 +123,54 @@ static void measure(const PrimGraph *pg, const Candidate *c, void **values, void
     double budget = opt->min_time > 0 ? opt->min_time : 0.02;
     times = xmalloc(sizeof(double) * (size_t)max_reps);
     call(k, in, out); // warm-up after the check run
-    double total = 0;
-    int reps = 0;
-    while (reps < max_reps && (reps < 3 || total < budget)) {
-        double t0 = now_s();
-        call(k, in, out);
-        times[reps] = now_s() - t0;
-        total += times[reps++];
+    // An unstable timing (kernel_lab.h) is taken again after a pause, so a neighbour's burst
+    // can pass; the least disturbed attempt (lowest median) is kept, with the lowest minimum
+    // of all.
+    LabTiming best = {0};
+    double min_all = INFINITY;
+    for (int attempt = 1; attempt <= LAB_ATTEMPTS; attempt++) {
+        if (attempt > 1) {
+            struct timespec ts = {0, (long)(LAB_BACKOFF_S * (attempt - 1) * 1e9)};
+            nanosleep(&ts, NULL);
+            call(k, in, out); // warm again after the pause
+        }
+        double load = lab_machine_load();
+        double total = 0;
+        int reps = 0;
+        while (reps < max_reps && (reps < 3 || total < budget)) {
+            double t0 = now_s();
+            call(k, in, out);
+            times[reps] = now_s() - t0;
+            total += times[reps++];
+        }
+        // The load is read before and after: a neighbour present at both ends was there
+        // throughout; the lower reading ignores a process that only started or ended.
+        double after = lab_machine_load();
+        if (after >= 0 && (load < 0 || after < load))
+            load = after;
+        LabTiming t;
+        lab_summarise(times, reps, load, m->hw.cores, &t);
+        if (trust_timings()) { // tests of the database's reuse: every timing taken as it is
+            t.unstable = false;
+            t.why[0] = 0;
+        }
+        min_all = ORCH_MIN(min_all, t.min_s);
+        j->attempts = attempt;
+        if (attempt == 1 || t.median_s < best.median_s)
+            best = t;
+        if (!t.unstable) {
+            best = t;
+            break;
+        }
     }
-    qsort(times, (size_t)reps, sizeof(double), cmp_double);
-    j->reps = reps;
-    j->min_s = times[0];
-    j->median_s = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
-    double p10 = times[reps / 10], p90 = times[(reps * 9) / 10 < reps ? (reps * 9) / 10 : reps - 1];
-    j->spread = j->median_s > 0 ? (p90 - p10) / j->median_s : 0;
+    j->reps = best.n;
+    j->min_s = ORCH_MIN(min_all, best.min_s);
+    j->median_s = best.median_s;
+    j->spread = best.spread;
+    j->load = best.load;
+    j->unstable = best.unstable;
+    if (best.unstable)
+        snprintf(j->note, sizeof j->note, "unstable after %d timings: %s", j->attempts, best.why);
     j->status = LAB_OK;
 done:
     for (int i = 0; i < c->n_inputs; i++)
@@ -203,7 +240,9 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
         jobs[i].status = LAB_SKIPPED;
         jobs[i].note[0] = '\0';
         jobs[i].median_s = jobs[i].min_s = jobs[i].spread = jobs[i].max_err = 0;
-        jobs[i].reps = 0;
+        jobs[i].reps = jobs[i].attempts = 0;
+        jobs[i].load = -1;
+        jobs[i].unstable = false;
     }
     int nu = (n + per - 1) / per;
     Unit *units = xcalloc((size_t)nu + 1, sizeof(Unit));
@@ -239,7 +278,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
                     lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
                     void *fn = cmodule_sym(smods[i], name);
                     if (fn)
-                        measure(pg, c, values, fn, prepack_of(smods[i], name), j, opt);
+                        measure(m, pg, c, values, fn, prepack_of(smods[i], name), j, opt);
                     else
                         j->status = LAB_BUILD_FAILED;
                 }
@@ -267,7 +306,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
                 lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
                 void *fn = cmodule_sym(mods[u], name);
                 if (fn)
-                    measure(pg, c, values, fn, prepack_of(mods[u], name), j, opt);
+                    measure(m, pg, c, values, fn, prepack_of(mods[u], name), j, opt);
                 else {
                     j->status = LAB_BUILD_FAILED;
                     snprintf(j->note, sizeof j->note, "symbol %s missing from its unit", name);

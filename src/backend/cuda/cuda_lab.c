@@ -207,11 +207,6 @@ static int spin(Lab *L, double seconds, Err *e) {
                     NULL);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 // A driver failure while running a job's kernel: the job's status, and the context marked lost
 // when the failure happened on the device (it is sticky then).
 static void job_crashed(Lab *L, LabJob *j, const char *what, const Err *ce) {
@@ -447,13 +442,15 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "while being timed", &ce);
         return;
     }
-    qsort(times, (size_t)samples, sizeof(double), cmp_double);
+    // The shared summary, so a spread means the same in every target's rows. The stability rule
+    // is the CPU lab's: device timings behind a spin are not re-taken here.
+    LabTiming tm;
+    lab_summarise(times, samples, -1, 0, &tm);
     j->reps = samples * batch;
-    j->min_s = times[0];
-    j->median_s =
-        samples % 2 ? times[samples / 2] : 0.5 * (times[samples / 2 - 1] + times[samples / 2]);
-    double p10 = times[samples / 10], p90 = times[ORCH_MIN((samples * 9) / 10, samples - 1)];
-    j->spread = j->median_s > 0 ? (p90 - p10) / j->median_s : 0;
+    j->min_s = tm.min_s;
+    j->median_s = tm.median_s;
+    j->spread = tm.spread;
+    j->attempts = 1;
     j->status = LAB_OK;
     free(times);
 }
@@ -565,7 +562,9 @@ static void reset_jobs(LabJob *jobs, int n) {
         jobs[i].status = LAB_SKIPPED;
         jobs[i].note[0] = '\0';
         jobs[i].median_s = jobs[i].min_s = jobs[i].spread = jobs[i].max_err = 0;
-        jobs[i].reps = 0;
+        jobs[i].reps = jobs[i].attempts = 0;
+        jobs[i].load = -1;
+        jobs[i].unstable = false;
     }
 }
 

@@ -3,10 +3,14 @@
 // config retried once, rows with impossible values read as absent, device values, stats, filtered
 // clearing, end-to-end check references (round trip, damaged blobs read as absent, stats,
 // clearing, the upgrade of a version 1 file), refused files (missing, not SQLite, truncated,
-// newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop.
+// newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop; each timing's load
+// and suspect flag (round trip, impossible values, the upgrade of a version 2 file), the anomaly
+// check's counts, the merge rule case by case, and the JSON-lines export and import (round trip
+// of every field, refused files naming their line).
 #define _GNU_SOURCE
 #include "../check.h"
 #include "db/profile_db.h"
+#include "db/profile_share.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -826,6 +830,370 @@ static void schema_upgrade(void) {
     pdb_close(db);
 }
 
+// ---- load, suspect timings, check, and sharing (schema version 3) ----
+
+static int64_t count_rows(const char *path) {
+    ProfileDb *db;
+    Err e = {0};
+    PdbStats st;
+    if (pdb_open(path, true, &db, &e) != ST_OK)
+        return -1;
+    int64_t n = pdb_stats(db, &st, &e) == ST_OK ? st.rows : -1;
+    pdb_stats_free(&st);
+    pdb_close(db);
+    return n;
+}
+
+static void suspect_round_trip(void) {
+    char path[512];
+    path_in(path, sizeof path, "suspect.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {rnd(), "cpu", "dev", "c suspect"}, k2 = {rnd(), "cpu", "dev", "c plain"};
+    PdbRecord r = random_record(PDB_OK), got;
+    r.suspect = true;
+    r.load = 3.5;
+    CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    PdbRecord w = random_record(PDB_WRONG);
+    w.suspect = true; // only an ok timing can be suspect
+    w.load = NAN;
+    CHECK(pdb_store(db, &k2, &w, &e) == ST_OK);
+    bool found;
+    CHECK(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && found && same_record(&r, &got));
+    CHECK(got.suspect && got.load == 3.5);
+    CHECK(pdb_lookup(db, &k2, &got, &found, &e) == ST_OK && found && !got.suspect &&
+          isnan(got.load));
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.suspect == 1 && st.n_groups == 1 &&
+          st.groups[0].suspect == 1);
+    pdb_stats_free(&st);
+    // Values no store writes: a suspect flag other than 0/1, a negative or text load.
+    const char *bad[] = {"UPDATE measurement SET suspect = 7 WHERE config = 'c suspect'",
+                         "UPDATE measurement SET load = -1 WHERE config = 'c suspect'",
+                         "UPDATE measurement SET load = 'busy' WHERE config = 'c suspect'"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+        raw_sql(path, bad[i]);
+        int64_t before = pdb_invalid_rows(db, NULL);
+        CHECK_MSG(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && !found, "%s", bad[i]);
+        CHECK(pdb_invalid_rows(db, NULL) == before + 1);
+    }
+    pdb_close(db);
+}
+
+static void schema_v2_upgrade(void) {
+    char path[512];
+    path_in(path, sizeof path, "v2.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    PdbKey k = {rnd(), "cpu", "dev", "c"};
+    PdbRecord r = random_record(PDB_OK), got;
+    CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    pdb_close(db);
+    // What version 2 wrote: no load, no suspect column.
+    raw_sql(path, "ALTER TABLE measurement DROP COLUMN suspect; ALTER TABLE measurement DROP "
+                  "COLUMN load; UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+    // Read-only: read as it is (load unknown, nothing suspect), and checked.
+    CHECK_MSG(pdb_open(path, true, &db, &e) == ST_OK, "%s", e.msg);
+    bool found = false;
+    CHECK(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && found && same_record(&r, &got) &&
+          !got.suspect && isnan(got.load));
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.schema_version == 2 && st.suspect == 0);
+    pdb_stats_free(&st);
+    PdbCheck c;
+    CHECK(pdb_check(db, 10, &c, &e) == ST_OK && c.rows == 1 && !pdb_check_damaged(&c));
+    pdb_check_free(&c);
+    pdb_close(db);
+    // Read-write: upgraded in place, the row kept.
+    db = open_ok(path);
+    if (!db)
+        return;
+    CHECK(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && found && same_record(&r, &got));
+    r.suspect = true;
+    r.load = 4;
+    CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+    CHECK(pdb_lookup(db, &k, &got, &found, &e) == ST_OK && found && got.suspect);
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.schema_version == PDB_SCHEMA_VERSION &&
+          st.rows == 1 && st.suspect == 1);
+    pdb_stats_free(&st);
+    pdb_close(db);
+}
+
+static void check_counts(void) {
+    char path[512];
+    path_in(path, sizeof path, "check.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    // 3 ok, 2 suspect, 1 wrong, 1 build-failed, 1 stored crashed, 1 pending of this process.
+    int per[] = {3, 2, 1, 1, 1};
+    PdbStatus sts[] = {PDB_OK, PDB_OK, PDB_WRONG, PDB_BUILD_FAILED, PDB_CRASHED};
+    int n = 0;
+    for (int g = 0; g < 5; g++)
+        for (int i = 0; i < per[g]; i++) {
+            char cfg[32];
+            snprintf(cfg, sizeof cfg, "cfg %d", n++);
+            PdbKey k = {rnd(), "cpu", "dev", cfg};
+            PdbRecord r = random_record(sts[g]);
+            r.suspect = g == 1;
+            CHECK(pdb_store(db, &k, &r, &e) == ST_OK);
+        }
+    PdbKey kp = {rnd(), "cpu", "dev", "pending"};
+    CHECK(pdb_mark_pending(db, &kp, &e) == ST_OK);
+    PdbCheck c;
+    CHECK(pdb_check(db, 100, &c, &e) == ST_OK);
+    CHECK(c.rows == 9 && c.count[PDB_ANOM_SUSPECT] == 2 && c.count[PDB_ANOM_WRONG] == 1 &&
+          c.count[PDB_ANOM_BUILD] == 1 && c.count[PDB_ANOM_CRASHED] == 1 &&
+          c.count[PDB_ANOM_PENDING] == 1 && c.count[PDB_ANOM_INVALID] == 0);
+    CHECK(c.n_rows == 6 && strcmp(c.integrity, "ok") == 0 && pdb_check_damaged(&c));
+    pdb_check_free(&c);
+    // The listing stops at max_rows; the counts do not.
+    CHECK(pdb_check(db, 2, &c, &e) == ST_OK && c.n_rows == 2 && c.count[PDB_ANOM_SUSPECT] == 2);
+    pdb_check_free(&c);
+    raw_sql(path, "DELETE FROM measurement WHERE status = 3; UPDATE measurement SET median_s = "
+                  "-1 WHERE config = 'cfg 0'");
+    CHECK(pdb_check(db, 100, &c, &e) == ST_OK && c.count[PDB_ANOM_CRASHED] == 0 &&
+          c.count[PDB_ANOM_INVALID] == 1 && pdb_check_damaged(&c));
+    pdb_check_free(&c);
+    raw_sql(path, "DELETE FROM measurement WHERE config = 'cfg 0'");
+    CHECK(pdb_check(db, 100, &c, &e) == ST_OK && !pdb_check_damaged(&c));
+    pdb_check_free(&c);
+    pdb_close(db);
+}
+
+// Stores rec under key in db, or marks it pending when status is PDB_PENDING.
+static void put(ProfileDb *db, const PdbKey *k, PdbStatus s, bool suspect, PdbRecord *out) {
+    Err e = {0};
+    PdbRecord r = random_record(s);
+    r.suspect = suspect;
+    r.load = 1;
+    if (s == PDB_PENDING)
+        CHECK(pdb_mark_pending(db, k, &e) == ST_OK);
+    else
+        CHECK(pdb_store(db, k, &r, &e) == ST_OK);
+    if (out)
+        *out = r;
+}
+
+static void merge_rules(void) {
+    char pa[512], pb[512];
+    path_in(pa, sizeof pa, "merge_a.db");
+    path_in(pb, sizeof pb, "merge_b.db");
+    ProfileDb *a = open_ok(pa), *b = open_ok(pb);
+    if (!a || !b)
+        return;
+    // Per case: ours (a; -1 none), theirs (b), whether theirs wins.
+    struct {
+        int ours, theirs;
+        bool ours_suspect, theirs_suspect, wins;
+    } cases[] = {
+        {-1, PDB_OK, false, false, true},           // missing here
+        {-1, PDB_OK, false, true, true},            // missing: even suspect is added
+        {PDB_OK, PDB_OK, true, false, true},        // ours suspect, theirs not
+        {PDB_CRASHED, PDB_OK, false, false, true},  // ours crashed
+        {PDB_CRASHED, PDB_OK, false, true, true},   // crashed < suspect
+        {PDB_OK, PDB_OK, false, true, false},       // theirs suspect: ours kept
+        {PDB_OK, PDB_OK, false, false, false},      // a tie: ours kept
+        {PDB_OK, PDB_OK, true, true, false},        // a tie of suspects: ours kept
+        {PDB_WRONG, PDB_OK, false, false, false},   // final rows: ours kept
+        {PDB_OK, PDB_CRASHED, false, false, false}, // theirs crashed
+        {PDB_PENDING, PDB_OK, false, false, false}, // ours being measured now
+        {-1, PDB_BUILD_FAILED, false, false, true}, // failures travel too
+    };
+    int n = (int)(sizeof cases / sizeof *cases);
+    PdbKey keys[16];
+    char cfgs[16][32];
+    PdbRecord want[16];
+    int64_t stamp = 1000000 + (int64_t)(rnd() % 1000);
+    for (int i = 0; i < n; i++) {
+        snprintf(cfgs[i], sizeof cfgs[i], "case %d", i);
+        keys[i] = (PdbKey){rnd(), "cpu", "dev m", cfgs[i]};
+        PdbRecord ours = {0}, theirs;
+        if (cases[i].ours >= 0)
+            put(a, &keys[i], (PdbStatus)cases[i].ours, cases[i].ours_suspect, &ours);
+        put(b, &keys[i], (PdbStatus)cases[i].theirs, cases[i].theirs_suspect, &theirs);
+        want[i] = cases[i].wins ? theirs : ours;
+    }
+    // A row of another device never meets ours: added beside it.
+    PdbKey other_dev = keys[6];
+    other_dev.fingerprint = "dev other";
+    put(b, &other_dev, PDB_OK, false, NULL);
+    raw_sql(pb, "UPDATE measurement SET created = 1000000"); // dates travel with the rows
+    Err e = {0};
+    CHECK(pdb_set_value(b, "dev m", "bw", 3e12, &e) == ST_OK);
+    CHECK(pdb_set_value(a, "dev m", "peak", 5.0, &e) == ST_OK);
+    CHECK(pdb_set_value(b, "dev m", "peak", 6.0, &e) == ST_OK); // ours kept
+    pdb_close(b);
+    CHECK(pdb_open(pb, true, &b, &e) == ST_OK);
+    PdbShareStats st;
+    CHECK_MSG(pdb_merge(a, b, &st, &e) == ST_OK, "%s", e.msg);
+    int wins = 0, adds = 0;
+    for (int i = 0; i < n; i++) {
+        wins += cases[i].wins;
+        adds += cases[i].wins && cases[i].ours < 0;
+    }
+    CHECK_MSG(st.rows == n + 1 && st.added == adds + 1 && st.replaced == wins - adds &&
+                  st.kept == n - wins,
+              "%lld rows, %lld added, %lld replaced, %lld kept", (long long)st.rows,
+              (long long)st.added, (long long)st.replaced, (long long)st.kept);
+    CHECK(st.values == 2 && st.values_added == 1);
+    for (int i = 0; i < n; i++) {
+        PdbRecord got;
+        bool found;
+        CHECK(pdb_lookup(a, &keys[i], &got, &found, &e) == ST_OK && found);
+        if (cases[i].ours == PDB_PENDING) {
+            CHECK_MSG(got.status == PDB_PENDING, "case %d", i);
+            continue;
+        }
+        CHECK_MSG(same_record(&want[i], &got) && got.suspect == want[i].suspect, "case %d", i);
+        if (cases[i].wins)
+            CHECK_MSG(got.created == 1000000, "case %d: created %lld", i, (long long)got.created);
+    }
+    PdbRecord got;
+    bool found;
+    CHECK(pdb_lookup(a, &other_dev, &got, &found, &e) == ST_OK && found);
+    double v = 0;
+    CHECK(pdb_get_value(a, "dev m", "bw", &v, &found, &e) == ST_OK && found && v == 3e12);
+    CHECK(pdb_get_value(a, "dev m", "peak", &v, &found, &e) == ST_OK && found && v == 5.0);
+    (void)stamp;
+    // Merging again changes nothing.
+    CHECK(pdb_merge(a, b, &st, &e) == ST_OK && st.added == 0 && st.replaced == 0);
+    pdb_close(a);
+    pdb_close(b);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void export_import(void) {
+    char pa[512], pb[512], pj[512], pbad[512];
+    path_in(pa, sizeof pa, "exp_a.db");
+    path_in(pb, sizeof pb, "exp_b.db");
+    path_in(pj, sizeof pj, "exp.jsonl");
+    path_in(pbad, sizeof pbad, "bad.jsonl");
+    ProfileDb *a = open_ok(pa);
+    if (!a)
+        return;
+    Err e = {0};
+    enum { N = 40 };
+    PdbKey keys[N];
+    PdbRecord recs[N];
+    char cfgs[N][64];
+    for (int i = 0; i < N; i++) {
+        // Config and note texts with quotes, backslashes, control and non-ASCII characters.
+        snprintf(cfgs[i], sizeof cfgs[i], "cls=x \"q\" \\ \t\x01 é %d src=%016" PRIx64, i, rnd());
+        keys[i] = (PdbKey){rnd(), i % 3 ? "cpu" : "cuda", i % 2 ? "dev \"1\"" : "dev 2", cfgs[i]};
+        PdbStatus s = (PdbStatus)(i % 4); // ok, wrong, build-failed, crashed
+        recs[i] = random_record(s);
+        recs[i].suspect = s == PDB_OK && i % 8 == 0;
+        recs[i].load = i % 5 ? (double)(i % 7) : NAN;
+        snprintf(recs[i].note, sizeof recs[i].note, "line\nbreak \"%d\" \\ ü", i);
+        CHECK(pdb_store(a, &keys[i], &recs[i], &e) == ST_OK);
+    }
+    PdbKey kp = {rnd(), "cpu", "dev 2", "in flight"};
+    CHECK(pdb_mark_pending(a, &kp, &e) == ST_OK); // a measurement in flight: not exported
+    CHECK(pdb_set_value(a, "dev 2", "bw", 1.25e12, &e) == ST_OK);
+    FILE *f = fopen(pj, "w");
+    PdbShareStats st;
+    CHECK(f && pdb_export(a, f, &st, &e) == ST_OK && st.rows == N && st.values == 1);
+    if (f)
+        fclose(f);
+    pdb_close(a);
+    ProfileDb *b = open_ok(pb);
+    if (!b)
+        return;
+    CHECK_MSG(pdb_import(b, pj, &st, &e) == ST_OK, "%s", e.msg);
+    CHECK(st.rows == N && st.added == N && st.values_added == 1);
+    for (int i = 0; i < N; i++) {
+        PdbRecord got;
+        bool found;
+        CHECK(pdb_lookup(b, &keys[i], &got, &found, &e) == ST_OK && found);
+        CHECK_MSG(found && same_record(&recs[i], &got) && got.suspect == recs[i].suspect &&
+                      (got.load == recs[i].load || (isnan(got.load) && isnan(recs[i].load))),
+                  "row %d", i);
+    }
+    bool found;
+    PdbRecord got;
+    CHECK(pdb_lookup(b, &kp, &got, &found, &e) == ST_OK && !found);
+    pdb_close(b);
+    int64_t rows = count_rows(pb);
+    // Refused files: nothing of them is imported, and the message names the line.
+    const char *head = "{\"format\": \"orch-profile\", \"version\": 1}\n";
+    const char *good = "{\"kind\": \"measurement\", \"signature\": \"00000000000000aa\", "
+                       "\"target\": \"cpu\", \"fingerprint\": \"d\", \"config\": \"c\", "
+                       "\"status\": \"ok\", \"median_s\": 2e-5, \"min_s\": 1e-5, \"spread\": "
+                       "0.1, \"reps\": 10, \"load\": null, \"suspect\": false, \"note\": \"\", "
+                       "\"created\": 5}\n";
+    struct {
+        const char *first, *third, *want;
+    } bad[] = {
+        {"{\"format\": \"orch-profile\", \"version\": 2}\n", "", "line 1: export format version 2"},
+        {"{\"format\": \"other\", \"version\": 1}\n", "", "line 1: not an orch profile export"},
+        {head, "{\"kind\": \"measurement\"", "line 3:"},
+        {head, "[1, 2]", "line 3: not a JSON object"},
+        {head, "{\"kind\": \"measurement\", \"signature\": \"xyz\"}",
+         "line 3: 'target' is missing"},
+        {head, "{\"kind\": \"device_value\", \"fingerprint\": \"d\", \"key\": \"k\"}",
+         "line 3: 'value' is missing"},
+        {head, "{\"kind\": \"table\"}", "line 3: 'kind' table"},
+        {head, "{\"kind\": \"device_value\", \"kind\": \"x\"}", "line 3: a field given twice"},
+        {head, "{\"a\": {\"b\": 1}}", "line 3: a nested value"},
+        {head, "{\"a\": \"\\ud800\"}", "line 3: a bad \\u escape"},
+        {head, "{\"a\": 1} x", "line 3: text after the object"},
+        {head, "{\"a\": 1e999}", "line 3: a number out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s%s%s\n", bad[i].first, good, bad[i].third);
+        write_text(pbad, text);
+        b = open_ok(pb);
+        Err e2 = {0};
+        CHECK_MSG(pdb_import(b, pbad, &st, &e2) != ST_OK && strstr(e2.msg, bad[i].want) &&
+                      strstr(e2.msg, pbad),
+                  "case %zu: %s", i, e2.msg);
+        pdb_close(b);
+        CHECK(count_rows(pb) == rows);
+    }
+    // Ok rows whose values no measurement gives, and a signature that is not 16 hex digits.
+    const char *fields[][2] = {{"\"min_s\": 1e-5", "\"min_s\": 3e-5"},
+                               {"\"reps\": 10", "\"reps\": -1"},
+                               {"\"status\": \"ok\"", "\"status\": \"pending\""},
+                               {"\"signature\": \"00000000000000aa\"", "\"signature\": \"aa\""},
+                               {"\"suspect\": false", "\"suspect\": 0"},
+                               {"\"load\": null", "\"load\": -2"}};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        char line[1024], text[2048];
+        snprintf(line, sizeof line, "%s", good);
+        char *at = strstr(line, fields[i][0]);
+        CHECK(at != NULL);
+        if (!at)
+            continue;
+        char rest[1024];
+        snprintf(rest, sizeof rest, "%s", at + strlen(fields[i][0]));
+        snprintf(at, sizeof line - (size_t)(at - line), "%s%s", fields[i][1], rest);
+        snprintf(text, sizeof text, "%s%s%s", head, good, line);
+        write_text(pbad, text);
+        b = open_ok(pb);
+        Err e2 = {0};
+        CHECK_MSG(pdb_import(b, pbad, &st, &e2) == ST_INVALID && strstr(e2.msg, "line 3"), "%s: %s",
+                  fields[i][1], e2.msg);
+        pdb_close(b);
+        CHECK(count_rows(pb) == rows);
+    }
+}
+
 static void readonly_missing(void) {
     char path[512];
     path_in(path, sizeof path, "missing/none.db");
@@ -1126,6 +1494,11 @@ int main(void) {
     RUN(clear_filters);
     RUN(references);
     RUN(schema_upgrade);
+    RUN(suspect_round_trip);
+    RUN(schema_v2_upgrade);
+    RUN(check_counts);
+    RUN(merge_rules);
+    RUN(export_import);
     RUN(readonly_missing);
     RUN(not_a_database);
     RUN(truncated);
