@@ -11,8 +11,9 @@
 // values. A repeated scalar field takes both the packed and the unpacked encoding. A non-repeated
 // field seen twice keeps the last value, except a sub-message, which is parsed into the one
 // already there: protobuf's merge (protobuf-c merges the same way, but replaces a oneof's
-// sub-message instead). Unknown fields are kept and packed again after the known ones, as
-// protobuf-c does. Any failure frees what was allocated and returns NULL.
+// sub-message instead; and it takes only 0 and 1 as packed bools). Unknown fields are kept and
+// packed again after the known ones, as protobuf-c does. Any failure frees what was allocated and
+// returns NULL.
 #include "../base/common.h"
 
 #include <protobuf-c/protobuf-c.h>
@@ -26,7 +27,7 @@
 // Messages nest at most this many levels (the outermost is level 1). ONNX spends three levels
 // per subgraph (attribute → graph → node) and two per nested type (TypeProto → Sequence), so
 // real models stay under 40 even with control flow several deep; a level of unpacking takes
-// under a kilobyte of stack (ASan included), so 100 levels stay far below an 8 MB stack.
+// about 0.5 KB of stack (1.1 KB under ASan, -O0), so 100 levels stay far below an 8 MB stack.
 // Google's protobuf parsers default to the same 100.
 #define PB_MAX_DEPTH 100
 
