@@ -11,9 +11,9 @@
 // values. A repeated scalar field takes both the packed and the unpacked encoding. A non-repeated
 // field seen twice keeps the last value, except a sub-message, which is parsed into the one
 // already there: protobuf's merge (protobuf-c merges the same way, but replaces a oneof's
-// sub-message instead; and it takes only 0 and 1 as packed bools). Unknown fields are kept and
-// packed again after the known ones, as protobuf-c does. Any failure frees what was allocated and
-// returns NULL.
+// sub-message instead, drops the unknown fields of all but the last occurrence, and takes only 0
+// and 1 as packed bools). Unknown fields are kept and packed again after the known ones, as
+// protobuf-c does. Any failure frees what was allocated and returns NULL.
 #include "../base/common.h"
 
 #include <protobuf-c/protobuf-c.h>
@@ -25,8 +25,8 @@
 #include <string.h>
 
 // Messages nest at most this many levels (the outermost is level 1). ONNX spends three levels
-// per subgraph (attribute → graph → node) and two per nested type (TypeProto → Sequence), so
-// real models stay under 40 even with control flow several deep; a level of unpacking takes
+// per subgraph (attribute → graph → node) and two per nested type (TypeProto → Sequence): the
+// deepest of the test suites' 2865 models (an If with optional types) nests 14; a level takes
 // about 0.5 KB of stack (1.1 KB under ASan, -O0), so 100 levels stay far below an 8 MB stack.
 // Google's protobuf parsers default to the same 100.
 #define PB_MAX_DEPTH 100

@@ -241,6 +241,10 @@ def hand_cases():
     u = (vi(1000, 5) + ld(2, b"producer") + key(999, 1) + b"\x01" * 8 + key(77, 5) + b"abcd"
          + ld(536870911, b"\x00top") + vi(1, 9) + ld(100, b""))
     cases.append(("model_unknown_fields", "ModelProto", u))
+    # a merged sub-message keeps the unknown fields of every occurrence (protobuf-c drops those
+    # of the earlier ones)
+    u = ld(7, ld(2, b"ga") + vi(900, 1)) + ld(7, vi(901, 2) + ld(10, b"doc")) + vi(902, 3)
+    cases.append(("model_merged_unknown", "ModelProto", u))
     # empty bytes, empty strings, zero-length sub-messages
     n = (ld(1, b"") + ld(2, b"") + ld(3, b"") + ld(5, b"") + ld(5, ld(1, b"a")) + ld(7, b"")
          + ld(6, b""))
