@@ -2,7 +2,7 @@
 // free_unpacked, get_packed_size, pack, pack_to_buffer, driven by the generated descriptors.
 // Needs only the types of <protobuf-c/protobuf-c.h>: nothing links libprotobuf-c, whose Debian
 // archive cannot go into a shared library. Gives protobuf-c's results and bytes, except that
-// messages nest at most PB_MAX_DEPTH deep, so hostile input cannot exhaust the stack.
+// messages nest at most PB_MAX_DEPTH levels deep, so hostile input cannot exhaust the stack.
 //
 // Unpacking reads each message twice. The first pass checks the framing (every varint at most
 // ten bytes, every length inside its parent, wire types 0, 1, 2 and 5 only: protobuf-c refuses
@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Messages nest at most this many levels (the outermost is level 1). ONNX spends three levels
-// per subgraph (attribute → graph → node) and two per nested type (TypeProto → Sequence): the
-// deepest of the test suites' 2865 models (an If with optional types) nests 14; a level takes
-// about 0.5 KB of stack (1.1 KB under ASan, -O0), so 100 levels stay far below an 8 MB stack.
-// Google's protobuf parsers default to the same 100.
+// Messages nest at most this many levels below the outermost one (level 0), the default of
+// Google's protobuf parsers, so every model ONNX Runtime and the onnx package read is read here.
+// ONNX spends three levels per subgraph (attribute → graph → node) and two per nested type
+// (TypeProto → Sequence): the deepest of the test suites' 2865 models (an If with optional types)
+// nests 13; a level takes about 0.5 KB of stack (1.1 KB under ASan, -O0), far from 8 MB.
 #define PB_MAX_DEPTH 100
 
 // Messages of up to this many fields count their repeated values in a stack array.
@@ -460,11 +460,17 @@ ProtobufCMessage *protobuf_c_message_unpack(const ProtobufCMessageDescriptor *de
     if (len && !data)
         return NULL;
     ProtobufCMessage *m = new_message(descriptor, allocator);
-    if (m && !parse_into(m, data, len, allocator, 1)) {
-        free_message(m, allocator, 1);
+    if (m && !parse_into(m, data, len, allocator, 0)) {
+        free_message(m, allocator, 0);
         m = NULL;
     }
     return m;
+}
+
+// protobuf-c's lookup of a field by number, for callers that walk the wire format themselves.
+const ProtobufCFieldDescriptor *
+protobuf_c_message_descriptor_get_field(const ProtobufCMessageDescriptor *desc, unsigned value) {
+    return field_by_id(desc, value);
 }
 
 // ---- freeing ----
@@ -498,7 +504,7 @@ static void free_message(ProtobufCMessage *m, ProtobufCAllocator *a, int depth) 
 }
 
 void protobuf_c_message_free_unpacked(ProtobufCMessage *message, ProtobufCAllocator *allocator) {
-    free_message(message, allocator, 1);
+    free_message(message, allocator, 0);
 }
 
 // ---- packing ----
@@ -701,18 +707,18 @@ static void pack_message(Sink *s, const ProtobufCMessage *m, int depth) {
 
 size_t protobuf_c_message_get_packed_size(const ProtobufCMessage *message) {
     Sink s = {0};
-    pack_message(&s, message, 1);
+    pack_message(&s, message, 0);
     return s.n;
 }
 
 size_t protobuf_c_message_pack(const ProtobufCMessage *message, uint8_t *out) {
     Sink s = {.out = out};
-    pack_message(&s, message, 1);
+    pack_message(&s, message, 0);
     return s.n;
 }
 
 size_t protobuf_c_message_pack_to_buffer(const ProtobufCMessage *message, ProtobufCBuffer *buffer) {
     Sink s = {.buf = buffer};
-    pack_message(&s, message, 1);
+    pack_message(&s, message, 0);
     return s.n;
 }

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-// The codec's nesting limit (PB_MAX_DEPTH in pb_codec.c): messages nest this many levels.
+// The codec's nesting limit (PB_MAX_DEPTH in pb_codec.c): messages nest this many levels below
+// the outermost, so a chain of MAX_DEPTH + 1 messages is the longest read (as by Google's
+// protobuf: the onnx package reads 101 nested TypeProto levels and refuses 102).
 #define MAX_DEPTH 100
 
 // ---- bytes ----
@@ -299,6 +301,18 @@ static Onnx__ModelProto *model_unpack(const void *p, size_t n) {
     return onnx__model_proto__unpack(NULL, n, p);
 }
 
+// The lookup by field number that protobuf-c offers beside the codec.
+static void field_lookup(void) {
+    const ProtobufCMessageDescriptor *d = &onnx__model_proto__descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++)
+        CHECK(protobuf_c_message_descriptor_get_field(d, d->fields[i].id) == &d->fields[i]);
+    CHECK(!protobuf_c_message_descriptor_get_field(d, 0));
+    CHECK(!protobuf_c_message_descriptor_get_field(d, 13)); // between fields
+    CHECK(!protobuf_c_message_descriptor_get_field(d, 1u << 29));
+    CHECK(protobuf_c_message_descriptor_get_field(&all_types_descriptor, 18) ==
+          &all_types_fields[17]);
+}
+
 static void malformed_refused(void) {
     static const struct {
         const char *what;
@@ -511,10 +525,11 @@ static Bytes nested_types(int levels) {
 }
 
 static void nesting_limit(void) {
-    for (int levels = MAX_DEPTH - 1; levels <= MAX_DEPTH + 2; levels++) {
+    for (int levels = MAX_DEPTH; levels <= MAX_DEPTH + 3; levels++) {
         Bytes b = nested_types(levels);
         Onnx__TypeProto *m = onnx__type_proto__unpack(NULL, b.n, b.p);
-        CHECK_MSG(!m == (levels > MAX_DEPTH), "%d levels %s", levels, m ? "decoded" : "refused");
+        CHECK_MSG(!m == (levels > MAX_DEPTH + 1), "%d levels %s", levels,
+                  m ? "decoded" : "refused");
         if (m) {
             int depth = 1; // the TypeProto levels, then the tensor type and its shape
             const Onnx__TypeProto *t = m;
@@ -775,6 +790,7 @@ int main(int argc, char **argv) {
     RUN(all_types_values);
     RUN(all_types_defaults);
     RUN(all_types_other_encodings);
+    RUN(field_lookup);
     RUN(malformed_refused);
     RUN(truncations);
     RUN(byte_flips);
