@@ -39,7 +39,7 @@ if [ -n "$nodes" ]; then
         xz -6 -T2 -c >"$BUNDLE"/node_data.tar.xz
 fi
 # Every shared library orch links except the C runtime's own, which the device has (glibc 2.39):
-# protobuf-c, libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
+# libgomp, CBC and its COIN-OR, BLAS/LAPACK and Fortran runtime dependencies.
 ldd "$BUILD"/orch | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     case "$name" in
     libc.so.*|libm.so.*|libpthread.so.*|librt.so.*|libdl.so.*|ld-linux*) continue ;;

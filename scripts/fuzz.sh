@@ -71,7 +71,7 @@ for obj in "${objects[@]}"; do
 done
 if [ $relink = 1 ]; then
     # CBC (the orchestration solver) is C++: its libraries need the C++ runtime.
-    "$CC" -fsanitize=fuzzer,address,undefined "${objects[@]}" -lprotobuf-c $(pkg-config --libs cbc) \
+    "$CC" -fsanitize=fuzzer,address,undefined "${objects[@]}" $(pkg-config --libs cbc) \
         $(pkg-config --libs sqlite3) -lstdc++ -ldl -lpthread -lm -o "$OUT/fuzz_load"
 fi
 

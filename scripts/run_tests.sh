@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of `make test`: builds orch (Release, warnings as errors), prepares the test
-# data (ONNX node tests, generated models with ONNX Runtime outputs, the bad-input corpus), runs
+# data (ONNX node tests, generated models with ONNX Runtime outputs, the bad-input corpus, the
+# protobuf codec's fixtures), runs
 # all suites (node tests and models on both engines: per operator, and per primitive after
 # fission; the models also orchestrated and run kernel by kernel); then builds again with
 # ASan+UBSan and runs the suites again; then fuzzes the loader for a bounded time. Prints one
@@ -74,6 +75,8 @@ tail -n 1 "$LOGDIR/prepare-node.log"
 "$PY" tests/ops/gen_op_cases.py build/op_cases >"$LOGDIR/gen-op-cases.log" 2>&1 || { cat "$LOGDIR/gen-op-cases.log"; exit 1; }
 "$PY" tests/models/gen_models.py build/models >"$LOGDIR/gen-models.log" 2>&1 || { cat "$LOGDIR/gen-models.log"; exit 1; }
 "$PY" tests/bad/make_corpus.py build/bad >"$LOGDIR/make-bad.log" 2>&1 || { cat "$LOGDIR/make-bad.log"; exit 1; }
+"$PY" tests/unit/core/gen_pb_fixtures.py build/pb_fixtures >"$LOGDIR/gen-pb-fixtures.log" 2>&1 ||
+    { cat "$LOGDIR/gen-pb-fixtures.log"; exit 1; }
 
 # The suites run JOBS at a time (each is single-threaded for most of its run: NVRTC, the C
 # compiler, the interpreters; on 2 cores a serial run left one idle) and are reported in the
@@ -178,6 +181,8 @@ run_suites() { # run_suites BUILD_DIR LABEL
     pool_start "$label:models_plan_ort" "$PY" tests/models/run_models.py "$dir/orch" \
         "${models[@]}" --engine plan
     pool_start "$label:bad_inputs" "$PY" tests/bad/run_bad.py "$dir/orch" build/bad
+    # The protobuf codec against Google's protobuf (the fixtures of tests/unit/core).
+    pool_start "$label:pb_codec_fixtures" "$dir/tests/unit_pb_codec" build/pb_fixtures
     pool_wait
 }
 

@@ -36,3 +36,6 @@ add_test(NAME op_cases_nan_plan
 # The CUDA target's kernels for every generated test model, compiled with NVRTC for sm_80 and
 # sm_90a (compile only; skips without NVRTC). scripts/run_tests.sh runs it on build/models.
 add_test(NAME cugen_models COMMAND unit_cugen_models ${CMAKE_BINARY_DIR}/models)
+# The protobuf codec against Google's protobuf on tests/unit/core/gen_pb_fixtures.py's messages
+# (scripts/run_tests.sh writes them to build/pb_fixtures).
+add_test(NAME pb_codec_fixtures COMMAND unit_pb_codec ${CMAKE_BINARY_DIR}/pb_fixtures)

@@ -682,8 +682,8 @@ static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char 
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         err_set(e, ST_INVALID,
-                "%s: not a valid ONNX model (the protobuf does not parse: truncated, corrupt or "
-                "not an ONNX file)",
+                "%s: not a valid ONNX model (the protobuf does not parse: truncated, corrupt, "
+                "nested too deeply or not an ONNX file)",
                 name);
     return mp;
 }
@@ -814,7 +814,7 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
     if (!mp)
         return err_set(e, ST_INVALID,
                        "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
-                       "corrupt or not an ONNX file)",
+                       "corrupt, nested too deeply or not an ONNX file)",
                        name);
     Loader L = {NULL, base_dir, e};
     Onnx__GraphProto *gp = mp->graph;
