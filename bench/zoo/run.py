@@ -330,6 +330,8 @@ def time_cuda_side(row, model, xs, art, d, log):
         row["best_baseline_ms"] = min(row["baselines"].values())
         row["ratio"] = row["best_baseline_ms"] / row["orch_ms"]
     model.cpu()
+    del m, xd
+    torch.cuda.empty_cache()  # the next model's baselines start from an empty caching allocator
 
 
 def fmt(v, w, p=3):
