@@ -795,6 +795,40 @@ static int write_outputs(const Args *a, const IoView *io, void *const *out, Err 
     return rc;
 }
 
+// -o DIR is checked before any work: an existing folder this process may write into, or a
+// missing one whose parent folder it may create it in.
+static int check_outdir(const char *dir, Err *e) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return err_set(e, ST_USAGE, "-o %s: not a folder (it names the folder for the outputs)",
+                           dir);
+        if (access(dir, W_OK | X_OK) != 0)
+            return err_set(e, ST_USAGE, "-o %s: the folder is not writable: %s", dir,
+                           strerror(errno));
+        return ST_OK;
+    }
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (!slash)
+        snprintf(parent, sizeof parent, ".");
+    else if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, ST_USAGE, "-o %s: the folder does not exist and neither does %s", dir,
+                       parent);
+    if (access(parent, W_OK | X_OK) != 0)
+        return err_set(e, ST_USAGE, "-o %s: cannot create the folder in %s: %s", dir, parent,
+                       strerror(errno));
+    return ST_OK;
+}
+
 static int cmd_run(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_RUN, &a);
@@ -819,6 +853,8 @@ static int cmd_run(int argc, char **argv) {
     memset(&sel, 0, sizeof sel);
     void **in = NULL, **out = NULL;
     bool *in_owned = NULL;
+    if (a.outdir)
+        rc = check_outdir(a.outdir, &e);
     for (int i = 0; i < a.n_inputs && rc == ST_OK; i++)
         rc = tensor_file_read(a.inputs[i].path, &files[i], &e);
     for (int i = 0; i < a.n_expected && rc == ST_OK; i++)
@@ -858,7 +894,23 @@ static int cmd_run(int argc, char **argv) {
                sel.n, cs->n, sel.objective * 1e3, d->name, 100 * sel.gap,
                sel.optimal ? ", optimal" : ", time limit hit", sel.seconds);
     }
-    // (-i names were checked by the loader, which binds each input file's shape.)
+    // Every -i names an input of the model (an ONNX model's loader checks them too, binding
+    // each file's shape; an artefact's are checked here): a typo never runs on random values.
+    for (int i = 0; i < a.n_inputs && rc == ST_OK; i++) {
+        bool found = false;
+        for (int j = 0; j < io.n_inputs && !found; j++)
+            found = strcmp(io.tensors[io.inputs[j]]->name, a.inputs[i].name) == 0;
+        if (!found) {
+            StrBuf names;
+            sb_init(&names);
+            for (int j = 0; j < io.n_inputs; j++)
+                sb_printf(&names, "%s'%s'", j ? ", " : "", io.tensors[io.inputs[j]]->name);
+            rc = err_set(&e, ST_USAGE, "-i %s: %s has no input named '%s' (its inputs: %s)",
+                         a.inputs[i].name, a.model, a.inputs[i].name,
+                         io.n_inputs ? names.s : "none");
+            sb_free(&names);
+        }
+    }
     for (int i = 0; i < a.n_expected && rc == ST_OK; i++) {
         bool found = false;
         for (int j = 0; j < io.n_outputs; j++)

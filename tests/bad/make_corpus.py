@@ -115,7 +115,7 @@ def file_cases(out):
     case("usage_bad_seed", "run models/valid.onnx --seed abc", 1, "--seed")
     case("usage_bad_repeat", "run models/valid.onnx --repeat 0", 1, "--repeat")
     case("usage_two_models", "run models/valid.onnx models/valid.onnx", 1, "unexpected argument")
-    case("output_dir_is_a_file", "run models/valid.onnx --seed 1 -o models/valid.onnx", 5,
+    case("output_dir_is_a_file", "run models/valid.onnx --seed 1 -o models/valid.onnx", 1,
          "models/valid.onnx")
 
     case("usage_seed_negative", "run models/valid.onnx --seed -1", 1, "--seed")

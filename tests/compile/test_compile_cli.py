@@ -965,6 +965,19 @@ def main():
             r = orch(binary, *args)
             assert r.returncode == code, f"orch {' '.join(args)}: exit {r.returncode}, want {code}"
             assert r.stderr.strip(), f"orch {' '.join(args)}: no message"
+        # run on an artefact: an -i name the model lacks fails naming its inputs, before any
+        # run on random values; -o's folder is checked before any work.
+        assert os.path.exists(art), "the first case's artefact is gone"
+        import numpy as np
+        npy = os.path.join(tmp, "typo_input.npy")
+        np.save(npy, np.zeros((1,), np.float32))
+        r = orch(binary, "run", art, "-i", f"no_such_input={npy}")
+        assert r.returncode == 1 and "no_such_input" in r.stderr and "its inputs:" in r.stderr, \
+            (r.returncode, r.stderr, r.stdout)
+        assert "outputs:" not in r.stdout, r.stdout
+        r = orch(binary, "run", art, "-o", os.path.join(tmp, "no", "such", "dir"))
+        assert r.returncode == 1 and "does not exist" in r.stderr, (r.returncode, r.stderr)
+        assert "outputs:" not in r.stdout, r.stdout
 
     shutil.rmtree(tmp, ignore_errors=True)
     failed = sum(1 for _, e in results if e)
