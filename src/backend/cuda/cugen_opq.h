@@ -27,8 +27,10 @@ enum { CUCLS_OPAQUE = 22 };
 //          line longer than the buffer goes through it in rounds, only the elements above the
 //          k-th best so far entering;
 //   rank   TopK: a thread per element counts the elements ranked above it (a block per chunk of
-//          a line, the line staged through shared memory): O(n^2) a line, but any k.
-enum { CUOPQ_PLAIN = 0, CUOPQ_WARP = 1, CUOPQ_SORT = 2, CUOPQ_RANK = 3 };
+//          a line, the line staged through shared memory): O(n^2) a line, but any k;
+//   scan   CumSum over integers: a block per line, a block-wide scan a block of elements at a
+//          time (wrapping sums are associative, so any order gives the reference's bits).
+enum { CUOPQ_PLAIN = 0, CUOPQ_WARP = 1, CUOPQ_SORT = 2, CUOPQ_RANK = 3, CUOPQ_SCAN = 4 };
 
 // CUCLS_OPAQUE: p[0] alg, p[1] block; desc "cls=cuop alg=A bs=B".
 typedef struct CuOpqConfig {

@@ -23,6 +23,7 @@ static const char *alg_name(int64_t alg) {
     case CUOPQ_WARP: return "warp";
     case CUOPQ_SORT: return "sort";
     case CUOPQ_RANK: return "rank";
+    case CUOPQ_SCAN: return "scan";
     default: return "?";
     }
 }
@@ -127,6 +128,11 @@ int cugen_opq_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
             longest = ORCH_MAX(longest, s.dims[a]);
         cuopq_config_pack(&(CuOpqConfig){CUOPQ_PLAIN, 128}, &cand[n]);
         cand[n++].score = opq_time(&d, w.bytes, w.elems / (double)longest, (double)longest);
+        if (!dtype_is_float(s.dt)) { // about 20 dependent steps a block of elements
+            cuopq_config_pack(&(CuOpqConfig){CUOPQ_SCAN, 256}, &cand[n]);
+            cand[n++].score = opq_time(&d, w.bytes, w.elems / (double)longest * 256,
+                                       ceil((double)longest / 256) * 20);
+        }
         break;
     }
     case OPQ_SCATTER_ELEMENTS:
@@ -488,17 +494,15 @@ static void cumsum_step(DType t, const char *a, const char *v, char *buf, size_t
     }
 }
 
-// A thread per line of the run-time axis, its sum in a register (the stored type: exact).
-static int emit_cumsum(const Em *m) {
+// The head of both CumSum kernels: the run-time axis read and checked, its line geometry.
+static void cumsum_head(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt);
-    char a0[32], a1[32], step[320];
-    int64_t numel = 1, shortest = INT64_MAX;
-    for (int d = 0; d < s->rank; d++) {
+    char a0[32], a1[32];
+    int64_t numel = 1;
+    for (int d = 0; d < s->rank; d++)
         numel *= s->dims[d];
-        shortest = ORCH_MIN(shortest, s->dims[d]);
-    }
     head(m);
     sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
             arg_in(m, 0, a0, sizeof a0));
@@ -523,6 +527,82 @@ static int emit_cumsum(const Em *m) {
     }
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "const int64_t LINES = %lld / LEN;\n", (long long)numel);
+}
+
+// A block per line of the run-time axis (a block-stride loop over the lines: the grid covers the
+// most lines any axis has), a block of elements at a time: each element's sum within the block
+// by a warp scan and a scan of the warps' totals, plus the carry of the blocks before.
+static int emit_cumsum_scan(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *ct = cgen_ctype(s->dt), *ut = dtype_size(s->dt) == 8 ? "uint64_t" : "uint32_t";
+    int64_t numel = 1, shortest = INT64_MAX, bs = m->block;
+    for (int d = 0; d < s->rank; d++) {
+        numel *= s->dims[d];
+        shortest = ORCH_MIN(shortest, s->dims[d]);
+    }
+    cumsum_head(m);
+    sb_line(b, 1, "__shared__ %s tot_[32];\n", ut);
+    sb_line(b, 1, "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+    sb_line(b, 1, "for (int64_t line = blockIdx.x; line < LINES; line += gridDim.x) {\n");
+    sb_line(b, 2, "const int64_t o = line / INNER, i = line %% INNER;\n");
+    sb_line(b, 2, "const %s *xl = x + o * LEN * INNER + i;\n", ct);
+    sb_line(b, 2, "%s *yl = y + o * LEN * INNER + i;\n", ct);
+    sb_line(b, 2, "%s carry = 0;\n", ut);
+    sb_line(b, 2, "for (int64_t base = 0; base < LEN; base += %lld) {\n", (long long)bs);
+    sb_line(b, 3, "const int64_t st = base + threadIdx.x, j = (%s) * INNER;\n",
+            s->reverse ? "LEN - 1 - st" : "st");
+    sb_line(b, 3, "const %s v = st < LEN ? (%s)xl[j] : 0;\n", ut, ut);
+    sb_line(b, 3, "%s inc = v;\n", ut);
+    sb_line(b, 3, "for (int d = 1; d < 32; d <<= 1) {\n");
+    sb_line(b, 4, "const %s n = __shfl_up_sync(ORCH_FULL_MASK, inc, d);\n", ut);
+    sb_line(b, 4, "if (lane >= d)\n");
+    sb_line(b, 5, "inc += n;\n");
+    sb_line(b, 3, "}\n");
+    sb_line(b, 3, "if (lane == 31)\n");
+    sb_line(b, 4, "tot_[warp] = inc;\n");
+    sb_line(b, 3, "__syncthreads();\n");
+    sb_line(b, 3, "if (warp == 0) {\n");
+    sb_line(b, 4, "%s w = lane < %lld ? tot_[lane] : 0;\n", ut, (long long)(bs / 32));
+    sb_line(b, 4, "for (int d = 1; d < 32; d <<= 1) {\n");
+    sb_line(b, 5, "const %s n = __shfl_up_sync(ORCH_FULL_MASK, w, d);\n", ut);
+    sb_line(b, 5, "if (lane >= d)\n");
+    sb_line(b, 6, "w += n;\n");
+    sb_line(b, 4, "}\n");
+    sb_line(b, 4, "tot_[lane] = w;\n");
+    sb_line(b, 3, "}\n");
+    sb_line(b, 3, "__syncthreads();\n");
+    sb_line(b, 3, "inc += carry + (warp ? tot_[warp - 1] : 0);\n");
+    sb_line(b, 3, "if (st < LEN)\n");
+    sb_line(b, 4, "yl[j] = (%s)(%s);\n", ct, s->exclusive ? "inc - v" : "inc");
+    sb_line(b, 3, "carry += tot_[%lld];\n", (long long)(bs / 32 - 1));
+    sb_line(b, 3, "__syncthreads();\n");
+    sb_line(b, 2, "}\n");
+    sb_line(b, 1, "}\n");
+    sb_puts(b, "}\n");
+    int64_t lines = numel / ORCH_MAX(shortest, 1);
+    int64_t cap = (int64_t)m->dev.sms * ORCH_MAX(1, m->dev.threads_sm / bs) * 8;
+    m->launch->grid[0] = (unsigned)ORCH_MAX(1, ORCH_MIN(lines, cap));
+    m->launch->grid[1] = m->launch->grid[2] = 1;
+    m->launch->block[0] = (unsigned)bs;
+    m->launch->block[1] = m->launch->block[2] = 1;
+    return ST_OK;
+}
+
+// A thread per line of the run-time axis, its sum in a register (the stored type: exact).
+static int emit_cumsum(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *ct = cgen_ctype(s->dt);
+    char step[320];
+    int64_t numel = 1, shortest = INT64_MAX;
+    for (int d = 0; d < s->rank; d++) {
+        numel *= s->dims[d];
+        shortest = ORCH_MIN(shortest, s->dims[d]);
+    }
+    if (m->alg == CUOPQ_SCAN)
+        return emit_cumsum_scan(m);
+    cumsum_head(m);
     sb_line(b, 1, "const %s zero = 0;\n", ct);
     // The grid covers the most lines any axis has (the shortest axis').
     flat_loop(m, 1, "line", numel / ORCH_MAX(shortest, 1));
@@ -978,7 +1058,9 @@ int cugen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     bool alg_ok = s.op == OPQ_TOPK
                       ? (t.alg == CUOPQ_RANK || (t.alg == CUOPQ_SORT && topk_sort_fits(&s)))
                   : s.op == OPQ_HARDMAX ? (t.alg == CUOPQ_PLAIN || t.alg == CUOPQ_WARP)
-                                        : t.alg == CUOPQ_PLAIN;
+                  : s.op == OPQ_CUMSUM
+                      ? (t.alg == CUOPQ_PLAIN || (t.alg == CUOPQ_SCAN && !dtype_is_float(s.dt)))
+                      : t.alg == CUOPQ_PLAIN;
     if (!alg_ok)
         return err_set(e, ST_UNSUPPORTED, "kernel %s: algorithm %lld is not one of %s's", fn,
                        (long long)t.alg, opq_op_name(s.op));

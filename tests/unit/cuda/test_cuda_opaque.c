@@ -2,7 +2,7 @@
 // opaque_cases.h (TopK, CumSum, Hardmax, Trilu, Gather by computed indices, GatherElements,
 // ScatterElements, GatherND, ScatterND, OneHot, ReverseSequence; LpPool must be refused) and a
 // few longer lines (TopK past its shared-memory buffer, with k small and k too large for the
-// sort, a long CumSum, an embedding lookup): every config of every case is emitted into a few
+// sort, long CumSums, an embedding lookup): every config of every case is emitted into a few
 // NVRTC programs and compiled for sm_80 and sm_90a in parallel threads; the launch geometry must
 // be one a device can run. Without NVRTC that part prints a skip line; ORCH_CUGEN_EMIT_ONLY=1
 // emits without compiling and ORCH_CUGEN_SM90_ONLY=1 compiles for sm_90a alone (as make test
@@ -59,8 +59,8 @@ static void hw_h100(CudaHw *h) {
 }
 
 // Longer lines than the shared cases draw: TopK past the sort's buffer (k small: rounds above
-// the bar; k too large for the sort: the rank kernel alone), a long CumSum, a GPT-2 sized
-// embedding row.
+// the bar; k too large for the sort: the rank kernel alone), long CumSums (an integer one
+// through the block scan's carries), a GPT-2 sized embedding row.
 static void long_cases(void) {
     const int64_t one = 1;
     struct {
@@ -92,6 +92,15 @@ static void long_cases(void) {
     add_input(c, "a", DT_INT64, 0, d3, F_INDEX, -2, 2);
     c->hostile = 1;
     mb_node(c->mb, "CumSum", "cumsum", "x,a", "y", NULL);
+    mb_output(c->mb, "y");
+
+    c = new_case(17, "cumsum int64 [2, 3001] exclusive reverse axis an input");
+    const int64_t d4[] = {2, 3001};
+    add_input(c, "x", DT_INT64, 2, d4, F_DATA, 0, 0);
+    add_input(c, "a", DT_INT32, 0, d4, F_INDEX, -2, 2);
+    c->hostile = 1;
+    mb_node(c->mb, "CumSum", "cumsum", "x,a", "y", mb_attr_i(c->mb, "exclusive", 1),
+            mb_attr_i(c->mb, "reverse", 1), NULL);
     mb_output(c->mb, "y");
 
     c = new_case(17, "gather embedding [5003, 768] by [2, 9]");
@@ -473,6 +482,12 @@ static void configs_and_refusals(void) {
         } else {
             CHECK_MSG(c->n_cfg >= 1 && !sort && !rank, "%s: %d configs", c->name, c->n_cfg);
         }
+        // Integer CumSums get the block scan too (wrapping sums: any order is exact).
+        bool scan = false;
+        for (int q = 0; q < c->n_cfg; q++)
+            scan = scan || c->cfg[q].p[0] == CUOPQ_SCAN;
+        CHECK_MSG(scan == (s.op == OPQ_CUMSUM && !dtype_is_float(s.dt)), "%s: scan %d", c->name,
+                  scan);
     }
     for (int i = 0; i < n_cases; i++)
         free_case(&cases[i]);
