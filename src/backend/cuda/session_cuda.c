@@ -395,7 +395,7 @@ struct CudaSession {
     CUdeviceptr ws;    // the library calls' workspace (one: the calls run one after another)
     CUdeviceptr flags; // the operator kernels' status words (cugen.h), one int each, cleared
     int *h_flags;      // at the start of every run and read back after it
-    int n_flags;
+    int n_flags, max_flags;
     uint64_t ws_bytes;
     CUdeviceptr *d_in, *d_out; // per graph input / output
     void **host_of;            // per tensor: host staging of the host launches' operands
@@ -488,7 +488,7 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
     case PLAN_GENERATED: {
         l->device = true;
         // An operator kernel takes its output 1 and its status word after the inputs (cugen.h).
-        bool op = ckernel_op_abi(l->p);
+        bool op = l->p && ckernel_op_abi(l->p);
         int slots = L->n_in + (op ? ORCH_CUDA_OP_SLOTS : 0);
         if (slots > ORCH_CUDA_MAX_IN || (op && L->n_out > 2))
             return err_set(e, ST_INVALID,
@@ -513,7 +513,7 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
                                "but the launch table names a library call: the artefact is "
                                "damaged; recompile with orch compile",
                                k, l->name, l->nodes);
-            ORCH_ASSERT(s->n_flags < s->plan->n_launches);
+            ORCH_ASSERT(s->n_flags < s->max_flags); // prepare counted them: one word each
             l->flag = s->n_flags++;
             l->args.in[L->n_in] = L->n_out > 1 ? dev_addr(s, L->out[1]) : 0;
             l->args.in[L->n_in + 1] = s->flags + (CUdeviceptr)(sizeof(int) * (size_t)l->flag);
@@ -684,8 +684,8 @@ static int run_host(CudaSession *s, int k, Err *e) {
 // Operator kernel k set its status word (an index out of range): the reference op on the same
 // operands gives its own message ("index 9 (element 17 of 'i') is out of range ..."). Later
 // launches may have reused the arena under its operands, so launches 0..k-1 run again one by one
-// (deterministic but for the order of float atomics, which no index depends on here), then
-// launch k's operands come to the host. Only this error path allocates.
+// (computing the same operands again), then launch k's operands come to the
+// host. Only this error path allocates.
 static int op_kernel_error(CudaSession *s, int k, Err *e) {
     const CLaunch *l = &s->launches[k];
     const Prim *p = l->p;
@@ -868,6 +868,7 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
     for (int k = 0; k < P->n_launches; k++)
         ops += P->launches[k].kind == PLAN_GENERATED && P->launches[k].sink >= 0 &&
                ckernel_op_abi(pg->prims[P->launches[k].sink]);
+    s->max_flags = ops;
     if (ops) {
         s->h_flags = xcalloc((size_t)ops, sizeof(int));
         rc = dev_alloc(s, &s->flags, sizeof(int) * (size_t)ops, "the operator kernels' status", e);
