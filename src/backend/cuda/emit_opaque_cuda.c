@@ -70,8 +70,10 @@ bool cugen_opq_supports(const PrimGraph *pg, const Candidate *c, const TargetOpt
     OpqSpec s;
     if (c->n_inputs + ORCH_CUDA_OP_SLOTS > ORCH_CUDA_MAX_IN || !opq_analyse(pg, c, &s, NULL, 0))
         return false;
-    // LpPool's pow is not glibc's on the GPU (CUDA's has 2 ulp): it stays with the reference op.
-    return s.op != OPQ_LP_POOL;
+    // LpPool: the exponents whose arithmetic the GPU does exactly as the reference (p = 1: sums of
+    // |x|; p = 2: sums of exact squares of float or half values, then a square root, which is
+    // what glibc's pow(acc, 0.5) rounds to). CUDA's pow is not glibc's: other p stay with the op.
+    return s.op != OPQ_LP_POOL || (s.dt != DT_DOUBLE && (s.pool.p == 1 || s.pool.p == 2));
 }
 
 // A kernel's time: the launch, and the longer of its traffic at the streaming bandwidth and its
@@ -1043,6 +1045,71 @@ static int emit_reverse_sequence(const Em *m) {
     return ST_OK;
 }
 
+// ---- LpPool ----
+
+// A thread per output element: |x|^p summed over its window's taps inside the input in the
+// reference's order (pool.c's geometry), in double, then the 1/p power (p = 1: the sum itself;
+// p = 2: its square root); a half output through float rounded to odd, as elem_set_f64 does.
+static int emit_lp_pool(const Em *m) {
+    const OpqSpec *s = m->s;
+    const PoolGeom *g = &s->pool;
+    StrBuf *b = m->b;
+    const char *ct = cgen_ctype(s->dt);
+    char a0[32], v[64], y[96];
+    int64_t plane = 1, outs = 1, taps = 1;
+    for (int i = 0; i < g->S; i++) {
+        plane *= g->in[i];
+        outs *= g->out[i];
+        taps *= g->k[i];
+    }
+    head(m);
+    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
+            arg_in(m, 0, a0, sizeof a0));
+    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    sb_line(b, 1, "(void)bad_;\n");
+    flat_loop(m, 1, "r", s->dims[0] * s->dims[1] * outs);
+    sb_line(b, 2, "int64_t q = r %% %lld;\n", (long long)outs);
+    for (int i = g->S - 1; i >= 0; i--) {
+        sb_line(b, 2, "const int64_t o%d = q %% %lld;\n", i, (long long)g->out[i]);
+        sb_line(b, 2, "q /= %lld;\n", (long long)g->out[i]);
+    }
+    sb_line(b, 2, "const %s *xp = x + (r / %lld) * %lld;\n", ct, (long long)outs, (long long)plane);
+    sb_line(b, 2, "double acc = 0;\n");
+    sb_line(b, 2, "for (int64_t tap = 0; tap < %lld; tap++) {\n", (long long)taps);
+    sb_line(b, 3, "int64_t t = tap, row = 0;\n");
+    for (int i = g->S - 1; i >= 0; i--) {
+        sb_line(b, 3, "const int64_t k%d = t %% %lld;\n", i, (long long)g->k[i]);
+        sb_line(b, 3, "t /= %lld;\n", (long long)g->k[i]);
+    }
+    sb_line(b, 3, "bool inside = true;\n");
+    for (int i = 0; i < g->S; i++) {
+        sb_line(b, 3, "const int64_t p%d = o%d * %lld - %lld + k%d * %lld;\n", i, i,
+                (long long)g->s[i], (long long)g->pb[i], i, (long long)g->d[i]);
+        sb_line(b, 3, "inside = inside && p%d >= 0 && p%d < %lld;\n", i, i, (long long)g->in[i]);
+        sb_line(b, 3, "row = row * %lld + p%d;\n", (long long)g->in[i], i);
+    }
+    sb_line(b, 3, "if (!inside)\n");
+    sb_line(b, 4, "continue;\n");
+    load_f(s->dt, "xp[row]", v, sizeof v);
+    sb_line(b, 3, "const double v = fabs((double)%s);\n", v);
+    // Rounded adds (the square of a float is exact in double, so nothing would change if the
+    // compiler fused them, but nothing is left to it).
+    sb_line(b, 3, "acc = %s;\n",
+            g->p == 1 ? "__dadd_rn(acc, v)" : "__dadd_rn(acc, __dmul_rn(v, v))");
+    sb_line(b, 2, "}\n");
+    const char *res = g->p == 1 ? "acc" : "sqrt(acc)";
+    char e[64];
+    if (s->dt == DT_FLOAT)
+        snprintf(e, sizeof e, "__double2float_rn(%s)", res);
+    else
+        snprintf(e, sizeof e, "orch_f32_round_odd(%s)", res);
+    store_f(s->dt, e, y, sizeof y);
+    sb_line(b, 2, "y[r] = %s;\n", y);
+    sb_line(b, 1, "}\n");
+    sb_puts(b, "}\n");
+    return ST_OK;
+}
+
 int cugen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
                    CudaLaunch *launch, Err *e) {
@@ -1084,6 +1151,7 @@ int cugen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     case OPQ_SCATTER_ND: rc = emit_nd(&m); break;
     case OPQ_ONE_HOT: rc = emit_one_hot(&m); break;
     case OPQ_REVERSE_SEQUENCE: rc = emit_reverse_sequence(&m); break;
+    case OPQ_LP_POOL: rc = emit_lp_pool(&m); break;
     default: break;
     }
     if (rc)
