@@ -1,7 +1,8 @@
 // The CUDA target's operator kernels (emit_opaque_cuda.c): a candidate that is one OPAQUE
 // primitive of an operator codegen/opaque_spec.h describes (TopK, CumSum, Hardmax, Trilu, Gather
 // with computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
-// ReverseSequence) gets a generated GPU kernel, so the CPU interpreter is not needed at run time.
+// ReverseSequence; LpPool with p = 1 or 2 over float32 and the half types) gets a generated GPU
+// kernel, so the CPU interpreter is not needed at run time.
 //
 // The operator ABI on CUDA is cugen.h's (OrchArgs with ORCH_CUDA_OP_SLOTS more slots: output 1
 // and the status word after the inputs): a kernel that meets an index out of range (or CumSum's
