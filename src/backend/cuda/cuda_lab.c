@@ -277,7 +277,11 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     const CudaApi *api = L->api;
     const CudaHw *hw = L->hw;
     const Tensor *out_t = pg->tensors[c->output];
-    size_t out_bytes = tensor_nbytes(out_t);
+    // An operator kernel writes every output of its primitive and a status word (cugen.h).
+    const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
+    bool op = ckernel_op_abi(sink);
+    int n_out = op ? sink->n_out : 1;
+    const int *outs = op ? sink->out : &c->output;
     static const CudaLaunch none = {.grid = {1, 1, 1}, .block = {1, 1, 1}};
     bool library = r->op || r->dnn;
     const CudaLaunch *g = library ? &none : r->g; // a library call has no geometry to check
@@ -294,7 +298,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
                  max_threads, (long long)max_smem);
         return;
     }
-    if (c->n_inputs > ORCH_CUDA_MAX_IN) {
+    if (c->n_inputs + (op ? ORCH_CUDA_OP_SLOTS : 0) > ORCH_CUDA_MAX_IN || n_out > 2) {
         j->status = LAB_BUILD_FAILED;
         snprintf(j->note, sizeof j->note, "%d inputs; CUDA kernels take at most %d", c->n_inputs,
                  ORCH_CUDA_MAX_IN);
@@ -314,7 +318,16 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         args.in[i] = L->pool + carve(&off, b);
         in_bytes += b;
     }
-    args.out = L->pool + carve(&off, out_bytes);
+    CUdeviceptr out_at[2] = {0, 0}, flag = 0;
+    for (int o = 0; o < n_out; o++)
+        if (outs[o] >= 0)
+            out_at[o] = L->pool + carve(&off, tensor_nbytes(pg->tensors[outs[o]]));
+    args.out = out_at[0];
+    if (op) {
+        flag = L->pool + carve(&off, sizeof(int));
+        args.in[c->n_inputs] = out_at[1];
+        args.in[c->n_inputs + 1] = flag;
+    }
     if (opt->before_run && opt->before_run(opt->ctx, j)) {
         j->status = LAB_SKIPPED;
         snprintf(j->note, sizeof j->note, "skipped: it crashed an earlier run");
@@ -336,8 +349,14 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
             return;
         }
     }
-    if (CUDA_TRY(api, &ce, cuMemsetD8Async, args.out, 0xff, out_bytes, L->stream)) { // NaN / -1
-        job_crashed(L, j, "poisoning its output", &ce);
+    for (int o = 0; o < n_out; o++) // poison: NaN / -1
+        if (out_at[o] && CUDA_TRY(api, &ce, cuMemsetD8Async, out_at[o], 0xff,
+                                  tensor_nbytes(pg->tensors[outs[o]]), L->stream)) {
+            job_crashed(L, j, "poisoning its output", &ce);
+            return;
+        }
+    if (flag && CUDA_TRY(api, &ce, cuMemsetD8Async, flag, 0, sizeof(int), L->stream)) {
+        job_crashed(L, j, "clearing its status word", &ce);
         return;
     }
     if (!library && g->smem > 48 * 1024 &&
@@ -359,14 +378,38 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "on its first run", &ce);
         return;
     }
-    if (CUDA_TRY(api, &ce, cuMemcpyDtoH, L->host_out, args.out, out_bytes)) {
-        job_crashed(L, j, "downloading its output", &ce);
+    int status = 0;
+    if (flag && CUDA_TRY(api, &ce, cuMemcpyDtoH, &status, flag, sizeof status)) {
+        job_crashed(L, j, "downloading its status", &ce);
         return;
     }
-    if (!lab_outputs_agree_tol(out_t->dtype, tensor_numel(out_t), L->host_out, values[c->output],
-                               j->tol, &j->max_err, j->note, sizeof j->note)) {
+    if (status) {
         j->status = LAB_WRONG;
+        snprintf(j->note, sizeof j->note,
+                 "set its error status (%d) on operands the reference op accepts", status);
         return;
+    }
+    for (int o = 0; o < n_out; o++) {
+        if (!out_at[o])
+            continue;
+        const Tensor *T = pg->tensors[outs[o]];
+        double err = 0;
+        char why[256];
+        if (CUDA_TRY(api, &ce, cuMemcpyDtoH, L->host_out, out_at[o], tensor_nbytes(T))) {
+            job_crashed(L, j, "downloading its output", &ce);
+            return;
+        }
+        if (!lab_outputs_agree_tol(T->dtype, tensor_numel(T), L->host_out, values[outs[o]], j->tol,
+                                   &err, why, sizeof why)) {
+            j->status = LAB_WRONG;
+            j->max_err = err;
+            if (n_out > 1)
+                snprintf(j->note, sizeof j->note, "output %d: %.230s", o, why);
+            else
+                snprintf(j->note, sizeof j->note, "%s", why);
+            return;
+        }
+        j->max_err = ORCH_MAX(j->max_err, err);
     }
 
     // The session replays a library call inside a CUDA graph: one that cannot be captured (it
@@ -464,7 +507,15 @@ static size_t job_bytes(const PrimGraph *pg, const Candidate *c, size_t *in_byte
         *in_bytes += t;
         carve(&off, t);
     }
-    carve(&off, tensor_nbytes(pg->tensors[c->output]));
+    const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
+    if (ckernel_op_abi(sink)) { // every output and the status word (cugen.h)
+        for (int o = 0; o < sink->n_out; o++)
+            if (sink->out[o] >= 0)
+                carve(&off, tensor_nbytes(pg->tensors[sink->out[o]]));
+        carve(&off, sizeof(int));
+    } else {
+        carve(&off, tensor_nbytes(pg->tensors[c->output]));
+    }
     return off;
 }
 

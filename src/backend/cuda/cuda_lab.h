@@ -6,28 +6,30 @@
 // computed: inputs uploaded into a device pool reused by every job (each buffer aligned to
 // PLAN_ALIGN and never to twice that: the runtime arena's worst case), the output poisoned (0xff),
 // one launch with the geometry its emitter fixed, checked, downloaded, compared with
-// lab_outputs_agree. A kernel that agrees is timed with CUDA events: warm-up, then samples of
-// back-to-back launches (enough to fill about 100 µs each, queued behind a short spin kernel so
-// host launch overhead does not count), median, minimum and spread of the per-launch times. For a
-// kernel whose inputs exceed half the L2 (they would not be cache-resident in the real run), every
-// sample is one launch after the L2 was flushed by writing a buffer twice its size.
-// A job whose emit returns a library call (CudaLaunch.lib: cuBLASLt, cublaslt.h; cuDNN, cudnn.h)
-// is not compiled: the same call the session makes runs on the lab's stream, with one workspace
-// for all, and is checked and timed the same way; a call that cannot be captured in a CUDA graph
-// (as the session replays it) fails.
-// A kernel that faults (illegal address, trap) poisons the CUDA context for the whole process
-// (the driver refuses every later call): it is marked LAB_WRONG ("crashed") and reported through
-// on_result, the lab stops (the remaining jobs stay LAB_SKIPPED) and returns ST_RUNTIME saying
-// so. The caller's before_run marked it pending, so the next process skips it.
-// Needs: a GPU (cuda_api_load), NVRTC (nvrtc_load), a verified primitive graph, its candidates
-// and every tensor's value (prim_interp_values). Guarantees: every job ends with a status and,
-// when LAB_OK, a time; device memory is freed before returning.
+// lab_outputs_agree. An operator kernel (cugen.h's operator ABI) gets every output of its
+// primitive, each poisoned and compared, and a cleared status word: set after the run, the
+// kernel is wrong (the interpreter's operands are valid). A kernel that agrees is timed with CUDA
+// events: warm-up, then samples of back-to-back launches (enough to fill about 100 µs each, queued
+// behind a short spin kernel so host launch overhead does not count), median, minimum and spread of
+// the per-launch times. For a kernel whose inputs exceed half the L2 (they would not be
+// cache-resident in the real run), every sample is one launch after the L2 was flushed by writing a
+// buffer twice its size. A job whose emit returns a library call (CudaLaunch.lib: cuBLASLt,
+// cublaslt.h; cuDNN, cudnn.h) is not compiled: the same call the session makes runs on the lab's
+// stream, with one workspace for all, and is checked and timed the same way; a call that cannot be
+// captured in a CUDA graph (as the session replays it) fails. A kernel that faults (illegal
+// address, trap) poisons the CUDA context for the whole process (the driver refuses every later
+// call): it is marked LAB_WRONG ("crashed") and reported through on_result, the lab stops (the
+// remaining jobs stay LAB_SKIPPED) and returns ST_RUNTIME saying so. The caller's before_run marked
+// it pending, so the next process skips it. Needs: a GPU (cuda_api_load), NVRTC (nvrtc_load), a
+// verified primitive graph, its candidates and every tensor's value (prim_interp_values).
+// Guarantees: every job ends with a status and, when LAB_OK, a time; device memory is freed before
+// returning.
 #ifndef ORCH_CUDA_LAB_H
 #define ORCH_CUDA_LAB_H
 
 #include "../kernel_lab.h"
-#include "session_cuda.h"
 #include "cugen.h"
+#include "session_cuda.h"
 
 // Appends one kernel named fn (cugen.h ABI) to src and fixes its launch geometry; opt: the
 // compile's options, which decide with the config what is emitted.

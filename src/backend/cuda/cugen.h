@@ -11,6 +11,12 @@
 // included), a.out that of c->output; 256-byte aligned dense row-major buffers; out never
 // overlaps an input. The launch geometry is fixed at emit time (shapes are static) and returned
 // in CudaLaunch; the runtime launches exactly that, with `smem` bytes of dynamic shared memory.
+// An operator kernel (a candidate that is one OPAQUE primitive, ckernel_op_abi of its sink;
+// cugen_opq.h) takes the same struct with ORCH_CUDA_OP_SLOTS more slots after its NI inputs:
+// a.out is the primitive's output 0, a.in[NI] its output 1 (TopK's indices), each 0 where the
+// node leaves it out, and a.in[NI + 1] a device int, the status word: the kernel stores
+// CKERNEL_ERR_INDEX (target.h) there when an index operand is out of range and never clears it
+// (whoever launches it does, before the launch).
 // Needs: a verified primitive graph and a candidate of it. Guarantees: the kernel computes the
 // candidate's output as prim.h defines it (float32 in float; the compile driver checks every
 // kernel against the primitive interpreter).
@@ -27,6 +33,7 @@
 #include <string.h>
 
 #define ORCH_CUDA_MAX_IN 32
+#define ORCH_CUDA_OP_SLOTS 2 // an operator kernel's output 1 and status word (above)
 
 // CudaLaunch.lib: which library call runs in place of a kernel (0: a generated kernel).
 enum { CUDA_LIB_NONE = 0, CUDA_LIB_BLASLT = 1, CUDA_LIB_CUDNN = 2 };
@@ -62,7 +69,7 @@ enum {
 // Fields hold p[]'s values as they are (int64_t), so a malformed config reaches the emitter's
 // checks unchanged. Classes: CuPointwiseConfig, CuReduceConfig (below), CuLinearConfig
 // (cugen_linear.h: matmul and convolution), CuMlpConfig (cugen_mlp.h), CuAttnConfig
-// (cugen_attn.h), CuBlasLtConfig (cublaslt.h), CuDnnConfig (cudnn.h).
+// (cugen_attn.h), CuBlasLtConfig (cublaslt.h), CuDnnConfig (cudnn.h), CuOpqConfig (cugen_opq.h).
 
 // What every pack starts with: cls set, p[] and desc cleared (the score is the caller's).
 static inline void cugen_config_clear(KernelConfig *k, int cls) {
@@ -111,7 +118,8 @@ int cugen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
                    CudaLaunch *launch, Err *e);
 
-// Dispatches on cfg->cls: CUCLS_POINTWISE / CUCLS_REDUCE to cugen_pw_emit, CUCLS_MATMUL /
+// Dispatches on cfg->cls: CUCLS_OPAQUE to cugen_opq_emit, CUCLS_POINTWISE / CUCLS_REDUCE to
+// cugen_pw_emit, CUCLS_MATMUL /
 // CUCLS_CONV to cugen_lin_emit, CUCLS_BLASLT to blaslt_call and CUCLS_CUDNN to dnn_call
 // (launch->lib set, only a comment appended to src) (target_cuda.c). The CudaEmitFn of
 // cuda_lab.h. Like every emit function here, a pure function of its arguments: opt (the

@@ -371,7 +371,8 @@ typedef struct CLaunch {
     DevArgs args;
     CUdeviceptr copy_src, copy_dst;
     size_t copy_bytes;
-    const Prim *p;     // host launches: the sink
+    const Prim *p;     // host launches and operator kernels: the sink
+    int flag;          // an operator kernel's status word (its index in CudaSession.flags), or -1
     const void **h_in; // host launches: the interpreter's operands (host buffers)
     void **h_out;
     char *name, *nodes;
@@ -391,7 +392,10 @@ struct CudaSession {
     CUmodule mod;
     CUstream stream;
     CUdeviceptr arena, consts, dummy;
-    CUdeviceptr ws; // the library calls' workspace (one: the calls run one after another)
+    CUdeviceptr ws;    // the library calls' workspace (one: the calls run one after another)
+    CUdeviceptr flags; // the operator kernels' status words (cugen.h), one int each, cleared
+    int *h_flags;      // at the start of every run and read back after it
+    int n_flags, max_flags;
     uint64_t ws_bytes;
     CUdeviceptr *d_in, *d_out; // per graph input / output
     void **host_of;            // per tensor: host staging of the host launches' operands
@@ -476,23 +480,21 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
     l->name = launch_name(pg, L);
     l->nodes = join_nodes(L);
     l->p = L->sink >= 0 ? pg->prims[L->sink] : NULL;
+    l->flag = -1;
     l->empty = L->kind != PLAN_COPY;
     for (int j = 0; j < L->n_out; j++)
         l->empty = l->empty && (L->out[j] < 0 || tensor_numel(pg->tensors[L->out[j]]) == 0);
     switch (L->kind) {
     case PLAN_GENERATED: {
         l->device = true;
-        if (L->n_in > ORCH_CUDA_MAX_IN)
+        // An operator kernel takes its output 1 and its status word after the inputs (cugen.h).
+        bool op = l->p && ckernel_op_abi(l->p);
+        int slots = L->n_in + (op ? ORCH_CUDA_OP_SLOTS : 0);
+        if (slots > ORCH_CUDA_MAX_IN || (op && L->n_out > 2))
             return err_set(e, ST_INVALID,
-                           "CUDA session: launch %d (%s, nodes '%s') has %d inputs; CUDA kernels "
-                           "take at most %d",
-                           k, l->name, l->nodes, L->n_in, ORCH_CUDA_MAX_IN);
-        if (ckernel_op_abi(l->p)) // the C target's operator kernels; this target has none
-            return err_set(e, ST_INVALID,
-                           "CUDA session: launch %d (%s, nodes '%s') is a generated operator "
-                           "kernel, which the cuda target does not make: the artefact is damaged; "
-                           "recompile with orch compile",
-                           k, l->name, l->nodes);
+                           "CUDA session: launch %d (%s, nodes '%s') has %d inputs and %d "
+                           "outputs; CUDA kernels take at most %d slots",
+                           k, l->name, l->nodes, L->n_in, L->n_out, ORCH_CUDA_MAX_IN);
         const CudaLaunch *g = cuda_launch_table_find(table, L->symbol);
         if (!g)
             return err_set(e, ST_INVALID,
@@ -504,6 +506,18 @@ static int prepare_launch(CudaSession *s, int k, const CudaLaunchTable *table, E
         for (int j = 0; j < L->n_in; j++)
             l->args.in[j] = dev_addr(s, L->in[j]);
         l->args.out = dev_addr(s, L->out[0]);
+        if (op) {
+            if (g->lib)
+                return err_set(e, ST_INVALID,
+                               "CUDA session: launch %d (%s, nodes '%s') is an operator kernel "
+                               "but the launch table names a library call: the artefact is "
+                               "damaged; recompile with orch compile",
+                               k, l->name, l->nodes);
+            ORCH_ASSERT(s->n_flags < s->max_flags); // prepare counted them: one word each
+            l->flag = s->n_flags++;
+            l->args.in[L->n_in] = L->n_out > 1 ? dev_addr(s, L->out[1]) : 0;
+            l->args.in[L->n_in + 1] = s->flags + (CUdeviceptr)(sizeof(int) * (size_t)l->flag);
+        }
         if (g->lib == CUDA_LIB_CUDNN) {
             const DnnCall *c = &g->dnn;
             int top = ORCH_MAX(ORCH_MAX(c->in_x, c->in_w), ORCH_MAX(c->in_bias, c->in_z));
@@ -667,6 +681,61 @@ static int run_host(CudaSession *s, int k, Err *e) {
     return ST_OK;
 }
 
+// Operator kernel k set its status word (an index out of range): the reference op on the same
+// operands gives its own message ("index 9 (element 17 of 'i') is out of range ..."). Later
+// launches may have reused the arena under its operands, so launches 0..k-1 run again one by one
+// (computing the same operands again), then launch k's operands come to the
+// host. Only this error path allocates.
+static int op_kernel_error(CudaSession *s, int k, Err *e) {
+    const CLaunch *l = &s->launches[k];
+    const Prim *p = l->p;
+    int rc = ST_OK;
+    for (int i = 0; i < k && rc == ST_OK; i++)
+        rc = s->launches[i].device ? issue(s, i, e) : run_host(s, i, e);
+    const void **x = xcalloc((size_t)p->n_in + 1, sizeof(void *));
+    void **y = xcalloc((size_t)p->n_out + 1, sizeof(void *));
+    for (int j = 0; j < p->n_in && rc == ST_OK; j++) {
+        int t = p->in[j];
+        size_t b = t >= 0 ? tensor_nbytes(s->pg->tensors[t]) : 0;
+        if (t < 0)
+            continue;
+        void *h = xmalloc(b + 1);
+        x[j] = h;
+        if (b)
+            rc = CUDA_TRY(s->api, e, cuMemcpyDtoHAsync, h, dev_addr(s, t), b, s->stream);
+    }
+    for (int j = 0; j < p->n_out; j++)
+        if (p->out[j] >= 0)
+            y[j] = xmalloc(tensor_nbytes(s->pg->tensors[p->out[j]]) + 1);
+    if (rc == ST_OK)
+        rc = CUDA_TRY(s->api, e, cuStreamSynchronize, s->stream);
+    if (rc == ST_OK) {
+        rc = prim_eval_opaque(s->pg, p, x, y, e);
+        if (rc == ST_OK)
+            rc = err_set(e, ST_RUNTIME,
+                         "the generated kernel set its error status, but the reference op "
+                         "accepts the same operands (a bug in orch)");
+    }
+    err_prefix(e, "CUDA session: launch %d (%s, nodes '%s'): ", k, l->name, l->nodes);
+    for (int j = 0; j < p->n_in; j++)
+        free((void *)x[j]);
+    for (int j = 0; j < p->n_out; j++)
+        free(y[j]);
+    free(x);
+    free(y);
+    return rc;
+}
+
+// After a finished run: the first operator kernel whose status word is set, reported.
+static int check_flags(CudaSession *s, Err *e) {
+    for (int k = 0; s->n_flags && k < s->n_launches; k++) {
+        const CLaunch *l = &s->launches[k];
+        if (l->flag >= 0 && !l->empty && s->h_flags[l->flag])
+            return op_kernel_error(s, k, e);
+    }
+    return ST_OK;
+}
+
 // Splits the launches into segments and captures each device segment as a CUDA graph.
 static int capture(CudaSession *s, Err *e) {
     s->segs = xcalloc((size_t)s->n_launches + 1, sizeof(Segment));
@@ -795,6 +864,15 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
     s->host_of = xcalloc((size_t)pg->n_tensors + 1, sizeof(void *));
     s->times = xcalloc((size_t)P->n_launches + 1, sizeof(double));
     s->ev = xcalloc(2 * (size_t)P->n_launches + 1, sizeof(CUevent));
+    int ops = 0;
+    for (int k = 0; k < P->n_launches; k++)
+        ops += P->launches[k].kind == PLAN_GENERATED && P->launches[k].sink >= 0 &&
+               ckernel_op_abi(pg->prims[P->launches[k].sink]);
+    s->max_flags = ops;
+    if (ops) {
+        s->h_flags = xcalloc((size_t)ops, sizeof(int));
+        rc = dev_alloc(s, &s->flags, sizeof(int) * (size_t)ops, "the operator kernels' status", e);
+    }
     for (int k = 0; k < P->n_launches && rc == ST_OK; k++)
         rc = prepare_launch(s, k, table, e);
     if (rc == ST_OK && s->ws_bytes)
@@ -867,6 +945,8 @@ void cuda_session_free(CudaSession *s) {
             api->cuMemFree(s->dummy);
         if (s->ws)
             api->cuMemFree(s->ws);
+        if (s->flags)
+            api->cuMemFree(s->flags);
         if (s->stream)
             api->cuStreamDestroy(s->stream);
         if (s->mod)
@@ -883,6 +963,7 @@ void cuda_session_free(CudaSession *s) {
     for (int t = 0; s->host_of && t < s->pg->n_tensors; t++)
         free(s->host_of[t]);
     free(s->host_of);
+    free(s->h_flags);
     free(s->launches);
     free(s->segs);
     free(s->ev);
@@ -959,6 +1040,9 @@ static int run_launches(CudaSession *s, Err *e) {
         omp_set_num_threads(s->threads);
 #endif
     int rc = ST_OK;
+    if (s->n_flags && (rc = CUDA_TRY(api, e, cuMemsetD8Async, s->flags, 0,
+                                     sizeof(int) * (size_t)s->n_flags, s->stream)))
+        return rc;
     if (!s->profiling) {
         for (int i = 0; i < s->n_segs && rc == ST_OK; i++) {
             const Segment *g = &s->segs[i];
@@ -1057,11 +1141,16 @@ int cuda_session_run(CudaSession *s, const void *const *inputs, void *const *out
             rc = e->code;
         }
     }
+    if (rc == ST_OK && s->n_flags)
+        rc = CUDA_TRY(api, e, cuMemcpyDtoHAsync, s->h_flags, s->flags,
+                      sizeof(int) * (size_t)s->n_flags, s->stream);
     if (rc) {
         api->cuStreamSynchronize(s->stream); // leave nothing in flight on the caller's buffers
         return rc;
     }
-    return finish(s, e);
+    if ((rc = finish(s, e)))
+        return rc;
+    return check_flags(s, e);
 }
 
 int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUdeviceptr *outputs,
@@ -1088,11 +1177,16 @@ int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUd
         if (b && CUDA_TRY(api, e, cuMemcpyDtoDAsync, outputs[i], s->d_out[i], b, s->stream))
             rc = e->code;
     }
+    if (rc == ST_OK && s->n_flags)
+        rc = CUDA_TRY(api, e, cuMemcpyDtoHAsync, s->h_flags, s->flags,
+                      sizeof(int) * (size_t)s->n_flags, s->stream);
     if (rc) {
         api->cuStreamSynchronize(s->stream);
         return rc;
     }
-    return finish(s, e);
+    if ((rc = finish(s, e)))
+        return rc;
+    return check_flags(s, e);
 }
 
 void cuda_session_set_profiling(CudaSession *s, int on) {

@@ -14,13 +14,20 @@
 // are copied to host buffers (allocated at creation), after it the tensors it writes are copied
 // back. Each such launch costs a stream synchronisation and two PCIe transfers.
 //
+// Operator kernels (generated launches of one OPAQUE primitive, cugen.h's operator ABI) get every
+// output of the primitive and a status word each, cleared at the start of a run and copied back
+// with the outputs; a set word (an index out of range) makes the run fail with the reference op's
+// own message: the launches before it run again one by one and its operands come to the host
+// for prim_eval_opaque (the only path of a run that allocates).
+//
 // The cubin travels with its launch table (the geometry the emitter fixed for each kernel, keyed
 // by the kernel's symbol) in one "CUDA module" blob: cuda_module_pack / cuda_module_unpack. For an
 // artefact of target "cuda" that blob is the artefact's third section (where the CPU target keeps
 // its shared object).
 // Needs: the driver (cuda_api_load) and a device; a plan whose PLAN_GENERATED symbols are all in
 // the cubin and the table. Guarantees: outputs written to the caller's buffers, or an error naming
-// the launch (or graph segment) and the driver's reason; no host or device allocation in a run.
+// the launch (or graph segment) and the driver's reason; no host or device allocation in a run
+// but for the error path of an operator kernel.
 #ifndef ORCH_SESSION_CUDA_H
 #define ORCH_SESSION_CUDA_H
 

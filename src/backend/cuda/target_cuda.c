@@ -3,8 +3,8 @@
 // one orch binary works with or without a GPU. Candidates go to the pointwise/reduction emitters
 // or, with one LINEAR primitive, to the matmul/convolution emitters (cugen.h) and, where cuBLASLt
 // or cuDNN is present and computes the candidate exactly, to cuBLASLt calls (cublaslt.h) or cuDNN
-// calls (cudnn.h) as further configs, measured by the lab like any kernel; OPAQUE primitives are
-// never generated. The device
+// calls (cudnn.h) as further configs, measured by the lab like any kernel; a candidate that is
+// one OPAQUE primitive (an ONNX operator) to the operator kernels (cugen_opq.h). The device
 // model (CudaHw) is read for every machine opened (one compile), with its measured bandwidth; the
 // machine's options (the precision, half storage) go to every emitter as an argument.
 // Its lab is cuda_lab.h, its artefact module a packed cubin, its sessions session_cuda.h.
@@ -18,6 +18,7 @@
 #include "cugen_attn.h"
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
+#include "cugen_opq.h"
 #include "nvrtc.h"
 
 #include <pthread.h>
@@ -107,7 +108,9 @@ static bool is_attention(const PrimGraph *pg, const Candidate *c) {
 
 static bool cuda_supports(const TargetMachine *m, const PrimGraph *pg, const Candidate *c) {
     const TargetOptions *opt = &m->opt;
-    if (has_kind(pg, c, PRIM_OPAQUE) || c->n_inputs > ORCH_CUDA_MAX_IN)
+    if (has_kind(pg, c, PRIM_OPAQUE))
+        return cugen_opq_supports(pg, c, opt);
+    if (c->n_inputs > ORCH_CUDA_MAX_IN)
         return false;
     if (cand_count_linear(pg, c) >= 2) // fused attention or an MLP chain
         return is_attention(pg, c) ? cugen_attn_supports(pg, c, opt)
@@ -174,6 +177,8 @@ static int cuda_configs(const TargetMachine *m, const PrimGraph *pg, const Candi
     const TargetOptions *opt = &m->opt;
     if (k <= 0)
         return 0;
+    if (has_kind(pg, c, PRIM_OPAQUE))
+        return cugen_opq_configs(pg, c, ch, opt, out, k);
     if (cand_count_linear(pg, c) >= 2)
         return is_attention(pg, c) ? cugen_attn_configs(pg, c, ch, opt, out, k)
                                    : cugen_mlp_configs(pg, c, ch, opt, out, k);
@@ -187,6 +192,8 @@ int cugen_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
         return cugen_mlp_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_ATTN)
         return cugen_attn_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
+    if (cfg->cls == CUCLS_OPAQUE)
+        return cugen_opq_emit(pg, c, cfg, hw, opt, fn, src, launch, e);
     if (cfg->cls == CUCLS_BLASLT || cfg->cls == CUCLS_CUDNN) {
         // No code: the runtime calls the library; the source only names the call.
         CudaLaunch l;

@@ -1,12 +1,12 @@
 // The CUDA target's typed configs (cugen.h's typed configs): every config each kernel class
 // proposes for the canonical graphs (canonical_graphs.h; also stored as float16 and bfloat16)
 // and a few attention shapes (attn_graphs.h: a decoding step, whose key splits and key warps
-// are offered), on a described A100, H100, T4 and a device the driver told nothing about, under
-// every precision, is unpacked into its class's struct and packed back: the KernelConfig must come
-// back identical (class, every p[] slot, the desc), since the profile database keys on them.
-// The library classes (cuBLASLt, cuDNN), whose configs come from the libraries' heuristics on a
-// GPU, round-trip what those return here (none without a GPU) and hand-made configs of every
-// form their descs take. No GPU or NVRTC needed.
+// are offered; TopK and CumSum: the operator kernels), on a described A100, H100, T4 and a device
+// the driver told nothing about, under every precision, is unpacked into its class's struct and
+// packed back: the KernelConfig must come back identical (class, every p[] slot, the desc), since
+// the profile database keys on them. The library classes (cuBLASLt, cuDNN), whose configs come from
+// the libraries' heuristics on a GPU, round-trip what those return here (none without a GPU) and
+// hand-made configs of every form their descs take. No GPU or NVRTC needed.
 #include "attn_graphs.h"
 #include "canonical_graphs.h"
 #include "check.h"
@@ -15,6 +15,7 @@
 #include "backend/cuda/cugen_attn.h"
 #include "backend/cuda/cugen_linear.h"
 #include "backend/cuda/cugen_mlp.h"
+#include "backend/cuda/cugen_opq.h"
 #include "candidates/candidates.h"
 #include "passes/passes.h"
 
@@ -58,10 +59,11 @@ static bool repack(const KernelConfig *k, KernelConfig *out) {
     CuAttnConfig ac;
     CuBlasLtConfig bc;
     CuDnnConfig dc;
+    CuOpqConfig oc;
     int claimed = cupw_config_unpack(k, &pc) + cured_config_unpack(k, &rc) +
                   culin_config_unpack(k, &lc) + cumlp_config_unpack(k, &mc) +
                   cuattn_config_unpack(k, &ac) + blaslt_config_unpack(k, &bc) +
-                  dnn_config_unpack(k, &dc);
+                  dnn_config_unpack(k, &dc) + cuopq_config_unpack(k, &oc);
     CHECK_MSG(claimed == 1, "config '%s' (class %d) unpacked by %d classes", k->desc, k->cls,
               claimed);
     memset(out, 0x5a, sizeof *out);
@@ -75,6 +77,7 @@ static bool repack(const KernelConfig *k, KernelConfig *out) {
     case CUCLS_ATTN: cuattn_config_pack(&ac, out); break;
     case CUCLS_BLASLT: blaslt_config_pack(&bc, out); break;
     case CUCLS_CUDNN: dnn_config_pack(&dc, out); break;
+    case CUCLS_OPAQUE: cuopq_config_pack(&oc, out); break;
     default: return false;
     }
     return true;
@@ -319,10 +322,10 @@ static void every_class_seen(void) {
     static const struct {
         int cls;
         const char *name;
-    } want[] = {{CUCLS_POINTWISE, "pointwise"}, {CUCLS_REDUCE, "reduction"},
-                {CUCLS_MATMUL, "matmul"},       {CUCLS_CONV, "convolution"},
-                {CUCLS_MLP, "MLP chain"},       {CUCLS_ATTN, "attention"},
-                {CUCLS_BLASLT, "cuBLASLt"},     {CUCLS_CUDNN, "cuDNN"}};
+    } want[] = {
+        {CUCLS_POINTWISE, "pointwise"}, {CUCLS_REDUCE, "reduction"}, {CUCLS_MATMUL, "matmul"},
+        {CUCLS_CONV, "convolution"},    {CUCLS_MLP, "MLP chain"},    {CUCLS_ATTN, "attention"},
+        {CUCLS_BLASLT, "cuBLASLt"},     {CUCLS_CUDNN, "cuDNN"},      {CUCLS_OPAQUE, "operator"}};
     for (size_t i = 0; i < ORCH_COUNT(want); i++) {
         printf("  %-12s %d configs\n", want[i].name, g_seen[want[i].cls]);
         CHECK_MSG(g_seen[want[i].cls] > 0, "no %s config was round-tripped", want[i].name);

@@ -8,7 +8,8 @@
 // named as the lab names them) and compiled for that architecture in parallel threads.
 // Configs (pick_configs): pointwise/reduction candidates their best one; LINEAR candidates their
 // best, the best of each other variant among their best 3, and (for the H100) their best TF32
-// tensor-core one: every code path of the emitters, in about 2700 kernels (~2 minutes on 2 cores).
+// tensor-core one; operator kernels every config: every code path of the emitters, in about 2700
+// kernels (~2 minutes on 2 cores).
 // A kernel whose signature and config an earlier model already compiled is not compiled again.
 // A program that fails is compiled again kernel by kernel; each failing kernel is reported with
 // its model, candidate (id, primitives, ONNX nodes), architecture, config desc and the head of
@@ -25,6 +26,7 @@
 #include "backend/kernel_lab.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
+#include "backend/cuda/cugen_opq.h"
 #include "backend/cuda/nvrtc.h"
 #include "../check.h"
 
@@ -212,14 +214,16 @@ static void variant(const char *desc, char *v, size_t n) {
 // candidates: the best g_k_pw. LINEAR candidates (about 0.3 s of NVRTC each, against 0.05 s):
 // the best, and among the best g_k_lin the best of each other variant (simt / gemv / gemvk /
 // dw: the emitters' code paths); TF32: the best tensor-core one, none when it offers none.
+// Operator kernels (one OPAQUE primitive): every config (an algorithm each, at most two).
 // ORCH_CUGEN_MODELS_K=K takes the best K of every kind instead. Returns how many.
 static int pick_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, Precision prec,
                         KernelConfig *out) {
     KernelConfig all[MAX_CFG];
     const TargetOptions o = {.precision = prec};
-    bool lin = has_kind(pg, c, PRIM_LINEAR);
-    int n = lin ? cugen_lin_configs(pg, c, hw, &o, all, MAX_CFG)
-                : cugen_pw_configs(pg, c, hw, &o, all, MAX_CFG);
+    bool lin = has_kind(pg, c, PRIM_LINEAR), opq = has_kind(pg, c, PRIM_OPAQUE);
+    int n = opq   ? cugen_opq_configs(pg, c, hw, &o, all, MAX_CFG)
+            : lin ? cugen_lin_configs(pg, c, hw, &o, all, MAX_CFG)
+                  : cugen_pw_configs(pg, c, hw, &o, all, MAX_CFG);
     int m = 0;
     if (prec == PREC_TF32) {
         for (int i = 0; i < n && m < (g_all_k ? g_k_lin : 1); i++)
@@ -227,7 +231,7 @@ static int pick_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *h
                 out[m++] = all[i];
         return m;
     }
-    for (int i = 0; i < n && i < (lin ? g_k_lin : g_k_pw); i++) {
+    for (int i = 0; i < n && i < (opq ? n : lin ? g_k_lin : g_k_pw); i++) {
         bool fresh = true;
         char vi[32], vj[32];
         variant(all[i].desc, vi, sizeof vi);
