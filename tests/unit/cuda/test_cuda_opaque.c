@@ -378,6 +378,12 @@ static void hostile_runs(Case *c, CUfunction *fns) {
 static void run_all(void) {
     Err e = {0};
     CUmodule mods[MAX_PROGS] = {0};
+    // The lab and session cases before this one bind contexts of their own: this thread's
+    // current context is the test's device again before its first driver call.
+    if (cuda_device_bind(&dev, &e)) {
+        CHECK_MSG(false, "%s", e.msg);
+        return;
+    }
     for (int p = 0; p < n_progs; p++) {
         const Job *jb = &jobs[gpu_arch * n_progs + p];
         if (jb->status == ST_OK && CUDA_TRY(api, &e, cuModuleLoadData, &mods[p], jb->cubin)) {
