@@ -7,6 +7,7 @@
 // double sum rounded to float32 gives; float16/bfloat16 rounded after every step), integer sums
 // wrap, and orderings use keys that rank NaN above every number and -0 with +0.
 #include "../../codegen/cexpr.h"
+#include "../../codegen/opaque_values.h"
 #include "cgen.h"
 #include "cgen_opaque.h"
 
@@ -83,99 +84,17 @@ static const char *arg_in(const Em *m, int j, char *buf, size_t n) {
     return buf;
 }
 
-// The float type a value of dtype t is computed in (float16/bfloat16: float, exact).
-static const char *ftype(DType t) {
-    return t == DT_DOUBLE ? "double" : "float";
-}
-
-// A stored value of t (C expression e) as its computation type, and back.
-static void load_f(DType t, const char *e, char *buf, size_t n) {
-    if (t == DT_FLOAT16)
-        snprintf(buf, n, "orch_f16_to_f32(%s)", e);
-    else if (t == DT_BFLOAT16)
-        snprintf(buf, n, "orch_bf16_to_f32(%s)", e);
-    else
-        snprintf(buf, n, "(%s)", e);
-}
-static void store_f(DType t, const char *e, char *buf, size_t n) {
-    if (t == DT_FLOAT16)
-        snprintf(buf, n, "orch_f32_to_f16(%s)", e);
-    else if (t == DT_BFLOAT16)
-        snprintf(buf, n, "orch_f32_to_bf16(%s)", e);
-    else
-        snprintf(buf, n, "(%s)", e);
-}
-
 static void pragma_for(const Em *m, int indent, const char *clauses) {
     if (m->par)
         sb_line(m->b, indent, "#pragma omp parallel for schedule(static)%s%s\n",
                 *clauses ? " " : "", clauses);
 }
 
-// Reads index operand value v (C lvalue name) of dtype idx_dt from `src`, wraps a negative one
-// once by `size` and checks it lies in [0, size): on failure sets bad and runs `on_bad`.
+// Reads index value v from `src`, wraps and checks it (opq_emit_index): a bad one sets the
+// kernel's `bad` flag, which its return turns into CKERNEL_ERR_INDEX, and runs `on_bad`.
 static void emit_index(const Em *m, int indent, const char *v, const char *src, const char *size,
                        const char *on_bad) {
-    sb_line(m->b, indent, "int64_t %s = (int64_t)(%s);\n", v, src);
-    sb_line(m->b, indent, "if (%s < 0)\n", v);
-    sb_line(m->b, indent + 1, "%s += %s;\n", v, size);
-    sb_line(m->b, indent, "if ((uint64_t)%s >= (uint64_t)(%s)) {\n", v, size);
-    sb_line(m->b, indent + 1, "bad = 1;\n");
-    sb_line(m->b, indent + 1, "%s\n", on_bad);
-    sb_line(m->b, indent, "}\n");
-}
-
-// ---- ordering keys (TopK, Hardmax) ----
-
-// Whether t's keys need 64 bits.
-static bool wide_key(DType t) {
-    return dtype_size(t) == 8;
-}
-
-// static inline KT fn_key(T v): an unsigned key whose order is the reference's order of the
-// values (NaN above every number, all NaN equal, -0 equal to +0), reversed for !largest. Floats
-// are keyed in their own bits (sign-magnitude made monotone), without branches, so a loop of keys
-// vectorises.
-static void emit_key(const Em *m, DType t, bool largest) {
-    StrBuf *b = m->b;
-    bool w = wide_key(t);
-    const char *kt = w ? "uint64_t" : "uint32_t";
-    sb_printf(b, "static inline %s %s_key(%s v) {\n", kt, m->fn, cgen_ctype(t));
-    if (dtype_is_float(t)) {
-        // bits: the value's; sign, magnitude mask and the largest non-NaN magnitude (infinity).
-        int bits = (int)dtype_size(t) * 8;
-        const char *ut = bits == 64 ? "uint64_t" : bits == 32 ? "uint32_t" : "uint16_t";
-        const char *sign = bits == 64   ? "0x8000000000000000ull"
-                           : bits == 32 ? "0x80000000u"
-                                        : "0x8000u";
-        const char *mag = bits == 64   ? "0x7fffffffffffffffull"
-                          : bits == 32 ? "0x7fffffffu"
-                                       : "0x7fffu";
-        const char *inf = bits == 64        ? "0x7ff0000000000000ull"
-                          : bits == 32      ? "0x7f800000u"
-                          : t == DT_FLOAT16 ? "0x7c00u"
-                                            : "0x7f80u";
-        const char *all = bits == 64   ? "0xffffffffffffffffull"
-                          : bits == 32 ? "0xffffffffu"
-                                       : "0xffffu";
-        sb_line(b, 1, "%s r;\n", ut);
-        sb_line(b, 1, "memcpy(&r, &v, sizeof r);\n");
-        sb_line(b, 1, "%s x = r == %s ? 0 : r; /* -0 ranks with +0 */\n", kt, sign);
-        sb_line(b, 1, "%s neg = (x >> %d) & 1;\n", kt, bits - 1);
-        sb_line(b, 1, "%s k = (x ^ ((%s)0 - neg | %s)) & %s;\n", kt, kt, sign, all);
-        sb_line(b, 1, "%s u = (x & %s) > %s ? %s : k; /* NaN above every number */\n", kt, mag, inf,
-                all);
-    } else if (t == DT_INT64) {
-        sb_line(b, 1, "uint64_t u = (uint64_t)v ^ 0x8000000000000000ull;\n");
-    } else if (t == DT_UINT64) {
-        sb_line(b, 1, "uint64_t u = v;\n");
-    } else if (t == DT_INT8 || t == DT_INT16 || t == DT_INT32) {
-        sb_line(b, 1, "uint32_t u = (uint32_t)(int32_t)v ^ 0x80000000u;\n");
-    } else {
-        sb_line(b, 1, "uint32_t u = v;\n");
-    }
-    sb_line(b, 1, "return %s;\n", largest ? "u" : "~u");
-    sb_puts(b, "}\n");
+    opq_emit_index(m->b, indent, v, src, size, "bad = 1;", on_bad);
 }
 
 // ---- TopK ----
@@ -185,7 +104,7 @@ static void emit_key(const Em *m, DType t, bool largest) {
 static void emit_topk_helpers(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn;
-    bool wide = wide_key(m->s->dt);
+    bool wide = opq_wide_key(m->s->dt);
     const char *kt = wide ? "uint64_t" : "uint32_t";
     if (wide) {
         sb_printf(b, "typedef struct { uint64_t k; uint32_t q; } %s_ent;\n", fn);
@@ -301,13 +220,12 @@ static int emit_topk(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
-    char a0[32];
-    emit_key(m, s->dt, s->largest);
+    opq_emit_key(b, OPQ_DIALECT_C, fn, s->dt, s->largest);
     emit_topk_helpers(m);
-    bool wide = wide_key(s->dt);
+    bool wide = opq_wide_key(s->dt);
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *restrict yv = (%s *)out[0];\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "yv");
     sb_line(b, 1, "int64_t *restrict yi = (int64_t *)out[1];\n");
     sb_line(b, 1, "const int64_t OUTER = %lld, LEN = %lld, INNER = %lld, K = %lld;\n",
             (long long)s->x.outer, (long long)s->x.len, (long long)s->x.inner, (long long)s->y.len);
@@ -425,10 +343,7 @@ static int emit_topk(const Em *m) {
     }
     sb_line(b, 3, "for (int64_t j = 0; j < K; j++) {\n");
     sb_line(b, 4, "int64_t pos = %s_pos(best[j]), to = (o * K + j) * INNER + i;\n", fn);
-    sb_line(b, 4, "if (yv)\n");
-    sb_line(b, 5, "yv[to] = xl[pos * INNER];\n");
-    sb_line(b, 4, "if (yi)\n");
-    sb_line(b, 5, "yi[to] = pos;\n");
+    opq_emit_topk_store(b, 4, "pos");
     sb_line(b, 3, "}\n");
     sb_line(b, 2, "}\n");
     if (!on_stack)
@@ -441,27 +356,12 @@ static int emit_topk(const Em *m) {
 
 // ---- CumSum ----
 
-// One step of the sum, a + v (a: the sum so far, v: the next element; both stored values of t)
-// as the reference computes it, into buf.
-static void cumsum_step(DType t, const char *a, const char *v, char *buf, size_t n) {
-    if (dtype_is_float(t)) {
-        char la[96], lv[96], sum[224];
-        load_f(t, a, la, sizeof la);
-        load_f(t, v, lv, sizeof lv);
-        snprintf(sum, sizeof sum, "%s + %s", la, lv);
-        store_f(t, sum, buf, n);
-    } else {
-        const char *ut = dtype_size(t) == 8 ? "uint64_t" : "uint32_t";
-        snprintf(buf, n, "(%s)((%s)%s + (%s)%s)", cgen_ctype(t), ut, a, ut, v);
-    }
-}
-
 static int emit_cumsum(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
     DType t = s->dt;
-    char a0[32], a1[32], step[320];
+    char a1[32], step[320];
     sb_printf(b, "static const int64_t %s_geo[%d][3] = {", fn, s->rank);
     for (int a = 0; a < s->rank; a++) {
         int64_t outer = 1, inner = 1;
@@ -474,8 +374,8 @@ static int emit_cumsum(const Em *m) {
     }
     sb_puts(b, "};\n");
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     // The axis is read here: one kernel serves every CumSum of this signature (opaque_spec.h).
     sb_line(b, 1, "int64_t a = (int64_t)*(const %s *)%s;\n", cgen_ctype(s->idx_dt),
             arg_in(m, 1, a1, sizeof a1));
@@ -495,12 +395,7 @@ static int emit_cumsum(const Em *m) {
     sb_line(b, 3, "%s acc = zero;\n", ct);
     sb_line(b, 3, "for (int64_t st = 0; st < LEN; st++) {\n");
     sb_line(b, 4, "int64_t j = %s;\n", s->reverse ? "LEN - 1 - st" : "st");
-    cumsum_step(t, "acc", "xl[j]", step, sizeof step);
-    if (s->exclusive)
-        sb_line(b, 4, "yl[j] = acc;\n");
-    sb_line(b, 4, "acc = %s;\n", step);
-    if (!s->exclusive)
-        sb_line(b, 4, "yl[j] = acc;\n");
+    opq_emit_cumsum_acc(b, 4, t, s->exclusive, "acc", "xl[j]", "yl[j]");
     sb_line(b, 3, "}\n");
     sb_line(b, 2, "}\n");
     sb_line(b, 2, "return 0;\n");
@@ -520,7 +415,7 @@ static int emit_cumsum(const Em *m) {
     if (s->exclusive) {
         sb_line(b, 4, "yo[j * INNER + i] = zero;\n");
     } else {
-        cumsum_step(t, "zero", "xo[j * INNER + i]", step, sizeof step);
+        opq_cumsum_step(t, "zero", "xo[j * INNER + i]", step, sizeof step);
         sb_line(b, 4, "yo[j * INNER + i] = %s;\n", step); // 0 + x: -0 becomes +0 as in the op
     }
     sb_line(b, 3, "for (int64_t st = 1; st < LEN; st++) {\n");
@@ -529,7 +424,7 @@ static int emit_cumsum(const Em *m) {
     sb_line(b, 4, "const %s *yp = yo + jp * INNER, *xr = xo + %s * INNER;\n", ct,
             s->exclusive ? "jp" : "j");
     sb_line(b, 4, "%s *yr = yo + j * INNER;\n", ct);
-    cumsum_step(t, "yp[i]", "xr[i]", step, sizeof step);
+    opq_cumsum_step(t, "yp[i]", "xr[i]", step, sizeof step);
     sb_line(b, 4, "for (int64_t i = i0; i < i1; i++)\n");
     sb_line(b, 5, "yr[i] = %s;\n", step);
     sb_line(b, 3, "}\n");
@@ -545,32 +440,18 @@ static int emit_hardmax(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
-    char a0[32], one[64], zero[64];
-    emit_key(m, s->dt, true);
-    store_f(s->dt, "1.0f", one, sizeof one);
-    store_f(s->dt, "0.0f", zero, sizeof zero);
+    opq_emit_key(b, OPQ_DIALECT_C, fn, s->dt, true);
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t OUTER = %lld, LEN = %lld, INNER = %lld;\n", (long long)s->x.outer,
             (long long)s->x.len, (long long)s->x.inner);
-    sb_line(b, 1, "const %s one = %s, zero = %s;\n", ct, one, zero);
+    opq_emit_hardmax_consts(b, 1, s->dt);
     pragma_for(m, 1, "");
     sb_line(b, 1, "for (int64_t line = 0; line < OUTER * INNER; line++) {\n");
     sb_line(b, 2,
             "int64_t o = line / INNER, i = line %% INNER, base = o * LEN * INNER + i, bj = 0;\n");
-    // The first best: a later element must rank strictly higher (NaN above all, as ArgMax).
-    sb_line(b, 2, "%s best = %s_key(x[base]);\n", wide_key(s->dt) ? "uint64_t" : "uint32_t", fn);
-    sb_line(b, 2, "for (int64_t j = 1; j < LEN; j++) {\n");
-    sb_line(b, 3, "%s k = %s_key(x[base + j * INNER]);\n",
-            wide_key(s->dt) ? "uint64_t" : "uint32_t", fn);
-    sb_line(b, 3, "if (k > best) {\n");
-    sb_line(b, 4, "best = k;\n");
-    sb_line(b, 4, "bj = j;\n");
-    sb_line(b, 3, "}\n");
-    sb_line(b, 2, "}\n");
-    sb_line(b, 2, "for (int64_t j = 0; j < LEN; j++)\n");
-    sb_line(b, 3, "y[base + j * INNER] = j == bj ? one : zero;\n");
+    opq_emit_hardmax_scan(b, OPQ_DIALECT_C, fn, s->dt);
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "return 0;\n");
     sb_puts(b, "}\n");
@@ -584,18 +465,13 @@ static int emit_trilu(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn;
     size_t es = dtype_size(s->dt);
-    char a0[32], a1[32];
+    char a1[32];
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const char *restrict x = (const char *)%s;\n", arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "char *restrict y = (char *)out[0];\n");
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
     sb_line(b, 1, "const int64_t MATS = %lld, ROWS = %lld, COLS = %lld;\n", (long long)s->x.outer,
             (long long)s->x.len, (long long)s->x.inner);
-    if (s->in[1] >= 0)
-        sb_line(b, 1, "int64_t k = *(const int64_t *)%s;\n", arg_in(m, 1, a1, sizeof a1));
-    else
-        sb_line(b, 1, "int64_t k = 0;\n");
-    // Past ROWS + COLS either way every element is kept or dropped: clamping keeps r + k exact.
-    sb_line(b, 1, "k = k < -(ROWS + COLS) ? -(ROWS + COLS) : k > ROWS + COLS ? ROWS + COLS : k;\n");
+    opq_emit_trilu_k(b, s, arg_in(m, 1, a1, sizeof a1));
     pragma_for(m, 1, "");
     sb_line(b, 1, "for (int64_t row = 0; row < MATS * ROWS; row++) {\n");
     sb_line(b, 2, "int64_t r = row %% ROWS;\n");
@@ -627,12 +503,10 @@ static int emit_gather(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *it = cgen_ctype(s->idx_dt);
     size_t es = dtype_size(s->dt);
-    char a0[32], a1[32];
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const char *restrict x = (const char *)%s;\n", arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *restrict idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
-    sb_line(b, 1, "char *restrict y = (char *)out[0];\n");
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
     sb_line(b, 1, "const int64_t OUTER = %lld, SIZE = %lld, INNER = %lld, COUNT = %lld;\n",
             (long long)s->x.outer, (long long)s->x.len, (long long)s->x.inner,
             (long long)s->tuples);
@@ -654,43 +528,9 @@ static int emit_gather(const Em *m) {
 
 // ---- GatherElements, ScatterElements ----
 
-// y = combine(y, u) for the scatter ops' reduction, in the reference's arithmetic (combine in
-// src/ops/indexing.c): floats in their computation type, integers wrapping in 64 bits.
+// y = combine(y, u) for the scatter ops' reduction (opq_emit_combine).
 static void emit_combine(const Em *m, int indent, const char *yv, const char *uv) {
-    StrBuf *b = m->b;
-    DType t = m->s->dt;
-    const char *ct = cgen_ctype(t);
-    if (m->s->red == OPQ_RED_NONE) {
-        sb_line(b, indent, "%s = %s;\n", yv, uv);
-        return;
-    }
-    if (dtype_is_float(t)) {
-        char la[96], lb[96], r[256], e[160];
-        load_f(t, yv, la, sizeof la);
-        load_f(t, uv, lb, sizeof lb);
-        sb_line(b, indent, "{\n");
-        sb_line(b, indent + 1, "%s ca = %s, cb = %s;\n", ftype(t), la, lb);
-        switch (m->s->red) {
-        case OPQ_RED_ADD: snprintf(e, sizeof e, "ca + cb"); break;
-        case OPQ_RED_MUL: snprintf(e, sizeof e, "ca * cb"); break;
-        case OPQ_RED_MAX: snprintf(e, sizeof e, "ca != ca || ca >= cb ? ca : cb"); break;
-        default: snprintf(e, sizeof e, "ca != ca || ca <= cb ? ca : cb"); break;
-        }
-        store_f(t, e, r, sizeof r);
-        sb_line(b, indent + 1, "%s = %s;\n", yv, r);
-        sb_line(b, indent, "}\n");
-        return;
-    }
-    switch (m->s->red) {
-    case OPQ_RED_ADD:
-        sb_line(b, indent, "%s = (%s)((uint64_t)%s + (uint64_t)%s);\n", yv, ct, yv, uv);
-        break;
-    case OPQ_RED_MUL:
-        sb_line(b, indent, "%s = (%s)((uint64_t)%s * (uint64_t)%s);\n", yv, ct, yv, uv);
-        break;
-    case OPQ_RED_MAX: sb_line(b, indent, "%s = %s < %s ? %s : %s;\n", yv, yv, uv, uv, yv); break;
-    default: sb_line(b, indent, "%s = %s < %s ? %s : %s;\n", yv, uv, yv, uv, yv); break;
-    }
+    opq_emit_combine(m->b, OPQ_DIALECT_C, indent, m->s->dt, m->s->red, yv, uv);
 }
 
 // Emits static const tables fn_id (the index dims) and fn_xs (the data strides) and the C
@@ -729,16 +569,14 @@ static int emit_elements(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
     bool scatter = s->op == OPQ_SCATTER_ELEMENTS;
-    char off_o[96], off_i[96], a0[32], a1[32], a2[32];
+    char off_o[96], off_i[96];
     elements_offsets(m, off_o, sizeof off_o, off_i, sizeof off_i);
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *restrict idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
     if (scatter)
-        sb_line(b, 1, "const %s *restrict u = (const %s *)%s;\n", ct, ct,
-                arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+        opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "u", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     // Index lines [OUTER, LEN, INNER] around the axis; the data's axis is XLEN long, its
     // positions XSTRIDE apart.
     sb_line(b, 1,
@@ -802,19 +640,16 @@ static int emit_nd(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
     bool scatter = s->op == OPQ_SCATTER_ND;
-    char a0[32], a1[32], a2[32];
     sb_printf(b, "static const int64_t %s_xd[%d] = {", fn, s->rank);
     for (int d = 0; d < s->rank; d++)
         sb_printf(b, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
     sb_puts(b, "};\n");
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *restrict idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
     if (scatter)
-        sb_line(b, 1, "const %s *restrict u = (const %s *)%s;\n", ct, ct,
-                arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+        opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "u", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t TUPLES = %lld, DEPTH = %lld, SLICE = %lld;\n",
             (long long)s->tuples, (long long)s->depth, (long long)s->slice);
     sb_line(b, 1, "int bad = 0;\n");
@@ -861,13 +696,10 @@ static int emit_one_hot(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
-    char a0[32], a2[32];
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict ind = (const %s *)%s;\n", it, it,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *restrict vals = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "ind", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "vals", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t OUTER = %lld, DEPTH = %lld, INNER = %lld;\n",
             (long long)s->y.outer, (long long)s->y.len, (long long)s->y.inner);
     sb_line(b, 1, "const %s off = vals[0], on = vals[1];\n", ct);
@@ -878,9 +710,7 @@ static int emit_one_hot(const Em *m) {
     sb_line(b, 3, "yo[e] = off;\n");
     // An index outside [-depth, depth) selects nothing (no error), as the reference op.
     sb_line(b, 2, "for (int64_t i = 0; i < INNER; i++) {\n");
-    sb_line(b, 3, "int64_t v = (int64_t)ind[o * INNER + i];\n");
-    sb_line(b, 3, "if (v < 0)\n");
-    sb_line(b, 4, "v += DEPTH;\n");
+    opq_emit_one_hot_index(b, 3);
     sb_line(b, 3, "if (v >= 0 && v < DEPTH)\n");
     sb_line(b, 4, "yo[v * INNER + i] = on;\n");
     sb_line(b, 2, "}\n");
@@ -897,12 +727,10 @@ static int emit_reverse_sequence(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *it = cgen_ctype(s->idx_dt);
     size_t es = dtype_size(s->dt);
-    char a0[32], a1[32];
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const char *restrict x = (const char *)%s;\n", arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *restrict lens = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
-    sb_line(b, 1, "char *restrict y = (char *)out[0];\n");
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "lens", m->s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
     sb_line(b, 1, "const int64_t D0 = %lld, D1 = %lld, REST = %lld, T = %lld, NB = %lld;\n",
             (long long)s->dims[0], (long long)s->dims[1], (long long)s->rest,
             (long long)s->dims[s->time_axis], (long long)s->dims[s->batch_axis]);
@@ -936,7 +764,7 @@ static int emit_lp_pool(const Em *m) {
     const PoolGeom *g = &s->pool;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
-    char a0[32], v[64], y[96];
+    char y[96];
     const char *names[] = {"k", "s", "d", "pb", "in", "out"};
     const int64_t *vals[] = {g->k, g->s, g->d, g->pb, g->in, g->out};
     for (int a = 0; a < 6; a++) {
@@ -945,15 +773,11 @@ static int emit_lp_pool(const Em *m) {
             sb_printf(b, "%s%lld", i ? ", " : "", (long long)vals[a][i]);
         sb_puts(b, "};\n");
     }
-    int64_t plane = 1, outs = 1, taps = 1;
-    for (int i = 0; i < g->S; i++) {
-        plane *= g->in[i];
-        outs *= g->out[i];
-        taps *= g->k[i];
-    }
+    int64_t plane, outs, taps;
+    opq_pool_sizes(g, &plane, &outs, &taps);
     sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
-    sb_line(b, 1, "const %s *restrict x = (const %s *)%s;\n", ct, ct, arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *restrict y = (%s *)out[0];\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t PLANES = %lld, PLANE = %lld, OUTS = %lld, TAPS = %lld;\n",
             (long long)(s->dims[0] * s->dims[1]), (long long)plane, (long long)outs,
             (long long)taps);
@@ -982,10 +806,7 @@ static int emit_lp_pool(const Em *m) {
     sb_line(b, 4, "inside = inside && pos >= 0 && pos < %s_in[i];\n", fn);
     sb_line(b, 4, "row = row * %s_in[i] + pos;\n", fn);
     sb_line(b, 3, "}\n");
-    sb_line(b, 3, "if (!inside)\n");
-    sb_line(b, 4, "continue;\n");
-    load_f(s->dt, "xp[row]", v, sizeof v);
-    sb_line(b, 3, "double v = fabs((double)%s);\n", v);
+    opq_emit_lp_tap(b, OPQ_DIALECT_C, s->dt);
     if (g->p == 1)
         sb_line(b, 3, "acc += v;\n");
     else if (g->p == 2 && s->dt != DT_DOUBLE) // a float's square is exact in double, as pow's
@@ -994,11 +815,11 @@ static int emit_lp_pool(const Em *m) {
         sb_line(b, 3, "acc += pow(v, P);\n");
     sb_line(b, 2, "}\n");
     // A double result goes to a half type through float rounded to odd, as elem_set_f64 does.
-    store_f(s->dt,
-            s->dt == DT_DOUBLE  ? "pow(acc, 1.0 / P)"
-            : s->dt == DT_FLOAT ? "(float)pow(acc, 1.0 / P)"
-                                : "orch_f32_round_odd(pow(acc, 1.0 / P))",
-            y, sizeof y);
+    opq_store_f(s->dt,
+                s->dt == DT_DOUBLE  ? "pow(acc, 1.0 / P)"
+                : s->dt == DT_FLOAT ? "(float)pow(acc, 1.0 / P)"
+                                    : "orch_f32_round_odd(pow(acc, 1.0 / P))",
+                y, sizeof y);
     sb_line(b, 2, "y[r] = %s;\n", y);
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "return 0;\n");

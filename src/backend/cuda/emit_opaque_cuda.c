@@ -8,6 +8,7 @@
 // tuples of a ScatterND at one slice position. Everything else is a thread per output element.
 #include "../../codegen/cexpr.h"
 #include "../../codegen/opaque_spec.h"
+#include "../../codegen/opaque_values.h"
 #include "cugen_opq.h"
 #include "device_model.h"
 
@@ -43,11 +44,8 @@ bool cuopq_config_unpack(const KernelConfig *k, CuOpqConfig *t) {
 
 // TopK's shared-memory buffer of (key, position) entries: 32 KiB, so no opt-in is needed. Entries
 // are 8 bytes (a 32-bit key and the position in one word) or 16 (a 64-bit key beside it).
-static bool wide_key(DType t) {
-    return dtype_size(t) == 8;
-}
 static int64_t topk_cap(DType t) {
-    return wide_key(t) ? 2048 : 4096;
+    return opq_wide_key(t) ? 2048 : 4096;
 }
 // The buffer a line needs: the next power of two of its length, at most topk_cap.
 static int64_t topk_buf(const OpqSpec *s) {
@@ -175,27 +173,6 @@ static const char *arg_in(const Em *m, int j, char *buf, size_t n) {
     return buf;
 }
 
-// A stored value of t (expression e) as the type it is computed in, and back (as the C target).
-static void load_f(DType t, const char *e, char *buf, size_t n) {
-    if (t == DT_FLOAT16)
-        snprintf(buf, n, "orch_f16_to_f32(%s)", e);
-    else if (t == DT_BFLOAT16)
-        snprintf(buf, n, "orch_bf16_to_f32(%s)", e);
-    else
-        snprintf(buf, n, "(%s)", e);
-}
-static void store_f(DType t, const char *e, char *buf, size_t n) {
-    if (t == DT_FLOAT16)
-        snprintf(buf, n, "orch_f32_to_f16(%s)", e);
-    else if (t == DT_BFLOAT16)
-        snprintf(buf, n, "orch_f32_to_bf16(%s)", e);
-    else
-        snprintf(buf, n, "(%s)", e);
-}
-static const char *ftype(DType t) {
-    return t == DT_DOUBLE ? "double" : "float";
-}
-
 // The kernel's head: its signature and the status word.
 static void head(const Em *m) {
     sb_printf(m->b, "ORCH_KERNEL void __launch_bounds__(%lld) %s(OrchArgs a) {\n",
@@ -218,64 +195,13 @@ static void flat_loop(const Em *m, int indent, const char *t, int64_t n) {
     m->launch->block[1] = m->launch->block[2] = 1;
 }
 
-// Reads index value v (an int64_t named v) from src, wraps a negative one once by size and
-// checks it lies in [0, size): on failure stores the status and runs on_bad.
+// Reads index value v from src, wraps and checks it (opq_emit_index): a bad one stores the
+// status word and runs on_bad.
 static void emit_index(const Em *m, int indent, const char *v, const char *src, const char *size,
                        const char *on_bad) {
-    sb_line(m->b, indent, "int64_t %s = (int64_t)(%s);\n", v, src);
-    sb_line(m->b, indent, "if (%s < 0)\n", v);
-    sb_line(m->b, indent + 1, "%s += %s;\n", v, size);
-    sb_line(m->b, indent, "if ((uint64_t)%s >= (uint64_t)(%s)) {\n", v, size);
-    sb_line(m->b, indent + 1, "*bad_ = %d;\n", CKERNEL_ERR_INDEX);
-    sb_line(m->b, indent + 1, "%s\n", on_bad);
-    sb_line(m->b, indent, "}\n");
-}
-
-// ---- ordering keys (TopK, Hardmax) ----
-
-// __device__ KT fn_key(T v): an unsigned key whose order is the reference's order of the values
-// (NaN above every number, all NaN equal, -0 equal to +0), reversed for !largest; as the C
-// target's (emit_opaque_c.c), from the value's bits.
-static void emit_key(const Em *m, DType t, bool largest) {
-    StrBuf *b = m->b;
-    bool w = wide_key(t);
-    const char *kt = w ? "uint64_t" : "uint32_t";
-    sb_printf(b, "static __device__ __forceinline__ %s %s_key(%s v) {\n", kt, m->fn, cgen_ctype(t));
-    if (dtype_is_float(t)) {
-        int bits = (int)dtype_size(t) * 8;
-        const char *sign = bits == 64   ? "0x8000000000000000ull"
-                           : bits == 32 ? "0x80000000u"
-                                        : "0x8000u";
-        const char *mag = bits == 64   ? "0x7fffffffffffffffull"
-                          : bits == 32 ? "0x7fffffffu"
-                                       : "0x7fffu";
-        const char *inf = bits == 64        ? "0x7ff0000000000000ull"
-                          : bits == 32      ? "0x7f800000u"
-                          : t == DT_FLOAT16 ? "0x7c00u"
-                                            : "0x7f80u";
-        const char *all = bits == 64   ? "0xffffffffffffffffull"
-                          : bits == 32 ? "0xffffffffu"
-                                       : "0xffffu";
-        const char *raw = bits == 64   ? "(uint64_t)__double_as_longlong(v)"
-                          : bits == 32 ? "__float_as_uint(v)"
-                                       : "(uint32_t)v";
-        sb_line(b, 1, "%s r = %s;\n", kt, raw);
-        sb_line(b, 1, "%s x = r == %s ? 0 : r; // -0 ranks with +0\n", kt, sign);
-        sb_line(b, 1, "%s neg = (x >> %d) & 1;\n", kt, bits - 1);
-        sb_line(b, 1, "%s k = (x ^ (((%s)0 - neg) | %s)) & %s;\n", kt, kt, sign, all);
-        sb_line(b, 1, "%s u = (x & %s) > %s ? %s : k; // NaN above every number\n", kt, mag, inf,
-                all);
-    } else if (t == DT_INT64) {
-        sb_line(b, 1, "uint64_t u = (uint64_t)v ^ 0x8000000000000000ull;\n");
-    } else if (t == DT_UINT64) {
-        sb_line(b, 1, "uint64_t u = v;\n");
-    } else if (t == DT_INT8 || t == DT_INT16 || t == DT_INT32) {
-        sb_line(b, 1, "uint32_t u = (uint32_t)(int32_t)v ^ 0x80000000u;\n");
-    } else {
-        sb_line(b, 1, "uint32_t u = (uint32_t)v;\n");
-    }
-    sb_line(b, 1, "return %s;\n", largest ? "u" : "~u");
-    sb_puts(b, "}\n");
+    char mark[32];
+    snprintf(mark, sizeof mark, "*bad_ = %d;", CKERNEL_ERR_INDEX);
+    opq_emit_index(m->b, indent, v, src, size, mark, on_bad);
 }
 
 // ---- TopK ----
@@ -286,7 +212,7 @@ static void emit_key(const Em *m, DType t, bool largest) {
 static void emit_topk_entries(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn;
-    if (wide_key(m->s->dt)) {
+    if (opq_wide_key(m->s->dt)) {
         sb_printf(b, "struct %s_ent { uint64_t k; uint32_t q; };\n", fn);
         sb_printf(b,
                   "static __device__ __forceinline__ bool %s_gt(%s_ent a, %s_ent b) { return a.k "
@@ -326,10 +252,8 @@ static void emit_topk_entries(const Em *m) {
 static void topk_locals(const Em *m) {
     const OpqSpec *s = m->s;
     const char *ct = cgen_ctype(s->dt);
-    char a0[32];
-    sb_line(m->b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(m->b, 1, "%s *__restrict__ yv = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(m->b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(m->b, OPQ_DIALECT_CUDA, 1, ct, "yv");
     sb_line(m->b, 1, "int64_t *__restrict__ yi = (int64_t *)a.in[%d];\n", m->ni);
     sb_line(m->b, 1, "(void)bad_;\n");
     sb_line(m->b, 1, "const int64_t LEN = %lld, INNER = %lld, K = %lld;\n", (long long)s->x.len,
@@ -412,10 +336,7 @@ static int emit_topk_sort(const Em *m) {
     sb_line(b, 1, "%s_sort(s, filled, %s_pow2(filled));\n", fn, fn);
     sb_line(b, 1, "for (int j = threadIdx.x; j < K; j += %lld) {\n", (long long)bs);
     sb_line(b, 2, "const int64_t pos = %s_pos(s[j]), to = (o * K + j) * INNER + i;\n", fn);
-    sb_line(b, 2, "if (yv)\n");
-    sb_line(b, 3, "yv[to] = xl[pos * INNER];\n");
-    sb_line(b, 2, "if (yi)\n");
-    sb_line(b, 3, "yi[to] = pos;\n");
+    opq_emit_topk_store(b, 2, "pos");
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
     int64_t lines = s->x.outer * s->x.inner;
@@ -458,10 +379,7 @@ static int emit_topk_rank(const Em *m) {
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "if (j < LEN && rank < K) {\n");
     sb_line(b, 2, "const int64_t to = (o * K + rank) * INNER + i;\n");
-    sb_line(b, 2, "if (yv)\n");
-    sb_line(b, 3, "yv[to] = xl[j * INNER];\n");
-    sb_line(b, 2, "if (yi)\n");
-    sb_line(b, 3, "yi[to] = j;\n");
+    opq_emit_topk_store(b, 2, "j");
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
     int64_t blocks = s->x.outer * s->x.inner * chunks;
@@ -475,40 +393,25 @@ static int emit_topk_rank(const Em *m) {
 }
 
 static int emit_topk(const Em *m) {
-    emit_key(m, m->s->dt, m->s->largest);
+    opq_emit_key(m->b, OPQ_DIALECT_CUDA, m->fn, m->s->dt, m->s->largest);
     emit_topk_entries(m);
     return m->alg == CUOPQ_SORT ? emit_topk_sort(m) : emit_topk_rank(m);
 }
 
 // ---- CumSum ----
 
-// One step of the sum, a + v, as the reference computes it (both stored values of t).
-static void cumsum_step(DType t, const char *a, const char *v, char *buf, size_t n) {
-    if (dtype_is_float(t)) {
-        char la[96], lv[96], sum[224];
-        load_f(t, a, la, sizeof la);
-        load_f(t, v, lv, sizeof lv);
-        snprintf(sum, sizeof sum, "%s + %s", la, lv);
-        store_f(t, sum, buf, n);
-    } else {
-        const char *ut = dtype_size(t) == 8 ? "uint64_t" : "uint32_t";
-        snprintf(buf, n, "(%s)((%s)%s + (%s)%s)", cgen_ctype(t), ut, a, ut, v);
-    }
-}
-
 // The head of both CumSum kernels: the run-time axis read and checked, its line geometry.
 static void cumsum_head(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt);
-    char a0[32], a1[32];
+    char a1[32];
     int64_t numel = 1;
     for (int d = 0; d < s->rank; d++)
         numel *= s->dims[d];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     // The axis is read here: one kernel serves every CumSum of this signature (opaque_spec.h).
     sb_line(b, 1, "int64_t ax = (int64_t)*(const %s *)%s;\n", cgen_ctype(s->idx_dt),
             arg_in(m, 1, a1, sizeof a1));
@@ -596,7 +499,6 @@ static int emit_cumsum(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt);
-    char step[320];
     int64_t numel = 1, shortest = INT64_MAX;
     for (int d = 0; d < s->rank; d++) {
         numel *= s->dims[d];
@@ -616,12 +518,7 @@ static int emit_cumsum(const Em *m) {
     sb_line(b, 2, "%s acc = zero;\n", ct);
     sb_line(b, 2, "for (int64_t st = 0; st < LEN; st++) {\n");
     sb_line(b, 3, "const int64_t j = (%s) * INNER;\n", s->reverse ? "LEN - 1 - st" : "st");
-    cumsum_step(s->dt, "acc", "xl[j]", step, sizeof step);
-    if (s->exclusive)
-        sb_line(b, 3, "yl[j] = acc;\n");
-    sb_line(b, 3, "acc = %s;\n", step);
-    if (!s->exclusive)
-        sb_line(b, 3, "yl[j] = acc;\n");
+    opq_emit_cumsum_acc(b, 3, s->dt, s->exclusive, "acc", "xl[j]", "yl[j]");
     sb_line(b, 2, "}\n");
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
@@ -634,19 +531,15 @@ static int emit_hardmax(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
-    const char *kt = wide_key(s->dt) ? "uint64_t" : "uint32_t";
-    char a0[32], one[64], zero[64];
-    emit_key(m, s->dt, true);
-    store_f(s->dt, "1.0f", one, sizeof one);
-    store_f(s->dt, "0.0f", zero, sizeof zero);
+    const char *kt = opq_wide_key(s->dt) ? "uint64_t" : "uint32_t";
+    opq_emit_key(b, OPQ_DIALECT_CUDA, fn, s->dt, true);
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "(void)bad_;\n");
     sb_line(b, 1, "const int64_t LEN = %lld, INNER = %lld;\n", (long long)s->x.len,
             (long long)s->x.inner);
-    sb_line(b, 1, "const %s one = %s, zero = %s;\n", ct, one, zero);
+    opq_emit_hardmax_consts(b, 1, s->dt);
     int64_t lines = s->x.outer * s->x.inner;
     if (m->alg == CUOPQ_WARP) {
         // A warp per line: each lane the first best of its elements, then the best of the lanes
@@ -683,16 +576,7 @@ static int emit_hardmax(const Em *m) {
         sb_line(b, 2,
                 "const int64_t o = line / INNER, i = line %% INNER, base = o * LEN * INNER + i;\n");
         sb_line(b, 2, "int64_t bj = 0;\n");
-        sb_line(b, 2, "%s best = %s_key(x[base]);\n", kt, fn);
-        sb_line(b, 2, "for (int64_t j = 1; j < LEN; j++) {\n");
-        sb_line(b, 3, "const %s k = %s_key(x[base + j * INNER]);\n", kt, fn);
-        sb_line(b, 3, "if (k > best) {\n");
-        sb_line(b, 4, "best = k;\n");
-        sb_line(b, 4, "bj = j;\n");
-        sb_line(b, 3, "}\n");
-        sb_line(b, 2, "}\n");
-        sb_line(b, 2, "for (int64_t j = 0; j < LEN; j++)\n");
-        sb_line(b, 3, "y[base + j * INNER] = j == bj ? one : zero;\n");
+        opq_emit_hardmax_scan(b, OPQ_DIALECT_CUDA, fn, s->dt);
         sb_line(b, 1, "}\n");
     }
     sb_puts(b, "}\n");
@@ -705,20 +589,14 @@ static int emit_trilu(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt);
-    char a0[32], a1[32];
+    char a1[32];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "(void)bad_;\n");
     sb_line(b, 1, "const int64_t ROWS = %lld, COLS = %lld;\n", (long long)s->x.len,
             (long long)s->x.inner);
-    if (s->in[1] >= 0)
-        sb_line(b, 1, "int64_t k = *(const int64_t *)%s;\n", arg_in(m, 1, a1, sizeof a1));
-    else
-        sb_line(b, 1, "int64_t k = 0;\n");
-    // Past ROWS + COLS either way every element is kept or dropped: clamping keeps r + k exact.
-    sb_line(b, 1, "k = k < -(ROWS + COLS) ? -(ROWS + COLS) : k > ROWS + COLS ? ROWS + COLS : k;\n");
+    opq_emit_trilu_k(b, s, arg_in(m, 1, a1, sizeof a1));
     flat_loop(m, 1, "t", s->x.outer * s->x.len * s->x.inner);
     sb_line(b, 2, "const int64_t c = t %% COLS, r = (t / COLS) %% ROWS;\n");
     // upper: keep columns c >= r + k; lower: keep c <= r + k.
@@ -737,13 +615,10 @@ static int emit_gather(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
-    char a0[32], a1[32];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *__restrict__ idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, it, "idx", m->s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "const int64_t SIZE = %lld, INNER = %lld, COUNT = %lld;\n", (long long)s->x.len,
             (long long)s->x.inner, (long long)s->tuples);
     flat_loop(m, 1, "t", s->x.outer * s->tuples * s->x.inner);
@@ -757,48 +632,10 @@ static int emit_gather(const Em *m) {
 
 // ---- GatherElements, ScatterElements ----
 
-// y = combine(y, u) for the scatter ops' reduction, in the reference's arithmetic (as the C
-// target's emit_combine: floats in their computation type, integers wrapping in 64 bits).
+// y = combine(y, u) for the scatter ops' reduction (opq_emit_combine: CUDA's rounded sums and
+// products, which nothing fuses into a neighbouring FMA).
 static void emit_combine(const Em *m, int indent, const char *yv, const char *uv) {
-    StrBuf *b = m->b;
-    DType t = m->s->dt;
-    const char *ct = cgen_ctype(t);
-    if (m->s->red == OPQ_RED_NONE) {
-        sb_line(b, indent, "%s = %s;\n", yv, uv);
-        return;
-    }
-    if (dtype_is_float(t)) {
-        char la[96], lb[96], r[256], e[160];
-        load_f(t, yv, la, sizeof la);
-        load_f(t, uv, lb, sizeof lb);
-        sb_line(b, indent, "{\n");
-        sb_line(b, indent + 1, "const %s ca = %s, cb = %s;\n", ftype(t), la, lb);
-        switch (m->s->red) {
-        // Rounded products and sums: nothing fuses them into a neighbouring FMA.
-        case OPQ_RED_ADD:
-            snprintf(e, sizeof e, "%s(ca, cb)", t == DT_DOUBLE ? "__dadd_rn" : "__fadd_rn");
-            break;
-        case OPQ_RED_MUL:
-            snprintf(e, sizeof e, "%s(ca, cb)", t == DT_DOUBLE ? "__dmul_rn" : "__fmul_rn");
-            break;
-        case OPQ_RED_MAX: snprintf(e, sizeof e, "ca != ca || ca >= cb ? ca : cb"); break;
-        default: snprintf(e, sizeof e, "ca != ca || ca <= cb ? ca : cb"); break;
-        }
-        store_f(t, e, r, sizeof r);
-        sb_line(b, indent + 1, "%s = %s;\n", yv, r);
-        sb_line(b, indent, "}\n");
-        return;
-    }
-    switch (m->s->red) {
-    case OPQ_RED_ADD:
-        sb_line(b, indent, "%s = (%s)((uint64_t)%s + (uint64_t)%s);\n", yv, ct, yv, uv);
-        break;
-    case OPQ_RED_MUL:
-        sb_line(b, indent, "%s = (%s)((uint64_t)%s * (uint64_t)%s);\n", yv, ct, yv, uv);
-        break;
-    case OPQ_RED_MAX: sb_line(b, indent, "%s = %s < %s ? %s : %s;\n", yv, yv, uv, uv, yv); break;
-    default: sb_line(b, indent, "%s = %s < %s ? %s : %s;\n", yv, uv, yv, uv, yv); break;
-    }
+    opq_emit_combine(m->b, OPQ_DIALECT_CUDA, indent, m->s->dt, m->s->red, yv, uv);
 }
 
 // GatherElements: a thread per output (index) element (o, j, i), reading the data at
@@ -879,16 +716,12 @@ static int emit_elements(const Em *m) {
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
     bool scatter = s->op == OPQ_SCATTER_ELEMENTS;
-    char a0[32], a1[32], a2[32];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *__restrict__ idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, it, "idx", m->s->in[1]);
     if (scatter)
-        sb_line(b, 1, "const %s *__restrict__ u = (const %s *)%s;\n", ct, ct,
-                arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+        opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "u", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     // Index lines [LEN, INNER] around the axis; the data's axis is XLEN long, its positions
     // XSTRIDE apart.
     sb_line(b, 1, "const int64_t LEN = %lld, INNER = %lld, XLEN = %lld, XSTRIDE = %lld;\n",
@@ -933,17 +766,13 @@ static int emit_nd(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
     bool scatter = s->op == OPQ_SCATTER_ND;
-    char a0[32], a1[32], a2[32];
     emit_nd_offset(m);
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *__restrict__ idx = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, it, "idx", m->s->in[1]);
     if (scatter)
-        sb_line(b, 1, "const %s *__restrict__ u = (const %s *)%s;\n", ct, ct,
-                arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+        opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "u", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "const int64_t TUPLES = %lld, SLICE = %lld;\n", (long long)s->tuples,
             (long long)s->slice);
     if (!scatter) {
@@ -987,13 +816,10 @@ static int emit_one_hot(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
-    char a0[32], a2[32];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ ind = (const %s *)%s;\n", it, it,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *__restrict__ vals = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 2, a2, sizeof a2));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, it, "ind", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "vals", m->s->in[2]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "(void)bad_;\n");
     sb_line(b, 1, "const int64_t DEPTH = %lld, INNER = %lld;\n", (long long)s->y.len,
             (long long)s->y.inner);
@@ -1002,9 +828,7 @@ static int emit_one_hot(const Em *m) {
     sb_line(b, 2,
             "const int64_t i = t %% INNER, d = (t / INNER) %% DEPTH, o = t / (DEPTH * "
             "INNER);\n");
-    sb_line(b, 2, "int64_t v = (int64_t)ind[o * INNER + i];\n");
-    sb_line(b, 2, "if (v < 0)\n");
-    sb_line(b, 3, "v += DEPTH;\n");
+    opq_emit_one_hot_index(b, 2);
     sb_line(b, 2, "y[t] = v == d ? on : off;\n");
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
@@ -1019,13 +843,10 @@ static int emit_reverse_sequence(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
-    char a0[32], a1[32];
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "const %s *__restrict__ lens = (const %s *)%s;\n", it, it,
-            arg_in(m, 1, a1, sizeof a1));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, it, "lens", m->s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "const int64_t D1 = %lld, REST = %lld, T = %lld;\n", (long long)s->dims[1],
             (long long)s->rest, (long long)s->dims[s->time_axis]);
     flat_loop(m, 1, "k", s->dims[0] * s->dims[1] * s->rest);
@@ -1055,17 +876,12 @@ static int emit_lp_pool(const Em *m) {
     const PoolGeom *g = &s->pool;
     StrBuf *b = m->b;
     const char *ct = cgen_ctype(s->dt);
-    char a0[32], v[64], y[96];
-    int64_t plane = 1, outs = 1, taps = 1;
-    for (int i = 0; i < g->S; i++) {
-        plane *= g->in[i];
-        outs *= g->out[i];
-        taps *= g->k[i];
-    }
+    char y[96];
+    int64_t plane, outs, taps;
+    opq_pool_sizes(g, &plane, &outs, &taps);
     head(m);
-    sb_line(b, 1, "const %s *__restrict__ x = (const %s *)%s;\n", ct, ct,
-            arg_in(m, 0, a0, sizeof a0));
-    sb_line(b, 1, "%s *__restrict__ y = (%s *)a.out;\n", ct, ct);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "x", m->s->in[0]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "y");
     sb_line(b, 1, "(void)bad_;\n");
     flat_loop(m, 1, "r", s->dims[0] * s->dims[1] * outs);
     sb_line(b, 2, "int64_t q = r %% %lld;\n", (long long)outs);
@@ -1088,10 +904,7 @@ static int emit_lp_pool(const Em *m) {
         sb_line(b, 3, "inside = inside && p%d >= 0 && p%d < %lld;\n", i, i, (long long)g->in[i]);
         sb_line(b, 3, "row = row * %lld + p%d;\n", (long long)g->in[i], i);
     }
-    sb_line(b, 3, "if (!inside)\n");
-    sb_line(b, 4, "continue;\n");
-    load_f(s->dt, "xp[row]", v, sizeof v);
-    sb_line(b, 3, "const double v = fabs((double)%s);\n", v);
+    opq_emit_lp_tap(b, OPQ_DIALECT_CUDA, s->dt);
     // Rounded adds (the square of a float is exact in double, so nothing would change if the
     // compiler fused them, but nothing is left to it).
     sb_line(b, 3, "acc = %s;\n",
@@ -1103,7 +916,7 @@ static int emit_lp_pool(const Em *m) {
         snprintf(e, sizeof e, "__double2float_rn(%s)", res);
     else
         snprintf(e, sizeof e, "orch_f32_round_odd(%s)", res);
-    store_f(s->dt, e, y, sizeof y);
+    opq_store_f(s->dt, e, y, sizeof y);
     sb_line(b, 2, "y[r] = %s;\n", y);
     sb_line(b, 1, "}\n");
     sb_puts(b, "}\n");
