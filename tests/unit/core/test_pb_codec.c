@@ -569,7 +569,10 @@ static void nesting_limit(void) {
     Graph *graph = NULL;
     Err e = {0};
     CHECK(onnx_load_memory(model.p, model.n, "deep.onnx", NULL, NULL, &graph, &e) != ST_OK);
-    CHECK_MSG(strstr(e.msg, "nested too deeply"), "message: %s", e.msg);
+    // The loader's walk of the wire format refuses it before the codec is asked (the codec's own
+    // limit, above, guards every other caller).
+    CHECK_MSG(strstr(e.msg, "more than 100 levels deep") && strstr(e.msg, "deep.onnx"),
+              "message: %s", e.msg);
     CHECK(!graph);
     free(model.p);
     free(g.p);
