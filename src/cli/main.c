@@ -4,26 +4,26 @@
 // files, `inspect` dumps any stage (operators, primitives, candidate kernels, the plan) as text
 // and Graphviz dot/SVG.
 // Exit codes: 0 ok, 1 usage, 2 invalid model or input, 3 unsupported, 4 mismatch, 5 runtime.
+#include "../backend/target.h"
 #include "../base/file.h"
 #include "../base/text.h"
 #include "../candidates/candidates.h"
-#include "../inspect/dump.h"
+#include "../compile/fallbacks.h"
 #include "../fission/fission.h"
-#include "../passes/passes.h"
-#include "../ops/fold.h"
+#include "../inspect/dump.h"
+#include "../interp/interp.h"
+#include "../interp/prim_interp.h"
 #include "../ir/stats.h"
 #include "../onnx/load.h"
+#include "../ops/fold.h"
 #include "../ops/ops.h"
 #include "../orchestrate/cost_model.h"
 #include "../orchestrate/orchestrate.h"
-#include "../interp/interp.h"
 #include "../orchestrate/selection_run.h"
-#include "../runtime/npy.h"
-#include "../interp/prim_interp.h"
-#include "../runtime/session.h"
-#include "../backend/target.h"
-#include "../compile/fallbacks.h"
+#include "../passes/passes.h"
 #include "../plan/artifact_model.h"
+#include "../runtime/npy.h"
+#include "../runtime/session.h"
 #include "cmd_bench.h"
 #include "cmd_compile.h"
 #include "cmd_db.h"
@@ -74,6 +74,10 @@ static void usage(FILE *f) {
         "      h100 for --target cuda); --time-limit bounds the solver (default 60 s); --dot\n"
         "      writes Graphviz text (candidates: segments as clusters; plan: kernels as\n"
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
+        "  orch inspect MODEL.orch [--dot FILE.dot] [--svg FILE.svg] [--seed S]\n"
+        "      the plan the artefact was compiled into: each launch's kernel (or interpreter),\n"
+        "      ONNX nodes, predicted time and the time measured over 3 profiled runs on random\n"
+        "      inputs; --dot/--svg draw it, each launch a cluster of its primitives\n"
         "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
         "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
         "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage]\n"
@@ -82,7 +86,8 @@ static void usage(FILE *f) {
         "      generates C kernels for the candidate kernels, measures the top-K configs of\n"
         "      each (profile database: default ~/.cache/orch/profile.db), solves the\n"
         "      orchestration on measured costs, builds the chosen kernels into one shared\n"
-        "      object, plans memory, checks the result against the interpreter, writes MODEL.orch;\n"
+        "      object, plans memory, checks the result against the interpreter, writes "
+        "MODEL.orch;\n"
         "      --half-storage (fp16/bf16, cuda) stores tensors in that type, --layout the\n"
         "      convolutions' channels-last layouts under it (auto: where cuDNN loads);\n"
         "      --no-mlp-chains / --no-attention offer no MLP chain / fused attention kernels;\n"
@@ -141,6 +146,7 @@ typedef struct Args {
     bool no_cleanup;    // --no-cleanup: the primitive graph exactly as fission made it
     bool attention;     // --attention-rewrite: softmax division after the attention MatMul
     int stage;          // inspect --stage (STAGE_*)
+    bool stage_given;   // --stage was on the command line
     const char *target; // --target cpu|cuda (picks the default device)
     const char *device; // --device NAME (cost model)
     double time_limit;  // --time-limit S for the solver (0: its default)
@@ -270,6 +276,7 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             a->prims = a->plan || strcmp(v, "prims") == 0;
         } else if (strcmp(s, "--stage") == 0) {
             a->stage = -1;
+            a->stage_given = true;
             for (int k = 0; k < (int)ORCH_COUNT(stage_names); k++)
                 if (strcmp(v, stage_names[k]) == 0)
                     a->stage = k;
@@ -711,19 +718,21 @@ static bool is_artifact(const char *path) {
 
 // Flags that shape a compile do not apply to an artefact, which was compiled with its own.
 static int check_artifact_flags(const Args *a) {
-    const char *flag = a->prims              ? "--engine"
-                       : a->no_cleanup       ? "--no-cleanup"
-                       : a->attention        ? "--attention-rewrite"
-                       : a->input_shapes     ? "--input-shapes"
-                       : a->target           ? "--target"
-                       : a->device           ? "--device"
-                       : a->time_limit > 0   ? "--time-limit"
-                                             : NULL;
+    const char *flag = a->prims            ? "--engine"
+                       : a->no_cleanup     ? "--no-cleanup"
+                       : a->attention      ? "--attention-rewrite"
+                       : a->input_shapes   ? "--input-shapes"
+                       : a->target         ? "--target"
+                       : a->device         ? "--device"
+                       : a->time_limit > 0 ? "--time-limit"
+                                           : NULL;
     if (!flag)
         return ST_OK;
     char what[400];
-    snprintf(what, sizeof what, "%s applies to ONNX models; %.200s is a compiled artefact (give "
-                                "it to orch compile instead)", flag, a->model);
+    snprintf(what, sizeof what,
+             "%s applies to ONNX models; %.200s is a compiled artefact (give "
+             "it to orch compile instead)",
+             flag, a->model);
     return usage_error("%s", what);
 }
 
@@ -942,8 +951,9 @@ static int cmd_run(int argc, char **argv) {
             }
             if (art && !same_shape(t, &files[f])) {
                 char s1[128], s2[128];
-                rc = err_set(&e, ST_INVALID, "input '%s' from %s has shape %s; %s was compiled for %s",
-                             t->name, a.inputs[f].path,
+                rc = err_set(&e, ST_INVALID,
+                             "input '%s' from %s has shape %s; %s was compiled for %s", t->name,
+                             a.inputs[f].path,
                              shape_str(files[f].dims, files[f].rank, s1, sizeof s1), a.model,
                              tensor_shape_str(t, s2, sizeof s2));
                 break;
@@ -1116,6 +1126,74 @@ static int write_file(const char *path, const char *text, size_t len, Err *e) {
     return ok ? ST_OK : err_set(e, ST_RUNTIME, "--dot %s: write failed", path);
 }
 
+// orch inspect MODEL.orch: the plan the artefact holds, launch by launch (kernel or interpreter,
+// the ONNX nodes it covers, its predicted time and the time measured over 3 profiled runs on
+// random inputs); --dot/--svg draw it, each launch a cluster of its primitives.
+static int inspect_artifact(const Args *a, FILE *df, Err *e) {
+    ArtifactContents ac = {0};
+    Session *s = NULL;
+    int rc = open_session(a, &ac, &s, e);
+    const PrimGraph *pg = rc ? NULL : session_graph(s);
+    const Plan *plan = rc ? NULL : session_plan(s);
+    void **in = NULL, **out = NULL;
+    if (rc == ST_OK) {
+        in = xcalloc((size_t)pg->n_inputs + 1, sizeof(void *));
+        out = xcalloc((size_t)pg->n_outputs + 1, sizeof(void *));
+        uint64_t rng = a->seed_given ? a->seed : 1;
+        for (int i = 0; i < pg->n_inputs; i++) {
+            const Tensor *t = pg->tensors[pg->inputs[i]];
+            in[i] = xmalloc(tensor_nbytes(t) + 1);
+            fill_random(t, in[i], &rng);
+        }
+        for (int i = 0; i < pg->n_outputs; i++)
+            out[i] = xmalloc(tensor_nbytes(pg->tensors[pg->outputs[i]]) + 1);
+        session_set_profiling(s, 1);
+        for (int r = 0; r < 3 && rc == ST_OK; r++)
+            rc = session_run(s, (const void *const *)in, out, e);
+    }
+    const double *times = rc ? NULL : session_kernel_times(s);
+    if (rc == ST_OK) {
+        printf("%s: %s plan, %d launches (times: predicted, then measured on the last of 3 "
+               "profiled runs)\n",
+               a->model, ac.h.target, plan->n_launches);
+        PrimGroup *grp = xcalloc((size_t)plan->n_launches + 1, sizeof(PrimGroup));
+        char **labels = xcalloc((size_t)plan->n_launches + 1, sizeof(char *));
+        int ng = 0;
+        for (int k = 0; k < plan->n_launches; k++) {
+            const PlanLaunch *L = &plan->launches[k];
+            const char *name = session_launch_name(s, k);
+            const char *nodes = session_launch_nodes(s, k);
+            double t = times ? times[k] : 0;
+            printf("  %3d  %-40s %9.1f us %9.1f us  %s\n", k, name ? name : "?", 1e6 * L->predicted,
+                   1e6 * t, nodes ? nodes : "");
+            if (L->n_prims < 1)
+                continue; // a copy into an output buffer: nothing to draw
+            labels[ng] = xmalloc(256);
+            snprintf(labels[ng], 256, "launch %d: %.120s, predicted %.1f us, measured %.1f us", k,
+                     name ? name : "?", 1e6 * L->predicted, 1e6 * t);
+            const Prim *sink = L->sink >= 0 ? pg->prims[L->sink] : NULL;
+            grp[ng] = (PrimGroup){L->prims, L->n_prims,
+                                  sink && sink->n_out == 1 ? sink->out[0] : -1, labels[ng]};
+            ng++;
+        }
+        if (df)
+            prim_groups_dot(df, pg, grp, ng);
+        for (int k = 0; k < ng; k++)
+            free(labels[k]);
+        free(labels);
+        free(grp);
+    }
+    for (int i = 0; pg && in && i < pg->n_inputs; i++)
+        free(in[i]);
+    for (int i = 0; pg && out && i < pg->n_outputs; i++)
+        free(out[i]);
+    free(in);
+    free(out);
+    session_free(s);
+    artifact_contents_free(&ac);
+    return rc;
+}
+
 static int cmd_inspect(int argc, char **argv) {
     Args a;
     int rc = parse_args(argc, argv, CMD_INSPECT, &a);
@@ -1141,14 +1219,23 @@ static int cmd_inspect(int argc, char **argv) {
     memset(&sel, 0, sizeof sel);
     char *dot = NULL;
     size_t dot_len = 0;
-    rc = load_model(&a, NULL, &g, &e);
+    bool art = is_artifact(a.model);
     FoldStats fs;
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, &fs, &e);
     FILE *df = NULL;
+    if (art && a.stage_given)
+        rc = err_set(&e, ST_USAGE,
+                     "--stage applies to ONNX models; %s is an artefact, whose plan "
+                     "inspect shows",
+                     a.model);
+    if (rc == ST_OK && !art)
+        rc = load_model(&a, NULL, &g, &e);
+    if (rc == ST_OK && !art)
+        rc = graph_infer_and_fold(g, &fs, &e);
     if (rc == ST_OK && (a.dot || a.svg) && !(df = open_memstream(&dot, &dot_len)))
         rc = err_set(&e, ST_RUNTIME, "out of memory for the dot text");
-    if (rc == ST_OK && a.stage == STAGE_OPS) {
+    if (rc == ST_OK && art) {
+        rc = inspect_artifact(&a, df, &e);
+    } else if (rc == ST_OK && a.stage == STAGE_OPS) {
         printf("folding: %d nodes in the file, %d after (%d folded into constants, %d "
                "Identity/Dropout removed, %d unused removed)\n",
                fs.nodes_before, fs.nodes_after, fs.folded, fs.bypassed, fs.dead);

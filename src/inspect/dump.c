@@ -1036,6 +1036,18 @@ void plan_print(FILE *f, const CandidateSet *cs, const Selection *sel, const Dev
     free(s.s);
 }
 
+void prim_groups_dot(FILE *f, const PrimGraph *pg, const PrimGroup *groups, int n) {
+    DotGroup *grp = xcalloc((size_t)n + 1, sizeof(DotGroup));
+    for (int k = 0; k < n; k++) {
+        grp[k].prims = groups[k].prims;
+        grp[k].n = groups[k].n;
+        grp[k].output = groups[k].output;
+        snprintf(grp[k].label, sizeof grp[k].label, "%s", groups[k].label);
+    }
+    dot_groups(f, pg, grp, n);
+    free(grp);
+}
+
 void plan_dot(FILE *f, const CandidateSet *cs, const Selection *sel) {
     const PrimGraph *pg = cs->pg;
     DotGroup *grp = xcalloc((size_t)sel->n + 1, sizeof(DotGroup));

@@ -49,5 +49,14 @@ void plan_print(FILE *f, const CandidateSet *cs, const Selection *sel, const Dev
 // several kernels is drawn once in each; an edge into a kernel comes from the kernel that
 // materialises the tensor (or from a graph input or constant).
 void plan_dot(FILE *f, const CandidateSet *cs, const Selection *sel);
+// Any grouping of primitives into kernels as Graphviz dot, each group a labelled cluster (an
+// artefact's plan, whose launches the CLI turns into groups).
+typedef struct PrimGroup {
+    const int *prims; // ascending indices into pg->prims
+    int n;
+    int output;        // the tensor it materialises (-1: every primitive's outputs)
+    const char *label; // the cluster's title
+} PrimGroup;
+void prim_groups_dot(FILE *f, const PrimGraph *pg, const PrimGroup *groups, int n);
 
 #endif

@@ -950,6 +950,24 @@ def main():
                 got = np.load(path)
                 assert np.allclose(got, fn(xv), atol=1e-6), f"{name[:20]!r} in {base}: {got}"
 
+    @case("inspect_artifact")
+    def _():
+        # orch inspect MODEL.orch: the plan it holds, one line per launch with predicted and
+        # measured times; --dot draws each launch as a cluster; --stage is for ONNX models.
+        assert os.path.exists(art), "the first case's artefact is gone"
+        dot = os.path.join(tmp, "plan.dot")
+        r = orch(binary, "inspect", art, "--dot", dot)
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"plan, (\d+) launches", r.stdout)
+        assert m, r.stdout
+        rows = [ln for ln in r.stdout.splitlines() if re.match(r"^\s+\d+\s+\S+\s+[0-9.]+ us", ln)]
+        assert len(rows) == int(m.group(1)), r.stdout
+        text = open(dot).read()
+        assert text.startswith("digraph") and text.count("subgraph cluster_") >= 2, text[:300]
+        assert "launch 0:" in text and "measured" in text, text[:500]
+        r = orch(binary, "inspect", art, "--stage", "plan")
+        assert r.returncode == 1 and "artefact" in r.stderr, (r.returncode, r.stderr)
+
     @case("usage_errors")
     def _():
         for args, code in [(["compile", model, "-t", "tpu", "-o", art], 1),
