@@ -206,6 +206,12 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
                         def->min_out, def->max_out);
             break;
         }
+        // An output named "" is absent; a required one cannot be (the shape rules write it).
+        for (int j = 0; j < def->min_out && rc == ST_OK; j++)
+            if (n->out[j] < 0)
+                rc = op_err(e, ST_INVALID, n, "required output %d has no name", j);
+        if (rc)
+            break;
         rc = def->infer(g, n, e);
         if (rc == ST_OK && n->attr_mismatch)
             rc = op_err(e, ST_INVALID, n, "attribute '%s' has type %s, expected %s",

@@ -415,6 +415,11 @@ def structure_cases(out):
     rel = save(out, "models/self_loop.onnx",
                g1([h.make_node("Add", ["x", "y"], ["y"], name="self_node")]))
     case("graph_self_loop", f"run {rel}", 2, "cycle && self_node", rel)
+    # A required output named "" (absent): LayerNormalization's Y left out, Mean kept.
+    rel = save(out, "models/required_output_unnamed.onnx",
+               g1([h.make_node("LayerNormalization", ["x", "s"], ["", "y"], name="ln_node", axis=-1)],
+                  inits=[h.make_tensor("s", 1, [3], [1.0, 1.0, 1.0])]))
+    case("required_output_unnamed", f"run {rel}", 2, "ln_node && required output 0", rel)
     rel = save(out, "models/output_unproduced.onnx",
                g1([h.make_node("Relu", ["x"], ["z"], name="relu_node")]))
     case("output_not_produced", f"run {rel}", 2, "'y' && not produced", rel)
