@@ -189,6 +189,11 @@ typedef struct orch_session orch_session;
 typedef struct orch_session_options {
     int threads;              // OpenMP threads (0: the artefact's own setting)
     int allow_foreign_device; // non-zero: run an artefact compiled for another CPU (at your risk)
+    // CPU: a run uses fewer threads while other processes keep this process's cores busy (one
+    // less per busy core, probed every 0.1 s), because OpenMP threads waiting at a barrier for a
+    // descheduled teammate make a shared machine's runs tens of times slower. Non-zero: always
+    // `threads` threads.
+    int fixed_threads;
 } orch_session_options;
 
 // Loads a compiled artefact (file or memory) and prepares it to run: checks every header field

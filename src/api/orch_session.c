@@ -84,7 +84,8 @@ static orch_status session_common(orch_ctx *ctx, ArtifactContents *ac, int rc,
     if (rc == ST_OK)
         rc = t->detect(ac->h.threads, &hw, e);
     SessionOptions so = {.threads = opt ? opt->threads : 0,
-                         .allow_foreign_device = opt && opt->allow_foreign_device};
+                         .allow_foreign_device = opt && opt->allow_foreign_device,
+                         .fixed_threads = opt && opt->fixed_threads};
     Session *s = NULL;
     if (rc == ST_OK && so.threads < 0)
         rc = err_set(e, ST_USAGE, "orch_session_options.threads is negative");

@@ -121,6 +121,8 @@ typedef struct SessionOptions {
     int threads;               // OpenMP threads for the kernels; 0: the artefact's thread count
                                // (and where that is 0 too, OpenMP's default)
     bool allow_foreign_device; // run an artefact compiled for another machine's fingerprint
+    bool fixed_threads;        // CPU: always `threads` threads, even while other processes keep
+                               // this process's cores busy (by default a run then uses fewer)
 } SessionOptions;
 
 struct LabJob;

@@ -69,7 +69,8 @@ static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
             "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-            " [--json FILE]\n           [compile options for an ONNX model: --db FILE "
+            " [--json FILE]\n           [--fixed-threads] [compile options for an ONNX model: --db "
+            "FILE "
             "--top-k K --input-shapes ... --precision P]\n");
     return ST_USAGE;
 }
@@ -99,13 +100,18 @@ static int cmp_row(const void *a, const void *b) {
 
 int cli_bench_main(int argc, char **argv) {
     int iters = 100, warmup = 10, threads = 0;
+    bool fixed_threads = false;
     const char *json = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
     int nrest = 0;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
-        bool mine = strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 ||
-                    strcmp(s, "--json") == 0;
+        if (strcmp(s, "--fixed-threads") == 0) {
+            fixed_threads = true;
+            continue;
+        }
+        bool mine =
+            strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 || strcmp(s, "--json") == 0;
         if (!mine) {
             rest[nrest++] = argv[i];
             if (strcmp(s, "--threads") == 0 && i + 1 < argc) {
@@ -182,7 +188,7 @@ int cli_bench_main(int argc, char **argv) {
                      art_path, ac.h.target);
     if (rc == ST_OK)
         rc = target_detect(t, ac.h.threads, &hw, &e);
-    SessionOptions so = {.threads = threads};
+    SessionOptions so = {.threads = threads, .fixed_threads = fixed_threads};
     if (rc == ST_OK)
         rc = session_create(&ac, &hw, &so, &s, &e);
     if (!is_art && !out)

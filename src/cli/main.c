@@ -100,10 +100,12 @@ static void usage(FILE *f) {
         "      what a compiled artefact holds: target, precision, machine, compile options,\n"
         "      the kernels of its plan an interpreter runs\n"
         "  orch run MODEL.orch [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
-        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N]\n"
-        "      runs a compiled artefact (same inputs, outputs and checks as for ONNX)\n"
+        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N] [--fixed-threads]\n"
+        "      runs a compiled artefact (same inputs, outputs and checks as for ONNX); on the\n"
+        "      CPU a run uses fewer threads while other processes keep cores busy, unless\n"
+        "      --fixed-threads\n"
         "  orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N] [--json FILE]\n"
-        "           [compile options when given an ONNX model]\n"
+        "           [--fixed-threads] [compile options when given an ONNX model]\n"
         "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
         "  orch db stats|clear [--db FILE] ...\n"
         "      the profile database: what it holds, or delete rows (see orch db)\n"
@@ -153,6 +155,7 @@ typedef struct Args {
     const char *dot;    // inspect --dot FILE
     const char *svg;    // inspect --svg FILE
     int threads;        // run --threads N (compiled artefacts)
+    bool fixed_threads; // run --fixed-threads: never fewer threads under contention
 } Args;
 
 enum { CMD_INFO = 1, CMD_RUN = 2, CMD_INSPECT = 4 };
@@ -192,6 +195,7 @@ static const Flag flags[] = {
     {"--dot", true, CMD_INSPECT},
     {"--svg", true, CMD_INSPECT},
     {"--threads", true, CMD_RUN},
+    {"--fixed-threads", false, CMD_RUN},
 };
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
@@ -307,6 +311,8 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             a->svg = v;
         } else if (strcmp(s, "--input-shapes") == 0) {
             a->input_shapes = argv[i];
+        } else if (strcmp(s, "--fixed-threads") == 0) {
+            a->fixed_threads = true;
         } else if (strcmp(s, "--threads") == 0) {
             char *end;
             long t = strtol(v, &end, 10);
@@ -753,7 +759,7 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
                      a->model, ac->h.target);
     if (rc == ST_OK)
         rc = target_detect(t, ac->h.threads, &hw, e);
-    SessionOptions so = {.threads = a->threads};
+    SessionOptions so = {.threads = a->threads, .fixed_threads = a->fixed_threads};
     if (rc == ST_OK)
         rc = session_create(ac, &hw, &so, s, e);
     return rc;

@@ -6,13 +6,14 @@
 // A run then writes the caller's pointers into those slots and calls the launches in order.
 #define _GNU_SOURCE
 #include "session_cpu.h"
+#include "contention.h"
 
 #include "../../interp/prim_interp.h"
 #include "../../plan/artifact_model.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,13 @@ struct CpuSession {
     double *times;
     bool profiling, timed;
     int threads;
+    // Threads under contention (contention.h): the last probe of the cores' busy time and the
+    // thread count it gave, re-probed at most every CONTENTION_PROBE_S by one run at a time.
+    bool fixed_threads;
+    pthread_mutex_t probe_mu;
+    CpuBusySample probe;
+    int threads_now;
+    long runs_fewer; // runs that used fewer threads than asked
     // Concurrent runs (Work above): the session's own workspace and the pool's, guarded by mu.
     int n_slots;
     pthread_mutex_t mu;
@@ -324,6 +332,22 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
     return ST_OK;
 }
 
+// The locks and the thread policy both constructors share; threads: the session's count (0:
+// OpenMP's default, made explicit so that contention can lower it).
+static void init_sync(CpuSession *s, int threads, const SessionOptions *opt) {
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->freed, NULL);
+    pthread_mutex_init(&s->probe_mu, NULL);
+#ifdef _OPENMP
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+#endif
+    s->threads = threads;
+    s->threads_now = threads;
+    s->fixed_threads = opt && opt->fixed_threads;
+    s->probe = cpu_busy_sample();
+}
+
 int cpu_session_create_from_plan(const PrimGraph *pg, const Plan *plan, CpuResolveFn resolve,
                                  void *ctx, const SessionOptions *opt, CpuSession **out, Err *e) {
     *out = NULL;
@@ -331,9 +355,7 @@ int cpu_session_create_from_plan(const PrimGraph *pg, const Plan *plan, CpuResol
     s->pg = pg;
     s->plan = plan;
     s->memfd = -1;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->freed, NULL);
-    s->threads = opt ? opt->threads : 0;
+    init_sync(s, opt ? opt->threads : 0, opt);
     int rc = prepare(s, resolve, ctx, e);
     if (rc) {
         cpu_session_free(s);
@@ -404,10 +426,8 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     const char *path = a->path ? a->path : "<artefact>";
     CpuSession *s = xcalloc(1, sizeof *s);
     s->memfd = -1;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->freed, NULL);
     s->path = xstrdup(path);
-    s->threads = opt->threads > 0 ? opt->threads : h->threads;
+    init_sync(s, opt->threads > 0 ? opt->threads : h->threads, opt);
     int rc = artifact_import_model(a, path, &s->g_owned, &s->pg_owned, &s->plan_owned, e);
     bool generated = false;
     for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
@@ -534,6 +554,7 @@ void cpu_session_free(CpuSession *s) {
     free(s->pool);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->freed);
+    pthread_mutex_destroy(&s->probe_mu);
     free(s->launches);
     free(s->slots);
     free(s->patches);
@@ -595,17 +616,46 @@ static int op_kernel_error(const PrimGraph *pg, const Launch *l, const void *con
     return rc;
 }
 
+// How often a run looks at how busy other processes keep the cores: often enough to follow a
+// competing job within a few runs, rarely enough that reading /proc/stat (about 20 us) is lost
+// in the runs between.
+#define CONTENTION_PROBE_S 0.1
+
+// The threads this run uses: the session's, less the cores other processes have kept busy since
+// the last probe (contention.h). One run probes at a time; the others take the last answer.
+static int threads_for_run(CpuSession *s) {
+    if (s->fixed_threads || s->threads <= 1)
+        return s->threads;
+    if (pthread_mutex_trylock(&s->probe_mu) == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+        if (now - s->probe.t >= CONTENTION_PROBE_S) {
+            CpuBusySample b = cpu_busy_sample();
+            double others = cpu_busy_elsewhere(&s->probe, &b);
+            int t = cpu_threads_under_contention(s->threads, b.cores, others);
+            __atomic_store_n(&s->threads_now, t, __ATOMIC_RELAXED);
+            s->probe = b;
+        }
+        pthread_mutex_unlock(&s->probe_mu);
+    }
+    int t = __atomic_load_n(&s->threads_now, __ATOMIC_RELAXED);
+    if (t < s->threads)
+        __atomic_add_fetch(&s->runs_fewer, 1, __ATOMIC_RELAXED);
+    return t;
+}
+
 // One run on workspace w; `own`: the session's own workspace, the only one a profiled run uses
 // (the per-launch times are the session's).
-static int run_on(CpuSession *s, Work *w, bool own, const void *const *inputs,
-                  void *const *outputs, Err *e) {
+static int run_on(CpuSession *s, Work *w, bool own, const void *const *inputs, void *const *outputs,
+                  Err *e) {
     const PrimGraph *pg = s->pg;
     bool profiling = own && s->profiling;
     const char *what = s->path ? s->path : "session";
 #ifdef _OPENMP
     // Per calling thread (an OpenMP internal control variable), so set at every run.
     if (s->threads > 0)
-        omp_set_num_threads(s->threads);
+        omp_set_num_threads(threads_for_run(s));
 #endif
     for (int i = 0; i < pg->n_inputs; i++) {
         const Tensor *t = pg->tensors[pg->inputs[i]];
