@@ -336,6 +336,8 @@ class Session(_Runner):
 
     threads: OpenMP threads of the run (None: the artefact's own setting).
     allow_foreign_device: run an artefact compiled for another CPU (at your own risk).
+    fixed_threads: always `threads` threads; by default a CPU run uses one fewer for each core
+        other processes keep busy (OpenMP threads waiting for a descheduled teammate are slow).
 
     Never load an artefact you did not compile or do not trust: it contains native code, which
     is loaded and run."""
@@ -347,18 +349,19 @@ class Session(_Runner):
     _what = "session"
 
     def __init__(self, artifact_path: PathLike, *, threads: int | None = None,
-                 allow_foreign_device: bool = False):
+                 allow_foreign_device: bool = False, fixed_threads: bool = False):
         self._source = os.fspath(artifact_path)
         out = _capi.ctypes.c_void_p()
         ctx = _ctx()
         rc = lib.orch_session_create(ctx, os.fsencode(self._source),
-                                     self._options(threads, allow_foreign_device), out)
+                                     self._options(threads, allow_foreign_device, fixed_threads),
+                                     out)
         _check(ctx, rc, "orch_session_create")
         self._open(out.value)
 
     @classmethod
     def from_bytes(cls, data: bytes, *, threads: int | None = None,
-                   allow_foreign_device: bool = False) -> "Session":
+                   allow_foreign_device: bool = False, fixed_threads: bool = False) -> "Session":
         """A session on an artefact held in memory (orch_session_create_from_memory)."""
         self = cls.__new__(cls)
         self._source = "<memory>"
@@ -366,15 +369,16 @@ class Session(_Runner):
         out = _capi.ctypes.c_void_p()
         ctx = _ctx()
         rc = lib.orch_session_create_from_memory(
-            ctx, data, len(data), cls._options(threads, allow_foreign_device), out)
+            ctx, data, len(data), cls._options(threads, allow_foreign_device, fixed_threads), out)
         _check(ctx, rc, "orch_session_create_from_memory")
         self._open(out.value)
         return self
 
     @staticmethod
-    def _options(threads, allow_foreign_device) -> _capi.SessionOptions:
+    def _options(threads, allow_foreign_device, fixed_threads) -> _capi.SessionOptions:
         return _capi.SessionOptions(threads=0 if threads is None else int(threads),
-                                    allow_foreign_device=int(bool(allow_foreign_device)))
+                                    allow_foreign_device=int(bool(allow_foreign_device)),
+                                    fixed_threads=int(bool(fixed_threads)))
 
 
 class Model(_Runner):

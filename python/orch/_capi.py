@@ -66,6 +66,7 @@ class SessionOptions(ctypes.Structure):
     _fields_ = [
         ("threads", ctypes.c_int),
         ("allow_foreign_device", ctypes.c_int),
+        ("fixed_threads", ctypes.c_int),
     ]
 
 
