@@ -11,7 +11,8 @@ kernels orch does not generate (an interpreter runs them: read from the compile'
   cpu:  ONNX Runtime's CPU execution provider (all graph optimisations, sequential, the same
         intra-op threads) and PyTorch eager (the same threads); --rounds alternations of
         ONNX Runtime, eager and `orch bench`, each side's time the median of its round medians;
-        ratio = ONNX Runtime / orch (> 1: orch faster).
+        ratio = ONNX Runtime / orch (> 1: orch faster). --busy N: N spinning processes
+        beside every side while it is timed (how each degrades on a shared machine).
   cuda: bench/gpu/run.py's baselines (eager, torch.compile, torch.compile with CUDA graphs,
         CUDA events, TF32 off on both sides) against `orch bench`'s GPU time; speed-up = the best
         baseline / orch; launches = the plan's kernels.
@@ -22,7 +23,7 @@ OUT/results.json (after every model) and OUT/log.txt; each model's files are in 
 usage: bench/zoo/run.py --target cpu|cuda [--only a,b] [--skip a,b] [--list] [--out DIR]
                         [--orch PATH] [--threads N] [--top-k K] [--full] [--export-only]
                         [--iters N] [--warmup N] [--rounds R] [--baselines LIST]
-                        [--compile-timeout S]
+                        [--busy N] [--compile-timeout S]
        bench/zoo/run.py --markdown OUT/results.json   (the table for the README)
 """
 import argparse
@@ -276,6 +277,26 @@ def bench_json_fields(row, bj):
         row["not_generated_ops"] = sorted({g.get("ops", "?") for g in ng})
 
 
+class BusyNeighbours:
+    """--busy N: N processes spinning on the CPU while the sides are timed (a shared machine: each
+    side meets the same competition, so the ratio says who degrades less)."""
+
+    def __init__(self, n):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                      for _ in range(self.n)]
+        if self.n:
+            time.sleep(0.5)  # past the sessions' contention probe interval
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
 def time_cpu_side(row, model, xs, onnx_path, names, art, d, log):
     import onnxruntime as ort
     a = ARGS
@@ -289,7 +310,7 @@ def time_cpu_side(row, model, xs, onnx_path, names, art, d, log):
     feed = {n: x.numpy() for n, x in zip(names, xs)}
     torch.set_num_threads(a.threads)
     rounds = {"ort": [], "eager": [], "orch": []}
-    with torch.inference_mode():
+    with torch.inference_mode(), BusyNeighbours(a.busy):
         for r in range(a.rounds):
             if "ort" in a.baselines:
                 rounds["ort"].append(time_cpu(lambda: sess.run(None, feed), a.iters, a.warmup))
@@ -468,6 +489,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="cpu: alternations of the sides")
     ap.add_argument("--baselines", default=None,
                     help="cpu: ort,eager (default); cuda: eager,compile,graphs (default)")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="cpu: processes spinning beside the timed sides (a shared machine)")
     ap.add_argument("--compile-timeout", type=float, default=3600.0)
     ap.add_argument("--markdown", metavar="RESULTS_JSON",
                     help="print a results.json as a Markdown table (for the README) and exit")
@@ -524,6 +547,7 @@ def main():
     meta = {"target": a.target, "machine": machine(), "threads": a.threads if cpu else None,
             "torch": torch.__version__, "onnxruntime": ortv, "orch": a.orch, "top_k": a.top_k,
             "iters": a.iters, "warmup": a.warmup, "rounds": a.rounds if cpu else None,
+            "busy": a.busy if cpu else None,
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             # passed on to orch and PyTorch (OMP_WAIT_POLICY=passive: sleeping, not spinning,
             # OpenMP threads, which a machine with more runnable threads than cores needs)
@@ -531,6 +555,7 @@ def main():
     log(f"zoo benchmark, target {a.target}: {meta['machine']} | torch {torch.__version__} | "
         f"onnxruntime {ortv} | orch {a.orch} | top-k {a.top_k or 'default'} | "
         f"{len(names)} models | {meta['started']}"
+        + (f" | {a.busy} busy neighbours" if cpu and a.busy else "")
         + "".join(f" | {k}={v}" for k, v in meta["omp_env"].items()))
     rows = []
     for n in names:
