@@ -58,6 +58,7 @@ typedef struct LabOptions {
     int per_unit;        // kernels per translation unit (0: 16)
     double min_time;     // seconds of timed repeats per kernel (0: 0.02)
     int max_reps;        // repeats at most (0: 200)
+    bool trust_timings;  // no timing is unstable (none re-taken): CompileOptions.trust_timings
     const char *workdir; // NULL: a temporary directory
     // Called before a kernel first runs (the driver marks it pending in the profile database, so a
     // crash inside the kernel is remembered); a non-zero return skips the kernel.

@@ -2,8 +2,8 @@
 // progress lines on stderr and a summary on stdout.
 #include "cmd_compile.h"
 
-#include "../compile/compile.h"
 #include "../backend/kernel_lab.h"
+#include "../compile/compile.h"
 #include "orch.h"
 
 #include <errno.h>
@@ -17,7 +17,7 @@ static void compile_usage(FILE *f, bool options) {
                " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
                " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
                "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
-               "\n           [--strict] [--quiet]\n");
+               "\n           [--strict] [--budget S] [--trust-timings] [--quiet]\n");
     if (!options)
         return;
     fprintf(f,
@@ -40,6 +40,11 @@ static void compile_usage(FILE *f, bool options) {
             "                      not generated with its time (--explain-all: every candidate)\n"
             "  --strict            fail (exit status 3, no artefact) when a kernel is not\n"
             "                      generated: the summary lists them, one line per op\n"
+            "  --budget S          tune for about S seconds, then keep the best plan found\n"
+            "                      (each single-primitive kernel is still measured once;\n"
+            "                      the summary says what was skipped)\n"
+            "  --trust-timings     take every timing as measured, however busy the machine\n"
+            "                      (default: an unstable one is re-timed, else kept suspect)\n"
             "  --quiet             no progress lines\n"
             "The summary names every kernel not generated (op, ONNX nodes, the interpreter\n"
             "that runs it, why, its share of the predicted time); `orch info MODEL.onnx` tells\n"
@@ -69,8 +74,8 @@ static int parse_int(const char *v, const char *flag, int lo, int hi, int *out) 
     return ST_OK;
 }
 
-int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **model,
-                     const char **out, bool *quiet, bool out_required) {
+int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **model, const char **out,
+                     bool *quiet, bool out_required) {
     memset(o, 0, sizeof *o);
     *model = NULL;
     *out = NULL;
@@ -85,7 +90,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
                      strcmp(s, "--threads") == 0 || strcmp(s, "--top-k") == 0 ||
                      strcmp(s, "--jobs") == 0 || strcmp(s, "--input-shapes") == 0 ||
                      strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0 ||
-                     strcmp(s, "--precision") == 0 || strcmp(s, "--layout") == 0;
+                     strcmp(s, "--precision") == 0 || strcmp(s, "--layout") == 0 ||
+                     strcmp(s, "--budget") == 0;
         if (takes && !v)
             return bad("%s needs a value", s);
         int rc = ST_OK;
@@ -135,6 +141,14 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             o->no_mlp_chains = true;
         } else if (strcmp(s, "--no-attention") == 0) {
             o->no_attention = true;
+        } else if (strcmp(s, "--budget") == 0) {
+            char *end;
+            errno = 0;
+            o->budget_s = strtod(v, &end);
+            if (end == v || *end || errno || !(o->budget_s > 0) || o->budget_s > 1e7)
+                return bad("--budget expects seconds (a positive number), got '%s'", v);
+        } else if (strcmp(s, "--trust-timings") == 0) {
+            o->trust_timings = true;
         } else if (strcmp(s, "--explain") == 0) {
             o->explain = o->explain ? o->explain : 1; // --explain-all wins
         } else if (strcmp(s, "--explain-all") == 0) {

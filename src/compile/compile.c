@@ -131,6 +131,7 @@ typedef struct Driver {
     CompileReport *rep;
     uint64_t prelude_hash; // of the target's prelude, which every kernel's source starts with
     double t_phase;
+    double t_tune0; // when tuning began (--budget counts from there)
     Err db_err; // database trouble is reported once and tuning goes on without it
     bool db_broken;
     void **mods; // the lab's modules, kept for the target's build to reuse (LabOptions.keep)
@@ -319,6 +320,8 @@ typedef struct LabCtx {
     int *job_sig, *job_cfg;
     double t0;
     double best_gain; // progress: the largest speed-up of a later config over config 0
+    int done0, total; // progress over a batch measured in chunks (--budget): jobs before this
+                      // chunk, and the batch's jobs
 } LabCtx;
 
 static int before_run(void *ctx, const LabJob *j) {
@@ -401,6 +404,10 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
         double gain = s->cfg_time[0] / j->median_s;
         if (gain > lc->best_gain)
             lc->best_gain = gain;
+    }
+    if (lc->total) {
+        done += lc->done0;
+        total = lc->total;
     }
     if (d->opt->progress && (done == total || done % 16 == 0)) {
         double el = now_s() - lc->t0;
@@ -503,8 +510,53 @@ static int transfer_configs(Driver *d, int *list, int *k_at) {
     return n;
 }
 
+// Orders the signatures of list for --budget's phase 1: singletons first, then the others by how
+// many candidates share the signature (a repeated layer's kernel pays off in every repeat),
+// stably. Returns the number of singletons. Without a budget the order is left as it is and
+// every signature counts as a singleton (all measured unconditionally).
+static int budget_order(const Driver *d, int *list, int n) {
+    if (d->opt->budget_s <= 0)
+        return n;
+    int *uses = xcalloc((size_t)d->n_sigs + 1, sizeof(int));
+    for (int i = 0; i < d->cs->n; i++)
+        uses[d->sig_of[i]]++;
+    int *tmp = xmalloc(sizeof(int) * (size_t)(n + 1));
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (d->sigs[list[i]].singleton)
+            tmp[k++] = list[i];
+    int nsingle = k;
+    for (int i = 0; i < n; i++)
+        if (!d->sigs[list[i]].singleton)
+            tmp[k++] = list[i];
+    // Insertion sort of the fused part by uses, descending (stable).
+    for (int i = nsingle + 1; i < n; i++) {
+        int v = tmp[i], j = i;
+        while (j > nsingle && uses[tmp[j - 1]] < uses[v]) {
+            tmp[j] = tmp[j - 1];
+            j--;
+        }
+        tmp[j] = v;
+    }
+    memcpy(list, tmp, sizeof(int) * (size_t)n);
+    free(tmp);
+    free(uses);
+    return nsingle;
+}
+
+// Whether --budget's time is spent.
+static bool over_budget(const Driver *d) {
+    return d->opt->budget_s > 0 && now_s() - d->t_tune0 >= d->opt->budget_s;
+}
+
+// Jobs a --budget compile measures between looks at the clock: enough to keep every compiler
+// process busy, few enough that a chunk of slow kernels overruns the budget by little.
+#define BUDGET_CHUNK 32
+
+// optional: under --budget, the measurement stops once the budget is spent (in chunks of
+// BUDGET_CHUNK jobs), and what it skips is counted; otherwise every job is measured.
 static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
-                              const int *k_at, const char *what, Err *e) {
+                              const int *k_at, bool optional, const char *what, Err *e) {
     LabJob *jobs = xcalloc((size_t)(n_list * (k_at ? 1 : k_to - k_from) + 1), sizeof(LabJob));
     int nj = 0;
     for (int i = 0; i < n_list; i++) {
@@ -520,6 +572,11 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
         }
     }
     int rc = ST_OK;
+    bool chunked = optional && d->opt->budget_s > 0;
+    if (nj && chunked && over_budget(d)) {
+        d->rep->budget_skipped += nj;
+        nj = 0;
+    }
     if (nj) {
         if (d->opt->progress) {
             fprintf(d->opt->progress, "tune: %s: %d kernel configs to build and measure\n", what,
@@ -529,14 +586,24 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
         rc = need_values(d, "the kernel lab checks and times configs with them", e);
     }
     if (nj && rc == ST_OK) {
-        LabCtx lc = {.d = d, .t0 = now_s()};
+        LabCtx lc = {.d = d, .t0 = now_s(), .total = chunked ? nj : 0};
         LabOptions lo = {.jobs = d->opt->jobs,
+                         .trust_timings = d->opt->trust_timings,
                          .before_run = before_run,
                          .on_result = on_result,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
-        rc = lab_run(&d->m, d->pg, d->cs, d->values, jobs, nj, &lo, e);
+        int step = chunked ? BUDGET_CHUNK : nj;
+        for (int at = 0; at < nj && rc == ST_OK; at += step) {
+            if (chunked && at > 0 && over_budget(d)) {
+                d->rep->budget_skipped += nj - at;
+                break;
+            }
+            lc.done0 = at;
+            rc = lab_run(&d->m, d->pg, d->cs, d->values, jobs + at, ORCH_MIN(step, nj - at), &lo,
+                         e);
+        }
     }
     free(jobs);
     for (int i = 0; i < n_list; i++)
@@ -545,8 +612,8 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
 }
 
 static int measure_configs(Driver *d, const int *sig_list, int n_list, int k_from, int k_to,
-                           const char *what, Err *e) {
-    return measure_configs_at(d, sig_list, n_list, k_from, k_to, NULL, what, e);
+                           bool optional, const char *what, Err *e) {
+    return measure_configs_at(d, sig_list, n_list, k_from, k_to, NULL, optional, what, e);
 }
 
 // The interpreter's time for a primitive the target cannot generate (measured on every compile;
@@ -1711,15 +1778,27 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                 "tune: %d of %d distinct kernels generated for %s, %d configs from the "
                 "database %s\n",
                 nl, d.n_sigs, d.target->name, rep->looked_up, d.db ? pdb_path(d.db) : "(none)");
-    // Phase 1: each kernel's best-scored config, so every candidate has a measured cost.
-    if ((rc = measure_configs(&d, list, nl, 0, 1, "first config of every kernel", e)))
+    // Phase 1: each kernel's best-scored config, so every candidate has a measured cost. Under
+    // --budget the single-primitive kernels come first and always (they make a plan exist);
+    // the fused ones follow, those repeated most in the model first, while the budget lasts.
+    d.t_tune0 = now_s();
+    rep->budget_s = opt->budget_s;
+    int nsingle = budget_order(&d, list, nl);
+    if ((rc = measure_configs(&d, list, nsingle, 0, 1, false, "first config of every kernel", e)) ||
+        (rc = measure_configs(&d, list + nsingle, nl - nsingle, 0, 1, true,
+                              nsingle ? "first config of every fused kernel"
+                                      : "first config of every kernel",
+                              e)))
         goto out;
+    for (int i = nsingle; i < nl; i++)
+        d.rep->budget_dropped += !d.sigs[list[i]].cfg_known[0];
     // A kernel whose first config failed gets its second.
     int nfail = 0;
     for (int i = 0; i < nl; i++)
-        if (d.sigs[list[i]].best < 0)
+        if (d.sigs[list[i]].best < 0 && d.sigs[list[i]].cfg_known[0])
             list[nfail++] = list[i];
-    if ((rc = measure_configs(&d, list, nfail, 1, 2, "second config where the first failed", e)))
+    if ((rc = measure_configs(&d, list, nfail, 1, 2, true, "second config where the first failed",
+                              e)))
         goto out;
     // A kernel that fuses elementwise work into a product is measured at the config its bare
     // product measured best, where its own first config came out slower (its model may rank
@@ -1727,7 +1806,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     // conv alone 2.0 ms at its, so the BLP kept the ReLU a kernel of its own).
     k_at = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
     int ntransfer = transfer_configs(&d, list, k_at);
-    rc = measure_configs_at(&d, list, ntransfer, 0, 0, k_at,
+    rc = measure_configs_at(&d, list, ntransfer, 0, 0, k_at, true,
                             "the bare product's best config for its fused kernels", e);
     if (rc)
         goto out;
@@ -1743,7 +1822,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         if (d.sigs[i].supported && attn_analyse(d.pg, &d.cs->c[d.sigs[i].rep], &as))
             list[nattn++] = i;
     }
-    if ((rc = measure_configs(&d, list, nattn, 1, MAX_CONFIGS,
+    if ((rc = measure_configs(&d, list, nattn, 1, MAX_CONFIGS, true,
                               "every config of the fused attention kernels", e)))
         goto out;
     if ((rc = apply_costs(&d, e)))
@@ -1773,7 +1852,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         }
         if (nsel == 0)
             break;
-        if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS,
+        if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS, true,
                                   round ? "all configs of the newly chosen kernels"
                                         : "all configs of the chosen kernels",
                                   e))) {
@@ -1782,7 +1861,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         }
         // The chosen products' best configs, now known, for the kernels fusing more into them.
         int nt = transfer_configs(&d, list, k_at);
-        if ((rc = measure_configs_at(&d, list, nt, 0, 0, k_at,
+        if ((rc = measure_configs_at(&d, list, nt, 0, 0, k_at, true,
                                      "the bare product's best config for its fused kernels", e)) ||
             (rc = apply_costs(&d, e))) {
             free(full);
@@ -1953,6 +2032,13 @@ void compile_report_print(const CompileReport *r, FILE *f) {
     if (!r->refused)
         fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
                 (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
+    if (r->budget_skipped)
+        fprintf(f,
+                "budget: tuning stopped at --budget %g s: %d kernel configs not measured, %d "
+                "fused kernels left out of the plan for want of a first timing (a compile "
+                "without --budget on this database reuses what was measured and measures the "
+                "rest)\n",
+                r->budget_s, r->budget_skipped, r->budget_dropped);
     fprintf(f,
             "time: %.2f s (import %.2f, candidates %.2f, tune %.2f, solve %.2f, build %.2f, "
             "check %.2f)\n",

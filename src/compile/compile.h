@@ -47,6 +47,10 @@ typedef struct CompileOptions {
                           // every candidate computing it with every config's time
     bool strict; // a kernel the target does not generate (an interpreter would run it) is an
                  // error (ST_UNSUPPORTED) after the summary, and no artefact is written
+    bool trust_timings; // every CPU timing taken as measured: none re-timed or stored suspect
+    double budget_s;    // seconds of tuning at most (0: no bound): what is left unmeasured then
+                        // is said in the summary; every single-primitive kernel's first config
+                        // is measured whatever the budget, so that a plan exists
     int threads;              // kernel threads (0: every core this process may use)
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)
@@ -61,6 +65,9 @@ typedef struct CompileReport {
     int interp;                            // kernels of the selection an interpreter runs
     int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
     int unstable;  // of those measured, timings that stayed unstable (stored suspect)
+    int budget_skipped; // kernel configs --budget left unmeasured (0: the budget held)
+    int budget_dropped; // of those, fused kernels that never got a first config (left out)
+    double budget_s;    // the --budget the compile ran under (0: none)
     int resuspect; // suspect timings in the database measured again rather than reused
     int kernels;                           // launches of the plan
     double predicted_s;                    // the selection's measured total

@@ -61,7 +61,18 @@ def case(name):
     return wrap
 
 
-def orch(binary, *args, timeout=900, env=None):
+# Most cases check how compiles reuse the database: their compiles take every timing as stable
+# whatever the machine's load (--trust-timings; otherwise a suspect timing is measured again, so
+# a warm compile on a busy machine would measure). The cases about busy machines pass
+# trust=False.
+def trusted(args):
+    return ("compile", "--trust-timings", *args[1:]) if args[:1] == ("compile",) and "-o" in args \
+        else args
+
+
+def orch(binary, *args, timeout=900, env=None, trust=True):
+    if trust:
+        args = trusted(args)
     p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
     assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
     assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
@@ -218,11 +229,6 @@ def main():
     model = os.path.join(EX, "model.onnx")
     common = ["--input-shapes", "image:1x3x32x32", "--top-k", "3", "--db", db]
     state = {}
-    # Most cases check how compiles reuse the database: their timings are taken as stable
-    # whatever the machine's load (a suspect timing is measured again, so a warm compile on a
-    # busy machine would measure). The cases about busy machines run without it (quiet_env).
-    os.environ["ORCH_TRUST_TIMINGS"] = "1"
-    quiet_env = {k: v for k, v in os.environ.items() if k != "ORCH_TRUST_TIMINGS"}
 
     @case("compile_and_run_matches_onnxruntime")
     def _():
@@ -268,7 +274,7 @@ def main():
         for i, cwd in enumerate([tmp, ROOT]):
             out = os.path.join(tmp, f"same{i}.orch")
             p = subprocess.run([os.path.abspath(binary), "compile", model, "-t", "cpu", "-o", out,
-                                *common],
+                                *common, "--trust-timings"],
                                capture_output=True, text=True, timeout=900, cwd=cwd,
                                env=dict(os.environ, TMPDIR=tmp if i else "/tmp"))
             assert p.returncode == 0, p.stderr[-3000:]
@@ -380,7 +386,7 @@ def main():
         kdb = os.path.join(tmp, "kill.db")
         big = os.path.join(models, "a_convnet", "model.onnx")
         args = ["compile", big, "-t", "cpu", "-o", os.path.join(tmp, "k.orch"), "--db", kdb,
-                "--top-k", "4", "--jobs", "1", "--input-shapes", "input:3x3x32x32"]
+                "--top-k", "4", "--jobs", "1", "--input-shapes", "input:3x3x32x32", "--trust-timings"]
         ktmp = os.path.join(tmp, "kill-tmp")  # its build folders
         os.makedirs(ktmp)
         kenv = dict(os.environ, TMPDIR=ktmp)
@@ -435,8 +441,7 @@ def main():
         assert digest(again.stdout) == digest(p.stdout), "selection changed after resuming"
 
     def db_check(path):
-        r = orch(binary, "db", "check", "--db", path, "--json", "--limit", "100000",
-                 env=quiet_env)
+        r = orch(binary, "db", "check", "--db", path, "--json", "--limit", "100000")
         assert r.returncode in (0, 2), r.stderr
         return json.loads(r.stdout)
 
@@ -461,7 +466,7 @@ def main():
         loops = busy_loops(2)
         try:
             time.sleep(0.3)
-            p = orch(binary, *args, env=quiet_env)
+            p = orch(binary, *args, trust=False)
         finally:
             stop(loops)
         assert p.returncode == 0, p.stderr[-3000:]
@@ -473,7 +478,7 @@ def main():
         listed = [r for r in c1["listed"] if r["kind"] == "suspect"]
         assert len(listed) == s1 and all("unstable after" in r["note"] for r in listed), c1
         measured1, _ = counts(p.stdout)
-        q = orch(binary, *args, env=quiet_env)
+        q = orch(binary, *args, trust=False)
         assert q.returncode == 0, q.stderr[-3000:]
         measured2, looked_up2 = counts(q.stdout)
         m = re.search(r"tune: (\d+) configs? whose stored timing was unstable", q.stderr)
@@ -502,7 +507,7 @@ def main():
             procs.append((name, out, subprocess.Popen(
                 [binary, "compile", os.path.join(models, name, "model.onnx"), "-t", "cpu", "-o",
                  out, "--db", cdb, "--top-k", "2", *extra], stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, env=quiet_env)))
+                stderr=subprocess.PIPE, text=True)))
         for name, out, proc in procs:
             o, e = proc.communicate(timeout=900)
             assert proc.returncode == 0, f"{name}: exit {proc.returncode}:\n{e[-3000:]}"
@@ -765,6 +770,36 @@ def main():
                 assert int(m.group(7)) >= 1 and float(m.group(8)) > 0, m.group(0)
         # The attention candidates overlap (the same core): at most one is run.
         assert sum(m.group(6) == "chosen" for m in att) <= 1, p.stderr[-3000:]
+
+    @case("budget_bounds_tuning_and_says_what_it_skipped")
+    def _():
+        # A budget spent at once: every single-primitive kernel still measured once (a plan
+        # exists and is checked), the rest skipped and counted; a compile without the budget on
+        # the same database reuses those timings, measures the rest and can only do better.
+        bdb = os.path.join(tmp, "budget.db")
+        out = os.path.join(tmp, "budget.orch")
+        args = [model, "-t", "cpu", "--input-shapes", "image:1x3x32x32", "--top-k", "3",
+                "--db", bdb]
+        p = orch(binary, "compile", *args, "-o", out, "--budget", "0.001")
+        assert p.returncode == 0, p.stderr[-3000:]
+        m = re.search(r"budget: tuning stopped at --budget 0.001 s: (\d+) kernel configs not "
+                      r"measured, (\d+) fused kernels left out", p.stdout)
+        assert m and int(m.group(1)) > 0, p.stdout
+        measured, _ = counts(p.stdout)
+        assert measured > 0, "nothing measured: no plan could exist"
+        predicted = lambda out: float(re.search(r"predicted ([0-9.]+) ms", out).group(1))
+        r = orch(binary, "run", out, "-i", f"image={EX}/image.npy", "--expected",
+                 f"logits={EX}/logits.npy")
+        assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
+        q = orch(binary, "compile", *args, "-o", out + "2")
+        assert q.returncode == 0, q.stderr[-3000:]
+        assert "budget:" not in q.stdout, q.stdout
+        m2, looked_up = counts(q.stdout)
+        assert m2 > 0 and looked_up >= measured, (m2, looked_up, measured)
+        assert predicted(q.stdout) <= predicted(p.stdout) * (1 + 1e-9), (q.stdout, p.stdout)
+        for bad in ("0", "-1", "abc", "1e9"):
+            u = orch(binary, "compile", *args, "-o", out + "3", "--budget", bad)
+            assert u.returncode == 1 and "--budget expects seconds" in u.stderr, (bad, u.stderr)
 
     @case("no_mlp_chains_and_no_attention")
     def _():

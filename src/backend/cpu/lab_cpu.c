@@ -18,13 +18,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// ORCH_TRUST_TIMINGS=1 (tests whose warm compiles must reuse every measurement whatever the
-// machine's load): no timing is unstable, none re-taken.
-static bool trust_timings(void) {
-    const char *v = getenv("ORCH_TRUST_TIMINGS");
-    return v && strcmp(v, "1") == 0;
-}
-
 static void *aligned_buffer(size_t bytes) {
     size_t n = (bytes + 63) / 64 * 64;
     return aligned_alloc(64, n ? n : 64);
@@ -150,7 +143,7 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
             load = after;
         LabTiming t;
         lab_summarise(times, reps, load, m->hw.cores, &t);
-        if (trust_timings()) { // tests of the database's reuse: every timing taken as it is
+        if (opt->trust_timings) { // compile --trust-timings: every timing taken as it is
             t.unstable = false;
             t.why[0] = 0;
         }
