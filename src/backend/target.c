@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+const Target *const target_all[TARGET_COUNT] = {&target_cpu, &target_cuda};
+
 const Target *target_find(const char *name) {
     if (name && (strcmp(name, "cpu") == 0 || strcmp(name, "c") == 0))
         return &target_cpu;

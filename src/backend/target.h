@@ -228,6 +228,9 @@ const TargetRuntime *target_runtime_find(const char *name);
 
 // Looks a target up by name ("cpu", "cuda"); NULL when there is none of that name.
 const Target *target_find(const char *name);
+// Every target of this build, in the order `orch info` lists them.
+#define TARGET_COUNT 2
+extern const Target *const target_all[TARGET_COUNT];
 // The names target_find knows, for messages: "cpu, cuda".
 const char *target_names(void);
 

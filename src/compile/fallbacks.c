@@ -309,7 +309,8 @@ static const char *const status_word[] = {"generated", "interpreter", "op interp
 typedef struct OpRow {
     const char *op;
     int nodes;
-    int worst[2], falling[2]; // per target: the worst status of its nodes, nodes not generated
+    int worst[TARGET_COUNT],
+        falling[TARGET_COUNT]; // per target: the worst status of its nodes, nodes not generated
 } OpRow;
 
 static int cmp_row(const void *a, const void *b) {
@@ -319,13 +320,13 @@ static int cmp_row(const void *a, const void *b) {
 
 void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
     const Graph *g = pg->src;
-    static const Target *const targets[] = {&target_cpu, &target_cuda};
+    const Target *const *targets = target_all;
     NodeIndex ix;
     index_nodes(g, &ix);
     // status[t][k]: the worst status of the primitives node g->nodes[k] gave.
-    int *status[2];
+    int *status[TARGET_COUNT];
     bool *gen = xmalloc(sizeof(bool) * (size_t)(pg->n_prims + 1));
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < TARGET_COUNT; t++) {
         status[t] = xcalloc((size_t)g->n_nodes + 1, sizeof(int));
         fallbacks_generated_alone(targets[t], pg, gen);
         for (int p = 0; p < pg->n_prims; p++) {
@@ -363,7 +364,7 @@ void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
             r->op = n->op;
         }
         r->nodes++;
-        for (int t = 0; t < 2; t++) {
+        for (int t = 0; t < TARGET_COUNT; t++) {
             int s = status[t][k];
             r->falling[t] += s != ST_GEN;
             if (s > r->worst[t])
@@ -373,22 +374,26 @@ void fallbacks_print_op_table(const PrimGraph *pg, FILE *f) {
     qsort(rows, (size_t)n_rows, sizeof *rows, cmp_row);
     fprintf(f, "kernels per operator (each primitive alone, default options): generated, or the "
                "interpreter that runs it\n");
-    fprintf(f, "  %-24s %5s  %-22s %s\n", "op", "nodes", targets[0]->name, targets[1]->name);
+    fprintf(f, "  %-24s %5s", "op", "nodes");
+    for (int t = 0; t < TARGET_COUNT; t++)
+        fprintf(f, t + 1 < TARGET_COUNT ? "  %-22s" : "  %s\n", targets[t]->name);
     for (int i = 0; i < n_rows; i++) {
         const OpRow *r = &rows[i];
-        char cell[2][64];
-        for (int t = 0; t < 2; t++) {
+        char cell[TARGET_COUNT][64];
+        for (int t = 0; t < TARGET_COUNT; t++) {
             if (r->falling[t] == 0 || r->falling[t] == r->nodes)
                 snprintf(cell[t], sizeof cell[t], "%s", status_word[r->worst[t]]);
             else
                 snprintf(cell[t], sizeof cell[t], "%s (%d of %d)", status_word[r->worst[t]],
                          r->falling[t], r->nodes);
         }
-        fprintf(f, "  %-24s %5d  %-22s %s\n", r->op, r->nodes, cell[0], cell[1]);
+        fprintf(f, "  %-24s %5d", r->op, r->nodes);
+        for (int t = 0; t < TARGET_COUNT; t++)
+            fprintf(f, t + 1 < TARGET_COUNT ? "  %-22s" : "  %s\n", cell[t]);
     }
     free(rows);
     free(gen);
-    free(status[0]);
-    free(status[1]);
+    for (int t = 0; t < TARGET_COUNT; t++)
+        free(status[t]);
     free(ix.v);
 }
