@@ -264,6 +264,10 @@ def bench_model(name, entry, log):
 
 def bench_json_fields(row, bj):
     row["orch_kernels"] = len(bj.get("kernels", []))
+    # the compile's prediction (its kernels' lab timings summed): run / predicted says how far the
+    # lab's conditions (each kernel alone, warm caches) are from the whole plan's
+    if bj.get("predicted_ms"):
+        row["predicted_ms"] = bj["predicted_ms"]
     # the plan's kernels an interpreter runs, by the names the sessions give them
     # ("interp:KIND#ID" for the primitive interpreter, "opaque:OP" for the op interpreter)
     interp = [k for k in bj.get("kernels", []) if k["name"].startswith(("interp:", "opaque:"))]
@@ -365,7 +369,7 @@ def print_table(rows, log):
     log(f"\n{ARGS.target}: " + (f"{ARGS.threads} threads; ratio = ONNX Runtime / orch (> 1: orch faster)"
                                 if cpu else "fp32, TF32 off; speed-up = best baseline / orch"))
     head = (f"{'model':24}{'status':>15}{'not gen':>8}{'orch err':>9}{'cold s':>7}{'warm s':>7}"
-            f"{'orch ms':>10}" + "".join(f"{b + ' ms':>11}" for b in bl)
+            f"{'orch ms':>10}{'run/pred':>9}" + "".join(f"{b + ' ms':>11}" for b in bl)
             + f"{'ratio' if cpu else 'speed-up':>9}" + ("" if cpu else f"{'launches':>9}"))
     log(head)
     log("-" * len(head))
@@ -374,7 +378,10 @@ def print_table(rows, log):
         line = (f"{r['model']:24}{r['status']:>15}{ng if ng is not None else '-':>8}"
                 + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
                 + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1)
-                + fmt(r.get("orch_ms"), 10) + "".join(fmt(r.get("baselines", {}).get(b), 11) for b in bl)
+                + fmt(r.get("orch_ms"), 10)
+                + (f"{r['orch_ms'] / r['predicted_ms']:8.2f}x" if r.get("orch_ms") and r.get("predicted_ms")
+                   else f"{'-':>9}")
+                + "".join(fmt(r.get("baselines", {}).get(b), 11) for b in bl)
                 + (f"{r['ratio']:8.2f}x" if "ratio" in r else f"{'-':>9}")
                 + ("" if cpu else f"{r.get('orch_kernels', '-'):>9}"))
         log(line)
@@ -430,9 +437,10 @@ def markdown(path):
           + "".join(f"{k}={v}; " for k, v in res.get("omp_env", {}).items()) + "load average "
           + " -> ".join(f"{x:.1f}" for x in res.get("loadavg_start_end", [])) + "\n")
     print("| model | family | input | status | not generated | err vs f64 | cold s | warm s | orch ms | "
+          + "run / predicted | "
           + " | ".join(f"{b} ms" for b in bl)
           + (" | ORT / orch | load |" if cpu else " | speed-up | launches |"))
-    print("|" + "---|" * (9 + len(bl) + 2))
+    print("|" + "---|" * (10 + len(bl) + 2))
     for r in res["models"]:
         def f(k, p=1, d=None):
             v = (d or r).get(k)
@@ -443,7 +451,9 @@ def markdown(path):
         cells = [r["model"], r.get("family", ""), r.get("inputs", ""), st,
                  "-" if ng is None else str(ng),
                  f"{r['orch_err']:.1e}" if "orch_err" in r else "-", f("orch_compile_cold_s"),
-                 f("orch_compile_warm_s"), f("orch_ms", 2 if cpu else 4)]
+                 f("orch_compile_warm_s"), f("orch_ms", 2 if cpu else 4),
+                 f"{r['orch_ms'] / r['predicted_ms']:.2f}x" if r.get("orch_ms") and r.get("predicted_ms")
+                 else "-"]
         cells += [f(b, 2 if cpu else 4, r.get("baselines", {})) for b in bl]
         cells += [f"{r['ratio']:.2f}x" if r.get("ratio") else "-"]
         cells += [f("load1") if cpu else str(r.get("orch_kernels", "-"))]

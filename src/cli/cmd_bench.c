@@ -286,6 +286,12 @@ int cli_bench_main(int argc, char **argv) {
         qsort(rows, (size_t)nl, sizeof(KernelRow), cmp_row);
         const long long peak_rss = peak_rss_bytes();
         const Plan *plan = session_plan(s);
+        // The compile's prediction: the sum of its kernels' lab timings, each alone with warm
+        // caches; the run's median against it says how far the lab's conditions are from a
+        // whole plan's (cold weights, the kernels' effect on each other's caches).
+        double predicted = 0;
+        for (int i = 0; i < plan->n_launches; i++)
+            predicted += plan->launches[i].predicted;
         printf("%s: %d kernels, %d thread%s, precision %s, %s\n",
                art_path == tmp_path ? model : art_path, session_num_kernels(s), session_threads(s),
                session_threads(s) == 1 ? "" : "s", ac.h.precision, ac.h.fingerprint);
@@ -307,6 +313,9 @@ int cli_bench_main(int argc, char **argv) {
                    "min %.4f ms, median %.4f ms\n",
                    iters, dev_min * 1e3, dev_med * 1e3);
         }
+        if (predicted > 0)
+            printf("predicted by the compile: %.3f ms (the median is %.2fx that)\n", predicted * 1e3,
+                   (on_gpu ? dev_med : med) / predicted);
         printf("throughput: %.1f runs/s; memory: arena %.2f MiB, constants %.2f MiB, peak RSS "
                "%.1f MiB\n",
                iters / t_all, (double)plan->arena_bytes / 1048576.0,
@@ -353,11 +362,12 @@ int cli_bench_main(int argc, char **argv) {
                         "  \"p99_ms\": %.6f,\n  \"mean_ms\": %.6f,\n  \"stddev_ms\": %.6f,\n"
                         "  \"throughput_per_s\": %.3f,\n  \"compile_s\": %.3f,\n"
                         "  \"arena_bytes\": %lld,\n  \"const_bytes\": %lld,\n"
-                        "  \"peak_rss_bytes\": %lld,\n",
+                        "  \"peak_rss_bytes\": %lld,\n  \"predicted_ms\": %.6f,\n",
                         session_threads(s), iters, warmup, lat[0] * 1e3, med * 1e3, p95 * 1e3,
                         p90 * 1e3, load, lt.spread, lt.unstable ? "true" : "false", p99 * 1e3,
                         mean * 1e3, sqrt(var) * 1e3, iters / t_all, compile_s,
-                        (long long)plan->arena_bytes, (long long)plan->const_bytes, peak_rss);
+                        (long long)plan->arena_bytes, (long long)plan->const_bytes, peak_rss,
+                        predicted * 1e3);
                 if (on_gpu)
                     fprintf(jf, "  \"device_min_ms\": %.6f,\n  \"device_median_ms\": %.6f,\n",
                             dev_min * 1e3, dev_med * 1e3);
