@@ -139,6 +139,11 @@ typedef struct TargetSessionOps {
                   TargetSession **out, Err *e);
     void (*free)(TargetSession *s);
     int (*run)(TargetSession *s, const void *const *inputs, void *const *outputs, Err *e);
+    // The same with buffers in the target's device memory (CUDA: device pointers of the session's
+    // GPU), ordered after the work queued on `stream` (the caller's; NULL: the default stream)
+    // and finished on return. The CPU's device memory is host memory: run, with stream NULL.
+    int (*run_device)(TargetSession *s, const void *const *inputs, void *const *outputs,
+                      void *stream, Err *e);
     // Whether run may be called from several threads at once (each run then has its own
     // workspace); otherwise the front end makes them take turns.
     bool concurrent_runs;

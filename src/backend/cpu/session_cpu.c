@@ -787,6 +787,14 @@ static void ops_free(TargetSession *s) {
 static int ops_run(TargetSession *s, const void *const *in, void *const *out, Err *e) {
     return cpu_session_run(CS(s), in, out, e);
 }
+static int ops_run_device(TargetSession *s, const void *const *in, void *const *out, void *stream,
+                          Err *e) {
+    if (stream)
+        return err_set(e, ST_USAGE,
+                       "a CPU artefact runs on the host: its buffers are host memory and it "
+                       "takes no stream");
+    return cpu_session_run(CS(s), in, out, e);
+}
 static int ops_time(TargetSession *s, int runs, double *seconds, Err *e) {
     return cpu_time_device(CS(s), runs, seconds, e);
 }
@@ -822,6 +830,7 @@ const TargetSessionOps cpu_session_ops = {
     .create = ops_create,
     .free = ops_free,
     .run = ops_run,
+    .run_device = ops_run_device,
     .concurrent_runs = true,
     .time_device = ops_time,
     .set_profiling = ops_profiling,

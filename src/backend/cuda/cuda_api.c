@@ -63,6 +63,8 @@ static const struct {
     SYM(cuEventSynchronize, "cuEventSynchronize", NULL),
     SYM(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime"),
     SYM(cuEventDestroy, "cuEventDestroy_v2", NULL),
+    SYM(cuStreamWaitEvent, "cuStreamWaitEvent", NULL),
+    SYM(cuPointerGetAttribute, "cuPointerGetAttribute", NULL),
     SYM(cuStreamBeginCapture, "cuStreamBeginCapture_v2", NULL),
     SYM(cuStreamEndCapture, "cuStreamEndCapture", NULL),
     SYM(cuGraphInstantiate, "cuGraphInstantiateWithFlags", NULL),

@@ -89,6 +89,11 @@ enum {
     CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
     CU_STREAM_CAPTURE_MODE_RELAXED = 2,
     CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH = 1,
+    // cuda.h: CUpointer_attribute, CUmemorytype
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    CU_MEMORYTYPE_DEVICE = 2,
+    CU_MEMORYTYPE_UNIFIED = 4,
 };
 typedef int CUstreamCaptureMode;
 
@@ -147,6 +152,8 @@ typedef struct CudaApi {
     CUresult (*cuEventSynchronize)(CUevent event);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end); // ..._v2 when present
     CUresult (*cuEventDestroy)(CUevent event);                             // cuEventDestroy_v2
+    CUresult (*cuStreamWaitEvent)(CUstream stream, CUevent event, unsigned int flags);
+    CUresult (*cuPointerGetAttribute)(void *data, int attribute, CUdeviceptr ptr);
     CUresult (*cuStreamBeginCapture)(CUstream stream, CUstreamCaptureMode mode); // ..._v2
     CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph *graph);
     CUresult (*cuGraphInstantiate)(CUgraphExec *exec, CUgraph graph,

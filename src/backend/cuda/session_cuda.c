@@ -404,6 +404,7 @@ struct CudaSession {
     Segment *segs;
     int n_segs, n_graphs;
     CUevent *ev;                            // two per launch, for profiling
+    CUevent ev_after;                       // device runs: the caller's stream, recorded
     CUfunction spin;                        // CUDA_SPIN_SYMBOL when the cubin has it
     long long spin_cycles, spin_lib_cycles; // a kernel's and a library call's (see run_launches)
     double *times;
@@ -931,6 +932,8 @@ void cuda_session_free(CudaSession *s) {
         for (int k = 0; s->ev && k < 2 * s->n_launches; k++)
             if (s->ev[k])
                 api->cuEventDestroy(s->ev[k]);
+        if (s->ev_after)
+            api->cuEventDestroy(s->ev_after);
         for (int i = 0; s->d_in && i < s->pg->n_inputs; i++)
             if (s->d_in[i] && s->d_in[i] != s->dummy)
                 api->cuMemFree(s->d_in[i]);
@@ -1153,8 +1156,20 @@ int cuda_session_run(CudaSession *s, const void *const *inputs, void *const *out
     return check_flags(s, e);
 }
 
+// Whether p is memory of this session's GPU that its kernels may read and write: device memory
+// (cudaMalloc, cuMemAlloc) or managed memory, on this device.
+static bool on_this_device(const CudaSession *s, CUdeviceptr p) {
+    int type = 0, ordinal = -1;
+    if (s->api->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != 0)
+        return false;
+    if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+        return false;
+    return s->api->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != 0 ||
+           ordinal == s->dev.ordinal;
+}
+
 int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUdeviceptr *outputs,
-                            Err *e) {
+                            CUstream after, Err *e) {
     const PrimGraph *pg = s->pg;
     const CudaApi *api = s->api;
     if (cuda_device_bind(&s->dev, e))
@@ -1162,9 +1177,26 @@ int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUd
     for (int i = 0; i < pg->n_inputs + pg->n_outputs; i++) {
         bool in = i < pg->n_inputs;
         const Tensor *t = pg->tensors[in ? pg->inputs[i] : pg->outputs[i - pg->n_inputs]];
-        if (tensor_nbytes(t) && !(in ? inputs && inputs[i] : outputs && outputs[i - pg->n_inputs]))
+        if (!tensor_nbytes(t))
+            continue;
+        CUdeviceptr p = in ? (inputs ? inputs[i] : 0) : (outputs ? outputs[i - pg->n_inputs] : 0);
+        if (!p)
             return err_set(e, ST_USAGE, "CUDA session: %s '%s' has no device buffer",
                            in ? "input" : "output", t->name);
+        if (!on_this_device(s, p))
+            return err_set(e, ST_USAGE,
+                           "CUDA session: %s '%s' (0x%llx) is not device memory of GPU %d, "
+                           "where the session runs",
+                           in ? "input" : "output", t->name, (unsigned long long)p,
+                           s->dev.ordinal);
+    }
+    // After the caller's queued work: its event, waited for on the session's stream.
+    if (!s->ev_after && CUDA_TRY(api, e, cuEventCreate, &s->ev_after, CU_EVENT_DISABLE_TIMING))
+        return e->code;
+    if (CUDA_TRY(api, e, cuEventRecord, s->ev_after, after) ||
+        CUDA_TRY(api, e, cuStreamWaitEvent, s->stream, s->ev_after, 0)) {
+        err_prefix(e, "CUDA session: ordering the run after the caller's stream: ");
+        return e->code;
     }
     for (int i = 0; i < pg->n_inputs; i++) {
         size_t b = tensor_nbytes(pg->tensors[pg->inputs[i]]);
@@ -1286,6 +1318,18 @@ static void ops_free(TargetSession *s) {
 static int ops_run(TargetSession *s, const void *const *in, void *const *out, Err *e) {
     return cuda_session_run(CS(s), in, out, e);
 }
+static int ops_run_device(TargetSession *s, const void *const *in, void *const *out, void *stream,
+                          Err *e) {
+    const PrimGraph *pg = cuda_session_graph(CCS(s));
+    CUdeviceptr *p = xcalloc((size_t)(pg->n_inputs + pg->n_outputs) + 1, sizeof(CUdeviceptr));
+    for (int i = 0; i < pg->n_inputs; i++)
+        p[i] = in ? (CUdeviceptr)(uintptr_t)in[i] : 0;
+    for (int i = 0; i < pg->n_outputs; i++)
+        p[pg->n_inputs + i] = out ? (CUdeviceptr)(uintptr_t)out[i] : 0;
+    int rc = cuda_session_run_device(CS(s), p, p + pg->n_inputs, (CUstream)stream, e);
+    free(p);
+    return rc;
+}
 static int ops_time(TargetSession *s, int runs, double *seconds, Err *e) {
     return cuda_session_time_replays(CS(s), runs, seconds, e);
 }
@@ -1321,6 +1365,7 @@ const TargetSessionOps cuda_session_ops = {
     .create = ops_create,
     .free = ops_free,
     .run = ops_run,
+    .run_device = ops_run_device,
     .concurrent_runs = false, // one stream, one set of CUDA graphs: runs take turns
     .time_device = ops_time,
     .set_profiling = ops_profiling,

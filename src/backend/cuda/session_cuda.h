@@ -98,12 +98,14 @@ int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now
 // NULL). One run at a time per session.
 int cuda_session_run(CudaSession *s, const void *const *inputs, void *const *outputs, Err *e);
 
-// The same from device buffers (CUdeviceptr values of the session's context, e.g. allocated with
-// cuMemAlloc after cuda_device_bind(cuda_session_device(s))): inputs are copied device to device
-// into the session's input buffers, the graphs replay, the outputs are copied out, all on the
-// session's stream, which is synchronised before returning.
+// The same from device buffers of the session's GPU (its primary context: what the CUDA runtime,
+// PyTorch and CuPy allocate in): inputs are copied device to device into the session's input
+// buffers, the graphs replay, the outputs are copied out, all on the session's stream, which is
+// synchronised before returning. The run is ordered after the work queued on `after` (a
+// CUstream of the caller; NULL: the legacy default stream), so a producer's kernels finish first.
+// A pointer that is not device memory of this GPU is refused (ST_USAGE) naming the tensor.
 int cuda_session_run_device(CudaSession *s, const CUdeviceptr *inputs, const CUdeviceptr *outputs,
-                            Err *e);
+                            CUstream after, Err *e);
 
 // GPU seconds of `runs` back-to-back runs on the inputs already in the session's device buffers
 // (a cuda_session_run before sets them): the host queues every run's graphs between CUDA events

@@ -631,7 +631,7 @@ static bool session_matches(TG *g, CudaSession *s, bool device) {
             ok = CUDA_TRY(g_api, &e, cuMemAlloc, &dout[i],
                           tensor_nbytes(pg->tensors[pg->outputs[i]])) == ST_OK;
         if (ok) {
-            int rc = cuda_session_run_device(s, din, dout, &e);
+            int rc = cuda_session_run_device(s, din, dout, NULL, &e);
             CHECK_MSG(rc == ST_OK, "cuda_session_run_device: %s", e.msg);
             ok = rc == ST_OK;
         }
