@@ -220,6 +220,20 @@ orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *
 orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
                              int n_inputs, orch_tensor *outputs, int n_outputs);
 
+// The same with the tensors' data in device memory, for a pipeline that keeps its tensors on
+// the GPU: on a CUDA artefact every data pointer is device memory of the session's GPU
+// (cudaMalloc, cuMemAlloc, a PyTorch or CuPy tensor's data_ptr(); the CUDA runtime's primary
+// context, which orch shares), and `stream` is the caller's cudaStream_t / CUstream (NULL: the
+// default stream): the run starts after the work queued on it so far, and the outputs are
+// written when the call returns (the call waits for the run). No host copies: the inputs and
+// outputs are copied device to device into and out of the session's own buffers, which its
+// CUDA graphs were captured with. A pointer that is not device memory of that GPU is refused
+// (ORCH_ERR_USAGE) naming the tensor. On a CPU artefact device memory is host memory: the
+// same as orch_session_run, with stream NULL.
+orch_status orch_session_run_device(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                                    int n_inputs, orch_tensor *outputs, int n_outputs,
+                                    void *stream);
+
 #ifdef __cplusplus
 }
 #endif

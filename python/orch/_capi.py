@@ -124,6 +124,8 @@ def _load() -> ctypes.CDLL:
         "orch_session_input_info": (_enum, [P, ctypes.c_int, Ptr(Tensor)]),
         "orch_session_output_info": (_enum, [P, ctypes.c_int, Ptr(Tensor)]),
         "orch_session_run": (_enum, [P, P, Ptr(Tensor), ctypes.c_int, Ptr(Tensor), ctypes.c_int]),
+        "orch_session_run_device": (
+            _enum, [P, P, Ptr(Tensor), ctypes.c_int, Ptr(Tensor), ctypes.c_int, P]),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)

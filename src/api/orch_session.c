@@ -154,12 +154,15 @@ orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *
     return ORCH_OK;
 }
 
-orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
-                             int n_inputs, orch_tensor *outputs, int n_outputs) {
+// orch_session_run and orch_session_run_device: device selects the latter, with stream.
+static orch_status run_tensors(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                               int n_inputs, orch_tensor *outputs, int n_outputs, bool device,
+                               void *stream) {
+    const char *fn = device ? "orch_session_run_device" : "orch_session_run";
     if (!ctx)
         return ORCH_ERR_USAGE;
     if (!s || (n_inputs && !inputs) || (n_outputs && !outputs))
-        return (orch_status)err_set(&ctx->err, ST_USAGE, "orch_session_run: NULL argument");
+        return (orch_status)err_set(&ctx->err, ST_USAGE, "%s: NULL argument", fn);
     const PrimGraph *pg = session_graph(s->s);
     Err *e = &ctx->err;
     // Small fixed arrays: the run allocates nothing for models with up to 64 inputs/outputs.
@@ -185,10 +188,21 @@ orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *
             out[i] = u->data;
     }
     if (rc == ST_OK)
-        rc = session_run(s->s, in, out, e);
+        rc = device ? session_run_device(s->s, in, out, stream, e) : session_run(s->s, in, out, e);
     if (in != in_small)
         free(in);
     if (out != out_small)
         free(out);
     return (orch_status)rc;
+}
+
+orch_status orch_session_run(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                             int n_inputs, orch_tensor *outputs, int n_outputs) {
+    return run_tensors(ctx, s, inputs, n_inputs, outputs, n_outputs, false, NULL);
+}
+
+orch_status orch_session_run_device(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
+                                    int n_inputs, orch_tensor *outputs, int n_outputs,
+                                    void *stream) {
+    return run_tensors(ctx, s, inputs, n_inputs, outputs, n_outputs, true, stream);
 }

@@ -89,6 +89,16 @@ int session_run(Session *s, const void *const *inputs, void *const *outputs, Err
     return rc;
 }
 
+int session_run_device(Session *s, const void *const *inputs, void *const *outputs, void *stream,
+                       Err *e) {
+    if (s->ops->concurrent_runs)
+        return s->ops->run_device(s->impl, inputs, outputs, stream, e);
+    pthread_mutex_lock(&s->mu);
+    int rc = s->ops->run_device(s->impl, inputs, outputs, stream, e);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 int session_time_device(Session *s, int runs, double *seconds, Err *e) {
     if (!s)
         return err_set(e, ST_USAGE, "no session");

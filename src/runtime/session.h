@@ -37,6 +37,10 @@ void session_free(Session *s); // accepts NULL
 // tensor's buffer may be NULL. One run at a time per session (the arena is the session's);
 // sessions are independent of each other.
 int session_run(Session *s, const void *const *inputs, void *const *outputs, Err *e);
+// The same with buffers in the target's device memory, after the work queued on the caller's
+// stream (TargetSessionOps.run_device).
+int session_run_device(Session *s, const void *const *inputs, void *const *outputs, void *stream,
+                       Err *e);
 
 // Device-timeline seconds of `runs` back-to-back runs on the last run's inputs; ST_UNSUPPORTED
 // for a target without a device timeline (the CPU).
