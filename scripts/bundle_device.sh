@@ -20,6 +20,8 @@ cp "$BUILD"/tests/unit_cuda_* "$BUILD"/tests/unit_cugen_* "$BUILD"/tests/unit_ml
     "$BUILD"/tests/unit_attention* "$BUILD"/tests/unit_cudnn* "$BUILD"/tests/unit_backend_ops \
     "$BUILD"/tests/unit_compile_options "$BUNDLE"/bin/ 2>/dev/null || true
 cp "$BUILD"/node_tests "$BUNDLE"/bin/ 2>/dev/null || true
+# liborch for the Python package's device test (tests/gpu/test_python_device.py, ORCH_LIBRARY).
+cp -L "$BUILD"/liborch.so "$BUNDLE"/lib/ 2>/dev/null || true
 data_dir() { # the build's test data folder, else build/'s (a helper's build has none)
     if [ -d "$BUILD/$1" ]; then echo "$BUILD/$1"; elif [ -d "build/$1" ]; then echo "build/$1"; fi
 }

@@ -10,9 +10,9 @@ machine and runs it on numpy arrays.
     y = s.run({"image": x})               # {output name: numpy.ndarray}
     s = orch.Session("model.orch")        # later, or in another process
 
-Inputs and outputs are host (numpy) arrays, also for an artefact compiled for CUDA: the session
-copies them to and from the GPU. Device tensors (torch or CuPy through DLPack) are not taken
-without a host copy: the C API has no entry point for device pointers yet.
+Inputs and outputs are host (numpy) arrays, copied to and from the GPU for an artefact compiled
+for CUDA, or there device tensors (PyTorch, CuPy: anything with `__dlpack__`), read and written
+in place with no host copies: `s.run({"image": torch_cuda_tensor})` returns torch CUDA tensors.
 
 The C library is the liborch.so installed beside this file by `pip install .` (or the one
 $ORCH_LIBRARY names).
@@ -188,8 +188,8 @@ class _Runner:
     def _names(self) -> str:
         return ", ".join(f"'{t.name}'" for t in self.inputs)
 
-    def _arrange(self, inputs: Inputs) -> list:
-        """The inputs in the model's order, each checked and converted."""
+    def _ordered(self, inputs: Inputs) -> list:
+        """The inputs in the model's order, their names checked."""
         if isinstance(inputs, (dict, Mapping)):  # dict first: the ABC's check is slower
             for k in inputs:
                 if k not in self._input_index:
@@ -208,27 +208,17 @@ class _Runner:
         else:
             raise TypeError("run() takes a dict {input name: array} or a list of arrays in the "
                             f"order of .inputs, not {type(inputs).__name__}")
-        return [_convert(t, v) for t, v in zip(self.inputs, values)]
+        return list(values)
 
-    def run(self, inputs: Inputs) -> dict[str, np.ndarray]:
-        """Runs the model on `inputs`, a dict {input name: array} or a list of arrays in the
-        order of `.inputs`, and returns {output name: numpy.ndarray} (new arrays).
+    def _arrange(self, inputs: Inputs) -> list:
+        """The inputs in the model's order, each checked and converted."""
+        return [_convert(t, v) for t, v in zip(self.inputs, self._ordered(inputs))]
 
-        Each input must have the shape in `.inputs`; an array of another dtype is converted
-        only where numpy's safe casting allows (int32 into int64, float32 into float64), else
-        Error(INVALID) is raised; a copy is made only where the array is not C-contiguous or
-        has to be converted. Several threads may run one Session at once (their runs take
-        turns on the session's buffers; the GIL is released during a run)."""
-        arrays = self._arrange(inputs)
-        ins = self._in_type.from_buffer_copy(self._in_template)
-        for i, a in enumerate(arrays):
-            ins[i].data = _address(a)
-        results = [np.empty(t.shape, t.dtype) for t in self.outputs]
-        outs = self._out_type.from_buffer_copy(self._out_template)
-        for i, a in enumerate(results):
-            outs[i].data = _address(a)
+    def _call(self, c_name: str, ins, n_in: int, outs, n_out: int, *extra) -> None:
+        """One call of the C run function c_name on this object, with the close/run bookkeeping
+        (a close waits for the runs in progress)."""
         ctx = _ctx()
-        fn = getattr(lib, self._c_run)
+        fn = getattr(lib, c_name)
         with self._lock:
             ptr = self._ptr
             if ptr is None:
@@ -237,15 +227,91 @@ class _Runner:
         try:
             if self._run_lock:
                 with self._run_lock:
-                    rc = fn(ctx, ptr, ins, len(arrays), outs, len(results))
+                    rc = fn(ctx, ptr, ins, n_in, outs, n_out, *extra)
             else:
-                rc = fn(ctx, ptr, ins, len(arrays), outs, len(results))
+                rc = fn(ctx, ptr, ins, n_in, outs, n_out, *extra)
         finally:
             with self._lock:
                 self._active -= 1
                 if not self._active and self._ptr is None:
                     self._idle.set()
-        _check(ctx, rc, self._c_run)
+        _check(ctx, rc, c_name)
+
+    def _run_device(self, values: list, outputs) -> dict:
+        """run() on device tensors (DLPack): orch_session_run_device, no host copies."""
+        from . import _dlpack
+        views, device = [], None
+        for t, v in zip(self.inputs, values):
+            d = _dlpack.device_of(v)
+            if d is None:
+                raise Error(f"input '{t.name}' is not on the GPU while other inputs are: give "
+                            "every input as a device tensor, or every one as a host array",
+                            Status.USAGE)
+            if device and d[1] != device[1]:
+                raise Error(f"input '{t.name}' is on GPU {d[1]}, another input on GPU "
+                            f"{device[1]}", Status.USAGE)
+            device = d
+            views.append(_dlpack.View(v, "input", t.name, t.shape, t.dtype, False))
+        given = dict(outputs or {})
+        for k in given:
+            if k not in {t.name for t in self.outputs}:
+                raise Error(f"unknown output {k!r}: the model's outputs are "
+                            + ", ".join(f"'{t.name}'" for t in self.outputs), Status.USAGE)
+        results = []
+        for t in self.outputs:
+            o = given.get(t.name)
+            if o is None:
+                o = _dlpack.new_like(values[0], t.shape, t.dtype, False, device)
+                if o is None:
+                    raise Error(f"no device tensor for output '{t.name}': run() makes them "
+                                "with PyTorch or CuPy; for another library pass outputs="
+                                "{name: device tensor}", Status.USAGE)
+            elif _dlpack.device_of(o) != device:
+                raise Error(f"output '{t.name}' is not on the inputs' GPU", Status.USAGE)
+            results.append(o)
+            views.append(_dlpack.View(o, "output", t.name, t.shape, t.dtype, False))
+        ins = self._in_type.from_buffer_copy(self._in_template)
+        for i in range(len(self.inputs)):
+            ins[i].data = views[i].address
+        outs = self._out_type.from_buffer_copy(self._out_template)
+        for i in range(len(self.outputs)):
+            outs[i].data = views[len(self.inputs) + i].address
+        self._call(self._c_run_device, ins, len(self.inputs), outs, len(self.outputs), None)
+        del views  # the capsules: released once the run has ended
+        return {t.name: o for t, o in zip(self.outputs, results)}
+
+    _c_run_device = None  # Session: orch_session_run_device
+
+    def run(self, inputs: Inputs, outputs=None) -> dict:
+        """Runs the model on `inputs`, a dict {input name: array} or a list of arrays in the
+        order of `.inputs`, and returns {output name: numpy.ndarray} (new arrays).
+
+        Each input must have the shape in `.inputs`; an array of another dtype is converted
+        only where numpy's safe casting allows (int32 into int64, float32 into float64), else
+        Error(INVALID) is raised; a copy is made only where the array is not C-contiguous or
+        has to be converted. Several threads may run one Session at once (their runs take
+        turns on the session's buffers; the GIL is released during a run).
+
+        On a Session, inputs may instead all be device tensors of one GPU (anything with
+        `__dlpack__` on CUDA: PyTorch, CuPy, JAX): the run reads them in place and writes device
+        tensors of the same library (or into `outputs`, {name: device tensor}), with no host
+        copies (orch_session_run_device); the producers' queued work is waited for."""
+        if self._c_run_device:
+            values = self._ordered(inputs)
+            if any(_dlpack_device(v) for v in values):
+                return self._run_device(values, outputs)
+        if outputs is not None:
+            raise Error("outputs= is for device tensors; host runs return new arrays",
+                        Status.USAGE)
+        arrays = self._arrange(inputs)
+        ins = self._in_type.from_buffer_copy(self._in_template)
+        for i, a in enumerate(arrays):
+            ins[i].data = _address(a)
+        results = [np.empty(t.shape, t.dtype) for t in self.outputs]
+        outs = self._out_type.from_buffer_copy(self._out_template)
+        for i, a in enumerate(results):
+            outs[i].data = _address(a)
+        self._call(self._c_run, ins, len(arrays), outs, len(results))
         return {t.name: a for t, a in zip(self.outputs, results)}
 
     def close(self) -> None:
@@ -278,6 +344,11 @@ class _Runner:
         state = "closed" if getattr(self, "_ptr", None) is None else "open"
         return (f"<orch.{type(self).__name__} {self._source!r} ({state}) inputs={self.inputs} "
                 f"outputs={self.outputs}>")
+
+
+def _dlpack_device(v) -> bool:
+    from . import _dlpack
+    return _dlpack.device_of(v) is not None
 
 
 def _address(a: np.ndarray) -> int:
@@ -330,9 +401,8 @@ class Session(_Runner):
     this machine, its kernels loaded, its memory planned.
 
     `inputs` and `outputs` list TensorInfo(name, shape, dtype); run() takes and returns numpy
-    arrays. On an artefact compiled for CUDA the arrays are host arrays, copied to and from the
-    GPU; device tensors through DLPack are not taken (the C API has no device-pointer entry
-    point yet).
+    arrays (on an artefact compiled for CUDA copied to and from the GPU), or device tensors
+    (DLPack: PyTorch, CuPy) read and written in place on the GPU.
 
     threads: OpenMP threads of the run (None: the artefact's own setting).
     allow_foreign_device: run an artefact compiled for another CPU (at your own risk).
@@ -346,6 +416,7 @@ class Session(_Runner):
     _c_num_inputs, _c_num_outputs = "orch_session_num_inputs", "orch_session_num_outputs"
     _c_input_info, _c_output_info = "orch_session_input_info", "orch_session_output_info"
     _c_run = "orch_session_run"
+    _c_run_device = "orch_session_run_device"
     _what = "session"
 
     def __init__(self, artifact_path: PathLike, *, threads: int | None = None,

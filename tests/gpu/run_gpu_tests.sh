@@ -190,6 +190,26 @@ run_units() {
             failed=$((failed + 1))
         fi
     done
+    # The Python package on device tensors (DLPack), where liborch and PyTorch are at hand.
+    local lib=$BUILD/liborch.so
+    [ -n "$BUNDLE" ] && lib=$BUNDLE/lib/liborch.so
+    if [ -f "$lib" ]; then
+        echo "-- python_device"
+        PYTHONPATH=$ROOT/python ORCH_LIBRARY=$lib timeout "${UNIT_TIMEOUT:-1800}" \
+            python3 "$ROOT"/tests/gpu/test_python_device.py >"$LOGDIR/python_device.log" 2>&1
+        rc=$?
+        grep -E '^(FAIL|skip)' "$LOGDIR/python_device.log" | head -n 20
+        c=$(counts "$LOGDIR/python_device.log")
+        if [ -z "$c" ] || { [ "$rc" -ne 0 ] && [ "${c#* }" -eq 0 ]; }; then
+            echo "FAIL python_device: exit status $rc"
+            tail -n 5 "$LOGDIR/python_device.log"
+            failed=$((failed + 1))
+        else
+            echo "   python_device: ${c% *} passed, ${c#* } failed"
+            passed=$((passed + ${c% *}))
+            failed=$((failed + ${c#* }))
+        fi
+    fi
     part_done units "$passed" "$failed"
 }
 

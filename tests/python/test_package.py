@@ -384,6 +384,34 @@ def main():
             t.join()
         assert seen == ["closed"] * 3, seen
 
+    @case("device_tensor_checks")
+    def _():
+        # The DLPack reader behind run() on device tensors, on host tensors (no GPU here): shape,
+        # dtype and contiguity are checked before any pointer reaches orch; outputs= is refused
+        # on a host run.
+        from orch import _dlpack
+        a = np.zeros((2, 3), np.float32)
+        v = _dlpack.View(a, "input", "t", (2, 3), np.dtype(np.float32), False)
+        assert v.address == a.ctypes.data and v.device == (_dlpack.KDL_CPU, 0), v.device
+        assert _dlpack.device_of(a) is None
+        for bad, words in ((np.zeros((3, 2), np.float32).T, "C-contiguous"),
+                           (np.zeros((2, 3), np.float64), "expects float32"),
+                           (np.zeros((3, 2), np.float32), "has shape")):
+            try:
+                _dlpack.View(bad, "input", "t", (2, 3), np.dtype(np.float32), False)
+            except orch.Error as e:
+                assert words in str(e) and e.status == orch.Status.INVALID, str(e)
+            else:
+                raise AssertionError(f"accepted a tensor: {words}")
+        s = sessions["tiny"]
+        x = rng.random(s.inputs[0].shape).astype(s.inputs[0].dtype)
+        try:
+            s.run({s.inputs[0].name: x}, outputs={})
+        except orch.Error as e:
+            assert "outputs= is for device tensors" in str(e), str(e)
+        else:
+            raise AssertionError("outputs= accepted on a host run")
+
     @case("run_overhead")
     def _():
         # What Session.run adds to a bare ctypes call of orch_session_run with buffers made
