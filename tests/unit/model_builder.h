@@ -7,9 +7,12 @@
 #include "onnx/onnx.pb-c.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct MB {
     Arena *a;
@@ -157,8 +160,7 @@ static inline Onnx__AttributeProto *mb_attr_s(MB *b, const char *name, const cha
     return a;
 }
 
-static inline Onnx__AttributeProto *mb_attr_ints(MB *b, const char *name, int n,
-                                                 const int64_t *v) {
+static inline Onnx__AttributeProto *mb_attr_ints(MB *b, const char *name, int n, const int64_t *v) {
     Onnx__AttributeProto *a = mb_attr(b, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     a->n_ints = (size_t)n;
     a->ints = arena_memdup(b->a, v, sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -221,6 +223,36 @@ static inline uint8_t *mb_pack(MB *b, size_t *len) {
     uint8_t *buf = malloc(*len ? *len : 1);
     onnx__model_proto__pack(&b->m, buf);
     return buf;
+}
+
+// A test's temporary folder ($TMPDIR or /tmp, "orch-TAG-XXXXXX" into dir) holding the model
+// bytes as dir/m.onnx (into model), and the paths of its artefact dir/m.orch and profile
+// database dir/p.db. Frees buf. False (nothing made) when the folder or file cannot be written.
+typedef struct MbTemp {
+    char dir[256], model[300], art[300], db[300];
+} MbTemp;
+
+static inline bool mb_temp(const char *tag, uint8_t *buf, size_t len, MbTemp *t) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(t->dir, sizeof t->dir, "%s/orch-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+    bool ok = mkdtemp(t->dir) != NULL;
+    snprintf(t->model, sizeof t->model, "%s/m.onnx", t->dir);
+    snprintf(t->art, sizeof t->art, "%s/m.orch", t->dir);
+    snprintf(t->db, sizeof t->db, "%s/p.db", t->dir);
+    FILE *f = ok ? fopen(t->model, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f)
+        fclose(f);
+    free(buf);
+    return ok;
+}
+
+// Removes what mb_temp made and the artefact and database the test wrote there.
+static inline void mb_temp_remove(const MbTemp *t) {
+    unlink(t->model);
+    unlink(t->art);
+    unlink(t->db);
+    rmdir(t->dir);
 }
 
 #endif

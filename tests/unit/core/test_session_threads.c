@@ -9,8 +9,8 @@
 #include "orch.h"
 
 #include <math.h>
-#include <stdbool.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,33 +105,23 @@ static double run_threads(Shared *sh, int n) {
 }
 
 static void shared_session(void) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s/orch-threads-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(dir)) {
-        CHECK_MSG(false, "cannot create %s", dir);
-        return;
-    }
-    char model[300], art[300], db[300];
-    snprintf(model, sizeof model, "%s/mlp.onnx", dir);
-    snprintf(art, sizeof art, "%s/mlp.orch", dir);
-    snprintf(db, sizeof db, "%s/p.db", dir);
     size_t len;
     uint8_t *buf = mlp_model(&len);
-    FILE *f = fopen(model, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
+    MbTemp tmp;
+    if (!mb_temp("threads", buf, len, &tmp)) {
+        CHECK_MSG(false, "cannot write the model into %s", tmp.dir);
+        return;
+    }
     orch_ctx *ctx = orch_ctx_create();
     // No MLP chain: the layers are separate kernels with the hidden values in the arena.
-    orch_compile_options o = {.db_path = db, .top_k = 1, .jobs = 1, .threads = 1, .no_mlp_chains = 1};
-    orch_status st = orch_compile(ctx, model, &o, art);
+    orch_compile_options o = {
+        .db_path = tmp.db, .top_k = 1, .jobs = 1, .threads = 1, .no_mlp_chains = 1};
+    orch_status st = orch_compile(ctx, tmp.model, &o, tmp.art);
     CHECK_MSG(st == ORCH_OK, "compile: %s", orch_last_error(ctx));
     Shared *sh = calloc(1, sizeof *sh);
     pthread_mutex_init(&sh->mu, NULL);
     if (st == ORCH_OK)
-        st = orch_session_create(ctx, art, NULL, &sh->s);
+        st = orch_session_create(ctx, tmp.art, NULL, &sh->s);
     CHECK_MSG(st == ORCH_OK, "session: %s", orch_last_error(ctx));
     if (st == ORCH_OK) {
         for (int k = 0; k < INPUT_SETS; k++) {
@@ -158,10 +148,7 @@ static void shared_session(void) {
     pthread_mutex_destroy(&sh->mu);
     free(sh);
     orch_ctx_free(ctx);
-    unlink(model);
-    unlink(art);
-    unlink(db);
-    rmdir(dir);
+    mb_temp_remove(&tmp);
 }
 
 int main(void) {

@@ -23,7 +23,8 @@ static void policy(void) {
     CHECK(cpu_threads_under_contention(4, 4, 2.0) == 2);
     CHECK(cpu_threads_under_contention(4, 4, 4.0) == 1); // never below one
     CHECK(cpu_threads_under_contention(2, 8, 3.0) == 2); // enough free cores: no change
-    CHECK(cpu_threads_under_contention(8, 2, 0.0) == 8); // oversubscribed by request, not contention
+    CHECK(cpu_threads_under_contention(8, 2, 0.0) ==
+          8); // oversubscribed by request, not contention
     CHECK(cpu_threads_under_contention(8, 2, 1.0) == 1);
     CHECK(cpu_threads_under_contention(1, 2, 2.0) == 1);
     CHECK(cpu_threads_under_contention(4, 4, -1) == 4); // unknown: unchanged
@@ -110,31 +111,20 @@ static void session_uses_fewer_threads(void) {
         printf("  one core: nothing to take away\n");
         return;
     }
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s/orch-contention-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(dir) != NULL);
-    char model[300], art[300], db[300];
-    snprintf(model, sizeof model, "%s/relu.onnx", dir);
-    snprintf(art, sizeof art, "%s/relu.orch", dir);
-    snprintf(db, sizeof db, "%s/p.db", dir);
     size_t len;
     uint8_t *buf = relu_model(&len);
-    FILE *f = fopen(model, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
+    MbTemp tmp;
+    CHECK(mb_temp("contention", buf, len, &tmp));
     orch_ctx *ctx = orch_ctx_create();
-    orch_compile_options o = {.db_path = db, .top_k = 1, .jobs = 1, .threads = 2};
-    orch_status st = orch_compile(ctx, model, &o, art);
+    orch_compile_options o = {.db_path = tmp.db, .top_k = 1, .jobs = 1, .threads = 2};
+    orch_status st = orch_compile(ctx, tmp.model, &o, tmp.art);
     CHECK_MSG(st == ORCH_OK, "compile: %s", orch_last_error(ctx));
     orch_session *adaptive = NULL, *fixed = NULL;
     orch_session_options ao = {.threads = 2}, fo = {.threads = 2, .fixed_threads = 1};
     if (st == ORCH_OK)
-        st = orch_session_create(ctx, art, &ao, &adaptive);
+        st = orch_session_create(ctx, tmp.art, &ao, &adaptive);
     if (st == ORCH_OK)
-        st = orch_session_create(ctx, art, &fo, &fixed);
+        st = orch_session_create(ctx, tmp.art, &fo, &fixed);
     CHECK_MSG(st == ORCH_OK, "session: %s", orch_last_error(ctx));
     static float x[64 * 1024], y[64 * 1024];
     for (int i = 0; i < 64 * 1024; i++)
@@ -159,10 +149,7 @@ static void session_uses_fewer_threads(void) {
     orch_session_free(adaptive);
     orch_session_free(fixed);
     orch_ctx_free(ctx);
-    unlink(model);
-    unlink(art);
-    unlink(db);
-    rmdir(dir);
+    mb_temp_remove(&tmp);
 }
 
 int main(void) {

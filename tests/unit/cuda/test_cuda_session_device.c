@@ -34,27 +34,11 @@ static uint8_t *model(size_t *len) {
     return buf;
 }
 
-static char g_dir[256], g_model[300], g_db[300];
-
-static void setup(void) {
-    snprintf(g_dir, sizeof g_dir, "%s/orch-device-XXXXXX",
-             getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    if (!mkdtemp(g_dir))
-        abort();
-    snprintf(g_model, sizeof g_model, "%s/m.onnx", g_dir);
-    snprintf(g_db, sizeof g_db, "%s/p.db", g_dir);
-    size_t len;
-    uint8_t *buf = model(&len);
-    FILE *f = fopen(g_model, "wb");
-    if (!f || fwrite(buf, 1, len, f) != len)
-        abort();
-    fclose(f);
-    free(buf);
-}
+static MbTemp g_tmp; // the model, the database; each test's artefact beside them
 
 static orch_session *compiled(orch_ctx *ctx, const char *target, const char *art) {
-    orch_compile_options o = {.target = target, .db_path = g_db, .top_k = 1, .jobs = 1};
-    if (orch_compile(ctx, g_model, &o, art) != ORCH_OK)
+    orch_compile_options o = {.target = target, .db_path = g_tmp.db, .top_k = 1, .jobs = 1};
+    if (orch_compile(ctx, g_tmp.model, &o, art) != ORCH_OK)
         return NULL;
     orch_session *s = NULL;
     if (orch_session_create(ctx, art, NULL, &s) != ORCH_OK)
@@ -73,7 +57,7 @@ static float g_x[N];
 
 static void cpu_artifact_takes_host_buffers(void) {
     char art[300];
-    snprintf(art, sizeof art, "%s/cpu.orch", g_dir);
+    snprintf(art, sizeof art, "%s/cpu.orch", g_tmp.dir);
     orch_ctx *ctx = orch_ctx_create();
     orch_session *s = compiled(ctx, "cpu", art);
     CHECK_MSG(s, "%s", orch_last_error(ctx));
@@ -108,7 +92,7 @@ static void cuda_artifact_takes_device_buffers(void) {
         return;
     }
     char art[300];
-    snprintf(art, sizeof art, "%s/cuda.orch", g_dir);
+    snprintf(art, sizeof art, "%s/cuda.orch", g_tmp.dir);
     orch_ctx *ctx = orch_ctx_create();
     orch_session *s = compiled(ctx, "cuda", art);
     CHECK_MSG(s, "%s", orch_last_error(ctx));
@@ -172,11 +156,12 @@ static void cuda_artifact_takes_device_buffers(void) {
 int main(void) {
     for (int i = 0; i < N; i++)
         g_x[i] = (float)cos(0.013 * i) * 2.0f;
-    setup();
+    size_t len;
+    uint8_t *buf = model(&len);
+    if (!mb_temp("device", buf, len, &g_tmp))
+        abort();
     RUN(cpu_artifact_takes_host_buffers);
     RUN(cuda_artifact_takes_device_buffers);
-    unlink(g_model);
-    unlink(g_db);
-    rmdir(g_dir);
+    mb_temp_remove(&g_tmp);
     return CHECK_DONE();
 }
