@@ -127,6 +127,14 @@ def header_flags(path):
     data = open(path, "rb").read()
     version = int.from_bytes(data[8:12], "little")
     at = 16
+    if version >= 5:  # shared fields, then per plan: the first plan's load flags
+        for _field in ("orch version", "target", "precision", "fingerprint"):
+            at += 4 + int.from_bytes(data[at:at + 4], "little")
+        comp = int.from_bytes(data[at + 8:at + 12], "little")
+        at += 8 + 4 + 4 + 4  # model hash, compile flags, threads, plans
+        for _field in ("input shapes", "float32 tensors"):
+            at += 4 + int.from_bytes(data[at:at + 4], "little")
+        return version, int.from_bytes(data[at:at + 4], "little"), comp
     for _field in ("orch version", "target", "precision", "fingerprint", "input shapes",
                    "float32 tensors"):
         at += 4 + int.from_bytes(data[at:at + 4], "little")
