@@ -157,25 +157,39 @@ class _Runner:
         self._active = 0  # runs in progress: close() waits for them to end
         self._idle = threading.Event()  # set when the last run ends after close() began
         self._run_lock = threading.Lock() if self._serial else None
-        self.inputs, c_inputs = self._infos(self._c_num_inputs, self._c_input_info)
-        self.outputs, c_outputs = self._infos(self._c_num_outputs, self._c_output_info)
+        # One entry per shape set (an artefact compiled for several; else one): its inputs and
+        # outputs, and orch_tensor arrays filled once, as the info functions describe each
+        # tensor (a run copies them and sets only the data pointers).
+        self._sets = [self._shape_set(k) for k in range(self._num_sets())]
+        (self.inputs, self.outputs, self._in_type, self._out_type, self._in_template,
+         self._out_template) = self._sets[0]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
-        # orch_tensor arrays filled once, as the info functions describe each tensor; a run
-        # copies them and sets only the data pointers.
-        self._in_type = _capi.Tensor * len(self.inputs)
-        self._out_type = _capi.Tensor * len(self.outputs)
-        self._in_template = self._in_type(*c_inputs)
-        self._out_template = self._out_type(*c_outputs)
 
-    def _infos(self, num: str, info: str) -> tuple:
+    def _num_sets(self) -> int:
+        return 1
+
+    def _info_fn(self, info: str, k: int):
+        """info(i, tensor) -> status for shape set k."""
+        fn = getattr(lib, info)
+        return lambda i, t: fn(self._ptr, i, t)
+
+    def _shape_set(self, k: int) -> tuple:
+        inputs, c_inputs = self._infos(self._c_num_inputs, self._info_fn(self._c_input_info, k))
+        outputs, c_outputs = self._infos(self._c_num_outputs,
+                                         self._info_fn(self._c_output_info, k))
+        in_type = _capi.Tensor * len(inputs)
+        out_type = _capi.Tensor * len(outputs)
+        return inputs, outputs, in_type, out_type, in_type(*c_inputs), out_type(*c_outputs)
+
+    def _infos(self, num: str, info) -> tuple:
         """[TensorInfo] and [orch_tensor] of the inputs or the outputs."""
         n = getattr(lib, num)(self._ptr)
         infos, tensors = [], []
         for i in range(n):
             t = _capi.Tensor()
-            rc = getattr(lib, info)(self._ptr, i, t)
+            rc = info(i, t)
             if rc != Status.OK:
-                raise Error(f"{info}({i}) failed", rc)
+                raise Error(f"{num}: tensor {i}'s description failed", rc)
             name = t.name.decode()
             shape = tuple(int(t.dims[d]) for d in range(t.rank))
             infos.append(TensorInfo(name, shape, _numpy_dtype(t.dtype, name)))
@@ -188,8 +202,9 @@ class _Runner:
     def _names(self) -> str:
         return ", ".join(f"'{t.name}'" for t in self.inputs)
 
-    def _arrange(self, inputs: Inputs) -> list:
-        """The inputs in the model's order, each checked and converted."""
+    def _arrange(self, inputs: Inputs) -> tuple:
+        """The shape set the inputs have and the inputs in the model's order, each checked and
+        converted."""
         if isinstance(inputs, (dict, Mapping)):  # dict first: the ABC's check is slower
             for k in inputs:
                 if k not in self._input_index:
@@ -208,23 +223,40 @@ class _Runner:
         else:
             raise TypeError("run() takes a dict {input name: array} or a list of arrays in the "
                             f"order of .inputs, not {type(inputs).__name__}")
-        return [_convert(t, v) for t, v in zip(self.inputs, values)]
+        sets = self._sets
+        if len(sets) > 1:
+            shapes = [np.shape(v) for v in values]
+            for s in sets:
+                if all(t.shape == sh for t, sh in zip(s[0], shapes)):
+                    break
+            else:
+                got = ",".join(f"{t.name}:{'x'.join(map(str, sh)) or 'scalar'}"
+                               for t, sh in zip(self.inputs, shapes))
+                raise Error(f"inputs of shapes {got}: the artefact serves only "
+                            f"{' | '.join(_set_text(s[0]) for s in sets)} (compile it with "
+                            "input_shapes for these shapes too)", Status.INVALID)
+        else:
+            s = sets[0]
+        return s, [_convert(t, v) for t, v in zip(s[0], values)]
 
     def run(self, inputs: Inputs) -> dict[str, np.ndarray]:
         """Runs the model on `inputs`, a dict {input name: array} or a list of arrays in the
         order of `.inputs`, and returns {output name: numpy.ndarray} (new arrays).
 
-        Each input must have the shape in `.inputs`; an array of another dtype is converted
+        Each input must have the shape in `.inputs` (or, on an artefact compiled for several
+        shape sets, those of one of `.shape_sets`: the run uses that set's plan; any other
+        shape raises Error(INVALID) naming the sets); an array of another dtype is converted
         only where numpy's safe casting allows (int32 into int64, float32 into float64), else
         Error(INVALID) is raised; a copy is made only where the array is not C-contiguous or
         has to be converted. Several threads may run one Session at once (their runs take
         turns on the session's buffers; the GIL is released during a run)."""
-        arrays = self._arrange(inputs)
-        ins = self._in_type.from_buffer_copy(self._in_template)
+        (_, outputs, in_type, out_type, in_template, out_template), arrays = \
+            self._arrange(inputs)
+        ins = in_type.from_buffer_copy(in_template)
         for i, a in enumerate(arrays):
             ins[i].data = _address(a)
-        results = [np.empty(t.shape, t.dtype) for t in self.outputs]
-        outs = self._out_type.from_buffer_copy(self._out_template)
+        results = [np.empty(t.shape, t.dtype) for t in outputs]
+        outs = out_type.from_buffer_copy(out_template)
         for i, a in enumerate(results):
             outs[i].data = _address(a)
         ctx = _ctx()
@@ -246,7 +278,7 @@ class _Runner:
                 if not self._active and self._ptr is None:
                     self._idle.set()
         _check(ctx, rc, self._c_run)
-        return {t.name: a for t, a in zip(self.outputs, results)}
+        return {t.name: a for t, a in zip(outputs, results)}
 
     def close(self) -> None:
         """Frees the C object once the runs in progress have ended; later runs raise Error.
@@ -278,6 +310,11 @@ class _Runner:
         state = "closed" if getattr(self, "_ptr", None) is None else "open"
         return (f"<orch.{type(self).__name__} {self._source!r} ({state}) inputs={self.inputs} "
                 f"outputs={self.outputs}>")
+
+
+def _set_text(infos) -> str:
+    """A shape set as orch spells it: "x:1x3x32x32,mask:1x128"."""
+    return ",".join(f"{t.name}:{'x'.join(map(str, t.shape)) or 'scalar'}" for t in infos)
 
 
 def _address(a: np.ndarray) -> int:
@@ -321,6 +358,18 @@ def _shapes_arg(shapes) -> bytes | None:
                     for name, dims in shapes.items()).encode()
 
 
+def _shape_sets_arg(shapes) -> tuple:
+    """(input_shapes, shape set array or None, count) for orch_compile_options: a list of
+    shape sets (each a dict or a string) goes in shape_sets, one set in input_shapes."""
+    if isinstance(shapes, (list, tuple)):
+        if not shapes:
+            raise Error("input_shapes: an empty list of shape sets", Status.USAGE)
+        encoded = [_shapes_arg(s) for s in shapes]
+        arr = (_capi.ctypes.c_char_p * len(encoded))(*encoded)
+        return None, arr, len(encoded)
+    return _shapes_arg(shapes), None, 0
+
+
 def _str_arg(s) -> bytes | None:
     return None if s is None else str(s).encode()
 
@@ -330,7 +379,9 @@ class Session(_Runner):
     this machine, its kernels loaded, its memory planned.
 
     `inputs` and `outputs` list TensorInfo(name, shape, dtype); run() takes and returns numpy
-    arrays. On an artefact compiled for CUDA the arrays are host arrays, copied to and from the
+    arrays. An artefact compiled for several shape sets (compile's input_shapes a list) lists
+    them in `shape_sets`, and run() uses the plan of the set its inputs' shapes match. On an
+    artefact compiled for CUDA the arrays are host arrays, copied to and from the
     GPU; device tensors through DLPack are not taken (the C API has no device-pointer entry
     point yet).
 
@@ -345,6 +396,19 @@ class Session(_Runner):
     _c_input_info, _c_output_info = "orch_session_input_info", "orch_session_output_info"
     _c_run = "orch_session_run"
     _what = "session"
+
+    def _num_sets(self) -> int:
+        return lib.orch_session_num_shape_sets(self._ptr)
+
+    def _info_fn(self, info: str, k: int):
+        fn = getattr(lib, info.replace("orch_session_", "orch_session_shape_set_"))
+        return lambda i, t: fn(self._ptr, k, i, t)
+
+    @property
+    def shape_sets(self) -> list:
+        """The shape sets the artefact serves, in the order they were compiled: for each, the
+        list of input TensorInfos (`.inputs` is the first's)."""
+        return [s[0] for s in self._sets]
 
     def __init__(self, artifact_path: PathLike, *, threads: int | None = None,
                  allow_foreign_device: bool = False):
@@ -425,7 +489,10 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
 
     target: "cpu" or "cuda". precision: "fp32" (exact float32), or on "cuda" "tf32", "fp16",
     "bf16" (tensor cores, float32 accumulation). input_shapes: binds symbolic input dimensions,
-    {"image": (1, 3, 224, 224)} or "image:1x3x224x224". db: the profile database (None:
+    {"image": (1, 3, 224, 224)} or "image:1x3x224x224"; a list of such shape sets compiles one
+    plan per set into the one artefact (the weights once; at most 16), and the session runs the
+    plan whose shapes its inputs have: [{"image": (1, 3, 224, 224)}, {"image": (8, 3, 224,
+    224)}]. db: the profile database (None:
     ~/.cache/orch/profile.db). threads: threads of the generated kernels (None: every core).
     verbose: progress lines and the summary on the process's stderr (file descriptor 2, which
     a notebook does not show).
@@ -439,9 +506,11 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
 
     Raises Error with orch's status and message (an unsupported operator: Status.UNSUPPORTED,
     naming the ops and nodes; a bad option: Status.USAGE)."""
+    one_set, sets, n_sets = _shape_sets_arg(input_shapes)
     opt = _capi.CompileOptions(
         target=_str_arg(target), db_path=None if db is None else os.fsencode(db),
-        input_shapes=_shapes_arg(input_shapes), attention_rewrite=int(bool(attention_rewrite)),
+        shape_sets=sets, n_shape_sets=n_sets,
+        input_shapes=one_set, attention_rewrite=int(bool(attention_rewrite)),
         threads=int(threads or 0), top_k=int(top_k or 0), jobs=int(jobs or 0),
         time_limit=float(time_limit or 0), verbose=int(bool(verbose)),
         precision=_str_arg(precision), half_storage=int(bool(half_storage)),
