@@ -53,7 +53,7 @@ if ! $CC -O2 -o "$work/compile_and_run" examples/c_api/compile_and_run.c \
     $(pkg-config --cflags --libs orch) >"$work/cc1.log" 2>&1; then
     bad compile_and_run "build: $(head -n 5 "$work/cc1.log")"
 elif ! LD_LIBRARY_PATH=$LIBDIR HOME=$work XDG_CACHE_HOME=$work/cache "$work/compile_and_run" \
-    examples/tiny_cnn/model.onnx "$work/tiny.orch" image:1x3x32x32 >"$work/full.txt" \
+    examples/tiny_cnn/model.onnx "$work/tiny.orch" image:1x3x32x32 image:4x3x32x32 >"$work/full.txt" \
     2>"$work/full.err"; then
     bad compile_and_run "run: $(tail -n 3 "$work/full.err")"
 else
