@@ -1982,9 +1982,15 @@ static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
     for (int k = 0; k < opt->n_shape_sets; k++)
         sets[ns++] = opt->shape_sets[k];
     int rc = ST_OK;
-    for (int k = 0; k < n && rc == ST_OK; k++)
+    for (int k = 0; k < n && rc == ST_OK; k++) {
         if (!sets[k] || !*sets[k])
             rc = err_set(e, ST_USAGE, "orch compile %s: shape set %d is empty", onnx_path, k + 1);
+        for (int j = 0; j < k && rc == ST_OK; j++)
+            if (strcmp(sets[j], sets[k]) == 0)
+                rc = err_set(e, ST_USAGE,
+                             "orch compile %s: shape sets %d and %d bind the same shapes (%s)",
+                             onnx_path, j + 1, k + 1, sets[k]);
+    }
     if (rc == ST_OK && out_path)
         rc = file_check_output(out_path, &onnx_path, 1, e);
     if (rc == ST_OK && !out_path)

@@ -2,7 +2,8 @@
 # The installed orch as an embedding application sees it: `cmake --install` of a build into a
 # temporary prefix, then, with nothing but that prefix and pkg-config:
 #   1. examples/c_api/compile_and_run.c built with `pkg-config --cflags --libs orch` compiles
-#      examples/tiny_cnn/model.onnx into an artefact and runs it;
+#      examples/tiny_cnn/model.onnx for batch 1 and 4 into one artefact (the C API's list of
+#      shape sets) and runs both;
 #   2. examples/c_api/run_artifact.c built with `pkg-config --cflags --libs orch-runtime` alone
 #      runs that artefact and prints the same outputs, bit for bit (the same text);
 #   3. the runtime-only program's shared libraries (ldd) include none of CBC, LAPACK, SQLite or
