@@ -22,7 +22,8 @@ static int die(orch_ctx *ctx, const char *what) {
 // first values of each output.
 static int run_set(orch_ctx *ctx, orch_session *s, int set) {
     int ni = orch_session_num_inputs(s), no = orch_session_num_outputs(s);
-    orch_tensor *in = calloc((size_t)ni + 1, sizeof *in), *outs = calloc((size_t)no + 1, sizeof *outs);
+    orch_tensor *in = calloc((size_t)ni + 1, sizeof *in),
+                *outs = calloc((size_t)no + 1, sizeof *outs);
     for (int i = 0; i < ni; i++) {
         orch_session_shape_set_input_info(s, set, i, &in[i]);
         in[i].data = calloc(1, in[i].nbytes + 1); // zeros: ints are valid indices too
@@ -54,8 +55,7 @@ static int run_set(orch_ctx *ctx, orch_session *s, int set) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.onnx|MODEL.orch [OUT.orch [INPUT_SHAPES]...]\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s MODEL.onnx|MODEL.orch [OUT.orch [INPUT_SHAPES]...]\n", argv[0]);
         return 1;
     }
     orch_ctx *ctx = orch_ctx_create();

@@ -210,11 +210,11 @@ static int pick_plan(Err *e, Session *s, const orch_tensor *inputs, int n_inputs
         size_t used = 0;
         for (int i = 0; i < pg->n_inputs && used + 1 < sizeof got; i++) {
             char sh[160];
-            int w = snprintf(got + used, sizeof got - used, "%s%s:%s", i ? "," : "",
-                             pg->tensors[pg->inputs[i]]->name,
-                             shape_str(dims[i], ranks[i] < 0 || ranks[i] > ORCH_MAX_DIMS ? 0
-                                                                                          : ranks[i],
-                                       sh, sizeof sh));
+            int w =
+                snprintf(got + used, sizeof got - used, "%s%s:%s", i ? "," : "",
+                         pg->tensors[pg->inputs[i]]->name,
+                         shape_str(dims[i], ranks[i] < 0 || ranks[i] > ORCH_MAX_DIMS ? 0 : ranks[i],
+                                   sh, sizeof sh));
             used = w > 0 && (size_t)w < sizeof got - used ? used + (size_t)w : sizeof got - 1;
         }
         session_served_shapes(s, served, sizeof served);

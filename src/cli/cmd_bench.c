@@ -70,7 +70,8 @@ static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
             "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-            " [--json FILE]\n           [--shapes N]\n           [compile options for an ONNX model: --db FILE "
+            " [--json FILE]\n           [--shapes N]\n           [compile options for an ONNX "
+            "model: --db FILE "
             "--top-k K --input-shapes ... --precision P]\n");
     return ST_USAGE;
 }

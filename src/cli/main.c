@@ -793,13 +793,12 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
 // The plan of a several-shape artefact the run uses: --shapes N's, else the one whose input
 // shapes the -i files have (inputs not given take that plan's shapes), else the first. A file
 // shape no plan serves is refused naming the shapes the artefact serves.
-static int pick_plan(const Args *a, Session *sess, const HostTensor *files, Session **run,
-                     Err *e) {
+static int pick_plan(const Args *a, Session *sess, const HostTensor *files, Session **run, Err *e) {
     int n = session_num_plans(sess), k = -1;
     *run = sess;
     if (a->shape_set > n)
-        return err_set(e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", a->shape_set,
-                       a->model, n, n == 1 ? "" : "s");
+        return err_set(e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", a->shape_set, a->model,
+                       n, n == 1 ? "" : "s");
     if (a->shape_set)
         k = a->shape_set - 1;
     for (int p = 0; p < n && k < 0; p++) {

@@ -12,9 +12,9 @@
 #ifndef ORCH_COMPILE_H
 #define ORCH_COMPILE_H
 
-#include "../prim/prim.h"
 #include "../ir/graph.h"
 #include "../plan/artifact.h"
+#include "../prim/prim.h"
 
 #include <stdio.h>
 

@@ -419,7 +419,10 @@ static int parse(ArtifactContents *a, Err *e) {
                                "%s: corrupted: plan %u's %s section's checksum does not match",
                                path, (s + 1) / 2, SEC_NAMES[s % 2 ? SEC_PLAN : SEC_SO]);
             return err_set(e, ST_INVALID, "%s: corrupted: the %s section's checksum does not match",
-                           path, SEC_NAMES[s == 0 ? SEC_ONNX : s % 2 ? SEC_PLAN : SEC_SO]);
+                           path,
+                           SEC_NAMES[s == 0  ? SEC_ONNX
+                                     : s % 2 ? SEC_PLAN
+                                             : SEC_SO]);
         }
     }
     if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)

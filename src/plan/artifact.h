@@ -28,7 +28,8 @@
 #include "../base/common.h"
 
 #define ARTIFACT_FORMAT_VERSION 5
-#define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32), no float32 tensors
+#define ARTIFACT_OLDEST_VERSION                                                                    \
+    1                             // read as well: no precision field (fp32), no float32 tensors
                                   // (format 1), no compile flags (formats 1 to 3), one plan
                                   // (formats 1 to 4)
 #define ARTIFACT_MAX_PLANS 16     // shape sets one artefact serves

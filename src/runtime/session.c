@@ -18,7 +18,7 @@ struct Session {
     const TargetSessionOps *ops;
     TargetSession *impl;
     pthread_mutex_t mu;
-    int n_plans;     // several shape sets: their sessions (the front runs none itself); else 0
+    int n_plans; // several shape sets: their sessions (the front runs none itself); else 0
     Session **plans;
 };
 
@@ -132,8 +132,9 @@ int session_find_plan(const Session *s, const int *ranks, const int64_t *const *
         bool same = true;
         for (int i = 0; i < pg->n_inputs && same; i++) {
             const Tensor *t = pg->tensors[pg->inputs[i]];
-            same = ranks[i] == t->rank &&
-                   (t->rank == 0 || memcmp(dims[i], t->dims, sizeof(int64_t) * (size_t)t->rank) == 0);
+            same =
+                ranks[i] == t->rank &&
+                (t->rank == 0 || memcmp(dims[i], t->dims, sizeof(int64_t) * (size_t)t->rank) == 0);
         }
         if (same)
             return k;

@@ -605,8 +605,7 @@ static void compile_flags_field(void) {
         Err e = {0};
         int rc = artifact_read(path, &a, &e);
         CHECK_MSG(rc == ST_OK && a.h.format_version == ARTIFACT_FORMAT_VERSION &&
-                      a.h.compile_flags == ok[i].compile &&
-                      a.h.load_flags == ok[i].load,
+                      a.h.compile_flags == ok[i].compile && a.h.load_flags == ok[i].load,
                   "%u/%u: %s", ok[i].load, ok[i].compile, e.msg);
         artifact_contents_free(&a);
     }
