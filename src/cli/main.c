@@ -339,7 +339,9 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
 
 // Loads the model with shapes from --input-shapes and, for inputs given as files, the files'
 // shapes (so a symbolic batch dimension needs no flag when the input is supplied).
-static int load_model(const Args *a, const HostTensor *files, Graph **g, Err *e) {
+// symbols non-NULL: unbound symbolic dimensions are taken as 1 and listed there (orch info).
+static int load_model(const Args *a, const HostTensor *files, LoadSymbols *symbols, Graph **g,
+                      Err *e) {
     InputShape shapes[2 * MAX_ARGS];
     char sources[MAX_ARGS][512];
     LoadOptions lo = {shapes, 0};
@@ -362,7 +364,7 @@ static int load_model(const Args *a, const HostTensor *files, Graph **g, Err *e)
         }
     }
     if (rc == ST_OK)
-        rc = onnx_load_file(a->model, &lo, g, e);
+        rc = onnx_load_file_symbols(a->model, &lo, symbols, g, e);
     free(spec);
     return rc;
 }
@@ -479,8 +481,13 @@ static int cmd_info(int argc, char **argv) {
         return (rc = check_artifact_flags(&a)) ? rc : info_artifact(a.model);
     Err e = {0};
     Graph *g = NULL;
-    if ((rc = load_model(&a, NULL, &g, &e)))
+    // A model with symbolic dimensions is described without binding them: they are shown, and
+    // the shapes, parameters and FLOPs below are those of every symbol at 1.
+    LoadSymbols *sym = xcalloc(1, sizeof *sym);
+    if ((rc = load_model(&a, NULL, sym, &g, &e))) {
+        free(sym);
         return fail(&e);
+    }
     char b1[64], b2[64];
     printf("model: %s\n  producer %s, IR version %lld, opset %d\n", a.model, g->producer,
            (long long)g->ir_version, g->opset);
@@ -493,7 +500,38 @@ static int cmd_info(int argc, char **argv) {
         }
     }
     printf("inputs:\n");
-    print_tensors(g, g->inputs, g->n_inputs);
+    if (sym->n == 0)
+        print_tensors(g, g->inputs, g->n_inputs);
+    for (int i = 0; i < g->n_inputs && sym->n > 0; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        StrBuf sh;
+        sb_init(&sh);
+        for (int d = 0; d < t->rank; d++) {
+            const char *name = NULL;
+            for (int k = 0; k < sym->n && !name; k++)
+                if (sym->s[k].axis == d && strcmp(sym->s[k].input, t->name) == 0)
+                    name = sym->s[k].name;
+            if (name)
+                sb_printf(&sh, "%s%s", d ? "x" : "", name);
+            else
+                sb_printf(&sh, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+        }
+        printf("  %-24s %-8s %s\n", t->name, dtype_name(t->dtype), t->rank ? sh.s : "scalar");
+        sb_free(&sh);
+    }
+    if (sym->n > 0) {
+        StrBuf names;
+        sb_init(&names);
+        for (int k = 0; k < sym->n; k++)
+            sb_printf(&names, "%s%s (%s axis %d)", k ? ", " : "", sym->s[k].name, sym->s[k].input,
+                      sym->s[k].axis);
+        printf("symbolic dimensions: %s; the shapes, parameters and FLOPs below take each as 1 "
+               "(bind them with --input-shapes; orch compile takes --input-shapes several "
+               "times for several shape sets)\n",
+               names.s);
+        sb_free(&names);
+    }
+    free(sym);
     printf("nodes in the file: %d\n", g->n_nodes);
     op_histogram_print(stdout, g);
     printf("parameters: %s (%s bytes)\n", human((double)params, b1, sizeof b1),
@@ -959,7 +997,7 @@ static int cmd_run(int argc, char **argv) {
     if (rc == ST_OK && art)
         io = io_of_prims(session_graph(run));
     if (rc == ST_OK && !art)
-        rc = load_model(&a, files, &g, &e);
+        rc = load_model(&a, files, NULL, &g, &e);
     if (rc == ST_OK && !art)
         rc = graph_infer_and_fold(g, NULL, &e);
     if (rc == ST_OK && !art)
@@ -1314,7 +1352,7 @@ static int cmd_inspect(int argc, char **argv) {
                      "inspect shows",
                      a.model);
     if (rc == ST_OK && !art)
-        rc = load_model(&a, NULL, &g, &e);
+        rc = load_model(&a, NULL, NULL, &g, &e);
     if (rc == ST_OK && !art)
         rc = graph_infer_and_fold(g, &fs, &e);
     if (rc == ST_OK && (a.dot || a.svg) && !(df = open_memstream(&dot, &dot_len)))
