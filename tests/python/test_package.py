@@ -229,9 +229,25 @@ def main():
             close_to("logits", got["logits"], onnxruntime(TINY, {"image": x})["logits"])
         raises(orch.Status.INVALID, lambda: s.run({"image": np.zeros((3, 3, 32, 32), np.float32)}),
                "image:3x3x32x32", "serves only image:1x3x32x32 | image:4x3x32x32")
-        # The same refusal from the C API (the package checks first): a session from the bytes.
+        # The same refusal from the C API (the package checks first): a session from the bytes,
+        # orch_session_run called directly on a batch of 3.
         s2 = orch.Session.from_bytes(open(art, "rb").read())
         assert len(s2.shape_sets) == 2
+        C = _capi.ctypes
+        x3 = np.zeros((3, 3, 32, 32), np.float32)
+        y3 = np.zeros((3, 10), np.float32)
+        tin = _capi.Tensor(name=b"image", dtype=1, rank=4, data=x3.ctypes.data, nbytes=x3.nbytes)
+        tout = _capi.Tensor(name=b"logits", dtype=1, rank=2, data=y3.ctypes.data,
+                            nbytes=y3.nbytes)
+        for d, v in enumerate(x3.shape):
+            tin.dims[d] = v
+        tout.dims[0], tout.dims[1] = 3, 10
+        ctx = _capi.lib.orch_ctx_create()
+        rc = _capi.lib.orch_session_run(ctx, s2._ptr, C.byref(tin), 1, C.byref(tout), 1)
+        msg = _capi.lib.orch_last_error(ctx).decode()
+        _capi.lib.orch_ctx_free(ctx)
+        assert rc == orch.Status.INVALID and "image:3x3x32x32" in msg and \
+            "image:1x3x32x32 | image:4x3x32x32" in msg, (rc, msg)
         raises(orch.Status.USAGE, lambda: orch.compile(TINY, os.path.join(tmp, "x.orch"),
                                                        input_shapes=[], **quick), "empty")
         raises(orch.Status.USAGE, lambda: orch.compile(
