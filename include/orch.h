@@ -176,6 +176,12 @@ typedef struct orch_compile_options {
     // nodes, and no artefact is written (orch compile --strict); an artefact compiled so records
     // it. Zero: such kernels run on the interpreters (verbose's summary lists them).
     int strict;
+    // Several shape sets, each spelt as input_shapes ("x:1x3x224x224"), compiled into one
+    // artefact with one plan per set (at most 16) and the weights once; input_shapes must then be
+    // NULL. A session runs the plan matching its inputs (orch_session_num_shape_sets). 0: the
+    // one set input_shapes gives.
+    const char *const *shape_sets;
+    int n_shape_sets;
 } orch_compile_options;
 
 // Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left
@@ -208,10 +214,25 @@ void orch_session_free(orch_session *s);
 
 int orch_session_num_inputs(const orch_session *s);
 int orch_session_num_outputs(const orch_session *s);
+// The shapes are those of the artefact's first shape set (its only one unless it was compiled
+// with several: see below).
 orch_status orch_session_input_info(const orch_session *s, int i, orch_tensor *info);
 orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *info);
 
-// Runs the compiled model; inputs and outputs as for orch_model_run_reference (caller-owned).
+// An artefact compiled for several shape sets (orch_compile_options.shape_sets, orch compile
+// --input-shapes given several times) holds one plan per set; orch_session_run picks the one
+// whose input shapes equal the inputs' and refuses any other shape with ORCH_ERR_INVALID, naming
+// the shapes the artefact serves. Sets are numbered 0..orch_session_num_shape_sets - 1 in the
+// order they were compiled; the info functions give set `set`'s tensors (same names and dtypes
+// in every set, other shapes).
+int orch_session_num_shape_sets(const orch_session *s); // 1 for a one-shape artefact
+orch_status orch_session_shape_set_input_info(const orch_session *s, int set, int i,
+                                              orch_tensor *info);
+orch_status orch_session_shape_set_output_info(const orch_session *s, int set, int i,
+                                               orch_tensor *info);
+
+// Runs the compiled model; inputs and outputs as for orch_model_run_reference (caller-owned),
+// with the shapes of one of the artefact's shape sets (the plan is chosen by them).
 // Thread-safe: several threads may run one session at once, each with its own orch_ctx (a
 // context holds the last error and is not shared). On the CPU concurrent runs proceed in
 // parallel, sharing the kernels and weights, each with its own activation memory (the session

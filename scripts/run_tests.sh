@@ -148,6 +148,8 @@ run_suites() { # run_suites BUILD_DIR LABEL
     # The compile/run/bench/db commands incl. a SIGKILLed compile resumed, damaged artefacts.
     pool_start "$label:compile_cli" "$PY" tests/compile/test_compile_cli.py "$dir/orch" \
         "${models[@]}"
+    # One artefact for several input shapes: every plan against ONNX Runtime, others refused.
+    pool_start "$label:shapes_cli" "$PY" tests/compile/test_shapes_cli.py "$dir/orch"
     # A 5,000-node elementwise chain compiled and run: its compile time and memory (linear in
     # the model's size) are printed on the suite's line.
     pool_start "$label:long_chain" "$PY" tests/compile/long_chain.py "$dir/orch" 5000

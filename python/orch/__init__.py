@@ -157,25 +157,39 @@ class _Runner:
         self._active = 0  # runs in progress: close() waits for them to end
         self._idle = threading.Event()  # set when the last run ends after close() began
         self._run_lock = threading.Lock() if self._serial else None
-        self.inputs, c_inputs = self._infos(self._c_num_inputs, self._c_input_info)
-        self.outputs, c_outputs = self._infos(self._c_num_outputs, self._c_output_info)
+        # One entry per shape set (an artefact compiled for several; else one): its inputs and
+        # outputs, and orch_tensor arrays filled once, as the info functions describe each
+        # tensor (a run copies them and sets only the data pointers).
+        self._sets = [self._shape_set(k) for k in range(self._num_sets())]
+        (self.inputs, self.outputs, self._in_type, self._out_type, self._in_template,
+         self._out_template) = self._sets[0]
         self._input_index = {t.name: i for i, t in enumerate(self.inputs)}
-        # orch_tensor arrays filled once, as the info functions describe each tensor; a run
-        # copies them and sets only the data pointers.
-        self._in_type = _capi.Tensor * len(self.inputs)
-        self._out_type = _capi.Tensor * len(self.outputs)
-        self._in_template = self._in_type(*c_inputs)
-        self._out_template = self._out_type(*c_outputs)
 
-    def _infos(self, num: str, info: str) -> tuple:
+    def _num_sets(self) -> int:
+        return 1
+
+    def _info_fn(self, info: str, k: int):
+        """info(i, tensor) -> status for shape set k."""
+        fn = getattr(lib, info)
+        return lambda i, t: fn(self._ptr, i, t)
+
+    def _shape_set(self, k: int) -> tuple:
+        inputs, c_inputs = self._infos(self._c_num_inputs, self._info_fn(self._c_input_info, k))
+        outputs, c_outputs = self._infos(self._c_num_outputs,
+                                         self._info_fn(self._c_output_info, k))
+        in_type = _capi.Tensor * len(inputs)
+        out_type = _capi.Tensor * len(outputs)
+        return inputs, outputs, in_type, out_type, in_type(*c_inputs), out_type(*c_outputs)
+
+    def _infos(self, num: str, info) -> tuple:
         """[TensorInfo] and [orch_tensor] of the inputs or the outputs."""
         n = getattr(lib, num)(self._ptr)
         infos, tensors = [], []
         for i in range(n):
             t = _capi.Tensor()
-            rc = getattr(lib, info)(self._ptr, i, t)
+            rc = info(i, t)
             if rc != Status.OK:
-                raise Error(f"{info}({i}) failed", rc)
+                raise Error(f"{num}: tensor {i}'s description failed", rc)
             name = t.name.decode()
             shape = tuple(int(t.dims[d]) for d in range(t.rank))
             infos.append(TensorInfo(name, shape, _numpy_dtype(t.dtype, name)))
@@ -210,9 +224,30 @@ class _Runner:
                             f"order of .inputs, not {type(inputs).__name__}")
         return list(values)
 
-    def _arrange(self, inputs: Inputs) -> list:
-        """The inputs in the model's order, each checked and converted."""
-        return [_convert(t, v) for t, v in zip(self.inputs, self._ordered(inputs))]
+    def _pick_set(self, values: list) -> tuple:
+        """The shape set whose input shapes the values have."""
+        sets = self._sets
+        if len(sets) > 1:
+            shapes = [np.shape(v) for v in values]
+            for s in sets:
+                if all(t.shape == sh for t, sh in zip(s[0], shapes)):
+                    break
+            else:
+                got = ",".join(f"{t.name}:{'x'.join(map(str, sh)) or 'scalar'}"
+                               for t, sh in zip(self.inputs, shapes))
+                raise Error(f"inputs of shapes {got}: the artefact serves only "
+                            f"{' | '.join(_set_text(s[0]) for s in sets)} (compile it with "
+                            "input_shapes for these shapes too)", Status.INVALID)
+        else:
+            s = sets[0]
+        return s
+
+    def _arrange(self, inputs: Inputs) -> tuple:
+        """The shape set the inputs have and the inputs in the model's order, each checked and
+        converted."""
+        values = self._ordered(inputs)
+        s = self._pick_set(values)
+        return s, [_convert(t, v) for t, v in zip(s[0], values)]
 
     def _call(self, c_name: str, ins, n_in: int, outs, n_out: int, *extra) -> None:
         """One call of the C run function c_name on this object, with the close/run bookkeeping
@@ -251,14 +286,17 @@ class _Runner:
                 raise Error(f"input '{t.name}' is on GPU {d[1]}, another input on GPU "
                             f"{device[1]}", Status.USAGE)
             device = d
+        (inputs, outs_info, in_type, out_type, in_template, out_template) = \
+            self._pick_set(values)
+        for t, v in zip(inputs, values):
             views.append(_dlpack.View(v, "input", t.name, t.shape, t.dtype, False))
         given = dict(outputs or {})
         for k in given:
-            if k not in {t.name for t in self.outputs}:
+            if k not in {t.name for t in outs_info}:
                 raise Error(f"unknown output {k!r}: the model's outputs are "
-                            + ", ".join(f"'{t.name}'" for t in self.outputs), Status.USAGE)
+                            + ", ".join(f"'{t.name}'" for t in outs_info), Status.USAGE)
         results = []
-        for t in self.outputs:
+        for t in outs_info:
             o = given.get(t.name)
             if o is None:
                 o = _dlpack.new_like(values[0], t.shape, t.dtype, False, device)
@@ -270,15 +308,15 @@ class _Runner:
                 raise Error(f"output '{t.name}' is not on the inputs' GPU", Status.USAGE)
             results.append(o)
             views.append(_dlpack.View(o, "output", t.name, t.shape, t.dtype, False))
-        ins = self._in_type.from_buffer_copy(self._in_template)
-        for i in range(len(self.inputs)):
+        ins = in_type.from_buffer_copy(in_template)
+        for i in range(len(inputs)):
             ins[i].data = views[i].address
-        outs = self._out_type.from_buffer_copy(self._out_template)
-        for i in range(len(self.outputs)):
-            outs[i].data = views[len(self.inputs) + i].address
-        self._call(self._c_run_device, ins, len(self.inputs), outs, len(self.outputs), None)
+        outs = out_type.from_buffer_copy(out_template)
+        for i in range(len(outs_info)):
+            outs[i].data = views[len(inputs) + i].address
+        self._call(self._c_run_device, ins, len(inputs), outs, len(outs_info), None)
         del views  # the capsules: released once the run has ended
-        return {t.name: o for t, o in zip(self.outputs, results)}
+        return {t.name: o for t, o in zip(outs_info, results)}
 
     _c_run_device = None  # Session: orch_session_run_device
 
@@ -286,7 +324,9 @@ class _Runner:
         """Runs the model on `inputs`, a dict {input name: array} or a list of arrays in the
         order of `.inputs`, and returns {output name: numpy.ndarray} (new arrays).
 
-        Each input must have the shape in `.inputs`; an array of another dtype is converted
+        Each input must have the shape in `.inputs` (or, on an artefact compiled for several
+        shape sets, those of one of `.shape_sets`: the run uses that set's plan; any other
+        shape raises Error(INVALID) naming the sets); an array of another dtype is converted
         only where numpy's safe casting allows (int32 into int64, float32 into float64), else
         Error(INVALID) is raised; a copy is made only where the array is not C-contiguous or
         has to be converted. Several threads may run one Session at once (their runs take
@@ -303,16 +343,17 @@ class _Runner:
         if outputs is not None:
             raise Error("outputs= is for device tensors; host runs return new arrays",
                         Status.USAGE)
-        arrays = self._arrange(inputs)
-        ins = self._in_type.from_buffer_copy(self._in_template)
+        (_, outs_info, in_type, out_type, in_template, out_template), arrays = \
+            self._arrange(inputs)
+        ins = in_type.from_buffer_copy(in_template)
         for i, a in enumerate(arrays):
             ins[i].data = _address(a)
-        results = [np.empty(t.shape, t.dtype) for t in self.outputs]
-        outs = self._out_type.from_buffer_copy(self._out_template)
+        results = [np.empty(t.shape, t.dtype) for t in outs_info]
+        outs = out_type.from_buffer_copy(out_template)
         for i, a in enumerate(results):
             outs[i].data = _address(a)
         self._call(self._c_run, ins, len(arrays), outs, len(results))
-        return {t.name: a for t, a in zip(self.outputs, results)}
+        return {t.name: a for t, a in zip(outs_info, results)}
 
     def close(self) -> None:
         """Frees the C object once the runs in progress have ended; later runs raise Error.
@@ -344,6 +385,11 @@ class _Runner:
         state = "closed" if getattr(self, "_ptr", None) is None else "open"
         return (f"<orch.{type(self).__name__} {self._source!r} ({state}) inputs={self.inputs} "
                 f"outputs={self.outputs}>")
+
+
+def _set_text(infos) -> str:
+    """A shape set as orch spells it: "x:1x3x32x32,mask:1x128"."""
+    return ",".join(f"{t.name}:{'x'.join(map(str, t.shape)) or 'scalar'}" for t in infos)
 
 
 def _dlpack_device(v) -> bool:
@@ -392,6 +438,18 @@ def _shapes_arg(shapes) -> bytes | None:
                     for name, dims in shapes.items()).encode()
 
 
+def _shape_sets_arg(shapes) -> tuple:
+    """(input_shapes, shape set array or None, count) for orch_compile_options: a list of
+    shape sets (each a dict or a string) goes in shape_sets, one set in input_shapes."""
+    if isinstance(shapes, (list, tuple)):
+        if not shapes:
+            raise Error("input_shapes: an empty list of shape sets", Status.USAGE)
+        encoded = [_shapes_arg(s) for s in shapes]
+        arr = (_capi.ctypes.c_char_p * len(encoded))(*encoded)
+        return None, arr, len(encoded)
+    return _shapes_arg(shapes), None, 0
+
+
 def _str_arg(s) -> bytes | None:
     return None if s is None else str(s).encode()
 
@@ -401,8 +459,10 @@ class Session(_Runner):
     this machine, its kernels loaded, its memory planned.
 
     `inputs` and `outputs` list TensorInfo(name, shape, dtype); run() takes and returns numpy
-    arrays (on an artefact compiled for CUDA copied to and from the GPU), or device tensors
-    (DLPack: PyTorch, CuPy) read and written in place on the GPU.
+    arrays. An artefact compiled for several shape sets (compile's input_shapes a list) lists
+    them in `shape_sets`, and run() uses the plan of the set its inputs' shapes match. On an
+    artefact compiled for CUDA run() takes host arrays, copied to and from the GPU, or device
+    tensors (DLPack: PyTorch, CuPy) read and written in place on the GPU.
 
     threads: OpenMP threads of the run (None: the artefact's own setting).
     allow_foreign_device: run an artefact compiled for another CPU (at your own risk).
@@ -418,6 +478,19 @@ class Session(_Runner):
     _c_run = "orch_session_run"
     _c_run_device = "orch_session_run_device"
     _what = "session"
+
+    def _num_sets(self) -> int:
+        return lib.orch_session_num_shape_sets(self._ptr)
+
+    def _info_fn(self, info: str, k: int):
+        fn = getattr(lib, info.replace("orch_session_", "orch_session_shape_set_"))
+        return lambda i, t: fn(self._ptr, k, i, t)
+
+    @property
+    def shape_sets(self) -> list:
+        """The shape sets the artefact serves, in the order they were compiled: for each, the
+        list of input TensorInfos (`.inputs` is the first's)."""
+        return [s[0] for s in self._sets]
 
     def __init__(self, artifact_path: PathLike, *, threads: int | None = None,
                  allow_foreign_device: bool = False, fixed_threads: bool = False):
@@ -500,7 +573,10 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
 
     target: "cpu" or "cuda". precision: "fp32" (exact float32), or on "cuda" "tf32", "fp16",
     "bf16" (tensor cores, float32 accumulation). input_shapes: binds symbolic input dimensions,
-    {"image": (1, 3, 224, 224)} or "image:1x3x224x224". db: the profile database (None:
+    {"image": (1, 3, 224, 224)} or "image:1x3x224x224"; a list of such shape sets compiles one
+    plan per set into the one artefact (the weights once; at most 16), and the session runs the
+    plan whose shapes its inputs have: [{"image": (1, 3, 224, 224)}, {"image": (8, 3, 224,
+    224)}]. db: the profile database (None:
     ~/.cache/orch/profile.db). threads: threads of the generated kernels (None: every core).
     verbose: progress lines and the summary on the process's stderr (file descriptor 2, which
     a notebook does not show).
@@ -514,9 +590,11 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
 
     Raises Error with orch's status and message (an unsupported operator: Status.UNSUPPORTED,
     naming the ops and nodes; a bad option: Status.USAGE)."""
+    one_set, sets, n_sets = _shape_sets_arg(input_shapes)
     opt = _capi.CompileOptions(
         target=_str_arg(target), db_path=None if db is None else os.fsencode(db),
-        input_shapes=_shapes_arg(input_shapes), attention_rewrite=int(bool(attention_rewrite)),
+        shape_sets=sets, n_shape_sets=n_sets,
+        input_shapes=one_set, attention_rewrite=int(bool(attention_rewrite)),
         threads=int(threads or 0), top_k=int(top_k or 0), jobs=int(jobs or 0),
         time_limit=float(time_limit or 0), verbose=int(bool(verbose)),
         precision=_str_arg(precision), half_storage=int(bool(half_storage)),

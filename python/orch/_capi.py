@@ -57,6 +57,8 @@ class CompileOptions(ctypes.Structure):
         ("layout", ctypes.c_char_p),
         ("explain", ctypes.c_int),
         ("strict", ctypes.c_int),
+        ("shape_sets", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_shape_sets", ctypes.c_int),
     ]
 
 
@@ -126,6 +128,10 @@ def _load() -> ctypes.CDLL:
         "orch_session_run": (_enum, [P, P, Ptr(Tensor), ctypes.c_int, Ptr(Tensor), ctypes.c_int]),
         "orch_session_run_device": (
             _enum, [P, P, Ptr(Tensor), ctypes.c_int, Ptr(Tensor), ctypes.c_int, P]),
+        "orch_session_num_shape_sets": (ctypes.c_int, [P]),
+        "orch_session_shape_set_input_info": (_enum, [P, ctypes.c_int, ctypes.c_int, Ptr(Tensor)]),
+        "orch_session_shape_set_output_info": (
+            _enum, [P, ctypes.c_int, ctypes.c_int, Ptr(Tensor)]),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)

@@ -187,6 +187,16 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
                          .no_attention = opt->no_attention != 0,
                          .explain = opt->explain,
                          .strict = opt->strict != 0};
+    if (opt->n_shape_sets < 0 || (opt->n_shape_sets > 0 && !opt->shape_sets))
+        return (orch_status)err_set(&ctx->err, ST_USAGE,
+                                    "orch_compile_options: n_shape_sets %d without shape_sets",
+                                    opt->n_shape_sets);
+    if (opt->n_shape_sets > 0 && opt->input_shapes)
+        return (orch_status)err_set(&ctx->err, ST_USAGE,
+                                    "orch_compile_options: input_shapes and shape_sets both given "
+                                    "(put every shape set in shape_sets)");
+    co.shape_sets = opt->shape_sets;
+    co.n_shape_sets = opt->n_shape_sets;
     if (co.threads < 0 || co.top_k < 0 || co.jobs < 0 || co.time_limit < 0)
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: negative threads/top_k/jobs/time_limit");

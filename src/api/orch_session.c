@@ -154,6 +154,83 @@ orch_status orch_session_output_info(const orch_session *s, int i, orch_tensor *
     return ORCH_OK;
 }
 
+int orch_session_num_shape_sets(const orch_session *s) {
+    return s ? session_num_plans(s->s) : 0;
+}
+
+orch_status orch_session_shape_set_input_info(const orch_session *s, int set, int i,
+                                              orch_tensor *info) {
+    if (!s || set < 0 || set >= session_num_plans(s->s))
+        return ORCH_ERR_USAGE;
+    const PrimGraph *pg = session_graph(session_for_plan(s->s, set));
+    if (!info || i < 0 || i >= pg->n_inputs)
+        return ORCH_ERR_USAGE;
+    api_fill_info(pg->tensors[pg->inputs[i]], info);
+    return ORCH_OK;
+}
+
+orch_status orch_session_shape_set_output_info(const orch_session *s, int set, int i,
+                                               orch_tensor *info) {
+    if (!s || set < 0 || set >= session_num_plans(s->s))
+        return ORCH_ERR_USAGE;
+    const PrimGraph *pg = session_graph(session_for_plan(s->s, set));
+    if (!info || i < 0 || i >= pg->n_outputs)
+        return ORCH_ERR_USAGE;
+    api_fill_info(pg->tensors[pg->outputs[i]], info);
+    return ORCH_OK;
+}
+
+// The plan whose input shapes the caller's inputs have (an artefact of several shape sets), or
+// an error naming the shapes the artefact serves. Inputs not given are reported by the checks of
+// the first plan's session.
+static int pick_plan(Err *e, Session *s, const orch_tensor *inputs, int n_inputs, Session **out) {
+    *out = s;
+    if (session_num_plans(s) == 1)
+        return ST_OK;
+    const PrimGraph *pg = session_graph(s);
+    int ranks_small[64];
+    const int64_t *dims_small[64];
+    int *ranks = pg->n_inputs <= 64 ? ranks_small : xcalloc((size_t)pg->n_inputs, sizeof(int));
+    const int64_t **dims =
+        pg->n_inputs <= 64 ? dims_small : xcalloc((size_t)pg->n_inputs, sizeof(int64_t *));
+    bool all = true;
+    for (int i = 0; i < pg->n_inputs && all; i++) {
+        const orch_tensor *u = api_match(inputs, n_inputs, pg->tensors[pg->inputs[i]], i);
+        all = u != NULL;
+        if (u) {
+            ranks[i] = u->rank;
+            dims[i] = u->dims;
+        }
+    }
+    int k = all ? session_find_plan(s, ranks, dims) : 0;
+    int rc = ST_OK;
+    if (k >= 0) {
+        *out = session_for_plan(s, k);
+    } else {
+        char got[512] = "", served[2048];
+        size_t used = 0;
+        for (int i = 0; i < pg->n_inputs && used + 1 < sizeof got; i++) {
+            char sh[160];
+            int w =
+                snprintf(got + used, sizeof got - used, "%s%s:%s", i ? "," : "",
+                         pg->tensors[pg->inputs[i]]->name,
+                         shape_str(dims[i], ranks[i] < 0 || ranks[i] > ORCH_MAX_DIMS ? 0 : ranks[i],
+                                   sh, sizeof sh));
+            used = w > 0 && (size_t)w < sizeof got - used ? used + (size_t)w : sizeof got - 1;
+        }
+        session_served_shapes(s, served, sizeof served);
+        rc = err_set(e, ST_INVALID,
+                     "inputs of shapes %s: the artefact serves only %s (compile it with "
+                     "--input-shapes for these shapes too)",
+                     got, served);
+    }
+    if (ranks != ranks_small)
+        free(ranks);
+    if (dims != dims_small)
+        free(dims);
+    return rc;
+}
+
 // orch_session_run and orch_session_run_device: device selects the latter, with stream.
 static orch_status run_tensors(orch_ctx *ctx, orch_session *s, const orch_tensor *inputs,
                                int n_inputs, orch_tensor *outputs, int n_outputs, bool device,
@@ -163,8 +240,12 @@ static orch_status run_tensors(orch_ctx *ctx, orch_session *s, const orch_tensor
         return ORCH_ERR_USAGE;
     if (!s || (n_inputs && !inputs) || (n_outputs && !outputs))
         return (orch_status)err_set(&ctx->err, ST_USAGE, "%s: NULL argument", fn);
-    const PrimGraph *pg = session_graph(s->s);
     Err *e = &ctx->err;
+    Session *run = NULL;
+    int prc = pick_plan(e, s->s, inputs, n_inputs, &run);
+    if (prc)
+        return (orch_status)prc;
+    const PrimGraph *pg = session_graph(run);
     // Small fixed arrays: the run allocates nothing for models with up to 64 inputs/outputs.
     const void *in_small[64];
     void *out_small[64];
@@ -188,7 +269,7 @@ static orch_status run_tensors(orch_ctx *ctx, orch_session *s, const orch_tensor
             out[i] = u->data;
     }
     if (rc == ST_OK)
-        rc = device ? session_run_device(s->s, in, out, stream, e) : session_run(s->s, in, out, e);
+        rc = device ? session_run_device(run, in, out, stream, e) : session_run(run, in, out, e);
     if (in != in_small)
         free(in);
     if (out != out_small)

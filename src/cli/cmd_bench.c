@@ -1,6 +1,7 @@
 // `orch bench MODEL.orch|MODEL.onnx`: latency statistics of a compiled model and a per-kernel
 // table (time, share, the ONNX nodes each kernel covers), as text and optionally JSON. An ONNX
-// model is compiled first (compile's flags apply) into a temporary artefact.
+// model is compiled first (compile's flags apply) into a temporary artefact. An artefact of
+// several shape sets is benched on one: --shapes N (as orch info numbers them), else the first.
 // Latency runs are timed without per-kernel clocks; the kernel table comes from separate
 // profiled runs, so the clocks do not inflate the latency figures. A warning says when the
 // machine was busy (the runs' spread or the machine's runnable threads: kernel_lab.h's rule).
@@ -69,8 +70,8 @@ static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
             "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-            " [--json FILE]\n           [--fixed-threads] [compile options for an ONNX model: --db "
-            "FILE "
+            " [--json FILE]\n           [--fixed-threads] [--shapes N]\n           [compile "
+            "options for an ONNX model: --db FILE "
             "--top-k K --input-shapes ... --precision P]\n");
     return ST_USAGE;
 }
@@ -99,7 +100,7 @@ static int cmp_row(const void *a, const void *b) {
 }
 
 int cli_bench_main(int argc, char **argv) {
-    int iters = 100, warmup = 10, threads = 0;
+    int iters = 100, warmup = 10, threads = 0, shape_set = 0;
     bool fixed_threads = false;
     const char *json = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
@@ -110,8 +111,8 @@ int cli_bench_main(int argc, char **argv) {
             fixed_threads = true;
             continue;
         }
-        bool mine =
-            strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 || strcmp(s, "--json") == 0;
+        bool mine = strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 ||
+                    strcmp(s, "--json") == 0 || strcmp(s, "--shapes") == 0;
         if (!mine) {
             rest[nrest++] = argv[i];
             if (strcmp(s, "--threads") == 0 && i + 1 < argc) {
@@ -132,6 +133,16 @@ int cli_bench_main(int argc, char **argv) {
         char *end;
         errno = 0;
         long n = strtol(v, &end, 10);
+        if (strcmp(s, "--shapes") == 0) {
+            if (end == v || *end || errno || n < 1 || n > ARTIFACT_MAX_PLANS) {
+                free(rest);
+                return bench_usage("--shapes expects a shape set's number (1 to 16, as orch "
+                                   "info lists them), got '%s'",
+                                   v);
+            }
+            shape_set = (int)n;
+            continue;
+        }
         if (end == v || *end || errno || n < (strcmp(s, "--iters") == 0 ? 1 : 0) || n > 1000000) {
             free(rest);
             return bench_usage("bad count '%s' (--iters 1..1000000, --warmup 0..1000000)", v);
@@ -193,11 +204,23 @@ int cli_bench_main(int argc, char **argv) {
         rc = session_create(&ac, &hw, &so, &s, &e);
     if (!is_art && !out)
         remove(tmp_path);
+    Session *all = s; // every shape set's; s: the one benched
+    if (rc == ST_OK && shape_set > session_num_plans(all))
+        rc = err_set(&e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", shape_set,
+                     art_path == tmp_path ? model : art_path, session_num_plans(all),
+                     session_num_plans(all) == 1 ? "" : "s");
     if (rc) {
         fprintf(stderr, "orch: error: %s\n", e.msg);
+        session_free(all);
         artifact_contents_free(&ac);
         return rc;
     }
+    s = session_for_plan(all, shape_set ? shape_set - 1 : 0);
+    char shapes_text[1024] = "";
+    session_plan_shapes(all, shape_set ? shape_set - 1 : 0, shapes_text, sizeof shapes_text);
+    if (session_num_plans(all) > 1)
+        printf("shape set %d of %d: %s%s\n", shape_set ? shape_set : 1, session_num_plans(all),
+               shapes_text, shape_set ? "" : " (--shapes N benches another)");
 
     // Inputs: random values like orch run's (floats in [-1, 1), small integers).
     const PrimGraph *pg = session_graph(s);
@@ -354,6 +377,8 @@ int cli_bench_main(int argc, char **argv) {
                 json_str(jf, ac.h.precision);
                 fprintf(jf, ",\n  \"device\": ");
                 json_str(jf, ac.h.fingerprint);
+                fprintf(jf, ",\n  \"input_shapes\": ");
+                json_str(jf, shapes_text);
                 fprintf(jf,
                         ",\n  \"threads\": %d,\n  \"iters\": %d,\n  \"warmup\": %d,\n"
                         "  \"min_ms\": %.6f,\n  \"median_ms\": %.6f,\n  \"p95_ms\": %.6f,\n"
@@ -402,7 +427,7 @@ int cli_bench_main(int argc, char **argv) {
     free(lat);
     free(dev);
     free(kt);
-    session_free(s);
+    session_free(all);
     artifact_contents_free(&ac);
     return rc;
 }

@@ -13,7 +13,7 @@
 
 static void compile_usage(FILE *f, bool options) {
     fprintf(f, "usage: orch compile MODEL.onnx -t cpu|cuda -o MODEL.orch [--db FILE] [--threads N]"
-               "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]"
+               "\n           [--top-k K] [--jobs J] [--input-shapes NAME:DIMS[,...]]..."
                " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
                " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
                "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
@@ -27,7 +27,10 @@ static void compile_usage(FILE *f, bool options) {
             "  --threads N         kernel threads (default: every core this process may use)\n"
             "  --top-k K           configs measured per chosen kernel (default 8)\n"
             "  --jobs J            parallel compiler processes (default: cores)\n"
-            "  --input-shapes      shapes of inputs the model leaves symbolic\n"
+            "  --input-shapes      shapes of inputs the model leaves symbolic; given several\n"
+            "                      times (at most 16), one plan per shape set in one\n"
+            "                      artefact (the weights once): a run picks the plan whose\n"
+            "                      shapes match its inputs and refuses any other shape\n"
             "  --attention-rewrite the softmax's division after the attention MatMul\n"
             "  --time-limit S      the solver's limit in seconds\n"
             "  --seed S            the random inputs of the checks and timings\n"
@@ -82,6 +85,9 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
     *quiet = false;
     o->seed = 1;
     const char *layout = NULL; // --layout's value, for messages
+    // Several --input-shapes: the shape sets (the strings are argv's; one compile per process).
+    static const char *sets[ARTIFACT_MAX_PLANS];
+    int n_sets = 0;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -115,7 +121,11 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
         } else if (strcmp(s, "--jobs") == 0) {
             rc = parse_int(v, s, 1, 256, &o->jobs);
         } else if (strcmp(s, "--input-shapes") == 0) {
-            o->input_shapes = v;
+            if (n_sets == ARTIFACT_MAX_PLANS)
+                return bad("--input-shapes given more than %s times (an artefact holds at most "
+                           "16 shape sets)",
+                           "16");
+            sets[n_sets++] = v;
         } else if (strcmp(s, "--time-limit") == 0) {
             char *end;
             o->time_limit = strtod(v, &end);
@@ -171,6 +181,12 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
     }
     if (!*model)
         return bad("%s", "no model given");
+    if (n_sets == 1)
+        o->input_shapes = sets[0];
+    else if (n_sets > 1) {
+        o->shape_sets = sets;
+        o->n_shape_sets = n_sets;
+    }
     // Tensor cores are the CUDA target's; the C kernels compute in float32 only.
     if (o->precision && strcmp(o->precision, "fp32") != 0 &&
         (!o->target || strcmp(o->target, "cpu") == 0)) {

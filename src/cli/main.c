@@ -79,7 +79,7 @@ static void usage(FILE *f) {
         "      ONNX nodes, predicted time and the time measured over 3 profiled runs on random\n"
         "      inputs; --dot/--svg draw it, each launch a cluster of its primitives\n"
         "  orch compile MODEL.onnx -t cpu -o MODEL.orch [--db FILE] [--threads N] [--top-k K]\n"
-        "           [--jobs J] [--input-shapes ...] [--attention-rewrite] [--time-limit S]\n"
+        "           [--jobs J] [--input-shapes ...]... [--attention-rewrite] [--time-limit S]\n"
         "           [--seed S] [--precision fp32|tf32|fp16|bf16] [--half-storage]\n"
         "           [--layout auto|nchw|nhwc] [--no-mlp-chains] [--no-attention]\n"
         "           [--explain|--explain-all] [--strict] [--quiet]\n"
@@ -95,17 +95,23 @@ static void usage(FILE *f) {
         "      every candidate and config); the options that shape the plan are recorded;\n"
         "      the summary names every kernel not generated (op, nodes, interpreter, why,\n"
         "      share of the predicted time); --strict makes any such kernel an error (exit\n"
-        "      status 3, no artefact); orch compile --help describes every option\n"
+        "      status 3, no artefact); --input-shapes given several times compiles one plan\n"
+        "      per shape set into the one artefact (the weights once); orch compile --help\n"
+        "      describes every option\n"
         "  orch info MODEL.orch\n"
         "      what a compiled artefact holds: target, precision, machine, compile options,\n"
-        "      the kernels of its plan an interpreter runs\n"
+        "      its shape sets (kernels, arena, predicted time of each one's plan), the\n"
+        "      kernels of its plans an interpreter runs\n"
         "  orch run MODEL.orch [-i NAME=FILE]... [-o OUTDIR] [--expected NAME=FILE]...\n"
-        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N] [--fixed-threads]\n"
-        "      runs a compiled artefact (same inputs, outputs and checks as for ONNX); on the\n"
+        "           [--atol A] [--rtol R] [--seed S] [--repeat N] [--threads N] [--shapes N]\n"
+        "           [--fixed-threads]\n"
+        "      runs a compiled artefact (same inputs, outputs and checks as for ONNX); one of\n"
+        "      several shape sets: the one the -i files' shapes match (another shape exits\n"
+        "      with status 2), --shapes N's (orch info numbers them), else the first; on the\n"
         "      CPU a run uses fewer threads while other processes keep cores busy, unless\n"
         "      --fixed-threads\n"
         "  orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N] [--json FILE]\n"
-        "           [--fixed-threads] [compile options when given an ONNX model]\n"
+        "           [--shapes N] [--fixed-threads] [compile options when given an ONNX model]\n"
         "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
         "  orch db stats|clear [--db FILE] ...\n"
         "      the profile database: what it holds, or delete rows (see orch db)\n"
@@ -156,6 +162,7 @@ typedef struct Args {
     const char *svg;    // inspect --svg FILE
     int threads;        // run --threads N (compiled artefacts)
     bool fixed_threads; // run --fixed-threads: never fewer threads under contention
+    int shape_set;      // run --shapes N: the artefact's shape set N (1-based; 0: by the inputs)
 } Args;
 
 enum { CMD_INFO = 1, CMD_RUN = 2, CMD_INSPECT = 4 };
@@ -196,6 +203,7 @@ static const Flag flags[] = {
     {"--svg", true, CMD_INSPECT},
     {"--threads", true, CMD_RUN},
     {"--fixed-threads", false, CMD_RUN},
+    {"--shapes", true, CMD_RUN},
 };
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
@@ -313,6 +321,14 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
             a->input_shapes = argv[i];
         } else if (strcmp(s, "--fixed-threads") == 0) {
             a->fixed_threads = true;
+        } else if (strcmp(s, "--shapes") == 0) {
+            char *end;
+            long k = strtol(v, &end, 10);
+            if (*end || end == v || k < 1 || k > ARTIFACT_MAX_PLANS)
+                return usage_error("--shapes expects a shape set's number (1 to 16, as orch info "
+                                   "lists them), got '%s'",
+                                   v);
+            a->shape_set = (int)k;
         } else if (strcmp(s, "--threads") == 0) {
             char *end;
             long t = strtol(v, &end, 10);
@@ -330,7 +346,9 @@ static int parse_args(int argc, char **argv, unsigned cmd, Args *a) {
 
 // Loads the model with shapes from --input-shapes and, for inputs given as files, the files'
 // shapes (so a symbolic batch dimension needs no flag when the input is supplied).
-static int load_model(const Args *a, const HostTensor *files, Graph **g, Err *e) {
+// symbols non-NULL: unbound symbolic dimensions are taken as 1 and listed there (orch info).
+static int load_model(const Args *a, const HostTensor *files, LoadSymbols *symbols, Graph **g,
+                      Err *e) {
     InputShape shapes[2 * MAX_ARGS];
     char sources[MAX_ARGS][512];
     LoadOptions lo = {shapes, 0};
@@ -353,7 +371,7 @@ static int load_model(const Args *a, const HostTensor *files, Graph **g, Err *e)
         }
     }
     if (rc == ST_OK)
-        rc = onnx_load_file(a->model, &lo, g, e);
+        rc = onnx_load_file_symbols(a->model, &lo, symbols, g, e);
     free(spec);
     return rc;
 }
@@ -401,8 +419,14 @@ static int info_artifact(const char *path) {
            lf & ARTIFACT_LAYOUT_NHWC ? ", channels-last convolution layouts" : "");
     printf("compiled for: %s (%d thread%s)\n", h->fingerprint, h->threads,
            h->threads == 1 ? "" : "s");
-    printf("input shapes: %s\n", h->input_shapes[0] ? h->input_shapes : "(none)");
-    printf("kernels: %d, predicted %.3f ms\n", h->kernels, h->predicted_seconds * 1e3);
+    if (ac.n_plans == 1) {
+        printf("input shapes: %s\n", h->input_shapes[0] ? h->input_shapes : "(none)");
+        printf("kernels: %d, predicted %.3f ms\n", h->kernels, h->predicted_seconds * 1e3);
+    } else {
+        printf("shape sets: %d (a run uses the plan whose shapes its inputs have; orch bench "
+               "--shapes N, orch run --shapes N pick one)\n",
+               ac.n_plans);
+    }
     // The options the load flags record, then the compile flags' (format 4 on).
     char rest[160];
     artifact_compile_flags_text(h->compile_flags, rest, sizeof rest);
@@ -416,31 +440,41 @@ static int info_artifact(const char *path) {
                "--layout came with format 4)\n",
                h->format_version);
     // The plan's kernels an interpreter runs, from the model imported again as a session would
-    // (no device needed).
-    Graph *g = NULL;
-    PrimGraph *pg = NULL;
-    Plan *plan = NULL;
-    int rc = artifact_import_model(&ac, path, &g, &pg, &plan, &e);
-    if (rc == ST_OK) {
-        Fallbacks fb;
-        fallbacks_of_plan(pg, plan, h->target, &fb);
-        if (fb.kernels == 0) {
-            printf("not generated: none (every kernel of the plan is generated for %s)\n",
-                   h->target);
-        } else {
-            StrBuf b;
-            sb_init(&b);
-            fallbacks_format(&fb, false, "  ", &b);
-            printf("not generated: %d kernel%s, %.1f%% of the predicted time\n%s", fb.kernels,
-                   fb.kernels == 1 ? "" : "s", fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0,
-                   b.s);
-            sb_free(&b);
+    // (no device needed); per shape set where there are several.
+    int rc = ST_OK;
+    for (int k = 0; k < ac.n_plans && rc == ST_OK; k++) {
+        ArtifactContents view;
+        artifact_plan_view(&ac, k, &view);
+        Graph *g = NULL;
+        PrimGraph *pg = NULL;
+        Plan *plan = NULL;
+        rc = artifact_import_model(&view, path, &g, &pg, &plan, &e);
+        const char *indent = ac.n_plans > 1 ? "  " : "";
+        if (rc == ST_OK && ac.n_plans > 1)
+            printf("shape set %d: %s: %d kernels, arena %.2f MiB, predicted %.3f ms\n", k + 1,
+                   view.h.input_shapes, view.h.kernels, (double)plan->arena_bytes / 1048576.0,
+                   view.h.predicted_seconds * 1e3);
+        if (rc == ST_OK) {
+            Fallbacks fb;
+            fallbacks_of_plan(pg, plan, h->target, &fb);
+            if (fb.kernels == 0) {
+                printf("%snot generated: none (every kernel of the plan is generated for %s)\n",
+                       indent, h->target);
+            } else {
+                StrBuf b;
+                sb_init(&b);
+                fallbacks_format(&fb, false, ac.n_plans > 1 ? "    " : "  ", &b);
+                printf("%snot generated: %d kernel%s, %.1f%% of the predicted time\n%s", indent,
+                       fb.kernels, fb.kernels == 1 ? "" : "s",
+                       fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0, b.s);
+                sb_free(&b);
+            }
+            fallbacks_free(&fb);
         }
-        fallbacks_free(&fb);
+        plan_free(plan);
+        prim_graph_free(pg);
+        graph_free(g);
     }
-    plan_free(plan);
-    prim_graph_free(pg);
-    graph_free(g);
     artifact_contents_free(&ac);
     return rc ? fail(&e) : ST_OK;
 }
@@ -454,8 +488,13 @@ static int cmd_info(int argc, char **argv) {
         return (rc = check_artifact_flags(&a)) ? rc : info_artifact(a.model);
     Err e = {0};
     Graph *g = NULL;
-    if ((rc = load_model(&a, NULL, &g, &e)))
+    // A model with symbolic dimensions is described without binding them: they are shown, and
+    // the shapes, parameters and FLOPs below are those of every symbol at 1.
+    LoadSymbols *sym = xcalloc(1, sizeof *sym);
+    if ((rc = load_model(&a, NULL, sym, &g, &e))) {
+        free(sym);
         return fail(&e);
+    }
     char b1[64], b2[64];
     printf("model: %s\n  producer %s, IR version %lld, opset %d\n", a.model, g->producer,
            (long long)g->ir_version, g->opset);
@@ -468,7 +507,38 @@ static int cmd_info(int argc, char **argv) {
         }
     }
     printf("inputs:\n");
-    print_tensors(g, g->inputs, g->n_inputs);
+    if (sym->n == 0)
+        print_tensors(g, g->inputs, g->n_inputs);
+    for (int i = 0; i < g->n_inputs && sym->n > 0; i++) {
+        const Tensor *t = g->tensors[g->inputs[i]];
+        StrBuf sh;
+        sb_init(&sh);
+        for (int d = 0; d < t->rank; d++) {
+            const char *name = NULL;
+            for (int k = 0; k < sym->n && !name; k++)
+                if (sym->s[k].axis == d && strcmp(sym->s[k].input, t->name) == 0)
+                    name = sym->s[k].name;
+            if (name)
+                sb_printf(&sh, "%s%s", d ? "x" : "", name);
+            else
+                sb_printf(&sh, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
+        }
+        printf("  %-24s %-8s %s\n", t->name, dtype_name(t->dtype), t->rank ? sh.s : "scalar");
+        sb_free(&sh);
+    }
+    if (sym->n > 0) {
+        StrBuf names;
+        sb_init(&names);
+        for (int k = 0; k < sym->n; k++)
+            sb_printf(&names, "%s%s (%s axis %d)", k ? ", " : "", sym->s[k].name, sym->s[k].input,
+                      sym->s[k].axis);
+        printf("symbolic dimensions: %s; the shapes, parameters and FLOPs below take each as 1 "
+               "(bind them with --input-shapes; orch compile takes --input-shapes several "
+               "times for several shape sets)\n",
+               names.s);
+        sb_free(&names);
+    }
+    free(sym);
     printf("nodes in the file: %d\n", g->n_nodes);
     op_histogram_print(stdout, g);
     printf("parameters: %s (%s bytes)\n", human((double)params, b1, sizeof b1),
@@ -765,6 +835,57 @@ static int open_session(const Args *a, ArtifactContents *ac, Session **s, Err *e
     return rc;
 }
 
+// The plan of a several-shape artefact the run uses: --shapes N's, else the one whose input
+// shapes the -i files have (inputs not given take that plan's shapes), else the first. A file
+// shape no plan serves is refused naming the shapes the artefact serves.
+static int pick_plan(const Args *a, Session *sess, const HostTensor *files, Session **run, Err *e) {
+    int n = session_num_plans(sess), k = -1;
+    *run = sess;
+    if (a->shape_set > n)
+        return err_set(e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", a->shape_set, a->model,
+                       n, n == 1 ? "" : "s");
+    if (a->shape_set)
+        k = a->shape_set - 1;
+    for (int p = 0; p < n && k < 0; p++) {
+        const PrimGraph *pg = session_graph(session_for_plan(sess, p));
+        bool fits = true;
+        for (int i = 0; i < a->n_inputs && fits; i++)
+            for (int j = 0; j < pg->n_inputs; j++) {
+                const Tensor *t = pg->tensors[pg->inputs[j]];
+                if (strcmp(t->name, a->inputs[i].name) == 0)
+                    fits = same_shape(t, &files[i]);
+            }
+        if (fits)
+            k = p;
+    }
+    if (k < 0 && n == 1)
+        k = 0; // the run's shape check names the one shape it was compiled for
+    if (k < 0) {
+        StrBuf got;
+        sb_init(&got);
+        for (int i = 0; i < a->n_inputs; i++) {
+            char sh[160];
+            sb_printf(&got, "%s%s:%s", i ? "," : "", a->inputs[i].name,
+                      shape_str(files[i].dims, files[i].rank, sh, sizeof sh));
+        }
+        char served[2048];
+        session_served_shapes(sess, served, sizeof served);
+        int rc = err_set(e, ST_INVALID,
+                         "inputs of shapes %s: %s serves only %s (compile it with --input-shapes "
+                         "for these shapes too)",
+                         got.s, a->model, served);
+        sb_free(&got);
+        return rc;
+    }
+    *run = session_for_plan(sess, k);
+    if (n > 1) {
+        char shapes[1024];
+        session_plan_shapes(sess, k, shapes, sizeof shapes);
+        printf("shape set %d of %d: %s\n", k + 1, n, shapes);
+    }
+    return ST_OK;
+}
+
 // -o DIR: every output in its own file (output_file_name), none written over another output or
 // over an input of the command, through a link or onto anything but a regular file; one line per
 // output says which file holds it.
@@ -856,9 +977,11 @@ static int cmd_run(int argc, char **argv) {
         return rc;
     if (!art && a.threads)
         return usage_error("%s", "--threads applies to compiled artefacts (orch compile) only");
+    if (!art && a.shape_set)
+        return usage_error("%s", "--shapes applies to compiled artefacts (orch compile) only");
     Err e = {0};
     ArtifactContents ac = {0};
-    Session *sess = NULL;
+    Session *sess = NULL, *run = NULL;
     IoView io = {0};
     HostTensor files[MAX_ARGS] = {0}, refs[MAX_ARGS] = {0};
     Graph *g = NULL;
@@ -877,9 +1000,11 @@ static int cmd_run(int argc, char **argv) {
     if (rc == ST_OK && art)
         rc = open_session(&a, &ac, &sess, &e);
     if (rc == ST_OK && art)
-        io = io_of_prims(session_graph(sess));
+        rc = pick_plan(&a, sess, files, &run, &e);
+    if (rc == ST_OK && art)
+        io = io_of_prims(session_graph(run));
     if (rc == ST_OK && !art)
-        rc = load_model(&a, files, &g, &e);
+        rc = load_model(&a, files, NULL, &g, &e);
     if (rc == ST_OK && !art)
         rc = graph_infer_and_fold(g, NULL, &e);
     if (rc == ST_OK && !art)
@@ -895,8 +1020,8 @@ static int cmd_run(int argc, char **argv) {
         goto done;
     if (art)
         printf("compiled artefact: %d kernels for %s, precision %s (%s), %d thread%s\n",
-               session_num_kernels(sess), ac.h.target, ac.h.precision, ac.h.fingerprint,
-               session_threads(sess), session_threads(sess) == 1 ? "" : "s");
+               session_num_kernels(run), ac.h.target, ac.h.precision, ac.h.fingerprint,
+               session_threads(run), session_threads(run) == 1 ? "" : "s");
     if (art && ac.h.compile_flags) {
         char opts[160];
         artifact_compile_flags_text(ac.h.compile_flags, opts, sizeof opts);
@@ -995,7 +1120,7 @@ static int cmd_run(int argc, char **argv) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (art)
-            rc = session_run(sess, (const void *const *)in, out, &e);
+            rc = session_run(run, (const void *const *)in, out, &e);
         else if (cs)
             rc = selection_run(pg, cs, &sel, (const void *const *)in, out, &e);
         else if (pg)
@@ -1234,7 +1359,7 @@ static int cmd_inspect(int argc, char **argv) {
                      "inspect shows",
                      a.model);
     if (rc == ST_OK && !art)
-        rc = load_model(&a, NULL, &g, &e);
+        rc = load_model(&a, NULL, NULL, &g, &e);
     if (rc == ST_OK && !art)
         rc = graph_infer_and_fold(g, &fs, &e);
     if (rc == ST_OK && (a.dot || a.svg) && !(df = open_memstream(&dot, &dot_len)))

@@ -18,11 +18,13 @@
 #include "../runtime/session.h"
 #include "orch.h"
 
+#include <errno.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_CONFIGS 16
 
@@ -1597,8 +1599,19 @@ static int storage_check(Driver *d, Err *e) {
     return storage_deviation_verdict(pg, to, dev, out, scale, e);
 }
 
+static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
+                              const char *out_path, CompileReport *rep, Err *e);
+
 int compile_model(const char *onnx_path, const CompileOptions *opt, const char *out_path,
                   CompileReport *rep, Err *e) {
+    if (opt->n_shape_sets > 1 || (opt->n_shape_sets == 1 && opt->input_shapes))
+        return compile_shape_sets(onnx_path, opt, out_path, rep, e);
+    if (opt->n_shape_sets == 1) {
+        CompileOptions one = *opt;
+        one.input_shapes = opt->shape_sets[0];
+        one.n_shape_sets = 0;
+        return compile_model(onnx_path, &one, out_path, rep, e);
+    }
     memset(rep, 0, sizeof *rep);
     double t_start = now_s(), t = t_start;
     Driver d = {.opt = opt, .rep = rep};
@@ -1980,6 +1993,157 @@ out:
     return rc;
 }
 
+// ---- several shape sets ----
+
+// Adds one set's counts and times to the sum in rep (and its line).
+static void report_add(CompileReport *rep, const CompileReport *r, const char *shapes) {
+    CompileSetReport *l = &rep->sets[rep->n_sets++];
+    snprintf(l->shapes, sizeof l->shapes, "%s", shapes);
+    l->kernels = r->kernels;
+    l->interp = r->interp;
+    l->predicted_s = r->predicted_s;
+    l->not_generated_share = r->not_generated_share;
+    l->arena_bytes = r->arena_bytes;
+    l->selection_digest = r->selection_digest;
+    rep->prims += r->prims;
+    rep->candidates += r->candidates;
+    rep->signatures += r->signatures;
+    rep->generated += r->generated;
+    rep->rejected += r->rejected;
+    rep->measured += r->measured;
+    rep->looked_up += r->looked_up;
+    rep->wrong += r->wrong;
+    rep->failed += r->failed;
+    rep->unstable += r->unstable;
+    rep->resuspect += r->resuspect;
+    rep->t_import += r->t_import;
+    rep->t_candidates += r->t_candidates;
+    rep->t_tune += r->t_tune;
+    rep->t_solve += r->t_solve;
+    rep->t_build += r->t_build;
+    rep->t_check += r->t_check;
+    rep->max_err = ORCH_MAX(rep->max_err, r->max_err);
+    rep->linear += r->linear;
+    rep->reduced += r->reduced;
+    // The plan's own figures: the last set's.
+    rep->kernels = r->kernels;
+    rep->interp = r->interp;
+    rep->predicted_s = r->predicted_s;
+    rep->not_generated_share = r->not_generated_share;
+    memcpy(rep->not_generated_lines, r->not_generated_lines, sizeof rep->not_generated_lines);
+    rep->refused = r->refused;
+    rep->arena_bytes = r->arena_bytes;
+    rep->intermediate_bytes = r->intermediate_bytes;
+    rep->precision = r->precision;
+    rep->tol = r->tol;
+    rep->check_tol = r->check_tol;
+    rep->tol_k = r->tol_k;
+    rep->selection_digest = rep->selection_digest * 31 + r->selection_digest;
+    rep->storage = r->storage;
+    rep->retyped = r->retyped;
+}
+
+// Each shape set compiled (and checked end to end) on its own into a temporary artefact next to
+// out_path, then the plans gathered into one artefact: the model's bytes once, a plan and shared
+// object per set. The temporary artefacts are removed whatever happens.
+static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
+                              const char *out_path, CompileReport *rep, Err *e) {
+    memset(rep, 0, sizeof *rep);
+    double t_start = now_s();
+    int n = opt->n_shape_sets + (opt->input_shapes ? 1 : 0);
+    if (n > ARTIFACT_MAX_PLANS)
+        return err_set(e, ST_USAGE, "orch compile %s: %d shape sets; an artefact holds at most %d",
+                       onnx_path, n, ARTIFACT_MAX_PLANS);
+    const char **sets = xcalloc((size_t)n, sizeof *sets);
+    int ns = 0;
+    if (opt->input_shapes)
+        sets[ns++] = opt->input_shapes;
+    for (int k = 0; k < opt->n_shape_sets; k++)
+        sets[ns++] = opt->shape_sets[k];
+    int rc = ST_OK;
+    for (int k = 0; k < n && rc == ST_OK; k++) {
+        if (!sets[k] || !*sets[k])
+            rc = err_set(e, ST_USAGE, "orch compile %s: shape set %d is empty", onnx_path, k + 1);
+        for (int j = 0; j < k && rc == ST_OK; j++)
+            if (strcmp(sets[j], sets[k]) == 0)
+                rc = err_set(e, ST_USAGE,
+                             "orch compile %s: shape sets %d and %d bind the same shapes (%s)",
+                             onnx_path, j + 1, k + 1, sets[k]);
+    }
+    if (rc == ST_OK && out_path)
+        rc = file_check_output(out_path, &onnx_path, 1, e);
+    if (rc == ST_OK && !out_path)
+        rc = err_set(e, ST_USAGE, "orch compile %s: no output file", onnx_path);
+    if (rc) {
+        free(sets);
+        return rc;
+    }
+    char **tmp = xcalloc((size_t)n, sizeof *tmp);
+    ArtifactContents *parts = xcalloc((size_t)n, sizeof *parts);
+    FILE *pr = opt->progress;
+    for (int k = 0; k < n && rc == ST_OK; k++) {
+        size_t len = strlen(out_path) + 32;
+        tmp[k] = xmalloc(len);
+        snprintf(tmp[k], len, "%s.set%d.XXXXXX", out_path, k + 1);
+        int fd = mkstemp(tmp[k]);
+        if (fd < 0) {
+            rc = err_set(e, ST_RUNTIME, "%s: cannot create a temporary file next to it: %s",
+                         out_path, strerror(errno));
+            free(tmp[k]);
+            tmp[k] = NULL;
+            break;
+        }
+        close(fd);
+        if (pr)
+            fprintf(pr, "shape set %d of %d: %s\n", k + 1, n, sets[k]);
+        CompileOptions one = *opt;
+        one.input_shapes = sets[k];
+        one.shape_sets = NULL;
+        one.n_shape_sets = 0;
+        CompileReport *r = xcalloc(1, sizeof *r);
+        rc = compile_model(onnx_path, &one, tmp[k], r, e);
+        if (rc == ST_OK)
+            rc = artifact_read(tmp[k], &parts[k], e);
+        report_add(rep, r, rc == ST_OK ? parts[k].h.input_shapes : sets[k]);
+        free(r);
+        if (rc)
+            err_prefix(e, "shape set %d of %d (--input-shapes %s): ", k + 1, n, sets[k]);
+        for (int j = 0; j < k && rc == ST_OK; j++)
+            if (strcmp(parts[j].h.input_shapes, parts[k].h.input_shapes) == 0)
+                rc = err_set(e, ST_USAGE,
+                             "orch compile %s: shape sets %d and %d bind the same shapes (%s)",
+                             onnx_path, j + 1, k + 1, parts[k].h.input_shapes);
+    }
+    if (rc == ST_OK) {
+        // Every part comes from one model, target and set of options: the shared header is the
+        // first's (its per-plan fields are ignored by the writer).
+        ArtifactPlan *plans = xcalloc((size_t)n, sizeof *plans);
+        for (int k = 0; k < n; k++) {
+            ORCH_ASSERT(parts[k].h.model_hash == parts[0].h.model_hash);
+            plans[k] = parts[k].plans[0];
+        }
+        double t = now_s();
+        rc = artifact_write_plans(out_path, &parts[0].h, parts[0].onnx, parts[0].onnx_size, plans,
+                                  n, e);
+        rep->t_build += now_s() - t;
+        free(plans);
+        if (rc == ST_OK && pr)
+            fprintf(pr, "artefact: %d shape sets, the model's %.2f MiB once\n", n,
+                    (double)parts[0].onnx_size / 1048576.0);
+    }
+    for (int k = 0; k < n; k++) {
+        artifact_contents_free(&parts[k]);
+        if (tmp[k])
+            remove(tmp[k]);
+        free(tmp[k]);
+    }
+    free(parts);
+    free(tmp);
+    free(sets);
+    rep->t_total = now_s() - t_start;
+    return rc;
+}
+
 bool compile_layout_parse(const char *s, CompileLayout *out) {
     static const char *const names[] = {"auto", "nchw", "nhwc"}; // CompileLayout's order
     for (int i = 0; s && i < (int)ORCH_COUNT(names); i++)
@@ -1991,13 +2155,29 @@ bool compile_layout_parse(const char *s, CompileLayout *out) {
 }
 
 void compile_report_print(const CompileReport *r, FILE *f) {
+    if (r->n_sets > 0) {
+        fprintf(f, "shape sets: %d, one plan each (orch info lists them)\n", r->n_sets);
+        for (int k = 0; k < r->n_sets; k++) {
+            const CompileSetReport *l = &r->sets[k];
+            char tb[32];
+            fmt_time(l->predicted_s, tb, sizeof tb);
+            fprintf(f, "  %d: %s: %d launches", k + 1, l->shapes, l->kernels);
+            if (l->interp)
+                fprintf(f, ", %d not generated (%.1f%%)", l->interp, 100 * l->not_generated_share);
+            fprintf(f, ", predicted %s, arena %.2f MiB, selection %016llx\n", tb,
+                    (double)l->arena_bytes / 1048576.0, (unsigned long long)l->selection_digest);
+        }
+    }
     char tb[32];
     fmt_time(r->predicted_s, tb, sizeof tb);
     char digest[40] = ""; // a refused selection was never built
     if (!r->refused)
         snprintf(digest, sizeof digest, ", selection %016llx",
                  (unsigned long long)r->selection_digest);
-    if (r->interp == 0)
+    if (r->n_sets > 0) {
+        if (r->interp > 0)
+            fprintf(f, "not generated (shape set %d):\n", r->n_sets);
+    } else if (r->interp == 0)
         fprintf(f, "kernels: %d launches, all generated, predicted %s%s\n", r->kernels, tb, digest);
     else
         fprintf(f,
@@ -2029,7 +2209,7 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                 r->storage, r->retyped);
     else
         fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
-    if (!r->refused)
+    if (!r->refused && r->n_sets == 0)
         fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
                 (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);
     if (r->budget_skipped)

@@ -3,13 +3,18 @@
 //   model, look-ups in the profile database, the kernel lab for what is missing) → solve (BLP on
 //   measured costs) → tune the chosen kernels' other configs and solve again → emit the chosen
 //   kernels into one shared object → plan → check the plan end to end → artefact.
+// Several shape sets (CompileOptions.shape_sets) run the pipeline once per set, on one profile
+// database (a kernel shared by two sets is measured once), and write one artefact holding the
+// model once and a plan per set.
 // Needs: an ONNX model and a target. Guarantees: an artefact whose outputs matched the primitive
-// interpreter on the compile's random inputs, or an error naming the stage and the cause.
+// interpreter on the compile's random inputs (every shape set's), or an error naming the stage
+// and the cause.
 #ifndef ORCH_COMPILE_H
 #define ORCH_COMPILE_H
 
-#include "../prim/prim.h"
 #include "../ir/graph.h"
+#include "../plan/artifact.h"
+#include "../prim/prim.h"
 
 #include <stdio.h>
 
@@ -57,7 +62,21 @@ typedef struct CompileOptions {
     double time_limit;        // BLP solver limit in seconds (0: its default)
     uint64_t seed;            // random inputs for checks and timing
     FILE *progress;           // progress lines (NULL: quiet)
+    // Several shape sets, each as input_shapes (which must then be NULL): one plan per set in
+    // one artefact (at most ARTIFACT_MAX_PLANS, the runtime picks by the inputs' shapes). 0 or 1
+    // set: as input_shapes.
+    const char *const *shape_sets;
+    int n_shape_sets;
 } CompileOptions;
+
+// One shape set's line of a compile of several (CompileReport.sets).
+typedef struct CompileSetReport {
+    char shapes[512];    // every input's shape, as the artefact records it
+    int kernels, interp; // launches; of them run by an interpreter
+    double predicted_s, not_generated_share;
+    int64_t arena_bytes;
+    uint64_t selection_digest;
+} CompileSetReport;
 
 typedef struct CompileReport {
     int prims, candidates, signatures;     // the graph and its candidates
@@ -87,6 +106,10 @@ typedef struct CompileReport {
     uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
     const char *storage;                   // reduced storage type ("float16"...), NULL: float32
     int retyped;                           // tensors stored in it
+    // Several shape sets: n_sets lines (the counts and times above are the sums over the sets,
+    // the plan's figures the last set's); 0 otherwise.
+    int n_sets;
+    CompileSetReport sets[ARTIFACT_MAX_PLANS];
 } CompileReport;
 
 // Compiles the model at onnx_path into the artefact out_path.

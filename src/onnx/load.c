@@ -25,6 +25,7 @@ typedef struct Loader {
     Graph *g;
     const char *base_dir; // folder of the model file, for external data; NULL: not allowed
     Err *e;
+    LoadSymbols *symbols; // non-NULL: unbound symbolic input dimensions become 1, listed here
 } Loader;
 
 // Checks a dims list from the file and computes the element count.
@@ -420,6 +421,14 @@ static int load_input(Loader *L, const Onnx__ValueInfoProto *vi, const LoadOptio
                                          ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM
                                   ? dim->dim_param
                                   : "?";
+            LoadSymbols *ls = L->symbols;
+            if (ls && ls->n < LOAD_MAX_SYMBOLS) {
+                snprintf(ls->s[ls->n].input, sizeof ls->s[ls->n].input, "%s", vi->name);
+                snprintf(ls->s[ls->n].name, sizeof ls->s[ls->n].name, "%s", sym && *sym ? sym : "?");
+                ls->s[ls->n++].axis = d;
+                dims[d] = 1;
+                continue;
+            }
             return err_set(e, ST_INVALID,
                            "graph input '%s' has a symbolic dimension '%s' on axis %d; bind it "
                            "with --input-shapes %s:DIMS (e.g. %s:1x3x224x224)",
@@ -691,9 +700,9 @@ static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char 
 // Builds the graph from an unpacked model, which it frees (its raw tensor payloads move into
 // the graph's constants).
 static int load_unpacked(Onnx__ModelProto *mp, const char *name, const char *base_dir,
-                         const LoadOptions *opt, Graph **out, Err *e) {
+                         const LoadOptions *opt, LoadSymbols *symbols, Graph **out, Err *e) {
     Graph *g = graph_create(name);
-    Loader L = {g, base_dir, e};
+    Loader L = {g, base_dir, e, symbols};
     int rc = load_graph(&L, mp, opt);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (rc) {
@@ -709,10 +718,15 @@ int onnx_load_memory(const void *data, size_t size, const char *name, const char
                      const LoadOptions *opt, Graph **out, Err *e) {
     *out = NULL;
     Onnx__ModelProto *mp = unpack_model(data, size, name, e);
-    return mp ? load_unpacked(mp, name, base_dir, opt, out, e) : e->code;
+    return mp ? load_unpacked(mp, name, base_dir, opt, NULL, out, e) : e->code;
 }
 
 int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e) {
+    return onnx_load_file_symbols(path, opt, NULL, out, e);
+}
+
+int onnx_load_file_symbols(const char *path, const LoadOptions *opt, LoadSymbols *symbols,
+                           Graph **out, Err *e) {
     uint8_t *buf;
     size_t size;
     *out = NULL;
@@ -732,7 +746,7 @@ int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e
     // not the file, the message and the graph.
     Onnx__ModelProto *mp = unpack_model(buf, size, path, e);
     free(buf);
-    return mp ? load_unpacked(mp, path, dir, opt, out, e) : e->code;
+    return mp ? load_unpacked(mp, path, dir, opt, symbols, out, e) : e->code;
 }
 
 int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *dims, void **data,
@@ -748,7 +762,7 @@ int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *di
         return err_set(e, ST_INVALID, "%s: not a valid ONNX TensorProto file", path);
     Graph *g = graph_create(path);
     Tensor *t = graph_detached_tensor(g, "tensor");
-    Loader L = {g, NULL, e};
+    Loader L = {g, NULL, e, NULL};
     rc = tensor_from_proto(&L, tp, "tensor", t);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     if (rc == ST_OK) {
@@ -816,7 +830,7 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
                        "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
                        "corrupt, nested too deeply or not an ONNX file)",
                        name);
-    Loader L = {NULL, base_dir, e};
+    Loader L = {NULL, base_dir, e, NULL};
     Onnx__GraphProto *gp = mp->graph;
     size_t n = gp ? gp->n_initializer : 0;
     // What protobuf-c must free is put back before freeing: the external entries, no raw data.

@@ -18,6 +18,17 @@ typedef struct InputShape {
     const char *source; // where the binding came from, for messages; NULL: "--input-shapes"
 } InputShape;
 
+// The symbolic dimensions of graph inputs a load left unbound (orch info describes a model
+// without binding them): each one's input, axis and symbol ("?" where the model names none).
+#define LOAD_MAX_SYMBOLS 64
+typedef struct LoadSymbols {
+    int n;
+    struct {
+        char input[128], name[128];
+        int axis;
+    } s[LOAD_MAX_SYMBOLS];
+} LoadSymbols;
+
 typedef struct LoadOptions {
     const InputShape *shapes;
     int n_shapes;
@@ -25,6 +36,11 @@ typedef struct LoadOptions {
 
 // Loads a model file. External data is read relative to the file's folder.
 int onnx_load_file(const char *path, const LoadOptions *opt, Graph **out, Err *e);
+// As onnx_load_file, but a symbolic dimension of a graph input that no binding gives is taken as
+// 1 (so that the graph's other shapes can be inferred) and recorded in *symbols instead of being
+// an error (orch info describes such a model without binding it).
+int onnx_load_file_symbols(const char *path, const LoadOptions *opt, LoadSymbols *symbols,
+                           Graph **out, Err *e);
 // Loads from memory; `name` is used in messages, `base_dir` for external data (NULL: none allowed).
 int onnx_load_memory(const void *data, size_t size, const char *name, const char *base_dir,
                      const LoadOptions *opt, Graph **out, Err *e);

@@ -1,7 +1,7 @@
 // Writing and validating compiled artefacts (see artifact.h for the layout). The reader checks,
 // in this order, so each failure gets the message that explains it: empty, magic, format version,
 // header size, truncation, header checksum, header fields, section table, truncation against the
-// sections, trailing bytes, section checksums, model hash.
+// sections, trailing bytes, section checksums, model hash, distinct shape sets.
 #include "artifact.h"
 
 #include "../base/file.h"
@@ -15,9 +15,10 @@
 #include <unistd.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'O', 'R', 'C', 'H', 'A', 'R', 'T'};
-enum { SEC_ONNX = 1, SEC_PLAN = 2, SEC_SO = 3, N_SECTIONS = 3 };
+enum { SEC_ONNX = 1, SEC_PLAN = 2, SEC_SO = 3, MAX_SECTIONS = 1 + 2 * ARTIFACT_MAX_PLANS };
 static const char *const SEC_NAMES[] = {"", "ONNX model", "plan", "shared object"};
-#define HEADER_MAX (64 * 1024)
+// Each plan's strings are bounded (ARTIFACT_MAX_SHAPES + ARTIFACT_MAX_WIDE), so is the header.
+#define HEADER_MAX (1024 * 1024)
 #define SECTION_ALIGN 64
 
 uint64_t artifact_hash(const void *data, size_t n) {
@@ -77,10 +78,10 @@ static uint64_t align_sec(uint64_t n) {
     return (n + SECTION_ALIGN - 1) / SECTION_ALIGN * SECTION_ALIGN;
 }
 
-// The header for sections of the given sizes and checksums into o; offsets receives where
-// each section starts.
-static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, const uint64_t *sums,
-                        uint64_t *offsets) {
+// The header for n_sec sections of the given sizes and checksums into o (plans: the per-plan
+// fields); offsets receives where each section starts.
+static void make_header(Out *o, const ArtifactHeader *h, const ArtifactPlan *plans, int n_plans,
+                        int n_sec, const size_t *sizes, const uint64_t *sums, uint64_t *offsets) {
     o->n = 0;
     o_bytes(o, MAGIC, 8);
     o_u32(o, ARTIFACT_FORMAT_VERSION);
@@ -89,23 +90,27 @@ static void make_header(Out *o, const ArtifactHeader *h, const size_t *sizes, co
     o_str(o, h->target, sizeof h->target);
     o_str(o, h->precision[0] ? h->precision : "fp32", sizeof h->precision);
     o_str(o, h->fingerprint, sizeof h->fingerprint);
-    o_str(o, h->input_shapes, sizeof h->input_shapes);
-    o_str(o, h->wide_tensors, sizeof h->wide_tensors);
     o_u64(o, h->model_hash);
-    o_u32(o, h->load_flags);
     o_u32(o, h->compile_flags);
     o_u32(o, (uint32_t)h->threads);
-    o_u32(o, (uint32_t)h->kernels);
-    uint64_t pred;
-    memcpy(&pred, &h->predicted_seconds, 8);
-    o_u64(o, pred);
-    o_u32(o, N_SECTIONS);
+    o_u32(o, (uint32_t)n_plans);
+    for (int k = 0; k < n_plans; k++) {
+        const ArtifactPlan *p = &plans[k];
+        o_str(o, p->input_shapes, sizeof p->input_shapes);
+        o_str(o, p->wide_tensors, sizeof p->wide_tensors);
+        o_u32(o, p->load_flags);
+        o_u32(o, (uint32_t)p->kernels);
+        uint64_t pred;
+        memcpy(&pred, &p->predicted_seconds, 8);
+        o_u64(o, pred);
+    }
+    o_u32(o, (uint32_t)n_sec);
     size_t table = o->n;
-    size_t header_bytes = table + N_SECTIONS * 28 + 8;
+    size_t header_bytes = table + (size_t)n_sec * 28 + 8;
     uint64_t at = align_sec(header_bytes);
-    for (int s = 0; s < N_SECTIONS; s++) {
+    for (int s = 0; s < n_sec; s++) {
         offsets[s] = at;
-        o_u32(o, (uint32_t)(s + 1));
+        o_u32(o, s == 0 ? SEC_ONNX : s % 2 ? SEC_PLAN : SEC_SO);
         o_u64(o, at);
         o_u64(o, sizes[s]);
         o_u64(o, sums[s]);
@@ -122,10 +127,35 @@ static int write_all(FILE *f, const void *d, size_t n) {
 
 int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
                    const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e) {
-    const void *data[N_SECTIONS] = {onnx, plan, so};
-    size_t sizes[N_SECTIONS] = {onnx_size, plan_size, so_size};
-    uint64_t sums[N_SECTIONS], offsets[N_SECTIONS];
-    for (int s = 0; s < N_SECTIONS; s++)
+    ArtifactPlan *p = xcalloc(1, sizeof *p);
+    snprintf(p->input_shapes, sizeof p->input_shapes, "%s", h->input_shapes);
+    snprintf(p->wide_tensors, sizeof p->wide_tensors, "%s", h->wide_tensors);
+    p->load_flags = h->load_flags;
+    p->kernels = h->kernels;
+    p->predicted_seconds = h->predicted_seconds;
+    p->plan = plan;
+    p->plan_size = plan_size;
+    p->so = so;
+    p->so_size = so_size;
+    int rc = artifact_write_plans(path, h, onnx, onnx_size, p, 1, e);
+    free(p);
+    return rc;
+}
+
+int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *onnx,
+                         size_t onnx_size, const ArtifactPlan *plans, int n_plans, Err *e) {
+    ORCH_ASSERT(n_plans >= 1 && n_plans <= ARTIFACT_MAX_PLANS);
+    int n_sec = 1 + 2 * n_plans;
+    const void *data[MAX_SECTIONS] = {onnx};
+    size_t sizes[MAX_SECTIONS] = {onnx_size};
+    for (int k = 0; k < n_plans; k++) {
+        data[1 + 2 * k] = plans[k].plan;
+        sizes[1 + 2 * k] = plans[k].plan_size;
+        data[2 + 2 * k] = plans[k].so;
+        sizes[2 + 2 * k] = plans[k].so_size;
+    }
+    uint64_t sums[MAX_SECTIONS], offsets[MAX_SECTIONS];
+    for (int s = 0; s < n_sec; s++)
         sums[s] = artifact_hash(sizes[s] ? data[s] : "", sizes[s]);
     // Written to a temporary file renamed over path: never through or over anything but a
     // regular file.
@@ -135,7 +165,7 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
         return ST_RUNTIME;
     }
     Out *o = xmalloc(sizeof *o);
-    make_header(o, h, sizes, sums, offsets);
+    make_header(o, h, plans, n_plans, n_sec, sizes, sums, offsets);
     size_t plen = strlen(path);
     char *tmp = xmalloc(plen + 16);
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
@@ -152,7 +182,7 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
     static const uint8_t zeros[SECTION_ALIGN];
     bool bad = !f || write_all(f, o->buf, o->n);
     uint64_t at = o->n;
-    for (int s = 0; s < N_SECTIONS && !bad; s++) {
+    for (int s = 0; s < n_sec && !bad; s++) {
         bad = write_all(f, zeros, (size_t)(offsets[s] - at)) || write_all(f, data[s], sizes[s]);
         at = offsets[s] + sizes[s];
     }
@@ -292,40 +322,80 @@ static int parse(ArtifactContents *a, Err *e) {
     else
         snprintf(h->precision, sizeof h->precision, "fp32"); // before precisions existed
     i_str(&in, h->fingerprint, sizeof h->fingerprint);
-    i_str(&in, h->input_shapes, sizeof h->input_shapes);
-    if (version >= 3)
-        i_str(&in, h->wide_tensors, sizeof h->wide_tensors);
-    h->model_hash = i_u64(&in);
-    h->load_flags = i_u32(&in);
-    if (version >= 4)
+    uint32_t n_plans = 1;
+    ArtifactPlan *plans = NULL;
+    if (version >= 5) {
+        h->model_hash = i_u64(&in);
         h->compile_flags = i_u32(&in);
-    h->threads = (int)i_u32(&in);
-    h->kernels = (int)i_u32(&in);
-    uint64_t pred = i_u64(&in);
-    memcpy(&h->predicted_seconds, &pred, 8);
+        h->threads = (int)i_u32(&in);
+        n_plans = i_u32(&in);
+        if (in.bad || n_plans < 1 || n_plans > ARTIFACT_MAX_PLANS)
+            return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
+        plans = a->plans = xcalloc(n_plans, sizeof *plans);
+        for (uint32_t k = 0; k < n_plans; k++) {
+            ArtifactPlan *pl = &plans[k];
+            i_str(&in, pl->input_shapes, sizeof pl->input_shapes);
+            i_str(&in, pl->wide_tensors, sizeof pl->wide_tensors);
+            pl->load_flags = i_u32(&in);
+            pl->kernels = (int)i_u32(&in);
+            uint64_t pred = i_u64(&in);
+            memcpy(&pl->predicted_seconds, &pred, 8);
+        }
+    } else {
+        plans = a->plans = xcalloc(1, sizeof *plans);
+        i_str(&in, plans->input_shapes, sizeof plans->input_shapes);
+        if (version >= 3)
+            i_str(&in, plans->wide_tensors, sizeof plans->wide_tensors);
+        h->model_hash = i_u64(&in);
+        plans->load_flags = i_u32(&in);
+        if (version >= 4)
+            h->compile_flags = i_u32(&in);
+        h->threads = (int)i_u32(&in);
+        plans->kernels = (int)i_u32(&in);
+        uint64_t pred = i_u64(&in);
+        memcpy(&plans->predicted_seconds, &pred, 8);
+    }
+    a->n_plans = (int)n_plans;
     uint32_t n_sec = i_u32(&in);
-    if (in.bad || n_sec != N_SECTIONS)
+    if (in.bad || n_sec != 1 + 2 * n_plans)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
-    const uint8_t *sec[N_SECTIONS];
-    uint64_t off[N_SECTIONS], len[N_SECTIONS], sum[N_SECTIONS], end = header_bytes;
-    for (int s = 0; s < N_SECTIONS; s++) {
+    const uint8_t *sec[MAX_SECTIONS];
+    uint64_t off[MAX_SECTIONS], len[MAX_SECTIONS], sum[MAX_SECTIONS], end = header_bytes;
+    for (uint32_t s = 0; s < n_sec; s++) {
         uint32_t kind = i_u32(&in);
         off[s] = i_u64(&in);
         len[s] = i_u64(&in);
         sum[s] = i_u64(&in);
-        if (in.bad || kind != (uint32_t)(s + 1) || off[s] < end || off[s] % SECTION_ALIGN ||
+        uint32_t want = s == 0 ? SEC_ONNX : s % 2 ? SEC_PLAN : SEC_SO;
+        if (in.bad || kind != want || off[s] < end || off[s] % SECTION_ALIGN ||
             len[s] > UINT64_MAX / 2 || off[s] > UINT64_MAX / 2)
             return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent", path);
         end = off[s] + len[s];
     }
-    if (in.pos != in.n || (h->load_flags & ~(uint32_t)ARTIFACT_KNOWN_FLAGS) ||
-        (h->load_flags & ARTIFACT_STORE_F16 && h->load_flags & ARTIFACT_STORE_BF16) ||
-        ((h->load_flags & ARTIFACT_LAYOUT_NHWC) &&
-         !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
-        (h->wide_tensors[0] && !(h->load_flags & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16))) ||
-        !compile_flags_valid(h->compile_flags, h->load_flags) || h->threads < 0 ||
-        h->kernels < 0)
+    bool fields_ok = in.pos == in.n && compile_flags_valid(h->compile_flags, plans[0].load_flags) &&
+                     h->threads >= 0;
+    for (uint32_t k = 0; k < n_plans && fields_ok; k++) {
+        const ArtifactPlan *pl = &plans[k];
+        uint32_t lf = pl->load_flags;
+        bool half = lf & (ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16);
+        fields_ok = !(lf & ~(uint32_t)ARTIFACT_KNOWN_FLAGS) &&
+                    !(lf & ARTIFACT_STORE_F16 && lf & ARTIFACT_STORE_BF16) &&
+                    !((lf & ARTIFACT_LAYOUT_NHWC) && !half) && !(pl->wide_tensors[0] && !half) &&
+                    compile_flags_valid(h->compile_flags, lf) && pl->kernels >= 0 &&
+                    (lf & (ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP | ARTIFACT_STORE_F16 |
+                           ARTIFACT_STORE_BF16)) ==
+                        (plans[0].load_flags & (ARTIFACT_ATTENTION_REWRITE | ARTIFACT_NO_CLEANUP |
+                                                ARTIFACT_STORE_F16 | ARTIFACT_STORE_BF16));
+    }
+    if (!fields_ok)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
+    // Dispatch is by shape: two plans for one shape set would make it ambiguous.
+    for (uint32_t k = 0; k < n_plans; k++)
+        for (uint32_t j = 0; j < k; j++)
+            if (strcmp(plans[k].input_shapes, plans[j].input_shapes) == 0)
+                return err_set(e, ST_INVALID,
+                               "%s: corrupted: plans %u and %u are for the same shapes (%s)", path,
+                               j + 1, k + 1, plans[k].input_shapes);
     static const char *const precs[] = {"fp32", "tf32", "fp16", "bf16"};
     bool known = false;
     for (size_t i = 0; i < ORCH_COUNT(precs); i++)
@@ -341,11 +411,19 @@ static int parse(ArtifactContents *a, Err *e) {
     if (size > end)
         return err_set(e, ST_INVALID, "%s: corrupted: %llu unexpected bytes after the last section",
                        path, (unsigned long long)(size - end));
-    for (int s = 0; s < N_SECTIONS; s++) {
+    for (uint32_t s = 0; s < n_sec; s++) {
         sec[s] = d + off[s];
-        if (artifact_hash(sec[s], (size_t)len[s]) != sum[s])
+        if (artifact_hash(sec[s], (size_t)len[s]) != sum[s]) {
+            if (n_plans > 1 && s > 0)
+                return err_set(e, ST_INVALID,
+                               "%s: corrupted: plan %u's %s section's checksum does not match",
+                               path, (s + 1) / 2, SEC_NAMES[s % 2 ? SEC_PLAN : SEC_SO]);
             return err_set(e, ST_INVALID, "%s: corrupted: the %s section's checksum does not match",
-                           path, SEC_NAMES[s + 1]);
+                           path,
+                           SEC_NAMES[s == 0  ? SEC_ONNX
+                                     : s % 2 ? SEC_PLAN
+                                             : SEC_SO]);
+        }
     }
     if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)
         return err_set(e, ST_INVALID,
@@ -354,11 +432,40 @@ static int parse(ArtifactContents *a, Err *e) {
                        path);
     a->onnx = sec[0];
     a->onnx_size = (size_t)len[0];
-    a->plan = sec[1];
-    a->plan_size = (size_t)len[1];
-    a->so = sec[2];
-    a->so_size = (size_t)len[2];
+    for (uint32_t k = 0; k < n_plans; k++) {
+        plans[k].plan = sec[1 + 2 * k];
+        plans[k].plan_size = (size_t)len[1 + 2 * k];
+        plans[k].so = sec[2 + 2 * k];
+        plans[k].so_size = (size_t)len[2 + 2 * k];
+    }
+    // The header's per-plan fields and the sections: the first plan's.
+    snprintf(h->input_shapes, sizeof h->input_shapes, "%s", plans[0].input_shapes);
+    snprintf(h->wide_tensors, sizeof h->wide_tensors, "%s", plans[0].wide_tensors);
+    h->load_flags = plans[0].load_flags;
+    h->kernels = plans[0].kernels;
+    h->predicted_seconds = plans[0].predicted_seconds;
+    a->plan = plans[0].plan;
+    a->plan_size = plans[0].plan_size;
+    a->so = plans[0].so;
+    a->so_size = plans[0].so_size;
     return ST_OK;
+}
+
+void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view) {
+    ORCH_ASSERT(k >= 0 && k < a->n_plans);
+    const ArtifactPlan *p = &a->plans[k];
+    *view = *a;
+    view->plans = NULL;
+    view->n_plans = 1;
+    snprintf(view->h.input_shapes, sizeof view->h.input_shapes, "%s", p->input_shapes);
+    snprintf(view->h.wide_tensors, sizeof view->h.wide_tensors, "%s", p->wide_tensors);
+    view->h.load_flags = p->load_flags;
+    view->h.kernels = p->kernels;
+    view->h.predicted_seconds = p->predicted_seconds;
+    view->plan = p->plan;
+    view->plan_size = p->plan_size;
+    view->so = p->so;
+    view->so_size = p->so_size;
 }
 
 int artifact_read(const char *path, ArtifactContents *out, Err *e) {
@@ -416,5 +523,6 @@ void artifact_contents_free(ArtifactContents *a) {
         return;
     free(a->path);
     free(a->data);
+    free(a->plans);
     memset(a, 0, sizeof *a);
 }

@@ -1,30 +1,38 @@
 // The compiled artefact: one file holding everything `orch run MODEL.orch` needs. A header (what
-// built it, for which machine and model) and three checksummed sections: the ONNX model bytes
-// (the weights; the session re-imports them and re-runs fission, which recomputes the folded
-// constants), the plan (plan.h), the shared object of generated kernels.
+// built it, for which machine and model, and the shape sets it serves) and checksummed sections:
+// the ONNX model bytes (the weights, stored once whatever the number of plans; a session
+// re-imports them and re-runs fission, which recomputes the folded constants), then per shape set
+// its plan (plan.h) and its shared object of generated kernels.
 //
 // Layout (little-endian):
 //   magic "\x89ORCHART" (8) | format version u32 | header bytes u32 (from offset 0 to the end of
 //   the header checksum) | strings (u32 length + bytes): orch version, target, precision (format
-//   2 on; format 1 files were all "fp32" and are still read), device fingerprint, input shapes,
-//   float32 tensors (format 3 on; older files have none) |
-//   model hash u64 | load flags u32 (ARTIFACT_* below) | compile flags u32 (format 4 on; older
-//   files: 0, the defaults) | threads i32 | kernels i32 | predicted seconds f64 | sections u32
-//   (3), each:
-//   kind u32 (1 onnx, 2 plan, 3 shared object), offset u64, size u64, checksum u64 |
-//   header checksum u64 | the sections' bytes, in order, each starting 64-byte aligned.
+//   2 on; format 1 files were all "fp32" and are still read), device fingerprint |
+//   formats 1 to 4: input shapes, float32 tensors (format 3 on) | model hash u64 | load flags u32
+//   | compile flags u32 (format 4 on) | threads i32 | kernels i32 | predicted seconds f64 |
+//   sections u32 (3) ...
+//   format 5: model hash u64 | compile flags u32 | threads i32 | plans u32 (1 to
+//   ARTIFACT_MAX_PLANS), per plan: input shapes, float32 tensors (strings), load flags u32,
+//   kernels i32, predicted seconds f64 | sections u32 (1 + 2 x plans) ...
+//   each section: kind u32 (1 onnx, 2 plan, 3 shared object; in the order onnx, then plan and
+//   shared object per plan), offset u64, size u64, checksum u64 | header checksum u64 | the
+//   sections' bytes, in order, each starting 64-byte aligned.
 // Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (this format
-// version or an older one, every size and checksum right, a precision and flags it knows); a
-// newer format is refused by its version number; every other input gets one message in words
-// naming the file, never a crash. Comparing the device fingerprint is the session's job.
+// version or an older one, every size and checksum right, a precision and flags it knows, shape
+// sets that differ); a newer format is refused by its version number; every other input gets one
+// message in words naming the file, never a crash. Comparing the device fingerprint is the
+// session's job.
 #ifndef ORCH_ARTIFACT_H
 #define ORCH_ARTIFACT_H
 
 #include "../base/common.h"
 
-#define ARTIFACT_FORMAT_VERSION 4
-#define ARTIFACT_OLDEST_VERSION 1 // read as well: no precision field (fp32), no float32 tensors
-                                  // (format 1), no compile flags (formats 1 to 3)
+#define ARTIFACT_FORMAT_VERSION 5
+#define ARTIFACT_OLDEST_VERSION                                                                    \
+    1                             // read as well: no precision field (fp32), no float32 tensors
+                                  // (format 1), no compile flags (formats 1 to 3), one plan
+                                  // (formats 1 to 4)
+#define ARTIFACT_MAX_PLANS 16     // shape sets one artefact serves
 #define ARTIFACT_MAX_SHAPES 4096  // bytes of the input shapes string, NUL included
 #define ARTIFACT_MAX_WIDE 16384   // bytes of the float32 tensors string, NUL included
 
@@ -76,6 +84,19 @@ typedef struct ArtifactHeader {
     double predicted_seconds; // the selection's predicted time
 } ArtifactHeader;
 
+// One shape set's plan: the header fields that differ per plan, and its sections.
+typedef struct ArtifactPlan {
+    char input_shapes[ARTIFACT_MAX_SHAPES];
+    char wide_tensors[ARTIFACT_MAX_WIDE];
+    uint32_t load_flags;
+    int kernels;
+    double predicted_seconds;
+    const uint8_t *plan, *so;
+    size_t plan_size, so_size;
+} ArtifactPlan;
+
+// h, plan and so describe the first plan (every reader of a one-plan artefact uses them);
+// plans[0..n_plans) all of them, in the order they were compiled.
 typedef struct ArtifactContents {
     char *path; // the file (or the name given for memory), for messages
     ArtifactHeader h;
@@ -83,6 +104,8 @@ typedef struct ArtifactContents {
     size_t size;
     const uint8_t *onnx, *plan, *so;
     size_t onnx_size, plan_size, so_size;
+    int n_plans;
+    ArtifactPlan *plans; // owned
 } ArtifactContents;
 
 // The compile flags as the orch compile options that set them ("--no-mlp-chains --layout
@@ -96,6 +119,16 @@ uint64_t artifact_hash(const void *data, size_t n);
 // the old file or the new one, never a part). so may be empty (no generated kernels).
 int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
                    const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e);
+
+// Several shape sets' plans into one artefact: h's shared fields (its per-plan fields are
+// ignored), the ONNX bytes once, plans[0..n) with their sections (1 <= n <= ARTIFACT_MAX_PLANS;
+// their input shapes distinct). Atomic as artifact_write.
+int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *onnx,
+                         size_t onnx_size, const ArtifactPlan *plans, int n, Err *e);
+
+// A view of plan k of a as a one-plan artefact (*view's header and sections those of plan k;
+// view->plans NULL): it borrows a's bytes, so it must not be freed and must not outlive a.
+void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view);
 
 // Reads and validates the file: magic, format version, sizes, checksums. On success *out owns
 // the bytes (free with artifact_contents_free).

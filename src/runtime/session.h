@@ -3,6 +3,9 @@
 // the target that built it (target.h's TargetSessionOps), which load its kernels, re-import the
 // ONNX bytes with the recorded options, check the stored plan against that graph, and prepare
 // every launch once; a run only patches the caller's buffers in and calls the launches in order.
+// An artefact with several shape sets gives a session per plan under one front: the calls below
+// act on the first plan; session_for_plan reaches the others and session_find_plan picks the one
+// whose input shapes match.
 // Needs: an artefact read by artifact_read (or a graph and plan in memory). Guarantees: outputs
 // written to the caller's buffers; no allocation in session_run for generated kernels and
 // copies (launches run on the reference code, PLAN_INTERP and PLAN_OPAQUE, allocate inside
@@ -30,6 +33,18 @@ int session_create_from_plan(const PrimGraph *pg, const Plan *plan, SessionResol
                              void *ctx, const SessionOptions *opt, Session **out, Err *e);
 
 void session_free(Session *s); // accepts NULL
+
+// The plans (shape sets) the session serves: 1 but for an artefact compiled for several.
+int session_num_plans(const Session *s);
+// The session of plan k (0 <= k < session_num_plans; s itself for a one-plan session), owned by
+// s: every call below applies to it.
+Session *session_for_plan(Session *s, int k);
+// The plan whose graph inputs (in graph order) have exactly these ranks and dims; -1 for none.
+int session_find_plan(const Session *s, const int *ranks, const int64_t *const *dims);
+// "NAME:DIMS,..." of plan k's inputs (as --input-shapes spells them) into buf.
+void session_plan_shapes(const Session *s, int k, char *buf, size_t n);
+// Every plan's shapes, " | "-separated, into buf (for messages naming what the artefact serves).
+void session_served_shapes(const Session *s, char *buf, size_t n);
 
 // Runs the model once. inputs[i] is graph input pg->inputs[i], outputs[i] receives graph output
 // pg->outputs[i]; both caller-owned, dense row-major, not overlapping each other. Buffers that

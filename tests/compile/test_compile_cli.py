@@ -138,6 +138,14 @@ def header_flags(path):
     data = open(path, "rb").read()
     version = int.from_bytes(data[8:12], "little")
     at = 16
+    if version >= 5:  # shared fields, then per plan: the first plan's load flags
+        for _field in ("orch version", "target", "precision", "fingerprint"):
+            at += 4 + int.from_bytes(data[at:at + 4], "little")
+        comp = int.from_bytes(data[at + 8:at + 12], "little")
+        at += 8 + 4 + 4 + 4  # model hash, compile flags, threads, plans
+        for _field in ("input shapes", "float32 tensors"):
+            at += 4 + int.from_bytes(data[at:at + 4], "little")
+        return version, int.from_bytes(data[at:at + 4], "little"), comp
     for _field in ("orch version", "target", "precision", "fingerprint", "input shapes",
                    "float32 tensors"):
         at += 4 + int.from_bytes(data[at:at + 4], "little")
@@ -654,7 +662,7 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 4, "artefact format is not 4"
+        assert int.from_bytes(data[8:12], "little") == 5, "artefact format is not 5"
         assert header_flags(p32)[2] == 0, "compile flags beside the default options"
         at = 16
         for _field in ("orch version", "target"):
@@ -820,7 +828,7 @@ def main():
         assert base.returncode == 0, base.stderr[-3000:]
         got = kinds.findall(base.stderr)
         assert {k for k, _ in got} == {"fused attention", "MLP chain"}, base.stderr[-3000:]
-        assert header_flags(os.path.join(tmp, "t0.orch")) == (4, 0, 0)
+        assert header_flags(os.path.join(tmp, "t0.orch")) == (5, 0, 0)
         i = orch(binary, "info", os.path.join(tmp, "t0.orch"))
         assert i.returncode == 0 and "compile options: defaults" in i.stdout, i.stdout + i.stderr
         for flag, kind, bit in (("--no-mlp-chains", "MLP chain", NO_MLP_CHAINS),
@@ -834,7 +842,7 @@ def main():
             assert n1 < n0, f"{flag}: {n1} candidates, {n0} without it"
             if (kind, "chosen") in got:  # the default plan ran one: this one cannot
                 assert digest(p.stdout) != digest(base.stdout), f"{flag}: the same selection"
-            assert header_flags(out) == (4, 0, bit), f"{flag}: header {header_flags(out)}"
+            assert header_flags(out) == (5, 0, bit), f"{flag}: header {header_flags(out)}"
             i = orch(binary, "info", out)
             assert i.returncode == 0 and f"compile options: {flag}\n" in i.stdout, \
                 f"{flag}: {i.stdout}{i.stderr}"
@@ -844,7 +852,7 @@ def main():
         both = os.path.join(tmp, "t3.orch")
         p = orch(binary, "compile", tm, "-o", both, "--no-mlp-chains", "--no-attention", *args)
         assert p.returncode == 0 and not kinds.search(p.stderr), p.stderr[-3000:]
-        assert header_flags(both) == (4, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
+        assert header_flags(both) == (5, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
         i = orch(binary, "info", both)
         assert "compile options: --no-mlp-chains --no-attention\n" in i.stdout, i.stdout
         # An artefact takes no compile flags.
@@ -868,7 +876,7 @@ def main():
             assert r.returncode == 1 and want in r.stderr, f"{extra}: exit {r.returncode}: {r.stderr}"
             assert not os.path.exists(out), f"{extra}: an artefact was written"
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
-        assert p.returncode == 0 and header_flags(out) == (4, 0, 0), p.stderr[-3000:]
+        assert p.returncode == 0 and header_flags(out) == (5, 0, 0), p.stderr[-3000:]
 
     @case("not_generated_reported_and_strict")
     def _():

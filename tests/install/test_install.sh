@@ -2,7 +2,8 @@
 # The installed orch as an embedding application sees it: `cmake --install` of a build into a
 # temporary prefix, then, with nothing but that prefix and pkg-config:
 #   1. examples/c_api/compile_and_run.c built with `pkg-config --cflags --libs orch` compiles
-#      examples/tiny_cnn/model.onnx into an artefact and runs it;
+#      examples/tiny_cnn/model.onnx for batch 1 and 4 into one artefact (the C API's list of
+#      shape sets) and runs both;
 #   2. examples/c_api/run_artifact.c built with `pkg-config --cflags --libs orch-runtime` alone
 #      runs that artefact and prints the same outputs, bit for bit (the same text);
 #   3. the runtime-only program's shared libraries (ldd) include none of CBC, LAPACK, SQLite or
@@ -53,7 +54,7 @@ if ! $CC -O2 -o "$work/compile_and_run" examples/c_api/compile_and_run.c \
     $(pkg-config --cflags --libs orch) >"$work/cc1.log" 2>&1; then
     bad compile_and_run "build: $(head -n 5 "$work/cc1.log")"
 elif ! LD_LIBRARY_PATH=$LIBDIR HOME=$work XDG_CACHE_HOME=$work/cache "$work/compile_and_run" \
-    examples/tiny_cnn/model.onnx "$work/tiny.orch" image:1x3x32x32 >"$work/full.txt" \
+    examples/tiny_cnn/model.onnx "$work/tiny.orch" image:1x3x32x32 image:4x3x32x32 >"$work/full.txt" \
     2>"$work/full.err"; then
     bad compile_and_run "run: $(tail -n 3 "$work/full.err")"
 else

@@ -6,7 +6,8 @@ orch.compile + Session.run on the shipped example and on generated models agains
 interpreters through orch.Model, inputs converted only where no information is lost, the errors
 (unknown, missing input, wrong shape and dtype, missing and damaged artefacts, bad options,
 closed sessions) raised as orch.Error with orch's status, one Session run from 4 threads bit for
-bit as from one and closed while 3 threads run it, and the package's time per run over a bare
+bit as from one and closed while 3 threads run it, an artefact of two shape sets (each run
+against ONNX Runtime, a third shape refused naming both), and the package's time per run over a bare
 call of orch_session_run.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
@@ -211,6 +212,49 @@ def main():
         err = close_to("logits", got["logits"], ref["logits"])
         print(f"  tiny_cnn: largest error {err:.3g} against ONNX Runtime")
         sessions["tiny"] = s
+
+    @case("several_shape_sets")
+    def _():
+        # A list of shape sets: one artefact, a plan per set; run picks by the inputs' shapes.
+        art = os.path.join(tmp, "tiny_sets.orch")
+        s = orch.compile(TINY, art, input_shapes=[{"image": (1, 3, 32, 32)},
+                                                  "image:4x3x32x32"], **quick)
+        assert [[(t.name, t.shape) for t in ts] for ts in s.shape_sets] == \
+            [[("image", (1, 3, 32, 32))], [("image", (4, 3, 32, 32))]], s.shape_sets
+        assert s.inputs[0].shape == (1, 3, 32, 32), s.inputs
+        for b in (1, 4):
+            x = rng.standard_normal((b, 3, 32, 32)).astype(np.float32)
+            got = s.run({"image": x})
+            assert got["logits"].shape == (b, 10), got["logits"].shape
+            close_to("logits", got["logits"], onnxruntime(TINY, {"image": x})["logits"])
+        raises(orch.Status.INVALID, lambda: s.run({"image": np.zeros((3, 3, 32, 32), np.float32)}),
+               "image:3x3x32x32", "serves only image:1x3x32x32 | image:4x3x32x32")
+        # The same refusal from the C API (the package checks first): a session from the bytes,
+        # orch_session_run called directly on a batch of 3.
+        s2 = orch.Session.from_bytes(open(art, "rb").read())
+        assert len(s2.shape_sets) == 2
+        C = _capi.ctypes
+        x3 = np.zeros((3, 3, 32, 32), np.float32)
+        y3 = np.zeros((3, 10), np.float32)
+        tin = _capi.Tensor(name=b"image", dtype=1, rank=4, data=x3.ctypes.data, nbytes=x3.nbytes)
+        tout = _capi.Tensor(name=b"logits", dtype=1, rank=2, data=y3.ctypes.data,
+                            nbytes=y3.nbytes)
+        for d, v in enumerate(x3.shape):
+            tin.dims[d] = v
+        tout.dims[0], tout.dims[1] = 3, 10
+        ctx = _capi.lib.orch_ctx_create()
+        rc = _capi.lib.orch_session_run(ctx, s2._ptr, C.byref(tin), 1, C.byref(tout), 1)
+        msg = _capi.lib.orch_last_error(ctx).decode()
+        _capi.lib.orch_ctx_free(ctx)
+        assert rc == orch.Status.INVALID and "image:3x3x32x32" in msg and \
+            "image:1x3x32x32 | image:4x3x32x32" in msg, (rc, msg)
+        raises(orch.Status.USAGE, lambda: orch.compile(TINY, os.path.join(tmp, "x.orch"),
+                                                       input_shapes=[], **quick), "empty")
+        raises(orch.Status.USAGE, lambda: orch.compile(
+            TINY, os.path.join(tmp, "x.orch"), input_shapes=["image:1x3x32x32"] * 2, **quick),
+            "same shapes")
+        s.close()
+        s2.close()
 
     for name in GENERATED:
         @case(f"{name}_compile_run")

@@ -6,7 +6,9 @@
 // or foreign file is refused with its message: truncated at many offsets, each header byte
 // flipped, each section corrupted, wrong magic, newer version, trailing bytes, empty file, a
 // directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
-// missing symbol, a shared object that is not one, forged plans with valid checksums.
+// missing symbol, a shared object that is not one, forged plans with valid checksums. Older
+// formats (1, 3, 4) made from the current one still run; several plans (one per shape set) read
+// back with the model once.
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
@@ -415,7 +417,62 @@ static uint8_t *older_format(const uint8_t *f, size_t n, uint32_t version, const
     return f1;
 }
 
-// Where the header's fields start in a file of this format (fp32, no float32 tensors).
+// The format 4 file of a one-plan file of this format: the same fields and sections, in format
+// 4's order (input shapes and float32 tensors after the fingerprint; load flags, compile flags,
+// threads, kernels, predicted time after the model hash; no plan count). Malloc'd.
+static uint8_t *format4_of(const uint8_t *f, size_t n, size_t *n_out) {
+    uint32_t hb = le32(f + 12);
+    size_t at = 16, str[6][2]; // orch version, target, precision, fingerprint, shapes, wide
+    for (int i = 0; i < 4; i++) {
+        str[i][0] = at;
+        str[i][1] = 4 + le32(f + at);
+        at += str[i][1];
+    }
+    size_t hash = at, cflags = at + 8, threads = at + 12, plans = at + 16;
+    CHECK(le32(f + plans) == 1);
+    at = plans + 4;
+    for (int i = 4; i < 6; i++) {
+        str[i][0] = at;
+        str[i][1] = 4 + le32(f + at);
+        at += str[i][1];
+    }
+    size_t lflags = at, kernels = at + 4, pred = at + 8, nsec = at + 16, table = at + 20;
+    uint8_t *h = calloc(1, hb + 64);
+    size_t o = 0;
+    memcpy(h, f, 16);
+    o = 16;
+    for (int i = 0; i < 6; i++) {
+        memcpy(h + o, f + str[i][0], str[i][1]);
+        o += str[i][1];
+    }
+    const size_t fixed[][2] = {{hash, 8},    {lflags, 4}, {cflags, 4}, {threads, 4},
+                               {kernels, 4}, {pred, 8},   {nsec, 4},   {table, 84}};
+    for (size_t i = 0; i < ORCH_COUNT(fixed); i++) {
+        memcpy(h + o, f + fixed[i][0], fixed[i][1]);
+        o += fixed[i][1];
+    }
+    uint32_t hb4 = (uint32_t)o + 8;
+    uint8_t *tab = h + o - 84;
+    uint64_t off0 = (uint64_t)le32(f + table + 4) | (uint64_t)le32(f + table + 8) << 32;
+    uint64_t off1 = (uint64_t)(hb4 + 63) / 64 * 64, delta = off0 - off1;
+    for (int sct = 0; sct < 3; sct++) {
+        uint8_t *ent = tab + sct * 28;
+        uint64_t off = (uint64_t)le32(ent + 4) | (uint64_t)le32(ent + 8) << 32;
+        put_le64(ent + 4, off - delta);
+    }
+    put_le32(h + 8, 4);
+    put_le32(h + 12, hb4);
+    put_le64(h + o, artifact_hash(h, o));
+    size_t n4 = n - (size_t)delta;
+    uint8_t *f4 = calloc(1, n4);
+    memcpy(f4, h, hb4);
+    memcpy(f4 + off1, f + off0, n - (size_t)off0);
+    free(h);
+    *n_out = n4;
+    return f4;
+}
+
+// Where the header's fields start in a format 4 file (fp32, no float32 tensors).
 typedef struct Fields {
     size_t precision, wide, load_flags, compile_flags;
 } Fields;
@@ -482,13 +539,17 @@ static void precision_field(void) {
     snprintf(D.h.precision, sizeof D.h.precision, "fp32");
     if (write_compiled(&D, path))
         return;
-    uint8_t *f2 = NULL;
-    size_t n2 = 0;
+    uint8_t *f5 = NULL, *f2 = NULL;
+    size_t n5 = 0, n2 = 0;
     Err e = {0};
-    if (file_read_all(path, 1 << 30, &f2, &n2, &e) != ST_OK) {
+    if (file_read_all(path, 1 << 30, &f5, &n5, &e) != ST_OK) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
+    f2 = format4_of(f5, n5, &n2);
+    free(f5);
+    write_bytes(path_in("format4.orch"), f2, n2);
+    older_file_runs(path_in("format4.orch"), 4);
     uint32_t hb = le32(f2 + 12);
     Fields x = fields_of(f2);
     CHECK(le32(f2 + x.precision) == 4 && memcmp(f2 + x.precision + 4, "fp32", 4) == 0);
@@ -543,8 +604,8 @@ static void compile_flags_field(void) {
         ArtifactContents a;
         Err e = {0};
         int rc = artifact_read(path, &a, &e);
-        CHECK_MSG(rc == ST_OK && a.h.format_version == 4 && a.h.compile_flags == ok[i].compile &&
-                      a.h.load_flags == ok[i].load,
+        CHECK_MSG(rc == ST_OK && a.h.format_version == ARTIFACT_FORMAT_VERSION &&
+                      a.h.compile_flags == ok[i].compile && a.h.load_flags == ok[i].load,
                   "%u/%u: %s", ok[i].load, ok[i].compile, e.msg);
         artifact_contents_free(&a);
     }
@@ -577,13 +638,15 @@ static void compile_flags_field(void) {
     D.h.compile_flags = ARTIFACT_COMPILE_NO_MLP_CHAINS;
     if (write_compiled(&D, path))
         return;
-    uint8_t *f4 = NULL;
-    size_t n4 = 0;
+    uint8_t *f5 = NULL, *f4 = NULL;
+    size_t n5 = 0, n4 = 0;
     Err e = {0};
-    if (file_read_all(path, 1 << 30, &f4, &n4, &e) != ST_OK) {
+    if (file_read_all(path, 1 << 30, &f5, &n5, &e) != ST_OK) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
+    f4 = format4_of(f5, n5, &n4);
+    free(f5);
     Fields x = fields_of(f4);
     CHECK(le32(f4 + x.compile_flags) == ARTIFACT_COMPILE_NO_MLP_CHAINS);
     const size_t cut[][2] = {{x.compile_flags, 4}};
@@ -826,6 +889,64 @@ static void forged_plans(void) {
     printf("  150 forged plans: %d refused, %d accepted and correct\n", refused, accepted);
 }
 
+// Several plans (format 5): the model once, each plan's fields and sections read back in order;
+// two plans for one shape set, and a damaged section of the second plan, refused by name; a
+// session whose second plan does not fit its shapes names that shape set.
+static void several_plans(void) {
+    const char *path = path_in("plans.orch");
+    ArtifactPlan *p = calloc(3, sizeof *p);
+    const char *shapes[3] = {SHAPES, "x:2x2x4x8", "x:5x2x4x8"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(p[k].input_shapes, sizeof p[k].input_shapes, "%s", shapes[k]);
+        p[k].kernels = C.h.kernels;
+        p[k].predicted_seconds = 1e-3 * (k + 1);
+        p[k].plan = C.plan;
+        p[k].plan_size = C.plan_size;
+        p[k].so = C.so;
+        p[k].so_size = C.so_size;
+    }
+    Err e = {0};
+    CHECK_MSG(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, p, 3, &e) == ST_OK, "%s",
+              e.msg);
+    ArtifactContents a;
+    int rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK) {
+        CHECK(a.n_plans == 3 && strcmp(a.h.input_shapes, SHAPES) == 0);
+        // The model once: the file holds one ONNX section and three plans and shared objects.
+        CHECK(a.size < C.onnx_size + 3 * (C.plan_size + C.so_size) + 4096);
+        for (int k = 0; k < 3; k++)
+            CHECK(strcmp(a.plans[k].input_shapes, shapes[k]) == 0 &&
+                  a.plans[k].predicted_seconds == 1e-3 * (k + 1) &&
+                  a.plans[k].plan_size == C.plan_size &&
+                  memcmp(a.plans[k].plan, C.plan, C.plan_size) == 0 &&
+                  a.plans[k].so_size == C.so_size);
+        ArtifactContents v;
+        artifact_plan_view(&a, 2, &v);
+        CHECK(strcmp(v.h.input_shapes, shapes[2]) == 0 && v.plan == a.plans[2].plan &&
+              v.n_plans == 1 && !v.plans);
+        HwInfo hw = this_machine(FP);
+        Session *s = NULL;
+        e = (Err){0};
+        CHECK(session_create(&a, &hw, NULL, &s, &e) != ST_OK && !s);
+        CHECK_MSG(strstr(e.msg, "shape set 2 (x:2x2x4x8)"), "%s", e.msg);
+        // Plan 2's plan section damaged.
+        size_t at = (size_t)(a.plans[1].plan - a.data) + C.plan_size / 2;
+        uint8_t *bytes = malloc(a.size);
+        memcpy(bytes, a.data, a.size);
+        bytes[at] ^= 0x20;
+        write_bytes(path, bytes, a.size);
+        expect_read_error(path, "plan 2's plan section's checksum does not match",
+                          "a byte of the second plan flipped");
+        free(bytes);
+        artifact_contents_free(&a);
+    }
+    snprintf(p[2].input_shapes, sizeof p[2].input_shapes, "%s", shapes[0]);
+    CHECK(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, p, 3, &e) == ST_OK);
+    expect_read_error(path, "plans 1 and 3 are for the same shapes", "two plans for one shape");
+    free(p);
+}
+
 static void rm_tree(const char *d) {
     DIR *dd = opendir(d);
     for (struct dirent *de; dd && (de = readdir(dd));) {
@@ -870,6 +991,7 @@ int main(int argc, char **argv) {
         RUN(foreign_device);
         RUN(inconsistent);
         RUN(forged_plans);
+        RUN(several_plans);
     } else {
         check_n_fail++;
     }

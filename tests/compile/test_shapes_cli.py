@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""One artefact for several input shapes, end to end on the CPU target: the example CNN compiled
+with `--input-shapes` for batch 1 and 4, and a sequence model (MatMul, Relu, MatMul, Softmax
+over 64 features, 64 KiB of weights) for lengths 7 and 16, each into one artefact; `orch run`
+on inputs of every compiled shape picks the plan whose shapes match and agrees with ONNX
+Runtime; a shape no plan serves (batch 3, length 8) exits with status 2 naming the shapes the
+artefact serves; the artefact holds the model once (its sections: one ONNX model of the model
+file's size, a plan and a kernel module per set); `orch info` lists every shape set with its kernels,
+arena and predicted time; `orch run --shapes N` and `orch bench --shapes N` pick a set (its
+shapes in bench's JSON), an N past the sets is a usage error; two sets binding the same shapes
+are refused, as are more than 16.
+
+Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
+
+usage: test_shapes_cli.py ORCH
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+EX = os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")
+SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
+RTOL, ATOL = 1e-4, 1e-5
+
+results = []
+
+
+def case(name):
+    def wrap(fn):
+        try:
+            fn()
+            results.append((name, None))
+            print(f"ok {name}")
+        except AssertionError as e:
+            results.append((name, str(e)))
+            print(f"FAIL {name}: {e}")
+        sys.stdout.flush()
+        return fn
+    return wrap
+
+
+def orch(binary, *args):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=1800)
+    assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
+    assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
+    return p
+
+
+def write_sequence_model(path):
+    """x [1, L, 64] -> softmax(relu(x W1 + b1) W2) [1, L, 64]; L symbolic."""
+    rng = np.random.default_rng(7)
+    w1 = (rng.standard_normal((64, 128)) * 0.1).astype(np.float32)
+    b1 = (rng.standard_normal(128) * 0.1).astype(np.float32)
+    w2 = (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),
+             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["z"], name="mm2"),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    g = helper.make_graph(
+        nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "L", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "L", 64])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+         numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def sections(path):
+    """[(kind, size)] of a format 5 artefact's section table (src/plan/artifact.h)."""
+    b = open(path, "rb").read()
+    assert int.from_bytes(b[8:12], "little") == 5, "not format 5"
+    u32 = lambda at: int.from_bytes(b[at:at + 4], "little")
+    at = 16
+    for _ in range(4):  # orch version, target, precision, fingerprint
+        at += 4 + u32(at)
+    at += 8 + 4 + 4  # model hash, compile flags, threads
+    plans, at = u32(at), at + 4
+    for _ in range(plans):
+        at += 4 + u32(at)  # input shapes
+        at += 4 + u32(at)  # float32 tensors
+        at += 4 + 4 + 8  # load flags, kernels, predicted seconds
+    n, at = u32(at), at + 4
+    return [(u32(at + 28 * i), int.from_bytes(b[at + 28 * i + 12:at + 28 * i + 20], "little"))
+            for i in range(n)]
+
+
+def run_vs_ort(binary, art, model, name, shape, tmp, out_name):
+    """orch run on a random input of `shape` against ONNX Runtime; returns orch run's stdout."""
+    x = np.random.default_rng().uniform(-1, 1, shape).astype(np.float32)
+    xp = os.path.join(tmp, f"in_{'x'.join(map(str, shape))}.npy")
+    np.save(xp, x)
+    outdir = os.path.join(tmp, f"out_{'x'.join(map(str, shape))}")
+    p = orch(binary, "run", art, "-i", f"{name}={xp}", "-o", outdir)
+    assert p.returncode == 0, f"run on {shape} failed ({p.returncode}): {p.stderr[-2000:]}"
+    got = np.load(os.path.join(outdir, f"{out_name}.npy"))
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {name: x})[0]
+    assert got.shape == ref.shape, f"{shape}: output shape {got.shape}, ONNX Runtime {ref.shape}"
+    err = np.abs(got - ref) - (ATOL + RTOL * np.abs(ref))
+    assert (err <= 0).all(), f"{shape}: largest excess over the tolerance {err.max():.3g}"
+    return p.stdout
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    binary = sys.argv[1]
+    tmp = tempfile.mkdtemp(prefix="orch-shapes-test-")
+    db = os.path.join(tmp, "profile.db")
+    common = ["-t", "cpu", "--top-k", "2", "--db", db, "--quiet"]
+    # The cases check shapes and plans, not the machine's load: timings are taken as stable.
+    os.environ["ORCH_TRUST_TIMINGS"] = "1"
+    cnn = os.path.join(tmp, "cnn.orch")
+    seq_model = os.path.join(tmp, "seq.onnx")
+    seq = os.path.join(tmp, "seq.orch")
+    write_sequence_model(seq_model)
+    served_cnn = "image:1x3x32x32 | image:4x3x32x32"
+
+    @case("cnn_batch_1_and_4_match_onnxruntime")
+    def _():
+        p = orch(binary, "compile", EX, "-o", cnn, "--input-shapes", "image:1x3x32x32",
+                 "--input-shapes", "image:4x3x32x32", *common)
+        assert p.returncode == 0, f"compile failed ({p.returncode}): {p.stderr[-3000:]}"
+        assert "shape sets: 2" in p.stdout, p.stdout
+        assert re.search(r"^  2: image:4x3x32x32: \d+ launches", p.stdout, re.M), p.stdout
+        for b, k in ((1, 1), (4, 2)):
+            out = run_vs_ort(binary, cnn, EX, "image", (b, 3, 32, 32), tmp, "logits")
+            assert f"shape set {k} of 2: image:{b}x3x32x32" in out, out
+
+    @case("cnn_batch_3_refused_with_status_2")
+    def _():
+        x = os.path.join(tmp, "b3.npy")
+        np.save(x, np.ones((3, 3, 32, 32), np.float32))
+        p = orch(binary, "run", cnn, "-i", f"image={x}")
+        assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
+        assert "image:3x3x32x32" in p.stderr and f"serves only {served_cnn}" in p.stderr, p.stderr
+
+    @case("sequence_lengths_7_and_16_match_onnxruntime")
+    def _():
+        p = orch(binary, "compile", seq_model, "-o", seq, "--input-shapes", "x:1x7x64",
+                 "--input-shapes", "x:1x16x64", *common)
+        assert p.returncode == 0, f"compile failed ({p.returncode}): {p.stderr[-3000:]}"
+        for length in (7, 16):
+            run_vs_ort(binary, seq, seq_model, "x", (1, length, 64), tmp, "y")
+        x = os.path.join(tmp, "l8.npy")
+        np.save(x, np.ones((1, 8, 64), np.float32))
+        p = orch(binary, "run", seq, "-i", f"x={x}")
+        assert p.returncode == 2 and "serves only x:1x7x64 | x:1x16x64" in p.stderr, \
+            f"exit {p.returncode}: {p.stderr}"
+
+    @case("weights_stored_once")
+    def _():
+        # The sections (artifact.h's format 5): one ONNX model, a plan and a kernel module per
+        # set, nothing else; the model's section is the model file, inlined once.
+        secs = sections(seq)
+        model = os.path.getsize(seq_model)
+        assert model > 60000, f"the model is {model} bytes: too small to tell"
+        assert [k for k, _ in secs] == [1, 2, 3, 2, 3], secs
+        assert secs[0][1] == model, f"ONNX section {secs[0][1]} bytes, the model {model}"
+        assert os.path.getsize(seq) <= sum(n for _, n in secs) + 4096, (os.path.getsize(seq), secs)
+        # A one-set artefact holds the same model section: two of them hold it twice.
+        one = os.path.join(tmp, "seq7.orch")
+        p = orch(binary, "compile", seq_model, "-o", one, "--input-shapes", "x:1x7x64", *common)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert sections(one)[0][1] == model and len(sections(one)) == 3, sections(one)
+
+    @case("info_lists_every_shape_set")
+    def _():
+        p = orch(binary, "info", cnn)
+        assert p.returncode == 0, p.stderr
+        assert "shape sets: 2" in p.stdout, p.stdout
+        for k, b in ((1, 1), (2, 4)):
+            m = re.search(rf"^shape set {k}: image:{b}x3x32x32: (\d+) kernels, arena ([0-9.]+) "
+                          r"MiB, predicted ([0-9.]+) ms$", p.stdout, re.M)
+            assert m and int(m.group(1)) > 0 and float(m.group(3)) > 0, p.stdout
+        assert p.stdout.count("not generated:") == 2, p.stdout
+
+    @case("run_and_bench_pick_a_set")
+    def _():
+        p = orch(binary, "run", cnn, "--shapes", "2", "--seed", "1")
+        assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32" in p.stdout, p.stderr
+        assert re.search(r"logits +float32 +4x10", p.stdout), p.stdout
+        p = orch(binary, "run", cnn, "--shapes", "3")
+        assert p.returncode == 1 and "serves 2 shape sets" in p.stderr, p.stderr
+        js = os.path.join(tmp, "bench.json")
+        p = orch(binary, "bench", cnn, "--shapes", "2", "--iters", "3", "--warmup", "1",
+                 "--json", js)
+        assert p.returncode == 0 and "shape set 2 of 2" in p.stdout, p.stderr
+        assert json.load(open(js))["input_shapes"] == "image:4x3x32x32"
+        p = orch(binary, "bench", cnn, "--iters", "3", "--warmup", "1")
+        assert p.returncode == 0 and "shape set 1 of 2: image:1x3x32x32 (--shapes N" in p.stdout
+        p = orch(binary, "bench", cnn, "--shapes", "5", "--iters", "1")
+        assert p.returncode == 1 and "serves 2 shape sets" in p.stderr, p.stderr
+
+    @case("same_shapes_twice_and_too_many_refused")
+    def _():
+        out = os.path.join(tmp, "dup.orch")
+        p = orch(binary, "compile", EX, "-o", out, "--input-shapes", "image:1x3x32x32",
+                 "--input-shapes", "image:1x3x32x32", *common)
+        assert p.returncode == 1 and "bind the same shapes" in p.stderr, p.stderr
+        assert not os.path.exists(out) and not [f for f in os.listdir(tmp) if ".set" in f]
+        many = [a for b in range(1, 18) for a in ("--input-shapes", f"image:{b}x3x32x32")]
+        p = orch(binary, "compile", EX, "-o", out, *many, *common)
+        assert p.returncode == 1 and "at most 16" in p.stderr, p.stderr
+
+    failed = [n for n, e in results if e]
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
