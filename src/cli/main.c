@@ -74,7 +74,7 @@ static void usage(FILE *f) {
         "      h100 for --target cuda); --time-limit bounds the solver (default 60 s); --dot\n"
         "      writes Graphviz text (candidates: segments as clusters; plan: kernels as\n"
         "      coloured clusters), --svg renders it with Graphviz's dot\n"
-        "  orch inspect MODEL.orch [--dot FILE.dot] [--svg FILE.svg] [--seed S]\n"
+        "  orch inspect MODEL.orch [--dot FILE.dot] [--svg FILE.svg] [--seed S] [--shapes N]\n"
         "      the plan the artefact was compiled into: each launch's kernel (or interpreter),\n"
         "      ONNX nodes, predicted time and the time measured over 3 profiled runs on random\n"
         "      inputs; --dot/--svg draw it, each launch a cluster of its primitives\n"
@@ -203,7 +203,7 @@ static const Flag flags[] = {
     {"--svg", true, CMD_INSPECT},
     {"--threads", true, CMD_RUN},
     {"--fixed-threads", false, CMD_RUN},
-    {"--shapes", true, CMD_RUN},
+    {"--shapes", true, CMD_RUN | CMD_INSPECT},
 };
 
 static int split_named(char *arg, const char *flag, NamedFile *nf) {
@@ -1262,8 +1262,19 @@ static int write_file(const char *path, const char *text, size_t len, Err *e) {
 // random inputs); --dot/--svg draw it, each launch a cluster of its primitives.
 static int inspect_artifact(const Args *a, FILE *df, Err *e) {
     ArtifactContents ac = {0};
-    Session *s = NULL;
-    int rc = open_session(a, &ac, &s, e);
+    Session *all = NULL, *s = NULL; // every shape set's; the one inspected (--shapes N)
+    int rc = open_session(a, &ac, &all, e);
+    if (rc == ST_OK && a->shape_set > session_num_plans(all))
+        rc = err_set(e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", a->shape_set, a->model,
+                     session_num_plans(all), session_num_plans(all) == 1 ? "" : "s");
+    if (rc == ST_OK)
+        s = session_for_plan(all, a->shape_set ? a->shape_set - 1 : 0);
+    if (rc == ST_OK && session_num_plans(all) > 1) {
+        char shapes[1024];
+        session_plan_shapes(all, a->shape_set ? a->shape_set - 1 : 0, shapes, sizeof shapes);
+        printf("shape set %d of %d: %s%s\n", a->shape_set ? a->shape_set : 1,
+               session_num_plans(all), shapes, a->shape_set ? "" : " (--shapes N inspects another)");
+    }
     const PrimGraph *pg = rc ? NULL : session_graph(s);
     const Plan *plan = rc ? NULL : session_plan(s);
     void **in = NULL, **out = NULL;
@@ -1320,7 +1331,7 @@ static int inspect_artifact(const Args *a, FILE *df, Err *e) {
         free(out[i]);
     free(in);
     free(out);
-    session_free(s);
+    session_free(all);
     artifact_contents_free(&ac);
     return rc;
 }
@@ -1353,6 +1364,8 @@ static int cmd_inspect(int argc, char **argv) {
     bool art = is_artifact(a.model);
     FoldStats fs;
     FILE *df = NULL;
+    if (!art && a.shape_set)
+        return usage_error("%s", "--shapes applies to compiled artefacts (orch compile) only");
     if (art && a.stage_given)
         rc = err_set(&e, ST_USAGE,
                      "--stage applies to ONNX models; %s is an artefact, whose plan "

@@ -6,7 +6,7 @@ on inputs of every compiled shape picks the plan whose shapes match and agrees w
 Runtime; a shape no plan serves (batch 3, length 8) exits with status 2 naming the shapes the
 artefact serves; the artefact holds the model once (its sections: one ONNX model of the model
 file's size, a plan and a kernel module per set); `orch info` lists every shape set with its kernels,
-arena and predicted time; `orch run --shapes N` and `orch bench --shapes N` pick a set (its
+arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N` pick a set (its
 shapes in bench's JSON), an N past the sets is a usage error; two sets binding the same shapes
 are refused, as are more than 16.
 
@@ -199,6 +199,8 @@ def main():
         assert p.returncode == 0 and "shape set 1 of 2: image:1x3x32x32 (--shapes N" in p.stdout
         p = orch(binary, "bench", cnn, "--shapes", "5", "--iters", "1")
         assert p.returncode == 1 and "serves 2 shape sets" in p.stderr, p.stderr
+        p = orch(binary, "inspect", cnn, "--shapes", "2")
+        assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32" in p.stdout, p.stderr
 
     @case("same_shapes_twice_and_too_many_refused")
     def _():
