@@ -48,10 +48,8 @@ typedef struct Rnn {
     int zero; // a scalar 0 of the dtype
 } Rnn;
 
-static int act(Rnn *r, const RnnAct *a, int x) {
+static int act_noclip(Rnn *r, const RnnAct *a, int x) {
     PB *b = r->b;
-    if (r->s->has_clip)
-        x = pb_ew2i(b, EW_MIN, pb_ew2i(b, EW_MAX, x, -r->s->clip), r->s->clip);
     switch (a->kind) {
     case RNN_ACT_SIGMOID: return pb_ew1(b, EW_SIGMOID, x);
     case RNN_ACT_TANH: return pb_ew1(b, EW_TANH, x);
@@ -74,6 +72,14 @@ static int act(Rnn *r, const RnnAct *a, int x) {
     case RNN_ACT_SOFTPLUS: return pb_ew1(b, EW_SOFTPLUS, x);
     }
     return x;
+}
+
+// The activation of a gate's pre-activation x, clipped first where the node has clip (the cell
+// state's activation in LSTM is not: clip bounds the gates' inputs only, as in ONNX Runtime).
+static int act(Rnn *r, const RnnAct *a, int x) {
+    if (r->s->has_clip)
+        x = pb_ew2i(r->b, EW_MIN, pb_ew2i(r->b, EW_MAX, x, -r->s->clip), r->s->clip);
+    return act_noclip(r, a, x);
 }
 
 // Input i's slice for direction d, reshaped to its per-direction dims (absent: -1).
@@ -189,7 +195,7 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
                 cn = pb_ew2(b, EW_ADD, pb_ew2(b, EW_MUL, act(r, &a[0], gf), c), cn);
             if (p >= 0)
                 go = pb_ew2(b, EW_ADD, go, pb_ew2(b, EW_MUL, po, cn));
-            hn = pb_ew2(b, EW_MUL, act(r, &a[0], go), act(r, &a[2], cn));
+            hn = pb_ew2(b, EW_MUL, act(r, &a[0], go), act_noclip(r, &a[2], cn));
         }
         if (lens >= 0) {
             // Past a sequence's end: Y is zero and the state stays (for the reverse direction,
