@@ -102,6 +102,32 @@ static int weight_t(Rnn *r, int i, int d, int64_t rows0, int64_t rows, int64_t K
     return pb_transpose(r->b, w, swap);
 }
 
+// Step t of the input product xw [T, B, GH] (layout 1: [B, T, GH]) as [B, GH]. A slice at offset
+// t would make every step's kernels differ (the offset is part of their code), so a long sequence
+// would tune a few dozen kernels per step. Instead the step is picked by a constant mask, which
+// is a value and not part of the kernel: sum over the time axis of where(mask_t, xw, 0). Every step
+// then runs the same kernels, tuned once. The select is exact (no 0 * inf), and costs a read of
+// xw per step, which select_steps bounds by the recurrent product's own read of R.
+static int step_by_select(Rnn *r, int xw, int64_t t) {
+    const RnnSpec *s = r->s;
+    int axis = s->layout ? 1 : 0;
+    int64_t dims[3] = {1, 1, 1};
+    dims[axis] = s->T;
+    bool *m = xcalloc((size_t)s->T, sizeof(bool));
+    m[t] = true;
+    int mask = pb_const(r->b, DT_BOOL, 3, dims, m);
+    free(m);
+    int v = pb_where(r->b, mask, xw, r->zero);
+    int y = pb_reduce(r->b, RED_SUM, v, 1u << axis, false, false);
+    return y;
+}
+
+// Whether steps are picked by a mask rather than sliced: when the extra read of xw per step
+// (T * B rows of GH) is at most the recurrent weights' H rows.
+static bool select_steps(const RnnSpec *s) {
+    return s->T > 1 && s->T * s->B <= s->H;
+}
+
 typedef struct DirOut {
     int *y;   // per time index: the step's Y value [B, H]
     int h, c; // final states [B, H]
@@ -156,10 +182,11 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
         pf = slice_axis(b, p, 0, 2 * H, H);
     }
     int lens = seq >= 0 ? reshape2(b, seq, B, 1) : -1;
+    bool select = select_steps(s);
 
     for (int64_t step = 0; step < T; step++) {
         int64_t t = rev ? T - 1 - step : step;
-        int xt = reshape2(b, slice_axis(b, xw, s->layout ? 1 : 0, t, 1), B, GH);
+        int xt = select ? step_by_select(r, xw, t) : reshape2(b, slice_axis(b, xw, s->layout ? 1 : 0, t, 1), B, GH);
         int hn, cn = -1;
         if (s->cell == RNN_CELL_RNN) {
             hn = act(r, &a[0], add_opt(b, xt, h >= 0 ? pb_matmul(b, h, rt) : -1));

@@ -1298,6 +1298,14 @@ def recurrent():
              activation_beta=[0.3, 0.8])
     rnn_case('rnn_elu_leaky', 'RNN', dirs=2, activations=['Elu', 'LeakyRelu'],
              activation_alpha=[0.5, 0.05])
+    # T * B <= H: steps picked by a constant mask instead of a slice (rules_rnn.c).
+    rnn_case('lstm_select', 'LSTM', T=6, B=2, I=5, H=13, dirs=2, h0=True, c0=True, peep=True)
+    rnn_case('lstm_select_seq_layout1', 'LSTM', T=4, B=2, I=3, H=11, layout=1, h0=True,
+             seq=('input', [3, 4]))
+    rnn_case('gru_select', 'GRU', T=5, B=1, I=6, H=7, dirs=2, h0=True)
+    rnn_case('gru_select_lbr_seq', 'GRU', T=5, B=2, I=6, H=11, direction='reverse',
+             linear_before_reset=1, seq=('const', [2, 5]))
+    rnn_case('rnn_select', 'RNN', T=7, B=1, I=3, H=9, h0=True)
     rnn_case('lstm_primes', 'LSTM', T=7, B=5, I=11, H=13, h0=True, c0=True, peep=True)
     rnn_case('gru_primes', 'GRU', T=7, B=5, I=11, H=13, h0=True)
 
