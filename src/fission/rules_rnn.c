@@ -258,7 +258,9 @@ static int rule_rnn(FissionCtx *fc) {
     if (rnn_spec(fc->g, fc->n, &s, &e) != ST_OK)
         return ST_UNSUPPORTED;
     DType dt = fc_in_t(fc, RNN_IN_X)->dtype;
-    if (dt != DT_FLOAT && dt != DT_DOUBLE)
+    // float16 stays with the reference op; without steps the states pass through, which the
+    // reference does as well.
+    if ((dt != DT_FLOAT && dt != DT_DOUBLE) || s.T < 1)
         return ST_UNSUPPORTED;
     Rnn r = {fc, &fc->b, &s, dt, pb_const_scalar(&fc->b, dt, 0.0)};
     PB *b = &fc->b;
