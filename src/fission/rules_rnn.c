@@ -102,30 +102,34 @@ static int weight_t(Rnn *r, int i, int d, int64_t rows0, int64_t rows, int64_t K
     return pb_transpose(r->b, w, swap);
 }
 
-// Step t of the input product xw [T, B, GH] (layout 1: [B, T, GH]) as [B, GH]. A slice at offset
-// t would make every step's kernels differ (the offset is part of their code), so a long sequence
+// Steps picked by a mask come from blocks of this many steps: a block is sliced out of xw once
+// (its kernels differ per block), and each step's select reads its block only. Longer blocks
+// mean fewer kernels to tune, shorter ones less to read per step.
+#define RNN_SELECT_BLOCK 16
+
+// Step tl of a block of xw ([K, B, GH]; layout 1: [B, K, GH]) as [B, GH]. A slice at offset t
+// would make every step's kernels differ (the offset is part of their code), so a long sequence
 // would tune a few dozen kernels per step. Instead the step is picked by a constant mask, which
-// is a value and not part of the kernel: sum over the time axis of where(mask_t, xw, 0). Every step
-// then runs the same kernels, tuned once. The select is exact (no 0 * inf), and costs a read of
-// xw per step, which select_steps bounds by the recurrent product's own read of R.
-static int step_by_select(Rnn *r, int xw, int64_t t) {
-    const RnnSpec *s = r->s;
-    int axis = s->layout ? 1 : 0;
-    int64_t dims[3] = {1, 1, 1};
-    dims[axis] = s->T;
-    bool *m = xcalloc((size_t)s->T, sizeof(bool));
-    m[t] = true;
+// is a value and not part of the kernel: the sum over the block's time axis of
+// where(mask_tl, block, 0). Every step then runs the same kernels, tuned once. The select is
+// exact (no 0 * inf); it reads the block once per step, which select_steps bounds by the
+// recurrent product's own read of R.
+static int step_by_select(Rnn *r, int block, int64_t tl) {
+    int axis = r->s->layout ? 1 : 0;
+    int64_t K = pb_t(r->b, block)->dims[axis], dims[3] = {1, 1, 1};
+    dims[axis] = K;
+    bool *m = xcalloc((size_t)K, sizeof(bool));
+    m[tl] = true;
     int mask = pb_const(r->b, DT_BOOL, 3, dims, m);
     free(m);
-    int v = pb_where(r->b, mask, xw, r->zero);
-    int y = pb_reduce(r->b, RED_SUM, v, 1u << axis, false, false);
-    return y;
+    int v = pb_where(r->b, mask, block, r->zero);
+    return pb_reduce(r->b, RED_SUM, v, 1u << axis, false, false);
 }
 
-// Whether steps are picked by a mask rather than sliced: when the extra read of xw per step
-// (T * B rows of GH) is at most the recurrent weights' H rows.
+// Whether steps are picked by a mask rather than sliced: when the extra read per step (a block's
+// rows of GH values) is at most the recurrent weights' H rows.
 static bool select_steps(const RnnSpec *s) {
-    return s->T > 1 && s->T * s->B <= s->H;
+    return s->T > 1 && ORCH_MIN(s->T, RNN_SELECT_BLOCK) * s->B <= s->H;
 }
 
 typedef struct DirOut {
@@ -183,10 +187,26 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
     }
     int lens = seq >= 0 ? reshape2(b, seq, B, 1) : -1;
     bool select = select_steps(s);
+    int taxis = s->layout ? 1 : 0;
+    int64_t n_blocks = (T + RNN_SELECT_BLOCK - 1) / RNN_SELECT_BLOCK;
+    int *blocks = xmalloc(sizeof(int) * (size_t)n_blocks);
+    for (int64_t k = 0; k < n_blocks; k++)
+        blocks[k] = -1;
 
     for (int64_t step = 0; step < T; step++) {
         int64_t t = rev ? T - 1 - step : step;
-        int xt = select ? step_by_select(r, xw, t) : reshape2(b, slice_axis(b, xw, s->layout ? 1 : 0, t, 1), B, GH);
+        int xt;
+        if (select) {
+            int64_t blk = t / RNN_SELECT_BLOCK;
+            if (blocks[blk] < 0)
+                blocks[blk] = T <= RNN_SELECT_BLOCK
+                                  ? xw
+                                  : slice_axis(b, xw, taxis, blk * RNN_SELECT_BLOCK,
+                                               ORCH_MIN(RNN_SELECT_BLOCK, T - blk * RNN_SELECT_BLOCK));
+            xt = step_by_select(r, blocks[blk], t % RNN_SELECT_BLOCK);
+        } else {
+            xt = reshape2(b, slice_axis(b, xw, taxis, t, 1), B, GH);
+        }
         int hn, cn = -1;
         if (s->cell == RNN_CELL_RNN) {
             hn = act(r, &a[0], add_opt(b, xt, h >= 0 ? pb_matmul(b, h, rt) : -1));
@@ -238,6 +258,7 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
         h = hn;
         c = cn;
     }
+    free(blocks);
     out->h = h;
     out->c = c;
 }

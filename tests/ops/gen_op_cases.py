@@ -1306,6 +1306,10 @@ def recurrent():
     rnn_case('gru_select_lbr_seq', 'GRU', T=5, B=2, I=6, H=11, direction='reverse',
              linear_before_reset=1, seq=('const', [2, 5]))
     rnn_case('rnn_select', 'RNN', T=7, B=1, I=3, H=9, h0=True)
+    # Longer than a block of 16 steps: blocks sliced once, steps selected within them.
+    rnn_case('lstm_select_blocks', 'LSTM', T=37, B=1, I=3, H=17, dirs=2, h0=True, c0=True)
+    rnn_case('gru_select_blocks_layout1_seq', 'GRU', T=21, B=1, I=4, H=16, layout=1,
+             direction='reverse', seq=('input', [19]))
     rnn_case('lstm_primes', 'LSTM', T=7, B=5, I=11, H=13, h0=True, c0=True, peep=True)
     rnn_case('gru_primes', 'GRU', T=7, B=5, I=11, H=13, h0=True)
 
