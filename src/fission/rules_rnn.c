@@ -67,8 +67,7 @@ static int act_noclip(Rnn *r, const RnnAct *a, int x) {
     case RNN_ACT_ELU:
         return pb_where(b, pb_ew2i(b, EW_LT, x, 0), pb_ew2i(b, EW_MUL, expm1_of(b, x), a->alpha),
                         x);
-    case RNN_ACT_SOFTSIGN:
-        return pb_ew2(b, EW_DIV, x, pb_ew2i(b, EW_ADD, pb_ew1(b, EW_ABS, x), 1));
+    case RNN_ACT_SOFTSIGN: return pb_ew2(b, EW_DIV, x, pb_ew2i(b, EW_ADD, pb_ew1(b, EW_ABS, x), 1));
     case RNN_ACT_SOFTPLUS: return pb_ew1(b, EW_SOFTPLUS, x);
     }
     return x;
@@ -155,8 +154,8 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
         int wb = slice_axis(b, bias, 0, 0, GH), rb = slice_axis(b, bias, 0, GH, GH);
         if (lbr) {
             // The h gate's recurrent bias sits inside r * (H R_h^T + Rb_h): kept apart.
-            int zr = pb_ew2(b, EW_ADD, slice_axis(b, wb, 0, 0, 2 * H),
-                            slice_axis(b, rb, 0, 0, 2 * H));
+            int zr =
+                pb_ew2(b, EW_ADD, slice_axis(b, wb, 0, 0, 2 * H), slice_axis(b, rb, 0, 0, 2 * H));
             int parts[2] = {zr, slice_axis(b, wb, 0, 2 * H, H)};
             rbh = slice_axis(b, rb, 0, 2 * H, H);
             xw = pb_ew2(b, EW_ADD, xw, pb_concat(b, 2, parts, 0));
@@ -199,10 +198,11 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
         if (select) {
             int64_t blk = t / RNN_SELECT_BLOCK;
             if (blocks[blk] < 0)
-                blocks[blk] = T <= RNN_SELECT_BLOCK
-                                  ? xw
-                                  : slice_axis(b, xw, taxis, blk * RNN_SELECT_BLOCK,
-                                               ORCH_MIN(RNN_SELECT_BLOCK, T - blk * RNN_SELECT_BLOCK));
+                blocks[blk] =
+                    T <= RNN_SELECT_BLOCK
+                        ? xw
+                        : slice_axis(b, xw, taxis, blk * RNN_SELECT_BLOCK,
+                                     ORCH_MIN(RNN_SELECT_BLOCK, T - blk * RNN_SELECT_BLOCK));
             xt = step_by_select(r, blocks[blk], t % RNN_SELECT_BLOCK);
         } else {
             xt = reshape2(b, slice_axis(b, xw, taxis, t, 1), B, GH);
@@ -213,7 +213,9 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
         } else if (gru) {
             int hr = h >= 0 ? pb_matmul(b, h, rt) : -1; // [B, 2H], or [B, 3H] with lbr
             int zr = add_opt(b, slice_axis(b, xt, 1, 0, 2 * H),
-                             hr >= 0 && !lbr ? hr : hr >= 0 ? slice_axis(b, hr, 1, 0, 2 * H) : -1);
+                             hr >= 0 && !lbr ? hr
+                             : hr >= 0       ? slice_axis(b, hr, 1, 0, 2 * H)
+                                             : -1);
             int z = act(r, &a[0], slice_axis(b, zr, 1, 0, H));
             int rg = act(r, &a[0], slice_axis(b, zr, 1, H, H));
             int hx = slice_axis(b, xt, 1, 2 * H, H), rec;

@@ -74,7 +74,8 @@ static int need_shape(const Graph *g, const Node *n, int i, const char *what, DT
         ok = t->dims[d] == dims[d];
     if (!ok)
         return op_err(e, ST_INVALID, n, "input %s must have shape %s, got %s", what,
-                      shape_str(dims, rank, want, sizeof want), tensor_shape_str(t, got, sizeof got));
+                      shape_str(dims, rank, want, sizeof want),
+                      tensor_shape_str(t, got, sizeof got));
     return ST_OK;
 }
 
@@ -166,7 +167,8 @@ int rnn_spec(const Graph *g, const Node *n, RnnSpec *s, Err *e) {
         s->linear_before_reset = lbr == 1;
     }
     if (node_attr(n, "output_sequence"))
-        return op_err(e, ST_UNSUPPORTED, n, "attribute 'output_sequence' (opset 1) is not supported");
+        return op_err(e, ST_UNSUPPORTED, n,
+                      "attribute 'output_sequence' (opset 1) is not supported");
 
     const Tensor *X = node_input(g, n, RNN_IN_X), *W = node_input(g, n, RNN_IN_W),
                  *R = node_input(g, n, RNN_IN_R);
@@ -188,7 +190,8 @@ int rnn_spec(const Graph *g, const Node *n, RnnSpec *s, Err *e) {
                       "attribute 'hidden_size' is %lld but R %s gives a hidden size of %lld",
                       (long long)hs, tensor_shape_str(R, sr, sizeof sr), (long long)s->H);
     int64_t D = s->dirs, GH = s->gates * s->H;
-    int64_t wd[3] = {D, GH, s->I}, rd[3] = {D, GH, s->H}, bd[2] = {D, 2 * GH}, pd[2] = {D, 3 * s->H};
+    int64_t wd[3] = {D, GH, s->I}, rd[3] = {D, GH, s->H}, bd[2] = {D, 2 * GH},
+            pd[2] = {D, 3 * s->H};
     int64_t hd[3] = {D, s->B, s->H};
     if (s->layout)
         hd[0] = s->B, hd[1] = D;
@@ -205,8 +208,9 @@ int rnn_spec(const Graph *g, const Node *n, RnnSpec *s, Err *e) {
     const Tensor *L = node_input(g, n, RNN_IN_SEQ);
     if (L) {
         if (L->dtype != DT_INT32 || L->rank != 1 || L->dims[0] != s->B)
-            return op_err(e, ST_INVALID, n, "sequence_lens must be int32 of shape [%lld], got %s %s",
-                          (long long)s->B, dtype_name(L->dtype), tensor_shape_str(L, sx, sizeof sx));
+            return op_err(e, ST_INVALID, n,
+                          "sequence_lens must be int32 of shape [%lld], got %s %s", (long long)s->B,
+                          dtype_name(L->dtype), tensor_shape_str(L, sx, sizeof sx));
         if (L->kind == TK_CONST)
             for (int64_t b = 0; b < s->B; b++) {
                 int64_t v = elem_get_i64(L->dtype, L->data, b);
