@@ -10,7 +10,8 @@
 #include <string.h>
 
 static const FissionRuleDef *const rule_tables[] = {
-    fission_rules_elementwise, fission_rules_linear, fission_rules_reduce, fission_rules_layout};
+    fission_rules_elementwise, fission_rules_linear, fission_rules_reduce, fission_rules_layout,
+    fission_rules_rnn};
 
 static FissionRule find_rule(const Node *n) {
     if (*n->domain && strcmp(n->domain, "ai.onnx") != 0)

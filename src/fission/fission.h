@@ -49,6 +49,7 @@ extern const FissionRuleDef fission_rules_elementwise[];
 extern const FissionRuleDef fission_rules_linear[];
 extern const FissionRuleDef fission_rules_reduce[];
 extern const FissionRuleDef fission_rules_layout[];
+extern const FissionRuleDef fission_rules_rnn[]; // LSTM, GRU, RNN (rules_rnn.c)
 
 int fc_in(const FissionCtx *fc, int i);                // primitive tensor of input i, -1 absent
 const Tensor *fc_in_t(const FissionCtx *fc, int i);    // the operator graph's tensor (NULL absent)

@@ -253,6 +253,40 @@ def op_support_cases(out):
          "models/loop_subgraph.onnx")
 
 
+def rnn_cases(out):
+    """LSTM, GRU and RNN attributes and inputs orch refuses, each naming the node and what."""
+    T, B, I, H = 3, 2, 4, 5
+    xv = vi("x", F, [T, B, I])
+
+    def rnn(name, op, G, attrs, w_rows=None, lens=None, opset=14):
+        inits = [const("W", np.ones((1, w_rows or G * H, I), np.float32) * 0.1),
+                 const("R", np.ones((1, G * H, H), np.float32) * 0.1)]
+        ins = ["x", "W", "R"]
+        if lens is not None:
+            inits.append(const("L", np.asarray(lens, np.int32)))
+            ins += ["", "L"]
+        n = h.make_node(op, ins, ["y"], name=name, hidden_size=H, **attrs)
+        return model(graph([n], [xv], [vi("y", F, None)], inits), opset=opset)
+
+    bad = [
+        ("lstm_input_forget", "LSTM", 4, {"input_forget": 1}, None, None, 3,
+         "input_forget && lstm_if"),
+        ("gru_unknown_activation", "GRU", 3, {"activations": ["Sigmoid", "Swish"]}, None, None,
+         3, "Swish && activations && gru_act"),
+        ("rnn_activation_count", "RNN", 1, {"activations": ["Tanh", "Tanh"]}, None, None, 2,
+         "activations && rnn_cnt"),
+        ("lstm_bad_direction", "LSTM", 4, {"direction": "sideways"}, None, None, 2,
+         "direction && lstm_dir"),
+        ("gru_bad_w_rows", "GRU", 3, {}, 4 * H, None, 2, "W && gru_w"),
+        ("rnn_lens_too_long", "RNN", 1, {}, None, [T, T + 1], 2, "sequence_lens && rnn_len"),
+        ("lstm_bad_layout", "LSTM", 4, {"layout": 2}, None, None, 2, "layout && lstm_lay"),
+    ]
+    for case_name, op, G, attrs, w_rows, lens, code, subs in bad:
+        node = subs.split(" && ")[-1]
+        save(out, f"models/{case_name}.onnx", rnn(node, op, G, attrs, w_rows, lens))
+        case(case_name, f"run models/{case_name}.onnx", code, subs, f"models/{case_name}.onnx")
+
+
 def tensor_cases(out):
     """Initializers and Constant nodes whose payload does not match their header."""
     def init_model(t, op="Add"):
@@ -994,6 +1028,7 @@ def main():
     file_cases(out)
     header_cases(out)
     op_support_cases(out)
+    rnn_cases(out)
     tensor_cases(out)
     input_file_cases(out)  # writes inputs/ that external_cases links to
     external_cases(out)

@@ -165,6 +165,7 @@ class Builder:
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
+I32 = TensorProto.INT32
 
 
 # ---- a) convnet: ResNet-like, dynamic batch, x.view(x.size(0), -1) before the classifier ----
@@ -881,6 +882,44 @@ def gather_scatter(seed):
                                  "bins": r.integers(-BINS, BINS, (N, C))}, []
 
 
+# ---- s) recurrent layers as torch.onnx exports them: a batch-first bidirectional LSTM (X
+# transposed to time-major, Y's directions folded into features), then a GRU with
+# linear_before_reset=1 (PyTorch's form) over padded sequences with their lengths, and a Linear
+# on every step ----
+
+def recurrent(seed):
+    B, T, F_, H1, H2, C = 2, 9, 12, 24, 10, 7
+    b = Builder("recurrent", 17, seed)
+    x = b.input("x", F, [B, T, F_])
+    xt = b.op("Transpose", [x], "/rnn", perm=[1, 0, 2])
+    w = b.param("lstm.W", b.he((2, 4 * H1, F_), F_))
+    r = b.param("lstm.R", b.he((2, 4 * H1, H1), H1))
+    bias = b.param("lstm.B", b.rng.standard_normal((2, 8 * H1)) * 0.1)
+    h0 = b.input("h0", F, [2, B, H1])
+    c0 = b.input("c0", F, [2, B, H1])
+    y, _, _ = b.op("LSTM", [xt, w, r, bias, "", h0, c0], "/rnn/LSTM", n_out=3,
+                   hidden_size=H1, direction="bidirectional")
+    y = b.op("Transpose", [y], "/rnn", perm=[0, 2, 1, 3])
+    y = b.op("Reshape", [y, b.const([T, B, 2 * H1])], "/rnn")
+    lens = b.input("lengths", I32, [B])
+    w2 = b.param("gru.W", b.he((1, 3 * H2, 2 * H1), 2 * H1))
+    r2 = b.param("gru.R", b.he((1, 3 * H2, H2), H2))
+    bias2 = b.param("gru.B", b.rng.standard_normal((1, 6 * H2)) * 0.1)
+    y2, _ = b.op("GRU", [y, w2, r2, bias2, lens], "/gru/GRU", n_out=2, out=["gru_y", "gru_h"],
+                 hidden_size=H2, linear_before_reset=1)
+    y2 = b.op("Squeeze", [y2, b.const([1])], "/gru")
+    y2 = b.op("Transpose", [y2], "/gru", perm=[1, 0, 2])
+    b.linear(y2, "/out", "out", H2, C, out="logits")
+    b.output("logits", F, [B, T, C])
+    b.output("gru_h", F, [1, B, H2])
+
+    def inputs(r):
+        return {"x": r.standard_normal((B, T, F_)), "h0": r.standard_normal((2, B, H1)) * 0.5,
+                "c0": r.standard_normal((2, B, H1)) * 0.5,
+                "lengths": np.array([T, 5], np.int32)}
+    return b.model(), inputs, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -901,6 +940,7 @@ MODELS = {
     "p_cumsum_positions": cumsum_positions,
     "q_gather_scatter": gather_scatter,
     "r_tiny_activations": tiny_activations,
+    "s_recurrent": recurrent,
 }
 EXTERNAL = {"g_external"}
 

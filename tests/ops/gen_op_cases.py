@@ -1183,7 +1183,139 @@ def nan_semantics():
         opset=13, ref="ORT's ArgMax keeps a NaN only where it comes first")
 
 
-FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics]
+# ---- recurrent operators ----------------------------------------------------------------------
+
+def rnn_case(name, op, T=5, B=3, I=4, H=5, dirs=1, layout=0, bias=True, h0=False, c0=False,
+             peep=False, seq=None, outs=('y0', 'y1', 'y2'), dt='f32', ref=None, **attrs):
+    """One LSTM/GRU/RNN node with random weights (initializers) and a random X fed at run time.
+    seq: None, ('const', lens) or ('input', lens); outs: the output names, '' for an absent one."""
+    G = {'LSTM': 4, 'GRU': 3, 'RNN': 1}[op]
+    xs = (B, T, I) if layout else (T, B, I)
+    hs = (B, dirs, H) if layout else (dirs, B, H)
+    ins = [rnd(xs, dt), C(rnd((dirs, G * H, I), dt, 0.5)), C(rnd((dirs, G * H, H), dt, 0.5)),
+           C(rnd((dirs, 2 * G * H), dt, 0.5)) if bias else None, None,
+           rnd(hs, dt) if h0 else None]
+    if seq:
+        lens = np.asarray(seq[1], np.int32)
+        ins[4] = C(lens) if seq[0] == 'const' else lens
+    if op == 'LSTM':
+        ins += [rnd(hs, dt) if c0 else None, C(rnd((dirs, 3 * H), dt, 0.5)) if peep else None]
+    while ins[-1] is None:
+        ins.pop()
+    if op != 'LSTM':
+        outs = outs[:2]
+    attrs.setdefault('hidden_size', H)
+    if dirs == 2:
+        attrs.setdefault('direction', 'bidirectional')
+    if layout:
+        attrs['layout'] = 1
+    names = [f'x{i}' if v is not None else '' for i, v in enumerate(ins)]
+    node = helper.make_node(op, names, list(outs), **attrs)
+    expect = None
+    if layout:
+        expect = ('ORT has no batch-first (layout 1) kernels: ORT on the layout 0 node, with X, '
+                  'the initial states and the outputs transposed', layout0_oracle(node, names))
+    graph(name, [node], {nm: v for nm, v in zip(names, ins) if nm}, [o for o in outs if o],
+          opset=14, ref=ref, expect=expect)
+
+
+def layout0_oracle(node, names):
+    """The outputs of a layout=1 recurrent node from ORT running its layout=0 twin."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name != 'layout'}
+    outs = [o for o in node.output]
+
+    def run(*arrays):
+        vals = iter(arrays)
+        feeds, inits = {}, []
+        for i, nm in enumerate(names):
+            if not nm:
+                continue
+            v = np.asarray(next(vals))
+            if i == 0:
+                v = v.transpose(1, 0, 2)
+            elif i in (5, 6):
+                v = v.transpose(1, 0, 2)
+            if i in (1, 2, 3, 7):
+                inits.append(numpy_helper.from_array(v, nm))
+            else:
+                feeds[nm] = np.ascontiguousarray(v)
+        twin = helper.make_node(node.op_type, names, outs, **attrs)
+        g = helper.make_graph(
+            [twin], 'twin',
+            [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+             for k, v in feeds.items()],
+            [onnx.ValueInfoProto(name=o) for o in outs if o], inits)
+        ops = [helper.make_opsetid('', 14)]
+        m = helper.make_model(g, opset_imports=ops,
+                              ir_version=helper.find_min_ir_version_for(ops))
+        res = run_oracle(m, feeds, False)
+        live = [o for o in outs if o]
+        return [r.transpose(2, 0, 1, 3) if o == outs[0] else r.transpose(1, 0, 2)
+                for o, r in zip(live, res)]
+    return run
+
+
+def recurrent():
+    family('rnn')
+    for op in ('LSTM', 'GRU', 'RNN'):
+        o = op.lower()
+        rnn_case(f'{o}_forward', op, h0=True, c0=True)
+        rnn_case(f'{o}_nobias_b1', op, B=1, bias=False)
+        rnn_case(f'{o}_reverse', op, h0=True, c0=True, direction='reverse')
+        rnn_case(f'{o}_bidirectional', op, dirs=2, h0=True, c0=True)
+        rnn_case(f'{o}_layout1', op, dirs=2, layout=1, h0=True, c0=True, T=4, B=2)
+        rnn_case(f'{o}_clip', op, h0=True, clip=0.3)
+        rnn_case(f'{o}_seq_const', op, dirs=2, h0=True, c0=True, seq=('const', [5, 2, 3]))
+        rnn_case(f'{o}_seq_input', op, dirs=2, h0=True, seq=('input', [3, 5, 1]))
+        rnn_case(f'{o}_seq_input_layout1', op, layout=1, direction='reverse',
+                 seq=('input', [2, 4, 5]))
+        rnn_case(f'{o}_only_yh', op, dirs=2, h0=True, outs=('', 'y1', ''))
+        rnn_case(f'{o}_f64', op, dt='f64', h0=True, c0=True, outs=('y0', 'y1'),
+                 ref='ORT has no double kernel for the recurrent ops')
+    rnn_case('lstm_peepholes', 'LSTM', h0=True, c0=True, peep=True)
+    rnn_case('lstm_peepholes_bidir_seq', 'LSTM', dirs=2, h0=True, c0=True, peep=True,
+             seq=('input', [4, 5, 2]))
+    rnn_case('lstm_peepholes_no_c0', 'LSTM', peep=True, T=3)
+    rnn_case('lstm_only_yc', 'LSTM', h0=True, outs=('', '', 'y2'))
+    rnn_case('lstm_activations', 'LSTM', h0=True, c0=True,
+             activations=['HardSigmoid', 'LeakyRelu', 'Softsign'], activation_alpha=[0.3, 0.2],
+             activation_beta=[0.45])
+    rnn_case('lstm_activations_bidir', 'LSTM', dirs=2, h0=True,
+             activations=['Sigmoid', 'ScaledTanh', 'Elu', 'HardSigmoid', 'Softplus', 'Affine'],
+             activation_alpha=[0.9, 0.8, 0.25, 0.6], activation_beta=[1.1, 0.4, 0.2])
+    rnn_case('gru_linear_before_reset', 'GRU', h0=True, linear_before_reset=1)
+    rnn_case('gru_linear_before_reset_bidir_seq', 'GRU', dirs=2, h0=True, linear_before_reset=1,
+             seq=('input', [5, 1, 3]), clip=0.8)
+    rnn_case('gru_linear_before_reset_no_h0', 'GRU', linear_before_reset=1)
+    rnn_case('gru_activations', 'GRU', h0=True, activations=['HardSigmoid', 'Softsign'],
+             activation_alpha=[0.25], activation_beta=[0.55])
+    rnn_case('rnn_relu', 'RNN', h0=True, activations=['Relu'])
+    rnn_case('rnn_thresholdedrelu', 'RNN', h0=True, activations=['ThresholdedRelu'],
+             activation_alpha=[0.1])
+    # Both functions take alpha and beta: ORT's RNN reads the lists per direction.
+    rnn_case('rnn_activations_bidir', 'RNN', dirs=2, h0=True,
+             activations=['Affine', 'ScaledTanh'], activation_alpha=[0.7, 0.9],
+             activation_beta=[0.3, 0.8])
+    rnn_case('rnn_elu_leaky', 'RNN', dirs=2, activations=['Elu', 'LeakyRelu'],
+             activation_alpha=[0.5, 0.05])
+    # T * B <= H: steps picked by a constant mask instead of a slice (rules_rnn.c).
+    rnn_case('lstm_select', 'LSTM', T=6, B=2, I=5, H=13, dirs=2, h0=True, c0=True, peep=True)
+    rnn_case('lstm_select_seq_layout1', 'LSTM', T=4, B=2, I=3, H=11, layout=1, h0=True,
+             seq=('input', [3, 4]))
+    rnn_case('gru_select', 'GRU', T=5, B=1, I=6, H=7, dirs=2, h0=True)
+    rnn_case('gru_select_lbr_seq', 'GRU', T=5, B=2, I=6, H=11, direction='reverse',
+             linear_before_reset=1, seq=('const', [2, 5]))
+    rnn_case('rnn_select', 'RNN', T=7, B=1, I=3, H=9, h0=True)
+    # Longer than a block of 16 steps: blocks sliced once, steps selected within them.
+    rnn_case('lstm_select_blocks', 'LSTM', T=37, B=1, I=3, H=17, dirs=2, h0=True, c0=True)
+    rnn_case('gru_select_blocks_layout1_seq', 'GRU', T=21, B=1, I=4, H=16, layout=1,
+             direction='reverse', seq=('input', [19]))
+    rnn_case('lstm_primes', 'LSTM', T=7, B=5, I=11, H=13, h0=True, c0=True, peep=True)
+    rnn_case('gru_primes', 'GRU', T=7, B=5, I=11, H=13, h0=True)
+
+
+FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics,
+            recurrent]
 
 
 def main():

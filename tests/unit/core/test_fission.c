@@ -1,6 +1,7 @@
 // Unit tests of operator fission: the attention rewrite (division moved after the MatMul, same
-// values), softmax stability for huge logits, the driver's opaque fallback, and the 1x1
-// convolution over upsampled maps moved before their resizes.
+// values), softmax stability for huge logits, the driver's opaque fallback, the 1x1
+// convolution over upsampled maps moved before their resizes, and unrolled LSTM steps sharing
+// their kernels.
 #include "../check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
@@ -10,6 +11,7 @@
 #include "onnx/load.h"
 #include "interp/interp.h"
 #include "interp/prim_interp.h"
+#include "candidates/candidates.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -416,6 +418,61 @@ static void conv_over_upsampled_concat(void) {
     }
 }
 
+// A one-layer LSTM over T steps (batch 1, input 8, hidden 32: steps picked by a mask) with
+// random weights and bias, its Y the output.
+static MB *lstm_model(int64_t T) {
+    enum { I = 8, H = 32 };
+    const int64_t xd[] = {T, 1, I}, wd[] = {1, 4 * H, I}, rd[] = {1, 4 * H, H}, bd[] = {1, 8 * H};
+    MB *b = mb_new(17);
+    mb_input(b, "x", 1, 3, xd);
+    float *w = malloc(sizeof(float) * 4 * H * H);
+    for (int i = 0; i < 4 * H * H; i++)
+        w[i] = rnd() * 0.3f;
+    mb_init(b, mb_raw(b, "w", 1, 3, wd, w, sizeof(float) * 4 * H * I));
+    mb_init(b, mb_raw(b, "r", 1, 3, rd, w, sizeof(float) * 4 * H * H));
+    mb_init(b, mb_raw(b, "bias", 1, 2, bd, w + 7, sizeof(float) * 8 * H));
+    free(w);
+    mb_node(b, "LSTM", "lstm", "x,w,r,bias", "y", mb_attr_i(b, "hidden_size", H), NULL);
+    mb_output(b, "y");
+    return b;
+}
+
+// The distinct kernel signatures of a model after fission and clean-up, or -1.
+static int signatures(MB *b) {
+    Graph *g = load_folded(b);
+    PrimGraph *pg = NULL;
+    CandidateSet *cs = NULL;
+    Err e = {0};
+    CandRules rules = cand_rules_default();
+    int n = -1;
+    if (g && fission_run(g, NULL, &pg, NULL, &e) == ST_OK && fission_cleanup(pg, NULL, &e) == ST_OK &&
+        cand_enumerate(pg, &rules, 0, &cs, &e) == ST_OK)
+        n = cs->stats.signatures;
+    else
+        printf("  %s\n", e.msg);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+    graph_free(g);
+    return n;
+}
+
+// Every step of an unrolled LSTM runs the same kernels: the kernels to tune grow by a few per
+// block of 16 steps (the block's slice), where a slice per step would add dozens per step, and
+// the steps still compute the reference's values.
+static void lstm_steps_share_kernels(void) {
+    MB *b16 = lstm_model(16), *b64 = lstm_model(64);
+    int s16 = signatures(b16), s64 = signatures(b64);
+    CHECK_MSG(s16 > 0 && s64 >= s16 && s64 - s16 <= 4 * 3,
+              "distinct signatures: %d at T = 16, %d at T = 64", s16, s64);
+    float x[64 * 8];
+    for (int i = 0; i < 64 * 8; i++)
+        x[i] = rnd();
+    double worst = engines_agree(b64, x, 64 * 32);
+    CHECK_MSG(worst >= 0 && worst <= 1, "engines differ: %g tolerances", worst);
+    mb_free(b16);
+    mb_free(b64);
+}
+
 int main(void) {
     RUN(attention_rewrite);
     RUN(softmax_huge_logits);
@@ -424,5 +481,6 @@ int main(void) {
     RUN(opaque_fallback);
     RUN(rounded_linear_operands);
     RUN(conv_over_upsampled_concat);
+    RUN(lstm_steps_share_kernels);
     return CHECK_DONE();
 }
