@@ -99,6 +99,9 @@ typedef struct CEm {
     Cexpr *x;
     int cur;         // the layer whose product the reader answers for (-1: none)
     const char *acc; // the variable holding that product at the current index
+    // The variable holding the layer's input at the current index, for epilogues that read it
+    // (MlpChain.xin); NULL where the design does not hold it (only the block design does).
+    const char *xin;
 } CEm;
 
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
@@ -137,10 +140,16 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     }
     sb_line(s, ind + 1, "(void)q_r;\n");
     ix[m->rank - 1] = "e_c";
+    if (m->xin[l] && !E->xin)
+        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reads %s", E->fn,
+                       l, "the layer's input, which only the block design holds");
     E->cur = l;
     E->acc = acc;
+    // The layer's input, where the epilogue reads it, is the design's local (never recomputed).
+    cexpr_pin(E->x, m->xin[l] ? m->in[l] : -1, E->xin);
     char v[64];
     int rc = cexpr_value(E->x, m->act[l], ix, s, ind + 1, v, sizeof v, e);
+    cexpr_pin(E->x, -1, NULL);
     E->cur = -1;
     cexpr_forget(E->x);
     if (rc)
@@ -716,7 +725,12 @@ static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *
     sb_line(s, 4, "const int64_t gr = i0 + r_[u] < %lld ? i0 + r_[u] : %lld;\n", (long long)R,
             (long long)(R - 1));
     sb_line(s, 4, "const float acc = xv[u];\n");
+    if (m->xin[l]) // the layer's input: k-major in src (zeros past the last row)
+        sb_line(s, 4, "const float xin_ = %s[c_[u] * %lld + (c_[u] >> 2) * 4 + r_[u]];\n", src,
+                (long long)BMP);
+    E->xin = "xin_";
     int rc = emit_epi(E, l, "acc", "c_[u]", "gr", "xv[u]", 4, e);
+    E->xin = NULL;
     if (rc)
         return rc;
     sb_line(s, 3, "}\n");
@@ -755,7 +769,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -1068,7 +1082,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOpt
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -2116,7 +2130,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    TcEm T = {{m, fn, &body, cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls), -1, "acc"},
+    Cexpr *cx = cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls);
+    TcEm T = {{m, fn, &body, cx, -1, "acc", NULL},
               &L,
               W,
               MT,
@@ -2507,6 +2522,11 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         cumlp_config_pack(&qc, kc);
         kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
     }
+    // An epilogue that reads its layer's input (a gate, a residual) needs the previous
+    // activations beside the products: the block design keeps them in its other buffer; the
+    // persistent designs overwrite them (warp) or hold them as mma fragments (tensor cores).
+    if (m.any_xin)
+        return cgen_sort_configs(all, n, out, k);
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
@@ -2574,6 +2594,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     CuMlpConfig q;
     cumlp_config_unpack(cfg, &q);
     int64_t v = q.var, smem;
+    if (m.any_xin && v != CUMLP_BLOCK)
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s': an epilogue reads its layer's input, "
+                       "which only the block design (no v=) keeps",
+                       fn, cfg->desc);
     if (v == CUMLP_BLOCK) {
         smem = smem_bytes(&m, q.bm, q.stage != 0);
     } else if (v == CUMLP_WARP) {

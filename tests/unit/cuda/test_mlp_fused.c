@@ -79,8 +79,10 @@ static int g_sample = 1;
 static int g_sampled_out;
 static bool g_fp32_only; // sin_guard: chain_configs offers float32's configs alone
 
-enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
-static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
+// A_SIN (the gated chain's sin(t + b) * sigmoid(x)) is not drawn by the random cases.
+enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT, A_SIN = A_COUNT };
+static const char *act_name[] = {"none", "relu",   "sigmoid", "tanh",
+                                 "gelu", "sinsig", "silu",    "sin"};
 
 static double now(void) {
     struct timespec ts;
@@ -133,6 +135,7 @@ static int activation(PB *b, int y, int act) {
                       pb_ew2i(b, EW_ADD, pb_ew1(b, EW_ERF, pb_ew2i(b, EW_MUL, y, M_SQRT1_2)), 1.0));
     case A_SINSIG: return pb_ew2(b, EW_MUL, pb_ew1(b, EW_SIN, y), pb_ew1(b, EW_SIGMOID, y));
     case A_SILU: return pb_ew2(b, EW_MUL, y, pb_ew1(b, EW_SIGMOID, y));
+    case A_SIN: return pb_ew1(b, EW_SIN, y);
     default: return y;
     }
 }
@@ -149,7 +152,12 @@ typedef struct Case {
     // operands swapped (bias + product). The tensor-core kernels fold all four into their
     // accumulators (emit_mlp_cuda.c, bias_fold).
     int bias_shape;
+    // Epilogues that read the layer's input x as well (layers with K == N only): G_GATED
+    // act(t + b) * sigmoid(x), G_RESIDUAL x + act(t + b), G_MIXED (t + b) * tanh(x) + 0.5 x.
+    int gate;
 } Case;
+
+enum { G_NONE, G_GATED, G_RESIDUAL, G_MIXED };
 
 static PrimGraph *mlp_graph(const Case *k) {
     PrimGraph *pg = prim_graph_create(NULL);
@@ -168,6 +176,7 @@ static PrimGraph *mlp_graph(const Case *k) {
     PB b = {pg, "mlp"};
     for (int l = 0; l < k->layers; l++) {
         const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        int xl = y; // the layer's input
         // Weights scaled by 1/sqrt(K) keep the activations of every layer of order 1.
         y = pb_matmul(&b, y, add_const(&b, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
         if (k->bias) {
@@ -178,6 +187,13 @@ static PrimGraph *mlp_graph(const Case *k) {
             y = k->bias_shape == 3 ? pb_ew2(&b, EW_ADD, bt, y) : pb_ew2(&b, EW_ADD, y, bt);
         }
         y = activation(&b, y, k->act[l]);
+        if (k->width[l] == k->width[l + 1] && k->gate == G_GATED)
+            y = pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_SIGMOID, xl));
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_RESIDUAL)
+            y = pb_ew2(&b, EW_ADD, xl, y);
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_MIXED)
+            y = pb_ew2(&b, EW_ADD, pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_TANH, xl)),
+                       pb_ew2i(&b, EW_MUL, xl, 0.5));
     }
     add_output(pg, y);
     return pg;
@@ -1031,6 +1047,108 @@ static void sin_guard(void) {
     g_fp32_only = false;
 }
 
+// The spec (mlp_spec.h) of the longest chain of k's graph: every layer in it, and exactly the
+// layers with K == N of a gated, residual or mixed case read their input (MlpChain.xin); every
+// ELEMWISE primitive belongs to one layer's epilogue. The CUDA target offers such chains the
+// block design alone (the one that keeps the layer's input beside its products).
+static void spec_check(const Case *k) {
+    PrimGraph *pg = mlp_graph(k);
+    Err e = {0};
+    int rc = fission_cleanup(pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = prim_graph_verify(pg, &e);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &r, 0, &cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", k->name, e.msg);
+    const Candidate *best = NULL;
+    for (int i = 0; rc == ST_OK && i < cs->n; i++)
+        if (!best || cand_count_linear(pg, &cs->c[i]) > cand_count_linear(pg, best))
+            best = &cs->c[i];
+    MlpChain m;
+    bool ok = best && mlp_analyse(pg, best, &m);
+    CHECK_MSG(ok, "%s: the longest chain is not analysed", k->name);
+    if (ok) {
+        CHECK_MSG(m.n == ORCH_MIN(k->layers, MLP_LAYERS_MAX), "%s: %d layers, want %d", k->name,
+                  m.n, k->layers);
+        bool any = false;
+        for (int l = 0; l < m.n; l++) {
+            bool want = k->gate != G_NONE && k->width[l] == k->width[l + 1];
+            any = any || want;
+            CHECK_MSG(m.xin[l] == want, "%s: layer %d reads its input: %d, want %d", k->name, l,
+                      m.xin[l], want);
+            CHECK_MSG(m.epi[l] == (want || k->bias || k->act[l] != A_NONE),
+                      "%s: layer %d's epilogue: %d", k->name, l, m.epi[l]);
+            CHECK_MSG(m.in[l] == pg->prims[m.lin[l]]->in[0], "%s: layer %d's input", k->name, l);
+        }
+        CHECK_MSG(m.any_xin == any, "%s: any_xin %d, want %d", k->name, m.any_xin, any);
+        for (int i = 0; i < best->n_prims; i++) {
+            const Prim *p = pg->prims[best->prims[i]];
+            CHECK_MSG((p->kind == PRIM_ELEMWISE) == (m.owner[i] >= 0),
+                      "%s: primitive %d's layer %d", k->name, best->prims[i], m.owner[i]);
+        }
+        // Over the precisions (the tensor-core designs are offered under theirs).
+        static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16};
+        bool other = false;
+        for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+            KernelConfig cf[64];
+            int n = cugen_mlp_configs(pg, best, &g_cu[1], &(TargetOptions){.precision = precs[p]},
+                                      cf, 64);
+            CHECK_MSG(n >= 1, "%s: no CUDA config", k->name);
+            for (int i = 0; i < n; i++) {
+                other = other || mcfg(&cf[i]).var != CUMLP_BLOCK;
+                CHECK_MSG(!any || mcfg(&cf[i]).var == CUMLP_BLOCK, "%s: CUDA config '%s' offered",
+                          k->name, cf[i].desc);
+            }
+        }
+        // A plain chain keeps the persistent designs (widths up to 64: the warp design's limit;
+        // the tensor-core designs' registers limit wider deep chains).
+        CHECK_MSG(any || other || k->width[1] > 64, "%s: only block configs for a plain chain",
+                  k->name);
+    }
+    if (cs)
+        cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// Epilogues that read the layer's input, found by structure: gated act(t + b) * sigmoid(x),
+// residual x + act(t + b), mixed (t + b) * tanh(x) + 0.5 x, and plain chains beside them, at
+// widths 32, 64 and 128, depths 2, 4 and 6, several row counts; one chain whose first layer
+// changes the width (a plain epilogue) before gated ones. The spec (spec_check), the C kernels
+// against the interpreter, the CUDA block kernels through NVRTC (and on a GPU, run).
+static void gated_cases(void) {
+    static const struct {
+        int layers;
+        int64_t batch, w0, w;
+        int act;
+    } shapes[] = {
+        {2, 1031, 32, 32, A_SIN}, {4, 127, 64, 64, A_RELU}, {6, 300, 128, 128, A_GELU},
+        {6, 4096, 64, 64, A_SIN}, {3, 33, 16, 64, A_TANH},
+    };
+    static const int gates[] = {G_GATED, G_RESIDUAL, G_MIXED, G_NONE};
+    static const char *const gate_name[] = {"plain", "gated", "residual", "mixed"};
+    for (size_t s = 0; s < ORCH_COUNT(shapes); s++)
+        for (size_t g = 0; g < ORCH_COUNT(gates); g++) {
+            Case k = {0};
+            k.layers = shapes[s].layers;
+            k.batch = shapes[s].batch;
+            k.bias = true;
+            k.gate = gates[g];
+            k.width[0] = shapes[s].w0;
+            for (int l = 1; l <= k.layers; l++)
+                k.width[l] = shapes[s].w;
+            for (int l = 0; l < k.layers; l++)
+                k.act[l] = shapes[s].act;
+            case_name(&k);
+            size_t len = strlen(k.name);
+            snprintf(k.name + len, sizeof k.name - len, "_%s", gate_name[k.gate]);
+            spec_check(&k);
+            check_mlp(k.name, mlp_graph(&k), k.layers, 2, 2, s < 2, true);
+        }
+}
+
 // Random MLPs: 2-8 layers, widths 1-256 (half of them odd), random activations and batches.
 static void random_cases(void) {
     static const int64_t batches[] = {1, 2, 7, 127, 300, 1031};
@@ -1155,9 +1273,26 @@ static void chain_boundaries(void) {
         int y = pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, wd, 0.3f)), h);
         y = pb_matmul(&b, pb_ew1(&b, EW_TANH, y), add_const(&b, 2, wd, 0.3f));
         add_output(pg, y);
-        // L2 -> add(h) -> tanh -> L3 is a chain: the add reads h, a non-constant, so L2's
-        // epilogue stops before it and L3 does not follow L2; L1 -> relu has two readers.
-        check_mlp("residual", pg, 1, 1, 1, false, true);
+        // h is read by L2 and by L2's epilogue (add(h), tanh), which reads the layer's input:
+        // one chain of three layers, L1 -> relu -> L2 -> add(h) -> tanh -> L3.
+        check_mlp("residual", pg, 3, 1, 1, false, true);
+    }
+    {
+        // The activation h also read by the epilogue of the layer after next, where it is not
+        // that layer's input.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "res2"};
+        int h = pb_ew1(&b, EW_RELU, pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f)));
+        int y = pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, wd, 0.3f)), h);
+        y = pb_ew2(&b, EW_MUL, pb_matmul(&b, pb_ew1(&b, EW_TANH, y), add_const(&b, 2, wd, 0.3f)),
+                   h);
+        add_output(pg, y);
+        // h has three readers (L2, L2's add, L3's mul): L1 leads nowhere. L2 -> L3 is a chain
+        // ending at L3's product: the mul reads h, neither L3's product nor its input, so it is
+        // not L3's epilogue.
+        check_mlp("residual_two_back", pg, 2, 1, 1, false, true);
     }
 }
 
@@ -1670,6 +1805,7 @@ int main(int argc, char **argv) {
     } while (0)
     RUN_CASE(fixed_cases);
     RUN_CASE(random_cases);
+    RUN_CASE(gated_cases);
     RUN_CASE(sin_guard);
     RUN_CASE(half_cases);
     RUN_CASE(chain_boundaries);
