@@ -23,8 +23,9 @@
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
-// Also: `unit_mlp_fused --write-model FILE [BATCH [relu]]` writes the benchmark's 6-layer 64-wide
-// sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`) as ONNX, for `orch compile`.
+// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated]]` writes the benchmark's 6-layer
+// 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`; the gated form
+// sin(fc(x)) * sigmoid(x) with `gated`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
@@ -1297,7 +1298,9 @@ static void chain_boundaries(void) {
 }
 
 // PyTorch's export of nn.Linear + sin*sigmoid: Gemm(transB=1) with a bias, Sin, Sigmoid, Mul.
-static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu, size_t *len) {
+// gated: each layer's Sigmoid reads the layer's input instead (x' = sin(fc(x)) * sigmoid(x)).
+static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu, bool gated,
+                            size_t *len) {
     MB *b = mb_new(17);
     const int64_t xd[] = {batch, width}, wd[] = {width, width}, bd[] = {width};
     mb_input(b, "x", 1, 2, xd);
@@ -1333,7 +1336,9 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
         snprintf(node, sizeof node, "/Sin_%d", l);
         mb_node(b, "Sin", node, g, s, NULL);
         snprintf(node, sizeof node, "/Sigmoid_%d", l);
-        mb_node(b, "Sigmoid", node, g, q, NULL);
+        char gin[32];
+        snprintf(gin, sizeof gin, "%s", gated ? prev : g);
+        mb_node(b, "Sigmoid", node, gin, q, NULL);
         snprintf(ins, sizeof ins, "%s,%s", s, q);
         snprintf(node, sizeof node, "/Mul_%d", l);
         mb_node(b, "Mul", node, ins, m, NULL);
@@ -1349,7 +1354,7 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
 
 static void onnx_sinsig(void) {
     size_t len;
-    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, &len);
+    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
     Err e = {0};
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -1366,6 +1371,60 @@ static void onnx_sinsig(void) {
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     if (rc == ST_OK)
         check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
+    else
+        prim_graph_free(pg);
+    graph_free(g);
+}
+
+// The gated MLP x' = sin(fc(x)) * sigmoid(x) as PyTorch exports it (the last layer a plain Gemm),
+// 6 layers 64 wide, through the importer: one chain of six layers whose epilogues read their
+// input, checked as the other cases; and with the CPU cost model the BLP computes the whole MLP
+// as that one kernel.
+static void onnx_gated(void) {
+    size_t len;
+    uint8_t *bytes = sinsig_onnx(4096, 6, 64, false, true, &len);
+    Err e = {0};
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    LoadOptions lo = {NULL, 0};
+    FissionOptions fo = {0};
+    int rc = onnx_load_memory(bytes, len, "gated.onnx", NULL, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    free(bytes);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &r, 0, &cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK) {
+        cost_model_fill(cs, cost_model_find("cpu"));
+        Selection sel;
+        memset(&sel, 0, sizeof sel);
+        OrchOptions oo = {.time_limit = 10};
+        rc = orchestrate(cs, &oo, &sel, &e);
+        CHECK_MSG(rc == ST_OK, "%s", e.msg);
+        if (rc == ST_OK) {
+            const Candidate *c = &cs->c[sel.kernels[0]];
+            MlpChain m;
+            bool ok = sel.n == 1 && mlp_analyse(pg, c, &m);
+            CHECK_MSG(ok, "the gated MLP: %d kernels, the first of %d prims", sel.n, c->n_prims);
+            CHECK_MSG(ok && m.n == 6 && m.any_xin && !m.xin[5] && m.xin[0],
+                      "the gated MLP's chain: %d layers", ok ? m.n : 0);
+            printf("  the gated MLP: %d kernel(s), objective %.3g s\n", sel.n, sel.objective);
+            selection_free(&sel);
+        }
+    }
+    if (cs)
+        cand_set_free(cs);
+    if (rc == ST_OK)
+        check_mlp("onnx_gated_6x64", pg, 6, 2, 2, true, false);
     else
         prim_graph_free(pg);
     graph_free(g);
@@ -1754,7 +1813,8 @@ int main(int argc, char **argv) {
         size_t len;
         srand(1);
         uint8_t *bytes = sinsig_onnx(argc >= 4 ? atoll(argv[3]) : 65536, 6, 64,
-                                     argc >= 5 && strcmp(argv[4], "relu") == 0, &len);
+                                     argc >= 5 && strcmp(argv[4], "relu") == 0,
+                                     argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
         FILE *f = fopen(argv[2], "wb");
         bool ok = f && fwrite(bytes, 1, len, f) == len;
         ok = f && fclose(f) == 0 && ok;
@@ -1810,6 +1870,7 @@ int main(int argc, char **argv) {
     RUN_CASE(half_cases);
     RUN_CASE(chain_boundaries);
     RUN_CASE(onnx_sinsig);
+    RUN_CASE(onnx_gated);
     RUN_CASE(blp_selection);
     RUN_CASE(rounded_reference);
     RUN_CASE(cuda_configs);
