@@ -242,10 +242,15 @@ static PrimGraph *mlp_graph_half(const Case *k, DType dt, bool cast_out) {
     int y = pb_cast(&b, x, dt);
     for (int l = 0; l < k->layers; l++) {
         const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        int xl = y; // the layer's input
         y = pb_matmul(&b, y, add_const_dt(&b, dt, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
         if (k->bias)
             y = pb_ew2(&b, EW_ADD, y, add_const_dt(&b, dt, 1, bd, 0.5f));
         y = activation(&b, y, k->act[l]);
+        if (k->width[l] == k->width[l + 1] && k->gate == G_GATED)
+            y = pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_SIGMOID, xl));
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_RESIDUAL)
+            y = pb_ew2(&b, EW_ADD, xl, y);
     }
     if (cast_out)
         y = pb_cast(&b, y, DT_FLOAT);
@@ -981,6 +986,9 @@ static void case_name(Case *k) {
     for (int l = 0; l < k->layers && n < (int)sizeof k->name - 8; l++)
         n += snprintf(k->name + n, sizeof k->name - (size_t)n, "%s%.3s", l ? "," : "_",
                       act_name[k->act[l]]);
+    static const char *const gate_name[] = {"", "_gated", "_residual", "_mixed"};
+    if (n < (int)sizeof k->name - 10)
+        snprintf(k->name + n, sizeof k->name - (size_t)n, "%s", gate_name[k->gate]);
 }
 
 // Hand-picked shapes: every activation, odd widths, the extreme batches, a rank-3 activation.
@@ -1129,7 +1137,6 @@ static void gated_cases(void) {
         {6, 4096, 64, 64, A_SIN}, {3, 33, 16, 64, A_TANH},
     };
     static const int gates[] = {G_GATED, G_RESIDUAL, G_MIXED, G_NONE};
-    static const char *const gate_name[] = {"plain", "gated", "residual", "mixed"};
     for (size_t s = 0; s < ORCH_COUNT(shapes); s++)
         for (size_t g = 0; g < ORCH_COUNT(gates); g++) {
             Case k = {0};
@@ -1143,8 +1150,6 @@ static void gated_cases(void) {
             for (int l = 0; l < k.layers; l++)
                 k.act[l] = shapes[s].act;
             case_name(&k);
-            size_t len = strlen(k.name);
-            snprintf(k.name + len, sizeof k.name - len, "_%s", gate_name[k.gate]);
             spec_check(&k);
             check_mlp(k.name, mlp_graph(&k), k.layers, 2, 2, s < 2, true);
         }
@@ -1181,19 +1186,23 @@ static void half_cases(void) {
         int64_t batch, lead0;
         int64_t w[9];
         int act[8];
+        int gate; // Case.gate
     } cs[] = {
         // clang-format off
-        {DT_FLOAT16, true, 2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}},
-        {DT_BFLOAT16, false, 3, 131, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}},
-        {DT_FLOAT16, true, 3, 257, 0, {64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_NONE}},
-        {DT_BFLOAT16, true, 4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}},
+        {DT_FLOAT16, true, 2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}, G_NONE},
+        {DT_BFLOAT16, false, 3, 131, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}, G_NONE},
+        {DT_FLOAT16, true, 3, 257, 0, {64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_NONE}, G_NONE},
+        {DT_BFLOAT16, true, 4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}, G_NONE},
         {DT_FLOAT16, false, 8, 1, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1},
-         {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
-        {DT_BFLOAT16, false, 2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
-        {DT_FLOAT16, true, 3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}},
-        {DT_FLOAT16, false, 2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}},
-        {DT_BFLOAT16, true, 3, 7, 0, {36, 48, 20, 7}, {A_SILU, A_RELU, A_TANH}},
-        {DT_FLOAT16, true, 4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}},
+         {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}, G_NONE},
+        {DT_BFLOAT16, false, 2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}, G_NONE},
+        {DT_FLOAT16, true, 3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}, G_NONE},
+        {DT_FLOAT16, false, 2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}, G_NONE},
+        {DT_BFLOAT16, true, 3, 7, 0, {36, 48, 20, 7}, {A_SILU, A_RELU, A_TANH}, G_NONE},
+        {DT_FLOAT16, true, 4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}, G_NONE},
+        // Epilogues that read the layer's input (the block design, which holds it as float).
+        {DT_FLOAT16, true, 3, 131, 0, {64, 64, 64, 64}, {A_SIN, A_SIN, A_SIN}, G_GATED},
+        {DT_BFLOAT16, false, 2, 33, 0, {32, 32, 32}, {A_RELU, A_TANH}, G_RESIDUAL},
         // clang-format on
     };
     for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
@@ -1202,6 +1211,7 @@ static void half_cases(void) {
         k.batch = cs[i].batch;
         k.lead0 = cs[i].lead0;
         k.bias = true;
+        k.gate = cs[i].gate;
         for (int l = 0; l <= k.layers; l++)
             k.width[l] = cs[i].w[l];
         for (int l = 0; l < k.layers; l++)
