@@ -2,8 +2,10 @@
 // rows computes every layer of the chain for those rows, ping-ponging between two per-thread
 // buffers of RT x (widest padded layer) floats that stay in L1/L2, so no intermediate activation
 // reaches memory. Each layer is a register-tiled product (MR rows x NV vectors of ORCH_LV floats
-// accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation) on
-// the finished tile; the last layer's epilogue writes the output rows.
+// accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation; an
+// epilogue that reads the layer's input, MlpChain.xin, reads it from the other buffer or the
+// chain's input rows, pinned in cexpr) on the finished tile; the last layer's epilogue writes
+// the output rows.
 // Widths: a layer's columns are padded to NP = 16 * ceil(N / 16), a multiple of every vector
 // width (4, 8, 16 floats), so the micro-kernel has no column tail. A weight whose N is not a
 // multiple of 16 is copied once per call into a zero-padded [K][NP] block; the padded columns of
