@@ -145,13 +145,15 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     }
     sb_line(s, ind + 1, "(void)q_r;\n");
     ix[m->rank - 1] = "e_c";
-    if (m->xin[l] && !E->xin)
+    // Layer 0's input is the chain's input (or its CAST), which cexpr can load where the design
+    // holds no copy of it; a later layer's would be recomputed from an earlier layer: refused.
+    if (m->xin[l] && !E->xin && l > 0)
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reads %s", E->fn,
                        l, "the layer's input, which only the block design holds");
     E->cur = l;
     E->acc = acc;
     // The layer's input, where the epilogue reads it, is the design's local (never recomputed).
-    cexpr_pin(E->x, m->xin[l] ? m->in[l] : -1, E->xin);
+    cexpr_pin(E->x, m->xin[l] && E->xin ? m->in[l] : -1, E->xin);
     char v[64];
     int rc = cexpr_value(E->x, m->act[l], ix, s, ind + 1, v, sizeof v, e);
     cexpr_pin(E->x, -1, NULL);
@@ -1192,6 +1194,10 @@ typedef struct TcLayout {
     int64_t wofs[MLP_LAYERS_MAX];                   // fragment offsets (words)
     int64_t wwords;                                 // all weights
     BiasFold bias[MLP_LAYERS_MAX]; // each layer's bias folded into its accumulators, or not
+    // Epilogues that read their layer's input (MlpChain.xin; epi=smem only): every warp has two
+    // buffers, P and PX, and layer l's products go to PX for odd l, so the layer's input (the
+    // previous layer's result, left in the other one) is still there for its epilogue.
+    bool xbuf;
     int64_t bofs[MLP_LAYERS_MAX];  // where a folded bias is staged (words; np[l] values of the
                                    // accumulators' type)
     int64_t pofs;                  // the warps' buffers P (words): after the weights and biases
@@ -1254,6 +1260,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
     if (L->sp - 32 >= pw)
         L->sp -= 32;
     L->hraw = half_chain(m) && tc_fits(m, var);
+    L->xbuf = m->any_xin;
     // A float32 x (x_cast) is loaded as floats and packed (rounded) like a float32 chain's, in the
     // plain k order.
     L->xraw = L->hraw && !m->x_cast;
@@ -1265,7 +1272,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
 }
 
 static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
-    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 : 0);
+    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 * (L->xbuf ? 2 : 1) : 0);
 }
 
 // 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
@@ -1930,8 +1937,13 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     char dest[96], anext[16];
     snprintf(anext, sizeof anext, "A%d", l + 1);
     int rc = ST_OK;
-    // A layer without an epilogue re-packs in registers in either mode.
-    if (!T->epi_smem || (!m->epi[l] && !last)) {
+    // The buffer of this layer's products (PX for odd layers where the layers' inputs are kept:
+    // the previous layer's result stays in the other one).
+    const char *pb = L->xbuf && l % 2 ? "PX" : "P", *px = L->xbuf && l % 2 ? "P" : "PX";
+    // A layer without an epilogue re-packs in registers in either mode, unless the next layer's
+    // epilogue reads its result from the buffer.
+    bool keep = L->xbuf && !last && m->xin[l + 1];
+    if (!T->epi_smem || (!m->epi[l] && !last && !keep)) {
         if (!last) {
             // In registers: every fragment element, padded columns kept at their zero product.
             if (m->epi[l]) {
@@ -2040,9 +2052,9 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     sb_line(s, 5, "#pragma unroll\n");
     sb_line(s, 5, "for (int h = 0; h < 2; h++)\n");
     sb_line(s, 6,
-            "*(float2 *)(P + (mt * 16 + h * 8 + g) * %lld + nt * 8 + 2 * t) = "
+            "*(float2 *)(%s + (mt * 16 + h * 8 + g) * %lld + nt * 8 + 2 * t) = "
             "make_float2(C[mt][nt][2 * h], C[mt][nt][2 * h + 1]);\n",
-            (long long)SP);
+            pb, (long long)SP);
     sb_line(s, 3, "__syncwarp();\n");
     if (defer) {
         T->pending = true;
@@ -2070,14 +2082,21 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             sb_line(s, 5, "if (c_ < %lld) {\n", (long long)N);
         else
             sb_line(s, 5, "{\n");
-        sb_line(s, 6, "float *pp = P + r * %lld + c_;\n", (long long)SP);
+        sb_line(s, 6, "float *pp = %s + r * %lld + c_;\n", pb, (long long)SP);
         sb_line(s, 6, "const float accv = *pp;\n");
+        // The layer's input: the previous layer's result in the other buffer (layer 0 reads the
+        // chain's input rows from memory: no pin, cexpr loads them).
+        if (m->xin[l] && l > 0) {
+            sb_line(s, 6, "const float xin_ = %s[r * %lld + c_];\n", px, (long long)SP);
+            E->xin = "xin_";
+        }
         if (last) {
             snprintf(dest, sizeof dest, "gr * %lld + c_", (long long)N);
             rc = emit_epi_out(E, l, "accv", "c_", "gr", dest, 6, e);
         } else {
             rc = emit_epi(E, l, "accv", "c_", "gr", "*pp", 6, e);
         }
+        E->xin = NULL;
         if (rc)
             return rc;
         sb_line(s, 5, "}\n");
@@ -2092,7 +2111,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
         sb_line(s, 4, "#pragma unroll\n");
         sb_line(s, 4, "for (int h = 0; h < 2; h++) {\n");
-        sb_line(s, 5, "const float *pr = P + (mt * 16 + h * 8 + g) * %lld + 2 * t;\n",
+        sb_line(s, 5, "const float *pr = %s + (mt * 16 + h * 8 + g) * %lld + 2 * t;\n", pb,
                 (long long)SP);
         sb_line(s, 5, "#pragma unroll\n");
         sb_line(s, 5, "for (int kq = 0; kq < %lld; kq++) {\n", (long long)KQ);
@@ -2159,6 +2178,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
     if (epi_smem)
         sb_line(s, 1, "float *P = (float *)(orch_mlp_smw + %lld) + warp * %lld;\n",
                 (long long)L.pofs, (long long)(16 * MT * L.sp));
+    if (epi_smem && L.xbuf)
+        sb_line(s, 1, "float *PX = P + %lld;\n", (long long)(W * 16 * MT * L.sp));
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
@@ -2530,12 +2551,10 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // An epilogue that reads its layer's input (a gate, a residual) needs the previous
     // activations beside the products: the block design keeps them in its other buffer; the
     // persistent designs overwrite them (warp) or hold them as mma fragments (tensor cores).
-    if (m.any_xin)
-        return cgen_sort_configs(all, n, out, k);
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
-    for (size_t i = 0; warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
+    for (size_t i = 0; !m.any_xin && warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
         int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, cm->warp_regs);
         if (bps < 1)
             continue;
@@ -2568,6 +2587,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                                                     : xstage_ok(&m, &L) ? 4
                                                                         : 3);
                      es++) {
+                    if (m.any_xin && es != CUMLP_EPI_SMEM)
+                        continue;
                     int64_t W = tc_ws[i], MT = tc_mts[j];
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
                     if (regs > cm->tc_max_regs || n == (int)ORCH_COUNT(all))
@@ -2599,10 +2620,10 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     CuMlpConfig q;
     cumlp_config_unpack(cfg, &q);
     int64_t v = q.var, smem;
-    if (m.any_xin && v != CUMLP_BLOCK)
+    if (m.any_xin && v != CUMLP_BLOCK && (!tc_var(v) || q.epi != CUMLP_EPI_SMEM))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s': an epilogue reads its layer's input, "
-                       "which only the block design (no v=) keeps",
+                       "which only the block design and the tensor cores' epi=smem keep",
                        fn, cfg->desc);
     if (v == CUMLP_BLOCK) {
         smem = smem_bytes(&m, q.bm, q.stage != 0);

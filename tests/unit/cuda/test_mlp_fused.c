@@ -1059,7 +1059,8 @@ static void sin_guard(void) {
 // The spec (mlp_spec.h) of the longest chain of k's graph: every layer in it, and exactly the
 // layers with K == N of a gated, residual or mixed case read their input (MlpChain.xin); every
 // ELEMWISE primitive belongs to one layer's epilogue. The CUDA target offers such chains the
-// block design alone (the one that keeps the layer's input beside its products).
+// designs that keep the layer's input beside its products: block, and the tensor cores with
+// epi=smem.
 static void spec_check(const Case *k) {
     PrimGraph *pg = mlp_graph(k);
     Err e = {0};
@@ -1108,8 +1109,10 @@ static void spec_check(const Case *k) {
             CHECK_MSG(n >= 1, "%s: no CUDA config", k->name);
             for (int i = 0; i < n; i++) {
                 other = other || mcfg(&cf[i]).var != CUMLP_BLOCK;
-                CHECK_MSG(!any || mcfg(&cf[i]).var == CUMLP_BLOCK, "%s: CUDA config '%s' offered",
-                          k->name, cf[i].desc);
+                CuMlpConfig q = mcfg(&cf[i]);
+                bool keeps = q.var == CUMLP_BLOCK ||
+                             (q.var != CUMLP_WARP && q.epi == CUMLP_EPI_SMEM);
+                CHECK_MSG(!any || keeps, "%s: CUDA config '%s' offered", k->name, cf[i].desc);
             }
         }
         // A plain chain keeps the persistent designs (widths up to 64: the warp design's limit;
