@@ -57,9 +57,11 @@
 //   time to theirs, beside m16n8k16 ones 2-7% of it. In the MLP kernel the k16 DMMAs measured as
 //   fast as the k4 pairs at the best config and up to 14% faster at others (F64_OVERLAP).
 // Epilogues that read the layer's input (MlpChain.xin: a gate f(W x + b) * g(x), a residual
-// x + f(W x + b)) run in the block design alone, which still holds that input k-major in its
-// other buffer when the epilogue pass runs (pinned in cexpr: never recomputed); the persistent
-// designs overwrite it (warp) or hold it only as operand fragments (tensor cores), so
+// x + f(W x + b)) run in the block design, which still holds that input k-major in its other
+// buffer when the epilogue pass runs, and in the tensor-core designs with epi=smem, whose warps
+// then alternate two buffers by layer (TcLayout.xbuf) so that the previous layer's float32 result
+// is still in the other one (pinned in cexpr: never recomputed; layer 0 loads the chain's input).
+// The warp design overwrites it and epi=reg / ilv / ilvx hold it only as operand fragments, so
 // cugen_mlp_configs does not offer them for such chains.
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
