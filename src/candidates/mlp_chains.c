@@ -111,9 +111,10 @@ static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
     int clo[MLP_MAX_EPI], nc = 0;
     for (bool grew = true; grew && nc < MLP_MAX_EPI;) {
         grew = false;
-        // Readers of x, of t and of the closure's outputs.
-        for (int s = -2; s < nc && nc < MLP_MAX_EPI; s++) {
-            int u = s == -2 ? x : s == -1 ? t : pg->prims[clo[s]]->out[0];
+        // Readers of t and of the closure's outputs, then of x (last: where x has many readers
+        // the closure's room goes to the product's side first).
+        for (int s = -1; s <= nc && nc < MLP_MAX_EPI; s++) {
+            int u = s == nc ? x : s == -1 ? t : pg->prims[clo[s]]->out[0];
             if (u < 0)
                 continue;
             for (int i = C->cons_off[u]; i < C->cons_off[u + 1] && nc < MLP_MAX_EPI; i++) {
