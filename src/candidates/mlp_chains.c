@@ -11,17 +11,19 @@
 // A layer is a LIN_MATMUL of an activation [..., M, K] (rank >= 2, its batch dims not broadcast)
 // by a constant 2-D weight [K, N] with K, N <= MLP_MAX_WIDTH, activation, weight and product of
 // one dtype: float32, or float16 / bfloat16 (half storage, --precision fp16 / bf16); followed by
-// its epilogue: the longest path of ELEMWISE primitives whose chain operand has this one consumer
-// and is no graph output, whose other operands are constants, and whose output has the layer's
-// output shape and its dtype, or float32 after a half layer (the CAST to a float32 model output
-// that half storage ends with; no layer follows it, its input must be half). Layer i+1 follows
-// layer i when the end of layer i's epilogue has exactly one consumer, layer i+1's LINEAR, as its
-// left operand, and is no graph output. Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain
+// its epilogue, found by structure: the elementwise primitives that compute, from the layer's
+// product t, its input x and constants, one tensor y of t's shape (its dtype, or float32 after a
+// half layer: the CAST to a float32 model output that half storage ends with; no layer follows
+// it, its input must be half), every tensor made on the way read only inside the epilogue and no
+// graph output: a bias and activation, a gate f(t + b) * g(x), a residual x + f(t + b), any
+// elementwise function of (t, x). Layer i+1 follows layer i when the end y of layer i's epilogue
+// is no graph output and is read by layer i+1's LINEAR as its left operand and otherwise only by
+// layer i+1's epilogue (whose x it is). Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain
 // becomes a candidate: its LINEARs and their epilogues; the last layer keeps its whole epilogue.
 // Where the run's first input is a half tensor made by a one-instruction CAST from float32 and read
-// by that layer alone (half storage's twin of a float32 model input), the run is proposed a second
-// time with the CAST in it, so the kernel reads the float32 tensor and rounds it as it loads it
-// instead of a kernel of its own writing the half copy.
+// by that layer and its epilogue alone (half storage's twin of a float32 model input), the run is
+// proposed a second time with the CAST in it, so the kernel reads the float32 tensor and rounds it
+// as it loads it instead of a kernel of its own writing the half copy.
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -56,42 +58,133 @@ typedef struct Chains {
     const PrimGraph *pg;
     const int *producer;
     const int *segment_of_prim;
-    int *n_cons;    // per tensor: primitives reading it
-    int *sole_cons; // per tensor: the reader when there is one
-    bool *is_out;   // per tensor: a graph output
+    int *n_cons;   // per tensor: primitives reading it
+    int *cons_off; // per tensor: its readers are cons[cons_off[t] .. cons_off[t + 1])
+    int *cons;
+    bool *is_out; // per tensor: a graph output
 } Chains;
 
-// The epilogue of layer `lin`: its primitives into epi (at most MLP_MAX_EPI), returns their
-// count; *tail receives the tensor the layer ends with.
-static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
-    const PrimGraph *pg = C->pg;
-    int t = pg->prims[lin]->out[0], n = 0, seg = C->segment_of_prim[lin];
-    const Tensor *shape = pg->tensors[t];
-    while (n < MLP_MAX_EPI && !C->is_out[t] && C->n_cons[t] == 1) {
-        int q = C->sole_cons[t];
-        const Prim *p = pg->prims[q];
-        if (p->kind != PRIM_ELEMWISE || C->segment_of_prim[q] != seg || p->n_out != 1 ||
-            p->out[0] < 0)
-            break;
-        const Tensor *o = pg->tensors[p->out[0]];
-        bool ok = (o->dtype == shape->dtype || o->dtype == DT_FLOAT) && tensor_same_shape(o, shape);
-        for (int j = 0; ok && j < p->n_in; j++)
-            ok = p->in[j] == t || (p->in[j] >= 0 && pg_is_const(pg, p->in[j]));
-        if (!ok)
-            break;
-        epi[n++] = q;
-        t = p->out[0];
-    }
-    *tail = t;
-    return n;
+static bool has(const int *v, int n, int x) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
 }
 
-// The CAST primitive that makes layer lin's input from a float32 tensor, read by lin alone (-1:
-// none).
+// Whether primitive q may join layer lin's epilogue, whose tensors so far are the product t and
+// the outputs of the primitives in epi (n of them), x being the layer's input: an ELEMWISE
+// primitive of the layer's segment with one output of the product's shape (its dtype, or float32
+// after a half layer) whose operands are those tensors, x, or constants.
+static bool epi_prim_ok(const Chains *C, int lin, int q, const int *epi, int n, int x) {
+    const PrimGraph *pg = C->pg;
+    const Prim *p = pg->prims[q];
+    int t = pg->prims[lin]->out[0];
+    if (p->kind != PRIM_ELEMWISE || C->segment_of_prim[q] != C->segment_of_prim[lin] ||
+        p->n_out != 1 || p->out[0] < 0 || has(epi, n, q))
+        return false;
+    const Tensor *o = pg->tensors[p->out[0]], *shape = pg->tensors[t];
+    if ((o->dtype != shape->dtype && o->dtype != DT_FLOAT) || !tensor_same_shape(o, shape))
+        return false;
+    for (int j = 0; j < p->n_in; j++) {
+        int u = p->in[j];
+        bool made = false;
+        for (int i = 0; i < n && !made; i++)
+            made = pg->prims[epi[i]]->out[0] == u;
+        if (u < 0 || !(u == t || u == x || made || pg_is_const(pg, u)))
+            return false;
+    }
+    return true;
+}
+
+// The epilogue of layer `lin` (x = its input, t = its product): found by structure, not by
+// pattern. First the closure: every ELEMWISE primitive that reads only t, x, constants and
+// tensors of the closure (in the order found, a topological one; x's own readers such as a gate
+// g(x) included). Then the tail: the latest tensor y of the closure (or t itself) such that
+// y depends on t, and every other tensor that y's computation makes inside the closure (t
+// included) is read only by that computation and is no graph output; the epilogue is y's
+// ancestors in the closure. So gated f(t + b) * g(x), residual x + f(t + b) and any other
+// elementwise function of (t, x) are one layer, and a reader outside stops the epilogue before
+// it. Writes the primitives into epi (at most MLP_MAX_EPI), returns their count; *tail receives y.
+static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
+    const PrimGraph *pg = C->pg;
+    int t = pg->prims[lin]->out[0], x = pg->prims[lin]->in[0];
+    int clo[MLP_MAX_EPI], nc = 0;
+    for (bool grew = true; grew && nc < MLP_MAX_EPI;) {
+        grew = false;
+        // Readers of t and of the closure's outputs, then of x (last: where x has many readers
+        // the closure's room goes to the product's side first).
+        for (int s = -1; s <= nc && nc < MLP_MAX_EPI; s++) {
+            int u = s == nc ? x : s == -1 ? t : pg->prims[clo[s]]->out[0];
+            if (u < 0)
+                continue;
+            for (int i = C->cons_off[u]; i < C->cons_off[u + 1] && nc < MLP_MAX_EPI; i++) {
+                int q = C->cons[i];
+                if (q != lin && epi_prim_ok(C, lin, q, clo, nc, x)) {
+                    clo[nc++] = q;
+                    grew = true;
+                }
+            }
+        }
+    }
+    // Tails, latest first; t itself (no epilogue) always qualifies.
+    for (int yi = nc - 1; yi >= 0; yi--) {
+        int y = pg->prims[clo[yi]]->out[0];
+        // Ancestors of y in the closure (the closure's order is topological: walk it backwards).
+        bool need[MLP_MAX_EPI] = {false};
+        need[yi] = true;
+        bool on_t = false;
+        for (int i = yi; i >= 0; i--) {
+            if (!need[i])
+                continue;
+            const Prim *p = pg->prims[clo[i]];
+            for (int j = 0; j < p->n_in; j++) {
+                on_t = on_t || p->in[j] == t;
+                for (int a = 0; a < i; a++)
+                    if (pg->prims[clo[a]]->out[0] == p->in[j])
+                        need[a] = true;
+            }
+        }
+        if (!on_t)
+            continue;
+        int n = 0;
+        for (int i = 0; i <= yi; i++)
+            if (need[i])
+                epi[n++] = clo[i];
+        // Every tensor made on the way (t and the outputs but y) is read inside alone.
+        bool ok = true;
+        for (int s = -1; s < n && ok; s++) {
+            int u = s < 0 ? t : pg->prims[epi[s]]->out[0];
+            if (u == y)
+                continue;
+            ok = !C->is_out[u];
+            for (int i = C->cons_off[u]; i < C->cons_off[u + 1] && ok; i++)
+                ok = has(epi, n, C->cons[i]);
+        }
+        if (ok) {
+            *tail = y;
+            return n;
+        }
+    }
+    *tail = t;
+    return 0;
+}
+
+// Whether every reader of tensor u is the LINEAR lin or a primitive of lin's epilogue.
+static bool read_by_layer(const Chains *C, int u, int lin) {
+    int epi[MLP_MAX_EPI], tail;
+    int n = epilogue(C, lin, epi, &tail);
+    for (int i = C->cons_off[u]; i < C->cons_off[u + 1]; i++)
+        if (C->cons[i] != lin && !has(epi, n, C->cons[i]))
+            return false;
+    return true;
+}
+
+// The CAST primitive that makes layer lin's input from a float32 tensor, read by lin and its
+// epilogue alone (-1: none).
 static int cast_prologue(const Chains *C, int lin) {
     const PrimGraph *pg = C->pg;
     int t = pg->prims[lin]->in[0], k = C->producer[t];
-    if (k < 0 || C->is_out[t] || C->n_cons[t] != 1 ||
+    if (k < 0 || C->is_out[t] || !read_by_layer(C, t, lin) ||
         C->segment_of_prim[k] != C->segment_of_prim[lin])
         return -1;
     const Prim *p = pg->prims[k];
@@ -102,15 +195,28 @@ static int cast_prologue(const Chains *C, int lin) {
     return k;
 }
 
-// The layer following `lin` (-1: none); tail is the end of lin's epilogue.
+// The layer following `lin` (-1: none); tail is the end of lin's epilogue. Its readers: one
+// LINEAR taking it as the left operand, and that layer's epilogue (a gate or a residual reading
+// the layer's input).
 static int next_layer(const Chains *C, int lin, int tail) {
     const PrimGraph *pg = C->pg;
-    if (C->is_out[tail] || C->n_cons[tail] != 1)
+    if (C->is_out[tail])
         return -1;
-    int q = C->sole_cons[tail];
+    int q = -1;
+    for (int i = C->cons_off[tail]; i < C->cons_off[tail + 1]; i++) {
+        int k = C->cons[i];
+        const Prim *p = pg->prims[k];
+        if (p->kind != PRIM_LINEAR)
+            continue;
+        if (q >= 0)
+            return -1; // two layers read it
+        q = k;
+    }
+    if (q < 0)
+        return -1;
     const Prim *p = pg->prims[q];
     if (C->segment_of_prim[q] != C->segment_of_prim[lin] || !cand_mlp_layer_ok(pg, p) ||
-        p->in[0] != tail || !tensor_same_shape(pg->tensors[tail], pg->tensors[p->in[0]]))
+        p->in[0] != tail || !read_by_layer(C, tail, q))
         return -1;
     return q;
 }
@@ -118,8 +224,13 @@ static int next_layer(const Chains *C, int lin, int tail) {
 int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *producer,
                         const uint64_t *prim_hash) {
     int nt = pg->n_tensors, np = pg->n_prims, added = 0;
-    Chains C = {pg, producer, cs->segment_of_prim, xcalloc((size_t)nt + 1, sizeof(int)),
-                xmalloc(sizeof(int) * ((size_t)nt + 1)), xcalloc((size_t)nt + 1, sizeof(bool))};
+    Chains C = {pg,
+                producer,
+                cs->segment_of_prim,
+                xcalloc((size_t)nt + 1, sizeof(int)),
+                xcalloc((size_t)nt + 2, sizeof(int)),
+                NULL,
+                xcalloc((size_t)nt + 1, sizeof(bool))};
     for (int i = 0; i < pg->n_outputs; i++)
         if (pg->outputs[i] >= 0 && pg->outputs[i] < nt)
             C.is_out[pg->outputs[i]] = true;
@@ -133,9 +244,24 @@ int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *produc
             if (t < 0 || again)
                 continue;
             C.n_cons[t]++;
-            C.sole_cons[t] = k;
         }
     }
+    for (int t = 0; t < nt; t++)
+        C.cons_off[t + 1] = C.cons_off[t] + C.n_cons[t];
+    C.cons = xmalloc(sizeof(int) * ((size_t)C.cons_off[nt] + 1));
+    int *fill = xcalloc((size_t)nt + 1, sizeof(int));
+    for (int k = 0; k < np; k++) {
+        const Prim *p = pg->prims[k];
+        for (int j = 0; j < p->n_in; j++) {
+            int t = p->in[j];
+            bool again = false;
+            for (int a = 0; a < j && !again; a++)
+                again = p->in[a] == t;
+            if (t >= 0 && !again)
+                C.cons[C.cons_off[t] + fill[t]++] = k;
+        }
+    }
+    free(fill);
     // Per layer: the next layer, and whether a layer leads to it.
     int *nxt = xmalloc(sizeof(int) * ((size_t)np + 1));
     bool *has_prev = xcalloc((size_t)np + 1, sizeof(bool));
@@ -183,7 +309,8 @@ int cand_add_mlp_chains(CandidateSet *cs, const PrimGraph *pg, const int *produc
     free(nxt);
     free(has_prev);
     free(C.n_cons);
-    free(C.sole_cons);
+    free(C.cons_off);
+    free(C.cons);
     free(C.is_out);
     return added;
 }

@@ -31,11 +31,65 @@ static bool x_cast_prologue(const PrimGraph *pg, const Candidate *c, int k, int 
            p->ew.code[0].dtype == to;
 }
 
+// Position in c->prims of the primitive writing tensor u (-1: none in the candidate).
+static int maker(const MlpChain *m, int u) {
+    const Candidate *c = m->c;
+    for (int i = 0; i < c->n_prims; i++) {
+        const Prim *p = m->pg->prims[c->prims[i]];
+        for (int j = 0; j < p->n_out; j++)
+            if (p->out[j] == u)
+                return i;
+    }
+    return -1;
+}
+
+// Layer l's epilogue: the ELEMWISE primitives found walking back from act_l, stopping at the
+// product tl_l, the layer's input in_l and constants, each claimed for layer l (m->owner). False
+// where the walk meets anything else (another layer's tensor, a primitive already claimed, a
+// non-constant kernel input) or never reaches the product.
+static bool claim_epilogue(MlpChain *m, int l) {
+    const PrimGraph *pg = m->pg;
+    int stack[MLP_CAND_PRIMS_MAX + 8], sp = 0;
+    bool on_t = false;
+    stack[sp++] = m->act[l];
+    while (sp > 0) {
+        int u = stack[--sp];
+        if (u == m->tl[l]) {
+            on_t = true;
+            continue;
+        }
+        if (u == m->in[l]) {
+            m->xin[l] = true;
+            continue;
+        }
+        int i = maker(m, u);
+        if (i < 0) {
+            if (!pg_is_const(pg, u))
+                return false;
+            continue;
+        }
+        const Prim *p = pg->prims[m->c->prims[i]];
+        if (m->owner[i] == l)
+            continue; // reached twice (a diamond)
+        if (m->owner[i] != -2 || p->kind != PRIM_ELEMWISE || p->n_out != 1)
+            return false;
+        m->owner[i] = l;
+        for (int j = 0; j < p->n_in; j++) {
+            if (p->in[j] < 0 || sp == (int)ORCH_COUNT(stack))
+                return false;
+            stack[sp++] = p->in[j];
+        }
+    }
+    return on_t;
+}
+
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
     memset(m, 0, sizeof *m);
     m->pg = pg;
     m->c = c;
     m->x_cast_prim = -1;
+    if (c->n_prims > MLP_CAND_PRIMS_MAX)
+        return false;
     for (int i = 0; i < c->n_prims; i++) {
         const Prim *p = pg->prims[c->prims[i]];
         if (p->kind == PRIM_LINEAR) {
@@ -52,6 +106,7 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
     for (int l = 0; l < m->n; l++) {
         const Prim *p = pg->prims[m->lin[l]];
         m->tl[l] = p->out[0];
+        m->in[l] = p->in[0];
         m->w_pos[l] = cgen_input_pos(c, p->in[1]);
         const Tensor *w = pg->tensors[p->in[1]];
         m->K[l] = w->dims[0];
@@ -90,6 +145,21 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
             return false;
         m->epi[l] = m->act[l] != m->tl[l];
     }
+    // Every ELEMWISE primitive in exactly one layer's epilogue (or the input's CAST).
+    for (int i = 0; i < c->n_prims; i++)
+        m->owner[i] = pg->prims[c->prims[i]]->kind == PRIM_ELEMWISE && c->prims[i] != m->x_cast_prim
+                          ? -2
+                          : -1;
+    for (int l = 0; l < m->n; l++) {
+        if (m->act[l] == m->in[l] || !claim_epilogue(m, l))
+            return false;
+        if (m->xin[l] && m->K[l] != m->N[l])
+            return false;
+        m->any_xin = m->any_xin || m->xin[l];
+    }
+    for (int i = 0; i < c->n_prims; i++)
+        if (m->owner[i] == -2)
+            return false;
     // Every layer's tensors of one dtype (each is one by cand_mlp_layer_ok), so that the layers'
     // products feed each other as they are.
     for (int l = 0; l < m->n; l++)

@@ -1,7 +1,9 @@
 // The analysis of an MLP chain candidate that the fused MLP kernels of both targets start from
 // (backend/cpu/emit_mlp.c, backend/cuda/emit_mlp_cuda.c): a candidate of 2 to 8 dense layers
 // (candidates.h, cand_count_linear >= 2), each a LINEAR by a constant weight and its elementwise
-// epilogue (bias, activation), seen as layers over R rows.
+// epilogue, seen as layers over R rows. An epilogue is any elementwise function of the layer's
+// product and of the layer's input (the previous layer's result, which a fused kernel still
+// holds on chip): bias and activation, a gate f(W x + b) * g(x), a residual x + f(W x + b).
 // Needs: a verified primitive graph and a candidate of it. Guarantees: where mlp_analyse returns
 // true, the MlpChain describes the candidate exactly (each emitter then refuses the dtypes it
 // does not generate).
@@ -11,6 +13,8 @@
 #include "../candidates/candidates.h"
 
 #define MLP_LAYERS_MAX 8
+// Primitives of a chain candidate analysed (layers, their epilogues, the input's CAST).
+#define MLP_CAND_PRIMS_MAX 160
 
 // A chain candidate seen as layers: layer l multiplies its input [R, K_l] by the constant W_l
 // [K_l, N_l] into the LINEAR's output tl_l, and its epilogue maps tl_l to act_l (the next layer's
@@ -35,10 +39,23 @@ typedef struct MlpChain {
     int w_pos[MLP_LAYERS_MAX];   // position of W_l in c->inputs
     int64_t K[MLP_LAYERS_MAX], N[MLP_LAYERS_MAX];
     bool epi[MLP_LAYERS_MAX]; // act_l != tl_l
+    // Layer l's input tensor (the LINEAR's left operand: act_{l-1}, or the chain's input or its
+    // CAST for l = 0), and whether the epilogue reads it (then K_l == N_l: the input is read at
+    // the epilogue's own index). The emitters supply it from where the layer read it
+    // (cexpr_pin), so an epilogue never recomputes an earlier layer.
+    int in[MLP_LAYERS_MAX];
+    bool xin[MLP_LAYERS_MAX];
+    bool any_xin;
+    // Which layer's epilogue each primitive of the candidate belongs to (indexed as c->prims;
+    // -1: a LINEAR or the input's CAST).
+    int owner[MLP_CAND_PRIMS_MAX];
 } MlpChain;
 
 // Whether c is an MLP chain this analysis understands (only LINEAR layers and ELEMWISE
-// primitives, the first input and every weight kernel inputs, equal leading dims, the layers all
+// primitives, each ELEMWISE one in exactly one layer's epilogue: on the way from the layer's
+// product to its result, reading only the product, the layer's input, constants and its own
+// epilogue's tensors; the result depends on the product; the first input and every weight kernel
+// inputs, equal leading dims, the layers all
 // of one dtype: float32, float16 or bfloat16; an epilogue's tensors that dtype, or float32 after
 // half layers; the first layer's input may be the CAST to the half type of a float32 kernel input,
 // MlpChain.x_cast). The C target's kernels take float32 chains only.

@@ -330,6 +330,34 @@ def mlp(seed):
     return b.model(), lambda r: {"x": r.standard_normal((64, 32))}, []
 
 
+# ---- d2) MLPs whose layers read their input: gated and residual (fused chains by structure) ----
+
+def mlp_gated(seed):
+    """x' = sin(fc(x)) * sigmoid(x), 6 layers 64 wide, 512 rows: each layer's epilogue reads the
+    layer's input as well as its product (PyTorch's export: Gemm, Sin, Sigmoid, Mul)."""
+    b = Builder("mlp_gated", 17, seed)
+    h = b.input("x", F, [512, 64])
+    for i in range(6):
+        g = b.gemm(h, f"/fc.{i}", f"fc.{i}", 64, 64)
+        out = "y" if i == 5 else None
+        h = b.op("Mul", [b.op("Sin", [g], ""), b.op("Sigmoid", [h], "")], "", out=out)
+    b.output("y", F, [512, 64])
+    return b.model(), lambda r: {"x": r.standard_normal((512, 64))}, []
+
+
+def mlp_residual(seed):
+    """x' = x + relu(fc(x)) for 4 layers 32 wide, then a plain 32 -> 10 layer; 300 rows."""
+    b = Builder("mlp_residual", 17, seed)
+    h = b.input("x", F, [300, 32])
+    for i in range(4):
+        g = b.op("Relu", [b.gemm(h, f"/blocks.{i}/fc", f"blocks.{i}.fc", 32, 32)],
+                 f"/blocks.{i}/act")
+        h = b.op("Add", [h, g], f"/blocks.{i}")
+    b.gemm(h, "/head", "head", 32, 10, out="y")
+    b.output("y", F, [300, 10])
+    return b.model(), lambda r: {"x": r.standard_normal((300, 32))}, []
+
+
 # ---- e) mixed ops ----
 
 def mixed(seed):
@@ -926,6 +954,8 @@ MODELS = {
     "b_transformer_gelu20": lambda s: transformer(s, gelu_op=True),
     "c_style": style,
     "d_mlp": mlp,
+    "d_mlp_gated": mlp_gated,
+    "d_mlp_residual": mlp_residual,
     "e_mixed": mixed,
     "f_segformer": segformer,
     "g_external": external,

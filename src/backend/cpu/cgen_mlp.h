@@ -2,7 +2,8 @@
 // (codegen's MlpChain, mlp_spec.h; float32 chains only) computed per tile of rows, layer after
 // layer, with the tile's activations kept in two small cache-resident ping-pong buffers; weights
 // are read in place (zero-padded copies for widths that are not a multiple of 16); each layer's
-// epilogue (bias, activation) is applied through cexpr as the layer's tile is finished.
+// epilogue (bias, activation, or any elementwise function of the product and the layer's input:
+// a gate, a residual) is applied through cexpr as the layer's tile is finished.
 // Needs: a verified primitive graph and a candidate of it. Guarantees: the kernel follows
 // target.h's ABI and computes the candidate's output as prim_interp.c does, up to float32
 // rounding (sums are reassociated).

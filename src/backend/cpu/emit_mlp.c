@@ -2,8 +2,10 @@
 // rows computes every layer of the chain for those rows, ping-ponging between two per-thread
 // buffers of RT x (widest padded layer) floats that stay in L1/L2, so no intermediate activation
 // reaches memory. Each layer is a register-tiled product (MR rows x NV vectors of ORCH_LV floats
-// accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation) on
-// the finished tile; the last layer's epilogue writes the output rows.
+// accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation; an
+// epilogue that reads the layer's input, MlpChain.xin, reads it from the other buffer or the
+// chain's input rows, pinned in cexpr) on the finished tile; the last layer's epilogue writes
+// the output rows.
 // Widths: a layer's columns are padded to NP = 16 * ceil(N / 16), a multiple of every vector
 // width (4, 8, 16 floats), so the micro-kernel has no column tail. A weight whose N is not a
 // multiple of 16 is copied once per call into a zero-padded [K][NP] block; the padded columns of
@@ -104,8 +106,10 @@ static void emit_layer_mm(Em *E, int l, int mr, int nv) {
     sb_puts(s, "}\n\n");
 }
 
-// fn_e<l>(c, in, i0, m[, y]): layer l's epilogue on the tile's rows i0.. i0+m-1, in place in c
-// (row stride NP), or into the output rows of y for the last layer.
+// fn_e<l>(c, in, i0, m, xa, xs[, y]): layer l's epilogue on the tile's rows i0.. i0+m-1, in place
+// in c (row stride NP), or into the output rows of y for the last layer. xa (row stride xs) holds
+// the layer's input rows, which the epilogue reads where it is gated by or adds its input
+// (MlpChain.xin): the previous layer's buffer, or the chain's input rows.
 static int emit_layer_epi(Em *E, int l, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
@@ -113,9 +117,11 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
     int64_t N = m->N[l], NP = padw(N);
     sb_printf(s,
               "static void %s_e%d(float *restrict c, const void *const *in, int64_t i0, int64_t "
-              "m%s) {\n",
+              "m, const float *restrict xa, int64_t xs%s) {\n",
               E->fn, l, last ? ", float *restrict y" : "");
     sb_line(s, 1, "(void)in;\n");
+    sb_line(s, 1, "(void)xa;\n");
+    sb_line(s, 1, "(void)xs;\n");
     sb_line(s, 1, "for (int64_t r = 0; r < m; r++) {\n");
     sb_line(s, 2, "int64_t q_r = i0 + r;\n");
     char names[ORCH_MAX_RANK][24];
@@ -140,10 +146,13 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
     char v[64], vx[64];
     cexpr_set_sin_guard(E->x, "big_");
     int before = cexpr_sin_guards(E->x);
+    // The layer's input is the local xin_ (pinned: never recomputed from an earlier layer).
+    cexpr_pin(E->x, m->xin[l] ? m->in[l] : -1, "xin_");
     int rc = cexpr_value(E->x, m->act[l], ix, &body, 3, v, sizeof v, e);
     int guards = cexpr_sin_guards(E->x) - before;
     cexpr_set_sin_guard(E->x, NULL);
     cexpr_forget(E->x);
+    cexpr_pin(E->x, -1, NULL);
     const char *dst = last ? "yrow" : "crow";
     if (!rc && guards) {
         sb_line(s, 2, "float t_[%lld];\n", (long long)N);
@@ -151,6 +160,8 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
     }
     sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
     sb_line(s, 3, "const float acc = crow[j];\n");
+    if (m->xin[l])
+        sb_line(s, 3, "const float xin_ = xa[r * xs + j];\n");
     sb_puts(s, body.s ? body.s : "");
     sb_line(s, 3, "%s[j] = %s;\n", guards ? "t_" : dst, v);
     sb_line(s, 2, "}\n");
@@ -159,8 +170,12 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
         sb_line(s, 2, "if (big_) {\n");
         sb_line(s, 3, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
         sb_line(s, 4, "const float acc = crow[j];\n");
+        if (m->xin[l])
+            sb_line(s, 4, "const float xin_ = xa[r * xs + j];\n");
+        cexpr_pin(E->x, m->xin[l] ? m->in[l] : -1, "xin_");
         rc = cexpr_value(E->x, m->act[l], ix, s, 4, vx, sizeof vx, e);
         cexpr_forget(E->x);
+        cexpr_pin(E->x, -1, NULL);
         sb_line(s, 4, "t_[j] = %s;\n", vx);
         sb_line(s, 3, "}\n");
         sb_line(s, 2, "}\n");
@@ -248,16 +263,18 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
             (long long)RT, (long long)m->R, (long long)RT);
     for (int l = 0; l < m->n; l++) {
         const char *dst = l % 2 ? "b1" : "b0", *srcb = l % 2 ? "b0" : "b1";
+        // The layer's input rows and their stride (its epilogue may read them).
+        char xa[64];
+        int64_t xs = l == 0 ? m->K[0] : padw(m->N[l - 1]);
         if (l == 0)
-            sb_line(s, 3, "%s_l0(x + i0 * %lld, %lld, w0, b0, m);\n", fn, (long long)m->K[0],
-                    (long long)m->K[0]);
+            snprintf(xa, sizeof xa, "x + i0 * %lld", (long long)m->K[0]);
         else
-            sb_line(s, 3, "%s_l%d(%s, %lld, w%d, %s, m);\n", fn, l, srcb,
-                    (long long)padw(m->N[l - 1]), l, dst);
+            snprintf(xa, sizeof xa, "%s", srcb);
+        sb_line(s, 3, "%s_l%d(%s, %lld, w%d, %s, m);\n", fn, l, xa, (long long)xs, l, dst);
         if (l == m->n - 1)
-            sb_line(s, 3, "%s_e%d(%s, in, i0, m, y);\n", fn, l, dst);
+            sb_line(s, 3, "%s_e%d(%s, in, i0, m, %s, %lld, y);\n", fn, l, dst, xa, (long long)xs);
         else if (m->epi[l])
-            sb_line(s, 3, "%s_e%d(%s, in, i0, m);\n", fn, l, dst);
+            sb_line(s, 3, "%s_e%d(%s, in, i0, m, %s, %lld);\n", fn, l, dst, xa, (long long)xs);
     }
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "free(b0);\n");

@@ -13,7 +13,9 @@
 //           products per term pair: float32-level accuracy, 1e-4 checked like any float32
 //           kernel), offered under float32 next to the SIMT variants: the measured times decide.
 // The epilogues (bias, activation) go through cexpr's CUDA dialect, in registers (epi=reg) or in
-// a warp-private shared-memory pass (epi=smem). Same ABI as cugen.h.
+// a warp-private shared-memory pass (epi=smem). A chain whose epilogues read their layer's input
+// (a gate, a residual: MlpChain.xin) gets the block variant (none) and the tensor-core ones with
+// epi=smem only. Same ABI as cugen.h.
 // Chains of float32, or of float16 / bfloat16 (half storage: input, weights and activations half,
 // the output half or float32): every variant reads half tensors as stored and computes in float32;
 // a half chain gets the tensor-core variant of its type only (f16 / bf16), whatever the precision.

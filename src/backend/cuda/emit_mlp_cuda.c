@@ -56,6 +56,13 @@
 //   lab (bench/gpu/lab/dmma_cvt.cu): float work issued beside m16n8k4 DMMAs adds its whole issue
 //   time to theirs, beside m16n8k16 ones 2-7% of it. In the MLP kernel the k16 DMMAs measured as
 //   fast as the k4 pairs at the best config and up to 14% faster at others (F64_OVERLAP).
+// Epilogues that read the layer's input (MlpChain.xin: a gate f(W x + b) * g(x), a residual
+// x + f(W x + b)) run in the block design, which still holds that input k-major in its other
+// buffer when the epilogue pass runs, and in the tensor-core designs with epi=smem, whose warps
+// then alternate two buffers by layer (TcLayout.xbuf) so that the previous layer's float32 result
+// is still in the other one (pinned in cexpr: never recomputed; layer 0 loads the chain's input).
+// The warp design overwrites it and epi=reg / ilv / ilvx hold it only as operand fragments, so
+// cugen_mlp_configs does not offer them for such chains.
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
@@ -99,6 +106,9 @@ typedef struct CEm {
     Cexpr *x;
     int cur;         // the layer whose product the reader answers for (-1: none)
     const char *acc; // the variable holding that product at the current index
+    // The variable holding the layer's input at the current index, for epilogues that read it
+    // (MlpChain.xin); NULL where the design does not hold it (only the block design does).
+    const char *xin;
 } CEm;
 
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
@@ -137,10 +147,18 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     }
     sb_line(s, ind + 1, "(void)q_r;\n");
     ix[m->rank - 1] = "e_c";
+    // Layer 0's input is the chain's input (or its CAST), which cexpr can load where the design
+    // holds no copy of it; a later layer's would be recomputed from an earlier layer: refused.
+    if (m->xin[l] && !E->xin && l > 0)
+        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reads %s", E->fn,
+                       l, "the layer's input, which only the block design holds");
     E->cur = l;
     E->acc = acc;
+    // The layer's input, where the epilogue reads it, is the design's local (never recomputed).
+    cexpr_pin(E->x, m->xin[l] && E->xin ? m->in[l] : -1, E->xin);
     char v[64];
     int rc = cexpr_value(E->x, m->act[l], ix, s, ind + 1, v, sizeof v, e);
+    cexpr_pin(E->x, -1, NULL);
     E->cur = -1;
     cexpr_forget(E->x);
     if (rc)
@@ -716,7 +734,12 @@ static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *
     sb_line(s, 4, "const int64_t gr = i0 + r_[u] < %lld ? i0 + r_[u] : %lld;\n", (long long)R,
             (long long)(R - 1));
     sb_line(s, 4, "const float acc = xv[u];\n");
+    if (m->xin[l]) // the layer's input: k-major in src (zeros past the last row)
+        sb_line(s, 4, "const float xin_ = %s[c_[u] * %lld + (c_[u] >> 2) * 4 + r_[u]];\n", src,
+                (long long)BMP);
+    E->xin = "xin_";
     int rc = emit_epi(E, l, "acc", "c_[u]", "gr", "xv[u]", 4, e);
+    E->xin = NULL;
     if (rc)
         return rc;
     sb_line(s, 3, "}\n");
@@ -755,7 +778,7 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -1068,7 +1091,7 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOpt
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc"};
+    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -1173,6 +1196,10 @@ typedef struct TcLayout {
     int64_t wofs[MLP_LAYERS_MAX];                   // fragment offsets (words)
     int64_t wwords;                                 // all weights
     BiasFold bias[MLP_LAYERS_MAX]; // each layer's bias folded into its accumulators, or not
+    // Epilogues that read their layer's input (MlpChain.xin; epi=smem only): every warp has two
+    // buffers, P and PX, and layer l's products go to PX for odd l, so the layer's input (the
+    // previous layer's result, left in the other one) is still there for its epilogue.
+    bool xbuf;
     int64_t bofs[MLP_LAYERS_MAX];  // where a folded bias is staged (words; np[l] values of the
                                    // accumulators' type)
     int64_t pofs;                  // the warps' buffers P (words): after the weights and biases
@@ -1235,6 +1262,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
     if (L->sp - 32 >= pw)
         L->sp -= 32;
     L->hraw = half_chain(m) && tc_fits(m, var);
+    L->xbuf = m->any_xin;
     // A float32 x (x_cast) is loaded as floats and packed (rounded) like a float32 chain's, in the
     // plain k order.
     L->xraw = L->hraw && !m->x_cast;
@@ -1246,7 +1274,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
 }
 
 static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
-    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 : 0);
+    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 * (L->xbuf ? 2 : 1) : 0);
 }
 
 // 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
@@ -1911,8 +1939,13 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     char dest[96], anext[16];
     snprintf(anext, sizeof anext, "A%d", l + 1);
     int rc = ST_OK;
-    // A layer without an epilogue re-packs in registers in either mode.
-    if (!T->epi_smem || (!m->epi[l] && !last)) {
+    // The buffer of this layer's products (PX for odd layers where the layers' inputs are kept:
+    // the previous layer's result stays in the other one).
+    const char *pb = L->xbuf && l % 2 ? "PX" : "P", *px = L->xbuf && l % 2 ? "P" : "PX";
+    // A layer without an epilogue re-packs in registers in either mode, unless the next layer's
+    // epilogue reads its result from the buffer.
+    bool keep = L->xbuf && !last && m->xin[l + 1];
+    if (!T->epi_smem || (!m->epi[l] && !last && !keep)) {
         if (!last) {
             // In registers: every fragment element, padded columns kept at their zero product.
             if (m->epi[l]) {
@@ -2021,9 +2054,9 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
     sb_line(s, 5, "#pragma unroll\n");
     sb_line(s, 5, "for (int h = 0; h < 2; h++)\n");
     sb_line(s, 6,
-            "*(float2 *)(P + (mt * 16 + h * 8 + g) * %lld + nt * 8 + 2 * t) = "
+            "*(float2 *)(%s + (mt * 16 + h * 8 + g) * %lld + nt * 8 + 2 * t) = "
             "make_float2(C[mt][nt][2 * h], C[mt][nt][2 * h + 1]);\n",
-            (long long)SP);
+            pb, (long long)SP);
     sb_line(s, 3, "__syncwarp();\n");
     if (defer) {
         T->pending = true;
@@ -2051,14 +2084,21 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             sb_line(s, 5, "if (c_ < %lld) {\n", (long long)N);
         else
             sb_line(s, 5, "{\n");
-        sb_line(s, 6, "float *pp = P + r * %lld + c_;\n", (long long)SP);
+        sb_line(s, 6, "float *pp = %s + r * %lld + c_;\n", pb, (long long)SP);
         sb_line(s, 6, "const float accv = *pp;\n");
+        // The layer's input: the previous layer's result in the other buffer (layer 0 reads the
+        // chain's input rows from memory: no pin, cexpr loads them).
+        if (m->xin[l] && l > 0) {
+            sb_line(s, 6, "const float xin_ = %s[r * %lld + c_];\n", px, (long long)SP);
+            E->xin = "xin_";
+        }
         if (last) {
             snprintf(dest, sizeof dest, "gr * %lld + c_", (long long)N);
             rc = emit_epi_out(E, l, "accv", "c_", "gr", dest, 6, e);
         } else {
             rc = emit_epi(E, l, "accv", "c_", "gr", "*pp", 6, e);
         }
+        E->xin = NULL;
         if (rc)
             return rc;
         sb_line(s, 5, "}\n");
@@ -2073,7 +2113,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         sb_line(s, 3, "for (int mt = 0; mt < %lld; mt++)\n", (long long)MT);
         sb_line(s, 4, "#pragma unroll\n");
         sb_line(s, 4, "for (int h = 0; h < 2; h++) {\n");
-        sb_line(s, 5, "const float *pr = P + (mt * 16 + h * 8 + g) * %lld + 2 * t;\n",
+        sb_line(s, 5, "const float *pr = %s + (mt * 16 + h * 8 + g) * %lld + 2 * t;\n", pb,
                 (long long)SP);
         sb_line(s, 5, "#pragma unroll\n");
         sb_line(s, 5, "for (int kq = 0; kq < %lld; kq++) {\n", (long long)KQ);
@@ -2116,7 +2156,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    TcEm T = {{m, fn, &body, cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls), -1, "acc"},
+    Cexpr *cx = cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls);
+    TcEm T = {{m, fn, &body, cx, -1, "acc", NULL},
               &L,
               W,
               MT,
@@ -2139,6 +2180,8 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
     if (epi_smem)
         sb_line(s, 1, "float *P = (float *)(orch_mlp_smw + %lld) + warp * %lld;\n",
                 (long long)L.pofs, (long long)(16 * MT * L.sp));
+    if (epi_smem && L.xbuf)
+        sb_line(s, 1, "float *PX = P + %lld;\n", (long long)(W * 16 * MT * L.sp));
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
@@ -2507,10 +2550,13 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         cumlp_config_pack(&qc, kc);
         kc->score = score(&m, &d.dev, &qc) * cm->blk_scale;
     }
+    // An epilogue that reads its layer's input (a gate, a residual) needs the previous
+    // activations beside the products: the block design keeps them in its other buffer; the
+    // persistent designs overwrite them (warp) or hold them as mma fragments (tensor cores).
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
-    for (size_t i = 0; warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
+    for (size_t i = 0; !m.any_xin && warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
         int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, cm->warp_regs);
         if (bps < 1)
             continue;
@@ -2543,6 +2589,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                                                     : xstage_ok(&m, &L) ? 4
                                                                         : 3);
                      es++) {
+                    if (m.any_xin && es != CUMLP_EPI_SMEM)
+                        continue;
                     int64_t W = tc_ws[i], MT = tc_mts[j];
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
                     if (regs > cm->tc_max_regs || n == (int)ORCH_COUNT(all))
@@ -2574,6 +2622,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     CuMlpConfig q;
     cumlp_config_unpack(cfg, &q);
     int64_t v = q.var, smem;
+    if (m.any_xin && v != CUMLP_BLOCK && (!tc_var(v) || q.epi != CUMLP_EPI_SMEM))
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s': an epilogue reads its layer's input, "
+                       "which only the block design and the tensor cores' epi=smem keep",
+                       fn, cfg->desc);
     if (v == CUMLP_BLOCK) {
         smem = smem_bytes(&m, q.bm, q.stage != 0);
     } else if (v == CUMLP_WARP) {

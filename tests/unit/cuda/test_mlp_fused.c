@@ -23,8 +23,9 @@
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
-// Also: `unit_mlp_fused --write-model FILE [BATCH [relu]]` writes the benchmark's 6-layer 64-wide
-// sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`) as ONNX, for `orch compile`.
+// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated]]` writes the benchmark's 6-layer
+// 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`; the gated form
+// sin(fc(x)) * sigmoid(x) with `gated`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
@@ -79,8 +80,10 @@ static int g_sample = 1;
 static int g_sampled_out;
 static bool g_fp32_only; // sin_guard: chain_configs offers float32's configs alone
 
-enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT };
-static const char *act_name[] = {"none", "relu", "sigmoid", "tanh", "gelu", "sinsig", "silu"};
+// A_SIN (the gated chain's sin(t + b) * sigmoid(x)) is not drawn by the random cases.
+enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT, A_SIN = A_COUNT };
+static const char *act_name[] = {"none", "relu",   "sigmoid", "tanh",
+                                 "gelu", "sinsig", "silu",    "sin"};
 
 static double now(void) {
     struct timespec ts;
@@ -133,6 +136,7 @@ static int activation(PB *b, int y, int act) {
                       pb_ew2i(b, EW_ADD, pb_ew1(b, EW_ERF, pb_ew2i(b, EW_MUL, y, M_SQRT1_2)), 1.0));
     case A_SINSIG: return pb_ew2(b, EW_MUL, pb_ew1(b, EW_SIN, y), pb_ew1(b, EW_SIGMOID, y));
     case A_SILU: return pb_ew2(b, EW_MUL, y, pb_ew1(b, EW_SIGMOID, y));
+    case A_SIN: return pb_ew1(b, EW_SIN, y);
     default: return y;
     }
 }
@@ -149,7 +153,12 @@ typedef struct Case {
     // operands swapped (bias + product). The tensor-core kernels fold all four into their
     // accumulators (emit_mlp_cuda.c, bias_fold).
     int bias_shape;
+    // Epilogues that read the layer's input x as well (layers with K == N only): G_GATED
+    // act(t + b) * sigmoid(x), G_RESIDUAL x + act(t + b), G_MIXED (t + b) * tanh(x) + 0.5 x.
+    int gate;
 } Case;
+
+enum { G_NONE, G_GATED, G_RESIDUAL, G_MIXED };
 
 static PrimGraph *mlp_graph(const Case *k) {
     PrimGraph *pg = prim_graph_create(NULL);
@@ -168,6 +177,7 @@ static PrimGraph *mlp_graph(const Case *k) {
     PB b = {pg, "mlp"};
     for (int l = 0; l < k->layers; l++) {
         const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        int xl = y; // the layer's input
         // Weights scaled by 1/sqrt(K) keep the activations of every layer of order 1.
         y = pb_matmul(&b, y, add_const(&b, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
         if (k->bias) {
@@ -178,6 +188,13 @@ static PrimGraph *mlp_graph(const Case *k) {
             y = k->bias_shape == 3 ? pb_ew2(&b, EW_ADD, bt, y) : pb_ew2(&b, EW_ADD, y, bt);
         }
         y = activation(&b, y, k->act[l]);
+        if (k->width[l] == k->width[l + 1] && k->gate == G_GATED)
+            y = pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_SIGMOID, xl));
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_RESIDUAL)
+            y = pb_ew2(&b, EW_ADD, xl, y);
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_MIXED)
+            y = pb_ew2(&b, EW_ADD, pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_TANH, xl)),
+                       pb_ew2i(&b, EW_MUL, xl, 0.5));
     }
     add_output(pg, y);
     return pg;
@@ -225,10 +242,15 @@ static PrimGraph *mlp_graph_half(const Case *k, DType dt, bool cast_out) {
     int y = pb_cast(&b, x, dt);
     for (int l = 0; l < k->layers; l++) {
         const int64_t wd[] = {k->width[l], k->width[l + 1]}, bd[] = {k->width[l + 1]};
+        int xl = y; // the layer's input
         y = pb_matmul(&b, y, add_const_dt(&b, dt, 2, wd, (float)(1.7 / sqrt((double)k->width[l]))));
         if (k->bias)
             y = pb_ew2(&b, EW_ADD, y, add_const_dt(&b, dt, 1, bd, 0.5f));
         y = activation(&b, y, k->act[l]);
+        if (k->width[l] == k->width[l + 1] && k->gate == G_GATED)
+            y = pb_ew2(&b, EW_MUL, y, pb_ew1(&b, EW_SIGMOID, xl));
+        else if (k->width[l] == k->width[l + 1] && k->gate == G_RESIDUAL)
+            y = pb_ew2(&b, EW_ADD, xl, y);
     }
     if (cast_out)
         y = pb_cast(&b, y, DT_FLOAT);
@@ -964,6 +986,9 @@ static void case_name(Case *k) {
     for (int l = 0; l < k->layers && n < (int)sizeof k->name - 8; l++)
         n += snprintf(k->name + n, sizeof k->name - (size_t)n, "%s%.3s", l ? "," : "_",
                       act_name[k->act[l]]);
+    static const char *const gate_name[] = {"", "_gated", "_residual", "_mixed"};
+    if (n < (int)sizeof k->name - 10)
+        snprintf(k->name + n, sizeof k->name - (size_t)n, "%s", gate_name[k->gate]);
 }
 
 // Hand-picked shapes: every activation, odd widths, the extreme batches, a rank-3 activation.
@@ -1031,6 +1056,108 @@ static void sin_guard(void) {
     g_fp32_only = false;
 }
 
+// The spec (mlp_spec.h) of the longest chain of k's graph: every layer in it, and exactly the
+// layers with K == N of a gated, residual or mixed case read their input (MlpChain.xin); every
+// ELEMWISE primitive belongs to one layer's epilogue. The CUDA target offers such chains the
+// designs that keep the layer's input beside its products: block, and the tensor cores with
+// epi=smem.
+static void spec_check(const Case *k) {
+    PrimGraph *pg = mlp_graph(k);
+    Err e = {0};
+    int rc = fission_cleanup(pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = prim_graph_verify(pg, &e);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &r, 0, &cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", k->name, e.msg);
+    const Candidate *best = NULL;
+    for (int i = 0; rc == ST_OK && i < cs->n; i++)
+        if (!best || cand_count_linear(pg, &cs->c[i]) > cand_count_linear(pg, best))
+            best = &cs->c[i];
+    MlpChain m;
+    bool ok = best && mlp_analyse(pg, best, &m);
+    CHECK_MSG(ok, "%s: the longest chain is not analysed", k->name);
+    if (ok) {
+        CHECK_MSG(m.n == ORCH_MIN(k->layers, MLP_LAYERS_MAX), "%s: %d layers, want %d", k->name,
+                  m.n, k->layers);
+        bool any = false;
+        for (int l = 0; l < m.n; l++) {
+            bool want = k->gate != G_NONE && k->width[l] == k->width[l + 1];
+            any = any || want;
+            CHECK_MSG(m.xin[l] == want, "%s: layer %d reads its input: %d, want %d", k->name, l,
+                      m.xin[l], want);
+            CHECK_MSG(m.epi[l] == (want || k->bias || k->act[l] != A_NONE),
+                      "%s: layer %d's epilogue: %d", k->name, l, m.epi[l]);
+            CHECK_MSG(m.in[l] == pg->prims[m.lin[l]]->in[0], "%s: layer %d's input", k->name, l);
+        }
+        CHECK_MSG(m.any_xin == any, "%s: any_xin %d, want %d", k->name, m.any_xin, any);
+        for (int i = 0; i < best->n_prims; i++) {
+            const Prim *p = pg->prims[best->prims[i]];
+            CHECK_MSG((p->kind == PRIM_ELEMWISE) == (m.owner[i] >= 0),
+                      "%s: primitive %d's layer %d", k->name, best->prims[i], m.owner[i]);
+        }
+        // Over the precisions (the tensor-core designs are offered under theirs).
+        static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16};
+        bool other = false;
+        for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+            KernelConfig cf[64];
+            int n = cugen_mlp_configs(pg, best, &g_cu[1], &(TargetOptions){.precision = precs[p]},
+                                      cf, 64);
+            CHECK_MSG(n >= 1, "%s: no CUDA config", k->name);
+            for (int i = 0; i < n; i++) {
+                other = other || mcfg(&cf[i]).var != CUMLP_BLOCK;
+                CuMlpConfig q = mcfg(&cf[i]);
+                bool keeps = q.var == CUMLP_BLOCK ||
+                             (q.var != CUMLP_WARP && q.epi == CUMLP_EPI_SMEM);
+                CHECK_MSG(!any || keeps, "%s: CUDA config '%s' offered", k->name, cf[i].desc);
+            }
+        }
+        // A plain chain keeps the persistent designs (widths up to 64: the warp design's limit;
+        // the tensor-core designs' registers limit wider deep chains).
+        CHECK_MSG(any || other || k->width[1] > 64, "%s: only block configs for a plain chain",
+                  k->name);
+    }
+    if (cs)
+        cand_set_free(cs);
+    prim_graph_free(pg);
+}
+
+// Epilogues that read the layer's input, found by structure: gated act(t + b) * sigmoid(x),
+// residual x + act(t + b), mixed (t + b) * tanh(x) + 0.5 x, and plain chains beside them, at
+// widths 32, 64 and 128, depths 2, 4 and 6, several row counts; one chain whose first layer
+// changes the width (a plain epilogue) before gated ones. The spec (spec_check), the C kernels
+// against the interpreter, the CUDA block kernels through NVRTC (and on a GPU, run).
+static void gated_cases(void) {
+    static const struct {
+        int layers;
+        int64_t batch, w0, w;
+        int act;
+    } shapes[] = {
+        {2, 1031, 32, 32, A_SIN}, {4, 127, 64, 64, A_RELU}, {6, 300, 128, 128, A_GELU},
+        {6, 4096, 64, 64, A_SIN}, {3, 33, 16, 64, A_TANH},
+    };
+    static const int gates[] = {G_GATED, G_RESIDUAL, G_MIXED, G_NONE};
+    for (size_t s = 0; s < ORCH_COUNT(shapes); s++)
+        for (size_t g = 0; g < ORCH_COUNT(gates); g++) {
+            Case k = {0};
+            k.layers = shapes[s].layers;
+            k.batch = shapes[s].batch;
+            k.bias = true;
+            k.gate = gates[g];
+            k.width[0] = shapes[s].w0;
+            for (int l = 1; l <= k.layers; l++)
+                k.width[l] = shapes[s].w;
+            for (int l = 0; l < k.layers; l++)
+                k.act[l] = shapes[s].act;
+            case_name(&k);
+            spec_check(&k);
+            check_mlp(k.name, mlp_graph(&k), k.layers, 2, 2, s < 2, true);
+        }
+}
+
 // Random MLPs: 2-8 layers, widths 1-256 (half of them odd), random activations and batches.
 static void random_cases(void) {
     static const int64_t batches[] = {1, 2, 7, 127, 300, 1031};
@@ -1062,19 +1189,23 @@ static void half_cases(void) {
         int64_t batch, lead0;
         int64_t w[9];
         int act[8];
+        int gate; // Case.gate
     } cs[] = {
         // clang-format off
-        {DT_FLOAT16, true, 2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}},
-        {DT_BFLOAT16, false, 3, 131, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}},
-        {DT_FLOAT16, true, 3, 257, 0, {64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_NONE}},
-        {DT_BFLOAT16, true, 4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}},
+        {DT_FLOAT16, true, 2, 1, 0, {16, 16, 16}, {A_RELU, A_NONE}, G_NONE},
+        {DT_BFLOAT16, false, 3, 131, 0, {17, 33, 100, 5}, {A_SIGMOID, A_TANH, A_GELU}, G_NONE},
+        {DT_FLOAT16, true, 3, 257, 0, {64, 64, 64, 64}, {A_SINSIG, A_SINSIG, A_NONE}, G_NONE},
+        {DT_BFLOAT16, true, 4, 131, 0, {61, 64, 37, 50, 3}, {A_GELU, A_SINSIG, A_RELU, A_NONE}, G_NONE},
         {DT_FLOAT16, false, 8, 1, 0, {16, 31, 47, 63, 80, 96, 112, 128, 1},
-         {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}},
-        {DT_BFLOAT16, false, 2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}},
-        {DT_FLOAT16, true, 3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}},
-        {DT_FLOAT16, false, 2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}},
-        {DT_BFLOAT16, true, 3, 7, 0, {36, 48, 20, 7}, {A_SILU, A_RELU, A_TANH}},
-        {DT_FLOAT16, true, 4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}},
+         {A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_RELU, A_NONE}, G_NONE},
+        {DT_BFLOAT16, false, 2, 64, 4, {24, 40, 8}, {A_TANH, A_SIGMOID}, G_NONE},
+        {DT_FLOAT16, true, 3, 2, 0, {5, 64, 32, 9}, {A_TANH, A_SILU, A_SIGMOID}, G_NONE},
+        {DT_FLOAT16, false, 2, 97, 0, {200, 64, 10}, {A_SINSIG, A_NONE}, G_NONE},
+        {DT_BFLOAT16, true, 3, 7, 0, {36, 48, 20, 7}, {A_SILU, A_RELU, A_TANH}, G_NONE},
+        {DT_FLOAT16, true, 4, 1031, 0, {32, 256, 256, 48, 10}, {A_SILU, A_GELU, A_RELU, A_NONE}, G_NONE},
+        // Epilogues that read the layer's input (the block design, which holds it as float).
+        {DT_FLOAT16, true, 3, 131, 0, {64, 64, 64, 64}, {A_SIN, A_SIN, A_SIN}, G_GATED},
+        {DT_BFLOAT16, false, 2, 33, 0, {32, 32, 32}, {A_RELU, A_TANH}, G_RESIDUAL},
         // clang-format on
     };
     for (size_t i = 0; i < ORCH_COUNT(cs); i++) {
@@ -1083,6 +1214,7 @@ static void half_cases(void) {
         k.batch = cs[i].batch;
         k.lead0 = cs[i].lead0;
         k.bias = true;
+        k.gate = cs[i].gate;
         for (int l = 0; l <= k.layers; l++)
             k.width[l] = cs[i].w[l];
         for (int l = 0; l < k.layers; l++)
@@ -1155,14 +1287,33 @@ static void chain_boundaries(void) {
         int y = pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, wd, 0.3f)), h);
         y = pb_matmul(&b, pb_ew1(&b, EW_TANH, y), add_const(&b, 2, wd, 0.3f));
         add_output(pg, y);
-        // L2 -> add(h) -> tanh -> L3 is a chain: the add reads h, a non-constant, so L2's
-        // epilogue stops before it and L3 does not follow L2; L1 -> relu has two readers.
-        check_mlp("residual", pg, 1, 1, 1, false, true);
+        // h is read by L2 and by L2's epilogue (add(h), tanh), which reads the layer's input:
+        // one chain of three layers, L1 -> relu -> L2 -> add(h) -> tanh -> L3.
+        check_mlp("residual", pg, 3, 1, 1, false, true);
+    }
+    {
+        // The activation h also read by the epilogue of the layer after next, where it is not
+        // that layer's input.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "res2"};
+        int h = pb_ew1(&b, EW_RELU, pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f)));
+        int y = pb_ew2(&b, EW_ADD, pb_matmul(&b, h, add_const(&b, 2, wd, 0.3f)), h);
+        y = pb_ew2(&b, EW_MUL, pb_matmul(&b, pb_ew1(&b, EW_TANH, y), add_const(&b, 2, wd, 0.3f)),
+                   h);
+        add_output(pg, y);
+        // h has three readers (L2, L2's add, L3's mul): L1 leads nowhere. L2 -> L3 is a chain
+        // ending at L3's product: the mul reads h, neither L3's product nor its input, so it is
+        // not L3's epilogue.
+        check_mlp("residual_two_back", pg, 2, 1, 1, false, true);
     }
 }
 
 // PyTorch's export of nn.Linear + sin*sigmoid: Gemm(transB=1) with a bias, Sin, Sigmoid, Mul.
-static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu, size_t *len) {
+// gated: each layer's Sigmoid reads the layer's input instead (x' = sin(fc(x)) * sigmoid(x)).
+static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu, bool gated,
+                            size_t *len) {
     MB *b = mb_new(17);
     const int64_t xd[] = {batch, width}, wd[] = {width, width}, bd[] = {width};
     mb_input(b, "x", 1, 2, xd);
@@ -1198,7 +1349,9 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
         snprintf(node, sizeof node, "/Sin_%d", l);
         mb_node(b, "Sin", node, g, s, NULL);
         snprintf(node, sizeof node, "/Sigmoid_%d", l);
-        mb_node(b, "Sigmoid", node, g, q, NULL);
+        char gin[32];
+        snprintf(gin, sizeof gin, "%s", gated ? prev : g);
+        mb_node(b, "Sigmoid", node, gin, q, NULL);
         snprintf(ins, sizeof ins, "%s,%s", s, q);
         snprintf(node, sizeof node, "/Mul_%d", l);
         mb_node(b, "Mul", node, ins, m, NULL);
@@ -1214,7 +1367,7 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
 
 static void onnx_sinsig(void) {
     size_t len;
-    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, &len);
+    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
     Err e = {0};
     Graph *g = NULL;
     PrimGraph *pg = NULL;
@@ -1231,6 +1384,60 @@ static void onnx_sinsig(void) {
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     if (rc == ST_OK)
         check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
+    else
+        prim_graph_free(pg);
+    graph_free(g);
+}
+
+// The gated MLP x' = sin(fc(x)) * sigmoid(x) as PyTorch exports it (the last layer a plain Gemm),
+// 6 layers 64 wide, through the importer: one chain of six layers whose epilogues read their
+// input, checked as the other cases; and with the CPU cost model the BLP computes the whole MLP
+// as that one kernel.
+static void onnx_gated(void) {
+    size_t len;
+    uint8_t *bytes = sinsig_onnx(4096, 6, 64, false, true, &len);
+    Err e = {0};
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    LoadOptions lo = {NULL, 0};
+    FissionOptions fo = {0};
+    int rc = onnx_load_memory(bytes, len, "gated.onnx", NULL, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    free(bytes);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &r, 0, &cs, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK) {
+        cost_model_fill(cs, cost_model_find("cpu"));
+        Selection sel;
+        memset(&sel, 0, sizeof sel);
+        OrchOptions oo = {.time_limit = 10};
+        rc = orchestrate(cs, &oo, &sel, &e);
+        CHECK_MSG(rc == ST_OK, "%s", e.msg);
+        if (rc == ST_OK) {
+            const Candidate *c = &cs->c[sel.kernels[0]];
+            MlpChain m;
+            bool ok = sel.n == 1 && mlp_analyse(pg, c, &m);
+            CHECK_MSG(ok, "the gated MLP: %d kernels, the first of %d prims", sel.n, c->n_prims);
+            CHECK_MSG(ok && m.n == 6 && m.any_xin && !m.xin[5] && m.xin[0],
+                      "the gated MLP's chain: %d layers", ok ? m.n : 0);
+            printf("  the gated MLP: %d kernel(s), objective %.3g s\n", sel.n, sel.objective);
+            selection_free(&sel);
+        }
+    }
+    if (cs)
+        cand_set_free(cs);
+    if (rc == ST_OK)
+        check_mlp("onnx_gated_6x64", pg, 6, 2, 2, true, false);
     else
         prim_graph_free(pg);
     graph_free(g);
@@ -1619,7 +1826,8 @@ int main(int argc, char **argv) {
         size_t len;
         srand(1);
         uint8_t *bytes = sinsig_onnx(argc >= 4 ? atoll(argv[3]) : 65536, 6, 64,
-                                     argc >= 5 && strcmp(argv[4], "relu") == 0, &len);
+                                     argc >= 5 && strcmp(argv[4], "relu") == 0,
+                                     argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
         FILE *f = fopen(argv[2], "wb");
         bool ok = f && fwrite(bytes, 1, len, f) == len;
         ok = f && fclose(f) == 0 && ok;
@@ -1670,10 +1878,12 @@ int main(int argc, char **argv) {
     } while (0)
     RUN_CASE(fixed_cases);
     RUN_CASE(random_cases);
+    RUN_CASE(gated_cases);
     RUN_CASE(sin_guard);
     RUN_CASE(half_cases);
     RUN_CASE(chain_boundaries);
     RUN_CASE(onnx_sinsig);
+    RUN_CASE(onnx_gated);
     RUN_CASE(blp_selection);
     RUN_CASE(rounded_reference);
     RUN_CASE(cuda_configs);
