@@ -71,7 +71,8 @@ def write_sequence_model(path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "L", 64])],
         [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
          numpy_helper.from_array(w2, "w2")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    # IR version 8 (opset 17's): the newest onnx package writes a version ONNX Runtime may not read.
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
 
 
 def sections(path):
