@@ -77,12 +77,30 @@ static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
 // value, so a tail of n columns costs n/nr of a full tile instead of all of it (a 7x7 image has
 // 49 pixels: 64 computed with nr=16 or 32). T columns at a time with U partial sums over k, so
 // T*U >= 4 FMA chains hide the latency; rows past m are not stored.
-static void emit_ukc_body(StrBuf *s, int mr, int w) {
+// trans (the column-tile mode, fn_ukt): the sums go to a column-major buffer instead, column j
+// at c + j * ldc, all mr rows as whole vectors (added to what is there when accum); the columns
+// per step are as many as the accumulators fit in the vector registers (16 on AVX2, 32 on
+// AVX-512) beside the A vectors and a broadcast, at most 8.
+static void emit_ukc_body_x(StrBuf *s, int mr, int w, bool trans) {
     int nv = mr / w;
-    static const int Ts[3] = {8, 4, 1}, Us[3] = {1, 2, 4};
-    sb_printf(s, "    float tmp[%d] __attribute__((aligned(64)));\n", mr);
+    int regs = w == 16 ? 32 : 16;
+    int T1 = ORCH_MAX(1, ORCH_MIN(8, (regs - nv - 2) / nv));
+    int U2 = ORCH_MAX(1, ORCH_MIN(4, (regs - 2) / (2 * nv)));
+    int Ts[3] = {8, 4, 1}, Us[3] = {1, 2, 4};
+    int nq = 3;
+    if (trans) {
+        Ts[0] = T1;
+        Us[0] = 1;
+        Ts[1] = 1;
+        Us[1] = U2;
+        nq = T1 > 1 ? 2 : 1;
+        if (nq == 1)
+            Us[0] = U2;
+    } else {
+        sb_printf(s, "    float tmp[%d] __attribute__((aligned(64)));\n", mr);
+    }
     sb_puts(s, "    int64_t j = 0;\n");
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < nq; q++) {
         int T = Ts[q], U = Us[q];
         sb_printf(s, "    for (; j + %d <= n; j += %d) {\n", T, T);
         for (int u = 0; u < U; u++)
@@ -118,7 +136,18 @@ static void emit_ukc_body(StrBuf *s, int mr, int w) {
             }
             sb_printf(s, "            ap += %d; bq += %d * rsb;\n        }\n", uu * mr, uu);
         }
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T && trans; t++)
+            for (int v = 0; v < nv; v++) {
+                sb_printf(s, "        { float *cq = c + (j + %d) * ldc + %d; orch_lv s_ = ", t,
+                          v * w);
+                for (int u = 1; u < U; u++)
+                    sb_puts(s, "orch_lv_add(");
+                sb_printf(s, "c0_%d_%d", t, v);
+                for (int u = 1; u < U; u++)
+                    sb_printf(s, ", c%d_%d_%d)", u, t, v);
+                sb_puts(s, "; orch_lv_store(cq, accum ? orch_lv_add(s_, orch_lv_load(cq)) : s_); }\n");
+            }
+        for (int t = 0; t < T && !trans; t++) {
             for (int v = 0; v < nv; v++) {
                 sb_printf(s, "        orch_lv_store(tmp + %d, ", v * w);
                 for (int u = 1; u < U; u++)
@@ -135,6 +164,27 @@ static void emit_ukc_body(StrBuf *s, int mr, int w) {
         }
         sb_puts(s, "    }\n");
     }
+}
+
+static void emit_ukc_body(StrBuf *s, int mr, int w) {
+    emit_ukc_body_x(s, mr, w, false);
+}
+
+// fn_ukt: the column kernel into a column-major buffer (emit_ukc_body_x's trans).
+static void emit_ukt(Emit *E, int mr) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_ukt(int64_t kc, const float "
+              "*restrict a, const float *restrict b, int64_t rsb, int64_t n, float *restrict c, "
+              "int64_t ldc, int accum) {\n",
+              E->fn);
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_ukc_body_x(s, mr, 16, true);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_ukc_body_x(s, mr, 8, true);
+    sb_puts(s, "#else\n");
+    emit_ukc_body_x(s, mr, 4, true);
+    sb_puts(s, "#endif\n}\n\n");
 }
 
 static void emit_ukc(Emit *E, int mr) {
@@ -316,6 +366,53 @@ static int emit_prepack(Emit *E, int64_t kc, int nr) {
     return ST_OK;
 }
 
+// One register tile of the row-tile GEMM (inside lin_emit_tiled's ir loop): the row micro-kernel
+// into C or, for a partial tile, into ct and added from there; a narrow tile through the column
+// kernel where colk.
+static void emit_tile_body(Emit *E, int mr, int nr, bool colk, bool packa, int64_t lda) {
+    const Lin *L = E->L;
+    StrBuf *s = E->s;
+    sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
+    sb_line(s, 6, "float *cd = full ? cp : ct;\n");
+    sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
+    if (colk) {
+        sb_line(s, 6, "if (n < %d) {\n", nr);
+        if (packa)
+            sb_line(s, 7, "%s_ukc(kc, Ap + ir * kc, bp, rsb, n, m, cp, %lld, p0 > 0);\n", E->fn,
+                    (long long)L->N);
+        else
+            sb_line(s, 7,
+                    "%s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukc(kc, Ap, bp, rsb, n, m, cp, "
+                    "%lld, p0 > 0);\n",
+                    E->fn, E->fn, (long long)L->N);
+        if (L->epi)
+            sb_line(s, 7, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+        sb_line(s, 7, "continue;\n");
+        sb_line(s, 6, "}\n");
+    }
+    if (packa) {
+        sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
+    } else {
+        sb_line(s, 6,
+                "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
+                "full && p0 > 0);\n",
+                mr, E->fn, (long long)lda, (long long)lda);
+        sb_line(s, 6,
+                "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
+                "cd, ldc, 0); }\n",
+                E->fn, E->fn);
+    }
+    sb_line(s, 6, "if (!full)\n");
+    sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
+    sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++)\n");
+    sb_line(s, 9, "cp[ii * %lld + jj] = (p0 > 0 ? cp[ii * %lld + jj] : 0.0f) + ct[ii * %d + jj];\n",
+            (long long)L->N, (long long)L->N, nr);
+    if (L->epi)
+        sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+}
+
+static int emit_prepack_w(Emit *E, int64_t kc, int mr);
+
 int lin_emit_tiled(Emit *E, Err *e) {
     const Lin *L = E->L;
     CLinConfig t;
@@ -325,7 +422,18 @@ int lin_emit_tiled(Emit *E, Err *e) {
     int64_t kc = t.kc, mc = t.mc, nc = t.nc;
     // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
     // conv is 1x1 stride-1 unpadded (then X is B in place).
-    bool packa = L->conv ? t.packa || L->pb < 0 || L->convt : t.packa || L->pa < 0 || L->a_trans;
+    // packa = CLIN_PACK_PREPACKED (a conv's constant W): the column-tile mode. W is reordered
+    // at load into mr-row panels (fn_prepack_w's order) and every tile runs the column kernel,
+    // vectors down the output channels and patch values broadcast, into a column-major
+    // accumulator block Ct (mc x nc per task) that is transposed into the output after the last
+    // k-block: few output pixels (ResNet's 7x7 and 14x14 layers) fill no wide row tile, and W,
+    // the large operand there, is read once per call in the order the kernel uses it.
+    bool wcol = L->conv && t.packa == CLIN_PACK_PREPACKED;
+    if (wcol && (!L->w_prepack_ok || L->convt || mr % 16))
+        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    bool packa = wcol ? false
+                      : L->conv ? t.packa || L->pb < 0 || L->convt
+                                : t.packa || L->pa < 0 || L->a_trans;
     bool prepacked = t.packb == CLIN_PACK_PREPACKED;
     bool packb = L->conv ? t.packb || !L->b_direct_ok || L->pa < 0
                          : t.packb == CLIN_PACK_PER_CALL || L->pb < 0;
@@ -334,13 +442,17 @@ int lin_emit_tiled(Emit *E, Err *e) {
         return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
     // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
     // read in place is packed for it: one mr x kc panel per narrow tile).
-    bool colk = mr % 16 == 0;
-    emit_uk(E, "ukp", mr, nr, false);
-    if (colk)
-        emit_ukc(E, mr);
-    if (!packa)
-        emit_uk(E, "uks", mr, nr, true);
-    int rc = emit_packa(E, mr, e);
+    bool colk = mr % 16 == 0 && !wcol;
+    if (wcol) {
+        emit_ukt(E, mr);
+    } else {
+        emit_uk(E, "ukp", mr, nr, false);
+        if (colk)
+            emit_ukc(E, mr);
+        if (!packa)
+            emit_uk(E, "uks", mr, nr, true);
+    }
+    int rc = wcol ? emit_prepack_w(E, kc, mr) : emit_packa(E, mr, e);
     if (!rc)
         rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, kc, e);
     if (!rc && L->epi)
@@ -376,7 +488,11 @@ int lin_emit_tiled(Emit *E, Err *e) {
             (long long)((mcr * kcr * 4 + 63) / 64 * 64));
     sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
             (long long)((ncr * kcr * 4 + 63) / 64 * 64));
-    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    if (!wcol)
+        sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    else
+        sb_line(s, 2, "float *Ct = (float *)aligned_alloc(64, %lld);\n",
+                (long long)((mcr * ncr * 4 + 63) / 64 * 64));
     sb_line(s, 2, "#pragma omp for schedule(static)\n");
     sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
     sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
@@ -422,49 +538,30 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
     sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
             (long long)L->N);
-    sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
-    sb_line(s, 6, "float *cd = full ? cp : ct;\n");
-    sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
-    if (colk) {
-        sb_line(s, 6, "if (n < %d) {\n", nr);
-        if (packa)
-            sb_line(s, 7, "%s_ukc(kc, Ap + ir * kc, bp, rsb, n, m, cp, %lld, p0 > 0);\n", E->fn,
-                    (long long)L->N);
-        else
-            sb_line(s, 7,
-                    "%s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukc(kc, Ap, bp, rsb, n, m, cp, "
-                    "%lld, p0 > 0);\n",
-                    E->fn, E->fn, (long long)L->N);
+    if (wcol) {
+        // fn_prepack_w's order: rows i.. of k-block p0 at q_g * M * K + p0 * M + i * kc.
+        sb_line(s, 6, "const float *ap = Ab + p0 * %lld + (i0 + ir) * kc;\n", (long long)L->M);
+        sb_line(s, 6, "if (m < %d) { %s_pada(Ap, ap, kc, m); ap = Ap; }\n", mr, E->fn);
+        sb_line(s, 6, "float *cq = Ct + jr * %lld + ir;\n", (long long)mcr);
+        sb_line(s, 6, "%s_ukt(kc, ap, bp, rsb, n, cq, %lld, p0 > 0);\n", E->fn, (long long)mcr);
+        sb_line(s, 6, "if (last) {\n");
+        sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
+        sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++) cp[ii * %lld + jj] = cq[jj * %lld + ii];\n",
+                (long long)L->N, (long long)mcr);
         if (L->epi)
-            sb_line(s, 7, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
-        sb_line(s, 7, "continue;\n");
+            sb_line(s, 7, "%s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
         sb_line(s, 6, "}\n");
-    }
-    if (packa) {
-        sb_line(s, 6, "%s_ukp(kc, Ap + ir * kc, bp, rsb, cd, ldc, full && p0 > 0);\n", E->fn);
     } else {
-        sb_line(s, 6,
-                "if (m == %d) %s_uks(kc, Ab + (i0 + ir) * %lld + p0, %lld, bp, rsb, cd, ldc, "
-                "full && p0 > 0);\n",
-                mr, E->fn, (long long)lda, (long long)lda);
-        sb_line(s, 6,
-                "else { %s_packa(Ap, in, b, i0 + ir, m, p0, kc); %s_ukp(kc, Ap, bp, rsb, "
-                "cd, ldc, 0); }\n",
-                E->fn, E->fn);
+        emit_tile_body(E, mr, nr, colk, packa, lda);
     }
-    sb_line(s, 6, "if (!full)\n");
-    sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
-    sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++)\n");
-    sb_line(s, 9, "cp[ii * %lld + jj] = (p0 > 0 ? cp[ii * %lld + jj] : 0.0f) + ct[ii * %d + jj];\n",
-            (long long)L->N, (long long)L->N, nr);
-    if (L->epi)
-        sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
     sb_line(s, 5, "}\n");
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "free(Ap);\n");
     sb_line(s, 2, "free(Bp);\n");
+    if (wcol)
+        sb_line(s, 2, "free(Ct);\n");
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     return ST_OK;
