@@ -242,6 +242,10 @@ typedef struct CpuGemmModel {
     // The column-tile mode's rows (two and three AVX-512 vectors) and B panel widths: 32, 48;
     // 32, 64. Not fitted yet (see docs/kernels/cpu_gemm.md for what was measured).
     int64_t col_mr[2], col_nr[2];
+    // Column tiles are offered up to this many output pixels: 512, between ResNet-18's layer3
+    // (196 pixels: on par with the padded-input conv) and layer2 (784: behind it); the shared
+    // patch matrix is K x N floats. Measured on those two and layer4 (49 pixels) only.
+    int64_t col_max_n;
     CpuTileSet tiles4;
     // kc from L1 is rounded down to a multiple of this, and at least it: 16. Not recorded.
     int64_t kc_step;
@@ -298,6 +302,7 @@ static const CpuGemmModel cpu_gemm_model = {
     .tiles4 = {1, {{4, 16}}},
     .col_mr = {32, 48},
     .col_nr = {32, 64},
+    .col_max_n = 512,
     .kc_step = 16,
     .kc_fixed = {256, 512},
     .mc_fixed = 96,
@@ -495,8 +500,9 @@ static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     double pk = 0;
     if (packa)
         pk += B * M * K * nt * G->packa_s;
-    if (packb)
-        pk += B * K * N * mt * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
+    // (Column tiles pack the patch matrix once per call, shared by the tasks.)
+    if (packb || (wcol && !L->b_direct_ok))
+        pk += B * K * N * (wcol ? 1.0 : mt) * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
     double t1 = t_comp + pk;
     return overlap(par_time_tiles(L, h, t, t1), mem_floor(L, h));
 }
@@ -695,7 +701,7 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                         }
         }
     }
-    if (L->conv && !L->convt && L->w_prepack_ok && h->lanes >= 16) {
+    if (L->conv && !L->convt && L->w_prepack_ok && h->lanes >= 16 && L->N <= G->col_max_n) {
         // The column-tile mode (W reordered at load, vectors down the output channels): mr of
         // two and three vectors, B panels of 32 and 64 columns, kc for the mr x kc A panel in
         // L1 (it is re-read for every 8 columns) or 256.

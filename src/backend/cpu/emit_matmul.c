@@ -479,11 +479,37 @@ int lin_emit_tiled(Emit *E, Err *e) {
     int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
     int64_t kcr = ORCH_MIN(kc, L->K);
     int64_t tiles = L->batch * mt * nt;
+    // Column tiles with a packed patch matrix pack it once per call, shared by the tasks: every
+    // (image and group, panel of nr columns, k-block) by one thread first, then the tiles read
+    // it (per task it would be gathered once per M block). Panel pan of batch entry b holds K
+    // rows of nr floats at Bs + (b * npan + pan) * K * nr.
+    bool shared = wcol && packb;
+    int64_t npan = (L->N + nr - 1) / nr, nkb = (L->K + kc - 1) / kc;
+    int64_t ptasks = shared ? L->batch * npan * nkb : 0;
     sb_printf(s, "%svoid %s(const void *const *in, void *out) {\n", E->local ? "static " : "",
               E->fn);
     sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && lin_worth_parallel(L));
+    if (shared)
+        sb_line(s, 1, "float *Bs = (float *)aligned_alloc(64, %lld);\n",
+                (long long)((L->batch * npan * L->K * nr * 4 + 63) / 64 * 64));
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n",
+            (tiles > 1 || ptasks > 1) && lin_worth_parallel(L));
     sb_line(s, 1, "{\n");
+    if (shared) {
+        sb_line(s, 2, "#pragma omp for schedule(static)\n");
+        sb_line(s, 2, "for (int64_t u = 0; u < %lld; u++) {\n", (long long)ptasks);
+        sb_line(s, 3, "const int64_t b = u / %lld, r = u %% %lld;\n", (long long)(npan * nkb),
+                (long long)(npan * nkb));
+        sb_line(s, 3, "const int64_t pan = r / %lld, p0 = r %% %lld * %lld;\n", (long long)nkb,
+                (long long)nkb, (long long)kc);
+        sb_line(s, 3, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+                (long long)kc, (long long)L->K, (long long)kc);
+        sb_line(s, 3, "const int64_t jn = %lld - pan * %d < %d ? %lld - pan * %d : %d;\n",
+                (long long)L->N, nr, nr, (long long)L->N, nr, nr);
+        sb_line(s, 3, "%s_packb(Bs + ((b * %lld + pan) * %lld + p0) * %d, in, b, p0, kc, pan * %d, "
+                "jn);\n", E->fn, (long long)npan, (long long)L->K, nr, nr);
+        sb_line(s, 2, "}\n");
+    }
     sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
             (long long)((mcr * kcr * 4 + 63) / 64 * 64));
     sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
@@ -514,13 +540,16 @@ int lin_emit_tiled(Emit *E, Err *e) {
     sb_line(s, 4, "(void)last;\n");
     if (packa)
         sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
-    if (packb)
+    if (packb && !shared)
         sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
     sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
     sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
     sb_line(s, 5, "const float *bp;\n");
     sb_line(s, 5, "int64_t rsb;\n");
-    if (packb) {
+    if (shared) {
+        sb_line(s, 5, "bp = Bs + ((b * %lld + (j0 + jr) / %d) * %lld + p0) * %d; rsb = %d;\n",
+                (long long)npan, nr, (long long)L->K, nr, nr);
+    } else if (packb) {
         sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
     } else if (prepacked) {
         // fn_prepack's order: the panel of columns j0 + jr .. of k-block p0 starts at
@@ -563,6 +592,8 @@ int lin_emit_tiled(Emit *E, Err *e) {
     if (wcol)
         sb_line(s, 2, "free(Ct);\n");
     sb_line(s, 1, "}\n");
+    if (shared)
+        sb_line(s, 1, "free(Bs);\n");
     sb_puts(s, "}\n\n");
     return ST_OK;
 }
