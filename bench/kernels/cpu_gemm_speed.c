@@ -319,6 +319,21 @@ static void convs(void) {
     cw = add_const(&b, 4, w4);
     gb_output(pg, pb_conv(&b, &lp, x, cw, x4));
     speed_graph("conv3x3_512_7", pg, 2.0 * 512 * 512 * 9 * 49, 2);
+    // ResNet-18's stem: 7x7 stride 2, 3 -> 64 channels, 224x224 -> 112x112.
+    pg = prim_graph_create(NULL);
+    const int64_t xs[] = {1, 3, 224, 224}, ws[] = {64, 3, 7, 7}, os[] = {1, 64, 112, 112};
+    x = gb_input(pg, "x", 4, xs);
+    b = (PB){pg, "conv"};
+    cw = add_const(&b, 4, ws);
+    LinearParams sp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {2, 2},
+                       .dilation = {1, 1},
+                       .pad_begin = {3, 3},
+                       .pad_end = {3, 3}};
+    gb_output(pg, pb_conv(&b, &sp, x, cw, os));
+    speed_graph("conv7x7_s2_3_224", pg, 2.0 * 64 * 3 * 49 * 112 * 112, 2);
     // ResNet-18's layer3: 256 channels, 14x14 pixels (196).
     pg = prim_graph_create(NULL);
     const int64_t x3[] = {1, 256, 14, 14}, w3[] = {256, 256, 3, 3};
