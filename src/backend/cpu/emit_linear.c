@@ -504,7 +504,14 @@ static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     if (packb || (wcol && !L->b_direct_ok))
         pk += B * K * N * (wcol ? 1.0 : mt) * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
     double t1 = t_comp + pk;
-    return overlap(par_time_tiles(L, h, t, t1), mem_floor(L, h));
+    // B is read once per M block: where a task's K x nc slab of B does not stay in L2 for the
+    // next M block, every block after the first reads it again from L3 (GPT-2's projections at
+    // 64 tokens: mc = 32 read the 4.7 MB slab of c_fc twice; mc = 64 measured ahead hot, 1 and 2
+    // threads, cpu_gemm_speed gpt2_fc).
+    double tm = mem_floor(L, h);
+    if (mt > 1 && K * nc * 4 > h->l2)
+        tm += 4.0 * B * K * N * (mt - 1) / G->bw_l3;
+    return overlap(par_time_tiles(L, h, t, t1), tm);
 }
 
 // The padded-input conv: the tile's FMA efficiency over the padded width (KW - 1 wasted columns
