@@ -6,7 +6,8 @@
 // (src/ops: gemm_f32, im2col / col2im) where the candidate is the LINEAR alone. Cases: a 512^3
 // matmul (and gemm_f32 on it), a 1x1024 x 1024x4096 GEMV, 3x3 64->64 conv on 56x56, ResNet-18's
 // layer4 3x3 conv (512 channels, 7x7), a 1x1 conv with and without a bias + relu epilogue, a
-// depthwise 3x3 conv and a 3x3 stride-2 transposed conv. See README.md here.
+// depthwise 3x3 conv and a 3x3 stride-2 transposed conv; GPT-2's three projections at 64 tokens;
+// ResNet-18's 3x3 convs of layer2 and layer3. -cold: caches flushed before each timed run. See README.md here.
 // Usage: cpu_gemm_speed [-k N] [CASE...]    (-k: configs measured per case, default 1 or 2;
 // CASE: run only the cases whose name contains it). Exit status 1 when a kernel computed a wrong
 // result. Threads: OpenMP's (OMP_NUM_THREADS).
@@ -32,9 +33,13 @@ static char **g_only; // case name filters
 static int g_n_only;
 static int g_wrong; // kernels that computed a wrong result
 
+// -cputime: the calling thread's CPU time instead of the wall clock, for comparing kernels at
+// OMP_NUM_THREADS=1 on a machine other processes share (time-slicing then does not count).
+static int g_cputime;
+
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(g_cputime ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -121,10 +126,28 @@ static void kernel_inputs(CModule *mod, const char *fn, const PrimGraph *pg, con
     }
 }
 
+// -cold: before each timed run, this many bytes are written so that the kernel's operands come
+// from memory as in a model whose layers' weights do not stay cached (64 MiB: beyond L2 of any
+// core here, and it evicts most of a shared L3's share).
+static int g_cold;
+static char *g_flush;
+enum { FLUSH_BYTES = 64 << 20 };
+
+static void flush_caches(void) {
+    if (!g_flush)
+        g_flush = malloc(FLUSH_BYTES);
+    for (size_t i = 0; i < FLUSH_BYTES; i += 64)
+        g_flush[i] = (char)(g_flush[i] + 1);
+}
+
 static double best_time(CKernelFn f, const void *const *in, void *out, int reps) {
     f(in, out);
     double best = 1e30;
+    if (g_cold)
+        reps *= 2;
     for (int r = 0; r < reps; r++) {
+        if (g_cold)
+            flush_caches();
         double t0 = now();
         f(in, out);
         best = fmin(best, now() - t0);
@@ -247,6 +270,22 @@ static void mm512(void) {
     free(C);
 }
 
+// A batch-1 transformer's projections: GPT-2 small at 64 tokens (c_attn, c_fc, c_proj).
+static void gpt2(void) {
+    static const int64_t shapes[3][3] = {{64, 768, 2304}, {64, 768, 3072}, {64, 3072, 768}};
+    static const char *names[3] = {"gpt2_attn_64x768x2304", "gpt2_fc_64x768x3072",
+                                   "gpt2_proj_64x3072x768"};
+    for (int i = 0; i < 3; i++) {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t ad[] = {shapes[i][0], shapes[i][1]}, wd[] = {shapes[i][1], shapes[i][2]};
+        int a = gb_input(pg, "a", 2, ad);
+        PB b = {pg, "gpt2"};
+        int w = add_const(&b, 2, wd);
+        gb_output(pg, pb_matmul(&b, a, w));
+        speed_graph(names[i], pg, 2.0 * shapes[i][0] * shapes[i][1] * shapes[i][2], 2);
+    }
+}
+
 static void gemv(void) {
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t vd[] = {1, 1024}, wd[] = {1024, 4096};
@@ -280,6 +319,37 @@ static void convs(void) {
     cw = add_const(&b, 4, w4);
     gb_output(pg, pb_conv(&b, &lp, x, cw, x4));
     speed_graph("conv3x3_512_7", pg, 2.0 * 512 * 512 * 9 * 49, 2);
+    // ResNet-18's stem: 7x7 stride 2, 3 -> 64 channels, 224x224 -> 112x112.
+    pg = prim_graph_create(NULL);
+    const int64_t xs[] = {1, 3, 224, 224}, ws[] = {64, 3, 7, 7}, os[] = {1, 64, 112, 112};
+    x = gb_input(pg, "x", 4, xs);
+    b = (PB){pg, "conv"};
+    cw = add_const(&b, 4, ws);
+    LinearParams sp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {2, 2},
+                       .dilation = {1, 1},
+                       .pad_begin = {3, 3},
+                       .pad_end = {3, 3}};
+    gb_output(pg, pb_conv(&b, &sp, x, cw, os));
+    speed_graph("conv7x7_s2_3_224", pg, 2.0 * 64 * 3 * 49 * 112 * 112, 2);
+    // ResNet-18's layer3: 256 channels, 14x14 pixels (196).
+    pg = prim_graph_create(NULL);
+    const int64_t x3[] = {1, 256, 14, 14}, w3[] = {256, 256, 3, 3};
+    x = gb_input(pg, "x", 4, x3);
+    b = (PB){pg, "conv"};
+    cw = add_const(&b, 4, w3);
+    gb_output(pg, pb_conv(&b, &lp, x, cw, x3));
+    speed_graph("conv3x3_256_14", pg, 2.0 * 256 * 256 * 9 * 196, 2);
+    // ResNet-18's layer2: 128 channels, 28x28 pixels (784).
+    pg = prim_graph_create(NULL);
+    const int64_t x2[] = {1, 128, 28, 28}, w2[] = {128, 128, 3, 3};
+    x = gb_input(pg, "x", 4, x2);
+    b = (PB){pg, "conv"};
+    cw = add_const(&b, 4, w2);
+    gb_output(pg, pb_conv(&b, &lp, x, cw, x2));
+    speed_graph("conv3x3_128_28", pg, 2.0 * 128 * 128 * 9 * 784, 2);
     // A 1x1 conv with a fused bias + relu epilogue (the epilogue is a large share when K is
     // small), and the same conv alone.
     for (int fused = 1; fused >= 0; fused--) {
@@ -329,8 +399,12 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             g_k = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-cold")) {
+            g_cold = 1;
+        } else if (!strcmp(argv[i], "-cputime")) {
+            g_cputime = 1;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [-k CONFIGS] [CASE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-k CONFIGS] [-cold] [-cputime] [CASE...]\n", argv[0]);
             return 2;
         } else {
             g_only = argv + i;
@@ -349,6 +423,7 @@ int main(int argc, char **argv) {
     printf("hw: %s\n", g_hw.fingerprint);
     mm512();
     gemv();
+    gpt2();
     convs();
     target_close(&m);
     if (g_wrong)

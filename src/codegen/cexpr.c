@@ -678,6 +678,22 @@ static bool fast_float_op(EwOp op, const char *a, char *buf, size_t cap) {
     }
 }
 
+// Whether b is a numeric literal (as cexpr writes constants: "3.000000000e+00f") equal to 2, 3
+// or 4: a power by such an exponent is emitted as products. powf is a library call that keeps
+// the loop around it scalar (GPT-2's tanh GELU computes x^3 so, 64 x 3072 calls a layer), while
+// the products vectorise; they differ from powf by float rounding only.
+static int small_int_exponent(const char *b) {
+    char *end = NULL;
+    double v = strtod(b, &end);
+    if (end == b)
+        return 0;
+    if (*end == 'f')
+        end++;
+    if (*end || !(v == 2.0 || v == 3.0 || v == 4.0))
+        return 0;
+    return (int)v;
+}
+
 // The float-domain expression of op over operands already in the domain type.
 static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *c, char *buf,
                      size_t cap) {
@@ -727,7 +743,14 @@ static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *
     case EW_SUB: fmt(buf, cap, "(%s - %s)", a, b); break;
     case EW_MUL: fmt(buf, cap, "(%s * %s)", a, b); break;
     case EW_DIV: fmt(buf, cap, "(%s / %s)", a, b); break;
-    case EW_POW: fmt(buf, cap, "pow%s(%s, %s)", f, a, b); break;
+    case EW_POW:
+        switch (small_int_exponent(b)) {
+        case 2: fmt(buf, cap, "((%s) * (%s))", a, a); break;
+        case 3: fmt(buf, cap, "((%s) * (%s) * (%s))", a, a, a); break;
+        case 4: fmt(buf, cap, "(((%s) * (%s)) * ((%s) * (%s)))", a, a, a, a); break;
+        default: fmt(buf, cap, "pow%s(%s, %s)", f, a, b); break;
+        }
+        break;
     case EW_MIN: fmt(buf, cap, "orch_fmin%s(%s, %s)", f, a, b); break;
     case EW_MAX: fmt(buf, cap, "orch_fmax%s(%s, %s)", f, a, b); break;
     case EW_MOD:

@@ -224,6 +224,14 @@ typedef struct CpuGemmModel {
     double dot_eff_n1;
     // dot's share of peak for N = 2..4: 0.1. Not recorded.
     double dot_eff;
+    // Accumulator vectors the column-tile mode's kernel (packA=2 on a conv's tile) runs at
+    // most: 8 columns of mr / lanes vectors, as many as fit 32 registers beside the A vectors
+    // and a broadcast (emit_ukc_body_x). Not fitted: the emitter's rule.
+    int col_acc_max;
+    // Factor of the column-tile mode on top of the accumulator count: its B values are
+    // broadcast from a packed panel row (one load per FMA row) and the sums are written to a
+    // column-major block once per k-block: 0.9. Not fitted.
+    double col_eff;
     // -- The configs offered (enum_cfgs).
     // AVX-512 tiles (16 lanes, 32 registers: up to 14 x 2 accumulators plus two B vectors and a
     // broadcast): 16x16, 6x32, 8x32, 12x32, 14x32, 8x16. Not recorded (16 x 16: see tile16).
@@ -231,6 +239,13 @@ typedef struct CpuGemmModel {
     // AVX2 tiles (8 lanes): 6x16, 4x16. Not recorded.
     CpuTileSet tiles8;
     // Portable vectors' tiles (4 lanes): 4x16. Not recorded.
+    // The column-tile mode's rows (two and three AVX-512 vectors) and B panel widths: 32, 48;
+    // 32, 64. Not fitted yet (see docs/kernels/cpu_gemm.md for what was measured).
+    int64_t col_mr[2], col_nr[2];
+    // Column tiles are offered up to this many output pixels: 512, between ResNet-18's layer3
+    // (196 pixels: on par with the padded-input conv) and layer2 (784: behind it); the shared
+    // patch matrix is K x N floats. Measured on those two and layer4 (49 pixels) only.
+    int64_t col_max_n;
     CpuTileSet tiles4;
     // kc from L1 is rounded down to a multiple of this, and at least it: 16. Not recorded.
     int64_t kc_step;
@@ -285,11 +300,16 @@ static const CpuGemmModel cpu_gemm_model = {
     .tiles16 = {6, {{16, 16}, {6, 32}, {8, 32}, {12, 32}, {14, 32}, {8, 16}}},
     .tiles8 = {2, {{6, 16}, {4, 16}}},
     .tiles4 = {1, {{4, 16}}},
+    .col_mr = {32, 48},
+    .col_nr = {32, 64},
+    .col_max_n = 512,
     .kc_step = 16,
     .kc_fixed = {256, 512},
     .mc_fixed = 96,
     .l3_frac = 0.25,
     .nc_panels = {16, 64},
+    .col_acc_max = 24,
+    .col_eff = 0.9,
     .gemv_max_m = 8,
     .gemv_jb = {64, 256},
     .dot_max_n = 4,
@@ -397,6 +417,35 @@ static double mem_floor(const Lin *L, const Hw *h) {
     return bytes / bw;
 }
 
+// The tiled kernel's time on the cores: its tasks (batch x M blocks x N blocks, M blocks
+// fastest) go to the threads in contiguous static chunks (OpenMP's schedule(static): the first
+// tasks % threads threads one more), and the busiest thread's share of the padded work sets the
+// time. Blocks at the edges are smaller (GPT-2's c_fc, N = 3072 in blocks of 2304: one thread
+// got 3/4 of the work), which counting tasks alone misses.
+static double par_time_tiles(const Lin *L, const Hw *h, const CLinConfig *t, double t1) {
+    double mt = cdiv((double)L->M, (double)t->mc), nt = cdiv((double)L->N, (double)t->nc);
+    int64_t tasks = (int64_t)((double)L->batch * mt * nt);
+    if (!lin_worth_parallel(L) || tasks <= 1)
+        return t1;
+    int64_t thr = ORCH_MIN((int64_t)h->cores, tasks);
+    int64_t q = tasks / thr, rem = tasks % thr, per = (int64_t)(mt * nt);
+    double total = 0, busiest = 0;
+    for (int64_t i = 0, t0 = 0; i < thr; i++) {
+        int64_t cnt = q + (i < rem);
+        double w = 0;
+        for (int64_t k = t0; k < t0 + cnt; k++) {
+            int64_t r = k % per, ib = r % (int64_t)mt, jb = r / (int64_t)mt;
+            double rows = (double)ORCH_MIN(t->mc, L->M - ib * t->mc);
+            double cols = (double)ORCH_MIN(t->nc, L->N - jb * t->nc);
+            w += cdiv(rows, (double)t->mr) * cdiv(cols, (double)t->nr);
+        }
+        total += w;
+        busiest = ORCH_MAX(busiest, w);
+        t0 += cnt;
+    }
+    return total > 0 ? t1 * busiest / total + cpu_gemm_model.fork_s : t1;
+}
+
 static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     const CpuGemmModel *G = &cpu_gemm_model;
     double mr = (double)t->mr, nr = (double)t->nr, kc = (double)t->kc, mc = (double)t->mc,
@@ -404,24 +453,36 @@ static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     double M = (double)L->M, N = (double)L->N, K = (double)L->K, B = (double)L->batch;
     double nv = nr / h->lanes;
     double acc = mr * nv;
+    bool wcol = L->conv && t->packa == CLIN_PACK_PREPACKED;
+    if (wcol) {
+        // The column kernel: vectors down mr rows, up to 8 columns per step.
+        double vr = mr / h->lanes;
+        nv = vr;
+        acc = vr * ORCH_MAX(1.0, ORCH_MIN(8.0, floor((h->vregs - vr - 2) / vr)));
+        acc = ORCH_MIN(acc, (double)G->col_acc_max);
+    }
     double eff = ORCH_MIN(1.0, acc / G->acc_full) * acc / (acc + 1.0);
+    if (wcol)
+        eff *= G->col_eff;
     if (acc + nv + 1 > h->vregs)
         eff *= G->spill;
     else if (acc + nv + 1 > h->vregs - G->slack_regs)
         eff *= G->no_slack;
-    if (mr >= 16 && nv == 1) // the 16 x 16 tile
+    if (mr >= 16 && nv == 1 && !wcol) // the 16 x 16 tile
         eff *= G->tile16;
-    if (kc * nr * 4 > h->l1 * G->l1_frac)
+    // The column-tile mode re-reads its A panel (mr x kc) for every 8 columns: it should stay in
+    // L1 (its B panel is re-read once per mr rows, from L2).
+    if (wcol ? mr * kc * 4 > h->l1 * G->l1_frac : kc * nr * 4 > h->l1 * G->l1_frac)
         eff *= G->l1_over;
     if (mc * kc * 4 > h->l2 * G->l2_frac)
         eff *= G->l2_over;
-    bool packa = t->packa != 0, packb = t->packb == CLIN_PACK_PER_CALL;
+    bool packa = t->packa == CLIN_PACK_PER_CALL, packb = t->packb == CLIN_PACK_PER_CALL;
     bool prepacked = t->packb == CLIN_PACK_PREPACKED;
     // A packed B block is written, then read back panel by panel: it should stay in L2.
     if ((packb || (L->conv && !L->b_direct_ok)) && kc * nc * 4 > h->l2 * G->packb_l2_frac)
         eff *= G->packb_l2_over;
     int64_t lda = L->K, ldb = L->N;
-    if (!packa && (lda * 4) % G->alias_bytes == 0)
+    if (!packa && !wcol && (lda * 4) % G->alias_bytes == 0)
         eff *= G->alias;
     // B in place with rows 4 KiB apart thrashes L1 sets; prepacked panels are contiguous.
     if (!packb && !prepacked && ((ldb * 4) % G->alias_bytes == 0 || ldb < nr))
@@ -429,7 +490,9 @@ static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     double Mp = cdiv(M, mr) * mr, Np = cdiv(N, nr) * nr;
     // The column kernel (mr a multiple of the vector) computes a narrow last tile
     // column by column, somewhat slower per column than a full tile.
-    if (t->mr % 16 == 0 && (int64_t)N % t->nr)
+    if (wcol)
+        Np = N;
+    else if (t->mr % 16 == 0 && (int64_t)N % t->nr)
         Np = floor(N / nr) * nr + (double)((int64_t)N % t->nr) * G->colk_col;
     double t_comp = 2.0 * B * Mp * Np * K / (h->peak * eff);
     // Packing: per element (index arithmetic, a store), more through the patch gather.
@@ -437,11 +500,18 @@ static double score_tile(const Lin *L, const Hw *h, const CLinConfig *t) {
     double pk = 0;
     if (packa)
         pk += B * M * K * nt * G->packa_s;
-    if (packb)
-        pk += B * K * N * mt * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
+    // (Column tiles pack the patch matrix once per call, shared by the tasks.)
+    if (packb || (wcol && !L->b_direct_ok))
+        pk += B * K * N * (wcol ? 1.0 : mt) * (L->conv ? cpu_conv_model.packb_s : G->packb_s);
     double t1 = t_comp + pk;
-    double tasks = B * mt * nt;
-    return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
+    // B is read once per M block: where a task's K x nc slab of B does not stay in L2 for the
+    // next M block, every block after the first reads it again from L3 (GPT-2's projections at
+    // 64 tokens: mc = 32 read the 4.7 MB slab of c_fc twice; mc = 64 measured ahead hot, 1 and 2
+    // threads, cpu_gemm_speed gpt2_fc).
+    double tm = mem_floor(L, h);
+    if (mt > 1 && K * nc * 4 > h->l2)
+        tm += 4.0 * B * K * N * (mt - 1) / G->bw_l3;
+    return overlap(par_time_tiles(L, h, t, t1), tm);
 }
 
 // The padded-input conv: the tile's FMA efficiency over the padded width (KW - 1 wasted columns
@@ -636,6 +706,45 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                                             .packb = pb};
                             cgen_lin_config_pack(&t, &out[n++]);
                         }
+        }
+    }
+    if (L->conv && !L->convt && L->w_prepack_ok && h->lanes >= 16 && L->N <= G->col_max_n) {
+        // The column-tile mode (W reordered at load, vectors down the output channels): mr of
+        // two and three vectors, B panels of 32 and 64 columns, kc for the mr x kc A panel in
+        // L1 (it is re-read for every 8 columns) or 256.
+        for (size_t ci = 0; ci < ORCH_COUNT(G->col_mr); ci++) {
+            int64_t mr = G->col_mr[ci];
+            int64_t Mr = (L->M + mr - 1) / mr * mr;
+            int64_t kc_l1 = ORCH_MAX(G->kc_step, (int64_t)(h->l1 * G->l1_frac / (double)(mr * 4)) /
+                                                     G->kc_step * G->kc_step);
+            int64_t kcs[2] = {ORCH_MIN(L->K, kc_l1), ORCH_MIN(L->K, G->kc_fixed[0])};
+            int64_t mcs[2] = {ORCH_MIN(Mr, ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr)),
+                              Mr};
+            for (size_t ni = 0; ni < ORCH_COUNT(G->col_nr); ni++) {
+                int64_t nr = G->col_nr[ni];
+                int64_t Nr = (L->N + nr - 1) / nr * nr;
+                int64_t nc_par = ORCH_MAX(nr, (Nr / nr + h->cores - 1) / h->cores * nr);
+                int64_t ncs[2] = {ORCH_MIN(Nr, nc_par), ORCH_MIN(Nr, nr * G->nc_panels[0])};
+                for (int ki = 0; ki < 2; ki++)
+                    for (int mi = 0; mi < 2; mi++)
+                        for (int nj = 0; nj < 2; nj++) {
+                            if ((ki && kcs[1] == kcs[0]) || (mi && mcs[1] == mcs[0]) ||
+                                (nj && ncs[1] == ncs[0]))
+                                continue;
+                            if (n >= cap)
+                                return n;
+                            CLinConfig t = {.cls = cls,
+                                            .variant = CLIN_TILE,
+                                            .mr = (int)mr,
+                                            .nr = (int)nr,
+                                            .kc = kcs[ki],
+                                            .mc = mcs[mi],
+                                            .nc = ncs[nj],
+                                            .packa = CLIN_PACK_PREPACKED,
+                                            .packb = b_direct ? 0 : 1};
+                            cgen_lin_config_pack(&t, &out[n++]);
+                        }
+            }
         }
     }
     if (lin_padconv_ok(L)) {

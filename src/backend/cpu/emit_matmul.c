@@ -77,12 +77,30 @@ static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
 // value, so a tail of n columns costs n/nr of a full tile instead of all of it (a 7x7 image has
 // 49 pixels: 64 computed with nr=16 or 32). T columns at a time with U partial sums over k, so
 // T*U >= 4 FMA chains hide the latency; rows past m are not stored.
-static void emit_ukc_body(StrBuf *s, int mr, int w) {
+// trans (the column-tile mode, fn_ukt): the sums go to a column-major buffer instead, column j
+// at c + j * ldc, all mr rows as whole vectors (added to what is there when accum); the columns
+// per step are as many as the accumulators fit in the vector registers (16 on AVX2, 32 on
+// AVX-512) beside the A vectors and a broadcast, at most 8.
+static void emit_ukc_body_x(StrBuf *s, int mr, int w, bool trans) {
     int nv = mr / w;
-    static const int Ts[3] = {8, 4, 1}, Us[3] = {1, 2, 4};
-    sb_printf(s, "    float tmp[%d] __attribute__((aligned(64)));\n", mr);
+    int regs = w == 16 ? 32 : 16;
+    int T1 = ORCH_MAX(1, ORCH_MIN(8, (regs - nv - 2) / nv));
+    int U2 = ORCH_MAX(1, ORCH_MIN(4, (regs - 2) / (2 * nv)));
+    int Ts[3] = {8, 4, 1}, Us[3] = {1, 2, 4};
+    int nq = 3;
+    if (trans) {
+        Ts[0] = T1;
+        Us[0] = 1;
+        Ts[1] = 1;
+        Us[1] = U2;
+        nq = T1 > 1 ? 2 : 1;
+        if (nq == 1)
+            Us[0] = U2;
+    } else {
+        sb_printf(s, "    float tmp[%d] __attribute__((aligned(64)));\n", mr);
+    }
     sb_puts(s, "    int64_t j = 0;\n");
-    for (int q = 0; q < 3; q++) {
+    for (int q = 0; q < nq; q++) {
         int T = Ts[q], U = Us[q];
         sb_printf(s, "    for (; j + %d <= n; j += %d) {\n", T, T);
         for (int u = 0; u < U; u++)
@@ -118,7 +136,18 @@ static void emit_ukc_body(StrBuf *s, int mr, int w) {
             }
             sb_printf(s, "            ap += %d; bq += %d * rsb;\n        }\n", uu * mr, uu);
         }
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T && trans; t++)
+            for (int v = 0; v < nv; v++) {
+                sb_printf(s, "        { float *cq = c + (j + %d) * ldc + %d; orch_lv s_ = ", t,
+                          v * w);
+                for (int u = 1; u < U; u++)
+                    sb_puts(s, "orch_lv_add(");
+                sb_printf(s, "c0_%d_%d", t, v);
+                for (int u = 1; u < U; u++)
+                    sb_printf(s, ", c%d_%d_%d)", u, t, v);
+                sb_puts(s, "; orch_lv_store(cq, accum ? orch_lv_add(s_, orch_lv_load(cq)) : s_); }\n");
+            }
+        for (int t = 0; t < T && !trans; t++) {
             for (int v = 0; v < nv; v++) {
                 sb_printf(s, "        orch_lv_store(tmp + %d, ", v * w);
                 for (int u = 1; u < U; u++)
@@ -135,6 +164,27 @@ static void emit_ukc_body(StrBuf *s, int mr, int w) {
         }
         sb_puts(s, "    }\n");
     }
+}
+
+static void emit_ukc_body(StrBuf *s, int mr, int w) {
+    emit_ukc_body_x(s, mr, w, false);
+}
+
+// fn_ukt: the column kernel into a column-major buffer (emit_ukc_body_x's trans).
+static void emit_ukt(Emit *E, int mr) {
+    StrBuf *s = E->s;
+    sb_printf(s,
+              "static inline __attribute__((always_inline)) void %s_ukt(int64_t kc, const float "
+              "*restrict a, const float *restrict b, int64_t rsb, int64_t n, float *restrict c, "
+              "int64_t ldc, int accum) {\n",
+              E->fn);
+    sb_puts(s, "#if ORCH_LV == 16\n");
+    emit_ukc_body_x(s, mr, 16, true);
+    sb_puts(s, "#elif ORCH_LV == 8\n");
+    emit_ukc_body_x(s, mr, 8, true);
+    sb_puts(s, "#else\n");
+    emit_ukc_body_x(s, mr, 4, true);
+    sb_puts(s, "#endif\n}\n\n");
 }
 
 static void emit_ukc(Emit *E, int mr) {
@@ -316,112 +366,12 @@ static int emit_prepack(Emit *E, int64_t kc, int nr) {
     return ST_OK;
 }
 
-int lin_emit_tiled(Emit *E, Err *e) {
+// One register tile of the row-tile GEMM (inside lin_emit_tiled's ir loop): the row micro-kernel
+// into C or, for a partial tile, into ct and added from there; a narrow tile through the column
+// kernel where colk.
+static void emit_tile_body(Emit *E, int mr, int nr, bool colk, bool packa, int64_t lda) {
     const Lin *L = E->L;
-    CLinConfig t;
-    cgen_lin_config_unpack(E->cfg, &t);
     StrBuf *s = E->s;
-    int mr = t.mr, nr = t.nr;
-    int64_t kc = t.kc, mc = t.mc, nc = t.nc;
-    // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
-    // conv is 1x1 stride-1 unpadded (then X is B in place).
-    bool packa = L->conv ? t.packa || L->pb < 0 || L->convt : t.packa || L->pa < 0 || L->a_trans;
-    bool prepacked = t.packb == CLIN_PACK_PREPACKED;
-    bool packb = L->conv ? t.packb || !L->b_direct_ok || L->pa < 0
-                         : t.packb == CLIN_PACK_PER_CALL || L->pb < 0;
-    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr ||
-        t.packb < 0 || t.packb > CLIN_PACK_PREPACKED || (prepacked && !L->b_prepack_ok))
-        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
-    // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
-    // read in place is packed for it: one mr x kc panel per narrow tile).
-    bool colk = mr % 16 == 0;
-    emit_uk(E, "ukp", mr, nr, false);
-    if (colk)
-        emit_ukc(E, mr);
-    if (!packa)
-        emit_uk(E, "uks", mr, nr, true);
-    int rc = emit_packa(E, mr, e);
-    if (!rc)
-        rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, kc, e);
-    if (!rc && L->epi)
-        rc = lin_emit_epilogue(E, e);
-    if (rc)
-        return rc;
-    // Direct operand pointers and leading dimensions.
-    const char *ab, *bb;
-    char abuf[128], bbuf[160];
-    int64_t lda = L->K, ldb = L->N;
-    if (L->conv) {
-        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + q_g * %lld", L->pb,
-                 (long long)(L->OCg * L->K));
-        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld",
-                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
-    } else {
-        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + aoff", L->pa);
-        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + boff", L->pb);
-    }
-    ab = packa ? "NULL" : abuf;
-    bb = packb ? "NULL" : bbuf;
-    int64_t mt = (L->M + mc - 1) / mc, nt = (L->N + nc - 1) / nc;
-    int64_t mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
-    int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
-    int64_t kcr = ORCH_MIN(kc, L->K);
-    int64_t tiles = L->batch * mt * nt;
-    sb_printf(s, "%svoid %s(const void *const *in, void *out) {\n", E->local ? "static " : "",
-              E->fn);
-    sb_line(s, 1, "float *restrict o = (float *)out;\n");
-    sb_line(s, 1, "#pragma omp parallel if (%d)\n", tiles > 1 && lin_worth_parallel(L));
-    sb_line(s, 1, "{\n");
-    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
-            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
-    sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
-            (long long)((ncr * kcr * 4 + 63) / 64 * 64));
-    sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
-    sb_line(s, 2, "#pragma omp for schedule(static)\n");
-    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
-    sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
-            (long long)(mt * nt));
-    sb_line(s, 3, "const int64_t i0 = r %% %lld * %lld, j0 = r / %lld * %lld;\n", (long long)mt,
-            (long long)mc, (long long)mt, (long long)nc);
-    sb_line(s, 3, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
-            (long long)mc, (long long)L->M, (long long)mc);
-    sb_line(s, 3, "const int64_t nc = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
-            (long long)nc, (long long)L->N, (long long)nc);
-    lin_emit_batch_coords(E, 3, true);
-    sb_line(s, 3, "const float *Ab = %s, *Bb = %s;\n", ab, bb);
-    sb_line(s, 3, "(void)Ab; (void)Bb;\n");
-    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
-            (long long)kc);
-    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
-            (long long)kc, (long long)L->K, (long long)kc);
-    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
-    sb_line(s, 4, "(void)last;\n");
-    if (packa)
-        sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
-    if (packb)
-        sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
-    sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
-    sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
-    sb_line(s, 5, "const float *bp;\n");
-    sb_line(s, 5, "int64_t rsb;\n");
-    if (packb) {
-        sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
-    } else if (prepacked) {
-        // fn_prepack's order: the panel of columns j0 + jr .. of k-block p0 starts at
-        // p0 * N + (j0 + jr) * kc, kc x n floats (n < nr only in the last panel).
-        sb_line(s, 5, "const float *pp = Bb + p0 * %lld + (j0 + jr) * kc;\n", (long long)ldb);
-        sb_line(s, 5, "if (n == %d) { bp = pp; rsb = %d; }\n", nr, nr);
-        sb_line(s, 5, "else { %s_padb(Bp, pp, kc, n); bp = Bp; rsb = %d; }\n", E->fn, nr);
-    } else {
-        sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
-                (long long)ldb, (long long)ldb);
-        sb_line(s, 5, "else { %s_packb(Bp, in, b, p0, kc, j0 + jr, n); bp = Bp; rsb = %d; }\n",
-                E->fn, nr);
-    }
-    sb_line(s, 5, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
-    sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
-    sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
-            (long long)L->N);
     sb_line(s, 6, "const int full = m == %d && n == %d;\n", mr, nr);
     sb_line(s, 6, "float *cd = full ? cp : ct;\n");
     sb_line(s, 6, "const int64_t ldc = full ? %lld : %d;\n", (long long)L->N, nr);
@@ -459,13 +409,191 @@ int lin_emit_tiled(Emit *E, Err *e) {
             (long long)L->N, (long long)L->N, nr);
     if (L->epi)
         sb_line(s, 6, "if (last) %s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+}
+
+static int emit_prepack_w(Emit *E, int64_t kc, int mr);
+
+int lin_emit_tiled(Emit *E, Err *e) {
+    const Lin *L = E->L;
+    CLinConfig t;
+    cgen_lin_config_unpack(E->cfg, &t);
+    StrBuf *s = E->s;
+    int mr = t.mr, nr = t.nr;
+    int64_t kc = t.kc, mc = t.mc, nc = t.nc;
+    // Operands a prologue computes are always packed; so is a conv's patch matrix unless the
+    // conv is 1x1 stride-1 unpadded (then X is B in place).
+    // packa = CLIN_PACK_PREPACKED (a conv's constant W): the column-tile mode. W is reordered
+    // at load into mr-row panels (fn_prepack_w's order) and every tile runs the column kernel,
+    // vectors down the output channels and patch values broadcast, into a column-major
+    // accumulator block Ct (mc x nc per task) that is transposed into the output after the last
+    // k-block: few output pixels (ResNet's 7x7 and 14x14 layers) fill no wide row tile, and W,
+    // the large operand there, is read once per call in the order the kernel uses it.
+    bool wcol = L->conv && t.packa == CLIN_PACK_PREPACKED;
+    if (wcol && (!L->w_prepack_ok || L->convt || mr % 16))
+        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    bool packa = wcol ? false
+                      : L->conv ? t.packa || L->pb < 0 || L->convt
+                                : t.packa || L->pa < 0 || L->a_trans;
+    bool prepacked = t.packb == CLIN_PACK_PREPACKED;
+    bool packb = L->conv ? t.packb || !L->b_direct_ok || L->pa < 0
+                         : t.packb == CLIN_PACK_PER_CALL || L->pb < 0;
+    if (mr < 1 || nr < 16 || nr % 16 || kc < 1 || mc < mr || mc % mr || nc < nr || nc % nr ||
+        t.packb < 0 || t.packb > CLIN_PACK_PREPACKED || (prepacked && !L->b_prepack_ok))
+        return err_set(e, ST_INVALID, "linear kernel %s: bad config '%s'", E->fn, E->cfg->desc);
+    // Tiles narrower than nr go through the column kernel when its vectors fit mr exactly (A
+    // read in place is packed for it: one mr x kc panel per narrow tile).
+    bool colk = mr % 16 == 0 && !wcol;
+    if (wcol) {
+        emit_ukt(E, mr);
+    } else {
+        emit_uk(E, "ukp", mr, nr, false);
+        if (colk)
+            emit_ukc(E, mr);
+        if (!packa)
+            emit_uk(E, "uks", mr, nr, true);
+    }
+    int rc = wcol ? emit_prepack_w(E, kc, mr) : emit_packa(E, mr, e);
+    if (!rc)
+        rc = prepacked ? emit_prepack(E, kc, nr) : emit_packb(E, nr, kc, e);
+    if (!rc && L->epi)
+        rc = lin_emit_epilogue(E, e);
+    if (rc)
+        return rc;
+    // Direct operand pointers and leading dimensions.
+    const char *ab, *bb;
+    char abuf[128], bbuf[160];
+    int64_t lda = L->K, ldb = L->N;
+    if (L->conv) {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + q_g * %lld", L->pb,
+                 (long long)(L->OCg * L->K));
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + (q_n * %lld + q_g * %lld) * %lld",
+                 L->pa, (long long)L->C, (long long)L->Cg, (long long)L->ipix);
+    } else {
+        snprintf(abuf, sizeof abuf, "(const float *)in[%d] + aoff", L->pa);
+        snprintf(bbuf, sizeof bbuf, "(const float *)in[%d] + boff", L->pb);
+    }
+    ab = packa ? "NULL" : abuf;
+    bb = packb ? "NULL" : bbuf;
+    int64_t mt = (L->M + mc - 1) / mc, nt = (L->N + nc - 1) / nc;
+    int64_t mcr = ORCH_MIN(mc, (L->M + mr - 1) / mr * mr);
+    int64_t ncr = ORCH_MIN(nc, (L->N + nr - 1) / nr * nr);
+    int64_t kcr = ORCH_MIN(kc, L->K);
+    int64_t tiles = L->batch * mt * nt;
+    // Column tiles with a packed patch matrix pack it once per call, shared by the tasks: every
+    // (image and group, panel of nr columns, k-block) by one thread first, then the tiles read
+    // it (per task it would be gathered once per M block). Panel pan of batch entry b holds K
+    // rows of nr floats at Bs + (b * npan + pan) * K * nr.
+    bool shared = wcol && packb;
+    int64_t npan = (L->N + nr - 1) / nr, nkb = (L->K + kc - 1) / kc;
+    int64_t ptasks = shared ? L->batch * npan * nkb : 0;
+    sb_printf(s, "%svoid %s(const void *const *in, void *out) {\n", E->local ? "static " : "",
+              E->fn);
+    sb_line(s, 1, "float *restrict o = (float *)out;\n");
+    if (shared)
+        sb_line(s, 1, "float *Bs = (float *)aligned_alloc(64, %lld);\n",
+                (long long)((L->batch * npan * L->K * nr * 4 + 63) / 64 * 64));
+    sb_line(s, 1, "#pragma omp parallel if (%d)\n",
+            (tiles > 1 || ptasks > 1) && lin_worth_parallel(L));
+    sb_line(s, 1, "{\n");
+    if (shared) {
+        sb_line(s, 2, "#pragma omp for schedule(static)\n");
+        sb_line(s, 2, "for (int64_t u = 0; u < %lld; u++) {\n", (long long)ptasks);
+        sb_line(s, 3, "const int64_t b = u / %lld, r = u %% %lld;\n", (long long)(npan * nkb),
+                (long long)(npan * nkb));
+        sb_line(s, 3, "const int64_t pan = r / %lld, p0 = r %% %lld * %lld;\n", (long long)nkb,
+                (long long)nkb, (long long)kc);
+        sb_line(s, 3, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+                (long long)kc, (long long)L->K, (long long)kc);
+        sb_line(s, 3, "const int64_t jn = %lld - pan * %d < %d ? %lld - pan * %d : %d;\n",
+                (long long)L->N, nr, nr, (long long)L->N, nr, nr);
+        sb_line(s, 3, "%s_packb(Bs + ((b * %lld + pan) * %lld + p0) * %d, in, b, p0, kc, pan * %d, "
+                "jn);\n", E->fn, (long long)npan, (long long)L->K, nr, nr);
+        sb_line(s, 2, "}\n");
+    }
+    sb_line(s, 2, "float *Ap = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((mcr * kcr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "float *Bp = (float *)aligned_alloc(64, %lld);\n",
+            (long long)((ncr * kcr * 4 + 63) / 64 * 64));
+    if (!wcol)
+        sb_line(s, 2, "float ct[%d] __attribute__((aligned(64)));\n", mr * nr);
+    else
+        sb_line(s, 2, "float *Ct = (float *)aligned_alloc(64, %lld);\n",
+                (long long)((mcr * ncr * 4 + 63) / 64 * 64));
+    sb_line(s, 2, "#pragma omp for schedule(static)\n");
+    sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)tiles);
+    sb_line(s, 3, "const int64_t b = t / %lld, r = t %% %lld;\n", (long long)(mt * nt),
+            (long long)(mt * nt));
+    sb_line(s, 3, "const int64_t i0 = r %% %lld * %lld, j0 = r / %lld * %lld;\n", (long long)mt,
+            (long long)mc, (long long)mt, (long long)nc);
+    sb_line(s, 3, "const int64_t mc = %lld - i0 < %lld ? %lld - i0 : %lld;\n", (long long)L->M,
+            (long long)mc, (long long)L->M, (long long)mc);
+    sb_line(s, 3, "const int64_t nc = %lld - j0 < %lld ? %lld - j0 : %lld;\n", (long long)L->N,
+            (long long)nc, (long long)L->N, (long long)nc);
+    lin_emit_batch_coords(E, 3, true);
+    sb_line(s, 3, "const float *Ab = %s, *Bb = %s;\n", ab, bb);
+    sb_line(s, 3, "(void)Ab; (void)Bb;\n");
+    sb_line(s, 3, "for (int64_t p0 = 0; p0 < %lld; p0 += %lld) {\n", (long long)L->K,
+            (long long)kc);
+    sb_line(s, 4, "const int64_t kc = %lld - p0 < %lld ? %lld - p0 : %lld;\n", (long long)L->K,
+            (long long)kc, (long long)L->K, (long long)kc);
+    sb_line(s, 4, "const int last = p0 + kc >= %lld;\n", (long long)L->K);
+    sb_line(s, 4, "(void)last;\n");
+    if (packa)
+        sb_line(s, 4, "%s_packa(Ap, in, b, i0, mc, p0, kc);\n", E->fn);
+    if (packb && !shared)
+        sb_line(s, 4, "%s_packb(Bp, in, b, p0, kc, j0, nc);\n", E->fn);
+    sb_line(s, 4, "for (int64_t jr = 0; jr < nc; jr += %d) {\n", nr);
+    sb_line(s, 5, "const int64_t n = nc - jr < %d ? nc - jr : %d;\n", nr, nr);
+    sb_line(s, 5, "const float *bp;\n");
+    sb_line(s, 5, "int64_t rsb;\n");
+    if (shared) {
+        sb_line(s, 5, "bp = Bs + ((b * %lld + (j0 + jr) / %d) * %lld + p0) * %d; rsb = %d;\n",
+                (long long)npan, nr, (long long)L->K, nr, nr);
+    } else if (packb) {
+        sb_line(s, 5, "bp = Bp + jr * kc; rsb = %d;\n", nr);
+    } else if (prepacked) {
+        // fn_prepack's order: the panel of columns j0 + jr .. of k-block p0 starts at
+        // p0 * N + (j0 + jr) * kc, kc x n floats (n < nr only in the last panel).
+        sb_line(s, 5, "const float *pp = Bb + p0 * %lld + (j0 + jr) * kc;\n", (long long)ldb);
+        sb_line(s, 5, "if (n == %d) { bp = pp; rsb = %d; }\n", nr, nr);
+        sb_line(s, 5, "else { %s_padb(Bp, pp, kc, n); bp = Bp; rsb = %d; }\n", E->fn, nr);
+    } else {
+        sb_line(s, 5, "if (n == %d) { bp = Bb + p0 * %lld + j0 + jr; rsb = %lld; }\n", nr,
+                (long long)ldb, (long long)ldb);
+        sb_line(s, 5, "else { %s_packb(Bp, in, b, p0, kc, j0 + jr, n); bp = Bp; rsb = %d; }\n",
+                E->fn, nr);
+    }
+    sb_line(s, 5, "for (int64_t ir = 0; ir < mc; ir += %d) {\n", mr);
+    sb_line(s, 6, "const int64_t m = mc - ir < %d ? mc - ir : %d;\n", mr, mr);
+    sb_line(s, 6, "float *cp = o + (b * %lld + i0 + ir) * %lld + j0 + jr;\n", (long long)L->M,
+            (long long)L->N);
+    if (wcol) {
+        // fn_prepack_w's order: rows i.. of k-block p0 at q_g * M * K + p0 * M + i * kc.
+        sb_line(s, 6, "const float *ap = Ab + p0 * %lld + (i0 + ir) * kc;\n", (long long)L->M);
+        sb_line(s, 6, "if (m < %d) { %s_pada(Ap, ap, kc, m); ap = Ap; }\n", mr, E->fn);
+        sb_line(s, 6, "float *cq = Ct + jr * %lld + ir;\n", (long long)mcr);
+        sb_line(s, 6, "%s_ukt(kc, ap, bp, rsb, n, cq, %lld, p0 > 0);\n", E->fn, (long long)mcr);
+        sb_line(s, 6, "if (last) {\n");
+        sb_line(s, 7, "for (int64_t ii = 0; ii < m; ii++)\n");
+        sb_line(s, 8, "for (int64_t jj = 0; jj < n; jj++) cp[ii * %lld + jj] = cq[jj * %lld + ii];\n",
+                (long long)L->N, (long long)mcr);
+        if (L->epi)
+            sb_line(s, 7, "%s_epi(o, in, b, i0 + ir, m, j0 + jr, n);\n", E->fn);
+        sb_line(s, 6, "}\n");
+    } else {
+        emit_tile_body(E, mr, nr, colk, packa, lda);
+    }
     sb_line(s, 5, "}\n");
     sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "free(Ap);\n");
     sb_line(s, 2, "free(Bp);\n");
+    if (wcol)
+        sb_line(s, 2, "free(Ct);\n");
     sb_line(s, 1, "}\n");
+    if (shared)
+        sb_line(s, 1, "free(Bs);\n");
     sb_puts(s, "}\n\n");
     return ST_OK;
 }

@@ -30,7 +30,7 @@ static HwInfo g_hw;
 static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
-static int g_seen_packa[2], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
+static int g_seen_packa[3], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
     g_seen_convt_tile, g_seen_colk, g_seen_padconv, g_seen_padconv_w;
 
 static float frand(void) {
@@ -182,10 +182,12 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             CLinConfig t;
             cgen_lin_config_unpack(&cf[i], &t);
             bool tile = t.variant == CLIN_TILE;
-            CHECK_MSG(!tile || (t.packa >= 0 && t.packa <= 1 && t.packb >= 0 &&
+            // packA=2 on a tile: the column-tile mode, for a conv's constant W only.
+            int pa_max = t.cls == CCLS_CONV ? CLIN_PACK_PREPACKED : CLIN_PACK_PER_CALL;
+            CHECK_MSG(!tile || (t.packa >= 0 && t.packa <= pa_max && t.packb >= 0 &&
                                 t.packb <= CLIN_PACK_PREPACKED),
                       "%s: config '%s': packing out of range", name, cf[i].desc);
-            if (tile && t.packa >= 0 && t.packa <= 1 && t.packb >= 0 && t.packb <= 2) {
+            if (tile && t.packa >= 0 && t.packa <= 2 && t.packb >= 0 && t.packb <= 2) {
                 g_seen_packa[t.packa]++;
                 g_seen_packb[t.packb]++;
             }
@@ -660,6 +662,9 @@ static void variants_covered(void) {
     CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 &&
           g_seen_packb[1] > 0 && g_seen_packb[2] > 0);
     CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
+    // AVX-512: the column-tile mode (W reordered at load, every tile by the column kernel).
+    printf("  tile packA=2 (column tiles, W reordered at load) %d\n", g_seen_packa[2]);
+    CHECK(g_hw.simd_bytes != 64 || g_seen_packa[2] >= 8);
     // AVX-512: 16 x 16 tiles, whose narrow last tiles run the column kernel.
     printf("  mr=16 tiles on a 7x7 image: %d\n", g_seen_colk);
     CHECK(g_hw.simd_bytes != 64 || g_seen_colk > 0);

@@ -162,6 +162,10 @@ static void build_binary_float(DType dt, const char *name) {
     }
     int c = pb_ew2(&g->b, EW_GT, a, b);
     g_out(g, pb_where(&g->b, c, pb_ew2i(&g->b, EW_ADD, a, 1.5), b));
+    // Constant exponents: 2, 3 and 4 are emitted as products, 2.5 and -3 through pow.
+    static const double exps[] = {2.0, 3.0, 4.0, 2.5, -3.0};
+    for (size_t i = 0; i < ORCH_COUNT(exps); i++)
+        g_out(g, pb_ew2i(&g->b, EW_POW, a, exps[i]));
 }
 
 static void build_int(DType dt, const char *name) {
