@@ -3,7 +3,8 @@
 // for X W^T over every step at once (with both biases folded in, as cuDNN does), then per step
 // the recurrent product with H, the gate math as ELEMWISE primitives on slices of the gate block
 // and, with sequence_lens, a select that keeps the state and zeroes Y past each sequence's end;
-// Y is one concat of the steps. The graph grows linearly with the sequence length.
+// Y is the concat of the steps (a tree of concats of at most 32). The graph grows linearly with
+// the sequence length.
 #include "fission.h"
 
 #include "../ops/rnn.h"
@@ -265,12 +266,30 @@ static void run_direction(Rnn *r, int d, int seq, DirOut *out) {
     out->c = c;
 }
 
+// A concat takes at most this many tensors: a kernel's inputs are bounded (the CUDA target's
+// ABI passes 32 pointers), and a sequence of 128 steps would otherwise be one concat of 128 that
+// no GPU kernel could compute.
+#define RNN_CONCAT_MAX 32
+
+// Concatenates v[0..n) along axis as a tree of concats of at most RNN_CONCAT_MAX (v is reused).
+static int concat_tree(PB *b, int n, int *v, int axis) {
+    while (n > RNN_CONCAT_MAX) {
+        int m = 0;
+        for (int i = 0; i < n; i += RNN_CONCAT_MAX) {
+            int k = n - i < RNN_CONCAT_MAX ? n - i : RNN_CONCAT_MAX;
+            v[m++] = k == 1 ? v[i] : pb_concat(b, k, v + i, axis);
+        }
+        n = m;
+    }
+    return n == 1 ? v[0] : pb_concat(b, n, v, axis);
+}
+
 // Stacks n tensors of [B, H] at axis `axis` of the result shape `dims` (one axis of size n).
 static int stack(PB *b, int n, const int *parts, int rank, const int64_t *unit, int axis) {
     int *v = xmalloc(sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)
         v[i] = pb_reshape(b, parts[i], rank, unit);
-    int y = n == 1 ? v[0] : pb_concat(b, n, v, axis);
+    int y = concat_tree(b, n, v, axis);
     free(v);
     return y;
 }

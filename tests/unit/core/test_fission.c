@@ -456,14 +456,19 @@ static int signatures(MB *b) {
     return n;
 }
 
-// Every step of an unrolled LSTM runs the same kernels: the kernels to tune grow by a few per
-// block of 16 steps (the block's slice), where a slice per step would add dozens per step, and
-// the steps still compute the reference's values.
+// Every step of an unrolled LSTM runs the same kernels: the kernels to tune grow by at most two
+// per step, where a slice per step would add dozens, and the steps still compute the reference's
+// values.
 static void lstm_steps_share_kernels(void) {
-    MB *b16 = lstm_model(16), *b64 = lstm_model(64);
-    int s16 = signatures(b16), s64 = signatures(b64);
-    CHECK_MSG(s16 > 0 && s64 >= s16 && s64 - s16 <= 4 * 3,
-              "distinct signatures: %d at T = 16, %d at T = 64", s16, s64);
+    MB *b16 = lstm_model(16), *b64 = lstm_model(64), *b128 = lstm_model(128);
+    int s16 = signatures(b16), s64 = signatures(b64), s128 = signatures(b128);
+    mb_free(b128);
+    printf("  distinct signatures: %d at T = 16, %d at T = 64, %d at T = 128\n", s16, s64, s128);
+    // A slice per step adds dozens per step; the blocks add a few per 16 steps, and the output's
+    // concat tree (32 steps a concat, for kernels' bounded inputs) about one and a half per step
+    // through the segment cuts it moves (517, 563, 695 when written).
+    CHECK_MSG(s16 > 0 && s64 >= s16 && s64 - s16 <= 2 * 48 && s128 - s16 <= 2 * 112,
+              "distinct signatures: %d at T = 16, %d at T = 64, %d at T = 128", s16, s64, s128);
     float x[64 * 8];
     for (int i = 0; i < 64 * 8; i++)
         x[i] = rnd();
