@@ -96,12 +96,10 @@ def split_compile_args(args):
     return comp, run
 
 
-def compile_model(orch, d, timeout, extra, comp):
-    """Compiles model.onnx into comp['dir']; returns (artefact path or None, message, log)."""
-    args, problem = read_args(os.path.join(d, "args.txt"))
-    if problem:
-        return None, problem, ""
-    cargs, _ = split_compile_args(args + list(extra))
+def compile_model(orch, d, timeout, flags, comp):
+    """Compiles model.onnx into comp['dir'] with the model's flags (args.txt's and the caller's);
+    returns (artefact path or None, message, log)."""
+    cargs, _ = split_compile_args(list(flags))
     out = os.path.join(comp["dir"], os.path.basename(d) + ".orch")
     cmd = [orch, "compile", os.path.join(d, "model.onnx"), "-t", comp["target"], "-o", out,
            "--db", comp["db"], "--top-k", str(comp["top_k"]), "--quiet", *cargs]
@@ -128,9 +126,11 @@ def run_model(orch, d, timeout, engine, extra=(), comp=None):
     if not os.path.exists(io_path):
         return False, "no io.txt (regenerate with gen_models.py)", ""
     inputs, outputs = read_io(io_path)
-    extra, problem = read_args(os.path.join(d, "args.txt"))
+    margs, problem = read_args(os.path.join(d, "args.txt"))
     if problem:
         return False, problem, ""
+    # Each flag once: --input-shapes given twice would ask for two shape sets.
+    extra = margs + list(extra)
     compile_log = ""
     if engine == "compiled":
         artefact, msg, compile_log = compile_model(orch, d, timeout, extra, comp)

@@ -128,9 +128,13 @@ static bool fields_ok(const KernelConfig *k) {
         switch (t.variant) {
         case CLIN_TILE:
         case CLIN_COL2IM:
+            // packA = 2 on a conv's tile: the column-tile mode (W reordered at load).
             return t.mr >= 1 && t.nr >= 16 && t.nr % 16 == 0 && t.kc >= 1 && t.mc >= t.mr &&
                    t.mc % t.mr == 0 && t.nc >= t.nr && t.nc % t.nr == 0 && t.packa >= 0 &&
-                   t.packa <= 1 && t.packb >= 0 && t.packb <= CLIN_PACK_PREPACKED;
+                   t.packa <= (k->cls == CCLS_CONV && t.variant == CLIN_TILE
+                                   ? CLIN_PACK_PREPACKED
+                                   : CLIN_PACK_PER_CALL) &&
+                   t.packb >= 0 && t.packb <= CLIN_PACK_PREPACKED;
         case CLIN_PADCONV:
             return k->cls == CCLS_CONV && t.mr >= 1 && t.nr >= 16 && t.nr % 16 == 0 && t.kc >= 1 &&
                    t.mc >= t.mr && t.mc % t.mr == 0 && t.rows >= 1 &&
