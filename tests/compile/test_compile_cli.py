@@ -795,7 +795,10 @@ def main():
         assert m and int(m.group(1)) > 0, p.stdout
         measured, _ = counts(p.stdout)
         assert measured > 0, "nothing measured: no plan could exist"
-        predicted = lambda out: float(re.search(r"predicted ([0-9.]+) ms", out).group(1))
+        def predicted(out):  # the summary's "predicted 84.8 us" (or ms, or s), in seconds
+            m = re.search(r"predicted ([0-9.]+) (us|ms|s),", out)
+            assert m, out
+            return float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)]
         r = orch(binary, "run", out, "-i", f"image={EX}/image.npy", "--expected",
                  f"logits={EX}/logits.npy")
         assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
