@@ -2016,6 +2016,9 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->failed += r->failed;
     rep->unstable += r->unstable;
     rep->resuspect += r->resuspect;
+    rep->budget_skipped += r->budget_skipped;
+    rep->budget_dropped += r->budget_dropped;
+    rep->budget_s = r->budget_s;
     rep->t_import += r->t_import;
     rep->t_candidates += r->t_candidates;
     rep->t_tune += r->t_tune;
