@@ -627,10 +627,7 @@ static int threads_for_run(CpuSession *s) {
     if (s->fixed_threads || s->threads <= 1)
         return s->threads;
     if (pthread_mutex_trylock(&s->probe_mu) == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-        if (now - s->probe.t >= CONTENTION_PROBE_S) {
+        if (now_seconds() - s->probe.t >= CONTENTION_PROBE_S) {
             CpuBusySample b = cpu_busy_sample();
             double others = cpu_busy_elsewhere(&s->probe, &b);
             int t = cpu_threads_under_contention(s->threads, b.cores, others);
