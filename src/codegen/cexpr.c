@@ -694,6 +694,39 @@ static int small_int_exponent(const char *b) {
     return (int)v;
 }
 
+// A numeric literal operand's value (e.g. "6.000000000e+00f"); false for anything else.
+static bool literal_value(const char *b, double *v) {
+    char *end = NULL;
+    *v = strtod(b, &end);
+    if (end == b)
+        return false;
+    if (*end == 'f')
+        end++;
+    return !*end && *v == *v;
+}
+
+// min / max with a literal (ReLU6's clamps, a Clip's bounds) as one compare and select, which
+// vectorises, instead of the general rule's NaN and signed-zero tests. NaN in a still comes out
+// (the compare is false), and equal zeros keep the general rule: min takes -0, max +0, which
+// needs the NaN test back only when the literal is the zero a tie must not return.
+static bool minmax_literal(bool is_max, const char *a, const char *b, char *buf, size_t cap) {
+    double v;
+    if (!literal_value(b, &v)) {
+        if (!literal_value(a, &v))
+            return false;
+        const char *t = a;
+        a = b;
+        b = t;
+    }
+    bool tie_to_literal = v == 0 && (is_max ? !signbit(v) : signbit(v));
+    if (tie_to_literal)
+        fmt(buf, cap, "(%s %s %s ? %s : (%s != %s ? %s : %s))", a, is_max ? ">" : "<", b, a, a,
+            a, a, b);
+    else
+        fmt(buf, cap, "(%s %s %s ? %s : %s)", a, is_max ? "<" : ">", b, b, a);
+    return true;
+}
+
 // The float-domain expression of op over operands already in the domain type.
 static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *c, char *buf,
                      size_t cap) {
@@ -751,8 +784,14 @@ static bool float_op(EwOp op, bool s, const char *a, const char *b, const char *
         default: fmt(buf, cap, "pow%s(%s, %s)", f, a, b); break;
         }
         break;
-    case EW_MIN: fmt(buf, cap, "orch_fmin%s(%s, %s)", f, a, b); break;
-    case EW_MAX: fmt(buf, cap, "orch_fmax%s(%s, %s)", f, a, b); break;
+    case EW_MIN:
+        if (!minmax_literal(false, a, b, buf, cap))
+            fmt(buf, cap, "orch_fmin%s(%s, %s)", f, a, b);
+        break;
+    case EW_MAX:
+        if (!minmax_literal(true, a, b, buf, cap))
+            fmt(buf, cap, "orch_fmax%s(%s, %s)", f, a, b);
+        break;
     case EW_MOD:
     case EW_FMOD: fmt(buf, cap, "fmod%s(%s, %s)", f, a, b); break;
     case EW_EQ: fmt(buf, cap, "(%s)(%s == %s)", ty, a, b); break;

@@ -146,6 +146,7 @@ int lin_emit_dw(Emit *E, Err *e) {
                 L->pa, (long long)L->C, (long long)L->ipix);
     } else {
         sb_line(s, 3, "for (int64_t ih = 0; ih < %lld; ih++)\n", IH);
+        sb_line(s, 4, "#pragma omp simd\n");
         sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IW);
         const char *ix[4] = {"q_n", "ch", "ih", "iw"};
         char v[64];
