@@ -1,7 +1,7 @@
 // The driver API through dlopen (cuda_api.h): a symbol table binds each CudaApi member to the
 // versioned entry point cuda.h maps its name to; one process-wide table is loaded under
 // pthread_once and its outcome (table or message) kept for every later caller. Also the primary
-// context helpers and the device properties (CudaHw, HwInfo) of device 0.
+// context helpers and the device properties (CudaHw, HwInfo) of device 0 or any other.
 #define _GNU_SOURCE
 #include "cuda_api.h"
 #include "cublaslt.h"
@@ -343,6 +343,10 @@ int cuda_measure_dram_bw(const CudaHw *hw, double *bytes_per_s, Err *e) {
 }
 
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
+    return cuda_hw_detect_device(0, hw, info, e);
+}
+
+int cuda_hw_detect_device(int ordinal, CudaHw *hw, HwInfo *info, Err *e) {
     memset(hw, 0, sizeof *hw);
     const CudaApi *api = cuda_api_load(e);
     if (!api)
@@ -353,8 +357,12 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
     nvrtc_version(&hw->nvrtc_major, &hw->nvrtc_minor);
     hw->driver_version = api->driver_version;
 
+    if (ordinal < 0 || ordinal >= api->device_count)
+        return err_set(e, ST_USAGE, "CUDA device %d does not exist (this machine has %d)", ordinal,
+                       api->device_count);
+    hw->ordinal = ordinal;
     CUdevice dev;
-    if (CUDA_TRY(api, e, cuDeviceGet, &dev, 0))
+    if (CUDA_TRY(api, e, cuDeviceGet, &dev, ordinal))
         return e->code;
     if (CUDA_TRY(api, e, cuDeviceGetName, hw->name, (int)sizeof hw->name, dev))
         return e->code;

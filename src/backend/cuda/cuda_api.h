@@ -236,6 +236,8 @@ void cuda_arch_name(int cc_major, int cc_minor, char *buf, size_t n);
 // NVRTC is newer than the driver (its cubins would not load) or cannot compile for the device's
 // architecture. info may be NULL.
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e);
+// The same for the device of that ordinal (hw->ordinal set); ST_USAGE when there is none.
+int cuda_hw_detect_device(int ordinal, CudaHw *hw, HwInfo *info, Err *e);
 
 // The device's memory bandwidth measured (bytes/s): timed device-to-device copies of a buffer 8x
 // the L2 (at least 256 MiB, less when memory is short). About a second; the compile driver
