@@ -1,4 +1,5 @@
-// The CUDA kernel lab (cuda_lab.h): emit → NVRTC in parallel threads → load → check → time.
+// The CUDA kernel lab (cuda_lab.h): emit → NVRTC in parallel threads → load, check and time on
+// one GPU or several of one kind (a worker per GPU taking jobs from one queue).
 #define _GNU_SOURCE
 #include "cuda_lab.h"
 
@@ -531,9 +532,10 @@ typedef struct Item {
     const Unit *unit; // ITEM_KERNEL, ITEM_UNBUILT
 } Item;
 
-// What the workers share. mu guards the queue, the stop flag, the count of finished jobs and
-// every call of the caller's callbacks (which write the profile database and the progress
-// lines), so those see one job at a time, as with one device.
+// What the workers share. qmu guards the queue, the stop flag and the error; mu the count of
+// finished jobs and every call of the caller's callbacks (which write the profile database and
+// the progress lines), so those see one job at a time, as with one device, and a worker taking
+// its next job does not wait for another's database write.
 typedef struct Shared {
     const PrimGraph *pg;
     const CandidateSet *cs;
@@ -544,7 +546,7 @@ typedef struct Shared {
     LabQueue q;
     const LabOptions *opt; // the caller's
     LabOptions run_opt;    // the same, its before_run called under mu (measure's)
-    pthread_mutex_t mu;
+    pthread_mutex_t mu, qmu;
     int done, total;
     bool stop; // a kernel crashed its device's context: nobody takes another job
     Err err;   // the first crash's error
@@ -582,10 +584,12 @@ static void job_done(Worker *w, LabJob *j) {
     ++sh->done;
     if (sh->opt->on_result)
         sh->opt->on_result(sh->opt->ctx, j, sh->done, sh->total);
+    pthread_mutex_unlock(&sh->mu);
     // A fault is sticky: the driver refuses every later call on that context in this process (a
     // released or reset primary context does not come back; seen on an H100, driver 580). The
     // caller's before_run marked the kernel pending and on_result recorded it, so a new process
     // skips it.
+    pthread_mutex_lock(&sh->qmu);
     if (w->L.lost && !sh->stop) {
         sh->stop = true;
         err_set(&sh->err, ST_RUNTIME,
@@ -595,7 +599,7 @@ static void job_done(Worker *w, LabJob *j) {
                 "is remembered and skipped)",
                 j->cand, j->cfg.desc, w->L.hw->ordinal, j->note);
     }
-    pthread_mutex_unlock(&sh->mu);
+    pthread_mutex_unlock(&sh->qmu);
 }
 
 // Measures one library call (a job whose emit gave a call descriptor).
@@ -661,9 +665,9 @@ static void run_kernel(Worker *w, LabJob *j, const CudaLaunch *g, const Unit *u)
 static void work(Worker *w) {
     Shared *sh = w->sh;
     for (;;) {
-        pthread_mutex_lock(&sh->mu);
+        pthread_mutex_lock(&sh->qmu);
         int i = sh->stop ? -1 : lab_queue_take(&sh->q, w->home);
-        pthread_mutex_unlock(&sh->mu);
+        pthread_mutex_unlock(&sh->qmu);
         if (i < 0)
             break;
         const Item *it = &sh->items[i];
@@ -813,6 +817,7 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     sh.run_opt.before_run = opt->before_run ? locked_before_run : NULL;
     sh.run_opt.ctx = &sh;
     pthread_mutex_init(&sh.mu, NULL);
+    pthread_mutex_init(&sh.qmu, NULL);
     lab_queue_init(&sh.q, ni, home_only);
 
     int nw = 1 + ORCH_MAX(n_others, 0);
@@ -879,6 +884,7 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     free(w);
     lab_queue_free(&sh.q);
     pthread_mutex_destroy(&sh.mu);
+    pthread_mutex_destroy(&sh.qmu);
     for (int u = 0; u < nu; u++)
         free_unit(&units[u]);
     for (int u = 0; u < n_single; u++)

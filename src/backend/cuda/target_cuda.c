@@ -32,7 +32,28 @@ typedef struct CudaMachine {
     int n_others;
     CudaHw others[LAB_MAX_DEVICES - 1];
     char note[768]; // the devices left out, for the compile's log
+    // The other GPUs' primary contexts, held from the first lab run to close: each lab run (a
+    // compile makes several) makes them current in its workers, and without a holder every run
+    // would create and destroy them again.
+    bool held;
+    int n_held;
+    CUdevice held_dev[LAB_MAX_DEVICES - 1];
 } CudaMachine;
+
+static void hold_contexts(CudaMachine *cm) {
+    if (cm->held)
+        return;
+    cm->held = true;
+    Err e = {0};
+    const CudaApi *api = cuda_api_load(&e);
+    for (int k = 0; api && k < cm->n_others; k++) {
+        CUdevice d;
+        CUcontext c;
+        if (api->cuDeviceGet(&d, cm->others[k].ordinal) == CUDA_SUCCESS &&
+            api->cuDevicePrimaryCtxRetain(&c, d) == CUDA_SUCCESS)
+            cm->held_dev[cm->n_held++] = d;
+    }
+}
 
 static const CudaHw *model_of(const TargetMachine *m) {
     return &((const CudaMachine *)m->model)->hw;
@@ -97,6 +118,11 @@ static int cuda_open(TargetMachine *m, Err *e) {
 }
 
 static void cuda_close(TargetMachine *m) {
+    CudaMachine *cm = m->model;
+    Err e = {0};
+    const CudaApi *api = cm && cm->n_held ? cuda_api_load(&e) : NULL;
+    for (int k = 0; api && k < cm->n_held; k++)
+        api->cuDevicePrimaryCtxRelease(cm->held_dev[k]);
     free(m->model);
     m->model = NULL;
 }
@@ -287,7 +313,9 @@ static const char *cuda_prelude(const TargetMachine *m) {
 
 static int cuda_target_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                                void **values, LabJob *jobs, int n, const LabOptions *lo, Err *e) {
-    const CudaMachine *cm = m->model;
+    CudaMachine *cm = m->model;
+    if (cm->n_others > 0)
+        hold_contexts(cm);
     CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
     return cuda_lab_run_devices(pg, cs, values, jobs, n, lo, &cm->hw, cm->others, cm->n_others,
                                 &em, e);
