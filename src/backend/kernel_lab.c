@@ -297,29 +297,11 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
     return ST_OK;
 }
 
-void lab_queue_init(LabQueue *q, int n, const bool *home_only) {
-    memset(q, 0, sizeof *q);
+void lab_queue_init(LabQueue *q, int n) {
     q->n = n;
-    q->home_only = home_only;
-    q->taken = xcalloc((size_t)n + 1, sizeof(bool));
-    q->left = n;
+    q->next = 0;
 }
 
-void lab_queue_free(LabQueue *q) {
-    free(q->taken);
-    memset(q, 0, sizeof *q);
-}
-
-int lab_queue_take(LabQueue *q, bool home) {
-    int *next = home ? &q->next_home : &q->next_any;
-    // Every item before *next is taken (or, for the others, home-only): a scan is amortised O(1).
-    while (*next < q->n &&
-           (q->taken[*next] || (!home && q->home_only && q->home_only[*next])))
-        ++*next;
-    if (*next >= q->n)
-        return -1;
-    int i = (*next)++;
-    q->taken[i] = true;
-    q->left--;
-    return i;
+int lab_queue_take(LabQueue *q) {
+    return q->next < q->n ? q->next++ : -1;
 }

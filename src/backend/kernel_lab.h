@@ -149,23 +149,18 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
                        int *chosen, int *n_chosen, char *note, size_t note_n, Err *e);
 
 // The order jobs are measured in, shared by the workers of several devices: items in one
-// sequence, taken once each, in sequence order, by whichever worker asks next. Some items only
-// the home worker may take (a library call bound to the target device's handle); the others skip
-// them. With one worker the items are taken exactly in sequence order, so one device measures as
-// the single-device lab always did. The caller serialises calls (the lab holds a mutex).
+// sequence, each taken once, in sequence order, by whichever worker asks next, so a device that
+// finishes its job early takes the next one and N equal devices each take about 1/N. With one
+// worker the items are taken exactly in sequence order, so one device measures as the
+// single-device lab always did. The caller serialises calls (the lab holds a mutex).
 typedef struct LabQueue {
     int n;
-    const bool *home_only; // per item (NULL: none)
-    bool *taken;
-    int next_home, next_any; // every item before these is taken (or home-only for next_any)
-    int left;
+    int next; // every item before it is taken
 } LabQueue;
 
-void lab_queue_init(LabQueue *q, int n, const bool *home_only);
-void lab_queue_free(LabQueue *q);
-// The next item for a worker (home: the target device's), marked taken; -1 when none is left for
-// it (a non-home worker then stops even while home-only items remain).
-int lab_queue_take(LabQueue *q, bool home);
+void lab_queue_init(LabQueue *q, int n);
+// The next item, marked taken; -1 when none is left.
+int lab_queue_take(LabQueue *q);
 
 // The function name a job's kernel gets in its unit: "orch_k<signature hex>_<config hash hex>".
 void lab_kernel_name(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, char *buf,

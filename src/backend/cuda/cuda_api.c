@@ -35,6 +35,7 @@ static const struct {
     SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", NULL),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent", NULL),
     SYM(cuCtxGetCurrent, "cuCtxGetCurrent", NULL),
+    SYM(cuCtxGetDevice, "cuCtxGetDevice", NULL),
     SYM(cuCtxSynchronize, "cuCtxSynchronize", NULL),
     SYM(cuModuleLoadData, "cuModuleLoadData", NULL),
     SYM(cuModuleGetFunction, "cuModuleGetFunction", NULL),
@@ -230,6 +231,16 @@ int cuda_device_open(const CudaApi *api, int ordinal, CudaDevice *d, Err *e) {
 int cuda_device_bind(const CudaDevice *d, Err *e) {
     ORCH_ASSERT(d->api && d->ctx);
     return CUDA_TRY(d->api, e, cuCtxSetCurrent, d->ctx);
+}
+
+int cuda_current_ordinal(const CudaApi *api) {
+    CUdevice cur, d;
+    if (!api || api->cuCtxGetDevice(&cur) != CUDA_SUCCESS)
+        return 0;
+    for (int o = 0; o < api->device_count; o++)
+        if (api->cuDeviceGet(&d, o) == CUDA_SUCCESS && d == cur)
+            return o;
+    return 0;
 }
 
 void cuda_device_close(CudaDevice *d) {

@@ -119,6 +119,7 @@ typedef struct CudaApi {
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev); // ..._v2
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
     CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
@@ -200,6 +201,9 @@ typedef struct CudaDevice {
 int cuda_device_open(const CudaApi *api, int ordinal, CudaDevice *d, Err *e);
 int cuda_device_bind(const CudaDevice *d, Err *e);
 void cuda_device_close(CudaDevice *d); // releases the primary context; accepts a zeroed struct
+// The ordinal of the GPU whose context is current on the calling thread; 0 where none is (or the
+// driver cannot tell): the GPU a library handle serves when its caller bound none.
+int cuda_current_ordinal(const CudaApi *api);
 
 // The device properties the hardware model needs (the configs' hardware model). Sizes in
 // bytes; 0 where the driver does not report the value.

@@ -522,9 +522,8 @@ static size_t job_bytes(const PrimGraph *pg, const Candidate *c, size_t *in_byte
 
 // ---- the queue of jobs and the workers that measure them, one per device ----
 
-// One entry of the queue, in the order the jobs are measured: the library calls first (the
-// target device's worker alone runs them: their handles are bound to it), then every unit's
-// kernels, the units that failed to build reported in their place.
+// One entry of the queue, in the order the jobs are measured: the library calls first, then
+// every unit's kernels, the units that failed to build reported in their place.
 typedef enum { ITEM_LIBRARY, ITEM_KERNEL, ITEM_UNBUILT } ItemKind;
 typedef struct Item {
     ItemKind kind;
@@ -555,7 +554,6 @@ typedef struct Shared {
 typedef struct Worker {
     Shared *sh;
     Lab L;
-    bool home;        // the target device's: runs the library calls too
     const Unit *unit; // the unit whose module is loaded (mod), NULL for none
     CUmodule mod;
     pthread_t th;
@@ -666,7 +664,7 @@ static void work(Worker *w) {
     Shared *sh = w->sh;
     for (;;) {
         pthread_mutex_lock(&sh->qmu);
-        int i = sh->stop ? -1 : lab_queue_take(&sh->q, w->home);
+        int i = sh->stop ? -1 : lab_queue_take(&sh->q);
         pthread_mutex_unlock(&sh->qmu);
         if (i < 0)
             break;
@@ -792,12 +790,9 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
 
     // The queue, in the order one device has always measured them.
     Item *items = xcalloc((size_t)n + 1, sizeof(Item));
-    bool *home_only = xcalloc((size_t)n + 1, sizeof(bool));
     int ni = 0;
-    for (int i = 0; i < nlib; i++) {
-        home_only[ni] = true;
+    for (int i = 0; i < nlib; i++)
         items[ni++] = (Item){ITEM_LIBRARY, lib[i], NULL};
-    }
     for (int pass = 0; pass < 2; pass++) {
         Unit *us = pass ? single : units;
         int m = pass ? n_single : nu;
@@ -818,18 +813,17 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     sh.run_opt.ctx = &sh;
     pthread_mutex_init(&sh.mu, NULL);
     pthread_mutex_init(&sh.qmu, NULL);
-    lab_queue_init(&sh.q, ni, home_only);
+    lab_queue_init(&sh.q, ni);
 
     int nw = 1 + ORCH_MAX(n_others, 0);
     Worker *w = xcalloc((size_t)nw, sizeof(Worker));
     for (int k = 0; k < nw; k++) {
         w[k].sh = &sh;
-        w[k].home = k == 0;
         w[k].L = (Lab){.api = api,
                        .hw = k == 0 ? hw : &others[k - 1],
                        .pool_bytes = pool_bytes,
                        .scratch_bytes = scratch_bytes,
-                       .ws_bytes = k == 0 ? ws_bytes : 0};
+                       .ws_bytes = ws_bytes};
     }
     bool host_ok = true;
     for (int k = 0; k < nw; k++) {
@@ -882,7 +876,6 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     for (int k = 0; k < nw; k++)
         free(w[k].L.host_out);
     free(w);
-    lab_queue_free(&sh.q);
     pthread_mutex_destroy(&sh.mu);
     pthread_mutex_destroy(&sh.qmu);
     for (int u = 0; u < nu; u++)
@@ -893,7 +886,6 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     free(units);
     free(single);
     free(items);
-    free(home_only);
     free(idx);
     free(lib);
     free(geo);

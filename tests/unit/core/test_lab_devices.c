@@ -1,9 +1,9 @@
 // The logic that spreads a kernel lab over several devices, without a device: --gpus's parser
 // (lab_devices_parse), the choice of the devices that measure from their fingerprints
 // (lab_devices_select: only the target device's kind, the target first, the ones left out
-// named), and the queue the devices' workers share (lab_queue: each job taken once, in order, the
-// home-only jobs by the target device's worker alone, one worker taking exactly the sequence,
-// N workers of equal speed each taking about 1/N). The CUDA lab calls these very functions.
+// named), and the queue the devices' workers share (lab_queue: each job taken once and in order,
+// one worker taking exactly the sequence, N workers of equal speed each taking about 1/N). The
+// CUDA lab calls these very functions.
 #include "../check.h"
 
 #include "backend/kernel_lab.h"
@@ -151,44 +151,31 @@ static void select_caps_at_max(void) {
     }
 }
 
-// One worker takes the items exactly in sequence, home-only ones included.
+// One worker takes the items exactly in sequence.
 static void queue_one_worker_in_order(void) {
-    enum { N = 100 };
-    bool home_only[N];
-    for (int i = 0; i < N; i++)
-        home_only[i] = i < 7 || i % 13 == 0;
     LabQueue q;
-    lab_queue_init(&q, N, home_only);
-    for (int i = 0; i < N; i++) {
-        int got = lab_queue_take(&q, true);
+    lab_queue_init(&q, 100);
+    for (int i = 0; i < 100; i++) {
+        int got = lab_queue_take(&q);
         CHECK_MSG(got == i, "took %d for %d", got, i);
     }
-    CHECK(lab_queue_take(&q, true) == -1 && q.left == 0);
-    lab_queue_free(&q);
-    // No home-only list at all.
-    lab_queue_init(&q, 5, NULL);
-    for (int i = 0; i < 5; i++)
-        CHECK(lab_queue_take(&q, true) == i);
-    CHECK(lab_queue_take(&q, false) == -1);
-    lab_queue_free(&q);
+    CHECK(lab_queue_take(&q) == -1 && lab_queue_take(&q) == -1);
+    lab_queue_init(&q, 0);
+    CHECK(lab_queue_take(&q) == -1);
 }
 
-// Workers asking in a random order: every item taken once, home-only ones by the home worker,
-// each worker's items in increasing order, and a non-home worker told -1 only when nothing but
-// home-only items is left.
+// Workers asking in a random order: every item taken once, each worker's items in increasing
+// order, and -1 only once every item is taken.
 static void queue_workers_random(void) {
     for (int round = 0; round < 200; round++) {
-        int n = 1 + (int)(rnd() % 300), nw = 2 + (int)(rnd() % 7);
-        bool *home_only = xcalloc((size_t)n, sizeof(bool));
-        int *by = xcalloc((size_t)n, sizeof(int));
-        for (int i = 0; i < n; i++) {
-            home_only[i] = rnd() % 4 == 0;
+        int n = (int)(rnd() % 300), nw = 2 + (int)(rnd() % 7);
+        int *by = xcalloc((size_t)n + 1, sizeof(int));
+        for (int i = 0; i < n; i++)
             by[i] = -1;
-        }
         LabQueue q;
-        lab_queue_init(&q, n, home_only);
-        int *last = xcalloc((size_t)nw, sizeof(int));
-        bool *finished = xcalloc((size_t)nw, sizeof(bool));
+        lab_queue_init(&q, n);
+        int last[8];
+        bool finished[8] = {false};
         for (int w = 0; w < nw; w++)
             last[w] = -1;
         int alive = nw;
@@ -196,50 +183,44 @@ static void queue_workers_random(void) {
             int w = (int)(rnd() % (uint64_t)nw);
             if (finished[w])
                 continue;
-            int i = lab_queue_take(&q, w == 0);
+            int i = lab_queue_take(&q);
             if (i < 0) {
-                // Nothing this worker may take is left.
                 for (int k = 0; k < n; k++)
-                    CHECK_MSG(by[k] >= 0 || (w != 0 && home_only[k]),
-                              "worker %d stopped with item %d free", w, k);
+                    CHECK_MSG(by[k] >= 0, "worker %d stopped with item %d free", w, k);
                 finished[w] = true;
                 alive--;
                 continue;
             }
-            CHECK_MSG(i >= 0 && i < n && by[i] < 0, "item %d taken twice", i);
-            CHECK_MSG(w == 0 || !home_only[i], "home-only item %d taken by worker %d", i, w);
+            CHECK_MSG(i < n && by[i] < 0, "item %d taken twice (round %d)", i, round);
             CHECK_MSG(i > last[w], "worker %d went back from %d to %d", w, last[w], i);
-            by[i] = w;
+            if (i < n)
+                by[i] = w;
             last[w] = i;
         }
         for (int k = 0; k < n; k++)
             CHECK_MSG(by[k] >= 0, "item %d never taken (round %d)", k, round);
-        CHECK(q.left == 0);
-        lab_queue_free(&q);
-        free(home_only);
         free(by);
-        free(last);
-        free(finished);
     }
 }
 
 // Workers of equal speed on jobs of random lengths, simulated in time order (each takes its next
-// job when its last one ends): the finish time is within one job of the work divided by N, and
-// with a tenth of the jobs home-only the home worker still ends within one job of the others.
+// job when its last one ends): every worker ends within one job of the others, so the whole takes
+// at most the work divided by N plus one job. Also when the first tenth of the jobs (the library
+// calls, which come first) take five times as long.
 static void queue_balances_equal_devices(void) {
     for (int nw = 1; nw <= 8; nw *= 2) {
         for (int variant = 0; variant < 2; variant++) {
             enum { N = 600 };
             double cost[N], total = 0, longest = 0;
-            bool home_only[N];
             for (int i = 0; i < N; i++) {
                 cost[i] = 1e-3 * (1 + (double)(rnd() % 20)); // 1 to 20 ms
-                home_only[i] = variant == 1 && i < N / 10;   // the library calls come first
+                if (variant == 1 && i < N / 10)
+                    cost[i] *= 5;
                 total += cost[i];
                 longest = cost[i] > longest ? cost[i] : longest;
             }
             LabQueue q;
-            lab_queue_init(&q, N, home_only);
+            lab_queue_init(&q, N);
             double busy_until[8] = {0};
             bool done[8] = {false};
             int taken[8] = {0};
@@ -250,7 +231,7 @@ static void queue_balances_equal_devices(void) {
                         w = k;
                 if (w < 0)
                     break;
-                int i = lab_queue_take(&q, w == 0);
+                int i = lab_queue_take(&q);
                 if (i < 0) {
                     done[w] = true;
                     continue;
@@ -259,19 +240,21 @@ static void queue_balances_equal_devices(void) {
                 taken[w]++;
             }
             double end = 0, first_end = 1e30;
+            int all = 0;
             for (int k = 0; k < nw; k++) {
                 end = busy_until[k] > end ? busy_until[k] : end;
                 first_end = busy_until[k] < first_end ? busy_until[k] : first_end;
+                all += taken[k];
                 CHECK_MSG(taken[k] > 0, "worker %d of %d took nothing", k, nw);
             }
+            CHECK(all == N);
             CHECK_MSG(end <= total / nw + longest + 1e-12,
                       "%d workers: done at %.3f s for %.3f s of work", nw, end, total);
             CHECK_MSG(end - first_end <= longest + 1e-12, "%d workers: ends %.3f .. %.3f s", nw,
                       first_end, end);
             printf("  %d worker%s%s: %.3f s of work done at %.3f s (%.2fx)\n", nw,
-                   nw == 1 ? "" : "s", variant ? ", a tenth home-only" : "", total, end,
+                   nw == 1 ? "" : "s", variant ? ", the first tenth 5x longer" : "", total, end,
                    total / end);
-            lab_queue_free(&q);
         }
     }
 }
