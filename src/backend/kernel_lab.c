@@ -209,8 +209,9 @@ int lab_devices_parse(const char *s, LabDeviceSpec *spec, Err *e) {
             if (*end)
                 return err_set(e, ST_USAGE, "--gpus " DEVICES_FORMS ", got '%s'", s);
             if (v < 1)
-                return err_set(e, ST_USAGE,
-                               "--gpus 0: at least one GPU measures (--gpus 1: the target's alone)");
+                return err_set(
+                    e, ST_USAGE,
+                    "--gpus 0: at least one GPU measures (--gpus 1: the target's alone)");
             spec->count = (int)ORCH_MIN(v, (long)LAB_MAX_DEVICES);
             return ST_OK;
         }
@@ -218,8 +219,7 @@ int lab_devices_parse(const char *s, LabDeviceSpec *spec, Err *e) {
             if (spec->list[i] == (int)v)
                 return err_set(e, ST_USAGE, "--gpus '%s' names GPU %ld twice", s, v);
         if (n == LAB_MAX_DEVICES)
-            return err_set(e, ST_USAGE, "--gpus '%s' names more than %d GPUs", s,
-                           LAB_MAX_DEVICES);
+            return err_set(e, ST_USAGE, "--gpus '%s' names more than %d GPUs", s, LAB_MAX_DEVICES);
         spec->list[n++] = (int)v;
         if (*end == '\0')
             break;
@@ -250,8 +250,8 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
             int o = spec->list[i];
             if (o >= n_dev)
                 return err_set(e, ST_USAGE,
-                               "--gpus names GPU %d, but this machine has %d (ordinals 0 to %d)",
-                               o, n_dev, n_dev - 1);
+                               "--gpus names GPU %d, but this machine has %d (ordinals 0 to %d)", o,
+                               n_dev, n_dev - 1);
             has_home = has_home || o == home;
         }
         if (!has_home)
@@ -265,7 +265,8 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
             if (o == home)
                 continue;
             if (!fp[o] || strcmp(fp[o], fp[home]) != 0)
-                note_left_out(left, sizeof left, o, fp[o] ? "another kind of device" : "unreadable");
+                note_left_out(left, sizeof left, o,
+                              fp[o] ? "another kind of device" : "unreadable");
             else
                 chosen[n++] = o;
         }
@@ -276,7 +277,8 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
             if (o == home)
                 continue;
             if (!fp[o] || strcmp(fp[o], fp[home]) != 0) {
-                note_left_out(left, sizeof left, o, fp[o] ? "another kind of device" : "unreadable");
+                note_left_out(left, sizeof left, o,
+                              fp[o] ? "another kind of device" : "unreadable");
                 continue;
             }
             same++;

@@ -125,9 +125,9 @@ void lab_set_load_override(double load);
 
 // Which devices measure: orch compile --gpus all|N|LIST.
 typedef struct LabDeviceSpec {
-    int count;                  // 0: every identical device; else at most this many
-    int n_list;                 // > 0: exactly these ordinals (count is then 0)
-    int list[LAB_MAX_DEVICES];  // in the order given, no repeats
+    int count;                 // 0: every identical device; else at most this many
+    int n_list;                // > 0: exactly these ordinals (count is then 0)
+    int list[LAB_MAX_DEVICES]; // in the order given, no repeats
 } LabDeviceSpec;
 
 // Parses "all" (NULL too), a count N >= 1, or a comma-separated list of ordinals ("0,2") into

@@ -17,7 +17,8 @@ static void compile_usage(FILE *f, bool options) {
                " [--attention-rewrite]\n           [--time-limit S] [--seed S]"
                " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
                "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
-               "\n           [--strict] [--budget S] [--trust-timings] [--gpus all|N|LIST] [--quiet]\n");
+               "\n           [--strict] [--budget S] [--trust-timings] [--gpus all|N|LIST]"
+               " [--quiet]\n");
     if (!options)
         return;
     fprintf(f,

@@ -222,9 +222,9 @@ typedef struct CudaHw {
     int64_t l2_bytes;
     int64_t global_mem_bytes;
     int clock_khz, mem_clock_khz, bus_width_bits;
-    double dram_bw;     // bytes/s: measured (the target's calibrate slot) or else theoretical, 2 (double
-                        // data rate) * memory clock * bus width
-    int driver_version; // 13000 = 13.0
+    double dram_bw; // bytes/s: measured (the target's calibrate slot) or else theoretical, 2
+                    // (double data rate) * memory clock * bus width
+    int driver_version;           // 13000 = 13.0
     int nvrtc_major, nvrtc_minor; // the NVRTC that will compile the kernels
 } CudaHw;
 

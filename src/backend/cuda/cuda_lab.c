@@ -765,9 +765,9 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     for (int i = 0; i < n; i++)
         if (geo[i].lib && jobs[i].status == LAB_SKIPPED) {
             lib[nlib++] = i;
-            ws_bytes = ORCH_MAX(ws_bytes, (size_t)(geo[i].lib == CUDA_LIB_CUDNN
-                                                       ? geo[i].dnn.workspace
-                                                       : geo[i].blas.workspace));
+            ws_bytes =
+                ORCH_MAX(ws_bytes, (size_t)(geo[i].lib == CUDA_LIB_CUDNN ? geo[i].dnn.workspace
+                                                                         : geo[i].blas.workspace));
         }
     Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
     compile_one(&spin_unit, -1, hw->arch);
@@ -798,7 +798,8 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
         int m = pass ? n_single : nu;
         for (int u = 0; u < m; u++)
             for (int i = 0; i < us[u].count; i++)
-                items[ni++] = (Item){us[u].cubin ? ITEM_KERNEL : ITEM_UNBUILT, us[u].jobs[i], &us[u]};
+                items[ni++] =
+                    (Item){us[u].cubin ? ITEM_KERNEL : ITEM_UNBUILT, us[u].jobs[i], &us[u]};
     }
     Shared sh = {.pg = pg,
                  .cs = cs,
@@ -834,8 +835,7 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
         rc = err_set(e, spin_unit.err.code ? spin_unit.err.code : ST_RUNTIME,
                      "CUDA lab: the timing helper does not compile: %s", spin_unit.err.msg);
     } else if (!host_ok) {
-        rc = err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes per GPU)",
-                     pool_bytes);
+        rc = err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes per GPU)", pool_bytes);
     } else {
         for (int k = 0; k < nw; k++) {
             w[k].L.spin_cubin = spin_unit.cubin;

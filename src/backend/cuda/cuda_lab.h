@@ -59,10 +59,11 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
 // threads of their own, each with its primary context, stream, buffer pool and its own copies of
 // a job's inputs) takes the next job from one queue (lab_queue_take), loads the job's program on
 // its GPU, checks and times it as above and sets the job's device to its ordinal; a library
-// call runs with its GPU's own cuBLASLt or cuDNN handle (blaslt_init, dnn_init). The caller's before_run, on_result and on_note are called one at a time (under one mutex), from
-// whichever worker's thread finished the job. A GPU whose setup fails is left out with an on_note
-// line; hw's failing fails the lab as cuda_lab_run does. A crash stops every worker after its
-// current job. n_others 0: exactly cuda_lab_run, job for job in the same order.
+// call runs with its GPU's own cuBLASLt or cuDNN handle (blaslt_init, dnn_init). The caller's
+// before_run, on_result and on_note are called one at a time (under one mutex), from whichever
+// worker's thread finished the job. A GPU whose setup fails is left out with an on_note line; hw's
+// failing fails the lab as cuda_lab_run does. A crash stops every worker after its current job.
+// n_others 0: exactly cuda_lab_run, job for job in the same order.
 int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs,
                          int n, const LabOptions *opt, const CudaHw *hw, const CudaHw *others,
                          int n_others, const CudaEmitter *em, Err *e);

@@ -98,8 +98,8 @@ static int select_others(TargetMachine *m, CudaMachine *cm, Err *e) {
         fp[o] = fps[o];
     }
     int chosen[LAB_MAX_DEVICES], n = 0;
-    rc = lab_devices_select(&spec, n_dev, fp, cm->hw.ordinal, chosen, &n, cm->note,
-                            sizeof cm->note, e);
+    rc = lab_devices_select(&spec, n_dev, fp, cm->hw.ordinal, chosen, &n, cm->note, sizeof cm->note,
+                            e);
     for (int k = 1; rc == ST_OK && k < n; k++)
         cm->others[cm->n_others++] = hws[chosen[k]];
     free(hws);
@@ -317,8 +317,8 @@ static int cuda_target_lab_run(const TargetMachine *m, const PrimGraph *pg, cons
     if (cm->n_others > 0)
         hold_contexts(cm);
     CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
-    return cuda_lab_run_devices(pg, cs, values, jobs, n, lo, &cm->hw, cm->others, cm->n_others,
-                                &em, e);
+    return cuda_lab_run_devices(pg, cs, values, jobs, n, lo, &cm->hw, cm->others, cm->n_others, &em,
+                                e);
 }
 
 static int cuda_lab_devices(const TargetMachine *m, int *ordinals, int max, char *note,

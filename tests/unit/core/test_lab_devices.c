@@ -46,9 +46,22 @@ static void parse_accepts(void) {
 }
 
 static void parse_refuses(void) {
-    static const char *const bad[] = {"",   "0",    "-1",  "x",    "2x",  "1,1",  "0,,1",
-                                      ",0", "0,-1", "1.5", " 1",   "1 ",  "all,0", "0,1,",
-                                      "99999999999999999999", "0,99999999999"};
+    static const char *const bad[] = {"",
+                                      "0",
+                                      "-1",
+                                      "x",
+                                      "2x",
+                                      "1,1",
+                                      "0,,1",
+                                      ",0",
+                                      "0,-1",
+                                      "1.5",
+                                      " 1",
+                                      "1 ",
+                                      "all,0",
+                                      "0,1,",
+                                      "99999999999999999999",
+                                      "0,99999999999"};
     for (size_t i = 0; i < ORCH_COUNT(bad); i++) {
         LabDeviceSpec s;
         Err e = {0};

@@ -104,8 +104,7 @@ static int identical_gpus(char *note, size_t n) {
 
 // Compiles the model with --gpus gpus into TAG.orch and the fresh database TAG.db; the progress
 // lines are printed and, where log is given, kept in it (malloc'd).
-static int compile_gpus(const char *gpus, const char *tag, CompileReport *rep, char **log,
-                        Err *e) {
+static int compile_gpus(const char *gpus, const char *tag, CompileReport *rep, char **log, Err *e) {
     char art[1300], db[1300];
     snprintf(art, sizeof art, "%s/%s.orch", g_dir, tag);
     snprintf(db, sizeof db, "%s/%s.db", g_dir, tag);
