@@ -816,7 +816,7 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     pthread_mutex_init(&sh.qmu, NULL);
     lab_queue_init(&sh.q, ni);
 
-    int nw = 1 + ORCH_MAX(n_others, 0);
+    int nw = 1 + ORCH_MIN(ORCH_MAX(n_others, 0), ORCH_MAX(ni - 1, 0)); // no idle GPU set up
     Worker *w = xcalloc((size_t)nw, sizeof(Worker));
     for (int k = 0; k < nw; k++) {
         w[k].sh = &sh;
