@@ -3,7 +3,7 @@
 // an NVIDIA GPU, and builds where cuda.h is absent. Needs nothing at build time. Guarantees: every
 // pointer in a loaded CudaApi is non-NULL; every call goes through CUDA_TRY/cuda_check, which turns
 // a failing CUresult into an Err naming the call and the driver's error name and text.
-// Also the device's properties (CudaHw) for the hardware model, and target.h's HwInfo for device 0.
+// Also a device's properties (CudaHw) for the hardware model, and target.h's HwInfo, for any GPU.
 //
 // The types and constants below are declared here, with the numeric values of CUDA 13.0's cuda.h
 // (/usr/local/cuda-13.0/include/cuda.h; the values are ABI and have not changed since they were
