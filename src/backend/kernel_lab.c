@@ -241,7 +241,7 @@ static void note_left_out(char *note, size_t n, int ordinal, const char *why) {
 int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *fp, int home,
                        int *chosen, int *n_chosen, char *note, size_t note_n, Err *e) {
     ORCH_ASSERT(home >= 0 && home < n_dev && fp[home]);
-    char left[768] = "";
+    char left[768] = "", fewer[96] = "";
     int n = 0;
     chosen[n++] = home;
     if (spec->n_list > 0) {
@@ -287,15 +287,14 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
             else if (spec->count == 0)
                 note_left_out(left, sizeof left, o, "past the most a lab uses");
         }
-        if (spec->count > same) {
-            size_t len = strlen(left);
-            snprintf(left + len, sizeof left - len, "%s%d GPU%s asked, %d identical to GPU %d",
-                     len ? "; " : "", spec->count, spec->count == 1 ? "" : "s", same, home);
-        }
+        if (spec->count > same)
+            snprintf(fewer, sizeof fewer, "%d GPUs asked, %d identical to GPU %d", spec->count,
+                     same, home);
     }
     *n_chosen = n;
     if (note_n)
-        snprintf(note, note_n, "%s%s", left[0] ? "left out: " : "", left);
+        snprintf(note, note_n, "%s%s%s%s", left[0] ? "left out: " : "", left,
+                 left[0] && fewer[0] ? "; " : "", fewer);
     return ST_OK;
 }
 
