@@ -22,11 +22,13 @@
 #include "nvrtc.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 // The machine's model: the target device (device 0) and the other GPUs of its kind the lab
-// measures on (--gpus).
+// measures on (--gpus). hw comes first, so the slots that read the device model alone (supports,
+// configs, emit) take a bare CudaHw as a model too, as tests describing a device without one do.
 typedef struct CudaMachine {
     CudaHw hw; // device 0: the hardware model every config and emitter reads
     int n_others;
@@ -39,6 +41,8 @@ typedef struct CudaMachine {
     int n_held;
     CUdevice held_dev[LAB_MAX_DEVICES - 1];
 } CudaMachine;
+
+_Static_assert(offsetof(CudaMachine, hw) == 0, "a CudaHw is a CudaMachine's model");
 
 static void hold_contexts(CudaMachine *cm) {
     if (cm->held)
