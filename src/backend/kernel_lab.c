@@ -246,14 +246,13 @@ int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *
     chosen[n++] = home;
     if (spec->n_list > 0) {
         bool has_home = false;
-        for (int i = 0; i < spec->n_list; i++) {
-            int o = spec->list[i];
-            if (o >= n_dev)
+        for (int i = 0; i < spec->n_list; i++)
+            has_home = has_home || spec->list[i] == home;
+        for (int i = 0; i < spec->n_list && has_home; i++)
+            if (spec->list[i] >= n_dev)
                 return err_set(e, ST_USAGE,
-                               "--gpus names GPU %d, but this machine has %d (ordinals 0 to %d)", o,
-                               n_dev, n_dev - 1);
-            has_home = has_home || o == home;
-        }
+                               "--gpus names GPU %d, but this machine has %d (ordinals 0 to %d)",
+                               spec->list[i], n_dev, n_dev - 1);
         if (!has_home)
             return err_set(e, ST_USAGE,
                            "--gpus leaves out GPU %d, the device orch compiles for and checks the "

@@ -143,6 +143,10 @@ static void select_refuses(void) {
     Err e2 = {0};
     CHECK(sel("0,3", 3, fp, 0, got, sizeof got, note, sizeof note, &e2) == ST_USAGE);
     CHECK_MSG(strstr(e2.msg, "GPU 3") && strstr(e2.msg, "has 3"), "%s", e2.msg);
+    // Without the target device, that is the message, whether or not the others exist.
+    Err e3 = {0};
+    CHECK(sel("1,7", 1, fp, 0, got, sizeof got, note, sizeof note, &e3) == ST_USAGE);
+    CHECK_MSG(strstr(e3.msg, "leaves out GPU 0"), "%s", e3.msg);
 }
 
 // Twenty identical devices: the first LAB_MAX_DEVICES measure, the rest are named.
