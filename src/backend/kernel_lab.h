@@ -71,6 +71,9 @@ typedef struct LabOptions {
     // Where set, called with a line for the compile's log (a device left out of the measuring,
     // and why); never for a job's own result.
     void (*on_note)(void *ctx, const char *line);
+    // Where set, the wall seconds spent building the jobs' kernels and measuring them (checks and
+    // timings on the devices) are added to these (a lab that does not split its time leaves them).
+    double *build_s, *measure_s;
     // When set, the modules the lab built (whole units) are handed over instead of freed:
     // appended to *keep (realloc'd), *n_keep counts them; the caller passes them to the target's
     // build (which may reuse one as the artefact's module, saving a build) and frees them with

@@ -628,6 +628,8 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
                          .before_run = before_run,
                          .on_result = on_result,
                          .on_note = on_note,
+                         .build_s = &d->rep->t_lab_build,
+                         .measure_s = &d->rep->t_lab_measure,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
@@ -2060,6 +2062,8 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->t_import += r->t_import;
     rep->t_candidates += r->t_candidates;
     rep->t_tune += r->t_tune;
+    rep->t_lab_build += r->t_lab_build;
+    rep->t_lab_measure += r->t_lab_measure;
     rep->lab_devices = r->lab_devices; // one machine, opened alike for every set
     for (int i = 0; i < r->lab_devices; i++) {
         rep->lab_device[i] = r->lab_device[i];
@@ -2243,7 +2247,8 @@ void compile_report_print(const CompileReport *r, FILE *f) {
         for (int i = 0; i < r->lab_devices; i++)
             fprintf(f, "%sGPU %d: %d configs", i ? ", " : "", r->lab_device[i],
                     r->lab_device_measured[i]);
-        fprintf(f, "), tune %.2f s\n", r->t_tune);
+        fprintf(f, "): tune %.2f s, of which building kernels %.2f s, measuring %.2f s\n",
+                r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
     if (r->unstable)
         fprintf(f,

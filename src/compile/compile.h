@@ -105,6 +105,8 @@ typedef struct CompileReport {
     int lab_devices;
     int lab_device[16];
     int lab_device_measured[16];
+    double t_lab_build, t_lab_measure; // of t_tune: the lab building kernels, and measuring them
+                                       // on its devices (0 where the lab does not say: the CPU)
     double max_err;                        // the end-to-end check's worst error (relative to its bound)
     const char *precision;                 // precision_name of the compile's precision
     double tol, check_tol;                 // tolerances: per kernel at the largest K, end to end

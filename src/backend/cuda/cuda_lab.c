@@ -10,7 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static size_t round_up(size_t n, size_t a) {
     return (n + a - 1) / a * a;
@@ -752,6 +759,7 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     scratch_bytes = any_flush ? 2 * (size_t)hw->l2_bytes : 0;
 
     // Emit on this thread (emitters need not be thread-safe), compile in parallel.
+    double t_build = now_s();
     CudaLaunch *geo = xcalloc((size_t)n + 1, sizeof(CudaLaunch));
     int nu = (n + per - 1) / per;
     Unit *units = xcalloc((size_t)nu + 1, sizeof(Unit));
@@ -787,6 +795,9 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
         units[u].count = 0; // its jobs now belong to the single units
     }
     compile_units(single, n_single, hw->arch, threads);
+    if (opt->build_s)
+        *opt->build_s += now_s() - t_build;
+    double t_measure = now_s();
 
     // The queue, in the order one device has always measured them.
     Item *items = xcalloc((size_t)n + 1, sizeof(Item));
@@ -863,6 +874,8 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
         if (sh.stop)
             rc = err_set(e, sh.err.code, "%s", sh.err.msg);
     }
+    if (opt->measure_s)
+        *opt->measure_s += now_s() - t_measure;
     int done = sh.done;
     for (int i = 0; i < n && rc != ST_OK; i++)
         if (jobs[i].status == LAB_SKIPPED && !jobs[i].note[0])

@@ -4,7 +4,8 @@
 // names two GPUs and each measured configs; each database holds one row per config measured (no
 // result lost between the workers' threads); every config both measured has the same verdict on
 // both (a kernel GPU 1 checked agrees with GPU 0's check) and times close to each other; the plans
-// predict about the same time; the tune stage's wall time of both is printed with its ratio.
+// predict about the same time; the tune stage's wall time of both is printed with its ratio, and
+// the measuring time per config falls by more than 1.2x.
 // Also, on any GPU machine: --gpus naming a GPU the machine lacks is a usage error, and the
 // default on one GPU measures on that one. Skips (a line saying why) without a GPU, and the
 // two-GPU cases without two GPUs of GPU 0's kind; without any GPU it fails under
@@ -287,10 +288,19 @@ static void two_gpus_tune_alike(void) {
            (unsigned long long)r2.selection_digest);
     CHECK_MSG(pr > 0.8 && pr < 1.25, "predicted times %.3g s vs %.3g s", r1.predicted_s,
               r2.predicted_s);
-    CHECK(r1.t_tune > 0 && r2.t_tune > 0);
+    CHECK(r1.t_tune > 0 && r2.t_tune > 0 && r1.t_lab_measure > 0 && r2.t_lab_measure > 0);
     printf("  tune stage: %.2f s on one GPU (%d configs), %.2f s on two (%d configs: %d + %d), "
            "%.2fx\n",
            r1.t_tune, r1.measured, r2.t_tune, r2.measured, share0, share1, r1.t_tune / r2.t_tune);
+    printf("  of it building kernels %.2f s and %.2f s, measuring %.2f s and %.2f s\n",
+           r1.t_lab_build, r2.t_lab_build, r1.t_lab_measure, r2.t_lab_measure);
+    // Two GPUs measure side by side: the measuring time per config falls well below one GPU's.
+    double per1 = r1.t_lab_measure / ORCH_MAX(r1.measured, 1);
+    double per2 = r2.t_lab_measure / ORCH_MAX(r2.measured, 1);
+    printf("  measuring per config: %.2f ms on one GPU, %.2f ms on two (%.2fx)\n", 1e3 * per1,
+           1e3 * per2, per1 / per2);
+    CHECK_MSG(per1 / per2 > 1.2, "two GPUs measure a config in %.2f ms, one in %.2f ms", 1e3 * per2,
+              1e3 * per1);
 }
 
 int main(void) {
