@@ -6,8 +6,8 @@
 // both (a kernel GPU 1 checked agrees with GPU 0's check) and times close to each other; the plans
 // predict about the same time; the tune stage's wall time of both is printed with its ratio, and
 // the measuring time per config falls by more than 1.2x.
-// Also, on any GPU machine: --gpus naming a GPU the machine lacks is a usage error, and the
-// default on one GPU measures on that one. Skips (a line saying why) without a GPU, and the
+// Also, on any GPU machine: --gpus naming a GPU the machine lacks, or leaving out GPU 0, is a
+// usage error, and by default the lab measures on GPU 0 first and on every GPU of its kind. Skips (a line saying why) without a GPU, and the
 // two-GPU cases without two GPUs of GPU 0's kind; without any GPU it fails under
 // ORCH_REQUIRE_GPU=1, as every GPU test does.
 #include "../check.h"
@@ -89,7 +89,8 @@ static bool have_gpu(void) {
     return false;
 }
 
-// How many GPUs of GPU 0's kind the CUDA target measures on by default (its lab_devices slot).
+// How many GPUs of GPU 0's kind the CUDA target measures on by default (its lab_devices slot),
+// checked against the driver's count and each GPU's fingerprint.
 static int identical_gpus(char *note, size_t n) {
     TargetMachine m;
     Err e = {0};
@@ -100,6 +101,22 @@ static int identical_gpus(char *note, size_t n) {
     int ordinals[LAB_MAX_DEVICES];
     int k = target_cuda.lab_devices(&m, ordinals, LAB_MAX_DEVICES, note, n);
     target_close(&m);
+    const CudaApi *api = cuda_api_load(&e);
+    int same = 0;
+    CudaHw h0, h;
+    HwInfo i0, i;
+    if (cuda_hw_detect_device(0, &h0, NULL, &e) == ST_OK) {
+        cuda_hw_info(&h0, &i0);
+        for (int o = 0; api && o < api->device_count && same < LAB_MAX_DEVICES; o++) {
+            Err de = {0};
+            if (cuda_hw_detect_device(o, &h, NULL, &de) != ST_OK)
+                continue;
+            cuda_hw_info(&h, &i);
+            same += strcmp(i.fingerprint, i0.fingerprint) == 0;
+        }
+    }
+    CHECK_MSG(k >= 1 && ordinals[0] == 0, "%d GPUs, the first %d", k, k ? ordinals[0] : -1);
+    CHECK_MSG(k == same, "the lab measures on %d GPUs, %d have GPU 0's fingerprint", k, same);
     return k;
 }
 
@@ -206,6 +223,10 @@ static void usage_errors_on_any_gpu(void) {
     Err ce2 = {0};
     CHECK(compile_gpus("1,2", "no_home", &rep, NULL, &ce2) == ST_USAGE);
     CHECK_MSG(strstr(ce2.msg, "leaves out GPU 0"), "%s", ce2.msg);
+    char note[768] = "";
+    int n = identical_gpus(note, sizeof note);
+    printf("  the lab measures on %d GPU%s by default%s%s\n", n, n == 1 ? "" : "s",
+           note[0] ? "; " : "", note);
 }
 
 static void two_gpus_tune_alike(void) {
