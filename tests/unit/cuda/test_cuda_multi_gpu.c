@@ -7,9 +7,9 @@
 // predict about the same time; the tune stage's wall time of both is printed with its ratio, and
 // the measuring time per config falls by more than 1.2x.
 // Also, on any GPU machine: --gpus naming a GPU the machine lacks, or leaving out GPU 0, is a
-// usage error, and by default the lab measures on GPU 0 first and on every GPU of its kind. Skips (a line saying why) without a GPU, and the
-// two-GPU cases without two GPUs of GPU 0's kind; without any GPU it fails under
-// ORCH_REQUIRE_GPU=1, as every GPU test does.
+// usage error, and by default the lab measures on GPU 0 first and on every GPU of its kind.
+// Skips (a line saying why) without a GPU, and the two-GPU case without two GPUs of GPU 0's
+// kind; without any GPU it fails under ORCH_REQUIRE_GPU=1, as every GPU test does.
 #include "../check.h"
 #include "../model_builder.h"
 
