@@ -27,13 +27,9 @@ enum {
     CLIN_DOT = 2,    // N <= 4: dot products along K ("v=dot")
     CLIN_DIRECT = 3, // depthwise 2-D conv, direct (cls=dwconv "v=direct")
     CLIN_COL2IM = 4, // transposed conv as the GEMM of W^T and X, then col2im ("v=col2im")
-    CLIN_PADCONV = 5, // 2-D conv read from a zero-padded, stride-phase-split copy of X's rows, no
-                      // im2col (lin_emit_padconv; "v=padconv")
-    CLIN_DWBLOCK = 6  // depthwise 2-D conv, LIN_DW_CB channels per vector, bands of `rows` output
-                      // rows (lin_emit_dwblock; cls=dwconv "v=cblock")
+    CLIN_PADCONV = 5 // 2-D conv read from a zero-padded, stride-phase-split copy of X's rows, no
+                     // im2col (lin_emit_padconv; "v=padconv")
 };
-// Channels a channel-blocked depthwise task computes together: one AVX-512 vector, two AVX2 ones.
-#define LIN_DW_CB 16
 // How the tile variants read B (CLinConfig.packb): in place (0), packed per call into panels
 // (1), or packed once at load by fn_prepack into the panel order the kernel reads in place (2).
 // CLinConfig.packa: A in place (0) or packed (1); padconv: W packed per task (1) or reordered
@@ -46,7 +42,6 @@ enum { CLIN_PACK_DIRECT = 0, CLIN_PACK_PER_CALL = 1, CLIN_PACK_PREPACKED = 2 };
 // fields a variant does not use are 0. Canonical desc, by variant:
 //   tile, col2im: "cls=C v=tile|col2im mr=.. nr=.. kc=.. mc=.. nc=.. packA=.. packB=.."
 //   padconv:      "cls=C v=padconv mr=.. nr=.. kc=.. mc=.. rows=.. packA=.."
-//   cblock:       "cls=dwconv v=cblock rows=.."
 //   gemv:         "cls=C v=gemv jb=.."
 //   dot, direct:  "cls=C v=dot", "cls=C v=direct"
 // (C: matmul, conv, dwconv). KernelConfig.p[]: variant, mr, nr (gemv: jb), kc, mc, nc (padconv:
@@ -56,7 +51,7 @@ typedef struct CLinConfig {
     int variant;        // CLIN_*
     int mr, nr;         // register tile: rows x columns (tile, col2im, padconv)
     int64_t kc, mc, nc; // cache blocks of K, M, N (BLIS; padconv: kc and mc)
-    int64_t rows;       // padconv, cblock: output rows per task
+    int64_t rows;       // padconv: output rows per task
     int64_t jb;         // gemv: output columns per task
     int packa, packb;   // CLIN_PACK_* (packb: tile and col2im only)
 } CLinConfig;
@@ -107,12 +102,6 @@ int lin_emit_dot(Emit *E, Err *e);
 // config's kc), the depthwise direct kernel.
 void lin_emit_packb_conv(Emit *E, int nr, int64_t kc_max);
 int lin_emit_dw(Emit *E, Err *e);
-// The channel-blocked depthwise kernel: whether it applies (a channel multiplier of 1), the
-// padded input width a band reads, the floats of a task's buffers for bands of R rows.
-bool lin_dwblock_ok(const Lin *L);
-int64_t lin_dwblock_wp(const Lin *L);
-int64_t lin_dwblock_floats(const Lin *L, int64_t R);
-int lin_emit_dwblock(Emit *E, Err *e);
 // Transposed conv as GEMM + col2im: the matmul view of its GEMM col[(m, kernel offset)][pixel] =
 // sum_c W[c][m][offset] X[c][pixel] (X and W kernel inputs), and the kernel using it.
 bool lin_convt_col_view(const Lin *L, Lin *G);

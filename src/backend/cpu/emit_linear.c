@@ -334,12 +334,6 @@ typedef struct CpuConvModel {
     // Seconds per element of the panels crossing a row edge (through ct and a scatter): 1e-9.
     // Not recorded.
     double scatter_s;
-    // -- channel-blocked depthwise (score_cfg, enum_cfgs).
-    // Its FMAs' share of peak (KH*KW loads and FMAs per output vector): 0.4. Not recorded.
-    double dwb_eff;
-    // Seconds per float it interleaves in (input rows) and out (output planes): 0.5e-9. Not
-    // recorded.
-    double dwb_copy_s;
     // Output rows per task for this many tasks per core: 2. Not recorded.
     double tasks_per_core;
     // ... or for the padded rows to fit this share of L2: 0.5. Not recorded.
@@ -361,8 +355,6 @@ static const CpuConvModel cpu_conv_model = {
     .col2im_s = 1e-9,
     .fill_s = 0.3e-9,
     .scatter_s = 1e-9,
-    .dwb_eff = 0.4,
-    .dwb_copy_s = 0.5e-9,
     .tasks_per_core = 2.0,
     .rows_l2_frac = 0.5,
     .kc_l1_frac = 0.5,
@@ -568,19 +560,6 @@ static double score_cfg(const Lin *L, const Hw *h, const CLinConfig *t) {
         double t1 = flops / (h->peak * (L->N == 1 ? G->dot_eff_n1 : G->dot_eff));
         return overlap(par_time(L, h, (double)(L->batch * L->M), t1), mem_floor(L, h));
     }
-    case CLIN_DWBLOCK: {
-        const CpuConvModel *C = &cpu_conv_model;
-        double R = (double)ORCH_MIN(t->rows, L->out[0]);
-        double ncb = cdiv((double)L->C, LIN_DW_CB), nb = cdiv((double)L->out[0], R);
-        double tasks = (double)L->NI * ncb * nb;
-        double lanes = (double)L->NI * ncb * LIN_DW_CB;
-        double t_comp = 2.0 * lanes * (double)L->N * (double)L->K / (h->peak * C->dwb_eff);
-        double ri = (R - 1) * (double)L->st[0] + (double)((L->k[0] - 1) * L->dil[0] + 1);
-        double copied = tasks * (ri * (double)lin_dwblock_wp(L) + R * (double)L->out[1]) *
-                        LIN_DW_CB;
-        double t1 = t_comp + copied * C->dwb_copy_s;
-        return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
-    }
     default: {
         double t1 = flops / (h->peak * cpu_conv_model.dw_eff);
         return overlap(par_time(L, h, (double)(L->NI * L->OC), t1), mem_floor(L, h));
@@ -628,10 +607,6 @@ void cgen_lin_config_pack(const CLinConfig *t, KernelConfig *k) {
                  t->nr, (long long)t->kc, (long long)t->mc, (long long)t->rows, t->packa);
         break;
     case CLIN_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
-    case CLIN_DWBLOCK:
-        P[P_NC] = t->rows;
-        snprintf(k->desc, sizeof k->desc, "cls=%s v=cblock rows=%lld", cls, (long long)t->rows);
-        break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
     }
 }
@@ -658,7 +633,6 @@ void cgen_lin_config_unpack(const KernelConfig *k, CLinConfig *t) {
             t->packb = (int)P[P_PACKB];
         break;
     case CLIN_GEMV: t->jb = P[P_NR]; break;
-    case CLIN_DWBLOCK: t->rows = P[P_NC]; break;
     default: break;
     }
 }
@@ -830,33 +804,6 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
         cgen_lin_config_pack(&(CLinConfig){.cls = cls, .variant = CLIN_DOT}, &out[n++]);
     if (L->dw_ok && n < cap)
         cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_DWCONV, .variant = CLIN_DIRECT}, &out[n++]);
-    // Channel-blocked depthwise: bands whose two buffers fit half of L1, all of L1, half of L2,
-    // and the whole plane (one band) where that fits L2; distinct band heights only.
-    if (lin_dwblock_ok(L)) {
-        // Also the band height that gives every core tasks_per_core * 2 tasks, if smaller.
-        const double fit[] = {h->l1 * 0.5, h->l1, h->l2 * 0.5, h->l2};
-        double ncb = cdiv((double)L->C, LIN_DW_CB) * (double)L->NI;
-        int64_t r_par = (int64_t)ORCH_MAX(
-            1.0, (double)L->out[0] * ncb / (h->cores * C->tasks_per_core * 2.0));
-        int64_t seen[ORCH_COUNT(fit) + 1];
-        int nseen = 0;
-        for (size_t f = 0; f <= ORCH_COUNT(fit) && n < cap; f++) {
-            int64_t R = 1;
-            double cap_b = fit[f < ORCH_COUNT(fit) ? f : ORCH_COUNT(fit) - 1];
-            while (R < L->out[0] && (double)lin_dwblock_floats(L, R + 1) * 4 <= cap_b)
-                R++;
-            if (f == ORCH_COUNT(fit))
-                R = ORCH_MIN(R, r_par);
-            bool dup = false;
-            for (int i = 0; i < nseen; i++)
-                dup |= seen[i] == R;
-            if (dup)
-                continue;
-            seen[nseen++] = R;
-            cgen_lin_config_pack(
-                &(CLinConfig){.cls = CCLS_DWCONV, .variant = CLIN_DWBLOCK, .rows = R}, &out[n++]);
-        }
-    }
     return n;
 }
 
@@ -962,7 +909,6 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     case CLIN_GEMV: rc = lin_emit_gemv(&E, e); break;
     case CLIN_DOT: rc = lin_emit_dot(&E, e); break;
     case CLIN_DIRECT: rc = lin_emit_dw(&E, e); break;
-    case CLIN_DWBLOCK: rc = lin_emit_dwblock(&E, e); break;
     case CLIN_COL2IM: rc = lin_emit_col2im(&E, e); break;
     case CLIN_PADCONV: rc = lin_emit_padconv(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);

@@ -30,7 +30,7 @@ static HwInfo g_hw;
 static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
-static int g_seen_packa[3], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_dwblock, g_seen_col2im,
+static int g_seen_packa[3], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
     g_seen_convt_tile, g_seen_colk, g_seen_padconv, g_seen_padconv_w;
 
 static float frand(void) {
@@ -198,7 +198,6 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             g_seen_padconv_w += t.variant == CLIN_PADCONV && t.packa == CLIN_PACK_PREPACKED;
             g_seen_dot += t.variant == CLIN_DOT;
             g_seen_dw += t.variant == CLIN_DIRECT;
-            g_seen_dwblock += t.variant == CLIN_DWBLOCK;
             g_seen_col2im += t.variant == CLIN_COL2IM;
             g_seen_convt_tile += strstr(name, "convT") && tile;
             Err ee = {0};
@@ -630,12 +629,12 @@ static void conv_cases(void) {
         // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks.
         {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
-        // Channel-blocked depthwise (v=cblock): a partial last block of 16 channels, MobileNet's
-        // 7x7 planes, a strided 5x5 with a prologue, dilation with asymmetric padding, two images.
-        {"dwb3x3_c20_relu", 2, 2, 20, 20, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 20, 1, false, 12, false, {0}},
-        {"dwb3x3_7x7_c48", 2, 1, 48, 48, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 48, 2, false, 12, false, {0}},
-        {"dwb5x5_s2_pro", 2, 1, 17, 17, {15, 16}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, 17, 1, true, 12, false, {0}},
-        {"dwb3x3_d2_asym", 2, 2, 33, 33, {12, 10}, {3, 3}, {1, 2}, {2, 1}, {2, 0}, {1, 2}, 33, 0, false, 12, false, {0}},
+        // Depthwise on the padded plane: channel counts off the vector width, MobileNet's 7x7
+        // planes, a strided 5x5 with a prologue, dilation with asymmetric padding, two images.
+        {"dw3x3_c20_relu", 2, 2, 20, 20, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 20, 1, false, 12, false, {0}},
+        {"dw3x3_7x7_c48", 2, 1, 48, 48, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 48, 2, false, 12, false, {0}},
+        {"dw5x5_s2_pro", 2, 1, 17, 17, {15, 16}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, 17, 1, true, 12, false, {0}},
+        {"dw3x3_d2_asym", 2, 2, 33, 33, {12, 10}, {3, 3}, {1, 2}, {2, 1}, {2, 0}, {1, 2}, 33, 0, false, 12, false, {0}},
         // Stride-1 convs for the padded-input variant (v=padconv): panels across output rows
         // (OW 40 > nr), a kernel wider than the image with groups, asymmetric padding, K in
         // blocks with a GELU epilogue.
@@ -670,8 +669,6 @@ static void variants_covered(void) {
     CHECK(g_seen_packa[0] > 0 && g_seen_packa[1] > 0 && g_seen_packb[0] > 0 &&
           g_seen_packb[1] > 0 && g_seen_packb[2] > 0);
     CHECK(g_seen_gemv > 0 && g_seen_dot > 0 && g_seen_dw > 0);
-    printf("  channel-blocked depthwise %d\n", g_seen_dwblock);
-    CHECK(g_seen_dwblock >= 4);
     // AVX-512: the column-tile mode (W reordered at load, every tile by the column kernel).
     printf("  tile packA=2 (column tiles, W reordered at load) %d\n", g_seen_packa[2]);
     CHECK(g_hw.simd_bytes != 64 || g_seen_packa[2] >= 8);
