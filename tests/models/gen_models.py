@@ -948,6 +948,66 @@ def recurrent(seed):
     return b.model(), inputs, []
 
 
+# ---- t) control flow as exporters leave it: an If on a condition computed from a shape (a
+# scripted `if x.size(0) > 2`), whose branches read the outer scope and hold a Constant, and a
+# Loop of constant trip count (a scripted `for i in range(4)`) carrying a state, reading
+# iter_num, with a nested If on the iteration number and a scan output ----
+
+def control_flow(seed):
+    N, D = 3, 8
+    b = Builder("control_flow", 17, seed)
+    x = b.input("x", F, [N, D])
+    w = b.param("proj.weight", b.he((D, D), D))
+    n = b.op("Gather", [b.op("Shape", [x], "/if"), b.const(0, scope="/if")], "/if", axis=0)
+    cond = b.op("Greater", [n, b.const(2, scope="/if")], "/if")
+    two = helper.make_tensor("two", F, [], [2.0])
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", [x, w], ["t_mm"], name="then/MatMul"),
+         helper.make_node("Constant", [], ["t_c"], name="then/Constant", value=two),
+         helper.make_node("Mul", ["t_mm", "t_c"], ["t_out"], name="then/Mul")],
+        "then", [], [helper.make_tensor_value_info("t_out", F, [N, D])])
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", [x], ["e_out"], name="else/Neg")],
+        "else", [], [helper.make_tensor_value_info("e_out", F, [N, D])])
+    y = b.op("If", [cond], "/if", then_branch=then_g, else_branch=else_g)
+    # Loop body: (i, cond, h) -> (cond, tanh(h @ w + x) [+ i/10 on even steps], h * 0.5)
+    half = helper.make_tensor("half", F, [], [0.5])
+    tenth = helper.make_tensor("tenth", F, [], [0.1])
+    even_g = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["i_f"], name="even/Cast", to=F),
+         helper.make_node("Mul", ["i_f", "tenth"], ["i_s"], name="even/Mul"),
+         helper.make_node("Add", ["h_t", "i_s"], ["ev_out"], name="even/Add")],
+        "even", [], [helper.make_tensor_value_info("ev_out", F, [N, D])], [tenth])
+    odd_g = helper.make_graph(
+        [helper.make_node("Identity", ["h_t"], ["od_out"], name="odd/Identity")],
+        "odd", [], [helper.make_tensor_value_info("od_out", F, [N, D])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="body/Identity"),
+         helper.make_node("MatMul", ["h", w], ["h_mm"], name="body/MatMul"),
+         helper.make_node("Add", ["h_mm", x], ["h_add"], name="body/Add"),
+         helper.make_node("Tanh", ["h_add"], ["h_t"], name="body/Tanh"),
+         helper.make_node("Mod", ["i", "two_i"], ["i_mod"], name="body/Mod"),
+         helper.make_node("Equal", ["i_mod", "zero_i"], ["is_even"], name="body/Equal"),
+         helper.make_node("If", ["is_even"], ["h_next"], name="body/If",
+                          then_branch=even_g, else_branch=odd_g),
+         helper.make_node("Mul", ["h_next", "half"], ["scan"], name="body/Mul")],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h", F, [N, D])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_next", F, [N, D]),
+         helper.make_tensor_value_info("scan", F, [N, D])],
+        [half, helper.make_tensor("two_i", I64, [], [2]),
+         helper.make_tensor("zero_i", I64, [], [0])])
+    trips = b.const(4, scope="/loop")
+    true = b.const(True, np.bool_, scope="/loop")
+    b.op("Loop", [trips, true, y], "/loop", n_out=2, out=["h_final", "h_steps"], body=body)
+    b.output("h_final", F, [N, D])
+    b.output("h_steps", F, [4, N, D])
+    return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, D))}, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -971,6 +1031,7 @@ MODELS = {
     "q_gather_scatter": gather_scatter,
     "r_tiny_activations": tiny_activations,
     "s_recurrent": recurrent,
+    "t_control_flow": control_flow,
 }
 EXTERNAL = {"g_external"}
 
