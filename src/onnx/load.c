@@ -429,9 +429,8 @@ static SubGraph *load_subgraph(Loader *L, const Onnx__GraphProto *gp, const Node
     if (gp->n_sparse_initializer || gp->n_input > 4096 || gp->n_output > 4096 ||
         gp->n_node > (1u << 24) || gp->n_initializer > (1u << 24)) {
         *rc = err_set(e, ST_UNSUPPORTED,
-                      "node '%s' (%s): graph attribute '%s' has sparse initializers or too many "
-                      "inputs, outputs or nodes",
-                      owner->name, owner->op, attr);
+                      "the body has sparse initializers or too many inputs, outputs or nodes");
+        err_prefix(e, "in graph attribute '%s' of node '%s' (%s): ", attr, owner->name, owner->op);
         return NULL;
     }
     sg->n_in = (int)gp->n_input;
@@ -462,9 +461,8 @@ static SubGraph *load_subgraph(Loader *L, const Onnx__GraphProto *gp, const Node
         const char *nname = str_or(np->name, fallback);
         if (!*op || np->n_input > 4096 || np->n_output > 4096 || np->n_attribute > 4096) {
             *rc = err_set(e, ST_INVALID,
-                          "node '%s' (%s): node '%s' of graph attribute '%s' has no op_type or "
-                          "too many inputs, outputs or attributes",
-                          owner->name, owner->op, nname, attr);
+                          "node '%s' has no op_type or too many inputs, outputs or attributes",
+                          nname);
             break;
         }
         bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
