@@ -244,3 +244,219 @@ void opq_emit_out_ptr(StrBuf *b, OpqDialect d, int indent, const char *ct, const
     sb_line(b, indent, "%s *%s %s = (%s *)%s;\n", ct, cuda ? "__restrict__" : "restrict", name, ct,
             cuda ? "a.out" : "out[0]");
 }
+
+// ---- GridSample, RoiAlign ----
+
+// The helpers' head: `static inline` in C, a forced-inline device function in CUDA.
+static const char *helper_qual(OpqDialect d) {
+    return d == OPQ_DIALECT_CUDA ? "static __device__ __forceinline__" : "static inline";
+}
+
+// fn_ld (a data element as double) and fn_lc (a grid or ROI coordinate as double).
+static void emit_loads(StrBuf *b, OpqDialect d, const char *fn, DType xt, DType ct) {
+    char v[96];
+    opq_load_f(xt, "v", v, sizeof v);
+    sb_printf(b, "%s double %s_ld(%s v) { return (double)%s; }\n", helper_qual(d), fn,
+              cgen_ctype(xt), v);
+    opq_load_f(ct, "v", v, sizeof v);
+    sb_printf(b, "%s double %s_lc(%s v) { return (double)%s; }\n", helper_qual(d), fn,
+              cgen_ctype(ct), v);
+}
+
+// src/ops/sample.c's to_index: a floored coordinate as an index, NaN and huge ones far outside.
+static void emit_to_index(StrBuf *b, OpqDialect d, const char *fn) {
+    sb_printf(b, "%s int64_t %s_ix(double v) {\n", helper_qual(d), fn);
+    sb_line(b, 1, "if (!(v >= -4e15))\n");
+    sb_line(b, 2, "return -(int64_t)4e15;\n");
+    sb_line(b, 1, "return v > 4e15 ? (int64_t)4e15 : (int64_t)v;\n");
+    sb_puts(b, "}\n");
+}
+
+static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    const GridSampleGeom *g = &s->gs;
+    const char *q = helper_qual(d), *xt = cgen_ctype(s->dt);
+    emit_to_index(b, d, fn);
+    if (g->pad == SAMPLE_PAD_REFLECTION) { // gs_reflect
+        sb_printf(b, "%s double %s_reflect(double x, double lo, double hi) {\n", q, fn);
+        sb_line(b, 1, "double range = hi - lo;\n");
+        sb_line(b, 1, "if (!(range > 0))\n");
+        sb_line(b, 2, "return lo;\n");
+        sb_line(b, 1, "if (x < lo) {\n");
+        sb_line(b, 2, "double dx = lo - x, k = floor(dx / range), r = dx - k * range;\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? lo + r : hi - r;\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "if (x > hi) {\n");
+        sb_line(b, 2, "double dx = x - hi, k = floor(dx / range), r = dx - k * range;\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? hi - r : lo + r;\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return x;\n");
+        sb_puts(b, "}\n");
+    }
+    // gs_pixel: padding, then the (guarding) clamp.
+    sb_printf(b, "%s double %s_px(const %s *xp, int64_t r, int64_t c) {\n", q, fn, xt);
+    if (g->pad == SAMPLE_PAD_ZEROS) {
+        sb_line(b, 1, "if (c < 0 || c >= %lld || r < 0 || r >= %lld)\n", (long long)g->W,
+                (long long)g->H);
+        sb_line(b, 2, "return 0;\n");
+    } else if (g->pad == SAMPLE_PAD_REFLECTION) {
+        double lo = g->align_corners ? 0 : -0.5;
+        sb_line(b, 1, "c = %s_ix(%s_reflect((double)c, %.17g, %.17g));\n", fn, fn, lo,
+                g->align_corners ? (double)g->W - 1.0 : (double)g->W - 0.5);
+        sb_line(b, 1, "r = %s_ix(%s_reflect((double)r, %.17g, %.17g));\n", fn, fn, lo,
+                g->align_corners ? (double)g->H - 1.0 : (double)g->H - 0.5);
+    }
+    sb_line(b, 1, "c = c < 0 ? 0 : c > %lld ? %lld : c;\n", (long long)g->W - 1,
+            (long long)g->W - 1);
+    sb_line(b, 1, "r = r < 0 ? 0 : r > %lld ? %lld : r;\n", (long long)g->H - 1,
+            (long long)g->H - 1);
+    sb_line(b, 1, "return %s_ld(xp[r * %lld + c]);\n", fn, (long long)g->W);
+    sb_puts(b, "}\n");
+    if (g->mode == SAMPLE_CUBIC) { // gs_cubic_coeffs
+        sb_printf(b, "%s void %s_cubic(double x, double *c) {\n", q, fn);
+        sb_line(b, 1, "const double A = -0.75;\n");
+        sb_line(b, 1, "x = fabs(x);\n");
+        sb_line(b, 1, "c[0] = ((A * (x + 1) - 5 * A) * (x + 1) + 8 * A) * (x + 1) - 4 * A;\n");
+        sb_line(b, 1, "c[1] = ((A + 2) * x - (A + 3)) * x * x + 1;\n");
+        sb_line(b, 1, "c[2] = ((A + 2) * (1 - x) - (A + 3)) * (1 - x) * (1 - x) + 1;\n");
+        sb_line(b, 1, "c[3] = ((A * (2 - x) - 5 * A) * (2 - x) + 8 * A) * (2 - x) - 4 * A;\n");
+        sb_puts(b, "}\n");
+    }
+    // The value of one output element: its image plane and its grid point (run_gridsample).
+    sb_printf(b, "%s double %s_sample(const %s *xp, double gx, double gy) {\n", q, fn, xt);
+    if (g->align_corners) {
+        sb_line(b, 1, "const double x = (gx + 1) / 2 * %.17g;\n", (double)(g->W - 1));
+        sb_line(b, 1, "const double y = (gy + 1) / 2 * %.17g;\n", (double)(g->H - 1));
+    } else {
+        sb_line(b, 1, "const double x = ((gx + 1) * %.17g - 1) / 2;\n", (double)g->W);
+        sb_line(b, 1, "const double y = ((gy + 1) * %.17g - 1) / 2;\n", (double)g->H);
+    }
+    if (g->mode == SAMPLE_NEAREST) {
+        sb_line(b, 1, "return %s_px(xp, %s_ix(nearbyint(y)), %s_ix(nearbyint(x)));\n", fn, fn,
+                fn);
+    } else if (g->mode == SAMPLE_LINEAR) {
+        sb_line(b, 1, "const int64_t x1 = %s_ix(floor(x)), y1 = %s_ix(floor(y));\n", fn, fn);
+        sb_line(b, 1, "const double p11 = %s_px(xp, y1, x1), p12 = %s_px(xp, y1, x1 + 1);\n", fn,
+                fn);
+        sb_line(b, 1, "const double p21 = %s_px(xp, y1 + 1, x1), p22 = %s_px(xp, y1 + 1, x1 + 1);\n",
+                fn, fn);
+        sb_line(b, 1, "const double dx2 = (double)(x1 + 1) - x, dx1 = x - (double)x1;\n");
+        sb_line(b, 1, "const double dy2 = (double)(y1 + 1) - y, dy1 = y - (double)y1;\n");
+        sb_line(b, 1, "return dy2 * (dx2 * p11 + dx1 * p12) + dy1 * (dx2 * p21 + dx1 * p22);\n");
+    } else {
+        sb_line(b, 1, "const int64_t x0 = %s_ix(floor(x)) - 1, y0 = %s_ix(floor(y)) - 1;\n", fn,
+                fn);
+        sb_line(b, 1, "double cx[4], cy[4], row[4];\n");
+        sb_line(b, 1, "%s_cubic(x - (double)x0 - 1, cx);\n", fn);
+        sb_line(b, 1, "%s_cubic(y - (double)y0 - 1, cy);\n", fn);
+        sb_line(b, 1, "for (int i = 0; i < 4; i++) {\n");
+        sb_line(b, 2, "double p[4];\n");
+        sb_line(b, 2, "for (int j = 0; j < 4; j++)\n");
+        sb_line(b, 3, "p[j] = %s_px(xp, y0 + i, x0 + j);\n", fn);
+        sb_line(b, 2, "row[i] = cx[0] * p[0] + cx[1] * p[1] + cx[2] * p[2] + cx[3] * p[3];\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return cy[0] * row[0] + cy[1] * row[1] + cy[2] * row[2] + cy[3] * row[3];\n");
+    }
+    sb_puts(b, "}\n");
+}
+
+static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    const RoiAlignGeom *g = &s->ra;
+    const char *q = helper_qual(d), *xt = cgen_ctype(s->dt), *rt = cgen_ctype(s->dt2);
+    sb_printf(b, "%s double %s_max(double a, double b) { return a < b ? b : a; }\n", q, fn);
+    // The value of output (ph, pw) of one ROI over one image plane (run_roialign).
+    sb_printf(b, "%s double %s_roi(const %s *xp, const %s *roi, int64_t ph, int64_t pw) {\n", q,
+              fn, xt, rt);
+    double off = g->half_pixel ? 0.5 : 0.0;
+    sb_line(b, 1, "const double scale = %.17g, H = %.17g, W = %.17g;\n", g->spatial_scale,
+            (double)g->H, (double)g->W);
+    sb_line(b, 1, "const double x1 = %s_lc(roi[0]) * scale - %.17g;\n", fn, off);
+    sb_line(b, 1, "const double y1 = %s_lc(roi[1]) * scale - %.17g;\n", fn, off);
+    sb_line(b, 1, "const double x2 = %s_lc(roi[2]) * scale - %.17g;\n", fn, off);
+    sb_line(b, 1, "const double y2 = %s_lc(roi[3]) * scale - %.17g;\n", fn, off);
+    sb_line(b, 1, "double rw = x2 - x1, rh = y2 - y1;\n");
+    if (!g->half_pixel) {
+        sb_line(b, 1, "rw = %s_max(rw, 1.0);\n", fn);
+        sb_line(b, 1, "rh = %s_max(rh, 1.0);\n", fn);
+    }
+    sb_line(b, 1, "const double bh = rh / %.17g, bw = rw / %.17g;\n", (double)g->OH,
+            (double)g->OW);
+    if (g->sampling_ratio > 0) {
+        sb_line(b, 1, "const int64_t gh = %lld, gw = %lld;\n", (long long)g->sampling_ratio,
+                (long long)g->sampling_ratio);
+    } else { // roi_grid
+        sb_line(b, 1, "const double ch = ceil(rh / %.17g), cw = ceil(rw / %.17g);\n",
+                (double)g->OH, (double)g->OW);
+        sb_line(b, 1, "const int64_t gh = !(ch > 0) ? 0 : ch > 65536 ? 65536 : (int64_t)ch;\n");
+        sb_line(b, 1, "const int64_t gw = !(cw > 0) ? 0 : cw > 65536 ? 65536 : (int64_t)cw;\n");
+    }
+    sb_line(b, 1, "double acc = 0;\n");
+    sb_line(b, 1, "int first = 1;\n");
+    sb_line(b, 1, "for (int64_t iy = 0; iy < gh; iy++) {\n");
+    sb_line(b, 2, "const double y = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;\n");
+    sb_line(b, 2, "for (int64_t ix = 0; ix < gw; ix++) {\n");
+    sb_line(b, 3, "const double x = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;\n");
+    sb_line(b, 3, "int64_t p1 = 0, p2 = 0, p3 = 0, p4 = 0;\n");
+    sb_line(b, 3, "double w1 = 0, w2 = 0, w3 = 0, w4 = 0;\n");
+    sb_line(b, 3, "if (y >= -1.0 && y <= H && x >= -1.0 && x <= W) {\n");
+    sb_line(b, 4, "double yy = y <= 0 ? 0 : y, xx = x <= 0 ? 0 : x;\n");
+    sb_line(b, 4, "int64_t ylo = (int64_t)yy, xlo = (int64_t)xx, yhi, xhi;\n");
+    sb_line(b, 4, "if (ylo >= %lld) {\n", (long long)g->H - 1);
+    sb_line(b, 5, "yhi = ylo = %lld;\n", (long long)g->H - 1);
+    sb_line(b, 5, "yy = (double)ylo;\n");
+    sb_line(b, 4, "} else {\n");
+    sb_line(b, 5, "yhi = ylo + 1;\n");
+    sb_line(b, 4, "}\n");
+    sb_line(b, 4, "if (xlo >= %lld) {\n", (long long)g->W - 1);
+    sb_line(b, 5, "xhi = xlo = %lld;\n", (long long)g->W - 1);
+    sb_line(b, 5, "xx = (double)xlo;\n");
+    sb_line(b, 4, "} else {\n");
+    sb_line(b, 5, "xhi = xlo + 1;\n");
+    sb_line(b, 4, "}\n");
+    sb_line(b, 4, "const double ly = yy - (double)ylo, lx = xx - (double)xlo;\n");
+    sb_line(b, 4, "const double hy = 1. - ly, hx = 1. - lx;\n");
+    sb_line(b, 4, "w1 = hy * hx;\n");
+    sb_line(b, 4, "w2 = hy * lx;\n");
+    sb_line(b, 4, "w3 = ly * hx;\n");
+    sb_line(b, 4, "w4 = ly * lx;\n");
+    sb_line(b, 4, "p1 = ylo * %lld + xlo;\n", (long long)g->W);
+    sb_line(b, 4, "p2 = ylo * %lld + xhi;\n", (long long)g->W);
+    sb_line(b, 4, "p3 = yhi * %lld + xlo;\n", (long long)g->W);
+    sb_line(b, 4, "p4 = yhi * %lld + xhi;\n", (long long)g->W);
+    sb_line(b, 3, "}\n");
+    sb_line(b, 3, "const double v1 = w1 * %s_ld(xp[p1]), v2 = w2 * %s_ld(xp[p2]);\n", fn, fn);
+    sb_line(b, 3, "const double v3 = w3 * %s_ld(xp[p3]), v4 = w4 * %s_ld(xp[p4]);\n", fn, fn);
+    if (!g->max) {
+        sb_line(b, 3, "acc += v1 + v2 + v3 + v4;\n");
+    } else {
+        sb_line(b, 3, "const double v = %s_max(%s_max(%s_max(v1, v2), v3), v4);\n", fn, fn, fn);
+        sb_line(b, 3, "acc = first ? v : %s_max(acc, v);\n", fn);
+        sb_line(b, 3, "first = 0;\n");
+    }
+    sb_line(b, 2, "}\n");
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "(void)first;\n");
+    if (g->max)
+        sb_line(b, 1, "return acc;\n");
+    else
+        sb_line(b, 1, "return acc / (double)(gh * gw > 1 ? gh * gw : 1);\n");
+    sb_puts(b, "}\n");
+}
+
+void opq_emit_sample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    emit_loads(b, d, fn, s->dt, s->dt2);
+    if (s->op == OPQ_GRID_SAMPLE)
+        emit_gridsample_helpers(b, d, fn, s);
+    else
+        emit_roialign_helpers(b, d, fn, s);
+}
+
+void opq_sample_store(DType t, const char *v, char *buf, size_t n) {
+    char e[400];
+    if (t == DT_DOUBLE)
+        snprintf(e, sizeof e, "%s", v);
+    else if (t == DT_FLOAT)
+        snprintf(e, sizeof e, "(float)(%s)", v);
+    else
+        snprintf(e, sizeof e, "orch_f32_round_odd(%s)", v);
+    opq_store_f(t, e, buf, n);
+}

@@ -827,6 +827,55 @@ static int emit_lp_pool(const Em *m) {
     return ST_OK;
 }
 
+// ---- GridSample, RoiAlign ----
+
+// An output element each: the shared helpers (opaque_values.c) compute its value in double as
+// src/ops/sample.c does; RoiAlign's batch indices are all checked before anything is written.
+static int emit_sample(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *fn = m->fn, *xt = cgen_ctype(s->dt), *ct = cgen_ctype(s->dt2);
+    char y[448], v[320];
+    opq_emit_sample_helpers(b, OPQ_DIALECT_C, fn, s);
+    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, xt, "x", s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "c2", s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, xt, "y");
+    if (s->op == OPQ_GRID_SAMPLE) {
+        const GridSampleGeom *g = &s->gs;
+        sb_line(b, 1, "const int64_t HO = %lld, WO = %lld, C = %lld, PLANE = %lld;\n",
+                (long long)g->HO, (long long)g->WO, (long long)g->C, (long long)(g->H * g->W));
+        pragma_for(m, 1, "");
+        sb_line(b, 1, "for (int64_t k = 0; k < %lld; k++) {\n",
+                (long long)(g->N * g->C * g->HO * g->WO));
+        sb_line(b, 2, "const int64_t ox = k %% WO, oy = (k / WO) %% HO, nc = k / (WO * HO);\n");
+        sb_line(b, 2, "const %s *gp = c2 + (((nc / C) * HO + oy) * WO + ox) * 2;\n", ct);
+        snprintf(v, sizeof v, "%s_sample(x + nc * PLANE, %s_lc(gp[0]), %s_lc(gp[1]))", fn, fn,
+                 fn);
+    } else {
+        const RoiAlignGeom *g = &s->ra;
+        opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
+        sb_line(b, 1, "const int64_t OH = %lld, OW = %lld, C = %lld, PLANE = %lld;\n",
+                (long long)g->OH, (long long)g->OW, (long long)g->C, (long long)(g->H * g->W));
+        sb_line(b, 1, "for (int64_t q = 0; q < %lld; q++)\n", (long long)g->R);
+        sb_line(b, 2, "if ((int64_t)bi[q] < 0 || (int64_t)bi[q] >= %lld)\n", (long long)g->N);
+        sb_line(b, 3, "return %d;\n", CKERNEL_ERR_INDEX);
+        pragma_for(m, 1, "");
+        sb_line(b, 1, "for (int64_t k = 0; k < %lld; k++) {\n",
+                (long long)(g->R * g->C * g->OH * g->OW));
+        sb_line(b, 2, "const int64_t pw = k %% OW, ph = (k / OW) %% OH, qc = k / (OW * OH);\n");
+        sb_line(b, 2, "const int64_t q = qc / C, c = qc %% C;\n");
+        snprintf(v, sizeof v, "%s_roi(x + ((int64_t)bi[q] * C + c) * PLANE, c2 + q * 4, ph, pw)",
+                 fn);
+    }
+    opq_sample_store(s->dt, v, y, sizeof y);
+    sb_line(b, 2, "y[k] = %s;\n", y);
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "return 0;\n");
+    sb_puts(b, "}\n");
+    return ST_OK;
+}
+
 int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e) {
     OpqSpec s;
@@ -854,6 +903,8 @@ int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     case OPQ_ONE_HOT: return emit_one_hot(&m);
     case OPQ_REVERSE_SEQUENCE: return emit_reverse_sequence(&m);
     case OPQ_LP_POOL: return emit_lp_pool(&m);
+    case OPQ_GRID_SAMPLE:
+    case OPQ_ROI_ALIGN: return emit_sample(&m);
     default: break;
     }
     return err_set(e, ST_UNSUPPORTED, "kernel %s: no emitter for %s", fn, opq_op_name(s.op));
