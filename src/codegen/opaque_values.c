@@ -272,22 +272,46 @@ static void emit_to_index(StrBuf *b, OpqDialect d, const char *fn) {
     sb_puts(b, "}\n");
 }
 
+// Every product, sum, difference and quotient below goes through ORCH_SM, ORCH_SA, ORCH_SS and
+// ORCH_SD, each rounded on its own as in the reference op (compiled without contraction): in C
+// the operators under `fp-contract=off`, in CUDA the _rn intrinsics, which nothing fuses.
+static void emit_arith_open(StrBuf *b, OpqDialect d) {
+    if (d == OPQ_DIALECT_CUDA) {
+        sb_puts(b, "#define ORCH_SM(a, b) __dmul_rn(a, b)\n#define ORCH_SA(a, b) __dadd_rn(a, b)\n"
+                   "#define ORCH_SS(a, b) __dsub_rn(a, b)\n#define ORCH_SD(a, b) __ddiv_rn(a, b)\n");
+        return;
+    }
+    sb_puts(b, "#if defined(__clang__)\n#pragma STDC FP_CONTRACT OFF\n#else\n"
+               "#pragma GCC push_options\n#pragma GCC optimize(\"fp-contract=off\")\n#endif\n"
+               "#define ORCH_SM(a, b) ((a) * (b))\n#define ORCH_SA(a, b) ((a) + (b))\n"
+               "#define ORCH_SS(a, b) ((a) - (b))\n#define ORCH_SD(a, b) ((a) / (b))\n");
+}
+
+void opq_emit_sample_close(StrBuf *b, OpqDialect d) {
+    sb_puts(b, "#undef ORCH_SM\n#undef ORCH_SA\n#undef ORCH_SS\n#undef ORCH_SD\n");
+    if (d == OPQ_DIALECT_C)
+        sb_puts(b, "#if defined(__clang__)\n#pragma STDC FP_CONTRACT DEFAULT\n#else\n"
+                   "#pragma GCC pop_options\n#endif\n");
+}
+
 static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
     const GridSampleGeom *g = &s->gs;
     const char *q = helper_qual(d), *xt = cgen_ctype(s->dt);
     emit_to_index(b, d, fn);
     if (g->pad == SAMPLE_PAD_REFLECTION) { // gs_reflect
         sb_printf(b, "%s double %s_reflect(double x, double lo, double hi) {\n", q, fn);
-        sb_line(b, 1, "double range = hi - lo;\n");
+        sb_line(b, 1, "const double range = ORCH_SS(hi, lo);\n");
         sb_line(b, 1, "if (!(range > 0))\n");
         sb_line(b, 2, "return lo;\n");
         sb_line(b, 1, "if (x < lo) {\n");
-        sb_line(b, 2, "double dx = lo - x, k = floor(dx / range), r = dx - k * range;\n");
-        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? lo + r : hi - r;\n");
+        sb_line(b, 2, "const double dx = ORCH_SS(lo, x), k = floor(ORCH_SD(dx, range));\n");
+        sb_line(b, 2, "const double r = ORCH_SS(dx, ORCH_SM(k, range));\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? ORCH_SA(lo, r) : ORCH_SS(hi, r);\n");
         sb_line(b, 1, "}\n");
         sb_line(b, 1, "if (x > hi) {\n");
-        sb_line(b, 2, "double dx = x - hi, k = floor(dx / range), r = dx - k * range;\n");
-        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? hi - r : lo + r;\n");
+        sb_line(b, 2, "const double dx = ORCH_SS(x, hi), k = floor(ORCH_SD(dx, range));\n");
+        sb_line(b, 2, "const double r = ORCH_SS(dx, ORCH_SM(k, range));\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? ORCH_SS(hi, r) : ORCH_SA(lo, r);\n");
         sb_line(b, 1, "}\n");
         sb_line(b, 1, "return x;\n");
         sb_puts(b, "}\n");
@@ -311,24 +335,38 @@ static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, con
             (long long)g->H - 1);
     sb_line(b, 1, "return %s_ld(xp[r * %lld + c]);\n", fn, (long long)g->W);
     sb_puts(b, "}\n");
-    if (g->mode == SAMPLE_CUBIC) { // gs_cubic_coeffs
+    if (g->mode == SAMPLE_CUBIC) {
+        // gs_cubic_coeffs with alpha -0.75 (5, 8 and 4 alpha, alpha + 2 and alpha + 3: exact).
         sb_printf(b, "%s void %s_cubic(double x, double *c) {\n", q, fn);
-        sb_line(b, 1, "const double A = -0.75;\n");
         sb_line(b, 1, "x = fabs(x);\n");
-        sb_line(b, 1, "c[0] = ((A * (x + 1) - 5 * A) * (x + 1) + 8 * A) * (x + 1) - 4 * A;\n");
-        sb_line(b, 1, "c[1] = ((A + 2) * x - (A + 3)) * x * x + 1;\n");
-        sb_line(b, 1, "c[2] = ((A + 2) * (1 - x) - (A + 3)) * (1 - x) * (1 - x) + 1;\n");
-        sb_line(b, 1, "c[3] = ((A * (2 - x) - 5 * A) * (2 - x) + 8 * A) * (2 - x) - 4 * A;\n");
+        sb_line(b, 1,
+                "const double x1 = ORCH_SA(x, 1.0), u = ORCH_SS(1.0, x), w = ORCH_SS(2.0, x);\n");
+        sb_line(b, 1,
+                "c[0] = ORCH_SS(ORCH_SM(ORCH_SA(ORCH_SM(ORCH_SS(ORCH_SM(-0.75, x1), -3.75), x1), "
+                "-6.0), x1), -3.0);\n");
+        sb_line(b, 1,
+                "c[1] = ORCH_SA(ORCH_SM(ORCH_SM(ORCH_SS(ORCH_SM(1.25, x), 2.25), x), x), 1.0);\n");
+        sb_line(b, 1,
+                "c[2] = ORCH_SA(ORCH_SM(ORCH_SM(ORCH_SS(ORCH_SM(1.25, u), 2.25), u), u), 1.0);\n");
+        sb_line(b, 1,
+                "c[3] = ORCH_SS(ORCH_SM(ORCH_SA(ORCH_SM(ORCH_SS(ORCH_SM(-0.75, w), -3.75), w), "
+                "-6.0), w), -3.0);\n");
         sb_puts(b, "}\n");
     }
     // The value of one output element: its image plane and its grid point (run_gridsample).
     sb_printf(b, "%s double %s_sample(const %s *xp, double gx, double gy) {\n", q, fn, xt);
     if (g->align_corners) {
-        sb_line(b, 1, "const double x = (gx + 1) / 2 * %.17g;\n", (double)(g->W - 1));
-        sb_line(b, 1, "const double y = (gy + 1) / 2 * %.17g;\n", (double)(g->H - 1));
+        sb_line(b, 1, "const double x = ORCH_SM(ORCH_SD(ORCH_SA(gx, 1.0), 2.0), %.17g);\n",
+                (double)(g->W - 1));
+        sb_line(b, 1, "const double y = ORCH_SM(ORCH_SD(ORCH_SA(gy, 1.0), 2.0), %.17g);\n",
+                (double)(g->H - 1));
     } else {
-        sb_line(b, 1, "const double x = ((gx + 1) * %.17g - 1) / 2;\n", (double)g->W);
-        sb_line(b, 1, "const double y = ((gy + 1) * %.17g - 1) / 2;\n", (double)g->H);
+        sb_line(b, 1,
+                "const double x = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gx, 1.0), %.17g), 1.0), 2.0);\n",
+                (double)g->W);
+        sb_line(b, 1,
+                "const double y = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gy, 1.0), %.17g), 1.0), 2.0);\n",
+                (double)g->H);
     }
     if (g->mode == SAMPLE_NEAREST) {
         sb_line(b, 1, "return %s_px(xp, %s_ix(nearbyint(y)), %s_ix(nearbyint(x)));\n", fn, fn,
@@ -337,24 +375,34 @@ static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, con
         sb_line(b, 1, "const int64_t x1 = %s_ix(floor(x)), y1 = %s_ix(floor(y));\n", fn, fn);
         sb_line(b, 1, "const double p11 = %s_px(xp, y1, x1), p12 = %s_px(xp, y1, x1 + 1);\n", fn,
                 fn);
-        sb_line(b, 1, "const double p21 = %s_px(xp, y1 + 1, x1), p22 = %s_px(xp, y1 + 1, x1 + 1);\n",
+        sb_line(b, 1,
+                "const double p21 = %s_px(xp, y1 + 1, x1), p22 = %s_px(xp, y1 + 1, x1 + 1);\n",
                 fn, fn);
-        sb_line(b, 1, "const double dx2 = (double)(x1 + 1) - x, dx1 = x - (double)x1;\n");
-        sb_line(b, 1, "const double dy2 = (double)(y1 + 1) - y, dy1 = y - (double)y1;\n");
-        sb_line(b, 1, "return dy2 * (dx2 * p11 + dx1 * p12) + dy1 * (dx2 * p21 + dx1 * p22);\n");
+        sb_line(b, 1,
+                "const double dx2 = ORCH_SS((double)(x1 + 1), x), dx1 = ORCH_SS(x, (double)x1);\n");
+        sb_line(b, 1,
+                "const double dy2 = ORCH_SS((double)(y1 + 1), y), dy1 = ORCH_SS(y, (double)y1);\n");
+        sb_line(b, 1,
+                "return ORCH_SA(ORCH_SM(dy2, ORCH_SA(ORCH_SM(dx2, p11), ORCH_SM(dx1, p12))),\n");
+        sb_line(b, 1,
+                "               ORCH_SM(dy1, ORCH_SA(ORCH_SM(dx2, p21), ORCH_SM(dx1, p22))));\n");
     } else {
         sb_line(b, 1, "const int64_t x0 = %s_ix(floor(x)) - 1, y0 = %s_ix(floor(y)) - 1;\n", fn,
                 fn);
         sb_line(b, 1, "double cx[4], cy[4], row[4];\n");
-        sb_line(b, 1, "%s_cubic(x - (double)x0 - 1, cx);\n", fn);
-        sb_line(b, 1, "%s_cubic(y - (double)y0 - 1, cy);\n", fn);
+        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(x, (double)x0), 1.0), cx);\n", fn);
+        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(y, (double)y0), 1.0), cy);\n", fn);
         sb_line(b, 1, "for (int i = 0; i < 4; i++) {\n");
         sb_line(b, 2, "double p[4];\n");
         sb_line(b, 2, "for (int j = 0; j < 4; j++)\n");
         sb_line(b, 3, "p[j] = %s_px(xp, y0 + i, x0 + j);\n", fn);
-        sb_line(b, 2, "row[i] = cx[0] * p[0] + cx[1] * p[1] + cx[2] * p[2] + cx[3] * p[3];\n");
+        sb_line(b, 2,
+                "row[i] = ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(cx[0], p[0]), ORCH_SM(cx[1], p[1])),\n");
+        sb_line(b, 2, "                         ORCH_SM(cx[2], p[2])), ORCH_SM(cx[3], p[3]));\n");
         sb_line(b, 1, "}\n");
-        sb_line(b, 1, "return cy[0] * row[0] + cy[1] * row[1] + cy[2] * row[2] + cy[3] * row[3];\n");
+        sb_line(b, 1,
+                "return ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(cy[0], row[0]), ORCH_SM(cy[1], row[1])),\n");
+        sb_line(b, 1, "                      ORCH_SM(cy[2], row[2])), ORCH_SM(cy[3], row[3]));\n");
     }
     sb_puts(b, "}\n");
 }
@@ -362,6 +410,7 @@ static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, con
 static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
     const RoiAlignGeom *g = &s->ra;
     const char *q = helper_qual(d), *xt = cgen_ctype(s->dt), *rt = cgen_ctype(s->dt2);
+    static const char *corner[] = {"x1", "y1", "x2", "y2"};
     sb_printf(b, "%s double %s_max(double a, double b) { return a < b ? b : a; }\n", q, fn);
     // The value of output (ph, pw) of one ROI over one image plane (run_roialign).
     sb_printf(b, "%s double %s_roi(const %s *xp, const %s *roi, int64_t ph, int64_t pw) {\n", q,
@@ -369,22 +418,22 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
     double off = g->half_pixel ? 0.5 : 0.0;
     sb_line(b, 1, "const double scale = %.17g, H = %.17g, W = %.17g;\n", g->spatial_scale,
             (double)g->H, (double)g->W);
-    sb_line(b, 1, "const double x1 = %s_lc(roi[0]) * scale - %.17g;\n", fn, off);
-    sb_line(b, 1, "const double y1 = %s_lc(roi[1]) * scale - %.17g;\n", fn, off);
-    sb_line(b, 1, "const double x2 = %s_lc(roi[2]) * scale - %.17g;\n", fn, off);
-    sb_line(b, 1, "const double y2 = %s_lc(roi[3]) * scale - %.17g;\n", fn, off);
-    sb_line(b, 1, "double rw = x2 - x1, rh = y2 - y1;\n");
+    for (int i = 0; i < 4; i++)
+        sb_line(b, 1, "const double %s = ORCH_SS(ORCH_SM(%s_lc(roi[%d]), scale), %.17g);\n",
+                corner[i], fn, i, off);
+    sb_line(b, 1, "double rw = ORCH_SS(x2, x1), rh = ORCH_SS(y2, y1);\n");
     if (!g->half_pixel) {
         sb_line(b, 1, "rw = %s_max(rw, 1.0);\n", fn);
         sb_line(b, 1, "rh = %s_max(rh, 1.0);\n", fn);
     }
-    sb_line(b, 1, "const double bh = rh / %.17g, bw = rw / %.17g;\n", (double)g->OH,
-            (double)g->OW);
+    sb_line(b, 1, "const double bh = ORCH_SD(rh, %.17g), bw = ORCH_SD(rw, %.17g);\n",
+            (double)g->OH, (double)g->OW);
     if (g->sampling_ratio > 0) {
         sb_line(b, 1, "const int64_t gh = %lld, gw = %lld;\n", (long long)g->sampling_ratio,
                 (long long)g->sampling_ratio);
     } else { // roi_grid
-        sb_line(b, 1, "const double ch = ceil(rh / %.17g), cw = ceil(rw / %.17g);\n",
+        sb_line(b, 1,
+                "const double ch = ceil(ORCH_SD(rh, %.17g)), cw = ceil(ORCH_SD(rw, %.17g));\n",
                 (double)g->OH, (double)g->OW);
         sb_line(b, 1, "const int64_t gh = !(ch > 0) ? 0 : ch > 65536 ? 65536 : (int64_t)ch;\n");
         sb_line(b, 1, "const int64_t gw = !(cw > 0) ? 0 : cw > 65536 ? 65536 : (int64_t)cw;\n");
@@ -392,9 +441,13 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
     sb_line(b, 1, "double acc = 0;\n");
     sb_line(b, 1, "int first = 1;\n");
     sb_line(b, 1, "for (int64_t iy = 0; iy < gh; iy++) {\n");
-    sb_line(b, 2, "const double y = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;\n");
+    sb_line(b, 2, "const double y = ORCH_SA(ORCH_SA(y1, ORCH_SM((double)ph, bh)),\n");
+    sb_line(b, 2,
+            "                         ORCH_SD(ORCH_SM(ORCH_SA((double)iy, 0.5), bh), (double)gh));\n");
     sb_line(b, 2, "for (int64_t ix = 0; ix < gw; ix++) {\n");
-    sb_line(b, 3, "const double x = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;\n");
+    sb_line(b, 3, "const double x = ORCH_SA(ORCH_SA(x1, ORCH_SM((double)pw, bw)),\n");
+    sb_line(b, 3,
+            "                         ORCH_SD(ORCH_SM(ORCH_SA((double)ix, 0.5), bw), (double)gw));\n");
     sb_line(b, 3, "int64_t p1 = 0, p2 = 0, p3 = 0, p4 = 0;\n");
     sb_line(b, 3, "double w1 = 0, w2 = 0, w3 = 0, w4 = 0;\n");
     sb_line(b, 3, "if (y >= -1.0 && y <= H && x >= -1.0 && x <= W) {\n");
@@ -412,21 +465,25 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
     sb_line(b, 4, "} else {\n");
     sb_line(b, 5, "xhi = xlo + 1;\n");
     sb_line(b, 4, "}\n");
-    sb_line(b, 4, "const double ly = yy - (double)ylo, lx = xx - (double)xlo;\n");
-    sb_line(b, 4, "const double hy = 1. - ly, hx = 1. - lx;\n");
-    sb_line(b, 4, "w1 = hy * hx;\n");
-    sb_line(b, 4, "w2 = hy * lx;\n");
-    sb_line(b, 4, "w3 = ly * hx;\n");
-    sb_line(b, 4, "w4 = ly * lx;\n");
+    sb_line(b, 4, "const double ly = ORCH_SS(yy, (double)ylo), lx = ORCH_SS(xx, (double)xlo);\n");
+    sb_line(b, 4, "const double hy = ORCH_SS(1.0, ly), hx = ORCH_SS(1.0, lx);\n");
+    sb_line(b, 4, "w1 = ORCH_SM(hy, hx);\n");
+    sb_line(b, 4, "w2 = ORCH_SM(hy, lx);\n");
+    sb_line(b, 4, "w3 = ORCH_SM(ly, hx);\n");
+    sb_line(b, 4, "w4 = ORCH_SM(ly, lx);\n");
     sb_line(b, 4, "p1 = ylo * %lld + xlo;\n", (long long)g->W);
     sb_line(b, 4, "p2 = ylo * %lld + xhi;\n", (long long)g->W);
     sb_line(b, 4, "p3 = yhi * %lld + xlo;\n", (long long)g->W);
     sb_line(b, 4, "p4 = yhi * %lld + xhi;\n", (long long)g->W);
     sb_line(b, 3, "}\n");
-    sb_line(b, 3, "const double v1 = w1 * %s_ld(xp[p1]), v2 = w2 * %s_ld(xp[p2]);\n", fn, fn);
-    sb_line(b, 3, "const double v3 = w3 * %s_ld(xp[p3]), v4 = w4 * %s_ld(xp[p4]);\n", fn, fn);
+    sb_line(b, 3,
+            "const double v1 = ORCH_SM(w1, %s_ld(xp[p1])), v2 = ORCH_SM(w2, %s_ld(xp[p2]));\n",
+            fn, fn);
+    sb_line(b, 3,
+            "const double v3 = ORCH_SM(w3, %s_ld(xp[p3])), v4 = ORCH_SM(w4, %s_ld(xp[p4]));\n",
+            fn, fn);
     if (!g->max) {
-        sb_line(b, 3, "acc += v1 + v2 + v3 + v4;\n");
+        sb_line(b, 3, "acc = ORCH_SA(acc, ORCH_SA(ORCH_SA(ORCH_SA(v1, v2), v3), v4));\n");
     } else {
         sb_line(b, 3, "const double v = %s_max(%s_max(%s_max(v1, v2), v3), v4);\n", fn, fn, fn);
         sb_line(b, 3, "acc = first ? v : %s_max(acc, v);\n", fn);
@@ -438,11 +495,12 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
     if (g->max)
         sb_line(b, 1, "return acc;\n");
     else
-        sb_line(b, 1, "return acc / (double)(gh * gw > 1 ? gh * gw : 1);\n");
+        sb_line(b, 1, "return ORCH_SD(acc, (double)(gh * gw > 1 ? gh * gw : 1));\n");
     sb_puts(b, "}\n");
 }
 
 void opq_emit_sample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    emit_arith_open(b, d);
     emit_loads(b, d, fn, s->dt, s->dt2);
     if (s->op == OPQ_GRID_SAMPLE)
         emit_gridsample_helpers(b, d, fn, s);

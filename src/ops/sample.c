@@ -10,6 +10,14 @@
 #include <math.h>
 #include <string.h>
 
+// Every product, sum and quotient is rounded on its own, none fused into an FMA, so the operator
+// kernels, which keep the same rule, agree bit for bit whatever the compilers contract.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 // ---- geometry ----
 
 static int need_float(const Node *n, const Tensor *t, const char *what, Err *e) {

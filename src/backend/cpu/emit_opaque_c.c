@@ -873,6 +873,7 @@ static int emit_sample(const Em *m) {
     sb_line(b, 1, "}\n");
     sb_line(b, 1, "return 0;\n");
     sb_puts(b, "}\n");
+    opq_emit_sample_close(b, OPQ_DIALECT_C);
     return ST_OK;
 }
 
