@@ -1008,6 +1008,46 @@ def control_flow(seed):
     return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, D))}, []
 
 
+# ---- u) sampling as detection and spatial-transformer exports leave it: a conv feature map
+# warped by GridSample on an affine grid computed from the input (a base grid times theta, as
+# F.affine_grid unrolls), bicubic with border padding on a second path, and RoiAlign (torchvision's
+# roi_align: avg, half_pixel, adaptive sampling) of run-time boxes over both images ----
+
+def sampling(seed):
+    N, C, H, W, HO, WO, R = 2, 4, 9, 11, 7, 8, 5
+    b = Builder("sampling", 17, seed)
+    x = b.input("x", F, [N, 3, H, W])
+    f = b.op("Relu", [b.conv(x, "/backbone/conv", "backbone.conv", 3, C, 3, pad=1)], "/backbone")
+    theta = b.input("theta", F, [N, 2, 3])
+    ys, xs = np.meshgrid(np.linspace(-1, 1, HO), np.linspace(-1, 1, WO), indexing="ij")
+    base = np.stack([xs, ys, np.ones_like(xs)], -1).reshape(1, HO * WO, 3)
+    grid = b.op("MatMul", [b.param("base_grid", base),
+                           b.op("Transpose", [theta], "/stn", perm=[0, 2, 1])], "/stn")
+    grid = b.op("Reshape", [grid, b.const([N, HO, WO, 2])], "/stn")
+    b.op("GridSample", [f, grid], "/stn", out="warped", mode="bilinear", padding_mode="zeros",
+         align_corners=0)
+    b.op("GridSample", [f, grid], "/stn2", out="warped_cubic", mode="bicubic",
+         padding_mode="border", align_corners=1)
+    boxes = b.input("boxes", F, [R, 4])
+    idx = b.input("box_batch", I64, [R])
+    b.op("RoiAlign", [f, boxes, idx], "/roi_heads", out="pooled", mode="avg", output_height=3,
+         output_width=3, sampling_ratio=0, spatial_scale=0.5,
+         coordinate_transformation_mode="half_pixel")
+    b.output("warped", F, [N, C, HO, WO])
+    b.output("warped_cubic", F, [N, C, HO, WO])
+    b.output("pooled", F, [R, C, 3, 3])
+
+    def inputs(r):
+        ident = np.tile(np.array([[1, 0, 0], [0, 1, 0]], np.float32), (N, 1, 1))
+        x1 = r.uniform(0, 2 * W - 6, R)
+        y1 = r.uniform(0, 2 * H - 6, R)
+        bx = np.stack([x1, y1, x1 + r.uniform(2, 8, R), y1 + r.uniform(2, 8, R)], 1)
+        return {"x": r.standard_normal((N, 3, H, W)),
+                "theta": ident + r.uniform(-0.3, 0.3, (N, 2, 3)),
+                "boxes": bx, "box_batch": r.integers(0, N, R)}
+    return b.model(value_info=False), inputs, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -1032,6 +1072,7 @@ MODELS = {
     "r_tiny_activations": tiny_activations,
     "s_recurrent": recurrent,
     "t_control_flow": control_flow,
+    "u_sampling": sampling,
 }
 EXTERNAL = {"g_external"}
 
