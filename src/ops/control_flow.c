@@ -96,8 +96,8 @@ static void bind_consts(const SubGraph *sg, const int *ids, Scope *s) {
 
 // Copies the body's nodes into the graph (appended), inputs resolved in b, outputs new tensors
 // named under prefix and bound in b's scope.
-static int instantiate(Graph *g, const Node *owner, const char *attr, const char *prefix,
-                       Body *b, Err *e) {
+static int instantiate(Graph *g, const Node *owner, const char *attr, const char *prefix, Body *b,
+                       Err *e) {
     const SubGraph *sg = b->sg;
     for (int k = 0; k < sg->n_nodes; k++) {
         const SubNode *sn = &sg->nodes[k];
@@ -108,8 +108,8 @@ static int instantiate(Graph *g, const Node *owner, const char *attr, const char
                           sn->name, attr, sn->op, *sn->domain ? sn->domain : "ai.onnx");
         if (g->n_nodes >= CTRL_MAX_GRAPH_NODES)
             return op_err(e, ST_UNSUPPORTED, owner,
-                          "inlining its %s would grow the graph past %d nodes, orch's bound",
-                          attr, CTRL_MAX_GRAPH_NODES);
+                          "inlining its %s would grow the graph past %d nodes, orch's bound", attr,
+                          CTRL_MAX_GRAPH_NODES);
         char nname[512];
         snprintf(nname, sizeof nname, "%s/%s", prefix, sn->name);
         Node *m = graph_add_node(g, sn->op, sn->domain, nname, sn->n_in, sn->n_out, 0);
@@ -121,8 +121,8 @@ static int instantiate(Graph *g, const Node *owner, const char *attr, const char
             int id = body_resolve(b, sn->in[j]);
             if (id == -2)
                 return op_err(e, ST_INVALID, owner,
-                              "node '%s' of its %s reads '%s' before anything defines it",
-                              sn->name, attr, sn->in[j]);
+                              "node '%s' of its %s reads '%s' before anything defines it", sn->name,
+                              attr, sn->in[j]);
             m->in[j] = id;
         }
         for (int j = 0; j < sn->n_out; j++) {
@@ -188,8 +188,7 @@ static int expand_if(Graph *g, Node *n, Err *e) {
                       "constant (from constants and shapes)",
                       c->name);
     if (cond < 0)
-        return op_err(e, ST_INVALID, n, "the condition '%s' must hold one boolean value",
-                      c->name);
+        return op_err(e, ST_INVALID, n, "the condition '%s' must hold one boolean value", c->name);
     const SubGraph *sg = cond ? then_g : else_g;
     const char *attr = cond ? "then_branch" : "else_branch";
     if (sg->n_in != 0)
@@ -272,8 +271,7 @@ static int expand_loop(Graph *g, Node *n, Err *e) {
                       "unrolls a Loop only when its trip count folds to a constant",
                       m->name);
     if (m && (tensor_numel(m) != 1 || (m->dtype != DT_INT64 && m->dtype != DT_INT32)))
-        return op_err(e, ST_INVALID, n, "its trip count M ('%s') must be one int64 value",
-                      m->name);
+        return op_err(e, ST_INVALID, n, "its trip count M ('%s') must be one int64 value", m->name);
     int64_t trips = m ? elem_get_i64(m->dtype, m->data, 0) : -1;
     if (m && trips < 0)
         trips = 0;

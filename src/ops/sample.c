@@ -22,13 +22,12 @@
 
 static int need_float(const Node *n, const Tensor *t, const char *what, Err *e) {
     if (!dtype_is_float(t->dtype))
-        return op_err(e, ST_UNSUPPORTED, n, "%s '%s' has dtype %s; orch supports float types",
-                      what, t->name, dtype_name(t->dtype));
+        return op_err(e, ST_UNSUPPORTED, n, "%s '%s' has dtype %s; orch supports float types", what,
+                      t->name, dtype_name(t->dtype));
     return ST_OK;
 }
 
-int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSampleGeom *g,
-                    Err *e) {
+int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSampleGeom *g, Err *e) {
     memset(g, 0, sizeof *g);
     int rc;
     if ((rc = need_float(n, x, "input X", e)) || (rc = need_float(n, grid, "grid", e)))
@@ -68,8 +67,7 @@ int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSamp
     g->W = x->dims[3];
     g->HO = grid->dims[1];
     g->WO = grid->dims[2];
-    if ((g->H == 0 || g->W == 0) && g->pad != SAMPLE_PAD_ZEROS &&
-        g->N * g->C * g->HO * g->WO > 0)
+    if ((g->H == 0 || g->W == 0) && g->pad != SAMPLE_PAD_ZEROS && g->N * g->C * g->HO * g->WO > 0)
         return op_err(e, ST_INVALID, n, "%s padding needs a non-empty image", pad);
     return ST_OK;
 }
@@ -84,11 +82,9 @@ int roialign_geom(const Node *n, const Tensor *x, const Tensor *rois, const Tens
         return op_err(e, ST_INVALID, n, "batch_indices '%s' must be int64, got %s", idx->name,
                       dtype_name(idx->dtype));
     if (x->rank != 4)
-        return op_err(e, ST_INVALID, n, "input X must be 4-D (N, C, H, W), got rank %d",
-                      x->rank);
+        return op_err(e, ST_INVALID, n, "input X must be 4-D (N, C, H, W), got rank %d", x->rank);
     if (rois->rank != 2 || rois->dims[1] != 4 || idx->rank != 1 || idx->dims[0] != rois->dims[0])
-        return op_err(e, ST_INVALID, n,
-                      "rois must be (num_rois, 4) and batch_indices (num_rois)");
+        return op_err(e, ST_INVALID, n, "rois must be (num_rois, 4) and batch_indices (num_rois)");
     const char *mode = node_attr_s(n, "mode", "avg");
     if (strcmp(mode, "avg") != 0 && strcmp(mode, "max") != 0)
         return op_err(e, ST_INVALID, n, "mode '%s' is not avg or max", mode);
@@ -106,8 +102,7 @@ int roialign_geom(const Node *n, const Tensor *x, const Tensor *rois, const Tens
     g->spatial_scale = node_attr_f(n, "spatial_scale", 1.0f);
     g->OH = node_attr_i(n, "output_height", 1);
     g->OW = node_attr_i(n, "output_width", 1);
-    if (g->sampling_ratio < 0 || g->OH < 1 || g->OW < 1 || g->OH > (1 << 20) ||
-        g->OW > (1 << 20))
+    if (g->sampling_ratio < 0 || g->OH < 1 || g->OW < 1 || g->OH > (1 << 20) || g->OW > (1 << 20))
         return op_err(e, ST_INVALID, n,
                       "sampling_ratio must be >= 0 and output_height, output_width in 1..2^20");
     g->N = x->dims[0];
@@ -255,8 +250,8 @@ static double max_of(double a, double b) {
 
 static int infer_roialign(Graph *g, Node *n, Err *e) {
     RoiAlignGeom ra;
-    int rc = roialign_geom(n, node_input(g, n, 0), node_input(g, n, 1), node_input(g, n, 2), &ra,
-                           e);
+    int rc =
+        roialign_geom(n, node_input(g, n, 0), node_input(g, n, 1), node_input(g, n, 2), &ra, e);
     if (rc)
         return rc;
     int64_t dims[4] = {ra.R, ra.C, ra.OH, ra.OW};
@@ -292,7 +287,8 @@ static int run_roialign(const OpRun *r, Err *e) {
             rh = max_of(rh, 1.0);
         }
         double bh = rh / (double)g.OH, bw = rw / (double)g.OW;
-        int64_t gh = roi_grid(g.sampling_ratio, rh, g.OH), gw = roi_grid(g.sampling_ratio, rw, g.OW);
+        int64_t gh = roi_grid(g.sampling_ratio, rh, g.OH),
+                gw = roi_grid(g.sampling_ratio, rw, g.OW);
         double count = (double)ORCH_MAX(gh * gw, 1);
         for (int64_t c = 0; c < g.C; c++) {
             int64_t base = (b * g.C + c) * g.H * g.W;

@@ -19,8 +19,8 @@ typedef struct GridSampleGeom {
 
 // RoiAlign over X (N, C, H, W), rois (R, 4) and batch_indices (R): Y (R, C, OH, OW).
 typedef struct RoiAlignGeom {
-    bool max;        // mode "max" (else "avg")
-    bool half_pixel; // coordinate_transformation_mode half_pixel (opset 16's default)
+    bool max;               // mode "max" (else "avg")
+    bool half_pixel;        // coordinate_transformation_mode half_pixel (opset 16's default)
     int64_t sampling_ratio; // 0: adaptive, ceil(roi size / output size) samples a bin
     double spatial_scale;
     int64_t N, C, H, W, R, OH, OW;
