@@ -912,6 +912,19 @@ def op_cases(out):
     run_case("loop_without_end",
              node("Loop", ["", "", "x"], ["y"], "loop_node", body=loop_body()),
              [x23()], [y()], [], 2, "loop_node && never ends")
+    run_case("gridsample_volumetric",
+             node("GridSample", ["x", "g"], ["y"], "gs_node", mode="linear"),
+             [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 3,
+             "gs_node && 4-D", opset=20)
+    run_case("gridsample_bad_mode",
+             node("GridSample", ["x", "g"], ["y"], "gs_node", mode="linear"),
+             [vi("x", F, [1, 1, 3, 4]), vi("g", F, [1, 2, 2, 2])], [y()], [], 2,
+             "gs_node && linear", opset=16)
+    run_case("roialign_batch_index_out_of_range",
+             node("RoiAlign", ["x", "r", "b"], ["y"], "roi_node"),
+             [vi("x", F, [2, 1, 4, 4])], [y()],
+             [const("r", np.array([[0, 0, 2, 2], [1, 1, 3, 3]], np.float32)),
+              const("b", np.array([0, 5], np.int64))], 2, "roi_node && batch index 5", opset=16)
     # Valid NaN through folding: Add of constants holding NaN/Inf folds to NaN/Inf.
     run_case("fold_nan_inf", node("Add", ["a", "b"], ["y"], "add_node"), [], [y()],
              [const("a", np.array([np.nan, np.inf], np.float32)),
