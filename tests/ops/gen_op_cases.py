@@ -1403,6 +1403,15 @@ def control_flow():
     graph('loop_cond_false',
           [helper.make_node('Loop', ['', 'c', 'x'], ['y'], body=body(once))],
           {'c': C(np.array(True)), 'x': rnd((4,)), 'w': rnd((4,))})
+    # A branch that only passes an outer tensor on (ONNX Runtime wants the Identity).
+    graph('if_passes_outer',
+          [helper.make_node('If', ['c'], ['y'], else_branch=else_g, then_branch=branch(
+              'pass', [helper.make_node('Identity', ['x'], ['p'])], 'p'))],
+          {'c': C(np.array(True)), 'x': rnd((5,))})
+    # No trip: the carried value comes out as it went in.
+    graph('loop_zero_trips',
+          [helper.make_node('Loop', ['m', '', 'x'], ['y'], body=body(step[:4]))],
+          {'m': C(I64(0)), 'x': rnd((2, 2)), 'w': rnd((2, 2))})
     # A nested If on the iteration number inside the body.
     odd = branch('odd', [helper.make_node('Neg', ['h_out'], ['o'])], 'o')
     even = branch('even', [helper.make_node('Identity', ['h_out'], ['v'])], 'v')
