@@ -502,6 +502,19 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
 void opq_emit_sample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
     emit_arith_open(b, d);
     emit_loads(b, d, fn, s->dt, s->dt2);
+    // sample.c's canonical_nan: which NaN an operation on two NaNs gives depends on the operand
+    // order a compiler picks (it may commute), so a NaN result is stored as the positive quiet NaN.
+    sb_printf(b, "%s double %s_out(double v) {\n", helper_qual(d), fn);
+    if (d == OPQ_DIALECT_CUDA) {
+        sb_line(b, 1, "return v != v ? __longlong_as_double(0x7ff8000000000000LL) : v;\n");
+    } else {
+        sb_line(b, 1, "if (v != v) {\n");
+        sb_line(b, 2, "const uint64_t q = 0x7ff8000000000000ull;\n");
+        sb_line(b, 2, "memcpy(&v, &q, sizeof v);\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return v;\n");
+    }
+    sb_puts(b, "}\n");
     if (s->op == OPQ_GRID_SAMPLE)
         emit_gridsample_helpers(b, d, fn, s);
     else

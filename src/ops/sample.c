@@ -115,6 +115,17 @@ int roialign_geom(const Node *n, const Tensor *x, const Tensor *rois, const Tens
     return ST_OK;
 }
 
+// Which NaN an operation on two NaNs gives depends on the operand order a compiler picks (it
+// may commute a product), so a NaN result is stored as the positive quiet NaN, here and in the
+// kernels alike.
+static double canonical_nan(double v) {
+    if (v != v) {
+        const uint64_t q = 0x7ff8000000000000ull;
+        memcpy(&v, &q, sizeof v);
+    }
+    return v;
+}
+
 // ---- GridSample ----
 
 // A coordinate to an index: floor done by the caller; NaN and huge values land far outside
@@ -227,7 +238,7 @@ static int run_gridsample(const OpRun *r, Err *e) {
                         }
                         v = cy[0] * row[0] + cy[1] * row[1] + cy[2] * row[2] + cy[3] * row[3];
                     }
-                    elem_set_f64(yt, r->y[0], k, v);
+                    elem_set_f64(yt, r->y[0], k, canonical_nan(v));
                 }
         }
     return ST_OK;
@@ -342,7 +353,7 @@ static int run_roialign(const OpRun *r, Err *e) {
                             }
                         }
                     }
-                    elem_set_f64(yt, r->y[0], k, g.max ? acc : acc / count);
+                    elem_set_f64(yt, r->y[0], k, canonical_nan(g.max ? acc : acc / count));
                 }
         }
     }

@@ -850,8 +850,8 @@ static int emit_sample(const Em *m) {
                 (long long)(g->N * g->C * g->HO * g->WO));
         sb_line(b, 2, "const int64_t ox = k %% WO, oy = (k / WO) %% HO, nc = k / (WO * HO);\n");
         sb_line(b, 2, "const %s *gp = c2 + (((nc / C) * HO + oy) * WO + ox) * 2;\n", ct);
-        snprintf(v, sizeof v, "%s_sample(x + nc * PLANE, %s_lc(gp[0]), %s_lc(gp[1]))", fn, fn,
-                 fn);
+        snprintf(v, sizeof v, "%s_out(%s_sample(x + nc * PLANE, %s_lc(gp[0]), %s_lc(gp[1])))",
+                 fn, fn, fn, fn);
     } else {
         const RoiAlignGeom *g = &s->ra;
         opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
@@ -865,7 +865,8 @@ static int emit_sample(const Em *m) {
                 (long long)(g->R * g->C * g->OH * g->OW));
         sb_line(b, 2, "const int64_t pw = k %% OW, ph = (k / OW) %% OH, qc = k / (OW * OH);\n");
         sb_line(b, 2, "const int64_t q = qc / C, c = qc %% C;\n");
-        snprintf(v, sizeof v, "%s_roi(x + ((int64_t)bi[q] * C + c) * PLANE, c2 + q * 4, ph, pw)",
+        snprintf(v, sizeof v,
+                 "%s_out(%s_roi(x + ((int64_t)bi[q] * C + c) * PLANE, c2 + q * 4, ph, pw))", fn,
                  fn);
     }
     opq_sample_store(s->dt, v, y, sizeof y);

@@ -946,8 +946,8 @@ static int emit_sample(const Em *m) {
                 (long long)g->WO, (long long)g->WO, (long long)g->HO, (long long)(g->WO * g->HO));
         sb_line(b, 2, "const %s *gp = c2 + (((nc / %lld) * %lld + oy) * %lld + ox) * 2;\n", ct,
                 (long long)g->C, (long long)g->HO, (long long)g->WO);
-        snprintf(v, sizeof v, "%s_sample(x + nc * %lld, %s_lc(gp[0]), %s_lc(gp[1]))", fn,
-                 (long long)(g->H * g->W), fn, fn);
+        snprintf(v, sizeof v, "%s_out(%s_sample(x + nc * %lld, %s_lc(gp[0]), %s_lc(gp[1])))",
+                 fn, fn, (long long)(g->H * g->W), fn, fn);
     } else {
         const RoiAlignGeom *g = &s->ra;
         opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
@@ -960,8 +960,8 @@ static int emit_sample(const Em *m) {
         sb_line(b, 3, "*bad_ = %d;\n", CKERNEL_ERR_INDEX);
         sb_line(b, 3, "continue;\n");
         sb_line(b, 2, "}\n");
-        snprintf(v, sizeof v, "%s_roi(x + (n * %lld + c) * %lld, c2 + q * 4, ph, pw)", fn,
-                 (long long)g->C, (long long)(g->H * g->W));
+        snprintf(v, sizeof v, "%s_out(%s_roi(x + (n * %lld + c) * %lld, c2 + q * 4, ph, pw))",
+                 fn, fn, (long long)g->C, (long long)(g->H * g->W));
     }
     opq_sample_store(s->dt, v, y, sizeof y);
     sb_line(b, 2, "y[k] = %s;\n", y);
