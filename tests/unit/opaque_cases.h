@@ -581,7 +581,8 @@ static inline void grid_sample_cases(void) {
             for (int a = 0; a < 2; a++, i++) {
                 DType t = types[i % 4];
                 int v20 = i % 3 == 0;
-                int64_t x[4] = {rint_in(1, 3), rint_in(1, 4), odd_dim(), odd_dim()};
+                int64_t x[4] = {rint_in(1, 3), i % 5 == 1 ? 11 : rint_in(1, 4), odd_dim(),
+                                odd_dim()};
                 int64_t gd[4] = {x[0], small[rnd() % 5], small[rnd() % 5], 2};
                 Case *c = new_case(v20 ? 20 : 16, "grid_sample %s %s %s align %d",
                                    dtype_name(t), modes[v20][m], pads[p], a);
@@ -606,7 +607,8 @@ static inline void roi_align_cases(void) {
         for (int hp = 0; hp < 2; hp++)
             for (int sr = 0; sr < 3; sr += 2, i++) {
                 DType t = types[i % 4];
-                int64_t x[4] = {rint_in(1, 4), rint_in(1, 4), odd_dim(), odd_dim()};
+                // One case past the C kernel's block of 64 channels (67 = 64 + 3).
+                int64_t x[4] = {rint_in(1, 4), i == 5 ? 67 : rint_in(1, 4), odd_dim(), odd_dim()};
                 int64_t R = rint_in(1, 6), rd[2] = {R, 4};
                 float scale = scales[rnd() % 3];
                 int64_t reach = (int64_t)((double)(x[2] > x[3] ? x[2] : x[3]) / scale * 1000);

@@ -946,8 +946,10 @@ static int emit_sample(const Em *m) {
                 (long long)g->WO, (long long)g->WO, (long long)g->HO, (long long)(g->WO * g->HO));
         sb_line(b, 2, "const %s *gp = c2 + (((nc / %lld) * %lld + oy) * %lld + ox) * 2;\n", ct,
                 (long long)g->C, (long long)g->HO, (long long)g->WO);
-        snprintf(v, sizeof v, "%s_out(%s_sample(x + nc * %lld, %s_lc(gp[0]), %s_lc(gp[1])))",
-                 fn, fn, (long long)(g->H * g->W), fn, fn);
+        sb_line(b, 2, "%s_plan P;\n", fn);
+        sb_line(b, 2, "%s_plan_of(%s_lc(gp[0]), %s_lc(gp[1]), &P);\n", fn, fn, fn);
+        snprintf(v, sizeof v, "%s_out(%s_apply(x + nc * %lld, &P))", fn, fn,
+                 (long long)(g->H * g->W));
     } else {
         const RoiAlignGeom *g = &s->ra;
         opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
