@@ -71,7 +71,8 @@ typedef struct MlpChain {
 // way from the layer's product to its result, reading only the product, the layer's input,
 // constants and its own epilogue's tensors; the result depends on the product; the first input and
 // every weight kernel inputs, equal leading dims, the layers all of one dtype: float32, float16 or
-// bfloat16; an epilogue's tensors that dtype, or float32 after half layers; the first layer's input
+// bfloat16; an epilogue's result that dtype, or float32 after half layers (its intermediates any
+// float type: the LayerNorm rule's mean is float64); the first layer's input
 // may be the CAST to the half type of a float32 kernel input, MlpChain.x_cast). The C target's
 // kernels take float32 chains only.
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m);
