@@ -1856,9 +1856,10 @@ static void cuda_configs(void) {
 }
 
 // On a GPU, the benchmark's chain (6 layers 64 wide, sin*sigmoid, bias; ORCH_MLP_BENCH_BATCH
-// rows, 65536 by default): every config of every variant and precision checked against the
-// interpreter at its tolerance and timed; prints each config's kernel time and error, the best of
-// each variant, and where the device model's first choice under each precision ranks.
+// rows, 65536 by default; ORCH_MLP_BENCH_ACT=layernorm: a LayerNorm between layers): every config
+// of every variant and precision checked against the interpreter at its tolerance and timed; prints
+// each config's kernel time and error, the best of each variant, and where the device model's first
+// choice under each precision ranks.
 static void gpu_timing(void) {
     if (!g_api) {
         printf("  skip: no CUDA device on this machine\n");
@@ -1872,21 +1873,42 @@ static void gpu_timing(void) {
                                                : DT_FLOAT;
     Case k = {.layers = 6, .batch = bs && atoll(bs) > 0 ? atoll(bs) : 65536, .bias = true,
               .width = {64, 64, 64, 64, 64, 64, 64}, .act = {act, act, act, act, act, A_NONE}};
-    PrimGraph *pg = is_half(dt) ? mlp_graph_half(&k, dt, true) : mlp_graph(&k);
+    // ORCH_MLP_BENCH_ACT=layernorm: Linear-LayerNorm-ReLU x ORCH_MLP_BENCH_LAYERS (6), each
+    // ORCH_MLP_BENCH_WIDTH (64) wide, as PyTorch exports it (float32).
+    bool ln = ba && strcmp(ba, "layernorm") == 0;
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
     Err e = {0};
-    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    if (ln) {
+        const char *bl = getenv("ORCH_MLP_BENCH_LAYERS"), *bw = getenv("ORCH_MLP_BENCH_WIDTH");
+        k.layers = bl && atoi(bl) >= 2 && atoi(bl) <= MLP_LAYERS_MAX ? atoi(bl) : 6;
+        int64_t w = bw && atoll(bw) >= 1 && atoll(bw) <= 256 ? atoll(bw) : 64;
+        size_t len;
+        uint8_t *bytes = layernorm_onnx(k.batch, k.layers, w, LN_ACT, false, &len);
+        pg = import_prims(bytes, len, "bench_layernorm.onnx", &g);
+        free(bytes);
+        dt = DT_FLOAT;
+        if (!pg) {
+            graph_free(g);
+            return;
+        }
+    } else {
+        pg = is_half(dt) ? mlp_graph_half(&k, dt, true) : mlp_graph(&k);
+        CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    }
     CandRules r = cand_rules_default();
     r.mlp_chains = true;
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
     const Candidate *full = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if (cand_count_linear(pg, &cs->c[i]) == 6)
+        if (cand_count_linear(pg, &cs->c[i]) == k.layers)
             full = &cs->c[i];
     CHECK(full != NULL);
     if (!full) {
         cand_set_free(cs);
         prim_graph_free(pg);
+        graph_free(g);
         return;
     }
     double t0 = now();
@@ -1908,8 +1930,8 @@ static void gpu_timing(void) {
                 cf[kept++] = cf[i];
         n = kept;
     }
-    printf("  batch %lld, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
-           act_name[act], dtype_name(dt), n, now() - t0);
+    printf("  batch %lld, %d layers, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
+           k.layers, ln ? "linear-layernorm-relu" : act_name[act], dtype_name(dt), n, now() - t0);
     // Several modules compiled in parallel threads.
     enum { GROUPS = 8 };
     StrBuf src[GROUPS];
@@ -2010,6 +2032,7 @@ static void gpu_timing(void) {
     }
     cand_set_free(cs);
     prim_graph_free(pg);
+    graph_free(g);
 }
 
 static void gpu_present(void) {
