@@ -23,7 +23,8 @@
 //   layernorm_cases: MLPs with a LayerNorm between layers through the importer (widths 32, 64,
 //   128; depths 2 to 4; odd row counts; LayerNorm before or after the activation, and the
 //   post-norm residual LN(x + act(fc(x)))): the chains and their row reductions (MlpChain.red),
-//   checked as above (CUDA: the block design alone reduces rows). layernorm_boundaries: the
+//   checked as above (CUDA: the block design alone reduces rows), two of them in half storage.
+//   layernorm_boundaries: the
 //   reductions that stop a chain (over the rows, a row max, a statistic that is an output or
 //   without keepdims) and an RMSNorm inside one.
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
@@ -1602,6 +1603,32 @@ static void layernorm_cases(void) {
         if (pg) {
             check_ln_spec(name, pg, cases[i].layers);
             check_mlp(name, pg, cases[i].layers, 2, 2, i < 2, false);
+        }
+        graph_free(g);
+    }
+    // Half storage (float16, bfloat16): every activation, weight and statistic half, the
+    // LayerNorm's reductions of half values; the chains (and their x_cast twins) compiled for
+    // CUDA, whose block kernel keeps the statistics in float32.
+    static const DType halves[] = {DT_FLOAT16, DT_BFLOAT16};
+    for (size_t h = 0; h < ORCH_COUNT(halves); h++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s_b301_w64_x3_%s", h ? "ln_res" : "ln_act",
+                 dtype_name(halves[h]));
+        size_t len;
+        uint8_t *bytes = layernorm_onnx(301, 3, 64, h ? LN_RES : LN_ACT, false, &len);
+        Graph *g = NULL;
+        PrimGraph *pg = import_prims(bytes, len, name, &g);
+        free(bytes);
+        Err e = {0};
+        int rc = pg ? pass_store_reduced(pg, halves[h], NULL, NULL, &e) : ST_OK;
+        if (rc == ST_OK && pg)
+            rc = prim_graph_verify(pg, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+        if (pg && rc == ST_OK) {
+            check_ln_spec(name, pg, 3);
+            check_mlp(name, pg, 3, 1, 1, true, false);
+        } else {
+            prim_graph_free(pg);
         }
         graph_free(g);
     }
