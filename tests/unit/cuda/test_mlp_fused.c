@@ -37,8 +37,9 @@
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
 // ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N,
-// ORCH_MLP_BENCH_ACT=relu and ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's
-// chain, ORCH_MLP_BENCH_ONLY=TEXT keeps its configs whose description contains TEXT;
+// ORCH_MLP_BENCH_ACT=relu|layernorm (with ORCH_MLP_BENCH_LAYERS, ORCH_MLP_BENCH_WIDTH) and
+// ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's chain,
+// ORCH_MLP_BENCH_ONLY=TEXT keeps its configs whose description contains TEXT;
 // ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "backend/kernel_lab.h"
