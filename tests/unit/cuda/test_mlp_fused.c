@@ -30,9 +30,10 @@
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
-// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated]]` writes the benchmark's 6-layer
-// 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`; the gated form
-// sin(fc(x)) * sigmoid(x) with `gated`) as ONNX, for `orch compile`.
+// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated|layernorm [LAYERS [WIDTH]]]]` writes
+// the benchmark's 6-layer 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with
+// `relu`; the gated form sin(fc(x)) * sigmoid(x) with `gated`; Linear-LayerNorm-ReLU layers,
+// 6 x 64 unless given, with `layernorm`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
@@ -2113,9 +2114,20 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--write-model") == 0) {
         size_t len;
         srand(1);
-        uint8_t *bytes = sinsig_onnx(argc >= 4 ? atoll(argv[3]) : 65536, 6, 64,
-                                     argc >= 5 && strcmp(argv[4], "relu") == 0,
-                                     argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
+        int64_t batch = argc >= 4 && atoll(argv[3]) > 0 ? atoll(argv[3]) : 65536;
+        uint8_t *bytes;
+        if (argc >= 5 && strcmp(argv[4], "layernorm") == 0) {
+            int layers = argc >= 6 ? atoi(argv[5]) : 6;
+            int64_t width = argc >= 7 ? atoll(argv[6]) : 64;
+            if (layers < 1 || layers > 64 || width < 1 || width > 4096) {
+                printf("--write-model: layernorm LAYERS (1-64) WIDTH (1-4096)\n");
+                return 1;
+            }
+            bytes = layernorm_onnx(batch, layers, width, LN_ACT, false, &len);
+        } else {
+            bytes = sinsig_onnx(batch, 6, 64, argc >= 5 && strcmp(argv[4], "relu") == 0,
+                                argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
+        }
         FILE *f = fopen(argv[2], "wb");
         bool ok = f && fwrite(bytes, 1, len, f) == len;
         ok = f && fclose(f) == 0 && ok;
