@@ -25,6 +25,7 @@
 #include "../runtime/npy.h"
 #include "../runtime/session.h"
 #include "cmd_bench.h"
+#include "cmd_export.h"
 #include "cmd_compile.h"
 #include "cmd_db.h"
 #include "orch.h"
@@ -113,6 +114,10 @@ static void usage(FILE *f) {
         "  orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N] [--json FILE]\n"
         "           [--shapes N] [--fixed-threads] [compile options when given an ONNX model]\n"
         "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
+        "  orch export MODEL.orch DIR [--shapes N]\n"
+        "      writes the artefact's plan (the first shape set, or --shapes N's) as a C source\n"
+        "      tree that builds with make and runs without orch: kernels.c, model.c, model.h,\n"
+        "      weights.bin, main.c, Makefile (cpu artefacts)\n"
         "  orch db stats|clear [--db FILE] ...\n"
         "      the profile database: what it holds, or delete rows (see orch db)\n"
         "  orch version\n"
@@ -1493,6 +1498,8 @@ int main(int argc, char **argv) {
         return cli_bench_main(argc - 2, argv + 2);
     if (strcmp(cmd, "db") == 0)
         return cli_db_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cli_export_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("orch %s\n", ORCH_VERSION);
         return ST_OK;
