@@ -5,8 +5,8 @@ over 64 features, 64 KiB of weights) for lengths 7 and 16, each into one artefac
 on inputs of every compiled shape picks the plan whose shapes match and agrees with ONNX
 Runtime; a shape no plan serves (batch 3, length 8) exits with status 2 naming the shapes the
 artefact serves; the artefact holds the model once (its sections: one ONNX model of the model
-file's size, a plan and a kernel module per set); `orch info` lists every shape set with its kernels,
-arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N` pick a set (its
+file's size, a plan, a kernel module and its source per set); `orch info` lists every shape set
+with its kernels, arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N` pick a set (its
 shapes in bench's JSON), an N past the sets is a usage error; two sets binding the same shapes
 are refused, as are more than 16.
 
@@ -76,9 +76,9 @@ def write_sequence_model(path):
 
 
 def sections(path):
-    """[(kind, size)] of a format 5 artefact's section table (src/plan/artifact.h)."""
+    """[(kind, size)] of a format 6 artefact's section table (src/plan/artifact.h)."""
     b = open(path, "rb").read()
-    assert int.from_bytes(b[8:12], "little") == 5, "not format 5"
+    assert int.from_bytes(b[8:12], "little") == 6, "not format 6"
     u32 = lambda at: int.from_bytes(b[at:at + 4], "little")
     at = 16
     for _ in range(4):  # orch version, target, precision, fingerprint
@@ -159,19 +159,19 @@ def main():
 
     @case("weights_stored_once")
     def _():
-        # The sections (artifact.h's format 5): one ONNX model, a plan and a kernel module per
-        # set, nothing else; the model's section is the model file, inlined once.
+        # The sections (artifact.h's format 6): one ONNX model, a plan, a kernel module and its
+        # source per set, nothing else; the model's section is the model file, inlined once.
         secs = sections(seq)
         model = os.path.getsize(seq_model)
         assert model > 60000, f"the model is {model} bytes: too small to tell"
-        assert [k for k, _ in secs] == [1, 2, 3, 2, 3], secs
+        assert [k for k, _ in secs] == [1, 2, 3, 4, 2, 3, 4], secs
         assert secs[0][1] == model, f"ONNX section {secs[0][1]} bytes, the model {model}"
         assert os.path.getsize(seq) <= sum(n for _, n in secs) + 4096, (os.path.getsize(seq), secs)
         # A one-set artefact holds the same model section: two of them hold it twice.
         one = os.path.join(tmp, "seq7.orch")
         p = orch(binary, "compile", seq_model, "-o", one, "--input-shapes", "x:1x7x64", *common)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert sections(one)[0][1] == model and len(sections(one)) == 3, sections(one)
+        assert sections(one)[0][1] == model and len(sections(one)) == 4, sections(one)
 
     @case("info_lists_every_shape_set")
     def _():
