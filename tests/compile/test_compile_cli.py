@@ -613,6 +613,24 @@ def main():
         assert j["min_ms"] <= j["median_ms"] <= j["p90_ms"] <= j["p99_ms"], j
         assert len(j["kernels"]) >= 1 and all("nodes" in k for k in j["kernels"])
         assert 0 < j["peak_rss_bytes"] < (200 << 20), f"peak RSS {j['peak_rss_bytes']}"
+        assert j["input_files"] == {}, j["input_files"]
+        # -i NAME=FILE as orch run's: the file's values benched; a name the model lacks, a
+        # wrong shape or dtype refused before any run, the first naming the inputs.
+        p = orch(binary, "bench", art, "--iters", "3", "--warmup", "1", "--json", js, "-i",
+                 f"image={EX}/image.npy")
+        assert p.returncode == 0, p.stderr
+        assert "inputs: 1 from -i files, 0 random" in p.stdout, p.stdout
+        assert json.load(open(js))["input_files"] == {"image": f"{EX}/image.npy"}
+        import numpy as np
+        bad = os.path.join(tmp, "bench_bad.npy")
+        np.save(bad, np.zeros((1, 1), np.float32))
+        for args, code, want in (([f"no_such_input={EX}/image.npy"], 1, "its inputs: 'image'"),
+                                 ([f"image={bad}"], 2, "has shape 1x1"),
+                                 ([f"image={os.path.join(tmp, 'missing.npy')}"], 2, "missing"),
+                                 (["image"], 1, "-i expects NAME=FILE")):
+            p = orch(binary, "bench", art, "--iters", "3", "-i", *args)
+            assert p.returncode == code and want in p.stderr, (args, p.returncode, p.stderr)
+            assert "latency" not in p.stdout, p.stdout
 
     @case("db_stats_and_clear")
     def _():

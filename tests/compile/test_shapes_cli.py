@@ -6,8 +6,9 @@ on inputs of every compiled shape picks the plan whose shapes match and agrees w
 Runtime; a shape no plan serves (batch 3, length 8) exits with status 2 naming the shapes the
 artefact serves; the artefact holds the model once (its sections: one ONNX model of the model
 file's size, a plan, a kernel module and its source per set); `orch info` lists every shape set
-with its kernels, arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N` pick a set (its
-shapes in bench's JSON), an N past the sets is a usage error; two sets binding the same shapes
+with its kernels, arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N`
+pick a set (its shapes in bench's JSON), `orch bench -i` the set its file's shape matches, an N
+past the sets is a usage error; two sets binding the same shapes
 are refused, as are more than 16.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
@@ -200,6 +201,17 @@ def main():
         assert p.returncode == 0 and "shape set 1 of 2: image:1x3x32x32 (--shapes N" in p.stdout
         p = orch(binary, "bench", cnn, "--shapes", "5", "--iters", "1")
         assert p.returncode == 1 and "serves 2 shape sets" in p.stderr, p.stderr
+        # bench -i: the set the file's shape matches, without --shapes; a shape no set serves
+        # is refused naming the first set's.
+        x4 = os.path.join(tmp, "bench_x4.npy")
+        np.save(x4, np.ones((4, 3, 32, 32), np.float32))
+        p = orch(binary, "bench", cnn, "--iters", "3", "--warmup", "1", "--json", js, "-i",
+                 f"image={x4}")
+        assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32\n" in p.stdout, p.stderr
+        assert json.load(open(js))["input_shapes"] == "image:4x3x32x32"
+        np.save(x4, np.ones((3, 3, 32, 32), np.float32))
+        p = orch(binary, "bench", cnn, "--iters", "3", "-i", f"image={x4}")
+        assert p.returncode == 2 and "has shape 3x3x32x32" in p.stderr, p.stderr
         p = orch(binary, "inspect", cnn, "--shapes", "2")
         assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32" in p.stdout, p.stderr
 
