@@ -73,9 +73,9 @@ static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
             "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-            " [--json FILE]\n           [--fixed-threads] [--shapes N] [-i NAME=FILE]...\n           [compile "
-            "options for an ONNX model: --db FILE "
-            "--top-k K --input-shapes ... --precision P]\n");
+            " [--json FILE]\n           [--fixed-threads] [--shapes N] [-i NAME=FILE]...\n"
+            "           [compile options for an ONNX model: --db FILE --top-k K --input-shapes "
+            "... --precision P]\n");
     return ST_USAGE;
 }
 
@@ -143,8 +143,8 @@ static int check_inputs(const PrimGraph *pg, const BenchInput *in, int n, const 
             return rc;
         }
         if (in[i].t.dtype != t->dtype)
-            return err_set(e, ST_INVALID, "input '%s' from %s is %s, the model expects %s",
-                           t->name, in[i].path, dtype_name(in[i].t.dtype), dtype_name(t->dtype));
+            return err_set(e, ST_INVALID, "input '%s' from %s is %s, the model expects %s", t->name,
+                           in[i].path, dtype_name(in[i].t.dtype), dtype_name(t->dtype));
         if (!same_shape(t, &in[i].t)) {
             char s1[128], s2[128];
             return err_set(e, ST_INVALID, "input '%s' from %s has shape %s; %s was compiled for %s",
@@ -298,8 +298,8 @@ int cli_bench_main(int argc, char **argv) {
     int plan_k = shape_set ? shape_set - 1 : -1;
     for (int k = 0; rc == ST_OK && plan_k < 0 && k < session_num_plans(all); k++) {
         Err ignored = {0};
-        if (check_inputs(session_graph(session_for_plan(all, k)), files, n_files, name,
-                         &ignored) == ST_OK)
+        if (check_inputs(session_graph(session_for_plan(all, k)), files, n_files, name, &ignored) ==
+            ST_OK)
             plan_k = k;
     }
     if (plan_k < 0)

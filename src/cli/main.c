@@ -25,9 +25,9 @@
 #include "../runtime/npy.h"
 #include "../runtime/session.h"
 #include "cmd_bench.h"
-#include "cmd_export.h"
 #include "cmd_compile.h"
 #include "cmd_db.h"
+#include "cmd_export.h"
 #include "orch.h"
 
 #include <errno.h>

@@ -68,8 +68,8 @@ typedef struct Prepack {
     CPrepackFn *pf;  // per launch (NULL: none)
     int *in_place_l; // per tensor: the launch that reorders it in place (-1: none)
     int *in_place_j;
-    int *priv;    // per launch input slot (launch-major): private copy index, -1: none
-    int *slot0;   // per launch: its first input slot
+    int *priv;  // per launch input slot (launch-major): private copy index, -1: none
+    int *slot0; // per launch: its first input slot
     int n_priv;
     int64_t scratch; // the largest tensor reordered in place
 } Prepack;
@@ -207,7 +207,8 @@ static void tensor_table(StrBuf *b, const char *name, const PrimGraph *pg, const
 
 static const char MODEL_H[] =
     "// The model orch export wrote: model_init loads the weights file, model_run runs it,\n"
-    "// model_free frees it. Buffers are dense, row-major, in model_inputs' / model_outputs' order.\n"
+    "// model_free frees it. Buffers are dense, row-major, in model_inputs' / model_outputs' "
+    "order.\n"
     "#ifndef ORCH_EXPORTED_MODEL_H\n"
     "#define ORCH_EXPORTED_MODEL_H\n"
     "#include <stddef.h>\n"
@@ -333,9 +334,10 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
     c_comment_text(b, a->path ? a->path : "an artefact");
     sb_puts(b, " (input shapes ");
     c_comment_text(b, a->h.input_shapes);
-    sb_puts(b, ")\n// as straight-line calls over one arena, written by orch export. The kernels are "
-               "in kernels.c;\n// the constants in weights.bin, reordered at load for the "
-               "kernels that read them in their own order.\n");
+    sb_puts(b,
+            ")\n// as straight-line calls over one arena, written by orch export. The kernels are "
+            "in kernels.c;\n// the constants in weights.bin, reordered at load for the "
+            "kernels that read them in their own order.\n");
     sb_puts(b, "#include \"model.h\"\n\n#include <stdint.h>\n#include <stdio.h>\n#include "
                "<stdlib.h>\n#include <string.h>\n\n");
     // The kernels, each declared once.
@@ -473,29 +475,28 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
               "int model_run(Model *m, const void *const *inputs, void *const *outputs) {\n"
               "    const uint8_t *x[%d];\n    uint8_t *y[%d];\n",
               ni + 1, no + 1);
-    sb_puts(b,
-            "    for (int i = 0; i < model_num_inputs; i++) {\n"
-            "        size_t n = model_inputs[i].bytes;\n"
-            "        if (n && !inputs[i]) {\n"
-            "            fprintf(stderr, \"model_run: input '%s' has no buffer\\n\", "
-            "model_inputs[i].name);\n"
-            "            return 1;\n"
-            "        }\n"
-            "        x[i] = !n ? empty : aligned64(inputs[i]) ? inputs[i] : "
-            "memcpy(m->stage_in[i], inputs[i], n);\n"
-            "    }\n"
-            "    for (int i = 0; i < model_num_outputs; i++) {\n"
-            "        size_t n = model_outputs[i].bytes;\n"
-            "        if (n && !outputs[i]) {\n"
-            "            fprintf(stderr, \"model_run: output '%s' has no buffer\\n\", "
-            "model_outputs[i].name);\n"
-            "            return 1;\n"
-            "        }\n"
-            "        y[i] = !n ? empty : aligned64(outputs[i]) ? outputs[i] : m->stage_out[i];\n"
-            "    }\n"
-            "    uint8_t *A = m->arena;\n"
-            "    const uint8_t *C = m->consts;\n"
-            "    (void)A;\n    (void)C;\n");
+    sb_puts(b, "    for (int i = 0; i < model_num_inputs; i++) {\n"
+               "        size_t n = model_inputs[i].bytes;\n"
+               "        if (n && !inputs[i]) {\n"
+               "            fprintf(stderr, \"model_run: input '%s' has no buffer\\n\", "
+               "model_inputs[i].name);\n"
+               "            return 1;\n"
+               "        }\n"
+               "        x[i] = !n ? empty : aligned64(inputs[i]) ? inputs[i] : "
+               "memcpy(m->stage_in[i], inputs[i], n);\n"
+               "    }\n"
+               "    for (int i = 0; i < model_num_outputs; i++) {\n"
+               "        size_t n = model_outputs[i].bytes;\n"
+               "        if (n && !outputs[i]) {\n"
+               "            fprintf(stderr, \"model_run: output '%s' has no buffer\\n\", "
+               "model_outputs[i].name);\n"
+               "            return 1;\n"
+               "        }\n"
+               "        y[i] = !n ? empty : aligned64(outputs[i]) ? outputs[i] : m->stage_out[i];\n"
+               "    }\n"
+               "    uint8_t *A = m->arena;\n"
+               "    const uint8_t *C = m->consts;\n"
+               "    (void)A;\n    (void)C;\n");
     for (int i = 0; i < P->n_launches; i++) {
         const PlanLaunch *L = &P->launches[i];
         char *nodes = nodes_text(L);
@@ -538,8 +539,9 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
                 sb_puts(b, j ? ", " : "");
                 place_expr(b, P, pp, i, -1, L->out[j]);
             }
-            sb_printf(b, "%s};\n        int st = %s(in, out);\n        if (st)\n"
-                         "            return run_fail(%d, \"%s\", ",
+            sb_printf(b,
+                      "%s};\n        int st = %s(in, out);\n        if (st)\n"
+                      "            return run_fail(%d, \"%s\", ",
                       L->n_out ? "" : "0", L->symbol, i, L->symbol);
             c_string(b, nodes);
             sb_puts(b, ", st);\n");

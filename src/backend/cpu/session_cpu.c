@@ -381,8 +381,8 @@ int cpu_load_object(const uint8_t *so, size_t n, const char *path, void **dl, in
         snprintf(name, sizeof name, "%s/orch-kernels-XXXXXX.so", dir && *dir ? dir : "/tmp");
         fd = mkstemps(name, 3);
         if (fd < 0)
-            return err_set(e, ST_RUNTIME, "%s: cannot create a file for the kernels (%s): %s",
-                           path, name, strerror(errno));
+            return err_set(e, ST_RUNTIME, "%s: cannot create a file for the kernels (%s): %s", path,
+                           name, strerror(errno));
     }
     size_t done = 0;
     while (done < n) {
@@ -390,8 +390,8 @@ int cpu_load_object(const uint8_t *so, size_t n, const char *path, void **dl, in
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int rc = err_set(e, ST_RUNTIME, "%s: cannot write the kernels' shared object: %s",
-                             path, strerror(errno));
+            int rc = err_set(e, ST_RUNTIME, "%s: cannot write the kernels' shared object: %s", path,
+                             strerror(errno));
             if (!mem)
                 unlink(name);
             close(fd);

@@ -7,8 +7,8 @@
 // flipped, each section corrupted, wrong magic, newer version, trailing bytes, empty file, a
 // directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
 // missing symbol, a shared object that is not one, forged plans with valid checksums. Older
-// formats (1, 3, 4, 5: no kernel source) made from the current one still run; several plans (one per shape set) read
-// back with the model once.
+// formats (1, 3, 4, 5: no kernel source) made from the current one still run; several plans (one
+// per shape set) read back with the model once.
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
