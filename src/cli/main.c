@@ -474,6 +474,21 @@ static int info_artifact(const char *path) {
                        fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0, b.s);
                 sb_free(&b);
             }
+            // Whether orch export can write this plan as a C tree, else why not.
+            const Target *t = target_find(h->target);
+            bool generated = false;
+            for (int i = 0; i < plan->n_launches; i++)
+                generated = generated || plan->launches[i].kind == PLAN_GENERATED;
+            if (!t || !t->export_tree)
+                printf("%sexport: not supported yet for %s artefacts\n", indent, h->target);
+            else if (fb.kernels)
+                printf("%sexport: no (an interpreter runs kernels of the plan)\n", indent);
+            else if (generated && view.src_size == 0)
+                printf("%sexport: no (format %u keeps no kernel source: compile again)\n", indent,
+                       h->format_version);
+            else
+                printf("%sexport: yes (orch export%s; kernel source %.1f KiB)\n", indent,
+                       ac.n_plans > 1 ? " --shapes N" : "", (double)view.src_size / 1024.0);
             fallbacks_free(&fb);
         }
         plan_free(plan);

@@ -6,7 +6,7 @@ Models: the example CNN (batch 2: its 1-byte-aligned runner buffers go through m
 staging), a sequence model (MatMul, Softmax) compiled for two shape sets and exported with
 `--shapes 2`, and every generated model of tests/models when its folder is given (each compiled
 with one config per kernel; one whose plan leaves kernels to an interpreter must be refused
-naming the launch, and orch info must list such kernels for it). Refusals: a CUDA artefact (the
+naming the launch, and orch info must list such kernels and say it does not export). Refusals: a CUDA artefact (the
 header's target rewritten, its checksum recomputed) with "not supported yet", a format 5
 artefact (no kernel source), usage errors (no folder, --shapes past the sets, the folder a file).
 The tree's weights check: a truncated and a flipped weights.bin refused by model_init.
@@ -284,6 +284,9 @@ def main():
     def _():
         p = run([orch, "compile", EX, "-o", cnn, "--input-shapes", "image:2x3x32x32", *common])
         assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-3000:]}"
+        info = run([orch, "info", cnn]).stdout
+        assert re.search(r"^export: yes \(orch export; kernel source \d+\.\d KiB\)$", info,
+                         re.M), info
         tree = os.path.join(tmp, "cnn_tree")
         export_build(orch, cnn, tree)
         x = rng.uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32)
@@ -333,6 +336,7 @@ def main():
         p = run([orch, "info", forged])
         assert p.returncode == 0 and "cuda" in p.stdout, f"the forged file does not read: {p.stderr}"
         tree = os.path.join(tmp, "cuda_tree")
+        assert "export: not supported yet for cuda artefacts" in p.stdout, p.stdout
         p = run([orch, "export", forged, tree])
         assert p.returncode == 3, f"exit {p.returncode}: {p.stderr}"
         assert "export of cuda artefacts is not supported yet" in p.stderr, p.stderr
@@ -347,6 +351,8 @@ def main():
         np.save(x, rng.uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32))
         p = run([orch, "run", old, "-i", f"image={x}"])
         assert p.returncode == 0, f"a format 5 file does not run: {p.stderr}"
+        p = run([orch, "info", old])
+        assert "export: no (format 5 keeps no kernel source" in p.stdout, p.stdout
         tree = os.path.join(tmp, "old_tree")
         p = run([orch, "export", old, tree])
         assert p.returncode == 3 and "carries no kernel source (format 5" in p.stderr, \
@@ -389,7 +395,8 @@ def main():
                 assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-2000:]}"
                 tree = os.path.join(tmp, f"{name}_tree")
                 info = run([orch, "info", art]).stdout
-                interpreted = re.search(r"interpreter", info) is not None
+                interpreted = "not generated: none" not in info
+                assert ("export: no (an interpreter runs" in info) == interpreted, info
                 p = run([orch, "export", art, tree])
                 if p.returncode == 3 and "interpreter, which an exported tree does not have" \
                         in p.stderr:
