@@ -2,14 +2,16 @@
 """`orch export` end to end on the CPU target: a compiled artefact exported into a source tree,
 the tree built with make and the system C compiler alone (no orch header or library), its runner
 fed the same inputs as `orch run`, and every output compared bit for bit with `orch run`'s.
-Models: the example CNN (batch 2: its 1-byte-aligned runner buffers go through model_run's
-staging), a sequence model (MatMul, Softmax) compiled for two shape sets and exported with
-`--shapes 2`, and every generated model of tests/models when its folder is given (each compiled
-with one config per kernel; one whose plan leaves kernels to an interpreter must be refused
-naming the launch, and orch info must list such kernels and say it does not export). Refusals: a CUDA artefact (the
-header's target rewritten, its checksum recomputed) with "not supported yet", a format 5
-artefact (no kernel source), usage errors (no folder, --shapes past the sets, the folder a file).
-The tree's weights check: a truncated and a flipped weights.bin refused by model_init.
+Models: the example CNN (batch 2), a sequence model (MatMul, Softmax) compiled for two shape sets
+and exported with `--shapes 2`, and every generated model of tests/models when its folder is
+given (each compiled with one config per kernel; one whose plan leaves kernels to an interpreter
+must be refused naming the launch, and orch info must list such kernels and say it does not
+export). model.h's API from a C program of its own: buffers 64-byte aligned and misaligned by 4
+bytes (model_run's staging) give the same bits, two Models run at once, a NULL buffer refused.
+Refusals: a CUDA artefact (the header's target rewritten, its checksum recomputed) with "not
+supported yet", a format 5 artefact (no kernel source), usage errors (no folder, --shapes past
+the sets, the folder a file). The tree's weights check: a truncated, a longer and a flipped
+weights.bin refused by model_init.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
 
@@ -249,6 +251,66 @@ def compare(orch, art, tree, inputs, tmp, extra=()):
     return len(outs)
 
 
+# A program of its own on model.h: every input filled with a pattern, run from 64-byte aligned
+# buffers, from buffers 4 bytes past that, and on a second Model between the first's runs; all
+# outputs must be the same bits. Then a NULL input buffer, refused with status 1.
+API_PROGRAM = r"""
+#include "model.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void **buffers(const ModelTensor *t, int n, size_t skew, int fill) {
+    void **b = calloc((size_t)n + 1, sizeof(void *));
+    for (int i = 0; i < n; i++) {
+        unsigned char *p = aligned_alloc(64, (t[i].bytes + skew + 64) / 64 * 64);
+        for (size_t k = 0; k < t[i].bytes + skew; k++)
+            p[k] = fill ? (unsigned char)(k * 131 + i * 7) : 0xff;
+        if (fill && strcmp(t[i].dtype, "float32") == 0)
+            for (size_t k = 0; k + 4 <= t[i].bytes; k += 4) {
+                float v = (float)((k / 4) % 97) / 48.5f - 1.0f;
+                memcpy(p + skew + k, &v, 4);
+            }
+        b[i] = p + skew;
+    }
+    return b;
+}
+
+static int same(void **a, void **b) {
+    for (int i = 0; i < model_num_outputs; i++)
+        if (memcmp(a[i], b[i], model_outputs[i].bytes) != 0)
+            return 0;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    Model *m = model_init(argv[1]), *m2 = model_init(argv[1]);
+    if (argc != 2 || !m || !m2)
+        return 1;
+    void **in = buffers(model_inputs, model_num_inputs, 0, 1);
+    void **in4 = buffers(model_inputs, model_num_inputs, 4, 1);
+    void **o1 = buffers(model_outputs, model_num_outputs, 0, 0);
+    void **o2 = buffers(model_outputs, model_num_outputs, 4, 0);
+    void **o3 = buffers(model_outputs, model_num_outputs, 0, 0);
+    if (model_run(m, (const void *const *)in, o1) || model_run(m2, (const void *const *)in4, o3) ||
+        model_run(m, (const void *const *)in4, o2))
+        return 2;
+    if (!same(o1, o2) || !same(o1, o3)) {
+        printf("outputs differ\n");
+        return 3;
+    }
+    printf("same bits: aligned, misaligned, two models\n");
+    in[0] = NULL;
+    if (model_num_inputs && model_run(m, (const void *const *)in, o1) != 1)
+        return 4;
+    model_free(m);
+    model_free(m2);
+    model_free(NULL);
+    return 0;
+}
+"""
+
+
 def random_input(dtype, shape, rng):
     if dtype in ("float32", "float64", "float16"):
         return rng.uniform(-1, 1, shape).astype(NP_DTYPES[dtype])
@@ -293,6 +355,20 @@ def main():
         assert compare(orch, cnn, tree, {"image": x}, tmp) == 1
         # Not the same values by accident: another input gives other outputs, still identical.
         assert compare(orch, cnn, tree, {"image": x * 3 + 0.5}, tmp) == 1
+
+    @case("model_h_api_aligned_misaligned_two_models")
+    def _():
+        tree = os.path.join(tmp, "cnn_tree")
+        prog = os.path.join(tmp, "api.c")
+        open(prog, "w").write(API_PROGRAM)
+        exe = os.path.join(tmp, "api")
+        p = run(["cc", "-O2", "-std=gnu11", "-I", tree, prog, os.path.join(tree, "libmodel.a"),
+                 "-fopenmp", "-lm", "-o", exe])
+        assert p.returncode == 0, f"cc exited {p.returncode}: {p.stderr[-2000:]}"
+        p = run([exe, os.path.join(tree, "weights.bin")])
+        assert p.returncode == 0, f"exit {p.returncode}: {p.stdout}{p.stderr}"
+        assert "same bits: aligned, misaligned, two models" in p.stdout, p.stdout
+        assert "input 'image' has no buffer" in p.stderr, p.stderr
 
     @case("second_shape_set_exported_with_shapes_2")
     def _():
