@@ -6,7 +6,7 @@ Models: the example CNN (batch 2), a sequence model (MatMul, Softmax) compiled f
 and exported with `--shapes 2`, and every generated model of tests/models when its folder is
 given (each compiled with one config per kernel; one whose plan leaves kernels to an interpreter
 must be refused naming the launch, and orch info must list such kernels and say it does not
-export). model.h's API from a C program of its own: buffers 64-byte aligned and misaligned by 4
+export), and a model whose Compress runs on the operator interpreter, refused naming it. model.h's API from a C program of its own: buffers 64-byte aligned and misaligned by 4
 bytes (model_run's staging) give the same bits, two Models run at once, a NULL buffer refused.
 Refusals: a CUDA artefact (the header's target rewritten, its checksum recomputed) with "not
 supported yet", a format 5 artefact (no kernel source), usage errors (no folder, --shapes past
@@ -404,6 +404,35 @@ def main():
         p = run([os.path.join(tree, "model"), os.path.join(tree, "weights.bin"),
                  os.path.join(tmp, "missing.bin"), os.path.join(tmp, "y.bin")])
         assert p.returncode == 1 and "cannot read input 'image'" in p.stderr, p.stderr
+
+    @case("plan_with_an_interpreted_kernel_refused")
+    def _():
+        # Compress (its condition a constant) has no kernel on the CPU target: the operator
+        # interpreter runs it, which an exported tree lacks.
+        w = (rng.standard_normal((6, 6)) * 0.1).astype(np.float32)
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                 helper.make_node("Relu", ["h"], ["r"], name="relu"),
+                 helper.make_node("Compress", ["r", "c"], ["y"], name="keep_columns", axis=1)]
+        g = helper.make_graph(
+            nodes, "compress", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])],
+            [numpy_helper.from_array(w, "w"),
+             numpy_helper.from_array(np.array([1, 0, 1, 1, 0, 1], bool), "c")])
+        model = os.path.join(tmp, "compress.onnx")
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                                    ir_version=8), model)
+        art = os.path.join(tmp, "compress.orch")
+        p = run([orch, "compile", model, "-o", art, *common])
+        assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-3000:]}"
+        info = run([orch, "info", art]).stdout
+        assert "Compress" in info and "export: no (an interpreter runs" in info, info
+        tree = os.path.join(tmp, "compress_tree")
+        p = run([orch, "export", art, tree])
+        assert p.returncode == 3, f"exit {p.returncode}: {p.stderr}"
+        assert re.search(r"launch \d+ \(Compress, ONNX nodes 'keep_columns'\) runs on orch's "
+                         r"operator interpreter", p.stderr), p.stderr
+        assert p.stderr.count("\n") == 1, f"more than one message: {p.stderr}"
+        assert not os.path.exists(tree), "a folder was made"
 
     @case("cuda_artefact_refused")
     def _():
