@@ -4,12 +4,13 @@ the tree built with make and the system C compiler alone (no orch header or libr
 fed the same inputs as `orch run`, and every output compared bit for bit with `orch run`'s.
 Models: the example CNN (batch 2), a sequence model (MatMul, Softmax) compiled for two shape sets
 and exported with `--shapes 2`, and every generated model of tests/models when its folder is
-given (each compiled with one config per kernel; one whose plan leaves kernels to an interpreter
-must be refused naming the launch, and orch info must list such kernels and say it does not
-export), and a model whose Compress runs on the operator interpreter, refused naming it. model.h's API from a C program of its own: buffers 64-byte aligned and misaligned by 4
-bytes (model_run's staging) give the same bits, two Models run at once, a NULL buffer refused.
-Refusals: a CUDA artefact (the header's target rewritten, its checksum recomputed) with "not
-supported yet", a format 5 artefact (no kernel source), usage errors (no folder, --shapes past
+given (each compiled with one config per kernel; one whose plan leaves kernels to an
+interpreter must be refused naming the launch, and orch info must say so). model.h's API from a
+C program of its own: buffers 64-byte aligned and misaligned by 4 bytes (model_run's staging)
+give the same bits, two Models run at once, a NULL buffer refused.
+Refusals: a MatMul, Relu, Compress model (Compress on the operator interpreter) naming the
+launch, op and node; a CUDA artefact (the header's target rewritten, its checksum recomputed)
+with "not supported yet", a format 5 artefact (no kernel source), usage errors (no folder, --shapes past
 the sets, the folder a file). The tree's weights check: a truncated, a longer and a flipped
 weights.bin refused by model_init.
 
