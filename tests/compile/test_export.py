@@ -10,8 +10,8 @@ C program of its own: buffers 64-byte aligned and misaligned by 4 bytes (model_r
 give the same bits, two Models run at once, a NULL buffer refused.
 Refusals: a MatMul, Relu, Compress model (Compress on the operator interpreter) naming the
 launch, op and node; a CUDA artefact (the header's target rewritten, its checksum recomputed)
-with "not supported yet", a format 5 artefact (no kernel source), usage errors (no folder, --shapes past
-the sets, the folder a file). The tree's weights check: a truncated, a longer and a flipped
+with "not supported yet", a format 5 artefact (no kernel source), usage errors (no folder,
+--shapes past the sets, the folder a file). The tree's weights check: a truncated, a longer and a flipped
 weights.bin refused by model_init.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
