@@ -103,7 +103,7 @@ typedef struct ArtifactPlan {
     size_t src_size;
 } ArtifactPlan;
 
-// h, plan and so describe the first plan (every reader of a one-plan artefact uses them);
+// h, plan, so and src describe the first plan (every reader of a one-plan artefact uses them);
 // plans[0..n_plans) all of them, in the order they were compiled.
 typedef struct ArtifactContents {
     char *path; // the file (or the name given for memory), for messages
