@@ -356,6 +356,15 @@ def main():
         assert compare(orch, cnn, tree, {"image": x}, tmp) == 1
         # Not the same values by accident: another input gives other outputs, still identical.
         assert compare(orch, cnn, tree, {"image": x * 3 + 0.5}, tmp) == 1
+        # -r N: N more runs timed, the outputs those of the last, the same bits.
+        raw = os.path.join(tmp, "in0.bin")
+        y1, y2 = os.path.join(tmp, "r1.bin"), os.path.join(tmp, "r2.bin")
+        model, weights = os.path.join(tree, "model"), os.path.join(tree, "weights.bin")
+        p1 = run([model, weights, raw, y1])
+        p2 = run([model, "-r", "3", weights, raw, y2])
+        assert p1.returncode == 0 and p2.returncode == 0, p1.stderr + p2.stderr
+        assert re.match(r"3 runs: min [0-9.]+ ms, median [0-9.]+ ms$", p2.stdout), p2.stdout
+        assert open(y1, "rb").read() == open(y2, "rb").read(), "-r changed the outputs"
 
     @case("model_h_api_aligned_misaligned_two_models")
     def _():
