@@ -7,7 +7,8 @@ and exported with `--shapes 2`, and every generated model of tests/models when i
 given (each compiled with one config per kernel; one whose plan leaves kernels to an
 interpreter must be refused naming the launch, and orch info must say so). model.h's API from a
 C program of its own: buffers 64-byte aligned and misaligned by 4 bytes (model_run's staging)
-give the same bits, two Models run at once, a NULL buffer refused.
+give the same bits, two Models run at once, a NULL buffer refused; model.c and main.c compile
+without a warning under -std=c11 -Wall -Wextra -pedantic, model.h as C++.
 Refusals: a MatMul, Relu, Compress model (Compress on the operator interpreter) naming the
 launch, op and node; a CUDA artefact (the header's target rewritten, its checksum recomputed)
 with "not supported yet", a format 5 artefact (no kernel source), usage errors (no folder,
@@ -377,6 +378,15 @@ def main():
         assert p.returncode == 0, f"cc exited {p.returncode}: {p.stderr[-2000:]}"
         p = run([exe, os.path.join(tree, "weights.bin")])
         assert p.returncode == 0, f"exit {p.returncode}: {p.stdout}{p.stderr}"
+        # The tree's own files compile without a warning under strict C11, model.h as C++ too.
+        for f in ("model.c", "main.c"):
+            p = run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wshadow", "-pedantic", "-Werror",
+                     "-c", os.path.join(tree, f), "-o", os.devnull])
+            assert p.returncode == 0, f"{f}: {p.stderr[-2000:]}"
+        if shutil.which("c++"):
+            p = run(["c++", "-Wall", "-Werror", "-fsyntax-only", "-x", "c++",
+                     os.path.join(tree, "model.h")])
+            assert p.returncode == 0, f"model.h as C++: {p.stderr[-2000:]}"
         assert "same bits: aligned, misaligned, two models" in p.stdout, p.stdout
         assert "input 'image' has no buffer" in p.stderr, p.stderr
 

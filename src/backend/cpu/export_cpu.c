@@ -206,26 +206,28 @@ static void tensor_table(StrBuf *b, const char *name, const PrimGraph *pg, const
 }
 
 static const char MODEL_H[] =
-    "// The model orch export wrote: model_init loads the weights file, model_run runs it,\n"
+    "// model.h (orch export): model_init loads the weights file, model_run runs the model,\n"
     "// model_free frees it. Buffers are dense, row-major, in model_inputs' / model_outputs' "
     "order.\n"
     "#ifndef ORCH_EXPORTED_MODEL_H\n"
     "#define ORCH_EXPORTED_MODEL_H\n"
     "#include <stddef.h>\n"
-    "typedef struct ModelTensor {\n"
-    "    const char *name, *dtype; // the ONNX name; \"float32\", \"int64\", ...\n"
-    "    int rank;\n"
-    "    long long dims[8];\n"
-    "    size_t bytes;\n"
-    "} ModelTensor;\n"
+    "#ifdef __cplusplus\n"
+    "extern \"C\" {\n"
+    "#endif\n"
+    "// name: the ONNX name; dtype: \"float32\", \"int64\", ...; bytes: the buffer's size.\n"
+    "typedef struct ModelTensor { const char *name, *dtype; int rank; long long dims[8]; size_t "
+    "bytes; } ModelTensor;\n"
     "extern const int model_num_inputs, model_num_outputs;\n"
     "extern const ModelTensor model_inputs[], model_outputs[];\n"
     "typedef struct Model Model;\n"
-    "// NULL on failure (the reason on stderr): an unreadable or damaged weights file, no memory.\n"
-    "Model *model_init(const char *weights_path);\n"
+    "Model *model_init(const char *weights_path); // NULL on failure (the reason on stderr)\n"
     "// 0, or nonzero with the reason on stderr. One run at a time per Model.\n"
     "int model_run(Model *m, const void *const *inputs, void *const *outputs);\n"
     "void model_free(Model *m); // accepts NULL\n"
+    "#ifdef __cplusplus\n"
+    "}\n"
+    "#endif\n"
     "#endif\n";
 
 static const char MAIN_C[] =
@@ -235,6 +237,7 @@ static const char MAIN_C[] =
     "// output's (numpy: np.fromfile(path, dtype).reshape(shape)), in model.h's order. -r N: N "
     "more\n"
     "// runs after the first, timed (min and median).\n"
+    "#define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11\n"
     "#include \"model.h\"\n"
     "\n"
     "#include <stdio.h>\n"
@@ -502,12 +505,18 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
         }
     }
     sb_puts(b, "    return m;\n}\n\n");
-    sb_puts(b, "static int run_fail(int launch, const char *kernel, const char *nodes, int st) {\n"
-               "    fprintf(stderr, \"model_run: launch %d (%s, ONNX nodes %s): %s (status "
-               "%d)\\n\", launch, kernel,\n"
-               "            nodes, st == 1 ? \"an index operand is out of range\" : st == 2 ? "
-               "\"out of memory\" : \"failed\", st);\n"
-               "    return st;\n}\n\n");
+    bool op_kernels = false;
+    for (int i = 0; i < P->n_launches; i++)
+        op_kernels = op_kernels || (P->launches[i].kind == PLAN_GENERATED &&
+                                    ckernel_op_abi(pg->prims[P->launches[i].sink]));
+    if (op_kernels)
+        sb_puts(b,
+                "static int run_fail(int launch, const char *kernel, const char *nodes, int st) {\n"
+                "    fprintf(stderr, \"model_run: launch %d (%s, ONNX nodes %s): %s (status "
+                "%d)\\n\", launch, kernel,\n"
+                "            nodes, st == 1 ? \"an index operand is out of range\" : st == 2 ? "
+                "\"out of memory\" : \"failed\", st);\n"
+                "    return st;\n}\n\n");
     sb_printf(b,
               "int model_run(Model *m, const void *const *inputs, void *const *outputs) {\n"
               "    const uint8_t *x[%d];\n    uint8_t *y[%d];\n",
