@@ -182,6 +182,10 @@ typedef struct orch_compile_options {
     // one set input_shapes gives.
     const char *const *shape_sets;
     int n_shape_sets;
+    // The GPUs that measure on target "cuda" (orch compile --gpus): "all" (NULL: every GPU of
+    // GPU 0's kind), a count ("2"), or ordinals including 0 ("0,2"); the plan does not depend on
+    // it, only the tuning's wall time. Malformed, or given for target "cpu": ORCH_ERR_USAGE.
+    const char *gpus;
 } orch_compile_options;
 
 // Compiles the ONNX model at onnx_path into the artefact out_path (written atomically; left

@@ -564,7 +564,7 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
             jobs: int | None = None, time_limit: float | None = None,
             attention_rewrite: bool = False, half_storage: bool = False,
             no_mlp_chains: bool = False, no_attention: bool = False, layout: str | None = None,
-            explain: int = 0, strict: bool = False) -> Session:
+            explain: int = 0, strict: bool = False, gpus: str | int | None = None) -> Session:
     """Compiles the ONNX model at onnx_path for `target` into the artefact artifact_path
     (orch_compile: tunes kernels on this machine, solves which to run, builds and checks the
     result against the reference interpreter; written atomically, untouched on failure) and
@@ -586,7 +586,8 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
     cores), time_limit seconds for the solver, attention_rewrite, half_storage (with fp16/bf16
     on cuda), no_mlp_chains, no_attention, layout ("auto", "nchw", "nhwc"), explain (1 or 2:
     why each matmul/conv runs where it does, with verbose), strict (fail with
-    Status.UNSUPPORTED where a kernel is not generated instead of interpreting it).
+    Status.UNSUPPORTED where a kernel is not generated instead of interpreting it), gpus (on
+    cuda, the GPUs that measure: "all" or None, a count, or ordinals with 0 as "0,2").
 
     Raises Error with orch's status and message (an unsupported operator: Status.UNSUPPORTED,
     naming the ops and nodes; a bad option: Status.USAGE)."""
@@ -599,7 +600,8 @@ def compile(onnx_path: PathLike, artifact_path: PathLike, *, target: str = "cpu"
         time_limit=float(time_limit or 0), verbose=int(bool(verbose)),
         precision=_str_arg(precision), half_storage=int(bool(half_storage)),
         no_mlp_chains=int(bool(no_mlp_chains)), no_attention=int(bool(no_attention)),
-        layout=_str_arg(layout), explain=int(explain), strict=int(bool(strict)))
+        layout=_str_arg(layout), explain=int(explain), strict=int(bool(strict)),
+        gpus=_str_arg(gpus))
     ctx = _ctx()
     rc = lib.orch_compile(ctx, os.fsencode(onnx_path), opt, os.fsencode(artifact_path))
     _check(ctx, rc, "orch_compile")

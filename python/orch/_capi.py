@@ -59,6 +59,7 @@ class CompileOptions(ctypes.Structure):
         ("strict", ctypes.c_int),
         ("shape_sets", ctypes.POINTER(ctypes.c_char_p)),
         ("n_shape_sets", ctypes.c_int),
+        ("gpus", ctypes.c_char_p),
     ]
 
 

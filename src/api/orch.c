@@ -197,6 +197,7 @@ orch_status orch_compile(orch_ctx *ctx, const char *onnx_path, const orch_compil
                                     "(put every shape set in shape_sets)");
     co.shape_sets = opt->shape_sets;
     co.n_shape_sets = opt->n_shape_sets;
+    co.gpus = opt->gpus;
     if (co.threads < 0 || co.top_k < 0 || co.jobs < 0 || co.time_limit < 0)
         return (orch_status)err_set(&ctx->err, ST_USAGE,
                                     "orch_compile_options: negative threads/top_k/jobs/time_limit");

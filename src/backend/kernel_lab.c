@@ -1,8 +1,10 @@
 // What every target's kernel lab shares (kernel_lab.h): kernel names, precisions, the
-// tolerances of the checks, and the timings' summary and stability rule with the machine's load.
+// tolerances of the checks, the timings' summary and stability rule with the machine's load, and
+// which devices of a machine measure (--gpus) with the queue their workers share.
 // The labs themselves are the targets' (cpu/lab_cpu.c, cuda/cuda_lab.c).
 #include "kernel_lab.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,4 +182,126 @@ double lab_machine_load(void) {
     }
     double avg[1];
     return getloadavg(avg, 1) == 1 ? avg[0] : -1;
+}
+
+// ---- several devices ----
+
+#define DEVICES_FORMS "expects all, a count of GPUs (1 or more) or a list of ordinals (0,1,3)"
+
+int lab_devices_parse(const char *s, LabDeviceSpec *spec, Err *e) {
+    memset(spec, 0, sizeof *spec);
+    if (!s || strcmp(s, "all") == 0)
+        return ST_OK;
+    if (!*s)
+        return err_set(e, ST_USAGE, "--gpus " DEVICES_FORMS ", got an empty value");
+    bool list = strchr(s, ',') != NULL;
+    const char *p = s;
+    int n = 0;
+    for (;;) {
+        if (*p < '0' || *p > '9')
+            return err_set(e, ST_USAGE, "--gpus " DEVICES_FORMS ", got '%s'", s);
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || v > 1 << 20)
+            return err_set(e, ST_USAGE, "--gpus: '%s' is out of range", s);
+        if (!list) {
+            if (*end)
+                return err_set(e, ST_USAGE, "--gpus " DEVICES_FORMS ", got '%s'", s);
+            if (v < 1)
+                return err_set(
+                    e, ST_USAGE,
+                    "--gpus 0: at least one GPU measures (--gpus 1: the target's alone)");
+            spec->count = (int)ORCH_MIN(v, (long)LAB_MAX_DEVICES);
+            return ST_OK;
+        }
+        for (int i = 0; i < n; i++)
+            if (spec->list[i] == (int)v)
+                return err_set(e, ST_USAGE, "--gpus '%s' names GPU %ld twice", s, v);
+        if (n == LAB_MAX_DEVICES)
+            return err_set(e, ST_USAGE, "--gpus '%s' names more than %d GPUs", s, LAB_MAX_DEVICES);
+        spec->list[n++] = (int)v;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return err_set(e, ST_USAGE, "--gpus " DEVICES_FORMS ", got '%s'", s);
+        p = end + 1;
+    }
+    spec->n_list = n;
+    return ST_OK;
+}
+
+// Appends ", GPU i (why)" or "GPU i (why)" to note.
+static void note_left_out(char *note, size_t n, int ordinal, const char *why) {
+    size_t len = strlen(note);
+    if (len + 1 < n)
+        snprintf(note + len, n - len, "%sGPU %d (%s)", len ? ", " : "", ordinal, why);
+}
+
+int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *fp, int home,
+                       int *chosen, int *n_chosen, char *note, size_t note_n, Err *e) {
+    ORCH_ASSERT(home >= 0 && home < n_dev && fp[home]);
+    char left[768] = "", fewer[96] = "";
+    int n = 0;
+    chosen[n++] = home;
+    if (spec->n_list > 0) {
+        bool has_home = false;
+        for (int i = 0; i < spec->n_list; i++)
+            has_home = has_home || spec->list[i] == home;
+        for (int i = 0; i < spec->n_list && has_home; i++)
+            if (spec->list[i] >= n_dev)
+                return err_set(e, ST_USAGE,
+                               "--gpus names GPU %d, but this machine has %d (ordinals 0 to %d)",
+                               spec->list[i], n_dev, n_dev - 1);
+        if (!has_home)
+            return err_set(e, ST_USAGE,
+                           "--gpus leaves out GPU %d, the device orch compiles for and checks the "
+                           "artefact on; list it too (CUDA_VISIBLE_DEVICES chooses which GPU is "
+                           "device %d)",
+                           home, home);
+        for (int i = 0; i < spec->n_list; i++) {
+            int o = spec->list[i];
+            if (o == home)
+                continue;
+            if (!fp[o] || strcmp(fp[o], fp[home]) != 0)
+                note_left_out(left, sizeof left, o,
+                              fp[o] ? "another kind of device" : "unreadable");
+            else
+                chosen[n++] = o;
+        }
+    } else {
+        int want = spec->count > 0 ? spec->count : LAB_MAX_DEVICES;
+        int same = 1;
+        for (int o = 0; o < n_dev; o++) {
+            if (o == home)
+                continue;
+            if (!fp[o] || strcmp(fp[o], fp[home]) != 0) {
+                note_left_out(left, sizeof left, o,
+                              fp[o] ? "another kind of device" : "unreadable");
+                continue;
+            }
+            same++;
+            if (n < want)
+                chosen[n++] = o;
+            else if (spec->count == 0)
+                note_left_out(left, sizeof left, o, "past the most a lab uses");
+        }
+        if (spec->count > same)
+            snprintf(fewer, sizeof fewer, "%d GPUs asked, %d identical to GPU %d", spec->count,
+                     same, home);
+    }
+    *n_chosen = n;
+    if (note_n)
+        snprintf(note, note_n, "%s%s%s%s", left[0] ? "left out: " : "", left,
+                 left[0] && fewer[0] ? "; " : "", fewer);
+    return ST_OK;
+}
+
+void lab_queue_init(LabQueue *q, int n) {
+    q->n = n;
+    q->next = 0;
+}
+
+int lab_queue_take(LabQueue *q) {
+    return q->next < q->n ? q->next++ : -1;
 }

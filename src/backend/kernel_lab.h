@@ -50,6 +50,8 @@ typedef struct LabJob {
     bool unstable;  // still unstable after LAB_ATTEMPTS timings: a suspect time (lab_summarise)
     int attempts;   // timings taken (1 when the first was stable)
     double max_err; // largest |got - ref| / (|ref| + scale) seen by the check
+    int device;     // the device that ran it (a GPU's ordinal); -1 when none did (a build that
+                    // failed); the CPU lab leaves it as the caller set it
     char note[256]; // why it failed
 } LabJob;
 
@@ -66,6 +68,12 @@ typedef struct LabOptions {
     // Called when a job has its result (to store it at once) and for progress lines.
     void (*on_result)(void *ctx, const LabJob *j, int done, int total);
     void *ctx;
+    // Where set, called with a line for the compile's log (a device left out of the measuring,
+    // and why); never for a job's own result.
+    void (*on_note)(void *ctx, const char *line);
+    // Where set, the wall seconds spent building the jobs' kernels and measuring them (checks and
+    // timings on the devices) are added to these (a lab that does not split its time leaves them).
+    double *build_s, *measure_s;
     // When set, the modules the lab built (whole units) are handed over instead of freed:
     // appended to *keep (realloc'd), *n_keep counts them; the caller passes them to the target's
     // build (which may reuse one as the artefact's module, saving a build) and frees them with
@@ -109,6 +117,53 @@ void lab_summarise(double *samples, int n, double load, int threads, LabTiming *
 double lab_machine_load(void);
 // Test hook: a load lab_machine_load returns instead of reading the machine (negative: none).
 void lab_set_load_override(double load);
+
+// ---- measuring on several devices of one machine ----
+// A lab may spread its jobs over several identical devices (the GPUs of one host): built once,
+// then each device's worker takes the next job from one queue, so a device that finishes early
+// takes more and the N devices take about 1/N of the time. Only devices whose fingerprint equals
+// the target device's measure: a time is then the same whichever of them took it, and the
+// profile database keeps one row per (signature, fingerprint, config) as with one device.
+#define LAB_MAX_DEVICES 16
+
+// Which devices measure: orch compile --gpus all|N|LIST.
+typedef struct LabDeviceSpec {
+    int count;                 // 0: every identical device; else at most this many
+    int n_list;                // > 0: exactly these ordinals (count is then 0)
+    int list[LAB_MAX_DEVICES]; // in the order given, no repeats
+} LabDeviceSpec;
+
+// Parses "all" (NULL too), a count N >= 1, or a comma-separated list of ordinals ("0,2") into
+// *spec. ST_USAGE naming the text and the expected forms for anything else (a repeat, a negative
+// ordinal, more than LAB_MAX_DEVICES entries, 0 as a count).
+int lab_devices_parse(const char *s, LabDeviceSpec *spec, Err *e);
+
+// The devices that measure, from n_dev devices whose fingerprints are fp[0..n_dev) (a NULL entry:
+// a device that could not be read), for the target device `home` (its fingerprint fp[home]):
+//   all: home, then every other device with home's fingerprint in ordinal order;
+//   N:   the first N of those (fewer identical devices than N: all of them, said in the note);
+//   a list: the listed devices, home first, which must include home (the device the compile
+//        targets and checks its artefact on) and exist; a listed device with another fingerprint
+//        is left out.
+// At most LAB_MAX_DEVICES. Writes the ordinals to chosen (home first) and their count (>= 1) to
+// *n_chosen; note gets one line naming every device left out and why ("" when none was).
+// ST_USAGE for a list without home or with an ordinal the machine lacks.
+int lab_devices_select(const LabDeviceSpec *spec, int n_dev, const char *const *fp, int home,
+                       int *chosen, int *n_chosen, char *note, size_t note_n, Err *e);
+
+// The order jobs are measured in, shared by the workers of several devices: items in one
+// sequence, each taken once, in sequence order, by whichever worker asks next, so a device that
+// finishes its job early takes the next one and N equal devices each take about 1/N. With one
+// worker the items are taken exactly in sequence order, so one device measures as the
+// single-device lab always did. The caller serialises calls (the lab holds a mutex).
+typedef struct LabQueue {
+    int n;
+    int next; // every item before it is taken
+} LabQueue;
+
+void lab_queue_init(LabQueue *q, int n);
+// The next item, marked taken; -1 when none is left.
+int lab_queue_take(LabQueue *q);
 
 // The function name a job's kernel gets in its unit: "orch_k<signature hex>_<config hash hex>".
 void lab_kernel_name(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, char *buf,

@@ -104,6 +104,9 @@ typedef struct TargetOptions {
     bool half_storage;   // tensors stored in the reduced type (fp16 / bf16); the float32
                          // products left (tensors kept float32 for their range) stay exact
     int threads;         // the kernels' host threads (CPU; 0: every core this process may use)
+    const char *gpus;    // the GPUs the lab measures on (CUDA): "all" (NULL too), a count or a
+                         // list of ordinals (kernel_lab.h's lab_devices_parse); never changes
+                         // what is emitted or chosen, only how fast tuning goes
 } TargetOptions;
 
 // One machine as a backend sees it, for one compile: the detected hardware (the profile
@@ -198,6 +201,10 @@ typedef struct Target {
     // times the jobs (kernel_lab.h).
     int (*lab_run)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                    void **values, struct LabJob *jobs, int n, const struct LabOptions *lo, Err *e);
+    // The devices the lab measures on: their count (ordinals in ordinals[0..count), at most
+    // max), and in note one line for the compile's log naming any device of the machine left out
+    // and why ("" when none was). NULL where the lab runs on the host alone (the CPU).
+    int (*lab_devices)(const TargetMachine *m, int *ordinals, int max, char *note, size_t note_n);
     // Builds the chosen kernels (cands[i] with cfgs[i], named names[i]; a name listed twice is
     // built once) into the module the artefact carries (*blob, malloc'd; NULL, 0 for n = 0).
     // lab_modules: what lab_run handed over through LabOptions.keep, which the build may reuse.

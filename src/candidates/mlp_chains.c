@@ -16,14 +16,17 @@
 // half layer: the CAST to a float32 model output that half storage ends with; no layer follows
 // it, its input must be half), every tensor made on the way read only inside the epilogue and no
 // graph output: a bias and activation, a gate f(t + b) * g(x), a residual x + f(t + b), any
-// elementwise function of (t, x). Layer i+1 follows layer i when the end y of layer i's epilogue
-// is no graph output and is read by layer i+1's LINEAR as its left operand and otherwise only by
-// layer i+1's epilogue (whose x it is). Every contiguous run of 2..MLP_MAX_LAYERS layers of a chain
-// becomes a candidate: its LINEARs and their epilogues; the last layer keeps its whole epilogue.
-// Where the run's first input is a half tensor made by a one-instruction CAST from float32 and read
-// by that layer and its epilogue alone (half storage's twin of a float32 model input), the run is
-// proposed a second time with the CAST in it, so the kernel reads the float32 tensor and rounds it
-// as it loads it instead of a kernel of its own writing the half copy.
+// elementwise function of (t, x); row reductions (sums and means over the last axis into [..., 1]
+// statistics that later steps broadcast back) may sit among them, so a LayerNorm between layers
+// (LN(f(t + b)), f(LN(t + b)), LN(x + f(t + b))) belongs to the layer before it. Layer i+1 follows
+// layer i when the end y of layer i's epilogue is no graph output and is read by layer i+1's LINEAR
+// as its left operand and otherwise only by layer i+1's epilogue (whose x it is). Every contiguous
+// run of 2..MLP_MAX_LAYERS layers of a chain becomes a candidate: its LINEARs and their epilogues;
+// the last layer keeps its whole epilogue. Where the run's first input is a half tensor made by a
+// one-instruction CAST from float32 and read by that layer and its epilogue alone (half storage's
+// twin of a float32 model input), the run is proposed a second time with the CAST in it, so the
+// kernel reads the float32 tensor and rounds it as it loads it instead of a kernel of its own
+// writing the half copy.
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -31,7 +34,7 @@
 
 #define MLP_MAX_LAYERS 8
 #define MLP_MAX_WIDTH 256
-#define MLP_MAX_EPI 16 // epilogue primitives per layer (merged graphs have one or two)
+#define MLP_MAX_EPI 16 // epilogue primitives per layer (merged graphs: one or two; a LayerNorm 8)
 
 bool cand_mlp_layer_ok(const PrimGraph *pg, const Prim *p) {
     if (p->kind != PRIM_LINEAR || p->lin.op != LIN_MATMUL || p->n_in != 2 || p->n_out != 1 ||
@@ -71,20 +74,42 @@ static bool has(const int *v, int n, int x) {
     return false;
 }
 
+// Whether tensor o has the product's shape `t` (full), or its row shape [..., 1] (!full).
+static bool layer_shaped(const Tensor *o, const Tensor *t, bool full) {
+    if (o->rank != t->rank)
+        return false;
+    for (int d = 0; d + 1 < t->rank; d++)
+        if (o->dims[d] != t->dims[d])
+            return false;
+    return o->dims[t->rank - 1] == (full ? t->dims[t->rank - 1] : 1);
+}
+
 // Whether primitive q may join layer lin's epilogue, whose tensors so far are the product t and
-// the outputs of the primitives in epi (n of them), x being the layer's input: an ELEMWISE
-// primitive of the layer's segment with one output of the product's shape (its dtype, or float32
-// after a half layer) whose operands are those tensors, x, or constants.
+// the outputs of the primitives in epi (n of them), x being the layer's input: a primitive of
+// the layer's segment with one output whose operands are those tensors, x, or constants; either
+// ELEMWISE, its output of the product's shape or of its row shape [..., 1] (a row statistic), in
+// the product's dtype or float32 (float64: the LayerNorm rule's mean), or a row reduction: a sum
+// or mean over the last axis, keepdims, of a tensor of the product's shape into a float row
+// statistic (a LayerNorm's mean and variance; the row is whole in a chain's tile).
 static bool epi_prim_ok(const Chains *C, int lin, int q, const int *epi, int n, int x) {
     const PrimGraph *pg = C->pg;
     const Prim *p = pg->prims[q];
     int t = pg->prims[lin]->out[0];
-    if (p->kind != PRIM_ELEMWISE || C->segment_of_prim[q] != C->segment_of_prim[lin] ||
-        p->n_out != 1 || p->out[0] < 0 || has(epi, n, q))
+    if ((p->kind != PRIM_ELEMWISE && p->kind != PRIM_REDUCE) ||
+        C->segment_of_prim[q] != C->segment_of_prim[lin] || p->n_out != 1 || p->out[0] < 0 ||
+        has(epi, n, q))
         return false;
     const Tensor *o = pg->tensors[p->out[0]], *shape = pg->tensors[t];
-    if ((o->dtype != shape->dtype && o->dtype != DT_FLOAT) || !tensor_same_shape(o, shape))
+    if (p->kind == PRIM_REDUCE) {
+        if (p->n_in != 1 || p->in[0] < 0 || (p->red.op != RED_SUM && p->red.op != RED_MEAN) ||
+            p->red.axes != 1u << (shape->rank - 1) || !p->red.keepdims ||
+            !dtype_is_float(o->dtype) || !layer_shaped(o, shape, false) ||
+            !layer_shaped(pg->tensors[p->in[0]], shape, true))
+            return false;
+    } else if ((o->dtype != shape->dtype && o->dtype != DT_FLOAT && o->dtype != DT_DOUBLE) ||
+               !(layer_shaped(o, shape, true) || layer_shaped(o, shape, false))) {
         return false;
+    }
     for (int j = 0; j < p->n_in; j++) {
         int u = p->in[j];
         bool made = false;
@@ -100,8 +125,9 @@ static bool epi_prim_ok(const Chains *C, int lin, int q, const int *epi, int n, 
 // pattern. First the closure: every ELEMWISE primitive that reads only t, x, constants and
 // tensors of the closure (in the order found, a topological one; x's own readers such as a gate
 // g(x) included). Then the tail: the latest tensor y of the closure (or t itself) such that
-// y depends on t, and every other tensor that y's computation makes inside the closure (t
-// included) is read only by that computation and is no graph output; the epilogue is y's
+// y depends on t, has t's shape and dtype (or float32), and every other tensor that y's
+// computation makes inside the closure (t included) is read only by that computation and is no
+// graph output; the epilogue is y's
 // ancestors in the closure. So gated f(t + b) * g(x), residual x + f(t + b) and any other
 // elementwise function of (t, x) are one layer, and a reader outside stops the epilogue before
 // it. Writes the primitives into epi (at most MLP_MAX_EPI), returns their count; *tail receives y.
@@ -129,6 +155,9 @@ static int epilogue(const Chains *C, int lin, int *epi, int *tail) {
     // Tails, latest first; t itself (no epilogue) always qualifies.
     for (int yi = nc - 1; yi >= 0; yi--) {
         int y = pg->prims[clo[yi]]->out[0];
+        const Tensor *ty = pg->tensors[y], *tt = pg->tensors[t];
+        if (!layer_shaped(ty, tt, true) || (ty->dtype != tt->dtype && ty->dtype != DT_FLOAT))
+            continue; // a row statistic or a float64 intermediate is no layer's result
         // Ancestors of y in the closure (the closure's order is topological: walk it backwards).
         bool need[MLP_MAX_EPI] = {false};
         need[yi] = true;

@@ -71,7 +71,8 @@ static bool claim_epilogue(MlpChain *m, int l) {
         const Prim *p = pg->prims[m->c->prims[i]];
         if (m->owner[i] == l)
             continue; // reached twice (a diamond)
-        if (m->owner[i] != -2 || p->kind != PRIM_ELEMWISE || p->n_out != 1)
+        if (m->owner[i] != -2 || (p->kind != PRIM_ELEMWISE && p->kind != PRIM_REDUCE) ||
+            p->n_out != 1)
             return false;
         m->owner[i] = l;
         for (int j = 0; j < p->n_in; j++) {
@@ -81,6 +82,39 @@ static bool claim_epilogue(MlpChain *m, int l) {
         }
     }
     return on_t;
+}
+
+// Whether tensor u has layer l's output shape (full) or its row shape [lead..., 1] (!full).
+static bool layer_shaped(const MlpChain *m, int l, int u, bool full) {
+    const Tensor *t = mt(m, u);
+    if (t->rank != m->rank)
+        return false;
+    for (int d = 0; d + 1 < m->rank; d++)
+        if (t->dims[d] != m->lead[d])
+            return false;
+    return t->dims[m->rank - 1] == (full ? m->N[l] : 1);
+}
+
+// Epilogue primitive k of layer l: an ELEMWISE one writes a tensor of the layer's output shape
+// or of its row shape (numpy broadcasting then reads a row statistic along its own row); a REDUCE
+// one is a row reduction (MlpChain.red), recorded in the layer's list.
+static bool epi_shape_ok(MlpChain *m, int l, int k) {
+    const Prim *p = m->pg->prims[k];
+    int o = p->out[0];
+    if (o < 0)
+        return false;
+    if (p->kind == PRIM_ELEMWISE)
+        return layer_shaped(m, l, o, true) || layer_shaped(m, l, o, false);
+    const Tensor *in = p->n_in == 1 && p->in[0] >= 0 ? mt(m, p->in[0]) : NULL;
+    if (!in || (p->red.op != RED_SUM && p->red.op != RED_MEAN) ||
+        p->red.axes != 1u << (m->rank - 1) || !p->red.keepdims ||
+        !layer_shaped(m, l, p->in[0], true) || !layer_shaped(m, l, o, false) ||
+        !dtype_is_float(in->dtype) || !dtype_is_float(mt(m, o)->dtype) ||
+        m->n_red[l] == MLP_RED_MAX)
+        return false;
+    m->red[l][m->n_red[l]++] = k;
+    m->any_red = true;
+    return true;
 }
 
 bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
@@ -96,7 +130,7 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
             if (m->n == MLP_LAYERS_MAX || !cand_mlp_layer_ok(pg, p))
                 return false;
             m->lin[m->n++] = c->prims[i];
-        } else if (p->kind != PRIM_ELEMWISE || p->n_out != 1) {
+        } else if ((p->kind != PRIM_ELEMWISE && p->kind != PRIM_REDUCE) || p->n_out != 1) {
             return false;
         }
     }
@@ -146,10 +180,11 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
         m->epi[l] = m->act[l] != m->tl[l];
     }
     // Every ELEMWISE primitive in exactly one layer's epilogue (or the input's CAST).
-    for (int i = 0; i < c->n_prims; i++)
-        m->owner[i] = pg->prims[c->prims[i]]->kind == PRIM_ELEMWISE && c->prims[i] != m->x_cast_prim
-                          ? -2
-                          : -1;
+    for (int i = 0; i < c->n_prims; i++) {
+        PrimKind k = pg->prims[c->prims[i]]->kind;
+        m->owner[i] =
+            (k == PRIM_ELEMWISE || k == PRIM_REDUCE) && c->prims[i] != m->x_cast_prim ? -2 : -1;
+    }
     for (int l = 0; l < m->n; l++) {
         if (m->act[l] == m->in[l] || !claim_epilogue(m, l))
             return false;
@@ -158,7 +193,7 @@ bool mlp_analyse(const PrimGraph *pg, const Candidate *c, MlpChain *m) {
         m->any_xin = m->any_xin || m->xin[l];
     }
     for (int i = 0; i < c->n_prims; i++)
-        if (m->owner[i] == -2)
+        if (m->owner[i] == -2 || (m->owner[i] >= 0 && !epi_shape_ok(m, m->owner[i], c->prims[i])))
             return false;
     // Every layer's tensors of one dtype (each is one by cand_mlp_layer_ok), so that the layers'
     // products feed each other as they are.

@@ -8,16 +8,10 @@
 #include <string.h>
 
 const char *opq_op_name(OpqOp op) {
-    static const char *names[] = {"topk",
-                                  "cumsum",
-                                  "hardmax",
-                                  "trilu",
-                                  "gather_elements",
-                                  "scatter_elements",
-                                  "gather_nd",
-                                  "scatter_nd",
-                                  "one_hot",
-                                  "reverse_sequence"};
+    static const char *names[OPQ_OP_COUNT] = {
+        "topk",        "cumsum",    "hardmax",          "trilu",       "gather",
+        "gather_elements", "scatter_elements", "gather_nd", "scatter_nd", "one_hot",
+        "reverse_sequence", "lp_pool", "grid_sample", "roi_align"};
     return (unsigned)op < OPQ_OP_COUNT ? names[op] : "?";
 }
 
@@ -251,6 +245,23 @@ static bool analyse_op(const PrimGraph *pg, const Prim *p, OpqSpec *s, char *why
             return refuse(why, wn, "LpPool over %s%s", dtype_name(x->dtype), "");
         return true;
     }
+    if (op_is(n, "GridSample")) {
+        s->op = OPQ_GRID_SAMPLE;
+        Err e = {0};
+        if (!a1 || gridsample_geom(n, x, a1, &s->gs, &e) != ST_OK)
+            return refuse(why, wn, "GridSample over %s%s", dtype_name(x->dtype), "");
+        s->dt2 = a1->dtype;
+        return true;
+    }
+    if (op_is(n, "RoiAlign")) {
+        s->op = OPQ_ROI_ALIGN;
+        Err e = {0};
+        if (!a1 || !a2 || roialign_geom(n, x, a1, a2, &s->ra, &e) != ST_OK)
+            return refuse(why, wn, "RoiAlign over %s%s", dtype_name(x->dtype), "");
+        s->dt2 = a1->dtype;
+        s->idx_dt = a2->dtype;
+        return true;
+    }
     return refuse(why, wn, "no operator kernel for %s%s", n->op, "");
 }
 
@@ -368,6 +379,22 @@ void opq_work(const PrimGraph *pg, const OpqSpec *s, OpqWork *w) {
         w->units = s->dims[0] * s->dims[1];
         w->inner = s->rest;
         break;
+    case OPQ_GRID_SAMPLE: { // an output element reads 1, 4 or 16 pixels
+        int taps = s->gs.mode == SAMPLE_NEAREST ? 1 : s->gs.mode == SAMPLE_LINEAR ? 4 : 16;
+        w->elems = (double)tensor_numel(pg->tensors[p->out[0]]);
+        w->ops = 8.0 * taps;
+        w->units = s->gs.N * s->gs.C * s->gs.HO;
+        w->inner = s->gs.WO;
+        break;
+    }
+    case OPQ_ROI_ALIGN: { // samples a bin: the fixed ratio's, else about 2 x 2
+        double sr = s->ra.sampling_ratio > 0 ? (double)s->ra.sampling_ratio : 2.0;
+        w->elems = (double)tensor_numel(pg->tensors[p->out[0]]);
+        w->ops = 30.0 * sr * sr;
+        w->units = s->ra.R * s->ra.C;
+        w->inner = s->ra.OH * s->ra.OW;
+        break;
+    }
     default: break;
     }
 }

@@ -16,6 +16,7 @@
 
 #include "../candidates/candidates.h"
 #include "../ops/pool.h"
+#include "../ops/sample.h"
 
 typedef enum OpqOp {
     OPQ_TOPK,
@@ -30,6 +31,8 @@ typedef enum OpqOp {
     OPQ_ONE_HOT,
     OPQ_REVERSE_SEQUENCE,
     OPQ_LP_POOL,
+    OPQ_GRID_SAMPLE,
+    OPQ_ROI_ALIGN,
     OPQ_OP_COUNT
 } OpqOp;
 
@@ -75,6 +78,11 @@ typedef struct OpqSpec {
     int64_t rest;
     // LpPool: the window geometry (pool_geom, as the reference op reads it).
     PoolGeom pool;
+    // GridSample, RoiAlign: their geometry (src/ops/sample.h) and the grid's or the ROIs' dtype
+    // (dt2); RoiAlign's batch indices are idx_dt.
+    GridSampleGeom gs;
+    RoiAlignGeom ra;
+    DType dt2;
 } OpqSpec;
 
 const char *opq_op_name(OpqOp op);

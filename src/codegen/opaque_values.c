@@ -244,3 +244,347 @@ void opq_emit_out_ptr(StrBuf *b, OpqDialect d, int indent, const char *ct, const
     sb_line(b, indent, "%s *%s %s = (%s *)%s;\n", ct, cuda ? "__restrict__" : "restrict", name, ct,
             cuda ? "a.out" : "out[0]");
 }
+
+// ---- GridSample, RoiAlign ----
+
+// The helpers' head: `static inline` in C, a forced-inline device function in CUDA.
+static const char *helper_qual(OpqDialect d) {
+    return d == OPQ_DIALECT_CUDA ? "static __device__ __forceinline__" : "static inline";
+}
+
+// fn_ld (a data element as double) and fn_lc (a grid or ROI coordinate as double).
+static void emit_loads(StrBuf *b, OpqDialect d, const char *fn, DType xt, DType ct) {
+    char v[96];
+    opq_load_f(xt, "v", v, sizeof v);
+    sb_printf(b, "%s double %s_ld(%s v) { return (double)%s; }\n", helper_qual(d), fn,
+              cgen_ctype(xt), v);
+    opq_load_f(ct, "v", v, sizeof v);
+    sb_printf(b, "%s double %s_lc(%s v) { return (double)%s; }\n", helper_qual(d), fn,
+              cgen_ctype(ct), v);
+}
+
+// src/ops/sample.c's to_index: a floored coordinate as an index, NaN and huge ones far outside.
+static void emit_to_index(StrBuf *b, OpqDialect d, const char *fn) {
+    sb_printf(b, "%s int64_t %s_ix(double v) {\n", helper_qual(d), fn);
+    sb_line(b, 1, "if (!(v >= -4e15))\n");
+    sb_line(b, 2, "return -(int64_t)4e15;\n");
+    sb_line(b, 1, "return v > 4e15 ? (int64_t)4e15 : (int64_t)v;\n");
+    sb_puts(b, "}\n");
+}
+
+// Every product, sum, difference and quotient below goes through ORCH_SM, ORCH_SA, ORCH_SS and
+// ORCH_SD, each rounded on its own as in the reference op (compiled without contraction): in C
+// the operators under `fp-contract=off`, in CUDA the _rn intrinsics, which nothing fuses.
+static void emit_arith_open(StrBuf *b, OpqDialect d) {
+    if (d == OPQ_DIALECT_CUDA) {
+        sb_puts(b, "#define ORCH_SM(a, b) __dmul_rn(a, b)\n#define ORCH_SA(a, b) __dadd_rn(a, b)\n"
+                   "#define ORCH_SS(a, b) __dsub_rn(a, b)\n#define ORCH_SD(a, b) __ddiv_rn(a, b)\n");
+        return;
+    }
+    sb_puts(b, "#if defined(__clang__)\n#pragma STDC FP_CONTRACT OFF\n#else\n"
+               "#pragma GCC push_options\n#pragma GCC optimize(\"fp-contract=off\")\n#endif\n"
+               "#define ORCH_SM(a, b) ((a) * (b))\n#define ORCH_SA(a, b) ((a) + (b))\n"
+               "#define ORCH_SS(a, b) ((a) - (b))\n#define ORCH_SD(a, b) ((a) / (b))\n");
+}
+
+void opq_emit_sample_close(StrBuf *b, OpqDialect d) {
+    sb_puts(b, "#undef ORCH_SM\n#undef ORCH_SA\n#undef ORCH_SS\n#undef ORCH_SD\n");
+    if (d == OPQ_DIALECT_C)
+        sb_puts(b, "#if defined(__clang__)\n#pragma STDC FP_CONTRACT DEFAULT\n#else\n"
+                   "#pragma GCC pop_options\n#endif\n");
+}
+
+static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    const GridSampleGeom *g = &s->gs;
+    const char *q = helper_qual(d), *xt = cgen_ctype(s->dt);
+    emit_to_index(b, d, fn);
+    if (g->pad == SAMPLE_PAD_REFLECTION) { // gs_reflect
+        sb_printf(b, "%s double %s_reflect(double x, double lo, double hi) {\n", q, fn);
+        sb_line(b, 1, "const double range = ORCH_SS(hi, lo);\n");
+        sb_line(b, 1, "if (!(range > 0))\n");
+        sb_line(b, 2, "return lo;\n");
+        sb_line(b, 1, "if (x < lo) {\n");
+        sb_line(b, 2, "const double dx = ORCH_SS(lo, x), k = floor(ORCH_SD(dx, range));\n");
+        sb_line(b, 2, "const double r = ORCH_SS(dx, ORCH_SM(k, range));\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? ORCH_SA(lo, r) : ORCH_SS(hi, r);\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "if (x > hi) {\n");
+        sb_line(b, 2, "const double dx = ORCH_SS(x, hi), k = floor(ORCH_SD(dx, range));\n");
+        sb_line(b, 2, "const double r = ORCH_SS(dx, ORCH_SM(k, range));\n");
+        sb_line(b, 2, "return fmod(k, 2.0) == 0 ? ORCH_SS(hi, r) : ORCH_SA(lo, r);\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return x;\n");
+        sb_puts(b, "}\n");
+    }
+    // gs_pixel's address: -1 where zero padding reads 0, else the offset of the pixel after
+    // padding (and the clamp, which only guards reflection's result).
+    sb_printf(b, "%s int64_t %s_at(int64_t r, int64_t c) {\n", q, fn);
+    if (g->pad == SAMPLE_PAD_ZEROS) {
+        sb_line(b, 1, "if (c < 0 || c >= %lld || r < 0 || r >= %lld)\n", (long long)g->W,
+                (long long)g->H);
+        sb_line(b, 2, "return -1;\n");
+    } else if (g->pad == SAMPLE_PAD_REFLECTION) {
+        double lo = g->align_corners ? 0 : -0.5;
+        sb_line(b, 1, "c = %s_ix(%s_reflect((double)c, %.17g, %.17g));\n", fn, fn, lo,
+                g->align_corners ? (double)g->W - 1.0 : (double)g->W - 0.5);
+        sb_line(b, 1, "r = %s_ix(%s_reflect((double)r, %.17g, %.17g));\n", fn, fn, lo,
+                g->align_corners ? (double)g->H - 1.0 : (double)g->H - 0.5);
+    }
+    sb_line(b, 1, "c = c < 0 ? 0 : c > %lld ? %lld : c;\n", (long long)g->W - 1,
+            (long long)g->W - 1);
+    sb_line(b, 1, "r = r < 0 ? 0 : r > %lld ? %lld : r;\n", (long long)g->H - 1,
+            (long long)g->H - 1);
+    sb_line(b, 1, "return r * %lld + c;\n", (long long)g->W);
+    sb_puts(b, "}\n");
+    if (g->mode == SAMPLE_CUBIC) {
+        // gs_cubic_coeffs with alpha -0.75 (5, 8 and 4 alpha, alpha + 2 and alpha + 3: exact).
+        sb_printf(b, "%s void %s_cubic(double x, double *c) {\n", q, fn);
+        sb_line(b, 1, "x = fabs(x);\n");
+        sb_line(b, 1,
+                "const double x1 = ORCH_SA(x, 1.0), u = ORCH_SS(1.0, x), w = ORCH_SS(2.0, x);\n");
+        sb_line(b, 1,
+                "c[0] = ORCH_SS(ORCH_SM(ORCH_SA(ORCH_SM(ORCH_SS(ORCH_SM(-0.75, x1), -3.75), x1), "
+                "-6.0), x1), -3.0);\n");
+        sb_line(b, 1,
+                "c[1] = ORCH_SA(ORCH_SM(ORCH_SM(ORCH_SS(ORCH_SM(1.25, x), 2.25), x), x), 1.0);\n");
+        sb_line(b, 1,
+                "c[2] = ORCH_SA(ORCH_SM(ORCH_SM(ORCH_SS(ORCH_SM(1.25, u), 2.25), u), u), 1.0);\n");
+        sb_line(b, 1,
+                "c[3] = ORCH_SS(ORCH_SM(ORCH_SA(ORCH_SM(ORCH_SS(ORCH_SM(-0.75, w), -3.75), w), "
+                "-6.0), w), -3.0);\n");
+        sb_puts(b, "}\n");
+    }
+    // What a grid point reads, the same for every channel: the taps' offsets and the weights
+    // (linear: dx2, dx1 and dy2, dy1; cubic: the x and y coefficients).
+    int taps = g->mode == SAMPLE_NEAREST ? 1 : g->mode == SAMPLE_LINEAR ? 4 : 16;
+    sb_printf(b, "typedef struct %s_plan {\n", fn);
+    sb_line(b, 1, "int64_t off[%d];\n", taps);
+    sb_line(b, 1, "double a[4], b[4];\n");
+    sb_printf(b, "} %s_plan;\n", fn);
+    sb_printf(b, "%s void %s_plan_of(double gx, double gy, %s_plan *P) {\n", q, fn, fn);
+    if (g->align_corners) {
+        sb_line(b, 1, "const double x = ORCH_SM(ORCH_SD(ORCH_SA(gx, 1.0), 2.0), %.17g);\n",
+                (double)(g->W - 1));
+        sb_line(b, 1, "const double y = ORCH_SM(ORCH_SD(ORCH_SA(gy, 1.0), 2.0), %.17g);\n",
+                (double)(g->H - 1));
+    } else {
+        sb_line(b, 1,
+                "const double x = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gx, 1.0), %.17g), 1.0), 2.0);\n",
+                (double)g->W);
+        sb_line(b, 1,
+                "const double y = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gy, 1.0), %.17g), 1.0), 2.0);\n",
+                (double)g->H);
+    }
+    if (g->mode == SAMPLE_NEAREST) {
+        sb_line(b, 1, "P->off[0] = %s_at(%s_ix(nearbyint(y)), %s_ix(nearbyint(x)));\n", fn, fn,
+                fn);
+    } else if (g->mode == SAMPLE_LINEAR) {
+        sb_line(b, 1, "const int64_t x1 = %s_ix(floor(x)), y1 = %s_ix(floor(y));\n", fn, fn);
+        sb_line(b, 1, "P->off[0] = %s_at(y1, x1);\n", fn);
+        sb_line(b, 1, "P->off[1] = %s_at(y1, x1 + 1);\n", fn);
+        sb_line(b, 1, "P->off[2] = %s_at(y1 + 1, x1);\n", fn);
+        sb_line(b, 1, "P->off[3] = %s_at(y1 + 1, x1 + 1);\n", fn);
+        sb_line(b, 1, "P->a[0] = ORCH_SS((double)(x1 + 1), x);\n");
+        sb_line(b, 1, "P->a[1] = ORCH_SS(x, (double)x1);\n");
+        sb_line(b, 1, "P->b[0] = ORCH_SS((double)(y1 + 1), y);\n");
+        sb_line(b, 1, "P->b[1] = ORCH_SS(y, (double)y1);\n");
+    } else {
+        sb_line(b, 1, "const int64_t x0 = %s_ix(floor(x)) - 1, y0 = %s_ix(floor(y)) - 1;\n", fn,
+                fn);
+        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(x, (double)x0), 1.0), P->a);\n", fn);
+        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(y, (double)y0), 1.0), P->b);\n", fn);
+        sb_line(b, 1, "for (int i = 0; i < 4; i++)\n");
+        sb_line(b, 2, "for (int j = 0; j < 4; j++)\n");
+        sb_line(b, 3, "P->off[i * 4 + j] = %s_at(y0 + i, x0 + j);\n", fn);
+    }
+    sb_puts(b, "}\n");
+    // The value of one output element from its image plane and its point's plan
+    // (run_gridsample's arithmetic; a zero-padded tap reads 0).
+    sb_printf(b, "%s double %s_apply(const %s *xp, const %s_plan *P) {\n", q, fn, xt, fn);
+    sb_line(b, 1, "double p[%d];\n", taps);
+    sb_line(b, 1, "for (int t = 0; t < %d; t++)\n", taps);
+    sb_line(b, 2, "p[t] = P->off[t] < 0 ? 0.0 : %s_ld(xp[P->off[t]]);\n", fn);
+    if (g->mode == SAMPLE_NEAREST) {
+        sb_line(b, 1, "return p[0];\n");
+    } else if (g->mode == SAMPLE_LINEAR) {
+        sb_line(b, 1,
+                "return ORCH_SA(ORCH_SM(P->b[0], ORCH_SA(ORCH_SM(P->a[0], p[0]), "
+                "ORCH_SM(P->a[1], p[1]))),\n");
+        sb_line(b, 1,
+                "               ORCH_SM(P->b[1], ORCH_SA(ORCH_SM(P->a[0], p[2]), "
+                "ORCH_SM(P->a[1], p[3]))));\n");
+    } else {
+        sb_line(b, 1, "double row[4];\n");
+        sb_line(b, 1, "for (int i = 0; i < 4; i++)\n");
+        sb_line(b, 2,
+                "row[i] = ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(P->a[0], p[i * 4]), "
+                "ORCH_SM(P->a[1], p[i * 4 + 1])),\n");
+        sb_line(b, 2,
+                "                         ORCH_SM(P->a[2], p[i * 4 + 2])), "
+                "ORCH_SM(P->a[3], p[i * 4 + 3]));\n");
+        sb_line(b, 1,
+                "return ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(P->b[0], row[0]), ORCH_SM(P->b[1], "
+                "row[1])),\n");
+        sb_line(b, 1,
+                "                      ORCH_SM(P->b[2], row[2])), ORCH_SM(P->b[3], row[3]));\n");
+    }
+    sb_puts(b, "}\n");
+}
+
+static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    const RoiAlignGeom *g = &s->ra;
+    const char *q = helper_qual(d), *xt = cgen_ctype(s->dt), *rt = cgen_ctype(s->dt2);
+    static const char *corner[] = {"x1", "y1", "x2", "y2"};
+    sb_printf(b, "%s double %s_max(double a, double b) { return a < b ? b : a; }\n", q, fn);
+    // One ROI's bins: its corner, bin sizes and samples per bin (run_roialign).
+    sb_printf(b, "typedef struct %s_bins {\n", fn);
+    sb_line(b, 1, "double x1, y1, bh, bw;\n");
+    sb_line(b, 1, "int64_t gh, gw;\n");
+    sb_printf(b, "} %s_bins;\n", fn);
+    sb_printf(b, "%s void %s_bins_of(const %s *roi, %s_bins *B) {\n", q, fn, rt, fn);
+    double off = g->half_pixel ? 0.5 : 0.0;
+    sb_line(b, 1, "const double scale = %.17g;\n", g->spatial_scale);
+    for (int i = 0; i < 4; i++)
+        sb_line(b, 1, "const double %s = ORCH_SS(ORCH_SM(%s_lc(roi[%d]), scale), %.17g);\n",
+                corner[i], fn, i, off);
+    sb_line(b, 1, "double rw = ORCH_SS(x2, x1), rh = ORCH_SS(y2, y1);\n");
+    if (!g->half_pixel) {
+        sb_line(b, 1, "rw = %s_max(rw, 1.0);\n", fn);
+        sb_line(b, 1, "rh = %s_max(rh, 1.0);\n", fn);
+    }
+    sb_line(b, 1, "B->x1 = x1;\n");
+    sb_line(b, 1, "B->y1 = y1;\n");
+    sb_line(b, 1, "B->bh = ORCH_SD(rh, %.17g);\n", (double)g->OH);
+    sb_line(b, 1, "B->bw = ORCH_SD(rw, %.17g);\n", (double)g->OW);
+    if (g->sampling_ratio > 0) {
+        sb_line(b, 1, "B->gh = B->gw = %lld;\n", (long long)g->sampling_ratio);
+    } else { // roi_grid
+        sb_line(b, 1,
+                "const double ch = ceil(ORCH_SD(rh, %.17g)), cw = ceil(ORCH_SD(rw, %.17g));\n",
+                (double)g->OH, (double)g->OW);
+        sb_line(b, 1, "B->gh = !(ch > 0) ? 0 : ch > 65536 ? 65536 : (int64_t)ch;\n");
+        sb_line(b, 1, "B->gw = !(cw > 0) ? 0 : cw > 65536 ? 65536 : (int64_t)cw;\n");
+    }
+    sb_puts(b, "}\n");
+    // Sample (iy, ix) of bin (ph, pw): its four pixels' offsets and weights, 0 at offset 0 when
+    // the sample lies more than a pixel outside the map.
+    sb_printf(b,
+              "%s void %s_tap(const %s_bins *B, int64_t ph, int64_t pw, int64_t iy, int64_t ix, "
+              "int64_t *p, double *w) {\n",
+              q, fn, fn);
+    sb_line(b, 1, "const double H = %.17g, W = %.17g;\n", (double)g->H, (double)g->W);
+    sb_line(b, 1, "const double y = ORCH_SA(ORCH_SA(B->y1, ORCH_SM((double)ph, B->bh)),\n");
+    sb_line(b, 1,
+            "                         ORCH_SD(ORCH_SM(ORCH_SA((double)iy, 0.5), B->bh), "
+            "(double)B->gh));\n");
+    sb_line(b, 1, "const double x = ORCH_SA(ORCH_SA(B->x1, ORCH_SM((double)pw, B->bw)),\n");
+    sb_line(b, 1,
+            "                         ORCH_SD(ORCH_SM(ORCH_SA((double)ix, 0.5), B->bw), "
+            "(double)B->gw));\n");
+    sb_line(b, 1, "p[0] = p[1] = p[2] = p[3] = 0;\n");
+    sb_line(b, 1, "w[0] = w[1] = w[2] = w[3] = 0;\n");
+    sb_line(b, 1, "if (!(y >= -1.0 && y <= H && x >= -1.0 && x <= W))\n");
+    sb_line(b, 2, "return;\n");
+    sb_line(b, 1, "double yy = y <= 0 ? 0 : y, xx = x <= 0 ? 0 : x;\n");
+    sb_line(b, 1, "int64_t ylo = (int64_t)yy, xlo = (int64_t)xx, yhi, xhi;\n");
+    sb_line(b, 1, "if (ylo >= %lld) {\n", (long long)g->H - 1);
+    sb_line(b, 2, "yhi = ylo = %lld;\n", (long long)g->H - 1);
+    sb_line(b, 2, "yy = (double)ylo;\n");
+    sb_line(b, 1, "} else {\n");
+    sb_line(b, 2, "yhi = ylo + 1;\n");
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "if (xlo >= %lld) {\n", (long long)g->W - 1);
+    sb_line(b, 2, "xhi = xlo = %lld;\n", (long long)g->W - 1);
+    sb_line(b, 2, "xx = (double)xlo;\n");
+    sb_line(b, 1, "} else {\n");
+    sb_line(b, 2, "xhi = xlo + 1;\n");
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "const double ly = ORCH_SS(yy, (double)ylo), lx = ORCH_SS(xx, (double)xlo);\n");
+    sb_line(b, 1, "const double hy = ORCH_SS(1.0, ly), hx = ORCH_SS(1.0, lx);\n");
+    sb_line(b, 1, "w[0] = ORCH_SM(hy, hx);\n");
+    sb_line(b, 1, "w[1] = ORCH_SM(hy, lx);\n");
+    sb_line(b, 1, "w[2] = ORCH_SM(ly, hx);\n");
+    sb_line(b, 1, "w[3] = ORCH_SM(ly, lx);\n");
+    sb_line(b, 1, "p[0] = ylo * %lld + xlo;\n", (long long)g->W);
+    sb_line(b, 1, "p[1] = ylo * %lld + xhi;\n", (long long)g->W);
+    sb_line(b, 1, "p[2] = yhi * %lld + xlo;\n", (long long)g->W);
+    sb_line(b, 1, "p[3] = yhi * %lld + xhi;\n", (long long)g->W);
+    sb_puts(b, "}\n");
+    // One sample folded into an output's running value over plane xp (first: its first sample).
+    sb_printf(b,
+              "%s double %s_fold(double acc, int first, const %s *xp, const int64_t *p, "
+              "const double *w) {\n",
+              q, fn, xt);
+    sb_line(b, 1, "const double v1 = ORCH_SM(w[0], %s_ld(xp[p[0]])), v2 = ORCH_SM(w[1], %s_ld(xp[p[1]]));\n",
+            fn, fn);
+    sb_line(b, 1, "const double v3 = ORCH_SM(w[2], %s_ld(xp[p[2]])), v4 = ORCH_SM(w[3], %s_ld(xp[p[3]]));\n",
+            fn, fn);
+    if (!g->max) {
+        sb_line(b, 1, "(void)first;\n");
+        sb_line(b, 1, "return ORCH_SA(acc, ORCH_SA(ORCH_SA(ORCH_SA(v1, v2), v3), v4));\n");
+    } else {
+        sb_line(b, 1, "const double v = %s_max(%s_max(%s_max(v1, v2), v3), v4);\n", fn, fn, fn);
+        sb_line(b, 1, "return first ? v : %s_max(acc, v);\n", fn);
+    }
+    sb_puts(b, "}\n");
+    // The output from its running value (avg: over max(samples, 1)).
+    sb_printf(b, "%s double %s_end(double acc, const %s_bins *B) {\n", q, fn, fn);
+    if (g->max) {
+        sb_line(b, 1, "(void)B;\n");
+        sb_line(b, 1, "return acc;\n");
+    } else {
+        sb_line(b, 1, "const int64_t n = B->gh * B->gw;\n");
+        sb_line(b, 1, "return ORCH_SD(acc, (double)(n > 1 ? n : 1));\n");
+    }
+    sb_puts(b, "}\n");
+    // Output (ph, pw) of one ROI over one plane, whole (the thread-per-element form).
+    sb_printf(b, "%s double %s_roi(const %s *xp, const %s *roi, int64_t ph, int64_t pw) {\n", q,
+              fn, xt, rt);
+    sb_line(b, 1, "%s_bins B;\n", fn);
+    sb_line(b, 1, "%s_bins_of(roi, &B);\n", fn);
+    sb_line(b, 1, "double acc = 0;\n");
+    sb_line(b, 1, "int first = 1;\n");
+    sb_line(b, 1, "for (int64_t iy = 0; iy < B.gh; iy++)\n");
+    sb_line(b, 2, "for (int64_t ix = 0; ix < B.gw; ix++) {\n");
+    sb_line(b, 3, "int64_t p[4];\n");
+    sb_line(b, 3, "double w[4];\n");
+    sb_line(b, 3, "%s_tap(&B, ph, pw, iy, ix, p, w);\n", fn);
+    sb_line(b, 3, "acc = %s_fold(acc, first, xp, p, w);\n", fn);
+    sb_line(b, 3, "first = 0;\n");
+    sb_line(b, 2, "}\n");
+    sb_line(b, 1, "return %s_end(acc, &B);\n", fn);
+    sb_puts(b, "}\n");
+}
+
+void opq_emit_sample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s) {
+    emit_arith_open(b, d);
+    emit_loads(b, d, fn, s->dt, s->dt2);
+    // sample.c's canonical_nan: which NaN an operation on two NaNs gives depends on the operand
+    // order a compiler picks (it may commute), so a NaN result is stored as the positive quiet NaN.
+    sb_printf(b, "%s double %s_out(double v) {\n", helper_qual(d), fn);
+    if (d == OPQ_DIALECT_CUDA) {
+        sb_line(b, 1, "return v != v ? __longlong_as_double(0x7ff8000000000000LL) : v;\n");
+    } else {
+        sb_line(b, 1, "if (v != v) {\n");
+        sb_line(b, 2, "const uint64_t q = 0x7ff8000000000000ull;\n");
+        sb_line(b, 2, "memcpy(&v, &q, sizeof v);\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return v;\n");
+    }
+    sb_puts(b, "}\n");
+    if (s->op == OPQ_GRID_SAMPLE)
+        emit_gridsample_helpers(b, d, fn, s);
+    else
+        emit_roialign_helpers(b, d, fn, s);
+}
+
+void opq_sample_store(DType t, const char *v, char *buf, size_t n) {
+    char e[400];
+    if (t == DT_DOUBLE)
+        snprintf(e, sizeof e, "%s", v);
+    else if (t == DT_FLOAT)
+        snprintf(e, sizeof e, "(float)(%s)", v);
+    else
+        snprintf(e, sizeof e, "orch_f32_round_odd(%s)", v);
+    opq_store_f(t, e, buf, n);
+}

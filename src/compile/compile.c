@@ -315,6 +315,24 @@ static void update_best(Sig *s) {
             s->best = j;
 }
 
+// The devices the target's lab measures on (several GPUs of one kind: --gpus), into the report
+// and the log with any device left out.
+static void lab_devices_report(Driver *d) {
+    CompileReport *r = d->rep;
+    char note[768] = "";
+    r->lab_devices = 0;
+    if (d->target->lab_devices)
+        r->lab_devices = d->target->lab_devices(&d->m, r->lab_device,
+                                                (int)ORCH_COUNT(r->lab_device), note, sizeof note);
+    if (!d->opt->progress || r->lab_devices == 0)
+        return;
+    fprintf(d->opt->progress, "tune: measuring on %d GPU%s (", r->lab_devices,
+            r->lab_devices == 1 ? "" : "s");
+    for (int i = 0; i < r->lab_devices; i++)
+        fprintf(d->opt->progress, "%s%d", i ? ", " : "", r->lab_device[i]);
+    fprintf(d->opt->progress, ")%s%s\n", note[0] ? "; " : "", note);
+}
+
 // ---- the lab's callbacks: database writes and progress ----
 
 typedef struct LabCtx {
@@ -342,6 +360,12 @@ static int before_run(void *ctx, const LabJob *j) {
             break;
         }
     return 0;
+}
+
+static void on_note(void *ctx, const char *line) {
+    LabCtx *lc = ctx;
+    if (lc->d->opt->progress)
+        fprintf(lc->d->opt->progress, "  %s\n", line);
 }
 
 static void fmt_time(double s, char *buf, size_t n) {
@@ -374,6 +398,9 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
     s->cfg_time[k] = unstable ? j->min_s : j->median_s;
     d->rep->measured++;
     d->rep->unstable += unstable;
+    for (int i = 0; i < d->rep->lab_devices; i++)
+        if (j->device >= 0 && d->rep->lab_device[i] == j->device)
+            d->rep->lab_device_measured[i]++;
     if (st == PDB_WRONG)
         d->rep->wrong++;
     else if (st != PDB_OK)
@@ -418,6 +445,13 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
         fmt_time(j->median_s, tb, sizeof tb);
         fprintf(d->opt->progress, "  measured %d/%d kernels, %.1f s, ETA %.0f s", done, total, el,
                 eta);
+        if (d->rep->lab_devices > 1) { // this compile's configs so far, per GPU
+            fprintf(d->opt->progress, " (");
+            for (int i = 0; i < d->rep->lab_devices; i++)
+                fprintf(d->opt->progress, "%sGPU %d: %d", i ? ", " : "", d->rep->lab_device[i],
+                        d->rep->lab_device_measured[i]);
+            fprintf(d->opt->progress, ")");
+        }
         if (lc->best_gain > 1)
             fprintf(d->opt->progress, "; best config gain so far %.2fx", lc->best_gain);
         fprintf(d->opt->progress, "\n");
@@ -593,6 +627,9 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
                          .trust_timings = d->opt->trust_timings,
                          .before_run = before_run,
                          .on_result = on_result,
+                         .on_note = on_note,
+                         .build_s = &d->rep->t_lab_build,
+                         .measure_s = &d->rep->t_lab_measure,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
@@ -1626,8 +1663,10 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     if (!precision_parse(opt->precision ? opt->precision : "fp32", &d.prec))
         return err_set(e, ST_USAGE, "unknown precision '%s' (known: fp32, tf32, fp16, bf16)",
                        opt->precision);
-    TargetOptions topt = {
-        .precision = d.prec, .half_storage = opt->half_storage, .threads = opt->threads};
+    TargetOptions topt = {.precision = d.prec,
+                          .half_storage = opt->half_storage,
+                          .threads = opt->threads,
+                          .gpus = opt->gpus};
     int rc = d.target->check_options(&topt, e);
     if (rc)
         return rc;
@@ -1782,6 +1821,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     }
     if (d.target->calibrate)
         d.target->calibrate(&d.m, d.db_broken ? NULL : d.db, pr);
+    lab_devices_report(&d);
     collect_configs(&d);
     list = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
     int nl = 0;
@@ -2042,6 +2082,13 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->t_import += r->t_import;
     rep->t_candidates += r->t_candidates;
     rep->t_tune += r->t_tune;
+    rep->t_lab_build += r->t_lab_build;
+    rep->t_lab_measure += r->t_lab_measure;
+    rep->lab_devices = r->lab_devices; // one machine, opened alike for every set
+    for (int i = 0; i < r->lab_devices; i++) {
+        rep->lab_device[i] = r->lab_device[i];
+        rep->lab_device_measured[i] += r->lab_device_measured[i];
+    }
     rep->t_solve += r->t_solve;
     rep->t_build += r->t_build;
     rep->t_check += r->t_check;
@@ -2215,6 +2262,14 @@ void compile_report_print(const CompileReport *r, FILE *f) {
             "measured, %d from the database, %d wrong, %d failed to build or crashed\n",
             r->prims, r->candidates, r->signatures, r->generated, r->measured, r->looked_up,
             r->wrong, r->failed);
+    if (r->lab_devices > 0) {
+        fprintf(f, "measured on %d GPU%s (", r->lab_devices, r->lab_devices == 1 ? "" : "s");
+        for (int i = 0; i < r->lab_devices; i++)
+            fprintf(f, "%sGPU %d: %d configs", i ? ", " : "", r->lab_device[i],
+                    r->lab_device_measured[i]);
+        fprintf(f, "): tune %.2f s, of which building kernels %.2f s, measuring %.2f s\n",
+                r->t_tune, r->t_lab_build, r->t_lab_measure);
+    }
     if (r->unstable)
         fprintf(f,
                 "warning: %d timing%s unstable: measured on a busy machine (kept as suspect, "

@@ -57,6 +57,9 @@ typedef struct CompileOptions {
                         // is said in the summary; every single-primitive kernel's first config
                         // is measured whatever the budget, so that a plan exists
     int threads;              // kernel threads (0: every core this process may use)
+    const char *gpus; // the GPUs that measure (cuda): "all" (NULL too: every GPU of the target
+                      // device's kind), a count, or a list of ordinals with 0 ("0,2"); the
+                      // plan does not depend on it, only the tuning's wall time
     int top_k;                // configs measured per chosen kernel (0: 8)
     int jobs;                 // parallel compiler processes (0: cores)
     double time_limit;        // BLP solver limit in seconds (0: its default)
@@ -97,6 +100,13 @@ typedef struct CompileReport {
     bool refused; // strict mode refused the selection: no plan, no artefact
     int64_t arena_bytes, intermediate_bytes; // planned arena vs all intermediates summed
     double t_import, t_candidates, t_tune, t_solve, t_build, t_check, t_total; // seconds per stage
+    // The devices the lab measured on (GPUs; 0 where the host measures: the CPU target), their
+    // ordinals, and the configs each measured in this compile (by position in lab_device).
+    int lab_devices;
+    int lab_device[16];
+    int lab_device_measured[16];
+    double t_lab_build, t_lab_measure; // of t_tune: the lab building kernels, and measuring them
+                                       // on its devices (0 where the lab does not say: the CPU)
     double max_err;                        // the end-to-end check's worst error (relative to its bound)
     const char *precision;                 // precision_name of the compile's precision
     double tol, check_tol;                 // tolerances: per kernel at the largest K, end to end

@@ -101,6 +101,7 @@ typedef struct Attr {
     float *floats;
     const char **strings;
     Tensor *t;      // AT_TENSOR: a detached constant tensor (id -1) owned by the graph
+    struct SubGraph *g; // AT_GRAPH: the body (If's branches, Loop's body), in the graph's arena
 } Attr;
 
 typedef struct Node {
@@ -114,11 +115,35 @@ typedef struct Node {
     int *out;         // tensor ids; -1 for an absent optional output
     Attr *attr;
     bool dead;        // removed by a pass; skipped by every consumer
+    // The last n_implicit inputs are outer-scope tensors its subgraph attributes read (each
+    // graph attribute's SubGraph.outer in attribute order), so ordering and liveness see them.
+    int n_implicit;
     // First attribute a typed getter found with the wrong type (and the type it wanted); the
     // getters return the default then, and graph_infer_and_fold reports it after the shape rule.
     const Attr *attr_mismatch;
     AttrType attr_wanted;
 } Node;
+
+// A graph attribute's body (If's branches, Loop's body) as the file names it, kept unresolved
+// until ops/control_flow.c inlines it into the graph. Names: formal inputs, constants and node
+// outputs are the body's own scope; every other name a node reads is in `outer`, resolved in
+// the enclosing scope through the owning node's implicit inputs.
+typedef struct SubNode {
+    const char *name, *op, *domain;
+    int opset;
+    int n_in, n_out, n_attr, n_implicit; // inputs: declared, then the nested bodies' outer names
+    const char **in, **out;              // "" for an absent optional one
+    Attr *attr;
+} SubNode;
+
+typedef struct SubGraph {
+    const char *name;
+    int n_in, n_out, n_consts, n_nodes, n_outer;
+    const char **in, **out; // formal inputs and outputs
+    Tensor **consts;        // initializers and Constant nodes: detached tensors owned by the graph
+    SubNode *nodes;         // in the file's order (ONNX requires it topological)
+    const char **outer;     // names read from the enclosing scope, each once
+} SubGraph;
 
 typedef struct Graph {
     Arena *arena;

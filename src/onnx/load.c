@@ -26,7 +26,11 @@ typedef struct Loader {
     const char *base_dir; // folder of the model file, for external data; NULL: not allowed
     Err *e;
     LoadSymbols *symbols; // non-NULL: unbound symbolic input dimensions become 1, listed here
+    const Onnx__ModelProto *mp; // the model, for the opsets of other domains
 } Loader;
+
+static SubGraph *load_subgraph(Loader *L, const Onnx__GraphProto *gp, const Node *owner,
+                               const char *attr, int *rc);
 
 // Checks a dims list from the file and computes the element count.
 static int check_dims(const char *what, const char *name, const int64_t *dims, size_t n_dims,
@@ -309,27 +313,37 @@ static int load_attr(Loader *L, const Node *n, const Onnx__AttributeProto *ap, A
         }
         break;
     }
+    case AT_GRAPH: {
+        if (!ap->g)
+            return err_set(e, ST_INVALID, "node '%s' (%s): graph attribute '%s' is empty", n->name,
+                           n->op, a->name);
+        int rc = ST_OK;
+        a->g = load_subgraph(L, ap->g, n, a->name, &rc);
+        if (rc)
+            return rc;
+        break;
+    }
     default:
-        // Graphs, sparse tensors, type protos: kept as a type tag only. No supported op uses
-        // them, so a node that has them fails the support check with its op name.
+        // Lists of graphs, sparse tensors, type protos: kept as a type tag only. No supported op
+        // uses them, so a node that has them fails the support check with its op name.
         break;
     }
     return ST_OK;
 }
 
-// A Constant node becomes a constant tensor; no node remains.
-static int load_constant(Loader *L, const Onnx__NodeProto *np, const char *node_name) {
-    Graph *g = L->g;
-    Err *e = L->e;
+static int check_constant(const Onnx__NodeProto *np, const char *node_name, Err *e) {
     if (np->n_output != 1 || !np->output[0] || !*np->output[0])
         return err_set(e, ST_INVALID, "Constant node '%s' must have exactly one output", node_name);
     if (np->n_attribute != 1 || !np->attribute[0]->name)
         return err_set(e, ST_INVALID, "Constant node '%s' must have exactly one attribute",
                        node_name);
-    const char *name = np->output[0];
-    if (graph_find_tensor(g, name))
-        return err_set(e, ST_INVALID, "Constant node '%s' redefines tensor '%s'", node_name, name);
-    Tensor *t = graph_add_tensor(g, name);
+    return ST_OK;
+}
+
+// The value of a Constant node (checked by check_constant) into t.
+static int constant_value(Loader *L, const Onnx__NodeProto *np, const char *node_name,
+                          Tensor *t) {
+    Err *e = L->e;
     const Onnx__AttributeProto *ap = np->attribute[0];
     const char *an = ap->name;
     int rc = ST_OK;
@@ -362,6 +376,173 @@ static int load_constant(Loader *L, const Onnx__NodeProto *np, const char *node_
     if (rc)
         err_prefix(e, "node '%s' (Constant): ", node_name);
     return rc;
+}
+
+// A Constant node becomes a constant tensor; no node remains.
+static int load_constant(Loader *L, const Onnx__NodeProto *np, const char *node_name) {
+    int rc = check_constant(np, node_name, L->e);
+    if (rc)
+        return rc;
+    const char *name = np->output[0];
+    if (graph_find_tensor(L->g, name))
+        return err_set(L->e, ST_INVALID, "Constant node '%s' redefines tensor '%s'", node_name,
+                       name);
+    return constant_value(L, np, node_name, graph_add_tensor(L->g, name));
+}
+
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+// The opset a node of `domain` runs under: the model's import of that domain (0 if none).
+static int domain_opset(const Loader *L, const char *domain) {
+    if (!*domain)
+        return L->g->opset;
+    for (size_t i = 0; L->mp && i < L->mp->n_opset_import; i++)
+        if (L->mp->opset_import[i]->domain && strcmp(L->mp->opset_import[i]->domain, domain) == 0)
+            return (int)L->mp->opset_import[i]->version;
+    return 0;
+}
+
+// How many outer-scope names the graph attributes of a node read, together.
+static int attrs_outer(const Attr *attr, int n_attr) {
+    int count = 0;
+    for (int j = 0; j < n_attr; j++)
+        if (attr[j].type == AT_GRAPH && attr[j].g)
+            count += attr[j].g->n_outer;
+    return count;
+}
+
+// A graph attribute's body: names stay names (control_flow.c resolves them when it inlines the
+// body); what the body reads but does not define becomes its `outer` list.
+static SubGraph *load_subgraph(Loader *L, const Onnx__GraphProto *gp, const Node *owner,
+                               const char *attr, int *rc) {
+    Graph *g = L->g;
+    Err *e = L->e;
+    Arena *a = g->arena;
+    SubGraph *sg = arena_alloc(a, sizeof(SubGraph));
+    memset(sg, 0, sizeof *sg);
+    sg->name = arena_strdup(a, str_or(gp->name, attr));
+    if (gp->n_sparse_initializer || gp->n_input > 4096 || gp->n_output > 4096 ||
+        gp->n_node > (1u << 24) || gp->n_initializer > (1u << 24)) {
+        *rc = err_set(e, ST_UNSUPPORTED,
+                      "the body has sparse initializers or too many inputs, outputs or nodes");
+        err_prefix(e, "in graph attribute '%s' of node '%s' (%s): ", attr, owner->name, owner->op);
+        return NULL;
+    }
+    sg->n_in = (int)gp->n_input;
+    sg->in = arena_alloc(a, sizeof(char *) * (gp->n_input + 1));
+    for (size_t i = 0; i < gp->n_input; i++)
+        sg->in[i] = arena_strdup(a, str_or(gp->input[i]->name, ""));
+    sg->n_out = (int)gp->n_output;
+    sg->out = arena_alloc(a, sizeof(char *) * (gp->n_output + 1));
+    for (size_t i = 0; i < gp->n_output; i++)
+        sg->out[i] = arena_strdup(a, str_or(gp->output[i]->name, ""));
+    size_t n_const = gp->n_initializer;
+    for (size_t k = 0; k < gp->n_node; k++)
+        n_const += gp->node[k]->op_type && strcmp(gp->node[k]->op_type, "Constant") == 0;
+    sg->consts = arena_alloc(a, sizeof(Tensor *) * (n_const + 1));
+    sg->nodes = arena_alloc(a, sizeof(SubNode) * (gp->n_node + 1));
+    for (size_t i = 0; i < gp->n_initializer && *rc == ST_OK; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        Tensor *t = graph_detached_tensor(g, str_or(tp->name, attr));
+        *rc = tensor_from_proto(L, tp, "initializer", t);
+        sg->consts[sg->n_consts++] = t;
+    }
+    for (size_t k = 0; k < gp->n_node && *rc == ST_OK; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        const char *op = str_or(np->op_type, "");
+        const char *domain = str_or(np->domain, "");
+        char fallback[64];
+        snprintf(fallback, sizeof fallback, "%.40s_%zu", *op ? op : "node", k);
+        const char *nname = str_or(np->name, fallback);
+        if (!*op || np->n_input > 4096 || np->n_output > 4096 || np->n_attribute > 4096) {
+            *rc = err_set(e, ST_INVALID,
+                          "node '%s' has no op_type or too many inputs, outputs or attributes",
+                          nname);
+            break;
+        }
+        bool default_domain = !*domain || strcmp(domain, "ai.onnx") == 0;
+        if (default_domain && strcmp(op, "Constant") == 0) {
+            if ((*rc = check_constant(np, nname, e)))
+                break;
+            Tensor *t = graph_detached_tensor(g, np->output[0]);
+            *rc = constant_value(L, np, nname, t);
+            sg->consts[sg->n_consts++] = t;
+            continue;
+        }
+        SubNode *sn = &sg->nodes[sg->n_nodes++];
+        sn->name = arena_strdup(a, nname);
+        sn->op = arena_strdup(a, op);
+        sn->domain = arena_strdup(a, default_domain ? "" : domain);
+        sn->opset = domain_opset(L, sn->domain);
+        sn->n_attr = (int)np->n_attribute;
+        sn->attr = arena_alloc(a, sizeof(Attr) * (np->n_attribute + 1));
+        memset(sn->attr, 0, sizeof(Attr) * (np->n_attribute + 1));
+        Node tmp = {.name = sn->name, .op = sn->op};
+        for (size_t j = 0; j < np->n_attribute && *rc == ST_OK; j++)
+            *rc = load_attr(L, &tmp, np->attribute[j], &sn->attr[j]);
+        if (*rc)
+            break;
+        sn->n_implicit = attrs_outer(sn->attr, sn->n_attr);
+        sn->n_in = (int)np->n_input + sn->n_implicit;
+        sn->in = arena_alloc(a, sizeof(char *) * ((size_t)sn->n_in + 1));
+        for (size_t j = 0; j < np->n_input; j++)
+            sn->in[j] = arena_strdup(a, str_or(np->input[j], ""));
+        int w = (int)np->n_input;
+        for (int j = 0; j < sn->n_attr; j++)
+            for (int o = 0; sn->attr[j].type == AT_GRAPH && o < sn->attr[j].g->n_outer; o++)
+                sn->in[w++] = sn->attr[j].g->outer[o];
+        sn->n_out = (int)np->n_output;
+        sn->out = arena_alloc(a, sizeof(char *) * (np->n_output + 1));
+        for (size_t j = 0; j < np->n_output; j++)
+            sn->out[j] = arena_strdup(a, str_or(np->output[j], ""));
+    }
+    if (*rc) {
+        err_prefix(e, "in graph attribute '%s' of node '%s' (%s): ", attr, owner->name, owner->op);
+        return NULL;
+    }
+    // Every name the body reads (or returns) that it does not define is the enclosing scope's.
+    int cap = 16, n_def = 0, def_cap = 16;
+    sg->outer = arena_alloc(a, sizeof(char *) * (size_t)cap);
+    const char **defined = xmalloc(sizeof(char *) * (size_t)def_cap);
+#define DEFINE(nm)                                                                                 \
+    do {                                                                                           \
+        if (n_def == def_cap)                                                                      \
+            defined = xrealloc(defined, sizeof(char *) * (size_t)(def_cap *= 2));                  \
+        defined[n_def++] = (nm);                                                                   \
+    } while (0)
+    for (int i = 0; i < sg->n_in; i++)
+        DEFINE(sg->in[i]);
+    for (int i = 0; i < sg->n_consts; i++)
+        DEFINE(sg->consts[i]->name);
+    for (int k = 0; k < sg->n_nodes; k++)
+        for (int j = 0; j < sg->nodes[k].n_out; j++)
+            if (*sg->nodes[k].out[j])
+                DEFINE(sg->nodes[k].out[j]);
+#undef DEFINE
+    for (int k = 0; k <= sg->n_nodes; k++) {
+        int count = k < sg->n_nodes ? sg->nodes[k].n_in : sg->n_out;
+        const char **names = k < sg->n_nodes ? sg->nodes[k].in : sg->out;
+        for (int j = 0; j < count; j++) {
+            const char *nm = names[j];
+            if (!*nm || name_index(defined, n_def, nm) >= 0 ||
+                name_index(sg->outer, sg->n_outer, nm) >= 0)
+                continue;
+            if (sg->n_outer == cap) {
+                const char **grown = arena_alloc(a, sizeof(char *) * (size_t)(cap * 2));
+                memcpy(grown, sg->outer, sizeof(char *) * (size_t)cap);
+                sg->outer = grown;
+                cap *= 2;
+            }
+            sg->outer[sg->n_outer++] = nm;
+        }
+    }
+    free(defined);
+    return sg;
 }
 
 static const InputShape *find_shape(const LoadOptions *opt, const char *name) {
@@ -547,12 +728,23 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         }
         Node *n = graph_add_node(g, op, default_domain ? "" : domain, nname, (int)np->n_input,
                                  (int)np->n_output, (int)np->n_attribute);
-        if (!default_domain) {
-            n->opset = 0;
-            for (size_t i = 0; i < mp->n_opset_import; i++)
-                if (mp->opset_import[i]->domain &&
-                    strcmp(mp->opset_import[i]->domain, domain) == 0)
-                    n->opset = (int)mp->opset_import[i]->version;
+        n->opset = domain_opset(L, n->domain);
+        for (size_t j = 0; j < np->n_attribute; j++) {
+            int rc = load_attr(L, n, np->attribute[j], &n->attr[j]);
+            if (rc)
+                return rc;
+        }
+        // What the node's bodies read from this scope are inputs too (Node.n_implicit).
+        n->n_implicit = attrs_outer(n->attr, n->n_attr);
+        if (n->n_implicit) {
+            n->n_in += n->n_implicit;
+            n->in = arena_alloc(g->arena, sizeof(int) * (size_t)n->n_in);
+            for (int j = 0; j < n->n_in; j++)
+                n->in[j] = -1;
+            int w = (int)np->n_input;
+            for (int j = 0; j < n->n_attr; j++)
+                for (int o = 0; n->attr[j].type == AT_GRAPH && o < n->attr[j].g->n_outer; o++)
+                    n->in[w++] = tensor_ref(g, n->attr[j].g->outer[o])->id;
         }
         for (size_t j = 0; j < np->n_input; j++)
             if (np->input[j] && *np->input[j])
@@ -560,11 +752,6 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         for (size_t j = 0; j < np->n_output; j++)
             if (np->output[j] && *np->output[j])
                 n->out[j] = tensor_ref(g, np->output[j])->id;
-        for (size_t j = 0; j < np->n_attribute; j++) {
-            int rc = load_attr(L, n, np->attribute[j], &n->attr[j]);
-            if (rc)
-                return rc;
-        }
     }
 
     if (gp->n_output == 0)
@@ -702,7 +889,7 @@ static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char 
 static int load_unpacked(Onnx__ModelProto *mp, const char *name, const char *base_dir,
                          const LoadOptions *opt, LoadSymbols *symbols, Graph **out, Err *e) {
     Graph *g = graph_create(name);
-    Loader L = {g, base_dir, e, symbols};
+    Loader L = {g, base_dir, e, symbols, mp};
     int rc = load_graph(&L, mp, opt);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (rc) {
@@ -762,7 +949,7 @@ int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *di
         return err_set(e, ST_INVALID, "%s: not a valid ONNX TensorProto file", path);
     Graph *g = graph_create(path);
     Tensor *t = graph_detached_tensor(g, "tensor");
-    Loader L = {g, NULL, e, NULL};
+    Loader L = {g, NULL, e, NULL, NULL};
     rc = tensor_from_proto(&L, tp, "tensor", t);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     if (rc == ST_OK) {
@@ -830,7 +1017,7 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
                        "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
                        "corrupt, nested too deeply or not an ONNX file)",
                        name);
-    Loader L = {NULL, base_dir, e, NULL};
+    Loader L = {NULL, base_dir, e, NULL, NULL};
     Onnx__GraphProto *gp = mp->graph;
     size_t n = gp ? gp->n_initializer : 0;
     // What protobuf-c must free is put back before freeing: the external entries, no raw data.

@@ -4,6 +4,7 @@
 #include "fold.h"
 #include "../ir/stats.h"
 
+#include "control_flow.h"
 #include "ops.h"
 
 #include <stdio.h>
@@ -176,14 +177,24 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
     int rc = graph_check_supported(g, e);
     if (rc)
         return rc;
+    int n_remap = g->n_tensors;
     int *remap = xmalloc(sizeof(int) * (size_t)(g->n_tensors + 1));
     for (int i = 0; i < g->n_tensors; i++)
         remap[i] = i;
     for (int k = 0; k < g->n_nodes && rc == ST_OK; k++) {
         Node *n = g->nodes[k];
+        if (n_remap < g->n_tensors) { // tensors of inlined bodies map to themselves
+            remap = xrealloc(remap, sizeof(int) * (size_t)(g->n_tensors + 1));
+            for (; n_remap < g->n_tensors; n_remap++)
+                remap[n_remap] = n_remap;
+        }
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0)
                 n->in[j] = remap[n->in[j]];
+        if (ctrl_is_control(n)) {
+            rc = ctrl_expand(g, k, e);
+            continue;
+        }
         const OpDef *def = ops_find(n->domain, n->op);
         ORCH_ASSERT(def);
         int present_in = n->n_in, present_out = n->n_out;

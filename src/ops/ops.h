@@ -47,6 +47,8 @@ extern const OpDef ops_linear[];
 extern const OpDef ops_reduce[];
 extern const OpDef ops_layout[];
 extern const OpDef ops_rnn[]; // LSTM, GRU, RNN (rnn.c)
+extern const OpDef ops_control[]; // If, Loop: inlined while folding (control_flow.c)
+extern const OpDef ops_sample[];  // GridSample, RoiAlign (sample.c)
 
 // Finds the op for (domain, op_type); "" and "ai.onnx" are the default domain. NULL if unknown.
 const OpDef *ops_find(const char *domain, const char *op);

@@ -16,7 +16,7 @@ artefact and shown by orch info and run; the environment variables they replace 
 info's table per operator, orch info on the artefact and bench's JSON), --strict (exit 3 where a
 kernel is not generated, recorded in the artefact where none is), warm compiles byte for byte
 identical, profile database rows with impossible values measured again, run -o giving every
-output its own file, usage errors (--seed -1 among them); a compile beside two busy loops storing
+output its own file, usage errors (--seed -1, --gpus on the CPU or malformed among them); a compile beside two busy loops storing
 its unstable timings suspect and the next compile measuring them again, three compiles at once on
 one database (every row clean, every plan's kernels with their rows), and the database's export,
 import and merge.
@@ -1043,6 +1043,12 @@ def main():
                            (["compile", model, "-t", "cpu", "-o", art, "--seed", "+1"], 1),
                            (["run", art, "--seed", "-1"], 1),
                            (["bench", art, "--seed", "-1"], 1),
+                           # --gpus: the CPU target measures on the host; malformed values.
+                           (["compile", model, "-t", "cpu", "-o", art, "--gpus", "2"], 1),
+                           (["compile", model, "-t", "cuda", "-o", art, "--gpus", "0"], 1),
+                           (["compile", model, "-t", "cuda", "-o", art, "--gpus", "0,0"], 1),
+                           (["compile", model, "-t", "cuda", "-o", art, "--gpus", "0,x"], 1),
+                           (["compile", model, "-t", "cuda", "-o", art, "--gpus", ""], 1),
                            (["compile", os.path.join(tmp, "missing.onnx"), "-o", art], 2)]:
             r = orch(binary, *args)
             assert r.returncode == code, f"orch {' '.join(args)}: exit {r.returncode}, want {code}"

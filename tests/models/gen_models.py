@@ -948,6 +948,106 @@ def recurrent(seed):
     return b.model(), inputs, []
 
 
+# ---- t) control flow as exporters leave it: an If on a condition computed from a shape (a
+# scripted `if x.size(0) > 2`), whose branches read the outer scope and hold a Constant, and a
+# Loop of constant trip count (a scripted `for i in range(4)`) carrying a state, reading
+# iter_num, with a nested If on the iteration number and a scan output ----
+
+def control_flow(seed):
+    N, D = 3, 8
+    b = Builder("control_flow", 17, seed)
+    x = b.input("x", F, [N, D])
+    w = b.param("proj.weight", b.he((D, D), D))
+    n = b.op("Gather", [b.op("Shape", [x], "/if"), b.const(0, scope="/if")], "/if", axis=0)
+    cond = b.op("Greater", [n, b.const(2, scope="/if")], "/if")
+    two = helper.make_tensor("two", F, [], [2.0])
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", [x, w], ["t_mm"], name="then/MatMul"),
+         helper.make_node("Constant", [], ["t_c"], name="then/Constant", value=two),
+         helper.make_node("Mul", ["t_mm", "t_c"], ["t_out"], name="then/Mul")],
+        "then", [], [helper.make_tensor_value_info("t_out", F, [N, D])])
+    else_g = helper.make_graph(
+        [helper.make_node("Neg", [x], ["e_out"], name="else/Neg")],
+        "else", [], [helper.make_tensor_value_info("e_out", F, [N, D])])
+    y = b.op("If", [cond], "/if", then_branch=then_g, else_branch=else_g)
+    # Loop body: (i, cond, h) -> (cond, tanh(h @ w + x) [+ i/10 on even steps], h * 0.5)
+    half = helper.make_tensor("half", F, [], [0.5])
+    tenth = helper.make_tensor("tenth", F, [], [0.1])
+    even_g = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["i_f"], name="even/Cast", to=F),
+         helper.make_node("Mul", ["i_f", "tenth"], ["i_s"], name="even/Mul"),
+         helper.make_node("Add", ["h_t", "i_s"], ["ev_out"], name="even/Add")],
+        "even", [], [helper.make_tensor_value_info("ev_out", F, [N, D])], [tenth])
+    odd_g = helper.make_graph(
+        [helper.make_node("Identity", ["h_t"], ["od_out"], name="odd/Identity")],
+        "odd", [], [helper.make_tensor_value_info("od_out", F, [N, D])])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"], name="body/Identity"),
+         helper.make_node("MatMul", ["h", w], ["h_mm"], name="body/MatMul"),
+         helper.make_node("Add", ["h_mm", x], ["h_add"], name="body/Add"),
+         helper.make_node("Tanh", ["h_add"], ["h_t"], name="body/Tanh"),
+         helper.make_node("Mod", ["i", "two_i"], ["i_mod"], name="body/Mod"),
+         helper.make_node("Equal", ["i_mod", "zero_i"], ["is_even"], name="body/Equal"),
+         helper.make_node("If", ["is_even"], ["h_next"], name="body/If",
+                          then_branch=even_g, else_branch=odd_g),
+         helper.make_node("Mul", ["h_next", "half"], ["scan"], name="body/Mul")],
+        "body",
+        [helper.make_tensor_value_info("i", I64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h", F, [N, D])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_next", F, [N, D]),
+         helper.make_tensor_value_info("scan", F, [N, D])],
+        [half, helper.make_tensor("two_i", I64, [], [2]),
+         helper.make_tensor("zero_i", I64, [], [0])])
+    trips = b.const(4, scope="/loop")
+    true = b.const(True, np.bool_, scope="/loop")
+    b.op("Loop", [trips, true, y], "/loop", n_out=2, out=["h_final", "h_steps"], body=body)
+    b.output("h_final", F, [N, D])
+    b.output("h_steps", F, [4, N, D])
+    return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, D))}, []
+
+
+# ---- u) sampling as detection and spatial-transformer exports leave it: a conv feature map
+# warped by GridSample on an affine grid computed from the input (a base grid times theta, as
+# F.affine_grid unrolls), bicubic with border padding on a second path, and RoiAlign (torchvision's
+# roi_align: avg, half_pixel, adaptive sampling) of run-time boxes over both images ----
+
+def sampling(seed):
+    N, C, H, W, HO, WO, R = 2, 4, 9, 11, 7, 8, 5
+    b = Builder("sampling", 17, seed)
+    x = b.input("x", F, [N, 3, H, W])
+    f = b.op("Relu", [b.conv(x, "/backbone/conv", "backbone.conv", 3, C, 3, pad=1)], "/backbone")
+    theta = b.input("theta", F, [N, 2, 3])
+    ys, xs = np.meshgrid(np.linspace(-1, 1, HO), np.linspace(-1, 1, WO), indexing="ij")
+    base = np.stack([xs, ys, np.ones_like(xs)], -1).reshape(1, HO * WO, 3)
+    grid = b.op("MatMul", [b.param("base_grid", base),
+                           b.op("Transpose", [theta], "/stn", perm=[0, 2, 1])], "/stn")
+    grid = b.op("Reshape", [grid, b.const([N, HO, WO, 2])], "/stn")
+    b.op("GridSample", [f, grid], "/stn", out="warped", mode="bilinear", padding_mode="zeros",
+         align_corners=0)
+    b.op("GridSample", [f, grid], "/stn2", out="warped_cubic", mode="bicubic",
+         padding_mode="border", align_corners=1)
+    boxes = b.input("boxes", F, [R, 4])
+    idx = b.input("box_batch", I64, [R])
+    b.op("RoiAlign", [f, boxes, idx], "/roi_heads", out="pooled", mode="avg", output_height=3,
+         output_width=3, sampling_ratio=0, spatial_scale=0.5,
+         coordinate_transformation_mode="half_pixel")
+    b.output("warped", F, [N, C, HO, WO])
+    b.output("warped_cubic", F, [N, C, HO, WO])
+    b.output("pooled", F, [R, C, 3, 3])
+
+    def inputs(r):
+        ident = np.tile(np.array([[1, 0, 0], [0, 1, 0]], np.float32), (N, 1, 1))
+        x1 = r.uniform(0, 2 * W - 6, R)
+        y1 = r.uniform(0, 2 * H - 6, R)
+        bx = np.stack([x1, y1, x1 + r.uniform(2, 8, R), y1 + r.uniform(2, 8, R)], 1)
+        return {"x": r.standard_normal((N, 3, H, W)),
+                "theta": ident + r.uniform(-0.3, 0.3, (N, 2, 3)),
+                "boxes": bx, "box_batch": r.integers(0, N, R)}
+    return b.model(value_info=False), inputs, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -971,6 +1071,8 @@ MODELS = {
     "q_gather_scatter": gather_scatter,
     "r_tiny_activations": tiny_activations,
     "s_recurrent": recurrent,
+    "t_control_flow": control_flow,
+    "u_sampling": sampling,
 }
 EXTERNAL = {"g_external"}
 

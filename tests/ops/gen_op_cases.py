@@ -1314,8 +1314,118 @@ def recurrent():
     rnn_case('gru_primes', 'GRU', T=7, B=5, I=11, H=13, h0=True)
 
 
+# ---- sampling: GridSample, RoiAlign -------------------------------------------------------------
+
+def sampling():
+    family('sample')
+    modes16 = ('bilinear', 'nearest', 'bicubic')
+    for mode in modes16:
+        for pad in ('zeros', 'border', 'reflection'):
+            for align in (0, 1):
+                # The grid reaches past [-1, 1] so every padding mode is exercised.
+                case(f'gs_{mode}_{pad}_a{align}', 'GridSample',
+                     [rnd((2, 3, 5, 7)), uniform(-1.3, 1.3, (2, 4, 6, 2))],
+                     dict(mode=mode, padding_mode=pad, align_corners=align), opset=16)
+    for mode in ('linear', 'nearest', 'cubic'):
+        case(f'gs20_{mode}', 'GridSample', [rnd((1, 2, 6, 4)), uniform(-1.1, 1.1, (1, 3, 5, 2))],
+             dict(mode=mode, padding_mode='reflection'), opset=20)
+    case('gs_f64', 'GridSample', [rnd((1, 2, 3, 4), 'f64'), uniform(-1.2, 1.2, (1, 5, 2, 2), 'f64')],
+         dict(mode='cubic', padding_mode='border', align_corners=1), opset=20)
+    case('gs_one_pixel', 'GridSample', [rnd((1, 1, 1, 1)), uniform(-2, 2, (1, 3, 3, 2))],
+         dict(mode='bilinear', padding_mode='reflection', align_corners=1), opset=16)
+    case('gs_large_grid', 'GridSample', [rnd((1, 4, 9, 11)), uniform(-1, 1, (1, 17, 13, 2))],
+         opset=16)
+
+    def rois(n, w, h):
+        x1, y1 = uniform(-2, w - 2, (n,)), uniform(-2, h - 2, (n,))
+        bw, bh = uniform(0.5, w / 1.5, (n,)), uniform(0.5, h / 1.5, (n,))
+        return np.stack([x1, y1, x1 + bw, y1 + bh], 1).astype(np.float32)
+    x = rnd((2, 3, 11, 13))
+    for mode in ('avg', 'max'):
+        for ctm in ('half_pixel', 'output_half_pixel'):
+            for sr in (0, 2):
+                case(f'roi_{mode}_{ctm}_s{sr}', 'RoiAlign',
+                     [x, rois(5, 13, 11), ints(0, 2, (5,))],
+                     dict(mode=mode, coordinate_transformation_mode=ctm, sampling_ratio=sr,
+                          output_height=3, output_width=4), opset=16)
+        case(f'roi_{mode}_scale', 'RoiAlign', [x, rois(4, 26, 22), ints(0, 2, (4,))],
+             dict(mode=mode, spatial_scale=0.5, output_height=2, output_width=5), opset=16)
+    case('roi_opset11', 'RoiAlign', [x, rois(3, 13, 11), I64(1, 0, 1)],
+         dict(output_height=4, output_width=3, sampling_ratio=0), opset=11)
+    case('roi_f64', 'RoiAlign', [rnd((1, 2, 7, 5), 'f64'), rois(3, 5, 7).astype(np.float64),
+                                 C(I64(0, 0, 0))], dict(output_height=2, output_width=2), opset=16)
+    # ROIs past the map's edges and inverted ones (empty bins under half_pixel).
+    case('roi_outside', 'RoiAlign',
+         [x, F32([-9, -9, -3, -4], [10, 8, 20, 19], [6, 5, 2, 1], [0, 0, 12, 10]),
+          I64(0, 1, 1, 0)], dict(output_height=3, output_width=3), opset=16)
+
+
+# ---- control flow resolved at compile time: If on a constant, Loop of constant trip count ------
+
+def control_flow():
+    family('ctrl')
+    vi = helper.make_tensor_value_info
+    F, B, L = TP.FLOAT, TP.BOOL, TP.INT64
+
+    def branch(name, nodes, out, inits=()):
+        return helper.make_graph(nodes, name, [], [vi(out, F, None)], list(inits))
+    then_g = branch('then', [helper.make_node('Mul', ['x', 'x'], ['t'])], 't')
+    else_g = branch('else', [helper.make_node('Sub', ['x', 'k'], ['e'])], 'e',
+                    [numpy_helper.from_array(F32(0.5), 'k')])
+    for cond in (True, False):
+        graph(f'if_{str(cond).lower()}',
+              [helper.make_node('If', ['c'], ['y'], then_branch=then_g, else_branch=else_g)],
+              {'c': C(np.array(cond)), 'x': rnd((3, 4))})
+    # The condition from a shape: Size(x) > 10, folded before the If is reached.
+    graph('if_from_shape',
+          [helper.make_node('Size', ['x'], ['n']), helper.make_node('Greater', ['n', 'ten'], ['c']),
+           helper.make_node('If', ['c'], ['y'], then_branch=then_g, else_branch=else_g)],
+          {'x': rnd((2, 7)), 'ten': C(I64(10))})
+
+    def body(nodes, scans=(), inits=()):
+        return helper.make_graph(
+            nodes, 'body', [vi('i', L, []), vi('c_in', B, []), vi('h', F, None)],
+            [vi('c_out', B, []), vi('h_out', F, None)] + [vi(n, F, None) for n in scans],
+            list(inits))
+    step = [helper.make_node('Identity', ['c_in'], ['c_out']),
+            helper.make_node('Cast', ['i'], ['i_f'], to=F),
+            helper.make_node('Mul', ['h', 'w'], ['hw']),
+            helper.make_node('Add', ['hw', 'i_f'], ['h_out']),
+            helper.make_node('Tanh', ['h_out'], ['s'])]
+    for m in (1, 5):
+        graph(f'loop_scan_{m}',
+              [helper.make_node('Loop', ['m', 'c', 'x'], ['y', 'ys'], body=body(step, ['s']))],
+              {'m': C(I64(m)), 'c': C(np.array(True)), 'x': rnd((2, 3)), 'w': rnd((2, 3))},
+              outputs=('y', 'ys'))
+    # No M, the condition a constant false after the first step: one iteration.
+    once = [helper.make_node('Constant', [], ['c_out'],
+                             value=numpy_helper.from_array(np.array(False), 'f'))] + step[1:4]
+    graph('loop_cond_false',
+          [helper.make_node('Loop', ['', 'c', 'x'], ['y'], body=body(once))],
+          {'c': C(np.array(True)), 'x': rnd((4,)), 'w': rnd((4,))})
+    # A branch that only passes an outer tensor on (ONNX Runtime wants the Identity).
+    graph('if_passes_outer',
+          [helper.make_node('If', ['c'], ['y'], else_branch=else_g, then_branch=branch(
+              'pass', [helper.make_node('Identity', ['x'], ['p'])], 'p'))],
+          {'c': C(np.array(True)), 'x': rnd((5,))})
+    # No trip: the carried value comes out as it went in.
+    graph('loop_zero_trips',
+          [helper.make_node('Loop', ['m', '', 'x'], ['y'], body=body(step[:4]))],
+          {'m': C(I64(0)), 'x': rnd((2, 2)), 'w': rnd((2, 2))})
+    # A nested If on the iteration number inside the body.
+    odd = branch('odd', [helper.make_node('Neg', ['h_out'], ['o'])], 'o')
+    even = branch('even', [helper.make_node('Identity', ['h_out'], ['v'])], 'v')
+    nested = step[:4] + [helper.make_node('Mod', ['i', 'two'], ['r']),
+                         helper.make_node('Cast', ['r'], ['rb'], to=B),
+                         helper.make_node('If', ['rb'], ['s'], then_branch=odd, else_branch=even)]
+    graph('loop_nested_if',
+          [helper.make_node('Loop', ['m', '', 'x'], ['y', 'ys'],
+                            body=body(nested, ['s'], [numpy_helper.from_array(I64(2)[0], 'two')]))],
+          {'m': C(I64(4)), 'x': rnd((3,)), 'w': rnd((3,))}, outputs=('y', 'ys'))
+
+
 FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics,
-            recurrent]
+            recurrent, sampling, control_flow]
 
 
 def main():

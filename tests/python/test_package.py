@@ -373,6 +373,10 @@ def main():
                                                        input_shapes=shapes, **quick))
         raises(orch.Status.USAGE, lambda: orch.compile(TINY, out, explain=3,
                                                        input_shapes=shapes, **quick), "explain")
+        raises(orch.Status.USAGE, lambda: orch.compile(TINY, out, gpus=2,
+                                                       input_shapes=shapes, **quick), "--gpus")
+        raises(orch.Status.USAGE, lambda: orch.compile(TINY, out, target="cuda", gpus="0,0",
+                                                       input_shapes=shapes, **quick), "twice")
         raises(orch.Status.INVALID, lambda: orch.compile(os.path.join(tmp, "none.onnx"), out,
                                                          **quick), "none.onnx")
         assert not os.path.exists(out), "a refused compile wrote an artefact"

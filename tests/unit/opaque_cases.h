@@ -1,9 +1,9 @@
 // The one-operator ONNX models the operator kernels of both targets are checked on
 // (test_cgen_opaque.c for the C target, test_cuda_opaque.c for CUDA): TopK, CumSum, Hardmax,
 // Trilu, Gather by computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
-// ReverseSequence and LpPool on random shapes (1, primes), every dtype the kernels take, every
-// attribute, with ties, NaN, -0 and infinities in the data, k = 1 and k = n, negative and
-// repeated indices. Each case names the graph input that holds indices (`hostile`), which the
+// ReverseSequence, LpPool, GridSample and RoiAlign on random shapes (1, primes), every dtype the
+// kernels take, every attribute, with ties, NaN, -0 and infinities in the data, k = 1 and k = n,
+// negative and repeated indices. Each case names the graph input that holds indices (`hostile`), which the
 // tests replace with values the reference op refuses.
 // Needs: the ONNX model builder (model_builder.h) and check.h. Guarantees: cases drawn from the
 // seed in rng_state; opq_case_load prepares one (graph, candidate, inputs, interpreter values).
@@ -55,6 +55,7 @@ static inline int64_t odd_dim(void) {
 typedef enum Fill {
     F_DATA,  // values with ties, and for floats NaN, -0, +-inf (when `specials`)
     F_INDEX, // integers in [lo, hi)
+    F_COORD, // floats in [lo, hi) thousandths (grid points, ROI corners)
 } Fill;
 
 #define MAX_IN 3
@@ -151,6 +152,9 @@ static inline void fill_input(Case *c, int i, const Tensor *t) {
     int64_t n = tensor_numel(t);
     if (c->fill[i] == F_DATA) {
         fill_data(c->in_dt[i], c->in[i], n, c->specials);
+    } else if (c->fill[i] == F_COORD) {
+        for (int64_t k = 0; k < n; k++)
+            elem_set_f64(c->in_dt[i], c->in[i], k, (double)rint_in(c->lo[i], c->hi[i]) / 1000.0);
     } else {
         for (int64_t k = 0; k < n; k++)
             elem_set_i64(c->in_dt[i], c->in[i], k, rint_in(c->lo[i], c->hi[i]));
@@ -563,6 +567,71 @@ static inline void lp_pool_cases(void) {
         }
 }
 
+// GridSample: every mode, padding and align_corners, at opset 16 and 20, every float type, a
+// grid reaching past [-1, 1]; the data with NaN, infinities and -0.
+static inline void grid_sample_cases(void) {
+    static const DType types[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16};
+    static const char *modes[2][3] = {{"bilinear", "nearest", "bicubic"},
+                                      {"linear", "nearest", "cubic"}};
+    static const char *pads[] = {"zeros", "border", "reflection"};
+    static const int64_t small[] = {1, 2, 3, 5, 7};
+    int i = 0;
+    for (int m = 0; m < 3; m++)
+        for (int p = 0; p < 3; p++)
+            for (int a = 0; a < 2; a++, i++) {
+                DType t = types[i % 4];
+                int v20 = i % 3 == 0;
+                int64_t x[4] = {rint_in(1, 3), i % 5 == 1 ? 11 : rint_in(1, 4), odd_dim(),
+                                odd_dim()};
+                int64_t gd[4] = {x[0], small[rnd() % 5], small[rnd() % 5], 2};
+                Case *c = new_case(v20 ? 20 : 16, "grid_sample %s %s %s align %d",
+                                   dtype_name(t), modes[v20][m], pads[p], a);
+                add_input(c, "x", t, 4, x, F_DATA, 0, 0);
+                add_input(c, "grid", t, 4, gd, F_COORD, -1300, 1300);
+                c->specials = true;
+                mb_node(c->mb, "GridSample", "gs", "x,grid", "y",
+                        mb_attr_s(c->mb, "mode", modes[v20][m]),
+                        mb_attr_s(c->mb, "padding_mode", pads[p]),
+                        mb_attr_i(c->mb, "align_corners", a), NULL);
+                mb_output(c->mb, "y");
+            }
+}
+
+// RoiAlign: avg and max, both coordinate modes, adaptive and fixed sampling, scales, ROIs past
+// the map and inverted; the batch indices are the hostile input.
+static inline void roi_align_cases(void) {
+    static const DType types[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16};
+    static const float scales[] = {1.0f, 0.5f, 0.25f};
+    int i = 0;
+    for (int m = 0; m < 2; m++)
+        for (int hp = 0; hp < 2; hp++)
+            for (int sr = 0; sr < 3; sr += 2, i++) {
+                DType t = types[i % 4];
+                // One case past the C kernel's block of 64 channels (67 = 64 + 3).
+                int64_t x[4] = {rint_in(1, 4), i == 5 ? 67 : rint_in(1, 4), odd_dim(), odd_dim()};
+                int64_t R = rint_in(1, 6), rd[2] = {R, 4};
+                float scale = scales[rnd() % 3];
+                int64_t reach = (int64_t)((double)(x[2] > x[3] ? x[2] : x[3]) / scale * 1000);
+                Case *c = new_case(16, "roi_align %s %s %s sampling %d scale %g", dtype_name(t),
+                                   m ? "max" : "avg", hp ? "half_pixel" : "output_half_pixel",
+                                   sr, scale);
+                add_input(c, "x", t, 4, x, F_DATA, 0, 0);
+                add_input(c, "rois", t, 2, rd, F_COORD, -2000, reach + 2000);
+                add_input(c, "bi", DT_INT64, 1, &R, F_INDEX, 0, x[0]);
+                c->hostile = 2;
+                c->specials = true;
+                mb_node(c->mb, "RoiAlign", "roi", "x,rois,bi", "y",
+                        mb_attr_s(c->mb, "mode", m ? "max" : "avg"),
+                        mb_attr_s(c->mb, "coordinate_transformation_mode",
+                                  hp ? "half_pixel" : "output_half_pixel"),
+                        mb_attr_i(c->mb, "sampling_ratio", sr),
+                        mb_attr_i(c->mb, "output_height", rint_in(1, 4)),
+                        mb_attr_i(c->mb, "output_width", rint_in(1, 4)),
+                        mb_attr_f(c->mb, "spatial_scale", scale), NULL);
+                mb_output(c->mb, "y");
+            }
+}
+
 // Every operator's cases (LpPool's too when lp_pool).
 static inline void opq_all_cases(bool lp_pool) {
     topk_cases();
@@ -576,6 +645,8 @@ static inline void opq_all_cases(bool lp_pool) {
     reverse_sequence_cases();
     if (lp_pool)
         lp_pool_cases();
+    grid_sample_cases();
+    roi_align_cases();
 }
 
 #endif

@@ -117,8 +117,12 @@ void lin_emit_packb_conv(Emit *E, int nr, int64_t kc_max) {
 
 // ---- depthwise 2-D convolution, direct ----
 
-// One (image, output channel) plane per task: each output row accumulates kh*kw strided passes
-// over input rows, the column range clipped so the inner loop has no padding test.
+// One (image, output channel) plane per task: the input plane is copied once into a zero-padded
+// buffer (the prologue evaluated on the way), then every output row is one vectorised pass along
+// the row, the KH*KW taps unrolled with their weights in registers and no padding test; the
+// epilogue runs over the finished plane. (Accumulating tap by tap into the output row instead,
+// as before, loaded and stored each row KH*KW times: 3x ONNX Runtime's time on MobileNetV2's
+// 56x56 planes.)
 int lin_emit_dw(Emit *E, Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
@@ -129,35 +133,51 @@ int lin_emit_dw(Emit *E, Err *e) {
     if (rc)
         return rc;
     long long IH = L->in[0], IW = L->in[1], OH = L->out[0], OW = L->out[1], KH = L->k[0],
-              KW = L->k[1];
+              KW = L->k[1], SH = L->st[0], SW = L->st[1], DH = L->dil[0], DW = L->dil[1],
+              PH = L->pad[0], PW = L->pad[1];
+    // The padded plane: the rows and columns the taps read.
+    long long HP = (OH - 1) * SH + (KH - 1) * DH + 1, WP = (OW - 1) * SW + (KW - 1) * DW + 1;
+    long long IWC = ORCH_MIN(IW, WP - PW); // input columns inside it
     sb_printf(s, "void %s(const void *const *in, void *out) {\n", E->fn);
     sb_line(s, 1, "float *restrict o = (float *)out;\n");
     sb_line(s, 1, "#pragma omp parallel if (%d)\n", L->NI * L->OC > 1 && lin_worth_parallel(L));
     sb_line(s, 1, "{\n");
-    if (L->pa < 0)
-        sb_line(s, 2, "float *xbuf = (float *)malloc(%lld);\n", IH * IW * 4);
+    sb_line(s, 2, "float *restrict xp = (float *)aligned_alloc(64, %lld);\n",
+            (HP * WP * 4 + 63) / 64 * 64);
+    sb_line(s, 2, "if (!xp) abort();\n");
     sb_line(s, 2, "#pragma omp for schedule(static)\n");
     sb_line(s, 2, "for (int64_t t = 0; t < %lld; t++) {\n", (long long)(L->NI * L->OC));
     sb_line(s, 3, "const int64_t q_n = t / %lld, oc = t %% %lld, ch = oc / %lld;\n",
             (long long)L->OC, (long long)L->OC, (long long)L->OCg);
+    sb_line(s, 3, "for (int64_t r = 0; r < %lld; r++) {\n", HP);
+    sb_line(s, 4, "float *restrict xr = xp + r * %lld;\n", WP);
+    sb_line(s, 4, "const int64_t ih = r - %lld;\n", PH);
+    sb_line(s, 4, "if ((uint64_t)ih >= %lluu) {\n", (unsigned long long)IH);
+    sb_line(s, 5, "memset(xr, 0, %lld);\n", WP * 4);
+    sb_line(s, 5, "continue;\n");
+    sb_line(s, 4, "}\n");
+    if (PW > 0)
+        sb_line(s, 4, "memset(xr, 0, %lld);\n", PW * 4);
+    if (PW + IWC < WP)
+        sb_line(s, 4, "memset(xr + %lld, 0, %lld);\n", PW + IWC, (WP - PW - IWC) * 4);
+    sb_line(s, 4, "float *restrict xd = xr + %lld;\n", PW);
     if (L->pa >= 0) {
-        sb_line(s, 3,
-                "const float *restrict x = (const float *)in[%d] + (q_n * %lld + ch) * %lld;\n",
-                L->pa, (long long)L->C, (long long)L->ipix);
+        sb_line(s, 4, "memcpy(xd, (const float *)in[%d] + ((q_n * %lld + ch) * %lld + ih) * %lld, "
+                      "%lld);\n",
+                L->pa, (long long)L->C, IH, IW, IWC * 4);
     } else {
-        sb_line(s, 3, "for (int64_t ih = 0; ih < %lld; ih++)\n", IH);
         sb_line(s, 4, "#pragma omp simd\n");
-        sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IW);
+        sb_line(s, 4, "for (int64_t iw = 0; iw < %lld; iw++) {\n", IWC);
         const char *ix[4] = {"q_n", "ch", "ih", "iw"};
         char v[64];
         rc = cexpr_value(E->x, L->ta, ix, s, 5, v, sizeof v, e);
         if (rc)
             return rc;
         cexpr_forget(E->x);
-        sb_line(s, 5, "xbuf[ih * %lld + iw] = %s;\n", IW, v);
+        sb_line(s, 5, "xd[iw] = %s;\n", v);
         sb_line(s, 4, "}\n");
-        sb_line(s, 3, "const float *restrict x = xbuf;\n");
     }
+    sb_line(s, 3, "}\n");
     sb_line(s, 3, "float wl[%lld];\n", KH * KW);
     if (L->pb >= 0) {
         sb_line(s, 3, "memcpy(wl, (const float *)in[%d] + oc * %lld, sizeof wl);\n", L->pb,
@@ -175,40 +195,27 @@ int lin_emit_dw(Emit *E, Err *e) {
         sb_line(s, 5, "wl[kh * %lld + kw] = %s;\n", KW, v);
         sb_line(s, 4, "}\n");
     }
+    for (long long k = 0; k < KH * KW; k++)
+        sb_line(s, 3, "const float w%lld = wl[%lld];\n", k, k);
     sb_line(s, 3, "float *restrict y = o + t * %lld;\n", OH * OW);
     sb_line(s, 3, "for (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+    sb_line(s, 4, "const float *restrict x0 = xp + oh * %lld;\n", SH * WP);
     sb_line(s, 4, "float *restrict yr = y + oh * %lld;\n", OW);
-    sb_line(s, 4, "for (int64_t ow = 0; ow < %lld; ow++) yr[ow] = 0.0f;\n", OW);
-    sb_line(s, 4, "for (int64_t kh = 0; kh < %lld; kh++) {\n", KH);
-    sb_line(s, 5, "const int64_t ih = oh * %lld - %lld + kh * %lld;\n", (long long)L->st[0],
-            (long long)L->pad[0], (long long)L->dil[0]);
-    sb_line(s, 5, "if ((uint64_t)ih >= %lluu) continue;\n", (unsigned long long)IH);
-    sb_line(s, 5, "const float *restrict xr = x + ih * %lld;\n", IW);
-    sb_line(s, 5, "for (int64_t kw = 0; kw < %lld; kw++) {\n", KW);
-    sb_line(s, 6, "const float wv = wl[kh * %lld + kw];\n", KW);
-    sb_line(s, 6, "const int64_t xb = kw * %lld - %lld;\n", (long long)L->dil[1],
-            (long long)L->pad[1]);
-    long long SW = L->st[1];
-    sb_line(s, 6, "int64_t lo = xb < 0 ? (-xb + %lld) / %lld : 0; if (lo > %lld) lo = %lld;\n",
-            SW - 1, SW, OW, OW);
-    sb_line(s, 6,
-            "int64_t hi = xb > %lld ? 0 : (%lld - xb) / %lld + 1; if (hi > %lld) hi = %lld; if "
-            "(hi < lo) hi = lo;\n",
-            IW - 1, IW - 1, SW, OW, OW);
-    if (SW == 1)
-        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow];\n");
-    else
-        sb_line(s, 6, "for (int64_t ow = lo; ow < hi; ow++) yr[ow] += wv * xr[xb + ow * %lld];\n",
-                SW);
-    sb_line(s, 5, "}\n");
+    sb_line(s, 4, "#pragma omp simd\n");
+    sb_line(s, 4, "for (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
+    sb_line(s, 5, "const float *restrict xq = x0 + ow * %lld;\n", SW);
+    sb_line(s, 5, "float a = 0.0f;\n");
+    for (long long kh = 0; kh < KH; kh++)
+        for (long long kw = 0; kw < KW; kw++)
+            sb_line(s, 5, "a += w%lld * xq[%lld];\n", kh * KW + kw, kh * DH * WP + kw * DW);
+    sb_line(s, 5, "yr[ow] = a;\n");
     sb_line(s, 4, "}\n");
-    if (L->epi)
-        sb_line(s, 4, "%s_epi(o, in, q_n * %lld + ch, oc %% %lld, 1, oh * %lld, %lld);\n", E->fn,
-                (long long)L->G, (long long)L->OCg, OW, OW);
     sb_line(s, 3, "}\n");
+    if (L->epi)
+        sb_line(s, 3, "%s_epi(o, in, q_n * %lld + ch, oc %% %lld, 1, 0, %lld);\n", E->fn,
+                (long long)L->G, (long long)L->OCg, OH * OW);
     sb_line(s, 2, "}\n");
-    if (L->pa < 0)
-        sb_line(s, 2, "free(xbuf);\n");
+    sb_line(s, 2, "free(xp);\n");
     sb_line(s, 1, "}\n");
     sb_puts(s, "}\n\n");
     return ST_OK;

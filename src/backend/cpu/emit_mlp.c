@@ -5,14 +5,18 @@
 // accumulated over K with orch_lv_fma), then its epilogue through cexpr (bias, activation; an
 // epilogue that reads the layer's input, MlpChain.xin, reads it from the other buffer or the
 // chain's input rows, pinned in cexpr) on the finished tile; the last layer's epilogue writes
-// the output rows.
+// the output rows. An epilogue with row reductions (MlpChain.red: a LayerNorm's mean and
+// variance) computes them per row first, each a double-accumulated loop over the row's products
+// in the tile (float32 sums), into locals that the elementwise pass reads as broadcast row
+// statistics.
 // Widths: a layer's columns are padded to NP = 16 * ceil(N / 16), a multiple of every vector
 // width (4, 8, 16 floats), so the micro-kernel has no column tail. A weight whose N is not a
 // multiple of 16 is copied once per call into a zero-padded [K][NP] block; the padded columns of
 // a tile (products with zero weights, or epilogue-free raw sums) are never read: the next
 // layer's K loop stops at the real width, and epilogues run over the real columns only.
 // Needs: cgen_prelude() and cgen_lin_prelude() in the translation unit. Guarantees: the output
-// of the candidate as prim_interp.c computes it, up to float32 reassociation of the sums.
+// of the candidate as prim_interp.c computes it, up to float32 reassociation of the sums (row
+// statistics summed in float32 where the interpreter sums in double).
 #include "cgen.h"
 #include "cgen_mlp.h"
 
@@ -34,14 +38,22 @@ typedef struct Em {
     const char *fn;
     StrBuf *s;
     Cexpr *x;
-    int cur; // the layer whose LINEAR output the reader answers for
+    int cur;  // the layer whose LINEAR output the reader answers for
+    int n_rs; // row statistics of that layer already computed (rs_<k> locals, k < n_rs)
 } Em;
 
+// Reads of the current layer's product (the local acc) and of its row statistics computed so
+// far (rs_<k>: MlpChain.red's k-th reduction of the row).
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
                   Err *e) {
     (void)code;
     (void)indent;
     const Em *E = ctx;
+    for (int k = 0; E->cur >= 0 && k < E->n_rs; k++)
+        if (rq->tensor == E->m->pg->prims[E->m->red[E->cur][k]]->out[0]) {
+            snprintf(out, cap, "rs_%d", k);
+            return ST_OK;
+        }
     if (E->cur < 0 || rq->tensor != E->m->tl[E->cur])
         return err_set(e, ST_UNSUPPORTED,
                        "mlp kernel %s: tensor %d is not the current layer's product", E->fn,
@@ -106,6 +118,51 @@ static void emit_layer_mm(Em *E, int l, int mr, int nv) {
     sb_puts(s, "}\n\n");
 }
 
+// Row statistic k of layer l (MlpChain.red): a sum over the row's real columns of the
+// reduction's input, as cexpr computes it from the products (acc), the layer's input (xin_)
+// and the earlier statistics, divided for a mean and converted once to the statistic's dtype:
+// the local rs_<k>. The sum is float32 in vector lanes (one partial sum per lane, added at the
+// end), also where the graph's statistic is float64 (the LayerNorm rule's mean; the
+// interpreter sums in double): summed in double the two LayerNorm statistics took 0.55 of a
+// 1.7 ms 2 x 128-wide chain (4096 rows, the 2-core Xeon, AVX-512), in float32 the chain beat
+// the unfused plan. Sines here take libm's path (no guard): the row's reductions are few beside
+// the products.
+static int emit_row_stat(Em *E, int l, int k, const char *const *ix, Err *e) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    const Prim *p = m->pg->prims[m->red[l][k]];
+    int64_t N = m->N[l];
+    StrBuf body;
+    sb_init(&body);
+    char v[64];
+    cexpr_pin(E->x, m->xin[l] ? m->in[l] : -1, "xin_");
+    int rc = cexpr_value(E->x, p->in[0], ix, &body, 3, v, sizeof v, e);
+    cexpr_forget(E->x);
+    cexpr_pin(E->x, -1, NULL);
+    if (rc) {
+        sb_free(&body);
+        return rc;
+    }
+    sb_line(s, 2, "float rsum_%d = 0.0f;\n", k);
+    sb_line(s, 2, "#pragma omp simd reduction(+ : rsum_%d)\n", k);
+    sb_line(s, 2, "for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
+    sb_line(s, 3, "const float acc = crow[j];\n");
+    sb_line(s, 3, "(void)acc;\n");
+    if (m->xin[l])
+        sb_line(s, 3, "const float xin_ = xa[r * xs + j];\n");
+    sb_puts(s, body.s ? body.s : "");
+    sb_line(s, 3, "rsum_%d += (float)%s;\n", k, v);
+    sb_line(s, 2, "}\n");
+    sb_free(&body);
+    const char *vt = cgen_vtype(m->pg->tensors[p->out[0]]->dtype);
+    if (p->red.op == RED_MEAN)
+        sb_line(s, 2, "const %s rs_%d = (%s)rsum_%d / (%s)%lld;\n", vt, k, vt, k, vt, (long long)N);
+    else
+        sb_line(s, 2, "const %s rs_%d = (%s)rsum_%d;\n", vt, k, vt, k);
+    E->n_rs = k + 1;
+    return ST_OK;
+}
+
 // fn_e<l>(c, in, i0, m, xa, xs[, y]): layer l's epilogue on the tile's rows i0.. i0+m-1, in place
 // in c (row stride NP), or into the output rows of y for the last layer. xa (row stride xs) holds
 // the layer's input rows, which the epilogue reads where it is gated by or adds its input
@@ -136,13 +193,21 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
     sb_line(s, 2, "float *restrict crow = c + r * %lld;\n", (long long)NP);
     if (last)
         sb_line(s, 2, "float *restrict yrow = y + (i0 + r) * %lld;\n", (long long)N);
+    E->cur = l;
+    E->n_rs = 0;
+    for (int k = 0; k < m->n_red[l]; k++) {
+        int rc = emit_row_stat(E, l, k, ix, e);
+        if (rc) {
+            E->cur = -1;
+            return rc;
+        }
+    }
     // A float32 sine takes the prelude's common path with its range check left to a flag
     // (cexpr_set_sin_guard), so that the row's loop has no library call and vectorises; where
     // some |x| > 65536 raised it, the row is computed again exactly (libm's sinf), reading the
     // products the first pass left in place (it wrote into t_).
     StrBuf body;
     sb_init(&body);
-    E->cur = l;
     char v[64], vx[64];
     cexpr_set_sin_guard(E->x, "big_");
     int before = cexpr_sin_guards(E->x);
@@ -183,6 +248,7 @@ static int emit_layer_epi(Em *E, int l, Err *e) {
         sb_line(s, 3, "%s[j] = t_[j];\n", dst);
     }
     E->cur = -1;
+    E->n_rs = 0;
     if (rc)
         return rc;
     sb_line(s, 1, "}\n");
@@ -208,7 +274,7 @@ static int emit_kernel(const MlpChain *m, const KernelConfig *cfg, const char *f
     StrBuf decls, body;
     sb_init(&decls);
     sb_init(&body);
-    Em E = {m, fn, &body, cexpr_create(m->pg, m->c, fn, &decls), -1};
+    Em E = {m, fn, &body, cexpr_create(m->pg, m->c, fn, &decls), -1, 0};
     cexpr_set_reader(E.x, reader, &E);
     int rc = ST_OK;
     int64_t wmax = 0, pk = 0;
@@ -344,7 +410,8 @@ typedef struct CpuMlpModel {
     // Cost of a tile's last rows (fewer than mr: single-row blocks) relative to a full block's
     // row: 2. Not recorded.
     double tail_row;
-    // Seconds per output element of a layer's epilogue: 4e-9. Not recorded.
+    // Seconds per output element of a layer's epilogue, and again per row reduction in it (its
+    // pass over the row): 4e-9. Not recorded.
     double epi_s;
     // L2 bytes assumed where HwInfo has none: 512 KiB. Not fitted.
     double l2;
@@ -405,7 +472,7 @@ static double score(const MlpChain *m, const HwInfo *hw, int64_t RT, int mr, int
         double tail = fmod((double)m->R < rows ? (double)m->R : rows, (double)mr);
         double rows_eff = rows + tail * P->tail_row;
         t += 2.0 * rows_eff * (double)m->K[l] * NP / (peak * eff) +
-             rows * (double)m->N[l] * P->epi_s;
+             rows * (double)m->N[l] * P->epi_s * (1 + m->n_red[l]);
     }
     double tiles = ceil((double)m->R / (double)RT);
     double waves = ceil(tiles / cores);

@@ -827,6 +827,87 @@ static int emit_lp_pool(const Em *m) {
     return ST_OK;
 }
 
+// ---- GridSample, RoiAlign ----
+
+// The shared helpers (opaque_values.c) compute each value in double as src/ops/sample.c does.
+// GridSample: a grid point per iteration, its taps and weights found once for every channel;
+// RoiAlign: a bin of a ROI per iteration, its samples found once for each block of 64 channels,
+// every batch index checked before anything is written.
+static int emit_sample(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *fn = m->fn, *xt = cgen_ctype(s->dt), *ct = cgen_ctype(s->dt2);
+    char y[448], v[320];
+    opq_emit_sample_helpers(b, OPQ_DIALECT_C, fn, s);
+    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, xt, "x", s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "c2", s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, xt, "y");
+    if (s->op == OPQ_GRID_SAMPLE) {
+        // A grid point per iteration: its plan once, then every channel's value.
+        const GridSampleGeom *g = &s->gs;
+        sb_line(b, 1, "const int64_t PTS = %lld, C = %lld, PLANE = %lld;\n",
+                (long long)(g->HO * g->WO), (long long)g->C, (long long)(g->H * g->W));
+        pragma_for(m, 1, "");
+        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n", (long long)(g->N * g->HO * g->WO));
+        sb_line(b, 2, "const int64_t n = pt / PTS, p = pt %% PTS;\n");
+        sb_line(b, 2, "%s_plan P;\n", fn);
+        sb_line(b, 2, "%s_plan_of(%s_lc(c2[pt * 2]), %s_lc(c2[pt * 2 + 1]), &P);\n", fn, fn, fn);
+        sb_line(b, 2, "for (int64_t c = 0; c < C; c++) {\n");
+        sb_line(b, 3, "const int64_t k = (n * C + c) * PTS + p;\n");
+        snprintf(v, sizeof v, "%s_out(%s_apply(x + (n * C + c) * PLANE, &P))", fn, fn);
+        opq_sample_store(s->dt, v, y, sizeof y);
+        sb_line(b, 3, "y[k] = %s;\n", y);
+        sb_line(b, 2, "}\n");
+        sb_line(b, 1, "}\n");
+        sb_line(b, 1, "return 0;\n");
+        sb_puts(b, "}\n");
+        opq_emit_sample_close(b, OPQ_DIALECT_C);
+        return ST_OK;
+    }
+    // A bin of a ROI per iteration: its samples found once for a block of channels.
+    const RoiAlignGeom *g = &s->ra;
+    const int64_t CB = 64;
+    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
+    sb_line(b, 1, "const int64_t BINS = %lld, OW = %lld, C = %lld, PLANE = %lld, CB = %lld;\n",
+            (long long)(g->OH * g->OW), (long long)g->OW, (long long)g->C,
+            (long long)(g->H * g->W), (long long)CB);
+    sb_line(b, 1, "for (int64_t q = 0; q < %lld; q++)\n", (long long)g->R);
+    sb_line(b, 2, "if ((int64_t)bi[q] < 0 || (int64_t)bi[q] >= %lld)\n", (long long)g->N);
+    sb_line(b, 3, "return %d;\n", CKERNEL_ERR_INDEX);
+    pragma_for(m, 1, "");
+    sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n", (long long)(g->R * g->OH * g->OW));
+    sb_line(b, 2, "const int64_t q = pt / BINS, bin = pt %% BINS, ph = bin / OW, pw = bin %% OW;\n");
+    sb_line(b, 2, "%s_bins B;\n", fn);
+    sb_line(b, 2, "%s_bins_of(c2 + q * 4, &B);\n", fn);
+    sb_line(b, 2, "const %s *xn = x + (int64_t)bi[q] * C * PLANE;\n", xt);
+    sb_line(b, 2, "for (int64_t c0 = 0; c0 < C; c0 += CB) {\n");
+    sb_line(b, 3, "const int64_t cn = C - c0 < CB ? C - c0 : CB;\n");
+    sb_line(b, 3, "double acc[%lld];\n", (long long)CB);
+    sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
+    sb_line(b, 4, "acc[c] = 0;\n");
+    sb_line(b, 3, "int first = 1;\n");
+    sb_line(b, 3, "for (int64_t iy = 0; iy < B.gh; iy++)\n");
+    sb_line(b, 4, "for (int64_t ix = 0; ix < B.gw; ix++) {\n");
+    sb_line(b, 5, "int64_t p[4];\n");
+    sb_line(b, 5, "double w[4];\n");
+    sb_line(b, 5, "%s_tap(&B, ph, pw, iy, ix, p, w);\n", fn);
+    sb_line(b, 5, "for (int64_t c = 0; c < cn; c++)\n");
+    sb_line(b, 6, "acc[c] = %s_fold(acc[c], first, xn + (c0 + c) * PLANE, p, w);\n", fn);
+    sb_line(b, 5, "first = 0;\n");
+    sb_line(b, 4, "}\n");
+    sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
+    snprintf(v, sizeof v, "%s_out(%s_end(acc[c], &B))", fn, fn);
+    opq_sample_store(s->dt, v, y, sizeof y);
+    sb_line(b, 4, "y[(q * C + c0 + c) * BINS + bin] = %s;\n", y);
+    sb_line(b, 2, "}\n");
+    sb_line(b, 1, "}\n");
+    sb_line(b, 1, "return 0;\n");
+    sb_puts(b, "}\n");
+    opq_emit_sample_close(b, OPQ_DIALECT_C);
+    return ST_OK;
+}
+
 int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e) {
     OpqSpec s;
@@ -854,6 +935,8 @@ int cgen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *c
     case OPQ_ONE_HOT: return emit_one_hot(&m);
     case OPQ_REVERSE_SEQUENCE: return emit_reverse_sequence(&m);
     case OPQ_LP_POOL: return emit_lp_pool(&m);
+    case OPQ_GRID_SAMPLE:
+    case OPQ_ROI_ALIGN: return emit_sample(&m);
     default: break;
     }
     return err_set(e, ST_UNSUPPORTED, "kernel %s: no emitter for %s", fn, opq_op_name(s.op));

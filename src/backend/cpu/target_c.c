@@ -65,6 +65,10 @@ static int cpu_check_options(const TargetOptions *opt, Err *e) {
                        "half storage needs the cuda target and precision fp16 or bf16");
     if (opt->threads < 0)
         return err_set(e, ST_USAGE, "--threads must be at least 1 (got %d)", opt->threads);
+    if (opt->gpus)
+        return err_set(e, ST_USAGE,
+                       "--gpus %s needs the cuda target; the cpu target measures on the host",
+                       opt->gpus);
     return ST_OK;
 }
 

@@ -154,10 +154,12 @@ static int lt_check(const Lib *l, cublasStatus_t st, const char *call, Err *e) {
 }
 #define LT_TRY(l, e, fn, ...) lt_check((l), (l)->fn(__VA_ARGS__), #fn, (e))
 
-// The process's handle, created once with the device's primary context current (cuBLASLt's
-// runtime then uses that context). NULL and e set when there is no GPU.
-static cublasLtHandle_t handle;
-static CudaDevice handle_dev;
+// The process's handles, one per GPU (a handle serves the GPU it was created on), each created
+// once with its GPU's primary context current (cuBLASLt's runtime then uses that context). NULL
+// and e set when there is no GPU.
+#define LT_MAX_GPUS 64
+static cublasLtHandle_t handles[LT_MAX_GPUS];
+static CudaDevice handle_devs[LT_MAX_GPUS];
 static pthread_mutex_t handle_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static cublasLtHandle_t get_handle(int ordinal, Err *e) {
@@ -166,21 +168,32 @@ static cublasLtHandle_t get_handle(int ordinal, Err *e) {
         err_set(e, ST_UNSUPPORTED, "cuBLASLt: %s", lib.where);
         return NULL;
     }
+    if (ordinal < 0 || ordinal >= LT_MAX_GPUS) {
+        err_set(e, ST_UNSUPPORTED, "cuBLASLt: GPU %d is past the %d orch calls it on", ordinal,
+                LT_MAX_GPUS);
+        return NULL;
+    }
     pthread_mutex_lock(&handle_mu);
-    if (!handle) {
+    if (!handles[ordinal]) {
         const CudaApi *api = cuda_api_load(e);
         cublasLtHandle_t h = NULL;
-        if (api && cuda_device_open(api, ordinal, &handle_dev, e) == ST_OK) {
+        if (api && cuda_device_open(api, ordinal, &handle_devs[ordinal], e) == ST_OK) {
             if (LT_TRY(l, e, create, &h) != ST_OK) {
                 h = NULL;
-                cuda_device_close(&handle_dev);
+                cuda_device_close(&handle_devs[ordinal]);
             }
         }
-        handle = h;
+        handles[ordinal] = h;
     }
-    cublasLtHandle_t h = handle;
+    cublasLtHandle_t h = handles[ordinal];
     pthread_mutex_unlock(&handle_mu);
     return h;
+}
+
+// The handle of the GPU current on this thread (the caller bound the one it runs on).
+static cublasLtHandle_t current_handle(Err *e) {
+    Err ae = {0};
+    return get_handle(cuda_current_ordinal(cuda_api_load(&ae)), e);
 }
 
 int blaslt_init(int ordinal, Err *e) {
@@ -350,7 +363,7 @@ int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr 
     const BlasLtCall *c = &op->call;
     if (!l || !op->desc)
         return err_set(e, ST_UNSUPPORTED, "cuBLASLt: %s", lib.where);
-    cublasLtHandle_t h = get_handle(0, e);
+    cublasLtHandle_t h = current_handle(e);
     if (!h)
         return e->code;
     if (c->workspace > ws_bytes)
@@ -476,7 +489,7 @@ int blaslt_configs_of_call(BlasLtCall call, int ordinal, KernelConfig *out, int 
          LT_TRY(l, &e, pref_set, pref, PREF_MIN_ALIGNMENT_D_BYTES, &call.align_c,
                 sizeof call.align_c) == ST_OK;
     // The descriptors and the heuristic belong to the handle's device.
-    ok = ok && cuda_device_bind(&handle_dev, &e) == ST_OK;
+    ok = ok && cuda_device_bind(&handle_devs[ordinal], &e) == ST_OK;
     ok = ok && LT_TRY(l, &e, heuristic, h, op.desc, op.la, op.lb, op.lc, op.lc, pref, k, res,
                       &got) == ST_OK;
     int n = 0;

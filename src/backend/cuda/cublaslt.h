@@ -133,15 +133,16 @@ typedef struct BlasLtOp {
 // Refuses a call chosen with another library version: "compiled with cuBLASLt X, this machine
 // has Y: recompile" (ST_INVALID), or ST_UNSUPPORTED when there is no library.
 int blaslt_check_version(const BlasLtCall *call, Err *e);
-// Creates the process's cuBLASLt handle on device `ordinal` if need be (binding its primary
-// context on the calling thread). Call it before capturing calls into a CUDA graph: creating a
-// handle is not capturable. ST_UNSUPPORTED without the library or a GPU.
+// Creates the process's cuBLASLt handle for device `ordinal` (one per GPU) if need be (binding
+// its primary context on the calling thread). Call it before capturing calls into a CUDA graph:
+// creating a handle is not capturable. ST_UNSUPPORTED without the library or a GPU.
 int blaslt_init(int ordinal, Err *e);
 int blaslt_op_create(const BlasLtCall *call, BlasLtOp *op, Err *e);
 void blaslt_op_destroy(BlasLtOp *op); // accepts a zeroed op
 // Queues the call on stream (capturable): a, b, bias, res are the device addresses of its A, B,
 // bias and residual C (0 without one), d the output; ws a device buffer of at least
-// call.workspace bytes.
+// call.workspace bytes. It runs with the handle of the GPU whose context is current on the
+// calling thread (cuda_current_ordinal; blaslt_init made it).
 int blaslt_op_run(const BlasLtOp *op, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
                   CUdeviceptr res, CUdeviceptr d, CUdeviceptr ws, uint64_t ws_bytes,
                   CUstream stream, Err *e);

@@ -1,7 +1,7 @@
 // The driver API through dlopen (cuda_api.h): a symbol table binds each CudaApi member to the
 // versioned entry point cuda.h maps its name to; one process-wide table is loaded under
 // pthread_once and its outcome (table or message) kept for every later caller. Also the primary
-// context helpers and the device properties (CudaHw, HwInfo) of device 0.
+// context helpers and the device properties (CudaHw, HwInfo) of device 0 or any other.
 #define _GNU_SOURCE
 #include "cuda_api.h"
 #include "cublaslt.h"
@@ -35,6 +35,7 @@ static const struct {
     SYM(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", NULL),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent", NULL),
     SYM(cuCtxGetCurrent, "cuCtxGetCurrent", NULL),
+    SYM(cuCtxGetDevice, "cuCtxGetDevice", NULL),
     SYM(cuCtxSynchronize, "cuCtxSynchronize", NULL),
     SYM(cuModuleLoadData, "cuModuleLoadData", NULL),
     SYM(cuModuleGetFunction, "cuModuleGetFunction", NULL),
@@ -232,6 +233,16 @@ int cuda_device_bind(const CudaDevice *d, Err *e) {
     return CUDA_TRY(d->api, e, cuCtxSetCurrent, d->ctx);
 }
 
+int cuda_current_ordinal(const CudaApi *api) {
+    CUdevice cur, d;
+    if (!api || api->cuCtxGetDevice(&cur) != CUDA_SUCCESS)
+        return 0;
+    for (int o = 0; o < api->device_count; o++)
+        if (api->cuDeviceGet(&d, o) == CUDA_SUCCESS && d == cur)
+            return o;
+    return 0;
+}
+
 void cuda_device_close(CudaDevice *d) {
     if (d->api && d->ctx) {
         // Unbind first: the primary context may be destroyed by the release when this was the
@@ -343,6 +354,10 @@ int cuda_measure_dram_bw(const CudaHw *hw, double *bytes_per_s, Err *e) {
 }
 
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
+    return cuda_hw_detect_device(0, hw, info, e);
+}
+
+int cuda_hw_detect_device(int ordinal, CudaHw *hw, HwInfo *info, Err *e) {
     memset(hw, 0, sizeof *hw);
     const CudaApi *api = cuda_api_load(e);
     if (!api)
@@ -353,8 +368,12 @@ int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e) {
     nvrtc_version(&hw->nvrtc_major, &hw->nvrtc_minor);
     hw->driver_version = api->driver_version;
 
+    if (ordinal < 0 || ordinal >= api->device_count)
+        return err_set(e, ST_USAGE, "CUDA device %d does not exist (this machine has %d)", ordinal,
+                       api->device_count);
+    hw->ordinal = ordinal;
     CUdevice dev;
-    if (CUDA_TRY(api, e, cuDeviceGet, &dev, 0))
+    if (CUDA_TRY(api, e, cuDeviceGet, &dev, ordinal))
         return e->code;
     if (CUDA_TRY(api, e, cuDeviceGetName, hw->name, (int)sizeof hw->name, dev))
         return e->code;

@@ -3,7 +3,7 @@
 // an NVIDIA GPU, and builds where cuda.h is absent. Needs nothing at build time. Guarantees: every
 // pointer in a loaded CudaApi is non-NULL; every call goes through CUDA_TRY/cuda_check, which turns
 // a failing CUresult into an Err naming the call and the driver's error name and text.
-// Also the device's properties (CudaHw) for the hardware model, and target.h's HwInfo for device 0.
+// Also a device's properties (CudaHw) for the hardware model, and target.h's HwInfo, for any GPU.
 //
 // The types and constants below are declared here, with the numeric values of CUDA 13.0's cuda.h
 // (/usr/local/cuda-13.0/include/cuda.h; the values are ABI and have not changed since they were
@@ -119,6 +119,7 @@ typedef struct CudaApi {
     CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev); // ..._v2
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
     CUresult (*cuCtxGetCurrent)(CUcontext *ctx);
+    CUresult (*cuCtxGetDevice)(CUdevice *dev);
     CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
     CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
@@ -200,6 +201,9 @@ typedef struct CudaDevice {
 int cuda_device_open(const CudaApi *api, int ordinal, CudaDevice *d, Err *e);
 int cuda_device_bind(const CudaDevice *d, Err *e);
 void cuda_device_close(CudaDevice *d); // releases the primary context; accepts a zeroed struct
+// The ordinal of the GPU whose context is current on the calling thread; 0 where none is (or the
+// driver cannot tell): the GPU a library handle serves when its caller bound none.
+int cuda_current_ordinal(const CudaApi *api);
 
 // The device properties the hardware model needs (the configs' hardware model). Sizes in
 // bytes; 0 where the driver does not report the value.
@@ -218,9 +222,9 @@ typedef struct CudaHw {
     int64_t l2_bytes;
     int64_t global_mem_bytes;
     int clock_khz, mem_clock_khz, bus_width_bits;
-    double dram_bw;     // bytes/s: measured (the target's calibrate slot) or else theoretical, 2 (double
-                        // data rate) * memory clock * bus width
-    int driver_version; // 13000 = 13.0
+    double dram_bw; // bytes/s: measured (the target's calibrate slot) or else theoretical, 2
+                    // (double data rate) * memory clock * bus width
+    int driver_version;           // 13000 = 13.0
     int nvrtc_major, nvrtc_minor; // the NVRTC that will compile the kernels
 } CudaHw;
 
@@ -236,6 +240,8 @@ void cuda_arch_name(int cc_major, int cc_minor, char *buf, size_t n);
 // NVRTC is newer than the driver (its cubins would not load) or cannot compile for the device's
 // architecture. info may be NULL.
 int cuda_hw_detect(CudaHw *hw, HwInfo *info, Err *e);
+// The same for the device of that ordinal (hw->ordinal set); ST_USAGE when there is none.
+int cuda_hw_detect_device(int ordinal, CudaHw *hw, HwInfo *info, Err *e);
 
 // The device's memory bandwidth measured (bytes/s): timed device-to-device copies of a buffer 8x
 // the L2 (at least 256 MiB, less when memory is short). About a second; the compile driver

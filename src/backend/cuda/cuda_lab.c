@@ -1,4 +1,5 @@
-// The CUDA kernel lab (cuda_lab.h): emit → NVRTC in parallel threads → load → check → time.
+// The CUDA kernel lab (cuda_lab.h): emit → NVRTC in parallel threads → load, check and time on
+// one GPU or several of one kind (a worker per GPU taking jobs from one queue).
 #define _GNU_SOURCE
 #include "cuda_lab.h"
 
@@ -9,7 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static size_t round_up(size_t n, size_t a) {
     return (n + a - 1) / a * a;
@@ -519,93 +527,193 @@ static size_t job_bytes(const PrimGraph *pg, const Candidate *c, size_t *in_byte
     return off;
 }
 
-// Reports a finished job; an error when it crashed the context.
-static int job_done(Lab *L, LabJob *j, const LabOptions *opt, int *done, int total, Err *e) {
-    if (opt->on_result)
-        opt->on_result(opt->ctx, j, ++*done, total);
-    if (!L->lost)
-        return ST_OK;
-    // A fault is sticky: the driver refuses every later call in this process (a released or
-    // reset primary context does not come back; seen on an H100, driver 580). The caller's
-    // before_run marked the kernel pending and on_result recorded it, so a new process skips it.
-    return err_set(e, ST_RUNTIME,
-                   "CUDA lab: the kernel of candidate %d (%s) crashed the GPU context (%s); "
-                   "a CUDA context does not recover within a process, so the remaining "
-                   "kernels were not measured; run the command again (the crashed kernel "
-                   "is remembered and skipped)",
-                   j->cand, j->cfg.desc, j->note);
+// ---- the queue of jobs and the workers that measure them, one per device ----
+
+// One entry of the queue, in the order the jobs are measured: the library calls first, then
+// every unit's kernels, the units that failed to build reported in their place.
+typedef enum { ITEM_LIBRARY, ITEM_KERNEL, ITEM_UNBUILT } ItemKind;
+typedef struct Item {
+    ItemKind kind;
+    int job;
+    const Unit *unit; // ITEM_KERNEL, ITEM_UNBUILT
+} Item;
+
+// What the workers share. qmu guards the queue, the stop flag and the error; mu the count of
+// finished jobs and every call of the caller's callbacks (which write the profile database and
+// the progress lines), so those see one job at a time, as with one device, and a worker taking
+// its next job does not wait for another's database write.
+typedef struct Shared {
+    const PrimGraph *pg;
+    const CandidateSet *cs;
+    void **values;
+    LabJob *jobs;
+    const CudaLaunch *geo;
+    const Item *items;
+    LabQueue q;
+    const LabOptions *opt; // the caller's
+    LabOptions run_opt;    // the same, its before_run called under mu (measure's)
+    pthread_mutex_t mu, qmu;
+    int done, total;
+    bool stop; // a kernel crashed its device's context: nobody takes another job
+    Err err;   // the first crash's error
+} Shared;
+
+typedef struct Worker {
+    Shared *sh;
+    Lab L;
+    const Unit *unit; // the unit whose module is loaded (mod), NULL for none
+    CUmodule mod;
+    pthread_t th;
+    bool started;
+} Worker;
+
+static int locked_before_run(void *ctx, const LabJob *j) {
+    Shared *sh = ctx;
+    pthread_mutex_lock(&sh->mu);
+    int r = sh->opt->before_run(sh->opt->ctx, j);
+    pthread_mutex_unlock(&sh->mu);
+    return r;
 }
 
-// Measures the library calls (jobs whose emit gave a call descriptor); stops at a crash.
-static int run_library(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **values,
-                       LabJob *jobs, const CudaLaunch *geo, const int *lib, int nlib,
-                       const LabOptions *opt, int *done, int total, Err *e) {
-    int rc = ST_OK;
-    for (int i = 0; i < nlib && rc == ST_OK; i++) {
-        LabJob *j = &jobs[lib[i]];
-        const CudaLaunch *g = &geo[lib[i]];
-        BlasLtOp op;
-        DnnOp dnn;
-        memset(&op, 0, sizeof op);
-        memset(&dnn, 0, sizeof dnn);
-        Err ce = {0};
-        // The handle before any capture (creating one is not capturable).
-        bool ready =
-            g->lib == CUDA_LIB_CUDNN
-                ? !(dnn_check_version(&g->dnn, &ce) || dnn_init(L->hw->ordinal, &ce) ||
-                    cuda_device_bind(&L->dev, &ce) || dnn_op_create(&g->dnn, &dnn, &ce))
-                : !(blaslt_check_version(&g->blas, &ce) || blaslt_init(L->hw->ordinal, &ce) ||
-                    cuda_device_bind(&L->dev, &ce) || blaslt_op_create(&g->blas, &op, &ce));
-        if (!ready) {
-            j->status = LAB_BUILD_FAILED;
-            snprintf(j->note, sizeof j->note, "%.250s", ce.msg);
-        } else {
-            Runner rn = {NULL, NULL, g->lib == CUDA_LIB_CUDNN ? NULL : &op,
-                         g->lib == CUDA_LIB_CUDNN ? &dnn : NULL};
-            measure(L, pg, &cs->c[j->cand], values, &rn, j, opt);
-        }
-        blaslt_op_destroy(&op);
-        dnn_op_destroy(&dnn);
-        rc = job_done(L, j, opt, done, total, e);
+static void note_line(Shared *sh, const char *line) {
+    pthread_mutex_lock(&sh->mu);
+    if (sh->opt->on_note)
+        sh->opt->on_note(sh->opt->ctx, line);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+// Reports a finished job; once a job crashed its device's context, stops every worker.
+static void job_done(Worker *w, LabJob *j) {
+    Shared *sh = w->sh;
+    pthread_mutex_lock(&sh->mu);
+    ++sh->done;
+    if (sh->opt->on_result)
+        sh->opt->on_result(sh->opt->ctx, j, sh->done, sh->total);
+    pthread_mutex_unlock(&sh->mu);
+    // A fault is sticky: the driver refuses every later call on that context in this process (a
+    // released or reset primary context does not come back; seen on an H100, driver 580). The
+    // caller's before_run marked the kernel pending and on_result recorded it, so a new process
+    // skips it.
+    pthread_mutex_lock(&sh->qmu);
+    if (w->L.lost && !sh->stop) {
+        sh->stop = true;
+        err_set(&sh->err, ST_RUNTIME,
+                "CUDA lab: the kernel of candidate %d (%s) crashed the context of GPU %d (%s); "
+                "a CUDA context does not recover within a process, so the remaining "
+                "kernels were not measured; run the command again (the crashed kernel "
+                "is remembered and skipped)",
+                j->cand, j->cfg.desc, w->L.hw->ordinal, j->note);
     }
-    return rc;
+    pthread_mutex_unlock(&sh->qmu);
 }
 
-// Loads a unit's cubin and measures its jobs; stops at a crash.
-static int run_unit(Lab *L, const PrimGraph *pg, const CandidateSet *cs, void **values,
-                    LabJob *jobs, const CudaLaunch *geo, Unit *u, const LabOptions *opt, int *done,
-                    int total, Err *e) {
+// Measures one library call (a job whose emit gave a call descriptor).
+static void run_library(Worker *w, LabJob *j, const CudaLaunch *g) {
+    Shared *sh = w->sh;
+    Lab *L = &w->L;
+    BlasLtOp op;
+    DnnOp dnn;
+    memset(&op, 0, sizeof op);
+    memset(&dnn, 0, sizeof dnn);
+    Err ce = {0};
+    // The handle before any capture (creating one is not capturable).
+    bool ready = g->lib == CUDA_LIB_CUDNN
+                     ? !(dnn_check_version(&g->dnn, &ce) || dnn_init(L->hw->ordinal, &ce) ||
+                         cuda_device_bind(&L->dev, &ce) || dnn_op_create(&g->dnn, &dnn, &ce))
+                     : !(blaslt_check_version(&g->blas, &ce) || blaslt_init(L->hw->ordinal, &ce) ||
+                         cuda_device_bind(&L->dev, &ce) || blaslt_op_create(&g->blas, &op, &ce));
+    if (!ready) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "%.250s", ce.msg);
+    } else {
+        Runner rn = {NULL, NULL, g->lib == CUDA_LIB_CUDNN ? NULL : &op,
+                     g->lib == CUDA_LIB_CUDNN ? &dnn : NULL};
+        measure(L, sh->pg, &sh->cs->c[j->cand], sh->values, &rn, j, &sh->run_opt);
+    }
+    blaslt_op_destroy(&op);
+    dnn_op_destroy(&dnn);
+}
+
+// Measures one kernel of unit u, loading u's cubin on this worker's device first.
+static void run_kernel(Worker *w, LabJob *j, const CudaLaunch *g, const Unit *u) {
+    Shared *sh = w->sh;
+    Lab *L = &w->L;
     const CudaApi *api = L->api;
-    CUmodule mod = NULL;
-    int rc = ST_OK;
-    for (int i = 0; i < u->count && rc == ST_OK; i++) {
-        LabJob *j = &jobs[u->jobs[i]];
-        const Candidate *c = &cs->c[j->cand];
-        Err ce = {0};
-        if (!mod && CUDA_TRY(api, &ce, cuModuleLoadData, &mod, u->cubin)) {
-            mod = NULL;
-            j->status = LAB_BUILD_FAILED;
-            snprintf(j->note, sizeof j->note, "the cubin does not load: %.220s", ce.msg);
-        } else {
-            char name[64];
-            lab_kernel_name(pg, c, &j->cfg, name, sizeof name);
-            CUfunction fn = NULL;
-            if (CUDA_TRY(api, &ce, cuModuleGetFunction, &fn, mod, name)) {
-                j->status = LAB_BUILD_FAILED;
-                snprintf(j->note, sizeof j->note, "kernel %.40s missing from its program: %.150s",
-                         name, ce.msg);
-            } else {
-                Runner rn = {fn, &geo[u->jobs[i]], NULL, NULL};
-                measure(L, pg, c, values, &rn, j, opt);
-            }
-        }
-        rc = job_done(L, j, opt, done, total, e);
-        if (rc)
-            mod = NULL;
+    const Candidate *c = &sh->cs->c[j->cand];
+    Err ce = {0};
+    if (w->unit != u) { // the units come in order: the previous one is done on this worker
+        if (w->mod)
+            api->cuModuleUnload(w->mod);
+        w->mod = NULL;
+        w->unit = u;
     }
-    if (mod && L->open && !L->lost)
-        api->cuModuleUnload(mod);
-    return rc;
+    if (!w->mod && CUDA_TRY(api, &ce, cuModuleLoadData, &w->mod, u->cubin)) {
+        w->mod = NULL;
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "the cubin does not load: %.220s", ce.msg);
+        return;
+    }
+    char name[64];
+    lab_kernel_name(sh->pg, c, &j->cfg, name, sizeof name);
+    CUfunction fn = NULL;
+    if (CUDA_TRY(api, &ce, cuModuleGetFunction, &fn, w->mod, name)) {
+        j->status = LAB_BUILD_FAILED;
+        snprintf(j->note, sizeof j->note, "kernel %.40s missing from its program: %.150s", name,
+                 ce.msg);
+        return;
+    }
+    Runner rn = {fn, g, NULL, NULL};
+    measure(L, sh->pg, c, sh->values, &rn, j, &sh->run_opt);
+}
+
+// Takes jobs from the queue until none is left for this worker or a crash stopped the lab.
+static void work(Worker *w) {
+    Shared *sh = w->sh;
+    for (;;) {
+        pthread_mutex_lock(&sh->qmu);
+        int i = sh->stop ? -1 : lab_queue_take(&sh->q);
+        pthread_mutex_unlock(&sh->qmu);
+        if (i < 0)
+            break;
+        const Item *it = &sh->items[i];
+        LabJob *j = &sh->jobs[it->job];
+        if (it->kind == ITEM_UNBUILT) {
+            j->status = LAB_BUILD_FAILED;
+            snprintf(j->note, sizeof j->note, "%.250s", it->unit->err.msg);
+        } else {
+            j->device = w->L.hw->ordinal;
+            if (it->kind == ITEM_LIBRARY)
+                run_library(w, j, &sh->geo[it->job]);
+            else
+                run_kernel(w, j, &sh->geo[it->job], it->unit);
+        }
+        job_done(w, j);
+        if (w->L.lost)
+            break;
+    }
+    // A lost context's module went with it.
+    if (w->mod && !w->L.lost)
+        w->L.api->cuModuleUnload(w->mod);
+    w->mod = NULL;
+    w->unit = NULL;
+}
+
+// Another device's worker: opens its device on its own thread (the primary context is current
+// per thread), measures, closes. A device that cannot be set up (memory taken by another
+// process) is left out with a note: the others take its share.
+static void *worker_main(void *arg) {
+    Worker *w = arg;
+    Err e = {0};
+    if (gpu_open(&w->L, &e) == ST_OK) {
+        work(w);
+    } else {
+        char line[600];
+        snprintf(line, sizeof line, "GPU %d left out of the measuring: %.500s", w->L.hw->ordinal,
+                 e.msg);
+        note_line(w->sh, line);
+    }
+    gpu_close(&w->L);
+    return NULL;
 }
 
 static void reset_jobs(LabJob *jobs, int n) {
@@ -616,11 +724,18 @@ static void reset_jobs(LabJob *jobs, int n) {
         jobs[i].reps = jobs[i].attempts = 0;
         jobs[i].load = -1;
         jobs[i].unstable = false;
+        jobs[i].device = -1;
     }
 }
 
 int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
                  const LabOptions *opt, const CudaHw *hw, const CudaEmitter *em, Err *e) {
+    return cuda_lab_run_devices(pg, cs, values, jobs, n, opt, hw, NULL, 0, em, e);
+}
+
+int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs,
+                         int n, const LabOptions *opt, const CudaHw *hw, const CudaHw *others,
+                         int n_others, const CudaEmitter *em, Err *e) {
     reset_jobs(jobs, n);
     const CudaApi *api = cuda_api_load(e);
     if (!api)
@@ -634,19 +749,17 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = opt->jobs > 0 ? opt->jobs : (int)(cores > 0 ? cores : 1);
 
-    Lab L = {.api = api, .hw = hw};
+    size_t pool_bytes = 0, scratch_bytes = 0, ws_bytes = 0;
     bool any_flush = false;
     for (int i = 0; i < n; i++) {
         size_t in_bytes;
-        L.pool_bytes = ORCH_MAX(L.pool_bytes, job_bytes(pg, &cs->c[jobs[i].cand], &in_bytes));
+        pool_bytes = ORCH_MAX(pool_bytes, job_bytes(pg, &cs->c[jobs[i].cand], &in_bytes));
         any_flush = any_flush || (hw->l2_bytes > 0 && (int64_t)in_bytes > hw->l2_bytes / 2);
     }
-    L.scratch_bytes = any_flush ? 2 * (size_t)hw->l2_bytes : 0;
-    L.host_out = malloc(L.pool_bytes);
-    if (!L.host_out)
-        return err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes)", L.pool_bytes);
+    scratch_bytes = any_flush ? 2 * (size_t)hw->l2_bytes : 0;
 
     // Emit on this thread (emitters need not be thread-safe), compile in parallel.
+    double t_build = now_s();
     CudaLaunch *geo = xcalloc((size_t)n + 1, sizeof(CudaLaunch));
     int nu = (n + per - 1) / per;
     Unit *units = xcalloc((size_t)nu + 1, sizeof(Unit));
@@ -660,9 +773,9 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     for (int i = 0; i < n; i++)
         if (geo[i].lib && jobs[i].status == LAB_SKIPPED) {
             lib[nlib++] = i;
-            L.ws_bytes = ORCH_MAX(L.ws_bytes,
-                                  (size_t)(geo[i].lib == CUDA_LIB_CUDNN ? geo[i].dnn.workspace
-                                                                        : geo[i].blas.workspace));
+            ws_bytes =
+                ORCH_MAX(ws_bytes, (size_t)(geo[i].lib == CUDA_LIB_CUDNN ? geo[i].dnn.workspace
+                                                                         : geo[i].blas.workspace));
         }
     Unit spin_unit = {.count = 1, .source = xstrdup(SPIN_SRC)};
     compile_one(&spin_unit, -1, hw->arch);
@@ -682,35 +795,88 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
         units[u].count = 0; // its jobs now belong to the single units
     }
     compile_units(single, n_single, hw->arch, threads);
+    if (opt->build_s)
+        *opt->build_s += now_s() - t_build;
+    double t_measure = now_s();
 
+    // The queue, in the order one device has always measured them.
+    Item *items = xcalloc((size_t)n + 1, sizeof(Item));
+    int ni = 0;
+    for (int i = 0; i < nlib; i++)
+        items[ni++] = (Item){ITEM_LIBRARY, lib[i], NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        Unit *us = pass ? single : units;
+        int m = pass ? n_single : nu;
+        for (int u = 0; u < m; u++)
+            for (int i = 0; i < us[u].count; i++)
+                items[ni++] =
+                    (Item){us[u].cubin ? ITEM_KERNEL : ITEM_UNBUILT, us[u].jobs[i], &us[u]};
+    }
+    Shared sh = {.pg = pg,
+                 .cs = cs,
+                 .values = values,
+                 .jobs = jobs,
+                 .geo = geo,
+                 .items = items,
+                 .opt = opt,
+                 .run_opt = *opt,
+                 .total = n};
+    sh.run_opt.before_run = opt->before_run ? locked_before_run : NULL;
+    sh.run_opt.ctx = &sh;
+    pthread_mutex_init(&sh.mu, NULL);
+    pthread_mutex_init(&sh.qmu, NULL);
+    lab_queue_init(&sh.q, ni);
+
+    int nw = 1 + ORCH_MIN(ORCH_MAX(n_others, 0), ORCH_MAX(ni - 1, 0)); // no idle GPU set up
+    Worker *w = xcalloc((size_t)nw, sizeof(Worker));
+    for (int k = 0; k < nw; k++) {
+        w[k].sh = &sh;
+        w[k].L = (Lab){.api = api,
+                       .hw = k == 0 ? hw : &others[k - 1],
+                       .pool_bytes = pool_bytes,
+                       .scratch_bytes = scratch_bytes,
+                       .ws_bytes = ws_bytes};
+    }
+    bool host_ok = true;
+    for (int k = 0; k < nw; k++) {
+        w[k].L.host_out = malloc(pool_bytes);
+        host_ok = host_ok && w[k].L.host_out;
+    }
     if (!spin_unit.cubin) {
         rc = err_set(e, spin_unit.err.code ? spin_unit.err.code : ST_RUNTIME,
                      "CUDA lab: the timing helper does not compile: %s", spin_unit.err.msg);
+    } else if (!host_ok) {
+        rc = err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes per GPU)", pool_bytes);
     } else {
-        L.spin_cubin = spin_unit.cubin;
-        L.spin_size = spin_unit.size;
-        rc = gpu_open(&L, e);
-    }
-    int done = 0;
-    if (rc == ST_OK)
-        rc = run_library(&L, pg, cs, values, jobs, geo, lib, nlib, opt, &done, n, e);
-    for (int pass = 0; pass < 2 && rc == ST_OK; pass++) {
-        Unit *us = pass ? single : units;
-        int m = pass ? n_single : nu;
-        for (int u = 0; u < m && rc == ST_OK; u++) {
-            if (us[u].cubin) {
-                rc = run_unit(&L, pg, cs, values, jobs, geo, &us[u], opt, &done, n, e);
-                continue;
-            }
-            for (int i = 0; i < us[u].count; i++) {
-                LabJob *j = &jobs[us[u].jobs[i]];
-                j->status = LAB_BUILD_FAILED;
-                snprintf(j->note, sizeof j->note, "%.250s", us[u].err.msg);
-                if (opt->on_result)
-                    opt->on_result(opt->ctx, j, ++done, n);
-            }
+        for (int k = 0; k < nw; k++) {
+            w[k].L.spin_cubin = spin_unit.cubin;
+            w[k].L.spin_size = spin_unit.size;
         }
+        // The target device's worker runs on this thread, set up before the others start: where
+        // it cannot be, the lab fails as with one device.
+        rc = gpu_open(&w[0].L, e);
     }
+    if (rc == ST_OK) {
+        for (int k = 1; k < nw; k++)
+            w[k].started = pthread_create(&w[k].th, NULL, worker_main, &w[k]) == 0;
+        for (int k = 1; k < nw; k++)
+            if (!w[k].started) {
+                char line[200];
+                snprintf(line, sizeof line,
+                         "GPU %d left out of the measuring: no thread could be started for it",
+                         w[k].L.hw->ordinal);
+                note_line(&sh, line);
+            }
+        work(&w[0]);
+        for (int k = 1; k < nw; k++)
+            if (w[k].started)
+                pthread_join(w[k].th, NULL);
+        if (sh.stop)
+            rc = err_set(e, sh.err.code, "%s", sh.err.msg);
+    }
+    if (opt->measure_s)
+        *opt->measure_s += now_s() - t_measure;
+    int done = sh.done;
     for (int i = 0; i < n && rc != ST_OK; i++)
         if (jobs[i].status == LAB_SKIPPED && !jobs[i].note[0])
             snprintf(jobs[i].note, sizeof jobs[i].note, "not run: the CUDA lab stopped early");
@@ -719,7 +885,12 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
         if (jobs[i].status == LAB_BUILD_FAILED && strncmp(jobs[i].note, "emit:", 5) == 0 &&
             opt->on_result)
             opt->on_result(opt->ctx, &jobs[i], ++done, n);
-    gpu_close(&L);
+    gpu_close(&w[0].L);
+    for (int k = 0; k < nw; k++)
+        free(w[k].L.host_out);
+    free(w);
+    pthread_mutex_destroy(&sh.mu);
+    pthread_mutex_destroy(&sh.qmu);
     for (int u = 0; u < nu; u++)
         free_unit(&units[u]);
     for (int u = 0; u < n_single; u++)
@@ -727,10 +898,10 @@ int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, Lab
     free_unit(&spin_unit);
     free(units);
     free(single);
+    free(items);
     free(idx);
     free(lib);
     free(geo);
-    free(L.host_out);
     return rc;
 }
 

@@ -53,6 +53,21 @@ typedef struct CudaEmitter {
 int cuda_lab_run(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs, int n,
                  const LabOptions *opt, const CudaHw *hw, const CudaEmitter *em, Err *e);
 
+// The same, measured on hw's GPU and the n_others GPUs others describe (each of hw's kind: the
+// caller checked their fingerprints, kernel_lab.h's lab_devices_select). The programs are
+// compiled once, for hw->arch; then one worker per GPU (hw's on the calling thread, the others on
+// threads of their own, each with its primary context, stream, buffer pool and its own copies of
+// a job's inputs) takes the next job from one queue (lab_queue_take), loads the job's program on
+// its GPU, checks and times it as above and sets the job's device to its ordinal; a library
+// call runs with its GPU's own cuBLASLt or cuDNN handle (blaslt_init, dnn_init). The caller's
+// before_run, on_result and on_note are called one at a time (under one mutex), from whichever
+// worker's thread finished the job. A GPU whose setup fails is left out with an on_note line; hw's
+// failing fails the lab as cuda_lab_run does. A crash stops every worker after its current job.
+// n_others 0: exactly cuda_lab_run, job for job in the same order.
+int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **values, LabJob *jobs,
+                         int n, const LabOptions *opt, const CudaHw *hw, const CudaHw *others,
+                         int n_others, const CudaEmitter *em, Err *e);
+
 // Builds the given kernels (cands[i] with cfgs[i], named lab_kernel_name; a kernel listed twice
 // is emitted once) into one cubin for hw->arch, with the CUDA_SPIN_SYMBOL helper, and records
 // each one's geometry in *table (zeroed first): what the compile driver stores in the artefact

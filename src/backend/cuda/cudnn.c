@@ -168,13 +168,15 @@ static int dnn_check(const Lib *l, cudnnStatus_t st, const char *call, Err *e) {
 }
 #define DNN_TRY(l, e, fn, ...) dnn_check((l), (l)->fn(__VA_ARGS__), #fn, (e))
 
-// The process's handle, created once with the device's primary context current (cuDNN's
-// runtime then uses that context). NULL and e set when there is no GPU. Its stream is set per
-// call, so calls hold call_mu from cudnnSetStream to their last library call.
-static cudnnHandle_t handle;
-static CudaDevice handle_dev;
-static bool handle_failed;
-static Err handle_err;
+// The process's handles, one per GPU (a handle serves the GPU it was created on), each created
+// once with its GPU's primary context current (cuDNN's runtime then uses that context). NULL and
+// e set when there is no GPU. A handle's stream is set per call, so calls hold call_mu from
+// cudnnSetStream to their last library call.
+#define DNN_MAX_GPUS 64
+static cudnnHandle_t handles[DNN_MAX_GPUS];
+static CudaDevice handle_devs[DNN_MAX_GPUS];
+static bool handle_failed[DNN_MAX_GPUS];
+static Err handle_errs[DNN_MAX_GPUS];
 static pthread_mutex_t handle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t call_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -184,24 +186,30 @@ static cudnnHandle_t get_handle(int ordinal, Err *e) {
         err_set(e, ST_UNSUPPORTED, "cuDNN: %s", lib.where);
         return NULL;
     }
+    if (ordinal < 0 || ordinal >= DNN_MAX_GPUS) {
+        err_set(e, ST_UNSUPPORTED, "cuDNN: GPU %d is past the %d orch calls it on", ordinal,
+                DNN_MAX_GPUS);
+        return NULL;
+    }
     pthread_mutex_lock(&handle_mu);
     // A failed creation is not retried: cuDNN loads its engine libraries on the way, which is
     // slow, and a machine without a usable GPU stays one.
-    if (!handle && !handle_failed) {
-        const CudaApi *api = cuda_api_load(&handle_err);
+    Err *he = &handle_errs[ordinal];
+    if (!handles[ordinal] && !handle_failed[ordinal]) {
+        const CudaApi *api = cuda_api_load(he);
         cudnnHandle_t h = NULL;
-        if (api && cuda_device_open(api, ordinal, &handle_dev, &handle_err) == ST_OK) {
-            if (DNN_TRY(l, &handle_err, create, &h) != ST_OK) {
+        if (api && cuda_device_open(api, ordinal, &handle_devs[ordinal], he) == ST_OK) {
+            if (DNN_TRY(l, he, create, &h) != ST_OK) {
                 h = NULL;
-                cuda_device_close(&handle_dev);
+                cuda_device_close(&handle_devs[ordinal]);
             }
         }
-        handle = h;
-        handle_failed = h == NULL;
+        handles[ordinal] = h;
+        handle_failed[ordinal] = h == NULL;
     }
-    cudnnHandle_t h = handle;
+    cudnnHandle_t h = handles[ordinal];
     if (!h)
-        err_set(e, handle_err.code ? handle_err.code : ST_RUNTIME, "%s", handle_err.msg);
+        err_set(e, he->code ? he->code : ST_RUNTIME, "%s", he->msg);
     pthread_mutex_unlock(&handle_mu);
     return h;
 }
@@ -447,7 +455,9 @@ int dnn_op_run(const DnnOp *op, CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, 
     const DnnCall *c = &op->call;
     if (!l || !op->conv)
         return err_set(e, ST_UNSUPPORTED, "cuDNN: %s", lib.where);
-    cudnnHandle_t h = get_handle(0, e);
+    // The handle of the GPU current on this thread (the caller bound the one it runs on).
+    Err ae = {0};
+    cudnnHandle_t h = get_handle(cuda_current_ordinal(cuda_api_load(&ae)), e);
     if (!h)
         return e->code;
     if (c->workspace > ws_bytes)
@@ -498,7 +508,7 @@ int dnn_configs_of_call(DnnCall call, int ordinal, const TargetOptions *opt, Ker
     cudnnConvolutionFwdAlgoPerf_t res[2 * DNN_ALGO_COUNT];
     int got = 0, n = 0;
     // The descriptors and the heuristic belong to the handle's device.
-    bool ok = cuda_device_bind(&handle_dev, &e) == ST_OK &&
+    bool ok = cuda_device_bind(&handle_devs[ordinal], &e) == ST_OK &&
               DNN_TRY(l, &e, heuristic, h, op.x, op.w, op.conv, op.y, (int)ORCH_COUNT(res), &got,
                       res) == ST_OK;
     int dt = DNN_DATA_TYPE(call.math);

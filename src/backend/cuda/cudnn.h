@@ -140,15 +140,17 @@ typedef struct DnnOp {
 // Refuses a call chosen with another library version: "compiled with cuDNN X, this machine has
 // Y: recompile" (ST_INVALID), or ST_UNSUPPORTED when there is no library.
 int dnn_check_version(const DnnCall *call, Err *e);
-// Creates the process's cuDNN handle on device `ordinal` if need be (binding its primary
-// context on the calling thread). Call it before capturing calls into a CUDA graph: creating a
-// handle is not capturable. ST_UNSUPPORTED without the library or a GPU.
+// Creates the process's cuDNN handle for device `ordinal` (one per GPU) if need be (binding its
+// primary context on the calling thread). Call it before capturing calls into a CUDA graph:
+// creating a handle is not capturable. ST_UNSUPPORTED without the library or a GPU.
 int dnn_init(int ordinal, Err *e);
 int dnn_op_create(const DnnCall *call, DnnOp *op, Err *e);
 void dnn_op_destroy(DnnOp *op); // accepts a zeroed op
 // Queues the call on stream (capturable): x, w, bias, z the device addresses of its operands
 // (0 for an absent one), y the output; ws a device buffer of at least call.workspace bytes.
-// The process's handle is shared: calls from several threads are serialised.
+// It runs with the handle of the GPU whose context is current on the calling thread
+// (cuda_current_ordinal; dnn_init made it). The handles are shared: calls from several threads
+// are serialised.
 int dnn_op_run(const DnnOp *op, CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, CUdeviceptr z,
                CUdeviceptr y, CUdeviceptr ws, uint64_t ws_bytes, CUstream stream, Err *e);
 // Plausibility of an untrusted call (from a blob): false and a reason in why.

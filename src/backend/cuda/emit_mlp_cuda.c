@@ -63,6 +63,11 @@
 // is still in the other one (pinned in cexpr: never recomputed; layer 0 loads the chain's input).
 // The warp design overwrites it and epi=reg / ilv / ilvx hold it only as operand fragments, so
 // cugen_mlp_configs does not offer them for such chains.
+// Row reductions in an epilogue (MlpChain.red: a LayerNorm's mean and variance) run in the block
+// design alone: after a layer's products are in shared memory, one warp per row sums each
+// statistic's input over the row (lanes over the columns, a shuffle tree; float32, or double for
+// a float64 statistic) into a shared array that the epilogue pass reads as the row's value. The
+// persistent designs spread a row's columns over lanes' registers and are not offered for them.
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
@@ -109,6 +114,11 @@ typedef struct CEm {
     // The variable holding the layer's input at the current index, for epilogues that read it
     // (MlpChain.xin); NULL where the design does not hold it (only the block design does).
     const char *xin;
+    // Row statistics (MlpChain.red) of the current layer computed so far (n_rs of them), in
+    // shared arrays rs_<k> indexed by the tile's row `rrow` (a C expression); NULL where the
+    // design computes none (only the block design does).
+    const char *rrow;
+    int n_rs;
 } CEm;
 
 static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char *out, size_t cap,
@@ -116,6 +126,11 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
     (void)code;
     (void)indent;
     const CEm *E = ctx;
+    for (int k = 0; E->cur >= 0 && E->rrow && k < E->n_rs; k++)
+        if (rq->tensor == E->m->pg->prims[E->m->red[E->cur][k]]->out[0]) {
+            snprintf(out, cap, "rs_%d[%s]", k, E->rrow);
+            return ST_OK;
+        }
     if (E->cur < 0 || rq->tensor != E->m->tl[E->cur])
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: tensor %d is not the current layer's product", E->fn,
@@ -124,16 +139,25 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
     return ST_OK;
 }
 
-// Emits `{ ...; DEST = value; }`: layer l's epilogue at column `col` and row `row` (C
-// expressions; the row a valid one), the product in variable `acc`.
-static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char *row,
-                    const char *dest, int ind, Err *e) {
+// Emits `{ ...; DEST = value; }`: tensor t of layer l's epilogue (its result, or a row
+// reduction's input) at column `col` and row `row` (C expressions; the row a valid one), the
+// product in variable `acc`.
+static int emit_value(CEm *E, int l, int t, const char *acc, const char *col, const char *row,
+                      const char *dest, int ind, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
-    if (!m->epi[l]) {
+    if (t == m->tl[l]) {
         sb_line(s, ind, "%s = %s;\n", dest, acc);
         return ST_OK;
     }
+    // Layer 0's input is the chain's input (or its CAST), which cexpr can load where the design
+    // holds no copy of it; a later layer's would be recomputed from an earlier layer: refused.
+    if (m->xin[l] && !E->xin && l > 0)
+        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reads %s", E->fn,
+                       l, "the layer's input, which only the block design holds");
+    if (m->n_red[l] > 0 && !E->rrow)
+        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reduces %s",
+                       E->fn, l, "over the row, which only the block design does");
     sb_line(s, ind, "{\n");
     sb_line(s, ind + 1, "const int64_t e_c = %s;\n", col);
     sb_line(s, ind + 1, "int64_t q_r = %s;\n", row);
@@ -147,17 +171,12 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     }
     sb_line(s, ind + 1, "(void)q_r;\n");
     ix[m->rank - 1] = "e_c";
-    // Layer 0's input is the chain's input (or its CAST), which cexpr can load where the design
-    // holds no copy of it; a later layer's would be recomputed from an earlier layer: refused.
-    if (m->xin[l] && !E->xin && l > 0)
-        return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reads %s", E->fn,
-                       l, "the layer's input, which only the block design holds");
     E->cur = l;
     E->acc = acc;
     // The layer's input, where the epilogue reads it, is the design's local (never recomputed).
     cexpr_pin(E->x, m->xin[l] && E->xin ? m->in[l] : -1, E->xin);
     char v[64];
-    int rc = cexpr_value(E->x, m->act[l], ix, s, ind + 1, v, sizeof v, e);
+    int rc = cexpr_value(E->x, t, ix, s, ind + 1, v, sizeof v, e);
     cexpr_pin(E->x, -1, NULL);
     E->cur = -1;
     cexpr_forget(E->x);
@@ -166,6 +185,12 @@ static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char 
     sb_line(s, ind + 1, "%s = %s;\n", dest, v);
     sb_line(s, ind, "}\n");
     return ST_OK;
+}
+
+// Layer l's epilogue (emit_value of its result).
+static int emit_epi(CEm *E, int l, const char *acc, const char *col, const char *row,
+                    const char *dest, int ind, Err *e) {
+    return emit_value(E, l, E->m->act[l], acc, col, row, dest, ind, e);
 }
 
 // ---- half storage (float16 / bfloat16 chains) ----
@@ -512,10 +537,91 @@ static int64_t max_kn(const MlpChain *m) {
     return w;
 }
 
+// Row statistics (MlpChain.red): the most a layer has; each takes BM doubles (2 BM floats) of
+// shared memory after the buffers and the staged weights, from an even float offset (8-byte
+// aligned).
+static int max_red(const MlpChain *m) {
+    int r = 0;
+    for (int l = 0; l < m->n; l++)
+        r = ORCH_MAX(r, m->n_red[l]);
+    return r;
+}
+
+static int64_t red_ofs(const MlpChain *m, int64_t BM, bool stage) {
+    BlockLayout L;
+    block_layout(m, BM, &L);
+    return (2 * L.abuf + (stage ? max_kn(m) : 0) + 1) / 2 * 2;
+}
+
 static int64_t smem_bytes(const MlpChain *m, int64_t BM, bool stage) {
     BlockLayout L;
     block_layout(m, BM, &L);
+    if (m->any_red)
+        return (red_ofs(m, BM, stage) + 2 * BM * max_red(m)) * 4;
     return (2 * L.abuf + (stage ? max_kn(m) : 0)) * 4;
+}
+
+// Layer l's row statistics, after its products are in dst: one warp a row (lanes over the
+// columns, a shuffle tree at the end), each statistic the sum of its reduction's input over the
+// row's N columns (emit_value: from the product, the layer's input and the statistics before
+// it), divided for a mean, into rs_<k>[row] (shared). Accumulated in float32, or in double
+// where the statistic is float64 (the LayerNorm rule's mean), whatever the chain's storage.
+// Rows past the last reduce the zeros their products are.
+static int emit_row_stats(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *L,
+                          const char *src, const char *dst, Err *e) {
+    const MlpChain *m = E->m;
+    StrBuf *s = E->s;
+    int64_t BM = cfg->bm, T = cfg->t, N = m->N[l], R = m->R;
+    bool last = l == m->n - 1;
+    int64_t ofs = red_ofs(m, BM, cfg->stage != 0);
+    for (int k = 0; k < m->n_red[l]; k++) {
+        DType dt = m->pg->tensors[m->pg->prims[m->red[l][k]]->out[0]]->dtype;
+        const char *vt = dt == DT_DOUBLE ? "double" : "float";
+        sb_line(s, 2, "%s *rs_%d = (%s *)(orch_mlp_sm + %lld);\n", vt, k, vt,
+                (long long)(ofs + 2 * BM * k));
+    }
+    for (int k = 0; k < m->n_red[l]; k++) {
+        const Prim *p = m->pg->prims[m->red[l][k]];
+        DType dt = m->pg->tensors[p->out[0]]->dtype;
+        const char *vt = dt == DT_DOUBLE ? "double" : "float";
+        sb_line(s, 2, "for (int rr = threadIdx.x >> 5; rr < %lld; rr += %lld) { // statistic %d\n",
+                (long long)BM, (long long)(T / 32), k);
+        sb_line(s, 3, "const int64_t gr = i0 + rr < %lld ? i0 + rr : %lld;\n", (long long)R,
+                (long long)(R - 1));
+        sb_line(s, 3, "%s s_ = 0;\n", vt);
+        sb_line(s, 3, "for (int cc = threadIdx.x & 31; cc < %lld; cc += 32) {\n", (long long)N);
+        if (last)
+            sb_line(s, 4, "const float acc = %s[rr * %lld + cc];\n", dst, (long long)L->so);
+        else
+            sb_line(s, 4, "const float acc = %s[cc * %lld + (cc >> 2) * 4 + rr];\n", dst,
+                    (long long)L->bmp);
+        if (m->xin[l])
+            sb_line(s, 4, "const float xin_ = %s[cc * %lld + (cc >> 2) * 4 + rr];\n", src,
+                    (long long)L->bmp);
+        sb_line(s, 4, "%s v_;\n", vt);
+        E->xin = "xin_";
+        E->rrow = "rr";
+        E->n_rs = k;
+        int rc = emit_value(E, l, p->in[0], "acc", "cc", "gr", "v_", 4, e);
+        E->xin = NULL;
+        if (rc)
+            return rc;
+        sb_line(s, 4, "s_ += v_;\n");
+        sb_line(s, 3, "}\n");
+        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(
+            s, 3,
+            "for (int o_ = 16; o_ > 0; o_ >>= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o_);\n");
+        if (p->red.op == RED_MEAN)
+            sb_line(s, 3, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_ / (%s)%lld;\n", k, vt,
+                    (long long)N);
+        else
+            sb_line(s, 3, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_;\n", k);
+        sb_line(s, 2, "}\n");
+        sb_line(s, 2, "__syncthreads();\n");
+    }
+    E->n_rs = m->n_red[l];
+    return ST_OK;
 }
 
 static int layer_tn(const MlpChain *m, int l, int tn) {
@@ -687,6 +793,9 @@ static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *
         sb_line(s, 1, "}\n");
         return ST_OK;
     }
+    int rc = emit_row_stats(E, l, cfg, L, src, dst, e);
+    if (rc)
+        return rc;
     // The epilogue over the tile: one copy of its code, U elements per thread and step (each a
     // long dependent chain: U of them in flight), loaded before and stored after all U are
     // computed so that the compiler need not prove the in-place accesses distinct. Thread q
@@ -738,8 +847,11 @@ static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *
         sb_line(s, 4, "const float xin_ = %s[c_[u] * %lld + (c_[u] >> 2) * 4 + r_[u]];\n", src,
                 (long long)BMP);
     E->xin = "xin_";
-    int rc = emit_epi(E, l, "acc", "c_[u]", "gr", "xv[u]", 4, e);
+    E->rrow = "r_[u]";
+    rc = emit_epi(E, l, "acc", "c_[u]", "gr", "xv[u]", 4, e);
     E->xin = NULL;
+    E->rrow = NULL;
+    E->n_rs = 0;
     if (rc)
         return rc;
     sb_line(s, 3, "}\n");
@@ -778,7 +890,8 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
+    CEm E = {m,    fn,   &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc",
+             NULL, NULL, 0};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -1091,7 +1204,8 @@ static int emit_warp(const MlpChain *m, const KernelConfig *cfg, const TargetOpt
     sb_init(&decls);
     sb_init(&body);
     EpiGraph V;
-    CEm E = {m, fn, &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc", NULL};
+    CEm E = {m,    fn,   &body, cexpr_create(epi_graph(m, NULL, &V), c, fn, &decls), -1, "acc",
+             NULL, NULL, 0};
     cugen_cexpr_dialect(E.x, cugen_fast_math(opt));
     cexpr_set_reader(E.x, reader, &E);
     StrBuf *s = &body;
@@ -2157,7 +2271,7 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
     sb_init(&body);
     EpiGraph V;
     Cexpr *cx = cexpr_create(epi_graph(m, L.bias, &V), c, fn, &decls);
-    TcEm T = {{m, fn, &body, cx, -1, "acc", NULL},
+    TcEm T = {{m, fn, &body, cx, -1, "acc", NULL, NULL, 0},
               &L,
               W,
               MT,
@@ -2556,7 +2670,11 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     // Persistent kernels: at most as many blocks as the tiles keep busy.
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
-    for (size_t i = 0; !m.any_xin && warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws); i++) {
+    // A row reduction (a LayerNorm) needs the whole row of a layer's products before its
+    // epilogue: the block design has it in shared memory; the others hold a row's columns in
+    // different lanes' registers and are not offered.
+    for (size_t i = 0; !m.any_xin && !m.any_red && warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws);
+         i++) {
         int64_t W = warp_ws[i], bps = blocks_per_sm(&d, warp_smem(&WL, W), 32 * W, cm->warp_regs);
         if (bps < 1)
             continue;
@@ -2567,7 +2685,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->score = warp_score(&m, &d, W, G, bps);
     }
     int vars[4];
-    int nv = tc_variants(&m, &d, opt, vars);
+    int nv = m.any_red ? 0 : tc_variants(&m, &d, opt, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (the
     // measurements are CUDA_MLP_MODEL.reg_epi_max's), and NVRTC takes seconds over it. Under
@@ -2626,6 +2744,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s': an epilogue reads its layer's input, "
                        "which only the block design and the tensor cores' epi=smem keep",
+                       fn, cfg->desc);
+    if (m.any_red && v != CUMLP_BLOCK)
+        return err_set(e, ST_UNSUPPORTED,
+                       "CUDA mlp kernel %s: config '%s': an epilogue reduces over the row (a "
+                       "LayerNorm), which only the block design computes",
                        fn, cfg->desc);
     if (v == CUMLP_BLOCK) {
         smem = smem_bytes(&m, q.bm, q.stage != 0);

@@ -923,6 +923,56 @@ static int emit_lp_pool(const Em *m) {
     return ST_OK;
 }
 
+// ---- GridSample, RoiAlign ----
+
+// A thread per output element, computing its value with the helpers both targets share
+// (opaque_values.c: src/ops/sample.c's double arithmetic step for step). A RoiAlign batch index
+// out of range stores the status word and skips the element.
+static int emit_sample(const Em *m) {
+    const OpqSpec *s = m->s;
+    StrBuf *b = m->b;
+    const char *fn = m->fn, *xt = cgen_ctype(s->dt), *ct = cgen_ctype(s->dt2);
+    char y[448], v[320];
+    opq_emit_sample_helpers(b, OPQ_DIALECT_CUDA, fn, s);
+    head(m);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, xt, "x", s->in[0]);
+    opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, ct, "c2", s->in[1]);
+    opq_emit_out_ptr(b, OPQ_DIALECT_CUDA, 1, xt, "y");
+    if (s->op == OPQ_GRID_SAMPLE) {
+        const GridSampleGeom *g = &s->gs;
+        sb_line(b, 1, "(void)bad_;\n");
+        flat_loop(m, 1, "k", g->N * g->C * g->HO * g->WO);
+        sb_line(b, 2, "const int64_t ox = k %% %lld, oy = (k / %lld) %% %lld, nc = k / %lld;\n",
+                (long long)g->WO, (long long)g->WO, (long long)g->HO, (long long)(g->WO * g->HO));
+        sb_line(b, 2, "const %s *gp = c2 + (((nc / %lld) * %lld + oy) * %lld + ox) * 2;\n", ct,
+                (long long)g->C, (long long)g->HO, (long long)g->WO);
+        sb_line(b, 2, "%s_plan P;\n", fn);
+        sb_line(b, 2, "%s_plan_of(%s_lc(gp[0]), %s_lc(gp[1]), &P);\n", fn, fn, fn);
+        snprintf(v, sizeof v, "%s_out(%s_apply(x + nc * %lld, &P))", fn, fn,
+                 (long long)(g->H * g->W));
+    } else {
+        const RoiAlignGeom *g = &s->ra;
+        opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
+        flat_loop(m, 1, "k", g->R * g->C * g->OH * g->OW);
+        sb_line(b, 2, "const int64_t pw = k %% %lld, ph = (k / %lld) %% %lld, qc = k / %lld;\n",
+                (long long)g->OW, (long long)g->OW, (long long)g->OH, (long long)(g->OW * g->OH));
+        sb_line(b, 2, "const int64_t q = qc / %lld, c = qc %% %lld, n = (int64_t)bi[q];\n",
+                (long long)g->C, (long long)g->C);
+        sb_line(b, 2, "if (n < 0 || n >= %lld) {\n", (long long)g->N);
+        sb_line(b, 3, "*bad_ = %d;\n", CKERNEL_ERR_INDEX);
+        sb_line(b, 3, "continue;\n");
+        sb_line(b, 2, "}\n");
+        snprintf(v, sizeof v, "%s_out(%s_roi(x + (n * %lld + c) * %lld, c2 + q * 4, ph, pw))",
+                 fn, fn, (long long)g->C, (long long)(g->H * g->W));
+    }
+    opq_sample_store(s->dt, v, y, sizeof y);
+    sb_line(b, 2, "y[k] = %s;\n", y);
+    sb_line(b, 1, "}\n");
+    sb_puts(b, "}\n");
+    opq_emit_sample_close(b, OPQ_DIALECT_CUDA);
+    return ST_OK;
+}
+
 int cugen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg,
                    const CudaHw *hw, const TargetOptions *opt, const char *fn, StrBuf *src,
                    CudaLaunch *launch, Err *e) {
@@ -965,6 +1015,8 @@ int cugen_opq_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
     case OPQ_ONE_HOT: rc = emit_one_hot(&m); break;
     case OPQ_REVERSE_SEQUENCE: rc = emit_reverse_sequence(&m); break;
     case OPQ_LP_POOL: rc = emit_lp_pool(&m); break;
+    case OPQ_GRID_SAMPLE:
+    case OPQ_ROI_ALIGN: rc = emit_sample(&m); break;
     default: break;
     }
     if (rc)

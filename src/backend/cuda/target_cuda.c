@@ -22,14 +22,51 @@
 #include "nvrtc.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+// The machine's model: the target device (device 0) and the other GPUs of its kind the lab
+// measures on (--gpus). hw comes first, so the slots that read the device model alone (supports,
+// configs, emit) take a bare CudaHw as a model too, as tests describing a device without one do.
+typedef struct CudaMachine {
+    CudaHw hw; // device 0: the hardware model every config and emitter reads
+    int n_others;
+    CudaHw others[LAB_MAX_DEVICES - 1];
+    char note[768]; // the devices left out, for the compile's log
+    // The other GPUs' primary contexts, held from the first lab run to close: each lab run (a
+    // compile makes several) makes them current in its workers, and without a holder every run
+    // would create and destroy them again.
+    bool held;
+    int n_held;
+    CUdevice held_dev[LAB_MAX_DEVICES - 1];
+} CudaMachine;
+
+_Static_assert(offsetof(CudaMachine, hw) == 0, "a CudaHw is a CudaMachine's model");
+
+static void hold_contexts(CudaMachine *cm) {
+    if (cm->held)
+        return;
+    cm->held = true;
+    Err e = {0};
+    const CudaApi *api = cuda_api_load(&e);
+    for (int k = 0; api && k < cm->n_others; k++) {
+        CUdevice d;
+        CUcontext c;
+        if (api->cuDeviceGet(&d, cm->others[k].ordinal) == CUDA_SUCCESS &&
+            api->cuDevicePrimaryCtxRetain(&c, d) == CUDA_SUCCESS)
+            cm->held_dev[cm->n_held++] = d;
+    }
+}
+
 static const CudaHw *model_of(const TargetMachine *m) {
-    return (const CudaHw *)m->model;
+    return &((const CudaMachine *)m->model)->hw;
 }
 
 static int cuda_check_options(const TargetOptions *opt, Err *e) {
+    LabDeviceSpec spec;
+    if (lab_devices_parse(opt->gpus, &spec, e))
+        return e->code;
     if (opt->half_storage && opt->precision != PREC_FP16 && opt->precision != PREC_BF16)
         return err_set(e, ST_USAGE,
                        "half storage needs the cuda target and precision fp16 or bf16");
@@ -38,15 +75,58 @@ static int cuda_check_options(const TargetOptions *opt, Err *e) {
     return ST_OK;
 }
 
+// The GPUs besides device 0 the lab measures on: those --gpus names (all by default) whose
+// fingerprint is device 0's (cuda_hw_info's: name, architecture, SMs, caches, driver, NVRTC), so
+// a time is the same whichever measured it. --gpus 1 reads no other device.
+static int select_others(TargetMachine *m, CudaMachine *cm, Err *e) {
+    LabDeviceSpec spec;
+    int rc = lab_devices_parse(m->opt.gpus, &spec, e);
+    if (rc || spec.count == 1)
+        return rc;
+    const CudaApi *api = cuda_api_load(e);
+    if (!api)
+        return e->code;
+    int n_dev = api->device_count;
+    CudaHw *hws = xcalloc((size_t)n_dev, sizeof *hws);
+    char(*fps)[512] = xcalloc((size_t)n_dev, sizeof *fps);
+    const char **fp = xcalloc((size_t)n_dev, sizeof *fp);
+    for (int o = 0; o < n_dev; o++) {
+        HwInfo info;
+        Err de = {0};
+        if (o == cm->hw.ordinal)
+            hws[o] = cm->hw;
+        else if (cuda_hw_detect_device(o, &hws[o], NULL, &de) != ST_OK)
+            continue; // unreadable: left out, the note says so
+        cuda_hw_info(&hws[o], &info);
+        snprintf(fps[o], sizeof fps[o], "%s", info.fingerprint);
+        fp[o] = fps[o];
+    }
+    int chosen[LAB_MAX_DEVICES], n = 0;
+    rc = lab_devices_select(&spec, n_dev, fp, cm->hw.ordinal, chosen, &n, cm->note, sizeof cm->note,
+                            e);
+    for (int k = 1; rc == ST_OK && k < n; k++)
+        cm->others[cm->n_others++] = hws[chosen[k]];
+    free(hws);
+    free(fps);
+    free(fp);
+    return rc;
+}
+
 // The device model of this machine's GPU (device 0), read fresh for every machine opened: a
-// compile's calibration then changes only its own model.
+// compile's calibration then changes only its own model. Also the GPUs of its kind that measure.
 static int cuda_open(TargetMachine *m, Err *e) {
-    CudaHw *hw = xcalloc(1, sizeof *hw);
-    m->model = hw;
-    return cuda_hw_detect(hw, &m->hw, e);
+    CudaMachine *cm = xcalloc(1, sizeof *cm);
+    m->model = cm;
+    int rc = cuda_hw_detect(&cm->hw, &m->hw, e);
+    return rc ? rc : select_others(m, cm, e);
 }
 
 static void cuda_close(TargetMachine *m) {
+    CudaMachine *cm = m->model;
+    Err e = {0};
+    const CudaApi *api = cm && cm->n_held ? cuda_api_load(&e) : NULL;
+    for (int k = 0; api && k < cm->n_held; k++)
+        api->cuDevicePrimaryCtxRelease(cm->held_dev[k]);
     free(m->model);
     m->model = NULL;
 }
@@ -55,7 +135,8 @@ static void cuda_close(TargetMachine *m) {
 // kept in the profile database (device_value "dram_bw"); without a database measured every time.
 // A failed measurement leaves the theoretical value (a warning, never an error).
 static void cuda_calibrate(TargetMachine *m, ProfileDb *db, FILE *pr) {
-    CudaHw *hw = m->model;
+    CudaMachine *cm = m->model;
+    CudaHw *hw = &cm->hw;
     double bw = 0;
     bool found = false;
     Err e = {0};
@@ -78,6 +159,8 @@ static void cuda_calibrate(TargetMachine *m, ProfileDb *db, FILE *pr) {
                     bw / 1e9, hw->dram_bw / 1e9);
     }
     hw->dram_bw = bw;
+    for (int k = 0; k < cm->n_others; k++) // the same kind of device: the same model
+        cm->others[k].dram_bw = bw;
 }
 
 // Channels-last twins pay where cuDNN is there to read them.
@@ -234,8 +317,25 @@ static const char *cuda_prelude(const TargetMachine *m) {
 
 static int cuda_target_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                                void **values, LabJob *jobs, int n, const LabOptions *lo, Err *e) {
+    CudaMachine *cm = m->model;
+    if (cm->n_others > 0)
+        hold_contexts(cm);
     CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
-    return cuda_lab_run(pg, cs, values, jobs, n, lo, model_of(m), &em, e);
+    return cuda_lab_run_devices(pg, cs, values, jobs, n, lo, &cm->hw, cm->others, cm->n_others, &em,
+                                e);
+}
+
+static int cuda_lab_devices(const TargetMachine *m, int *ordinals, int max, char *note,
+                            size_t note_n) {
+    const CudaMachine *cm = m->model;
+    int n = 0;
+    if (max > 0)
+        ordinals[n++] = cm->hw.ordinal;
+    for (int k = 0; k < cm->n_others && n < max; k++)
+        ordinals[n++] = cm->others[k].ordinal;
+    if (note_n)
+        snprintf(note, note_n, "%s", cm->note);
+    return n;
 }
 
 // The artefact's module: the chosen kernels in one cubin with their launch table, packed into
@@ -283,6 +383,7 @@ const Target target_cuda = {
     .emit = cuda_emit,
     .prelude = cuda_prelude,
     .lab_run = cuda_target_lab_run,
+    .lab_devices = cuda_lab_devices,
     .build = cuda_build,
     .lab_modules_free = cuda_lab_modules_free,
     .runtime = &target_runtime_cuda,

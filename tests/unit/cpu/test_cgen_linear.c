@@ -140,7 +140,8 @@ typedef struct Pending {
     StrBuf src;
 } Pending;
 
-static Pending g_pend[32];
+enum { MAX_PENDING = 48 }; // graphs built together by one flush()
+static Pending g_pend[MAX_PENDING];
 static int g_npend;
 
 // Emits every supported candidate of pg (k configs each, all when k = 0) into one translation
@@ -220,10 +221,10 @@ static bool reorders_at_load(const KernelConfig *cfg) {
 
 // Builds the pending graphs' units in parallel, runs every kernel and compares.
 static void flush(void) {
-    const char *srcs[32];
-    CModule *mods[32];
-    int st[32];
-    char *msgs[32];
+    const char *srcs[MAX_PENDING];
+    CModule *mods[MAX_PENDING];
+    int st[MAX_PENDING];
+    char *msgs[MAX_PENDING];
     for (int i = 0; i < g_npend; i++)
         srcs[i] = g_pend[i].src.s;
     Err e = {0};
@@ -628,6 +629,12 @@ static void conv_cases(void) {
         // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks.
         {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
+        // Depthwise on the padded plane: channel counts off the vector width, MobileNet's 7x7
+        // planes, a strided 5x5 with a prologue, dilation with asymmetric padding, two images.
+        {"dw3x3_c20_relu", 2, 2, 20, 20, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 20, 1, false, 12, false, {0}},
+        {"dw3x3_7x7_c48", 2, 1, 48, 48, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 48, 2, false, 12, false, {0}},
+        {"dw5x5_s2_pro", 2, 1, 17, 17, {15, 16}, {5, 5}, {2, 2}, {1, 1}, {2, 2}, {2, 2}, 17, 1, true, 12, false, {0}},
+        {"dw3x3_d2_asym", 2, 2, 33, 33, {12, 10}, {3, 3}, {1, 2}, {2, 1}, {2, 0}, {1, 2}, 33, 0, false, 12, false, {0}},
         // Stride-1 convs for the padded-input variant (v=padconv): panels across output rows
         // (OW 40 > nr), a kernel wider than the image with groups, asymmetric padding, K in
         // blocks with a GELU epilogue.

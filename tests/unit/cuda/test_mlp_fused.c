@@ -20,18 +20,27 @@
 //   larger (ORCH_MLP_HALF_ERR=1 prints each kernel's error beside those); without a GPU the
 //   case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail). The C target refuses half chains.
 //   sin_guard: sines of |x| up to 1e9 in an epilogue (the deferred epilogue's exact redo).
+//   layernorm_cases: MLPs with a LayerNorm between layers through the importer (widths 32, 64,
+//   128; depths 2 to 4; odd row counts; LayerNorm before or after the activation, and the
+//   post-norm residual LN(x + act(fc(x)))): the chains and their row reductions (MlpChain.red),
+//   checked as above (CUDA: the block design alone reduces rows), two of them in half storage.
+//   layernorm_boundaries: the
+//   reductions that stop a chain (over the rows, a row max, a statistic that is an output or
+//   without keepdims) and an RMSNorm inside one.
 //   gpu_timing (GPU only): the benchmark's 6 x 64 sin*sigmoid chain at 65536 rows in every
 //   config of every variant, checked and timed; prints the times and where the device model's
 //   first choice ranks.
-// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated]]` writes the benchmark's 6-layer
-// 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with `relu`; the gated form
-// sin(fc(x)) * sigmoid(x) with `gated`) as ONNX, for `orch compile`.
+// Also: `unit_mlp_fused --write-model FILE [BATCH [relu|gated|layernorm [LAYERS [WIDTH]]]]` writes
+// the benchmark's 6-layer 64-wide sin*sigmoid MLP (PyTorch's export form; Relu instead with
+// `relu`; the gated form sin(fc(x)) * sigmoid(x) with `gated`; Linear-LayerNorm-ReLU layers,
+// 6 x 64 unless given, with `layernorm`) as ONNX, for `orch compile`.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case (fixed_cases, random_cases, ...);
 // ORCH_MLP_DUMP=1 prints the CUDA sources (sm_90a; =TEXT: the configs whose description has TEXT); ORCH_CUGEN_EMIT_ONLY=1 (no GPU) skips NVRTC;
 // ORCH_MLP_NO_CPU=1 skips the CPU kernels (a GPU machine without a C compiler);
 // ORCH_MLP_GPU_ONLY=1 compiles for the detected GPU alone; ORCH_MLP_BENCH_BATCH=N,
-// ORCH_MLP_BENCH_ACT=relu and ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's
-// chain, ORCH_MLP_BENCH_ONLY=TEXT keeps its configs whose description contains TEXT;
+// ORCH_MLP_BENCH_ACT=relu|layernorm (with ORCH_MLP_BENCH_LAYERS, ORCH_MLP_BENCH_WIDTH) and
+// ORCH_MLP_BENCH_DTYPE=f16|bf16 (half storage) change gpu_timing's chain,
+// ORCH_MLP_BENCH_ONLY=TEXT keeps its configs whose description contains TEXT;
 // ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "backend/kernel_lab.h"
@@ -1443,6 +1452,263 @@ static void onnx_gated(void) {
     graph_free(g);
 }
 
+// MLPs with a LayerNorm between layers, as PyTorch exports them (Gemm with transB, then
+// LayerNormalization over the last axis with scale and bias, opset 17; the LayerNorm rule
+// makes its mean (in float64), centred values, mean of squares and rsqrt): LN_ACT is
+// nn.Sequential(Linear, LayerNorm, act) x N, ACT_LN puts the LayerNorm after the activation, and
+// LN_RES is the post-norm residual block LN(x + act(fc(x))).
+enum { LN_ACT, ACT_LN, LN_RES };
+
+static uint8_t *layernorm_onnx(int64_t batch, int layers, int64_t width, int form, bool sigmoid,
+                               size_t *len) {
+    MB *b = mb_new(17);
+    const int64_t xd[] = {batch, width}, wd[] = {width, width}, bd[] = {width};
+    mb_input(b, "x", 1, 2, xd);
+    char prev[32] = "x";
+    const char *act = sigmoid ? "Sigmoid" : "Relu";
+    for (int l = 0; l < layers; l++) {
+        char w[32], c[32], gm[32], bt[32], g[32], a[32], n[32], r[32], node[48], ins[128];
+        snprintf(w, sizeof w, "fc%d.weight", l);
+        snprintf(c, sizeof c, "fc%d.bias", l);
+        snprintf(gm, sizeof gm, "ln%d.weight", l);
+        snprintf(bt, sizeof bt, "ln%d.bias", l);
+        float *v = rand_buf(width * width, (float)(1.7 / sqrt((double)width)));
+        mb_init(b, mb_raw(b, w, 1, 2, wd, v, (size_t)(width * width) * 4));
+        free(v);
+        v = rand_buf(width, 0.5f);
+        mb_init(b, mb_raw(b, c, 1, 1, bd, v, (size_t)width * 4));
+        free(v);
+        v = rand_buf(width, 0.5f); // gamma around 1: 1 + U[-0.5, 0.5)
+        for (int64_t i = 0; i < width; i++)
+            v[i] += 1.0f;
+        mb_init(b, mb_raw(b, gm, 1, 1, bd, v, (size_t)width * 4));
+        free(v);
+        v = rand_buf(width, 0.3f);
+        mb_init(b, mb_raw(b, bt, 1, 1, bd, v, (size_t)width * 4));
+        free(v);
+        snprintf(g, sizeof g, "g%d", l);
+        snprintf(a, sizeof a, "a%d", l);
+        snprintf(n, sizeof n, "n%d", l);
+        snprintf(r, sizeof r, "r%d", l);
+        snprintf(node, sizeof node, "/fc.%d/Gemm", l);
+        snprintf(ins, sizeof ins, "%s,%s,%s", prev, w, c);
+        mb_node(b, "Gemm", node, ins, g, mb_attr_i(b, "transB", 1), NULL);
+        const char *ln_in = form == LN_ACT ? g : form == ACT_LN ? a : r;
+        const char *act_in = form == LN_ACT ? n : g, *act_out = form == LN_ACT ? prev : a;
+        char out[32];
+        if (form != LN_ACT) {
+            snprintf(node, sizeof node, "/act.%d/%s", l, act);
+            mb_node(b, act, node, act_in, act_out, NULL);
+        }
+        if (form == LN_RES) {
+            snprintf(node, sizeof node, "/res.%d/Add", l);
+            snprintf(ins, sizeof ins, "%s,%s", prev, a);
+            mb_node(b, "Add", node, ins, r, NULL);
+        }
+        snprintf(node, sizeof node, "/ln.%d/LayerNormalization", l);
+        snprintf(ins, sizeof ins, "%s,%s,%s", ln_in, gm, bt);
+        snprintf(out, sizeof out, "%s", form == LN_ACT ? n : "");
+        if (form != LN_ACT)
+            snprintf(out, sizeof out, "h%d", l);
+        mb_node(b, "LayerNormalization", node, ins, out, mb_attr_i(b, "axis", -1),
+                mb_attr_f(b, "epsilon", l % 2 ? 1e-5f : 1e-3f), NULL);
+        if (form == LN_ACT) {
+            snprintf(node, sizeof node, "/act.%d/%s", l, act);
+            snprintf(out, sizeof out, "h%d", l);
+            mb_node(b, act, node, n, out, NULL);
+        }
+        snprintf(prev, sizeof prev, "%s", out);
+    }
+    b->g.node[b->g.n_node - 1]->output[0] = "y";
+    mb_output(b, "y");
+    uint8_t *buf = mb_pack(b, len);
+    mb_free(b);
+    return buf;
+}
+
+// The primitive graph of an ONNX model; *g receives the operator graph, which owns the constants'
+// data: free it after the primitive graph.
+static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *name, Graph **g) {
+    Err e = {0};
+    *g = NULL;
+    PrimGraph *pg = NULL;
+    LoadOptions lo = {NULL, 0};
+    FissionOptions fo = {0};
+    int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(*g, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_run(*g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+    if (rc != ST_OK) {
+        prim_graph_free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+// The whole chain of pg (its longest chain candidate) seen by mlp_analyse: every layer has the
+// LayerNorm's two row reductions (a mean of the values, a mean of the centred squares).
+static void check_ln_spec(const char *name, const PrimGraph *pg, int layers) {
+    CandRules r = cand_rules_default();
+    r.mlp_chains = true;
+    CandidateSet *cs = NULL;
+    Err e = {0};
+    if (cand_enumerate(pg, &r, 0, &cs, &e) != ST_OK) {
+        CHECK_MSG(false, "%s: %s", name, e.msg);
+        return;
+    }
+    bool found = false;
+    for (int i = 0; i < cs->n && !found; i++) {
+        MlpChain m;
+        if (cand_count_linear(pg, &cs->c[i]) != layers || !mlp_analyse(pg, &cs->c[i], &m))
+            continue;
+        found = true;
+        CHECK_MSG(m.any_red, "%s: the chain has no row reductions", name);
+        for (int l = 0; l < m.n; l++)
+            CHECK_MSG(m.n_red[l] == 2 && pg->prims[m.red[l][0]]->red.op == RED_MEAN &&
+                          pg->prims[m.red[l][1]]->red.op == RED_MEAN,
+                      "%s: layer %d has %d row reductions", name, l, m.n_red[l]);
+    }
+    CHECK_MSG(found, "%s: no chain of %d layers that mlp_analyse reads", name, layers);
+    cand_set_free(cs);
+}
+
+// Widths 32, 64 and 128, depths 2 and 4, odd row counts (1, primes), the three forms: the chains
+// found (every run of 2..N layers, LayerNorms inside), then checked as the other cases on the CPU
+// and compiled with NVRTC (the block design: the only one that reduces rows).
+static void layernorm_cases(void) {
+    static const struct {
+        int64_t batch, width;
+        int layers, form;
+        bool sigmoid;
+    } cases[] = {
+        {257, 32, 2, LN_ACT, false},  {1, 32, 4, LN_ACT, false},    {1031, 64, 2, LN_ACT, false},
+        {37, 64, 4, LN_ACT, false},   {131, 128, 2, LN_ACT, false}, {4099, 128, 4, LN_ACT, false},
+        {61, 64, 3, ACT_LN, true},    {509, 32, 2, ACT_LN, false},  {97, 64, 4, LN_RES, false},
+        {1023, 128, 2, LN_RES, true},
+    };
+    static const char *const form_name[] = {"ln_act", "act_ln", "ln_res"};
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s_b%lld_w%lld_x%d%s", form_name[cases[i].form],
+                 (long long)cases[i].batch, (long long)cases[i].width, cases[i].layers,
+                 cases[i].sigmoid ? "_sigmoid" : "");
+        size_t len;
+        uint8_t *bytes = layernorm_onnx(cases[i].batch, cases[i].layers, cases[i].width,
+                                        cases[i].form, cases[i].sigmoid, &len);
+        Graph *g = NULL;
+        PrimGraph *pg = import_prims(bytes, len, name, &g);
+        free(bytes);
+        if (pg) {
+            check_ln_spec(name, pg, cases[i].layers);
+            check_mlp(name, pg, cases[i].layers, 2, 2, i < 2, false);
+        }
+        graph_free(g);
+    }
+    // Half storage (float16, bfloat16): every activation, weight and statistic half, the
+    // LayerNorm's reductions of half values; the chains (and their x_cast twins) compiled for
+    // CUDA, whose block kernel keeps the statistics in float32.
+    static const DType halves[] = {DT_FLOAT16, DT_BFLOAT16};
+    for (size_t h = 0; h < ORCH_COUNT(halves); h++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s_b301_w64_x3_%s", h ? "ln_res" : "ln_act",
+                 dtype_name(halves[h]));
+        size_t len;
+        uint8_t *bytes = layernorm_onnx(301, 3, 64, h ? LN_RES : LN_ACT, false, &len);
+        Graph *g = NULL;
+        PrimGraph *pg = import_prims(bytes, len, name, &g);
+        free(bytes);
+        Err e = {0};
+        int rc = pg ? pass_store_reduced(pg, halves[h], NULL, NULL, &e) : ST_OK;
+        if (rc == ST_OK && pg)
+            rc = prim_graph_verify(pg, &e);
+        CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+        if (pg && rc == ST_OK) {
+            check_ln_spec(name, pg, 3);
+            check_mlp(name, pg, 3, 1, 1, true, false);
+        } else {
+            prim_graph_free(pg);
+        }
+        graph_free(g);
+    }
+}
+
+// Reductions the chain cannot compute inside a tile of rows stop it: a sum over the rows (axis
+// 0) between two layers, and a row sum whose result is a graph output.
+static void layernorm_boundaries(void) {
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "colsum"};
+        int h = pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f));
+        int s = pb_reduce(&b, RED_SUM, h, 1u << 0, true, false);
+        int y = pb_matmul(&b, pb_ew2(&b, EW_SUB, h, s), add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        check_mlp("column_reduction", pg, 1, 1, 1, false, true);
+    }
+    {
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "rowout"};
+        int h = pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f));
+        int s = pb_reduce(&b, RED_MEAN, h, 1u << 1, true, false);
+        int y = pb_matmul(&b, pb_ew1(&b, EW_RELU, pb_ew2(&b, EW_SUB, h, s)),
+                          add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        add_output(pg, s);
+        // The row mean is an output: the first layer's epilogue cannot hold it (its tail would
+        // make a tensor read outside), so it ends at the product, read by the reduction and
+        // the subtraction: no layer follows it.
+        check_mlp("row_stat_output", pg, 1, 1, 1, false, true);
+    }
+    {
+        // A row max (a softmax's): not one of the reductions a chain computes.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "rowmax"};
+        int h = pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f));
+        int s = pb_reduce(&b, RED_MAX, h, 1u << 1, true, false);
+        int y = pb_matmul(&b, pb_ew2(&b, EW_SUB, h, s), add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        check_mlp("row_max", pg, 1, 1, 1, false, true);
+    }
+    {
+        // A row mean without keepdims, broadcast back through a reshape: not a row statistic.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {6, 8}, wd[] = {8, 8};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "rownokeep"};
+        int h = pb_matmul(&b, x, add_const(&b, 2, wd, 0.3f));
+        int s = pb_reduce(&b, RED_MEAN, h, 1u << 1, false, false);
+        int y = pb_matmul(&b, pb_ew2(&b, EW_SUB, h, pb_reshape(&b, s, 2, (const int64_t[]){6, 1})),
+                          add_const(&b, 2, wd, 0.3f));
+        add_output(pg, y);
+        check_mlp("row_mean_no_keepdims", pg, 1, 1, 1, false, true);
+    }
+    {
+        // A row-normalised layer between two plain ones, built directly (an RMSNorm: the mean
+        // of squares alone, then x * rsqrt(ms + eps) * gamma): one chain of three layers.
+        PrimGraph *pg = prim_graph_create(NULL);
+        const int64_t xd[] = {37, 16}, wd[] = {16, 16}, gd[] = {16};
+        int x = add_input(pg, "x", 2, xd);
+        PB b = {pg, "rms"};
+        int h = pb_ew1(&b, EW_TANH, pb_matmul(&b, x, add_const(&b, 2, wd, 0.4f)));
+        h = pb_matmul(&b, h, add_const(&b, 2, wd, 0.4f));
+        int ms = pb_reduce(&b, RED_MEAN, pb_ew2(&b, EW_MUL, h, h), 1u << 1, true, false);
+        int rs = pb_ew1(&b, EW_RSQRT, pb_ew2i(&b, EW_ADD, ms, 1e-6));
+        h = pb_ew2(&b, EW_MUL, pb_ew2(&b, EW_MUL, h, rs), add_const(&b, 1, gd, 1.0f));
+        int y = pb_matmul(&b, h, add_const(&b, 2, wd, 0.4f));
+        add_output(pg, y);
+        check_mlp("rmsnorm_middle", pg, 3, 2, 2, false, true);
+    }
+}
+
 // The BLP, kernel-by-kernel execution and the covering accept chains: with the CPU cost model,
 // random costs, cheap chains (which must then be chosen) and dear ones (which must not), the
 // selection is optimal (brute force on a 3-layer MLP) and runs bit for bit as the primitive
@@ -1619,9 +1885,10 @@ static void cuda_configs(void) {
 }
 
 // On a GPU, the benchmark's chain (6 layers 64 wide, sin*sigmoid, bias; ORCH_MLP_BENCH_BATCH
-// rows, 65536 by default): every config of every variant and precision checked against the
-// interpreter at its tolerance and timed; prints each config's kernel time and error, the best of
-// each variant, and where the device model's first choice under each precision ranks.
+// rows, 65536 by default; ORCH_MLP_BENCH_ACT=layernorm: a LayerNorm between layers): every config
+// of every variant and precision checked against the interpreter at its tolerance and timed; prints
+// each config's kernel time and error, the best of each variant, and where the device model's first
+// choice under each precision ranks.
 static void gpu_timing(void) {
     if (!g_api) {
         printf("  skip: no CUDA device on this machine\n");
@@ -1635,21 +1902,42 @@ static void gpu_timing(void) {
                                                : DT_FLOAT;
     Case k = {.layers = 6, .batch = bs && atoll(bs) > 0 ? atoll(bs) : 65536, .bias = true,
               .width = {64, 64, 64, 64, 64, 64, 64}, .act = {act, act, act, act, act, A_NONE}};
-    PrimGraph *pg = is_half(dt) ? mlp_graph_half(&k, dt, true) : mlp_graph(&k);
+    // ORCH_MLP_BENCH_ACT=layernorm: Linear-LayerNorm-ReLU x ORCH_MLP_BENCH_LAYERS (6), each
+    // ORCH_MLP_BENCH_WIDTH (64) wide, as PyTorch exports it (float32).
+    bool ln = ba && strcmp(ba, "layernorm") == 0;
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
     Err e = {0};
-    CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    if (ln) {
+        const char *bl = getenv("ORCH_MLP_BENCH_LAYERS"), *bw = getenv("ORCH_MLP_BENCH_WIDTH");
+        k.layers = bl && atoi(bl) >= 2 && atoi(bl) <= MLP_LAYERS_MAX ? atoi(bl) : 6;
+        int64_t w = bw && atoll(bw) >= 1 && atoll(bw) <= 256 ? atoll(bw) : 64;
+        size_t len;
+        uint8_t *bytes = layernorm_onnx(k.batch, k.layers, w, LN_ACT, false, &len);
+        pg = import_prims(bytes, len, "bench_layernorm.onnx", &g);
+        free(bytes);
+        dt = DT_FLOAT;
+        if (!pg) {
+            graph_free(g);
+            return;
+        }
+    } else {
+        pg = is_half(dt) ? mlp_graph_half(&k, dt, true) : mlp_graph(&k);
+        CHECK(fission_cleanup(pg, NULL, &e) == ST_OK);
+    }
     CandRules r = cand_rules_default();
     r.mlp_chains = true;
     CandidateSet *cs = NULL;
     CHECK(cand_enumerate(pg, &r, 0, &cs, &e) == ST_OK);
     const Candidate *full = NULL;
     for (int i = 0; cs && i < cs->n; i++)
-        if (cand_count_linear(pg, &cs->c[i]) == 6)
+        if (cand_count_linear(pg, &cs->c[i]) == k.layers)
             full = &cs->c[i];
     CHECK(full != NULL);
     if (!full) {
         cand_set_free(cs);
         prim_graph_free(pg);
+        graph_free(g);
         return;
     }
     double t0 = now();
@@ -1671,8 +1959,8 @@ static void gpu_timing(void) {
                 cf[kept++] = cf[i];
         n = kept;
     }
-    printf("  batch %lld, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
-           act_name[act], dtype_name(dt), n, now() - t0);
+    printf("  batch %lld, %d layers, %s, %s: %d configs (interpreter %.1f s)\n", (long long)k.batch,
+           k.layers, ln ? "linear-layernorm-relu" : act_name[act], dtype_name(dt), n, now() - t0);
     // Several modules compiled in parallel threads.
     enum { GROUPS = 8 };
     StrBuf src[GROUPS];
@@ -1773,6 +2061,7 @@ static void gpu_timing(void) {
     }
     cand_set_free(cs);
     prim_graph_free(pg);
+    graph_free(g);
 }
 
 static void gpu_present(void) {
@@ -1825,9 +2114,20 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--write-model") == 0) {
         size_t len;
         srand(1);
-        uint8_t *bytes = sinsig_onnx(argc >= 4 ? atoll(argv[3]) : 65536, 6, 64,
-                                     argc >= 5 && strcmp(argv[4], "relu") == 0,
-                                     argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
+        int64_t batch = argc >= 4 && atoll(argv[3]) > 0 ? atoll(argv[3]) : 65536;
+        uint8_t *bytes;
+        if (argc >= 5 && strcmp(argv[4], "layernorm") == 0) {
+            int layers = argc >= 6 ? atoi(argv[5]) : 6;
+            int64_t width = argc >= 7 ? atoll(argv[6]) : 64;
+            if (layers < 1 || layers > 64 || width < 1 || width > 4096) {
+                printf("--write-model: layernorm LAYERS (1-64) WIDTH (1-4096)\n");
+                return 1;
+            }
+            bytes = layernorm_onnx(batch, layers, width, LN_ACT, false, &len);
+        } else {
+            bytes = sinsig_onnx(batch, 6, 64, argc >= 5 && strcmp(argv[4], "relu") == 0,
+                                argc >= 5 && strcmp(argv[4], "gated") == 0, &len);
+        }
         FILE *f = fopen(argv[2], "wb");
         bool ok = f && fwrite(bytes, 1, len, f) == len;
         ok = f && fclose(f) == 0 && ok;
@@ -1884,6 +2184,8 @@ int main(int argc, char **argv) {
     RUN_CASE(chain_boundaries);
     RUN_CASE(onnx_sinsig);
     RUN_CASE(onnx_gated);
+    RUN_CASE(layernorm_cases);
+    RUN_CASE(layernorm_boundaries);
     RUN_CASE(blp_selection);
     RUN_CASE(rounded_reference);
     RUN_CASE(cuda_configs);
