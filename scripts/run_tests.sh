@@ -150,6 +150,16 @@ run_suites() { # run_suites BUILD_DIR LABEL
         "${models[@]}"
     # One artefact for several input shapes: every plan against ONNX Runtime, others refused.
     pool_start "$label:shapes_cli" "$PY" tests/compile/test_shapes_cli.py "$dir/orch"
+    # orch export: trees built with make and run, bit for bit against orch run; the Release
+    # pass also over the generated models, in two shards (one compile and one C build each).
+    if [ "$label" = release ]; then
+        for k in 0 1; do
+            pool_start "$label:export_cli.${k}of2" "$PY" tests/compile/test_export.py \
+                "$dir/orch" "${models[@]}" --shard "$k/2"
+        done
+    else
+        pool_start "$label:export_cli" "$PY" tests/compile/test_export.py "$dir/orch"
+    fi
     # A 5,000-node elementwise chain compiled and run: its compile time and memory (linear in
     # the model's size) are printed on the suite's line.
     pool_start "$label:long_chain" "$PY" tests/compile/long_chain.py "$dir/orch" 5000

@@ -213,6 +213,14 @@ typedef struct Target {
                  void *const *lab_modules, int n_lab_modules, uint8_t **blob, size_t *size, Err *e);
     // Frees what LabOptions.keep handed over (accepts NULL).
     void (*lab_modules_free)(void *const *lab_modules, int n);
+    // The source build compiles for the same kernels (*src malloc'd, NUL-terminated; NULL for
+    // n = 0), which the artefact keeps for orch export; NULL where the target keeps none.
+    int (*module_source)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                         const int *cands, const KernelConfig *cfgs, const char *const *names,
+                         int n, char **src, Err *e);
+    // orch export: one plan of an artefact of this target (a one-plan view, artifact_plan_view)
+    // as a source tree in dir that builds and runs without orch; NULL where the target has none.
+    int (*export_tree)(const struct ArtifactContents *a, const char *dir, FILE *progress, Err *e);
     const struct TargetRuntime *runtime;
 } Target;
 

@@ -1,7 +1,9 @@
 // `orch bench MODEL.orch|MODEL.onnx`: latency statistics of a compiled model and a per-kernel
 // table (time, share, the ONNX nodes each kernel covers), as text and optionally JSON. An ONNX
 // model is compiled first (compile's flags apply) into a temporary artefact. An artefact of
-// several shape sets is benched on one: --shapes N (as orch info numbers them), else the first.
+// several shape sets is benched on one: --shapes N (as orch info numbers them), else the one the
+// -i files' shapes match, else the first. Inputs come from -i NAME=FILE (.npy or .pb, as orch
+// run's), the others are random; a name the model lacks is a usage error naming its inputs.
 // Latency runs are timed without per-kernel clocks; the kernel table comes from separate
 // profiled runs, so the clocks do not inflate the latency figures. A warning says when the
 // machine was busy (the runs' spread or the machine's runnable threads: kernel_lab.h's rule).
@@ -11,6 +13,7 @@
 #include "../compile/compile.h"
 #include "../compile/fallbacks.h"
 #include "../plan/artifact.h"
+#include "../runtime/npy.h"
 #include "../runtime/session.h"
 #include "cmd_compile.h"
 
@@ -70,9 +73,9 @@ static int bench_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr,
             "\nusage: orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N]"
-            " [--json FILE]\n           [--fixed-threads] [--shapes N]\n           [compile "
-            "options for an ONNX model: --db FILE "
-            "--top-k K --input-shapes ... --precision P]\n");
+            " [--json FILE]\n           [--fixed-threads] [--shapes N] [-i NAME=FILE]...\n"
+            "           [compile options for an ONNX model: --db FILE --top-k K --input-shapes "
+            "... --precision P]\n");
     return ST_USAGE;
 }
 
@@ -99,16 +102,83 @@ static int cmp_row(const void *a, const void *b) {
     return x->median < y->median ? 1 : x->median > y->median ? -1 : x->launch - y->launch;
 }
 
+// One -i NAME=FILE and the tensor read from FILE.
+typedef struct BenchInput {
+    char *name;
+    const char *path;
+    HostTensor t;
+} BenchInput;
+
+static void inputs_free(BenchInput *in, int n) {
+    for (int i = 0; i < n; i++) {
+        free(in[i].name);
+        host_tensor_free(&in[i].t);
+    }
+    free(in);
+}
+
+static bool same_shape(const Tensor *t, const HostTensor *h) {
+    bool same = h->rank == t->rank;
+    for (int d = 0; same && d < t->rank; d++)
+        same = h->dims[d] == t->dims[d];
+    return same;
+}
+
+// Every -i names an input of pg with its dtype and shape (a typo never benches random values).
+static int check_inputs(const PrimGraph *pg, const BenchInput *in, int n, const char *model,
+                        Err *e) {
+    for (int i = 0; i < n; i++) {
+        const Tensor *t = NULL;
+        for (int j = 0; j < pg->n_inputs && !t; j++)
+            if (strcmp(pg->tensors[pg->inputs[j]]->name, in[i].name) == 0)
+                t = pg->tensors[pg->inputs[j]];
+        if (!t) {
+            StrBuf names;
+            sb_init(&names);
+            for (int j = 0; j < pg->n_inputs; j++)
+                sb_printf(&names, "%s'%s'", j ? ", " : "", pg->tensors[pg->inputs[j]]->name);
+            int rc = err_set(e, ST_USAGE, "-i %s: %s has no input named '%s' (its inputs: %s)",
+                             in[i].name, model, in[i].name, pg->n_inputs ? names.s : "none");
+            sb_free(&names);
+            return rc;
+        }
+        if (in[i].t.dtype != t->dtype)
+            return err_set(e, ST_INVALID, "input '%s' from %s is %s, the model expects %s", t->name,
+                           in[i].path, dtype_name(in[i].t.dtype), dtype_name(t->dtype));
+        if (!same_shape(t, &in[i].t)) {
+            char s1[128], s2[128];
+            return err_set(e, ST_INVALID, "input '%s' from %s has shape %s; %s was compiled for %s",
+                           t->name, in[i].path,
+                           shape_str(in[i].t.dims, in[i].t.rank, s1, sizeof s1), model,
+                           tensor_shape_str(t, s2, sizeof s2));
+        }
+    }
+    return ST_OK;
+}
+
 int cli_bench_main(int argc, char **argv) {
     int iters = 100, warmup = 10, threads = 0, shape_set = 0;
     bool fixed_threads = false;
     const char *json = NULL;
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
-    int nrest = 0;
+    int nrest = 0, n_files = 0;
+    BenchInput *files = calloc((size_t)argc + 1, sizeof *files);
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         if (strcmp(s, "--fixed-threads") == 0) {
             fixed_threads = true;
+            continue;
+        }
+        if (strcmp(s, "-i") == 0 || strcmp(s, "--input") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            const char *eq = v ? strrchr(v, '=') : NULL;
+            if (!eq || eq == v || !eq[1]) {
+                free(rest);
+                inputs_free(files, n_files);
+                return bench_usage("%s expects NAME=FILE", s);
+            }
+            files[n_files].name = strndup(v, (size_t)(eq - v));
+            files[n_files++].path = eq + 1;
             continue;
         }
         bool mine = strcmp(s, "--iters") == 0 || strcmp(s, "--warmup") == 0 ||
@@ -123,6 +193,7 @@ int cli_bench_main(int argc, char **argv) {
         }
         if (i + 1 == argc) {
             free(rest);
+            inputs_free(files, n_files);
             return bench_usage("%s needs a value", s);
         }
         const char *v = argv[++i];
@@ -136,6 +207,7 @@ int cli_bench_main(int argc, char **argv) {
         if (strcmp(s, "--shapes") == 0) {
             if (end == v || *end || errno || n < 1 || n > ARTIFACT_MAX_PLANS) {
                 free(rest);
+                inputs_free(files, n_files);
                 return bench_usage("--shapes expects a shape set's number (1 to 16, as orch "
                                    "info lists them), got '%s'",
                                    v);
@@ -145,6 +217,7 @@ int cli_bench_main(int argc, char **argv) {
         }
         if (end == v || *end || errno || n < (strcmp(s, "--iters") == 0 ? 1 : 0) || n > 1000000) {
             free(rest);
+            inputs_free(files, n_files);
             return bench_usage("bad count '%s' (--iters 1..1000000, --warmup 0..1000000)", v);
         }
         if (strcmp(s, "--iters") == 0)
@@ -157,10 +230,20 @@ int cli_bench_main(int argc, char **argv) {
     bool quiet;
     int rc = cli_compile_args(nrest, rest, &co, &model, &out, &quiet, false);
     free(rest);
-    if (rc)
+    if (rc) {
+        inputs_free(files, n_files);
         return rc;
+    }
 
     Err e = {0};
+    // The files first: a bad one is reported before a compile.
+    for (int i = 0; i < n_files && rc == ST_OK; i++)
+        rc = tensor_file_read(files[i].path, &files[i].t, &e);
+    if (rc) {
+        fprintf(stderr, "orch: error: %s\n", e.msg);
+        inputs_free(files, n_files);
+        return rc;
+    }
     char tmp_path[4096] = "";
     const char *art_path = model;
     bool is_art = artifact_probe(model); // else the compile below reads it as ONNX
@@ -182,6 +265,7 @@ int cli_bench_main(int argc, char **argv) {
                 compile_report_print(&rep, stdout);
             fflush(stdout);
             fprintf(stderr, "orch: error: %s\n", e.msg);
+            inputs_free(files, n_files);
             return rc;
         }
         compile_s = rep.t_total;
@@ -205,31 +289,56 @@ int cli_bench_main(int argc, char **argv) {
     if (!is_art && !out)
         remove(tmp_path);
     Session *all = s; // every shape set's; s: the one benched
+    const char *name = art_path == tmp_path ? model : art_path;
     if (rc == ST_OK && shape_set > session_num_plans(all))
-        rc = err_set(&e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", shape_set,
-                     art_path == tmp_path ? model : art_path, session_num_plans(all),
-                     session_num_plans(all) == 1 ? "" : "s");
+        rc = err_set(&e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", shape_set, name,
+                     session_num_plans(all), session_num_plans(all) == 1 ? "" : "s");
+    // The plan: --shapes N's, else the first whose input shapes the -i files have, else the first
+    // (whose shapes the check below then names).
+    int plan_k = shape_set ? shape_set - 1 : -1;
+    for (int k = 0; rc == ST_OK && plan_k < 0 && k < session_num_plans(all); k++) {
+        Err ignored = {0};
+        if (check_inputs(session_graph(session_for_plan(all, k)), files, n_files, name, &ignored) ==
+            ST_OK)
+            plan_k = k;
+    }
+    if (plan_k < 0)
+        plan_k = 0;
+    if (rc == ST_OK)
+        rc = check_inputs(session_graph(session_for_plan(all, plan_k)), files, n_files, name, &e);
     if (rc) {
         fprintf(stderr, "orch: error: %s\n", e.msg);
         session_free(all);
         artifact_contents_free(&ac);
+        inputs_free(files, n_files);
         return rc;
     }
-    s = session_for_plan(all, shape_set ? shape_set - 1 : 0);
+    s = session_for_plan(all, plan_k);
     char shapes_text[1024] = "";
-    session_plan_shapes(all, shape_set ? shape_set - 1 : 0, shapes_text, sizeof shapes_text);
+    session_plan_shapes(all, plan_k, shapes_text, sizeof shapes_text);
     if (session_num_plans(all) > 1)
-        printf("shape set %d of %d: %s%s\n", shape_set ? shape_set : 1, session_num_plans(all),
-               shapes_text, shape_set ? "" : " (--shapes N benches another)");
+        printf("shape set %d of %d: %s%s\n", plan_k + 1, session_num_plans(all), shapes_text,
+               shape_set || n_files ? "" : " (--shapes N benches another)");
 
-    // Inputs: random values like orch run's (floats in [-1, 1), small integers).
+    // Inputs: the -i files, the others random values like orch run's (floats in [-1, 1), small
+    // integers).
     const PrimGraph *pg = session_graph(s);
     void **in = calloc((size_t)pg->n_inputs + 1, sizeof(void *));
     void **outs = calloc((size_t)pg->n_outputs + 1, sizeof(void *));
     uint64_t rng = 0x2545f4914f6cdd1dull;
+    int n_random = 0;
     for (int i = 0; i < pg->n_inputs; i++) {
         const Tensor *ti = pg->tensors[pg->inputs[i]];
         in[i] = aligned_alloc(64, (tensor_nbytes(ti) + 64) / 64 * 64);
+        const HostTensor *f = NULL;
+        for (int k = 0; k < n_files; k++)
+            if (strcmp(files[k].name, ti->name) == 0)
+                f = &files[k].t;
+        if (f) {
+            memcpy(in[i], f->data, tensor_nbytes(ti));
+            continue;
+        }
+        n_random++;
         for (int64_t k = 0; k < tensor_numel(ti); k++) {
             rng ^= rng << 13;
             rng ^= rng >> 7;
@@ -318,6 +427,8 @@ int cli_bench_main(int argc, char **argv) {
         printf("%s: %d kernels, %d thread%s, precision %s, %s\n",
                art_path == tmp_path ? model : art_path, session_num_kernels(s), session_threads(s),
                session_threads(s) == 1 ? "" : "s", ac.h.precision, ac.h.fingerprint);
+        if (n_files)
+            printf("inputs: %d from -i files, %d random\n", pg->n_inputs - n_random, n_random);
         printf("latency over %d runs (after %d warm-up): min %.3f ms, median %.3f ms (p95 %.3f "
                "ms), p90 %.3f ms, p99 %.3f ms, mean %.3f ms, stddev %.3f ms\n",
                iters, warmup, lat[0] * 1e3, med * 1e3, p95 * 1e3, p90 * 1e3, p99 * 1e3, mean * 1e3,
@@ -379,6 +490,14 @@ int cli_bench_main(int argc, char **argv) {
                 json_str(jf, ac.h.fingerprint);
                 fprintf(jf, ",\n  \"input_shapes\": ");
                 json_str(jf, shapes_text);
+                fprintf(jf, ",\n  \"input_files\": {");
+                for (int k = 0; k < n_files; k++) {
+                    fprintf(jf, "%s", k ? ", " : "");
+                    json_str(jf, files[k].name);
+                    fprintf(jf, ": ");
+                    json_str(jf, files[k].path);
+                }
+                fprintf(jf, "}");
                 fprintf(jf,
                         ",\n  \"threads\": %d,\n  \"iters\": %d,\n  \"warmup\": %d,\n"
                         "  \"min_ms\": %.6f,\n  \"median_ms\": %.6f,\n  \"p95_ms\": %.6f,\n"
@@ -429,5 +548,6 @@ int cli_bench_main(int argc, char **argv) {
     free(kt);
     session_free(all);
     artifact_contents_free(&ac);
+    inputs_free(files, n_files);
     return rc;
 }

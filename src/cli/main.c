@@ -27,6 +27,7 @@
 #include "cmd_bench.h"
 #include "cmd_compile.h"
 #include "cmd_db.h"
+#include "cmd_export.h"
 #include "orch.h"
 
 #include <errno.h>
@@ -114,6 +115,10 @@ static void usage(FILE *f) {
         "  orch bench MODEL.orch|MODEL.onnx [--iters N] [--warmup N] [--threads N] [--json FILE]\n"
         "           [--shapes N] [--fixed-threads] [compile options when given an ONNX model]\n"
         "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
+        "  orch export MODEL.orch DIR [--shapes N]\n"
+        "      writes the artefact's plan (the first shape set, or --shapes N's) as a C source\n"
+        "      tree that builds with make and runs without orch: kernels.c, model.c, model.h,\n"
+        "      weights.bin, main.c, Makefile (cpu artefacts)\n"
         "  orch db stats|clear [--db FILE] ...\n"
         "      the profile database: what it holds, or delete rows (see orch db)\n"
         "  orch version\n"
@@ -470,6 +475,21 @@ static int info_artifact(const char *path) {
                        fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0, b.s);
                 sb_free(&b);
             }
+            // Whether orch export can write this plan as a C tree, else why not.
+            const Target *t = target_find(h->target);
+            bool generated = false;
+            for (int i = 0; i < plan->n_launches; i++)
+                generated = generated || plan->launches[i].kind == PLAN_GENERATED;
+            if (!t || !t->export_tree)
+                printf("%sexport: not supported yet for %s artefacts\n", indent, h->target);
+            else if (fb.kernels)
+                printf("%sexport: no (an interpreter runs kernels of the plan)\n", indent);
+            else if (generated && view.src_size == 0)
+                printf("%sexport: no (format %u keeps no kernel source: compile again)\n", indent,
+                       h->format_version);
+            else
+                printf("%sexport: yes (orch export%s; kernel source %.1f KiB)\n", indent,
+                       ac.n_plans > 1 ? " --shapes N" : "", (double)view.src_size / 1024.0);
             fallbacks_free(&fb);
         }
         plan_free(plan);
@@ -1494,6 +1514,8 @@ int main(int argc, char **argv) {
         return cli_bench_main(argc - 2, argv + 2);
     if (strcmp(cmd, "db") == 0)
         return cli_db_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cli_export_main(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("orch %s\n", ORCH_VERSION);
         return ST_OK;

@@ -998,8 +998,9 @@ static int strict_refusal(const Driver *d, const Fallbacks *fb, Err *e) {
 
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
+// *src: the module's source where the target keeps it (for orch export), else NULL.
 static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, uint8_t **so,
-                                 size_t *so_size, Err *e) {
+                                 size_t *so_size, char **src, Err *e) {
     PlanKernelSpec *spec = xcalloc((size_t)sel->n + 1, sizeof *spec);
     char(*names)[64] = xcalloc((size_t)sel->n + 1, sizeof *names);
     const char **gnames = xcalloc((size_t)sel->n + 1, sizeof *gnames);
@@ -1028,6 +1029,9 @@ static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, u
     // The target's module of the chosen kernels (no generated kernel: none at all).
     rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so, so_size,
                           e);
+    *src = NULL;
+    if (rc == ST_OK && d->target->module_source)
+        rc = d->target->module_source(&d->m, d->pg, d->cs, gc, gk, gnames, ng, src, e);
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
     free(spec);
@@ -1674,6 +1678,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     Graph *g = NULL;
     PrimGraph *pg = NULL;
     uint8_t *bytes = NULL, *so = NULL;
+    char *src = NULL;
     size_t size = 0, so_size = 0;
     void **inputs = NULL;
     Selection sel = {0};
@@ -1966,7 +1971,7 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
 
     t = now_s();
     tv = d.t_values;
-    if ((rc = build_plan_and_module(&d, &sel, &plan, &so, &so_size, e)))
+    if ((rc = build_plan_and_module(&d, &sel, &plan, &so, &so_size, &src, e)))
         goto out;
     rep->kernels = sel.n;
     PlanStats ps;
@@ -1995,7 +2000,21 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     h.threads = d.m.hw.cores; // what the kernels were measured with
     h.kernels = sel.n;
     h.predicted_seconds = sel.objective;
-    if ((rc = artifact_write(out_path, &h, bytes, size, plan_bytes, plan_size, so, so_size, e)))
+    ArtifactPlan *ap = xcalloc(1, sizeof *ap);
+    snprintf(ap->input_shapes, sizeof ap->input_shapes, "%s", h.input_shapes);
+    snprintf(ap->wide_tensors, sizeof ap->wide_tensors, "%s", h.wide_tensors);
+    ap->load_flags = h.load_flags;
+    ap->kernels = h.kernels;
+    ap->predicted_seconds = h.predicted_seconds;
+    ap->plan = plan_bytes;
+    ap->plan_size = plan_size;
+    ap->so = so;
+    ap->so_size = so_size;
+    ap->src = (const uint8_t *)src;
+    ap->src_size = src ? strlen(src) : 0;
+    rc = artifact_write_plans(out_path, &h, bytes, size, ap, 1, e);
+    free(ap);
+    if (rc)
         goto out;
     rep->t_build = now_s() - t;
 
@@ -2016,6 +2035,7 @@ out:
     free(plan_bytes);
     plan_free(plan);
     free(so);
+    free(src);
     selection_free(&sel);
     pdb_close(d.db);
     if (pg)

@@ -15,8 +15,24 @@
 #include <unistd.h>
 
 static const uint8_t MAGIC[8] = {0x89, 'O', 'R', 'C', 'H', 'A', 'R', 'T'};
-enum { SEC_ONNX = 1, SEC_PLAN = 2, SEC_SO = 3, MAX_SECTIONS = 1 + 2 * ARTIFACT_MAX_PLANS };
-static const char *const SEC_NAMES[] = {"", "ONNX model", "plan", "shared object"};
+enum {
+    SEC_ONNX = 1,
+    SEC_PLAN = 2,
+    SEC_SO = 3,
+    SEC_SRC = 4,
+    MAX_SECTIONS = 1 + 3 * ARTIFACT_MAX_PLANS
+};
+static const char *const SEC_NAMES[] = {"", "ONNX model", "plan", "shared object", "source"};
+// Sections per plan: plan and shared object, and from format 6 on the source.
+static int per_plan(uint32_t version) {
+    return version >= 6 ? 3 : 2;
+}
+// The kind of section s in a file of this version.
+static uint32_t sec_kind(uint32_t version, uint32_t s) {
+    if (s == 0)
+        return SEC_ONNX;
+    return SEC_PLAN + (s - 1) % (uint32_t)per_plan(version);
+}
 // Each plan's strings are bounded (ARTIFACT_MAX_SHAPES + ARTIFACT_MAX_WIDE), so is the header.
 #define HEADER_MAX (1024 * 1024)
 #define SECTION_ALIGN 64
@@ -110,7 +126,7 @@ static void make_header(Out *o, const ArtifactHeader *h, const ArtifactPlan *pla
     uint64_t at = align_sec(header_bytes);
     for (int s = 0; s < n_sec; s++) {
         offsets[s] = at;
-        o_u32(o, s == 0 ? SEC_ONNX : s % 2 ? SEC_PLAN : SEC_SO);
+        o_u32(o, sec_kind(ARTIFACT_FORMAT_VERSION, (uint32_t)s));
         o_u64(o, at);
         o_u64(o, sizes[s]);
         o_u64(o, sums[s]);
@@ -145,14 +161,16 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
 int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *onnx,
                          size_t onnx_size, const ArtifactPlan *plans, int n_plans, Err *e) {
     ORCH_ASSERT(n_plans >= 1 && n_plans <= ARTIFACT_MAX_PLANS);
-    int n_sec = 1 + 2 * n_plans;
+    int n_sec = 1 + 3 * n_plans;
     const void *data[MAX_SECTIONS] = {onnx};
     size_t sizes[MAX_SECTIONS] = {onnx_size};
     for (int k = 0; k < n_plans; k++) {
-        data[1 + 2 * k] = plans[k].plan;
-        sizes[1 + 2 * k] = plans[k].plan_size;
-        data[2 + 2 * k] = plans[k].so;
-        sizes[2 + 2 * k] = plans[k].so_size;
+        data[1 + 3 * k] = plans[k].plan;
+        sizes[1 + 3 * k] = plans[k].plan_size;
+        data[2 + 3 * k] = plans[k].so;
+        sizes[2 + 3 * k] = plans[k].so_size;
+        data[3 + 3 * k] = plans[k].src;
+        sizes[3 + 3 * k] = plans[k].src_size;
     }
     uint64_t sums[MAX_SECTIONS], offsets[MAX_SECTIONS];
     for (int s = 0; s < n_sec; s++)
@@ -356,8 +374,8 @@ static int parse(ArtifactContents *a, Err *e) {
         memcpy(&plans->predicted_seconds, &pred, 8);
     }
     a->n_plans = (int)n_plans;
-    uint32_t n_sec = i_u32(&in);
-    if (in.bad || n_sec != 1 + 2 * n_plans)
+    uint32_t n_sec = i_u32(&in), pp = (uint32_t)per_plan(version);
+    if (in.bad || n_sec != 1 + pp * n_plans)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
     const uint8_t *sec[MAX_SECTIONS];
     uint64_t off[MAX_SECTIONS], len[MAX_SECTIONS], sum[MAX_SECTIONS], end = header_bytes;
@@ -366,7 +384,7 @@ static int parse(ArtifactContents *a, Err *e) {
         off[s] = i_u64(&in);
         len[s] = i_u64(&in);
         sum[s] = i_u64(&in);
-        uint32_t want = s == 0 ? SEC_ONNX : s % 2 ? SEC_PLAN : SEC_SO;
+        uint32_t want = sec_kind(version, s);
         if (in.bad || kind != want || off[s] < end || off[s] % SECTION_ALIGN ||
             len[s] > UINT64_MAX / 2 || off[s] > UINT64_MAX / 2)
             return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent", path);
@@ -417,12 +435,9 @@ static int parse(ArtifactContents *a, Err *e) {
             if (n_plans > 1 && s > 0)
                 return err_set(e, ST_INVALID,
                                "%s: corrupted: plan %u's %s section's checksum does not match",
-                               path, (s + 1) / 2, SEC_NAMES[s % 2 ? SEC_PLAN : SEC_SO]);
+                               path, (s - 1) / pp + 1, SEC_NAMES[sec_kind(version, s)]);
             return err_set(e, ST_INVALID, "%s: corrupted: the %s section's checksum does not match",
-                           path,
-                           SEC_NAMES[s == 0  ? SEC_ONNX
-                                     : s % 2 ? SEC_PLAN
-                                             : SEC_SO]);
+                           path, SEC_NAMES[sec_kind(version, s)]);
         }
     }
     if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)
@@ -433,10 +448,14 @@ static int parse(ArtifactContents *a, Err *e) {
     a->onnx = sec[0];
     a->onnx_size = (size_t)len[0];
     for (uint32_t k = 0; k < n_plans; k++) {
-        plans[k].plan = sec[1 + 2 * k];
-        plans[k].plan_size = (size_t)len[1 + 2 * k];
-        plans[k].so = sec[2 + 2 * k];
-        plans[k].so_size = (size_t)len[2 + 2 * k];
+        plans[k].plan = sec[1 + pp * k];
+        plans[k].plan_size = (size_t)len[1 + pp * k];
+        plans[k].so = sec[2 + pp * k];
+        plans[k].so_size = (size_t)len[2 + pp * k];
+        if (pp == 3) {
+            plans[k].src = sec[3 + pp * k];
+            plans[k].src_size = (size_t)len[3 + pp * k];
+        }
     }
     // The header's per-plan fields and the sections: the first plan's.
     snprintf(h->input_shapes, sizeof h->input_shapes, "%s", plans[0].input_shapes);
@@ -448,6 +467,8 @@ static int parse(ArtifactContents *a, Err *e) {
     a->plan_size = plans[0].plan_size;
     a->so = plans[0].so;
     a->so_size = plans[0].so_size;
+    a->src = plans[0].src;
+    a->src_size = plans[0].src_size;
     return ST_OK;
 }
 
@@ -466,6 +487,8 @@ void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view
     view->plan_size = p->plan_size;
     view->so = p->so;
     view->so_size = p->so_size;
+    view->src = p->src;
+    view->src_size = p->src_size;
 }
 
 int artifact_read(const char *path, ArtifactContents *out, Err *e) {

@@ -2,7 +2,9 @@
 // built it, for which machine and model, and the shape sets it serves) and checksummed sections:
 // the ONNX model bytes (the weights, stored once whatever the number of plans; a session
 // re-imports them and re-runs fission, which recomputes the folded constants), then per shape set
-// its plan (plan.h) and its shared object of generated kernels.
+// its plan (plan.h), its module of generated kernels (a shared object; a packed cubin) and, from
+// format 6 on, the source the module was built from where the target keeps it (the CPU's C, for
+// orch export; empty otherwise).
 //
 // Layout (little-endian):
 //   magic "\x89ORCHART" (8) | format version u32 | header bytes u32 (from offset 0 to the end of
@@ -14,9 +16,11 @@
 //   format 5: model hash u64 | compile flags u32 | threads i32 | plans u32 (1 to
 //   ARTIFACT_MAX_PLANS), per plan: input shapes, float32 tensors (strings), load flags u32,
 //   kernels i32, predicted seconds f64 | sections u32 (1 + 2 x plans) ...
-//   each section: kind u32 (1 onnx, 2 plan, 3 shared object; in the order onnx, then plan and
-//   shared object per plan), offset u64, size u64, checksum u64 | header checksum u64 | the
-//   sections' bytes, in order, each starting 64-byte aligned.
+//   format 6: as format 5 but sections u32 (1 + 3 x plans), a source section after each plan's
+//   shared object.
+//   each section: kind u32 (1 onnx, 2 plan, 3 shared object, 4 source; in the order onnx, then
+//   plan, shared object (and source) per plan), offset u64, size u64, checksum u64 | header
+//   checksum u64 | the sections' bytes, in order, each starting 64-byte aligned.
 // Needs: nothing. Guarantees: artifact_read accepts only a file artifact_write wrote (this format
 // version or an older one, every size and checksum right, a precision and flags it knows, shape
 // sets that differ); a newer format is refused by its version number; every other input gets one
@@ -27,7 +31,7 @@
 
 #include "../base/common.h"
 
-#define ARTIFACT_FORMAT_VERSION 5
+#define ARTIFACT_FORMAT_VERSION 6
 #define ARTIFACT_OLDEST_VERSION                                                                    \
     1                             // read as well: no precision field (fp32), no float32 tensors
                                   // (format 1), no compile flags (formats 1 to 3), one plan
@@ -93,17 +97,21 @@ typedef struct ArtifactPlan {
     double predicted_seconds;
     const uint8_t *plan, *so;
     size_t plan_size, so_size;
+    // The module's source (format 6 on; the C target's translation unit, NUL not included):
+    // empty where the target keeps none or the file is older.
+    const uint8_t *src;
+    size_t src_size;
 } ArtifactPlan;
 
-// h, plan and so describe the first plan (every reader of a one-plan artefact uses them);
+// h, plan, so and src describe the first plan (every reader of a one-plan artefact uses them);
 // plans[0..n_plans) all of them, in the order they were compiled.
 typedef struct ArtifactContents {
     char *path; // the file (or the name given for memory), for messages
     ArtifactHeader h;
     uint8_t *data; // the whole file (owned); the sections point into it
     size_t size;
-    const uint8_t *onnx, *plan, *so;
-    size_t onnx_size, plan_size, so_size;
+    const uint8_t *onnx, *plan, *so, *src;
+    size_t onnx_size, plan_size, so_size, src_size;
     int n_plans;
     ArtifactPlan *plans; // owned
 } ArtifactContents;
@@ -116,7 +124,8 @@ void artifact_compile_flags_text(uint32_t compile_flags, char *buf, size_t n);
 uint64_t artifact_hash(const void *data, size_t n);
 
 // Writes path.tmp.XXXXXX next to path, syncs it and renames it over path (atomic: a reader sees
-// the old file or the new one, never a part). so may be empty (no generated kernels).
+// the old file or the new one, never a part). so may be empty (no generated kernels); the source
+// section is empty (artifact_write_plans writes one).
 int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, size_t onnx_size,
                    const void *plan, size_t plan_size, const void *so, size_t so_size, Err *e);
 

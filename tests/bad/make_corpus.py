@@ -130,6 +130,10 @@ def file_cases(out):
         case(f"empty_artefact_{cmd}", f"{cmd} models/empty.orch", 2,
              "empty file, not an orch artefact", "models/empty.orch")
     case("cut_artefact", "run models/cut.orch", 2, "4 bytes of at least 16", "models/cut.orch")
+    case("empty_artefact_export", "export models/empty.orch models/export_tree", 2,
+         "empty file, not an orch artefact", "models/empty.orch")
+    case("cut_artefact_export", "export models/cut.orch models/export_tree", 2,
+         "4 bytes of at least 16", "models/cut.orch")
     rnd = random.Random(1234)
     save(out, "models/random.onnx", bytes(rnd.randrange(256) for _ in range(4096)))
     case("random_bytes", "run models/random.onnx", 2, "ONNX model", "models/random.onnx")

@@ -613,6 +613,24 @@ def main():
         assert j["min_ms"] <= j["median_ms"] <= j["p90_ms"] <= j["p99_ms"], j
         assert len(j["kernels"]) >= 1 and all("nodes" in k for k in j["kernels"])
         assert 0 < j["peak_rss_bytes"] < (200 << 20), f"peak RSS {j['peak_rss_bytes']}"
+        assert j["input_files"] == {}, j["input_files"]
+        # -i NAME=FILE as orch run's: the file's values benched; a name the model lacks, a
+        # wrong shape or dtype refused before any run, the first naming the inputs.
+        p = orch(binary, "bench", art, "--iters", "3", "--warmup", "1", "--json", js, "-i",
+                 f"image={EX}/image.npy")
+        assert p.returncode == 0, p.stderr
+        assert "inputs: 1 from -i files, 0 random" in p.stdout, p.stdout
+        assert json.load(open(js))["input_files"] == {"image": f"{EX}/image.npy"}
+        import numpy as np
+        bad = os.path.join(tmp, "bench_bad.npy")
+        np.save(bad, np.zeros((1, 1), np.float32))
+        for args, code, want in (([f"no_such_input={EX}/image.npy"], 1, "its inputs: 'image'"),
+                                 ([f"image={bad}"], 2, "has shape 1x1"),
+                                 ([f"image={os.path.join(tmp, 'missing.npy')}"], 2, "missing"),
+                                 (["image"], 1, "-i expects NAME=FILE")):
+            p = orch(binary, "bench", art, "--iters", "3", "-i", *args)
+            assert p.returncode == code and want in p.stderr, (args, p.returncode, p.stderr)
+            assert "latency" not in p.stdout, p.stdout
 
     @case("db_stats_and_clear")
     def _():
@@ -662,7 +680,7 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 5, "artefact format is not 5"
+        assert int.from_bytes(data[8:12], "little") == 6, "artefact format is not 6"
         assert header_flags(p32)[2] == 0, "compile flags beside the default options"
         at = 16
         for _field in ("orch version", "target"):
@@ -831,7 +849,7 @@ def main():
         assert base.returncode == 0, base.stderr[-3000:]
         got = kinds.findall(base.stderr)
         assert {k for k, _ in got} == {"fused attention", "MLP chain"}, base.stderr[-3000:]
-        assert header_flags(os.path.join(tmp, "t0.orch")) == (5, 0, 0)
+        assert header_flags(os.path.join(tmp, "t0.orch")) == (6, 0, 0)
         i = orch(binary, "info", os.path.join(tmp, "t0.orch"))
         assert i.returncode == 0 and "compile options: defaults" in i.stdout, i.stdout + i.stderr
         for flag, kind, bit in (("--no-mlp-chains", "MLP chain", NO_MLP_CHAINS),
@@ -845,7 +863,7 @@ def main():
             assert n1 < n0, f"{flag}: {n1} candidates, {n0} without it"
             if (kind, "chosen") in got:  # the default plan ran one: this one cannot
                 assert digest(p.stdout) != digest(base.stdout), f"{flag}: the same selection"
-            assert header_flags(out) == (5, 0, bit), f"{flag}: header {header_flags(out)}"
+            assert header_flags(out) == (6, 0, bit), f"{flag}: header {header_flags(out)}"
             i = orch(binary, "info", out)
             assert i.returncode == 0 and f"compile options: {flag}\n" in i.stdout, \
                 f"{flag}: {i.stdout}{i.stderr}"
@@ -855,7 +873,7 @@ def main():
         both = os.path.join(tmp, "t3.orch")
         p = orch(binary, "compile", tm, "-o", both, "--no-mlp-chains", "--no-attention", *args)
         assert p.returncode == 0 and not kinds.search(p.stderr), p.stderr[-3000:]
-        assert header_flags(both) == (5, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
+        assert header_flags(both) == (6, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
         i = orch(binary, "info", both)
         assert "compile options: --no-mlp-chains --no-attention\n" in i.stdout, i.stdout
         # An artefact takes no compile flags.
@@ -879,7 +897,7 @@ def main():
             assert r.returncode == 1 and want in r.stderr, f"{extra}: exit {r.returncode}: {r.stderr}"
             assert not os.path.exists(out), f"{extra}: an artefact was written"
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
-        assert p.returncode == 0 and header_flags(out) == (5, 0, 0), p.stderr[-3000:]
+        assert p.returncode == 0 and header_flags(out) == (6, 0, 0), p.stderr[-3000:]
 
     @case("not_generated_reported_and_strict")
     def _():

@@ -5,9 +5,10 @@ over 64 features, 64 KiB of weights) for lengths 7 and 16, each into one artefac
 on inputs of every compiled shape picks the plan whose shapes match and agrees with ONNX
 Runtime; a shape no plan serves (batch 3, length 8) exits with status 2 naming the shapes the
 artefact serves; the artefact holds the model once (its sections: one ONNX model of the model
-file's size, a plan and a kernel module per set); `orch info` lists every shape set with its kernels,
-arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N` pick a set (its
-shapes in bench's JSON), an N past the sets is a usage error; two sets binding the same shapes
+file's size, a plan, a kernel module and its source per set); `orch info` lists every shape set
+with its kernels, arena and predicted time; `orch run`, `orch bench` and `orch inspect --shapes N`
+pick a set (its shapes in bench's JSON), `orch bench -i` the set its file's shape matches, an N
+past the sets is a usage error; two sets binding the same shapes
 are refused, as are more than 16.
 
 Prints one line per case and ends with "N passed, N failed"; exits 1 on any failure.
@@ -76,9 +77,9 @@ def write_sequence_model(path):
 
 
 def sections(path):
-    """[(kind, size)] of a format 5 artefact's section table (src/plan/artifact.h)."""
+    """[(kind, size)] of a format 6 artefact's section table (src/plan/artifact.h)."""
     b = open(path, "rb").read()
-    assert int.from_bytes(b[8:12], "little") == 5, "not format 5"
+    assert int.from_bytes(b[8:12], "little") == 6, "not format 6"
     u32 = lambda at: int.from_bytes(b[at:at + 4], "little")
     at = 16
     for _ in range(4):  # orch version, target, precision, fingerprint
@@ -159,19 +160,19 @@ def main():
 
     @case("weights_stored_once")
     def _():
-        # The sections (artifact.h's format 5): one ONNX model, a plan and a kernel module per
-        # set, nothing else; the model's section is the model file, inlined once.
+        # The sections (artifact.h's format 6): one ONNX model, a plan, a kernel module and its
+        # source per set, nothing else; the model's section is the model file, inlined once.
         secs = sections(seq)
         model = os.path.getsize(seq_model)
         assert model > 60000, f"the model is {model} bytes: too small to tell"
-        assert [k for k, _ in secs] == [1, 2, 3, 2, 3], secs
+        assert [k for k, _ in secs] == [1, 2, 3, 4, 2, 3, 4], secs
         assert secs[0][1] == model, f"ONNX section {secs[0][1]} bytes, the model {model}"
         assert os.path.getsize(seq) <= sum(n for _, n in secs) + 4096, (os.path.getsize(seq), secs)
         # A one-set artefact holds the same model section: two of them hold it twice.
         one = os.path.join(tmp, "seq7.orch")
         p = orch(binary, "compile", seq_model, "-o", one, "--input-shapes", "x:1x7x64", *common)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert sections(one)[0][1] == model and len(sections(one)) == 3, sections(one)
+        assert sections(one)[0][1] == model and len(sections(one)) == 4, sections(one)
 
     @case("info_lists_every_shape_set")
     def _():
@@ -200,6 +201,17 @@ def main():
         assert p.returncode == 0 and "shape set 1 of 2: image:1x3x32x32 (--shapes N" in p.stdout
         p = orch(binary, "bench", cnn, "--shapes", "5", "--iters", "1")
         assert p.returncode == 1 and "serves 2 shape sets" in p.stderr, p.stderr
+        # bench -i: the set the file's shape matches, without --shapes; a shape no set serves
+        # is refused naming the first set's.
+        x4 = os.path.join(tmp, "bench_x4.npy")
+        np.save(x4, np.ones((4, 3, 32, 32), np.float32))
+        p = orch(binary, "bench", cnn, "--iters", "3", "--warmup", "1", "--json", js, "-i",
+                 f"image={x4}")
+        assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32\n" in p.stdout, p.stderr
+        assert json.load(open(js))["input_shapes"] == "image:4x3x32x32"
+        np.save(x4, np.ones((3, 3, 32, 32), np.float32))
+        p = orch(binary, "bench", cnn, "--iters", "3", "-i", f"image={x4}")
+        assert p.returncode == 2 and "has shape 3x3x32x32" in p.stderr, p.stderr
         p = orch(binary, "inspect", cnn, "--shapes", "2")
         assert p.returncode == 0 and "shape set 2 of 2: image:4x3x32x32" in p.stdout, p.stderr
 

@@ -368,7 +368,9 @@ int cpu_session_create_from_plan(const PrimGraph *pg, const Plan *plan, CpuResol
 // Loads the shared object from memory: an anonymous file kept open while it is loaded (so its
 // /proc/self/fd name cannot be reused by another session's object while this one is loaded:
 // dlopen would return the loaded one for an equal name), else a private file unlinked at once.
-static int load_so(CpuSession *s, const uint8_t *so, size_t n, Err *e) {
+int cpu_load_object(const uint8_t *so, size_t n, const char *path, void **dl, int *memfd, Err *e) {
+    *dl = NULL;
+    *memfd = -1;
     char name[4096];
     int fd = memfd_create("orch-kernels", MFD_CLOEXEC);
     bool mem = fd >= 0;
@@ -379,8 +381,8 @@ static int load_so(CpuSession *s, const uint8_t *so, size_t n, Err *e) {
         snprintf(name, sizeof name, "%s/orch-kernels-XXXXXX.so", dir && *dir ? dir : "/tmp");
         fd = mkstemps(name, 3);
         if (fd < 0)
-            return err_set(e, ST_RUNTIME, "%s: cannot create a file for the kernels (%s): %s",
-                           s->path, name, strerror(errno));
+            return err_set(e, ST_RUNTIME, "%s: cannot create a file for the kernels (%s): %s", path,
+                           name, strerror(errno));
     }
     size_t done = 0;
     while (done < n) {
@@ -388,8 +390,8 @@ static int load_so(CpuSession *s, const uint8_t *so, size_t n, Err *e) {
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int rc = err_set(e, ST_RUNTIME, "%s: cannot write the kernels' shared object: %s",
-                             s->path, strerror(errno));
+            int rc = err_set(e, ST_RUNTIME, "%s: cannot write the kernels' shared object: %s", path,
+                             strerror(errno));
             if (!mem)
                 unlink(name);
             close(fd);
@@ -397,18 +399,23 @@ static int load_so(CpuSession *s, const uint8_t *so, size_t n, Err *e) {
         }
         done += (size_t)w;
     }
-    s->dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    const char *why = s->dl ? NULL : dlerror();
-    if (!mem) {
-        unlink(name);
+    *dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    const char *why = *dl ? NULL : dlerror();
+    if (!mem || !*dl) {
+        if (!mem)
+            unlink(name);
         close(fd);
     } else {
-        s->memfd = fd;
+        *memfd = fd;
     }
-    if (!s->dl)
-        return err_set(e, ST_INVALID, "%s: cannot load the kernels' shared object: %s", s->path,
+    if (!*dl)
+        return err_set(e, ST_INVALID, "%s: cannot load the kernels' shared object: %s", path,
                        why ? why : "unknown error");
     return ST_OK;
+}
+
+static int load_so(CpuSession *s, const uint8_t *so, size_t n, Err *e) {
+    return cpu_load_object(so, n, s->path, &s->dl, &s->memfd, e);
 }
 
 static void *resolve_dl(void *ctx, const char *symbol) {

@@ -39,6 +39,10 @@ const PrimGraph *cpu_session_graph(const CpuSession *s);
 const Plan *cpu_session_plan(const CpuSession *s);
 int cpu_session_threads(const CpuSession *s);
 
+// Loads a shared object of kernels from memory (the artefact's module) for dlsym; *memfd: the
+// anonymous file to close after dlclose (-1: none). path names the artefact in messages.
+int cpu_load_object(const uint8_t *so, size_t n, const char *path, void **dl, int *memfd, Err *e);
+
 // The slots of target_cpu.session.
 extern const TargetSessionOps cpu_session_ops;
 

@@ -133,6 +133,33 @@ static const char *cpu_prelude(const TargetMachine *m) {
     return prelude_text;
 }
 
+// The chosen kernels as one translation unit: the prelude, then each kernel once (a kernel
+// chosen twice, two layers with one signature, is emitted once). What the artefact's module is
+// built from (or, reusing a lab unit, what it equals kernel for kernel), kept for orch export.
+static int cpu_module_source(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                             const int *cands, const KernelConfig *cfgs, const char *const *names,
+                             int n, char **out, Err *e) {
+    *out = NULL;
+    if (n == 0)
+        return ST_OK;
+    StrBuf src;
+    sb_init(&src);
+    sb_puts(&src, cpu_prelude(m));
+    int rc = ST_OK;
+    for (int i = 0; i < n && rc == ST_OK; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(names[j], names[i]) == 0;
+        if (!seen)
+            rc = cpu_emit(m, pg, &cs->c[cands[i]], &cfgs[i], names[i], &src, e);
+    }
+    if (rc == ST_OK)
+        *out = sb_take(&src);
+    else
+        sb_free(&src);
+    return rc;
+}
+
 // The artefact's module: one shared object. A unit the lab built that holds every chosen kernel
 // serves as it (extra kernels in it are harmless), which saves a build; otherwise the chosen
 // kernels are emitted into one unit and built.
@@ -155,20 +182,11 @@ static int cpu_build(const TargetMachine *m, const PrimGraph *pg, const Candidat
     CModule *mod = NULL;
     int rc = ST_OK;
     if (!reuse) {
-        StrBuf src;
-        sb_init(&src);
-        sb_puts(&src, cpu_prelude(m));
-        for (int i = 0; i < n && rc == ST_OK; i++) {
-            // A kernel chosen twice (two layers with one signature) is emitted once.
-            bool seen = false;
-            for (int j = 0; j < i && !seen; j++)
-                seen = strcmp(names[j], names[i]) == 0;
-            if (!seen)
-                rc = cpu_emit(m, pg, &cs->c[cands[i]], &cfgs[i], names[i], &src, e);
-        }
+        char *src = NULL;
+        rc = cpu_module_source(m, pg, cs, cands, cfgs, names, n, &src, e);
         if (rc == ST_OK)
-            rc = cbuild_module(src.s, NULL, "the chosen kernels", &mod, e);
-        sb_free(&src);
+            rc = cbuild_module(src, NULL, "the chosen kernels", &mod, e);
+        free(src);
     }
     if (rc == ST_OK)
         rc = file_read_all(cmodule_path(reuse ? reuse : mod), (int64_t)1 << 34, blob, size, e);
@@ -196,5 +214,7 @@ const Target target_cpu = {
     .lab_run = cpu_lab_run,
     .build = cpu_build,
     .lab_modules_free = cpu_lab_modules_free,
+    .module_source = cpu_module_source,
+    .export_tree = cpu_export_tree,
     .runtime = &target_runtime_cpu,
 };

@@ -7,8 +7,8 @@
 // flipped, each section corrupted, wrong magic, newer version, trailing bytes, empty file, a
 // directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
 // missing symbol, a shared object that is not one, forged plans with valid checksums. Older
-// formats (1, 3, 4) made from the current one still run; several plans (one per shape set) read
-// back with the model once.
+// formats (1, 3, 4, 5: no kernel source) made from the current one still run; several plans (one
+// per shape set) read back with the model once.
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
@@ -94,6 +94,7 @@ static uint8_t *make_model(size_t *len, double weight_scale) {
 typedef struct Compiled {
     uint8_t *onnx, *plan, *so;
     size_t onnx_size, plan_size, so_size;
+    char *src; // the kernel's source, kept in the artefact's source section (format 6)
     ArtifactHeader h;
     Graph *g;
     PrimGraph *pg;
@@ -105,6 +106,7 @@ static void compiled_free(Compiled *c) {
     free(c->onnx);
     free(c->plan);
     free(c->so);
+    free(c->src);
     for (int i = 0; c->pg && c->ref && i < c->pg->n_outputs; i++)
         free(c->ref[i]);
     free(c->ref);
@@ -186,6 +188,7 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     if (rc == ST_OK)
         rc = plan_write(plan, &C->plan, &C->plan_size, &e);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    C->src = strdup(source);
     CModule *m = NULL;
     if (rc == ST_OK && (rc = cbuild_module(source, NULL, "artifact_test", &m, &e)) == ST_OK) {
         rc = file_read_all(cmodule_path(m), (int64_t)1 << 30, &C->so, &C->so_size, &e);
@@ -208,10 +211,23 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     return rc;
 }
 
+// C as orch compile writes it: one plan with its shared object and source.
 static int write_compiled(const Compiled *C, const char *path) {
     Err e = {0};
-    int rc = artifact_write(path, &C->h, C->onnx, C->onnx_size, C->plan, C->plan_size, C->so,
-                            C->so_size, &e);
+    ArtifactPlan *p = calloc(1, sizeof *p);
+    snprintf(p->input_shapes, sizeof p->input_shapes, "%s", C->h.input_shapes);
+    snprintf(p->wide_tensors, sizeof p->wide_tensors, "%s", C->h.wide_tensors);
+    p->load_flags = C->h.load_flags;
+    p->kernels = C->h.kernels;
+    p->predicted_seconds = C->h.predicted_seconds;
+    p->plan = C->plan;
+    p->plan_size = C->plan_size;
+    p->so = C->so;
+    p->so_size = C->so_size;
+    p->src = (const uint8_t *)C->src;
+    p->src_size = C->src ? strlen(C->src) : 0;
+    int rc = artifact_write_plans(path, &C->h, C->onnx, C->onnx_size, p, 1, &e);
+    free(p);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     return rc;
 }
@@ -295,7 +311,10 @@ static void round_trip(void) {
     CHECK(a.onnx_size == C.onnx_size && memcmp(a.onnx, C.onnx, C.onnx_size) == 0);
     CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
     CHECK(a.so_size == C.so_size && memcmp(a.so, C.so, C.so_size) == 0);
-    CHECK((uintptr_t)(a.onnx - a.data) % 64 == 0 && (uintptr_t)(a.so - a.data) % 64 == 0);
+    CHECK(a.src_size == strlen(C.src) && memcmp(a.src, C.src, a.src_size) == 0);
+    CHECK(a.plans[0].src == a.src && a.plans[0].src_size == a.src_size);
+    CHECK((uintptr_t)(a.onnx - a.data) % 64 == 0 && (uintptr_t)(a.so - a.data) % 64 == 0 &&
+          (uintptr_t)(a.src - a.data) % 64 == 0);
     HwInfo hw = this_machine(FP);
     Session *s1 = NULL, *s2 = NULL, *s3 = NULL;
     SessionOptions opt = {.threads = 2};
@@ -417,7 +436,35 @@ static uint8_t *older_format(const uint8_t *f, size_t n, uint32_t version, const
     return f1;
 }
 
-// The format 4 file of a one-plan file of this format: the same fields and sections, in format
+static uint64_t le64(const uint8_t *p) {
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+// The format 5 file of a one-plan file of this format (6): the source section, the last, left
+// out of the table and the file, the other sections moved to the shorter header's next 64-byte
+// boundary. Malloc'd; *n_out its size.
+static uint8_t *format5_of(const uint8_t *f, size_t n, size_t *n_out) {
+    uint32_t hb = le32(f + 12), hb5 = hb - 28;
+    size_t table = hb - 8 - 4 * 28;
+    CHECK(le32(f + 8) == 6 && le32(f + table - 4) == 4 && le32(f + table + 3 * 28) == 4);
+    uint64_t off0 = le64(f + table + 4), off5 = (hb5 + 63) / 64 * 64, delta = off0 - off5;
+    uint64_t so_end = le64(f + table + 2 * 28 + 4) + le64(f + table + 2 * 28 + 12);
+    size_t n5 = (size_t)(so_end - delta);
+    uint8_t *f5 = calloc(1, n5);
+    memcpy(f5, f, table + 3 * 28);
+    put_le32(f5 + 8, 5);
+    put_le32(f5 + 12, hb5);
+    put_le32(f5 + table - 4, 3);
+    for (int sct = 0; sct < 3; sct++)
+        put_le64(f5 + table + sct * 28 + 4, le64(f + table + sct * 28 + 4) - delta);
+    put_le64(f5 + hb5 - 8, artifact_hash(f5, hb5 - 8));
+    memcpy(f5 + off5, f + off0, (size_t)(so_end - off0));
+    CHECK(n <= n5 + delta + 64 + strlen(C.src)); // only the source and its padding left out
+    *n_out = n5;
+    return f5;
+}
+
+// The format 4 file of a one-plan file of format 5: the same fields and sections, in format
 // 4's order (input shapes and float32 tensors after the fingerprint; load flags, compile flags,
 // threads, kernels, predicted time after the model hash; no plan count). Malloc'd.
 static uint8_t *format4_of(const uint8_t *f, size_t n, size_t *n_out) {
@@ -505,6 +552,7 @@ static void older_file_runs(const char *path, uint32_t version) {
     CHECK(a.h.compile_flags == 0 && a.h.load_flags == 0);
     CHECK(strcmp(a.h.target, "cpu") == 0 && strcmp(a.h.fingerprint, FP) == 0);
     CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
+    CHECK(a.src_size == 0 && a.n_plans == 1 && a.plans[0].src_size == 0); // before format 6
     HwInfo hw = this_machine(FP);
     Session *s = NULL;
     SessionOptions opt = {.threads = 1};
@@ -546,6 +594,12 @@ static void precision_field(void) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
+    uint8_t *f6 = f5;
+    f5 = format5_of(f6, n5, &n5);
+    free(f6);
+    // Format 5 (no source section) still runs.
+    write_bytes(path_in("format5.orch"), f5, n5);
+    older_file_runs(path_in("format5.orch"), 5);
     f2 = format4_of(f5, n5, &n2);
     free(f5);
     write_bytes(path_in("format4.orch"), f2, n2);
@@ -645,6 +699,9 @@ static void compile_flags_field(void) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
+    uint8_t *f6 = f5;
+    f5 = format5_of(f6, n5, &n5);
+    free(f6);
     f4 = format4_of(f5, n5, &n4);
     free(f5);
     Fields x = fields_of(f4);
@@ -720,11 +777,13 @@ static void section_corruption(void) {
     Err e = {0};
     if (artifact_read_memory(file, file_size, "x", &a, &e) != ST_OK)
         return;
-    size_t off[3] = {(size_t)(a.onnx - a.data), (size_t)(a.plan - a.data), (size_t)(a.so - a.data)};
-    size_t len[3] = {a.onnx_size, a.plan_size, a.so_size};
+    size_t off[4] = {(size_t)(a.onnx - a.data), (size_t)(a.plan - a.data), (size_t)(a.so - a.data),
+                     (size_t)(a.src - a.data)};
+    size_t len[4] = {a.onnx_size, a.plan_size, a.so_size, a.src_size};
     artifact_contents_free(&a);
-    const char *names[3] = {"ONNX model section", "plan section", "shared object section"};
-    for (int s = 0; s < 3; s++)
+    const char *names[4] = {"ONNX model section", "plan section", "shared object section",
+                            "source section"};
+    for (int s = 0; s < 4; s++)
         for (int r = 0; r < 5; r++) {
             size_t at = off[s] + (size_t)rnd_int((int)len[s]);
             file[at] ^= 0x10;
@@ -904,6 +963,8 @@ static void several_plans(void) {
         p[k].plan_size = C.plan_size;
         p[k].so = C.so;
         p[k].so_size = C.so_size;
+        p[k].src = k == 1 ? NULL : (const uint8_t *)C.src; // the second: a target keeping none
+        p[k].src_size = k == 1 ? 0 : strlen(C.src);
     }
     Err e = {0};
     CHECK_MSG(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, p, 3, &e) == ST_OK, "%s",
@@ -920,11 +981,13 @@ static void several_plans(void) {
                   a.plans[k].predicted_seconds == 1e-3 * (k + 1) &&
                   a.plans[k].plan_size == C.plan_size &&
                   memcmp(a.plans[k].plan, C.plan, C.plan_size) == 0 &&
-                  a.plans[k].so_size == C.so_size);
+                  a.plans[k].so_size == C.so_size &&
+                  a.plans[k].src_size == (k == 1 ? 0 : strlen(C.src)));
         ArtifactContents v;
         artifact_plan_view(&a, 2, &v);
         CHECK(strcmp(v.h.input_shapes, shapes[2]) == 0 && v.plan == a.plans[2].plan &&
-              v.n_plans == 1 && !v.plans);
+              v.src == a.plans[2].src && v.src_size == a.plans[2].src_size && v.n_plans == 1 &&
+              !v.plans);
         HwInfo hw = this_machine(FP);
         Session *s = NULL;
         e = (Err){0};
@@ -938,6 +1001,13 @@ static void several_plans(void) {
         write_bytes(path, bytes, a.size);
         expect_read_error(path, "plan 2's plan section's checksum does not match",
                           "a byte of the second plan flipped");
+        // Plan 3's source section damaged.
+        bytes[at] ^= 0x20;
+        at = (size_t)(a.plans[2].src - a.data) + strlen(C.src) / 2;
+        bytes[at] ^= 0x20;
+        write_bytes(path, bytes, a.size);
+        expect_read_error(path, "plan 3's source section's checksum does not match",
+                          "a byte of the third plan's source flipped");
         free(bytes);
         artifact_contents_free(&a);
     }

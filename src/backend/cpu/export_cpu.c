@@ -1,0 +1,712 @@
+// orch export for the CPU target: one plan of an artefact written as a C source tree that builds
+// with a C compiler, libm and OpenMP alone (docs/export.md). kernels.c is the artefact's kernel
+// source verbatim; model.c the plan as straight-line calls over one arena at the plan's offsets,
+// the constants read from weights.bin (the packed constant blob the session makes) and reordered
+// once by the kernels' NAME_prepack as the session does; model.h its API; main.c a runner; a
+// Makefile with the flags the artefact's module was built with.
+// Needs: a one-plan view of a CPU artefact of format 6 or later (it carries the kernel source).
+// Guarantees: the tree computes what the artefact's session computes, kernel for kernel (same
+// source, same compiler flags); a plan with a launch the tree cannot run (an interpreted
+// primitive or operator) or an artefact without the source is refused naming why, and nothing
+// is written.
+#define _GNU_SOURCE
+#include "../../base/file.h"
+#include "../../plan/artifact_model.h"
+#include "cpu_backend.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// The hash model_init checks weights.bin against (64-bit FNV-1a: a few lines in the tree).
+static uint64_t fnv1a64(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+// s as a C string literal: printable ASCII as is, everything else (and ", \, ?) escaped, so an
+// ONNX name cannot end the literal or form a trigraph.
+static void c_string(StrBuf *b, const char *s) {
+    sb_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\' || *p == '?' || *p < 0x20 || *p >= 0x7f)
+            sb_printf(b, "\\%03o", *p);
+        else
+            sb_printf(b, "%c", *p);
+    }
+    sb_puts(b, "\"");
+}
+
+// s for a // comment: one line of printable ASCII, at most 160 characters; no backslash or '?'
+// (a comment ending in a backslash, or in the trigraph of one, would take the next line in).
+static void c_comment_text(StrBuf *b, const char *s) {
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && n < 160; p++, n++)
+        sb_printf(b, "%c", *p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '?' ? *p : '_');
+    if (strlen(s) > 160)
+        sb_puts(b, "...");
+}
+
+static char *nodes_text(const PlanLaunch *L) {
+    StrBuf b;
+    sb_init(&b);
+    for (int i = 0; i < L->n_nodes; i++)
+        sb_printf(&b, "%s%s", i ? ", " : "", L->nodes[i]);
+    return sb_take(&b);
+}
+
+// How model_init reorders the constants (the session's prepack_constants, decided here once):
+// per launch input, -1 (read as placed), or the private copy it reads; per constant tensor,
+// whether it is reordered in place in the blob, and by which launch and input.
+typedef struct Prepack {
+    CPrepackFn *pf;  // per launch (NULL: none)
+    int *in_place_l; // per tensor: the launch that reorders it in place (-1: none)
+    int *in_place_j;
+    int *priv;  // per launch input slot (launch-major): private copy index, -1: none
+    int *slot0; // per launch: its first input slot
+    int n_priv;
+    int64_t scratch; // the largest tensor reordered in place
+} Prepack;
+
+static void prepack_free(Prepack *pp) {
+    free(pp->pf);
+    free(pp->in_place_l);
+    free(pp->in_place_j);
+    free(pp->priv);
+    free(pp->slot0);
+}
+
+static int plan_prepack(const Plan *P, void *dl, const char *path, Prepack *pp, Err *e) {
+    memset(pp, 0, sizeof *pp);
+    int nt = P->n_tensors, nl = P->n_launches, slots = 0;
+    pp->pf = xcalloc((size_t)nl + 1, sizeof *pp->pf);
+    pp->slot0 = xcalloc((size_t)nl + 1, sizeof(int));
+    for (int i = 0; i < nl; i++) {
+        pp->slot0[i] = slots;
+        slots += P->launches[i].n_in;
+        if (P->launches[i].kind != PLAN_GENERATED || !dl)
+            continue;
+        char name[160];
+        ckernel_prepack_name(P->launches[i].symbol, name, sizeof name);
+        void *f = dlsym(dl, name);
+        if (f)
+            memcpy(&pp->pf[i], &f, sizeof f);
+    }
+    pp->priv = xmalloc(sizeof(int) * ((size_t)slots + 1));
+    for (int k = 0; k < slots; k++)
+        pp->priv[k] = -1;
+    int *own_l = xmalloc(sizeof(int) * ((size_t)nt + 1));
+    int *own_j = xmalloc(sizeof(int) * ((size_t)nt + 1));
+    bool *shared = xcalloc((size_t)nt + 1, sizeof(bool));
+    pp->in_place_l = xmalloc(sizeof(int) * ((size_t)nt + 1));
+    pp->in_place_j = xcalloc((size_t)nt + 1, sizeof(int));
+    for (int t = 0; t < nt; t++)
+        own_l[t] = pp->in_place_l[t] = -1;
+    int rc = ST_OK;
+    // First pass: every reader of each tensor, as the session's.
+    for (int i = 0; i < nl && rc == ST_OK; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in; j++) {
+            int t = L->in[j];
+            if (t < 0)
+                continue;
+            bool reorders = pp->pf[i] && pp->pf[i](j, NULL, NULL) == 1;
+            if (reorders && P->tensors[t].place != PLACE_CONST) {
+                rc = err_set(e, ST_INVALID,
+                             "%s: kernel '%s' (launch %d) reorders its input %d, which is not a "
+                             "constant: the artefact is damaged or was built by another orch "
+                             "build; recompile with orch compile",
+                             path, L->symbol, i, j);
+                break;
+            }
+            if (!reorders)
+                shared[t] = true;
+            else if (own_l[t] < 0)
+                own_l[t] = i, own_j[t] = j;
+            else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
+                shared[t] = true;
+        }
+    }
+    // Second pass: in place once where every reader wants one order, else a private copy per
+    // reordering reader. Empty tensors need no reordering (they read the empty buffer).
+    for (int i = 0; i < nl && rc == ST_OK; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in; j++) {
+            int t = L->in[j];
+            if (t < 0 || own_l[t] < 0 || P->tensors[t].bytes == 0 ||
+                !(pp->pf[i] && pp->pf[i](j, NULL, NULL) == 1))
+                continue;
+            if (!shared[t]) {
+                pp->in_place_l[t] = i;
+                pp->in_place_j[t] = j;
+                pp->scratch = ORCH_MAX(pp->scratch, P->tensors[t].bytes);
+                own_l[t] = -1;
+                continue;
+            }
+            pp->priv[pp->slot0[i] + j] = pp->n_priv++;
+        }
+    }
+    free(own_l);
+    free(own_j);
+    free(shared);
+    return rc;
+}
+
+// The C expression of tensor t's buffer as launch i's input j (j < 0: an output).
+static void place_expr(StrBuf *b, const Plan *P, const Prepack *pp, int i, int j, int t) {
+    if (t < 0) {
+        sb_puts(b, "NULL");
+        return;
+    }
+    const PlanTensor *T = &P->tensors[t];
+    if (T->place == PLACE_INPUT) {
+        sb_printf(b, "x[%d]", T->index);
+        return;
+    }
+    if (T->place == PLACE_OUTPUT) {
+        sb_printf(b, "y[%d]", T->index);
+        return;
+    }
+    if (T->bytes == 0) {
+        sb_puts(b, "empty");
+        return;
+    }
+    if (T->place == PLACE_CONST) {
+        int k = j >= 0 ? pp->priv[pp->slot0[i] + j] : -1;
+        if (k >= 0)
+            sb_printf(b, "m->priv[%d]", k);
+        else
+            sb_printf(b, "C + %lld", (long long)T->offset);
+        return;
+    }
+    ORCH_ASSERT(T->place == PLACE_ARENA);
+    sb_printf(b, "A + %lld", (long long)T->offset);
+}
+
+static void tensor_table(StrBuf *b, const char *name, const PrimGraph *pg, const int *ids, int n) {
+    sb_printf(b, "const ModelTensor %s[] = {\n", name);
+    for (int i = 0; i < n; i++) {
+        const Tensor *t = pg->tensors[ids[i]];
+        sb_puts(b, "    {");
+        c_string(b, t->name);
+        sb_printf(b, ", \"%s\", %d, {", dtype_name(t->dtype), t->rank);
+        for (int d = 0; d < t->rank; d++)
+            sb_printf(b, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+        sb_printf(b, "%s}, %zu},\n", t->rank ? "" : "0", tensor_nbytes(t));
+    }
+    if (n == 0)
+        sb_puts(b, "    {0},\n");
+    sb_puts(b, "};\n\n");
+}
+
+static const char MODEL_H[] =
+    "// model.h (orch export): model_init loads the weights file, model_run runs the model,\n"
+    "// model_free frees it. Buffers are dense, row-major, in model_inputs' / model_outputs' "
+    "order.\n"
+    "#ifndef ORCH_EXPORTED_MODEL_H\n"
+    "#define ORCH_EXPORTED_MODEL_H\n"
+    "#include <stddef.h>\n"
+    "#ifdef __cplusplus\n"
+    "extern \"C\" {\n"
+    "#endif\n"
+    "// name: the ONNX name; dtype: \"float32\", \"int64\", ...; bytes: the buffer's size.\n"
+    "typedef struct ModelTensor { const char *name, *dtype; int rank; long long dims[8]; size_t "
+    "bytes; } ModelTensor;\n"
+    "extern const int model_num_inputs, model_num_outputs;\n"
+    "extern const ModelTensor model_inputs[], model_outputs[];\n"
+    "typedef struct Model Model;\n"
+    "Model *model_init(const char *weights_path); // NULL on failure (the reason on stderr)\n"
+    "// 0, or nonzero with the reason on stderr. One run at a time per Model.\n"
+    "int model_run(Model *m, const void *const *inputs, void *const *outputs);\n"
+    "void model_free(Model *m); // accepts NULL\n"
+    "#ifdef __cplusplus\n"
+    "}\n"
+    "#endif\n"
+    "#endif\n";
+
+static const char MAIN_C[] =
+    "// Runs the exported model: ./model [-r N] WEIGHTS IN... OUT... Each IN file holds one "
+    "input's\n"
+    "// raw bytes (dense, row-major, little-endian; numpy: x.tofile(path)), each OUT receives an\n"
+    "// output's (numpy: np.fromfile(path, dtype).reshape(shape)), in model.h's order. -r N: N "
+    "more\n"
+    "// runs after the first, timed (min and median).\n"
+    "#define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11\n"
+    "#include \"model.h\"\n"
+    "\n"
+    "#include <stdio.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "#include <time.h>\n"
+    "\n"
+    "static void list(const char *what, const ModelTensor *t, int n) {\n"
+    "    for (int i = 0; i < n; i++) {\n"
+    "        fprintf(stderr, \"  %s %d: %s, %s [\", what, i + 1, t[i].name, t[i].dtype);\n"
+    "        for (int d = 0; d < t[i].rank; d++)\n"
+    "            fprintf(stderr, \"%s%lld\", d ? \", \" : \"\", t[i].dims[d]);\n"
+    "        fprintf(stderr, \"], %zu bytes\\n\", t[i].bytes);\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "static double now_ms(void) {\n"
+    "    struct timespec t;\n"
+    "    clock_gettime(CLOCK_MONOTONIC, &t);\n"
+    "    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;\n"
+    "}\n"
+    "\n"
+    "static int cmp(const void *a, const void *b) {\n"
+    "    double x = *(const double *)a, y = *(const double *)b;\n"
+    "    return (x > y) - (x < y);\n"
+    "}\n"
+    "\n"
+    "int main(int argc, char **argv) {\n"
+    "    const char *prog = argv[0];\n"
+    "    int ni = model_num_inputs, no = model_num_outputs, repeat = 0;\n"
+    "    if (argc > 2 && strcmp(argv[1], \"-r\") == 0) {\n"
+    "        repeat = atoi(argv[2]);\n"
+    "        argc -= 2;\n"
+    "        argv += 2;\n"
+    "    }\n"
+    "    if (argc != 2 + ni + no || repeat < 0) {\n"
+    "        fprintf(stderr, \"usage: %s [-r N] WEIGHTS IN... OUT... (%d inputs, then %d "
+    "outputs)\\n\",\n"
+    "                prog, ni, no);\n"
+    "        list(\"input\", model_inputs, ni);\n"
+    "        list(\"output\", model_outputs, no);\n"
+    "        return 2;\n"
+    "    }\n"
+    "    Model *m = model_init(argv[1]);\n"
+    "    if (!m)\n"
+    "        return 1;\n"
+    "    void **in = calloc((size_t)ni + 1, sizeof(void *)), **out = calloc((size_t)no + 1, "
+    "sizeof(void *));\n"
+    "    int rc = 0;\n"
+    "    for (int i = 0; i < ni && !rc; i++) {\n"
+    "        size_t n = model_inputs[i].bytes;\n"
+    "        FILE *f = fopen(argv[2 + i], \"rb\");\n"
+    "        in[i] = malloc(n + 1);\n"
+    "        if (!f || !in[i] || fread(in[i], 1, n, f) != n || fgetc(f) != EOF) {\n"
+    "            fprintf(stderr, \"%s: cannot read input '%s' from it: %zu bytes expected\\n\",\n"
+    "                    argv[2 + i], model_inputs[i].name, n);\n"
+    "            rc = 1;\n"
+    "        }\n"
+    "        if (f)\n"
+    "            fclose(f);\n"
+    "    }\n"
+    "    for (int i = 0; i < no && !rc; i++)\n"
+    "        if (!(out[i] = malloc(model_outputs[i].bytes + 1)))\n"
+    "            rc = 1;\n"
+    "    if (!rc)\n"
+    "        rc = model_run(m, (const void *const *)in, out);\n"
+    "    if (!rc && repeat > 0) {\n"
+    "        double *t = malloc(sizeof(double) * (size_t)repeat);\n"
+    "        for (int r = 0; r < repeat && !rc; r++) {\n"
+    "            double t0 = now_ms();\n"
+    "            rc = model_run(m, (const void *const *)in, out);\n"
+    "            t[r] = now_ms() - t0;\n"
+    "        }\n"
+    "        if (!rc) {\n"
+    "            qsort(t, (size_t)repeat, sizeof *t, cmp);\n"
+    "            printf(\"%d runs: min %.3f ms, median %.3f ms\\n\", repeat, t[0], t[repeat / "
+    "2]);\n"
+    "        }\n"
+    "        free(t);\n"
+    "    }\n"
+    "    for (int i = 0; i < no && !rc; i++) {\n"
+    "        FILE *f = fopen(argv[2 + ni + i], \"wb\");\n"
+    "        size_t n = model_outputs[i].bytes;\n"
+    "        if (!f || fwrite(out[i], 1, n, f) != n || fclose(f) != 0) {\n"
+    "            fprintf(stderr, \"%s: cannot write output '%s'\\n\", argv[2 + ni + i],\n"
+    "                    model_outputs[i].name);\n"
+    "            rc = 1;\n"
+    "        }\n"
+    "    }\n"
+    "    for (int i = 0; i < ni; i++)\n"
+    "        free(in[i]);\n"
+    "    for (int i = 0; i < no; i++)\n"
+    "        free(out[i]);\n"
+    "    free(in);\n"
+    "    free(out);\n"
+    "    model_free(m);\n"
+    "    return rc;\n"
+    "}\n";
+
+// The flags the artefact's shared object was built with (cbuild.c), less -shared: the same code
+// for every kernel. OpenMP and libm are all the tree links.
+static const char MAKEFILE[] =
+    "# Builds the model orch export wrote: libmodel.a (model.c, kernels.c) and ./model, a runner.\n"
+    "# The kernels' flags are those orch built the artefact's kernels with; another compiler or\n"
+    "# -march computes the same values up to float rounding.\n"
+    "CC ?= cc\n"
+    "KERNEL_FLAGS = -O3 -march=native -fopenmp -fPIC -std=gnu11 -fno-math-errno\n"
+    "CFLAGS ?= -O2\n"
+    "\n"
+    "all: model libmodel.a\n"
+    "\n"
+    "kernels.o: kernels.c\n"
+    "\t$(CC) $(KERNEL_FLAGS) -w -c kernels.c -o $@\n"
+    "\n"
+    "model.o: model.c model.h\n"
+    "\t$(CC) $(CFLAGS) -fPIC -std=gnu11 -c model.c -o $@\n"
+    "\n"
+    "libmodel.a: model.o kernels.o\n"
+    "\t$(AR) rcs $@ model.o kernels.o\n"
+    "\n"
+    "model: main.c model.h libmodel.a\n"
+    "\t$(CC) $(CFLAGS) -std=gnu11 main.c libmodel.a -fopenmp -lm -o $@\n"
+    "\n"
+    "clean:\n"
+    "\trm -f model libmodel.a model.o kernels.o\n"
+    "\n"
+    ".PHONY: all clean\n";
+
+// model.c: the plan as straight-line calls.
+static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, const Plan *P,
+                    const Prepack *pp, const uint8_t *blob) {
+    int ni = pg->n_inputs, no = pg->n_outputs;
+    sb_puts(b, "// The plan of ");
+    c_comment_text(b, a->path ? a->path : "an artefact");
+    sb_puts(b, " (input shapes ");
+    c_comment_text(b, a->h.input_shapes);
+    sb_puts(b,
+            ")\n// as straight-line calls over one arena, written by orch export. The kernels are "
+            "in kernels.c;\n// the constants in weights.bin, reordered at load for the "
+            "kernels that read them in their own order.\n");
+    sb_puts(b, "#include \"model.h\"\n\n#include <stdint.h>\n#include <stdio.h>\n#include "
+               "<stdlib.h>\n#include <string.h>\n\n");
+    // The kernels, each declared once.
+    for (int i = 0; i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        if (L->kind != PLAN_GENERATED)
+            continue;
+        bool seen = false;
+        for (int k = 0; k < i && !seen; k++)
+            seen = P->launches[k].kind == PLAN_GENERATED &&
+                   strcmp(P->launches[k].symbol, L->symbol) == 0;
+        if (seen)
+            continue;
+        if (ckernel_op_abi(pg->prims[L->sink]))
+            sb_printf(b, "int %s(const void *const *in, void *const *out);\n", L->symbol);
+        else
+            sb_printf(b, "void %s(const void *const *in, void *out);\n", L->symbol);
+        if (pp->pf[i])
+            sb_printf(b, "int %s_prepack(int input, const void *src, void *dst);\n", L->symbol);
+    }
+    sb_printf(b, "\nconst int model_num_inputs = %d, model_num_outputs = %d;\n", ni, no);
+    tensor_table(b, "model_inputs", pg, pg->inputs, ni);
+    tensor_table(b, "model_outputs", pg, pg->outputs, no);
+    sb_printf(b,
+              "#define ARENA_BYTES %lldull\n#define WEIGHTS_BYTES %lldull\n"
+              "#define WEIGHTS_FNV1A 0x%016llxull\n#define SCRATCH_BYTES %lldull\n\n",
+              (long long)P->arena_bytes, (long long)P->const_bytes,
+              (unsigned long long)fnv1a64(blob, (size_t)P->const_bytes), (long long)pp->scratch);
+    sb_printf(b,
+              "struct Model {\n    uint8_t *arena, *consts;\n    void *priv[%d];\n"
+              "    void *stage_in[%d], *stage_out[%d];\n};\n\n",
+              pp->n_priv + 1, ni + 1, no + 1);
+    sb_puts(b,
+            "static _Alignas(64) uint8_t empty[64]; // what empty tensors point to\n\n"
+            "// A zeroed buffer of n bytes (at least 64), 64-byte aligned as the kernels need.\n"
+            "static void *buf64(size_t n) {\n"
+            "    n = (n + 63) / 64 * 64;\n"
+            "    void *p = aligned_alloc(64, n ? n : 64);\n"
+            "    if (p)\n"
+            "        memset(p, 0, n ? n : 64);\n"
+            "    return p;\n"
+            "}\n\n"
+            "static int aligned64(const void *p) {\n"
+            "    return ((uintptr_t)p & 63) == 0;\n"
+            "}\n\n"
+            "void model_free(Model *m) {\n"
+            "    if (!m)\n"
+            "        return;\n"
+            "    free(m->arena);\n"
+            "    free(m->consts);\n"
+            "    for (size_t i = 0; i < sizeof m->priv / sizeof m->priv[0]; i++)\n"
+            "        free(m->priv[i]);\n"
+            "    for (int i = 0; i < model_num_inputs; i++)\n"
+            "        free(m->stage_in[i]);\n"
+            "    for (int i = 0; i < model_num_outputs; i++)\n"
+            "        free(m->stage_out[i]);\n"
+            "    free(m);\n"
+            "}\n\n"
+            "static Model *init_fail(Model *m, const char *path, const char *why) {\n"
+            "    fprintf(stderr, \"model_init: %s: %s\\n\", path, why);\n"
+            "    model_free(m);\n"
+            "    return NULL;\n"
+            "}\n\n"
+            "Model *model_init(const char *weights_path) {\n"
+            "    Model *m = calloc(1, sizeof *m);\n"
+            "    if (!m)\n"
+            "        return init_fail(m, weights_path, \"out of memory\");\n"
+            "    m->arena = buf64(ARENA_BYTES);\n"
+            "    m->consts = buf64(WEIGHTS_BYTES);\n"
+            "    if (!m->arena || !m->consts)\n"
+            "        return init_fail(m, weights_path, \"out of memory for the arena and "
+            "constants\");\n"
+            "    for (int i = 0; i < model_num_inputs; i++)\n"
+            "        if (!(m->stage_in[i] = buf64(model_inputs[i].bytes)))\n"
+            "            return init_fail(m, weights_path, \"out of memory\");\n"
+            "    for (int i = 0; i < model_num_outputs; i++)\n"
+            "        if (!(m->stage_out[i] = buf64(model_outputs[i].bytes)))\n"
+            "            return init_fail(m, weights_path, \"out of memory\");\n"
+            "    FILE *f = fopen(weights_path, \"rb\");\n"
+            "    if (!f)\n"
+            "        return init_fail(m, weights_path, \"cannot open the weights file\");\n"
+            "    size_t got = fread(m->consts, 1, WEIGHTS_BYTES, f);\n"
+            "    int extra = fgetc(f) != EOF;\n"
+            "    fclose(f);\n"
+            "    if (got != WEIGHTS_BYTES || extra)\n"
+            "        return init_fail(m, weights_path, \"not this model's weights file (its size "
+            "differs)\");\n"
+            "    uint64_t h = 0xcbf29ce484222325ull;\n"
+            "    for (size_t i = 0; i < WEIGHTS_BYTES; i++)\n"
+            "        h = (h ^ m->consts[i]) * 0x100000001b3ull;\n"
+            "    if (h != WEIGHTS_FNV1A)\n"
+            "        return init_fail(m, weights_path, \"damaged, or another model's (its checksum "
+            "differs)\");\n");
+    // Reorders: in place through one scratch buffer, private copies each their own.
+    if (pp->scratch)
+        sb_puts(b, "    uint8_t *scratch = buf64(SCRATCH_BYTES);\n"
+                   "    if (!scratch)\n"
+                   "        return init_fail(m, weights_path, \"out of memory reordering the "
+                   "weights\");\n");
+    for (int t = 0; t < P->n_tensors; t++) {
+        int i = pp->in_place_l[t];
+        if (i < 0)
+            continue;
+        const PlanTensor *T = &P->tensors[t];
+        sb_printf(b, "    %s_prepack(%d, m->consts + %lld, scratch); // in place, launch %d\n",
+                  P->launches[i].symbol, pp->in_place_j[t], (long long)T->offset, i);
+        sb_printf(b, "    memcpy(m->consts + %lld, scratch, %lld);\n", (long long)T->offset,
+                  (long long)T->bytes);
+    }
+    if (pp->scratch)
+        sb_puts(b, "    free(scratch);\n");
+    for (int i = 0; i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in; j++) {
+            int k = pp->priv[pp->slot0[i] + j];
+            if (k < 0)
+                continue;
+            const PlanTensor *T = &P->tensors[L->in[j]];
+            sb_printf(b,
+                      "    if (!(m->priv[%d] = buf64(%lld)))\n        return init_fail(m, "
+                      "weights_path, \"out of memory reordering a weight\");\n",
+                      k, (long long)T->bytes);
+            sb_printf(b, "    %s_prepack(%d, m->consts + %lld, m->priv[%d]); // launch %d's copy\n",
+                      L->symbol, j, (long long)T->offset, k, i);
+        }
+    }
+    sb_puts(b, "    return m;\n}\n\n");
+    bool op_kernels = false;
+    for (int i = 0; i < P->n_launches; i++)
+        op_kernels = op_kernels || (P->launches[i].kind == PLAN_GENERATED &&
+                                    ckernel_op_abi(pg->prims[P->launches[i].sink]));
+    if (op_kernels)
+        sb_puts(b,
+                "static int run_fail(int launch, const char *kernel, const char *nodes, int st) {\n"
+                "    fprintf(stderr, \"model_run: launch %d (%s, ONNX nodes %s): %s (status "
+                "%d)\\n\", launch, kernel,\n"
+                "            nodes, st == 1 ? \"an index operand is out of range\" : st == 2 ? "
+                "\"out of memory\" : \"failed\", st);\n"
+                "    return st;\n}\n\n");
+    sb_printf(b,
+              "int model_run(Model *m, const void *const *inputs, void *const *outputs) {\n"
+              "    const uint8_t *x[%d];\n    uint8_t *y[%d];\n",
+              ni + 1, no + 1);
+    sb_puts(b, "    for (int i = 0; i < model_num_inputs; i++) {\n"
+               "        size_t n = model_inputs[i].bytes;\n"
+               "        if (n && !inputs[i]) {\n"
+               "            fprintf(stderr, \"model_run: input '%s' has no buffer\\n\", "
+               "model_inputs[i].name);\n"
+               "            return 1;\n"
+               "        }\n"
+               "        x[i] = !n ? empty : aligned64(inputs[i]) ? inputs[i] : "
+               "memcpy(m->stage_in[i], inputs[i], n);\n"
+               "    }\n"
+               "    for (int i = 0; i < model_num_outputs; i++) {\n"
+               "        size_t n = model_outputs[i].bytes;\n"
+               "        if (n && !outputs[i]) {\n"
+               "            fprintf(stderr, \"model_run: output '%s' has no buffer\\n\", "
+               "model_outputs[i].name);\n"
+               "            return 1;\n"
+               "        }\n"
+               "        y[i] = !n ? empty : aligned64(outputs[i]) ? outputs[i] : m->stage_out[i];\n"
+               "    }\n"
+               "    uint8_t *A = m->arena;\n"
+               "    const uint8_t *C = m->consts;\n"
+               "    (void)A;\n    (void)C;\n");
+    for (int i = 0; i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        char *nodes = nodes_text(L);
+        sb_printf(b, "    // launch %d: ", i);
+        if (L->kind == PLAN_COPY) {
+            sb_puts(b, "copy into output ");
+            c_comment_text(b, pg->tensors[pg->outputs[L->copy_to]]->name);
+            sb_puts(b, "\n");
+            int64_t bytes = P->tensors[L->in[0]].bytes;
+            if (bytes) {
+                sb_printf(b, "    if ((const void *)y[%d] != (const void *)(", L->copy_to);
+                place_expr(b, P, pp, i, 0, L->in[0]);
+                sb_printf(b, "))\n        memmove(y[%d], ", L->copy_to);
+                place_expr(b, P, pp, i, 0, L->in[0]);
+                sb_printf(b, ", %lld);\n", (long long)bytes);
+            }
+            free(nodes);
+            continue;
+        }
+        sb_printf(b, "%s, ONNX nodes ", L->symbol);
+        c_comment_text(b, nodes);
+        sb_puts(b, "\n");
+        bool empty = true;
+        for (int j = 0; j < L->n_out; j++)
+            empty = empty && (L->out[j] < 0 || tensor_numel(pg->tensors[L->out[j]]) == 0);
+        if (empty) {
+            sb_puts(b, "    // (every output is empty: nothing to compute)\n");
+            free(nodes);
+            continue;
+        }
+        sb_printf(b, "    {\n        const void *in[%d] = {", ORCH_MAX(L->n_in, 1));
+        for (int j = 0; j < L->n_in; j++) {
+            sb_puts(b, j ? ", " : "");
+            place_expr(b, P, pp, i, j, L->in[j]);
+        }
+        sb_puts(b, L->n_in ? "};\n" : "0};\n");
+        if (ckernel_op_abi(pg->prims[L->sink])) {
+            sb_printf(b, "        void *const out[%d] = {", ORCH_MAX(L->n_out, 1));
+            for (int j = 0; j < L->n_out; j++) {
+                sb_puts(b, j ? ", " : "");
+                place_expr(b, P, pp, i, -1, L->out[j]);
+            }
+            sb_printf(b,
+                      "%s};\n        int st = %s(in, out);\n        if (st)\n"
+                      "            return run_fail(%d, \"%s\", ",
+                      L->n_out ? "" : "0", L->symbol, i, L->symbol);
+            c_string(b, nodes);
+            sb_puts(b, ", st);\n");
+        } else {
+            sb_printf(b, "        %s(in, ", L->symbol);
+            place_expr(b, P, pp, i, -1, L->out[0]);
+            sb_puts(b, ");\n");
+        }
+        sb_puts(b, "    }\n");
+        free(nodes);
+    }
+    sb_puts(b, "    for (int i = 0; i < model_num_outputs; i++)\n"
+               "        if (model_outputs[i].bytes && y[i] != outputs[i])\n"
+               "            memcpy(outputs[i], y[i], model_outputs[i].bytes);\n"
+               "    return 0;\n}\n");
+}
+
+// Writes n bytes into dir/name (a regular file or none: file_check_output's rule).
+static int write_file(const char *dir, const char *name, const void *data, size_t n, Err *e) {
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = xmalloc(len);
+    snprintf(path, len, "%s/%s", dir, name);
+    int rc = file_check_output(path, NULL, 0, e);
+    FILE *f = rc ? NULL : fopen(path, "wb");
+    if (rc == ST_OK && !f)
+        rc = err_set(e, ST_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    if (f) {
+        bool ok = (n == 0 || fwrite(data, 1, n, f) == n);
+        ok = fclose(f) == 0 && ok;
+        if (!ok)
+            rc = err_set(e, ST_RUNTIME, "%s: write error: %s", path, strerror(errno));
+    }
+    free(path);
+    return rc;
+}
+
+int cpu_export_tree(const ArtifactContents *a, const char *dir, FILE *progress, Err *e) {
+    const char *path = a->path ? a->path : "<artefact>";
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    Plan *P = NULL;
+    int rc = artifact_import_model(a, path, &g, &pg, &P, e);
+    bool generated = false;
+    // What only orch can run: the interpreters have no place in the tree.
+    for (int i = 0; rc == ST_OK && i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        generated = generated || L->kind == PLAN_GENERATED;
+        if (L->kind != PLAN_INTERP && L->kind != PLAN_OPAQUE)
+            continue;
+        const Prim *p = pg->prims[L->sink];
+        char *nodes = nodes_text(L);
+        rc = err_set(e, ST_UNSUPPORTED,
+                     "%s: launch %d (%s, ONNX nodes '%s') runs on orch's %s interpreter, which an "
+                     "exported tree does not have: only a plan whose kernels are all generated "
+                     "exports (orch info lists those that are not; orch compile --strict makes "
+                     "sure)",
+                     path, i,
+                     L->kind == PLAN_OPAQUE && p->node ? p->node->op : prim_kind_name(p->kind),
+                     nodes, L->kind == PLAN_OPAQUE ? "operator" : "primitive");
+        free(nodes);
+    }
+    if (rc == ST_OK && generated && a->src_size == 0)
+        rc = err_set(e, ST_UNSUPPORTED,
+                     "%s: the artefact carries no kernel source (format %u; orch keeps it from "
+                     "format 6 on): compile the model again with this orch to export it",
+                     path, a->h.format_version);
+    void *dl = NULL;
+    int memfd = -1;
+    if (rc == ST_OK && generated)
+        rc = cpu_load_object(a->so, a->so_size, path, &dl, &memfd, e);
+    Prepack pp = {0};
+    if (rc == ST_OK)
+        rc = plan_prepack(P, dl, path, &pp, e);
+    uint8_t *blob = NULL;
+    if (rc == ST_OK) {
+        blob = aligned_alloc(PLAN_ALIGN, (size_t)(P->const_bytes / PLAN_ALIGN + 1) * PLAN_ALIGN);
+        if (!blob)
+            rc = err_set(e, ST_RUNTIME, "%s: out of memory for the constants (%lld bytes)", path,
+                         (long long)P->const_bytes);
+        else
+            plan_pack_constants(P, pg, blob);
+    }
+    struct stat st;
+    if (rc == ST_OK && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        rc = err_set(e, ST_RUNTIME, "%s: cannot create the folder: %s", dir, strerror(errno));
+    if (rc == ST_OK && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        rc = err_set(e, ST_USAGE, "%s: not a folder (orch export writes the source tree into it)",
+                     dir);
+    StrBuf mc;
+    sb_init(&mc);
+    if (rc == ST_OK)
+        model_c(&mc, a, pg, P, &pp, blob);
+    if (rc == ST_OK)
+        rc = write_file(dir, "kernels.c", generated ? (const char *)a->src : "", a->src_size, e);
+    if (rc == ST_OK)
+        rc = write_file(dir, "weights.bin", blob, (size_t)P->const_bytes, e);
+    if (rc == ST_OK)
+        rc = write_file(dir, "model.c", mc.s, strlen(mc.s), e);
+    if (rc == ST_OK)
+        rc = write_file(dir, "model.h", MODEL_H, strlen(MODEL_H), e);
+    if (rc == ST_OK)
+        rc = write_file(dir, "main.c", MAIN_C, strlen(MAIN_C), e);
+    if (rc == ST_OK)
+        rc = write_file(dir, "Makefile", MAKEFILE, strlen(MAKEFILE), e);
+    if (rc == ST_OK && progress)
+        fprintf(progress,
+                "exported %s to %s/: %d launches (%d kernels), kernels.c %.1f KiB, weights.bin "
+                "%.2f MiB, arena %.2f MiB; build with make -C %s\n",
+                path, dir, P->n_launches, P->n_kernels, (double)a->src_size / 1024.0,
+                (double)P->const_bytes / 1048576.0, (double)P->arena_bytes / 1048576.0, dir);
+    sb_free(&mc);
+    free(blob);
+    prepack_free(&pp);
+    if (dl)
+        dlclose(dl);
+    if (memfd >= 0)
+        close(memfd);
+    plan_free(P);
+    prim_graph_free(pg);
+    graph_free(g);
+    return rc;
+}
