@@ -50,9 +50,12 @@ static int call(Kernel k, void **in, void **out) {
 // How many copies of a kernel's operands its timed runs rotate through, so that each run finds
 // them in the shared cache and not in the cores' own, as in an artefact: there a kernel's inputs
 // were just written by other kernels (on other cores too) and its weights last read a whole run
-// ago. Enough copies to overflow the private caches (L2) of the target's threads twice, at most
-// COLD_SETS_MAX and COLD_BYTES_MAX in all; operands that overflow them alone need one. Timed
-// warm, a pointwise kernel over 1.2 M floats measured 28 us in the lab and 315 us in the plan.
+// ago. Enough copies of the activations (inputs that are no constant) and outputs to overflow the
+// private caches (L2) of the target's threads twice, at most COLD_SETS_MAX and COLD_BYTES_MAX in
+// all; operands that overflow them alone need one. Constants (weights) stay one copy, which the
+// rotating activations mostly evict too: a recurrent model's step kernels re-read the same
+// weights every step, and copies of those made its plan look 2x slower than it runs. Timed warm,
+// a pointwise kernel over 1.2 M floats measured 28 us in the lab and 315 us in the plan.
 #define COLD_SETS_MAX 16
 #define COLD_BYTES_MAX (64.0 * 1024 * 1024)
 
@@ -144,7 +147,8 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
     // copies of its inputs (already reordered where the kernel prepacks) and fresh outputs.
     double footprint = 0;
     for (int i = 0; i < c->n_inputs; i++)
-        footprint += (double)tensor_nbytes(pg->tensors[c->inputs[i]]);
+        if (!pg_is_const(pg, c->inputs[i]))
+            footprint += (double)tensor_nbytes(pg->tensors[c->inputs[i]]);
     for (int o = 0; o < n_out; o++)
         if (out[o])
             footprint += (double)tensor_nbytes(pg->tensors[out_t[o]]);
@@ -157,6 +161,10 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
         in_sets[r] = xcalloc((size_t)c->n_inputs + 1, sizeof(void *));
         out_sets[r] = xcalloc((size_t)n_out + 1, sizeof(void *));
         for (int i = 0; i < c->n_inputs; i++) {
+            if (pg_is_const(pg, c->inputs[i])) { // shared: see cold_set_count
+                in_sets[r][i] = in[i];
+                continue;
+            }
             size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
             in_sets[r][i] = aligned_buffer(b);
             memcpy(in_sets[r][i], in[i], b);
@@ -220,7 +228,8 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
 done:
     for (int r = 1; r < n_sets; r++) {
         for (int i = 0; i < c->n_inputs; i++)
-            free(in_sets[r][i]);
+            if (in_sets[r][i] != in[i])
+                free(in_sets[r][i]);
         for (int o = 0; o < n_out; o++)
             free(out_sets[r][o]);
         free(in_sets[r]);
