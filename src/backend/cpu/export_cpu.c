@@ -107,32 +107,9 @@ static int plan_prepack(const Plan *P, void *dl, const char *path, Prepack *pp, 
     pp->in_place_l = xmalloc(sizeof(int) * ((size_t)nt + 1));
     pp->in_place_j = xcalloc((size_t)nt + 1, sizeof(int));
     for (int t = 0; t < nt; t++)
-        own_l[t] = pp->in_place_l[t] = -1;
-    int rc = ST_OK;
+        pp->in_place_l[t] = -1;
     // First pass: every reader of each tensor, as the session's.
-    for (int i = 0; i < nl && rc == ST_OK; i++) {
-        const PlanLaunch *L = &P->launches[i];
-        for (int j = 0; j < L->n_in; j++) {
-            int t = L->in[j];
-            if (t < 0)
-                continue;
-            bool reorders = pp->pf[i] && pp->pf[i](j, NULL, NULL) == 1;
-            if (reorders && P->tensors[t].place != PLACE_CONST) {
-                rc = err_set(e, ST_INVALID,
-                             "%s: kernel '%s' (launch %d) reorders its input %d, which is not a "
-                             "constant: the artefact is damaged or was built by another orch "
-                             "build; recompile with orch compile",
-                             path, L->symbol, i, j);
-                break;
-            }
-            if (!reorders)
-                shared[t] = true;
-            else if (own_l[t] < 0)
-                own_l[t] = i, own_j[t] = j;
-            else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
-                shared[t] = true;
-        }
-    }
+    int rc = cpu_prepack_readers(P, pp->pf, path, own_l, own_j, shared, e);
     // Second pass: in place once where every reader wants one order, else a private copy per
     // reordering reader. Empty tensors need no reordering (they read the empty buffer).
     for (int i = 0; i < nl && rc == ST_OK; i++) {

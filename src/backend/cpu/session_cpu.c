@@ -150,19 +150,8 @@ static void *place_of(CpuSession *s, int t, int slot) {
     }
 }
 
-// Kernels that read a constant in their own order (target.h: NAME_prepack, a weight reordered
-// into the GEMM's panels) get it reordered once, here. In place in the constant blob when every
-// launch reading that constant is a launch of the same kernel reading it at the same position
-// (so all want the same order, and the blob costs no extra memory); otherwise each such kernel
-// gets a private reordered copy and the other readers keep the row-major original.
-static int prepack_constants(CpuSession *s, const CPrepackFn *pf, Err *e) {
-    const Plan *P = s->plan;
-    const char *what = s->path ? s->path : "session";
-    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
-    // one reads it row-major.
-    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
+int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, int *own_l,
+                        int *own_j, bool *shared, Err *e) {
     for (int t = 0; t < P->n_tensors; t++)
         own_l[t] = -1;
     int rc = ST_OK;
@@ -189,6 +178,23 @@ static int prepack_constants(CpuSession *s, const CPrepackFn *pf, Err *e) {
                 shared[t] = true;
         }
     }
+    return rc;
+}
+
+// Kernels that read a constant in their own order (target.h: NAME_prepack, a weight reordered
+// into the GEMM's panels) get it reordered once, here. In place in the constant blob when every
+// launch reading that constant is a launch of the same kernel reading it at the same position
+// (so all want the same order, and the blob costs no extra memory); otherwise each such kernel
+// gets a private reordered copy and the other readers keep the row-major original.
+static int prepack_constants(CpuSession *s, const CPrepackFn *pf, Err *e) {
+    const Plan *P = s->plan;
+    const char *what = s->path ? s->path : "session";
+    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
+    // one reads it row-major.
+    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
+    int rc = cpu_prepack_readers(P, pf, what, own_l, own_j, shared, e);
     // In-place reorders go through one scratch buffer, mapped for the largest and unmapped at
     // the end (per-weight heap buffers would leave the heap grown by freed blocks).
     size_t scratch_bytes = 0;

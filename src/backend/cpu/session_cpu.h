@@ -42,6 +42,13 @@ int cpu_session_threads(const CpuSession *s);
 // Loads a shared object of kernels from memory (the artefact's module) for dlsym; *memfd: the
 // anonymous file to close after dlclose (-1: none). path names the artefact in messages.
 int cpu_load_object(const uint8_t *so, size_t n, const char *path, void **dl, int *memfd, Err *e);
+// Who reads each constant a kernel reorders at load (NAME_prepack, pf[launch] or NULL), for the
+// session and the exporter alike: own_l/own_j[t] the first reordering reader (launch, input
+// position; -1 none), shared[t] (zeroed by the caller) true when another reader wants another
+// order or the original, so t is reordered into private copies, not in place. A reordered input
+// that is no constant is an error naming `what`, the kernel and the launch.
+int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, int *own_l,
+                        int *own_j, bool *shared, Err *e);
 
 // The slots of target_cpu.session.
 extern const TargetSessionOps cpu_session_ops;
