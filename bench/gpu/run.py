@@ -219,17 +219,31 @@ def tail(path, n=6):
         return ""
 
 
-def bench_model(name, ctor, shape, args, precisions, log):
-    d = os.path.join(args.out, name)
-    os.makedirs(d, exist_ok=True)
+def build_model(ctor, shape):
+    """The model with the suite's random weights and its input (fixed seeds)."""
     torch.manual_seed(0)
     model = zoo_mod.randomize(ctor().eval(), shape)
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
-    onnx_path = os.path.join(d, "model.onnx")
-    t0 = time.time()
+    return model, torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+
+
+def export_onnx(model, x, onnx_path):
+    """The suite's export: static shapes, opset 17, the TorchScript exporter."""
     with torch.no_grad():
         torch.onnx.export(model, (x,), onnx_path, input_names=["input"], output_names=["output"],
                           opset_version=17, dynamo=False)
+
+
+def bench_model(name, ctor, shape, args, precisions, log, db_path=None, warm=True):
+    """Rows (one per precision) of one model: export, float64 reference, floor, orch compile (cold,
+    then warm unless warm=False), orch's error and bench, the baselines. db_path(precision): the
+    profile database to compile with, kept as it is (models that share kernels reuse their
+    measurements: bench/gpu/mlp_family.py); by default a fresh one per model and precision."""
+    d = os.path.join(args.out, name)
+    os.makedirs(d, exist_ok=True)
+    model, x = build_model(ctor, shape)
+    onnx_path = os.path.join(d, "model.onnx")
+    t0 = time.time()
+    export_onnx(model, x, onnx_path)
     log(f"  exported {onnx_path} ({os.path.getsize(onnx_path) / 1e6:.1f} MB, {time.time() - t0:.1f} s)")
     np.save(os.path.join(d, "input.npy"), x.numpy())
     dev = torch.device("cuda")
@@ -251,21 +265,26 @@ def bench_model(name, ctor, shape, args, precisions, log):
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             log(f"  floor ({prec}): not computed: {exc}")
         log(f"  [{prec}]")
-        # orch: cold (empty database) then warm compile, check, bench
-        db = os.path.join(d, f"profile_{prec}.db")
-        for f in (db, db + "-wal", db + "-shm"):
-            if os.path.exists(f):
-                os.remove(f)
+        # orch: cold (an empty database, unless db_path names one) then warm compile, check, bench
+        if db_path:
+            db = db_path(prec)
+        else:
+            db = os.path.join(d, f"profile_{prec}.db")
+            for f in (db, db + "-wal", db + "-shm"):
+                if os.path.exists(f):
+                    os.remove(f)
         art = os.path.join(d, f"model_{prec}.orch")
         clog = os.path.join(d, f"compile_{prec}.log")
         if os.path.exists(clog):
             os.remove(clog)
         rc, cold = orch_compile(args.orch, onnx_path, art, db, prec, clog)
         row["orch_compile_cold_s"] = cold
-        if rc == 0:
-            rc2, warm = orch_compile(args.orch, onnx_path, art, db, prec, clog)
-            row["orch_compile_warm_s"] = warm if rc2 == 0 else None
-            log(f"    orch compile: cold {cold:.1f} s, warm {warm:.1f} s")
+        if rc == 0 and warm:
+            rc2, warm_s = orch_compile(args.orch, onnx_path, art, db, prec, clog)
+            row["orch_compile_warm_s"] = warm_s if rc2 == 0 else None
+            log(f"    orch compile: cold {cold:.1f} s, warm {warm_s:.1f} s")
+        elif rc == 0:
+            log(f"    orch compile: {cold:.1f} s")
         else:
             row["orch_error"] = f"compile exit {rc}: {tail(clog, 4).strip()}"
             log(f"    orch compile FAILED (exit {rc}):\n{tail(clog, 12)}")
