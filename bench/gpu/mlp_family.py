@@ -19,7 +19,8 @@ Forms (each layer is Linear(w, w) followed by the form's epilogue, the same at e
 usage: bench/gpu/mlp_family.py [--orch PATH] [--out DIR] [--forms gated,residual,layernorm]
                                [--widths 32,64,128] [--depths 2,4] [--rows 65536]
                                [--precision fp32[,fp16]] [--half-storage] [--iters N] [--warmup N]
-                               [--baselines eager,graphs] [--fresh-db] [--list] [--dry-run]
+                               [--baselines eager,graphs] [--fresh-db] [--resume]
+                               [--stop-after S] [--list] [--dry-run]
        bench/gpu/mlp_family.py --table OUT/results.json [MORE.json ...]   (tables of earlier runs)
 """
 import argparse
@@ -162,7 +163,7 @@ def print_tables(rows, baselines, log):
             line += f"{r['orch_err']:10.1e}" if "orch_err" in r else f"{'-':>10}"
             line += f"{r['torch_err']:10.1e}" if r.get("torch_err") is not None else f"{'-':>10}"
             line += fmt(r.get("orch_compile_cold_s"), 10, 1)
-            line += "  " + "; ".join(r.get("chain_configs", []))[:60]
+            line += "  " + "; ".join(dict.fromkeys(r.get("chain_configs", [])))[:60]
             if r.get("orch_error"):
                 line += "  orch: " + r["orch_error"].replace("\n", " ")[:120]
             log(line)
@@ -235,12 +236,17 @@ def main():
     ap.add_argument("--fresh-db", action="store_true",
                     help="an empty profile database per model (default: one per form, width and "
                          "precision, shared by the depths)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep OUT/results.json's rows and run only the models it lacks")
+    ap.add_argument("--stop-after", type=float, default=0, metavar="S",
+                    help="start no model after S seconds (exit status 4 when some are left)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU needed: export every model and check orch's MLP chain candidates")
     ap.add_argument("--table", nargs="+", metavar="RESULTS_JSON",
                     help="print the tables of earlier runs' results.json (several: merged)")
     args = ap.parse_args()
+    started = time.time()
 
     if args.table:
         rows, baselines = [], []
@@ -308,7 +314,6 @@ def main():
     args.device = torch.cuda.get_device_name()
     args.sms = torch.cuda.get_device_properties(0).multi_processor_count
     args.bw = gpu.measure_bandwidth()
-    started = time.time()
     log(f"MLP family benchmark: {args.device} | torch {torch.__version__} | orch {args.orch} | "
         f"{args.rows} rows | iters {args.iters} warm-up {args.warmup} | "
         f"{'fresh database per model' if args.fresh_db else 'database shared by the depths'} | "
@@ -318,10 +323,28 @@ def main():
             "baselines": args.baselines, "precisions": precisions,
             "half_storage": args.half_storage, "fresh_db": args.fresh_db,
             "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    res_path = os.path.join(args.out, "results.json")
     rows = []
+    if args.resume and os.path.exists(res_path):
+        # the rows of an earlier run into the same folder with the same settings, failures
+        # dropped (measured again)
+        with open(res_path) as f:
+            old = json.load(f)
+        same = all(old["meta"].get(k) == meta[k] for k in ("device", "rows", "half_storage"))
+        rows = [r for r in old["rows"] if same and not r.get("orch_error")]
+        meta["started"] = old["meta"].get("started", meta["started"])
+        log(f"resuming: {len(rows)} rows of {res_path} kept" if same else
+            f"not resuming: {res_path} has another device, row count or storage")
+    left = []
     for name, form, width, depth in cases(args.forms, args.widths, args.depths):
+        if all(any(r["model"] == name and r["precision"] == p for r in rows) for p in precisions):
+            continue
+        if args.stop_after and time.time() - started > args.stop_after:
+            left.append(name)
+            continue
         log(f"{name} {args.rows}x{width}, {depth} layers")
         t0 = time.time()
+        rows = [r for r in rows if r["model"] != name]
         hs = "_half" if args.half_storage else ""
 
         def db_path(prec, form=form, width=width):
@@ -342,6 +365,9 @@ def main():
             cs = chain_summary(r.get("fused_report", []), depth)
             r.update(chain=cs["chain"], chains_proposed=cs["proposed"],
                      chain_layers=cs["chosen_layers"], chain_configs=cs["configs"])
+            log(f"    [{r['precision']}] chain {cs['chain']} ({cs['proposed']} proposed), "
+                f"{r.get('orch_kernels', '-')} launches, speed-up "
+                + (f"{r['speedup']:.2f}x" if r.get("speedup") else "-"))
             # at least every run of 2..depth layers (half storage adds the runs that start with
             # the input's CAST); fewer: a layer's epilogue no longer matched (see --dry-run)
             if r.get("orch_ms") and cs["proposed"] < expected_chains(depth):
@@ -349,10 +375,17 @@ def main():
                     f"{expected_chains(depth)} expected")
         rows += got
         log(f"  ({time.time() - t0:.0f} s)")
-        with open(os.path.join(args.out, "results.json"), "w") as f:
+        with open(res_path, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    order = {c[0]: i for i, c in enumerate(cases(FORMS, sorted(set(r["width"] for r in rows)),
+                                                 sorted(set(r["depth"] for r in rows))))}
+    rows.sort(key=lambda r: order.get(r["model"], len(order)))
     print_tables(rows, args.baselines, log)
     log(f"\n(the run took {time.time() - started:.0f} s)")
+    if left:
+        log(f"not run (--stop-after {args.stop_after:.0f} s passed): {', '.join(left)}; the same "
+            f"command with --resume runs them")
+        return 4
     return 0
 
 
