@@ -21,7 +21,8 @@ usage: bench/gpu/mlp_family.py [--orch PATH] [--out DIR] [--forms gated,residual
                                [--precision fp32[,fp16]] [--half-storage] [--iters N] [--warmup N]
                                [--baselines eager,graphs] [--fresh-db] [--resume]
                                [--stop-after S] [--list] [--dry-run]
-       bench/gpu/mlp_family.py --table OUT/results.json [MORE.json ...]   (tables of earlier runs)
+       bench/gpu/mlp_family.py --table OUT/results.json [MORE.json ...] [--markdown]
+           (the tables of earlier runs, merged; --markdown: as the README's)
 """
 import argparse
 import importlib.util
@@ -125,6 +126,12 @@ def chain_summary(lines, depth):
     return {"proposed": proposed, "chosen_layers": chosen, "configs": configs, "chain": text}
 
 
+def sort_rows(rows):
+    """Rows in the suite's order (form, width, depth), whatever runs they came from."""
+    return sorted(rows, key=lambda r: (FORMS.index(r["form"]) if r.get("form") in FORMS else 9,
+                                       r.get("width", 0), r.get("depth", 0)))
+
+
 def fmt(v, w=9, p=4):
     return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) and v is not None else f"{'-':>{w}}"
 
@@ -182,6 +189,42 @@ def print_tables(rows, baselines, log):
         log("\ngeomean speed-up per form: " + " | ".join(tags))
         for form, by in summary.items():
             log(f"  {form:10}" + "".join(f"{fmt(by.get(t), 10, 2)}x" for t in tags))
+
+
+def markdown(rows, meta, baselines):
+    """The README's tables: one per precision, then the geomean per form (the numbers as
+    measured, nothing else)."""
+    print(f"{meta.get('device', '?')}; torch {meta.get('torch', '?')}; {meta.get('rows', ROWS)} rows; "
+          f"iters {meta.get('iters')}, warm-up {meta.get('warmup')}; {meta.get('started', '')}")
+    tags = []
+    for r in rows:
+        t = r["precision"] + (" half storage" if r.get("half_storage") else "")
+        if t not in tags:
+            tags.append(t)
+    for tag in tags:
+        rs = [r for r in rows if r["precision"] + (" half storage" if r.get("half_storage") else "")
+              == tag]
+        print(f"\n{tag}\n")
+        print("| form | width | depth | " + " | ".join(f"{b} ms" for b in baselines)
+              + " | orch ms | speed-up | launches | chain | orch err | torch err | config |")
+        print("|" + "---|" * (10 + len(baselines)))
+        for r in rs:
+            cells = [r["form"], str(r["width"]), str(r["depth"])]
+            cells += [fmt(r.get("baselines", {}).get(b), 0).strip() for b in baselines]
+            cells += [fmt(r.get("orch_ms"), 0).strip(),
+                      f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
+                      str(r.get("orch_kernels", "-")), r.get("chain", "-"),
+                      f"{r['orch_err']:.1e}" if "orch_err" in r else "-",
+                      f"{r['torch_err']:.1e}" if r.get("torch_err") is not None else "-",
+                      "`" + "; ".join(dict.fromkeys(r.get("chain_configs", []))) + "`"
+                      if r.get("chain_configs") else (r.get("orch_error") or "-")[:80]]
+            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        print()
+        for form in FORMS + ("all",):
+            sp = [r["speedup"] for r in rs if r.get("speedup") and form in ("all", r["form"])]
+            if sp:
+                print(f"- {form}: geomean {geomean(sp):.2f}x over {len(sp)} rows, >= {TARGET}x on "
+                      f"{sum(x >= TARGET for x in sp)}")
 
 
 def dry_run(args, log):
@@ -245,17 +288,22 @@ def main():
                     help="no GPU needed: export every model and check orch's MLP chain candidates")
     ap.add_argument("--table", nargs="+", metavar="RESULTS_JSON",
                     help="print the tables of earlier runs' results.json (several: merged)")
+    ap.add_argument("--markdown", action="store_true", help="with --table: as Markdown")
     args = ap.parse_args()
     started = time.time()
 
     if args.table:
-        rows, baselines = [], []
+        rows, baselines, meta = [], [], {}
         for path in args.table:
             with open(path) as f:
                 res = json.load(f)
             rows += res["rows"]
+            meta = meta or res["meta"]
             baselines += [b for b in res["meta"]["baselines"] if b not in baselines]
-        print_tables(rows, baselines, print)
+        if args.markdown:
+            markdown(sort_rows(rows), meta, baselines)
+        else:
+            print_tables(sort_rows(rows), baselines, print)
         return 0
 
     args.forms = [f for f in args.forms.split(",") if f]
@@ -377,10 +425,7 @@ def main():
         log(f"  ({time.time() - t0:.0f} s)")
         with open(res_path, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    order = {c[0]: i for i, c in enumerate(cases(FORMS, sorted(set(r["width"] for r in rows)),
-                                                 sorted(set(r["depth"] for r in rows))))}
-    rows.sort(key=lambda r: order.get(r["model"], len(order)))
-    print_tables(rows, args.baselines, log)
+    print_tables(sort_rows(rows), args.baselines, log)
     log(f"\n(the run took {time.time() - started:.0f} s)")
     if left:
         log(f"not run (--stop-after {args.stop_after:.0f} s passed): {', '.join(left)}; the same "
