@@ -36,9 +36,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FORMS = ("gated", "residual", "layernorm")
-# 65536 rows, as the suite's mlp_sin_sigmoid: at width 32 that is still 512 row tiles of 128 for
-# the H200's 132 SMs, and every layer's activations (8-32 MiB in float32) are a real memory stream,
-# not a launch-bound toy; the 6 x 64 gated row is comparable with mlp_sin_sigmoid's.
+# 65536 rows, as the suite's mlp_sin_sigmoid: even at width 32 that is 512 row tiles of 128 for
+# the H200's 132 SMs, and every layer's activations (8-32 MiB in float32) are a real memory
+# stream, not a launch-bound toy.
 ROWS = 65536
 
 
@@ -85,9 +85,7 @@ def make_model(form, width, depth):
                 return x + torch.relu(h)
             return self.ln(torch.relu(h))
 
-    m = nn.Sequential(*(Layer() for _ in range(depth)))
-    m.form, m.width, m.depth = form, width, depth
-    return m
+    return nn.Sequential(*(Layer() for _ in range(depth)))
 
 
 def cases(forms, widths, depths):
@@ -133,7 +131,7 @@ def sort_rows(rows):
 
 
 def fmt(v, w=9, p=4):
-    return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) and v is not None else f"{'-':>{w}}"
+    return load_run().fmt(v, w, p)
 
 
 def geomean(xs):
@@ -194,8 +192,9 @@ def print_tables(rows, baselines, log):
 def markdown(rows, meta, baselines):
     """The README's tables: one per precision, then the geomean per form (the numbers as
     measured, nothing else)."""
-    print(f"{meta.get('device', '?')}; torch {meta.get('torch', '?')}; {meta.get('rows', ROWS)} rows; "
-          f"iters {meta.get('iters')}, warm-up {meta.get('warmup')}; {meta.get('started', '')}")
+    print(f"{meta.get('device', '?')}; torch {meta.get('torch', '?')}; "
+          f"{meta.get('rows', ROWS)} rows; iters {meta.get('iters')}, warm-up "
+          f"{meta.get('warmup')}; {meta.get('started', '')}")
     tags = []
     for r in rows:
         t = r["precision"] + (" half storage" if r.get("half_storage") else "")
@@ -244,7 +243,8 @@ def dry_run(args, log):
         with torch.no_grad():
             y = model.double()(x.double())
         scale = float(y.abs().max())
-        msg = f"{name:20} exported ({os.path.getsize(onnx_path) / 1e3:.0f} kB), max|out| {scale:.2f}"
+        msg = (f"{name:20} exported ({os.path.getsize(onnx_path) / 1e3:.0f} kB), "
+               f"max|out| {scale:.2f}")
         if not np.isfinite(scale) or scale < 1e-2 or scale > 1e3:
             msg += " (activations not O(1))"
             bad += 1
@@ -256,7 +256,8 @@ def dry_run(args, log):
             got = int(m[1]) if m else None
             want = expected_chains(depth)
             ok = p.returncode == 0 and got == want
-            msg += f"; MLP chain candidates {got} of {want}" + ("" if ok else "  MISSING")
+            msg += f"; MLP chain candidates {got} of {want}" + (
+                "" if ok else "  (not every run of 2..depth layers is a chain)")
             bad += not ok
         log(msg)
     return 1 if bad else 0
@@ -351,8 +352,8 @@ def main():
     gpu.HALF_STORAGE = args.half_storage
     args.baselines = [b for b in args.baselines.split(",") if b]
     if not os.path.exists(args.orch):
-        print(f"no orch at {args.orch} (--orch PATH; build it with make, or scripts/bundle_device.sh)",
-              file=sys.stderr)
+        print(f"no orch at {args.orch} (--orch PATH; build it with make, or "
+              f"scripts/bundle_device.sh)", file=sys.stderr)
         return 1
     if not torch.cuda.is_available():
         print("no CUDA device: the benchmark needs one (--dry-run checks the models without)",
