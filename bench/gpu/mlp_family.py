@@ -394,9 +394,8 @@ def main():
         log(f"{name} {args.rows}x{width}, {depth} layers")
         t0 = time.time()
         rows = [r for r in rows if r["model"] != name]
-        hs = "_half" if args.half_storage else ""
-
         def db_path(prec, form=form, width=width):
+            hs = "_half" if args.half_storage and prec == "fp16" else ""
             return os.path.join(args.out, f"profile_{form}_w{width}_{prec}{hs}.db")
 
         try:
