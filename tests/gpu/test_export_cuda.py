@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""`orch export` of CUDA artefacts end to end, on a machine with an NVIDIA GPU and the CUDA
+toolkit (nvcc, NVRTC): each model compiled with `orch compile -t cuda --strict`, exported, the
+tree built with make (nvcc, the toolkit's NVRTC, cuBLASLt / cuDNN where the plan calls them), its
+runner fed the same inputs as `orch run`, and every output compared bit for bit with `orch run`'s
+(tests/compile/test_export.py's compare). Models: examples/tiny_cnn (batch 2) and every generated
+model of MODELS_DIR (tests/models/gen_models.py's folder) when given; a model whose plan leaves
+kernels to an interpreter must be refused naming the launch.
+Where cuDNN or cuBLASLt live in a pip wheel (site-packages/nvidia/*), their lib and include
+folders go to the Makefile's LIBDIRS / INCDIRS (found through the Python at hand, or
+EXPORT_LIBDIRS / EXPORT_INCDIRS). Without nvidia-smi listing a GPU it prints a skip line and passes
+(ORCH_REQUIRE_GPU=1: fails).
+
+Prints one line per model and ends with "N passed, N failed"; exits 1 on any failure.
+
+usage: tests/gpu/test_export_cuda.py ORCH [MODELS_DIR] [--top-k K] [--filter TEXT]
+"""
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compile"))
+import test_export as te  # noqa: E402  (compare, tree_io, random_input, run)
+
+ROOT = te.ROOT
+
+
+def wheel_dirs():
+    """The lib and include folders of the NVIDIA pip wheels (cuDNN, cuBLAS), if any."""
+    libs, incs = [], []
+    for site in sys.path:
+        for d in sorted(glob.glob(os.path.join(site, "nvidia", "*"))):
+            if os.path.isdir(os.path.join(d, "lib")) and glob.glob(os.path.join(d, "lib", "lib*")):
+                libs.append(os.path.join(d, "lib"))
+            if glob.glob(os.path.join(d, "include", "*.h")):
+                incs.append(os.path.join(d, "include"))
+    return libs, incs
+
+
+def main():
+    args = sys.argv[1:]
+    top_k, filt = "1", ""
+    if "--top-k" in args:
+        i = args.index("--top-k")
+        top_k = args[i + 1]
+        del args[i:i + 2]
+    if "--filter" in args:
+        i = args.index("--filter")
+        filt = args[i + 1]
+        del args[i:i + 2]
+    if not args:
+        print(__doc__)
+        sys.exit(2)
+    orch = os.path.abspath(args[0])
+    models_dir = args[1] if len(args) > 1 else None
+    gpu = shutil.which("nvidia-smi") and "GPU" in subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    if not gpu:
+        if os.environ.get("ORCH_REQUIRE_GPU", "0") not in ("", "0"):
+            print("FAIL: ORCH_REQUIRE_GPU=1 but nvidia-smi lists no GPU\n0 passed, 1 failed")
+            sys.exit(1)
+        print("skip: no GPU (nvidia-smi lists none)\n0 passed, 0 failed")
+        return
+    libs, incs = wheel_dirs()
+    libdirs = os.environ.get("EXPORT_LIBDIRS", " ".join(libs))
+    incdirs = os.environ.get("EXPORT_INCDIRS", " ".join(incs))
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    print(f"nvcc: {nvcc}\nLIBDIRS: {libdirs or '-'}\nINCDIRS: {incdirs or '-'}")
+    tmp = tempfile.mkdtemp(prefix="orch-export-cuda-")
+    db = os.path.join(tmp, "profile.db")
+    rng = np.random.default_rng(int(os.environ.get("ORCH_TEST_SEED", "1")))
+    models = [("tiny_cnn", te.EX, ["--input-shapes", "image:2x3x32x32"], {})]
+    if models_dir:
+        for name in sorted(os.listdir(models_dir)):
+            d = os.path.join(models_dir, name)
+            if not os.path.isfile(os.path.join(d, "model.onnx")):
+                continue
+            margs, comp, io = [], [], {}
+            if os.path.exists(os.path.join(d, "args.txt")):
+                margs = shlex.split(open(os.path.join(d, "args.txt")).read(), comments=True)
+            for i, a in enumerate(margs):
+                if a == "--input-shapes":
+                    comp += [a, margs[i + 1]]
+                elif a == "--attention-rewrite":
+                    comp.append(a)
+            if os.path.exists(os.path.join(d, "io.txt")):
+                for line in open(os.path.join(d, "io.txt")):
+                    kind, n, f = line.rstrip("\n").split("\t")
+                    if kind == "input":
+                        io[n] = np.load(os.path.join(d, f))
+            models.append((name, os.path.join(d, "model.onnx"), comp, io))
+    models = [m for m in models if filt in m[0]]
+    for name, onnx_path, comp, io in models:
+        @te.case(f"cuda_export_{name}")
+        def _(name=name, onnx_path=onnx_path, comp=comp, io=io):
+            art = os.path.join(tmp, f"{name}.orch")
+            p = te.run([orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--top-k", top_k,
+                        "--db", db, "--quiet", *comp], timeout=3600)
+            assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-2000:]}"
+            tree = os.path.join(tmp, f"{name}_tree")
+            p = te.run([orch, "export", art, tree])
+            if p.returncode == 3 and "interpreter, which an exported tree does not have" in p.stderr:
+                info = te.run([orch, "info", art]).stdout
+                assert "export: no (an interpreter runs" in info, info
+                print(f"  {name}: refused as expected: {p.stderr.strip()[:200]}")
+                return
+            assert p.returncode == 0, f"export exited {p.returncode}: {p.stderr[-2000:]}"
+            print("  " + p.stdout.strip()[:300])
+            p = te.run(["make", "-C", tree, f"NVCC={nvcc}", f"LIBDIRS={libdirs}",
+                        f"INCDIRS={incdirs}"], timeout=1800)
+            assert p.returncode == 0, f"make exited {p.returncode}: {(p.stdout + p.stderr)[-3000:]}"
+            assert "warning: NVRTC" not in p.stderr, p.stderr[-1000:]
+            ins, _ = te.tree_io(tree)
+            inputs = {n: io[n] if n in io else te.random_input(dt, sh, rng) for n, dt, sh in ins}
+            k = te.compare(orch, art, tree, inputs, tmp)
+            print(f"  {name}: {k} outputs bit-identical to orch run's")
+            shutil.rmtree(tree)
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    failed = sum(1 for _, e in te.results if e)
+    print(f"{len(te.results) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
