@@ -311,7 +311,7 @@ const char export_main_c[] =
     "    return rc;\n"
     "}\n";
 
-int export_write_file(const char *dir, const char *name, const void *data, size_t n, Err *e) {
+static int write_file(const char *dir, const char *name, const void *data, size_t n, Err *e) {
     size_t len = strlen(dir) + strlen(name) + 2;
     char *path = xmalloc(len);
     snprintf(path, len, "%s/%s", dir, name);
@@ -326,5 +326,12 @@ int export_write_file(const char *dir, const char *name, const void *data, size_
             rc = err_set(e, ST_RUNTIME, "%s: write error: %s", path, strerror(errno));
     }
     free(path);
+    return rc;
+}
+
+int export_write_files(const char *dir, const ExportFile *files, int n, Err *e) {
+    int rc = ST_OK;
+    for (int i = 0; i < n && rc == ST_OK; i++)
+        rc = write_file(dir, files[i].name, files[i].data, files[i].size, e);
     return rc;
 }

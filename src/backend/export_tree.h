@@ -58,7 +58,14 @@ void export_read_weights(StrBuf *b, const ExportPlan *x);
 // The runner (main.c): ./model [-r N] WEIGHTS IN... OUT...
 extern const char export_main_c[];
 
-// Writes n bytes into dir/name (a regular file or none: file_check_output's rule).
-int export_write_file(const char *dir, const char *name, const void *data, size_t n, Err *e);
+// One file of a tree: its name in the folder and its bytes.
+typedef struct ExportFile {
+    const char *name;
+    const void *data;
+    size_t size;
+} ExportFile;
+// Writes the files into dir in order (each a regular file or none before: file_check_output's
+// rule); the first failure stops it.
+int export_write_files(const char *dir, const ExportFile *files, int n, Err *e);
 
 #endif

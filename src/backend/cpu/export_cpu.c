@@ -392,19 +392,16 @@ int cpu_export_tree(const ArtifactContents *a, const char *dir, FILE *progress, 
     if (rc == ST_OK) {
         model_c(&mc, a, &x, &pp);
         export_model_h(&mh, NULL);
-        rc = export_write_file(dir, "kernels.c", x.generated ? (const char *)a->src : "",
-                               x.generated ? a->src_size : 0, e);
+        const ExportFile files[] = {
+            {"kernels.c", x.generated ? (const char *)a->src : "", x.generated ? a->src_size : 0},
+            {"weights.bin", x.blob, (size_t)x.P->const_bytes},
+            {"model.c", mc.s, strlen(mc.s)},
+            {"model.h", mh.s, strlen(mh.s)},
+            {"main.c", export_main_c, strlen(export_main_c)},
+            {"Makefile", MAKEFILE, strlen(MAKEFILE)},
+        };
+        rc = export_write_files(dir, files, (int)ORCH_COUNT(files), e);
     }
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "weights.bin", x.blob, (size_t)x.P->const_bytes, e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "model.c", mc.s, strlen(mc.s), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "model.h", mh.s, strlen(mh.s), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "main.c", export_main_c, strlen(export_main_c), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "Makefile", MAKEFILE, strlen(MAKEFILE), e);
     if (rc == ST_OK && progress)
         fprintf(progress,
                 "exported %s to %s/: %d launches (%d kernels), kernels.c %.1f KiB, weights.bin "

@@ -78,6 +78,50 @@ static int arch_of(const ArtifactContents *a, const char *path, char *arch, size
     return ST_OK;
 }
 
+// A library call's operand positions among the launch's inputs (-1: none): cuBLASLt's A, B,
+// bias, residual; cuDNN's x, w, bias, z (the order lt_run and dnn_run take them in).
+static void call_operands(const CudaLaunch *g, int pos[4]) {
+    bool lt = g->lib == CUDA_LIB_BLASLT;
+    pos[0] = lt ? g->blas.in_a : g->dnn.in_x;
+    pos[1] = lt ? g->blas.in_b : g->dnn.in_w;
+    pos[2] = lt ? g->blas.in_bias : g->dnn.in_bias;
+    pos[3] = lt ? g->blas.in_res : g->dnn.in_z;
+}
+
+// Launch i's library call: its operands checked, numbered among its library's calls; every call
+// of one library must have been chosen with one version (the tree links one).
+static int take_call(CudaTree *c, int i, Err *e) {
+    const PlanLaunch *L = &c->x->P->launches[i];
+    const CudaLaunch *g = c->geo[i];
+    bool lt = g->lib == CUDA_LIB_BLASLT;
+    const char *lib = lt ? "cuBLASLt" : "cuDNN";
+    uint64_t version = lt ? g->blas.version : g->dnn.version;
+    uint64_t *ver = lt ? &c->blas_ver : &c->dnn_ver;
+    int *count = lt ? &c->n_blas : &c->n_dnn;
+    int pos[4];
+    call_operands(g, pos);
+    char why[200];
+    for (int k = 0; k < 4; k++)
+        if (pos[k] >= L->n_in) {
+            snprintf(why, sizeof why,
+                     "its %s call reads an input the launch does not have: the artefact is "
+                     "damaged; recompile",
+                     lib);
+            return refuse(c->x, i, why, e);
+        }
+    if (*count && version != *ver) {
+        snprintf(why, sizeof why,
+                 "its %s call was chosen with another %s version than the plan's other calls; "
+                 "recompile",
+                 lib, lib);
+        return refuse(c->x, i, why, e);
+    }
+    *ver = version;
+    c->call[i] = (*count)++;
+    c->workspace = ORCH_MAX(c->workspace, lt ? g->blas.workspace : g->dnn.workspace);
+    return ST_OK;
+}
+
 // Reads the launch table and checks every launch against it as the session does.
 static int tree_analyse(const ArtifactContents *a, const ExportPlan *x, CudaTree *c, Err *e) {
     memset(c, 0, sizeof *c);
@@ -126,46 +170,10 @@ static int tree_analyse(const ArtifactContents *a, const ExportPlan *x, CudaTree
         }
         c->geo[i] = g;
         bool empty = export_launch_empty(x->pg, L);
-        if (g->lib == CUDA_LIB_BLASLT) {
-            const BlasLtCall *b = &g->blas;
-            if (b->in_a >= L->n_in || b->in_b >= L->n_in || b->in_bias >= L->n_in ||
-                b->in_res >= L->n_in) {
-                rc = refuse(x, i,
-                            "its cuBLASLt call reads an input the launch does not have: "
-                            "the artefact is damaged; recompile",
-                            e);
+        if (g->lib) {
+            rc = take_call(c, i, e);
+            if (rc)
                 break;
-            }
-            if (c->n_blas && b->version != c->blas_ver) {
-                rc = refuse(x, i,
-                            "its cuBLASLt call was chosen with another cuBLASLt version "
-                            "than the plan's other calls; recompile",
-                            e);
-                break;
-            }
-            c->blas_ver = b->version;
-            c->call[i] = c->n_blas++;
-            c->workspace = ORCH_MAX(c->workspace, b->workspace);
-        } else if (g->lib == CUDA_LIB_CUDNN) {
-            const DnnCall *d = &g->dnn;
-            int top = ORCH_MAX(ORCH_MAX(d->in_x, d->in_w), ORCH_MAX(d->in_bias, d->in_z));
-            if (top >= L->n_in) {
-                rc = refuse(x, i,
-                            "its cuDNN call reads an input the launch does not have: the "
-                            "artefact is damaged; recompile",
-                            e);
-                break;
-            }
-            if (c->n_dnn && d->version != c->dnn_ver) {
-                rc = refuse(x, i,
-                            "its cuDNN call was chosen with another cuDNN version than "
-                            "the plan's other calls; recompile",
-                            e);
-                break;
-            }
-            c->dnn_ver = d->version;
-            c->call[i] = c->n_dnn++;
-            c->workspace = ORCH_MAX(c->workspace, d->workspace);
         } else if (!strstr(src, L->symbol)) {
             rc = refuse(x, i,
                         "the artefact's kernel source lacks this kernel: it is damaged; "
@@ -216,82 +224,85 @@ static void call_operand(StrBuf *b, const Plan *P, const PlanLaunch *L, int j) {
         dev_expr(b, P, L->in[j]);
 }
 
-// The library calls' descriptions, as the session makes them (cublaslt.c, cudnn.c), in tables.
+// The table types of the library calls in model.cu: what the session's calls are made of.
+static const char LT_SPEC[] =
+    "// The cuBLASLt calls, made as the session makes them (orch's cublaslt.c): cuBLASLt's\n"
+    "// column-major problem, types, epilogue, alpha, and the algorithm and workspace the "
+    "compile chose.\n"
+    "typedef struct LtSpec {\n"
+    "    int compute, type_ab, type_cd, trans_a, trans_b, epilogue;\n"
+    "    long long m, n, k, lda, ldb, ldc;\n"
+    "    int batch;\n"
+    "    long long stride_a, stride_b, stride_c;\n"
+    "    float alpha;\n"
+    "    int has_bias, has_res;\n"
+    "    unsigned long long algo[8], workspace;\n"
+    "} LtSpec;\n";
+static const char DNN_SPEC[] =
+    "// The cuDNN convolutions, made as the session makes them (orch's cudnn.c): shapes, "
+    "padding,\n// strides, dilations, epilogue (bias, ReLU, z), layouts, math and data type, "
+    "alpha, and the\n// algorithm and workspace the compile chose.\n"
+    "typedef struct DnnSpec {\n"
+    "    int n, c, h, w, k, r, s, groups, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, p, q;\n"
+    "    int bias, relu, z, nhwc, krsc, math, dtype, algo;\n"
+    "    float alpha;\n"
+    "    unsigned long long workspace;\n"
+    "} DnnSpec;\n";
+
+// One row of lt_spec / dnn_spec: the call's fields as the session's op_create reads them.
+static void call_row(StrBuf *b, const CudaLaunch *g) {
+    if (g->lib == CUDA_LIB_BLASLT) {
+        const BlasLtCall *l = &g->blas;
+        sb_printf(b,
+                  "    {%d, %d, %d, %d, %d, %d, %d, %d, %d, %lld, %lld, %lld, %d, %lld, %lld, "
+                  "%lld, %af, %d, %d,\n     {",
+                  BLASLT_COMPUTE_TYPE(l->compute), BLASLT_TYPE_AB(l->compute),
+                  BLASLT_TYPE_CD(l->compute), l->trans_a, l->trans_b, l->epilogue, l->m, l->n, l->k,
+                  (long long)l->lda, (long long)l->ldb, (long long)l->ldc, l->batch,
+                  (long long)l->stride_a, (long long)l->stride_b, (long long)l->stride_c,
+                  (double)l->alpha, l->in_bias >= 0, l->in_res >= 0);
+        for (int k = 0; k < 8; k++)
+            sb_printf(b, "%s0x%016llxull", k ? ", " : "", (unsigned long long)l->algo[k]);
+        sb_printf(b, "}, %lluull},\n", (unsigned long long)l->workspace);
+        return;
+    }
+    const DnnCall *l = &g->dnn;
+    sb_printf(b,
+              "    {%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+              "%d, %d, %d, %d, %d, %af, %lluull},\n",
+              l->n, l->c, l->h, l->w, l->k, l->r, l->s, l->groups, l->pad[0], l->pad[1],
+              l->stride[0], l->stride[1], l->dil[0], l->dil[1], l->p, l->q,
+              !!(l->epilogue & DNN_EPI_BIAS), !!(l->epilogue & DNN_EPI_RELU),
+              !!(l->epilogue & DNN_EPI_Z), !!(l->epilogue & DNN_LAYOUT_NHWC),
+              !!(l->epilogue & DNN_FILTER_KRSC), DNN_MATH_TYPE(l->math), DNN_DATA_TYPE(l->math),
+              l->algo, (double)l->alpha, (unsigned long long)l->workspace);
+}
+
+// The library calls' descriptions in tables, a row per call with the call's text above it.
 static void lib_tables(StrBuf *b, const CudaTree *c) {
     const Plan *P = c->x->P;
-    if (c->n_blas) {
-        sb_printf(b,
-                  "// The cuBLASLt calls, made as the session makes them (orch's cublaslt.c): "
-                  "cuBLASLt's\n// column-major problem, types, epilogue, alpha, and the "
-                  "algorithm and workspace the compile chose.\n"
-                  "typedef struct LtSpec {\n"
-                  "    int compute, type_ab, type_cd, trans_a, trans_b, epilogue;\n"
-                  "    long long m, n, k, lda, ldb, ldc;\n"
-                  "    int batch;\n"
-                  "    long long stride_a, stride_b, stride_c;\n"
-                  "    float alpha;\n"
-                  "    int has_bias, has_res;\n"
-                  "    unsigned long long algo[8], workspace;\n"
-                  "} LtSpec;\n"
-                  "#define LT_CALLS %d\n#define LT_VERSION %lluull\n"
-                  "static const LtSpec lt_spec[LT_CALLS] = {\n",
-                  c->n_blas, (unsigned long long)c->blas_ver);
+    for (int lib = CUDA_LIB_BLASLT; lib <= CUDA_LIB_CUDNN; lib++) {
+        bool lt = lib == CUDA_LIB_BLASLT;
+        if (!(lt ? c->n_blas : c->n_dnn))
+            continue;
+        sb_puts(b, lt ? LT_SPEC : DNN_SPEC);
+        sb_printf(b, "#define %s_CALLS %d\n#define %s_VERSION %lluull\n", lt ? "LT" : "DNN",
+                  lt ? c->n_blas : c->n_dnn, lt ? "LT" : "DNN",
+                  (unsigned long long)(lt ? c->blas_ver : c->dnn_ver));
+        sb_printf(b, "static const %s %s[%s_CALLS] = {\n", lt ? "LtSpec" : "DnnSpec",
+                  lt ? "lt_spec" : "dnn_spec", lt ? "LT" : "DNN");
         for (int i = 0; i < P->n_launches; i++) {
-            if (c->call[i] < 0 || c->geo[i]->lib != CUDA_LIB_BLASLT)
+            if (c->call[i] < 0 || c->geo[i]->lib != lib)
                 continue;
-            const BlasLtCall *l = &c->geo[i]->blas;
             char d[512];
-            blaslt_call_str(l, d, sizeof d);
+            if (lt)
+                blaslt_call_str(&c->geo[i]->blas, d, sizeof d);
+            else
+                dnn_call_str(&c->geo[i]->dnn, d, sizeof d);
             sb_printf(b, "    // launch %d: ", i);
             export_c_comment(b, d);
-            sb_printf(b,
-                      "\n    {%d, %d, %d, %d, %d, %d, %d, %d, %d, %lld, %lld, %lld, %d, %lld, "
-                      "%lld, %lld, %af, %d, %d,\n     {",
-                      BLASLT_COMPUTE_TYPE(l->compute), BLASLT_TYPE_AB(l->compute),
-                      BLASLT_TYPE_CD(l->compute), l->trans_a, l->trans_b, l->epilogue, l->m, l->n,
-                      l->k, (long long)l->lda, (long long)l->ldb, (long long)l->ldc, l->batch,
-                      (long long)l->stride_a, (long long)l->stride_b, (long long)l->stride_c,
-                      (double)l->alpha, l->in_bias >= 0, l->in_res >= 0);
-            for (int k = 0; k < 8; k++)
-                sb_printf(b, "%s0x%016llxull", k ? ", " : "", (unsigned long long)l->algo[k]);
-            sb_printf(b, "}, %lluull},\n", (unsigned long long)l->workspace);
-        }
-        sb_puts(b, "};\n\n");
-    }
-    if (c->n_dnn) {
-        sb_printf(b,
-                  "// The cuDNN convolutions, made as the session makes them (orch's cudnn.c): "
-                  "shapes, padding,\n// strides, dilations, epilogue (bias, ReLU, z), layouts, "
-                  "math and data type, alpha, and the\n// algorithm and workspace the compile "
-                  "chose.\n"
-                  "typedef struct DnnSpec {\n"
-                  "    int n, c, h, w, k, r, s, groups, pad_h, pad_w, stride_h, stride_w, dil_h, "
-                  "dil_w, p, q;\n"
-                  "    int bias, relu, z, nhwc, krsc, math, dtype, algo;\n"
-                  "    float alpha;\n"
-                  "    unsigned long long workspace;\n"
-                  "} DnnSpec;\n"
-                  "#define DNN_CALLS %d\n#define DNN_VERSION %lluull\n"
-                  "static const DnnSpec dnn_spec[DNN_CALLS] = {\n",
-                  c->n_dnn, (unsigned long long)c->dnn_ver);
-        for (int i = 0; i < P->n_launches; i++) {
-            if (c->call[i] < 0 || c->geo[i]->lib != CUDA_LIB_CUDNN)
-                continue;
-            const DnnCall *l = &c->geo[i]->dnn;
-            char d[512];
-            dnn_call_str(l, d, sizeof d);
-            sb_printf(b, "    // launch %d: ", i);
-            export_c_comment(b, d);
-            sb_printf(b,
-                      "\n    {%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                      "%d, %d, %d, %d, %d, %d, %d, %af, %lluull},\n",
-                      l->n, l->c, l->h, l->w, l->k, l->r, l->s, l->groups, l->pad[0], l->pad[1],
-                      l->stride[0], l->stride[1], l->dil[0], l->dil[1], l->p, l->q,
-                      !!(l->epilogue & DNN_EPI_BIAS), !!(l->epilogue & DNN_EPI_RELU),
-                      !!(l->epilogue & DNN_EPI_Z), !!(l->epilogue & DNN_LAYOUT_NHWC),
-                      !!(l->epilogue & DNN_FILTER_KRSC), DNN_MATH_TYPE(l->math),
-                      DNN_DATA_TYPE(l->math), l->algo, (double)l->alpha,
-                      (unsigned long long)l->workspace);
+            sb_puts(b, "\n");
+            call_row(b, c->geo[i]);
         }
         sb_puts(b, "};\n\n");
     }
@@ -484,9 +495,8 @@ static void launch_code(StrBuf *b, const CudaTree *c, int i, bool dnn_only) {
     }
     if (g->lib) {
         bool lt = g->lib == CUDA_LIB_BLASLT;
-        const int *pos =
-            lt ? (const int[]){g->blas.in_a, g->blas.in_b, g->blas.in_bias, g->blas.in_res}
-               : (const int[]){g->dnn.in_x, g->dnn.in_w, g->dnn.in_bias, g->dnn.in_z};
+        int pos[4];
+        call_operands(g, pos);
         sb_printf(b, "    if ((st = %s(m, %d", lt ? "lt_run" : "dnn_run", c->call[i]);
         for (int k = 0; k < 4; k++) {
             sb_puts(b, ", ");
@@ -1140,21 +1150,17 @@ int cuda_export_tree(const ArtifactContents *a, const char *dir, FILE *progress,
                             "int model_run_device(Model *m, const void *const *inputs, void "
                             "*const *outputs, void *stream);\n");
         makefile(&mk, &c);
-        rc = export_write_file(dir, "kernels.cu", x.generated ? (const char *)a->src : "",
-                               x.generated ? a->src_size : 0, e);
+        const ExportFile files[] = {
+            {"kernels.cu", x.generated ? (const char *)a->src : "", x.generated ? a->src_size : 0},
+            {"nvrtc_build.c", NVRTC_BUILD, strlen(NVRTC_BUILD)},
+            {"weights.bin", x.blob, (size_t)x.P->const_bytes},
+            {"model.cu", mc.s, strlen(mc.s)},
+            {"model.h", mh.s, strlen(mh.s)},
+            {"main.c", export_main_c, strlen(export_main_c)},
+            {"Makefile", mk.s, strlen(mk.s)},
+        };
+        rc = export_write_files(dir, files, (int)ORCH_COUNT(files), e);
     }
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "nvrtc_build.c", NVRTC_BUILD, strlen(NVRTC_BUILD), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "weights.bin", x.blob, (size_t)x.P->const_bytes, e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "model.cu", mc.s, strlen(mc.s), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "model.h", mh.s, strlen(mh.s), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "main.c", export_main_c, strlen(export_main_c), e);
-    if (rc == ST_OK)
-        rc = export_write_file(dir, "Makefile", mk.s, strlen(mk.s), e);
     if (rc == ST_OK && progress)
         fprintf(progress,
                 "exported %s to %s/: %d launches (%d kernels: %d cuBLASLt calls, %d cuDNN calls), "

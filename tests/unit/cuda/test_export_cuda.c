@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "../check.h"
 #include "../model_builder.h"
+#include "cuda_test_artifact.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_lab.h"
 #include "backend/cuda/nvrtc.h"
@@ -88,10 +89,8 @@ static uint8_t *model_bytes(size_t *len) {
     mb_node(b, "Add", "fc_bias", "mm,b2", "lo", NULL);
     mb_node(b, "Softmax", "softmax", "lo", "y", mb_attr_i(b, "axis", -1), NULL);
     mb_node(b, "TopK", "top3", "y,k", "v,i", NULL);
-    mb_output(b, "y");
-    mb_output(b, "v");
-    mb_output(b, "i");
-    mb_output(b, "b2");
+    for (const char *const *o = (const char *const[]){"y", "v", "i", "b2", NULL}; *o; o++)
+        mb_output(b, *o);
     uint8_t *buf = mb_pack(b, len);
     mb_free(b);
     return buf;
@@ -225,13 +224,7 @@ static int build(int var, int bad, Built *b, Err *e) {
     if (rc == ST_OK)
         rc = cuda_module_pack(cubin ? cubin : fake, cubin ? cubin_size : sizeof fake, &t, &blob,
                               &blob_len, e);
-    HwInfo info;
-    cuda_hw_info(&g_hw, &info);
-    ArtifactHeader h = {0};
-    snprintf(h.orch_version, sizeof h.orch_version, "test");
-    snprintf(h.target, sizeof h.target, "cuda");
-    snprintf(h.fingerprint, sizeof h.fingerprint, "%s", info.fingerprint);
-    h.model_hash = artifact_hash(b->onnx, b->onnx_size);
+    ArtifactHeader h = cuda_test_header(&g_hw, b->onnx, b->onnx_size);
     ArtifactPlan ap = {.kernels = n,
                        .plan = plan_bytes,
                        .plan_size = plan_size,
@@ -295,14 +288,16 @@ static int sh(const char *fmt, ...) {
     return rc == -1 ? -1 : WEXITSTATUS(rc);
 }
 
+// Whether the run can be made; without a GPU it is skipped, a failure under ORCH_REQUIRE_GPU=1.
 static bool gpu_or_skip(void) {
-    if (g_api)
-        return true;
     const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-              g_load_err.msg);
-    printf("  skip the run: no CUDA device on this machine (%s)\n", g_load_err.msg);
-    return false;
+    bool required = req && *req && strcmp(req, "0") != 0;
+    if (!g_api) {
+        printf("  %s the run: no CUDA device on this machine (%s)\n",
+               required ? "cannot make (ORCH_REQUIRE_GPU=1)" : "skip", g_load_err.msg);
+        CHECK(!required);
+    }
+    return g_api != NULL;
 }
 
 // The artefact's cubin, written beside it by build().
@@ -373,20 +368,27 @@ static void run_and_compare(const char *art, const char *dir) {
     artifact_contents_free(&a);
 }
 
+// The artefact of variant var damaged as bad says, read into *a; dir: where its tree goes (none
+// there yet).
+static int made(int var, int bad, Built *b, ArtifactContents *a, char *dir, size_t n, Err *e) {
+    int rc = build(var, bad, b, e);
+    CHECK_MSG(rc == ST_OK, "making the artefact: %s", e->msg);
+    if (rc == ST_OK)
+        CHECK_MSG((rc = artifact_read(b->path, a, e)) == ST_OK, "%s", e->msg);
+    snprintf(dir, n, "%s.tree", b->path);
+    sh("rm -rf '%s'", dir);
+    return rc;
+}
+
 // Exports the artefact of variant var and checks the tree; builds and runs it where it can.
 static void tree_case(int var) {
     Built b;
     Err e = {0};
-    int rc = build(var, BAD_NONE, &b, &e);
-    CHECK_MSG(rc == ST_OK, "making the artefact: %s", e.msg);
+    ArtifactContents a = {0};
+    char dir[1300];
+    int rc = made(var, BAD_NONE, &b, &a, dir, sizeof dir, &e);
     if (var == VAR_LIBS)
         CHECK_MSG(b.n_lib == 2, "%d library calls, expected the MatMul's and the Conv's", b.n_lib);
-    ArtifactContents a = {0};
-    if (rc == ST_OK)
-        CHECK_MSG((rc = artifact_read(b.path, &a, &e)) == ST_OK, "%s", e.msg);
-    char dir[1300];
-    snprintf(dir, sizeof dir, "%s.tree", b.path);
-    sh("rm -rf '%s'", dir);
     ArtifactContents view;
     if (rc == ST_OK) {
         artifact_plan_view(&a, 0, &view);
@@ -500,14 +502,9 @@ static void test_tree_libraries(void) {
 static void refused(int bad, const char *want) {
     Built b;
     Err e = {0};
-    int rc = build(VAR_KERNELS, bad, &b, &e);
-    CHECK_MSG(rc == ST_OK, "making the artefact: %s", e.msg);
     ArtifactContents a = {0};
-    if (rc == ST_OK)
-        CHECK_MSG((rc = artifact_read(b.path, &a, &e)) == ST_OK, "%s", e.msg);
     char dir[1300];
-    snprintf(dir, sizeof dir, "%s.tree", b.path);
-    sh("rm -rf '%s'", dir);
+    int rc = made(VAR_KERNELS, bad, &b, &a, dir, sizeof dir, &e);
     if (rc == ST_OK) {
         ArtifactContents view;
         artifact_plan_view(&a, 0, &view);
@@ -531,6 +528,16 @@ static void test_refuse_interpreted(void) {
 
 static void test_refuse_no_entry(void) {
     refused(BAD_NO_ENTRY, "launch table has no entry for it");
+}
+
+// The folder the artefacts and trees go to (kept when a case fails).
+static bool make_tmp(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g_tmp, sizeof g_tmp, "%s/orch_export_cuda_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(g_tmp))
+        return true;
+    printf("FAIL cannot make a temporary folder in %s\n", tmp && *tmp ? tmp : "/tmp");
+    return false;
 }
 
 static void find_nvcc(void) {
@@ -578,12 +585,8 @@ int main(int argc, char **argv) {
     printf("device: %s (%s)\n", g_hw.name, g_hw.arch);
     find_nvcc();
     printf("nvcc: %s\n", g_nvcc[0] ? g_nvcc : "none");
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_tmp, sizeof g_tmp, "%s/orch_export_cuda_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        printf("FAIL cannot make a temporary folder\n");
+    if (!make_tmp())
         return 1;
-    }
     RUN(test_tree_kernels);
     RUN(test_tree_libraries);
     RUN(test_refuse_no_source);
