@@ -17,7 +17,6 @@
 #define _GNU_SOURCE
 #include "../check.h"
 #include "../model_builder.h"
-#include "cuda_test_artifact.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_lab.h"
 #include "backend/cuda/nvrtc.h"
@@ -27,6 +26,7 @@
 #include "backend/target.h"
 #include "candidates/candidates.h"
 #include "compile/compile.h"
+#include "cuda_test_artifact.h"
 #include "plan/artifact.h"
 #include "plan/plan.h"
 
