@@ -6,9 +6,9 @@ runner fed the same inputs as `orch run`, and every output compared bit for bit 
 (tests/compile/test_export.py's compare). Models: examples/tiny_cnn (batch 2) and every generated
 model of MODELS_DIR (tests/models/gen_models.py's folder) when given; a model whose plan leaves
 kernels to an interpreter must be refused naming the launch.
-Where cuDNN or cuBLASLt live in a pip wheel (site-packages/nvidia/*), their lib and include
-folders go to the Makefile's LIBDIRS / INCDIRS (found through the Python at hand, or
-EXPORT_LIBDIRS / EXPORT_INCDIRS). Without nvidia-smi listing a GPU it prints a skip line and passes
+Where the toolkit lacks cuDNN or cuBLASLt (library or header), a pip wheel's folder that has it
+(site-packages/nvidia/*) goes to the Makefile's LIBDIRS / INCDIRS (or EXPORT_LIBDIRS /
+EXPORT_INCDIRS); the runner's libraries are printed. Without nvidia-smi listing a GPU it prints a skip line and passes
 (ORCH_REQUIRE_GPU=1: fails).
 
 Prints one line per model and ends with "N passed, N failed"; exits 1 on any failure.
@@ -31,15 +31,26 @@ import test_export as te  # noqa: E402  (compare, tree_io, random_input, run)
 ROOT = te.ROOT
 
 
-def wheel_dirs():
-    """The lib and include folders of the NVIDIA pip wheels (cuDNN, cuBLAS), if any."""
+def lib_dirs(nvcc):
+    """LIBDIRS and INCDIRS for the trees: for each library and header the toolkit lacks
+    (libcudnn.so.9, cudnn.h, libcublasLt.so.13, cublasLt.h), the folder of a pip wheel
+    (site-packages/nvidia/*) that has it. Where the toolkit has one, the tree uses the loader's
+    path and the toolkit, as orch does; model_init refuses a library version the compile did not
+    choose with, so a mismatch shows as that message."""
+    home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
     libs, incs = [], []
-    for site in sys.path:
-        for d in sorted(glob.glob(os.path.join(site, "nvidia", "*"))):
-            if os.path.isdir(os.path.join(d, "lib")) and glob.glob(os.path.join(d, "lib", "lib*")):
-                libs.append(os.path.join(d, "lib"))
-            if glob.glob(os.path.join(d, "include", "*.h")):
-                incs.append(os.path.join(d, "include"))
+    for lib, hdr in (("libcudnn.so.9", "cudnn.h"), ("libcublasLt.so.13", "cublasLt.h")):
+        for want, where, found in ((lib, "lib", libs), (hdr, "include", incs)):
+            if glob.glob(os.path.join(home, "lib64", want)) or \
+                    glob.glob(os.path.join(home, "include", want)):
+                continue
+            for site in sys.path:
+                hit = glob.glob(os.path.join(site, "nvidia", "*", where, want))
+                if hit:
+                    d = os.path.dirname(hit[0])
+                    if d not in found:
+                        found.append(d)
+                    break
     return libs, incs
 
 
@@ -67,10 +78,10 @@ def main():
             sys.exit(1)
         print("skip: no GPU (nvidia-smi lists none)\n0 passed, 0 failed")
         return
-    libs, incs = wheel_dirs()
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    libs, incs = lib_dirs(nvcc)
     libdirs = os.environ.get("EXPORT_LIBDIRS", " ".join(libs))
     incdirs = os.environ.get("EXPORT_INCDIRS", " ".join(incs))
-    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     print(f"nvcc: {nvcc}\nLIBDIRS: {libdirs or '-'}\nINCDIRS: {incdirs or '-'}")
     tmp = tempfile.mkdtemp(prefix="orch-export-cuda-")
     db = os.path.join(tmp, "profile.db")
@@ -116,6 +127,9 @@ def main():
                         f"INCDIRS={incdirs}"], timeout=1800)
             assert p.returncode == 0, f"make exited {p.returncode}: {(p.stdout + p.stderr)[-3000:]}"
             assert "warning: NVRTC" not in p.stderr, p.stderr[-1000:]
+            print("  " + " ".join(l.split(" (")[0].strip() for l in te.run(
+                ["ldd", os.path.join(tree, "model")]).stdout.splitlines()
+                if "cublas" in l or "cudnn" in l or "libcuda" in l))
             ins, _ = te.tree_io(tree)
             inputs = {n: io[n] if n in io else te.random_input(dt, sh, rng) for n, dt, sh in ins}
             k = te.compare(orch, art, tree, inputs, tmp)
