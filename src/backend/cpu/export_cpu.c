@@ -3,7 +3,8 @@
 // source verbatim; model.c the plan as straight-line calls over one arena at the plan's offsets,
 // the constants read from weights.bin (the packed constant blob the session makes) and reordered
 // once by the kernels' NAME_prepack as the session does; model.h its API; main.c a runner; a
-// Makefile with the flags the artefact's module was built with.
+// Makefile with the flags the artefact's module was built with. What every target's tree shares
+// (the refusals, weights.bin, model.h, main.c) is export_tree.c's.
 // Needs: a one-plan view of a CPU artefact of format 6 or later (it carries the kernel source).
 // Guarantees: the tree computes what the artefact's session computes, kernel for kernel (same
 // source, same compiler flags); a plan with a launch the tree cannot run (an interpreted
@@ -14,11 +15,9 @@
 #include "cpu_backend.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 // How model_init reorders the constants (the session's prepack_constants, decided here once):
