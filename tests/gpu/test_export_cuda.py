@@ -3,9 +3,10 @@
 toolkit (nvcc, NVRTC): each model compiled with `orch compile -t cuda --strict`, exported, the
 tree built with make (nvcc, the toolkit's NVRTC, cuBLASLt / cuDNN where the plan calls them), its
 runner fed the same inputs as `orch run`, and every output compared bit for bit with `orch run`'s
-(tests/compile/test_export.py's compare). Models: examples/tiny_cnn (batch 2) and every generated
-model of MODELS_DIR (tests/models/gen_models.py's folder) when given; a model whose plan leaves
-kernels to an interpreter must be refused naming the launch.
+(tests/compile/test_export.py's compare). Models: examples/tiny_cnn (batch 2) and, when
+MODELS_DIR (tests/models/gen_models.py's folder) is given, the generated models --models names
+(default a_convnet,b_transformer,d_mlp: a CNN, a transformer block, an MLP; "all": every one); a
+model whose plan leaves kernels to an interpreter must be refused naming the launch.
 Where the toolkit lacks cuDNN or cuBLASLt (library or header), a pip wheel's folder that has it
 (site-packages/nvidia/*) goes to the Makefile's LIBDIRS / INCDIRS (or EXPORT_LIBDIRS /
 EXPORT_INCDIRS); the runner's libraries are printed. Without nvidia-smi listing a GPU it prints a skip line and passes
@@ -13,7 +14,7 @@ EXPORT_INCDIRS); the runner's libraries are printed. Without nvidia-smi listing 
 
 Prints one line per model and ends with "N passed, N failed"; exits 1 on any failure.
 
-usage: tests/gpu/test_export_cuda.py ORCH [MODELS_DIR] [--top-k K] [--filter TEXT]
+usage: tests/gpu/test_export_cuda.py ORCH [MODELS_DIR] [--models A,B,...|all] [--top-k K]
 """
 import glob
 import os
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -56,14 +58,14 @@ def lib_dirs(nvcc):
 
 def main():
     args = sys.argv[1:]
-    top_k, filt = "1", ""
+    top_k, which = "1", "a_convnet,b_transformer,d_mlp"
     if "--top-k" in args:
         i = args.index("--top-k")
         top_k = args[i + 1]
         del args[i:i + 2]
-    if "--filter" in args:
-        i = args.index("--filter")
-        filt = args[i + 1]
+    if "--models" in args:
+        i = args.index("--models")
+        which = args[i + 1]
         del args[i:i + 2]
     if not args:
         print(__doc__)
@@ -88,10 +90,14 @@ def main():
     rng = np.random.default_rng(int(os.environ.get("ORCH_TEST_SEED", "1")))
     models = [("tiny_cnn", te.EX, ["--input-shapes", "image:2x3x32x32"], {})]
     if models_dir:
-        for name in sorted(os.listdir(models_dir)):
+        names = sorted(n for n in os.listdir(models_dir)
+                       if os.path.isfile(os.path.join(models_dir, n, "model.onnx")))
+        if which != "all":
+            missing = [n for n in which.split(",") if n not in names]
+            assert not missing, f"no model {missing} in {models_dir}"
+            names = which.split(",")
+        for name in names:
             d = os.path.join(models_dir, name)
-            if not os.path.isfile(os.path.join(d, "model.onnx")):
-                continue
             margs, comp, io = [], [], {}
             if os.path.exists(os.path.join(d, "args.txt")):
                 margs = shlex.split(open(os.path.join(d, "args.txt")).read(), comments=True)
@@ -106,10 +112,10 @@ def main():
                     if kind == "input":
                         io[n] = np.load(os.path.join(d, f))
             models.append((name, os.path.join(d, "model.onnx"), comp, io))
-    models = [m for m in models if filt in m[0]]
     for name, onnx_path, comp, io in models:
         @te.case(f"cuda_export_{name}")
         def _(name=name, onnx_path=onnx_path, comp=comp, io=io):
+            t0 = time.time()
             art = os.path.join(tmp, f"{name}.orch")
             p = te.run([orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--top-k", top_k,
                         "--db", db, "--quiet", *comp], timeout=3600)
@@ -133,7 +139,7 @@ def main():
             ins, _ = te.tree_io(tree)
             inputs = {n: io[n] if n in io else te.random_input(dt, sh, rng) for n, dt, sh in ins}
             k = te.compare(orch, art, tree, inputs, tmp)
-            print(f"  {name}: {k} outputs bit-identical to orch run's")
+            print(f"  {name}: {k} outputs bit-identical to orch run's ({time.time() - t0:.0f} s)")
             shutil.rmtree(tree)
 
     shutil.rmtree(tmp, ignore_errors=True)
