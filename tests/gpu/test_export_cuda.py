@@ -6,7 +6,9 @@ runner fed the same inputs as `orch run`, and every output compared bit for bit 
 (tests/compile/test_export.py's compare). Models: examples/tiny_cnn (batch 2) and, when
 MODELS_DIR (tests/models/gen_models.py's folder) is given, the generated models --models names
 (default a_convnet,b_transformer,d_mlp: a CNN, a transformer block, an MLP; "all": every one); a
-model whose plan leaves kernels to an interpreter must be refused naming the launch.
+model whose plan leaves kernels to an interpreter must be refused naming the launch. --artefact
+FILE.orch (repeatable) takes compiled artefacts as they are, e.g. bench/gpu/run.py's
+OUT/NAME/model_fp32.orch (fed the input.npy beside it where its shape fits, else random inputs).
 Where the toolkit lacks cuDNN or cuBLASLt (library or header), a pip wheel's folder that has it
 (site-packages/nvidia/*) goes to the Makefile's LIBDIRS / INCDIRS (or EXPORT_LIBDIRS /
 EXPORT_INCDIRS); the runner's libraries are printed. Without nvidia-smi listing a GPU it prints a skip line and passes
@@ -15,6 +17,7 @@ EXPORT_INCDIRS); the runner's libraries are printed. Without nvidia-smi listing 
 Prints one line per model and ends with "N passed, N failed"; exits 1 on any failure.
 
 usage: tests/gpu/test_export_cuda.py ORCH [MODELS_DIR] [--models A,B,...|all] [--top-k K]
+           [--artefact FILE.orch]... [--no-cnn]
 """
 import glob
 import os
@@ -67,6 +70,13 @@ def main():
         i = args.index("--models")
         which = args[i + 1]
         del args[i:i + 2]
+    artefacts = []
+    while "--artefact" in args:
+        i = args.index("--artefact")
+        artefacts.append(os.path.abspath(args[i + 1]))
+        del args[i:i + 2]
+    cnn = "--no-cnn" not in args
+    args = [a for a in args if a != "--no-cnn"]
     if not args:
         print(__doc__)
         sys.exit(2)
@@ -88,7 +98,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="orch-export-cuda-")
     db = os.path.join(tmp, "profile.db")
     rng = np.random.default_rng(int(os.environ.get("ORCH_TEST_SEED", "1")))
-    models = [("tiny_cnn", te.EX, ["--input-shapes", "image:2x3x32x32"], {})]
+    models = [("tiny_cnn", te.EX, ["--input-shapes", "image:2x3x32x32"], {})] if cnn else []
     if models_dir:
         names = sorted(n for n in os.listdir(models_dir)
                        if os.path.isfile(os.path.join(models_dir, n, "model.onnx")))
@@ -112,14 +122,24 @@ def main():
                     if kind == "input":
                         io[n] = np.load(os.path.join(d, f))
             models.append((name, os.path.join(d, "model.onnx"), comp, io))
+    for art in artefacts:
+        io = {}
+        npy = os.path.join(os.path.dirname(art), "input.npy")
+        if os.path.exists(npy):
+            io[None] = np.load(npy)
+        name = os.path.basename(os.path.dirname(art)) + "_" + os.path.basename(art)[:-5]
+        models.append((name, art, None, io))
     for name, onnx_path, comp, io in models:
         @te.case(f"cuda_export_{name}")
         def _(name=name, onnx_path=onnx_path, comp=comp, io=io):
             t0 = time.time()
             art = os.path.join(tmp, f"{name}.orch")
-            p = te.run([orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--top-k", top_k,
-                        "--db", db, "--quiet", *comp], timeout=3600)
-            assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-2000:]}"
+            if comp is None:  # a compiled artefact
+                art = onnx_path
+            else:
+                p = te.run([orch, "compile", onnx_path, "-t", "cuda", "-o", art, "--top-k",
+                            top_k, "--db", db, "--quiet", *comp], timeout=3600)
+                assert p.returncode == 0, f"compile exited {p.returncode}: {p.stderr[-2000:]}"
             tree = os.path.join(tmp, f"{name}_tree")
             p = te.run([orch, "export", art, tree])
             if p.returncode == 3 and "interpreter, which an exported tree does not have" in p.stderr:
@@ -137,6 +157,9 @@ def main():
                 ["ldd", os.path.join(tree, "model")]).stdout.splitlines()
                 if "cublas" in l or "cudnn" in l or "libcuda" in l))
             ins, _ = te.tree_io(tree)
+            if None in io and len(ins) == 1 and io[None].shape == ins[0][2] and \
+                    str(io[None].dtype) == ins[0][1]:
+                io = {ins[0][0]: io[None]}
             inputs = {n: io[n] if n in io else te.random_input(dt, sh, rng) for n, dt, sh in ins}
             k = te.compare(orch, art, tree, inputs, tmp)
             print(f"  {name}: {k} outputs bit-identical to orch run's ({time.time() - t0:.0f} s)")
