@@ -1299,8 +1299,7 @@ static int inspect_artifact(const Args *a, FILE *df, Err *e) {
         char shapes[1024];
         session_plan_shapes(all, a->shape_set ? a->shape_set - 1 : 0, shapes, sizeof shapes);
         printf("shape set %d of %d: %s%s\n", a->shape_set ? a->shape_set : 1,
-               session_num_plans(all), shapes,
-               a->shape_set ? "" : " (--shapes N inspects another)");
+               session_num_plans(all), shapes, a->shape_set ? "" : " (--shapes N inspects another)");
     }
     const PrimGraph *pg = rc ? NULL : session_graph(s);
     const Plan *plan = rc ? NULL : session_plan(s);
