@@ -214,7 +214,8 @@ typedef struct Target {
     // Frees what LabOptions.keep handed over (accepts NULL).
     void (*lab_modules_free)(void *const *lab_modules, int n);
     // The source build compiles for the same kernels (*src malloc'd, NUL-terminated; NULL for
-    // n = 0), which the artefact keeps for orch export; NULL where the target keeps none.
+    // n = 0: the C target's translation unit, the CUDA target's NVRTC program), which the
+    // artefact keeps for orch export; NULL where the target keeps none.
     int (*module_source)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                          const int *cands, const KernelConfig *cfgs, const char *const *names,
                          int n, char **src, Err *e);

@@ -1,6 +1,7 @@
 // `orch export MODEL.orch DIR [--shapes N]`: one plan of a compiled artefact (the first, or
 // --shapes N's) written into DIR as a source tree that builds and runs without orch
-// (docs/export.md). Needs: an artefact of a target with an export (the CPU's). Guarantees: a
+// (docs/export.md): a C tree for a cpu artefact, a CUDA tree (nvcc, NVRTC) for a cuda one.
+// Needs: an artefact of a target with an export (cpu, cuda). Guarantees: a
 // usage error before any work for bad arguments; a target without an export, an artefact
 // without the kernel source or a plan an interpreter runs part of refused with one message.
 #include "cmd_export.h"
@@ -16,7 +17,10 @@
 static int export_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "orch export: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: orch export MODEL.orch DIR [--shapes N]\n");
+    fprintf(stderr, "\nusage: orch export MODEL.orch DIR [--shapes N]\n"
+                    "  writes a source tree that builds (make -C DIR: cc for a cpu artefact, "
+                    "nvcc and NVRTC\n  for a cuda one) and runs the model without orch "
+                    "(docs/export.md)\n");
     return ST_USAGE;
 }
 
@@ -58,8 +62,7 @@ int cli_export_main(int argc, char **argv) {
                      model, ac.h.target);
     if (rc == ST_OK && !t->export_tree)
         rc = err_set(&e, ST_UNSUPPORTED,
-                     "%s: export of %s artefacts is not supported yet (the cpu target's are: "
-                     "compile with -t cpu)",
+                     "%s: export of %s artefacts is not supported (cpu and cuda artefacts are)",
                      model, ac.h.target);
     if (rc == ST_OK && shape_set > ac.n_plans)
         rc = err_set(&e, ST_USAGE, "--shapes %d: %s serves %d shape set%s", shape_set, model,

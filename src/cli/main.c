@@ -116,9 +116,10 @@ static void usage(FILE *f) {
         "           [--shapes N] [--fixed-threads] [compile options when given an ONNX model]\n"
         "      latency min/median/p90/p99, throughput, per-kernel table with the ONNX nodes\n"
         "  orch export MODEL.orch DIR [--shapes N]\n"
-        "      writes the artefact's plan (the first shape set, or --shapes N's) as a C source\n"
-        "      tree that builds with make and runs without orch: kernels.c, model.c, model.h,\n"
-        "      weights.bin, main.c, Makefile (cpu artefacts)\n"
+        "      writes the artefact's plan (the first shape set, or --shapes N's) as a source\n"
+        "      tree that builds with make and runs without orch: kernels.c, model.c (cpu; cc) or\n"
+        "      kernels.cu, model.cu, nvrtc_build.c (cuda; nvcc, NVRTC), and model.h,\n"
+        "      weights.bin, main.c, Makefile\n"
         "  orch db stats|clear [--db FILE] ...\n"
         "      the profile database: what it holds, or delete rows (see orch db)\n"
         "  orch version\n"
@@ -475,18 +476,22 @@ static int info_artifact(const char *path) {
                        fb.total > 0 ? 100 * fb.seconds / fb.total : 0.0, b.s);
                 sb_free(&b);
             }
-            // Whether orch export can write this plan as a C tree, else why not.
+            // Whether orch export can write this plan as a source tree, else why not.
             const Target *t = target_find(h->target);
             bool generated = false;
             for (int i = 0; i < plan->n_launches; i++)
                 generated = generated || plan->launches[i].kind == PLAN_GENERATED;
             if (!t || !t->export_tree)
-                printf("%sexport: not supported yet for %s artefacts\n", indent, h->target);
+                printf("%sexport: not supported for %s artefacts\n", indent, h->target);
             else if (fb.kernels)
                 printf("%sexport: no (an interpreter runs kernels of the plan)\n", indent);
-            else if (generated && view.src_size == 0)
+            else if (generated && view.src_size == 0 && h->format_version < 6)
                 printf("%sexport: no (format %u keeps no kernel source: compile again)\n", indent,
                        h->format_version);
+            else if (generated && view.src_size == 0)
+                printf("%sexport: no (compiled by an orch that kept no %s kernel source: compile "
+                       "again)\n",
+                       indent, h->target);
             else
                 printf("%sexport: yes (orch export%s; kernel source %.1f KiB)\n", indent,
                        ac.n_plans > 1 ? " --shapes N" : "", (double)view.src_size / 1024.0);

@@ -10,8 +10,8 @@ C program of its own: buffers 64-byte aligned and misaligned by 4 bytes (model_r
 give the same bits, two Models run at once, a NULL buffer refused; model.c and main.c compile
 without a warning under -std=c11 -Wall -Wextra -pedantic, model.h as C++.
 Refusals: a MatMul, Relu, Compress model (Compress on the operator interpreter) naming the
-launch, op and node; a CUDA artefact (the header's target rewritten, its checksum recomputed)
-with "not supported yet", a format 5 artefact (no kernel source), usage errors (no folder,
+launch, op and node; a CPU plan marked cuda (the header's target rewritten, its checksum
+recomputed) refused as damaged, a format 5 artefact (no kernel source), usage errors (no folder,
 --shapes past the sets, the folder a file). The tree's weights check: a truncated, a longer and a flipped
 weights.bin refused by model_init.
 
@@ -456,15 +456,15 @@ def main():
 
     @case("cuda_artefact_refused")
     def _():
+        # A CPU plan marked cuda: the CUDA exporter finds no GPU architecture and no CUDA module.
         forged = os.path.join(tmp, "cuda.orch")
         open(forged, "wb").write(with_target(open(cnn, "rb").read(), "cuda"))
         p = run([orch, "info", forged])
         assert p.returncode == 0 and "cuda" in p.stdout, f"the forged file does not read: {p.stderr}"
         tree = os.path.join(tmp, "cuda_tree")
-        assert "export: not supported yet for cuda artefacts" in p.stdout, p.stdout
         p = run([orch, "export", forged, tree])
-        assert p.returncode == 3, f"exit {p.returncode}: {p.stderr}"
-        assert "export of cuda artefacts is not supported yet" in p.stderr, p.stderr
+        assert p.returncode == 2, f"exit {p.returncode}: {p.stderr}"
+        assert "names no GPU architecture: it is damaged" in p.stderr, p.stderr
         assert p.stderr.count("\n") == 1, f"more than one message: {p.stderr}"
         assert not os.path.exists(tree), "a folder was made"
 

@@ -3,63 +3,22 @@
 // source verbatim; model.c the plan as straight-line calls over one arena at the plan's offsets,
 // the constants read from weights.bin (the packed constant blob the session makes) and reordered
 // once by the kernels' NAME_prepack as the session does; model.h its API; main.c a runner; a
-// Makefile with the flags the artefact's module was built with.
+// Makefile with the flags the artefact's module was built with. What every target's tree shares
+// (the refusals, weights.bin, model.h, main.c) is export_tree.c's.
 // Needs: a one-plan view of a CPU artefact of format 6 or later (it carries the kernel source).
 // Guarantees: the tree computes what the artefact's session computes, kernel for kernel (same
 // source, same compiler flags); a plan with a launch the tree cannot run (an interpreted
 // primitive or operator) or an artefact without the source is refused naming why, and nothing
 // is written.
 #define _GNU_SOURCE
-#include "../../base/file.h"
-#include "../../plan/artifact_model.h"
+#include "../export_tree.h"
 #include "cpu_backend.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-// The hash model_init checks weights.bin against (64-bit FNV-1a: a few lines in the tree).
-static uint64_t fnv1a64(const uint8_t *p, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-// s as a C string literal: printable ASCII as is, everything else (and ", \, ?) escaped, so an
-// ONNX name cannot end the literal or form a trigraph.
-static void c_string(StrBuf *b, const char *s) {
-    sb_puts(b, "\"");
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\' || *p == '?' || *p < 0x20 || *p >= 0x7f)
-            sb_printf(b, "\\%03o", *p);
-        else
-            sb_printf(b, "%c", *p);
-    }
-    sb_puts(b, "\"");
-}
-
-// s for a // comment: one line of printable ASCII, at most 160 characters; no backslash or '?'
-// (a comment ending in a backslash, or in the trigraph of one, would take the next line in).
-static void c_comment_text(StrBuf *b, const char *s) {
-    int n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && n < 160; p++, n++)
-        sb_printf(b, "%c", *p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '?' ? *p : '_');
-    if (strlen(s) > 160)
-        sb_puts(b, "...");
-}
-
-static char *nodes_text(const PlanLaunch *L) {
-    StrBuf b;
-    sb_init(&b);
-    for (int i = 0; i < L->n_nodes; i++)
-        sb_printf(&b, "%s%s", i ? ", " : "", L->nodes[i]);
-    return sb_take(&b);
-}
 
 // How model_init reorders the constants (the session's prepack_constants, decided here once):
 // per launch input, -1 (read as placed), or the private copy it reads; per constant tensor,
@@ -166,154 +125,6 @@ static void place_expr(StrBuf *b, const Plan *P, const Prepack *pp, int i, int j
     sb_printf(b, "A + %lld", (long long)T->offset);
 }
 
-static void tensor_table(StrBuf *b, const char *name, const PrimGraph *pg, const int *ids, int n) {
-    sb_printf(b, "const ModelTensor %s[] = {\n", name);
-    for (int i = 0; i < n; i++) {
-        const Tensor *t = pg->tensors[ids[i]];
-        sb_puts(b, "    {");
-        c_string(b, t->name);
-        sb_printf(b, ", \"%s\", %d, {", dtype_name(t->dtype), t->rank);
-        for (int d = 0; d < t->rank; d++)
-            sb_printf(b, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
-        sb_printf(b, "%s}, %zu},\n", t->rank ? "" : "0", tensor_nbytes(t));
-    }
-    if (n == 0)
-        sb_puts(b, "    {0},\n");
-    sb_puts(b, "};\n\n");
-}
-
-static const char MODEL_H[] =
-    "// model.h (orch export): model_init loads the weights file, model_run runs the model,\n"
-    "// model_free frees it. Buffers are dense, row-major, in model_inputs' / model_outputs' "
-    "order.\n"
-    "#ifndef ORCH_EXPORTED_MODEL_H\n"
-    "#define ORCH_EXPORTED_MODEL_H\n"
-    "#include <stddef.h>\n"
-    "#ifdef __cplusplus\n"
-    "extern \"C\" {\n"
-    "#endif\n"
-    "// name: the ONNX name; dtype: \"float32\", \"int64\", ...; bytes: the buffer's size.\n"
-    "typedef struct ModelTensor { const char *name, *dtype; int rank; long long dims[8]; size_t "
-    "bytes; } ModelTensor;\n"
-    "extern const int model_num_inputs, model_num_outputs;\n"
-    "extern const ModelTensor model_inputs[], model_outputs[];\n"
-    "typedef struct Model Model;\n"
-    "Model *model_init(const char *weights_path); // NULL on failure (the reason on stderr)\n"
-    "// 0, or nonzero with the reason on stderr. One run at a time per Model.\n"
-    "int model_run(Model *m, const void *const *inputs, void *const *outputs);\n"
-    "void model_free(Model *m); // accepts NULL\n"
-    "#ifdef __cplusplus\n"
-    "}\n"
-    "#endif\n"
-    "#endif\n";
-
-static const char MAIN_C[] =
-    "// Runs the exported model: ./model [-r N] WEIGHTS IN... OUT... Each IN file holds one "
-    "input's\n"
-    "// raw bytes (dense, row-major, little-endian; numpy: x.tofile(path)), each OUT receives an\n"
-    "// output's (numpy: np.fromfile(path, dtype).reshape(shape)), in model.h's order. -r N: N "
-    "more\n"
-    "// runs after the first, timed (min and median).\n"
-    "#define _POSIX_C_SOURCE 200809L // clock_gettime under -std=c11\n"
-    "#include \"model.h\"\n"
-    "\n"
-    "#include <stdio.h>\n"
-    "#include <stdlib.h>\n"
-    "#include <string.h>\n"
-    "#include <time.h>\n"
-    "\n"
-    "static void list(const char *what, const ModelTensor *t, int n) {\n"
-    "    for (int i = 0; i < n; i++) {\n"
-    "        fprintf(stderr, \"  %s %d: %s, %s [\", what, i + 1, t[i].name, t[i].dtype);\n"
-    "        for (int d = 0; d < t[i].rank; d++)\n"
-    "            fprintf(stderr, \"%s%lld\", d ? \", \" : \"\", t[i].dims[d]);\n"
-    "        fprintf(stderr, \"], %zu bytes\\n\", t[i].bytes);\n"
-    "    }\n"
-    "}\n"
-    "\n"
-    "static double now_ms(void) {\n"
-    "    struct timespec t;\n"
-    "    clock_gettime(CLOCK_MONOTONIC, &t);\n"
-    "    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;\n"
-    "}\n"
-    "\n"
-    "static int cmp(const void *a, const void *b) {\n"
-    "    double x = *(const double *)a, y = *(const double *)b;\n"
-    "    return (x > y) - (x < y);\n"
-    "}\n"
-    "\n"
-    "int main(int argc, char **argv) {\n"
-    "    const char *prog = argv[0];\n"
-    "    int ni = model_num_inputs, no = model_num_outputs, repeat = 0;\n"
-    "    if (argc > 2 && strcmp(argv[1], \"-r\") == 0) {\n"
-    "        repeat = atoi(argv[2]);\n"
-    "        argc -= 2;\n"
-    "        argv += 2;\n"
-    "    }\n"
-    "    if (argc != 2 + ni + no || repeat < 0) {\n"
-    "        fprintf(stderr, \"usage: %s [-r N] WEIGHTS IN... OUT... (%d inputs, then %d "
-    "outputs)\\n\",\n"
-    "                prog, ni, no);\n"
-    "        list(\"input\", model_inputs, ni);\n"
-    "        list(\"output\", model_outputs, no);\n"
-    "        return 2;\n"
-    "    }\n"
-    "    Model *m = model_init(argv[1]);\n"
-    "    if (!m)\n"
-    "        return 1;\n"
-    "    void **in = calloc((size_t)ni + 1, sizeof(void *)), **out = calloc((size_t)no + 1, "
-    "sizeof(void *));\n"
-    "    int rc = 0;\n"
-    "    for (int i = 0; i < ni && !rc; i++) {\n"
-    "        size_t n = model_inputs[i].bytes;\n"
-    "        FILE *f = fopen(argv[2 + i], \"rb\");\n"
-    "        in[i] = malloc(n + 1);\n"
-    "        if (!f || !in[i] || fread(in[i], 1, n, f) != n || fgetc(f) != EOF) {\n"
-    "            fprintf(stderr, \"%s: cannot read input '%s' from it: %zu bytes expected\\n\",\n"
-    "                    argv[2 + i], model_inputs[i].name, n);\n"
-    "            rc = 1;\n"
-    "        }\n"
-    "        if (f)\n"
-    "            fclose(f);\n"
-    "    }\n"
-    "    for (int i = 0; i < no && !rc; i++)\n"
-    "        if (!(out[i] = malloc(model_outputs[i].bytes + 1)))\n"
-    "            rc = 1;\n"
-    "    if (!rc)\n"
-    "        rc = model_run(m, (const void *const *)in, out);\n"
-    "    if (!rc && repeat > 0) {\n"
-    "        double *t = malloc(sizeof(double) * (size_t)repeat);\n"
-    "        for (int r = 0; r < repeat && !rc; r++) {\n"
-    "            double t0 = now_ms();\n"
-    "            rc = model_run(m, (const void *const *)in, out);\n"
-    "            t[r] = now_ms() - t0;\n"
-    "        }\n"
-    "        if (!rc) {\n"
-    "            qsort(t, (size_t)repeat, sizeof *t, cmp);\n"
-    "            printf(\"%d runs: min %.3f ms, median %.3f ms\\n\", repeat, t[0], t[repeat / "
-    "2]);\n"
-    "        }\n"
-    "        free(t);\n"
-    "    }\n"
-    "    for (int i = 0; i < no && !rc; i++) {\n"
-    "        FILE *f = fopen(argv[2 + ni + i], \"wb\");\n"
-    "        size_t n = model_outputs[i].bytes;\n"
-    "        if (!f || fwrite(out[i], 1, n, f) != n || fclose(f) != 0) {\n"
-    "            fprintf(stderr, \"%s: cannot write output '%s'\\n\", argv[2 + ni + i],\n"
-    "                    model_outputs[i].name);\n"
-    "            rc = 1;\n"
-    "        }\n"
-    "    }\n"
-    "    for (int i = 0; i < ni; i++)\n"
-    "        free(in[i]);\n"
-    "    for (int i = 0; i < no; i++)\n"
-    "        free(out[i]);\n"
-    "    free(in);\n"
-    "    free(out);\n"
-    "    model_free(m);\n"
-    "    return rc;\n"
-    "}\n";
-
 // The flags the artefact's shared object was built with (cbuild.c), less -shared: the same code
 // for every kernel. OpenMP and libm are all the tree links.
 static const char MAKEFILE[] =
@@ -344,17 +155,14 @@ static const char MAKEFILE[] =
     ".PHONY: all clean\n";
 
 // model.c: the plan as straight-line calls.
-static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, const Plan *P,
-                    const Prepack *pp, const uint8_t *blob) {
+static void model_c(StrBuf *b, const ArtifactContents *a, const ExportPlan *x, const Prepack *pp) {
+    const PrimGraph *pg = x->pg;
+    const Plan *P = x->P;
     int ni = pg->n_inputs, no = pg->n_outputs;
-    sb_puts(b, "// The plan of ");
-    c_comment_text(b, a->path ? a->path : "an artefact");
-    sb_puts(b, " (input shapes ");
-    c_comment_text(b, a->h.input_shapes);
-    sb_puts(b,
-            ")\n// as straight-line calls over one arena, written by orch export. The kernels are "
-            "in kernels.c;\n// the constants in weights.bin, reordered at load for the "
-            "kernels that read them in their own order.\n");
+    export_model_intro(b, a,
+                       "as straight-line calls over one arena, written by orch export. The "
+                       "kernels are in kernels.c;\nthe constants in weights.bin, reordered at "
+                       "load for the kernels that read them in their own order.\n");
     sb_puts(b, "#include \"model.h\"\n\n#include <stdint.h>\n#include <stdio.h>\n#include "
                "<stdlib.h>\n#include <string.h>\n\n");
     // The kernels, each declared once.
@@ -375,79 +183,62 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
         if (pp->pf[i])
             sb_printf(b, "int %s_prepack(int input, const void *src, void *dst);\n", L->symbol);
     }
-    sb_printf(b, "\nconst int model_num_inputs = %d, model_num_outputs = %d;\n", ni, no);
-    tensor_table(b, "model_inputs", pg, pg->inputs, ni);
-    tensor_table(b, "model_outputs", pg, pg->outputs, no);
-    sb_printf(b,
-              "#define ARENA_BYTES %lldull\n#define WEIGHTS_BYTES %lldull\n"
-              "#define WEIGHTS_FNV1A 0x%016llxull\n#define SCRATCH_BYTES %lldull\n\n",
-              (long long)P->arena_bytes, (long long)P->const_bytes,
-              (unsigned long long)fnv1a64(blob, (size_t)P->const_bytes), (long long)pp->scratch);
+    export_tensor_tables(b, pg);
+    sb_printf(b, "#define ARENA_BYTES %lldull\n#define SCRATCH_BYTES %lldull\n",
+              (long long)P->arena_bytes, (long long)pp->scratch);
+    export_read_weights(b, x);
     sb_printf(b,
               "struct Model {\n    uint8_t *arena, *consts;\n    void *priv[%d];\n"
               "    void *stage_in[%d], *stage_out[%d];\n};\n\n",
               pp->n_priv + 1, ni + 1, no + 1);
-    sb_puts(b,
-            "static _Alignas(64) uint8_t empty[64]; // what empty tensors point to\n\n"
-            "// A zeroed buffer of n bytes (at least 64), 64-byte aligned as the kernels need.\n"
-            "static void *buf64(size_t n) {\n"
-            "    n = (n + 63) / 64 * 64;\n"
-            "    void *p = aligned_alloc(64, n ? n : 64);\n"
-            "    if (p)\n"
-            "        memset(p, 0, n ? n : 64);\n"
-            "    return p;\n"
-            "}\n\n"
-            "static int aligned64(const void *p) {\n"
-            "    return ((uintptr_t)p & 63) == 0;\n"
-            "}\n\n"
-            "void model_free(Model *m) {\n"
-            "    if (!m)\n"
-            "        return;\n"
-            "    free(m->arena);\n"
-            "    free(m->consts);\n"
-            "    for (size_t i = 0; i < sizeof m->priv / sizeof m->priv[0]; i++)\n"
-            "        free(m->priv[i]);\n"
-            "    for (int i = 0; i < model_num_inputs; i++)\n"
-            "        free(m->stage_in[i]);\n"
-            "    for (int i = 0; i < model_num_outputs; i++)\n"
-            "        free(m->stage_out[i]);\n"
-            "    free(m);\n"
-            "}\n\n"
-            "static Model *init_fail(Model *m, const char *path, const char *why) {\n"
-            "    fprintf(stderr, \"model_init: %s: %s\\n\", path, why);\n"
-            "    model_free(m);\n"
-            "    return NULL;\n"
-            "}\n\n"
-            "Model *model_init(const char *weights_path) {\n"
-            "    Model *m = calloc(1, sizeof *m);\n"
-            "    if (!m)\n"
-            "        return init_fail(m, weights_path, \"out of memory\");\n"
-            "    m->arena = buf64(ARENA_BYTES);\n"
-            "    m->consts = buf64(WEIGHTS_BYTES);\n"
-            "    if (!m->arena || !m->consts)\n"
-            "        return init_fail(m, weights_path, \"out of memory for the arena and "
-            "constants\");\n"
-            "    for (int i = 0; i < model_num_inputs; i++)\n"
-            "        if (!(m->stage_in[i] = buf64(model_inputs[i].bytes)))\n"
-            "            return init_fail(m, weights_path, \"out of memory\");\n"
-            "    for (int i = 0; i < model_num_outputs; i++)\n"
-            "        if (!(m->stage_out[i] = buf64(model_outputs[i].bytes)))\n"
-            "            return init_fail(m, weights_path, \"out of memory\");\n"
-            "    FILE *f = fopen(weights_path, \"rb\");\n"
-            "    if (!f)\n"
-            "        return init_fail(m, weights_path, \"cannot open the weights file\");\n"
-            "    size_t got = fread(m->consts, 1, WEIGHTS_BYTES, f);\n"
-            "    int extra = fgetc(f) != EOF;\n"
-            "    fclose(f);\n"
-            "    if (got != WEIGHTS_BYTES || extra)\n"
-            "        return init_fail(m, weights_path, \"not this model's weights file (its size "
-            "differs)\");\n"
-            "    uint64_t h = 0xcbf29ce484222325ull;\n"
-            "    for (size_t i = 0; i < WEIGHTS_BYTES; i++)\n"
-            "        h = (h ^ m->consts[i]) * 0x100000001b3ull;\n"
-            "    if (h != WEIGHTS_FNV1A)\n"
-            "        return init_fail(m, weights_path, \"damaged, or another model's (its checksum "
-            "differs)\");\n");
+    sb_puts(b, "static _Alignas(64) uint8_t empty[64]; // what empty tensors point to\n\n"
+               "// A zeroed buffer of n bytes (at least 64), 64-byte aligned as the kernels need.\n"
+               "static void *buf64(size_t n) {\n"
+               "    n = (n + 63) / 64 * 64;\n"
+               "    void *p = aligned_alloc(64, n ? n : 64);\n"
+               "    if (p)\n"
+               "        memset(p, 0, n ? n : 64);\n"
+               "    return p;\n"
+               "}\n\n"
+               "static int aligned64(const void *p) {\n"
+               "    return ((uintptr_t)p & 63) == 0;\n"
+               "}\n\n"
+               "void model_free(Model *m) {\n"
+               "    if (!m)\n"
+               "        return;\n"
+               "    free(m->arena);\n"
+               "    free(m->consts);\n"
+               "    for (size_t i = 0; i < sizeof m->priv / sizeof m->priv[0]; i++)\n"
+               "        free(m->priv[i]);\n"
+               "    for (int i = 0; i < model_num_inputs; i++)\n"
+               "        free(m->stage_in[i]);\n"
+               "    for (int i = 0; i < model_num_outputs; i++)\n"
+               "        free(m->stage_out[i]);\n"
+               "    free(m);\n"
+               "}\n\n"
+               "static Model *init_fail(Model *m, const char *path, const char *why) {\n"
+               "    fprintf(stderr, \"model_init: %s: %s\\n\", path, why);\n"
+               "    model_free(m);\n"
+               "    return NULL;\n"
+               "}\n\n"
+               "Model *model_init(const char *weights_path) {\n"
+               "    Model *m = calloc(1, sizeof *m);\n"
+               "    if (!m)\n"
+               "        return init_fail(m, weights_path, \"out of memory\");\n"
+               "    m->arena = buf64(ARENA_BYTES);\n"
+               "    m->consts = buf64(WEIGHTS_BYTES);\n"
+               "    if (!m->arena || !m->consts)\n"
+               "        return init_fail(m, weights_path, \"out of memory for the arena and "
+               "constants\");\n"
+               "    for (int i = 0; i < model_num_inputs; i++)\n"
+               "        if (!(m->stage_in[i] = buf64(model_inputs[i].bytes)))\n"
+               "            return init_fail(m, weights_path, \"out of memory\");\n"
+               "    for (int i = 0; i < model_num_outputs; i++)\n"
+               "        if (!(m->stage_out[i] = buf64(model_outputs[i].bytes)))\n"
+               "            return init_fail(m, weights_path, \"out of memory\");\n"
+               "    const char *bad = read_weights(weights_path, m->consts);\n"
+               "    if (bad)\n"
+               "        return init_fail(m, weights_path, bad);\n");
     // Reorders: in place through one scratch buffer, private copies each their own.
     if (pp->scratch)
         sb_puts(b, "    uint8_t *scratch = buf64(SCRATCH_BYTES);\n"
@@ -522,11 +313,11 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
                "    (void)A;\n    (void)C;\n");
     for (int i = 0; i < P->n_launches; i++) {
         const PlanLaunch *L = &P->launches[i];
-        char *nodes = nodes_text(L);
+        char *nodes = export_nodes_text(L);
         sb_printf(b, "    // launch %d: ", i);
         if (L->kind == PLAN_COPY) {
             sb_puts(b, "copy into output ");
-            c_comment_text(b, pg->tensors[pg->outputs[L->copy_to]]->name);
+            export_c_comment(b, pg->tensors[pg->outputs[L->copy_to]]->name);
             sb_puts(b, "\n");
             int64_t bytes = P->tensors[L->in[0]].bytes;
             if (bytes) {
@@ -540,7 +331,7 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
             continue;
         }
         sb_printf(b, "%s, ONNX nodes ", L->symbol);
-        c_comment_text(b, nodes);
+        export_c_comment(b, nodes);
         sb_puts(b, "\n");
         bool empty = true;
         for (int j = 0; j < L->n_out; j++)
@@ -566,7 +357,7 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
                       "%s};\n        int st = %s(in, out);\n        if (st)\n"
                       "            return run_fail(%d, \"%s\", ",
                       L->n_out ? "" : "0", L->symbol, i, L->symbol);
-            c_string(b, nodes);
+            export_c_string(b, nodes);
             sb_puts(b, ", st);\n");
         } else {
             sb_printf(b, "        %s(in, ", L->symbol);
@@ -582,108 +373,47 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const PrimGraph *pg, c
                "    return 0;\n}\n");
 }
 
-// Writes n bytes into dir/name (a regular file or none: file_check_output's rule).
-static int write_file(const char *dir, const char *name, const void *data, size_t n, Err *e) {
-    size_t len = strlen(dir) + strlen(name) + 2;
-    char *path = xmalloc(len);
-    snprintf(path, len, "%s/%s", dir, name);
-    int rc = file_check_output(path, NULL, 0, e);
-    FILE *f = rc ? NULL : fopen(path, "wb");
-    if (rc == ST_OK && !f)
-        rc = err_set(e, ST_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
-    if (f) {
-        bool ok = (n == 0 || fwrite(data, 1, n, f) == n);
-        ok = fclose(f) == 0 && ok;
-        if (!ok)
-            rc = err_set(e, ST_RUNTIME, "%s: write error: %s", path, strerror(errno));
-    }
-    free(path);
-    return rc;
-}
-
 int cpu_export_tree(const ArtifactContents *a, const char *dir, FILE *progress, Err *e) {
-    const char *path = a->path ? a->path : "<artefact>";
-    Graph *g = NULL;
-    PrimGraph *pg = NULL;
-    Plan *P = NULL;
-    int rc = artifact_import_model(a, path, &g, &pg, &P, e);
-    bool generated = false;
-    // What only orch can run: the interpreters have no place in the tree.
-    for (int i = 0; rc == ST_OK && i < P->n_launches; i++) {
-        const PlanLaunch *L = &P->launches[i];
-        generated = generated || L->kind == PLAN_GENERATED;
-        if (L->kind != PLAN_INTERP && L->kind != PLAN_OPAQUE)
-            continue;
-        const Prim *p = pg->prims[L->sink];
-        char *nodes = nodes_text(L);
-        rc = err_set(e, ST_UNSUPPORTED,
-                     "%s: launch %d (%s, ONNX nodes '%s') runs on orch's %s interpreter, which an "
-                     "exported tree does not have: only a plan whose kernels are all generated "
-                     "exports (orch info lists those that are not; orch compile --strict makes "
-                     "sure)",
-                     path, i,
-                     L->kind == PLAN_OPAQUE && p->node ? p->node->op : prim_kind_name(p->kind),
-                     nodes, L->kind == PLAN_OPAQUE ? "operator" : "primitive");
-        free(nodes);
-    }
-    if (rc == ST_OK && generated && a->src_size == 0)
-        rc = err_set(e, ST_UNSUPPORTED,
-                     "%s: the artefact carries no kernel source (format %u; orch keeps it from "
-                     "format 6 on): compile the model again with this orch to export it",
-                     path, a->h.format_version);
+    ExportPlan x;
+    int rc = export_open(a, &x, e);
     void *dl = NULL;
     int memfd = -1;
-    if (rc == ST_OK && generated)
-        rc = cpu_load_object(a->so, a->so_size, path, &dl, &memfd, e);
+    if (rc == ST_OK && x.generated)
+        rc = cpu_load_object(a->so, a->so_size, x.path, &dl, &memfd, e);
     Prepack pp = {0};
     if (rc == ST_OK)
-        rc = plan_prepack(P, dl, path, &pp, e);
-    uint8_t *blob = NULL;
-    if (rc == ST_OK) {
-        blob = aligned_alloc(PLAN_ALIGN, (size_t)(P->const_bytes / PLAN_ALIGN + 1) * PLAN_ALIGN);
-        if (!blob)
-            rc = err_set(e, ST_RUNTIME, "%s: out of memory for the constants (%lld bytes)", path,
-                         (long long)P->const_bytes);
-        else
-            plan_pack_constants(P, pg, blob);
-    }
-    struct stat st;
-    if (rc == ST_OK && mkdir(dir, 0777) != 0 && errno != EEXIST)
-        rc = err_set(e, ST_RUNTIME, "%s: cannot create the folder: %s", dir, strerror(errno));
-    if (rc == ST_OK && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
-        rc = err_set(e, ST_USAGE, "%s: not a folder (orch export writes the source tree into it)",
-                     dir);
-    StrBuf mc;
+        rc = plan_prepack(x.P, dl, x.path, &pp, e);
+    if (rc == ST_OK)
+        rc = export_make_dir(dir, e);
+    StrBuf mc, mh;
     sb_init(&mc);
-    if (rc == ST_OK)
-        model_c(&mc, a, pg, P, &pp, blob);
-    if (rc == ST_OK)
-        rc = write_file(dir, "kernels.c", generated ? (const char *)a->src : "", a->src_size, e);
-    if (rc == ST_OK)
-        rc = write_file(dir, "weights.bin", blob, (size_t)P->const_bytes, e);
-    if (rc == ST_OK)
-        rc = write_file(dir, "model.c", mc.s, strlen(mc.s), e);
-    if (rc == ST_OK)
-        rc = write_file(dir, "model.h", MODEL_H, strlen(MODEL_H), e);
-    if (rc == ST_OK)
-        rc = write_file(dir, "main.c", MAIN_C, strlen(MAIN_C), e);
-    if (rc == ST_OK)
-        rc = write_file(dir, "Makefile", MAKEFILE, strlen(MAKEFILE), e);
+    sb_init(&mh);
+    if (rc == ST_OK) {
+        model_c(&mc, a, &x, &pp);
+        export_model_h(&mh, NULL);
+        const ExportFile files[] = {
+            {"kernels.c", x.generated ? (const char *)a->src : "", x.generated ? a->src_size : 0},
+            {"weights.bin", x.blob, (size_t)x.P->const_bytes},
+            {"model.c", mc.s, strlen(mc.s)},
+            {"model.h", mh.s, strlen(mh.s)},
+            {"main.c", export_main_c, strlen(export_main_c)},
+            {"Makefile", MAKEFILE, strlen(MAKEFILE)},
+        };
+        rc = export_write_files(dir, files, (int)ORCH_COUNT(files), e);
+    }
     if (rc == ST_OK && progress)
         fprintf(progress,
                 "exported %s to %s/: %d launches (%d kernels), kernels.c %.1f KiB, weights.bin "
                 "%.2f MiB, arena %.2f MiB; build with make -C %s\n",
-                path, dir, P->n_launches, P->n_kernels, (double)a->src_size / 1024.0,
-                (double)P->const_bytes / 1048576.0, (double)P->arena_bytes / 1048576.0, dir);
+                x.path, dir, x.P->n_launches, x.P->n_kernels, (double)a->src_size / 1024.0,
+                (double)x.P->const_bytes / 1048576.0, (double)x.P->arena_bytes / 1048576.0, dir);
     sb_free(&mc);
-    free(blob);
+    sb_free(&mh);
     prepack_free(&pp);
     if (dl)
         dlclose(dl);
     if (memfd >= 0)
         close(memfd);
-    plan_free(P);
-    prim_graph_free(pg);
-    graph_free(g);
+    export_close(&x);
     return rc;
 }

@@ -905,15 +905,16 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     return rc;
 }
 
-int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
-                          const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
-                          void **cubin, size_t *cubin_size, CudaLaunchTable *table, Err *e) {
-    *cubin = NULL;
-    *cubin_size = 0;
+int cuda_lab_module_source(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
+                           const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
+                           char **src, CudaLaunchTable *table, Err *e) {
+    *src = NULL;
     memset(table, 0, sizeof *table);
-    StrBuf src;
-    sb_init(&src);
-    sb_puts(&src, em->prelude);
+    if (n == 0)
+        return ST_OK;
+    StrBuf b;
+    sb_init(&b);
+    sb_puts(&b, em->prelude);
     int rc = ST_OK;
     for (int i = 0; i < n && rc == ST_OK; i++) {
         const Candidate *c = &cs->c[cands[i]];
@@ -923,31 +924,48 @@ int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int
             continue; // two layers with one signature and config: one kernel
         CudaLaunch l;
         memset(&l, 0, sizeof l);
-        rc = em->emit(pg, c, &cfgs[i], hw, &em->opt, name, &src, &l, e);
+        rc = em->emit(pg, c, &cfgs[i], hw, &em->opt, name, &b, &l, e);
         if (rc)
             err_prefix(e, "emitting kernel %s (%s): ", name, cfgs[i].desc);
         else
             cuda_launch_table_set(table, name, &l);
     }
-    if (rc == ST_OK && table->n) {
-        sb_puts(&src, SPIN_SRC); // for the session's profiled runs
+    if (rc == ST_OK)
+        sb_puts(&b, SPIN_SRC); // for the session's profiled runs
+    if (rc) {
+        cuda_launch_table_free(table);
+        sb_free(&b);
+    } else {
+        *src = sb_take(&b);
+    }
+    return rc;
+}
+
+int cuda_lab_build_module(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
+                          const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
+                          void **cubin, size_t *cubin_size, CudaLaunchTable *table, Err *e) {
+    *cubin = NULL;
+    *cubin_size = 0;
+    char *src = NULL;
+    int rc = cuda_lab_module_source(pg, cs, cands, cfgs, n, hw, em, &src, table, e);
+    if (rc == ST_OK && src) {
         // The artefact's one program holds every chosen kernel (~200 for a CNN, 6 s in one
         // thread): NVRTC optimises its functions in parallel threads with --split-compile
         // (0: as many as cores); an NVRTC without the option compiles it serially.
         static const char *const split[] = {"--split-compile=0"};
         NvrtcOptions no = {.arch = hw->arch, .extra = split, .n_extra = 1};
         Err se = {0};
-        rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, &se);
+        rc = nvrtc_compile(src, "orch_kernels.cu", &no, cubin, cubin_size, &se);
         if (rc && strstr(se.msg, "split-compile")) {
             no.extra = NULL;
             no.n_extra = 0;
-            rc = nvrtc_compile(src.s, "orch_kernels.cu", &no, cubin, cubin_size, e);
+            rc = nvrtc_compile(src, "orch_kernels.cu", &no, cubin, cubin_size, e);
         } else if (rc) {
             *e = se;
         }
     }
     if (rc)
         cuda_launch_table_free(table);
-    sb_free(&src);
+    free(src);
     return rc;
 }

@@ -68,6 +68,14 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
                          int n, const LabOptions *opt, const CudaHw *hw, const CudaHw *others,
                          int n_others, const CudaEmitter *em, Err *e);
 
+// The source of the module cuda_lab_build_module builds for the same arguments (*src malloc'd,
+// NUL-terminated; NULL for n = 0): hw's prelude, each kernel once, the CUDA_SPIN_SYMBOL helper;
+// each one's geometry in *table (zeroed first; freed on failure). What the artefact keeps for
+// orch export. Needs nothing (emitting only).
+int cuda_lab_module_source(const PrimGraph *pg, const CandidateSet *cs, const int *cands,
+                           const KernelConfig *cfgs, int n, const CudaHw *hw, const CudaEmitter *em,
+                           char **src, CudaLaunchTable *table, Err *e);
+
 // Builds the given kernels (cands[i] with cfgs[i], named lab_kernel_name; a kernel listed twice
 // is emitted once) into one cubin for hw->arch, with the CUDA_SPIN_SYMBOL helper, and records
 // each one's geometry in *table (zeroed first): what the compile driver stores in the artefact

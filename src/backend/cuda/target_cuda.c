@@ -19,6 +19,7 @@
 #include "cugen_linear.h"
 #include "cugen_mlp.h"
 #include "cugen_opq.h"
+#include "export_cuda.h"
 #include "nvrtc.h"
 
 #include <pthread.h>
@@ -365,6 +366,20 @@ static int cuda_build(const TargetMachine *m, const PrimGraph *pg, const Candida
     return rc;
 }
 
+// The module's source as cuda_build compiles it (the prelude, each chosen kernel once, the spin
+// helper; a library call is a comment naming it), which the artefact keeps for orch export.
+static int cuda_module_source(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
+                              const int *cands, const KernelConfig *cfgs, const char *const *names,
+                              int n, char **src, Err *e) {
+    (void)names; // named as lab_kernel_name names them, as cuda_build's
+    CudaEmitter em = {cugen_emit, cugen_prelude(), m->opt};
+    CudaLaunchTable t;
+    int rc = cuda_lab_module_source(pg, cs, cands, cfgs, n, model_of(m), &em, src, &t, e);
+    if (rc == ST_OK)
+        cuda_launch_table_free(&t);
+    return rc;
+}
+
 static void cuda_lab_modules_free(void *const *mods, int n) {
     (void)mods; // the CUDA lab keeps no modules
     (void)n;
@@ -386,5 +401,7 @@ const Target target_cuda = {
     .lab_devices = cuda_lab_devices,
     .build = cuda_build,
     .lab_modules_free = cuda_lab_modules_free,
+    .module_source = cuda_module_source,
+    .export_tree = cuda_export_tree,
     .runtime = &target_runtime_cuda,
 };

@@ -25,6 +25,7 @@
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_lab.h"
 #include "backend/cuda/nvrtc.h"
+#include "cuda_test_artifact.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -828,11 +829,7 @@ static void test_artifact_session(void) {
     CHECK_MSG(rc == ST_OK, "module: %s", e.msg);
     HwInfo hw_now;
     cuda_hw_info(&g_hw, &hw_now);
-    ArtifactHeader h = {0};
-    snprintf(h.orch_version, sizeof h.orch_version, "test");
-    snprintf(h.target, sizeof h.target, "cuda");
-    snprintf(h.fingerprint, sizeof h.fingerprint, "%s", hw_now.fingerprint);
-    h.model_hash = artifact_hash(onnx, onnx_size);
+    ArtifactHeader h = cuda_test_header(&g_hw, onnx, onnx_size);
     h.kernels = n;
     char path[4096];
     const char *tmp = getenv("TMPDIR");
