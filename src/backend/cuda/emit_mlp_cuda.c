@@ -116,7 +116,8 @@ typedef struct CEm {
     const char *xin;
     // Row statistics (MlpChain.red) of the current layer computed so far (n_rs of them), in
     // shared arrays rs_<k> indexed by the tile's row `rrow` (a C expression); NULL where the
-    // design computes none (only the block design does).
+    // design computes none (the block design and the tensor cores' epi=smem do:
+    // emit_row_stats).
     const char *rrow;
     int n_rs;
 } CEm;
@@ -157,7 +158,7 @@ static int emit_value(CEm *E, int l, int t, const char *acc, const char *col, co
                        l, "the layer's input, which only the block design holds");
     if (m->n_red[l] > 0 && !E->rrow)
         return err_set(e, ST_UNSUPPORTED, "CUDA mlp kernel %s: layer %d's epilogue reduces %s",
-                       E->fn, l, "over the row, which only the block design does");
+                       E->fn, l, "over the row, which this design does not");
     sb_line(s, ind, "{\n");
     sb_line(s, ind + 1, "const int64_t e_c = %s;\n", col);
     sb_line(s, ind + 1, "int64_t q_r = %s;\n", row);
@@ -561,67 +562,110 @@ static int64_t smem_bytes(const MlpChain *m, int64_t BM, bool stage) {
     return (2 * L.abuf + (stage ? max_kn(m) : 0)) * 4;
 }
 
-// Layer l's row statistics, after its products are in dst: one warp a row (lanes over the
-// columns, a shuffle tree at the end), each statistic the sum of its reduction's input over the
-// row's N columns (emit_value: from the product, the layer's input and the statistics before
-// it), divided for a mean, into rs_<k>[row] (shared). Accumulated in float32, or in double
-// where the statistic is float64 (the LayerNorm rule's mean), whatever the chain's storage.
-// Rows past the last reduce the zeros their products are.
-static int emit_row_stats(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *L,
-                          const char *src, const char *dst, Err *e) {
+// Where a design holds a layer's products while it computes their row statistics
+// (emit_row_stats): the row loop (rr = first, first + step, ... < rows: the rows one warp
+// reduces), C expressions of rr and the column cc, and where the statistics go.
+typedef struct RowStats {
+    int ind;                   // the emitted code's indentation
+    const char *first, *step;  // the warp's rows
+    int64_t rows;              // the tile's rows
+    const char *unroll;        // a pragma line for the row loop, or NULL
+    char gr[96];               // the global row of rr (clamped to a valid one)
+    char acc[96];              // the product at (rr, cc)
+    char xin[96];              // the layer's input at (rr, cc); "" where cexpr loads it
+    const char *base;          // statistic k at (vt *)(base + ofs + k * stride): 4-byte words
+    int64_t ofs, stride;       // words, even (a double statistic takes 2 a row)
+    const char *sync;          // the barrier after each statistic
+} RowStats;
+
+// Layer l's row statistics, after its products are where R says: one warp a row (lanes over
+// the columns, a shuffle tree at the end), each statistic the sum of its reduction's input over
+// the row's N columns (emit_value: from the product, the layer's input and the statistics
+// before it), divided for a mean, into rs_<k>[rr]. Accumulated in float32, or in double where
+// the statistic is float64 (the LayerNorm rule's mean), whatever the chain's storage. One
+// function for the block design (statistics in shared arrays of the block's rows) and the
+// tensor cores' epi=smem (warp-private arrays of the warp's rows); rows past the last reduce
+// what the design holds for them (zeros, or the last row's products).
+static int emit_row_stats(CEm *E, int l, const RowStats *R, Err *e) {
     const MlpChain *m = E->m;
     StrBuf *s = E->s;
-    int64_t BM = cfg->bm, T = cfg->t, N = m->N[l], R = m->R;
-    bool last = l == m->n - 1;
-    int64_t ofs = red_ofs(m, BM, cfg->stage != 0);
+    int64_t N = m->N[l];
+    int ind = R->ind;
     for (int k = 0; k < m->n_red[l]; k++) {
         DType dt = m->pg->tensors[m->pg->prims[m->red[l][k]]->out[0]]->dtype;
         const char *vt = dt == DT_DOUBLE ? "double" : "float";
-        sb_line(s, 2, "%s *rs_%d = (%s *)(orch_mlp_sm + %lld);\n", vt, k, vt,
-                (long long)(ofs + 2 * BM * k));
+        sb_line(s, ind, "%s *rs_%d = (%s *)(%s + %lld);\n", vt, k, vt, R->base,
+                (long long)(R->ofs + R->stride * k));
     }
     for (int k = 0; k < m->n_red[l]; k++) {
         const Prim *p = m->pg->prims[m->red[l][k]];
         DType dt = m->pg->tensors[p->out[0]]->dtype;
         const char *vt = dt == DT_DOUBLE ? "double" : "float";
-        sb_line(s, 2, "for (int rr = threadIdx.x >> 5; rr < %lld; rr += %lld) { // statistic %d\n",
-                (long long)BM, (long long)(T / 32), k);
-        sb_line(s, 3, "const int64_t gr = i0 + rr < %lld ? i0 + rr : %lld;\n", (long long)R,
-                (long long)(R - 1));
-        sb_line(s, 3, "%s s_ = 0;\n", vt);
-        sb_line(s, 3, "for (int cc = threadIdx.x & 31; cc < %lld; cc += 32) {\n", (long long)N);
-        if (last)
-            sb_line(s, 4, "const float acc = %s[rr * %lld + cc];\n", dst, (long long)L->so);
-        else
-            sb_line(s, 4, "const float acc = %s[cc * %lld + (cc >> 2) * 4 + rr];\n", dst,
-                    (long long)L->bmp);
-        if (m->xin[l])
-            sb_line(s, 4, "const float xin_ = %s[cc * %lld + (cc >> 2) * 4 + rr];\n", src,
-                    (long long)L->bmp);
-        sb_line(s, 4, "%s v_;\n", vt);
-        E->xin = "xin_";
+        if (R->unroll)
+            sb_line(s, ind, "%s\n", R->unroll);
+        sb_line(s, ind, "for (int rr = %s; rr < %lld; rr += %s) { // statistic %d\n", R->first,
+                (long long)R->rows, R->step, k);
+        sb_line(s, ind + 1, "const int64_t gr = %s;\n", R->gr);
+        sb_line(s, ind + 1, "%s s_ = 0;\n", vt);
+        sb_line(s, ind + 1, "for (int cc = threadIdx.x & 31; cc < %lld; cc += 32) {\n",
+                (long long)N);
+        sb_line(s, ind + 2, "const float acc = %s;\n", R->acc);
+        if (R->xin[0])
+            sb_line(s, ind + 2, "const float xin_ = %s;\n", R->xin);
+        sb_line(s, ind + 2, "%s v_;\n", vt);
+        E->xin = R->xin[0] ? "xin_" : NULL;
         E->rrow = "rr";
         E->n_rs = k;
-        int rc = emit_value(E, l, p->in[0], "acc", "cc", "gr", "v_", 4, e);
+        int rc = emit_value(E, l, p->in[0], "acc", "cc", "gr", "v_", ind + 2, e);
         E->xin = NULL;
         if (rc)
             return rc;
-        sb_line(s, 4, "s_ += v_;\n");
-        sb_line(s, 3, "}\n");
-        sb_line(s, 3, "#pragma unroll\n");
+        sb_line(s, ind + 2, "s_ += v_;\n");
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind + 1, "#pragma unroll\n");
         sb_line(
-            s, 3,
+            s, ind + 1,
             "for (int o_ = 16; o_ > 0; o_ >>= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o_);\n");
         if (p->red.op == RED_MEAN)
-            sb_line(s, 3, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_ / (%s)%lld;\n", k, vt,
-                    (long long)N);
+            sb_line(s, ind + 1, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_ / (%s)%lld;\n", k,
+                    vt, (long long)N);
         else
-            sb_line(s, 3, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_;\n", k);
-        sb_line(s, 2, "}\n");
-        sb_line(s, 2, "__syncthreads();\n");
+            sb_line(s, ind + 1, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_;\n", k);
+        sb_line(s, ind, "}\n");
+        sb_line(s, ind, "%s\n", R->sync);
     }
     E->n_rs = m->n_red[l];
     return ST_OK;
+}
+
+// The block design's: a warp a row of the block's BM (T / 32 warps), the products in dst
+// (k-major, or row-major [BM][SO] in the last layer), the layer's input k-major in src, the
+// statistics in shared memory after the buffers and the staged weights.
+static int emit_block_row_stats(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *L,
+                                const char *src, const char *dst, Err *e) {
+    const MlpChain *m = E->m;
+    int64_t BM = cfg->bm;
+    char step[24];
+    snprintf(step, sizeof step, "%lld", (long long)(cfg->t / 32));
+    RowStats R = {.ind = 2,
+                  .first = "threadIdx.x >> 5",
+                  .step = step,
+                  .rows = BM,
+                  .base = "orch_mlp_sm",
+                  .ofs = red_ofs(m, BM, cfg->stage != 0),
+                  .stride = 2 * BM,
+                  .sync = "__syncthreads();"};
+    snprintf(R.gr, sizeof R.gr, "i0 + rr < %lld ? i0 + rr : %lld", (long long)m->R,
+             (long long)(m->R - 1));
+    if (l == m->n - 1)
+        snprintf(R.acc, sizeof R.acc, "%s[rr * %lld + cc]", dst, (long long)L->so);
+    else
+        snprintf(R.acc, sizeof R.acc, "%s[cc * %lld + (cc >> 2) * 4 + rr]", dst,
+                 (long long)L->bmp);
+    if (m->xin[l])
+        snprintf(R.xin, sizeof R.xin, "%s[cc * %lld + (cc >> 2) * 4 + rr]", src,
+                 (long long)L->bmp);
+    return emit_row_stats(E, l, &R, e);
 }
 
 static int layer_tn(const MlpChain *m, int l, int tn) {
@@ -793,7 +837,7 @@ static int emit_layer(CEm *E, int l, const CuMlpConfig *cfg, const BlockLayout *
         sb_line(s, 1, "}\n");
         return ST_OK;
     }
-    int rc = emit_row_stats(E, l, cfg, L, src, dst, e);
+    int rc = emit_block_row_stats(E, l, cfg, L, src, dst, e);
     if (rc)
         return rc;
     // The epilogue over the tile: one copy of its code, U elements per thread and step (each a
@@ -991,6 +1035,8 @@ static int emit_block(const MlpChain *m, const KernelConfig *cfg, const TargetOp
 // (TM / row_vec(TM) vector loads per k), weight loads, the epilogue), issued by 4 schedulers per SM
 // at an efficiency that grows with the resident warps; blocks per SM from shared memory, threads
 // and registers; waves over the SMs; the chain's input and output cross DRAM once.
+static double red_row_instr(const MlpChain *m, int l, bool fast);
+
 static double score(const MlpChain *m, const CuDevice *d, const CuMlpConfig *P) {
     const CudaMlpModel *cm = &CUDA_MLP_MODEL;
     double BM = (double)P->bm, T = (double)P->t, TM = (double)P->tm;
@@ -1008,6 +1054,9 @@ static double score(const MlpChain *m, const CuDevice *d, const CuMlpConfig *P) 
         instr += per * (double)m->K[l] *
                  (TM * TN + al + wl * (stage ? cm->blk_wload_smem : cm->blk_wload_cache));
         instr += per * TM * TN * cm->blk_epi_instr; // epilogue
+        if (m->n_red[l] > 0) // a warp a row: the block's rows over its warps
+            instr += ceil(BM / (T / 32)) * red_row_instr(m, l, false) +
+                     (double)m->n_red[l] * cm->blk_barrier_instr;
         if (stage)
             instr += (double)(m->K[l] * m->N[l]) / T * cm->blk_stage_instr + cm->blk_wstage_fixed;
         instr += cm->blk_barrier_instr; // barrier
@@ -1319,6 +1368,10 @@ typedef struct TcLayout {
     int64_t pofs;                  // the warps' buffers P (words): after the weights and biases
     int64_t sp;                                     // epi=smem row stride (floats, 8 mod 32)
     int64_t maxnp;
+    // Row statistics (MlpChain.red; epi=smem only): the most a layer has. Every warp keeps its
+    // rows' statistics in a warp-private array after the buffers, 2 words (a double or a float)
+    // a row and statistic (tc_stats).
+    int nred;
     // Half storage of the mma's type: the input and the weights are loaded as stored. The first
     // layer's k order is then permuted within each k step (xperm 1: a lane's fragment columns
     // 2t, 2t+1, 2t+8, 2t+9 hold physical columns 4t .. 4t+3, one 8-byte load per row) or, for
@@ -1377,6 +1430,7 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
         L->sp -= 32;
     L->hraw = half_chain(m) && tc_fits(m, var);
     L->xbuf = m->any_xin;
+    L->nred = max_red(m);
     // A float32 x (x_cast) is loaded as floats and packed (rounded) like a float32 chain's, in the
     // plain k order.
     L->xraw = L->hraw && !m->x_cast;
@@ -1387,8 +1441,18 @@ static void tc_layout(const MlpChain *m, int var, bool xstage, TcLayout *L) {
     }
 }
 
+// Words of a warp's row statistics, and where the warps' arrays start (after the buffers P and
+// PX; even: the doubles 8-byte aligned, sp is).
+static int64_t tc_stats(const TcLayout *L, int64_t MT) {
+    return 2 * 16 * MT * L->nred;
+}
+
+static int64_t tc_stats_ofs(const TcLayout *L, int64_t W, int64_t MT) {
+    return L->pofs + W * 16 * MT * L->sp * (L->xbuf ? 2 : 1);
+}
+
 static int64_t tc_smem(const TcLayout *L, int64_t W, int64_t MT, bool epi_smem) {
-    return L->pofs * 4 + (epi_smem ? W * 16 * MT * L->sp * 4 * (L->xbuf ? 2 : 1) : 0);
+    return epi_smem ? (tc_stats_ofs(L, W, MT) + W * tc_stats(L, MT)) * 4 : L->pofs * 4;
 }
 
 // 32-bit registers a thread needs at the widest layer (operand fragments, accumulators, the
@@ -2178,6 +2242,27 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
         return ST_OK;
     }
     int64_t NCC = (N + 31) / 32;
+    if (m->n_red[l] > 0) {
+        // The row statistics of the warp's rows from the products in the buffer (and the
+        // layer's input in the other one), into the warp-private RS, before the epilogue reads
+        // them. Rows past the last hold the last row's products.
+        RowStats RR = {.ind = 3,
+                       .first = "0",
+                       .step = "1",
+                       .rows = WR,
+                       .unroll = "#pragma unroll 2",
+                       .base = "RS",
+                       .stride = 2 * WR,
+                       .sync = "__syncwarp();"};
+        snprintf(RR.gr, sizeof RR.gr, "row0 + rr < %lld ? row0 + rr : %lld", (long long)R,
+                 (long long)(R - 1));
+        snprintf(RR.acc, sizeof RR.acc, "%s[rr * %lld + cc]", pb, (long long)SP);
+        if (m->xin[l] && l > 0)
+            snprintf(RR.xin, sizeof RR.xin, "%s[rr * %lld + cc]", px, (long long)SP);
+        rc = emit_row_stats(E, l, &RR, e);
+        if (rc)
+            return rc;
+    }
     if (m->epi[l] || last) {
         if (last) {
             sb_line(s, 3, "const int nr = %lld - row0 < %lld ? (int)(%lld - row0) : %lld;\n",
@@ -2206,6 +2291,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             sb_line(s, 6, "const float xin_ = %s[r * %lld + c_];\n", px, (long long)SP);
             E->xin = "xin_";
         }
+        E->rrow = "r"; // the row statistics (emit_row_stats left n_rs at the layer's count)
         if (last) {
             snprintf(dest, sizeof dest, "gr * %lld + c_", (long long)N);
             rc = emit_epi_out(E, l, "accv", "c_", "gr", dest, 6, e);
@@ -2213,6 +2299,8 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
             rc = emit_epi(E, l, "accv", "c_", "gr", "*pp", 6, e);
         }
         E->xin = NULL;
+        E->rrow = NULL;
+        E->n_rs = 0;
         if (rc)
             return rc;
         sb_line(s, 5, "}\n");
@@ -2296,6 +2384,9 @@ static int emit_tc(const MlpChain *m, const KernelConfig *cfg, const TargetOptio
                 (long long)L.pofs, (long long)(16 * MT * L.sp));
     if (epi_smem && L.xbuf)
         sb_line(s, 1, "float *PX = P + %lld;\n", (long long)(W * 16 * MT * L.sp));
+    if (epi_smem && L.nred > 0)
+        sb_line(s, 1, "uint32_t *RS = orch_mlp_smw + %lld + warp * %lld;\n",
+                (long long)tc_stats_ofs(&L, W, MT), (long long)tc_stats(&L, MT));
     emit_tile_loop(s, W, G, 16 * MT, m->R);
     // (Loading the next tile's input into registers during this one measured no gain on an
     // H100: 96.8 against 99.1 us at best, and it costs the registers of more warps.)
@@ -2403,6 +2494,42 @@ static double epi_per_elem(const MlpChain *m, bool fast) {
     return sum / elems;
 }
 
+// ALU instructions of one element of tensor t in layer l's epilogue: the candidate's ELEMWISE
+// primitives on the way to it from the product, the layer's input, the row statistics and the
+// constants, counted along every path (as cexpr computes it where nothing is pinned).
+static double value_cost(const MlpChain *m, int t, bool fast, int depth) {
+    const PrimGraph *pg = m->pg;
+    int pid = pg->tensors[t]->producer;
+    if (depth > 16 || pid < 0 || pg->prims[pid]->kind != PRIM_ELEMWISE)
+        return 0;
+    bool mine = false;
+    for (int i = 0; i < m->c->n_prims && !mine; i++)
+        mine = m->c->prims[i] == pid;
+    if (!mine)
+        return 0;
+    const Prim *p = pg->prims[pid];
+    double cost = 0;
+    for (int k = 0; k < p->ew.n; k++)
+        cost += ew_cost(p->ew.code[k].op, fast);
+    for (int j = 0; j < p->n_in; j++)
+        if (p->in[j] >= 0)
+            cost += value_cost(m, p->in[j], fast, depth + 1);
+    return cost;
+}
+
+// A warp's instructions for one row's statistics of layer l (emit_row_stats): per column a
+// load, the statistic's input, the sum and the loop (a double sum: a conversion more), then the
+// shuffle tree (a double: two shuffles a step), the store and the barrier.
+static double red_row_instr(const MlpChain *m, int l, bool fast) {
+    double r = 0, cols = ceil((double)m->N[l] / 32);
+    for (int k = 0; k < m->n_red[l]; k++) {
+        const Prim *p = m->pg->prims[m->red[l][k]];
+        bool dbl = m->pg->tensors[p->out[0]]->dtype == DT_DOUBLE;
+        r += cols * (value_cost(m, p->in[0], fast, 0) + 4 + (dbl ? 1 : 0)) + (dbl ? 15 : 10) + 4;
+    }
+    return r;
+}
+
 typedef struct Dev {
     CuDevice dev; // device_model.h
     bool fast;    // the code's epilogues take the fast transcendentals (cugen_fast_math)
@@ -2507,6 +2634,8 @@ static double tc_score(const MlpChain *m, const Dev *d, const TcLayout *L, int64
         } else {
             fma += frag / 2 * (2 + pack);
             epi += rows * ceil((double)m->N[l] / 32) * (e + 5);
+            // Row statistics: one dependent chain a row, each a shuffle tree at its end.
+            epi += rows * red_row_instr(m, l, d->fast);
         }
     }
     // A register epilogue is one long unrolled stream: independent chains for the scheduler.
@@ -2671,7 +2800,8 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
     WarpLayout WL;
     static const int64_t warp_ws[] = {4, 8, 12, 16};
     // A row reduction (a LayerNorm) needs the whole row of a layer's products before its
-    // epilogue: the block design has it in shared memory; the others hold a row's columns in
+    // epilogue: the block design has it in shared memory, the tensor cores' epi=smem in the
+    // warp's buffer; the warp design and the other epilogue modes hold a row's columns in
     // different lanes' registers and are not offered.
     for (size_t i = 0; !m.any_xin && !m.any_red && warp_layout(&m, &WL) && i < ORCH_COUNT(warp_ws);
          i++) {
@@ -2685,7 +2815,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
         kc->score = warp_score(&m, &d, W, G, bps);
     }
     int vars[4];
-    int nv = m.any_red ? 0 : tc_variants(&m, &d, opt, vars);
+    int nv = tc_variants(&m, &d, opt, vars);
     // A register epilogue unrolls one copy of the epilogue per accumulator element: for costly
     // epilogues (a sin, a sigmoid) that code no longer fits the instruction cache (the
     // measurements are CUDA_MLP_MODEL.reg_epi_max's), and NVRTC takes seconds over it. Under
@@ -2707,7 +2837,7 @@ int cugen_mlp_configs(const PrimGraph *pg, const Candidate *c, const CudaHw *hw,
                                                     : xstage_ok(&m, &L) ? 4
                                                                         : 3);
                      es++) {
-                    if (m.any_xin && es != CUMLP_EPI_SMEM)
+                    if ((m.any_xin || m.any_red) && es != CUMLP_EPI_SMEM)
                         continue;
                     int64_t W = tc_ws[i], MT = tc_mts[j];
                     int64_t regs = tc_regs(&m, &L, MT, es >= 2, es == 3);
@@ -2745,10 +2875,11 @@ int cugen_mlp_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *
                        "CUDA mlp kernel %s: config '%s': an epilogue reads its layer's input, "
                        "which only the block design and the tensor cores' epi=smem keep",
                        fn, cfg->desc);
-    if (m.any_red && v != CUMLP_BLOCK)
+    if (m.any_red && v != CUMLP_BLOCK && (!tc_var(v) || q.epi != CUMLP_EPI_SMEM))
         return err_set(e, ST_UNSUPPORTED,
                        "CUDA mlp kernel %s: config '%s': an epilogue reduces over the row (a "
-                       "LayerNorm), which only the block design computes",
+                       "LayerNorm), which only the block design and the tensor cores' epi=smem "
+                       "compute",
                        fn, cfg->desc);
     if (v == CUMLP_BLOCK) {
         smem = smem_bytes(&m, q.bm, q.stage != 0);

@@ -21,9 +21,10 @@
 //   case prints a skip line (ORCH_REQUIRE_GPU=1 makes it fail). The C target refuses half chains.
 //   sin_guard: sines of |x| up to 1e9 in an epilogue (the deferred epilogue's exact redo).
 //   layernorm_cases: MLPs with a LayerNorm between layers through the importer (widths 32, 64,
-//   128; depths 2 to 4; odd row counts; LayerNorm before or after the activation, and the
+//   96, 128; depths 2 to 4; odd row counts; LayerNorm before or after the activation, and the
 //   post-norm residual LN(x + act(fc(x)))): the chains and their row reductions (MlpChain.red),
-//   checked as above (CUDA: the block design alone reduces rows), two of them in half storage.
+//   the configs offered (block and the tensor cores' epi=smem reduce rows), checked as above
+//   (CUDA: the longest chain in the best config of every variant and MT), two in half storage.
 //   layernorm_boundaries: the
 //   reductions that stop a chain (over the rows, a row max, a statistic that is an output or
 //   without keepdims) and an RMSNorm inside one.
@@ -88,6 +89,9 @@ static bool g_sm90_only; // ORCH_CUGEN_SM90_ONLY=1 (make test): no GPU, the desc
 static int g_sample = 1;
 static int g_sampled_out;
 static bool g_fp32_only; // sin_guard: chain_configs offers float32's configs alone
+// layernorm_cases: a family (chain_configs' `families`) is a variant, epilogue mode and MT, so
+// that the row statistics run in 16- and 32-row warp tiles.
+static bool g_family_mt;
 
 // A_SIN (the gated chain's sin(t + b) * sigmoid(x)) is not drawn by the random cases.
 enum { A_NONE, A_RELU, A_SIGMOID, A_TANH, A_GELU, A_SINSIG, A_SILU, A_COUNT, A_SIN = A_COUNT };
@@ -612,7 +616,7 @@ static int emit_at_precision(const PrimGraph *pg, const Candidate *c, const Kern
 // A config's family: its variant and, for the tensor-core variants, its epilogue mode.
 static int family(const KernelConfig *cf) {
     CuMlpConfig q = mcfg(cf);
-    return (int)(q.var * 4 + q.epi);
+    return (int)((q.var * 4 + q.epi) * 8 + (g_family_mt ? q.mt : 0));
 }
 
 // The configs chain c is checked in: the best k under float32 (k = 0: the best SIMT one, whose
@@ -1571,14 +1575,40 @@ static void check_ln_spec(const char *name, const PrimGraph *pg, int layers) {
             CHECK_MSG(m.n_red[l] == 2 && pg->prims[m.red[l][0]]->red.op == RED_MEAN &&
                           pg->prims[m.red[l][1]]->red.op == RED_MEAN,
                       "%s: layer %d has %d row reductions", name, l, m.n_red[l]);
+        // The designs that hold a whole row of a layer's products reduce rows: block, and the
+        // tensor cores with epi=smem; the latter are offered under every precision on the
+        // described H100 (f64 under float32: up to 96 columns, where its registers allow) where
+        // the weights fit its shared memory.
+        static const Precision precs[] = {PREC_FP32, PREC_TF32, PREC_FP16, PREC_BF16};
+        bool half = is_half(m.dtype);
+        for (size_t p = 0; p < ORCH_COUNT(precs); p++) {
+            KernelConfig cf[64];
+            int n = cugen_mlp_configs(pg, &cs->c[i], &g_cu[1],
+                                      &(TargetOptions){.precision = precs[p]}, cf, 64);
+            int tc = 0;
+            for (int q = 0; q < n; q++) {
+                CuMlpConfig c = mcfg(&cf[q]);
+                CHECK_MSG(c.var == CUMLP_BLOCK ||
+                              (c.var != CUMLP_WARP && c.epi == CUMLP_EPI_SMEM),
+                          "%s: CUDA config '%s' offered", name, cf[q].desc);
+                tc += c.var != CUMLP_BLOCK;
+            }
+            // (Every layer's weights are staged at once: at most 128 KB of them here.)
+            int64_t w = m.N[0], wbytes = (int64_t)m.n * w * w * (int64_t)dtype_size(m.dtype);
+            bool want = wbytes <= 128 * 1024 && (half || precs[p] != PREC_FP32 || w <= 96);
+            CHECK_MSG(!want || tc > 0, "%s: no tensor-core config under %s", name,
+                      precision_name(precs[p]));
+        }
     }
     CHECK_MSG(found, "%s: no chain of %d layers that mlp_analyse reads", name, layers);
     cand_set_free(cs);
 }
 
-// Widths 32, 64 and 128, depths 2 and 4, odd row counts (1, primes), the three forms: the chains
-// found (every run of 2..N layers, LayerNorms inside), then checked as the other cases on the CPU
-// and compiled with NVRTC (the block design: the only one that reduces rows).
+// Widths 32, 64, 96 and 128, depths 2 to 4, odd row counts (1, primes: never a multiple of the
+// tensor cores' 16- or 32-row warp tiles), the three forms: the chains found (every run of 2..N
+// layers, LayerNorms inside), the configs offered, then checked as the other cases on the CPU
+// and compiled with NVRTC (on a GPU, run): the block design and the tensor cores' epi=smem,
+// the longest chain in the best config of every variant and MT (g_family_mt).
 static void layernorm_cases(void) {
     static const struct {
         int64_t batch, width;
@@ -1588,7 +1618,8 @@ static void layernorm_cases(void) {
         {257, 32, 2, LN_ACT, false},  {1, 32, 4, LN_ACT, false},    {1031, 64, 2, LN_ACT, false},
         {37, 64, 4, LN_ACT, false},   {131, 128, 2, LN_ACT, false}, {4099, 128, 4, LN_ACT, false},
         {61, 64, 3, ACT_LN, true},    {509, 32, 2, ACT_LN, false},  {97, 64, 4, LN_RES, false},
-        {1023, 128, 2, LN_RES, true},
+        {1023, 128, 2, LN_RES, true}, {211, 96, 3, LN_ACT, false},  {333, 96, 2, LN_RES, false},
+        {45, 128, 3, ACT_LN, false},  {17, 32, 3, LN_RES, true},
     };
     static const char *const form_name[] = {"ln_act", "act_ln", "ln_res"};
     for (size_t i = 0; i < ORCH_COUNT(cases); i++) {
@@ -1604,7 +1635,9 @@ static void layernorm_cases(void) {
         free(bytes);
         if (pg) {
             check_ln_spec(name, pg, cases[i].layers);
-            check_mlp(name, pg, cases[i].layers, 2, 2, i < 2, false);
+            g_family_mt = true;
+            check_mlp(name, pg, cases[i].layers, 2, 2, true, false);
+            g_family_mt = false;
         }
         graph_free(g);
     }
@@ -1628,7 +1661,9 @@ static void layernorm_cases(void) {
         CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
         if (pg && rc == ST_OK) {
             check_ln_spec(name, pg, 3);
+            g_family_mt = true;
             check_mlp(name, pg, 3, 1, 1, true, false);
+            g_family_mt = false;
         } else {
             prim_graph_free(pg);
         }
