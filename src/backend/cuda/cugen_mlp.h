@@ -15,8 +15,8 @@
 // The epilogues (bias, activation) go through cexpr's CUDA dialect, in registers (epi=reg) or in
 // a warp-private shared-memory pass (epi=smem). A chain whose epilogues read their layer's input
 // (a gate, a residual: MlpChain.xin) gets the block variant (none) and the tensor-core ones with
-// epi=smem only; a chain whose epilogues reduce over the row (a LayerNorm: MlpChain.red) gets the
-// block variant alone. Same ABI as cugen.h.
+// epi=smem only; so does a chain whose epilogues reduce over the row (a LayerNorm: MlpChain.red).
+// Same ABI as cugen.h.
 // Chains of float32, or of float16 / bfloat16 (half storage: input, weights and activations half,
 // the output half or float32): every variant reads half tensors as stored and computes in float32;
 // a half chain gets the tensor-core variant of its type only (f16 / bf16), whatever the precision.

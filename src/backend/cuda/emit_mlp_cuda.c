@@ -64,10 +64,13 @@
 // The warp design overwrites it and epi=reg / ilv / ilvx hold it only as operand fragments, so
 // cugen_mlp_configs does not offer them for such chains.
 // Row reductions in an epilogue (MlpChain.red: a LayerNorm's mean and variance) run in the block
-// design alone: after a layer's products are in shared memory, one warp per row sums each
-// statistic's input over the row (lanes over the columns, a shuffle tree; float32, or double for
-// a float64 statistic) into a shared array that the epilogue pass reads as the row's value. The
-// persistent designs spread a row's columns over lanes' registers and are not offered for them.
+// design and in the tensor-core designs with epi=smem, through one function (emit_row_stats):
+// after a layer's products are in shared memory (the block's buffer, or the warp's [16 MT][SP]
+// P), one warp per row sums each statistic's input over the row (lanes over the columns, a
+// shuffle tree; float32, or double for a float64 statistic), one pass per statistic in
+// dependence order, into an array (shared by the block, or warp-private after the warps'
+// buffers: TcLayout.nred) that the epilogue pass reads as the row's value. The warp design and
+// epi=reg / ilv / ilvx spread a row's columns over lanes' registers and are not offered for them.
 // Rows past the last: loads read the last row instead (zeros in the block kernel), epilogues
 // see its index, nothing is stored for them (every row of a product depends only on its own
 // input row).
@@ -112,7 +115,7 @@ typedef struct CEm {
     int cur;         // the layer whose product the reader answers for (-1: none)
     const char *acc; // the variable holding that product at the current index
     // The variable holding the layer's input at the current index, for epilogues that read it
-    // (MlpChain.xin); NULL where the design does not hold it (only the block design does).
+    // (MlpChain.xin); NULL where the design does not hold it (block and epi=smem hold it).
     const char *xin;
     // Row statistics (MlpChain.red) of the current layer computed so far (n_rs of them), in
     // shared arrays rs_<k> indexed by the tile's row `rrow` (a C expression); NULL where the
@@ -2250,7 +2253,7 @@ static int emit_tc_layer(TcEm *T, int l, Err *e) {
                        .first = "0",
                        .step = "1",
                        .rows = WR,
-                       .unroll = "#pragma unroll 2",
+                       .unroll = "#pragma unroll 4",
                        .base = "RS",
                        .stride = 2 * WR,
                        .sync = "__syncwarp();"};
