@@ -569,16 +569,16 @@ static int64_t smem_bytes(const MlpChain *m, int64_t BM, bool stage) {
 // (emit_row_stats): the row loop (rr = first, first + step, ... < rows: the rows one warp
 // reduces), C expressions of rr and the column cc, and where the statistics go.
 typedef struct RowStats {
-    int ind;                   // the emitted code's indentation
-    const char *first, *step;  // the warp's rows
-    int64_t rows;              // the tile's rows
-    const char *unroll;        // a pragma line for the row loop, or NULL
-    char gr[96];               // the global row of rr (clamped to a valid one)
-    char acc[96];              // the product at (rr, cc)
-    char xin[96];              // the layer's input at (rr, cc); "" where cexpr loads it
-    const char *base;          // statistic k at (vt *)(base + ofs + k * stride): 4-byte words
-    int64_t ofs, stride;       // words, even (a double statistic takes 2 a row)
-    const char *sync;          // the barrier after each statistic
+    int ind;                  // the emitted code's indentation
+    const char *first, *step; // the warp's rows
+    int64_t rows;             // the tile's rows
+    const char *unroll;       // a pragma line for the row loop, or NULL
+    char gr[96];              // the global row of rr (clamped to a valid one)
+    char acc[96];             // the product at (rr, cc)
+    char xin[96];             // the layer's input at (rr, cc); "" where cexpr loads it
+    const char *base;         // statistic k at (vt *)(base + ofs + k * stride): 4-byte words
+    int64_t ofs, stride;      // words, even (a double statistic takes 2 a row)
+    const char *sync;         // the barrier after each statistic
 } RowStats;
 
 // Layer l's row statistics, after its products are where R says: one warp a row (lanes over
@@ -630,8 +630,8 @@ static int emit_row_stats(CEm *E, int l, const RowStats *R, Err *e) {
             s, ind + 1,
             "for (int o_ = 16; o_ > 0; o_ >>= 1) s_ += __shfl_xor_sync(0xffffffffu, s_, o_);\n");
         if (p->red.op == RED_MEAN)
-            sb_line(s, ind + 1, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_ / (%s)%lld;\n", k,
-                    vt, (long long)N);
+            sb_line(s, ind + 1, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_ / (%s)%lld;\n", k, vt,
+                    (long long)N);
         else
             sb_line(s, ind + 1, "if ((threadIdx.x & 31) == 0) rs_%d[rr] = s_;\n", k);
         sb_line(s, ind, "}\n");
@@ -663,11 +663,9 @@ static int emit_block_row_stats(CEm *E, int l, const CuMlpConfig *cfg, const Blo
     if (l == m->n - 1)
         snprintf(R.acc, sizeof R.acc, "%s[rr * %lld + cc]", dst, (long long)L->so);
     else
-        snprintf(R.acc, sizeof R.acc, "%s[cc * %lld + (cc >> 2) * 4 + rr]", dst,
-                 (long long)L->bmp);
+        snprintf(R.acc, sizeof R.acc, "%s[cc * %lld + (cc >> 2) * 4 + rr]", dst, (long long)L->bmp);
     if (m->xin[l])
-        snprintf(R.xin, sizeof R.xin, "%s[cc * %lld + (cc >> 2) * 4 + rr]", src,
-                 (long long)L->bmp);
+        snprintf(R.xin, sizeof R.xin, "%s[cc * %lld + (cc >> 2) * 4 + rr]", src, (long long)L->bmp);
     return emit_row_stats(E, l, &R, e);
 }
 
@@ -1057,7 +1055,8 @@ static double score(const MlpChain *m, const CuDevice *d, const CuMlpConfig *P) 
         instr += per * (double)m->K[l] *
                  (TM * TN + al + wl * (stage ? cm->blk_wload_smem : cm->blk_wload_cache));
         instr += per * TM * TN * cm->blk_epi_instr; // epilogue
-        if (m->n_red[l] > 0) // a warp a row: the block's rows over its warps
+        // Row statistics: a warp a row, the block's rows over its warps.
+        if (m->n_red[l] > 0)
             instr += ceil(BM / (T / 32)) * red_row_instr(m, l, false) +
                      (double)m->n_red[l] * cm->blk_barrier_instr;
         if (stage)
