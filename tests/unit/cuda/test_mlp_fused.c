@@ -1588,8 +1588,7 @@ static void check_ln_spec(const char *name, const PrimGraph *pg, int layers) {
             int tc = 0;
             for (int q = 0; q < n; q++) {
                 CuMlpConfig c = mcfg(&cf[q]);
-                CHECK_MSG(c.var == CUMLP_BLOCK ||
-                              (c.var != CUMLP_WARP && c.epi == CUMLP_EPI_SMEM),
+                CHECK_MSG(c.var == CUMLP_BLOCK || (c.var != CUMLP_WARP && c.epi == CUMLP_EPI_SMEM),
                           "%s: CUDA config '%s' offered", name, cf[q].desc);
                 tc += c.var != CUMLP_BLOCK;
             }
