@@ -41,7 +41,7 @@
 #include "../attn_graphs.h"
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
-#include "../check.h"
+#include "../gpu_check.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"
 #include "backend/cuda/cuda_api.h"
@@ -1191,10 +1191,7 @@ static void print_worst(void) {
 static bool gpu_skip(void) {
     if (g_api)
         return false;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-              g_gpu_err.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+    gpu_check_skip("no CUDA device on this machine (%s)", g_gpu_err.msg);
     return true;
 }
 

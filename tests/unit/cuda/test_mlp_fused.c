@@ -44,7 +44,7 @@
 // ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "backend/kernel_lab.h"
-#include "../check.h"
+#include "../gpu_check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
@@ -2070,10 +2070,7 @@ static void gpu_present(void) {
         CHECK(g_gpu_ran > 0);
         return;
     }
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-              g_gpu_err.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+    gpu_check_skip("no CUDA device on this machine (%s)", g_gpu_err.msg);
 }
 
 static void counts(void) {
