@@ -4,8 +4,9 @@
 // every candidate cugen_pw_supports accepts, every config it proposes, emitted into a few NVRTC
 // programs of many kernels each and compiled for sm_80 and sm_90a in parallel threads. An NVRTC
 // error prints the kernel it points into and the log. Without NVRTC the test prints a skip line
-// and passes. Where a CUDA device exists (cuda_api_load succeeds) the kernels are also compiled
-// for it, run on random inputs and compared with prim_eval's values of the same tensors:
+// and passes. Where a CUDA device exists (cuda_api_load succeeds; ORCH_REQUIRE_GPU=1: a failure
+// where none does) the kernels are also compiled for it, run on random inputs and compared with
+// prim_eval's values of the same tensors:
 // |got-ref| <= 1e-4*|ref| + 1e-4*max|ref| for floats (NaN matches NaN), exact for integers and
 // bool; outputs are poisoned before the run and a guard band after them is checked; row-cached
 // reduction kernels must also equal their uncached siblings bit for bit (test_row_cache's graphs).
@@ -13,7 +14,7 @@
 // emits without compiling except for a GPU; CUGEN_DUMP=FILE writes
 // the source of a failing program there; ORCH_CUGEN_ALL=1 compiles every supported candidate with
 // every config, thousands of kernels, instead of a cover of the primitives)
-#include "../check.h"
+#include "../gpu_check.h"
 #include "../pointwise_graphs.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cugen.h"
@@ -759,6 +760,7 @@ static void free_all(void) {
 // ---- cases ----
 
 static bool have_nvrtc, have_gpu;
+static Err g_gpu_err; // why there is no GPU half
 static int current;
 
 static void graph_case(void) {
@@ -1312,6 +1314,11 @@ static void test_half_conversions(void) {
     sb_free(&k);
 }
 
+// Without a GPU its half is skipped: a line saying why, or a failure under ORCH_REQUIRE_GPU.
+static void gpu_half(void) {
+    gpu_check_skip("GPU half (%s)", g_gpu_err.msg[0] ? g_gpu_err.msg : "no CUDA device");
+}
+
 int main(int argc, char **argv) {
     const char *env = getenv("ORCH_TEST_SEED");
     uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10)
@@ -1331,17 +1338,16 @@ int main(int argc, char **argv) {
     printf("  NVRTC %d.%d (%s)\n", vmaj, vmin, nvrtc_path());
     CudaHw hw;
     hw_h100(&hw);
-    Err ge = {0};
-    api = cuda_api_load(&ge);
-    if (api && cuda_hw_detect(&hw, NULL, &ge) == ST_OK &&
-        cuda_device_open(api, 0, &dev, &ge) == ST_OK)
+    api = cuda_api_load(&g_gpu_err);
+    if (api && cuda_hw_detect(&hw, NULL, &g_gpu_err) == ST_OK &&
+        cuda_device_open(api, 0, &dev, &g_gpu_err) == ST_OK)
         have_gpu = true;
     else
         hw_h100(&hw);
     if (have_gpu)
         printf("  GPU: %s (%s, %d SMs)\n", hw.name, hw.arch, hw.sm_count);
     else
-        printf("  skip GPU half: %s\n", ge.msg[0] ? ge.msg : "no CUDA device");
+        RUN(gpu_half);
     archs[n_archs++] = "sm_80";
     archs[n_archs++] = "sm_90a";
     if (have_gpu) {
