@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---- random values ----
@@ -46,6 +47,15 @@ static inline void fill(const Tensor *t, void *p) {
         else
             elem_set_i64(t->dtype, p, i, 1 + rnd_int(3));
     }
+}
+
+// Seeds rng_state from argv[2] (the clock without it) and prints the command that repeats the
+// run: unit_NAME [MODELS_DIR [SEED]].
+static inline void plan_cases_seed(int argc, char **argv) {
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
+    rng_state = seed ? seed : 1;
+    printf("seed %llu (repeat with: %s '%s' %llu)\n", (unsigned long long)seed, argv[0],
+           argc > 1 ? argv[1] : "", (unsigned long long)seed);
 }
 
 // ---- small primitive graphs built directly ----

@@ -407,6 +407,42 @@ static inline int compute_values(G *g, Err *e) {
     return ST_OK;
 }
 
+// Whether got matches ref: floats within tol of |ref| plus tol of the largest finite |ref| (NaN
+// matches NaN, an infinity itself), everything else bit for bit; *bad: the first element off.
+// tol: 1e-4, or the half types' rounding under a reduced precision (2e-3 float16, 1.6e-2
+// bfloat16, as lab_outputs_agree_tol).
+static inline bool close_enough(DType dt, const void *got, const void *ref, int64_t n, double tol,
+                                int64_t *bad) {
+    if (!dtype_is_float(dt)) {
+        size_t es = dtype_size(dt);
+        for (int64_t i = 0; i < n; i++)
+            if (memcmp((const char *)got + i * (int64_t)es, (const char *)ref + i * (int64_t)es,
+                       es)) {
+                *bad = i;
+                return false;
+            }
+        return true;
+    }
+    double maxref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = elem_get_f64(dt, ref, i);
+        if (isfinite(r))
+            maxref = fmax(maxref, fabs(r));
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double gv = elem_get_f64(dt, got, i), r = elem_get_f64(dt, ref, i);
+        if (isnan(r) && isnan(gv))
+            continue;
+        if (isinf(r) && gv == r)
+            continue;
+        if (!(fabs(gv - r) <= tol * fabs(r) + tol * maxref)) {
+            *bad = i;
+            return false;
+        }
+    }
+    return true;
+}
+
 static inline void free_graphs(void) {
     for (int gi = 0; gi < n_graphs; gi++) {
         G *g = &graphs[gi];

@@ -705,10 +705,7 @@ static void model_dir(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed ? seed : 1;
-    printf("seed %llu (repeat with: %s %s %llu)\n", (unsigned long long)seed, argv[0],
-           argc > 1 ? argv[1] : "''", (unsigned long long)seed);
+    plan_cases_seed(argc, argv);
     if (argc > 1 && argv[1][0])
         return run_model_dirs(argv[1], model_dir);
     RUN(cost_model);

@@ -134,37 +134,6 @@ typedef struct Kernel {
     char fn[48];
 } Kernel;
 
-static bool close_enough(DType dt, const void *got, const void *ref, int64_t n, int64_t *bad) {
-    if (!dtype_is_float(dt)) {
-        size_t es = dtype_size(dt);
-        for (int64_t i = 0; i < n; i++)
-            if (memcmp((const char *)got + i * (int64_t)es, (const char *)ref + i * (int64_t)es,
-                       es)) {
-                *bad = i;
-                return false;
-            }
-        return true;
-    }
-    double maxref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = elem_get_f64(dt, ref, i);
-        if (isfinite(r))
-            maxref = fmax(maxref, fabs(r));
-    }
-    for (int64_t i = 0; i < n; i++) {
-        double gv = elem_get_f64(dt, got, i), r = elem_get_f64(dt, ref, i);
-        if (isnan(r) && isnan(gv))
-            continue;
-        if (isinf(r) && gv == r)
-            continue;
-        if (!(fabs(gv - r) <= 1e-4 * fabs(r) + 1e-4 * maxref)) {
-            *bad = i;
-            return false;
-        }
-    }
-    return true;
-}
-
 static int run_all(void) {
     HwInfo hw = {.cores = 2, .simd_bytes = 32, .l1d = 32768, .l2 = 1 << 20, .line = 64};
     snprintf(hw.target, sizeof hw.target, "cpu");
@@ -304,7 +273,7 @@ static int run_all(void) {
         memset(out, 0xa5, bytes + 1);
         fn(in, out);
         int64_t bad = -1;
-        if (!close_enough(o->dtype, out, g->val[o->id], tensor_numel(o), &bad)) {
+        if (!close_enough(o->dtype, out, g->val[o->id], tensor_numel(o), 1e-4, &bad)) {
             if (g->failures < 4) {
                 char sh[64];
                 printf("  %s: candidate %d (%d prims, %s, %s) differs at %lld: got %g want %g\n",

@@ -556,40 +556,6 @@ static int compile_all(void) {
 static const CudaApi *api;
 static CudaDevice dev;
 
-// Within tol of the largest |ref| and of |ref| (1e-4; the half types' rounding under a reduced
-// precision: 2e-3 float16, 1.6e-2 bfloat16, as lab_outputs_agree_tol).
-static bool close_enough(DType dt, const void *got, const void *ref, int64_t n, double tol,
-                         int64_t *bad) {
-    if (!dtype_is_float(dt)) {
-        size_t es = dtype_size(dt);
-        for (int64_t i = 0; i < n; i++)
-            if (memcmp((const char *)got + i * (int64_t)es, (const char *)ref + i * (int64_t)es,
-                       es)) {
-                *bad = i;
-                return false;
-            }
-        return true;
-    }
-    double maxref = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double r = elem_get_f64(dt, ref, i);
-        if (isfinite(r))
-            maxref = fmax(maxref, fabs(r));
-    }
-    for (int64_t i = 0; i < n; i++) {
-        double gv = elem_get_f64(dt, got, i), r = elem_get_f64(dt, ref, i);
-        if (isnan(r) && isnan(gv))
-            continue;
-        if (isinf(r) && gv == r)
-            continue;
-        if (!(fabs(gv - r) <= tol * fabs(r) + tol * maxref)) {
-            *bad = i;
-            return false;
-        }
-    }
-    return true;
-}
-
 typedef struct OrchArgsHost {
     CUdeviceptr in[ORCH_CUDA_MAX_IN];
     CUdeviceptr out;
