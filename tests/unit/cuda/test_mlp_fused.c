@@ -44,6 +44,7 @@
 // ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "backend/kernel_lab.h"
+#include "../cuda_hw.h"
 #include "../gpu_check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
@@ -2087,26 +2088,6 @@ static void counts(void) {
     CHECK(!g_nvrtc || (g_gpu_only && g_api) || g_cu_kernels > 50);
 }
 
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
-                   int clock_khz, double bw) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = 2048;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 49152;
-    h->smem_per_block_optin = smem_sm - 1024;
-    h->smem_per_sm = smem_sm;
-    h->l2_bytes = l2;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
-}
-
 int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "--write-model") == 0) {
         size_t len;
@@ -2148,8 +2129,9 @@ int main(int argc, char **argv) {
     g_nvrtc = nvrtc_load(&en) == ST_OK;
     if (!g_nvrtc)
         printf("skip: CUDA compile half: NVRTC unavailable (%s)\n", en.msg);
-    set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
-    set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    cuda_hw_described(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12,
+                      2048);
+    cuda_hw_described(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12, 2048);
     g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
     if (!g_nvrtc)
         snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");
