@@ -1375,27 +1375,37 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
     return buf;
 }
 
-static void onnx_sinsig(void) {
-    size_t len;
-    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
+// The primitive graph of an ONNX model; *g receives the operator graph, which owns the constants'
+// data: free it after the primitive graph.
+static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *name, Graph **g) {
     Err e = {0};
-    Graph *g = NULL;
+    *g = NULL;
     PrimGraph *pg = NULL;
     LoadOptions lo = {NULL, 0};
     FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, "mlp.onnx", NULL, &lo, &g, &e);
+    int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
     if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &e);
+        rc = graph_infer_and_fold(*g, NULL, &e);
     if (rc == ST_OK)
-        rc = fission_run(g, &fo, &pg, NULL, &e);
+        rc = fission_run(*g, &fo, &pg, NULL, &e);
     if (rc == ST_OK)
         rc = fission_cleanup(pg, NULL, &e);
-    free(bytes);
-    CHECK_MSG(rc == ST_OK, "%s", e.msg);
-    if (rc == ST_OK)
-        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
-    else
+    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+    if (rc != ST_OK) {
         prim_graph_free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+static void onnx_sinsig(void) {
+    size_t len;
+    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
+    Graph *g = NULL;
+    PrimGraph *pg = import_prims(bytes, len, "mlp.onnx", &g);
+    free(bytes);
+    if (pg)
+        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
     graph_free(g);
 }
 
@@ -1408,18 +1418,9 @@ static void onnx_gated(void) {
     uint8_t *bytes = sinsig_onnx(4096, 6, 64, false, true, &len);
     Err e = {0};
     Graph *g = NULL;
-    PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
-    FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, "gated.onnx", NULL, &lo, &g, &e);
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_run(g, &fo, &pg, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_cleanup(pg, NULL, &e);
+    PrimGraph *pg = import_prims(bytes, len, "gated.onnx", &g);
     free(bytes);
-    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    int rc = pg ? ST_OK : ST_RUNTIME;
     CandRules r = cand_rules_default();
     r.mlp_chains = true;
     CandidateSet *cs = NULL;
@@ -1525,29 +1526,6 @@ static uint8_t *layernorm_onnx(int64_t batch, int layers, int64_t width, int for
     uint8_t *buf = mb_pack(b, len);
     mb_free(b);
     return buf;
-}
-
-// The primitive graph of an ONNX model; *g receives the operator graph, which owns the constants'
-// data: free it after the primitive graph.
-static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *name, Graph **g) {
-    Err e = {0};
-    *g = NULL;
-    PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
-    FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(*g, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_run(*g, &fo, &pg, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_cleanup(pg, NULL, &e);
-    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
-    if (rc != ST_OK) {
-        prim_graph_free(pg);
-        return NULL;
-    }
-    return pg;
 }
 
 // The whole chain of pg (its longest chain candidate) seen by mlp_analyse: every layer has the
