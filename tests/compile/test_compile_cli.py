@@ -38,27 +38,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-EX = os.path.join(ROOT, "examples", "tiny_cnn")
-SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
-
-results = []
-
-
-def case(name):
-    def wrap(fn):
-        def run(*a):
-            try:
-                fn(*a)
-                results.append((name, None))
-                print(f"ok {name}")
-            except AssertionError as e:
-                results.append((name, str(e)))
-                print(f"FAIL {name}: {e}")
-            sys.stdout.flush()
-        run()  # cases run where they are defined, in order
-        return run
-    return wrap
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import EXAMPLE as EX, ROOT, case, finish, run  # noqa: E402
 
 
 # Most cases check how compiles reuse the database: their compiles take every timing as stable
@@ -71,12 +52,7 @@ def trusted(args):
 
 
 def orch(binary, *args, timeout=900, env=None, trust=True):
-    if trust:
-        args = trusted(args)
-    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, env=env)
-    assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
-    assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
-    return p
+    return run([binary, *(trusted(args) if trust else args)], timeout=timeout, env=env)
 
 
 def digest(out):
@@ -281,10 +257,9 @@ def main():
         outs = []
         for i, cwd in enumerate([tmp, ROOT]):
             out = os.path.join(tmp, f"same{i}.orch")
-            p = subprocess.run([os.path.abspath(binary), "compile", model, "-t", "cpu", "-o", out,
-                                *common, "--trust-timings"],
-                               capture_output=True, text=True, timeout=900, cwd=cwd,
-                               env=dict(os.environ, TMPDIR=tmp if i else "/tmp"))
+            p = run([os.path.abspath(binary), "compile", model, "-t", "cpu", "-o", out, *common,
+                     "--trust-timings"], timeout=900, cwd=cwd,
+                    env=dict(os.environ, TMPDIR=tmp if i else "/tmp"))
             assert p.returncode == 0, p.stderr[-3000:]
             assert counts(p.stdout)[0] == 0, "a warm compile measured"
             outs.append(open(out, "rb").read())
@@ -1068,9 +1043,7 @@ def main():
         assert "outputs:" not in r.stdout, r.stdout
 
     shutil.rmtree(tmp, ignore_errors=True)
-    failed = sum(1 for _, e in results if e)
-    print(f"{len(results) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

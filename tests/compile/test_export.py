@@ -23,7 +23,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -31,37 +30,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-EX = os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")
-SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import EXAMPLE_MODEL as EX, case, results, run, write_sequence_model  # noqa: E402
+
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
              "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
              "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
              "bool": np.bool_}
-
-results = []
-
-
-def case(name):
-    def wrap(fn):
-        try:
-            fn()
-            results.append((name, None))
-            print(f"ok {name}")
-        except AssertionError as e:
-            results.append((name, str(e)))
-            print(f"FAIL {name}: {e}")
-        sys.stdout.flush()
-        return fn
-    return wrap
-
-
-def run(cmd, timeout=1800, cwd=None):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
-    assert p.returncode >= 0, f"{shlex.join(cmd)} crashed (signal {-p.returncode})"
-    return p
-
 
 # ---- the artefact's bytes (src/plan/artifact.h), for the forged files ----
 
@@ -160,25 +135,6 @@ def as_format5(b):
 
 
 # ---- the models ----
-
-def write_sequence_model(path):
-    """x [1, L, 64] -> softmax(relu(x W1 + b1) W2) [1, L, 64]; L symbolic."""
-    rng = np.random.default_rng(7)
-    w1 = (rng.standard_normal((64, 128)) * 0.1).astype(np.float32)
-    b1 = (rng.standard_normal(128) * 0.1).astype(np.float32)
-    w2 = (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
-             helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),
-             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
-             helper.make_node("MatMul", ["r", "w2"], ["z"], name="mm2"),
-             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
-    g = helper.make_graph(
-        nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "L", 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "L", 64])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
-         numpy_helper.from_array(w2, "w2")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-
 
 USAGE_LINE = re.compile(r"^  (input|output) (\d+): (.*), (\w+) \[([\d, ]*)\], (\d+) bytes$")
 

@@ -18,62 +18,14 @@ usage: test_shapes_cli.py ORCH
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-EX = os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")
-SANITIZER = re.compile(r"runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer")
-RTOL, ATOL = 1e-4, 1e-5
-
-results = []
-
-
-def case(name):
-    def wrap(fn):
-        try:
-            fn()
-            results.append((name, None))
-            print(f"ok {name}")
-        except AssertionError as e:
-            results.append((name, str(e)))
-            print(f"FAIL {name}: {e}")
-        sys.stdout.flush()
-        return fn
-    return wrap
-
-
-def orch(binary, *args):
-    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=1800)
-    assert not SANITIZER.search(p.stderr), f"sanitizer report:\n{p.stderr[-3000:]}"
-    assert p.returncode >= 0, f"orch {' '.join(args)} crashed (signal {-p.returncode})"
-    return p
-
-
-def write_sequence_model(path):
-    """x [1, L, 64] -> softmax(relu(x W1 + b1) W2) [1, L, 64]; L symbolic."""
-    rng = np.random.default_rng(7)
-    w1 = (rng.standard_normal((64, 128)) * 0.1).astype(np.float32)
-    b1 = (rng.standard_normal(128) * 0.1).astype(np.float32)
-    w2 = (rng.standard_normal((128, 64)) * 0.1).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
-             helper.make_node("Add", ["h", "b1"], ["hb"], name="bias"),
-             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
-             helper.make_node("MatMul", ["r", "w2"], ["z"], name="mm2"),
-             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
-    g = helper.make_graph(
-        nodes, "seq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "L", 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "L", 64])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
-         numpy_helper.from_array(w2, "w2")])
-    # IR version 8 (opset 17's): the newest onnx package writes a version ONNX Runtime may not read.
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import (EXAMPLE_MODEL as EX, case, close_to, finish, onnxruntime, orch,  # noqa: E402
+                     write_sequence_model)
 
 
 def sections(path):
@@ -104,10 +56,7 @@ def run_vs_ort(binary, art, model, name, shape, tmp, out_name):
     p = orch(binary, "run", art, "-i", f"{name}={xp}", "-o", outdir)
     assert p.returncode == 0, f"run on {shape} failed ({p.returncode}): {p.stderr[-2000:]}"
     got = np.load(os.path.join(outdir, f"{out_name}.npy"))
-    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {name: x})[0]
-    assert got.shape == ref.shape, f"{shape}: output shape {got.shape}, ONNX Runtime {ref.shape}"
-    err = np.abs(got - ref) - (ATOL + RTOL * np.abs(ref))
-    assert (err <= 0).all(), f"{shape}: largest excess over the tolerance {err.max():.3g}"
+    close_to(f"{shape}", got, onnxruntime(model, {name: x})[out_name])
     return p.stdout
 
 
@@ -226,9 +175,7 @@ def main():
         p = orch(binary, "compile", EX, "-o", out, *many, *common)
         assert p.returncode == 1 and "at most 16" in p.stderr, p.stderr
 
-    failed = [n for n, e in results if e]
-    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 
 import numpy as np
 import onnxruntime as ort
@@ -36,28 +35,12 @@ import onnxruntime as ort
 import orch
 from orch import _capi
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-TINY = os.path.join(ROOT, "examples", "tiny_cnn", "model.onnx")
-RTOL, ATOL = 1e-4, 1e-5  # tests/models/run_models.py's float32 tolerance
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import (EXAMPLE_MODEL as TINY, ROOT, case, close_to, finish,  # noqa: E402
+                     onnxruntime)
+
 # A bound batch; a plain MLP; int64 inputs and 7 outputs.
 GENERATED = ["a_convnet", "d_mlp", "e_mixed"]
-
-results = []
-
-
-def case(name):
-    def wrap(fn):
-        try:
-            fn()
-            results.append((name, None))
-            print(f"ok {name}")
-        except Exception as e:  # an unexpected orch.Error fails the case, not the suite
-            msg = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-            results.append((name, msg))
-            print(f"FAIL {name}: {msg}")
-        sys.stdout.flush()
-        return fn
-    return wrap
 
 
 def raises(status, fn, *contains):
@@ -71,30 +54,6 @@ def raises(status, fn, *contains):
             assert s in str(e), f"message {str(e)!r} lacks {s!r}"
         return e
     raise AssertionError(f"no orch.Error (want {status!r})")
-
-
-def close_to(name, got, ref):
-    """got matches ONNX Runtime's ref: the same shape and dtype; floats within the tolerance,
-    everything else exactly."""
-    assert got.shape == ref.shape, f"{name}: shape {got.shape}, ONNX Runtime {ref.shape}"
-    assert got.dtype == ref.dtype, f"{name}: dtype {got.dtype}, ONNX Runtime {ref.dtype}"
-    if np.issubdtype(ref.dtype, np.floating):
-        err = np.abs(got.astype(np.float64) - ref)
-        bad = ~(err <= ATOL + RTOL * np.abs(ref.astype(np.float64)))
-        assert not bad.any(), (f"{name}: {bad.sum()} of {ref.size} elements off, largest error "
-                               f"{err.max():.3g}")
-        return float(err.max()) if err.size else 0.0
-    assert np.array_equal(got, ref), f"{name}: integer outputs differ"
-    return 0.0
-
-
-def onnxruntime(path, feeds):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    so.log_severity_level = 3
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in s.get_outputs()]
-    return dict(zip(names, s.run(names, feeds)))
 
 
 def header_structs():
@@ -500,9 +459,7 @@ def main():
     for s in sessions.values():
         s.close()
     shutil.rmtree(tmp, ignore_errors=True)
-    failed = sum(1 for _, e in results if e)
-    print(f"{len(results) - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -225,6 +225,19 @@ static inline uint8_t *mb_pack(MB *b, size_t *len) {
     return buf;
 }
 
+// Serialises the model to path and frees b. False when the file cannot be written.
+static inline bool mb_write(MB *b, const char *path) {
+    size_t len;
+    uint8_t *buf = mb_pack(b, &len);
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(buf, 1, len, f) == len;
+    if (f && fclose(f) != 0)
+        ok = false;
+    free(buf);
+    mb_free(b);
+    return ok;
+}
+
 // A test's temporary folder ($TMPDIR or /tmp, "orch-TAG-XXXXXX" into dir) holding the model
 // bytes as dir/m.onnx (into model), and the paths of its artefact dir/m.orch and profile
 // database dir/p.db. Frees buf. False (nothing made) when the folder or file cannot be written.

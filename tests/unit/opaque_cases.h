@@ -238,6 +238,51 @@ static inline int reference_status(Case *c, void *const *ins, Err *e) {
     return rc;
 }
 
+// The status a target's kernel for config k of case c returns on graph inputs ins
+// (CKERNEL_ERR_INDEX: an index it refused), or -1 where it did not run.
+typedef int (*OpqKernelStatus)(Case *c, int k, void *const *ins, void *ctx);
+
+// Operands the reference op refuses: each hostile value in turn at the first, a middle and the
+// last index (the end of the buffers), every config: the kernel's status must be
+// CKERNEL_ERR_INDEX exactly where the reference op fails. Returns the runs compared.
+static inline int opq_hostile_runs(Case *c, OpqKernelStatus status, void *ctx) {
+    if (c->hostile < 0)
+        return 0;
+    int h = c->hostile, runs = 0;
+    const Tensor *t = c->pg->tensors[c->pg->inputs[h]];
+    int64_t n = tensor_numel(t);
+    bool i32 = c->in_dt[h] == DT_INT32;
+    int64_t span = c->hi[h] - c->lo[h];
+    int64_t bad[] = {c->hi[h], c->lo[h] - 1, c->hi[h] + span, i32 ? INT32_MAX : INT64_MAX,
+                     i32 ? INT32_MIN : INT64_MIN};
+    void *ins[MAX_IN];
+    for (int k = 0; k < c->n_in; k++)
+        ins[k] = c->in[k];
+    void *copy = xmalloc(tensor_nbytes(t) + 1);
+    ins[h] = copy;
+    int64_t at[] = {0, n / 2, n - 1};
+    for (size_t b = 0; b < ORCH_COUNT(bad); b++)
+        for (size_t a = 0; a < ORCH_COUNT(at); a++) {
+            memcpy(copy, c->in[h], tensor_nbytes(t));
+            elem_set_i64(c->in_dt[h], copy, at[a], bad[b]);
+            Err e = {0};
+            int ref = reference_status(c, ins, &e);
+            for (int k = 0; k < c->n_cfg; k++) {
+                int st = status(c, k, ins, ctx);
+                if (st < 0)
+                    continue;
+                CHECK_MSG((st == CKERNEL_ERR_INDEX) == (ref != ST_OK),
+                          "%s [%s]: value %lld at %lld: the kernel's status is %d, the reference "
+                          "op %s",
+                          c->name, c->cfg[k].desc, (long long)bad[b], (long long)at[a], st,
+                          ref ? e.msg : "accepts it");
+                runs++;
+            }
+        }
+    free(copy);
+    return runs;
+}
+
 // ---- the operators ----
 
 static inline void dims_random(int rank, int64_t *d) {

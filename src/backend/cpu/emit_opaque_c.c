@@ -90,6 +90,27 @@ static void pragma_for(const Em *m, int indent, const char *clauses) {
                 *clauses ? " " : "", clauses);
 }
 
+// The kernel's signature (cgen_opaque.h): operand pointers in, output pointers out, a status
+// returned.
+static void head(const Em *m) {
+    sb_printf(m->b, "int %s(const void *const *in, void *const *out) {\n", m->fn);
+}
+
+// Closes the kernel's outer loop and the kernel, which returns 0.
+static int tail(const Em *m) {
+    sb_line(m->b, 1, "}\n");
+    sb_line(m->b, 1, "return 0;\n");
+    sb_puts(m->b, "}\n");
+    return ST_OK;
+}
+
+// Ends the kernel, its loops closed: CKERNEL_ERR_INDEX where an index it read was bad, else 0.
+static int tail_checked(const Em *m) {
+    sb_line(m->b, 1, "return bad ? %d : 0;\n", CKERNEL_ERR_INDEX);
+    sb_puts(m->b, "}\n");
+    return ST_OK;
+}
+
 // Reads index value v from `src`, wraps and checks it (opq_emit_index): a bad one sets the
 // kernel's `bad` flag, which its return turns into CKERNEL_ERR_INDEX, and runs `on_bad`.
 static void emit_index(const Em *m, int indent, const char *v, const char *src, const char *size,
@@ -223,7 +244,7 @@ static int emit_topk(const Em *m) {
     opq_emit_key(b, OPQ_DIALECT_C, fn, s->dt, s->largest);
     emit_topk_helpers(m);
     bool wide = opq_wide_key(s->dt);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "yv");
     sb_line(b, 1, "int64_t *restrict yi = (int64_t *)out[1];\n");
@@ -373,7 +394,7 @@ static int emit_cumsum(const Em *m) {
                   (long long)inner);
     }
     sb_puts(b, "};\n");
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     // The axis is read here: one kernel serves every CumSum of this signature (opaque_spec.h).
@@ -441,7 +462,7 @@ static int emit_hardmax(const Em *m) {
     StrBuf *b = m->b;
     const char *fn = m->fn, *ct = cgen_ctype(s->dt);
     opq_emit_key(b, OPQ_DIALECT_C, fn, s->dt, true);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t OUTER = %lld, LEN = %lld, INNER = %lld;\n", (long long)s->x.outer,
@@ -452,10 +473,7 @@ static int emit_hardmax(const Em *m) {
     sb_line(b, 2,
             "int64_t o = line / INNER, i = line %% INNER, base = o * LEN * INNER + i, bj = 0;\n");
     opq_emit_hardmax_scan(b, OPQ_DIALECT_C, fn, s->dt);
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- Trilu ----
@@ -463,10 +481,9 @@ static int emit_hardmax(const Em *m) {
 static int emit_trilu(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
-    const char *fn = m->fn;
     size_t es = dtype_size(s->dt);
     char a1[32];
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
     sb_line(b, 1, "const int64_t MATS = %lld, ROWS = %lld, COLS = %lld;\n", (long long)s->x.outer,
@@ -490,10 +507,7 @@ static int emit_trilu(const Em *m) {
         sb_line(b, 2, "memcpy(yr, xr, (size_t)cut * %zu);\n", es);
         sb_line(b, 2, "memset(yr + (size_t)cut * %zu, 0, (size_t)(COLS - cut) * %zu);\n", es, es);
     }
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- Gather ----
@@ -501,9 +515,9 @@ static int emit_trilu(const Em *m) {
 static int emit_gather(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
-    const char *fn = m->fn, *it = cgen_ctype(s->idx_dt);
+    const char *it = cgen_ctype(s->idx_dt);
     size_t es = dtype_size(s->dt);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
@@ -521,9 +535,7 @@ static int emit_gather(const Em *m) {
             "(size_t)INNER * %zu);\n",
             es, es, es);
     sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return bad ? %d : 0;\n", CKERNEL_ERR_INDEX);
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail_checked(m);
 }
 
 // ---- GatherElements, ScatterElements ----
@@ -567,11 +579,11 @@ static void elements_offsets(const Em *m, char *off_o, size_t no, char *off_i, s
 static int emit_elements(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
-    const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
+    const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
     bool scatter = s->op == OPQ_SCATTER_ELEMENTS;
     char off_o[96], off_i[96];
     elements_offsets(m, off_o, sizeof off_o, off_i, sizeof off_i);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
     if (scatter)
@@ -612,9 +624,7 @@ static int emit_elements(const Em *m) {
         sb_line(b, 5, "y[k] = x[at];\n");
     sb_line(b, 4, "}\n");
     sb_line(b, 2, "}\n");
-    sb_line(b, 1, "return bad ? %d : 0;\n", CKERNEL_ERR_INDEX);
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail_checked(m);
 }
 
 // ---- GatherND, ScatterND ----
@@ -644,7 +654,7 @@ static int emit_nd(const Em *m) {
     for (int d = 0; d < s->rank; d++)
         sb_printf(b, "%s%lld", d ? ", " : "", (long long)s->dims[d]);
     sb_puts(b, "};\n");
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "idx", m->s->in[1]);
     if (scatter)
@@ -685,9 +695,7 @@ static int emit_nd(const Em *m) {
         sb_line(b, 2, "}\n");
         sb_line(b, 1, "}\n");
     }
-    sb_line(b, 1, "return bad ? %d : 0;\n", CKERNEL_ERR_INDEX);
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail_checked(m);
 }
 
 // ---- OneHot ----
@@ -695,8 +703,8 @@ static int emit_nd(const Em *m) {
 static int emit_one_hot(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
-    const char *fn = m->fn, *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    const char *ct = cgen_ctype(s->dt), *it = cgen_ctype(s->idx_dt);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "ind", m->s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "vals", m->s->in[2]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
@@ -714,10 +722,7 @@ static int emit_one_hot(const Em *m) {
     sb_line(b, 3, "if (v >= 0 && v < DEPTH)\n");
     sb_line(b, 4, "yo[v * INNER + i] = on;\n");
     sb_line(b, 2, "}\n");
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- ReverseSequence ----
@@ -725,9 +730,9 @@ static int emit_one_hot(const Em *m) {
 static int emit_reverse_sequence(const Em *m) {
     const OpqSpec *s = m->s;
     StrBuf *b = m->b;
-    const char *fn = m->fn, *it = cgen_ctype(s->idx_dt);
+    const char *it = cgen_ctype(s->idx_dt);
     size_t es = dtype_size(s->dt);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, "char", "x", m->s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, it, "lens", m->s->in[1]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, "char", "y");
@@ -749,10 +754,7 @@ static int emit_reverse_sequence(const Em *m) {
             "memcpy(y + (size_t)(r * REST) * %zu, x + (size_t)(from * REST) * %zu, "
             "(size_t)REST * %zu);\n",
             es, es, es);
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- LpPool ----
@@ -775,7 +777,7 @@ static int emit_lp_pool(const Em *m) {
     }
     int64_t plane, outs, taps;
     opq_pool_sizes(g, &plane, &outs, &taps);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "x", m->s->in[0]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, ct, "y");
     sb_line(b, 1, "const int64_t PLANES = %lld, PLANE = %lld, OUTS = %lld, TAPS = %lld;\n",
@@ -821,10 +823,7 @@ static int emit_lp_pool(const Em *m) {
                                     : "orch_f32_round_odd(pow(acc, 1.0 / P))",
                 y, sizeof y);
     sb_line(b, 2, "y[r] = %s;\n", y);
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- GridSample, RoiAlign ----
@@ -839,7 +838,7 @@ static int emit_sample(const Em *m) {
     const char *fn = m->fn, *xt = cgen_ctype(s->dt), *ct = cgen_ctype(s->dt2);
     char y[448], v[320];
     opq_emit_sample_helpers(b, OPQ_DIALECT_C, fn, s);
-    sb_printf(b, "int %s(const void *const *in, void *const *out) {\n", fn);
+    head(m);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, xt, "x", s->in[0]);
     opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, ct, "c2", s->in[1]);
     opq_emit_out_ptr(b, OPQ_DIALECT_C, 1, xt, "y");
@@ -849,7 +848,8 @@ static int emit_sample(const Em *m) {
         sb_line(b, 1, "const int64_t PTS = %lld, C = %lld, PLANE = %lld;\n",
                 (long long)(g->HO * g->WO), (long long)g->C, (long long)(g->H * g->W));
         pragma_for(m, 1, "");
-        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n", (long long)(g->N * g->HO * g->WO));
+        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n",
+                (long long)(g->N * g->HO * g->WO));
         sb_line(b, 2, "const int64_t n = pt / PTS, p = pt %% PTS;\n");
         sb_line(b, 2, "%s_plan P;\n", fn);
         sb_line(b, 2, "%s_plan_of(%s_lc(c2[pt * 2]), %s_lc(c2[pt * 2 + 1]), &P);\n", fn, fn, fn);
@@ -858,52 +858,47 @@ static int emit_sample(const Em *m) {
         snprintf(v, sizeof v, "%s_out(%s_apply(x + (n * C + c) * PLANE, &P))", fn, fn);
         opq_sample_store(s->dt, v, y, sizeof y);
         sb_line(b, 3, "y[k] = %s;\n", y);
-        sb_line(b, 2, "}\n");
-        sb_line(b, 1, "}\n");
-        sb_line(b, 1, "return 0;\n");
-        sb_puts(b, "}\n");
-        opq_emit_sample_close(b, OPQ_DIALECT_C);
-        return ST_OK;
+    } else {
+        // A bin of a ROI per iteration: its samples found once for a block of channels.
+        const RoiAlignGeom *g = &s->ra;
+        const int64_t CB = 64;
+        opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
+        sb_line(b, 1, "const int64_t BINS = %lld, OW = %lld, C = %lld, PLANE = %lld, CB = %lld;\n",
+                (long long)(g->OH * g->OW), (long long)g->OW, (long long)g->C,
+                (long long)(g->H * g->W), (long long)CB);
+        sb_line(b, 1, "for (int64_t q = 0; q < %lld; q++)\n", (long long)g->R);
+        sb_line(b, 2, "if ((int64_t)bi[q] < 0 || (int64_t)bi[q] >= %lld)\n", (long long)g->N);
+        sb_line(b, 3, "return %d;\n", CKERNEL_ERR_INDEX);
+        pragma_for(m, 1, "");
+        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n",
+                (long long)(g->R * g->OH * g->OW));
+        sb_line(b, 2,
+                "const int64_t q = pt / BINS, bin = pt %% BINS, ph = bin / OW, pw = bin %% OW;\n");
+        sb_line(b, 2, "%s_bins B;\n", fn);
+        sb_line(b, 2, "%s_bins_of(c2 + q * 4, &B);\n", fn);
+        sb_line(b, 2, "const %s *xn = x + (int64_t)bi[q] * C * PLANE;\n", xt);
+        sb_line(b, 2, "for (int64_t c0 = 0; c0 < C; c0 += CB) {\n");
+        sb_line(b, 3, "const int64_t cn = C - c0 < CB ? C - c0 : CB;\n");
+        sb_line(b, 3, "double acc[%lld];\n", (long long)CB);
+        sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
+        sb_line(b, 4, "acc[c] = 0;\n");
+        sb_line(b, 3, "int first = 1;\n");
+        sb_line(b, 3, "for (int64_t iy = 0; iy < B.gh; iy++)\n");
+        sb_line(b, 4, "for (int64_t ix = 0; ix < B.gw; ix++) {\n");
+        sb_line(b, 5, "int64_t p[4];\n");
+        sb_line(b, 5, "double w[4];\n");
+        sb_line(b, 5, "%s_tap(&B, ph, pw, iy, ix, p, w);\n", fn);
+        sb_line(b, 5, "for (int64_t c = 0; c < cn; c++)\n");
+        sb_line(b, 6, "acc[c] = %s_fold(acc[c], first, xn + (c0 + c) * PLANE, p, w);\n", fn);
+        sb_line(b, 5, "first = 0;\n");
+        sb_line(b, 4, "}\n");
+        sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
+        snprintf(v, sizeof v, "%s_out(%s_end(acc[c], &B))", fn, fn);
+        opq_sample_store(s->dt, v, y, sizeof y);
+        sb_line(b, 4, "y[(q * C + c0 + c) * BINS + bin] = %s;\n", y);
     }
-    // A bin of a ROI per iteration: its samples found once for a block of channels.
-    const RoiAlignGeom *g = &s->ra;
-    const int64_t CB = 64;
-    opq_emit_in_ptr(b, OPQ_DIALECT_C, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
-    sb_line(b, 1, "const int64_t BINS = %lld, OW = %lld, C = %lld, PLANE = %lld, CB = %lld;\n",
-            (long long)(g->OH * g->OW), (long long)g->OW, (long long)g->C,
-            (long long)(g->H * g->W), (long long)CB);
-    sb_line(b, 1, "for (int64_t q = 0; q < %lld; q++)\n", (long long)g->R);
-    sb_line(b, 2, "if ((int64_t)bi[q] < 0 || (int64_t)bi[q] >= %lld)\n", (long long)g->N);
-    sb_line(b, 3, "return %d;\n", CKERNEL_ERR_INDEX);
-    pragma_for(m, 1, "");
-    sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n", (long long)(g->R * g->OH * g->OW));
-    sb_line(b, 2, "const int64_t q = pt / BINS, bin = pt %% BINS, ph = bin / OW, pw = bin %% OW;\n");
-    sb_line(b, 2, "%s_bins B;\n", fn);
-    sb_line(b, 2, "%s_bins_of(c2 + q * 4, &B);\n", fn);
-    sb_line(b, 2, "const %s *xn = x + (int64_t)bi[q] * C * PLANE;\n", xt);
-    sb_line(b, 2, "for (int64_t c0 = 0; c0 < C; c0 += CB) {\n");
-    sb_line(b, 3, "const int64_t cn = C - c0 < CB ? C - c0 : CB;\n");
-    sb_line(b, 3, "double acc[%lld];\n", (long long)CB);
-    sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
-    sb_line(b, 4, "acc[c] = 0;\n");
-    sb_line(b, 3, "int first = 1;\n");
-    sb_line(b, 3, "for (int64_t iy = 0; iy < B.gh; iy++)\n");
-    sb_line(b, 4, "for (int64_t ix = 0; ix < B.gw; ix++) {\n");
-    sb_line(b, 5, "int64_t p[4];\n");
-    sb_line(b, 5, "double w[4];\n");
-    sb_line(b, 5, "%s_tap(&B, ph, pw, iy, ix, p, w);\n", fn);
-    sb_line(b, 5, "for (int64_t c = 0; c < cn; c++)\n");
-    sb_line(b, 6, "acc[c] = %s_fold(acc[c], first, xn + (c0 + c) * PLANE, p, w);\n", fn);
-    sb_line(b, 5, "first = 0;\n");
-    sb_line(b, 4, "}\n");
-    sb_line(b, 3, "for (int64_t c = 0; c < cn; c++)\n");
-    snprintf(v, sizeof v, "%s_out(%s_end(acc[c], &B))", fn, fn);
-    opq_sample_store(s->dt, v, y, sizeof y);
-    sb_line(b, 4, "y[(q * C + c0 + c) * BINS + bin] = %s;\n", y);
     sb_line(b, 2, "}\n");
-    sb_line(b, 1, "}\n");
-    sb_line(b, 1, "return 0;\n");
-    sb_puts(b, "}\n");
+    tail(m);
     opq_emit_sample_close(b, OPQ_DIALECT_C);
     return ST_OK;
 }

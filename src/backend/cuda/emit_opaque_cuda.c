@@ -180,6 +180,13 @@ static void head(const Em *m) {
     sb_line(m->b, 1, "int *bad_ = (int *)a.in[%d];\n", m->ni + 1);
 }
 
+// Closes the kernel's grid-stride loop and the kernel.
+static int tail(const Em *m) {
+    sb_line(m->b, 1, "}\n");
+    sb_puts(m->b, "}\n");
+    return ST_OK;
+}
+
 // A grid-stride loop of variable t over [0, n), and the grid it is launched with: enough blocks
 // for one element a thread, at most 8 waves of resident blocks.
 static void flat_loop(const Em *m, int indent, const char *t, int64_t n) {
@@ -520,9 +527,7 @@ static int emit_cumsum(const Em *m) {
     sb_line(b, 3, "const int64_t j = (%s) * INNER;\n", s->reverse ? "LEN - 1 - st" : "st");
     opq_emit_cumsum_acc(b, 3, s->dt, s->exclusive, "acc", "xl[j]", "yl[j]");
     sb_line(b, 2, "}\n");
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- Hardmax ----
@@ -602,9 +607,7 @@ static int emit_trilu(const Em *m) {
     // upper: keep columns c >= r + k; lower: keep c <= r + k.
     sb_line(b, 2, "const bool keep = %s;\n", s->upper ? "c >= r + k" : "c <= r + k");
     sb_line(b, 2, "y[t] = keep ? x[t] : (%s)0;\n", ct);
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- Gather ----
@@ -625,9 +628,7 @@ static int emit_gather(const Em *m) {
     sb_line(b, 2, "const int64_t i = t %% INNER, r = t / INNER, j = r %% COUNT, o = r / COUNT;\n");
     emit_index(m, 2, "v", "idx[j]", "SIZE", "continue;");
     sb_line(b, 2, "y[t] = x[(o * SIZE + v) * INNER + i];\n");
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- GatherElements, ScatterElements ----
@@ -830,9 +831,7 @@ static int emit_one_hot(const Em *m) {
             "INNER);\n");
     opq_emit_one_hot_index(b, 2);
     sb_line(b, 2, "y[t] = v == d ? on : off;\n");
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- ReverseSequence ----
@@ -861,9 +860,7 @@ static int emit_reverse_sequence(const Em *m) {
     sb_line(b, 2, "const int64_t from = %s;\n",
             s->batch_axis == 0 ? "d0 * D1 + ts" : "ts * D1 + d1");
     sb_line(b, 2, "y[k] = x[from * REST + e];\n");
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- LpPool ----
@@ -918,9 +915,7 @@ static int emit_lp_pool(const Em *m) {
         snprintf(e, sizeof e, "orch_f32_round_odd(%s)", res);
     opq_store_f(s->dt, e, y, sizeof y);
     sb_line(b, 2, "y[r] = %s;\n", y);
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
-    return ST_OK;
+    return tail(m);
 }
 
 // ---- GridSample, RoiAlign ----
@@ -967,8 +962,7 @@ static int emit_sample(const Em *m) {
     }
     opq_sample_store(s->dt, v, y, sizeof y);
     sb_line(b, 2, "y[k] = %s;\n", y);
-    sb_line(b, 1, "}\n");
-    sb_puts(b, "}\n");
+    tail(m);
     opq_emit_sample_close(b, OPQ_DIALECT_CUDA);
     return ST_OK;
 }

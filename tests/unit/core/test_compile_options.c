@@ -6,7 +6,7 @@
 // again: the fp32 compile passes its float32 check with no reduced-precision kernel, and the two
 // fp16 compiles agree; half storage keeps a chain's tiny tensors float32 and refuses a model whose
 // output it loses.
-#include "../check.h"
+#include "../gpu_check.h"
 #include "../model_builder.h"
 
 #include "backend/cuda/cuda_api.h"
@@ -19,18 +19,6 @@
 
 static char g_dir[] = "/tmp/orch_compile_options_XXXXXX";
 static char g_mlp[1200], g_conv[1200], g_tiny[1200], g_cancel[1200];
-
-// Serialises the model b builds to path and frees b.
-static void write_model(MB *b, const char *path) {
-    size_t len;
-    uint8_t *buf = mb_pack(b, &len);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
-    mb_free(b);
-}
 
 // y = relu(x W1 + b1) W2: two products, so fp16 has tensor-core configs to offer.
 static void write_mlp(const char *path) {
@@ -52,7 +40,7 @@ static void write_mlp(const char *path) {
     mb_node(b, "Relu", "relu", "hb", "r", NULL);
     mb_node(b, "MatMul", "mm2", "r,w2", "y", NULL);
     mb_output(b, "y");
-    write_model(b, path);
+    CHECK(mb_write(b, path));
 }
 
 // A 3x3 convolution followed by a sigmoid.
@@ -68,7 +56,7 @@ static void write_conv(const char *path) {
     mb_node(b, "Conv", "conv", "x,w", "c", mb_attr_ints(b, "pads", 4, pads), NULL);
     mb_node(b, "Sigmoid", "sig", "c", "y", NULL);
     mb_output(b, "y");
-    write_model(b, path);
+    CHECK(mb_write(b, path));
 }
 
 // y = ((relu(x Wa) W1) W2) with W1 and W2 of about 1e-5: the last two products' values (about
@@ -91,7 +79,7 @@ static void write_tiny(const char *path) {
     mb_node(b, "MatMul", "mm1", "r,w1", "t", NULL);
     mb_node(b, "MatMul", "mm2", "t,w2", "y", NULL);
     mb_output(b, "y");
-    write_model(b, path);
+    CHECK(mb_write(b, path));
 }
 
 // y = transpose(0.1 x + 1000) - 1000: within float16's range everywhere, but float16 holds 1000
@@ -108,7 +96,7 @@ static void write_cancel(const char *path) {
     mb_node(b, "Transpose", "tr", "s", "st", mb_attr_ints(b, "perm", 2, perm), NULL);
     mb_node(b, "Sub", "unshift", "st,big", "y", NULL);
     mb_output(b, "y");
-    write_model(b, path);
+    CHECK(mb_write(b, path));
 }
 
 // Compiles model into TAG.orch with the database TAG.db (db: another tag's database, or NULL)
@@ -197,18 +185,8 @@ static void cpu_interleaved_thread_counts(void) {
               h3.fingerprint);
 }
 
-static bool have_gpu(void) {
-    Err e = {0};
-    if (cuda_api_load(&e))
-        return true;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s", e.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", e.msg);
-    return false;
-}
-
 static void cuda_fp16_then_fp32_then_fp16(void) {
-    if (!have_gpu())
+    if (!gpu_check_have_device())
         return;
     CompileReport a, b, c;
     ArtifactHeader ha, hb, hc;
@@ -241,7 +219,7 @@ static void cuda_fp16_then_fp32_then_fp16(void) {
 // cancellation, under fp16 and bf16: refused before tuning (ST_UNSUPPORTED naming y and what to
 // do), no artefact left, and refused again from the database's record.
 static void cuda_half_storage_range_and_deviation(void) {
-    if (!have_gpu())
+    if (!gpu_check_have_device())
         return;
     CompileReport rep;
     ArtifactHeader h;

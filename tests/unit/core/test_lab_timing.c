@@ -146,14 +146,7 @@ static void write_model(const char *path) {
     mb_node(b, "Relu", "relu", "hb", "r", NULL);
     mb_node(b, "MatMul", "mm2", "r,w", "y", NULL);
     mb_output(b, "y");
-    size_t len;
-    uint8_t *buf = mb_pack(b, &len);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
-    mb_free(b);
+    CHECK(mb_write(b, path));
 }
 
 static int compile_once(const char *model, const char *db, const char *out, CompileReport *rep) {

@@ -15,6 +15,7 @@
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
+#include "../plan_cases.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
@@ -29,7 +30,6 @@
 #include "interp/prim_interp.h"
 #include "runtime/session.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,83 +66,6 @@ void *aligned_alloc(size_t a, size_t n) {
 }
 void free(void *p) { __libc_free(p); }
 #endif
-
-static uint64_t rng_state;
-
-static double rnd(void) { // uniform in [0, 1), xorshift64*
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)(rng_state * 2685821657736338717ull >> 11) / 9007199254740992.0;
-}
-
-static int rnd_int(int n) {
-    return (int)(rnd() * n);
-}
-
-// Values in ±[0.1, 1): never zero, so a lost or misplaced element shows.
-static void fill(const Tensor *t, void *p) {
-    for (int64_t i = 0; i < tensor_numel(t); i++) {
-        double v = (0.1 + 0.9 * rnd()) * (rnd() < 0.5 ? -1 : 1);
-        if (dtype_is_float(t->dtype))
-            elem_set_f64(t->dtype, p, i, v);
-        else
-            elem_set_i64(t->dtype, p, i, 1 + rnd_int(3));
-    }
-}
-
-// ---- small primitive graphs built directly ----
-
-typedef struct TG {
-    PrimGraph *pg;
-    PB b;
-    void *in[8];
-} TG;
-
-static void tg_init(TG *g) {
-    memset(g, 0, sizeof *g);
-    g->pg = prim_graph_create(graph_create("test"));
-    g->b = (PB){g->pg, "node"};
-}
-
-static void tg_free(TG *g) {
-    for (int i = 0; i < 8; i++)
-        free(g->in[i]);
-    const Graph *src = g->pg->src;
-    prim_graph_free(g->pg);
-    graph_free((Graph *)src);
-}
-
-static int tg_input(TG *g, int rank, const int64_t *dims) {
-    PrimGraph *pg = g->pg;
-    char name[32];
-    snprintf(name, sizeof name, "x%d", pg->n_inputs);
-    Tensor *t = pg_add_tensor(pg, name, DT_FLOAT, rank, dims);
-    t->kind = TK_INPUT;
-    pg->inputs = xrealloc(pg->inputs, sizeof(int) * (size_t)(pg->n_inputs + 1));
-    g->in[pg->n_inputs] = xmalloc(tensor_nbytes(t) + 1);
-    fill(t, g->in[pg->n_inputs]);
-    pg->inputs[pg->n_inputs++] = t->id;
-    return t->id;
-}
-
-static int tg_const(TG *g, int rank, const int64_t *dims) {
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++)
-        n *= dims[d];
-    float *data = xmalloc(sizeof(float) * (size_t)n + 1);
-    for (int64_t i = 0; i < n; i++)
-        data[i] = (float)(0.1 + 0.9 * rnd());
-    int t = pb_const(&g->b, DT_FLOAT, rank, dims, data);
-    free(data);
-    return t;
-}
-
-static void tg_output(TG *g, int t) {
-    PrimGraph *pg = g->pg;
-    pg->outputs = xrealloc(pg->outputs, sizeof(int) * (size_t)(pg->n_outputs + 1));
-    pg->outputs[pg->n_outputs++] = t;
-}
 
 // ---- the pipeline: candidates, costs, selection, plan ----
 
@@ -1072,29 +995,6 @@ static void cnn_model(void) {
 
 // ---- the generated test models (MODELS_DIR mode) ----
 
-// The value of --input-shapes in args.txt, or NULL (malloc'd).
-static char *input_shapes_arg(const char *dir) {
-    char path[4096], text[8192];
-    snprintf(path, sizeof path, "%s/args.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *p = strstr(text, "--input-shapes");
-    if (!p)
-        return NULL;
-    p += strlen("--input-shapes");
-    while (*p == ' ' || *p == '\t' || *p == '=')
-        p++;
-    size_t len = strcspn(p, " \t\r\n#");
-    char *r = malloc(len + 1);
-    memcpy(r, p, len);
-    r[len] = 0;
-    return r;
-}
-
 // The artefact path without a compiler: the plan (all on the interpreter) and the model's bytes
 // in a file, read back, a session made from it, run on `in`, compared with ref.
 static void artefact_run(const char *dir, const Graph *g, const Plan *plan, const void *const *in,
@@ -1169,54 +1069,20 @@ static void artefact_run(const char *dir, const Graph *g, const Plan *plan, cons
 }
 
 static void model_dir(const char *dir) {
-    char path[4096];
-    InputShape shapes[32];
-    LoadOptions lo = {shapes, 0};
     Err e = {0};
-    char *spec = input_shapes_arg(dir);
-    if (spec)
-        CHECK_MSG(parse_input_shapes(spec, shapes, 32, &lo.n_shapes, &e) == ST_OK, "%s", e.msg);
     Graph *g = NULL;
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    int rc = onnx_load_file(path, &lo, &g, &e);
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &e);
     PrimGraph *pg = NULL;
     FissionOptions fo = {0};
-    if (rc == ST_OK)
+    int rc = model_dir_load(dir, &g, &e);
+    if (rc == ST_OK) {
         rc = fission_run(g, &fo, &pg, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_cleanup(pg, NULL, &e);
-    CHECK_MSG(rc == ST_OK, "%s", e.msg);
-    void **in = g ? calloc((size_t)g->n_inputs + 1, sizeof(void *)) : NULL;
-    HostTensor files[32];
-    memset(files, 0, sizeof files);
-    // io.txt: "input<TAB>NAME<TAB>FILE" lines.
-    snprintf(path, sizeof path, "%s/io.txt", dir);
-    FILE *f = rc == ST_OK ? fopen(path, "r") : NULL;
-    char line[4096];
-    int nf = 0;
-    while (f && fgets(line, sizeof line, f) && nf < 32) {
-        char kind[16], name[1024], file[2048];
-        if (sscanf(line, "%15[^\t]\t%1023[^\t]\t%2047[^\n]", kind, name, file) != 3 ||
-            strcmp(kind, "input") != 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        for (int i = 0; i < g->n_inputs; i++)
-            if (strcmp(g->tensors[g->inputs[i]]->name, name) == 0 &&
-                tensor_file_read(path, &files[nf], &e) == ST_OK)
-                in[i] = files[nf++].data;
-        CHECK_MSG(e.code == ST_OK, "%s", e.msg);
+        if (rc == ST_OK)
+            rc = fission_cleanup(pg, NULL, &e);
+        CHECK_MSG(rc == ST_OK, "%s", e.msg);
     }
-    if (f)
-        fclose(f);
-    for (int i = 0; rc == ST_OK && i < g->n_inputs && nf < 32; i++)
-        if (!in[i]) { // not in io.txt: random, safe as indices
-            const Tensor *t = g->tensors[g->inputs[i]];
-            in[i] = malloc(tensor_nbytes(t) + 1);
-            fill(t, in[i]);
-            files[nf++].data = in[i];
-        }
+    HostTensor files[32];
+    int nf = 0;
+    void **in = rc == ST_OK ? model_dir_inputs(dir, g, files, &nf) : NULL;
     Planned P;
     memset(&P, 0, sizeof P);
     if (rc == ST_OK && !check_failed_case && plan_interp(pg, 0, &P) == ST_OK) {
@@ -1241,56 +1107,14 @@ static void model_dir(const char *dir) {
     for (int i = 0; i < nf; i++)
         host_tensor_free(&files[i]);
     free(in);
-    free(spec);
     prim_graph_free(pg);
     graph_free(g);
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int run_model_dirs(const char *root) {
-    DIR *d = opendir(root);
-    if (!d) {
-        printf("cannot open %s (run tests/models/gen_models.py first)\n0 passed, 1 failed\n", root);
-        return 1;
-    }
-    char *names[512];
-    int n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 512;) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s/model.onnx", root, de->d_name);
-        if (de->d_name[0] != '.' && access(path, R_OK) == 0)
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (int i = 0; i < n; i++) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", root, names[i]);
-        check_failed_case = 0;
-        model_dir(dir);
-        printf("%s %s\n", check_failed_case ? "FAIL" : "ok  ", names[i]);
-        if (check_failed_case)
-            check_n_fail++;
-        else
-            check_n_pass++;
-        free(names[i]);
-        fflush(stdout);
-    }
-    if (n == 0)
-        check_n_fail++, printf("FAIL no models in %s\n", root);
-    return CHECK_DONE();
-}
-
 int main(int argc, char **argv) {
-    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed ? seed : 1;
-    printf("seed %llu (repeat with: %s '%s' %llu)\n", (unsigned long long)seed, argv[0],
-           argc > 1 ? argv[1] : "", (unsigned long long)seed);
+    plan_cases_seed(argc, argv);
     if (argc > 1 && argv[1][0])
-        return run_model_dirs(argv[1]);
+        return run_model_dirs(argv[1], model_dir);
     RUN(outputs_alias);
     RUN(chain_reuses_memory);
     RUN(random_dags);

@@ -137,47 +137,16 @@ static bool same_output(Case *c, const char *cfg, int j, const void *got) {
     return true;
 }
 
-// Operands the reference op refuses: each hostile value in turn at the first, a middle and the
-// last index (the end of the buffers), every config.
-static void hostile_runs(Case *c, CModule *mod) {
-    if (c->hostile < 0)
-        return;
-    int h = c->hostile;
-    const Tensor *t = c->pg->tensors[c->pg->inputs[h]];
-    int64_t n = tensor_numel(t);
-    bool i32 = c->in_dt[h] == DT_INT32;
-    int64_t span = c->hi[h] - c->lo[h];
-    int64_t bad[] = {c->hi[h], c->lo[h] - 1, c->hi[h] + span, i32 ? INT32_MAX : INT64_MAX,
-                     i32 ? INT32_MIN : INT64_MIN};
-    void *ins[MAX_IN];
-    for (int k = 0; k < c->n_in; k++)
-        ins[k] = c->in[k];
-    void *copy = xmalloc(tensor_nbytes(t) + 1);
-    ins[h] = copy;
-    int64_t at[] = {0, n / 2, n - 1};
-    for (size_t b = 0; b < ORCH_COUNT(bad); b++)
-        for (size_t a = 0; a < ORCH_COUNT(at); a++) {
-            memcpy(copy, c->in[h], tensor_nbytes(t));
-            elem_set_i64(c->in_dt[h], copy, at[a], bad[b]);
-            Err e = {0};
-            int ref = reference_status(c, ins, &e);
-            for (int k = 0; k < c->n_cfg; k++) {
-                COpKernelFn fn;
-                void *sym = cmodule_sym(mod, c->fn[k]);
-                memcpy(&fn, &sym, sizeof sym);
-                void *got[2] = {0};
-                int st = run_kernel(c, fn, ins, got);
-                free(got[0]);
-                free(got[1]);
-                CHECK_MSG((st == CKERNEL_ERR_INDEX) == (ref != ST_OK),
-                          "%s [%s]: value %lld at %lld: the kernel returns %d, the reference op "
-                          "%s",
-                          c->name, c->cfg[k].desc, (long long)bad[b], (long long)at[a], st,
-                          ref ? e.msg : "accepts it");
-                n_hostile++;
-            }
-        }
-    free(copy);
+// The C kernel of config k in module ctx on ins: its return value.
+static int c_kernel_status(Case *c, int k, void *const *ins, void *ctx) {
+    COpKernelFn fn;
+    void *sym = cmodule_sym((CModule *)ctx, c->fn[k]);
+    memcpy(&fn, &sym, sizeof sym);
+    void *got[2] = {0};
+    int st = run_kernel(c, fn, ins, got);
+    free(got[0]);
+    free(got[1]);
+    return st;
 }
 
 // Emits every config of every prepared case into units of a few cases each, builds them in
@@ -232,7 +201,7 @@ static void run_cases(void) {
             n_runs++;
         }
         if (mod && c->ok)
-            hostile_runs(c, mod);
+            n_hostile += opq_hostile_runs(c, c_kernel_status, mod);
     }
     for (int u = 0; u < nu; u++) {
         cmodule_free(mods[u]);

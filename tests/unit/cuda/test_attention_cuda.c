@@ -41,7 +41,8 @@
 #include "../attn_graphs.h"
 #include "candidates/attention.h"
 #include "candidates/candidates.h"
-#include "../check.h"
+#include "../cuda_hw.h"
+#include "../gpu_check.h"
 #include "passes/passes.h"
 #include "interp/prim_interp.h"
 #include "backend/cuda/cuda_api.h"
@@ -1191,10 +1192,7 @@ static void print_worst(void) {
 static bool gpu_skip(void) {
     if (g_api)
         return false;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-              g_gpu_err.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+    gpu_check_skip("no CUDA device on this machine (%s)", g_gpu_err.msg);
     return true;
 }
 
@@ -1407,26 +1405,6 @@ static void gpu_present(void) {
     CHECK(g_gpu_ran > 0);
 }
 
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
-                   int clock_khz, double bw) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = 2048;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 49152;
-    h->smem_per_block_optin = smem_sm - 1024;
-    h->smem_per_sm = smem_sm;
-    h->l2_bytes = l2;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
-}
-
 int main(void) {
     unsigned seed =
         getenv("ORCH_TEST_SEED") ? (unsigned)atoi(getenv("ORCH_TEST_SEED")) : (unsigned)time(NULL);
@@ -1440,9 +1418,10 @@ int main(void) {
     g_sampled = getenv("ORCH_CUGEN_SAMPLE") && atoi(getenv("ORCH_CUGEN_SAMPLE")) > 1;
     if (!g_nvrtc)
         printf("skip: NVRTC compiles: NVRTC unavailable (%s)\n", en.msg);
-    set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
-    set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
-    set_hw(&g_t4, "Tesla T4", 75, 40, 65536, 4 << 20, 1590000, 3.2e11);
+    cuda_hw_described(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12,
+                      2048);
+    cuda_hw_described(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12, 2048);
+    cuda_hw_described(&g_t4, "Tesla T4", 75, 40, 65536, 4 << 20, 1590000, 3.2e11, 2048);
     g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
     if (!g_nvrtc)
         snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");

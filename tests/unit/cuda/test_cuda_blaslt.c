@@ -26,7 +26,7 @@
 // Usage: unit_cuda_blaslt [seed]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
 #include "candidates/candidates.h"
-#include "../check.h"
+#include "../gpu_check.h"
 #include "backend/kernel_lab.h"
 #include "prim/prim_build.h"
 #include "orchestrate/orchestrate.h"
@@ -843,10 +843,7 @@ static void test_blob(void) {
 static bool need_gpu(void) {
     if (g_api && blaslt_available())
         return true;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    const char *why = g_api ? blaslt_describe_load() : g_load_err.msg;
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s", why);
-    printf("  skip: %s\n", why);
+    gpu_check_skip("%s", g_api ? blaslt_describe_load() : g_load_err.msg);
     return false;
 }
 

@@ -10,6 +10,7 @@
 #include "attn_graphs.h"
 #include "canonical_graphs.h"
 #include "check.h"
+#include "cuda_hw.h"
 
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_attn.h"
@@ -24,26 +25,6 @@
 
 // Configs seen per class (CUCLS_POINTWISE .. CUCLS_ATTN).
 static int g_seen[32];
-
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
-                   int clock_khz, double bw, int threads_sm) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = threads_sm;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 49152;
-    h->smem_per_block_optin = smem_sm - 1024;
-    h->smem_per_sm = smem_sm;
-    h->l2_bytes = l2;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
-}
 
 static bool same_config(const KernelConfig *a, const KernelConfig *b) {
     return a->cls == b->cls && !memcmp(a->p, b->p, sizeof a->p) && !strcmp(a->desc, b->desc);
@@ -333,9 +314,10 @@ static void every_class_seen(void) {
 }
 
 int main(void) {
-    set_hw(&g_hw[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12, 2048);
-    set_hw(&g_hw[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12, 2048);
-    set_hw(&g_hw[2], "Tesla T4", 75, 40, 65536, 4 << 20, 1590000, 3.2e11, 1024);
+    cuda_hw_described(&g_hw[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12,
+                      2048);
+    cuda_hw_described(&g_hw[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12, 2048);
+    cuda_hw_described(&g_hw[2], "Tesla T4", 75, 40, 65536, 4 << 20, 1590000, 3.2e11, 1024);
     memset(&g_hw[3], 0, sizeof g_hw[3]); // a device the driver told nothing about
     RUN(pack_clears);
     RUN(canonical_graphs_roundtrip);

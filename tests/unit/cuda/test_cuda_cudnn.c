@@ -27,7 +27,7 @@
 // tolerance, and a half plan through the session.
 // Usage: unit_cuda_cudnn [seed [MODEL_DIR]]; ORCH_REQUIRE_GPU=1 turns the GPU skips into failures.
 #define _GNU_SOURCE
-#include "../check.h"
+#include "../gpu_check.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cuda_lab.h"
 #include "backend/cuda/cudnn.h"
@@ -929,10 +929,7 @@ static void test_blob(void) {
 static bool need_gpu(void) {
     if (g_api && dnn_available())
         return true;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    const char *why = g_api ? dnn_describe_load() : g_load_err.msg;
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s", why);
-    printf("  skip: %s\n", why);
+    gpu_check_skip("%s", g_api ? dnn_describe_load() : g_load_err.msg);
     return false;
 }
 

@@ -10,7 +10,7 @@
 // usage error, and by default the lab measures on GPU 0 first and on every GPU of its kind.
 // Skips (a line saying why) without a GPU, and the two-GPU case without two GPUs of GPU 0's
 // kind; without any GPU it fails under ORCH_REQUIRE_GPU=1, as every GPU test does.
-#include "../check.h"
+#include "../gpu_check.h"
 #include "../model_builder.h"
 
 #include "backend/cuda/cuda_api.h"
@@ -26,17 +26,6 @@
 
 static char g_dir[] = "/tmp/orch_multi_gpu_XXXXXX";
 static char g_model[1200];
-
-static void write_model(MB *b, const char *path) {
-    size_t len;
-    uint8_t *buf = mb_pack(b, &len);
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(buf, 1, len, f) == len);
-    if (f)
-        fclose(f);
-    free(buf);
-    mb_free(b);
-}
 
 // y = sigmoid(softmax(LayerNorm(x + relu(x W1 + b1) W2)) W3): products of three shapes, a
 // residual, a normalisation and a softmax, so the tuning has dozens of kernels and configs.
@@ -75,18 +64,7 @@ static void write_block(const char *path) {
     mb_node(b, "MatMul", "mm3", "p,w3", "z", NULL);
     mb_node(b, "Sigmoid", "sig", "z", "y", NULL);
     mb_output(b, "y");
-    write_model(b, path);
-}
-
-// Whether a CUDA device is there; without one a skip line, or a failure under ORCH_REQUIRE_GPU.
-static bool have_gpu(void) {
-    Err e = {0};
-    if (cuda_api_load(&e))
-        return true;
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s", e.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", e.msg);
-    return false;
+    CHECK(mb_write(b, path));
 }
 
 // How many GPUs of GPU 0's kind the CUDA target measures on by default (its lab_devices slot),
@@ -204,7 +182,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage_errors_on_any_gpu(void) {
-    if (!have_gpu())
+    if (!gpu_check_have_device())
         return;
     Err e = {0};
     const CudaApi *api = cuda_api_load(&e);
@@ -230,7 +208,7 @@ static void usage_errors_on_any_gpu(void) {
 }
 
 static void two_gpus_tune_alike(void) {
-    if (!have_gpu())
+    if (!gpu_check_have_device())
         return;
     char note[768] = "";
     int n = identical_gpus(note, sizeof note);

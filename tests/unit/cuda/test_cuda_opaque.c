@@ -335,44 +335,15 @@ static bool same_output(Case *c, const char *cfg, int j, const void *got) {
     return true;
 }
 
-// Operands the reference op refuses: each hostile value in turn at the first, a middle and the
-// last index, every config: the status word set exactly where the reference op fails.
-static void hostile_runs(Case *c, CUfunction *fns) {
-    if (c->hostile < 0)
-        return;
-    int h = c->hostile;
-    const Tensor *t = c->pg->tensors[c->pg->inputs[h]];
-    int64_t n = tensor_numel(t);
-    bool i32 = c->in_dt[h] == DT_INT32;
-    int64_t span = c->hi[h] - c->lo[h];
-    int64_t bad[] = {c->hi[h], c->lo[h] - 1, c->hi[h] + span, i32 ? INT32_MAX : INT64_MAX,
-                     i32 ? INT32_MIN : INT64_MIN};
-    void *ins[MAX_IN];
-    for (int k = 0; k < c->n_in; k++)
-        ins[k] = c->in[k];
-    void *copy = xmalloc(tensor_nbytes(t) + 1);
-    ins[h] = copy;
-    int64_t at[] = {0, n / 2, n - 1};
-    for (size_t b = 0; b < ORCH_COUNT(bad); b++)
-        for (size_t a = 0; a < ORCH_COUNT(at); a++) {
-            memcpy(copy, c->in[h], tensor_nbytes(t));
-            elem_set_i64(c->in_dt[h], copy, at[a], bad[b]);
-            Err e = {0};
-            int ref = reference_status(c, ins, &e);
-            for (int k = 0; k < c->n_cfg; k++) {
-                Run r;
-                if (!fns[k] || !run_kernel(c, fns[k], &launches[c - cases][k], ins, &r))
-                    continue;
-                run_free(&r);
-                CHECK_MSG((r.status == CKERNEL_ERR_INDEX) == (ref != ST_OK),
-                          "%s [%s]: value %lld at %lld: the status word holds %d, the reference "
-                          "op %s",
-                          c->name, c->cfg[k].desc, (long long)bad[b], (long long)at[a], r.status,
-                          ref ? e.msg : "accepts it");
-                n_hostile++;
-            }
-        }
-    free(copy);
+// The CUDA kernel of config k (ctx: the case's functions) on ins: its status word, or -1 where
+// it did not run.
+static int cuda_kernel_status(Case *c, int k, void *const *ins, void *ctx) {
+    CUfunction *fns = ctx;
+    Run r;
+    if (!fns[k] || !run_kernel(c, fns[k], &launches[c - cases][k], ins, &r))
+        return -1;
+    run_free(&r);
+    return r.status;
 }
 
 static void run_all(void) {
@@ -414,7 +385,7 @@ static void run_all(void) {
             run_free(&r);
             n_runs++;
         }
-        hostile_runs(c, fns);
+        n_hostile += opq_hostile_runs(c, cuda_kernel_status, fns);
     }
     for (int p = 0; p < n_progs; p++)
         if (mods[p])

@@ -37,7 +37,8 @@
 // ORCH_CUGEN_EMIT_ONLY=1 (without a GPU) emits every kernel but skips NVRTC (the sanitizer pass);
 // ORCH_CUGEN_ALL=1 emits every config of every candidate (by default two graphs get every config,
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
-#include "../check.h"
+#include "../cuda_hw.h"
+#include "../gpu_check.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
@@ -65,7 +66,8 @@ static bool g_sm90_only; // ORCH_CUGEN_SM90_ONLY=1 (make test): no GPU, the desc
 static bool g_nvrtc;
 static const CudaApi *g_api;
 static CudaDevice g_dev;
-static CudaHw g_dhw; // the detected device (GPU half)
+static CudaHw g_dhw;  // the detected device (GPU half)
+static Err g_gpu_err; // why there is no GPU half
 static int g_kernels, g_programs, g_candidates, g_ran;
 static int g_max_cands = 3; // candidates per graph in the quick mode (see ORCH_CUGEN_ALL)
 static bool g_in_models;
@@ -1988,24 +1990,9 @@ static void gpu_speed(void) {
     g_dt = DT_FLOAT;
 }
 
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
-                   int clock_khz, double bw) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = 2048;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 49152;
-    h->smem_per_block_optin = smem_sm - 1024;
-    h->smem_per_sm = smem_sm;
-    h->l2_bytes = l2;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
+// Without a GPU its half is skipped: a line saying why, or a failure under ORCH_REQUIRE_GPU.
+static void gpu_half(void) {
+    gpu_check_skip("GPU half (%s)", g_gpu_err.msg);
 }
 
 int main(int argc, char **argv) {
@@ -2024,19 +2011,17 @@ int main(int argc, char **argv) {
         getenv("ORCH_CUGEN_SM90_ONLY") && strcmp(getenv("ORCH_CUGEN_SM90_ONLY"), "0") != 0;
     g_sample = getenv("ORCH_CUGEN_SAMPLE") ? ORCH_MAX(1, atoi(getenv("ORCH_CUGEN_SAMPLE"))) : 1;
     sb_init(&g_scratch);
-    set_hw(&g_hw[g_nhw++], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
-    set_hw(&g_hw[g_nhw++], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
-    Err ed = {0};
-    g_api = cuda_api_load(&ed);
-    if (g_api && (cuda_device_open(g_api, 0, &g_dev, &ed) != ST_OK ||
-                  cuda_hw_detect(&g_dhw, NULL, &ed) != ST_OK))
+    cuda_hw_described(&g_hw[g_nhw++], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000,
+                      2.039e12, 2048);
+    cuda_hw_described(&g_hw[g_nhw++], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12,
+                      2048);
+    g_api = cuda_api_load(&g_gpu_err);
+    if (g_api && (cuda_device_open(g_api, 0, &g_dev, &g_gpu_err) != ST_OK ||
+                  cuda_hw_detect(&g_dhw, NULL, &g_gpu_err) != ST_OK))
         g_api = NULL;
-    if (!g_api) {
-        printf("skip: GPU half (%s)\n", ed.msg);
-        const char *req = getenv("ORCH_REQUIRE_GPU");
-        CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-                  ed.msg);
-    } else
+    if (!g_api)
+        RUN(gpu_half);
+    else
         printf("GPU: %s (%s, %d SMs)\n", g_dhw.name, g_dhw.arch, g_dhw.sm_count);
     // ORCH_CUGEN_PARTS=a,b runs only those parts (the GPU half of every part takes minutes).
     const char *parts = getenv("ORCH_CUGEN_PARTS");

@@ -29,6 +29,7 @@
 #include "backend/cuda/cugen_opq.h"
 #include "backend/cuda/nvrtc.h"
 #include "../check.h"
+#include "../cuda_hw.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -60,27 +61,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// An A100 / H100 as cuda_hw_detect would read it (the numbers configs depend on).
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm_kib,
-                   int64_t optin_kib, int64_t l2_mib, int clock_khz, double bw) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s (model)", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = 2048;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 48 * 1024;
-    h->smem_per_block_optin = optin_kib * 1024;
-    h->smem_per_sm = smem_sm_kib * 1024;
-    h->l2_bytes = l2_mib << 20;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
 }
 
 // ---- kernels and programs ----
@@ -581,8 +561,11 @@ int main(int argc, char **argv) {
         g_k_lin = g_k_pw = ORCH_MIN(atoi(kenv), MAX_CFG), g_all_k = true;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     g_threads = (int)ORCH_MIN(ORCH_MAX(cores, 1), 64);
-    set_hw(&g_hw[0], "A100-SXM4-80GB", 80, 108, 164, 163, 40, 1410000, 2.039e12);
-    set_hw(&g_hw[1], "H100 SXM5", 90, 132, 228, 227, 50, 1980000, 3.35e12);
+    // An A100 / H100 as cuda_hw_detect would read it (the numbers configs depend on).
+    cuda_hw_described(&g_hw[0], "A100-SXM4-80GB (model)", 80, 108, 164 << 10, 40 << 20, 1410000,
+                      2.039e12, 2048);
+    cuda_hw_described(&g_hw[1], "H100 SXM5 (model)", 90, 132, 228 << 10, 50 << 20, 1980000, 3.35e12,
+                      2048);
     for (int h = 0; h < N_HW; h++)
         if (!nvrtc_supports_cc(g_hw[h].cc_major * 10 + g_hw[h].cc_minor)) {
             printf("skip: NVRTC %d.%d cannot generate code for %s\n", maj, min, g_hw[h].arch);

@@ -45,7 +45,8 @@
 // ORCH_MLP_ALL_CONFIGS=1 makes cuda_configs print every config with its estimate.
 #include "candidates/candidates.h"
 #include "backend/kernel_lab.h"
-#include "../check.h"
+#include "../cuda_hw.h"
+#include "../gpu_check.h"
 #include "prim/prim_build.h"
 #include "fission/fission.h"
 #include "passes/passes.h"
@@ -1378,27 +1379,37 @@ static uint8_t *sinsig_onnx(int64_t batch, int layers, int64_t width, bool relu,
     return buf;
 }
 
-static void onnx_sinsig(void) {
-    size_t len;
-    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
+// The primitive graph of an ONNX model; *g receives the operator graph, which owns the constants'
+// data: free it after the primitive graph.
+static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *name, Graph **g) {
     Err e = {0};
-    Graph *g = NULL;
+    *g = NULL;
     PrimGraph *pg = NULL;
     LoadOptions lo = {NULL, 0};
     FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, "mlp.onnx", NULL, &lo, &g, &e);
+    int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
     if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &e);
+        rc = graph_infer_and_fold(*g, NULL, &e);
     if (rc == ST_OK)
-        rc = fission_run(g, &fo, &pg, NULL, &e);
+        rc = fission_run(*g, &fo, &pg, NULL, &e);
     if (rc == ST_OK)
         rc = fission_cleanup(pg, NULL, &e);
-    free(bytes);
-    CHECK_MSG(rc == ST_OK, "%s", e.msg);
-    if (rc == ST_OK)
-        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
-    else
+    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
+    if (rc != ST_OK) {
         prim_graph_free(pg);
+        return NULL;
+    }
+    return pg;
+}
+
+static void onnx_sinsig(void) {
+    size_t len;
+    uint8_t *bytes = sinsig_onnx(257, 6, 64, false, false, &len);
+    Graph *g = NULL;
+    PrimGraph *pg = import_prims(bytes, len, "mlp.onnx", &g);
+    free(bytes);
+    if (pg)
+        check_mlp("onnx_sinsig_6x64", pg, 6, 2, 2, true, false);
     graph_free(g);
 }
 
@@ -1411,18 +1422,9 @@ static void onnx_gated(void) {
     uint8_t *bytes = sinsig_onnx(4096, 6, 64, false, true, &len);
     Err e = {0};
     Graph *g = NULL;
-    PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
-    FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, "gated.onnx", NULL, &lo, &g, &e);
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(g, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_run(g, &fo, &pg, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_cleanup(pg, NULL, &e);
+    PrimGraph *pg = import_prims(bytes, len, "gated.onnx", &g);
     free(bytes);
-    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    int rc = pg ? ST_OK : ST_RUNTIME;
     CandRules r = cand_rules_default();
     r.mlp_chains = true;
     CandidateSet *cs = NULL;
@@ -1528,29 +1530,6 @@ static uint8_t *layernorm_onnx(int64_t batch, int layers, int64_t width, int for
     uint8_t *buf = mb_pack(b, len);
     mb_free(b);
     return buf;
-}
-
-// The primitive graph of an ONNX model; *g receives the operator graph, which owns the constants'
-// data: free it after the primitive graph.
-static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *name, Graph **g) {
-    Err e = {0};
-    *g = NULL;
-    PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
-    FissionOptions fo = {0};
-    int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
-    if (rc == ST_OK)
-        rc = graph_infer_and_fold(*g, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_run(*g, &fo, &pg, NULL, &e);
-    if (rc == ST_OK)
-        rc = fission_cleanup(pg, NULL, &e);
-    CHECK_MSG(rc == ST_OK, "%s: %s", name, e.msg);
-    if (rc != ST_OK) {
-        prim_graph_free(pg);
-        return NULL;
-    }
-    return pg;
 }
 
 // The whole chain of pg (its longest chain candidate) seen by mlp_analyse: every layer has the
@@ -2107,10 +2086,7 @@ static void gpu_present(void) {
         CHECK(g_gpu_ran > 0);
         return;
     }
-    const char *req = getenv("ORCH_REQUIRE_GPU");
-    CHECK_MSG(!(req && *req && strcmp(req, "0") != 0), "ORCH_REQUIRE_GPU is set, but: %s",
-              g_gpu_err.msg);
-    printf("  skip: no CUDA device on this machine (%s)\n", g_gpu_err.msg);
+    gpu_check_skip("no CUDA device on this machine (%s)", g_gpu_err.msg);
 }
 
 static void counts(void) {
@@ -2125,26 +2101,6 @@ static void counts(void) {
     CHECK(g_half_cases >= 12);
     CHECK(g_no_cpu || g_cpu_kernels > 50);
     CHECK(!g_nvrtc || (g_gpu_only && g_api) || g_cu_kernels > 50);
-}
-
-static void set_hw(CudaHw *h, const char *name, int cc, int sms, int64_t smem_sm, int64_t l2,
-                   int clock_khz, double bw) {
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->cc_major = cc / 10;
-    h->cc_minor = cc % 10;
-    cuda_arch_name(h->cc_major, h->cc_minor, h->arch, sizeof h->arch);
-    h->sm_count = sms;
-    h->warp_size = 32;
-    h->max_threads_per_block = 1024;
-    h->max_threads_per_sm = 2048;
-    h->regs_per_block = h->regs_per_sm = 65536;
-    h->smem_per_block = 49152;
-    h->smem_per_block_optin = smem_sm - 1024;
-    h->smem_per_sm = smem_sm;
-    h->l2_bytes = l2;
-    h->clock_khz = clock_khz;
-    h->dram_bw = bw;
 }
 
 int main(int argc, char **argv) {
@@ -2188,8 +2144,9 @@ int main(int argc, char **argv) {
     g_nvrtc = nvrtc_load(&en) == ST_OK;
     if (!g_nvrtc)
         printf("skip: CUDA compile half: NVRTC unavailable (%s)\n", en.msg);
-    set_hw(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12);
-    set_hw(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12);
+    cuda_hw_described(&g_cu[0], "A100-SXM4-80GB", 80, 108, 167936, 40 << 20, 1410000, 2.039e12,
+                      2048);
+    cuda_hw_described(&g_cu[1], "H100 SXM", 90, 132, 233472, 50 << 20, 1980000, 3.35e12, 2048);
     g_api = g_nvrtc ? cuda_api_load(&g_gpu_err) : NULL;
     if (!g_nvrtc)
         snprintf(g_gpu_err.msg, sizeof g_gpu_err.msg, "no NVRTC");
