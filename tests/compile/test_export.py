@@ -332,8 +332,10 @@ def main():
         p = run(["cc", "-O2", "-std=gnu11", "-I", tree, prog, os.path.join(tree, "libmodel.a"),
                  "-fopenmp", "-lm", "-o", exe])
         assert p.returncode == 0, f"cc exited {p.returncode}: {p.stderr[-2000:]}"
-        p = run([exe, os.path.join(tree, "weights.bin")])
-        assert p.returncode == 0, f"exit {p.returncode}: {p.stdout}{p.stderr}"
+        api = run([exe, os.path.join(tree, "weights.bin")])
+        assert api.returncode == 0, f"exit {api.returncode}: {api.stdout}{api.stderr}"
+        assert "same bits: aligned, misaligned, two models" in api.stdout, api.stdout
+        assert "input 'image' has no buffer" in api.stderr, api.stderr
         # The tree's own files compile without a warning under strict C11, model.h as C++ too.
         for f in ("model.c", "main.c"):
             p = run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wshadow", "-pedantic", "-Werror",
@@ -343,8 +345,6 @@ def main():
             p = run(["c++", "-Wall", "-Werror", "-fsyntax-only", "-x", "c++",
                      os.path.join(tree, "model.h")])
             assert p.returncode == 0, f"model.h as C++: {p.stderr[-2000:]}"
-        assert "same bits: aligned, misaligned, two models" in p.stdout, p.stdout
-        assert "input 'image' has no buffer" in p.stderr, p.stderr
 
     @case("second_shape_set_exported_with_shapes_2")
     def _():
