@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compile"))
 import test_export as te  # noqa: E402  (compare, tree_io, random_input, run)
 
-ROOT = te.ROOT
+from harness import ROOT  # noqa: E402  (test_export put tests/ on the path)
 
 
 def lib_dirs(nvcc):
