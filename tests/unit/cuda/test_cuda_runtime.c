@@ -550,7 +550,7 @@ static void test_gpu_lab_crash(void) {
         e = (Err){0};
         g_results = g_last_done = 0;
         int rc = cuda_lab_run(g.pg, g.cs, values, jobs, 2, &lo, &g_hw, &em, &e);
-        CHECK_MSG(rc == ST_RUNTIME && strstr(e.msg, "crashed the GPU context") &&
+        CHECK_MSG(rc == ST_RUNTIME && strstr(e.msg, "crashed the context of GPU") &&
                       strstr(e.msg, "var=5"),
                   "cuda_lab_run: %d: %s", rc, e.msg);
         CHECK_MSG(jobs[0].status == LAB_WRONG && strstr(jobs[0].note, "crashed"), "%s",
