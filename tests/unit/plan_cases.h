@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "graph_builder.h"
+#include "model_dirs.h"
 
 #include "ir/graph.h"
 #include "onnx/load.h"
@@ -106,29 +107,6 @@ static inline void tg_output(TG *g, int t) {
 }
 
 // ---- the generated test models (MODELS_DIR mode) ----
-
-// The value of --input-shapes in args.txt, or NULL (malloc'd).
-static inline char *input_shapes_arg(const char *dir) {
-    char path[4096], text[8192];
-    snprintf(path, sizeof path, "%s/args.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *p = strstr(text, "--input-shapes");
-    if (!p)
-        return NULL;
-    p += strlen("--input-shapes");
-    while (*p == ' ' || *p == '\t' || *p == '=')
-        p++;
-    size_t len = strcspn(p, " \t\r\n#");
-    char *r = malloc(len + 1);
-    memcpy(r, p, len);
-    r[len] = 0;
-    return r;
-}
 
 // Model folder dir's model, loaded with its --input-shapes, shapes inferred and constants folded;
 // a failure is the case's (*g NULL or partly made: graph_free it either way).

@@ -39,6 +39,7 @@
 // the others their best one or three: NVRTC takes ~0.5 s a kernel).
 #include "../cuda_hw.h"
 #include "../gpu_check.h"
+#include "../model_dirs.h"
 #include "backend/cuda/cuda_api.h"
 #include "backend/cuda/cugen.h"
 #include "backend/cuda/cugen_linear.h"
@@ -1217,28 +1218,6 @@ static void half_storage(void) {
 }
 
 // ---- the models folder (argv[1]) ----
-
-static char *input_shapes_arg(const char *dir) {
-    char path[4096], text[8192];
-    snprintf(path, sizeof path, "%s/args.txt", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *p = strstr(text, "--input-shapes");
-    if (!p)
-        return NULL;
-    p += strlen("--input-shapes");
-    while (*p == ' ' || *p == '\t' || *p == '=')
-        p++;
-    size_t len = strcspn(p, " \t\r\n#");
-    char *r = malloc(len + 1);
-    memcpy(r, p, len);
-    r[len] = 0;
-    return r;
-}
 
 static void models(const char *root) {
     DIR *d = opendir(root);
