@@ -3,15 +3,16 @@
 // Trilu, Gather by computed indices, GatherElements, ScatterElements, GatherND, ScatterND, OneHot,
 // ReverseSequence, LpPool, GridSample and RoiAlign on random shapes (1, primes), every dtype the
 // kernels take, every attribute, with ties, NaN, -0 and infinities in the data, k = 1 and k = n,
-// negative and repeated indices. Each case names the graph input that holds indices (`hostile`), which the
-// tests replace with values the reference op refuses.
-// Needs: the ONNX model builder (model_builder.h) and check.h. Guarantees: cases drawn from the
-// seed in rng_state; opq_case_load prepares one (graph, candidate, inputs, interpreter values).
+// negative and repeated indices. Each case names the graph input that holds indices (`hostile`),
+// which the tests replace with values the reference op refuses. Needs: the ONNX model builder
+// (model_builder.h) and check.h. Guarantees: cases drawn from the seed in rng_state; opq_case_load
+// prepares one (graph, candidate, inputs, interpreter values).
 #ifndef ORCH_TEST_OPAQUE_CASES_H
 #define ORCH_TEST_OPAQUE_CASES_H
 
 #include "check.h"
 #include "model_builder.h"
+#include "test_rng.h"
 
 #include "backend/target.h"
 #include "candidates/candidates.h"
@@ -29,15 +30,6 @@
 #include <string.h>
 
 // ---- random numbers ----
-
-static uint64_t rng_state;
-
-static inline uint64_t rnd(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static inline int64_t rint_in(int64_t lo, int64_t hi) { // [lo, hi)
     return lo + (int64_t)(rnd() % (uint64_t)(hi - lo));
@@ -629,8 +621,8 @@ static inline void grid_sample_cases(void) {
                 int64_t x[4] = {rint_in(1, 3), i % 5 == 1 ? 11 : rint_in(1, 4), odd_dim(),
                                 odd_dim()};
                 int64_t gd[4] = {x[0], small[rnd() % 5], small[rnd() % 5], 2};
-                Case *c = new_case(v20 ? 20 : 16, "grid_sample %s %s %s align %d",
-                                   dtype_name(t), modes[v20][m], pads[p], a);
+                Case *c = new_case(v20 ? 20 : 16, "grid_sample %s %s %s align %d", dtype_name(t),
+                                   modes[v20][m], pads[p], a);
                 add_input(c, "x", t, 4, x, F_DATA, 0, 0);
                 add_input(c, "grid", t, 4, gd, F_COORD, -1300, 1300);
                 c->specials = true;
@@ -657,9 +649,9 @@ static inline void roi_align_cases(void) {
                 int64_t R = rint_in(1, 6), rd[2] = {R, 4};
                 float scale = scales[rnd() % 3];
                 int64_t reach = (int64_t)((double)(x[2] > x[3] ? x[2] : x[3]) / scale * 1000);
-                Case *c = new_case(16, "roi_align %s %s %s sampling %d scale %g", dtype_name(t),
-                                   m ? "max" : "avg", hp ? "half_pixel" : "output_half_pixel",
-                                   sr, scale);
+                Case *c =
+                    new_case(16, "roi_align %s %s %s sampling %d scale %g", dtype_name(t),
+                             m ? "max" : "avg", hp ? "half_pixel" : "output_half_pixel", sr, scale);
                 add_input(c, "x", t, 4, x, F_DATA, 0, 0);
                 add_input(c, "rois", t, 2, rd, F_COORD, -2000, reach + 2000);
                 add_input(c, "bi", DT_INT64, 1, &R, F_INDEX, 0, x[0]);

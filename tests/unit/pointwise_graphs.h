@@ -7,6 +7,7 @@
 #define ORCH_TEST_POINTWISE_GRAPHS_H
 
 #include "graph_builder.h"
+#include "test_rng.h"
 
 #include "backend/target.h"
 #include "candidates/candidates.h"
@@ -21,19 +22,6 @@
 #include <string.h>
 
 // ---- random numbers ----
-
-static uint64_t rng_state;
-
-static inline uint64_t rnd(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline double unif(double lo, double hi) {
-    return lo + (hi - lo) * (double)(rnd() >> 11) / 9007199254740992.0;
-}
 
 // An odd size: 1, a prime or a small number that is not a multiple of the vector width.
 static inline int64_t odd_dim(void) {
