@@ -322,11 +322,6 @@ def main():
         print("widths 1..256 and depths 1..8 (orch's MLP chains: K, N <= 256, <= 8 layers)",
               file=sys.stderr)
         return 1
-    precisions = [p for p in args.precision.split(",") if p]
-    for p in precisions:
-        if p not in ("fp32", "tf32", "fp16"):
-            print(f"unknown precision {p} (fp32, tf32, fp16)", file=sys.stderr)
-            return 1
     if args.list:
         for name, form, width, depth in cases(args.forms, args.widths, args.depths):
             print(f"{name:20} {form:10} {args.rows}x{width}, {depth} layers, "
@@ -349,6 +344,9 @@ def main():
 
     import torch
     gpu = load_run()
+    precisions = gpu.precision_list(args.precision)
+    if precisions is None:
+        return 1
     gpu.HALF_STORAGE = args.half_storage
     args.baselines = [b for b in args.baselines.split(",") if b]
     if not os.path.exists(args.orch):

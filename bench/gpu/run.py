@@ -419,6 +419,16 @@ def print_tables(rows, baselines, log):
                     f"{t * 1e3:7.1f} us  SDPA/orch {t / o:5.2f}x")
 
 
+def precision_list(text):
+    """--precision's comma-separated list, or None after saying which entry is unknown."""
+    precisions = [p for p in text.split(",") if p]
+    for p in precisions:
+        if p not in ("fp32", "tf32", "fp16"):
+            print(f"unknown precision {p} (fp32, tf32, fp16)", file=sys.stderr)
+            return None
+    return precisions
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--orch", default=os.environ.get("ORCH", "build/orch"))
@@ -444,11 +454,9 @@ def main():
     if unknown:
         print(f"unknown model(s): {', '.join(unknown)} (--list shows the suite)", file=sys.stderr)
         return 1
-    precisions = [p for p in args.precision.split(",") if p]
-    for p in precisions:
-        if p not in ("fp32", "tf32", "fp16"):
-            print(f"unknown precision {p} (fp32, tf32, fp16)", file=sys.stderr)
-            return 1
+    precisions = precision_list(args.precision)
+    if precisions is None:
+        return 1
     args.baselines = [b for b in args.baselines.split(",") if b]
     if not os.path.exists(args.orch):
         print(f"no orch at {args.orch} (--orch PATH; build it with make, or scripts/bundle_device.sh)",
