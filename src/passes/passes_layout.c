@@ -165,8 +165,32 @@ static void remove_stage(LayoutParams *L, int s) {
     L->n_stages--;
 }
 
-// Merges adjacent reshapes and transposes (the stages array is the caller's, in the arena).
-static int simplify_chain(LayoutParams *L) {
+// Adjacent tables a (nearer the output, over out_dims) then b, as one table stage: an index
+// looked up in a, then in b; -1 (the pad value, one per primitive) stays -1. One lookup per
+// element instead of a table indexed by a table: GCC vectorises a gather through one table
+// beside a select, but not through two (a reflect pad of a nearest upsample, the style transfer
+// net's decoder, kept its InstanceNorm + ReLU + pad loop scalar).
+static void compose_tables(Arena *arena, LayoutStage *a, const LayoutStage *b,
+                           const int64_t *out_dims) {
+    for (int d = 0; d < a->in_rank; d++) {
+        if (!b->table[d])
+            continue;
+        if (!a->table[d]) {
+            a->table[d] = b->table[d]; // a is the identity on this axis: its length is b's
+            continue;
+        }
+        int64_t n = out_dims[d] ? out_dims[d] : 1;
+        int64_t *t = arena_alloc(arena, sizeof(int64_t) * (size_t)n);
+        for (int64_t i = 0; i < n; i++)
+            t[i] = a->table[d][i] < 0 ? -1 : b->table[d][a->table[d][i]];
+        a->table[d] = t;
+    }
+    memcpy(a->in_dims, b->in_dims, sizeof a->in_dims);
+}
+
+// Merges adjacent reshapes and transposes, and adjacent tables (the stages array is the
+// caller's, in the arena; out_dims: the primitive's output dims).
+static int simplify_chain(Arena *arena, LayoutParams *L, const int64_t *out_dims) {
     int changed = 0;
     for (int s = 0; s < L->n_stages; s++)
         if (L->stages[s].kind == LS_TRANSPOSE &&
@@ -187,6 +211,10 @@ static int simplify_chain(LayoutParams *L) {
                 perm[d] = b->perm[a->perm[d]];
             memcpy(b->perm, perm, sizeof perm);
             remove_stage(L, s);
+            changed++;
+        } else if (a->kind == LS_TABLE && b->kind == LS_TABLE && a->in_rank == b->in_rank) {
+            compose_tables(arena, a, b, s == 0 ? out_dims : L->stages[s - 1].in_dims);
+            remove_stage(L, s + 1);
             changed++;
         } else {
             s++;
@@ -268,7 +296,7 @@ int pass_compose_layouts(PrimGraph *pg, CleanupStats *st, Err *e) {
         LayoutParams tmp = c->lay;
         tmp.stages =
             arena_memdup(pg->arena, c->lay.stages, sizeof(LayoutStage) * (size_t)c->lay.n_stages);
-        int n = simplify_chain(&tmp);
+        int n = simplify_chain(pg->arena, &tmp, pg->tensors[c->out[0]]->dims);
         if (n) {
             c->lay = tmp;
             changed += n;
