@@ -105,6 +105,15 @@ def compile_report(log_path):
     return {"not_generated": n, "lines": lines, "error": err}
 
 
+def nthreads(t):
+    return f"{t} thread{'s' if t != 1 else ''}"
+
+
+def worst(errs):
+    """The largest error, NaN if any is (max() would pass over a NaN)."""
+    return float("nan") if any(math.isnan(e) for e in errs) else max(errs)
+
+
 def flat_outputs(y):
     """A model's outputs as a list of tensors (a tensor, a tuple or a list)."""
     if torch.is_tensor(y):
@@ -240,7 +249,7 @@ def bench_model(name, entry, log):
     row["orch_compile_warm_s"] = warm if rc2 == 0 else None
     row["not_generated"] = rep["not_generated"]
     row["not_generated_lines"] = rep["lines"]
-    log(f"  orch compile{f' ({counts[0]} threads)' if cpu else ''}: cold {cold:.1f} s, warm {warm:.1f} s; "
+    log(f"  orch compile{f' ({nthreads(counts[0])})' if cpu else ''}: cold {cold:.1f} s, warm {warm:.1f} s; "
         f"not generated: {rep['not_generated'] if rep['not_generated'] is not None else '?'}"
         + "".join(f"\n    {ln}" for ln in rep["lines"][:8]))
     if cpu:
@@ -258,7 +267,7 @@ def bench_model(name, entry, log):
             log(f"  orch compile FAILED (exit {rc}): {row['error']}")
             return row
         row["orch_compile_s_by_threads"][str(t)] = secs
-        log(f"  orch compile ({t} threads): {secs:.1f} s")
+        log(f"  orch compile ({nthreads(t)}): {secs:.1f} s")
 
     # orch run against float64, each artefact at its threads
     def errors(files, what):
@@ -272,9 +281,9 @@ def bench_model(name, entry, log):
             if y.shape != r.shape:
                 return None, f"{what}: output {oname}: shape {list(y.shape)}, PyTorch's {list(r.shape)}"
             errs.append(float(np.abs(y - r).max()) / s)
-        return max(errs), None
+        return worst(errs), None
 
-    row["orch_err"] = 0.0
+    errs = []
     for t in counts:
         outdir = os.path.join(d, "out" if t is None else f"out.t{t}")
         shutil.rmtree(outdir, ignore_errors=True)
@@ -282,7 +291,8 @@ def bench_model(name, entry, log):
         if cpu:
             cmd += ["--threads", str(t)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        if p.returncode != 0:
+        if p.returncode != 0 or not all(os.path.exists(os.path.join(outdir, o.replace("/", "_") + ".npy"))
+                                        for o in entry.outputs):
             row["status"] = "run failed"
             row["error"] = f"orch run exit {p.returncode}: {(p.stdout + p.stderr).strip()[-300:]}"
             log(f"  {row['error']}")
@@ -290,10 +300,11 @@ def bench_model(name, entry, log):
         err, msg = errors(lambda i, o: os.path.join(outdir, o.replace("/", "_") + ".npy"), "orch run")
         if msg:
             row["status"] = "wrong"
-            row["error"] = msg + (f" ({t} threads)" if cpu else "")
+            row["error"] = msg + (f" ({nthreads(t)})" if cpu else "")
             log(f"  {row['error']}")
             return row
-        row["orch_err"] = max(row["orch_err"], err)
+        errs.append(err)
+    row["orch_err"] = worst(errs)
     ok = math.isfinite(row["orch_err"]) and row["orch_err"] <= max(TOL, 10 * row["torch_err"])
     row["status"] = "ok" if ok else "wrong"
     log(f"  error vs float64: orch {row['orch_err']:.1e}, PyTorch fp32 {row['torch_err']:.1e}")
@@ -375,14 +386,15 @@ def time_cpu_side(row, model, xs, onnx_path, feeds, arts, d, log, errors):
                                             os.path.join(d, f"{rt}.t{t}"), feeds)
             except Exception as exc:  # the runtime refuses the model: a message, not a crash
                 row[f"{rt}_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-                log(f"  {RUNTIMES[rt]} ({t} threads) FAILED: {row[f'{rt}_error']}")
+                log(f"  {RUNTIMES[rt]} ({nthreads(t)}) FAILED: {row[f'{rt}_error']}")
                 break
             workers[rt, t] = w
             err, msg = errors(lambda i, o: worker_output(w, i, o), RUNTIMES[rt])
-            row[f"{rt}_err"] = max(row.get(f"{rt}_err", 0.0), err) if err is not None else None
+            if err is not None:
+                row[f"{rt}_err"] = worst([row.get(f"{rt}_err", 0.0), err])
             if msg:
                 row[f"{rt}_error"] = msg
-            elif err > tol:
+            elif not err <= tol:  # NaN too
                 row[f"{rt}_error"] = f"output off float64 by {err:.1e} (tolerance {tol:.1e})"
     rounds = {t: {k: [] for k in ["orch"] + a.baselines} for t in counts}
     mem = {t: {} for t in counts}
@@ -398,7 +410,7 @@ def time_cpu_side(row, model, xs, onnx_path, feeds, arts, d, log, errors):
                             w.run(a.warmup)
                             rounds[t][rt].append(statistics.median(w.run(a.iters)))
                         except RuntimeError as exc:  # the worker died: that runtime's row ends
-                            row[f"{rt}_error"] = f"{RUNTIMES[rt]} worker ({t} threads): {exc}"
+                            row[f"{rt}_error"] = f"{RUNTIMES[rt]} worker ({nthreads(t)}): {exc}"
                             log(f"  {row[f'{rt}_error']}")
                             workers.pop((rt, t)).kill()
                     if "eager" in a.baselines:
@@ -438,7 +450,7 @@ def time_cpu_side(row, model, xs, onnx_path, feeds, arts, d, log, errors):
                 g[f"{side}_gflops"] = gf
                 g[f"{side}_pct_peak"] = pct
         row["by_threads"][str(t)] = g
-        log(f"  {t} thread{'s' if t > 1 else ''}, ms: orch {g['orch_ms']:.3f}, "
+        log(f"  {nthreads(t)}, ms: orch {g['orch_ms']:.3f}, "
             + ", ".join(f"{k} {v:.3f}" for k, v in g["baselines"].items())
             + (f"; ONNX Runtime / orch {g['ratio']:.2f}x" if "ratio" in g else "")
             + (f"; orch {g['orch_gflops']:.1f} GFLOP/s" if "orch_gflops" in g else "")
@@ -504,7 +516,7 @@ def print_cpu_table(rows, log):
     pk = ARGS.fma_peak or {}
     log(f"\ncpu: threads {', '.join(map(str, counts))}; ratio = ONNX Runtime / orch (> 1: orch "
         f"faster); %pk = GFLOP/s (orch info's FLOPs / time) over the measured FMA peak ("
-        + ", ".join(f"{t} thread{'s' if t > 1 else ''} {pk[t]:.0f} GFLOP/s" for t in counts if t in pk)
+        + ", ".join(f"{nthreads(t)} {pk[t]:.0f} GFLOP/s" for t in counts if t in pk)
         + f"); MB = peak memory at {counts[-1] if counts else '-'} threads (orch: its bench "
         f"process's peak RSS; runtimes: growth over the session)")
     short = {"orch": "orch", "ort": "ort", "openvino": "ov", "eager": "eager"}
@@ -546,7 +558,7 @@ def print_cpu_table(rows, log):
                   if r.get("by_threads", {}).get(str(t), {}).get(key)]
             if rs:
                 g = math.exp(sum(map(math.log, rs)) / len(rs))
-                log(f"{t} thread{'s' if t > 1 else ''}: geomean {name} over {len(rs)} models: "
+                log(f"{nthreads(t)}: geomean {name} over {len(rs)} models: "
                     f"{g:.2f}x; >= 0.8x on {sum(x >= 0.8 for x in rs)} of {len(rs)}")
     for r in rows:
         for k in ("ort_error", "openvino_error"):
@@ -665,7 +677,7 @@ def markdown_cpu_threads(res):
             rs = [r["by_threads"][str(t)][key] for r in rows
                   if r.get("by_threads", {}).get(str(t), {}).get(key)]
             if rs:
-                print(f"\n{t} thread{'s' if t > 1 else ''}: geomean {what} over {len(rs)} models: "
+                print(f"\n{nthreads(t)}: geomean {what} over {len(rs)} models: "
                       f"{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x")
 
 
