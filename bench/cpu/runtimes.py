@@ -159,8 +159,14 @@ class Worker:
     the same protocol); io is its first reply."""
 
     def __init__(self, cmd):
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.io = self._reply()
+        self.err = tempfile.TemporaryFile("w+")  # its messages, for the error should it die
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.err, text=True)
+        try:
+            self.io = self._reply()
+        except BaseException:
+            self.kill()
+            raise
 
     @classmethod
     def runtime(cls, runtime, model, threads, warmup, iodir, inputs):
@@ -172,11 +178,19 @@ class Worker:
         return cls(cmd)
 
     def _reply(self):
-        line = self.p.stdout.readline()
-        if not line:
-            self.p.wait()
-            raise RuntimeError(f"worker exited with status {self.p.returncode}")
-        return json.loads(line)
+        """The next JSON line (a library's stray prints on stdout are passed over)."""
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                self.p.wait()
+                self.err.seek(0)
+                lines = [x.strip() for x in self.err.read().splitlines() if x.strip()]
+                raise RuntimeError(f"worker exited with status {self.p.returncode}"
+                                   + (f": {lines[-1][:300]}" if lines else ""))
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
 
     def run(self, n):
         self.p.stdin.write(f"run {n}\n")
@@ -191,12 +205,14 @@ class Worker:
         self.p.stdin.flush()
         mem = self._reply()
         self.p.wait()
+        self.err.close()
         return mem
 
     def kill(self):
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+        self.err.close()
 
 
 # ---- the machine's FMA peak ----

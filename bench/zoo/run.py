@@ -672,13 +672,16 @@ def markdown_cpu_threads(res):
         cells += [num(m[s] / 2**20 if m.get(s) else None, 0) for s in ["orch"] + rt]
         cells += [num(r.get("load1"), 1)]
         print("| " + " | ".join(cells) + " |")
+    geo = []
     for t in counts:
         for key, what in (("ratio", "ORT / orch"), ("openvino_ratio", "OpenVINO / orch")):
             rs = [r["by_threads"][str(t)][key] for r in rows
                   if r.get("by_threads", {}).get(str(t), {}).get(key)]
             if rs:
-                print(f"\n{nthreads(t)}: geomean {what} over {len(rs)} models: "
-                      f"{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x")
+                geo.append(f"{nthreads(t)}: geomean {what} over {len(rs)} models "
+                           f"{math.exp(sum(map(math.log, rs)) / len(rs)):.2f}x")
+    if geo:
+        print("\n" + "; ".join(geo) + ".")
 
 
 def markdown(path):
