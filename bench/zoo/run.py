@@ -524,9 +524,9 @@ def print_cpu_table(rows, log):
     group = (f"{'orch':>8}" + "".join(f"{short[b]:>8}" for b in bl) + f"{'ratio':>7}"
              + "".join(f"{short[s] + '%':>6}" for s in ["orch"] + rt))
     head = (f"{'model':22}{'status':>8}{'ng':>3}{'orch err':>9}{'cold s':>7}{'warm s':>7}{'GFLOP':>7}"
-            + f"{'run/pd':>7}" + "".join(f" |{f'{t}t ms':^{len(group) - 2}}" for t in counts)
+            + f"{'run/pd':>7}" + "".join(f" |{f'{t}t ms':^{len(group)}}" for t in counts)
             + " |" + "".join(f"{short[s] + ' MB':>8}" for s in ["orch"] + rt))
-    sub = " " * 70 + "".join(" |" + group[2:] for _ in counts) + " |"
+    sub = " " * 70 + "".join(" |" + group for _ in counts) + " |"
     log(head)
     log(sub)
     log("-" * len(head))
@@ -535,12 +535,12 @@ def print_cpu_table(rows, log):
         line = (f"{r['model'][:22]:22}{r['status'][:8]:>8}{ng if ng is not None else '-':>3}"
                 + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
                 + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1)
-                + fmt(r["flops"] / 1e9 if r.get("flops") else None, 7, 2)
+                + fmt(r["flops"] / 1e9 if r.get("flops") else None, 7, 3)
                 + (f"{r['orch_ms'] / r['predicted_ms']:6.2f}x" if r.get("orch_ms") and r.get("predicted_ms")
                    else f"{'-':>7}"))
         for t in counts:
             g = r.get("by_threads", {}).get(str(t), {})
-            line += (" |" + fmt(g.get("orch_ms"), 6)
+            line += (" |" + fmt(g.get("orch_ms"), 8)
                      + "".join(fmt(g.get("baselines", {}).get(b), 8) for b in bl)
                      + (f"{g['ratio']:6.2f}x" if "ratio" in g else f"{'-':>7}")
                      + "".join(fmt(g.get(f"{s}_pct_peak"), 6, 0) for s in ["orch"] + rt))
