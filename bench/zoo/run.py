@@ -517,7 +517,7 @@ def print_cpu_table(rows, log):
     log(f"\ncpu: threads {', '.join(map(str, counts))}; ratio = ONNX Runtime / orch (> 1: orch "
         f"faster); %pk = GFLOP/s (orch info's FLOPs / time) over the measured FMA peak ("
         + ", ".join(f"{nthreads(t)} {pk[t]:.0f} GFLOP/s" for t in counts if t in pk)
-        + f"); MB = peak memory at {counts[-1] if counts else '-'} threads (orch: its bench "
+        + f"); MB = peak memory at {nthreads(counts[-1]) if counts else '-'} (orch: its bench "
         f"process's peak RSS; runtimes: growth over the session)")
     short = {"orch": "orch", "ort": "ort", "openvino": "ov", "eager": "eager"}
     rt = [b for b in bl if b != "eager"]
