@@ -27,30 +27,20 @@ import os
 import re
 import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import gen_bench_models  # noqa: E402
+from runtimes import Worker, ort_session, rss_kib, run_cmd, serve  # noqa: E402
 
 INPUT_SEED = 20241122
 TIME_LINE = re.compile(r"^time: ([0-9.]+) s\b(.*)$", re.M)
 
 
 # ---- the ONNX Runtime side: a worker process driven over stdin/stdout ----
-
-def rss_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
 
 def input_shapes(sess, spec):
     """Concrete shapes of the session's inputs: the model's dims, symbolic ones bound by spec
@@ -75,16 +65,8 @@ def ort_worker(a):
     """Loads the model once, saves its inputs and reference outputs under a.iodir, then answers
     'run N' with N latencies (ms, one JSON list per line) and 'quit' with its memory figures."""
     import numpy as np
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = a.threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
     base = rss_kib("VmRSS")
-    sess = ort.InferenceSession(a.ort_worker, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(a.ort_worker, a.threads)
     rng = np.random.default_rng(INPUT_SEED)
     feeds = {}
     for name, shape in input_shapes(sess, a.shapes).items():
@@ -102,71 +84,16 @@ def ort_worker(a):
             f = os.path.join(a.iodir, f"{kind[:-1]}_{k.replace('/', '_').replace(':', '_')}.npy")
             np.save(f, v)
             io[kind][k] = f
-    for _ in range(a.warmup):
-        sess.run(names, feeds)
-    print(json.dumps(io), flush=True)
-    for line in sys.stdin:
-        cmd = line.split()
-        if cmd and cmd[0] == "run":
-            times = []
-            for _ in range(int(cmd[1])):
-                t0 = time.perf_counter()
-                sess.run(names, feeds)
-                times.append((time.perf_counter() - t0) * 1e3)
-            print(json.dumps(times), flush=True)
-        elif cmd == ["quit"]:
-            break
-    peak = rss_kib("VmHWM")
-    print(json.dumps({"peak_rss_bytes": peak * 1024, "delta_rss_bytes": (peak - base) * 1024}),
-          flush=True)
+    serve(lambda: sess.run(names, feeds), a.warmup, io, base)
 
 
-class OrtSide:
-    def __init__(self, model, shapes, threads, warmup, iodir):
-        cmd = [sys.executable, os.path.abspath(__file__), "--ort-worker", model, "--shapes", shapes,
-               "--threads", str(threads), "--warmup", str(warmup), "--iodir", iodir]
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.io = self._reply()
-
-    def _reply(self):
-        line = self.p.stdout.readline()
-        if not line:
-            self.p.wait()
-            raise RuntimeError(f"ONNX Runtime worker exited with status {self.p.returncode}")
-        return json.loads(line)
-
-    def run(self, n):
-        self.p.stdin.write(f"run {n}\n")
-        self.p.stdin.flush()
-        return self._reply()
-
-    def close(self):
-        self.p.stdin.write("quit\n")
-        self.p.stdin.flush()
-        mem = self._reply()
-        self.p.wait()
-        return mem
+def ort_side(model, shapes, threads, warmup, iodir):
+    """This script's ONNX Runtime worker (it draws the inputs itself): a runtimes.Worker."""
+    return Worker([sys.executable, os.path.abspath(__file__), "--ort-worker", model, "--shapes",
+                   shapes, "--threads", str(threads), "--warmup", str(warmup), "--iodir", iodir])
 
 
 # ---- the orch side: its CLI ----
-
-def run_cmd(cmd, timeout):
-    """Runs cmd; returns (exit code, stdout, stderr, wall s, max RSS bytes of that process)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
-        killer = threading.Timer(timeout, p.kill)
-        killer.start()
-        _, status, ru = os.wait4(p.pid, 0)  # wait4: this child's own ru_maxrss
-        killer.cancel()
-        wall = time.monotonic() - t0
-        p.returncode = rc = os.waitstatus_to_exitcode(status)
-        if rc == -9 and wall >= timeout:
-            rc = f"killed after the {timeout:.0f} s time limit"
-        out.seek(0)
-        err.seek(0)
-        return rc, out.read(), err.read(), wall, ru.ru_maxrss * 1024
-
 
 def failure(what, cmd, rc, out, err):
     """A message whose first line names the failure and its likeliest cause (for the table);
@@ -257,7 +184,7 @@ def bench_model(a, name):
         log("orch compile failed")
 
     log("ONNX Runtime session")
-    ort = OrtSide(model, shapes, a.threads, a.warmup, os.path.join(d, "io"))
+    ort = ort_side(model, shapes, a.threads, a.warmup, os.path.join(d, "io"))
     ort_rounds, orch_rounds = [], []
     try:
         for r in range(a.rounds):
