@@ -1,5 +1,5 @@
-// FLOP counts (see stats.h): exact for linear ops, one per output element for the rest, and the
-// window size per output element for pooling and reductions.
+// FLOP counts (see stats.h): exact for linear ops and the recurrent ones' products, one per output
+// element for the rest, and the window size per output element for pooling and reductions.
 #include "stats.h"
 
 #include <string.h>
@@ -31,6 +31,15 @@ int64_t node_flops(const Graph *g, const Node *n) {
         for (int d = 1; d < w->rank; d++)
             k *= (double)w->dims[d]; // Cout/groups * kernel, per input element
         return saturate(2 * (double)numel_or0(x) * k);
+    }
+    if ((strcmp(n->op, "LSTM") == 0 || strcmp(n->op, "GRU") == 0 || strcmp(n->op, "RNN") == 0) &&
+        x && x->rank == 3 && x->dims[2] > 0 && w) {
+        // Every step multiplies each (sequence, batch) row by W (gates x hidden x input, per
+        // direction) and the hidden state by R (gates x hidden x hidden): the gates' own
+        // elementwise work is small beside that.
+        const Tensor *r = node_input(g, n, 2);
+        double rows = (double)numel_or0(x) / (double)x->dims[2];
+        return saturate(2 * rows * ((double)numel_or0(w) + (double)numel_or0(r)));
     }
     if (x && x->rank >= 0 && (double)numel_or0(x) > out)
         return numel_or0(x); // reductions and pools read every input element at least once

@@ -9,6 +9,7 @@
 #include "../model_builder.h"
 #include "onnx/load.h"
 #include "interp/interp.h"
+#include "ir/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -417,6 +418,43 @@ static Graph *fold_limits_model(MB *b, FoldStats *st, Err *e) {
     return g;
 }
 
+// The recurrent operators' FLOPs are their products with W and R at every step (what orch info
+// and the zoo's GFLOP/s report), not one per output element: an LSTM of 7 steps, batch 2, input
+// 5, hidden 3, both directions: 2 * 14 rows * (2*12*5 + 2*12*3) = 5376; a GRU of the same shape,
+// 3 gates: 4032.
+static void flops_recurrent(void) {
+    static const struct {
+        const char *op;
+        int gates;
+    } cases[] = {{"LSTM", 4}, {"GRU", 3}, {"RNN", 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t G = cases[c].gates, xd[] = {7, 2, 5}, wd[] = {2, 3 * G, 5}, rd[] = {2, 3 * G, 3};
+        float w[2 * 12 * 5] = {0}, r[2 * 12 * 3] = {0};
+        MB *b = mb_new(14);
+        mb_input(b, "x", 1, 3, xd);
+        mb_init(b, mb_raw(b, "W", 1, 3, wd, w, sizeof(float) * (size_t)(2 * 3 * G * 5)));
+        mb_init(b, mb_raw(b, "R", 1, 3, rd, r, sizeof(float) * (size_t)(2 * 3 * G * 3)));
+        mb_node(b, cases[c].op, "rnn", "x,W,R", "y", mb_attr_i(b, "hidden_size", 3),
+                mb_attr_s(b, "direction", "bidirectional"), NULL);
+        mb_output(b, "y");
+        Err e = {0};
+        Graph *g = load(b, NULL, &e);
+        FoldStats st = {0};
+        if (g && graph_infer_and_fold(g, &st, &e) != ST_OK) {
+            graph_free(g);
+            g = NULL;
+        }
+        CHECK_MSG(g, "%s: %s", cases[c].op, e.msg);
+        if (g) {
+            int64_t want = 2 * 14 * (2 * 3 * G * 5 + 2 * 3 * G * 3);
+            CHECK_MSG(graph_flops(g) == want, "%s: %lld FLOPs, want %lld", cases[c].op,
+                      (long long)graph_flops(g), (long long)want);
+        }
+        graph_free(g);
+        mb_free(b);
+    }
+}
+
 static int count_ops(const Graph *g, const char *op) {
     int n = 0;
     for (int k = 0; k < g->n_nodes; k++)
@@ -558,6 +596,7 @@ int main(void) {
     RUN(external_data_paths);
     RUN(fold_shape_chain);
     RUN(fold_bounded);
+    RUN(flops_recurrent);
     RUN(unsupported_ops_listed_together);
     RUN(garbage_bytes);
     RUN(float16_round_trip);
