@@ -456,6 +456,36 @@ static void test_compose_pad_values(void) {
     tg_free(&g);
 }
 
+// Adjacent tables become one table stage (one lookup per element): a reflect-like map of a
+// nearest upsample on one axis, a padded map after an identity on the other, both orders of a
+// NULL (identity) axis; pad entries of either stay the pad value.
+static void test_compose_tables(void) {
+    TG g;
+    tg_init(&g);
+    int64_t d[2] = {3, 4}, d1[2] = {6, 4}, d2[2] = {8, 6};
+    int64_t up[6] = {0, 0, 1, 1, 2, 2};         // axis 0: 3 -> 6 (nearest, x2)
+    int64_t refl[8] = {1, 0, 1, 2, 3, 4, 5, 4}; // axis 0: 6 -> 8 (reflect by 1)
+    int64_t padw[6] = {-1, 0, 1, 2, 3, -1};     // axis 1: 4 -> 6 (pad by 1)
+    int x = tg_input(&g, DT_FLOAT, 2, d, 1, 0);
+    int64_t *ta[2] = {up, NULL}, *tb[2] = {refl, padw};
+    int t = pb_table(&g.b, pb_table(&g.b, x, d1, ta, 0.5), d2, tb, 0.5);
+    tg_output(&g, pb_ew1(&g.b, EW_NEG, t), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(apply(&g, pass_compose_layouts, &st) == ST_OK);
+    int layouts = 0, stages = -1, kind = -1;
+    for (int k = 0; k < g.pg->n_prims; k++)
+        if (!g.pg->prims[k]->dead && g.pg->prims[k]->kind == PRIM_LAYOUT) {
+            layouts++;
+            stages = g.pg->prims[k]->lay.n_stages;
+            kind = (int)g.pg->prims[k]->lay.stages[0].kind;
+        }
+    CHECK_MSG(layouts == 1 && stages == 1 && kind == LS_TABLE, "%d layouts, %d stages", layouts,
+              stages);
+    tg_compare(&g, -1);
+    tg_free(&g);
+}
+
 // ---- elementwise merging ----
 
 static void test_merge_chain(void) {
@@ -1410,6 +1440,7 @@ int main(int argc, char **argv) {
     RUN(test_compose_transposes_reshapes);
     RUN(test_compose_general);
     RUN(test_compose_pad_values);
+    RUN(test_compose_tables);
     RUN(test_merge_chain);
     RUN(test_merge_tree_order);
     RUN(test_merge_long_chain);
