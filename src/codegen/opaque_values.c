@@ -462,8 +462,10 @@ static void emit_roialign_helpers(StrBuf *b, OpqDialect d, const char *fn, const
         sb_line(b, 1,
                 "const double ch = ceil(ORCH_SD(rh, %.17g)), cw = ceil(ORCH_SD(rw, %.17g));\n",
                 (double)g->OH, (double)g->OW);
-        sb_line(b, 1, "B->gh = !(ch > 0) ? 0 : ch > 65536 ? 65536 : (int64_t)ch;\n");
-        sb_line(b, 1, "B->gw = !(cw > 0) ? 0 : cw > 65536 ? 65536 : (int64_t)cw;\n");
+        sb_line(b, 1, "B->gh = !(ch > 0) ? 0 : ch > %d ? %d : (int64_t)ch;\n", ROI_GRID_MAX,
+                ROI_GRID_MAX);
+        sb_line(b, 1, "B->gw = !(cw > 0) ? 0 : cw > %d ? %d : (int64_t)cw;\n", ROI_GRID_MAX,
+                ROI_GRID_MAX);
     }
     sb_puts(b, "}\n");
     // Sample (iy, ix) of bin (ph, pw): its four pixels' offsets and weights, 0 at offset 0 when

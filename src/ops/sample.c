@@ -105,6 +105,11 @@ int roialign_geom(const Node *n, const Tensor *x, const Tensor *rois, const Tens
     if (g->sampling_ratio < 0 || g->OH < 1 || g->OW < 1 || g->OH > (1 << 20) || g->OW > (1 << 20))
         return op_err(e, ST_INVALID, n,
                       "sampling_ratio must be >= 0 and output_height, output_width in 1..2^20");
+    if (g->sampling_ratio > ROI_GRID_MAX)
+        return op_err(e, ST_UNSUPPORTED, n,
+                      "sampling_ratio %lld is above %d, orch's bound on the samples along each "
+                      "axis of a bin (every sample of every bin is computed)",
+                      (long long)g->sampling_ratio, ROI_GRID_MAX);
     g->N = x->dims[0];
     g->C = x->dims[1];
     g->H = x->dims[2];
@@ -247,12 +252,14 @@ static int run_gridsample(const OpRun *r, Err *e) {
 // ---- RoiAlign ----
 
 // Samples per bin along one axis: sampling_ratio, or ceil(roi size / output size), kept within
-// 2^16 so that an absurd ROI costs bounded time (ONNX Runtime's count is unbounded there).
+// ROI_GRID_MAX so that an absurd ROI costs bounded time (ONNX Runtime's count is unbounded there:
+// a spatial_scale of 8e25 made 65536 x 65536 samples a bin, a run of hours). Only a ROI more
+// than ROI_GRID_MAX bins' heights tall, far off any feature map, reaches the bound.
 static int64_t roi_grid(int64_t ratio, double size, int64_t out) {
     if (ratio > 0)
         return ratio;
     double v = ceil(size / (double)out);
-    return !(v > 0) ? 0 : v > 65536 ? 65536 : (int64_t)v;
+    return !(v > 0) ? 0 : v > ROI_GRID_MAX ? ROI_GRID_MAX : (int64_t)v;
 }
 
 static double max_of(double a, double b) {

@@ -17,6 +17,10 @@ typedef struct GridSampleGeom {
     int64_t N, C, H, W, HO, WO;
 } GridSampleGeom;
 
+// Samples along each axis of a RoiAlign bin: an explicit sampling_ratio above it is refused, an
+// adaptive grid is kept within it (every engine the same way).
+#define ROI_GRID_MAX 256
+
 // RoiAlign over X (N, C, H, W), rois (R, 4) and batch_indices (R): Y (R, C, OH, OW).
 typedef struct RoiAlignGeom {
     bool max;               // mode "max" (else "avg")

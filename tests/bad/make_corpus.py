@@ -929,6 +929,19 @@ def op_cases(out):
              [vi("x", F, [2, 1, 4, 4])], [y()],
              [const("r", np.array([[0, 0, 2, 2], [1, 1, 3, 3]], np.float32)),
               const("b", np.array([0, 5], np.int64))], 2, "roi_node && batch index 5", opset=16)
+    run_case("roialign_sampling_ratio_too_large",
+             node("RoiAlign", ["x", "r", "b"], ["y"], "roi_node", sampling_ratio=100000),
+             [vi("x", F, [1, 1, 4, 4])], [y()],
+             [const("r", np.array([[0, 0, 2, 2]], np.float32)),
+              const("b", np.array([0], np.int64))], 3, "roi_node && sampling_ratio 100000",
+             opset=16)
+    # Adaptive sampling of a ROI scaled by 8e25: the grid is bounded, the run takes no time.
+    run_case("roialign_huge_spatial_scale",
+             node("RoiAlign", ["x", "r", "b"], ["y"], "roi_node", spatial_scale=8e25,
+                  output_height=5, output_width=5),
+             [vi("x", F, [1, 1, 10, 10])], [y()],
+             [const("r", np.array([[0, 0, 2, 2], [1, 1, 3, 3], [0.5, 0, 1, 9]], np.float32)),
+              const("b", np.array([0, 0, 0], np.int64))], 0, "-", opset=16)
     # Valid NaN through folding: Add of constants holding NaN/Inf folds to NaN/Inf.
     run_case("fold_nan_inf", node("Add", ["a", "b"], ["y"], "add_node"), [], [y()],
              [const("a", np.array([np.nan, np.inf], np.float32)),
