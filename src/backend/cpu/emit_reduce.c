@@ -223,7 +223,10 @@ static int reader(void *ctx, const CexprRead *rq, StrBuf *code, int indent, char
     // vector loop: left in it, GCC's partial redundancy elimination moved the rsqrt of the loaded
     // value into the loop's latch and the loop stayed scalar ("latch block not empty"); the style
     // transfer net's InstanceNorm + ReLU + reflect-pad kernel took 2.2 ms that way.
-    bool hoist = k->hoist != NULL;
+    // Only a read the body makes on every iteration moves: one inside a pad's if-block (deeper
+    // than the body's first level) may have an index that is out of range where its condition
+    // is false.
+    bool hoist = k->hoist != NULL && indent == 0;
     for (int d = 0; d < O->rank && hoist; d++)
         hoist = O->dims[d] == 1 || index_outside_inner(rq->idx[d], k->hoist_rank);
     cexpr_fresh(k->x, "rv", out, cap);

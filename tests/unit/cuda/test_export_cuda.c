@@ -59,7 +59,7 @@ static Onnx__TensorProto *weight(MB *b, const char *name, int rank, const int64_
     for (int d = 0; d < rank; d++)
         n *= dims[d];
     t->n_float_data = (size_t)n;
-    t->float_data = xcalloc((size_t)n, sizeof(float));
+    t->float_data = arena_alloc(b->a, sizeof(float) * (size_t)n); // freed with the builder
     for (int64_t i = 0; i < n; i++)
         t->float_data[i] = (float)(rnd() - 0.5);
     return t;
@@ -78,7 +78,7 @@ static uint8_t *model_bytes(size_t *len) {
     mb_init(b, weight(b, "b2", 1, b2));
     Onnx__TensorProto *k = mb_tensor(b, "k", 7, 1, kd);
     k->n_int64_data = 1;
-    k->int64_data = xcalloc(1, sizeof(int64_t));
+    k->int64_data = arena_alloc(b->a, sizeof(int64_t));
     k->int64_data[0] = 3;
     mb_init(b, k);
     const int64_t pads[] = {1, 1, 1, 1};
