@@ -18,7 +18,8 @@ cp "$BUILD"/orch "$BUNDLE"/bin/
 # check -t cuda there: tests/gpu/run_gpu_tests.sh runs them all from the bundle.
 cp "$BUILD"/tests/unit_cuda_* "$BUILD"/tests/unit_cugen_* "$BUILD"/tests/unit_mlp_fused \
     "$BUILD"/tests/unit_attention* "$BUILD"/tests/unit_cudnn* "$BUILD"/tests/unit_backend_ops \
-    "$BUILD"/tests/unit_compile_options "$BUILD"/tests/unit_export_cuda "$BUNDLE"/bin/ 2>/dev/null || true
+    "$BUILD"/tests/unit_compile_options "$BUILD"/tests/unit_export_cuda \
+    "$BUILD"/tests/unit_session_threads "$BUNDLE"/bin/ 2>/dev/null || true
 cp "$BUILD"/node_tests "$BUNDLE"/bin/ 2>/dev/null || true
 # liborch for the Python package's device test (tests/gpu/test_python_device.py, ORCH_LIBRARY).
 cp -L "$BUILD"/liborch.so "$BUNDLE"/lib/ 2>/dev/null || true

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint32_t fnv32(const char *s) {
     uint32_t h = 2166136261u;
@@ -166,6 +167,15 @@ static double load_override = -1;
 
 void lab_set_load_override(double load) {
     load_override = load;
+}
+
+int lab_unit_size(int n, int compilers, int cap) {
+    if (compilers <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        compilers = c > 0 ? (int)c : 1;
+    }
+    int per = (n + compilers - 1) / compilers;
+    return ORCH_MAX(1, ORCH_MIN(cap, per));
 }
 
 double lab_machine_load(void) {

@@ -57,7 +57,7 @@ typedef struct LabJob {
 
 typedef struct LabOptions {
     int jobs;            // parallel compiler processes (0: cores)
-    int per_unit;        // kernels per translation unit (0: 16)
+    int per_unit;        // kernels per translation unit (0: lab_unit_size; up to 16 C, 32 CUDA)
     double min_time;     // seconds of timed repeats per kernel (0: 0.02)
     int max_reps;        // repeats at most (0: 200)
     bool trust_timings;  // no timing is unstable (none re-taken): CompileOptions.trust_timings
@@ -117,6 +117,12 @@ void lab_summarise(double *samples, int n, double load, int threads, LabTiming *
 double lab_machine_load(void);
 // Test hook: a load lab_machine_load returns instead of reading the machine (negative: none).
 void lab_set_load_override(double load);
+
+// Kernels per translation unit when the caller sets none: at most `cap`, and few enough that
+// each of `compilers` parallel compilers (0: the cores) gets a unit. A unit pays the compiler's
+// start and the prelude once, but a lab call waits for its largest unit: at 32 kernels a unit,
+// the 100-odd kernels of a tuning round kept 4 of an H200 host's 16 cores busy.
+int lab_unit_size(int n, int compilers, int cap);
 
 // ---- measuring on several devices of one machine ----
 // A lab may spread its jobs over several identical devices (the GPUs of one host): built once,

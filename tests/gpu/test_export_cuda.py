@@ -36,6 +36,21 @@ import test_export as te  # noqa: E402  (compare, tree_io, random_input, run)
 from harness import ROOT  # noqa: E402  (test_export put tests/ on the path)
 
 
+def loader_libs():
+    """The shared libraries the dynamic loader finds by soname: LD_LIBRARY_PATH's folders and
+    ldconfig's cache, as dlopen searches them."""
+    names = set()
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if d and os.path.isdir(d):
+            names.update(os.listdir(d))
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        names.update(line.split()[0] for line in out.splitlines()[1:] if line.strip())
+    except OSError:
+        pass
+    return names
+
+
 def lib_dirs(nvcc):
     """LIBDIRS and INCDIRS for the trees: for each library and header the toolkit lacks
     (libcudnn.so.9, cudnn.h, libcublasLt.so.13, cublasLt.h), the folder of a pip wheel
@@ -43,11 +58,18 @@ def lib_dirs(nvcc):
     path and the toolkit, as orch does; model_init refuses a library version the compile did not
     choose with, so a mismatch shows as that message."""
     home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    loader = loader_libs()
     libs, incs = [], []
     for lib, hdr in (("libcudnn.so.9", "cudnn.h"), ("libcublasLt.so.13", "cublasLt.h")):
         for want, where, found in ((lib, "lib", libs), (hdr, "include", incs)):
             if glob.glob(os.path.join(home, "lib64", want)) or \
                     glob.glob(os.path.join(home, "include", want)):
+                continue
+            # orch opens the library the loader finds before the toolkit's: a wheel's copy
+            # would be another version than the one the compile chose its algorithms with.
+            if want in loader or (where == "include" and
+                                  glob.glob(os.path.join("/usr/include", "**", want),
+                                            recursive=True)):
                 continue
             for site in sys.path:
                 hit = glob.glob(os.path.join(site, "nvidia", "*", where, want))

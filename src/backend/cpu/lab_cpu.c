@@ -299,7 +299,7 @@ static int build_units(Unit *units, int nu, const LabOptions *opt, CModule **mod
 
 int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs, void **values,
                 LabJob *jobs, int n, const LabOptions *opt, Err *e) {
-    int per = opt->per_unit > 0 ? opt->per_unit : 16;
+    int per = opt->per_unit > 0 ? opt->per_unit : lab_unit_size(n, opt->jobs, 16);
 #ifdef _OPENMP
     // Kernels are timed with the target's threads, as a session runs them (session_cpu.c sets
     // them per run). OpenMP's default, every core the process may use, timed a --threads 2

@@ -745,9 +745,9 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
         return rc;
     if (n == 0)
         return ST_OK;
-    int per = opt->per_unit > 0 ? opt->per_unit : 32;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = opt->jobs > 0 ? opt->jobs : (int)(cores > 0 ? cores : 1);
+    int per = opt->per_unit > 0 ? opt->per_unit : lab_unit_size(n, threads, 32);
 
     size_t pool_bytes = 0, scratch_bytes = 0, ws_bytes = 0;
     bool any_flush = false;

@@ -44,7 +44,8 @@ typedef struct CudaEmitter {
 } CudaEmitter;
 
 // Runs the jobs on the GPU hw describes (hw->ordinal, hw->arch; cuda_hw_detect). From opt it uses
-// jobs (parallel NVRTC threads; 0: cores), per_unit (kernels per program; 0: 32), min_time
+// jobs (parallel NVRTC threads; 0: cores), per_unit (kernels per program; 0: lab_unit_size, up
+// to 32), min_time
 // (seconds of timed launches per kernel, spread over the samples; 0: 100 µs per sample),
 // max_reps (timing samples; 0: 20), before_run, on_result and ctx; target, hw, workdir and
 // keep are the CPU lab's and ignored. Errors are the lab's own (no driver or NVRTC:
