@@ -34,10 +34,16 @@ int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSamp
         return rc;
     // Opset 20 renamed bilinear/bicubic to linear/cubic when it added N-D sampling.
     bool v20 = n->opset >= 20;
-    if (x->rank != 4 && !(x->rank == 5 && v20))
+    if (!v20 && x->rank != 4)
+        return op_err(e, ST_INVALID, n,
+                      "input X has rank %d; GridSample at opset %d takes 4-D X (N, C, H, W) only "
+                      "(5-D X needs opset 20)",
+                      x->rank, n->opset);
+    if (x->rank != 4 && x->rank != 5)
         return op_err(e, ST_UNSUPPORTED, n,
-                      "input X has rank %d; orch supports GridSample over 4-D X (N, C, H, W)%s",
-                      x->rank, v20 ? " and 5-D X (N, C, D, H, W)" : " (5-D X needs opset 20)");
+                      "input X has rank %d; orch supports GridSample over 4-D X (N, C, H, W) and "
+                      "5-D X (N, C, D, H, W)",
+                      x->rank);
     g->sr = x->rank - 2;
     if (grid->rank != x->rank || grid->dims[g->sr + 1] != g->sr || grid->dims[0] != x->dims[0])
         return op_err(e, ST_INVALID, n, "grid '%s' must have shape (%lld, %s, %d) for a %d-D X",
