@@ -227,6 +227,7 @@ typedef struct GsTaps {
 // cubic's the Keys coefficients about floor(c) - 1. The operator kernels' fn_plan_of.
 static void gs_taps(const GridSampleGeom *g, DType gt, const void *grid, int64_t gp, GsTaps *t) {
     int k = gridsample_axis_taps(g), n = gridsample_taps(g);
+    ORCH_ASSERT(g->sr <= 3 && n <= 16); // gridsample_geom refuses cubic over 5-D X
     int64_t ix[3][4], stride = 1;
     for (int a = g->sr - 1; a >= 0; a--) {
         double c = gs_denormalize(elem_get_f64(gt, grid, gp + (g->sr - 1 - a)), g->in[a],
