@@ -379,12 +379,13 @@ void opq_work(const PrimGraph *pg, const OpqSpec *s, OpqWork *w) {
         w->units = s->dims[0] * s->dims[1];
         w->inner = s->rest;
         break;
-    case OPQ_GRID_SAMPLE: { // an output element reads 1, 4 or 16 pixels
-        int taps = s->gs.mode == SAMPLE_NEAREST ? 1 : s->gs.mode == SAMPLE_LINEAR ? 4 : 16;
+    case OPQ_GRID_SAMPLE: { // an output element reads 1 to 16 pixels (gridsample_taps)
         w->elems = (double)tensor_numel(pg->tensors[p->out[0]]);
-        w->ops = 8.0 * taps;
-        w->units = s->gs.N * s->gs.C * s->gs.HO;
-        w->inner = s->gs.WO;
+        w->ops = 8.0 * gridsample_taps(&s->gs);
+        w->units = s->gs.N * s->gs.C; // a line per output row, the rows of every spatial axis
+        for (int a = 0; a < s->gs.sr - 1; a++)
+            w->units *= s->gs.out[a];
+        w->inner = s->gs.out[s->gs.sr - 1];
         break;
     }
     case OPQ_ROI_ALIGN: { // samples a bin: the fixed ratio's, else about 2 x 2

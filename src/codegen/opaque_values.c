@@ -316,25 +316,20 @@ static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, con
         sb_line(b, 1, "return x;\n");
         sb_puts(b, "}\n");
     }
-    // gs_pixel's address: -1 where zero padding reads 0, else the offset of the pixel after
-    // padding (and the clamp, which only guards reflection's result).
-    sb_printf(b, "%s int64_t %s_at(int64_t r, int64_t c) {\n", q, fn);
+    // gs_pad_index: index v along an axis of len pixels after padding, -1 where zero padding
+    // reads 0 (hi: reflection's upper bound; the clamp only guards reflection's result).
+    sb_printf(b, "%s int64_t %s_at(int64_t v, int64_t len, double hi) {\n", q, fn);
     if (g->pad == SAMPLE_PAD_ZEROS) {
-        sb_line(b, 1, "if (c < 0 || c >= %lld || r < 0 || r >= %lld)\n", (long long)g->W,
-                (long long)g->H);
-        sb_line(b, 2, "return -1;\n");
-    } else if (g->pad == SAMPLE_PAD_REFLECTION) {
-        double lo = g->align_corners ? 0 : -0.5;
-        sb_line(b, 1, "c = %s_ix(%s_reflect((double)c, %.17g, %.17g));\n", fn, fn, lo,
-                g->align_corners ? (double)g->W - 1.0 : (double)g->W - 0.5);
-        sb_line(b, 1, "r = %s_ix(%s_reflect((double)r, %.17g, %.17g));\n", fn, fn, lo,
-                g->align_corners ? (double)g->H - 1.0 : (double)g->H - 0.5);
+        sb_line(b, 1, "(void)hi;\n");
+        sb_line(b, 1, "return v < 0 || v >= len ? -1 : v;\n");
+    } else {
+        if (g->pad == SAMPLE_PAD_REFLECTION)
+            sb_line(b, 1, "v = %s_ix(%s_reflect((double)v, %.17g, hi));\n", fn, fn,
+                    g->align_corners ? 0.0 : -0.5);
+        else
+            sb_line(b, 1, "(void)hi;\n");
+        sb_line(b, 1, "return v < 0 ? 0 : v > len - 1 ? len - 1 : v;\n");
     }
-    sb_line(b, 1, "c = c < 0 ? 0 : c > %lld ? %lld : c;\n", (long long)g->W - 1,
-            (long long)g->W - 1);
-    sb_line(b, 1, "r = r < 0 ? 0 : r > %lld ? %lld : r;\n", (long long)g->H - 1,
-            (long long)g->H - 1);
-    sb_line(b, 1, "return r * %lld + c;\n", (long long)g->W);
     sb_puts(b, "}\n");
     if (g->mode == SAMPLE_CUBIC) {
         // gs_cubic_coeffs with alpha -0.75 (5, 8 and 4 alpha, alpha + 2 and alpha + 3: exact).
@@ -354,80 +349,78 @@ static void emit_gridsample_helpers(StrBuf *b, OpqDialect d, const char *fn, con
                 "-6.0), w), -3.0);\n");
         sb_puts(b, "}\n");
     }
-    // What a grid point reads, the same for every channel: the taps' offsets and the weights
-    // (linear: dx2, dx1 and dy2, dy1; cubic: the x and y coefficients).
-    int taps = g->mode == SAMPLE_NEAREST ? 1 : g->mode == SAMPLE_LINEAR ? 4 : 16;
+    // What a grid point reads, the same for every channel (gs_taps): K taps along each of the SR
+    // axes, their K^SR offsets (outermost axis slowest, -1 reads 0) and each axis's weights.
+    const int sr = g->sr, k = gridsample_axis_taps(g), taps = gridsample_taps(g);
     sb_printf(b, "typedef struct %s_plan {\n", fn);
     sb_line(b, 1, "int64_t off[%d];\n", taps);
-    sb_line(b, 1, "double a[4], b[4];\n");
+    sb_line(b, 1, "double w[%d][%d];\n", sr, k);
     sb_printf(b, "} %s_plan;\n", fn);
-    sb_printf(b, "%s void %s_plan_of(double gx, double gy, %s_plan *P) {\n", q, fn, fn);
-    if (g->align_corners) {
-        sb_line(b, 1, "const double x = ORCH_SM(ORCH_SD(ORCH_SA(gx, 1.0), 2.0), %.17g);\n",
-                (double)(g->W - 1));
-        sb_line(b, 1, "const double y = ORCH_SM(ORCH_SD(ORCH_SA(gy, 1.0), 2.0), %.17g);\n",
-                (double)(g->H - 1));
-    } else {
-        sb_line(b, 1,
-                "const double x = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gx, 1.0), %.17g), 1.0), 2.0);\n",
-                (double)g->W);
-        sb_line(b, 1,
-                "const double y = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gy, 1.0), %.17g), 1.0), 2.0);\n",
-                (double)g->H);
+    sb_printf(b, "%s void %s_plan_of(const %s *gp, %s_plan *P) {\n", q, fn, cgen_ctype(s->dt2), fn);
+    sb_line(b, 1, "int64_t ix[%d][%d];\n", sr, k);
+    int64_t stride = 1;
+    for (int a = sr - 1; a >= 0; a--) { // the grid lists the coordinates innermost first
+        const int64_t len = g->in[a];
+        sb_line(b, 1, "{\n");
+        sb_line(b, 2, "const double gc = %s_lc(gp[%d]);\n", fn, sr - 1 - a);
+        if (g->align_corners)
+            sb_line(b, 2, "const double c = ORCH_SM(ORCH_SD(ORCH_SA(gc, 1.0), 2.0), %.17g);\n",
+                    (double)(len - 1));
+        else
+            sb_line(b, 2,
+                    "const double c = ORCH_SD(ORCH_SS(ORCH_SM(ORCH_SA(gc, 1.0), %.17g), 1.0), "
+                    "2.0);\n",
+                    (double)len);
+        if (g->mode == SAMPLE_NEAREST) {
+            sb_line(b, 2, "const int64_t f = %s_ix(nearbyint(c));\n", fn);
+        } else if (g->mode == SAMPLE_LINEAR) {
+            sb_line(b, 2, "const int64_t f = %s_ix(floor(c));\n", fn);
+            sb_line(b, 2, "P->w[%d][0] = ORCH_SS((double)(f + 1), c);\n", a);
+            sb_line(b, 2, "P->w[%d][1] = ORCH_SS(c, (double)f);\n", a);
+        } else {
+            sb_line(b, 2, "const int64_t f = %s_ix(floor(c)) - 1;\n", fn);
+            sb_line(b, 2, "%s_cubic(ORCH_SS(ORCH_SS(c, (double)f), 1.0), P->w[%d]);\n", fn, a);
+        }
+        // Scaled by the axis's stride now, so a tap's offset is a sum; -1 stays the only negative.
+        sb_line(b, 2, "for (int i = 0; i < %d; i++) {\n", k);
+        sb_line(b, 3, "const int64_t v = %s_at(f + i, %lld, %.17g);\n", fn, (long long)len,
+                g->align_corners ? (double)len - 1.0 : (double)len - 0.5);
+        sb_line(b, 3, "ix[%d][i] = v < 0 ? -1 : v * %lld;\n", a, (long long)stride);
+        sb_line(b, 2, "}\n");
+        sb_line(b, 1, "}\n");
+        stride *= len;
     }
-    if (g->mode == SAMPLE_NEAREST) {
-        sb_line(b, 1, "P->off[0] = %s_at(%s_ix(nearbyint(y)), %s_ix(nearbyint(x)));\n", fn, fn,
-                fn);
-    } else if (g->mode == SAMPLE_LINEAR) {
-        sb_line(b, 1, "const int64_t x1 = %s_ix(floor(x)), y1 = %s_ix(floor(y));\n", fn, fn);
-        sb_line(b, 1, "P->off[0] = %s_at(y1, x1);\n", fn);
-        sb_line(b, 1, "P->off[1] = %s_at(y1, x1 + 1);\n", fn);
-        sb_line(b, 1, "P->off[2] = %s_at(y1 + 1, x1);\n", fn);
-        sb_line(b, 1, "P->off[3] = %s_at(y1 + 1, x1 + 1);\n", fn);
-        sb_line(b, 1, "P->a[0] = ORCH_SS((double)(x1 + 1), x);\n");
-        sb_line(b, 1, "P->a[1] = ORCH_SS(x, (double)x1);\n");
-        sb_line(b, 1, "P->b[0] = ORCH_SS((double)(y1 + 1), y);\n");
-        sb_line(b, 1, "P->b[1] = ORCH_SS(y, (double)y1);\n");
-    } else {
-        sb_line(b, 1, "const int64_t x0 = %s_ix(floor(x)) - 1, y0 = %s_ix(floor(y)) - 1;\n", fn,
-                fn);
-        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(x, (double)x0), 1.0), P->a);\n", fn);
-        sb_line(b, 1, "%s_cubic(ORCH_SS(ORCH_SS(y, (double)y0), 1.0), P->b);\n", fn);
-        sb_line(b, 1, "for (int i = 0; i < 4; i++)\n");
-        sb_line(b, 2, "for (int j = 0; j < 4; j++)\n");
-        sb_line(b, 3, "P->off[i * 4 + j] = %s_at(y0 + i, x0 + j);\n", fn);
+    for (int t = 0; t < taps; t++) {
+        char out[160] = "", sum[160] = "";
+        size_t no = 0, ns = 0;
+        for (int a = 0, r = taps / k; a < sr; a++, r /= k) {
+            int i = t / r % k;
+            no += (size_t)snprintf(out + no, sizeof out - no, "%six[%d][%d] < 0", a ? " || " : "",
+                                   a, i);
+            ns += (size_t)snprintf(sum + ns, sizeof sum - ns, "%six[%d][%d]", a ? " + " : "", a, i);
+        }
+        sb_line(b, 1, "P->off[%d] = %s ? -1 : %s;\n", t, out, sum);
     }
     sb_puts(b, "}\n");
-    // The value of one output element from its image plane and its point's plan
-    // (run_gridsample's arithmetic; a zero-padded tap reads 0).
+    // The value of one output element from its image plane and its point's plan (gs_value: the
+    // taps weighted along the innermost axis first, each sum left to right; a zero-padded tap
+    // reads 0), written out straight so that no loop is left for the compiler to unroll.
     sb_printf(b, "%s double %s_apply(const %s *xp, const %s_plan *P) {\n", q, fn, xt, fn);
     sb_line(b, 1, "double p[%d];\n", taps);
     sb_line(b, 1, "for (int t = 0; t < %d; t++)\n", taps);
     sb_line(b, 2, "p[t] = P->off[t] < 0 ? 0.0 : %s_ld(xp[P->off[t]]);\n", fn);
-    if (g->mode == SAMPLE_NEAREST) {
-        sb_line(b, 1, "return p[0];\n");
-    } else if (g->mode == SAMPLE_LINEAR) {
-        sb_line(b, 1,
-                "return ORCH_SA(ORCH_SM(P->b[0], ORCH_SA(ORCH_SM(P->a[0], p[0]), "
-                "ORCH_SM(P->a[1], p[1]))),\n");
-        sb_line(b, 1,
-                "               ORCH_SM(P->b[1], ORCH_SA(ORCH_SM(P->a[0], p[2]), "
-                "ORCH_SM(P->a[1], p[3]))));\n");
-    } else {
-        sb_line(b, 1, "double row[4];\n");
-        sb_line(b, 1, "for (int i = 0; i < 4; i++)\n");
-        sb_line(b, 2,
-                "row[i] = ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(P->a[0], p[i * 4]), "
-                "ORCH_SM(P->a[1], p[i * 4 + 1])),\n");
-        sb_line(b, 2,
-                "                         ORCH_SM(P->a[2], p[i * 4 + 2])), "
-                "ORCH_SM(P->a[3], p[i * 4 + 3]));\n");
-        sb_line(b, 1,
-                "return ORCH_SA(ORCH_SA(ORCH_SA(ORCH_SM(P->b[0], row[0]), ORCH_SM(P->b[1], "
-                "row[1])),\n");
-        sb_line(b, 1,
-                "                      ORCH_SM(P->b[2], row[2])), ORCH_SM(P->b[3], row[3]));\n");
-    }
+    if (g->mode != SAMPLE_NEAREST)
+        for (int a = sr - 1, n = taps / k; a >= 0; a--, n /= k)
+            for (int t = 0; t < n; t++) {
+                sb_line(b, 1, "{\n");
+                sb_line(b, 2, "double v = ORCH_SM(P->w[%d][0], p[%d]);\n", a, t * k);
+                for (int i = 1; i < k; i++)
+                    sb_line(b, 2, "v = ORCH_SA(v, ORCH_SM(P->w[%d][%d], p[%d]));\n", a, i,
+                            t * k + i);
+                sb_line(b, 2, "p[%d] = v;\n", t);
+                sb_line(b, 1, "}\n");
+            }
+    sb_line(b, 1, "return p[0];\n");
     sb_puts(b, "}\n");
 }
 

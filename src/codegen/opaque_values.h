@@ -79,13 +79,13 @@ void opq_pool_sizes(const PoolGeom *g, int64_t *plane, int64_t *outs, int64_t *t
 // xp[row] in double (exact for every float type).
 void opq_emit_lp_tap(StrBuf *b, OpqDialect d, DType t);
 
-// GridSample / RoiAlign: the helpers one kernel's elements call, prefixed fn. GridSample:
-// fn_plan_of(gx, gy, &plan) (what grid point (gx, gy) reads, the same for every channel) and
-// fn_apply(xp, &plan) (its value over image plane xp); RoiAlign: fn_roi(xp, roi, ph, pw) (output
-// (ph, pw) of ROI roi over plane xp). Values in double, step for step src/ops/sample.c's
-// reference arithmetic, every operation rounded on its own (no FMA); fn_out(v) makes a NaN the
-// canonical one. opq_emit_sample_close ends the helpers' arithmetic rule after the kernel.
-// opq_sample_store: such a double stored as t (half types through float rounded to odd, as
+// GridSample / RoiAlign: the helpers one kernel's elements call, prefixed fn. GridSample (4-D or
+// 5-D X): fn_plan_of(gp, &plan) (what the grid point whose coordinates start at gp reads, the
+// same for every channel) and fn_apply(xp, &plan) (its value over image xp); RoiAlign: fn_roi(xp,
+// roi, ph, pw) (output (ph, pw) of ROI roi over plane xp). Values in double, step for step
+// src/ops/sample.c's reference arithmetic, every operation rounded on its own (no FMA); fn_out(v)
+// makes a NaN the canonical one. opq_emit_sample_close ends the helpers' arithmetic rule after the
+// kernel. opq_sample_store: such a double stored as t (half types through float rounded to odd, as
 // elem_set_f64).
 void opq_emit_sample_helpers(StrBuf *b, OpqDialect d, const char *fn, const OpqSpec *s);
 void opq_emit_sample_close(StrBuf *b, OpqDialect d);

@@ -1,8 +1,8 @@
-// The sampling ops: GridSample (opsets 16 and 20, 4-D: bilinear, nearest, bicubic; zeros,
-// border and reflection padding; align_corners) and RoiAlign (opsets 10 and 16: avg and max,
-// half_pixel and output_half_pixel, adaptive or fixed sampling). Needs static shapes. Guarantees
-// ONNX Runtime's arithmetic carried out in double and rounded once to the output type, which
-// the operator kernels (codegen/opaque_values.c) reproduce step for step.
+// The sampling ops: GridSample (opsets 16 and 20; 4-D: bilinear, nearest, bicubic; 5-D at
+// opset 20: trilinear, nearest; zeros, border and reflection padding; align_corners) and RoiAlign
+// (opsets 10 and 16: avg and max, half_pixel and output_half_pixel, adaptive or fixed sampling).
+// Needs static shapes. Guarantees ONNX Runtime's arithmetic carried out in double and rounded once
+// to the output type, which the operator kernels (codegen/opaque_values.c) reproduce step for step.
 #include "sample.h"
 
 #include "ops.h"
@@ -32,14 +32,23 @@ int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSamp
     int rc;
     if ((rc = need_float(n, x, "input X", e)) || (rc = need_float(n, grid, "grid", e)))
         return rc;
-    if (x->rank != 4)
-        return op_err(e, ST_UNSUPPORTED, n,
-                      "input X has rank %d; orch supports 4-D GridSample (N, C, H, W)", x->rank);
-    if (grid->rank != 4 || grid->dims[3] != 2 || grid->dims[0] != x->dims[0])
-        return op_err(e, ST_INVALID, n, "grid must have shape (%lld, H_out, W_out, 2)",
-                      (long long)x->dims[0]);
     // Opset 20 renamed bilinear/bicubic to linear/cubic when it added N-D sampling.
     bool v20 = n->opset >= 20;
+    if (!v20 && x->rank != 4)
+        return op_err(e, ST_INVALID, n,
+                      "input X has rank %d; GridSample at opset %d takes 4-D X (N, C, H, W) only "
+                      "(5-D X needs opset 20)",
+                      x->rank, n->opset);
+    if (x->rank != 4 && x->rank != 5)
+        return op_err(e, ST_UNSUPPORTED, n,
+                      "input X has rank %d; orch supports GridSample over 4-D X (N, C, H, W) and "
+                      "5-D X (N, C, D, H, W)",
+                      x->rank);
+    g->sr = x->rank - 2;
+    if (grid->rank != x->rank || grid->dims[g->sr + 1] != g->sr || grid->dims[0] != x->dims[0])
+        return op_err(e, ST_INVALID, n, "grid '%s' must have shape (%lld, %s, %d) for a %d-D X",
+                      grid->name, (long long)x->dims[0],
+                      g->sr == 2 ? "H_out, W_out" : "D_out, H_out, W_out", g->sr, x->rank);
     const char *mode = node_attr_s(n, "mode", v20 ? "linear" : "bilinear");
     if (strcmp(mode, v20 ? "linear" : "bilinear") == 0)
         g->mode = SAMPLE_LINEAR;
@@ -50,6 +59,11 @@ int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSamp
     else
         return op_err(e, ST_INVALID, n, "mode '%s' is not one of %s at opset %d", mode,
                       v20 ? "linear, nearest, cubic" : "bilinear, nearest, bicubic", n->opset);
+    if (g->mode == SAMPLE_CUBIC && g->sr != 2)
+        return op_err(e, ST_INVALID, n,
+                      "mode 'cubic' over a %d-D X: ONNX defines cubic GridSample for 4-D X only "
+                      "(use linear or nearest)",
+                      x->rank);
     const char *pad = node_attr_s(n, "padding_mode", "zeros");
     if (strcmp(pad, "zeros") == 0)
         g->pad = SAMPLE_PAD_ZEROS;
@@ -63,13 +77,27 @@ int gridsample_geom(const Node *n, const Tensor *x, const Tensor *grid, GridSamp
     g->align_corners = node_attr_i(n, "align_corners", 0) != 0;
     g->N = x->dims[0];
     g->C = x->dims[1];
-    g->H = x->dims[2];
-    g->W = x->dims[3];
-    g->HO = grid->dims[1];
-    g->WO = grid->dims[2];
-    if ((g->H == 0 || g->W == 0) && g->pad != SAMPLE_PAD_ZEROS && g->N * g->C * g->HO * g->WO > 0)
+    g->plane = g->points = 1;
+    for (int a = 0; a < g->sr; a++) {
+        g->in[a] = x->dims[2 + a];
+        g->out[a] = grid->dims[1 + a];
+        g->plane *= g->in[a];
+        g->points *= g->out[a];
+    }
+    if (g->plane == 0 && g->pad != SAMPLE_PAD_ZEROS && g->N * g->C * g->points > 0)
         return op_err(e, ST_INVALID, n, "%s padding needs a non-empty image", pad);
     return ST_OK;
+}
+
+int gridsample_axis_taps(const GridSampleGeom *g) {
+    return g->mode == SAMPLE_NEAREST ? 1 : g->mode == SAMPLE_LINEAR ? 2 : 4;
+}
+
+int gridsample_taps(const GridSampleGeom *g) {
+    int k = gridsample_axis_taps(g), t = 1;
+    for (int a = 0; a < g->sr; a++)
+        t *= k;
+    return t;
 }
 
 int roialign_geom(const Node *n, const Tensor *x, const Tensor *rois, const Tensor *idx,
@@ -161,20 +189,16 @@ static int64_t clamp_i(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static double gs_pixel(const GridSampleGeom *g, DType t, const void *x, int64_t base, int64_t r,
-                       int64_t c) {
-    if (g->pad == SAMPLE_PAD_ZEROS) {
-        if (c < 0 || c >= g->W || r < 0 || r >= g->H)
-            return 0;
-    } else if (g->pad == SAMPLE_PAD_REFLECTION) {
-        double lo = g->align_corners ? 0 : -0.5;
-        c = to_index(gs_reflect((double)c, lo, g->align_corners ? g->W - 1.0 : g->W - 0.5));
-        r = to_index(gs_reflect((double)r, lo, g->align_corners ? g->H - 1.0 : g->H - 0.5));
-    }
-    // Border; and reflection's result, which lies inside already (the clamp only guards).
-    c = clamp_i(c, 0, g->W - 1);
-    r = clamp_i(r, 0, g->H - 1);
-    return elem_get_f64(t, x, base + r * g->W + c);
+// Index v along an axis of len pixels after padding: -1 where zero padding reads 0; reflection's
+// result lies inside already (the clamp only guards it). ONNX Runtime's PixelAtGrid(3D), an axis
+// at a time.
+static int64_t gs_pad_index(const GridSampleGeom *g, int64_t v, int64_t len) {
+    if (g->pad == SAMPLE_PAD_ZEROS)
+        return v < 0 || v >= len ? -1 : v;
+    if (g->pad == SAMPLE_PAD_REFLECTION)
+        v = to_index(gs_reflect((double)v, g->align_corners ? 0 : -0.5,
+                                g->align_corners ? (double)len - 1.0 : (double)len - 0.5));
+    return clamp_i(v, 0, len - 1);
 }
 
 static double gs_denormalize(double v, int64_t len, bool align) {
@@ -191,13 +215,82 @@ static void gs_cubic_coeffs(double x, double c[4]) {
     c[3] = ((A * (2 - x) - 5 * A) * (2 - x) + 8 * A) * (2 - x) - 4 * A;
 }
 
+// What one grid point reads, the same for every channel: k taps along each of the sr axes, their
+// k^sr offsets in the image (outermost axis slowest; -1 reads 0) and each axis's weights.
+typedef struct GsTaps {
+    int64_t off[16];
+    double w[3][4];
+} GsTaps;
+
+// The grid point's taps from its sr coordinates gp (innermost first, as the grid stores them):
+// nearest rounds half to even; linear's weights are (f + 1 - c, c - f) about f = floor(c);
+// cubic's the Keys coefficients about floor(c) - 1. The operator kernels' fn_plan_of.
+static void gs_taps(const GridSampleGeom *g, DType gt, const void *grid, int64_t gp, GsTaps *t) {
+    int k = gridsample_axis_taps(g), n = gridsample_taps(g);
+    ORCH_ASSERT(g->sr <= 3 && n <= 16); // gridsample_geom refuses cubic over 5-D X
+    int64_t ix[3][4], stride = 1;
+    for (int a = g->sr - 1; a >= 0; a--) {
+        double c = gs_denormalize(elem_get_f64(gt, grid, gp + (g->sr - 1 - a)), g->in[a],
+                                  g->align_corners);
+        int64_t f;
+        if (g->mode == SAMPLE_NEAREST) {
+            f = to_index(nearbyint(c));
+        } else if (g->mode == SAMPLE_LINEAR) {
+            f = to_index(floor(c));
+            t->w[a][0] = (double)(f + 1) - c;
+            t->w[a][1] = c - (double)f;
+        } else {
+            f = to_index(floor(c)) - 1;
+            gs_cubic_coeffs(c - (double)f - 1, t->w[a]);
+        }
+        // Scaled by the axis's stride now, so a tap's offset is a sum; -1 stays the only negative.
+        for (int i = 0; i < k; i++) {
+            int64_t v = gs_pad_index(g, f + i, g->in[a]);
+            ix[a][i] = v < 0 ? -1 : v * stride;
+        }
+        stride *= g->in[a];
+    }
+    for (int q = 0; q < n; q++) {
+        int64_t off = 0;
+        bool out = false;
+        for (int a = g->sr - 1, r = q; a >= 0; a--, r /= k) {
+            out |= ix[a][r % k] < 0;
+            off += ix[a][r % k];
+        }
+        t->off[q] = out ? -1 : off;
+    }
+}
+
+// The value at one grid point over the image at base: the taps' pixels weighted along the
+// innermost axis first, each sum left to right (bilinear: dy2 * (dx2 * p11 + dx1 * p12) +
+// dy1 * (dx2 * p21 + dx1 * p22), ONNX Runtime's order; trilinear then dz2 * .. + dz1 * ..).
+static double gs_value(const GridSampleGeom *g, const GsTaps *t, DType xt, const void *x,
+                       int64_t base) {
+    int k = gridsample_axis_taps(g), n = gridsample_taps(g);
+    double p[16];
+    for (int q = 0; q < n; q++)
+        p[q] = t->off[q] < 0 ? 0.0 : elem_get_f64(xt, x, base + t->off[q]);
+    if (g->mode == SAMPLE_NEAREST)
+        return p[0];
+    for (int a = g->sr - 1; a >= 0; a--) {
+        n /= k;
+        for (int q = 0; q < n; q++) {
+            double acc = t->w[a][0] * p[q * k];
+            for (int i = 1; i < k; i++)
+                acc = acc + t->w[a][i] * p[q * k + i];
+            p[q] = acc;
+        }
+    }
+    return p[0];
+}
+
 static int infer_gridsample(Graph *g, Node *n, Err *e) {
     GridSampleGeom gs;
     int rc = gridsample_geom(n, node_input(g, n, 0), node_input(g, n, 1), &gs, e);
     if (rc)
         return rc;
-    int64_t dims[4] = {gs.N, gs.C, gs.HO, gs.WO};
-    tensor_set_shape(node_output(g, n, 0), node_input(g, n, 0)->dtype, 4, dims);
+    int64_t dims[5] = {gs.N, gs.C, gs.out[0], gs.out[1], gs.out[2]};
+    tensor_set_shape(node_output(g, n, 0), node_input(g, n, 0)->dtype, gs.sr + 2, dims);
     return ST_OK;
 }
 
@@ -207,44 +300,14 @@ static int run_gridsample(const OpRun *r, Err *e) {
     if (rc)
         return rc;
     DType xt = r->in[0]->dtype, gt = r->in[1]->dtype, yt = r->out[0]->dtype;
-    int64_t k = 0;
     for (int64_t b = 0; b < g.N; b++)
-        for (int64_t c = 0; c < g.C; c++) {
-            int64_t base = (b * g.C + c) * g.H * g.W;
-            for (int64_t oy = 0; oy < g.HO; oy++)
-                for (int64_t ox = 0; ox < g.WO; ox++, k++) {
-                    int64_t gp = ((b * g.HO + oy) * g.WO + ox) * 2;
-                    double x = gs_denormalize(elem_get_f64(gt, r->x[1], gp), g.W, g.align_corners);
-                    double y =
-                        gs_denormalize(elem_get_f64(gt, r->x[1], gp + 1), g.H, g.align_corners);
-                    double v;
-                    if (g.mode == SAMPLE_NEAREST) {
-                        v = gs_pixel(&g, xt, r->x[0], base, to_index(nearbyint(y)),
-                                     to_index(nearbyint(x)));
-                    } else if (g.mode == SAMPLE_LINEAR) {
-                        int64_t x1 = to_index(floor(x)), y1 = to_index(floor(y));
-                        double p11 = gs_pixel(&g, xt, r->x[0], base, y1, x1);
-                        double p12 = gs_pixel(&g, xt, r->x[0], base, y1, x1 + 1);
-                        double p21 = gs_pixel(&g, xt, r->x[0], base, y1 + 1, x1);
-                        double p22 = gs_pixel(&g, xt, r->x[0], base, y1 + 1, x1 + 1);
-                        double dx2 = (double)(x1 + 1) - x, dx1 = x - (double)x1;
-                        double dy2 = (double)(y1 + 1) - y, dy1 = y - (double)y1;
-                        v = dy2 * (dx2 * p11 + dx1 * p12) + dy1 * (dx2 * p21 + dx1 * p22);
-                    } else {
-                        int64_t x0 = to_index(floor(x)) - 1, y0 = to_index(floor(y)) - 1;
-                        double cx[4], cy[4], row[4];
-                        gs_cubic_coeffs(x - (double)x0 - 1, cx);
-                        gs_cubic_coeffs(y - (double)y0 - 1, cy);
-                        for (int i = 0; i < 4; i++) {
-                            double p[4];
-                            for (int j = 0; j < 4; j++)
-                                p[j] = gs_pixel(&g, xt, r->x[0], base, y0 + i, x0 + j);
-                            row[i] = cx[0] * p[0] + cx[1] * p[1] + cx[2] * p[2] + cx[3] * p[3];
-                        }
-                        v = cy[0] * row[0] + cy[1] * row[1] + cy[2] * row[2] + cy[3] * row[3];
-                    }
-                    elem_set_f64(yt, r->y[0], k, canonical_nan(v));
-                }
+        for (int64_t p = 0; p < g.points; p++) {
+            GsTaps t;
+            gs_taps(&g, gt, r->x[1], (b * g.points + p) * g.sr, &t);
+            for (int64_t c = 0; c < g.C; c++) {
+                double v = gs_value(&g, &t, xt, r->x[0], (b * g.C + c) * g.plane);
+                elem_set_f64(yt, r->y[0], (b * g.C + c) * g.points + p, canonical_nan(v));
+            }
         }
     return ST_OK;
 }

@@ -9,13 +9,22 @@
 typedef enum SampleMode { SAMPLE_LINEAR, SAMPLE_NEAREST, SAMPLE_CUBIC } SampleMode;
 typedef enum SamplePad { SAMPLE_PAD_ZEROS, SAMPLE_PAD_BORDER, SAMPLE_PAD_REFLECTION } SamplePad;
 
-// GridSample over a 4-D input X (N, C, H, W) and grid (N, HO, WO, 2): Y (N, C, HO, WO).
+// GridSample over X (N, C, D_1.., D_r) and grid (N, O_1.., O_r, r) for a spatial rank r of 2
+// (X 4-D: H, W) or 3 (X 5-D: D, H, W; opset 20, linear and nearest only): Y (N, C, O_1.., O_r).
+// The grid's last axis lists the coordinates innermost first (x for W, y for H, z for D).
 typedef struct GridSampleGeom {
     SampleMode mode;
     SamplePad pad;
     bool align_corners;
-    int64_t N, C, H, W, HO, WO;
+    int sr; // spatial rank r: 2 or 3
+    int64_t N, C;
+    int64_t in[3], out[3]; // X's and Y's spatial sizes, outermost first; sr of each are used
+    int64_t plane, points; // the products of in[] and of out[]: an image's pixels, its grid points
 } GridSampleGeom;
+
+// The taps one grid point reads along each spatial axis (nearest 1, linear 2, cubic 4), and in all.
+int gridsample_axis_taps(const GridSampleGeom *g);
+int gridsample_taps(const GridSampleGeom *g);
 
 // Samples along each axis of a RoiAlign bin: an explicit sampling_ratio above it is refused, an
 // adaptive grid is kept within it (every engine the same way).

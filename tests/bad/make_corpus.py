@@ -916,10 +916,22 @@ def op_cases(out):
     run_case("loop_without_end",
              node("Loop", ["", "", "x"], ["y"], "loop_node", body=loop_body()),
              [x23()], [y()], [], 2, "loop_node && never ends")
-    run_case("gridsample_volumetric",
+    run_case("gridsample_volumetric_cubic",
+             node("GridSample", ["x", "g"], ["y"], "gs_node", mode="cubic"),
+             [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 2,
+             "gs_node && cubic && 4-D X only", opset=20)
+    run_case("gridsample_volumetric_grid_last_axis",
              node("GridSample", ["x", "g"], ["y"], "gs_node", mode="linear"),
-             [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 3,
-             "gs_node && 4-D", opset=20)
+             [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 2])], [y()], [], 2,
+             "gs_node && grid 'g' && D_out, H_out, W_out, 3", opset=20)
+    run_case("gridsample_volumetric_opset16",
+             node("GridSample", ["x", "g"], ["y"], "gs_node"),
+             [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 2,
+             "gs_node && rank 5 && opset 20", opset=16)
+    run_case("gridsample_rank3",
+             node("GridSample", ["x", "g"], ["y"], "gs_node", mode="linear"),
+             [vi("x", F, [1, 1, 4]), vi("g", F, [1, 2, 1])], [y()], [], 3,
+             "gs_node && rank 3 && 5-D", opset=20)
     run_case("gridsample_bad_mode",
              node("GridSample", ["x", "g"], ["y"], "gs_node", mode="linear"),
              [vi("x", F, [1, 1, 3, 4]), vi("g", F, [1, 2, 2, 2])], [y()], [], 2,

@@ -1048,6 +1048,35 @@ def sampling(seed):
     return b.model(value_info=False), inputs, []
 
 
+# ---- v) volumetric registration as VoxelMorph-style exports leave it: a Conv3d predicts a flow
+# field, which moved to channels-last and added to an identity grid (stretched a little past
+# [-1, 1]) warps the moving volume by 5-D GridSample: trilinear with zeros and with border
+# padding, and nearest with reflection (opset 20) ----
+
+def volumetric(seed):
+    N, C, D, H, W = 2, 2, 5, 7, 9
+    b = Builder("volumetric", 20, seed)
+    x = b.input("x", F, [N, C, D, H, W])
+    w = b.param("flow.weight", 0.3 * b.he((3, C, 3, 3, 3), C * 27))
+    bias = b.param("flow.bias", b.rng.uniform(-0.05, 0.05, 3))
+    flow = b.op("Conv", [x, w, bias], "/flow", kernel_shape=[3, 3, 3], pads=[1] * 6,
+                strides=[1, 1, 1], dilations=[1, 1, 1])
+    flow = b.op("Transpose", [flow], "/warp", perm=[0, 2, 3, 4, 1])
+    zs, ys, xs = np.meshgrid(np.linspace(-1, 1, D), np.linspace(-1, 1, H), np.linspace(-1, 1, W),
+                             indexing="ij")
+    base = 1.15 * np.stack([xs, ys, zs], -1)[None]
+    grid = b.op("Add", [b.param("warp.grid", base), flow], "/warp")
+    b.op("GridSample", [x, grid], "/warp", out="warped", mode="linear", padding_mode="zeros",
+         align_corners=0)
+    b.op("GridSample", [x, grid], "/warp_border", out="warped_border", mode="linear",
+         padding_mode="border", align_corners=1)
+    b.op("GridSample", [x, grid], "/warp_nearest", out="warped_nearest", mode="nearest",
+         padding_mode="reflection", align_corners=0)
+    for name in ("warped", "warped_border", "warped_nearest"):
+        b.output(name, F, [N, C, D, H, W])
+    return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, C, D, H, W))}, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -1073,6 +1102,7 @@ MODELS = {
     "s_recurrent": recurrent,
     "t_control_flow": control_flow,
     "u_sampling": sampling,
+    "v_volumetric": volumetric,
 }
 EXTERNAL = {"g_external"}
 

@@ -1335,6 +1335,19 @@ def sampling():
          dict(mode='bilinear', padding_mode='reflection', align_corners=1), opset=16)
     case('gs_large_grid', 'GridSample', [rnd((1, 4, 9, 11)), uniform(-1, 1, (1, 17, 13, 2))],
          opset=16)
+    # Volumetric (5-D X, opset 20): trilinear and nearest, odd sizes that differ on every axis,
+    # grid points past [-1, 1] for every padding mode.
+    for mode in ('linear', 'nearest'):
+        for pad in ('zeros', 'border', 'reflection'):
+            for align in (0, 1):
+                case(f'gs5d_{mode}_{pad}_a{align}', 'GridSample',
+                     [rnd((2, 3, 3, 5, 7)), uniform(-1.4, 1.4, (2, 2, 3, 5, 3))],
+                     dict(mode=mode, padding_mode=pad, align_corners=align), opset=20)
+    case('gs5d_f64', 'GridSample',
+         [rnd((1, 2, 5, 3, 2), 'f64'), uniform(-1.2, 1.2, (1, 3, 1, 4, 3), 'f64')],
+         dict(mode='linear', padding_mode='reflection', align_corners=1), opset=20)
+    case('gs5d_one_slice', 'GridSample', [rnd((1, 2, 1, 4, 5)), uniform(-2, 2, (1, 3, 2, 3, 3))],
+         dict(mode='linear', padding_mode='border'), opset=20)
 
     def rois(n, w, h):
         x1, y1 = uniform(-2, w - 2, (n,)), uniform(-2, h - 2, (n,))

@@ -605,7 +605,7 @@ static inline void lp_pool_cases(void) {
 }
 
 // GridSample: every mode, padding and align_corners, at opset 16 and 20, every float type, a
-// grid reaching past [-1, 1]; the data with NaN, infinities and -0.
+// grid reaching past [-1, 1]; the data with NaN, infinities and -0; 4-D and 5-D.
 static inline void grid_sample_cases(void) {
     static const DType types[] = {DT_FLOAT, DT_DOUBLE, DT_FLOAT16, DT_BFLOAT16};
     static const char *modes[2][3] = {{"bilinear", "nearest", "bicubic"},
@@ -628,6 +628,27 @@ static inline void grid_sample_cases(void) {
                 c->specials = true;
                 mb_node(c->mb, "GridSample", "gs", "x,grid", "y",
                         mb_attr_s(c->mb, "mode", modes[v20][m]),
+                        mb_attr_s(c->mb, "padding_mode", pads[p]),
+                        mb_attr_i(c->mb, "align_corners", a), NULL);
+                mb_output(c->mb, "y");
+            }
+    // Volumetric (5-D, opset 20): linear and nearest, every padding and align_corners, each
+    // spatial size 1 or odd so that every axis's stride and clamp differ.
+    static const char *modes5[] = {"linear", "nearest"};
+    for (int m = 0; m < 2; m++)
+        for (int p = 0; p < 3; p++)
+            for (int a = 0; a < 2; a++, i++) {
+                DType t = types[i % 4];
+                int64_t x[5] = {rint_in(1, 3), i % 5 == 1 ? 11 : rint_in(1, 4), odd_dim(),
+                                odd_dim(), odd_dim()};
+                int64_t gd[5] = {x[0], small[rnd() % 5], small[rnd() % 5], small[rnd() % 5], 3};
+                Case *c = new_case(20, "grid_sample 5-D %s %s %s align %d", dtype_name(t),
+                                   modes5[m], pads[p], a);
+                add_input(c, "x", t, 5, x, F_DATA, 0, 0);
+                add_input(c, "grid", t, 5, gd, F_COORD, -1300, 1300);
+                c->specials = true;
+                mb_node(c->mb, "GridSample", "gs", "x,grid", "y",
+                        mb_attr_s(c->mb, "mode", modes5[m]),
                         mb_attr_s(c->mb, "padding_mode", pads[p]),
                         mb_attr_i(c->mb, "align_corners", a), NULL);
                 mb_output(c->mb, "y");

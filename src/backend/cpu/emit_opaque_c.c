@@ -845,14 +845,13 @@ static int emit_sample(const Em *m) {
     if (s->op == OPQ_GRID_SAMPLE) {
         // A grid point per iteration: its plan once, then every channel's value.
         const GridSampleGeom *g = &s->gs;
-        sb_line(b, 1, "const int64_t PTS = %lld, C = %lld, PLANE = %lld;\n",
-                (long long)(g->HO * g->WO), (long long)g->C, (long long)(g->H * g->W));
+        sb_line(b, 1, "const int64_t PTS = %lld, C = %lld, PLANE = %lld;\n", (long long)g->points,
+                (long long)g->C, (long long)g->plane);
         pragma_for(m, 1, "");
-        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n",
-                (long long)(g->N * g->HO * g->WO));
+        sb_line(b, 1, "for (int64_t pt = 0; pt < %lld; pt++) {\n", (long long)(g->N * g->points));
         sb_line(b, 2, "const int64_t n = pt / PTS, p = pt %% PTS;\n");
         sb_line(b, 2, "%s_plan P;\n", fn);
-        sb_line(b, 2, "%s_plan_of(%s_lc(c2[pt * 2]), %s_lc(c2[pt * 2 + 1]), &P);\n", fn, fn, fn);
+        sb_line(b, 2, "%s_plan_of(c2 + pt * %d, &P);\n", fn, g->sr);
         sb_line(b, 2, "for (int64_t c = 0; c < C; c++) {\n");
         sb_line(b, 3, "const int64_t k = (n * C + c) * PTS + p;\n");
         snprintf(v, sizeof v, "%s_out(%s_apply(x + (n * C + c) * PLANE, &P))", fn, fn);

@@ -936,15 +936,13 @@ static int emit_sample(const Em *m) {
     if (s->op == OPQ_GRID_SAMPLE) {
         const GridSampleGeom *g = &s->gs;
         sb_line(b, 1, "(void)bad_;\n");
-        flat_loop(m, 1, "k", g->N * g->C * g->HO * g->WO);
-        sb_line(b, 2, "const int64_t ox = k %% %lld, oy = (k / %lld) %% %lld, nc = k / %lld;\n",
-                (long long)g->WO, (long long)g->WO, (long long)g->HO, (long long)(g->WO * g->HO));
-        sb_line(b, 2, "const %s *gp = c2 + (((nc / %lld) * %lld + oy) * %lld + ox) * 2;\n", ct,
-                (long long)g->C, (long long)g->HO, (long long)g->WO);
+        flat_loop(m, 1, "k", g->N * g->C * g->points);
+        sb_line(b, 2, "const int64_t p = k %% %lld, nc = k / %lld;\n", (long long)g->points,
+                (long long)g->points);
         sb_line(b, 2, "%s_plan P;\n", fn);
-        sb_line(b, 2, "%s_plan_of(%s_lc(gp[0]), %s_lc(gp[1]), &P);\n", fn, fn, fn);
-        snprintf(v, sizeof v, "%s_out(%s_apply(x + nc * %lld, &P))", fn, fn,
-                 (long long)(g->H * g->W));
+        sb_line(b, 2, "%s_plan_of(c2 + ((nc / %lld) * %lld + p) * %d, &P);\n", fn, (long long)g->C,
+                (long long)g->points, g->sr);
+        snprintf(v, sizeof v, "%s_out(%s_apply(x + nc * %lld, &P))", fn, fn, (long long)g->plane);
     } else {
         const RoiAlignGeom *g = &s->ra;
         opq_emit_in_ptr(b, OPQ_DIALECT_CUDA, 1, cgen_ctype(s->idx_dt), "bi", s->in[2]);
