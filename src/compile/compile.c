@@ -2267,7 +2267,7 @@ void compile_report_print(const CompileReport *r, FILE *f) {
         for (int i = 0; i < r->lab_devices; i++)
             fprintf(f, "%sGPU %d: %d configs", i ? ", " : "", r->lab_device[i],
                     r->lab_device_measured[i]);
-        fprintf(f, "): tune %.2f s, of which building kernels %.2f s, measuring %.2f s\n",
+        fprintf(f, "): tune %.2f s; building kernels %.2f s and measuring %.2f s, side by side\n",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
     if (r->unstable)
