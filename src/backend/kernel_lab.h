@@ -74,6 +74,9 @@ typedef struct LabOptions {
     // Where set, the wall seconds spent building the jobs' kernels and measuring them (checks and
     // timings on the devices) are added to these (a lab that does not split its time leaves them).
     double *build_s, *measure_s;
+    // Where set, the devices' seconds (summed over devices) checking kernels (inputs uploaded,
+    // outputs downloaded and compared) and timing them: where the measuring goes.
+    double *check_s, *time_s;
     // When set, the modules the lab built (whole units) are handed over instead of freed:
     // appended to *keep (realloc'd), *n_keep counts them; the caller passes them to the target's
     // build (which may reuse one as the artefact's module, saving a build) and frees them with

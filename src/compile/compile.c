@@ -630,6 +630,8 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
                          .on_note = on_note,
                          .build_s = &d->rep->t_lab_build,
                          .measure_s = &d->rep->t_lab_measure,
+                         .check_s = &d->rep->t_lab_check,
+                         .time_s = &d->rep->t_lab_time,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
@@ -2084,6 +2086,8 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->t_tune += r->t_tune;
     rep->t_lab_build += r->t_lab_build;
     rep->t_lab_measure += r->t_lab_measure;
+    rep->t_lab_check += r->t_lab_check;
+    rep->t_lab_time += r->t_lab_time;
     rep->lab_devices = r->lab_devices; // one machine, opened alike for every set
     for (int i = 0; i < r->lab_devices; i++) {
         rep->lab_device[i] = r->lab_device[i];
@@ -2267,8 +2271,12 @@ void compile_report_print(const CompileReport *r, FILE *f) {
         for (int i = 0; i < r->lab_devices; i++)
             fprintf(f, "%sGPU %d: %d configs", i ? ", " : "", r->lab_device[i],
                     r->lab_device_measured[i]);
-        fprintf(f, "): tune %.2f s; building kernels %.2f s and measuring %.2f s, side by side\n",
+        fprintf(f, "): tune %.2f s; building kernels %.2f s and measuring %.2f s, side by side",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
+        if (r->t_lab_check + r->t_lab_time > 0)
+            fprintf(f, " (devices checking %.2f s, timing %.2f s)", r->t_lab_check,
+                    r->t_lab_time);
+        fputc('\n', f);
     }
     if (r->unstable)
         fprintf(f,

@@ -106,6 +106,9 @@ typedef struct CompileReport {
     int lab_device[16];
     int lab_device_measured[16];
     double t_lab_build, t_lab_measure; // of t_tune: the lab building kernels, and measuring them
+    // Of the measuring, the device seconds spent checking kernels (inputs up, outputs down and
+    // compared with the reference) and timing them (0: a lab that does not split it).
+    double t_lab_check, t_lab_time;
                                        // on its devices (0 where the lab does not say: the CPU)
     double max_err;                        // the end-to-end check's worst error (relative to its bound)
     const char *precision;                 // precision_name of the compile's precision

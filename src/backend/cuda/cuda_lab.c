@@ -208,6 +208,7 @@ typedef struct Lab {
     CUmodule spin_mod;
     CUfunction spin;
     bool lost; // a kernel faulted: the context (and CUDA in this process) is unusable
+    double t_check, t_time; // seconds checking kernels and timing them (measure)
 } Lab;
 
 static void gpu_close(Lab *L) {
@@ -339,6 +340,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     const CudaApi *api = L->api;
     const CudaHw *hw = L->hw;
     const Tensor *out_t = pg->tensors[c->output];
+    double t_enter = now_s();
     // An operator kernel writes every output of its primitive and a status word (cugen.h).
     const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
     bool op = ckernel_op_abi(sink);
@@ -490,6 +492,8 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         }
     }
 
+    double t_timing = now_s();
+    L->t_check += t_timing - t_enter;
     // Timing. Warm-up, then the shortest of three single launches estimates one (each queued
     // behind a spin, so the host's submission latency is not part of it).
     float ms = 0;
@@ -549,6 +553,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     }
     // The shared summary, so a spread means the same in every target's rows. The stability rule
     // is the CPU lab's: device timings behind a spin are not re-taken here.
+    L->t_time += now_s() - t_timing;
     LabTiming tm;
     lab_summarise(times, samples, -1, 0, &tm);
     j->reps = samples * batch;
@@ -949,6 +954,12 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     }
     if (opt->measure_s)
         *opt->measure_s += now_s() - t_measure;
+    for (int k = 0; k < nw; k++) {
+        if (opt->check_s)
+            *opt->check_s += w[k].L.t_check;
+        if (opt->time_s)
+            *opt->time_s += w[k].L.t_time;
+    }
     int done = sh.done;
     for (int i = 0; i < n && rc != ST_OK; i++)
         if (jobs[i].status == LAB_SKIPPED && !jobs[i].note[0])
