@@ -500,6 +500,32 @@ def fmt(v, w, p=3):
     return f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
 
 
+def lead_cells(r, model_w, status_w, ng_w, cut=True):
+    """The columns both tables start with: model, status, kernels not generated, error against
+    float64, cold and warm compile seconds (model and status cut to their widths where cut)."""
+    ng = r.get("not_generated")
+    model, status = (r["model"][:model_w], r["status"][:status_w]) if cut else (r["model"], r["status"])
+    return (f"{model:{model_w}}{status:>{status_w}}"
+            f"{ng if ng is not None else '-':>{ng_w}}"
+            + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
+            + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1))
+
+
+def run_over_predicted(r, w):
+    """orch's measured time over the plan's predicted time, w wide."""
+    if r.get("orch_ms") and r.get("predicted_ms"):
+        return f"{r['orch_ms'] / r['predicted_ms']:{w - 1}.2f}x"
+    return f"{'-':>{w}}"
+
+
+def log_counts(rows, log):
+    """How many models compile, are correct and have every kernel generated."""
+    ok = sum(r["status"] == "ok" for r in rows)
+    zero = sum(r["status"] == "ok" and r.get("not_generated") == 0 for r in rows)
+    log(f"{ok} of {len(rows)} models compile and are correct; {zero} of them with every kernel "
+        f"generated")
+
+
 def cpu_groups(rows):
     """The thread counts and the baselines the rows have, in the run's order."""
     counts = sorted({int(t) for r in rows for t in r.get("by_threads", {})})
@@ -531,13 +557,9 @@ def print_cpu_table(rows, log):
     log(sub)
     log("-" * len(head))
     for r in rows:
-        ng = r.get("not_generated")
-        line = (f"{r['model'][:22]:22}{r['status'][:8]:>8}{ng if ng is not None else '-':>3}"
-                + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
-                + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1)
+        line = (lead_cells(r, 22, 8, 3)
                 + fmt(r["flops"] / 1e9 if r.get("flops") else None, 7, 3)
-                + (f"{r['orch_ms'] / r['predicted_ms']:6.2f}x" if r.get("orch_ms") and r.get("predicted_ms")
-                   else f"{'-':>7}"))
+                + run_over_predicted(r, 7))
         for t in counts:
             g = r.get("by_threads", {}).get(str(t), {})
             line += (" |" + fmt(g.get("orch_ms"), 8)
@@ -548,10 +570,7 @@ def print_cpu_table(rows, log):
         line += " |" + "".join(fmt(m[s] / 2**20 if m.get(s) else None, 8, 0) for s in ["orch"] + rt)
         log(line)
     log("-" * len(head))
-    ok = sum(r["status"] == "ok" for r in rows)
-    zero = sum(r["status"] == "ok" and r.get("not_generated") == 0 for r in rows)
-    log(f"{ok} of {len(rows)} models compile and are correct; {zero} of them with every kernel "
-        f"generated")
+    log_counts(rows, log)
     for t in counts:
         for key, name in (("ratio", "ONNX Runtime / orch"), ("openvino_ratio", "OpenVINO / orch")):
             rs = [r["by_threads"][str(t)][key] for r in rows
@@ -588,23 +607,16 @@ def print_table(rows, log):
     log(head)
     log("-" * len(head))
     for r in rows:
-        ng = r.get("not_generated")
-        line = (f"{r['model']:24}{r['status']:>15}{ng if ng is not None else '-':>8}"
-                + (f"{r['orch_err']:9.1e}" if "orch_err" in r else f"{'-':>9}")
-                + fmt(r.get("orch_compile_cold_s"), 7, 1) + fmt(r.get("orch_compile_warm_s"), 7, 1)
+        line = (lead_cells(r, 24, 15, 8, cut=False)
                 + fmt(r.get("orch_ms"), 10)
-                + (f"{r['orch_ms'] / r['predicted_ms']:8.2f}x" if r.get("orch_ms") and r.get("predicted_ms")
-                   else f"{'-':>9}")
+                + run_over_predicted(r, 9)
                 + "".join(fmt(r.get("baselines", {}).get(b), 11) for b in bl)
                 + (f"{r['ratio']:8.2f}x" if "ratio" in r else f"{'-':>9}")
                 + f"{r.get('orch_kernels', '-'):>9}")
         log(line)
     log("-" * len(head))
     rs = [r["ratio"] for r in rows if r.get("ratio")]
-    ok = sum(r["status"] == "ok" for r in rows)
-    zero = sum(r["status"] == "ok" and r.get("not_generated") == 0 for r in rows)
-    log(f"{ok} of {len(rows)} models compile and are correct; {zero} of them with every kernel "
-        f"generated")
+    log_counts(rows, log)
     if rs:
         g = math.exp(sum(map(math.log, rs)) / len(rs))
         log(f"geomean speed-up over {len(rs)} models: {g:.2f}x; >= 1.0x on {sum(x >= 1.0 for x in rs)} "
