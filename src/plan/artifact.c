@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -475,7 +476,7 @@ static int parse(ArtifactContents *a, Err *e) {
 void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view) {
     ORCH_ASSERT(k >= 0 && k < a->n_plans);
     const ArtifactPlan *p = &a->plans[k];
-    *view = *a;
+    *view = *a; // shares a's data and sections, its mapping included
     view->plans = NULL;
     view->n_plans = 1;
     snprintf(view->h.input_shapes, sizeof view->h.input_shapes, "%s", p->input_shapes);
@@ -491,6 +492,33 @@ void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view
     view->src_size = p->src_size;
 }
 
+// Files from this size on are mapped rather than read (artefacts with weights); smaller ones,
+// and anything that is not a regular file, go through file_read_all and its messages.
+static off_t map_min_bytes = (off_t)1 << 20;
+
+void artifact_set_map_threshold(int64_t bytes) {
+    map_min_bytes = bytes > 0 ? (off_t)bytes : (off_t)1 << 20;
+}
+
+// A private, writable (copy-on-write) mapping of the regular file at path of at least
+// map_min_bytes; NULL where it is not one or cannot be mapped (the caller reads it instead).
+static uint8_t *map_file(const char *path, size_t *size) {
+    Err ignored = {0};
+    FILE *f = file_open_regular(path, &ignored);
+    if (!f)
+        return NULL;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= map_min_bytes &&
+        (uint64_t)st.st_size <= SIZE_MAX)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(f), 0);
+    fclose(f);
+    if (p == MAP_FAILED)
+        return NULL;
+    *size = (size_t)st.st_size;
+    return p;
+}
+
 int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     memset(out, 0, sizeof *out);
     struct stat st;
@@ -498,8 +526,10 @@ int artifact_read(const char *path, ArtifactContents *out, Err *e) {
         return err_set(e, ST_INVALID, "%s: is a directory, not an orch artefact", path);
     uint8_t *data = NULL;
     size_t size = 0;
-    int rc = file_read_all(path, (int64_t)1 << 40, &data, &size, e);
-    if (rc)
+    int rc = ST_OK;
+    if ((data = map_file(path, &size)))
+        out->mapped = true;
+    else if ((rc = file_read_all(path, (int64_t)1 << 40, &data, &size, e)))
         return rc;
     out->path = xstrdup(path);
     out->data = data;
@@ -541,11 +571,25 @@ int artifact_read_memory(const void *data, size_t size, const char *name, Artifa
     return rc;
 }
 
+void artifact_release_model(const ArtifactContents *a) {
+    if (!a || !a->mapped || !a->onnx || a->onnx_size == 0)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    uintptr_t lo = ((uintptr_t)a->onnx + mask) & ~mask;
+    uintptr_t hi = ((uintptr_t)a->onnx + a->onnx_size) & ~mask;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void artifact_contents_free(ArtifactContents *a) {
     if (!a)
         return;
     free(a->path);
-    free(a->data);
+    if (a->mapped)
+        munmap(a->data, a->size);
+    else
+        free(a->data);
     free(a->plans);
     memset(a, 0, sizeof *a);
 }

@@ -110,11 +110,20 @@ typedef struct ArtifactContents {
     ArtifactHeader h;
     uint8_t *data; // the whole file (owned); the sections point into it
     size_t size;
+    bool mapped; // data is a private mapping of the file (artifact_read of a large file)
     const uint8_t *onnx, *plan, *so, *src;
     size_t onnx_size, plan_size, so_size, src_size;
     int n_plans;
     ArtifactPlan *plans; // owned
 } ArtifactContents;
+
+// Gives the pages of the model section back to the system where data maps the file (a no-op
+// otherwise): a session that has imported the model packs its constants next, and would hold
+// the file's copy of the weights beside two others at its peak. The section stays readable: a
+// later reader (the next plan's import) has its pages read from the file again.
+void artifact_release_model(const ArtifactContents *a);
+// Test hook: artifact_read maps files of at least `bytes` (<= 0: the default, 1 MiB).
+void artifact_set_map_threshold(int64_t bytes);
 
 // The compile flags as the orch compile options that set them ("--no-mlp-chains --layout
 // nchw"; "" for none) into buf.

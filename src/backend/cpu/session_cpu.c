@@ -442,6 +442,7 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     s->path = xstrdup(path);
     init_sync(s, opt->threads > 0 ? opt->threads : h->threads, opt);
     int rc = artifact_import_model(a, path, &s->g_owned, &s->pg_owned, &s->plan_owned, e);
+    artifact_release_model(a); // imported: the file's weights need not sit beside the packed ones
     bool generated = false;
     for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
         generated = generated || s->plan_owned->launches[i].kind == PLAN_GENERATED;

@@ -1010,6 +1010,7 @@ int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now
     const uint8_t *cubin = NULL;
     size_t cubin_size = 0;
     int rc = artifact_import_model(a, path, &g, &pg, &plan, e);
+    artifact_release_model(a); // imported: the file's weights need not sit beside the device's
     if (rc == ST_OK && a->so_size)
         rc = cuda_module_unpack(a->so, a->so_size, path, &cubin, &cubin_size, &t, e);
     CudaSession *s = NULL;

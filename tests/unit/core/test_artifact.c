@@ -8,7 +8,8 @@
 // directory, a missing file, a foreign fingerprint, a plan that does not fit the model, a
 // missing symbol, a shared object that is not one, forged plans with valid checksums. Older
 // formats (1, 3, 4, 5: no kernel source) made from the current one still run; several plans (one
-// per shape set) read back with the model once.
+// per shape set) read back with the model once. A large file is mapped (the model section given
+// back after import and read again from the file).
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
@@ -355,6 +356,60 @@ static void round_trip(void) {
     session_free(NULL);
     // Overwriting an existing artefact is atomic too.
     CHECK(write_compiled(&C, path) == ST_OK);
+}
+
+// A large artefact is mapped, not read: a session made from the mapping runs as one made from
+// memory, and once the model section's pages are given back (artifact_release_model, as every
+// session does after its import) they read the file's bytes again, so a second session (the next
+// plan of a several-shape artefact imports the model again) is made and runs too.
+static void mapped_file(void) {
+    const char *path = path_in("mapped.orch");
+    if (write_compiled(&C, path))
+        return;
+    artifact_set_map_threshold(1);
+    ArtifactContents a;
+    Err e = {0};
+    int rc = artifact_read(path, &a, &e);
+    artifact_set_map_threshold(0);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc)
+        return;
+    CHECK(a.mapped);
+    HwInfo hw = this_machine(FP);
+    Session *s1 = NULL, *s2 = NULL;
+    CHECK_MSG(session_create(&a, &hw, NULL, &s1, &e) == ST_OK, "%s", e.msg);
+    artifact_release_model(&a);
+    CHECK(a.onnx_size == C.onnx_size && memcmp(a.onnx, C.onnx, C.onnx_size) == 0);
+    CHECK_MSG(session_create(&a, &hw, NULL, &s2, &e) == ST_OK, "%s", e.msg);
+    artifact_contents_free(&a);
+    if (s1 && s2) {
+        run_compare(s1, &C);
+        run_compare(s2, &C);
+    }
+    session_free(s1);
+    session_free(s2);
+    // The default threshold reads this small file into memory, as before.
+    CHECK(artifact_read(path, &a, &e) == ST_OK && !a.mapped);
+    artifact_contents_free(&a);
+    // A model section of many pages (random bytes: reading does not parse it) given back and
+    // read again: the same bytes, from the file.
+    size_t big = ((size_t)3 << 20) + 12345;
+    uint8_t *onnx = xmalloc(big);
+    for (size_t i = 0; i < big; i++)
+        onnx[i] = (uint8_t)rnd_int(256);
+    ArtifactHeader h = C.h;
+    h.model_hash = artifact_hash(onnx, big);
+    rc = artifact_write(path, &h, onnx, big, C.plan, C.plan_size, C.so, C.so_size, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    if (rc == ST_OK && (rc = artifact_read(path, &a, &e)) == ST_OK) {
+        CHECK(a.mapped && a.onnx_size == big && memcmp(a.onnx, onnx, big) == 0);
+        artifact_release_model(&a);
+        CHECK(memcmp(a.onnx, onnx, big) == 0);
+        artifact_contents_free(&a);
+    }
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    free(onnx);
+    unlink(path);
 }
 
 static void expect_read_error(const char *path, const char *want, const char *what) {
@@ -1051,6 +1106,7 @@ int main(int argc, char **argv) {
            rc ? "could not compile" : "compiled", C.onnx_size, C.plan_size, C.so_size);
     if (rc == ST_OK) {
         RUN(round_trip);
+        RUN(mapped_file);
         RUN(precision_field);
         RUN(wide_field);
         RUN(compile_flags_field);
