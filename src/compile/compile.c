@@ -2277,6 +2277,10 @@ void compile_report_print(const CompileReport *r, FILE *f) {
             fprintf(f, " (devices checking %.2f s, timing %.2f s)", r->t_lab_check,
                     r->t_lab_time);
         fputc('\n', f);
+    } else if (r->t_lab_build + r->t_lab_measure > 0) {
+        fprintf(f, "measured on the CPU: tune %.2f s, of which emitting and building kernels %.2f s, "
+                   "checking and timing them %.2f s\n",
+                r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
     if (r->unstable)
         fprintf(f,
