@@ -774,6 +774,19 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         if (t->kind == TK_VALUE && t->producer < 0)
             return err_set(e, ST_INVALID, "graph output '%s' is not produced by any node",
                            t->name);
+        // Sequences are resolved at compile time into tensors (ops/sequence.c): none can leave.
+        const Onnx__TypeProto *tp = gp->output[i]->type;
+        if (tp && tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+            tp->value_case != ONNX__TYPE_PROTO__VALUE__NOT_SET && t->producer >= 0) {
+            const Node *n = g->nodes[t->producer];
+            return err_set(e, ST_UNSUPPORTED,
+                           "node '%s' (%s): its output '%s' is a graph output of %s type; orch "
+                           "compiles a graph of tensors, so a sequence must be consumed inside "
+                           "the model (by ConcatFromSequence or SequenceAt, say)",
+                           n->name, n->op, t->name,
+                           tp->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE ? "sequence"
+                                                                                  : "non-tensor");
+        }
     }
     return ST_OK;
 }

@@ -410,15 +410,7 @@ int ctrl_expand(Graph *g, int k, Err *e) {
     if (rc)
         return rc;
     n->dead = true;
-    // Move the new nodes (appended) to right after the node, so the sweep reaches them next.
-    int count = g->n_nodes - first, tail = first - (k + 1);
-    if (count && tail) {
-        Node **moved = xmalloc(sizeof(Node *) * (size_t)count);
-        memcpy(moved, &g->nodes[first], sizeof(Node *) * (size_t)count);
-        memmove(&g->nodes[k + 1 + count], &g->nodes[k + 1], sizeof(Node *) * (size_t)tail);
-        memcpy(&g->nodes[k + 1], moved, sizeof(Node *) * (size_t)count);
-        free(moved);
-    }
+    graph_move_appended(g, k, first);
     return ST_OK;
 }
 

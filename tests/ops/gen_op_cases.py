@@ -1437,8 +1437,109 @@ def control_flow():
           {'m': C(I64(4)), 'x': rnd((3,)), 'w': rnd((3,))}, outputs=('y', 'ys'))
 
 
+def sequences():
+    """Sequence values resolved at compile time: a Loop carrying a list (a scripted model's
+    `outs.append(h)` in a for loop, then torch.stack / torch.cat), split and read back."""
+    family('seq')
+    vi = helper.make_tensor_value_info
+    svi = helper.make_tensor_sequence_value_info
+    F, B, L = TP.FLOAT, TP.BOOL, TP.INT64
+    mk = helper.make_node
+
+    def loop_body(extra=(), insert_pos=None):
+        nodes = [mk('Identity', ['c_in'], ['c_out']),
+                 mk('Cast', ['i'], ['i_f'], to=F),
+                 mk('Mul', ['h', 'w'], ['hw']),
+                 mk('Add', ['hw', 'i_f'], ['a']),
+                 mk('Tanh', ['a'], ['h_out']),
+                 mk('SequenceInsert', ['s_in', 'h_out'] + ([insert_pos] if insert_pos else []),
+                    ['s_out'])] + list(extra)
+        return helper.make_graph(
+            nodes, 'body', [vi('i', L, []), vi('c_in', B, []), vi('h', F, None),
+                            svi('s_in', F, None)],
+            [vi('c_out', B, []), vi('h_out', F, None), svi('s_out', F, None)])
+
+    def loop_then(name, after, body=None, m=4, shape=(2, 3), outputs=('y',)):
+        graph(name,
+              [mk('SequenceEmpty', [], ['s0'], dtype=F),
+               mk('Loop', ['m', 'c', 'x', 's0'], ['h_last', 'seq'], body=body or loop_body())]
+              + after,
+              {'m': C(I64(m)), 'c': C(np.array(True)), 'x': rnd(shape), 'w': rnd(shape)},
+              outputs=outputs)
+    # torch.stack(outs): new_axis 1 on axis 0, and on the last axis.
+    loop_then('loop_stack', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0, new_axis=1)])
+    loop_then('loop_stack_last', [mk('ConcatFromSequence', ['seq'], ['y'], axis=-1, new_axis=1)],
+              m=3, shape=(5,))
+    # torch.cat(outs, 1), and the last state next to it.
+    loop_then('loop_cat', [mk('ConcatFromSequence', ['seq'], ['y'], axis=1)],
+              outputs=('y', 'h_last'))
+    # One trip: a one-element sequence.
+    loop_then('loop_stack_one', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0, new_axis=1)],
+              m=1)
+    # Inserted at the front (position 0 from a constant): the order reversed.
+    front = loop_body(insert_pos='zero')
+    front.initializer.append(numpy_helper.from_array(I64(0)[0], 'zero'))
+    loop_then('loop_insert_front', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0)],
+              body=front, m=3)
+    # The length read inside the body and after the loop.
+    counted = loop_body(extra=[mk('SequenceLength', ['s_out'], ['len'])])
+    counted.output.append(vi('len', L, []))
+    graph('loop_length',
+          [mk('SequenceEmpty', [], ['s0'], dtype=F),
+           mk('Loop', ['m', 'c', 'x', 's0'], ['h_last', 'seq', 'lens'], body=counted),
+           mk('SequenceLength', ['seq'], ['n']),
+           mk('Cast', ['n'], ['nf'], to=F),
+           mk('Mul', ['h_last', 'nf'], ['y'])],
+          {'m': C(I64(3)), 'c': C(np.array(True)), 'x': rnd((4,)), 'w': rnd((4,))},
+          outputs=('y', 'lens'))
+    # torch.split / unbind: SplitToSequence, then SequenceAt (negative positions too).
+    x = rnd((3, 5, 2))
+    graph('split_unbind',
+          [mk('SplitToSequence', ['x'], ['s'], axis=1, keepdims=0),
+           mk('SequenceAt', ['s', 'p0'], ['a']), mk('SequenceAt', ['s', 'pl'], ['b']),
+           mk('Sub', ['a', 'b'], ['y'])],
+          {'x': x, 'p0': C(I64(0)[0]), 'pl': C(np.array(-1, np.int32))})
+    graph('split_keepdims',
+          [mk('SplitToSequence', ['x'], ['s'], axis=-1),
+           mk('SequenceAt', ['s', 'p'], ['y'])],
+          {'x': x, 'p': C(I64(1)[0])})
+    graph('split_sizes',
+          [mk('SplitToSequence', ['x', 'sp'], ['s'], axis=1),
+           mk('SequenceAt', ['s', 'p'], ['y0']),
+           mk('ConcatFromSequence', ['s'], ['y1'], axis=1)],
+          {'x': x, 'sp': C(I64(1, 4)), 'p': C(I64(-1)[0])}, outputs=('y0', 'y1'))
+    graph('split_chunks',
+          [mk('SplitToSequence', ['x', 'sp'], ['s'], axis=1),
+           mk('SequenceAt', ['s', 'p'], ['y0']), mk('SequenceLength', ['s'], ['y1'])],
+          {'x': x, 'sp': C(I64(2)[0]), 'p': C(I64(2)[0])}, outputs=('y0', 'y1'))
+    # Construct, insert (middle, negative), erase (default last, positive), then concatenate.
+    a, b, c = rnd((2, 2)), rnd((3, 2)), rnd((1, 2))
+    graph('construct_edit',
+          [mk('SequenceConstruct', ['a', 'b'], ['s1']),
+           mk('SequenceInsert', ['s1', 'c', 'm1'], ['s2']),
+           mk('SequenceInsert', ['s2', 'a'], ['s3']),
+           mk('SequenceErase', ['s3'], ['s4']),
+           mk('SequenceErase', ['s4', 'z'], ['s5']),
+           mk('SequenceInsert', ['s5', 'b', 'z'], ['s6']),
+           mk('ConcatFromSequence', ['s6'], ['y'], axis=0),
+           mk('SequenceLength', ['s6'], ['n'])],
+          {'a': a, 'b': b, 'c': c, 'm1': C(I64(-1)[0]), 'z': C(np.array(0, np.int32))},
+          outputs=('y', 'n'))
+    # A sequence made in an If's taken branch, consumed after it.
+    then_g = helper.make_graph(
+        [mk('Mul', ['x', 'x'], ['xx']), mk('SequenceConstruct', ['x', 'xx'], ['ts'])], 'then',
+        [], [svi('ts', F, None)])
+    else_g = helper.make_graph([mk('SequenceConstruct', ['x'], ['es'])], 'else', [],
+                               [svi('es', F, None)])
+    for cond in (True, False):
+        graph(f'if_branch_{str(cond).lower()}',
+              [mk('If', ['c'], ['s'], then_branch=then_g, else_branch=else_g),
+               mk('ConcatFromSequence', ['s'], ['y'], axis=0, new_axis=1)],
+              {'c': C(np.array(cond)), 'x': rnd((2, 3))})
+
+
 FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics,
-            recurrent, sampling, control_flow]
+            recurrent, sampling, control_flow, sequences]
 
 
 def main():
