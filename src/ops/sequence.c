@@ -167,9 +167,10 @@ static int sequence_construct(Graph *g, const Node *n, SeqMap *m, Err *e) {
         const Tensor *t;
         rc = need_tensor(g, n, m, j, &t, e);
         if (rc == ST_OK && j && t->dtype != dt)
-            rc = op_err(e, ST_INVALID, n, "input %d ('%s') is %s but input 0 is %s: a sequence "
-                        "holds one element type", j, t->name, dtype_name(t->dtype),
-                        dtype_name(dt));
+            rc = op_err(e, ST_INVALID, n,
+                        "input %d ('%s') is %s but input 0 is %s: a sequence "
+                        "holds one element type",
+                        j, t->name, dtype_name(t->dtype), dtype_name(dt));
         if (rc == ST_OK) {
             dt = t->dtype;
             elems[j] = t->id;
@@ -414,8 +415,10 @@ static int expand(Graph *g, Node *n, SeqMap *m, Err *e) {
     if (strcmp(n->op, "SequenceEmpty") == 0) {
         DType dt = (DType)node_attr_i(n, "dtype", DT_FLOAT);
         if (dtype_size(dt) == 0 || dt == DT_STRING)
-            return op_err(e, ST_UNSUPPORTED, n, "makes a sequence of %s, which orch does not "
-                          "store", dtype_name(dt));
+            return op_err(e, ST_UNSUPPORTED, n,
+                          "makes a sequence of %s, which orch does not "
+                          "store",
+                          dtype_name(dt));
         return put(g, n, m, 0, dt, 0, NULL, e);
     }
     if (strcmp(n->op, "SequenceConstruct") == 0)
