@@ -1492,6 +1492,24 @@ def sequences():
            mk('Mul', ['h_last', 'nf'], ['y'])],
           {'m': C(I64(3)), 'c': C(np.array(True)), 'x': rnd((4,)), 'w': rnd((4,))},
           outputs=('y', 'lens'))
+    # No trip: the sequence made before the loop comes out as it went in.
+    graph('loop_zero_trips',
+          [mk('SequenceConstruct', ['x', 'w'], ['s0']),
+           mk('Loop', ['m', '', 'x', 's0'], ['h_last', 'seq'], body=loop_body()),
+           mk('ConcatFromSequence', ['seq'], ['y'], axis=0)],
+          {'m': C(I64(0)), 'x': rnd((2, 3)), 'w': rnd((2, 3))})
+    # `for i in range(T): acc = acc * 0.5 + parts[i]`: the body reads an outer sequence at the
+    # iteration number, a position that folds only once the loop is unrolled.
+    reads = helper.make_graph(
+        [mk('Identity', ['c_in'], ['c_out']), mk('SequenceAt', ['parts', 'i'], ['p']),
+         mk('Mul', ['h', 'half'], ['hh']), mk('Add', ['hh', 'p'], ['h_out'])],
+        'body', [vi('i', L, []), vi('c_in', B, []), vi('h', F, None)],
+        [vi('c_out', B, []), vi('h_out', F, None)],
+        [numpy_helper.from_array(np.array(0.5, np.float32), 'half')])
+    graph('loop_reads_outer',
+          [mk('SplitToSequence', ['x'], ['parts'], axis=0, keepdims=0),
+           mk('Loop', ['m', '', 'h0'], ['y'], body=reads)],
+          {'m': C(I64(4)), 'x': rnd((4, 3)), 'h0': rnd((3,))})
     # torch.split / unbind: SplitToSequence, then SequenceAt (negative positions too).
     x = rnd((3, 5, 2))
     graph('split_unbind',
