@@ -554,7 +554,7 @@ def input_decl_cases(out):
     case("input_string_dtype", f"run {rel}", 3, "'x' && string", rel)
     seq = h.make_tensor_sequence_value_info("x", F, [2, 3])
     rel = save(out, "models/input_sequence.onnx", relu_in(seq))
-    case("input_sequence_typed", f"run {rel}", 3, "'x' && not a tensor", rel)
+    case("input_sequence_typed", f"run {rel}", 3, "'x' && is a sequence", rel)
     rel = save(out, "models/input_no_type.onnx", relu_in(onnx.ValueInfoProto(name="x")))
     case("input_without_type", f"run {rel}", 3, "'x'", rel)
     rel = save(out, "models/input_no_name.onnx", relu_in(vi("", F, [2, 3])))
