@@ -1,7 +1,8 @@
 // Sequence ops resolved while folding (see sequence.h): each sequence value is the list of tensor
 // ids it holds, so SequenceAt becomes an Identity, ConcatFromSequence a Concat (after Unsqueezes
-// with new_axis), SplitToSequence a Split (then Squeezes), SequenceLength a constant, and the
-// list-building ops (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase) vanish.
+// with new_axis), SplitToSequence a Split (then Squeezes), SequenceLength a constant, SequenceMap
+// its body once per element (control_flow.c copies it), and the list-building ops
+// (SequenceEmpty, SequenceConstruct, SequenceInsert, SequenceErase) vanish.
 // Needs positions and splits constant after folding. Guarantees no node reads a sequence after the
 // sweep, or one error naming the node and the reason.
 #include "sequence.h"
@@ -14,8 +15,8 @@
 #include <string.h>
 
 static const char *const seq_op_names[] = {
-    "SequenceEmpty", "SequenceConstruct", "SequenceInsert",     "SequenceAt",
-    "SequenceErase", "SequenceLength",    "ConcatFromSequence", "SplitToSequence"};
+    "SequenceEmpty",  "SequenceConstruct",  "SequenceInsert",  "SequenceAt", "SequenceErase",
+    "SequenceLength", "ConcatFromSequence", "SplitToSequence", "SequenceMap"};
 
 bool seq_is_sequence_op(const Node *n) {
     if (*n->domain)
@@ -188,9 +189,13 @@ static int sequence_insert(Graph *g, const Node *n, SeqMap *m, Err *e) {
     int pos, rc = need_seq(g, n, m, 0, &s, e);
     if (rc || (rc = need_tensor(g, n, m, 1, &t, e)))
         return rc;
-    if (s->dtype != DT_UNDEFINED && t->dtype != s->dtype)
+    // SequenceMap's outputs leave the type open; their elements are inferred by now.
+    DType dt = s->dtype != DT_UNDEFINED ? s->dtype
+               : s->n                   ? g->tensors[s->elems[0]]->dtype
+                                        : DT_UNDEFINED;
+    if (dt != DT_UNDEFINED && t->dtype != dt)
         return op_err(e, ST_INVALID, n, "inserts a %s tensor ('%s') into a sequence of %s",
-                      dtype_name(t->dtype), t->name, dtype_name(s->dtype));
+                      dtype_name(t->dtype), t->name, dtype_name(dt));
     if ((rc = position(g, n, 2, s->n, true, s->n, &pos, e)))
         return rc;
     int *elems = xmalloc(sizeof(int) * (size_t)(s->n + 2));
@@ -383,6 +388,47 @@ static int split_to_sequence(Graph *g, const Node *n, SeqMap *m, Err *e) {
     return rc;
 }
 
+// SequenceMap: its body copied once per element, taking element i of each sequence input (all of
+// one length) and each tensor input as it is; output j is the sequence of the copies' j-th
+// outputs.
+static int sequence_map(Graph *g, const Node *n, SeqMap *m, Err *e) {
+    const SeqValue *s0;
+    int rc = need_seq(g, n, m, 0, &s0, e);
+    if (rc)
+        return rc;
+    int n_decl = n->n_in - n->n_implicit, len = s0->n;
+    for (int j = 0; j < n_decl; j++) {
+        const SeqValue *s = seq_get(m, n->in[j]);
+        if (n->in[j] < 0)
+            return op_err(e, ST_INVALID, n, "input %d is empty", j);
+        if (s && s->n != len)
+            return op_err(e, ST_INVALID, n,
+                          "its sequence inputs differ in length: '%s' holds %d tensors, '%s' %d",
+                          g->tensors[n->in[0]]->name, len, g->tensors[n->in[j]]->name, s->n);
+    }
+    int *formals = xmalloc(sizeof(int) * (size_t)(n_decl + 1));
+    int *outs = xmalloc(sizeof(int) * (size_t)(n->n_out + 1));
+    int *lists = xmalloc(sizeof(int) * ((size_t)n->n_out * (size_t)len + 1));
+    for (int i = 0; i < len && rc == ST_OK; i++) {
+        for (int j = 0; j < n_decl; j++) {
+            const SeqValue *s = seq_get(m, n->in[j]);
+            formals[j] = s ? s->elems[i] : n->in[j];
+        }
+        char prefix[400];
+        snprintf(prefix, sizeof prefix, "%.300s/%d", n->name, i);
+        rc = ctrl_inline_attr(g, n, "body", formals, n_decl, prefix, outs, n->n_out, e);
+        for (int j = 0; j < n->n_out && rc == ST_OK; j++)
+            lists[(size_t)j * (size_t)len + (size_t)i] = outs[j];
+    }
+    // The element types are inferred only when the sweep reaches the copies: left open here.
+    for (int j = 0; j < n->n_out && rc == ST_OK; j++)
+        rc = put(g, n, m, j, DT_UNDEFINED, len, lists + (size_t)j * (size_t)len, e);
+    free(formals);
+    free(outs);
+    free(lists);
+    return rc;
+}
+
 // Any other node reading a sequence: an Identity passes it on (If outputs and Loop-carried
 // values arrive through one); every other op needs tensors.
 static int other(Graph *g, const Node *n, SeqMap *m, Err *e) {
@@ -405,13 +451,14 @@ static int expand(Graph *g, Node *n, SeqMap *m, Err *e) {
         return other(g, n, m, e);
     const OpDef *def = ops_find(n->domain, n->op);
     ORCH_ASSERT(def);
-    int present = n->n_in;
+    int present = n->n_in - n->n_implicit;
     while (present > 0 && n->in[present - 1] < 0)
         present--;
-    if (present < def->min_in || (def->max_in >= 0 && present > def->max_in) || n->n_out < 1 ||
-        n->n_out > 1)
-        return op_err(e, ST_INVALID, n, "has %d inputs and %d outputs, expected %d to %d and 1",
-                      present, n->n_out, def->min_in, def->max_in);
+    if (present < def->min_in || (def->max_in >= 0 && present > def->max_in) ||
+        n->n_out < def->min_out || n->n_out > def->max_out)
+        return op_err(e, ST_INVALID, n,
+                      "has %d inputs and %d outputs, expected %d to %d and %d to %d", present,
+                      n->n_out, def->min_in, def->max_in, def->min_out, def->max_out);
     if (strcmp(n->op, "SequenceEmpty") == 0) {
         DType dt = (DType)node_attr_i(n, "dtype", DT_FLOAT);
         if (dtype_size(dt) == 0 || dt == DT_STRING)
@@ -433,6 +480,8 @@ static int expand(Graph *g, Node *n, SeqMap *m, Err *e) {
         return sequence_length(g, n, m, e);
     if (strcmp(n->op, "ConcatFromSequence") == 0)
         return concat_from_sequence(g, n, m, e);
+    if (strcmp(n->op, "SequenceMap") == 0)
+        return sequence_map(g, n, m, e);
     return split_to_sequence(g, n, m, e);
 }
 
@@ -470,5 +519,6 @@ const OpDef ops_sequence[] = {
     {"SequenceLength", infer_sequence, run_sequence, 1, 1, 1, 1, 0},
     {"ConcatFromSequence", infer_sequence, run_sequence, 1, 1, 1, 1, 0},
     {"SplitToSequence", infer_sequence, run_sequence, 1, 2, 1, 1, 0},
+    {"SequenceMap", infer_sequence, run_sequence, 1, -1, 1, 4096, 0},
     {NULL, NULL, NULL, 0, 0, 0, 0, 0},
 };

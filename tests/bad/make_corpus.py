@@ -960,12 +960,23 @@ def op_cases(out):
              [x23()], [y()], [const("sp", np.array([1, 1], np.int64)),
                               const("zero", np.array(0, np.int64))], 2,
              "split_node && add up to 2")
-    run_case("seq_map_unsupported",
+    add_body = h.make_graph([h.make_node("Add", ["e", "f"], ["r"])], "f",
+                            [vi("e", F, [2, 3]), vi("f", F, [2, 3])], [vi("r", F, [2, 3])])
+    run_case("seq_map_lengths_differ",
+             pair + node("SequenceConstruct", ["x"], ["one"], "one_node") +
+             node("SequenceMap", ["s", "one"], ["s2"], "map_node", body=add_body) +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 2, "map_node && differ in length", opset=17)
+    run_case("seq_map_body_arity",
+             pair + node("SequenceMap", ["s"], ["s2"], "map_node", body=add_body) +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 2, "map_node && must take 1 inputs", opset=17)
+    run_case("seq_map_body_unsupported_op",
              pair + node("SequenceMap", ["s"], ["s2"], "map_node", body=h.make_graph(
-                 [h.make_node("Relu", ["e"], ["r"])], "f", [vi("e", F, [2, 3])],
+                 [h.make_node("Frobnicate", ["e"], ["r"])], "f", [vi("e", F, [2, 3])],
                  [vi("r", F, [2, 3])])) +
              node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
-             [x23()], [y()], [], 3, "map_node && SequenceMap", opset=17)
+             [x23()], [y()], [], 3, "map_node && Frobnicate", opset=17)
     run_case("gridsample_volumetric_cubic",
              node("GridSample", ["x", "g"], ["y"], "gs_node", mode="cubic"),
              [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 2,

@@ -1543,6 +1543,27 @@ def sequences():
            mk('SequenceLength', ['s6'], ['n'])],
           {'a': a, 'b': b, 'c': c, 'm1': C(I64(-1)[0]), 'z': C(np.array(0, np.int32))},
           outputs=('y', 'n'))
+    # SequenceMap: a body applied to each element, with a tensor input beside the sequence and
+    # two outputs (one a shape); over two sequences; reading an outer tensor.
+    mapped = helper.make_graph(
+        [mk('Mul', ['e', 'k'], ['r']), mk('Shape', ['e'], ['sh'])], 'f',
+        [vi('e', F, None), vi('k', F, None)], [vi('r', F, None), vi('sh', L, None)])
+    graph('map_tensor_input',
+          [mk('SplitToSequence', ['x'], ['s'], axis=1, keepdims=0),
+           mk('SequenceMap', ['s', 'k'], ['o', 'shapes'], body=mapped),
+           mk('ConcatFromSequence', ['o'], ['y0'], axis=-1, new_axis=1),
+           mk('ConcatFromSequence', ['shapes'], ['y1'], axis=0)],
+          {'x': rnd((3, 4, 2)), 'k': rnd((3, 2))}, outputs=('y0', 'y1'), opset=17)
+    pairwise = helper.make_graph(
+        [mk('Add', ['a', 'b'], ['ab']), mk('Mul', ['ab', 'w'], ['r'])], 'f',
+        [vi('a', F, None), vi('b', F, None)], [vi('r', F, None)])
+    graph('map_two_sequences',
+          [mk('SplitToSequence', ['x', 'sp'], ['s1'], axis=0),
+           mk('SequenceConstruct', ['a', 'b', 'c'], ['s2']),
+           mk('SequenceMap', ['s1', 's2'], ['o'], body=pairwise),
+           mk('ConcatFromSequence', ['o'], ['y'], axis=0)],
+          {'x': rnd((6, 2)), 'sp': C(I64(1, 2, 3)), 'a': rnd((1, 2)), 'b': rnd((2, 2)),
+           'c': rnd((3, 2)), 'w': rnd((2,))}, opset=17)
     # A sequence made in an If's taken branch, consumed after it.
     then_g = helper.make_graph(
         [mk('Mul', ['x', 'x'], ['xx']), mk('SequenceConstruct', ['x', 'xx'], ['ts'])], 'then',
