@@ -365,7 +365,10 @@ static int split_to_sequence(Graph *g, const Node *n, SeqMap *m, Err *e) {
         set_axis(split, axis);
         split->in[0] = x->id;
         split->in[1] = ints_const(g, n, "split", sizes, (int)count);
-        bool squeeze = !sp && !keepdims;
+        // keepdims 0 squeezes pieces of 1: with no split (the spec), and with a scalar split of
+        // 1, which the spec says ignores keepdims but ONNX Runtime squeezes, and which is how
+        // the TorchScript exporter writes torch.unbind.
+        bool squeeze = !keepdims && (!sp || (sp->rank == 0 && chunk == 1));
         int axes = squeeze ? ints_const(g, n, "axes", (int64_t[]){axis}, 1) : -1;
         for (int i = 0; i < count; i++) {
             char what[64];

@@ -1013,7 +1013,8 @@ def control_flow(seed):
 # carrying a sequence (SequenceEmpty before it, SequenceInsert in the body), then
 # torch.stack(outs) and torch.cat(outs, 1) are ConcatFromSequence (new_axis 1 and 0) and
 # len(outs) SequenceLength; torch.split(x, 2, 2)[1] and x.unbind(0)[-1] are SplitToSequence +
-# SequenceAt. The body's condition is an Identity of an outer constant, as the exporter emits ----
+# SequenceAt (unbind as a scalar split of 1 with keepdims 0). The body's condition is an
+# Identity of an outer constant, as the exporter emits ----
 
 def sequences(seed):
     T, N, D = 5, 3, 8
@@ -1050,7 +1051,7 @@ def sequences(seed):
     parts = b.op("SplitToSequence", [x, b.const(2)], axis=2)
     b.op("Mul", [b.op("SequenceAt", [parts, b.const(1)]), b.const(2.0, np.float32)],
          out="split_1")
-    rows = b.op("SplitToSequence", [x], axis=0, keepdims=0)
+    rows = b.op("SplitToSequence", [x, b.const(1)], axis=0, keepdims=0)
     b.op("Add", [b.op("SequenceAt", [rows, b.const(-1)]), h], out="last_row")
     b.output("stacked", F, [T, N, D])
     b.output("cat_scaled", F, [N, T * D])

@@ -1517,6 +1517,12 @@ def sequences():
            mk('SequenceAt', ['s', 'p0'], ['a']), mk('SequenceAt', ['s', 'pl'], ['b']),
            mk('Sub', ['a', 'b'], ['y'])],
           {'x': x, 'p0': C(I64(0)[0]), 'pl': C(np.array(-1, np.int32))})
+    # torch.unbind as the TorchScript exporter writes it: a scalar split of 1 with keepdims 0
+    # (ONNX Runtime squeezes the pieces, as torch does; the spec would keep the axis).
+    graph('split_unbind_scalar',
+          [mk('SplitToSequence', ['x', 'one'], ['s'], axis=0, keepdims=0),
+           mk('SequenceAt', ['s', 'pl'], ['y'])],
+          {'x': x, 'one': C(I64(1)[0]), 'pl': C(I64(-1)[0])})
     graph('split_keepdims',
           [mk('SplitToSequence', ['x'], ['s'], axis=-1),
            mk('SequenceAt', ['s', 'p'], ['y'])],
