@@ -1517,6 +1517,33 @@ def sequences():
            mk('SequenceAt', ['s', 'p0'], ['a']), mk('SequenceAt', ['s', 'pl'], ['b']),
            mk('Sub', ['a', 'b'], ['y'])],
           {'x': x, 'p0': C(I64(0)[0]), 'pl': C(np.array(-1, np.int32))})
+    # Nested lists as a scripted double loop exports them: the inner Loop builds a row list and
+    # stacks it, the outer one inserts each row at the front (`outs.insert(0, row)`); then
+    # `del outs[1]`, `outs[-1]` and `len(outs)`.
+    inner = helper.make_graph(
+        [mk('Identity', ['c2'], ['c2_out']), mk('Gather', ['xi', 'j'], ['xij'], axis=0),
+         mk('Cast', ['j'], ['jf'], to=F), mk('Add', ['jf', 'one_f'], ['j1']),
+         mk('Mul', ['xij', 'j1'], ['v']), mk('SequenceInsert', ['r_in', 'v'], ['r_out'])],
+        'inner', [vi('j', L, []), vi('c2', B, []), svi('r_in', F, None)],
+        [vi('c2_out', B, []), svi('r_out', F, None)])
+    outer = helper.make_graph(
+        [mk('Identity', ['c1'], ['c1_out']), mk('Gather', ['x', 'i'], ['xi'], axis=0),
+         mk('SequenceEmpty', [], ['r0'], dtype=F),
+         mk('Loop', ['n_j', '', 'r0'], ['row_seq'], body=inner),
+         mk('ConcatFromSequence', ['row_seq'], ['row'], axis=0, new_axis=1),
+         mk('SequenceInsert', ['o_in', 'row', 'zero'], ['o_out'])],
+        'outer', [vi('i', L, []), vi('c1', B, []), svi('o_in', F, None)],
+        [vi('c1_out', B, []), svi('o_out', F, None)])
+    graph('nested_loops',
+          [mk('SequenceEmpty', [], ['o0'], dtype=F),
+           mk('Loop', ['n_i', '', 'o0'], ['outs'], body=outer),
+           mk('SequenceErase', ['outs', 'one'], ['kept']),
+           mk('ConcatFromSequence', ['kept'], ['y0'], axis=0),
+           mk('SequenceAt', ['kept', 'last'], ['y1']),
+           mk('SequenceLength', ['kept'], ['y2'])],
+          {'x': rnd((4, 3, 5)), 'n_i': C(I64(4)), 'n_j': C(I64(3)), 'one_f': C(F32(1)[0]),
+           'zero': C(I64(0)[0]), 'one': C(I64(1)[0]), 'last': C(I64(-1)[0])},
+          outputs=('y0', 'y1', 'y2'))
     # torch.unbind as the TorchScript exporter writes it: a scalar split of 1 with keepdims 0
     # (ONNX Runtime squeezes the pieces, as torch does; the spec would keep the axis).
     graph('split_unbind_scalar',
