@@ -465,9 +465,7 @@ static int expand(Graph *g, Node *n, SeqMap *m, Err *e) {
     if (strcmp(n->op, "SequenceEmpty") == 0) {
         DType dt = (DType)node_attr_i(n, "dtype", DT_FLOAT);
         if (dtype_size(dt) == 0 || dt == DT_STRING)
-            return op_err(e, ST_UNSUPPORTED, n,
-                          "makes a sequence of %s, which orch does not "
-                          "store",
+            return op_err(e, ST_UNSUPPORTED, n, "makes a sequence of %s, which orch does not store",
                           dtype_name(dt));
         return put(g, n, m, 0, dt, 0, NULL, e);
     }
