@@ -1,8 +1,8 @@
 // Sequence-typed values resolved at compile time: a sequence is a list of the graph's tensors,
 // known while folding (Loops are unrolled, Ifs inlined), so every sequence op becomes plain
-// tensor ops (Identity, Concat, Unsqueeze, Split, Squeeze, SequenceMap's body) or a constant. Needs the node's inputs
-// inferred and folded (graph_infer_and_fold calls it in its sweep). Guarantees the node dead and
-// its replacement nodes right after it, or one error naming the node and the reason.
+// tensor ops (Identity, Concat, Unsqueeze, Split, Squeeze, SequenceMap's body) or a constant.
+// Needs the node's inputs inferred and folded (graph_infer_and_fold calls it in its sweep).
+// Guarantees the node dead and its replacement right after it, or one error naming the node.
 #ifndef ORCH_SEQUENCE_H
 #define ORCH_SEQUENCE_H
 
