@@ -144,6 +144,17 @@ Node *graph_add_node(Graph *g, const char *op, const char *domain, const char *n
     return n;
 }
 
+void graph_move_appended(Graph *g, int k, int first) {
+    int count = g->n_nodes - first, tail = first - (k + 1);
+    if (!count || !tail)
+        return;
+    Node **moved = xmalloc(sizeof(Node *) * (size_t)count);
+    memcpy(moved, &g->nodes[first], sizeof(Node *) * (size_t)count);
+    memmove(&g->nodes[k + 1 + count], &g->nodes[k + 1], sizeof(Node *) * (size_t)tail);
+    memcpy(&g->nodes[k + 1], moved, sizeof(Node *) * (size_t)count);
+    free(moved);
+}
+
 int64_t tensor_numel(const Tensor *t) {
     ORCH_ASSERT(t->rank >= 0);
     int64_t n = 1;

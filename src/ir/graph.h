@@ -175,6 +175,9 @@ Tensor *graph_add_tensor(Graph *g, const char *name);
 Tensor *graph_find_tensor(const Graph *g, const char *name);
 Node *graph_add_node(Graph *g, const char *op, const char *domain, const char *name, int n_in,
                      int n_out, int n_attr);
+// Moves the nodes appended since g->n_nodes was `first` to right after g->nodes[k], so a sweep
+// at k reaches them next (a node replaced by others while folding).
+void graph_move_appended(Graph *g, int k, int first);
 // A tensor not registered in the graph (attribute payloads); freed with the graph.
 Tensor *graph_detached_tensor(Graph *g, const char *name);
 

@@ -557,6 +557,12 @@ static int load_input(Loader *L, const Onnx__ValueInfoProto *vi, const LoadOptio
     Err *e = L->e;
     if (!vi->name || !*vi->name)
         return err_set(e, ST_INVALID, "a graph input has no name");
+    if (vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE)
+        return err_set(e, ST_UNSUPPORTED,
+                       "graph input '%s' is a sequence; orch resolves sequences at compile time, "
+                       "so a sequence must be built inside the model (SequenceConstruct, "
+                       "SplitToSequence), not passed in",
+                       vi->name);
     if (!vi->type || vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
         !vi->type->tensor_type)
         return err_set(e, ST_UNSUPPORTED, "graph input '%s' is not a tensor (sequences, maps and "
@@ -774,6 +780,26 @@ static int load_graph(Loader *L, const Onnx__ModelProto *mp, const LoadOptions *
         if (t->kind == TK_VALUE && t->producer < 0)
             return err_set(e, ST_INVALID, "graph output '%s' is not produced by any node",
                            t->name);
+        // Sequences are resolved at compile time into tensors (ops/sequence.c): none can leave.
+        const Onnx__TypeProto *tp = gp->output[i]->type;
+        int vc = tp ? (int)tp->value_case : ONNX__TYPE_PROTO__VALUE__NOT_SET;
+        if (vc == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || vc == ONNX__TYPE_PROTO__VALUE__NOT_SET ||
+            t->producer < 0)
+            continue;
+        const Node *n = g->nodes[t->producer];
+        if (vc == ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE)
+            return err_set(e, ST_UNSUPPORTED,
+                           "node '%s' (%s): its output '%s' is a sequence and a graph output; "
+                           "orch compiles a graph of tensors, so a sequence must be consumed "
+                           "inside the model (by ConcatFromSequence or SequenceAt, say)",
+                           n->name, n->op, t->name);
+        return err_set(e, ST_UNSUPPORTED,
+                       "node '%s' (%s): its output '%s' is a graph output of %s type; orch "
+                       "supports tensor outputs only",
+                       n->name, n->op, t->name,
+                       vc == ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE ? "optional"
+                       : vc == ONNX__TYPE_PROTO__VALUE_MAP_TYPE    ? "map"
+                                                                   : "sparse tensor");
     }
     return ST_OK;
 }

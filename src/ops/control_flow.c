@@ -403,6 +403,35 @@ static int expand_loop(Graph *g, Node *n, Err *e) {
     return rc;
 }
 
+int ctrl_inline_attr(Graph *g, const Node *n, const char *attr, const int *formals, int n_formals,
+                     const char *prefix, int *outs, int n_outs, Err *e) {
+    int outer_at = 0;
+    const SubGraph *sg = graph_attr(n, attr, &outer_at);
+    if (!sg)
+        return op_err(e, ST_INVALID, n, "needs the graph attribute %s", attr);
+    if (sg->n_in != n_formals || sg->n_out != n_outs)
+        return op_err(e, ST_INVALID, n,
+                      "its %s must take %d inputs and return %d; it takes %d and returns %d", attr,
+                      n_formals, n_outs, sg->n_in, sg->n_out);
+    Body b = {sg, n->in + outer_at, {0}};
+    for (int i = 0; i < n_formals; i++)
+        scope_bind(&b.scope, sg->in[i], formals[i]);
+    int *consts = xmalloc(sizeof(int) * (size_t)(sg->n_consts + 1));
+    for (int i = 0; i < sg->n_consts; i++)
+        consts[i] = copy_const(g, prefix, sg->consts[i]);
+    bind_consts(sg, consts, &b.scope);
+    free(consts);
+    int rc = instantiate(g, n, attr, prefix, &b, e);
+    for (int j = 0; j < n_outs && rc == ST_OK; j++) {
+        outs[j] = body_resolve(&b, sg->out[j]);
+        if (outs[j] < 0)
+            rc = op_err(e, ST_INVALID, n, "its %s returns '%s', which nothing defines", attr,
+                        sg->out[j]);
+    }
+    scope_free(&b.scope);
+    return rc;
+}
+
 int ctrl_expand(Graph *g, int k, Err *e) {
     Node *n = g->nodes[k];
     int first = g->n_nodes;
@@ -410,15 +439,7 @@ int ctrl_expand(Graph *g, int k, Err *e) {
     if (rc)
         return rc;
     n->dead = true;
-    // Move the new nodes (appended) to right after the node, so the sweep reaches them next.
-    int count = g->n_nodes - first, tail = first - (k + 1);
-    if (count && tail) {
-        Node **moved = xmalloc(sizeof(Node *) * (size_t)count);
-        memcpy(moved, &g->nodes[first], sizeof(Node *) * (size_t)count);
-        memmove(&g->nodes[k + 1 + count], &g->nodes[k + 1], sizeof(Node *) * (size_t)tail);
-        memcpy(&g->nodes[k + 1], moved, sizeof(Node *) * (size_t)count);
-        free(moved);
-    }
+    graph_move_appended(g, k, first);
     return ST_OK;
 }
 

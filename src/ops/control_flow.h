@@ -20,4 +20,11 @@ bool ctrl_is_control(const Node *n);
 // g->n_tensors at the call. Data-dependent control flow fails with ST_UNSUPPORTED naming the node.
 int ctrl_expand(Graph *g, int k, Err *e);
 
+// Copies the graph attribute `attr` of n into the graph once (nodes appended, tensors named
+// under prefix), its formal inputs bound to formals[0..n_formals), its outer names to n's
+// implicit inputs; writes the tensors its outputs denote to outs[0..n_outs). SequenceMap applies
+// its body this way to each element. Fails naming n when the body's arity differs.
+int ctrl_inline_attr(Graph *g, const Node *n, const char *attr, const int *formals, int n_formals,
+                     const char *prefix, int *outs, int n_outs, Err *e);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "control_flow.h"
 #include "ops.h"
+#include "sequence.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,7 @@ static bool bypass(Graph *g, Node *n, int *remap) {
 int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
     FoldStats st = {.nodes_before = g->n_nodes};
     FoldBudget spent = {0, 0};
+    SeqMap seqs = {0}; // the sequence values met so far: lists of tensors (sequence.h)
     int rc = graph_check_supported(g, e);
     if (rc)
         return rc;
@@ -193,6 +195,10 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
                 n->in[j] = remap[n->in[j]];
         if (ctrl_is_control(n)) {
             rc = ctrl_expand(g, k, e);
+            continue;
+        }
+        if (seq_is_sequence_op(n) || seq_reads_sequence(&seqs, n)) {
+            rc = seq_expand(g, k, &seqs, e);
             continue;
         }
         const OpDef *def = ops_find(n->domain, n->op);
@@ -244,6 +250,7 @@ int graph_infer_and_fold(Graph *g, FoldStats *stats, Err *e) {
     for (int i = 0; i < g->n_outputs; i++)
         g->outputs[i] = remap[g->outputs[i]];
     free(remap);
+    seq_map_free(&seqs);
     if (rc) {
         err_prefix(e, "%s: ", g->path);
         return rc;

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const OpDef *const op_tables[] = {ops_elementwise, ops_linear, ops_reduce, ops_layout,
-                                         ops_rnn,         ops_control, ops_sample};
+static const OpDef *const op_tables[] = {ops_elementwise, ops_linear,  ops_reduce, ops_layout,
+                                         ops_rnn,         ops_control, ops_sample, ops_sequence};
 
 const OpDef *ops_find(const char *domain, const char *op) {
     if (domain && *domain && strcmp(domain, "ai.onnx") != 0)

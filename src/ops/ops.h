@@ -49,6 +49,8 @@ extern const OpDef ops_layout[];
 extern const OpDef ops_rnn[]; // LSTM, GRU, RNN (rnn.c)
 extern const OpDef ops_control[]; // If, Loop: inlined while folding (control_flow.c)
 extern const OpDef ops_sample[];  // GridSample, RoiAlign (sample.c)
+// The sequence ops, resolved while folding into tensor ops (sequence.c).
+extern const OpDef ops_sequence[];
 
 // Finds the op for (domain, op_type); "" and "ai.onnx" are the default domain. NULL if unknown.
 const OpDef *ops_find(const char *domain, const char *op);

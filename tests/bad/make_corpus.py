@@ -554,7 +554,7 @@ def input_decl_cases(out):
     case("input_string_dtype", f"run {rel}", 3, "'x' && string", rel)
     seq = h.make_tensor_sequence_value_info("x", F, [2, 3])
     rel = save(out, "models/input_sequence.onnx", relu_in(seq))
-    case("input_sequence_typed", f"run {rel}", 3, "'x' && not a tensor", rel)
+    case("input_sequence_typed", f"run {rel}", 3, "'x' && is a sequence", rel)
     rel = save(out, "models/input_no_type.onnx", relu_in(onnx.ValueInfoProto(name="x")))
     case("input_without_type", f"run {rel}", 3, "'x'", rel)
     rel = save(out, "models/input_no_name.onnx", relu_in(vi("", F, [2, 3])))
@@ -916,6 +916,67 @@ def op_cases(out):
     run_case("loop_without_end",
              node("Loop", ["", "", "x"], ["y"], "loop_node", body=loop_body()),
              [x23()], [y()], [], 2, "loop_node && never ends")
+    # Sequences are resolved at compile time: a position or split from the data, a sequence
+    # passed in or returned, and an op reading a sequence as a tensor are refused by node.
+    svi = h.make_tensor_sequence_value_info
+    pair = node("SequenceConstruct", ["x", "x"], ["s"], "construct_node")
+    pos_from_data = (node("ReduceMax", ["x"], ["mf"], "max_node", keepdims=0) +
+                     node("Cast", ["mf"], ["p"], "cast_node", to=I64))
+    run_case("seq_position_from_data",
+             pair + pos_from_data + node("SequenceAt", ["s", "p"], ["y"], "at_node"),
+             [x23()], [y()], [], 3, "at_node && position && run time")
+    run_case("seq_insert_position_from_data",
+             pair + pos_from_data + node("SequenceInsert", ["s", "x", "p"], ["s2"], "ins_node") +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 3, "ins_node && position && run time")
+    run_case("seq_split_from_data",
+             pos_from_data + node("SplitToSequence", ["x", "p"], ["s"], "split_node", axis=1) +
+             node("SequenceAt", ["s", "zero"], ["y"], "at_node"),
+             [x23()], [y()], [const("zero", np.array(0, np.int64))], 3,
+             "split_node && split && run time")
+    run_case("seq_graph_output", pair, [x23()], [svi("s", F, [2, 3])], [], 3,
+             "construct_node && sequence && graph output")
+    run_case("seq_graph_output_untyped", pair, [x23()], [onnx.ValueInfoProto(name="s")], [], 3,
+             "construct_node && sequence && graph output")
+    run_case("seq_graph_input", node("ConcatFromSequence", ["s"], ["y"], "cat_node", axis=0),
+             [svi("s", F, [2, 3])], [y()], [], 3, "'s' && sequence")
+    run_case("seq_read_as_tensor", pair + node("Relu", ["s"], ["y"], "relu_node"),
+             [x23()], [y()], [], 3, "relu_node && sequence 's'")
+    run_case("seq_at_out_of_range",
+             pair + node("SequenceAt", ["s", "five"], ["y"], "at_node"),
+             [x23()], [y()], [const("five", np.array(5, np.int64))], 2, "at_node && position 5")
+    run_case("seq_concat_empty",
+             node("SequenceEmpty", [], ["s"], "empty_node", dtype=F) +
+             node("ConcatFromSequence", ["s"], ["y"], "cat_node", axis=0),
+             [], [y()], [], 2, "cat_node && empty")
+    run_case("seq_insert_dtype_mismatch",
+             pair + node("SequenceInsert", ["s", "k"], ["s2"], "ins_node") +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [const("k", np.zeros((2, 3), np.int64))], 2,
+             "ins_node && int64 && float32")
+    run_case("seq_split_sizes_mismatch",
+             node("SplitToSequence", ["x", "sp"], ["s"], "split_node", axis=1) +
+             node("SequenceAt", ["s", "zero"], ["y"], "at_node"),
+             [x23()], [y()], [const("sp", np.array([1, 1], np.int64)),
+                              const("zero", np.array(0, np.int64))], 2,
+             "split_node && add up to 2")
+    add_body = h.make_graph([h.make_node("Add", ["e", "f"], ["r"])], "f",
+                            [vi("e", F, [2, 3]), vi("f", F, [2, 3])], [vi("r", F, [2, 3])])
+    run_case("seq_map_lengths_differ",
+             pair + node("SequenceConstruct", ["x"], ["one"], "one_node") +
+             node("SequenceMap", ["s", "one"], ["s2"], "map_node", body=add_body) +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 2, "map_node && differ in length", opset=17)
+    run_case("seq_map_body_arity",
+             pair + node("SequenceMap", ["s"], ["s2"], "map_node", body=add_body) +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 2, "map_node && must take 1 inputs", opset=17)
+    run_case("seq_map_body_unsupported_op",
+             pair + node("SequenceMap", ["s"], ["s2"], "map_node", body=h.make_graph(
+                 [h.make_node("Frobnicate", ["e"], ["r"])], "f", [vi("e", F, [2, 3])],
+                 [vi("r", F, [2, 3])])) +
+             node("ConcatFromSequence", ["s2"], ["y"], "cat_node", axis=0),
+             [x23()], [y()], [], 3, "map_node && Frobnicate", opset=17)
     run_case("gridsample_volumetric_cubic",
              node("GridSample", ["x", "g"], ["y"], "gs_node", mode="cubic"),
              [vi("x", F, [1, 1, 2, 3, 4]), vi("g", F, [1, 2, 2, 2, 3])], [y()], [], 2,

@@ -1008,6 +1008,58 @@ def control_flow(seed):
     return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, D))}, []
 
 
+# ---- w) Python lists in a scripted module, as torch.onnx.export (TorchScript) leaves them:
+# `outs = []; for i in range(x.size(0)): h = tanh(cell(x[i]) + h); outs.append(h)` is a Loop
+# carrying a sequence (SequenceEmpty before it, SequenceInsert in the body), then
+# torch.stack(outs) and torch.cat(outs, 1) are ConcatFromSequence (new_axis 1 and 0) and
+# len(outs) SequenceLength; torch.split(x, 2, 2)[1] and x.unbind(0)[-1] are SplitToSequence +
+# SequenceAt (unbind as a scalar split of 1 with keepdims 0). The body's condition is an
+# Identity of an outer constant, as the exporter emits ----
+
+def sequences(seed):
+    T, N, D = 5, 3, 8
+    b = Builder("sequences", 17, seed)
+    x = b.input("x", F, [T, N, D])
+    w = b.param("cell.weight", b.he((D, D), D))
+    bias = b.param("cell.bias", b.rng.uniform(-0.1, 0.1, D))
+    true = b.const(True, np.bool_)
+    h0 = b.param("h0", b.rng.uniform(-0.5, 0.5, (N, D)))
+    outs = b.op("SequenceEmpty", [], dtype=F)
+    body = helper.make_graph(
+        [helper.make_node("Gather", [x, "i.1"], ["/Gather_output_0"], name="/Gather", axis=0),
+         helper.make_node("Gemm", ["/Gather_output_0", w, bias], ["/cell/Gemm_output_0"],
+                          name="/cell/Gemm", alpha=1.0, beta=1.0, transB=1),
+         helper.make_node("Add", ["/cell/Gemm_output_0", "h.11"], ["/Add_output_0"],
+                          name="/Add"),
+         helper.make_node("Tanh", ["/Add_output_0"], ["/Tanh_output_0"], name="/Tanh"),
+         helper.make_node("SequenceInsert", ["14", "/Tanh_output_0"],
+                          ["/SequenceInsert_output_0"], name="/SequenceInsert"),
+         helper.make_node("Identity", [true], ["/Identity_output_0"], name="/Identity")],
+        "sub_graph",
+        [helper.make_tensor_value_info("i.1", I64, []),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h.11", F, [N, D]),
+         helper.make_tensor_sequence_value_info("14", F, None)],
+        [helper.make_tensor_value_info("/Identity_output_0", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("/Tanh_output_0", F, [N, D]),
+         helper.make_tensor_sequence_value_info("/SequenceInsert_output_0", F, None)])
+    h, seq = b.op("Loop", [b.const(T), true, h0, outs], n_out=2, body=body)
+    b.op("ConcatFromSequence", [seq], out="stacked", axis=0, new_axis=1)
+    cat = b.op("ConcatFromSequence", [seq], axis=1)
+    count = b.op("Cast", [b.op("SequenceLength", [seq])], to=F)
+    b.op("Mul", [cat, count], out="cat_scaled")
+    parts = b.op("SplitToSequence", [x, b.const(2)], axis=2)
+    b.op("Mul", [b.op("SequenceAt", [parts, b.const(1)]), b.const(2.0, np.float32)],
+         out="split_1")
+    rows = b.op("SplitToSequence", [x, b.const(1)], axis=0, keepdims=0)
+    b.op("Add", [b.op("SequenceAt", [rows, b.const(-1)]), h], out="last_row")
+    b.output("stacked", F, [T, N, D])
+    b.output("cat_scaled", F, [N, T * D])
+    b.output("split_1", F, [T, N, 2])
+    b.output("last_row", F, [N, D])
+    return b.model(value_info=False), lambda r: {"x": r.standard_normal((T, N, D))}, []
+
+
 # ---- u) sampling as detection and spatial-transformer exports leave it: a conv feature map
 # warped by GridSample on an affine grid computed from the input (a base grid times theta, as
 # F.affine_grid unrolls), bicubic with border padding on a second path, and RoiAlign (torchvision's
@@ -1103,6 +1155,7 @@ MODELS = {
     "t_control_flow": control_flow,
     "u_sampling": sampling,
     "v_volumetric": volumetric,
+    "w_sequences": sequences,
 }
 EXTERNAL = {"g_external"}
 

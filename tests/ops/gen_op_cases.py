@@ -1437,8 +1437,181 @@ def control_flow():
           {'m': C(I64(4)), 'x': rnd((3,)), 'w': rnd((3,))}, outputs=('y', 'ys'))
 
 
+def sequences():
+    """Sequence values resolved at compile time: a Loop carrying a list (a scripted model's
+    `outs.append(h)` in a for loop, then torch.stack / torch.cat), split and read back."""
+    family('seq')
+    vi = helper.make_tensor_value_info
+    svi = helper.make_tensor_sequence_value_info
+    F, B, L = TP.FLOAT, TP.BOOL, TP.INT64
+    mk = helper.make_node
+
+    def loop_body(extra=(), insert_pos=None):
+        nodes = [mk('Identity', ['c_in'], ['c_out']),
+                 mk('Cast', ['i'], ['i_f'], to=F),
+                 mk('Mul', ['h', 'w'], ['hw']),
+                 mk('Add', ['hw', 'i_f'], ['a']),
+                 mk('Tanh', ['a'], ['h_out']),
+                 mk('SequenceInsert', ['s_in', 'h_out'] + ([insert_pos] if insert_pos else []),
+                    ['s_out'])] + list(extra)
+        return helper.make_graph(
+            nodes, 'body', [vi('i', L, []), vi('c_in', B, []), vi('h', F, None),
+                            svi('s_in', F, None)],
+            [vi('c_out', B, []), vi('h_out', F, None), svi('s_out', F, None)])
+
+    def loop_then(name, after, body=None, m=4, shape=(2, 3), outputs=('y',)):
+        graph(name,
+              [mk('SequenceEmpty', [], ['s0'], dtype=F),
+               mk('Loop', ['m', 'c', 'x', 's0'], ['h_last', 'seq'], body=body or loop_body())]
+              + after,
+              {'m': C(I64(m)), 'c': C(np.array(True)), 'x': rnd(shape), 'w': rnd(shape)},
+              outputs=outputs)
+    # torch.stack(outs): new_axis 1 on axis 0, and on the last axis.
+    loop_then('loop_stack', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0, new_axis=1)])
+    loop_then('loop_stack_last', [mk('ConcatFromSequence', ['seq'], ['y'], axis=-1, new_axis=1)],
+              m=3, shape=(5,))
+    # torch.cat(outs, 1), and the last state next to it.
+    loop_then('loop_cat', [mk('ConcatFromSequence', ['seq'], ['y'], axis=1)],
+              outputs=('y', 'h_last'))
+    # One trip: a one-element sequence.
+    loop_then('loop_stack_one', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0, new_axis=1)],
+              m=1)
+    # Inserted at the front (position 0 from a constant): the order reversed.
+    front = loop_body(insert_pos='zero')
+    front.initializer.append(numpy_helper.from_array(I64(0)[0], 'zero'))
+    loop_then('loop_insert_front', [mk('ConcatFromSequence', ['seq'], ['y'], axis=0)],
+              body=front, m=3)
+    # The length read inside the body and after the loop.
+    counted = loop_body(extra=[mk('SequenceLength', ['s_out'], ['len'])])
+    counted.output.append(vi('len', L, []))
+    graph('loop_length',
+          [mk('SequenceEmpty', [], ['s0'], dtype=F),
+           mk('Loop', ['m', 'c', 'x', 's0'], ['h_last', 'seq', 'lens'], body=counted),
+           mk('SequenceLength', ['seq'], ['n']),
+           mk('Cast', ['n'], ['nf'], to=F),
+           mk('Mul', ['h_last', 'nf'], ['y'])],
+          {'m': C(I64(3)), 'c': C(np.array(True)), 'x': rnd((4,)), 'w': rnd((4,))},
+          outputs=('y', 'lens'))
+    # No trip: the sequence made before the loop comes out as it went in.
+    graph('loop_zero_trips',
+          [mk('SequenceConstruct', ['x', 'w'], ['s0']),
+           mk('Loop', ['m', '', 'x', 's0'], ['h_last', 'seq'], body=loop_body()),
+           mk('ConcatFromSequence', ['seq'], ['y'], axis=0)],
+          {'m': C(I64(0)), 'x': rnd((2, 3)), 'w': rnd((2, 3))})
+    # `for i in range(T): acc = acc * 0.5 + parts[i]`: the body reads an outer sequence at the
+    # iteration number, a position that folds only once the loop is unrolled.
+    reads = helper.make_graph(
+        [mk('Identity', ['c_in'], ['c_out']), mk('SequenceAt', ['parts', 'i'], ['p']),
+         mk('Mul', ['h', 'half'], ['hh']), mk('Add', ['hh', 'p'], ['h_out'])],
+        'body', [vi('i', L, []), vi('c_in', B, []), vi('h', F, None)],
+        [vi('c_out', B, []), vi('h_out', F, None)],
+        [numpy_helper.from_array(np.array(0.5, np.float32), 'half')])
+    graph('loop_reads_outer',
+          [mk('SplitToSequence', ['x'], ['parts'], axis=0, keepdims=0),
+           mk('Loop', ['m', '', 'h0'], ['y'], body=reads)],
+          {'m': C(I64(4)), 'x': rnd((4, 3)), 'h0': rnd((3,))})
+    # torch.split / unbind: SplitToSequence, then SequenceAt (negative positions too).
+    x = rnd((3, 5, 2))
+    graph('split_unbind',
+          [mk('SplitToSequence', ['x'], ['s'], axis=1, keepdims=0),
+           mk('SequenceAt', ['s', 'p0'], ['a']), mk('SequenceAt', ['s', 'pl'], ['b']),
+           mk('Sub', ['a', 'b'], ['y'])],
+          {'x': x, 'p0': C(I64(0)[0]), 'pl': C(np.array(-1, np.int32))})
+    # Nested lists as a scripted double loop exports them: the inner Loop builds a row list and
+    # stacks it, the outer one inserts each row at the front (`outs.insert(0, row)`); then
+    # `del outs[1]`, `outs[-1]` and `len(outs)`.
+    inner = helper.make_graph(
+        [mk('Identity', ['c2'], ['c2_out']), mk('Gather', ['xi', 'j'], ['xij'], axis=0),
+         mk('Cast', ['j'], ['jf'], to=F), mk('Add', ['jf', 'one_f'], ['j1']),
+         mk('Mul', ['xij', 'j1'], ['v']), mk('SequenceInsert', ['r_in', 'v'], ['r_out'])],
+        'inner', [vi('j', L, []), vi('c2', B, []), svi('r_in', F, None)],
+        [vi('c2_out', B, []), svi('r_out', F, None)])
+    outer = helper.make_graph(
+        [mk('Identity', ['c1'], ['c1_out']), mk('Gather', ['x', 'i'], ['xi'], axis=0),
+         mk('SequenceEmpty', [], ['r0'], dtype=F),
+         mk('Loop', ['n_j', '', 'r0'], ['row_seq'], body=inner),
+         mk('ConcatFromSequence', ['row_seq'], ['row'], axis=0, new_axis=1),
+         mk('SequenceInsert', ['o_in', 'row', 'zero'], ['o_out'])],
+        'outer', [vi('i', L, []), vi('c1', B, []), svi('o_in', F, None)],
+        [vi('c1_out', B, []), svi('o_out', F, None)])
+    graph('nested_loops',
+          [mk('SequenceEmpty', [], ['o0'], dtype=F),
+           mk('Loop', ['n_i', '', 'o0'], ['outs'], body=outer),
+           mk('SequenceErase', ['outs', 'one'], ['kept']),
+           mk('ConcatFromSequence', ['kept'], ['y0'], axis=0),
+           mk('SequenceAt', ['kept', 'last'], ['y1']),
+           mk('SequenceLength', ['kept'], ['y2'])],
+          {'x': rnd((4, 3, 5)), 'n_i': C(I64(4)), 'n_j': C(I64(3)), 'one_f': C(F32(1)[0]),
+           'zero': C(I64(0)[0]), 'one': C(I64(1)[0]), 'last': C(I64(-1)[0])},
+          outputs=('y0', 'y1', 'y2'))
+    # torch.unbind as the TorchScript exporter writes it: a scalar split of 1 with keepdims 0
+    # (ONNX Runtime squeezes the pieces, as torch does; the spec would keep the axis).
+    graph('split_unbind_scalar',
+          [mk('SplitToSequence', ['x', 'one'], ['s'], axis=0, keepdims=0),
+           mk('SequenceAt', ['s', 'pl'], ['y'])],
+          {'x': x, 'one': C(I64(1)[0]), 'pl': C(I64(-1)[0])})
+    graph('split_keepdims',
+          [mk('SplitToSequence', ['x'], ['s'], axis=-1),
+           mk('SequenceAt', ['s', 'p'], ['y'])],
+          {'x': x, 'p': C(I64(1)[0])})
+    graph('split_sizes',
+          [mk('SplitToSequence', ['x', 'sp'], ['s'], axis=1),
+           mk('SequenceAt', ['s', 'p'], ['y0']),
+           mk('ConcatFromSequence', ['s'], ['y1'], axis=1)],
+          {'x': x, 'sp': C(I64(1, 4)), 'p': C(I64(-1)[0])}, outputs=('y0', 'y1'))
+    graph('split_chunks',
+          [mk('SplitToSequence', ['x', 'sp'], ['s'], axis=1),
+           mk('SequenceAt', ['s', 'p'], ['y0']), mk('SequenceLength', ['s'], ['y1'])],
+          {'x': x, 'sp': C(I64(2)[0]), 'p': C(I64(2)[0])}, outputs=('y0', 'y1'))
+    # Construct, insert (middle, negative), erase (default last, positive), then concatenate.
+    a, b, c = rnd((2, 2)), rnd((3, 2)), rnd((1, 2))
+    graph('construct_edit',
+          [mk('SequenceConstruct', ['a', 'b'], ['s1']),
+           mk('SequenceInsert', ['s1', 'c', 'm1'], ['s2']),
+           mk('SequenceInsert', ['s2', 'a'], ['s3']),
+           mk('SequenceErase', ['s3'], ['s4']),
+           mk('SequenceErase', ['s4', 'z'], ['s5']),
+           mk('SequenceInsert', ['s5', 'b', 'z'], ['s6']),
+           mk('ConcatFromSequence', ['s6'], ['y'], axis=0),
+           mk('SequenceLength', ['s6'], ['n'])],
+          {'a': a, 'b': b, 'c': c, 'm1': C(I64(-1)[0]), 'z': C(np.array(0, np.int32))},
+          outputs=('y', 'n'))
+    # SequenceMap: a body applied to each element, with a tensor input beside the sequence and
+    # two outputs (one a shape); over two sequences; reading an outer tensor.
+    mapped = helper.make_graph(
+        [mk('Mul', ['e', 'k'], ['r']), mk('Shape', ['e'], ['sh'])], 'f',
+        [vi('e', F, None), vi('k', F, None)], [vi('r', F, None), vi('sh', L, None)])
+    graph('map_tensor_input',
+          [mk('SplitToSequence', ['x'], ['s'], axis=1, keepdims=0),
+           mk('SequenceMap', ['s', 'k'], ['o', 'shapes'], body=mapped),
+           mk('ConcatFromSequence', ['o'], ['y0'], axis=-1, new_axis=1),
+           mk('ConcatFromSequence', ['shapes'], ['y1'], axis=0)],
+          {'x': rnd((3, 4, 2)), 'k': rnd((3, 2))}, outputs=('y0', 'y1'), opset=17)
+    pairwise = helper.make_graph(
+        [mk('Add', ['a', 'b'], ['ab']), mk('Mul', ['ab', 'w'], ['r'])], 'f',
+        [vi('a', F, None), vi('b', F, None)], [vi('r', F, None)])
+    graph('map_two_sequences',
+          [mk('SplitToSequence', ['x', 'sp'], ['s1'], axis=0),
+           mk('SequenceConstruct', ['a', 'b', 'c'], ['s2']),
+           mk('SequenceMap', ['s1', 's2'], ['o'], body=pairwise),
+           mk('ConcatFromSequence', ['o'], ['y'], axis=0)],
+          {'x': rnd((6, 2)), 'sp': C(I64(1, 2, 3)), 'a': rnd((1, 2)), 'b': rnd((2, 2)),
+           'c': rnd((3, 2)), 'w': rnd((2,))}, opset=17)
+    # A sequence made in an If's taken branch, consumed after it.
+    then_g = helper.make_graph(
+        [mk('Mul', ['x', 'x'], ['xx']), mk('SequenceConstruct', ['x', 'xx'], ['ts'])], 'then',
+        [], [svi('ts', F, None)])
+    else_g = helper.make_graph([mk('SequenceConstruct', ['x'], ['es'])], 'else', [],
+                               [svi('es', F, None)])
+    for cond in (True, False):
+        graph(f'if_branch_{str(cond).lower()}',
+              [mk('If', ['c'], ['s'], then_branch=then_g, else_branch=else_g),
+               mk('ConcatFromSequence', ['s'], ['y'], axis=0, new_axis=1)],
+              {'c': C(np.array(cond)), 'x': rnd((2, 3))})
+
+
 FAMILIES = [elementwise, linear, reduce_norm_pool, layout, resize, graphs, nan_semantics,
-            recurrent, sampling, control_flow]
+            recurrent, sampling, control_flow, sequences]
 
 
 def main():
