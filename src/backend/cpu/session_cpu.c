@@ -635,8 +635,10 @@ static int op_kernel_error(const PrimGraph *pg, const Launch *l, const void *con
 // in the runs between.
 #define CONTENTION_PROBE_S 0.1
 
+#ifdef _OPENMP
 // The threads this run uses: the session's, less the cores other processes have kept busy since
 // the last probe (contention.h). One run probes at a time; the others take the last answer.
+// (A build without OpenMP runs every kernel on the calling thread: nothing to choose.)
 static int threads_for_run(CpuSession *s) {
     if (s->fixed_threads || s->threads <= 1)
         return s->threads;
@@ -655,6 +657,7 @@ static int threads_for_run(CpuSession *s) {
         __atomic_add_fetch(&s->runs_fewer, 1, __ATOMIC_RELAXED);
     return t;
 }
+#endif
 
 // One run on workspace w; `own`: the session's own workspace, the only one a profiled run uses
 // (the per-launch times are the session's).
