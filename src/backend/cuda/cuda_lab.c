@@ -93,7 +93,6 @@ typedef struct Compiler {
     int n;
     const char *arch;
     int next; // the next unit to take, under mu
-    int left; // units not yet built, under mu
     double t_start, t_end; // when the first compile started and the last ended (under mu)
     pthread_mutex_t mu;
     pthread_cond_t built; // a unit was built
@@ -121,7 +120,6 @@ static void *compile_worker(void *arg) {
         compile_one(&c->units[i], i, c->arch);
         pthread_mutex_lock(&c->mu);
         c->units[i].built = true;
-        c->left--;
         c->t_end = now_s();
         pthread_cond_broadcast(&c->built);
         pthread_mutex_unlock(&c->mu);
@@ -135,7 +133,6 @@ static void compiler_start(Compiler *c, Unit *units, int n, const char *arch, in
     c->units = units;
     c->n = n;
     c->arch = arch;
-    c->left = n;
     c->t_start = c->t_end = now_s();
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->built, NULL);
@@ -923,14 +920,15 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     sh.comp = NULL;
     // A program that failed to build is split into single kernels to find the culprit; they are
     // measured on the target device alone (a generator bug, not the common case).
+    // (A unit the cancel left unbuilt is not one of them.)
     int n_single = 0;
     for (int u = 0; u < nu; u++)
-        if (!units[u].cubin && units[u].count > 1)
+        if (units[u].built && !units[u].cubin && units[u].count > 1)
             n_single += units[u].count;
     Unit *single = xcalloc((size_t)n_single + 1, sizeof(Unit));
     int s = 0;
     for (int u = 0; u < nu; u++) {
-        if (units[u].cubin || units[u].count <= 1)
+        if (!units[u].built || units[u].cubin || units[u].count <= 1)
             continue;
         for (int i = 0; i < units[u].count; i++)
             emit_unit(pg, cs, jobs, geo, &units[u].jobs[i], 1, hw, em, &single[s++]);
