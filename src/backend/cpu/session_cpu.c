@@ -170,11 +170,14 @@ int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, i
                              what, L->symbol, i, j);
                 break;
             }
-            // A copy larger than the constant (a transform) cannot replace it in the blob.
-            if (!reorders || ckernel_prepack_bytes(pf[i], j, P->tensors[t].bytes) !=
-                                 P->tensors[t].bytes)
+            if (!reorders) {
                 shared[t] = true;
-            else if (own_l[t] < 0)
+                continue;
+            }
+            // A copy larger than the constant (a transform) cannot replace it in the blob.
+            if (ckernel_prepack_bytes(pf[i], j, P->tensors[t].bytes) != P->tensors[t].bytes)
+                shared[t] = true;
+            if (own_l[t] < 0)
                 own_l[t] = i, own_j[t] = j;
             else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
                 shared[t] = true;
