@@ -599,7 +599,12 @@ static double score_winograd(const Lin *L, const Hw *h, const CLinConfig *t) {
     if (lin_winograd_bytes(L, m, R, t->nr, t->mr) > h->l2 * C->wino_l2_frac)
         t_gemm /= G->l2_over;
     double t1 = t_gemm + t_in + t_fill + t_out;
-    return overlap(par_time(L, h, B * nrb * nob, t1), mem_floor(L, h));
+    // Every row block reads its output channels' transformed weights once: (m + 2)^2 / 9 of W's
+    // bytes, from L3 or memory (ResNet's 512-channel layers: 16.8 MB at m = 2, read at batch 1
+    // for 49 pixels).
+    double ub = 4.0 * T * Mr * Cc;
+    double tm = mem_floor(L, h) + B * nrb * ub / (ub <= h->l3 ? G->bw_l3 : h->bw);
+    return overlap(par_time(L, h, B * nrb * nob, t1), tm);
 }
 
 static double score_cfg(const Lin *L, const Hw *h, const CLinConfig *t) {
@@ -895,11 +900,22 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                 while (r_l2 < TH && lin_winograd_bytes(L, wm, r_l2 + 1, (int)nr, (int)mr) <=
                                         h->l2 * C->wino_l2_frac)
                     r_l2++;
-                int64_t rs[2] = {ORCH_MIN(r_par, r_l2), r_l2};
+                // ... or the tile rows (up to r_l2) whose GEMM columns, a dummy tile per row,
+                // fill the nr-wide panels best (ResNet's 14x14 at m = 4: 3 rows of 5 tiles fill
+                // 15 of 16 columns, 4 rows 20 of 32).
+                int64_t TW1 = (L->out[1] + wm - 1) / wm + 1, r_fill = 1;
+                double fill_best = 0;
+                for (int64_t r = 1; r <= r_l2; r++) {
+                    double f = (double)(r * TW1) / (double)((r * TW1 + nr - 1) / nr * nr);
+                    if (f >= fill_best - 1e-9)
+                        fill_best = f, r_fill = r;
+                }
+                int64_t rs[3] = {ORCH_MIN(r_par, r_l2), r_l2, r_fill};
                 int64_t mcs[2] = {Mr, ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr)};
-                for (int ri = 0; ri < 2; ri++)
+                for (int ri = 0; ri < 3; ri++)
                     for (int mi = 0; mi < 2; mi++) {
-                        if ((ri && rs[1] == rs[0]) || (mi && mcs[1] == mcs[0]))
+                        if ((ri && rs[ri] == rs[0]) || (ri == 2 && rs[2] == rs[1]) ||
+                            (mi && mcs[1] == mcs[0]))
                             continue;
                         if (n >= cap)
                             return n;
