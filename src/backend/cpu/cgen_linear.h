@@ -1,9 +1,10 @@
 // The C target's emitter for candidates built around one LINEAR primitive (emit_linear.c,
-// emit_matmul.c, emit_conv.c): matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM
+// emit_matmul.c, emit_conv.c, emit_winograd.c): matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM
 // with an AVX-512/AVX2/portable register-tile micro-kernel, GEMV and dot paths for skinny
 // products; 1-, 2- and 3-D convolution and transposed convolution as an implicit GEMM (patch
 // panels packed per tile, never a materialised im2col; the transposed one gathers input pixels
-// where the stride divides); depthwise 2-D convolution as a direct kernel. Pointwise primitives
+// where the stride divides); 3x3 stride-1 convolution also as Winograd F(2x2) / F(4x4);
+// depthwise 2-D convolution as a direct kernel. Pointwise primitives
 // feeding the LINEAR's operands (prologues) are evaluated while packing; pointwise primitives
 // after it up to the sink (epilogues) are applied as each output tile is finished. The candidate
 // is codegen's batch of GEMMs (linear_spec.h); values come from codegen (linear_values.h, cexpr.h).
