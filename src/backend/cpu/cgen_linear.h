@@ -108,8 +108,8 @@ void lin_emit_uk(Emit *E, const char *name, int mr, int nr);
 
 // emit_winograd.c. Whether the winograd variant applies: a 2-D 3x3 conv, stride 1, dilation 1,
 // one group of at least LIN_WINO_MIN_C input channels (fewer leave the GEMMs too short to pay
-// for the transforms), X a kernel input, W a constant read by the conv alone (transformed at
-// load).
+// for the transforms), W a constant read by the conv alone (transformed at load); X a kernel
+// input or computed by a fused prologue.
 #define LIN_WINO_MIN_C 8
 bool lin_winograd_ok(const Lin *L);
 // A task's scratch bytes (padded input rows, transformed input, GEMM results) for m, R tile rows

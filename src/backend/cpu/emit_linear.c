@@ -594,7 +594,10 @@ static double score_winograd(const Lin *L, const Hw *h, const CLinConfig *t) {
     double t_gemm = 2.0 * B * T * Mr * Cc * cols / (h->peak * eff);
     double tiles = (double)(TH * (TW + 1));
     double t_in = B * nob * T * Cc * tiles * C->wino_in_s;
-    double t_fill = B * nob * Cc * (double)(a * TH * (TW + 1) * m) * C->fill_s;
+    // The strips: copied rows, or X's values one by one through a fused prologue (as the patch
+    // gather).
+    double t_fill = B * nob * Cc * (double)(a * TH * (TW + 1) * m) *
+                    (L->pa >= 0 ? C->fill_s : C->packb_s);
     double t_out = B * T * (double)L->OC * tiles * C->wino_out_s;
     if (lin_winograd_bytes(L, m, R, t->nr, t->mr) > h->l2 * C->wino_l2_frac)
         t_gemm /= G->l2_over;

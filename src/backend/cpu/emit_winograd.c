@@ -1,10 +1,10 @@
 // Winograd F(m x m, 3 x 3) convolution of the C target's linear emitter (cgen_linear.h; v=winograd,
-// m = 2 or 4): a 2-D conv with a 3x3 kernel, stride 1, dilation 1, one group, X a kernel input
-// and W a constant that fn_prepack transforms once at load (G g G^T, into mr-row panels per
-// transform point). Per task: the input rows copied zero-padded, the input transform B^T d B of
-// every (m+2)x(m+2) tile into (m+2)^2 matrices C x tiles, one packed GEMM per transform point
-// (the register-tile micro-kernel of the packed GEMM), the output transform A^T M A into the
-// output and the epilogue over the finished rows.
+// m = 2 or 4): a 2-D conv with a 3x3 kernel, stride 1, dilation 1, one group, W a constant that
+// fn_prepack transforms once at load (G g G^T, into mr-row panels per transform point). Per
+// task: the input rows copied zero-padded (or X's values through a fused prologue), the input
+// transform B^T d B of every (m+2)x(m+2) tile into (m+2)^2 matrices C x tiles, one packed GEMM
+// per transform point (the register-tile micro-kernel of the packed GEMM), the output transform
+// A^T M A into the output and the epilogue over the finished rows.
 // Needs: an analysed candidate (Emit) that lin_winograd_ok accepts. Guarantees: the kernel follows
 // target.h's ABI (its NAME_prepack writes a larger copy of W: the size query of target.h) and
 // computes the conv up to float rounding, which grows with m (docs/kernels/conv-cpu.md).
@@ -28,7 +28,7 @@ static const double AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
                                0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
 
 bool lin_winograd_ok(const Lin *L) {
-    return L->conv && !L->convt && L->S == 2 && L->G == 1 && L->pa >= 0 && L->w_prepack_ok &&
+    return L->conv && !L->convt && L->S == 2 && L->G == 1 && L->w_prepack_ok &&
            L->k[0] == 3 && L->k[1] == 3 && L->st[0] == 1 && L->st[1] == 1 && L->dil[0] == 1 &&
            L->dil[1] == 1 && L->Cg >= LIN_WINO_MIN_C && L->out[0] >= 2 && L->out[1] >= 2 &&
            L->C * (L->in[0] + 6) * (L->in[1] + 6) < ((int64_t)1 << 28);
@@ -201,8 +201,9 @@ int lin_emit_winograd(Emit *E, Err *e) {
     sb_line(s, 3, "const int64_t mcnt = %lld - oc0 < %lld ? %lld - oc0 : %lld;\n", (long long)OC,
             (long long)mc, (long long)OC, (long long)mc);
     lin_emit_batch_coords(E, 3, false);
-    sb_line(s, 3, "const float *restrict X = (const float *)in[%d] + q_n * %lld;\n", L->pa,
-            (long long)(C * H * W));
+    if (L->pa >= 0)
+        sb_line(s, 3, "const float *restrict X = (const float *)in[%d] + q_n * %lld;\n", L->pa,
+                (long long)(C * H * W));
     // 1. The input strips, zero-padded: strip row r of tile row rr holds input row (ty0 + rr) *
     // m + r - padT, column x at input column x - padL.
     sb_line(s, 3, "for (int64_t c = 0; c < %lld; c++)\n", (long long)C);
@@ -213,17 +214,31 @@ int lin_emit_winograd(Emit *E, Err *e) {
     sb_line(s, 6, "const int64_t ih = (ty0 + rr) * %d + r - %lld;\n", m, (long long)padT);
     sb_line(s, 6, "if (ih < 0 || ih >= %lld) { memset(d, 0, %lld); continue; }\n", (long long)H,
             (long long)(Wp * 4));
-    sb_line(s, 6, "const float *restrict sr = X + (c * %lld + ih) * %lld;\n", (long long)H,
-            (long long)W);
-    int64_t x_lo = ORCH_MIN(ORCH_MAX(padL, 0), Wp), x_hi = ORCH_MIN(W + padL, Wp);
-    if (x_lo > 0)
-        sb_line(s, 6, "memset(d, 0, %lld);\n", (long long)(x_lo * 4));
-    if (x_hi > x_lo)
-        sb_line(s, 6, "memcpy(d + %lld, sr + %lld, %lld);\n", (long long)x_lo,
-                (long long)(x_lo - padL), (long long)((x_hi - x_lo) * 4));
-    if (ORCH_MAX(x_hi, x_lo) < Wp)
-        sb_line(s, 6, "memset(d + %lld, 0, %lld);\n", (long long)ORCH_MAX(x_hi, x_lo),
-                (long long)((Wp - ORCH_MAX(x_hi, x_lo)) * 4));
+    if (L->pa < 0) {
+        // X through a fused prologue (a pad, an activation): each value by the patch reader at
+        // kernel offset 0 of the output position (ih + padT, x), i.e. input (ih, x - padL), 0
+        // outside the input.
+        sb_line(s, 6, "for (int64_t x = 0; x < %lld; x++) {\n", (long long)Wp);
+        sb_line(s, 7, "const int64_t x_c = c, x_k0 = 0, x_k1 = 0, x_o0 = ih + %lld, x_o1 = x;\n",
+                (long long)padT);
+        sb_line(s, 7, "(void)x_k0; (void)x_k1;\n");
+        int rc = lin_emit_patch_value(E, 7, "d[x]", e);
+        if (rc)
+            return rc;
+        sb_line(s, 6, "}\n");
+    } else {
+        sb_line(s, 6, "const float *restrict sr = X + (c * %lld + ih) * %lld;\n", (long long)H,
+                (long long)W);
+        int64_t x_lo = ORCH_MIN(ORCH_MAX(padL, 0), Wp), x_hi = ORCH_MIN(W + padL, Wp);
+        if (x_lo > 0)
+            sb_line(s, 6, "memset(d, 0, %lld);\n", (long long)(x_lo * 4));
+        if (x_hi > x_lo)
+            sb_line(s, 6, "memcpy(d + %lld, sr + %lld, %lld);\n", (long long)x_lo,
+                    (long long)(x_lo - padL), (long long)((x_hi - x_lo) * 4));
+        if (ORCH_MAX(x_hi, x_lo) < Wp)
+            sb_line(s, 6, "memset(d + %lld, 0, %lld);\n", (long long)ORCH_MAX(x_hi, x_lo),
+                    (long long)((Wp - ORCH_MAX(x_hi, x_lo)) * 4));
+    }
     sb_line(s, 5, "}\n");
     sb_line(s, 5, "xr[rows * %lld] = xr[rows * %lld + 1] = 0.0f; // the last dummy's overhang\n",
             (long long)Wp, (long long)Wp);

@@ -713,6 +713,44 @@ static void wino_one(const ConvCase *cc) {
     g_n_force = 0;
 }
 
+// A reflect-like Pad (a LAYOUT table) before an unpadded conv, as style-transfer nets export
+// it, then a ReLU: X is the table's value, read through the patch reader.
+static void wino_after_pad(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, 9, 7, 10}, pd[] = {1, 9, 9, 12}, wd[] = {12, 9, 3, 3},
+                  od[] = {1, 12, 7, 10};
+    int x = gb_input(pg, "x", 4, xd);
+    PB b = {pg, "pad"};
+    int64_t th[9], tw[12];
+    for (int i = 0; i < 9; i++)
+        th[i] = i == 0 ? 1 : i == 8 ? 5 : i - 1;
+    for (int i = 0; i < 12; i++)
+        tw[i] = i == 0 ? 1 : i == 11 ? 8 : i - 1;
+    int64_t *tables[4] = {NULL, NULL, th, tw};
+    int xp = pb_table(&b, x, pd, tables, 0.0);
+    b.origin = "conv";
+    int w = add_const(&b, 4, wd);
+    LinearParams lp = {
+        .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
+    gb_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
+    const ConvCase cc = {.OC = 12};
+    int64_t cfgs[][5] = {{2, 8, 32, 0, 1}, {4, 6, 16, 6, 2}};
+    g_n_force = 0;
+    for (size_t i = 0; i < ORCH_COUNT(cfgs); i++) {
+        int64_t mr = cfgs[i][1], Mr = (cc.OC + mr - 1) / mr * mr;
+        CLinConfig t = {.cls = CCLS_CONV,
+                        .variant = CLIN_WINOGRAD,
+                        .wm = (int)cfgs[i][0],
+                        .mr = (int)mr,
+                        .nr = (int)cfgs[i][2],
+                        .mc = cfgs[i][3] ? cfgs[i][3] : Mr,
+                        .rows = cfgs[i][4]};
+        cgen_lin_config_pack(&t, &g_force[g_n_force++]);
+    }
+    check_graph("wino_pad_conv_relu", pg, 0, 3);
+    g_n_force = 0;
+}
+
 // ResNet-like magnitudes: activations after a ReLU (non-negative), weights of He's scale
 // (uniform with variance 2 / (9 C)), deep channel counts; every kernel must agree with the
 // interpreter (float64) within the lab's float32 tolerance.
@@ -762,10 +800,13 @@ static void conv_winograd(void) {
         {"wino_asym_gelu", 2, 1, 12, 9, {10, 13}, {3, 3}, {1, 1}, {1, 1}, {0, 2}, {1, 0}, 1, 3, false, 0, false, {0}},
         {"wino_14x14_c40_relu", 2, 2, 40, 33, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 0, false, {0}},
         {"wino_2x3_p0", 2, 1, 10, 5, {4, 5}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0, false, {0}},
+        // X scaled by a fused prologue (read through the patch reader), with an epilogue.
+        {"wino_pro_sig_res", 2, 2, 11, 13, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {2, 0}, 1, 2, true, 0, false, {0}},
     };
     // clang-format on
     for (size_t i = 0; i < ORCH_COUNT(cases); i++)
         wino_one(&cases[i]);
+    wino_after_pad();
     flush();
     wino_resnet_like("wino_resnet_256_14x14_m4", 256, 24, 14, 4);
     wino_resnet_like("wino_resnet_512_7x7_m4", 512, 16, 7, 4);
