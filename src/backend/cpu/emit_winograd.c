@@ -28,9 +28,9 @@ static const double AT4[24] = {1, 1, 1, 1, 1, 0, 0, 1, -1, 2, -2, 0,
                                0, 1, 1, 4, 4, 0, 0, 1, -1, 8, -8, 1};
 
 bool lin_winograd_ok(const Lin *L) {
-    return L->conv && !L->convt && L->S == 2 && L->G == 1 && L->w_prepack_ok &&
-           L->k[0] == 3 && L->k[1] == 3 && L->st[0] == 1 && L->st[1] == 1 && L->dil[0] == 1 &&
-           L->dil[1] == 1 && L->Cg >= LIN_WINO_MIN_C && L->out[0] >= 2 && L->out[1] >= 2 &&
+    return L->conv && !L->convt && L->S == 2 && L->G == 1 && L->w_prepack_ok && L->k[0] == 3 &&
+           L->k[1] == 3 && L->st[0] == 1 && L->st[1] == 1 && L->dil[0] == 1 && L->dil[1] == 1 &&
+           L->Cg >= LIN_WINO_MIN_C && L->out[0] >= 2 && L->out[1] >= 2 &&
            L->C * (L->in[0] + 6) * (L->in[1] + 6) < ((int64_t)1 << 28);
 }
 
