@@ -362,6 +362,14 @@ typedef struct CpuConvModel {
     // Factor on the register tile's efficiency: the B panel's rows are a task's padded tile
     // count apart, read from L2 for every mr output channels: 0.9. Not fitted.
     double wino_eff;
+    // Winograd is offered only where reading its transformed weights from memory, once per row
+    // block, takes at most this share of the direct conv's FLOPs at the cores' peak: 1. The lab
+    // times a kernel with its weights hot; in a plan the other layers evict them. ResNet-18's
+    // 512-channel 7x7 layer at m = 2 (16.8 MB of transformed weights, ratio 2.8) measured
+    // 1.18 ms in the lab and 6.5 ms in the plan (one thread; the column tile it displaced: 4.4
+    // ms); its 256-channel 14x14 layer (4.2 MB, ratio 0.7) kept its gain there (2.1 against 2.7
+    // ms). 2-core Xeon, AVX-512, a loaded machine.
+    double wino_max_u_ratio;
 } CpuConvModel;
 
 static const CpuConvModel cpu_conv_model = {
@@ -380,6 +388,7 @@ static const CpuConvModel cpu_conv_model = {
     .wino_out_s = 0.3e-9,
     .wino_l2_frac = 0.5,
     .wino_eff = 0.9,
+    .wino_max_u_ratio = 1.0,
 };
 
 // Whether the generated kernel forks: enough work to pay for waking the threads.
@@ -915,10 +924,18 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                 }
                 int64_t rs[3] = {ORCH_MIN(r_par, r_l2), r_l2, r_fill};
                 int64_t mcs[2] = {Mr, ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr)};
+                // The transformed weights from memory once per row block, against the direct
+                // conv's FLOPs at the cores' peak (wino_max_u_ratio).
+                double u_bytes = 4.0 * (double)((wm + 2) * (wm + 2)) * (double)(Mr * L->C);
+                double t_direct = 2.0 * (double)(L->batch * L->M * L->N * L->K) /
+                                  (h->peak * (double)h->cores);
                 for (int ri = 0; ri < 3; ri++)
                     for (int mi = 0; mi < 2; mi++) {
                         if ((ri && rs[ri] == rs[0]) || (ri == 2 && rs[2] == rs[1]) ||
                             (mi && mcs[1] == mcs[0]))
+                            continue;
+                        double nrb = (double)((TH + rs[ri] - 1) / rs[ri]) * (double)L->batch;
+                        if (nrb * u_bytes / h->bw > C->wino_max_u_ratio * t_direct)
                             continue;
                         if (n >= cap)
                             return n;
