@@ -8,7 +8,8 @@
 // layer4 3x3 conv (512 channels, 7x7), a 1x1 conv with and without a bias + relu epilogue, a
 // depthwise 3x3 conv and a 3x3 stride-2 transposed conv; GPT-2's three projections at 64 tokens;
 // ResNet-18's 3x3 convs of layer2 and layer3. -cold: caches flushed before each timed run. See README.md here.
-// Usage: cpu_gemm_speed [-k N] [CASE...]    (-k: configs measured per case, default 1 or 2;
+// Usage: cpu_gemm_speed [-k N] [-r RUNS] [CASE...]    (-k: configs measured per case, default 1
+// or 2; -r: timed runs per kernel, the best kept, default 5;
 // CASE: run only the cases whose name contains it). Exit status 1 when a kernel computed a wrong
 // result. Threads: OpenMP's (OMP_NUM_THREADS).
 #include "../../tests/unit/graph_builder.h" // the unit tests' graph inputs and outputs
@@ -32,6 +33,7 @@ static int g_k;       // configs per case (-k); 0: the case's default
 static char **g_only; // case name filters
 static int g_n_only;
 static int g_wrong; // kernels that computed a wrong result
+static int g_reps = 5; // timed runs per kernel, the best kept (-r)
 
 // -cputime: the calling thread's CPU time instead of the wall clock, for comparing kernels at
 // OMP_NUM_THREADS=1 on a machine other processes share (time-slicing then does not count).
@@ -118,7 +120,8 @@ static void kernel_inputs(CModule *mod, const char *fn, const PrimGraph *pg, con
         in[j] = buf[c->inputs[j]];
         reordered[j] = NULL;
         if (pf && pf(j, NULL, NULL)) {
-            size_t nb = tensor_nbytes(pg->tensors[c->inputs[j]]);
+            size_t nb = (size_t)ckernel_prepack_bytes(
+                pf, j, (int64_t)tensor_nbytes(pg->tensors[c->inputs[j]]));
             reordered[j] = aligned_alloc(64, (nb + 63) / 64 * 64);
             ORCH_ASSERT(pf(j, in[j], reordered[j]) == 1);
             in[j] = reordered[j];
@@ -213,7 +216,7 @@ static void speed_graph(const char *name, PrimGraph *pg, double flops, int k_def
         const void *in[16];
         void *reordered[16];
         kernel_inputs(mod, fn, pg, c, buf, in, reordered);
-        double t = best_time(f, in, out, 5);
+        double t = best_time(f, in, out, g_reps);
         for (int j = 0; j < c->n_inputs; j++)
             free(reordered[j]);
         bool ok = matches(out, buf[c->output], on);
@@ -399,12 +402,14 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-k") && i + 1 < argc) {
             g_k = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+            g_reps = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 5;
         } else if (!strcmp(argv[i], "-cold")) {
             g_cold = 1;
         } else if (!strcmp(argv[i], "-cputime")) {
             g_cputime = 1;
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [-k CONFIGS] [-cold] [-cputime] [CASE...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-k CONFIGS] [-r RUNS] [-cold] [-cputime] [CASE...]\n", argv[0]);
             return 2;
         } else {
             g_only = argv + i;

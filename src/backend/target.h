@@ -82,7 +82,16 @@ static inline bool ckernel_op_abi(const Prim *sink) {
 // src and dst are not NULL, writes into dst (tensor_nbytes of the input, not overlapping src)
 // the bytes of src reordered; 0 for any other input. Whoever calls NAME passes in[i] = that
 // reordered copy for those inputs (ckernel_prepack below; runtime/session.c, the kernel lab).
+// A copy may also be larger than the input (a transform, not a reordering: Winograd's weights):
+// then NAME_prepack(i, NULL, p), p pointing to an int64_t, stores its size in bytes there
+// (ckernel_prepack_bytes); kernels whose copy has the input's size leave *p alone.
 typedef int (*CPrepackFn)(int input, const void *src, void *dst);
+// The bytes of pf's copy of input i, whose own size is input_bytes.
+static inline int64_t ckernel_prepack_bytes(CPrepackFn pf, int i, int64_t input_bytes) {
+    int64_t b = input_bytes;
+    pf(i, NULL, &b);
+    return b;
+}
 // Name of NAME's prepack entry point ("NAME_prepack") into buf.
 void ckernel_prepack_name(const char *kernel, char *buf, size_t n);
 

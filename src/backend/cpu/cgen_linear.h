@@ -1,9 +1,10 @@
 // The C target's emitter for candidates built around one LINEAR primitive (emit_linear.c,
-// emit_matmul.c, emit_conv.c): matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM
+// emit_matmul.c, emit_conv.c, emit_winograd.c): matmul (batched, broadcast batch dims) as a BLIS-style packed GEMM
 // with an AVX-512/AVX2/portable register-tile micro-kernel, GEMV and dot paths for skinny
 // products; 1-, 2- and 3-D convolution and transposed convolution as an implicit GEMM (patch
 // panels packed per tile, never a materialised im2col; the transposed one gathers input pixels
-// where the stride divides); depthwise 2-D convolution as a direct kernel. Pointwise primitives
+// where the stride divides); 3x3 stride-1 convolution also as Winograd F(2x2) / F(4x4);
+// depthwise 2-D convolution as a direct kernel. Pointwise primitives
 // feeding the LINEAR's operands (prologues) are evaluated while packing; pointwise primitives
 // after it up to the sink (epilogues) are applied as each output tile is finished. The candidate
 // is codegen's batch of GEMMs (linear_spec.h); values come from codegen (linear_values.h, cexpr.h).
@@ -27,8 +28,10 @@ enum {
     CLIN_DOT = 2,    // N <= 4: dot products along K ("v=dot")
     CLIN_DIRECT = 3, // depthwise 2-D conv, direct (cls=dwconv "v=direct")
     CLIN_COL2IM = 4, // transposed conv as the GEMM of W^T and X, then col2im ("v=col2im")
-    CLIN_PADCONV = 5 // 2-D conv read from a zero-padded, stride-phase-split copy of X's rows, no
-                     // im2col (lin_emit_padconv; "v=padconv")
+    CLIN_PADCONV = 5, // 2-D conv read from a zero-padded, stride-phase-split copy of X's rows, no
+                      // im2col (lin_emit_padconv; "v=padconv")
+    CLIN_WINOGRAD = 6 // 3x3 stride-1 conv as Winograd F(m x m, 3 x 3), W transformed at load
+                      // (lin_emit_winograd; "v=winograd")
 };
 // How the tile variants read B (CLinConfig.packb): in place (0), packed per call into panels
 // (1), or packed once at load by fn_prepack into the panel order the kernel reads in place (2).
@@ -42,16 +45,18 @@ enum { CLIN_PACK_DIRECT = 0, CLIN_PACK_PER_CALL = 1, CLIN_PACK_PREPACKED = 2 };
 // fields a variant does not use are 0. Canonical desc, by variant:
 //   tile, col2im: "cls=C v=tile|col2im mr=.. nr=.. kc=.. mc=.. nc=.. packA=.. packB=.."
 //   padconv:      "cls=C v=padconv mr=.. nr=.. kc=.. mc=.. rows=.. packA=.."
+//   winograd:     "cls=conv v=winograd m=2|4 mr=.. nr=.. mc=.. rows=.."
 //   gemv:         "cls=C v=gemv jb=.."
 //   dot, direct:  "cls=C v=dot", "cls=C v=direct"
-// (C: matmul, conv, dwconv). KernelConfig.p[]: variant, mr, nr (gemv: jb), kc, mc, nc (padconv:
-// rows), packa, packb.
+// (C: matmul, conv, dwconv). KernelConfig.p[]: variant, mr, nr (gemv: jb), kc (winograd: m), mc,
+// nc (padconv, winograd: rows), packa, packb.
 typedef struct CLinConfig {
     int cls;            // CCLS_MATMUL, CCLS_CONV or CCLS_DWCONV
     int variant;        // CLIN_*
     int mr, nr;         // register tile: rows x columns (tile, col2im, padconv)
     int64_t kc, mc, nc; // cache blocks of K, M, N (BLIS; padconv: kc and mc)
-    int64_t rows;       // padconv: output rows per task
+    int64_t rows;       // padconv: output rows per task; winograd: tile rows per task
+    int wm;             // winograd: output tile m (F(m x m, 3 x 3)), 2 or 4
     int64_t jb;         // gemv: output columns per task
     int packa, packb;   // CLIN_PACK_* (packb: tile and col2im only)
 } CLinConfig;
@@ -70,8 +75,9 @@ int cgen_lin_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw, 
 // Appends the definition of `void fn(const void *const *in, void *out)` and its static helpers
 // (named fn_*) to src. A config with packb = CLIN_PACK_PREPACKED (a constant B) also defines
 // `int fn_prepack(int input, const void *src, void *dst)`: the kernel then reads that input in
-// the layout fn_prepack writes (the same bytes, reordered), which whoever loads the kernel must
-// apply once to the constant (runtime/session.c, the kernel lab; see cprepack.h).
+// the layout fn_prepack writes (the same bytes, reordered; the winograd variant's transformed
+// weights are larger: target.h's size query), which whoever loads the kernel must apply once to
+// the constant (the CPU session, the kernel lab, orch export's model_init).
 int cgen_lin_emit(const PrimGraph *pg, const Candidate *c, const KernelConfig *cfg, const char *fn,
                   StrBuf *src, Err *e);
 // Vector helpers (orch_lv_*) the micro-kernels use; appended after cgen_prelude().
@@ -96,6 +102,20 @@ bool lin_padconv_ok(const Lin *L);
 double lin_padconv_fill(const Lin *L, int64_t R);
 int lin_emit_padconv(Emit *E, Err *e);
 int lin_emit_gemv(Emit *E, Err *e);
+// The register-tile micro-kernel fn_NAME(kc, a, b, rsb, c, ldc, accum) on a packed A panel (mr
+// values per k) and B rows rsb floats apart, nr columns.
+void lin_emit_uk(Emit *E, const char *name, int mr, int nr);
+
+// emit_winograd.c. Whether the winograd variant applies: a 2-D 3x3 conv, stride 1, dilation 1,
+// one group of at least LIN_WINO_MIN_C input channels (fewer leave the GEMMs too short to pay
+// for the transforms), W a constant read by the conv alone (transformed at load); X a kernel
+// input or computed by a fused prologue.
+#define LIN_WINO_MIN_C 8
+bool lin_winograd_ok(const Lin *L);
+// A task's scratch bytes (padded input rows, transformed input, GEMM results) for m, R tile rows
+// and the register tile.
+double lin_winograd_bytes(const Lin *L, int m, int64_t R, int nr, int mr);
+int lin_emit_winograd(Emit *E, Err *e);
 int lin_emit_dot(Emit *E, Err *e);
 
 // emit_conv.c: the patch packer of a conv reading X in place (fn_packb's body; kc_max: the

@@ -347,6 +347,29 @@ typedef struct CpuConvModel {
     double line;
     // mc for an mc x kc A block in this share of L2: 0.25. Not recorded.
     double mc_l2_frac;
+    // -- winograd (score_winograd, enum_cfgs).
+    // Seconds per transformed input value written (B^T d B, one vector loop over a task's
+    // tiles, loads interleaved by m) and per GEMM result read by the output transform (A^T M A,
+    // stores interleaved by m, rows copied out): 0.3e-9 each. Fitted on ResNet-18's 64-channel
+    // 56x56 3x3 conv at one thread (Xeon, AVX-512; m = 4: 0.97 ms measured, 0.6 ms from the GEMM
+    // at the tile's efficiency and the copies), checked on its 128-channel 28x28 (0.79 ms
+    // measured, 0.67 ms modelled).
+    double wino_in_s;
+    double wino_out_s;
+    // Tile rows per task for a task's scratch (padded rows, transformed input, GEMM results) to
+    // fit this share of L2: 0.5. Not fitted.
+    double wino_l2_frac;
+    // Factor on the register tile's efficiency: the B panel's rows are a task's padded tile
+    // count apart, read from L2 for every mr output channels: 0.9. Not fitted.
+    double wino_eff;
+    // Winograd is offered only where reading its transformed weights from memory, once per row
+    // block, takes at most this share of the direct conv's FLOPs at the cores' peak: 1. The lab
+    // times a kernel with its weights hot; in a plan the other layers evict them. ResNet-18's
+    // 512-channel 7x7 layer at m = 2 (16.8 MB of transformed weights, ratio 2.8) measured
+    // 1.18 ms in the lab and 6.5 ms in the plan (one thread; the column tile it displaced: 4.4
+    // ms); its 256-channel 14x14 layer (4.2 MB, ratio 0.7) kept its gain there (2.1 against 2.7
+    // ms). 2-core Xeon, AVX-512, a loaded machine.
+    double wino_max_u_ratio;
 } CpuConvModel;
 
 static const CpuConvModel cpu_conv_model = {
@@ -361,6 +384,11 @@ static const CpuConvModel cpu_conv_model = {
     .b_row_lines = 3.0,
     .line = 64.0,
     .mc_l2_frac = 0.25,
+    .wino_in_s = 0.3e-9,
+    .wino_out_s = 0.3e-9,
+    .wino_l2_frac = 0.5,
+    .wino_eff = 0.9,
+    .wino_max_u_ratio = 1.0,
 };
 
 // Whether the generated kernel forks: enough work to pay for waking the threads.
@@ -545,12 +573,59 @@ static double score_padconv(const Lin *L, const Hw *h, const CLinConfig *t) {
     return overlap(par_time(L, h, tasks, t1), mem_floor(L, h));
 }
 
+// Winograd F(m x m, 3 x 3): (m + 2)^2 GEMMs of OC x C by the task's padded tile columns at the
+// register tile's efficiency, the input transform (per output-channel block of a task), the
+// padded rows copied, the output transform.
+static double score_winograd(const Lin *L, const Hw *h, const CLinConfig *t) {
+    const CpuGemmModel *G = &cpu_gemm_model;
+    const CpuConvModel *C = &cpu_conv_model;
+    double mr = (double)t->mr, nr = (double)t->nr;
+    int m = t->wm, a = m + 2;
+    double T = (double)(a * a);
+    double nv = nr / h->lanes, acc = mr * nv;
+    double eff = ORCH_MIN(1.0, acc / G->acc_full) * acc / (acc + 1.0) * C->wino_eff;
+    if (acc + nv + 1 > h->vregs)
+        eff *= G->spill;
+    else if (acc + nv + 1 > h->vregs - G->slack_regs)
+        eff *= G->no_slack;
+    if (mr * (double)L->C * 4 > h->l1 * G->l1_frac)
+        eff *= G->l1_over;
+    int64_t TH = (L->out[0] + m - 1) / m, TW = (L->out[1] + m - 1) / m;
+    int64_t R = ORCH_MIN(t->rows, TH);
+    double Mr = cdiv((double)L->OC, mr) * mr, mc = ORCH_MIN((double)t->mc, Mr);
+    double nob = cdiv(Mr, mc), nrb = cdiv((double)TH, (double)R), B = (double)L->batch;
+    // GEMM columns over the row blocks (a dummy tile per tile row, whole nr panels): full
+    // blocks and the last.
+    int64_t last = TH - (int64_t)(nrb - 1) * R;
+    double cols = (nrb - 1) * cdiv((double)(R * (TW + 1)), nr) * nr +
+                  cdiv((double)(last * (TW + 1)), nr) * nr;
+    double Cc = (double)L->C;
+    double t_gemm = 2.0 * B * T * Mr * Cc * cols / (h->peak * eff);
+    double tiles = (double)(TH * (TW + 1));
+    double t_in = B * nob * T * Cc * tiles * C->wino_in_s;
+    // The strips: copied rows, or X's values one by one through a fused prologue (as the patch
+    // gather).
+    double t_fill = B * nob * Cc * (double)(a * TH * (TW + 1) * m) *
+                    (L->pa >= 0 ? C->fill_s : C->packb_s);
+    double t_out = B * T * (double)L->OC * tiles * C->wino_out_s;
+    if (lin_winograd_bytes(L, m, R, t->nr, t->mr) > h->l2 * C->wino_l2_frac)
+        t_gemm /= G->l2_over;
+    double t1 = t_gemm + t_in + t_fill + t_out;
+    // Every row block reads its output channels' transformed weights once: (m + 2)^2 / 9 of W's
+    // bytes, from L3 or memory (ResNet's 512-channel layers: 16.8 MB at m = 2, read at batch 1
+    // for 49 pixels).
+    double ub = 4.0 * T * Mr * Cc;
+    double tm = mem_floor(L, h) + B * nrb * ub / (ub <= h->l3 ? G->bw_l3 : h->bw);
+    return overlap(par_time(L, h, B * nrb * nob, t1), tm);
+}
+
 static double score_cfg(const Lin *L, const Hw *h, const CLinConfig *t) {
     const CpuGemmModel *G = &cpu_gemm_model;
     double flops = 2.0 * (double)L->batch * (double)L->M * (double)L->N * (double)L->K;
     switch (t->variant) {
     case CLIN_TILE: return score_tile(L, h, t);
     case CLIN_PADCONV: return score_padconv(L, h, t);
+    case CLIN_WINOGRAD: return score_winograd(L, h, t);
     case CLIN_GEMV: {
         double tasks = (double)L->batch * cdiv((double)L->N, (double)t->jb);
         double t1 = flops / (h->peak * G->gemv_eff);
@@ -606,6 +681,15 @@ void cgen_lin_config_pack(const CLinConfig *t, KernelConfig *k) {
                  "cls=%s v=padconv mr=%d nr=%d kc=%lld mc=%lld rows=%lld packA=%d", cls, t->mr,
                  t->nr, (long long)t->kc, (long long)t->mc, (long long)t->rows, t->packa);
         break;
+    case CLIN_WINOGRAD:
+        P[P_MR] = t->mr;
+        P[P_NR] = t->nr;
+        P[P_KC] = t->wm;
+        P[P_MC] = t->mc;
+        P[P_NC] = t->rows;
+        snprintf(k->desc, sizeof k->desc, "cls=%s v=winograd m=%d mr=%d nr=%d mc=%lld rows=%lld",
+                 cls, t->wm, t->mr, t->nr, (long long)t->mc, (long long)t->rows);
+        break;
     case CLIN_DOT: snprintf(k->desc, sizeof k->desc, "cls=%s v=dot", cls); break;
     default: snprintf(k->desc, sizeof k->desc, "cls=%s v=direct", cls); break;
     }
@@ -633,6 +717,13 @@ void cgen_lin_config_unpack(const KernelConfig *k, CLinConfig *t) {
             t->packb = (int)P[P_PACKB];
         break;
     case CLIN_GEMV: t->jb = P[P_NR]; break;
+    case CLIN_WINOGRAD:
+        t->mr = (int)P[P_MR];
+        t->nr = (int)P[P_NR];
+        t->wm = (int)P[P_KC];
+        t->mc = P[P_MC];
+        t->rows = P[P_NC];
+        break;
     default: break;
     }
 }
@@ -804,6 +895,62 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
             }
         }
     }
+    if (lin_winograd_ok(L)) {
+        // Winograd F(2x2) and F(4x4): the row tiles of the padded-input conv; tile rows per task
+        // for enough tasks over the cores, or for the task's scratch to fit part of L2; output
+        // channels all in one task, or split over the cores where the tile rows are few.
+        for (int wm = 2; wm <= 4; wm += 2) {
+            int64_t TH = (L->out[0] + wm - 1) / wm;
+            for (int si = 0; si < ns; si++) {
+                int64_t mr = shapes[si][0], nr = shapes[si][1];
+                if (nr < 16 || mr == 16)
+                    continue;
+                int64_t Mr = (L->M + mr - 1) / mr * mr;
+                int64_t per_img =
+                    ORCH_MAX(1, (int64_t)ceil(C->tasks_per_core * h->cores / (double)L->batch));
+                int64_t r_par = ORCH_MAX(1, (TH + per_img - 1) / per_img), r_l2 = 1;
+                while (r_l2 < TH && lin_winograd_bytes(L, wm, r_l2 + 1, (int)nr, (int)mr) <=
+                                        h->l2 * C->wino_l2_frac)
+                    r_l2++;
+                // ... or the tile rows (up to r_l2) whose GEMM columns, a dummy tile per row,
+                // fill the nr-wide panels best (ResNet's 14x14 at m = 4: 3 rows of 5 tiles fill
+                // 15 of 16 columns, 4 rows 20 of 32).
+                int64_t TW1 = (L->out[1] + wm - 1) / wm + 1, r_fill = 1;
+                double fill_best = 0;
+                for (int64_t r = 1; r <= r_l2; r++) {
+                    double f = (double)(r * TW1) / (double)((r * TW1 + nr - 1) / nr * nr);
+                    if (f >= fill_best - 1e-9)
+                        fill_best = f, r_fill = r;
+                }
+                int64_t rs[3] = {ORCH_MIN(r_par, r_l2), r_l2, r_fill};
+                int64_t mcs[2] = {Mr, ORCH_MAX(mr, (Mr / mr + h->cores - 1) / h->cores * mr)};
+                // The transformed weights from memory once per row block, against the direct
+                // conv's FLOPs at the cores' peak (wino_max_u_ratio).
+                double u_bytes = 4.0 * (double)((wm + 2) * (wm + 2)) * (double)(Mr * L->C);
+                double t_direct = 2.0 * (double)(L->batch * L->M * L->N * L->K) /
+                                  (h->peak * (double)h->cores);
+                for (int ri = 0; ri < 3; ri++)
+                    for (int mi = 0; mi < 2; mi++) {
+                        if ((ri && rs[ri] == rs[0]) || (ri == 2 && rs[2] == rs[1]) ||
+                            (mi && mcs[1] == mcs[0]))
+                            continue;
+                        double nrb = (double)((TH + rs[ri] - 1) / rs[ri]) * (double)L->batch;
+                        if (nrb * u_bytes / h->bw > C->wino_max_u_ratio * t_direct)
+                            continue;
+                        if (n >= cap)
+                            return n;
+                        CLinConfig t = {.cls = CCLS_CONV,
+                                        .variant = CLIN_WINOGRAD,
+                                        .wm = wm,
+                                        .mr = (int)mr,
+                                        .nr = (int)nr,
+                                        .mc = mcs[mi],
+                                        .rows = rs[ri]};
+                        cgen_lin_config_pack(&t, &out[n++]);
+                    }
+            }
+        }
+    }
     if (!L->conv && L->pb >= 0 && L->M <= G->gemv_max_m && n + (int)ORCH_COUNT(G->gemv_jb) <= cap) {
         for (size_t i = 0; i < ORCH_COUNT(G->gemv_jb); i++)
             cgen_lin_config_pack(
@@ -816,13 +963,13 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
     return n;
 }
 
-// Whether a and b have the same variant, and with `tile`, the same register tile rows and
-// packing.
+// Whether a and b have the same variant (winograd: and m), and with `tile`, the same register
+// tile rows and packing.
 static bool same_structure(const KernelConfig *a, const KernelConfig *b, bool tile) {
     CLinConfig x, y;
     cgen_lin_config_unpack(a, &x);
     cgen_lin_config_unpack(b, &y);
-    return x.variant == y.variant &&
+    return x.variant == y.variant && x.wm == y.wm &&
            (!tile || (x.mr == y.mr && x.packa == y.packa && x.packb == y.packb));
 }
 
@@ -920,6 +1067,7 @@ static int emit_kernel(const Lin *L, const KernelConfig *cfg, const char *fn, St
     case CLIN_DIRECT: rc = lin_emit_dw(&E, e); break;
     case CLIN_COL2IM: rc = lin_emit_col2im(&E, e); break;
     case CLIN_PADCONV: rc = lin_emit_padconv(&E, e); break;
+    case CLIN_WINOGRAD: rc = lin_emit_winograd(&E, e); break;
     default: rc = err_set(e, ST_INVALID, "linear kernel %s: unknown config '%s'", fn, cfg->desc);
     }
     cexpr_free(E.x);

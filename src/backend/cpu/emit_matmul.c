@@ -72,6 +72,10 @@ static void emit_uk(Emit *E, const char *name, int mr, int nr, bool strided) {
     sb_puts(s, "#endif\n}\n\n");
 }
 
+void lin_emit_uk(Emit *E, const char *name, int mr, int nr) {
+    emit_uk(E, name, mr, nr, false);
+}
+
 // The column micro-kernel for a tile narrower than nr (packed A, mr a multiple of every vector
 // width): the vectors run down mr rows of the A panel and each of the n columns broadcasts its B
 // value, so a tail of n columns costs n/nr of a full tile instead of all of it (a 7x7 image has

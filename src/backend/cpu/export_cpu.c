@@ -267,7 +267,7 @@ static void model_c(StrBuf *b, const ArtifactContents *a, const ExportPlan *x, c
             sb_printf(b,
                       "    if (!(m->priv[%d] = buf64(%lld)))\n        return init_fail(m, "
                       "weights_path, \"out of memory reordering a weight\");\n",
-                      k, (long long)T->bytes);
+                      k, (long long)ckernel_prepack_bytes(pp->pf[i], j, T->bytes));
             sb_printf(b, "    %s_prepack(%d, m->consts + %lld, m->priv[%d]); // launch %d's copy\n",
                       L->symbol, j, (long long)T->offset, k, i);
         }

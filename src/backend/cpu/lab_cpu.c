@@ -96,7 +96,9 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
     for (int i = 0; i < c->n_inputs && ok; i++) {
         const Tensor *t = pg->tensors[c->inputs[i]];
         size_t b = tensor_nbytes(t);
-        in[i] = aligned_buffer(b);
+        bool reorders = prepack && prepack(i, NULL, NULL);
+        in[i] = aligned_buffer(
+            reorders ? (size_t)ckernel_prepack_bytes(prepack, i, (int64_t)b) : b);
         ok = in[i] != NULL && values[c->inputs[i]] != NULL;
         if (ok && b && !(prepack && prepack(i, values[c->inputs[i]], in[i])))
             memcpy(in[i], values[c->inputs[i]], b);

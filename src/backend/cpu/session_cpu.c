@@ -170,9 +170,14 @@ int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, i
                              what, L->symbol, i, j);
                 break;
             }
-            if (!reorders)
+            if (!reorders) {
                 shared[t] = true;
-            else if (own_l[t] < 0)
+                continue;
+            }
+            // A copy larger than the constant (a transform) cannot replace it in the blob.
+            if (ckernel_prepack_bytes(pf[i], j, P->tensors[t].bytes) != P->tensors[t].bytes)
+                shared[t] = true;
+            if (own_l[t] < 0)
                 own_l[t] = i, own_j[t] = j;
             else if (own_j[t] != j || strcmp(P->launches[own_l[t]].symbol, L->symbol) != 0)
                 shared[t] = true;
@@ -225,10 +230,11 @@ static int prepack_constants(CpuSession *s, const CPrepackFn *pf, Err *e) {
                 own_l[t] = -1;
                 continue;
             }
-            void *buf = aligned_buffer(T->bytes);
+            int64_t nb = ckernel_prepack_bytes(pf[i], j, T->bytes);
+            void *buf = aligned_buffer(nb);
             if (!buf) {
                 rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering a weight (%lld bytes)",
-                             what, (long long)T->bytes);
+                             what, (long long)nb);
                 break;
             }
             pf[i](j, src, buf);

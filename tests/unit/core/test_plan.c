@@ -1,7 +1,8 @@
 // Plans and the runtime session without a C compiler: every kernel runs on the primitive
 // interpreter (PLAN_INTERP / PLAN_OPAQUE), except hand-written PLAN_GENERATED kernels that live
 // in this binary and are found through the session's resolver (one reads its constant reordered
-// by its NAME_prepack: in place when it is the constant's only reader, a private copy otherwise). Each plan is checked against an
+// by its NAME_prepack: in place when it is the constant's only reader, a private copy otherwise,
+// or where the copy is larger than the constant). Each plan is checked against an
 // independent brute force (no two arena tensors live at the same launch overlap, liveness covers
 // every read and write, peak <= sum), run through the session against prim_interp_run (bit for
 // bit, with aligned and unaligned caller buffers, poisoned before the run), and serialised: the
@@ -567,9 +568,12 @@ static void *resolve_test(void *ctx, const char *symbol) {
 // As gen_sub_mul, but w arrives reversed: gen_rev_prepack reverses it, once, at session creation.
 static int gen_rev_w; // the position of w in in[]
 static int gen_rev_prepacks;
+// The copy is larger than w (a transform, as Winograd's weights): 64 floats, w reversed twice
+// over, and the kernel reads the second half, past the constant's own bytes.
+static bool gen_rev_big;
 
 static void gen_rev(const void *const *in, void *out) {
-    const float *x = in[1 - gen_rev_w], *w = in[gen_rev_w];
+    const float *x = in[1 - gen_rev_w], *w = (const float *)in[gen_rev_w] + (gen_rev_big ? 32 : 0);
     float *y = out;
     for (int i = 0; i < 32; i++) {
         float d = (float)((double)x[i] - (double)w[31 - i]);
@@ -580,9 +584,14 @@ static void gen_rev(const void *const *in, void *out) {
 static int gen_rev_prepack(int input, const void *src, void *dst) {
     if (input != gen_rev_w)
         return 0;
-    if (src && dst) {
-        for (int i = 0; i < 32; i++)
-            ((float *)dst)[i] = ((const float *)src)[31 - i];
+    if (!src) {
+        if (dst && gen_rev_big)
+            *(int64_t *)dst = 64 * sizeof(float);
+        return 1;
+    }
+    if (dst) {
+        for (int i = 0; i < (gen_rev_big ? 64 : 32); i++)
+            ((float *)dst)[i] = ((const float *)src)[31 - i % 32];
         gen_rev_prepacks++;
     }
     return 1;
@@ -607,7 +616,8 @@ static void *resolve_rev(void *ctx, const char *symbol) {
 // private reordered copy and the add the row-major original. Either way the outputs are the
 // interpreter's bit for bit; a session that skipped the reorder (or reordered w for the add as
 // well) would not be.
-static void reordered_constant(bool shared) {
+static void reordered_constant(bool shared, bool big) {
+    gen_rev_big = big;
     TG g;
     tg_init(&g);
     int x = tg_input(&g, 2, d48);
@@ -650,14 +660,22 @@ static void reordered_constant(bool shared) {
     selection_free(&sel);
     cand_set_free(cs);
     tg_free(&g);
+    gen_rev_big = false;
 }
 
 static void reordered_constant_in_place(void) {
-    reordered_constant(false);
+    reordered_constant(false, false);
 }
 
 static void reordered_constant_shared(void) {
-    reordered_constant(true);
+    reordered_constant(true, false);
+}
+
+// A copy larger than the constant (the size query of target.h): a private copy of that size even
+// for the only reader, transformed once; read as the raw constant, the outputs would differ.
+static void reordered_constant_larger(void) {
+    reordered_constant(false, true);
+    reordered_constant(true, true);
 }
 
 static void generated_kernel(void) {
@@ -1121,6 +1139,7 @@ int main(int argc, char **argv) {
     RUN(packing_brute_force);
     RUN(generated_kernel);
     RUN(reordered_constant_in_place);
+    RUN(reordered_constant_larger);
     RUN(reordered_constant_shared);
     RUN(run_allocates_nothing);
     RUN(plan_errors);

@@ -32,8 +32,8 @@
 
 enum { NHW = 3, MAXK = 64 };
 static HwInfo g_hw[NHW];
-// Configs seen per class (KernelConfig.cls, 1..8) and per linear variant (CLIN_*, 0..5).
-static int g_seen_cls[9], g_seen_var[6], g_configs;
+// Configs seen per class (KernelConfig.cls, 1..8) and per linear variant (CLIN_*, 0..6).
+static int g_seen_cls[9], g_seen_var[7], g_configs;
 
 static void model_machines(void) {
     memset(g_hw, 0, sizeof g_hw);
@@ -139,6 +139,10 @@ static bool fields_ok(const KernelConfig *k) {
             return k->cls == CCLS_CONV && t.mr >= 1 && t.nr >= 16 && t.nr % 16 == 0 && t.kc >= 1 &&
                    t.mc >= t.mr && t.mc % t.mr == 0 && t.rows >= 1 &&
                    (t.packa == CLIN_PACK_PER_CALL || t.packa == CLIN_PACK_PREPACKED);
+        case CLIN_WINOGRAD:
+            return k->cls == CCLS_CONV && (t.wm == 2 || t.wm == 4) && t.mr >= 1 && t.nr >= 16 &&
+                   t.nr % 16 == 0 && t.mc >= t.mr && t.mc % t.mr == 0 && t.rows >= 1 &&
+                   t.kc == 0 && t.packa == 0 && t.packb == 0;
         case CLIN_GEMV: return k->cls == CCLS_MATMUL && t.jb >= 8;
         case CLIN_DOT: return k->cls == CCLS_MATMUL;
         case CLIN_DIRECT: return k->cls == CCLS_DWCONV;
@@ -212,7 +216,7 @@ static void check_graph(const char *name, PrimGraph *pg) {
                 if (cf[j].cls >= CCLS_MATMUL && cf[j].cls <= CCLS_DWCONV) {
                     CLinConfig t;
                     cgen_lin_config_unpack(&cf[j], &t);
-                    if (t.variant >= 0 && t.variant < 6)
+                    if (t.variant >= 0 && t.variant < 7)
                         g_seen_var[t.variant]++;
                 }
                 configs++;
@@ -398,17 +402,17 @@ static void operators(void) {
 
 static void every_class_seen(void) {
     static const char *cls[] = {"", "pw", "red", "matmul", "conv", "dwconv", "mlp", "attn", "op"};
-    static const char *var[] = {"tile", "gemv", "dot", "direct", "col2im", "padconv"};
+    static const char *var[] = {"tile", "gemv", "dot", "direct", "col2im", "padconv", "winograd"};
     printf("  %d configs:", g_configs);
     for (int c = 1; c < 9; c++)
         printf(" %s %d", cls[c], g_seen_cls[c]);
     printf("; linear variants:");
-    for (int v = 0; v < 6; v++)
+    for (int v = 0; v < 7; v++)
         printf(" %s %d", var[v], g_seen_var[v]);
     printf("\n");
     for (int c = 1; c < 9; c++)
         CHECK_MSG(g_seen_cls[c] > 0, "no config of class %s", cls[c]);
-    for (int v = 0; v < 6; v++)
+    for (int v = 0; v < 7; v++)
         CHECK_MSG(g_seen_var[v] > 0, "no linear config of variant %s", var[v]);
 }
 
@@ -469,6 +473,16 @@ static void canonical_layouts(void) {
                          &k);
     check_layout(&k, CCLS_CONV, (const int64_t[]){5, 12, 32, 144, 36, 7, 2}, 7,
                  "cls=conv v=padconv mr=12 nr=32 kc=144 mc=36 rows=7 packA=2");
+    cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_CONV,
+                                       .variant = CLIN_WINOGRAD,
+                                       .wm = 4,
+                                       .mr = 8,
+                                       .nr = 32,
+                                       .mc = 64,
+                                       .rows = 3},
+                         &k);
+    check_layout(&k, CCLS_CONV, (const int64_t[]){6, 8, 32, 4, 64, 3}, 6,
+                 "cls=conv v=winograd m=4 mr=8 nr=32 mc=64 rows=3");
     cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_MATMUL, .variant = CLIN_GEMV, .jb = 256}, &k);
     check_layout(&k, CCLS_MATMUL, (const int64_t[]){1, 0, 256}, 3, "cls=matmul v=gemv jb=256");
     cgen_lin_config_pack(&(CLinConfig){.cls = CCLS_MATMUL, .variant = CLIN_DOT}, &k);

@@ -6,7 +6,7 @@
 // |got - ref| <= 1e-4 |ref| + 1e-4 max|ref|; the configs the model proposed must cover every
 // variant (checked through CLinConfig, cgen_linear.h). The kernels' speed is a benchmark,
 // bench/kernels/cpu_gemm_speed.c.
-// Environment: ORCH_TEST_SEED.
+// Environment: ORCH_TEST_SEED, ORCH_TEST_ONLY (one group: conv_cases, conv_winograd, ...).
 #include "candidates/candidates.h"
 #include "../check.h"
 #include "../graph_builder.h"
@@ -31,7 +31,14 @@ static TargetMachine g_m; // the CPU target on this machine (g_hw is its hw)
 static int g_kernels, g_candidates;
 // Kernels checked per variant: tile packA=1/0, packB=2/1/0, gemv, dot, direct depthwise.
 static int g_seen_packa[3], g_seen_packb[3], g_seen_gemv, g_seen_dot, g_seen_dw, g_seen_col2im,
-    g_seen_convt_tile, g_seen_colk, g_seen_padconv, g_seen_padconv_w;
+    g_seen_convt_tile, g_seen_colk, g_seen_padconv, g_seen_padconv_w, g_seen_wino[5];
+// Winograd cases: the configs every supported candidate is emitted in instead of the model's
+// (g_n_force of them), graph inputs drawn non-negative (activations after a ReLU), the worst
+// error seen relative to the output's largest magnitude, per m.
+static KernelConfig g_force[8];
+static int g_n_force;
+static bool g_nonneg;
+static double g_wino_err[5];
 
 static float frand(void) {
     return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
@@ -65,8 +72,13 @@ static void **eval_all(const PrimGraph *pg) {
             memcpy(buf[t], T->data, nb);
         }
     }
-    for (int i = 0; i < pg->n_inputs; i++)
-        buf[pg->inputs[i]] = rand_buf(tensor_numel(pg->tensors[pg->inputs[i]]));
+    for (int i = 0; i < pg->n_inputs; i++) {
+        int64_t n = tensor_numel(pg->tensors[pg->inputs[i]]);
+        float *v = rand_buf(n);
+        for (int64_t k = 0; g_nonneg && k < n; k++)
+            v[k] = fabsf(v[k]);
+        buf[pg->inputs[i]] = v;
+    }
     for (int i = 0; i < pg->n_prims; i++) {
         const Prim *p = pg->prims[i];
         if (p->dead)
@@ -119,7 +131,8 @@ static bool kernel_inputs(CModule *mod, const char *fn, const PrimGraph *pg, con
         in[j] = buf[c->inputs[j]];
         reordered[j] = NULL;
         if (pf && pf(j, NULL, NULL)) {
-            size_t nb = tensor_nbytes(pg->tensors[c->inputs[j]]);
+            size_t nb = (size_t)ckernel_prepack_bytes(
+                pf, j, (int64_t)tensor_nbytes(pg->tensors[c->inputs[j]]));
             reordered[j] = aligned_alloc(64, (nb + 63) / 64 * 64);
             CHECK(pf(j, in[j], reordered[j]) == 1);
             in[j] = reordered[j];
@@ -172,7 +185,11 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             continue;
         ncand++;
         KernelConfig cf[64];
-        int n = cgen_lin_configs(pg, c, &g_hw, cf, k ? k : 64);
+        int n = g_n_force;
+        if (n)
+            memcpy(cf, g_force, sizeof(KernelConfig) * (size_t)n);
+        else
+            n = cgen_lin_configs(pg, c, &g_hw, cf, k ? k : 64);
         CHECK_MSG(n >= 1, "%s: candidate %d supported but no config", name, c->id);
         for (int i = 0; i < n; i++) {
             P->jobs = xrealloc(P->jobs, sizeof(Job) * (size_t)(P->nj + 1));
@@ -197,6 +214,8 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
             g_seen_padconv += t.variant == CLIN_PADCONV;
             g_seen_padconv_w += t.variant == CLIN_PADCONV && t.packa == CLIN_PACK_PREPACKED;
             g_seen_dot += t.variant == CLIN_DOT;
+            if (t.variant == CLIN_WINOGRAD && (t.wm == 2 || t.wm == 4))
+                g_seen_wino[t.wm]++;
             g_seen_dw += t.variant == CLIN_DIRECT;
             g_seen_col2im += t.variant == CLIN_COL2IM;
             g_seen_convt_tile += strstr(name, "convT") && tile;
@@ -211,12 +230,13 @@ static void check_graph(const char *name, PrimGraph *pg, int k, int min_cands) {
     printf("  %s: %d candidates, %d kernels\n", name, ncand, P->nj);
 }
 
-// Whether the config's kernel reads an input reordered once at load (B prepacked, or padconv's W):
-// then it exports NAME_prepack.
+// Whether the config's kernel reads an input reordered once at load (B prepacked, padconv's or
+// column tiles' W, winograd's transformed W): then it exports NAME_prepack.
 static bool reorders_at_load(const KernelConfig *cfg) {
     CLinConfig t;
     cgen_lin_config_unpack(cfg, &t);
-    return t.packb == CLIN_PACK_PREPACKED || t.packa == CLIN_PACK_PREPACKED;
+    return t.packb == CLIN_PACK_PREPACKED || t.packa == CLIN_PACK_PREPACKED ||
+           t.variant == CLIN_WINOGRAD;
 }
 
 // Builds the pending graphs' units in parallel, runs every kernel and compares.
@@ -254,6 +274,17 @@ static void flush(void) {
                 free(reordered[j]);
             int64_t bad;
             double w = compare(out, P->buf[c->output], n, &bad);
+            CLinConfig tc;
+            cgen_lin_config_unpack(&P->jobs[i].cfg, &tc);
+            if (tc.variant == CLIN_WINOGRAD && (tc.wm == 2 || tc.wm == 4)) {
+                const float *ref = P->buf[c->output];
+                double mx = 0, d = 0;
+                for (int64_t x = 0; x < n; x++) {
+                    mx = fmax(mx, fabs(ref[x]));
+                    d = fmax(d, fabs((double)out[x] - ref[x]));
+                }
+                g_wino_err[tc.wm] = fmax(g_wino_err[tc.wm], mx > 0 ? d / mx : d);
+            }
             CHECK_MSG(w <= 0, "%s: candidate %d (%d prims) config '%s': out[%lld] = %g, want %g",
                       P->name, c->id, c->n_prims, P->jobs[i].cfg.desc, (long long)bad,
                       bad >= 0 ? out[bad] : 0.0,
@@ -626,8 +657,9 @@ static void conv_cases(void) {
         {"convT4x4_s2_g2_relu", 2, 1, 4, 6, {4, 5}, {4, 4}, {2, 2}, {1, 1}, {1, 0}, {1, 2}, 2, 1, true, 2, true, {0, 0}},
         {"convT3_d2_1d", 1, 1, 3, 2, {7}, {3}, {1}, {2}, {0}, {1}, 1, 0, false, 2, true, {0}},
         {"convT3d_s2", 3, 1, 2, 3, {3, 4, 3}, {3, 2, 3}, {2, 1, 2}, {1, 1, 1}, {1, 0, 0}, {0, 0, 1}, 1, 1, false, 2, true, {1, 0, 0}},
-        // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks.
-        {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 12, false, {0}},
+        // 49 pixels (a narrow last tile: the column kernel for mr=16), 3 row panels, K in blocks;
+        // 16 configs, as winograd m=2 and m=4 take some of the first.
+        {"conv3x3_7x7_oc40_relu", 2, 1, 48, 40, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 16, false, {0}},
         {"dw3x3_pro", 2, 1, 3, 3, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 3, 1, true, 0, false, {0}},
         // Depthwise on the padded plane: channel counts off the vector width, MobileNet's 7x7
         // planes, a strided 5x5 with a prologue, dilation with asymmetric padding, two images.
@@ -655,6 +687,166 @@ static void conv_cases(void) {
     conv_after_pad();
     conv_w_input();
     flush();
+}
+
+// ---- Winograd ----
+
+// Every supported candidate of the case (the conv and its epilogues) in winograd configs: m = 2
+// and 4, row tiles of 16 and 32 columns, all output channels in one task or split, one or more
+// tile rows per task.
+static void wino_one(const ConvCase *cc) {
+    int64_t cfgs[][5] = {{2, 8, 32, 0, 1}, {2, 6, 16, 6, 2}, {4, 14, 32, 14, 1},
+                         {4, 8, 16, 0, 3}, {4, 4, 32, 8, 2}};
+    g_n_force = 0;
+    for (size_t i = 0; i < ORCH_COUNT(cfgs); i++) {
+        int64_t mr = cfgs[i][1], Mr = (cc->OC + mr - 1) / mr * mr;
+        CLinConfig t = {.cls = CCLS_CONV,
+                        .variant = CLIN_WINOGRAD,
+                        .wm = (int)cfgs[i][0],
+                        .mr = (int)mr,
+                        .nr = (int)cfgs[i][2],
+                        .mc = cfgs[i][3] ? cfgs[i][3] : Mr,
+                        .rows = cfgs[i][4]};
+        cgen_lin_config_pack(&t, &g_force[g_n_force++]);
+    }
+    conv_one(cc);
+    g_n_force = 0;
+}
+
+// A reflect-like Pad (a LAYOUT table) before an unpadded conv, as style-transfer nets export
+// it, then a ReLU: X is the table's value, read through the patch reader.
+static void wino_after_pad(void) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, 9, 7, 10}, pd[] = {1, 9, 9, 12}, wd[] = {12, 9, 3, 3},
+                  od[] = {1, 12, 7, 10};
+    int x = gb_input(pg, "x", 4, xd);
+    PB b = {pg, "pad"};
+    int64_t th[9], tw[12];
+    for (int i = 0; i < 9; i++)
+        th[i] = i == 0 ? 1 : i == 8 ? 5 : i - 1;
+    for (int i = 0; i < 12; i++)
+        tw[i] = i == 0 ? 1 : i == 11 ? 8 : i - 1;
+    int64_t *tables[4] = {NULL, NULL, th, tw};
+    int xp = pb_table(&b, x, pd, tables, 0.0);
+    b.origin = "conv";
+    int w = add_const(&b, 4, wd);
+    LinearParams lp = {
+        .op = LIN_CONV, .n_spatial = 2, .group = 1, .stride = {1, 1}, .dilation = {1, 1}};
+    gb_output(pg, pb_ew1(&b, EW_RELU, pb_conv(&b, &lp, xp, w, od)));
+    const ConvCase cc = {.OC = 12};
+    int64_t cfgs[][5] = {{2, 8, 32, 0, 1}, {4, 6, 16, 6, 2}};
+    g_n_force = 0;
+    for (size_t i = 0; i < ORCH_COUNT(cfgs); i++) {
+        int64_t mr = cfgs[i][1], Mr = (cc.OC + mr - 1) / mr * mr;
+        CLinConfig t = {.cls = CCLS_CONV,
+                        .variant = CLIN_WINOGRAD,
+                        .wm = (int)cfgs[i][0],
+                        .mr = (int)mr,
+                        .nr = (int)cfgs[i][2],
+                        .mc = cfgs[i][3] ? cfgs[i][3] : Mr,
+                        .rows = cfgs[i][4]};
+        cgen_lin_config_pack(&t, &g_force[g_n_force++]);
+    }
+    check_graph("wino_pad_conv_relu", pg, 0, 3);
+    g_n_force = 0;
+}
+
+// ResNet-like magnitudes: activations after a ReLU (non-negative), weights of He's scale
+// (uniform with variance 2 / (9 C)), deep channel counts; every kernel must agree with the
+// interpreter (float64) within the lab's float32 tolerance.
+static void wino_resnet_like(const char *name, int64_t C, int64_t OC, int64_t HW, int m) {
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, C, HW, HW}, wd[] = {OC, C, 3, 3}, od[] = {1, OC, HW, HW};
+    int x = gb_input(pg, "x", 4, xd);
+    PB b = {pg, "conv"};
+    int64_t nw = OC * C * 9;
+    float *wv = rand_buf(nw);
+    float sc = (float)sqrt(3.0 * 2.0 / (9.0 * (double)C));
+    for (int64_t i = 0; i < nw; i++)
+        wv[i] *= sc;
+    int w = pb_const(&b, DT_FLOAT, 4, wd, wv);
+    free(wv);
+    LinearParams lp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {1, 1},
+                       .dilation = {1, 1},
+                       .pad_begin = {1, 1},
+                       .pad_end = {1, 1}};
+    gb_output(pg, pb_conv(&b, &lp, x, w, od));
+    g_n_force = 0;
+    CLinConfig t = {.cls = CCLS_CONV,
+                    .variant = CLIN_WINOGRAD,
+                    .wm = m,
+                    .mr = 8,
+                    .nr = 32,
+                    .mc = (OC + 7) / 8 * 8,
+                    .rows = 2};
+    cgen_lin_config_pack(&t, &g_force[g_n_force++]);
+    g_nonneg = true;
+    check_graph(name, pg, 1, 1);
+    flush();
+    g_nonneg = false;
+    g_n_force = 0;
+}
+
+static void conv_winograd(void) {
+    // clang-format off
+    static const ConvCase cases[] = {
+        // Odd output sizes (partial tiles in both directions), C and OC off 16, two images.
+        {"wino_9x11_p1", 2, 2, 9, 17, {9, 11}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 0, false, 0, false, {0}},
+        {"wino_13x10_p0_relu", 2, 2, 8, 20, {13, 10}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 1, false, 0, false, {0}},
+        {"wino_7x9_p2_sig_res", 2, 2, 19, 7, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, 1, 2, false, 0, false, {0}},
+        {"wino_asym_gelu", 2, 1, 12, 9, {10, 13}, {3, 3}, {1, 1}, {1, 1}, {0, 2}, {1, 0}, 1, 3, false, 0, false, {0}},
+        {"wino_14x14_c40_relu", 2, 2, 40, 33, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, 1, false, 0, false, {0}},
+        {"wino_2x3_p0", 2, 1, 10, 5, {4, 5}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, 1, 0, false, 0, false, {0}},
+        // X scaled by a fused prologue (read through the patch reader), with an epilogue.
+        {"wino_pro_sig_res", 2, 2, 11, 13, {9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {2, 0}, 1, 2, true, 0, false, {0}},
+    };
+    // clang-format on
+    for (size_t i = 0; i < ORCH_COUNT(cases); i++)
+        wino_one(&cases[i]);
+    wino_after_pad();
+    flush();
+    wino_resnet_like("wino_resnet_256_14x14_m4", 256, 24, 14, 4);
+    wino_resnet_like("wino_resnet_512_7x7_m4", 512, 16, 7, 4);
+    wino_resnet_like("wino_resnet_64_28x28_m4", 64, 24, 28, 4);
+    wino_resnet_like("wino_resnet_512_7x7_m2", 512, 16, 7, 2);
+    printf("  winograd kernels m=2 %d, m=4 %d; worst |err| / max|ref|: m=2 %.2e, m=4 %.2e\n",
+           g_seen_wino[2], g_seen_wino[4], g_wino_err[2], g_wino_err[4]);
+    CHECK(g_seen_wino[2] >= 12 && g_seen_wino[4] >= 12);
+    // The model offers both on a ResNet-like layer (3x3, stride 1, 64 channels).
+    PrimGraph *pg = prim_graph_create(NULL);
+    const int64_t xd[] = {1, 64, 28, 28}, wd[] = {64, 64, 3, 3};
+    int x = gb_input(pg, "x", 4, xd);
+    PB b = {pg, "conv"};
+    int w = add_const(&b, 4, wd);
+    LinearParams lp = {.op = LIN_CONV,
+                       .n_spatial = 2,
+                       .group = 1,
+                       .stride = {1, 1},
+                       .dilation = {1, 1},
+                       .pad_begin = {1, 1},
+                       .pad_end = {1, 1}};
+    gb_output(pg, pb_conv(&b, &lp, x, w, xd));
+    CandidateSet *cs = NULL;
+    Err e = {0};
+    CHECK(cand_enumerate(pg, NULL, 0, &cs, &e) == ST_OK && cs);
+    int seen[5] = {0};
+    for (int ci = 0; cs && ci < cs->n; ci++) {
+        KernelConfig cf[16];
+        int n = cgen_lin_configs(pg, &cs->c[ci], &g_hw, cf, 16);
+        for (int i = 0; i < n; i++) {
+            CLinConfig t;
+            cgen_lin_config_unpack(&cf[i], &t);
+            if (t.variant == CLIN_WINOGRAD && (t.wm == 2 || t.wm == 4))
+                seen[t.wm]++;
+        }
+    }
+    printf("  64ch 28x28 3x3: top 16 configs hold winograd m=2 %d, m=4 %d\n", seen[2], seen[4]);
+    CHECK(seen[2] > 0 && seen[4] > 0);
+    cand_set_free(cs);
+    prim_graph_free(pg);
 }
 
 // The configs the model proposed exercised every code path.
@@ -685,6 +877,14 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// ORCH_TEST_ONLY=NAME runs that group alone (and not variants_covered, which needs them all).
+#define RUN_ONLY(fn)                                                                               \
+    do {                                                                                           \
+        const char *only_ = getenv("ORCH_TEST_ONLY");                                              \
+        if (!only_ || !strcmp(only_, #fn))                                                         \
+            RUN(fn);                                                                               \
+    } while (0)
+
 int main(void) {
     unsigned seed = (unsigned)time(NULL);
     const char *env = getenv("ORCH_TEST_SEED");
@@ -700,13 +900,15 @@ int main(void) {
     g_hw = g_m.hw;
     printf("hw: %s\n", g_hw.fingerprint);
     double t0 = now();
-    RUN(matmul_sizes);
-    RUN(matmul_batched);
-    RUN(matmul_prepacked);
-    RUN(matmul_fused);
-    RUN(onnx_gemm_conv_bn);
-    RUN(conv_cases);
-    RUN(variants_covered);
+    RUN_ONLY(matmul_sizes);
+    RUN_ONLY(matmul_batched);
+    RUN_ONLY(matmul_prepacked);
+    RUN_ONLY(matmul_fused);
+    RUN_ONLY(onnx_gemm_conv_bn);
+    RUN_ONLY(conv_cases);
+    RUN_ONLY(conv_winograd);
+    if (!getenv("ORCH_TEST_ONLY"))
+        RUN(variants_covered);
     printf("%d candidates, %d kernels checked in %.1f s\n", g_candidates, g_kernels, now() - t0);
     return CHECK_DONE();
 }
