@@ -899,7 +899,11 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
         // Winograd F(2x2) and F(4x4): the row tiles of the padded-input conv; tile rows per task
         // for enough tasks over the cores, or for the task's scratch to fit part of L2; output
         // channels all in one task, or split over the cores where the tile rows are few.
-        for (int wm = 2; wm <= 4; wm += 2) {
+        // F(4x4) is emitted when asked for (tests force it) but not offered: its error, ten times
+        // F(2x2)'s a layer, compounds through a deep ResNet (FCN-ResNet50 missed the compile's
+        // end-to-end check, 2.46e-4 against a bound of 2.38e-4, where F(2x2) and the direct
+        // kernels pass); it needs an error budget over the whole plan first.
+        for (int wm = 2; wm <= 2; wm += 2) {
             int64_t TH = (L->out[0] + wm - 1) / wm;
             for (int si = 0; si < ns; si++) {
                 int64_t mr = shapes[si][0], nr = shapes[si][1];

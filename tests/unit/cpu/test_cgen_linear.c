@@ -815,7 +815,8 @@ static void conv_winograd(void) {
     printf("  winograd kernels m=2 %d, m=4 %d; worst |err| / max|ref|: m=2 %.2e, m=4 %.2e\n",
            g_seen_wino[2], g_seen_wino[4], g_wino_err[2], g_wino_err[4]);
     CHECK(g_seen_wino[2] >= 12 && g_seen_wino[4] >= 12);
-    // The model offers both on a ResNet-like layer (3x3, stride 1, 64 channels).
+    // The model offers F(2x2) on a ResNet-like layer (3x3, stride 1, 64 channels), and not F(4x4),
+    // whose error compounds through deep networks (emit_linear.c).
     PrimGraph *pg = prim_graph_create(NULL);
     const int64_t xd[] = {1, 64, 28, 28}, wd[] = {64, 64, 3, 3};
     int x = gb_input(pg, "x", 4, xd);
@@ -844,7 +845,7 @@ static void conv_winograd(void) {
         }
     }
     printf("  64ch 28x28 3x3: top 16 configs hold winograd m=2 %d, m=4 %d\n", seen[2], seen[4]);
-    CHECK(seen[2] > 0 && seen[4] > 0);
+    CHECK(seen[2] > 0 && seen[4] == 0);
     cand_set_free(cs);
     prim_graph_free(pg);
 }
