@@ -78,7 +78,8 @@ fi
 
 # 3. what the runtime-only program links and what the library exports
 if [ -x "$work/run_artifact" ]; then
-    heavy=$(LD_LIBRARY_PATH=$LIBDIR ldd "$work/run_artifact" | grep -iE 'cbc|clp|coin|lapack|blas|sqlite|protobuf' | awk '{print $1}' | tr '\n' ' ')
+    # The libraries' names only: a path (the random temporary prefix) may hold "clp" or "blas".
+    heavy=$(LD_LIBRARY_PATH=$LIBDIR ldd "$work/run_artifact" | awk '{print $1}' | grep -iE 'cbc|clp|coin|lapack|blas|sqlite|protobuf' | tr '\n' ' ')
     exported=$(nm -D --defined-only "$LIBDIR/liborch-runtime.so" | awk '{print $3}' | grep -v '^orch_' | tr '\n' ' ')
     if [ -n "$heavy" ]; then
         bad runtime_links "the runtime-only program links: $heavy"
