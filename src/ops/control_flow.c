@@ -94,6 +94,16 @@ static void bind_consts(const SubGraph *sg, const int *ids, Scope *s) {
         scope_bind(s, sg->consts[i]->name, ids[i]);
 }
 
+// The body's constants copied into the graph under prefix and bound in s (a body instantiated
+// once: an If's branch, an inlined attribute body).
+static void copy_bind_consts(Graph *g, const SubGraph *sg, const char *prefix, Scope *s) {
+    int *consts = xmalloc(sizeof(int) * (size_t)(sg->n_consts + 1));
+    for (int i = 0; i < sg->n_consts; i++)
+        consts[i] = copy_const(g, prefix, sg->consts[i]);
+    bind_consts(sg, consts, s);
+    free(consts);
+}
+
 // Copies the body's nodes into the graph (appended), inputs resolved in b, outputs new tensors
 // named under prefix and bound in b's scope.
 static int instantiate(Graph *g, const Node *owner, const char *attr, const char *prefix, Body *b,
@@ -200,11 +210,7 @@ static int expand_if(Graph *g, Node *n, Err *e) {
     char prefix[300];
     snprintf(prefix, sizeof prefix, "%.200s/%s", n->name, cond ? "then" : "else");
     Body b = {sg, n->in + (cond ? then_at : else_at), {0}};
-    int *consts = xmalloc(sizeof(int) * (size_t)(sg->n_consts + 1));
-    for (int i = 0; i < sg->n_consts; i++)
-        consts[i] = copy_const(g, prefix, sg->consts[i]);
-    bind_consts(sg, consts, &b.scope);
-    free(consts);
+    copy_bind_consts(g, sg, prefix, &b.scope);
     int rc = instantiate(g, n, attr, prefix, &b, e);
     for (int j = 0; j < n->n_out && rc == ST_OK; j++) {
         if (n->out[j] < 0)
@@ -416,11 +422,7 @@ int ctrl_inline_attr(Graph *g, const Node *n, const char *attr, const int *forma
     Body b = {sg, n->in + outer_at, {0}};
     for (int i = 0; i < n_formals; i++)
         scope_bind(&b.scope, sg->in[i], formals[i]);
-    int *consts = xmalloc(sizeof(int) * (size_t)(sg->n_consts + 1));
-    for (int i = 0; i < sg->n_consts; i++)
-        consts[i] = copy_const(g, prefix, sg->consts[i]);
-    bind_consts(sg, consts, &b.scope);
-    free(consts);
+    copy_bind_consts(g, sg, prefix, &b.scope);
     int rc = instantiate(g, n, attr, prefix, &b, e);
     for (int j = 0; j < n_outs && rc == ST_OK; j++) {
         outs[j] = body_resolve(&b, sg->out[j]);
