@@ -55,6 +55,18 @@ typedef struct LabJob {
     char note[256]; // why it failed
 } LabJob;
 
+// Where a lab's devices spend their time, summed over devices (seconds): waiting for the program
+// of the next kernel to be built, loading modules; and of the checks: marking the kernel pending
+// in the profile database before it first runs, uploading inputs, the first run (outputs
+// poisoned, launched, waited for), downloading and comparing outputs; and how many inputs were
+// uploaded and how many were found already on the device, left there by the job before;
+// capturing a library call into the CUDA graph it is timed in.
+typedef struct LabSplit {
+    double build_wait_s, load_s;
+    double pending_s, upload_s, first_s, verify_s, capture_s;
+    int64_t uploads, reused;
+} LabSplit;
+
 typedef struct LabOptions {
     int jobs;            // parallel compiler processes (0: cores)
     int per_unit;        // kernels per translation unit (0: lab_unit_size; up to 16 C, 32 CUDA)
@@ -77,6 +89,8 @@ typedef struct LabOptions {
     // Where set, the devices' seconds (summed over devices) checking kernels (inputs uploaded,
     // outputs downloaded and compared) and timing them: where the measuring goes.
     double *check_s, *time_s;
+    // Where set, where the devices' time went, added to (a lab that does not split it leaves it).
+    struct LabSplit *split;
     // When set, the modules the lab built (whole units) are handed over instead of freed:
     // appended to *keep (realloc'd), *n_keep counts them; the caller passes them to the target's
     // build (which may reuse one as the artefact's module, saving a build) and frees them with

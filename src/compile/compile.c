@@ -632,6 +632,7 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
                          .measure_s = &d->rep->t_lab_measure,
                          .check_s = &d->rep->t_lab_check,
                          .time_s = &d->rep->t_lab_time,
+                         .split = &d->rep->lab_split,
                          .ctx = &lc,
                          .keep = &d->mods,
                          .n_keep = &d->n_mods};
@@ -2088,6 +2089,15 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->t_lab_measure += r->t_lab_measure;
     rep->t_lab_check += r->t_lab_check;
     rep->t_lab_time += r->t_lab_time;
+    rep->lab_split.build_wait_s += r->lab_split.build_wait_s;
+    rep->lab_split.load_s += r->lab_split.load_s;
+    rep->lab_split.capture_s += r->lab_split.capture_s;
+    rep->lab_split.pending_s += r->lab_split.pending_s;
+    rep->lab_split.upload_s += r->lab_split.upload_s;
+    rep->lab_split.first_s += r->lab_split.first_s;
+    rep->lab_split.verify_s += r->lab_split.verify_s;
+    rep->lab_split.uploads += r->lab_split.uploads;
+    rep->lab_split.reused += r->lab_split.reused;
     rep->lab_devices = r->lab_devices; // one machine, opened alike for every set
     for (int i = 0; i < r->lab_devices; i++) {
         rep->lab_device[i] = r->lab_device[i];
@@ -2277,6 +2287,16 @@ void compile_report_print(const CompileReport *r, FILE *f) {
             fprintf(f, " (devices checking %.2f s, timing %.2f s)", r->t_lab_check,
                     r->t_lab_time);
         fputc('\n', f);
+        const LabSplit *cs = &r->lab_split;
+        if (cs->uploads + cs->reused > 0)
+            fprintf(f,
+                    "devices: waiting for builds %.2f s, loading modules %.2f s; checks: marking "
+                    "pending %.2f s, uploading %.2f s (%lld inputs; %lld more found on the "
+                    "device), first runs %.2f s, downloading and comparing %.2f s, capturing "
+                    "library calls %.2f s\n",
+                    cs->build_wait_s, cs->load_s, cs->pending_s, cs->upload_s,
+                    (long long)cs->uploads, (long long)cs->reused, cs->first_s, cs->verify_s,
+                    cs->capture_s);
     } else if (r->t_lab_build + r->t_lab_measure > 0) {
         fprintf(f, "measured on the CPU: tune %.2f s, of which emitting and building kernels %.2f s, "
                    "checking and timing them %.2f s\n",

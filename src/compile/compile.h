@@ -14,6 +14,7 @@
 
 #include "../ir/graph.h"
 #include "../plan/artifact.h"
+#include "../backend/kernel_lab.h"
 #include "../prim/prim.h"
 
 #include <stdio.h>
@@ -109,6 +110,7 @@ typedef struct CompileReport {
     // Of the measuring, the device seconds spent checking kernels (inputs up, outputs down and
     // compared with the reference) and timing them (0: a lab that does not split it).
     double t_lab_check, t_lab_time;
+    LabSplit lab_split; // where t_lab_check went
                                        // on its devices (0 where the lab does not say: the CPU)
     double max_err;                        // the end-to-end check's worst error (relative to its bound)
     const char *precision;                 // precision_name of the compile's precision

@@ -47,6 +47,8 @@ static const struct {
     SYM(cuMemGetInfo, "cuMemGetInfo_v2", NULL),
     SYM(cuMemAlloc, "cuMemAlloc_v2", NULL),
     SYM(cuMemFree, "cuMemFree_v2", NULL),
+    SYM(cuMemAllocHost, "cuMemAllocHost_v2", NULL),
+    SYM(cuMemFreeHost, "cuMemFreeHost", NULL),
     SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
     SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
     SYM(cuMemcpyDtoD, "cuMemcpyDtoD_v2", NULL),

@@ -131,6 +131,8 @@ typedef struct CudaApi {
     CUresult (*cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);        // cuMemGetInfo_v2
     CUresult (*cuMemAlloc)(CUdeviceptr *ptr, size_t bytes);                   // cuMemAlloc_v2
     CUresult (*cuMemFree)(CUdeviceptr ptr);                                   // cuMemFree_v2
+    CUresult (*cuMemAllocHost)(void **ptr, size_t bytes);                     // ..._v2
+    CUresult (*cuMemFreeHost)(void *ptr);
     CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes); // ..._v2
     CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);       // ..._v2
     CUresult (*cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes); // ..._v2

@@ -42,6 +42,7 @@ typedef struct Unit {
     size_t size;
     Err err;    // the compile's error
     bool built; // compiled (or failed to): cubin and err are final; under the Compiler's mu
+    double build_s; // NVRTC's wall seconds on this unit
 } Unit;
 
 // Emits jobs idx[0..n) into one program; jobs whose emit fails are marked and left out.
@@ -117,7 +118,9 @@ static void *compile_worker(void *arg) {
         pthread_mutex_unlock(&c->mu);
         if (i >= c->n)
             return NULL;
+        double t = now_s();
         compile_one(&c->units[i], i, c->arch);
+        c->units[i].build_s = now_s() - t;
         pthread_mutex_lock(&c->mu);
         c->units[i].built = true;
         c->t_end = now_s();
@@ -200,12 +203,24 @@ typedef struct Lab {
     CUdeviceptr pool, scratch, ws;
     size_t pool_bytes, scratch_bytes, ws_bytes; // ws: the library calls' workspace
     void *host_out;                             // download buffer, pool_bytes
+    bool host_pinned;                           // host_out is page-locked (cuMemAllocHost)
+    // The inputs the last job left in the pool: the configs of one candidate, measured one after
+    // another, read the same tensors at the same offsets, so each is uploaded once, not once a
+    // config (a job's outputs are carved after its inputs and never overlap them).
+    struct {
+        int tensor;
+        size_t off, bytes;
+    } resident[ORCH_CUDA_MAX_IN];
+    int n_resident;
     void *spin_cubin;
     size_t spin_size;
     CUmodule spin_mod;
     CUfunction spin;
     bool lost; // a kernel faulted: the context (and CUDA in this process) is unusable
     double t_check, t_time; // seconds checking kernels and timing them (measure)
+    LabSplit split;    // where t_check went
+    double slowest_capture_s; // the longest capture of a library call, and its config
+    char slowest_capture[160];
 } Lab;
 
 static void gpu_close(Lab *L) {
@@ -226,7 +241,15 @@ static void gpu_close(Lab *L) {
             api->cuStreamDestroy(L->stream);
         if (L->spin_mod)
             api->cuModuleUnload(L->spin_mod);
+        if (L->host_pinned)
+            api->cuMemFreeHost(L->host_out);
     }
+    // Page-locked memory of a lost context went with it.
+    if (!L->host_pinned)
+        free(L->host_out);
+    L->host_out = NULL;
+    L->host_pinned = false;
+    L->n_resident = 0;
     // A lost context's objects are gone with it: nothing to free but the reference.
     if (L->open)
         cuda_device_close(&L->dev);
@@ -254,6 +277,16 @@ static int gpu_open(Lab *L, Err *e) {
         CUDA_TRY(api, e, cuModuleGetFunction, &L->spin, L->spin_mod, CUDA_SPIN_SYMBOL)) {
         err_prefix(e, "CUDA lab: setting up the GPU (a %zu-byte buffer pool): ", L->pool_bytes);
         return e->code;
+    }
+    // Outputs come down into page-locked memory (about twice as fast as into pageable memory,
+    // which the driver stages); where the system will not lock that much, into malloc'd memory.
+    void *h = NULL;
+    if (api->cuMemAllocHost(&h, L->pool_bytes) == CUDA_SUCCESS) {
+        L->host_out = h;
+        L->host_pinned = true;
+    } else if (!(L->host_out = malloc(L->pool_bytes))) {
+        return err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes per GPU)",
+                       L->pool_bytes);
     }
     return ST_OK;
 }
@@ -389,7 +422,10 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         args.in[c->n_inputs] = out_at[1];
         args.in[c->n_inputs + 1] = flag;
     }
-    if (opt->before_run && opt->before_run(opt->ctx, j)) {
+    double t_pending = now_s();
+    int skip = opt->before_run ? opt->before_run(opt->ctx, j) : 0;
+    L->split.pending_s += now_s() - t_pending;
+    if (skip) {
         j->status = LAB_SKIPPED;
         snprintf(j->note, sizeof j->note, "skipped: it crashed an earlier run");
         return;
@@ -400,16 +436,35 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         return;
     }
     Err ce = {0};
+    bool reused = false, checked_again = false;
+check:;
+    double t_up = now_s();
+    int n_res = 0;
     for (int i = 0; i < c->n_inputs; i++) {
-        size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]);
+        size_t b = tensor_nbytes(pg->tensors[c->inputs[i]]), at = (size_t)(args.in[i] - L->pool);
+        bool resident = false;
+        for (int k = 0; k < L->n_resident && !resident; k++)
+            resident = L->resident[k].tensor == c->inputs[i] && L->resident[k].off == at &&
+                       L->resident[k].bytes == b;
         // On the lab's stream: the kernel runs there, and that stream does not wait for the
         // legacy default stream (non-blocking), where cuMemcpyHtoD and cuMemsetD8 would run.
-        if (b &&
+        if (b && !resident &&
             CUDA_TRY(api, &ce, cuMemcpyHtoDAsync, args.in[i], values[c->inputs[i]], b, L->stream)) {
+            L->n_resident = 0;
             job_crashed(L, j, "uploading its inputs", &ce);
             return;
         }
+        reused = reused || (resident && b);
+        L->split.reused += resident && b;
+        L->split.uploads += !resident && b;
+        L->resident[n_res].tensor = c->inputs[i];
+        L->resident[n_res].off = at;
+        L->resident[n_res].bytes = b;
+        n_res++;
     }
+    L->n_resident = n_res; // this job's inputs, and nothing the outputs below overwrite
+    double t_first = now_s();
+    L->split.upload_s += t_first - t_up;
     for (int o = 0; o < n_out; o++) // poison: NaN / -1
         if (out_at[o] && CUDA_TRY(api, &ce, cuMemsetD8Async, out_at[o], 0xff,
                                   tensor_nbytes(pg->tensors[outs[o]]), L->stream)) {
@@ -439,10 +494,18 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         job_crashed(L, j, "on its first run", &ce);
         return;
     }
+    double t_verify = now_s();
+    L->split.first_s += t_verify - t_first;
     int status = 0;
     if (flag && CUDA_TRY(api, &ce, cuMemcpyDtoH, &status, flag, sizeof status)) {
         job_crashed(L, j, "downloading its status", &ce);
         return;
+    }
+    if (status && reused && !checked_again) { // see below
+        L->n_resident = 0;
+        checked_again = true;
+        L->split.verify_s += now_s() - t_verify;
+        goto check;
     }
     if (status) {
         j->status = LAB_WRONG;
@@ -462,6 +525,16 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         }
         if (!lab_outputs_agree_tol(T->dtype, tensor_numel(T), L->host_out, values[outs[o]], j->tol,
                                    &err, why, sizeof why)) {
+            // An earlier kernel that wrote outside its output could have changed inputs left in
+            // the pool: a kernel found wrong on reused inputs is checked again on fresh ones.
+            if (reused && !checked_again) {
+                L->n_resident = 0;
+                checked_again = true;
+                L->split.verify_s += now_s() - t_verify;
+                goto check;
+            }
+            L->split.verify_s += now_s() - t_verify;
+            L->n_resident = 0; // it may have written outside its output
             j->status = LAB_WRONG;
             j->max_err = err;
             if (n_out > 1)
@@ -472,6 +545,7 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
         }
         j->max_err = ORCH_MAX(j->max_err, err);
     }
+    L->split.verify_s += now_s() - t_verify;
 
     // The session replays a library call inside a CUDA graph: one that cannot be captured (it
     // allocates or synchronises) is no config for it. It is timed as the session runs it, from
@@ -480,7 +554,14 @@ static void measure(Lab *L, const PrimGraph *pg, const Candidate *c, void **valu
     // and which made the same convolution measure 9 µs in one compile and 81-162 µs in another.
     CUgraphExec one_call = NULL;
     if (library) {
+        double t_capture = now_s();
         one_call = capture_batch(L, r, &args, 1);
+        t_capture = now_s() - t_capture;
+        L->split.capture_s += t_capture;
+        if (t_capture > L->slowest_capture_s) {
+            L->slowest_capture_s = t_capture;
+            snprintf(L->slowest_capture, sizeof L->slowest_capture, "%s", j->cfg.desc);
+        }
         if (!one_call) {
             j->status = LAB_BUILD_FAILED;
             snprintf(j->note, sizeof j->note,
@@ -705,7 +786,10 @@ static void run_kernel(Worker *w, LabJob *j, const CudaLaunch *g, const Unit *u)
         w->mod = NULL;
         w->unit = u;
     }
-    if (!w->mod && CUDA_TRY(api, &ce, cuModuleLoadData, &w->mod, u->cubin)) {
+    double t_load = now_s();
+    bool loaded = w->mod || CUDA_TRY(api, &ce, cuModuleLoadData, &w->mod, u->cubin) == ST_OK;
+    L->split.load_s += now_s() - t_load;
+    if (!loaded) {
         w->mod = NULL;
         j->status = LAB_BUILD_FAILED;
         snprintf(j->note, sizeof j->note, "the cubin does not load: %.220s", ce.msg);
@@ -735,8 +819,11 @@ static void work(Worker *w) {
             break;
         const Item *it = &sh->items[i];
         LabJob *j = &sh->jobs[it->job];
-        if (it->kind == ITEM_KERNEL && sh->comp)
+        if (it->kind == ITEM_KERNEL && sh->comp) {
+            double t = now_s();
             compiler_wait(sh->comp, it->unit);
+            w->L.split.build_wait_s += now_s() - t;
+        }
         if (it->kind == ITEM_KERNEL && !it->unit->cubin && it->unit->count > 1)
             continue; // built again kernel by kernel to find the culprit, measured then
         if (it->kind == ITEM_KERNEL && !it->unit->cubin) {
@@ -776,6 +863,52 @@ static void *worker_main(void *arg) {
     }
     gpu_close(&w->L);
     return NULL;
+}
+
+// One line naming the programs that took NVRTC longest and the kernel classes in them (cfg
+// "cls=NAME" counts): where a compile's building goes.
+static void note_slowest_units(const Unit *units, int nu, const LabJob *jobs, const LabOptions *opt) {
+    if (!opt->on_note || nu <= 0)
+        return;
+    double total = 0;
+    for (int u = 0; u < nu; u++)
+        total += units[u].build_s;
+    char line[600];
+    int len = snprintf(line, sizeof line, "NVRTC: %d programs, %.1f s of compiler time; longest:",
+                       nu, total);
+    bool *taken = xcalloc((size_t)nu, sizeof(bool));
+    for (int k = 0; k < 3 && k < nu; k++) {
+        int best = -1;
+        for (int u = 0; u < nu; u++)
+            if (!taken[u] && (best < 0 || units[u].build_s > units[best].build_s))
+                best = u;
+        taken[best] = true;
+        const Unit *U = &units[best];
+        len += snprintf(line + len, sizeof line - (size_t)ORCH_MIN(len, (int)sizeof line),
+                        "%s %.1f s (%d kernels:", k ? ";" : "", U->build_s, U->count);
+        // Classes in order of first appearance, with their counts.
+        char cls[8][24];
+        int cnt[8] = {0}, ncls = 0;
+        for (int i = 0; i < U->count; i++) {
+            const char *d = strstr(jobs[U->jobs[i]].cfg.desc, "cls=");
+            char name[24] = "?";
+            if (d)
+                sscanf(d + 4, "%23[^ ]", name);
+            int c = 0;
+            while (c < ncls && strcmp(cls[c], name) != 0)
+                c++;
+            if (c == ncls && ncls < 8)
+                snprintf(cls[ncls++], sizeof cls[0], "%s", name);
+            if (c < ncls)
+                cnt[c]++;
+        }
+        for (int c = 0; c < ncls && len < (int)sizeof line; c++)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s x%d", cls[c], cnt[c]);
+        if (len < (int)sizeof line)
+            len += snprintf(line + len, sizeof line - (size_t)len, ")");
+    }
+    free(taken);
+    opt->on_note(opt->ctx, line);
 }
 
 static void reset_jobs(LabJob *jobs, int n) {
@@ -880,16 +1013,9 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
                        .scratch_bytes = scratch_bytes,
                        .ws_bytes = ws_bytes};
     }
-    bool host_ok = true;
-    for (int k = 0; k < nw; k++) {
-        w[k].L.host_out = malloc(pool_bytes);
-        host_ok = host_ok && w[k].L.host_out;
-    }
     if (!spin_unit.cubin) {
         rc = err_set(e, spin_unit.err.code ? spin_unit.err.code : ST_RUNTIME,
                      "CUDA lab: the timing helper does not compile: %s", spin_unit.err.msg);
-    } else if (!host_ok) {
-        rc = err_set(e, ST_RUNTIME, "CUDA lab: out of host memory (%zu bytes per GPU)", pool_bytes);
     } else {
         for (int k = 0; k < nw; k++) {
             w[k].L.spin_cubin = spin_unit.cubin;
@@ -917,6 +1043,13 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
     }
     compiler_cancel(&comp); // where the measuring stopped early, nothing more to build
     double build_s = compiler_finish(&comp);
+    note_slowest_units(units, nu, jobs, opt);
+    if (opt->on_note && w[0].L.slowest_capture_s > 0.05) {
+        char line[300];
+        snprintf(line, sizeof line, "the longest capture of a library call: %.2f s (%s)",
+                 w[0].L.slowest_capture_s, w[0].L.slowest_capture);
+        opt->on_note(opt->ctx, line);
+    }
     sh.comp = NULL;
     // A program that failed to build is split into single kernels to find the culprit; they are
     // measured on the target device alone (a generator bug, not the common case).
@@ -957,6 +1090,18 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
             *opt->check_s += w[k].L.t_check;
         if (opt->time_s)
             *opt->time_s += w[k].L.t_time;
+        LabSplit *split = opt->split;
+        if (split) {
+            split->build_wait_s += w[k].L.split.build_wait_s;
+            split->load_s += w[k].L.split.load_s;
+            split->capture_s += w[k].L.split.capture_s;
+            split->pending_s += w[k].L.split.pending_s;
+            split->upload_s += w[k].L.split.upload_s;
+            split->first_s += w[k].L.split.first_s;
+            split->verify_s += w[k].L.split.verify_s;
+            split->uploads += w[k].L.split.uploads;
+            split->reused += w[k].L.split.reused;
+        }
     }
     int done = sh.done;
     for (int i = 0; i < n && rc != ST_OK; i++)
@@ -968,8 +1113,6 @@ int cuda_lab_run_devices(const PrimGraph *pg, const CandidateSet *cs, void **val
             opt->on_result)
             opt->on_result(opt->ctx, &jobs[i], ++done, n);
     gpu_close(&w[0].L);
-    for (int k = 0; k < nw; k++)
-        free(w[k].L.host_out);
     free(w);
     pthread_mutex_destroy(&sh.mu);
     pthread_mutex_destroy(&sh.qmu);
