@@ -241,6 +241,15 @@ static bool algo_exact_enough(const TargetOptions *opt, int algo, int dtype) {
     return cugen_prec_of(opt, DT_FLOAT) != PREC_FP32 || dtype != DNN_DATA_FLOAT ||
            (algo != DNN_ALGO_WINOGRAD && algo != DNN_ALGO_WINOGRAD_NONFUSED);
 }
+
+// The FFT algorithms are not offered: a session replays every call inside a CUDA graph, and
+// capturing one took up to 35 s (fft_tiling on a Segformer-B0 convolution, cuDNN 9.14, H200),
+// 50 s of that model's 153 s cold compile, where capturing any other algorithm takes
+// milliseconds; none was the fastest config of its convolution.
+static bool algo_captures_quickly(int algo) {
+    return algo != DNN_ALGO_FFT && algo != DNN_ALGO_FFT_TILING;
+}
+
 // ---- descriptors, heuristics, the call ----
 
 static const char *algo_name(int a) {
@@ -515,7 +524,7 @@ int dnn_configs_of_call(DnnCall call, int ordinal, const TargetOptions *opt, Ker
     for (int i = 0; ok && i < got && n < k; i++) {
         int math = allowed_math(opt, res[i].mathType, dt);
         if (res[i].status != 0 || math < 0 || res[i].algo < 0 || res[i].algo >= DNN_ALGO_COUNT ||
-            !algo_exact_enough(opt, res[i].algo, dt))
+            !algo_exact_enough(opt, res[i].algo, dt) || !algo_captures_quickly(res[i].algo))
             continue;
         // The workspace with the math type the call will run with.
         size_t ws = 0;

@@ -59,6 +59,8 @@ enum { DNN_DATA_FLOAT = 0, DNN_DATA_HALF = 2, DNN_DATA_BFLOAT16 = 9 };
 // cudnnConvolutionFwdAlgo_t values are 0 .. DNN_ALGO_COUNT - 1.
 #define DNN_ALGO_COUNT 8
 #define DNN_ALGO_IMPLICIT_PRECOMP_GEMM 1
+#define DNN_ALGO_FFT 4
+#define DNN_ALGO_FFT_TILING 5
 #define DNN_ALGO_WINOGRAD 6
 #define DNN_ALGO_WINOGRAD_NONFUSED 7
 // The workspace an algorithm may ask for (FFT algorithms of large convolutions ask for more;

@@ -33,6 +33,8 @@
 typedef struct Op {
     bool direct; // read in place from in[input] + base + row * ld + col
     bool vec;    // ... as float4 along the contiguous axis
+    bool rolled; // a long prologue: stored straight to shared memory from a loop not unrolled
+                 // in full (load_op), not staged in registers
     int input;
     char base[96];
     long long ld;
@@ -266,7 +268,10 @@ static bool patch32_ok(const Lin *L) {
 // Loads the slice of A (a: rows from bm0, columns from k = kb) or of B (rows from kb, columns
 // from bn0), rows x cols, into registers ra[] / ra4[] (rb[] / rb4[]): float4 groups where
 // op->vec, else element by element (a kernel input in place, the conv patch, a prologue's value).
-static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, int nt, Err *e) {
+#define ROLL_LINES 1024
+
+static int load_op(Emit *E, Op *op, bool a, int ind, int rows, int cols, int nt, bool smem_direct,
+                   Err *e) {
     const Lin *L = E->L;
     StrBuf *s = E->s;
     const char *r0 = a ? "bm0" : "kb", *c0 = a ? "kb" : "bn0";
@@ -301,6 +306,57 @@ static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, i
         patch_tab_next(E, ind, rows, nt);
         return ST_OK;
     }
+    // A value computed by a prologue (fused pointwise operators, a resize or a concatenation
+    // read in place) is emitted once and, where unrolling the staging loop in full would repeat
+    // it past ROLL_LINES lines, stored from a partly unrolled loop straight into the shared
+    // buffer the next slice is computed from (the SIMT kernels' float buffers: the other one is
+    // being read meanwhile), not staged in registers. NVRTC spent 3-4 s on each such kernel of
+    // Segformer-B0's decode head (64 copies of a 60-line bilinear prologue), 45 s of its compile.
+    if (!op->direct && !(!a && patch32_ok(L)) && smem_direct) {
+        StrBuf body;
+        sb_init(&body);
+        StrBuf *saved = E->s;
+        E->s = &body;
+        int rc = a ? lin_emit_a_value(E, ind + 2, gr, gc, "v_", e)
+                   : lin_emit_b_value(E, ind + 2, gr, gc, "v_", e);
+        E->s = saved;
+        int lines = 0;
+        for (size_t i = 0; i < body.len; i++)
+            lines += body.s[i] == '\n';
+        if (rc == ST_OK && (int64_t)lines * per > ROLL_LINES) {
+            op->rolled = true;
+            int unroll = ORCH_MAX(1, ORCH_MIN(per, ROLL_LINES / ORCH_MAX(lines, 1)));
+            sb_line(s, ind, "#pragma unroll %d\n", unroll);
+            sb_line(s, ind, "for (int q = 0; q < %d; q++) {\n", per);
+            sb_line(s, ind + 1, "const int e_ = tid + q * %d;\n", nt);
+            sb_line(s, ind + 1, "if (e_ >= %d) break;\n", els);
+            sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + e_ %% %d;\n", gr, r0,
+                    cols, gc, c0, cols);
+            sb_line(s, ind + 1, "float v_ = 0.0f;\n");
+            sb_line(s, ind + 1, "if (%s < %lld && %s < %lld) {\n", gr, nr, gc, nc);
+            sb_puts(s, body.s);
+            sb_line(s, ind + 1, "}\n");
+            if (a)
+                sb_line(s, ind + 1, "As[kt & 1][e_ %% %d][e_ / %d] = v_;\n", cols, cols);
+            else
+                sb_line(s, ind + 1, "Bs[kt & 1][e_ / %d][e_ %% %d] = v_;\n", cols, cols);
+            sb_line(s, ind, "}\n");
+            sb_free(&body);
+            return ST_OK;
+        }
+        share_loop(s, ind, per, nt);
+        sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + e_ %% %d;\n", gr, r0, cols,
+                gc, c0, cols);
+        sb_line(s, ind + 1, "float v_ = 0.0f;\n");
+        sb_line(s, ind + 1, "if (%s%s < %lld && %s < %lld) {\n", ebound(eb, els, nt), gr, nr, gc,
+                nc);
+        sb_puts(s, body.s);
+        sb_free(&body);
+        sb_line(s, ind + 1, "}\n");
+        sb_line(s, ind + 1, "%s[q] = v_;\n", reg);
+        sb_line(s, ind, "}\n");
+        return rc;
+    }
     share_loop(s, ind, per, nt);
     sb_line(s, ind + 1, "const int64_t %s = %s + e_ / %d, %s = %s + e_ %% %d;\n", gr, r0, cols, gc,
             c0, cols);
@@ -330,7 +386,9 @@ static int load_op(Emit *E, const Op *op, bool a, int ind, int rows, int cols, i
 static void store_ab(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn, int bk, int nt,
                      const char *buf) {
     StrBuf *s = E->s;
-    if (A->vec) {
+    if (A->rolled) {
+        // stored by load_op
+    } else if (A->vec) {
         int groups = bm * bk / 4, per = (groups + nt - 1) / nt;
         share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "const int r_ = e_ / %d, c_ = (e_ %% %d) * 4;\n", bk / 4, bk / 4);
@@ -347,7 +405,9 @@ static void store_ab(Emit *E, const Op *A, const Op *B, int ind, int bm, int bn,
         sb_line(s, ind + 1, "if (e_ < %d) As[%s][e_ %% %d][e_ / %d] = ra[q];\n", els, buf, bk, bk);
         sb_line(s, ind, "}\n");
     }
-    if (B->vec) {
+    if (B->rolled) {
+        // stored by load_op
+    } else if (B->vec) {
         int groups = bn * bk / 4, per = (groups + nt - 1) / nt;
         share_loop(s, ind, per, nt);
         sb_line(s, ind + 1, "if (e_ < %d) *(float4 *)&Bs[%s][e_ / %d][(e_ %% %d) * 4] = rb4[q];\n",
@@ -569,17 +629,17 @@ static void mma_issue(StrBuf *s, int ind, const char *shape, const char *ty, con
 // (kt > 0) multiplies slice kt - 1 from shared memory buffer cb, the caller's loop at indent 3
 // after the `#pragma unroll` emitted here; the caller then stores slice kt into the other buffer
 // and closes the loop, one barrier per slice.
-static int kloop_open(Emit *E, const Op *A, const Op *B, int bm, int bn, int bk, int nt, int splits,
-                      int64_t nk, Err *e) {
+static int kloop_open(Emit *E, Op *A, Op *B, int bm, int bn, int bk, int nt, int splits,
+                      int64_t nk, bool smem_direct, Err *e) {
     StrBuf *s = E->s;
     split_range(E, splits, nk);
     patch_tab_setup(E, B, bn, bk, nt);
     sb_line(s, 1, "for (int kt = 0; kt <= nkl; kt++) {\n");
     sb_line(s, 2, "const int64_t kb = (kt0 + kt) * %d;\n", bk);
     sb_line(s, 2, "if (kt < nkl) {\n");
-    int rc = load_op(E, A, true, 3, bm, bk, nt, e);
+    int rc = load_op(E, A, true, 3, bm, bk, nt, smem_direct, e);
     if (!rc)
-        rc = load_op(E, B, false, 3, bk, bn, nt, e);
+        rc = load_op(E, B, false, 3, bk, bn, nt, smem_direct, e);
     if (rc)
         return rc;
     sb_line(s, 2, "}\n");
@@ -667,7 +727,7 @@ int culin_emit_simt(Emit *E, CudaLaunch *ln, Err *e) {
     sb_line(s, 2, "#pragma unroll\n");
     sb_line(s, 2, "for (int jn = 0; jn < %d; jn++) acc[im][jn] = 0.0f;\n", tn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, true, e);
     if (rc)
         return rc;
     sb_line(s, 3, "for (int kk = 0; kk < %d; kk++) {\n", bk);
@@ -814,7 +874,7 @@ int culin_emit_tf32(Emit *E, CudaLaunch *ln, Err *e) {
     tile_head_split(E, bm, bn, splits);
     warp_tile_head(s, wn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, true, e);
     if (rc)
         return rc;
     sb_line(s, 3, "for (int kk = 0; kk < %d; kk += 8) {\n", bk);
@@ -1272,7 +1332,7 @@ int culin_emit_mma16(Emit *E, CudaLaunch *ln, Err *e) {
     tile_head_split(E, bm, bn, splits);
     warp_tile_head(s, wn);
     stage_decls(E, &A, &B, bm, bn, bk, nt);
-    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, e);
+    int rc = kloop_open(E, &A, &B, bm, bn, bk, nt, splits, nk, false, e);
     if (rc)
         return rc;
     sb_line(s, 3, "for (int kp = 0; kp < %d; kp += 8) {\n", bk / 2);
