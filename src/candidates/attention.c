@@ -8,6 +8,7 @@
 // the attention has the dtype of O; instructions may compute in float32 or in that dtype.
 #include "attention.h"
 
+#include "../prim/index_map.h"
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -214,6 +215,8 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     a->mm2 = mm2;
     a->out = a->y = o->out[0];
     a->cast = a->out_layout = -1;
+    a->kv_axis = -1;
+    a->kv_group = 1;
     dense_strides(pg->tensors[a->out], a->ostride);
     a->v = o->in[1];
     int P = o->in[0];
@@ -315,6 +318,94 @@ static int core_members(const AttnSpec *a, int *out) {
     return n;
 }
 
+// The source of tensor t's element idx: the first tensor up the chain of member LAYOUTs
+// (producer[] maps only the candidate's members) and the element's dense offset in it; false
+// where the element is padding or a member other than a one-input LAYOUT produces t.
+static bool source_of(const PrimGraph *pg, const int *producer, int t, const int64_t *idx, int *src,
+                      int64_t *off) {
+    int64_t cur[ORCH_MAX_RANK], in[ORCH_MAX_RANK];
+    memcpy(cur, idx, sizeof(int64_t) * (size_t)pg->tensors[t]->rank);
+    for (int hop = 0; hop < 8; hop++) {
+        const Tensor *T = pg->tensors[t];
+        int k = producer[t];
+        if (k < 0) {
+            int64_t o = 0;
+            for (int d = 0; d < T->rank; d++)
+                o = o * T->dims[d] + cur[d];
+            *src = t;
+            *off = o;
+            return true;
+        }
+        const Prim *p = pg->prims[k];
+        if (p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 || p->in[0] < 0 ||
+            !layout_map_index(&p->lay, T->rank, T->dims, cur, in))
+            return false;
+        t = p->in[0];
+        memcpy(cur, in, sizeof(int64_t) * (size_t)pg->tensors[t]->rank);
+    }
+    return false;
+}
+
+// Whether x's (K^T's or V's) element at idx and the one at idx with idx[axis] rounded down to a
+// multiple of g are the same source element: at every point of small tensors, else on the axis
+// lines through both corners and at 512 pseudo-random points. A unit (broadcast) axis is.
+static bool kv_grouped(const PrimGraph *pg, const int *producer, int x, int axis, int64_t g) {
+    const Tensor *T = pg->tensors[x];
+    if (T->dims[axis] == 1)
+        return true;
+    const int r = T->rank;
+    int64_t n = tensor_numel(T), points = n <= 4096 ? n : 2 * r * 512 + 512;
+    int64_t idx[ORCH_MAX_RANK], rep[ORCH_MAX_RANK];
+    uint64_t z = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < points; i++) {
+        if (n <= 4096) {
+            int64_t f = i;
+            for (int q = r - 1; q >= 0; q--) {
+                idx[q] = f % T->dims[q];
+                f /= T->dims[q];
+            }
+        } else if (i < 2 * r * 512) { // axis lines through the origin and the far corner
+            int64_t line = i / 512, step = i % 512;
+            int ax = (int)(line % r), corner = (int)(line / r);
+            for (int q = 0; q < r; q++)
+                idx[q] = corner ? T->dims[q] - 1 : 0;
+            idx[ax] = step * T->dims[ax] / 512;
+        } else {
+            for (int q = 0; q < r; q++) {
+                z ^= z << 13;
+                z ^= z >> 7;
+                z ^= z << 17;
+                idx[q] = (int64_t)(z % (uint64_t)T->dims[q]);
+            }
+        }
+        memcpy(rep, idx, sizeof(int64_t) * (size_t)r);
+        rep[axis] -= rep[axis] % g;
+        if (rep[axis] == idx[axis])
+            continue;
+        int s1, s2;
+        int64_t o1, o2;
+        if (!source_of(pg, producer, x, idx, &s1, &o1) ||
+            !source_of(pg, producer, x, rep, &s2, &o2) || s1 != s2 || o1 != o2)
+            return false;
+    }
+    return true;
+}
+
+// The K/V head group (AttnSpec.kv_axis, kv_group): the lead axis and the largest divisor of its
+// length under which K^T and V both read one source element per group of consecutive indices.
+static void kv_group_of(const PrimGraph *pg, const int *producer, AttnSpec *a) {
+    a->kv_axis = -1;
+    a->kv_group = 1;
+    for (int d = 0; d + 2 < a->rank; d++)
+        for (int64_t g = a->lead[d]; g > a->kv_group; g--)
+            if (a->lead[d] % g == 0 && kv_grouped(pg, producer, a->kt, d, g) &&
+                kv_grouped(pg, producer, a->v, d, g)) {
+                a->kv_axis = d;
+                a->kv_group = g;
+                break;
+            }
+}
+
 bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
     if (c->n_prims < 6 || c->n_prims > 20 || cand_count_linear(pg, c) != 2)
         return false;
@@ -375,6 +466,8 @@ bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
         a->n_layouts = nl;
         a->c = c;
     }
+    if (ok)
+        kv_group_of(pg, producer, a);
     free(producer);
     return ok;
 }

@@ -59,10 +59,18 @@ typedef struct AttnSpec {
     int n_layouts;                // LAYOUT primitives in the candidate (0 or up to 3)
     bool nan_to_zero;             // P's NaNs become 0 (PyTorch's SDPA export): a row whose scores
                                   // are all -inf gives O = 0, so emitters write 0 for a NaN of O
+    // Grouped-query attention: along lead axis kv_axis, the kv_group consecutive indices
+    // h - h % kv_group .. h - h % kv_group + kv_group - 1 read the same elements of K^T and V
+    // (HF's repeat_kv, an Expand of a size-1 axis, a broadcast batch dim of K and V), so a
+    // kernel may stage K^T and V once for the group. kv_axis -1 and kv_group 1: no such axis.
+    int kv_axis;
+    int64_t kv_group;
 } AttnSpec;
 
 // Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32 or
-// half, optionally the final CAST); fills *a when so.
+// half, optionally the final CAST); fills *a when so, the K/V head group included (checked on
+// the member LAYOUTs' index maps: every element where the candidate is small, else axis lines
+// through both corners and pseudo-random points).
 bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a);
 
 #endif

@@ -41,6 +41,10 @@ typedef struct AttnCase {
                        // [M, B, 3, H*D], moved to [3, M, B, H*D], each picked by a Gather of a
                        // scalar index and split into heads; the clean-up composes the shared
                        // layout into each of the three, so the kernel reads qkv in place
+    int64_t Hkv;       // grouped-query attention (not packed): K and V have Hkv heads, each read
+                       // by H / Hkv consecutive query heads through HF's repeat_kv ([B, Hkv, N, d]
+                       // -> [B, Hkv, 1, N, d] -> Expand to [B, Hkv, H / Hkv, N, d] -> [B, H, N,
+                       // d]); 0: H (no grouping)
 } AttnCase;
 
 static inline DType attn_dt(const AttnCase *k) {
@@ -71,6 +75,25 @@ static inline void attn_case_name(AttnCase *k) {
         size_t n = strlen(k->name);
         snprintf(k->name + n, sizeof k->name - n, "_packed");
     }
+    if (k->Hkv && k->Hkv != k->H) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_kv%lld", (long long)k->Hkv);
+    }
+}
+
+static inline int64_t attn_kv_heads(const AttnCase *k) {
+    return k->Hkv ? k->Hkv : k->H;
+}
+
+// HF's repeat_kv of x [B, Hkv, S, Dh] to [B, H, S, Dh] (as fission leaves Unsqueeze, Expand,
+// Reshape); x itself where Hkv == H.
+static inline int attn_repeat_kv(PB *b, int x, const AttnCase *k, int64_t S, int64_t Dh) {
+    const int64_t Hkv = attn_kv_heads(k);
+    if (Hkv == k->H)
+        return x;
+    const int64_t u[] = {k->B, Hkv, 1, S, Dh}, e[] = {k->B, Hkv, k->H / Hkv, S, Dh},
+                  o[] = {k->B, k->H, S, Dh};
+    return pb_reshape(b, pb_broadcast(b, pb_reshape(b, x, 5, u), 5, e), 4, o);
 }
 
 static inline int attn_graph_input(PrimGraph *pg, const char *name, DType dt, int rank,
@@ -131,14 +154,33 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
         kt = pb_transpose(&b, part[1], kp);
         v = part[2];
     } else if (k->split) {
-        const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, k->H * k->D},
-                      vd[] = {k->B, k->N, k->H * k->Dv};
+        const int64_t Hkv = attn_kv_heads(k);
+        const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, Hkv * k->D},
+                      vd[] = {k->B, k->N, Hkv * k->Dv};
         q = attn_split_heads(&b, attn_graph_input(pg, "q", dt, 3, qd), k->B, k->M, k->H, k->D,
                              false);
-        kt = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, k->H, k->D,
-                              true);
-        v = attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N, k->H, k->Dv,
-                             false);
+        if (Hkv == k->H) {
+            kt = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, k->H, k->D,
+                                  true);
+        } else { // split, repeated, then transposed (HF: repeat_kv(k).transpose(2, 3))
+            const int perm[] = {0, 1, 3, 2};
+            int kk = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, Hkv,
+                                      k->D, false);
+            kt = pb_transpose(&b, attn_repeat_kv(&b, kk, k, k->N, k->D), perm);
+        }
+        v = attn_repeat_kv(&b,
+                           attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N,
+                                            Hkv, k->Dv, false),
+                           k, k->N, k->Dv);
+    } else if (attn_kv_heads(k) != k->H) {
+        const int64_t Hkv = attn_kv_heads(k);
+        const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, Hkv, k->N, k->D},
+                      vd[] = {k->B, Hkv, k->N, k->Dv};
+        const int perm[] = {0, 1, 3, 2};
+        q = attn_graph_input(pg, "q", dt, 4, qd);
+        kt = pb_transpose(
+            &b, attn_repeat_kv(&b, attn_graph_input(pg, "k", dt, 4, kd), k, k->N, k->D), perm);
+        v = attn_repeat_kv(&b, attn_graph_input(pg, "v", dt, 4, vd), k, k->N, k->Dv);
     } else {
         const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, k->H, k->N, k->D},
                       vd[] = {k->B, k->H, k->N, k->Dv};

@@ -11,7 +11,9 @@
 //   -10000) and compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| +
 //   1e-4 max|ref|. Sequence lengths 1 to 4096 (M != N too), head dims 24 to 256, Dv != D; O's
 //   heads merged back by the candidate's output layout ([B, M, H * Dv], as PyTorch's permute and
-//   view after the attention).
+//   view after the attention). Grouped-query attention (K and V heads shared by H / Hkv query
+//   heads through repeat_kv's Expand): the variant's K/V group is found (never the core's, whose
+//   K and V are expanded copies), and kernels of both task forms (per head, per K/V group) run.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_TIME=1 prints every
 // kernel's time (best of 5); ORCH_ATTN_FULL=1 adds an exhaustive sweep (every mask x scale x
 // split over lengths and head dims). Under a sanitizer build the 4096 x 4096 case is left out
@@ -215,8 +217,17 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
         CHECK_MSG(a.n_pre == expected_pre(k), "%s: n_pre %d, expected %d", k->name, a.n_pre,
                   expected_pre(k));
         CHECK_MSG(a.nan_to_zero == k->nan_guard, "%s: nan_to_zero %d", k->name, a.nan_to_zero);
-        CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split || k->packed ? 3 : 1),
+        const bool gqa = attn_kv_heads(k) != k->H;
+        CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split || k->packed ? 3
+                                                      : gqa                 ? 2
+                                                                            : 1),
                   "%s: %d layouts in the variant", k->name, a.n_layouts);
+        // The K/V head group: found where the variant reads K and V through repeat_kv, never
+        // in the core (its K^T and V are expanded copies) nor without grouping.
+        const int64_t want_g = gqa && a.n_layouts > 0 ? k->H / attn_kv_heads(k) : 1;
+        CHECK_MSG(a.kv_group == want_g && a.kv_axis == (want_g > 1 ? 1 : -1),
+                  "%s (%d layouts): kv_group %lld on axis %d, expected %lld", k->name, a.n_layouts,
+                  (long long)a.kv_group, a.kv_axis, (long long)want_g);
         CHECK_MSG((k->out_merge || a.out == pg->outputs[0]) && a.y == pg->outputs[0] &&
                       found[i]->output == pg->outputs[0],
                   "%s: the candidate's output is not O (merged)", k->name);
@@ -238,18 +249,19 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
 }
 
 static void detection(void) {
-    for (int split = 0; split < 2; split++)
+    for (int split = 0; split < 4; split++) // 2, 3: grouped-query (6 query heads, 2 or 1 K/V)
         for (int mask = 0; mask < ATTN_MASK_COUNT; mask++)
             for (int scale = 0; scale < ATTN_SCALE_COUNT; scale++) {
                 AttnCase k = {.B = 2,
-                              .H = 3,
+                              .H = split < 2 ? 3 : 6,
                               .M = 5,
                               .N = 9,
                               .D = 8,
                               .Dv = 12,
                               .mask = mask,
                               .scale = scale,
-                              .split = split};
+                              .split = split % 2,
+                              .Hkv = split < 2 ? 0 : 4 - split};
                 attn_case_name(&k);
                 PrimGraph *pg = attn_graph(&k);
                 CandidateSet *cs = enumerate(k.name, pg);
@@ -476,8 +488,25 @@ static void add_case(Batch *bt, AttnCase k, int configs) {
     StrBuf *src = &bt->src[P->unit];
     for (int i = 0; i < 2; i++) {
         KernelConfig cf[64];
-        int n = target_cpu.configs(&g_m, pg, att[i], cf, configs);
+        int n = target_cpu.configs(&g_m, pg, att[i], cf, 64);
         CHECK_MSG(n >= 1, "%s: no CPU config", k.name);
+        // The best `configs`, and, for a grouped-query attention, the best of each task form
+        // (a task per K/V group, gq=1, and per head) where those leave it out.
+        AttnSpec as;
+        attn_analyse(pg, att[i], &as);
+        int m = n < configs ? n : configs;
+        for (int form = 0; form < 2 && as.kv_group > 1; form++) {
+            bool have = false;
+            for (int q = 0; q < m && !have; q++)
+                have = (strstr(cf[q].desc, "gq=1") != NULL) == (form == 1);
+            for (int q = m; q < n && !have; q++)
+                if ((strstr(cf[q].desc, "gq=1") != NULL) == (form == 1)) {
+                    cf[m++] = cf[q];
+                    have = true;
+                }
+            CHECK_MSG(have, "%s: no config with gq=%d", k.name, form);
+        }
+        n = m;
         for (int q = 0; q < n; q++) {
             if (bt->n_jobs == bt->cap_jobs) {
                 bt->cap_jobs = bt->cap_jobs ? 2 * bt->cap_jobs : 64;
@@ -675,6 +704,39 @@ static void cpu_fixed(void) {
     run_batch(&bt);
 }
 
+// Grouped-query attention (K and V heads read by H / Hkv query heads through repeat_kv):
+// the Llama block's 8 / 2 heads of 64 x 32, causal; multi-query; odd lengths; the heads merged
+// back; the 16 / 4 heads of the full Llama with a key mask.
+static void cpu_gqa(void) {
+    Batch bt;
+    batch_init(&bt);
+    static const struct {
+        int64_t B, H, Hkv, M, N, D;
+        int mask;
+        bool split, merge;
+        int configs;
+    } gq[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true, 12},
+              {2, 4, 1, 33, 33, 24, CAUSAL, false, false, 6},
+              {1, 6, 3, 7, 130, 40, KEYS, true, false, 4},
+              {1, 16, 4, 256, 256, 64, FULL, true, true, 3},
+              {2, 4, 2, 1, 17, 32, NONE, false, false, 2}};
+    for (size_t i = 0; i < ORCH_COUNT(gq); i++) {
+        AttnCase k = {.B = gq[i].B,
+                      .H = gq[i].H,
+                      .Hkv = gq[i].Hkv,
+                      .M = gq[i].M,
+                      .N = gq[i].N,
+                      .D = gq[i].D,
+                      .Dv = gq[i].D,
+                      .mask = gq[i].mask,
+                      .scale = MUL,
+                      .split = gq[i].split,
+                      .out_merge = gq[i].merge};
+        add_case(&bt, k, gq[i].configs);
+    }
+    run_batch(&bt);
+}
+
 // Random shapes from the lengths and head dims.
 static void cpu_random(void) {
     static const int64_t lens[] = {1, 2, 7, 16, 33, 64, 127, 128, 257};
@@ -755,6 +817,7 @@ int main(void) {
     RUN_CASE(detection);
     RUN_CASE(near_misses);
     RUN_CASE(cpu_fixed);
+    RUN_CASE(cpu_gqa);
     RUN_CASE(cpu_random);
     RUN_CASE(cpu_full);
     if (!only)
