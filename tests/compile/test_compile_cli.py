@@ -776,10 +776,11 @@ def main():
 
     @case("grouped_query_attention_fused")
     def _():
-        # The Llama layer (8 query heads reading 2 K/V heads through repeat_kv's Expand, causal):
-        # the variants reading K and V through repeat_kv in place are proposed with their K/V
-        # group found (inspect names them), the compile reports all four fused attentions, and
-        # the artefact agrees with ONNX Runtime.
+        # The Llama layer (8 query heads reading 2 K/V heads through repeat_kv's Expand, causal,
+        # rotary embeddings): the variants reading K and V through repeat_kv in place, and those
+        # also computing the rotations, are proposed with their K/V group found (inspect names
+        # them), the compile reports all six fused attentions, and the artefact agrees with ONNX
+        # Runtime.
         d = os.path.join(models, "x_llama_gqa")
         lm = os.path.join(d, "model.onnx")
         shapes = ["--input-shapes", "hidden_states:1x64x256"]
@@ -787,13 +788,15 @@ def main():
         assert i.returncode == 0, i.stderr[-3000:]
         grp = re.findall(r"^  fused attention #\d+ \((\d+) primitives\): K and V shared by 4 "
                          r"consecutive heads of lead axis 1 \(grouped-query\)$", i.stdout, re.M)
-        assert sorted(grp) == ["10", "9"], i.stdout[-3000:]
+        # the variants reading K and V through repeat_kv (9, 10 with the heads' merge) and those
+        # computing the rotary embeddings of Q and K in their prologue (21, 22)
+        assert sorted(grp) == ["10", "21", "22", "9"], i.stdout[-3000:]
         out = os.path.join(tmp, "llama.orch")
         p = orch(binary, "compile", lm, "-t", "cpu", "-o", out, "--db",
                  os.path.join(tmp, "llama.db"), "--top-k", "1", *shapes)
         assert p.returncode == 0, p.stderr[-3000:]
         att = re.findall(r"^  fused attention \((\d+) primitives, 2 linear\): ", p.stderr, re.M)
-        assert sorted(att) == ["10", "7", "8", "9"], p.stderr[-3000:]
+        assert sorted(att) == ["10", "21", "22", "7", "8", "9"], p.stderr[-3000:]
         r = orch(binary, "run", out, "-i", f"hidden_states={d}/inputs/hidden_states.npy",
                  "--expected", f"y={d}/expected/y.npy")
         assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
