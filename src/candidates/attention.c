@@ -2,7 +2,8 @@
 // walks back through the fissioned softmax (DIV by a sum-reduce of an EXP(SUB) of a max-reduce)
 // and the pre-softmax ELEMWISE chain to the score MatMul S = Q · Kt. The same matcher serves the
 // enumerator (over the whole graph's producers, with consumer checks) and attn_analyse (over the
-// candidate's own primitives), so the two agree on what an attention is.
+// candidate's own primitives), so the two agree on what an attention is. attn_analyse also finds
+// the K/V head group of grouped-query attention on the member layouts' index maps.
 // Convexity: every tensor the candidate computes, except O, is read only inside it and is no
 // graph output, so no path leaves the set and re-enters it. Under half storage every tensor of
 // the attention has the dtype of O; instructions may compute in float32 or in that dtype.
