@@ -2,12 +2,14 @@
 // walks back through the fissioned softmax (DIV by a sum-reduce of an EXP(SUB) of a max-reduce)
 // and the pre-softmax ELEMWISE chain to the score MatMul S = Q · Kt. The same matcher serves the
 // enumerator (over the whole graph's producers, with consumer checks) and attn_analyse (over the
-// candidate's own primitives), so the two agree on what an attention is.
+// candidate's own primitives), so the two agree on what an attention is. attn_analyse also finds
+// the K/V head group of grouped-query attention on the member layouts' index maps.
 // Convexity: every tensor the candidate computes, except O, is read only inside it and is no
 // graph output, so no path leaves the set and re-enters it. Under half storage every tensor of
 // the attention has the dtype of O; instructions may compute in float32 or in that dtype.
 #include "attention.h"
 
+#include "../prim/index_map.h"
 #include "candidates_internal.h"
 
 #include <stdlib.h>
@@ -214,6 +216,8 @@ static bool match(const Match *m, int mm2, AttnSpec *a) {
     a->mm2 = mm2;
     a->out = a->y = o->out[0];
     a->cast = a->out_layout = -1;
+    a->kv_axis = -1;
+    a->kv_group = 1;
     dense_strides(pg->tensors[a->out], a->ostride);
     a->v = o->in[1];
     int P = o->in[0];
@@ -315,8 +319,97 @@ static int core_members(const AttnSpec *a, int *out) {
     return n;
 }
 
+// The source of tensor t's element idx: the first tensor up the chain of member LAYOUTs
+// (producer[] maps only the candidate's members) that is a kernel input or a member ELEMWISE's
+// output (one element of it is one value), and the element's dense offset in it; false where the
+// element is padding or another member (a concat) produces t.
+static bool source_of(const PrimGraph *pg, const int *producer, int t, const int64_t *idx, int *src,
+                      int64_t *off) {
+    int64_t cur[ORCH_MAX_RANK], in[ORCH_MAX_RANK];
+    memcpy(cur, idx, sizeof(int64_t) * (size_t)pg->tensors[t]->rank);
+    for (int hop = 0; hop < 8; hop++) {
+        const Tensor *T = pg->tensors[t];
+        int k = producer[t];
+        if (k < 0 || pg->prims[k]->kind == PRIM_ELEMWISE) { // an input or a computed value
+            int64_t o = 0;
+            for (int d = 0; d < T->rank; d++)
+                o = o * T->dims[d] + cur[d];
+            *src = t;
+            *off = o;
+            return true;
+        }
+        const Prim *p = pg->prims[k];
+        if (p->kind != PRIM_LAYOUT || p->lay.concat || p->n_in != 1 || p->in[0] < 0 ||
+            !layout_map_index(&p->lay, T->rank, T->dims, cur, in))
+            return false;
+        t = p->in[0];
+        memcpy(cur, in, sizeof(int64_t) * (size_t)pg->tensors[t]->rank);
+    }
+    return false;
+}
+
+// Whether x's (K^T's or V's) element at idx and the one at idx with idx[axis] rounded down to a
+// multiple of g are the same source element: at every point of small tensors, else on the axis
+// lines through both corners and at 512 pseudo-random points. A unit (broadcast) axis is.
+static bool kv_grouped(const PrimGraph *pg, const int *producer, int x, int axis, int64_t g) {
+    const Tensor *T = pg->tensors[x];
+    if (T->dims[axis] == 1)
+        return true;
+    const int r = T->rank;
+    int64_t n = tensor_numel(T), points = n <= 4096 ? n : 2 * r * 512 + 512;
+    int64_t idx[ORCH_MAX_RANK], rep[ORCH_MAX_RANK];
+    uint64_t z = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < points; i++) {
+        if (n <= 4096) {
+            int64_t f = i;
+            for (int q = r - 1; q >= 0; q--) {
+                idx[q] = f % T->dims[q];
+                f /= T->dims[q];
+            }
+        } else if (i < 2 * r * 512) { // axis lines through the origin and the far corner
+            int64_t line = i / 512, step = i % 512;
+            int ax = (int)(line % r), corner = (int)(line / r);
+            for (int q = 0; q < r; q++)
+                idx[q] = corner ? T->dims[q] - 1 : 0;
+            idx[ax] = step * T->dims[ax] / 512;
+        } else {
+            for (int q = 0; q < r; q++) {
+                z ^= z << 13;
+                z ^= z >> 7;
+                z ^= z << 17;
+                idx[q] = (int64_t)(z % (uint64_t)T->dims[q]);
+            }
+        }
+        memcpy(rep, idx, sizeof(int64_t) * (size_t)r);
+        rep[axis] -= rep[axis] % g;
+        if (rep[axis] == idx[axis])
+            continue;
+        int s1, s2;
+        int64_t o1, o2;
+        if (!source_of(pg, producer, x, idx, &s1, &o1) ||
+            !source_of(pg, producer, x, rep, &s2, &o2) || s1 != s2 || o1 != o2)
+            return false;
+    }
+    return true;
+}
+
+// The K/V head group (AttnSpec.kv_axis, kv_group): the lead axis and the largest divisor of its
+// length under which K^T and V both read one source element per group of consecutive indices.
+static void kv_group_of(const PrimGraph *pg, const int *producer, AttnSpec *a) {
+    a->kv_axis = -1;
+    a->kv_group = 1;
+    for (int d = 0; d + 2 < a->rank; d++)
+        for (int64_t g = a->lead[d]; g > a->kv_group; g--)
+            if (a->lead[d] % g == 0 && kv_grouped(pg, producer, a->kt, d, g) &&
+                kv_grouped(pg, producer, a->v, d, g)) {
+                a->kv_axis = d;
+                a->kv_group = g;
+                break;
+            }
+}
+
 bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
-    if (c->n_prims < 6 || c->n_prims > 20 || cand_count_linear(pg, c) != 2)
+    if (c->n_prims < 6 || c->n_prims > ATTN_MAX_PRIMS || cand_count_linear(pg, c) != 2)
         return false;
     int *producer = xmalloc(sizeof(int) * ((size_t)pg->n_tensors + 1));
     for (int t = 0; t < pg->n_tensors; t++)
@@ -352,29 +445,45 @@ bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a) {
         a->y = c->output;
     }
     if (ok) {
-        // Every member is a core primitive, the CAST, the output LAYOUT or a LAYOUT producing
-        // Q, Kt or V.
-        int core[18], nc = core_members(a, core), nl = 0;
+        // Every member is a core primitive, the CAST, the output LAYOUT or a prologue member:
+        // a LAYOUT or ELEMWISE producing Q, Kt or V, or read by another prologue member (the
+        // enumerator's closure keeps every reader of a prologue tensor inside the candidate).
+        int core[18], nc = core_members(a, core), nl = 0, ne = 0;
         if (cast >= 0)
             core[nc++] = cast;
         if (olay >= 0)
             core[nc++] = olay;
-        for (int i = 0; i < c->n_prims && ok; i++) {
+        bool *pro = xcalloc((size_t)c->n_prims + 1, sizeof(bool));
+        for (int i = 0; i < c->n_prims; i++) {
             int k = c->prims[i];
-            bool in_core = false;
-            for (int j = 0; j < nc && !in_core; j++)
-                in_core = core[j] == k;
-            if (in_core)
-                continue;
-            const Prim *p = pg->prims[k];
-            ok = p->kind == PRIM_LAYOUT && p->n_out == 1 &&
-                 (p->out[0] == a->q || p->out[0] == a->kt || p->out[0] == a->v);
-            nl++;
+            pro[i] = true;
+            for (int j = 0; j < nc && pro[i]; j++)
+                pro[i] = core[j] != k;
         }
-        ok = ok && c->n_prims == nc + nl;
+        for (int i = 0; i < c->n_prims && ok; i++) {
+            if (!pro[i])
+                continue;
+            const Prim *p = pg->prims[c->prims[i]];
+            ok = (p->kind == PRIM_LAYOUT || p->kind == PRIM_ELEMWISE) && p->n_out == 1 &&
+                 p->out[0] >= 0;
+            bool feeds = ok && (p->out[0] == a->q || p->out[0] == a->kt || p->out[0] == a->v);
+            for (int j = 0; ok && !feeds && j < c->n_prims; j++) {
+                const Prim *r = pg->prims[c->prims[j]];
+                for (int q = 0; pro[j] && j != i && q < r->n_in && !feeds; q++)
+                    feeds = r->in[q] == p->out[0];
+            }
+            ok = ok && feeds;
+            nl += p->kind == PRIM_LAYOUT;
+            ne += p->kind == PRIM_ELEMWISE;
+        }
+        free(pro);
+        ok = ok && c->n_prims == nc + nl + ne;
         a->n_layouts = nl;
+        a->n_prologue = ne;
         a->c = c;
     }
+    if (ok)
+        kv_group_of(pg, producer, a);
     free(producer);
     return ok;
 }
@@ -462,7 +571,7 @@ static bool closed(const PrimGraph *pg, const Uses *u, const int *seg, const int
 // 0 (the CAST reading a half O alone), the same ending with the CAST; returns how many.
 static int append(CandidateSet *cs, const PrimGraph *pg, const Uses *u, const uint64_t *prim_hash,
                   const int *set, int n, int sink, int cast) {
-    int s[21], added = 0;
+    int s[ATTN_MAX_PRIMS + 2], added = 0;
     memcpy(s, set, sizeof(int) * (size_t)n);
     qsort(s, (size_t)n, sizeof(int), cand_cmp_int);
     cand_append(cs, pg, prim_hash, s, n, cs->segment_of_prim[sink]);
@@ -477,6 +586,42 @@ static int append(CandidateSet *cs, const PrimGraph *pg, const Uses *u, const ui
     return added;
 }
 
+// Grows set[n0 .. n) (the prologue: LAYOUTs producing Q, Kt and V) by every ELEMWISE or LAYOUT
+// producing a tensor Q, Kt, V or a prologue member reads, where the set stays closed (all its
+// readers inside, one segment), until nothing more joins or the set has `cap` members; returns
+// the new n. *rotary: the prologue holds an ELEMWISE and a concat (rotate_half's cat).
+static int grow_prologue(const PrimGraph *pg, const Uses *u, const int *seg, const int *producer,
+                         const AttnSpec *a, int *set, int n0, int n, int cap, int sink,
+                         bool *rotary) {
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (int i = n0 - 3; i < n && n < cap; i++) {
+            const Prim *r = i >= n0 ? pg->prims[set[i]] : NULL;
+            const int ops[3] = {a->q, a->kt, a->v};
+            for (int j = 0; j < (r ? r->n_in : 1) && n < cap; j++) {
+                int t = r ? r->in[j] : ops[i - (n0 - 3)];
+                int pk = t >= 0 ? producer[t] : -1;
+                if (pk < 0 || in_set(set, n, pk) || pg->prims[pk]->n_out != 1 ||
+                    (pg->prims[pk]->kind != PRIM_ELEMWISE && pg->prims[pk]->kind != PRIM_LAYOUT))
+                    continue;
+                set[n++] = pk;
+                if (closed(pg, u, seg, set, n, sink))
+                    grew = true;
+                else
+                    n--;
+            }
+        }
+    }
+    bool ew = false, cat = false;
+    for (int i = n0; i < n; i++) {
+        const Prim *p = pg->prims[set[i]];
+        ew |= p->kind == PRIM_ELEMWISE;
+        cat |= p->kind == PRIM_LAYOUT && p->lay.concat;
+    }
+    *rotary = ew && cat;
+    return n;
+}
+
 int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *producer,
                        const uint64_t *prim_hash) {
     Uses u;
@@ -487,7 +632,7 @@ int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *produce
         AttnSpec a;
         if (pg->prims[k]->kind != PRIM_LINEAR || !match(&m, k, &a))
             continue;
-        int set[20], n = core_members(&a, set);
+        int set[ATTN_MAX_PRIMS + 2], n = core_members(&a, set);
         if (!closed(pg, &u, cs->segment_of_prim, set, n, k))
             continue;
         // A half O read by one CAST to float32 alone: the variants ending with it as well.
@@ -512,14 +657,30 @@ int cand_add_attention(CandidateSet *cs, const PrimGraph *pg, const int *produce
         }
         if (n > n0)
             added += append(cs, pg, &u, prim_hash, set, n, k, cast);
+        // The variant computing Q and K from the projections as it stages them: the prologue
+        // grown back through ELEMWISE and LAYOUT producers, proposed where it holds rotary
+        // embeddings (an ELEMWISE and a concat). Other elementwise producers (a bias add) fuse
+        // into the projection's epilogue, so they are left there.
+        int nv = n > n0 ? 2 : 1, sizes[3] = {n0, n, 0};
+        bool rotary = false;
+        int np = grow_prologue(pg, &u, cs->segment_of_prim, producer, &a, set, n0, n,
+                               ATTN_MAX_PRIMS - 2, k, &rotary);
+        if (rotary) {
+            added += append(cs, pg, &u, prim_hash, set, np, k, cast);
+            if (n == n0)
+                sizes[1] = np;
+            else
+                sizes[nv] = np;
+            nv++;
+        }
         // O read by one LAYOUT alone that merges the heads back (rows stay unit-stride): each
         // variant again, ending with it (a float32 O: a half one ends with its CAST instead).
         int64_t ostride[ORCH_MAX_RANK];
         if (cast < 0 && u.n_cons[a.out] == 1 && !u.is_out[a.out]) {
             int r = u.cons[u.cons_off[a.out]];
             if (out_layout_strides(pg, pg->prims[r], ostride)) {
-                for (int v = 0; v < (n > n0 ? 2 : 1); v++) {
-                    int m2 = v == 0 ? n0 : n, s2[21];
+                for (int v = 0; v < nv; v++) {
+                    int m2 = sizes[v], s2[ATTN_MAX_PRIMS + 2];
                     memcpy(s2, set, sizeof(int) * (size_t)m2);
                     s2[m2] = r;
                     if (closed(pg, &u, cs->segment_of_prim, s2, m2 + 1, r))

@@ -10,7 +10,10 @@
 // proposed as one candidate, so a target can compute it per query tile with an online (running
 // max and sum) softmax and never write the score matrix to memory. A second variant of each also
 // takes in the LAYOUT primitives (head split transposes) that produce Q, Kt and V when they feed
-// nothing else, so the kernel reads the projections in place. Where O is read by one LAYOUT
+// nothing else, so the kernel reads the projections in place, and a third takes in, beyond those,
+// the ELEMWISE and LAYOUT primitives computing Q, Kt or V from the projections that feed nothing
+// else (a prologue: rotary embeddings' q*cos + cat(-q2, q1)*sin, computed as Q and K are staged,
+// so the rotated Q and K never reach memory). Where O is read by one LAYOUT
 // alone (the heads merged back: [B, H, M, Dv] -> [B, M, H * Dv]) of transposes and reshapes that
 // keep O's last axis unit-stride, each variant is also proposed ending with it: the kernel writes
 // O's rows at their places in the merged tensor (AttnSpec.ostride).
@@ -27,6 +30,7 @@
 #include "candidates.h"
 
 #define ATTN_MAX_HEAD 256 // largest D and Dv (a query row's accumulators stay on chip)
+#define ATTN_MAX_PRIMS 48 // largest candidate: the core, its CAST or output LAYOUT, the prologue
 
 // An attention candidate seen by the emitters. Q, Kt and V may be kernel inputs or tensors the
 // candidate computes by LAYOUT primitives (read both through cexpr, which composes the layouts'
@@ -56,13 +60,23 @@ typedef struct AttnSpec {
     int64_t lead[ORCH_MAX_RANK];  // batch dims of O (rank - 2 of them)
     int64_t B;                    // their product
     int64_t M, N, D, Dv;          // queries, keys, head dims of Q/K and of V
-    int n_layouts;                // LAYOUT primitives in the candidate (0 or up to 3)
+    int n_layouts;                // LAYOUT primitives producing Q, Kt, V (or their prologue)
+    int n_prologue;               // ELEMWISE primitives of the prologue computing Q, Kt or V
+                                  // (rotary embeddings: q*cos + cat(-q2, q1)*sin), 0 without
     bool nan_to_zero;             // P's NaNs become 0 (PyTorch's SDPA export): a row whose scores
                                   // are all -inf gives O = 0, so emitters write 0 for a NaN of O
+    // Grouped-query attention: along lead axis kv_axis, the kv_group consecutive indices
+    // h - h % kv_group .. h - h % kv_group + kv_group - 1 read the same elements of K^T and V
+    // (HF's repeat_kv, an Expand of a size-1 axis, a broadcast batch dim of K and V), so a
+    // kernel may stage K^T and V once for the group. kv_axis -1 and kv_group 1: no such axis.
+    int kv_axis;
+    int64_t kv_group;
 } AttnSpec;
 
 // Whether c is a fused attention candidate (two LINEAR primitives in the shape above, float32 or
-// half, optionally the final CAST); fills *a when so.
+// half, optionally the final CAST); fills *a when so, the K/V head group included (checked on
+// the member LAYOUTs' index maps: every element where the candidate is small, else axis lines
+// through both corners and pseudo-random points).
 bool attn_analyse(const PrimGraph *pg, const Candidate *c, AttnSpec *a);
 
 #endif

@@ -3,6 +3,8 @@
 // input), so a dump can be checked against the semantics by reading it.
 #include "dump.h"
 
+#include "../candidates/attention.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,6 +868,15 @@ void cand_set_print(FILE *f, const CandidateSet *cs) {
     if (st->mlp_chains || st->attention)
         fprintf(f, "  multi-layer: %d MLP chain%s, %d fused attention%s\n", st->mlp_chains,
                 st->mlp_chains == 1 ? "" : "s", st->attention, st->attention == 1 ? "" : "s");
+    // Grouped-query attentions: the kernel reads each K/V head once for its group of query heads.
+    for (int i = 0; st->attention && i < cs->n; i++) {
+        AttnSpec a;
+        if (cs->c[i].n_prims >= 6 && attn_analyse(pg, &cs->c[i], &a) && a.kv_group > 1)
+            fprintf(f,
+                    "  fused attention #%d (%d primitives): K and V shared by %lld consecutive "
+                    "heads of lead axis %d (grouped-query)\n",
+                    cs->c[i].id, cs->c[i].n_prims, (long long)a.kv_group, a.kv_axis);
+    }
     if (st->truncated_sinks)
         fprintf(f,
                 "  %d sink%s hit the per-sink search budget (wide fan-in): their largest sets are "

@@ -9,7 +9,9 @@ measured again but the configs in flight, once, the killed compile's build folde
 and the selection is stable from then on), damaged artefacts refused with clear
 messages, bench's JSON, the database commands, the --precision option (fp32 recorded in the
 artefact and shown by compile/run/bench; reduced precisions refused on the CPU target), the report
-of why each fused attention / MLP chain candidate was chosen or not, the --explain report of the
+of why each fused attention / MLP chain candidate was chosen or not, the Llama layer's grouped-query
+attention (its fused candidates with their K/V group found, as orch inspect names them), the
+--explain report of the
 linear primitives' kernels, --no-mlp-chains / --no-attention (no such candidates; recorded in the
 artefact and shown by orch info and run; the environment variables they replace do nothing),
 --layout's usage errors, the summary's line per op of kernels not generated (the same as orch
@@ -771,6 +773,33 @@ def main():
                 assert int(m.group(7)) >= 1 and float(m.group(8)) > 0, m.group(0)
         # The attention candidates overlap (the same core): at most one is run.
         assert sum(m.group(6) == "chosen" for m in att) <= 1, p.stderr[-3000:]
+
+    @case("grouped_query_attention_fused")
+    def _():
+        # The Llama layer (8 query heads reading 2 K/V heads through repeat_kv's Expand, causal,
+        # rotary embeddings): the variants reading K and V through repeat_kv in place, and those
+        # also computing the rotations, are proposed with their K/V group found (inspect names
+        # them), the compile reports all six fused attentions, and the artefact agrees with ONNX
+        # Runtime.
+        d = os.path.join(models, "x_llama_gqa")
+        lm = os.path.join(d, "model.onnx")
+        shapes = ["--input-shapes", "hidden_states:1x64x256"]
+        i = orch(binary, "inspect", lm, "--stage", "candidates", "--target", "cpu", *shapes)
+        assert i.returncode == 0, i.stderr[-3000:]
+        grp = re.findall(r"^  fused attention #\d+ \((\d+) primitives\): K and V shared by 4 "
+                         r"consecutive heads of lead axis 1 \(grouped-query\)$", i.stdout, re.M)
+        # the variants reading K and V through repeat_kv (9, 10 with the heads' merge) and those
+        # computing the rotary embeddings of Q and K in their prologue (21, 22)
+        assert sorted(grp) == ["10", "21", "22", "9"], i.stdout[-3000:]
+        out = os.path.join(tmp, "llama.orch")
+        p = orch(binary, "compile", lm, "-t", "cpu", "-o", out, "--db",
+                 os.path.join(tmp, "llama.db"), "--top-k", "1", *shapes)
+        assert p.returncode == 0, p.stderr[-3000:]
+        att = re.findall(r"^  fused attention \((\d+) primitives, 2 linear\): ", p.stderr, re.M)
+        assert sorted(att) == ["10", "21", "22", "7", "8", "9"], p.stderr[-3000:]
+        r = orch(binary, "run", out, "-i", f"hidden_states={d}/inputs/hidden_states.npy",
+                 "--expected", f"y={d}/expected/y.npy")
+        assert r.returncode == 0 and ": ok" in r.stdout, r.stdout + r.stderr
 
     @case("budget_bounds_tuning_and_says_what_it_skipped")
     def _():

@@ -1129,6 +1129,107 @@ def volumetric(seed):
     return b.model(value_info=False), lambda r: {"x": r.standard_normal((N, C, D, H, W))}, []
 
 
+
+# ---- x) Llama decoder layer as transformers' LlamaDecoderLayer exports it (eager attention):
+# RMSNorm, q/k/v projections, rotary embeddings (rotate_half), grouped-query attention (8 query
+# heads read 2 K/V heads through repeat_kv: Unsqueeze, Expand to a shape built by
+# ConstantOfShape/Where, Reshape), an additive causal mask, softmax, o_proj, the SiLU-gated MLP ----
+
+def llama_gqa(seed):
+    S, H, KV, HD, FF, NPOS = 64, 8, 2, 32, 384, 128
+    E = H * HD
+    b = Builder("llama_gqa", 17, seed)
+    x = b.input("hidden_states", F, ["batch", "sequence", E])
+    c = lambda v, t=np.int64, scope="": b.const(v, t, scope)
+    L = "/model/layers.0"
+    a = f"{L}/self_attn"
+
+    def rms_norm(t, scope, pname):  # LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * weight
+        v = b.op("ReduceMean", [b.op("Pow", [t, c(2.0, np.float32, scope)], scope)], scope,
+                 axes=[-1], keepdims=1)
+        r = b.op("Div", [c(1.0, np.float32, scope),
+                         b.op("Sqrt", [b.op("Add", [v, c(1e-6, np.float32, scope)], scope)],
+                              scope)], scope)
+        n = b.op("Mul", [t, r], scope)
+        return b.op("Mul", [b.param(f"{pname}.weight", b.rng.uniform(0.5, 1.5, E)), n], scope)
+
+    def proj(t, scope, din, dout):  # bias-free nn.Linear
+        return b.op("MatMul", [t, b.param(None, b.he((din, dout), din))], scope)
+
+    shape = b.op("Shape", [x], a)
+    bsz = b.dim(shape, 0, a)
+    seq = b.dim(shape, 1, a)
+
+    def heads(t, n):  # view(bsz, seq, n, HD).transpose(1, 2)
+        sh = b.op("Concat", [bsz, seq, c([n], scope=a), c([HD], scope=a)], a, axis=0)
+        return b.op("Transpose", [b.op("Reshape", [t, sh], a)], a, perm=[0, 2, 1, 3])
+
+    h = rms_norm(x, f"{L}/input_layernorm", "model.layers.0.input_layernorm")
+    q = heads(proj(h, f"{a}/q_proj", E, E), H)
+    k = heads(proj(h, f"{a}/k_proj", E, KV * HD), KV)
+    v = heads(proj(h, f"{a}/v_proj", E, KV * HD), KV)
+
+    # LlamaRotaryEmbedding: cos/sin of positions x inverse frequencies, gathered by position ids
+    inv = 1.0 / (10000.0 ** (np.arange(0, HD, 2, dtype=np.float64) / HD))
+    ang = np.arange(NPOS)[:, None] * inv[None, :]
+    emb = np.concatenate([ang, ang], axis=-1)
+    r = "/model/rotary_emb"
+    pos = b.op("Range", [c(0), b.op("Squeeze", [seq, c([0], scope=r)], r), c(1)], r)
+    cos = b.op("Gather", [b.param("model.rotary_emb.cos_cached", np.cos(emb)), pos], r, axis=0)
+    sin = b.op("Gather", [b.param("model.rotary_emb.sin_cached", np.sin(emb)), pos], r, axis=0)
+    cos = b.unsqueeze(b.unsqueeze(cos, [0], a), [1], a)  # [1, 1, S, HD]
+    sin = b.unsqueeze(b.unsqueeze(sin, [0], a), [1], a)
+
+    def rotate_half(t):  # cat(-x2, x1)
+        x1 = b.op("Slice", [t, c([0], scope=a), c([HD // 2], scope=a), c([3], scope=a),
+                            c([1], scope=a)], a)
+        x2 = b.op("Slice", [t, c([HD // 2], scope=a), c([INT64_MIN_PLUS_1 * -1], scope=a),
+                            c([3], scope=a), c([1], scope=a)], a)
+        return b.op("Concat", [b.op("Neg", [x2], a), x1], a, axis=-1)
+
+    def rope(t):
+        return b.op("Add", [b.op("Mul", [t, cos], a), b.op("Mul", [rotate_half(t), sin], a)], a)
+
+    q, k = rope(q), rope(k)
+
+    def repeat_kv(t):  # t[:, :, None].expand(bsz, KV, n_rep, seq, HD).reshape(bsz, H, seq, HD)
+        t = b.unsqueeze(t, [2], a)
+        want = b.op("Concat", [bsz, c([KV], scope=a), c([H // KV], scope=a), seq,
+                               c([HD], scope=a)], a, axis=0)
+        ones = b.op("ConstantOfShape", [c([5], scope=a)], a,
+                    value=numpy_helper.from_array(np.array([1], np.int64)))
+        neg = b.op("Mul", [ones, c(-1, scope=a)], a)
+        sh = b.op("Where", [b.op("Equal", [want, neg], a), ones, want], a)
+        t = b.op("Expand", [t, sh], a)
+        out = b.op("Concat", [bsz, c([H], scope=a), seq, c([HD], scope=a)], a, axis=0)
+        return b.op("Reshape", [t, out], a)
+
+    k, v = repeat_kv(k), repeat_kv(v)
+    w = b.op("MatMul", [q, b.op("Transpose", [k], a, perm=[0, 1, 3, 2])], a)
+    w = b.op("Mul", [w, c(1.0 / np.sqrt(HD), np.float32, a)], a)
+    # the additive causal mask: 0 on and below the diagonal, float32's min above
+    causal = b.param("model.causal_mask",
+                     np.where(np.tril(np.ones((NPOS, NPOS), bool)), 0.0,
+                              np.finfo(np.float32).min)[None, None])
+    end = seq
+    mask = b.op("Slice", [causal, c([0], scope=a), end, c([2], scope=a), c([1], scope=a)], a)
+    mask = b.op("Slice", [mask, c([0], scope=a), end, c([3], scope=a), c([1], scope=a)], a)
+    w = b.op("Add", [w, mask], a)
+    w = b.op("Softmax", [w], a, axis=-1)
+    o = b.op("Transpose", [b.op("MatMul", [w, v], a)], a, perm=[0, 2, 1, 3])
+    o = b.op("Reshape", [o, b.op("Concat", [bsz, seq, c([E], scope=a)], a, axis=0)], a)
+    h = b.op("Add", [x, proj(o, f"{a}/o_proj", E, E)], L)
+    m = f"{L}/mlp"
+    n = rms_norm(h, f"{L}/post_attention_layernorm", "model.layers.0.post_attention_layernorm")
+    g = proj(n, f"{m}/gate_proj", E, FF)
+    g = b.op("Mul", [g, b.op("Sigmoid", [g], m)], m)  # SiLU as exported before opset 20
+    u = proj(n, f"{m}/up_proj", E, FF)
+    b.op("Add", [h, proj(b.op("Mul", [g, u], m), f"{m}/down_proj", FF, E)], L, out="y")
+    b.output("y", F, ["batch", "sequence", E])
+    inputs = lambda r: {"hidden_states": r.standard_normal((1, S, E))}
+    return b.model(), inputs, ["--input-shapes", f"hidden_states:1x{S}x{E}"]
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -1156,6 +1257,7 @@ MODELS = {
     "u_sampling": sampling,
     "v_volumetric": volumetric,
     "w_sequences": sequences,
+    "x_llama_gqa": llama_gqa,
 }
 EXTERNAL = {"g_external"}
 

@@ -41,6 +41,13 @@ typedef struct AttnCase {
                        // [M, B, 3, H*D], moved to [3, M, B, H*D], each picked by a Gather of a
                        // scalar index and split into heads; the clean-up composes the shared
                        // layout into each of the three, so the kernel reads qkv in place
+    int64_t Hkv;       // grouped-query attention (not packed): K and V have Hkv heads, each read
+                       // by H / Hkv consecutive query heads through HF's repeat_kv ([B, Hkv, N, d]
+                       // -> [B, Hkv, 1, N, d] -> Expand to [B, Hkv, H / Hkv, N, d] -> [B, H, N,
+                       // d]); 0: H (no grouping)
+    bool rope;         // (not packed, D even) rotary embeddings on Q and K as transformers' Llama
+                       // applies them before repeat_kv: x * cos + cat(-x2, x1) * sin, cos and
+                       // sin constants [1, 1, S, D] of positions N - M + i (queries) and j (keys)
 } AttnCase;
 
 static inline DType attn_dt(const AttnCase *k) {
@@ -71,6 +78,57 @@ static inline void attn_case_name(AttnCase *k) {
         size_t n = strlen(k->name);
         snprintf(k->name + n, sizeof k->name - n, "_packed");
     }
+    if (k->Hkv && k->Hkv != k->H) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_kv%lld", (long long)k->Hkv);
+    }
+    if (k->rope) {
+        size_t n = strlen(k->name);
+        snprintf(k->name + n, sizeof k->name - n, "_rope");
+    }
+}
+
+// Rotary embeddings of x [B, h, S, D] at positions p0 .. p0 + S - 1 (transformers' Llama):
+// x * cos + cat(-x[..., D/2:], x[..., :D/2]) * sin, as fission leaves Slice, Neg, Concat, Mul
+// and Add.
+static inline int attn_rope(PB *b, int x, const AttnCase *k, int64_t S, int64_t p0) {
+    const Tensor *X = pb_t(b, x);
+    const int64_t D = k->D, h2 = D / 2, cd[] = {1, 1, S, D};
+    float *cs = xmalloc(sizeof(float) * (size_t)(2 * S * D));
+    for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < D; j++) {
+            double ang = (double)(p0 + i) * pow(10000.0, -2.0 * (double)(j % h2) / (double)D);
+            cs[i * D + j] = (float)cos(ang);
+            cs[S * D + i * D + j] = (float)sin(ang);
+        }
+    DType dt = X->dtype;
+    int cosc = pb_const(b, DT_FLOAT, 4, cd, cs), sinc = pb_const(b, DT_FLOAT, 4, cd, cs + S * D);
+    free(cs);
+    if (dt != DT_FLOAT) {
+        cosc = pb_cast(b, cosc, dt);
+        sinc = pb_cast(b, sinc, dt);
+    }
+    const int64_t hd[] = {X->dims[0], X->dims[1], S, h2}, st1[] = {1, 1, 1, 1}, s0[] = {0, 0, 0, 0},
+                  s1[] = {0, 0, 0, h2};
+    int x1 = pb_slice(b, x, s0, st1, hd), x2 = pb_slice(b, x, s1, st1, hd);
+    const int cat[] = {pb_ew1(b, EW_NEG, x2), x1};
+    int rot = pb_concat(b, 2, cat, 3);
+    return pb_ew2(b, EW_ADD, pb_ew2(b, EW_MUL, x, cosc), pb_ew2(b, EW_MUL, rot, sinc));
+}
+
+static inline int64_t attn_kv_heads(const AttnCase *k) {
+    return k->Hkv ? k->Hkv : k->H;
+}
+
+// HF's repeat_kv of x [B, Hkv, S, Dh] to [B, H, S, Dh] (as fission leaves Unsqueeze, Expand,
+// Reshape); x itself where Hkv == H.
+static inline int attn_repeat_kv(PB *b, int x, const AttnCase *k, int64_t S, int64_t Dh) {
+    const int64_t Hkv = attn_kv_heads(k);
+    if (Hkv == k->H)
+        return x;
+    const int64_t u[] = {k->B, Hkv, 1, S, Dh}, e[] = {k->B, Hkv, k->H / Hkv, S, Dh},
+                  o[] = {k->B, k->H, S, Dh};
+    return pb_reshape(b, pb_broadcast(b, pb_reshape(b, x, 5, u), 5, e), 4, o);
 }
 
 static inline int attn_graph_input(PrimGraph *pg, const char *name, DType dt, int rank,
@@ -114,7 +172,31 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
     PB b = {pg, "attention"};
     const DType dt = attn_dt(k);
     int q, kt, v;
-    if (k->packed) {
+    if (k->rope) { // Llama: heads split, Q and K rotated, K and V repeated, K transposed
+        const int64_t Hkv = attn_kv_heads(k);
+        const int perm[] = {0, 1, 3, 2};
+        int qi, ki, vi;
+        if (k->split) {
+            const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, Hkv * k->D},
+                          vd[] = {k->B, k->N, Hkv * k->Dv};
+            qi = attn_split_heads(&b, attn_graph_input(pg, "q", dt, 3, qd), k->B, k->M, k->H, k->D,
+                                  false);
+            ki = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, Hkv, k->D,
+                                  false);
+            vi = attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N, Hkv, k->Dv,
+                                  false);
+        } else {
+            const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, Hkv, k->N, k->D},
+                          vd[] = {k->B, Hkv, k->N, k->Dv};
+            qi = attn_graph_input(pg, "q", dt, 4, qd);
+            ki = attn_graph_input(pg, "k", dt, 4, kd);
+            vi = attn_graph_input(pg, "v", dt, 4, vd);
+        }
+        q = attn_rope(&b, qi, k, k->M, k->N - k->M);
+        kt = pb_transpose(&b, attn_repeat_kv(&b, attn_rope(&b, ki, k, k->N, 0), k, k->N, k->D),
+                          perm);
+        v = attn_repeat_kv(&b, vi, k, k->N, k->Dv);
+    } else if (k->packed) {
         // qkv [M, B, 3E] -> [M, B, 3, E] -> [3, M, B, E]; each of Q, K, V: Gather(axis 0, i)
         // -> [M, B, E] -> [M, B*H, D] -> [B*H, M, D] -> [B, H, M, D] (K^T: then [B, H, D, M]).
         const int64_t E = k->H * k->D, pd[] = {k->M, k->B, 3 * E}, ud[] = {k->M, k->B, 3, E},
@@ -131,14 +213,33 @@ static inline PrimGraph *attn_graph(const AttnCase *k) {
         kt = pb_transpose(&b, part[1], kp);
         v = part[2];
     } else if (k->split) {
-        const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, k->H * k->D},
-                      vd[] = {k->B, k->N, k->H * k->Dv};
+        const int64_t Hkv = attn_kv_heads(k);
+        const int64_t qd[] = {k->B, k->M, k->H * k->D}, kd[] = {k->B, k->N, Hkv * k->D},
+                      vd[] = {k->B, k->N, Hkv * k->Dv};
         q = attn_split_heads(&b, attn_graph_input(pg, "q", dt, 3, qd), k->B, k->M, k->H, k->D,
                              false);
-        kt = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, k->H, k->D,
-                              true);
-        v = attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N, k->H, k->Dv,
-                             false);
+        if (Hkv == k->H) {
+            kt = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, k->H, k->D,
+                                  true);
+        } else { // split, repeated, then transposed (HF: repeat_kv(k).transpose(2, 3))
+            const int perm[] = {0, 1, 3, 2};
+            int kk = attn_split_heads(&b, attn_graph_input(pg, "k", dt, 3, kd), k->B, k->N, Hkv,
+                                      k->D, false);
+            kt = pb_transpose(&b, attn_repeat_kv(&b, kk, k, k->N, k->D), perm);
+        }
+        v = attn_repeat_kv(&b,
+                           attn_split_heads(&b, attn_graph_input(pg, "v", dt, 3, vd), k->B, k->N,
+                                            Hkv, k->Dv, false),
+                           k, k->N, k->Dv);
+    } else if (attn_kv_heads(k) != k->H) {
+        const int64_t Hkv = attn_kv_heads(k);
+        const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, Hkv, k->N, k->D},
+                      vd[] = {k->B, Hkv, k->N, k->Dv};
+        const int perm[] = {0, 1, 3, 2};
+        q = attn_graph_input(pg, "q", dt, 4, qd);
+        kt = pb_transpose(
+            &b, attn_repeat_kv(&b, attn_graph_input(pg, "k", dt, 4, kd), k, k->N, k->D), perm);
+        v = attn_repeat_kv(&b, attn_graph_input(pg, "v", dt, 4, vd), k, k->N, k->Dv);
     } else {
         const int64_t qd[] = {k->B, k->H, k->M, k->D}, kd[] = {k->B, k->H, k->N, k->D},
                       vd[] = {k->B, k->H, k->N, k->Dv};

@@ -19,7 +19,7 @@
 enum { CCLS_ATTN = 7 };
 
 // A fused attention kernel's config (CCLS_ATTN). Canonical desc "cls=attn bm=.. bn=.. mr=.. nv=..
-// st=.."; KernelConfig.p[] = bm, bn, mr, nv, st.
+// st=.." (then " gq=1" where set); KernelConfig.p[] = bm, bn, mr, nv, st, gq.
 typedef struct CAttnConfig {
     int64_t bm; // query rows per block (one OpenMP task)
     int64_t bn; // keys per tile
@@ -27,6 +27,9 @@ typedef struct CAttnConfig {
     int nv;     // register tile columns, in vectors of ORCH_LV floats
     int st;     // staging: 0, each block stages each key tile; 1, every key tile of every batch
                 // index is staged once, before the blocks, into whole-batch buffers
+    int gq;     // grouped-query attention (AttnSpec.kv_group > 1): 1, a task takes the block's
+                // rows of every head of a K/V group, staging each key tile once for all of them
+                // (st=1: one staged copy per group); 0, one head per task
 } CAttnConfig;
 // Writes t into k: cls, p[] (unused slots zero), desc; score 0.
 void cgen_attn_config_pack(const CAttnConfig *t, KernelConfig *k);

@@ -10,6 +10,10 @@
 // at the end. Only BM x BN scores exist at a time, in a per-thread buffer. With config st=1 the
 // key tiles of every batch index are staged once, before the blocks, into whole-batch buffers
 // (for many blocks per batch index, where per-block staging would repeat the transposes).
+// Grouped-query attention (config gq=1, AttnSpec.kv_group G > 1): a task takes the block's rows
+// of the G heads that share one K and V, stages each key tile once (read at the group's first
+// head) and runs the G heads' products and softmax steps against it, so K and V are read in
+// place once per group, never expanded to every head.
 // Widths: V's rows are padded to DvP = 16 * ceil(Dv / 16) and a key tile's K^T columns to a
 // multiple of 16, both with zeros, and the scores past a tile's keys are -inf (weight 0), so the
 // vector loops have no tails for any ORCH_LV (4, 8, 16).
@@ -24,7 +28,7 @@
 #include <string.h>
 
 // KernelConfig.p[] slots of CAttnConfig's fields (cgen_attn.h).
-enum { P_BM, P_BN, P_MR, P_NV, P_ST };
+enum { P_BM, P_BN, P_MR, P_NV, P_ST, P_GQ };
 
 static int64_t pad16(int64_t n) {
     return (n + 15) / 16 * 16;
@@ -278,14 +282,24 @@ static double flops_of(const AttnSpec *a) {
     return 2.0 * (double)a->B * (double)a->M * (double)a->N * (double)(a->D + a->Dv);
 }
 
-// Declares the lead digits a_b<d> of the batch index `bi` (row-major over O's lead dims).
-static void emit_digits(StrBuf *s, int ind, const AttnSpec *a, const char *bi) {
+// Declares the lead digits a_b<d> of the batch index `bi` (row-major over O's lead dims). With
+// a K/V group (G > 1 along axis ga) bi counts groups: that axis has lead[ga] / G indices, its
+// digit is a_bk and a_bs = a_bk * G is the group's first head (the index K and V are read at);
+// the heads' own digit a_b<ga> = a_bs + a_h is declared in the loop over the group's heads.
+static void emit_digits(StrBuf *s, int ind, const AttnSpec *a, const char *bi, int64_t G, int ga) {
     const int nl = a->rank - 2;
     if (nl > 0)
         sb_line(s, ind, "int64_t a_rest = %s;\n", bi);
-    for (int d = nl - 1; d >= 0; d--)
+    for (int d = nl - 1; d >= 0; d--) {
+        if (d == ga) {
+            sb_line(s, ind, "const int64_t a_bk = a_rest %% %lld; a_rest /= %lld;\n",
+                    (long long)(a->lead[d] / G), (long long)(a->lead[d] / G));
+            sb_line(s, ind, "const int64_t a_bs = a_bk * %lld; (void)a_bs;\n", (long long)G);
+            continue;
+        }
         sb_line(s, ind, "const int64_t a_b%d = a_rest %% %lld; a_rest /= %lld; (void)a_b%d;\n", d,
                 (long long)a->lead[d], (long long)a->lead[d], d);
+    }
 }
 
 // Stages the key tile (a_j0, a_nk) of the batch whose digits are declared: K^T into
@@ -337,11 +351,12 @@ static int emit_stage_tile(Em *E, StrBuf *s, int ind, const char **ix, int64_t l
     return rc;
 }
 
-// Bytes of the whole-batch staging buffers (config st=1): K^T tile by tile, [B][tiles][D][BN]
+// Bytes of the whole-batch staging buffers (config st=1): K^T tile by tile, [Bk][tiles][D][BN]
 // (each tile laid out as a per-block one: rows a whole batch index apart would fall into the
-// same cache sets), and V [B][N][DvP].
-static int64_t staged_bytes(const AttnSpec *a, int64_t BN) {
-    return 4 * a->B * (a->D * (a->N + BN - 1) / BN * BN + a->N * pad16(a->Dv));
+// same cache sets), and V [Bk][N][DvP]; Bk = B / G batch indices of distinct K and V (G: the
+// K/V group a task takes, 1 without).
+static int64_t staged_bytes(const AttnSpec *a, int64_t BN, int64_t G) {
+    return 4 * (a->B / G) * (a->D * (a->N + BN - 1) / BN * BN + a->N * pad16(a->Dv));
 }
 
 // The fitted constants of the attention kernels' CPU model and the configs offered. "Not
@@ -455,9 +470,12 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     int64_t BM = t.bm, BN = t.bn;
     int mr = t.mr, nv = t.nv;
     bool all = t.st == 1;
+    // G heads per task sharing one K and V (the group's axis ga), or one head per task.
+    const int64_t G = t.gq == 1 ? a->kv_group : 1;
+    const int ga = G > 1 ? a->kv_axis : -1;
     if (BM < 1 || BM > 1024 || BN < 16 || BN > 1024 || BN % 16 || mr < 1 || mr > 16 || nv < 1 ||
-        nv > 8 || t.st < 0 || t.st > 1 ||
-        (all && staged_bytes(a, BN) > cpu_attn_model.stage_all_max))
+        nv > 8 || t.st < 0 || t.st > 1 || t.gq < 0 || t.gq > 1 || (t.gq == 1 && G < 2) ||
+        (all && staged_bytes(a, BN, G) > cpu_attn_model.stage_all_max))
         return err_set(e, ST_USAGE, "attention kernel %s: bad config '%s'", fn, cfg->desc);
     const int64_t M = a->M, N = a->N, D = a->D, Dv = a->Dv, DvP = pad16(Dv);
     const int nl = a->rank - 2; // lead dims
@@ -473,9 +491,12 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     emit_exp(s, fn);
     int rc = emit_softmax(&E, s, BM, BN, DvP, e);
 
-    int64_t NQB = (M + BM - 1) / BM, T = a->B * NQB, NT = (N + BN - 1) / BN;
+    // Tasks: (batch index, or K/V group with G > 1) x block of query rows.
+    const int64_t BG = a->B / G;
+    int64_t NQB = (M + BM - 1) / BM, T = BG * NQB, NT = (N + BN - 1) / BN;
     bool par = T > 1 && flops_of(a) >= 2e6;
-    // Index names: the lead digits of the batch index, then the two matrix coordinates.
+    // Index names: the lead digits of the batch index, then the two matrix coordinates; K and V
+    // are read at the group's first head (a_bs), everything else at the head's own digit.
     char lead[ORCH_MAX_RANK][16];
     const char *ix[ORCH_MAX_RANK];
     for (int d = 0; d < nl; d++) {
@@ -486,37 +507,40 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
     sb_line(s, 1, "float *restrict y = (float *)out;\n");
     if (all) {
         sb_line(s, 1, "float *a_kall = (float *)aligned_alloc(64, %lld);\n",
-                (long long)(4 * a->B * NT * D * BN));
+                (long long)(4 * BG * NT * D * BN));
         sb_line(s, 1, "float *a_vall = (float *)aligned_alloc(64, %lld);\n",
-                (long long)(4 * a->B * N * DvP));
+                (long long)(4 * BG * N * DvP));
     }
     sb_line(s, 1, "#pragma omp parallel if (%d)\n", par);
     sb_line(s, 1, "{\n");
     if (all) {
-        // Every key tile of every batch index staged once, by all threads (the loop's barrier
-        // ends it before any block reads them).
+        // Every key tile of every batch index (K/V group) staged once, by all threads (the
+        // loop's barrier ends it before any block reads them).
         sb_line(s, 2, "#pragma omp for schedule(static)\n");
-        sb_line(s, 2, "for (int64_t a_t = 0; a_t < %lld; a_t++) {\n", (long long)(a->B * NT));
+        sb_line(s, 2, "for (int64_t a_t = 0; a_t < %lld; a_t++) {\n", (long long)(BG * NT));
         sb_line(s, 3, "const int64_t a_bi = a_t / %lld, a_j0 = (a_t %% %lld) * %lld;\n",
                 (long long)NT, (long long)NT, (long long)BN);
         sb_line(s, 3, "const int64_t a_nk = %lld - a_j0 < %lld ? %lld - a_j0 : %lld;\n",
                 (long long)N, (long long)BN, (long long)N, (long long)BN);
-        emit_digits(s, 3, a, "a_bi");
+        emit_digits(s, 3, a, "a_bi", G, ga);
         sb_line(s, 3, "float *restrict a_ks = a_kall + (a_t / %lld * %lld + a_j0 / %lld) * %lld;\n",
                 (long long)NT, (long long)NT, (long long)BN, (long long)(D * BN));
         sb_line(s, 3, "float *restrict a_vs = a_vall + (a_bi * %lld + a_j0) * %lld;\n",
                 (long long)N, (long long)DvP);
+        if (ga >= 0)
+            ix[ga] = "a_bs";
         if (!rc)
             rc = emit_stage_tile(&E, s, 3, ix, BN, e);
         sb_line(s, 2, "}\n");
     }
-    // One allocation per thread: Q rows, scores, accumulators, maxima and per-lane sums (and
-    // K^T and V tiles when staged per tile), each part 64-byte aligned.
+    // One allocation per thread: Q rows, scores, accumulators, maxima and per-lane sums (G sets
+    // of all but the scores), and K^T and V tiles when staged per tile, each part 64-byte aligned.
     const struct {
         const char *name;
         int64_t n;
-    } parts[] = {{"qb", BM * D},  {"sb", BM * BN},          {"ob", BM * DvP},          {"mb", BM},
-                 {"lb", 16 * BM}, {"kb", all ? 0 : D * BN}, {"vb", all ? 0 : BN * DvP}};
+    } parts[] = {
+        {"qb", G * BM * D},  {"sb", BM * BN},          {"ob", G * BM * DvP},      {"mb", G * BM},
+        {"lb", G * 16 * BM}, {"kb", all ? 0 : D * BN}, {"vb", all ? 0 : BN * DvP}};
     int64_t offs[ORCH_COUNT(parts)], total = 0;
     for (size_t i = 0; i < ORCH_COUNT(parts); i++) {
         offs[i] = total;
@@ -533,28 +557,52 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
             (long long)NQB, (long long)BM);
     sb_line(s, 3, "const int64_t a_m = %lld - a_i0 < %lld ? %lld - a_i0 : %lld;\n", (long long)M,
             (long long)BM, (long long)M, (long long)BM);
-    emit_digits(s, 3, a, "a_bi");
-    sb_line(s, 3, "const int64_t a_lead[%d] = {", nl + 1);
-    for (int d = 0; d < nl; d++)
-        sb_printf(s, "a_b%d, ", d);
-    sb_puts(s, "0};\n");
+    emit_digits(s, 3, a, "a_bi", G, ga);
+    // The head loop's prologue: the head's digit, its lead index and its buffers (one head
+    // without a group: the loop runs once).
+    char head[1024];
+    {
+        int n = snprintf(head, sizeof head, "for (int64_t a_h = 0; a_h < %lld; a_h++) {\n",
+                         (long long)G);
+        if (ga >= 0)
+            n += snprintf(head + n, sizeof head - (size_t)n, "const int64_t a_b%d = a_bs + a_h;\n",
+                          ga);
+        n += snprintf(head + n, sizeof head - (size_t)n, "const int64_t a_lead[%d] = {", nl + 1);
+        for (int d = 0; d < nl; d++)
+            n += snprintf(head + n, sizeof head - (size_t)n, "a_b%d, ", d);
+        snprintf(head + n, sizeof head - (size_t)n,
+                 "0};\n(void)a_lead;\n"
+                 "float *restrict a_qh = a_qb + a_h * %lld, *restrict a_oh = a_ob + a_h * %lld;\n"
+                 "float *restrict a_mh = a_mb + a_h * %lld, *restrict a_lh = a_lb + a_h * %lld;\n",
+                 (long long)(BM * D), (long long)(BM * DvP), (long long)BM, (long long)(16 * BM));
+    }
+#define HEAD_OPEN(ind)                                                                             \
+    do {                                                                                           \
+        const char *p_ = head;                                                                     \
+        for (const char *nl_; (nl_ = strchr(p_, '\n')); p_ = nl_ + 1)                              \
+            sb_line(s, (ind) + (p_ == head ? 0 : 1), "%.*s\n", (int)(nl_ - p_), p_);               \
+    } while (0)
 
     char dst[128];
-    // The block's Q rows, running maxima and sums, zeroed accumulators.
-    sb_line(s, 3, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
-    sb_line(s, 4, "const int64_t a_qi = a_i0 + a_r;\n");
-    sb_line(s, 4, "for (int64_t a_d = 0; a_d < %lld; a_d++) {\n", (long long)D);
+    // Each head's Q rows, running maxima and sums, zeroed accumulators.
+    HEAD_OPEN(3);
+    sb_line(s, 4, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    sb_line(s, 5, "const int64_t a_qi = a_i0 + a_r;\n");
+    sb_line(s, 5, "for (int64_t a_d = 0; a_d < %lld; a_d++) {\n", (long long)D);
+    if (ga >= 0)
+        ix[ga] = lead[ga];
     ix[nl] = "a_qi";
     ix[nl + 1] = "a_d";
-    snprintf(dst, sizeof dst, "a_qb[a_r * %lld + a_d]", (long long)D);
+    snprintf(dst, sizeof dst, "a_qh[a_r * %lld + a_d]", (long long)D);
     if (!rc)
-        rc = emit_load(&E, a->q, ix, dst, s, 5, e);
+        rc = emit_load(&E, a->q, ix, dst, s, 6, e);
+    sb_line(s, 5, "}\n");
+    sb_line(s, 5, "a_mh[a_r] = -INFINITY;\n");
+    sb_line(s, 5, "for (int a_l = 0; a_l < 16; a_l++)\n");
+    sb_line(s, 6, "a_lh[a_r * 16 + a_l] = 0.0f;\n");
+    sb_line(s, 5, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)DvP);
+    sb_line(s, 6, "a_oh[a_r * %lld + a_c] = 0.0f;\n", (long long)DvP);
     sb_line(s, 4, "}\n");
-    sb_line(s, 4, "a_mb[a_r] = -INFINITY;\n");
-    sb_line(s, 4, "for (int a_l = 0; a_l < 16; a_l++)\n");
-    sb_line(s, 5, "a_lb[a_r * 16 + a_l] = 0.0f;\n");
-    sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)DvP);
-    sb_line(s, 5, "a_ob[a_r * %lld + a_c] = 0.0f;\n", (long long)DvP);
     sb_line(s, 3, "}\n");
 
     sb_line(s, 3, "for (int64_t a_j0 = 0; a_j0 < %lld; a_j0 += %lld) {\n", (long long)N,
@@ -568,16 +616,23 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
                 (long long)N, (long long)DvP);
     } else {
         sb_line(s, 4, "float *restrict a_ks = a_kb, *restrict a_vs = a_vb;\n");
+        if (ga >= 0)
+            ix[ga] = "a_bs";
         if (!rc)
             rc = emit_stage_tile(&E, s, 4, ix, BN, e);
+        if (ga >= 0)
+            ix[ga] = lead[ga];
     }
-    // Scores of the block against the tile (columns rounded up to 16), the softmax step, P·V.
-    sb_line(s, 4, "%s_qk(a_qb, a_ks, a_sb, a_m, %lld, (a_nk + 15) / 16 * 16);\n", fn, (long long)D);
-    sb_line(s, 4, "%s_sm(in, a_sb, a_mb, a_lb, a_ob, a_m, a_i0, a_j0, a_nk, a_lead);\n", fn);
-    sb_line(s, 4, "%s_pv(a_sb, a_vs, a_ob, a_m, a_nk, %lld);\n", fn, (long long)DvP);
+    // Each head's scores against the tile (columns rounded up to 16), softmax step, P·V.
+    HEAD_OPEN(4);
+    sb_line(s, 5, "%s_qk(a_qh, a_ks, a_sb, a_m, %lld, (a_nk + 15) / 16 * 16);\n", fn, (long long)D);
+    sb_line(s, 5, "%s_sm(in, a_sb, a_mh, a_lh, a_oh, a_m, a_i0, a_j0, a_nk, a_lead);\n", fn);
+    sb_line(s, 5, "%s_pv(a_sb, a_vs, a_oh, a_m, a_nk, %lld);\n", fn, (long long)DvP);
+    sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
-    // O = acc / l.
-    sb_line(s, 3, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
+    // O = acc / l, each head's rows.
+    HEAD_OPEN(3);
+    sb_line(s, 4, "for (int64_t a_r = 0; a_r < a_m; a_r++) {\n");
     // O's row at its place in the output (O itself, or the heads merged back: AttnSpec.ostride).
     char yoff[512] = "0";
     for (int d = 0; d < nl; d++) {
@@ -586,21 +641,23 @@ static int emit_kernel(const AttnSpec *a, const KernelConfig *cfg, const char *f
             snprintf(yoff + used, sizeof yoff - used, " + a_b%d * %lld", d,
                      (long long)a->ostride[d]);
     }
-    sb_line(s, 4, "float *restrict a_y = y + %s + (a_i0 + a_r) * %lld;\n", yoff,
+    sb_line(s, 5, "float *restrict a_y = y + %s + (a_i0 + a_r) * %lld;\n", yoff,
             (long long)a->ostride[a->rank - 2]);
-    sb_line(s, 4, "float a_l = 0.0f;\n");
-    sb_line(s, 4, "for (int a_q = 0; a_q < 16; a_q++)\n");
-    sb_line(s, 5, "a_l += a_lb[a_r * 16 + a_q];\n");
+    sb_line(s, 5, "float a_l = 0.0f;\n");
+    sb_line(s, 5, "for (int a_q = 0; a_q < 16; a_q++)\n");
+    sb_line(s, 6, "a_l += a_lh[a_r * 16 + a_q];\n");
     if (a->nan_to_zero) { // a row of -inf scores: P (and so O) is 0, as the export says
-        sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++) {\n", (long long)Dv);
-        sb_line(s, 5, "const float a_v = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
-        sb_line(s, 5, "a_y[a_c] = isnan(a_v) ? 0.0f : a_v;\n");
-        sb_line(s, 4, "}\n");
+        sb_line(s, 5, "for (int64_t a_c = 0; a_c < %lld; a_c++) {\n", (long long)Dv);
+        sb_line(s, 6, "const float a_v = a_oh[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+        sb_line(s, 6, "a_y[a_c] = isnan(a_v) ? 0.0f : a_v;\n");
+        sb_line(s, 5, "}\n");
     } else {
-        sb_line(s, 4, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)Dv);
-        sb_line(s, 5, "a_y[a_c] = a_ob[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
+        sb_line(s, 5, "for (int64_t a_c = 0; a_c < %lld; a_c++)\n", (long long)Dv);
+        sb_line(s, 6, "a_y[a_c] = a_oh[a_r * %lld + a_c] / a_l;\n", (long long)DvP);
     }
+    sb_line(s, 4, "}\n");
     sb_line(s, 3, "}\n");
+#undef HEAD_OPEN
     sb_line(s, 2, "}\n");
     sb_line(s, 2, "free(a_buf);\n");
     sb_line(s, 1, "}\n");
@@ -627,8 +684,11 @@ void cgen_attn_config_pack(const CAttnConfig *t, KernelConfig *k) {
     k->p[P_MR] = t->mr;
     k->p[P_NV] = t->nv;
     k->p[P_ST] = t->st;
-    snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%d nv=%d st=%d",
-             (long long)t->bm, (long long)t->bn, t->mr, t->nv, t->st);
+    k->p[P_GQ] = t->gq;
+    int n = snprintf(k->desc, sizeof k->desc, "cls=attn bm=%lld bn=%lld mr=%d nv=%d st=%d",
+                     (long long)t->bm, (long long)t->bn, t->mr, t->nv, t->st);
+    if (t->gq && n > 0 && (size_t)n < sizeof k->desc)
+        snprintf(k->desc + n, sizeof k->desc - (size_t)n, " gq=%d", t->gq);
 }
 
 void cgen_attn_config_unpack(const KernelConfig *k, CAttnConfig *t) {
@@ -637,6 +697,7 @@ void cgen_attn_config_unpack(const KernelConfig *k, CAttnConfig *t) {
     t->mr = (int)k->p[P_MR];
     t->nv = (int)k->p[P_NV];
     t->st = (int)k->p[P_ST];
+    t->gq = (int)k->p[P_GQ];
 }
 
 bool cgen_attn_supports(const PrimGraph *pg, const Candidate *c) {
@@ -666,9 +727,10 @@ static double tile_eff(int mr, double nvu, int lanes) {
     return eff * (1.0 + P->tall_row * mr);
 }
 
-// The model, per task (a block of BM rows of one batch index): both products at the register
-// tiles' efficiencies (the score product over key columns rounded up to 16, single-row blocks
-// at a fraction of the speed), the softmax's vector work per score (exp, max, sum and the
+// The model, per task (a block of BM rows of one batch index, or of the G heads of a K/V group
+// with gq=1: G times the products and softmax steps, the staging once): both products at the
+// register tiles' efficiencies (the score product over key columns rounded up to 16, single-row
+// blocks at a fraction of the speed), the softmax's vector work per score (exp, max, sum and the
 // pre-softmax chain), a per-(row, tile) overhead, every block streaming its batch index's K and
 // V (from L2 when they fit, from L3 or memory otherwise), staging the key tiles (per block,
 // or once per batch index with st=1, which adds a pass through memory; a K^T transposed from
@@ -676,7 +738,7 @@ static double tile_eff(int mr, double nvu, int lanes) {
 // when the per-thread buffers leave L2 (L1 for the tile's working set); tasks spread over the
 // cores in waves.
 static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN, int mr, int nv,
-                    bool all) {
+                    bool all, int64_t G) {
     const CpuAttnModel *P = &cpu_attn_model;
     int lanes = hw && hw->simd_bytes >= 16 ? hw->simd_bytes / 4 : 4;
     int cores = hw && hw->cores > 0 ? hw->cores : 1;
@@ -708,9 +770,11 @@ static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN,
     bool kt_dense = cgen_input_pos(a->c, a->kt) >= 0;
     double stage = (double)a->N * ((double)a->D * (kt_dense ? P->stage_dense_s : P->stage_kt_s) +
                                    a->Dv * P->stage_dense_s);
+    // A task computes G heads against one staging of the key tiles.
+    t *= (double)G;
     if (!all)
         t += stage;
-    double ws = 4.0 * (double)(BM * a->D + BM * BN + BM * (int64_t)DvP +
+    double ws = 4.0 * (double)(G * BM * a->D + BM * BN + G * BM * (int64_t)DvP +
                                (all ? 0 : a->D * BN + BN * (int64_t)DvP));
     double tile_ws =
         4.0 * (double)(a->D * BN + BN * (int64_t)DvP + ORCH_MIN(BM, P->tile_ws_rows) * BN);
@@ -718,14 +782,15 @@ static double score(const AttnSpec *a, const HwInfo *hw, int64_t BM, int64_t BN,
         t *= P->l2_over;
     else if (tile_ws > l1)
         t *= P->l1_over;
-    double tasks = (double)a->B * ceil((double)a->M / (double)BM);
+    double tasks = (double)(a->B / G) * ceil((double)a->M / (double)BM);
     double waves = ceil(tasks / cores);
     double bytes = 4.0 * (double)a->B *
                    ((double)a->M * (double)(a->D + a->Dv) + (double)a->N * (double)(a->D + a->Dv));
     double t_all = 0;
     if (all)
-        t_all = (double)a->B * stage / ORCH_MIN(cores, a->B * ceil((double)a->N / BN)) +
-                2.0 * (double)staged_bytes(a, BN) / P->bw_mem + P->fork_s;
+        t_all = (double)(a->B / G) * stage /
+                    ORCH_MIN(cores, (double)(a->B / G) * ceil((double)a->N / BN)) +
+                2.0 * (double)staged_bytes(a, BN, G) / P->bw_mem + P->fork_s;
     return waves * t + t_all + bytes / P->bw_mem + (tasks > 1 ? P->fork_s : 0);
 }
 
@@ -737,11 +802,15 @@ int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
     const CpuAttnModel *P = &cpu_attn_model;
     int wide = hw && hw->simd_bytes >= 64;
     const int(*blocks)[2] = wide ? P->blocks_avx512 : P->blocks_narrow;
-    KernelConfig cand[128];
+    KernelConfig cand[256];
     int n = 0;
-    for (size_t i = 0; i < ORCH_COUNT(P->bms) * 2; i++) {
-        int64_t BM = P->bms[i / 2];
+    // Grouped-query attention: every config also with a task per K/V group (gq=1).
+    const int n_gq = a.kv_group > 1 ? 2 : 1;
+    for (size_t i = 0; i < ORCH_COUNT(P->bms) * 2 * (size_t)n_gq; i++) {
+        int64_t BM = P->bms[i / 2 % ORCH_COUNT(P->bms)];
         bool all = i % 2;
+        int gq = (int)(i / (2 * ORCH_COUNT(P->bms)));
+        int64_t G = gq ? a.kv_group : 1;
         // Staging once per batch index pays off only with several blocks per batch index.
         if (all && BM >= a.M)
             continue;
@@ -751,15 +820,19 @@ int cgen_attn_configs(const PrimGraph *pg, const Candidate *c, const HwInfo *hw,
             int64_t BN = P->bns[j];
             if (BN > P->bns[0] && BN / 2 >= pad16(a.N))
                 continue; // one tile already holds every key
-            if (all && staged_bytes(&a, BN) > P->stage_all_max)
+            if (all && staged_bytes(&a, BN, G) > P->stage_all_max)
                 continue;
             for (int b = 0; b < (int)ORCH_COUNT(P->blocks_avx512) && n < (int)ORCH_COUNT(cand);
                  b++) {
-                CAttnConfig t = {
-                    .bm = BM, .bn = BN, .mr = blocks[b][0], .nv = blocks[b][1], .st = all};
+                CAttnConfig t = {.bm = BM,
+                                 .bn = BN,
+                                 .mr = blocks[b][0],
+                                 .nv = blocks[b][1],
+                                 .st = all,
+                                 .gq = gq};
                 KernelConfig *kc = &cand[n++];
                 cgen_attn_config_pack(&t, kc);
-                kc->score = score(&a, hw, BM, BN, t.mr, t.nv, all);
+                kc->score = score(&a, hw, BM, BN, t.mr, t.nv, all, G);
             }
         }
     }

@@ -28,12 +28,14 @@ static int64_t layout_offset(const Prim *p, const Tensor *T, const Tensor *src,
 }
 
 // Stages that can make up an affine map: transposes, reshapes, slices and gathers of an
-// arithmetic progression of indices (a scalar one: a packed QKV's Q, K or V).
-static bool affine_stage(const LayoutStage *st) {
+// arithmetic progression of indices (a scalar one: a packed QKV's Q, K or V); under a grouped
+// axis also broadcasts.
+static bool affine_stage(const LayoutStage *st, bool grouped) {
     switch (st->kind) {
     case LS_TRANSPOSE:
     case LS_RESHAPE:
     case LS_SLICE: return true;
+    case LS_BROADCAST: return grouped;
     case LS_GATHER: {
         int64_t n = 1;
         for (int d = 0; d < st->idx_rank; d++)
@@ -48,13 +50,23 @@ static bool affine_stage(const LayoutStage *st) {
 }
 
 void cu_affine_of(const PrimGraph *pg, const Candidate *c, int t, CuAffine *L) {
+    cu_affine_of_grouped(pg, c, t, -1, 1, L);
+}
+
+void cu_affine_of_grouped(const PrimGraph *pg, const Candidate *c, int t, int ga, int64_t group,
+                          CuAffine *L) {
     memset(L, 0, sizeof *L);
+    L->gaxis = -1;
+    L->group = 1;
     const Tensor *T = pg->tensors[t];
     int r = T->rank;
+    const bool grouped = ga >= 0 && ga < r && group > 1 && T->dims[ga] % group == 0;
+    if (ga >= 0 && !grouped)
+        return;
     if (T->dtype != DT_FLOAT && T->dtype != DT_FLOAT16 && T->dtype != DT_BFLOAT16)
         return;
     int pos = cgen_input_pos(c, t);
-    if (pos >= 0) {
+    if (pos >= 0 && !grouped) {
         int64_t s = 1;
         for (int d = r - 1; d >= 0; d--) {
             L->stride[d] = T->dims[d] == 1 ? 0 : s;
@@ -74,7 +86,7 @@ void cu_affine_of(const PrimGraph *pg, const Candidate *c, int t, CuAffine *L) {
         cgen_input_pos(c, p->in[0]) < 0 || pg->tensors[p->in[0]]->dtype != T->dtype)
         return;
     for (int st = 0; st < p->lay.n_stages; st++)
-        if (!affine_stage(&p->lay.stages[st]))
+        if (!affine_stage(&p->lay.stages[st], grouped))
             return;
     const Tensor *src = pg->tensors[p->in[0]];
     int64_t idx[ORCH_MAX_RANK] = {0};
@@ -82,17 +94,20 @@ void cu_affine_of(const PrimGraph *pg, const Candidate *c, int t, CuAffine *L) {
     if (L->base < 0)
         return;
     for (int d = 0; d < r; d++) {
-        if (T->dims[d] == 1)
+        // A grouped axis steps by whole groups (its coordinate enters divided by the group).
+        int64_t step = grouped && d == ga ? group : 1;
+        if (T->dims[d] <= step)
             continue;
-        idx[d] = 1;
+        idx[d] = step;
         L->stride[d] = layout_offset(p, T, src, idx) - L->base;
         idx[d] = 0;
     }
+    const int gq = grouped ? ga : -1;
 #define AFFINE_AT(ix)                                                                              \
     do {                                                                                           \
         int64_t want = L->base;                                                                    \
         for (int q = 0; q < r; q++)                                                                \
-            want += L->stride[q] * (ix)[q];                                                        \
+            want += L->stride[q] * (q == gq ? (ix)[q] / group : (ix)[q]);                          \
         if (layout_offset(p, T, src, (ix)) != want)                                                \
             return;                                                                                \
     } while (0)
@@ -127,4 +142,8 @@ void cu_affine_of(const PrimGraph *pg, const Candidate *c, int t, CuAffine *L) {
 #undef AFFINE_AT
     L->pos = cgen_input_pos(c, p->in[0]);
     L->affine = true;
+    if (grouped) {
+        L->gaxis = ga;
+        L->group = group;
+    }
 }

@@ -13,6 +13,11 @@ typedef struct CuAffine {
     int copy; // free for the caller (the attention's cp.async width); cu_affine_of sets 0
     int pos;  // the kernel input (position in c->inputs)
     int64_t base, stride[ORCH_MAX_RANK]; // in elements; stride 0 on unit dims
+    // A grouped axis (cu_affine_of_grouped; -1 and 1: none): coordinate i[gaxis] enters the
+    // offset as i[gaxis] / group, so the element is at base + stride[gaxis] * (i[gaxis] / group)
+    // + sum over the other axes of stride[d] * i[d] (K and V of grouped-query attention).
+    int gaxis;
+    int64_t group;
 } CuAffine;
 
 // Fills A for tensor t of candidate c: a float (or half) kernel input (its dense strides), or
@@ -22,5 +27,10 @@ typedef struct CuAffine {
 // reshape's split coordinate (f / S) % n deviates from any affine form on a large part of the
 // box). A->affine false otherwise.
 void cu_affine_of(const PrimGraph *pg, const Candidate *c, int t, CuAffine *A);
+// The same with coordinate `axis` read as i[axis] / group (group > 1 dividing that dim), checked
+// the same way; the layout may also broadcast (repeat_kv's Expand of a unit axis), since the
+// division folds the repeated indices onto one. A->affine false where the map is not of that form.
+void cu_affine_of_grouped(const PrimGraph *pg, const Candidate *c, int t, int axis, int64_t group,
+                          CuAffine *A);
 
 #endif

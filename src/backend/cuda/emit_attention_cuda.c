@@ -303,6 +303,12 @@ static bool analyse(const PrimGraph *pg, const Candidate *c, const CudaHw *hw, A
     cu_affine_of(pg, c, a->q, &x->q);
     cu_affine_of(pg, c, a->kt, &x->k);
     cu_affine_of(pg, c, a->v, &x->v);
+    // Grouped-query attention: K and V read through repeat_kv's broadcast are affine in the
+    // head divided by the group, so their tiles still go by cp.async from the K/V heads.
+    if (a->kv_group > 1 && !x->k.affine)
+        cu_affine_of_grouped(pg, c, a->kt, a->kv_axis, a->kv_group, &x->k);
+    if (a->kv_group > 1 && !x->v.affine)
+        cu_affine_of_grouped(pg, c, a->v, a->kv_axis, a->kv_group, &x->v);
     bool cp = !hw || hw->cc_major >= 8; // cp.async: sm_80 and newer
     x->q.copy = cp ? copy_width(&x->q, r, r - 2, r - 1, a->D, isz) : 0;
     x->k.copy = cp ? copy_width(&x->k, r, r - 1, r - 2, a->D, isz) : 0;
@@ -588,7 +594,9 @@ static void emit_load_base(StrBuf *s, const AttnSpec *a, const Load *L, const ch
     sb_line(s, 1, "const %s *%s = in%d + %lld", cgen_ctype(a->dt), name, L->pos,
             (long long)L->base);
     for (int d = 0; d + 2 < a->rank; d++)
-        if (L->stride[d])
+        if (L->stride[d] && d == L->gaxis)
+            sb_printf(s, " + a_l%d / %lld * %lld", d, (long long)L->group, (long long)L->stride[d]);
+        else if (L->stride[d])
             sb_printf(s, " + a_l%d * %lld", d, (long long)L->stride[d]);
     sb_puts(s, ";\n");
 }

@@ -11,7 +11,9 @@
 //   -10000) and compared with the primitive interpreter at |got - ref| <= 1e-4 |ref| +
 //   1e-4 max|ref|. Sequence lengths 1 to 4096 (M != N too), head dims 24 to 256, Dv != D; O's
 //   heads merged back by the candidate's output layout ([B, M, H * Dv], as PyTorch's permute and
-//   view after the attention).
+//   view after the attention). Grouped-query attention (K and V heads shared by H / Hkv query
+//   heads through repeat_kv's Expand): the variant's K/V group is found (never the core's, whose
+//   K and V are expanded copies), and kernels of both task forms (per head, per K/V group) run.
 // Environment: ORCH_TEST_SEED; ORCH_TEST_ONLY=CASE runs one case; ORCH_ATTN_TIME=1 prints every
 // kernel's time (best of 5); ORCH_ATTN_FULL=1 adds an exhaustive sweep (every mask x scale x
 // split over lengths and head dims). Under a sanitizer build the 4096 x 4096 case is left out
@@ -182,12 +184,13 @@ static int expected_pre(const AttnCase *k) {
 static bool check_detection(const AttnCase *k, const PrimGraph *pg, const CandidateSet *cs,
                             const Candidate **att) {
     const Candidate *found[8];
-    int n = attention_candidates(k->name, pg, cs, found, 8), want = k->out_merge ? 4 : 2;
+    int n = attention_candidates(k->name, pg, cs, found, 8),
+        want = (k->out_merge ? 2 : 1) * (k->rope ? 3 : 2);
     CHECK_MSG(cs->stats.attention == want && n == want, "%s: stats.attention %d, %d accepted",
               k->name, cs->stats.attention, n);
     if (n != want)
         return false;
-    att[0] = att[1] = NULL;
+    att[0] = att[1] = att[2] = NULL;
     int merged = 0;
     for (int i = 0; i < n; i++) {
         AttnSpec a;
@@ -206,7 +209,7 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
                 CHECK_MSG(a.ostride[d] == want_st[d], "%s: ostride[%d] %lld, expected %lld",
                           k->name, d, (long long)a.ostride[d], (long long)want_st[d]);
         }
-        att[a.n_layouts > 0] = found[i];
+        att[a.n_prologue > 0 ? 2 : a.n_layouts > 0] = found[i];
         CHECK_MSG(a.M == k->M && a.N == k->N && a.D == k->D && a.Dv == k->Dv &&
                       a.B == k->B * k->H && a.rank == 4 && a.lead[0] == k->B && a.lead[1] == k->H,
                   "%s: analysed M %lld N %lld D %lld Dv %lld B %lld rank %d", k->name,
@@ -215,45 +218,63 @@ static bool check_detection(const AttnCase *k, const PrimGraph *pg, const Candid
         CHECK_MSG(a.n_pre == expected_pre(k), "%s: n_pre %d, expected %d", k->name, a.n_pre,
                   expected_pre(k));
         CHECK_MSG(a.nan_to_zero == k->nan_guard, "%s: nan_to_zero %d", k->name, a.nan_to_zero);
-        CHECK_MSG(a.n_layouts == 0 || a.n_layouts == (k->split || k->packed ? 3 : 1),
+        const bool gqa = attn_kv_heads(k) != k->H;
+        CHECK_MSG(a.n_prologue > 0 || a.n_layouts == 0 ||
+                      a.n_layouts == ((k->split && !k->rope) || k->packed ? 3
+                                      : gqa || k->split                   ? 2
+                                                                          : 1),
                   "%s: %d layouts in the variant", k->name, a.n_layouts);
+        // Rotary embeddings: the prologue variant computes both rotations (a NEG and the
+        // rotation's MUL-MUL-ADD program each) from the inputs.
+        CHECK_MSG(a.n_prologue == 0 || (k->rope && a.n_prologue == 4),
+                  "%s: %d elementwise primitives in the prologue", k->name, a.n_prologue);
+        // The K/V head group: found where the variant reads K and V through repeat_kv, never
+        // in the core (its K^T and V are expanded copies) nor without grouping.
+        const int64_t want_g =
+            gqa && (a.n_layouts > 0 || a.n_prologue > 0) ? k->H / attn_kv_heads(k) : 1;
+        CHECK_MSG(a.kv_group == want_g && a.kv_axis == (want_g > 1 ? 1 : -1),
+                  "%s (%d layouts): kv_group %lld on axis %d, expected %lld", k->name, a.n_layouts,
+                  (long long)a.kv_group, a.kv_axis, (long long)want_g);
         CHECK_MSG((k->out_merge || a.out == pg->outputs[0]) && a.y == pg->outputs[0] &&
                       found[i]->output == pg->outputs[0],
                   "%s: the candidate's output is not O (merged)", k->name);
         // The pre-softmax chain's extra operands (mask, constants) and, in the variant, the
         // projections are read in place.
-        for (int j = 0; a.n_layouts > 0 && j < found[i]->n_inputs; j++) {
+        const bool in_place = a.n_prologue > 0 || (a.n_layouts > 0 && !k->rope);
+        for (int j = 0; in_place && j < found[i]->n_inputs; j++) {
             const Tensor *T = pg->tensors[found[i]->inputs[j]];
             CHECK_MSG(T->kind == TK_INPUT || T->data, "%s: variant input '%s' is computed", k->name,
                       T->name);
         }
-        int expect_prims = 6 + a.n_pre + a.n_layouts + (a.out_layout >= 0);
+        int expect_prims = 6 + a.n_pre + a.n_layouts + a.n_prologue + (a.out_layout >= 0);
         CHECK_MSG(found[i]->n_prims == expect_prims, "%s: %d prims, expected %d", k->name,
                   found[i]->n_prims, expect_prims);
     }
-    CHECK_MSG(!k->out_merge || merged == 2, "%s: %d candidates end with the merge", k->name,
-              merged);
-    CHECK_MSG(att[0] && att[1], "%s: not one core and one variant", k->name);
-    return att[0] && att[1];
+    CHECK_MSG(!k->out_merge || merged == (k->rope ? 3 : 2), "%s: %d candidates end with the merge",
+              k->name, merged);
+    CHECK_MSG(att[0] && att[1] && (!k->rope || att[2]), "%s: not one core and one variant%s",
+              k->name, k->rope ? " and one with the rotary prologue" : "");
+    return att[0] && att[1] && (!k->rope || att[2]);
 }
 
 static void detection(void) {
-    for (int split = 0; split < 2; split++)
+    for (int split = 0; split < 4; split++) // 2, 3: grouped-query (6 query heads, 2 or 1 K/V)
         for (int mask = 0; mask < ATTN_MASK_COUNT; mask++)
             for (int scale = 0; scale < ATTN_SCALE_COUNT; scale++) {
                 AttnCase k = {.B = 2,
-                              .H = 3,
+                              .H = split < 2 ? 3 : 6,
                               .M = 5,
                               .N = 9,
                               .D = 8,
                               .Dv = 12,
                               .mask = mask,
                               .scale = scale,
-                              .split = split};
+                              .split = split % 2,
+                              .Hkv = split < 2 ? 0 : 4 - split};
                 attn_case_name(&k);
                 PrimGraph *pg = attn_graph(&k);
                 CandidateSet *cs = enumerate(k.name, pg);
-                const Candidate *att[2];
+                const Candidate *att[3];
                 if (cs && check_detection(&k, pg, cs, att)) {
                     // Without one of its core primitives the variant is no attention; without
                     // one of its layouts it is one with a layout less.
@@ -279,6 +300,30 @@ static void detection(void) {
                 cand_set_free(cs);
                 prim_graph_free(pg);
             }
+    // Rotary embeddings on Q and K (split or not, grouped or not): a third variant computes
+    // them from the inputs (the prologue), ending with the heads' merge too where O is merged.
+    for (int i = 0; i < 8; i++) {
+        AttnCase k = {.B = 2,
+                      .H = 4,
+                      .Hkv = i % 4 < 2 ? 2 : 0,
+                      .M = 5,
+                      .N = 9,
+                      .D = 8,
+                      .Dv = 8,
+                      .mask = i % 2 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE,
+                      .scale = ATTN_SCALE_MUL,
+                      .split = i % 4 == 1 || i % 4 == 3,
+                      .rope = true,
+                      .out_merge = i >= 4};
+        attn_case_name(&k);
+        PrimGraph *pg = attn_graph(&k);
+        CandidateSet *cs = enumerate(k.name, pg);
+        const Candidate *att[3];
+        if (cs)
+            check_detection(&k, pg, cs, att);
+        cand_set_free(cs);
+        prim_graph_free(pg);
+    }
 }
 
 // ---- near misses, built by hand ----
@@ -425,7 +470,7 @@ typedef struct Prepared {
     AttnCase k;
     PrimGraph *pg;
     CandidateSet *cs;
-    const Candidate *att[2];
+    const Candidate *att[3];
     void **buf;
     int unit; // which of the batch's two sources holds its kernels
 } Prepared;
@@ -439,13 +484,15 @@ typedef struct Batch {
     double t_interp, t_emit;
 } Batch;
 
-// Builds, checks and evaluates the graph of k, and emits both attention candidates (in their k
-// best configs) into one of the batch's two sources.
+// Builds, checks and evaluates the graph of k, and emits its attention candidates (the core, the
+// layouts variant and, with rotary embeddings, the prologue variant; in their k best configs)
+// into one of the batch's two sources.
 static void add_case(Batch *bt, AttnCase k, int configs) {
     attn_case_name(&k);
     PrimGraph *pg = attn_graph(&k);
     CandidateSet *cs = enumerate(k.name, pg);
-    const Candidate *att[2];
+    const Candidate *att[3];
+    const int n_att = k.rope ? 3 : 2; // with rotary embeddings, the prologue variant too
     if (!cs || !check_detection(&k, pg, cs, att)) {
         cand_set_free(cs);
         prim_graph_free(pg);
@@ -454,7 +501,7 @@ static void add_case(Batch *bt, AttnCase k, int configs) {
     double t0 = now();
     int keep[64], nk = 0;
     keep[nk++] = pg->outputs[0];
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < n_att; i++)
         for (int j = 0; j < att[i]->n_inputs && nk < 64; j++)
             keep[nk++] = att[i]->inputs[j];
     void **buf = eval_keep(pg, keep, nk);
@@ -468,16 +515,33 @@ static void add_case(Batch *bt, AttnCase k, int configs) {
     P->k = k;
     P->pg = pg;
     P->cs = cs;
-    P->att[0] = att[0];
-    P->att[1] = att[1];
+    for (int i = 0; i < 3; i++)
+        P->att[i] = i < n_att ? att[i] : NULL;
     P->buf = buf;
     // The shorter of the two sources takes the graph's kernels.
     P->unit = bt->src[0].len <= bt->src[1].len ? 0 : 1;
     StrBuf *src = &bt->src[P->unit];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n_att; i++) {
         KernelConfig cf[64];
-        int n = target_cpu.configs(&g_m, pg, att[i], cf, configs);
+        int n = target_cpu.configs(&g_m, pg, att[i], cf, 64);
         CHECK_MSG(n >= 1, "%s: no CPU config", k.name);
+        // The best `configs`, and, for a grouped-query attention, the best of each task form
+        // (a task per K/V group, gq=1, and per head) where those leave it out.
+        AttnSpec as;
+        attn_analyse(pg, att[i], &as);
+        int m = n < configs ? n : configs;
+        for (int form = 0; form < 2 && as.kv_group > 1; form++) {
+            bool have = false;
+            for (int q = 0; q < m && !have; q++)
+                have = (strstr(cf[q].desc, "gq=1") != NULL) == (form == 1);
+            for (int q = m; q < n && !have; q++)
+                if ((strstr(cf[q].desc, "gq=1") != NULL) == (form == 1)) {
+                    cf[m++] = cf[q];
+                    have = true;
+                }
+            CHECK_MSG(have, "%s: no config with gq=%d", k.name, form);
+        }
+        n = m;
         for (int q = 0; q < n; q++) {
             if (bt->n_jobs == bt->cap_jobs) {
                 bt->cap_jobs = bt->cap_jobs ? 2 * bt->cap_jobs : 64;
@@ -675,6 +739,63 @@ static void cpu_fixed(void) {
     run_batch(&bt);
 }
 
+// Grouped-query attention (K and V heads read by H / Hkv query heads through repeat_kv):
+// the Llama block's 8 / 2 heads of 64 x 32, causal; multi-query; odd lengths; the heads merged
+// back; the 16 / 4 heads of the full Llama with a key mask.
+static void cpu_gqa(void) {
+    Batch bt;
+    batch_init(&bt);
+    static const struct {
+        int64_t B, H, Hkv, M, N, D;
+        int mask;
+        bool split, merge;
+        int configs;
+    } gq[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true, 12},
+              {2, 4, 1, 33, 33, 24, CAUSAL, false, false, 6},
+              {1, 6, 3, 7, 130, 40, KEYS, true, false, 4},
+              {1, 16, 4, 256, 256, 64, FULL, true, true, 3},
+              {2, 4, 2, 1, 17, 32, NONE, false, false, 2}};
+    for (size_t i = 0; i < ORCH_COUNT(gq); i++) {
+        AttnCase k = {.B = gq[i].B,
+                      .H = gq[i].H,
+                      .Hkv = gq[i].Hkv,
+                      .M = gq[i].M,
+                      .N = gq[i].N,
+                      .D = gq[i].D,
+                      .Dv = gq[i].D,
+                      .mask = gq[i].mask,
+                      .scale = MUL,
+                      .split = gq[i].split,
+                      .out_merge = gq[i].merge};
+        add_case(&bt, k, gq[i].configs);
+    }
+    // Rotary embeddings computed in the kernel's prologue: the Llama block (8 / 2 heads, causal,
+    // merged), plain multi-head attention, odd lengths and multi-query.
+    static const struct {
+        int64_t B, H, Hkv, M, N, D;
+        int mask;
+        bool split, merge;
+    } rp[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true},
+              {2, 3, 0, 33, 33, 24, KEYS, false, false},
+              {1, 4, 1, 7, 130, 40, CAUSAL, true, false}};
+    for (size_t i = 0; i < ORCH_COUNT(rp); i++) {
+        AttnCase k = {.B = rp[i].B,
+                      .H = rp[i].H,
+                      .Hkv = rp[i].Hkv,
+                      .M = rp[i].M,
+                      .N = rp[i].N,
+                      .D = rp[i].D,
+                      .Dv = rp[i].D,
+                      .mask = rp[i].mask,
+                      .scale = MUL,
+                      .split = rp[i].split,
+                      .out_merge = rp[i].merge,
+                      .rope = true};
+        add_case(&bt, k, 4);
+    }
+    run_batch(&bt);
+}
+
 // Random shapes from the lengths and head dims.
 static void cpu_random(void) {
     static const int64_t lens[] = {1, 2, 7, 16, 33, 64, 127, 128, 257};
@@ -755,6 +876,7 @@ int main(void) {
     RUN_CASE(detection);
     RUN_CASE(near_misses);
     RUN_CASE(cpu_fixed);
+    RUN_CASE(cpu_gqa);
     RUN_CASE(cpu_random);
     RUN_CASE(cpu_full);
     if (!only)

@@ -31,6 +31,10 @@
 //   against the interpreter
 //   (which rounds every intermediate to half) at tol 4u, u the storage type's unit roundoff,
 //   times sqrt(D) for unscaled scores.
+//   Grouped-query attention (K/V heads shared through repeat_kv): the variant's K/V group, its
+//   cp.async configs reading K and V tiles from the K/V heads, the best configs compiled; on a
+//   GPU, run against the interpreter with the other lengths. Rotary embeddings on Q and K: the
+//   variant computing them in the prologue accepted, its best configs compiled (and on a GPU run).
 //   Tensor-core key splits (blocks merging through a global workspace) and key warps (warps of
 //   a block sharing each key tile, merging through shared memory): the best configs with each,
 //   on a GPU, against the interpreter (decoding, splits past the causal bound, masks, odd head
@@ -169,8 +173,10 @@ static bool prep(Prep *p, const AttnCase *k) {
         const Candidate *c = &p->cs->c[i];
         if (!attn_analyse(p->pg, c, &a))
             continue;
-        if ((a.cast >= 0) == k->cast_out && (a.out_layout >= 0) == k->out_merge)
-            p->cand[a.n_layouts > 0] = c;
+        // With rotary embeddings the variant is the one computing them (the prologue).
+        bool layouts_only = k->rope && a.n_layouts > 0 && a.n_prologue == 0;
+        if ((a.cast >= 0) == k->cast_out && (a.out_layout >= 0) == k->out_merge && !layouts_only)
+            p->cand[a.n_layouts > 0 || a.n_prologue > 0] = c;
         n++;
         CHECK_MSG(a.dt == attn_dt(k) && (a.cast < 0 || k->cast_out),
                   "%s: analysed as dtype %d, cast %d", k->name, (int)a.dt, a.cast);
@@ -183,7 +189,7 @@ static bool prep(Prep *p, const AttnCase *k) {
                   "%s: attention candidate %d (%d prims) refused by the CUDA target", k->name,
                   c->id, c->n_prims);
     }
-    const int want = k->cast_out || k->out_merge ? 4 : 2;
+    const int want = (k->cast_out || k->out_merge ? 2 : 1) * (k->rope ? 3 : 2);
     CHECK_MSG(n == want && p->cand[0] && p->cand[1] && p->cs->stats.attention == want,
               "%s: %d attention candidates (stats %d), expected the core and its layout variant%s",
               k->name, n, p->cs->stats.attention, k->cast_out ? ", with and without the CAST" : "");
@@ -405,6 +411,24 @@ static AttnCase mk_packed(int64_t B, int64_t H, int64_t M, int64_t D, int mask, 
     AttnCase k = mk(B, H, M, M, D, D, mask, ATTN_SCALE_MUL, false);
     k.packed = true;
     k.out_merge = out_merge;
+    attn_case_name(&k);
+    return k;
+}
+
+// Grouped-query attention: Hkv K/V heads read by H / Hkv query heads through repeat_kv (dt 0:
+// float32, else half storage).
+static AttnCase mk_gqa(int64_t B, int64_t H, int64_t Hkv, int64_t M, int64_t N, int64_t D, int mask,
+                       bool split, DType dt) {
+    AttnCase k = mk(B, H, M, N, D, D, mask, ATTN_SCALE_MUL, split);
+    k.Hkv = Hkv;
+    k.dt = dt;
+    attn_case_name(&k);
+    return k;
+}
+
+// The case with rotary embeddings on Q and K (its prologue variant is the one run).
+static AttnCase with_rope(AttnCase k) {
+    k.rope = true;
     attn_case_name(&k);
     return k;
 }
@@ -717,6 +741,119 @@ static void packed_affine(void) {
         printf("  %s: %d of %d configs by cp.async\n", cases[i].name, cp, n);
         prep_free(&p);
     }
+}
+
+// Grouped-query attention: the variant reading K and V through repeat_kv finds the K/V group,
+// and its cp.async configs copy K and V tiles from the K/V heads (the block's base divides the
+// head coordinate by the group); the best SIMT and tensor-core configs compile for both GPUs.
+static void gqa_affine(void) {
+    const AttnCase cases[] = {
+        mk_gqa(1, 8, 2, 64, 64, 32, ATTN_MASK_CAUSAL, true, 0), // the Llama test block
+        mk_gqa(2, 4, 1, 33, 77, 24, ATTN_MASK_KEYS, false, 0),  // multi-query, odd lengths
+        mk_gqa(1, 16, 4, 256, 256, 64, ATTN_MASK_CAUSAL, true, DT_FLOAT16),
+    };
+    Prep ps[ORCH_COUNT(cases)];
+    Batch b = {.chunk = 4};
+    for (int i = 0; i < (int)ORCH_COUNT(cases); i++) {
+        Prep *p = &ps[i];
+        if (!prep(p, &cases[i])) {
+            memset(p, 0, sizeof *p);
+            continue;
+        }
+        const int64_t G = cases[i].H / cases[i].Hkv;
+        AttnSpec a;
+        attn_analyse(p->pg, p->cand[1], &a);
+        CHECK_MSG(a.kv_group == G && a.kv_axis == 1, "%s: K/V group %lld on axis %d", cases[i].name,
+                  (long long)a.kv_group, a.kv_axis);
+        const int own = half_prec(&cases[i]);
+        const TargetOptions o = own < 0 ? g_fp32 : prec_opt(g_precs[own].prec);
+        KernelConfig cf[640];
+        int n = cugen_attn_configs(p->pg, p->cand[1], &g_cu[1], &o, cf, 640), grouped = 0;
+        char base[64];
+        snprintf(base, sizeof base, " + a_l1 / %lld * ", (long long)G);
+        for (int q = 0; q < n; q++) {
+            if (!acfg(&cf[q]).cp)
+                continue;
+            StrBuf src;
+            sb_init(&src);
+            CudaLaunch ln;
+            Err e = {0};
+            CHECK_MSG(cugen_emit(p->pg, p->cand[1], &cf[q], &g_cu[1], &o, "k", &src, &ln, &e) ==
+                          ST_OK,
+                      "%s %s: %s", cases[i].name, cf[q].desc, e.msg);
+            // Each base's line: the head coordinate divided by the group (one K/V head: no
+            // head term at all).
+            bool ok = src.s != NULL;
+            for (int t = 0; t < 2 && ok; t++) {
+                const char *l = strstr(src.s, t ? "*g_v = " : "*g_k = ");
+                const char *h = l ? strstr(l, cases[i].Hkv > 1 ? base : "a_l1") : NULL;
+                bool in_line = h && h < strchr(l, ';');
+                ok = l && (cases[i].Hkv > 1 ? in_line : !in_line);
+            }
+            grouped += ok;
+            sb_free(&src);
+        }
+        CHECK_MSG(grouped > 0, "%s: no cp.async config reads K and V from the K/V heads",
+                  cases[i].name);
+        printf("  %s: %d configs copy K and V tiles from the K/V heads\n", cases[i].name, grouped);
+        for (int h = 0; h < 2; h++) {
+            emit_case(&b, p, i, &g_cu[h], &g_fp32, 1, 1, 0, false, CUA_MMA_SIMT);
+            const TargetOptions tc = prec_opt(own < 0 ? PREC_TF32 : g_precs[own].prec);
+            emit_case(&b, p, i, &g_cu[h], &tc, 1, 1, 0, false,
+                      own < 0 ? CUA_MMA_TF32 : g_precs[own].mma);
+        }
+    }
+    int compiled0 = g_compiled;
+    compile_all(&b, cpus());
+    if (g_nvrtc && !g_emit_only)
+        printf("  %d kernels compiled by NVRTC\n", g_compiled - compiled0);
+    else
+        printf("  NVRTC not loaded: emitted only\n");
+    batch_free(&b);
+    for (int i = 0; i < (int)ORCH_COUNT(cases); i++)
+        if (ps[i].pg)
+            prep_free(&ps[i]);
+}
+
+// Rotary embeddings computed in the kernel's prologue (the variant taking in the rotations of Q
+// and K): accepted by the CUDA target, its best SIMT and tensor-core configs compiled for both
+// GPUs (Q and K staged through cexpr, which computes the rotation as it loads).
+static void rope_prologue(void) {
+    AttnCase cases[] = {
+        mk_gqa(1, 8, 2, 64, 64, 32, ATTN_MASK_CAUSAL, true, 0),
+        mk_gqa(2, 3, 0, 33, 77, 24, ATTN_MASK_KEYS, false, 0),
+        mk_gqa(1, 16, 4, 256, 256, 64, ATTN_MASK_CAUSAL, true, DT_FLOAT16),
+    };
+    Prep ps[ORCH_COUNT(cases)];
+    Batch b = {.chunk = 4};
+    for (int i = 0; i < (int)ORCH_COUNT(cases); i++) {
+        cases[i].rope = true;
+        attn_case_name(&cases[i]);
+        Prep *p = &ps[i];
+        if (!prep(p, &cases[i])) {
+            memset(p, 0, sizeof *p);
+            continue;
+        }
+        AttnSpec a;
+        attn_analyse(p->pg, p->cand[1], &a);
+        CHECK_MSG(a.n_prologue == 4, "%s: %d elementwise primitives in the prologue", cases[i].name,
+                  a.n_prologue);
+        const int own = half_prec(&cases[i]);
+        for (int h = 0; h < 2; h++) {
+            emit_case(&b, p, i, &g_cu[h], &g_fp32, 1, 1, 0, false, CUA_MMA_SIMT);
+            const TargetOptions tc = prec_opt(own < 0 ? PREC_TF32 : g_precs[own].prec);
+            emit_case(&b, p, i, &g_cu[h], &tc, 1, 1, 0, false,
+                      own < 0 ? CUA_MMA_TF32 : g_precs[own].mma);
+        }
+    }
+    int compiled0 = g_compiled;
+    compile_all(&b, cpus());
+    if (g_nvrtc && !g_emit_only)
+        printf("  %d kernels compiled by NVRTC\n", g_compiled - compiled0);
+    batch_free(&b);
+    for (int i = 0; i < (int)ORCH_COUNT(cases); i++)
+        if (ps[i].pg)
+            prep_free(&ps[i]);
 }
 
 // The configs' model: sorted, every config of the attention class, key splits for decoding,
@@ -1233,6 +1370,16 @@ static void gpu_lengths(void) {
     cases[n++] = mk_packed(1, 12, 197, 64, ATTN_MASK_NONE, true);
     cases[n++] = mk_packed(2, 3, 33, 32, ATTN_MASK_KEYS, false);
     cases[n++] = mk_packed(1, 2, 1, 128, ATTN_MASK_CAUSAL, true);
+    // Grouped-query attention, K and V read from their K/V heads: Llama's test block, the full
+    // Llama's 16 / 4 heads, multi-query with odd lengths, decoding.
+    cases[n++] = mk_gqa(1, 8, 2, 64, 64, 32, ATTN_MASK_CAUSAL, true, 0);
+    cases[n++] = mk_gqa(1, 16, 4, 256, 256, 64, ATTN_MASK_CAUSAL, true, 0);
+    cases[n++] = mk_gqa(2, 4, 1, 33, 77, 24, ATTN_MASK_KEYS, false, 0);
+    cases[n++] = mk_gqa(1, 8, 2, 1, 1000, 64, ATTN_MASK_NONE, true, 0);
+    // Rotary embeddings computed in the prologue: the Llama block, plain multi-head, odd lengths.
+    cases[n++] = with_rope(mk_gqa(1, 8, 2, 64, 64, 32, ATTN_MASK_CAUSAL, true, 0));
+    cases[n++] = with_rope(mk_gqa(2, 3, 0, 33, 77, 24, ATTN_MASK_KEYS, false, 0));
+    cases[n++] = with_rope(mk_gqa(1, 16, 4, 256, 256, 64, ATTN_MASK_CAUSAL, true, 0));
     gpu_cases_run(cases, n, 6, 2, 10, false, NULL);
     print_worst();
 }
@@ -1342,6 +1489,9 @@ static void gpu_half(void) {
         mk_half(BF16, 1, 12, 128, 128, 64, 64, ATTN_MASK_FULL, ATTN_SCALE_MUL, false, false));
     cases[n++] = with_packed(
         mk_half(F16, 1, 12, 197, 197, 64, 64, ATTN_MASK_NONE, ATTN_SCALE_MUL, false, false));
+    cases[n++] = mk_gqa(1, 16, 4, 256, 256, 64, ATTN_MASK_CAUSAL, true, F16);
+    cases[n++] = mk_gqa(2, 4, 1, 33, 77, 32, ATTN_MASK_KEYS, false, BF16);
+    cases[n++] = with_rope(mk_gqa(1, 8, 2, 64, 64, 32, ATTN_MASK_CAUSAL, true, F16));
     cases[n++] = with_packed(
         mk_half(BF16, 2, 3, 33, 33, 32, 32, ATTN_MASK_CAUSAL, ATTN_SCALE_MUL, false, true));
     gpu_cases_run(cases, n, 2, 3, 5, false, NULL);
@@ -1444,6 +1594,8 @@ int main(void) {
     RUN_CASE(causal_bound);
     RUN_CASE(ktdim_staging);
     RUN_CASE(packed_affine);
+    RUN_CASE(gqa_affine);
+    RUN_CASE(rope_prologue);
     RUN_CASE(compile_cases);
     RUN_CASE(compile_half);
     RUN_CASE(gpu_timing);
