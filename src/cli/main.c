@@ -1431,12 +1431,13 @@ static int cmd_inspect(int argc, char **argv) {
             } else {
                 prim_counts_print(stdout, after);
                 printf("\n  %d round%s: %d folded to constants, %d BatchNorm/bias folds, %d "
-                       "identities removed, %d layouts composed, %d MatMul scales hoisted, %d "
+                       "convolutions' dead taps dropped, %d identities removed, %d layouts "
+                       "composed, %d MatMul scales hoisted, %d "
                        "elementwise merged, %d programs canonicalised, %d common subexpressions, "
                        "%d dead\n",
                        c.iterations, c.iterations == 1 ? "" : "s", c.folded, c.bn_folded,
-                       c.identities, c.layouts_composed, c.scales_hoisted, c.ew_merged,
-                       c.ew_canonicalised, c.cse, c.dead);
+                       c.taps_trimmed, c.identities, c.layouts_composed, c.scales_hoisted,
+                       c.ew_merged, c.ew_canonicalised, c.cse, c.dead);
             }
         }
         if (rc == ST_OK && a.stage == STAGE_PRIMS) {

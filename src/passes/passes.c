@@ -1,7 +1,7 @@
 // The clean-up driver and the graph-wide passes (see passes.h): constant folding, common
 // subexpression elimination, dead primitive elimination, and the helpers every pass file shares.
-// The rewriting passes live in passes_layout.c, passes_elementwise.c, passes_batchnorm.c and
-// passes_scale.c.
+// The rewriting passes live in passes_layout.c, passes_elementwise.c, passes_batchnorm.c,
+// passes_conv_taps.c and passes_scale.c.
 #include "passes.h"
 
 #include "../ops/fold.h"
@@ -490,22 +490,28 @@ typedef struct PassDef {
     PassFn run;
 } PassDef;
 
-// Folding first, so BatchNorm's scale is a constant when its chain is matched; BatchNorm and scale
+// Folding first, so BatchNorm's scale is a constant when its chain is matched (and a computed
+// convolution weight a constant the tap trimming slices); BatchNorm and scale
 // hoisting before elementwise merging, which would hide their chains inside one program (a
 // scale would join its producer's program); CSE after canonicalisation;
 // dead code last, to drop what the others bypassed.
 static const PassDef passes[] = {
-    {"constant folding", pass_fold_constants},    {"batchnorm folding", pass_fold_batchnorm},
-    {"identity removal", pass_remove_identities}, {"layout composition", pass_compose_layouts},
-    {"scale hoisting", pass_hoist_scales},        {"elementwise merging", pass_merge_elementwise},
-    {"common subexpressions", pass_cse},          {"dead primitives", pass_dead_code},
+    {"constant folding", pass_fold_constants},
+    {"batchnorm folding", pass_fold_batchnorm},
+    {"dead convolution taps", pass_trim_conv_taps},
+    {"identity removal", pass_remove_identities},
+    {"layout composition", pass_compose_layouts},
+    {"scale hoisting", pass_hoist_scales},
+    {"elementwise merging", pass_merge_elementwise},
+    {"common subexpressions", pass_cse},
+    {"dead primitives", pass_dead_code},
 };
 
 #define CLEANUP_MAX_ROUNDS 16
 
 static int changes(const CleanupStats *s) {
-    return s->folded + s->bn_folded + s->identities + s->layouts_composed + s->scales_hoisted +
-           s->ew_merged + s->ew_canonicalised + s->cse + s->dead;
+    return s->folded + s->bn_folded + s->taps_trimmed + s->identities + s->layouts_composed +
+           s->scales_hoisted + s->ew_merged + s->ew_canonicalised + s->cse + s->dead;
 }
 
 int fission_cleanup(PrimGraph *pg, CleanupStats *st, Err *e) {

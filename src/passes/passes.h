@@ -1,7 +1,8 @@
 // Clean-up passes on the primitive graph, run after fission: constant folding, BatchNorm folding
-// into convolutions, identity-layout removal, layout chain composition, scalar factors of MatMul
-// operands hoisted after the product, elementwise chain merging
-// (canonicalised programs), common subexpression elimination and dead primitive elimination.
+// into convolutions, dead convolution taps dropped, identity-layout removal, layout chain
+// composition, scalar factors of MatMul operands hoisted after the product, elementwise chain
+// merging (canonicalised programs), common subexpression elimination and dead primitive
+// elimination.
 // Needs: a verified primitive graph. Guarantees: a verified graph computing the same outputs (the
 // same graph inputs and output tensors, names included), with no dead primitives in the list.
 #ifndef ORCH_PASSES_H
@@ -15,6 +16,7 @@ typedef struct CleanupStats {
     int prims_before, prims_after;
     int folded;           // primitives replaced by a constant
     int bn_folded;        // conv + per-channel affine chains folded into the weights
+    int taps_trimmed;     // convolutions whose dead leading/trailing kernel taps were dropped
     int identities;       // identity layouts/copies bypassed, identity stages dropped
     int layouts_composed; // layout chains joined into their consumer, stages merged
     int ew_merged;        // elementwise primitives inlined into their consumer
@@ -32,6 +34,27 @@ int pass_fold_constants(PrimGraph *pg, CleanupStats *st, Err *e);
 // LIN_CONV followed by single-consumer ADD/SUB/MUL/DIV by per-channel constants (conv bias,
 // BatchNorm): the scale goes into the weights, one ADD of the combined bias remains.
 int pass_fold_batchnorm(PrimGraph *pg, CleanupStats *st, Err *e);
+// Dead convolution taps (passes_conv_taps.c): per spatial axis of a LIN_CONV, the leading and
+// trailing kernel taps that read only padding at every output position are dropped (a dilated
+// 3x3 whose dilation reaches past the map is a 1x1): the weight is sliced (a new constant, or a
+// slice primitive for a computed weight), pad_begin moves by the dropped span and pad_end is
+// recomputed for the same output. Interior dead taps stay; so does a convolution with an axis
+// where no tap is live (its product is zero), and a trim that would need a negative pad.
+int pass_trim_conv_taps(PrimGraph *pg, CleanupStats *st, Err *e);
+// The tap arithmetic of one spatial axis: input length `in`, output length `out`, kernel `k`.
+// Taps [*first, *last] are the live span (tap j reads row y*stride - pad_begin + j*dil, live when
+// that is in [0, in) for some y in [0, out)); false when no tap is live (then 0 and k - 1).
+bool pass_conv_live_taps(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil,
+                         int64_t pad_begin, int64_t *first, int64_t *last);
+// The trim of one axis: keep taps [first, first + k) with these pads (pad_end the smallest >= 0
+// giving `out`). Leading taps stay where dropping them would make pad_begin negative, trailing
+// ones where no pad_end >= 0 gives `out` without them. False when no tap is live (t is then the
+// whole kernel).
+typedef struct ConvAxisTrim {
+    int64_t first, k, pad_begin, pad_end;
+} ConvAxisTrim;
+bool pass_conv_trim_axis(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil,
+                         int64_t pad_begin, ConvAxisTrim *t);
 // Layout stages that map every index to itself are dropped; a primitive left without stages (or
 // an elementwise copy to the same dtype and shape, a one-input concat) is bypassed.
 int pass_remove_identities(PrimGraph *pg, CleanupStats *st, Err *e);

@@ -1230,6 +1230,86 @@ def llama_gqa(seed):
     return b.model(), inputs, ["--input-shapes", f"hidden_states:1x{S}x{E}"]
 
 
+# ---- y) DeepLabV3's ASPP head on a small map, as torchvision exports it (BatchNorm folded into
+# the convolutions): 3x3 convolutions of dilation 6, 12 and 24 with padding equal to the dilation
+# on a 12x12 map, where dilations 12 and 24 leave only the centre tap reading the map (the other
+# eight read padding at every position), beside a 1x1 branch and the pooled branch; then the
+# cases around it: a strided depthwise one, one dilated (6, 24) per axis, one with asymmetric pads
+# whose last rows no output reads; Conv1d with dilation 10 on 10 steps (a 1x1), kernel 5 of which
+# the outer two taps are dead, a weight given at run time, and a stride that jumps over the
+# input so that no tap reads it (the output is the bias) ----
+
+def aspp(seed):
+    N, C, H, W, M = 1, 8, 12, 12, 6
+    b = Builder("aspp", 17, seed)
+    x = b.input("features", F, [N, C, H, W])
+
+    def dconv(x, scope, pname, cin, cout, k, dil, pads, stride=(1, 1), group=1):
+        fan_in = cin // group * k[0] * k[1]
+        w = b.param(f"{pname}.weight", b.he((cout, cin // group, k[0], k[1]), fan_in))
+        bias = b.param(f"{pname}.bias", b.rng.uniform(-0.1, 0.1, cout))
+        return b.op("Conv", [x, w, bias], scope, dilations=list(dil), group=group,
+                    kernel_shape=list(k), pads=list(pads), strides=list(stride))
+
+    branches = [b.op("Relu", [dconv(x, "/aspp/convs.0/0", "aspp.convs.0.0", C, M, (1, 1), (1, 1),
+                                    [0] * 4)], "/aspp/convs.0/2")]
+    for i, d in enumerate((6, 12, 24)):
+        sc = f"/aspp/convs.{i + 1}"
+        y = dconv(x, f"{sc}/0", f"aspp.convs.{i + 1}.0", C, M, (3, 3), (d, d), [d] * 4)
+        branches.append(b.op("Relu", [y], f"{sc}/2"))
+    sc = "/aspp/convs.4"
+    p = b.op("GlobalAveragePool", [x], f"{sc}/0")
+    p = b.op("Relu", [dconv(p, f"{sc}/1", "aspp.convs.4.1", C, M, (1, 1), (1, 1), [0] * 4)],
+             f"{sc}/3")
+    sizes = b.const([N, M, H, W], scope=sc)
+    branches.append(b.op("Resize", [p, "", "", sizes], sc, mode="linear",
+                         coordinate_transformation_mode="half_pixel"))
+    cat = b.op("Concat", branches, "/aspp", axis=1)
+    proj = dconv(cat, "/aspp/project/0", "aspp.project.0", 5 * M, M, (1, 1), (1, 1), [0] * 4)
+    b.op("Relu", [proj], "/aspp/project/2", out="aspp")
+    b.output("aspp", F, [N, M, H, W])
+
+    dw = dconv(x, "/extra/dw", "extra.dw", C, C, (3, 3), (12, 12), [12] * 4, (2, 2), group=C)
+    b.op("Clip", [dw, b.const(0.0, np.float32), b.const(6.0, np.float32)], "/extra/dw",
+         out="depthwise_s2")
+    b.output("depthwise_s2", F, [N, C, 6, 6])
+    b.op("Identity", [dconv(x, "/extra/mixed", "extra.mixed", C, M, (3, 3), (6, 24),
+                            [6, 24, 6, 24])], "/extra/mixed", out="mixed_dilation")
+    b.output("mixed_dilation", F, [N, M, H, W])
+    b.op("Identity", [dconv(x, "/extra/asym", "extra.asym", C, M, (3, 3), (12, 12),
+                            [12, 0, 6, 24])], "/extra/asym", out="asymmetric")
+    b.output("asymmetric", F, [N, M, 6, 12])
+
+    L = 10
+    s = b.input("sequence", F, [N, C, L])
+
+    def conv1d(x, scope, pname, k, dil, pads, stride=1, w=None):
+        if w is None:
+            w = b.param(f"{pname}.weight", b.he((M, C, k), C * k))
+        bias = b.param(f"{pname}.bias", b.rng.uniform(-0.1, 0.1, M))
+        return b.op("Conv", [x, w, bias], scope, dilations=[dil], group=1, kernel_shape=[k],
+                    pads=list(pads), strides=[stride])
+
+    b.op("Identity", [conv1d(s, "/seq/d10", "seq.d10", 3, 10, [10, 10])], "/seq", out="seq_d10")
+    b.output("seq_d10", F, [N, M, L])
+    b.op("Identity", [conv1d(s, "/seq/k5", "seq.k5", 5, 6, [12, 12])], "/seq", out="seq_k5")
+    b.output("seq_k5", F, [N, M, L])
+    wr = b.input("runtime_weight", F, [M, C, 3])
+    b.op("Identity", [conv1d(s, "/seq/wr", "seq.wr", 3, 10, [10, 10], w=wr)], "/seq",
+         out="seq_runtime_weight")
+    b.output("seq_runtime_weight", F, [N, M, L])
+    short = b.op("Slice", [s, b.const([0]), b.const([2]), b.const([2])], "/seq/short")
+    b.op("Identity", [conv1d(short, "/seq/dead", "seq.dead", 2, 1, [3, 3], stride=6)], "/seq",
+         out="seq_all_padding")
+    b.output("seq_all_padding", F, [N, M, 2])
+
+    def inputs(r):
+        return {"features": r.standard_normal((N, C, H, W)),
+                "sequence": r.standard_normal((N, C, L)),
+                "runtime_weight": r.standard_normal((M, C, 3)) * np.sqrt(2.0 / (3 * C))}
+    return b.model(value_info=False), inputs, []
+
+
 MODELS = {
     "a_convnet": convnet,
     "b_transformer": lambda s: transformer(s, gelu_op=False),
@@ -1258,6 +1338,7 @@ MODELS = {
     "v_volumetric": volumetric,
     "w_sequences": sequences,
     "x_llama_gqa": llama_gqa,
+    "y_aspp": aspp,
 }
 EXTERNAL = {"g_external"}
 

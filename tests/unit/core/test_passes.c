@@ -309,6 +309,280 @@ static void test_bn_no_fold(void) {
     tg_free(&g);
 }
 
+// ---- dead convolution taps ----
+
+// Whether tap j of an axis reads a row inside [0, in) for some output y (brute force).
+static bool brute_live(int64_t in, int64_t out, int64_t s, int64_t d, int64_t pb, int64_t j) {
+    for (int64_t y = 0; y < out; y++) {
+        int64_t r = y * s - pb + j * d;
+        if (r >= 0 && r < in)
+            return true;
+    }
+    return false;
+}
+
+// The output length of an axis (ONNX's formula); < 1 when the geometry has no output.
+static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+    int64_t span = d * (k - 1) + 1, n = in + pb + pe - span;
+    return n < 0 ? 0 : n / s + 1;
+}
+
+// One axis checked against brute force: the live span, and that the trim reads the same rows at
+// every output position with pads >= 0 and the same output length.
+static void check_axis(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+    int64_t out = conv_out(in, k, s, d, pb, pe), first, last;
+    if (out < 1)
+        return;
+    bool any = pass_conv_live_taps(in, out, k, s, d, pb, &first, &last);
+    int64_t bf = -1, bl = -1;
+    for (int64_t j = 0; j < k; j++)
+        if (brute_live(in, out, s, d, pb, j)) {
+            bl = j;
+            if (bf < 0)
+                bf = j;
+        }
+    CHECK_MSG(any == (bf >= 0), "in %lld k %lld s %lld d %lld pads %lld,%lld: any %d",
+              (long long)in, (long long)k, (long long)s, (long long)d, (long long)pb, (long long)pe,
+              any);
+    if (!any)
+        return;
+    CHECK_MSG(first == bf && last == bl,
+              "in %lld k %lld s %lld d %lld pb %lld: [%lld, %lld] vs "
+              "[%lld, %lld]",
+              (long long)in, (long long)k, (long long)s, (long long)d, (long long)pb,
+              (long long)first, (long long)last, (long long)bf, (long long)bl);
+    ConvAxisTrim t;
+    CHECK(pass_conv_trim_axis(in, out, k, s, d, pb, &t));
+    CHECK_MSG(t.pad_begin >= 0 && t.pad_end >= 0 && t.k >= 1 && t.first >= 0 &&
+                  t.first + t.k <= k && conv_out(in, t.k, s, d, t.pad_begin, t.pad_end) == out,
+              "in %lld k %lld s %lld d %lld pads %lld,%lld: trim first %lld k %lld pads %lld,%lld",
+              (long long)in, (long long)k, (long long)s, (long long)d, (long long)pb, (long long)pe,
+              (long long)t.first, (long long)t.k, (long long)t.pad_begin, (long long)t.pad_end);
+    // Every live read of the original is a read of the trim at the same tap, and back.
+    for (int64_t y = 0; y < out; y++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t r = y * s - pb + j * d;
+            bool kept = j >= t.first && j < t.first + t.k;
+            if (kept)
+                CHECK(y * s - t.pad_begin + (j - t.first) * d == r);
+            else
+                CHECK(r < 0 || r >= in);
+        }
+    // Maximal: a dead end stays only where dropping it needs a negative pad.
+    if (t.first != bf)
+        CHECK(t.first == 0 && pb - bf * d < 0);
+    if (t.first + t.k - 1 != bl)
+        CHECK(t.first + t.k == k);
+}
+
+// The tap arithmetic: the named edge cases, then random geometries against brute force.
+static void test_conv_live_taps(void) {
+    int64_t f, l;
+    ConvAxisTrim t;
+    // ASPP: 3x3, dilation 12 or 24 = padding, on 12 and 14: the centre alone; dilation 6 on 12
+    // keeps all three, and so does dilation 12 on 14 (rows 12 and 13 reach back to 0 and 1).
+    CHECK(pass_conv_live_taps(12, 12, 3, 1, 12, 12, &f, &l) && f == 1 && l == 1);
+    CHECK(pass_conv_trim_axis(12, 12, 3, 1, 24, 24, &t) && t.first == 1 && t.k == 1 &&
+          t.pad_begin == 0 && t.pad_end == 0);
+    CHECK(pass_conv_live_taps(12, 12, 3, 1, 6, 6, &f, &l) && f == 0 && l == 2);
+    CHECK(pass_conv_live_taps(14, 14, 3, 1, 12, 12, &f, &l) && f == 0 && l == 2);
+    CHECK(pass_conv_live_taps(14, 14, 3, 1, 36, 36, &f, &l) && f == 1 && l == 1);
+    // Stride 2: out 6 on 12 with dilation 24; the last row read by tap 1 is 10.
+    CHECK(pass_conv_trim_axis(12, 6, 3, 2, 24, 24, &t) && t.first == 1 && t.k == 1 &&
+          t.pad_begin == 0 && t.pad_end == 0);
+    // Dilation 1 with huge pads: 7 taps, pads 10 on 4 rows, out 18; taps 0..6 all reach a row.
+    CHECK(pass_conv_live_taps(4, 18, 7, 1, 1, 10, &f, &l) && f == 0 && l == 6);
+    // ...and with stride 8 (out 3: rows -10.., -2.., 6..): tap 0 reads -10, -2, 6: dead.
+    CHECK(pass_conv_live_taps(4, 3, 7, 8, 1, 10, &f, &l) && f == 2 && l == 5);
+    // Asymmetric pads 12 / 6 on 12 rows: out 6, the centre reads rows 0..5; dropping tap 2 would
+    // need pad_end -6 (rows 6..11 are read by no output), so it stays.
+    CHECK(pass_conv_trim_axis(12, 6, 3, 1, 12, 12, &t) && t.first == 1 && t.k == 2 &&
+          t.pad_begin == 0 && t.pad_end == 6);
+    // A first live tap past the padding (dilation 4, pad 2, out 1: rows -2, 2, 6 of 3): dropping
+    // tap 0 would need pad_begin -2, so it stays; tap 2 goes.
+    CHECK(pass_conv_live_taps(3, 1, 3, 1, 4, 2, &f, &l) && f == 1 && l == 1);
+    CHECK(pass_conv_trim_axis(3, 1, 3, 1, 4, 2, &t) && t.first == 0 && t.k == 2 &&
+          t.pad_begin == 2 && t.pad_end == 0);
+    // No tap live: stride 6 jumps over 2 rows (rows -3, -2 then 3, 4).
+    CHECK(!pass_conv_live_taps(2, 2, 2, 6, 1, 3, &f, &l));
+    CHECK(!pass_conv_trim_axis(2, 2, 2, 6, 1, 3, &t) && t.first == 0 && t.k == 2);
+    // An interior dead tap stays: stride 5 over 3 rows, dilation 2, pad 4: tap 0 reads -4 and 1,
+    // tap 1 -2 and 3 (never the input), tap 2 0 and 5.
+    CHECK(pass_conv_live_taps(3, 2, 3, 5, 2, 4, &f, &l) && f == 0 && l == 2);
+    CHECK(!brute_live(3, 2, 5, 2, 4, 1));
+    // 1x1 and kernel 1: nothing to drop.
+    CHECK(pass_conv_trim_axis(12, 12, 1, 1, 1, 0, &t) && t.first == 0 && t.k == 1);
+    int n = 0;
+    for (int64_t in = 1; in <= 9; in++)
+        for (int64_t k = 1; k <= 5; k++)
+            for (int64_t s = 1; s <= 4; s++)
+                for (int64_t d = 1; d <= 6; d++)
+                    for (int64_t pb = 0; pb <= 14; pb += 1 + (pb > 4))
+                        for (int64_t pe = 0; pe <= 14; pe += 1 + (pe > 4)) {
+                            check_axis(in, k, s, d, pb, pe);
+                            n++;
+                        }
+    for (int i = 0; i < 2000; i++) {
+        int64_t in = 1 + (int64_t)(fabs(rnd()) * 40), k = 1 + (int64_t)(fabs(rnd()) * 7);
+        int64_t s = 1 + (int64_t)(fabs(rnd()) * 6), d = 1 + (int64_t)(fabs(rnd()) * 40);
+        check_axis(in, k, s, d, (int64_t)(fabs(rnd()) * 80), (int64_t)(fabs(rnd()) * 80));
+        n++;
+    }
+    printf("  %d geometries\n", n);
+}
+
+// A convolution of ns spatial axes: X [2, C, in...] a graph input, W a constant (or a graph
+// input with w_input), output dims from the ONNX formula; *w receives W's tensor.
+typedef struct ConvCase {
+    int ns, C, M, group;
+    int64_t in[3], k[3], stride[3], dil[3], pb[3], pe[3];
+} ConvCase;
+
+static int conv_case(TG *g, const ConvCase *c, bool w_input, int *w) {
+    int64_t xd[5] = {2, c->C}, wd[5] = {c->M, c->C / c->group}, yd[5] = {2, c->M};
+    LinearParams lp = {.op = LIN_CONV, .n_spatial = c->ns, .group = c->group};
+    int64_t fan = c->C / c->group;
+    for (int d = 0; d < c->ns; d++) {
+        xd[2 + d] = c->in[d];
+        wd[2 + d] = c->k[d];
+        yd[2 + d] = conv_out(c->in[d], c->k[d], c->stride[d], c->dil[d], c->pb[d], c->pe[d]);
+        lp.stride[d] = c->stride[d];
+        lp.dilation[d] = c->dil[d];
+        lp.pad_begin[d] = c->pb[d];
+        lp.pad_end[d] = c->pe[d];
+        fan *= c->k[d];
+    }
+    int x = tg_input(g, DT_FLOAT, 2 + c->ns, xd, 1, 0);
+    *w = w_input ? tg_input(g, DT_FLOAT, 2 + c->ns, wd, 1.0 / sqrt((double)fan), 0)
+                 : tg_const(g, DT_FLOAT, 2 + c->ns, wd, 1.0 / sqrt((double)fan), 0);
+    return pb_conv(&g->b, &lp, x, *w, yd);
+}
+
+// The graph's only convolution.
+static const Prim *the_conv(const PrimGraph *pg) {
+    const Prim *c = NULL;
+    for (int k = 0; k < pg->n_prims; k++)
+        if (pg->prims[k]->kind == PRIM_LINEAR)
+            c = pg->prims[k];
+    return c;
+}
+
+// Runs the pass on one convolution (+ bias + ReLU) and checks the kernel's dims and pads after it
+// (k_after, pb_after; k_after NULL: the convolution must stay as it was), then the outputs
+// against the graph before (the products summed in another order: 1e-5 on values of about 1).
+static void taps_case(const char *what, const ConvCase *c, bool w_input, const int64_t *k_after,
+                      const int64_t *pb_after) {
+    TG g;
+    tg_init(&g);
+    int w;
+    int y = conv_case(&g, c, w_input, &w);
+    int64_t bd[4] = {c->M, 1, 1, 1};
+    y = pb_ew2(&g.b, EW_ADD, y, tg_const(&g, DT_FLOAT, c->ns + 1, bd, 0.1, 0));
+    tg_output(&g, pb_ew1(&g.b, EW_RELU, y), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    int n0 = g.pg->n_prims;
+    CHECK_MSG(apply(&g, pass_trim_conv_taps, &st) == ST_OK, "%s", what);
+    CHECK_MSG(st.taps_trimmed == (k_after != NULL), "%s: %d trimmed", what, st.taps_trimmed);
+    const Prim *p = the_conv(g.pg);
+    const Tensor *W = g.pg->tensors[p->in[1]];
+    for (int d = 0; d < c->ns; d++) {
+        int64_t want = k_after ? k_after[d] : c->k[d], pb = k_after ? pb_after[d] : c->pb[d];
+        CHECK_MSG(W->dims[2 + d] == want && p->lin.pad_begin[d] == pb,
+                  "%s: axis %d kernel %lld pad %lld, want %lld and %lld", what, d,
+                  (long long)W->dims[2 + d], (long long)p->lin.pad_begin[d], (long long)want,
+                  (long long)pb);
+        // A single tap's dilation is 1 (the 1x1 paths take it).
+        CHECK_MSG(!k_after || want != 1 || p->lin.dilation[d] == 1, "%s: axis %d dilation %lld",
+                  what, d, (long long)p->lin.dilation[d]);
+    }
+    // A computed weight is sliced by a layout primitive, a constant one replaced.
+    CHECK_MSG(g.pg->n_prims == n0 + (w_input && k_after), "%s: %d primitives", what, g.pg->n_prims);
+    CHECK(!k_after || p->in[1] != w);
+    CHECK(!k_after || w_input || pg_is_const(g.pg, p->in[1]));
+    tg_compare(&g, 1e-5);
+    // Once is enough: the pass leaves nothing for a second round.
+    CleanupStats again = {0};
+    CHECK(apply(&g, pass_trim_conv_taps, &again) == ST_OK && again.taps_trimmed == 0);
+    tg_free(&g);
+}
+
+static void test_conv_taps_2d(void) {
+    // ASPP on 12x12: dilation 6 stays, 12 and 24 become 1x1.
+    ConvCase a = {2, 5, 4, 1, {12, 12}, {3, 3}, {1, 1}, {6, 6}, {6, 6}, {6, 6}};
+    taps_case("aspp d6", &a, false, NULL, NULL);
+    int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    a.dil[0] = a.dil[1] = a.pb[0] = a.pb[1] = a.pe[0] = a.pe[1] = 12;
+    taps_case("aspp d12", &a, false, one, zero);
+    a.dil[0] = a.dil[1] = a.pb[0] = a.pb[1] = a.pe[0] = a.pe[1] = 24;
+    taps_case("aspp d24", &a, false, one, zero);
+    // The weight given at run time: a slice primitive.
+    taps_case("aspp d24, computed weight", &a, true, one, zero);
+    // Depthwise, stride 2, on a 7x9 map (odd, prime): 3x3 of dilation 9 → 1x1.
+    ConvCase dw = {2, 6, 6, 6, {7, 9}, {3, 3}, {2, 2}, {9, 9}, {9, 9}, {9, 9}};
+    taps_case("depthwise s2", &dw, false, one, zero);
+    // Grouped (2 groups), 5x3 kernel, dilation (3, 2) with pads (6, 2) on 5x7: rows y-6, y-3,
+    // y, y+3, y+6 of 5: the outer two dead on the height; the width keeps all three.
+    ConvCase gr = {2, 4, 6, 2, {5, 7}, {5, 3}, {1, 1}, {3, 2}, {6, 2}, {6, 2}};
+    int64_t gk[2] = {3, 3}, gp[2] = {3, 2};
+    taps_case("grouped 5x3", &gr, false, gk, gp);
+    // Asymmetric pads (12, 0 / 6, 24) on 12x12: the height keeps taps 1..2, the width tap 0.
+    ConvCase as = {2, 3, 4, 1, {12, 12}, {3, 3}, {1, 1}, {12, 12}, {12, 0}, {6, 24}};
+    int64_t ak[2] = {2, 1}, ap[2] = {0, 0};
+    taps_case("asymmetric", &as, false, ak, ap);
+    // Dilation 1 with pads 8 on a 3x3 map (5x5 kernel, stride 4: out 4x4): rows -8.., -4.., 0..,
+    // 4..: tap 0 reads -8, -4, 0: live; tap 4 reads -4, 0, 4: live: nothing dropped.
+    ConvCase hp = {2, 2, 3, 1, {3, 3}, {5, 5}, {4, 4}, {1, 1}, {8, 8}, {8, 8}};
+    taps_case("dilation 1, pads 8, stride 4", &hp, false, NULL, NULL);
+    // An axis without a live tap: left as it is (the product is zero).
+    ConvCase dead = {2, 2, 3, 1, {2, 4}, {2, 3}, {6, 1}, {1, 4}, {3, 4}, {3, 4}};
+    taps_case("no live tap on the height", &dead, false, NULL, NULL);
+    // An interior dead tap only: left as it is.
+    ConvCase mid = {2, 2, 3, 1, {3, 3}, {3, 1}, {5, 1}, {2, 1}, {4, 0}, {3, 0}};
+    taps_case("interior dead tap", &mid, false, NULL, NULL);
+}
+
+static void test_conv_taps_1d_3d(void) {
+    // Conv1d, dilation 10 on 10 steps: 1-tap; kernel 5 of dilation 6, pads 12: taps 1..3.
+    ConvCase a = {1, 4, 3, 1, {10}, {3}, {1}, {10}, {10}, {10}};
+    int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
+    taps_case("1-D d10", &a, false, one, zero);
+    taps_case("1-D d10, computed weight", &a, true, one, zero);
+    ConvCase b = {1, 4, 3, 1, {10}, {5}, {1}, {6}, {12}, {12}};
+    int64_t bk[1] = {3}, bp[1] = {6};
+    taps_case("1-D k5", &b, false, bk, bp);
+    // Conv3d: 3x3x3 of dilation (4, 1, 5) on 3x4x5, pads (4, 1, 5): depth and width 1 tap, the
+    // height keeps 3; stride (1, 2, 1).
+    ConvCase c = {3, 3, 2, 1, {3, 4, 5}, {3, 3, 3}, {1, 2, 1}, {4, 1, 5}, {4, 1, 5}, {4, 1, 5}};
+    int64_t ck[3] = {1, 3, 1}, cp[3] = {0, 1, 0};
+    taps_case("3-D", &c, false, ck, cp);
+    taps_case("3-D, computed weight", &c, true, ck, cp);
+}
+
+// Through the whole clean-up: a BatchNorm-style scale folded into the weight and the taps dropped
+// from the folded weight, in any order.
+static void test_conv_taps_cleanup(void) {
+    TG g;
+    tg_init(&g);
+    ConvCase a = {2, 4, 5, 1, {6, 6}, {3, 3}, {1, 1}, {6, 6}, {6, 6}, {6, 6}};
+    int w;
+    int y = conv_case(&g, &a, false, &w);
+    int64_t c4[4] = {1, 5, 1, 1};
+    y = pb_ew2(&g.b, EW_MUL, y, tg_const(&g, DT_FLOAT, 4, c4, 0.5, 1));
+    y = pb_ew2(&g.b, EW_ADD, y, tg_const(&g, DT_FLOAT, 4, c4, 0.5, 0));
+    tg_output(&g, pb_ew1(&g.b, EW_RELU, y), "y");
+    tg_reference(&g);
+    CleanupStats st = {0};
+    CHECK(cleanup(&g, &st) == ST_OK);
+    CHECK(st.bn_folded == 1 && st.taps_trimmed == 1);
+    const Prim *p = the_conv(g.pg);
+    const Tensor *W = g.pg->tensors[p->in[1]];
+    CHECK(W->dims[2] == 1 && W->dims[3] == 1 && p->lin.pad_begin[0] == 0 &&
+          p->lin.pad_begin[1] == 0);
+    tg_compare(&g, 1e-5);
+    tg_free(&g);
+}
+
 // ---- identity layouts ----
 
 static void test_identity_layouts(void) {
@@ -1435,6 +1709,10 @@ int main(int argc, char **argv) {
     RUN(test_bn_fold_grouped);
     RUN(test_bn_fold_large_values);
     RUN(test_bn_no_fold);
+    RUN(test_conv_live_taps);
+    RUN(test_conv_taps_2d);
+    RUN(test_conv_taps_1d_3d);
+    RUN(test_conv_taps_cleanup);
     RUN(test_identity_layouts);
     RUN(test_identity_stages);
     RUN(test_compose_transposes_reshapes);
