@@ -741,20 +741,24 @@ static void cpu_fixed(void) {
 
 // Grouped-query attention (K and V heads read by H / Hkv query heads through repeat_kv):
 // the Llama block's 8 / 2 heads of 64 x 32, causal; multi-query; odd lengths; the heads merged
-// back; the 16 / 4 heads of the full Llama with a key mask.
+// back; the 16 / 4 heads of the full Llama with a key mask. Then rotary embeddings computed in
+// the kernel's prologue: the Llama block, plain multi-head attention, odd lengths, multi-query.
 static void cpu_gqa(void) {
     Batch bt;
     batch_init(&bt);
     static const struct {
         int64_t B, H, Hkv, M, N, D;
         int mask;
-        bool split, merge;
+        bool split, merge, rope;
         int configs;
-    } gq[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true, 12},
-              {2, 4, 1, 33, 33, 24, CAUSAL, false, false, 6},
-              {1, 6, 3, 7, 130, 40, KEYS, true, false, 4},
-              {1, 16, 4, 256, 256, 64, FULL, true, true, 3},
-              {2, 4, 2, 1, 17, 32, NONE, false, false, 2}};
+    } gq[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true, false, 12},
+              {2, 4, 1, 33, 33, 24, CAUSAL, false, false, false, 6},
+              {1, 6, 3, 7, 130, 40, KEYS, true, false, false, 4},
+              {1, 16, 4, 256, 256, 64, FULL, true, true, false, 3},
+              {2, 4, 2, 1, 17, 32, NONE, false, false, false, 2},
+              {1, 8, 2, 64, 64, 32, CAUSAL, true, true, true, 4},
+              {2, 3, 0, 33, 33, 24, KEYS, false, false, true, 4},
+              {1, 4, 1, 7, 130, 40, CAUSAL, true, false, true, 4}};
     for (size_t i = 0; i < ORCH_COUNT(gq); i++) {
         AttnCase k = {.B = gq[i].B,
                       .H = gq[i].H,
@@ -766,32 +770,9 @@ static void cpu_gqa(void) {
                       .mask = gq[i].mask,
                       .scale = MUL,
                       .split = gq[i].split,
-                      .out_merge = gq[i].merge};
+                      .out_merge = gq[i].merge,
+                      .rope = gq[i].rope};
         add_case(&bt, k, gq[i].configs);
-    }
-    // Rotary embeddings computed in the kernel's prologue: the Llama block (8 / 2 heads, causal,
-    // merged), plain multi-head attention, odd lengths and multi-query.
-    static const struct {
-        int64_t B, H, Hkv, M, N, D;
-        int mask;
-        bool split, merge;
-    } rp[] = {{1, 8, 2, 64, 64, 32, CAUSAL, true, true},
-              {2, 3, 0, 33, 33, 24, KEYS, false, false},
-              {1, 4, 1, 7, 130, 40, CAUSAL, true, false}};
-    for (size_t i = 0; i < ORCH_COUNT(rp); i++) {
-        AttnCase k = {.B = rp[i].B,
-                      .H = rp[i].H,
-                      .Hkv = rp[i].Hkv,
-                      .M = rp[i].M,
-                      .N = rp[i].N,
-                      .D = rp[i].D,
-                      .Dv = rp[i].D,
-                      .mask = rp[i].mask,
-                      .scale = MUL,
-                      .split = rp[i].split,
-                      .out_merge = rp[i].merge,
-                      .rope = true};
-        add_case(&bt, k, 4);
     }
     run_batch(&bt);
 }
