@@ -125,6 +125,10 @@ static void compiled_free(Compiled *c) {
     memset(c, 0, sizeof *c);
 }
 
+// Whether compile's kernel reads the weight in its own order (reversed), with a prepack entry
+// point that reorders it once at load (target.h), as the GEMMs' packed weights.
+static bool reversed_weight;
+
 // What the compile driver does, with the Sub as the generated kernel `symbol` (whose object
 // defines `defined`).
 static int compile(Compiled *C, double weight_scale, const char *symbol, const char *defined) {
@@ -168,7 +172,7 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     }
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     PlanKernelSpec *spec_k = calloc((size_t)sel.n + 1, sizeof(PlanKernelSpec));
-    char source[1024] = "";
+    char source[2048] = "";
     int n_gen = 0;
     for (int k = 0; rc == ST_OK && k < sel.n; k++) {
         const Candidate *c = &cs->c[sel.kernels[k]];
@@ -178,14 +182,32 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
             c->n_inputs == 2) {
             // in[] follows the candidate's ascending inputs: find which one is the minuend.
             int a = p->in[p->ew.code[0].arg[0].index] == c->inputs[0] ? 0 : 1;
-            snprintf(source, sizeof source,
-                     "void %s(const void *const *in, void *out) {\n"
-                     "    const float *a = in[%d], *b = in[%d];\n"
-                     "    float *y = out;\n"
-                     "    for (int i = 0; i < 64; i++)\n"
-                     "        y[i] = (float)((double)a[i] - (double)b[i]);\n"
-                     "}\n",
-                     defined, a, 1 - a);
+            if (reversed_weight)
+                snprintf(source, sizeof source,
+                         "void %s(const void *const *in, void *out) {\n"
+                         "    const float *a = in[%d], *b = in[%d];\n"
+                         "    float *y = out;\n"
+                         "    for (int i = 0; i < 64; i++)\n"
+                         "        y[i] = (float)((double)a[i] - (double)b[63 - i]);\n"
+                         "}\n"
+                         "int %s_prepack(int i, const void *src, void *dst) {\n"
+                         "    if (i != %d)\n"
+                         "        return 0;\n"
+                         "    if (src && dst)\n"
+                         "        for (int k = 0; k < 64; k++)\n"
+                         "            ((float *)dst)[k] = ((const float *)src)[63 - k];\n"
+                         "    return 1;\n"
+                         "}\n",
+                         defined, a, 1 - a, defined, 1 - a);
+            else
+                snprintf(source, sizeof source,
+                         "void %s(const void *const *in, void *out) {\n"
+                         "    const float *a = in[%d], *b = in[%d];\n"
+                         "    float *y = out;\n"
+                         "    for (int i = 0; i < 64; i++)\n"
+                         "        y[i] = (float)((double)a[i] - (double)b[i]);\n"
+                         "}\n",
+                         defined, a, 1 - a);
             spec_k[k] = (PlanKernelSpec){PLAN_GENERATED, symbol};
             n_gen++;
         }
@@ -1150,6 +1172,126 @@ static void several_plans(void) {
     free(p);
 }
 
+// Opens path mapped (every size) as a CPU session; the status, e the message.
+static int open_mapped_cpu(const char *path, CpuSession **cs, Err *e) {
+    HwInfo hw = this_machine(FP);
+    artifact_set_map_threshold(1);
+    ArtifactContents a;
+    *cs = NULL;
+    int rc = artifact_read(path, &a, e);
+    artifact_set_map_threshold(0);
+    if (rc == ST_OK)
+        rc = cpu_session_create(&a, &hw, NULL, cs, e);
+    artifact_contents_free(&a);
+    return rc;
+}
+
+// The weights section (format 7): a weight reordered by its kernel's prepack is reordered from the
+// mapping into the session's blob (nothing read in place) and computes what the interpreter does;
+// a file cut in the weights, or a weight's byte flipped, is refused naming the tensor; a damaged
+// index is refused; a reference into the section that does not fit (offset, length) is refused at
+// import naming the tensor, with the checksums right; a model referring to a weights section it
+// does not come with is refused naming the tensor.
+static void weights_section(void) {
+    const char *path = path_in("weights.orch");
+    Err e = {0};
+    // Packed from the mapping.
+    Compiled D;
+    reversed_weight = true;
+    int rc = compile(&D, 1.0, "orch_k0", "orch_k0");
+    reversed_weight = false;
+    if (rc == ST_OK && write_compiled(&D, path) == ST_OK) {
+        CpuSession *cs = NULL;
+        CHECK_MSG(open_mapped_cpu(path, &cs, &e) == ST_OK, "%s", e.msg);
+        if (cs) {
+            CHECK_MSG(cpu_session_in_place_bytes(cs) == 0 && cpu_session_blob_bytes(cs) >= 256,
+                      "in place %lld, blob %lld", (long long)cpu_session_in_place_bytes(cs),
+                      (long long)cpu_session_blob_bytes(cs));
+            void *outs[3];
+            for (int i = 0; i < 3; i++) {
+                outs[i] = aligned_alloc(64, 256);
+                memset(outs[i], 0xff, 256);
+            }
+            const void *ins[1] = {D.in};
+            CHECK_MSG(cpu_session_run(cs, ins, outs, &e) == ST_OK, "%s", e.msg);
+            for (int i = 0; i < D.pg->n_outputs; i++)
+                CHECK_MSG(memcmp(outs[i], D.ref[i],
+                                 tensor_nbytes(D.pg->tensors[D.pg->outputs[i]])) == 0,
+                          "output %d differs", i);
+            for (int i = 0; i < 3; i++)
+                free(outs[i]);
+            cpu_session_free(cs);
+        }
+    }
+    compiled_free(&D);
+    // Cut in the weight's bytes, and one of them flipped.
+    uint8_t *f = NULL;
+    size_t n = 0;
+    if (write_compiled(&C, path) || file_read_all(path, 1 << 30, &f, &n, &e))
+        return;
+    ArtifactContents a;
+    if (artifact_read_memory(f, n, "x", &a, &e) != ST_OK) {
+        free(f);
+        return;
+    }
+    size_t w_at = (size_t)(a.weights - a.data), idx_at = (size_t)(a.weights_section - a.data);
+    artifact_contents_free(&a);
+    write_bytes(path, f, w_at + 100);
+    expect_read_error(path, "cut in tensor 'w'", "cut in the weight");
+    f[w_at + 17] ^= 4;
+    write_bytes(path, f, n);
+    expect_read_error(path, "bytes of tensor 'w' are damaged", "a weight's byte flipped");
+    f[w_at + 17] ^= 4;
+    f[idx_at + 2] ^= 1; // the tensor count
+    write_bytes(path, f, n);
+    expect_read_error(path, "weights section's checksum does not match (its index is damaged)",
+                      "the index's count flipped");
+    f[idx_at + 2] ^= 1;
+    free(f);
+    // Forged references (checksums right): the ONNX section's length or offset of 'w' changed in
+    // place (same digits' count), or no weights section at all.
+    static const struct {
+        const char *from, *to, *want;
+    } forged[] = {
+        {"\x06length\x12\x03" "256", "\x06length\x12\x03" "252", "holds 252 bytes for it"},
+        {"\x06offset\x12\x01" "0", "\x06offset\x12\x01" "8", "do not lie aligned"},
+        {"\x06offset\x12\x01" "0", "\x06offset\x12\x01" "x", "no valid offset"},
+    };
+    for (size_t i = 0; i <= ORCH_COUNT(forged); i++) {
+        Compiled F = C;
+        uint8_t *onnx = malloc(C.split_size);
+        memcpy(onnx, C.split, C.split_size);
+        F.split = onnx;
+        const char *want = "which only an artefact carries";
+        if (i < ORCH_COUNT(forged)) {
+            size_t ln = strlen(forged[i].from);
+            uint8_t *hit = NULL;
+            for (size_t k = 0; !hit && k + ln <= C.split_size; k++)
+                if (memcmp(onnx + k, forged[i].from, ln) == 0)
+                    hit = onnx + k;
+            CHECK_MSG(hit, "forged reference %zu not found", i);
+            if (hit)
+                memcpy(hit, forged[i].to, ln);
+            want = forged[i].want;
+        } else {
+            // The split model beside no weights section.
+            F.onnx = onnx;
+            F.onnx_size = C.split_size;
+            F.weights = NULL;
+        }
+        CpuSession *cs = NULL;
+        e = (Err){0};
+        if (write_compiled(&F, path) == ST_OK) {
+            CHECK_MSG(open_mapped_cpu(path, &cs, &e) == ST_INVALID && !cs, "forged %zu accepted", i);
+            CHECK_MSG(strstr(e.msg, "tensor 'w'") && strstr(e.msg, want) && strstr(e.msg, path),
+                      "forged %zu: %s", i, e.msg);
+        }
+        cpu_session_free(cs);
+        free(onnx);
+    }
+    unlink(path);
+}
+
 static void rm_tree(const char *d) {
     DIR *dd = opendir(d);
     for (struct dirent *de; dd && (de = readdir(dd));) {
@@ -1196,6 +1338,7 @@ int main(int argc, char **argv) {
         RUN(inconsistent);
         RUN(forged_plans);
         RUN(several_plans);
+        RUN(weights_section);
     } else {
         check_n_fail++;
     }
