@@ -192,6 +192,8 @@ int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, i
     return rc;
 }
 
+#define COPY_CHUNK ((size_t)1 << 20)
+
 typedef struct Range {
     const uint8_t *p;
     size_t n;
@@ -239,7 +241,9 @@ static int place_constants(CpuSession *s, const ArtifactContents *a, const CPrep
         blob += (T->bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
     }
     s->blob_bytes = blob;
-    s->consts = aligned_buffer(blob);
+    // Not zeroed whole (that would make every page resident before the weights' pages go back):
+    // each constant's bytes and its padding are written below.
+    s->consts = aligned_alloc(PLAN_ALIGN, blob ? (size_t)blob : PLAN_ALIGN);
     if (!s->consts) {
         free(off);
         return err_set(e, ST_RUNTIME, "%s: out of memory for the constants (%lld bytes)", what,
@@ -252,15 +256,25 @@ static int place_constants(CpuSession *s, const ArtifactContents *a, const CPrep
         const void *src = pg->tensors[t]->data;
         char *dst = (char *)s->consts + off[t];
         s->const_at[t] = dst;
-        if (!src) // a constant without data is zeros (plan_pack_constants): the blob is zeroed
+        int64_t padded = (T->bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        memset(dst + T->bytes, 0, (size_t)(padded - T->bytes));
+        if (!src) { // a constant without data is zeros (plan_pack_constants)
+            memset(dst, 0, (size_t)T->bytes);
             continue;
+        }
         if (own_l[t] >= 0 && !shared[t]) { // the one order every reader wants, from the source
             pf[own_l[t]](own_j[t], src, dst);
             own_l[t] = -1;
-        } else {
-            memcpy(dst, src, (size_t)T->bytes);
+            artifact_release_weights(a, src, (size_t)T->bytes);
+            continue;
         }
-        artifact_release_weights(a, src, (size_t)T->bytes);
+        // Copied a chunk at a time, each given back once copied: a large weight is not held twice
+        // either.
+        for (size_t at = 0, n = (size_t)T->bytes; at < n; at += COPY_CHUNK) {
+            size_t k = ORCH_MIN(COPY_CHUNK, n - at);
+            memcpy(dst + at, (const char *)src + at, k);
+            artifact_release_weights(a, (const char *)src + at, k);
+        }
     }
     free(off);
     // The rest of the weights (constants folded, retyped or read by no launch): given back, all
