@@ -655,7 +655,7 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 6, "artefact format is not 6"
+        assert int.from_bytes(data[8:12], "little") == 7, "artefact format is not 7"
         assert header_flags(p32)[2] == 0, "compile flags beside the default options"
         at = 16
         for _field in ("orch version", "target"):
