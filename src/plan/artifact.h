@@ -160,8 +160,8 @@ uint64_t artifact_model_hash(const void *onnx, size_t onnx_size, const void *wei
                              size_t weights_size);
 
 // Gives the pages of the model section back to the system where data maps the file (a no-op
-// otherwise): a session that has imported the model packs its constants next, and would hold
-// the file's copy of the weights beside two others at its peak. The section stays readable: a
+// otherwise): a session that has imported the model does not read it again (before format 7 the
+// section held the weights, unpacked by the import beside it). The section stays readable: a
 // later reader (the next plan's import) has its pages read from the file again.
 void artifact_release_model(const ArtifactContents *a);
 // Test hook: artifact_read maps files of at least `bytes` (<= 0: the default, 1 MiB).
