@@ -824,7 +824,7 @@ def main():
         assert base.returncode == 0, base.stderr[-3000:]
         got = kinds.findall(base.stderr)
         assert {k for k, _ in got} == {"fused attention", "MLP chain"}, base.stderr[-3000:]
-        assert header_flags(os.path.join(tmp, "t0.orch")) == (6, 0, 0)
+        assert header_flags(os.path.join(tmp, "t0.orch")) == (7, 0, 0)
         i = orch(binary, "info", os.path.join(tmp, "t0.orch"))
         assert i.returncode == 0 and "compile options: defaults" in i.stdout, i.stdout + i.stderr
         for flag, kind, bit in (("--no-mlp-chains", "MLP chain", NO_MLP_CHAINS),
@@ -838,7 +838,7 @@ def main():
             assert n1 < n0, f"{flag}: {n1} candidates, {n0} without it"
             if (kind, "chosen") in got:  # the default plan ran one: this one cannot
                 assert digest(p.stdout) != digest(base.stdout), f"{flag}: the same selection"
-            assert header_flags(out) == (6, 0, bit), f"{flag}: header {header_flags(out)}"
+            assert header_flags(out) == (7, 0, bit), f"{flag}: header {header_flags(out)}"
             i = orch(binary, "info", out)
             assert i.returncode == 0 and f"compile options: {flag}\n" in i.stdout, \
                 f"{flag}: {i.stdout}{i.stderr}"
@@ -848,7 +848,7 @@ def main():
         both = os.path.join(tmp, "t3.orch")
         p = orch(binary, "compile", tm, "-o", both, "--no-mlp-chains", "--no-attention", *args)
         assert p.returncode == 0 and not kinds.search(p.stderr), p.stderr[-3000:]
-        assert header_flags(both) == (6, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
+        assert header_flags(both) == (7, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
         i = orch(binary, "info", both)
         assert "compile options: --no-mlp-chains --no-attention\n" in i.stdout, i.stdout
         # An artefact takes no compile flags.
@@ -872,7 +872,7 @@ def main():
             assert r.returncode == 1 and want in r.stderr, f"{extra}: exit {r.returncode}: {r.stderr}"
             assert not os.path.exists(out), f"{extra}: an artefact was written"
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
-        assert p.returncode == 0 and header_flags(out) == (6, 0, 0), p.stderr[-3000:]
+        assert p.returncode == 0 and header_flags(out) == (7, 0, 0), p.stderr[-3000:]
 
     @case("not_generated_reported_and_strict")
     def _():
