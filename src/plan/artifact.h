@@ -193,7 +193,8 @@ int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *
 void artifact_plan_view(const ArtifactContents *a, int k, ArtifactContents *view);
 
 // Reads and validates the file: magic, format version, sizes, checksums. On success *out owns
-// the bytes (free with artifact_contents_free).
+// the bytes (free with artifact_contents_free). A mapped file's weights section is read-only, and
+// its pages are given back once checked (touched again, they are read from the file).
 int artifact_read(const char *path, ArtifactContents *out, Err *e);
 // Whether path is for artifact_read rather than the ONNX reader: it starts with the artefact's
 // magic, or it is named *.orch and too short to hold the magic (empty, or cut before it), which
