@@ -66,7 +66,7 @@ static orch_status load_common(orch_ctx *ctx, const char *path, const void *data
             "orch_load_options.engine is %d; use ORCH_ENGINE_OPS or ORCH_ENGINE_PRIMS",
             (int)opt->engine);
     InputShape shapes[64];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     char *spec = opt && opt->input_shapes ? xstrdup(opt->input_shapes) : NULL;
     int rc = spec ? parse_input_shapes(spec, shapes, 64, &lo.n_shapes, &ctx->err) : ST_OK;
     Graph *g = NULL;

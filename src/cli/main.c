@@ -358,7 +358,7 @@ static int load_model(const Args *a, const HostTensor *files, LoadSymbols *symbo
                       Err *e) {
     InputShape shapes[2 * MAX_ARGS];
     char sources[MAX_ARGS][512];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     char *spec = a->input_shapes ? xstrdup(a->input_shapes) : NULL;
     int rc = spec ? parse_input_shapes(spec, shapes, MAX_ARGS, &lo.n_shapes, e) : ST_OK;
     if (rc == ST_OK && files) {

@@ -14,6 +14,7 @@
 #include "../orchestrate/orchestrate.h"
 #include "../passes/passes.h"
 #include "../plan/artifact.h"
+#include "../plan/artifact_model.h"
 #include "../plan/plan.h"
 #include "../runtime/session.h"
 #include "orch.h"
@@ -1992,7 +1993,15 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
         goto out;
     if (d.wide_text)
         snprintf(h.wide_tensors, sizeof h.wide_tensors, "%s", d.wide_text);
-    h.model_hash = artifact_hash(bytes, size);
+    // Large initializers go into the weights section, which sessions map and use in place.
+    uint8_t *split = NULL, *weights = NULL;
+    size_t split_size = 0, weights_size = 0;
+    if ((rc = artifact_split_model(bytes, size, onnx_path, &split, &split_size, &weights,
+                                   &weights_size, e)))
+        goto out;
+    const uint8_t *model_bytes = split ? split : bytes;
+    size_t model_size = split ? split_size : size;
+    h.model_hash = artifact_model_hash(model_bytes, model_size, weights, weights_size);
     h.load_flags = (opt->attention_rewrite ? ARTIFACT_ATTENTION_REWRITE : 0) | storage_flag;
     h.compile_flags = (opt->no_mlp_chains ? ARTIFACT_COMPILE_NO_MLP_CHAINS : 0) |
                       (opt->no_attention ? ARTIFACT_COMPILE_NO_ATTENTION : 0) |
@@ -2015,8 +2024,11 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     ap->so_size = so_size;
     ap->src = (const uint8_t *)src;
     ap->src_size = src ? strlen(src) : 0;
-    rc = artifact_write_plans(out_path, &h, bytes, size, ap, 1, e);
+    rc = artifact_write_plans(out_path, &h, model_bytes, model_size, weights, weights_size, ap, 1,
+                              e);
     free(ap);
+    free(split);
+    free(weights);
     if (rc)
         goto out;
     rep->t_build = now_s() - t;
@@ -2207,13 +2219,14 @@ static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
             plans[k] = parts[k].plans[0];
         }
         double t = now_s();
-        rc = artifact_write_plans(out_path, &parts[0].h, parts[0].onnx, parts[0].onnx_size, plans,
+        rc = artifact_write_plans(out_path, &parts[0].h, parts[0].onnx, parts[0].onnx_size,
+                                  parts[0].weights_section, parts[0].weights_section_size, plans,
                                   n, e);
         rep->t_build += now_s() - t;
         free(plans);
         if (rc == ST_OK && pr)
             fprintf(pr, "artefact: %d shape sets, the model's %.2f MiB once\n", n,
-                    (double)parts[0].onnx_size / 1048576.0);
+                    (double)(parts[0].onnx_size + parts[0].weights_section_size) / 1048576.0);
     }
     for (int k = 0; k < n; k++) {
         artifact_contents_free(&parts[k]);

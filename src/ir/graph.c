@@ -14,8 +14,19 @@ Graph *graph_create(const char *path) {
     return g;
 }
 
-static void tensor_data_free(Tensor *t) {
-    free(t->data);
+void graph_borrow(Graph *g, const void *data, size_t size) {
+    g->borrowed = data;
+    g->borrowed_size = size;
+}
+
+bool graph_owns_data(const Graph *g, const void *p) {
+    const uint8_t *q = p;
+    return !g || !g->borrowed || q < g->borrowed || q > g->borrowed + g->borrowed_size;
+}
+
+static void tensor_data_free(const Graph *g, Tensor *t) {
+    if (graph_owns_data(g, t->data))
+        free(t->data);
     t->data = NULL;
 }
 
@@ -23,9 +34,9 @@ void graph_free(Graph *g) {
     if (!g)
         return;
     for (int i = 0; i < g->n_tensors; i++)
-        tensor_data_free(g->tensors[i]);
+        tensor_data_free(g, g->tensors[i]);
     for (int i = 0; i < g->n_owned; i++)
-        tensor_data_free(g->owned_attr_tensors[i]);
+        tensor_data_free(g, g->owned_attr_tensors[i]);
     free(g->tensors);
     free(g->nodes);
     free(g->owned_attr_tensors);
@@ -375,7 +386,7 @@ void graph_compact(Graph *g) {
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
         if (t->kind == TK_CONST && !used[i])
-            tensor_data_free(t);
+            tensor_data_free(g, t);
     }
     free(used);
 }

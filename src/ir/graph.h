@@ -164,10 +164,18 @@ typedef struct Graph {
     int n_owned, cap_owned;
     int *name_slots;       // open-addressing hash of tensor names -> id (-1 empty)
     int name_cap;
+    // Constant data in [borrowed, borrowed + borrowed_size) is not the graph's: an artefact's
+    // weights, used in place (graph_borrow); graph_free leaves it.
+    const uint8_t *borrowed;
+    size_t borrowed_size;
 } Graph;
 
 Graph *graph_create(const char *path);
 void graph_free(Graph *g); // accepts NULL
+// Marks [data, data + size) as bytes the graph's constants may point into without owning them.
+void graph_borrow(Graph *g, const void *data, size_t size);
+// Whether the graph owns (frees) constant data at p: false for borrowed bytes.
+bool graph_owns_data(const Graph *g, const void *p);
 
 // Adds a tensor with an unknown shape; the name is copied. Returns it.
 Tensor *graph_add_tensor(Graph *g, const char *name);

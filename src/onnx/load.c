@@ -27,6 +27,8 @@ typedef struct Loader {
     Err *e;
     LoadSymbols *symbols; // non-NULL: unbound symbolic input dimensions become 1, listed here
     const Onnx__ModelProto *mp; // the model, for the opsets of other domains
+    const uint8_t *weights;     // an artefact's weights (LoadOptions.weights); NULL: none
+    size_t weights_size;
 } Loader;
 
 static SubGraph *load_subgraph(Loader *L, const Onnx__GraphProto *gp, const Node *owner,
@@ -159,6 +161,59 @@ static int load_external(const Loader *L, const Onnx__TensorProto *tp, const cha
     return ST_OK;
 }
 
+// Whether tp's external data lies in an artefact's weights section (location
+// ONNX_WEIGHTS_LOCATION) rather than in a file.
+static bool weights_ref(const Onnx__TensorProto *tp) {
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *kv = tp->external_data[i];
+        if (kv->key && kv->value && strcmp(kv->key, "location") == 0)
+            return strcmp(kv->value, ONNX_WEIGHTS_LOCATION) == 0;
+    }
+    return false;
+}
+
+// Points *dst at tp's bytes in the artefact's weights section, in place: the graph borrows them
+// (the section outlives it). Offset and length are checked against the section, the shape and
+// the alignment the writer keeps, so a damaged reference is an error naming the tensor.
+static int load_weights_ref(const Loader *L, const Onnx__TensorProto *tp, const char *tname,
+                            uint8_t **dst, size_t nbytes) {
+    Err *e = L->e;
+    if (!L->weights)
+        return err_set(e, ST_INVALID,
+                       "tensor '%s' refers to an orch artefact's weights section (location '%s'), "
+                       "which only an artefact carries",
+                       tname, ONNX_WEIGHTS_LOCATION);
+    int64_t offset = -1, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *kv = tp->external_data[i];
+        if (!kv->key || !kv->value)
+            continue;
+        if (strcmp(kv->key, "offset") == 0 && parse_i64(kv->value, &offset))
+            offset = -2;
+        else if (strcmp(kv->key, "length") == 0 && parse_i64(kv->value, &length))
+            length = -2;
+    }
+    if (offset < 0 || length < 0)
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': corrupted: its reference into the weights section has no "
+                       "valid offset and length",
+                       tname);
+    if ((size_t)length != nbytes)
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': corrupted: the weights section holds %lld bytes for it, its "
+                       "shape needs %zu",
+                       tname, (long long)length, nbytes);
+    if ((uint64_t)offset % ONNX_WEIGHTS_ALIGN || (uint64_t)offset > L->weights_size ||
+        (uint64_t)length > L->weights_size - (uint64_t)offset)
+        return err_set(e, ST_INVALID,
+                       "tensor '%s': corrupted: %lld bytes at offset %lld do not lie %s in the "
+                       "weights section (%zu bytes)",
+                       tname, (long long)length, (long long)offset,
+                       (uint64_t)offset % ONNX_WEIGHTS_ALIGN ? "aligned" : "", L->weights_size);
+    *dst = (uint8_t *)L->weights + offset;
+    return ST_OK;
+}
+
 // Converts a TensorProto's payload into dense little-endian storage of its dtype.
 static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const char *what,
                              Tensor *t) {
@@ -179,7 +234,12 @@ static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const
                        what, tname);
     size_t es = dtype_size(dt), nbytes = (size_t)numel * es;
     uint8_t *data = NULL;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL &&
+        weights_ref(tp)) {
+        if ((rc = load_weights_ref(L, tp, tname, &data, nbytes)))
+            return rc;
+    } else if (tp->has_data_location &&
+               tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         if ((rc = load_external(L, tp, tname, &data, nbytes)))
             return rc;
     } else {
@@ -244,7 +304,8 @@ static int tensor_from_proto(const Loader *L, const Onnx__TensorProto *tp, const
     t->rank = (int)tp->n_dims;
     for (size_t i = 0; i < tp->n_dims; i++)
         t->dims[i] = tp->dims[i];
-    free(t->data);
+    if (t->data && graph_owns_data(L->g, t->data))
+        free(t->data);
     t->data = data;
     return ST_OK;
 }
@@ -915,7 +976,12 @@ static Onnx__ModelProto *unpack_model(const void *data, size_t size, const char 
 static int load_unpacked(Onnx__ModelProto *mp, const char *name, const char *base_dir,
                          const LoadOptions *opt, LoadSymbols *symbols, Graph **out, Err *e) {
     Graph *g = graph_create(name);
-    Loader L = {g, base_dir, e, symbols, mp};
+    Loader L = {g, base_dir, e, symbols, mp, NULL, 0};
+    if (opt && opt->weights) {
+        L.weights = opt->weights;
+        L.weights_size = opt->weights_size;
+        graph_borrow(g, opt->weights, opt->weights_size);
+    }
     int rc = load_graph(&L, mp, opt);
     onnx__model_proto__free_unpacked(mp, NULL);
     if (rc) {
@@ -975,7 +1041,7 @@ int onnx_read_tensor_file(const char *path, DType *dtype, int *rank, int64_t *di
         return err_set(e, ST_INVALID, "%s: not a valid ONNX TensorProto file", path);
     Graph *g = graph_create(path);
     Tensor *t = graph_detached_tensor(g, "tensor");
-    Loader L = {g, NULL, e, NULL, NULL};
+    Loader L = {g, NULL, e, NULL, NULL, NULL, 0};
     rc = tensor_from_proto(&L, tp, "tensor", t);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     if (rc == ST_OK) {
@@ -1043,7 +1109,7 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
                        "%s: not a valid ONNX model (the protobuf does not parse: truncated, "
                        "corrupt, nested too deeply or not an ONNX file)",
                        name);
-    Loader L = {NULL, base_dir, e, NULL, NULL};
+    Loader L = {NULL, base_dir, e, NULL, NULL, NULL, 0};
     Onnx__GraphProto *gp = mp->graph;
     size_t n = gp ? gp->n_initializer : 0;
     // What protobuf-c must free is put back before freeing: the external entries, no raw data.
@@ -1108,4 +1174,151 @@ int onnx_inline_external_data(const void *data, size_t size, const char *name,
         err_prefix(e, "%s: ", name);
     }
     return rc;
+}
+
+// ---- splitting the weights out (an artefact's weights section) ----
+
+typedef struct Splitter {
+    size_t min_bytes;
+    uint8_t *blob;
+    size_t size, cap;
+    OnnxWeightRef *refs;
+    int n, cap_refs;
+    bool oom;
+} Splitter;
+
+static Onnx__StringStringEntryProto *kv_new(const char *key, const char *value) {
+    Onnx__StringStringEntryProto *kv = malloc(sizeof *kv);
+    if (!kv)
+        return NULL;
+    onnx__string_string_entry_proto__init(kv);
+    kv->key = strdup(key);
+    kv->value = strdup(value);
+    if (!kv->key || !kv->value) {
+        free(kv->key);
+        free(kv->value);
+        free(kv);
+        return NULL;
+    }
+    return kv;
+}
+
+// Moves tp's raw payload into the blob and makes tp refer to it; payloads stay in place where
+// they are small, external already or not raw.
+static void split_tensor(Splitter *S, Onnx__TensorProto *tp) {
+    if (S->oom || !tp->has_raw_data || !tp->raw_data.data || tp->raw_data.len < S->min_bytes ||
+        tp->raw_data.len == 0 ||
+        (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
+        return;
+    size_t len = tp->raw_data.len;
+    size_t at = (S->size + ONNX_WEIGHTS_ALIGN - 1) / ONNX_WEIGHTS_ALIGN * ONNX_WEIGHTS_ALIGN;
+    if (at + len > S->cap) {
+        size_t cap = ORCH_MAX(2 * S->cap, at + len);
+        uint8_t *b = realloc(S->blob, cap);
+        if (!b) {
+            S->oom = true;
+            return;
+        }
+        S->blob = b;
+        S->cap = cap;
+    }
+    memset(S->blob + S->size, 0, at - S->size);
+    memcpy(S->blob + at, tp->raw_data.data, len);
+    S->size = at + len;
+    if (S->n == S->cap_refs) {
+        S->cap_refs = S->cap_refs ? 2 * S->cap_refs : 64;
+        S->refs = xrealloc(S->refs, sizeof *S->refs * (size_t)S->cap_refs);
+    }
+    S->refs[S->n++] = (OnnxWeightRef){xstrdup(tp->name ? tp->name : ""), at, len};
+    char off[32], n[32];
+    snprintf(off, sizeof off, "%zu", at);
+    snprintf(n, sizeof n, "%zu", len);
+    Onnx__StringStringEntryProto **ext = malloc(3 * sizeof *ext);
+    if (!ext) {
+        S->oom = true;
+        return;
+    }
+    ext[0] = kv_new("location", ONNX_WEIGHTS_LOCATION);
+    ext[1] = kv_new("offset", off);
+    ext[2] = kv_new("length", n);
+    if (!ext[0] || !ext[1] || !ext[2]) {
+        for (int i = 0; i < 3; i++)
+            if (ext[i])
+                onnx__string_string_entry_proto__free_unpacked(ext[i], NULL);
+        free(ext);
+        S->oom = true;
+        return;
+    }
+    for (size_t i = 0; i < tp->n_external_data; i++) // none: the payload was inline
+        onnx__string_string_entry_proto__free_unpacked(tp->external_data[i], NULL);
+    free(tp->external_data);
+    tp->external_data = ext;
+    tp->n_external_data = 3;
+    tp->has_data_location = 1;
+    tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    free(tp->raw_data.data);
+    tp->raw_data.data = NULL;
+    tp->raw_data.len = 0;
+    tp->has_raw_data = 0;
+}
+
+// The graph's initializers, then those of the bodies its nodes hold (If, Loop, Scan).
+static void split_graph(Splitter *S, Onnx__GraphProto *gp, int depth) {
+    if (!gp || depth > MAX_MESSAGE_DEPTH)
+        return;
+    for (size_t i = 0; i < gp->n_initializer; i++)
+        split_tensor(S, gp->initializer[i]);
+    for (size_t i = 0; i < gp->n_node; i++)
+        for (size_t j = 0; j < gp->node[i]->n_attribute; j++) {
+            Onnx__AttributeProto *ap = gp->node[i]->attribute[j];
+            split_graph(S, ap->g, depth + 1);
+            for (size_t k = 0; k < ap->n_graphs; k++)
+                split_graph(S, ap->graphs[k], depth + 1);
+        }
+}
+
+void onnx_weight_refs_free(OnnxWeightRef *refs, int n) {
+    for (int i = 0; i < n; i++)
+        free(refs[i].name);
+    free(refs);
+}
+
+int onnx_split_weights(const void *data, size_t size, const char *name, size_t min_bytes,
+                       uint8_t **out, size_t *out_size, uint8_t **weights, size_t *weights_size,
+                       OnnxWeightRef **refs, int *n_refs, Err *e) {
+    *out = NULL;
+    *out_size = 0;
+    *weights = NULL;
+    *weights_size = 0;
+    *refs = NULL;
+    *n_refs = 0;
+    Onnx__ModelProto *mp = unpack_model(data, size, name, e);
+    if (!mp)
+        return e->code;
+    Splitter S = {.min_bytes = min_bytes ? min_bytes : 1};
+    split_graph(&S, mp->graph, 0);
+    int rc = ST_OK;
+    if (S.oom)
+        rc = err_set(e, ST_RUNTIME, "%s: out of memory moving the weights into their section", name);
+    else if (S.n) {
+        size_t packed = onnx__model_proto__get_packed_size(mp);
+        if (!(*out = malloc(packed ? packed : 1)))
+            rc = err_set(e, ST_RUNTIME, "%s: out of memory packing the model", name);
+        else
+            *out_size = onnx__model_proto__pack(mp, *out);
+    }
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (rc || !S.n) {
+        free(S.blob);
+        onnx_weight_refs_free(S.refs, S.n);
+        free(*out);
+        *out = NULL;
+        *out_size = 0;
+        return rc;
+    }
+    *weights = S.blob;
+    *weights_size = S.size;
+    *refs = S.refs;
+    *n_refs = S.n;
+    return ST_OK;
 }

@@ -29,9 +29,19 @@ typedef struct LoadSymbols {
     } s[LOAD_MAX_SYMBOLS];
 } LoadSymbols;
 
+// The location an orch artefact's ONNX section gives initializers whose bytes lie in its weights
+// section (external data with offset and length into that section's payload, each offset a
+// multiple of ONNX_WEIGHTS_ALIGN).
+#define ONNX_WEIGHTS_LOCATION "orch:weights"
+#define ONNX_WEIGHTS_ALIGN 64
+
+// weights: an artefact's weights payload (ONNX_WEIGHTS_LOCATION references resolve into it, in
+// place: the graph borrows those bytes, which must outlive it); NULL: such references are errors.
 typedef struct LoadOptions {
     const InputShape *shapes;
     int n_shapes;
+    const uint8_t *weights;
+    size_t weights_size;
 } LoadOptions;
 
 // Loads a model file. External data is read relative to the file's folder.
@@ -50,6 +60,20 @@ int onnx_load_memory(const void *data, size_t size, const char *name, const char
 // when the model has no external data.
 int onnx_inline_external_data(const void *data, size_t size, const char *name,
                               const char *base_dir, uint8_t **out, size_t *out_size, Err *e);
+
+// Moves the raw payload of every graph initializer (the main graph's and its bodies') of at least
+// min_bytes into *weights (malloc'd, each payload at a multiple of ONNX_WEIGHTS_ALIGN, the gaps
+// zero) and returns in *out (malloc'd) the model with those initializers referring to it
+// (ONNX_WEIGHTS_LOCATION, offset, length). refs receives, per moved tensor in payload order, its
+// name (malloc'd), offset and length. *out stays NULL when nothing moves.
+typedef struct OnnxWeightRef {
+    char *name;
+    uint64_t offset, length;
+} OnnxWeightRef;
+int onnx_split_weights(const void *data, size_t size, const char *name, size_t min_bytes,
+                       uint8_t **out, size_t *out_size, uint8_t **weights, size_t *weights_size,
+                       OnnxWeightRef **refs, int *n_refs, Err *e);
+void onnx_weight_refs_free(OnnxWeightRef *refs, int n);
 
 // Reads a serialized TensorProto file (ONNX test data *.pb): dtype, shape and a malloc'd copy
 // of the data (little-endian, row-major). The caller frees *data.

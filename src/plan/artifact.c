@@ -7,6 +7,8 @@
 #include "../base/file.h"
 #include "plan.h"
 
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,25 +23,48 @@ enum {
     SEC_PLAN = 2,
     SEC_SO = 3,
     SEC_SRC = 4,
-    MAX_SECTIONS = 1 + 3 * ARTIFACT_MAX_PLANS
+    SEC_WEIGHTS = 5,
+    MAX_SECTIONS = 2 + 3 * ARTIFACT_MAX_PLANS
 };
-static const char *const SEC_NAMES[] = {"", "ONNX model", "plan", "shared object", "source"};
+static const char *const SEC_NAMES[] = {"",       "ONNX model", "plan",
+                                        "shared object", "source", "weights"};
 // Sections per plan: plan and shared object, and from format 6 on the source.
 static int per_plan(uint32_t version) {
     return version >= 6 ? 3 : 2;
+}
+// Sections before the first plan's: the ONNX model, and from format 7 on the weights.
+static uint32_t model_sections(uint32_t version) {
+    return version >= 7 ? 2 : 1;
 }
 // The kind of section s in a file of this version.
 static uint32_t sec_kind(uint32_t version, uint32_t s) {
     if (s == 0)
         return SEC_ONNX;
-    return SEC_PLAN + (s - 1) % (uint32_t)per_plan(version);
+    if (s == 1 && version >= 7)
+        return SEC_WEIGHTS;
+    return SEC_PLAN + (s - model_sections(version)) % (uint32_t)per_plan(version);
 }
 // Each plan's strings are bounded (ARTIFACT_MAX_SHAPES + ARTIFACT_MAX_WIDE), so is the header.
 #define HEADER_MAX (1024 * 1024)
 #define SECTION_ALIGN 64
+#define ARTIFACT_WEIGHTS_ALIGN 4096
 
 uint64_t artifact_hash(const void *data, size_t n) {
     return plan_hash64(data, n, 0x6f7263682d617274ull);
+}
+
+uint64_t artifact_model_hash(const void *onnx, size_t onnx_size, const void *weights,
+                             size_t weights_size) {
+    uint64_t h = artifact_hash(onnx_size ? onnx : "", onnx_size);
+    if (!weights_size)
+        return h;
+    uint8_t both[16];
+    uint64_t w = artifact_hash(weights, weights_size);
+    for (int i = 0; i < 8; i++) {
+        both[i] = (uint8_t)(h >> (8 * i));
+        both[8 + i] = (uint8_t)(w >> (8 * i));
+    }
+    return artifact_hash(both, sizeof both);
 }
 
 // ---- little-endian encoding ----
@@ -126,6 +151,8 @@ static void make_header(Out *o, const ArtifactHeader *h, const ArtifactPlan *pla
     size_t header_bytes = table + (size_t)n_sec * 28 + 8;
     uint64_t at = align_sec(header_bytes);
     for (int s = 0; s < n_sec; s++) {
+        if (sec_kind(ARTIFACT_FORMAT_VERSION, (uint32_t)s) == SEC_WEIGHTS && sizes[s])
+            at = (at + ARTIFACT_WEIGHTS_ALIGN - 1) / ARTIFACT_WEIGHTS_ALIGN * ARTIFACT_WEIGHTS_ALIGN;
         offsets[s] = at;
         o_u32(o, sec_kind(ARTIFACT_FORMAT_VERSION, (uint32_t)s));
         o_u64(o, at);
@@ -154,24 +181,25 @@ int artifact_write(const char *path, const ArtifactHeader *h, const void *onnx, 
     p->plan_size = plan_size;
     p->so = so;
     p->so_size = so_size;
-    int rc = artifact_write_plans(path, h, onnx, onnx_size, p, 1, e);
+    int rc = artifact_write_plans(path, h, onnx, onnx_size, NULL, 0, p, 1, e);
     free(p);
     return rc;
 }
 
 int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *onnx,
-                         size_t onnx_size, const ArtifactPlan *plans, int n_plans, Err *e) {
+                         size_t onnx_size, const void *weights, size_t weights_size,
+                         const ArtifactPlan *plans, int n_plans, Err *e) {
     ORCH_ASSERT(n_plans >= 1 && n_plans <= ARTIFACT_MAX_PLANS);
-    int n_sec = 1 + 3 * n_plans;
-    const void *data[MAX_SECTIONS] = {onnx};
-    size_t sizes[MAX_SECTIONS] = {onnx_size};
+    int n_sec = 2 + 3 * n_plans;
+    const void *data[MAX_SECTIONS] = {onnx, weights};
+    size_t sizes[MAX_SECTIONS] = {onnx_size, weights_size};
     for (int k = 0; k < n_plans; k++) {
-        data[1 + 3 * k] = plans[k].plan;
-        sizes[1 + 3 * k] = plans[k].plan_size;
-        data[2 + 3 * k] = plans[k].so;
-        sizes[2 + 3 * k] = plans[k].so_size;
-        data[3 + 3 * k] = plans[k].src;
-        sizes[3 + 3 * k] = plans[k].src_size;
+        data[2 + 3 * k] = plans[k].plan;
+        sizes[2 + 3 * k] = plans[k].plan_size;
+        data[3 + 3 * k] = plans[k].so;
+        sizes[3 + 3 * k] = plans[k].so_size;
+        data[4 + 3 * k] = plans[k].src;
+        sizes[4 + 3 * k] = plans[k].src_size;
     }
     uint64_t sums[MAX_SECTIONS], offsets[MAX_SECTIONS];
     for (int s = 0; s < n_sec; s++)
@@ -198,7 +226,7 @@ int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *
     }
     fchmod(fd, 0644);
     FILE *f = fdopen(fd, "wb");
-    static const uint8_t zeros[SECTION_ALIGN];
+    static const uint8_t zeros[ARTIFACT_WEIGHTS_ALIGN]; // padding is shorter than an alignment
     bool bad = !f || write_all(f, o->buf, o->n);
     uint64_t at = o->n;
     for (int s = 0; s < n_sec && !bad; s++) {
@@ -224,6 +252,107 @@ int artifact_write_plans(const char *path, const ArtifactHeader *h, const void *
     free(tmp);
     free(o);
     return rc;
+}
+
+// ---- the weights section ----
+//
+// Layout (little-endian): tensors u32 | 0 u32 | payload offset u64 (from the section's start, a
+// multiple of ARTIFACT_WEIGHTS_ALIGN) | per tensor: offset u64 (in the payload, a multiple of
+// ONNX_WEIGHTS_ALIGN, ascending), length u64, checksum u64 (artifact_hash of its bytes), name
+// (u32 length + bytes) | zeros to the payload | the payload (each tensor's bytes at its offset,
+// zeros between). The index names the tensors so that damage is reported by tensor; the section
+// checksum covers it all.
+
+typedef struct WEntry {
+    uint64_t offset, length, sum;
+    char name[256]; // cut where longer: for messages only
+} WEntry;
+
+int artifact_weights_section(const uint8_t *payload, size_t payload_size,
+                             const OnnxWeightRef *refs, int n, uint8_t **out, size_t *out_size) {
+    size_t index = 16;
+    for (int i = 0; i < n; i++)
+        index += 28 + strlen(refs[i].name);
+    size_t at = (index + ARTIFACT_WEIGHTS_ALIGN - 1) / ARTIFACT_WEIGHTS_ALIGN * ARTIFACT_WEIGHTS_ALIGN;
+    uint8_t *b = calloc(1, at + payload_size);
+    if (!b)
+        return ST_RUNTIME;
+    put_u32(b, (uint32_t)n);
+    put_u64(b + 8, at);
+    uint8_t *q = b + 16;
+    for (int i = 0; i < n; i++) {
+        size_t ln = strlen(refs[i].name);
+        put_u64(q, refs[i].offset);
+        put_u64(q + 8, refs[i].length);
+        put_u64(q + 16, artifact_hash(payload + refs[i].offset, (size_t)refs[i].length));
+        put_u32(q + 24, (uint32_t)ln);
+        memcpy(q + 28, refs[i].name, ln);
+        q += 28 + ln;
+    }
+    memcpy(b + at, payload, payload_size);
+    *out = b;
+    *out_size = at + payload_size;
+    return ST_OK;
+}
+
+// Reads the index of a weights section of len bytes at sec, of which avail are in the file: the
+// payload's offset and, one by one through next, the entries. A bad index is corruption.
+typedef struct WIndex {
+    const uint8_t *sec;
+    uint64_t len, avail, payload, n, i, pos, end; // end: where the previous entry ended
+} WIndex;
+
+static bool windex_open(WIndex *w, const uint8_t *sec, uint64_t len, uint64_t avail) {
+    memset(w, 0, sizeof *w);
+    w->sec = sec;
+    w->len = len;
+    w->avail = avail;
+    if (len < 16 || avail < 16)
+        return false;
+    w->n = get_u32(sec);
+    w->payload = get_u64(sec + 8);
+    w->pos = 16;
+    return get_u32(sec + 4) == 0 && w->payload % ARTIFACT_WEIGHTS_ALIGN == 0 &&
+           w->payload <= len && w->payload >= 16 && w->n <= (w->payload - 16) / 28;
+}
+
+// The next entry into *en; false at the end (w->i == w->n) or where the index is bad.
+static bool windex_next(WIndex *w, WEntry *en) {
+    if (w->i >= w->n || w->pos + 28 > w->payload || w->pos + 28 > w->avail)
+        return false;
+    const uint8_t *q = w->sec + w->pos;
+    en->offset = get_u64(q);
+    en->length = get_u64(q + 8);
+    en->sum = get_u64(q + 16);
+    uint32_t ln = get_u32(q + 24);
+    if (ln > w->payload - w->pos - 28 || w->pos + 28 + ln > w->avail)
+        return false;
+    size_t keep = ORCH_MIN((size_t)ln, sizeof en->name - 1);
+    memcpy(en->name, q + 28, keep);
+    en->name[keep] = 0;
+    for (size_t k = 0; k < keep; k++)
+        if (en->name[k] < 0x20 || en->name[k] == 0x7f)
+            en->name[k] = '?';
+    uint64_t room = w->len - w->payload;
+    if (en->offset % ONNX_WEIGHTS_ALIGN || en->offset < w->end || en->offset > room ||
+        en->length > room - en->offset)
+        return false;
+    w->end = en->offset + en->length;
+    w->pos += 28 + ln;
+    w->i++;
+    return true;
+}
+
+// Checks the index of a complete weights section; on success the payload's offset.
+static bool weights_index_valid(const uint8_t *sec, uint64_t len, uint64_t *payload) {
+    WIndex w;
+    WEntry en;
+    if (!windex_open(&w, sec, len, len))
+        return false;
+    while (windex_next(&w, &en))
+        ;
+    *payload = w.payload;
+    return w.i == w.n;
 }
 
 // ---- reading ----
@@ -291,6 +420,24 @@ void artifact_compile_flags_text(uint32_t c, char *buf, size_t n) {
             int w = snprintf(buf + used, n - used, "%s%s", used ? " " : "", opts[i].option);
             used = w > 0 && (size_t)w < n - used ? used + (size_t)w : n - 1;
         }
+}
+
+// The message for a weights section whose checksum does not match: the first tensor whose own
+// checksum does not, else the index.
+static int weights_damage(const char *path, const uint8_t *sec, uint64_t len, Err *e) {
+    WIndex w;
+    WEntry en;
+    bool open = windex_open(&w, sec, len, len);
+    while (open && windex_next(&w, &en))
+        if (artifact_hash(sec + w.payload + en.offset, (size_t)en.length) != en.sum)
+            return err_set(e, ST_INVALID,
+                           "%s: corrupted: the weights section's checksum does not match (the "
+                           "bytes of tensor '%s' are damaged)",
+                           path, en.name);
+    return err_set(e, ST_INVALID,
+                   "%s: corrupted: the weights section's checksum does not match (its index is "
+                   "damaged)",
+                   path);
 }
 
 // Parses and validates the bytes in a (a->data, a->size, a->path set).
@@ -375,8 +522,8 @@ static int parse(ArtifactContents *a, Err *e) {
         memcpy(&plans->predicted_seconds, &pred, 8);
     }
     a->n_plans = (int)n_plans;
-    uint32_t n_sec = i_u32(&in), pp = (uint32_t)per_plan(version);
-    if (in.bad || n_sec != 1 + pp * n_plans)
+    uint32_t n_sec = i_u32(&in), pp = (uint32_t)per_plan(version), mb = model_sections(version);
+    if (in.bad || n_sec != mb + pp * n_plans)
         return err_set(e, ST_INVALID, "%s: corrupted: the header's fields do not parse", path);
     const uint8_t *sec[MAX_SECTIONS];
     uint64_t off[MAX_SECTIONS], len[MAX_SECTIONS], sum[MAX_SECTIONS], end = header_bytes;
@@ -387,6 +534,7 @@ static int parse(ArtifactContents *a, Err *e) {
         sum[s] = i_u64(&in);
         uint32_t want = sec_kind(version, s);
         if (in.bad || kind != want || off[s] < end || off[s] % SECTION_ALIGN ||
+            (want == SEC_WEIGHTS && len[s] && off[s] % ARTIFACT_WEIGHTS_ALIGN) ||
             len[s] > UINT64_MAX / 2 || off[s] > UINT64_MAX / 2)
             return err_set(e, ST_INVALID, "%s: corrupted: the section table is inconsistent", path);
         end = off[s] + len[s];
@@ -424,38 +572,63 @@ static int parse(ArtifactContents *a, Err *e) {
                        "%s: precision '%s', which this orch does not know (written by a newer "
                        "orch? recompile with orch compile)",
                        path, h->precision);
-    if (size < end)
+    if (size < end) {
+        // Cut in the weights: name the first tensor whose bytes are missing.
+        WIndex w;
+        WEntry en;
+        if (mb == 2 && len[1] && size > off[1] &&
+            windex_open(&w, d + off[1], len[1], (uint64_t)size - off[1]))
+            while (windex_next(&w, &en))
+                if (off[1] + w.payload + en.offset + en.length > size)
+                    return err_set(e, ST_INVALID,
+                                   "%s: truncated: %zu bytes of %llu expected; the weights "
+                                   "section is cut in tensor '%s'",
+                                   path, size, (unsigned long long)end, en.name);
         return err_set(e, ST_INVALID, "%s: truncated: %zu bytes of %llu expected", path, size,
                        (unsigned long long)end);
+    }
     if (size > end)
         return err_set(e, ST_INVALID, "%s: corrupted: %llu unexpected bytes after the last section",
                        path, (unsigned long long)(size - end));
     for (uint32_t s = 0; s < n_sec; s++) {
         sec[s] = d + off[s];
         if (artifact_hash(sec[s], (size_t)len[s]) != sum[s]) {
-            if (n_plans > 1 && s > 0)
+            if (sec_kind(version, s) == SEC_WEIGHTS)
+                return weights_damage(path, sec[s], len[s], e);
+            if (n_plans > 1 && s >= mb)
                 return err_set(e, ST_INVALID,
                                "%s: corrupted: plan %u's %s section's checksum does not match",
-                               path, (s - 1) / pp + 1, SEC_NAMES[sec_kind(version, s)]);
+                               path, (s - mb) / pp + 1, SEC_NAMES[sec_kind(version, s)]);
             return err_set(e, ST_INVALID, "%s: corrupted: the %s section's checksum does not match",
                            path, SEC_NAMES[sec_kind(version, s)]);
         }
     }
-    if (artifact_hash(sec[0], (size_t)len[0]) != h->model_hash)
+    uint64_t payload = 0;
+    if (mb == 2 && len[1] && !weights_index_valid(sec[1], len[1], &payload))
+        return err_set(e, ST_INVALID, "%s: corrupted: the weights section's index is inconsistent",
+                       path);
+    if (artifact_model_hash(sec[0], (size_t)len[0], mb == 2 ? sec[1] : NULL,
+                            mb == 2 ? (size_t)len[1] : 0) != h->model_hash)
         return err_set(e, ST_INVALID,
                        "%s: corrupted: the ONNX model section does not match the header's model "
                        "hash",
                        path);
     a->onnx = sec[0];
     a->onnx_size = (size_t)len[0];
+    if (mb == 2 && len[1]) {
+        a->weights_section = sec[1];
+        a->weights_section_size = (size_t)len[1];
+        a->weights = sec[1] + payload;
+        a->weights_size = (size_t)(len[1] - payload);
+    }
     for (uint32_t k = 0; k < n_plans; k++) {
-        plans[k].plan = sec[1 + pp * k];
-        plans[k].plan_size = (size_t)len[1 + pp * k];
-        plans[k].so = sec[2 + pp * k];
-        plans[k].so_size = (size_t)len[2 + pp * k];
+        plans[k].plan = sec[mb + pp * k];
+        plans[k].plan_size = (size_t)len[mb + pp * k];
+        plans[k].so = sec[mb + 1 + pp * k];
+        plans[k].so_size = (size_t)len[mb + 1 + pp * k];
         if (pp == 3) {
-            plans[k].src = sec[3 + pp * k];
-            plans[k].src_size = (size_t)len[3 + pp * k];
+            plans[k].src = sec[mb + 2 + pp * k];
+            plans[k].src_size = (size_t)len[mb + 2 + pp * k];
         }
     }
     // The header's per-plan fields and the sections: the first plan's.
@@ -519,6 +692,64 @@ static uint8_t *map_file(const char *path, size_t *size) {
     return p;
 }
 
+// The file's bytes, shared by the contents and the sessions that use its weights in place.
+struct ArtifactFile {
+    uint8_t *data;
+    size_t size;
+    bool mapped;
+    atomic_int refs;
+};
+
+static ArtifactFile *file_new(uint8_t *data, size_t size, bool mapped) {
+    ArtifactFile *f = xcalloc(1, sizeof *f);
+    f->data = data;
+    f->size = size;
+    f->mapped = mapped;
+    atomic_init(&f->refs, 1);
+    return f;
+}
+
+ArtifactFile *artifact_file_retain(const ArtifactContents *a) {
+    if (!a || !a->file)
+        return NULL;
+    atomic_fetch_add(&a->file->refs, 1);
+    return a->file;
+}
+
+void artifact_file_release(ArtifactFile *f) {
+    if (!f || atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    if (f->mapped)
+        munmap(f->data, f->size);
+    else
+        free(f->data);
+    free(f);
+}
+
+// The whole pages of [p, p + n) given back to the system (a mapping of the file only: they are
+// read from the file again if touched).
+static void release_pages(const void *p, size_t n) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    uintptr_t lo = ((uintptr_t)p + mask) & ~mask;
+    uintptr_t hi = ((uintptr_t)p + n) & ~mask;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void artifact_release_weights(const ArtifactContents *a, const void *p, size_t n) {
+    const uint8_t *q = p;
+    if (!a || !a->mapped || !a->weights || !q || q < a->weights ||
+        n > (size_t)(a->weights + a->weights_size - q))
+        return;
+    release_pages(q, n);
+}
+
+bool artifact_in_weights(const ArtifactContents *a, const void *p) {
+    const uint8_t *q = p;
+    return a && a->weights && q && q >= a->weights && q < a->weights + a->weights_size;
+}
+
 int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     memset(out, 0, sizeof *out);
     struct stat st;
@@ -532,10 +763,20 @@ int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     else if ((rc = file_read_all(path, (int64_t)1 << 40, &data, &size, e)))
         return rc;
     out->path = xstrdup(path);
+    out->file = file_new(data, size, out->mapped);
     out->data = data;
     out->size = size;
     if ((rc = parse(out, e)))
         artifact_contents_free(out);
+    else if (out->mapped && out->weights_section) {
+        // Nothing writes the weights, which sessions use in place: a write would be a bug that
+        // a later release of the pages would silently undo; read-only makes it fault instead.
+        mprotect((void *)out->weights_section, out->weights_section_size, PROT_READ);
+        // Checked: the pages go back, and whoever reads a weight next (a session's copy, a
+        // kernel reading it in place) has it read from the file again. A session's peak is then
+        // its own constants, not those beside every page the checksum touched.
+        release_pages(out->weights_section, out->weights_section_size);
+    }
     return rc;
 }
 
@@ -564,6 +805,7 @@ int artifact_read_memory(const void *data, size_t size, const char *name, Artifa
     }
     if (size)
         memcpy(out->data, data, size);
+    out->file = file_new(out->data, size, false);
     out->size = size;
     int rc = parse(out, e);
     if (rc)
@@ -574,21 +816,16 @@ int artifact_read_memory(const void *data, size_t size, const char *name, Artifa
 void artifact_release_model(const ArtifactContents *a) {
     if (!a || !a->mapped || !a->onnx || a->onnx_size == 0)
         return;
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
-    uintptr_t lo = ((uintptr_t)a->onnx + mask) & ~mask;
-    uintptr_t hi = ((uintptr_t)a->onnx + a->onnx_size) & ~mask;
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    release_pages(a->onnx, a->onnx_size);
 }
 
 void artifact_contents_free(ArtifactContents *a) {
     if (!a)
         return;
     free(a->path);
-    if (a->mapped)
-        munmap(a->data, a->size);
-    else
+    if (a->file)
+        artifact_file_release(a->file);
+    else if (a->data) // contents made without artifact_read (a test's)
         free(a->data);
     free(a->plans);
     memset(a, 0, sizeof *a);

@@ -19,7 +19,8 @@ int artifact_import_model(const ArtifactContents *a, const char *path, Graph **g
     for (const char *q = spec; *q; q++)
         max_shapes += *q == ',';
     InputShape *shapes = xcalloc((size_t)max_shapes, sizeof(InputShape));
-    LoadOptions lo = {shapes, 0};
+    // The weights section's tensors are imported in place: the graph borrows a's bytes.
+    LoadOptions lo = {shapes, 0, a->weights, a->weights_size};
     int rc = *spec ? parse_input_shapes(spec, shapes, max_shapes, &lo.n_shapes, e) : ST_OK;
     if (rc)
         err_prefix(e, "%s: the header's input shapes: ", path);
@@ -54,5 +55,29 @@ int artifact_import_model(const ArtifactContents *a, const char *path, Graph **g
         *pg = NULL;
         *g = NULL;
     }
+    return rc;
+}
+
+int artifact_split_model(const void *onnx, size_t size, const char *name, uint8_t **onnx_out,
+                         size_t *onnx_out_size, uint8_t **weights, size_t *weights_size, Err *e) {
+    *weights = NULL;
+    *weights_size = 0;
+    uint8_t *payload = NULL;
+    size_t payload_size = 0;
+    OnnxWeightRef *refs = NULL;
+    int n = 0;
+    int rc = onnx_split_weights(onnx, size, name, ARTIFACT_WEIGHTS_MIN_BYTES, onnx_out,
+                                onnx_out_size, &payload, &payload_size, &refs, &n, e);
+    if (rc == ST_OK && n &&
+        artifact_weights_section(payload, payload_size, refs, n, weights, weights_size))
+        rc = err_set(e, ST_RUNTIME, "%s: out of memory for the weights section (%zu bytes)", name,
+                     payload_size);
+    if (rc) {
+        free(*onnx_out);
+        *onnx_out = NULL;
+        *onnx_out_size = 0;
+    }
+    free(payload);
+    onnx_weight_refs_free(refs, n);
     return rc;
 }

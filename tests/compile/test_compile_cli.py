@@ -657,7 +657,7 @@ def main():
         assert "precision: fp32 (exact float32 arithmetic)" in p.stdout, p.stdout
         assert "target cpu (fp32)" in p.stderr, p.stderr[-2000:]
         data = open(p32, "rb").read()
-        assert int.from_bytes(data[8:12], "little") == 6, "artefact format is not 6"
+        assert int.from_bytes(data[8:12], "little") == 7, "artefact format is not 7"
         assert header_flags(p32)[2] == 0, "compile flags beside the default options"
         at = 16
         for _field in ("orch version", "target"):
@@ -853,7 +853,7 @@ def main():
         assert base.returncode == 0, base.stderr[-3000:]
         got = kinds.findall(base.stderr)
         assert {k for k, _ in got} == {"fused attention", "MLP chain"}, base.stderr[-3000:]
-        assert header_flags(os.path.join(tmp, "t0.orch")) == (6, 0, 0)
+        assert header_flags(os.path.join(tmp, "t0.orch")) == (7, 0, 0)
         i = orch(binary, "info", os.path.join(tmp, "t0.orch"))
         assert i.returncode == 0 and "compile options: defaults" in i.stdout, i.stdout + i.stderr
         for flag, kind, bit in (("--no-mlp-chains", "MLP chain", NO_MLP_CHAINS),
@@ -867,7 +867,7 @@ def main():
             assert n1 < n0, f"{flag}: {n1} candidates, {n0} without it"
             if (kind, "chosen") in got:  # the default plan ran one: this one cannot
                 assert digest(p.stdout) != digest(base.stdout), f"{flag}: the same selection"
-            assert header_flags(out) == (6, 0, bit), f"{flag}: header {header_flags(out)}"
+            assert header_flags(out) == (7, 0, bit), f"{flag}: header {header_flags(out)}"
             i = orch(binary, "info", out)
             assert i.returncode == 0 and f"compile options: {flag}\n" in i.stdout, \
                 f"{flag}: {i.stdout}{i.stderr}"
@@ -877,7 +877,7 @@ def main():
         both = os.path.join(tmp, "t3.orch")
         p = orch(binary, "compile", tm, "-o", both, "--no-mlp-chains", "--no-attention", *args)
         assert p.returncode == 0 and not kinds.search(p.stderr), p.stderr[-3000:]
-        assert header_flags(both) == (6, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
+        assert header_flags(both) == (7, 0, NO_MLP_CHAINS | NO_ATTENTION), header_flags(both)
         i = orch(binary, "info", both)
         assert "compile options: --no-mlp-chains --no-attention\n" in i.stdout, i.stdout
         # An artefact takes no compile flags.
@@ -901,7 +901,7 @@ def main():
             assert r.returncode == 1 and want in r.stderr, f"{extra}: exit {r.returncode}: {r.stderr}"
             assert not os.path.exists(out), f"{extra}: an artefact was written"
         p = orch(binary, "compile", model, "-t", "cpu", "-o", out, "--layout", "auto", *common)
-        assert p.returncode == 0 and header_flags(out) == (6, 0, 0), p.stderr[-3000:]
+        assert p.returncode == 0 and header_flags(out) == (7, 0, 0), p.stderr[-3000:]
 
     @case("not_generated_reported_and_strict")
     def _():

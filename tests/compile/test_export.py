@@ -79,12 +79,15 @@ def u64(b, at):
 
 def rebuild(header_fields, sections, version):
     """A file from the header's fields after the 16-byte prefix (up to the section count) and the
-    sections [(kind, bytes)]: offsets 64-aligned after the header, checksums computed."""
+    sections [(kind, bytes)]: offsets 64-aligned after the header (a non-empty weights section,
+    kind 5, 4096-aligned), checksums computed."""
     n_sec = len(sections)
     hb = 16 + len(header_fields) + 4 + 28 * n_sec + 8
     at = (hb + 63) // 64 * 64
     table, body, offs = b"", b"", []
     for kind, data in sections:
+        if kind == 5 and data:
+            at = (at + 4095) // 4096 * 4096
         offs.append(at)
         table += kind.to_bytes(4, "little") + at.to_bytes(8, "little") + \
             len(data).to_bytes(8, "little") + plan_hash64(data).to_bytes(8, "little")
@@ -111,7 +114,7 @@ def parse(b):
                 e = at + 4 + 28 * s
                 off, size = u64(b, e + 4), u64(b, e + 12)
                 secs.append((u32(b, e), b[off:off + size]))
-            if all(k in (1, 2, 3, 4) for k, _ in secs):
+            if all(k in (1, 2, 3, 4, 5) for k, _ in secs):
                 return version, b[16:at], secs
     raise AssertionError("no section table found")
 
@@ -127,11 +130,34 @@ def with_target(b, target):
     return rebuild(fields, secs, version)
 
 
+def inline_weights(model, weights):
+    """The ONNX section with the initializers that refer to the weights section (format 7's
+    location orch:weights, offset and length in its payload) holding their bytes again."""
+    m = onnx.ModelProto()
+    m.ParseFromString(model)
+    payload = u64(weights, 8) if weights else 0
+    for t in m.graph.initializer:
+        ext = {e.key: e.value for e in t.external_data}
+        if t.data_location == onnx.TensorProto.EXTERNAL and ext.get("location") == "orch:weights":
+            off, n = payload + int(ext["offset"]), int(ext["length"])
+            t.raw_data = weights[off:off + n]
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+    return m.SerializeToString()
+
+
 def as_format5(b):
-    """A format 6 artefact as format 5 wrote it: no source sections."""
+    """A format 7 artefact as format 5 wrote it: the weights back in the ONNX section (the
+    header's model hash that section's), no weights or source sections."""
     version, fields, secs = parse(b)
-    assert version == 6, f"format {version}"
-    return rebuild(fields, [s for s in secs if s[0] != 4], 5)
+    assert version == 7, f"format {version}"
+    weights = b"".join(d for k, d in secs if k == 5)
+    model = inline_weights(secs[0][1], weights)
+    at = 0
+    for _ in range(4):  # orch version, target, precision, fingerprint; then the model hash
+        at += 4 + u32(fields, at)
+    fields = fields[:at] + plan_hash64(model).to_bytes(8, "little") + fields[at + 8:]
+    return rebuild(fields, [(1, model)] + [s for s in secs if s[0] not in (1, 4, 5)], 5)
 
 
 # ---- the models ----

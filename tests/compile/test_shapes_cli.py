@@ -29,9 +29,9 @@ from harness import (EXAMPLE_MODEL as EX, case, close_to, finish, onnxruntime, o
 
 
 def sections(path):
-    """[(kind, size)] of a format 6 artefact's section table (src/plan/artifact.h)."""
+    """[(kind, size)] of a format 7 artefact's section table (src/plan/artifact.h)."""
     b = open(path, "rb").read()
-    assert int.from_bytes(b[8:12], "little") == 6, "not format 6"
+    assert int.from_bytes(b[8:12], "little") == 7, "not format 7"
     u32 = lambda at: int.from_bytes(b[at:at + 4], "little")
     at = 16
     for _ in range(4):  # orch version, target, precision, fingerprint
@@ -109,19 +109,21 @@ def main():
 
     @case("weights_stored_once")
     def _():
-        # The sections (artifact.h's format 6): one ONNX model, a plan, a kernel module and its
-        # source per set, nothing else; the model's section is the model file, inlined once.
+        # The sections (artifact.h's format 7): one ONNX model and its weights, a plan, a kernel
+        # module and its source per set, nothing else; the model file's bytes once, the weights
+        # in their section (an index and 64-byte alignment beside them).
         secs = sections(seq)
         model = os.path.getsize(seq_model)
         assert model > 60000, f"the model is {model} bytes: too small to tell"
-        assert [k for k, _ in secs] == [1, 2, 3, 4, 2, 3, 4], secs
-        assert secs[0][1] == model, f"ONNX section {secs[0][1]} bytes, the model {model}"
-        assert os.path.getsize(seq) <= sum(n for _, n in secs) + 4096, (os.path.getsize(seq), secs)
-        # A one-set artefact holds the same model section: two of them hold it twice.
+        assert [k for k, _ in secs] == [1, 5, 2, 3, 4, 2, 3, 4], secs
+        assert secs[1][1] > model * 0.9 and secs[0][1] < model * 0.1, (secs, model)
+        assert abs(secs[0][1] + secs[1][1] - model) < 8192, (secs, model)
+        assert os.path.getsize(seq) <= sum(n for _, n in secs) + 8192, (os.path.getsize(seq), secs)
+        # A one-set artefact holds the same model sections: two of them hold them twice.
         one = os.path.join(tmp, "seq7.orch")
         p = orch(binary, "compile", seq_model, "-o", one, "--input-shapes", "x:1x7x64", *common)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert sections(one)[0][1] == model and len(sections(one)) == 4, sections(one)
+        assert sections(one)[:2] == secs[:2] and len(sections(one)) == 5, sections(one)
 
     @case("info_lists_every_shape_set")
     def _():

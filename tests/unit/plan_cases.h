@@ -113,7 +113,7 @@ static inline void tg_output(TG *g, int t) {
 static inline int model_dir_load(const char *dir, Graph **g, Err *e) {
     char path[4096];
     InputShape shapes[32];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     char *spec = input_shapes_arg(dir); // the shapes point into it until the load
     int rc = spec ? parse_input_shapes(spec, shapes, 32, &lo.n_shapes, e) : ST_OK;
     snprintf(path, sizeof path, "%s/model.onnx", dir);

@@ -4,6 +4,9 @@
 // file unlinked once loaded) so nothing is left on disk; every launch gets its input and output
 // pointer arrays in one slot table, with the slots that hold a caller's buffer listed as patches.
 // A run then writes the caller's pointers into those slots and calls the launches in order.
+// Constants the kernels read as stored are read in place from an artefact's weights section
+// (the file's mapping, kept while the session lives); the others (reordered for a kernel, folded,
+// small) sit in one blob, and the weights pages they came from are given back.
 #define _GNU_SOURCE
 #include "session_cpu.h"
 #include "contention.h"
@@ -73,6 +76,9 @@ struct CpuSession {
     Patch *patches;
     int n_patches;
     void *arena, *consts;
+    void **const_at;  // per plan tensor: a constant's bytes (in consts or the artefact's weights)
+    int64_t in_place_bytes, blob_bytes; // constants read from the weights / held in consts
+    ArtifactFile *file; // the artefact's bytes, which the graph's and the launches' constants borrow
     void **reordered; // private reordered copies of constants (prepack_constants)
     int n_reordered;
     const void **io_in; // per graph input: the buffer the launches read (caller's or staged)
@@ -144,7 +150,7 @@ static void *place_of(CpuSession *s, int t, int slot) {
     case PLACE_OUTPUT:
         s->patches[s->n_patches++] = (Patch){slot, T->place == PLACE_OUTPUT, T->index};
         return NULL;
-    case PLACE_CONST: return (char *)s->consts + T->offset;
+    case PLACE_CONST: return s->const_at[t];
     case PLACE_ARENA: return (char *)s->arena + T->offset;
     default: ORCH_ASSERT(!"a launch operand with no place"); return NULL;
     }
@@ -186,72 +192,143 @@ int cpu_prepack_readers(const Plan *P, const CPrepackFn *pf, const char *what, i
     return rc;
 }
 
-// Kernels that read a constant in their own order (target.h: NAME_prepack, a weight reordered
-// into the GEMM's panels) get it reordered once, here. In place in the constant blob when every
-// launch reading that constant is a launch of the same kernel reading it at the same position
-// (so all want the same order, and the blob costs no extra memory); otherwise each such kernel
-// gets a private reordered copy and the other readers keep the row-major original.
-static int prepack_constants(CpuSession *s, const CPrepackFn *pf, Err *e) {
+#define COPY_CHUNK ((size_t)1 << 20)
+
+typedef struct Range {
+    const uint8_t *p;
+    size_t n;
+} Range;
+
+static int range_cmp(const void *x, const void *y) {
+    const uint8_t *a = ((const Range *)x)->p, *b = ((const Range *)y)->p;
+    return (a > b) - (a < b);
+}
+
+// Where each constant lives. Kernels that read a constant in their own order (target.h:
+// NAME_prepack, a weight reordered into the GEMM's panels) get it reordered once, here: into the
+// blob when every launch reading it is a launch of the same kernel reading it at the same position
+// (all want the same order; the blob costs no extra memory); otherwise each such kernel gets a
+// private reordered copy (prepack_shared) and the other readers the original. An original that
+// lies in the artefact's weights (a: the artefact, NULL for a plan made in memory) and is read as
+// stored is read there, in place; every other constant is copied (or reordered) into the blob
+// from its source, and a source in the mapped weights is given back page by page as it is copied,
+// so creation never holds a weight twice. The weights no constant reads in place are given back
+// at the end.
+static int place_constants(CpuSession *s, const ArtifactContents *a, const CPrepackFn *pf,
+                           bool *shared, int *own_l, int *own_j, Err *e) {
     const Plan *P = s->plan;
+    const PrimGraph *pg = s->pg;
     const char *what = s->path ? s->path : "session";
-    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
-    // one reads it row-major.
-    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
-    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
     int rc = cpu_prepack_readers(P, pf, what, own_l, own_j, shared, e);
-    // In-place reorders go through one scratch buffer, mapped for the largest and unmapped at
-    // the end (per-weight heap buffers would leave the heap grown by freed blocks).
-    size_t scratch_bytes = 0;
-    for (int t = 0; t < P->n_tensors; t++)
-        if (own_l[t] >= 0 && !shared[t] && (size_t)P->tensors[t].bytes > scratch_bytes)
-            scratch_bytes = (size_t)P->tensors[t].bytes;
-    void *scratch = NULL;
-    if (scratch_bytes && rc == ST_OK) {
-        scratch =
-            mmap(NULL, scratch_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (scratch == MAP_FAILED) {
-            scratch = NULL;
-            rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering the weights (%zu bytes)",
-                         what, scratch_bytes);
+    if (rc)
+        return rc;
+    int64_t *off = xmalloc(sizeof(int64_t) * ((size_t)P->n_tensors + 1));
+    int64_t blob = 0;
+    for (int t = 0; t < P->n_tensors; t++) {
+        const PlanTensor *T = &P->tensors[t];
+        off[t] = -1;
+        if (T->place != PLACE_CONST || T->bytes == 0)
+            continue;
+        const uint8_t *src = pg->tensors[t]->data;
+        bool reordered_here = own_l[t] >= 0 && !shared[t];
+        if (!reordered_here && src && artifact_in_weights(a, src) &&
+            artifact_in_weights(a, src + T->bytes - 1) && (uintptr_t)src % PLAN_ALIGN == 0) {
+            s->const_at[t] = (void *)src; // read only: kernels take constants as const
+            s->in_place_bytes += T->bytes;
+            continue;
+        }
+        off[t] = blob;
+        blob += (T->bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    }
+    s->blob_bytes = blob;
+    // Not zeroed whole (that would make every page resident before the weights' pages go back):
+    // each constant's bytes and its padding are written below.
+    s->consts = aligned_alloc(PLAN_ALIGN, blob ? (size_t)blob : PLAN_ALIGN);
+    if (!s->consts) {
+        free(off);
+        return err_set(e, ST_RUNTIME, "%s: out of memory for the constants (%lld bytes)", what,
+                       (long long)blob);
+    }
+    for (int t = 0; t < P->n_tensors; t++) {
+        if (off[t] < 0)
+            continue;
+        const PlanTensor *T = &P->tensors[t];
+        const void *src = pg->tensors[t]->data;
+        char *dst = (char *)s->consts + off[t];
+        s->const_at[t] = dst;
+        int64_t padded = (T->bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+        memset(dst + T->bytes, 0, (size_t)(padded - T->bytes));
+        if (!src) { // a constant without data is zeros (plan_pack_constants)
+            memset(dst, 0, (size_t)T->bytes);
+            continue;
+        }
+        if (own_l[t] >= 0 && !shared[t]) { // the one order every reader wants, from the source
+            pf[own_l[t]](own_j[t], src, dst);
+            own_l[t] = -1;
+            artifact_release_weights(a, src, (size_t)T->bytes);
+            continue;
+        }
+        // Copied a chunk at a time, each given back once copied: a large weight is not held twice
+        // either.
+        for (size_t at = 0, n = (size_t)T->bytes; at < n; at += COPY_CHUNK) {
+            size_t k = ORCH_MIN(COPY_CHUNK, n - at);
+            memcpy(dst + at, (const char *)src + at, k);
+            artifact_release_weights(a, (const char *)src + at, k);
         }
     }
-    for (int i = 0; i < P->n_launches && rc == ST_OK; i++) {
+    free(off);
+    // The rest of the weights (constants folded, retyped or read by no launch): given back, all
+    // but the pages of the constants read in place.
+    if (a && a->mapped && a->weights && s->in_place_bytes < (int64_t)a->weights_size) {
+        Range *r = xmalloc(sizeof(Range) * ((size_t)P->n_tensors + 1));
+        int n = 0;
+        for (int t = 0; t < P->n_tensors; t++)
+            if (P->tensors[t].place == PLACE_CONST && P->tensors[t].bytes &&
+                artifact_in_weights(a, s->const_at[t]))
+                r[n++] = (Range){s->const_at[t], (size_t)P->tensors[t].bytes};
+        qsort(r, (size_t)n, sizeof *r, range_cmp);
+        const uint8_t *at = a->weights, *end = a->weights + a->weights_size;
+        for (int i = 0; i <= n; i++) {
+            const uint8_t *next = i < n ? r[i].p : end;
+            if (next > at)
+                artifact_release_weights(a, at, (size_t)(next - at));
+            if (i < n && r[i].p + r[i].n > at)
+                at = r[i].p + r[i].n;
+        }
+        free(r);
+    }
+    return ST_OK;
+}
+
+// The private reordered copies of constants whose readers want different orders (place_constants).
+static int prepack_shared(CpuSession *s, const CPrepackFn *pf, const bool *shared, int *own_l,
+                          Err *e) {
+    const Plan *P = s->plan;
+    const char *what = s->path ? s->path : "session";
+    for (int i = 0; i < P->n_launches; i++) {
         const PlanLaunch *L = &P->launches[i];
-        for (int j = 0; j < L->n_in && rc == ST_OK; j++) {
+        for (int j = 0; j < L->n_in; j++) {
             int t = L->in[j];
-            if (t < 0 || own_l[t] < 0 || !(pf[i] && pf[i](j, NULL, NULL) == 1))
+            if (t < 0 || own_l[t] < 0 || !shared[t] || !(pf[i] && pf[i](j, NULL, NULL) == 1))
                 continue;
             const PlanTensor *T = &P->tensors[t];
-            void *src = (char *)s->consts + T->offset;
-            if (!shared[t]) { // the one order every reader wants: into the blob, once
-                pf[i](j, src, scratch);
-                memcpy(src, scratch, (size_t)T->bytes);
-                own_l[t] = -1;
-                continue;
-            }
             int64_t nb = ckernel_prepack_bytes(pf[i], j, T->bytes);
             void *buf = aligned_buffer(nb);
-            if (!buf) {
-                rc = err_set(e, ST_RUNTIME, "%s: out of memory reordering a weight (%lld bytes)",
-                             what, (long long)nb);
-                break;
-            }
-            pf[i](j, src, buf);
+            if (!buf)
+                return err_set(e, ST_RUNTIME,
+                               "%s: out of memory reordering a weight (%lld bytes)", what,
+                               (long long)nb);
+            pf[i](j, s->const_at[t], buf);
             s->reordered = xrealloc(s->reordered, sizeof(void *) * (size_t)(s->n_reordered + 1));
             s->reordered[s->n_reordered++] = buf;
             s->slots[s->launches[i].in + j] = buf;
         }
     }
-    if (scratch)
-        munmap(scratch, scratch_bytes);
-    free(own_l);
-    free(own_j);
-    free(shared);
-    return rc;
+    return ST_OK;
 }
 
-static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
+static int prepare(CpuSession *s, const ArtifactContents *a, CpuResolveFn resolve, void *ctx,
+                   Err *e) {
     const PrimGraph *pg = s->pg;
     const Plan *P = s->plan;
     const char *what = s->path ? s->path : "session";
@@ -266,16 +343,12 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
     s->slots = xcalloc((size_t)n_slots + 1, sizeof(void *));
     s->n_slots = n_slots;
     s->patches = xcalloc((size_t)n_slots + 1, sizeof(Patch));
+    s->const_at = xcalloc((size_t)P->n_tensors + 1, sizeof(void *));
     s->arena = aligned_buffer(P->arena_bytes);
-    s->consts = aligned_buffer(P->const_bytes);
-    if (!s->arena || !s->consts)
-        return err_set(e, ST_RUNTIME,
-                       "%s: out of memory for the arena (%lld bytes) and constants "
-                       "(%lld bytes)",
-                       what, (long long)P->arena_bytes, (long long)P->const_bytes);
-    plan_pack_constants(P, pg, s->consts);
+    if (!s->arena)
+        return err_set(e, ST_RUNTIME, "%s: out of memory for the arena (%lld bytes)", what,
+                       (long long)P->arena_bytes);
     CPrepackFn *pf = xcalloc((size_t)P->n_launches + 1, sizeof(CPrepackFn));
-    int slot = 0;
     for (int i = 0; i < P->n_launches; i++) {
         const PlanLaunch *L = &P->launches[i];
         Launch *l = &s->launches[i];
@@ -306,6 +379,17 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
                 memcpy(&pf[i], &pfp, sizeof pfp);
         }
         l->p = L->sink >= 0 ? pg->prims[L->sink] : NULL;
+    }
+    // Per tensor: the first reordering reader (launch, position), whether readers disagree or
+    // one reads it row-major.
+    int *own_l = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    int *own_j = xmalloc(sizeof(int) * ((size_t)P->n_tensors + 1));
+    bool *shared = xcalloc((size_t)P->n_tensors + 1, sizeof(bool));
+    int rc = place_constants(s, a, pf, shared, own_l, own_j, e);
+    int slot = 0;
+    for (int i = 0; rc == ST_OK && i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        Launch *l = &s->launches[i];
         l->in = slot;
         for (int j = 0; j < L->n_in; j++, slot++)
             s->slots[slot] = place_of(s, L->in[j], slot);
@@ -322,7 +406,11 @@ static int prepare(CpuSession *s, CpuResolveFn resolve, void *ctx, Err *e) {
         for (int j = 0; j < L->n_out; j++)
             l->empty = l->empty && (L->out[j] < 0 || tensor_numel(pg->tensors[L->out[j]]) == 0);
     }
-    int rc = prepack_constants(s, pf, e);
+    if (rc == ST_OK)
+        rc = prepack_shared(s, pf, shared, own_l, e);
+    free(own_l);
+    free(own_j);
+    free(shared);
     free(pf);
     if (rc)
         return rc;
@@ -368,7 +456,7 @@ int cpu_session_create_from_plan(const PrimGraph *pg, const Plan *plan, CpuResol
     s->plan = plan;
     s->memfd = -1;
     init_sync(s, opt ? opt->threads : 0, opt);
-    int rc = prepare(s, resolve, ctx, e);
+    int rc = prepare(s, NULL, resolve, ctx, e);
     if (rc) {
         cpu_session_free(s);
         return rc;
@@ -447,8 +535,11 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     s->memfd = -1;
     s->path = xstrdup(path);
     init_sync(s, opt->threads > 0 ? opt->threads : h->threads, opt);
+    // The graph's weights from the weights section point into the file's bytes: kept as long as
+    // the session (which reads some of them in place).
+    s->file = artifact_file_retain(a);
     int rc = artifact_import_model(a, path, &s->g_owned, &s->pg_owned, &s->plan_owned, e);
-    artifact_release_model(a); // imported: the file's weights need not sit beside the packed ones
+    artifact_release_model(a); // imported: the model section's pages are not read again
     bool generated = false;
     for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
         generated = generated || s->plan_owned->launches[i].kind == PLAN_GENERATED;
@@ -462,7 +553,7 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     if (rc == ST_OK) {
         s->pg = s->pg_owned;
         s->plan = s->plan_owned;
-        rc = prepare(s, resolve_dl, s->dl, e);
+        rc = prepare(s, a, resolve_dl, s->dl, e);
     }
     if (rc) {
         cpu_session_free(s);
@@ -580,6 +671,7 @@ void cpu_session_free(CpuSession *s) {
     free(s->patches);
     free(s->arena);
     free(s->consts);
+    free(s->const_at);
     for (int i = 0; i < s->n_reordered; i++)
         free(s->reordered[i]);
     free(s->reordered);
@@ -599,6 +691,7 @@ void cpu_session_free(CpuSession *s) {
     plan_free(s->plan_owned);
     prim_graph_free(s->pg_owned);
     graph_free(s->g_owned);
+    artifact_file_release(s->file); // after everything that borrows its bytes
     free(s->path);
     free(s);
 }
@@ -790,6 +883,13 @@ const PrimGraph *cpu_session_graph(const CpuSession *s) {
 const Plan *cpu_session_plan(const CpuSession *s) {
     return s->plan;
 }
+int64_t cpu_session_in_place_bytes(const CpuSession *s) {
+    return s->in_place_bytes;
+}
+int64_t cpu_session_blob_bytes(const CpuSession *s) {
+    return s->blob_bytes;
+}
+
 int cpu_session_threads(const CpuSession *s) {
     return s->threads;
 }

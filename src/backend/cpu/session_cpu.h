@@ -38,6 +38,10 @@ const char *cpu_session_launch_nodes(const CpuSession *s, int i);
 const PrimGraph *cpu_session_graph(const CpuSession *s);
 const Plan *cpu_session_plan(const CpuSession *s);
 int cpu_session_threads(const CpuSession *s);
+// Bytes of constants the launches read in place from the artefact's weights section, and bytes of
+// the session's own constant blob (copied, reordered or folded constants).
+int64_t cpu_session_in_place_bytes(const CpuSession *s);
+int64_t cpu_session_blob_bytes(const CpuSession *s);
 
 // Loads a shared object of kernels from memory (the artefact's module) for dlsym; *memfd: the
 // anonymous file to close after dlclose (-1: none). path names the artefact in messages.

@@ -414,6 +414,7 @@ struct CudaSession {
     Graph *g_owned;
     PrimGraph *pg_owned;
     Plan *plan_owned;
+    ArtifactFile *file; // the artefact's bytes, which g_owned's weights borrow
 };
 
 static char *join_nodes(const PlanLaunch *L) {
@@ -829,22 +830,23 @@ static int prepare(CudaSession *s, const void *cubin, size_t cubin_size,
     if (rc == ST_OK && P->arena_bytes)
         rc = dev_alloc(s, &s->arena, (size_t)P->arena_bytes, "the arena", e);
     if (rc == ST_OK && P->const_bytes) {
+        // Each constant is uploaded from where it lies (an artefact's weights: the file's
+        // mapping), with no host copy of the whole blob; constants without data, and the gaps,
+        // are zeros (plan_pack_constants).
         rc = dev_alloc(s, &s->consts, (size_t)P->const_bytes, "the constants", e);
-        void *blob = rc == ST_OK ? host_buffer((size_t)P->const_bytes) : NULL;
-        if (rc == ST_OK && !blob)
-            rc = err_set(e, ST_RUNTIME,
-                         "CUDA session: out of host memory packing %lld bytes of "
-                         "constants",
-                         (long long)P->const_bytes);
-        if (rc == ST_OK) {
-            plan_pack_constants(P, pg, blob);
-            // The copy may still be in flight on the legacy default stream, which the session's
-            // non-blocking stream does not wait for: finish it before any launch.
-            if (CUDA_TRY(api, e, cuMemcpyHtoD, s->consts, blob, (size_t)P->const_bytes) ||
-                CUDA_TRY(api, e, cuCtxSynchronize))
+        if (rc == ST_OK && CUDA_TRY(api, e, cuMemsetD8, s->consts, 0, (size_t)P->const_bytes))
+            rc = e->code;
+        for (int t = 0; t < P->n_tensors && rc == ST_OK; t++) {
+            const PlanTensor *T = &P->tensors[t];
+            if (T->place == PLACE_CONST && T->bytes && pg->tensors[t]->data &&
+                CUDA_TRY(api, e, cuMemcpyHtoD, s->consts + (CUdeviceptr)T->offset,
+                         pg->tensors[t]->data, (size_t)T->bytes))
                 rc = e->code;
         }
-        free(blob);
+        // The copies may still be in flight on the legacy default stream, which the session's
+        // non-blocking stream does not wait for: finish them before any launch.
+        if (rc == ST_OK && CUDA_TRY(api, e, cuCtxSynchronize))
+            rc = e->code;
     }
     int ni = pg->n_inputs, no = pg->n_outputs;
     s->d_in = xcalloc((size_t)ni + 1, sizeof(CUdeviceptr));
@@ -977,6 +979,7 @@ void cuda_session_free(CudaSession *s) {
     plan_free(s->plan_owned);
     prim_graph_free(s->pg_owned);
     graph_free(s->g_owned);
+    artifact_file_release(s->file); // after the graph that borrows its bytes
     free(s);
 }
 
@@ -1009,8 +1012,9 @@ int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now
     CudaLaunchTable t = {0};
     const uint8_t *cubin = NULL;
     size_t cubin_size = 0;
+    ArtifactFile *file = artifact_file_retain(a); // the graph's weights borrow its bytes
     int rc = artifact_import_model(a, path, &g, &pg, &plan, e);
-    artifact_release_model(a); // imported: the file's weights need not sit beside the device's
+    artifact_release_model(a); // imported: the model section's pages are not read again
     if (rc == ST_OK && a->so_size)
         rc = cuda_module_unpack(a->so, a->so_size, path, &cubin, &cubin_size, &t, e);
     CudaSession *s = NULL;
@@ -1020,11 +1024,16 @@ int cuda_session_create_artifact(const ArtifactContents *a, const HwInfo *hw_now
         s->g_owned = g;
         s->pg_owned = pg;
         s->plan_owned = plan;
+        s->file = file;
         *out = s;
+        // Uploaded: the weights' pages go back to the system (read from the file again where a
+        // host-side launch reads a constant).
+        artifact_release_weights(a, a->weights, a->weights_size);
     } else {
         plan_free(plan);
         prim_graph_free(pg);
         graph_free(g);
+        artifact_file_release(file);
     }
     cuda_launch_table_free(&t);
     return rc;

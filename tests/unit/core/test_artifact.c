@@ -26,6 +26,7 @@
 #include "interp/prim_interp.h"
 #include "runtime/session.h"
 #include "backend/cpu/cbuild.h"
+#include "backend/cpu/session_cpu.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -95,6 +96,11 @@ static uint8_t *make_model(size_t *len, double weight_scale) {
 typedef struct Compiled {
     uint8_t *onnx, *plan, *so;
     size_t onnx_size, plan_size, so_size;
+    // The model as orch compile stores it (format 7): split holds it with the weight 'w' in the
+    // weights section (weights); write_compiled writes those unless weights is NULL (then the
+    // whole model, and an empty weights section).
+    uint8_t *split, *weights;
+    size_t split_size, weights_size;
     char *src; // the kernel's source, kept in the artefact's source section (format 6)
     ArtifactHeader h;
     Graph *g;
@@ -105,6 +111,8 @@ typedef struct Compiled {
 
 static void compiled_free(Compiled *c) {
     free(c->onnx);
+    free(c->split);
+    free(c->weights);
     free(c->plan);
     free(c->so);
     free(c->src);
@@ -117,6 +125,10 @@ static void compiled_free(Compiled *c) {
     memset(c, 0, sizeof *c);
 }
 
+// Whether compile's kernel reads the weight in its own order (reversed), with a prepack entry
+// point that reorders it once at load (target.h), as the GEMMs' packed weights.
+static bool reversed_weight;
+
 // What the compile driver does, with the Sub as the generated kernel `symbol` (whose object
 // defines `defined`).
 static int compile(Compiled *C, double weight_scale, const char *symbol, const char *defined) {
@@ -126,7 +138,7 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     char spec[64];
     snprintf(spec, sizeof spec, "%s", SHAPES);
     InputShape shapes[4];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     int rc = parse_input_shapes(spec, shapes, 4, &lo.n_shapes, &e);
     if (rc == ST_OK)
         rc = onnx_load_memory(C->onnx, C->onnx_size, "model.onnx", NULL, &lo, &C->g, &e);
@@ -160,7 +172,7 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     }
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     PlanKernelSpec *spec_k = calloc((size_t)sel.n + 1, sizeof(PlanKernelSpec));
-    char source[1024] = "";
+    char source[2048] = "";
     int n_gen = 0;
     for (int k = 0; rc == ST_OK && k < sel.n; k++) {
         const Candidate *c = &cs->c[sel.kernels[k]];
@@ -170,14 +182,32 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
             c->n_inputs == 2) {
             // in[] follows the candidate's ascending inputs: find which one is the minuend.
             int a = p->in[p->ew.code[0].arg[0].index] == c->inputs[0] ? 0 : 1;
-            snprintf(source, sizeof source,
-                     "void %s(const void *const *in, void *out) {\n"
-                     "    const float *a = in[%d], *b = in[%d];\n"
-                     "    float *y = out;\n"
-                     "    for (int i = 0; i < 64; i++)\n"
-                     "        y[i] = (float)((double)a[i] - (double)b[i]);\n"
-                     "}\n",
-                     defined, a, 1 - a);
+            if (reversed_weight)
+                snprintf(source, sizeof source,
+                         "void %s(const void *const *in, void *out) {\n"
+                         "    const float *a = in[%d], *b = in[%d];\n"
+                         "    float *y = out;\n"
+                         "    for (int i = 0; i < 64; i++)\n"
+                         "        y[i] = (float)((double)a[i] - (double)b[63 - i]);\n"
+                         "}\n"
+                         "int %s_prepack(int i, const void *src, void *dst) {\n"
+                         "    if (i != %d)\n"
+                         "        return 0;\n"
+                         "    if (src && dst)\n"
+                         "        for (int k = 0; k < 64; k++)\n"
+                         "            ((float *)dst)[k] = ((const float *)src)[63 - k];\n"
+                         "    return 1;\n"
+                         "}\n",
+                         defined, a, 1 - a, defined, 1 - a);
+            else
+                snprintf(source, sizeof source,
+                         "void %s(const void *const *in, void *out) {\n"
+                         "    const float *a = in[%d], *b = in[%d];\n"
+                         "    float *y = out;\n"
+                         "    for (int i = 0; i < 64; i++)\n"
+                         "        y[i] = (float)((double)a[i] - (double)b[i]);\n"
+                         "}\n",
+                         defined, a, 1 - a);
             spec_k[k] = (PlanKernelSpec){PLAN_GENERATED, symbol};
             n_gen++;
         }
@@ -203,6 +233,22 @@ static int compile(Compiled *C, double weight_scale, const char *symbol, const c
     snprintf(h->input_shapes, sizeof h->input_shapes, "%s", SHAPES);
     h->model_hash = artifact_hash(C->onnx, C->onnx_size);
     h->threads = 1;
+    // The weights section, every initializer moved (the model's one weight is 256 bytes).
+    uint8_t *payload = NULL;
+    size_t payload_size = 0;
+    OnnxWeightRef *refs = NULL;
+    int n_refs = 0;
+    if (rc == ST_OK)
+        rc = onnx_split_weights(C->onnx, C->onnx_size, "model.onnx", 1, &C->split,
+                                &C->split_size, &payload, &payload_size, &refs, &n_refs, &e);
+    CHECK_MSG(rc == ST_OK && n_refs == 1 && strcmp(refs[0].name, "w") == 0 &&
+                  refs[0].offset == 0 && refs[0].length == 256 && payload_size == 256,
+              "%s", e.msg);
+    if (rc == ST_OK)
+        CHECK(artifact_weights_section(payload, payload_size, refs, n_refs, &C->weights,
+                                       &C->weights_size) == ST_OK);
+    free(payload);
+    onnx_weight_refs_free(refs, n_refs);
     h->kernels = plan ? plan->n_kernels : 0;
     h->predicted_seconds = sel.objective;
     plan_free(plan);
@@ -227,7 +273,12 @@ static int write_compiled(const Compiled *C, const char *path) {
     p->so_size = C->so_size;
     p->src = (const uint8_t *)C->src;
     p->src_size = C->src ? strlen(C->src) : 0;
-    int rc = artifact_write_plans(path, &C->h, C->onnx, C->onnx_size, p, 1, &e);
+    ArtifactHeader h = C->h;
+    const uint8_t *onnx = C->weights ? C->split : C->onnx;
+    size_t onnx_size = C->weights ? C->split_size : C->onnx_size;
+    size_t weights_size = C->weights ? C->weights_size : 0;
+    h.model_hash = artifact_model_hash(onnx, onnx_size, C->weights, weights_size);
+    int rc = artifact_write_plans(path, &h, onnx, onnx_size, C->weights, weights_size, p, 1, &e);
     free(p);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
     return rc;
@@ -307,9 +358,16 @@ static void round_trip(void) {
     CHECK(strcmp(a.h.orch_version, ORCH_VERSION) == 0 && strcmp(a.h.target, "cpu") == 0);
     CHECK(strcmp(a.h.precision, "fp32") == 0); // the header left it empty: fp32
     CHECK(strcmp(a.h.fingerprint, FP) == 0 && strcmp(a.h.input_shapes, SHAPES) == 0);
-    CHECK(a.h.model_hash == C.h.model_hash && a.h.threads == 1 && a.h.kernels == C.h.kernels);
+    CHECK(a.h.model_hash == artifact_model_hash(C.split, C.split_size, C.weights, C.weights_size));
+    CHECK(a.h.threads == 1 && a.h.kernels == C.h.kernels);
     CHECK(a.h.predicted_seconds == C.h.predicted_seconds && a.h.load_flags == 0);
-    CHECK(a.onnx_size == C.onnx_size && memcmp(a.onnx, C.onnx, C.onnx_size) == 0);
+    CHECK(a.onnx_size == C.split_size && memcmp(a.onnx, C.split, C.split_size) == 0);
+    // The weights section: as written, page-aligned in the file, its payload (the weight's
+    // bytes) page-aligned too.
+    CHECK(a.weights_section_size == C.weights_size &&
+          memcmp(a.weights_section, C.weights, C.weights_size) == 0);
+    CHECK((uintptr_t)(a.weights_section - a.data) % 4096 == 0 &&
+          (uintptr_t)(a.weights - a.data) % 4096 == 0 && a.weights_size == 256);
     CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
     CHECK(a.so_size == C.so_size && memcmp(a.so, C.so, C.so_size) == 0);
     CHECK(a.src_size == strlen(C.src) && memcmp(a.src, C.src, a.src_size) == 0);
@@ -379,8 +437,16 @@ static void mapped_file(void) {
     Session *s1 = NULL, *s2 = NULL;
     CHECK_MSG(session_create(&a, &hw, NULL, &s1, &e) == ST_OK, "%s", e.msg);
     artifact_release_model(&a);
-    CHECK(a.onnx_size == C.onnx_size && memcmp(a.onnx, C.onnx, C.onnx_size) == 0);
+    CHECK(a.onnx_size == C.split_size && memcmp(a.onnx, C.split, C.split_size) == 0);
     CHECK_MSG(session_create(&a, &hw, NULL, &s2, &e) == ST_OK, "%s", e.msg);
+    // The weight is read in place from the mapping; the blob holds no copy of it.
+    CpuSession *cs = NULL;
+    CHECK_MSG(cpu_session_create(&a, &hw, NULL, &cs, &e) == ST_OK, "%s", e.msg);
+    if (cs)
+        CHECK_MSG(cpu_session_in_place_bytes(cs) == 256 && cpu_session_blob_bytes(cs) < 256,
+                  "in place %lld, blob %lld", (long long)cpu_session_in_place_bytes(cs),
+                  (long long)cpu_session_blob_bytes(cs));
+    // The sessions keep the mapping: they run after the contents are freed.
     artifact_contents_free(&a);
     if (s1 && s2) {
         run_compare(s1, &C);
@@ -388,6 +454,7 @@ static void mapped_file(void) {
     }
     session_free(s1);
     session_free(s2);
+    cpu_session_free(cs);
     // The default threshold reads this small file into memory, as before.
     CHECK(artifact_read(path, &a, &e) == ST_OK && !a.mapped);
     artifact_contents_free(&a);
@@ -495,7 +562,31 @@ static uint64_t le64(const uint8_t *p) {
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
-// The format 5 file of a one-plan file of this format (6): the source section, the last, left
+// The format 6 file of a one-plan file of this format (7) whose weights section is empty: that
+// section's entry (the second) left out of the table, the sections moved to the shorter header's
+// next 64-byte boundary. Malloc'd; *n_out its size.
+static uint8_t *format6_of(const uint8_t *f, size_t n, size_t *n_out) {
+    uint32_t hb = le32(f + 12), hb6 = hb - 28;
+    size_t table = hb - 8 - 5 * 28;
+    CHECK(le32(f + 8) == 7 && le32(f + table - 4) == 5 && le32(f + table + 28) == 5 &&
+          le64(f + table + 28 + 12) == 0);
+    uint64_t off0 = le64(f + table + 4), off6 = (hb6 + 63) / 64 * 64, delta = off0 - off6;
+    size_t n6 = n - (size_t)delta;
+    uint8_t *f6 = calloc(1, n6);
+    memcpy(f6, f, table + 28);                          // through the ONNX entry
+    memcpy(f6 + table + 28, f + table + 56, 3 * 28); // the plan's entries
+    put_le32(f6 + 8, 6);
+    put_le32(f6 + 12, hb6);
+    put_le32(f6 + table - 4, 4);
+    for (int sct = 0; sct < 4; sct++)
+        put_le64(f6 + table + sct * 28 + 4, le64(f6 + table + sct * 28 + 4) - delta);
+    put_le64(f6 + hb6 - 8, artifact_hash(f6, hb6 - 8));
+    memcpy(f6 + off6, f + off0, n - (size_t)off0);
+    *n_out = n6;
+    return f6;
+}
+
+// The format 5 file of a one-plan file of format 6: the source section, the last, left
 // out of the table and the file, the other sections moved to the shorter header's next 64-byte
 // boundary. Malloc'd; *n_out its size.
 static uint8_t *format5_of(const uint8_t *f, size_t n, size_t *n_out) {
@@ -607,7 +698,9 @@ static void older_file_runs(const char *path, uint32_t version) {
     CHECK(a.h.compile_flags == 0 && a.h.load_flags == 0);
     CHECK(strcmp(a.h.target, "cpu") == 0 && strcmp(a.h.fingerprint, FP) == 0);
     CHECK(a.plan_size == C.plan_size && memcmp(a.plan, C.plan, C.plan_size) == 0);
-    CHECK(a.src_size == 0 && a.n_plans == 1 && a.plans[0].src_size == 0); // before format 6
+    CHECK(a.n_plans == 1 && a.plans[0].src_size == a.src_size);
+    CHECK(version >= 6 ? a.src_size == strlen(C.src) : a.src_size == 0); // source from format 6
+    CHECK(a.weights_section_size == 0 && a.weights == NULL); // weights section: format 7
     HwInfo hw = this_machine(FP);
     Session *s = NULL;
     SessionOptions opt = {.threads = 1};
@@ -640,6 +733,7 @@ static void precision_field(void) {
     // target), the empty float32 tensors string (after the input shapes, format 3) and the
     // compile flags (after the load flags, format 4) taken out.
     snprintf(D.h.precision, sizeof D.h.precision, "fp32");
+    D.weights = NULL; // the whole model: older formats have no weights section
     if (write_compiled(&D, path))
         return;
     uint8_t *f5 = NULL, *f2 = NULL;
@@ -649,7 +743,11 @@ static void precision_field(void) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
-    uint8_t *f6 = f5;
+    uint8_t *f7 = f5, *f6 = format6_of(f7, n5, &n5);
+    free(f7);
+    // Format 6 (no weights section) still runs.
+    write_bytes(path_in("format6.orch"), f6, n5);
+    older_file_runs(path_in("format6.orch"), 6);
     f5 = format5_of(f6, n5, &n5);
     free(f6);
     // Format 5 (no source section) still runs.
@@ -745,6 +843,7 @@ static void compile_flags_field(void) {
     // A format 3 file made from a current one with compile flags: they go with the field.
     D.h.load_flags = 0;
     D.h.compile_flags = ARTIFACT_COMPILE_NO_MLP_CHAINS;
+    D.weights = NULL;
     if (write_compiled(&D, path))
         return;
     uint8_t *f5 = NULL, *f4 = NULL;
@@ -754,7 +853,8 @@ static void compile_flags_field(void) {
         CHECK_MSG(false, "%s", e.msg);
         return;
     }
-    uint8_t *f6 = f5;
+    uint8_t *f7 = f5, *f6 = format6_of(f7, n5, &n5);
+    free(f7);
     f5 = format5_of(f6, n5, &n5);
     free(f6);
     f4 = format4_of(f5, n5, &n4);
@@ -1022,8 +1122,8 @@ static void several_plans(void) {
         p[k].src_size = k == 1 ? 0 : strlen(C.src);
     }
     Err e = {0};
-    CHECK_MSG(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, p, 3, &e) == ST_OK, "%s",
-              e.msg);
+    CHECK_MSG(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, NULL, 0, p, 3, &e) == ST_OK,
+              "%s", e.msg);
     ArtifactContents a;
     int rc = artifact_read(path, &a, &e);
     CHECK_MSG(rc == ST_OK, "%s", e.msg);
@@ -1067,9 +1167,129 @@ static void several_plans(void) {
         artifact_contents_free(&a);
     }
     snprintf(p[2].input_shapes, sizeof p[2].input_shapes, "%s", shapes[0]);
-    CHECK(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, p, 3, &e) == ST_OK);
+    CHECK(artifact_write_plans(path, &C.h, C.onnx, C.onnx_size, NULL, 0, p, 3, &e) == ST_OK);
     expect_read_error(path, "plans 1 and 3 are for the same shapes", "two plans for one shape");
     free(p);
+}
+
+// Opens path mapped (every size) as a CPU session; the status, e the message.
+static int open_mapped_cpu(const char *path, CpuSession **cs, Err *e) {
+    HwInfo hw = this_machine(FP);
+    artifact_set_map_threshold(1);
+    ArtifactContents a;
+    *cs = NULL;
+    int rc = artifact_read(path, &a, e);
+    artifact_set_map_threshold(0);
+    if (rc == ST_OK)
+        rc = cpu_session_create(&a, &hw, NULL, cs, e);
+    artifact_contents_free(&a);
+    return rc;
+}
+
+// The weights section (format 7): a weight reordered by its kernel's prepack is reordered from the
+// mapping into the session's blob (nothing read in place) and computes what the interpreter does;
+// a file cut in the weights, or a weight's byte flipped, is refused naming the tensor; a damaged
+// index is refused; a reference into the section that does not fit (offset, length) is refused at
+// import naming the tensor, with the checksums right; a model referring to a weights section it
+// does not come with is refused naming the tensor.
+static void weights_section(void) {
+    const char *path = path_in("weights.orch");
+    Err e = {0};
+    // Packed from the mapping.
+    Compiled D;
+    reversed_weight = true;
+    int rc = compile(&D, 1.0, "orch_k0", "orch_k0");
+    reversed_weight = false;
+    if (rc == ST_OK && write_compiled(&D, path) == ST_OK) {
+        CpuSession *cs = NULL;
+        CHECK_MSG(open_mapped_cpu(path, &cs, &e) == ST_OK, "%s", e.msg);
+        if (cs) {
+            CHECK_MSG(cpu_session_in_place_bytes(cs) == 0 && cpu_session_blob_bytes(cs) >= 256,
+                      "in place %lld, blob %lld", (long long)cpu_session_in_place_bytes(cs),
+                      (long long)cpu_session_blob_bytes(cs));
+            void *outs[3];
+            for (int i = 0; i < 3; i++) {
+                outs[i] = aligned_alloc(64, 256);
+                memset(outs[i], 0xff, 256);
+            }
+            const void *ins[1] = {D.in};
+            CHECK_MSG(cpu_session_run(cs, ins, outs, &e) == ST_OK, "%s", e.msg);
+            for (int i = 0; i < D.pg->n_outputs; i++)
+                CHECK_MSG(memcmp(outs[i], D.ref[i],
+                                 tensor_nbytes(D.pg->tensors[D.pg->outputs[i]])) == 0,
+                          "output %d differs", i);
+            for (int i = 0; i < 3; i++)
+                free(outs[i]);
+            cpu_session_free(cs);
+        }
+    }
+    compiled_free(&D);
+    // Cut in the weight's bytes, and one of them flipped.
+    uint8_t *f = NULL;
+    size_t n = 0;
+    if (write_compiled(&C, path) || file_read_all(path, 1 << 30, &f, &n, &e))
+        return;
+    ArtifactContents a;
+    if (artifact_read_memory(f, n, "x", &a, &e) != ST_OK) {
+        free(f);
+        return;
+    }
+    size_t w_at = (size_t)(a.weights - a.data), idx_at = (size_t)(a.weights_section - a.data);
+    artifact_contents_free(&a);
+    write_bytes(path, f, w_at + 100);
+    expect_read_error(path, "cut in tensor 'w'", "cut in the weight");
+    f[w_at + 17] ^= 4;
+    write_bytes(path, f, n);
+    expect_read_error(path, "bytes of tensor 'w' are damaged", "a weight's byte flipped");
+    f[w_at + 17] ^= 4;
+    f[idx_at + 2] ^= 1; // the tensor count
+    write_bytes(path, f, n);
+    expect_read_error(path, "weights section's checksum does not match (its index is damaged)",
+                      "the index's count flipped");
+    f[idx_at + 2] ^= 1;
+    free(f);
+    // Forged references (checksums right): the ONNX section's length or offset of 'w' changed in
+    // place (same digits' count), or no weights section at all.
+    static const struct {
+        const char *from, *to, *want;
+    } forged[] = {
+        {"\x06length\x12\x03" "256", "\x06length\x12\x03" "252", "holds 252 bytes for it"},
+        {"\x06offset\x12\x01" "0", "\x06offset\x12\x01" "8", "do not lie aligned"},
+        {"\x06offset\x12\x01" "0", "\x06offset\x12\x01" "x", "no valid offset"},
+    };
+    for (size_t i = 0; i <= ORCH_COUNT(forged); i++) {
+        Compiled F = C;
+        uint8_t *onnx = malloc(C.split_size);
+        memcpy(onnx, C.split, C.split_size);
+        F.split = onnx;
+        const char *want = "which only an artefact carries";
+        if (i < ORCH_COUNT(forged)) {
+            size_t ln = strlen(forged[i].from);
+            uint8_t *hit = NULL;
+            for (size_t k = 0; !hit && k + ln <= C.split_size; k++)
+                if (memcmp(onnx + k, forged[i].from, ln) == 0)
+                    hit = onnx + k;
+            CHECK_MSG(hit, "forged reference %zu not found", i);
+            if (hit)
+                memcpy(hit, forged[i].to, ln);
+            want = forged[i].want;
+        } else {
+            // The split model beside no weights section.
+            F.onnx = onnx;
+            F.onnx_size = C.split_size;
+            F.weights = NULL;
+        }
+        CpuSession *cs = NULL;
+        e = (Err){0};
+        if (write_compiled(&F, path) == ST_OK) {
+            CHECK_MSG(open_mapped_cpu(path, &cs, &e) == ST_INVALID && !cs, "forged %zu accepted", i);
+            CHECK_MSG(strstr(e.msg, "tensor 'w'") && strstr(e.msg, want) && strstr(e.msg, path),
+                      "forged %zu: %s", i, e.msg);
+        }
+        cpu_session_free(cs);
+        free(onnx);
+    }
+    unlink(path);
 }
 
 static void rm_tree(const char *d) {
@@ -1118,6 +1338,7 @@ int main(int argc, char **argv) {
         RUN(inconsistent);
         RUN(forged_plans);
         RUN(several_plans);
+        RUN(weights_section);
     } else {
         check_n_fail++;
     }

@@ -211,7 +211,7 @@ static void input_shape_binding(void) {
               "%s", e.msg);
     char spec[] = "x:2x3x5";
     InputShape shapes[4];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     Err pe = {0};
     CHECK(parse_input_shapes(spec, shapes, 4, &lo.n_shapes, &pe) == ST_OK && lo.n_shapes == 1);
     Err e2 = {0};
@@ -364,7 +364,7 @@ static void fold_shape_chain(void) {
     mb_output(b, "y");
     char spec[] = "x:2x3x4x4";
     InputShape shapes[1];
-    LoadOptions lo = {shapes, 0};
+    LoadOptions lo = {.shapes = shapes};
     Err e = {0};
     parse_input_shapes(spec, shapes, 1, &lo.n_shapes, &e);
     Graph *g = load(b, &lo, &e);

@@ -513,7 +513,7 @@ static void onnx_gemm_conv_bn(void) {
     Err e = {0};
     Graph *g = NULL;
     PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
+    LoadOptions lo = {0};
     FissionOptions fo = {0};
     int rc = onnx_load_memory(buf, len, "gemm_conv_bn.onnx", NULL, &lo, &g, &e);
     if (rc == ST_OK)

@@ -1245,7 +1245,7 @@ static void models(const char *root) {
         fclose(f);
         Err e = {0};
         InputShape shapes[32];
-        LoadOptions lo = {shapes, 0};
+        LoadOptions lo = {.shapes = shapes};
         char *spec = input_shapes_arg(dir);
         int rc = spec ? parse_input_shapes(spec, shapes, 32, &lo.n_shapes, &e) : ST_OK;
         Graph *g = NULL;

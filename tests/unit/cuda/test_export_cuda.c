@@ -235,7 +235,7 @@ static int build(int var, int bad, Built *b, Err *e) {
                        .src = bad == BAD_NO_SOURCE ? NULL : (const uint8_t *)src,
                        .src_size = bad == BAD_NO_SOURCE || !src ? 0 : strlen(src)};
     if (rc == ST_OK)
-        rc = artifact_write_plans(b->path, &h, b->onnx, b->onnx_size, &ap, 1, e);
+        rc = artifact_write_plans(b->path, &h, b->onnx, b->onnx_size, NULL, 0, &ap, 1, e);
     // The cubin beside it, for the machine-code comparison.
     if (rc == ST_OK && cubin) {
         char cp[1300];

@@ -1385,7 +1385,7 @@ static PrimGraph *import_prims(const uint8_t *bytes, size_t len, const char *nam
     Err e = {0};
     *g = NULL;
     PrimGraph *pg = NULL;
-    LoadOptions lo = {NULL, 0};
+    LoadOptions lo = {0};
     FissionOptions fo = {0};
     int rc = onnx_load_memory(bytes, len, name, NULL, &lo, g, &e);
     if (rc == ST_OK)
