@@ -501,19 +501,12 @@ check:;
         job_crashed(L, j, "downloading its status", &ce);
         return;
     }
-    if (status && reused && !checked_again) { // see below
-        L->n_resident = 0;
-        checked_again = true;
-        L->split.verify_s += now_s() - t_verify;
-        goto check;
-    }
-    if (status) {
-        j->status = LAB_WRONG;
+    bool wrong = status != 0;
+    if (wrong)
         snprintf(j->note, sizeof j->note,
                  "set its error status (%d) on operands the reference op accepts", status);
-        return;
-    }
-    for (int o = 0; o < n_out; o++) {
+    j->max_err = 0;
+    for (int o = 0; o < n_out && !wrong; o++) {
         if (!out_at[o])
             continue;
         const Tensor *T = pg->tensors[outs[o]];
@@ -523,29 +516,27 @@ check:;
             job_crashed(L, j, "downloading its output", &ce);
             return;
         }
-        if (!lab_outputs_agree_tol(T->dtype, tensor_numel(T), L->host_out, values[outs[o]], j->tol,
-                                   &err, why, sizeof why)) {
-            // An earlier kernel that wrote outside its output could have changed inputs left in
-            // the pool: a kernel found wrong on reused inputs is checked again on fresh ones.
-            if (reused && !checked_again) {
-                L->n_resident = 0;
-                checked_again = true;
-                L->split.verify_s += now_s() - t_verify;
-                goto check;
-            }
-            L->split.verify_s += now_s() - t_verify;
-            L->n_resident = 0; // it may have written outside its output
-            j->status = LAB_WRONG;
-            j->max_err = err;
-            if (n_out > 1)
-                snprintf(j->note, sizeof j->note, "output %d: %.230s", o, why);
-            else
-                snprintf(j->note, sizeof j->note, "%s", why);
-            return;
-        }
+        wrong = !lab_outputs_agree_tol(T->dtype, tensor_numel(T), L->host_out, values[outs[o]],
+                                       j->tol, &err, why, sizeof why);
         j->max_err = ORCH_MAX(j->max_err, err);
+        if (wrong && n_out > 1)
+            snprintf(j->note, sizeof j->note, "output %d: %.230s", o, why);
+        else if (wrong)
+            snprintf(j->note, sizeof j->note, "%s", why);
     }
     L->split.verify_s += now_s() - t_verify;
+    if (wrong) {
+        // A wrong kernel may have written outside its output: nothing left in the pool is
+        // trusted after it. And an earlier one may have changed the inputs this one found there:
+        // a kernel found wrong on reused inputs is checked again on fresh ones.
+        L->n_resident = 0;
+        if (reused && !checked_again) {
+            checked_again = true;
+            goto check;
+        }
+        j->status = LAB_WRONG;
+        return;
+    }
 
     // The session replays a library call inside a CUDA graph: one that cannot be captured (it
     // allocates or synchronises) is no config for it. It is timed as the session runs it, from
