@@ -239,7 +239,7 @@ static const NanCase cases[] = {
     {"clip_const", clip_const, -INFINITY, false, 0.10},
     {"clip_inputs", clip_inputs, -INFINITY, false, 0.10},
     {"relu", relu, -INFINITY, false, 0.10},
-    {"pool_relu_reduce", pool_relu_reduce, -INFINITY, true, 0.10},
+    {"pool_relu_reduce", pool_relu_reduce, -INFINITY, true, 0.02}, // 63 inputs per output
 };
 
 // ---- the engines ----
