@@ -1003,6 +1003,44 @@ static int strict_refusal(const Driver *d, const Fallbacks *fb, Err *e) {
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
 // *src: the module's source where the target keeps it (for orch export), else NULL.
+// Built modules kept in the profile database: the least recently used go past this many bytes
+// (a CPU module of a 70-kernel MobileNetV2 plan is about 1 MB).
+#define MODULE_CACHE_BYTES ((int64_t)256 << 20)
+
+// The key of a module built from src by this target on this device: 128 bits of the source,
+// orch's version, the target's build identity and the device fingerprint, and the length.
+static void module_key(const Driver *d, const char *src, char *key, size_t n) {
+    StrBuf who;
+    sb_init(&who);
+    sb_printf(&who, "orch %s|%s|%s|%s", ORCH_VERSION, d->target->name, d->m.hw.fingerprint,
+              d->target->module_identity(&d->m));
+    size_t len = strlen(src);
+    uint64_t w = plan_hash64(who.s, who.len, 0x6f726368ull);
+    snprintf(key, n, "%016llx%016llx-%zu", (unsigned long long)plan_hash64(src, len, w),
+             (unsigned long long)plan_hash64(src, len, ~w * 0x9e3779b97f4a7c15ull), len);
+    sb_free(&who);
+}
+
+// The module a compile that chose the same kernels built before (true), from the database.
+static bool module_from_db(Driver *d, const char *key, uint8_t **so, size_t *so_size) {
+    void *blob = NULL;
+    size_t size = 0;
+    bool found = false, damaged = false;
+    Err e = {0};
+    if (pdb_get_module(d->db, key, &blob, &size, &found, &damaged, &e) != ST_OK)
+        db_trouble(d, &e);
+    if (damaged && d->opt->progress)
+        fprintf(d->opt->progress, "build: the stored module of these kernels is damaged: "
+                                  "building it again\n");
+    if (!found) {
+        free(blob);
+        return false;
+    }
+    *so = blob;
+    *so_size = size;
+    return true;
+}
+
 static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, uint8_t **so,
                                  size_t *so_size, char **src, Err *e) {
     PlanKernelSpec *spec = xcalloc((size_t)sel->n + 1, sizeof *spec);
@@ -1030,12 +1068,30 @@ static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, u
             d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
         }
     }
-    // The target's module of the chosen kernels (no generated kernel: none at all).
-    rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so, so_size,
-                          e);
+    // The target's module of the chosen kernels (no generated kernel: none at all): reused from
+    // the database where the target's module is a function of its source, else built (and kept).
     *src = NULL;
-    if (rc == ST_OK && d->target->module_source)
+    if (d->target->module_source)
         rc = d->target->module_source(&d->m, d->pg, d->cs, gc, gk, gnames, ng, src, e);
+    char key[80] = "";
+    bool cache = rc == ST_OK && *src && d->target->module_identity && d->db && !d->db_broken;
+    if (cache)
+        module_key(d, *src, key, sizeof key);
+    if (cache && module_from_db(d, key, so, so_size)) {
+        d->rep->module_reused = true;
+        if (d->opt->progress)
+            fprintf(d->opt->progress, "build: the %d kernels' module from the database (built by "
+                                      "an earlier compile that chose the same kernels)\n",
+                    ng);
+    } else if (rc == ST_OK) {
+        rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so,
+                              so_size, e);
+        Err de = {0};
+        if (rc == ST_OK && cache && !d->db_broken &&
+            pdb_set_module(d->db, key, d->target->name, d->m.hw.fingerprint, *so, *so_size,
+                           MODULE_CACHE_BYTES, &de) != ST_OK)
+            db_trouble(d, &de);
+    }
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
     free(spec);
@@ -2117,6 +2173,7 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     }
     rep->t_solve += r->t_solve;
     rep->t_build += r->t_build;
+    rep->module_reused = rep->module_reused || r->module_reused;
     rep->t_check += r->t_check;
     rep->max_err = ORCH_MAX(rep->max_err, r->max_err);
     rep->linear += r->linear;

@@ -119,6 +119,7 @@ typedef struct CompileReport {
     int linear, reduced;                   // chosen kernels holding a LINEAR / of them computing
                                            // in the reduced precision (their config says so)
     uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
+    bool module_reused; // the kernels' module came from the database (an earlier compile built it)
     const char *storage;                   // reduced storage type ("float16"...), NULL: float32
     int retyped;                           // tensors stored in it
     // Several shape sets: n_sets lines (the counts and times above are the sums over the sets,
