@@ -670,14 +670,10 @@ static uint8_t *checked_blob(const void *bytes, size_t size) {
     return b;
 }
 
-int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
-                      bool *damaged, Err *e) {
-    *bytes = NULL;
-    *size = 0;
-    *found = *damaged = false;
-    if (!db->has_reference)
-        return ST_OK;
-    sqlite3_stmt *s = query(db, Q_GET_REF, "reading a check reference", e);
+// The checksummed blob of key that query q (one key parameter, one blob column) reads.
+static int get_blob(ProfileDb *db, int q, const char *key, const char *what, void **bytes,
+                    size_t *size, bool *found, bool *damaged, Err *e) {
+    sqlite3_stmt *s = query(db, q, what, e);
     if (!s)
         return e->code;
     sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
@@ -685,9 +681,20 @@ int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size
     if (rc == SQLITE_ROW)
         read_checked_blob(s, bytes, size, found, damaged);
     else if (rc != SQLITE_DONE)
-        st = fail_db(db, rc, "reading a check reference", e);
+        st = fail_db(db, rc, what, e);
     done_with(s);
     return st;
+}
+
+int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
+                      bool *damaged, Err *e) {
+    *bytes = NULL;
+    *size = 0;
+    *found = *damaged = false;
+    if (!db->has_reference)
+        return ST_OK;
+    return get_blob(db, Q_GET_REF, key, "reading a check reference", bytes, size, found, damaged,
+                    e);
 }
 
 int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t size, Err *e) {
@@ -717,16 +724,8 @@ int pdb_get_module(ProfileDb *db, const char *key, void **bytes, size_t *size, b
     *found = *damaged = false;
     if (!db->has_module)
         return ST_OK;
-    sqlite3_stmt *s = query(db, Q_GET_MODULE, "reading a built module", e);
-    if (!s)
-        return e->code;
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    int rc = step(db, s), st = ST_OK;
-    if (rc == SQLITE_ROW)
-        read_checked_blob(s, bytes, size, found, damaged);
-    else if (rc != SQLITE_DONE)
-        st = fail_db(db, rc, "reading a built module", e);
-    done_with(s);
+    int st = get_blob(db, Q_GET_MODULE, key, "reading a built module", bytes, size, found, damaged,
+                      e);
     // A reuse refreshes the row's place in the eviction order (a read-only file keeps it).
     if (st == ST_OK && *found && !db->readonly) {
         sqlite3_stmt *u =
@@ -735,7 +734,7 @@ int pdb_get_module(ProfileDb *db, const char *key, void **bytes, size_t *size, b
             return e->code;
         sqlite3_bind_text(u, 1, key, -1, SQLITE_STATIC);
         sqlite3_bind_int64(u, 2, (int64_t)time(NULL));
-        rc = step(db, u);
+        int rc = step(db, u);
         if (rc != SQLITE_DONE)
             st = fail_db(db, rc, "reading a built module", e);
         sqlite3_finalize(u);
@@ -1033,6 +1032,24 @@ static int64_t file_size(const char *path) {
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
 }
 
+// The rows of a blob table and their blobs' bytes in all.
+static int count_blobs(ProfileDb *db, const char *table, int64_t *rows, int64_t *bytes, Err *e) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM %s", table);
+    sqlite3_stmt *s = prepare(db, sql, "reading statistics", e);
+    if (!s)
+        return e->code;
+    int rc = step(db, s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        return fail_db(db, rc, "reading statistics", e);
+    }
+    *rows = sqlite3_column_int64(s, 0);
+    *bytes = sqlite3_column_int64(s, 1);
+    sqlite3_finalize(s);
+    return ST_OK;
+}
+
 static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     const char *what = "reading statistics";
     sqlite3_stmt *s = prepare(db,
@@ -1057,32 +1074,12 @@ static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     st->values = sqlite3_column_int64(s, 4);
     st->schema_version = sqlite3_column_int(s, 5);
     sqlite3_finalize(s);
-    if (db->has_reference) {
-        s = prepare(db, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM reference", what, e);
-        if (!s)
-            return e->code;
-        rc = step(db, s);
-        if (rc != SQLITE_ROW) {
-            sqlite3_finalize(s);
-            return fail_db(db, rc, what, e);
-        }
-        st->references = sqlite3_column_int64(s, 0);
-        st->reference_bytes = sqlite3_column_int64(s, 1);
-        sqlite3_finalize(s);
-    }
-    if (db->has_module) {
-        s = prepare(db, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM module", what, e);
-        if (!s)
-            return e->code;
-        rc = step(db, s);
-        if (rc != SQLITE_ROW) {
-            sqlite3_finalize(s);
-            return fail_db(db, rc, what, e);
-        }
-        st->modules = sqlite3_column_int64(s, 0);
-        st->module_bytes = sqlite3_column_int64(s, 1);
-        sqlite3_finalize(s);
-    }
+    if (db->has_reference &&
+        (rc = count_blobs(db, "reference", &st->references, &st->reference_bytes, e)) != ST_OK)
+        return rc;
+    if (db->has_module &&
+        (rc = count_blobs(db, "module", &st->modules, &st->module_bytes, e)) != ST_OK)
+        return rc;
 
     s = prepare(db,
                 "SELECT target, fingerprint, count(*), count(DISTINCT signature) FROM "
