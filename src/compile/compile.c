@@ -399,6 +399,7 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
     s->cfg_time[k] = unstable ? j->min_s : j->median_s;
     d->rep->measured++;
     d->rep->unstable += unstable;
+    d->rep->timed_once += unstable && j->attempts == 1;
     for (int i = 0; i < d->rep->lab_devices; i++)
         if (j->device >= 0 && d->rep->lab_device[i] == j->device)
             d->rep->lab_device_measured[i]++;
@@ -2146,6 +2147,7 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->wrong += r->wrong;
     rep->failed += r->failed;
     rep->unstable += r->unstable;
+    rep->timed_once += r->timed_once;
     rep->resuspect += r->resuspect;
     rep->budget_skipped += r->budget_skipped;
     rep->budget_dropped += r->budget_dropped;
@@ -2372,11 +2374,16 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                    "checking and timing them %.2f s\n",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
-    if (r->unstable)
+    if (r->unstable) {
         fprintf(f,
                 "warning: %d timing%s unstable: measured on a busy machine (kept as suspect, "
-                "used at %s minimum, measured again by the next compile)\n",
+                "used at %s minimum, measured again by the next compile)",
                 r->unstable, r->unstable == 1 ? "" : "s", r->unstable == 1 ? "its" : "their");
+        if (r->timed_once)
+            fprintf(f, "; %d of them timed once, not three times: the machine stayed busy",
+                    r->timed_once);
+        fprintf(f, "\n");
+    }
     if (r->precision && strcmp(r->precision, "fp32") != 0)
         fprintf(f,
                 "precision: %s (linear kernels: operands rounded to %s, float32 accumulation; "

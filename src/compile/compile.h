@@ -88,6 +88,7 @@ typedef struct CompileReport {
     int interp;                            // kernels of the selection an interpreter runs
     int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
     int unstable;  // of those measured, timings that stayed unstable (stored suspect)
+    int timed_once; // of those, timed once: the machine had stayed busy for several kernels
     int budget_skipped; // kernel configs --budget left unmeasured (0: the budget held)
     int budget_dropped; // of those, fused kernels that never got a first config (left out)
     double budget_s;    // the --budget the compile ran under (0: none)
