@@ -114,6 +114,14 @@ static void *aligned_buffer(int64_t bytes) {
     return p;
 }
 
+// A staging buffer for an unaligned caller buffer: a run copies the input in whole or the
+// launches write the output whole before it is read, so it is not zeroed (which would make a
+// large model input's pages resident in every session, used or not).
+static void *stage_buffer(int64_t bytes) {
+    size_t n = (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    return aligned_alloc(PLAN_ALIGN, n ? n : PLAN_ALIGN);
+}
+
 static char *join_nodes(const PlanLaunch *L) {
     size_t n = 1;
     for (int i = 0; i < L->n_nodes; i++)
@@ -444,7 +452,7 @@ static int prepare(CpuSession *s, const ArtifactContents *a, CpuResolveFn resolv
     s->stage_out = xcalloc((size_t)no + 1, sizeof(void *));
     for (int i = 0; i < ni + no; i++) {
         int t = i < ni ? pg->inputs[i] : pg->outputs[i - ni];
-        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
+        void *b = stage_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
         if (!b)
             return err_set(e, ST_RUNTIME, "%s: out of memory for the staging buffers", what);
         if (i < ni)
@@ -622,7 +630,7 @@ static Work *work_new(const CpuSession *s) {
     bool ok = w->arena != NULL;
     for (int i = 0; ok && i < pg->n_inputs + pg->n_outputs; i++) {
         int t = i < pg->n_inputs ? pg->inputs[i] : pg->outputs[i - pg->n_inputs];
-        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
+        void *b = stage_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
         ok = b != NULL;
         if (i < pg->n_inputs)
             w->stage_in[i] = b;
