@@ -801,11 +801,8 @@ int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     else if (out->mapped && out->weights_section) {
         // Nothing writes the weights, which sessions use in place: a write would be a bug that
         // a later release of the pages would silently undo; read-only makes it fault instead.
+        // (The checksum gave the pages back as it went: parse.)
         mprotect((void *)out->weights_section, out->weights_section_size, PROT_READ);
-        // Checked: the pages go back, and whoever reads a weight next (a session's copy, a
-        // kernel reading it in place) has it read from the file again. A session's peak is then
-        // its own constants, not those beside every page the checksum touched.
-        release_pages(out->weights_section, out->weights_section_size);
     }
     return rc;
 }
