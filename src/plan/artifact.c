@@ -601,8 +601,7 @@ static int parse(ArtifactContents *a, Err *e) {
         // (a session's copy, a kernel reading it in place), if any.
         bool give_back = a->mapped && sec_kind(version, s) == SEC_WEIGHTS;
         uint64_t got = plan_hash64_chunked(len[s] ? sec[s] : (const uint8_t *)"", (size_t)len[s],
-                                           PLAN_CONTENT_SEED,
-                                           give_back ? release_pages : NULL);
+                                           PLAN_CONTENT_SEED, give_back ? release_pages : NULL);
         if (got != sum[s]) {
             if (sec_kind(version, s) == SEC_WEIGHTS)
                 return weights_damage(path, sec[s], len[s], e);

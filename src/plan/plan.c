@@ -333,8 +333,7 @@ static int64_t pack(Item *it, int n) {
 // ---- the whole plan ----
 
 static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what,
-                 const PlanKnownHash *known, int n_known, Plan **out,
-                 Err *e) {
+                 const PlanKnownHash *known, int n_known, Plan **out, Err *e) {
     *out = NULL;
     for (int i = 0; i < n_k; i++) {
         int rc = kdesc_check(pg, &kd[i], i, what, e);
@@ -461,9 +460,9 @@ static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what
             continue;
         T->offset = p->const_bytes;
         p->const_bytes += align_up(T->bytes);
-        uint64_t rec[3] = {(uint64_t)T->offset, (uint64_t)T->bytes,
-                           const_content_hash(pg->tensors[t]->data, (size_t)T->bytes, known,
-                                              n_known)};
+        uint64_t rec[3] = {
+            (uint64_t)T->offset, (uint64_t)T->bytes,
+            const_content_hash(pg->tensors[t]->data, (size_t)T->bytes, known, n_known)};
         h = plan_hash64(rec, sizeof rec, h);
     }
     p->const_hash = h;

@@ -1379,8 +1379,7 @@ static void weights_read_once(void) {
                                 &payload_size, &refs, &n_refs, &e);
     CHECK_MSG(rc == ST_OK && n_refs == 2, "%s (%d weights split)", e.msg, n_refs);
     if (rc == ST_OK)
-        rc = artifact_weights_section(payload, payload_size, refs, n_refs, &weights,
-                                      &weights_size);
+        rc = artifact_weights_section(payload, payload_size, refs, n_refs, &weights, &weights_size);
     if (rc == ST_OK) {
         ArtifactHeader h = C.h;
         snprintf(h.input_shapes, sizeof h.input_shapes, "%s", spec);
