@@ -1,5 +1,10 @@
 // Graph construction, lookup, topological sort, compaction and the verifier (see graph.h).
+#define _DEFAULT_SOURCE // madvise
 #include "graph.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,18 @@ void graph_borrow(Graph *g, const void *data, size_t size) {
 bool graph_owns_data(const Graph *g, const void *p) {
     const uint8_t *q = p;
     return !g || !g->borrowed || q < g->borrowed || q > g->borrowed + g->borrowed_size;
+}
+
+void graph_release_borrowed(const Graph *g, const void *p, size_t n) {
+    const uint8_t *q = p;
+    if (!g || !g->borrowed_mapped || !q || q < g->borrowed ||
+        n > (size_t)(g->borrowed + g->borrowed_size - q))
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t mask = (uintptr_t)(page > 0 ? page : 4096) - 1;
+    uintptr_t lo = ((uintptr_t)q + mask) & ~mask, hi = ((uintptr_t)q + n) & ~mask;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 static void tensor_data_free(const Graph *g, Tensor *t) {

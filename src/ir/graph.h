@@ -168,6 +168,7 @@ typedef struct Graph {
     // weights, used in place (graph_borrow); graph_free leaves it.
     const uint8_t *borrowed;
     size_t borrowed_size;
+    bool borrowed_mapped; // a private read-only file mapping: unwritten pages can be given back
 } Graph;
 
 Graph *graph_create(const char *path);
@@ -176,6 +177,10 @@ void graph_free(Graph *g); // accepts NULL
 void graph_borrow(Graph *g, const void *data, size_t size);
 // Whether the graph owns (frees) constant data at p: false for borrowed bytes.
 bool graph_owns_data(const Graph *g, const void *p);
+// Gives the whole pages of borrowed bytes [p, p + n) back to the system where they map a file
+// (borrowed_mapped; a no-op otherwise): a pass that has read a weight it no longer needs drops it
+// from the resident set, and a later reader has the pages read from the file again.
+void graph_release_borrowed(const Graph *g, const void *p, size_t n);
 
 // Adds a tensor with an unknown shape; the name is copied. Returns it.
 Tensor *graph_add_tensor(Graph *g, const char *name);

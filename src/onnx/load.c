@@ -981,6 +981,7 @@ static int load_unpacked(Onnx__ModelProto *mp, const char *name, const char *bas
         L.weights = opt->weights;
         L.weights_size = opt->weights_size;
         graph_borrow(g, opt->weights, opt->weights_size);
+        g->borrowed_mapped = opt->weights_mapped;
     }
     int rc = load_graph(&L, mp, opt);
     onnx__model_proto__free_unpacked(mp, NULL);

@@ -37,11 +37,14 @@ typedef struct LoadSymbols {
 
 // weights: an artefact's weights payload (ONNX_WEIGHTS_LOCATION references resolve into it, in
 // place: the graph borrows those bytes, which must outlive it); NULL: such references are errors.
+// weights_mapped: they are a private read-only mapping of a file, whose pages may be given back
+// (graph_release_borrowed).
 typedef struct LoadOptions {
     const InputShape *shapes;
     int n_shapes;
     const uint8_t *weights;
     size_t weights_size;
+    bool weights_mapped;
 } LoadOptions;
 
 // Loads a model file. External data is read relative to the file's folder.

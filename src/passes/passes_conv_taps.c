@@ -95,6 +95,9 @@ static int sliced_const(PrimGraph *pg, const Tensor *w, const int64_t *first, co
     for (int d = 0; d < ns; d++)
         n *= kd[d];
     size_t es = dtype_size(w->dtype);
+    int64_t n0 = 1;
+    for (int d = 0; d < w->rank; d++)
+        n0 *= w->dims[d];
     char *data = xmalloc((size_t)n * es + 1);
     int64_t idx[ORCH_MAX_RANK] = {0};
     for (int64_t i = 0; i < n; i++) {
@@ -105,6 +108,10 @@ static int sliced_const(PrimGraph *pg, const Tensor *w, const int64_t *first, co
         for (int d = w->rank - 1; d >= 0 && ++idx[d] == dims[d]; d--)
             idx[d] = 0;
     }
+    // The whole weight was read for its slice: where it is an artefact's mapped weight, its pages
+    // go back (a reader of the whole weight, if any is left, reads them from the file again).
+    if (!pg->owns_data[w->id])
+        graph_release_borrowed(pg->src, w->data, (size_t)(n0 * (int64_t)es));
     char name[256];
     snprintf(name, sizeof name, "%.200s/live_taps", w->name);
     return pg_add_const(pg, name, w->dtype, w->rank, dims, data, true)->id;

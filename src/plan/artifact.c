@@ -50,22 +50,26 @@ static uint32_t sec_kind(uint32_t version, uint32_t s) {
 #define ARTIFACT_WEIGHTS_ALIGN 4096
 
 uint64_t artifact_hash(const void *data, size_t n) {
-    return plan_hash64(data, n, 0x6f7263682d617274ull);
+    return plan_content_hash(data, n);
 }
 
-uint64_t artifact_model_hash(const void *onnx, size_t onnx_size, const void *weights,
-                             size_t weights_size) {
-    uint64_t h = artifact_hash(onnx_size ? onnx : "", onnx_size);
-    if (!weights_size)
-        return h;
+// The model hash from the ONNX section's hash and the weights section's (its checksum).
+static uint64_t model_hash_of(uint64_t h, uint64_t w) {
     uint8_t both[16];
-    uint64_t w = artifact_hash(weights, weights_size);
     for (int i = 0; i < 8; i++) {
         both[i] = (uint8_t)(h >> (8 * i));
         both[8 + i] = (uint8_t)(w >> (8 * i));
     }
     return artifact_hash(both, sizeof both);
 }
+
+uint64_t artifact_model_hash(const void *onnx, size_t onnx_size, const void *weights,
+                             size_t weights_size) {
+    uint64_t h = artifact_hash(onnx_size ? onnx : "", onnx_size);
+    return weights_size ? model_hash_of(h, artifact_hash(weights, weights_size)) : h;
+}
+
+static void release_pages(const void *p, size_t n);
 
 // ---- little-endian encoding ----
 
@@ -592,7 +596,13 @@ static int parse(ArtifactContents *a, Err *e) {
                        path, (unsigned long long)(size - end));
     for (uint32_t s = 0; s < n_sec; s++) {
         sec[s] = d + off[s];
-        if (artifact_hash(sec[s], (size_t)len[s]) != sum[s]) {
+        // The weights of a mapped file are given back as they are checked, a chunk at a time:
+        // the check never holds them all, and each is read from the file again by its one reader
+        // (a session's copy, a kernel reading it in place), if any.
+        bool give_back = a->mapped && sec_kind(version, s) == SEC_WEIGHTS;
+        uint64_t got = plan_hash64_chunked(len[s] ? sec[s] : (const uint8_t *)"", (size_t)len[s],
+                                           PLAN_CONTENT_SEED, give_back ? release_pages : NULL);
+        if (got != sum[s]) {
             if (sec_kind(version, s) == SEC_WEIGHTS)
                 return weights_damage(path, sec[s], len[s], e);
             if (n_plans > 1 && s >= mb)
@@ -607,8 +617,11 @@ static int parse(ArtifactContents *a, Err *e) {
     if (mb == 2 && len[1] && !weights_index_valid(sec[1], len[1], &payload))
         return err_set(e, ST_INVALID, "%s: corrupted: the weights section's index is inconsistent",
                        path);
-    if (artifact_model_hash(sec[0], (size_t)len[0], mb == 2 ? sec[1] : NULL,
-                            mb == 2 ? (size_t)len[1] : 0) != h->model_hash)
+    // The weights section's hash is its checksum, just checked: not read again.
+    uint64_t model = artifact_hash(len[0] ? sec[0] : (const uint8_t *)"", (size_t)len[0]);
+    if (mb == 2 && len[1])
+        model = model_hash_of(model, sum[1]);
+    if (model != h->model_hash)
         return err_set(e, ST_INVALID,
                        "%s: corrupted: the ONNX model section does not match the header's model "
                        "hash",
@@ -745,6 +758,22 @@ void artifact_release_weights(const ArtifactContents *a, const void *p, size_t n
     release_pages(q, n);
 }
 
+int artifact_weights_hashes(const ArtifactContents *a, PlanKnownHash **out) {
+    *out = NULL;
+    WIndex w;
+    WEntry en;
+    if (!a || !a->weights_section ||
+        !windex_open(&w, a->weights_section, a->weights_section_size, a->weights_section_size))
+        return 0;
+    PlanKnownHash *k = xmalloc(sizeof *k * ((size_t)w.n + 1));
+    int n = 0;
+    while (windex_next(&w, &en)) // ascending offsets: sorted by address
+        if (en.length)
+            k[n++] = (PlanKnownHash){a->weights + en.offset, en.length, en.sum};
+    *out = k;
+    return n;
+}
+
 bool artifact_in_weights(const ArtifactContents *a, const void *p) {
     const uint8_t *q = p;
     return a && a->weights && q && q >= a->weights && q < a->weights + a->weights_size;
@@ -771,11 +800,8 @@ int artifact_read(const char *path, ArtifactContents *out, Err *e) {
     else if (out->mapped && out->weights_section) {
         // Nothing writes the weights, which sessions use in place: a write would be a bug that
         // a later release of the pages would silently undo; read-only makes it fault instead.
+        // (The checksum gave the pages back as it went: parse.)
         mprotect((void *)out->weights_section, out->weights_section_size, PROT_READ);
-        // Checked: the pages go back, and whoever reads a weight next (a session's copy, a
-        // kernel reading it in place) has it read from the file again. A session's peak is then
-        // its own constants, not those beside every page the checksum touched.
-        release_pages(out->weights_section, out->weights_section_size);
     }
     return rc;
 }

@@ -41,6 +41,7 @@
 
 #include "../base/common.h"
 #include "../onnx/load.h"
+#include "plan.h"
 
 #define ARTIFACT_FORMAT_VERSION 7
 #define ARTIFACT_OLDEST_VERSION                                                                    \
@@ -148,6 +149,10 @@ void artifact_file_release(ArtifactFile *f); // accepts NULL
 // reordered, uploaded) rather than used in place. The bytes stay readable: touched again, they
 // are read from the file.
 void artifact_release_weights(const ArtifactContents *a, const void *p, size_t n);
+// The weights index's per-tensor checksums as content hashes (plan_read's known; malloc'd into
+// *out, sorted by address); returns their count. The section checksum covers them: a plan read
+// with them does not read the weights.
+int artifact_weights_hashes(const ArtifactContents *a, PlanKnownHash **out);
 // Whether p points into a's weights payload (a constant imported in place).
 bool artifact_in_weights(const ArtifactContents *a, const void *p);
 // The weights section for the payload and the tensors onnx_split_weights moved into it

@@ -20,7 +20,7 @@ int artifact_import_model(const ArtifactContents *a, const char *path, Graph **g
         max_shapes += *q == ',';
     InputShape *shapes = xcalloc((size_t)max_shapes, sizeof(InputShape));
     // The weights section's tensors are imported in place: the graph borrows a's bytes.
-    LoadOptions lo = {shapes, 0, a->weights, a->weights_size};
+    LoadOptions lo = {shapes, 0, a->weights, a->weights_size, a->mapped};
     int rc = *spec ? parse_input_shapes(spec, shapes, max_shapes, &lo.n_shapes, e) : ST_OK;
     if (rc)
         err_prefix(e, "%s: the header's input shapes: ", path);
@@ -42,8 +42,14 @@ int artifact_import_model(const ArtifactContents *a, const char *path, Graph **g
             path, e);
     if (rc == ST_OK && (h->load_flags & ARTIFACT_LAYOUT_NHWC))
         rc = pass_channels_last(*pg, NULL, e);
-    if (rc == ST_OK)
-        rc = plan_read(a->plan, a->plan_size, *pg, path, plan, e);
+    if (rc == ST_OK) {
+        // The constants imported in place are hashed by the weights index's checksums: reading
+        // the plan does not touch the weights' pages.
+        PlanKnownHash *known = NULL;
+        int n_known = artifact_weights_hashes(a, &known);
+        rc = plan_read(a->plan, a->plan_size, *pg, path, known, n_known, plan, e);
+        free(known);
+    }
     if (rc == ST_OK && h->kernels != (*plan)->n_kernels)
         rc = err_set(e, ST_INVALID, "%s: corrupted: the header says %d kernels, the plan has %d",
                      path, h->kernels, (*plan)->n_kernels);

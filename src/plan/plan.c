@@ -33,21 +33,58 @@ static uint64_t mix64(uint64_t h) {
 }
 
 // Four independent lanes over 32-byte blocks (several GB/s, so hashing the weights of a large
-// model at load costs little), then the tail byte by byte and the length.
-uint64_t plan_hash64(const void *data, size_t n, uint64_t seed) {
+// model at load costs little), then the tail byte by byte and the length. done (may be NULL) is
+// told of each HASH_CHUNK bytes once hashed (a multiple of the block, so chunks do not change the
+// value).
+#define HASH_CHUNK ((size_t)1 << 20)
+
+uint64_t plan_hash64_chunked(const void *data, size_t n, uint64_t seed,
+                             void (*done)(const void *chunk, size_t bytes)) {
     const uint8_t *p = data;
     const uint64_t K = 0x9e3779b97f4a7c15ull;
     uint64_t h[4] = {seed ^ K, seed + K, ~seed, seed * 31 + 7};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
+    size_t i = 0, from = 0;
+    for (; i + 32 <= n; i += 32) {
         for (int l = 0; l < 4; l++) {
             h[l] ^= rd64(p + i + 8 * (size_t)l) * 0x87c37b91114253d5ull;
             h[l] = (h[l] << 31 | h[l] >> 33) * K;
         }
+        if (done && i + 32 - from == HASH_CHUNK) {
+            done(p + from, HASH_CHUNK);
+            from = i + 32;
+        }
+    }
     uint64_t r = mix64(h[0]) ^ mix64(h[1] + 1) ^ mix64(h[2] + 2) ^ mix64(h[3] + 3);
     for (; i < n; i++)
         r = (r ^ p[i]) * 0x100000001b3ull;
+    if (done && n > from)
+        done(p + from, n - from);
     return mix64(r ^ (uint64_t)n);
+}
+
+uint64_t plan_hash64(const void *data, size_t n, uint64_t seed) {
+    return plan_hash64_chunked(data, n, seed, NULL);
+}
+
+uint64_t plan_content_hash(const void *data, size_t n) {
+    return plan_hash64(n ? data : "", n, PLAN_CONTENT_SEED);
+}
+
+// The content hash of n bytes at data: the known one for exactly these bytes, else computed.
+static uint64_t const_content_hash(const void *data, size_t n, const PlanKnownHash *known,
+                                   int n_known) {
+    int lo = 0, hi = n_known - 1;
+    while (data && lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const char *k = known[mid].data;
+        if (k == (const char *)data)
+            return known[mid].bytes == n ? known[mid].hash : plan_content_hash(data, n);
+        if (k < (const char *)data)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return plan_content_hash(data, data ? n : 0);
 }
 
 // ---- the builder ----
@@ -295,8 +332,8 @@ static int64_t pack(Item *it, int n) {
 
 // ---- the whole plan ----
 
-static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what, Plan **out,
-                 Err *e) {
+static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what,
+                 const PlanKnownHash *known, int n_known, Plan **out, Err *e) {
     *out = NULL;
     for (int i = 0; i < n_k; i++) {
         int rc = kdesc_check(pg, &kd[i], i, what, e);
@@ -414,7 +451,8 @@ static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what
     for (int i = 0; i < n_items; i++)
         p->tensors[it[i].t].offset = it[i].offset;
     free(it);
-    // The constants, in tensor order, hashed with their offsets.
+    // The constants, in tensor order, hashed with their offsets: per constant its content hash,
+    // taken from known where it is there (a weights index: its bytes are not read here).
     uint64_t h = 0x6f72636863737473ull;
     for (int t = 0; t < nt; t++) {
         PlanTensor *T = &p->tensors[t];
@@ -422,8 +460,10 @@ static int build(const PrimGraph *pg, const KDesc *kd, int n_k, const char *what
             continue;
         T->offset = p->const_bytes;
         p->const_bytes += align_up(T->bytes);
-        const void *data = pg->tensors[t]->data;
-        h = plan_hash64(data ? data : "", data ? (size_t)T->bytes : 0, h ^ (uint64_t)T->offset);
+        uint64_t rec[3] = {
+            (uint64_t)T->offset, (uint64_t)T->bytes,
+            const_content_hash(pg->tensors[t]->data, (size_t)T->bytes, known, n_known)};
+        h = plan_hash64(rec, sizeof rec, h);
     }
     p->const_hash = h;
     *out = p;
@@ -446,7 +486,7 @@ int plan_build(const PrimGraph *pg, const CandidateSet *cs, const Selection *sel
     }
     const char *what = pg->src && pg->src->path ? pg->src->path : "plan";
     if (rc == ST_OK)
-        rc = build(pg, kd, sel->n, what, out, e);
+        rc = build(pg, kd, sel->n, what, NULL, 0, out, e);
     // What the builder derived must be what the candidate set says (else one of them has a bug).
     for (int i = 0; i < sel->n && rc == ST_OK; i++) {
         const Candidate *c = &cs->c[sel->kernels[i]];
@@ -524,7 +564,7 @@ void plan_pack_constants(const Plan *p, const PrimGraph *pg, void *blob) {
 // ---- serialisation ----
 
 #define PLAN_MAGIC 0x4e4c5050u // "PPLN"
-#define PLAN_FORMAT 1
+#define PLAN_FORMAT 2
 
 typedef struct Wr {
     uint8_t *p;
@@ -715,8 +755,8 @@ static const char *launch_diff(const PlanLaunch *s, const PlanLaunch *b) {
     return NULL;
 }
 
-int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *what, Plan **out,
-              Err *e) {
+int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *what,
+              const PlanKnownHash *known, int n_known, Plan **out, Err *e) {
     *out = NULL;
     Rd r = {buf, len, 0, false};
     Arena *a = arena_create();
@@ -791,7 +831,7 @@ int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *w
             const PlanLaunch *L = &s.launches[i];
             kd[i] = (KDesc){L->kind, L->symbol, L->prims, L->n_prims, L->predicted};
         }
-        rc = build(pg, kd, s.n_kernels, what, &p, e);
+        rc = build(pg, kd, s.n_kernels, what, known, n_known, &p, e);
         free(kd);
     }
     if (rc == ST_OK && p->n_launches != s.n_launches)

@@ -89,7 +89,9 @@ typedef struct Plan {
     PlanLaunch *launches;
     int n_kernels; // launches[0 .. n_kernels) are the selection's; the rest are PLAN_COPY
     int64_t arena_bytes, const_bytes;
-    uint64_t const_hash; // hash of the packed constant blob (re-import must reproduce it)
+    // Hash of the constants (each one's plan_content_hash with its offset and size): re-import
+    // must reproduce it.
+    uint64_t const_hash;
 } Plan;
 
 // Builds the plan of selection sel; spec[i] says how sel->kernels[i] runs. Errors (ST_INVALID)
@@ -108,6 +110,22 @@ void plan_pack_constants(const Plan *p, const PrimGraph *pg, void *blob);
 
 // The 64-bit hash used for constants, checksums and model hashes (fast, not cryptographic).
 uint64_t plan_hash64(const void *data, size_t n, uint64_t seed);
+// The same hash, telling done (may be NULL) of each chunk of the data once it is hashed (a
+// caller hashing a file's mapping gives the pages back as it goes).
+uint64_t plan_hash64_chunked(const void *data, size_t n, uint64_t seed,
+                             void (*done)(const void *chunk, size_t bytes));
+// A constant's content hash (plan_hash64 with the seed artefacts checksum their weights with, so
+// a weights index entry's checksum is the content hash of the tensor it holds).
+uint64_t plan_content_hash(const void *data, size_t n);
+#define PLAN_CONTENT_SEED 0x6f7263682d617274ull
+
+// Content hashes known without reading the bytes (an artefact's weights index, whose checksums
+// the section checksum covers): a constant whose data is exactly [data, data + bytes) takes
+// hash, so loading a plan does not read its weights. Sorted by data, ascending.
+typedef struct PlanKnownHash {
+    const void *data;
+    uint64_t bytes, hash;
+} PlanKnownHash;
 
 // Serialises the plan (little-endian) into a malloc'd buffer.
 int plan_write(const Plan *p, uint8_t **buf, size_t *len, Err *e);
@@ -115,8 +133,9 @@ int plan_write(const Plan *p, uint8_t **buf, size_t *len, Err *e);
 // same model: indices in range, each launch's primitives, kind and signature against pg, then
 // every derived field (inputs, outputs, nodes, placements, offsets, sizes) against a plan
 // rebuilt from the launches. Untrusted bytes: a mismatch or truncation is an error (ST_INVALID),
-// never a crash. `what` names the source in messages.
-int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *what, Plan **out,
-              Err *e);
+// never a crash. `what` names the source in messages. known (n_known entries, may be NULL): the
+// constants' content hashes that need not be computed.
+int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *what,
+              const PlanKnownHash *known, int n_known, Plan **out, Err *e);
 
 #endif

@@ -6,7 +6,8 @@
 // A run then writes the caller's pointers into those slots and calls the launches in order.
 // Constants the kernels read as stored are read in place from an artefact's weights section
 // (the file's mapping, kept while the session lives); the others (reordered for a kernel, folded,
-// small) sit in one blob, and the weights pages they came from are given back.
+// small) sit in one blob, the weights pages they came from are given back and the import's own
+// copies freed: each weight is resident once.
 #define _GNU_SOURCE
 #include "session_cpu.h"
 #include "contention.h"
@@ -113,6 +114,14 @@ static void *aligned_buffer(int64_t bytes) {
     return p;
 }
 
+// A staging buffer for an unaligned caller buffer: a run copies the input in whole or the
+// launches write the output whole before it is read, so it is not zeroed (which would make a
+// large model input's pages resident in every session, used or not).
+static void *stage_buffer(int64_t bytes) {
+    size_t n = (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
+    return aligned_alloc(PLAN_ALIGN, n ? n : PLAN_ALIGN);
+}
+
 static char *join_nodes(const PlanLaunch *L) {
     size_t n = 1;
     for (int i = 0; i < L->n_nodes; i++)
@@ -212,8 +221,8 @@ static int range_cmp(const void *x, const void *y) {
 // lies in the artefact's weights (a: the artefact, NULL for a plan made in memory) and is read as
 // stored is read there, in place; every other constant is copied (or reordered) into the blob
 // from its source, and a source in the mapped weights is given back page by page as it is copied,
-// so creation never holds a weight twice. The weights no constant reads in place are given back
-// at the end.
+// so creation never holds a weight twice. The weights no launch reads in place are given back
+// after the private copies (release_unread_weights).
 static int place_constants(CpuSession *s, const ArtifactContents *a, const CPrepackFn *pf,
                            bool *shared, int *own_l, int *own_j, Err *e) {
     const Plan *P = s->plan;
@@ -266,38 +275,58 @@ static int place_constants(CpuSession *s, const ArtifactContents *a, const CPrep
             pf[own_l[t]](own_j[t], src, dst);
             own_l[t] = -1;
             artifact_release_weights(a, src, (size_t)T->bytes);
-            continue;
+        } else {
+            // Copied a chunk at a time, each given back once copied: a large weight is not held
+            // twice either.
+            for (size_t at = 0, n = (size_t)T->bytes; at < n; at += COPY_CHUNK) {
+                size_t k = ORCH_MIN(COPY_CHUNK, n - at);
+                memcpy(dst + at, (const char *)src + at, k);
+                artifact_release_weights(a, (const char *)src + at, k);
+            }
         }
-        // Copied a chunk at a time, each given back once copied: a large weight is not held twice
-        // either.
-        for (size_t at = 0, n = (size_t)T->bytes; at < n; at += COPY_CHUNK) {
-            size_t k = ORCH_MIN(COPY_CHUNK, n - at);
-            memcpy(dst + at, (const char *)src + at, k);
-            artifact_release_weights(a, (const char *)src + at, k);
+        // A constant the session's own primitive graph made (a weight sliced, folded or
+        // re-laid out at import) is read from the blob from now on: freed, not held twice.
+        if (s->pg_owned && s->pg_owned->owns_data[t]) {
+            free(s->pg_owned->tensors[t]->data);
+            s->pg_owned->tensors[t]->data = NULL;
+            s->pg_owned->owns_data[t] = false;
         }
     }
     free(off);
-    // The rest of the weights (constants folded, retyped or read by no launch): given back, all
-    // but the pages of the constants read in place.
-    if (a && a->mapped && a->weights && s->in_place_bytes < (int64_t)a->weights_size) {
-        Range *r = xmalloc(sizeof(Range) * ((size_t)P->n_tensors + 1));
-        int n = 0;
-        for (int t = 0; t < P->n_tensors; t++)
-            if (P->tensors[t].place == PLACE_CONST && P->tensors[t].bytes &&
-                artifact_in_weights(a, s->const_at[t]))
-                r[n++] = (Range){s->const_at[t], (size_t)P->tensors[t].bytes};
-        qsort(r, (size_t)n, sizeof *r, range_cmp);
-        const uint8_t *at = a->weights, *end = a->weights + a->weights_size;
-        for (int i = 0; i <= n; i++) {
-            const uint8_t *next = i < n ? r[i].p : end;
-            if (next > at)
-                artifact_release_weights(a, at, (size_t)(next - at));
-            if (i < n && r[i].p + r[i].n > at)
-                at = r[i].p + r[i].n;
-        }
-        free(r);
-    }
     return ST_OK;
+}
+
+// Gives back the weights no launch reads as stored (a: the artefact, NULL for a plan made in
+// memory): constants folded, retyped, read by no launch, reordered into the blob or into private
+// copies (a transform such as Winograd's reads the original once, at creation). The pages of
+// the constants a launch reads in place stay.
+static void release_unread_weights(CpuSession *s, const ArtifactContents *a) {
+    const Plan *P = s->plan;
+    if (!a || !a->mapped || !a->weights)
+        return;
+    int n_in = 0;
+    for (int i = 0; i < P->n_launches; i++)
+        n_in += P->launches[i].n_in;
+    Range *r = xmalloc(sizeof(Range) * ((size_t)n_in + 1));
+    int n = 0;
+    for (int i = 0; i < P->n_launches; i++) {
+        const PlanLaunch *L = &P->launches[i];
+        for (int j = 0; j < L->n_in; j++) {
+            const uint8_t *p = s->slots[s->launches[i].in + j];
+            if (L->in[j] >= 0 && P->tensors[L->in[j]].bytes && artifact_in_weights(a, p))
+                r[n++] = (Range){p, (size_t)P->tensors[L->in[j]].bytes};
+        }
+    }
+    qsort(r, (size_t)n, sizeof *r, range_cmp);
+    const uint8_t *at = a->weights, *end = a->weights + a->weights_size;
+    for (int i = 0; i <= n; i++) {
+        const uint8_t *next = i < n ? r[i].p : end;
+        if (next > at)
+            artifact_release_weights(a, at, (size_t)(next - at));
+        if (i < n && r[i].p + r[i].n > at)
+            at = r[i].p + r[i].n;
+    }
+    free(r);
 }
 
 // The private reordered copies of constants whose readers want different orders (place_constants).
@@ -408,6 +437,8 @@ static int prepare(CpuSession *s, const ArtifactContents *a, CpuResolveFn resolv
     }
     if (rc == ST_OK)
         rc = prepack_shared(s, pf, shared, own_l, e);
+    if (rc == ST_OK)
+        release_unread_weights(s, a);
     free(own_l);
     free(own_j);
     free(shared);
@@ -421,7 +452,7 @@ static int prepare(CpuSession *s, const ArtifactContents *a, CpuResolveFn resolv
     s->stage_out = xcalloc((size_t)no + 1, sizeof(void *));
     for (int i = 0; i < ni + no; i++) {
         int t = i < ni ? pg->inputs[i] : pg->outputs[i - ni];
-        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
+        void *b = stage_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
         if (!b)
             return err_set(e, ST_RUNTIME, "%s: out of memory for the staging buffers", what);
         if (i < ni)
@@ -540,6 +571,11 @@ int cpu_session_create(const ArtifactContents *a, const HwInfo *hw_now, const Se
     s->file = artifact_file_retain(a);
     int rc = artifact_import_model(a, path, &s->g_owned, &s->pg_owned, &s->plan_owned, e);
     artifact_release_model(a); // imported: the model section's pages are not read again
+    // The import's passes read some weights (folded, sliced); given back, so that creation holds
+    // only what it copies and what the launches read in place. On this kernel a fault maps a
+    // whole large folio of the page cache (up to 2 MB) around the byte read, so a pass reading a
+    // small bias maps its neighbours too.
+    artifact_release_weights(a, a->weights, a->weights_size);
     bool generated = false;
     for (int i = 0; rc == ST_OK && i < s->plan_owned->n_launches; i++)
         generated = generated || s->plan_owned->launches[i].kind == PLAN_GENERATED;
@@ -594,7 +630,7 @@ static Work *work_new(const CpuSession *s) {
     bool ok = w->arena != NULL;
     for (int i = 0; ok && i < pg->n_inputs + pg->n_outputs; i++) {
         int t = i < pg->n_inputs ? pg->inputs[i] : pg->outputs[i - pg->n_inputs];
-        void *b = aligned_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
+        void *b = stage_buffer((int64_t)tensor_nbytes(pg->tensors[t]));
         ok = b != NULL;
         if (i < pg->n_inputs)
             w->stage_in[i] = b;

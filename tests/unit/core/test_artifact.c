@@ -9,7 +9,8 @@
 // missing symbol, a shared object that is not one, forged plans with valid checksums. Older
 // formats (1, 3, 4, 5: no kernel source) made from the current one still run; several plans (one
 // per shape set) read back with the model once. A large file is mapped (the model section given
-// back after import and read again from the file).
+// back after import and read again from the file), and a session made from one with large
+// weights never holds a weight it does not read.
 #include "base/file.h"
 #include "candidates/candidates.h"
 #include "../check.h"
@@ -1292,6 +1293,167 @@ static void weights_section(void) {
     unlink(path);
 }
 
+// This process's VmRSS or VmHWM (kB) from /proc/self/status; -1 where unreadable.
+static long status_kb(const char *field) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            kb = strtol(line + n + 1, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+// Weights read once: a model y = x - w with a 16 MB weight w and a 16 MB initializer nothing
+// reads, both in the weights section, every primitive interpreted. Reading the mapped artefact
+// and making a CPU session (checksums, model hash, import, plan check with its constant hash)
+// may not hold the weights: its peak resident set grows by far less than one weight (before,
+// the checksum held the whole section and the constant hash every constant). After a run, w
+// (read in place) is resident and the unread initializer is not; the output is x - w.
+static void weights_read_once(void) {
+    enum { N = 4 << 20 }; // 16 MB of float32 per weight
+    const int64_t dims[] = {1, N};
+    const char *path = path_in("big.orch");
+    float *w = malloc(sizeof(float) * N), *x = aligned_alloc(64, sizeof(float) * N),
+          *y = aligned_alloc(64, sizeof(float) * N);
+    for (int i = 0; i < N; i++) {
+        w[i] = (float)(i % 1000) * 0.5f;
+        x[i] = (float)(i % 77);
+        y[i] = -1.0f;
+    }
+    MB *b = mb_new(13);
+    mb_input(b, "x", 1, 2, dims);
+    mb_init(b, mb_raw(b, "w", 1, 2, dims, w, sizeof(float) * N));
+    mb_init(b, mb_raw(b, "unread", 1, 2, dims, w, sizeof(float) * N));
+    mb_node(b, "Sub", "sub", "x,w", "y", NULL);
+    mb_output(b, "y");
+    size_t onnx_size = 0;
+    uint8_t *onnx = mb_pack(b, &onnx_size);
+    mb_free(b);
+    Err e = {0};
+    Graph *g = NULL;
+    PrimGraph *pg = NULL;
+    CandidateSet *cs = NULL;
+    Selection sel;
+    memset(&sel, 0, sizeof sel);
+    Plan *plan = NULL;
+    uint8_t *plan_bytes = NULL, *split = NULL, *payload = NULL, *weights = NULL;
+    size_t plan_size = 0, split_size = 0, payload_size = 0, weights_size = 0;
+    OnnxWeightRef *refs = NULL;
+    int n_refs = 0;
+    InputShape shapes[1];
+    char spec[64], parsed[64]; // parse_input_shapes cuts its string
+    snprintf(spec, sizeof spec, "x:1x%d", (int)N);
+    snprintf(parsed, sizeof parsed, "%s", spec);
+    LoadOptions lo = {.shapes = shapes};
+    int rc = parse_input_shapes(parsed, shapes, 1, &lo.n_shapes, &e);
+    if (rc == ST_OK)
+        rc = onnx_load_memory(onnx, onnx_size, "big.onnx", NULL, &lo, &g, &e);
+    if (rc == ST_OK)
+        rc = graph_infer_and_fold(g, NULL, &e);
+    FissionOptions fo = {0};
+    if (rc == ST_OK)
+        rc = fission_run(g, &fo, &pg, NULL, &e);
+    if (rc == ST_OK)
+        rc = fission_cleanup(pg, NULL, &e);
+    CandRules rules = cand_rules_default();
+    rules.max_prims = 1;
+    if (rc == ST_OK)
+        rc = cand_enumerate(pg, &rules, 0, &cs, &e);
+    if (rc == ST_OK) {
+        cost_model_fill(cs, cost_model_find("cpu"));
+        rc = orchestrate(cs, NULL, &sel, &e);
+    }
+    PlanKernelSpec *spec_k = calloc((size_t)sel.n + 1, sizeof(PlanKernelSpec));
+    for (int k = 0; k < sel.n; k++)
+        spec_k[k].kind = PLAN_INTERP;
+    if (rc == ST_OK)
+        rc = plan_build(pg, cs, &sel, spec_k, &plan, &e);
+    if (rc == ST_OK)
+        rc = plan_write(plan, &plan_bytes, &plan_size, &e);
+    if (rc == ST_OK)
+        rc = onnx_split_weights(onnx, onnx_size, "big.onnx", 1, &split, &split_size, &payload,
+                                &payload_size, &refs, &n_refs, &e);
+    CHECK_MSG(rc == ST_OK && n_refs == 2, "%s (%d weights split)", e.msg, n_refs);
+    if (rc == ST_OK)
+        rc = artifact_weights_section(payload, payload_size, refs, n_refs, &weights, &weights_size);
+    if (rc == ST_OK) {
+        ArtifactHeader h = C.h;
+        snprintf(h.input_shapes, sizeof h.input_shapes, "%s", spec);
+        h.kernels = plan->n_kernels;
+        h.predicted_seconds = sel.objective;
+        h.model_hash = artifact_model_hash(split, split_size, weights, weights_size);
+        ArtifactPlan ap;
+        memset(&ap, 0, sizeof ap);
+        snprintf(ap.input_shapes, sizeof ap.input_shapes, "%s", spec);
+        ap.kernels = h.kernels;
+        ap.predicted_seconds = h.predicted_seconds;
+        ap.plan = plan_bytes;
+        ap.plan_size = plan_size;
+        rc = artifact_write_plans(path, &h, split, split_size, weights, weights_size, &ap, 1, &e);
+    }
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    free(spec_k);
+    plan_free(plan);
+    selection_free(&sel);
+    cand_set_free(cs);
+    prim_graph_free(pg);
+    graph_free(g);
+    free(onnx);
+    free(plan_bytes);
+    free(split);
+    free(payload);
+    free(weights);
+    onnx_weight_refs_free(refs, n_refs);
+    if (rc) {
+        free(w), free(x), free(y);
+        return;
+    }
+    // The peak from here on: clear_refs "5" resets VmHWM to the current resident set.
+    FILE *cr = fopen("/proc/self/clear_refs", "w");
+    bool reset = cr && fputs("5", cr) >= 0;
+    if (cr)
+        reset = fclose(cr) == 0 && reset;
+    long rss0 = status_kb("VmRSS");
+    CHECK_MSG(reset && rss0 > 0, "cannot reset this process's peak resident set");
+    HwInfo hw = this_machine(FP);
+    ArtifactContents a;
+    CpuSession *s = NULL;
+    rc = artifact_read(path, &a, &e);
+    CHECK_MSG(rc == ST_OK && a.mapped, "%s", e.msg);
+    if (rc == ST_OK)
+        rc = cpu_session_create(&a, &hw, NULL, &s, &e);
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    long grown = status_kb("VmHWM") - rss0, weight_kb = (long)(sizeof(float) * N / 1024);
+    CHECK_MSG(grown < weight_kb / 2,
+              "reading the artefact and making the session grew the peak by %ld kB (one weight "
+              "is %ld kB): it read weights it does not need",
+              grown, weight_kb);
+    CHECK_MSG(s && cpu_session_in_place_bytes(s) == (int64_t)sizeof(float) * N,
+              "%lld bytes read in place", s ? (long long)cpu_session_in_place_bytes(s) : -1LL);
+    const void *ins[1] = {x};
+    void *outs[1] = {y};
+    if (s && (rc = cpu_session_run(s, ins, outs, &e)) == ST_OK) {
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            bad += y[i] != x[i] - w[i];
+        CHECK_MSG(bad == 0, "%d outputs differ from x - w", bad);
+        long now = status_kb("VmRSS") - rss0;
+        CHECK_MSG(now > weight_kb / 2 && now < weight_kb + weight_kb / 2,
+                  "after a run %ld kB more are resident: w (%ld kB) read in place, and not the "
+                  "unread initializer",
+                  now, weight_kb);
+    }
+    CHECK_MSG(rc == ST_OK, "%s", e.msg);
+    cpu_session_free(s);
+    artifact_contents_free(&a);
+    free(w), free(x), free(y);
+    unlink(path);
+}
+
 static void rm_tree(const char *d) {
     DIR *dd = opendir(d);
     for (struct dirent *de; dd && (de = readdir(dd));) {
@@ -1339,6 +1501,7 @@ int main(int argc, char **argv) {
         RUN(forged_plans);
         RUN(several_plans);
         RUN(weights_section);
+        RUN(weights_read_once);
     } else {
         check_n_fail++;
     }

@@ -236,7 +236,7 @@ static void check_serialisation(const PrimGraph *pg, const Plan *p, int flips) {
     Err e = {0};
     CHECK(plan_write(p, &buf, &len, &e) == ST_OK);
     Plan *q = NULL;
-    int rc = plan_read(buf, len, pg, "t.orch", &q, &e);
+    int rc = plan_read(buf, len, pg, "t.orch", NULL, 0, &q, &e);
     CHECK_MSG(rc == ST_OK, "plan_read: %s", e.msg);
     if (q) {
         CHECK(plans_equal(p, q));
@@ -251,7 +251,7 @@ static void check_serialisation(const PrimGraph *pg, const Plan *p, int flips) {
     for (size_t cut = 0; cut < len; cut += (size_t)(rnd_int(step) + 1)) {
         e = (Err){0};
         q = NULL;
-        CHECK_MSG(plan_read(buf, cut, pg, "t.orch", &q, &e) == ST_INVALID && !q,
+        CHECK_MSG(plan_read(buf, cut, pg, "t.orch", NULL, 0, &q, &e) == ST_INVALID && !q,
                   "a plan cut to %zu of %zu bytes was accepted", cut, len);
         CHECK(strstr(e.msg, "t.orch") != NULL);
     }
@@ -261,7 +261,7 @@ static void check_serialisation(const PrimGraph *pg, const Plan *p, int flips) {
         buf[at] ^= (uint8_t)(1u << rnd_int(8));
         e = (Err){0};
         q = NULL;
-        if (plan_read(buf, len, pg, "t.orch", &q, &e) == ST_OK) {
+        if (plan_read(buf, len, pg, "t.orch", NULL, 0, &q, &e) == ST_OK) {
             CHECK_MSG(plans_equal_sym(p, q, false), "flipping byte %zu gave another plan", at);
             plan_free(q);
         } else {
@@ -902,7 +902,7 @@ static void plan_errors(void) {
             tg_output(&h, pb_ew1(&h.b, EW_EXP, pb_ew1(&h.b, EW_TANH, hx)));
             Plan *q = NULL;
             e = (Err){0};
-            CHECK(plan_read(buf, len, h.pg, "other.orch", &q, &e) == ST_INVALID && !q);
+            CHECK(plan_read(buf, len, h.pg, "other.orch", NULL, 0, &q, &e) == ST_INVALID && !q);
             CHECK_MSG(strstr(e.msg, "other.orch") && strstr(e.msg, "different orch build"), "%s",
                       e.msg);
             tg_free(&h);
@@ -911,7 +911,7 @@ static void plan_errors(void) {
             hx = tg_input(&h, 2, d48);
             tg_output(&h, pb_ew2(&h.b, EW_MUL, pb_ew1(&h.b, EW_TANH, hx), hx));
             e = (Err){0};
-            CHECK(plan_read(buf, len, h.pg, "other.orch", &q, &e) == ST_INVALID && !q);
+            CHECK(plan_read(buf, len, h.pg, "other.orch", NULL, 0, &q, &e) == ST_INVALID && !q);
             CHECK_MSG(strstr(e.msg, "signature"), "%s", e.msg);
             tg_free(&h);
             free(buf);

@@ -384,7 +384,8 @@ static void session_reports_bad_index(void) {
     size_t n_bytes = 0;
     Plan *back = NULL;
     if (rc == ST_OK && plan_write(plan, &bytes, &n_bytes, &e) == ST_OK)
-        CHECK_MSG(plan_read(bytes, n_bytes, c->pg, "round trip", &back, &e) == ST_OK, "%s", e.msg);
+        CHECK_MSG(plan_read(bytes, n_bytes, c->pg, "round trip", NULL, 0, &back, &e) == ST_OK, "%s",
+                  e.msg);
     CHECK(back && back->n_kernels == plan->n_kernels &&
           back->launches[0].kind == plan->launches[0].kind &&
           back->launches[0].n_out == plan->launches[0].n_out);
