@@ -766,8 +766,10 @@ int plan_read(const uint8_t *buf, size_t len, const PrimGraph *pg, const char *w
     if (r.bad || magic != PLAN_MAGIC) {
         rc = err_set(e, ST_INVALID, "%s: the plan section does not start with a plan", what);
     } else if (format != PLAN_FORMAT) {
-        rc = err_set(e, ST_INVALID, "%s: plan format %u, this orch reads %d", what, format,
-                     PLAN_FORMAT);
+        rc = err_set(e, ST_INVALID,
+                     "%s: plan format %u, this orch reads %d (it was written by %s orch; "
+                     "recompile with orch compile)",
+                     what, format, PLAN_FORMAT, format > PLAN_FORMAT ? "a newer" : "an older");
     }
     if (rc == ST_OK) {
         s.n_tensors = (int)r_u32(&r);
