@@ -135,7 +135,7 @@ typedef struct Driver {
     uint64_t prelude_hash; // of the target's prelude, which every kernel's source starts with
     double t_phase;
     double t_tune0; // when tuning began (--budget counts from there)
-    Err db_err;     // database trouble is reported once and tuning goes on without it
+    Err db_err; // database trouble is reported once and tuning goes on without it
     bool db_broken;
     void **mods; // the lab's modules, kept for the target's build to reuse (LabOptions.keep)
     int n_mods;
@@ -645,8 +645,8 @@ static int measure_configs_at(Driver *d, const int *sig_list, int n_list, int k_
                 break;
             }
             lc.done0 = at;
-            rc =
-                lab_run(&d->m, d->pg, d->cs, d->values, jobs + at, ORCH_MIN(step, nj - at), &lo, e);
+            rc = lab_run(&d->m, d->pg, d->cs, d->values, jobs + at, ORCH_MIN(step, nj - at), &lo,
+                         e);
         }
     }
     free(jobs);
@@ -2440,8 +2440,8 @@ static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
         }
         double t = now_s();
         rc = artifact_write_plans(out_path, &parts[0].h, parts[0].onnx, parts[0].onnx_size,
-                                  parts[0].weights_section, parts[0].weights_section_size, plans, n,
-                                  e);
+                                  parts[0].weights_section, parts[0].weights_section_size, plans,
+                                  n, e);
         rep->t_build += now_s() - t;
         free(plans);
         if (rc == ST_OK && pr)
@@ -2517,7 +2517,8 @@ void compile_report_print(const CompileReport *r, FILE *f) {
         fprintf(f, "): tune %.2f s; building kernels %.2f s and measuring %.2f s, side by side",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
         if (r->t_lab_check + r->t_lab_time > 0)
-            fprintf(f, " (devices checking %.2f s, timing %.2f s)", r->t_lab_check, r->t_lab_time);
+            fprintf(f, " (devices checking %.2f s, timing %.2f s)", r->t_lab_check,
+                    r->t_lab_time);
         fputc('\n', f);
         const LabSplit *cs = &r->lab_split;
         if (cs->uploads + cs->reused > 0)
@@ -2530,9 +2531,8 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                     (long long)cs->uploads, (long long)cs->reused, cs->first_s, cs->verify_s,
                     cs->capture_s);
     } else if (r->t_lab_build + r->t_lab_measure > 0) {
-        fprintf(f,
-                "measured on the CPU: tune %.2f s, of which emitting and building kernels %.2f s, "
-                "checking and timing them %.2f s\n",
+        fprintf(f, "measured on the CPU: tune %.2f s, of which emitting and building kernels %.2f s, "
+                   "checking and timing them %.2f s\n",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
     if (r->unstable)

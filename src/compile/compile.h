@@ -12,9 +12,9 @@
 #ifndef ORCH_COMPILE_H
 #define ORCH_COMPILE_H
 
-#include "../backend/kernel_lab.h"
 #include "../ir/graph.h"
 #include "../plan/artifact.h"
+#include "../backend/kernel_lab.h"
 #include "../prim/prim.h"
 
 #include <stdio.h>
@@ -44,28 +44,28 @@ typedef struct CompileOptions {
     const char *db_path;      // profile database (NULL: the default file)
     const char *input_shapes; // as for orch run
     bool attention_rewrite;
-    bool half_storage;  // under fp16/bf16 (CUDA): tensors stored in that type (pass_store_reduced)
-    bool no_mlp_chains; // no MLP chain candidates: the layers' kernels compete alone
-    bool no_attention;  // no fused attention candidates
+    bool half_storage; // under fp16/bf16 (CUDA): tensors stored in that type (pass_store_reduced)
+    bool no_mlp_chains;   // no MLP chain candidates: the layers' kernels compete alone
+    bool no_attention;    // no fused attention candidates
     CompileLayout layout; // channels-last layouts; anything but auto needs half_storage
     int explain;          // on progress after the solve, why each linear primitive runs where
                           // it does: 0 no, 1 its kernel and each family's best candidate, 2 also
                           // every candidate computing it with every config's time
-    bool strict;        // a kernel the target does not generate (an interpreter would run it) is an
-                        // error (ST_UNSUPPORTED) after the summary, and no artefact is written
+    bool strict; // a kernel the target does not generate (an interpreter would run it) is an
+                 // error (ST_UNSUPPORTED) after the summary, and no artefact is written
     bool trust_timings; // every CPU timing taken as measured: none re-timed or stored suspect
     double budget_s;    // seconds of tuning at most (0: no bound): what is left unmeasured then
                         // is said in the summary; every single-primitive kernel's first config
                         // is measured whatever the budget, so that a plan exists
-    int threads;        // kernel threads (0: every core this process may use)
-    const char *gpus;   // the GPUs that measure (cuda): "all" (NULL too: every GPU of the target
-                        // device's kind), a count, or a list of ordinals with 0 ("0,2"); the
-                        // plan does not depend on it, only the tuning's wall time
-    int top_k;          // configs measured per chosen kernel (0: 8)
-    int jobs;           // parallel compiler processes (0: cores)
-    double time_limit;  // BLP solver limit in seconds (0: its default)
-    uint64_t seed;      // random inputs for checks and timing
-    FILE *progress;     // progress lines (NULL: quiet)
+    int threads;              // kernel threads (0: every core this process may use)
+    const char *gpus; // the GPUs that measure (cuda): "all" (NULL too: every GPU of the target
+                      // device's kind), a count, or a list of ordinals with 0 ("0,2"); the
+                      // plan does not depend on it, only the tuning's wall time
+    int top_k;                // configs measured per chosen kernel (0: 8)
+    int jobs;                 // parallel compiler processes (0: cores)
+    double time_limit;        // BLP solver limit in seconds (0: its default)
+    uint64_t seed;            // random inputs for checks and timing
+    FILE *progress;           // progress lines (NULL: quiet)
     // Several shape sets, each as input_shapes (which must then be NULL): one plan per set in
     // one artefact (at most ARTIFACT_MAX_PLANS, the runtime picks by the inputs' shapes). 0 or 1
     // set: as input_shapes.
@@ -83,18 +83,17 @@ typedef struct CompileSetReport {
 } CompileSetReport;
 
 typedef struct CompileReport {
-    int prims, candidates, signatures; // the graph and its candidates
-    int generated, rejected;           // candidates the target generates / refused
-    int interp;                        // kernels of the selection an interpreter runs
-    int measured, looked_up, wrong,
-        failed;         // kernel configs measured now / found in the database / rejected
-    int unstable;       // of those measured, timings that stayed unstable (stored suspect)
+    int prims, candidates, signatures;     // the graph and its candidates
+    int generated, rejected;               // candidates the target generates / refused
+    int interp;                            // kernels of the selection an interpreter runs
+    int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
+    int unstable;  // of those measured, timings that stayed unstable (stored suspect)
     int budget_skipped; // kernel configs --budget left unmeasured (0: the budget held)
     int budget_dropped; // of those, fused kernels that never got a first config (left out)
     double budget_s;    // the --budget the compile ran under (0: none)
-    int resuspect;      // suspect timings in the database measured again rather than reused
-    int kernels;        // launches of the plan
-    double predicted_s; // the selection's measured total
+    int resuspect; // suspect timings in the database measured again rather than reused
+    int kernels;                           // launches of the plan
+    double predicted_s;                    // the selection's measured total
     // The kernels not generated (interp: an interpreter runs them): their share of predicted_s
     // and one line per op (fallbacks.h's groups, cut at the buffer's end).
     double not_generated_share;
@@ -111,25 +110,25 @@ typedef struct CompileReport {
     // Of the measuring, the device seconds spent checking kernels (inputs up, outputs down and
     // compared with the reference) and timing them (0: a lab that does not split it).
     double t_lab_check, t_lab_time;
-    LabSplit lab_split;        // where t_lab_check went
-                               // on its devices (0 where the lab does not say: the CPU)
-    double max_err;            // the end-to-end check's worst error (relative to its bound)
-    const char *precision;     // precision_name of the compile's precision
-    double tol, check_tol;     // tolerances: per kernel at the largest K, end to end
-    int64_t tol_k;             // that largest K (0: no linear primitive)
-    int linear, reduced;       // chosen kernels holding a LINEAR / of them computing
-                               // in the reduced precision (their config says so)
-    uint64_t selection_digest; // hash of the chosen kernels and configs, in order
+    LabSplit lab_split; // where t_lab_check went
+                                       // on its devices (0 where the lab does not say: the CPU)
+    double max_err;                        // the end-to-end check's worst error (relative to its bound)
+    const char *precision;                 // precision_name of the compile's precision
+    double tol, check_tol;                 // tolerances: per kernel at the largest K, end to end
+    int64_t tol_k;                         // that largest K (0: no linear primitive)
+    int linear, reduced;                   // chosen kernels holding a LINEAR / of them computing
+                                           // in the reduced precision (their config says so)
+    uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
     // Configs of reduced exactness (KCFG_REDUCED_EXACTNESS) left out: inexact_kernels of them
-    // were in a plan that missed the end-to-end check by inexact_err (its worst error relative to
-    // its bound), inexact_what names their kinds ("v=winograd m=4"); inexact_cached: the profile
-    // database recorded that outcome, so they were left out from the start. 0: none left out.
+    // were in a plan that missed the end-to-end check by inexact_err (its first error past its
+    // bound, relative to it); inexact_what names their kinds ("v=winograd m=4"); inexact_cached:
+    // the profile database recorded that outcome, so they were left out from the start. 0: none.
     int inexact_kernels;
     double inexact_err;
     char inexact_what[64];
     bool inexact_cached;
-    const char *storage; // reduced storage type ("float16"...), NULL: float32
-    int retyped;         // tensors stored in it
+    const char *storage;                   // reduced storage type ("float16"...), NULL: float32
+    int retyped;                           // tensors stored in it
     // Several shape sets: n_sets lines (the counts and times above are the sums over the sets,
     // the plan's figures the last set's); 0 otherwise.
     int n_sets;

@@ -605,8 +605,8 @@ static double score_winograd(const Lin *L, const Hw *h, const CLinConfig *t) {
     double t_in = B * nob * T * Cc * tiles * C->wino_in_s;
     // The strips: copied rows, or X's values one by one through a fused prologue (as the patch
     // gather).
-    double t_fill =
-        B * nob * Cc * (double)(a * TH * (TW + 1) * m) * (L->pa >= 0 ? C->fill_s : C->packb_s);
+    double t_fill = B * nob * Cc * (double)(a * TH * (TW + 1) * m) *
+                    (L->pa >= 0 ? C->fill_s : C->packb_s);
     double t_out = B * T * (double)L->OC * tiles * C->wino_out_s;
     if (lin_winograd_bytes(L, m, R, t->nr, t->mr) > h->l2 * C->wino_l2_frac)
         t_gemm /= G->l2_over;
@@ -934,8 +934,8 @@ static int enum_cfgs(const Lin *L, const Hw *h, KernelConfig *out, int cap) {
                 // The transformed weights from memory once per row block, against the direct
                 // conv's FLOPs at the cores' peak (wino_max_u_ratio).
                 double u_bytes = 4.0 * (double)((wm + 2) * (wm + 2)) * (double)(Mr * L->C);
-                double t_direct =
-                    2.0 * (double)(L->batch * L->M * L->N * L->K) / (h->peak * (double)h->cores);
+                double t_direct = 2.0 * (double)(L->batch * L->M * L->N * L->K) /
+                                  (h->peak * (double)h->cores);
                 for (int ri = 0; ri < 3; ri++)
                     for (int mi = 0; mi < 2; mi++) {
                         if ((ri && rs[ri] == rs[0]) || (ri == 2 && rs[2] == rs[1]) ||
