@@ -1841,15 +1841,16 @@ static bool any_reduced(const Driver *d) {
 }
 
 // The key of the outcome in the reference table: what storage_key names, and the target, its
-// precision and machine (the kernels' code and the plan's measurements) and the candidate
-// options. Malloc'd.
+// precision and machine (the kernels' code and the plan's measurements), the candidate options
+// and --check-tol. Malloc'd.
 static char *reduced_key(const Driver *d, const void *model, size_t size) {
     char what[768];
     snprintf(what, sizeof what,
              "reduced exactness|target %s|precision %s|storage %d|chains %d|attention %d|"
-             "machine %s",
+             "bound %.6g|machine %s",
              db_target(d), precision_name(d->prec), d->half_storage ? 1 : 0,
-             d->opt->no_mlp_chains ? 0 : 1, d->opt->no_attention ? 0 : 1, d->m.hw.fingerprint);
+             d->opt->no_mlp_chains ? 0 : 1, d->opt->no_attention ? 0 : 1, d->opt->check_tol,
+             d->m.hw.fingerprint);
     return storage_key(d, model, size, what);
 }
 
@@ -2060,11 +2061,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     {
         int64_t kmax;
         d.check_tol = e2e_tolerance(pg, d.prec, &kmax);
-        // Test hook: another relative bound for the end-to-end check (docs/environment.md), so
-        // a test can make a plan's error miss it without a model that large.
-        const char *tt = getenv("ORCH_TEST_CHECK_TOL");
-        if (tt && *tt && atof(tt) > 0)
-            d.check_tol = atof(tt);
+        if (opt->check_tol > 0) // --check-tol
+            d.check_tol = opt->check_tol;
         rep->check_tol = d.check_tol;
         rep->tol = kmax > 0 ? precision_tolerance(d.prec, kmax) : 1e-4;
         rep->tol_k = kmax;

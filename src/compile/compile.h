@@ -54,6 +54,8 @@ typedef struct CompileOptions {
     bool strict; // a kernel the target does not generate (an interpreter would run it) is an
                  // error (ST_UNSUPPORTED) after the summary, and no artefact is written
     bool trust_timings; // every CPU timing taken as measured: none re-timed or stored suspect
+    double check_tol;   // the end-to-end check's relative bound (0: from the precision and the
+                        // model's depth, e2e_tolerance; 1e-4 under fp32)
     double budget_s;    // seconds of tuning at most (0: no bound): what is left unmeasured then
                         // is said in the summary; every single-primitive kernel's first config
                         // is measured whatever the budget, so that a plan exists
