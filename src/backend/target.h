@@ -234,6 +234,11 @@ typedef struct Target {
     int (*module_source)(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs,
                          const int *cands, const KernelConfig *cfgs, const char *const *names,
                          int n, char **src, Err *e);
+    // Where the built module is a function of module_source's text alone on one device: what
+    // else decides it (the compiler, its version and flags), which the compile adds to the key
+    // under which it keeps the module in the profile database and reuses it when a later compile
+    // chooses the same kernels. NULL: the module is built every time.
+    const char *(*module_identity)(const TargetMachine *m);
     // orch export: one plan of an artefact of this target (a one-plan view, artifact_plan_view)
     // as a source tree in dir that builds and runs without orch; NULL where the target has none.
     int (*export_tree)(const struct ArtifactContents *a, const char *dir, FILE *progress, Err *e);

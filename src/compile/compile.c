@@ -400,6 +400,7 @@ static void on_result(void *ctx, const LabJob *j, int done, int total) {
     s->cfg_time[k] = unstable ? j->min_s : j->median_s;
     d->rep->measured++;
     d->rep->unstable += unstable;
+    d->rep->timed_once += unstable && j->attempts == 1;
     for (int i = 0; i < d->rep->lab_devices; i++)
         if (j->device >= 0 && d->rep->lab_device[i] == j->device)
             d->rep->lab_device_measured[i]++;
@@ -1115,6 +1116,44 @@ static int strict_refusal(const Driver *d, const Fallbacks *fb, Err *e) {
 // ---- the shared object of the chosen kernels, the plan and the artefact ----
 
 // *src: the module's source where the target keeps it (for orch export), else NULL.
+// Built modules kept in the profile database: the least recently used go past this many bytes
+// (a CPU module of a 70-kernel MobileNetV2 plan is about 1 MB).
+#define MODULE_CACHE_BYTES ((int64_t)256 << 20)
+
+// The key of a module built from src by this target on this device: 128 bits of the source,
+// orch's version, the target's build identity and the device fingerprint, and the length.
+static void module_key(const Driver *d, const char *src, char *key, size_t n) {
+    StrBuf who;
+    sb_init(&who);
+    sb_printf(&who, "orch %s|%s|%s|%s", ORCH_VERSION, d->target->name, d->m.hw.fingerprint,
+              d->target->module_identity(&d->m));
+    size_t len = strlen(src);
+    uint64_t w = plan_hash64(who.s, who.len, 0x6f726368ull);
+    snprintf(key, n, "%016llx%016llx-%zu", (unsigned long long)plan_hash64(src, len, w),
+             (unsigned long long)plan_hash64(src, len, ~w * 0x9e3779b97f4a7c15ull), len);
+    sb_free(&who);
+}
+
+// The module a compile that chose the same kernels built before (true), from the database.
+static bool module_from_db(Driver *d, const char *key, uint8_t **so, size_t *so_size) {
+    void *blob = NULL;
+    size_t size = 0;
+    bool found = false, damaged = false;
+    Err e = {0};
+    if (pdb_get_module(d->db, key, &blob, &size, &found, &damaged, &e) != ST_OK)
+        db_trouble(d, &e);
+    if (damaged && d->opt->progress)
+        fprintf(d->opt->progress, "build: the stored module of these kernels is damaged: "
+                                  "building it again\n");
+    if (!found) {
+        free(blob);
+        return false;
+    }
+    *so = blob;
+    *so_size = size;
+    return true;
+}
+
 static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, uint8_t **so,
                                  size_t *so_size, char **src, Err *e) {
     PlanKernelSpec *spec = xcalloc((size_t)sel->n + 1, sizeof *spec);
@@ -1142,12 +1181,30 @@ static int build_plan_and_module(Driver *d, const Selection *sel, Plan **plan, u
             d->rep->selection_digest = c->signature ^ (d->rep->selection_digest * 31);
         }
     }
-    // The target's module of the chosen kernels (no generated kernel: none at all).
-    rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so, so_size,
-                          e);
+    // The target's module of the chosen kernels (no generated kernel: none at all): reused from
+    // the database where the target's module is a function of its source, else built (and kept).
     *src = NULL;
-    if (rc == ST_OK && d->target->module_source)
+    if (d->target->module_source)
         rc = d->target->module_source(&d->m, d->pg, d->cs, gc, gk, gnames, ng, src, e);
+    char key[80] = "";
+    bool cache = rc == ST_OK && *src && d->target->module_identity && d->db && !d->db_broken;
+    if (cache)
+        module_key(d, *src, key, sizeof key);
+    if (cache && module_from_db(d, key, so, so_size)) {
+        d->rep->module_reused = true;
+        if (d->opt->progress)
+            fprintf(d->opt->progress, "build: the %d kernels' module from the database (built by "
+                                      "an earlier compile that chose the same kernels)\n",
+                    ng);
+    } else if (rc == ST_OK) {
+        rc = d->target->build(&d->m, d->pg, d->cs, gc, gk, gnames, ng, d->mods, d->n_mods, so,
+                              so_size, e);
+        Err de = {0};
+        if (rc == ST_OK && cache && !d->db_broken &&
+            pdb_set_module(d->db, key, d->target->name, d->m.hw.fingerprint, *so, *so_size,
+                           MODULE_CACHE_BYTES, &de) != ST_OK)
+            db_trouble(d, &de);
+    }
     if (rc == ST_OK)
         rc = plan_build(d->pg, d->cs, sel, spec, plan, e);
     free(spec);
@@ -2244,6 +2301,7 @@ plan_and_check:
         fallbacks_free(&fallbacks);
         rep->selection_digest = 0;
         rep->max_err = 0;
+        rep->module_reused = false;
         if ((rc = tune_and_solve(&d, &sel, list, k_at, e)))
             goto out;
         goto plan_and_check;
@@ -2302,6 +2360,7 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->wrong += r->wrong;
     rep->failed += r->failed;
     rep->unstable += r->unstable;
+    rep->timed_once += r->timed_once;
     rep->resuspect += r->resuspect;
     rep->budget_skipped += r->budget_skipped;
     rep->budget_dropped += r->budget_dropped;
@@ -2329,6 +2388,7 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     }
     rep->t_solve += r->t_solve;
     rep->t_build += r->t_build;
+    rep->module_reused = rep->module_reused || r->module_reused;
     rep->t_check += r->t_check;
     rep->max_err = ORCH_MAX(rep->max_err, r->max_err);
     if (r->inexact_kernels > 0) { // a set that left them out: the last one's outcome
@@ -2533,11 +2593,16 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                    "checking and timing them %.2f s\n",
                 r->t_tune, r->t_lab_build, r->t_lab_measure);
     }
-    if (r->unstable)
+    if (r->unstable) {
         fprintf(f,
                 "warning: %d timing%s unstable: measured on a busy machine (kept as suspect, "
-                "used at %s minimum, measured again by the next compile)\n",
+                "used at %s minimum, measured again by the next compile)",
                 r->unstable, r->unstable == 1 ? "" : "s", r->unstable == 1 ? "its" : "their");
+        if (r->timed_once)
+            fprintf(f, "; %d of them timed once, not three times: the machine stayed busy",
+                    r->timed_once);
+        fprintf(f, "\n");
+    }
     if (r->precision && strcmp(r->precision, "fp32") != 0)
         fprintf(f,
                 "precision: %s (linear kernels: operands rounded to %s, float32 accumulation; "

@@ -90,6 +90,7 @@ typedef struct CompileReport {
     int interp;                            // kernels of the selection an interpreter runs
     int measured, looked_up, wrong, failed; // kernel configs measured now / found in the database / rejected
     int unstable;  // of those measured, timings that stayed unstable (stored suspect)
+    int timed_once; // of those, timed once: the machine had stayed busy for several kernels
     int budget_skipped; // kernel configs --budget left unmeasured (0: the budget held)
     int budget_dropped; // of those, fused kernels that never got a first config (left out)
     double budget_s;    // the --budget the compile ran under (0: none)
@@ -129,6 +130,7 @@ typedef struct CompileReport {
     double inexact_err;
     char inexact_what[64];
     bool inexact_cached;
+    bool module_reused; // the kernels' module came from the database (an earlier compile built it)
     const char *storage;                   // reduced storage type ("float16"...), NULL: float32
     int retyped;                           // tensors stored in it
     // Several shape sets: n_sets lines (the counts and times above are the sums over the sets,

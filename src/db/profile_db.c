@@ -37,7 +37,18 @@
     "status, median_s, min_s, spread, reps, note, created, pid, host, proc_start, NULL, 0"
 #define RECORD_CONFIG_COLUMN 12
 
-enum { Q_LOOKUP, Q_LOOKUP_ALL, Q_STORE, Q_GET_VALUE, Q_SET_VALUE, Q_GET_REF, Q_SET_REF, Q_COUNT };
+enum {
+    Q_LOOKUP,
+    Q_LOOKUP_ALL,
+    Q_STORE,
+    Q_GET_VALUE,
+    Q_SET_VALUE,
+    Q_GET_REF,
+    Q_SET_REF,
+    Q_GET_MODULE,
+    Q_SET_MODULE,
+    Q_COUNT
+};
 
 static const char *const queries[Q_COUNT] = {
     [Q_LOOKUP] = "SELECT " RECORD_COLUMNS " FROM measurement WHERE signature = ?1 AND target = ?2 "
@@ -53,6 +64,9 @@ static const char *const queries[Q_COUNT] = {
                      "VALUES (?1, ?2, ?3, ?4)"),
     [Q_GET_REF] = "SELECT bytes FROM reference WHERE key = ?1",
     [Q_SET_REF] = "INSERT OR REPLACE INTO reference (key, created, bytes) VALUES (?1, ?2, ?3)",
+    [Q_GET_MODULE] = "SELECT bytes FROM module WHERE key = ?1",
+    [Q_SET_MODULE] = "INSERT OR REPLACE INTO module (key, target, fingerprint, created, used, "
+                     "bytes) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
 };
 
 // Schema version 2: end-to-end check references (blob: payload, then its 8-byte checksum).
@@ -64,6 +78,13 @@ static const char *const queries[Q_COUNT] = {
 #define MEASUREMENT_V3_SQL                                                                         \
     "ALTER TABLE measurement ADD COLUMN load REAL;"                                                \
     "ALTER TABLE measurement ADD COLUMN suspect INTEGER NOT NULL DEFAULT 0;"
+
+// Schema version 4: built kernel modules, reused by compiles that choose the same kernels (blob:
+// the module, then its 8-byte checksum; `used`: unix seconds of the last reuse, for eviction).
+#define MODULE_TABLE_SQL                                                                           \
+    "CREATE TABLE IF NOT EXISTS module (key TEXT PRIMARY KEY, target TEXT NOT NULL, "             \
+    "fingerprint TEXT NOT NULL, created INTEGER NOT NULL, used INTEGER NOT NULL, "                \
+    "bytes BLOB NOT NULL);"
 
 static const char *const schema_sql =
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -84,7 +105,7 @@ static const char *const schema_sql =
     "CREATE TABLE device_value ("
     "  fingerprint TEXT NOT NULL, key TEXT NOT NULL, value REAL NOT NULL,"
     "  created INTEGER NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT "
-    "ROWID;" REFERENCE_TABLE_SQL;
+    "ROWID;" REFERENCE_TABLE_SQL MODULE_TABLE_SQL;
 
 struct ProfileDb {
     sqlite3 *db;
@@ -92,6 +113,7 @@ struct ProfileDb {
     bool readonly;
     bool in_txn; // inside pdb_begin .. pdb_commit
     bool has_reference; // the reference table exists (false: a version 1 file opened read-only)
+    bool has_module;    // the module table exists (false: a file below version 4 opened read-only)
     int version;        // the file's schema version (below 3 only when opened read-only)
     int last_rc; // SQLite's code of the last failure (for the retries while opening)
     sqlite3_stmt *q[Q_COUNT];
@@ -617,6 +639,53 @@ static uint64_t ref_checksum(const uint8_t *p, size_t n) {
     return h;
 }
 
+// Reads a checksummed blob (payload, then its FNV-1a checksum in 8 bytes) from column 0 of s's
+// row: *bytes malloc'd, or *damaged when the blob is short or disagrees with its checksum.
+static void read_checked_blob(sqlite3_stmt *s, void **bytes, size_t *size, bool *found,
+                              bool *damaged) {
+    const uint8_t *b = sqlite3_column_blob(s, 0);
+    int n = sqlite3_column_bytes(s, 0);
+    uint64_t sum = 0;
+    if (b && n >= 8)
+        for (int i = 0; i < 8; i++)
+            sum |= (uint64_t)b[n - 8 + i] << (8 * i);
+    if (!b || n < 8 || sum != ref_checksum(b, (size_t)n - 8)) {
+        *damaged = true;
+        return;
+    }
+    *size = (size_t)n - 8;
+    *bytes = xmalloc(*size + 1);
+    memcpy(*bytes, b, *size);
+    *found = true;
+}
+
+// The payload followed by its checksum, as read_checked_blob reads it (malloc'd, size + 8 bytes).
+static uint8_t *checked_blob(const void *bytes, size_t size) {
+    uint8_t *b = xmalloc(size + 8);
+    if (size)
+        memcpy(b, bytes, size);
+    uint64_t sum = ref_checksum(b, size);
+    for (int i = 0; i < 8; i++)
+        b[size + (size_t)i] = (uint8_t)(sum >> (8 * i));
+    return b;
+}
+
+// The checksummed blob of key that query q (one key parameter, one blob column) reads.
+static int get_blob(ProfileDb *db, int q, const char *key, const char *what, void **bytes,
+                    size_t *size, bool *found, bool *damaged, Err *e) {
+    sqlite3_stmt *s = query(db, q, what, e);
+    if (!s)
+        return e->code;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int rc = step(db, s), st = ST_OK;
+    if (rc == SQLITE_ROW)
+        read_checked_blob(s, bytes, size, found, damaged);
+    else if (rc != SQLITE_DONE)
+        st = fail_db(db, rc, what, e);
+    done_with(s);
+    return st;
+}
+
 int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
                       bool *damaged, Err *e) {
     *bytes = NULL;
@@ -624,32 +693,8 @@ int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size
     *found = *damaged = false;
     if (!db->has_reference)
         return ST_OK;
-    sqlite3_stmt *s = query(db, Q_GET_REF, "reading a check reference", e);
-    if (!s)
-        return e->code;
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    int rc = step(db, s), st = ST_OK;
-    if (rc == SQLITE_ROW) {
-        const uint8_t *b = sqlite3_column_blob(s, 0);
-        int n = sqlite3_column_bytes(s, 0);
-        uint64_t sum = 0;
-        if (b && n >= 8) {
-            for (int i = 0; i < 8; i++)
-                sum |= (uint64_t)b[n - 8 + i] << (8 * i);
-        }
-        if (!b || n < 8 || sum != ref_checksum(b, (size_t)n - 8)) {
-            *damaged = true;
-        } else {
-            *size = (size_t)n - 8;
-            *bytes = xmalloc(*size + 1);
-            memcpy(*bytes, b, *size);
-            *found = true;
-        }
-    } else if (rc != SQLITE_DONE) {
-        st = fail_db(db, rc, "reading a check reference", e);
-    }
-    done_with(s);
-    return st;
+    return get_blob(db, Q_GET_REF, key, "reading a check reference", bytes, size, found, damaged,
+                    e);
 }
 
 int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t size, Err *e) {
@@ -661,17 +706,90 @@ int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t 
     sqlite3_stmt *s = query(db, Q_SET_REF, "storing a check reference", e);
     if (!s)
         return e->code;
-    uint8_t *b = xmalloc(size + 8);
-    if (size)
-        memcpy(b, bytes, size);
-    uint64_t sum = ref_checksum(b, size);
-    for (int i = 0; i < 8; i++)
-        b[size + (size_t)i] = (uint8_t)(sum >> (8 * i));
+    uint8_t *b = checked_blob(bytes, size);
     sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (int64_t)time(NULL));
     sqlite3_bind_blob(s, 3, b, (int)(size + 8), SQLITE_STATIC);
     int st = step_done(db, s, "storing a check reference", e);
     free(b);
+    return st;
+}
+
+// --- built modules -----------------------------------------------------------------------------
+
+int pdb_get_module(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
+                   bool *damaged, Err *e) {
+    *bytes = NULL;
+    *size = 0;
+    *found = *damaged = false;
+    if (!db->has_module)
+        return ST_OK;
+    int st = get_blob(db, Q_GET_MODULE, key, "reading a built module", bytes, size, found, damaged,
+                      e);
+    // A reuse refreshes the row's place in the eviction order (a read-only file keeps it).
+    if (st == ST_OK && *found && !db->readonly) {
+        sqlite3_stmt *u =
+            prepare(db, "UPDATE module SET used = ?2 WHERE key = ?1", "reading a built module", e);
+        if (!u)
+            return e->code;
+        sqlite3_bind_text(u, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(u, 2, (int64_t)time(NULL));
+        int rc = step(db, u);
+        if (rc != SQLITE_DONE)
+            st = fail_db(db, rc, "reading a built module", e);
+        sqlite3_finalize(u);
+    }
+    return st;
+}
+
+int pdb_set_module(ProfileDb *db, const char *key, const char *target, const char *fingerprint,
+                   const void *bytes, size_t size, int64_t keep_bytes, Err *e) {
+    if (db->readonly)
+        return err_set(e, ST_USAGE, "profile database %s was opened read-only", db->path);
+    if (!db->has_module)
+        return ST_OK;
+    if (size > (size_t)INT32_MAX - 8)
+        return err_set(e, ST_UNSUPPORTED, "a built module of %zu bytes is too large to store",
+                       size);
+    bool own = !db->in_txn;
+    if (own && exec_sql(db, "BEGIN IMMEDIATE", "storing a built module", e) != ST_OK)
+        return e->code;
+    sqlite3_stmt *s = query(db, Q_SET_MODULE, "storing a built module", e);
+    int st = s ? ST_OK : e->code;
+    if (s) {
+        uint8_t *b = checked_blob(bytes, size);
+        sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, target, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, fingerprint, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (int64_t)time(NULL));
+        sqlite3_bind_blob(s, 5, b, (int)(size + 8), SQLITE_STATIC);
+        st = step_done(db, s, "storing a built module", e);
+        free(b);
+    }
+    // The least recently used modules go until the rest fit keep_bytes (the new one stays).
+    if (st == ST_OK && keep_bytes >= 0) {
+        sqlite3_stmt *d = prepare(
+            db,
+            "DELETE FROM module WHERE key IN (SELECT key FROM (SELECT key, sum(length(bytes)) "
+            "OVER (ORDER BY key = ?1 DESC, used DESC, created DESC, key) AS upto FROM module) "
+            "WHERE upto > ?2 AND key != ?1)",
+            "evicting built modules", e);
+        st = d ? ST_OK : e->code;
+        if (d) {
+            sqlite3_bind_text(d, 1, key, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(d, 2, keep_bytes);
+            int rc = step(db, d);
+            if (rc != SQLITE_DONE)
+                st = fail_db(db, rc, "evicting built modules", e);
+            sqlite3_finalize(d);
+        }
+    }
+    if (own) {
+        if (st == ST_OK)
+            st = exec_sql(db, "COMMIT", "storing a built module", e);
+        if (st != ST_OK)
+            sqlite3_exec(db->db, "ROLLBACK", NULL, NULL, NULL);
+    }
     return st;
 }
 
@@ -745,12 +863,12 @@ static int setup_schema(ProfileDb *db, Err *e) {
         st =
             err_set(e, ST_RUNTIME, "profile database %s is empty (nothing measured yet)", db->path);
     if (st == ST_OK && !has_meta) {
-        char sql[1024];
+        char sql[2048];
         snprintf(sql, sizeof sql,
                  "%s INSERT INTO meta VALUES ('schema_version', '%d'), ('created_by', 'orch %s');",
                  schema_sql, PDB_SCHEMA_VERSION, ORCH_VERSION);
         st = exec_sql(db, sql, "creating the schema", e);
-        db->has_reference = true;
+        db->has_reference = db->has_module = true;
         db->version = PDB_SCHEMA_VERSION;
     } else if (st == ST_OK) {
         s = prepare(db, "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -768,7 +886,8 @@ static int setup_schema(ProfileDb *db, Err *e) {
         }
         if (st == ST_OK && version >= 1 && version < PDB_SCHEMA_VERSION && !db->readonly) {
             // Version 1 → 2: the reference table; 2 → 3: the load and suspect columns (old
-            // rows: load unknown, not suspect). All in this same transaction, rows kept.
+            // rows: load unknown, not suspect); 3 → 4: the module table. All in this same
+            // transaction, rows kept.
             // A file whose version was set back by hand may have the columns already.
             bool has_load = false;
             s = prepare(db,
@@ -778,16 +897,17 @@ static int setup_schema(ProfileDb *db, Err *e) {
             if (s && step(db, s) == SQLITE_ROW)
                 has_load = sqlite3_column_int(s, 0) > 0;
             sqlite3_finalize(s);
-            char sql[1024];
+            char sql[2048];
             snprintf(sql, sizeof sql,
-                     "%s%s UPDATE meta SET value = '%d' WHERE key = "
+                     "%s%s%s UPDATE meta SET value = '%d' WHERE key = "
                      "'schema_version';",
                      version < 2 ? REFERENCE_TABLE_SQL : "", has_load ? "" : MEASUREMENT_V3_SQL,
-                     PDB_SCHEMA_VERSION);
-            st = exec_sql(db, sql, "upgrading the schema to version 3", e);
+                     MODULE_TABLE_SQL, PDB_SCHEMA_VERSION);
+            st = exec_sql(db, sql, "upgrading the schema to version 4", e);
             version = PDB_SCHEMA_VERSION;
         }
         db->has_reference = version >= 2;
+        db->has_module = version >= 4;
         db->version = (int)ORCH_MIN(version, PDB_SCHEMA_VERSION);
         if (st == ST_OK && version > PDB_SCHEMA_VERSION)
             st = err_set(e, ST_UNSUPPORTED,
@@ -912,6 +1032,24 @@ static int64_t file_size(const char *path) {
     return stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
 }
 
+// The rows of a blob table and their blobs' bytes in all.
+static int count_blobs(ProfileDb *db, const char *table, int64_t *rows, int64_t *bytes, Err *e) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM %s", table);
+    sqlite3_stmt *s = prepare(db, sql, "reading statistics", e);
+    if (!s)
+        return e->code;
+    int rc = step(db, s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        return fail_db(db, rc, "reading statistics", e);
+    }
+    *rows = sqlite3_column_int64(s, 0);
+    *bytes = sqlite3_column_int64(s, 1);
+    sqlite3_finalize(s);
+    return ST_OK;
+}
+
 static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     const char *what = "reading statistics";
     sqlite3_stmt *s = prepare(db,
@@ -936,19 +1074,12 @@ static int stats_queries(ProfileDb *db, PdbStats *st, Err *e) {
     st->values = sqlite3_column_int64(s, 4);
     st->schema_version = sqlite3_column_int(s, 5);
     sqlite3_finalize(s);
-    if (db->has_reference) {
-        s = prepare(db, "SELECT count(*), coalesce(sum(length(bytes)), 0) FROM reference", what, e);
-        if (!s)
-            return e->code;
-        rc = step(db, s);
-        if (rc != SQLITE_ROW) {
-            sqlite3_finalize(s);
-            return fail_db(db, rc, what, e);
-        }
-        st->references = sqlite3_column_int64(s, 0);
-        st->reference_bytes = sqlite3_column_int64(s, 1);
-        sqlite3_finalize(s);
-    }
+    if (db->has_reference &&
+        (rc = count_blobs(db, "reference", &st->references, &st->reference_bytes, e)) != ST_OK)
+        return rc;
+    if (db->has_module &&
+        (rc = count_blobs(db, "module", &st->modules, &st->module_bytes, e)) != ST_OK)
+        return rc;
 
     s = prepare(db,
                 "SELECT target, fingerprint, count(*), count(DISTINCT signature) FROM "
@@ -1121,11 +1252,12 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
                 ", \"file_bytes\": %" PRId64 ", \"schema_version\": %d, \"rows\": %" PRId64
                 ", \"kernels\": %" PRId64 ", \"device_values\": %" PRId64
                 ", \"references\": %" PRId64 ", \"reference_bytes\": %" PRId64
+                ", \"modules\": %" PRId64 ", \"module_bytes\": %" PRId64
                 ", \"oldest\": %" PRId64 ", \"newest\": %" PRId64
                 ", \"oldest_iso\": \"%s\", \"newest_iso\": \"%s\", \"suspect\": %" PRId64
                 ", \"integrity\": ",
                 st->file_bytes, st->schema_version, st->rows, st->signatures, st->values,
-                st->references, st->reference_bytes, st->oldest, st->newest, a, b, st->suspect);
+                st->references, st->reference_bytes, st->modules, st->module_bytes, st->oldest, st->newest, a, b, st->suspect);
         json_string(f, st->integrity);
         fprintf(f, ", \"by_status\": {");
         print_by_status(f, st->by_status, true);
@@ -1164,6 +1296,8 @@ void pdb_stats_print(const PdbStats *st, FILE *f, bool json) {
     fprintf(f, "  device values: %" PRId64 "\n", st->values);
     fprintf(f, "  references:    %" PRId64 " (end-to-end check outputs, %.1f KiB)\n",
             st->references, (double)st->reference_bytes / 1024.0);
+    fprintf(f, "  modules:       %" PRId64 " (built kernels reused by compiles, %.1f KiB)\n",
+            st->modules, (double)st->module_bytes / 1024.0);
     if (st->n_groups)
         fprintf(f, "  by target and device:\n");
     for (int i = 0; i < st->n_groups; i++) {
@@ -1196,16 +1330,18 @@ int pdb_count_matching(ProfileDb *db, const char *target, const char *fingerprin
              "CASE WHEN ?1 IS NULL THEN (SELECT count(*) FROM device_value WHERE "
              "?2 IS NULL OR instr(fingerprint, ?2) > 0) ELSE 0 END, "
              "CASE WHEN ?1 IS NULL AND ?2 IS NULL AND %d THEN (SELECT count(*) FROM %s) "
-             "ELSE 0 END",
+             "ELSE 0 END, (SELECT count(*) FROM %s%s)",
              clear_where, db->has_reference ? 1 : 0,
-             db->has_reference ? "reference" : "meta WHERE 0");
+             db->has_reference ? "reference" : "meta WHERE 0",
+             db->has_module ? "module WHERE " : "meta WHERE 0", db->has_module ? clear_where : "");
     sqlite3_stmt *s = prepare(db, sql, "counting rows", e);
     if (!s)
         return e->code;
     bind_filters(s, target, fingerprint_sub);
     int rc = step(db, s), st = ST_OK;
     if (rc == SQLITE_ROW)
-        *n = sqlite3_column_int64(s, 0) + sqlite3_column_int64(s, 1) + sqlite3_column_int64(s, 2);
+        *n = sqlite3_column_int64(s, 0) + sqlite3_column_int64(s, 1) + sqlite3_column_int64(s, 2) +
+             sqlite3_column_int64(s, 3);
     else
         st = fail_db(db, rc, "counting rows", e);
     sqlite3_finalize(s);
@@ -1244,6 +1380,20 @@ int pdb_clear(ProfileDb *db, const char *target, const char *fingerprint_sub, in
                 *deleted += sqlite3_changes(db->db);
             else
                 st = fail_db(db, rc, "clearing device values", e);
+            sqlite3_finalize(s);
+        }
+    }
+    if (st == ST_OK && db->has_module) {
+        snprintf(sql, sizeof sql, "DELETE FROM module WHERE %s", clear_where);
+        s = prepare(db, sql, "clearing built modules", e);
+        st = s ? ST_OK : e->code;
+        if (s) {
+            bind_filters(s, target, fingerprint_sub);
+            int rc = step(db, s);
+            if (rc == SQLITE_DONE)
+                *deleted += sqlite3_changes(db->db);
+            else
+                st = fail_db(db, rc, "clearing built modules", e);
             sqlite3_finalize(s);
         }
     }

@@ -18,10 +18,11 @@
 #include <stdio.h>
 
 // The schema this orch reads and writes; a file with a newer one is refused (ST_UNSUPPORTED).
-// Version 2 added the reference table, version 3 each timing's load and suspect flag; an older
-// file is upgraded, its rows kept, when opened read-write (a read-only open reads it as it is:
-// no references before 2, load unknown and nothing suspect before 3).
-#define PDB_SCHEMA_VERSION 3
+// Version 2 added the reference table, version 3 each timing's load and suspect flag, version 4
+// the built modules; an older file is upgraded, its rows kept, when opened read-write (a read-only
+// open reads it as it is: no references before 2, load unknown and nothing suspect before 3, no
+// modules before 4).
+#define PDB_SCHEMA_VERSION 4
 
 typedef struct ProfileDb ProfileDb;
 
@@ -123,6 +124,19 @@ int pdb_get_reference(ProfileDb *db, const char *key, void **bytes, size_t *size
 // Inserts or replaces the reference of key (one transaction, like pdb_store).
 int pdb_set_reference(ProfileDb *db, const char *key, const void *bytes, size_t size, Err *e);
 
+// Built modules (the compiled kernels an artefact carries), so that a compile choosing the same
+// kernels as an earlier one on this machine reuses its build: a blob per key, which the caller
+// derives from everything the module depends on (the source, the compiler and its flags, the
+// device); target and fingerprint file the row for `orch db clear` and stats. Checksummed like
+// the references: a damaged row reads as absent (*damaged). A hit marks the row used now.
+// Modules are this machine's: db export, import and merge leave them out (code is not shared).
+int pdb_get_module(ProfileDb *db, const char *key, void **bytes, size_t *size, bool *found,
+                   bool *damaged, Err *e);
+// Inserts or replaces key's module, then evicts the least recently used others until all
+// modules fit keep_bytes (negative: no limit); one transaction.
+int pdb_set_module(ProfileDb *db, const char *key, const char *target, const char *fingerprint,
+                   const void *bytes, size_t size, int64_t keep_bytes, Err *e);
+
 // What `orch db stats` prints.
 typedef struct PdbGroupStats {
     char *target, *fingerprint;
@@ -142,6 +156,8 @@ typedef struct PdbStats {
     int64_t values;                  // device constants
     int64_t references;              // end-to-end check references (pdb_set_reference)
     int64_t reference_bytes;         // their blobs' bytes in all
+    int64_t modules;                 // built modules kept for reuse (pdb_set_module)
+    int64_t module_bytes;            // their blobs' bytes in all
     int64_t oldest, newest;          // unix seconds of the measurements (0 when there are none)
     int n_groups;                    // per (target, fingerprint), ordered by both
     PdbGroupStats *groups;
@@ -212,8 +228,8 @@ int pdb_merge_row(ProfileDb *db, const PdbRow *r, PdbMergeAction *done, Err *e);
 int pdb_merge_value(ProfileDb *db, const char *fingerprint, const char *key, double v,
                     int64_t created, PdbMergeAction *done, Err *e);
 
-// Deletes the measurements whose target equals target and whose fingerprint contains
-// fingerprint_sub (NULL: any), the device constants whose fingerprint contains fingerprint_sub
+// Deletes the measurements and built modules whose target equals target and whose fingerprint
+// contains fingerprint_sub (NULL: any), the device constants whose fingerprint contains fingerprint_sub
 // when no target is given (they belong to a device, not a target), and the end-to-end check
 // references when neither is given (they belong to no device). *deleted: rows removed in all.
 int pdb_clear(ProfileDb *db, const char *target, const char *fingerprint_sub, int64_t *deleted,

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -170,6 +171,25 @@ static int write_file(const char *path, const char *text, Err *e) {
     return ST_OK;
 }
 
+// The compiler's code-generation flags (spawn_cc's argv after the compiler; cbuild_identity).
+#define CC_FLAGS "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11", "-fno-math-errno"
+
+static char identity[512];
+
+static void identity_once(void) {
+    static const char *const flags[] = {CC_FLAGS};
+    size_t n = (size_t)snprintf(identity, sizeof identity, "%s (%s)", cbuild_compiler_version(),
+                                cbuild_compiler());
+    for (size_t i = 0; i < ORCH_COUNT(flags) && n < sizeof identity; i++)
+        n += (size_t)snprintf(identity + n, sizeof identity - n, " %s", flags[i]);
+}
+
+const char *cbuild_identity(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, identity_once);
+    return identity;
+}
+
 // Starts `cc ... -o so_path -x c - < c_path` with stdout and stderr sent to log_path. The source
 // comes on standard input so that the shared object names no file of this build (the compiler
 // records its source's name in the symbol table): an artefact's bytes depend on its kernels alone,
@@ -178,13 +198,7 @@ static int spawn_cc(const char *c_path, const char *so_path, const char *log_pat
                     Err *e) {
     // (-x none: what follows is for the linker again.)
     const char *argv[] = {cbuild_compiler(),
-                          "-O3",
-                          "-march=native",
-                          "-fopenmp",
-                          "-shared",
-                          "-fPIC",
-                          "-std=gnu11",
-                          "-fno-math-errno",
+                          CC_FLAGS,
                           "-w",
                           "-o",
                           so_path,

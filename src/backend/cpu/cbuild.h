@@ -12,6 +12,11 @@ typedef struct CModule CModule;
 // The compiler command (ORCH_CC overrides "cc") and its version line ("gcc 12.2.0").
 const char *cbuild_compiler(void);
 const char *cbuild_compiler_version(void);
+// Everything besides the source that decides what a build produces: the compiler's version and
+// command, and the flags ("gcc 12.2.0 (cc) -O3 -march=native ..."). Builds are reproducible
+// (cbuild_module: the object names no file of its build), so a source and this identity, on
+// one machine, give the same shared object.
+const char *cbuild_identity(void);
 
 // Removes the work directories in $TMPDIR that processes of this host left behind when they died
 // (killed in the middle of a compile): named orch-build-HOST-PID-XXXXXX, owned by this user, real

@@ -72,8 +72,16 @@ static int cold_set_count(const TargetMachine *m, double footprint) {
 // Checks and times one loaded kernel (sym: its entry point); prepack: its NAME_prepack or NULL
 // (target.h), applied to the inputs it reorders, as the runtime session does once at load. An
 // operator kernel's every output is checked.
+// Unstable timings in a row after which the lab stops timing again (busy_streak): the pause
+// between attempts lets a neighbour's burst pass, but a machine busy for this many kernels in a
+// row is busy for good, and each futile retry costs its timing and 50-100 ms of pause.
+#define LAB_BUSY_STREAK 4
+
+// *busy_streak: the kernels before this one whose timings all stayed unstable, in a row; from
+// LAB_BUSY_STREAK on a kernel is timed once (a stable timing ends the streak).
 static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate *c, void **values,
-                    void *sym, CPrepackFn prepack, LabJob *j, const LabOptions *opt) {
+                    void *sym, CPrepackFn prepack, LabJob *j, const LabOptions *opt,
+                    int *busy_streak) {
     const Prim *sink = pg->prims[c->prims[c->n_prims - 1]];
     Kernel k = {0};
     if (ckernel_op_abi(sink))
@@ -182,7 +190,8 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
     // of all.
     LabTiming best = {0};
     double min_all = INFINITY;
-    for (int attempt = 1; attempt <= LAB_ATTEMPTS; attempt++) {
+    int attempts = *busy_streak >= LAB_BUSY_STREAK ? 1 : LAB_ATTEMPTS;
+    for (int attempt = 1; attempt <= attempts; attempt++) {
         if (attempt > 1) {
             struct timespec ts = {0, (long)(LAB_BACKOFF_S * (attempt - 1) * 1e9)};
             nanosleep(&ts, NULL);
@@ -224,7 +233,12 @@ static void measure(const TargetMachine *m, const PrimGraph *pg, const Candidate
     j->spread = best.spread;
     j->load = best.load;
     j->unstable = best.unstable;
-    if (best.unstable)
+    *busy_streak = best.unstable ? *busy_streak + 1 : 0;
+    if (best.unstable && attempts == 1)
+        snprintf(j->note, sizeof j->note,
+                 "unstable, timed once (the machine stayed busy for %d kernels before): %s",
+                 LAB_BUSY_STREAK, best.why);
+    else if (best.unstable)
         snprintf(j->note, sizeof j->note, "unstable after %d timings: %s", j->attempts, best.why);
     j->status = LAB_OK;
 done:
@@ -302,15 +316,16 @@ static int build_units(Unit *units, int nu, const LabOptions *opt, CModule **mod
 // measure(), its seconds added to *measuring (the rest of a lab call is emitting and building).
 static void measure_timed(const TargetMachine *m, const PrimGraph *pg, const Candidate *c,
                           void **values, void *fn, CPrepackFn prepack, LabJob *j,
-                          const LabOptions *opt, double *measuring) {
+                          const LabOptions *opt, double *measuring, int *busy_streak) {
     double t0 = now_s();
-    measure(m, pg, c, values, fn, prepack, j, opt);
+    measure(m, pg, c, values, fn, prepack, j, opt, busy_streak);
     *measuring += now_s() - t0;
 }
 
 int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet *cs, void **values,
                 LabJob *jobs, int n, const LabOptions *opt, Err *e) {
     double t_start = now_s(), measuring = 0;
+    int busy_streak = 0; // see measure
     int per = opt->per_unit > 0 ? opt->per_unit : lab_unit_size(n, opt->jobs, 16);
 #ifdef _OPENMP
     // Kernels are timed with the target's threads, as a session runs them (session_cpu.c sets
@@ -363,7 +378,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
                     void *fn = cmodule_sym(smods[i], name);
                     if (fn)
                         measure_timed(m, pg, c, values, fn, prepack_of(smods[i], name), j, opt,
-                                      &measuring);
+                                      &measuring, &busy_streak);
                     else
                         j->status = LAB_BUILD_FAILED;
                 }
@@ -392,7 +407,7 @@ int cpu_lab_run(const TargetMachine *m, const PrimGraph *pg, const CandidateSet 
                 void *fn = cmodule_sym(mods[u], name);
                 if (fn)
                     measure_timed(m, pg, c, values, fn, prepack_of(mods[u], name), j, opt,
-                                  &measuring);
+                                  &measuring, &busy_streak);
                 else {
                     j->status = LAB_BUILD_FAILED;
                     snprintf(j->note, sizeof j->note, "symbol %s missing from its unit", name);

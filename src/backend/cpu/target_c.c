@@ -194,6 +194,11 @@ static int cpu_build(const TargetMachine *m, const PrimGraph *pg, const Candidat
     return rc;
 }
 
+static const char *cpu_module_identity(const TargetMachine *m) {
+    (void)m;
+    return cbuild_identity();
+}
+
 static void cpu_lab_modules_free(void *const *mods, int n) {
     for (int i = 0; mods && i < n; i++)
         cmodule_free(mods[i]);
@@ -215,6 +220,7 @@ const Target target_cpu = {
     .build = cpu_build,
     .lab_modules_free = cpu_lab_modules_free,
     .module_source = cpu_module_source,
+    .module_identity = cpu_module_identity,
     .export_tree = cpu_export_tree,
     .runtime = &target_runtime_cpu,
 };

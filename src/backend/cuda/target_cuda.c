@@ -402,6 +402,9 @@ const Target target_cuda = {
     .build = cuda_build,
     .lab_modules_free = cuda_lab_modules_free,
     .module_source = cuda_module_source,
+    // Not reused from the database: the module packs a launch table (grids, blocks, library
+    // calls) beside the cubin that the source's text does not spell out in full.
+    .module_identity = NULL,
     .export_tree = cuda_export_tree,
     .runtime = &target_runtime_cuda,
 };

@@ -2,7 +2,9 @@
 // store/look-up round trips, pending rows of live and dead processes (forked children), a crashed
 // config retried once, rows with impossible values read as absent, device values, stats, filtered
 // clearing, end-to-end check references (round trip, damaged blobs read as absent, stats,
-// clearing, the upgrade of a version 1 file), refused files (missing, not SQLite, truncated,
+// clearing, the upgrade of a version 1 file), built modules (round trip, damaged blobs, eviction
+// of the least recently used, clearing, left out of merges, the upgrade of a version 3 file),
+// refused files (missing, not SQLite, truncated,
 // newer schema, foreign), concurrent writers and a writer SIGKILLed mid-loop; each timing's load
 // and suspect flag (round trip, impossible values, the upgrade of a version 2 file), the anomaly
 // check's counts, the merge rule case by case, and the JSON-lines export and import (round trip
@@ -681,12 +683,14 @@ static void clear_filters(void) {
 }
 
 // Replaces the stored blob of key with edit(blob) as another program would (SQLite directly).
-static void raw_edit_reference(const char *path, const char *key, int flip_at, int keep) {
+static void raw_edit_blob(const char *path, const char *table, const char *key, int flip_at,
+                          int keep) {
     sqlite3 *raw;
     CHECK(sqlite3_open(path, &raw) == SQLITE_OK);
     sqlite3_stmt *s;
-    CHECK(sqlite3_prepare_v2(raw, "SELECT bytes FROM reference WHERE key = ?1", -1, &s, NULL) ==
-          SQLITE_OK);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT bytes FROM %s WHERE key = ?1", table);
+    CHECK(sqlite3_prepare_v2(raw, sql, -1, &s, NULL) == SQLITE_OK);
     sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
     CHECK(sqlite3_step(s) == SQLITE_ROW);
     int n = sqlite3_column_bytes(s, 0);
@@ -698,8 +702,8 @@ static void raw_edit_reference(const char *path, const char *key, int flip_at, i
         b[flip_at] ^= 0x10;
     if (keep >= 0 && keep < n)
         n = keep;
-    CHECK(sqlite3_prepare_v2(raw, "UPDATE reference SET bytes = ?2 WHERE key = ?1", -1, &s, NULL) ==
-          SQLITE_OK);
+    snprintf(sql, sizeof sql, "UPDATE %s SET bytes = ?2 WHERE key = ?1", table);
+    CHECK(sqlite3_prepare_v2(raw, sql, -1, &s, NULL) == SQLITE_OK);
     sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_blob(s, 2, b, n, SQLITE_STATIC);
     CHECK(sqlite3_step(s) == SQLITE_DONE);
@@ -757,15 +761,15 @@ static void references(void) {
     pdb_stats_free(&st);
     // Damaged rows read as absent, never as data: a flipped byte in the payload or in the
     // checksum, a blob cut short by one byte, one shorter than its checksum, an empty one.
-    raw_edit_reference(path, keys[5], 500, -1);
+    raw_edit_blob(path, "reference", keys[5], 500, -1);
     expect_reference(db, keys[5], NULL, 0, false, true);
-    raw_edit_reference(path, keys[4], (int)sizes[4] + 3, -1);
+    raw_edit_blob(path, "reference", keys[4], (int)sizes[4] + 3, -1);
     expect_reference(db, keys[4], NULL, 0, false, true);
-    raw_edit_reference(path, keys[3], -1, (int)sizes[3] + 7);
+    raw_edit_blob(path, "reference", keys[3], -1, (int)sizes[3] + 7);
     expect_reference(db, keys[3], NULL, 0, false, true);
-    raw_edit_reference(path, keys[2], -1, 5);
+    raw_edit_blob(path, "reference", keys[2], -1, 5);
     expect_reference(db, keys[2], NULL, 0, false, true);
-    raw_edit_reference(path, keys[1], -1, 0);
+    raw_edit_blob(path, "reference", keys[1], -1, 0);
     expect_reference(db, keys[1], NULL, 0, false, true);
     expect_reference(db, keys[6], blobs[6], sizes[6], true, false); // the others are intact
     // Storing again repairs a damaged row.
@@ -789,6 +793,130 @@ static void references(void) {
     pdb_close(db);
     for (int i = 0; i < 7; i++)
         free(blobs[i]);
+}
+
+// Expects the module of key to read back as exactly want (n bytes), or as absent.
+static void expect_module(ProfileDb *db, const char *key, const uint8_t *want, size_t n,
+                          bool present, bool damaged_expected) {
+    Err e = {0};
+    void *got = NULL;
+    size_t size = 7;
+    bool found = !present, damaged = !damaged_expected;
+    CHECK_MSG(pdb_get_module(db, key, &got, &size, &found, &damaged, &e) == ST_OK, "%s", e.msg);
+    CHECK_MSG(found == present && damaged == damaged_expected, "%s: found %d damaged %d", key,
+              found, damaged);
+    if (present)
+        CHECK_MSG(size == n && memcmp(got, want, n) == 0, "%s: %zu bytes, want %zu", key, size, n);
+    else
+        CHECK(got == NULL && size == 0);
+    free(got);
+}
+
+static int64_t module_count(ProfileDb *db, int64_t *bytes) {
+    PdbStats st;
+    Err e = {0};
+    CHECK_MSG(pdb_stats(db, &st, &e) == ST_OK, "%s", e.msg);
+    int64_t n = st.modules;
+    if (bytes)
+        *bytes = st.module_bytes;
+    pdb_stats_free(&st);
+    return n;
+}
+
+// Built modules: round trips, damaged blobs read as absent, eviction of the least recently used
+// past the byte limit (a reuse refreshes a row), clearing by target and device, merges leaving
+// them out, and a version 3 file (no module table): read-only it has none; read-write upgraded.
+static void modules(void) {
+    char path[512], other_path[512];
+    path_in(path, sizeof path, "mod.db");
+    path_in(other_path, sizeof other_path, "mod-other.db");
+    ProfileDb *db = open_ok(path);
+    if (!db)
+        return;
+    Err e = {0};
+    enum { N = 5, SIZE = 1000 };
+    uint8_t blob[N][SIZE];
+    char keys[N][64];
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < SIZE; j++)
+            blob[i][j] = (uint8_t)rnd();
+        snprintf(keys[i], sizeof keys[i], "%016" PRIx64 "-%d", rnd(), i);
+        CHECK_MSG(pdb_set_module(db, keys[i], i < 3 ? "cpu" : "cuda", i % 2 ? "dev a" : "dev b",
+                                 blob[i], SIZE, -1, &e) == ST_OK,
+                  "%s", e.msg);
+    }
+    for (int i = 0; i < N; i++)
+        expect_module(db, keys[i], blob[i], SIZE, true, false);
+    expect_module(db, "no such key", NULL, 0, false, false);
+    int64_t bytes = 0;
+    CHECK(module_count(db, &bytes) == N && bytes == N * (SIZE + 8));
+    // Damaged: a flipped payload byte, a blob cut short; storing again repairs it.
+    raw_edit_blob(path, "module", keys[0], 10, -1);
+    expect_module(db, keys[0], NULL, 0, false, true);
+    raw_edit_blob(path, "module", keys[1], -1, SIZE);
+    expect_module(db, keys[1], NULL, 0, false, true);
+    CHECK(pdb_set_module(db, keys[0], "cpu", "dev b", blob[0], SIZE, -1, &e) == ST_OK);
+    expect_module(db, keys[0], blob[0], SIZE, true, false);
+    // Eviction: the rows' last use set apart by hand (a second's resolution otherwise), key 2
+    // the oldest; a reuse of key 2 makes key 3 the oldest; room for three leaves the new one and
+    // the two most recent others.
+    raw_sql(path, "UPDATE module SET used = 1000 + rowid");
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE module SET used = 10 WHERE key = '%s'", keys[2]);
+    raw_sql(path, sql);
+    snprintf(sql, sizeof sql, "UPDATE module SET used = 20 WHERE key = '%s'", keys[3]);
+    raw_sql(path, sql);
+    expect_module(db, keys[2], blob[2], SIZE, true, false); // used now
+    uint8_t extra[SIZE];
+    for (int j = 0; j < SIZE; j++)
+        extra[j] = (uint8_t)rnd();
+    CHECK(pdb_set_module(db, "extra", "cpu", "dev b", extra, SIZE, 3 * (SIZE + 8), &e) == ST_OK);
+    CHECK(module_count(db, NULL) == 3);
+    expect_module(db, "extra", extra, SIZE, true, false);
+    expect_module(db, keys[2], blob[2], SIZE, true, false);
+    expect_module(db, keys[3], NULL, 0, false, false);
+    // A limit below the new module alone keeps it (and only it).
+    CHECK(pdb_set_module(db, "alone", "cpu", "dev a", extra, SIZE, 10, &e) == ST_OK);
+    CHECK(module_count(db, NULL) == 1);
+    expect_module(db, "alone", extra, SIZE, true, false);
+    // Clearing: by target, by device, and a merge into another file copies none.
+    for (int i = 0; i < N; i++)
+        CHECK(pdb_set_module(db, keys[i], i < 3 ? "cpu" : "cuda", i % 2 ? "dev a" : "dev b",
+                             blob[i], SIZE, -1, &e) == ST_OK);
+    ProfileDb *other = open_ok(other_path);
+    if (other) {
+        PdbShareStats ss;
+        CHECK_MSG(pdb_merge(other, db, &ss, &e) == ST_OK, "%s", e.msg);
+        CHECK(module_count(other, NULL) == 0);
+        pdb_close(other);
+    }
+    int64_t cnt = -1, del = -1;
+    CHECK(pdb_count_matching(db, "cuda", NULL, &cnt, &e) == ST_OK && cnt == 2);
+    CHECK(pdb_clear(db, "cuda", NULL, &del, &e) == ST_OK && del == 2);
+    CHECK(pdb_clear(db, NULL, "dev a", &del, &e) == ST_OK && del == 2); // keys 1 and "alone"
+    expect_module(db, keys[0], blob[0], SIZE, true, false);
+    expect_module(db, keys[1], NULL, 0, false, false);
+    CHECK(pdb_clear(db, NULL, NULL, &del, &e) == ST_OK && del == 2);
+    CHECK(module_count(db, NULL) == 0);
+    CHECK(pdb_set_module(db, keys[4], "cpu", "dev", blob[4], SIZE, -1, &e) == ST_OK);
+    pdb_close(db);
+    // What version 3 wrote: no module table.
+    raw_sql(path, "DROP TABLE module; UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+    CHECK_MSG(pdb_open(path, true, &db, &e) == ST_OK, "%s", e.msg);
+    expect_module(db, keys[4], NULL, 0, false, false);
+    CHECK(module_count(db, NULL) == 0);
+    CHECK(pdb_set_module(db, keys[4], "cpu", "dev", blob[4], SIZE, -1, &e) == ST_USAGE);
+    e = (Err){0};
+    pdb_close(db);
+    db = open_ok(path);
+    if (!db)
+        return;
+    PdbStats st;
+    CHECK(pdb_stats(db, &st, &e) == ST_OK && st.schema_version == PDB_SCHEMA_VERSION);
+    pdb_stats_free(&st);
+    CHECK(pdb_set_module(db, keys[4], "cpu", "dev", blob[4], SIZE, -1, &e) == ST_OK);
+    expect_module(db, keys[4], blob[4], SIZE, true, false);
+    pdb_close(db);
 }
 
 // A version 1 file (no reference table): read-only, it has no references and refuses to store
@@ -1494,6 +1622,7 @@ int main(void) {
     RUN(clear_filters);
     RUN(references);
     RUN(schema_upgrade);
+    RUN(modules);
     RUN(suspect_round_trip);
     RUN(schema_v2_upgrade);
     RUN(check_counts);
