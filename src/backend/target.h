@@ -42,8 +42,14 @@ typedef struct KernelConfig {
     int cls;                    // kernel class (the target's own numbering)
     int64_t p[KCFG_MAX_PARAMS]; // class-specific knobs
     double score;               // the hardware model's estimate in seconds; lower is better
+    unsigned flags;             // KCFG_* below
     char desc[128];
 } KernelConfig;
+// The config computes its candidate with more rounding error than the direct evaluation (Winograd
+// F(4x4)'s transforms): within the lab's check for one kernel, but such errors compound over a
+// deep plan, so a compile whose plan holds these configs and misses its end-to-end check leaves
+// them out and solves again (compile.c). Not part of desc: the code and its timing are the same.
+#define KCFG_REDUCED_EXACTNESS 1u
 
 // Sorts n configs by score into out (at most k, duplicates of desc dropped: the first, best
 // scored, stays); returns how many. cand is reordered. Shared by the config functions of both

@@ -18,7 +18,7 @@ static void compile_usage(FILE *f, bool options) {
                " [--precision fp32|tf32|fp16|bf16] [--half-storage]\n           [--layout "
                "auto|nchw|nhwc] [--no-mlp-chains] [--no-attention] [--explain|--explain-all]"
                "\n           [--strict] [--budget S] [--trust-timings] [--gpus all|N|LIST]"
-               " [--quiet]\n");
+               " [--check-tol T]\n           [--quiet]\n");
     if (!options)
         return;
     fprintf(f,
@@ -52,6 +52,8 @@ static void compile_usage(FILE *f, bool options) {
             "  --gpus all|N|LIST   GPUs that measure (cuda): every one of GPU 0's kind (the\n"
             "                      default), the first N of them, or ordinals with 0 (0,2);\n"
             "                      the plan is the same, tuning about N times faster\n"
+            "  --check-tol T       the end-to-end check's relative bound (default: 1e-4\n"
+            "                      under fp32, wider with depth under reduced precisions)\n"
             "  --quiet             no progress lines\n"
             "The summary names every kernel not generated (op, ONNX nodes, the interpreter\n"
             "that runs it, why, its share of the predicted time); `orch info MODEL.onnx` tells\n"
@@ -101,7 +103,8 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
                      strcmp(s, "--jobs") == 0 || strcmp(s, "--input-shapes") == 0 ||
                      strcmp(s, "--time-limit") == 0 || strcmp(s, "--seed") == 0 ||
                      strcmp(s, "--precision") == 0 || strcmp(s, "--layout") == 0 ||
-                     strcmp(s, "--budget") == 0 || strcmp(s, "--gpus") == 0;
+                     strcmp(s, "--budget") == 0 || strcmp(s, "--gpus") == 0 ||
+                     strcmp(s, "--check-tol") == 0;
         if (takes && !v)
             return bad("%s needs a value", s);
         int rc = ST_OK;
@@ -161,6 +164,12 @@ int cli_compile_args(int argc, char **argv, CompileOptions *o, const char **mode
             o->budget_s = strtod(v, &end);
             if (end == v || *end || errno || !(o->budget_s > 0) || o->budget_s > 1e7)
                 return bad("--budget expects seconds (a positive number), got '%s'", v);
+        } else if (strcmp(s, "--check-tol") == 0) {
+            char *end;
+            errno = 0;
+            o->check_tol = strtod(v, &end);
+            if (end == v || *end || errno || !(o->check_tol > 0) || o->check_tol >= 1)
+                return bad("--check-tol expects a relative bound in (0, 1), got '%s'", v);
         } else if (strcmp(s, "--gpus") == 0) {
             LabDeviceSpec spec;
             Err ge = {0};

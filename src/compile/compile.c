@@ -149,6 +149,7 @@ typedef struct Driver {
     size_t model_size;
     const char *model_path;
     void **f32_outs; // half storage: the float32 model's outputs on the check's inputs, or NULL
+    bool exact_only; // configs of reduced exactness left out (leave_out_reduced)
 } Driver;
 
 static int cmp_u64_idx(const void *a, const void *b) {
@@ -741,6 +742,117 @@ static int solve(Driver *d, Selection *sel, Err *e) {
     selection_free(sel);
     memset(sel, 0, sizeof *sel);
     return orchestrate(d->cs, &oo, sel, e);
+}
+
+// Tuning and solving from the configs the signatures hold (collect_configs, and whatever an
+// earlier call measured): first configs, the transfers, fused attention, a solve, then rounds
+// measuring every config of the chosen kernels and solving again. list and k_at have room for
+// n_sigs entries. Called again after configs were left out (leave_out_reduced): what was measured
+// stays known, so a warm compile that leaves them out from the start reaches the same selection.
+static int tune_and_solve(Driver *d, Selection *sel, int *list, int *k_at, Err *e) {
+    double t = now_s(), tv = d->t_values;
+    int rc = ST_OK, nl = 0;
+    for (int i = 0; i < d->n_sigs; i++)
+        if (d->sigs[i].supported && d->sigs[i].rep >= 0)
+            list[nl++] = i;
+    // Phase 1: each kernel's best-scored config, so every candidate has a measured cost. Under
+    // --budget the single-primitive kernels come first and always (they make a plan exist);
+    // the fused ones follow, those repeated most in the model first, while the budget lasts.
+    d->t_tune0 = now_s();
+    d->rep->budget_s = d->opt->budget_s;
+    int nsingle = budget_order(d, list, nl);
+    if ((rc = measure_configs(d, list, nsingle, 0, 1, false, "first config of every kernel", e)) ||
+        (rc = measure_configs(
+             d, list + nsingle, nl - nsingle, 0, 1, true,
+             nsingle ? "first config of every fused kernel" : "first config of every kernel", e)))
+        return rc;
+    for (int i = nsingle; i < nl; i++)
+        d->rep->budget_dropped += !d->sigs[list[i]].cfg_known[0];
+    // A kernel whose first config failed gets its second.
+    int nfail = 0;
+    for (int i = 0; i < nl; i++)
+        if (d->sigs[list[i]].best < 0 && d->sigs[list[i]].cfg_known[0])
+            list[nfail++] = list[i];
+    if ((rc = measure_configs(d, list, nfail, 1, 2, true, "second config where the first failed",
+                              e)))
+        return rc;
+    // A kernel that fuses elementwise work into a product is measured at the config its bare
+    // product measured best, where its own first config came out slower (its model may rank
+    // another variant first: a 32-channel conv + ReLU measured 4.2 ms at its first config, the
+    // conv alone 2.0 ms at its, so the BLP kept the ReLU a kernel of its own).
+    int ntransfer = transfer_configs(d, list, k_at);
+    rc = measure_configs_at(d, list, ntransfer, 0, 0, k_at, true,
+                            "the bare product's best config for its fused kernels", e);
+    if (rc)
+        return rc;
+    // A fused attention replaces several kernels at once, and its device model ranks configs
+    // less surely than a single GEMM's (an H100 measured the first-ranked config of a 512-token
+    // block's attention at 121 us, its best at 38 us, while the three kernels it replaces took
+    // 64 us): a first config alone would let the BLP drop it for good, so every config of it is
+    // measured now. There are few (two per distinct layer). (MLP chains are not: their model
+    // ranks the measured best first, and their tensor-core kernels take NVRTC seconds each.)
+    int nattn = 0;
+    for (int i = 0; i < d->n_sigs; i++) {
+        AttnSpec as;
+        if (d->sigs[i].supported && d->sigs[i].rep >= 0 &&
+            attn_analyse(d->pg, &d->cs->c[d->sigs[i].rep], &as))
+            list[nattn++] = i;
+    }
+    if ((rc = measure_configs(d, list, nattn, 1, MAX_CONFIGS, true,
+                              "every config of the fused attention kernels", e)))
+        return rc;
+    if ((rc = apply_costs(d, e)))
+        return rc;
+    drop_unrunnable(d);
+    d->rep->t_tune += now_s() - t - (d->t_values - tv); // the interpreter's time is check time
+
+    t = now_s();
+    if ((rc = solve(d, sel, e)))
+        return rc;
+    d->rep->t_solve += now_s() - t;
+    // Phase 2: the other configs of the chosen kernels, then solve again on the better times;
+    // repeated while the new selection holds kernels not yet measured in every config (at most
+    // 4 rounds), so the final selection is fully measured and a warm compile, which starts from
+    // these times, reaches the same selection without measuring anything.
+    bool *full = xcalloc((size_t)d->n_sigs + 1, sizeof(bool));
+    for (int round = 0; round < 4; round++) {
+        t = now_s();
+        tv = d->t_values;
+        int nsel = 0;
+        for (int i = 0; i < sel->n; i++) {
+            int si = d->sig_of[sel->kernels[i]];
+            if (!full[si] && d->sigs[si].supported) {
+                full[si] = true;
+                list[nsel++] = si;
+            }
+        }
+        if (nsel == 0)
+            break;
+        if ((rc = measure_configs(d, list, nsel, 1, MAX_CONFIGS, true,
+                                  round ? "all configs of the newly chosen kernels"
+                                        : "all configs of the chosen kernels",
+                                  e))) {
+            free(full);
+            return rc;
+        }
+        // The chosen products' best configs, now known, for the kernels fusing more into them.
+        int nt = transfer_configs(d, list, k_at);
+        if ((rc = measure_configs_at(d, list, nt, 0, 0, k_at, true,
+                                     "the bare product's best config for its fused kernels", e)) ||
+            (rc = apply_costs(d, e))) {
+            free(full);
+            return rc;
+        }
+        d->rep->t_tune += now_s() - t - (d->t_values - tv);
+        t = now_s();
+        if ((rc = solve(d, sel, e))) {
+            free(full);
+            return rc;
+        }
+        d->rep->t_solve += now_s() - t;
+    }
+    free(full);
+    return ST_OK;
 }
 
 // ---- why each linear primitive runs where it does (--explain) ----
@@ -1701,6 +1813,149 @@ static int storage_check(Driver *d, Err *e) {
     return storage_deviation_verdict(pg, to, dev, out, scale, e);
 }
 
+// ---- configs of reduced exactness (KCFG_REDUCED_EXACTNESS) ----
+//
+// Such a config passes the lab's check alone, but its errors compound over a deep plan: a plan
+// holding them that misses the end-to-end check is solved again without any of them, from the
+// measurements the compile has (leave_out_reduced, tune_and_solve), and built and checked again.
+// The outcome is kept in the profile database's reference table (reduced_key), so a warm compile
+// leaves them out from the start and reaches the same plan without failing the check again.
+
+// Leaves every config of reduced exactness out of the signatures (their measurements stay in the
+// database); a signature left without configs is no longer generated.
+static void leave_out_reduced(Driver *d) {
+    for (int i = 0; i < d->n_sigs; i++) {
+        Sig *s = &d->sigs[i];
+        int w = 0;
+        for (int k = 0; k < s->n_cfg; k++) {
+            if (s->cfg[k].flags & KCFG_REDUCED_EXACTNESS)
+                continue;
+            s->cfg[w] = s->cfg[k];
+            s->cfg_status[w] = s->cfg_status[k];
+            s->cfg_time[w] = s->cfg_time[k];
+            s->cfg_known[w] = s->cfg_known[k];
+            s->cfg_src[w] = s->cfg_src[k];
+            s->cfg_hashed[w] = s->cfg_hashed[k];
+            w++;
+        }
+        for (int k = w; k < s->n_cfg; k++) {
+            s->cfg_known[k] = false;
+            s->cfg_hashed[k] = false;
+        }
+        s->n_cfg = w;
+        if (w == 0)
+            s->supported = false;
+        update_best(s);
+    }
+    d->exact_only = true;
+}
+
+// Adds the kind of config desc (its variant's words: the desc's second and third, "v=winograd
+// m=4") to the ", "-separated list what (n bytes) unless it is there.
+static void add_kind(char *what, size_t n, const char *desc) {
+    const char *a = strchr(desc, ' ');
+    if (!a)
+        return;
+    a++;
+    const char *b = strchr(a, ' ');
+    b = b ? strchr(b + 1, ' ') : NULL;
+    int len = b ? (int)(b - a) : (int)strlen(a);
+    char kind[64];
+    snprintf(kind, sizeof kind, "%.*s", len, a);
+    if (strstr(what, kind))
+        return;
+    size_t at = strlen(what), kl = strlen(kind);
+    if (at + 2 + kl >= n)
+        return; // the list is full: the first kinds stay
+    if (at) {
+        memcpy(what + at, ", ", 2);
+        at += 2;
+    }
+    memcpy(what + at, kind, kl + 1);
+}
+
+// The chosen kernels whose config is of reduced exactness, their kinds into what.
+static int reduced_kernels(const Driver *d, const Selection *sel, char *what, size_t n) {
+    int k = 0;
+    what[0] = '\0';
+    for (int i = 0; i < sel->n; i++) {
+        const Sig *s = &d->sigs[d->sig_of[sel->kernels[i]]];
+        if (s->supported && s->best >= 0 && (s->cfg[s->best].flags & KCFG_REDUCED_EXACTNESS)) {
+            k++;
+            add_kind(what, n, s->cfg[s->best].desc);
+        }
+    }
+    return k;
+}
+
+// Whether any signature has a config of reduced exactness.
+static bool any_reduced(const Driver *d) {
+    for (int i = 0; i < d->n_sigs; i++)
+        for (int k = 0; k < d->sigs[i].n_cfg; k++)
+            if (d->sigs[i].cfg[k].flags & KCFG_REDUCED_EXACTNESS)
+                return true;
+    return false;
+}
+
+// The key of the outcome in the reference table: what storage_key names, and the target, its
+// precision and machine (the kernels' code and the plan's measurements), the candidate options
+// and --check-tol. Malloc'd.
+static char *reduced_key(const Driver *d, const void *model, size_t size) {
+    char what[768];
+    snprintf(what, sizeof what,
+             "reduced exactness|target %s|precision %s|storage %d|chains %d|attention %d|"
+             "bound %.6g|machine %s",
+             db_target(d), precision_name(d->prec), d->half_storage ? 1 : 0,
+             d->opt->no_mlp_chains ? 0 : 1, d->opt->no_attention ? 0 : 1, d->opt->check_tol,
+             d->m.hw.fingerprint);
+    return storage_key(d, model, size, what);
+}
+
+static const char inexact_magic[] = "reduced exactness left out:"; // the stored blob
+
+// The stored outcome into the report (true: found and whole).
+static bool reduced_lookup(Driver *d, const void *model, size_t size) {
+    if (!d->db || d->db_broken)
+        return false;
+    char *key = reduced_key(d, model, size);
+    void *blob = NULL;
+    size_t blen = 0;
+    bool found = false, damaged = false, ok = false;
+    Err le = {0};
+    if (pdb_get_reference(d->db, key, &blob, &blen, &found, &damaged, &le) == ST_OK && found &&
+        blen < 256) {
+        char text[256], kinds[64] = "";
+        memcpy(text, blob, blen);
+        text[blen] = '\0';
+        int k = 0, used = 0;
+        double err = 0;
+        ok = sscanf(text, "reduced exactness left out: %d kernels, error %lf; %63[^\n]%n", &k, &err,
+                    kinds, &used) == 3 &&
+             (size_t)used == blen && k > 0 && err >= 0;
+        if (ok) {
+            d->rep->inexact_kernels = k;
+            d->rep->inexact_err = err;
+            snprintf(d->rep->inexact_what, sizeof d->rep->inexact_what, "%s", kinds);
+        }
+    }
+    free(blob);
+    free(key);
+    return ok;
+}
+
+// Records the outcome (a failure only costs the warm compile its first plan).
+static void reduced_store(Driver *d, const void *model, size_t size) {
+    if (!d->db || d->db_broken)
+        return;
+    char *key = reduced_key(d, model, size), text[256];
+    snprintf(text, sizeof text, "%s %d kernels, error %.6g; %s", inexact_magic,
+             d->rep->inexact_kernels, d->rep->inexact_err, d->rep->inexact_what);
+    Err le = {0};
+    if (pdb_set_reference(d->db, key, text, strlen(text), &le) != ST_OK)
+        db_trouble(d, &le);
+    free(key);
+}
+
 static int compile_shape_sets(const char *onnx_path, const CompileOptions *opt,
                               const char *out_path, CompileReport *rep, Err *e);
 
@@ -1863,6 +2118,8 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     {
         int64_t kmax;
         d.check_tol = e2e_tolerance(pg, d.prec, &kmax);
+        if (opt->check_tol > 0) // --check-tol
+            d.check_tol = opt->check_tol;
         rep->check_tol = d.check_tol;
         rep->tol = kmax > 0 ? precision_tolerance(d.prec, kmax) : 1e-4;
         rep->tol_k = kmax;
@@ -1897,105 +2154,22 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
                 "tune: %d of %d distinct kernels generated for %s, %d configs from the "
                 "database %s\n",
                 nl, d.n_sigs, d.target->name, rep->looked_up, d.db ? pdb_path(d.db) : "(none)");
-    // Phase 1: each kernel's best-scored config, so every candidate has a measured cost. Under
-    // --budget the single-primitive kernels come first and always (they make a plan exist);
-    // the fused ones follow, those repeated most in the model first, while the budget lasts.
-    d.t_tune0 = now_s();
-    rep->budget_s = opt->budget_s;
-    int nsingle = budget_order(&d, list, nl);
-    if ((rc = measure_configs(&d, list, nsingle, 0, 1, false, "first config of every kernel", e)) ||
-        (rc = measure_configs(&d, list + nsingle, nl - nsingle, 0, 1, true,
-                              nsingle ? "first config of every fused kernel"
-                                      : "first config of every kernel",
-                              e)))
-        goto out;
-    for (int i = nsingle; i < nl; i++)
-        d.rep->budget_dropped += !d.sigs[list[i]].cfg_known[0];
-    // A kernel whose first config failed gets its second.
-    int nfail = 0;
-    for (int i = 0; i < nl; i++)
-        if (d.sigs[list[i]].best < 0 && d.sigs[list[i]].cfg_known[0])
-            list[nfail++] = list[i];
-    if ((rc = measure_configs(&d, list, nfail, 1, 2, true, "second config where the first failed",
-                              e)))
-        goto out;
-    // A kernel that fuses elementwise work into a product is measured at the config its bare
-    // product measured best, where its own first config came out slower (its model may rank
-    // another variant first: a 32-channel conv + ReLU measured 4.2 ms at its first config, the
-    // conv alone 2.0 ms at its, so the BLP kept the ReLU a kernel of its own).
+    if (any_reduced(&d) && reduced_lookup(&d, bytes, size)) {
+        leave_out_reduced(&d);
+        rep->inexact_cached = true;
+        if (pr)
+            fprintf(pr,
+                    "tune: configs of reduced exactness (%s) left out: a plan with %d of them "
+                    "missed the end-to-end check (%.3gx its bound) in an earlier compile\n",
+                    rep->inexact_what, rep->inexact_kernels, rep->inexact_err);
+    }
+    rep->t_tune += now_s() - t - (d.t_values - tv);
     k_at = xmalloc(sizeof(int) * (size_t)(d.n_sigs + 1));
-    int ntransfer = transfer_configs(&d, list, k_at);
-    rc = measure_configs_at(&d, list, ntransfer, 0, 0, k_at, true,
-                            "the bare product's best config for its fused kernels", e);
-    if (rc)
+    if ((rc = tune_and_solve(&d, &sel, list, k_at, e)))
         goto out;
-    // A fused attention replaces several kernels at once, and its device model ranks configs
-    // less surely than a single GEMM's (an H100 measured the first-ranked config of a 512-token
-    // block's attention at 121 us, its best at 38 us, while the three kernels it replaces took
-    // 64 us): a first config alone would let the BLP drop it for good, so every config of it is
-    // measured now. There are few (two per distinct layer). (MLP chains are not: their model
-    // ranks the measured best first, and their tensor-core kernels take NVRTC seconds each.)
-    int nattn = 0;
-    for (int i = 0; i < d.n_sigs; i++) {
-        AttnSpec as;
-        if (d.sigs[i].supported && attn_analyse(d.pg, &d.cs->c[d.sigs[i].rep], &as))
-            list[nattn++] = i;
-    }
-    if ((rc = measure_configs(&d, list, nattn, 1, MAX_CONFIGS, true,
-                              "every config of the fused attention kernels", e)))
-        goto out;
-    if ((rc = apply_costs(&d, e)))
-        goto out;
-    drop_unrunnable(&d);
-    rep->t_tune += now_s() - t - (d.t_values - tv); // the interpreter's time is check time
-
-    t = now_s();
-    if ((rc = solve(&d, &sel, e)))
-        goto out;
-    rep->t_solve += now_s() - t;
-    // Phase 2: the other configs of the chosen kernels, then solve again on the better times;
-    // repeated while the new selection holds kernels not yet measured in every config (at most
-    // 4 rounds), so the final selection is fully measured and a warm compile, which starts from
-    // these times, reaches the same selection without measuring anything.
-    bool *full = xcalloc((size_t)d.n_sigs + 1, sizeof(bool));
-    for (int round = 0; round < 4; round++) {
-        t = now_s();
-        tv = d.t_values;
-        int nsel = 0;
-        for (int i = 0; i < sel.n; i++) {
-            int si = d.sig_of[sel.kernels[i]];
-            if (!full[si] && d.sigs[si].supported) {
-                full[si] = true;
-                list[nsel++] = si;
-            }
-        }
-        if (nsel == 0)
-            break;
-        if ((rc = measure_configs(&d, list, nsel, 1, MAX_CONFIGS, true,
-                                  round ? "all configs of the newly chosen kernels"
-                                        : "all configs of the chosen kernels",
-                                  e))) {
-            free(full);
-            goto out;
-        }
-        // The chosen products' best configs, now known, for the kernels fusing more into them.
-        int nt = transfer_configs(&d, list, k_at);
-        if ((rc = measure_configs_at(&d, list, nt, 0, 0, k_at, true,
-                                     "the bare product's best config for its fused kernels", e)) ||
-            (rc = apply_costs(&d, e))) {
-            free(full);
-            goto out;
-        }
-        rep->t_tune += now_s() - t - (d.t_values - tv);
-        t = now_s();
-        if ((rc = solve(&d, &sel, e))) {
-            free(full);
-            goto out;
-        }
-        rep->t_solve += now_s() - t;
-    }
-    free(full);
+plan_and_check:
     rep->predicted_s = sel.objective;
+    rep->linear = rep->reduced = 0;
     for (int i = 0; i < sel.n; i++) {
         const Candidate *c = &d.cs->c[sel.kernels[i]];
         bool lin = false;
@@ -2093,6 +2267,45 @@ int compile_model(const char *onnx_path, const CompileOptions *opt, const char *
     t = now_s();
     rc = end_to_end_check(&d, out_path, h.model_hash, h.input_shapes, h.load_flags, e);
     rep->t_check += now_s() - t - (d.t_values - tv); // need_values counted its own time
+    char kinds[64];
+    int n_inexact =
+        rc == ST_MISMATCH && !d.exact_only ? reduced_kernels(&d, &sel, kinds, sizeof kinds) : 0;
+    if (n_inexact > 0) {
+        // Errors of reduced-exactness kernels compounding: the plan without them.
+        remove(out_path);
+        rep->inexact_kernels = n_inexact;
+        rep->inexact_err = rep->max_err;
+        snprintf(rep->inexact_what, sizeof rep->inexact_what, "%s", kinds);
+        if (pr) { // the check's message without its advice: this is not a bug
+            char why[sizeof e->msg];
+            snprintf(why, sizeof why, "%s", e->msg);
+            char *cut = strstr(why, " (a bug in orch");
+            if (cut)
+                *cut = '\0';
+            fprintf(pr,
+                    "check: the plan with %d kernels of reduced exactness (%s) missed the "
+                    "end-to-end check (%s); solving again without them\n",
+                    n_inexact, kinds, why);
+        }
+        *e = (Err){0};
+        reduced_store(&d, bytes, size);
+        leave_out_reduced(&d);
+        plan_free(plan);
+        plan = NULL;
+        free(so);
+        so = NULL;
+        free(src);
+        src = NULL;
+        free(plan_bytes);
+        plan_bytes = NULL;
+        fallbacks_free(&fallbacks);
+        rep->selection_digest = 0;
+        rep->max_err = 0;
+        rep->module_reused = false;
+        if ((rc = tune_and_solve(&d, &sel, list, k_at, e)))
+            goto out;
+        goto plan_and_check;
+    }
     if (rc)
         remove(out_path); // never leave an artefact that failed its check
 out:
@@ -2178,6 +2391,12 @@ static void report_add(CompileReport *rep, const CompileReport *r, const char *s
     rep->module_reused = rep->module_reused || r->module_reused;
     rep->t_check += r->t_check;
     rep->max_err = ORCH_MAX(rep->max_err, r->max_err);
+    if (r->inexact_kernels > 0) { // a set that left them out: the last one's outcome
+        rep->inexact_kernels = r->inexact_kernels;
+        rep->inexact_err = r->inexact_err;
+        rep->inexact_cached = r->inexact_cached;
+        snprintf(rep->inexact_what, sizeof rep->inexact_what, "%s", r->inexact_what);
+    }
     rep->linear += r->linear;
     rep->reduced += r->reduced;
     // The plan's own figures: the last set's.
@@ -2396,6 +2615,19 @@ void compile_report_print(const CompileReport *r, FILE *f) {
                 r->storage, r->retyped);
     else
         fprintf(f, "precision: fp32 (exact float32 arithmetic)\n");
+    if (r->inexact_kernels > 0 && r->inexact_cached)
+        fprintf(f,
+                "check: configs of reduced exactness (%s) left out: a plan with %d of them "
+                "missed the end-to-end check (%.3gx its bound) in an earlier compile on this "
+                "database\n",
+                r->inexact_what, r->inexact_kernels, r->inexact_err);
+    else if (r->inexact_kernels > 0)
+        fprintf(f,
+                "check: the plan with %d kernels of reduced exactness (%s) missed the end-to-end "
+                "check (%.3gx its bound at the first element past it); solved again without "
+                "them%s\n",
+                r->inexact_kernels, r->inexact_what, r->inexact_err,
+                r->refused || r->kernels == 0 ? "" : ", the plan above passed");
     if (!r->refused && r->n_sets == 0)
         fprintf(f, "memory: arena %.2f MiB for %.2f MiB of intermediates\n",
                 (double)r->arena_bytes / 1048576.0, (double)r->intermediate_bytes / 1048576.0);

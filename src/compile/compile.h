@@ -54,6 +54,8 @@ typedef struct CompileOptions {
     bool strict; // a kernel the target does not generate (an interpreter would run it) is an
                  // error (ST_UNSUPPORTED) after the summary, and no artefact is written
     bool trust_timings; // every CPU timing taken as measured: none re-timed or stored suspect
+    double check_tol;   // the end-to-end check's relative bound (0: from the precision and the
+                        // model's depth, e2e_tolerance; 1e-4 under fp32)
     double budget_s;    // seconds of tuning at most (0: no bound): what is left unmeasured then
                         // is said in the summary; every single-primitive kernel's first config
                         // is measured whatever the budget, so that a plan exists
@@ -120,6 +122,14 @@ typedef struct CompileReport {
     int linear, reduced;                   // chosen kernels holding a LINEAR / of them computing
                                            // in the reduced precision (their config says so)
     uint64_t selection_digest;             // hash of the chosen kernels and configs, in order
+    // Configs of reduced exactness (KCFG_REDUCED_EXACTNESS) left out: inexact_kernels of them
+    // were in a plan that missed the end-to-end check by inexact_err (its first error past its
+    // bound, relative to it); inexact_what names their kinds ("v=winograd m=4"); inexact_cached:
+    // the profile database recorded that outcome, so they were left out from the start. 0: none.
+    int inexact_kernels;
+    double inexact_err;
+    char inexact_what[64];
+    bool inexact_cached;
     bool module_reused; // the kernels' module came from the database (an earlier compile built it)
     const char *storage;                   // reduced storage type ("float16"...), NULL: float32
     int retyped;                           // tensors stored in it

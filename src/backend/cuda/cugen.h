@@ -71,9 +71,10 @@ enum {
 // (cugen_linear.h: matmul and convolution), CuMlpConfig (cugen_mlp.h), CuAttnConfig
 // (cugen_attn.h), CuBlasLtConfig (cublaslt.h), CuDnnConfig (cudnn.h), CuOpqConfig (cugen_opq.h).
 
-// What every pack starts with: cls set, p[] and desc cleared (the score is the caller's).
+// What every pack starts with: cls set, flags, p[] and desc cleared (the score is the caller's).
 static inline void cugen_config_clear(KernelConfig *k, int cls) {
     k->cls = cls;
+    k->flags = 0; // every CUDA config computes as exactly as its precision says
     memset(k->p, 0, sizeof k->p);
     memset(k->desc, 0, sizeof k->desc);
 }
