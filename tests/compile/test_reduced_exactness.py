@@ -49,7 +49,7 @@ def write_model(path):
         nodes, "conv_stack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, H, H])], inits)
     g.node[-1].output[0] = "y"
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
 
 
 def compile_(binary, model, out, db, tol=None, explain=False):
