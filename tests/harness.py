@@ -61,6 +61,20 @@ def orch(binary, *args, **kw):
     return run([binary, *args], **kw)
 
 
+def digest(out):
+    """The selection digest a compile's summary prints."""
+    m = re.search(r"selection ([0-9a-f]{16})", out)
+    assert m, f"no selection digest in:\n{out}"
+    return m.group(1)
+
+
+def largest_error(err):
+    """The end-to-end check's largest error a compile's log prints."""
+    m = re.search(r"largest error ([0-9.e+-]+)", err)
+    assert m, f"no largest error in:\n{err[-3000:]}"
+    return float(m.group(1))
+
+
 def onnxruntime(path, feeds):
     """{output name: array} of ONNX Runtime's CPU provider on the model at path, its graph
     optimisations off (the reference computes the model as written)."""

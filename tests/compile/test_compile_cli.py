@@ -3,8 +3,8 @@
 target: a compile and its check against ONNX Runtime's stored output, a warm recompile that only
 looks up the profile database, never runs the interpreter (its end-to-end check uses the reference
 cached in the database), reuses the kernels' module built before (byte for byte what a fresh
-build gives; a damaged one rebuilt) and picks the same selection, damaged, short or wrong cached references
-recomputed and never trusted, a compile killed with SIGKILL in the
+build gives; a damaged one rebuilt) and picks the same selection, damaged, short or wrong cached
+references recomputed and never trusted, a compile killed with SIGKILL in the
 middle of tuning and rerun (it resumes: every measurement made before the kill is kept, none is
 measured again but the configs in flight, once, the killed compile's build folder is removed,
 and the selection is stable from then on), damaged artefacts refused with clear
@@ -42,7 +42,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from harness import EXAMPLE as EX, ROOT, case, finish, run  # noqa: E402
+from harness import EXAMPLE as EX, ROOT, case, digest, finish, largest_error, run  # noqa: E402
 
 
 # Most cases check how compiles reuse the database: their compiles take every timing as stable
@@ -58,12 +58,6 @@ def orch(binary, *args, timeout=900, env=None, trust=True):
     return run([binary, *(trusted(args) if trust else args)], timeout=timeout, env=env)
 
 
-def digest(out):
-    m = re.search(r"selection ([0-9a-f]{16})", out)
-    assert m, f"no selection digest in:\n{out}"
-    return m.group(1)
-
-
 def counts(out):
     m = re.search(r"(\d+) configs measured, (\d+) from the database", out)
     assert m, f"no tuning counts in:\n{out}"
@@ -73,12 +67,6 @@ def counts(out):
 INTERP = "value by the interpreter in"   # need_values' progress line: the interpreter ran
 CACHED = "reference cached in the database"
 MODULE_REUSED = "module from the database"
-
-
-def largest_error(err):
-    m = re.search(r"check: the artefact's outputs agree .* largest error (\S+),", err)
-    assert m, f"no end-to-end check line in:\n{err[-3000:]}"
-    return m.group(1)
 
 
 def fnv1a64(b):

@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from harness import case, finish, onnxruntime, close_to, run  # noqa: E402
+from harness import case, close_to, digest, finish, largest_error, onnxruntime, run  # noqa: E402
 
 LAYERS, C, H = 16, 32, 32
 FALLBACK = re.compile(r"check: the plan with (\d+) kernels of reduced exactness \(v=winograd m=4\) "
@@ -70,18 +70,6 @@ def edit_db(src, dst, seconds):
     con.commit()
     con.close()
     return n
-
-
-def digest(out):
-    m = re.search(r"selection ([0-9a-f]{16})", out)
-    assert m, f"no selection digest in:\n{out}"
-    return m.group(1)
-
-
-def largest_error(err):
-    m = re.search(r"largest error ([0-9.e+-]+)", err)
-    assert m, f"no largest error in:\n{err[-3000:]}"
-    return float(m.group(1))
 
 
 def main():
