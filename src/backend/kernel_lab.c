@@ -192,9 +192,10 @@ void lab_summarise(double *samples, int n, double load, int threads, LabTiming *
     t->p90_s = quantile(samples, n, 0.9);
     t->p95_s = quantile(samples, n, 0.95);
     t->spread = t->min_s > 0 ? (t->p90_s - t->min_s) / t->min_s : 0;
-    if (t->spread > LAB_MAX_SPREAD)
+    if (t->spread > LAB_MAX_SPREAD && t->p90_s - t->min_s > LAB_NOISE_FLOOR_S)
         snprintf(t->why, sizeof t->why, "p90 %.2fx its minimum", 1 + t->spread);
-    else if (t->min_s > 0 && t->median_s > LAB_MAX_MEDIAN_RATIO * t->min_s)
+    else if (t->min_s > 0 && t->median_s > LAB_MAX_MEDIAN_RATIO * t->min_s &&
+             t->median_s - t->min_s > LAB_NOISE_FLOOR_S)
         snprintf(t->why, sizeof t->why, "median %.2fx its minimum", t->median_s / t->min_s);
     else if (threads > 0 && load > threads)
         snprintf(t->why, sizeof t->why, "%.0f runnable threads for %d of its own", load, threads);

@@ -1,7 +1,7 @@
 // The kernel lab's timing summary and stability rule (kernel_lab.h: lab_summarise) on synthetic
 // series of samples: steady ones, rare outliers, a slow first run, too many slow runs, a median
-// shifted off the minimum, a busy machine by its load; then the rule inside a compile, with the
-// machine's load forced (lab_set_load_override): a compile on a "busy" machine stores every ok
+// shifted off the minimum, microsecond kernels under the noise floor, a busy machine by its load;
+// then the rule inside a compile, with the machine's load forced (lab_set_load_override): a compile on a "busy" machine stores every ok
 // timing suspect and re-times each before giving up; the next compile on a quiet one re-measures
 // every suspect row instead of reusing it, and reuses the rest.
 #include "../check.h"
@@ -90,18 +90,40 @@ static void frequent_outliers_are_unstable(void) {
 
 // Most runs 1.3x above the few fastest: p90 within its bound, the median not.
 static void shifted_median_is_unstable(void) {
-    double *s = steady(60, 1e-5);
+    double *s = steady(60, 1e-4);
     for (int i = 0; i < 40; i++)
-        s[i] = 1.3e-5 * jitter(0.02);
+        s[i] = 1.3e-4 * jitter(0.02);
     LabTiming t = summarise(s, 60, -1, 2);
     CHECK_MSG(t.unstable && strstr(t.why, "median"), "%s", t.why);
     CHECK(t.spread <= LAB_MAX_SPREAD);
     // 1.1x is within the bound.
-    s = steady(60, 1e-5);
+    s = steady(60, 1e-4);
     for (int i = 0; i < 40; i++)
-        s[i] = 1.1e-5;
+        s[i] = 1.1e-4;
     t = summarise(s, 60, -1, 2);
     CHECK_MSG(!t.unstable, "%s", t.why);
+}
+
+// A kernel of a few microseconds: the same ratios within LAB_NOISE_FLOOR_S of its minimum are
+// noise (an interrupt), not a busy machine; past it they count.
+static void microsecond_kernels_under_the_noise_floor(void) {
+    double *s = steady(100, 2e-6);
+    for (int i = 0; i < 15; i++)
+        s[7 * i] = 2e-6 * 3; // p90 3x its minimum, 4 us above it
+    LabTiming t = summarise(s, 100, -1, 2);
+    CHECK_MSG(!t.unstable && t.spread > LAB_MAX_SPREAD, "%s", t.why);
+    s = steady(60, 2e-6);
+    for (int i = 0; i < 40; i++)
+        s[i] = 3e-6; // the median 1.5x, 1 us above
+    t = summarise(s, 60, -1, 2);
+    CHECK_MSG(!t.unstable, "%s", t.why);
+    s = steady(100, 4e-6);
+    for (int i = 0; i < 15; i++)
+        s[7 * i] = 4e-6 * 3; // 8 us above: counts
+    t = summarise(s, 100, -1, 2);
+    CHECK(t.unstable && strstr(t.why, "p90"));
+    t = summarise(steady(50, 2e-6), 50, 3, 2); // the load rule has no floor
+    CHECK(t.unstable && strstr(t.why, "runnable"));
 }
 
 // Steady samples on a machine with more runnable threads than the lab's own: a neighbour may have
@@ -228,6 +250,7 @@ int main(void) {
     RUN(rare_outliers_are_stable);
     RUN(frequent_outliers_are_unstable);
     RUN(shifted_median_is_unstable);
+    RUN(microsecond_kernels_under_the_noise_floor);
     RUN(busy_machine_is_unstable);
     RUN(load_override);
     RUN(suspect_rows_remeasured);
