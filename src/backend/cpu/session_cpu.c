@@ -106,20 +106,20 @@ struct CpuSession {
 
 static _Alignas(PLAN_ALIGN) uint8_t empty_buffer[PLAN_ALIGN]; // for zero-byte tensors
 
-static void *aligned_buffer(int64_t bytes) {
-    size_t n = (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
-    void *p = aligned_alloc(PLAN_ALIGN, n ? n : PLAN_ALIGN);
-    if (p && n)
-        memset(p, 0, n);
-    return p;
-}
-
 // A staging buffer for an unaligned caller buffer: a run copies the input in whole or the
 // launches write the output whole before it is read, so it is not zeroed (which would make a
 // large model input's pages resident in every session, used or not).
 static void *stage_buffer(int64_t bytes) {
     size_t n = (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN;
     return aligned_alloc(PLAN_ALIGN, n ? n : PLAN_ALIGN);
+}
+
+// A zeroed buffer, whole PLAN_ALIGN blocks.
+static void *aligned_buffer(int64_t bytes) {
+    void *p = stage_buffer(bytes);
+    if (p && bytes > 0)
+        memset(p, 0, (size_t)(bytes + PLAN_ALIGN - 1) / PLAN_ALIGN * PLAN_ALIGN);
+    return p;
 }
 
 static char *join_nodes(const PlanLaunch *L) {
